@@ -1,0 +1,147 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/switchyard/switchyard/engine/policy"
+)
+
+// Executor carries out attempts: it forwards a task to a browser instance (or
+// pretends to, in tests and benchmarks).
+type Executor interface {
+	// Start begins an attempt and returns promptly, without waiting for the
+	// work. The executor reports on run: Started when the work has reached an
+	// instance, then Finish exactly once. ctx carries the attempt's deadline
+	// and is cancelled when the task is cancelled, times out or the engine
+	// shuts down; the executor should stop the work then and Finish.
+	Start(ctx context.Context, run *Run)
+}
+
+// Outcome is how an attempt ended.
+type Outcome struct {
+	Result     json.RawMessage   // the instance's answer, on success
+	Err        error             // nil on success
+	Class      policy.ErrorClass // for Err; derived from Err with ClassOf when zero
+	HTTPStatus int               // the instance's status code, when there was one
+	InstanceID string            // where it ran, if not reported by Started
+	TabID      string            // the tab it ran in; binds the task's session to it
+}
+
+// Run is the executor's handle on one attempt of a task.
+type Run struct {
+	engine   *Engine
+	task     *task
+	spec     *TaskSpec
+	id       string
+	lease    uint64
+	attempt  int
+	instance string
+	tab      string
+	done     atomic.Bool
+}
+
+// TaskID returns the task's id.
+func (r *Run) TaskID() string { return r.id }
+
+// Spec returns the task's spec (read-only).
+func (r *Run) Spec() *TaskSpec { return r.spec }
+
+// Attempt returns the attempt's number, from 1.
+func (r *Run) Attempt() int { return r.attempt }
+
+// LeaseID returns the attempt's lease id.
+func (r *Run) LeaseID() uint64 { return r.lease }
+
+// InstanceID returns the instance the engine placed the attempt on: the task's
+// own target, its session's bound instance, or the least-loaded healthy
+// instance; "" when the engine manages no instances.
+func (r *Run) InstanceID() string { return r.instance }
+
+// TabID returns the tab the attempt should run in: the task's own, or the one
+// bound to its session by an earlier task; "" when a tab must be opened.
+func (r *Run) TabID() string { return r.tab }
+
+// Started records that the work has reached an instance: the task moves from
+// ASSIGNED to RUNNING. Calling it is optional and only the first call counts.
+func (r *Run) Started(instanceID, tabID string) {
+	r.engine.started(r, instanceID, tabID)
+}
+
+// Finish ends the attempt. Only the first call counts; the engine ignores (and
+// records) a finish that arrives after the lease was reclaimed.
+func (r *Run) Finish(o Outcome) {
+	if r.done.Swap(true) {
+		return
+	}
+	if o.Err != nil && o.Class == policy.ClassNone {
+		o.Class = ClassOf(o.Err)
+	}
+	r.engine.finish(r, o)
+}
+
+// ExecutorFunc adapts a blocking function to an Executor: each attempt runs in
+// its own goroutine and its return value finishes the attempt.
+type ExecutorFunc func(ctx context.Context, run *Run) Outcome
+
+// Start implements Executor.
+func (f ExecutorFunc) Start(ctx context.Context, run *Run) {
+	go func() { run.Finish(f(ctx, run)) }()
+}
+
+// NoopExecutor succeeds at once, without doing anything. It finishes inside
+// Start, which makes it the executor of choice for benchmarks of the engine.
+type NoopExecutor struct{}
+
+// Start implements Executor.
+func (NoopExecutor) Start(_ context.Context, run *Run) {
+	run.Finish(Outcome{})
+}
+
+// ClassifiedError is an error that knows whether retrying may help.
+type ClassifiedError struct {
+	Class      policy.ErrorClass
+	HTTPStatus int
+	Err        error
+}
+
+func (e *ClassifiedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *ClassifiedError) Unwrap() error { return e.Err }
+
+// Transient marks err as worth retrying.
+func Transient(err error) error {
+	return &ClassifiedError{Class: policy.ClassTransient, Err: err}
+}
+
+// Permanent marks err as final: retrying cannot help.
+func Permanent(err error) error {
+	return &ClassifiedError{Class: policy.ClassPermanent, Err: err}
+}
+
+// Transientf formats a transient error.
+func Transientf(format string, args ...any) error { return Transient(fmt.Errorf(format, args...)) }
+
+// Permanentf formats a permanent error.
+func Permanentf(format string, args ...any) error { return Permanent(fmt.Errorf(format, args...)) }
+
+// ClassOf classifies err: the class of a ClassifiedError in its chain;
+// cancellation as cancelled; a deadline as transient (a timeout); anything
+// else as transient, because an unknown failure deserves the retry budget.
+func ClassOf(err error) policy.ErrorClass {
+	if err == nil {
+		return policy.ClassNone
+	}
+	var ce *ClassifiedError
+	if errors.As(err, &ce) {
+		return ce.Class
+	}
+	if errors.Is(err, context.Canceled) {
+		return policy.ClassCancelled
+	}
+	return policy.ClassTransient
+}

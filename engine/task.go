@@ -1,0 +1,185 @@
+package engine
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/switchyard/switchyard/engine/policy"
+)
+
+// State is where a task stands in its life. See the package documentation for
+// the transitions.
+type State uint8
+
+// Task states. The order is stable: it is stored in databases.
+const (
+	StateQueued    State = 1  // ready, waiting for a slot
+	StateWaiting   State = 2  // waiting for its dependencies
+	StateAssigned  State = 3  // dispatched: holds a slot and a lease
+	StateRunning   State = 4  // the executor has reached an instance
+	StateRetryWait State = 5  // a failed attempt is backing off
+	StateSucceeded State = 6  // terminal
+	StateFailed    State = 7  // terminal
+	StateParked    State = 8  // the retry budget is spent; waits for a reset
+	StateCancelled State = 9  // terminal
+	StateRejected  State = 10 // terminal: refused at admission
+	StateExpired   State = 11 // terminal: the deadline passed while queued
+)
+
+var stateNames = [...]string{
+	StateQueued:    "QUEUED",
+	StateWaiting:   "WAITING",
+	StateAssigned:  "ASSIGNED",
+	StateRunning:   "RUNNING",
+	StateRetryWait: "RETRY_WAIT",
+	StateSucceeded: "SUCCEEDED",
+	StateFailed:    "FAILED",
+	StateParked:    "PARKED",
+	StateCancelled: "CANCELLED",
+	StateRejected:  "REJECTED",
+	StateExpired:   "EXPIRED",
+}
+
+// String returns the state's upper-case name, as in the GraphQL API.
+func (s State) String() string {
+	if int(s) < len(stateNames) && stateNames[s] != "" {
+		return stateNames[s]
+	}
+	return "UNKNOWN"
+}
+
+// ParseState returns the state named name (upper case).
+func ParseState(name string) (State, bool) {
+	for i, n := range stateNames {
+		if n == name && n != "" {
+			return State(i), true
+		}
+	}
+	return 0, false
+}
+
+// Terminal reports whether s is final: a task in it never changes again.
+func (s State) Terminal() bool {
+	switch s {
+	case StateSucceeded, StateFailed, StateCancelled, StateRejected, StateExpired:
+		return true
+	}
+	return false
+}
+
+// InFlight reports whether a task in s holds execution slots.
+func (s State) InFlight() bool { return s == StateAssigned || s == StateRunning }
+
+// Priority orders tasks within a queue under the built-in selection policy:
+// lower runs first.
+type Priority int8
+
+// Named priority levels.
+const (
+	PriorityCritical Priority = 0
+	PriorityHigh     Priority = 1
+	PriorityNormal   Priority = 2
+	PriorityLow      Priority = 3
+)
+
+// QueueMode says how a task joins its session's queue.
+type QueueMode uint8
+
+// Queue modes.
+const (
+	// QueueEnqueue waits its turn behind the session's earlier tasks.
+	QueueEnqueue QueueMode = 0
+	// QueueInterrupt cancels what the session is running and jumps ahead of
+	// the session's queued tasks.
+	QueueInterrupt QueueMode = 1
+)
+
+// Action is an interaction with a browser tab, forwarded to the instance that
+// owns the tab.
+type Action struct {
+	Kind     string          // click, fill, navigate, text, screenshot, …
+	Ref      string          // an element reference from a snapshot, or ""
+	Selector string          // a selector ("css:#go"), or ""
+	Params   json.RawMessage // kind-specific parameters, a JSON object or nil
+}
+
+// RetryPolicy overrides a lane's retry parameters for one task.
+type RetryPolicy struct {
+	MaxAttempts int           // the attempt budget, the first attempt included (≥ 1)
+	Backoff     time.Duration // the delay before the first retry
+	Multiplier  float64       // growth of the delay per retry (≥ 1)
+	MaxBackoff  time.Duration // the cap on the delay
+	Jitter      bool          // spread delays ("equal jitter")
+}
+
+// TaskSpec is what a client asks for. The engine never changes a spec after
+// admission, so one spec value may be shared by every snapshot of its task.
+type TaskSpec struct {
+	AgentID        string            // the fairness unit (required)
+	Lane           string            // execution pool; "" means "main"
+	SessionKey     string            // tasks sharing it run one at a time; "" means the tab, if any
+	Priority       Priority          // 0..3
+	Action         *Action           // the work, unless Instruction is set
+	Instruction    string            // free-text work for chat-style instances
+	TabID          string            // the target tab, or ""
+	InstanceID     string            // the target instance, or ""
+	DependsOn      []string          // tasks that must succeed first
+	BatchID        string            // set by SubmitBatch
+	ParentID       string            // the task that spawned this one
+	Deadline       time.Time         // zero means none
+	Timeout        time.Duration     // per attempt; zero means the engine default
+	Retry          *RetryPolicy      // nil means the lane's policy
+	WebhookURL     string            // called on terminal states
+	IdempotencyKey string            // scoped to AgentID
+	Labels         map[string]string // free-form
+	QueueMode      QueueMode
+	SubmittedAt    time.Time // set by the engine at admission
+}
+
+// Session returns the key that serialises the task: its SessionKey, or its
+// tab when it has none, or "" (no serialisation).
+func (s *TaskSpec) Session() string {
+	if s.SessionKey != "" {
+		return s.SessionKey
+	}
+	return s.TabID
+}
+
+// Attempt records one execution of a task.
+type Attempt struct {
+	N          int               // from 1
+	LeaseID    uint64            // the lease the attempt ran under
+	InstanceID string            // where it ran, when known
+	TabID      string            // the tab it ran in, when known
+	AssignedAt time.Time         // dispatch
+	StartedAt  time.Time         // reached an instance (zero if it never did)
+	EndedAt    time.Time         // zero while it runs
+	Class      policy.ErrorClass // ClassNone on success
+	HTTPStatus int               // the instance's status code, 0 if none
+	Error      string            // what went wrong
+}
+
+// Task is a snapshot of a task: its spec and what has happened to it.
+// Snapshots are copies; changing one changes nothing in the engine.
+type Task struct {
+	ID    string
+	Spec  *TaskSpec // shared and read-only
+	Seq   uint64    // submission order (the seq of its first event)
+	Depth int       // spawn depth: the parent's depth + 1
+	Rank  int64     // order within its queue, from the selection policy
+
+	State     State
+	Reason    string    // why it entered State
+	Attempts  []Attempt // in order
+	Result    json.RawMessage
+	Error     string
+	Class     policy.ErrorClass // of the last failure
+	RetryOf   string            // the task this one re-runs (retryTask on a terminal task)
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	QueuedAt  time.Time // when it last entered QUEUED
+	NextRunAt time.Time // RETRY_WAIT: when it queues again
+	EndedAt   time.Time // when it reached a terminal state
+	LastSeq   uint64    // the seq of its latest event
+	Unmet     int       // WAITING: dependencies not yet succeeded
+}
