@@ -145,3 +145,29 @@ func ClassOf(err error) policy.ErrorClass {
 	}
 	return policy.ClassTransient
 }
+
+// ErrInstanceGone is the error (wrapped, with errors.Is) an executor reports
+// when the instance an attempt needed no longer exists or stopped answering.
+// The engine then forgets the session's tab binding, so that a retry of a task
+// that named no tab runs in a fresh tab on a healthy instance.
+var ErrInstanceGone = errors.New("instance gone")
+
+// InstanceInfo is what the engine knows of a browser instance: enough to place
+// tasks on it and to enforce its capacity as a ceiling.
+type InstanceInfo struct {
+	ID       string
+	Capacity int  // concurrent attempts it accepts; 0 means unlimited
+	Healthy  bool // unhealthy instances receive no new work
+}
+
+// InstanceSink receives the instance registry's view of the fleet. The Engine
+// implements it.
+type InstanceSink interface {
+	// SetInstance adds or updates an instance.
+	SetInstance(InstanceInfo)
+	// RemoveInstance forgets an instance; tasks bound to it are placed again.
+	RemoveInstance(id string)
+	// UnbindSession forgets the tab bound to a session (its tab was closed),
+	// so that the session's next task opens a new one.
+	UnbindSession(sessionKey string)
+}
