@@ -1,9 +1,400 @@
 package engine
 
-// Engine schedules tasks. (Being written.)
-type Engine struct{}
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
 
-type task struct{}
+	"github.com/hashicorp/go-hclog"
 
-func (e *Engine) started(r *Run, instanceID, tabID string) {}
-func (e *Engine) finish(r *Run, o Outcome)                 {}
+	"github.com/switchyard/switchyard/engine/clock"
+	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/engine/policy/backoff"
+	"github.com/switchyard/switchyard/engine/policy/fairshare"
+	"github.com/switchyard/switchyard/engine/policy/priority"
+)
+
+// Options are the engine's collaborators.
+type Options struct {
+	Config   Config
+	Store    Store    // required
+	Executor Executor // required
+	Clock    clock.Clock
+	Logger   hclog.Logger
+	// TabLocator, when set, tells the engine which instance owns a tab, so
+	// that a task naming only a tab counts against that instance's capacity.
+	TabLocator interface {
+		InstanceOfTab(tabID string) (instanceID string, ok bool)
+	}
+	// Synchronous makes every call dispatch and commit before it returns, in
+	// the caller's goroutine, instead of in the engine's own goroutines. With
+	// a fake clock and an executor that finishes only when told, the engine is
+	// then fully deterministic: tests and simulations use it.
+	Synchronous bool
+	// Seed seeds task id generation; 0 draws a random seed.
+	Seed uint64
+}
+
+// Engine schedules tasks: it admits them into lanes and queues, decides what
+// runs next under its policies, enforces every ceiling, hands attempts to the
+// executor, and records every change as an event through its store.
+//
+// All methods are safe for concurrent use.
+type Engine struct {
+	mu    sync.Mutex
+	cfg   Config
+	clock clock.Clock
+	store Store
+	exec  Executor
+	log   hclog.Logger
+	tabs  interface {
+		InstanceOfTab(string) (string, bool)
+	}
+	sync bool
+
+	lanes      []*lane
+	laneByName map[string]*lane
+	agents     map[string]*agent
+	agentIdx   uint32
+	sessions   map[string]*session
+	cutoffs    map[string]time.Time // stopped sessions: refuse work submitted before
+	batches    map[string]*batch
+	instances  map[string]*instance
+	instList   []*instance // sorted by id
+	pool       limiter     // waiters for "any instance with room"
+	bindings   map[string]binding
+	tasks      map[string]*task
+	idem       map[string]*task // agentID + "\x00" + key
+	inflight   int
+	queued     int
+	fifo       fifoList
+	counts     [StateExpired + 1]int // live tasks by state
+
+	timers  [timerKinds]taskTimers
+	armedAt int64
+	armed   clock.Timer
+
+	seq       uint64
+	nextLease uint64
+	ids       idGen
+	events    *EventLog
+	cur       *pendingBatch // changes not yet handed to the committer
+	evict     []*task       // terminal tasks committed, to forget at the next swap
+
+	cascade []*task // terminal tasks whose dependents await the news
+
+	deferQueue   bool    // admission in progress: QUEUED tasks wait to be ranked
+	deferred     []*task // QUEUED tasks awaiting their rank
+	scratchRank  []policy.Task
+	scratchRanks []int64
+
+	selection namedSelection // default for lanes without their own
+	retry     namedRetry
+	fairness  namedFairness
+	native    *fairshare.Fairness // the fast path when fairness is the built-in
+	fallback  fairshare.Fairness
+	scratch   dispatchScratch
+
+	draining bool
+	closed   bool
+	stats    counters
+
+	// dispatch and commit
+	dispatching     bool
+	dispatchPending bool
+	kickCh          chan struct{}
+	commitCh        chan struct{}
+	committed       atomic.Uint64
+	commitMu        sync.Mutex // one commit at a time
+	baseCtx         context.Context
+	stop            context.CancelFunc
+	wg              sync.WaitGroup
+	running         bool
+	housekeeper     clock.Timer
+	purged          atomic.Uint64
+}
+
+type namedSelection struct {
+	name string
+	p    policy.Selection
+	own  bool // set for this lane, not inherited
+}
+
+type namedRetry struct {
+	name string
+	p    policy.Retry
+	own  bool
+}
+
+type namedFairness struct {
+	name string
+	p    policy.Fairness
+}
+
+// pendingBatch accumulates changes between commits.
+type pendingBatch struct {
+	events   []Event
+	batches  []BatchInfo
+	tasks    []*task
+	lanes    []LaneConfig
+	settings []Setting
+	done     chan struct{}
+	err      error
+}
+
+func newPendingBatch(events, tasks int) *pendingBatch {
+	return &pendingBatch{done: make(chan struct{}), events: make([]Event, 0, events), tasks: make([]*task, 0, tasks)}
+}
+
+// New creates an engine. Call Start to load the store's state and begin
+// dispatching.
+func New(opts Options) (*Engine, error) {
+	if opts.Store == nil {
+		return nil, errors.New("engine: a store is required")
+	}
+	if opts.Executor == nil {
+		return nil, errors.New("engine: an executor is required")
+	}
+	cfg := opts.Config
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("engine config: %w", err)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	e := &Engine{
+		cfg: cfg, clock: opts.Clock, store: opts.Store, exec: opts.Executor,
+		log: opts.Logger.Named("engine"), tabs: opts.TabLocator, sync: opts.Synchronous,
+		laneByName: map[string]*lane{}, agents: map[string]*agent{}, sessions: map[string]*session{},
+		cutoffs: map[string]time.Time{}, batches: map[string]*batch{}, instances: map[string]*instance{},
+		bindings: map[string]binding{}, tasks: map[string]*task{}, idem: map[string]*task{},
+		cur: newPendingBatch(64, 64), kickCh: make(chan struct{}, 1), commitCh: make(chan struct{}, 1),
+		selection: namedSelection{name: priority.Name, p: priority.Selection{}},
+		retry:     namedRetry{name: backoff.Name, p: backoff.Retry{}},
+	}
+	e.native = &fairshare.Fairness{}
+	e.fairness = namedFairness{name: fairshare.Name, p: e.native}
+	e.ids = newIDGen(opts.Seed)
+	for i := range e.timers {
+		e.timers[i].kind = i
+	}
+	for _, lc := range cfg.Lanes {
+		e.addLane(lc)
+	}
+	e.baseCtx, e.stop = context.WithCancel(context.Background())
+	return e, nil
+}
+
+func (e *Engine) addLane(lc LaneConfig) *lane {
+	l := &lane{cfg: lc, idx: uint16(len(e.lanes)), selection: e.selection, retry: e.retry}
+	l.selection.own, l.retry.own = false, false
+	l.fair = aqHeap{before: fairBefore, idx: func(aq *agentQueue) *int { return &aq.fair }}
+	l.age = aqHeap{before: ageBefore, idx: func(aq *agentQueue) *int { return &aq.age }}
+	e.lanes = append(e.lanes, l)
+	e.laneByName[lc.Name] = l
+	return l
+}
+
+// Start loads the store's state (recovering tasks interrupted by a previous
+// stop) and starts dispatching. It must be called once, before any other
+// method that changes state.
+func (e *Engine) Start(ctx context.Context) error {
+	snap, err := e.store.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("engine: load store: %w", err)
+	}
+	e.mu.Lock()
+	if e.running {
+		e.mu.Unlock()
+		return errors.New("engine: already started")
+	}
+	e.running = true
+	err = e.recoverLocked(ctx, snap)
+	e.scheduleHousekeepingLocked()
+	e.unlock()
+	if err != nil {
+		return err
+	}
+	if !e.sync {
+		e.wg.Add(2)
+		go e.dispatchLoop()
+		go e.commitLoop()
+	}
+	e.kick()
+	e.commitNow()
+	return nil
+}
+
+// Config returns the engine's configuration as validated (defaults filled in).
+func (e *Engine) Config() Config {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.cfg
+	c.Lanes = make([]LaneConfig, len(e.lanes))
+	for i, l := range e.lanes {
+		c.Lanes[i] = l.cfg
+	}
+	return c
+}
+
+// Events returns the log subscribers read from.
+func (e *Engine) Events() *EventLog { return e.events }
+
+// unlock publishes the changes made under the lock and releases it.
+func (e *Engine) unlock() {
+	e.processCascadesLocked()
+	e.armLocked()
+	signal := !e.cur.empty()
+	e.mu.Unlock()
+	if signal && !e.sync {
+		select {
+		case e.commitCh <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// after runs after every public operation that changed state: it dispatches
+// (and, when synchronous, commits) what the change made possible.
+func (e *Engine) after() {
+	e.kick()
+	if e.sync {
+		e.commitNow()
+	}
+}
+
+// kick wakes the dispatcher.
+func (e *Engine) kick() {
+	if !e.sync {
+		select {
+		case e.kickCh <- struct{}{}:
+		default:
+		}
+		return
+	}
+	e.mu.Lock()
+	if e.dispatching || !e.running {
+		e.dispatchPending = e.running
+		e.mu.Unlock()
+		return
+	}
+	e.dispatching = true
+	e.mu.Unlock()
+	for {
+		e.dispatchRound()
+		e.mu.Lock()
+		if !e.dispatchPending {
+			e.dispatching = false
+			e.mu.Unlock()
+			return
+		}
+		e.dispatchPending = false
+		e.mu.Unlock()
+	}
+}
+
+func (e *Engine) dispatchLoop() {
+	defer e.wg.Done()
+	for {
+		select {
+		case <-e.kickCh:
+		case <-e.baseCtx.Done():
+			return
+		}
+		for e.dispatchRound() {
+		}
+	}
+}
+
+func (e *Engine) commitLoop() {
+	defer e.wg.Done()
+	for {
+		select {
+		case <-e.commitCh:
+		case <-e.baseCtx.Done():
+			e.commitNow() // a last flush
+			return
+		}
+		e.commitNow()
+	}
+}
+
+// Drain stops admitting new work: submissions fail with DRAINING. Running and
+// queued tasks carry on.
+func (e *Engine) Drain() {
+	e.mu.Lock()
+	if !e.draining {
+		e.draining = true
+		e.emitEngineLocked("draining: new work is refused")
+	}
+	e.unlock()
+	e.after()
+}
+
+// Draining reports whether the engine refuses new work.
+func (e *Engine) Draining() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.draining
+}
+
+// Shutdown drains the engine, lets running tasks finish until ctx ends, then
+// cancels the rest with reason "shutdown". With a store that is not durable,
+// queued tasks are cancelled too; with a durable one they stay queued for the
+// next start. Everything is committed before Shutdown returns.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	e.Drain()
+	e.mu.Lock()
+	for _, l := range e.lanes { // dispatch nothing more
+		l.cfg.Paused = true
+	}
+	e.unlock()
+	for {
+		e.mu.Lock()
+		n := e.inflight
+		e.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	e.mu.Lock()
+	var victims []*task
+	for _, t := range e.tasks {
+		if t.state.InFlight() || !e.store.Durable() && !t.state.Terminal() {
+			victims = append(victims, t)
+		}
+	}
+	sort.Slice(victims, func(i, j int) bool { return victims[i].seq < victims[j].seq })
+	for _, t := range victims {
+		e.cancelLocked(t, "shutdown")
+	}
+	e.closed = true
+	if e.armed != nil {
+		e.armed.Stop()
+		e.armed = nil
+	}
+	if e.housekeeper != nil {
+		e.housekeeper.Stop()
+	}
+	e.unlock()
+	e.stop()
+	e.wg.Wait()
+	e.commitNow()
+	return nil
+}
+
+// now returns the clock's time.
+func (e *Engine) now() time.Time { return e.clock.Now() }

@@ -33,6 +33,7 @@ type Outcome struct {
 
 // Run is the executor's handle on one attempt of a task.
 type Run struct {
+	ctx      context.Context
 	engine   *Engine
 	task     *task
 	spec     *TaskSpec

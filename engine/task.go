@@ -182,4 +182,6 @@ type Task struct {
 	EndedAt   time.Time // when it reached a terminal state
 	LastSeq   uint64    // the seq of its latest event
 	Unmet     int       // WAITING: dependencies not yet succeeded
+	ResetAt   int       // attempts made before the last reset; the retry budget counts from here
+	Position  int       // QUEUED: tasks ahead of it in its (lane, agent) queue; -1 when not queued or not computed
 }

@@ -1,0 +1,225 @@
+package engine
+
+import (
+	"context"
+	"slices"
+)
+
+// Cancellation and the operator's other verbs on tasks: retry and reset.
+
+// cancelLocked cancels t unless it has ended. A task in flight keeps its
+// slots until its executor returns (or its lease runs out): the ceiling is
+// never exceeded while a cancelled attempt winds down.
+func (e *Engine) cancelLocked(t *task, reason string) bool {
+	if t.state.Terminal() {
+		return false
+	}
+	inflight := t.state.InFlight()
+	e.setState(t, StateCancelled, reason)
+	if inflight {
+		if t.cancel != nil {
+			t.cancel(&CancelledError{Reason: reason})
+		}
+		// Give the executor the grace period to return, then reclaim.
+		t.timedOut = true
+		at := e.now().Add(e.cfg.LeaseGrace).UnixNano()
+		if t.timerIdx[timerLease] < 0 || at < t.timerAt[timerLease] {
+			e.timers[timerLease].set(t, at)
+		}
+	}
+	return true
+}
+
+// Cancel cancels one task. Cancelling a task that has already ended is a
+// CONFLICT (the task is returned too).
+func (e *Engine) Cancel(ctx context.Context, id, reason string) (*Task, error) {
+	if reason == "" {
+		reason = "cancelled"
+	}
+	e.mu.Lock()
+	t := e.tasks[id]
+	if t == nil {
+		e.mu.Unlock()
+		st, err := e.Task(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return st, conflict("task %s has already ended (%s)", id, st.State)
+	}
+	if !e.cancelLocked(t, reason) {
+		snap := t.snapshot()
+		e.mu.Unlock()
+		return snap, conflict("task %s has already ended (%s)", id, snap.State)
+	}
+	snap := t.snapshot()
+	e.unlock()
+	e.after()
+	return snap, nil
+}
+
+// CancelWhere cancels every live task that matches f (an empty filter is
+// refused) and returns their ids, in submission order.
+func (e *Engine) CancelWhere(_ context.Context, f TaskFilter, reason string) ([]string, error) {
+	if f.AgentID == "" && f.SessionKey == "" && f.Lane == "" && f.BatchID == "" && len(f.IDs) == 0 && f.ParentID == "" && len(f.Labels) == 0 {
+		return nil, invalid("filter", "name at least one of agentId, sessionKey, lane, batchId, parentId, ids or labels")
+	}
+	if f.Lane != "" && e.laneByName[f.Lane] == nil {
+		return nil, invalid("filter.lane", "unknown lane %q", f.Lane)
+	}
+	if reason == "" {
+		reason = "cancelled"
+	}
+	e.mu.Lock()
+	victims := e.matchLiveLocked(f)
+	ids := make([]string, 0, len(victims))
+	for _, t := range victims {
+		if e.cancelLocked(t, reason) {
+			ids = append(ids, t.id)
+		}
+	}
+	e.unlock()
+	e.after()
+	return ids, nil
+}
+
+// matchLiveLocked returns the live tasks that have not ended and match f, in
+// seq order.
+func (e *Engine) matchLiveLocked(f TaskFilter) []*task {
+	var out []*task
+	for _, t := range e.tasks {
+		if t.state.Terminal() {
+			continue
+		}
+		if f.match(t.id, t.spec, t.state) {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b *task) int { return compareSeq(a.seq, b.seq) })
+	return out
+}
+
+// sessionTasksLocked returns the session's live tasks that have not ended.
+func (e *Engine) sessionTasksLocked(key string) []*task {
+	return e.matchLiveLocked(TaskFilter{SessionKey: key})
+}
+
+// StopSession stops a session. Without all, it cancels the session's oldest
+// running task. With all, it cancels everything the session has running or
+// waiting, and refuses work for the session submitted before this moment
+// that arrives later. It returns the cancelled ids.
+func (e *Engine) StopSession(_ context.Context, key string, all bool) ([]string, error) {
+	if key == "" {
+		return nil, invalid("sessionKey", "is required")
+	}
+	e.mu.Lock()
+	var ids []string
+	tasks := e.sessionTasksLocked(key)
+	if !all {
+		for _, t := range tasks {
+			if t.state.InFlight() {
+				e.cancelLocked(t, "session stopped")
+				ids = append(ids, t.id)
+				break
+			}
+		}
+	} else {
+		e.cutoffs[key] = e.now()
+		for _, t := range tasks {
+			if e.cancelLocked(t, "session stopped") {
+				ids = append(ids, t.id)
+			}
+		}
+	}
+	e.unlock()
+	e.after()
+	return ids, nil
+}
+
+// Reset puts a PARKED task back in its queue with a fresh attempt budget.
+func (e *Engine) Reset(ctx context.Context, id string) (*Task, error) {
+	e.mu.Lock()
+	t := e.tasks[id]
+	if t == nil {
+		e.mu.Unlock()
+		return nil, e.endedOrMissing(ctx, id, "reset")
+	}
+	if t.state != StateParked {
+		st := t.state
+		e.mu.Unlock()
+		return nil, conflict("only a PARKED task can be reset; task %s is %s", id, st)
+	}
+	t.resetAt = len(t.attempts)
+	t.prevDelay = 0
+	e.setState(t, StateQueued, "reset by operator")
+	snap := t.snapshot()
+	e.unlock()
+	e.after()
+	return snap, nil
+}
+
+// Retry runs a task again now. A task backing off (RETRY_WAIT) queues at once;
+// a PARKED task is reset; a task that ended FAILED, CANCELLED, EXPIRED or
+// REJECTED is submitted again as a new task that records RetryOf (terminal
+// states never change). Retrying a task that is queued, running or succeeded
+// is a CONFLICT.
+func (e *Engine) Retry(ctx context.Context, id string) (*Task, error) {
+	e.mu.Lock()
+	t := e.tasks[id]
+	if t != nil {
+		switch t.state {
+		case StateRetryWait:
+			e.setState(t, StateQueued, "retried by operator")
+			snap := t.snapshot()
+			e.unlock()
+			e.after()
+			return snap, nil
+		case StateParked:
+			e.mu.Unlock()
+			return e.Reset(ctx, id)
+		}
+	}
+	var spec *TaskSpec
+	var st State
+	if t != nil {
+		spec, st = t.spec, t.state
+	}
+	e.mu.Unlock()
+	if t == nil {
+		old, err := e.Task(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		spec, st = old.Spec, old.State
+	}
+	if !st.Terminal() || st == StateSucceeded {
+		return nil, conflict("task %s is %s: only a task that failed, was cancelled, expired or was rejected can be retried", id, st)
+	}
+	again := *spec
+	again.IdempotencyKey = ""
+	again.SubmittedAt = e.now()
+	again.DependsOn = nil // its dependencies were met, or it would not have failed on its own
+	res, err := e.submit(ctx, []BatchItem{{Spec: again}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	nt := res.Items[0].Task
+	if nt != nil {
+		e.mu.Lock()
+		if live := e.tasks[nt.ID]; live != nil {
+			live.retryOf = id
+			e.markDirty(live)
+			nt.RetryOf = id
+		}
+		e.unlock()
+		e.after()
+	}
+	return nt, res.Items[0].Err
+}
+
+func (e *Engine) endedOrMissing(ctx context.Context, id, verb string) error {
+	st, err := e.Task(ctx, id)
+	if err != nil {
+		return err
+	}
+	return conflict("cannot %s task %s: it has ended (%s)", verb, id, st.State)
+}

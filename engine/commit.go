@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// The commit pipeline. Changes made under the engine lock accumulate in a
+// pending batch; the committer swaps it out, snapshots the changed tasks,
+// writes everything through the store in one transaction and only then
+// publishes the events to subscribers. Submitters wait for the batch that
+// holds their task when the store is durable ("accepted means durable"), and
+// because many submissions share a batch, durability costs one transaction
+// per batch rather than per task (group commit).
+
+// commitNow writes what is pending, retrying until the store accepts it or
+// the engine is shut down.
+func (e *Engine) commitNow() {
+	e.commitMu.Lock()
+	defer e.commitMu.Unlock()
+	for {
+		e.mu.Lock()
+		b := e.cur
+		if b.empty() {
+			e.mu.Unlock()
+			return
+		}
+		e.cur = newPendingBatch(min(len(b.events)+len(b.events)/4, 1<<16), min(len(b.tasks)+len(b.tasks)/4, 1<<16))
+		out := &Batch{Events: b.events, Batches: b.batches, Lanes: b.lanes, Settings: b.settings, Tasks: make([]*Task, 0, len(b.tasks))}
+		var ended []*task
+		for _, t := range b.tasks {
+			t.dirty = false
+			out.Tasks = append(out.Tasks, t.snapshot())
+			if t.state.Terminal() {
+				ended = append(ended, t)
+			}
+		}
+		e.mu.Unlock()
+
+		for attempt := 0; ; attempt++ {
+			err := e.store.Commit(context.Background(), out)
+			if err == nil {
+				break
+			}
+			e.stats.commitErrors.Add(1)
+			e.log.Error("commit failed; retrying", "error", err, "events", len(out.Events), "tasks", len(out.Tasks), "attempt", attempt+1)
+			if e.baseCtx.Err() != nil && attempt >= 3 {
+				b.err = err
+				close(b.done)
+				return
+			}
+			time.Sleep(min(time.Duration(attempt+1)*50*time.Millisecond, 2*time.Second))
+		}
+		if n := len(out.Events); n > 0 {
+			e.committed.Store(out.Events[n-1].Seq)
+			e.events.append(out.Events)
+		}
+		close(b.done)
+
+		if len(ended) > 0 {
+			e.mu.Lock()
+			for _, t := range ended {
+				e.forgetLocked(t)
+			}
+			e.mu.Unlock()
+		}
+	}
+}
+
+// forgetLocked drops a committed terminal task from memory: the store answers
+// for it from now on.
+func (e *Engine) forgetLocked(t *task) {
+	if t.dirty || t.holding || !t.state.Terminal() || e.tasks[t.id] != t {
+		return
+	}
+	delete(e.tasks, t.id)
+	if k := t.spec.IdempotencyKey; k != "" {
+		if ik := t.spec.AgentID + "\x00" + k; e.idem[ik] == t {
+			delete(e.idem, ik)
+		}
+	}
+	e.counts[t.state]--
+	t.agent.live--
+	if s := t.session; s != nil {
+		s.live--
+		if s.live == 0 && len(s.lim.waiters) == 0 && s.lim.inflight == 0 {
+			delete(e.sessions, s.key)
+		}
+	}
+	if b := t.batch; b != nil {
+		b.live--
+		if b.live == 0 {
+			delete(e.batches, b.id)
+		}
+	}
+	t.dependents = nil
+}
+
+// Sync waits until everything changed before the call is committed (and so
+// visible to store queries and subscribers).
+func (e *Engine) Sync(ctx context.Context) error {
+	e.mu.Lock()
+	done := e.cur.done
+	empty := e.cur.empty()
+	e.mu.Unlock()
+	if empty {
+		// A batch may still be in the store's hands: wait for the committer.
+		e.commitMu.Lock()
+		e.commitMu.Unlock() //nolint:staticcheck // an empty critical section waits for the commit in progress
+		return nil
+	}
+	if e.sync {
+		e.commitNow()
+	} else {
+		select {
+		case e.commitCh <- struct{}{}:
+		default:
+		}
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (b *pendingBatch) empty() bool {
+	return len(b.events) == 0 && len(b.tasks) == 0 && len(b.batches) == 0 && len(b.lanes) == 0 && len(b.settings) == 0
+}

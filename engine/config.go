@@ -1,0 +1,278 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DropPolicy decides what a full lane does with a new task.
+type DropPolicy string
+
+// Drop policies.
+const (
+	// DropReject refuses the new task: it is recorded REJECTED and the caller
+	// gets a QUEUE_FULL error.
+	DropReject DropPolicy = "reject"
+	// DropOldest admits the new task and cancels the oldest queued task of the
+	// scope that is full ("dropped: queue full").
+	DropOldest DropPolicy = "drop-oldest"
+)
+
+// LaneConfig is a lane: a named pool with its own concurrency ceiling, queue
+// cap and retry parameters.
+type LaneConfig struct {
+	Name        string
+	MaxInFlight int           // concurrency ceiling
+	MaxQueued   int           // queue cap (QUEUED + WAITING + RETRY_WAIT)
+	DropPolicy  DropPolicy    // what a full queue does
+	Paused      bool          // a paused lane admits but does not dispatch
+	MaxDepth    int           // deepest spawn depth admitted
+	Retry       RetryPolicy   // the lane's retry parameters
+	Timeout     time.Duration // per-attempt timeout for tasks that set none
+}
+
+// DefaultLanes returns the built-in lanes: main (30), subagent (50), team (100)
+// and cron (30).
+func DefaultLanes() []LaneConfig {
+	mk := func(name string, n int) LaneConfig {
+		return LaneConfig{
+			Name: name, MaxInFlight: n, MaxQueued: 100_000, DropPolicy: DropReject,
+			MaxDepth: 5, Retry: DefaultRetryPolicy(), Timeout: DefaultTimeout,
+		}
+	}
+	return []LaneConfig{mk("main", 30), mk("subagent", 50), mk("team", 100), mk("cron", 30)}
+}
+
+// DefaultTimeout is the per-attempt timeout of a task that sets none.
+const DefaultTimeout = 60 * time.Second
+
+// DefaultRetryPolicy returns 4 attempts with 1 s backoff doubling up to 60 s,
+// without jitter.
+func DefaultRetryPolicy() RetryPolicy {
+	return RetryPolicy{MaxAttempts: 4, Backoff: time.Second, Multiplier: 2, MaxBackoff: time.Minute}
+}
+
+// AgentConfig overrides the defaults for one agent.
+type AgentConfig struct {
+	Weight      int // share of concurrency relative to other agents (default 1)
+	MaxInFlight int // the agent's ceiling (default Config.AgentMaxInFlight)
+}
+
+// Config holds the engine's limits and defaults. The zero value of a field
+// means its default; call Validate (New does) to fill them in.
+type Config struct {
+	Lanes []LaneConfig // default DefaultLanes()
+
+	MaxInFlight         int // global ceiling (default 256)
+	MaxQueued           int // global queue cap (default 1,000,000)
+	MaxQueuedPerAgent   int // per-agent queue cap (default 100,000)
+	MaxQueuedPerSession int // per-session queue cap (default 10,000)
+	AgentMaxInFlight    int // per-agent ceiling (default 10)
+	SessionMaxInFlight  int // per-session ceiling (default 1)
+	Agents              map[string]AgentConfig
+
+	// AgingThreshold: a queue head waiting this long goes before any
+	// fairness ordering (default 30 s; negative disables aging).
+	AgingThreshold time.Duration
+	// LeaseGrace is added to an attempt's timeout to form its lease: an
+	// executor that has not returned by then has its attempt reclaimed
+	// (default 10 s).
+	LeaseGrace time.Duration
+	// Retention is how long terminal tasks are kept (default 24 h).
+	Retention time.Duration
+	// EventBuffer is the number of recent events kept in memory for
+	// subscribers that resume (default 65,536; rounded up to a power of two).
+	EventBuffer int
+	// FairnessCandidates caps how many queue heads a fairness plugin sees per
+	// decision (default 64).
+	FairnessCandidates int
+	// MaxBatch caps the items of one SubmitBatch (default 100).
+	MaxBatch int
+}
+
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// Validate fills in defaults and checks every field, naming the first bad one.
+func (c *Config) Validate() error {
+	if len(c.Lanes) == 0 {
+		c.Lanes = DefaultLanes()
+	}
+	orDefault(&c.MaxInFlight, 256)
+	orDefault(&c.MaxQueued, 1_000_000)
+	orDefault(&c.MaxQueuedPerAgent, 100_000)
+	orDefault(&c.MaxQueuedPerSession, 10_000)
+	orDefault(&c.AgentMaxInFlight, 10)
+	orDefault(&c.SessionMaxInFlight, 1)
+	orDefault(&c.AgingThreshold, 30*time.Second)
+	orDefault(&c.LeaseGrace, 10*time.Second)
+	orDefault(&c.Retention, 24*time.Hour)
+	orDefault(&c.EventBuffer, 1<<16)
+	orDefault(&c.FairnessCandidates, 64)
+	orDefault(&c.MaxBatch, 100)
+	for name, v := range map[string]int{
+		"maxInFlight": c.MaxInFlight, "maxQueued": c.MaxQueued,
+		"maxQueuedPerAgent": c.MaxQueuedPerAgent, "maxQueuedPerSession": c.MaxQueuedPerSession,
+		"agentMaxInFlight": c.AgentMaxInFlight, "sessionMaxInFlight": c.SessionMaxInFlight,
+		"eventBuffer": c.EventBuffer, "fairnessCandidates": c.FairnessCandidates, "maxBatch": c.MaxBatch,
+	} {
+		if v < 0 {
+			return fmt.Errorf("%s: must not be negative, got %d", name, v)
+		}
+	}
+	if c.FairnessCandidates > 1024 {
+		return fmt.Errorf("fairnessCandidates: at most 1024, got %d", c.FairnessCandidates)
+	}
+	if c.LeaseGrace < 0 || c.Retention < 0 {
+		return fmt.Errorf("leaseGrace and retention must not be negative")
+	}
+	seen := map[string]bool{}
+	for i := range c.Lanes {
+		l := &c.Lanes[i]
+		if err := l.validate(); err != nil {
+			return fmt.Errorf("lanes[%d]: %w", i, err)
+		}
+		if seen[l.Name] {
+			return fmt.Errorf("lanes[%d].name: duplicate lane %q", i, l.Name)
+		}
+		seen[l.Name] = true
+	}
+	for id, a := range c.Agents {
+		if a.Weight < 0 || a.MaxInFlight < 0 {
+			return fmt.Errorf("agents.%s: weight and maxInFlight must not be negative", id)
+		}
+	}
+	return nil
+}
+
+func (l *LaneConfig) validate() error {
+	if !validName(l.Name) {
+		return fmt.Errorf("name: %q is not a lane name (letters, digits, '-' and '_', at most 64)", l.Name)
+	}
+	orDefault(&l.MaxQueued, 100_000)
+	orDefault(&l.DropPolicy, DropReject)
+	orDefault(&l.MaxDepth, 5)
+	orDefault(&l.Timeout, DefaultTimeout)
+	if l.Retry == (RetryPolicy{}) {
+		l.Retry = DefaultRetryPolicy()
+	}
+	if l.MaxInFlight < 0 {
+		return fmt.Errorf("maxInFlight: must not be negative, got %d", l.MaxInFlight)
+	}
+	if l.MaxQueued < 0 {
+		return fmt.Errorf("maxQueued: must not be negative, got %d", l.MaxQueued)
+	}
+	if l.DropPolicy != DropReject && l.DropPolicy != DropOldest {
+		return fmt.Errorf("dropPolicy: %q is neither %q nor %q", l.DropPolicy, DropReject, DropOldest)
+	}
+	if l.Timeout < 0 {
+		return fmt.Errorf("timeout: must not be negative")
+	}
+	if err := l.Retry.Validate(); err != nil {
+		return fmt.Errorf("retry.%w", err)
+	}
+	return nil
+}
+
+// Validate checks a retry policy's parameters.
+func (p *RetryPolicy) Validate() error {
+	switch {
+	case p.MaxAttempts < 1 || p.MaxAttempts > 100:
+		return fmt.Errorf("maxAttempts: must be within 1..100, got %d", p.MaxAttempts)
+	case p.Backoff < 0 || p.Backoff > 24*time.Hour:
+		return fmt.Errorf("backoff: must be within 0..24h, got %s", p.Backoff)
+	case p.Multiplier != 0 && (p.Multiplier < 1 || p.Multiplier > 100):
+		return fmt.Errorf("multiplier: must be within 1..100, got %g", p.Multiplier)
+	case p.MaxBackoff < 0 || p.MaxBackoff > 24*time.Hour:
+		return fmt.Errorf("maxBackoff: must be within 0..24h, got %s", p.MaxBackoff)
+	}
+	return nil
+}
+
+func validName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// LaneEnvPrefix starts the environment variables that override lanes.
+const LaneEnvPrefix = "SWITCHYARD_LANE_"
+
+// ApplyLaneEnv applies SWITCHYARD_LANE_<NAME> variables from environ (in
+// os.Environ form) to lanes. The value is either a number, the lane's
+// concurrency ceiling, or comma-separated settings:
+// "inflight=40,queue=5000,drop=drop-oldest,paused=false,depth=5,timeout=30s".
+// A variable for an unknown lane creates it. The lane name is the variable's
+// suffix in lower case, with '_' kept (SWITCHYARD_LANE_BULK_JOBS → bulk_jobs).
+func ApplyLaneEnv(lanes []LaneConfig, environ []string) ([]LaneConfig, error) {
+	out := slices.Clone(lanes)
+	for _, kv := range environ {
+		key, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(key, LaneEnvPrefix) {
+			continue
+		}
+		name := strings.ToLower(strings.TrimPrefix(key, LaneEnvPrefix))
+		i := slices.IndexFunc(out, func(l LaneConfig) bool { return l.Name == name })
+		if i < 0 {
+			out = append(out, LaneConfig{Name: name, MaxInFlight: 30})
+			i = len(out) - 1
+		}
+		if err := parseLaneSettings(&out[i], val); err != nil {
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+	}
+	return out, nil
+}
+
+func parseLaneSettings(l *LaneConfig, val string) error {
+	val = strings.TrimSpace(val)
+	if n, err := strconv.Atoi(val); err == nil {
+		if n < 0 {
+			return fmt.Errorf("inflight: must not be negative, got %d", n)
+		}
+		l.MaxInFlight = n
+		return nil
+	}
+	for _, part := range strings.Split(val, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return fmt.Errorf("%q: want key=value", part)
+		}
+		var err error
+		switch k {
+		case "inflight":
+			l.MaxInFlight, err = strconv.Atoi(v)
+		case "queue":
+			l.MaxQueued, err = strconv.Atoi(v)
+		case "drop":
+			l.DropPolicy = DropPolicy(v)
+		case "paused":
+			l.Paused, err = strconv.ParseBool(v)
+		case "depth":
+			l.MaxDepth, err = strconv.Atoi(v)
+		case "timeout":
+			l.Timeout, err = time.ParseDuration(v)
+		case "attempts":
+			l.Retry.MaxAttempts, err = strconv.Atoi(v)
+		default:
+			return fmt.Errorf("unknown setting %q (want inflight, queue, drop, paused, depth, timeout or attempts)", k)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+	}
+	return nil
+}

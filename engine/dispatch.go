@@ -1,0 +1,573 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/switchyard/switchyard/engine/policy"
+)
+
+// Dispatch: choosing the next task, taking its slots, handing it over.
+//
+// The dispatcher runs when something may have made work possible: a
+// submission, a completion, a timer, an operator's change. Each round takes
+// the engine lock, makes as many decisions as there are free slots (at most
+// maxPerRound), releases the lock and only then hands the attempts to the
+// executor, so a slow executor never holds up the engine.
+
+const maxPerRound = 512
+
+type dispatchScratch struct {
+	runs   []*Run
+	cands  []policy.Candidate
+	aqs    []*agentQueue
+	picks  []uint32
+	topK   []*agentQueue
+	front  []int
+	placed *instance
+}
+
+// enqueueLocked puts a QUEUED task into its subQueue.
+func (e *Engine) enqueueLocked(t *task) {
+	aq := e.agentQueueLocked(t.lane, t.agent)
+	key := t.spec.Session()
+	if key == "" {
+		key = "\x00" + t.spec.BatchID
+	}
+	sq := aq.subs[key]
+	if sq == nil {
+		sq = &subQueue{aq: aq, key: key, session: t.session, ready: -1}
+		aq.subs[key] = sq
+	}
+	var oldHead *task
+	if len(sq.tasks) > 0 {
+		oldHead = sq.head()
+	}
+	sq.push(t)
+	aq.queued++
+	switch {
+	case sq.parked != nil:
+		// A new head may not be blocked by what blocked the old one (a
+		// session's ceiling blocks every head alike, so that wait stays).
+		if oldHead != sq.head() && (sq.session == nil || sq.parked != &sq.session.lim) {
+			e.unparkLocked(sq)
+		}
+	case sq.ready >= 0:
+		if oldHead != sq.head() {
+			aq.fixReady(sq)
+			e.fixAQLocked(aq)
+		}
+	default:
+		aq.addReady(sq)
+		e.fixAQLocked(aq)
+	}
+}
+
+// unqueueLocked takes a task out of its subQueue.
+func (e *Engine) unqueueLocked(t *task) {
+	sq := t.sq
+	aq := sq.aq
+	wasHead := t.heapIdx == 0
+	sq.remove(t)
+	aq.queued--
+	if len(sq.tasks) == 0 {
+		if sq.ready >= 0 {
+			aq.removeReady(sq)
+		}
+		if sq.parked != nil {
+			e.unlinkWaiterLocked(sq)
+		}
+		delete(aq.subs, sq.key)
+		if len(aq.subs) == 0 {
+			e.dropAQLocked(aq)
+			return
+		}
+	} else if wasHead {
+		switch {
+		case sq.ready >= 0:
+			aq.fixReady(sq)
+		case sq.parked != nil && (sq.session == nil || sq.parked != &sq.session.lim):
+			e.unparkLocked(sq)
+		}
+	}
+	e.fixAQLocked(aq)
+}
+
+func (e *Engine) agentQueueLocked(l *lane, a *agent) *agentQueue {
+	if int(l.idx) >= len(a.queues) {
+		a.queues = append(a.queues, make([]*agentQueue, int(l.idx)+1-len(a.queues))...)
+	}
+	aq := a.queues[l.idx]
+	if aq == nil {
+		aq = &agentQueue{lane: l, agent: a, subs: map[string]*subQueue{}, fair: -1, age: -1}
+		a.queues[l.idx] = aq
+	}
+	return aq
+}
+
+func (e *Engine) dropAQLocked(aq *agentQueue) {
+	if aq.fair >= 0 {
+		aq.lane.fair.remove(aq)
+		aq.lane.age.remove(aq)
+	}
+	aq.agent.queues[aq.lane.idx] = nil
+}
+
+// fixAQLocked puts aq where it belongs in its lane's heaps after its head or
+// readiness changed.
+func (e *Engine) fixAQLocked(aq *agentQueue) {
+	l := aq.lane
+	switch {
+	case aq.eligible() && aq.fair < 0:
+		l.fair.push(aq)
+		l.age.push(aq)
+	case aq.eligible():
+		l.fair.fix(aq)
+		l.age.fix(aq)
+	case aq.fair >= 0:
+		l.fair.remove(aq)
+		l.age.remove(aq)
+	}
+}
+
+// parkLocked makes sq wait on lim.
+func (e *Engine) parkLocked(sq *subQueue, lim *limiter) {
+	aq := sq.aq
+	aq.removeReady(sq)
+	sq.parked = lim
+	sq.parkIdx = len(lim.waiters)
+	lim.waiters = append(lim.waiters, sq)
+	e.fixAQLocked(aq)
+}
+
+func (e *Engine) unlinkWaiterLocked(sq *subQueue) {
+	lim := sq.parked
+	last := len(lim.waiters) - 1
+	if sq.parkIdx != last {
+		lim.waiters[sq.parkIdx] = lim.waiters[last]
+		lim.waiters[sq.parkIdx].parkIdx = sq.parkIdx
+	}
+	lim.waiters[last] = nil
+	lim.waiters = lim.waiters[:last]
+	sq.parked = nil
+}
+
+// unparkLocked makes a parked sq ready again.
+func (e *Engine) unparkLocked(sq *subQueue) {
+	e.unlinkWaiterLocked(sq)
+	if len(sq.tasks) > 0 {
+		sq.aq.addReady(sq)
+		e.fixAQLocked(sq.aq)
+	}
+}
+
+// wakeLocked makes every queue waiting on lim ready: each gets a fresh look.
+func (e *Engine) wakeLocked(lim *limiter) {
+	for len(lim.waiters) > 0 {
+		e.unparkLocked(lim.waiters[len(lim.waiters)-1])
+	}
+}
+
+func (e *Engine) parkAgentLocked(a *agent) {
+	a.parked = true
+	for _, aq := range a.queues {
+		if aq != nil {
+			e.fixAQLocked(aq)
+		}
+	}
+}
+
+// agentChangedLocked reorders an agent's queues after its in-flight count
+// changed, and takes it off or puts it back on the lanes at its ceiling.
+func (e *Engine) agentChangedLocked(a *agent) {
+	if a.parked && a.inflight < a.limit {
+		a.parked = false
+	}
+	for _, aq := range a.queues {
+		switch {
+		case aq == nil:
+		case aq.fair >= 0 && aq.eligible():
+			aq.lane.fair.fix(aq) // only the share changed: the age order stands
+		default:
+			e.fixAQLocked(aq)
+		}
+	}
+}
+
+// reserveLocked takes every slot t needs.
+func (e *Engine) reserveLocked(t *task, inst *instance) {
+	e.inflight++
+	t.lane.inflight++
+	t.agent.inflight++
+	e.agentChangedLocked(t.agent)
+	if s := t.session; s != nil {
+		s.lim.inflight++
+	}
+	if b := t.batch; b != nil {
+		b.lim.inflight++
+	}
+	if inst != nil {
+		inst.lim.inflight++
+	}
+	t.inst = inst
+	t.holding = true
+}
+
+// releaseLocked frees the slots t holds and wakes every queue that could use
+// them.
+func (e *Engine) releaseLocked(t *task) {
+	if !t.holding {
+		return
+	}
+	t.holding = false
+	e.inflight--
+	t.lane.inflight--
+	t.agent.inflight--
+	e.agentChangedLocked(t.agent)
+	if s := t.session; s != nil {
+		s.lim.inflight--
+		e.wakeLocked(&s.lim)
+	}
+	if b := t.batch; b != nil {
+		b.lim.inflight--
+		e.wakeLocked(&b.lim)
+	}
+	if inst := t.inst; inst != nil {
+		inst.lim.inflight--
+		e.wakeLocked(&inst.lim)
+		e.wakeLocked(&e.pool)
+		t.inst = nil
+	}
+}
+
+// laneTop returns the lane's best queue: the oldest head past the aging
+// threshold, else the first in fairness order.
+func (e *Engine) laneTop(l *lane, now int64) (*agentQueue, bool) {
+	if e.cfg.AgingThreshold > 0 {
+		if top := l.age.items[0]; now-top.head().queuedAt >= int64(e.cfg.AgingThreshold) {
+			return top, true
+		}
+	}
+	return l.fair.items[0], false
+}
+
+func better(a *agentQueue, aAged bool, b *agentQueue, bAged bool) bool {
+	if aAged != bAged {
+		return aAged
+	}
+	if aAged {
+		return ageBefore(a, b)
+	}
+	return fairBefore(a, b)
+}
+
+// laneOpen reports whether lane l may dispatch one more (slack raises the
+// ceiling, for plans).
+func (e *Engine) laneOpen(l *lane, slack int) bool {
+	return !l.cfg.Paused && l.inflight < l.cfg.MaxInFlight+slack && len(l.fair.items) > 0
+}
+
+// nextLocked chooses the next task to dispatch under the native fairness
+// order, parking every queue it finds blocked on the way. It returns nil when
+// nothing can run. The instance chosen for the task is left in
+// e.scratch.placed.
+func (e *Engine) nextLocked(now int64, slack int) *task {
+	for e.inflight < e.cfg.MaxInFlight+slack {
+		var best *agentQueue
+		bestAged := false
+		for _, l := range e.lanes {
+			if !e.laneOpen(l, slack) {
+				continue
+			}
+			aq, aged := e.laneTop(l, now)
+			if best == nil || better(aq, aged, best, bestAged) {
+				best, bestAged = aq, aged
+			}
+		}
+		if best == nil {
+			return nil
+		}
+		if t := e.admitHeadLocked(best); t != nil {
+			return t
+		}
+	}
+	return nil
+}
+
+// admitHeadLocked checks the ceilings of aq's head task. It returns the task
+// when every ceiling has room; otherwise it parks what is blocked and returns
+// nil.
+func (e *Engine) admitHeadLocked(aq *agentQueue) *task {
+	a := aq.agent
+	if a.inflight >= a.limit {
+		e.parkAgentLocked(a)
+		return nil
+	}
+	sq := aq.ready[0]
+	t := sq.head()
+	if s := sq.session; s != nil && s.lim.full() {
+		e.parkLocked(sq, &s.lim)
+		return nil
+	}
+	if b := t.batch; b != nil && b.lim.full() {
+		e.parkLocked(sq, &b.lim)
+		return nil
+	}
+	inst, blocked := e.placeLocked(t)
+	if blocked != nil {
+		e.parkLocked(sq, blocked)
+		return nil
+	}
+	e.scratch.placed = inst
+	return t
+}
+
+// placeLocked chooses the instance for t: its own target, its session's bound
+// instance, or the least-loaded healthy instance with room. blocked is the
+// limiter to wait on when there is no room.
+func (e *Engine) placeLocked(t *task) (inst *instance, blocked *limiter) {
+	if len(e.instList) == 0 {
+		return nil, nil
+	}
+	target := t.spec.InstanceID
+	if target == "" && t.spec.TabID != "" && e.tabs != nil {
+		target, _ = e.tabs.InstanceOfTab(t.spec.TabID)
+	}
+	if target == "" && t.session != nil {
+		if b, ok := e.bindings[t.session.key]; ok {
+			if in := e.instances[b.instance]; in != nil && in.info.Healthy {
+				target = b.instance
+			} else {
+				delete(e.bindings, t.session.key)
+			}
+		}
+	}
+	if target != "" {
+		in := e.instances[target]
+		if in == nil {
+			return nil, nil // unknown here: the executor resolves it or fails the task
+		}
+		if in.lim.full() {
+			return nil, &in.lim
+		}
+		return in, nil
+	}
+	var best *instance
+	for _, in := range e.instList {
+		if !in.info.Healthy || in.lim.full() {
+			continue
+		}
+		if best == nil || lessLoaded(in, best) {
+			best = in
+		}
+	}
+	if best == nil {
+		return nil, &e.pool
+	}
+	return best, nil
+}
+
+// lessLoaded compares in-flight ÷ capacity (unlimited capacity counts as
+// empty); ties go to the earlier id (instList is sorted).
+func lessLoaded(a, b *instance) bool {
+	ca, cb := int64(a.lim.limit), int64(b.lim.limit)
+	if ca == 0 || cb == 0 {
+		return ca == 0 && cb != 0
+	}
+	return int64(a.lim.inflight)*cb < int64(b.lim.inflight)*ca
+}
+
+// dispatchRound makes one round of decisions and starts the attempts. It
+// reports whether it dispatched anything.
+func (e *Engine) dispatchRound() bool {
+	e.mu.Lock()
+	if e.closed || !e.running {
+		e.mu.Unlock()
+		return false
+	}
+	now := e.now()
+	runs := e.scratch.runs[:0]
+	if e.fairness.p == policy.Fairness(e.native) {
+		for len(runs) < maxPerRound {
+			t := e.nextLocked(now.UnixNano(), 0)
+			if t == nil {
+				break
+			}
+			runs = append(runs, e.assignLocked(t, e.scratch.placed, now))
+		}
+	} else {
+		runs = e.pluginRoundLocked(now, runs)
+	}
+	e.scratch.runs = runs[:0]
+	e.unlock()
+	for i, r := range runs {
+		e.exec.Start(r.ctx, r)
+		runs[i] = nil
+	}
+	if len(runs) > 0 && e.sync {
+		e.commitNow()
+	}
+	return len(runs) > 0
+}
+
+// assignLocked dispatches t: it takes t's slots, opens an attempt under a new
+// lease and returns the run to start.
+func (e *Engine) assignLocked(t *task, inst *instance, now time.Time) *Run {
+	e.reserveLocked(t, inst)
+	e.nextLease++
+	n := len(t.attempts) + 1
+	timeout := t.spec.Timeout
+	if timeout <= 0 {
+		timeout = t.lane.cfg.Timeout
+	}
+	due := now.Add(timeout)
+	if d := t.spec.Deadline; !d.IsZero() && d.Before(due) {
+		due = d
+	}
+	r := &Run{engine: e, task: t, spec: t.spec, id: t.id, lease: e.nextLease, attempt: n}
+	if inst != nil {
+		r.instance = inst.info.ID
+	}
+	r.tab = t.spec.TabID
+	if r.tab == "" && t.session != nil {
+		if b, ok := e.bindings[t.session.key]; ok && b.instance == r.instance {
+			r.tab = b.tab
+		}
+	}
+	ctx, cancel := context.WithCancelCause(e.baseCtx)
+	r.ctx = deadlineContext{Context: ctx, deadline: due}
+	t.run, t.cancel, t.timedOut = r, cancel, false
+	t.attempts = append(t.attempts, Attempt{N: n, LeaseID: r.lease, InstanceID: r.instance, TabID: r.tab, AssignedAt: now})
+	e.timers[timerLease].set(t, due.UnixNano())
+	e.stats.observeDispatch(now.UnixNano() - t.queuedAt)
+	t.agent.dispatched++
+	t.agent.window.add(now)
+	e.setState(t, StateAssigned, "dispatched")
+	return r
+}
+
+// deadlineContext reports the attempt's deadline while leaving the actual
+// timing to the engine's clock, so that a fake clock governs timeouts too.
+type deadlineContext struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c deadlineContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// pluginRoundLocked makes a round of decisions with a fairness policy other
+// than the native one: one policy call picks up to the free slots among the
+// best queue heads, and the engine checks each pick against every ceiling.
+func (e *Engine) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
+	for len(runs) < maxPerRound {
+		slots := min(e.cfg.MaxInFlight-e.inflight, maxPerRound-len(runs))
+		if slots <= 0 {
+			return runs
+		}
+		cands, aqs := e.candidatesLocked(now.UnixNano(), 0)
+		if len(cands) == 0 {
+			return runs
+		}
+		picks := e.pickLocked(now, cands, slots, 0)
+		made := false
+		for _, p := range picks {
+			aq := aqs[p]
+			if !aq.eligible() || !e.laneOpen(aq.lane, 0) || e.inflight >= e.cfg.MaxInFlight {
+				continue
+			}
+			t := e.admitHeadLocked(aq)
+			if t == nil {
+				continue
+			}
+			runs = append(runs, e.assignLocked(t, e.scratch.placed, now))
+			made = true
+		}
+		if !made {
+			// Every pick was blocked by a ceiling the policy cannot see; the
+			// engine parked those queues, so the next call sees new heads.
+			// Guard against a policy that keeps picking parked queues: fall
+			// back to the native order for one decision.
+			if t := e.nextLocked(now.UnixNano(), 0); t != nil {
+				runs = append(runs, e.assignLocked(t, e.scratch.placed, now))
+			} else {
+				return runs
+			}
+		}
+	}
+	return runs
+}
+
+// candidatesLocked collects the heads a fairness policy chooses among: up to
+// FairnessCandidates of the best queues of every open lane (by the native
+// order, plus the oldest heads), sorted by head seq so the policy sees them
+// in a canonical order.
+func (e *Engine) candidatesLocked(now int64, slack int) ([]policy.Candidate, []*agentQueue) {
+	k := e.cfg.FairnessCandidates
+	sc := &e.scratch
+	sc.topK = sc.topK[:0]
+	for _, l := range e.lanes {
+		if !e.laneOpen(l, slack) {
+			continue
+		}
+		sc.topK, sc.front = l.fair.topK(k, sc.topK, sc.front)
+		if len(l.fair.items) > k {
+			sc.topK, sc.front = l.age.topK(k/8+1, sc.topK, sc.front)
+		}
+	}
+	slices.SortFunc(sc.topK, func(a, b *agentQueue) int {
+		as, bs := a.head().seq, b.head().seq
+		switch {
+		case as < bs:
+			return -1
+		case as > bs:
+			return 1
+		}
+		return 0
+	})
+	sc.topK = slices.Compact(sc.topK) // the age heap may repeat a queue
+	if len(sc.topK) > k {
+		sc.topK = sc.topK[:k]
+	}
+	sc.cands = sc.cands[:0]
+	sc.aqs = append(sc.aqs[:0], sc.topK...)
+	for _, aq := range sc.aqs {
+		h := aq.head()
+		a := aq.agent
+		var dl int64
+		if !h.spec.Deadline.IsZero() {
+			dl = h.spec.Deadline.UnixMilli()
+		}
+		sc.cands = append(sc.cands, policy.Candidate{
+			HeadSeq: h.seq, HeadRank: h.rank, HeadWaitMs: (now - h.queuedAt) / int64(time.Millisecond),
+			HeadDeadlineMs: dl, HeadPriority: int32(h.spec.Priority),
+			Agent: a.idx, AgentInflight: uint32(a.inflight), AgentLimit: uint32(a.limit), AgentWeight: uint32(a.weight),
+			Lane: aq.lane.idx, LaneInflight: uint32(aq.lane.inflight), LaneLimit: uint32(aq.lane.cfg.MaxInFlight + slack),
+			QueueLen: uint32(aq.queued),
+		})
+	}
+	return sc.cands, sc.aqs
+}
+
+// pickLocked asks the fairness policy for picks and validates the answer; an
+// invalid answer is counted and replaced by the native policy's.
+func (e *Engine) pickLocked(now time.Time, cands []policy.Candidate, slots int, flags uint32) []uint32 {
+	if cap(e.scratch.picks) < slots {
+		e.scratch.picks = make([]uint32, slots)
+	}
+	picks := e.scratch.picks[:slots]
+	ctx := policy.PickContext{NowMs: now.UnixMilli(), AgingMs: e.cfg.AgingThreshold.Milliseconds(), Slots: uint32(slots), Flags: flags}
+	if e.cfg.AgingThreshold < 0 {
+		ctx.AgingMs = 0
+	}
+	n := e.fairness.p.Pick(ctx, cands, picks)
+	valid := n > 0 && n <= slots
+	for i := 0; valid && i < n; i++ {
+		valid = int(picks[i]) < len(cands)
+	}
+	if !valid {
+		e.stats.policyInvalid++
+		n = e.fallback.Pick(ctx, cands, picks)
+	}
+	return picks[:n]
+}

@@ -1,0 +1,153 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// EventType says what an event records.
+type EventType uint8
+
+// Event types.
+const (
+	// EventState: a task changed state (From → To). A task's first event has
+	// From == 0.
+	EventState EventType = 1
+	// EventReleased: a cancelled task's executor call returned, or its lease
+	// ran out, and the slots it held were freed. The state does not change.
+	EventReleased EventType = 2
+	// EventStale: a completion arrived for an attempt whose lease had been
+	// reclaimed; it was ignored.
+	EventStale EventType = 3
+	// EventLane: a lane's configuration changed (TaskID is empty).
+	EventLane EventType = 4
+	// EventEngine: the engine itself changed mode (draining, policy swap).
+	EventEngine EventType = 5
+)
+
+var eventTypeNames = [...]string{
+	EventState: "STATE", EventReleased: "RELEASED", EventStale: "STALE",
+	EventLane: "LANE", EventEngine: "ENGINE",
+}
+
+// String returns the type's upper-case name.
+func (t EventType) String() string {
+	if int(t) < len(eventTypeNames) && eventTypeNames[t] != "" {
+		return eventTypeNames[t]
+	}
+	return "UNKNOWN"
+}
+
+// Event is one recorded change. Seq numbers are assigned by the engine, start
+// at 1, increase by one per event and survive restarts with a durable store.
+type Event struct {
+	Seq        uint64
+	At         time.Time
+	Type       EventType
+	TaskID     string
+	AgentID    string
+	Lane       string
+	SessionKey string
+	BatchID    string
+	From, To   State
+	Attempt    int
+	Reason     string
+}
+
+// EventLog keeps the most recent events in a ring for subscribers. Appending
+// never blocks on readers: a reader that falls behind the ring learns how
+// many events it missed.
+type EventLog struct {
+	mu     sync.RWMutex
+	ring   []Event
+	mask   uint64
+	next   uint64        // seq of the next event to append
+	notify chan struct{} // closed and replaced on append, when someone waits
+	waited bool
+}
+
+func newEventLog(size int, next uint64) *EventLog {
+	n := 1
+	for n < size {
+		n <<= 1
+	}
+	return &EventLog{ring: make([]Event, n), mask: uint64(n - 1), next: next, notify: make(chan struct{})}
+}
+
+// append adds events whose seqs continue the log. Called by the engine.
+func (l *EventLog) append(evs []Event) {
+	if len(evs) == 0 {
+		return
+	}
+	l.mu.Lock()
+	for i := range evs {
+		l.ring[evs[i].Seq&l.mask] = evs[i]
+	}
+	l.next = evs[len(evs)-1].Seq + 1
+	if l.waited {
+		close(l.notify)
+		l.notify = make(chan struct{})
+		l.waited = false
+	}
+	l.mu.Unlock()
+}
+
+// Last returns the seq of the newest event, 0 if none.
+func (l *EventLog) Last() uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.next - 1
+}
+
+// Oldest returns the seq of the oldest event still in the ring.
+func (l *EventLog) Oldest() uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.oldestLocked()
+}
+
+func (l *EventLog) oldestLocked() uint64 {
+	if n := uint64(len(l.ring)); l.next > n {
+		return l.next - n
+	}
+	return 1
+}
+
+// Read appends to dst the events after seq `after`, at most max of them, and
+// returns the extended slice. missed counts the events after `after` that
+// have already left the ring (a reader too slow, or resuming too far back):
+// the returned events then start at the oldest one still held.
+func (l *EventLog) Read(after uint64, max int, dst []Event) (evs []Event, missed uint64) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	from := after + 1
+	if oldest := l.oldestLocked(); from < oldest {
+		missed = oldest - from
+		from = oldest
+	}
+	for s := from; s < l.next && max > 0; s++ {
+		dst = append(dst, l.ring[s&l.mask])
+		max--
+	}
+	return dst, missed
+}
+
+// Wait blocks until an event after seq `after` exists or ctx ends.
+func (l *EventLog) Wait(ctx context.Context, after uint64) error {
+	for {
+		l.mu.Lock()
+		if l.next > after+1 {
+			l.mu.Unlock()
+			return nil
+		}
+		ch := l.notify
+		l.waited = true
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

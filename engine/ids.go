@@ -1,0 +1,66 @@
+package engine
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	mrand "math/rand/v2"
+	"time"
+)
+
+// Task and batch ids are ULIDs: 48 bits of millisecond time and 80 bits of
+// randomness, in Crockford base32 (26 characters). Within one millisecond the
+// random part increases by one per id, so ids sort in creation order. The
+// randomness comes from a seeded generator: the same seed and clock give the
+// same ids, which keeps simulations and tests reproducible.
+
+const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+type idGen struct {
+	rnd    *mrand.ChaCha8
+	lastMs uint64
+	hi     uint16 // top 16 bits of the random part
+	lo     uint64 // low 64 bits of the random part
+}
+
+func newIDGen(seed uint64) idGen {
+	var s [32]byte
+	if seed == 0 {
+		_, _ = rand.Read(s[:])
+	} else {
+		binary.LittleEndian.PutUint64(s[:], seed)
+	}
+	return idGen{rnd: mrand.NewChaCha8(s)}
+}
+
+func (g *idGen) next(now time.Time) string {
+	ms := uint64(now.UnixMilli())
+	if ms > g.lastMs {
+		g.lastMs = ms
+		g.hi = uint16(g.rnd.Uint64())
+		g.lo = g.rnd.Uint64() >> 1 // leave room to count up within the millisecond
+	} else {
+		g.lo++
+		if g.lo == 0 {
+			g.hi++
+		}
+	}
+	var b [16]byte
+	b[0], b[1], b[2], b[3], b[4], b[5] = byte(g.lastMs>>40), byte(g.lastMs>>32), byte(g.lastMs>>24), byte(g.lastMs>>16), byte(g.lastMs>>8), byte(g.lastMs)
+	binary.BigEndian.PutUint16(b[6:], g.hi)
+	binary.BigEndian.PutUint64(b[8:], g.lo)
+	return encodeULID(b)
+}
+
+// encodeULID writes 128 bits as 26 base32 digits (the first digit carries the
+// top 3 bits).
+func encodeULID(b [16]byte) string {
+	var out [26]byte
+	hi := binary.BigEndian.Uint64(b[:8])
+	lo := binary.BigEndian.Uint64(b[8:])
+	for i := 25; i >= 0; i-- {
+		out[i] = crockford[lo&31]
+		lo = lo>>5 | hi<<59
+		hi >>= 5
+	}
+	return string(out[:])
+}

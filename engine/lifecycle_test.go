@@ -1,0 +1,286 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/enginetest"
+	"github.com/switchyard/switchyard/engine/policy"
+)
+
+func TestTransientFailuresBackOffThenPark(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	task := h.Submit(enginetest.Spec("a").Obj())
+	for i, wait := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+		require.NoError(t, h.Exec.Fail(task.ID, engine.Transient(errors.New("502 from instance"))))
+		got := h.Get(task.ID)
+		require.Equal(t, engine.StateRetryWait, got.State, "attempt %d", i+1)
+		require.Equal(t, h.Clock.Now().Add(wait), got.NextRunAt)
+		h.Clock.Advance(wait - time.Millisecond)
+		require.Equal(t, engine.StateRetryWait, h.State(task.ID), "not before the backoff elapses")
+		h.Clock.Advance(time.Millisecond)
+		require.Equal(t, engine.StateAssigned, h.State(task.ID))
+	}
+	require.NoError(t, h.Exec.Fail(task.ID, engine.Transient(errors.New("502 from instance"))))
+	got := h.Get(task.ID)
+	require.Equal(t, engine.StateParked, got.State, "four attempts is the default budget")
+	require.Len(t, got.Attempts, 4)
+	require.Contains(t, got.Reason, "retry budget spent")
+	h.Clock.Advance(time.Hour)
+	require.Equal(t, engine.StateParked, h.State(task.ID), "parked stays parked")
+
+	reset, err := h.Reset(context.Background(), task.ID)
+	require.NoError(t, err)
+	require.Equal(t, engine.StateAssigned, h.State(reset.ID), "reset queues it with a fresh budget")
+	require.NoError(t, h.Exec.Fail(task.ID, engine.Transient(errors.New("again"))))
+	require.Equal(t, engine.StateRetryWait, h.State(task.ID))
+}
+
+func TestPermanentFailuresFailAtOnce(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	task := h.Submit(enginetest.Spec("a").Obj())
+	require.NoError(t, h.Exec.Finish(task.ID, engine.Outcome{Err: engine.Permanent(errors.New("unknown action kind")), HTTPStatus: 400}))
+	got := h.Get(task.ID)
+	require.Equal(t, engine.StateFailed, got.State)
+	require.Equal(t, policy.ClassPermanent, got.Class)
+	require.Equal(t, 400, got.Attempts[0].HTTPStatus)
+	_, err := h.Reset(context.Background(), task.ID)
+	require.Equal(t, engine.CodeConflict, engineErr(t, err).Code)
+}
+
+func TestPerTaskRetryPolicyOverridesTheLane(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	task := h.Submit(enginetest.Spec("a").Retry(engine.RetryPolicy{MaxAttempts: 2, Backoff: 10 * time.Millisecond, Multiplier: 1}).Obj())
+	require.NoError(t, h.Exec.Fail(task.ID, engine.Transient(errors.New("x"))))
+	require.Equal(t, h.Clock.Now().Add(10*time.Millisecond), h.Get(task.ID).NextRunAt)
+	h.Clock.Advance(10 * time.Millisecond)
+	require.NoError(t, h.Exec.Fail(task.ID, engine.Transient(errors.New("x"))))
+	require.Equal(t, engine.StateParked, h.State(task.ID))
+}
+
+func TestAttemptTimeoutCancelsTheContextAndCountsAFailure(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	task := h.Submit(enginetest.Spec("a").Timeout(5 * time.Second).Obj())
+	ctx := h.Exec.Context(task.ID)
+	dl, ok := ctx.Deadline()
+	require.True(t, ok)
+	require.Equal(t, h.Clock.Now().Add(5*time.Second), dl)
+	h.Clock.Advance(5 * time.Second)
+	require.Error(t, ctx.Err(), "the timeout cancels the attempt's context")
+	require.NoError(t, h.Exec.Fail(task.ID, ctx.Err()))
+	got := h.Get(task.ID)
+	require.Equal(t, engine.StateRetryWait, got.State)
+	require.Equal(t, policy.ClassTransient, got.Attempts[0].Class)
+	require.Contains(t, got.Attempts[0].Error, "timed out")
+}
+
+func TestAnExpiredLeaseIsReclaimedAndALateCompletionIgnored(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, &engine.Config{LeaseGrace: 2 * time.Second, Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 1}}})
+	task := h.Submit(enginetest.Spec("a").Timeout(5 * time.Second).Obj())
+	other := h.Submit(enginetest.Spec("b").Obj())
+	stuck := h.Exec.Run(task.ID)
+	h.Clock.Advance(5 * time.Second)
+	require.Equal(t, engine.StateAssigned, h.State(task.ID), "timed out but not yet reclaimed")
+	require.Equal(t, engine.StateQueued, h.State(other.ID), "an expiring lease still holds its slot")
+	h.Clock.Advance(2 * time.Second)
+	got := h.Get(task.ID)
+	require.Equal(t, engine.StateRetryWait, got.State)
+	require.Equal(t, "lease expired", got.Attempts[0].Error)
+	require.Equal(t, engine.StateAssigned, h.State(other.ID), "the reclaimed slot goes to the next task")
+	require.EqualValues(t, 1, h.Stats().LeaseExpiry)
+
+	stuck.Finish(engine.Outcome{})
+	require.Equal(t, engine.StateRetryWait, h.State(task.ID), "a completion under a reclaimed lease changes nothing")
+	require.EqualValues(t, 1, h.Stats().Stale)
+	require.NoError(t, h.Sync(context.Background()))
+	evs, _ := h.Events().Read(0, 1000, nil)
+	require.Equal(t, engine.EventStale, evs[len(evs)-1].Type)
+	require.Contains(t, evs[len(evs)-1].Reason, "ignored")
+}
+
+func TestADeadlineExpiresQueuedTasksAndBoundsRunningOnes(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	paused(t, h, "main", true)
+	queued := h.Submit(enginetest.Spec("a").Deadline(h.Clock.Now().Add(time.Minute)).Obj())
+	h.Clock.Advance(time.Minute)
+	got := h.Get(queued.ID)
+	require.Equal(t, engine.StateExpired, got.State)
+	require.Equal(t, "deadline exceeded while queued", got.Reason)
+
+	running := h.Submit(enginetest.Spec("a").Lane("team").Deadline(h.Clock.Now().Add(3 * time.Second)).Obj())
+	ctx := h.Exec.Context(running.ID)
+	dl, _ := ctx.Deadline()
+	require.Equal(t, h.Clock.Now().Add(3*time.Second), dl, "the deadline comes before the lane's 60 s timeout")
+	h.Clock.Advance(3 * time.Second)
+	require.Error(t, ctx.Err())
+	require.NoError(t, h.Exec.Fail(running.ID, ctx.Err()))
+	got = h.Get(running.ID)
+	require.Equal(t, engine.StateFailed, got.State, "no retry past the deadline")
+	require.Contains(t, got.Reason, "deadline exceeded")
+}
+
+func TestCancellingARunningTaskFinishesOnceAndNeverRetries(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	task := h.Submit(enginetest.Spec("a").Obj())
+	ctx := h.Exec.Context(task.ID)
+	got, err := h.Cancel(context.Background(), task.ID, "user asked")
+	require.NoError(t, err)
+	require.Equal(t, engine.StateCancelled, got.State)
+	require.Error(t, ctx.Err(), "the executor's context is cancelled")
+	var ce *engine.CancelledError
+	require.True(t, errors.As(context.Cause(ctx), &ce))
+	require.Equal(t, "user asked", ce.Reason)
+	require.Equal(t, 1, h.Stats().InFlight, "it holds its slot until the executor returns")
+
+	// The executor returns with a transient error: no retry, no second end.
+	require.NoError(t, h.Exec.Fail(task.ID, engine.Transient(errors.New("aborted"))))
+	require.Equal(t, 0, h.Stats().InFlight)
+	h.Clock.Advance(time.Hour)
+	require.Equal(t, engine.StateCancelled, h.State(task.ID))
+	require.Equal(t, []string{task.ID}, h.Exec.Started(), "never retried")
+
+	require.NoError(t, h.Sync(context.Background()))
+	evs, _ := h.Events().Read(0, 1000, nil)
+	terminal := 0
+	for _, ev := range evs {
+		if ev.TaskID == task.ID && ev.Type == engine.EventState && ev.To.Terminal() {
+			terminal++
+		}
+	}
+	require.Equal(t, 1, terminal, "exactly one terminal event")
+	require.Equal(t, engine.EventReleased, evs[len(evs)-1].Type)
+
+	_, err = h.Cancel(context.Background(), task.ID, "again")
+	require.Equal(t, engine.CodeConflict, engineErr(t, err).Code)
+}
+
+func TestCancelledTaskWhoseExecutorNeverReturnsIsReclaimedAfterTheGrace(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, &engine.Config{LeaseGrace: time.Second})
+	task := h.Submit(enginetest.Spec("a").Obj())
+	_, err := h.Cancel(context.Background(), task.ID, "")
+	require.NoError(t, err)
+	require.Equal(t, 1, h.Stats().InFlight)
+	h.Clock.Advance(time.Second)
+	require.Equal(t, 0, h.Stats().InFlight)
+	require.Equal(t, engine.StateCancelled, h.State(task.ID))
+}
+
+func TestCancelByFilter(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	paused(t, h, "main", true)
+	a1 := h.Submit(enginetest.Spec("a").Obj())
+	a2 := h.Submit(enginetest.Spec("a").Session("s").Obj())
+	b1 := h.Submit(enginetest.Spec("b").Obj())
+	got, err := h.CancelWhere(context.Background(), engine.TaskFilter{AgentID: "a"}, "agent retired")
+	require.NoError(t, err)
+	require.Equal(t, ids(a1, a2), got)
+	require.Equal(t, engine.StateQueued, h.State(b1.ID))
+	require.Equal(t, "agent retired", h.Get(a1.ID).Reason)
+	_, err = h.CancelWhere(context.Background(), engine.TaskFilter{}, "")
+	require.Equal(t, engine.CodeInvalidInput, engineErr(t, err).Code, "an empty filter would cancel everything")
+}
+
+func TestStopSession(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, &engine.Config{SessionMaxInFlight: 2})
+	r1 := h.Submit(enginetest.Spec("a").Session("s").Obj())
+	r2 := h.Submit(enginetest.Spec("a").Session("s").Obj())
+	q := h.Submit(enginetest.Spec("a").Session("s").Obj())
+	got, err := h.StopSession(context.Background(), "s", false)
+	require.NoError(t, err)
+	require.Equal(t, []string{r1.ID}, got, "stop cancels the oldest running task")
+	require.Equal(t, engine.StateAssigned, h.State(r2.ID))
+
+	got, err = h.StopSession(context.Background(), "s", true)
+	require.NoError(t, err)
+	require.ElementsMatch(t, ids(r2, q), got)
+	// Work for the session submitted before the cut-off and arriving late is refused.
+	late := enginetest.Spec("a").Session("s").Obj()
+	late.SubmittedAt = h.Clock.Now().Add(-time.Second)
+	lt := h.Submit(late)
+	require.Equal(t, engine.StateCancelled, lt.State)
+	require.Equal(t, "session stopped", lt.Reason)
+	fresh := h.Submit(enginetest.Spec("a").Session("s").Obj())
+	require.NotEqual(t, engine.StateCancelled, fresh.State, "new work after the stop is welcome")
+}
+
+func TestInterruptCancelsTheSessionsRunningTaskAndJumpsAhead(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	running := h.Submit(enginetest.Spec("a").Session("s").Obj())
+	queued := h.Submit(enginetest.Spec("a").Session("s").Obj())
+	urgent := h.Submit(enginetest.Spec("a").Session("s").Interrupt().Obj())
+	require.Equal(t, engine.StateCancelled, h.State(running.ID))
+	require.Contains(t, h.Get(running.ID).Reason, "interrupted by task "+urgent.ID)
+	require.NoError(t, h.Exec.Fail(running.ID, context.Canceled))
+	require.Equal(t, engine.StateAssigned, h.State(urgent.ID), "it runs before the older queued task")
+	require.Equal(t, engine.StateQueued, h.State(queued.ID))
+}
+
+func TestRetryTaskRunsAFailedTaskAgainAsANewTask(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	task := h.Submit(enginetest.Spec("a").Obj())
+	require.NoError(t, h.Exec.Fail(task.ID, engine.Permanent(errors.New("nope"))))
+	again, err := h.Retry(context.Background(), task.ID)
+	require.NoError(t, err)
+	require.NotEqual(t, task.ID, again.ID)
+	require.Equal(t, task.ID, again.RetryOf)
+	require.Equal(t, engine.StateFailed, h.State(task.ID), "terminal states never change")
+	require.Equal(t, engine.StateAssigned, h.State(again.ID))
+
+	backing := h.Submit(enginetest.Spec("b").Obj())
+	require.NoError(t, h.Exec.Fail(backing.ID, engine.Transient(errors.New("x"))))
+	_, err = h.Retry(context.Background(), backing.ID)
+	require.NoError(t, err)
+	require.Equal(t, engine.StateAssigned, h.State(backing.ID), "a task backing off runs at once")
+
+	_, err = h.Retry(context.Background(), again.ID)
+	require.Equal(t, engine.CodeConflict, engineErr(t, err).Code, "a running task cannot be retried")
+}
+
+func TestRetentionPurgesOldTerminalTasks(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, &engine.Config{Retention: time.Hour})
+	task := h.Submit(enginetest.Spec("a").Obj())
+	require.NoError(t, h.Exec.Succeed(task.ID, `{}`))
+	paused(t, h, "team", true)
+	keep := h.Submit(enginetest.Spec("a").Lane("team").Obj())
+	h.Clock.Advance(59 * time.Minute)
+	require.Equal(t, engine.StateSucceeded, h.State(task.ID))
+	h.Clock.Advance(7 * time.Minute)
+	_, err := h.Engine.Task(context.Background(), task.ID)
+	require.Equal(t, engine.CodeNotFound, engineErr(t, err).Code)
+	require.Equal(t, engine.StateQueued, h.State(keep.ID), "live tasks are never purged")
+	require.EqualValues(t, 1, h.Stats().Purged)
+}
+
+func TestShutdownCancelsWhatRunsPastTheGrace(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	running := h.Submit(enginetest.Spec("a").Obj())
+	paused(t, h, "team", true)
+	queued := h.Submit(enginetest.Spec("a").Lane("team").Obj())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	require.NoError(t, h.Shutdown(ctx))
+	require.Equal(t, engine.StateCancelled, h.State(running.ID))
+	require.Equal(t, "shutdown", h.Get(running.ID).Reason)
+	require.Equal(t, engine.StateCancelled, h.State(queued.ID), "the memory store keeps nothing: queued work is cancelled too")
+	_, err := h.Engine.Submit(context.Background(), enginetest.Spec("a").Obj())
+	require.Equal(t, engine.CodeDraining, engineErr(t, err).Code)
+}

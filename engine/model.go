@@ -1,0 +1,225 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/switchyard/switchyard/engine/policy"
+)
+
+// task is the engine's working record of a live task (not terminal, or
+// terminal and not yet committed to the store).
+type task struct {
+	id    string
+	spec  *TaskSpec
+	seq   uint64
+	rank  int64
+	front bool // interrupt mode: ahead of its session's other tasks
+	depth int
+
+	state     State
+	reason    string
+	attempts  []Attempt
+	result    json.RawMessage
+	errMsg    string
+	class     policy.ErrorClass
+	retryOf   string
+	createdAt time.Time
+	updatedAt time.Time
+	queuedAt  int64 // Unix nanoseconds; ordering key of the age heaps
+	nextRunAt time.Time
+	endedAt   time.Time
+	lastSeq   uint64
+	prevDelay int64 // ms, the last retry delay
+	resetAt   int   // attempts made before the last reset: the budget counts from here
+
+	lane    *lane
+	agent   *agent
+	session *session // nil when the task has no session
+	batch   *batch   // nil when the task has no batch
+
+	// QUEUED: position in its subQueue and in the drop-oldest lists.
+	sq      *subQueue
+	heapIdx int
+	fifo    [fifoScopes]fifoLink
+
+	// timers: one slot per timer heap (see timers.go)
+	timerAt  [timerKinds]int64
+	timerIdx [timerKinds]int
+
+	// in flight
+	holding  bool      // holds its slots (ASSIGNED, RUNNING, or cancelled and not yet returned)
+	inst     *instance // the instance slot it holds
+	run      *Run
+	cancel   context.CancelCauseFunc
+	timedOut bool // the attempt's context was cancelled for its timeout
+
+	// dependencies
+	unmet      int
+	dependents []*task
+
+	dirty bool // changed since the last commit snapshot
+}
+
+func (t *task) snapshot() *Task {
+	return &Task{
+		ID: t.id, Spec: t.spec, Seq: t.seq, Depth: t.depth, Rank: t.rank,
+		State: t.state, Reason: t.reason, Attempts: slices.Clone(t.attempts),
+		Result: t.result, Error: t.errMsg, Class: t.class, RetryOf: t.retryOf,
+		CreatedAt: t.createdAt, UpdatedAt: t.updatedAt, QueuedAt: unixTime(t.queuedAt),
+		NextRunAt: t.nextRunAt, EndedAt: t.endedAt, LastSeq: t.lastSeq, Unmet: t.unmet,
+		ResetAt: t.resetAt, Position: -1,
+	}
+}
+
+func unixTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+func (t *task) lastAttempt() *Attempt {
+	if len(t.attempts) == 0 {
+		return nil
+	}
+	return &t.attempts[len(t.attempts)-1]
+}
+
+// pending reports whether a task in s counts against queue caps.
+func pending(s State) bool { return s == StateQueued || s == StateWaiting || s == StateRetryWait }
+
+// Drop-oldest lists: every QUEUED task is linked, in the order it was queued,
+// into one list per scope.
+const (
+	fifoGlobal = iota
+	fifoLane
+	fifoAgent
+	fifoSession
+	fifoScopes
+)
+
+type fifoLink struct{ prev, next *task }
+
+type fifoList struct{ head, tail *task }
+
+func (l *fifoList) pushBack(t *task, scope int) {
+	t.fifo[scope] = fifoLink{prev: l.tail}
+	if l.tail != nil {
+		l.tail.fifo[scope].next = t
+	} else {
+		l.head = t
+	}
+	l.tail = t
+}
+
+func (l *fifoList) remove(t *task, scope int) {
+	lk := &t.fifo[scope]
+	if lk.prev != nil {
+		lk.prev.fifo[scope].next = lk.next
+	} else {
+		l.head = lk.next
+	}
+	if lk.next != nil {
+		lk.next.fifo[scope].prev = lk.prev
+	} else {
+		l.tail = lk.prev
+	}
+	*lk = fifoLink{}
+}
+
+type lane struct {
+	cfg      LaneConfig
+	idx      uint16
+	inflight int
+	queued   int // pending tasks (QUEUED + WAITING + RETRY_WAIT)
+	fair     aqHeap
+	age      aqHeap
+	fifo     fifoList
+
+	selection namedSelection
+	retry     namedRetry
+}
+
+type agent struct {
+	id       string
+	idx      uint32
+	weight   int
+	limit    int
+	inflight int
+	queued   int
+	parked   bool          // at its ceiling: its queues are out of the lane heaps
+	queues   []*agentQueue // by lane idx; nil where it has none
+	fifo     fifoList
+	live     int // live tasks; the agent is forgotten at 0
+
+	dispatched uint64 // total dispatches
+	window     dispatchWindow
+}
+
+// dispatchWindow counts an agent's dispatches over the last minute in
+// one-second buckets, for the "share of dispatches" figures.
+type dispatchWindow struct {
+	buckets [60]uint32
+	second  int64 // Unix second of the newest bucket
+}
+
+func (w *dispatchWindow) add(now time.Time) {
+	w.advance(now.Unix())
+	w.buckets[w.second%60]++
+}
+
+func (w *dispatchWindow) advance(sec int64) {
+	if sec <= w.second {
+		return
+	}
+	if sec-w.second >= 60 {
+		w.buckets = [60]uint32{}
+	} else {
+		for s := w.second + 1; s <= sec; s++ {
+			w.buckets[s%60] = 0
+		}
+	}
+	w.second = sec
+}
+
+func (w *dispatchWindow) total(now time.Time) uint64 {
+	w.advance(now.Unix())
+	var n uint64
+	for _, b := range w.buckets {
+		n += uint64(b)
+	}
+	return n
+}
+
+type session struct {
+	key    string
+	lim    limiter
+	queued int
+	fifo   fifoList
+	live   int // live tasks; the session is forgotten at 0
+}
+
+type batch struct {
+	id          string
+	lim         limiter
+	parallelism int
+	live        int
+	counts      map[State]int
+	total       int
+	createdAt   time.Time
+	webhook     string
+}
+
+type instance struct {
+	info InstanceInfo
+	lim  limiter
+}
+
+// binding is the instance and tab a session's tasks run in.
+type binding struct {
+	instance string
+	tab      string
+}

@@ -1,0 +1,336 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/engine/policy/backoff"
+	"github.com/switchyard/switchyard/engine/policy/fairshare"
+)
+
+// Live changes an operator makes: lanes, agents, instances and policies.
+// Each takes effect between two dispatch decisions and is recorded.
+
+var defaultRetry = backoff.Retry{}
+
+// LaneUpdate changes some of a lane's settings; nil fields stay as they are.
+type LaneUpdate struct {
+	MaxInFlight *int
+	MaxQueued   *int
+	DropPolicy  *DropPolicy
+	Paused      *bool
+	MaxDepth    *int
+	Timeout     *time.Duration
+	Retry       *RetryPolicy
+}
+
+// UpdateLane changes a lane's settings live. Raising a ceiling or resuming a
+// lane dispatches at once what it allows; lowering a ceiling lets the tasks
+// in flight finish and admits no more until the lane is under it.
+func (e *Engine) UpdateLane(name string, u LaneUpdate) (LaneStatus, error) {
+	e.mu.Lock()
+	l := e.laneByName[name]
+	if l == nil {
+		e.mu.Unlock()
+		return LaneStatus{}, notFound("no lane %q", name)
+	}
+	cfg := l.cfg
+	if u.MaxInFlight != nil {
+		cfg.MaxInFlight = *u.MaxInFlight
+	}
+	if u.MaxQueued != nil {
+		cfg.MaxQueued = *u.MaxQueued
+	}
+	if u.DropPolicy != nil {
+		cfg.DropPolicy = *u.DropPolicy
+	}
+	if u.Paused != nil {
+		cfg.Paused = *u.Paused
+	}
+	if u.MaxDepth != nil {
+		cfg.MaxDepth = *u.MaxDepth
+	}
+	if u.Timeout != nil {
+		cfg.Timeout = *u.Timeout
+	}
+	if u.Retry != nil {
+		cfg.Retry = *u.Retry
+	}
+	if err := cfg.validate(); err != nil {
+		e.mu.Unlock()
+		field, msg, ok := strings.Cut(err.Error(), ": ")
+		if !ok {
+			field, msg = "input", err.Error()
+		}
+		return LaneStatus{}, invalid(field, "%s", msg)
+	}
+	if cfg.MaxQueued == 0 || u.MaxDepth != nil && *u.MaxDepth == 0 {
+		e.mu.Unlock()
+		return LaneStatus{}, invalid("maxQueued", "the queue cap and the maximum depth must be positive")
+	}
+	l.cfg = cfg
+	e.cur.lanes = append(e.cur.lanes, cfg)
+	e.seq++
+	e.cur.events = append(e.cur.events, Event{Seq: e.seq, At: e.now(), Type: EventLane, Lane: name, Reason: describeLane(cfg)})
+	st := LaneStatus{Config: l.cfg, InFlight: l.inflight, Pending: l.queued, Selection: l.selection.name, Retry: l.retry.name}
+	e.unlock()
+	e.after()
+	return st, nil
+}
+
+func describeLane(c LaneConfig) string {
+	state := "running"
+	if c.Paused {
+		state = "paused"
+	}
+	return fmt.Sprintf("lane %s %s: maxInFlight=%d maxQueued=%d drop=%s", c.Name, state, c.MaxInFlight, c.MaxQueued, c.DropPolicy)
+}
+
+// SetAgent changes an agent's weight and ceiling live (0 keeps a value).
+func (e *Engine) SetAgent(id string, c AgentConfig) error {
+	if c.Weight < 0 || c.MaxInFlight < 0 {
+		return invalid("weight", "weight and maxInFlight must not be negative")
+	}
+	e.mu.Lock()
+	if e.cfg.Agents == nil {
+		e.cfg.Agents = map[string]AgentConfig{}
+	}
+	cur := e.cfg.Agents[id]
+	if c.Weight > 0 {
+		cur.Weight = c.Weight
+	}
+	if c.MaxInFlight > 0 {
+		cur.MaxInFlight = c.MaxInFlight
+	}
+	e.cfg.Agents[id] = cur
+	if a := e.agents[id]; a != nil {
+		if cur.Weight > 0 {
+			a.weight = cur.Weight
+		}
+		if cur.MaxInFlight > 0 {
+			a.limit = cur.MaxInFlight
+		}
+		e.agentChangedLocked(a)
+	}
+	v, _ := json.Marshal(cur)
+	e.cur.settings = append(e.cur.settings, Setting{Key: "agent/" + id, Value: v})
+	e.unlock()
+	e.after()
+	return nil
+}
+
+// SetInstance adds or updates an instance (engine.InstanceSink).
+func (e *Engine) SetInstance(info InstanceInfo) {
+	e.mu.Lock()
+	in := e.instances[info.ID]
+	if in == nil {
+		in = &instance{info: info}
+		e.instances[info.ID] = in
+		e.instList = append(e.instList, in)
+		slices.SortFunc(e.instList, func(a, b *instance) int { return strings.Compare(a.info.ID, b.info.ID) })
+	}
+	in.info = info
+	in.lim.limit = max(info.Capacity, 0)
+	e.wakeLocked(&in.lim)
+	e.wakeLocked(&e.pool)
+	e.unlock()
+	e.after()
+}
+
+// RemoveInstance forgets an instance (engine.InstanceSink). Attempts running
+// on it keep their slots until they finish; sessions bound to it are placed
+// again.
+func (e *Engine) RemoveInstance(id string) {
+	e.mu.Lock()
+	in := e.instances[id]
+	if in != nil {
+		delete(e.instances, id)
+		e.instList = slices.DeleteFunc(e.instList, func(x *instance) bool { return x == in })
+		for k, b := range e.bindings {
+			if b.instance == id {
+				delete(e.bindings, k)
+			}
+		}
+		in.lim.limit = 0 // nothing new lands on it; waiters look again
+		e.wakeLocked(&in.lim)
+		e.wakeLocked(&e.pool)
+	}
+	e.unlock()
+	e.after()
+}
+
+// UnbindSession forgets the tab bound to a session (engine.InstanceSink).
+func (e *Engine) UnbindSession(key string) {
+	e.mu.Lock()
+	delete(e.bindings, key)
+	e.mu.Unlock()
+}
+
+// InstanceLoad returns the number of attempts in flight on each instance.
+func (e *Engine) InstanceLoad() map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make(map[string]int, len(e.instances))
+	for id, in := range e.instances {
+		out[id] = in.lim.inflight
+	}
+	return out
+}
+
+// PolicyAssignment says which policy fills a slot, globally (Lane "") or for
+// one lane.
+type PolicyAssignment struct {
+	Slot policy.Slot
+	Lane string
+	Name string
+}
+
+// SetSelection makes p the selection policy of a lane, or of every lane
+// without its own when lane is "". Tasks already queued keep their rank; new
+// ones are ranked by p.
+func (e *Engine) SetSelection(lane, name string, p policy.Selection) error {
+	return e.setPolicy(policy.SlotSelection, lane, name, p)
+}
+
+// SetRetry makes p the retry policy of a lane, or of every lane without its
+// own when lane is "".
+func (e *Engine) SetRetry(lane, name string, p policy.Retry) error {
+	return e.setPolicy(policy.SlotRetry, lane, name, p)
+}
+
+// SetFairness makes p the fairness policy (fairness is global). The built-in
+// *fairshare.Fairness takes the engine's native fast path.
+func (e *Engine) SetFairness(name string, p policy.Fairness) error {
+	return e.setPolicy(policy.SlotFairness, "", name, p)
+}
+
+func (e *Engine) setPolicy(slot policy.Slot, laneName, name string, p any) error {
+	if p == nil || name == "" {
+		return invalid("policy", "a policy and its name are required")
+	}
+	e.mu.Lock()
+	var l *lane
+	if laneName != "" {
+		if l = e.laneByName[laneName]; l == nil {
+			e.mu.Unlock()
+			return notFound("no lane %q", laneName)
+		}
+	}
+	switch slot {
+	case policy.SlotSelection:
+		sp, ok := p.(policy.Selection)
+		if !ok {
+			e.mu.Unlock()
+			return invalid("policy", "%s is not a selection policy", name)
+		}
+		ns := namedSelection{name: name, p: sp}
+		if l != nil {
+			ns.own = true
+			l.selection = ns
+		} else {
+			e.selection = ns
+			for _, x := range e.lanes {
+				if !x.selection.own {
+					x.selection = ns
+				}
+			}
+		}
+	case policy.SlotRetry:
+		rp, ok := p.(policy.Retry)
+		if !ok {
+			e.mu.Unlock()
+			return invalid("policy", "%s is not a retry policy", name)
+		}
+		nr := namedRetry{name: name, p: rp}
+		if l != nil {
+			nr.own = true
+			l.retry = nr
+		} else {
+			e.retry = nr
+			for _, x := range e.lanes {
+				if !x.retry.own {
+					x.retry = nr
+				}
+			}
+		}
+	case policy.SlotFairness:
+		fp, ok := p.(policy.Fairness)
+		if !ok || l != nil {
+			e.mu.Unlock()
+			return invalid("policy", "%s: fairness is global and needs a fairness policy", name)
+		}
+		if nf, isNative := fp.(*fairshare.Fairness); isNative {
+			e.native = nf
+		}
+		e.fairness = namedFairness{name: name, p: fp}
+	default:
+		e.mu.Unlock()
+		return invalid("slot", "unknown slot %d", slot)
+	}
+	v, _ := json.Marshal(map[string]string{"name": name})
+	key := "policy/" + slot.String()
+	if laneName != "" {
+		key += "/" + laneName
+	}
+	e.cur.settings = append(e.cur.settings, Setting{Key: key, Value: v})
+	e.emitEngineLocked(fmt.Sprintf("%s policy %s set for %s", slot, name, laneOrAll(laneName)))
+	e.unlock()
+	e.after()
+	return nil
+}
+
+// ClearLanePolicy makes a lane use the global policy of slot again.
+func (e *Engine) ClearLanePolicy(slot policy.Slot, lane string) error {
+	e.mu.Lock()
+	l := e.laneByName[lane]
+	if l == nil {
+		e.mu.Unlock()
+		return notFound("no lane %q", lane)
+	}
+	switch slot {
+	case policy.SlotSelection:
+		l.selection = e.selection
+	case policy.SlotRetry:
+		l.retry = e.retry
+	default:
+		e.mu.Unlock()
+		return invalid("slot", "only selection and retry are set per lane")
+	}
+	e.cur.settings = append(e.cur.settings, Setting{Key: "policy/" + slot.String() + "/" + lane})
+	e.emitEngineLocked(fmt.Sprintf("%s policy of lane %s back to the global one", slot, lane))
+	e.unlock()
+	e.after()
+	return nil
+}
+
+func laneOrAll(lane string) string {
+	if lane == "" {
+		return "all lanes"
+	}
+	return "lane " + lane
+}
+
+// Policies returns the active policy of every slot: the global ones, then
+// each lane's own.
+func (e *Engine) Policies() []PolicyAssignment {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := []PolicyAssignment{
+		{Slot: policy.SlotSelection, Name: e.selection.name},
+		{Slot: policy.SlotFairness, Name: e.fairness.name},
+		{Slot: policy.SlotRetry, Name: e.retry.name},
+	}
+	for _, l := range e.lanes {
+		if l.selection.own {
+			out = append(out, PolicyAssignment{Slot: policy.SlotSelection, Lane: l.cfg.Name, Name: l.selection.name})
+		}
+		if l.retry.own {
+			out = append(out, PolicyAssignment{Slot: policy.SlotRetry, Lane: l.cfg.Name, Name: l.retry.name})
+		}
+	}
+	return out
+}

@@ -1,0 +1,219 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/switchyard/switchyard/engine/policy"
+)
+
+// Plan: a read-only dry run of the dispatcher, to answer "what runs next, and
+// why is my task not running?".
+//
+// The plan runs the real decision code on the real queues, as if the global
+// and lane ceilings had room for `limit` more tasks (their current load is
+// reported alongside), while agent, session, batch and instance ceilings
+// apply with their current load, each planned dispatch counting against them.
+// Then it undoes every planned dispatch. Because every queue ordering is
+// total, undoing restores the same order, so a plan never changes what the
+// engine does next. Stateful fairness plugins are told (PickDryRun) not to
+// commit state.
+
+// PlanStep is one planned dispatch.
+type PlanStep struct {
+	TaskID     string
+	AgentID    string
+	Lane       string
+	SessionKey string
+	InstanceID string
+	// Why this queue went next: "aged" (its head waited past the aging
+	// threshold), "fair share" (the native fairness order) or "policy <name>".
+	Reason string
+	Waited time.Duration // how long the task has been queued
+}
+
+// PlanSkip is a queue with work that the plan had to pass over, and why.
+type PlanSkip struct {
+	Lane       string
+	AgentID    string
+	SessionKey string // "" when the reason concerns the whole (lane, agent) queue
+	Reason     string
+	Tasks      int // queued tasks held up
+}
+
+// Plan is the result of a dry run.
+type Plan struct {
+	At          time.Time
+	Fairness    string
+	Steps       []PlanStep
+	Skipped     []PlanSkip
+	InFlight    int
+	MaxInFlight int
+	Waiting     int // tasks waiting for dependencies
+	RetryWait   int // tasks backing off
+	Parked      int // tasks whose retry budget is spent
+}
+
+type plannedDispatch struct {
+	t    *task
+	inst *instance
+}
+
+// Plan returns the next limit dispatch decisions (1..1000) for the current
+// state and clock, without changing anything.
+func (e *Engine) Plan(limit int) (*Plan, error) {
+	if limit <= 0 || limit > 1000 {
+		return nil, invalid("limit", "must be within 1..1000, got %d", limit)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	ns := now.UnixNano()
+	p := &Plan{At: now, Fairness: e.fairness.name, InFlight: e.inflight, MaxInFlight: e.cfg.MaxInFlight,
+		Waiting: e.counts[StateWaiting], RetryWait: e.counts[StateRetryWait], Parked: e.counts[StateParked]}
+	native := e.fairness.p == policy.Fairness(e.native)
+	var done []plannedDispatch
+	for len(done) < limit {
+		var t *task
+		reason := ""
+		if native {
+			t, reason = e.nextPlannedLocked(ns, limit)
+		} else {
+			t = e.nextByPolicyLocked(now, limit)
+			reason = "policy " + e.fairness.name
+		}
+		if t == nil {
+			break
+		}
+		inst := e.scratch.placed
+		step := PlanStep{TaskID: t.id, AgentID: t.agent.id, Lane: t.lane.cfg.Name, SessionKey: t.spec.Session(),
+			Reason: reason, Waited: time.Duration(ns - t.queuedAt)}
+		if inst != nil {
+			step.InstanceID = inst.info.ID
+		}
+		p.Steps = append(p.Steps, step)
+		e.unqueueLocked(t)
+		e.reserveLocked(t, inst)
+		done = append(done, plannedDispatch{t, inst})
+	}
+	p.Skipped = e.skipsLocked(limit)
+	for i := len(done) - 1; i >= 0; i-- {
+		e.releaseLocked(done[i].t)
+		e.enqueueLocked(done[i].t)
+	}
+	return p, nil
+}
+
+// nextPlannedLocked is nextLocked that also says why the queue won.
+func (e *Engine) nextPlannedLocked(now int64, slack int) (*task, string) {
+	for e.inflight < e.cfg.MaxInFlight+slack {
+		var best *agentQueue
+		bestAged := false
+		for _, l := range e.lanes {
+			if !e.laneOpen(l, slack) {
+				continue
+			}
+			aq, aged := e.laneTop(l, now)
+			if best == nil || better(aq, aged, best, bestAged) {
+				best, bestAged = aq, aged
+			}
+		}
+		if best == nil {
+			return nil, ""
+		}
+		if t := e.admitHeadLocked(best); t != nil {
+			if bestAged {
+				return t, "aged"
+			}
+			return t, "fair share"
+		}
+	}
+	return nil, ""
+}
+
+// nextByPolicyLocked asks the fairness policy for one pick, in dry-run mode.
+func (e *Engine) nextByPolicyLocked(now time.Time, slack int) *task {
+	for e.inflight < e.cfg.MaxInFlight+slack {
+		cands, aqs := e.candidatesLocked(now.UnixNano(), slack)
+		if len(cands) == 0 {
+			return nil
+		}
+		picks := e.pickLocked(now, cands, 1, policy.PickDryRun)
+		aq := aqs[picks[0]]
+		if !aq.eligible() || !e.laneOpen(aq.lane, slack) {
+			return nil
+		}
+		if t := e.admitHeadLocked(aq); t != nil {
+			return t
+		}
+	}
+	return nil
+}
+
+// skipsLocked lists the queues with work that cannot go next, and why.
+func (e *Engine) skipsLocked(slack int) []PlanSkip {
+	var out []PlanSkip
+	for _, a := range e.agents {
+		for _, aq := range a.queues {
+			if aq == nil || aq.queued == 0 {
+				continue
+			}
+			l := aq.lane
+			switch {
+			case l.cfg.Paused:
+				out = append(out, PlanSkip{Lane: l.cfg.Name, AgentID: a.id, Reason: "lane paused", Tasks: aq.queued})
+				continue
+			case l.inflight >= l.cfg.MaxInFlight+slack:
+				out = append(out, PlanSkip{Lane: l.cfg.Name, AgentID: a.id, Reason: fmt.Sprintf("lane at its ceiling (%d/%d)", l.inflight, l.cfg.MaxInFlight), Tasks: aq.queued})
+				continue
+			case a.parked || a.inflight >= a.limit:
+				out = append(out, PlanSkip{Lane: l.cfg.Name, AgentID: a.id, Reason: fmt.Sprintf("agent at its ceiling (%d/%d)", a.inflight, a.limit), Tasks: aq.queued})
+				continue
+			}
+			for _, sq := range aq.subs {
+				if sq.parked == nil {
+					continue
+				}
+				out = append(out, PlanSkip{Lane: l.cfg.Name, AgentID: a.id, SessionKey: sessionOf(sq), Reason: e.parkReasonLocked(sq), Tasks: len(sq.tasks)})
+			}
+		}
+	}
+	slices.SortFunc(out, func(x, y PlanSkip) int {
+		if c := strings.Compare(x.Lane, y.Lane); c != 0 {
+			return c
+		}
+		if c := strings.Compare(x.AgentID, y.AgentID); c != 0 {
+			return c
+		}
+		return strings.Compare(x.SessionKey, y.SessionKey)
+	})
+	return out
+}
+
+func sessionOf(sq *subQueue) string {
+	if sq.session != nil {
+		return sq.session.key
+	}
+	return ""
+}
+
+func (e *Engine) parkReasonLocked(sq *subQueue) string {
+	lim := sq.parked
+	switch {
+	case sq.session != nil && lim == &sq.session.lim:
+		return fmt.Sprintf("session busy (%d/%d running)", lim.inflight, lim.limit)
+	case lim == &e.pool:
+		return "no healthy instance with room"
+	}
+	if h := sq.head(); h.batch != nil && lim == &h.batch.lim {
+		return fmt.Sprintf("batch %s at its parallelism (%d/%d)", h.batch.id, lim.inflight, lim.limit)
+	}
+	for _, in := range e.instList {
+		if lim == &in.lim {
+			return fmt.Sprintf("instance %s full (%d/%d)", in.info.ID, lim.inflight, lim.limit)
+		}
+	}
+	return "waiting for a slot"
+}

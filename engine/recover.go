@@ -1,0 +1,164 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+)
+
+// Recovery: rebuilding the engine's working state from a store at start.
+// Queued and waiting tasks return to their queues as they were; tasks that
+// were in flight when the previous process stopped count one interrupted
+// attempt and follow their retry policy; backoffs and deadlines resume on
+// the clock.
+
+func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
+	e.seq = snap.LastSeq
+	e.events = newEventLog(e.cfg.EventBuffer, snap.LastSeq+1)
+	e.committed.Store(snap.LastSeq)
+	for _, lc := range snap.Lanes {
+		if err := lc.validate(); err != nil {
+			return fmt.Errorf("engine: stored lane %q: %w", lc.Name, err)
+		}
+		if l := e.laneByName[lc.Name]; l != nil {
+			l.cfg = lc
+		} else {
+			e.addLane(lc)
+		}
+	}
+	for _, bi := range snap.Batches {
+		b := &batch{id: bi.ID, parallelism: bi.Parallelism, counts: map[State]int{}, createdAt: bi.CreatedAt, webhook: bi.WebhookURL}
+		b.lim.limit = bi.Parallelism
+		e.batches[b.id] = b
+	}
+	now := e.now()
+	tasks := slices.Clone(snap.Tasks)
+	slices.SortFunc(tasks, func(a, b *Task) int { return compareSeq(a.Seq, b.Seq) })
+	var live []*task
+	for _, st := range tasks {
+		if st.State.Terminal() {
+			continue
+		}
+		if e.laneByName[st.Spec.Lane] == nil {
+			e.log.Warn("task's lane no longer configured; recreating it with defaults", "task", st.ID, "lane", st.Spec.Lane)
+			lc := LaneConfig{Name: st.Spec.Lane, MaxInFlight: 30}
+			if err := lc.validate(); err != nil {
+				return fmt.Errorf("engine: lane of task %s: %w", st.ID, err)
+			}
+			e.addLane(lc)
+		}
+		t := e.restoreTaskLocked(st)
+		live = append(live, t)
+	}
+	// Dependencies: count what is still unmet; a dependency that ended badly
+	// while we were down cancels its dependents now.
+	for _, t := range live {
+		if t.state != StateWaiting {
+			continue
+		}
+		t.unmet = 0
+		failed := ""
+		for _, d := range t.spec.DependsOn {
+			if dt := e.tasks[d]; dt != nil && !dt.state.Terminal() {
+				t.unmet++
+				dt.dependents = append(dt.dependents, t)
+				continue
+			}
+			st, err := e.store.Task(ctx, d)
+			switch {
+			case err != nil:
+				failed = "dependency " + d + " is gone"
+			case st.State != StateSucceeded:
+				failed = "dependency " + d + " " + lower(st.State.String())
+			}
+		}
+		if failed != "" {
+			e.cancelLocked(t, failed)
+		} else if t.unmet == 0 {
+			e.setState(t, StateQueued, "dependencies met")
+		}
+	}
+	// Attempts that were under way died with the previous process.
+	for _, t := range live {
+		if !t.state.InFlight() {
+			continue
+		}
+		if att := t.lastAttempt(); att != nil && att.EndedAt.IsZero() {
+			att.EndedAt = now
+			att.Class = classTransient
+			att.Error = "interrupted by restart"
+		}
+		// Reclassify as QUEUED-equivalent first: the task holds no slot.
+		e.failAttemptLocked(t, classTransient, 0, "interrupted by restart", now)
+	}
+	for _, t := range live {
+		if t.state == StateRetryWait && !t.nextRunAt.After(now) {
+			e.setState(t, StateQueued, "backoff elapsed during downtime")
+		}
+	}
+	for _, b := range e.batches {
+		if b.live == 0 {
+			delete(e.batches, b.id)
+		}
+	}
+	e.log.Info("recovered", "tasks", len(live), "lastSeq", snap.LastSeq)
+	return nil
+}
+
+// restoreTaskLocked rebuilds a task from its snapshot without recording
+// anything: its state is what the store says.
+func (e *Engine) restoreTaskLocked(st *Task) *task {
+	t := &task{
+		id: st.ID, spec: st.Spec, seq: st.Seq, rank: st.Rank, depth: st.Depth,
+		reason: st.Reason, attempts: slices.Clone(st.Attempts), result: st.Result, errMsg: st.Error, class: st.Class,
+		retryOf: st.RetryOf, createdAt: st.CreatedAt, updatedAt: st.UpdatedAt, nextRunAt: st.NextRunAt,
+		lastSeq: st.LastSeq, resetAt: st.ResetAt, front: st.Spec.QueueMode == QueueInterrupt,
+		lane: e.laneByName[st.Spec.Lane], heapIdx: -1, timerIdx: [timerKinds]int{-1, -1, -1},
+	}
+	t.agent = e.agentLocked(st.Spec.AgentID)
+	t.agent.live++
+	if key := st.Spec.Session(); key != "" {
+		t.session = e.sessionLocked(key)
+		t.session.live++
+	}
+	if b := e.batches[st.Spec.BatchID]; b != nil {
+		t.batch = b
+		b.live++
+		b.total++
+	}
+	if k := st.Spec.IdempotencyKey; k != "" {
+		e.idem[st.Spec.AgentID+"\x00"+k] = t
+	}
+	e.tasks[t.id] = t
+	state := st.State
+	if state.InFlight() {
+		// It holds nothing now; failAttemptLocked moves it on. Account it as
+		// in flight without slots so that the move is a legal transition.
+		t.state = state
+		e.counts[state]++
+		if t.batch != nil {
+			t.batch.counts[state]++
+		}
+		return t
+	}
+	// Enter the state quietly: the store already has its event.
+	t.state = state
+	e.counts[state]++
+	if t.batch != nil {
+		t.batch.counts[state]++
+	}
+	if pending(state) {
+		e.queued++
+		t.lane.queued++
+		t.agent.queued++
+		if t.session != nil {
+			t.session.queued++
+		}
+	}
+	qa := st.QueuedAt // keeps the age of a queued task across the restart
+	if qa.IsZero() {
+		qa = st.CreatedAt
+	}
+	e.enterLocked(t, state, qa)
+	return t
+}

@@ -1,0 +1,192 @@
+package engine
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/switchyard/switchyard/engine/policy"
+)
+
+// The end of an attempt: success, failure and the retry decision, stale
+// completions, and the release of a cancelled task's slots.
+
+const (
+	classTransient = policy.ClassTransient
+	classPermanent = policy.ClassPermanent
+	classCancelled = policy.ClassCancelled
+)
+
+var errAttemptTimeout = errors.New("attempt timed out")
+
+// CancelledError is the cause of a cancelled attempt's context.
+type CancelledError struct{ Reason string }
+
+func (e *CancelledError) Error() string { return "task cancelled: " + e.Reason }
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// started records that an attempt reached its instance.
+func (e *Engine) started(r *Run, instanceID, tabID string) {
+	e.mu.Lock()
+	t := r.task
+	if t.run != r || t.state != StateAssigned {
+		e.mu.Unlock()
+		return
+	}
+	att := t.lastAttempt()
+	att.StartedAt = e.now()
+	if instanceID != "" {
+		att.InstanceID = instanceID
+	}
+	if tabID != "" {
+		att.TabID = tabID
+	}
+	e.bindLocked(t, att.InstanceID, att.TabID)
+	reason := "started"
+	if att.InstanceID != "" {
+		reason = "started on " + att.InstanceID
+	}
+	e.setState(t, StateRunning, reason)
+	e.unlock()
+	if e.sync {
+		e.commitNow()
+	}
+}
+
+// bindLocked remembers the tab a session's task ran in, so that the
+// session's next tasks go to the same tab.
+func (e *Engine) bindLocked(t *task, instanceID, tabID string) {
+	if t.session == nil || tabID == "" || t.spec.TabID != "" {
+		return
+	}
+	e.bindings[t.session.key] = binding{instance: instanceID, tab: tabID}
+}
+
+// finish ends an attempt with the executor's outcome.
+func (e *Engine) finish(r *Run, o Outcome) {
+	e.mu.Lock()
+	t := r.task
+	if t.run != r {
+		e.staleLocked(r)
+		e.unlock()
+		e.after()
+		return
+	}
+	now := e.now()
+	att := t.lastAttempt()
+	att.EndedAt = now
+	att.HTTPStatus = o.HTTPStatus
+	if o.InstanceID != "" {
+		att.InstanceID = o.InstanceID
+	}
+	if o.TabID != "" {
+		att.TabID = o.TabID
+	}
+	cancel := t.cancel
+	t.run, t.cancel = nil, nil
+	e.timers[timerLease].remove(t)
+	e.releaseLocked(t)
+	if errors.Is(o.Err, ErrInstanceGone) && t.session != nil {
+		delete(e.bindings, t.session.key)
+	} else {
+		e.bindLocked(t, att.InstanceID, att.TabID)
+	}
+	switch {
+	case t.state == StateCancelled:
+		att.Class = classCancelled
+		att.Error = "cancelled: " + t.reason
+		e.emitTaskLocked(t, EventReleased, t.state, t.state, "executor returned after cancellation")
+	case o.Err == nil:
+		t.result = o.Result
+		t.errMsg, t.class = "", policy.ClassNone
+		e.setState(t, StateSucceeded, "completed")
+	default:
+		class := o.Class
+		msg := o.Err.Error()
+		if t.timedOut {
+			class, msg = classTransient, "timed out: "+msg
+		} else if class == classCancelled {
+			// Cancelled by something other than the engine (the executor
+			// shutting down): worth another attempt.
+			class = classTransient
+		}
+		att.Class, att.Error = class, msg
+		e.failAttemptLocked(t, class, o.HTTPStatus, msg, now)
+	}
+	e.unlock()
+	if cancel != nil {
+		cancel(nil)
+	}
+	e.after()
+}
+
+// staleLocked records a completion for an attempt that no longer holds its
+// lease.
+func (e *Engine) staleLocked(r *Run) {
+	e.stats.stale++
+	t := r.task
+	if e.tasks[t.id] != t {
+		return // long gone from memory: counted, nothing more to record
+	}
+	t.updatedAt = e.now()
+	e.emitTaskLocked(t, EventStale, t.state, t.state,
+		"late completion of attempt "+itoa(r.attempt)+" ignored: lease "+strconv.FormatUint(r.lease, 10)+" was reclaimed")
+}
+
+// failAttemptLocked applies the retry policy to a failed attempt of t (which
+// no longer holds its slots).
+func (e *Engine) failAttemptLocked(t *task, class policy.ErrorClass, status int, msg string, now time.Time) {
+	t.errMsg, t.class = msg, class
+	if e.closed {
+		e.setState(t, StateCancelled, "shutdown")
+		return
+	}
+	if d := t.spec.Deadline; !d.IsZero() && !now.Before(d) {
+		e.setState(t, StateFailed, "deadline exceeded: "+msg)
+		return
+	}
+	dec := e.decideRetryLocked(t, class, status, now)
+	switch dec.Action {
+	case policy.ActionRetry:
+		t.prevDelay = dec.DelayMs
+		if dec.DelayMs == 0 {
+			e.setState(t, StateQueued, "retrying: "+msg)
+			return
+		}
+		t.nextRunAt = now.Add(time.Duration(dec.DelayMs) * time.Millisecond)
+		e.setState(t, StateRetryWait, "retry in "+(time.Duration(dec.DelayMs)*time.Millisecond).String()+": "+msg)
+	case policy.ActionPark:
+		e.setState(t, StateParked, "retry budget spent: "+msg)
+	default:
+		e.setState(t, StateFailed, msg)
+	}
+}
+
+// decideRetryLocked asks the lane's retry policy, and falls back to the
+// built-in one when the answer is not valid.
+func (e *Engine) decideRetryLocked(t *task, class policy.ErrorClass, status int, now time.Time) policy.Decision {
+	rp := t.lane.cfg.Retry
+	if t.spec.Retry != nil {
+		rp = *t.spec.Retry
+	}
+	f := policy.Failure{
+		NowMs: now.UnixMilli(), TaskSeq: t.seq, CreatedAtMs: t.createdAt.UnixMilli(),
+		PrevDelayMs: t.prevDelay, BaseDelayMs: rp.Backoff.Milliseconds(), MaxDelayMs: rp.MaxBackoff.Milliseconds(),
+		Multiplier: uint32(max(rp.Multiplier, 1) * 1000), Attempt: uint16(len(t.attempts) - t.resetAt),
+		MaxAttempts: uint16(rp.MaxAttempts), HTTPStatus: uint16(status), Class: class,
+		Priority: int32(t.spec.Priority), Agent: t.agent.idx, Lane: t.lane.idx, LaneInflight: uint32(t.lane.inflight),
+	}
+	if !t.spec.Deadline.IsZero() {
+		f.DeadlineMs = t.spec.Deadline.UnixMilli()
+	}
+	if rp.Jitter {
+		f.Flags |= policy.FailureJitter
+	}
+	dec := t.lane.retry.p.Decide(f)
+	if !policy.Valid(dec) {
+		e.stats.policyInvalid++
+		dec = defaultRetry.Decide(f)
+	}
+	return dec
+}

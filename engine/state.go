@@ -1,0 +1,188 @@
+package engine
+
+import "time"
+
+// State transitions. Every change of a task's state goes through setState,
+// which keeps the queue structures, counters, timers and dependency links
+// consistent with the state, and records the change as an event.
+
+// transitions lists the allowed moves; anything else is a bug in the engine
+// and panics in setState (the model test would catch it).
+var transitions = map[State][]State{
+	0:              {StateQueued, StateWaiting, StateRejected, StateCancelled},
+	StateWaiting:   {StateQueued, StateCancelled, StateExpired},
+	StateQueued:    {StateAssigned, StateCancelled, StateExpired},
+	StateAssigned:  {StateRunning, StateSucceeded, StateFailed, StateRetryWait, StateParked, StateCancelled, StateQueued},
+	StateRunning:   {StateSucceeded, StateFailed, StateRetryWait, StateParked, StateCancelled, StateQueued},
+	StateRetryWait: {StateQueued, StateCancelled, StateFailed},
+	StateParked:    {StateQueued, StateCancelled, StateFailed},
+}
+
+func allowed(from, to State) bool {
+	for _, s := range transitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// setState moves t to `to`, recording reason.
+func (e *Engine) setState(t *task, to State, reason string) {
+	from := t.state
+	if !allowed(from, to) {
+		panic("engine: illegal transition " + from.String() + " → " + to.String() + " for " + t.id)
+	}
+	now := e.now()
+	e.leaveLocked(t, from)
+	t.state = to
+	t.reason = reason
+	t.updatedAt = now
+	if from != 0 {
+		e.counts[from]--
+	}
+	e.counts[to]++
+	if pending(from) != pending(to) {
+		d := 1
+		if pending(from) {
+			d = -1
+		}
+		e.queued += d
+		t.lane.queued += d
+		t.agent.queued += d
+		if t.session != nil {
+			t.session.queued += d
+		}
+	}
+	e.enterLocked(t, to, now)
+	if b := t.batch; b != nil {
+		if from != 0 {
+			b.counts[from]--
+		}
+		b.counts[to]++
+	}
+	e.emitTaskLocked(t, EventState, from, to, reason)
+}
+
+// leaveLocked undoes what being in state `from` implies.
+func (e *Engine) leaveLocked(t *task, from State) {
+	switch from {
+	case StateQueued:
+		if t.sq != nil {
+			e.unqueueLocked(t)
+		}
+		e.fifo.remove(t, fifoGlobal)
+		t.lane.fifo.remove(t, fifoLane)
+		t.agent.fifo.remove(t, fifoAgent)
+		if t.session != nil {
+			t.session.fifo.remove(t, fifoSession)
+		}
+	case StateRetryWait:
+		e.timers[timerRetry].remove(t)
+	}
+}
+
+// enterLocked does what being in state `to` implies.
+func (e *Engine) enterLocked(t *task, to State, now time.Time) {
+	switch to {
+	case StateQueued:
+		t.queuedAt = now.UnixNano()
+		e.fifo.pushBack(t, fifoGlobal)
+		t.lane.fifo.pushBack(t, fifoLane)
+		t.agent.fifo.pushBack(t, fifoAgent)
+		if t.session != nil {
+			t.session.fifo.pushBack(t, fifoSession)
+		}
+		if e.deferQueue {
+			e.deferred = append(e.deferred, t) // admission ranks it first
+		} else {
+			e.enqueueLocked(t)
+		}
+	case StateRetryWait:
+		e.timers[timerRetry].set(t, t.nextRunAt.UnixNano())
+	}
+	// Deadline timers watch every state in which a task waits.
+	waits := to == StateQueued || to == StateWaiting || to == StateRetryWait || to == StateParked
+	if waits && !t.spec.Deadline.IsZero() {
+		e.timers[timerDeadline].set(t, t.spec.Deadline.UnixNano())
+	} else if !waits {
+		e.timers[timerDeadline].remove(t)
+	}
+	if to.Terminal() {
+		t.endedAt = now
+		e.terminalLocked(t)
+	}
+}
+
+// terminalLocked releases what a task holds for its life and schedules the
+// effect on its dependents.
+func (e *Engine) terminalLocked(t *task) {
+	if len(t.dependents) > 0 {
+		e.cascade = append(e.cascade, t)
+	}
+	e.stats.ended[t.state]++
+}
+
+// processCascadesLocked propagates terminal states to dependents: a success
+// counts down their unmet dependencies; any other end cancels them, and
+// their own dependents after them.
+func (e *Engine) processCascadesLocked() {
+	for len(e.cascade) > 0 {
+		t := e.cascade[0]
+		e.cascade = e.cascade[1:]
+		deps := t.dependents
+		t.dependents = nil
+		for _, d := range deps {
+			if d.state != StateWaiting {
+				continue
+			}
+			if t.state == StateSucceeded {
+				d.unmet--
+				if d.unmet == 0 {
+					e.setState(d, StateQueued, "dependencies met")
+				} else {
+					e.markDirty(d)
+				}
+				continue
+			}
+			e.setState(d, StateCancelled, "dependency "+t.id+" "+lower(t.state.String()))
+		}
+	}
+	if cap(e.cascade) > 1024 {
+		e.cascade = nil
+	}
+}
+
+func lower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// emitTaskLocked records an event about t.
+func (e *Engine) emitTaskLocked(t *task, typ EventType, from, to State, reason string) {
+	e.seq++
+	t.lastSeq = e.seq
+	e.cur.events = append(e.cur.events, Event{
+		Seq: e.seq, At: t.updatedAt, Type: typ, TaskID: t.id,
+		AgentID: t.spec.AgentID, Lane: t.spec.Lane, SessionKey: t.spec.Session(), BatchID: t.spec.BatchID,
+		From: from, To: to, Attempt: len(t.attempts), Reason: reason,
+	})
+	e.markDirty(t)
+}
+
+func (e *Engine) emitEngineLocked(reason string) {
+	e.seq++
+	e.cur.events = append(e.cur.events, Event{Seq: e.seq, At: e.now(), Type: EventEngine, Reason: reason})
+}
+
+func (e *Engine) markDirty(t *task) {
+	if !t.dirty {
+		t.dirty = true
+		e.cur.tasks = append(e.cur.tasks, t)
+	}
+}

@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// Store persists what the engine decides. The engine keeps its working state
+// (queues, counters) in memory and writes every change through a Store in
+// batches; at start it rebuilds its state from Load. Drivers live in
+// engine/store/...; they all pass the conformance suite in
+// engine/store/storetest.
+//
+// The engine calls Commit from one goroutine at a time, in seq order. The
+// read methods may be called concurrently with Commit and with each other.
+type Store interface {
+	// Durable reports whether a committed batch survives the process. The
+	// engine makes submitters wait for the commit only when it does.
+	Durable() bool
+	// Load returns the state to resume from: every task that is not terminal,
+	// the live lane settings, the stored settings and the last event seq.
+	Load(ctx context.Context) (*Snapshot, error)
+	// Commit writes a batch atomically: all of it or none.
+	Commit(ctx context.Context, b *Batch) error
+	// Task returns one task, or an error wrapping ErrNotFound.
+	Task(ctx context.Context, id string) (*Task, error)
+	// Tasks returns the tasks that match q, in q.Order of seq, at most
+	// q.Limit of them, starting after the cursor q.After.
+	Tasks(ctx context.Context, q TaskQuery) ([]*Task, error)
+	// CountTasks counts the tasks that match q's filter, by state.
+	CountTasks(ctx context.Context, f TaskFilter) (map[State]int, error)
+	// Batch returns a batch's description, or an error wrapping ErrNotFound.
+	Batch(ctx context.Context, id string) (*BatchInfo, error)
+	// FindIdempotent returns the task an agent submitted with an idempotency
+	// key, or an error wrapping ErrNotFound.
+	FindIdempotent(ctx context.Context, agentID, key string) (*Task, error)
+	// Events returns up to limit events with seq > after, in seq order.
+	Events(ctx context.Context, after uint64, limit int) ([]Event, error)
+	// Purge deletes up to limit terminal tasks that ended before the cutoff,
+	// with their events, and returns how many tasks it deleted.
+	Purge(ctx context.Context, before time.Time, limit int) (int, error)
+	// Close releases the store.
+	Close() error
+}
+
+// Snapshot is what a Store hands back at start.
+type Snapshot struct {
+	Tasks    []*Task     // non-terminal tasks, in seq order
+	Batches  []BatchInfo // batches that have tasks among Tasks
+	Lanes    []LaneConfig
+	Settings map[string][]byte
+	LastSeq  uint64
+}
+
+// Batch is one atomic write.
+type Batch struct {
+	Tasks    []*Task     // full snapshots: insert or replace by ID
+	Events   []Event     // in seq order
+	Batches  []BatchInfo // new batches
+	Lanes    []LaneConfig
+	Settings []Setting
+}
+
+// BatchInfo is what a batch is, beyond its tasks.
+type BatchInfo struct {
+	ID          string
+	Parallelism int // 0: no cap
+	WebhookURL  string
+	CreatedAt   time.Time
+}
+
+// Setting is a named, opaque value the engine or the server persists (active
+// policies, loaded plugins, …). A nil Value deletes it.
+type Setting struct {
+	Key   string
+	Value []byte
+}
+
+// Empty reports whether the batch writes nothing.
+func (b *Batch) Empty() bool {
+	return len(b.Tasks) == 0 && len(b.Events) == 0 && len(b.Batches) == 0 && len(b.Lanes) == 0 && len(b.Settings) == 0
+}
+
+// TaskFilter selects tasks. Empty fields match everything; non-empty fields
+// must all match.
+type TaskFilter struct {
+	IDs        []string
+	States     []State
+	AgentID    string
+	Lane       string
+	SessionKey string
+	BatchID    string
+	ParentID   string
+	Labels     map[string]string // each label must be present with that value
+}
+
+// Matches reports whether t passes the filter.
+func (f *TaskFilter) Matches(t *Task) bool { return f.match(t.ID, t.Spec, t.State) }
+
+func (f *TaskFilter) match(id string, s *TaskSpec, state State) bool {
+	if f.AgentID != "" && s.AgentID != f.AgentID ||
+		f.Lane != "" && s.Lane != f.Lane ||
+		f.SessionKey != "" && s.Session() != f.SessionKey ||
+		f.BatchID != "" && s.BatchID != f.BatchID ||
+		f.ParentID != "" && s.ParentID != f.ParentID {
+		return false
+	}
+	if len(f.States) > 0 && !containsState(f.States, state) {
+		return false
+	}
+	if len(f.IDs) > 0 && !containsString(f.IDs, id) {
+		return false
+	}
+	for k, v := range f.Labels {
+		if got, ok := s.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+func containsState(ss []State, s State) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func containsString(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Order is a listing direction by seq.
+type Order uint8
+
+// Orders.
+const (
+	NewestFirst Order = 0
+	OldestFirst Order = 1
+)
+
+// TaskQuery is a page of a filtered listing, keyed by seq so that pages stay
+// stable while tasks are added.
+type TaskQuery struct {
+	Filter TaskFilter
+	Order  Order
+	After  uint64 // a cursor: the seq of the last task of the previous page, 0 for the first page
+	Limit  int
+}

@@ -1,0 +1,343 @@
+// Package memory is the ephemeral store: everything lives in the process and
+// is gone when it stops. It is the fastest store and the reference the other
+// drivers are checked against (engine/store/storetest runs the same suite on
+// all of them).
+package memory
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/switchyard/switchyard/engine"
+)
+
+// Options bound what the store keeps.
+type Options struct {
+	// MaxEvents is how many of the latest events are kept for resuming
+	// subscribers (default 65,536).
+	MaxEvents int
+	// MaxEnded is how many terminal tasks are kept at most; beyond it the
+	// oldest are purged at once (default 1,000,000). Time-based retention is
+	// the engine's job (Purge).
+	MaxEnded int
+}
+
+// Store keeps tasks and events in memory.
+type Store struct {
+	mu       sync.RWMutex
+	opts     Options
+	tasks    map[string]*engine.Task
+	bySeq    []*engine.Task // every task, in seq order
+	idem     map[string]string
+	batches  map[string]engine.BatchInfo
+	events   eventRing // the latest MaxEvents
+	lanes    map[string]engine.LaneConfig
+	settings map[string][]byte
+	lastSeq  uint64
+	ended    int
+}
+
+var _ engine.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New(opts Options) *Store {
+	if opts.MaxEvents <= 0 {
+		opts.MaxEvents = 1 << 16
+	}
+	if opts.MaxEnded <= 0 {
+		opts.MaxEnded = 100_000
+	}
+	return &Store{
+		opts: opts, tasks: map[string]*engine.Task{}, idem: map[string]string{}, events: eventRing{buf: make([]engine.Event, opts.MaxEvents)},
+		batches: map[string]engine.BatchInfo{}, lanes: map[string]engine.LaneConfig{}, settings: map[string][]byte{},
+	}
+}
+
+// Durable implements engine.Store: nothing survives the process.
+func (s *Store) Durable() bool { return false }
+
+// Load implements engine.Store.
+func (s *Store) Load(context.Context) (*engine.Snapshot, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	snap := &engine.Snapshot{LastSeq: s.lastSeq, Settings: map[string][]byte{}}
+	seen := map[string]bool{}
+	for _, t := range s.bySeq {
+		if t.State.Terminal() {
+			continue
+		}
+		snap.Tasks = append(snap.Tasks, clone(t))
+		if b := t.Spec.BatchID; b != "" && !seen[b] {
+			seen[b] = true
+			if bi, ok := s.batches[b]; ok {
+				snap.Batches = append(snap.Batches, bi)
+			}
+		}
+	}
+	for _, l := range s.lanes {
+		snap.Lanes = append(snap.Lanes, l)
+	}
+	slices.SortFunc(snap.Lanes, func(a, b engine.LaneConfig) int { return cmpString(a.Name, b.Name) })
+	for k, v := range s.settings {
+		snap.Settings[k] = slices.Clone(v)
+	}
+	return snap, nil
+}
+
+// Commit implements engine.Store.
+func (s *Store) Commit(_ context.Context, b *engine.Batch) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, bi := range b.Batches {
+		s.batches[bi.ID] = bi
+	}
+	for _, t := range b.Tasks {
+		s.upsert(t)
+	}
+	if n := len(b.Events); n > 0 {
+		if b.Events[0].Seq <= s.lastSeq {
+			return fmt.Errorf("memory store: event seq %d does not follow %d", b.Events[0].Seq, s.lastSeq)
+		}
+		for i := range b.Events {
+			s.events.push(b.Events[i])
+		}
+		s.lastSeq = b.Events[n-1].Seq
+	}
+	for _, l := range b.Lanes {
+		s.lanes[l.Name] = l
+	}
+	for _, st := range b.Settings {
+		if st.Value == nil {
+			delete(s.settings, st.Key)
+		} else {
+			s.settings[st.Key] = slices.Clone(st.Value)
+		}
+	}
+	if s.ended > s.opts.MaxEnded {
+		// Purge a tenth more than needed so that the scan is amortised.
+		s.purge(time.Time{}, s.ended-s.opts.MaxEnded+s.opts.MaxEnded/10, true)
+	}
+	return nil
+}
+
+func (s *Store) upsert(t *engine.Task) {
+	old, ok := s.tasks[t.ID]
+	if ok {
+		if old.State.Terminal() {
+			s.ended--
+		}
+		i := s.index(old.Seq)
+		s.bySeq[i] = t
+	} else {
+		i := len(s.bySeq)
+		if i > 0 && s.bySeq[i-1].Seq > t.Seq {
+			i = s.index(t.Seq)
+		}
+		s.bySeq = slices.Insert(s.bySeq, i, t)
+		if k := t.Spec.IdempotencyKey; k != "" {
+			s.idem[t.Spec.AgentID+"\x00"+k] = t.ID
+		}
+	}
+	if t.State.Terminal() {
+		s.ended++
+	}
+	s.tasks[t.ID] = t
+}
+
+// index returns the position of seq in bySeq (or where it would go).
+func (s *Store) index(seq uint64) int {
+	i, _ := slices.BinarySearchFunc(s.bySeq, seq, func(t *engine.Task, seq uint64) int {
+		switch {
+		case t.Seq < seq:
+			return -1
+		case t.Seq > seq:
+			return 1
+		}
+		return 0
+	})
+	return i
+}
+
+// Task implements engine.Store.
+func (s *Store) Task(_ context.Context, id string) (*engine.Task, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t, ok := s.tasks[id]
+	if !ok {
+		return nil, fmt.Errorf("task %s: %w", id, engine.ErrNotFound)
+	}
+	return clone(t), nil
+}
+
+// Tasks implements engine.Store.
+func (s *Store) Tasks(_ context.Context, q engine.TaskQuery) ([]*engine.Task, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []*engine.Task
+	if q.Order == engine.OldestFirst {
+		i := 0
+		if q.After > 0 {
+			i = s.index(q.After + 1)
+		}
+		for ; i < len(s.bySeq) && len(out) < q.Limit; i++ {
+			if t := s.bySeq[i]; q.Filter.Matches(t) {
+				out = append(out, clone(t))
+			}
+		}
+		return out, nil
+	}
+	i := len(s.bySeq) - 1
+	if q.After > 0 {
+		i = s.index(q.After) - 1
+	}
+	for ; i >= 0 && len(out) < q.Limit; i-- {
+		if t := s.bySeq[i]; q.Filter.Matches(t) {
+			out = append(out, clone(t))
+		}
+	}
+	return out, nil
+}
+
+// CountTasks implements engine.Store.
+func (s *Store) CountTasks(_ context.Context, f engine.TaskFilter) (map[engine.State]int, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := map[engine.State]int{}
+	for _, t := range s.bySeq {
+		if f.Matches(t) {
+			out[t.State]++
+		}
+	}
+	return out, nil
+}
+
+// Batch implements engine.Store.
+func (s *Store) Batch(_ context.Context, id string) (*engine.BatchInfo, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b, ok := s.batches[id]
+	if !ok {
+		return nil, fmt.Errorf("batch %s: %w", id, engine.ErrNotFound)
+	}
+	return &b, nil
+}
+
+// FindIdempotent implements engine.Store.
+func (s *Store) FindIdempotent(_ context.Context, agentID, key string) (*engine.Task, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	id, ok := s.idem[agentID+"\x00"+key]
+	if !ok {
+		return nil, fmt.Errorf("idempotency key %q of agent %s: %w", key, agentID, engine.ErrNotFound)
+	}
+	return clone(s.tasks[id]), nil
+}
+
+// Events implements engine.Store.
+func (s *Store) Events(_ context.Context, after uint64, limit int) ([]engine.Event, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.events.after(after, limit), nil
+}
+
+// Purge implements engine.Store.
+func (s *Store) Purge(_ context.Context, before time.Time, limit int) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.purge(before, limit, false), nil
+}
+
+// purge removes up to limit terminal tasks that ended before the cutoff (or
+// the oldest ones regardless of time, with any), with their events.
+func (s *Store) purge(before time.Time, limit int, any bool) int {
+	gone := map[string]bool{}
+	keep := s.bySeq[:0]
+	for _, t := range s.bySeq {
+		if len(gone) < limit && t.State.Terminal() && (any || t.EndedAt.Before(before)) {
+			gone[t.ID] = true
+			delete(s.tasks, t.ID)
+			if k := t.Spec.IdempotencyKey; k != "" && s.idem[t.Spec.AgentID+"\x00"+k] == t.ID {
+				delete(s.idem, t.Spec.AgentID+"\x00"+k)
+			}
+			s.ended--
+			continue
+		}
+		keep = append(keep, t)
+	}
+	clear(s.bySeq[len(keep):])
+	s.bySeq = keep
+	if len(gone) > 0 && !any {
+		s.events.drop(func(e *engine.Event) bool { return gone[e.TaskID] })
+	}
+	return len(gone)
+}
+
+// Close implements engine.Store.
+func (s *Store) Close() error { return nil }
+
+func clone(t *engine.Task) *engine.Task {
+	c := *t
+	return &c
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// eventRing keeps the latest events in seq order in a circular buffer.
+type eventRing struct {
+	buf   []engine.Event
+	start int // index of the oldest event
+	n     int
+}
+
+func (r *eventRing) at(i int) *engine.Event { return &r.buf[(r.start+i)%len(r.buf)] }
+
+func (r *eventRing) push(e engine.Event) {
+	if r.n < len(r.buf) {
+		*r.at(r.n) = e
+		r.n++
+		return
+	}
+	r.buf[r.start] = e
+	r.start = (r.start + 1) % len(r.buf)
+}
+
+// after returns up to limit events with seq > after.
+func (r *eventRing) after(after uint64, limit int) []engine.Event {
+	lo, hi := 0, r.n
+	for lo < hi {
+		m := (lo + hi) / 2
+		if r.at(m).Seq <= after {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	out := make([]engine.Event, 0, min(limit, r.n-lo))
+	for i := lo; i < r.n && len(out) < limit; i++ {
+		out = append(out, *r.at(i))
+	}
+	return out
+}
+
+// drop removes the events for which gone returns true, keeping the order.
+func (r *eventRing) drop(gone func(*engine.Event) bool) {
+	kept := make([]engine.Event, 0, r.n)
+	for i := 0; i < r.n; i++ {
+		if e := r.at(i); !gone(e) {
+			kept = append(kept, *e)
+		}
+	}
+	clear(r.buf)
+	r.start, r.n = 0, copy(r.buf, kept)
+}

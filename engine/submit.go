@@ -1,0 +1,701 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/switchyard/switchyard/engine/policy"
+)
+
+// Admission: validating a submission, refusing it or recording it, and
+// putting it where it waits.
+
+// Limits on what a submission may carry.
+const (
+	maxIDLength       = 256
+	maxLabels         = 64
+	maxLabelLength    = 256
+	maxDependsOn      = 256
+	maxInstruction    = 64 << 10
+	maxParamsBytes    = 256 << 10
+	maxActionKindSize = 64
+)
+
+// BatchItem is one task of a SubmitBatch. Key, when set, lets other items of
+// the same batch name this one in their DependsOn.
+type BatchItem struct {
+	Key  string
+	Spec TaskSpec
+}
+
+// BatchSpec is a group of tasks submitted together.
+type BatchSpec struct {
+	Items []BatchItem
+	// Parallelism caps how many of the batch's tasks run at once (1–10);
+	// 0 means no cap beyond the usual ceilings.
+	Parallelism int
+	// WebhookURL is called when the whole batch has ended.
+	WebhookURL string
+}
+
+// ItemResult is the outcome of one item: a task, or an error (a typed *Error),
+// or both when the task was recorded but refused (REJECTED with QUEUE_FULL).
+type ItemResult struct {
+	Task *Task
+	Err  error
+}
+
+// BatchResult is the outcome of SubmitBatch.
+type BatchResult struct {
+	BatchID string
+	Items   []ItemResult // in the order of BatchSpec.Items
+}
+
+// Submit admits one task. It returns the task as recorded; with a durable
+// store, only once it is committed. A task refused at admission for a full
+// queue is recorded REJECTED and returned along with a QUEUE_FULL error; an
+// idempotency key seen before returns the original task.
+func (e *Engine) Submit(ctx context.Context, spec TaskSpec) (*Task, error) {
+	res, err := e.submit(ctx, []BatchItem{{Spec: spec}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return res.Items[0].Task, res.Items[0].Err
+}
+
+// SubmitBatch admits several tasks as one batch. Each item succeeds or fails
+// on its own, except that items naming each other in a cycle are all refused
+// (CYCLE), as are items that depend on a refused item.
+func (e *Engine) SubmitBatch(ctx context.Context, b BatchSpec) (*BatchResult, error) {
+	if len(b.Items) == 0 {
+		return nil, invalid("items", "a batch needs at least one item")
+	}
+	if len(b.Items) > e.cfg.MaxBatch {
+		return nil, &Error{Code: CodeLimit, Field: "items", Message: fmt.Sprintf("a batch holds at most %d items, got %d", e.cfg.MaxBatch, len(b.Items))}
+	}
+	if b.Parallelism < 0 || b.Parallelism > 10 {
+		return nil, invalid("parallelism", "must be within 1..10 (0 for no cap), got %d", b.Parallelism)
+	}
+	return e.submit(ctx, b.Items, &b)
+}
+
+// prepared is an item on its way in.
+type prepared struct {
+	spec     *TaskSpec
+	deps     []string // resolved task ids (items of this batch are resolved once admitted)
+	depItems []int    // indexes of the items of this batch it depends on
+	err      error
+}
+
+func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec) (*BatchResult, error) {
+	now := e.now()
+	preps := make([]prepared, len(items))
+	var keys map[string]int
+	for i := range items {
+		if k := items[i].Key; k != "" {
+			if keys == nil {
+				keys = map[string]int{}
+			}
+			if _, dup := keys[k]; dup {
+				preps[i].err = invalid(itemField(bs, i, "key"), "key %q is used by another item", k)
+				continue
+			}
+			keys[k] = i
+		}
+	}
+	for i := range items {
+		if preps[i].err != nil {
+			continue
+		}
+		spec, err := e.normalize(items[i].Spec, now)
+		if err != nil {
+			var ee *Error
+			if errors.As(err, &ee) && ee.Field != "" {
+				ee.Field = itemField(bs, i, ee.Field)
+			}
+			preps[i].err = err
+			continue
+		}
+		preps[i].spec = spec
+		for _, d := range spec.DependsOn {
+			if j, ok := keys[d]; ok && bs != nil {
+				preps[i].depItems = append(preps[i].depItems, j)
+			} else {
+				preps[i].deps = append(preps[i].deps, d)
+			}
+		}
+	}
+	order, cyc := topoOrder(preps)
+	for i, c := range cyc {
+		if c && preps[i].err == nil {
+			ids := []string{}
+			for j, cj := range cyc {
+				if cj {
+					ids = append(ids, itemName(items, j))
+				}
+			}
+			preps[i].err = &Error{Code: CodeCycle, Field: itemField(bs, i, "dependsOn"), IDs: ids,
+				Message: "dependencies form a cycle"}
+		}
+	}
+
+	// Look up, outside the lock, what admission will need from the store.
+	ext := e.prefetch(ctx, preps)
+
+	e.mu.Lock()
+	if !e.running || e.closed {
+		e.mu.Unlock()
+		return nil, &Error{Code: CodeDraining, Message: "the engine is not running", Retryable: true}
+	}
+	res := &BatchResult{Items: make([]ItemResult, len(items))}
+	var bt *batch
+	if bs != nil {
+		bt = e.newBatchLocked(bs, now)
+		res.BatchID = bt.id
+	}
+	ids := make([]string, len(items))
+	admitted := make([]*task, 0, len(items))
+	e.deferQueue = true
+	for _, i := range order {
+		p := &preps[i]
+		if p.err == nil {
+			for _, j := range p.depItems {
+				if ids[j] == "" {
+					p.err = invalid(itemField(bs, i, "dependsOn"), "depends on item %s, which was refused", itemName(items, j))
+					break
+				}
+				p.deps = append(p.deps, ids[j])
+			}
+		}
+		if p.err != nil {
+			res.Items[i].Err = p.err
+			continue
+		}
+		if bt != nil {
+			p.spec.BatchID = bt.id
+		}
+		t, err := e.admitLocked(ctx, p, ext, now)
+		if t != nil {
+			ids[i] = t.id
+			res.Items[i].Task = t.snapshot()
+			if t.state == StateQueued || t.state == StateWaiting {
+				admitted = append(admitted, t)
+			}
+		}
+		res.Items[i].Err = err
+	}
+	e.deferQueue = false
+	e.rankLocked(admitted, now)
+	if bt != nil && bt.total == 0 {
+		delete(e.batches, bt.id)
+	}
+	done := e.cur.done
+	e.unlock()
+	e.after()
+	if e.store.Durable() {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return nil, &Error{Code: CodeUnavailable, Retryable: true, Err: ctx.Err(),
+				Message: "the submission was not confirmed durable before the request ended; resubmit with the same idempotency key"}
+		}
+	}
+	return res, nil
+}
+
+func itemField(bs *BatchSpec, i int, field string) string {
+	if bs == nil {
+		return field
+	}
+	return "items." + strconv.Itoa(i) + "." + field
+}
+
+func itemName(items []BatchItem, i int) string {
+	if items[i].Key != "" {
+		return items[i].Key
+	}
+	return "#" + strconv.Itoa(i)
+}
+
+// topoOrder orders items so that each comes after the items it depends on,
+// and marks the items on or behind a cycle.
+func topoOrder(preps []prepared) (order []int, cyclic []bool) {
+	n := len(preps)
+	order = make([]int, 0, n)
+	cyclic = make([]bool, n)
+	if !slices.ContainsFunc(preps, func(p prepared) bool { return len(p.depItems) > 0 }) {
+		for i := range n {
+			order = append(order, i)
+		}
+		return order, cyclic
+	}
+	indeg := make([]int, n)
+	out := make([][]int, n)
+	for i := range preps {
+		for _, j := range preps[i].depItems {
+			indeg[i]++
+			out[j] = append(out[j], i)
+		}
+	}
+	queue := []int{}
+	for i := range n {
+		if indeg[i] == 0 {
+			queue = append(queue, i)
+		}
+	}
+	for len(queue) > 0 {
+		i := queue[0]
+		queue = queue[1:]
+		order = append(order, i)
+		for _, k := range out[i] {
+			indeg[k]--
+			if indeg[k] == 0 {
+				queue = append(queue, k)
+			}
+		}
+	}
+	for i := range n {
+		if indeg[i] > 0 {
+			cyclic[i] = true
+			order = append(order, i) // refused below; keeps every item in the result
+		}
+	}
+	return order, cyclic
+}
+
+// normalize validates a spec and returns the engine's own copy of it.
+func (e *Engine) normalize(in TaskSpec, now time.Time) (*TaskSpec, error) {
+	s := in
+	switch {
+	case s.AgentID == "":
+		return nil, invalid("agentId", "is required")
+	case len(s.AgentID) > maxIDLength:
+		return nil, invalid("agentId", "is longer than %d bytes", maxIDLength)
+	case len(s.SessionKey) > maxIDLength:
+		return nil, invalid("sessionKey", "is longer than %d bytes", maxIDLength)
+	case len(s.TabID) > maxIDLength || len(s.InstanceID) > maxIDLength:
+		return nil, invalid("tabId", "tab and instance ids are at most %d bytes", maxIDLength)
+	case s.Priority < PriorityCritical || s.Priority > PriorityLow:
+		return nil, invalid("priority", "must be within 0 (CRITICAL) .. 3 (LOW), got %d", s.Priority)
+	case (s.Action == nil) == (s.Instruction == ""):
+		return nil, invalid("action", "exactly one of action and instruction is required")
+	case len(s.Instruction) > maxInstruction:
+		return nil, invalid("instruction", "is longer than %d bytes", maxInstruction)
+	case s.Timeout < 0 || s.Timeout > 24*time.Hour:
+		return nil, invalid("timeoutMs", "must be within 0..24h, got %s", s.Timeout)
+	case !s.Deadline.IsZero() && !s.Deadline.After(now):
+		return nil, invalid("deadline", "is not in the future")
+	case len(s.DependsOn) > maxDependsOn:
+		return nil, invalid("dependsOn", "names more than %d tasks", maxDependsOn)
+	case len(s.Labels) > maxLabels:
+		return nil, invalid("labels", "more than %d labels", maxLabels)
+	case len(s.IdempotencyKey) > maxIDLength:
+		return nil, invalid("idempotencyKey", "is longer than %d bytes", maxIDLength)
+	case s.QueueMode != QueueEnqueue && s.QueueMode != QueueInterrupt:
+		return nil, invalid("queueMode", "unknown queue mode %d", s.QueueMode)
+	case s.QueueMode == QueueInterrupt && s.Session() == "":
+		return nil, invalid("queueMode", "interrupt needs a sessionKey or a tabId")
+	}
+	if s.Lane == "" {
+		s.Lane = "main"
+	}
+	if e.laneByName[s.Lane] == nil { // lanes are only added at start: safe to read unlocked
+		return nil, &Error{Code: CodeInvalidInput, Field: "lane", Message: fmt.Sprintf("unknown lane %q", s.Lane)}
+	}
+	if a := s.Action; a != nil {
+		if a.Kind == "" || len(a.Kind) > maxActionKindSize {
+			return nil, invalid("action.kind", "is required (at most %d bytes)", maxActionKindSize)
+		}
+		if len(a.Params) > maxParamsBytes {
+			return nil, invalid("action.params", "is larger than %d bytes", maxParamsBytes)
+		}
+		if len(a.Params) > 0 {
+			var obj map[string]json.RawMessage
+			if err := json.Unmarshal(a.Params, &obj); err != nil {
+				return nil, invalid("action.params", "must be a JSON object: %v", err)
+			}
+		}
+		cp := *a
+		s.Action = &cp
+	}
+	if s.Retry != nil {
+		if err := s.Retry.Validate(); err != nil {
+			return nil, invalid("retryPolicy", "%v", err)
+		}
+		cp := *s.Retry
+		s.Retry = &cp
+	}
+	for k, v := range s.Labels {
+		if k == "" || len(k) > maxLabelLength || len(v) > maxLabelLength {
+			return nil, invalid("labels", "label keys are 1..%d bytes and values at most %d", maxLabelLength, maxLabelLength)
+		}
+	}
+	seen := map[string]bool{}
+	for _, d := range s.DependsOn {
+		if d == "" || seen[d] {
+			return nil, invalid("dependsOn", "empty or repeated dependency %q", d)
+		}
+		seen[d] = true
+	}
+	s.DependsOn = slices.Clone(s.DependsOn)
+	s.Labels = maps.Clone(s.Labels)
+	s.BatchID = ""
+	s.SubmittedAt = now
+	if !in.SubmittedAt.IsZero() && in.SubmittedAt.Before(now) {
+		s.SubmittedAt = in.SubmittedAt // ingested from elsewhere: keep the original time
+	}
+	return &s, nil
+}
+
+// external holds what admission needs from the store, fetched before the
+// engine lock is taken.
+type external struct {
+	tasks map[string]*Task // dependencies and parents that are not live
+	idem  map[string]*Task // agentID\x00key → the original task
+}
+
+func (e *Engine) prefetch(ctx context.Context, preps []prepared) *external {
+	ext := &external{}
+	needed := false
+	for i := range preps {
+		if s := preps[i].spec; s != nil && (len(preps[i].deps) > 0 || s.ParentID != "" || s.IdempotencyKey != "") {
+			needed = true
+			break
+		}
+	}
+	if !needed {
+		return ext
+	}
+	ext.tasks, ext.idem = map[string]*Task{}, map[string]*Task{}
+	var ids []string
+	var idem [][2]string
+	e.mu.Lock()
+	for i := range preps {
+		p := &preps[i]
+		if p.err != nil {
+			continue
+		}
+		for _, d := range p.deps {
+			if e.tasks[d] == nil {
+				ids = append(ids, d)
+			}
+		}
+		if pid := p.spec.ParentID; pid != "" && e.tasks[pid] == nil {
+			ids = append(ids, pid)
+		}
+		if k := p.spec.IdempotencyKey; k != "" && e.idem[p.spec.AgentID+"\x00"+k] == nil {
+			idem = append(idem, [2]string{p.spec.AgentID, k})
+		}
+	}
+	e.mu.Unlock()
+	for _, id := range ids {
+		if t, err := e.store.Task(ctx, id); err == nil {
+			ext.tasks[id] = t
+		}
+	}
+	for _, k := range idem {
+		if t, err := e.store.FindIdempotent(ctx, k[0], k[1]); err == nil {
+			ext.idem[k[0]+"\x00"+k[1]] = t
+		}
+	}
+	return ext
+}
+
+// lookupLocked finds a task that admission refers to: live, prefetched, or
+// (rarely: it ended and left memory in the meantime) from the store.
+func (e *Engine) lookupLocked(ctx context.Context, id string, ext *external) (live *task, stored *Task) {
+	if t := e.tasks[id]; t != nil {
+		return t, nil
+	}
+	if t := ext.tasks[id]; t != nil {
+		return nil, t
+	}
+	if t, err := e.store.Task(ctx, id); err == nil {
+		return nil, t
+	}
+	return nil, nil
+}
+
+// admitLocked records one prepared item: it returns the new (or, for a
+// repeated idempotency key, the original) task, and an error when the item
+// is refused.
+func (e *Engine) admitLocked(ctx context.Context, p *prepared, ext *external, now time.Time) (*task, error) {
+	spec := p.spec
+	if k := spec.IdempotencyKey; k != "" {
+		ik := spec.AgentID + "\x00" + k
+		if t := e.idem[ik]; t != nil {
+			return t, nil
+		}
+		if t := ext.idem[ik]; t != nil {
+			return e.ghostLocked(t), nil
+		}
+	}
+	if e.draining {
+		return nil, &Error{Code: CodeDraining, Message: "the engine is draining and refuses new work", Retryable: true}
+	}
+	// Dependencies must exist; those already ended decide at once.
+	var unmet []*task
+	failedDep := ""
+	for _, d := range p.deps {
+		live, stored := e.lookupLocked(ctx, d, ext)
+		var st State
+		switch {
+		case live != nil:
+			st = live.state
+		case stored != nil:
+			st = stored.State
+		default:
+			return nil, &Error{Code: CodeInvalidInput, Field: "dependsOn", IDs: []string{d}, Message: "unknown task " + d}
+		}
+		switch {
+		case st == StateSucceeded:
+		case st.Terminal():
+			if failedDep == "" {
+				failedDep = "dependency " + d + " " + lower(st.String())
+			}
+		default:
+			unmet = append(unmet, live)
+		}
+	}
+	depth := 0
+	if pid := spec.ParentID; pid != "" {
+		live, stored := e.lookupLocked(ctx, pid, ext)
+		switch {
+		case live != nil:
+			depth = live.depth + 1
+		case stored != nil:
+			depth = stored.Depth + 1
+		default:
+			return nil, &Error{Code: CodeInvalidInput, Field: "parentId", IDs: []string{pid}, Message: "unknown task " + pid}
+		}
+	}
+
+	t := e.newTaskLocked(spec, now)
+	t.depth = depth
+	if b := e.batches[spec.BatchID]; b != nil {
+		t.batch = b
+		b.total++
+		b.live++
+	}
+	if k := spec.IdempotencyKey; k != "" {
+		e.idem[spec.AgentID+"\x00"+k] = t
+	}
+	if max := t.lane.cfg.MaxDepth; depth > max {
+		e.setState(t, StateRejected, fmt.Sprintf("spawn depth %d exceeds the lane's maximum of %d", depth, max))
+		return t, &Error{Code: CodeLimit, Field: "parentId", TaskID: t.id,
+			Message: fmt.Sprintf("spawn depth %d exceeds lane %s's maximum of %d", depth, t.lane.cfg.Name, max)}
+	}
+	if cut, ok := e.cutoffs[spec.Session()]; ok && spec.SubmittedAt.Before(cut) {
+		e.setState(t, StateCancelled, "session stopped")
+		return t, nil
+	}
+	if failedDep != "" {
+		e.setState(t, StateCancelled, failedDep)
+		return t, nil
+	}
+	if qerr := e.admitCapsLocked(t); qerr != nil {
+		e.setState(t, StateRejected, qerr.Message)
+		qerr.TaskID = t.id
+		return t, qerr
+	}
+	if spec.QueueMode == QueueInterrupt {
+		t.front = true
+		e.interruptLocked(t)
+	}
+	if len(unmet) > 0 {
+		t.unmet = len(unmet)
+		for _, d := range unmet {
+			d.dependents = append(d.dependents, t)
+		}
+		e.setState(t, StateWaiting, "waiting for "+itoa(len(unmet))+" dependencies")
+		return t, nil
+	}
+	e.setState(t, StateQueued, "admitted") // into its queue once ranked: see rankLocked
+	return t, nil
+}
+
+// ghostLocked returns a stand-in for a task known only to the store, so that
+// an idempotent resubmission can answer with it.
+func (e *Engine) ghostLocked(st *Task) *task {
+	return &task{id: st.ID, spec: st.Spec, seq: st.Seq, state: st.State, reason: st.Reason,
+		attempts: st.Attempts, result: st.Result, errMsg: st.Error, class: st.Class,
+		createdAt: st.CreatedAt, updatedAt: st.UpdatedAt, endedAt: st.EndedAt, lastSeq: st.LastSeq, depth: st.Depth,
+		heapIdx: -1, timerIdx: [timerKinds]int{-1, -1, -1}}
+}
+
+// admitCapsLocked checks the queue caps for t, applying the lane's drop
+// policy. It returns the refusal, or nil when t may queue.
+func (e *Engine) admitCapsLocked(t *task) *Error {
+	type scope struct {
+		name, key   string
+		queued, cap int
+		fifo        *fifoList
+	}
+	scopes := []scope{
+		{"agent", t.agent.id, t.agent.queued, e.cfg.MaxQueuedPerAgent, &t.agent.fifo},
+		{"lane", t.lane.cfg.Name, t.lane.queued, t.lane.cfg.MaxQueued, &t.lane.fifo},
+		{"global", "", e.queued, e.cfg.MaxQueued, &e.fifo},
+	}
+	if s := t.session; s != nil {
+		scopes = append([]scope{{"session", s.key, s.queued, e.cfg.MaxQueuedPerSession, &s.fifo}}, scopes...)
+	}
+	for _, sc := range scopes {
+		if sc.cap <= 0 || sc.queued < sc.cap {
+			continue
+		}
+		if t.lane.cfg.DropPolicy == DropOldest && sc.fifo.head != nil {
+			e.setState(sc.fifo.head, StateCancelled, "dropped: queue full")
+			e.stats.dropped++
+			continue
+		}
+		e.stats.rejected++
+		return &Error{Code: CodeQueueFull, Retryable: true,
+			Counts:  &QueueCounts{Scope: sc.name, Key: sc.key, Queued: sc.queued, Cap: sc.cap},
+			Message: fmt.Sprintf("queue full: %s %s holds %d of %d", sc.name, sc.key, sc.queued, sc.cap)}
+	}
+	return nil
+}
+
+// rankLocked ranks the newly admitted tasks with their lanes' selection
+// policies (one call per lane for the whole submission), then puts those
+// that are QUEUED into their queues, in submission order.
+func (e *Engine) rankLocked(ts []*task, now time.Time) {
+	if len(ts) > 0 {
+		slices.SortStableFunc(ts, func(a, b *task) int { return int(a.lane.idx) - int(b.lane.idx) })
+		for start := 0; start < len(ts); {
+			end := start
+			for end < len(ts) && ts[end].lane == ts[start].lane {
+				end++
+			}
+			e.rankGroupLocked(ts[start:end], now)
+			start = end
+		}
+	}
+	deferred := e.deferred
+	e.deferred = e.deferred[:0]
+	for _, t := range deferred {
+		if t.state == StateQueued && t.sq == nil {
+			e.enqueueLocked(t)
+		}
+	}
+	clear(deferred)
+}
+
+// rankGroupLocked ranks tasks of one lane in one policy call.
+func (e *Engine) rankGroupLocked(group []*task, now time.Time) {
+	recs := e.scratchRank[:0]
+	for _, t := range group {
+		recs = append(recs, policyTask(t))
+	}
+	if cap(e.scratchRanks) < len(group) {
+		e.scratchRanks = make([]int64, len(group))
+	}
+	ranks := e.scratchRanks[:len(group)]
+	group[0].lane.selection.p.Rank(now.UnixMilli(), recs, ranks)
+	for i, t := range group {
+		t.rank = ranks[i]
+	}
+	e.scratchRank = recs
+}
+
+func compareSeq(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func policyTask(t *task) policy.Task {
+	var dl int64
+	if !t.spec.Deadline.IsZero() {
+		dl = t.spec.Deadline.UnixMilli()
+	}
+	var flags uint32
+	if t.spec.TabID != "" {
+		flags |= policy.TaskHasTab
+	}
+	if t.spec.Instruction != "" {
+		flags |= policy.TaskInstruction
+	}
+	if t.front {
+		flags |= policy.TaskInterrupt
+	}
+	return policy.Task{
+		Seq: t.seq, CreatedAtMs: t.createdAt.UnixMilli(), DeadlineMs: dl, Priority: int32(t.spec.Priority),
+		Agent: t.agent.idx, Lane: t.lane.idx, Attempts: uint16(len(t.attempts)), Depth: uint16(t.depth), Flags: flags,
+	}
+}
+
+// newTaskLocked creates a task in no state yet, linked to its lane, agent,
+// session and counted by them.
+func (e *Engine) newTaskLocked(spec *TaskSpec, now time.Time) *task {
+	t := &task{
+		id: e.ids.next(now), spec: spec, createdAt: now, updatedAt: now,
+		lane: e.laneByName[spec.Lane], heapIdx: -1, timerIdx: [timerKinds]int{-1, -1, -1},
+	}
+	t.seq = e.seq + 1 // the seq its first event will take
+	t.agent = e.agentLocked(spec.AgentID)
+	t.agent.live++
+	if key := spec.Session(); key != "" {
+		t.session = e.sessionLocked(key)
+		t.session.live++
+	}
+	e.tasks[t.id] = t
+	e.stats.submitted++
+	return t
+}
+
+func (e *Engine) agentLocked(id string) *agent {
+	a := e.agents[id]
+	if a == nil {
+		e.agentIdx++
+		a = &agent{id: id, idx: e.agentIdx, weight: 1, limit: e.cfg.AgentMaxInFlight}
+		if c, ok := e.cfg.Agents[id]; ok {
+			if c.Weight > 0 {
+				a.weight = c.Weight
+			}
+			if c.MaxInFlight > 0 {
+				a.limit = c.MaxInFlight
+			}
+		}
+		e.agents[id] = a
+	}
+	return a
+}
+
+func (e *Engine) sessionLocked(key string) *session {
+	s := e.sessions[key]
+	if s == nil {
+		s = &session{key: key, lim: limiter{limit: e.cfg.SessionMaxInFlight}}
+		e.sessions[key] = s
+	}
+	return s
+}
+
+func (e *Engine) newBatchLocked(bs *BatchSpec, now time.Time) *batch {
+	b := &batch{id: e.ids.next(now), parallelism: bs.Parallelism, counts: map[State]int{}, createdAt: now,
+		webhook: bs.WebhookURL}
+	b.lim.limit = bs.Parallelism
+	e.batches[b.id] = b
+	e.cur.batches = append(e.cur.batches, BatchInfo{ID: b.id, Parallelism: b.parallelism, WebhookURL: b.webhook, CreatedAt: now})
+	return b
+}
+
+// interruptLocked cancels what t's session is running: an interrupting task
+// takes over the session.
+func (e *Engine) interruptLocked(t *task) {
+	for _, o := range e.sessionTasksLocked(t.session.key) {
+		if o.state.InFlight() {
+			e.cancelLocked(o, "interrupted by task "+t.id)
+		}
+	}
+}

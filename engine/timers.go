@@ -1,0 +1,202 @@
+package engine
+
+import "time"
+
+// Timers. Everything time-driven in the engine — retry backoff, deadlines,
+// attempt timeouts and lease expiry — is an entry in one of three indexed
+// heaps of tasks, and a single clock timer is armed for the earliest entry of
+// all. An entry is removed as soon as it is moot (the task moved on), so the
+// heaps hold only live deadlines: the lease heap is bounded by the tasks in
+// flight, the others by the tasks waiting.
+
+const (
+	timerRetry    = iota // RETRY_WAIT → QUEUED at nextRunAt
+	timerDeadline        // a waiting task's deadline
+	timerLease           // an attempt's timeout, then its lease expiry
+	timerKinds
+)
+
+type taskTimers struct {
+	kind  int
+	items []*task
+}
+
+func (h *taskTimers) less(i, j int) bool {
+	a, b := h.items[i], h.items[j]
+	if a.timerAt[h.kind] != b.timerAt[h.kind] {
+		return a.timerAt[h.kind] < b.timerAt[h.kind]
+	}
+	return a.seq < b.seq
+}
+
+func (h *taskTimers) swap(i, j int) {
+	h.items[i], h.items[j] = h.items[j], h.items[i]
+	h.items[i].timerIdx[h.kind] = i
+	h.items[j].timerIdx[h.kind] = j
+}
+
+func (h *taskTimers) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			return
+		}
+		h.swap(i, p)
+		i = p
+	}
+}
+
+func (h *taskTimers) down(i int) {
+	n := len(h.items)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && h.less(r, l) {
+			m = r
+		}
+		if !h.less(m, i) {
+			return
+		}
+		h.swap(i, m)
+		i = m
+	}
+}
+
+// set schedules (or reschedules) t at `at`, Unix nanoseconds. A task's
+// timerIdx entries are -1 while it is not scheduled (newTask sets them).
+func (h *taskTimers) set(t *task, at int64) {
+	t.timerAt[h.kind] = at
+	i := t.timerIdx[h.kind]
+	if i < 0 {
+		i = len(h.items)
+		t.timerIdx[h.kind] = i
+		h.items = append(h.items, t)
+	}
+	h.down(i)
+	h.up(t.timerIdx[h.kind])
+}
+
+// remove unschedules t, if it is scheduled.
+func (h *taskTimers) remove(t *task) {
+	i := t.timerIdx[h.kind]
+	if i < 0 {
+		return
+	}
+	last := len(h.items) - 1
+	if i != last {
+		h.swap(i, last)
+	}
+	h.items[last] = nil
+	h.items = h.items[:last]
+	if i != last {
+		h.down(i)
+		h.up(i)
+	}
+	t.timerIdx[h.kind] = -1
+}
+
+func (h *taskTimers) top() *task {
+	if len(h.items) == 0 {
+		return nil
+	}
+	return h.items[0]
+}
+
+// armLocked makes sure the clock timer fires for the earliest entry.
+func (e *Engine) armLocked() {
+	if e.closed {
+		return
+	}
+	var next int64
+	for i := range e.timers {
+		if t := e.timers[i].top(); t != nil && (next == 0 || t.timerAt[i] < next) {
+			next = t.timerAt[i]
+		}
+	}
+	if next == 0 || e.armed != nil && e.armedAt <= next {
+		return
+	}
+	if e.armed != nil {
+		e.armed.Stop()
+	}
+	e.armedAt = next
+	e.armed = e.clock.AfterFunc(time.Duration(next-e.now().UnixNano()), e.onTimer)
+}
+
+// onTimer handles every entry that has fallen due.
+func (e *Engine) onTimer() {
+	e.mu.Lock()
+	e.armed = nil
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	now := e.now()
+	ns := now.UnixNano()
+	for {
+		k, t := -1, (*task)(nil)
+		for i := range e.timers {
+			if c := e.timers[i].top(); c != nil && c.timerAt[i] <= ns && (t == nil || c.timerAt[i] < t.timerAt[k]) {
+				k, t = i, c
+			}
+		}
+		if t == nil {
+			break
+		}
+		e.timers[k].remove(t)
+		switch k {
+		case timerRetry:
+			e.setState(t, StateQueued, "backoff elapsed")
+		case timerDeadline:
+			e.deadlineLocked(t)
+		case timerLease:
+			e.leaseTimerLocked(t, now)
+		}
+	}
+	e.unlock()
+	e.after()
+}
+
+// deadlineLocked ends a waiting task whose deadline has passed.
+func (e *Engine) deadlineLocked(t *task) {
+	switch t.state {
+	case StateQueued, StateWaiting:
+		e.setState(t, StateExpired, "deadline exceeded while queued")
+	case StateRetryWait, StateParked:
+		e.setState(t, StateFailed, "deadline exceeded while "+lower(t.state.String()))
+	}
+}
+
+// leaseTimerLocked handles an attempt's timeout (first firing: cancel the
+// attempt's context) and then its lease expiry (second firing: reclaim the
+// slots and count a failed attempt).
+func (e *Engine) leaseTimerLocked(t *task, now time.Time) {
+	if !t.holding {
+		return
+	}
+	if !t.timedOut {
+		t.timedOut = true
+		if t.cancel != nil {
+			t.cancel(errAttemptTimeout)
+		}
+		e.timers[timerLease].set(t, now.Add(e.cfg.LeaseGrace).UnixNano())
+		return
+	}
+	n := len(t.attempts)
+	att := t.lastAttempt()
+	att.EndedAt = now
+	att.Class = classTransient
+	att.Error = "lease expired"
+	t.run = nil
+	t.cancel = nil
+	e.releaseLocked(t)
+	e.stats.leaseExpired++
+	if t.state == StateCancelled {
+		e.emitTaskLocked(t, EventReleased, t.state, t.state, "lease expired after cancellation")
+		return
+	}
+	e.failAttemptLocked(t, classTransient, 0, "lease expired (attempt "+itoa(n)+")", now)
+}
