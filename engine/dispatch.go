@@ -238,6 +238,9 @@ func (e *Engine) releaseLocked(t *task) {
 		e.wakeLocked(&inst.lim)
 		e.wakeLocked(&e.pool)
 		t.inst = nil
+		if inst.removed && inst.lim.inflight == 0 && e.instances[inst.info.ID] == inst {
+			delete(e.instances, inst.info.ID)
+		}
 	}
 }
 
@@ -345,7 +348,7 @@ func (e *Engine) placeLocked(t *task) (inst *instance, blocked *limiter) {
 	}
 	if target != "" {
 		in := e.instances[target]
-		if in == nil {
+		if in == nil || in.removed {
 			return nil, nil // unknown here: the executor resolves it or fails the task
 		}
 		if in.lim.full() {

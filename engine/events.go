@@ -60,9 +60,11 @@ type Event struct {
 // many events it missed.
 type EventLog struct {
 	mu     sync.RWMutex
-	ring   []Event
+	ring   []Event // grows by doubling up to size
+	size   int
 	mask   uint64
 	next   uint64        // seq of the next event to append
+	first  uint64        // seq of the first event the log was given
 	notify chan struct{} // closed and replaced on append, when someone waits
 	waited bool
 }
@@ -72,7 +74,20 @@ func newEventLog(size int, next uint64) *EventLog {
 	for n < size {
 		n <<= 1
 	}
-	return &EventLog{ring: make([]Event, n), mask: uint64(n - 1), next: next, notify: make(chan struct{})}
+	first := min(n, 1024)
+	return &EventLog{ring: make([]Event, first), size: n, mask: uint64(first - 1), next: next, first: next, notify: make(chan struct{})}
+}
+
+// grow doubles the ring (up to its size) when it is full, keeping every event.
+func (l *EventLog) grow(extra int) {
+	for len(l.ring) < l.size && l.next-l.first+uint64(extra) > uint64(len(l.ring)) {
+		bigger := make([]Event, 2*len(l.ring))
+		m := uint64(len(bigger) - 1)
+		for s := l.oldestLocked(); s < l.next; s++ {
+			bigger[s&m] = l.ring[s&l.mask]
+		}
+		l.ring, l.mask = bigger, m
+	}
 }
 
 // append adds events whose seqs continue the log. Called by the engine.
@@ -81,6 +96,7 @@ func (l *EventLog) append(evs []Event) {
 		return
 	}
 	l.mu.Lock()
+	l.grow(len(evs))
 	for i := range evs {
 		l.ring[evs[i].Seq&l.mask] = evs[i]
 	}
@@ -108,10 +124,10 @@ func (l *EventLog) Oldest() uint64 {
 }
 
 func (l *EventLog) oldestLocked() uint64 {
-	if n := uint64(len(l.ring)); l.next > n {
+	if n := uint64(len(l.ring)); l.next-l.first > n {
 		return l.next - n
 	}
-	return 1
+	return l.first
 }
 
 // Read appends to dst the events after seq `after`, at most max of them, and

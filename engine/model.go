@@ -214,8 +214,9 @@ type batch struct {
 }
 
 type instance struct {
-	info InstanceInfo
-	lim  limiter
+	info    InstanceInfo
+	lim     limiter
+	removed bool // forgotten by the registry; kept while attempts still run on it
 }
 
 // binding is the instance and tab a session's tasks run in.

@@ -128,9 +128,13 @@ func (e *Engine) SetInstance(info InstanceInfo) {
 	e.mu.Lock()
 	in := e.instances[info.ID]
 	if in == nil {
-		in = &instance{info: info}
+		in = &instance{}
 		e.instances[info.ID] = in
+	}
+	if in.removed || in.info.ID == "" {
+		in.removed = false
 		e.instList = append(e.instList, in)
+		in.info = info
 		slices.SortFunc(e.instList, func(a, b *instance) int { return strings.Compare(a.info.ID, b.info.ID) })
 	}
 	in.info = info
@@ -142,22 +146,23 @@ func (e *Engine) SetInstance(info InstanceInfo) {
 }
 
 // RemoveInstance forgets an instance (engine.InstanceSink). Attempts running
-// on it keep their slots until they finish; sessions bound to it are placed
-// again.
+// on it keep their slots until they finish (and count if the instance comes
+// back); sessions bound to it are placed again.
 func (e *Engine) RemoveInstance(id string) {
 	e.mu.Lock()
 	in := e.instances[id]
-	if in != nil {
-		delete(e.instances, id)
+	if in != nil && !in.removed {
+		in.removed = true
 		e.instList = slices.DeleteFunc(e.instList, func(x *instance) bool { return x == in })
+		if in.lim.inflight == 0 {
+			delete(e.instances, id)
+		}
 		for k, b := range e.bindings {
 			if b.instance == id {
 				delete(e.bindings, k)
 			}
 		}
-		in.lim.limit = 0 // nothing new lands on it; waiters look again
-		e.wakeLocked(&in.lim)
-		e.wakeLocked(&e.pool)
+		e.wakeLocked(&in.lim) // its waiters look again: elsewhere, or fail in the executor
 	}
 	e.unlock()
 	e.after()

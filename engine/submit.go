@@ -164,13 +164,19 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec) (
 	e.deferQueue = true
 	for _, i := range order {
 		p := &preps[i]
-		if p.err == nil {
+		if p.err == nil && len(p.depItems) > 0 {
 			for _, j := range p.depItems {
 				if ids[j] == "" {
 					p.err = invalid(itemField(bs, i, "dependsOn"), "depends on item %s, which was refused", itemName(items, j))
 					break
 				}
 				p.deps = append(p.deps, ids[j])
+			}
+			// Record ids, not the batch's keys, in the dependency list.
+			for k, d := range p.spec.DependsOn {
+				if j, ok := keys[d]; ok {
+					p.spec.DependsOn[k] = ids[j]
+				}
 			}
 		}
 		if p.err != nil {
@@ -260,13 +266,47 @@ func topoOrder(preps []prepared) (order []int, cyclic []bool) {
 			}
 		}
 	}
+	// What is left is on a cycle or behind one. Only the items that can
+	// reach themselves are on a cycle; the others are refused because they
+	// depend on a refused item.
+	var left []int
 	for i := range n {
 		if indeg[i] > 0 {
-			cyclic[i] = true
-			order = append(order, i) // refused below; keeps every item in the result
+			left = append(left, i)
+		}
+	}
+	for _, i := range left {
+		cyclic[i] = reaches(out, i, i)
+	}
+	for _, i := range left { // cycle members first, so dependents see them refused
+		if cyclic[i] {
+			order = append(order, i)
+		}
+	}
+	for _, i := range left {
+		if !cyclic[i] {
+			order = append(order, i)
 		}
 	}
 	return order, cyclic
+}
+
+// reaches reports whether `to` can be reached from `from` along out.
+func reaches(out [][]int, from, to int) bool {
+	seen := map[int]bool{}
+	stack := slices.Clone(out[from])
+	for len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if i == to {
+			return true
+		}
+		if !seen[i] {
+			seen[i] = true
+			stack = append(stack, out[i]...)
+		}
+	}
+	return false
 }
 
 // normalize validates a spec and returns the engine's own copy of it.
@@ -495,18 +535,28 @@ func (e *Engine) admitLocked(ctx context.Context, p *prepared, ext *external, no
 		e.setState(t, StateCancelled, "session stopped")
 		return t, nil
 	}
+	if failedDep == "" {
+		if qerr := e.admitCapsLocked(t); qerr != nil {
+			e.setState(t, StateRejected, qerr.Message)
+			qerr.TaskID = t.id
+			return t, qerr
+		}
+		if spec.QueueMode == QueueInterrupt {
+			t.front = true
+			e.interruptLocked(t)
+		}
+	}
+	// Making room (drop-oldest) or interrupting may have ended a dependency:
+	// look again before linking to them.
+	unmet = slices.DeleteFunc(unmet, func(d *task) bool {
+		if d.state.Terminal() && d.state != StateSucceeded && failedDep == "" {
+			failedDep = "dependency " + d.id + " " + lower(d.state.String())
+		}
+		return d.state.Terminal()
+	})
 	if failedDep != "" {
 		e.setState(t, StateCancelled, failedDep)
 		return t, nil
-	}
-	if qerr := e.admitCapsLocked(t); qerr != nil {
-		e.setState(t, StateRejected, qerr.Message)
-		qerr.TaskID = t.id
-		return t, qerr
-	}
-	if spec.QueueMode == QueueInterrupt {
-		t.front = true
-		e.interruptLocked(t)
 	}
 	if len(unmet) > 0 {
 		t.unmet = len(unmet)

@@ -114,6 +114,7 @@ type Executor struct {
 	mu      sync.Mutex
 	running map[string]*engine.Run // by task id
 	order   []string               // task ids, in the order attempts started
+	starts  []StartRecord
 	ctxs    map[string]context.Context
 	max     int // the most attempts in flight at once
 	// Auto, when set, finishes each attempt at once with its outcome.
@@ -131,6 +132,7 @@ func (x *Executor) Start(ctx context.Context, run *engine.Run) {
 	x.running[run.TaskID()] = run
 	x.ctxs[run.TaskID()] = ctx
 	x.order = append(x.order, run.TaskID())
+	x.starts = append(x.starts, StartRecord{TaskID: run.TaskID(), Attempt: run.Attempt(), InstanceID: run.InstanceID(), TabID: run.TabID()})
 	x.max = max(x.max, len(x.running))
 	auto := x.Auto
 	x.mu.Unlock()
@@ -144,6 +146,21 @@ func (x *Executor) Started() []string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return slices.Clone(x.order)
+}
+
+// StartRecord is one attempt the executor was given.
+type StartRecord struct {
+	TaskID     string
+	Attempt    int
+	InstanceID string
+	TabID      string
+}
+
+// Starts returns every attempt the executor was given, in order.
+func (x *Executor) Starts() []StartRecord {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return slices.Clone(x.starts)
 }
 
 // Running returns the ids of the tasks in flight, sorted.

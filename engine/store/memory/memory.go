@@ -51,7 +51,7 @@ func New(opts Options) *Store {
 		opts.MaxEnded = 100_000
 	}
 	return &Store{
-		opts: opts, tasks: map[string]*engine.Task{}, idem: map[string]string{}, events: eventRing{buf: make([]engine.Event, opts.MaxEvents)},
+		opts: opts, tasks: map[string]*engine.Task{}, idem: map[string]string{}, events: eventRing{max: opts.MaxEvents},
 		batches: map[string]engine.BatchInfo{}, lanes: map[string]engine.LaneConfig{}, settings: map[string][]byte{},
 	}
 }
@@ -295,7 +295,8 @@ func cmpString(a, b string) int {
 
 // eventRing keeps the latest events in seq order in a circular buffer.
 type eventRing struct {
-	buf   []engine.Event
+	buf   []engine.Event // grows by doubling up to max
+	max   int
 	start int // index of the oldest event
 	n     int
 }
@@ -303,6 +304,13 @@ type eventRing struct {
 func (r *eventRing) at(i int) *engine.Event { return &r.buf[(r.start+i)%len(r.buf)] }
 
 func (r *eventRing) push(e engine.Event) {
+	if r.n == len(r.buf) && len(r.buf) < r.max {
+		bigger := make([]engine.Event, min(max(2*len(r.buf), 1024), r.max))
+		for i := 0; i < r.n; i++ {
+			bigger[i] = *r.at(i)
+		}
+		r.buf, r.start = bigger, 0
+	}
 	if r.n < len(r.buf) {
 		*r.at(r.n) = e
 		r.n++
@@ -340,4 +348,7 @@ func (r *eventRing) drop(gone func(*engine.Event) bool) {
 	}
 	clear(r.buf)
 	r.start, r.n = 0, copy(r.buf, kept)
+	if len(r.buf) == 0 {
+		r.n = 0
+	}
 }
