@@ -62,6 +62,7 @@ type RegistryOptions struct {
 	HealthInterval time.Duration // between checks; default 5s
 	HealthTimeout  time.Duration // for one check; default 2s
 	UnhealthyAfter int           // consecutive failures that make a healthy instance unhealthy; default 3
+	RecheckAfter   time.Duration // delay of the next check after a failure, while still healthy; default min(1s, HealthInterval)
 	TabListTimeout time.Duration // for one tab listing on a cache miss; default 3s
 	HTTPClient     *http.Client  // shared by the instance clients; default pinchtab.DefaultHTTPClient()
 }
@@ -78,6 +79,9 @@ func (o *RegistryOptions) defaults() {
 	}
 	if o.UnhealthyAfter <= 0 {
 		o.UnhealthyAfter = 3
+	}
+	if o.RecheckAfter <= 0 {
+		o.RecheckAfter = min(time.Second, o.HealthInterval)
 	}
 	if o.TabListTimeout <= 0 {
 		o.TabListTimeout = 3 * time.Second
@@ -367,24 +371,32 @@ func (r *Registry) CheckNow(ctx context.Context, id string) (Instance, error) {
 	return snap, nil
 }
 
+// healthLoop checks an instance on the interval, at once when kicked, and
+// sooner after a failure, so that a dead instance is marked unhealthy within
+// UnhealthyAfter × RecheckAfter rather than UnhealthyAfter intervals.
 func (r *Registry) healthLoop(ctx context.Context, in *instance) {
 	defer r.wg.Done()
-	t := time.NewTicker(r.opts.HealthInterval)
+	t := time.NewTimer(0)
 	defer t.Stop()
-	r.check(ctx, in)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-in.kick:
+			t.Stop()
 		}
-		r.check(ctx, in)
+		delay := r.opts.HealthInterval
+		if st := r.check(ctx, in); st.Failures > 0 && st.Health == HealthHealthy {
+			delay = r.opts.RecheckAfter
+		}
+		t.Reset(delay)
 	}
 }
 
-// check runs one health check and records its outcome.
-func (r *Registry) check(ctx context.Context, in *instance) {
+// check runs one health check, records its outcome and returns the state after
+// it.
+func (r *Registry) check(ctx context.Context, in *instance) Instance {
 	r.mu.RLock()
 	client, id := in.client, in.cfg.ID
 	r.mu.RUnlock()
@@ -394,7 +406,7 @@ func (r *Registry) check(ctx context.Context, in *instance) {
 	latency := time.Since(start)
 	cancel()
 	if ctx.Err() != nil {
-		return // the instance was removed or the registry closed meanwhile
+		return Instance{} // the instance was removed or the registry closed meanwhile
 	}
 
 	r.changeMu.Lock()
@@ -402,7 +414,7 @@ func (r *Registry) check(ctx context.Context, in *instance) {
 	r.mu.Lock()
 	if r.insts[id] != in {
 		r.mu.Unlock()
-		return
+		return Instance{}
 	}
 	prev := in.st.Health
 	in.st.LastCheck = time.Now()
@@ -423,7 +435,7 @@ func (r *Registry) check(ctx context.Context, in *instance) {
 	snap, info, sink := in.snapshot(), in.info(), r.sink
 	r.mu.Unlock()
 	if now == prev {
-		return
+		return snap
 	}
 	var ev InstanceEvent
 	switch now {
@@ -441,6 +453,7 @@ func (r *Registry) check(ctx context.Context, in *instance) {
 		sink.SetInstance(info)
 	}
 	r.events.publish(ev)
+	return snap
 }
 
 // reportFailure records that a forwarded request could not reach an instance,
