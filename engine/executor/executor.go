@@ -161,7 +161,7 @@ func (e *Executor) execute(ctx context.Context, a Attempt) (o engine.Outcome, af
 			o.HTTPStatus = pinchtab.StatusOf(o.Err)
 		}
 		e.log.Debug("attempt failed", "task", a.TaskID(), "instance", o.InstanceID, "tab", o.TabID, "error", o.Err, "took", time.Since(start))
-	} else {
+	} else if e.log.IsTrace() {
 		e.log.Trace("attempt done", "task", a.TaskID(), "instance", o.InstanceID, "tab", o.TabID, "took", time.Since(start))
 	}
 	return o, after

@@ -251,16 +251,35 @@ func mergeObject(params json.RawMessage, fixed ...any) ([]byte, error) {
 		if n > 0 {
 			buf.WriteByte(',')
 		}
-		k, _ := json.Marshal(fixed[i].(string))
-		buf.Write(k)
+		writeJSONString(&buf, fixed[i].(string))
 		buf.WriteByte(':')
-		val, err := json.Marshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("encode %s: %w", fixed[i], err)
+		if s, ok := v.(string); ok {
+			writeJSONString(&buf, s)
+		} else {
+			val, err := json.Marshal(v)
+			if err != nil {
+				return nil, fmt.Errorf("encode %s: %w", fixed[i], err)
+			}
+			buf.Write(val)
 		}
-		buf.Write(val)
 		n++
 	}
 	buf.WriteByte('}')
 	return buf.Bytes(), nil
+}
+
+// writeJSONString writes s as a JSON string: directly when it needs no
+// escaping (the common case of kinds, selectors and ids on the forwarding
+// path), through encoding/json otherwise.
+func writeJSONString(buf *bytes.Buffer, s string) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			buf.Write(q)
+			return
+		}
+	}
+	buf.WriteByte('"')
+	buf.WriteString(s)
+	buf.WriteByte('"')
 }

@@ -134,6 +134,14 @@ func TestRequestsUseExactPathsBodiesAndHeaders(t *testing.T) {
 			method: "POST", path: "/tabs/T1/action", body: `{"kind":"click","ref":"e5","waitNav":true}`,
 		},
 		{
+			name: "selectors needing escapes survive", reply: `{"success":true}`,
+			call: func(ctx context.Context, c *pinchtab.Client) error {
+				_, err := c.Act(ctx, "T1", pinchtab.Action{Kind: "click", Selector: "text:Say \"hi\" <now> & \\ é\n"})
+				return err
+			},
+			method: "POST", path: "/tabs/T1/action", body: `{"kind":"click","selector":"text:Say \"hi\" \u003cnow\u003e \u0026 \\ é\n"}`,
+		},
+		{
 			name: "press", reply: `{"success":true}`,
 			call: func(ctx context.Context, c *pinchtab.Client) error {
 				_, err := c.Act(ctx, "T1", pinchtab.Action{Kind: "press", Params: json.RawMessage(`{"key":"Enter"}`)})
