@@ -365,7 +365,9 @@ func TestInstructionsGoToAChatInstance(t *testing.T) {
 	t.Parallel()
 	browser := newFakeInstance(t, "a", "")
 	chat := newFakeInstance(t, "c", "tok-c")
-	chat.set(func(f *fakeInstance) { f.chat = "event: progress\ndata: looking\n\ndata: {\"answer\":\"Example Domain\"}\n\n" })
+	chat.set(func(f *fakeInstance) {
+		f.chat = "event: progress\ndata: looking\n\ndata: {\"answer\":\"Example Domain\"}\n\n"
+	})
 	bn := setup(t, executor.Options{}, instanceCfg("a", browser),
 		executor.InstanceConfig{ID: "c", URL: chat.URL(), Token: "tok-c", Kind: executor.KindChat})
 	at := &attempt{id: "t", instance: "a", spec: &engine.TaskSpec{AgentID: "x", Instruction: "read the title"}}

@@ -29,12 +29,12 @@ type fakeInstance struct {
 	reqs     []fakeReq
 	tabs     map[string]bool
 	nextTab  int
-	down     bool                  // /health answers 503
-	fail     map[string]int        // path suffix → status to answer
-	slow     chan struct{}         // when set, actions wait for it (or the request's end)
-	canceled chan struct{}         // closed when a slow action saw its request end
-	answer   map[string]string     // path suffix → body to answer
-	chat     string                // the event stream /chat answers
+	down     bool              // /health answers 503
+	fail     map[string]int    // path suffix → status to answer
+	slow     chan struct{}     // when set, actions wait for it (or the request's end)
+	canceled chan struct{}     // closed when a slow action saw its request end
+	answer   map[string]string // path suffix → body to answer
+	chat     string            // the event stream /chat answers
 	name     string
 }
 
@@ -271,10 +271,10 @@ type attempt struct {
 	started [][2]string
 }
 
-func (a *attempt) TaskID() string          { return a.id }
-func (a *attempt) Spec() *engine.TaskSpec  { return a.spec }
-func (a *attempt) InstanceID() string      { return a.instance }
-func (a *attempt) TabID() string           { return a.tab }
+func (a *attempt) TaskID() string         { return a.id }
+func (a *attempt) Spec() *engine.TaskSpec { return a.spec }
+func (a *attempt) InstanceID() string     { return a.instance }
+func (a *attempt) TabID() string          { return a.tab }
 func (a *attempt) Started(inst, tab string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

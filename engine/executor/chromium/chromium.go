@@ -105,7 +105,7 @@ type tab struct {
 	id     string
 	ctx    context.Context // chromedp context of the tab
 	cancel context.CancelFunc
-	lock   chan struct{} // one operation at a time on a tab
+	lock   chan struct{}    // one operation at a time on a tab
 	refs   map[string]int64 // snapshot ref → backend DOM node id; guarded by lock
 }
 
