@@ -156,6 +156,9 @@ func (e *Executor) execute(ctx context.Context, a Attempt) (o engine.Outcome, af
 		o = engine.Outcome{Err: engine.Permanentf("task %s has neither an action nor an instruction", a.TaskID())}
 	}
 	if o.Err != nil {
+		if errors.Is(o.Err, engine.ErrInstanceGone) {
+			o.TabID = "" // nothing may bind to a tab whose instance is gone (Started reported it)
+		}
 		o.Err = classify(o.Err)
 		if o.HTTPStatus == 0 {
 			o.HTTPStatus = pinchtab.StatusOf(o.Err)

@@ -196,6 +196,7 @@ func TestSessionTabThatVanishedReportsInstanceGone(t *testing.T) {
 	require.ErrorIs(t, o.Err, engine.ErrInstanceGone, "the engine must forget the binding")
 	require.Equal(t, policy.ClassTransient, engine.ClassOf(o.Err))
 	require.Equal(t, 404, o.HTTPStatus)
+	require.Empty(t, o.TabID, "nothing binds to the vanished tab")
 }
 
 func TestMissingElementOnALiveSessionTabIsPermanent(t *testing.T) {
