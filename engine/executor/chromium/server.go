@@ -1,0 +1,358 @@
+// The HTTP side of the built-in instance: PinchTab's routes, the bearer-token
+// check, and errors as {"error","code"} with the status a PinchTab client
+// classifies (4xx for what retrying cannot fix, 5xx and 504 for what it may).
+
+package chromium
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+)
+
+// maxBody bounds request bodies.
+const maxBody = 1 << 20
+
+// Handler returns the instance's HTTP API.
+func (i *Instance) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", i.handleHealth)
+	mux.HandleFunc("GET /tabs", i.handleTabs)
+	mux.HandleFunc("POST /tab", i.handleTab)
+	mux.HandleFunc("POST /tabs/{id}/navigate", i.withTab(i.handleNavigate))
+	mux.HandleFunc("POST /tabs/{id}/action", i.withTab(i.handleAction))
+	mux.HandleFunc("GET /tabs/{id}/text", i.withTab(i.handleText))
+	mux.HandleFunc("GET /tabs/{id}/snapshot", i.withTab(i.handleSnapshot))
+	mux.HandleFunc("GET /tabs/{id}/screenshot", i.withTab(i.handleScreenshot))
+	mux.HandleFunc("POST /tabs/{id}/evaluate", i.withTab(i.handleEvaluate))
+	mux.HandleFunc("GET /tabs/{id}/title", i.withTab(i.handleTitle))
+	mux.HandleFunc("GET /tabs/{id}/url", i.withTab(i.handleURL))
+	mux.HandleFunc("POST /tabs/{id}/close", i.handleClose)
+	return i.auth(mux)
+}
+
+// apiError is an error with the HTTP status and code it is answered with.
+type apiError struct {
+	status int
+	code   string
+	err    error
+}
+
+func (e *apiError) Error() string { return e.err.Error() }
+func (e *apiError) Unwrap() error { return e.err }
+
+func badRequest(code, format string, args ...any) error {
+	return &apiError{http.StatusBadRequest, code, fmt.Errorf(format, args...)}
+}
+
+func notFound(code, format string, args ...any) error {
+	return &apiError{http.StatusNotFound, code, fmt.Errorf(format, args...)}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers err with its status: an apiError's own; 504 for a
+// deadline; 502 for a page that failed to load; 500 otherwise.
+func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, code := http.StatusInternalServerError, "browser_error"
+	var ae *apiError
+	var le *chromedp.LoadError
+	switch {
+	case errors.As(err, &ae):
+		status, code = ae.status, ae.code
+	case r.Context().Err() != nil:
+		status, code = 499, "client_closed_request" // nobody reads it
+	case errors.Is(err, context.DeadlineExceeded):
+		status, code = http.StatusGatewayTimeout, "timeout"
+	case errors.As(err, &le):
+		status, code = http.StatusBadGateway, "navigate_failed"
+	}
+	writeJSON(w, status, map[string]string{"error": err.Error(), "code": code})
+}
+
+func (i *Instance) auth(next http.Handler) http.Handler {
+	want := []byte("Bearer " + i.opts.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := r.Header.Get("Authorization")
+		switch {
+		case got == "":
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing bearer token", "code": "missing_token"})
+		case subtle.ConstantTimeCompare([]byte(got), want) != 1:
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid bearer token", "code": "bad_token"})
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// withTab resolves the {id} tab and runs h on it, alone.
+func (i *Instance) withTab(h func(ctx context.Context, t *tab, r *http.Request) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		t, ok := i.tab(id)
+		if !ok {
+			writeError(w, r, notFound("tab_not_found", "tab %s not found", id))
+			return
+		}
+		var out any
+		err := i.run(r.Context(), t, func(ctx context.Context) error {
+			var err error
+			out, err = h(ctx, t, r)
+			return err
+		})
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		if raw, ok := out.(rawReply); ok {
+			w.Header().Set("Content-Type", raw.contentType)
+			_, _ = w.Write(raw.data)
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+// rawReply is an answer that is not JSON.
+type rawReply struct {
+	contentType string
+	data        []byte
+}
+
+func decodeBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
+	if err := dec.Decode(v); err != nil {
+		return badRequest("bad_request", "decode request body: %v", err)
+	}
+	return nil
+}
+
+func (i *Instance) handleHealth(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	v, err := chromedp.CallBrowser(i.browserCtxFor(ctx), browser.GetVersion, cdp.Empty{})
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "down", "error": "browser not answering: " + err.Error(), "code": "browser_down"})
+		return
+	}
+	tabs, _ := i.listTabs(ctx)
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "tabs": len(tabs), "browser": v.Product})
+}
+
+// browserCtxFor returns a context with the browser of the instance and the
+// cancellation of ctx.
+func (i *Instance) browserCtxFor(ctx context.Context) context.Context {
+	bctx, cancel := context.WithCancel(i.browserCtx)
+	context.AfterFunc(ctx, cancel)
+	return bctx
+}
+
+func (i *Instance) handleTabs(w http.ResponseWriter, r *http.Request) {
+	infos, err := i.listTabs(r.Context())
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	tabs := make([]map[string]string, 0, len(infos))
+	for _, info := range infos {
+		tabs = append(tabs, map[string]string{"id": string(info.TargetID), "url": info.URL, "title": info.Title, "type": info.Type})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tabs": tabs})
+}
+
+func (i *Instance) handleTab(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Action string `json:"action"`
+		URL    string `json:"url"`
+		TabID  string `json:"tabId"`
+	}
+	if err := decodeBody(r, &req); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	switch req.Action {
+	case "new":
+		if req.URL != "" {
+			if err := checkURL(req.URL); err != nil {
+				writeError(w, r, err)
+				return
+			}
+		}
+		t, err := i.openTab(r.Context(), req.URL)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"tabId": t.id, "url": req.URL})
+	case "close":
+		if !i.closeTab(req.TabID) {
+			writeError(w, r, notFound("tab_not_found", "tab %s not found", req.TabID))
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]bool{"closed": true})
+	default:
+		writeError(w, r, badRequest("bad_request", "action must be \"new\" or \"close\""))
+	}
+}
+
+func (i *Instance) handleClose(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !i.closeTab(id) {
+		writeError(w, r, notFound("tab_not_found", "tab %s not found", id))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"closed": true})
+}
+
+// checkURL accepts the URLs a tab may load.
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return badRequest("bad_url", "url %q: %v", s, err)
+	}
+	switch u.Scheme {
+	case "http", "https":
+		if u.Host == "" {
+			return badRequest("bad_url", "url %q has no host", s)
+		}
+	case "about", "data":
+	default:
+		return badRequest("bad_url", "url %q: scheme must be http, https, about or data", s)
+	}
+	return nil
+}
+
+func navigate(ctx context.Context, pageURL string) error {
+	if err := checkURL(pageURL); err != nil {
+		return err
+	}
+	return chromedp.Do(ctx, chromedp.Navigate(pageURL))
+}
+
+func (i *Instance) handleNavigate(ctx context.Context, t *tab, r *http.Request) (any, error) {
+	var req struct {
+		URL string `json:"url"`
+	}
+	if err := decodeBody(r, &req); err != nil {
+		return nil, err
+	}
+	if req.URL == "" {
+		return nil, badRequest("bad_request", "url is required")
+	}
+	if err := navigate(ctx, req.URL); err != nil {
+		return nil, err
+	}
+	clear(t.refs) // refs belong to the page they were taken on
+	return pageInfo(ctx, map[string]any{"tabId": t.id})
+}
+
+// pageInfo adds the page's url and title to out.
+func pageInfo(ctx context.Context, out map[string]any) (map[string]any, error) {
+	loc, err := chromedp.Run(ctx, chromedp.Location())
+	if err != nil {
+		return nil, err
+	}
+	title, err := chromedp.Run(ctx, chromedp.Title())
+	if err != nil {
+		return nil, err
+	}
+	out["url"], out["title"] = loc, title
+	return out, nil
+}
+
+func (i *Instance) handleText(ctx context.Context, t *tab, r *http.Request) (any, error) {
+	sel := r.URL.Query().Get("selector")
+	if sel == "" {
+		sel = r.URL.Query().Get("ref")
+	}
+	var text string
+	if sel == "" {
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+		if err != nil {
+			return nil, err
+		}
+		text = v
+	} else {
+		el, err := resolve(ctx, t, sel)
+		if err != nil {
+			return nil, err
+		}
+		v, err := callOn[string](ctx, el, `function() { return this.innerText !== undefined ? this.innerText : this.textContent; }`)
+		if err != nil {
+			return nil, err
+		}
+		text = v
+	}
+	return pageInfo(ctx, map[string]any{"text": text})
+}
+
+func (i *Instance) handleTitle(ctx context.Context, _ *tab, _ *http.Request) (any, error) {
+	return pageInfo(ctx, map[string]any{})
+}
+
+func (i *Instance) handleURL(ctx context.Context, _ *tab, _ *http.Request) (any, error) {
+	return pageInfo(ctx, map[string]any{})
+}
+
+func (i *Instance) handleScreenshot(ctx context.Context, _ *tab, r *http.Request) (any, error) {
+	q := r.URL.Query()
+	p := page.CaptureScreenshotParams{Format: page.CaptureScreenshotFormatPng}
+	format := "png"
+	if q.Get("format") == "jpeg" || q.Get("format") == "jpg" {
+		p.Format, format = page.CaptureScreenshotFormatJpeg, "jpeg"
+		quality := int64(80)
+		if n, err := strconv.ParseInt(q.Get("quality"), 10, 64); err == nil && n > 0 && n <= 100 {
+			quality = n
+		}
+		p.Quality = &quality
+	}
+	res, err := chromedp.Call(ctx, page.CaptureScreenshot, p)
+	if err != nil {
+		return nil, err
+	}
+	if q.Get("raw") == "true" {
+		return rawReply{contentType: "image/" + format, data: res.Data}, nil
+	}
+	return map[string]string{"format": format, "base64": base64.StdEncoding.EncodeToString(res.Data)}, nil
+}
+
+func (i *Instance) handleEvaluate(ctx context.Context, _ *tab, r *http.Request) (any, error) {
+	var req struct {
+		Expression string `json:"expression"`
+	}
+	if err := decodeBody(r, &req); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(req.Expression) == "" {
+		return nil, badRequest("bad_request", "expression is required")
+	}
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[[]byte](req.Expression, chromedp.EvalAwaitPromise))
+	if err != nil {
+		var ee *chromedp.ExceptionError
+		if errors.As(err, &ee) {
+			return nil, &apiError{http.StatusBadRequest, "js_exception", err}
+		}
+		return nil, err
+	}
+	if len(raw) == 0 {
+		raw = []byte("null")
+	}
+	return map[string]json.RawMessage{"result": raw}, nil
+}

@@ -1,0 +1,41 @@
+// Package executor carries tasks to browser instances. It implements
+// engine.Executor over PinchTab's instance HTTP API and keeps the registry of
+// instances the engine places work on.
+//
+//	engine ──Start(ctx, run)──▶ Executor ──▶ resolve the tab ──▶ pinchtab.Client ──HTTP──▶ instance
+//	  ▲                            │            (cache, refreshed     (bearer token,
+//	  │ SetInstance / Remove /     │             on a miss)            agent header,
+//	  │ UnbindSession              │                                  ctx deadline)
+//	  │                            ▼
+//	  └──────────────────────── Registry ── health loop per instance (latency, N failures → unhealthy,
+//	                               │         recovery) ── events for the instanceEvents subscription
+//	                               └── tab → instance cache (GET /instances/tabs on servers, GET /tabs on instances)
+//
+// The engine decides where an attempt runs (run.InstanceID, run.TabID); the
+// executor does the I/O:
+//
+//   - A task that names a tab runs on the instance that owns the tab, found in
+//     the tab cache (refreshed on a miss). A tab whose instance was removed or
+//     stopped answering is a permanent resolution error: the task asked for
+//     that tab and no other will do.
+//   - A task whose session is bound to a tab runs there. If the tab's instance
+//     is gone, or the tab vanished, the attempt fails with
+//     engine.ErrInstanceGone (transient), so that the engine forgets the
+//     binding and the retry opens a fresh tab on a healthy instance.
+//   - A task without a tab opens one on the placed instance and reports it in
+//     Started and in the Outcome; the engine binds it to the task's session.
+//     Tabs the executor opened are closed after an idle timeout, and their
+//     session is unbound (InstanceSink.UnbindSession).
+//   - Instruction tasks go to chat-style instances (POST /chat, Server-Sent
+//     Events read to the end).
+//
+// Results: the instance's JSON answer becomes the outcome's Result.
+// Screenshots, PDFs and answers larger than a limit go to an artifact.Store
+// and the Result carries a reference, {"artifact":{"id","contentType","size",
+// "sha256"}}, never megabytes inline.
+//
+// Errors are classified for the engine's retry policy: 400, 404 and other 4xx
+// are permanent; 408, 409, 423, 429, 5xx, network failures and timeouts are
+// transient; cancellation is cancellation. Tokens never appear in logs or
+// errors.
+package executor

@@ -1,0 +1,234 @@
+package executor_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/engine/executor/chromium"
+	"github.com/switchyard/switchyard/engine/policy"
+)
+
+// These tests drive real headless Chromium through the executor, the way the
+// engine does: attempts carry the placement and the session's bound tab, and
+// the outcome's tab is what the next task of the session receives.
+
+const formPage = `<!doctype html><html><head><title>Greeter</title></head><body>
+<input id="name" type="text"> <button id="go" type="button">Go</button>
+<div id="out"></div><div id="clicks">0</div>
+<script>
+let clicks = 0;
+document.getElementById("go").addEventListener("click", () => {
+  clicks++;
+  document.getElementById("clicks").textContent = String(clicks);
+  document.getElementById("out").textContent = "Hello, " + document.getElementById("name").value + "!";
+});
+</script></body></html>`
+
+func testSite(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, formPage)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func startChromium(t *testing.T) *chromium.Instance {
+	t.Helper()
+	path, ok := chromium.Find()
+	if !ok {
+		t.Skip("Chromium is not installed (looked for /usr/bin/chromium and chromium on PATH): skipping the real-browser test")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	inst, err := chromium.Start(ctx, chromium.Options{ExecPath: path, ActionTimeout: 20 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = inst.Close() })
+	return inst
+}
+
+// session plays the engine's part for one session: it passes the bound
+// instance and tab to each attempt and binds what the outcome reports, and
+// forgets the binding on ErrInstanceGone.
+type session struct {
+	key      string
+	instance string
+	tab      string
+}
+
+func (s *session) run(ctx context.Context, exec *executor.Executor, place string, act *engine.Action) engine.Outcome {
+	inst := s.instance
+	if inst == "" {
+		inst = place
+	}
+	o := exec.Execute(ctx, &attempt{id: "task-" + act.Kind, instance: inst, tab: s.tab,
+		spec: &engine.TaskSpec{AgentID: "agent-e2e", SessionKey: s.key, Action: act}})
+	switch {
+	case o.Err == nil:
+		s.instance, s.tab = o.InstanceID, o.TabID
+	case errors.Is(o.Err, engine.ErrInstanceGone):
+		s.instance, s.tab = "", ""
+	}
+	return o
+}
+
+func textOf(t *testing.T, o engine.Outcome) string {
+	t.Helper()
+	require.NoError(t, o.Err)
+	var res struct{ Text string }
+	require.NoError(t, json.Unmarshal(o.Result, &res))
+	return res.Text
+}
+
+func TestEndToEndFormInOneSessionTab(t *testing.T) {
+	t.Parallel()
+	url := testSite(t)
+	inst := startChromium(t)
+	bn := setup(t, executor.Options{}, executor.InstanceConfig{ID: "local", URL: inst.URL(), Token: inst.Token()})
+	s := &session{key: "signup"}
+	ctx := context.Background()
+
+	steps := []*engine.Action{
+		action("navigate", "", `{"url":"`+url+`"}`),
+		action("fill", "css:#name", `{"text":"Ada"}`),
+		action("click", "css:#go", ""),
+	}
+	var tabs []string
+	for _, step := range steps {
+		o := s.run(ctx, bn.exec, "local", step)
+		require.NoError(t, o.Err, step.Kind)
+		tabs = append(tabs, o.TabID)
+	}
+	o := s.run(ctx, bn.exec, "local", action("text", "#out", ""))
+	require.Equal(t, "Hello, Ada!", textOf(t, o), "the session's tasks share the page's state")
+	tabs = append(tabs, o.TabID)
+	for _, tab := range tabs {
+		require.Equal(t, tabs[0], tab, "every task of the session ran in the same tab")
+	}
+
+	// Another session gets its own tab, with its own page state.
+	other := &session{key: "other"}
+	o = other.run(ctx, bn.exec, "local", action("navigate", "", `{"url":"`+url+`"}`))
+	require.NoError(t, o.Err)
+	require.NotEqual(t, tabs[0], o.TabID)
+	o = other.run(ctx, bn.exec, "local", action("text", "#clicks", ""))
+	require.Equal(t, "0", textOf(t, o))
+
+	// A screenshot comes back as an artifact reference.
+	o = s.run(ctx, bn.exec, "local", action("screenshot", "", ""))
+	require.NoError(t, o.Err)
+	require.Contains(t, string(o.Result), `"contentType":"image/png"`)
+}
+
+func TestCancellingMidActionStopsTheBrowserCall(t *testing.T) {
+	t.Parallel()
+	url := testSite(t)
+	inst := startChromium(t)
+	bn := setup(t, executor.Options{}, executor.InstanceConfig{ID: "local", URL: inst.URL(), Token: inst.Token()})
+	s := &session{key: "s"}
+	require.NoError(t, s.run(context.Background(), bn.exec, "local", action("navigate", "", `{"url":"`+url+`"}`)).Err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	at := &attempt{id: "slow", instance: s.instance, tab: s.tab, spec: &engine.TaskSpec{AgentID: "a", SessionKey: "s",
+		Action: action("evaluate", "", `{"expression":"window.phase = 'started'; new Promise(() => {})"}`)}}
+	done := make(chan engine.Outcome, 1)
+	go func() { done <- bn.exec.Execute(ctx, at) }()
+	checkFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if len(at.startedWith()) == 0 {
+			return errors.New("not started")
+		}
+		return nil
+	})
+	time.Sleep(100 * time.Millisecond) // let the call reach the browser
+	cancel()
+	var o engine.Outcome
+	select {
+	case o = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("cancelling did not end the attempt")
+	}
+	require.Equal(t, policy.ClassCancelled, engine.ClassOf(o.Err))
+
+	// The browser call was stopped: the tab answers the next task at once,
+	// instead of being held until the instance's 20 s limit.
+	quick, qcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer qcancel()
+	o = s.run(quick, bn.exec, "local", action("evaluate", "", `{"expression":"window.phase"}`))
+	require.NoError(t, o.Err)
+	require.JSONEq(t, `{"result":"started"}`, string(o.Result))
+}
+
+func TestKilledInstanceIsMarkedUnhealthyAndWorkMovesToAHealthyOne(t *testing.T) {
+	t.Parallel()
+	url := testSite(t)
+	a, b := startChromium(t), startChromium(t)
+	reg := executor.NewRegistry(executor.RegistryOptions{HealthInterval: 200 * time.Millisecond, RecheckAfter: 50 * time.Millisecond, UnhealthyAfter: 2})
+	t.Cleanup(reg.Close)
+	sink := newFakeSink()
+	reg.SetSink(sink)
+	for id, inst := range map[string]*chromium.Instance{"a": a, "b": b} {
+		_, err := reg.Register(executor.InstanceConfig{ID: id, URL: inst.URL(), Token: inst.Token()})
+		require.NoError(t, err)
+	}
+	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if sink.healthyPick("a") == "" || sink.healthyPick("b") == "" {
+			return errors.New("instances not healthy yet")
+		}
+		return nil
+	})
+	exec, err := executor.New(executor.Options{Registry: reg})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = exec.Close() })
+
+	s := &session{key: "checkout"}
+	ctx := context.Background()
+	require.NoError(t, s.run(ctx, exec, "a", action("navigate", "", `{"url":"`+url+`"}`)).Err)
+	require.Equal(t, "a", s.instance)
+
+	// A long action is running on a when a dies.
+	done := make(chan engine.Outcome, 1)
+	go func() {
+		done <- s.run(ctx, exec, "a", action("evaluate", "", `{"expression":"new Promise(r => setTimeout(r, 15000))"}`))
+	}()
+	time.Sleep(300 * time.Millisecond)
+	require.NoError(t, a.Close())
+	var o engine.Outcome
+	select {
+	case o = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the attempt on the killed instance did not end")
+	}
+	require.ErrorIs(t, o.Err, engine.ErrInstanceGone)
+	require.Equal(t, policy.ClassTransient, engine.ClassOf(o.Err), "the task is retried")
+
+	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if inst, _ := reg.Get("a"); inst.Health != executor.HealthUnhealthy {
+			return errors.New("a is still " + string(inst.Health))
+		}
+		return nil
+	})
+	info, _ := sink.info("a")
+	require.False(t, info.Healthy, "the engine was told")
+
+	// The retry: the session's binding is gone, the engine places the work on
+	// a healthy instance, and the executor opens a tab there.
+	place := sink.healthyPick("a", "b")
+	require.Equal(t, "b", place)
+	o = s.run(ctx, exec, place, action("navigate", "", `{"url":"`+url+`"}`))
+	require.NoError(t, o.Err)
+	require.Equal(t, "b", o.InstanceID)
+	require.NoError(t, s.run(ctx, exec, place, action("fill", "#name", `{"text":"Lin"}`)).Err)
+	require.NoError(t, s.run(ctx, exec, place, action("click", "#go", "")).Err)
+	require.Equal(t, "Hello, Lin!", textOf(t, s.run(ctx, exec, place, action("text", "#out", ""))))
+}

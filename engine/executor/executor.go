@@ -1,0 +1,431 @@
+// The Executor: it takes an attempt from the engine, finds or opens its tab,
+// forwards the work to the instance and reports how it ended.
+
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/executor/artifact"
+	"github.com/switchyard/switchyard/engine/executor/pinchtab"
+	"github.com/switchyard/switchyard/engine/policy"
+)
+
+// Attempt is what the executor needs of an attempt. *engine.Run implements
+// it; tests and tools can pass their own.
+type Attempt interface {
+	TaskID() string
+	Spec() *engine.TaskSpec
+	InstanceID() string // where the engine placed it, or ""
+	TabID() string      // the tab to use (the task's own or its session's), or ""
+	Started(instanceID, tabID string)
+}
+
+var _ Attempt = (*engine.Run)(nil)
+
+// Options configures an Executor. Zero values mean the defaults.
+type Options struct {
+	Registry        *Registry      // required
+	Artifacts       artifact.Store // where binaries go; default an in-memory store
+	Logger          hclog.Logger
+	IdleTabTimeout  time.Duration // tabs the executor opened close after this long unused; default 5m, negative never
+	MaxInlineResult int           // larger answers become artifacts; default 256 KiB
+}
+
+// Executor forwards attempts to browser instances. It implements
+// engine.Executor.
+type Executor struct {
+	reg       *Registry
+	arts      artifact.Store
+	log       hclog.Logger
+	idle      time.Duration
+	maxInline int
+
+	mu    sync.Mutex
+	owned map[string]*ownedTab // tabs the executor opened, by tab id
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// ownedTab is a tab the executor opened for a task without one.
+type ownedTab struct {
+	session  string // the session it was opened for, or ""
+	instance string
+	tab      string
+	lastUsed time.Time
+	busy     int // attempts running in it
+}
+
+var _ engine.Executor = (*Executor)(nil)
+
+// New returns an executor over the registry's instances. Call Close to stop
+// it.
+func New(o Options) (*Executor, error) {
+	if o.Registry == nil {
+		return nil, errors.New("executor: a registry is required")
+	}
+	if o.Artifacts == nil {
+		o.Artifacts = artifact.NewMemory()
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	if o.IdleTabTimeout == 0 {
+		o.IdleTabTimeout = 5 * time.Minute
+	}
+	if o.MaxInlineResult <= 0 {
+		o.MaxInlineResult = 256 << 10
+	}
+	e := &Executor{
+		reg:       o.Registry,
+		arts:      o.Artifacts,
+		log:       o.Logger.Named("executor"),
+		idle:      o.IdleTabTimeout,
+		maxInline: o.MaxInlineResult,
+		owned:     make(map[string]*ownedTab),
+		stop:      make(chan struct{}),
+	}
+	if e.idle > 0 {
+		e.wg.Add(1)
+		go e.reapLoop()
+	}
+	return e, nil
+}
+
+// Close stops closing idle tabs, then closes the tabs the executor opened.
+func (e *Executor) Close() error {
+	e.closeOnce.Do(func() {
+		close(e.stop)
+		e.wg.Wait()
+		e.mu.Lock()
+		tabs := make([]*ownedTab, 0, len(e.owned))
+		for _, t := range e.owned {
+			tabs = append(tabs, t)
+		}
+		e.owned = make(map[string]*ownedTab)
+		e.mu.Unlock()
+		e.closeTabs(tabs)
+	})
+	return nil
+}
+
+// Start implements engine.Executor: the attempt runs in its own goroutine and
+// finishes once.
+func (e *Executor) Start(ctx context.Context, run *engine.Run) {
+	go func() {
+		o, after := e.execute(ctx, run)
+		run.Finish(o)
+		if after != nil {
+			after()
+		}
+	}()
+}
+
+// Execute runs an attempt to its end and returns how it ended. Start is
+// Execute in a goroutine.
+func (e *Executor) Execute(ctx context.Context, a Attempt) engine.Outcome {
+	o, after := e.execute(ctx, a)
+	if after != nil {
+		after()
+	}
+	return o
+}
+
+// execute runs an attempt. after, when not nil, must run once the outcome has
+// been reported: it unbinds a session whose tab the attempt closed.
+func (e *Executor) execute(ctx context.Context, a Attempt) (o engine.Outcome, after func()) {
+	spec := a.Spec()
+	start := time.Now()
+	ctx = pinchtab.WithRequestInfo(ctx, pinchtab.RequestInfo{AgentID: spec.AgentID, TaskID: a.TaskID()})
+	switch {
+	case spec.Action != nil:
+		o, after = e.runAction(ctx, a, spec)
+	case spec.Instruction != "":
+		o = e.runInstruction(ctx, a, spec)
+	default:
+		o = engine.Outcome{Err: engine.Permanentf("task %s has neither an action nor an instruction", a.TaskID())}
+	}
+	if o.Err != nil {
+		if errors.Is(o.Err, engine.ErrInstanceGone) {
+			o.TabID = "" // nothing may bind to a tab whose instance is gone (Started reported it)
+		}
+		o.Err = classify(o.Err)
+		if o.HTTPStatus == 0 {
+			o.HTTPStatus = pinchtab.StatusOf(o.Err)
+		}
+		e.log.Debug("attempt failed", "task", a.TaskID(), "instance", o.InstanceID, "tab", o.TabID, "error", o.Err, "took", time.Since(start))
+	} else if e.log.IsTrace() {
+		e.log.Trace("attempt done", "task", a.TaskID(), "instance", o.InstanceID, "tab", o.TabID, "took", time.Since(start))
+	}
+	return o, after
+}
+
+// target is where an attempt runs.
+type target struct {
+	instance string
+	tab      string
+	client   *pinchtab.Client
+	named    bool // the task named the tab itself
+	session  bool // the tab was bound to the task's session by an earlier task
+}
+
+func (e *Executor) runAction(ctx context.Context, a Attempt, spec *engine.TaskSpec) (engine.Outcome, func()) {
+	t, err := e.target(ctx, a, spec)
+	if err != nil {
+		return engine.Outcome{Err: err, InstanceID: t.instance, TabID: t.tab}, nil
+	}
+	defer e.done(t)
+	a.Started(t.instance, t.tab)
+
+	res, err := e.perform(ctx, t, spec.Action, a.TaskID())
+	if err != nil {
+		return engine.Outcome{Err: e.explain(ctx, err, t), InstanceID: t.instance, TabID: t.tab}, nil
+	}
+	o := engine.Outcome{Result: res, HTTPStatus: http.StatusOK, InstanceID: t.instance, TabID: t.tab}
+	if isClose(spec.Action.Kind) {
+		// The tab is gone: nothing may stay bound to it.
+		o.TabID = ""
+		return o, e.forgetTab(t.tab)
+	}
+	return o, nil
+}
+
+// target finds the instance and tab of an action, opening a tab when the
+// attempt has none.
+func (e *Executor) target(ctx context.Context, a Attempt, spec *engine.TaskSpec) (target, error) {
+	switch {
+	case spec.TabID != "":
+		// The task named its tab: it runs where that tab is, whatever the
+		// placement, and nowhere else.
+		id, err := e.reg.resolveTab(ctx, spec.TabID)
+		if err != nil {
+			return target{tab: spec.TabID}, err
+		}
+		return e.use(target{instance: id, tab: spec.TabID, named: true})
+
+	case a.TabID() != "":
+		// The session's tab, bound by an earlier task.
+		id := a.InstanceID()
+		if id == "" {
+			if e2, ok := e.reg.tabs.get(a.TabID()); ok {
+				id = e2.instance
+			}
+		}
+		t := target{instance: id, tab: a.TabID(), session: true}
+		if _, snap, ok := e.reg.lookup(id); !ok || snap.Health == HealthUnhealthy {
+			return t, engine.Transient(fmt.Errorf("session tab %s: instance %q is gone: %w", t.tab, id, engine.ErrInstanceGone))
+		}
+		return e.use(t)
+	}
+
+	// No tab: open one on the placed instance.
+	id := a.InstanceID()
+	_, snap, ok := e.reg.lookup(id)
+	if id != "" && !ok {
+		return target{instance: id}, engine.Transient(fmt.Errorf("instance %s is not registered: %w", id, engine.ErrInstanceGone))
+	}
+	if ok && snap.Health == HealthUnhealthy {
+		return target{instance: id}, engine.Transient(fmt.Errorf("instance %s stopped answering: %w", id, engine.ErrInstanceGone))
+	}
+	if id == "" || !snap.Kind.browser() {
+		// The engine placed nothing, or a chat instance: pick a browser.
+		if id = e.reg.pick(KindInstance, KindServer); id == "" {
+			return target{}, engine.Transient(fmt.Errorf("no healthy browser instance with room: %w", engine.ErrInstanceGone))
+		}
+	}
+	t, err := e.use(target{instance: id})
+	if err != nil {
+		return t, err
+	}
+	tab, err := e.openTab(ctx, t)
+	if err != nil {
+		e.reg.release(id)
+		return target{instance: id}, e.explain(ctx, err, t)
+	}
+	t.tab = tab
+	e.mu.Lock()
+	e.owned[tab] = &ownedTab{session: spec.Session(), instance: id, tab: tab, lastUsed: time.Now(), busy: 1}
+	e.mu.Unlock()
+	e.reg.tabs.put(tab, tabEntry{instance: id})
+	return t, nil
+}
+
+// use claims an instance for an attempt: its client, its in-flight count, and
+// the tab's busy mark when the executor owns the tab.
+func (e *Executor) use(t target) (target, error) {
+	client, _, ok := e.reg.lookup(t.instance)
+	if !ok {
+		return t, engine.Transient(fmt.Errorf("instance %s is not registered: %w", t.instance, engine.ErrInstanceGone))
+	}
+	t.client = client
+	e.reg.acquire(t.instance)
+	if t.tab != "" {
+		e.mu.Lock()
+		if o, ok := e.owned[t.tab]; ok {
+			o.busy++
+			o.lastUsed = time.Now()
+		}
+		e.mu.Unlock()
+	}
+	return t, nil
+}
+
+// done releases what use claimed.
+func (e *Executor) done(t target) {
+	e.reg.release(t.instance)
+	e.mu.Lock()
+	if o, ok := e.owned[t.tab]; ok && o.busy > 0 {
+		o.busy--
+		o.lastUsed = time.Now()
+	}
+	e.mu.Unlock()
+}
+
+// openTab opens a blank tab on an instance.
+func (e *Executor) openTab(ctx context.Context, t target) (string, error) {
+	_, snap, _ := e.reg.lookup(t.instance)
+	if snap.Kind != KindServer {
+		opened, err := t.client.OpenTab(ctx, "")
+		return opened.TabID, err
+	}
+	// A PinchTab server: open the tab in its running browser with the
+	// fewest tabs.
+	browsers, err := t.client.Instances(ctx)
+	if err != nil {
+		return "", err
+	}
+	counts := make(map[string]int)
+	e.reg.tabs.mu.RLock()
+	for _, te := range e.reg.tabs.tabs {
+		if te.instance == t.instance {
+			counts[te.remote]++
+		}
+	}
+	e.reg.tabs.mu.RUnlock()
+	best := ""
+	for _, b := range browsers {
+		if b.Status != "" && b.Status != "running" {
+			continue
+		}
+		if best == "" || counts[b.ID] < counts[best] || (counts[b.ID] == counts[best] && b.ID < best) {
+			best = b.ID
+		}
+	}
+	if best == "" {
+		return "", engine.Transient(fmt.Errorf("PinchTab server %s has no running browser", t.instance))
+	}
+	opened, err := t.client.OpenInstanceTab(ctx, best, "")
+	if err != nil {
+		return "", err
+	}
+	e.reg.tabs.put(opened.TabID, tabEntry{instance: t.instance, remote: best})
+	return opened.TabID, nil
+}
+
+// explain turns a failed request into the error the engine should see:
+//   - an instance that could not be reached is reported for a health check at
+//     once, and, unless the task named its tab, the error wraps
+//     engine.ErrInstanceGone so that the retry goes to a healthy instance;
+//   - a 404 for the session's tab, which the instance no longer lists, means
+//     the tab vanished: also ErrInstanceGone, so that the retry opens a new one.
+func (e *Executor) explain(ctx context.Context, err error, t target) error {
+	var pe *pinchtab.Error
+	if !errors.As(err, &pe) || ctx.Err() != nil {
+		return err
+	}
+	switch {
+	case pe.Network():
+		e.reg.reportFailure(t.instance)
+		if t.named {
+			return engine.Transient(fmt.Errorf("instance %s unreachable: %w", t.instance, err))
+		}
+		return engine.Transient(fmt.Errorf("instance %s unreachable: %w: %w", t.instance, engine.ErrInstanceGone, err))
+	case pe.Status == http.StatusNotFound && t.session && !e.reg.tabExists(ctx, t.instance, t.tab):
+		if after := e.forgetTab(t.tab); after != nil {
+			after()
+		}
+		return engine.Transient(fmt.Errorf("session tab %s vanished from instance %s: %w: %w", t.tab, t.instance, engine.ErrInstanceGone, err))
+	}
+	return err
+}
+
+// forgetTab drops a tab from the executor's books. It returns the func that
+// unbinds the tab's session, to run once the outcome is reported, or nil.
+func (e *Executor) forgetTab(tab string) func() {
+	e.reg.tabs.forget(tab)
+	e.mu.Lock()
+	o, ok := e.owned[tab]
+	delete(e.owned, tab)
+	e.mu.Unlock()
+	if !ok || o.session == "" {
+		return nil
+	}
+	return func() {
+		if sink := e.reg.currentSink(); sink != nil {
+			sink.UnbindSession(o.session)
+		}
+	}
+}
+
+func (e *Executor) runInstruction(ctx context.Context, a Attempt, spec *engine.TaskSpec) engine.Outcome {
+	id := a.InstanceID()
+	_, snap, ok := e.reg.lookup(id)
+	if !ok || snap.Kind != KindChat || snap.Health == HealthUnhealthy {
+		// Placed nowhere, on an instance that takes no instructions, or on
+		// one that stopped answering: use a healthy chat instance.
+		if id = e.reg.pick(KindChat); id == "" {
+			if !e.reg.hasKind(KindChat) {
+				return engine.Outcome{Err: engine.Permanentf("instruction tasks need a chat instance, and none is registered")}
+			}
+			return engine.Outcome{Err: engine.Transient(fmt.Errorf("no healthy chat instance with room: %w", engine.ErrInstanceGone))}
+		}
+	}
+	tab := spec.TabID
+	if tab == "" {
+		tab = a.TabID()
+	}
+	t, err := e.use(target{instance: id, named: spec.TabID != ""})
+	if err != nil {
+		return engine.Outcome{Err: err, InstanceID: id}
+	}
+	defer e.done(t)
+	a.Started(id, tab)
+	res, err := t.client.Chat(ctx, pinchtab.ChatRequest{Instruction: spec.Instruction, TabID: tab})
+	if err != nil {
+		return engine.Outcome{Err: e.explain(ctx, err, t), InstanceID: id, TabID: tab}
+	}
+	result, err := e.inline(ctx, res.Result, a.TaskID())
+	if err != nil {
+		return engine.Outcome{Err: err, InstanceID: id, TabID: tab}
+	}
+	return engine.Outcome{Result: result, HTTPStatus: http.StatusOK, InstanceID: id, TabID: tab}
+}
+
+// classify gives err the class the engine's retry policy reads: the
+// instance's verdict for HTTP failures, transient for network failures and
+// timeouts, cancellation as it is.
+func classify(err error) error {
+	var ce *engine.ClassifiedError
+	if err == nil || errors.As(err, &ce) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	var pe *pinchtab.Error
+	if errors.As(err, &pe) {
+		class := policy.ClassPermanent
+		if pe.Retryable() {
+			class = policy.ClassTransient
+		}
+		return &engine.ClassifiedError{Class: class, HTTPStatus: pe.Status, Err: err}
+	}
+	return engine.Transient(err)
+}

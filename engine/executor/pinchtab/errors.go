@@ -1,0 +1,174 @@
+// Errors from an instance: what failed, the HTTP status and the instance's own
+// code and message, and whether retrying may help.
+
+package pinchtab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+)
+
+// maxErrorBody bounds how much of an error response the client reads.
+const maxErrorBody = 64 << 10
+
+// Error is a failed request to an instance. Status is 0 when no response
+// arrived (a network failure, a timeout, a cancellation).
+type Error struct {
+	Op      string // what the client was doing: "action", "navigate", …
+	Method  string
+	Path    string
+	Status  int    // the HTTP status, or 0
+	Code    string // the instance's error code ("tab_not_found"), if it gave one
+	Message string // the instance's error message, if it gave one
+	Err     error  // the underlying failure, for Status 0
+
+	// Malformed is set when the instance answered 2xx with something the
+	// client cannot use (an undecodable body, a truncated event stream).
+	Malformed bool
+}
+
+// malformed returns the *Error for a 2xx answer the client cannot use.
+func malformed(op, method, path string, status int, msg string, err error) *Error {
+	return &Error{Op: op, Method: method, Path: path, Status: status, Message: msg, Err: err, Malformed: true}
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("pinchtab ")
+	b.WriteString(e.Op)
+	b.WriteString(" (")
+	b.WriteString(e.Method)
+	b.WriteByte(' ')
+	b.WriteString(e.Path)
+	b.WriteString("): ")
+	if e.Status == 0 {
+		if e.Err != nil {
+			b.WriteString(e.Err.Error())
+		} else {
+			b.WriteString("no response")
+		}
+		return b.String()
+	}
+	if e.Malformed {
+		b.WriteString("unusable answer")
+		if e.Message != "" {
+			b.WriteString(": ")
+			b.WriteString(e.Message)
+		}
+		if e.Err != nil {
+			b.WriteString(": ")
+			b.WriteString(e.Err.Error())
+		}
+		return b.String()
+	}
+	fmt.Fprintf(&b, "%d %s", e.Status, http.StatusText(e.Status))
+	if e.Code != "" {
+		b.WriteString(" [")
+		b.WriteString(e.Code)
+		b.WriteByte(']')
+	}
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+	}
+	return b.String()
+}
+
+// Unwrap returns the underlying failure.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Network reports whether the request got no HTTP response at all (a refused
+// or broken connection, a timeout, a cancellation).
+func (e *Error) Network() bool { return e.Status == 0 }
+
+// Retryable reports whether retrying the request may help: network failures
+// and timeouts, 408 Request Timeout, 409 Conflict, 423 Locked, 429 Too Many
+// Requests, every 5xx and unusable answers may; 400, 404 and the other 4xx may
+// not.
+func (e *Error) Retryable() bool {
+	if e.Malformed {
+		return true
+	}
+	if e.Status == 0 {
+		return !errors.Is(e.Err, context.Canceled)
+	}
+	return RetryableStatus(e.Status)
+}
+
+// RetryableStatus reports whether a request that failed with status may
+// succeed when retried.
+func RetryableStatus(status int) bool {
+	switch {
+	case status >= 500:
+		return true
+	case status == http.StatusRequestTimeout, status == http.StatusConflict,
+		status == http.StatusLocked, status == http.StatusTooManyRequests:
+		return true
+	}
+	return false
+}
+
+// StatusOf returns the HTTP status of err when it is an *Error, or 0.
+func StatusOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return 0
+}
+
+// responseError builds the *Error for a non-2xx response, reading the
+// instance's {"error","code"} body when there is one.
+func responseError(op, method, path string, resp *http.Response) *Error {
+	e := &Error{Op: op, Method: method, Path: path, Status: resp.StatusCode}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	var shaped struct {
+		Error   json.RawMessage `json:"error"`
+		Code    string          `json:"code"`
+		Message string          `json:"message"`
+	}
+	if json.Unmarshal(body, &shaped) == nil {
+		e.Code = shaped.Code
+		e.Message = shaped.Message
+		if len(shaped.Error) > 0 {
+			var s string
+			if json.Unmarshal(shaped.Error, &s) == nil {
+				e.Message = s
+			} else {
+				// Some servers nest {"error":{"code","message"}}.
+				var nested struct{ Code, Message string }
+				if json.Unmarshal(shaped.Error, &nested) == nil {
+					if e.Code == "" {
+						e.Code = nested.Code
+					}
+					e.Message = nested.Message
+				}
+			}
+		}
+		return e
+	}
+	e.Message = excerpt(body, 200)
+	return e
+}
+
+// excerpt returns the start of a text body, one line, at most n bytes.
+func excerpt(body []byte, n int) string {
+	s := strings.TrimSpace(string(body))
+	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > n {
+		s = s[:n]
+		for !utf8.ValidString(s) {
+			s = s[:len(s)-1]
+		}
+		s += "…"
+	}
+	return s
+}
