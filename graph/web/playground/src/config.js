@@ -3,6 +3,7 @@
 // from, so the playground works behind any host name, port or TLS proxy.
 
 const defaults = {
+  title: 'Switchyard',
   endpoint: '/graphql',
   subscriptionEndpoint: '',
   defaultQuery: '',

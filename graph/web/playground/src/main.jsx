@@ -30,5 +30,7 @@ createRoot(document.getElementById('graphiql')).render(
     initialHeaders={config.authRequired ? authTemplate : undefined}
     defaultEditorToolsVisibility={config.authRequired ? 'headers' : undefined}
     shouldPersistHeaders={false}
-  />,
+  >
+    <GraphiQL.Logo>{config.title}</GraphiQL.Logo>
+  </GraphiQL>,
 );
