@@ -67,7 +67,7 @@ type Options struct {
 	AuthRequired bool
 }
 
-// pageConfig is the JSON read by src/config.js.
+// pageConfig is the JSON read by src/config.js: Options with JSON names.
 type pageConfig struct {
 	Title                string `json:"title"`
 	Endpoint             string `json:"endpoint"`
@@ -183,13 +183,7 @@ func renderPage(files fs.FS, opts Options) ([]byte, error) {
 	}
 	// json.Marshal escapes <, > and & (and U+2028/2029), so the blob cannot
 	// close its <script> element whatever the default query holds.
-	config, err := json.Marshal(pageConfig{
-		Title:                opts.Title,
-		Endpoint:             opts.Endpoint,
-		SubscriptionEndpoint: opts.SubscriptionEndpoint,
-		DefaultQuery:         opts.DefaultQuery,
-		AuthRequired:         opts.AuthRequired,
-	})
+	config, err := json.Marshal(pageConfig(opts))
 	if err != nil {
 		return nil, fmt.Errorf("playground: encode page config: %w", err)
 	}

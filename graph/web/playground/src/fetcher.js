@@ -33,7 +33,7 @@ export function createFetcher({ http, ws }) {
 
   return function fetcher(params, opts = {}) {
     const headers = plainHeaders(opts.headers);
-    if (isSubscription(params, opts.documentAST)) {
+    if (isSubscription(params)) {
       return subscribe(wsClient(headers), params);
     }
     return post(http, params, headers);
@@ -50,14 +50,15 @@ function plainHeaders(headers) {
   return out;
 }
 
-function isSubscription(params, documentAST) {
-  let doc = documentAST;
-  if (!doc) {
-    try {
-      doc = parse(params.query);
-    } catch {
-      return false; // let the server report the syntax error
-    }
+// isSubscription parses the query text itself rather than trusting
+// opts.documentAST: GraphiQL updates that AST a moment after each edit, so a
+// query run right after typing would be routed by its previous text.
+function isSubscription(params) {
+  let doc;
+  try {
+    doc = parse(params.query);
+  } catch {
+    return false; // let the server report the syntax error
   }
   const op = getOperationAST(doc, params.operationName || undefined);
   return op !== null && op !== undefined && op.operation === 'subscription';
