@@ -3,8 +3,6 @@ package playground_test
 import (
 	"bytes"
 	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"io/fs"
@@ -19,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/graph/web/playground"
+	"github.com/switchyard/switchyard/graph/web/webbuild"
 )
 
 // pageConfig mirrors the JSON blob that src/config.js reads.
@@ -232,35 +231,18 @@ func TestDistHoldsMinifiedHashedAssetsWithoutSourceMaps(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// TestDistIsBuiltFromCurrentSources recomputes the digest that build.mjs
-// writes into dist/index.html (buildInputsDigest there: the same files, in
-// the same order, framed the same way). It fails when a source changed
-// without `go generate ./graph/web/...`.
+// TestDistIsBuiltFromCurrentSources compares the digest of the build's
+// inputs with the one the build recorded in dist/index.html: it fails when a
+// source changed without `go generate ./graph/web/...`.
 func TestDistIsBuiltFromCurrentSources(t *testing.T) {
 	t.Parallel()
-	files := []string{"build.mjs", "package.json", "package-lock.json"}
-	err := filepath.WalkDir("src", func(path string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			files = append(files, filepath.ToSlash(path))
-		}
-		return err
-	})
+	want, err := webbuild.InputsDigest(".")
 	require.NoError(t, err)
-	slices.Sort(files)
-	h := sha256.New()
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
-		h.Write([]byte(f))
-		h.Write([]byte{0})
-		h.Write(b)
-		h.Write([]byte{0})
-	}
 	page, err := os.ReadFile("dist/index.html")
 	require.NoError(t, err)
-	m := regexp.MustCompile(`<meta name="switchyard-build-inputs" content="([0-9a-f]{64})">`).FindSubmatch(page)
-	require.NotNil(t, m, "dist/index.html has no build-inputs digest")
-	require.Equal(t, string(m[1]), hex.EncodeToString(h.Sum(nil)),
+	got, err := webbuild.RecordedDigest(page)
+	require.NoError(t, err)
+	require.Equal(t, want, got,
 		"dist/ is stale: run `go generate ./graph/web/...` (needs node and npm) and commit dist/")
 }
 
