@@ -2,6 +2,7 @@ package playground_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -30,6 +31,7 @@ const (
 	headersEditor  = ".graphiql-editor-tool .graphiql-editor:not(.hidden)"
 	responseEditor = ".graphiql-response"
 	runButton      = ".graphiql-execute-button"
+	prettifyButton = `.graphiql-toolbar button[aria-label^="Prettify"]`
 )
 
 // pageLog records what the page did: every request and WebSocket it opened,
@@ -96,7 +98,11 @@ func editorText(sel string) string {
 		return el ? el.innerText.replace(/\u00a0/g, ' ') : ''; })()`
 }
 
-func jsString(s string) string { return "'" + strings.ReplaceAll(s, "'", `\'`) + "'" }
+// jsString quotes s as a JavaScript string literal.
+func jsString(s string) string {
+	b, _ := json.Marshal(s) // a string always encodes
+	return string(b)
+}
 
 // typeInto focuses a Monaco editor, selects everything in it and types text
 // with key events, as a person would. Monaco closes brackets and quotes as
@@ -174,6 +180,11 @@ func TestPlaygroundRunsQueriesAndSubscriptionsInChromium(t *testing.T) {
 			}
 		}
 		requests, sockets, errors := seen.snapshot()
+		for i, r := range requests {
+			if len(r) > 120 {
+				requests[i] = r[:120] + "…"
+			}
+		}
 		t.Logf("requests: %q\nsockets: %q\nerrors: %q", requests, sockets, errors)
 		for _, sel := range []string{queryEditor, headersEditor, responseEditor} {
 			text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](editorText(sel)))
@@ -192,6 +203,19 @@ func TestPlaygroundRunsQueriesAndSubscriptionsInChromium(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "Switchyard test", title)
 
+	// The schema came in by introspection: the documentation explorer lists
+	// the root types and the schema's descriptions.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`.graphiql-sidebar button[aria-label="Show Documentation Explorer"]`)),
+		chromedp.Click(chromedp.CSS(`.graphiql-plugin a.graphiql-doc-explorer-type-name`)),
+	))
+	docs, err := chromedp.Run(ctx, chromedp.Poll[string](
+		`(() => { const el = document.querySelector('.graphiql-plugin');
+			const t = el ? el.innerText : ''; return t.includes('Always "world".') ? t : false; })()`,
+		chromedp.WithPollingTimeout(20*time.Second)))
+	require.NoError(t, err, "the documentation explorer should show the field descriptions of the schema")
+	require.Contains(t, docs, "hello")
+
 	// With auth on, the headers editor is open with the Authorization template.
 	_, err = chromedp.Run(ctx, waitForText(headersEditor, `"Authorization": "Bearer <token>"`))
 	require.NoError(t, err)
@@ -209,8 +233,15 @@ func TestPlaygroundRunsQueriesAndSubscriptionsInChromium(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx,
 		typeInto(headersEditor, `{"Authorization": "Bearer t0k3n"}`),
 		typeInto(queryEditor, "{ authorization }"),
-		chromedp.Click(chromedp.CSS(runButton)),
 	))
+	// (Prettify formats the headers too: the JSON-with-comments formatter
+	// that stands in for prettier's babel plugin works.)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(prettifyButton))))
+	_, err = chromedp.Run(ctx, waitForText(headersEditor, "{\n  \"Authorization\": \"Bearer t0k3n\"\n}"))
+	require.NoError(t, err, "prettify should lay the headers out one entry per line")
+	_, err = chromedp.Run(ctx, waitForText(queryEditor, "{\n  authorization\n}"))
+	require.NoError(t, err, "prettify should format the query")
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(runButton))))
 	_, err = chromedp.Run(ctx, waitForText(responseEditor, `"authorization": "Bearer t0k3n"`))
 	require.NoError(t, err, "the HTTP request should carry the Authorization header from the headers editor")
 

@@ -191,3 +191,21 @@ func TestContentTypeDoesNotDependOnTheHostMIMETable(t *testing.T) {
 	require.Equal(t, "font/woff2", spa.ContentType(".woff2"))
 	require.Equal(t, "application/octet-stream", spa.ContentType(".no-such-extension"))
 }
+
+func TestConcurrentFirstRequestsGetTheSameCompressedBody(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 8
+	bodies := make(chan []byte, n)
+	for range n {
+		go func() {
+			res := get(t, b.handler, http.MethodGet, "/assets/app-ABCD1234.js", http.Header{"Accept-Encoding": {"gzip"}})
+			raw, _ := io.ReadAll(res.Body)
+			bodies <- raw
+		}()
+	}
+	first := <-bodies
+	for range n - 1 {
+		require.Equal(t, first, <-bodies)
+	}
+}
