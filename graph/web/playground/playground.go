@@ -59,8 +59,9 @@ type Options struct {
 	// an absolute ws(s) or http(s) URL. Default: Endpoint, with the page's
 	// scheme turned into ws or wss.
 	SubscriptionEndpoint string
-	// DefaultQuery fills the query editor of a new tab. Empty: GraphiQL's
-	// own welcome text.
+	// DefaultQuery fills the query editor of a new tab, and of the first
+	// tab on a browser's first visit (GraphiQL keeps tabs in localStorage
+	// after that). Empty: GraphiQL's own welcome text.
 	DefaultQuery string
 	// AuthRequired opens the headers editor with an Authorization template
 	// ({"Authorization": "Bearer <token>"}) for the user to complete.
