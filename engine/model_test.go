@@ -32,7 +32,7 @@ import (
 )
 
 var (
-	modelSeed = flag.Uint64("model.seed", 0, "run the model test with this seed only")
+	modelSeed  = flag.Uint64("model.seed", 0, "run the model test with this seed only")
 	modelRuns  = flag.Int("model.runs", 1000, "random sequences per model test")
 	modelTrace = flag.Bool("model.trace", false, "log every operation and event of the model test")
 )
