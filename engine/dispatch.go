@@ -356,8 +356,14 @@ func (e *Engine) placeLocked(t *task) (inst *instance, blocked *limiter) {
 		}
 		return in, nil
 	}
+	chat := t.spec.Instruction != ""
 	var best *instance
+	kindExists := false
 	for _, in := range e.instList {
+		if in.info.Chat != chat {
+			continue
+		}
+		kindExists = true
 		if !in.info.Healthy || in.lim.full() {
 			continue
 		}
@@ -365,10 +371,13 @@ func (e *Engine) placeLocked(t *task) (inst *instance, blocked *limiter) {
 			best = in
 		}
 	}
-	if best == nil {
-		return nil, &e.pool
+	switch {
+	case best != nil:
+		return best, nil
+	case !kindExists:
+		return nil, nil // no instance of the kind at all: the executor says so
 	}
-	return best, nil
+	return nil, &e.pool
 }
 
 // lessLoaded compares in-flight ÷ capacity (unlimited capacity counts as

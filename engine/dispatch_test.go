@@ -281,3 +281,28 @@ func TestASessionStaysInTheTabItWasGiven(t *testing.T) {
 	h.Clock.Advance(time.Second)
 	require.Empty(t, h.Exec.Run(second.ID).TabID(), "the retry opens a fresh tab")
 }
+
+func TestInstructionsGoToChatInstancesAndActionsToBrowsers(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	h.SetInstance(engine.InstanceInfo{ID: "browser", Capacity: 5, Healthy: true})
+	h.SetInstance(engine.InstanceInfo{ID: "chat", Capacity: 5, Healthy: true, Chat: true})
+	act := h.Submit(enginetest.Spec("a").Obj())
+	ins := h.Submit(enginetest.Spec("a").Instruction("summarise the page").Obj())
+	require.Equal(t, "browser", h.Exec.Run(act.ID).InstanceID())
+	require.Equal(t, "chat", h.Exec.Run(ins.ID).InstanceID())
+}
+
+func TestAnAttemptCountsOnTheInstanceThatRunsIt(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	h.SetInstance(engine.InstanceInfo{ID: "i1", Capacity: 1, Healthy: true})
+	h.SetInstance(engine.InstanceInfo{ID: "i2", Capacity: 1, Healthy: true})
+	first := h.Submit(enginetest.Spec("a").Tab("tab-on-i2").Obj())
+	run := h.Exec.Run(first.ID)
+	require.Equal(t, "i1", run.InstanceID(), "the engine did not know where the tab lives")
+	run.Started("i2", "tab-on-i2") // the executor found it on i2
+	require.Equal(t, map[string]int{"i1": 0, "i2": 1}, h.InstanceLoad())
+	second := h.Submit(enginetest.Spec("b").Obj())
+	require.Equal(t, "i1", h.Exec.Run(second.ID).InstanceID(), "i1 has room again")
+}

@@ -159,6 +159,9 @@ type InstanceInfo struct {
 	ID       string
 	Capacity int  // concurrent attempts it accepts; 0 means unlimited
 	Healthy  bool // unhealthy instances receive no new work
+	// Chat marks a chat-style instance: it runs instruction tasks, and only
+	// those; browser instances run action tasks.
+	Chat bool
 }
 
 // InstanceSink receives the instance registry's view of the fleet. The Engine

@@ -38,6 +38,7 @@ func (e *Engine) started(r *Run, instanceID, tabID string) {
 	att.StartedAt = e.now()
 	if instanceID != "" {
 		att.InstanceID = instanceID
+		e.moveInstanceLocked(t, instanceID)
 	}
 	if tabID != "" {
 		att.TabID = tabID
@@ -52,6 +53,28 @@ func (e *Engine) started(r *Run, instanceID, tabID string) {
 	if e.sync {
 		e.commitNow()
 	}
+}
+
+// moveInstanceLocked moves t's instance slot to the instance the executor
+// actually used (a named tab may live elsewhere than the engine guessed). The
+// instance is already running the attempt, so it counts there even if that
+// takes it over its capacity for a moment; nothing new lands on it until it
+// is back under.
+func (e *Engine) moveInstanceLocked(t *task, id string) {
+	if t.inst != nil && t.inst.info.ID == id {
+		return
+	}
+	to := e.instances[id]
+	if to == nil {
+		return
+	}
+	if from := t.inst; from != nil {
+		from.lim.inflight--
+		e.wakeLocked(&from.lim)
+		e.wakeLocked(&e.pool)
+	}
+	to.lim.inflight++
+	t.inst = to
 }
 
 // bindLocked remembers the tab a session's task ran in, so that the

@@ -164,7 +164,8 @@ func (r *Registry) SetSink(sink engine.InstanceSink) {
 }
 
 func (in *instance) info() engine.InstanceInfo {
-	return engine.InstanceInfo{ID: in.cfg.ID, Capacity: in.cfg.Capacity, Healthy: in.st.Health == HealthHealthy}
+	return engine.InstanceInfo{ID: in.cfg.ID, Capacity: in.cfg.Capacity, Healthy: in.st.Health == HealthHealthy,
+		Chat: in.cfg.Kind == KindChat}
 }
 
 // snapshot returns the instance's public view. Call with Registry.mu held.
