@@ -296,3 +296,14 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 	}
 	return h.UpperBound(HistogramBuckets - 1)
 }
+
+// StoredEvents returns up to limit committed events with seq > after from the
+// store: for subscribers resuming from further back than the in-memory log
+// (Events) holds. Events purged with their tasks are gone.
+func (e *Engine) StoredEvents(ctx context.Context, after uint64, limit int) ([]Event, error) {
+	evs, err := e.store.Events(ctx, after, limit)
+	if err != nil {
+		return nil, &Error{Code: CodeUnavailable, Message: "reading stored events", Err: err, Retryable: true}
+	}
+	return evs, nil
+}
