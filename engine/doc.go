@@ -1,0 +1,99 @@
+// Package engine is Switchyard's scheduler: it admits browser tasks into lanes
+// and queues, decides what runs next, enforces every concurrency ceiling,
+// hands attempts to an executor, and records every change as an event. It
+// knows nothing of HTTP, GraphQL or WebAssembly; it talks to the world
+// through small interfaces it owns — Store, Executor, clock.Clock, and one
+// interface per policy slot (engine/policy) — and everything it decides is
+// deterministic given its clock and its inputs.
+//
+// # Pipeline
+//
+//	Submit ─▶ admission ─▶ lane ─▶ (lane, agent) queue ─▶ dispatch ─▶ Executor.Start
+//	           │ caps,       │ ceiling,  │ selection policy   │ fairness policy,  │
+//	           │ drop policy │ pause     │ ranks tasks        │ every ceiling     │ Run.Started
+//	           ▼             ▼           ▼                    ▼                   ▼ Run.Finish
+//	        REJECTED      (paused)    QUEUED / WAITING     ASSIGNED ──▶ RUNNING ──▶ retry policy
+//	                                                                               │
+//	          Store.Commit ◀── events (seq) ◀── every transition                    ▼
+//	               │                                                  SUCCEEDED / RETRY_WAIT /
+//	               └─▶ EventLog ─▶ subscribers                        PARKED / FAILED
+//
+// # Tasks and their states
+//
+// A task is a spec (TaskSpec: who, where, what) and a record of what
+// happened to it (Task). Its state moves like this; every move is an Event
+// with a reason and a sequence number, and a terminal state never changes:
+//
+//	QUEUED ─▶ ASSIGNED ─▶ RUNNING ─▶ SUCCEEDED
+//	  │  ▲        │          ├─▶ RETRY_WAIT ─▶ QUEUED      (failed attempt, budget left: backoff)
+//	  │  │        │          ├─▶ PARKED      ─(reset)▶ QUEUED  (budget spent: fail closed)
+//	  │  │        │          └─▶ FAILED                     (permanent error, deadline)
+//	  │  └──(deps met)── WAITING                            (unmet dependencies)
+//	  ├─▶ CANCELLED (from any state that is not terminal)
+//	  ├─▶ REJECTED  (refused at admission, recorded with its reason)
+//	  └─▶ EXPIRED   (the deadline passed while it waited)
+//
+// # Admission
+//
+// A submission is validated (a typed *Error with the field at fault), then
+// checked against the queue caps of its session, agent, lane and the whole
+// engine. When a cap is reached the lane's drop policy decides: "reject"
+// records the task REJECTED and answers QUEUE_FULL with the counts;
+// "drop-oldest" cancels the oldest queued task of the full scope ("dropped:
+// queue full") and admits the new one. Nothing is dropped silently. A task
+// whose dependencies have not all succeeded waits (WAITING); one whose
+// dependency already failed is cancelled; unknown dependencies and cycles are
+// refused. Draining refuses new work (DRAINING).
+//
+// # Queues, fairness and ceilings
+//
+// Each (lane, agent) queue is ordered by the selection policy's rank, then
+// by submission order (an interrupting task goes first). Inside it, tasks of
+// one session form a sub-queue, so that a session's tasks run one at a time
+// and in order while the agent's other sessions proceed. When slots are
+// free, the fairness policy chooses among the eligible queue heads; the
+// built-in one takes a head that has waited past the aging threshold, else
+// the agent with the smallest share of work in flight (in flight ÷ weight),
+// then the larger weight, then the oldest head. Every ordering is total, so
+// no decision depends on map order or heap layout.
+//
+// Ceilings are hard: global, per lane, per agent, per session, per batch and
+// per instance. The engine checks them itself for every dispatch, whatever a
+// policy answers. A cancelled attempt keeps its slots until its executor
+// returns (or its lease runs out), so a ceiling is never exceeded while work
+// winds down. A queue whose head is blocked by a full ceiling is parked on
+// it; freeing a slot wakes every queue parked on that ceiling.
+//
+// Dispatch is event-driven — a submission, a completion, a timer or an
+// operator's change wakes the dispatcher — never polled.
+//
+// # Attempts, leases and retries
+//
+// A dispatched task holds a lease for its attempt: the executor's context
+// carries the deadline (the attempt timeout, or the task's deadline if
+// earlier) and is cancelled when it passes; if the executor has not returned
+// by timeout + grace, the lease expires, the attempt counts as failed ("lease
+// expired") and the slots are reclaimed. A completion under a reclaimed lease
+// is ignored and recorded. Failed attempts go to the lane's retry policy:
+// transient failures back off (1 s × 2 up to 60 s by default) until the budget
+// (4 attempts) is spent, then the task is PARKED until an operator resets it;
+// permanent failures fail at once.
+//
+// # Durability
+//
+// Changes accumulate between commits and are written through the Store in
+// one batch (group commit). With a durable store, Submit returns only after
+// the task is committed; subscribers see events only once they are
+// committed. At start the engine rebuilds its state from the store: queued
+// and waiting tasks return to their queues; attempts that were under way
+// count as "interrupted by restart" and follow the retry policy.
+//
+// # Determinism
+//
+// With Options.Synchronous, a fake clock (engine/clock) and an executor that
+// finishes attempts only when told (engine/enginetest), every call dispatches
+// and commits before it returns and the engine is fully deterministic: the
+// same calls give the same decisions, ids and events. The package's model
+// test checks thousands of random operation sequences that way against a
+// reference model of the event stream.
+package engine
