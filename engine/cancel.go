@@ -17,8 +17,8 @@ func (e *Engine) cancelLocked(t *task, reason string) bool {
 	inflight := t.state.InFlight()
 	e.setState(t, StateCancelled, reason)
 	if inflight {
-		if t.cancel != nil {
-			t.cancel(&CancelledError{Reason: reason})
+		if t.run != nil {
+			t.run.cancel(context.Canceled, &CancelledError{Reason: reason})
 		}
 		// Give the executor the grace period to return, then reclaim.
 		t.timedOut = true

@@ -25,8 +25,8 @@ func (e *Engine) commitNow() {
 			e.mu.Unlock()
 			return
 		}
-		e.cur = newPendingBatch(min(len(b.events)+len(b.events)/4, 1<<16), min(len(b.tasks)+len(b.tasks)/4, 1<<16))
-		out := &Batch{Events: b.events, Batches: b.batches, Lanes: b.lanes, Settings: b.settings, Tasks: make([]*Task, 0, len(b.tasks))}
+		e.cur = &pendingBatch{done: make(chan struct{}), events: e.spare.events, tasks: e.spare.tasks}
+		out := &Batch{Events: b.events, Batches: b.batches, Lanes: b.lanes, Settings: b.settings, Tasks: e.spare.snaps[:0]}
 		var ended []*task
 		for _, t := range b.tasks {
 			t.dirty = false
@@ -56,6 +56,11 @@ func (e *Engine) commitNow() {
 			e.events.append(out.Events)
 		}
 		close(b.done)
+		// Neither the store nor the log keeps the batch's slices: reuse them.
+		clear(out.Events)
+		clear(b.tasks)
+		clear(out.Tasks)
+		e.spare.events, e.spare.tasks, e.spare.snaps = out.Events[:0], b.tasks[:0], out.Tasks[:0]
 
 		if len(ended) > 0 {
 			e.mu.Lock()
@@ -65,6 +70,15 @@ func (e *Engine) commitNow() {
 			e.mu.Unlock()
 		}
 	}
+}
+
+// spareBuffers are the slices of the last committed batch, handed to the next
+// pending batch so that steady traffic allocates no new ones (guarded by
+// commitMu).
+type spareBuffers struct {
+	events []Event
+	tasks  []*task
+	snaps  []*Task
 }
 
 // forgetLocked drops a committed terminal task from memory: the store answers

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"slices"
 	"time"
 
@@ -414,7 +413,7 @@ func (e *Engine) dispatchRound() bool {
 	e.scratch.runs = runs[:0]
 	e.unlock()
 	for i, r := range runs {
-		e.exec.Start(r.ctx, r)
+		e.exec.Start(r, r)
 		runs[i] = nil
 	}
 	if len(runs) > 0 && e.sync {
@@ -447,9 +446,8 @@ func (e *Engine) assignLocked(t *task, inst *instance, now time.Time) *Run {
 			r.tab = b.tab
 		}
 	}
-	ctx, cancel := context.WithCancelCause(e.baseCtx)
-	r.ctx = deadlineContext{Context: ctx, deadline: due}
-	t.run, t.cancel, t.timedOut = r, cancel, false
+	r.ctx.deadline = due
+	t.run, t.timedOut = r, false
 	t.attempts = append(t.attempts, Attempt{N: n, LeaseID: r.lease, InstanceID: r.instance, TabID: r.tab, AssignedAt: now})
 	e.timers[timerLease].set(t, due.UnixNano())
 	e.stats.observeDispatch(now.UnixNano() - t.queuedAt)
@@ -458,15 +456,6 @@ func (e *Engine) assignLocked(t *task, inst *instance, now time.Time) *Run {
 	e.setState(t, StateAssigned, "dispatched")
 	return r
 }
-
-// deadlineContext reports the attempt's deadline while leaving the actual
-// timing to the engine's clock, so that a fake clock governs timeouts too.
-type deadlineContext struct {
-	context.Context
-	deadline time.Time
-}
-
-func (c deadlineContext) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // pluginRoundLocked makes a round of decisions with a fairness policy other
 // than the native one: one policy call picks up to the free slots among the

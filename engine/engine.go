@@ -110,6 +110,7 @@ type Engine struct {
 	commitCh        chan struct{}
 	committed       atomic.Uint64
 	commitMu        sync.Mutex // one commit at a time
+	spare           spareBuffers
 	baseCtx         context.Context
 	stop            context.CancelFunc
 	wg              sync.WaitGroup

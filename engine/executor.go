@@ -15,9 +15,10 @@ import (
 type Executor interface {
 	// Start begins an attempt and returns promptly, without waiting for the
 	// work. The executor reports on run: Started when the work has reached an
-	// instance, then Finish exactly once. ctx carries the attempt's deadline
-	// and is cancelled when the task is cancelled, times out or the engine
-	// shuts down; the executor should stop the work then and Finish.
+	// instance, then Finish exactly once. ctx (the run itself) carries the
+	// attempt's deadline and is cancelled when the task is cancelled, times
+	// out or the engine shuts down; the executor should stop the work then
+	// and Finish.
 	Start(ctx context.Context, run *Run)
 }
 
@@ -33,7 +34,7 @@ type Outcome struct {
 
 // Run is the executor's handle on one attempt of a task.
 type Run struct {
-	ctx      context.Context
+	ctx      runCtx
 	engine   *Engine
 	task     *task
 	spec     *TaskSpec

@@ -140,7 +140,7 @@ func TestCancellingARunningTaskFinishesOnceAndNeverRetries(t *testing.T) {
 	require.Equal(t, engine.StateCancelled, got.State)
 	require.Error(t, ctx.Err(), "the executor's context is cancelled")
 	var ce *engine.CancelledError
-	require.True(t, errors.As(context.Cause(ctx), &ce))
+	require.True(t, errors.As(ctx.(*engine.Run).Cause(), &ce))
 	require.Equal(t, "user asked", ce.Reason)
 	require.Equal(t, 1, h.Stats().InFlight, "it holds its slot until the executor returns")
 

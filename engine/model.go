@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"encoding/json"
 	"slices"
 	"time"
@@ -53,7 +52,6 @@ type task struct {
 	holding  bool      // holds its slots (ASSIGNED, RUNNING, or cancelled and not yet returned)
 	inst     *instance // the instance slot it holds
 	run      *Run
-	cancel   context.CancelCauseFunc
 	timedOut bool // the attempt's context was cancelled for its timeout
 
 	// dependencies

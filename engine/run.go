@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"time"
@@ -106,8 +107,7 @@ func (e *Engine) finish(r *Run, o Outcome) {
 	if o.TabID != "" {
 		att.TabID = o.TabID
 	}
-	cancel := t.cancel
-	t.run, t.cancel = nil, nil
+	t.run = nil
 	e.timers[timerLease].remove(t)
 	e.releaseLocked(t)
 	if errors.Is(o.Err, ErrInstanceGone) && t.session != nil {
@@ -138,9 +138,7 @@ func (e *Engine) finish(r *Run, o Outcome) {
 		e.failAttemptLocked(t, class, o.HTTPStatus, msg, now)
 	}
 	e.unlock()
-	if cancel != nil {
-		cancel(nil)
-	}
+	r.cancel(context.Canceled, nil) // the attempt is over: release what hangs on its context
 	e.after()
 }
 

@@ -20,7 +20,9 @@ type Store interface {
 	// Load returns the state to resume from: every task that is not terminal,
 	// the live lane settings, the stored settings and the last event seq.
 	Load(ctx context.Context) (*Snapshot, error)
-	// Commit writes a batch atomically: all of it or none.
+	// Commit writes a batch atomically: all of it or none. The store must not
+	// keep the batch's slices after Commit returns (the engine reuses them);
+	// the *Task values and their specs are immutable and may be kept.
 	Commit(ctx context.Context, b *Batch) error
 	// Task returns one task, or an error wrapping ErrNotFound.
 	Task(ctx context.Context, id string) (*Task, error)

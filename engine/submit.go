@@ -355,11 +355,8 @@ func (e *Engine) normalize(in TaskSpec, now time.Time) (*TaskSpec, error) {
 		if len(a.Params) > maxParamsBytes {
 			return nil, invalid("action.params", "is larger than %d bytes", maxParamsBytes)
 		}
-		if len(a.Params) > 0 {
-			var obj map[string]json.RawMessage
-			if err := json.Unmarshal(a.Params, &obj); err != nil {
-				return nil, invalid("action.params", "must be a JSON object: %v", err)
-			}
+		if len(a.Params) > 0 && !isJSONObject(a.Params) {
+			return nil, invalid("action.params", "must be a JSON object")
 		}
 		cp := *a
 		s.Action = &cp
@@ -376,21 +373,34 @@ func (e *Engine) normalize(in TaskSpec, now time.Time) (*TaskSpec, error) {
 			return nil, invalid("labels", "label keys are 1..%d bytes and values at most %d", maxLabelLength, maxLabelLength)
 		}
 	}
-	seen := map[string]bool{}
-	for _, d := range s.DependsOn {
-		if d == "" || seen[d] {
-			return nil, invalid("dependsOn", "empty or repeated dependency %q", d)
+	if len(s.DependsOn) > 0 {
+		seen := make(map[string]bool, len(s.DependsOn))
+		for _, d := range s.DependsOn {
+			if d == "" || seen[d] {
+				return nil, invalid("dependsOn", "empty or repeated dependency %q", d)
+			}
+			seen[d] = true
 		}
-		seen[d] = true
+		s.DependsOn = slices.Clone(s.DependsOn)
 	}
-	s.DependsOn = slices.Clone(s.DependsOn)
-	s.Labels = maps.Clone(s.Labels)
+	if len(s.Labels) > 0 {
+		s.Labels = maps.Clone(s.Labels)
+	}
 	s.BatchID = ""
 	s.SubmittedAt = now
 	if !in.SubmittedAt.IsZero() && in.SubmittedAt.Before(now) {
 		s.SubmittedAt = in.SubmittedAt // ingested from elsewhere: keep the original time
 	}
 	return &s, nil
+}
+
+// isJSONObject reports whether raw is one well-formed JSON object.
+func isJSONObject(raw json.RawMessage) bool {
+	i := 0
+	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
+		i++
+	}
+	return i < len(raw) && raw[i] == '{' && json.Valid(raw)
 }
 
 // external holds what admission needs from the store, fetched before the

@@ -1,6 +1,9 @@
 package engine
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Timers. Everything time-driven in the engine — retry backoff, deadlines,
 // attempt timeouts and lease expiry — is an entry in one of three indexed
@@ -179,8 +182,8 @@ func (e *Engine) leaseTimerLocked(t *task, now time.Time) {
 	}
 	if !t.timedOut {
 		t.timedOut = true
-		if t.cancel != nil {
-			t.cancel(errAttemptTimeout)
+		if t.run != nil {
+			t.run.cancel(context.DeadlineExceeded, errAttemptTimeout)
 		}
 		e.timers[timerLease].set(t, now.Add(e.cfg.LeaseGrace).UnixNano())
 		return
@@ -191,7 +194,6 @@ func (e *Engine) leaseTimerLocked(t *task, now time.Time) {
 	att.Class = classTransient
 	att.Error = "lease expired"
 	t.run = nil
-	t.cancel = nil
 	e.releaseLocked(t)
 	e.stats.leaseExpired++
 	if t.state == StateCancelled {
