@@ -1,0 +1,431 @@
+// Package simulate replays a workload — a list of timed submissions, each
+// with how long its attempt takes and how it ends — through a real engine on
+// a fake clock, and reports what a policy did with it: each agent's share of
+// dispatches, queue-wait percentiles, and Jain's fairness index. Policy
+// authors use it (switchyard plugin simulate) to compare a plugin with the
+// built-in policies offline, in milliseconds, before loading it into a server.
+package simulate
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/clock"
+	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/engine/store/memory"
+)
+
+// Submission is one line of a workload.
+type Submission struct {
+	At       time.Duration // since the start of the simulation
+	Agent    string
+	Lane     string
+	Session  string
+	Priority engine.Priority
+	Deadline time.Duration // relative to At; 0 for none
+	Duration time.Duration // how long each attempt runs
+	// Outcome of each attempt: "ok" (default), "transient" or "permanent".
+	Outcome string
+}
+
+// line is the JSON form of a Submission: durations in milliseconds.
+type line struct {
+	AtMs       float64 `json:"atMs"`
+	Agent      string  `json:"agent"`
+	Lane       string  `json:"lane,omitempty"`
+	Session    string  `json:"session,omitempty"`
+	Priority   string  `json:"priority,omitempty"`
+	DeadlineMs float64 `json:"deadlineMs,omitempty"`
+	DurationMs float64 `json:"durationMs"`
+	Outcome    string  `json:"outcome,omitempty"`
+}
+
+var priorities = map[string]engine.Priority{
+	"CRITICAL": engine.PriorityCritical, "HIGH": engine.PriorityHigh, "NORMAL": engine.PriorityNormal, "LOW": engine.PriorityLow, "": engine.PriorityNormal,
+}
+
+// ReadWorkload reads a workload in JSON Lines: one object per line with
+// atMs, agent, durationMs and optionally lane, session, priority
+// (CRITICAL/HIGH/NORMAL/LOW), deadlineMs and outcome (ok/transient/permanent).
+// Blank lines and lines starting with # are skipped.
+func ReadWorkload(r io.Reader) ([]Submission, error) {
+	var out []Submission
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		var l line
+		dec := json.NewDecoder(strings.NewReader(text))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&l); err != nil {
+			return nil, fmt.Errorf("workload line %d: %w", n, err)
+		}
+		p, ok := priorities[strings.ToUpper(l.Priority)]
+		switch {
+		case l.Agent == "":
+			return nil, fmt.Errorf("workload line %d: agent is required", n)
+		case !ok:
+			return nil, fmt.Errorf("workload line %d: unknown priority %q", n, l.Priority)
+		case l.AtMs < 0 || l.DurationMs < 0 || l.DeadlineMs < 0:
+			return nil, fmt.Errorf("workload line %d: times must not be negative", n)
+		case l.Outcome != "" && l.Outcome != "ok" && l.Outcome != "transient" && l.Outcome != "permanent":
+			return nil, fmt.Errorf("workload line %d: outcome must be ok, transient or permanent", n)
+		}
+		out = append(out, Submission{
+			At: ms(l.AtMs), Agent: l.Agent, Lane: l.Lane, Session: l.Session, Priority: p,
+			Deadline: ms(l.DeadlineMs), Duration: ms(l.DurationMs), Outcome: l.Outcome,
+		})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading workload: %w", err)
+	}
+	slices.SortStableFunc(out, func(a, b Submission) int { return int(a.At - b.At) })
+	return out, nil
+}
+
+// WriteWorkload writes a workload in the form ReadWorkload reads.
+func WriteWorkload(w io.Writer, subs []Submission) error {
+	enc := json.NewEncoder(w)
+	for _, s := range subs {
+		l := line{AtMs: toMs(s.At), Agent: s.Agent, Lane: s.Lane, Session: s.Session, DeadlineMs: toMs(s.Deadline),
+			DurationMs: toMs(s.Duration), Outcome: s.Outcome}
+		if s.Priority != engine.PriorityNormal {
+			for name, p := range priorities {
+				if p == s.Priority && name != "" {
+					l.Priority = name
+				}
+			}
+		}
+		if err := enc.Encode(l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func ms(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+
+func toMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Synthetic describes a generated workload: agents submitting at different
+// rates, the classic test of a fairness policy (a noisy neighbour next to
+// quiet ones).
+type Synthetic struct {
+	Agents   int           // number of agents (default 4)
+	Tasks    int           // total submissions (default 1000)
+	Span     time.Duration // submissions spread over this long (default 10 s)
+	Duration time.Duration // mean attempt duration (default 200 ms)
+	// Skew makes agent 0 submit this many times more than each other agent
+	// (default 1: all alike).
+	Skew int
+	Seed uint64
+}
+
+// Generate makes a synthetic workload.
+func Generate(s Synthetic) []Submission {
+	if s.Agents <= 0 {
+		s.Agents = 4
+	}
+	if s.Tasks <= 0 {
+		s.Tasks = 1000
+	}
+	if s.Span <= 0 {
+		s.Span = 10 * time.Second
+	}
+	if s.Duration <= 0 {
+		s.Duration = 200 * time.Millisecond
+	}
+	if s.Skew <= 0 {
+		s.Skew = 1
+	}
+	r := rand.New(rand.NewPCG(s.Seed, 0x5eed))
+	weights := s.Agents - 1 + s.Skew
+	out := make([]Submission, s.Tasks)
+	for i := range out {
+		k := r.IntN(weights)
+		agent := 0
+		if k >= s.Skew {
+			agent = k - s.Skew + 1
+		}
+		out[i] = Submission{
+			At:       time.Duration(r.Int64N(int64(s.Span))),
+			Agent:    fmt.Sprintf("agent-%d", agent),
+			Priority: engine.Priority(r.IntN(4)),
+			Duration: time.Duration(r.ExpFloat64() * float64(s.Duration)),
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Submission) int { return int(a.At - b.At) })
+	return out
+}
+
+// Options choose the engine configuration and the policies under test; nil
+// policies mean the built-ins.
+type Options struct {
+	Config    engine.Config
+	Fairness  policy.Fairness
+	Selection policy.Selection
+	Retry     policy.Retry
+	// Name labels the policies in the report.
+	Name string
+}
+
+// AgentReport is one agent's outcome.
+type AgentReport struct {
+	Agent      string        `json:"agent"`
+	Submitted  int           `json:"submitted"`
+	Dispatched int           `json:"dispatched"` // first attempts
+	Succeeded  int           `json:"succeeded"`
+	Share      float64       `json:"share"` // of all first dispatches
+	WaitP50    time.Duration `json:"waitP50Ns"`
+	WaitP99    time.Duration `json:"waitP99Ns"`
+}
+
+// Report is what a simulation found.
+type Report struct {
+	Name      string        `json:"name"`
+	Tasks     int           `json:"tasks"`
+	Makespan  time.Duration `json:"makespanNs"` // first submission to last end
+	WaitP50   time.Duration `json:"waitP50Ns"`  // submission to first dispatch
+	WaitP99   time.Duration `json:"waitP99Ns"`
+	// Jain is Jain's fairness index (Σx)²/(n·Σx²) over x_i = received_i /
+	// entitled_i: at every dispatch, each agent with queued work is entitled
+	// to its weight's share of that dispatch, and the agent dispatched
+	// receives it. 1 means every backlogged agent got exactly its share (as
+	// under ideal processor sharing); it falls towards 1/n as one agent takes
+	// the dispatches the others were entitled to.
+	Jain float64 `json:"jain"`
+	Agents    []AgentReport `json:"agents"`
+	Order     []string      `json:"-"` // task ids in first-dispatch order
+	Submitted []string      `json:"-"` // task ids in submission order
+}
+
+// Run replays subs through a synchronous engine on a fake clock.
+func Run(ctx context.Context, subs []Submission, opts Options) (*Report, error) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(start)
+	x := &executor{clock: clk, subs: subs, byID: map[string]*Submission{}}
+	cfg := opts.Config
+	if cfg.EventBuffer == 0 {
+		cfg.EventBuffer = 1 << 22
+	}
+	if cfg.MaxQueued == 0 {
+		cfg.MaxQueued = len(subs) + 1
+	}
+	if cfg.MaxQueuedPerAgent == 0 {
+		cfg.MaxQueuedPerAgent = len(subs) + 1
+	}
+	if len(cfg.Lanes) == 0 {
+		cfg.Lanes = engine.DefaultLanes()
+		for i := range cfg.Lanes {
+			cfg.Lanes[i].MaxQueued = len(subs) + 1
+		}
+	}
+	e, err := engine.New(engine.Options{Config: cfg, Store: memory.New(memory.Options{MaxEvents: 1, MaxEnded: len(subs) + 1}),
+		Executor: x, Clock: clk, Synchronous: true, Seed: 1})
+	if err != nil {
+		return nil, err
+	}
+	if err := e.Start(ctx); err != nil {
+		return nil, err
+	}
+	defer func() { _ = e.Shutdown(context.Background()) }()
+	if opts.Fairness != nil {
+		if err := e.SetFairness(name(opts.Name, "fairness"), opts.Fairness); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Selection != nil {
+		if err := e.SetSelection("", name(opts.Name, "selection"), opts.Selection); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Retry != nil {
+		if err := e.SetRetry("", name(opts.Name, "retry"), opts.Retry); err != nil {
+			return nil, err
+		}
+	}
+	rep := &Report{Name: opts.Name, Tasks: len(subs)}
+	for i := range subs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		s := &subs[i]
+		clk.Set(start.Add(s.At))
+		spec := engine.TaskSpec{AgentID: s.Agent, Lane: s.Lane, SessionKey: s.Session, Priority: s.Priority,
+			Action: &engine.Action{Kind: "simulated"}, Labels: map[string]string{indexLabel: strconv.Itoa(i)}}
+		if s.Deadline > 0 {
+			spec.Deadline = clk.Now().Add(s.Deadline)
+		}
+		t, err := e.Submit(ctx, spec)
+		if err != nil && t == nil {
+			return nil, fmt.Errorf("submission %d (agent %s): %w", i, s.Agent, err)
+		}
+		x.byID[t.ID] = s
+		rep.Submitted = append(rep.Submitted, t.ID)
+	}
+	for { // run the clock until nothing is left to happen
+		st := e.Stats()
+		if st.InFlight+st.Pending == 0 {
+			break
+		}
+		next, ok := clk.NextDue()
+		if !ok {
+			return nil, errors.New("simulation stalled: work is left but nothing is scheduled")
+		}
+		clk.Set(next)
+	}
+	end := clk.Now()
+	if err := e.Sync(ctx); err != nil {
+		return nil, err
+	}
+	if len(subs) > 0 {
+		rep.Makespan = end.Sub(start.Add(subs[0].At))
+	}
+	rep.fill(e.Events(), x.byID, cfg.Agents)
+	return rep, nil
+}
+
+func name(n, slot string) string {
+	if n == "" {
+		return "simulated-" + slot
+	}
+	return n
+}
+
+// fill computes the report from the event log.
+func (rep *Report) fill(log *engine.EventLog, subs map[string]*Submission, weights map[string]engine.AgentConfig) {
+	evs, _ := log.Read(0, math.MaxInt, nil)
+	submitted := map[string]time.Time{}
+	dispatched := map[string]bool{}
+	per := map[string]*AgentReport{}
+	waits := map[string][]time.Duration{}
+	queued := map[string]int{}
+	entitled, received := map[string]float64{}, map[string]float64{}
+	weight := func(agent string) float64 {
+		if w := weights[agent].Weight; w > 0 {
+			return float64(w)
+		}
+		return 1
+	}
+	var all []time.Duration
+	agent := func(id string) *AgentReport {
+		a := per[id]
+		if a == nil {
+			a = &AgentReport{Agent: id}
+			per[id] = a
+		}
+		return a
+	}
+	for _, ev := range evs {
+		if ev.Type != engine.EventState || subs[ev.TaskID] == nil {
+			continue
+		}
+		a := agent(ev.AgentID)
+		if ev.To == engine.StateAssigned {
+			// Share this dispatch among the agents with queued work.
+			var total float64
+			for id, n := range queued {
+				if n > 0 {
+					total += weight(id)
+				}
+			}
+			for id, n := range queued {
+				if n > 0 {
+					entitled[id] += weight(id) / total
+				}
+			}
+			received[ev.AgentID]++
+		}
+		if ev.From == engine.StateQueued {
+			queued[ev.AgentID]--
+		}
+		if ev.To == engine.StateQueued {
+			queued[ev.AgentID]++
+		}
+		switch {
+		case ev.From == 0:
+			submitted[ev.TaskID] = ev.At
+			a.Submitted++
+		case ev.To == engine.StateAssigned && !dispatched[ev.TaskID]:
+			dispatched[ev.TaskID] = true
+			a.Dispatched++
+			w := ev.At.Sub(submitted[ev.TaskID])
+			waits[ev.AgentID] = append(waits[ev.AgentID], w)
+			all = append(all, w)
+			rep.Order = append(rep.Order, ev.TaskID)
+		case ev.To == engine.StateSucceeded:
+			a.Succeeded++
+		}
+	}
+	var sum, sumSq, n float64
+	for id, a := range per {
+		if len(all) > 0 {
+			a.Share = float64(a.Dispatched) / float64(len(all))
+		}
+		a.WaitP50, a.WaitP99 = percentile(waits[id], 0.50), percentile(waits[id], 0.99)
+		if e := entitled[id]; e > 0 {
+			x := received[id] / e
+			sum += x
+			sumSq += x * x
+			n++
+		}
+		rep.Agents = append(rep.Agents, *a)
+	}
+	if n > 0 && sumSq > 0 {
+		rep.Jain = sum * sum / (n * sumSq)
+	}
+	slices.SortFunc(rep.Agents, func(a, b AgentReport) int { return strings.Compare(a.Agent, b.Agent) })
+	rep.WaitP50, rep.WaitP99 = percentile(all, 0.50), percentile(all, 0.99)
+}
+
+func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(i, 0)]
+}
+
+// indexLabel carries a task's index in the workload to the executor.
+const indexLabel = "simulate.index"
+
+// executor runs each attempt for its submission's duration on the fake clock.
+type executor struct {
+	clock *clock.Fake
+	subs  []Submission
+	byID  map[string]*Submission
+}
+
+func (x *executor) Start(_ context.Context, run *engine.Run) {
+	d, outcome := time.Duration(0), ""
+	if i, err := strconv.Atoi(run.Spec().Labels[indexLabel]); err == nil && i < len(x.subs) {
+		d, outcome = x.subs[i].Duration, x.subs[i].Outcome
+	}
+	run.Started("sim", "")
+	x.clock.AfterFunc(d, func() {
+		switch outcome {
+		case "transient":
+			run.Finish(engine.Outcome{Err: engine.Transient(errors.New("simulated transient failure"))})
+		case "permanent":
+			run.Finish(engine.Outcome{Err: engine.Permanent(errors.New("simulated permanent failure"))})
+		default:
+			run.Finish(engine.Outcome{})
+		}
+	})
+}
