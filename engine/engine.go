@@ -67,6 +67,7 @@ type Engine struct {
 	instList   []*instance // sorted by id
 	pool       limiter     // waiters for "any instance with room"
 	bindings   map[string]binding
+	settings   map[string][]byte
 	tasks      map[string]*task
 	idem       map[string]*task // agentID + "\x00" + key
 	inflight   int
@@ -175,7 +176,7 @@ func New(opts Options) (*Engine, error) {
 		log: opts.Logger.Named("engine"), tabs: opts.TabLocator, sync: opts.Synchronous,
 		laneByName: map[string]*lane{}, agents: map[string]*agent{}, sessions: map[string]*session{},
 		cutoffs: map[string]time.Time{}, batches: map[string]*batch{}, instances: map[string]*instance{},
-		bindings: map[string]binding{}, tasks: map[string]*task{}, idem: map[string]*task{},
+		bindings: map[string]binding{}, settings: map[string][]byte{}, tasks: map[string]*task{}, idem: map[string]*task{},
 		cur: newPendingBatch(64, 64), kickCh: make(chan struct{}, 1), commitCh: make(chan struct{}, 1),
 		selection: namedSelection{name: priority.Name, p: priority.Selection{}},
 		retry:     namedRetry{name: backoff.Name, p: backoff.Retry{}},

@@ -117,7 +117,7 @@ func (e *Engine) SetAgent(id string, c AgentConfig) error {
 		e.agentChangedLocked(a)
 	}
 	v, _ := json.Marshal(cur)
-	e.cur.settings = append(e.cur.settings, Setting{Key: "agent/" + id, Value: v})
+	e.putSettingLocked("agent/"+id, v)
 	e.unlock()
 	e.after()
 	return nil
@@ -281,7 +281,7 @@ func (e *Engine) setPolicy(slot policy.Slot, laneName, name string, p any) error
 	if laneName != "" {
 		key += "/" + laneName
 	}
-	e.cur.settings = append(e.cur.settings, Setting{Key: key, Value: v})
+	e.putSettingLocked(key, v)
 	e.emitEngineLocked(fmt.Sprintf("%s policy %s set for %s", slot, name, laneOrAll(laneName)))
 	e.unlock()
 	e.after()
@@ -305,7 +305,7 @@ func (e *Engine) ClearLanePolicy(slot policy.Slot, lane string) error {
 		e.mu.Unlock()
 		return invalid("slot", "only selection and retry are set per lane")
 	}
-	e.cur.settings = append(e.cur.settings, Setting{Key: "policy/" + slot.String() + "/" + lane})
+	e.putSettingLocked("policy/"+slot.String()+"/"+lane, nil)
 	e.emitEngineLocked(fmt.Sprintf("%s policy of lane %s back to the global one", slot, lane))
 	e.unlock()
 	e.after()

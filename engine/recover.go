@@ -16,6 +16,7 @@ func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
 	e.seq = snap.LastSeq
 	e.events = newEventLog(e.cfg.EventBuffer, snap.LastSeq+1)
 	e.committed.Store(snap.LastSeq)
+	e.restoreSettingsLocked(snap.Settings)
 	for _, lc := range snap.Lanes {
 		if err := lc.validate(); err != nil {
 			return fmt.Errorf("engine: stored lane %q: %w", lc.Name, err)

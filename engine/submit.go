@@ -348,18 +348,22 @@ func (e *Engine) normalize(in TaskSpec, now time.Time) (*TaskSpec, error) {
 	if e.laneByName[s.Lane] == nil { // lanes are only added at start: safe to read unlocked
 		return nil, &Error{Code: CodeInvalidInput, Field: "lane", Message: fmt.Sprintf("unknown lane %q", s.Lane)}
 	}
-	if a := s.Action; a != nil {
+	if s.Action != nil {
+		cp := *s.Action
+		s.Action = &cp
+		a := s.Action
 		if a.Kind == "" || len(a.Kind) > maxActionKindSize {
 			return nil, invalid("action.kind", "is required (at most %d bytes)", maxActionKindSize)
 		}
 		if len(a.Params) > maxParamsBytes {
 			return nil, invalid("action.params", "is larger than %d bytes", maxParamsBytes)
 		}
+		if string(a.Params) == "null" {
+			a.Params = nil // what a JSON round trip makes of no params
+		}
 		if len(a.Params) > 0 && !isJSONObject(a.Params) {
 			return nil, invalid("action.params", "must be a JSON object")
 		}
-		cp := *a
-		s.Action = &cp
 	}
 	if s.Retry != nil {
 		if err := s.Retry.Validate(); err != nil {
@@ -758,4 +762,11 @@ func (e *Engine) interruptLocked(t *task) {
 			e.cancelLocked(o, "interrupted by task "+t.id)
 		}
 	}
+}
+
+// Validate checks a spec as Submit would, without admitting anything: for
+// components that keep specs to submit later (schedule templates).
+func (e *Engine) Validate(spec TaskSpec) error {
+	_, err := e.normalize(spec, e.now())
+	return err
 }

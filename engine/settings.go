@@ -1,0 +1,95 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"strings"
+)
+
+// Settings are small named values persisted with the engine's state: the
+// engine keeps its own live changes there (agent weights, policy choices) and
+// the components around it keep theirs (schedules, loaded plugins). They are
+// loaded at start and written in the same commits as everything else.
+
+// SaveSetting stores a setting (a nil value deletes it). With a durable
+// store it returns once the setting is committed.
+func (e *Engine) SaveSetting(ctx context.Context, key string, value []byte) error {
+	if key == "" {
+		return invalid("key", "is required")
+	}
+	e.mu.Lock()
+	if value == nil {
+		delete(e.settings, key)
+	} else {
+		e.settings[key] = value
+	}
+	e.cur.settings = append(e.cur.settings, Setting{Key: key, Value: value})
+	done := e.cur.done
+	e.unlock()
+	e.after()
+	if !e.store.Durable() {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return &Error{Code: CodeUnavailable, Retryable: true, Err: ctx.Err(), Message: "the setting was not confirmed durable"}
+	}
+}
+
+// Setting returns a stored setting.
+func (e *Engine) Setting(key string) ([]byte, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	v, ok := e.settings[key]
+	return v, ok
+}
+
+// Settings returns the settings whose keys start with prefix.
+func (e *Engine) Settings(prefix string) map[string][]byte {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string][]byte{}
+	for k, v := range e.settings {
+		if strings.HasPrefix(k, prefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// putSettingLocked records a setting the engine itself changed.
+func (e *Engine) putSettingLocked(key string, value []byte) {
+	if value == nil {
+		delete(e.settings, key)
+	} else {
+		e.settings[key] = value
+	}
+	e.cur.settings = append(e.cur.settings, Setting{Key: key, Value: value})
+}
+
+// restoreSettingsLocked loads the stored settings and applies the engine's
+// own (agent weights and ceilings).
+func (e *Engine) restoreSettingsLocked(stored map[string][]byte) {
+	e.settings = maps.Clone(stored)
+	if e.settings == nil {
+		e.settings = map[string][]byte{}
+	}
+	for k, v := range e.settings {
+		id, ok := strings.CutPrefix(k, "agent/")
+		if !ok {
+			continue
+		}
+		var c AgentConfig
+		if err := json.Unmarshal(v, &c); err != nil {
+			e.log.Warn("ignoring a stored agent setting that does not parse", "key", k, "error", err)
+			continue
+		}
+		if e.cfg.Agents == nil {
+			e.cfg.Agents = map[string]AgentConfig{}
+		}
+		e.cfg.Agents[id] = c
+	}
+}
