@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"time"
 )
 
 // Config configures a Runtime. The zero value is usable: every field has a
@@ -23,14 +22,18 @@ type Config struct {
 	// A Go guest needs about 40 pages just to start. Default 128 (8 MiB).
 	MemoryLimitPages uint32
 
-	// DecisionTimeout bounds one decision; a guest still running after it is
-	// stopped and its instance replaced. It is enforced with a granularity of
-	// a quarter of itself. Default 10 ms.
-	DecisionTimeout time.Duration
+	// DecisionFuel bounds one decision, in loop iterations (every loop
+	// header, and so every call of a Go guest, burns one unit). A guest that
+	// runs out traps, its instance is replaced and the decision falls back.
+	// The budget is deterministic: the same input ends the same way on any
+	// machine. Default 10,000,000, which an infinite loop burns in about
+	// 10–30 ms here, while the built-in policies use a few thousand per
+	// decision over 64 candidates.
+	DecisionFuel int64
 
-	// SetupTimeout bounds instantiation (_initialize) and configure calls.
-	// Default 2 s.
-	SetupTimeout time.Duration
+	// SetupFuel bounds instantiation (_initialize) and each configure call.
+	// Default 200,000,000.
+	SetupFuel int64
 
 	// Instances is the pool size of a plugin that declares itself stateless;
 	// a stateful plugin always runs on one instance at a time. Default 2.
@@ -61,14 +64,14 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MemoryLimitPages < 16 || c.MemoryLimitPages > 65536 {
 		return c, fmt.Errorf("host config: MemoryLimitPages %d out of [16, 65536]", c.MemoryLimitPages)
 	}
-	if c.DecisionTimeout == 0 {
-		c.DecisionTimeout = 10 * time.Millisecond
+	if c.DecisionFuel == 0 {
+		c.DecisionFuel = 10_000_000
 	}
-	if c.DecisionTimeout < 100*time.Microsecond {
-		return c, errors.New("host config: DecisionTimeout below 100µs")
+	if c.SetupFuel == 0 {
+		c.SetupFuel = 200_000_000
 	}
-	if c.SetupTimeout == 0 {
-		c.SetupTimeout = 2 * time.Second
+	if c.DecisionFuel < 1000 || c.SetupFuel < 1000 {
+		return c, errors.New("host config: DecisionFuel and SetupFuel must be at least 1000")
 	}
 	if c.Instances == 0 {
 		c.Instances = 2

@@ -49,9 +49,7 @@ func (in *instance) pick(ctx policy.PickContext, cands []policy.Candidate, picks
 	}
 	b := in.view(need)
 	abi.PutHeader(b, abi.Header{Layout: abi.LayoutVersion, RecordSize: abi.CandidateSize, Count: n})
-	for i := range cands {
-		abi.PutCandidate(b[abi.HeaderSize+i*abi.CandidateSize:], &cands[i])
-	}
+	abi.PutCandidates(b[abi.HeaderSize:], cands)
 	s := in.stack
 	s[0], s[1], s[2], s[3] = uint64(ctx.NowMs), uint64(ctx.AgingMs), uint64(slots), uint64(ctx.Flags)
 	in.reason = ""
@@ -86,9 +84,7 @@ func (in *instance) rank(nowMs int64, tasks []policy.Task, ranks []int64) fault 
 	}
 	b := in.view(need)
 	abi.PutHeader(b, abi.Header{Layout: abi.LayoutVersion, RecordSize: abi.TaskSize, Count: n})
-	for i := range tasks {
-		abi.PutTask(b[abi.HeaderSize+i*abi.TaskSize:], &tasks[i])
-	}
+	abi.PutTasks(b[abi.HeaderSize:], tasks)
 	in.stack[0] = uint64(nowMs)
 	in.reason = ""
 	if err := in.timed(); err != nil {

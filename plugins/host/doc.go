@@ -11,9 +11,12 @@
 //
 // Guards, always on:
 //
-//   - every decision has a deadline (Config.DecisionTimeout); a watchdog
-//     cancels the instance's context, wazero's close-on-context-done stops
-//     the guest, and the instance is replaced;
+//   - every decision has a budget (Config.DecisionFuel): modules are
+//     instrumented at load so that every loop header burns fuel, and a guest
+//     that runs out traps and its instance is replaced. This replaces
+//     wazero's close-on-context-done, which costs ~100 ns per loop header
+//     (every Go function has one) against ~1 ns here, and it is
+//     deterministic;
 //   - memory is capped (Config.MemoryLimitPages);
 //   - guests see no filesystem, network, environment, arguments or clock
 //     (WASI clocks read zero): time is an argument of each decision;
@@ -22,7 +25,7 @@
 //   - every answer is validated (indices in range, counts within the slots,
 //     known retry actions, delays within [0, policy.MaxRetryDelayMs]).
 //
-// A trap, a timeout, a refused call or an invalid answer is a fault: that
+// A trap, an exhausted budget, a refused call or an invalid answer is a fault: that
 // decision is answered by the fallback policy, the fault is counted and
 // reported through Config.OnEvent, and repeated faults trip the breaker,
 // which disables the plugin (every decision then goes to the fallback) until

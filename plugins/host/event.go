@@ -20,7 +20,7 @@ type FaultKind uint8
 // Fault kinds.
 const (
 	FaultTrap    FaultKind = 1 // the guest trapped or exited: a Go panic, out of memory, unreachable
-	FaultTimeout FaultKind = 2 // the decision ran past Config.DecisionTimeout
+	FaultBudget  FaultKind = 2 // the decision ran out of fuel (Config.DecisionFuel): an endless or far too long loop
 	FaultInvalid FaultKind = 3 // the answer broke the contract: index or count out of range, bad retry action or delay
 	FaultRefused FaultKind = 4 // the guest returned an error code (see the event's reason)
 )
@@ -30,8 +30,8 @@ func (k FaultKind) String() string {
 	switch k {
 	case FaultTrap:
 		return "trap"
-	case FaultTimeout:
-		return "timeout"
+	case FaultBudget:
+		return "budget"
 	case FaultInvalid:
 		return "invalid"
 	case FaultRefused:

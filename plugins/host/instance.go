@@ -6,20 +6,19 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/switchyard/switchyard/plugins/abi"
+	"github.com/switchyard/switchyard/plugins/internal/meter"
 )
 
 type instanceKey struct{}
 
 // instance is one instantiated module. It is used by one goroutine at a
-// time (the pool hands it out), except for stamp and cancel, which the
-// watchdog touches.
+// time: the pool hands it out.
 type instance struct {
 	plugin *Plugin
 	mod    api.Module
@@ -28,9 +27,8 @@ type instance struct {
 	arena  api.Function
 	config api.Function // nil when the guest takes no configuration
 
-	ctx    context.Context // long-lived, cancelled only by the watchdog
-	cancel context.CancelFunc
-	stamp  atomic.Int64 // epoch of the running call; 0 idle; -1 timed out
+	ctx    context.Context // long-lived; carries the instance to host functions
+	fuel   api.MutableGlobal
 
 	stack  []uint64
 	ptr    uint32 // arena address
@@ -40,28 +38,30 @@ type instance struct {
 	stderr tail   // the guest's last stderr output
 }
 
-// errTimeout marks a call stopped by the watchdog.
-var errTimeout = errors.New("decision timed out")
+// errBudget marks a call that ran out of fuel.
+var errBudget = errors.New("out of fuel")
 
 // newInstance instantiates the plugin's module and runs _initialize.
 func newInstance(ctx context.Context, p *Plugin) (*instance, error) {
 	in := &instance{plugin: p, stack: make([]uint64, 4)}
-	in.ctx, in.cancel = context.WithCancel(context.WithValue(context.Background(), instanceKey{}, in))
-	setup, cancel := context.WithTimeout(in.ctx, p.rt.cfg.SetupTimeout)
-	defer cancel()
+	in.ctx = context.WithValue(context.Background(), instanceKey{}, in)
 	mc := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions(abi.ExportInitialize).
 		WithStdout(&in.stderr).
 		WithStderr(&in.stderr).
-		WithWalltime(zeroWalltime, 1).
-		WithNanotime(zeroNanotime, 1)
-	mod, err := p.rt.wr.InstantiateModule(setup, p.compiled, mc)
+		WithWalltime(frozenWalltime, 1).
+		WithNanotime(frozenNanotime, 1)
+	mod, err := p.rt.wr.InstantiateModule(in.ctx, p.compiled, mc)
 	if err != nil {
-		in.cancel()
 		return nil, fmt.Errorf("instantiate: %v%s", err, in.stderr.suffix())
 	}
 	in.mod = mod
+	in.fuel, _ = mod.ExportedGlobal(meter.FuelExport).(api.MutableGlobal)
+	if in.fuel == nil {
+		_ = mod.Close(in.ctx)
+		return nil, errors.New("instantiate: the fuel meter is missing")
+	}
 	in.mem = mod.ExportedMemory(abi.ExportMemory)
 	in.decide = mod.ExportedFunction(slotExport(p.slot))
 	in.arena = mod.ExportedFunction(abi.ExportArena)
@@ -70,32 +70,33 @@ func newInstance(ctx context.Context, p *Plugin) (*instance, error) {
 		in.close()
 		return nil, err
 	}
-	p.rt.track(in)
 	return in, nil
 }
 
-func zeroWalltime() (int64, int32) { return 0, 0 }
-func zeroNanotime() int64          { return 0 }
+// The guest's clocks are frozen: time reaches a policy only as an argument,
+// so a decision cannot depend on when it runs. The monotonic clock reads one
+// second rather than zero because the Go runtime refuses a zero clock.
+func frozenWalltime() (int64, int32) { return 0, 0 }
+func frozenNanotime() int64          { return 1e9 }
 
-// call runs fn under the watchdog with the instance's stack. After an error
-// the instance must be discarded.
+// call runs fn with the instance's stack and a decision's fuel. After an
+// error the instance must be discarded.
 func (in *instance) call(fn api.Function) error {
-	rt := in.plugin.rt
-	e := rt.epoch.Load()
-	in.stamp.Store(e)
-	rt.beginCall()
-	err := fn.CallWithStack(in.ctx, in.stack)
-	if !in.stamp.CompareAndSwap(e, 0) {
-		return errTimeout
-	}
-	return err
+	return in.callWith(fn, in.plugin.rt.cfg.DecisionFuel)
 }
 
-// setupCall runs fn with the setup timeout rather than the decision one.
+// setupCall runs fn with the setup budget rather than the decision one.
 func (in *instance) setupCall(fn api.Function) error {
-	ctx, cancel := context.WithTimeout(in.ctx, in.plugin.rt.cfg.SetupTimeout)
-	defer cancel()
-	return fn.CallWithStack(ctx, in.stack)
+	return in.callWith(fn, in.plugin.rt.cfg.SetupFuel)
+}
+
+func (in *instance) callWith(fn api.Function, fuel int64) error {
+	in.fuel.Set(uint64(fuel))
+	err := fn.CallWithStack(in.ctx, in.stack)
+	if err != nil && in.fuel.Get() == 0 {
+		return errBudget
+	}
+	return err
 }
 
 // ensureArena makes the guest's arena at least n bytes long.
@@ -162,8 +163,6 @@ func (in *instance) reasonOr(def string) string {
 
 // close stops the instance for good.
 func (in *instance) close() {
-	in.plugin.rt.untrack(in)
-	in.cancel()
 	if in.mod != nil {
 		_ = in.mod.Close(context.Background())
 	}
@@ -171,8 +170,8 @@ func (in *instance) close() {
 
 // describe turns a call error into a fault kind and a reason.
 func (in *instance) describe(err error) (FaultKind, string) {
-	if errors.Is(err, errTimeout) {
-		return FaultTimeout, fmt.Sprintf("decision exceeded %v", in.plugin.rt.cfg.DecisionTimeout)
+	if errors.Is(err, errBudget) {
+		return FaultBudget, fmt.Sprintf("ran out of fuel (%d loop iterations)", in.plugin.rt.cfg.DecisionFuel)
 	}
 	var exit *sys.ExitError
 	if errors.As(err, &exit) {

@@ -5,14 +5,13 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/switchyard/switchyard/plugins/abi"
+	"github.com/switchyard/switchyard/plugins/internal/meter"
 )
 
 // Runtime compiles, instantiates and watches plugins. Use one per process:
@@ -26,18 +25,8 @@ type Runtime struct {
 	mu        sync.Mutex
 	closed    bool
 	compiled  map[[32]byte]*compiledModule
-	instances map[*instance]struct{} // live instances, for the watchdog
 	plugins   map[*Plugin]struct{}
 
-	// The watchdog advances epoch every tick (a quarter of the decision
-	// timeout). A call stamps the epoch it started in; a call still stamped
-	// four ticks later has run past its deadline. The watchdog sleeps when no
-	// call has been seen for a while, and the next call wakes it.
-	epoch    atomic.Int64
-	sleeping atomic.Bool
-	wake     chan struct{}
-	stop     chan struct{}
-	done     chan struct{}
 }
 
 type compiledModule struct {
@@ -58,8 +47,9 @@ func New(cfg Config) (*Runtime, error) {
 		return nil, fmt.Errorf("host: compilation cache %s: %w", cfg.CacheDir, err)
 	}
 	ctx := context.Background()
+	// No WithCloseOnContextDone: modules are metered with fuel instead
+	// (see plugins/internal/meter), which is cheaper and deterministic.
 	wr := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
-		WithCloseOnContextDone(true).
 		WithMemoryLimitPages(cfg.MemoryLimitPages).
 		WithCompilationCache(cache))
 	rt := &Runtime{
@@ -67,11 +57,7 @@ func New(cfg Config) (*Runtime, error) {
 		wr:        wr,
 		cache:     cache,
 		compiled:  make(map[[32]byte]*compiledModule),
-		instances: make(map[*instance]struct{}),
 		plugins:   make(map[*Plugin]struct{}),
-		wake:      make(chan struct{}, 1),
-		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
 	}
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, wr); err != nil {
 		_ = wr.Close(ctx)
@@ -81,8 +67,6 @@ func New(cfg Config) (*Runtime, error) {
 		_ = wr.Close(ctx)
 		return nil, err
 	}
-	rt.epoch.Store(1)
-	go rt.watchdog()
 	return rt, nil
 }
 
@@ -106,8 +90,6 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	for _, p := range plugins {
 		_ = p.Close(ctx)
 	}
-	close(rt.stop)
-	<-rt.done
 	err := rt.wr.Close(ctx)
 	if cerr := rt.cache.Close(ctx); err == nil {
 		err = cerr
@@ -130,7 +112,11 @@ func (rt *Runtime) compile(ctx context.Context, wasm []byte) (wazero.CompiledMod
 		return c.cm, key, nil
 	}
 	rt.mu.Unlock()
-	cm, err := rt.wr.CompileModule(ctx, wasm)
+	metered, err := meter.Instrument(wasm, rt.cfg.SetupFuel)
+	if err != nil {
+		return nil, key, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	cm, err := rt.wr.CompileModule(ctx, metered)
 	if err != nil {
 		return nil, key, fmt.Errorf("%w: compile: %v", ErrInvalid, err)
 	}
@@ -155,99 +141,6 @@ func (rt *Runtime) releaseCompiled(ctx context.Context, key [32]byte) {
 	if c.refs--; c.refs == 0 {
 		delete(rt.compiled, key)
 		_ = c.cm.Close(ctx)
-	}
-}
-
-func (rt *Runtime) track(in *instance) {
-	rt.mu.Lock()
-	rt.instances[in] = struct{}{}
-	rt.mu.Unlock()
-}
-
-func (rt *Runtime) untrack(in *instance) {
-	rt.mu.Lock()
-	delete(rt.instances, in)
-	rt.mu.Unlock()
-}
-
-// timeoutTicks is how many watchdog ticks make a decision timeout.
-const timeoutTicks = 4
-
-// idleTicks is how many quiet ticks send the watchdog to sleep.
-const idleTicks = 64
-
-// watchdog cancels the context of any instance whose call has run for
-// timeoutTicks ticks. Its cost to a call is two atomic stores and a load.
-func (rt *Runtime) watchdog() {
-	defer close(rt.done)
-	tick := rt.cfg.DecisionTimeout / timeoutTicks
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	quiet := 0
-	for {
-		select {
-		case <-rt.stop:
-			return
-		case <-t.C:
-		}
-		now := rt.epoch.Add(1)
-		busy := false
-		rt.mu.Lock()
-		for in := range rt.instances {
-			s := in.stamp.Load()
-			if s <= 0 {
-				continue
-			}
-			busy = true
-			if now-s > timeoutTicks && in.stamp.CompareAndSwap(s, -1) {
-				in.cancel()
-			}
-		}
-		rt.mu.Unlock()
-		if busy {
-			quiet = 0
-			continue
-		}
-		if quiet++; quiet < idleTicks {
-			continue
-		}
-		// Go to sleep; a call that starts after the Store below sees
-		// sleeping and wakes us, and a call that started before it has
-		// stamped its instance, which the scan below sees.
-		rt.sleeping.Store(true)
-		if rt.anyBusy() {
-			rt.sleeping.Store(false)
-			continue
-		}
-		t.Stop()
-		select {
-		case <-rt.stop:
-			return
-		case <-rt.wake:
-		}
-		quiet = 0
-		t.Reset(tick)
-	}
-}
-
-func (rt *Runtime) anyBusy() bool {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	for in := range rt.instances {
-		if in.stamp.Load() > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// beginCall is called by a call after stamping its instance.
-func (rt *Runtime) beginCall() {
-	if rt.sleeping.Load() && rt.sleeping.CompareAndSwap(true, false) {
-		select {
-		case rt.wake <- struct{}{}:
-		default:
-		}
 	}
 }
 

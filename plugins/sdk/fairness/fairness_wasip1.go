@@ -39,28 +39,28 @@ func pick(nowMs, agingMs int64, slots, flags int32) int32 {
 		return guest.Fail("fairness_pick: unsupported record layout")
 	}
 	n := int(h.Count)
-	out := int(abi.OutputOffset(h.Count, h.RecordSize))
-	if out+4*int(slots) > len(a) {
+	outOff := int(abi.OutputOffset(h.Count, h.RecordSize))
+	if outOff+4*int(slots) > len(a) {
 		return guest.Fail("fairness_pick: records overflow the arena")
 	}
-	if cap(cands) < n {
-		cands = make([]policy.Candidate, n)
-	}
-	if cap(picks) < int(slots) {
-		picks = make([]uint32, slots)
-	}
-	cands, picks = cands[:n], picks[:slots]
-	rs := int(h.RecordSize)
-	for i := range cands {
-		abi.ReadCandidate(a[abi.HeaderSize+i*rs:], &cands[i])
+	in := abi.Candidates(a[abi.HeaderSize:], h.RecordSize, n, &cands)
+	out := abi.Uint32s(a[outOff:], int(slots))
+	aliased := out != nil
+	if !aliased { // cannot alias the arena: use scratch and copy
+		if cap(picks) < int(slots) {
+			picks = make([]uint32, slots)
+		}
+		out = picks[:slots]
 	}
 	ctx := policy.PickContext{NowMs: nowMs, AgingMs: agingMs, Slots: uint32(slots), Flags: uint32(flags)}
-	k := registered.Pick(ctx, cands, picks)
-	if k < 0 || k > len(picks) {
+	k := registered.Pick(ctx, in, out)
+	if k < 0 || k > len(out) {
 		return guest.Fail("fairness_pick: policy returned a count out of range")
 	}
-	for i, p := range picks[:k] {
-		binary.LittleEndian.PutUint32(a[out+4*i:], p)
+	if !aliased {
+		for i, p := range out[:k] {
+			binary.LittleEndian.PutUint32(a[outOff+4*i:], p)
+		}
 	}
 	return int32(k)
 }

@@ -36,22 +36,24 @@ func rank(nowMs int64) int32 {
 		return guest.Fail("selection_rank: unsupported record layout")
 	}
 	n := int(h.Count)
-	out := int(abi.OutputOffset(h.Count, h.RecordSize))
-	if out+8*n > len(a) {
+	outOff := int(abi.OutputOffset(h.Count, h.RecordSize))
+	if outOff+8*n > len(a) {
 		return guest.Fail("selection_rank: records overflow the arena")
 	}
-	if cap(tasks) < n {
-		tasks = make([]policy.Task, n)
-		ranks = make([]int64, n)
+	in := abi.Tasks(a[abi.HeaderSize:], h.RecordSize, n, &tasks)
+	out := abi.Int64s(a[outOff:], n)
+	aliased := out != nil
+	if !aliased { // cannot alias the arena: use scratch and copy
+		if cap(ranks) < n {
+			ranks = make([]int64, n)
+		}
+		out = ranks[:n]
 	}
-	tasks, ranks = tasks[:n], ranks[:n]
-	rs := int(h.RecordSize)
-	for i := range tasks {
-		abi.ReadTask(a[abi.HeaderSize+i*rs:], &tasks[i])
-	}
-	registered.Rank(nowMs, tasks, ranks)
-	for i, r := range ranks {
-		binary.LittleEndian.PutUint64(a[out+8*i:], uint64(r))
+	registered.Rank(nowMs, in, out)
+	if !aliased {
+		for i, r := range out {
+			binary.LittleEndian.PutUint64(a[outOff+8*i:], uint64(r))
+		}
 	}
 	return int32(n)
 }
