@@ -191,42 +191,36 @@ func emptyConfig(doc []byte) bool {
 	return s == "" || s == "null" || s == "{}"
 }
 
-// tail keeps the last bytes a guest wrote to stdout or stderr, so that a
-// Go guest's panic message reaches the fault's reason.
+// tail keeps the first bytes a guest writes to stdout or stderr since it was
+// instantiated, so that a Go guest's panic or fatal error reaches the fault's
+// reason (the instance is discarded right after). Guests log through the
+// switchyard.log import, not stdout.
 type tail struct {
 	mu  sync.Mutex
 	buf []byte
 }
 
-const tailSize = 2048
+const tailSize = 1024
 
 func (t *tail) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > tailSize {
-		t.buf = append(t.buf[:0], t.buf[len(t.buf)-tailSize:]...)
+	if room := tailSize - len(t.buf); room > 0 {
+		t.buf = append(t.buf, p[:min(room, len(p))]...)
 	}
 	return len(p), nil
 }
 
-// suffix returns ": <output>" or "".
+// suffix returns ": <first paragraph of output>" or "".
 func (t *tail) suffix() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.buf) == 0 {
+	s := strings.TrimSpace(string(t.buf))
+	if s == "" {
 		return ""
 	}
-	s := string(t.buf)
-	for _, start := range []string{"panic: ", "fatal error: "} {
-		if i := strings.LastIndex(s, start); i >= 0 {
-			s = s[i:]
-			break
-		}
+	if i := strings.Index(s, "\n\n"); i >= 0 {
+		s = s[:i]
 	}
-	const max = 300
-	if len(s) > max {
-		s = s[:max] + "…"
-	}
-	return ": " + strings.TrimSpace(s)
+	return ": " + s
 }

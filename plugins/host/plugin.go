@@ -60,6 +60,19 @@ func (rt *Runtime) Load(ctx context.Context, name string, wasm []byte, config []
 	return p, nil
 }
 
+// Validate compiles wasm (or finds it in the compilation cache) and checks
+// its imports and exports against the ABI without instantiating it. It
+// returns the slot the module fills. A server can call it at start to warm
+// the compilation cache, so that a later Load takes milliseconds.
+func (rt *Runtime) Validate(ctx context.Context, wasm []byte) (policy.Slot, error) {
+	cm, key, err := rt.compile(ctx, wasm)
+	if err != nil {
+		return 0, err
+	}
+	defer rt.releaseCompiled(ctx, key)
+	return validate(cm)
+}
+
 func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModule, key [32]byte, config []byte) (*Plugin, error) {
 	slot, err := validate(cm)
 	if err != nil {

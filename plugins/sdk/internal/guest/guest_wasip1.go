@@ -82,6 +82,9 @@ func configure(n int32) int32 {
 		return Fail("configure: length out of the arena")
 	}
 	doc := bytes.Clone(Arena[:n])
+	if n == 0 { // no configuration: the policy keeps its defaults
+		return 0
+	}
 	if configurable == nil {
 		if isEmpty(doc) {
 			return 0
