@@ -27,8 +27,8 @@ type instance struct {
 	arena  api.Function
 	config api.Function // nil when the guest takes no configuration
 
-	ctx    context.Context // long-lived; carries the instance to host functions
-	fuel   api.MutableGlobal
+	ctx  context.Context // long-lived; carries the instance to host functions
+	fuel api.MutableGlobal
 
 	stack  []uint64
 	ptr    uint32 // arena address

@@ -22,11 +22,10 @@ type Runtime struct {
 	wr    wazero.Runtime
 	cache wazero.CompilationCache
 
-	mu        sync.Mutex
-	closed    bool
-	compiled  map[[32]byte]*compiledModule
-	plugins   map[*Plugin]struct{}
-
+	mu       sync.Mutex
+	closed   bool
+	compiled map[[32]byte]*compiledModule
+	plugins  map[*Plugin]struct{}
 }
 
 type compiledModule struct {
@@ -53,11 +52,11 @@ func New(cfg Config) (*Runtime, error) {
 		WithMemoryLimitPages(cfg.MemoryLimitPages).
 		WithCompilationCache(cache))
 	rt := &Runtime{
-		cfg:       cfg,
-		wr:        wr,
-		cache:     cache,
-		compiled:  make(map[[32]byte]*compiledModule),
-		plugins:   make(map[*Plugin]struct{}),
+		cfg:      cfg,
+		wr:       wr,
+		cache:    cache,
+		compiled: make(map[[32]byte]*compiledModule),
+		plugins:  make(map[*Plugin]struct{}),
 	}
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, wr); err != nil {
 		_ = wr.Close(ctx)

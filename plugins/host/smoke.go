@@ -92,5 +92,3 @@ func SyntheticTasks(n int, seed uint64) []policy.Task {
 	}
 	return tasks
 }
-
-

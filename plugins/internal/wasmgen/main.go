@@ -26,7 +26,7 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: wasmgen OUT.wasm=PKGDIR ...")
+		return fmt.Errorf("usage: wasmgen OUT.wasm=PKGDIR [OUT.wasm=PKGDIR]")
 	}
 	tmp, err := os.MkdirTemp("", "wasmgen")
 	if err != nil {
