@@ -196,18 +196,18 @@ type AgentReport struct {
 
 // Report is what a simulation found.
 type Report struct {
-	Name      string        `json:"name"`
-	Tasks     int           `json:"tasks"`
-	Makespan  time.Duration `json:"makespanNs"` // first submission to last end
-	WaitP50   time.Duration `json:"waitP50Ns"`  // submission to first dispatch
-	WaitP99   time.Duration `json:"waitP99Ns"`
+	Name     string        `json:"name"`
+	Tasks    int           `json:"tasks"`
+	Makespan time.Duration `json:"makespanNs"` // first submission to last end
+	WaitP50  time.Duration `json:"waitP50Ns"`  // submission to first dispatch
+	WaitP99  time.Duration `json:"waitP99Ns"`
 	// Jain is Jain's fairness index (Σx)²/(n·Σx²) over x_i = received_i /
 	// entitled_i: at every dispatch, each agent with queued work is entitled
 	// to its weight's share of that dispatch, and the agent dispatched
 	// receives it. 1 means every backlogged agent got exactly its share (as
 	// under ideal processor sharing); it falls towards 1/n as one agent takes
 	// the dispatches the others were entitled to.
-	Jain float64 `json:"jain"`
+	Jain      float64       `json:"jain"`
 	Agents    []AgentReport `json:"agents"`
 	Order     []string      `json:"-"` // task ids in first-dispatch order
 	Submitted []string      `json:"-"` // task ids in submission order

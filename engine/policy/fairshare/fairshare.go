@@ -37,20 +37,72 @@ func Before(aInflight, aWeight uint32, aSeq uint64, bInflight, bWeight uint32, b
 // Fairness implements policy.Fairness. It keeps scratch space between calls,
 // so one value must not be used by two goroutines at once; the zero value is
 // ready to use.
+//
+// It uses no maps: agents and lanes get dense indices from small
+// open-addressing tables, which keeps a decision cheap when the policy runs
+// as a WebAssembly plugin, where every map operation costs several calls.
 type Fairness struct {
-	heap   []int32        // candidate indices, best first
-	pos    []int32        // candidate index -> position in heap, -1 when out
-	state  []candState    // per candidate
-	agents map[uint32]int // agent -> index into agentStates
-	agentS []agentState
-	lanes  map[uint16]uint32  // lane -> extra in flight from this decision
-	cands  []policy.Candidate // the decision's candidates, during Pick only
+	heap      []int32     // candidate indices, best first
+	pos       []int32     // candidate index -> position in heap, -1 when out
+	state     []candState // per candidate
+	agents    denseIndex  // agent -> index into agentS
+	agentS    []agentState
+	lanes     denseIndex         // lane -> index into laneExtra
+	laneExtra []uint32           // per lane: extra in flight from this decision
+	cands     []policy.Candidate // the decision's candidates, during Pick only
 }
 
 type candState struct {
 	taken uint32 // tasks already picked from this queue
 	aged  bool   // the head has waited past the aging threshold
 	agent int    // index into agentStates
+	lane  int32  // index into laneExtra
+}
+
+// denseIndex numbers distinct uint32 keys 0, 1, 2, … in order of first
+// appearance. Entries are valid when their stamp is the current
+// generation, so resetting is O(1).
+type denseIndex struct {
+	keys  []uint32
+	vals  []int32
+	stamp []uint32
+	gen   uint32
+	n     int32
+}
+
+// reset empties the index and sizes it for up to n keys.
+func (d *denseIndex) reset(n int) {
+	size := 16
+	for size < 2*n {
+		size *= 2
+	}
+	if len(d.keys) < size {
+		d.keys = make([]uint32, size)
+		d.vals = make([]int32, size)
+		d.stamp = make([]uint32, size)
+		d.gen = 0
+	}
+	d.gen++
+	if d.gen == 0 { // wrapped: clear the stamps once every 2^32 resets
+		clear(d.stamp)
+		d.gen = 1
+	}
+	d.n = 0
+}
+
+// index returns k's number, assigning the next one if k is new.
+func (d *denseIndex) index(k uint32) (int32, bool) {
+	mask := uint32(len(d.keys) - 1)
+	for i := (k * 0x9E3779B1) & mask; ; i = (i + 1) & mask {
+		if d.stamp[i] != d.gen {
+			d.stamp[i], d.keys[i], d.vals[i] = d.gen, k, d.n
+			d.n++
+			return d.n - 1, true
+		}
+		if d.keys[i] == k {
+			return d.vals[i], false
+		}
+	}
 }
 
 type agentState struct {
@@ -68,7 +120,7 @@ func (f *Fairness) Pick(ctx policy.PickContext, cands []policy.Candidate, picks 
 		st := &f.state[i]
 		as := &f.agentS[st.agent]
 		if st.taken >= c.QueueLen || c.AgentInflight+as.extra >= c.AgentLimit ||
-			c.LaneInflight+f.lanes[c.Lane] >= c.LaneLimit {
+			c.LaneInflight+f.laneExtra[st.lane] >= c.LaneLimit {
 			f.remove(i)
 			continue
 		}
@@ -77,7 +129,7 @@ func (f *Fairness) Pick(ctx policy.PickContext, cands []policy.Candidate, picks 
 		st.taken++
 		st.aged = false // the next task of this queue is younger than the head
 		as.extra++
-		f.lanes[c.Lane]++
+		f.laneExtra[st.lane]++
 		for _, m := range as.members { // the agent's share grew: reorder its queues
 			if f.pos[m] >= 0 {
 				f.down(int(f.pos[m]))
@@ -89,22 +141,18 @@ func (f *Fairness) Pick(ctx policy.PickContext, cands []policy.Candidate, picks 
 }
 
 func (f *Fairness) reset(ctx policy.PickContext, cands []policy.Candidate) {
-	if f.agents == nil {
-		f.agents = make(map[uint32]int)
-		f.lanes = make(map[uint16]uint32)
-	}
-	clear(f.agents)
-	clear(f.lanes)
+	f.agents.reset(len(cands))
+	f.lanes.reset(len(cands))
+	f.laneExtra = f.laneExtra[:0]
 	f.agentS = f.agentS[:0]
 	f.heap = f.heap[:0]
 	f.pos = f.pos[:0]
 	f.state = f.state[:0]
 	for i := range cands {
 		c := &cands[i]
-		a, ok := f.agents[c.Agent]
-		if !ok {
-			a = len(f.agentS)
-			f.agents[c.Agent] = a
+		ai, isNew := f.agents.index(c.Agent)
+		a := int(ai)
+		if isNew {
 			if a < cap(f.agentS) {
 				f.agentS = f.agentS[:a+1]
 				f.agentS[a].extra = 0
@@ -114,9 +162,14 @@ func (f *Fairness) reset(ctx policy.PickContext, cands []policy.Candidate) {
 			}
 		}
 		f.agentS[a].members = append(f.agentS[a].members, int32(i))
+		l, isNew := f.lanes.index(uint32(c.Lane))
+		if isNew {
+			f.laneExtra = append(f.laneExtra, 0)
+		}
 		f.state = append(f.state, candState{
 			aged:  ctx.AgingMs > 0 && c.HeadWaitMs >= ctx.AgingMs,
 			agent: a,
+			lane:  l,
 		})
 		f.pos = append(f.pos, int32(len(f.heap)))
 		f.heap = append(f.heap, int32(i))

@@ -1,0 +1,73 @@
+package host
+
+import (
+	"errors"
+	"time"
+)
+
+// ErrInvalid marks a module refused at load: wrong ABI version, a missing or
+// mistyped export, an import that plugins are not offered, a configuration
+// the guest rejects, or a failed smoke decision. The API maps it to
+// PLUGIN_INVALID.
+var ErrInvalid = errors.New("invalid plugin")
+
+// ErrClosed is returned by a closed plugin or runtime.
+var ErrClosed = errors.New("plugin closed")
+
+// FaultKind classifies a decision that the plugin failed to make.
+type FaultKind uint8
+
+// Fault kinds.
+const (
+	FaultTrap    FaultKind = 1 // the guest trapped or exited: a Go panic, out of memory, unreachable
+	FaultBudget  FaultKind = 2 // the decision ran out of fuel (Config.DecisionFuel): an endless or far too long loop
+	FaultInvalid FaultKind = 3 // the answer broke the contract: index or count out of range, bad retry action or delay
+	FaultRefused FaultKind = 4 // the guest returned an error code (see the event's reason)
+)
+
+// String returns the kind's lower-case name, as used in metrics.
+func (k FaultKind) String() string {
+	switch k {
+	case FaultTrap:
+		return "trap"
+	case FaultBudget:
+		return "budget"
+	case FaultInvalid:
+		return "invalid"
+	case FaultRefused:
+		return "refused"
+	}
+	return "unknown"
+}
+
+// EventKind says what happened to a plugin.
+type EventKind uint8
+
+// Event kinds.
+const (
+	EventFault    EventKind = 1 // a decision faulted and fell back
+	EventDisabled EventKind = 2 // the breaker tripped (or an instance could not be rebuilt)
+	EventEnabled  EventKind = 3 // Plugin.Enable re-enabled the plugin
+)
+
+// String returns the kind's lower-case name.
+func (k EventKind) String() string {
+	switch k {
+	case EventFault:
+		return "fault"
+	case EventDisabled:
+		return "disabled"
+	case EventEnabled:
+		return "enabled"
+	}
+	return "unknown"
+}
+
+// Event reports a fault or a breaker change.
+type Event struct {
+	Plugin string
+	Kind   EventKind
+	Fault  FaultKind // for EventFault
+	Reason string
+	Time   time.Time
+}

@@ -1,0 +1,300 @@
+package host_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/engine/policy/fairshare"
+	"github.com/switchyard/switchyard/plugins/host"
+)
+
+// reverse is a fallback whose answers are easy to tell from the faulty
+// guest's: it picks the last candidates first.
+type reverse struct{}
+
+func (reverse) Pick(_ policy.PickContext, cands []policy.Candidate, picks []uint32) int {
+	n := 0
+	for n < len(picks) && n < len(cands) {
+		picks[n] = uint32(len(cands) - 1 - n)
+		n++
+	}
+	return n
+}
+
+// events collects a runtime's events.
+type events struct {
+	mu  sync.Mutex
+	all []host.Event
+}
+
+func (e *events) add(ev host.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.all = append(e.all, ev)
+}
+
+func (e *events) kinds() []host.EventKind {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var k []host.EventKind
+	for _, ev := range e.all {
+		k = append(k, ev.Kind)
+	}
+	return k
+}
+
+func (e *events) last() host.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.all[len(e.all)-1]
+}
+
+func pickCtx() policy.PickContext { return policy.PickContext{NowMs: 1e12, AgingMs: 30_000, Slots: 4} }
+
+// eventually polls cond until it holds or ten seconds pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestLoadRefusesInvalidModules(t *testing.T) {
+	t.Parallel()
+	rt := newRuntime(t, host.Config{})
+	for _, tc := range []struct {
+		name, guest, config, want string
+	}{
+		{"wrong ABI version", "badversion", "", "ABI version 99"},
+		{"unknown import", "badimport", "", "imports env.open_socket"},
+		{"missing slot export", "noslot", "", "exports none of selection_rank, fairness_pick, retry_decide"},
+		{"configuration refused", "faulty", `{"mode": 5}`, "configure"},
+		{"smoke decision traps", "faulty", `{"mode": "panic"}`, "smoke decision: trap"},
+		{"smoke decision loops", "faulty", `{"mode": "loop"}`, "smoke decision: budget"},
+		{"smoke decision out of range", "faulty", `{"mode": "range"}`, "smoke decision: invalid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := rt.Load(context.Background(), tc.name, guests[tc.guest], []byte(tc.config))
+			require.ErrorIs(t, err, host.ErrInvalid)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	_, err := rt.Load(context.Background(), "garbage", []byte("not wasm at all"), nil)
+	require.ErrorIs(t, err, host.ErrInvalid)
+}
+
+func TestFaultyFairnessDecisionsFallBackAndAreCounted(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		mode string
+		want host.FaultKind
+		why  string
+	}{
+		{"loop", host.FaultBudget, "ran out of fuel"},
+		{"panic", host.FaultTrap, "assignment to entry in nil map"},
+		{"range", host.FaultInvalid, "picked candidate"},
+		{"count", host.FaultRefused, "count out of range"}, // caught by the SDK in the guest
+		{"alloc", host.FaultTrap, "out of memory"},
+		{"refuse", host.FaultRefused, "count out of range"},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel()
+			var ev events
+			rt := newRuntime(t, host.Config{OnEvent: ev.add, BreakerThreshold: 100})
+			p, err := rt.Load(context.Background(), "faulty", guests["faulty"], []byte(`{"mode": "ok"}`))
+			require.NoError(t, err)
+			w, err := p.Fairness(reverse{})
+			require.NoError(t, err)
+			cands := host.SyntheticCandidates(8, 1)
+			picks := make([]uint32, 4)
+			require.Equal(t, 4, w.Pick(pickCtx(), cands, picks))
+			require.Equal(t, []uint32{0, 1, 2, 3}, picks, "the healthy plugin answers")
+
+			require.NoError(t, p.Configure(context.Background(), []byte(`{"mode": "`+tc.mode+`"}`)))
+			for range 3 { // the fault, then decisions while the instance may be rebuilt
+				require.Equal(t, 4, w.Pick(pickCtx(), cands, picks))
+				require.Equal(t, []uint32{7, 6, 5, 4}, picks, "the fallback answers")
+			}
+			st := p.Stats()
+			require.GreaterOrEqual(t, st.Faults[tc.want], uint64(1), "stats %+v", st)
+			require.Equal(t, uint64(3), st.Fallbacks)
+			require.Equal(t, host.EventFault, ev.all[0].Kind)
+			require.Equal(t, tc.want, ev.all[0].Fault)
+			require.Contains(t, ev.all[0].Reason, tc.why)
+		})
+	}
+}
+
+func TestInvalidRetryAnswersAreRejected(t *testing.T) {
+	t.Parallel()
+	rt := newRuntime(t, host.Config{})
+	for mode, want := range map[string]host.FaultKind{
+		"action":   host.FaultInvalid,
+		"negative": host.FaultRefused, // a negative delay packs into a negative result: the ABI's error value
+		"huge":     host.FaultInvalid,
+	} {
+		t.Run(mode, func(t *testing.T) {
+			p, err := rt.Load(context.Background(), "badretry", guests["badretry"], nil)
+			require.NoError(t, err)
+			defer p.Close(context.Background())
+			w, err := p.Retry(fixedRetry{})
+			require.NoError(t, err)
+			f := policy.Failure{NowMs: 1e12, Attempt: 1, MaxAttempts: 4, Class: policy.ClassTransient}
+			require.Equal(t, policy.Decision{Action: policy.ActionRetry, DelayMs: 1234}, w.Decide(f), "the healthy plugin answers")
+			require.NoError(t, p.Configure(context.Background(), []byte(`{"mode": "`+mode+`"}`)))
+			require.Equal(t, fixedRetry{}.Decide(f), w.Decide(f), "the fallback answers")
+			require.Equal(t, uint64(1), p.Stats().Faults[want])
+		})
+	}
+}
+
+type fixedRetry struct{}
+
+func (fixedRetry) Decide(policy.Failure) policy.Decision {
+	return policy.Decision{Action: policy.ActionPark}
+}
+
+func TestBreakerDisablesPluginAfterRepeatedFaults(t *testing.T) {
+	t.Parallel()
+	var ev events
+	rt := newRuntime(t, host.Config{OnEvent: ev.add, BreakerThreshold: 3})
+	p, err := rt.Load(context.Background(), "faulty", guests["faulty"], []byte(`{"mode": "ok"}`))
+	require.NoError(t, err)
+	w, err := p.Fairness(reverse{})
+	require.NoError(t, err)
+	require.NoError(t, p.Configure(context.Background(), []byte(`{"mode": "panic"}`)))
+	cands := host.SyntheticCandidates(8, 1)
+	picks := make([]uint32, 4)
+	eventually(t, "the breaker trips", func() bool {
+		require.Equal(t, 4, w.Pick(pickCtx(), cands, picks))
+		require.Equal(t, []uint32{7, 6, 5, 4}, picks)
+		disabled, _ := p.Disabled()
+		return disabled
+	})
+	require.Equal(t, []host.EventKind{host.EventFault, host.EventFault, host.EventFault, host.EventDisabled}, ev.kinds())
+	require.Contains(t, ev.last().Reason, "3 faults")
+	st := p.Stats()
+	require.True(t, st.Disabled)
+	require.Equal(t, uint64(3), st.Faults[host.FaultTrap])
+
+	// Disabled, the plugin is not called at all: no more faults.
+	for range 10 {
+		require.Equal(t, 4, w.Pick(pickCtx(), cands, picks))
+	}
+	require.Equal(t, uint64(3), p.Stats().FaultTotal())
+
+	// Enabled again with a good configuration, it answers again.
+	require.NoError(t, p.Configure(context.Background(), []byte(`{"mode": "ok"}`)))
+	p.Enable()
+	eventually(t, "the re-enabled plugin answers", func() bool {
+		w.Pick(pickCtx(), cands, picks)
+		return picks[0] == 0
+	})
+	require.Equal(t, host.EventEnabled, ev.kinds()[4])
+}
+
+func TestRareFaultsDoNotTripTheBreaker(t *testing.T) {
+	t.Parallel()
+	rt := newRuntime(t, host.Config{BreakerThreshold: 2, BreakerForgive: 10})
+	p, err := rt.Load(context.Background(), "faulty", guests["faulty"], []byte(`{"mode": "ok"}`))
+	require.NoError(t, err)
+	w, err := p.Fairness(reverse{})
+	require.NoError(t, err)
+	cands, picks := host.SyntheticCandidates(8, 1), make([]uint32, 4)
+	for range 5 { // one refused decision in every 20: forgiven in time
+		require.NoError(t, p.Configure(context.Background(), []byte(`{"mode": "count"}`)))
+		w.Pick(pickCtx(), cands, picks)
+		require.NoError(t, p.Configure(context.Background(), []byte(`{"mode": "ok"}`)))
+		for range 19 {
+			w.Pick(pickCtx(), cands, picks)
+		}
+	}
+	disabled, why := p.Disabled()
+	require.False(t, disabled, why)
+	require.Equal(t, uint64(5), p.Stats().FaultTotal())
+}
+
+func TestConfigureIsHotAndRefusalKeepsTheOldConfiguration(t *testing.T) {
+	t.Parallel()
+	rt := newRuntime(t, host.Config{})
+	p, err := rt.Load(context.Background(), "faulty", guests["faulty"], []byte(`{"mode": "ok"}`))
+	require.NoError(t, err)
+	w, err := p.Fairness(reverse{})
+	require.NoError(t, err)
+	cands, picks := host.SyntheticCandidates(8, 1), make([]uint32, 4)
+
+	err = p.Configure(context.Background(), []byte(`{"mode": [`))
+	require.ErrorIs(t, err, host.ErrInvalid)
+	require.JSONEq(t, `{"mode": "ok"}`, string(p.Config()))
+	eventually(t, "the plugin answers with its old configuration", func() bool {
+		w.Pick(pickCtx(), cands, picks)
+		return picks[0] == 0
+	})
+
+	require.NoError(t, p.Configure(context.Background(), []byte(`{"mode": "count"}`)))
+	w.Pick(pickCtx(), cands, picks)
+	require.Equal(t, uint32(7), picks[0], "the new configuration applies to the next decision")
+}
+
+func TestConcurrentDecisionsMatchTheNativePolicy(t *testing.T) {
+	t.Parallel()
+	rt := newRuntime(t, host.Config{Instances: 2})
+	w, err := loadBuiltin(t, rt, policy.SlotFairness).Fairness(&fairshare.Fairness{})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			native := &fairshare.Fairness{}
+			for i := range 200 {
+				cands := host.SyntheticCandidates(1+(i%50), uint64(g*1000+i))
+				ctx := policy.PickContext{NowMs: 1e12, AgingMs: 30_000, Slots: 6}
+				want, got := make([]uint32, 6), make([]uint32, 6)
+				nw, ng := native.Pick(ctx, cands, want), w.Pick(ctx, cands, got)
+				if nw != ng || !equal(want[:nw], got[:ng]) {
+					t.Errorf("goroutine %d decision %d: plugin %v, native %v", g, i, got[:ng], want[:nw])
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Zero(t, w.Plugin().Stats().Fallbacks)
+}
+
+func equal(a, b []uint32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestClosedPluginKeepsAnsweringThroughFallback(t *testing.T) {
+	t.Parallel()
+	rt := newRuntime(t, host.Config{})
+	p, err := rt.Load(context.Background(), "faulty", guests["faulty"], []byte(`{"mode": "ok"}`))
+	require.NoError(t, err)
+	w, err := p.Fairness(reverse{})
+	require.NoError(t, err)
+	require.NoError(t, p.Close(context.Background()))
+	picks := make([]uint32, 4)
+	require.Equal(t, 4, w.Pick(pickCtx(), host.SyntheticCandidates(8, 1), picks))
+	require.Equal(t, []uint32{7, 6, 5, 4}, picks)
+	_, err = p.Fairness(nil)
+	require.Error(t, err, "a wrapper needs a fallback")
+	_, err = p.Retry(fixedRetry{})
+	require.ErrorContains(t, err, "is a fairness policy, not a retry policy")
+}

@@ -1,0 +1,226 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/switchyard/switchyard/plugins/abi"
+	"github.com/switchyard/switchyard/plugins/internal/meter"
+)
+
+type instanceKey struct{}
+
+// instance is one instantiated module. It is used by one goroutine at a
+// time: the pool hands it out.
+type instance struct {
+	plugin *Plugin
+	mod    api.Module
+	mem    api.Memory
+	decide api.Function // the slot's export
+	arena  api.Function
+	config api.Function // nil when the guest takes no configuration
+
+	ctx  context.Context // long-lived; carries the instance to host functions
+	fuel api.MutableGlobal
+
+	stack  []uint64
+	ptr    uint32 // arena address
+	size   uint32 // arena length
+	cfgGen uint64 // configuration generation applied
+	reason string // the guest's last reason
+	stderr tail   // the guest's last stderr output
+}
+
+// errBudget marks a call that ran out of fuel.
+var errBudget = errors.New("out of fuel")
+
+// newInstance instantiates the plugin's module and runs _initialize.
+func newInstance(ctx context.Context, p *Plugin) (*instance, error) {
+	in := &instance{plugin: p, stack: make([]uint64, 4)}
+	in.ctx = context.WithValue(context.Background(), instanceKey{}, in)
+	mc := wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions(abi.ExportInitialize).
+		WithStdout(&in.stderr).
+		WithStderr(&in.stderr).
+		WithWalltime(frozenWalltime, 1).
+		WithNanotime(frozenNanotime, 1)
+	mod, err := p.rt.wr.InstantiateModule(in.ctx, p.compiled, mc)
+	if err != nil {
+		return nil, fmt.Errorf("instantiate: %v%s", err, in.stderr.suffix())
+	}
+	in.mod = mod
+	in.fuel, _ = mod.ExportedGlobal(meter.FuelExport).(api.MutableGlobal)
+	if in.fuel == nil {
+		_ = mod.Close(in.ctx)
+		return nil, errors.New("instantiate: the fuel meter is missing")
+	}
+	in.mem = mod.ExportedMemory(abi.ExportMemory)
+	in.decide = mod.ExportedFunction(slotExport(p.slot))
+	in.arena = mod.ExportedFunction(abi.ExportArena)
+	in.config = mod.ExportedFunction(abi.ExportConfigure)
+	if err := in.ensureArena(abi.HeaderSize); err != nil {
+		in.close()
+		return nil, err
+	}
+	return in, nil
+}
+
+// The guest's clocks are frozen: time reaches a policy only as an argument,
+// so a decision cannot depend on when it runs. The monotonic clock reads one
+// second rather than zero because the Go runtime refuses a zero clock.
+func frozenWalltime() (int64, int32) { return 0, 0 }
+func frozenNanotime() int64          { return 1e9 }
+
+// call runs fn with the instance's stack and a decision's fuel. After an
+// error the instance must be discarded.
+func (in *instance) call(fn api.Function) error {
+	return in.callWith(fn, in.plugin.rt.cfg.DecisionFuel)
+}
+
+// setupCall runs fn with the setup budget rather than the decision one.
+func (in *instance) setupCall(fn api.Function) error {
+	return in.callWith(fn, in.plugin.rt.cfg.SetupFuel)
+}
+
+func (in *instance) callWith(fn api.Function, fuel int64) error {
+	in.fuel.Set(uint64(fuel))
+	err := fn.CallWithStack(in.ctx, in.stack)
+	if err != nil && in.fuel.Get() == 0 {
+		return errBudget
+	}
+	return err
+}
+
+// ensureArena makes the guest's arena at least n bytes long.
+func (in *instance) ensureArena(n uint32) error {
+	if n <= in.size {
+		return nil
+	}
+	in.stack[0] = uint64(n)
+	if err := in.call(in.arena); err != nil {
+		return err
+	}
+	ptr, size := abi.UnpackArena(int64(in.stack[0]))
+	if size < n {
+		return fmt.Errorf("arena: guest offered %d bytes, %d needed", size, n)
+	}
+	if _, ok := in.mem.Read(ptr, size); !ok {
+		return fmt.Errorf("arena: [%d, +%d) lies outside guest memory", ptr, size)
+	}
+	in.ptr, in.size = ptr, size
+	return nil
+}
+
+// view returns the first n bytes of the arena. Memory may grow during any
+// call, so a view is valid only until the next call.
+func (in *instance) view(n uint32) []byte {
+	b, _ := in.mem.Read(in.ptr, n)
+	return b
+}
+
+// configure passes doc to the guest.
+func (in *instance) configure(doc []byte, gen uint64) error {
+	if in.config == nil {
+		if !emptyConfig(doc) {
+			return fmt.Errorf("%w: the plugin takes no configuration (it has no %s export)", errRefused, abi.ExportConfigure)
+		}
+		in.cfgGen = gen
+		return nil
+	}
+	if err := in.ensureArena(uint32(len(doc))); err != nil {
+		return err
+	}
+	copy(in.view(uint32(len(doc))), doc)
+	in.stack[0] = uint64(len(doc))
+	in.reason = ""
+	if err := in.setupCall(in.config); err != nil {
+		return err
+	}
+	if int32(in.stack[0]) < 0 {
+		return fmt.Errorf("%w: %s", errRefused, in.reasonOr("configure refused"))
+	}
+	in.cfgGen = gen
+	return nil
+}
+
+// errRefused marks a guest that answered with an error code.
+var errRefused = errors.New("refused")
+
+func (in *instance) reasonOr(def string) string {
+	if in.reason != "" {
+		return in.reason
+	}
+	return def
+}
+
+// close stops the instance for good.
+func (in *instance) close() {
+	if in.mod != nil {
+		_ = in.mod.Close(context.Background())
+	}
+}
+
+// describe turns a call error into a fault kind and a reason.
+func (in *instance) describe(err error) (FaultKind, string) {
+	if errors.Is(err, errBudget) {
+		return FaultBudget, fmt.Sprintf("ran out of fuel (%d loop iterations)", in.plugin.rt.cfg.DecisionFuel)
+	}
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		return FaultTrap, fmt.Sprintf("guest exited with code %d%s", exit.ExitCode(), in.stderr.suffix())
+	}
+	return FaultTrap, err.Error() + in.stderr.suffix()
+}
+
+func emptyConfig(doc []byte) bool {
+	s := string(doc)
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\n' || s[0] == '\t' || s[0] == '\r') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\n' || s[len(s)-1] == '\t' || s[len(s)-1] == '\r') {
+		s = s[:len(s)-1]
+	}
+	return s == "" || s == "null" || s == "{}"
+}
+
+// tail keeps the first bytes a guest writes to stdout or stderr since it was
+// instantiated, so that a Go guest's panic or fatal error reaches the fault's
+// reason (the instance is discarded right after). Guests log through the
+// switchyard.log import, not stdout.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailSize = 1024
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if room := tailSize - len(t.buf); room > 0 {
+		t.buf = append(t.buf, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+// suffix returns ": <first paragraph of output>" or "".
+func (t *tail) suffix() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := strings.TrimSpace(string(t.buf))
+	if s == "" {
+		return ""
+	}
+	if i := strings.Index(s, "\n\n"); i >= 0 {
+		s = s[:i]
+	}
+	return ": " + s
+}

@@ -1,0 +1,425 @@
+package host
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+
+	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/plugins/abi"
+)
+
+// Plugin is one loaded module: a pool of instances, its configuration, its
+// breaker and its statistics. It is safe for concurrent use. The engine uses
+// it through the wrappers returned by Selection, Fairness and Retry.
+type Plugin struct {
+	rt       *Runtime
+	name     string
+	slot     policy.Slot
+	key      [32]byte
+	compiled wazero.CompiledModule
+	flags    int32
+	size     int // pool size: 1 for a stateful plugin
+
+	idle chan *instance
+	live atomic.Int32 // instances in existence (idle, busy or being built)
+
+	mu     sync.Mutex // guards config, closed, disabledWhy and the rebuild path
+	config []byte
+	cfgGen atomic.Uint64
+	closed bool
+	done   chan struct{} // closed by Close
+
+	disabled    atomic.Bool
+	disabledWhy string
+	debt        atomic.Int64 // breaker: faults × forgive, minus good decisions
+
+	stats stats
+}
+
+// Load compiles (or reuses) wasm, validates it against the ABI, instantiates
+// it, passes it config (a JSON document; nil or empty for none) and makes a
+// smoke decision on synthetic input. Any failure is an error wrapping
+// ErrInvalid that says what is wrong.
+func (rt *Runtime) Load(ctx context.Context, name string, wasm []byte, config []byte) (*Plugin, error) {
+	cm, key, err := rt.compile(ctx, wasm)
+	if err != nil {
+		return nil, fmt.Errorf("load plugin %q: %w", name, err)
+	}
+	p, err := rt.load(ctx, name, cm, key, config)
+	if err != nil {
+		rt.releaseCompiled(ctx, key)
+		return nil, fmt.Errorf("load plugin %q: %w", name, err)
+	}
+	return p, nil
+}
+
+// Validate compiles wasm (or finds it in the compilation cache) and checks
+// its imports and exports against the ABI without instantiating it. It
+// returns the slot the module fills. A server can call it at start to warm
+// the compilation cache, so that a later Load takes milliseconds.
+func (rt *Runtime) Validate(ctx context.Context, wasm []byte) (policy.Slot, error) {
+	cm, key, err := rt.compile(ctx, wasm)
+	if err != nil {
+		return 0, err
+	}
+	defer rt.releaseCompiled(ctx, key)
+	return validate(cm)
+}
+
+func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModule, key [32]byte, config []byte) (*Plugin, error) {
+	slot, err := validate(cm)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plugin{
+		rt: rt, name: name, slot: slot, key: key, compiled: cm,
+		config: append([]byte(nil), config...),
+		done:   make(chan struct{}),
+	}
+	p.cfgGen.Store(1)
+	p.stats.init()
+	first, err := newInstance(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	fail := func(err error) (*Plugin, error) {
+		first.close()
+		return nil, err
+	}
+	if err := p.checkVersion(first); err != nil {
+		return fail(err)
+	}
+	if err := first.configure(p.config, 1); err != nil {
+		return fail(fmt.Errorf("%w: configure: %v", ErrInvalid, err))
+	}
+	if err := first.smoke(); err != nil {
+		return fail(fmt.Errorf("%w: smoke decision: %v", ErrInvalid, err))
+	}
+	p.size = 1
+	if p.flags&abi.FlagStateless != 0 {
+		p.size = rt.cfg.Instances
+	}
+	p.idle = make(chan *instance, p.size)
+	p.idle <- first
+	p.live.Store(1)
+	for i := 1; i < p.size; i++ {
+		in, err := p.build(ctx)
+		if err != nil {
+			p.shutdown()
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		p.live.Add(1)
+		p.idle <- in
+	}
+	rt.mu.Lock()
+	if rt.closed {
+		rt.mu.Unlock()
+		p.shutdown()
+		return nil, ErrClosed
+	}
+	rt.plugins[p] = struct{}{}
+	rt.mu.Unlock()
+	return p, nil
+}
+
+// checkVersion reads abi_version and policy_flags.
+func (p *Plugin) checkVersion(in *instance) error {
+	if err := in.setupCall(in.mod.ExportedFunction(abi.ExportABIVersion)); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, abi.ExportABIVersion, err)
+	}
+	if v := int32(in.stack[0]); v != abi.Version {
+		return fmt.Errorf("%w: ABI version %d, this host speaks version %d", ErrInvalid, v, abi.Version)
+	}
+	if f := in.mod.ExportedFunction(abi.ExportPolicyFlags); f != nil {
+		if err := in.setupCall(f); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrInvalid, abi.ExportPolicyFlags, err)
+		}
+		p.flags = int32(in.stack[0])
+	}
+	return nil
+}
+
+// build makes a configured instance.
+func (p *Plugin) build(ctx context.Context) (*instance, error) {
+	in, err := newInstance(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	doc, gen := p.config, p.cfgGen.Load()
+	p.mu.Unlock()
+	if err := in.configure(doc, gen); err != nil {
+		in.close()
+		return nil, fmt.Errorf("configure: %w", err)
+	}
+	return in, nil
+}
+
+// Name returns the name the plugin was loaded under.
+func (p *Plugin) Name() string { return p.name }
+
+// Slot returns the decision the plugin makes.
+func (p *Plugin) Slot() policy.Slot { return p.slot }
+
+// Hash returns the hex SHA-256 of the module's bytes.
+func (p *Plugin) Hash() string { return hex.EncodeToString(p.key[:]) }
+
+// Stateless reports whether the plugin declared itself stateless (and so
+// runs on a pool of instances).
+func (p *Plugin) Stateless() bool { return p.flags&abi.FlagStateless != 0 }
+
+// Config returns the plugin's current configuration document.
+func (p *Plugin) Config() []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]byte(nil), p.config...)
+}
+
+// Configure passes a new configuration document to the plugin. The guest
+// validates it on one instance first; if it refuses, the error says why and
+// the plugin keeps its old configuration. The other instances pick the new
+// document up before their next decision.
+func (p *Plugin) Configure(ctx context.Context, config []byte) error {
+	in, err := p.acquireWait(ctx)
+	if err != nil {
+		return fmt.Errorf("configure plugin %q: %w", p.name, err)
+	}
+	p.mu.Lock()
+	gen := p.cfgGen.Load() + 1
+	doc := append([]byte(nil), config...)
+	if err := in.configure(doc, gen); err != nil {
+		p.mu.Unlock()
+		p.discard(in) // its settings may be half applied; rebuild with the old ones
+		return fmt.Errorf("configure plugin %q: %w: %v", p.name, ErrInvalid, err)
+	}
+	p.config = doc
+	p.cfgGen.Store(gen)
+	p.mu.Unlock()
+	p.release(in)
+	return nil
+}
+
+// Disabled reports whether the breaker has disabled the plugin, and why.
+func (p *Plugin) Disabled() (bool, string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.disabled.Load(), p.disabledWhy
+}
+
+// Enable re-enables a plugin that the breaker disabled, with a clean slate.
+func (p *Plugin) Enable() {
+	p.mu.Lock()
+	was := p.disabled.Load()
+	closed := p.closed
+	p.debt.Store(0)
+	p.disabledWhy = ""
+	p.disabled.Store(false)
+	p.mu.Unlock()
+	if !was || closed {
+		return
+	}
+	for int(p.live.Load()) < p.size { // replace instances lost while disabled
+		p.live.Add(1)
+		go p.rebuild()
+	}
+	p.emit(Event{Kind: EventEnabled, Reason: "enabled"})
+}
+
+// Close releases the plugin's instances. Its wrappers keep answering
+// through their fallbacks.
+func (p *Plugin) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.mu.Unlock()
+	p.shutdown()
+	p.rt.mu.Lock()
+	delete(p.rt.plugins, p)
+	p.rt.mu.Unlock()
+	p.rt.releaseCompiled(ctx, p.key)
+	return nil
+}
+
+func (p *Plugin) shutdown() {
+	p.mu.Lock()
+	p.closed = true
+	close(p.done)
+	p.mu.Unlock()
+	for {
+		select {
+		case in := <-p.idle:
+			in.close()
+		default:
+			return
+		}
+	}
+}
+
+// acquire returns an idle instance, or nil when the decision must fall back:
+// the plugin is disabled or closed, or an instance is being rebuilt after a
+// fault (waiting for it would stall the engine for milliseconds). When every
+// instance is merely busy with another decision, it waits for one.
+func (p *Plugin) acquire() *instance {
+	if p.disabled.Load() {
+		return nil
+	}
+	select {
+	case in := <-p.idle:
+		return in
+	default:
+	}
+	if int(p.live.Load()) < p.size {
+		return nil
+	}
+	select {
+	case in := <-p.idle:
+		return in
+	case <-p.done:
+		return nil
+	}
+}
+
+// acquireWait waits for an instance, for operations that are not decisions.
+func (p *Plugin) acquireWait(ctx context.Context) (*instance, error) {
+	select {
+	case in := <-p.idle:
+		return in, nil
+	case <-p.done:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// release returns a healthy instance to the pool.
+func (p *Plugin) release(in *instance) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		in.close()
+		return
+	}
+	p.idle <- in // never blocks: at most size instances exist
+	p.mu.Unlock()
+}
+
+// discard drops a broken instance and starts building its replacement.
+func (p *Plugin) discard(in *instance) {
+	in.close()
+	p.mu.Lock()
+	stop := p.closed || p.disabled.Load()
+	p.mu.Unlock()
+	if stop {
+		p.live.Add(-1)
+		return
+	}
+	go p.rebuild()
+}
+
+// rebuild builds one instance to replace a discarded one; live already
+// counts it.
+func (p *Plugin) rebuild() {
+	in, err := p.build(context.Background())
+	if err != nil {
+		p.live.Add(-1)
+		p.disable(fmt.Sprintf("cannot rebuild an instance: %v", err))
+		return
+	}
+	p.release(in)
+}
+
+// fault records a failed decision and feeds the breaker.
+func (p *Plugin) fault(kind FaultKind, reason string) {
+	p.stats.faults[kind].Add(1)
+	p.emit(Event{Kind: EventFault, Fault: kind, Reason: reason})
+	limit := int64(p.rt.cfg.BreakerThreshold) * int64(p.rt.cfg.BreakerForgive)
+	if p.debt.Add(int64(p.rt.cfg.BreakerForgive)) >= limit {
+		p.disable(fmt.Sprintf("%d faults in quick succession, the last: %s: %s", p.rt.cfg.BreakerThreshold, kind, reason))
+	}
+}
+
+// succeeded forgives a little of the breaker's debt.
+func (p *Plugin) succeeded() {
+	for {
+		d := p.debt.Load()
+		if d <= 0 || p.debt.CompareAndSwap(d, d-1) {
+			return
+		}
+	}
+}
+
+func (p *Plugin) disable(why string) {
+	p.mu.Lock()
+	if p.disabled.Load() || p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.disabled.Store(true)
+	p.disabledWhy = why
+	p.mu.Unlock()
+	p.emit(Event{Kind: EventDisabled, Reason: why})
+}
+
+func (p *Plugin) emit(e Event) {
+	e.Plugin, e.Time = p.name, time.Now()
+	if e.Kind != EventFault {
+		p.rt.cfg.Logger.Warn("plugin "+e.Kind.String(), "plugin", p.name, "reason", e.Reason)
+	}
+	if f := p.rt.cfg.OnEvent; f != nil {
+		f(e)
+	}
+}
+
+func (p *Plugin) logGuest(level int32, msg string) {
+	l := slog.LevelInfo
+	switch level {
+	case abi.LogDebug:
+		l = slog.LevelDebug
+	case abi.LogWarn:
+		l = slog.LevelWarn
+	case abi.LogError:
+		l = slog.LevelError
+	}
+	p.rt.cfg.Logger.Log(context.Background(), l, msg, "plugin", p.name)
+}
+
+// begin starts a decision: an instance with the current configuration, or
+// nil when the decision must fall back.
+func (p *Plugin) begin() *instance {
+	in := p.acquire()
+	if in == nil {
+		return nil
+	}
+	if gen := p.cfgGen.Load(); in.cfgGen != gen {
+		p.mu.Lock()
+		doc, gen := p.config, p.cfgGen.Load()
+		p.mu.Unlock()
+		if err := in.configure(doc, gen); err != nil {
+			p.finish(in, in.callFault(err))
+			return nil
+		}
+	}
+	return in
+}
+
+// slotExport returns the export that implements slot.
+func slotExport(s policy.Slot) string {
+	switch s {
+	case policy.SlotSelection:
+		return abi.ExportSelection
+	case policy.SlotFairness:
+		return abi.ExportFairness
+	case policy.SlotRetry:
+		return abi.ExportRetry
+	}
+	return ""
+}

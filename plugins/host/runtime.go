@@ -1,0 +1,193 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"sync"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/switchyard/switchyard/plugins/abi"
+	"github.com/switchyard/switchyard/plugins/internal/meter"
+)
+
+// Runtime compiles, instantiates and watches plugins. Use one per process:
+// it owns the wazero runtime, the compilation cache and the watchdog
+// goroutine. It is safe for concurrent use.
+type Runtime struct {
+	cfg   Config
+	wr    wazero.Runtime
+	cache wazero.CompilationCache
+
+	mu       sync.Mutex
+	closed   bool
+	compiled map[[32]byte]*compiledModule
+	plugins  map[*Plugin]struct{}
+}
+
+type compiledModule struct {
+	cm   wazero.CompiledModule
+	refs int
+}
+
+// New starts a runtime.
+func New(cfg Config) (*Runtime, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	var cache wazero.CompilationCache
+	if cfg.NoFileCache {
+		cache = wazero.NewCompilationCache()
+	} else if cache, err = wazero.NewCompilationCacheWithDir(cfg.CacheDir); err != nil {
+		return nil, fmt.Errorf("host: compilation cache %s: %w", cfg.CacheDir, err)
+	}
+	ctx := context.Background()
+	// No WithCloseOnContextDone: modules are metered with fuel instead
+	// (see plugins/internal/meter), which is cheaper and deterministic.
+	wr := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
+		WithMemoryLimitPages(cfg.MemoryLimitPages).
+		WithCompilationCache(cache))
+	rt := &Runtime{
+		cfg:      cfg,
+		wr:       wr,
+		cache:    cache,
+		compiled: make(map[[32]byte]*compiledModule),
+		plugins:  make(map[*Plugin]struct{}),
+	}
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, wr); err != nil {
+		_ = wr.Close(ctx)
+		return nil, fmt.Errorf("host: instantiate WASI: %w", err)
+	}
+	if err := rt.instantiateHostModule(ctx); err != nil {
+		_ = wr.Close(ctx)
+		return nil, err
+	}
+	return rt, nil
+}
+
+// Config returns the runtime's configuration with defaults filled in.
+func (rt *Runtime) Config() Config { return rt.cfg }
+
+// Close closes every plugin and releases the runtime. Wrappers of closed
+// plugins keep answering through their fallbacks.
+func (rt *Runtime) Close(ctx context.Context) error {
+	rt.mu.Lock()
+	if rt.closed {
+		rt.mu.Unlock()
+		return nil
+	}
+	rt.closed = true
+	plugins := make([]*Plugin, 0, len(rt.plugins))
+	for p := range rt.plugins {
+		plugins = append(plugins, p)
+	}
+	rt.mu.Unlock()
+	for _, p := range plugins {
+		_ = p.Close(ctx)
+	}
+	err := rt.wr.Close(ctx)
+	if cerr := rt.cache.Close(ctx); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// compile returns the compiled form of wasm, compiling it at most once per
+// runtime (and, with the file cache, once per machine).
+func (rt *Runtime) compile(ctx context.Context, wasm []byte) (wazero.CompiledModule, [32]byte, error) {
+	key := sha256.Sum256(wasm)
+	rt.mu.Lock()
+	if rt.closed {
+		rt.mu.Unlock()
+		return nil, key, ErrClosed
+	}
+	if c, ok := rt.compiled[key]; ok {
+		c.refs++
+		rt.mu.Unlock()
+		return c.cm, key, nil
+	}
+	rt.mu.Unlock()
+	metered, err := meter.Instrument(wasm, rt.cfg.SetupFuel)
+	if err != nil {
+		return nil, key, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	cm, err := rt.wr.CompileModule(ctx, metered)
+	if err != nil {
+		return nil, key, fmt.Errorf("%w: compile: %v", ErrInvalid, err)
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if c, ok := rt.compiled[key]; ok { // compiled concurrently: keep the first
+		_ = cm.Close(ctx)
+		c.refs++
+		return c.cm, key, nil
+	}
+	rt.compiled[key] = &compiledModule{cm: cm, refs: 1}
+	return cm, key, nil
+}
+
+func (rt *Runtime) releaseCompiled(ctx context.Context, key [32]byte) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	c, ok := rt.compiled[key]
+	if !ok {
+		return
+	}
+	if c.refs--; c.refs == 0 {
+		delete(rt.compiled, key)
+		_ = c.cm.Close(ctx)
+	}
+}
+
+// instantiateHostModule defines the switchyard import module.
+func (rt *Runtime) instantiateHostModule(ctx context.Context) error {
+	_, err := rt.wr.NewHostModuleBuilder(abi.ImportModule).
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(hostLog), []api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, nil).
+		WithParameterNames("level", "ptr", "len").
+		Export(abi.ImportLog).
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(hostReason), []api.ValueType{api.ValueTypeI32, api.ValueTypeI32}, nil).
+		WithParameterNames("ptr", "len").
+		Export(abi.ImportReason).
+		Instantiate(ctx)
+	if err != nil {
+		return fmt.Errorf("host: instantiate %s module: %w", abi.ImportModule, err)
+	}
+	return nil
+}
+
+// maxGuestText bounds a log line or reason read from a guest.
+const maxGuestText = 1024
+
+func guestText(mod api.Module, ptr, n uint32) string {
+	if n > maxGuestText {
+		n = maxGuestText
+	}
+	b, ok := mod.Memory().Read(ptr, n)
+	if !ok {
+		return "(text out of guest memory)"
+	}
+	return string(b)
+}
+
+func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
+	in, ok := ctx.Value(instanceKey{}).(*instance)
+	if !ok {
+		return
+	}
+	msg := guestText(mod, uint32(stack[1]), uint32(stack[2]))
+	in.plugin.logGuest(int32(stack[0]), msg)
+}
+
+func hostReason(ctx context.Context, mod api.Module, stack []uint64) {
+	in, ok := ctx.Value(instanceKey{}).(*instance)
+	if !ok {
+		return
+	}
+	in.reason = guestText(mod, uint32(stack[0]), uint32(stack[1]))
+}

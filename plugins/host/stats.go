@@ -1,0 +1,119 @@
+package host
+
+import (
+	"math/bits"
+	"sync/atomic"
+	"time"
+)
+
+// Stats is a snapshot of a plugin's counters.
+type Stats struct {
+	Calls     uint64               // decisions asked of the plugin's wrappers
+	Faults    map[FaultKind]uint64 // faulted decisions, by kind
+	Fallbacks uint64               // decisions answered by the fallback (faults, disabled, rebuilding)
+	Disabled  bool                 // the breaker has disabled the plugin
+	Reason    string               // why it is disabled
+	Instances int                  // instances alive or being rebuilt
+	// Guest call latency over all decisions made by the plugin, including
+	// the guard; quantiles are accurate to about 12%.
+	LatencyP50, LatencyP99, LatencyMax time.Duration
+	Observed                           uint64 // calls the latency figures cover
+}
+
+// FaultTotal returns the number of faulted decisions of every kind.
+func (s Stats) FaultTotal() uint64 {
+	var n uint64
+	for _, v := range s.Faults {
+		n += v
+	}
+	return n
+}
+
+// Stats returns a snapshot of the plugin's counters.
+func (p *Plugin) Stats() Stats {
+	s := Stats{
+		Calls:     p.stats.calls.Load(),
+		Fallbacks: p.stats.fallbacks.Load(),
+		Faults:    make(map[FaultKind]uint64, 4),
+		Instances: int(p.live.Load()),
+	}
+	s.Disabled, s.Reason = p.Disabled()
+	for k := FaultTrap; k <= FaultRefused; k++ {
+		if v := p.stats.faults[k].Load(); v > 0 {
+			s.Faults[k] = v
+		}
+	}
+	s.LatencyP50, s.LatencyP99, s.LatencyMax, s.Observed = p.stats.latency.quantiles()
+	return s
+}
+
+type stats struct {
+	calls, fallbacks atomic.Uint64
+	faults           [FaultRefused + 1]atomic.Uint64
+	latency          histogram
+}
+
+func (s *stats) init() {}
+
+func (s *stats) observe(d time.Duration) { s.latency.observe(uint64(d)) }
+
+// histogram is a log-linear histogram of nanoseconds: for each power of two,
+// subBuckets linear buckets. Recording is one atomic add.
+type histogram struct {
+	counts [64 * subBuckets]atomic.Uint64
+	max    atomic.Uint64
+}
+
+const subBits = 3
+const subBuckets = 1 << subBits
+
+func bucketOf(v uint64) int {
+	if v < subBuckets {
+		return int(v)
+	}
+	e := bits.Len64(v) - 1 // v in [2^e, 2^(e+1))
+	sub := (v >> (e - subBits)) & (subBuckets - 1)
+	return (e-subBits+1)*subBuckets + int(sub)
+}
+
+// upper returns the largest value that falls in bucket i.
+func upper(i int) uint64 {
+	if i < subBuckets {
+		return uint64(i)
+	}
+	e := i/subBuckets + subBits - 1
+	sub := uint64(i % subBuckets)
+	return (1<<e | (sub+1)<<(e-subBits)) - 1
+}
+
+func (h *histogram) observe(v uint64) {
+	h.counts[bucketOf(v)].Add(1)
+	for {
+		m := h.max.Load()
+		if v <= m || h.max.CompareAndSwap(m, v) {
+			return
+		}
+	}
+}
+
+func (h *histogram) quantiles() (p50, p99, max time.Duration, n uint64) {
+	var counts [len(h.counts)]uint64
+	for i := range counts {
+		counts[i] = h.counts[i].Load()
+		n += counts[i]
+	}
+	if n == 0 {
+		return 0, 0, 0, 0
+	}
+	q := func(f float64) time.Duration {
+		rank := uint64(f*float64(n-1)) + 1
+		var seen uint64
+		for i, c := range counts {
+			if seen += c; seen >= rank {
+				return time.Duration(upper(i))
+			}
+		}
+		return time.Duration(h.max.Load())
+	}
+	return q(0.50), q(0.99), time.Duration(h.max.Load()), n
+}

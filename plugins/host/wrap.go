@@ -1,0 +1,129 @@
+// The wrappers are what the engine holds: plain policy values that ask the
+// plugin and, when it cannot answer, ask the native fallback instead.
+
+package host
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/switchyard/switchyard/engine/policy"
+)
+
+// fallback serialises calls to a native policy, which may keep scratch space
+// and so need not be safe for concurrent use.
+type fallback struct {
+	mu sync.Mutex
+}
+
+func (p *Plugin) checkSlot(s policy.Slot, fb any) error {
+	if p.slot != s {
+		return fmt.Errorf("plugin %q is a %s policy, not a %s policy", p.name, p.slot, s)
+	}
+	if fb == nil {
+		return fmt.Errorf("plugin %q: a %s wrapper needs a fallback policy", p.name, s)
+	}
+	return nil
+}
+
+// Fairness returns a policy.Fairness that decides with the plugin and falls
+// back to fb whenever the plugin cannot answer validly. It is safe for
+// concurrent use. It fails if the plugin is not a fairness policy.
+func (p *Plugin) Fairness(fb policy.Fairness) (*Fairness, error) {
+	if err := p.checkSlot(policy.SlotFairness, fb); err != nil {
+		return nil, err
+	}
+	return &Fairness{p: p, fb: fb}, nil
+}
+
+// Fairness is a plugin-backed policy.Fairness with a native fallback.
+type Fairness struct {
+	p  *Plugin
+	fb policy.Fairness
+	mu fallback
+}
+
+// Plugin returns the plugin behind the wrapper.
+func (w *Fairness) Plugin() *Plugin { return w.p }
+
+// Pick implements policy.Fairness.
+func (w *Fairness) Pick(ctx policy.PickContext, cands []policy.Candidate, picks []uint32) int {
+	w.p.stats.calls.Add(1)
+	if n, o := w.p.pick(ctx, cands, picks); o == decided {
+		return n
+	}
+	w.p.stats.fallbacks.Add(1)
+	w.mu.mu.Lock()
+	defer w.mu.mu.Unlock()
+	return w.fb.Pick(ctx, cands, picks)
+}
+
+// Selection returns a policy.Selection that ranks with the plugin and falls
+// back to fb whenever the plugin cannot answer. It is safe for concurrent
+// use. It fails if the plugin is not a selection policy.
+func (p *Plugin) Selection(fb policy.Selection) (*Selection, error) {
+	if err := p.checkSlot(policy.SlotSelection, fb); err != nil {
+		return nil, err
+	}
+	return &Selection{p: p, fb: fb}, nil
+}
+
+// Selection is a plugin-backed policy.Selection with a native fallback.
+type Selection struct {
+	p  *Plugin
+	fb policy.Selection
+	mu fallback
+}
+
+// Plugin returns the plugin behind the wrapper.
+func (w *Selection) Plugin() *Plugin { return w.p }
+
+// Rank implements policy.Selection.
+func (w *Selection) Rank(nowMs int64, tasks []policy.Task, ranks []int64) {
+	w.p.stats.calls.Add(1)
+	if w.p.rank(nowMs, tasks, ranks) == decided {
+		return
+	}
+	w.p.stats.fallbacks.Add(1)
+	w.mu.mu.Lock()
+	defer w.mu.mu.Unlock()
+	w.fb.Rank(nowMs, tasks, ranks)
+}
+
+// Retry returns a policy.Retry that decides with the plugin and falls back
+// to fb whenever the plugin cannot answer validly. It is safe for concurrent
+// use. It fails if the plugin is not a retry policy.
+func (p *Plugin) Retry(fb policy.Retry) (*Retry, error) {
+	if err := p.checkSlot(policy.SlotRetry, fb); err != nil {
+		return nil, err
+	}
+	return &Retry{p: p, fb: fb}, nil
+}
+
+// Retry is a plugin-backed policy.Retry with a native fallback.
+type Retry struct {
+	p  *Plugin
+	fb policy.Retry
+	mu fallback
+}
+
+// Plugin returns the plugin behind the wrapper.
+func (w *Retry) Plugin() *Plugin { return w.p }
+
+// Decide implements policy.Retry.
+func (w *Retry) Decide(f policy.Failure) policy.Decision {
+	w.p.stats.calls.Add(1)
+	if d, o := w.p.decide(&f); o == decided {
+		return d
+	}
+	w.p.stats.fallbacks.Add(1)
+	w.mu.mu.Lock()
+	defer w.mu.mu.Unlock()
+	return w.fb.Decide(f)
+}
+
+var (
+	_ policy.Fairness  = (*Fairness)(nil)
+	_ policy.Selection = (*Selection)(nil)
+	_ policy.Retry     = (*Retry)(nil)
+)

@@ -1,0 +1,9 @@
+//go:build wasip1
+
+package sdk
+
+import "github.com/switchyard/switchyard/plugins/sdk/internal/guest"
+
+// Log sends a message to the host's log at the given level (abi.LogDebug …
+// abi.LogError). Keep it off the hot path: each call crosses into the host.
+func Log(level int32, msg string) { guest.Log(level, msg) }

@@ -1,0 +1,60 @@
+// Package sdk is the Go guest SDK for Switchyard policy plugins.
+//
+// A policy is a plain Go type that implements policy.Selection,
+// policy.Fairness or policy.Retry, in an ordinary package with ordinary
+// native unit tests. A plugin is a thin main package, built only for wasip1,
+// that registers it with the slot's package:
+//
+//	//go:build wasip1
+//
+//	package main
+//
+//	import (
+//		"example.com/mypolicy"
+//		"github.com/switchyard/switchyard/plugins/sdk/fairness"
+//	)
+//
+//	func init() { fairness.Register(&mypolicy.Fair{}) }
+//
+//	func main() {}
+//
+// built with
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o mypolicy.wasm ./cmd/mypolicy
+//
+// The slot packages (selection, fairness, retry) implement the ABI described
+// in plugins/ABI.md: they decode the host's records into reused slices, call
+// the policy, and write its answer back, without allocating per decision.
+// Registration happens in init, which the host runs through _initialize.
+//
+// A policy that takes configuration implements Configurable; one whose
+// answers do not depend on earlier calls passes Stateless so the host may run
+// it on several instances at once.
+package sdk
+
+import "github.com/switchyard/switchyard/plugins/abi"
+
+// Configurable is implemented by a policy that takes configuration. The host
+// passes the operator's JSON document once after instantiation and again
+// whenever it changes. On error the policy must keep its previous settings;
+// the error's text reaches the operator.
+type Configurable interface {
+	Configure(config []byte) error
+}
+
+// Option qualifies a registered policy.
+type Option uint32
+
+// Stateless declares that the policy's answers depend only on its input and
+// configuration, never on earlier calls, so the host may spread concurrent
+// decisions over several instances.
+const Stateless Option = abi.FlagStateless
+
+// Flags combines options into the value of the policy_flags export.
+func Flags(opts []Option) int32 {
+	var f int32
+	for _, o := range opts {
+		f |= int32(o)
+	}
+	return f
+}
