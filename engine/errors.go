@@ -11,14 +11,15 @@ type Code string
 
 // Error codes.
 const (
-	CodeInvalidInput Code = "INVALID_INPUT" // the request is malformed; Field names the culprit
-	CodeNotFound     Code = "NOT_FOUND"     // no such task, lane, batch, …
-	CodeConflict     Code = "CONFLICT"      // the request does not fit the current state
-	CodeQueueFull    Code = "QUEUE_FULL"    // admission refused: a queue cap is reached
-	CodeDraining     Code = "DRAINING"      // the engine is shutting down and refuses new work
-	CodeCycle        Code = "CYCLE"         // dependencies would form a cycle
-	CodeLimit        Code = "LIMIT"         // a request limit (batch size, …) is exceeded
-	CodeUnavailable  Code = "UNAVAILABLE"   // the store cannot confirm durability right now
+	CodeInvalidInput  Code = "INVALID_INPUT"  // the request is malformed; Field names the culprit
+	CodeNotFound      Code = "NOT_FOUND"      // no such task, lane, batch, …
+	CodeConflict      Code = "CONFLICT"       // the request does not fit the current state
+	CodeQueueFull     Code = "QUEUE_FULL"     // admission refused: a queue cap is reached
+	CodeDraining      Code = "DRAINING"       // the engine is shutting down and refuses new work
+	CodeCycle         Code = "CYCLE"          // dependencies would form a cycle
+	CodeLimit         Code = "LIMIT"          // a request limit (batch size, …) is exceeded
+	CodeUnavailable   Code = "UNAVAILABLE"    // the store cannot confirm durability right now
+	CodePluginInvalid Code = "PLUGIN_INVALID" // a policy plugin was refused at load
 )
 
 // Error is the engine's typed error. Use errors.As to inspect it, or IsCode.

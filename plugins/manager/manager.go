@@ -1,0 +1,538 @@
+// Package manager keeps a server's policy plugins: the built-in policies
+// (as WebAssembly modules by default, natively on request), the plugins
+// operators load at run time, and which policy fills each engine slot. It
+// persists loaded plugins and policy choices as engine settings so that a
+// restart — or another node — comes back with the same policies, and it
+// reports plugin events (loads, faults, breaker trips) to subscribers.
+//
+// Swapping a policy is atomic between two engine decisions: the engine takes
+// the new policy under its lock, so no decision ever sees half a swap and no
+// task is lost.
+package manager
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/plugins/builtin"
+	"github.com/switchyard/switchyard/plugins/host"
+)
+
+// NativePrefix names the native form of a built-in policy ("native:fair-share").
+const NativePrefix = "native:"
+
+// DefaultMaxWasmBytes caps an uploaded module.
+const DefaultMaxWasmBytes = 16 << 20
+
+// Options configure a Manager.
+type Options struct {
+	// Native makes the native built-ins the default policies instead of
+	// their WebAssembly builds.
+	Native bool
+	// MaxWasmBytes caps an uploaded module (default 16 MiB).
+	MaxWasmBytes int
+	Logger       hclog.Logger
+}
+
+// Info describes a policy a slot can use.
+type Info struct {
+	Name     string
+	Slot     policy.Slot
+	Builtin  bool   // ships with Switchyard
+	Native   bool   // native Go, not WebAssembly
+	Hash     string // SHA-256 of the module, for WebAssembly
+	Size     int    // module bytes
+	Config   json.RawMessage
+	LoadedAt time.Time
+	Stats    host.Stats // zero for native policies
+	ActiveIn []string   // the assignments using it: "global" or "lane:<name>"
+}
+
+// EventKind says what happened.
+type EventKind string
+
+// Event kinds.
+const (
+	EventLoaded     EventKind = "LOADED"
+	EventUnloaded   EventKind = "UNLOADED"
+	EventConfigured EventKind = "CONFIGURED"
+	EventPolicySet  EventKind = "POLICY_SET"
+	EventFault      EventKind = "FAULT"
+	EventDisabled   EventKind = "DISABLED"
+	EventEnabled    EventKind = "ENABLED"
+)
+
+// Event is a plugin event.
+type Event struct {
+	Seq    uint64
+	Kind   EventKind
+	Plugin string
+	Slot   policy.Slot
+	Lane   string // for EventPolicySet: "" for every lane
+	Reason string
+	At     time.Time
+	Lagged uint64 // events this subscriber missed before this one
+}
+
+type entry struct {
+	info   Info
+	plugin *host.Plugin // nil for native policies
+	native any          // the native policy, for native entries and as the fallback
+}
+
+// Manager keeps the plugins of one engine.
+type Manager struct {
+	e    *engine.Engine
+	rt   *host.Runtime
+	opts Options
+	log  hclog.Logger
+
+	mu      sync.Mutex
+	entries map[string]*entry
+
+	evMu sync.Mutex
+	seq  uint64
+	subs map[*subscriber]struct{}
+}
+
+type subscriber struct {
+	ch     chan Event
+	missed uint64
+}
+
+// stored is a loaded plugin as persisted.
+type stored struct {
+	Wasm     []byte          `json:"wasm"`
+	Config   json.RawMessage `json:"config,omitempty"`
+	LoadedAt time.Time       `json:"loadedAt"`
+}
+
+const (
+	pluginPrefix = "plugin/"
+	policyPrefix = "policy/"
+)
+
+// New returns a manager over e and rt. To receive the runtime's fault and
+// breaker events, create rt with Config.OnEvent calling the manager's
+// HostEvent:
+//
+//	var m *manager.Manager
+//	rt, err := host.New(host.Config{OnEvent: func(ev host.Event) { m.HostEvent(ev) }})
+//	m = manager.New(e, rt, opts)
+func New(e *engine.Engine, rt *host.Runtime, opts Options) *Manager {
+	if opts.MaxWasmBytes <= 0 {
+		opts.MaxWasmBytes = DefaultMaxWasmBytes
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	return &Manager{e: e, rt: rt, opts: opts, log: opts.Logger.Named("plugins"), entries: map[string]*entry{}, subs: map[*subscriber]struct{}{}}
+}
+
+// HostEvent turns a runtime event into a plugin event. Pass it as
+// host.Config.OnEvent. It never blocks.
+func (m *Manager) HostEvent(ev host.Event) {
+	if m == nil {
+		return
+	}
+	kind := EventFault
+	switch ev.Kind {
+	case host.EventDisabled:
+		kind = EventDisabled
+		m.log.Warn("plugin disabled by its breaker; its slot uses the native fallback", "plugin", ev.Plugin, "reason", ev.Reason)
+	case host.EventEnabled:
+		kind = EventEnabled
+	}
+	reason := ev.Reason
+	if ev.Kind == host.EventFault {
+		reason = ev.Fault.String() + ": " + ev.Reason
+	}
+	m.publish(Event{Kind: kind, Plugin: ev.Plugin, Reason: reason, At: ev.Time})
+}
+
+// Start registers the built-in policies (WebAssembly and native), makes the
+// defaults active, reloads the plugins persisted by earlier runs and
+// reapplies the persisted policy choices.
+func (m *Manager) Start(ctx context.Context) error {
+	for _, mod := range builtin.Modules() {
+		nat := mod.Native()
+		m.entries[NativePrefix+mod.Name] = &entry{info: Info{Name: NativePrefix + mod.Name, Slot: mod.Slot, Builtin: true, Native: true}, native: nat}
+		p, err := m.rt.Load(ctx, mod.Name, mod.Wasm, nil)
+		if err != nil {
+			return fmt.Errorf("built-in policy %s: %w", mod.Name, err)
+		}
+		m.entries[mod.Name] = &entry{info: Info{Name: mod.Name, Slot: mod.Slot, Builtin: true, Hash: p.Hash(), Size: len(mod.Wasm), LoadedAt: time.Now()},
+			plugin: p, native: nat}
+	}
+	for _, mod := range builtin.Modules() {
+		name := mod.Name
+		if m.opts.Native {
+			name = NativePrefix + mod.Name
+		}
+		if err := m.apply(mod.Slot, "", name); err != nil {
+			return err
+		}
+	}
+	persisted := m.e.Settings(pluginPrefix)
+	for _, key := range slices.Sorted(maps.Keys(persisted)) {
+		name := strings.TrimPrefix(key, pluginPrefix)
+		var st stored
+		if err := json.Unmarshal(persisted[key], &st); err != nil {
+			return fmt.Errorf("stored plugin %s does not parse: %w", name, err)
+		}
+		if _, err := m.load(ctx, name, st.Wasm, st.Config, st.LoadedAt); err != nil {
+			// A plugin that no longer loads (a newer ABI, a changed host)
+			// must not keep the server down: report it and carry on with
+			// the built-ins.
+			m.log.Error("a stored plugin failed to load; policies that used it fall back to the built-ins", "plugin", name, "error", err)
+		}
+	}
+	choices := m.e.Settings(policyPrefix)
+	for _, key := range slices.Sorted(maps.Keys(choices)) {
+		slotName, lane, _ := strings.Cut(strings.TrimPrefix(key, policyPrefix), "/")
+		slot, ok := policy.ParseSlot(slotName)
+		var v struct{ Name string }
+		if !ok || json.Unmarshal(choices[key], &v) != nil {
+			m.log.Warn("ignoring an unreadable stored policy choice", "key", key)
+			continue
+		}
+		if err := m.apply(slot, lane, v.Name); err != nil {
+			m.log.Error("a stored policy choice could not be applied", "slot", slot, "lane", lane, "policy", v.Name, "error", err)
+		}
+	}
+	return nil
+}
+
+// Load validates a module (ABI, exports, imports, a smoke decision), loads it
+// under name and persists it. The plugin is not used until SetPolicy assigns
+// it. Loading a name that exists replaces it only if it is not in use.
+func (m *Manager) Load(ctx context.Context, name string, wasm, config []byte) (Info, error) {
+	switch {
+	case !validName(name):
+		return Info{}, invalid("name", "%q is not a plugin name (letters, digits, '-', '_' and '.', at most 64)", name)
+	case strings.HasPrefix(name, NativePrefix):
+		return Info{}, invalid("name", "names starting with %q are reserved", NativePrefix)
+	case len(wasm) == 0:
+		return Info{}, invalid("wasm", "the module is empty")
+	case len(wasm) > m.opts.MaxWasmBytes:
+		return Info{}, &engine.Error{Code: engine.CodeLimit, Field: "wasm", Message: fmt.Sprintf("the module is %d bytes; the limit is %d", len(wasm), m.opts.MaxWasmBytes)}
+	}
+	if len(config) > 0 && !json.Valid(config) {
+		return Info{}, invalid("config", "is not valid JSON")
+	}
+	m.mu.Lock()
+	if old := m.entries[name]; old != nil && (old.info.Builtin || len(m.usesLocked(name)) > 0) {
+		m.mu.Unlock()
+		return Info{}, conflict("plugin %s is built in or in use; load the new module under another name and switch to it", name)
+	}
+	m.mu.Unlock()
+	now := time.Now()
+	info, err := m.load(ctx, name, wasm, config, now)
+	if err != nil {
+		return Info{}, err
+	}
+	raw, _ := json.Marshal(stored{Wasm: wasm, Config: config, LoadedAt: now})
+	if err := m.e.SaveSetting(ctx, pluginPrefix+name, raw); err != nil {
+		return Info{}, err
+	}
+	m.publish(Event{Kind: EventLoaded, Plugin: name, Slot: info.Slot, At: now, Reason: fmt.Sprintf("%s policy, %d bytes, sha256 %s", info.Slot, info.Size, info.Hash)})
+	return info, nil
+}
+
+func (m *Manager) load(ctx context.Context, name string, wasm, config []byte, at time.Time) (Info, error) {
+	p, err := m.rt.Load(ctx, name, wasm, config)
+	if err != nil {
+		if errors.Is(err, host.ErrInvalid) {
+			return Info{}, &engine.Error{Code: engine.CodePluginInvalid, Field: "wasm", Message: err.Error()}
+		}
+		return Info{}, fmt.Errorf("loading plugin %s: %w", name, err)
+	}
+	mod, _ := builtin.ForSlot(p.Slot())
+	e := &entry{info: Info{Name: name, Slot: p.Slot(), Hash: p.Hash(), Size: len(wasm), Config: config, LoadedAt: at},
+		plugin: p, native: mod.Native()}
+	m.mu.Lock()
+	old := m.entries[name]
+	m.entries[name] = e
+	m.mu.Unlock()
+	if old != nil && old.plugin != nil {
+		_ = old.plugin.Close(ctx)
+	}
+	return e.info, nil
+}
+
+// Unload removes a plugin that no slot uses.
+func (m *Manager) Unload(ctx context.Context, name string) error {
+	m.mu.Lock()
+	e := m.entries[name]
+	switch {
+	case e == nil:
+		m.mu.Unlock()
+		return &engine.Error{Code: engine.CodeNotFound, Message: "no plugin " + name}
+	case e.info.Builtin:
+		m.mu.Unlock()
+		return conflict("%s is built in and cannot be unloaded", name)
+	}
+	if uses := m.usesLocked(name); len(uses) > 0 {
+		m.mu.Unlock()
+		return conflict("plugin %s is in use (%s); set another policy first", name, strings.Join(uses, ", "))
+	}
+	delete(m.entries, name)
+	m.mu.Unlock()
+	_ = e.plugin.Close(ctx)
+	if err := m.e.SaveSetting(ctx, pluginPrefix+name, nil); err != nil {
+		return err
+	}
+	m.publish(Event{Kind: EventUnloaded, Plugin: name, Slot: e.info.Slot, At: time.Now()})
+	return nil
+}
+
+// Configure changes a plugin's configuration live; if the guest refuses the
+// document, the old configuration stays.
+func (m *Manager) Configure(ctx context.Context, name string, config []byte) (Info, error) {
+	if !json.Valid(config) {
+		return Info{}, invalid("config", "is not valid JSON")
+	}
+	m.mu.Lock()
+	e := m.entries[name]
+	m.mu.Unlock()
+	if e == nil {
+		return Info{}, &engine.Error{Code: engine.CodeNotFound, Message: "no plugin " + name}
+	}
+	if e.plugin == nil {
+		return Info{}, invalid("name", "native policies take no configuration")
+	}
+	if err := e.plugin.Configure(ctx, config); err != nil {
+		return Info{}, &engine.Error{Code: engine.CodePluginInvalid, Field: "config", Message: err.Error()}
+	}
+	m.mu.Lock()
+	e.info.Config = append(json.RawMessage(nil), config...)
+	info := m.infoLocked(e)
+	m.mu.Unlock()
+	if !e.info.Builtin {
+		if raw, ok := m.e.Setting(pluginPrefix + name); ok {
+			var st stored
+			if json.Unmarshal(raw, &st) == nil {
+				st.Config = config
+				raw, _ = json.Marshal(st)
+				if err := m.e.SaveSetting(ctx, pluginPrefix+name, raw); err != nil {
+					return Info{}, err
+				}
+			}
+		}
+	}
+	m.publish(Event{Kind: EventConfigured, Plugin: name, Slot: e.info.Slot, At: time.Now()})
+	return info, nil
+}
+
+// SetPolicy makes the named policy fill slot, for one lane or (lane "") for
+// every lane without its own. Fairness is global. The engine switches
+// between two decisions; the choice is persisted.
+func (m *Manager) SetPolicy(ctx context.Context, slot policy.Slot, lane, name string) error {
+	if err := m.apply(slot, lane, name); err != nil {
+		return err
+	}
+	m.publish(Event{Kind: EventPolicySet, Plugin: name, Slot: slot, Lane: lane, At: time.Now(),
+		Reason: fmt.Sprintf("%s policy for %s is now %s", slot, laneOrAll(lane), name)})
+	return nil
+}
+
+// ClearLanePolicy makes a lane follow the global policy of slot again.
+func (m *Manager) ClearLanePolicy(ctx context.Context, slot policy.Slot, lane string) error {
+	if err := m.e.ClearLanePolicy(slot, lane); err != nil {
+		return err
+	}
+	m.publish(Event{Kind: EventPolicySet, Slot: slot, Lane: lane, At: time.Now(), Reason: fmt.Sprintf("%s policy for lane %s follows the global one", slot, lane)})
+	return nil
+}
+
+func (m *Manager) apply(slot policy.Slot, lane, name string) error {
+	m.mu.Lock()
+	e := m.entries[name]
+	m.mu.Unlock()
+	if e == nil {
+		return &engine.Error{Code: engine.CodeNotFound, Message: "no plugin " + name}
+	}
+	if e.info.Slot != slot {
+		return invalid("name", "%s is a %s policy, not a %s policy", name, e.info.Slot, slot)
+	}
+	if slot == policy.SlotFairness && lane != "" {
+		return invalid("lane", "fairness is global: it cannot be set per lane")
+	}
+	impl := e.native
+	if e.plugin != nil {
+		var err error
+		switch slot {
+		case policy.SlotFairness:
+			impl, err = e.plugin.Fairness(e.native.(policy.Fairness))
+		case policy.SlotSelection:
+			impl, err = e.plugin.Selection(e.native.(policy.Selection))
+		case policy.SlotRetry:
+			impl, err = e.plugin.Retry(e.native.(policy.Retry))
+		}
+		if err != nil {
+			return invalid("name", "%v", err)
+		}
+	}
+	switch slot {
+	case policy.SlotFairness:
+		return m.e.SetFairness(name, impl.(policy.Fairness))
+	case policy.SlotSelection:
+		return m.e.SetSelection(lane, name, impl.(policy.Selection))
+	default:
+		return m.e.SetRetry(lane, name, impl.(policy.Retry))
+	}
+}
+
+// usesLocked lists where a policy is active.
+func (m *Manager) usesLocked(name string) []string {
+	var out []string
+	for _, a := range m.e.Policies() {
+		if a.Name != name {
+			continue
+		}
+		if a.Lane == "" {
+			out = append(out, "global")
+		} else {
+			out = append(out, "lane:"+a.Lane)
+		}
+	}
+	return out
+}
+
+func (m *Manager) infoLocked(e *entry) Info {
+	info := e.info
+	info.Config = append(json.RawMessage(nil), e.info.Config...)
+	if e.plugin != nil {
+		info.Stats = e.plugin.Stats()
+	}
+	info.ActiveIn = m.usesLocked(e.info.Name)
+	return info
+}
+
+// List returns every policy available, built-ins first, then by name.
+func (m *Manager) List() []Info {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Info, 0, len(m.entries))
+	for _, e := range m.entries {
+		out = append(out, m.infoLocked(e))
+	}
+	slices.SortFunc(out, func(a, b Info) int {
+		if a.Builtin != b.Builtin {
+			if a.Builtin {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out
+}
+
+// Get returns one policy.
+func (m *Manager) Get(name string) (Info, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.entries[name]
+	if e == nil {
+		return Info{}, &engine.Error{Code: engine.CodeNotFound, Message: "no plugin " + name}
+	}
+	return m.infoLocked(e), nil
+}
+
+// Enable re-enables a plugin its breaker disabled.
+func (m *Manager) Enable(name string) error {
+	m.mu.Lock()
+	e := m.entries[name]
+	m.mu.Unlock()
+	if e == nil || e.plugin == nil {
+		return &engine.Error{Code: engine.CodeNotFound, Message: "no plugin " + name}
+	}
+	e.plugin.Enable()
+	return nil
+}
+
+// Close releases every plugin.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range m.entries {
+		if e.plugin != nil {
+			_ = e.plugin.Close(ctx)
+		}
+	}
+	return m.rt.Close(ctx)
+}
+
+// Subscribe returns a channel of plugin events. A subscriber that does not
+// keep up loses events and learns how many from the next event's Lagged.
+// Call stop to unsubscribe.
+func (m *Manager) Subscribe(buffer int) (<-chan Event, func()) {
+	s := &subscriber{ch: make(chan Event, max(buffer, 1))}
+	m.evMu.Lock()
+	m.subs[s] = struct{}{}
+	m.evMu.Unlock()
+	return s.ch, func() {
+		m.evMu.Lock()
+		if _, ok := m.subs[s]; ok {
+			delete(m.subs, s)
+			close(s.ch)
+		}
+		m.evMu.Unlock()
+	}
+}
+
+func (m *Manager) publish(ev Event) {
+	m.evMu.Lock()
+	defer m.evMu.Unlock()
+	m.seq++
+	ev.Seq = m.seq
+	for s := range m.subs {
+		out := ev
+		out.Lagged = s.missed
+		select {
+		case s.ch <- out:
+			s.missed = 0
+		default:
+			s.missed++
+		}
+	}
+}
+
+func validName(s string) bool {
+	if s == "" || len(s) > 64+len(NativePrefix) {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' || r == ':') {
+			return false
+		}
+	}
+	return true
+}
+
+func laneOrAll(lane string) string {
+	if lane == "" {
+		return "every lane"
+	}
+	return "lane " + lane
+}
+
+func invalid(field, format string, args ...any) error {
+	return &engine.Error{Code: engine.CodeInvalidInput, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+func conflict(format string, args ...any) error {
+	return &engine.Error{Code: engine.CodeConflict, Message: fmt.Sprintf(format, args...)}
+}

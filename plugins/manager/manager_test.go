@@ -1,0 +1,176 @@
+package manager_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/enginetest"
+	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/engine/store/memory"
+	"github.com/switchyard/switchyard/plugins/host"
+	"github.com/switchyard/switchyard/plugins/manager"
+)
+
+// cacheDir is shared by the package's tests: compiling a Go guest takes about
+// a second, loading it from the cache milliseconds.
+func cacheDir(t testing.TB) string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return t.TempDir()
+	}
+	return filepath.Join(dir, "switchyard", "wazero-test")
+}
+
+func newManager(t testing.TB, e *engine.Engine, native bool) *manager.Manager {
+	t.Helper()
+	var m *manager.Manager
+	rt, err := host.New(host.Config{CacheDir: cacheDir(t), OnEvent: func(ev host.Event) { m.HostEvent(ev) }})
+	require.NoError(t, err)
+	m = manager.New(e, rt, manager.Options{Native: native})
+	require.NoError(t, m.Start(context.Background()))
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	return m
+}
+
+func readExample(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "plugins", name))
+	require.NoError(t, err)
+	return b
+}
+
+func TestTheBuiltInsShipAsWasmAndAreTheDefaults(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	m := newManager(t, h.Engine, false)
+	active := map[policy.Slot]string{}
+	for _, a := range h.Policies() {
+		active[a.Slot] = a.Name
+	}
+	require.Equal(t, map[policy.Slot]string{policy.SlotSelection: "priority", policy.SlotFairness: "fair-share", policy.SlotRetry: "exponential"}, active)
+	infos := m.List()
+	require.Len(t, infos, 6, "three built-ins, each as wasm and native")
+	for _, in := range infos {
+		require.True(t, in.Builtin)
+		if !in.Native {
+			require.NotEmpty(t, in.Hash)
+		}
+	}
+	// The wasm policies really decide: dispatch works and their counters move.
+	h.Submit(enginetest.Spec("a").Obj())
+	fs, err := m.Get("priority")
+	require.NoError(t, err)
+	require.Positive(t, fs.Stats.Calls)
+}
+
+func TestLoadSetPersistAndUnload(t *testing.T) {
+	t.Parallel()
+	store := memory.New(memory.Options{})
+	start := func() (*engine.Engine, *manager.Manager) {
+		e, err := engine.New(engine.Options{Store: store, Executor: enginetest.NewExecutor(), Synchronous: true})
+		require.NoError(t, err)
+		require.NoError(t, e.Start(context.Background()))
+		return e, newManager(t, e, true)
+	}
+	e1, m1 := start()
+	ctx := context.Background()
+	info, err := m1.Load(ctx, "edf", readExample(t, "edf.wasm"), nil)
+	require.NoError(t, err)
+	require.Equal(t, policy.SlotSelection, info.Slot)
+	require.NoError(t, m1.SetPolicy(ctx, policy.SlotSelection, "team", "edf"))
+	err = m1.Unload(ctx, "edf")
+	require.True(t, engine.IsCode(err, engine.CodeConflict), "a plugin in use cannot be unloaded: %v", err)
+	err = m1.SetPolicy(ctx, policy.SlotFairness, "", "edf")
+	require.True(t, engine.IsCode(err, engine.CodeInvalidInput), "a selection plugin cannot fill the fairness slot: %v", err)
+	_, err = m1.Load(ctx, "junk", []byte("\x00asm junk"), nil)
+	require.True(t, engine.IsCode(err, engine.CodePluginInvalid), "%v", err)
+	require.NoError(t, e1.Sync(ctx))
+
+	// A restart on the same store comes back with the plugin and the choice.
+	e2, m2 := start()
+	got, err := m2.Get("edf")
+	require.NoError(t, err)
+	require.Equal(t, []string{"lane:team"}, got.ActiveIn)
+	team, err := e2.Lane("team")
+	require.NoError(t, err)
+	require.Equal(t, "edf", team.Selection)
+	require.NoError(t, m2.ClearLanePolicy(ctx, policy.SlotSelection, "team"))
+	require.NoError(t, m2.Unload(ctx, "edf"))
+	_, err = m2.Get("edf")
+	require.True(t, engine.IsCode(err, engine.CodeNotFound))
+}
+
+// TestHotSwapUnderLoadLosesNothing swaps the fairness and selection policies
+// back and forth — native, the wasm built-ins, an example plugin — while
+// tasks stream through a running engine, and checks that every task
+// finished and no ceiling was exceeded.
+func TestHotSwapUnderLoadLosesNothing(t *testing.T) {
+	t.Parallel()
+	var inflight, peak atomic.Int64
+	exec := engine.ExecutorFunc(func(ctx context.Context, run *engine.Run) engine.Outcome {
+		n := inflight.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		time.Sleep(50 * time.Microsecond)
+		inflight.Add(-1)
+		return engine.Outcome{}
+	})
+	const ceiling = 8
+	e, err := engine.New(engine.Options{Store: memory.New(memory.Options{}), Executor: exec,
+		Config: engine.Config{MaxInFlight: ceiling, AgentMaxInFlight: 3}})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, e.Start(ctx))
+	m := newManager(t, e, false)
+	_, err = m.Load(ctx, "drr", readExample(t, "drr.wasm"), nil)
+	require.NoError(t, err)
+	_, err = m.Load(ctx, "edf", readExample(t, "edf.wasm"), nil)
+	require.NoError(t, err)
+
+	const n = 3000
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range n {
+			_, err := e.Submit(ctx, enginetest.Spec("agent-"+strconv.Itoa(i%7)).Priority(engine.Priority(i%4)).Obj())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	swaps := 0
+	fairness := []string{"drr", "native:fair-share", "fair-share"}
+	selection := []string{"edf", "priority", "native:priority"}
+	for deadline := time.Now().Add(20 * time.Second); ; swaps++ {
+		require.NoError(t, m.SetPolicy(ctx, policy.SlotFairness, "", fairness[swaps%3]))
+		require.NoError(t, m.SetPolicy(ctx, policy.SlotSelection, "", selection[swaps%3]))
+		st := e.Stats()
+		if st.Ended[engine.StateSucceeded] == n {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "tasks stopped flowing: %+v", st)
+		time.Sleep(2 * time.Millisecond)
+	}
+	wg.Wait()
+	st := e.Stats()
+	require.EqualValues(t, n, st.Submitted)
+	require.EqualValues(t, n, st.Ended[engine.StateSucceeded], "every task finished")
+	require.LessOrEqual(t, peak.Load(), int64(ceiling), "the global ceiling held through the swaps")
+	require.Greater(t, swaps, 10)
+	require.Zero(t, st.PolicyInvalid)
+	drr, err := m.Get("drr")
+	require.NoError(t, err)
+	require.Positive(t, drr.Stats.Calls, "the plugin took part")
+	require.NoError(t, e.Shutdown(ctx))
+}
