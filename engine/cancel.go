@@ -90,7 +90,7 @@ func (e *Engine) matchLiveLocked(f TaskFilter) []*task {
 		if t.state.Terminal() {
 			continue
 		}
-		if f.match(t.id, t.spec, t.state) {
+		if f.MatchFields(t.id, t.spec, t.state) {
 			out = append(out, t)
 		}
 	}
@@ -148,8 +148,9 @@ func (e *Engine) Reset(ctx context.Context, id string) (*Task, error) {
 		e.mu.Unlock()
 		return nil, conflict("only a PARKED task can be reset; task %s is %s", id, st)
 	}
-	t.resetAt = len(t.attempts)
-	t.prevDelay = 0
+	o := t.outcomeOf()
+	o.resetAt = int32(len(t.attempts))
+	o.prevDelay = 0
 	e.setState(t, StateQueued, "reset by operator")
 	snap := t.snapshot()
 	e.unlock()
@@ -206,7 +207,7 @@ func (e *Engine) Retry(ctx context.Context, id string) (*Task, error) {
 	if nt != nil {
 		e.mu.Lock()
 		if live := e.tasks[nt.ID]; live != nil {
-			live.retryOf = id
+			live.outcomeOf().retryOf = id
 			e.markDirty(live)
 			nt.RetryOf = id
 		}

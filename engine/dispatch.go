@@ -30,10 +30,7 @@ type dispatchScratch struct {
 // enqueueLocked puts a QUEUED task into its subQueue.
 func (e *Engine) enqueueLocked(t *task) {
 	aq := e.agentQueueLocked(t.lane, t.agent)
-	key := t.spec.Session()
-	if key == "" {
-		key = "\x00" + t.spec.BatchID
-	}
+	key := queueKey(t)
 	sq := aq.subs[key]
 	if sq == nil {
 		sq = &subQueue{aq: aq, key: key, session: t.session, ready: -1}
@@ -61,6 +58,19 @@ func (e *Engine) enqueueLocked(t *task) {
 		aq.addReady(sq)
 		e.fixAQLocked(aq)
 	}
+}
+
+// queueKey names t's subQueue within its (lane, agent) queue: its session;
+// or, for a task without one in a batch with a parallelism cap, the batch, so
+// that a batch at its cap holds up only its own tasks; else "".
+func queueKey(t *task) string {
+	if k := t.spec.Session(); k != "" {
+		return k
+	}
+	if b := t.batch; b != nil && b.lim.limit > 0 {
+		return "\x00" + b.id
+	}
+	return ""
 }
 
 // unqueueLocked takes a task out of its subQueue.
@@ -247,11 +257,11 @@ func (e *Engine) releaseLocked(t *task) {
 // threshold, else the first in fairness order.
 func (e *Engine) laneTop(l *lane, now int64) (*agentQueue, bool) {
 	if e.cfg.AgingThreshold > 0 {
-		if top := l.age.items[0]; now-top.head().queuedAt >= int64(e.cfg.AgingThreshold) {
+		if top := l.age.top(); now-top.head().queuedAt >= int64(e.cfg.AgingThreshold) {
 			return top, true
 		}
 	}
-	return l.fair.items[0], false
+	return l.fair.top(), false
 }
 
 func better(a *agentQueue, aAged bool, b *agentQueue, bAged bool) bool {

@@ -72,7 +72,6 @@ type Engine struct {
 	idem       map[string]*task // agentID + "\x00" + key
 	inflight   int
 	queued     int
-	fifo       fifoList
 	counts     [StateExpired + 1]int // live tasks by state
 
 	timers  [timerKinds]taskTimers
@@ -197,8 +196,8 @@ func New(opts Options) (*Engine, error) {
 func (e *Engine) addLane(lc LaneConfig) *lane {
 	l := &lane{cfg: lc, idx: uint16(len(e.lanes)), selection: e.selection, retry: e.retry}
 	l.selection.own, l.retry.own = false, false
-	l.fair = aqHeap{before: fairBefore, idx: func(aq *agentQueue) *int { return &aq.fair }}
-	l.age = aqHeap{before: ageBefore, idx: func(aq *agentQueue) *int { return &aq.age }}
+	l.fair = aqHeap{idx: func(aq *agentQueue) *int { return &aq.fair }}
+	l.age = aqHeap{age: true, idx: func(aq *agentQueue) *int { return &aq.age }}
 	e.lanes = append(e.lanes, l)
 	e.laneByName[lc.Name] = l
 	return l

@@ -9,74 +9,94 @@ import (
 )
 
 // task is the engine's working record of a live task (not terminal, or
-// terminal and not yet committed to the store).
+// terminal and not yet committed to the store). It is kept small — times as
+// Unix nanoseconds, 32-bit indexes, the outcome behind a pointer — because a
+// million of them may wait in the queues.
 type task struct {
-	id    string
-	spec  *TaskSpec
-	seq   uint64
-	rank  int64
-	front bool // interrupt mode: ahead of its session's other tasks
-	depth int
-
-	state     State
-	reason    string
-	attempts  []Attempt
-	result    json.RawMessage
-	errMsg    string
-	class     policy.ErrorClass
-	retryOf   string
-	createdAt time.Time
-	updatedAt time.Time
-	queuedAt  int64 // Unix nanoseconds; ordering key of the age heaps
-	nextRunAt time.Time
-	endedAt   time.Time
+	id        string
+	spec      *TaskSpec
+	seq       uint64
+	rank      int64
 	lastSeq   uint64
-	prevDelay int64 // ms, the last retry delay
-	resetAt   int   // attempts made before the last reset: the budget counts from here
+	queuedAt  int64 // Unix ns; ordering key of the age heaps
+	createdAt int64 // Unix ns
+	updatedAt int64 // Unix ns
+	nextRunAt int64 // Unix ns; RETRY_WAIT: when it queues again
+	endedAt   int64 // Unix ns
+	timerAt   [timerKinds]int64
 
 	lane    *lane
 	agent   *agent
 	session *session // nil when the task has no session
 	batch   *batch   // nil when the task has no batch
-
-	// QUEUED: position in its subQueue and in the drop-oldest lists.
 	sq      *subQueue
-	heapIdx int
-	fifo    [fifoScopes]fifoLink
+	inst    *instance // the instance slot it holds
+	run     *Run
 
-	// timers: one slot per timer heap (see timers.go)
-	timerAt  [timerKinds]int64
-	timerIdx [timerKinds]int
-
-	// in flight
-	holding  bool      // holds its slots (ASSIGNED, RUNNING, or cancelled and not yet returned)
-	inst     *instance // the instance slot it holds
-	run      *Run
-	timedOut bool // the attempt's context was cancelled for its timeout
-
-	// dependencies
-	unmet      int
+	fifo       [fifoScopes]fifoLink // QUEUED: links in the drop-oldest lists
+	attempts   []Attempt
+	reason     string
+	out        *outcome
 	dependents []*task
 
-	dirty bool // changed since the last commit snapshot
+	heapIdx  int32 // index in its subQueue's heap, -1 when not queued
+	timerIdx [timerKinds]int32
+	depth    int32
+	unmet    int32 // WAITING: dependencies not yet succeeded
+
+	state    State
+	front    bool // interrupt mode: ahead of its session's other tasks
+	holding  bool // holds its slots (ASSIGNED, RUNNING, or cancelled and not yet returned)
+	timedOut bool // the attempt's context was cancelled for its timeout
+	dirty    bool // changed since the last commit snapshot
+}
+
+// outcome is what a task has accumulated beyond waiting: allocated with its
+// first result, failure, reset or retry link.
+type outcome struct {
+	result    json.RawMessage
+	errMsg    string
+	class     policy.ErrorClass
+	retryOf   string
+	prevDelay int64 // ms, the last retry delay
+	resetAt   int32 // attempts made before the last reset: the budget counts from here
+}
+
+func (t *task) outcomeOf() *outcome {
+	if t.out == nil {
+		t.out = &outcome{}
+	}
+	return t.out
 }
 
 func (t *task) snapshot() *Task {
-	return &Task{
-		ID: t.id, Spec: t.spec, Seq: t.seq, Depth: t.depth, Rank: t.rank,
+	s := &Task{
+		ID: t.id, Spec: t.spec, Seq: t.seq, Depth: int(t.depth), Rank: t.rank,
 		State: t.state, Reason: t.reason, Attempts: slices.Clone(t.attempts),
-		Result: t.result, Error: t.errMsg, Class: t.class, RetryOf: t.retryOf,
-		CreatedAt: t.createdAt, UpdatedAt: t.updatedAt, QueuedAt: unixTime(t.queuedAt),
-		NextRunAt: t.nextRunAt, EndedAt: t.endedAt, LastSeq: t.lastSeq, Unmet: t.unmet,
-		ResetAt: t.resetAt, Position: -1,
+		CreatedAt: unixTime(t.createdAt), UpdatedAt: unixTime(t.updatedAt), QueuedAt: unixTime(t.queuedAt),
+		NextRunAt: unixTime(t.nextRunAt), EndedAt: unixTime(t.endedAt), LastSeq: t.lastSeq, Unmet: int(t.unmet),
+		Position: -1,
 	}
+	if o := t.out; o != nil {
+		s.Result, s.Error, s.Class, s.RetryOf, s.ResetAt = o.result, o.errMsg, o.class, o.retryOf, int(o.resetAt)
+	}
+	return s
 }
 
+// unixTime turns Unix nanoseconds into a UTC time; 0 is the zero time.
 func unixTime(ns int64) time.Time {
 	if ns == 0 {
 		return time.Time{}
 	}
-	return time.Unix(0, ns)
+	return time.Unix(0, ns).UTC()
+}
+
+// unixNano is the inverse of unixTime.
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
 }
 
 func (t *task) lastAttempt() *Attempt {
@@ -90,10 +110,10 @@ func (t *task) lastAttempt() *Attempt {
 func pending(s State) bool { return s == StateQueued || s == StateWaiting || s == StateRetryWait }
 
 // Drop-oldest lists: every QUEUED task is linked, in the order it was queued,
-// into one list per scope.
+// into one list per scope (the oldest of the whole engine is the oldest of
+// the lanes' oldest).
 const (
-	fifoGlobal = iota
-	fifoLane
+	fifoLane = iota
 	fifoAgent
 	fifoSession
 	fifoScopes
@@ -205,7 +225,6 @@ type batch struct {
 	lim         limiter
 	parallelism int
 	live        int
-	counts      map[State]int
 	total       int
 	createdAt   time.Time
 	webhook     string

@@ -230,7 +230,7 @@ func runModel(t *testing.T, seed uint64) {
 				// Learn the task's queue key and rank inputs from the engine's record.
 				tk := h.Get(ev.TaskID)
 				qk := tk.Spec.Session()
-				if qk == "" {
+				if qk == "" && m.batchMax[tk.Spec.BatchID] > 0 {
 					qk = "\x00" + tk.Spec.BatchID
 				}
 				queueKeys[ev.TaskID], prios[ev.TaskID], fronts[ev.TaskID] = qk, int(tk.Spec.Priority), tk.Spec.QueueMode == engine.QueueInterrupt

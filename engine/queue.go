@@ -43,13 +43,13 @@ func (q *subQueue) head() *task { return q.tasks[0] }
 
 func (q *subQueue) push(t *task) {
 	t.sq = q
-	t.heapIdx = len(q.tasks)
+	t.heapIdx = int32(len(q.tasks))
 	q.tasks = append(q.tasks, t)
-	q.up(t.heapIdx)
+	q.up(len(q.tasks) - 1)
 }
 
 func (q *subQueue) remove(t *task) {
-	i := t.heapIdx
+	i := int(t.heapIdx)
 	last := len(q.tasks) - 1
 	if i != last {
 		q.swap(i, last)
@@ -66,8 +66,8 @@ func (q *subQueue) remove(t *task) {
 
 func (q *subQueue) swap(i, j int) {
 	q.tasks[i], q.tasks[j] = q.tasks[j], q.tasks[i]
-	q.tasks[i].heapIdx = i
-	q.tasks[j].heapIdx = j
+	q.tasks[i].heapIdx = int32(i)
+	q.tasks[j].heapIdx = int32(j)
 }
 
 func (q *subQueue) up(i int) {
@@ -177,19 +177,22 @@ func (aq *agentQueue) fixReady(q *subQueue) {
 	aq.readyUp(q.ready)
 }
 
-// fairBefore orders agentQueues in a lane's fairness heap, and queue heads
-// across lanes: the smaller share of work in flight first, then the larger
-// weight, then the older head.
+// fairBefore orders agentQueues across lanes: the smaller share of work in
+// flight first, then the larger weight, then the older head. The lane heaps
+// order by the same rule over keys cached in their entries (fairKeyBefore).
 func fairBefore(a, b *agentQueue) bool {
-	aa, ba := a.agent, b.agent
-	l, r := int64(aa.inflight)*int64(ba.weight), int64(ba.inflight)*int64(aa.weight)
-	if l != r {
+	return fairKeyBefore(int64(a.agent.inflight), int64(a.agent.weight), a.head().seq,
+		int64(b.agent.inflight), int64(b.agent.weight), b.head().seq)
+}
+
+func fairKeyBefore(aIn, aW int64, aSeq uint64, bIn, bW int64, bSeq uint64) bool {
+	if l, r := aIn*bW, bIn*aW; l != r {
 		return l < r
 	}
-	if aa.weight != ba.weight {
-		return aa.weight > ba.weight
+	if aW != bW {
+		return aW > bW
 	}
-	return a.head().seq < b.head().seq
+	return aSeq < bSeq
 }
 
 // ageBefore orders agentQueues by how long their head has been queued.
@@ -201,24 +204,56 @@ func ageBefore(a, b *agentQueue) bool {
 	return ha.seq < hb.seq
 }
 
-// aqHeap is an indexed heap of agentQueues; idx selects which index field of
-// agentQueue it maintains.
+// aqEntry is an agentQueue in a lane heap with its ordering key cached, so
+// that sifting through ten thousand queues compares contiguous memory
+// instead of chasing pointers to agents and head tasks.
+type aqEntry struct {
+	aq  *agentQueue
+	k1  int64 // fair: the agent's in-flight count; age: the head's queuedAt
+	k2  int64 // fair: the agent's weight
+	seq uint64
+}
+
+// aqHeap is an indexed heap of agentQueues, ordered either by fairness or by
+// age; idx selects which index field of agentQueue it maintains.
 type aqHeap struct {
-	items  []*agentQueue
-	before func(a, b *agentQueue) bool
-	idx    func(aq *agentQueue) *int
+	items []aqEntry
+	age   bool
+	idx   func(aq *agentQueue) *int
+}
+
+func (h *aqHeap) less(i, j int) bool {
+	a, b := &h.items[i], &h.items[j]
+	if h.age {
+		if a.k1 != b.k1 {
+			return a.k1 < b.k1
+		}
+		return a.seq < b.seq
+	}
+	return fairKeyBefore(a.k1, a.k2, a.seq, b.k1, b.k2, b.seq)
+}
+
+// key refreshes an entry's cached key from its queue.
+func (h *aqHeap) key(e *aqEntry) {
+	head := e.aq.head()
+	e.seq = head.seq
+	if h.age {
+		e.k1 = head.queuedAt
+		return
+	}
+	e.k1, e.k2 = int64(e.aq.agent.inflight), int64(e.aq.agent.weight)
 }
 
 func (h *aqHeap) swap(i, j int) {
 	h.items[i], h.items[j] = h.items[j], h.items[i]
-	*h.idx(h.items[i]) = i
-	*h.idx(h.items[j]) = j
+	*h.idx(h.items[i].aq) = i
+	*h.idx(h.items[j].aq) = j
 }
 
 func (h *aqHeap) up(i int) {
 	for i > 0 {
 		p := (i - 1) / 2
-		if !h.before(h.items[i], h.items[p]) {
+		if !h.less(i, p) {
 			return
 		}
 		h.swap(i, p)
@@ -234,10 +269,10 @@ func (h *aqHeap) down(i int) {
 			return
 		}
 		m := l
-		if r := l + 1; r < n && h.before(h.items[r], h.items[l]) {
+		if r := l + 1; r < n && h.less(r, l) {
 			m = r
 		}
-		if !h.before(h.items[m], h.items[i]) {
+		if !h.less(m, i) {
 			return
 		}
 		h.swap(i, m)
@@ -247,7 +282,8 @@ func (h *aqHeap) down(i int) {
 
 func (h *aqHeap) push(aq *agentQueue) {
 	*h.idx(aq) = len(h.items)
-	h.items = append(h.items, aq)
+	h.items = append(h.items, aqEntry{aq: aq})
+	h.key(&h.items[len(h.items)-1])
 	h.up(len(h.items) - 1)
 }
 
@@ -257,7 +293,7 @@ func (h *aqHeap) remove(aq *agentQueue) {
 	if i != last {
 		h.swap(i, last)
 	}
-	h.items[last] = nil
+	h.items[last] = aqEntry{}
 	h.items = h.items[:last]
 	if i != last {
 		h.down(i)
@@ -266,28 +302,34 @@ func (h *aqHeap) remove(aq *agentQueue) {
 	*h.idx(aq) = -1
 }
 
+// fix re-keys aq and restores the order.
 func (h *aqHeap) fix(aq *agentQueue) {
 	i := *h.idx(aq)
+	h.key(&h.items[i])
 	h.down(i)
 	h.up(i)
 }
 
-// topK appends to dst the k best items without changing the heap, using
+func (h *aqHeap) top() *agentQueue { return h.items[0].aq }
+
+// topK appends to dst the k best queues without changing the heap, using
 // scratch for a frontier heap of item indices. O(k log k).
 func (h *aqHeap) topK(k int, dst []*agentQueue, scratch []int) ([]*agentQueue, []int) {
 	if len(h.items) == 0 || k <= 0 {
 		return dst, scratch
 	}
 	if len(h.items) <= k { // everything
-		return append(dst, h.items...), scratch
+		for i := range h.items {
+			dst = append(dst, h.items[i].aq)
+		}
+		return dst, scratch
 	}
-	less := func(i, j int) bool { return h.before(h.items[i], h.items[j]) }
 	fr := append(scratch[:0], 0)
 	push := func(i int) {
 		fr = append(fr, i)
 		for c := len(fr) - 1; c > 0; {
 			p := (c - 1) / 2
-			if !less(fr[c], fr[p]) {
+			if !h.less(fr[c], fr[p]) {
 				break
 			}
 			fr[c], fr[p] = fr[p], fr[c]
@@ -305,16 +347,16 @@ func (h *aqHeap) topK(k int, dst []*agentQueue, scratch []int) ([]*agentQueue, [
 				break
 			}
 			m := l
-			if r := l + 1; r < len(fr) && less(fr[r], fr[l]) {
+			if r := l + 1; r < len(fr) && h.less(fr[r], fr[l]) {
 				m = r
 			}
-			if !less(fr[m], fr[c]) {
+			if !h.less(fr[m], fr[c]) {
 				break
 			}
 			fr[c], fr[m] = fr[m], fr[c]
 			c = m
 		}
-		dst = append(dst, h.items[i])
+		dst = append(dst, h.items[i].aq)
 		k--
 		if l := 2*i + 1; l < len(h.items) {
 			push(l)

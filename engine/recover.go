@@ -28,7 +28,7 @@ func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
 		}
 	}
 	for _, bi := range snap.Batches {
-		b := &batch{id: bi.ID, parallelism: bi.Parallelism, counts: map[State]int{}, createdAt: bi.CreatedAt, webhook: bi.WebhookURL}
+		b := &batch{id: bi.ID, parallelism: bi.Parallelism, createdAt: bi.CreatedAt, webhook: bi.WebhookURL}
 		b.lim.limit = bi.Parallelism
 		e.batches[b.id] = b
 	}
@@ -93,7 +93,7 @@ func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
 		e.failAttemptLocked(t, classTransient, 0, "interrupted by restart", now)
 	}
 	for _, t := range live {
-		if t.state == StateRetryWait && !t.nextRunAt.After(now) {
+		if t.state == StateRetryWait && t.nextRunAt <= now.UnixNano() {
 			e.setState(t, StateQueued, "backoff elapsed during downtime")
 		}
 	}
@@ -110,11 +110,14 @@ func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
 // anything: its state is what the store says.
 func (e *Engine) restoreTaskLocked(st *Task) *task {
 	t := &task{
-		id: st.ID, spec: st.Spec, seq: st.Seq, rank: st.Rank, depth: st.Depth,
-		reason: st.Reason, attempts: slices.Clone(st.Attempts), result: st.Result, errMsg: st.Error, class: st.Class,
-		retryOf: st.RetryOf, createdAt: st.CreatedAt, updatedAt: st.UpdatedAt, nextRunAt: st.NextRunAt,
-		lastSeq: st.LastSeq, resetAt: st.ResetAt, front: st.Spec.QueueMode == QueueInterrupt,
-		lane: e.laneByName[st.Spec.Lane], heapIdx: -1, timerIdx: [timerKinds]int{-1, -1, -1},
+		id: st.ID, spec: st.Spec, seq: st.Seq, rank: st.Rank, depth: int32(st.Depth),
+		reason: st.Reason, attempts: slices.Clone(st.Attempts),
+		createdAt: unixNano(st.CreatedAt), updatedAt: unixNano(st.UpdatedAt), nextRunAt: unixNano(st.NextRunAt),
+		lastSeq: st.LastSeq, front: st.Spec.QueueMode == QueueInterrupt,
+		lane: e.laneByName[st.Spec.Lane], heapIdx: -1, timerIdx: noTimers,
+	}
+	if st.Result != nil || st.Error != "" || st.RetryOf != "" || st.ResetAt != 0 {
+		t.out = &outcome{result: st.Result, errMsg: st.Error, class: st.Class, retryOf: st.RetryOf, resetAt: int32(st.ResetAt)}
 	}
 	t.agent = e.agentLocked(st.Spec.AgentID)
 	t.agent.live++
@@ -137,17 +140,11 @@ func (e *Engine) restoreTaskLocked(st *Task) *task {
 		// in flight without slots so that the move is a legal transition.
 		t.state = state
 		e.counts[state]++
-		if t.batch != nil {
-			t.batch.counts[state]++
-		}
 		return t
 	}
 	// Enter the state quietly: the store already has its event.
 	t.state = state
 	e.counts[state]++
-	if t.batch != nil {
-		t.batch.counts[state]++
-	}
 	if pending(state) {
 		e.queued++
 		t.lane.queued++

@@ -121,8 +121,10 @@ func (e *Engine) finish(r *Run, o Outcome) {
 		att.Error = "cancelled: " + t.reason
 		e.emitTaskLocked(t, EventReleased, t.state, t.state, "executor returned after cancellation")
 	case o.Err == nil:
-		t.result = o.Result
-		t.errMsg, t.class = "", policy.ClassNone
+		if o.Result != nil || t.out != nil {
+			out := t.outcomeOf()
+			out.result, out.errMsg, out.class = o.Result, "", policy.ClassNone
+		}
 		e.setState(t, StateSucceeded, "completed")
 	default:
 		class := o.Class
@@ -150,7 +152,7 @@ func (e *Engine) staleLocked(r *Run) {
 	if e.tasks[t.id] != t {
 		return // long gone from memory: counted, nothing more to record
 	}
-	t.updatedAt = e.now()
+	t.updatedAt = e.now().UnixNano()
 	e.emitTaskLocked(t, EventStale, t.state, t.state,
 		"late completion of attempt "+itoa(r.attempt)+" ignored: lease "+strconv.FormatUint(r.lease, 10)+" was reclaimed")
 }
@@ -158,7 +160,8 @@ func (e *Engine) staleLocked(r *Run) {
 // failAttemptLocked applies the retry policy to a failed attempt of t (which
 // no longer holds its slots).
 func (e *Engine) failAttemptLocked(t *task, class policy.ErrorClass, status int, msg string, now time.Time) {
-	t.errMsg, t.class = msg, class
+	o := t.outcomeOf()
+	o.errMsg, o.class = msg, class
 	if e.closed {
 		e.setState(t, StateCancelled, "shutdown")
 		return
@@ -170,12 +173,12 @@ func (e *Engine) failAttemptLocked(t *task, class policy.ErrorClass, status int,
 	dec := e.decideRetryLocked(t, class, status, now)
 	switch dec.Action {
 	case policy.ActionRetry:
-		t.prevDelay = dec.DelayMs
+		o.prevDelay = dec.DelayMs
 		if dec.DelayMs == 0 {
 			e.setState(t, StateQueued, "retrying: "+msg)
 			return
 		}
-		t.nextRunAt = now.Add(time.Duration(dec.DelayMs) * time.Millisecond)
+		t.nextRunAt = now.Add(time.Duration(dec.DelayMs) * time.Millisecond).UnixNano()
 		e.setState(t, StateRetryWait, "retry in "+(time.Duration(dec.DelayMs)*time.Millisecond).String()+": "+msg)
 	case policy.ActionPark:
 		e.setState(t, StateParked, "retry budget spent: "+msg)
@@ -191,10 +194,15 @@ func (e *Engine) decideRetryLocked(t *task, class policy.ErrorClass, status int,
 	if t.spec.Retry != nil {
 		rp = *t.spec.Retry
 	}
+	var prev int64
+	var resetAt int
+	if t.out != nil {
+		prev, resetAt = t.out.prevDelay, int(t.out.resetAt)
+	}
 	f := policy.Failure{
-		NowMs: now.UnixMilli(), TaskSeq: t.seq, CreatedAtMs: t.createdAt.UnixMilli(),
-		PrevDelayMs: t.prevDelay, BaseDelayMs: rp.Backoff.Milliseconds(), MaxDelayMs: rp.MaxBackoff.Milliseconds(),
-		Multiplier: uint32(max(rp.Multiplier, 1) * 1000), Attempt: uint16(len(t.attempts) - t.resetAt),
+		NowMs: now.UnixMilli(), TaskSeq: t.seq, CreatedAtMs: t.createdAt / int64(time.Millisecond),
+		PrevDelayMs: prev, BaseDelayMs: rp.Backoff.Milliseconds(), MaxDelayMs: rp.MaxBackoff.Milliseconds(),
+		Multiplier: uint32(max(rp.Multiplier, 1) * 1000), Attempt: uint16(len(t.attempts) - resetAt),
 		MaxAttempts: uint16(rp.MaxAttempts), HTTPStatus: uint16(status), Class: class,
 		Priority: int32(t.spec.Priority), Agent: t.agent.idx, Lane: t.lane.idx, LaneInflight: uint32(t.lane.inflight),
 	}

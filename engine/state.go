@@ -37,7 +37,7 @@ func (e *Engine) setState(t *task, to State, reason string) {
 	e.leaveLocked(t, from)
 	t.state = to
 	t.reason = reason
-	t.updatedAt = now
+	t.updatedAt = now.UnixNano()
 	if from != 0 {
 		e.counts[from]--
 	}
@@ -55,12 +55,6 @@ func (e *Engine) setState(t *task, to State, reason string) {
 		}
 	}
 	e.enterLocked(t, to, now)
-	if b := t.batch; b != nil {
-		if from != 0 {
-			b.counts[from]--
-		}
-		b.counts[to]++
-	}
 	e.emitTaskLocked(t, EventState, from, to, reason)
 }
 
@@ -71,7 +65,6 @@ func (e *Engine) leaveLocked(t *task, from State) {
 		if t.sq != nil {
 			e.unqueueLocked(t)
 		}
-		e.fifo.remove(t, fifoGlobal)
 		t.lane.fifo.remove(t, fifoLane)
 		t.agent.fifo.remove(t, fifoAgent)
 		if t.session != nil {
@@ -87,7 +80,6 @@ func (e *Engine) enterLocked(t *task, to State, now time.Time) {
 	switch to {
 	case StateQueued:
 		t.queuedAt = now.UnixNano()
-		e.fifo.pushBack(t, fifoGlobal)
 		t.lane.fifo.pushBack(t, fifoLane)
 		t.agent.fifo.pushBack(t, fifoAgent)
 		if t.session != nil {
@@ -99,7 +91,7 @@ func (e *Engine) enterLocked(t *task, to State, now time.Time) {
 			e.enqueueLocked(t)
 		}
 	case StateRetryWait:
-		e.timers[timerRetry].set(t, t.nextRunAt.UnixNano())
+		e.timers[timerRetry].set(t, t.nextRunAt)
 	}
 	// Deadline timers watch every state in which a task waits.
 	waits := to == StateQueued || to == StateWaiting || to == StateRetryWait || to == StateParked
@@ -109,7 +101,7 @@ func (e *Engine) enterLocked(t *task, to State, now time.Time) {
 		e.timers[timerDeadline].remove(t)
 	}
 	if to.Terminal() {
-		t.endedAt = now
+		t.endedAt = now.UnixNano()
 		e.terminalLocked(t)
 	}
 }
@@ -168,7 +160,7 @@ func (e *Engine) emitTaskLocked(t *task, typ EventType, from, to State, reason s
 	e.seq++
 	t.lastSeq = e.seq
 	e.cur.events = append(e.cur.events, Event{
-		Seq: e.seq, At: t.updatedAt, Type: typ, TaskID: t.id,
+		Seq: e.seq, At: unixTime(t.updatedAt), Type: typ, TaskID: t.id,
 		AgentID: t.spec.AgentID, Lane: t.spec.Lane, SessionKey: t.spec.Session(), BatchID: t.spec.BatchID,
 		From: from, To: to, Attempt: len(t.attempts), Reason: reason,
 	})

@@ -97,9 +97,11 @@ type TaskFilter struct {
 }
 
 // Matches reports whether t passes the filter.
-func (f *TaskFilter) Matches(t *Task) bool { return f.match(t.ID, t.Spec, t.State) }
+func (f *TaskFilter) Matches(t *Task) bool { return f.MatchFields(t.ID, t.Spec, t.State) }
 
-func (f *TaskFilter) match(id string, s *TaskSpec, state State) bool {
+// MatchFields reports whether a task with this id, spec and state passes the
+// filter: for stores that keep tasks in their own form.
+func (f *TaskFilter) MatchFields(id string, s *TaskSpec, state State) bool {
 	if f.AgentID != "" && s.AgentID != f.AgentID ||
 		f.Lane != "" && s.Lane != f.Lane ||
 		f.SessionKey != "" && s.Session() != f.SessionKey ||

@@ -144,9 +144,6 @@ func TestConcurrentUseKeepsTheInvariants(t *testing.T) {
 		m.apply(ev, nil)
 		if mt := m.tasks[ev.TaskID]; mt != nil && mt.queueKey == "" {
 			mt.queueKey = ev.SessionKey
-			if mt.queueKey == "" {
-				mt.queueKey = "\x00" + ev.BatchID
-			}
 			mt.prio = -1 // priorities are not on events: skip the rank check (the model test covers it)
 		}
 	}

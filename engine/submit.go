@@ -522,7 +522,7 @@ func (e *Engine) admitLocked(ctx context.Context, p *prepared, ext *external, no
 		live, stored := e.lookupLocked(ctx, pid, ext)
 		switch {
 		case live != nil:
-			depth = live.depth + 1
+			depth = int(live.depth) + 1
 		case stored != nil:
 			depth = stored.Depth + 1
 		default:
@@ -531,7 +531,7 @@ func (e *Engine) admitLocked(ctx context.Context, p *prepared, ext *external, no
 	}
 
 	t := e.newTaskLocked(spec, now)
-	t.depth = depth
+	t.depth = int32(depth)
 	if b := e.batches[spec.BatchID]; b != nil {
 		t.batch = b
 		b.total++
@@ -573,7 +573,7 @@ func (e *Engine) admitLocked(ctx context.Context, p *prepared, ext *external, no
 		return t, nil
 	}
 	if len(unmet) > 0 {
-		t.unmet = len(unmet)
+		t.unmet = int32(len(unmet))
 		for _, d := range unmet {
 			d.dependents = append(d.dependents, t)
 		}
@@ -588,42 +588,65 @@ func (e *Engine) admitLocked(ctx context.Context, p *prepared, ext *external, no
 // an idempotent resubmission can answer with it.
 func (e *Engine) ghostLocked(st *Task) *task {
 	return &task{id: st.ID, spec: st.Spec, seq: st.Seq, state: st.State, reason: st.Reason,
-		attempts: st.Attempts, result: st.Result, errMsg: st.Error, class: st.Class,
-		createdAt: st.CreatedAt, updatedAt: st.UpdatedAt, endedAt: st.EndedAt, lastSeq: st.LastSeq, depth: st.Depth,
-		heapIdx: -1, timerIdx: [timerKinds]int{-1, -1, -1}}
+		attempts: st.Attempts, out: &outcome{result: st.Result, errMsg: st.Error, class: st.Class},
+		createdAt: unixNano(st.CreatedAt), updatedAt: unixNano(st.UpdatedAt), endedAt: unixNano(st.EndedAt),
+		lastSeq: st.LastSeq, depth: int32(st.Depth), heapIdx: -1, timerIdx: noTimers}
 }
 
-// admitCapsLocked checks the queue caps for t, applying the lane's drop
-// policy. It returns the refusal, or nil when t may queue.
+// admitCapsLocked checks the queue caps for t — session, agent, lane, then
+// global — applying the lane's drop policy. It returns the refusal, or nil
+// when t may queue.
 func (e *Engine) admitCapsLocked(t *task) *Error {
-	type scope struct {
-		name, key   string
-		queued, cap int
-		fifo        *fifoList
-	}
-	scopes := []scope{
-		{"agent", t.agent.id, t.agent.queued, e.cfg.MaxQueuedPerAgent, &t.agent.fifo},
-		{"lane", t.lane.cfg.Name, t.lane.queued, t.lane.cfg.MaxQueued, &t.lane.fifo},
-		{"global", "", e.queued, e.cfg.MaxQueued, &e.fifo},
-	}
-	if s := t.session; s != nil {
-		scopes = append([]scope{{"session", s.key, s.queued, e.cfg.MaxQueuedPerSession, &s.fifo}}, scopes...)
-	}
-	for _, sc := range scopes {
-		if sc.cap <= 0 || sc.queued < sc.cap {
+	for scope := fifoSession; scope >= -1; scope-- {
+		var name, key string
+		var queued, limit int
+		var victim *task
+		switch scope {
+		case fifoSession:
+			s := t.session
+			if s == nil {
+				continue
+			}
+			name, key, queued, limit, victim = "session", s.key, s.queued, e.cfg.MaxQueuedPerSession, s.fifo.head
+		case fifoAgent:
+			name, key, queued, limit, victim = "agent", t.agent.id, t.agent.queued, e.cfg.MaxQueuedPerAgent, t.agent.fifo.head
+		case fifoLane:
+			name, key, queued, limit, victim = "lane", t.lane.cfg.Name, t.lane.queued, t.lane.cfg.MaxQueued, t.lane.fifo.head
+		default:
+			name, queued, limit = "global", e.queued, e.cfg.MaxQueued
+		}
+		if limit <= 0 || queued < limit {
 			continue
 		}
-		if t.lane.cfg.DropPolicy == DropOldest && sc.fifo.head != nil {
-			e.setState(sc.fifo.head, StateCancelled, "dropped: queue full")
-			e.stats.dropped++
-			continue
+		if t.lane.cfg.DropPolicy == DropOldest {
+			if scope < 0 {
+				victim = e.oldestQueuedLocked()
+			}
+			if victim != nil {
+				e.setState(victim, StateCancelled, "dropped: queue full")
+				e.stats.dropped++
+				continue
+			}
 		}
 		e.stats.rejected++
 		return &Error{Code: CodeQueueFull, Retryable: true,
-			Counts:  &QueueCounts{Scope: sc.name, Key: sc.key, Queued: sc.queued, Cap: sc.cap},
-			Message: fmt.Sprintf("queue full: %s %s holds %d of %d", sc.name, sc.key, sc.queued, sc.cap)}
+			Counts:  &QueueCounts{Scope: name, Key: key, Queued: queued, Cap: limit},
+			Message: fmt.Sprintf("queue full: %s %s holds %d of %d", name, key, queued, limit)}
 	}
 	return nil
+}
+
+// oldestQueuedLocked returns the task queued longest in the whole engine:
+// the oldest of the lanes' oldest.
+func (e *Engine) oldestQueuedLocked() *task {
+	var oldest *task
+	for _, l := range e.lanes {
+		if h := l.fifo.head; h != nil && (oldest == nil || h.queuedAt < oldest.queuedAt ||
+			h.queuedAt == oldest.queuedAt && h.seq < oldest.seq) {
+			oldest = h
+		}
+	}
+	return oldest
 }
 
 // rankLocked ranks the newly admitted tasks with their lanes' selection
@@ -694,7 +717,7 @@ func policyTask(t *task) policy.Task {
 		flags |= policy.TaskInterrupt
 	}
 	return policy.Task{
-		Seq: t.seq, CreatedAtMs: t.createdAt.UnixMilli(), DeadlineMs: dl, Priority: int32(t.spec.Priority),
+		Seq: t.seq, CreatedAtMs: t.createdAt / int64(time.Millisecond), DeadlineMs: dl, Priority: int32(t.spec.Priority),
 		Agent: t.agent.idx, Lane: t.lane.idx, Attempts: uint16(len(t.attempts)), Depth: uint16(t.depth), Flags: flags,
 	}
 }
@@ -703,8 +726,8 @@ func policyTask(t *task) policy.Task {
 // session and counted by them.
 func (e *Engine) newTaskLocked(spec *TaskSpec, now time.Time) *task {
 	t := &task{
-		id: e.ids.next(now), spec: spec, createdAt: now, updatedAt: now,
-		lane: e.laneByName[spec.Lane], heapIdx: -1, timerIdx: [timerKinds]int{-1, -1, -1},
+		id: e.ids.next(now), spec: spec, createdAt: now.UnixNano(), updatedAt: now.UnixNano(),
+		lane: e.laneByName[spec.Lane], heapIdx: -1, timerIdx: noTimers,
 	}
 	t.seq = e.seq + 1 // the seq its first event will take
 	t.agent = e.agentLocked(spec.AgentID)
@@ -746,7 +769,7 @@ func (e *Engine) sessionLocked(key string) *session {
 }
 
 func (e *Engine) newBatchLocked(bs *BatchSpec, now time.Time) *batch {
-	b := &batch{id: e.ids.next(now), parallelism: bs.Parallelism, counts: map[State]int{}, createdAt: now,
+	b := &batch{id: e.ids.next(now), parallelism: bs.Parallelism, createdAt: now,
 		webhook: bs.WebhookURL}
 	b.lim.limit = bs.Parallelism
 	e.batches[b.id] = b

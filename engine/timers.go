@@ -19,6 +19,9 @@ const (
 	timerKinds
 )
 
+// noTimers is the timerIdx of a task with nothing scheduled.
+var noTimers = [timerKinds]int32{-1, -1, -1}
+
 type taskTimers struct {
 	kind  int
 	items []*task
@@ -34,8 +37,8 @@ func (h *taskTimers) less(i, j int) bool {
 
 func (h *taskTimers) swap(i, j int) {
 	h.items[i], h.items[j] = h.items[j], h.items[i]
-	h.items[i].timerIdx[h.kind] = i
-	h.items[j].timerIdx[h.kind] = j
+	h.items[i].timerIdx[h.kind] = int32(i)
+	h.items[j].timerIdx[h.kind] = int32(j)
 }
 
 func (h *taskTimers) up(i int) {
@@ -72,19 +75,19 @@ func (h *taskTimers) down(i int) {
 // timerIdx entries are -1 while it is not scheduled (newTask sets them).
 func (h *taskTimers) set(t *task, at int64) {
 	t.timerAt[h.kind] = at
-	i := t.timerIdx[h.kind]
+	i := int(t.timerIdx[h.kind])
 	if i < 0 {
 		i = len(h.items)
-		t.timerIdx[h.kind] = i
+		t.timerIdx[h.kind] = int32(i)
 		h.items = append(h.items, t)
 	}
 	h.down(i)
-	h.up(t.timerIdx[h.kind])
+	h.up(int(t.timerIdx[h.kind]))
 }
 
 // remove unschedules t, if it is scheduled.
 func (h *taskTimers) remove(t *task) {
-	i := t.timerIdx[h.kind]
+	i := int(t.timerIdx[h.kind])
 	if i < 0 {
 		return
 	}

@@ -193,10 +193,28 @@ func Fill(ctx context.Context, e *engine.Engine, n, agents int) error {
 	return nil
 }
 
-// MemoryPerQueuedTask returns the heap held per queued task, with n queued.
-func MemoryPerQueuedTask(ctx context.Context, n int) (float64, error) {
-	e, err := newEngine(&counting{}, n)
+// MemoryPerQueuedTask returns the heap held per queued task, with n queued:
+// by the engine and the memory store together, and by the engine alone (with
+// a store that keeps nothing in memory, as the SQLite and PostgreSQL stores
+// keep their copy on disk).
+func MemoryPerQueuedTask(ctx context.Context, n int) (withMemoryStore, engineOnly float64, err error) {
+	withMemoryStore, err = memoryPerQueuedTask(ctx, n, memory.New(memory.Options{}))
 	if err != nil {
+		return 0, 0, err
+	}
+	engineOnly, err = memoryPerQueuedTask(ctx, n, discard{})
+	return withMemoryStore, engineOnly, err
+}
+
+func memoryPerQueuedTask(ctx context.Context, n int, store engine.Store) (float64, error) {
+	capacity := n + 1000
+	cfg := engine.Config{MaxQueued: capacity, MaxQueuedPerAgent: capacity,
+		Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 256, MaxQueued: capacity}}}
+	e, err := engine.New(engine.Options{Config: cfg, Store: store, Executor: &counting{}})
+	if err != nil {
+		return 0, err
+	}
+	if err := e.Start(ctx); err != nil {
 		return 0, err
 	}
 	defer func() { _ = e.Shutdown(context.Background()) }()
@@ -287,3 +305,27 @@ func RunLatency(ctx context.Context, rate int, d time.Duration, setup Setup) (La
 	q := func(p float64) time.Duration { return lat[min(int(p*float64(n)), n-1)] }
 	return Latency{Rate: rate, Tasks: n, P50: q(0.50), P99: q(0.99), P999: q(0.999), Max: lat[n-1], Achieved: float64(n) / el.Seconds()}, nil
 }
+
+// discard is a store that keeps nothing: it lets MemoryPerQueuedTask count
+// the engine's own memory, which is what a durable store leaves in memory.
+type discard struct{}
+
+func (discard) Durable() bool                                  { return false }
+func (discard) Load(context.Context) (*engine.Snapshot, error) { return &engine.Snapshot{}, nil }
+func (discard) Commit(context.Context, *engine.Batch) error    { return nil }
+func (discard) Task(context.Context, string) (*engine.Task, error) {
+	return nil, engine.ErrNotFound
+}
+func (discard) Tasks(context.Context, engine.TaskQuery) ([]*engine.Task, error) { return nil, nil }
+func (discard) CountTasks(context.Context, engine.TaskFilter) (map[engine.State]int, error) {
+	return nil, nil
+}
+func (discard) Batch(context.Context, string) (*engine.BatchInfo, error) {
+	return nil, engine.ErrNotFound
+}
+func (discard) FindIdempotent(context.Context, string, string) (*engine.Task, error) {
+	return nil, engine.ErrNotFound
+}
+func (discard) Events(context.Context, uint64, int) ([]engine.Event, error) { return nil, nil }
+func (discard) Purge(context.Context, time.Time, int) (int, error)          { return 0, nil }
+func (discard) Close() error                                                { return nil }
