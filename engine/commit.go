@@ -35,6 +35,7 @@ func (e *Engine) commitNow() {
 				ended = append(ended, t)
 			}
 		}
+		out.Tasks = append(out.Tasks, b.snaps...)
 		e.mu.Unlock()
 
 		for attempt := 0; ; attempt++ {
@@ -140,5 +141,5 @@ func (e *Engine) Sync(ctx context.Context) error {
 }
 
 func (b *pendingBatch) empty() bool {
-	return len(b.events) == 0 && len(b.tasks) == 0 && len(b.batches) == 0 && len(b.lanes) == 0 && len(b.settings) == 0
+	return len(b.events) == 0 && len(b.tasks) == 0 && len(b.snaps) == 0 && len(b.batches) == 0 && len(b.lanes) == 0 && len(b.settings) == 0
 }

@@ -139,6 +139,7 @@ type namedFairness struct {
 // pendingBatch accumulates changes between commits.
 type pendingBatch struct {
 	events   []Event
+	snaps    []*Task // snapshots of tasks no longer in memory (webhook records)
 	batches  []BatchInfo
 	tasks    []*task
 	lanes    []LaneConfig

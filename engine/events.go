@@ -24,11 +24,13 @@ const (
 	EventLane EventType = 4
 	// EventEngine: the engine itself changed mode (draining, policy swap).
 	EventEngine EventType = 5
+	// EventBatch: every task of a batch has ended (BatchID is set).
+	EventBatch EventType = 6
 )
 
 var eventTypeNames = [...]string{
 	EventState: "STATE", EventReleased: "RELEASED", EventStale: "STALE",
-	EventLane: "LANE", EventEngine: "ENGINE",
+	EventLane: "LANE", EventEngine: "ENGINE", EventBatch: "BATCH",
 }
 
 // String returns the type's upper-case name.
@@ -53,6 +55,9 @@ type Event struct {
 	From, To   State
 	Attempt    int
 	Reason     string
+	// Webhook is set on a task's events when the task has a webhook URL, and
+	// on a batch's event when the batch has one.
+	Webhook bool
 }
 
 // EventLog keeps the most recent events in a ring for subscribers. Appending

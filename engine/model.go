@@ -54,6 +54,7 @@ type task struct {
 // outcome is what a task has accumulated beyond waiting: allocated with its
 // first result, failure, reset or retry link.
 type outcome struct {
+	webhooks  []WebhookDelivery
 	result    json.RawMessage
 	errMsg    string
 	class     policy.ErrorClass
@@ -79,6 +80,7 @@ func (t *task) snapshot() *Task {
 	}
 	if o := t.out; o != nil {
 		s.Result, s.Error, s.Class, s.RetryOf, s.ResetAt = o.result, o.errMsg, o.class, o.retryOf, int(o.resetAt)
+		s.Webhooks = slices.Clone(o.webhooks)
 	}
 	return s
 }
@@ -228,6 +230,9 @@ type batch struct {
 	total       int
 	createdAt   time.Time
 	webhook     string
+	open        int  // tasks that have not ended
+	sealed      bool // every task of the batch has been admitted
+	ended       bool // the batch's end has been recorded
 }
 
 type instance struct {

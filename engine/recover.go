@@ -28,7 +28,7 @@ func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
 		}
 	}
 	for _, bi := range snap.Batches {
-		b := &batch{id: bi.ID, parallelism: bi.Parallelism, createdAt: bi.CreatedAt, webhook: bi.WebhookURL}
+		b := &batch{id: bi.ID, parallelism: bi.Parallelism, createdAt: bi.CreatedAt, webhook: bi.WebhookURL, sealed: true}
 		b.lim.limit = bi.Parallelism
 		e.batches[b.id] = b
 	}
@@ -116,8 +116,9 @@ func (e *Engine) restoreTaskLocked(st *Task) *task {
 		lastSeq: st.LastSeq, front: st.Spec.QueueMode == QueueInterrupt,
 		lane: e.laneByName[st.Spec.Lane], heapIdx: -1, timerIdx: noTimers,
 	}
-	if st.Result != nil || st.Error != "" || st.RetryOf != "" || st.ResetAt != 0 {
-		t.out = &outcome{result: st.Result, errMsg: st.Error, class: st.Class, retryOf: st.RetryOf, resetAt: int32(st.ResetAt)}
+	if st.Result != nil || st.Error != "" || st.RetryOf != "" || st.ResetAt != 0 || len(st.Webhooks) > 0 {
+		t.out = &outcome{result: st.Result, errMsg: st.Error, class: st.Class, retryOf: st.RetryOf, resetAt: int32(st.ResetAt),
+			webhooks: slices.Clone(st.Webhooks)}
 	}
 	t.agent = e.agentLocked(st.Spec.AgentID)
 	t.agent.live++
@@ -129,6 +130,9 @@ func (e *Engine) restoreTaskLocked(st *Task) *task {
 		t.batch = b
 		b.live++
 		b.total++
+		if !st.State.Terminal() {
+			b.open++
+		}
 	}
 	if k := st.Spec.IdempotencyKey; k != "" {
 		e.idem[st.Spec.AgentID+"\x00"+k] = t

@@ -113,6 +113,10 @@ func (e *Engine) terminalLocked(t *task) {
 		e.cascade = append(e.cascade, t)
 	}
 	e.stats.ended[t.state]++
+	if b := t.batch; b != nil {
+		b.open--
+		e.batchDoneLocked(b)
+	}
 }
 
 // processCascadesLocked propagates terminal states to dependents: a success
@@ -162,7 +166,7 @@ func (e *Engine) emitTaskLocked(t *task, typ EventType, from, to State, reason s
 	e.cur.events = append(e.cur.events, Event{
 		Seq: e.seq, At: unixTime(t.updatedAt), Type: typ, TaskID: t.id,
 		AgentID: t.spec.AgentID, Lane: t.spec.Lane, SessionKey: t.spec.Session(), BatchID: t.spec.BatchID,
-		From: from, To: to, Attempt: len(t.attempts), Reason: reason,
+		From: from, To: to, Attempt: len(t.attempts), Reason: reason, Webhook: t.spec.WebhookURL != "",
 	})
 	e.markDirty(t)
 }

@@ -58,7 +58,7 @@ type Snapshot struct {
 type Batch struct {
 	Tasks    []*Task     // full snapshots: insert or replace by ID
 	Events   []Event     // in seq order
-	Batches  []BatchInfo // new batches
+	Batches  []BatchInfo // new or changed batches: insert or replace by ID
 	Lanes    []LaneConfig
 	Settings []Setting
 }
@@ -69,6 +69,8 @@ type BatchInfo struct {
 	Parallelism int // 0: no cap
 	WebhookURL  string
 	CreatedAt   time.Time
+	EndedAt     time.Time         // when its last task ended; zero while any runs
+	Webhooks    []WebhookDelivery // delivery attempts of the batch's webhook
 }
 
 // Setting is a named, opaque value the engine or the server persists (active

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -78,6 +79,11 @@ func (e *Engine) SubmitBatch(ctx context.Context, b BatchSpec) (*BatchResult, er
 	}
 	if len(b.Items) > e.cfg.MaxBatch {
 		return nil, &Error{Code: CodeLimit, Field: "items", Message: fmt.Sprintf("a batch holds at most %d items, got %d", e.cfg.MaxBatch, len(b.Items))}
+	}
+	if b.WebhookURL != "" {
+		if err := ValidateWebhookURL(b.WebhookURL); err != nil {
+			return nil, invalid("webhookUrl", "%v", err)
+		}
 	}
 	if b.Parallelism < 0 || b.Parallelism > 10 {
 		return nil, invalid("parallelism", "must be within 1..10 (0 for no cap), got %d", b.Parallelism)
@@ -198,8 +204,12 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec) (
 	}
 	e.deferQueue = false
 	e.rankLocked(admitted, now)
-	if bt != nil && bt.total == 0 {
-		delete(e.batches, bt.id)
+	if bt != nil {
+		bt.sealed = true
+		e.batchDoneLocked(bt)
+		if bt.total == 0 {
+			delete(e.batches, bt.id)
+		}
 	}
 	done := e.cur.done
 	e.unlock()
@@ -342,6 +352,11 @@ func (e *Engine) normalize(in TaskSpec, now time.Time) (*TaskSpec, error) {
 	case s.QueueMode == QueueInterrupt && s.Session() == "":
 		return nil, invalid("queueMode", "interrupt needs a sessionKey or a tabId")
 	}
+	if s.WebhookURL != "" {
+		if err := ValidateWebhookURL(s.WebhookURL); err != nil {
+			return nil, invalid("webhookUrl", "%v", err)
+		}
+	}
 	if s.Lane == "" {
 		s.Lane = "main"
 	}
@@ -396,6 +411,23 @@ func (e *Engine) normalize(in TaskSpec, now time.Time) (*TaskSpec, error) {
 		s.SubmittedAt = in.SubmittedAt // ingested from elsewhere: keep the original time
 	}
 	return &s, nil
+}
+
+// ValidateWebhookURL checks a webhook URL's form: http or https, a host, at
+// most 2 KiB. Whether its address may be called is the deliverer's decision,
+// made when it resolves the host.
+func ValidateWebhookURL(raw string) error {
+	if len(raw) > 2048 {
+		return fmt.Errorf("is longer than 2048 bytes")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("does not parse: %v", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.Hostname() == "" {
+		return fmt.Errorf("must be an absolute http or https URL")
+	}
+	return nil
 }
 
 // isJSONObject reports whether raw is one well-formed JSON object.
@@ -536,6 +568,7 @@ func (e *Engine) admitLocked(ctx context.Context, p *prepared, ext *external, no
 		t.batch = b
 		b.total++
 		b.live++
+		b.open++
 	}
 	if k := spec.IdempotencyKey; k != "" {
 		e.idem[spec.AgentID+"\x00"+k] = t

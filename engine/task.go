@@ -159,6 +159,19 @@ type Attempt struct {
 	Error      string            // what went wrong
 }
 
+// WebhookDelivery records one attempt to deliver a webhook.
+type WebhookDelivery struct {
+	ID         string        // stable for every attempt of one delivery: receivers deduplicate on it
+	Attempt    int           // from 1
+	URL        string        // where it was sent (without credentials)
+	At         time.Time     // when the attempt started
+	Duration   time.Duration // how long it took
+	HTTPStatus int           // the receiver's status, 0 when there was none
+	Error      string        // what went wrong; "" when delivered
+	Delivered  bool          // the receiver accepted it (2xx)
+	Final      bool          // no further attempt will be made
+}
+
 // Task is a snapshot of a task: its spec and what has happened to it.
 // Snapshots are copies; changing one changes nothing in the engine.
 type Task struct {
@@ -177,11 +190,12 @@ type Task struct {
 	RetryOf   string            // the task this one re-runs (retryTask on a terminal task)
 	CreatedAt time.Time
 	UpdatedAt time.Time
-	QueuedAt  time.Time // when it last entered QUEUED
-	NextRunAt time.Time // RETRY_WAIT: when it queues again
-	EndedAt   time.Time // when it reached a terminal state
-	LastSeq   uint64    // the seq of its latest event
-	Unmet     int       // WAITING: dependencies not yet succeeded
-	ResetAt   int       // attempts made before the last reset; the retry budget counts from here
-	Position  int       // QUEUED: tasks ahead of it in its (lane, agent) queue; -1 when not queued or not computed
+	QueuedAt  time.Time         // when it last entered QUEUED
+	NextRunAt time.Time         // RETRY_WAIT: when it queues again
+	EndedAt   time.Time         // when it reached a terminal state
+	LastSeq   uint64            // the seq of its latest event
+	Unmet     int               // WAITING: dependencies not yet succeeded
+	ResetAt   int               // attempts made before the last reset; the retry budget counts from here
+	Webhooks  []WebhookDelivery // delivery attempts of the task's webhook
+	Position  int               // QUEUED: tasks ahead of it in its (lane, agent) queue; -1 when not queued or not computed
 }

@@ -298,6 +298,7 @@ type record struct {
 }
 
 type recordMore struct {
+	Webhooks       []engine.WebhookDelivery
 	Attempts       []engine.Attempt
 	Result         json.RawMessage
 	Error, RetryOf string
@@ -311,8 +312,9 @@ func newRecord(t *engine.Task) *record {
 		CreatedAt: ns(t.CreatedAt), UpdatedAt: ns(t.UpdatedAt), QueuedAt: ns(t.QueuedAt), NextRunAt: ns(t.NextRunAt), EndedAt: ns(t.EndedAt),
 		Reason: t.Reason, Depth: int32(t.Depth), Unmet: int32(t.Unmet), State: t.State,
 	}
-	if len(t.Attempts) > 0 || t.Result != nil || t.Error != "" || t.RetryOf != "" || t.ResetAt != 0 {
-		r.More = &recordMore{Attempts: t.Attempts, Result: t.Result, Error: t.Error, RetryOf: t.RetryOf, ResetAt: t.ResetAt, Class: t.Class}
+	if len(t.Attempts) > 0 || t.Result != nil || t.Error != "" || t.RetryOf != "" || t.ResetAt != 0 || len(t.Webhooks) > 0 {
+		r.More = &recordMore{Attempts: t.Attempts, Result: t.Result, Error: t.Error, RetryOf: t.RetryOf, ResetAt: t.ResetAt,
+			Class: t.Class, Webhooks: t.Webhooks}
 	}
 	return r
 }
@@ -326,6 +328,7 @@ func (r *record) task() *engine.Task {
 	}
 	if m := r.More; m != nil {
 		t.Attempts, t.Result, t.Error, t.RetryOf, t.ResetAt, t.Class = slices.Clone(m.Attempts), m.Result, m.Error, m.RetryOf, m.ResetAt, m.Class
+		t.Webhooks = slices.Clone(m.Webhooks)
 	}
 	return t
 }

@@ -1,0 +1,80 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"slices"
+)
+
+// Webhook bookkeeping. Delivering webhooks is engine/webhook's job; the
+// engine tells it when a batch has ended (an EventBatch) and records every
+// delivery attempt on the task or batch it concerns, through the same
+// commits as everything else — so deliveries are visible in the API and
+// survive restarts.
+
+// batchDoneLocked records the end of a batch once every task of it has
+// ended.
+func (e *Engine) batchDoneLocked(b *batch) {
+	if !b.sealed || b.open > 0 || b.total == 0 || b.ended {
+		return
+	}
+	b.ended = true
+	now := e.now()
+	e.seq++
+	e.cur.events = append(e.cur.events, Event{Seq: e.seq, At: now, Type: EventBatch, BatchID: b.id,
+		Reason: "every task of the batch has ended", Webhook: b.webhook != ""})
+	e.cur.batches = append(e.cur.batches, BatchInfo{ID: b.id, Parallelism: b.parallelism, WebhookURL: b.webhook,
+		CreatedAt: b.createdAt, EndedAt: now})
+}
+
+// RecordTaskWebhook appends a delivery attempt to a task's record, whether the
+// task is still in memory or only in the store.
+func (e *Engine) RecordTaskWebhook(ctx context.Context, taskID string, d WebhookDelivery) error {
+	e.mu.Lock()
+	if t := e.tasks[taskID]; t != nil {
+		o := t.outcomeOf()
+		o.webhooks = append(o.webhooks, d)
+		e.markDirty(t)
+		e.unlock()
+		e.after()
+		return nil
+	}
+	e.mu.Unlock()
+	st, err := e.store.Task(ctx, taskID)
+	if errors.Is(err, ErrNotFound) {
+		return notFound("no task %s", taskID)
+	}
+	if err != nil {
+		return &Error{Code: CodeUnavailable, Message: "reading task " + taskID, Err: err, Retryable: true}
+	}
+	st.Webhooks = append(slices.Clone(st.Webhooks), d)
+	e.mu.Lock()
+	e.cur.snaps = append(e.cur.snaps, st) // a terminal task: nothing else writes it
+	e.unlock()
+	e.after()
+	return nil
+}
+
+// RecordBatchWebhook appends a delivery attempt to a batch's record.
+func (e *Engine) RecordBatchWebhook(ctx context.Context, batchID string, d WebhookDelivery) error {
+	info, err := e.store.Batch(ctx, batchID)
+	if errors.Is(err, ErrNotFound) {
+		if err := e.Sync(ctx); err != nil {
+			return err
+		}
+		info, err = e.store.Batch(ctx, batchID)
+	}
+	if errors.Is(err, ErrNotFound) {
+		return notFound("no batch %s", batchID)
+	}
+	if err != nil {
+		return &Error{Code: CodeUnavailable, Message: "reading batch " + batchID, Err: err, Retryable: true}
+	}
+	b := *info
+	b.Webhooks = append(slices.Clone(b.Webhooks), d)
+	e.mu.Lock()
+	e.cur.batches = append(e.cur.batches, b)
+	e.unlock()
+	e.after()
+	return nil
+}
