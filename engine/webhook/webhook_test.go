@@ -138,7 +138,7 @@ func TestTheSSRFGuardRefusesNonPublicAddressesByDefault(t *testing.T) {
 	r := newReceiver(t)
 	start(t, h, webhook.Options{Resolver: fixedResolver{"internal.example": "10.1.2.3"}})
 	for _, u := range []string{
-		r.srv.URL,                                  // 127.0.0.1
+		r.srv.URL, // 127.0.0.1
 		"http://169.254.169.254/latest/meta-data/", // cloud metadata
 		"http://internal.example/hook",             // a name that resolves into 10.0.0.0/8
 		"http://[::1]:9/hook",
