@@ -12,7 +12,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/policy"
@@ -140,27 +142,6 @@ type statusJSON struct {
 	Unmet     int               `json:"unmet,omitempty"`
 	ResetAt   int               `json:"resetAt,omitempty"`
 	Position  int               `json:"position"`
-}
-
-func encodeStatus(t *engine.Task, scratch []attemptJSON) ([]byte, []attemptJSON, error) {
-	j := statusJSON{
-		Depth: t.Depth, Rank: t.Rank, Reason: t.Reason, Error: t.Error, Class: t.Class, RetryOf: t.RetryOf,
-		CreatedAt: unixNano(t.CreatedAt), UpdatedAt: unixNano(t.UpdatedAt), QueuedAt: unixNano(t.QueuedAt),
-		NextRunAt: unixNano(t.NextRunAt), EndedAt: unixNano(t.EndedAt), LastSeq: t.LastSeq, Unmet: t.Unmet,
-		ResetAt: t.ResetAt, Position: t.Position,
-	}
-	if len(t.Attempts) > 0 {
-		scratch = scratch[:0]
-		for i := range t.Attempts {
-			a := &t.Attempts[i]
-			scratch = append(scratch, attemptJSON{N: a.N, LeaseID: a.LeaseID, InstanceID: a.InstanceID, TabID: a.TabID,
-				AssignedAt: unixNano(a.AssignedAt), StartedAt: unixNano(a.StartedAt), EndedAt: unixNano(a.EndedAt),
-				Class: a.Class, HTTPStatus: a.HTTPStatus, Error: a.Error})
-		}
-		j.Attempts = scratch
-	}
-	b, err := json.Marshal(&j)
-	return b, scratch, err
 }
 
 func decodeStatus(data []byte, t *engine.Task) error {
@@ -303,4 +284,127 @@ func decodeLane(data []byte) (engine.LaneConfig, error) {
 		return l, fmt.Errorf("decode lane: %w", err)
 	}
 	return l, nil
+}
+
+// appendStatus appends the JSON of t's status: the same document as
+// encodeStatus, written without reflection (it runs for every snapshot the
+// engine commits).
+func appendStatus(b []byte, t *engine.Task) []byte {
+	b = append(b, '{')
+	b = appendIntField(b, "depth", int64(t.Depth))
+	b = appendIntField(b, "rank", t.Rank)
+	b = appendStringField(b, "reason", t.Reason)
+	if len(t.Attempts) > 0 {
+		b = append(b, `"attempts":[`...)
+		for i := range t.Attempts {
+			a := &t.Attempts[i]
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"n":`...)
+			b = strconv.AppendInt(b, int64(a.N), 10)
+			b = append(b, ',')
+			if a.LeaseID != 0 {
+				b = append(b, `"leaseId":`...)
+				b = strconv.AppendUint(b, a.LeaseID, 10)
+				b = append(b, ',')
+			}
+			b = appendStringField(b, "instanceId", a.InstanceID)
+			b = appendStringField(b, "tabId", a.TabID)
+			b = appendIntField(b, "assignedAtNs", unixNano(a.AssignedAt))
+			b = appendIntField(b, "startedAtNs", unixNano(a.StartedAt))
+			b = appendIntField(b, "endedAtNs", unixNano(a.EndedAt))
+			b = appendIntField(b, "class", int64(a.Class))
+			b = appendIntField(b, "httpStatus", int64(a.HTTPStatus))
+			b = appendStringField(b, "error", a.Error)
+			b[len(b)-1] = '}'
+		}
+		b = append(b, "],"...)
+	}
+	b = appendStringField(b, "error", t.Error)
+	b = appendIntField(b, "class", int64(t.Class))
+	b = appendStringField(b, "retryOf", t.RetryOf)
+	b = appendIntField(b, "createdAtNs", unixNano(t.CreatedAt))
+	b = appendIntField(b, "updatedAtNs", unixNano(t.UpdatedAt))
+	b = appendIntField(b, "queuedAtNs", unixNano(t.QueuedAt))
+	b = appendIntField(b, "nextRunAtNs", unixNano(t.NextRunAt))
+	b = appendIntField(b, "endedAtNs", unixNano(t.EndedAt))
+	if t.LastSeq != 0 {
+		b = append(b, `"lastSeq":`...)
+		b = strconv.AppendUint(b, t.LastSeq, 10)
+		b = append(b, ',')
+	}
+	b = appendIntField(b, "unmet", int64(t.Unmet))
+	b = appendIntField(b, "resetAt", int64(t.ResetAt))
+	b = append(b, `"position":`...)
+	b = strconv.AppendInt(b, int64(t.Position), 10)
+	return append(b, '}')
+}
+
+// appendIntField appends "name":v, when v is not zero.
+func appendIntField(b []byte, name string, v int64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = append(b, '"')
+	b = append(b, name...)
+	b = append(b, `":`...)
+	b = strconv.AppendInt(b, v, 10)
+	return append(b, ',')
+}
+
+// appendStringField appends "name":"v", when v is not empty.
+func appendStringField(b []byte, name, v string) []byte {
+	if v == "" {
+		return b
+	}
+	b = append(b, '"')
+	b = append(b, name...)
+	b = append(b, `":`...)
+	b = appendJSONString(b, v)
+	return append(b, ',')
+}
+
+// appendJSONString appends s as a JSON string, as encoding/json would
+// (invalid UTF-8 becomes U+FFFD), without HTML escaping.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }

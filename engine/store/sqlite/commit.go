@@ -51,9 +51,9 @@ type writer struct {
 	maxTaskSeq uint64 // the highest seq of a stored task
 
 	// scratch, reused across commits
-	bySeqs  map[string][]byte
-	chunk   []byte
-	attempt []attemptJSON
+	bySeqs map[string][]byte
+	chunk  []byte
+	status []byte
 }
 
 func (w *writer) prepare() error {
@@ -226,11 +226,8 @@ func (w *writer) write(b *engine.Batch) (maxTask uint64, err error) {
 // putTask writes one task snapshot: an update when the task may exist, an
 // insert when it is new or turns out to be missing.
 func (w *writer) putTask(t *engine.Task, seqs []byte, maxTask uint64) error {
-	status, scratch, err := encodeStatus(t, w.attempt)
-	w.attempt = scratch
-	if err != nil {
-		return fmt.Errorf("encode status: %w", err)
-	}
+	w.status = appendStatus(w.status[:0], t)
+	status := w.status
 	if t.Seq <= maxTask {
 		st := w.taskUpdate
 		_ = st.BindInt(1, int(t.State))

@@ -61,7 +61,8 @@ type Options struct {
 	CacheMiB int
 	// CheckpointPages is the size of the write-ahead log, in pages, past
 	// which a background checkpoint copies it into the database (default
-	// 1000, SQLite's own default).
+	// 8000, 32 MiB: hot index pages are rewritten many times in the log but
+	// copied once; SQLite's own default, 1000, cost measurably more CPU).
 	CheckpointPages int
 }
 
@@ -86,7 +87,7 @@ func (o *Options) fill() error {
 		o.CacheMiB = 64
 	}
 	if o.CheckpointPages == 0 {
-		o.CheckpointPages = 1000
+		o.CheckpointPages = 8000
 	}
 	if o.BusyTimeout < 0 || o.Readers < 0 || o.CacheMiB < 0 || o.CheckpointPages < 0 {
 		return errors.New("busyTimeout, readers, cacheMiB and checkpointPages must not be negative")
