@@ -114,3 +114,27 @@ func TestMigrationsAreRecordedAndReappliedNever(t *testing.T) {
 	_, err = s.Task(context.Background(), "T1")
 	require.NoError(t, err)
 }
+
+func TestCloseReleasesEverything(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "switchyard.db")
+	s := open(t, path)
+	task := &engine.Task{ID: "T1", Seq: 1, State: engine.StateQueued, Spec: &engine.TaskSpec{AgentID: "a", Lane: "main"}}
+	require.NoError(t, s.Commit(context.Background(), &engine.Batch{Tasks: []*engine.Task{task}, Events: []engine.Event{{Seq: 1, TaskID: "T1"}}}))
+	require.NoError(t, s.Close())
+	_, err := s.Task(context.Background(), "T1")
+	require.Error(t, err, "reads fail after Close")
+	require.Error(t, s.Commit(context.Background(), &engine.Batch{Events: []engine.Event{{Seq: 2}}}), "commits fail after Close")
+	if fi, err := os.Stat(path + "-wal"); err == nil {
+		require.Zero(t, fi.Size(), "the log was checkpointed into the database")
+	}
+	// Everything is in the main file: a copy of it alone holds the data.
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	cp := filepath.Join(t.TempDir(), "copy.db")
+	require.NoError(t, os.WriteFile(cp, data, 0o644))
+	s2 := open(t, cp)
+	defer s2.Close() //nolint:errcheck
+	_, err = s2.Task(context.Background(), "T1")
+	require.NoError(t, err)
+}
