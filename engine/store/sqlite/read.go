@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -149,30 +150,62 @@ func where(sb *strings.Builder, f *engine.TaskFilter, args []any) []any {
 	return args
 }
 
-// Tasks implements engine.Store: a keyset page over seq.
+// listSQL builds the query of a page and its arguments.
+func listSQL(q engine.TaskQuery) (string, []any) {
+	f := q.Filter
+	states := slices.Clone(f.States)
+	slices.Sort(states)
+	states = slices.Compact(states)
+	f.States = nil
+	arm := func(sb *strings.Builder, state engine.State, args []any) []any {
+		sb.WriteString("SELECT " + taskCols + " FROM tasks WHERE 1")
+		if state != 0 {
+			sb.WriteString(" AND state = " + strconv.Itoa(int(state)))
+		}
+		args = where(sb, &f, args)
+		switch {
+		case q.After == 0:
+		case q.Order == engine.OldestFirst:
+			sb.WriteString(" AND seq > ?")
+			args = append(args, int64(q.After))
+		default:
+			sb.WriteString(" AND seq < ?")
+			args = append(args, int64(q.After))
+		}
+		return args
+	}
+	var sb strings.Builder
+	var args []any
+	if len(states) == 0 {
+		args = arm(&sb, 0, args)
+	}
+	for i, st := range states {
+		if i > 0 {
+			sb.WriteString(" UNION ALL ")
+		}
+		args = arm(&sb, st, args)
+	}
+	if q.Order == engine.OldestFirst {
+		sb.WriteString(" ORDER BY seq ASC LIMIT ?")
+	} else {
+		sb.WriteString(" ORDER BY seq DESC LIMIT ?")
+	}
+	args = append(args, int64(q.Limit))
+	return sb.String(), args
+}
+
+// Tasks implements engine.Store: a keyset page over seq. A filter on several
+// states becomes one arm per state, merged in seq order (UNION ALL with
+// ORDER BY and LIMIT merges the arms' ordered index scans), so that a page
+// never sorts every task in those states.
 func (s *Store) Tasks(ctx context.Context, q engine.TaskQuery) ([]*engine.Task, error) {
 	if q.Limit <= 0 {
 		return nil, nil
 	}
-	var sb strings.Builder
-	sb.WriteString("SELECT " + taskCols + " FROM tasks WHERE 1")
-	args := where(&sb, &q.Filter, nil)
-	order := " ORDER BY seq DESC LIMIT ?"
-	if q.Order == engine.OldestFirst {
-		order = " ORDER BY seq ASC LIMIT ?"
-		if q.After > 0 {
-			sb.WriteString(" AND seq > ?")
-			args = append(args, int64(q.After))
-		}
-	} else if q.After > 0 {
-		sb.WriteString(" AND seq < ?")
-		args = append(args, int64(q.After))
-	}
-	sb.WriteString(order)
-	args = append(args, int64(q.Limit))
+	sql, args := listSQL(q)
 	var out []*engine.Task
 	err := s.read(ctx, func(r *reader) (err error) {
-		out, err = queryTasks(r, sb.String(), args, make([]*engine.Task, 0, min(q.Limit, 256)))
+		out, err = queryTasks(r, sql, args, make([]*engine.Task, 0, min(q.Limit, 256)))
 		return err
 	})
 	if err != nil {
