@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -272,7 +273,7 @@ func (s *Store) Batch(ctx context.Context, id string) (*engine.BatchInfo, error)
 
 // Events implements engine.Store.
 func (s *Store) Events(ctx context.Context, after uint64, limit int) ([]engine.Event, error) {
-	if limit <= 0 {
+	if limit <= 0 || after >= math.MaxInt64 { // seqs are int64 in SQLite: none is that large
 		return nil, nil
 	}
 	var out []engine.Event
