@@ -20,9 +20,11 @@ type Store interface {
 	// Load returns the state to resume from: every task that is not terminal,
 	// the live lane settings, the stored settings and the last event seq.
 	Load(ctx context.Context) (*Snapshot, error)
-	// Commit writes a batch atomically: all of it or none. The store must not
-	// keep the batch's slices after Commit returns (the engine reuses them);
-	// the *Task values and their specs are immutable and may be kept.
+	// Commit writes a batch atomically: all of it or none. A batch whose
+	// events do not each have a seq above the previous one (and the first
+	// above the last committed seq) fails and writes nothing. The store must
+	// not keep the batch's slices after Commit returns (the engine reuses
+	// them); the *Task values and their specs are immutable and may be kept.
 	Commit(ctx context.Context, b *Batch) error
 	// Task returns one task, or an error wrapping ErrNotFound.
 	Task(ctx context.Context, id string) (*Task, error)
@@ -56,7 +58,7 @@ type Snapshot struct {
 
 // Batch is one atomic write.
 type Batch struct {
-	Tasks    []*Task     // full snapshots: insert or replace by ID
+	Tasks    []*Task     // full snapshots: insert or replace by ID (a task's ID, Seq and Spec never change once committed, so a driver may write them once)
 	Events   []Event     // in seq order
 	Batches  []BatchInfo // new or changed batches: insert or replace by ID
 	Lanes    []LaneConfig

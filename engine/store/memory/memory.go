@@ -93,6 +93,14 @@ func (s *Store) Load(context.Context) (*engine.Snapshot, error) {
 func (s *Store) Commit(_ context.Context, b *engine.Batch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Check before writing anything: a failed batch writes nothing.
+	prev := s.lastSeq
+	for i := range b.Events {
+		if seq := b.Events[i].Seq; seq <= prev {
+			return fmt.Errorf("memory store: event seq %d does not follow %d", seq, prev)
+		}
+		prev = b.Events[i].Seq
+	}
 	for _, bi := range b.Batches {
 		s.batches[bi.ID] = bi
 	}
@@ -100,9 +108,6 @@ func (s *Store) Commit(_ context.Context, b *engine.Batch) error {
 		s.upsert(t)
 	}
 	if n := len(b.Events); n > 0 {
-		if b.Events[0].Seq <= s.lastSeq {
-			return fmt.Errorf("memory store: event seq %d does not follow %d", b.Events[0].Seq, s.lastSeq)
-		}
 		for i := range b.Events {
 			s.events.push(b.Events[i])
 		}

@@ -1,0 +1,486 @@
+package sqlite
+
+// Opening and closing the store: the connections, their settings, the
+// migrations and the background checkpointer.
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ncruces/go-sqlite3"
+
+	"github.com/switchyard/switchyard/engine"
+)
+
+// DefaultPath is the database file used when Options.Path is empty.
+const DefaultPath = "./switchyard.db"
+
+// applicationID marks a SQLite file as a Switchyard database ("SWYD").
+const applicationID = 0x53575944
+
+// Sync says when a commit reaches the disk.
+type Sync string
+
+// Sync modes.
+const (
+	// SyncFull makes every commit wait for the write-ahead log to be flushed
+	// to the disk (fsync): an accepted task survives a crash of the process,
+	// of the operating system or of the machine. The default.
+	SyncFull Sync = "full"
+	// SyncNormal leaves the flush to checkpoints: a commit survives a crash
+	// of the process (kill -9), but the last commits before a power loss or
+	// an operating system crash may be lost. Faster on slow disks.
+	SyncNormal Sync = "normal"
+)
+
+// Options configure a Store. The zero value is usable.
+type Options struct {
+	// Path is the database file (default DefaultPath). It is created, with
+	// its directory, when missing.
+	Path string
+	// Sync is the durability of a commit (default SyncFull).
+	Sync Sync
+	// BusyTimeout bounds how long a connection waits for a lock held by
+	// another process before failing (default 5 s).
+	BusyTimeout time.Duration
+	// Readers is the number of connections that serve reads concurrently
+	// with commits (default 4).
+	Readers int
+	// CacheMiB is the page cache of the writer connection, in MiB (default
+	// 64); readers get a quarter of it each.
+	CacheMiB int
+	// CheckpointPages is the size of the write-ahead log, in pages, past
+	// which a background checkpoint copies it into the database (default
+	// 8000, 32 MiB: hot index pages are rewritten many times in the log but
+	// copied once; SQLite's own default, 1000, cost measurably more CPU).
+	CheckpointPages int
+}
+
+func (o *Options) fill() error {
+	if o.Path == "" {
+		o.Path = DefaultPath
+	}
+	switch o.Sync {
+	case "":
+		o.Sync = SyncFull
+	case SyncFull, SyncNormal:
+	default:
+		return fmt.Errorf("sync: %q is neither %q nor %q", o.Sync, SyncFull, SyncNormal)
+	}
+	if o.BusyTimeout == 0 {
+		o.BusyTimeout = 5 * time.Second
+	}
+	if o.Readers == 0 {
+		o.Readers = 4
+	}
+	if o.CacheMiB == 0 {
+		o.CacheMiB = 64
+	}
+	if o.CheckpointPages == 0 {
+		o.CheckpointPages = 8000
+	}
+	if o.BusyTimeout < 0 || o.Readers < 0 || o.CacheMiB < 0 || o.CheckpointPages < 0 {
+		return errors.New("busyTimeout, readers, cacheMiB and checkpointPages must not be negative")
+	}
+	return nil
+}
+
+// Store is the SQLite store. Commits and purges go through one writer
+// connection, one at a time; reads go through a pool of reader connections
+// and never wait for a commit (WAL mode).
+type Store struct {
+	opts Options
+
+	wmu sync.Mutex // the writer, and what only commits change
+	w   *writer
+
+	readers chan *reader
+	all     []*reader
+
+	ckpt     *sqlite3.Conn
+	ckptKick chan struct{}
+	done     chan struct{}
+	wg       sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ engine.Store = (*Store)(nil)
+
+// Open opens (creating it when needed) the database at opts.Path, applies
+// the pending schema migrations and returns the store. A file that is not a
+// Switchyard database, a corrupt one, or one that cannot be written is an
+// error here, never an empty store.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	if err := opts.fill(); err != nil {
+		return nil, fmt.Errorf("sqlite store: %w", err)
+	}
+	if dir := filepath.Dir(opts.Path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("sqlite store: create the directory of %s: %w", opts.Path, err)
+		}
+	}
+	s := &Store{opts: opts, readers: make(chan *reader, opts.Readers), ckptKick: make(chan struct{}, 1), done: make(chan struct{})}
+	ok := false
+	defer func() {
+		if !ok {
+			s.closeConns()
+		}
+	}()
+	wc, err := s.openConn(ctx, opts.CacheMiB)
+	if err != nil {
+		return nil, err
+	}
+	s.w = &writer{c: wc}
+	if err := s.setupWriter(); err != nil {
+		return nil, err
+	}
+	if err := migrate(wc); err != nil {
+		return nil, s.describe(fmt.Errorf("migrate: %w", err))
+	}
+	if err := s.w.prepare(); err != nil {
+		return nil, s.describe(err)
+	}
+	if err := s.w.loadCounters(); err != nil {
+		return nil, s.describe(err)
+	}
+	for range opts.Readers {
+		c, err := s.openConn(ctx, max(opts.CacheMiB/4, 1))
+		if err != nil {
+			return nil, err
+		}
+		r := &reader{c: c, stmts: map[string]*sqlite3.Stmt{}}
+		s.all = append(s.all, r)
+		s.readers <- r
+	}
+	if s.ckpt, err = s.openConn(ctx, 1); err != nil {
+		return nil, err
+	}
+	wc.WALHook(func(_ *sqlite3.Conn, _ string, pages int) error {
+		if pages >= opts.CheckpointPages {
+			select {
+			case s.ckptKick <- struct{}{}:
+			default:
+			}
+		}
+		return nil
+	})
+	s.wg.Add(1)
+	go s.checkpointer()
+	ok = true
+	return s, nil
+}
+
+// openConn opens one connection with the settings every connection shares.
+func (s *Store) openConn(ctx context.Context, cacheMiB int) (*sqlite3.Conn, error) {
+	c, err := sqlite3.OpenContext(ctx, s.opts.Path)
+	if err != nil {
+		return nil, s.describe(fmt.Errorf("open: %w", err))
+	}
+	pragmas := "PRAGMA busy_timeout = " + strconv.FormatInt(s.opts.BusyTimeout.Milliseconds(), 10) + ";" +
+		"PRAGMA cache_size = -" + strconv.Itoa(cacheMiB*1024) + ";" +
+		"PRAGMA temp_store = MEMORY;"
+	if err := c.Exec(pragmas); err != nil {
+		_ = c.Close()
+		return nil, s.describe(fmt.Errorf("configure connection: %w", err))
+	}
+	return c, nil
+}
+
+// setupWriter puts the database in WAL mode and checks that it can be
+// written, so that a read-only file fails at open rather than at the first
+// commit.
+func (s *Store) setupWriter() error {
+	c := s.w.c
+	// The first statement that reads the file: garbage fails here.
+	st, _, err := c.Prepare("PRAGMA journal_mode = WAL")
+	if err != nil {
+		return s.describe(fmt.Errorf("enable WAL: %w", err))
+	}
+	mode := ""
+	if st.Step() {
+		mode = st.ColumnText(0)
+	}
+	err = errors.Join(st.Err(), st.Close())
+	if err != nil {
+		return s.describe(fmt.Errorf("enable WAL: %w", err))
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return s.describe(fmt.Errorf("enable WAL: the database stays in %q journal mode", mode))
+	}
+	if ro, _ := c.ReadOnly("main"); ro {
+		return s.describe(errors.New("the database file is read-only"))
+	}
+	if err := c.Exec("PRAGMA synchronous = " + strings.ToUpper(string(s.opts.Sync))); err != nil {
+		return s.describe(fmt.Errorf("set synchronous: %w", err))
+	}
+	// A write transaction needs the WAL and shared-memory files: this fails
+	// on an unwritable directory or file.
+	if err := c.Exec("BEGIN IMMEDIATE; COMMIT;"); err != nil {
+		_ = c.Exec("ROLLBACK")
+		return s.describe(fmt.Errorf("take the write lock: %w", err))
+	}
+	return nil
+}
+
+// describe turns a driver error into one that names the file and, where it
+// can, says what is wrong with it.
+func (s *Store) describe(err error) error {
+	var what string
+	switch {
+	case errors.Is(err, sqlite3.NOTADB):
+		what = "is not a SQLite database (or is encrypted or corrupt)"
+	case errors.Is(err, sqlite3.CORRUPT):
+		what = "is corrupt"
+	case errors.Is(err, sqlite3.READONLY), errors.Is(err, sqlite3.PERM), errors.Is(err, fs.ErrPermission):
+		what = "cannot be written"
+	case errors.Is(err, sqlite3.CANTOPEN):
+		what = "cannot be opened"
+	case errors.Is(err, sqlite3.BUSY), errors.Is(err, sqlite3.LOCKED):
+		what = "is locked by another process"
+	}
+	if what != "" {
+		return fmt.Errorf("sqlite store: database %s %s: %w", s.opts.Path, what, err)
+	}
+	return fmt.Errorf("sqlite store: database %s: %w", s.opts.Path, err)
+}
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || !strings.HasSuffix(e.Name(), ".sql") {
+			return nil, fmt.Errorf("migration %s: want NNNN_name.sql", e.Name())
+		}
+		b, err := migrationFS.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: e.Name(), sql: string(b)})
+	}
+	slices.SortFunc(out, func(a, b migration) int { return a.version - b.version })
+	for i, m := range out {
+		if m.version != i+1 {
+			return nil, fmt.Errorf("migration %s: versions must count from 1 without gaps", m.name)
+		}
+	}
+	return out, nil
+}
+
+// migrate applies the migrations the database lacks, in one transaction.
+func migrate(c *sqlite3.Conn) (err error) {
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	if err := c.Exec("BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = c.Exec("ROLLBACK")
+		}
+	}()
+	appID, err := queryInt(c, "PRAGMA application_id")
+	if err != nil {
+		return err
+	}
+	tables, err := queryInt(c, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name != 'schema_migrations'")
+	if err != nil {
+		return err
+	}
+	if appID != applicationID && (appID != 0 || tables > 0) {
+		return fmt.Errorf("the file holds another application's database (application_id %#x, %d tables)", appID, tables)
+	}
+	if err := c.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+		return err
+	}
+	current, err := queryInt(c, "SELECT coalesce(max(version), 0) FROM schema_migrations")
+	if err != nil {
+		return err
+	}
+	if current > int64(len(ms)) {
+		return fmt.Errorf("the database's schema version %d is newer than this build knows (%d): use a newer switchyard", current, len(ms))
+	}
+	for _, m := range ms[current:] {
+		if err := c.Exec(m.sql); err != nil {
+			return fmt.Errorf("%s: %w", m.name, err)
+		}
+		st, _, err := c.Prepare("INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)")
+		if err != nil {
+			return err
+		}
+		_ = st.BindInt(1, m.version)
+		_ = st.BindText(2, m.name)
+		_ = st.BindInt64(3, time.Now().UnixNano())
+		if err := errors.Join(st.Exec(), st.Close()); err != nil {
+			return err
+		}
+	}
+	if err := c.Exec("PRAGMA application_id = " + strconv.Itoa(applicationID)); err != nil {
+		return err
+	}
+	return c.Exec("COMMIT")
+}
+
+func queryInt(c *sqlite3.Conn, q string) (int64, error) {
+	st, _, err := c.Prepare(q)
+	if err != nil {
+		return 0, err
+	}
+	var v int64
+	if st.Step() {
+		v = st.ColumnInt64(0)
+	}
+	return v, errors.Join(st.Err(), st.Close())
+}
+
+// checkpointer copies the write-ahead log into the database in the
+// background, so that commits never pay for it. PASSIVE checkpoints never
+// block the writer or readers.
+func (s *Store) checkpointer() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.ckptKick:
+		case <-s.done:
+			return
+		}
+		_, _, _ = s.ckpt.WALCheckpoint("main", sqlite3.CHECKPOINT_PASSIVE)
+	}
+}
+
+// Durable implements engine.Store: a committed batch is on disk.
+func (s *Store) Durable() bool { return true }
+
+// Path returns the database file.
+func (s *Store) Path() string { return s.opts.Path }
+
+// Close implements engine.Store: it waits for a commit or purge in progress,
+// checkpoints the log into the database and closes every connection. Calls
+// after the first return its result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.done)
+		s.wg.Wait()
+		s.wmu.Lock()
+		defer s.wmu.Unlock()
+		var errs []error
+		// Take every reader back, waiting for reads in progress.
+		for range s.all {
+			<-s.readers
+		}
+		if s.w != nil && s.w.c != nil {
+			if _, _, err := s.w.c.WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE); err != nil {
+				errs = append(errs, fmt.Errorf("final checkpoint: %w", err))
+			}
+		}
+		errs = append(errs, s.closeConns())
+		if err := errors.Join(errs...); err != nil {
+			s.closeErr = fmt.Errorf("sqlite store: close %s: %w", s.opts.Path, err)
+		}
+	})
+	return s.closeErr
+}
+
+func (s *Store) closeConns() error {
+	var errs []error
+	for _, r := range s.all {
+		errs = append(errs, r.close())
+	}
+	s.all = nil
+	if s.ckpt != nil {
+		errs = append(errs, s.ckpt.Close())
+		s.ckpt = nil
+	}
+	if s.w != nil {
+		errs = append(errs, s.w.close())
+		s.w = nil
+	}
+	return errors.Join(errs...)
+}
+
+// reader is a connection that serves reads, with its prepared statements.
+type reader struct {
+	c     *sqlite3.Conn
+	stmts map[string]*sqlite3.Stmt
+}
+
+// maxCachedStmts bounds a reader's statement cache (listings build their SQL
+// from the filter, so there are a few dozen shapes at most in practice).
+const maxCachedStmts = 128
+
+func (r *reader) stmt(q string) (*sqlite3.Stmt, error) {
+	if st := r.stmts[q]; st != nil {
+		return st, nil
+	}
+	if len(r.stmts) >= maxCachedStmts {
+		for k, st := range r.stmts {
+			_ = st.Close()
+			delete(r.stmts, k)
+		}
+	}
+	st, _, err := r.c.Prepare(q)
+	if err != nil {
+		return nil, err
+	}
+	r.stmts[q] = st
+	return st, nil
+}
+
+func (r *reader) close() error {
+	var errs []error
+	for _, st := range r.stmts {
+		errs = append(errs, st.Close())
+	}
+	return errors.Join(append(errs, r.c.Close())...)
+}
+
+var errClosed = errors.New("sqlite store: closed")
+
+// read runs f on a reader connection, interrupted when ctx ends.
+func (s *Store) read(ctx context.Context, f func(r *reader) error) error {
+	var r *reader
+	select {
+	case r = <-s.readers:
+	case <-s.done:
+		return errClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { s.readers <- r }()
+	select {
+	case <-s.done:
+		return errClosed
+	default:
+	}
+	old := r.c.SetInterrupt(ctx)
+	defer r.c.SetInterrupt(old)
+	return f(r)
+}
