@@ -16,6 +16,15 @@ import (
 // commitNow writes what is pending, retrying until the store accepts it or
 // the engine is shut down.
 func (e *Engine) commitNow() {
+	if e.commitPending() {
+		e.kick() // tasks became durable: they may run now
+	}
+}
+
+// commitPending writes what is pending and reports whether tasks joined their
+// queues on the way (the caller kicks the dispatcher, outside commitMu: in
+// synchronous mode dispatching commits again).
+func (e *Engine) commitPending() (queued bool) {
 	e.commitMu.Lock()
 	defer e.commitMu.Unlock()
 	for {
@@ -23,7 +32,7 @@ func (e *Engine) commitNow() {
 		b := e.cur
 		if b.empty() {
 			e.mu.Unlock()
-			return
+			return queued
 		}
 		e.cur = &pendingBatch{done: make(chan struct{}), events: e.spare.events, tasks: e.spare.tasks}
 		out := &Batch{Events: b.events, Batches: b.batches, Lanes: b.lanes, Settings: b.settings, Tasks: e.spare.snaps[:0]}
@@ -48,7 +57,7 @@ func (e *Engine) commitNow() {
 			if e.baseCtx.Err() != nil && attempt >= 3 {
 				b.err = err
 				close(b.done)
-				return
+				return queued
 			}
 			time.Sleep(min(time.Duration(attempt+1)*50*time.Millisecond, 2*time.Second))
 		}
@@ -57,6 +66,16 @@ func (e *Engine) commitNow() {
 			e.events.append(out.Events)
 		}
 		close(b.done)
+		if len(b.toQueue) > 0 {
+			e.mu.Lock()
+			for _, t := range b.toQueue {
+				if t.state == StateQueued && t.sq == nil {
+					e.enqueueLocked(t)
+					queued = true
+				}
+			}
+			e.mu.Unlock()
+		}
 		// Neither the store nor the log keeps the batch's slices: reuse them.
 		clear(out.Events)
 		clear(b.tasks)

@@ -140,6 +140,7 @@ type namedFairness struct {
 type pendingBatch struct {
 	events   []Event
 	snaps    []*Task // snapshots of tasks no longer in memory (webhook records)
+	toQueue  []*task // admitted tasks that join their queues once this batch is durable
 	batches  []BatchInfo
 	tasks    []*task
 	lanes    []LaneConfig

@@ -6,11 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/engine/store/memory"
 )
 
 func TestTransientFailuresBackOffThenPark(t *testing.T) {
@@ -283,4 +285,48 @@ func TestShutdownCancelsWhatRunsPastTheGrace(t *testing.T) {
 	require.Equal(t, engine.StateCancelled, h.State(queued.ID), "the memory store keeps nothing: queued work is cancelled too")
 	_, err := h.Engine.Submit(context.Background(), enginetest.Spec("a").Obj())
 	require.Equal(t, engine.CodeDraining, engineErr(t, err).Code)
+}
+
+// durableGate is a memory store that calls itself durable and holds each
+// commit until released: it lets a test look at the engine between a
+// submission and its commit.
+type durableGate struct {
+	*memory.Store
+	release chan struct{}
+}
+
+func (g durableGate) Durable() bool { return true }
+
+func (g durableGate) Commit(ctx context.Context, b *engine.Batch) error {
+	<-g.release
+	return g.Store.Commit(ctx, b)
+}
+
+func TestWithADurableStoreATaskRunsOnlyOnceItsSubmissionIsCommitted(t *testing.T) {
+	t.Parallel()
+	gate := durableGate{Store: memory.New(memory.Options{}), release: make(chan struct{})}
+	x := enginetest.NewExecutor()
+	e, err := engine.New(engine.Options{Store: gate, Executor: x})
+	require.NoError(t, err)
+	require.NoError(t, e.Start(context.Background())) // an empty store: nothing to commit at start
+	submitted := make(chan *engine.Task)
+	go func() {
+		task, err := e.Submit(context.Background(), enginetest.Spec("a").Obj())
+		assert.NoError(t, err)
+		submitted <- task
+	}()
+	time.Sleep(50 * time.Millisecond)
+	require.Empty(t, x.Started(), "nothing runs while the submission is not durable")
+	select {
+	case <-submitted:
+		t.Fatal("Submit returned before the commit")
+	default:
+	}
+	gate.release <- struct{}{}
+	task := <-submitted
+	require.Eventually(t, func() bool { return len(x.Started()) == 1 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, task.ID, x.Started()[0])
+	close(gate.release)
+	require.NoError(t, x.Succeed(task.ID, `{}`))
+	require.NoError(t, e.Shutdown(context.Background()))
 }

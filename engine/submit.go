@@ -684,7 +684,8 @@ func (e *Engine) oldestQueuedLocked() *task {
 
 // rankLocked ranks the newly admitted tasks with their lanes' selection
 // policies (one call per lane for the whole submission), then puts those
-// that are QUEUED into their queues, in submission order.
+// that are QUEUED into their queues, in submission order — with a durable
+// store, once the commit that holds them is written.
 func (e *Engine) rankLocked(ts []*task, now time.Time) {
 	if len(ts) > 0 {
 		slices.SortStableFunc(ts, func(a, b *task) int { return int(a.lane.idx) - int(b.lane.idx) })
@@ -699,8 +700,17 @@ func (e *Engine) rankLocked(ts []*task, now time.Time) {
 	}
 	deferred := e.deferred
 	e.deferred = e.deferred[:0]
+	durable := e.store.Durable()
 	for _, t := range deferred {
-		if t.state == StateQueued && t.sq == nil {
+		if t.state != StateQueued || t.sq != nil {
+			continue
+		}
+		if durable {
+			// A task runs only once its submission is durable: then a
+			// crash can never have run a task whose submitter was not told
+			// it was accepted.
+			e.cur.toQueue = append(e.cur.toQueue, t)
+		} else {
 			e.enqueueLocked(t)
 		}
 	}

@@ -22,7 +22,7 @@ type Options struct {
 	// subscribers (default 65,536).
 	MaxEvents int
 	// MaxEnded is how many terminal tasks are kept at most; beyond it the
-	// oldest are purged at once (default 1,000,000). Time-based retention is
+	// oldest are purged at once (default 100,000). Time-based retention is
 	// the engine's job (Purge).
 	MaxEnded int
 }
@@ -132,13 +132,12 @@ func (s *Store) Commit(_ context.Context, b *engine.Batch) error {
 
 func (s *Store) upsert(snap *engine.Task) {
 	t := newRecord(snap)
-	old, ok := s.tasks[t.ID]
-	if ok {
+	if old, ok := s.tasks[t.ID]; ok {
 		if old.State.Terminal() {
 			s.ended--
 		}
-		i := s.index(old.Seq)
-		s.bySeq[i] = t
+		*old = *t // in place: bySeq keeps pointing at it, no search through a million seqs
+		t = old
 	} else {
 		i := len(s.bySeq)
 		if i > 0 && s.bySeq[i-1].Seq > t.Seq {
@@ -148,11 +147,11 @@ func (s *Store) upsert(snap *engine.Task) {
 		if k := t.Spec.IdempotencyKey; k != "" {
 			s.idem[t.Spec.AgentID+"\x00"+k] = t.ID
 		}
+		s.tasks[t.ID] = t
 	}
 	if t.State.Terminal() {
 		s.ended++
 	}
-	s.tasks[t.ID] = t
 }
 
 // index returns the position of seq in bySeq (or where it would go).
