@@ -126,21 +126,21 @@ type attemptJSON struct {
 // statusJSON is what changes over a task's life, apart from its state (a
 // column) and its result (a column).
 type statusJSON struct {
-	Depth     int               `json:"depth,omitempty"`
-	Rank      int64             `json:"rank,omitempty"`
-	Reason    string            `json:"reason,omitempty"`
-	Attempts  []attemptJSON     `json:"attempts,omitempty"`
-	Error     string            `json:"error,omitempty"`
-	Class     policy.ErrorClass `json:"class,omitempty"`
-	RetryOf   string            `json:"retryOf,omitempty"`
-	CreatedAt int64             `json:"createdAtNs,omitempty"`
-	UpdatedAt int64             `json:"updatedAtNs,omitempty"`
-	QueuedAt  int64             `json:"queuedAtNs,omitempty"`
-	NextRunAt int64             `json:"nextRunAtNs,omitempty"`
-	EndedAt   int64             `json:"endedAtNs,omitempty"`
-	LastSeq   uint64            `json:"lastSeq,omitempty"`
-	Unmet     int               `json:"unmet,omitempty"`
-	ResetAt   int               `json:"resetAt,omitempty"`
+	Depth     int                      `json:"depth,omitempty"`
+	Rank      int64                    `json:"rank,omitempty"`
+	Reason    string                   `json:"reason,omitempty"`
+	Attempts  []attemptJSON            `json:"attempts,omitempty"`
+	Error     string                   `json:"error,omitempty"`
+	Class     policy.ErrorClass        `json:"class,omitempty"`
+	RetryOf   string                   `json:"retryOf,omitempty"`
+	CreatedAt int64                    `json:"createdAtNs,omitempty"`
+	UpdatedAt int64                    `json:"updatedAtNs,omitempty"`
+	QueuedAt  int64                    `json:"queuedAtNs,omitempty"`
+	NextRunAt int64                    `json:"nextRunAtNs,omitempty"`
+	EndedAt   int64                    `json:"endedAtNs,omitempty"`
+	LastSeq   uint64                   `json:"lastSeq,omitempty"`
+	Unmet     int                      `json:"unmet,omitempty"`
+	ResetAt   int                      `json:"resetAt,omitempty"`
 	Webhooks  []engine.WebhookDelivery `json:"webhooks,omitempty"`
 }
 
