@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -35,7 +36,7 @@ func (e *Engine) commitPending() (queued bool) {
 			return queued
 		}
 		e.cur = &pendingBatch{done: make(chan struct{}), events: e.spare.events, tasks: e.spare.tasks}
-		out := &Batch{Events: b.events, Batches: b.batches, Lanes: b.lanes, Settings: b.settings, Tasks: e.spare.snaps[:0]}
+		out := &Batch{Events: b.events, Batches: b.batches, Lanes: b.lanes, Settings: b.settings, Acks: b.acks, Tasks: e.spare.snaps[:0]}
 		var ended []*task
 		for _, t := range b.tasks {
 			t.dirty = false
@@ -48,9 +49,24 @@ func (e *Engine) commitPending() (queued bool) {
 		e.mu.Unlock()
 
 		for attempt := 0; ; attempt++ {
+			if e.abandoned.Load() {
+				b.err = ErrFenced
+				close(b.done)
+				return queued
+			}
 			err := e.store.Commit(context.Background(), out)
 			if err == nil {
 				break
+			}
+			if errors.Is(err, ErrFenced) {
+				// Another node leads: nothing this engine decides may be
+				// written any more. Stop, and let the caller know.
+				e.fenced.Store(true)
+				e.log.Error("the store fenced this node off: another node leads; abandoning", "error", err)
+				b.err = err
+				close(b.done)
+				go e.Abandon("leadership lost")
+				return queued
 			}
 			e.stats.commitErrors.Add(1)
 			e.log.Error("commit failed; retrying", "error", err, "events", len(out.Events), "tasks", len(out.Tasks), "attempt", attempt+1)
@@ -160,5 +176,6 @@ func (e *Engine) Sync(ctx context.Context) error {
 }
 
 func (b *pendingBatch) empty() bool {
-	return len(b.events) == 0 && len(b.tasks) == 0 && len(b.snaps) == 0 && len(b.batches) == 0 && len(b.lanes) == 0 && len(b.settings) == 0
+	return len(b.events) == 0 && len(b.tasks) == 0 && len(b.snaps) == 0 && len(b.batches) == 0 && len(b.lanes) == 0 &&
+		len(b.settings) == 0 && len(b.acks) == 0
 }

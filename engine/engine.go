@@ -117,6 +117,9 @@ type Engine struct {
 	running         bool
 	housekeeper     clock.Timer
 	purged          atomic.Uint64
+	standby         bool        // a follower: no scheduling (cluster.go)
+	abandoned       atomic.Bool // lost leadership: commits are dropped
+	fenced          atomic.Bool // the store refused a commit: another node leads
 }
 
 type namedSelection struct {
@@ -141,6 +144,7 @@ type pendingBatch struct {
 	events   []Event
 	snaps    []*Task // snapshots of tasks no longer in memory (webhook records)
 	toQueue  []*task // admitted tasks that join their queues once this batch is durable
+	acks     []string // store acknowledgements of ingested submissions
 	batches  []BatchInfo
 	tasks    []*task
 	lanes    []LaneConfig

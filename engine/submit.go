@@ -33,6 +33,9 @@ const (
 type BatchItem struct {
 	Key  string
 	Spec TaskSpec
+	// ID is the task's id when it was chosen elsewhere (Ingest: a follower
+	// node that accepted the submission); empty lets the engine choose.
+	ID string
 }
 
 // BatchSpec is a group of tasks submitted together.
@@ -63,7 +66,7 @@ type BatchResult struct {
 // queue is recorded REJECTED and returned along with a QUEUE_FULL error; an
 // idempotency key seen before returns the original task.
 func (e *Engine) Submit(ctx context.Context, spec TaskSpec) (*Task, error) {
-	res, err := e.submit(ctx, []BatchItem{{Spec: spec}}, nil)
+	res, err := e.submit(ctx, []BatchItem{{Spec: spec}}, nil, "", "")
 	if err != nil {
 		return nil, err
 	}
@@ -88,18 +91,45 @@ func (e *Engine) SubmitBatch(ctx context.Context, b BatchSpec) (*BatchResult, er
 	if b.Parallelism < 0 || b.Parallelism > 10 {
 		return nil, invalid("parallelism", "must be within 1..10 (0 for no cap), got %d", b.Parallelism)
 	}
-	return e.submit(ctx, b.Items, &b)
+	return e.submit(ctx, b.Items, &b, "", "")
+}
+
+// Inbound is a submission that another node accepted and stored (a follower
+// in a cluster), to be admitted here, by the leader.
+type Inbound struct {
+	// Ack is the store's token for the stored submission: the commit that
+	// admits it also acknowledges it (Batch.Acks), atomically.
+	Ack string
+	// Batch is the batch's description, nil for a single task.
+	Batch *BatchSpec
+	// BatchID is the id the accepting node chose for the batch.
+	BatchID string
+	// Items carry the ids the accepting node chose.
+	Items []BatchItem
+}
+
+// Ingest admits a submission accepted by another node, keeping the ids and
+// submission time it was given. Admitting the same submission twice yields
+// the same tasks.
+func (e *Engine) Ingest(ctx context.Context, in Inbound) (*BatchResult, error) {
+	for i, it := range in.Items {
+		if it.ID == "" || len(it.ID) > maxIDLength {
+			return nil, invalid(itemField(in.Batch, i, "id"), "an ingested task needs its id")
+		}
+	}
+	return e.submit(ctx, in.Items, in.Batch, in.BatchID, in.Ack)
 }
 
 // prepared is an item on its way in.
 type prepared struct {
+	id       string // chosen by the caller, or ""
 	spec     *TaskSpec
 	deps     []string // resolved task ids (items of this batch are resolved once admitted)
 	depItems []int    // indexes of the items of this batch it depends on
 	err      error
 }
 
-func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec) (*BatchResult, error) {
+func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, batchID, ack string) (*BatchResult, error) {
 	now := e.now()
 	preps := make([]prepared, len(items))
 	var keys map[string]int
@@ -129,6 +159,7 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec) (
 			continue
 		}
 		preps[i].spec = spec
+		preps[i].id = items[i].ID
 		for _, d := range spec.DependsOn {
 			if j, ok := keys[d]; ok && bs != nil {
 				preps[i].depItems = append(preps[i].depItems, j)
@@ -162,8 +193,13 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec) (
 	res := &BatchResult{Items: make([]ItemResult, len(items))}
 	var bt *batch
 	if bs != nil {
-		bt = e.newBatchLocked(bs, now)
+		if bt = e.batches[batchID]; bt == nil || batchID == "" {
+			bt = e.newBatchLocked(bs, batchID, now)
+		}
 		res.BatchID = bt.id
+	}
+	if ack != "" {
+		e.cur.acks = append(e.cur.acks, ack)
 	}
 	ids := make([]string, len(items))
 	admitted := make([]*task, 0, len(items))
@@ -211,12 +247,16 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec) (
 			delete(e.batches, bt.id)
 		}
 	}
-	done := e.cur.done
+	pb := e.cur
 	e.unlock()
 	e.after()
 	if e.store.Durable() {
 		select {
-		case <-done:
+		case <-pb.done:
+			if pb.err != nil {
+				return nil, &Error{Code: CodeUnavailable, Retryable: true, Err: pb.err,
+					Message: "the submission could not be committed; resubmit with the same idempotency key"}
+			}
 		case <-ctx.Done():
 			return nil, &Error{Code: CodeUnavailable, Retryable: true, Err: ctx.Err(),
 				Message: "the submission was not confirmed durable before the request ended; resubmit with the same idempotency key"}
@@ -450,7 +490,7 @@ func (e *Engine) prefetch(ctx context.Context, preps []prepared) *external {
 	ext := &external{}
 	needed := false
 	for i := range preps {
-		if s := preps[i].spec; s != nil && (len(preps[i].deps) > 0 || s.ParentID != "" || s.IdempotencyKey != "") {
+		if s := preps[i].spec; s != nil && (len(preps[i].deps) > 0 || s.ParentID != "" || s.IdempotencyKey != "" || preps[i].id != "") {
 			needed = true
 			break
 		}
@@ -474,6 +514,9 @@ func (e *Engine) prefetch(ctx context.Context, preps []prepared) *external {
 		}
 		if pid := p.spec.ParentID; pid != "" && e.tasks[pid] == nil {
 			ids = append(ids, pid)
+		}
+		if p.id != "" && e.tasks[p.id] == nil {
+			ids = append(ids, p.id)
 		}
 		if k := p.spec.IdempotencyKey; k != "" && e.idem[p.spec.AgentID+"\x00"+k] == nil {
 			idem = append(idem, [2]string{p.spec.AgentID, k})
@@ -562,7 +605,15 @@ func (e *Engine) admitLocked(ctx context.Context, p *prepared, ext *external, no
 		}
 	}
 
-	t := e.newTaskLocked(spec, now)
+	if p.id != "" {
+		if t := e.tasks[p.id]; t != nil {
+			return t, nil // ingested before: the same task
+		}
+		if st := ext.tasks[p.id]; st != nil {
+			return e.ghostLocked(st), nil
+		}
+	}
+	t := e.newTaskLocked(spec, p.id, now)
 	t.depth = int32(depth)
 	if b := e.batches[spec.BatchID]; b != nil {
 		t.batch = b
@@ -767,9 +818,12 @@ func policyTask(t *task) policy.Task {
 
 // newTaskLocked creates a task in no state yet, linked to its lane, agent,
 // session and counted by them.
-func (e *Engine) newTaskLocked(spec *TaskSpec, now time.Time) *task {
+func (e *Engine) newTaskLocked(spec *TaskSpec, id string, now time.Time) *task {
+	if id == "" {
+		id = e.ids.next(now)
+	}
 	t := &task{
-		id: e.ids.next(now), spec: spec, createdAt: now.UnixNano(), updatedAt: now.UnixNano(),
+		id: id, spec: spec, createdAt: now.UnixNano(), updatedAt: now.UnixNano(),
 		lane: e.laneByName[spec.Lane], heapIdx: -1, timerIdx: noTimers,
 	}
 	t.seq = e.seq + 1 // the seq its first event will take
@@ -811,8 +865,11 @@ func (e *Engine) sessionLocked(key string) *session {
 	return s
 }
 
-func (e *Engine) newBatchLocked(bs *BatchSpec, now time.Time) *batch {
-	b := &batch{id: e.ids.next(now), parallelism: bs.Parallelism, createdAt: now,
+func (e *Engine) newBatchLocked(bs *BatchSpec, id string, now time.Time) *batch {
+	if id == "" {
+		id = e.ids.next(now)
+	}
+	b := &batch{id: id, parallelism: bs.Parallelism, createdAt: now,
 		webhook: bs.WebhookURL}
 	b.lim.limit = bs.Parallelism
 	e.batches[b.id] = b

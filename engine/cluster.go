@@ -1,0 +1,124 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// Hooks for running several engines over one shared store, one of them the
+// leader. The leader is an ordinary started engine whose store fences its
+// commits: once another node has taken over, the store refuses them with an
+// error wrapping ErrFenced, and the engine stops at once rather than act on a
+// state it no longer owns. Followers run a standby engine: it does no
+// scheduling, answers reads from the store, and carries the leader's
+// committed events (Replicate) to its own subscribers. Submissions that a
+// follower accepts reach the leader through the store and are admitted with
+// Ingest.
+
+// ErrFenced is what a store returns (wrapped) when it refuses a commit
+// because this node no longer leads.
+var ErrFenced = errors.New("fenced: this node is no longer the leader")
+
+// StartStandby starts the engine as a follower: it loads lanes, settings and
+// the last event seq from the store, but neither tasks nor dispatch. Use
+// Replicate to carry the leader's events to subscribers.
+func (e *Engine) StartStandby(ctx context.Context) error {
+	snap, err := e.store.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("engine: load store: %w", err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.running || e.standby {
+		return errors.New("engine: already started")
+	}
+	e.standby = true
+	e.seq = snap.LastSeq
+	e.events = newEventLog(e.cfg.EventBuffer, snap.LastSeq+1)
+	e.committed.Store(snap.LastSeq)
+	e.restoreSettingsLocked(snap.Settings)
+	for _, lc := range snap.Lanes {
+		if err := lc.validate(); err != nil {
+			continue
+		}
+		if l := e.laneByName[lc.Name]; l != nil {
+			l.cfg = lc
+		} else {
+			e.addLane(lc)
+		}
+	}
+	return nil
+}
+
+// Standby reports whether the engine runs as a follower.
+func (e *Engine) Standby() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.standby
+}
+
+// Replicate appends events the leader committed to a standby engine's log, in
+// seq order and without gaps after the last one it holds. Events it already
+// holds are skipped.
+func (e *Engine) Replicate(evs []Event) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.standby {
+		return errors.New("engine: only a standby engine replicates")
+	}
+	last := e.events.Last()
+	for len(evs) > 0 && evs[0].Seq <= last {
+		evs = evs[1:]
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	if evs[0].Seq != last+1 {
+		return fmt.Errorf("engine: replicated events start at seq %d, after %d", evs[0].Seq, last)
+	}
+	e.seq = evs[len(evs)-1].Seq
+	e.committed.Store(e.seq)
+	e.events.append(evs)
+	return nil
+}
+
+// Abandon stops a leader that has lost its lease: no more dispatch, no more
+// commits; attempts under way are cancelled ("leadership lost") without their
+// outcome being recorded — the next leader reclaims them. The engine is
+// unusable afterwards; start a standby one.
+func (e *Engine) Abandon(reason string) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	e.closed = true
+	e.abandoned.Store(true)
+	if e.armed != nil {
+		e.armed.Stop()
+		e.armed = nil
+	}
+	if e.housekeeper != nil {
+		e.housekeeper.Stop()
+	}
+	var runs []*Run
+	for _, t := range e.tasks {
+		if t.run != nil {
+			runs = append(runs, t.run)
+		}
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].task.seq < runs[j].task.seq })
+	e.mu.Unlock()
+	e.log.Warn("abandoning the engine: this node is no longer the leader", "reason", reason, "attempts", len(runs))
+	for _, r := range runs {
+		r.cancel(context.Canceled, &CancelledError{Reason: reason})
+	}
+	e.stop()
+	e.wg.Wait()
+}
+
+// Fenced reports whether the store refused a commit because another node
+// leads now.
+func (e *Engine) Fenced() bool { return e.fenced.Load() }

@@ -1,0 +1,96 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/clock"
+	"github.com/switchyard/switchyard/engine/enginetest"
+	"github.com/switchyard/switchyard/engine/store/memory"
+)
+
+// fencing is a memory store that can refuse commits as a fenced store does
+// once another node has taken the lease.
+type fencing struct {
+	*memory.Store
+	fenced atomic.Bool
+}
+
+func (f *fencing) Commit(ctx context.Context, b *engine.Batch) error {
+	if f.fenced.Load() {
+		return errors.Join(engine.ErrFenced, errors.New("epoch 2 is held by node-b"))
+	}
+	return f.Store.Commit(ctx, b)
+}
+
+func TestAFencedLeaderStopsAndCancelsItsAttempts(t *testing.T) {
+	t.Parallel()
+	store := &fencing{Store: memory.New(memory.Options{})}
+	x := enginetest.NewExecutor()
+	e, err := engine.New(engine.Options{Store: store, Executor: x, Synchronous: true, Clock: clock.NewFake(enginetest.Epoch)})
+	require.NoError(t, err)
+	require.NoError(t, e.Start(context.Background()))
+	running, err := e.Submit(context.Background(), enginetest.Spec("a").Obj())
+	require.NoError(t, err)
+	ctx := x.Context(running.ID)
+
+	store.fenced.Store(true)
+	_, err = e.Submit(context.Background(), enginetest.Spec("a").Obj())
+	require.Eventually(t, e.Fenced, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return ctx.Err() != nil }, 5*time.Second, time.Millisecond,
+		"the attempt under way is cancelled: the next leader reclaims it")
+	_, err = e.Submit(context.Background(), enginetest.Spec("a").Obj())
+	require.True(t, engine.IsCode(err, engine.CodeDraining), "an abandoned engine refuses work: %v", err)
+}
+
+func TestAStandbyEngineCarriesTheLeadersEvents(t *testing.T) {
+	t.Parallel()
+	store := memory.New(memory.Options{})
+	leader, err := engine.New(engine.Options{Store: store, Executor: enginetest.NewExecutor(), Synchronous: true})
+	require.NoError(t, err)
+	require.NoError(t, leader.Start(context.Background()))
+	first, err := leader.Submit(context.Background(), enginetest.Spec("a").Obj())
+	require.NoError(t, err)
+
+	follower, err := engine.New(engine.Options{Store: store, Executor: enginetest.NewExecutor()})
+	require.NoError(t, err)
+	require.NoError(t, follower.StartStandby(context.Background()))
+	require.True(t, follower.Standby())
+	got, err := follower.Task(context.Background(), first.ID)
+	require.NoError(t, err, "a follower reads tasks from the store")
+	require.Equal(t, first.ID, got.ID)
+	base := follower.Events().Last()
+
+	_, err = leader.Submit(context.Background(), enginetest.Spec("b").Obj())
+	require.NoError(t, err)
+	evs, err := store.Events(context.Background(), base, 100)
+	require.NoError(t, err)
+	require.NotEmpty(t, evs)
+	require.NoError(t, follower.Replicate(evs))
+	require.NoError(t, follower.Replicate(evs), "events it holds already are skipped")
+	require.Equal(t, leader.Events().Last(), follower.Events().Last())
+	require.Error(t, follower.Replicate([]engine.Event{{Seq: follower.Events().Last() + 5}}), "a gap is refused")
+}
+
+func TestIngestKeepsTheAcceptingNodesIdsAndIsIdempotent(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	in := engine.Inbound{Ack: "inbox-7", BatchID: "B-from-follower", Batch: &engine.BatchSpec{Parallelism: 1},
+		Items: []engine.BatchItem{{ID: "T-follower-1", Spec: enginetest.Spec("a").Obj()}, {ID: "T-follower-2", Spec: enginetest.Spec("a").Obj()}}}
+	res, err := h.Ingest(context.Background(), in)
+	require.NoError(t, err)
+	require.Equal(t, "B-from-follower", res.BatchID)
+	require.Equal(t, "T-follower-1", res.Items[0].Task.ID)
+	again, err := h.Ingest(context.Background(), in)
+	require.NoError(t, err)
+	require.Equal(t, "T-follower-2", again.Items[1].Task.ID)
+	require.EqualValues(t, 2, h.Stats().Submitted, "ingesting twice admits once")
+	_, err = h.Ingest(context.Background(), engine.Inbound{Items: []engine.BatchItem{{Spec: enginetest.Spec("a").Obj()}}})
+	require.True(t, engine.IsCode(err, engine.CodeInvalidInput))
+}
