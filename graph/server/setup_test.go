@@ -1,0 +1,134 @@
+package server_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/enginetest"
+	"github.com/switchyard/switchyard/engine/executor/artifact"
+	"github.com/switchyard/switchyard/engine/store/memory"
+	"github.com/switchyard/switchyard/graph/client"
+	"github.com/switchyard/switchyard/graph/resolvers"
+	"github.com/switchyard/switchyard/graph/server"
+)
+
+// bundle is a real server on a random loopback port over a real engine
+// whose executor finishes attempts only when told (or at once, with Auto).
+type bundle struct {
+	eng       *engine.Engine
+	exec      *enginetest.Executor
+	srv       *server.Server
+	base      string // http://127.0.0.1:port
+	c         *client.Client
+	artifacts artifact.Store
+}
+
+type setupOptions struct {
+	config     engine.Config
+	limits     resolvers.Limits
+	keepAlive  time.Duration
+	auto       func(*engine.Run) engine.Outcome
+	sendBuffer int // the server's socket send buffer, when set
+}
+
+// setup starts the bundle; opts adjust its options.
+func setup(t *testing.T, opts ...func(*setupOptions)) *bundle {
+	t.Helper()
+	var o setupOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	exec := enginetest.NewExecutor()
+	exec.Auto = o.auto
+	eng, err := engine.New(engine.Options{Config: o.config, Store: memory.New(memory.Options{}), Executor: exec})
+	require.NoError(t, err)
+	require.NoError(t, eng.Start(context.Background()))
+	arts := artifact.NewMemory()
+	srv, err := server.New(server.Options{
+		Engine: eng, Artifacts: arts, Limits: o.limits, KeepAlive: o.keepAlive, Version: "test",
+		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: testWriter{t}}),
+	})
+	require.NoError(t, err)
+	var ln net.Listener
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	if o.sendBuffer > 0 {
+		ln = smallBuffers{Listener: ln, size: o.sendBuffer}
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		sctx, scancel := context.WithTimeout(context.Background(), 0)
+		defer scancel()
+		_ = eng.Shutdown(sctx)
+	})
+	base := "http://" + ln.Addr().String()
+	c := client.New(base + "/graphql")
+	c.HTTP = &http.Client{Timeout: 30 * time.Second}
+	return &bundle{eng: eng, exec: exec, srv: srv, base: base, c: c, artifacts: arts}
+}
+
+// smallBuffers shrinks the socket send buffer of accepted connections, so
+// that a client that stops reading makes the server wait soon.
+type smallBuffers struct {
+	net.Listener
+	size int
+}
+
+func (l smallBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(l.size)
+	}
+	return c, err
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// succeed finishes every attempt at once with a small result.
+func succeed(o *setupOptions) {
+	o.auto = func(*engine.Run) engine.Outcome { return engine.Outcome{Result: []byte(`{"ok":true}`)} }
+}
+
+// gqlErr returns the first GraphQL error of err, failing the test if there
+// is none.
+func gqlErr(t *testing.T, err error) *client.Error {
+	t.Helper()
+	var errs client.Errors
+	require.ErrorAs(t, err, &errs)
+	require.NotEmpty(t, errs)
+	return errs[0]
+}
+
+// eventually polls cond until it holds or the time is up.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
