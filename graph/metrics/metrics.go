@@ -23,8 +23,8 @@ type Collector struct {
 	reg *executor.Registry // may be nil
 
 	tasks, ended, inflight, maxInflight, pending, counters, latency, lastSeq, draining *prometheus.Desc
-	laneQueued, laneInflight, laneMax, lanePaused                                     *prometheus.Desc
-	instUp, instLatency, instInflight, instTabs, instCapacity, instFailures           *prometheus.Desc
+	laneQueued, laneInflight, laneMax, lanePaused                                      *prometheus.Desc
+	instUp, instLatency, instInflight, instTabs, instCapacity, instFailures            *prometheus.Desc
 }
 
 // NewCollector returns a collector of the engine's and (when not nil) the
