@@ -58,6 +58,9 @@ type Options struct {
 	// Batch is how many events one read takes from the log. Default
 	// DefaultBatch.
 	Batch int
+	// Hub, when set, is what the reader waits on for new events (shared by
+	// every reader); else it waits on the log itself.
+	Hub *Hub
 }
 
 // Item is what a Reader yields: an event, or a LAGGED notice.
@@ -128,10 +131,18 @@ func (r *Reader) Next(ctx context.Context, max int) ([]Item, error) {
 		if err != nil || len(items) > 0 {
 			return items, err
 		}
-		if err := r.log.Wait(ctx, r.pos); err != nil {
+		if err := r.wait(ctx); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// wait blocks until there are events after the reader's position.
+func (r *Reader) wait(ctx context.Context) error {
+	if r.opts.Hub != nil {
+		return r.opts.Hub.Wait(ctx, r.pos)
+	}
+	return r.log.Wait(ctx, r.pos)
 }
 
 // Poll returns the items available now, at most max of them, without

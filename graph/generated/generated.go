@@ -333,11 +333,11 @@ type ComplexityRoot struct {
 	}
 
 	Subscription struct {
-		InstanceEvents   func(childComplexity int) int
-		Stats            func(childComplexity int, intervalMs *int) int
-		Task             func(childComplexity int, id string) int
-		TaskEventBatches func(childComplexity int, filter *model.TaskEventFilter, after *int64, max *int, maxDelayMs *int) int
-		TaskEvents       func(childComplexity int, filter *model.TaskEventFilter, after *int64) int
+		InstanceEvents func(childComplexity int) int
+		Stats          func(childComplexity int, intervalMs *int) int
+		Task           func(childComplexity int, id string) int
+		TaskEventFeed  func(childComplexity int, filter *model.TaskEventFilter, after *int64, max *int, maxDelayMs *int) int
+		TaskEvents     func(childComplexity int, filter *model.TaskEventFilter, after *int64) int
 	}
 
 	Task struct {
@@ -414,7 +414,8 @@ type ComplexityRoot struct {
 		To         func(childComplexity int) int
 	}
 
-	TaskEventBatch struct {
+	TaskEventFeed struct {
+		Count   func(childComplexity int) int
 		Events  func(childComplexity int) int
 		LastSeq func(childComplexity int) int
 	}
@@ -462,7 +463,7 @@ type QueryResolver interface {
 }
 type SubscriptionResolver interface {
 	TaskEvents(ctx context.Context, filter *model.TaskEventFilter, after *int64) (<-chan *model.TaskEvent, error)
-	TaskEventBatches(ctx context.Context, filter *model.TaskEventFilter, after *int64, max *int, maxDelayMs *int) (<-chan *model.TaskEventBatch, error)
+	TaskEventFeed(ctx context.Context, filter *model.TaskEventFilter, after *int64, max *int, maxDelayMs *int) (<-chan *model.TaskEventFeed, error)
 	Task(ctx context.Context, id string) (<-chan *model.Task, error)
 	Stats(ctx context.Context, intervalMs *int) (<-chan *model.Stats, error)
 	InstanceEvents(ctx context.Context) (<-chan *model.InstanceEvent, error)
@@ -1865,17 +1866,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Subscription.Task(childComplexity, args["id"].(string)), true
-	case "Subscription.taskEventBatches":
-		if e.ComplexityRoot.Subscription.TaskEventBatches == nil {
+	case "Subscription.taskEventFeed":
+		if e.ComplexityRoot.Subscription.TaskEventFeed == nil {
 			break
 		}
 
-		args, err := ec.field_Subscription_taskEventBatches_args(ctx, rawArgs)
+		args, err := ec.field_Subscription_taskEventFeed_args(ctx, rawArgs)
 		if err != nil {
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Subscription.TaskEventBatches(childComplexity, args["filter"].(*model.TaskEventFilter), args["after"].(*int64), args["max"].(*int), args["maxDelayMs"].(*int)), true
+		return e.ComplexityRoot.Subscription.TaskEventFeed(childComplexity, args["filter"].(*model.TaskEventFilter), args["after"].(*int64), args["max"].(*int), args["maxDelayMs"].(*int)), true
 	case "Subscription.taskEvents":
 		if e.ComplexityRoot.Subscription.TaskEvents == nil {
 			break
@@ -2269,18 +2270,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.TaskEvent.To(childComplexity), true
 
-	case "TaskEventBatch.events":
-		if e.ComplexityRoot.TaskEventBatch.Events == nil {
+	case "TaskEventFeed.count":
+		if e.ComplexityRoot.TaskEventFeed.Count == nil {
 			break
 		}
 
-		return e.ComplexityRoot.TaskEventBatch.Events(childComplexity), true
-	case "TaskEventBatch.lastSeq":
-		if e.ComplexityRoot.TaskEventBatch.LastSeq == nil {
+		return e.ComplexityRoot.TaskEventFeed.Count(childComplexity), true
+	case "TaskEventFeed.events":
+		if e.ComplexityRoot.TaskEventFeed.Events == nil {
 			break
 		}
 
-		return e.ComplexityRoot.TaskEventBatch.LastSeq(childComplexity), true
+		return e.ComplexityRoot.TaskEventFeed.Events(childComplexity), true
+	case "TaskEventFeed.lastSeq":
+		if e.ComplexityRoot.TaskEventFeed.LastSeq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskEventFeed.LastSeq(childComplexity), true
 
 	}
 	return 0, false
@@ -3427,11 +3434,16 @@ type Subscription {
   """
   taskEvents(filter: TaskEventFilter, after: Int64): TaskEvent!
   """
-  Like ` + "`" + `taskEvents` + "`" + `, but each message carries every event available at once
-  (up to ` + "`" + `max` + "`" + `, 1..1000), after waiting up to ` + "`" + `maxDelayMs` + "`" + ` (0..1000) for more
-  to gather: the efficient way to follow a busy stream.
+  The task event stream for clients that follow all of it at high rates.
+  Each message carries every event available (up to ` + "`" + `max` + "`" + `, 1..5000), after
+  waiting up to ` + "`" + `maxDelayMs` + "`" + ` (0..1000) for more to gather, as one JSON array:
+  each event is encoded once on the server and the same bytes go to every
+  subscriber, which is what lets a thousand subscribers follow a busy
+  stream. Events have the fields of ` + "`" + `TaskEvent` + "`" + ` except ` + "`" + `task` + "`" + `, with null
+  fields left out. Resuming (` + "`" + `after` + "`" + `), filtering and LAGGED notices work as
+  in ` + "`" + `taskEvents` + "`" + `.
   """
-  taskEventBatches(filter: TaskEventFilter, after: Int64, max: Int = 256, maxDelayMs: Int = 0): TaskEventBatch!
+  taskEventFeed(filter: TaskEventFilter, after: Int64, max: Int = 1000, maxDelayMs: Int = 20): TaskEventFeed!
   "A task as it changes: its current state at once, then after every change, until it reaches a terminal state. NOT_FOUND when there is none."
   task(id: ID!): Task!
   "The engine's counters every ` + "`" + `intervalMs` + "`" + ` (100..60000)."
@@ -3490,11 +3502,13 @@ type TaskEvent {
   task: Task
 }
 
-"Task events delivered together."
-type TaskEventBatch {
-  "The events, in seq order (a LAGGED notice among them where events were missed)."
-  events: [TaskEvent!]!
-  "The seq of the last event: pass it as ` + "`" + `after` + "`" + ` to resume."
+"Task events delivered together, encoded once for every subscriber."
+type TaskEventFeed {
+  "The events, in seq order: a JSON array of objects with the fields of TaskEvent (except task), null fields left out, LAGGED notices among them where events were missed."
+  events: JSON!
+  "The number of events in ` + "`" + `events` + "`" + `."
+  count: Int!
+  "The seq of the last event consumed (some may have been filtered out): pass it as ` + "`" + `after` + "`" + ` to resume."
   lastSeq: Int64!
 }
 
@@ -4173,14 +4187,16 @@ func (ec *executionContext) childFields_TaskEvent(ctx context.Context, field gra
 	return nil, fmt.Errorf("no field named %q was found under type TaskEvent", field.Name)
 }
 
-func (ec *executionContext) childFields_TaskEventBatch(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+func (ec *executionContext) childFields_TaskEventFeed(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "events":
-		return ec.fieldContext_TaskEventBatch_events(ctx, field)
+		return ec.fieldContext_TaskEventFeed_events(ctx, field)
+	case "count":
+		return ec.fieldContext_TaskEventFeed_count(ctx, field)
 	case "lastSeq":
-		return ec.fieldContext_TaskEventBatch_lastSeq(ctx, field)
+		return ec.fieldContext_TaskEventFeed_lastSeq(ctx, field)
 	}
-	return nil, fmt.Errorf("no field named %q was found under type TaskEventBatch", field.Name)
+	return nil, fmt.Errorf("no field named %q was found under type TaskEventFeed", field.Name)
 }
 
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4715,7 +4731,7 @@ func (ec *executionContext) field_Subscription_stats_args(ctx context.Context, r
 	return args, nil
 }
 
-func (ec *executionContext) field_Subscription_taskEventBatches_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+func (ec *executionContext) field_Subscription_taskEventFeed_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "filter",
@@ -10266,34 +10282,34 @@ func (ec *executionContext) fieldContext_Subscription_taskEvents(ctx context.Con
 	return fc, nil
 }
 
-func (ec *executionContext) _Subscription_taskEventBatches(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+func (ec *executionContext) _Subscription_taskEventFeed(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
 	return graphql.ResolveFieldStream(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Subscription_taskEventBatches(ctx, field)
+			return ec.fieldContext_Subscription_taskEventFeed(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Subscription().TaskEventBatches(ctx, fc.Args["filter"].(*model.TaskEventFilter), fc.Args["after"].(*int64), fc.Args["max"].(*int), fc.Args["maxDelayMs"].(*int))
+			return ec.Resolvers.Subscription().TaskEventFeed(ctx, fc.Args["filter"].(*model.TaskEventFilter), fc.Args["after"].(*int64), fc.Args["max"].(*int), fc.Args["maxDelayMs"].(*int))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *model.TaskEventBatch) graphql.Marshaler {
-			return ec.marshalNTaskEventBatch2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐTaskEventBatch(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TaskEventFeed) graphql.Marshaler {
+			return ec.marshalNTaskEventFeed2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐTaskEventFeed(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_Subscription_taskEventBatches(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Subscription_taskEventFeed(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	fc = &graphql.FieldContext{
 		Object:     "Subscription",
 		Field:      field,
 		IsMethod:   true,
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.childFields_TaskEventBatch(ctx, field)
+			return ec.childFields_TaskEventFeed(ctx, field)
 		},
 	}
 	defer func() {
@@ -10303,7 +10319,7 @@ func (ec *executionContext) fieldContext_Subscription_taskEventBatches(ctx conte
 		}
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
-	if fc.Args, err = ec.field_Subscription_taskEventBatches_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+	if fc.Args, err = ec.field_Subscription_taskEventFeed_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -11967,59 +11983,73 @@ func (ec *executionContext) fieldContext_TaskEvent_task(_ context.Context, field
 	return fc, nil
 }
 
-func (ec *executionContext) _TaskEventBatch_events(ctx context.Context, field graphql.CollectedField, obj *model.TaskEventBatch) (ret graphql.Marshaler) {
+func (ec *executionContext) _TaskEventFeed_events(ctx context.Context, field graphql.CollectedField, obj *model.TaskEventFeed) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_TaskEventBatch_events(ctx, field)
+			return ec.fieldContext_TaskEventFeed_events(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.Events, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*model.TaskEvent) graphql.Marshaler {
-			return ec.marshalNTaskEvent2ᚕᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐTaskEventᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v json.RawMessage) graphql.Marshaler {
+			return ec.marshalNJSON2encodingᚋjsonᚐRawMessage(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_TaskEventBatch_events(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	fc = &graphql.FieldContext{
-		Object:     "TaskEventBatch",
-		Field:      field,
-		IsMethod:   false,
-		IsResolver: false,
-		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.childFields_TaskEvent(ctx, field)
-		},
-	}
-	return fc, nil
+func (ec *executionContext) fieldContext_TaskEventFeed_events(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskEventFeed", field, false, false, "JSON")
 }
 
-func (ec *executionContext) _TaskEventBatch_lastSeq(ctx context.Context, field graphql.CollectedField, obj *model.TaskEventBatch) (ret graphql.Marshaler) {
+func (ec *executionContext) _TaskEventFeed_count(ctx context.Context, field graphql.CollectedField, obj *model.TaskEventFeed) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_TaskEventBatch_lastSeq(ctx, field)
+			return ec.fieldContext_TaskEventFeed_count(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.LastSeq, nil
+			return obj.Count, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v uint64) graphql.Marshaler {
-			return ec.marshalNInt642uint64(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_TaskEventBatch_lastSeq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("TaskEventBatch", field, false, false, "Int64")
+func (ec *executionContext) fieldContext_TaskEventFeed_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskEventFeed", field, false, false, "Int")
+}
+
+func (ec *executionContext) _TaskEventFeed_lastSeq(ctx context.Context, field graphql.CollectedField, obj *model.TaskEventFeed) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskEventFeed_lastSeq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastSeq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskEventFeed_lastSeq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskEventFeed", field, false, false, "Int64")
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
@@ -16035,8 +16065,8 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 	switch fields[0].Name {
 	case "taskEvents":
 		return ec._Subscription_taskEvents(ctx, fields[0])
-	case "taskEventBatches":
-		return ec._Subscription_taskEventBatches(ctx, fields[0])
+	case "taskEventFeed":
+		return ec._Subscription_taskEventFeed(ctx, fields[0])
 	case "task":
 		return ec._Subscription_task(ctx, fields[0])
 	case "stats":
@@ -16474,24 +16504,29 @@ func (ec *executionContext) _TaskEvent(ctx context.Context, sel ast.SelectionSet
 	return out
 }
 
-var taskEventBatchImplementors = []string{"TaskEventBatch"}
+var taskEventFeedImplementors = []string{"TaskEventFeed"}
 
-func (ec *executionContext) _TaskEventBatch(ctx context.Context, sel ast.SelectionSet, obj *model.TaskEventBatch) graphql.Marshaler {
-	fields := graphql.CollectFields(ec.OperationContext, sel, taskEventBatchImplementors)
+func (ec *executionContext) _TaskEventFeed(ctx context.Context, sel ast.SelectionSet, obj *model.TaskEventFeed) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, taskEventFeedImplementors)
 
 	out := graphql.NewFieldSet(fields)
 	deferred := graphql.NewDeferredGroup(ctx)
 	for i, field := range fields {
 		switch field.Name {
 		case "__typename":
-			out.Values[i] = graphql.MarshalString("TaskEventBatch")
+			out.Values[i] = graphql.MarshalString("TaskEventFeed")
 		case "events":
-			out.Values[i] = ec._TaskEventBatch_events(ctx, field, obj)
+			out.Values[i] = ec._TaskEventFeed_events(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "count":
+			out.Values[i] = ec._TaskEventFeed_count(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		case "lastSeq":
-			out.Values[i] = ec._TaskEventBatch_lastSeq(ctx, field, obj)
+			out.Values[i] = ec._TaskEventFeed_lastSeq(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -17313,6 +17348,24 @@ func (ec *executionContext) marshalNInt642uint64(ctx context.Context, sel ast.Se
 	return res
 }
 
+func (ec *executionContext) unmarshalNJSON2encodingᚋjsonᚐRawMessage(ctx context.Context, v any) (json.RawMessage, error) {
+	res, err := model.UnmarshalJSON(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNJSON2encodingᚋjsonᚐRawMessage(ctx context.Context, sel ast.SelectionSet, v json.RawMessage) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "JSON!")
+		return graphql.Null
+	}
+	_ = sel
+	res := model.MarshalJSON(v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "JSON!")
+	}
+	return res
+}
+
 func (ec *executionContext) marshalNLabel2ᚕᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐLabelᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Label) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -17856,22 +17909,6 @@ func (ec *executionContext) marshalNTaskEdge2ᚖgithubᚗcomᚋswitchyardᚋswit
 	return ec._TaskEdge(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNTaskEvent2ᚕᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐTaskEventᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.TaskEvent) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
-		fc := graphql.GetFieldContext(ctx)
-		fc.Result = &v[i]
-		return ec.marshalNTaskEvent2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐTaskEvent(ctx, sel, v[i])
-	})
-
-	for _, e := range ret {
-		if e == graphql.Null {
-			return graphql.Null
-		}
-	}
-
-	return ret
-}
-
 func (ec *executionContext) marshalNTaskEvent2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐTaskEvent(ctx context.Context, sel ast.SelectionSet, v *model.TaskEvent) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "TaskEvent!")
@@ -17880,12 +17917,12 @@ func (ec *executionContext) marshalNTaskEvent2ᚖgithubᚗcomᚋswitchyardᚋswi
 	return ec._TaskEvent(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNTaskEventBatch2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐTaskEventBatch(ctx context.Context, sel ast.SelectionSet, v *model.TaskEventBatch) graphql.Marshaler {
+func (ec *executionContext) marshalNTaskEventFeed2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐTaskEventFeed(ctx context.Context, sel ast.SelectionSet, v *model.TaskEventFeed) graphql.Marshaler {
 	if v == nil {
-		graphql.AddInvalidNullError(ctx, "TaskEventBatch!")
+		graphql.AddInvalidNullError(ctx, "TaskEventFeed!")
 		return graphql.Null
 	}
-	return ec._TaskEventBatch(ctx, sel, v)
+	return ec._TaskEventFeed(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNTaskEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐEventType(ctx context.Context, v any) (engine.EventType, error) {

@@ -313,6 +313,16 @@ type TaskEdge struct {
 	Node *Task `json:"node"`
 }
 
+// Task events delivered together, encoded once for every subscriber.
+type TaskEventFeed struct {
+	// The events, in seq order: a JSON array of objects with the fields of TaskEvent (except task), null fields left out, LAGGED notices among them where events were missed.
+	Events json.RawMessage `json:"events"`
+	// The number of events in `events`.
+	Count int `json:"count"`
+	// The seq of the last event consumed (some may have been filtered out): pass it as `after` to resume.
+	LastSeq int64 `json:"lastSeq"`
+}
+
 // Which task events to receive. Empty fields match everything; set fields must all match.
 type TaskEventFilter struct {
 	// Only these tasks' events.

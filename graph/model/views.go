@@ -393,12 +393,6 @@ func (e *TaskEvent) Skipped() *uint64 {
 	return &n
 }
 
-// TaskEventBatch is events delivered together.
-type TaskEventBatch struct {
-	Events  []*TaskEvent
-	LastSeq uint64
-}
-
 // ItemError is why a batch item was refused.
 type ItemError struct{ E *engine.Error }
 

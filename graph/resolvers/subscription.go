@@ -20,7 +20,7 @@ import (
 
 // reader validates a resume point and opens a reader of the event log.
 func (r *Resolver) reader(ctx context.Context, match func(*engine.Event) bool, after *int64) (*eventstream.Reader, error) {
-	opts := eventstream.Options{Match: match, MaxLag: r.opts.Limits.MaxSubscriberLag}
+	opts := eventstream.Options{Match: match, MaxLag: r.opts.Limits.MaxSubscriberLag, Hub: r.hub}
 	if after != nil {
 		if *after < 0 {
 			return nil, invalid("after", "must not be negative, got %d", *after)
@@ -91,71 +91,97 @@ func (s *subscriptionResolver) TaskEvents(ctx context.Context, filter *model.Tas
 	return ch, nil
 }
 
-func (s *subscriptionResolver) TaskEventBatches(ctx context.Context, filter *model.TaskEventFilter, after *int64, maxItems *int, maxDelayMs *int) (<-chan *model.TaskEventBatch, error) {
+func (s *subscriptionResolver) TaskEventFeed(ctx context.Context, filter *model.TaskEventFilter, after *int64, maxItems *int, maxDelayMs *int) (<-chan *model.TaskEventFeed, error) {
 	match, verr := eventMatcher("filter", filter)
 	if verr != nil {
 		return nil, verr
 	}
-	n := pageSize(maxItems, 256)
-	if maxItems != nil && (*maxItems < 1 || *maxItems > 1000) {
-		return nil, invalid("max", "must be within 1..1000, got %d", *maxItems)
+	n := 1000
+	if maxItems != nil {
+		if *maxItems < 1 || *maxItems > 5000 {
+			return nil, invalid("max", "must be within 1..5000, got %d", *maxItems)
+		}
+		n = *maxItems
 	}
-	delay := time.Duration(deref(maxDelayMs)) * time.Millisecond
-	if maxDelayMs != nil && (*maxDelayMs < 0 || *maxDelayMs > 1000) {
-		return nil, invalid("maxDelayMs", "must be within 0..1000, got %d", *maxDelayMs)
+	delay := 20 * time.Millisecond
+	if maxDelayMs != nil {
+		if *maxDelayMs < 0 || *maxDelayMs > 1000 {
+			return nil, invalid("maxDelayMs", "must be within 0..1000, got %d", *maxDelayMs)
+		}
+		delay = time.Duration(*maxDelayMs) * time.Millisecond
 	}
 	rd, err := (*Resolver)(s).reader(ctx, match, after)
 	if err != nil {
 		return nil, err
 	}
-	const kind = "taskEventBatches"
+	const kind = "taskEventFeed"
 	ended := s.opts.Observer.SubscriptionStarted(kind)
-	ch := make(chan *model.TaskEventBatch, max(s.opts.SubscriptionBuffer/16, 2))
+	ch := make(chan *model.TaskEventFeed, 2)
 	go func() {
 		defer ended()
 		defer close(ch)
+		timer := time.NewTimer(time.Hour)
+		timer.Stop()
+		defer timer.Stop()
+		var parts [][]byte
 		for {
 			items, err := rd.Next(ctx, n)
 			if err != nil {
 				(*Resolver)(s).streamFailed(ctx, kind, err)
 				return
 			}
-			b := &model.TaskEventBatch{Events: make([]*model.TaskEvent, 0, len(items))}
-			b.Events = appendEvents(b.Events, items, s.opts.Observer, kind)
-			if delay > 0 && len(b.Events) < n {
-				// Let more gather, up to the delay or a full batch.
-				wait, cancel := context.WithTimeout(ctx, delay)
-				for len(b.Events) < n {
-					if s.eng.Events().Wait(wait, rd.Position()) != nil {
-						break
+			// Gather the events' encodings (shared, immutable), then copy
+			// them into one message.
+			parts = parts[:0]
+			size := 2
+			add := func(items []eventstream.Item) {
+				for i := range items {
+					var b []byte
+					if it := &items[i]; it.Lagged > 0 {
+						s.opts.Observer.Lagged(kind, it.Lagged)
+						b = eventstream.AppendLagged(nil, it)
+					} else {
+						b = s.encoded.Get(&it.Event)
 					}
-					more, err := rd.Poll(ctx, n-len(b.Events))
-					if err != nil {
-						break
-					}
-					b.Events = appendEvents(b.Events, more, s.opts.Observer, kind)
+					parts = append(parts, b)
+					size += len(b) + 1
 				}
-				cancel()
 			}
-			b.LastSeq = rd.Position()
+			add(items)
+			if delay > 0 && len(parts) < n {
+				// Let more gather for the delay, then take what came (one
+				// wake-up per message, however busy the stream).
+				timer.Reset(delay)
+				select {
+				case <-timer.C:
+				case <-ctx.Done():
+					return
+				}
+				more, err := rd.Poll(ctx, n-len(parts))
+				if err != nil {
+					(*Resolver)(s).streamFailed(ctx, kind, err)
+					return
+				}
+				add(more)
+			}
+			buf := make([]byte, 0, size)
+			buf = append(buf, '[')
+			for i, p := range parts {
+				if i > 0 {
+					buf = append(buf, ',')
+				}
+				buf = append(buf, p...)
+			}
+			buf = append(buf, ']')
+			count := len(parts)
 			select {
-			case ch <- b:
+			case ch <- &model.TaskEventFeed{Events: buf, Count: count, LastSeq: int64(rd.Position())}:
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
 	return ch, nil
-}
-
-func appendEvents(dst []*model.TaskEvent, items []eventstream.Item, obs Observer, kind string) []*model.TaskEvent {
-	for i := range items {
-		if items[i].Lagged > 0 {
-			obs.Lagged(kind, items[i].Lagged)
-		}
-		dst = append(dst, taskEvent(&items[i]))
-	}
-	return dst
 }
 
 func (s *subscriptionResolver) Task(ctx context.Context, id string) (<-chan *model.Task, error) {
@@ -170,7 +196,7 @@ func (s *subscriptionResolver) Task(ctx context.Context, id string) (<-chan *mod
 	// missed, nothing before it is repeated.
 	after := first.LastSeq
 	rd := eventstream.NewReader(s.eng, eventstream.Options{
-		After: &after, MaxLag: s.opts.Limits.MaxSubscriberLag,
+		After: &after, MaxLag: s.opts.Limits.MaxSubscriberLag, Hub: s.hub,
 		Match: func(e *engine.Event) bool { return e.TaskID == id },
 	})
 	const kind = "task"

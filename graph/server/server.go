@@ -146,6 +146,7 @@ func (s *Server) graphQL() http.Handler {
 	srv := handler.New(es)
 	readLimit := int64(l.MaxWebSocketPayloadBytes)
 	srv.AddTransport(&transport.Websocket{
+		Implementation:        wsImplementation{},
 		KeepAlivePingInterval: s.opts.KeepAlive, // graphql-ws
 		PingPongInterval:      s.opts.KeepAlive, // graphql-transport-ws
 		InitTimeout:           30 * time.Second,
@@ -165,6 +166,7 @@ func (s *Server) graphQL() http.Handler {
 	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	srv.Use(extension.Introspection{})
 	srv.Use(&queryLimits{maxComplexity: l.MaxComplexity, maxDepth: l.MaxDepth})
+	srv.AroundResponses(spliceResponses)
 	srv.SetErrorPresenter(resolvers.PresentError)
 	srv.SetRecoverFunc(func(ctx context.Context, p any) error {
 		s.log.Error("panic in a resolver", "panic", p, "path", graphql.GetPath(ctx))
@@ -185,7 +187,11 @@ func (s *Server) endOnShutdown(next http.Handler) http.Handler {
 		stop := context.AfterFunc(s.streams, cancel)
 		defer stop()
 		defer cancel()
-		next.ServeHTTP(w, r.WithContext(ctx))
+		r = r.WithContext(ctx)
+		if r.Header.Get("Upgrade") != "" {
+			r = withParking(r)
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 
@@ -212,6 +218,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // and waits for the requests in progress until ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.endStreams()
+	defer s.resolver.Close()
 	if s.http == nil {
 		return nil
 	}
