@@ -15,7 +15,7 @@ import (
 // Hub broadcasts "there are new events" to any number of readers.
 type Hub struct {
 	log  *engine.EventLog
-	last atomic.Uint64                  // the newest seq the hub has announced
+	last atomic.Uint64                 // the newest seq the hub has announced
 	ch   atomic.Pointer[chan struct{}] // closed when events after last arrive
 	stop context.CancelFunc
 	done chan struct{}
