@@ -176,8 +176,15 @@ func (c *Conn) SendRaw(ctx context.Context, data []byte) error {
 	return c.ws.Write(ctx, websocket.MessageText, data)
 }
 
-// Close ends the connection.
+// Close ends the connection and its subscriptions.
 func (c *Conn) Close() error {
+	c.mu.Lock()
+	subs := c.subs
+	c.subs = map[string]*Subscription{}
+	c.mu.Unlock()
+	for _, s := range subs {
+		s.finish(errors.New("connection closed")) // unblocks the reader
+	}
 	err := c.ws.Close(websocket.StatusNormalClosure, "")
 	<-c.done
 	return err

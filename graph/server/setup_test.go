@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/enginetest"
+	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/executor/artifact"
 	"github.com/switchyard/switchyard/engine/store/memory"
 	"github.com/switchyard/switchyard/graph/client"
@@ -29,10 +30,13 @@ type bundle struct {
 	base      string // http://127.0.0.1:port
 	c         *client.Client
 	artifacts artifact.Store
+	reg       *executor.Registry
 }
 
 type setupOptions struct {
 	config     engine.Config
+	storeOpts  memory.Options
+	registry   bool
 	limits     resolvers.Limits
 	keepAlive  time.Duration
 	auto       func(*engine.Run) engine.Outcome
@@ -48,12 +52,18 @@ func setup(t *testing.T, opts ...func(*setupOptions)) *bundle {
 	}
 	exec := enginetest.NewExecutor()
 	exec.Auto = o.auto
-	eng, err := engine.New(engine.Options{Config: o.config, Store: memory.New(memory.Options{}), Executor: exec})
+	eng, err := engine.New(engine.Options{Config: o.config, Store: memory.New(o.storeOpts), Executor: exec})
 	require.NoError(t, err)
 	require.NoError(t, eng.Start(context.Background()))
 	arts := artifact.NewMemory()
+	var reg *executor.Registry
+	if o.registry {
+		reg = executor.NewRegistry(executor.RegistryOptions{HealthInterval: 50 * time.Millisecond, HealthTimeout: time.Second})
+		reg.SetSink(eng)
+		t.Cleanup(reg.Close)
+	}
 	srv, err := server.New(server.Options{
-		Engine: eng, Artifacts: arts, Limits: o.limits, KeepAlive: o.keepAlive, Version: "test",
+		Engine: eng, Registry: reg, Artifacts: arts, Limits: o.limits, KeepAlive: o.keepAlive, Version: "test",
 		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: testWriter{t}}),
 	})
 	require.NoError(t, err)
@@ -75,7 +85,7 @@ func setup(t *testing.T, opts ...func(*setupOptions)) *bundle {
 	base := "http://" + ln.Addr().String()
 	c := client.New(base + "/graphql")
 	c.HTTP = &http.Client{Timeout: 30 * time.Second}
-	return &bundle{eng: eng, exec: exec, srv: srv, base: base, c: c, artifacts: arts}
+	return &bundle{eng: eng, exec: exec, srv: srv, base: base, c: c, artifacts: arts, reg: reg}
 }
 
 // smallBuffers shrinks the socket send buffer of accepted connections, so
@@ -131,4 +141,42 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// submit submits a task for agent and returns its id.
+func (b *bundle) submit(t *testing.T, agent string, extra map[string]any) string {
+	t.Helper()
+	in := map[string]any{"agentId": agent, "action": map[string]any{"kind": "click", "selector": "css:#go"}}
+	for k, v := range extra {
+		in[k] = v
+	}
+	var out struct{ SubmitTask struct{ ID string } }
+	require.NoError(t, b.c.Do(ctxFor(t), `mutation($in: SubmitTaskInput!) { submitTask(input: $in) { id } }`, map[string]any{"in": in}, &out))
+	require.NotEmpty(t, out.SubmitTask.ID)
+	return out.SubmitTask.ID
+}
+
+// submitMany submits n tasks for agent in batches of at most 100.
+func (b *bundle) submitMany(t *testing.T, agent string, n int) {
+	t.Helper()
+	for n > 0 {
+		k := min(n, 100)
+		items := make([]map[string]any, k)
+		for i := range items {
+			items[i] = map[string]any{"task": map[string]any{"agentId": agent, "action": map[string]any{"kind": "click"}}}
+		}
+		var out struct{ SubmitTasks struct{ Accepted int } }
+		require.NoError(t, b.c.Do(ctxFor(t), `mutation($in: SubmitTasksInput!) { submitTasks(input: $in) { accepted } }`,
+			map[string]any{"in": map[string]any{"items": items}}, &out))
+		require.Equal(t, k, out.SubmitTasks.Accepted)
+		n -= k
+	}
+}
+
+// state reads a task's state.
+func (b *bundle) state(t *testing.T, id string) string {
+	t.Helper()
+	var out struct{ Task struct{ State string } }
+	require.NoError(t, b.c.Do(ctxFor(t), `query($id: ID!) { task(id: $id) { state } }`, map[string]any{"id": id}, &out))
+	return out.Task.State
 }
