@@ -17,21 +17,21 @@ func TestSubmitTaskRecordsEveryFieldOfTheInput(t *testing.T) {
 	deadline := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
 	in := map[string]any{
 		"agentId": "agent-1", "lane": "team", "sessionKey": "s1", "priority": "HIGH",
-		"action":   map[string]any{"kind": "fill", "selector": "css:#name", "params": map[string]any{"text": "Ada", "n": 2}},
-		"tabId":    "tab-1", "instanceId": "inst-1", "deadline": deadline.Format(time.RFC3339Nano), "timeoutMs": 1500,
-		"retryPolicy":    map[string]any{"maxAttempts": 3, "backoffMs": 250, "multiplier": 1.5, "maxBackoffMs": 5000, "jitter": true},
-		"webhookUrl":     "https://hooks.example/done", "idempotencyKey": "k-1",
-		"labels":         []map[string]any{{"key": "team", "value": "growth"}, {"key": "a", "value": "1"}},
-		"queueMode":      "ENQUEUE",
+		"action": map[string]any{"kind": "fill", "selector": "css:#name", "params": map[string]any{"text": "Ada", "n": 2}},
+		"tabId":  "tab-1", "instanceId": "inst-1", "deadline": deadline.Format(time.RFC3339Nano), "timeoutMs": 1500,
+		"retryPolicy": map[string]any{"maxAttempts": 3, "backoffMs": 250, "multiplier": 1.5, "maxBackoffMs": 5000, "jitter": true},
+		"webhookUrl":  "https://hooks.example/done", "idempotencyKey": "k-1",
+		"labels":    []map[string]any{{"key": "team", "value": "growth"}, {"key": "a", "value": "1"}},
+		"queueMode": "ENQUEUE",
 	}
 	var out struct {
 		SubmitTask struct {
 			ID, AgentID, Lane, SessionKey, Session, Priority, TabID, InstanceID, WebhookURL, IdempotencyKey, QueueMode string
-			State                                                                                                    string
-			Seq                                                                                                      uint64
-			Deadline                                                                                                 time.Time
-			TimeoutMs                                                                                                int
-			Action                                                                                                   struct {
+			State                                                                                                      string
+			Seq                                                                                                        uint64
+			Deadline                                                                                                   time.Time
+			TimeoutMs                                                                                                  int
+			Action                                                                                                     struct {
 				Kind, Selector string
 				Params         json.RawMessage
 			}
@@ -259,7 +259,12 @@ func TestCancelTasksAndStopSessionCancelWhatMatches(t *testing.T) {
 	s1 := b.submit(t, "z", map[string]any{"sessionKey": "sess"})
 	s2 := b.submit(t, "z", map[string]any{"sessionKey": "sess"})
 
-	var out struct{ CancelTasks struct{ IDs []string; Count int } }
+	var out struct {
+		CancelTasks struct {
+			IDs   []string
+			Count int
+		}
+	}
 	require.NoError(t, b.c.Do(ctx, `mutation { cancelTasks(filter: {labels: [{key: "job", value: "1"}]}) { ids count } }`, nil, &out))
 	require.Equal(t, []string{a1}, out.CancelTasks.IDs)
 	require.NoError(t, b.c.Do(ctx, `mutation { cancelTasks(filter: {agentId: "x"}, reason: "bulk") { ids count } }`, nil, &out))

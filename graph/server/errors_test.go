@@ -100,7 +100,9 @@ func TestErrorCodesNotFoundConflictQueueFullDrainingCycleUnavailable(t *testing.
 
 	t.Run("CYCLE", func(t *testing.T) {
 		var out struct {
-			SubmitTasks struct{ Items []struct{ Error *struct{ Code string } } }
+			SubmitTasks struct {
+				Items []struct{ Error *struct{ Code string } }
+			}
 		}
 		items := []map[string]any{
 			{"key": "a", "task": map[string]any{"agentId": "e", "action": map[string]any{"kind": "x"}, "dependsOn": []string{"b"}}},

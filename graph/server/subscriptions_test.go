@@ -115,7 +115,9 @@ func TestResumingWithAfterDeliversEveryMissedEventInOrder(t *testing.T) {
 	// While disconnected, more happens.
 	b.submitMany(t, "r", 50)
 	eventually(t, "the tasks end", func() bool {
-		var out struct{ Stats struct{ Pending, InFlight int } }
+		var out struct {
+			Stats struct{ Pending, InFlight int }
+		}
 		require.NoError(t, b.c.Do(ctx, `{ stats { pending inFlight } }`, nil, &out))
 		return out.Stats.Pending == 0 && out.Stats.InFlight == 0
 	})
@@ -151,13 +153,15 @@ func TestResumingWithAfterDeliversEveryMissedEventInOrder(t *testing.T) {
 func TestResumingFromFurtherBackThanTheServerKeepsSaysSoWithLagged(t *testing.T) {
 	t.Parallel()
 	b := setup(t, succeed, func(o *setupOptions) {
-		o.config.EventBuffer = 16               // the in-memory ring
+		o.config.EventBuffer = 16                   // the in-memory ring
 		o.storeOpts = memory.Options{MaxEvents: 64} // the store keeps more, but not all
 	})
 	ctx := ctxFor(t)
 	b.submitMany(t, "old", 60) // ~180 events
 	eventually(t, "the tasks end", func() bool {
-		var out struct{ Stats struct{ Pending, InFlight int } }
+		var out struct {
+			Stats struct{ Pending, InFlight int }
+		}
 		require.NoError(t, b.c.Do(ctx, `{ stats { pending inFlight } }`, nil, &out))
 		return out.Stats.Pending == 0 && out.Stats.InFlight == 0
 	})
