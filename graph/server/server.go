@@ -67,7 +67,7 @@ type Options struct {
 const DefaultPlaygroundQuery = `# Welcome to Switchyard. Press the run button (or Ctrl-Enter).
 # The docs (book icon, top left) describe every type and field.
 # The README has a five-minute tour: submit, watch, cancel, a browser task.
-query Overview {
+{
   stats { submitted inFlight pending byState { state count } }
   lanes { name maxInFlight inFlight pending paused }
   instances { id kind health latencyMs tabs }

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -179,4 +181,20 @@ func (b *bundle) state(t *testing.T, id string) string {
 	var out struct{ Task struct{ State string } }
 	require.NoError(t, b.c.Do(ctxFor(t), `query($id: ID!) { task(id: $id) { state } }`, map[string]any{"id": id}, &out))
 	return out.Task.State
+}
+
+// waitSubscribed waits until n subscriptions of a field are running (as the
+// metrics count them): events after that reach them.
+func (b *bundle) waitSubscribed(t *testing.T, field string, n int) {
+	t.Helper()
+	want := fmt.Sprintf(`switchyard_graphql_subscriptions{subscription=%q} %d`, field, n)
+	eventually(t, want, func() bool {
+		res, err := http.Get(b.base + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return strings.Contains(string(body), want)
+	})
 }

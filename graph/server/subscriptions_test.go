@@ -70,7 +70,7 @@ func TestTaskEventsAreDeliveredOverBothWebSocketSubprotocols(t *testing.T) {
 			require.Equal(t, proto, conn.Protocol())
 			sub, err := conn.Subscribe(ctx, eventsQ, map[string]any{"filter": map[string]any{"agentId": "ws"}})
 			require.NoError(t, err)
-			time.Sleep(50 * time.Millisecond) // the subscription starts at the head of the log
+			b.waitSubscribed(t, "taskEvents", 1) // it starts at the head of the log
 			id := b.submit(t, "ws", nil)
 			b.submit(t, "someone-else", nil)
 
@@ -218,7 +218,7 @@ func TestASlowSubscriberIsSkippedAheadWithLaggedAndBlocksNobody(t *testing.T) {
 	defer fastConn.Close()
 	fast, err := fastConn.Subscribe(ctx, eventsQ, nil)
 	require.NoError(t, err)
-	time.Sleep(50 * time.Millisecond)
+	b.waitSubscribed(t, "taskEvents", 2)
 
 	// The fast subscriber reads everything; the slow one reads nothing while
 	// thousands of events are committed. The load goes at the fast reader's
@@ -328,7 +328,7 @@ func TestSSEDeliversSubscriptionsAndAnswersQueries(t *testing.T) {
 	stream, err := b.c.SubscribeSSE(ctx, eventsQ, map[string]any{"filter": map[string]any{"agentId": "sse"}})
 	require.NoError(t, err)
 	defer stream.Close()
-	time.Sleep(50 * time.Millisecond)
+	b.waitSubscribed(t, "taskEvents", 1)
 	id := b.submit(t, "sse", nil)
 	for {
 		m, err := stream.Next()
