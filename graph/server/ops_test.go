@@ -105,7 +105,7 @@ func TestLanesAgentsPlanAndPoliciesCanBeReadAndTuned(t *testing.T) {
 	ctx := ctxFor(t)
 	var lane struct {
 		UpdateLane struct {
-			Name                  string
+			Name                   string
 			MaxInFlight, MaxQueued int
 			DropPolicy             string
 			Paused                 bool

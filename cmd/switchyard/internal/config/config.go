@@ -352,6 +352,14 @@ func (c *Config) EngineConfig() (engine.Config, error) {
 		if strings.HasPrefix(msg, "agents.") {
 			return ec, errors.New(msg)
 		}
+		if strings.HasPrefix(msg, "lanes[") {
+			// "lanes[1]: dropPolicy: …" names the key engine.lanes[1].dropPolicy.
+			if lane, rest, ok := strings.Cut(msg, ": "); ok {
+				if field, why, ok := strings.Cut(rest, ": "); ok && !strings.ContainsAny(field, " \"") {
+					msg = lane + "." + field + ": " + why
+				}
+			}
+		}
 		return ec, errors.New("engine." + msg)
 	}
 	return ec, nil
