@@ -115,7 +115,9 @@ func TestTheReadmeTourWorksAgainstARealServer(t *testing.T) {
 	var later struct{ SubmitTask struct{ ID, State string } }
 	require.NoError(t, c.Do(ctx, ops["submit-paused"], nil, &later))
 	require.Equal(t, "QUEUED", later.SubmitTask.State)
-	var cancelled struct{ CancelTask struct{ State, Reason string } }
+	var cancelled struct {
+		CancelTask struct{ State, Reason string }
+	}
 	require.NoError(t, c.Do(ctx, ops["cancel"], map[string]any{"id": later.SubmitTask.ID}, &cancelled))
 	require.Equal(t, "CANCELLED", cancelled.CancelTask.State)
 	err = c.Do(ctx, ops["cancel"], map[string]any{"id": later.SubmitTask.ID}, nil)
