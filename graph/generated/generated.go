@@ -370,6 +370,7 @@ type ComplexityRoot struct {
 		QueuedAt          func(childComplexity int) int
 		Rank              func(childComplexity int) int
 		Reason            func(childComplexity int) int
+		ResetAt           func(childComplexity int) int
 		Result            func(childComplexity int) int
 		RetryOf           func(childComplexity int) int
 		RetryPolicy       func(childComplexity int) int
@@ -2068,6 +2069,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Task.Reason(childComplexity), true
+	case "Task.resetAt":
+		if e.ComplexityRoot.Task.ResetAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Task.ResetAt(childComplexity), true
 	case "Task.result":
 		if e.ComplexityRoot.Task.Result == nil {
 			break
@@ -2727,6 +2734,8 @@ type Task {
   lastSeq: Int64!
   "In WAITING: dependencies that have not succeeded yet."
   unmetDependencies: Int!
+  "Attempts made before the last reset (resetTask): the retry budget counts from here."
+  resetAt: Int!
   "When QUEUED: the number of tasks ahead of it in its (lane, agent) queue; null otherwise."
   position: Int
 }
@@ -4123,6 +4132,8 @@ func (ec *executionContext) childFields_Task(ctx context.Context, field graphql.
 		return ec.fieldContext_Task_lastSeq(ctx, field)
 	case "unmetDependencies":
 		return ec.fieldContext_Task_unmetDependencies(ctx, field)
+	case "resetAt":
+		return ec.fieldContext_Task_resetAt(ctx, field)
 	case "position":
 		return ec.fieldContext_Task_position(ctx, field)
 	}
@@ -11455,6 +11466,29 @@ func (ec *executionContext) fieldContext_Task_unmetDependencies(_ context.Contex
 	return graphql.NewScalarFieldContext("Task", field, true, false, "Int")
 }
 
+func (ec *executionContext) _Task_resetAt(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Task_resetAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResetAt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Task_resetAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Task", field, true, false, "Int")
+}
+
 func (ec *executionContext) _Task_position(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -16293,6 +16327,11 @@ func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj
 			}
 		case "unmetDependencies":
 			out.Values[i] = ec._Task_unmetDependencies(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "resetAt":
+			out.Values[i] = ec._Task_resetAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

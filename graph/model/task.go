@@ -167,6 +167,9 @@ func (t *Task) LastSeq() uint64 { return t.T.LastSeq }
 // UnmetDependencies counts the dependencies it still waits for.
 func (t *Task) UnmetDependencies() int { return t.T.Unmet }
 
+// ResetAt counts the attempts made before the last reset.
+func (t *Task) ResetAt() int { return t.T.ResetAt }
+
 // Position is its place in its queue, when QUEUED.
 func (t *Task) Position() *int {
 	if t.T.State != engine.StateQueued || t.T.Position < 0 {

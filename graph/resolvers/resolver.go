@@ -139,9 +139,11 @@ func (r *Resolver) ExecutableSchema() graphql.ExecutableSchema {
 	c.Task.Dependencies = func(child int) int { return 1 + child*10 }
 	c.Task.Attempts = func(child int) int { return 1 + child*4 }
 	c.Batch.Tasks = func(child int, first *int, _ *string) int { return 1 + child*pageSize(first, 100) }
-	// submitTasks returns one result per item, at most MaxBatch: its
-	// complexity is left at the default, because a complexity function with
-	// typed arguments makes gqlgen decode the whole batch a second time.
+	// submitTasks returns one result per item, at most MaxBatch. The count
+	// is charged on the payload's items, not on the mutation: a complexity
+	// function with arguments makes gqlgen decode the whole batch twice.
+	maxBat := r.maxBat
+	c.SubmitTasksPayload.Items = func(child int) int { return 1 + child*maxBat }
 	return generated.NewExecutableSchema(cfg)
 }
 
