@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/engine/executor/chromium"
 	"github.com/switchyard/switchyard/graph/client"
 )
 
@@ -139,5 +140,47 @@ func TestBenchRunsEveryModeInProcess(t *testing.T) {
 		}
 		require.Positive(t, res.Fanout.Connected, "%v", args)
 		require.Positive(t, res.Fanout.Deliveries, "%v", args)
+	}
+}
+
+func TestInstanceServesTheBuiltInBrowserBehindItsToken(t *testing.T) {
+	t.Parallel()
+	if _, ok := chromium.Find(); !ok {
+		t.Skip("chromium is not installed: skipping (apt-get install chromium)")
+	}
+	var out, logs syncBuffer
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"instance", "--listen", "127.0.0.1:0", "--token", "s3cret"}, &out, &logs)
+	}()
+	re := regexp.MustCompile(`instance listening on (http://\S+)`)
+	var base string
+	deadline := time.Now().Add(30 * time.Second)
+	for base == "" {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+		}
+		require.True(t, time.Now().Before(deadline), "the instance did not start: %s", logs.String())
+		time.Sleep(10 * time.Millisecond)
+	}
+	res, err := http.Get(base + "/health")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, res.StatusCode, "no token, no answer")
+	req, _ := http.NewRequest(http.MethodGet, base+"/health", nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	res, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Contains(t, string(body), `"status":"ok"`)
+	stop()
+	select {
+	case code := <-done:
+		require.Equal(t, 0, code, logs.String())
+	case <-time.After(20 * time.Second):
+		t.Fatal("the instance did not stop")
 	}
 }

@@ -79,9 +79,14 @@ func taskSpec(path string, in *model.SubmitTaskInput, now time.Time) (engine.Tas
 		}
 		s.Lane = *in.Lane
 	}
-	for f, v := range map[string]*string{"sessionKey": in.SessionKey, "tabId": in.TabID, "instanceId": in.InstanceID,
-		"parentId": in.ParentID, "idempotencyKey": in.IdempotencyKey} {
-		if err := checkID(p(f), deref(v), false); err != nil {
+	for _, f := range [...]struct {
+		name string
+		v    *string
+	}{{"sessionKey", in.SessionKey}, {"tabId", in.TabID}, {"instanceId", in.InstanceID}, {"parentId", in.ParentID}, {"idempotencyKey", in.IdempotencyKey}} {
+		if f.v == nil {
+			continue
+		}
+		if err := checkID(p(f.name), *f.v, false); err != nil {
 			return s, err
 		}
 	}
