@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/switchyard/switchyard/engine"
@@ -29,11 +30,29 @@ func PresentError(ctx context.Context, err error) *gqlerror.Error {
 		gerr.Extensions = Extensions(ee)
 		return gerr
 	}
-	if gerr.Extensions == nil || gerr.Extensions["code"] == nil {
-		if gerr.Extensions == nil {
-			gerr.Extensions = map[string]any{}
+	if gerr.Extensions != nil && gerr.Extensions["code"] != nil {
+		return gerr
+	}
+	if gerr.Extensions == nil {
+		gerr.Extensions = map[string]any{}
+	}
+	gerr.Extensions["code"] = string(model.CodeInternal)
+	// An error whose path goes past the field's into its arguments is an
+	// argument that did not convert (a Time that is not RFC 3339, an Int64
+	// that is not a number): malformed input.
+	if field := graphql.GetPath(ctx); len(gerr.Path) > len(field) {
+		var in []string
+		for _, el := range gerr.Path[len(field):] {
+			switch el := el.(type) {
+			case ast.PathName:
+				in = append(in, string(el))
+			case ast.PathIndex:
+				in = append(in, strconv.Itoa(int(el)))
+			}
 		}
-		gerr.Extensions["code"] = string(model.CodeInternal)
+		gerr.Extensions["code"] = string(engine.CodeInvalidInput)
+		gerr.Extensions["field"] = strings.Join(in, ".")
+		gerr.Extensions["retryable"] = false
 	}
 	return gerr
 }

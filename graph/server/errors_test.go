@@ -39,6 +39,7 @@ func TestMalformedInputIsRefusedWithItsFieldPath(t *testing.T) {
 		{"bad lane name", task(map[string]any{"lane": "no spaces"}), "input.lane"},
 		{"unknown lane", task(map[string]any{"lane": "nowhere"}), "input.lane"},
 		{"deadline in the past", task(map[string]any{"deadline": "2001-01-01T00:00:00Z"}), "input.deadline"},
+		{"deadline not a time", task(map[string]any{"deadline": "tomorrow"}), "input.deadline"},
 		{"timeout out of range", task(map[string]any{"timeoutMs": 0}), "input.timeoutMs"},
 		{"retry attempts out of range", task(map[string]any{"retryPolicy": map[string]any{"maxAttempts": 0}}), "input.retryPolicy.maxAttempts"},
 		{"webhook not http", task(map[string]any{"webhookUrl": "ftp://x"}), "input.webhookUrl"},
