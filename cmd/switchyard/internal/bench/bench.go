@@ -52,6 +52,7 @@ type Options struct {
 	JSON        bool
 	Version     string
 	CPUProfile  string
+	Listen      string // serve the target only, on this address
 }
 
 // Result is what a run measured.
@@ -110,6 +111,16 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if o.Duration <= 0 {
 		return errors.New("--duration must be positive")
+	}
+	if o.Listen != "" {
+		_, url, stop, err := startInProcess(o)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "bench target (memory store, no-op executor) at %s\n", url)
+		<-ctx.Done()
+		stop()
+		return nil
 	}
 	endpoint := o.Server
 	where := o.Server
@@ -200,7 +211,11 @@ func startInProcess(o Options) (*server.Server, string, func(), error) {
 	if err != nil {
 		return nil, "", nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := o.Listen
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, "", nil, err
 	}

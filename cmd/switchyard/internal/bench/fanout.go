@@ -158,12 +158,13 @@ func sortFloats(f []float64) {
 	}
 }
 
-// generator submits tasks at a steady pace: every 10 ms, a batch sized to
-// reach the target event rate.
+// generator submits tasks at a steady rate: every 10 ms, a batch of the
+// tasks owed since it started, so that a slow answer makes the next batch
+// larger instead of lowering the rate.
 type generator struct {
 	hc       *http.Client
 	endpoint string
-	perTick  float64 // tasks per tick
+	perSec   float64 // tasks per second
 	mu       sync.Mutex
 	lat      []time.Duration
 	errs     atomic.Uint64
@@ -173,19 +174,19 @@ type generator struct {
 func (g *generator) run(ctx context.Context) {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	carry := 0.0
+	start := time.Now()
+	sent := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		carry += g.perTick
-		n := int(carry)
-		if n == 0 {
+		n := min(int(time.Since(start).Seconds()*g.perSec)-sent, 100)
+		if n <= 0 {
 			continue
 		}
-		carry -= float64(n)
+		sent += n
 		body, _ := requestBody(0, true, n)
 		start := time.Now()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.endpoint, bytes.NewReader(body))
@@ -262,7 +263,7 @@ func runFanout(ctx context.Context, endpoint string, o Options, stderr io.Writer
 	if f.EventsPerTask <= 0 {
 		return nil, errors.New("calibration: the engine recorded no events")
 	}
-	g := &generator{hc: hc, endpoint: endpoint, perTick: float64(o.Rate) / f.EventsPerTask / 100}
+	g := &generator{hc: hc, endpoint: endpoint, perSec: float64(o.Rate) / f.EventsPerTask}
 	gctx, stopGen := context.WithCancel(ctx)
 	defer stopGen()
 	go g.run(gctx)
