@@ -8,6 +8,7 @@ package resolvers
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler/transport"
@@ -149,9 +150,12 @@ func (s *subscriptionResolver) TaskEventFeed(ctx context.Context, filter *model.
 			}
 			add(items)
 			if delay > 0 && len(parts) < n {
-				// Let more gather for the delay, then take what came (one
-				// wake-up per message, however busy the stream).
-				timer.Reset(delay)
+				// Let more gather for about the delay, then take what came
+				// (one wake-up per message, however busy the stream). The
+				// delay varies by ±50% so that subscribers woken by the same
+				// commit do their work at different times, not in one burst
+				// that would make the engine and the API wait.
+				timer.Reset(delay/2 + rand.N(delay))
 				select {
 				case <-timer.C:
 				case <-ctx.Done():
