@@ -1,0 +1,33 @@
+// `switchyard bench`: see internal/bench.
+
+package main
+
+import (
+	"context"
+	"io"
+
+	"github.com/switchyard/switchyard/cmd/switchyard/internal/bench"
+)
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("bench", "[flags]", stderr)
+	var o bench.Options
+	fs.StringVar(&o.Mode, "mode", "submit", "submit (single submitTask), batch (submitTasks of --batch items) or fanout (subscribers × events/s)")
+	fs.StringVar(&o.Server, "server", "", "the GraphQL endpoint of a running server (default: start one in-process, memory store, no-op executor)")
+	fs.DurationVar(&o.Duration, "duration", 10e9, "how long to load")
+	fs.DurationVar(&o.Warmup, "warmup", 1e9, "load before measuring")
+	fs.IntVar(&o.Concurrency, "concurrency", 0, "concurrent requests (default: 64 for submit, 8 for batch, 2 for fanout's submitters)")
+	fs.IntVar(&o.Batch, "batch", 100, "items per submitTasks")
+	fs.IntVar(&o.Subscribers, "subscribers", 1000, "fanout: subscribers")
+	fs.IntVar(&o.Rate, "rate", 1000, "fanout: events per second to generate")
+	fs.StringVar(&o.Protocol, "protocol", "graphql-transport-ws", "fanout: graphql-transport-ws or graphql-ws")
+	fs.BoolVar(&o.Feed, "feed", false, "fanout: subscribe to taskEventFeed (events encoded once, many per message) instead of taskEvents")
+	fs.BoolVar(&o.JSON, "json", false, "print the result as JSON")
+	fs.StringVar(&o.Listen, "listen", "", "serve the in-process target (memory store, no-op executor) on this address until interrupted, for a bench in another process (--server)")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole process (client and in-process server) to this file")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	o.Version = Version()
+	return bench.Run(ctx, o, stdout, stderr)
+}

@@ -1,0 +1,56 @@
+// `switchyard instance`: the built-in headless Chromium instance on its own,
+// serving PinchTab's instance API for a Switchyard (or any PinchTab client)
+// elsewhere.
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/switchyard/switchyard/engine/executor/chromium"
+)
+
+func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("instance", "[flags]", stderr)
+	listen := fs.String("listen", "127.0.0.1:9867", "the HTTP address")
+	token := fs.String("token", os.Getenv("SWITCHYARD_INSTANCE_TOKEN"), "the bearer token clients must send (default $SWITCHYARD_INSTANCE_TOKEN, else a random one, printed)")
+	browser := fs.String("chromium", "", "the browser executable (default: found on the system)")
+	logLevel := fs.String("log-level", "info", "trace, debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text or json")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	log := newLogger(*logLevel, *logFormat, stderr)
+	path := *browser
+	if path == "" {
+		p, ok := chromium.Find()
+		if !ok {
+			return errors.New("no Chromium found (install Debian's chromium, or pass --chromium)")
+		}
+		path = p
+	}
+	in, err := chromium.Start(ctx, chromium.Options{Addr: *listen, Token: *token, ExecPath: path, Logger: log})
+	if err != nil {
+		return fmt.Errorf("start the instance: %w", err)
+	}
+	log.Info("instance ready", "url", in.URL(), "browser", path)
+	if *token == "" {
+		fmt.Fprintf(stdout, "token: %s\n", in.Token())
+	}
+	fmt.Fprintf(stdout, "instance listening on %s\n", in.URL())
+	<-ctx.Done()
+	log.Info("stopping")
+	done := make(chan error, 1)
+	go func() { done <- in.Close() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		return errors.New("the browser did not stop within 10s")
+	}
+}

@@ -1,0 +1,246 @@
+// Package bench is `switchyard bench`: a load generator that drives the
+// GraphQL API over real HTTP and WebSocket connections, against a running
+// server or one it starts in-process (memory store, an executor that
+// succeeds at once), and reports throughput and latency percentiles.
+//
+// Modes:
+//
+//	submit   single submitTask mutations from --concurrency workers
+//	batch    submitTasks mutations of --batch items
+//	fanout   --subscribers WebSocket subscribers to the full task event
+//	         stream while tasks are submitted at --rate events per second;
+//	         reports deliveries, lag, delivery latency and how the engine
+//	         fared (submit latency and dispatch latency, against a baseline
+//	         measured without subscribers)
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/store/memory"
+	"github.com/switchyard/switchyard/graph/resolvers"
+	"github.com/switchyard/switchyard/graph/server"
+)
+
+// Options configure a run.
+type Options struct {
+	Mode        string
+	Server      string // a GraphQL endpoint; "" starts a server in-process
+	Duration    time.Duration
+	Warmup      time.Duration
+	Concurrency int
+	Batch       int
+	Subscribers int
+	Rate        int // fanout: events per second
+	Protocol    string
+	Feed        bool // fanout: taskEventFeed
+	JSON        bool
+	Version     string
+	CPUProfile  string
+	Listen      string // serve the target only, on this address
+}
+
+// Result is what a run measured.
+type Result struct {
+	Mode        string  `json:"mode"`
+	Server      string  `json:"server"`
+	Version     string  `json:"version"`
+	GoVersion   string  `json:"goVersion"`
+	CPUs        int     `json:"cpus"`
+	Seconds     float64 `json:"seconds"`
+	Concurrency int     `json:"concurrency,omitempty"`
+	Batch       int     `json:"batch,omitempty"`
+
+	Requests       uint64   `json:"requests"`
+	Tasks          uint64   `json:"tasks"`
+	Errors         uint64   `json:"errors"`
+	FirstError     string   `json:"firstError,omitempty"`
+	RequestsPerSec float64  `json:"requestsPerSec"`
+	TasksPerSec    float64  `json:"tasksPerSec"`
+	Latency        *Summary `json:"latencyMs,omitempty"`
+
+	Fanout *FanoutResult `json:"fanout,omitempty"`
+}
+
+// Summary is a latency distribution, in milliseconds.
+type Summary struct {
+	N    int     `json:"n"`
+	Min  float64 `json:"min"`
+	Mean float64 `json:"mean"`
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p999"`
+	Max  float64 `json:"max"`
+}
+
+func summarize(ds []time.Duration) *Summary {
+	if len(ds) == 0 {
+		return nil
+	}
+	slices.Sort(ds)
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	q := func(p float64) float64 {
+		i := int(p*float64(len(ds)-1) + 0.5)
+		return ms(ds[i])
+	}
+	return &Summary{N: len(ds), Min: ms(ds[0]), Mean: ms(sum / time.Duration(len(ds))), P50: q(0.5), P90: q(0.9), P99: q(0.99), P999: q(0.999), Max: ms(ds[len(ds)-1])}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Run runs the benchmark and prints its result.
+func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
+	if o.Duration <= 0 {
+		return errors.New("--duration must be positive")
+	}
+	if o.Listen != "" {
+		_, url, stop, err := startInProcess(o)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "bench target (memory store, no-op executor) at %s\n", url)
+		<-ctx.Done()
+		stop()
+		return nil
+	}
+	endpoint := o.Server
+	where := o.Server
+	if endpoint == "" {
+		srv, url, stop, err := startInProcess(o)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		_ = srv
+		endpoint, where = url, "in-process (memory store, no-op executor) at "+url
+	}
+	if o.CPUProfile != "" {
+		f, err := os.Create(o.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if !o.JSON {
+		fmt.Fprintf(stderr, "bench %s against %s for %s (+%s warm-up)\n", o.Mode, where, o.Duration, o.Warmup)
+	}
+	var (
+		res *Result
+		err error
+	)
+	switch o.Mode {
+	case "submit":
+		res, err = runSubmit(ctx, endpoint, o, false)
+	case "batch":
+		res, err = runSubmit(ctx, endpoint, o, true)
+	case "fanout":
+		res, err = runFanout(ctx, endpoint, o, stderr)
+	default:
+		return fmt.Errorf("--mode: %q is not submit, batch or fanout", o.Mode)
+	}
+	if err != nil {
+		return err
+	}
+	res.Mode, res.Server, res.Version = o.Mode, where, o.Version
+	res.GoVersion, res.CPUs = runtime.Version(), runtime.NumCPU()
+	if o.JSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	printResult(stdout, res)
+	return nil
+}
+
+func printResult(w io.Writer, r *Result) {
+	fmt.Fprintf(w, "mode %s, %.1fs, %d CPUs, %s\n", r.Mode, r.Seconds, r.CPUs, r.GoVersion)
+	if r.Mode != "fanout" {
+		fmt.Fprintf(w, "  requests   %d (%.0f/s), errors %d\n", r.Requests, r.RequestsPerSec, r.Errors)
+		fmt.Fprintf(w, "  tasks      %d (%.0f/s)\n", r.Tasks, r.TasksPerSec)
+	}
+	if r.FirstError != "" {
+		fmt.Fprintf(w, "  first error: %s\n", r.FirstError)
+	}
+	if s := r.Latency; s != nil {
+		fmt.Fprintf(w, "  latency ms p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  (mean %.3f, n %d)\n", s.P50, s.P90, s.P99, s.P999, s.Max, s.Mean, s.N)
+	}
+	if f := r.Fanout; f != nil {
+		f.print(w)
+	}
+}
+
+// startInProcess starts a server over an engine with a memory store and an
+// executor that succeeds at once, on a loopback port.
+func startInProcess(o Options) (*server.Server, string, func(), error) {
+	cfg := engine.Config{
+		MaxInFlight: 4096, AgentMaxInFlight: 1024, SessionMaxInFlight: 1,
+		Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 4096}},
+	}
+	eng, err := engine.New(engine.Options{Config: cfg, Store: memory.New(memory.Options{MaxEnded: 200_000}), Executor: engine.NoopExecutor{}})
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if err := eng.Start(context.Background()); err != nil {
+		return nil, "", nil, err
+	}
+	srv, err := server.New(server.Options{Engine: eng, Version: o.Version, Logger: hclog.NewNullLogger(),
+		Limits: resolvers.Limits{MaxSubscriberLag: 1 << 16}})
+	if err != nil {
+		return nil, "", nil, err
+	}
+	addr := o.Listen
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	go func() { _ = srv.Serve(ln) }()
+	stop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		_ = eng.Shutdown(ctx)
+	}
+	return srv, "http://" + ln.Addr().String() + "/graphql", stop, nil
+}
+
+// httpClient returns a client that keeps n connections open.
+func httpClient(n int) *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		MaxIdleConns: n, MaxIdleConnsPerHost: n, MaxConnsPerHost: n, DisableCompression: true,
+		IdleConnTimeout: time.Minute,
+	}}
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}

@@ -1,0 +1,161 @@
+// The submit and batch modes: workers post mutations as fast as the server
+// answers them.
+
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	submitMutation = `mutation Submit($in: SubmitTaskInput!) { submitTask(input: $in) { id } }`
+	batchMutation  = `mutation SubmitBatch($in: SubmitTasksInput!) { submitTasks(input: $in) { accepted refused } }`
+)
+
+func taskInput(agent string, i int) map[string]any {
+	return map[string]any{
+		"agentId": agent,
+		"action":  map[string]any{"kind": "click", "selector": "css:#go", "params": map[string]any{"n": i}},
+		"labels":  []map[string]any{{"key": "bench", "value": "1"}},
+	}
+}
+
+// requestBody builds worker w's request.
+func requestBody(w int, batch bool, size int) ([]byte, error) {
+	agent := fmt.Sprintf("bench-%d", w%32)
+	if !batch {
+		return json.Marshal(map[string]any{"query": submitMutation, "variables": map[string]any{"in": taskInput(agent, w)}})
+	}
+	items := make([]map[string]any, size)
+	for i := range items {
+		items[i] = map[string]any{"task": taskInput(agent, i)}
+	}
+	return json.Marshal(map[string]any{"query": batchMutation, "variables": map[string]any{"in": map[string]any{"items": items}}})
+}
+
+func runSubmit(ctx context.Context, endpoint string, o Options, batch bool) (*Result, error) {
+	n := o.Concurrency
+	if n <= 0 {
+		n = 64
+		if batch {
+			n = 8
+		}
+	}
+	size := 1
+	if batch {
+		size = o.Batch
+	}
+	hc := httpClient(n)
+	var (
+		measuring atomic.Bool
+		requests  atomic.Uint64
+		tasks     atomic.Uint64
+		errs      atomic.Uint64
+		firstErr  atomic.Pointer[string]
+		mu        sync.Mutex
+		lat       []time.Duration
+		wg        sync.WaitGroup
+	)
+	fail := func(msg string) {
+		errs.Add(1)
+		firstErr.CompareAndSwap(nil, &msg)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for w := 0; w < n; w++ {
+		body, err := requestBody(w, batch, size)
+		if err != nil {
+			return nil, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mine := make([]time.Duration, 0, 1<<14)
+			var out struct {
+				Data struct {
+					SubmitTasks struct{ Accepted, Refused int }
+				}
+				Errors []struct{ Message string }
+			}
+			for ctx.Err() == nil {
+				start := time.Now()
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				res, err := hc.Do(req)
+				if err != nil {
+					if ctx.Err() == nil {
+						fail(err.Error())
+					}
+					continue
+				}
+				data, err := io.ReadAll(res.Body)
+				res.Body.Close()
+				took := time.Since(start)
+				if !measuring.Load() {
+					continue
+				}
+				switch {
+				case err != nil:
+					fail(err.Error())
+					continue
+				case res.StatusCode != http.StatusOK || bytes.Contains(data, []byte(`"errors"`)):
+					fail(fmt.Sprintf("HTTP %d: %s", res.StatusCode, firstLine(string(data))))
+					continue
+				}
+				ok := uint64(1)
+				if batch {
+					if err := json.Unmarshal(data, &out); err != nil {
+						fail(err.Error())
+						continue
+					}
+					ok = uint64(out.Data.SubmitTasks.Accepted)
+					if out.Data.SubmitTasks.Refused > 0 {
+						fail(fmt.Sprintf("%d items refused", out.Data.SubmitTasks.Refused))
+					}
+				}
+				requests.Add(1)
+				tasks.Add(ok)
+				mine = append(mine, took)
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	sleep(ctx, o.Warmup)
+	measuring.Store(true)
+	start := time.Now()
+	sleep(ctx, o.Duration)
+	measuring.Store(false)
+	elapsed := time.Since(start)
+	cancel()
+	wg.Wait()
+	r := &Result{Seconds: elapsed.Seconds(), Concurrency: n, Requests: requests.Load(), Tasks: tasks.Load(), Errors: errs.Load(),
+		Latency: summarize(lat)}
+	if batch {
+		r.Batch = size
+	}
+	if p := firstErr.Load(); p != nil {
+		r.FirstError = *p
+	}
+	r.RequestsPerSec = float64(r.Requests) / r.Seconds
+	r.TasksPerSec = float64(r.Tasks) / r.Seconds
+	return r, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

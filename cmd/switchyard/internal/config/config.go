@@ -1,0 +1,394 @@
+// Package config is the configuration of `switchyard serve`: one YAML file,
+// SWITCHYARD_* environment variables over it, flags over both; validated at
+// start, with errors that name the key at fault.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/graph/resolvers"
+)
+
+// Config is everything `switchyard serve` reads. The YAML keys are the
+// yaml tags; the environment variable of a key is SWITCHYARD_ followed by
+// its path in upper snake case (log.format → SWITCHYARD_LOG_FORMAT,
+// engine.maxInFlight → SWITCHYARD_ENGINE_MAX_IN_FLIGHT).
+type Config struct {
+	// Listen is the HTTP address (default 127.0.0.1:8080).
+	Listen string `yaml:"listen"`
+	// AllowRemote allows listening beyond loopback. The API has no
+	// authentication yet, so this exposes it to the network.
+	AllowRemote bool `yaml:"allowRemote"`
+	// ShutdownGrace is how long running tasks get to finish at shutdown
+	// before they are cancelled (default 30s).
+	ShutdownGrace Duration `yaml:"shutdownGrace"`
+	// KeepAlive is the WebSocket and SSE keepalive interval (default 15s).
+	KeepAlive Duration `yaml:"keepAlive"`
+
+	Log           Log              `yaml:"log"`
+	Store         Store            `yaml:"store"`
+	LocalInstance LocalInstance    `yaml:"localInstance"`
+	Artifacts     Artifacts        `yaml:"artifacts"`
+	Limits        Limits           `yaml:"limits"`
+	Health        Health           `yaml:"health"`
+	Engine        Engine           `yaml:"engine"`
+	Instances     []Instance       `yaml:"instances"`
+	Agents        map[string]Agent `yaml:"agents"`
+
+	// environ is the environment ApplyEnv read: the engine's lane
+	// variables (SWITCHYARD_LANE_<NAME>) come from it too.
+	environ []string
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `yaml:"level"`  // trace, debug, info (default), warn, error
+	Format string `yaml:"format"` // text (default) or json
+}
+
+// Store chooses the store.
+type Store struct {
+	// Driver is the store: memory (default). SQLite and PostgreSQL come
+	// with their drivers.
+	Driver string `yaml:"driver"`
+	// Path is the store's file or connection string, for drivers that have
+	// one.
+	Path string `yaml:"path"`
+}
+
+// LocalInstance configures the built-in Chromium instance.
+type LocalInstance struct {
+	// Enabled starts it when Chromium is found (default true).
+	Enabled bool `yaml:"enabled"`
+	// Capacity is how many tasks it runs at once (default 4).
+	Capacity int `yaml:"capacity"`
+	// Chromium is the browser's path (default: found on the system).
+	Chromium string `yaml:"chromium"`
+}
+
+// Artifacts configures where screenshots, PDFs and large results go.
+type Artifacts struct {
+	// Dir keeps them in a directory; empty keeps them in memory.
+	Dir string `yaml:"dir"`
+}
+
+// Limits are the API's request limits; 0 means the default.
+type Limits struct {
+	MaxComplexity            int `yaml:"maxComplexity"`
+	MaxDepth                 int `yaml:"maxDepth"`
+	MaxBodyBytes             int `yaml:"maxBodyBytes"`
+	MaxWebSocketPayloadBytes int `yaml:"maxWebSocketPayloadBytes"`
+	MaxSubscriberLag         int `yaml:"maxSubscriberLag"`
+}
+
+// Health configures the instances' health checks.
+type Health struct {
+	Interval       Duration `yaml:"interval"`       // default 5s
+	Timeout        Duration `yaml:"timeout"`        // default 2s
+	UnhealthyAfter int      `yaml:"unhealthyAfter"` // default 3
+}
+
+// Engine is the engine's configuration (engine.Config); 0 means the
+// default.
+type Engine struct {
+	MaxInFlight         int      `yaml:"maxInFlight"`
+	MaxQueued           int      `yaml:"maxQueued"`
+	MaxQueuedPerAgent   int      `yaml:"maxQueuedPerAgent"`
+	MaxQueuedPerSession int      `yaml:"maxQueuedPerSession"`
+	AgentMaxInFlight    int      `yaml:"agentMaxInFlight"`
+	SessionMaxInFlight  int      `yaml:"sessionMaxInFlight"`
+	AgingThreshold      Duration `yaml:"agingThreshold"`
+	LeaseGrace          Duration `yaml:"leaseGrace"`
+	Retention           Duration `yaml:"retention"`
+	EventBuffer         int      `yaml:"eventBuffer"`
+	FairnessCandidates  int      `yaml:"fairnessCandidates"`
+	MaxBatch            int      `yaml:"maxBatch"`
+	// Lanes replace the default lanes (main, subagent, team, cron) when
+	// given.
+	Lanes []Lane `yaml:"lanes"`
+}
+
+// Lane is one lane.
+type Lane struct {
+	Name        string   `yaml:"name"`
+	MaxInFlight int      `yaml:"maxInFlight"`
+	MaxQueued   int      `yaml:"maxQueued"`
+	DropPolicy  string   `yaml:"dropPolicy"` // reject (default) or drop-oldest
+	Paused      bool     `yaml:"paused"`
+	MaxDepth    int      `yaml:"maxDepth"`
+	Timeout     Duration `yaml:"timeout"`
+	Retry       *Retry   `yaml:"retry"`
+}
+
+// Retry is a retry policy.
+type Retry struct {
+	MaxAttempts int      `yaml:"maxAttempts"`
+	Backoff     Duration `yaml:"backoff"`
+	Multiplier  float64  `yaml:"multiplier"`
+	MaxBackoff  Duration `yaml:"maxBackoff"`
+	Jitter      bool     `yaml:"jitter"`
+}
+
+// Agent overrides the defaults for one agent.
+type Agent struct {
+	Weight      int `yaml:"weight"`
+	MaxInFlight int `yaml:"maxInFlight"`
+}
+
+// Instance is a browser instance to register at start.
+type Instance struct {
+	ID       string            `yaml:"id"`
+	URL      string            `yaml:"url"`
+	Token    string            `yaml:"token"`
+	Kind     string            `yaml:"kind"` // instance (default), pinchtab or chat
+	Capacity int               `yaml:"capacity"`
+	Labels   map[string]string `yaml:"labels"`
+}
+
+// Duration is a time.Duration written as "30s", "5m", "1h30m".
+type Duration time.Duration
+
+// UnmarshalYAML reads a duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (e.g. 30s, 5m, 1h)", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes a duration string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// Std returns the time.Duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }
+
+// Default returns the configuration with every default filled in.
+func Default() Config {
+	return Config{
+		Listen:        "127.0.0.1:8080",
+		ShutdownGrace: Duration(30 * time.Second),
+		KeepAlive:     Duration(15 * time.Second),
+		Log:           Log{Level: "info", Format: "text"},
+		Store:         Store{Driver: "memory"},
+		LocalInstance: LocalInstance{Enabled: true, Capacity: 4},
+		Health:        Health{Interval: Duration(5 * time.Second), Timeout: Duration(2 * time.Second), UnhealthyAfter: 3},
+	}
+}
+
+var unknownField = regexp.MustCompile(`line (\d+): field (\S+) not found in type (\S+)`)
+
+// LoadFile reads a YAML file over c. Unknown keys are errors that name the
+// key and its line.
+func (c *Config) LoadFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		msg := err.Error()
+		if m := unknownField.FindAllStringSubmatch(msg, -1); m != nil {
+			var keys []string
+			for _, x := range m {
+				keys = append(keys, fmt.Sprintf("line %s: unknown key %q (in %s)", x[1], x[2], sectionOf(x[3])))
+			}
+			return fmt.Errorf("config file %s: %s", path, strings.Join(keys, "; "))
+		}
+		return fmt.Errorf("config file %s: %s", path, strings.TrimPrefix(msg, "yaml: "))
+	}
+	return nil
+}
+
+// sectionOf names the section of a Go type in the YAML file.
+func sectionOf(goType string) string {
+	name := goType[strings.LastIndex(goType, ".")+1:]
+	switch name {
+	case "Config":
+		return "the top level"
+	case "LocalInstance":
+		return "localInstance"
+	}
+	return strings.ToLower(name[:1]) + name[1:]
+}
+
+// Validate checks every key and names the first one at fault.
+func (c *Config) Validate() error {
+	host, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %q is not host:port: %v", c.Listen, err)
+	}
+	if port == "" {
+		return fmt.Errorf("listen: %q has no port", c.Listen)
+	}
+	if !c.AllowRemote && !loopback(host) {
+		return fmt.Errorf("listen: %q is not a loopback address, and the API has no authentication yet; set allowRemote: true (SWITCHYARD_ALLOW_REMOTE=true) to expose it anyway", c.Listen)
+	}
+	if c.ShutdownGrace < 0 {
+		return errors.New("shutdownGrace: must not be negative")
+	}
+	if c.KeepAlive < Duration(time.Second) {
+		return fmt.Errorf("keepAlive: must be at least 1s, got %s", c.KeepAlive.Std())
+	}
+	switch c.Log.Level {
+	case "trace", "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("log.level: %q is not one of trace, debug, info, warn, error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		return fmt.Errorf("log.format: %q is neither text nor json", c.Log.Format)
+	}
+	switch c.Store.Driver {
+	case "memory":
+	case "sqlite", "postgres":
+		return fmt.Errorf("store.driver: %q is not available in this build yet (use memory)", c.Store.Driver)
+	default:
+		return fmt.Errorf("store.driver: %q is not a store (memory)", c.Store.Driver)
+	}
+	if c.LocalInstance.Capacity < 1 {
+		return fmt.Errorf("localInstance.capacity: must be at least 1, got %d", c.LocalInstance.Capacity)
+	}
+	for name, v := range map[string]int{
+		"limits.maxComplexity": c.Limits.MaxComplexity, "limits.maxDepth": c.Limits.MaxDepth,
+		"limits.maxBodyBytes": c.Limits.MaxBodyBytes, "limits.maxWebSocketPayloadBytes": c.Limits.MaxWebSocketPayloadBytes,
+		"limits.maxSubscriberLag": c.Limits.MaxSubscriberLag, "health.unhealthyAfter": c.Health.UnhealthyAfter,
+	} {
+		if v < 0 {
+			return fmt.Errorf("%s: must not be negative, got %d", name, v)
+		}
+	}
+	if c.Health.Interval < Duration(100*time.Millisecond) || c.Health.Timeout <= 0 {
+		return errors.New("health.interval and health.timeout: the interval must be at least 100ms and the timeout positive")
+	}
+	if _, err := c.EngineConfig(); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for i, in := range c.Instances {
+		ic, err := in.executorConfig()
+		if err == nil {
+			err = ic.Validate()
+		}
+		if err != nil {
+			field, msg, ok := strings.Cut(strings.SplitN(err.Error(), "\n", 2)[0], ": ")
+			if !ok {
+				return fmt.Errorf("instances[%d]: %v", i, err)
+			}
+			return fmt.Errorf("instances[%d].%s: %s", i, field, msg)
+		}
+		if seen[in.ID] {
+			return fmt.Errorf("instances[%d].id: %q is used twice", i, in.ID)
+		}
+		if in.ID == LocalInstanceID && c.LocalInstance.Enabled {
+			return fmt.Errorf("instances[%d].id: %q is the local instance's id", i, in.ID)
+		}
+		seen[in.ID] = true
+	}
+	return nil
+}
+
+// LocalInstanceID is the id of the built-in instance `serve` starts.
+const LocalInstanceID = "local"
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// EngineConfig returns the engine's configuration, validated (defaults
+// filled in), with errors that name the key under engine.
+func (c *Config) EngineConfig() (engine.Config, error) {
+	e := c.Engine
+	ec := engine.Config{
+		MaxInFlight: e.MaxInFlight, MaxQueued: e.MaxQueued, MaxQueuedPerAgent: e.MaxQueuedPerAgent,
+		MaxQueuedPerSession: e.MaxQueuedPerSession, AgentMaxInFlight: e.AgentMaxInFlight, SessionMaxInFlight: e.SessionMaxInFlight,
+		AgingThreshold: e.AgingThreshold.Std(), LeaseGrace: e.LeaseGrace.Std(), Retention: e.Retention.Std(),
+		EventBuffer: e.EventBuffer, FairnessCandidates: e.FairnessCandidates, MaxBatch: e.MaxBatch,
+	}
+	for _, l := range e.Lanes {
+		lc := engine.LaneConfig{Name: l.Name, MaxInFlight: l.MaxInFlight, MaxQueued: l.MaxQueued,
+			DropPolicy: engine.DropPolicy(l.DropPolicy), Paused: l.Paused, MaxDepth: l.MaxDepth, Timeout: l.Timeout.Std()}
+		if r := l.Retry; r != nil {
+			lc.Retry = engine.RetryPolicy{MaxAttempts: r.MaxAttempts, Backoff: r.Backoff.Std(), Multiplier: r.Multiplier,
+				MaxBackoff: r.MaxBackoff.Std(), Jitter: r.Jitter}
+		}
+		ec.Lanes = append(ec.Lanes, lc)
+	}
+	if len(ec.Lanes) == 0 {
+		ec.Lanes = engine.DefaultLanes()
+	}
+	lanes, err := engine.ApplyLaneEnv(ec.Lanes, c.environ)
+	if err != nil {
+		return ec, err // names the variable
+	}
+	ec.Lanes = lanes
+	if len(c.Agents) > 0 {
+		ec.Agents = make(map[string]engine.AgentConfig, len(c.Agents))
+		for id, a := range c.Agents {
+			ec.Agents[id] = engine.AgentConfig{Weight: a.Weight, MaxInFlight: a.MaxInFlight}
+		}
+	}
+	if err := ec.Validate(); err != nil {
+		msg := err.Error()
+		if strings.HasPrefix(msg, "agents.") {
+			return ec, errors.New(msg)
+		}
+		if strings.HasPrefix(msg, "lanes[") {
+			// "lanes[1]: dropPolicy: …" names the key engine.lanes[1].dropPolicy.
+			if lane, rest, ok := strings.Cut(msg, ": "); ok {
+				if field, why, ok := strings.Cut(rest, ": "); ok && !strings.ContainsAny(field, " \"") {
+					msg = lane + "." + field + ": " + why
+				}
+			}
+		}
+		return ec, errors.New("engine." + msg)
+	}
+	return ec, nil
+}
+
+// APILimits returns the API's limits.
+func (c *Config) APILimits() resolvers.Limits {
+	l := c.Limits
+	return resolvers.Limits{MaxComplexity: l.MaxComplexity, MaxDepth: l.MaxDepth, MaxBodyBytes: l.MaxBodyBytes,
+		MaxWebSocketPayloadBytes: l.MaxWebSocketPayloadBytes, MaxSubscriberLag: l.MaxSubscriberLag}.WithDefaults()
+}
+
+// InstanceConfigs returns the instances to register at start.
+func (c *Config) InstanceConfigs() ([]executor.InstanceConfig, error) {
+	out := make([]executor.InstanceConfig, 0, len(c.Instances))
+	for i, in := range c.Instances {
+		ic, err := in.executorConfig()
+		if err != nil {
+			return nil, fmt.Errorf("instances[%d]: %w", i, err)
+		}
+		out = append(out, ic)
+	}
+	return out, nil
+}
+
+func (in Instance) executorConfig() (executor.InstanceConfig, error) {
+	kind, err := executor.ParseKind(in.Kind)
+	if err != nil {
+		return executor.InstanceConfig{}, fmt.Errorf("kind: %w", err)
+	}
+	return executor.InstanceConfig{ID: in.ID, URL: in.URL, Token: in.Token, Kind: kind, Capacity: in.Capacity, Labels: in.Labels}, nil
+}

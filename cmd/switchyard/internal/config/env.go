@@ -1,0 +1,153 @@
+// Environment overrides: every scalar key of the configuration has a
+// SWITCHYARD_ variable, derived from its YAML path, so that the list of
+// variables cannot drift from the file's keys.
+
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/switchyard/switchyard/engine"
+)
+
+// EnvPrefix starts every variable.
+const EnvPrefix = "SWITCHYARD_"
+
+// Variables that are not configuration keys but are read elsewhere.
+var otherVariables = map[string]string{
+	"SWITCHYARD_CONFIG": "the configuration file (serve --config)",
+}
+
+// envKey is one settable key.
+type envKey struct {
+	path  string // YAML path: log.format
+	name  string // SWITCHYARD_LOG_FORMAT
+	field reflect.Value
+}
+
+// envKeys lists the scalar keys of c, by variable name.
+func envKeys(c *Config) map[string]envKey {
+	out := map[string]envKey{}
+	var walk func(v reflect.Value, path, name string)
+	walk = func(v reflect.Value, path, name string) {
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
+			if tag == "" || tag == "-" || !f.IsExported() {
+				continue
+			}
+			p, n := joinPath(path, tag), name+"_"+upperSnake(tag)
+			fv := v.Field(i)
+			switch {
+			case f.Type == reflect.TypeOf(Duration(0)):
+				out[n[1:]] = envKey{path: p, name: EnvPrefix + n[1:], field: fv}
+			case f.Type.Kind() == reflect.Struct:
+				walk(fv, p, n)
+			case f.Type.Kind() == reflect.String || f.Type.Kind() == reflect.Int || f.Type.Kind() == reflect.Bool || f.Type.Kind() == reflect.Float64:
+				out[n[1:]] = envKey{path: p, name: EnvPrefix + n[1:], field: fv}
+			}
+		}
+	}
+	walk(reflect.ValueOf(c).Elem(), "", "")
+	return out
+}
+
+func joinPath(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "." + b
+}
+
+// upperSnake turns maxInFlight into MAX_IN_FLIGHT.
+func upperSnake(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if unicode.IsUpper(r) && i > 0 {
+			b.WriteByte('_')
+		}
+		b.WriteRune(unicode.ToUpper(r))
+	}
+	return b.String()
+}
+
+// EnvVariables lists every variable with the key it sets, sorted, for the
+// documentation.
+func EnvVariables() [][2]string {
+	c := Default()
+	var out [][2]string
+	for _, k := range envKeys(&c) {
+		out = append(out, [2]string{k.name, k.path})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	return out
+}
+
+// ApplyEnv applies SWITCHYARD_* variables from environ (os.Environ form).
+// A value that does not parse is an error naming the variable and its key;
+// variables that set nothing are returned as warnings.
+func (c *Config) ApplyEnv(environ []string) (warnings []string, err error) {
+	c.environ = environ
+	keys := envKeys(c)
+	for _, kv := range environ {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, EnvPrefix) {
+			continue
+		}
+		if strings.HasPrefix(name, engine.LaneEnvPrefix) {
+			continue // lanes: engine.ApplyLaneEnv, in EngineConfig
+		}
+		if _, ok := otherVariables[name]; ok {
+			continue
+		}
+		k, ok := keys[strings.TrimPrefix(name, EnvPrefix)]
+		if !ok {
+			warnings = append(warnings, fmt.Sprintf("%s sets no configuration key; ignored", name))
+			continue
+		}
+		if err := setScalar(k.field, val); err != nil {
+			return warnings, fmt.Errorf("%s (%s): %w", name, k.path, err)
+		}
+	}
+	return warnings, nil
+}
+
+func setScalar(v reflect.Value, s string) error {
+	s = strings.TrimSpace(s)
+	switch {
+	case v.Type() == reflect.TypeOf(Duration(0)):
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration (e.g. 30s, 5m)", s)
+		}
+		v.SetInt(int64(d))
+	case v.Kind() == reflect.String:
+		v.SetString(s)
+	case v.Kind() == reflect.Int:
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("%q is not an integer", s)
+		}
+		v.SetInt(int64(n))
+	case v.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", s)
+		}
+		v.SetBool(b)
+	case v.Kind() == reflect.Float64:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not a number", s)
+		}
+		v.SetFloat(f)
+	}
+	return nil
+}

@@ -1,0 +1,226 @@
+// `switchyard serve`: the scheduler, its GraphQL API and, by default, a
+// local headless Chromium instance to run tasks on.
+
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/switchyard/switchyard/cmd/switchyard/internal/config"
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/engine/executor/artifact"
+	"github.com/switchyard/switchyard/engine/executor/chromium"
+	"github.com/switchyard/switchyard/engine/store/memory"
+	"github.com/switchyard/switchyard/graph/server"
+)
+
+// loadConfig reads the configuration: defaults, the file, the environment,
+// then the flags that were given; and validates it.
+func loadConfig(args []string, stderr io.Writer) (config.Config, []string, error) {
+	cfg := config.Default()
+	fs := newFlags("serve", "[flags]", stderr)
+	file := fs.String("config", os.Getenv("SWITCHYARD_CONFIG"), "a YAML configuration file (default $SWITCHYARD_CONFIG)")
+	listen := fs.String("listen", cfg.Listen, "the HTTP address of the API")
+	logLevel := fs.String("log-level", cfg.Log.Level, "trace, debug, info, warn or error")
+	logFormat := fs.String("log-format", cfg.Log.Format, "text or json")
+	store := fs.String("store", cfg.Store.Driver, "the store: memory")
+	noLocal := fs.Bool("no-local-instance", false, "do not start the built-in Chromium instance")
+	artifacts := fs.String("artifacts-dir", "", "keep artifacts (screenshots, PDFs) in this directory (default: in memory)")
+	grace := fs.Duration("shutdown-grace", cfg.ShutdownGrace.Std(), "how long running tasks get to finish at shutdown")
+	if err := parseFlags(fs, args); err != nil {
+		return cfg, nil, err
+	}
+	if *file != "" {
+		if err := cfg.LoadFile(*file); err != nil {
+			return cfg, nil, err
+		}
+	}
+	warnings, err := cfg.ApplyEnv(os.Environ())
+	if err != nil {
+		return cfg, nil, err
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "listen":
+			cfg.Listen = *listen
+		case "log-level":
+			cfg.Log.Level = *logLevel
+		case "log-format":
+			cfg.Log.Format = *logFormat
+		case "store":
+			cfg.Store.Driver = *store
+		case "no-local-instance":
+			cfg.LocalInstance.Enabled = !*noLocal
+		case "artifacts-dir":
+			cfg.Artifacts.Dir = *artifacts
+		case "shutdown-grace":
+			cfg.ShutdownGrace = config.Duration(*grace)
+		}
+	})
+	if err := cfg.Validate(); err != nil {
+		return cfg, nil, fmt.Errorf("invalid configuration: %w", err)
+	}
+	return cfg, warnings, nil
+}
+
+// openStore returns the store the configuration names. Only the memory store
+// exists in this build; the SQLite and PostgreSQL drivers plug in here.
+func openStore(c config.Store) (engine.Store, error) {
+	switch c.Driver {
+	case "memory":
+		return memory.New(memory.Options{}), nil
+	}
+	return nil, fmt.Errorf("store.driver: %q is not available", c.Driver)
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, warnings, err := loadConfig(args, stderr)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.Log.Level, cfg.Log.Format, stderr)
+	for _, w := range warnings {
+		log.Warn(w)
+	}
+	engCfg, err := cfg.EngineConfig()
+	if err != nil {
+		return err
+	}
+
+	reg := executor.NewRegistry(executor.RegistryOptions{Logger: log, HealthInterval: cfg.Health.Interval.Std(),
+		HealthTimeout: cfg.Health.Timeout.Std(), UnhealthyAfter: cfg.Health.UnhealthyAfter})
+	defer reg.Close()
+
+	local, err := startLocalInstance(ctx, cfg.LocalInstance, reg, log)
+	if err != nil {
+		return err
+	}
+	if local != nil {
+		defer local.Close()
+	}
+	instances, err := cfg.InstanceConfigs()
+	if err != nil {
+		return err
+	}
+	for _, ic := range instances {
+		if _, err := reg.Register(ic); err != nil {
+			return fmt.Errorf("instances: %w", err)
+		}
+	}
+
+	var arts artifact.Store = artifact.NewMemory()
+	if cfg.Artifacts.Dir != "" {
+		if arts, err = artifact.NewDir(cfg.Artifacts.Dir); err != nil {
+			return fmt.Errorf("artifacts.dir: %w", err)
+		}
+	}
+	exec, err := executor.New(executor.Options{Registry: reg, Artifacts: arts, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer exec.Close()
+
+	store, err := openStore(cfg.Store)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	eng, err := engine.New(engine.Options{Config: engCfg, Store: store, Executor: exec, Logger: log})
+	if err != nil {
+		return err
+	}
+	if err := eng.Start(ctx); err != nil {
+		return err
+	}
+	reg.SetSink(eng)
+
+	srv, err := server.New(server.Options{
+		Engine: eng, Registry: reg, Artifacts: arts, Logger: log, Version: Version(),
+		Limits: cfg.APILimits(), KeepAlive: cfg.KeepAlive.Std(),
+		Ready: func() error {
+			if local == nil {
+				return nil
+			}
+			in, ok := reg.Get(config.LocalInstanceID)
+			if !ok || in.Health != executor.HealthHealthy {
+				return errors.New("the local browser instance is not healthy yet")
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	url := "http://" + ln.Addr().String()
+	log.Info("switchyard serving", "version", Version(), "playground", url+"/", "graphql", url+"/graphql",
+		"store", cfg.Store.Driver, "lanes", len(engCfg.Lanes))
+	fmt.Fprintf(stdout, "Switchyard %s: playground at %s/ , GraphQL at %s/graphql\n", Version(), url, url)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+
+	// Drain: refuse new work (readyz answers 503), let running tasks finish
+	// within the grace period, cancel the rest; then close the API.
+	log.Info("shutting down: draining", "grace", cfg.ShutdownGrace.Std())
+	gctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace.Std())
+	defer cancel()
+	if err := eng.Shutdown(gctx); err != nil {
+		log.Error("engine shutdown", "error", err)
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error("http shutdown", "error", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// startLocalInstance starts the built-in Chromium instance and registers it,
+// when enabled and a browser is found.
+func startLocalInstance(ctx context.Context, c config.LocalInstance, reg *executor.Registry, log hclog.Logger) (*chromium.Instance, error) {
+	if !c.Enabled {
+		log.Info("local browser instance disabled")
+		return nil, nil
+	}
+	path := c.Chromium
+	if path == "" {
+		p, ok := chromium.Find()
+		if !ok {
+			log.Warn("no Chromium found: no local browser instance (install Debian's chromium, or register instances)")
+			return nil, nil
+		}
+		path = p
+	}
+	local, err := chromium.Start(ctx, chromium.Options{ExecPath: path, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("start the local browser instance (%s): %w (--no-local-instance runs without it)", path, err)
+	}
+	if _, err := reg.Register(executor.InstanceConfig{ID: config.LocalInstanceID, URL: local.URL(), Token: local.Token(),
+		Capacity: c.Capacity}); err != nil {
+		local.Close()
+		return nil, err
+	}
+	log.Info("local browser instance started", "instance", config.LocalInstanceID, "browser", path, "url", local.URL(), "capacity", c.Capacity)
+	return local, nil
+}

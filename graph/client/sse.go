@@ -1,0 +1,96 @@
+// Subscriptions over Server-Sent Events: a POST with Accept:
+// text/event-stream, answered with "next" events and a final "complete".
+
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// SSEStream is a subscription over Server-Sent Events.
+type SSEStream struct {
+	body   io.ReadCloser
+	sc     *bufio.Scanner
+	cancel context.CancelFunc
+}
+
+// SubscribeSSE starts a subscription over Server-Sent Events. Close the
+// stream when done.
+func (c *Client) SubscribeSSE(ctx context.Context, query string, vars map[string]any) (*SSEStream, error) {
+	body, err := json.Marshal(Request{Query: query, Variables: vars})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	c.headers(hr)
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Accept", "text/event-stream")
+	res, err := c.httpClient().Do(hr)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if res.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		cancel()
+		return nil, &StatusError{Status: res.StatusCode, Body: string(data)}
+	}
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	return &SSEStream{body: res.Body, sc: sc, cancel: cancel}, nil
+}
+
+// Next returns the next message, or io.EOF after the "complete" event.
+func (s *SSEStream) Next() (Message, error) {
+	event := ""
+	var data strings.Builder
+	for s.sc.Scan() {
+		line := s.sc.Text()
+		switch {
+		case line == "":
+			if event == "complete" {
+				return Message{}, io.EOF
+			}
+			if data.Len() == 0 {
+				event = ""
+				continue // a comment-only block (keepalive)
+			}
+			var m Message
+			if err := json.Unmarshal([]byte(data.String()), &m); err != nil {
+				return Message{}, fmt.Errorf("undecodable event: %w", err)
+			}
+			return m, nil
+		case strings.HasPrefix(line, ":"):
+		case strings.HasPrefix(line, "event:"):
+			event = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
+		case strings.HasPrefix(line, "data:"):
+			if data.Len() > 0 {
+				data.WriteByte('\n')
+			}
+			data.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+		}
+	}
+	if err := s.sc.Err(); err != nil {
+		return Message{}, err
+	}
+	return Message{}, io.EOF
+}
+
+// Close ends the stream.
+func (s *SSEStream) Close() error {
+	s.cancel()
+	return s.body.Close()
+}

@@ -1,0 +1,15 @@
+// Package graph is Switchyard's GraphQL API over the engine: the schema
+// (schema.graphqls at the repository root), the code gqlgen generates from it,
+// the resolvers, subscriptions and the HTTP server.
+//
+//	graph/model        the Go side of the schema's types (wrappers of engine snapshots)
+//	graph/generated    gqlgen's executable schema (generated: do not edit)
+//	graph/resolvers    queries, mutations and subscriptions over the engine
+//	graph/eventstream  one subscriber's reader of the engine's event log (resume, LAGGED)
+//	graph/metrics      Prometheus collectors that read the engine on scrape
+//	graph/server       HTTP: /graphql (POST, GET, WebSocket, SSE), limits, health, metrics, artifacts, playground
+//	graph/client       a small GraphQL client (HTTP, WebSocket, SSE) for tests, tools and bench
+//	graph/web          the browser apps served from embedded assets (the playground)
+package graph
+
+//go:generate go tool gqlgen generate

@@ -1,0 +1,170 @@
+// Package metrics exposes Switchyard to Prometheus. The engine and the
+// instance registry keep their own counters; the Collector reads them when
+// Prometheus scrapes, so that nothing on the hot path touches a Prometheus
+// metric. The GraphQL layer's own numbers (subscriptions, lagged events)
+// are kept by a Subscriptions observer.
+package metrics
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/executor"
+)
+
+const ns = "switchyard"
+
+// Collector reads the engine and the registry on every scrape.
+type Collector struct {
+	eng *engine.Engine
+	reg *executor.Registry // may be nil
+
+	tasks, ended, inflight, maxInflight, pending, counters, latency, lastSeq, draining *prometheus.Desc
+	laneQueued, laneInflight, laneMax, lanePaused                                      *prometheus.Desc
+	instUp, instLatency, instInflight, instTabs, instCapacity, instFailures            *prometheus.Desc
+}
+
+// NewCollector returns a collector of the engine's and (when not nil) the
+// registry's state.
+func NewCollector(eng *engine.Engine, reg *executor.Registry) *Collector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(ns+"_"+name, help, labels, nil)
+	}
+	return &Collector{
+		eng: eng, reg: reg,
+		tasks:        d("tasks", "Live tasks by state.", "state"),
+		ended:        d("tasks_ended_total", "Tasks that reached a terminal state (or PARKED) since start.", "state"),
+		inflight:     d("in_flight", "Tasks running now (ASSIGNED or RUNNING)."),
+		maxInflight:  d("max_in_flight", "The global concurrency ceiling."),
+		pending:      d("queue_depth", "Tasks QUEUED, WAITING or in RETRY_WAIT, over all lanes."),
+		counters:     d("engine_events_total", "Engine counters since start, by kind.", "kind"),
+		latency:      d("dispatch_latency_seconds", "How long tasks waited from QUEUED to dispatch."),
+		lastSeq:      d("event_seq", "The seq of the latest event."),
+		draining:     d("draining", "1 while the engine refuses new work."),
+		laneQueued:   d("lane_queue_depth", "Tasks QUEUED, WAITING or in RETRY_WAIT, by lane.", "lane"),
+		laneInflight: d("lane_in_flight", "Tasks running, by lane.", "lane"),
+		laneMax:      d("lane_max_in_flight", "The concurrency ceiling, by lane.", "lane"),
+		lanePaused:   d("lane_paused", "1 while a lane is paused.", "lane"),
+		instUp:       d("instance_healthy", "1 when an instance passed its last health check.", "instance", "kind"),
+		instLatency:  d("instance_health_latency_seconds", "The latency of an instance's last successful health check.", "instance"),
+		instInflight: d("instance_in_flight", "Attempts running on an instance.", "instance"),
+		instTabs:     d("instance_tabs", "Open tabs of an instance, as it last reported.", "instance"),
+		instCapacity: d("instance_capacity", "Concurrent attempts an instance accepts (0: unlimited).", "instance"),
+		instFailures: d("instance_health_failures", "Consecutive failed health checks of an instance.", "instance"),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.tasks, c.ended, c.inflight, c.maxInflight, c.pending, c.counters, c.latency,
+		c.lastSeq, c.draining, c.laneQueued, c.laneInflight, c.laneMax, c.lanePaused,
+		c.instUp, c.instLatency, c.instInflight, c.instTabs, c.instCapacity, c.instFailures} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	s := c.eng.Stats()
+	for st := engine.StateQueued; st <= engine.StateExpired; st++ {
+		if !st.Terminal() {
+			gauge(c.tasks, float64(s.ByState[st]), st.String())
+		} else {
+			counter(c.ended, float64(s.Ended[st]), st.String())
+		}
+	}
+	counter(c.ended, float64(s.Ended[engine.StateParked]), engine.StateParked.String())
+	gauge(c.inflight, float64(s.InFlight))
+	gauge(c.maxInflight, float64(s.MaxInFlight))
+	gauge(c.pending, float64(s.Pending))
+	for kind, v := range map[string]uint64{
+		"submitted": s.Submitted, "dispatched": s.Dispatched, "rejected": s.Rejected, "dropped": s.Dropped,
+		"lease_expired": s.LeaseExpiry, "stale": s.Stale, "policy_invalid": s.PolicyInvalid,
+		"commit_errors": s.CommitErrors, "purged": s.Purged,
+	} {
+		counter(c.counters, float64(v), kind)
+	}
+	gauge(c.lastSeq, float64(s.LastSeq))
+	gauge(c.draining, b2f(s.Draining))
+	ch <- histogram(c.latency, &s.DispatchLatency)
+
+	for _, l := range c.eng.Lanes() {
+		gauge(c.laneQueued, float64(l.Pending), l.Config.Name)
+		gauge(c.laneInflight, float64(l.InFlight), l.Config.Name)
+		gauge(c.laneMax, float64(l.Config.MaxInFlight), l.Config.Name)
+		gauge(c.lanePaused, b2f(l.Config.Paused), l.Config.Name)
+	}
+	if c.reg == nil {
+		return
+	}
+	for _, in := range c.reg.List() {
+		gauge(c.instUp, b2f(in.Health == executor.HealthHealthy), in.ID, string(in.Kind))
+		gauge(c.instLatency, in.Latency.Seconds(), in.ID)
+		gauge(c.instInflight, float64(in.InFlight), in.ID)
+		gauge(c.instTabs, float64(in.Tabs), in.ID)
+		gauge(c.instCapacity, float64(in.Capacity), in.ID)
+		gauge(c.instFailures, float64(in.Failures), in.ID)
+	}
+}
+
+// histogram turns the engine's exponential histogram into a Prometheus one
+// (cumulative buckets, in seconds).
+func histogram(d *prometheus.Desc, h *engine.Histogram) prometheus.Metric {
+	buckets := make(map[float64]uint64, engine.HistogramBuckets-1)
+	var cum uint64
+	for i := 0; i < engine.HistogramBuckets-1; i++ {
+		cum += h.Counts[i]
+		buckets[h.UpperBound(i).Seconds()] = cum
+	}
+	count := cum + h.Counts[engine.HistogramBuckets-1]
+	return prometheus.MustNewConstHistogram(d, count, time.Duration(h.SumNs).Seconds(), buckets)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Subscriptions counts the GraphQL layer's subscriptions and the events
+// their subscribers missed. It implements resolvers.Observer.
+type Subscriptions struct {
+	active *prometheus.GaugeVec
+	lagged *prometheus.CounterVec
+	total  atomic.Uint64
+}
+
+// NewSubscriptions returns the observer, registered with reg.
+func NewSubscriptions(reg prometheus.Registerer) *Subscriptions {
+	s := &Subscriptions{
+		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "graphql_subscriptions",
+			Help: "Open GraphQL subscriptions, by field."}, []string{"subscription"}),
+		lagged: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "graphql_subscription_lagged_events_total",
+			Help: "Events subscribers missed because they fell behind (each reported to them in a LAGGED event)."}, []string{"subscription"}),
+	}
+	reg.MustRegister(s.active, s.lagged)
+	return s
+}
+
+// SubscriptionStarted implements resolvers.Observer.
+func (s *Subscriptions) SubscriptionStarted(kind string) func() {
+	g := s.active.WithLabelValues(kind)
+	g.Inc()
+	s.total.Add(1)
+	return g.Dec
+}
+
+// Lagged implements resolvers.Observer.
+func (s *Subscriptions) Lagged(kind string, n uint64) {
+	s.lagged.WithLabelValues(kind).Add(float64(n))
+}

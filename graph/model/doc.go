@@ -1,0 +1,8 @@
+// Package model holds the Go side of the GraphQL types in schema.graphqls.
+//
+// The big output types (Task, Lane, Stats, Instance, …) wrap the engine's
+// own snapshots and expose them through methods that gqlgen binds to the
+// schema's fields: nothing is copied per request beyond what a query asks
+// for. Enums are bound to the engine's constants in gqlgen.yml. The small
+// types that need no hand-written logic are generated into models_gen.go.
+package model

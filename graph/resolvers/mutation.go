@@ -1,0 +1,415 @@
+// Mutations: submitting and cancelling work, tuning lanes and agents,
+// managing instances. Each validates its input first (validate.go).
+
+package resolvers
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/graph/model"
+)
+
+func (m *mutationResolver) SubmitTask(ctx context.Context, input model.SubmitTaskInput) (*model.Task, error) {
+	spec, verr := taskSpec("input", &input, time.Now())
+	if verr != nil {
+		return nil, verr
+	}
+	t, err := m.eng.Submit(ctx, spec)
+	if err != nil {
+		return nil, inField(err, "input")
+	}
+	return model.NewTask(t), nil
+}
+
+func (m *mutationResolver) SubmitTasks(ctx context.Context, input model.SubmitTasksInput) (*model.SubmitTasksPayload, error) {
+	n := len(input.Items)
+	switch {
+	case n == 0:
+		return nil, invalid("input.items", "a batch needs at least one item")
+	case n > m.maxBat:
+		return nil, limitError("input.items", "a batch holds at most %d items, got %d", m.maxBat, n)
+	}
+	par := deref(input.Parallelism)
+	if input.Parallelism != nil && (par < 1 || par > 10) {
+		return nil, invalid("input.parallelism", "must be within 1..10 (omit it for no cap), got %d", par)
+	}
+	if input.WebhookURL != nil {
+		if err := checkURL("input.webhookUrl", *input.WebhookURL); err != nil {
+			return nil, err
+		}
+	}
+
+	// Validate every item; an item that fails, and every item that depends
+	// on it, is refused here and never reaches the engine.
+	now := time.Now()
+	out := &model.SubmitTasksPayload{Items: make([]*model.SubmitTaskResult, n)}
+	specs := make([]engine.TaskSpec, n)
+	refused := make([]*engine.Error, n)
+	keys := make(map[string]int, n)
+	for i, it := range input.Items {
+		path := "input.items." + strconv.Itoa(i)
+		out.Items[i] = &model.SubmitTaskResult{Index: i, Key: it.Key}
+		if k := deref(it.Key); k != "" || it.Key != nil {
+			if err := checkID(path+".key", k, true); err != nil {
+				refused[i] = err
+				continue
+			}
+			if _, dup := keys[k]; dup {
+				refused[i] = invalid(path+".key", "key %q is used by another item", k)
+				continue
+			}
+			keys[k] = i
+		}
+		specs[i], refused[i] = taskSpec(path+".task", it.Task, now)
+	}
+	for changed := true; changed; {
+		changed = false
+		for i := range specs {
+			if refused[i] != nil {
+				continue
+			}
+			for _, d := range specs[i].DependsOn {
+				if j, ok := keys[d]; ok && refused[j] != nil {
+					refused[i] = invalid("input.items."+strconv.Itoa(i)+".task.dependsOn", "depends on item %s, which was refused", d)
+					changed = true
+					break
+				}
+			}
+		}
+	}
+
+	items := make([]engine.BatchItem, 0, n)
+	orig := make([]int, 0, n) // engine item → input item
+	for i := range specs {
+		if refused[i] != nil {
+			out.Items[i].Error = &model.ItemError{E: refused[i]}
+			out.Refused++
+			continue
+		}
+		items = append(items, engine.BatchItem{Key: deref(input.Items[i].Key), Spec: specs[i]})
+		orig = append(orig, i)
+	}
+	if len(items) == 0 {
+		return out, nil
+	}
+	res, err := m.eng.SubmitBatch(ctx, engine.BatchSpec{Items: items, Parallelism: par, WebhookURL: deref(input.WebhookURL)})
+	if err != nil {
+		return nil, inField(err, "input")
+	}
+	if res.BatchID != "" {
+		out.BatchID = &res.BatchID
+	}
+	for j, r := range res.Items {
+		item := out.Items[orig[j]]
+		item.Task = model.NewTask(r.Task)
+		if r.Err != nil {
+			item.Error = &model.ItemError{E: renumber(asEngineError(r.Err), orig)}
+			out.Refused++
+		} else {
+			out.Accepted++
+		}
+	}
+	return out, nil
+}
+
+// renumber rewrites an engine item error, which numbers the items the engine
+// saw, in the numbering of the input and under its path.
+func renumber(e *engine.Error, orig []int) *engine.Error {
+	cp := *e
+	if rest, ok := strings.CutPrefix(e.Field, "items."); ok {
+		idx, sub, _ := strings.Cut(rest, ".")
+		if j, err := strconv.Atoi(idx); err == nil && j < len(orig) {
+			cp.Field = "input.items." + strconv.Itoa(orig[j])
+			if sub != "" && sub != "key" {
+				cp.Field += ".task"
+			}
+			if sub != "" {
+				cp.Field += "." + sub
+			}
+		}
+	} else if e.Field != "" {
+		cp.Field = "input." + e.Field
+	}
+	if len(e.IDs) > 0 {
+		cp.IDs = make([]string, len(e.IDs))
+		for i, id := range e.IDs {
+			if j, err := strconv.Atoi(strings.TrimPrefix(id, "#")); strings.HasPrefix(id, "#") && err == nil && j < len(orig) {
+				id = "#" + strconv.Itoa(orig[j])
+			}
+			cp.IDs[i] = id
+		}
+	}
+	return &cp
+}
+
+func checkReason(reason *string) (string, error) {
+	r := deref(reason)
+	if len(r) > maxReason {
+		return "", invalid("reason", "is longer than %d bytes", maxReason)
+	}
+	return r, nil
+}
+
+func (m *mutationResolver) CancelTask(ctx context.Context, id string, reason *string) (*model.Task, error) {
+	if err := checkID("id", id, true); err != nil {
+		return nil, err
+	}
+	why, err := checkReason(reason)
+	if err != nil {
+		return nil, err
+	}
+	t, err := m.eng.Cancel(ctx, id, why)
+	if err != nil {
+		var ee *engine.Error
+		if errors.As(err, &ee) && t != nil && ee.TaskID == "" {
+			cp := *ee
+			cp.TaskID = t.ID
+			return nil, &cp
+		}
+		return nil, err
+	}
+	return model.NewTask(t), nil
+}
+
+func (m *mutationResolver) CancelTasks(ctx context.Context, filter model.TaskFilter, reason *string) (*model.CancelPayload, error) {
+	f, ferr := taskFilter("filter", &filter)
+	if ferr != nil {
+		return nil, ferr
+	}
+	why, err := checkReason(reason)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := m.eng.CancelWhere(ctx, f, why)
+	if err != nil {
+		return nil, err
+	}
+	return &model.CancelPayload{Ids: ids, Count: len(ids)}, nil
+}
+
+func (m *mutationResolver) StopSession(ctx context.Context, sessionKey string, all *bool) (*model.CancelPayload, error) {
+	if err := checkID("sessionKey", sessionKey, true); err != nil {
+		return nil, err
+	}
+	ids, err := m.eng.StopSession(ctx, sessionKey, deref(all))
+	if err != nil {
+		return nil, err
+	}
+	if ids == nil {
+		ids = []string{}
+	}
+	return &model.CancelPayload{Ids: ids, Count: len(ids)}, nil
+}
+
+func (m *mutationResolver) RetryTask(ctx context.Context, id string) (*model.Task, error) {
+	if err := checkID("id", id, true); err != nil {
+		return nil, err
+	}
+	t, err := m.eng.Retry(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return model.NewTask(t), nil
+}
+
+func (m *mutationResolver) ResetTask(ctx context.Context, id string) (*model.Task, error) {
+	if err := checkID("id", id, true); err != nil {
+		return nil, err
+	}
+	t, err := m.eng.Reset(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return model.NewTask(t), nil
+}
+
+func (m *mutationResolver) UpdateLane(_ context.Context, name string, input model.LaneInput) (*model.Lane, error) {
+	if !validName(name) {
+		return nil, invalid("name", "%q is not a lane name", name)
+	}
+	var u engine.LaneUpdate
+	if v := input.MaxInFlight; v != nil {
+		if *v < 0 {
+			return nil, invalid("input.maxInFlight", "must not be negative, got %d", *v)
+		}
+		u.MaxInFlight = v
+	}
+	if v := input.MaxQueued; v != nil {
+		if *v < 1 {
+			return nil, invalid("input.maxQueued", "must be at least 1, got %d", *v)
+		}
+		u.MaxQueued = v
+	}
+	if v := input.MaxDepth; v != nil {
+		if *v < 1 || *v > 1000 {
+			return nil, invalid("input.maxDepth", "must be within 1..1000, got %d", *v)
+		}
+		u.MaxDepth = v
+	}
+	u.DropPolicy, u.Paused = input.DropPolicy, input.Paused
+	if v := input.TimeoutMs; v != nil {
+		d, err := millis("input.timeoutMs", *v, 1, maxTimeout)
+		if err != nil {
+			return nil, err
+		}
+		u.Timeout = &d
+	}
+	if input.RetryPolicy != nil {
+		rp, err := retryPolicy("input.retryPolicy", input.RetryPolicy)
+		if err != nil {
+			return nil, err
+		}
+		u.Retry = &rp
+	}
+	l, err := m.eng.UpdateLane(name, u)
+	if err != nil {
+		return nil, inField(err, "input")
+	}
+	return &model.Lane{L: l}, nil
+}
+
+func (m *mutationResolver) SetAgent(_ context.Context, id string, input model.AgentInput) (*engine.AgentStatus, error) {
+	if err := checkID("id", id, true); err != nil {
+		return nil, err
+	}
+	var c engine.AgentConfig
+	if v := input.Weight; v != nil {
+		if *v < 1 || *v > 1_000_000 {
+			return nil, invalid("input.weight", "must be within 1..1000000, got %d", *v)
+		}
+		c.Weight = *v
+	}
+	if v := input.MaxInFlight; v != nil {
+		if *v < 1 {
+			return nil, invalid("input.maxInFlight", "must be at least 1, got %d", *v)
+		}
+		c.MaxInFlight = *v
+	}
+	if err := m.eng.SetAgent(id, c); err != nil {
+		return nil, inField(err, "input")
+	}
+	for _, a := range m.eng.Agents() {
+		if a.ID == id {
+			return &a, nil
+		}
+	}
+	// The engine has not seen a task of this agent yet: report its settings.
+	cfg := m.eng.Config()
+	ac := cfg.Agents[id]
+	st := &engine.AgentStatus{ID: id, Weight: max(ac.Weight, 1), MaxInFlight: ac.MaxInFlight}
+	if st.MaxInFlight == 0 {
+		st.MaxInFlight = cfg.AgentMaxInFlight
+	}
+	return st, nil
+}
+
+func (m *mutationResolver) Drain(context.Context) (*model.Stats, error) {
+	m.eng.Drain()
+	m.log.Info("draining: new work is refused")
+	return &model.Stats{S: m.eng.Stats()}, nil
+}
+
+// registry returns the instance registry, or UNAVAILABLE.
+func (r *Resolver) registry() (*executor.Registry, error) {
+	if r.reg == nil {
+		return nil, &engine.Error{Code: engine.CodeUnavailable, Message: "this server manages no browser instances"}
+	}
+	return r.reg, nil
+}
+
+// registryError maps the registry's errors to the API's codes.
+func registryError(path, id string, err error) error {
+	switch {
+	case errors.Is(err, executor.ErrUnknownInstance):
+		return &engine.Error{Code: engine.CodeNotFound, Message: "no instance " + strconv.Quote(id)}
+	case errors.Is(err, executor.ErrDuplicateInstance):
+		return &engine.Error{Code: engine.CodeConflict, Field: path + ".id", Message: "instance " + strconv.Quote(id) + " is already registered"}
+	}
+	// The inputs were validated above: what is left is a config the
+	// registry refuses for its own reasons.
+	return invalid(path, "%s", err.Error())
+}
+
+func (m *mutationResolver) RegisterInstance(_ context.Context, input model.RegisterInstanceInput) (*model.Instance, error) {
+	reg, err := (*Resolver)(m).registry()
+	if err != nil {
+		return nil, err
+	}
+	cfg, verr := instanceConfig("input", &input)
+	if verr != nil {
+		return nil, verr
+	}
+	in, err := reg.Register(cfg)
+	if err != nil {
+		return nil, registryError("input", input.ID, err)
+	}
+	m.log.Info("instance registered over the API", "instance", in.ID, "url", in.URL)
+	return &model.Instance{I: in}, nil
+}
+
+func (m *mutationResolver) UpdateInstance(_ context.Context, id string, input model.UpdateInstanceInput) (*model.Instance, error) {
+	reg, err := (*Resolver)(m).registry()
+	if err != nil {
+		return nil, err
+	}
+	var u executor.InstanceUpdate
+	if input.URL != nil {
+		if err := checkURL("input.url", *input.URL); err != nil {
+			return nil, err
+		}
+		u.URL = input.URL
+	}
+	if input.Capacity != nil && *input.Capacity < 0 {
+		return nil, invalid("input.capacity", "must not be negative, got %d", *input.Capacity)
+	}
+	u.Token, u.Kind, u.Capacity = input.Token, input.Kind, input.Capacity
+	if input.Labels != nil {
+		labels, err := labelMap("input.labels", input.Labels)
+		if err != nil {
+			return nil, err
+		}
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		u.Labels = &labels
+	}
+	in, err := reg.Update(id, u)
+	if err != nil {
+		return nil, registryError("input", id, err)
+	}
+	return &model.Instance{I: in}, nil
+}
+
+func (m *mutationResolver) RemoveInstance(_ context.Context, id string) (*model.Instance, error) {
+	reg, err := (*Resolver)(m).registry()
+	if err != nil {
+		return nil, err
+	}
+	in, ok := reg.Get(id)
+	if !ok {
+		return nil, registryError("id", id, executor.ErrUnknownInstance)
+	}
+	if err := reg.Remove(id); err != nil {
+		return nil, registryError("id", id, err)
+	}
+	m.log.Info("instance removed over the API", "instance", id)
+	return &model.Instance{I: in}, nil
+}
+
+func (m *mutationResolver) LoadPlugin(context.Context, model.LoadPluginInput) (*model.Plugin, error) {
+	return nil, notAvailable("loadPlugin")
+}
+
+func (m *mutationResolver) UnloadPlugin(context.Context, string) (*model.Plugin, error) {
+	return nil, notAvailable("unloadPlugin")
+}
+
+func (m *mutationResolver) SetPolicy(context.Context, model.SetPolicyInput) ([]*model.PolicyAssignment, error) {
+	return nil, notAvailable("setPolicy")
+}

@@ -1,0 +1,279 @@
+// Queries: read-only views of the engine and the instance registry.
+
+package resolvers
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/graph/model"
+)
+
+func (q *queryResolver) Task(ctx context.Context, id string) (*model.Task, error) {
+	if err := checkID("id", id, true); err != nil {
+		return nil, err
+	}
+	t, err := q.eng.Task(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return model.NewTask(t), nil
+}
+
+func (q *queryResolver) Tasks(ctx context.Context, filter *model.TaskFilter, first *int, after *string, order *engine.Order) (*model.TaskConnection, error) {
+	f, ferr := taskFilter("filter", filter)
+	if ferr != nil {
+		return nil, ferr
+	}
+	ord := engine.NewestFirst
+	if order != nil {
+		ord = *order
+	}
+	return (*Resolver)(q).page(ctx, f, ord, first, 50, after)
+}
+
+// page reads one page of a listing.
+func (r *Resolver) page(ctx context.Context, f engine.TaskFilter, ord engine.Order, first *int, def int, after *string) (*model.TaskConnection, error) {
+	n := def
+	if first != nil {
+		n = *first
+	}
+	switch {
+	case n < 1:
+		return nil, invalid("first", "must be at least 1, got %d", n)
+	case n > MaxPageSize:
+		return nil, limitError("first", "a page holds at most %d tasks, got %d", MaxPageSize, n)
+	}
+	var from uint64
+	if after != nil && *after != "" {
+		seq, err := decodeCursor(*after)
+		if err != nil {
+			return nil, err
+		}
+		from = seq
+	}
+	q := engine.TaskQuery{Filter: f, Order: ord, After: from, Limit: min(n+1, MaxPageSize)}
+	ts, err := r.eng.Tasks(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	more := len(ts) > n
+	if more {
+		ts = ts[:n]
+	} else if len(ts) == MaxPageSize {
+		// A full page of the largest size: look one task further.
+		q.After, q.Limit = ts[len(ts)-1].Seq, 1
+		next, err := r.eng.Tasks(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		more = len(next) > 0
+	}
+	conn := &model.TaskConnection{Edges: make([]*model.TaskEdge, len(ts)), Filter: f,
+		PageInfo: &model.PageInfo{HasNextPage: more, HasPreviousPage: from != 0}}
+	for i, t := range ts {
+		conn.Edges[i] = &model.TaskEdge{Cursor: encodeCursor(t.Seq), Node: model.NewTask(t)}
+	}
+	if len(ts) > 0 {
+		conn.PageInfo.StartCursor = &conn.Edges[0].Cursor
+		conn.PageInfo.EndCursor = &conn.Edges[len(ts)-1].Cursor
+	}
+	return conn, nil
+}
+
+const cursorPrefix = "seq:"
+
+// encodeCursor makes the opaque cursor of a task: its seq, which orders every
+// listing and never changes.
+func encodeCursor(seq uint64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + strconv.FormatUint(seq, 10)))
+}
+
+func decodeCursor(c string) (uint64, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err == nil {
+		if s, ok := strings.CutPrefix(string(raw), cursorPrefix); ok {
+			if seq, perr := strconv.ParseUint(s, 10, 64); perr == nil {
+				return seq, nil
+			}
+		}
+	}
+	return 0, invalid("after", "is not a cursor of this API")
+}
+
+func (q *queryResolver) Batch(ctx context.Context, id string) (*model.Batch, error) {
+	if err := checkID("id", id, true); err != nil {
+		return nil, err
+	}
+	b, err := q.eng.Batch(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &model.Batch{B: b}, nil
+}
+
+func (q *queryResolver) Lanes(context.Context) ([]*model.Lane, error) {
+	lanes := q.eng.Lanes()
+	out := make([]*model.Lane, len(lanes))
+	for i := range lanes {
+		out[i] = &model.Lane{L: lanes[i]}
+	}
+	return out, nil
+}
+
+func (q *queryResolver) Lane(_ context.Context, name string) (*model.Lane, error) {
+	l, err := q.eng.Lane(name)
+	if err != nil {
+		return nil, err
+	}
+	return &model.Lane{L: l}, nil
+}
+
+func (q *queryResolver) Agents(context.Context) ([]*engine.AgentStatus, error) {
+	agents := q.eng.Agents()
+	out := make([]*engine.AgentStatus, len(agents))
+	for i := range agents {
+		out[i] = &agents[i]
+	}
+	return out, nil
+}
+
+func (q *queryResolver) Stats(context.Context) (*model.Stats, error) {
+	return &model.Stats{S: q.eng.Stats()}, nil
+}
+
+func (q *queryResolver) Plan(_ context.Context, limit *int) (*model.Plan, error) {
+	n := 20
+	if limit != nil {
+		n = *limit
+	}
+	switch {
+	case n < 1:
+		return nil, invalid("limit", "must be at least 1, got %d", n)
+	case n > 1000:
+		return nil, limitError("limit", "a plan holds at most 1000 steps, got %d", n)
+	}
+	p, err := q.eng.Plan(n)
+	if err != nil {
+		return nil, err
+	}
+	return &model.Plan{P: p}, nil
+}
+
+func (q *queryResolver) Policies(context.Context) ([]*model.PolicyAssignment, error) {
+	ps := q.eng.Policies()
+	out := make([]*model.PolicyAssignment, len(ps))
+	for i := range ps {
+		out[i] = &model.PolicyAssignment{P: ps[i]}
+	}
+	return out, nil
+}
+
+func (q *queryResolver) Plugins(context.Context) ([]*model.Plugin, error) {
+	return nil, notAvailable("plugins")
+}
+
+func (q *queryResolver) Instances(context.Context) ([]*model.Instance, error) {
+	if q.reg == nil {
+		return []*model.Instance{}, nil
+	}
+	insts := q.reg.List()
+	out := make([]*model.Instance, len(insts))
+	for i := range insts {
+		out[i] = &model.Instance{I: insts[i]}
+	}
+	return out, nil
+}
+
+func (q *queryResolver) Instance(_ context.Context, id string) (*model.Instance, error) {
+	if q.reg != nil {
+		if in, ok := q.reg.Get(id); ok {
+			return &model.Instance{I: in}, nil
+		}
+	}
+	return nil, &engine.Error{Code: engine.CodeNotFound, Message: "no instance " + strconv.Quote(id)}
+}
+
+func (q *queryResolver) Server(context.Context) (*model.ServerInfo, error) {
+	l := q.opts.Limits
+	return &model.ServerInfo{
+		Version: q.opts.Version, StartedAt: q.started, Draining: q.eng.Draining(),
+		Limits: &model.Limits{
+			MaxBatch: q.maxBat, MaxComplexity: l.MaxComplexity, MaxDepth: l.MaxDepth, MaxBodyBytes: l.MaxBodyBytes,
+			MaxWebSocketPayloadBytes: l.MaxWebSocketPayloadBytes, MaxPageSize: MaxPageSize, MaxSubscriberLag: l.MaxSubscriberLag,
+		},
+	}, nil
+}
+
+// Field resolvers.
+
+func (t *taskResolver) Dependencies(ctx context.Context, obj *model.Task) ([]*model.Dependency, error) {
+	deps := obj.T.Spec.DependsOn
+	out := make([]*model.Dependency, len(deps))
+	for i, id := range deps {
+		d := &model.Dependency{ID: id}
+		dt, err := t.eng.Task(ctx, id)
+		switch {
+		case err == nil:
+			st := dt.State
+			d.State, d.Result = &st, dt.Result
+		case !engine.IsCode(err, engine.CodeNotFound):
+			return nil, err
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+func (t *taskResolver) Children(ctx context.Context, obj *model.Task, first *int) ([]*model.Task, error) {
+	n := 100
+	if first != nil {
+		n = *first
+	}
+	if n < 1 || n > MaxPageSize {
+		return nil, limitError("first", "must be within 1..%d, got %d", MaxPageSize, n)
+	}
+	ts, err := t.eng.Tasks(ctx, engine.TaskQuery{Filter: engine.TaskFilter{ParentID: obj.T.ID}, Order: engine.OldestFirst, Limit: n})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*model.Task, len(ts))
+	for i, c := range ts {
+		out[i] = model.NewTask(c)
+	}
+	return out, nil
+}
+
+func (b *batchResolver) Tasks(ctx context.Context, obj *model.Batch, first *int, after *string) (*model.TaskConnection, error) {
+	return (*Resolver)(b).page(ctx, engine.TaskFilter{BatchID: obj.B.Info.ID}, engine.OldestFirst, first, 100, after)
+}
+
+func (c *connectionResolver) TotalCount(ctx context.Context, obj *model.TaskConnection) (int, error) {
+	counts, err := c.eng.CountTasks(ctx, obj.Filter)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, v := range counts {
+		n += v
+	}
+	return n, nil
+}
+
+func (e *taskEventResolver) Task(ctx context.Context, obj *model.TaskEvent) (*model.Task, error) {
+	if obj.E.TaskID == "" {
+		return nil, nil
+	}
+	t, err := e.eng.Task(ctx, obj.E.TaskID)
+	if errors.Is(err, &engine.Error{Code: engine.CodeNotFound}) {
+		return nil, nil // purged since
+	}
+	if err != nil {
+		return nil, err
+	}
+	return model.NewTask(t), nil
+}

@@ -1,0 +1,190 @@
+// Package resolvers implements Switchyard's GraphQL schema over the engine
+// and the instance registry: queries read the engine's snapshots, mutations
+// validate their input and call the engine, subscriptions read the engine's
+// event log through graph/eventstream, one reader per subscriber.
+package resolvers
+
+import (
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/graph/eventstream"
+	"github.com/switchyard/switchyard/graph/generated"
+	"github.com/switchyard/switchyard/graph/model"
+)
+
+// Limits are the request limits a server applies; Query.server reports
+// them, and the resolvers enforce the ones that concern them.
+type Limits struct {
+	MaxComplexity            int // query complexity
+	MaxDepth                 int // query depth
+	MaxBodyBytes             int // HTTP request body
+	MaxWebSocketPayloadBytes int // one WebSocket message from a client
+	MaxSubscriberLag         int // events a live subscriber may fall behind
+}
+
+// Default limits.
+const (
+	DefaultMaxComplexity            = 20_000
+	DefaultMaxDepth                 = 15
+	DefaultMaxBodyBytes             = 4 << 20
+	DefaultMaxWebSocketPayloadBytes = 1 << 20
+	DefaultMaxSubscriberLag         = eventstream.DefaultMaxLag
+)
+
+// WithDefaults fills in the zero limits.
+func (l Limits) WithDefaults() Limits {
+	set := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	set(&l.MaxComplexity, DefaultMaxComplexity)
+	set(&l.MaxDepth, DefaultMaxDepth)
+	set(&l.MaxBodyBytes, DefaultMaxBodyBytes)
+	set(&l.MaxWebSocketPayloadBytes, DefaultMaxWebSocketPayloadBytes)
+	set(&l.MaxSubscriberLag, DefaultMaxSubscriberLag)
+	return l
+}
+
+// Observer learns about subscriptions, for metrics. Its methods must not
+// block.
+type Observer interface {
+	// SubscriptionStarted records a subscription of a kind (the field
+	// name); the returned func records its end.
+	SubscriptionStarted(kind string) (ended func())
+	// Lagged records events a subscriber missed.
+	Lagged(kind string, n uint64)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) SubscriptionStarted(string) func() { return func() {} }
+func (nopObserver) Lagged(string, uint64)             {}
+
+// Options are the resolvers' collaborators.
+type Options struct {
+	Engine   *engine.Engine     // required, started (its event log exists)
+	Registry *executor.Registry // the instances; nil when the server manages none
+	Version  string
+	Limits   Limits
+	Observer Observer
+	Logger   hclog.Logger
+	// SubscriptionBuffer is how many messages a subscription may hold for a
+	// slow client before its reader stops reading ahead (default 64).
+	SubscriptionBuffer int
+}
+
+// Resolver is the root resolver.
+type Resolver struct {
+	eng     *engine.Engine
+	reg     *executor.Registry
+	opts    Options
+	log     hclog.Logger
+	started time.Time
+	maxBat  int
+	encoded *eventstream.Encoded // the feed's events, encoded once for all subscribers
+	hub     *eventstream.Hub     // wakes every subscriber when events arrive
+}
+
+// New returns the root resolver.
+func New(opts Options) *Resolver {
+	opts.Limits = opts.Limits.WithDefaults()
+	if opts.Observer == nil {
+		opts.Observer = nopObserver{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.SubscriptionBuffer <= 0 {
+		opts.SubscriptionBuffer = 64
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	return &Resolver{eng: opts.Engine, reg: opts.Registry, opts: opts, log: opts.Logger.Named("graphql"),
+		started: time.Now(), maxBat: opts.Engine.Config().MaxBatch, encoded: eventstream.NewEncoded(1 << 14),
+		hub: eventstream.NewHub(opts.Engine.Events())}
+}
+
+// Close stops the resolvers' background work. Subscriptions end with their
+// contexts.
+func (r *Resolver) Close() { r.hub.Close() }
+
+// Limits returns the limits in force.
+func (r *Resolver) Limits() Limits { return r.opts.Limits }
+
+// MaxBatch returns the most items a submitTasks may carry.
+func (r *Resolver) MaxBatch() int { return r.maxBat }
+
+// ExecutableSchema returns the schema with these resolvers and the
+// complexity of its list fields: a list counts as many times its children
+// as the items it may return.
+func (r *Resolver) ExecutableSchema() graphql.ExecutableSchema {
+	cfg := generated.Config{Resolvers: r}
+	c := &cfg.Complexity
+	c.Query.Tasks = func(child int, _ *model.TaskFilter, first *int, _ *string, _ *engine.Order) int {
+		return 1 + child*pageSize(first, 50)
+	}
+	c.Query.Plan = func(child int, limit *int) int { return 1 + child*pageSize(limit, 20) }
+	c.Query.Lanes = func(child int) int { return 1 + child*8 }
+	c.Query.Agents = func(child int) int { return 1 + child*50 }
+	c.Query.Instances = func(child int) int { return 1 + child*8 }
+	c.Query.Policies = func(child int) int { return 1 + child*8 }
+	c.Task.Children = func(child int, first *int) int { return 1 + child*pageSize(first, 100) }
+	c.Task.Dependencies = func(child int) int { return 1 + child*10 }
+	c.Task.Attempts = func(child int) int { return 1 + child*4 }
+	c.Batch.Tasks = func(child int, first *int, _ *string) int { return 1 + child*pageSize(first, 100) }
+	// submitTasks returns one result per item, at most MaxBatch. The count
+	// is charged on the payload's items, not on the mutation: a complexity
+	// function with arguments makes gqlgen decode the whole batch twice.
+	maxBat := r.maxBat
+	c.SubmitTasksPayload.Items = func(child int) int { return 1 + child*maxBat }
+	return generated.NewExecutableSchema(cfg)
+}
+
+// pageSize is a list argument's value for complexity: its default when
+// absent, and no less than 1.
+func pageSize(v *int, def int) int {
+	if v == nil {
+		return def
+	}
+	return min(max(*v, 1), 1<<20)
+}
+
+// Query returns the query resolvers.
+func (r *Resolver) Query() generated.QueryResolver { return (*queryResolver)(r) }
+
+// Mutation returns the mutation resolvers.
+func (r *Resolver) Mutation() generated.MutationResolver { return (*mutationResolver)(r) }
+
+// Subscription returns the subscription resolvers.
+func (r *Resolver) Subscription() generated.SubscriptionResolver { return (*subscriptionResolver)(r) }
+
+// Task returns the Task field resolvers.
+func (r *Resolver) Task() generated.TaskResolver { return (*taskResolver)(r) }
+
+// Batch returns the Batch field resolvers.
+func (r *Resolver) Batch() generated.BatchResolver { return (*batchResolver)(r) }
+
+// TaskConnection returns the TaskConnection field resolvers.
+func (r *Resolver) TaskConnection() generated.TaskConnectionResolver {
+	return (*connectionResolver)(r)
+}
+
+// TaskEvent returns the TaskEvent field resolvers.
+func (r *Resolver) TaskEvent() generated.TaskEventResolver { return (*taskEventResolver)(r) }
+
+type (
+	queryResolver        Resolver
+	mutationResolver     Resolver
+	subscriptionResolver Resolver
+	taskResolver         Resolver
+	batchResolver        Resolver
+	connectionResolver   Resolver
+	taskEventResolver    Resolver
+)

@@ -1,0 +1,140 @@
+// Request limits, each refused with a typed error (extensions.code LIMIT):
+// the query's depth and complexity (a gqlgen extension that runs after
+// validation, before any resolver), and the size of an HTTP request body (a
+// middleware that answers 413 before gqlgen reads anything). The WebSocket
+// payload limit is the transport's read limit: a larger message closes the
+// socket with status 1009 (message too big).
+
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/99designs/gqlgen/complexity"
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/switchyard/switchyard/engine"
+)
+
+// queryLimits refuses operations deeper or more complex than the limits.
+type queryLimits struct {
+	es            graphql.ExecutableSchema
+	maxComplexity int
+	maxDepth      int
+}
+
+var _ interface {
+	graphql.HandlerExtension
+	graphql.OperationContextMutator
+} = (*queryLimits)(nil)
+
+func (l *queryLimits) ExtensionName() string { return "SwitchyardQueryLimits" }
+
+func (l *queryLimits) Validate(es graphql.ExecutableSchema) error {
+	l.es = es
+	return nil
+}
+
+func (l *queryLimits) MutateOperationContext(ctx context.Context, opCtx *graphql.OperationContext) *gqlerror.Error {
+	op := opCtx.Operation
+	if op == nil {
+		return nil
+	}
+	if d := depth(op.SelectionSet, 0); d > l.maxDepth {
+		return limitGQLError("depth", d, l.maxDepth, "the operation is %d levels deep; the limit is %d", d, l.maxDepth)
+	}
+	if c := complexity.Calculate(ctx, l.es, op, opCtx.Variables); c > l.maxComplexity {
+		return limitGQLError("complexity", c, l.maxComplexity, "the operation has complexity %d; the limit is %d (lists count once per item they may return: lower first/limit/max or select fewer fields)", c, l.maxComplexity)
+	}
+	return nil
+}
+
+// depth returns the depth of a selection set: 1 for a set of leaf fields.
+// Introspection (__schema, __type) is exempt: GraphiQL's introspection query
+// is deep by nature and cheap. guard bounds the recursion (validation has
+// already refused cyclic fragments).
+func depth(set ast.SelectionSet, guard int) int {
+	if guard > 256 {
+		return guard
+	}
+	d := 0
+	for _, sel := range set {
+		var sub int
+		switch s := sel.(type) {
+		case *ast.Field:
+			if s.Name == "__schema" || s.Name == "__type" {
+				continue
+			}
+			sub = 1 + depth(s.SelectionSet, guard+1)
+		case *ast.InlineFragment:
+			sub = depth(s.SelectionSet, guard+1)
+		case *ast.FragmentSpread:
+			if s.Definition != nil {
+				sub = depth(s.Definition.SelectionSet, guard+1)
+			}
+		}
+		d = max(d, sub)
+	}
+	return d
+}
+
+func limitGQLError(limit string, value, maxValue int, format string, args ...any) *gqlerror.Error {
+	err := gqlerror.Errorf(format, args...)
+	err.Extensions = map[string]any{"code": string(engine.CodeLimit), "limit": limit, "value": value, "max": maxValue, "retryable": false}
+	return err
+}
+
+// limitBody refuses request bodies larger than maxBytes with 413 and a
+// GraphQL error. Bodies of a declared length within the limit pass through
+// as they are; bodies of unknown length are read here, within the limit.
+func limitBody(maxBytes int, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.ContentLength > int64(maxBytes) {
+			writeBodyLimit(w, r.ContentLength, maxBytes)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, int64(maxBytes))
+		if r.ContentLength < 0 {
+			body, err := io.ReadAll(r.Body)
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				writeBodyLimit(w, -1, maxBytes)
+				return
+			}
+			if err != nil {
+				http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.ContentLength = int64(len(body))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeBodyLimit(w http.ResponseWriter, size int64, maxBytes int) {
+	msg := "the request body is larger than " + strconv.Itoa(maxBytes) + " bytes"
+	if size >= 0 {
+		msg = "the request body has " + strconv.FormatInt(size, 10) + " bytes; the limit is " + strconv.Itoa(maxBytes)
+	}
+	body, _ := json.Marshal(map[string]any{"errors": []any{map[string]any{
+		"message":    msg,
+		"extensions": map[string]any{"code": string(engine.CodeLimit), "limit": "bodySize", "max": maxBytes, "retryable": false},
+	}}})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Connection", "close")
+	w.WriteHeader(http.StatusRequestEntityTooLarge)
+	_, _ = w.Write(body)
+}
