@@ -402,14 +402,4 @@ func (m *mutationResolver) RemoveInstance(_ context.Context, id string) (*model.
 	return &model.Instance{I: in}, nil
 }
 
-func (m *mutationResolver) LoadPlugin(context.Context, model.LoadPluginInput) (*model.Plugin, error) {
-	return nil, notAvailable("loadPlugin")
-}
 
-func (m *mutationResolver) UnloadPlugin(context.Context, string) (*model.Plugin, error) {
-	return nil, notAvailable("unloadPlugin")
-}
-
-func (m *mutationResolver) SetPolicy(context.Context, model.SetPolicyInput) ([]*model.PolicyAssignment, error) {
-	return nil, notAvailable("setPolicy")
-}
