@@ -401,5 +401,3 @@ func (m *mutationResolver) RemoveInstance(_ context.Context, id string) (*model.
 	m.log.Info("instance removed over the API", "instance", id)
 	return &model.Instance{I: in}, nil
 }
-
-

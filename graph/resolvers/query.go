@@ -173,7 +173,6 @@ func (q *queryResolver) Policies(context.Context) ([]*model.PolicyAssignment, er
 	return out, nil
 }
 
-
 func (q *queryResolver) Instances(context.Context) ([]*model.Instance, error) {
 	if q.reg == nil {
 		return []*model.Instance{}, nil

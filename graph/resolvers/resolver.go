@@ -78,10 +78,10 @@ type Options struct {
 	// Schedules runs the schedules; nil answers their operations with
 	// UNAVAILABLE.
 	Schedules *schedule.Scheduler
-	Version  string
-	Limits   Limits
-	Observer Observer
-	Logger   hclog.Logger
+	Version   string
+	Limits    Limits
+	Observer  Observer
+	Logger    hclog.Logger
 	// SubscriptionBuffer is how many messages a subscription may hold for a
 	// slow client before its reader stops reading ahead (default 64).
 	SubscriptionBuffer int
