@@ -1,9 +1,10 @@
 // Package meter instruments a WebAssembly module with fuel: a mutable i64
-// global, exported as FuelExport, that every loop header decrements, trapping
-// with `unreachable` when it reaches zero. The host fills the tank before each
-// call, so a guest can run at most that many loop iterations (Go's wasm
-// backend puts a loop in every function, so calls are counted too); unbounded
-// recursion ends in wazero's stack limit and runaway memory in the memory cap.
+// global, exported as FuelExport, that every function entry and every loop
+// header decrements, trapping with `unreachable` when it reaches zero. The
+// host fills the tank before each call, so a guest can make at most that
+// many calls and loop iterations together: an endless loop and a recursion
+// that never ends (deep or, without any loop, exponential) run out of fuel;
+// runaway memory ends in the memory cap.
 //
 // Why not wazero's WithCloseOnContextDone: it makes every loop header exit
 // to Go and back, about 100 ns each, which made a 64-candidate fairness
@@ -174,7 +175,8 @@ func countImportedGlobals(payload []byte) (int, error) {
 	return globals, nil
 }
 
-// meterCode returns the instructions inserted at each loop header:
+// meterCode returns the instructions inserted at each function entry and loop
+// header:
 //
 //	global.get $fuel ; i64.eqz ; if ; unreachable ; end
 //	global.get $fuel ; i64.const 1 ; i64.sub ; global.set $fuel
@@ -222,6 +224,7 @@ func instrumentBody(body, meter []byte, fuelIndex uint32) ([]byte, error) {
 	}
 	out := make([]byte, 0, len(body)+len(body)/8)
 	out = append(out, body[:r.i]...)
+	out = append(out, meter...) // every call, so that recursion without loops is metered too
 	for r.i < len(r.b) {
 		start := r.i
 		op := r.byte()
