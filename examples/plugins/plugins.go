@@ -5,4 +5,4 @@
 // each decides the way its README promises.
 package plugins
 
-//go:generate go run ../../plugins/internal/wasmgen edf.wasm=./edf/wasm drr.wasm=./drr/wasm jitter.wasm=./jitter/wasm
+//go:generate go run ../../plugins/internal/wasmgen edf.wasm=./edf/wasm drr.wasm=./drr/wasm jitter.wasm=./jitter/wasm wfq.wasm=./wfq/wasm lanepri.wasm=./lanepri/wasm errclass.wasm=./errclass/wasm

@@ -1,0 +1,153 @@
+package plugins_test
+
+// Each example observed through the engine: a small workload replayed by
+// engine/simulate (or a scripted engine from engine/enginetest) with the
+// plugin set as the engine's policy, against the built-in policies on the
+// same workload.
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/enginetest"
+	"github.com/switchyard/switchyard/engine/policy/backoff"
+	"github.com/switchyard/switchyard/engine/policy/fairshare"
+	"github.com/switchyard/switchyard/engine/simulate"
+)
+
+// burst is n submissions by agent in lane at the given time, each running
+// for 100 ms.
+func burst(agent, lane string, at time.Duration, n int) []simulate.Submission {
+	subs := make([]simulate.Submission, n)
+	for i := range subs {
+		subs[i] = simulate.Submission{At: at, Agent: agent, Lane: lane, Duration: 100 * time.Millisecond}
+	}
+	return subs
+}
+
+// firstAgents returns the agents of the first n dispatches of a run.
+func firstAgents(subs []simulate.Submission, rep *simulate.Report, n int) map[string]int {
+	agent := map[string]string{}
+	for i, id := range rep.Submitted {
+		agent[id] = subs[i].Agent
+	}
+	got := map[string]int{}
+	for _, id := range rep.Order[:n] {
+		got[agent[id]]++
+	}
+	return got
+}
+
+func TestWFQThroughTheEngineSharesAOneAtATimeLaneByWeight(t *testing.T) {
+	t.Parallel()
+	w, err := load(t, "wfq.wasm", "").Fairness(&fairshare.Fairness{})
+	require.NoError(t, err)
+	cfg := engine.Config{
+		Lanes:  []engine.LaneConfig{{Name: "main", MaxInFlight: 1}},
+		Agents: map[string]engine.AgentConfig{"heavy": {Weight: 3}, "light": {Weight: 1}},
+	}
+	subs := append(burst("heavy", "main", 0, 40), burst("light", "main", 0, 40)...)
+	ctx := context.Background()
+
+	plugin, err := simulate.Run(ctx, subs, simulate.Options{Config: cfg, Fairness: w, Name: "wfq"})
+	require.NoError(t, err)
+	got := firstAgents(subs, plugin, 40)
+	require.InDelta(t, 30, got["heavy"], 1, "three dispatches in four for weight 3: %v", got)
+
+	builtin, err := simulate.Run(ctx, subs, simulate.Options{Config: cfg, Name: "fair-share"})
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"heavy": 40}, firstAgents(subs, builtin, 40),
+		"the built-in sees two idle agents at every dispatch and prefers the heavier")
+	require.Greater(t, plugin.Jain, builtin.Jain)
+	require.Zero(t, w.Plugin().Stats().Fallbacks)
+}
+
+func TestLanePriorityThroughTheEngineServesTheUrgentLaneFirst(t *testing.T) {
+	t.Parallel()
+	w, err := load(t, "lanepri.wasm", `{"priorities": {"1": 10}, "agingStepMs": 60000}`).Fairness(&fairshare.Fairness{})
+	require.NoError(t, err)
+	cfg := engine.Config{MaxInFlight: 1, Lanes: []engine.LaneConfig{{Name: "batch", MaxInFlight: 1}, {Name: "interactive", MaxInFlight: 1}}}
+	// While a first task holds the only slot, batch work queues, then
+	// interactive work.
+	subs := burst("first", "batch", 0, 1)
+	subs = append(subs, burst("etl", "batch", time.Millisecond, 5)...)
+	subs = append(subs, burst("ui", "interactive", 2*time.Millisecond, 10)...)
+	ctx := context.Background()
+
+	plugin, err := simulate.Run(ctx, subs, simulate.Options{Config: cfg, Fairness: w, Name: "lane-priority"})
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"first": 1, "ui": 10}, firstAgents(subs, plugin, 11), "lane 1 (interactive) before lane 0")
+
+	builtin, err := simulate.Run(ctx, subs, simulate.Options{Config: cfg, Name: "fair-share"})
+	require.NoError(t, err)
+	require.Equal(t, 5, firstAgents(subs, builtin, 11)["etl"], "the built-in alternates the two idle agents")
+}
+
+func TestLanePriorityThroughTheEngineAgesALowLaneIn(t *testing.T) {
+	t.Parallel()
+	w, err := load(t, "lanepri.wasm", `{"priorities": {"1": 3}, "agingStepMs": 500}`).Fairness(&fairshare.Fairness{})
+	require.NoError(t, err)
+	cfg := engine.Config{MaxInFlight: 1, Lanes: []engine.LaneConfig{{Name: "batch", MaxInFlight: 1}, {Name: "interactive", MaxInFlight: 1}}}
+	// While a first task holds the only slot, one batch task queues; then a
+	// fresh interactive task arrives every 100 ms for 5 s. Interactive heads
+	// never wait long, so only aging lets the batch task in, once it has
+	// waited 3 steps (1.5 s).
+	subs := burst("first", "interactive", 0, 1)
+	subs[0].Duration = 50 * time.Millisecond
+	subs = append(subs, burst("etl", "batch", time.Millisecond, 1)...)
+	for i := range 50 {
+		subs = append(subs, burst("ui", "interactive", 2*time.Millisecond+time.Duration(i)*100*time.Millisecond, 1)...)
+	}
+	rep, err := simulate.Run(context.Background(), subs, simulate.Options{Config: cfg, Fairness: w, Name: "lane-priority"})
+	require.NoError(t, err)
+	etl := rep.Agents[0]
+	require.Equal(t, "etl", etl.Agent)
+	require.GreaterOrEqual(t, etl.WaitP50, 1500*time.Millisecond, "not before 3 steps of waiting")
+	require.Less(t, etl.WaitP50, 2*time.Second, "but as soon as it has aged in, well before the stream ends")
+}
+
+func TestErrorClassRetryThroughTheEngine(t *testing.T) {
+	t.Parallel()
+	w, err := load(t, "errclass.wasm", "").Retry(backoff.Retry{})
+	require.NoError(t, err)
+	h := enginetest.New(t, &engine.Config{Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 10,
+		Retry: engine.RetryPolicy{MaxAttempts: 5, Backoff: time.Second, Multiplier: 2, MaxBackoff: time.Minute}}}})
+	require.NoError(t, h.SetRetry("main", "error-class", w))
+
+	throttled := h.Submit(enginetest.Spec("a").Obj()).ID
+	server := h.Submit(enginetest.Spec("b").Obj()).ID
+	timeout := h.Submit(enginetest.Spec("c").Obj()).ID
+	fail := func(id string, status int) {
+		t.Helper()
+		require.NoError(t, h.Exec.Finish(id, engine.Outcome{Err: engine.Transient(errors.New("boom")), HTTPStatus: status}))
+	}
+	waits := func(id string) time.Duration {
+		t.Helper()
+		task := h.Get(id)
+		require.Equal(t, engine.StateRetryWait, task.State, id)
+		return task.NextRunAt.Sub(h.Clock.Now())
+	}
+	fail(throttled, 503)
+	fail(server, 500)
+	fail(timeout, 504)
+	require.Equal(t, 4*time.Second, waits(throttled), "503: four times the lane's backoff")
+	require.Equal(t, time.Second, waits(server), "500: the lane's backoff")
+	require.Equal(t, time.Second, waits(timeout), "a timeout is retried once")
+
+	h.Clock.Advance(time.Second) // server and timeout run again
+	require.ElementsMatch(t, []string{server, timeout}, h.Exec.Running())
+	fail(server, 500)
+	fail(timeout, 504)
+	require.Equal(t, 2*time.Second, waits(server), "500 again: doubled")
+	require.Equal(t, engine.StateFailed, h.State(timeout), "a second timeout fails")
+
+	h.Clock.Advance(3 * time.Second)
+	fail(throttled, 429)
+	require.Equal(t, 8*time.Second, waits(throttled), "429 after the second attempt: doubled too")
+	require.Zero(t, w.Plugin().Stats().Fallbacks)
+}
