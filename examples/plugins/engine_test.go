@@ -17,6 +17,7 @@ import (
 	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/engine/policy/backoff"
 	"github.com/switchyard/switchyard/engine/policy/fairshare"
+	"github.com/switchyard/switchyard/engine/policy/priority"
 	"github.com/switchyard/switchyard/engine/simulate"
 )
 
@@ -149,5 +150,101 @@ func TestErrorClassRetryThroughTheEngine(t *testing.T) {
 	h.Clock.Advance(3 * time.Second)
 	fail(throttled, 429)
 	require.Equal(t, 8*time.Second, waits(throttled), "429 after the second attempt: doubled too")
+	require.Zero(t, w.Plugin().Stats().Fallbacks)
+}
+
+// agentsInOrder returns the agents of a run's dispatches, in order.
+func agentsInOrder(subs []simulate.Submission, rep *simulate.Report) []string {
+	agent := map[string]string{}
+	for i, id := range rep.Submitted {
+		agent[id] = subs[i].Agent
+	}
+	out := make([]string, len(rep.Order))
+	for i, id := range rep.Order {
+		out[i] = agent[id]
+	}
+	return out
+}
+
+func TestEDFThroughTheEngineRunsEarlierDeadlinesFirst(t *testing.T) {
+	t.Parallel()
+	w, err := load(t, "edf.wasm", "").Selection(priority.Selection{})
+	require.NoError(t, err)
+	cfg := engine.Config{Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 1}}}
+	// One agent: a first task holds the slot while four more queue, their
+	// deadlines out of submission order (agents name them here).
+	subs := burst("first", "main", 0, 1)
+	for i, dl := range []time.Duration{40, 10, 0, 20} { // seconds; 0 = none
+		s := simulate.Submission{At: time.Duration(i+1) * time.Millisecond, Agent: "a", Session: "one-queue",
+			Deadline: dl * time.Second, Duration: 100 * time.Millisecond}
+		subs = append(subs, s)
+	}
+	ctx := context.Background()
+	plugin, err := simulate.Run(ctx, subs, simulate.Options{Config: cfg, Selection: w, Name: "edf"})
+	require.NoError(t, err)
+	builtin, err := simulate.Run(ctx, subs, simulate.Options{Config: cfg, Name: "priority"})
+	require.NoError(t, err)
+	index := map[string]int{}
+	for i, id := range plugin.Submitted {
+		index[id] = i
+	}
+	order := func(r *simulate.Report) []int {
+		out := make([]int, len(r.Order))
+		for i, id := range r.Order {
+			out[i] = index[id]
+		}
+		return out
+	}
+	require.Equal(t, []int{0, 2, 4, 1, 3}, order(plugin), "deadlines 10 s, 20 s, 40 s, then none")
+	require.Equal(t, []int{0, 1, 2, 3, 4}, order(builtin), "the built-in: same priority, submission order")
+	require.Zero(t, w.Plugin().Stats().Fallbacks)
+}
+
+func TestDRRThroughTheEngineTakesTurnsOfAQuantum(t *testing.T) {
+	t.Parallel()
+	w, err := load(t, "drr.wasm", `{"quantum": 2}`).Fairness(&fairshare.Fairness{})
+	require.NoError(t, err)
+	cfg := engine.Config{Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 1}}}
+	subs := append(burst("a", "main", 0, 6), burst("b", "main", time.Millisecond, 6)...)
+	rep, err := simulate.Run(context.Background(), subs, simulate.Options{Config: cfg, Fairness: w, Name: "drr"})
+	require.NoError(t, err)
+	// One task at a time, in turns of two. a's first task ran alone and
+	// emptied its queue, which ends a turn; a's last turn ends early the
+	// same way. The engine offers 256 slots every time, and the policy
+	// picks only what the lane can take, so its turns stay true.
+	require.Equal(t, []string{"a", "a", "a", "b", "b", "a", "a", "b", "b", "a", "b", "b"}, agentsInOrder(subs, rep))
+	require.Zero(t, w.Plugin().Stats().Fallbacks)
+}
+
+func TestJitterThroughTheEngineSpreadsRetriesOfTasksThatFailedTogether(t *testing.T) {
+	t.Parallel()
+	w, err := load(t, "jitter.wasm", "").Retry(backoff.Retry{})
+	require.NoError(t, err)
+	retry := engine.RetryPolicy{MaxAttempts: 5, Backoff: time.Second, Multiplier: 2, MaxBackoff: time.Minute}
+	cfg := &engine.Config{Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 50, Retry: retry}}}
+	spread := func(h *enginetest.Harness) map[time.Time]bool {
+		var ids []string
+		for range 20 {
+			ids = append(ids, h.Submit(enginetest.Spec("a").Obj()).ID)
+		}
+		for _, id := range ids { // an instance restarts: everything fails at once, twice
+			require.NoError(t, h.Exec.Fail(id, engine.Transient(errors.New("instance gone"))))
+		}
+		h.Clock.Advance(time.Second)
+		for _, id := range ids {
+			require.NoError(t, h.Exec.Fail(id, engine.Transient(errors.New("instance gone"))))
+		}
+		at := map[time.Time]bool{}
+		for _, id := range ids {
+			task := h.Get(id)
+			require.Equal(t, engine.StateRetryWait, task.State)
+			at[task.NextRunAt] = true
+		}
+		return at
+	}
+	plugin := enginetest.New(t, cfg)
+	require.NoError(t, plugin.SetRetry("main", "jitter", w))
+	require.Greater(t, len(spread(plugin)), 15, "decorrelated jitter: the second retries are spread")
+	require.Len(t, spread(enginetest.New(t, cfg)), 1, "the built-in without jitter: one wave")
 	require.Zero(t, w.Plugin().Stats().Fallbacks)
 }
