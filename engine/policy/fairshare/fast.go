@@ -1,16 +1,20 @@
 // The fast path. Each candidate's place in the order is packed into two
 // integers (k0, k1) that compare lexicographically exactly as the full
 // comparison does, and a tournament tree over them yields the best candidate
-// at its root. A pick changes the keys of the picked agent's candidates only,
-// and each change is a walk of log2(n) levels from a leaf to the root with
-// the same arithmetic at every level.
+// at its root. A pick worsens the keys of the picked agent's queues; rather
+// than finding and updating them all, each key is checked when it reaches
+// the root and, if its agent has had picks since it was computed, it is
+// recomputed and the root contested again. Keys only ever get worse during a
+// decision, so a stale key is an optimistic one and the root is always the
+// true best once it is checked. A change is a walk of log2(n) levels from a
+// leaf to the root with the same arithmetic at every level.
 //
 // The code is written for Go compiled to WebAssembly, where every taken
 // branch and every call goes through the function's dispatch loop (an
-// indirect jump) and costs more than the arithmetic around it: the keys, the
-// bounds checks and the agent table are computed without branches, and the
-// walk is written out where it is needed rather than called. Natively it is
-// also several times faster than a heap ordered by a comparison function.
+// indirect jump) and costs more than the arithmetic around it: the keys and
+// the bounds checks are computed without branches, the hot loops sit in
+// small functions, arrays have fixed sizes so that masked indices need no
+// bounds checks, and the walk is written out where it is needed.
 //
 // The keys, smaller first:
 //
@@ -48,13 +52,14 @@ const (
 	keyUnaged  = uint64(1) << 62
 	keyRemoved = uint64(1)<<63 - 1
 
-	// The agent table maps an agent to its index in this decision by the
-	// agent's low bits; an entry is gen<<10 | index, with the agent's high
-	// bits above. Two agents of one decision with the same low bits clash
-	// and send the decision to a probing table.
+	// The agent table counts the picks of each agent in this decision by
+	// the agent's low bits: an entry is high bits<<40 | gen<<16 | picks.
+	// Two agents of one decision with the same low bits clash and send the
+	// decision to the exact path.
 	agentTableBits = 14
-	agentGenBits   = 22
+	agentGenBits   = 24
 	agentGenMask   = 1<<agentGenBits - 1
+	agentPicksMask = 1<<16 - 1
 )
 
 // node is a tree node: the keys of the best leaf beneath it.
@@ -66,8 +71,6 @@ var removedNode = node{keyRemoved, 0}
 type fastCand struct {
 	taken uint32 // tasks already picked from this queue
 	w     uint32 // weight, at least 1
-	agent int32  // index into extra and first
-	next  int32  // the next candidate of the same agent, -1 at the end
 }
 
 // fast holds the fast path's scratch space, reused between decisions. Its
@@ -75,12 +78,9 @@ type fastCand struct {
 type fast struct {
 	tree  [2 * maxCands]node // tree[1] is the root; leaves at [size, 2·size); tree[0] is scratch
 	cands [maxCands]fastCand
-	extra [maxCands]uint32 // per agent: picked in this decision
-	first [maxCands]int32  // per agent: its first candidate
-	lanes [fastLanes]uint32
-	table [1 << agentTableBits]uint64 // agent low bits → high bits<<32 | gen<<10 | index
+	lanes [fastLanes]uint32           // per lane: picked in this decision
+	table [1 << agentTableBits]uint64 // per agent: picked in this decision
 	gen   uint64
-	probe denseIndex // the agent table when agents clash in table
 }
 
 // ratioKey is the k1 of a candidate with inflight tasks (its own and those
@@ -109,8 +109,9 @@ func better(l, r node) node {
 	return node{r.k0 ^ (l.k0^r.k0)&m, r.k1 ^ (l.k1^r.k1)&m}
 }
 
-// pick makes the decision, or reports ok false, having decided nothing,
-// when the input is outside the fast path's bounds.
+// pick makes the decision, or reports ok false when the input is outside
+// the fast path's bounds (or two of its agents clash in the agent table);
+// the caller then decides on the exact path, overwriting any picks.
 func (f *fast) pick(ctx policy.PickContext, cands []policy.Candidate, picks []uint32) (int, bool) {
 	n := len(cands)
 	if n == 0 || len(picks) == 0 {
@@ -142,13 +143,18 @@ func (f *fast) pick(ctx policy.PickContext, cands []policy.Candidate, picks []ui
 		picks[0] = uint32(b.k1 & indexMask)
 		return 1, true
 	}
-
 	for i := size + n; i < 2*size; i++ {
 		t[i&treeMask] = removedNode
 	}
 	for j := size - 1; j >= 1; j-- {
 		t[j&treeMask] = better(t[(2*j)&treeMask], t[(2*j+1)&treeMask])
 	}
+	f.gen++
+	if f.gen > agentGenMask { // wrapped: clear the table once every 16M decisions
+		clear(f.table[:])
+		f.gen = 1
+	}
+	gen := f.gen
 	lanes := &f.lanes
 	k := 0
 	for k < len(picks) {
@@ -158,44 +164,51 @@ func (f *fast) pick(ctx policy.PickContext, cands []policy.Candidate, picks []ui
 		}
 		i := int(top.k1 & indexMask)
 		c, s := &cands[i], &fc[i]
-		ax := &f.extra[s.agent&indexMask]
+		e := &f.table[c.Agent&(1<<agentTableBits-1)]
+		hi := uint64(c.Agent >> agentTableBits)
+		var agentPicks uint32
+		if (*e>>16)&agentGenMask == gen {
+			if *e>>40 != hi { // another agent of this decision has the entry
+				clearLanes(lanes, cands, picks[:k])
+				return 0, false
+			}
+			agentPicks = uint32(*e & agentPicksMask)
+		}
+		leaf := &t[(size+i)&treeMask]
 		lane := &lanes[uint8(c.Lane)]
-		// Either the head is out (its queue, agent or lane is full) and
-		// only its leaf changes, or it is picked and the keys of all its
-		// agent's queues change (the share grew), its own also because
-		// the queue's next task is younger than the head.
-		m, follow := i, int32(0)
-		if s.taken >= c.QueueLen || full(c.AgentInflight, *ax, c.AgentLimit) || full(c.LaneInflight, *lane, c.LaneLimit) {
-			t[(size+i)&treeMask].k0 = keyRemoved
-		} else {
+		switch k1 := ratioKey(c.AgentInflight+agentPicks, s.w, i); {
+		case k1 != top.k1:
+			// Stale: its agent has had picks since the key was made.
+			leaf.k1 = k1
+		case s.taken >= c.QueueLen || full(c.AgentInflight, agentPicks, c.AgentLimit) || full(c.LaneInflight, *lane, c.LaneLimit):
+			leaf.k0 = keyRemoved // out for the rest of the decision
+		default:
 			picks[k] = uint32(i)
 			k++
 			s.taken++
 			*lane++
-			*ax++
-			t[(size+i)&treeMask].k0 = keyUnaged
-			m, follow = int(f.first[s.agent&indexMask]), -1
+			*e = hi<<40 | gen<<16 | uint64(agentPicks+1)
+			leaf.k0 = keyUnaged // the queue's next task is younger than the head
+			leaf.k1 = ratioKey(c.AgentInflight+agentPicks+1, s.w, i)
 		}
-		for m >= 0 {
-			leaf := &t[(size+m)&treeMask]
-			mc := &fc[m&indexMask]
-			leaf.k1 = ratioKey(cands[m].AgentInflight+f.extra[mc.agent&indexMask], mc.w, m) // no change to a leaf that is out
-			// The walk to the root, two levels a turn (past the root it
-			// computes tree[0], which nothing reads); written out here
-			// because a call costs as much as the walk in Go's
-			// WebAssembly code.
-			for j := (size + m) >> 1; j != 0; j >>= 2 {
-				t[j&treeMask] = better(t[(2*j)&treeMask], t[(2*j+1)&treeMask])
-				h := j >> 1
-				t[h&treeMask] = better(t[(2*h)&treeMask], t[(2*h+1)&treeMask])
-			}
-			m = int(mc.next | ^follow)
+		// The walk to the root, two levels a turn (past the root it
+		// computes tree[0], which nothing reads); written out because a
+		// call costs as much as the walk in Go's WebAssembly code.
+		for j := (size + i) >> 1; j != 0; j >>= 2 {
+			t[j&treeMask] = better(t[(2*j)&treeMask], t[(2*j+1)&treeMask])
+			h := j >> 1
+			t[h&treeMask] = better(t[(2*h)&treeMask], t[(2*h+1)&treeMask])
 		}
 	}
-	for _, p := range picks[:k] {
+	clearLanes(lanes, cands, picks[:k])
+	return k, true
+}
+
+// clearLanes zeroes the lane counters the picks raised.
+func clearLanes(lanes *[fastLanes]uint32, cands []policy.Candidate, picks []uint32) {
+	for _, p := range picks {
 		lanes[uint8(cands[p].Lane)] = 0
 	}
-	return k, true
 }
 
 // outOfBounds returns nonzero when c is outside the fast path's bounds;
@@ -246,23 +259,11 @@ func best(cands []policy.Candidate, agingOn uint64, aging int64) (best node, bad
 }
 
 // leaves writes the tree's leaves and returns the best of them, and a
-// nonzero bad when the input is outside the fast path's bounds. It also numbers the decision's agents and links each agent's candidates:
-// without a branch per candidate, from a direct-mapped table by the agent's
-// low bits; when two agents clash in it, a probing table numbers them again.
-// (The loop is a function of its own because in Go's WebAssembly code every
-// iteration passes the function's dispatch loop, which costs more in a
-// larger function.)
+// nonzero bad when the input is outside the fast path's bounds.
 //
 //go:noinline
 func (f *fast) leaves(cands []policy.Candidate, size int, agingOn uint64, aging int64) (best node, bad uint64) {
-	f.gen++
-	if f.gen > agentGenMask { // wrapped: clear the table once every 4M decisions
-		clear(f.table[:])
-		f.gen = 1
-	}
-	gen := f.gen
 	t, fc := &f.tree, &f.cands
-	var agents, clash uint64
 	prev := cands[0].HeadSeq - 1
 	best = removedNode
 	for i := range cands {
@@ -275,30 +276,7 @@ func (f *fast) leaves(cands []policy.Candidate, size int, agingOn uint64, aging 
 		l := node{k0, ratioKey(c.AgentInflight, w, i)}
 		best = better(best, l)
 		t[(size+i)&treeMask] = l
-		e := &f.table[c.Agent&(1<<agentTableBits-1)]
-		hi := uint64(c.Agent >> agentTableBits)
-		fresh := nonzero((*e>>10)&agentGenMask ^ gen)
-		clash |= (1 ^ fresh) & nonzero(*e>>32^hi)
-		old := *e & indexMask
-		a := (old ^ ((old ^ agents) & -fresh)) & indexMask
-		*e = hi<<32 | gen<<10 | a
-		agents += fresh
-		fc[i&indexMask] = fastCand{w: w, agent: int32(a), next: f.first[a] | -int32(fresh)}
-		f.first[a] = int32(i)
-		f.extra[a] = 0
-	}
-	if clash != 0 {
-		f.probe.reset(len(cands))
-		for i := range cands {
-			a, isNew := f.probe.index(cands[i].Agent)
-			s := &fc[i&indexMask]
-			s.agent, s.next = a, -1
-			if !isNew {
-				s.next = f.first[a&indexMask]
-			}
-			f.first[a&indexMask] = int32(i)
-			f.extra[a&indexMask] = 0
-		}
+		fc[i&indexMask] = fastCand{w: w}
 	}
 	return best, bad
 }
