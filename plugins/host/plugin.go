@@ -30,10 +30,11 @@ type Plugin struct {
 	idle *pool
 	live atomic.Int32 // instances in existence (idle, busy or being built)
 
-	mu     sync.Mutex // guards config, closed, disabledWhy and the rebuild path
-	config []byte
-	cfgGen atomic.Uint64
-	closed bool
+	mu       sync.Mutex     // guards config, closed, disabledWhy and the rebuild path
+	rebuilds sync.WaitGroup // instances being rebuilt after a fault; added to under mu
+	config   []byte
+	cfgGen   atomic.Uint64
+	closed   bool
 
 	disabled    atomic.Bool
 	disabledWhy string
@@ -219,12 +220,19 @@ func (p *Plugin) Enable() {
 	p.debt.Store(0)
 	p.disabledWhy = ""
 	p.disabled.Store(false)
+	lost := 0
+	if was && !closed {
+		for int(p.live.Load()) < p.size { // replace instances lost while disabled
+			p.live.Add(1)
+			p.rebuilds.Add(1)
+			lost++
+		}
+	}
 	p.mu.Unlock()
 	if !was || closed {
 		return
 	}
-	for int(p.live.Load()) < p.size { // replace instances lost while disabled
-		p.live.Add(1)
+	for range lost {
 		go p.rebuild()
 	}
 	p.emit(Event{Kind: EventEnabled, Reason: "enabled"})
@@ -240,6 +248,7 @@ func (p *Plugin) Close(ctx context.Context) error {
 	}
 	p.mu.Unlock()
 	p.shutdown()
+	p.rebuilds.Wait() // an instance being rebuilt is closed as it is put back
 	p.rt.mu.Lock()
 	delete(p.rt.plugins, p)
 	p.rt.mu.Unlock()
@@ -290,6 +299,9 @@ func (p *Plugin) discard(in *instance) {
 	in.close()
 	p.mu.Lock()
 	stop := p.closed || p.disabled.Load()
+	if !stop {
+		p.rebuilds.Add(1) // under p.mu, so that Close waits for it
+	}
 	p.mu.Unlock()
 	if stop {
 		p.live.Add(-1)
@@ -301,6 +313,7 @@ func (p *Plugin) discard(in *instance) {
 // rebuild builds one instance to replace a discarded one; live already
 // counts it.
 func (p *Plugin) rebuild() {
+	defer p.rebuilds.Done()
 	in, err := p.build(context.Background())
 	if err != nil {
 		p.live.Add(-1)
