@@ -96,9 +96,6 @@ func ratioKey(inflight uint32, w uint32, i int) uint64 {
 	return q<<21 | uint64(maxWeight-w)<<10 | uint64(i)
 }
 
-// nonzero returns 1 if x is not zero, for x below 2^63.
-func nonzero(x uint64) uint64 { return (x | -x) >> 63 }
-
 // negative returns 1 if x, read as a signed number, is negative.
 func negative(x uint64) uint64 { return x >> 63 }
 
