@@ -24,14 +24,15 @@ type Config struct {
 
 	// DecisionFuel bounds one decision, in fuel: every call and every loop
 	// iteration of the guest burns one unit (Go's WebAssembly code adds a
-	// unit for most taken branches). A guest that runs out traps, its
-	// instance is replaced and the decision falls back. The budget is
-	// deterministic: the same input ends the same way on any machine.
-	// Default 2,000,000: a Go guest spinning in a tight loop burns 120,000
-	// to 300,000 units a millisecond on the 2-core machines here (less under
-	// load), so it is stopped after about 7-17 ms; the built-in fairness
-	// policy burns about 800 deciding over 64 candidates, and about 14,400
-	// over 1,024 candidates with 1,024 slots. See doc/adr/0001.
+	// unit for most taken branches), and a bulk memory operation one more
+	// per 32 bytes. A guest that runs out traps, its instance is replaced
+	// and the decision falls back. The budget is deterministic: the same
+	// input ends the same way on any machine. Default 2,000,000: a Go guest
+	// spinning in a tight loop burns 100,000 to 300,000 units a millisecond
+	// on the 2-core machines here (the fewer under load), so it is stopped
+	// after about 7-19 ms; the built-in fairness policy burns about 300
+	// deciding over 64 candidates with 8 slots, 740 with 64 slots, and
+	// 13,300 over 1,024 candidates with 1,024 slots. See doc/adr/0001.
 	DecisionFuel int64
 
 	// SetupFuel bounds instantiation (the guest's _initialize) and each

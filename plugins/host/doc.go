@@ -13,8 +13,8 @@
 //
 //   - every decision has a budget (Config.DecisionFuel): modules are
 //     instrumented at load so that every function entry and loop header
-//     burns fuel, and a guest that runs out traps and its instance is
-//     replaced. This replaces wazero's close-on-context-done, which costs
+//     burns fuel, and bulk memory operations by their length, and a guest
+//     that runs out traps and its instance is replaced. This replaces wazero's close-on-context-done, which costs
 //     about 45 ns per loop header here (and Go's WebAssembly code passes one
 //     for most taken branches) against no measurable cost for the fuel
 //     check, and it is deterministic (doc/adr/0001);

@@ -48,7 +48,7 @@ func Before(aInflight, aWeight uint32, aSeq uint64, bInflight, bWeight uint32, b
 // candidates and 256 lanes. Anything else goes to the exact path (exact.go),
 // a heap ordered by the full comparison.
 type Fairness struct {
-	fast  *fast // allocated on first use: about 200 KiB
+	fast  *fast // allocated on first use: about 75 KiB
 	exact exact
 }
 

@@ -56,7 +56,7 @@ const (
 	// the agent's low bits: an entry is high bits<<40 | gen<<16 | picks.
 	// Two agents of one decision with the same low bits clash and send the
 	// decision to the exact path.
-	agentTableBits = 14
+	agentTableBits = 12
 	agentGenBits   = 24
 	agentGenMask   = 1<<agentGenBits - 1
 	agentPicksMask = 1<<16 - 1

@@ -32,6 +32,21 @@ func recursive() []byte {
 	return m
 }
 
+// filling is a module whose export f(n) fills n bytes of its memory with
+// memory.fill, and whose function takes a local already.
+func filling() []byte {
+	m := []byte("\x00asm\x01\x00\x00\x00")
+	m = append(m, section(1, 1, 0x60, 1, 0x7F, 0)...) // type 0: (i32) -> ()
+	m = append(m, section(3, 1, 0)...)                // func 0: type 0
+	m = append(m, section(5, 1, 0, 4)...)             // memory: 4 pages
+	m = append(m, section(7, 1, 1, 'f', 0, 0)...)     // export "f" = func 0
+	body := []byte{1, 1, 0x7E, // one i64 local
+		0x41, 0, 0x41, 7, 0x20, 0, 0xFC, 0x0B, 0, // memory.fill(0, 7, n)
+		0x0B}
+	m = append(m, section(10, append([]byte{1, byte(len(body))}, body...)...)...)
+	return m
+}
+
 func instantiate(t *testing.T, wasm []byte) (api.Function, api.MutableGlobal) {
 	t.Helper()
 	ctx := context.Background()
@@ -56,6 +71,20 @@ func TestEveryCallBurnsFuelSoRecursionWithoutLoopsRunsOut(t *testing.T) {
 	_, err = f.Call(context.Background(), 40) // 2^41 calls: hours without the meter
 	require.Error(t, err, "the recursion must run out of fuel")
 	require.Zero(t, fuel.Get())
+}
+
+func TestBulkMemoryBurnsFuelByLength(t *testing.T) {
+	t.Parallel()
+	f, fuel := instantiate(t, filling())
+	fuel.Set(10_000)
+	_, err := f.Call(context.Background(), 64<<10)
+	require.NoError(t, err)
+	require.Equal(t, uint64(10_000-1-(64<<10)/meter.BulkBytesPerUnit-1), fuel.Get(), "the call, then 64 KiB")
+
+	fuel.Set(100)
+	_, err = f.Call(context.Background(), 200<<10)
+	require.Error(t, err, "200 KiB is more than 100 units")
+	require.Zero(t, fuel.Get(), "the tank is emptied, as the host expects of a budget fault")
 }
 
 func TestInstrumentRefusesWhatItCannotMeter(t *testing.T) {
