@@ -40,7 +40,7 @@ func filling() []byte {
 	m = append(m, section(3, 1, 0)...)                // func 0: type 0
 	m = append(m, section(5, 1, 0, 4)...)             // memory: 4 pages
 	m = append(m, section(7, 1, 1, 'f', 0, 0)...)     // export "f" = func 0
-	body := []byte{1, 1, 0x7E, // one i64 local
+	body := []byte{1, 1, 0x7E,                        // one i64 local
 		0x41, 0, 0x41, 7, 0x20, 0, 0xFC, 0x0B, 0, // memory.fill(0, 7, n)
 		0x0B}
 	m = append(m, section(10, append([]byte{1, byte(len(body))}, body...)...)...)
