@@ -85,6 +85,32 @@ func BenchmarkFairness(b *testing.B) {
 	}
 }
 
+// BenchmarkFairnessEngineShaped is the decision the engine makes most: it
+// asks for every free slot under its global ceiling (256 here) while each
+// of the four lanes has room for one more task, so a decision picks four
+// heads and takes the other sixty out of the running.
+func BenchmarkFairnessEngineShaped(b *testing.B) {
+	cands := host.SyntheticCandidates(64, 7)
+	for i := range cands {
+		cands[i].Lane, cands[i].LaneInflight, cands[i].LaneLimit = uint16(i%4), 29, 30
+		cands[i].AgentLimit, cands[i].QueueLen = 100, 10
+	}
+	ctx := policy.PickContext{NowMs: 1e12, AgingMs: 30_000, Slots: 256}
+	picks := make([]uint32, 256)
+	b.Run("native", func(b *testing.B) {
+		f := &fairshare.Fairness{}
+		latencies(b, 4, func() { f.Pick(ctx, cands, picks) })
+	})
+	b.Run("wasm", func(b *testing.B) {
+		rt := newRuntime(b, host.Config{})
+		p := loadBuiltin(b, rt, policy.SlotFairness)
+		w, err := p.Fairness(&fairshare.Fairness{})
+		require.NoError(b, err)
+		latencies(b, 4, func() { w.Pick(ctx, cands, picks) })
+		noFallbacks(b, p)
+	})
+}
+
 func BenchmarkSelection100(b *testing.B) {
 	tasks := host.SyntheticTasks(100, 7)
 	ranks := make([]int64, len(tasks))

@@ -177,8 +177,15 @@ func (f *fast) pick(ctx policy.PickContext, cands []policy.Candidate, picks []ui
 		case k1 != top.k1:
 			// Stale: its agent has had picks since the key was made.
 			leaf.k1 = k1
-		case s.taken >= c.QueueLen || full(c.AgentInflight, agentPicks, c.AgentLimit) || full(c.LaneInflight, *lane, c.LaneLimit):
+		case s.taken >= c.QueueLen || full(c.AgentInflight, agentPicks, c.AgentLimit):
 			leaf.k0 = keyRemoved // out for the rest of the decision
+		case full(c.LaneInflight, *lane, c.LaneLimit):
+			// The lane is full: take all its queues out at once and rebuild
+			// the tree, rather than walking them out one by one as they
+			// reach the root. (The engine asks for every free slot of its
+			// global ceiling, so a decision often fills a lane this way.)
+			f.closeLane(cands, size, c.Lane)
+			continue
 		default:
 			picks[k] = uint32(i)
 			k++
@@ -199,6 +206,24 @@ func (f *fast) pick(ctx policy.PickContext, cands []policy.Candidate, picks []ui
 	}
 	clearLanes(lanes, cands, picks[:k])
 	return k, true
+}
+
+// closeLane takes out of the running every candidate of lane for which the
+// lane is now full (each candidate carries its own ceiling), then rebuilds
+// the tree.
+//
+//go:noinline
+func (f *fast) closeLane(cands []policy.Candidate, size int, lane uint16) {
+	t, picked := &f.tree, f.lanes[uint8(lane)]
+	for i := range cands {
+		c := &cands[i]
+		if c.Lane == lane && full(c.LaneInflight, picked, c.LaneLimit) {
+			t[(size+i)&treeMask].k0 = keyRemoved
+		}
+	}
+	for j := size - 1; j >= 1; j-- {
+		t[j&treeMask] = better(t[(2*j)&treeMask], t[(2*j+1)&treeMask])
+	}
 }
 
 // clearLanes zeroes the lane counters the picks raised.
