@@ -173,13 +173,16 @@ type ComplexityRoot struct {
 	}
 
 	Limits struct {
-		MaxBatch                 func(childComplexity int) int
-		MaxBodyBytes             func(childComplexity int) int
-		MaxComplexity            func(childComplexity int) int
-		MaxDepth                 func(childComplexity int) int
-		MaxPageSize              func(childComplexity int) int
-		MaxSubscriberLag         func(childComplexity int) int
-		MaxWebSocketPayloadBytes func(childComplexity int) int
+		MaxBatch                      func(childComplexity int) int
+		MaxBodyBytes                  func(childComplexity int) int
+		MaxComplexity                 func(childComplexity int) int
+		MaxDepth                      func(childComplexity int) int
+		MaxPageSize                   func(childComplexity int) int
+		MaxSubscriberLag              func(childComplexity int) int
+		MaxSubscriptionsPerConnection func(childComplexity int) int
+		MaxWebSocketPayloadBytes      func(childComplexity int) int
+		MutationBurst                 func(childComplexity int) int
+		MutationsPerSecond            func(childComplexity int) int
 	}
 
 	Mutation struct {
@@ -1167,12 +1170,30 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Limits.MaxSubscriberLag(childComplexity), true
+	case "Limits.maxSubscriptionsPerConnection":
+		if e.ComplexityRoot.Limits.MaxSubscriptionsPerConnection == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.MaxSubscriptionsPerConnection(childComplexity), true
 	case "Limits.maxWebSocketPayloadBytes":
 		if e.ComplexityRoot.Limits.MaxWebSocketPayloadBytes == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Limits.MaxWebSocketPayloadBytes(childComplexity), true
+	case "Limits.mutationBurst":
+		if e.ComplexityRoot.Limits.MutationBurst == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.MutationBurst(childComplexity), true
+	case "Limits.mutationsPerSecond":
+		if e.ComplexityRoot.Limits.MutationsPerSecond == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.MutationsPerSecond(childComplexity), true
 
 	case "Mutation.cancelTask":
 		if e.ComplexityRoot.Mutation.CancelTask == nil {
@@ -3006,7 +3027,8 @@ monotonically increasing ` + "`" + `seq` + "`" + `, streamed by the ` + "`" + `t
 
 Errors are GraphQL errors whose ` + "`" + `extensions.code` + "`" + ` is one of ` + "`" + `ErrorCode` + "`" + `, with
 ` + "`" + `extensions.field` + "`" + ` (the input path at fault), ` + "`" + `extensions.retryable` + "`" + `,
-` + "`" + `extensions.ids` + "`" + `, ` + "`" + `extensions.counts` + "`" + ` and ` + "`" + `extensions.taskId` + "`" + ` where they apply.
+` + "`" + `extensions.ids` + "`" + `, ` + "`" + `extensions.counts` + "`" + `, ` + "`" + `extensions.taskId` + "`" + ` and
+` + "`" + `extensions.retryAfterMs` + "`" + ` where they apply.
 """
 schema {
   query: Query
@@ -3194,10 +3216,12 @@ enum ErrorCode {
   UNAVAILABLE
   "A policy plugin failed validation."
   PLUGIN_INVALID
-  "No valid credentials."
+  "No valid credentials: a missing or unknown bearer token (HTTP 401; a WebSocket is closed with 4403)."
   UNAUTHENTICATED
-  "The credentials do not allow this."
+  "The credentials do not allow this (the role, or another agent's task or schedule)."
   FORBIDDEN
+  "The token is over its rate of mutations: ` + "`" + `retryable` + "`" + ` is true and ` + "`" + `retryAfterMs` + "`" + ` says when the same request would pass."
+  RATE_LIMITED
   "An unexpected server error."
   INTERNAL
 }
@@ -3940,6 +3964,12 @@ type Limits {
   maxPageSize: Int!
   "Events a subscriber may fall behind before it is skipped ahead (LAGGED)."
   maxSubscriberLag: Int!
+  "Subscriptions one WebSocket connection may hold at once."
+  maxSubscriptionsPerConnection: Int!
+  "Mutations per second each token may run, over time (0: no limit); beyond it, RATE_LIMITED."
+  mutationsPerSecond: Float!
+  "Mutations a token may run at once after a quiet spell; also the most one operation may carry."
+  mutationBurst: Int!
 }
 
 # ---------------------------------------------------------------- mutations
@@ -4639,6 +4669,12 @@ func (ec *executionContext) childFields_Limits(ctx context.Context, field graphq
 		return ec.fieldContext_Limits_maxPageSize(ctx, field)
 	case "maxSubscriberLag":
 		return ec.fieldContext_Limits_maxSubscriberLag(ctx, field)
+	case "maxSubscriptionsPerConnection":
+		return ec.fieldContext_Limits_maxSubscriptionsPerConnection(ctx, field)
+	case "mutationsPerSecond":
+		return ec.fieldContext_Limits_mutationsPerSecond(ctx, field)
+	case "mutationBurst":
+		return ec.fieldContext_Limits_mutationBurst(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Limits", field.Name)
 }
@@ -8236,6 +8272,75 @@ func (ec *executionContext) _Limits_maxSubscriberLag(ctx context.Context, field 
 	)
 }
 func (ec *executionContext) fieldContext_Limits_maxSubscriberLag(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_maxSubscriptionsPerConnection(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_maxSubscriptionsPerConnection(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxSubscriptionsPerConnection, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_maxSubscriptionsPerConnection(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_mutationsPerSecond(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_mutationsPerSecond(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MutationsPerSecond, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_mutationsPerSecond(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Float")
+}
+
+func (ec *executionContext) _Limits_mutationBurst(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_mutationBurst(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MutationBurst, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_mutationBurst(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
 }
 
@@ -18207,6 +18312,21 @@ func (ec *executionContext) _Limits(ctx context.Context, sel ast.SelectionSet, o
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "maxSubscriptionsPerConnection":
+			out.Values[i] = ec._Limits_maxSubscriptionsPerConnection(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "mutationsPerSecond":
+			out.Values[i] = ec._Limits_mutationsPerSecond(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "mutationBurst":
+			out.Values[i] = ec._Limits_mutationBurst(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -20837,6 +20957,7 @@ var (
 		"PLUGIN_INVALID":  model.CodePluginInvalid,
 		"UNAUTHENTICATED": model.CodeUnauthenticated,
 		"FORBIDDEN":       model.CodeForbidden,
+		"RATE_LIMITED":    model.CodeRateLimited,
 		"INTERNAL":        model.CodeInternal,
 	}
 	marshalNErrorCode2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐCode = map[engine.Code]string{
@@ -20851,6 +20972,7 @@ var (
 		model.CodePluginInvalid:   "PLUGIN_INVALID",
 		model.CodeUnauthenticated: "UNAUTHENTICATED",
 		model.CodeForbidden:       "FORBIDDEN",
+		model.CodeRateLimited:     "RATE_LIMITED",
 		model.CodeInternal:        "INTERNAL",
 	}
 )

@@ -120,6 +120,12 @@ type Limits struct {
 	MaxPageSize int `json:"maxPageSize"`
 	// Events a subscriber may fall behind before it is skipped ahead (LAGGED).
 	MaxSubscriberLag int `json:"maxSubscriberLag"`
+	// Subscriptions one WebSocket connection may hold at once.
+	MaxSubscriptionsPerConnection int `json:"maxSubscriptionsPerConnection"`
+	// Mutations per second each token may run, over time (0: no limit); beyond it, RATE_LIMITED.
+	MutationsPerSecond float64 `json:"mutationsPerSecond"`
+	// Mutations a token may run at once after a quiet spell; also the most one operation may carry.
+	MutationBurst int `json:"mutationBurst"`
 }
 
 // A policy plugin to load.

@@ -23,6 +23,7 @@ const (
 	CodePluginInvalid   engine.Code = "PLUGIN_INVALID"
 	CodeUnauthenticated engine.Code = "UNAUTHENTICATED"
 	CodeForbidden       engine.Code = "FORBIDDEN"
+	CodeRateLimited     engine.Code = "RATE_LIMITED"
 	CodeInternal        engine.Code = "INTERNAL"
 )
 
