@@ -420,6 +420,10 @@ func (m *Manager) infoLocked(e *entry) Info {
 	return info
 }
 
+// MaxWasmBytes returns the largest module Load accepts, so that an API can
+// refuse a larger upload before it decodes it.
+func (m *Manager) MaxWasmBytes() int { return m.opts.MaxWasmBytes }
+
 // List returns every policy available, built-ins first, then by name.
 func (m *Manager) List() []Info {
 	m.mu.Lock()
