@@ -20,6 +20,9 @@ func (m *mutationResolver) SubmitTask(ctx context.Context, input model.SubmitTas
 	if verr != nil {
 		return nil, verr
 	}
+	if err := (*Resolver)(m).checkSubmission(ctx, "input", &spec, nil); err != nil {
+		return nil, err
+	}
 	t, err := m.eng.Submit(ctx, spec)
 	if err != nil {
 		return nil, inField(err, "input")
@@ -67,6 +70,16 @@ func (m *mutationResolver) SubmitTasks(ctx context.Context, input model.SubmitTa
 			keys[k] = i
 		}
 		specs[i], refused[i] = taskSpec(path+".task", it.Task, now)
+	}
+	// An agent's batch is refused as a whole when an item acts for another
+	// agent (or names another agent's task): nothing of it is admitted.
+	for i := range specs {
+		if refused[i] != nil {
+			continue
+		}
+		if err := (*Resolver)(m).checkSubmission(ctx, "input.items."+strconv.Itoa(i)+".task", &specs[i], keys); err != nil {
+			return nil, err
+		}
 	}
 	for changed := true; changed; {
 		changed = false
@@ -164,6 +177,9 @@ func (m *mutationResolver) CancelTask(ctx context.Context, id string, reason *st
 	if err != nil {
 		return nil, err
 	}
+	if err := (*Resolver)(m).checkOwnTask(ctx, id); err != nil {
+		return nil, err
+	}
 	t, err := m.eng.Cancel(ctx, id, why)
 	if err != nil {
 		var ee *engine.Error
@@ -186,6 +202,9 @@ func (m *mutationResolver) CancelTasks(ctx context.Context, filter model.TaskFil
 	if err != nil {
 		return nil, err
 	}
+	if err := scopeFilter(ctx, "filter", &f); err != nil {
+		return nil, err
+	}
 	ids, err := m.eng.CancelWhere(ctx, f, why)
 	if err != nil {
 		return nil, err
@@ -197,7 +216,16 @@ func (m *mutationResolver) StopSession(ctx context.Context, sessionKey string, a
 	if err := checkID("sessionKey", sessionKey, true); err != nil {
 		return nil, err
 	}
-	ids, err := m.eng.StopSession(ctx, sessionKey, deref(all))
+	agent, err := ownAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	if agent != "" {
+		ids, err = (*Resolver)(m).stopOwnSession(ctx, sessionKey, agent, deref(all))
+	} else {
+		ids, err = m.eng.StopSession(ctx, sessionKey, deref(all))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -211,6 +239,9 @@ func (m *mutationResolver) RetryTask(ctx context.Context, id string) (*model.Tas
 	if err := checkID("id", id, true); err != nil {
 		return nil, err
 	}
+	if err := (*Resolver)(m).checkOwnTask(ctx, id); err != nil {
+		return nil, err
+	}
 	t, err := m.eng.Retry(ctx, id)
 	if err != nil {
 		return nil, err
@@ -220,6 +251,9 @@ func (m *mutationResolver) RetryTask(ctx context.Context, id string) (*model.Tas
 
 func (m *mutationResolver) ResetTask(ctx context.Context, id string) (*model.Task, error) {
 	if err := checkID("id", id, true); err != nil {
+		return nil, err
+	}
+	if err := (*Resolver)(m).checkOwnTask(ctx, id); err != nil {
 		return nil, err
 	}
 	t, err := m.eng.Reset(ctx, id)
@@ -307,6 +341,28 @@ func (m *mutationResolver) SetAgent(_ context.Context, id string, input model.Ag
 		st.MaxInFlight = cfg.AgentMaxInFlight
 	}
 	return st, nil
+}
+
+// stopOwnSession stops an agent's part of a session: its oldest running
+// task, or with all every task it has there that has not ended. Sessions
+// may be shared between agents; an agent never stops another's work.
+func (r *Resolver) stopOwnSession(ctx context.Context, session, agent string, all bool) ([]string, error) {
+	f := engine.TaskFilter{SessionKey: session, AgentID: agent, States: liveStates}
+	if all {
+		return r.eng.CancelWhere(ctx, f, "session stopped")
+	}
+	f.States = []engine.State{engine.StateAssigned, engine.StateRunning}
+	ts, err := r.eng.Tasks(ctx, engine.TaskQuery{Filter: f, Order: engine.OldestFirst, Limit: 1})
+	if err != nil || len(ts) == 0 {
+		return nil, err
+	}
+	if _, err := r.eng.Cancel(ctx, ts[0].ID, "session stopped"); err != nil {
+		if engine.IsCode(err, engine.CodeConflict) {
+			return nil, nil // it ended meanwhile
+		}
+		return nil, err
+	}
+	return []string{ts[0].ID}, nil
 }
 
 func (m *mutationResolver) Drain(context.Context) (*model.Stats, error) {

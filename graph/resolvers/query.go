@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,7 +18,7 @@ func (q *queryResolver) Task(ctx context.Context, id string) (*model.Task, error
 	if err := checkID("id", id, true); err != nil {
 		return nil, err
 	}
-	t, err := q.eng.Task(ctx, id)
+	t, err := (*Resolver)(q).ownedTask(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -28,6 +29,9 @@ func (q *queryResolver) Tasks(ctx context.Context, filter *model.TaskFilter, fir
 	f, ferr := taskFilter("filter", filter)
 	if ferr != nil {
 		return nil, ferr
+	}
+	if err := scopeFilter(ctx, "filter", &f); err != nil {
+		return nil, err
 	}
 	ord := engine.NewestFirst
 	if order != nil {
@@ -113,6 +117,9 @@ func (q *queryResolver) Batch(ctx context.Context, id string) (*model.Batch, err
 	if err != nil {
 		return nil, err
 	}
+	if err := (*Resolver)(q).checkOwnBatch(ctx, b); err != nil {
+		return nil, err
+	}
 	return &model.Batch{B: b}, nil
 }
 
@@ -133,11 +140,17 @@ func (q *queryResolver) Lane(_ context.Context, name string) (*model.Lane, error
 	return &model.Lane{L: l}, nil
 }
 
-func (q *queryResolver) Agents(context.Context) ([]*engine.AgentStatus, error) {
+func (q *queryResolver) Agents(ctx context.Context) ([]*engine.AgentStatus, error) {
+	own, err := ownAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
 	agents := q.eng.Agents()
-	out := make([]*engine.AgentStatus, len(agents))
+	out := make([]*engine.AgentStatus, 0, len(agents))
 	for i := range agents {
-		out[i] = &agents[i]
+		if own == "" || agents[i].ID == own {
+			out = append(out, &agents[i])
+		}
 	}
 	return out, nil
 }
@@ -146,7 +159,11 @@ func (q *queryResolver) Stats(context.Context) (*model.Stats, error) {
 	return &model.Stats{S: q.eng.Stats()}, nil
 }
 
-func (q *queryResolver) Plan(_ context.Context, limit *int) (*model.Plan, error) {
+func (q *queryResolver) Plan(ctx context.Context, limit *int) (*model.Plan, error) {
+	own, err := ownAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
 	n := 20
 	if limit != nil {
 		n = *limit
@@ -160,6 +177,11 @@ func (q *queryResolver) Plan(_ context.Context, limit *int) (*model.Plan, error)
 	p, err := q.eng.Plan(n)
 	if err != nil {
 		return nil, err
+	}
+	if own != "" {
+		// An agent sees its own dispatches and queues only; the totals stay.
+		p.Steps = slices.DeleteFunc(p.Steps, func(s engine.PlanStep) bool { return s.AgentID != own })
+		p.Skipped = slices.DeleteFunc(p.Skipped, func(s engine.PlanSkip) bool { return s.AgentID != own })
 	}
 	return &model.Plan{P: p}, nil
 }
@@ -201,6 +223,8 @@ func (q *queryResolver) Server(context.Context) (*model.ServerInfo, error) {
 		Limits: &model.Limits{
 			MaxBatch: q.maxBat, MaxComplexity: l.MaxComplexity, MaxDepth: l.MaxDepth, MaxBodyBytes: l.MaxBodyBytes,
 			MaxWebSocketPayloadBytes: l.MaxWebSocketPayloadBytes, MaxPageSize: MaxPageSize, MaxSubscriberLag: l.MaxSubscriberLag,
+			MaxSubscriptionsPerConnection: l.MaxSubscriptionsPerConnection, MutationsPerSecond: max(l.MutationsPerSecond, 0),
+			MutationBurst: l.MutationBurst,
 		},
 	}, nil
 }
@@ -208,12 +232,18 @@ func (q *queryResolver) Server(context.Context) (*model.ServerInfo, error) {
 // Field resolvers.
 
 func (t *taskResolver) Dependencies(ctx context.Context, obj *model.Task) ([]*model.Dependency, error) {
+	own, err := ownAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
 	deps := obj.T.Spec.DependsOn
 	out := make([]*model.Dependency, len(deps))
 	for i, id := range deps {
 		d := &model.Dependency{ID: id}
 		dt, err := t.eng.Task(ctx, id)
 		switch {
+		case err == nil && own != "" && dt.Spec.AgentID != own:
+			// Another agent's task: its id, which this task names, and no more.
 		case err == nil:
 			st := dt.State
 			d.State, d.Result = &st, dt.Result
@@ -233,7 +263,11 @@ func (t *taskResolver) Children(ctx context.Context, obj *model.Task, first *int
 	if n < 1 || n > MaxPageSize {
 		return nil, limitError("first", "must be within 1..%d, got %d", MaxPageSize, n)
 	}
-	ts, err := t.eng.Tasks(ctx, engine.TaskQuery{Filter: engine.TaskFilter{ParentID: obj.T.ID}, Order: engine.OldestFirst, Limit: n})
+	f := engine.TaskFilter{ParentID: obj.T.ID}
+	if err := scopeFilter(ctx, "children", &f); err != nil {
+		return nil, err
+	}
+	ts, err := t.eng.Tasks(ctx, engine.TaskQuery{Filter: f, Order: engine.OldestFirst, Limit: n})
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +279,11 @@ func (t *taskResolver) Children(ctx context.Context, obj *model.Task, first *int
 }
 
 func (b *batchResolver) Tasks(ctx context.Context, obj *model.Batch, first *int, after *string) (*model.TaskConnection, error) {
-	return (*Resolver)(b).page(ctx, engine.TaskFilter{BatchID: obj.B.Info.ID}, engine.OldestFirst, first, 100, after)
+	f := engine.TaskFilter{BatchID: obj.B.Info.ID}
+	if err := scopeFilter(ctx, "tasks", &f); err != nil {
+		return nil, err
+	}
+	return (*Resolver)(b).page(ctx, f, engine.OldestFirst, first, 100, after)
 }
 
 func (c *connectionResolver) TotalCount(ctx context.Context, obj *model.TaskConnection) (int, error) {
@@ -264,7 +302,7 @@ func (e *taskEventResolver) Task(ctx context.Context, obj *model.TaskEvent) (*mo
 	if obj.E.TaskID == "" {
 		return nil, nil
 	}
-	t, err := e.eng.Task(ctx, obj.E.TaskID)
+	t, err := (*Resolver)(e).ownedTask(ctx, obj.E.TaskID)
 	if errors.Is(err, &engine.Error{Code: engine.CodeNotFound}) {
 		return nil, nil // purged since
 	}

@@ -27,6 +27,14 @@ type Limits struct {
 	MaxBodyBytes             int // HTTP request body
 	MaxWebSocketPayloadBytes int // one WebSocket message from a client
 	MaxSubscriberLag         int // events a live subscriber may fall behind
+	// MaxSubscriptionsPerConnection is how many subscriptions one WebSocket
+	// connection may hold at once.
+	MaxSubscriptionsPerConnection int
+	// MutationsPerSecond is each token's sustained rate of mutations
+	// (negative: no limit); MutationBurst the most at once. They apply when
+	// authentication is on.
+	MutationsPerSecond float64
+	MutationBurst      int
 }
 
 // Default limits.
@@ -36,6 +44,9 @@ const (
 	DefaultMaxBodyBytes             = 4 << 20
 	DefaultMaxWebSocketPayloadBytes = 1 << 20
 	DefaultMaxSubscriberLag         = eventstream.DefaultMaxLag
+	DefaultMaxSubscriptionsPerConn  = 100
+	DefaultMutationsPerSecond       = 100
+	DefaultMutationBurst            = 200
 )
 
 // WithDefaults fills in the zero limits.
@@ -50,6 +61,11 @@ func (l Limits) WithDefaults() Limits {
 	set(&l.MaxBodyBytes, DefaultMaxBodyBytes)
 	set(&l.MaxWebSocketPayloadBytes, DefaultMaxWebSocketPayloadBytes)
 	set(&l.MaxSubscriberLag, DefaultMaxSubscriberLag)
+	set(&l.MaxSubscriptionsPerConnection, DefaultMaxSubscriptionsPerConn)
+	set(&l.MutationBurst, DefaultMutationBurst)
+	if l.MutationsPerSecond == 0 {
+		l.MutationsPerSecond = DefaultMutationsPerSecond
+	}
 	return l
 }
 

@@ -61,6 +61,10 @@ func (s *subscriptionResolver) TaskEvents(ctx context.Context, filter *model.Tas
 	if verr != nil {
 		return nil, verr
 	}
+	match, err := scopeMatcher(ctx, filter, match)
+	if err != nil {
+		return nil, err
+	}
 	rd, err := (*Resolver)(s).reader(ctx, match, after)
 	if err != nil {
 		return nil, err
@@ -96,6 +100,10 @@ func (s *subscriptionResolver) TaskEventFeed(ctx context.Context, filter *model.
 	match, verr := eventMatcher("filter", filter)
 	if verr != nil {
 		return nil, verr
+	}
+	match, err := scopeMatcher(ctx, filter, match)
+	if err != nil {
+		return nil, err
 	}
 	n := 1000
 	if maxItems != nil {
@@ -192,7 +200,7 @@ func (s *subscriptionResolver) Task(ctx context.Context, id string) (<-chan *mod
 	if err := checkID("id", id, true); err != nil {
 		return nil, err
 	}
-	first, err := s.eng.Task(ctx, id)
+	first, err := (*Resolver)(s).ownedTask(ctx, id)
 	if err != nil {
 		return nil, err
 	}

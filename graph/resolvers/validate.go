@@ -242,7 +242,12 @@ func checkURL(path, raw string) *engine.Error {
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return invalid(path, "%q is not an absolute http(s) URL", raw)
+		return invalid(path, "is not an absolute http(s) URL")
+	}
+	if u.User != nil {
+		// The API shows URLs to every reader and the logs record them:
+		// credentials go in the instance's token or the webhook secret.
+		return invalid(path, "must not carry credentials (user:password@)")
 	}
 	return nil
 }
@@ -355,6 +360,9 @@ func eventMatcher(path string, in *model.TaskEventFilter) (func(*engine.Event) b
 // instanceConfig validates an instance registration.
 func instanceConfig(path string, in *model.RegisterInstanceInput) (executor.InstanceConfig, *engine.Error) {
 	c := executor.InstanceConfig{ID: in.ID, URL: in.URL, Token: deref(in.Token), Capacity: deref(in.Capacity)}
+	if err := checkURL(path+".url", in.URL); err != nil {
+		return c, err
+	}
 	if in.Kind != nil {
 		c.Kind = *in.Kind
 	}

@@ -29,6 +29,22 @@ func (r *Resolver) schedules() error {
 	return nil
 }
 
+// ownedSchedule reads a schedule the caller may see and change: for an
+// agent, one that submits as that agent.
+func (r *Resolver) ownedSchedule(ctx context.Context, id string) (*schedule.Schedule, error) {
+	if err := r.schedules(); err != nil {
+		return nil, err
+	}
+	s, err := r.opts.Schedules.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkScheduleAgent(ctx, id, s.Spec.Template.AgentID); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 func (q *queryResolver) Plugins(context.Context) ([]*model.Plugin, error) {
 	if err := (*Resolver)(q).plugins(); err != nil {
 		return nil, err
@@ -58,6 +74,12 @@ func (m *mutationResolver) LoadPlugin(ctx context.Context, in model.LoadPluginIn
 	}
 	if !validName(in.Name) {
 		return nil, invalid("input.name", "%q is not a plugin name (letters, digits, '-' and '_', at most 64)", in.Name)
+	}
+	// The cap applies before decoding: an oversized upload costs no more
+	// than the request body it came in.
+	maxBytes := m.opts.Plugins.MaxWasmBytes()
+	if n := base64.StdEncoding.DecodedLen(len(in.WasmBase64)); n > maxBytes+2 {
+		return nil, limitError("input.wasmBase64", "the module is about %d bytes; the limit is %d (plugins.maxWasmBytes)", n, maxBytes)
 	}
 	wasm, err := base64.StdEncoding.DecodeString(in.WasmBase64)
 	if err != nil {
@@ -166,23 +188,26 @@ func (s *subscriptionResolver) PluginEvents(ctx context.Context) (<-chan *model.
 	return ch, nil
 }
 
-func (q *queryResolver) Schedules(context.Context) ([]*model.Schedule, error) {
+func (q *queryResolver) Schedules(ctx context.Context) ([]*model.Schedule, error) {
 	if err := (*Resolver)(q).schedules(); err != nil {
 		return nil, err
 	}
+	own, err := ownAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
 	list := q.opts.Schedules.List()
-	out := make([]*model.Schedule, len(list))
-	for i, s := range list {
-		out[i] = &model.Schedule{S: s}
+	out := make([]*model.Schedule, 0, len(list))
+	for _, s := range list {
+		if own == "" || s.Spec.Template.AgentID == own {
+			out = append(out, &model.Schedule{S: s})
+		}
 	}
 	return out, nil
 }
 
-func (q *queryResolver) Schedule(_ context.Context, id string) (*model.Schedule, error) {
-	if err := (*Resolver)(q).schedules(); err != nil {
-		return nil, err
-	}
-	s, err := q.opts.Schedules.Get(id)
+func (q *queryResolver) Schedule(ctx context.Context, id string) (*model.Schedule, error) {
+	s, err := (*Resolver)(q).ownedSchedule(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -248,6 +273,9 @@ func (m *mutationResolver) CreateSchedule(ctx context.Context, in model.Schedule
 	if err != nil {
 		return nil, err
 	}
+	if err := (*Resolver)(m).checkSubmission(ctx, "input.template", &sp.Template, nil); err != nil {
+		return nil, err
+	}
 	s, err := m.opts.Schedules.Create(ctx, sp)
 	if err != nil {
 		return nil, inField(err, "input")
@@ -262,6 +290,12 @@ func (m *mutationResolver) UpdateSchedule(ctx context.Context, id string, in mod
 	}
 	sp, err := scheduleSpec("input", &in, time.Now())
 	if err != nil {
+		return nil, err
+	}
+	if _, err := (*Resolver)(m).ownedSchedule(ctx, id); err != nil {
+		return nil, err
+	}
+	if err := (*Resolver)(m).checkSubmission(ctx, "input.template", &sp.Template, nil); err != nil {
 		return nil, err
 	}
 	s, err := m.opts.Schedules.Update(ctx, id, sp)
@@ -280,7 +314,7 @@ func (m *mutationResolver) DisableSchedule(ctx context.Context, id string) (*mod
 }
 
 func (m *mutationResolver) setScheduleEnabled(ctx context.Context, id string, on bool) (*model.Schedule, error) {
-	if err := (*Resolver)(m).schedules(); err != nil {
+	if _, err := (*Resolver)(m).ownedSchedule(ctx, id); err != nil {
 		return nil, err
 	}
 	s, err := m.opts.Schedules.SetEnabled(ctx, id, on)
@@ -291,7 +325,7 @@ func (m *mutationResolver) setScheduleEnabled(ctx context.Context, id string, on
 }
 
 func (m *mutationResolver) TriggerSchedule(ctx context.Context, id string) (*model.ScheduleRun, error) {
-	if err := (*Resolver)(m).schedules(); err != nil {
+	if _, err := (*Resolver)(m).ownedSchedule(ctx, id); err != nil {
 		return nil, err
 	}
 	run, err := m.opts.Schedules.Trigger(ctx, id)
@@ -302,10 +336,7 @@ func (m *mutationResolver) TriggerSchedule(ctx context.Context, id string) (*mod
 }
 
 func (m *mutationResolver) DeleteSchedule(ctx context.Context, id string) (*model.Schedule, error) {
-	if err := (*Resolver)(m).schedules(); err != nil {
-		return nil, err
-	}
-	s, err := m.opts.Schedules.Get(id)
+	s, err := (*Resolver)(m).ownedSchedule(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -324,9 +355,9 @@ func (r *scheduleRunResolver) Task(ctx context.Context, run *model.ScheduleRun) 
 	if run.R.TaskID == "" {
 		return nil, nil
 	}
-	t, err := r.eng.Task(ctx, run.R.TaskID)
-	if engine.IsCode(err, engine.CodeNotFound) {
-		return nil, nil // purged
+	t, err := (*Resolver)(r).ownedTask(ctx, run.R.TaskID)
+	if engine.IsCode(err, engine.CodeNotFound) || engine.IsCode(err, model.CodeForbidden) {
+		return nil, nil // purged, or (the schedule was changed) another agent's
 	}
 	if err != nil {
 		return nil, err

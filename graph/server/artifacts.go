@@ -1,7 +1,8 @@
 // The artifacts of tasks: results reference them by id
 // ({"artifact": {"id", "contentType", "size", "sha256"}}) and clients fetch
 // the bytes here. Artifacts never change, so they are cached for good and
-// revalidated by their digest.
+// revalidated by their digest. An agent token reads the artifacts of its
+// own agent's tasks only.
 
 package server
 
@@ -12,6 +13,7 @@ import (
 	"strconv"
 
 	"github.com/switchyard/switchyard/engine/executor/artifact"
+	"github.com/switchyard/switchyard/graph/auth"
 )
 
 func (s *Server) artifact(w http.ResponseWriter, r *http.Request) {
@@ -31,6 +33,10 @@ func (s *Server) artifact(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer body.Close()
+	if !s.mayRead(r, a.TaskID) {
+		http.Error(w, "no artifact "+strconv.Quote(id), http.StatusNotFound)
+		return
+	}
 	etag := `"` + a.SHA256 + `"`
 	h := w.Header()
 	h.Set("ETag", etag)
@@ -47,4 +53,19 @@ func (s *Server) artifact(w http.ResponseWriter, r *http.Request) {
 	if _, err := io.Copy(w, body); err != nil {
 		s.log.Debug("artifact: client went away", "id", id, "error", err)
 	}
+}
+
+// mayRead reports whether the caller may read an artifact of a task: an
+// agent reads its own tasks' artifacts only.
+func (s *Server) mayRead(r *http.Request, taskID string) bool {
+	id := auth.FromContext(r.Context())
+	if id == nil {
+		return false
+	}
+	agent := id.Agent()
+	if agent == "" {
+		return true
+	}
+	t, err := s.opts.Engine.Task(r.Context(), taskID)
+	return err == nil && t.Spec.AgentID == agent
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/parser"
 
 	"github.com/switchyard/switchyard/engine"
 )
@@ -137,4 +138,122 @@ func writeBodyLimit(w http.ResponseWriter, size int64, maxBytes int) {
 	w.Header().Set("Connection", "close")
 	w.WriteHeader(http.StatusRequestEntityTooLarge)
 	_, _ = w.Write(body)
+}
+
+// maxQueryTokens bounds the lexical tokens of a query document (variables
+// are not tokens: a batch of tasks goes in variables).
+const maxQueryTokens = 50_000
+
+// maxRepeats bounds how often one response name may appear in one
+// selection set, fragments included. GraphQL's validation compares every
+// pair of fields that share a response name, so that 10,000 copies of
+// `stats { inFlight }` cost it minutes of CPU; legitimate queries repeat a
+// name a few times at most (overlapping fragments).
+const maxRepeats = 32
+
+// repeatLimit refuses, before gqlgen validates a new query, documents that
+// repeat a response name more than maxRepeats times in a selection set. A
+// query found in the cache was checked when it was first seen.
+type repeatLimit struct {
+	cache graphql.Cache[*ast.QueryDocument]
+}
+
+var _ interface {
+	graphql.HandlerExtension
+	graphql.OperationParameterMutator
+} = repeatLimit{}
+
+func (repeatLimit) ExtensionName() string                   { return "SwitchyardRepeatLimit" }
+func (repeatLimit) Validate(graphql.ExecutableSchema) error { return nil }
+
+func (l repeatLimit) MutateOperationParameters(ctx context.Context, p *graphql.RawParams) *gqlerror.Error {
+	if _, ok := l.cache.Get(ctx, p.Query); ok {
+		return nil
+	}
+	doc, err := parser.ParseQueryWithTokenLimit(&ast.Source{Input: p.Query}, maxQueryTokens)
+	if err != nil {
+		return nil // gqlgen reports it
+	}
+	frags := map[string]*ast.FragmentDefinition{}
+	for _, f := range doc.Fragments {
+		frags[f.Name] = f
+	}
+	// budget bounds the work of the check itself: fragments spread twice
+	// in each other would expand exponentially.
+	budget := 200_000
+	check := func(set ast.SelectionSet) *gqlerror.Error {
+		var visit func(set ast.SelectionSet, seen map[string]int, depth int) (string, int)
+		visit = func(set ast.SelectionSet, seen map[string]int, depth int) (string, int) {
+			if depth > 64 {
+				return "", 0
+			}
+			for _, sel := range set {
+				if budget--; budget < 0 {
+					return "", -1
+				}
+				switch s := sel.(type) {
+				case *ast.Field:
+					name := s.Alias
+					if name == "" {
+						name = s.Name
+					}
+					seen[name]++
+					if seen[name] > maxRepeats {
+						return name, seen[name]
+					}
+				case *ast.InlineFragment:
+					if name, n := visit(s.SelectionSet, seen, depth+1); n != 0 {
+						return name, n
+					}
+				case *ast.FragmentSpread:
+					if f := frags[s.Name]; f != nil {
+						if name, n := visit(f.SelectionSet, seen, depth+1); n != 0 {
+							return name, n
+						}
+					}
+				}
+			}
+			return "", 0
+		}
+		switch name, n := visit(set, map[string]int{}, 0); {
+		case n > 0:
+			return limitGQLError("repeats", n, maxRepeats, "the field %q appears more than %d times in one selection set", name, maxRepeats)
+		case n < 0:
+			return limitGQLError("fragments", 0, 0, "the document's fragments expand too far")
+		}
+		return nil
+	}
+	var walk func(set ast.SelectionSet, depth int) *gqlerror.Error
+	walk = func(set ast.SelectionSet, depth int) *gqlerror.Error {
+		if len(set) == 0 || depth > 256 {
+			return nil
+		}
+		if err := check(set); err != nil {
+			return err
+		}
+		for _, sel := range set {
+			var sub ast.SelectionSet
+			switch s := sel.(type) {
+			case *ast.Field:
+				sub = s.SelectionSet
+			case *ast.InlineFragment:
+				sub = s.SelectionSet
+			}
+			if err := walk(sub, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, op := range doc.Operations {
+		if err := walk(op.SelectionSet, 0); err != nil {
+			return err
+		}
+	}
+	for _, f := range doc.Fragments {
+		if err := walk(f.SelectionSet, 0); err != nil {
+			return err
+		}
+	}
+	return nil
 }

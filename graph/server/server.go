@@ -2,6 +2,10 @@
 // its transports and limits, the playground, health and readiness, Prometheus
 // metrics and the artifacts of tasks.
 //
+// With tokens configured (Options.Auth), /graphql, /metrics and /artifacts
+// need a bearer token; see graph/auth for the roles and security.go for the
+// edge.
+//
 //	/                 the GraphiQL playground (embedded assets, no CDN)
 //	/graphql          GraphQL: POST and GET; WebSocket (graphql-transport-ws
 //	                  and graphql-ws, keepalive ping/pong); Server-Sent Events
@@ -27,6 +31,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/coder/websocket"
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -38,6 +43,7 @@ import (
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/executor/artifact"
 	"github.com/switchyard/switchyard/engine/schedule"
+	"github.com/switchyard/switchyard/graph/auth"
 	"github.com/switchyard/switchyard/graph/metrics"
 	"github.com/switchyard/switchyard/graph/model"
 	"github.com/switchyard/switchyard/graph/resolvers"
@@ -65,6 +71,21 @@ type Options struct {
 	// PlaygroundQuery fills the playground's editor on a first visit;
 	// default DefaultPlaygroundQuery.
 	PlaygroundQuery string
+
+	// Auth authenticates requests. Nil, or without tokens, authentication
+	// is off: every request acts as auth.Anonymous (everything allowed),
+	// and requests that reach a loopback address must name a loopback host.
+	Auth *auth.Authenticator
+	// AllowedOrigins are the browser origins besides the server's own that
+	// may open WebSockets: host patterns ("dash.example.com",
+	// "*.example.com", "localhost:5173").
+	AllowedOrigins []string
+	// DisableIntrospection refuses __schema and __type queries (the
+	// playground then has no documentation or completion).
+	DisableIntrospection bool
+	// AuditLogger receives one line per mutation; default
+	// Logger.Named("audit").
+	AuditLogger hclog.Logger
 }
 
 // DefaultPlaygroundQuery is the query the playground opens with.
@@ -85,6 +106,8 @@ type Server struct {
 	resolver *resolvers.Resolver
 	handler  http.Handler
 	metrics  *prometheus.Registry
+
+	audit *auth.Audit
 
 	http *http.Server
 	// streams ends the WebSocket and SSE streams at shutdown: they never
@@ -108,7 +131,13 @@ func New(opts Options) (*Server, error) {
 		opts.PlaygroundQuery = DefaultPlaygroundQuery
 	}
 	opts.Limits = opts.Limits.WithDefaults()
-	s := &Server{opts: opts, log: opts.Logger.Named("http"), metrics: prometheus.NewRegistry()}
+	if !opts.Auth.Enabled() {
+		opts.Limits.MutationsPerSecond = -1 // rates are per token
+	}
+	if opts.AuditLogger == nil {
+		opts.AuditLogger = opts.Logger.Named("audit")
+	}
+	s := &Server{opts: opts, log: opts.Logger.Named("http"), metrics: prometheus.NewRegistry(), audit: auth.NewAudit(opts.AuditLogger)}
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	s.metrics.MustRegister(
 		collectors.NewGoCollector(),
@@ -134,32 +163,39 @@ func New(opts Options) (*Server, error) {
 
 	mux := http.NewServeMux()
 	mux.Handle("/", page)
-	mux.Handle("/graphql", count("graphql", limitBody(opts.Limits.MaxBodyBytes, s.endOnShutdown(s.graphQL()))))
+	gql, err := s.graphQL()
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("/graphql", count("graphql", s.authenticate(limitBody(opts.Limits.MaxBodyBytes, withStatusHints(s.endOnShutdown(gql))))))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{ErrorLog: hclogAdapter{s.log}}))
-	mux.Handle("GET /artifacts/{id}", count("artifacts", http.HandlerFunc(s.artifact)))
-	s.handler = s.logRequests(mux)
+	mux.Handle("GET /metrics", s.requireIdentity(promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{ErrorLog: hclogAdapter{s.log}})))
+	mux.Handle("GET /artifacts/{id}", count("artifacts", s.requireIdentity(http.HandlerFunc(s.artifact))))
+	s.handler = s.logRequests(s.checkHost(mux))
 	return s, nil
 }
 
 // graphQL returns the GraphQL handler: transports, limits, caches and the
 // error presenter.
-func (s *Server) graphQL() http.Handler {
+func (s *Server) graphQL() (http.Handler, error) {
 	l := s.opts.Limits
 	es := s.resolver.ExecutableSchema()
+	gate := &auth.Gate{Limiter: auth.NewRateLimiter(l.MutationsPerSecond, l.MutationBurst, nil), Refused: s.refused}
+	if err := gate.Validate(es); err != nil { // the access table covers the schema
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	srv := handler.New(es)
 	readLimit := int64(l.MaxWebSocketPayloadBytes)
 	srv.AddTransport(&transport.Websocket{
-		Implementation:        wsImplementation{},
+		// Browsers may open WebSockets from the server's own origin, and
+		// from AllowedOrigins (the default of coder/websocket: same origin).
+		Implementation:        wsImplementation{accept: websocket.AcceptOptions{OriginPatterns: s.opts.AllowedOrigins}},
 		KeepAlivePingInterval: s.opts.KeepAlive, // graphql-ws
 		PingPongInterval:      s.opts.KeepAlive, // graphql-transport-ws
-		InitTimeout:           30 * time.Second,
+		InitTimeout:           wsInitTimeout,
 		PayloadReadLimit:      &readLimit,
-		InitFunc: func(ctx context.Context, _ transport.InitPayload) (context.Context, *transport.InitPayload, error) {
-			// Authentication (§9) will read the payload's Authorization here.
-			return ctx, nil, nil
-		},
+		InitFunc:              s.wsInit,
 		ErrorFunc: func(_ context.Context, err error) {
 			s.log.Debug("websocket", "error", err)
 		},
@@ -168,17 +204,28 @@ func (s *Server) graphQL() http.Handler {
 	srv.AddTransport(transport.Options{})
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
-	srv.Use(extension.Introspection{})
+	cache := lru.New[*ast.QueryDocument](1000)
+	srv.SetQueryCache(cache)
+	srv.SetParserTokenLimit(maxQueryTokens)
+	srv.Use(repeatLimit{cache: cache})
+	if !s.opts.DisableIntrospection {
+		srv.Use(extension.Introspection{})
+	}
+	srv.Use(gate)
 	srv.Use(&queryLimits{maxComplexity: l.MaxComplexity, maxDepth: l.MaxDepth})
+	srv.Use(subscriptionCap{max: l.MaxSubscriptionsPerConnection})
+	srv.Use(s.audit)
 	srv.AroundResponses(spliceResponses)
 	srv.SetErrorPresenter(resolvers.PresentError)
 	srv.SetRecoverFunc(func(ctx context.Context, p any) error {
 		s.log.Error("panic in a resolver", "panic", p, "path", graphql.GetPath(ctx))
 		return &gqlerror.Error{Message: "internal error", Extensions: map[string]any{"code": string(model.CodeInternal)}}
 	})
-	return srv
+	return srv, nil
 }
+
+// wsInitTimeout is how long a WebSocket may take to send connection_init.
+const wsInitTimeout = 10 * time.Second
 
 // endOnShutdown ties the context of streaming requests (WebSocket, SSE) to
 // the server's life.

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,13 +16,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/clock"
 	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/executor/artifact"
+	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/engine/store/memory"
 	"github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/graph/resolvers"
 	"github.com/switchyard/switchyard/graph/server"
+	"github.com/switchyard/switchyard/plugins/host"
+	"github.com/switchyard/switchyard/plugins/manager"
 )
 
 // bundle is a real server on a random loopback port over a real engine
@@ -33,6 +39,8 @@ type bundle struct {
 	c         *client.Client
 	artifacts artifact.Store
 	reg       *executor.Registry
+	plugins   *manager.Manager    // with setupOptions.plugins
+	sched     *schedule.Scheduler // with setupOptions.schedules
 }
 
 type setupOptions struct {
@@ -42,7 +50,11 @@ type setupOptions struct {
 	limits     resolvers.Limits
 	keepAlive  time.Duration
 	auto       func(*engine.Run) engine.Outcome
-	sendBuffer int // the server's socket send buffer, when set
+	sendBuffer int                   // the server's socket send buffer, when set
+	plugins    bool                  // a plugin manager (native built-ins)
+	schedules  bool                  // a scheduler
+	server     func(*server.Options) // adjusts the server's options
+	logs       io.Writer             // receives the server's log (info and up) besides the test log
 }
 
 // setup starts the bundle; opts adjust its options.
@@ -64,10 +76,34 @@ func setup(t *testing.T, opts ...func(*setupOptions)) *bundle {
 		reg.SetSink(eng)
 		t.Cleanup(reg.Close)
 	}
-	srv, err := server.New(server.Options{
+	var mgr *manager.Manager
+	if o.plugins {
+		rt, err := host.New(host.Config{CacheDir: pluginCache(), OnEvent: func(ev host.Event) { mgr.HostEvent(ev) }})
+		require.NoError(t, err)
+		mgr = manager.New(eng, rt, manager.Options{Native: true})
+		require.NoError(t, mgr.Start(context.Background()))
+		t.Cleanup(func() { _ = mgr.Close(context.Background()) })
+	}
+	var sched *schedule.Scheduler
+	if o.schedules {
+		sched = schedule.New(eng, clock.Real{}, nil)
+		require.NoError(t, sched.Start(context.Background()))
+		t.Cleanup(sched.Stop)
+	}
+	logOut := io.Writer(testWriter{t})
+	level := hclog.Warn
+	if o.logs != nil {
+		logOut, level = io.MultiWriter(logOut, o.logs), hclog.Info
+	}
+	sopts := server.Options{
 		Engine: eng, Registry: reg, Artifacts: arts, Limits: o.limits, KeepAlive: o.keepAlive, Version: "test",
-		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: testWriter{t}}),
-	})
+		Plugins: mgr, Schedules: sched,
+		Logger: hclog.New(&hclog.LoggerOptions{Level: level, Output: logOut}),
+	}
+	if o.server != nil {
+		o.server(&sopts)
+	}
+	srv, err := server.New(sopts)
 	require.NoError(t, err)
 	var ln net.Listener
 	ln, err = net.Listen("tcp", "127.0.0.1:0")
@@ -87,7 +123,17 @@ func setup(t *testing.T, opts ...func(*setupOptions)) *bundle {
 	base := "http://" + ln.Addr().String()
 	c := client.New(base + "/graphql")
 	c.HTTP = &http.Client{Timeout: 30 * time.Second}
-	return &bundle{eng: eng, exec: exec, srv: srv, base: base, c: c, artifacts: arts, reg: reg}
+	return &bundle{eng: eng, exec: exec, srv: srv, base: base, c: c, artifacts: arts, reg: reg, plugins: mgr, sched: sched}
+}
+
+// pluginCache is the compilation cache of the tests' plugin hosts: compiling
+// a Go guest takes about a second, loading it from the cache milliseconds.
+func pluginCache() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "switchyard", "wazero-test")
 }
 
 // smallBuffers shrinks the socket send buffer of accepted connections, so

@@ -1,0 +1,282 @@
+// The audit log: one line per mutation on the switchyard.audit logger, with
+// who ran it (the token's name and role — never the token), the operation,
+// the ids it named or touched, and the outcome. Refused mutations are
+// logged too (by the gate, through Refused).
+
+package auth
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/hashicorp/go-hclog"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/graph/model"
+)
+
+// Audit is the gqlgen extension that logs mutations. Add it with Use.
+type Audit struct {
+	log hclog.Logger
+}
+
+// NewAudit returns the audit extension writing to log (name it
+// "switchyard.audit": the server passes its logger's Named("audit")).
+func NewAudit(log hclog.Logger) *Audit {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return &Audit{log: log}
+}
+
+var _ interface {
+	graphql.HandlerExtension
+	graphql.RootFieldInterceptor
+	graphql.FieldInterceptor
+} = (*Audit)(nil)
+
+// ExtensionName names the extension.
+func (a *Audit) ExtensionName() string { return "SwitchyardAudit" }
+
+// Validate accepts any schema.
+func (a *Audit) Validate(graphql.ExecutableSchema) error { return nil }
+
+// record is what the field interceptor learns of a mutation for the root
+// interceptor to log.
+type record struct {
+	ran  bool
+	args map[string]any
+	res  any
+	err  error
+}
+
+type recordKey struct{}
+
+// InterceptRootField logs each mutation field once it has run.
+func (a *Audit) InterceptRootField(ctx context.Context, next graphql.RootResolver) graphql.Marshaler {
+	rc := graphql.GetRootFieldContext(ctx)
+	if rc == nil || rc.Object != "Mutation" {
+		return next(ctx)
+	}
+	rec := &record{}
+	start := time.Now()
+	m := next(context.WithValue(ctx, recordKey{}, rec))
+	op := rc.Field.Name
+	outcome, msg := "ok", ""
+	switch {
+	case !rec.ran:
+		// The arguments did not convert: the resolver never ran.
+		outcome, msg = string(engine.CodeInvalidInput), "the arguments were refused"
+	case rec.err != nil:
+		outcome, msg = codeOf(rec.err), rec.err.Error()
+	case rec.res == nil:
+		outcome = "none"
+	}
+	args := []any{"op", op, "outcome", outcome}
+	args = append(args, who(FromContext(ctx))...)
+	if t := Targets(op, rec.args, rec.res); len(t) > 0 {
+		args = append(args, "targets", t)
+	}
+	if p, ok := rec.res.(*model.SubmitTasksPayload); ok && p != nil {
+		args = append(args, "accepted", p.Accepted, "refused", p.Refused)
+	}
+	if msg != "" {
+		args = append(args, "error", truncate(msg, 300))
+	}
+	if addr := RemoteAddr(ctx); addr != "" {
+		args = append(args, "remote", addr)
+	}
+	args = append(args, "took", time.Since(start).Round(time.Microsecond))
+	a.log.Info("mutation", args...)
+	return m
+}
+
+// InterceptField records a mutation's arguments, result and error for
+// InterceptRootField. Other fields pass through at the cost of one check.
+func (a *Audit) InterceptField(ctx context.Context, next graphql.Resolver) (any, error) {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil || fc.Object != "Mutation" {
+		return next(ctx)
+	}
+	res, err := next(ctx)
+	if rec, ok := ctx.Value(recordKey{}).(*record); ok {
+		rec.ran, rec.args, rec.res, rec.err = true, fc.Args, res, err
+	}
+	return res, err
+}
+
+// Refused logs a mutation the gate refused (pass it to Gate.Refused, or
+// call it from there).
+func (a *Audit) Refused(ctx context.Context, r Refusal) {
+	if r.Operation != ast.Mutation {
+		return
+	}
+	args := []any{"op", strings.Join(r.Fields, ","), "outcome", r.Code}
+	args = append(args, who(r.Identity)...)
+	args = append(args, "error", truncate(r.Message, 300))
+	if addr := RemoteAddr(ctx); addr != "" {
+		args = append(args, "remote", addr)
+	}
+	a.log.Info("mutation refused", args...)
+}
+
+func who(id *Identity) []any {
+	if id == nil {
+		return []any{"token", "", "role", "none"}
+	}
+	out := []any{"token", id.Name, "role", id.Role.String()}
+	if id.Role == RoleAgent {
+		out = append(out, "agent", id.AgentID)
+	}
+	return out
+}
+
+// codeOf returns the API code of a resolver error.
+func codeOf(err error) string {
+	var ee *engine.Error
+	if errors.As(err, &ee) {
+		return string(ee.Code)
+	}
+	var ge *gqlerror.Error
+	if errors.As(err, &ge) {
+		if c, ok := ge.Extensions["code"].(string); ok {
+			return c
+		}
+	}
+	return string(model.CodeInternal)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// maxTargets bounds the ids one audit line lists (a batch's tasks).
+const maxTargets = 128
+
+// Targets returns the ids a mutation named (its arguments) and touched (its
+// result), as "kind:id", without duplicates. Secrets in its input (an
+// instance's token) are never read.
+func Targets(op string, args map[string]any, res any) []string {
+	var out []string
+	add := func(kind, id string) {
+		if id == "" || len(out) >= maxTargets {
+			return
+		}
+		t := kind + ":" + id
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	kind := kindOf(op)
+	for _, name := range []string{"id", "name"} {
+		if v, ok := args[name].(string); ok {
+			add(kind, v)
+		}
+	}
+	if v, ok := args["sessionKey"].(string); ok {
+		add("session", v)
+	}
+	switch in := args["input"].(type) {
+	case model.SubmitTaskInput:
+		add("agent", in.AgentID)
+	case model.SubmitTasksInput:
+		for _, it := range in.Items {
+			if it != nil && it.Task != nil {
+				add("agent", it.Task.AgentID)
+			}
+		}
+	case model.RegisterInstanceInput:
+		add("instance", in.ID)
+	case model.LoadPluginInput:
+		add("plugin", in.Name)
+	case model.ScheduleInput:
+		if in.Template != nil {
+			add("agent", in.Template.AgentID)
+		}
+	case model.SetPolicyInput:
+		add("slot", in.Slot.String())
+		if in.Lane != nil {
+			add("lane", *in.Lane)
+		}
+		if in.Name != nil {
+			add("policy", *in.Name)
+		}
+	}
+	if f, ok := args["filter"].(model.TaskFilter); ok {
+		for k, v := range map[string]*string{"agent": f.AgentID, "lane": f.Lane, "session": f.SessionKey, "batch": f.BatchID, "parent": f.ParentID} {
+			if v != nil {
+				add(k, *v)
+			}
+		}
+	}
+	switch r := res.(type) {
+	case *model.Task:
+		if r != nil {
+			add("task", r.T.ID)
+		}
+	case *model.SubmitTasksPayload:
+		if r != nil {
+			if r.BatchID != nil {
+				add("batch", *r.BatchID)
+			}
+			for _, it := range r.Items {
+				if it != nil && it.Task != nil {
+					add("task", it.Task.T.ID)
+				}
+			}
+		}
+	case *model.CancelPayload:
+		if r != nil {
+			for _, id := range r.Ids {
+				add("task", id)
+			}
+		}
+	case *model.Schedule:
+		if r != nil {
+			add("schedule", r.S.ID)
+		}
+	case *model.ScheduleRun:
+		if r != nil {
+			add("task", r.R.TaskID)
+		}
+	case *model.Plugin:
+		if r != nil {
+			add("sha256", r.I.Hash)
+		}
+	}
+	return out
+}
+
+// kindOf names what an operation's id or name argument identifies, from the
+// operation's name: cancelTask → task, updateLane → lane.
+func kindOf(op string) string {
+	for _, k := range []string{"Task", "Instance", "Schedule", "Plugin", "Lane", "Agent", "Session"} {
+		if strings.HasSuffix(op, k) || strings.HasSuffix(op, k+"s") {
+			return strings.ToLower(k)
+		}
+	}
+	return "id"
+}
+
+type remoteKey struct{}
+
+// WithRemoteAddr returns ctx carrying the client's address, for the audit
+// log.
+func WithRemoteAddr(ctx context.Context, addr string) context.Context {
+	return context.WithValue(ctx, remoteKey{}, addr)
+}
+
+// RemoteAddr returns the client's address of ctx, or "".
+func RemoteAddr(ctx context.Context) string {
+	s, _ := ctx.Value(remoteKey{}).(string)
+	return s
+}
