@@ -4,6 +4,7 @@
 //	switchyard serve      run the scheduler and its GraphQL API
 //	switchyard instance   run the built-in headless Chromium instance alone
 //	switchyard bench      load-test an API (a running server, or one in-process)
+//	switchyard token      make API tokens and the hashes the configuration stores
 //	switchyard version    print the version
 package main
 
@@ -30,6 +31,7 @@ func commands() []command {
 		{"serve", "run the scheduler and its GraphQL API", runServe},
 		{"instance", "run the built-in headless Chromium instance alone", runInstance},
 		{"bench", "load-test the API: submitTask, submitTasks batches, subscription fan-out", runBench},
+		{"token", "make an API token and its hash for auth.tokens (new), or hash a token (hash)", runToken},
 		{"version", "print the version", runVersion},
 	}
 }

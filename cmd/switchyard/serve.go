@@ -27,6 +27,7 @@ import (
 	"github.com/switchyard/switchyard/engine/store/memory"
 	"github.com/switchyard/switchyard/engine/store/sqlite"
 	"github.com/switchyard/switchyard/engine/webhook"
+	"github.com/switchyard/switchyard/graph/auth"
 	"github.com/switchyard/switchyard/graph/server"
 	"github.com/switchyard/switchyard/plugins/host"
 	"github.com/switchyard/switchyard/plugins/manager"
@@ -43,11 +44,12 @@ func loadConfig(args []string, stderr io.Writer) (config.Config, []string, error
 	logFormat := fs.String("log-format", cfg.Log.Format, "text or json")
 	store := fs.String("store", cfg.Store.Driver, "the store: sqlite (durable, one file), memory (ephemeral) or postgres")
 	dbPath := fs.String("db", cfg.Store.Path, "the SQLite file")
-	dbURL := fs.String("database-url", cfg.Store.URL, "the PostgreSQL connection string (with --store postgres)")
+	dbURL := fs.String("database-url", "", "the PostgreSQL connection string (with --store postgres; default store.url)")
 	nativePolicies := fs.Bool("native-policies", false, "run the built-in policies natively instead of as WebAssembly")
 	noLocal := fs.Bool("no-local-instance", false, "do not start the built-in Chromium instance")
 	artifacts := fs.String("artifacts-dir", "", "keep artifacts (screenshots, PDFs) in this directory (default: in memory)")
 	grace := fs.Duration("shutdown-grace", cfg.ShutdownGrace.Std(), "how long running tasks get to finish at shutdown")
+	insecure := fs.Bool("insecure", false, "allow listening beyond loopback without authentication (no auth.tokens): anyone who reaches the port controls the scheduler")
 	if err := parseFlags(fs, args); err != nil {
 		return cfg, nil, err
 	}
@@ -73,7 +75,7 @@ func loadConfig(args []string, stderr io.Writer) (config.Config, []string, error
 		case "db":
 			cfg.Store.Path = *dbPath
 		case "database-url":
-			cfg.Store.URL = *dbURL
+			cfg.Store.URL = config.Secret(*dbURL)
 		case "native-policies":
 			cfg.Plugins.Native = *nativePolicies
 		case "no-local-instance":
@@ -82,6 +84,8 @@ func loadConfig(args []string, stderr io.Writer) (config.Config, []string, error
 			cfg.Artifacts.Dir = *artifacts
 		case "shutdown-grace":
 			cfg.ShutdownGrace = config.Duration(*grace)
+		case "insecure":
+			cfg.Insecure = *insecure
 		}
 	})
 	if err := cfg.Validate(); err != nil {
@@ -193,9 +197,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		<-hooksDone
 	}
 
+	authn, err := cfg.Authenticator()
+	if err != nil {
+		return err
+	}
+	logSecurity(log, cfg, authn)
 	srv, err := server.New(server.Options{
 		Engine: eng, Registry: reg, Artifacts: arts, Logger: log, Version: Version(), Plugins: plugins, Schedules: sched,
 		Limits: cfg.APILimits(), KeepAlive: cfg.KeepAlive.Std(),
+		Auth: authn, AllowedOrigins: cfg.API.AllowedOrigins, DisableIntrospection: !cfg.API.Introspection,
 		Ready: func() error {
 			if local == nil {
 				return nil
@@ -246,6 +256,26 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
+// logSecurity says how the API is protected: loudly when it is not.
+func logSecurity(log hclog.Logger, cfg config.Config, authn *auth.Authenticator) {
+	if !authn.Enabled() {
+		host, _, _ := net.SplitHostPort(cfg.Listen)
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			log.Warn("INSECURE: the API has no authentication and listens beyond loopback (--insecure): anyone who reaches " +
+				cfg.Listen + " can submit and cancel work, change lanes, register instances and load plugins; configure auth.tokens")
+			return
+		}
+		log.Info("authentication is off: no token is configured, so the API listens on loopback only (switchyard token new makes one)")
+		return
+	}
+	roles := map[string]int{}
+	for _, id := range authn.Identities() {
+		roles[id.Role.String()]++
+	}
+	log.Info("authentication is on", "tokens", len(authn.Identities()), "roles", roles, "introspection", cfg.API.Introspection,
+		"allowedOrigins", cfg.API.AllowedOrigins)
+}
+
 // startPlugins starts the plugin host and makes the built-in policies (and
 // the plugins and choices persisted by earlier runs) active.
 func startPlugins(ctx context.Context, eng *engine.Engine, c config.Plugins, log hclog.Logger) (*manager.Manager, error) {
@@ -277,9 +307,9 @@ func newWebhooks(eng *engine.Engine, cfg config.Config, log hclog.Logger) (*webh
 	}
 	eps := make([]webhook.Endpoint, len(cfg.Webhooks.Endpoints))
 	for i, ep := range cfg.Webhooks.Endpoints {
-		eps[i] = webhook.Endpoint{Prefix: ep.Prefix, Secret: ep.Secret}
+		eps[i] = webhook.Endpoint{Prefix: ep.Prefix, Secret: ep.Secret.Reveal()}
 	}
-	return webhook.New(eng, webhook.Options{Secret: cfg.Webhooks.Secret, Endpoints: eps, AllowPrivate: cfg.Webhooks.AllowPrivate,
+	return webhook.New(eng, webhook.Options{Secret: cfg.Webhooks.Secret.Reveal(), Endpoints: eps, AllowPrivate: cfg.Webhooks.AllowPrivate,
 		AllowNetworks: nets, Timeout: cfg.Webhooks.Timeout.Std(), MaxAttempts: cfg.Webhooks.MaxAttempts, Logger: log}), nil
 }
 

@@ -61,7 +61,10 @@ type recordKey struct{}
 // InterceptRootField logs each mutation field once it has run.
 func (a *Audit) InterceptRootField(ctx context.Context, next graphql.RootResolver) graphql.Marshaler {
 	rc := graphql.GetRootFieldContext(ctx)
-	if rc == nil || rc.Object != "Mutation" {
+	if rc == nil || !graphql.HasOperationContext(ctx) {
+		return next(ctx)
+	}
+	if op := graphql.GetOperationContext(ctx).Operation; op == nil || op.Operation != ast.Mutation {
 		return next(ctx)
 	}
 	rec := &record{}

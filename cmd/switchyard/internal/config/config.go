@@ -10,7 +10,9 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
+	"path"
 	"regexp"
 	"strings"
 	"time"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/graph/auth"
 	"github.com/switchyard/switchyard/graph/resolvers"
 )
 
@@ -29,15 +32,19 @@ import (
 type Config struct {
 	// Listen is the HTTP address (default 127.0.0.1:8080).
 	Listen string `yaml:"listen"`
-	// AllowRemote allows listening beyond loopback. The API has no
-	// authentication yet, so this exposes it to the network.
-	AllowRemote bool `yaml:"allowRemote"`
+	// Insecure allows listening beyond loopback without authentication
+	// (no auth.tokens): anyone who reaches the port then controls the
+	// scheduler. Without tokens and without it, a non-loopback listen is
+	// refused.
+	Insecure bool `yaml:"insecure"`
 	// ShutdownGrace is how long running tasks get to finish at shutdown
 	// before they are cancelled (default 30s).
 	ShutdownGrace Duration `yaml:"shutdownGrace"`
 	// KeepAlive is the WebSocket and SSE keepalive interval (default 15s).
 	KeepAlive Duration `yaml:"keepAlive"`
 
+	Auth          Auth             `yaml:"auth"`
+	API           API              `yaml:"api"`
 	Log           Log              `yaml:"log"`
 	Store         Store            `yaml:"store"`
 	LocalInstance LocalInstance    `yaml:"localInstance"`
@@ -55,6 +62,74 @@ type Config struct {
 	environ []string
 }
 
+// Auth configures authentication: bearer tokens, stored as hashes
+// (`switchyard token new` makes a token and its hash). Without any token,
+// authentication is off and the server listens on loopback only.
+type Auth struct {
+	// Tokens are the API's tokens.
+	Tokens []Token `yaml:"tokens"`
+	// AdminTokenHash adds a token named "admin" with the admin role: one
+	// secret from the environment (SWITCHYARD_AUTH_ADMIN_TOKEN_HASH), for
+	// deployments that keep the file free of them.
+	AdminTokenHash string `yaml:"adminTokenHash"`
+}
+
+// AdminTokenName is the name of the token of Auth.AdminTokenHash.
+const AdminTokenName = "admin"
+
+// Token is one API token.
+type Token struct {
+	// Name identifies the token in the audit log (never the token itself).
+	Name string `yaml:"name"`
+	// Hash is the stored form printed by `switchyard token new` or
+	// `switchyard token hash`: hmac-sha256:SALT:DIGEST.
+	Hash string `yaml:"hash"`
+	// Role is admin, operator, agent or reader.
+	Role string `yaml:"role"`
+	// AgentID binds an agent token to its agent (required for agent tokens
+	// only).
+	AgentID string `yaml:"agentId"`
+}
+
+// API configures the API's exposure to browsers and tools.
+type API struct {
+	// AllowedOrigins are browser origins besides the server's own that may
+	// open WebSockets: host patterns such as "dash.example.com",
+	// "*.example.com" or "https://tools.example.com".
+	AllowedOrigins []string `yaml:"allowedOrigins"`
+	// Introspection answers __schema and __type queries (default true; the
+	// playground's documentation needs it).
+	Introspection bool `yaml:"introspection"`
+}
+
+// Secret is a string that is never printed: fmt, YAML and JSON write it as
+// "[redacted]", so that a dump of the configuration carries no secret.
+type Secret string
+
+const redacted = "[redacted]"
+
+// String hides the secret.
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return redacted
+}
+
+// GoString hides the secret from %#v.
+func (s Secret) GoString() string { return strconvQuote(s.String()) }
+
+// MarshalYAML hides the secret from YAML dumps.
+func (s Secret) MarshalYAML() (any, error) { return s.String(), nil }
+
+// MarshalJSON hides the secret from JSON dumps.
+func (s Secret) MarshalJSON() ([]byte, error) { return []byte(strconvQuote(s.String())), nil }
+
+// Reveal returns the secret, for the component that uses it.
+func (s Secret) Reveal() string { return string(s) }
+
+func strconvQuote(s string) string { return `"` + s + `"` }
+
 // Log configures logging.
 type Log struct {
 	Level  string `yaml:"level"`  // trace, debug, info (default), warn, error
@@ -71,8 +146,9 @@ type Store struct {
 	// Sync is SQLite's durability: full (default: survives a machine crash)
 	// or normal (survives a process crash; faster).
 	Sync string `yaml:"sync"`
-	// URL is the PostgreSQL connection string.
-	URL string `yaml:"url"`
+	// URL is the PostgreSQL connection string (a secret: it may carry a
+	// password).
+	URL Secret `yaml:"url"`
 }
 
 // Plugins configures the policy plugins.
@@ -92,7 +168,7 @@ type Plugins struct {
 // Webhooks configures webhook deliveries.
 type Webhooks struct {
 	// Secret signs deliveries to URLs that no endpoint matches.
-	Secret string `yaml:"secret"`
+	Secret Secret `yaml:"secret"`
 	// Endpoints give per-endpoint secrets by URL prefix.
 	Endpoints []WebhookEndpoint `yaml:"endpoints"`
 	// AllowPrivate lets webhooks reach loopback, private and link-local
@@ -109,7 +185,7 @@ type Webhooks struct {
 // WebhookEndpoint is a receiver's secret.
 type WebhookEndpoint struct {
 	Prefix string `yaml:"prefix"`
-	Secret string `yaml:"secret"`
+	Secret Secret `yaml:"secret"`
 }
 
 // LocalInstance configures the built-in Chromium instance.
@@ -130,11 +206,17 @@ type Artifacts struct {
 
 // Limits are the API's request limits; 0 means the default.
 type Limits struct {
-	MaxComplexity            int `yaml:"maxComplexity"`
-	MaxDepth                 int `yaml:"maxDepth"`
-	MaxBodyBytes             int `yaml:"maxBodyBytes"`
-	MaxWebSocketPayloadBytes int `yaml:"maxWebSocketPayloadBytes"`
-	MaxSubscriberLag         int `yaml:"maxSubscriberLag"`
+	MaxComplexity                 int `yaml:"maxComplexity"`
+	MaxDepth                      int `yaml:"maxDepth"`
+	MaxBodyBytes                  int `yaml:"maxBodyBytes"`
+	MaxWebSocketPayloadBytes      int `yaml:"maxWebSocketPayloadBytes"`
+	MaxSubscriberLag              int `yaml:"maxSubscriberLag"`
+	MaxSubscriptionsPerConnection int `yaml:"maxSubscriptionsPerConnection"`
+	// MutationsPerSecond is each token's sustained rate of mutations
+	// (default 100; negative: no limit); MutationBurst the most at once
+	// (default 200).
+	MutationsPerSecond float64 `yaml:"mutationsPerSecond"`
+	MutationBurst      int     `yaml:"mutationBurst"`
 }
 
 // Health configures the instances' health checks.
@@ -195,7 +277,7 @@ type Agent struct {
 type Instance struct {
 	ID       string            `yaml:"id"`
 	URL      string            `yaml:"url"`
-	Token    string            `yaml:"token"`
+	Token    Secret            `yaml:"token"`
 	Kind     string            `yaml:"kind"` // instance (default), pinchtab or chat
 	Capacity int               `yaml:"capacity"`
 	Labels   map[string]string `yaml:"labels"`
@@ -229,6 +311,7 @@ func Default() Config {
 		Log:           Log{Level: "info", Format: "text"},
 		Store:         Store{Driver: "sqlite", Path: "./switchyard.db", Sync: "full"},
 		LocalInstance: LocalInstance{Enabled: true, Capacity: 4},
+		API:           API{Introspection: true},
 		Health:        Health{Interval: Duration(5 * time.Second), Timeout: Duration(2 * time.Second), UnhealthyAfter: 3},
 	}
 }
@@ -249,7 +332,11 @@ func (c *Config) LoadFile(path string) error {
 		if m := unknownField.FindAllStringSubmatch(msg, -1); m != nil {
 			var keys []string
 			for _, x := range m {
-				keys = append(keys, fmt.Sprintf("line %s: unknown key %q (in %s)", x[1], x[2], sectionOf(x[3])))
+				k := fmt.Sprintf("line %s: unknown key %q (in %s)", x[1], x[2], sectionOf(x[3]))
+				if x[2] == "allowRemote" {
+					k += ": it was replaced by auth.tokens (or, to expose the API without authentication, insecure: true)"
+				}
+				keys = append(keys, k)
 			}
 			return fmt.Errorf("config file %s: %s", path, strings.Join(keys, "; "))
 		}
@@ -279,8 +366,18 @@ func (c *Config) Validate() error {
 	if port == "" {
 		return fmt.Errorf("listen: %q has no port", c.Listen)
 	}
-	if !c.AllowRemote && !loopback(host) {
-		return fmt.Errorf("listen: %q is not a loopback address, and the API has no authentication yet; set allowRemote: true (SWITCHYARD_ALLOW_REMOTE=true) to expose it anyway", c.Listen)
+	authn, err := c.Authenticator()
+	if err != nil {
+		return err
+	}
+	if !authn.Enabled() && !c.Insecure && !loopback(host) {
+		return fmt.Errorf("listen: %q is not a loopback address and no token is configured (auth.tokens); "+
+			"configure tokens (switchyard token new), or pass --insecure (insecure: true, SWITCHYARD_INSECURE=true) to let anyone who reaches it use the API", c.Listen)
+	}
+	for i, o := range c.API.AllowedOrigins {
+		if _, err := path.Match(o, ""); err != nil || strings.TrimSpace(o) == "" {
+			return fmt.Errorf("api.allowedOrigins[%d]: %q is not a host pattern (dash.example.com, *.example.com, https://tools.example.com)", i, o)
+		}
 	}
 	if c.ShutdownGrace < 0 {
 		return errors.New("shutdownGrace: must not be negative")
@@ -341,6 +438,7 @@ func (c *Config) Validate() error {
 		"limits.maxComplexity": c.Limits.MaxComplexity, "limits.maxDepth": c.Limits.MaxDepth,
 		"limits.maxBodyBytes": c.Limits.MaxBodyBytes, "limits.maxWebSocketPayloadBytes": c.Limits.MaxWebSocketPayloadBytes,
 		"limits.maxSubscriberLag": c.Limits.MaxSubscriberLag, "health.unhealthyAfter": c.Health.UnhealthyAfter,
+		"limits.maxSubscriptionsPerConnection": c.Limits.MaxSubscriptionsPerConnection, "limits.mutationBurst": c.Limits.MutationBurst,
 	} {
 		if v < 0 {
 			return fmt.Errorf("%s: must not be negative, got %d", name, v)
@@ -364,6 +462,9 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("instances[%d]: %v", i, err)
 			}
 			return fmt.Errorf("instances[%d].%s: %s", i, field, msg)
+		}
+		if u, err := url.Parse(in.URL); err == nil && u.User != nil {
+			return fmt.Errorf("instances[%d].url: must not carry credentials (user:password@): put them in token", i)
 		}
 		if seen[in.ID] {
 			return fmt.Errorf("instances[%d].id: %q is used twice", i, in.ID)
@@ -458,7 +559,36 @@ func (c *Config) WebhookNetworks() ([]netip.Prefix, error) {
 func (c *Config) APILimits() resolvers.Limits {
 	l := c.Limits
 	return resolvers.Limits{MaxComplexity: l.MaxComplexity, MaxDepth: l.MaxDepth, MaxBodyBytes: l.MaxBodyBytes,
-		MaxWebSocketPayloadBytes: l.MaxWebSocketPayloadBytes, MaxSubscriberLag: l.MaxSubscriberLag}.WithDefaults()
+		MaxWebSocketPayloadBytes: l.MaxWebSocketPayloadBytes, MaxSubscriberLag: l.MaxSubscriberLag,
+		MaxSubscriptionsPerConnection: l.MaxSubscriptionsPerConnection, MutationsPerSecond: l.MutationsPerSecond,
+		MutationBurst: l.MutationBurst}.WithDefaults()
+}
+
+// Authenticator returns the authenticator of auth.tokens and
+// auth.adminTokenHash; without either, it is disabled. Errors name the key.
+func (c *Config) Authenticator() (*auth.Authenticator, error) {
+	var tokens []auth.Token
+	for i, t := range c.Auth.Tokens {
+		role, err := auth.ParseRole(t.Role)
+		if err != nil {
+			return nil, fmt.Errorf("auth.tokens[%d].role: %v", i, err)
+		}
+		if t.Name == AdminTokenName && c.Auth.AdminTokenHash != "" {
+			return nil, fmt.Errorf("auth.tokens[%d].name: %q is the name of auth.adminTokenHash's token", i, t.Name)
+		}
+		tokens = append(tokens, auth.Token{Name: t.Name, Hash: t.Hash, Role: role, AgentID: t.AgentID})
+	}
+	if h := c.Auth.AdminTokenHash; h != "" {
+		if _, err := auth.ParseHash(h); err != nil {
+			return nil, fmt.Errorf("auth.adminTokenHash: %v", err)
+		}
+		tokens = append(tokens, auth.Token{Name: AdminTokenName, Hash: h, Role: auth.RoleAdmin})
+	}
+	a, err := auth.NewAuthenticator(tokens)
+	if err != nil {
+		return nil, fmt.Errorf("auth.%w", err)
+	}
+	return a, nil
 }
 
 // InstanceConfigs returns the instances to register at start.
@@ -479,5 +609,5 @@ func (in Instance) executorConfig() (executor.InstanceConfig, error) {
 	if err != nil {
 		return executor.InstanceConfig{}, fmt.Errorf("kind: %w", err)
 	}
-	return executor.InstanceConfig{ID: in.ID, URL: in.URL, Token: in.Token, Kind: kind, Capacity: in.Capacity, Labels: in.Labels}, nil
+	return executor.InstanceConfig{ID: in.ID, URL: in.URL, Token: in.Token.Reveal(), Kind: kind, Capacity: in.Capacity, Labels: in.Labels}, nil
 }

@@ -1,15 +1,19 @@
 package config_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/switchyard/switchyard/cmd/switchyard/internal/config"
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/graph/auth"
 )
 
 func writeFile(t *testing.T, body string) string {
@@ -84,10 +88,21 @@ func TestValidationNamesTheBadKey(t *testing.T) {
 		mutate func(*config.Config)
 		want   string
 	}{
-		"log level":          {func(c *config.Config) { c.Log.Level = "loud" }, "log.level"},
-		"log format":         {func(c *config.Config) { c.Log.Format = "xml" }, "log.format"},
-		"listen":             {func(c *config.Config) { c.Listen = "8080" }, "listen"},
-		"remote":             {func(c *config.Config) { c.Listen = "0.0.0.0:8080" }, "allowRemote"},
+		"log level":      {func(c *config.Config) { c.Log.Level = "loud" }, "log.level"},
+		"log format":     {func(c *config.Config) { c.Log.Format = "xml" }, "log.format"},
+		"listen":         {func(c *config.Config) { c.Listen = "8080" }, "listen"},
+		"remote":         {func(c *config.Config) { c.Listen = "0.0.0.0:8080" }, "--insecure"},
+		"instance creds": {func(c *config.Config) { c.Instances = []config.Instance{{ID: "i", URL: "http://u:p@x"}} }, "instances[0].url"},
+		"origin pattern": {func(c *config.Config) { c.API.AllowedOrigins = []string{"[oops"} }, "api.allowedOrigins[0]"},
+		"token role":     {func(c *config.Config) { c.Auth.Tokens = []config.Token{{Name: "t", Hash: hashOf(t), Role: "god"}} }, "auth.tokens[0].role"},
+		"token hash":     {func(c *config.Config) { c.Auth.Tokens = []config.Token{{Name: "t", Hash: "plain", Role: "admin"}} }, "auth.tokens[0].hash"},
+		"token agent":    {func(c *config.Config) { c.Auth.Tokens = []config.Token{{Name: "t", Hash: hashOf(t), Role: "agent"}} }, "auth.tokens[0].agentId"},
+		"token name":     {func(c *config.Config) { c.Auth.Tokens = []config.Token{{Name: "a b", Hash: hashOf(t), Role: "reader"}} }, "auth.tokens[0].name"},
+		"admin hash":     {func(c *config.Config) { c.Auth.AdminTokenHash = "sha1:x" }, "auth.adminTokenHash"},
+		"admin name taken": {func(c *config.Config) {
+			c.Auth.AdminTokenHash = hashOf(t)
+			c.Auth.Tokens = []config.Token{{Name: "admin", Hash: hashOf(t), Role: "reader"}}
+		}, "auth.tokens[0].name"},
 		"store":              {func(c *config.Config) { c.Store.Driver = "mongo" }, "store.driver"},
 		"lane drop policy":   {func(c *config.Config) { c.Engine.Lanes = []config.Lane{{Name: "x", DropPolicy: "shrug"}} }, "engine.lanes[0].dropPolicy"},
 		"engine limit":       {func(c *config.Config) { c.Engine.MaxInFlight = -1 }, "engine.maxInFlight"},
@@ -105,8 +120,100 @@ func TestValidationNamesTheBadKey(t *testing.T) {
 		})
 	}
 	c := config.Default()
-	c.Listen, c.AllowRemote = "0.0.0.0:8080", true
-	require.NoError(t, c.Validate(), "allowRemote lets the server listen beyond loopback")
+	c.Listen, c.Insecure = "0.0.0.0:8080", true
+	require.NoError(t, c.Validate(), "--insecure lets the server listen beyond loopback without tokens")
+	c = config.Default()
+	c.Listen = "0.0.0.0:8080"
+	c.Auth.Tokens = []config.Token{{Name: "ops", Hash: hashOf(t), Role: "operator"}}
+	require.NoError(t, c.Validate(), "with tokens, the server may listen anywhere")
+}
+
+func hashOf(t *testing.T) string {
+	t.Helper()
+	tok, err := auth.NewToken()
+	require.NoError(t, err)
+	h, err := auth.HashToken(tok)
+	require.NoError(t, err)
+	return h
+}
+
+func TestTokensFromTheFileAndTheEnvironmentAuthenticate(t *testing.T) {
+	t.Parallel()
+	agentTok, err := auth.NewToken()
+	require.NoError(t, err)
+	agentHash, err := auth.HashToken(agentTok)
+	require.NoError(t, err)
+	adminTok, err := auth.NewToken()
+	require.NoError(t, err)
+	adminHash, err := auth.HashToken(adminTok)
+	require.NoError(t, err)
+
+	c := config.Default()
+	require.NoError(t, c.LoadFile(writeFile(t, `
+listen: 0.0.0.0:8080
+auth:
+  tokens:
+    - {name: bot-7, hash: "`+agentHash+`", role: agent, agentId: agent-7}
+api: {allowedOrigins: ["dash.example.com"], introspection: false}
+limits: {mutationsPerSecond: 5, mutationBurst: 10, maxSubscriptionsPerConnection: 3}
+`)))
+	_, err = c.ApplyEnv([]string{"SWITCHYARD_AUTH_ADMIN_TOKEN_HASH=" + adminHash})
+	require.NoError(t, err)
+	require.NoError(t, c.Validate())
+	authn, err := c.Authenticator()
+	require.NoError(t, err)
+	id, err := authn.AuthenticateHeader("Bearer " + agentTok)
+	require.NoError(t, err)
+	require.Equal(t, auth.Identity{Name: "bot-7", Role: auth.RoleAgent, AgentID: "agent-7"}, *id)
+	id, err = authn.AuthenticateHeader("Bearer " + adminTok)
+	require.NoError(t, err)
+	require.Equal(t, auth.Identity{Name: config.AdminTokenName, Role: auth.RoleAdmin}, *id)
+	_, err = authn.AuthenticateHeader("Bearer " + agentHash)
+	require.ErrorIs(t, err, auth.ErrUnauthenticated, "the hash is not the token")
+
+	require.False(t, c.API.Introspection)
+	require.Equal(t, []string{"dash.example.com"}, c.API.AllowedOrigins)
+	l := c.APILimits()
+	require.Equal(t, 5.0, l.MutationsPerSecond)
+	require.Equal(t, 10, l.MutationBurst)
+	require.Equal(t, 3, l.MaxSubscriptionsPerConnection)
+}
+
+func TestTheRemovedAllowRemoteKeySaysWhatReplacedIt(t *testing.T) {
+	t.Parallel()
+	c := config.Default()
+	err := c.LoadFile(writeFile(t, "allowRemote: true\n"))
+	require.ErrorContains(t, err, "auth.tokens")
+	require.ErrorContains(t, err, "insecure: true")
+}
+
+func TestSecretsNeverAppearInADumpOfTheConfiguration(t *testing.T) {
+	t.Parallel()
+	c := config.Default()
+	require.NoError(t, c.LoadFile(writeFile(t, `
+instances:
+  - {id: fleet, url: "http://127.0.0.1:9867", token: instance-s3cret}
+store: {url: "postgres://u:db-s3cret@db/switchyard"}
+webhooks:
+  secret: webhook-s3cret
+  endpoints: [{prefix: "https://hooks.example.com/", secret: endpoint-s3cret}]
+`)))
+	_, err := c.ApplyEnv([]string{"OTHER_PROGRAM_PASSWORD=x", "SWITCHYARD_LANE_MAIN=4"})
+	require.NoError(t, err)
+	require.NoError(t, c.Validate())
+	yml, err := yaml.Marshal(c)
+	require.NoError(t, err)
+	js, err := json.Marshal(c)
+	require.NoError(t, err)
+	for _, dump := range []string{fmt.Sprintf("%v", c), fmt.Sprintf("%+v", c), fmt.Sprintf("%#v", c), string(yml), string(js)} {
+		for _, secret := range []string{"instance-s3cret", "webhook-s3cret", "endpoint-s3cret", "db-s3cret", "OTHER_PROGRAM"} {
+			require.NotContains(t, dump, secret)
+		}
+		require.Contains(t, dump, "[redacted]")
+	}
+	ics, err := c.InstanceConfigs()
+	require.NoError(t, err)
+	require.Equal(t, "instance-s3cret", ics[0].Token, "the component that needs the secret gets it")
 }
 
 func TestEnvironmentOverridesTheFileAndNamesBadValues(t *testing.T) {
@@ -147,8 +254,10 @@ func TestEveryScalarKeyHasAVariable(t *testing.T) {
 		vars[v[0]] = v[1]
 	}
 	for name, key := range map[string]string{
-		"SWITCHYARD_LISTEN": "listen", "SWITCHYARD_ALLOW_REMOTE": "allowRemote", "SWITCHYARD_LOG_LEVEL": "log.level",
-		"SWITCHYARD_STORE_DRIVER": "store.driver", "SWITCHYARD_ARTIFACTS_DIR": "artifacts.dir",
+		"SWITCHYARD_LISTEN": "listen", "SWITCHYARD_INSECURE": "insecure", "SWITCHYARD_LOG_LEVEL": "log.level",
+		"SWITCHYARD_AUTH_ADMIN_TOKEN_HASH": "auth.adminTokenHash", "SWITCHYARD_API_INTROSPECTION": "api.introspection",
+		"SWITCHYARD_LIMITS_MUTATIONS_PER_SECOND": "limits.mutationsPerSecond",
+		"SWITCHYARD_STORE_DRIVER":                "store.driver", "SWITCHYARD_ARTIFACTS_DIR": "artifacts.dir",
 		"SWITCHYARD_HEALTH_INTERVAL": "health.interval", "SWITCHYARD_ENGINE_EVENT_BUFFER": "engine.eventBuffer",
 		"SWITCHYARD_LIMITS_MAX_WEB_SOCKET_PAYLOAD_BYTES": "limits.maxWebSocketPayloadBytes",
 	} {

@@ -94,7 +94,14 @@ func EnvVariables() [][2]string {
 // A value that does not parse is an error naming the variable and its key;
 // variables that set nothing are returned as warnings.
 func (c *Config) ApplyEnv(environ []string) (warnings []string, err error) {
-	c.environ = environ
+	// Only the lane variables are kept, for EngineConfig: the environment
+	// may hold secrets of other programs, and the Config may be printed.
+	c.environ = nil
+	for _, kv := range environ {
+		if strings.HasPrefix(kv, engine.LaneEnvPrefix) {
+			c.environ = append(c.environ, kv)
+		}
+	}
 	keys := envKeys(c)
 	for _, kv := range environ {
 		name, val, ok := strings.Cut(kv, "=")
