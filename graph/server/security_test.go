@@ -1,0 +1,322 @@
+package server_test
+
+// The edge's promises beyond the role matrix: 401 without a token on every
+// protected path and transport, 403 and 429 for refused operations, the
+// mutation rate limit, WebSocket origins, introspection off, the Host check
+// without authentication, the subscription cap, and secrets that never come
+// back.
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/graph/client"
+	"github.com/switchyard/switchyard/graph/resolvers"
+	"github.com/switchyard/switchyard/graph/server"
+)
+
+func TestEveryProtectedPathNeedsAValidTokenAndSays401(t *testing.T) {
+	t.Parallel()
+	tokens, secrets := withTokens(t, [3]string{"viewer", "reader", ""}, [3]string{"bot", "agent", "a"})
+	b := setup(t, tokens)
+	anon := b.clientWith("")
+	bad := b.clientWith("swy_" + strings.Repeat("x", 43))
+	reader := b.clientWith(secrets["viewer"])
+	ctx := ctxFor(t)
+	for _, c := range []*client.Client{anon, bad} {
+		res, status, err := c.Raw(ctx, client.Request{Query: `{ stats { submitted } }`})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusUnauthorized, status)
+		require.Equal(t, "UNAUTHENTICATED", res.Errors[0].Code())
+		err = c.Get(ctx, `{ stats { submitted } }`, nil, nil)
+		var errs client.Errors
+		require.ErrorAs(t, err, &errs, "GET too")
+		require.Equal(t, "UNAUTHENTICATED", errs[0].Code())
+		_, err = c.SubscribeSSE(ctx, `subscription { stats { submitted } }`, nil)
+		var se *client.StatusError
+		require.ErrorAs(t, err, &se, "SSE too")
+		require.Equal(t, http.StatusUnauthorized, se.Status)
+	}
+	status, _, h := get(t, b.base+"/metrics")
+	require.Equal(t, http.StatusUnauthorized, status)
+	require.Equal(t, `Bearer realm="switchyard"`, h.Get("WWW-Authenticate"))
+	status, _, _ = get(t, b.base+"/artifacts/x")
+	require.Equal(t, http.StatusUnauthorized, status)
+
+	require.NoError(t, reader.Do(ctx, `{ stats { submitted } }`, nil, nil))
+	stream, err := reader.SubscribeSSE(ctx, `subscription { stats(intervalMs: 100) { submitted } }`, nil)
+	require.NoError(t, err)
+	_, err = stream.Next()
+	require.NoError(t, err)
+	stream.Close()
+	status, _, _ = get(t, b.base+"/metrics", "Authorization", "Bearer "+secrets["viewer"])
+	require.Equal(t, http.StatusOK, status)
+	for _, open := range []string{"/healthz", "/readyz", "/"} {
+		status, _, _ := get(t, b.base+open)
+		require.Equal(t, http.StatusOK, status, "%s needs no token", open)
+	}
+}
+
+func TestAnAgentReadsTheArtifactsOfItsOwnTasksOnly(t *testing.T) {
+	t.Parallel()
+	tokens, secrets := withTokens(t, [3]string{"bot", "agent", "a"}, [3]string{"viewer", "reader", ""})
+	b := setup(t, tokens)
+	ctx := context.Background()
+	mine := submitDirect(t, b, "a")
+	theirs := submitDirect(t, b, "b")
+	am, err := b.artifacts.Put(ctx, "text/plain", mine, []byte("mine"))
+	require.NoError(t, err)
+	at, err := b.artifacts.Put(ctx, "text/plain", theirs, []byte("theirs"))
+	require.NoError(t, err)
+	status, body, _ := get(t, b.base+"/artifacts/"+am.ID, "Authorization", "Bearer "+secrets["bot"])
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, "mine", body)
+	status, _, _ = get(t, b.base+"/artifacts/"+at.ID, "Authorization", "Bearer "+secrets["bot"])
+	require.Equal(t, http.StatusNotFound, status, "another agent's artifact is not there for it")
+	status, _, _ = get(t, b.base+"/artifacts/"+at.ID, "Authorization", "Bearer "+secrets["viewer"])
+	require.Equal(t, http.StatusOK, status, "a reader reads every artifact")
+}
+
+// submitDirect submits a task through the engine and returns its id.
+func submitDirect(t *testing.T, b *bundle, agent string) string {
+	t.Helper()
+	ab := &authBundle{bundle: b}
+	return ab.queued(t, agent)
+}
+
+func TestMutationsAreRateLimitedPerTokenWith429AndRetryAfter(t *testing.T) {
+	t.Parallel()
+	tokens, secrets := withTokens(t, [3]string{"bot", "agent", "a"}, [3]string{"bot2", "agent", "b"})
+	b := setup(t, tokens, func(o *setupOptions) { o.limits = resolvers.Limits{MutationsPerSecond: 0.5, MutationBurst: 2} })
+	bot, bot2 := b.clientWith(secrets["bot"]), b.clientWith(secrets["bot2"])
+	ctx := ctxFor(t)
+	submit := `mutation { submitTask(input: {agentId: "a", action: {kind: "click"}}) { id } }`
+	for i := 0; i < 2; i++ {
+		require.NoError(t, bot.Do(ctx, submit, nil, nil), "the burst passes")
+	}
+	before := b.eng.Stats().Submitted
+	res, status, err := bot.Raw(ctx, client.Request{Query: submit})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusTooManyRequests, status)
+	e := res.Errors[0]
+	require.Equal(t, "RATE_LIMITED", e.Code())
+	require.Equal(t, true, e.Extensions["retryable"])
+	wait := e.Extensions["retryAfterMs"].(float64)
+	require.InDelta(t, 2000, wait, 100, "half a token a second: the next one in about 2 s")
+	require.Equal(t, before, b.eng.Stats().Submitted, "a limited mutation runs nothing")
+
+	// The header says so too, in seconds (and queries are not limited).
+	req, _ := http.NewRequest(http.MethodPost, b.base+"/graphql", strings.NewReader(`{"query":"mutation { drain { draining } }"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+secrets["bot"])
+	hres, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	hres.Body.Close()
+	// drain is forbidden to agents: the role check comes first (403).
+	require.Equal(t, http.StatusForbidden, hres.StatusCode)
+	req, _ = http.NewRequest(http.MethodPost, b.base+"/graphql", strings.NewReader(`{"query":"`+strings.ReplaceAll(submit, `"`, `\"`)+`"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+secrets["bot"])
+	hres, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	hres.Body.Close()
+	require.Equal(t, http.StatusTooManyRequests, hres.StatusCode)
+	secs, err := strconv.Atoi(hres.Header.Get("Retry-After"))
+	require.NoError(t, err)
+	require.InDelta(t, 2, secs, 1)
+	require.NoError(t, bot.Do(ctx, `{ stats { submitted } }`, nil, nil), "queries are not rate limited")
+
+	// Each token has its own bucket; more mutations than a burst in one
+	// operation can never pass.
+	require.NoError(t, bot2.Do(ctx, `mutation { submitTask(input: {agentId: "b", action: {kind: "click"}}) { id } }`, nil, nil))
+	three := `mutation { a: submitTask(input: {agentId: "b", action: {kind: "click"}}) { id } b: submitTask(input: {agentId: "b", action: {kind: "click"}}) { id } c: submitTask(input: {agentId: "b", action: {kind: "click"}}) { id } }`
+	err = bot2.Do(ctx, three, nil, nil)
+	var errs client.Errors
+	require.ErrorAs(t, err, &errs)
+	require.Equal(t, "LIMIT", errs[0].Code())
+
+	// Over a WebSocket the same error comes back as the operation's.
+	conn, err := bot.Dial(ctx, client.DialOptions{})
+	require.NoError(t, err)
+	defer conn.Close()
+	sub, err := conn.Subscribe(ctx, submit, nil)
+	require.NoError(t, err)
+	require.Equal(t, "RATE_LIMITED", subscriptionError(t, ctx, sub).Code())
+}
+
+func TestWebSocketsAreOpenedFromTheServersOwnOriginOrAnAllowedOne(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *setupOptions) {
+		o.server = func(so *server.Options) { so.AllowedOrigins = []string{"*.example.com", "https://tools.example.org"} }
+	})
+	host := strings.TrimPrefix(b.base, "http://")
+	for origin, ok := range map[string]bool{
+		"":                          true, // not a browser
+		"http://" + host:            true,
+		"http://evil.example.net":   false,
+		"https://dash.example.com":  true,
+		"https://tools.example.org": true,
+		"http://tools.example.org":  false, // the pattern names the scheme
+		"null":                      false,
+	} {
+		h := http.Header{}
+		if origin != "" {
+			h.Set("Origin", origin)
+		}
+		ws, res, err := websocket.Dial(ctxFor(t), "ws://"+host+"/graphql", &websocket.DialOptions{HTTPHeader: h, Subprotocols: []string{client.TransportWS}})
+		if ok {
+			require.NoError(t, err, origin)
+			ws.CloseNow()
+			continue
+		}
+		require.Error(t, err, origin)
+		require.Equal(t, http.StatusForbidden, res.StatusCode, origin)
+	}
+}
+
+func TestIntrospectionCanBeTurnedOff(t *testing.T) {
+	t.Parallel()
+	on := setup(t)
+	off := setup(t, func(o *setupOptions) { o.server = func(so *server.Options) { so.DisableIntrospection = true } })
+	q := `{ __schema { queryType { name } } }`
+	require.NoError(t, on.c.Do(ctxFor(t), q, nil, nil))
+	err := off.c.Do(ctxFor(t), q, nil, nil)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "introspection disabled")
+	require.NoError(t, off.c.Do(ctxFor(t), `{ __typename stats { submitted } }`, nil, nil), "the rest works")
+}
+
+func TestWithoutAuthenticationOnlyLoopbackHostsAreAnswered(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	port := b.base[strings.LastIndex(b.base, ":")+1:]
+	for host, ok := range map[string]bool{
+		"127.0.0.1:" + port: true, "localhost:" + port: true, "[::1]:" + port: true, "app.localhost:" + port: true,
+		"rebound.attacker.example:" + port: false, "10.0.0.8:" + port: false,
+	} {
+		req, _ := http.NewRequest(http.MethodPost, b.base+"/graphql", strings.NewReader(`{"query":"{ stats { submitted } }"}`))
+		req.Host = host
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		if ok {
+			require.Equal(t, http.StatusOK, res.StatusCode, host)
+		} else {
+			require.Equal(t, http.StatusMisdirectedRequest, res.StatusCode, "%s: a page that rebinds its name to 127.0.0.1 gets nothing", host)
+		}
+	}
+	// With tokens, the token is what counts.
+	tokens, secrets := withTokens(t, [3]string{"viewer", "reader", ""})
+	authed := setup(t, tokens)
+	req, _ := http.NewRequest(http.MethodPost, authed.base+"/graphql", strings.NewReader(`{"query":"{ stats { submitted } }"}`))
+	req.Host = "switchyard.internal.example"
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+secrets["viewer"])
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+}
+
+func TestAConnectionHoldsAtMostItsLimitOfSubscriptions(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *setupOptions) { o.limits = resolvers.Limits{MaxSubscriptionsPerConnection: 3} })
+	ctx := ctxFor(t)
+	conn, err := b.c.Dial(ctx, client.DialOptions{})
+	require.NoError(t, err)
+	defer conn.Close()
+	var subs []*client.Subscription
+	for i := 0; i < 3; i++ {
+		s, err := conn.Subscribe(ctx, `subscription { stats(intervalMs: 100) { submitted } }`, nil)
+		require.NoError(t, err)
+		_, err = s.Next(ctx)
+		require.NoError(t, err)
+		subs = append(subs, s)
+	}
+	extra, err := conn.Subscribe(ctx, `subscription { stats(intervalMs: 100) { submitted } }`, nil)
+	require.NoError(t, err)
+	e := subscriptionError(t, ctx, extra)
+	require.Equal(t, "LIMIT", e.Code())
+	require.Contains(t, e.Message, "limit is 3")
+
+	// Another connection has its own allowance; a stopped subscription
+	// frees its place.
+	other, err := b.c.Dial(ctx, client.DialOptions{})
+	require.NoError(t, err)
+	defer other.Close()
+	s, err := other.Subscribe(ctx, `subscription { stats(intervalMs: 100) { submitted } }`, nil)
+	require.NoError(t, err)
+	_, err = s.Next(ctx)
+	require.NoError(t, err)
+	require.NoError(t, subs[0].Stop(ctx))
+	eventually(t, "the stopped subscription's place is free", func() bool {
+		s, err := conn.Subscribe(ctx, `subscription { stats(intervalMs: 100) { submitted } }`, nil)
+		if err != nil {
+			return false
+		}
+		m, err := s.Next(ctx)
+		return err == nil && len(m.Errors) == 0
+	})
+}
+
+func TestInstanceTokensAndURLCredentialsNeverComeBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *setupOptions) { o.registry = true })
+	ctx := ctxFor(t)
+	conn, err := b.c.Dial(ctx, client.DialOptions{})
+	require.NoError(t, err)
+	defer conn.Close()
+	sub, err := conn.Subscribe(ctx, `subscription { instanceEvents { kind instance { id url hasToken labels { key value } } } }`, nil)
+	require.NoError(t, err)
+	b.waitSubscribed(t, "instanceEvents", 1)
+	var reg struct{ RegisterInstance map[string]any }
+	require.NoError(t, b.c.Do(ctx, `mutation { registerInstance(input: {id: "fleet", url: "http://127.0.0.1:1", token: "inst-s3cret"}) {
+		id url kind capacity hasToken health labels { key } } }`, nil, &reg))
+	require.Equal(t, true, reg.RegisterInstance["hasToken"])
+	var upd map[string]any
+	require.NoError(t, b.c.Do(ctx, `mutation { updateInstance(id: "fleet", input: {token: "new-s3cret"}) { id url hasToken } }`, nil, &upd))
+	var q map[string]any
+	require.NoError(t, b.c.Do(ctx, `{ instances { id url hasToken lastError } instance(id: "fleet") { id url } }`, nil, &q))
+	m, err := sub.Next(ctx)
+	require.NoError(t, err)
+	for _, v := range []any{reg, upd, q, string(m.Data)} {
+		out, _ := json.Marshal(v)
+		require.NotContains(t, string(out), "s3cret")
+	}
+
+	// Credentials in URLs would be shown to every reader: refused.
+	for _, q := range []string{
+		`mutation { registerInstance(input: {id: "x", url: "http://user:pw@127.0.0.1:1"}) { id } }`,
+		`mutation { updateInstance(id: "fleet", input: {url: "http://user:pw@127.0.0.1:1"}) { id } }`,
+		`mutation { submitTask(input: {agentId: "a", action: {kind: "click"}, webhookUrl: "https://u:pw@hooks.example.com/x"}) { id } }`,
+	} {
+		err := b.c.Do(ctx, q, nil, nil)
+		e := gqlErr(t, err)
+		require.Equal(t, "INVALID_INPUT", e.Code(), q)
+		require.NotContains(t, e.Message, "pw", "the refusal does not echo the credentials")
+	}
+}
+
+func TestPluginUploadsOverTheCapAreRefusedBeforeDecoding(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *setupOptions) {
+		o.plugins = true
+		o.limits = resolvers.Limits{MaxBodyBytes: 64 << 20}
+	})
+	huge := strings.Repeat("A", 4*(b.plugins.MaxWasmBytes()/3)+64) // just over the cap once decoded
+	start := time.Now()
+	err := b.c.Do(ctxFor(t), `mutation($w: String!) { loadPlugin(input: {name: "big", wasmBase64: $w}) { name } }`, map[string]any{"w": huge}, nil)
+	e := gqlErr(t, err)
+	require.Equal(t, "LIMIT", e.Code())
+	require.Equal(t, "input.wasmBase64", e.Field())
+	t.Logf("refused a %d MiB upload in %s", len(huge)>>20, time.Since(start))
+}
