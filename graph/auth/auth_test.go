@@ -55,7 +55,7 @@ func TestParseHashRefusesWhatIsNotAHash(t *testing.T) {
 	_, good := newToken(t)
 	parts := strings.Split(good, ":")
 	for _, bad := range []string{"", "plain-token", "sha256:abc", "hmac-sha256:", "hmac-sha256:a:b",
-		parts[0] + ":" + parts[1] + "AAAA:" + parts[2], // a salt too long
+		parts[0] + ":" + parts[1] + "AAAA:" + parts[2],   // a salt too long
 		parts[0] + ":" + parts[1] + ":" + parts[2] + "A", // a digest too long
 		parts[0] + ":" + parts[1][:21] + "_:" + parts[2], // non-canonical base64
 		parts[0] + ":" + parts[1] + ":" + strings.Repeat("*", 43),

@@ -207,7 +207,7 @@ func (s *Server) graphQL() (http.Handler, error) {
 	cache := lru.New[*ast.QueryDocument](1000)
 	srv.SetQueryCache(cache)
 	srv.SetParserTokenLimit(maxQueryTokens)
-	srv.Use(repeatLimit{cache: cache})
+	srv.Use(shapeLimit{cache: cache})
 	if !s.opts.DisableIntrospection {
 		srv.Use(extension.Introspection{})
 	}
@@ -241,7 +241,9 @@ func (s *Server) endOnShutdown(next http.Handler) http.Handler {
 		defer cancel()
 		r = r.WithContext(ctx)
 		if r.Header.Get("Upgrade") != "" {
-			r = withParking(r)
+			var conn *accepted
+			r, conn = withAccepted(withParking(r))
+			defer conn.abandon()
 		}
 		next.ServeHTTP(w, r)
 	})

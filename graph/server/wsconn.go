@@ -29,6 +29,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -65,7 +66,37 @@ func (i wsImplementation) Accept(w http.ResponseWriter, r *http.Request, o trans
 	if p, ok := r.Context().Value(parkingKey{}).(*parking); ok {
 		conn.parked = p
 	}
+	if h, ok := r.Context().Value(acceptedKey{}).(*accepted); ok {
+		h.conn.Store(conn)
+	}
 	return conn, nil
+}
+
+// accepted holds the connection accepted for a request, so that it is
+// closed when the transport returns: gqlgen leaves a socket open when its
+// connection_init payload is not an object.
+type accepted struct{ conn atomic.Pointer[wsConn] }
+
+type acceptedKey struct{}
+
+// withAccepted gives a WebSocket request a place for its connection.
+func withAccepted(r *http.Request) (*http.Request, *accepted) {
+	h := &accepted{}
+	return r.WithContext(context.WithValue(r.Context(), acceptedKey{}, h)), h
+}
+
+// abandon closes the connection if the transport left it open.
+func (h *accepted) abandon() {
+	c := h.conn.Load()
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	closing := c.closing
+	c.mu.Unlock()
+	if !closing {
+		_ = c.WriteClose(int(websocket.StatusProtocolError), "invalid message")
+	}
 }
 
 // parking holds the data of a connection's responses between the
