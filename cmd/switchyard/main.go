@@ -3,7 +3,8 @@
 //
 //	switchyard serve      run the scheduler and its GraphQL API
 //	switchyard instance   run the built-in headless Chromium instance alone
-//	switchyard bench      load-test an API (a running server, or one in-process)
+//	switchyard bench      load-test an API (a running server, or one in-process), or the engine
+//	switchyard plugin     build, check, benchmark and simulate policy plugins
 //	switchyard token      make API tokens and the hashes the configuration stores
 //	switchyard version    print the version
 package main
@@ -30,7 +31,8 @@ func commands() []command {
 	return []command{
 		{"serve", "run the scheduler and its GraphQL API", runServe},
 		{"instance", "run the built-in headless Chromium instance alone", runInstance},
-		{"bench", "load-test the API: submitTask, submitTasks batches, subscription fan-out", runBench},
+		{"bench", "load-test the API (submitTask, submitTasks batches, subscription fan-out) or the engine", runBench},
+		{"plugin", "author policy plugins: build, check, bench, simulate", runPlugin},
 		{"token", "make an API token and its hash for auth.tokens (new), or hash a token (hash)", runToken},
 		{"version", "print the version", runVersion},
 	}

@@ -23,6 +23,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -33,6 +34,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/store/memory"
+	"github.com/switchyard/switchyard/engine/store/sqlite"
 	"github.com/switchyard/switchyard/graph/resolvers"
 	"github.com/switchyard/switchyard/graph/server"
 )
@@ -53,6 +55,12 @@ type Options struct {
 	Version     string
 	CPUProfile  string
 	Listen      string // serve the target only, on this address
+	// Store is the in-process target's store: memory (default) or sqlite
+	// (a fresh file in a temporary directory, synchronous=FULL).
+	Store string
+	// AcceptOnly pauses the in-process target's lane: tasks are admitted and
+	// made durable but not run, which measures acceptance alone.
+	AcceptOnly bool
 }
 
 // Result is what a run measured.
@@ -117,7 +125,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "bench target (memory store, no-op executor) at %s\n", url)
+		fmt.Fprintf(stdout, "bench target (%s) at %s\n", o.target(), url)
 		<-ctx.Done()
 		stop()
 		return nil
@@ -131,7 +139,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		}
 		defer stop()
 		_ = srv
-		endpoint, where = url, "in-process (memory store, no-op executor) at "+url
+		endpoint, where = url, "in-process ("+o.target()+") at "+url
 	}
 	if o.CPUProfile != "" {
 		f, err := os.Create(o.CPUProfile)
@@ -192,14 +200,40 @@ func printResult(w io.Writer, r *Result) {
 	}
 }
 
-// startInProcess starts a server over an engine with a memory store and an
-// executor that succeeds at once, on a loopback port.
+// target describes the in-process target.
+func (o Options) target() string {
+	store := o.Store
+	if store == "" {
+		store = "memory"
+	}
+	if o.AcceptOnly {
+		return store + " store, lane paused: acceptance only"
+	}
+	return store + " store, no-op executor"
+}
+
+// startInProcess starts a server over an engine with the chosen store and
+// an executor that succeeds at once, on a loopback port.
 func startInProcess(o Options) (*server.Server, string, func(), error) {
 	cfg := engine.Config{
 		MaxInFlight: 4096, AgentMaxInFlight: 1024, SessionMaxInFlight: 1,
-		Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 4096}},
+		Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 4096, Paused: o.AcceptOnly, MaxQueued: 10_000_000}},
+		MaxQueued: 10_000_000, MaxQueuedPerAgent: 10_000_000,
 	}
-	eng, err := engine.New(engine.Options{Config: cfg, Store: memory.New(memory.Options{MaxEnded: 200_000}), Executor: engine.NoopExecutor{}})
+	var store engine.Store = memory.New(memory.Options{MaxEnded: 200_000})
+	var dir string
+	if o.Store == "sqlite" {
+		var err error
+		if dir, err = os.MkdirTemp("", "switchyard-bench-"); err != nil {
+			return nil, "", nil, err
+		}
+		if store, err = sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(dir, "bench.db")}); err != nil {
+			return nil, "", nil, err
+		}
+	} else if o.Store != "" && o.Store != "memory" {
+		return nil, "", nil, fmt.Errorf("--store: %q is neither memory nor sqlite", o.Store)
+	}
+	eng, err := engine.New(engine.Options{Config: cfg, Store: store, Executor: engine.NoopExecutor{}})
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -225,6 +259,10 @@ func startInProcess(o Options) (*server.Server, string, func(), error) {
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 		_ = eng.Shutdown(ctx)
+		_ = store.Close()
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
 	}
 	return srv, "http://" + ln.Addr().String() + "/graphql", stop, nil
 }
