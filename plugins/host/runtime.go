@@ -114,6 +114,9 @@ func (rt *Runtime) compile(ctx context.Context, wasm []byte) (wazero.CompiledMod
 		return c.cm, key, nil
 	}
 	rt.mu.Unlock()
+	if err := precheck(wasm); err != nil {
+		return nil, key, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
 	metered, err := meter.Instrument(wasm, rt.cfg.SetupFuel)
 	if err != nil {
 		return nil, key, fmt.Errorf("%w: %v", ErrInvalid, err)

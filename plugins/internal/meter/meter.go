@@ -274,6 +274,12 @@ func instrumentBody(body, meter []byte, fuelIndex uint32, nparams int) ([]byte, 
 			return nil, r.err
 		}
 		raw := body[start:r.i]
+		if op == 0xFC0F {
+			// table.grow allocates outside the memory limit, as many
+			// elements as asked in one instruction: a policy has no use
+			// for it.
+			return nil, fmt.Errorf("%w: table.grow", ErrUnsupported)
+		}
 		if (op == 0x23 || op == 0x24) && globalIndex(raw[1:]) >= fuelIndex {
 			return nil, fmt.Errorf("refers to global %d, which does not exist", globalIndex(raw[1:]))
 		}
