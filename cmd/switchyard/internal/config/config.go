@@ -325,6 +325,13 @@ func (c *Config) LoadFile(path string) error {
 	if err != nil {
 		return fmt.Errorf("config file: %w", err)
 	}
+	return c.LoadYAML(data, path)
+}
+
+// LoadYAML reads a YAML document over c; source names it in errors.
+// Unknown keys are errors that name the key and its line.
+func (c *Config) LoadYAML(data []byte, source string) error {
+	path := source
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
