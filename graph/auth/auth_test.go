@@ -1,6 +1,8 @@
 package auth_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -195,5 +197,68 @@ func TestTheAccessTableCoversTheSchemaExactly(t *testing.T) {
 		a, ok := auth.Lookup(root, field)
 		require.True(t, ok)
 		require.Equal(t, auth.SetOf(auth.RoleAdmin), a.Roles, op)
+	}
+}
+
+// accessMarkdown renders the access table for the README: one row per kind
+// of access, its operations in schema order.
+func accessMarkdown(schemaOrder []string) string {
+	type row struct {
+		who string
+		ops []string
+	}
+	describe := func(a auth.Access) string {
+		var who []string
+		for _, r := range auth.Roles() {
+			if !a.Roles.Has(r) {
+				continue
+			}
+			if r == auth.RoleAgent && a.OwnOnly {
+				who = append(who, "agent (its own work)")
+				continue
+			}
+			who = append(who, r.String())
+		}
+		return strings.Join(who, ", ")
+	}
+	var rows []*row
+	byWho := map[string]*row{}
+	ops := auth.Operations()
+	for _, op := range schemaOrder {
+		w := describe(ops[op])
+		if byWho[w] == nil {
+			byWho[w] = &row{who: w}
+			rows = append(rows, byWho[w])
+		}
+		byWho[w].ops = append(byWho[w].ops, "`"+op+"`")
+	}
+	var b strings.Builder
+	b.WriteString("| who may run it | operations |\n| --- | --- |\n")
+	for _, r := range rows {
+		b.WriteString("| " + r.who + " | " + strings.Join(r.ops, ", ") + " |\n")
+	}
+	return b.String()
+}
+
+func TestTheREADMEShowsTheAccessTable(t *testing.T) {
+	t.Parallel()
+	schema := generated.NewExecutableSchema(generated.Config{}).Schema()
+	var order []string
+	for _, root := range []string{"Query", "Mutation", "Subscription"} {
+		for _, f := range schema.Types[root].Fields {
+			if !strings.HasPrefix(f.Name, "__") {
+				order = append(order, root+"."+strings.TrimSpace(f.Name))
+			}
+		}
+	}
+	want := accessMarkdown(order)
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(readme), "<!-- access table: generated from graph/auth/access.go by TestTheREADMEShowsTheAccessTable -->\n")
+	require.True(t, ok, "the README's access table marker is missing")
+	got, _, ok := strings.Cut(rest, "<!-- /access table -->")
+	require.True(t, ok)
+	if got != want {
+		t.Fatalf("the README's access table is stale; it should read:\n\n%s", want)
 	}
 }
