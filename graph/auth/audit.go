@@ -8,7 +8,6 @@ package auth
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
 	"time"
 
@@ -170,12 +169,13 @@ const maxTargets = 128
 // instance's token) are never read.
 func Targets(op string, args map[string]any, res any) []string {
 	var out []string
+	seen := map[string]bool{}
 	add := func(kind, id string) {
 		if id == "" || len(out) >= maxTargets {
 			return
 		}
-		t := kind + ":" + id
-		if !slices.Contains(out, t) {
+		if t := kind + ":" + id; !seen[t] {
+			seen[t] = true
 			out = append(out, t)
 		}
 	}
