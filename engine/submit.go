@@ -248,9 +248,14 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, b
 		}
 	}
 	pb := e.cur
+	// Wait for the commit that holds what this call recorded (or what it
+	// returns: an original task not yet written). When nothing is pending,
+	// everything it refers to is already on disk — and an empty batch is
+	// never committed, so waiting for it would never end.
+	wait := e.store.Durable() && !pb.empty()
 	e.unlock()
 	e.after()
-	if e.store.Durable() {
+	if wait {
 		select {
 		case <-pb.done:
 			if pb.err != nil {
