@@ -207,11 +207,14 @@ func arrivalInstance(b *testing.B) (*httptest.Server, chan time.Time) {
 		}
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
-		if r.URL.Path == "/health" {
+		switch r.URL.Path {
+		case "/health":
 			_, _ = io.WriteString(w, `{"status":"ok"}`)
-			return
+		case "/tabs":
+			_, _ = io.WriteString(w, `{"tabs":[{"id":"T1","url":"about:blank"}]}`)
+		default:
+			_, _ = io.WriteString(w, benchAnswer)
 		}
-		_, _ = io.WriteString(w, benchAnswer)
 	}))
 	b.Cleanup(srv.Close)
 	return srv, arrived
