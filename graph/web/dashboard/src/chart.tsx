@@ -63,6 +63,14 @@ export function LineChart({ title, series, capacity, unit, id }: Props) {
         {series.map((s) => (
           <path key={s.name} d={path(s.values, x, y)} stroke={s.color} class="line" />
         ))}
+        {series.map((s) => {
+          // The newest point as a dot: visible even before there is a line.
+          const i = s.values.length - 1;
+          const v = s.values[i];
+          return v === null || v === undefined ? null : (
+            <circle key={`${s.name}-dot`} cx={x(i, s.values.length)} cy={y(v)} r={2.5} fill={s.color} />
+          );
+        })}
       </svg>
     </figure>
   );
