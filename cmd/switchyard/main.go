@@ -1,10 +1,18 @@
 // Command switchyard is Switchyard's one binary: the server, the built-in
-// browser instance, a load generator and the version.
+// browser instance, the command-line client, a load generator and the
+// version.
 //
 //	switchyard serve      run the scheduler and its GraphQL API
-//	switchyard instance   run the built-in headless Chromium instance alone
+//	switchyard instance   run the built-in headless Chromium instance alone;
+//	                      instance list|register|remove talk to a server
+//	switchyard task       submit|list|get|cancel|reset|retry tasks on a server
+//	switchyard watch      follow a server's task events live
+//	switchyard lane       list|update|pause|resume a server's lanes
+//	switchyard plugin     list|load|unload|set a server's policies
 //	switchyard bench      load-test an API (a running server, or one in-process)
 //	switchyard version    print the version
+//
+// The client verbs' exit codes are documented in internal/cli.
 package main
 
 import (
@@ -16,6 +24,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/switchyard/switchyard/cmd/switchyard/internal/cli"
 )
 
 // command is one subcommand.
@@ -28,7 +38,11 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "run the scheduler and its GraphQL API", runServe},
-		{"instance", "run the built-in headless Chromium instance alone", runInstance},
+		{"instance", "run the built-in Chromium instance alone; list|register|remove a server's instances", runInstanceCommand},
+		{"task", "submit, list, get, cancel, reset or retry tasks on a server", clientCommand(cli.Task)},
+		{"watch", "follow a server's task events live (filters, resumable with --after)", clientCommand(cli.Watch)},
+		{"lane", "list or change a server's lanes (ceiling, queue cap, pause/resume)", clientCommand(cli.Lane)},
+		{"plugin", "list, load, unload or set a server's policies and plugins", clientCommand(cli.Plugin)},
 		{"bench", "load-test the API: submitTask, submitTasks batches, subscription fan-out", runBench},
 		{"version", "print the version", runVersion},
 	}
@@ -72,6 +86,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case errors.Is(err, errUsage):
 			fmt.Fprintf(stderr, "switchyard %s: %v\n", c.name, err)
 			return 2
+		case errors.As(err, new(interface{ ExitCode() int })):
+			// The client verbs' documented exit codes (internal/cli).
+			fmt.Fprintf(stderr, "switchyard %s: %v\n", c.name, err)
+			return cli.ExitCode(err)
 		default:
 			fmt.Fprintf(stderr, "switchyard %s: %v\n", c.name, err)
 			return 1
