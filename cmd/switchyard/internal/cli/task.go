@@ -5,6 +5,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/switchyard/switchyard/graph/client"
 )
 
 // TaskVerbs are the verbs of `switchyard task`.
@@ -340,8 +343,12 @@ func taskList(ctx context.Context, args []string, env Env) error {
 	var tasks []TaskInfo
 	var total int
 	var after *string
+	// A page's cost is its size times the fields read: 200 tasks fit the
+	// default complexity limit; a server with a lower one says LIMIT, and
+	// the page is halved.
+	page := 200
 	for len(tasks) < *limit {
-		first := min(*limit-len(tasks), 1000)
+		first := min(*limit-len(tasks), page)
 		var res struct {
 			Tasks struct {
 				Nodes      []TaskInfo
@@ -360,6 +367,11 @@ func taskList(ctx context.Context, args []string, env Env) error {
 		err := cl.Do(ctx, `query($f: TaskFilter, $n: Int, $after: String, $o: TaskOrder) {
 			tasks(filter: $f, first: $n, after: $after, order: $o) { `+count+` nodes { `+taskFields+` } pageInfo { hasNextPage endCursor } } }`,
 			map[string]any{"f": filter, "n": first, "after": after, "o": ord}, &res)
+		var gerrs client.Errors
+		if errors.As(err, &gerrs) && gerrs[0].Code() == "LIMIT" && page > 1 {
+			page /= 2
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("list: %w", err)
 		}
