@@ -472,7 +472,15 @@ func (e *Engine) assignLocked(t *task, inst *instance, now time.Time) *Run {
 // best queue heads, and the engine checks each pick against every ceiling.
 func (e *Engine) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 	for len(runs) < maxPerRound {
-		slots := min(e.cfg.MaxInFlight-e.inflight, maxPerRound-len(runs))
+		// Ask for no more than the lanes can take: a policy that has to
+		// discard the heads of full lanes wastes the decision.
+		room := 0
+		for _, l := range e.lanes {
+			if e.laneOpen(l, 0) {
+				room += l.cfg.MaxInFlight - l.inflight
+			}
+		}
+		slots := min(e.cfg.MaxInFlight-e.inflight, maxPerRound-len(runs), room)
 		if slots <= 0 {
 			return runs
 		}

@@ -142,8 +142,8 @@ type namedFairness struct {
 // pendingBatch accumulates changes between commits.
 type pendingBatch struct {
 	events   []Event
-	snaps    []*Task // snapshots of tasks no longer in memory (webhook records)
-	toQueue  []*task // admitted tasks that join their queues once this batch is durable
+	snaps    []*Task  // snapshots of tasks no longer in memory (webhook records)
+	toQueue  []*task  // admitted tasks that join their queues once this batch is durable
 	acks     []string // store acknowledgements of ingested submissions
 	batches  []BatchInfo
 	tasks    []*task

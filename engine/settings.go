@@ -19,6 +19,10 @@ func (e *Engine) SaveSetting(ctx context.Context, key string, value []byte) erro
 		return invalid("key", "is required")
 	}
 	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return &Error{Code: CodeUnavailable, Message: "the engine is shut down"}
+	}
 	if value == nil {
 		delete(e.settings, key)
 	} else {

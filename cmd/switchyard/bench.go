@@ -12,7 +12,9 @@ import (
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", "[flags]", stderr)
 	var o bench.Options
-	fs.StringVar(&o.Mode, "mode", "submit", "submit (single submitTask), batch (submitTasks of --batch items) or fanout (subscribers × events/s)")
+	fs.StringVar(&o.Mode, "mode", "submit", "submit (single submitTask), batch (submitTasks of --batch items), fanout (subscribers × events/s) or engine (the engine's Go API: native vs WebAssembly policies)")
+	engineTasks := fs.Int("tasks", 300_000, "engine: tasks per throughput run")
+	engineFull := fs.Bool("full", false, "engine: also per-dispatch cost at depth, latency at 10k tasks/s and memory per queued task (minutes)")
 	fs.StringVar(&o.Server, "server", "", "the GraphQL endpoint of a running server (default: start one in-process, memory store, no-op executor)")
 	fs.DurationVar(&o.Duration, "duration", 10e9, "how long to load")
 	fs.DurationVar(&o.Warmup, "warmup", 1e9, "load before measuring")
@@ -27,6 +29,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole process (client and in-process server) to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if o.Mode == "engine" {
+		return runEngineBench(ctx, *engineTasks, *engineFull, o.JSON, stdout)
 	}
 	o.Version = Version()
 	return bench.Run(ctx, o, stdout, stderr)

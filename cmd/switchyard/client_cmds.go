@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"slices"
 
@@ -30,4 +31,27 @@ func runInstanceCommand(ctx context.Context, args []string, stdout, stderr io.Wr
 		}
 	}
 	return runInstance(ctx, args, stdout, stderr)
+}
+
+// runPluginCommand is `switchyard plugin`: the authoring tools (build,
+// check, bench, simulate; offline) and the client verbs (list, load, unload,
+// set; against a server) share the command.
+func runPluginCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	verbs := cli.PluginVerbs()
+	if len(args) > 0 {
+		if slices.IndexFunc(verbs, func(v cli.Verb) bool { return v.Name == args[0] }) >= 0 {
+			return cli.Subverbs(ctx, "plugin", verbs, args, cli.OSEnv(stdout, stderr))
+		}
+		if _, ok := pluginToolVerbs[args[0]]; !ok && args[0] != "help" && args[0] != "-h" && args[0] != "--help" {
+			return fmt.Errorf("%w: unknown verb %q (build, check, bench, simulate; list, load, unload, set)", errUsage, args[0])
+		}
+	}
+	err := runPlugin(ctx, args, stdout, stderr)
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintln(stderr, "\nVerbs that talk to a server (--server, $SWITCHYARD_SERVER):")
+		for _, v := range verbs {
+			fmt.Fprintf(stderr, "  %-9s %s\n", v.Name, v.Summary)
+		}
+	}
+	return err
 }

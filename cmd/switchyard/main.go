@@ -8,8 +8,9 @@
 //	switchyard task       submit|list|get|cancel|reset|retry tasks on a server
 //	switchyard watch      follow a server's task events live
 //	switchyard lane       list|update|pause|resume a server's lanes
-//	switchyard plugin     list|load|unload|set a server's policies
-//	switchyard bench      load-test an API (a running server, or one in-process)
+//	switchyard plugin     build, check, benchmark and simulate policy plugins;
+//	                      plugin list|load|unload|set talk to a server
+//	switchyard bench      load-test an API (a running server, or one in-process), or the engine
 //	switchyard version    print the version
 //
 // The client verbs' exit codes are documented in internal/cli.
@@ -42,8 +43,8 @@ func commands() []command {
 		{"task", "submit, list, get, cancel, reset or retry tasks on a server", clientCommand(cli.Task)},
 		{"watch", "follow a server's task events live (filters, resumable with --after)", clientCommand(cli.Watch)},
 		{"lane", "list or change a server's lanes (ceiling, queue cap, pause/resume)", clientCommand(cli.Lane)},
-		{"plugin", "list, load, unload or set a server's policies and plugins", clientCommand(cli.Plugin)},
-		{"bench", "load-test the API: submitTask, submitTasks batches, subscription fan-out", runBench},
+		{"plugin", "author policy plugins (build, check, bench, simulate); list|load|unload|set a server's", runPluginCommand},
+		{"bench", "load-test the API (submitTask, submitTasks batches, subscription fan-out) or the engine", runBench},
 		{"version", "print the version", runVersion},
 	}
 }

@@ -70,7 +70,8 @@ func TestServeAnswersGraphQLAndShutsDownGracefully(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--no-local-instance", "--log-format", "json", "--shutdown-grace", "1s"}, &out, &logs)
+		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--no-local-instance", "--log-format", "json", "--shutdown-grace", "1s",
+			"--db", filepath.Join(t.TempDir(), "switchyard.db")}, &out, &logs)
 	}()
 	var base string
 	re := regexp.MustCompile(`GraphQL at (http://\S+)/graphql`)

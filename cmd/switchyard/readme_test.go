@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -39,7 +40,10 @@ func startServe(t *testing.T, args ...string) string {
 	var out, logs syncBuffer
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), &out, &logs) }()
+	db := filepath.Join(t.TempDir(), "switchyard.db")
+	go func() {
+		done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0", "--db", db}, args...), &out, &logs)
+	}()
 	t.Cleanup(func() {
 		stop()
 		select {

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -18,11 +19,17 @@ import (
 
 	"github.com/switchyard/switchyard/cmd/switchyard/internal/config"
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/clock"
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/executor/artifact"
 	"github.com/switchyard/switchyard/engine/executor/chromium"
+	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/engine/store/memory"
+	"github.com/switchyard/switchyard/engine/store/sqlite"
+	"github.com/switchyard/switchyard/engine/webhook"
 	"github.com/switchyard/switchyard/graph/server"
+	"github.com/switchyard/switchyard/plugins/host"
+	"github.com/switchyard/switchyard/plugins/manager"
 )
 
 // loadConfig reads the configuration: defaults, the file, the environment,
@@ -34,7 +41,10 @@ func loadConfig(args []string, stderr io.Writer) (config.Config, []string, error
 	listen := fs.String("listen", cfg.Listen, "the HTTP address of the API")
 	logLevel := fs.String("log-level", cfg.Log.Level, "trace, debug, info, warn or error")
 	logFormat := fs.String("log-format", cfg.Log.Format, "text or json")
-	store := fs.String("store", cfg.Store.Driver, "the store: memory")
+	store := fs.String("store", cfg.Store.Driver, "the store: sqlite (durable, one file), memory (ephemeral) or postgres")
+	dbPath := fs.String("db", cfg.Store.Path, "the SQLite file")
+	dbURL := fs.String("database-url", cfg.Store.URL, "the PostgreSQL connection string (with --store postgres)")
+	nativePolicies := fs.Bool("native-policies", false, "run the built-in policies natively instead of as WebAssembly")
 	noLocal := fs.Bool("no-local-instance", false, "do not start the built-in Chromium instance")
 	artifacts := fs.String("artifacts-dir", "", "keep artifacts (screenshots, PDFs) in this directory (default: in memory)")
 	grace := fs.Duration("shutdown-grace", cfg.ShutdownGrace.Std(), "how long running tasks get to finish at shutdown")
@@ -60,6 +70,12 @@ func loadConfig(args []string, stderr io.Writer) (config.Config, []string, error
 			cfg.Log.Format = *logFormat
 		case "store":
 			cfg.Store.Driver = *store
+		case "db":
+			cfg.Store.Path = *dbPath
+		case "database-url":
+			cfg.Store.URL = *dbURL
+		case "native-policies":
+			cfg.Plugins.Native = *nativePolicies
 		case "no-local-instance":
 			cfg.LocalInstance.Enabled = !*noLocal
 		case "artifacts-dir":
@@ -74,14 +90,23 @@ func loadConfig(args []string, stderr io.Writer) (config.Config, []string, error
 	return cfg, warnings, nil
 }
 
-// openStore returns the store the configuration names. Only the memory store
-// exists in this build; the SQLite and PostgreSQL drivers plug in here.
-func openStore(c config.Store) (engine.Store, error) {
+// openStore opens the store the configuration names.
+func openStore(ctx context.Context, c config.Store) (engine.Store, error) {
 	switch c.Driver {
 	case "memory":
 		return memory.New(memory.Options{}), nil
+	case "sqlite":
+		sync := sqlite.SyncFull
+		if c.Sync == "normal" {
+			sync = sqlite.SyncNormal
+		}
+		s, err := sqlite.Open(ctx, sqlite.Options{Path: c.Path, Sync: sync})
+		if err != nil {
+			return nil, fmt.Errorf("store (sqlite %s): %w", c.Path, err)
+		}
+		return s, nil
 	}
-	return nil, fmt.Errorf("store.driver: %q is not available", c.Driver)
+	return nil, fmt.Errorf("store.driver: %q is not available in this build", c.Driver)
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -131,12 +156,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer exec.Close()
 
-	store, err := openStore(cfg.Store)
+	store, err := openStore(ctx, cfg.Store)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	eng, err := engine.New(engine.Options{Config: engCfg, Store: store, Executor: exec, Logger: log})
+	eng, err := engine.New(engine.Options{Config: engCfg, Store: store, Executor: exec, Logger: log, TabLocator: reg})
 	if err != nil {
 		return err
 	}
@@ -145,8 +170,31 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	reg.SetSink(eng)
 
+	plugins, err := startPlugins(ctx, eng, cfg.Plugins, log)
+	if err != nil {
+		return err
+	}
+	defer plugins.Close(context.Background())
+	sched := schedule.New(eng, clock.Real{}, log)
+	if err := sched.Start(ctx); err != nil {
+		return err
+	}
+	defer sched.Stop()
+	hooks, err := newWebhooks(eng, cfg, log)
+	if err != nil {
+		return err
+	}
+	hctx, stopHooks := context.WithCancel(context.Background())
+	hooksDone := make(chan struct{})
+	go func() { hooks.Run(hctx); close(hooksDone) }()
+	stopAround := func() { // the components that act on the engine stop before it
+		sched.Stop()
+		stopHooks()
+		<-hooksDone
+	}
+
 	srv, err := server.New(server.Options{
-		Engine: eng, Registry: reg, Artifacts: arts, Logger: log, Version: Version(),
+		Engine: eng, Registry: reg, Artifacts: arts, Logger: log, Version: Version(), Plugins: plugins, Schedules: sched,
 		Limits: cfg.APILimits(), KeepAlive: cfg.KeepAlive.Std(),
 		Ready: func() error {
 			if local == nil {
@@ -175,6 +223,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	go func() { served <- srv.Serve(ln) }()
 	select {
 	case err := <-served:
+		stopAround()
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
@@ -182,6 +231,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// Drain: refuse new work (readyz answers 503), let running tasks finish
 	// within the grace period, cancel the rest; then close the API.
 	log.Info("shutting down: draining", "grace", cfg.ShutdownGrace.Std())
+	stopAround()
 	gctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace.Std())
 	defer cancel()
 	if err := eng.Shutdown(gctx); err != nil {
@@ -194,6 +244,43 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// startPlugins starts the plugin host and makes the built-in policies (and
+// the plugins and choices persisted by earlier runs) active.
+func startPlugins(ctx context.Context, eng *engine.Engine, c config.Plugins, log hclog.Logger) (*manager.Manager, error) {
+	var m *manager.Manager
+	rt, err := host.New(host.Config{CacheDir: c.CacheDir, MemoryLimitPages: uint32(c.MemoryPages),
+		Logger: slog.New(hclogHandler{log.Named("plugin")}), OnEvent: func(ev host.Event) { m.HostEvent(ev) }})
+	if err != nil {
+		return nil, fmt.Errorf("plugins: %w", err)
+	}
+	m = manager.New(eng, rt, manager.Options{Native: c.Native, MaxWasmBytes: c.MaxWasmBytes, Logger: log})
+	start := time.Now()
+	if err := m.Start(ctx); err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("plugins: %w", err)
+	}
+	kind := "WebAssembly"
+	if c.Native {
+		kind = "native"
+	}
+	log.Info("policies ready", "builtins", kind, "took", time.Since(start).Round(time.Millisecond))
+	return m, nil
+}
+
+// newWebhooks returns the webhook deliverer of the configuration.
+func newWebhooks(eng *engine.Engine, cfg config.Config, log hclog.Logger) (*webhook.Deliverer, error) {
+	nets, err := cfg.WebhookNetworks()
+	if err != nil {
+		return nil, err
+	}
+	eps := make([]webhook.Endpoint, len(cfg.Webhooks.Endpoints))
+	for i, ep := range cfg.Webhooks.Endpoints {
+		eps[i] = webhook.Endpoint{Prefix: ep.Prefix, Secret: ep.Secret}
+	}
+	return webhook.New(eng, webhook.Options{Secret: cfg.Webhooks.Secret, Endpoints: eps, AllowPrivate: cfg.Webhooks.AllowPrivate,
+		AllowNetworks: nets, Timeout: cfg.Webhooks.Timeout.Std(), MaxAttempts: cfg.Webhooks.MaxAttempts, Logger: log}), nil
 }
 
 // startLocalInstance starts the built-in Chromium instance and registers it,

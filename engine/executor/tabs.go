@@ -226,3 +226,16 @@ func (r *Registry) tabExists(ctx context.Context, id, tab string) bool {
 	_, found := listed[tab]
 	return found
 }
+
+// InstanceOfTab answers, from the cache only (it never calls an instance),
+// which instance owns a tab: the engine asks it when it places a task that
+// names a tab but no instance, so that the task counts against the right
+// instance's capacity. A miss is resolved by the executor when it runs the
+// task.
+func (r *Registry) InstanceOfTab(tab string) (string, bool) {
+	e, ok := r.tabs.get(tab)
+	if !ok {
+		return "", false
+	}
+	return e.instance, true
+}

@@ -2,8 +2,6 @@ package plugins_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,24 +10,7 @@ import (
 	"github.com/switchyard/switchyard/engine/policy/backoff"
 	"github.com/switchyard/switchyard/engine/policy/fairshare"
 	"github.com/switchyard/switchyard/engine/policy/priority"
-	"github.com/switchyard/switchyard/plugins/host"
 )
-
-func load(t *testing.T, file, config string) *host.Plugin {
-	t.Helper()
-	cfg := host.Config{}
-	if uc, err := os.UserCacheDir(); err == nil {
-		cfg.CacheDir = filepath.Join(uc, "switchyard", "wazero-test")
-	}
-	rt, err := host.New(cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = rt.Close(context.Background()) })
-	wasm, err := os.ReadFile(file)
-	require.NoError(t, err)
-	p, err := rt.Load(context.Background(), file, wasm, []byte(config))
-	require.NoError(t, err)
-	return p
-}
 
 func TestEDFPluginRanksEarlierDeadlinesFirst(t *testing.T) {
 	t.Parallel()
@@ -78,5 +59,63 @@ func TestJitterPluginSpreadsRetries(t *testing.T) {
 		seen[d.DelayMs] = true
 	}
 	require.Greater(t, len(seen), 30)
+	require.Zero(t, w.Plugin().Stats().Fallbacks)
+}
+
+func TestWFQPluginSharesDispatchesByWeight(t *testing.T) {
+	t.Parallel()
+	p := load(t, "wfq.wasm", "")
+	require.False(t, p.Stateless(), "WFQ keeps virtual time between decisions: one instance")
+	w, err := p.Fairness(&fairshare.Fairness{})
+	require.NoError(t, err)
+	cands := []policy.Candidate{
+		{HeadSeq: 1, Agent: 1, AgentWeight: 3, AgentLimit: 100, LaneLimit: 100, QueueLen: 100},
+		{HeadSeq: 2, Agent: 2, AgentWeight: 1, AgentLimit: 100, LaneLimit: 100, QueueLen: 100},
+	}
+	got := map[uint32]int{}
+	pick := make([]uint32, 1)
+	for range 40 {
+		require.Equal(t, 1, w.Pick(policy.PickContext{Slots: 1}, cands, pick))
+		got[cands[pick[0]].Agent]++
+	}
+	require.InDelta(t, 30, got[1], 1, "3:1, give or take the first rotation: %v", got)
+	require.Equal(t, 40, got[1]+got[2])
+	require.Zero(t, p.Stats().Fallbacks)
+}
+
+func TestLanePriorityPluginServesTheConfiguredLaneFirst(t *testing.T) {
+	t.Parallel()
+	p := load(t, "lanepri.wasm", `{"priorities": {"2": 10}, "agingStepMs": 1000}`)
+	require.True(t, p.Stateless())
+	w, err := p.Fairness(&fairshare.Fairness{})
+	require.NoError(t, err)
+	cands := []policy.Candidate{
+		{HeadSeq: 1, HeadWaitMs: 9000, Agent: 1, Lane: 0, AgentLimit: 9, LaneLimit: 9, QueueLen: 2},
+		{HeadSeq: 2, HeadWaitMs: 100, Agent: 2, Lane: 2, AgentLimit: 9, LaneLimit: 9, QueueLen: 2},
+		{HeadSeq: 3, HeadWaitMs: 12_000, Agent: 3, Lane: 1, AgentLimit: 9, LaneLimit: 9, QueueLen: 1},
+	}
+	picks := make([]uint32, 5)
+	n := w.Pick(policy.PickContext{Slots: 5}, cands, picks)
+	// lane 1's head has aged 12 steps (12 > 10), lane 2 then, then lane 0 (9 steps).
+	require.Equal(t, []uint32{2, 1, 1, 0, 0}, picks[:n])
+	require.ErrorContains(t, p.Configure(context.Background(), []byte(`{"priorities": {"main": 1}}`)), "lane index")
+	require.Zero(t, p.Stats().Fallbacks)
+}
+
+func TestErrorClassPluginRetriesByStatus(t *testing.T) {
+	t.Parallel()
+	w, err := load(t, "errclass.wasm", `{"throttleFactor": 3}`).Retry(backoff.Retry{})
+	require.NoError(t, err)
+	f := policy.Failure{NowMs: 1e12, BaseDelayMs: 1000, MaxDelayMs: 60_000, Multiplier: 2000,
+		Attempt: 1, MaxAttempts: 4, Class: policy.ClassTransient}
+	decide := func(status uint16, attempt uint16) policy.Decision {
+		f.HTTPStatus, f.Attempt = status, attempt
+		return w.Decide(f)
+	}
+	require.Equal(t, policy.Decision{Action: policy.ActionRetry, DelayMs: 3000}, decide(429, 1))
+	require.Equal(t, policy.Decision{Action: policy.ActionRetry, DelayMs: 1000}, decide(500, 1))
+	require.Equal(t, policy.Decision{Action: policy.ActionRetry, DelayMs: 1000}, decide(504, 1))
+	require.Equal(t, policy.Decision{Action: policy.ActionFail}, decide(504, 2))
+	require.Equal(t, policy.Decision{Action: policy.ActionFail}, decide(404, 1))
 	require.Zero(t, w.Plugin().Stats().Fallbacks)
 }

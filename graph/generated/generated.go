@@ -17,7 +17,9 @@ import (
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/graph/model"
+	"github.com/switchyard/switchyard/plugins/manager"
 	gqlparser "github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 )
@@ -35,6 +37,7 @@ type ResolverRoot interface {
 	Batch() BatchResolver
 	Mutation() MutationResolver
 	Query() QueryResolver
+	ScheduleRun() ScheduleRunResolver
 	Subscription() SubscriptionResolver
 	Task() TaskResolver
 	TaskConnection() TaskConnectionResolver
@@ -76,14 +79,16 @@ type ComplexityRoot struct {
 	}
 
 	Batch struct {
-		Counts      func(childComplexity int) int
-		CreatedAt   func(childComplexity int) int
-		Done        func(childComplexity int) int
-		ID          func(childComplexity int) int
-		Parallelism func(childComplexity int) int
-		Tasks       func(childComplexity int, first *int, after *string) int
-		Total       func(childComplexity int) int
-		WebhookURL  func(childComplexity int) int
+		Counts            func(childComplexity int) int
+		CreatedAt         func(childComplexity int) int
+		Done              func(childComplexity int) int
+		EndedAt           func(childComplexity int) int
+		ID                func(childComplexity int) int
+		Parallelism       func(childComplexity int) int
+		Tasks             func(childComplexity int, first *int, after *string) int
+		Total             func(childComplexity int) int
+		WebhookDeliveries func(childComplexity int) int
+		WebhookURL        func(childComplexity int) int
 	}
 
 	CancelPayload struct {
@@ -180,7 +185,13 @@ type ComplexityRoot struct {
 	Mutation struct {
 		CancelTask       func(childComplexity int, id string, reason *string) int
 		CancelTasks      func(childComplexity int, filter model.TaskFilter, reason *string) int
+		ConfigurePlugin  func(childComplexity int, name string, config json.RawMessage) int
+		CreateSchedule   func(childComplexity int, input model.ScheduleInput) int
+		DeleteSchedule   func(childComplexity int, id string) int
+		DisableSchedule  func(childComplexity int, id string) int
 		Drain            func(childComplexity int) int
+		EnablePlugin     func(childComplexity int, name string) int
+		EnableSchedule   func(childComplexity int, id string) int
 		LoadPlugin       func(childComplexity int, input model.LoadPluginInput) int
 		RegisterInstance func(childComplexity int, input model.RegisterInstanceInput) int
 		RemoveInstance   func(childComplexity int, id string) int
@@ -191,9 +202,11 @@ type ComplexityRoot struct {
 		StopSession      func(childComplexity int, sessionKey string, all *bool) int
 		SubmitTask       func(childComplexity int, input model.SubmitTaskInput) int
 		SubmitTasks      func(childComplexity int, input model.SubmitTasksInput) int
+		TriggerSchedule  func(childComplexity int, id string) int
 		UnloadPlugin     func(childComplexity int, name string) int
 		UpdateInstance   func(childComplexity int, id string, input model.UpdateInstanceInput) int
 		UpdateLane       func(childComplexity int, name string, input model.LaneInput) int
+		UpdateSchedule   func(childComplexity int, id string, input model.ScheduleInput) int
 	}
 
 	PageInfo struct {
@@ -234,18 +247,33 @@ type ComplexityRoot struct {
 	}
 
 	Plugin struct {
-		AbiVersion func(childComplexity int) int
-		Calls      func(childComplexity int) int
-		Config     func(childComplexity int) int
-		Fallbacks  func(childComplexity int) int
-		Faults     func(childComplexity int) int
-		LastError  func(childComplexity int) int
-		LoadedAt   func(childComplexity int) int
-		Name       func(childComplexity int) int
-		P99Us      func(childComplexity int) int
-		Sha256     func(childComplexity int) int
-		Slots      func(childComplexity int) int
-		State      func(childComplexity int) int
+		ActiveIn       func(childComplexity int) int
+		Builtin        func(childComplexity int) int
+		Calls          func(childComplexity int) int
+		Config         func(childComplexity int) int
+		DisabledReason func(childComplexity int) int
+		Fallbacks      func(childComplexity int) int
+		Faults         func(childComplexity int) int
+		LoadedAt       func(childComplexity int) int
+		Name           func(childComplexity int) int
+		Native         func(childComplexity int) int
+		P50Us          func(childComplexity int) int
+		P99Us          func(childComplexity int) int
+		Sha256         func(childComplexity int) int
+		Size           func(childComplexity int) int
+		Slot           func(childComplexity int) int
+		State          func(childComplexity int) int
+	}
+
+	PluginEvent struct {
+		At     func(childComplexity int) int
+		Kind   func(childComplexity int) int
+		Lagged func(childComplexity int) int
+		Lane   func(childComplexity int) int
+		Plugin func(childComplexity int) int
+		Reason func(childComplexity int) int
+		Seq    func(childComplexity int) int
+		Slot   func(childComplexity int) int
 	}
 
 	PolicyAssignment struct {
@@ -262,8 +290,11 @@ type ComplexityRoot struct {
 		Lane      func(childComplexity int, name string) int
 		Lanes     func(childComplexity int) int
 		Plan      func(childComplexity int, limit *int) int
+		Plugin    func(childComplexity int, name string) int
 		Plugins   func(childComplexity int) int
 		Policies  func(childComplexity int) int
+		Schedule  func(childComplexity int, id string) int
+		Schedules func(childComplexity int) int
 		Server    func(childComplexity int) int
 		Stats     func(childComplexity int) int
 		Task      func(childComplexity int, id string) int
@@ -283,6 +314,50 @@ type ComplexityRoot struct {
 		MaxAttempts  func(childComplexity int) int
 		MaxBackoffMs func(childComplexity int) int
 		Multiplier   func(childComplexity int) int
+	}
+
+	Schedule struct {
+		At              func(childComplexity int) int
+		CreatedAt       func(childComplexity int) int
+		Cron            func(childComplexity int) int
+		DeadlineAfterMs func(childComplexity int) int
+		Enabled         func(childComplexity int) int
+		EveryMs         func(childComplexity int) int
+		ID              func(childComplexity int) int
+		Kind            func(childComplexity int) int
+		LastRunAt       func(childComplexity int) int
+		LastTaskID      func(childComplexity int) int
+		MissedPolicy    func(childComplexity int) int
+		Name            func(childComplexity int) int
+		NextRunAt       func(childComplexity int) int
+		OffsetMs        func(childComplexity int) int
+		OverlapPolicy   func(childComplexity int) int
+		Runs            func(childComplexity int) int
+		Template        func(childComplexity int) int
+		TimeZone        func(childComplexity int) int
+		UpdatedAt       func(childComplexity int) int
+	}
+
+	ScheduleRun struct {
+		Due     func(childComplexity int) int
+		FiredAt func(childComplexity int) int
+		Outcome func(childComplexity int) int
+		Task    func(childComplexity int) int
+		TaskID  func(childComplexity int) int
+	}
+
+	ScheduleTemplate struct {
+		Action      func(childComplexity int) int
+		AgentID     func(childComplexity int) int
+		InstanceID  func(childComplexity int) int
+		Instruction func(childComplexity int) int
+		Labels      func(childComplexity int) int
+		Lane        func(childComplexity int) int
+		Priority    func(childComplexity int) int
+		SessionKey  func(childComplexity int) int
+		TabID       func(childComplexity int) int
+		TimeoutMs   func(childComplexity int) int
+		WebhookURL  func(childComplexity int) int
 	}
 
 	ServerInfo struct {
@@ -334,6 +409,7 @@ type ComplexityRoot struct {
 
 	Subscription struct {
 		InstanceEvents func(childComplexity int) int
+		PluginEvents   func(childComplexity int) int
 		Stats          func(childComplexity int, intervalMs *int) int
 		Task           func(childComplexity int, id string) int
 		TaskEventFeed  func(childComplexity int, filter *model.TaskEventFilter, after *int64, max *int, maxDelayMs *int) int
@@ -383,6 +459,7 @@ type ComplexityRoot struct {
 		TimeoutMs         func(childComplexity int) int
 		UnmetDependencies func(childComplexity int) int
 		UpdatedAt         func(childComplexity int) int
+		WebhookDeliveries func(childComplexity int) int
 		WebhookURL        func(childComplexity int) int
 	}
 
@@ -420,6 +497,18 @@ type ComplexityRoot struct {
 		Events  func(childComplexity int) int
 		LastSeq func(childComplexity int) int
 	}
+
+	WebhookDelivery struct {
+		At         func(childComplexity int) int
+		Attempt    func(childComplexity int) int
+		Delivered  func(childComplexity int) int
+		DurationMs func(childComplexity int) int
+		Error      func(childComplexity int) int
+		Final      func(childComplexity int) int
+		HTTPStatus func(childComplexity int) int
+		ID         func(childComplexity int) int
+		URL        func(childComplexity int) int
+	}
 }
 
 // endregion ***************************** api!.gotpl *****************************
@@ -445,7 +534,15 @@ type MutationResolver interface {
 	RemoveInstance(ctx context.Context, id string) (*model.Instance, error)
 	LoadPlugin(ctx context.Context, input model.LoadPluginInput) (*model.Plugin, error)
 	UnloadPlugin(ctx context.Context, name string) (*model.Plugin, error)
+	ConfigurePlugin(ctx context.Context, name string, config json.RawMessage) (*model.Plugin, error)
+	EnablePlugin(ctx context.Context, name string) (*model.Plugin, error)
 	SetPolicy(ctx context.Context, input model.SetPolicyInput) ([]*model.PolicyAssignment, error)
+	CreateSchedule(ctx context.Context, input model.ScheduleInput) (*model.Schedule, error)
+	UpdateSchedule(ctx context.Context, id string, input model.ScheduleInput) (*model.Schedule, error)
+	EnableSchedule(ctx context.Context, id string) (*model.Schedule, error)
+	DisableSchedule(ctx context.Context, id string) (*model.Schedule, error)
+	TriggerSchedule(ctx context.Context, id string) (*model.ScheduleRun, error)
+	DeleteSchedule(ctx context.Context, id string) (*model.Schedule, error)
 }
 type QueryResolver interface {
 	Task(ctx context.Context, id string) (*model.Task, error)
@@ -458,9 +555,15 @@ type QueryResolver interface {
 	Plan(ctx context.Context, limit *int) (*model.Plan, error)
 	Policies(ctx context.Context) ([]*model.PolicyAssignment, error)
 	Plugins(ctx context.Context) ([]*model.Plugin, error)
+	Plugin(ctx context.Context, name string) (*model.Plugin, error)
+	Schedules(ctx context.Context) ([]*model.Schedule, error)
+	Schedule(ctx context.Context, id string) (*model.Schedule, error)
 	Instances(ctx context.Context) ([]*model.Instance, error)
 	Instance(ctx context.Context, id string) (*model.Instance, error)
 	Server(ctx context.Context) (*model.ServerInfo, error)
+}
+type ScheduleRunResolver interface {
+	Task(ctx context.Context, obj *model.ScheduleRun) (*model.Task, error)
 }
 type SubscriptionResolver interface {
 	TaskEvents(ctx context.Context, filter *model.TaskEventFilter, after *int64) (<-chan *model.TaskEvent, error)
@@ -468,6 +571,7 @@ type SubscriptionResolver interface {
 	Task(ctx context.Context, id string) (<-chan *model.Task, error)
 	Stats(ctx context.Context, intervalMs *int) (<-chan *model.Stats, error)
 	InstanceEvents(ctx context.Context) (<-chan *model.InstanceEvent, error)
+	PluginEvents(ctx context.Context) (<-chan *model.PluginEvent, error)
 }
 type TaskResolver interface {
 	Dependencies(ctx context.Context, obj *model.Task) ([]*model.Dependency, error)
@@ -646,6 +750,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Batch.Done(childComplexity), true
+	case "Batch.endedAt":
+		if e.ComplexityRoot.Batch.EndedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Batch.EndedAt(childComplexity), true
 	case "Batch.id":
 		if e.ComplexityRoot.Batch.ID == nil {
 			break
@@ -675,6 +785,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Batch.Total(childComplexity), true
+	case "Batch.webhookDeliveries":
+		if e.ComplexityRoot.Batch.WebhookDeliveries == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Batch.WebhookDeliveries(childComplexity), true
 	case "Batch.webhookUrl":
 		if e.ComplexityRoot.Batch.WebhookURL == nil {
 			break
@@ -1080,12 +1196,78 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CancelTasks(childComplexity, args["filter"].(model.TaskFilter), args["reason"].(*string)), true
+	case "Mutation.configurePlugin":
+		if e.ComplexityRoot.Mutation.ConfigurePlugin == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_configurePlugin_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ConfigurePlugin(childComplexity, args["name"].(string), args["config"].(json.RawMessage)), true
+	case "Mutation.createSchedule":
+		if e.ComplexityRoot.Mutation.CreateSchedule == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createSchedule_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateSchedule(childComplexity, args["input"].(model.ScheduleInput)), true
+	case "Mutation.deleteSchedule":
+		if e.ComplexityRoot.Mutation.DeleteSchedule == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteSchedule_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteSchedule(childComplexity, args["id"].(string)), true
+	case "Mutation.disableSchedule":
+		if e.ComplexityRoot.Mutation.DisableSchedule == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_disableSchedule_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DisableSchedule(childComplexity, args["id"].(string)), true
 	case "Mutation.drain":
 		if e.ComplexityRoot.Mutation.Drain == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Mutation.Drain(childComplexity), true
+	case "Mutation.enablePlugin":
+		if e.ComplexityRoot.Mutation.EnablePlugin == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_enablePlugin_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.EnablePlugin(childComplexity, args["name"].(string)), true
+	case "Mutation.enableSchedule":
+		if e.ComplexityRoot.Mutation.EnableSchedule == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_enableSchedule_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.EnableSchedule(childComplexity, args["id"].(string)), true
 	case "Mutation.loadPlugin":
 		if e.ComplexityRoot.Mutation.LoadPlugin == nil {
 			break
@@ -1196,6 +1378,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SubmitTasks(childComplexity, args["input"].(model.SubmitTasksInput)), true
+	case "Mutation.triggerSchedule":
+		if e.ComplexityRoot.Mutation.TriggerSchedule == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_triggerSchedule_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.TriggerSchedule(childComplexity, args["id"].(string)), true
 	case "Mutation.unloadPlugin":
 		if e.ComplexityRoot.Mutation.UnloadPlugin == nil {
 			break
@@ -1229,6 +1422,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.UpdateLane(childComplexity, args["name"].(string), args["input"].(model.LaneInput)), true
+	case "Mutation.updateSchedule":
+		if e.ComplexityRoot.Mutation.UpdateSchedule == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_updateSchedule_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UpdateSchedule(childComplexity, args["id"].(string), args["input"].(model.ScheduleInput)), true
 
 	case "PageInfo.endCursor":
 		if e.ComplexityRoot.PageInfo.EndCursor == nil {
@@ -1384,12 +1588,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PlanStep.WaitedMs(childComplexity), true
 
-	case "Plugin.abiVersion":
-		if e.ComplexityRoot.Plugin.AbiVersion == nil {
+	case "Plugin.activeIn":
+		if e.ComplexityRoot.Plugin.ActiveIn == nil {
 			break
 		}
 
-		return e.ComplexityRoot.Plugin.AbiVersion(childComplexity), true
+		return e.ComplexityRoot.Plugin.ActiveIn(childComplexity), true
+	case "Plugin.builtin":
+		if e.ComplexityRoot.Plugin.Builtin == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Plugin.Builtin(childComplexity), true
 	case "Plugin.calls":
 		if e.ComplexityRoot.Plugin.Calls == nil {
 			break
@@ -1402,6 +1612,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Plugin.Config(childComplexity), true
+	case "Plugin.disabledReason":
+		if e.ComplexityRoot.Plugin.DisabledReason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Plugin.DisabledReason(childComplexity), true
 	case "Plugin.fallbacks":
 		if e.ComplexityRoot.Plugin.Fallbacks == nil {
 			break
@@ -1414,12 +1630,6 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Plugin.Faults(childComplexity), true
-	case "Plugin.lastError":
-		if e.ComplexityRoot.Plugin.LastError == nil {
-			break
-		}
-
-		return e.ComplexityRoot.Plugin.LastError(childComplexity), true
 	case "Plugin.loadedAt":
 		if e.ComplexityRoot.Plugin.LoadedAt == nil {
 			break
@@ -1432,6 +1642,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Plugin.Name(childComplexity), true
+	case "Plugin.native":
+		if e.ComplexityRoot.Plugin.Native == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Plugin.Native(childComplexity), true
+	case "Plugin.p50Us":
+		if e.ComplexityRoot.Plugin.P50Us == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Plugin.P50Us(childComplexity), true
 	case "Plugin.p99Us":
 		if e.ComplexityRoot.Plugin.P99Us == nil {
 			break
@@ -1444,18 +1666,73 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Plugin.Sha256(childComplexity), true
-	case "Plugin.slots":
-		if e.ComplexityRoot.Plugin.Slots == nil {
+	case "Plugin.size":
+		if e.ComplexityRoot.Plugin.Size == nil {
 			break
 		}
 
-		return e.ComplexityRoot.Plugin.Slots(childComplexity), true
+		return e.ComplexityRoot.Plugin.Size(childComplexity), true
+	case "Plugin.slot":
+		if e.ComplexityRoot.Plugin.Slot == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Plugin.Slot(childComplexity), true
 	case "Plugin.state":
 		if e.ComplexityRoot.Plugin.State == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Plugin.State(childComplexity), true
+
+	case "PluginEvent.at":
+		if e.ComplexityRoot.PluginEvent.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PluginEvent.At(childComplexity), true
+	case "PluginEvent.kind":
+		if e.ComplexityRoot.PluginEvent.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PluginEvent.Kind(childComplexity), true
+	case "PluginEvent.lagged":
+		if e.ComplexityRoot.PluginEvent.Lagged == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PluginEvent.Lagged(childComplexity), true
+	case "PluginEvent.lane":
+		if e.ComplexityRoot.PluginEvent.Lane == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PluginEvent.Lane(childComplexity), true
+	case "PluginEvent.plugin":
+		if e.ComplexityRoot.PluginEvent.Plugin == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PluginEvent.Plugin(childComplexity), true
+	case "PluginEvent.reason":
+		if e.ComplexityRoot.PluginEvent.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PluginEvent.Reason(childComplexity), true
+	case "PluginEvent.seq":
+		if e.ComplexityRoot.PluginEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PluginEvent.Seq(childComplexity), true
+	case "PluginEvent.slot":
+		if e.ComplexityRoot.PluginEvent.Slot == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PluginEvent.Slot(childComplexity), true
 
 	case "PolicyAssignment.lane":
 		if e.ComplexityRoot.PolicyAssignment.Lane == nil {
@@ -1539,6 +1816,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Plan(childComplexity, args["limit"].(*int)), true
+	case "Query.plugin":
+		if e.ComplexityRoot.Query.Plugin == nil {
+			break
+		}
+
+		args, err := ec.field_Query_plugin_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Plugin(childComplexity, args["name"].(string)), true
 	case "Query.plugins":
 		if e.ComplexityRoot.Query.Plugins == nil {
 			break
@@ -1551,6 +1839,23 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Policies(childComplexity), true
+	case "Query.schedule":
+		if e.ComplexityRoot.Query.Schedule == nil {
+			break
+		}
+
+		args, err := ec.field_Query_schedule_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Schedule(childComplexity, args["id"].(string)), true
+	case "Query.schedules":
+		if e.ComplexityRoot.Query.Schedules == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Schedules(childComplexity), true
 	case "Query.server":
 		if e.ComplexityRoot.Query.Server == nil {
 			break
@@ -1641,6 +1946,219 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RetryPolicy.Multiplier(childComplexity), true
+
+	case "Schedule.at":
+		if e.ComplexityRoot.Schedule.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.At(childComplexity), true
+	case "Schedule.createdAt":
+		if e.ComplexityRoot.Schedule.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.CreatedAt(childComplexity), true
+	case "Schedule.cron":
+		if e.ComplexityRoot.Schedule.Cron == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.Cron(childComplexity), true
+	case "Schedule.deadlineAfterMs":
+		if e.ComplexityRoot.Schedule.DeadlineAfterMs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.DeadlineAfterMs(childComplexity), true
+	case "Schedule.enabled":
+		if e.ComplexityRoot.Schedule.Enabled == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.Enabled(childComplexity), true
+	case "Schedule.everyMs":
+		if e.ComplexityRoot.Schedule.EveryMs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.EveryMs(childComplexity), true
+	case "Schedule.id":
+		if e.ComplexityRoot.Schedule.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.ID(childComplexity), true
+	case "Schedule.kind":
+		if e.ComplexityRoot.Schedule.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.Kind(childComplexity), true
+	case "Schedule.lastRunAt":
+		if e.ComplexityRoot.Schedule.LastRunAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.LastRunAt(childComplexity), true
+	case "Schedule.lastTaskId":
+		if e.ComplexityRoot.Schedule.LastTaskID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.LastTaskID(childComplexity), true
+	case "Schedule.missedPolicy":
+		if e.ComplexityRoot.Schedule.MissedPolicy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.MissedPolicy(childComplexity), true
+	case "Schedule.name":
+		if e.ComplexityRoot.Schedule.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.Name(childComplexity), true
+	case "Schedule.nextRunAt":
+		if e.ComplexityRoot.Schedule.NextRunAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.NextRunAt(childComplexity), true
+	case "Schedule.offsetMs":
+		if e.ComplexityRoot.Schedule.OffsetMs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.OffsetMs(childComplexity), true
+	case "Schedule.overlapPolicy":
+		if e.ComplexityRoot.Schedule.OverlapPolicy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.OverlapPolicy(childComplexity), true
+	case "Schedule.runs":
+		if e.ComplexityRoot.Schedule.Runs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.Runs(childComplexity), true
+	case "Schedule.template":
+		if e.ComplexityRoot.Schedule.Template == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.Template(childComplexity), true
+	case "Schedule.timeZone":
+		if e.ComplexityRoot.Schedule.TimeZone == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.TimeZone(childComplexity), true
+	case "Schedule.updatedAt":
+		if e.ComplexityRoot.Schedule.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.UpdatedAt(childComplexity), true
+
+	case "ScheduleRun.due":
+		if e.ComplexityRoot.ScheduleRun.Due == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleRun.Due(childComplexity), true
+	case "ScheduleRun.firedAt":
+		if e.ComplexityRoot.ScheduleRun.FiredAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleRun.FiredAt(childComplexity), true
+	case "ScheduleRun.outcome":
+		if e.ComplexityRoot.ScheduleRun.Outcome == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleRun.Outcome(childComplexity), true
+	case "ScheduleRun.task":
+		if e.ComplexityRoot.ScheduleRun.Task == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleRun.Task(childComplexity), true
+	case "ScheduleRun.taskId":
+		if e.ComplexityRoot.ScheduleRun.TaskID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleRun.TaskID(childComplexity), true
+
+	case "ScheduleTemplate.action":
+		if e.ComplexityRoot.ScheduleTemplate.Action == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleTemplate.Action(childComplexity), true
+	case "ScheduleTemplate.agentId":
+		if e.ComplexityRoot.ScheduleTemplate.AgentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleTemplate.AgentID(childComplexity), true
+	case "ScheduleTemplate.instanceId":
+		if e.ComplexityRoot.ScheduleTemplate.InstanceID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleTemplate.InstanceID(childComplexity), true
+	case "ScheduleTemplate.instruction":
+		if e.ComplexityRoot.ScheduleTemplate.Instruction == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleTemplate.Instruction(childComplexity), true
+	case "ScheduleTemplate.labels":
+		if e.ComplexityRoot.ScheduleTemplate.Labels == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleTemplate.Labels(childComplexity), true
+	case "ScheduleTemplate.lane":
+		if e.ComplexityRoot.ScheduleTemplate.Lane == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleTemplate.Lane(childComplexity), true
+	case "ScheduleTemplate.priority":
+		if e.ComplexityRoot.ScheduleTemplate.Priority == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleTemplate.Priority(childComplexity), true
+	case "ScheduleTemplate.sessionKey":
+		if e.ComplexityRoot.ScheduleTemplate.SessionKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleTemplate.SessionKey(childComplexity), true
+	case "ScheduleTemplate.tabId":
+		if e.ComplexityRoot.ScheduleTemplate.TabID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleTemplate.TabID(childComplexity), true
+	case "ScheduleTemplate.timeoutMs":
+		if e.ComplexityRoot.ScheduleTemplate.TimeoutMs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleTemplate.TimeoutMs(childComplexity), true
+	case "ScheduleTemplate.webhookUrl":
+		if e.ComplexityRoot.ScheduleTemplate.WebhookURL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleTemplate.WebhookURL(childComplexity), true
 
 	case "ServerInfo.draining":
 		if e.ComplexityRoot.ServerInfo.Draining == nil {
@@ -1845,6 +2363,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Subscription.InstanceEvents(childComplexity), true
+	case "Subscription.pluginEvents":
+		if e.ComplexityRoot.Subscription.PluginEvents == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subscription.PluginEvents(childComplexity), true
 	case "Subscription.stats":
 		if e.ComplexityRoot.Subscription.Stats == nil {
 			break
@@ -2147,6 +2671,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Task.UpdatedAt(childComplexity), true
+	case "Task.webhookDeliveries":
+		if e.ComplexityRoot.Task.WebhookDeliveries == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Task.WebhookDeliveries(childComplexity), true
 	case "Task.webhookUrl":
 		if e.ComplexityRoot.Task.WebhookURL == nil {
 			break
@@ -2296,6 +2826,61 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.TaskEventFeed.LastSeq(childComplexity), true
 
+	case "WebhookDelivery.at":
+		if e.ComplexityRoot.WebhookDelivery.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.At(childComplexity), true
+	case "WebhookDelivery.attempt":
+		if e.ComplexityRoot.WebhookDelivery.Attempt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.Attempt(childComplexity), true
+	case "WebhookDelivery.delivered":
+		if e.ComplexityRoot.WebhookDelivery.Delivered == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.Delivered(childComplexity), true
+	case "WebhookDelivery.durationMs":
+		if e.ComplexityRoot.WebhookDelivery.DurationMs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.DurationMs(childComplexity), true
+	case "WebhookDelivery.error":
+		if e.ComplexityRoot.WebhookDelivery.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.Error(childComplexity), true
+	case "WebhookDelivery.final":
+		if e.ComplexityRoot.WebhookDelivery.Final == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.Final(childComplexity), true
+	case "WebhookDelivery.httpStatus":
+		if e.ComplexityRoot.WebhookDelivery.HTTPStatus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.HTTPStatus(childComplexity), true
+	case "WebhookDelivery.id":
+		if e.ComplexityRoot.WebhookDelivery.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.ID(childComplexity), true
+	case "WebhookDelivery.url":
+		if e.ComplexityRoot.WebhookDelivery.URL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.URL(childComplexity), true
+
 	}
 	return 0, false
 }
@@ -2313,6 +2898,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("LoadPluginInput", ec.unmarshalInputLoadPluginInput),
 			graphql.NewInputUnmarshaler("RegisterInstanceInput", ec.unmarshalInputRegisterInstanceInput),
 			graphql.NewInputUnmarshaler("RetryPolicyInput", ec.unmarshalInputRetryPolicyInput),
+			graphql.NewInputUnmarshaler("ScheduleInput", ec.unmarshalInputScheduleInput),
 			graphql.NewInputUnmarshaler("SetPolicyInput", ec.unmarshalInputSetPolicyInput),
 			graphql.NewInputUnmarshaler("SubmitTaskInput", ec.unmarshalInputSubmitTaskInput),
 			graphql.NewInputUnmarshaler("SubmitTasksInput", ec.unmarshalInputSubmitTasksInput),
@@ -2525,6 +3111,8 @@ enum TaskEventKind {
   LANE
   "The engine changed mode (draining, a policy swap); no task."
   ENGINE
+  "Every task of a batch has ended (` + "`" + `batchId` + "`" + `); no task."
+  BATCH
   """
   Not an engine event: this subscriber missed ` + "`" + `skipped` + "`" + ` events, because it fell
   behind the server's bounded buffer or resumed from further back than the
@@ -2640,8 +3228,14 @@ type Query {
   plan(limit: Int = 20): Plan!
   "The active policy of every slot: the global ones, then each lane's own."
   policies: [PolicyAssignment!]!
-  "The loaded policy plugins. (Not available yet: answers UNAVAILABLE until the plugin host is wired.)"
+  "Every policy a slot can use: the built-ins (as WebAssembly and natively) and the loaded plugins, built-ins first."
   plugins: [Plugin!]!
+  "One policy or plugin by name. NOT_FOUND when there is none."
+  plugin(name: String!): Plugin
+  "The schedules, by id."
+  schedules: [Schedule!]!
+  "One schedule by id, with its recent runs. NOT_FOUND when there is none."
+  schedule(id: ID!): Schedule
   "The registered browser instances, by id."
   instances: [Instance!]!
   "One instance by id. NOT_FOUND when there is none."
@@ -2696,6 +3290,8 @@ type Task {
   retryPolicy: RetryPolicy
   "The URL called when it reaches a terminal state."
   webhookUrl: String
+  "Every delivery attempt of its webhook, oldest first."
+  webhookDeliveries: [WebhookDelivery!]!
   "The idempotency key it was submitted with (scoped to its agent)."
   idempotencyKey: String
   "Free-form labels, sorted by key."
@@ -2864,6 +3460,32 @@ type Batch {
   counts: [StateCount!]!
   "Its tasks, oldest first."
   tasks(first: Int = 100, after: String): TaskConnection!
+  "When its last task ended (null while any runs)."
+  endedAt: Time
+  "Every delivery attempt of its webhook, oldest first."
+  webhookDeliveries: [WebhookDelivery!]!
+}
+
+"One attempt to deliver a webhook."
+type WebhookDelivery {
+  "The delivery's id, the same for every attempt of one delivery (the X-Switchyard-Delivery header): receivers deduplicate on it."
+  id: String!
+  "The attempt's number, from 1."
+  attempt: Int!
+  "Where it was sent (without credentials)."
+  url: String!
+  "When the attempt started."
+  at: Time!
+  "How long it took, in milliseconds."
+  durationMs: Float!
+  "The receiver's status code (null when there was no answer)."
+  httpStatus: Int
+  "What went wrong (null when delivered)."
+  error: String
+  "Whether the receiver accepted it (2xx)."
+  delivered: Boolean!
+  "Whether this was the last attempt (delivered, refused for good, or out of attempts)."
+  final: Boolean!
 }
 
 "A lane: a named pool with its own concurrency ceiling, queue cap and retry parameters."
@@ -3042,32 +3664,220 @@ type PolicyAssignment {
   name: String!
 }
 
-"A loaded WebAssembly policy plugin."
+"""
+A policy a slot can use: a built-in (shipped as a WebAssembly module, and
+natively under ` + "`" + `native:<name>` + "`" + `) or a WebAssembly plugin loaded by an
+operator.
+"""
 type Plugin {
-  "The plugin's name, unique on this server."
+  "Its name, unique on this server."
   name: String!
-  "The slots it implements."
-  slots: [PolicySlot!]!
-  "The plugin ABI version it was built for."
-  abiVersion: Int!
-  "The SHA-256 of its module, hex."
-  sha256: String!
-  "Its configuration (the JSON document passed at load)."
+  "The slot it fills."
+  slot: PolicySlot!
+  "Whether it ships with Switchyard."
+  builtin: Boolean!
+  "Whether it is native Go rather than WebAssembly."
+  native: Boolean!
+  "The SHA-256 of its module, hex (null for native policies)."
+  sha256: String
+  "The size of its module in bytes (0 for native policies)."
+  size: Int!
+  "Its configuration (the JSON document passed to it at load or since)."
   config: JSON
   "Whether it decides or its breaker has tripped."
   state: PluginState!
+  "Why its breaker tripped, when it did."
+  disabledReason: String
   "When it was loaded."
-  loadedAt: Time!
+  loadedAt: Time
+  "Where it is in use: ` + "`" + `global` + "`" + ` or ` + "`" + `lane:<name>` + "`" + `."
+  activeIn: [String!]!
   "Decisions asked of it."
   calls: Int64!
-  "Traps, timeouts and invalid answers."
+  "Decisions it failed to make (traps, exhausted budgets, invalid answers, refusals)."
   faults: Int64!
-  "Decisions made by the native policy instead, after a fault."
+  "Decisions answered by its native fallback instead (faults, breaker, rebuilding)."
   fallbacks: Int64!
+  "The median decision latency, in microseconds (guard included)."
+  p50Us: Float!
   "The 99th percentile of its decision latency, in microseconds."
   p99Us: Float!
-  "The last fault, if any."
-  lastError: String
+}
+
+"A change of a policy plugin."
+type PluginEvent {
+  "Increases by one per event on this server."
+  seq: Int64!
+  "What happened."
+  kind: PluginEventKind!
+  "The plugin (null when a lane went back to the global policy)."
+  plugin: String
+  "The slot, for loads and policy changes."
+  slot: PolicySlot
+  "The lane, for a lane's own policy."
+  lane: String
+  "Details."
+  reason: String
+  "When."
+  at: Time!
+  "Events this subscriber missed before this one."
+  lagged: Int!
+}
+
+"What happened to a plugin."
+enum PluginEventKind {
+  "Loaded (validated and smoke-tested)."
+  LOADED
+  "Unloaded."
+  UNLOADED
+  "Its configuration changed."
+  CONFIGURED
+  "A slot's policy changed."
+  POLICY_SET
+  "A decision faulted and fell back to the native policy."
+  FAULT
+  "Its breaker tripped: the native policy decides for it."
+  DISABLED
+  "Re-enabled."
+  ENABLED
+}
+
+"How a schedule's times are defined."
+enum ScheduleKind {
+  "Once, at ` + "`" + `at` + "`" + `."
+  AT
+  "Every ` + "`" + `everyMs` + "`" + `, from its creation."
+  EVERY
+  "A five-field cron expression in ` + "`" + `timeZone` + "`" + `."
+  CRON
+}
+
+"What happens to runs missed while the server was down."
+enum MissedRunPolicy {
+  "Record them as missed and wait for the next time."
+  SKIP
+  "Run once at start, however many were missed."
+  RUN_ONCE
+}
+
+"What happens when a run falls due while the previous run's task has not ended."
+enum OverlapPolicy {
+  "Skip this run."
+  SKIP
+  "Submit it anyway: it queues behind."
+  QUEUE
+  "Cancel the previous run's task, then submit."
+  CANCEL_PREVIOUS
+}
+
+"A schedule: a task template submitted on a timetable."
+type Schedule {
+  "Its id."
+  id: ID!
+  "Its name."
+  name: String!
+  "How its times are defined."
+  kind: ScheduleKind!
+  "For AT: when."
+  at: Time
+  "For EVERY: the interval in milliseconds."
+  everyMs: Int64
+  "For CRON: minute hour day-of-month month day-of-week."
+  cron: String
+  "For CRON: the IANA time zone (UTC when null)."
+  timeZone: String
+  "Whether it runs."
+  enabled: Boolean!
+  "Missed runs after downtime."
+  missedPolicy: MissedRunPolicy!
+  "A run that falls due while the previous one is active."
+  overlapPolicy: OverlapPolicy!
+  "Each run's task gets a deadline this long after it is created (milliseconds)."
+  deadlineAfterMs: Int64
+  "The stable offset, in milliseconds, added to every run time so that schedules sharing a minute do not stampede."
+  offsetMs: Int64!
+  "The task each run submits (a task that never ran: its spec is what counts)."
+  template: ScheduleTemplate!
+  "When it was created."
+  createdAt: Time!
+  "When it was last changed."
+  updatedAt: Time!
+  "When it runs next (null when it will not run again)."
+  nextRunAt: Time
+  "When it last ran."
+  lastRunAt: Time
+  "The task of its last run."
+  lastTaskId: ID
+  "Its latest runs (the last 20), oldest first. Every run is also a task labelled ` + "`" + `switchyard.schedule=<id>` + "`" + `."
+  runs: [ScheduleRun!]!
+}
+
+"What a schedule submits."
+type ScheduleTemplate {
+  "The agent."
+  agentId: String!
+  "The lane (cron by default)."
+  lane: String!
+  "The session key."
+  sessionKey: String
+  "The priority."
+  priority: Priority!
+  "The action, unless an instruction."
+  action: Action
+  "The instruction, unless an action."
+  instruction: String
+  "The tab."
+  tabId: String
+  "The instance."
+  instanceId: String
+  "The per-attempt timeout in milliseconds."
+  timeoutMs: Int
+  "The webhook URL."
+  webhookUrl: String
+  "The labels."
+  labels: [Label!]!
+}
+
+"One time a schedule fell due."
+type ScheduleRun {
+  "When it was due (offset included)."
+  due: Time!
+  "When it was handled."
+  firedAt: Time!
+  "The task it created, if any."
+  taskId: ID
+  "submitted, triggered, skipped (and why), missed, refused, failed."
+  outcome: String!
+  "The task it created (null when purged or none)."
+  task: Task
+}
+
+"A schedule to create, or the new definition of one."
+input ScheduleInput {
+  "Its name."
+  name: String!
+  "How its times are defined; then give ` + "`" + `at` + "`" + `, ` + "`" + `everyMs` + "`" + ` or ` + "`" + `cron` + "`" + `."
+  kind: ScheduleKind!
+  "For AT."
+  at: Time
+  "For EVERY: at least 1000."
+  everyMs: Int64
+  "For CRON: five fields."
+  cron: String
+  "For CRON: an IANA time zone; UTC when omitted."
+  timeZone: String
+  "The task each run submits (a deadline is not allowed: use ` + "`" + `deadlineAfterMs` + "`" + `). Runs go to the cron lane unless it names another."
+  template: SubmitTaskInput!
+  "Each run's task gets a deadline this long after it is created."
+  deadlineAfterMs: Int64
+  "Missed runs after downtime (default SKIP)."
+  missedPolicy: MissedRunPolicy
+  "A run falling due while the previous one is active (default SKIP)."
+  overlapPolicy: OverlapPolicy
+  "Bounds the spread offset, in milliseconds (default 30000 for CRON and EVERY; -1 disables spreading)."
+  spreadWindowMs: Int64
+  "Whether it runs (default true)."
+  enabled: Boolean = true
 }
 
 "A browser instance the engine places work on."
@@ -3172,12 +3982,33 @@ type Mutation {
   updateInstance(id: ID!, input: UpdateInstanceInput!): Instance
   "Forgets an instance; work bound to it is placed again. Returns it as it was."
   removeInstance(id: ID!): Instance
-  "Loads a WebAssembly policy plugin (validated and smoke-tested before use). (Not available yet: UNAVAILABLE.)"
+  """
+  Loads a WebAssembly policy plugin: validated (ABI version, exports,
+  imports) and smoke-tested on synthetic input before it is accepted
+  (PLUGIN_INVALID otherwise). It is not used until setPolicy assigns it.
+  Persisted: it comes back after a restart.
+  """
   loadPlugin(input: LoadPluginInput!): Plugin
-  "Unloads a plugin; slots it filled go back to the built-in policies. (Not available yet: UNAVAILABLE.)"
+  "Unloads a plugin no slot uses (CONFLICT while one does). Returns it as it was."
   unloadPlugin(name: String!): Plugin
-  "Makes a policy (built-in or plugin) fill a slot, globally or for one lane; switched atomically between decisions. (Not available yet: UNAVAILABLE.)"
+  "Changes a plugin's configuration live; if the plugin refuses the document (PLUGIN_INVALID), the old one stays."
+  configurePlugin(name: String!, config: JSON!): Plugin
+  "Re-enables a plugin whose breaker tripped."
+  enablePlugin(name: String!): Plugin
+  "Makes a policy (built-in or plugin) fill a slot, globally or for one lane; switched atomically between two decisions, no task lost. Persisted."
   setPolicy(input: SetPolicyInput!): [PolicyAssignment!]!
+  "Creates a schedule."
+  createSchedule(input: ScheduleInput!): Schedule
+  "Replaces a schedule's definition; its history stays."
+  updateSchedule(id: ID!, input: ScheduleInput!): Schedule
+  "Enables a schedule: its next run is computed from now."
+  enableSchedule(id: ID!): Schedule
+  "Disables a schedule."
+  disableSchedule(id: ID!): Schedule
+  "Runs a schedule now (under its overlap policy); its timetable is unchanged."
+  triggerSchedule(id: ID!): ScheduleRun
+  "Deletes a schedule; the tasks it created stay. Returns it as it was."
+  deleteSchedule(id: ID!): Schedule
 }
 
 "A task to submit. Exactly one of ` + "`" + `action` + "`" + ` and ` + "`" + `instruction` + "`" + ` is required."
@@ -3412,10 +4243,8 @@ input UpdateInstanceInput {
 input LoadPluginInput {
   "The name to load it under (unique)."
   name: String!
-  "The WebAssembly module, base64-encoded (or give ` + "`" + `path` + "`" + `)."
-  wasmBase64: String
-  "A module file on the server (or give ` + "`" + `wasmBase64` + "`" + `)."
-  path: String
+  "The WebAssembly module, base64-encoded."
+  wasmBase64: String!
   "Its configuration, a JSON document passed to it at load."
   config: JSON
 }
@@ -3459,6 +4288,8 @@ type Subscription {
   stats(intervalMs: Int = 1000): Stats!
   "Changes of the browser instances: registrations, updates, removals and health."
   instanceEvents: InstanceEvent!
+  "Changes of the policy plugins: loads, policy swaps, faults and breaker trips."
+  pluginEvents: PluginEvent!
 }
 
 "Which task events to receive. Empty fields match everything; set fields must all match."
@@ -3622,6 +4453,10 @@ func (ec *executionContext) childFields_Batch(ctx context.Context, field graphql
 		return ec.fieldContext_Batch_counts(ctx, field)
 	case "tasks":
 		return ec.fieldContext_Batch_tasks(ctx, field)
+	case "endedAt":
+		return ec.fieldContext_Batch_endedAt(ctx, field)
+	case "webhookDeliveries":
+		return ec.fieldContext_Batch_webhookDeliveries(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Batch", field.Name)
 }
@@ -3886,30 +4721,60 @@ func (ec *executionContext) childFields_Plugin(ctx context.Context, field graphq
 	switch field.Name {
 	case "name":
 		return ec.fieldContext_Plugin_name(ctx, field)
-	case "slots":
-		return ec.fieldContext_Plugin_slots(ctx, field)
-	case "abiVersion":
-		return ec.fieldContext_Plugin_abiVersion(ctx, field)
+	case "slot":
+		return ec.fieldContext_Plugin_slot(ctx, field)
+	case "builtin":
+		return ec.fieldContext_Plugin_builtin(ctx, field)
+	case "native":
+		return ec.fieldContext_Plugin_native(ctx, field)
 	case "sha256":
 		return ec.fieldContext_Plugin_sha256(ctx, field)
+	case "size":
+		return ec.fieldContext_Plugin_size(ctx, field)
 	case "config":
 		return ec.fieldContext_Plugin_config(ctx, field)
 	case "state":
 		return ec.fieldContext_Plugin_state(ctx, field)
+	case "disabledReason":
+		return ec.fieldContext_Plugin_disabledReason(ctx, field)
 	case "loadedAt":
 		return ec.fieldContext_Plugin_loadedAt(ctx, field)
+	case "activeIn":
+		return ec.fieldContext_Plugin_activeIn(ctx, field)
 	case "calls":
 		return ec.fieldContext_Plugin_calls(ctx, field)
 	case "faults":
 		return ec.fieldContext_Plugin_faults(ctx, field)
 	case "fallbacks":
 		return ec.fieldContext_Plugin_fallbacks(ctx, field)
+	case "p50Us":
+		return ec.fieldContext_Plugin_p50Us(ctx, field)
 	case "p99Us":
 		return ec.fieldContext_Plugin_p99Us(ctx, field)
-	case "lastError":
-		return ec.fieldContext_Plugin_lastError(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Plugin", field.Name)
+}
+
+func (ec *executionContext) childFields_PluginEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "seq":
+		return ec.fieldContext_PluginEvent_seq(ctx, field)
+	case "kind":
+		return ec.fieldContext_PluginEvent_kind(ctx, field)
+	case "plugin":
+		return ec.fieldContext_PluginEvent_plugin(ctx, field)
+	case "slot":
+		return ec.fieldContext_PluginEvent_slot(ctx, field)
+	case "lane":
+		return ec.fieldContext_PluginEvent_lane(ctx, field)
+	case "reason":
+		return ec.fieldContext_PluginEvent_reason(ctx, field)
+	case "at":
+		return ec.fieldContext_PluginEvent_at(ctx, field)
+	case "lagged":
+		return ec.fieldContext_PluginEvent_lagged(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PluginEvent", field.Name)
 }
 
 func (ec *executionContext) childFields_PolicyAssignment(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -3952,6 +4817,94 @@ func (ec *executionContext) childFields_RetryPolicy(ctx context.Context, field g
 		return ec.fieldContext_RetryPolicy_jitter(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type RetryPolicy", field.Name)
+}
+
+func (ec *executionContext) childFields_Schedule(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Schedule_id(ctx, field)
+	case "name":
+		return ec.fieldContext_Schedule_name(ctx, field)
+	case "kind":
+		return ec.fieldContext_Schedule_kind(ctx, field)
+	case "at":
+		return ec.fieldContext_Schedule_at(ctx, field)
+	case "everyMs":
+		return ec.fieldContext_Schedule_everyMs(ctx, field)
+	case "cron":
+		return ec.fieldContext_Schedule_cron(ctx, field)
+	case "timeZone":
+		return ec.fieldContext_Schedule_timeZone(ctx, field)
+	case "enabled":
+		return ec.fieldContext_Schedule_enabled(ctx, field)
+	case "missedPolicy":
+		return ec.fieldContext_Schedule_missedPolicy(ctx, field)
+	case "overlapPolicy":
+		return ec.fieldContext_Schedule_overlapPolicy(ctx, field)
+	case "deadlineAfterMs":
+		return ec.fieldContext_Schedule_deadlineAfterMs(ctx, field)
+	case "offsetMs":
+		return ec.fieldContext_Schedule_offsetMs(ctx, field)
+	case "template":
+		return ec.fieldContext_Schedule_template(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Schedule_createdAt(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_Schedule_updatedAt(ctx, field)
+	case "nextRunAt":
+		return ec.fieldContext_Schedule_nextRunAt(ctx, field)
+	case "lastRunAt":
+		return ec.fieldContext_Schedule_lastRunAt(ctx, field)
+	case "lastTaskId":
+		return ec.fieldContext_Schedule_lastTaskId(ctx, field)
+	case "runs":
+		return ec.fieldContext_Schedule_runs(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Schedule", field.Name)
+}
+
+func (ec *executionContext) childFields_ScheduleRun(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "due":
+		return ec.fieldContext_ScheduleRun_due(ctx, field)
+	case "firedAt":
+		return ec.fieldContext_ScheduleRun_firedAt(ctx, field)
+	case "taskId":
+		return ec.fieldContext_ScheduleRun_taskId(ctx, field)
+	case "outcome":
+		return ec.fieldContext_ScheduleRun_outcome(ctx, field)
+	case "task":
+		return ec.fieldContext_ScheduleRun_task(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ScheduleRun", field.Name)
+}
+
+func (ec *executionContext) childFields_ScheduleTemplate(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "agentId":
+		return ec.fieldContext_ScheduleTemplate_agentId(ctx, field)
+	case "lane":
+		return ec.fieldContext_ScheduleTemplate_lane(ctx, field)
+	case "sessionKey":
+		return ec.fieldContext_ScheduleTemplate_sessionKey(ctx, field)
+	case "priority":
+		return ec.fieldContext_ScheduleTemplate_priority(ctx, field)
+	case "action":
+		return ec.fieldContext_ScheduleTemplate_action(ctx, field)
+	case "instruction":
+		return ec.fieldContext_ScheduleTemplate_instruction(ctx, field)
+	case "tabId":
+		return ec.fieldContext_ScheduleTemplate_tabId(ctx, field)
+	case "instanceId":
+		return ec.fieldContext_ScheduleTemplate_instanceId(ctx, field)
+	case "timeoutMs":
+		return ec.fieldContext_ScheduleTemplate_timeoutMs(ctx, field)
+	case "webhookUrl":
+		return ec.fieldContext_ScheduleTemplate_webhookUrl(ctx, field)
+	case "labels":
+		return ec.fieldContext_ScheduleTemplate_labels(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ScheduleTemplate", field.Name)
 }
 
 func (ec *executionContext) childFields_ServerInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4094,6 +5047,8 @@ func (ec *executionContext) childFields_Task(ctx context.Context, field graphql.
 		return ec.fieldContext_Task_retryPolicy(ctx, field)
 	case "webhookUrl":
 		return ec.fieldContext_Task_webhookUrl(ctx, field)
+	case "webhookDeliveries":
+		return ec.fieldContext_Task_webhookDeliveries(ctx, field)
 	case "idempotencyKey":
 		return ec.fieldContext_Task_idempotencyKey(ctx, field)
 	case "labels":
@@ -4208,6 +5163,30 @@ func (ec *executionContext) childFields_TaskEventFeed(ctx context.Context, field
 		return ec.fieldContext_TaskEventFeed_lastSeq(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TaskEventFeed", field.Name)
+}
+
+func (ec *executionContext) childFields_WebhookDelivery(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_WebhookDelivery_id(ctx, field)
+	case "attempt":
+		return ec.fieldContext_WebhookDelivery_attempt(ctx, field)
+	case "url":
+		return ec.fieldContext_WebhookDelivery_url(ctx, field)
+	case "at":
+		return ec.fieldContext_WebhookDelivery_at(ctx, field)
+	case "durationMs":
+		return ec.fieldContext_WebhookDelivery_durationMs(ctx, field)
+	case "httpStatus":
+		return ec.fieldContext_WebhookDelivery_httpStatus(ctx, field)
+	case "error":
+		return ec.fieldContext_WebhookDelivery_error(ctx, field)
+	case "delivered":
+		return ec.fieldContext_WebhookDelivery_delivered(ctx, field)
+	case "final":
+		return ec.fieldContext_WebhookDelivery_final(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WebhookDelivery", field.Name)
 }
 
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4392,6 +5371,98 @@ func (ec *executionContext) field_Mutation_cancelTasks_args(ctx context.Context,
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_configurePlugin_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "config",
+		func(ctx context.Context, v any) (json.RawMessage, error) {
+			return ec.unmarshalNJSON2encodingᚋjsonᚐRawMessage(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["config"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_createSchedule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.ScheduleInput, error) {
+			return ec.unmarshalNScheduleInput2githubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐScheduleInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteSchedule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_disableSchedule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_enablePlugin_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_enableSchedule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_loadPlugin_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4548,6 +5619,20 @@ func (ec *executionContext) field_Mutation_submitTasks_args(ctx context.Context,
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_triggerSchedule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_unloadPlugin_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4598,6 +5683,28 @@ func (ec *executionContext) field_Mutation_updateLane_args(ctx context.Context, 
 	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (model.LaneInput, error) {
 			return ec.unmarshalNLaneInput2githubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐLaneInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_updateSchedule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.ScheduleInput, error) {
+			return ec.unmarshalNScheduleInput2githubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐScheduleInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -4673,6 +5780,34 @@ func (ec *executionContext) field_Query_plan_args(ctx context.Context, rawArgs m
 		return nil, err
 	}
 	args["limit"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_plugin_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_schedule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -5597,6 +6732,61 @@ func (ec *executionContext) fieldContext_Batch_tasks(ctx context.Context, field 
 	if fc.Args, err = ec.field_Batch_tasks_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Batch_endedAt(ctx context.Context, field graphql.CollectedField, obj *model.Batch) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Batch_endedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EndedAt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Batch_endedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Batch", field, true, false, "Time")
+}
+
+func (ec *executionContext) _Batch_webhookDeliveries(ctx context.Context, field graphql.CollectedField, obj *model.Batch) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Batch_webhookDeliveries(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.WebhookDeliveries(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.WebhookDelivery) graphql.Marshaler {
+			return ec.marshalNWebhookDelivery2ᚕᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐWebhookDeliveryᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Batch_webhookDeliveries(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Batch",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WebhookDelivery(ctx, field)
+		},
 	}
 	return fc, nil
 }
@@ -7697,6 +8887,94 @@ func (ec *executionContext) fieldContext_Mutation_unloadPlugin(ctx context.Conte
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_configurePlugin(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_configurePlugin(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ConfigurePlugin(ctx, fc.Args["name"].(string), fc.Args["config"].(json.RawMessage))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Plugin) graphql.Marshaler {
+			return ec.marshalOPlugin2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐPlugin(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_configurePlugin(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Plugin(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_configurePlugin_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_enablePlugin(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_enablePlugin(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().EnablePlugin(ctx, fc.Args["name"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Plugin) graphql.Marshaler {
+			return ec.marshalOPlugin2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐPlugin(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_enablePlugin(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Plugin(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_enablePlugin_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_setPolicy(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7735,6 +9013,270 @@ func (ec *executionContext) fieldContext_Mutation_setPolicy(ctx context.Context,
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_setPolicy_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createSchedule(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createSchedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateSchedule(ctx, fc.Args["input"].(model.ScheduleInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+			return ec.marshalOSchedule2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐSchedule(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createSchedule(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Schedule(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createSchedule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_updateSchedule(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_updateSchedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UpdateSchedule(ctx, fc.Args["id"].(string), fc.Args["input"].(model.ScheduleInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+			return ec.marshalOSchedule2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐSchedule(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_updateSchedule(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Schedule(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_updateSchedule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_enableSchedule(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_enableSchedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().EnableSchedule(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+			return ec.marshalOSchedule2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐSchedule(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_enableSchedule(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Schedule(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_enableSchedule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_disableSchedule(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_disableSchedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DisableSchedule(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+			return ec.marshalOSchedule2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐSchedule(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_disableSchedule(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Schedule(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_disableSchedule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_triggerSchedule(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_triggerSchedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().TriggerSchedule(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ScheduleRun) graphql.Marshaler {
+			return ec.marshalOScheduleRun2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐScheduleRun(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_triggerSchedule(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ScheduleRun(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_triggerSchedule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteSchedule(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteSchedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteSchedule(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+			return ec.marshalOSchedule2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐSchedule(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteSchedule(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Schedule(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteSchedule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -8343,7 +9885,7 @@ func (ec *executionContext) _Plugin_name(ctx context.Context, field graphql.Coll
 			return ec.fieldContext_Plugin_name(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Name, nil
+			return obj.Name(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -8354,53 +9896,76 @@ func (ec *executionContext) _Plugin_name(ctx context.Context, field graphql.Coll
 	)
 }
 func (ec *executionContext) fieldContext_Plugin_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Plugin", field, false, false, "String")
+	return graphql.NewScalarFieldContext("Plugin", field, true, false, "String")
 }
 
-func (ec *executionContext) _Plugin_slots(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
+func (ec *executionContext) _Plugin_slot(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Plugin_slots(ctx, field)
+			return ec.fieldContext_Plugin_slot(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Slots, nil
+			return obj.Slot(), nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []policy.Slot) graphql.Marshaler {
-			return ec.marshalNPolicySlot2ᚕgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlotᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v policy.Slot) graphql.Marshaler {
+			return ec.marshalNPolicySlot2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_Plugin_slots(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Plugin", field, false, false, "PolicySlot")
+func (ec *executionContext) fieldContext_Plugin_slot(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Plugin", field, true, false, "PolicySlot")
 }
 
-func (ec *executionContext) _Plugin_abiVersion(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
+func (ec *executionContext) _Plugin_builtin(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Plugin_abiVersion(ctx, field)
+			return ec.fieldContext_Plugin_builtin(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.AbiVersion, nil
+			return obj.Builtin(), nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
-			return ec.marshalNInt2int(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_Plugin_abiVersion(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Plugin", field, false, false, "Int")
+func (ec *executionContext) fieldContext_Plugin_builtin(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Plugin", field, true, false, "Boolean")
+}
+
+func (ec *executionContext) _Plugin_native(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Plugin_native(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Native(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Plugin_native(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Plugin", field, true, false, "Boolean")
 }
 
 func (ec *executionContext) _Plugin_sha256(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
@@ -8412,18 +9977,41 @@ func (ec *executionContext) _Plugin_sha256(ctx context.Context, field graphql.Co
 			return ec.fieldContext_Plugin_sha256(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Sha256, nil
+			return obj.Sha256(), nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Plugin_sha256(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Plugin", field, true, false, "String")
+}
+
+func (ec *executionContext) _Plugin_size(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Plugin_size(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Size(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_Plugin_sha256(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Plugin", field, false, false, "String")
+func (ec *executionContext) fieldContext_Plugin_size(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Plugin", field, true, false, "Int")
 }
 
 func (ec *executionContext) _Plugin_config(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
@@ -8435,7 +10023,7 @@ func (ec *executionContext) _Plugin_config(ctx context.Context, field graphql.Co
 			return ec.fieldContext_Plugin_config(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Config, nil
+			return obj.Config(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v json.RawMessage) graphql.Marshaler {
@@ -8446,7 +10034,7 @@ func (ec *executionContext) _Plugin_config(ctx context.Context, field graphql.Co
 	)
 }
 func (ec *executionContext) fieldContext_Plugin_config(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Plugin", field, false, false, "JSON")
+	return graphql.NewScalarFieldContext("Plugin", field, true, false, "JSON")
 }
 
 func (ec *executionContext) _Plugin_state(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
@@ -8458,7 +10046,7 @@ func (ec *executionContext) _Plugin_state(ctx context.Context, field graphql.Col
 			return ec.fieldContext_Plugin_state(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.State, nil
+			return obj.State(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v model.PluginState) graphql.Marshaler {
@@ -8469,7 +10057,30 @@ func (ec *executionContext) _Plugin_state(ctx context.Context, field graphql.Col
 	)
 }
 func (ec *executionContext) fieldContext_Plugin_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Plugin", field, false, false, "PluginState")
+	return graphql.NewScalarFieldContext("Plugin", field, true, false, "PluginState")
+}
+
+func (ec *executionContext) _Plugin_disabledReason(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Plugin_disabledReason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DisabledReason(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Plugin_disabledReason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Plugin", field, true, false, "String")
 }
 
 func (ec *executionContext) _Plugin_loadedAt(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
@@ -8481,18 +10092,41 @@ func (ec *executionContext) _Plugin_loadedAt(ctx context.Context, field graphql.
 			return ec.fieldContext_Plugin_loadedAt(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.LoadedAt, nil
+			return obj.LoadedAt(), nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
-			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Plugin_loadedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Plugin", field, true, false, "Time")
+}
+
+func (ec *executionContext) _Plugin_activeIn(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Plugin_activeIn(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ActiveIn(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_Plugin_loadedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Plugin", field, false, false, "Time")
+func (ec *executionContext) fieldContext_Plugin_activeIn(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Plugin", field, true, false, "String")
 }
 
 func (ec *executionContext) _Plugin_calls(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
@@ -8504,18 +10138,18 @@ func (ec *executionContext) _Plugin_calls(ctx context.Context, field graphql.Col
 			return ec.fieldContext_Plugin_calls(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Calls, nil
+			return obj.Calls(), nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
-			return ec.marshalNInt642int64(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v uint64) graphql.Marshaler {
+			return ec.marshalNInt642uint64(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_Plugin_calls(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Plugin", field, false, false, "Int64")
+	return graphql.NewScalarFieldContext("Plugin", field, true, false, "Int64")
 }
 
 func (ec *executionContext) _Plugin_faults(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
@@ -8527,18 +10161,18 @@ func (ec *executionContext) _Plugin_faults(ctx context.Context, field graphql.Co
 			return ec.fieldContext_Plugin_faults(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Faults, nil
+			return obj.Faults(), nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
-			return ec.marshalNInt642int64(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v uint64) graphql.Marshaler {
+			return ec.marshalNInt642uint64(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_Plugin_faults(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Plugin", field, false, false, "Int64")
+	return graphql.NewScalarFieldContext("Plugin", field, true, false, "Int64")
 }
 
 func (ec *executionContext) _Plugin_fallbacks(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
@@ -8550,18 +10184,41 @@ func (ec *executionContext) _Plugin_fallbacks(ctx context.Context, field graphql
 			return ec.fieldContext_Plugin_fallbacks(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Fallbacks, nil
+			return obj.Fallbacks(), nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
-			return ec.marshalNInt642int64(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v uint64) graphql.Marshaler {
+			return ec.marshalNInt642uint64(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_Plugin_fallbacks(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Plugin", field, false, false, "Int64")
+	return graphql.NewScalarFieldContext("Plugin", field, true, false, "Int64")
+}
+
+func (ec *executionContext) _Plugin_p50Us(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Plugin_p50Us(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.P50Us(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Plugin_p50Us(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Plugin", field, true, false, "Float")
 }
 
 func (ec *executionContext) _Plugin_p99Us(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
@@ -8573,7 +10230,7 @@ func (ec *executionContext) _Plugin_p99Us(ctx context.Context, field graphql.Col
 			return ec.fieldContext_Plugin_p99Us(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.P99Us, nil
+			return obj.P99Us(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
@@ -8584,19 +10241,65 @@ func (ec *executionContext) _Plugin_p99Us(ctx context.Context, field graphql.Col
 	)
 }
 func (ec *executionContext) fieldContext_Plugin_p99Us(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Plugin", field, false, false, "Float")
+	return graphql.NewScalarFieldContext("Plugin", field, true, false, "Float")
 }
 
-func (ec *executionContext) _Plugin_lastError(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
+func (ec *executionContext) _PluginEvent_seq(ctx context.Context, field graphql.CollectedField, obj *model.PluginEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Plugin_lastError(ctx, field)
+			return ec.fieldContext_PluginEvent_seq(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.LastError, nil
+			return obj.Seq(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uint64) graphql.Marshaler {
+			return ec.marshalNInt642uint64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PluginEvent_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PluginEvent", field, true, false, "Int64")
+}
+
+func (ec *executionContext) _PluginEvent_kind(ctx context.Context, field graphql.CollectedField, obj *model.PluginEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PluginEvent_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v manager.EventKind) graphql.Marshaler {
+			return ec.marshalNPluginEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋmanagerᚐEventKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PluginEvent_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PluginEvent", field, true, false, "PluginEventKind")
+}
+
+func (ec *executionContext) _PluginEvent_plugin(ctx context.Context, field graphql.CollectedField, obj *model.PluginEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PluginEvent_plugin(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Plugin(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
@@ -8606,8 +10309,123 @@ func (ec *executionContext) _Plugin_lastError(ctx context.Context, field graphql
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_Plugin_lastError(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Plugin", field, false, false, "String")
+func (ec *executionContext) fieldContext_PluginEvent_plugin(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PluginEvent", field, true, false, "String")
+}
+
+func (ec *executionContext) _PluginEvent_slot(ctx context.Context, field graphql.CollectedField, obj *model.PluginEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PluginEvent_slot(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Slot(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *policy.Slot) graphql.Marshaler {
+			return ec.marshalOPolicySlot2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PluginEvent_slot(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PluginEvent", field, true, false, "PolicySlot")
+}
+
+func (ec *executionContext) _PluginEvent_lane(ctx context.Context, field graphql.CollectedField, obj *model.PluginEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PluginEvent_lane(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Lane(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PluginEvent_lane(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PluginEvent", field, true, false, "String")
+}
+
+func (ec *executionContext) _PluginEvent_reason(ctx context.Context, field graphql.CollectedField, obj *model.PluginEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PluginEvent_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PluginEvent_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PluginEvent", field, true, false, "String")
+}
+
+func (ec *executionContext) _PluginEvent_at(ctx context.Context, field graphql.CollectedField, obj *model.PluginEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PluginEvent_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PluginEvent_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PluginEvent", field, true, false, "Time")
+}
+
+func (ec *executionContext) _PluginEvent_lagged(ctx context.Context, field graphql.CollectedField, obj *model.PluginEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PluginEvent_lagged(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Lagged(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PluginEvent_lagged(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PluginEvent", field, true, false, "Int")
 }
 
 func (ec *executionContext) _PolicyAssignment_slot(ctx context.Context, field graphql.CollectedField, obj *model.PolicyAssignment) (ret graphql.Marshaler) {
@@ -9059,6 +10877,126 @@ func (ec *executionContext) fieldContext_Query_plugins(_ context.Context, field 
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_plugin(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_plugin(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Plugin(ctx, fc.Args["name"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Plugin) graphql.Marshaler {
+			return ec.marshalOPlugin2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐPlugin(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_plugin(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Plugin(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_plugin_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_schedules(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_schedules(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Schedules(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Schedule) graphql.Marshaler {
+			return ec.marshalNSchedule2ᚕᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐScheduleᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_schedules(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Schedule(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_schedule(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_schedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Schedule(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+			return ec.marshalOSchedule2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐSchedule(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_schedule(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Schedule(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_schedule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_instances(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -9448,6 +11386,856 @@ func (ec *executionContext) _RetryPolicy_jitter(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_RetryPolicy_jitter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("RetryPolicy", field, true, false, "Boolean")
+}
+
+func (ec *executionContext) _Schedule_id(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, false, "ID")
+}
+
+func (ec *executionContext) _Schedule_name(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, false, "String")
+}
+
+func (ec *executionContext) _Schedule_kind(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v schedule.Kind) graphql.Marshaler {
+			return ec.marshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, false, "ScheduleKind")
+}
+
+func (ec *executionContext) _Schedule_at(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, false, "Time")
+}
+
+func (ec *executionContext) _Schedule_everyMs(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_everyMs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EveryMs(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt642ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_everyMs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, false, "Int64")
+}
+
+func (ec *executionContext) _Schedule_cron(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_cron(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cron(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_cron(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, false, "String")
+}
+
+func (ec *executionContext) _Schedule_timeZone(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_timeZone(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TimeZone(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_timeZone(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, false, "String")
+}
+
+func (ec *executionContext) _Schedule_enabled(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_enabled(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Enabled(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_enabled(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, false, "Boolean")
+}
+
+func (ec *executionContext) _Schedule_missedPolicy(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_missedPolicy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MissedPolicy(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v schedule.MissedPolicy) graphql.Marshaler {
+			return ec.marshalNMissedRunPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_missedPolicy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, false, "MissedRunPolicy")
+}
+
+func (ec *executionContext) _Schedule_overlapPolicy(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_overlapPolicy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OverlapPolicy(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v schedule.OverlapPolicy) graphql.Marshaler {
+			return ec.marshalNOverlapPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_overlapPolicy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, false, "OverlapPolicy")
+}
+
+func (ec *executionContext) _Schedule_deadlineAfterMs(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_deadlineAfterMs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DeadlineAfterMs(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt642ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_deadlineAfterMs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, false, "Int64")
+}
+
+func (ec *executionContext) _Schedule_offsetMs(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_offsetMs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OffsetMs(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_offsetMs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, false, "Int64")
+}
+
+func (ec *executionContext) _Schedule_template(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_template(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Template(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ScheduleTemplate) graphql.Marshaler {
+			return ec.marshalNScheduleTemplate2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐScheduleTemplate(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_template(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Schedule",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ScheduleTemplate(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Schedule_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, false, "Time")
+}
+
+func (ec *executionContext) _Schedule_updatedAt(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, false, "Time")
+}
+
+func (ec *executionContext) _Schedule_nextRunAt(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_nextRunAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NextRunAt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_nextRunAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, false, "Time")
+}
+
+func (ec *executionContext) _Schedule_lastRunAt(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_lastRunAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastRunAt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_lastRunAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, false, "Time")
+}
+
+func (ec *executionContext) _Schedule_lastTaskId(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_lastTaskId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastTaskID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_lastTaskId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, false, "ID")
+}
+
+func (ec *executionContext) _Schedule_runs(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_runs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Runs(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ScheduleRun) graphql.Marshaler {
+			return ec.marshalNScheduleRun2ᚕᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐScheduleRunᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_runs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Schedule",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ScheduleRun(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ScheduleRun_due(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleRun_due(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Due(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleRun_due(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleRun", field, true, false, "Time")
+}
+
+func (ec *executionContext) _ScheduleRun_firedAt(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleRun_firedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FiredAt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleRun_firedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleRun", field, true, false, "Time")
+}
+
+func (ec *executionContext) _ScheduleRun_taskId(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleRun_taskId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TaskID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleRun_taskId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleRun", field, true, false, "ID")
+}
+
+func (ec *executionContext) _ScheduleRun_outcome(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleRun_outcome(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Outcome(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleRun_outcome(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleRun", field, true, false, "String")
+}
+
+func (ec *executionContext) _ScheduleRun_task(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleRun_task(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ScheduleRun().Task(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Task) graphql.Marshaler {
+			return ec.marshalOTask2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐTask(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleRun_task(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ScheduleRun",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Task(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ScheduleTemplate_agentId(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTemplate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleTemplate_agentId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AgentID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleTemplate_agentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleTemplate", field, true, false, "String")
+}
+
+func (ec *executionContext) _ScheduleTemplate_lane(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTemplate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleTemplate_lane(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Lane(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleTemplate_lane(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleTemplate", field, true, false, "String")
+}
+
+func (ec *executionContext) _ScheduleTemplate_sessionKey(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTemplate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleTemplate_sessionKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SessionKey(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleTemplate_sessionKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleTemplate", field, true, false, "String")
+}
+
+func (ec *executionContext) _ScheduleTemplate_priority(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTemplate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleTemplate_priority(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Priority(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v engine.Priority) graphql.Marshaler {
+			return ec.marshalNPriority2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐPriority(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleTemplate_priority(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleTemplate", field, true, false, "Priority")
+}
+
+func (ec *executionContext) _ScheduleTemplate_action(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTemplate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleTemplate_action(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Action(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Action) graphql.Marshaler {
+			return ec.marshalOAction2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐAction(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleTemplate_action(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ScheduleTemplate",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Action(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ScheduleTemplate_instruction(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTemplate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleTemplate_instruction(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Instruction(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleTemplate_instruction(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleTemplate", field, true, false, "String")
+}
+
+func (ec *executionContext) _ScheduleTemplate_tabId(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTemplate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleTemplate_tabId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TabID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleTemplate_tabId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleTemplate", field, true, false, "String")
+}
+
+func (ec *executionContext) _ScheduleTemplate_instanceId(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTemplate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleTemplate_instanceId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InstanceID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleTemplate_instanceId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleTemplate", field, true, false, "String")
+}
+
+func (ec *executionContext) _ScheduleTemplate_timeoutMs(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTemplate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleTemplate_timeoutMs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TimeoutMs(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleTemplate_timeoutMs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleTemplate", field, true, false, "Int")
+}
+
+func (ec *executionContext) _ScheduleTemplate_webhookUrl(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTemplate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleTemplate_webhookUrl(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.WebhookURL(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleTemplate_webhookUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleTemplate", field, true, false, "String")
+}
+
+func (ec *executionContext) _ScheduleTemplate_labels(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTemplate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleTemplate_labels(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Labels(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Label) graphql.Marshaler {
+			return ec.marshalNLabel2ᚕᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐLabelᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleTemplate_labels(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ScheduleTemplate",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Label(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _ServerInfo_version(ctx context.Context, field graphql.CollectedField, obj *model.ServerInfo) (ret graphql.Marshaler) {
@@ -10457,6 +13245,38 @@ func (ec *executionContext) fieldContext_Subscription_instanceEvents(_ context.C
 	return fc, nil
 }
 
+func (ec *executionContext) _Subscription_pluginEvents(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_pluginEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Subscription().PluginEvents(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PluginEvent) graphql.Marshaler {
+			return ec.marshalNPluginEvent2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐPluginEvent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_pluginEvents(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PluginEvent(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Task_id(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11009,6 +13829,38 @@ func (ec *executionContext) _Task_webhookUrl(ctx context.Context, field graphql.
 }
 func (ec *executionContext) fieldContext_Task_webhookUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Task", field, true, false, "String")
+}
+
+func (ec *executionContext) _Task_webhookDeliveries(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Task_webhookDeliveries(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.WebhookDeliveries(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.WebhookDelivery) graphql.Marshaler {
+			return ec.marshalNWebhookDelivery2ᚕᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐWebhookDeliveryᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Task_webhookDeliveries(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Task",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WebhookDelivery(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Task_idempotencyKey(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
@@ -12084,6 +14936,213 @@ func (ec *executionContext) _TaskEventFeed_lastSeq(ctx context.Context, field gr
 }
 func (ec *executionContext) fieldContext_TaskEventFeed_lastSeq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("TaskEventFeed", field, false, false, "Int64")
+}
+
+func (ec *executionContext) _WebhookDelivery_id(ctx context.Context, field graphql.CollectedField, obj *model.WebhookDelivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookDelivery_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookDelivery_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookDelivery", field, true, false, "String")
+}
+
+func (ec *executionContext) _WebhookDelivery_attempt(ctx context.Context, field graphql.CollectedField, obj *model.WebhookDelivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookDelivery_attempt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attempt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookDelivery_attempt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookDelivery", field, true, false, "Int")
+}
+
+func (ec *executionContext) _WebhookDelivery_url(ctx context.Context, field graphql.CollectedField, obj *model.WebhookDelivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookDelivery_url(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.URL(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookDelivery_url(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookDelivery", field, true, false, "String")
+}
+
+func (ec *executionContext) _WebhookDelivery_at(ctx context.Context, field graphql.CollectedField, obj *model.WebhookDelivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookDelivery_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookDelivery_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookDelivery", field, true, false, "Time")
+}
+
+func (ec *executionContext) _WebhookDelivery_durationMs(ctx context.Context, field graphql.CollectedField, obj *model.WebhookDelivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookDelivery_durationMs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DurationMs(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookDelivery_durationMs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookDelivery", field, true, false, "Float")
+}
+
+func (ec *executionContext) _WebhookDelivery_httpStatus(ctx context.Context, field graphql.CollectedField, obj *model.WebhookDelivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookDelivery_httpStatus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HTTPStatus(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookDelivery_httpStatus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookDelivery", field, true, false, "Int")
+}
+
+func (ec *executionContext) _WebhookDelivery_error(ctx context.Context, field graphql.CollectedField, obj *model.WebhookDelivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookDelivery_error(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Error(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookDelivery_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookDelivery", field, true, false, "String")
+}
+
+func (ec *executionContext) _WebhookDelivery_delivered(ctx context.Context, field graphql.CollectedField, obj *model.WebhookDelivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookDelivery_delivered(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Delivered(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookDelivery_delivered(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookDelivery", field, true, false, "Boolean")
+}
+
+func (ec *executionContext) _WebhookDelivery_final(ctx context.Context, field graphql.CollectedField, obj *model.WebhookDelivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookDelivery_final(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Final(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookDelivery_final(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookDelivery", field, true, false, "Boolean")
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
@@ -13464,7 +16523,7 @@ func (ec *executionContext) unmarshalInputLoadPluginInput(ctx context.Context, o
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "wasmBase64", "path", "config"}
+	fieldsInOrder := [...]string{"name", "wasmBase64", "config"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -13480,18 +16539,11 @@ func (ec *executionContext) unmarshalInputLoadPluginInput(ctx context.Context, o
 			it.Name = data
 		case "wasmBase64":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("wasmBase64"))
-			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			data, err := ec.unmarshalNString2string(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it.WasmBase64 = data
-		case "path":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("path"))
-			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.Path = data
 		case "config":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("config"))
 			data, err := ec.unmarshalOJSON2encodingᚋjsonᚐRawMessage(ctx, v)
@@ -13667,6 +16719,129 @@ func (ec *executionContext) unmarshalInputRetryPolicyInput(ctx context.Context, 
 func UnmarshalRetryPolicyInput(ctx context.Context, raw any) (model.RetryPolicyInput, error) {
 	var out model.RetryPolicyInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "RetryPolicyInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputScheduleInput(ctx context.Context, obj any) (model.ScheduleInput, error) {
+	var it model.ScheduleInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	if _, present := asMap["enabled"]; !present {
+		asMap["enabled"] = true
+	}
+
+	fieldsInOrder := [...]string{"name", "kind", "at", "everyMs", "cron", "timeZone", "template", "deadlineAfterMs", "missedPolicy", "overlapPolicy", "spreadWindowMs", "enabled"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "kind":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("kind"))
+			data, err := ec.unmarshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐKind(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Kind = data
+		case "at":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("at"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.At = data
+		case "everyMs":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("everyMs"))
+			data, err := ec.unmarshalOInt642ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EveryMs = data
+		case "cron":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("cron"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Cron = data
+		case "timeZone":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("timeZone"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TimeZone = data
+		case "template":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("template"))
+			data, err := ec.unmarshalNSubmitTaskInput2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐSubmitTaskInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Template = data
+		case "deadlineAfterMs":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("deadlineAfterMs"))
+			data, err := ec.unmarshalOInt642ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DeadlineAfterMs = data
+		case "missedPolicy":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("missedPolicy"))
+			data, err := ec.unmarshalOMissedRunPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MissedPolicy = data
+		case "overlapPolicy":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("overlapPolicy"))
+			data, err := ec.unmarshalOOverlapPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.OverlapPolicy = data
+		case "spreadWindowMs":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("spreadWindowMs"))
+			data, err := ec.unmarshalOInt642ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SpreadWindowMs = data
+		case "enabled":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("enabled"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Enabled = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalScheduleInput unmarshals raw into the ScheduleInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalScheduleInput(ctx context.Context, raw any) (model.ScheduleInput, error) {
+	var out model.ScheduleInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ScheduleInput", raw, &out)
 	return out, err
 }
 
@@ -14437,6 +17612,16 @@ func (ec *executionContext) _Batch(ctx context.Context, sel ast.SelectionSet, ob
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Batch_tasks(ctx, field, obj)
 				})
+		case "endedAt":
+			out.Values[i] = ec._Batch_endedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "webhookDeliveries":
+			out.Values[i] = ec._Batch_webhookDeliveries(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -15163,11 +18348,67 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "configurePlugin":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_configurePlugin(ctx, field)
+			})
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "enablePlugin":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_enablePlugin(ctx, field)
+			})
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		case "setPolicy":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_setPolicy(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createSchedule":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createSchedule(ctx, field)
+			})
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "updateSchedule":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_updateSchedule(ctx, field)
+			})
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "enableSchedule":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_enableSchedule(ctx, field)
+			})
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "disableSchedule":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_disableSchedule(ctx, field)
+			})
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "triggerSchedule":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_triggerSchedule(ctx, field)
+			})
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "deleteSchedule":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteSchedule(ctx, field)
+			})
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -15440,18 +18681,28 @@ func (ec *executionContext) _Plugin(ctx context.Context, sel ast.SelectionSet, o
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
-		case "slots":
-			out.Values[i] = ec._Plugin_slots(ctx, field, obj)
+		case "slot":
+			out.Values[i] = ec._Plugin_slot(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
-		case "abiVersion":
-			out.Values[i] = ec._Plugin_abiVersion(ctx, field, obj)
+		case "builtin":
+			out.Values[i] = ec._Plugin_builtin(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "native":
+			out.Values[i] = ec._Plugin_native(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		case "sha256":
 			out.Values[i] = ec._Plugin_sha256(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "size":
+			out.Values[i] = ec._Plugin_size(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -15465,8 +18716,18 @@ func (ec *executionContext) _Plugin(ctx context.Context, sel ast.SelectionSet, o
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "disabledReason":
+			out.Values[i] = ec._Plugin_disabledReason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		case "loadedAt":
 			out.Values[i] = ec._Plugin_loadedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "activeIn":
+			out.Values[i] = ec._Plugin_activeIn(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -15485,14 +18746,82 @@ func (ec *executionContext) _Plugin(ctx context.Context, sel ast.SelectionSet, o
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "p50Us":
+			out.Values[i] = ec._Plugin_p50Us(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "p99Us":
 			out.Values[i] = ec._Plugin_p99Us(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
-		case "lastError":
-			out.Values[i] = ec._Plugin_lastError(ctx, field, obj)
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var pluginEventImplementors = []string{"PluginEvent"}
+
+func (ec *executionContext) _PluginEvent(ctx context.Context, sel ast.SelectionSet, obj *model.PluginEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, pluginEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PluginEvent")
+		case "seq":
+			out.Values[i] = ec._PluginEvent_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "kind":
+			out.Values[i] = ec._PluginEvent_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "plugin":
+			out.Values[i] = ec._PluginEvent_plugin(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "slot":
+			out.Values[i] = ec._PluginEvent_slot(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "lane":
+			out.Values[i] = ec._PluginEvent_lane(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "reason":
+			out.Values[i] = ec._PluginEvent_reason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._PluginEvent_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "lagged":
+			out.Values[i] = ec._PluginEvent_lagged(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -15634,6 +18963,24 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_plugins(ctx, field)
 				})
+		case "plugin":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_plugin(ctx, field)
+				})
+		case "schedules":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_schedules(ctx, field)
+				})
+		case "schedule":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_schedule(ctx, field)
+				})
 		case "instances":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -15764,6 +19111,266 @@ func (ec *executionContext) _RetryPolicy(ctx context.Context, sel ast.SelectionS
 			}
 		case "jitter":
 			out.Values[i] = ec._RetryPolicy_jitter(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var scheduleImplementors = []string{"Schedule"}
+
+func (ec *executionContext) _Schedule(ctx context.Context, sel ast.SelectionSet, obj *model.Schedule) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, scheduleImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Schedule")
+		case "id":
+			out.Values[i] = ec._Schedule_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._Schedule_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "kind":
+			out.Values[i] = ec._Schedule_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._Schedule_at(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "everyMs":
+			out.Values[i] = ec._Schedule_everyMs(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "cron":
+			out.Values[i] = ec._Schedule_cron(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "timeZone":
+			out.Values[i] = ec._Schedule_timeZone(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "enabled":
+			out.Values[i] = ec._Schedule_enabled(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "missedPolicy":
+			out.Values[i] = ec._Schedule_missedPolicy(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "overlapPolicy":
+			out.Values[i] = ec._Schedule_overlapPolicy(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deadlineAfterMs":
+			out.Values[i] = ec._Schedule_deadlineAfterMs(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "offsetMs":
+			out.Values[i] = ec._Schedule_offsetMs(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "template":
+			out.Values[i] = ec._Schedule_template(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._Schedule_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updatedAt":
+			out.Values[i] = ec._Schedule_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "nextRunAt":
+			out.Values[i] = ec._Schedule_nextRunAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "lastRunAt":
+			out.Values[i] = ec._Schedule_lastRunAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "lastTaskId":
+			out.Values[i] = ec._Schedule_lastTaskId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "runs":
+			out.Values[i] = ec._Schedule_runs(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var scheduleRunImplementors = []string{"ScheduleRun"}
+
+func (ec *executionContext) _ScheduleRun(ctx context.Context, sel ast.SelectionSet, obj *model.ScheduleRun) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, scheduleRunImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ScheduleRun")
+		case "due":
+			out.Values[i] = ec._ScheduleRun_due(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "firedAt":
+			out.Values[i] = ec._ScheduleRun_firedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "taskId":
+			out.Values[i] = ec._ScheduleRun_taskId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "outcome":
+			out.Values[i] = ec._ScheduleRun_outcome(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "task":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ScheduleRun_task(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var scheduleTemplateImplementors = []string{"ScheduleTemplate"}
+
+func (ec *executionContext) _ScheduleTemplate(ctx context.Context, sel ast.SelectionSet, obj *model.ScheduleTemplate) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, scheduleTemplateImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ScheduleTemplate")
+		case "agentId":
+			out.Values[i] = ec._ScheduleTemplate_agentId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "lane":
+			out.Values[i] = ec._ScheduleTemplate_lane(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "sessionKey":
+			out.Values[i] = ec._ScheduleTemplate_sessionKey(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "priority":
+			out.Values[i] = ec._ScheduleTemplate_priority(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "action":
+			out.Values[i] = ec._ScheduleTemplate_action(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "instruction":
+			out.Values[i] = ec._ScheduleTemplate_instruction(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "tabId":
+			out.Values[i] = ec._ScheduleTemplate_tabId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "instanceId":
+			out.Values[i] = ec._ScheduleTemplate_instanceId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "timeoutMs":
+			out.Values[i] = ec._ScheduleTemplate_timeoutMs(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "webhookUrl":
+			out.Values[i] = ec._ScheduleTemplate_webhookUrl(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "labels":
+			out.Values[i] = ec._ScheduleTemplate_labels(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -16107,6 +19714,8 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 		return ec._Subscription_stats(ctx, fields[0])
 	case "instanceEvents":
 		return ec._Subscription_instanceEvents(ctx, fields[0])
+	case "pluginEvents":
+		return ec._Subscription_pluginEvents(ctx, fields[0])
 	default:
 		panic("unknown field " + strconv.Quote(fields[0].Name))
 	}
@@ -16233,6 +19842,11 @@ func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj
 		case "webhookUrl":
 			out.Values[i] = ec._Task_webhookUrl(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "webhookDeliveries":
+			out.Values[i] = ec._Task_webhookDeliveries(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "idempotencyKey":
@@ -16566,6 +20180,79 @@ func (ec *executionContext) _TaskEventFeed(ctx context.Context, sel ast.Selectio
 			}
 		case "lastSeq":
 			out.Values[i] = ec._TaskEventFeed_lastSeq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var webhookDeliveryImplementors = []string{"WebhookDelivery"}
+
+func (ec *executionContext) _WebhookDelivery(ctx context.Context, sel ast.SelectionSet, obj *model.WebhookDelivery) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, webhookDeliveryImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("WebhookDelivery")
+		case "id":
+			out.Values[i] = ec._WebhookDelivery_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "attempt":
+			out.Values[i] = ec._WebhookDelivery_attempt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "url":
+			out.Values[i] = ec._WebhookDelivery_url(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._WebhookDelivery_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "durationMs":
+			out.Values[i] = ec._WebhookDelivery_durationMs(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "httpStatus":
+			out.Values[i] = ec._WebhookDelivery_httpStatus(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "error":
+			out.Values[i] = ec._WebhookDelivery_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "delivered":
+			out.Values[i] = ec._WebhookDelivery_delivered(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "final":
+			out.Values[i] = ec._WebhookDelivery_final(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -17508,6 +21195,60 @@ func (ec *executionContext) unmarshalNLoadPluginInput2githubᚗcomᚋswitchyard�
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalNMissedRunPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy(ctx context.Context, v any) (schedule.MissedPolicy, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNMissedRunPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy[tmp]
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNMissedRunPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy(ctx context.Context, sel ast.SelectionSet, v schedule.MissedPolicy) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNMissedRunPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "MissedRunPolicy!")
+	}
+	return res
+}
+
+var (
+	unmarshalNMissedRunPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy = map[string]schedule.MissedPolicy{
+		"SKIP":     schedule.MissedSkip,
+		"RUN_ONCE": schedule.MissedRunOnce,
+	}
+	marshalNMissedRunPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy = map[schedule.MissedPolicy]string{
+		schedule.MissedSkip:    "SKIP",
+		schedule.MissedRunOnce: "RUN_ONCE",
+	}
+)
+
+func (ec *executionContext) unmarshalNOverlapPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy(ctx context.Context, v any) (schedule.OverlapPolicy, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNOverlapPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy[tmp]
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNOverlapPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy(ctx context.Context, sel ast.SelectionSet, v schedule.OverlapPolicy) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNOverlapPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "OverlapPolicy!")
+	}
+	return res
+}
+
+var (
+	unmarshalNOverlapPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy = map[string]schedule.OverlapPolicy{
+		"SKIP":            schedule.OverlapSkip,
+		"QUEUE":           schedule.OverlapQueue,
+		"CANCEL_PREVIOUS": schedule.OverlapCancelPrevious,
+	}
+	marshalNOverlapPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy = map[schedule.OverlapPolicy]string{
+		schedule.OverlapSkip:           "SKIP",
+		schedule.OverlapQueue:          "QUEUE",
+		schedule.OverlapCancelPrevious: "CANCEL_PREVIOUS",
+	}
+)
+
 func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐPageInfo(ctx context.Context, sel ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "PageInfo!")
@@ -17596,6 +21337,50 @@ func (ec *executionContext) marshalNPlugin2ᚖgithubᚗcomᚋswitchyardᚋswitch
 	return ec._Plugin(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNPluginEvent2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐPluginEvent(ctx context.Context, sel ast.SelectionSet, v *model.PluginEvent) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PluginEvent!")
+		return graphql.Null
+	}
+	return ec._PluginEvent(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNPluginEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋmanagerᚐEventKind(ctx context.Context, v any) (manager.EventKind, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNPluginEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋmanagerᚐEventKind[tmp]
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNPluginEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋmanagerᚐEventKind(ctx context.Context, sel ast.SelectionSet, v manager.EventKind) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNPluginEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋmanagerᚐEventKind[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "PluginEventKind!")
+	}
+	return res
+}
+
+var (
+	unmarshalNPluginEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋmanagerᚐEventKind = map[string]manager.EventKind{
+		"LOADED":     manager.EventLoaded,
+		"UNLOADED":   manager.EventUnloaded,
+		"CONFIGURED": manager.EventConfigured,
+		"POLICY_SET": manager.EventPolicySet,
+		"FAULT":      manager.EventFault,
+		"DISABLED":   manager.EventDisabled,
+		"ENABLED":    manager.EventEnabled,
+	}
+	marshalNPluginEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋmanagerᚐEventKind = map[manager.EventKind]string{
+		manager.EventLoaded:     "LOADED",
+		manager.EventUnloaded:   "UNLOADED",
+		manager.EventConfigured: "CONFIGURED",
+		manager.EventPolicySet:  "POLICY_SET",
+		manager.EventFault:      "FAULT",
+		manager.EventDisabled:   "DISABLED",
+		manager.EventEnabled:    "ENABLED",
+	}
+)
+
 func (ec *executionContext) unmarshalNPluginState2githubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐPluginState(ctx context.Context, v any) (model.PluginState, error) {
 	var res model.PluginState
 	err := res.UnmarshalGQL(v)
@@ -17657,36 +21442,6 @@ var (
 		policy.SlotRetry:     "RETRY",
 	}
 )
-
-func (ec *executionContext) unmarshalNPolicySlot2ᚕgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlotᚄ(ctx context.Context, v any) ([]policy.Slot, error) {
-	vSlice := graphql.CoerceList(v)
-	var err error
-	res := make([]policy.Slot, len(vSlice))
-	for i := range vSlice {
-		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
-		res[i], err = ec.unmarshalNPolicySlot2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot(ctx, vSlice[i])
-		if err != nil {
-			return nil, err
-		}
-	}
-	return res, nil
-}
-
-func (ec *executionContext) marshalNPolicySlot2ᚕgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlotᚄ(ctx context.Context, sel ast.SelectionSet, v []policy.Slot) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
-		fc := graphql.GetFieldContext(ctx)
-		fc.Result = &v[i]
-		return ec.marshalNPolicySlot2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot(ctx, sel, v[i])
-	})
-
-	for _, e := range ret {
-		if e == graphql.Null {
-			return graphql.Null
-		}
-	}
-
-	return ret
-}
 
 func (ec *executionContext) unmarshalNPriority2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐPriority(ctx context.Context, v any) (engine.Priority, error) {
 	tmp, err := graphql.UnmarshalString(v)
@@ -17755,6 +21510,95 @@ func (ec *executionContext) marshalNRetryPolicy2ᚖgithubᚗcomᚋswitchyardᚋs
 		return graphql.Null
 	}
 	return ec._RetryPolicy(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNSchedule2ᚕᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐScheduleᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Schedule) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNSchedule2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐSchedule(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNSchedule2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐSchedule(ctx context.Context, sel ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Schedule!")
+		return graphql.Null
+	}
+	return ec._Schedule(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNScheduleInput2githubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐScheduleInput(ctx context.Context, v any) (model.ScheduleInput, error) {
+	res, err := ec.unmarshalInputScheduleInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐKind(ctx context.Context, v any) (schedule.Kind, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐKind[tmp]
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐKind(ctx context.Context, sel ast.SelectionSet, v schedule.Kind) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐKind[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "ScheduleKind!")
+	}
+	return res
+}
+
+var (
+	unmarshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐKind = map[string]schedule.Kind{
+		"AT":    schedule.KindAt,
+		"EVERY": schedule.KindEvery,
+		"CRON":  schedule.KindCron,
+	}
+	marshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐKind = map[schedule.Kind]string{
+		schedule.KindAt:    "AT",
+		schedule.KindEvery: "EVERY",
+		schedule.KindCron:  "CRON",
+	}
+)
+
+func (ec *executionContext) marshalNScheduleRun2ᚕᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐScheduleRunᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ScheduleRun) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNScheduleRun2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐScheduleRun(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNScheduleRun2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐScheduleRun(ctx context.Context, sel ast.SelectionSet, v *model.ScheduleRun) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ScheduleRun!")
+		return graphql.Null
+	}
+	return ec._ScheduleRun(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNScheduleTemplate2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐScheduleTemplate(ctx context.Context, sel ast.SelectionSet, v *model.ScheduleTemplate) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ScheduleTemplate!")
+		return graphql.Null
+	}
+	return ec._ScheduleTemplate(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNServerInfo2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐServerInfo(ctx context.Context, sel ast.SelectionSet, v *model.ServerInfo) graphql.Marshaler {
@@ -17986,6 +21830,7 @@ var (
 		"STALE":    engine.EventStale,
 		"LANE":     engine.EventLane,
 		"ENGINE":   engine.EventEngine,
+		"BATCH":    engine.EventBatch,
 		"LAGGED":   model.EventLagged,
 	}
 	marshalNTaskEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐEventType = map[engine.EventType]string{
@@ -17994,6 +21839,7 @@ var (
 		engine.EventStale:    "STALE",
 		engine.EventLane:     "LANE",
 		engine.EventEngine:   "ENGINE",
+		engine.EventBatch:    "BATCH",
 		model.EventLagged:    "LAGGED",
 	}
 )
@@ -18064,6 +21910,30 @@ func (ec *executionContext) marshalNTime2timeᚐTime(ctx context.Context, sel as
 func (ec *executionContext) unmarshalNUpdateInstanceInput2githubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐUpdateInstanceInput(ctx context.Context, v any) (model.UpdateInstanceInput, error) {
 	res, err := ec.unmarshalInputUpdateInstanceInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNWebhookDelivery2ᚕᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐWebhookDeliveryᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.WebhookDelivery) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNWebhookDelivery2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐWebhookDelivery(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNWebhookDelivery2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐWebhookDelivery(ctx context.Context, sel ast.SelectionSet, v *model.WebhookDelivery) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "WebhookDelivery!")
+		return graphql.Null
+	}
+	return ec._WebhookDelivery(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {
@@ -18502,12 +22372,106 @@ func (ec *executionContext) marshalOLane2ᚖgithubᚗcomᚋswitchyardᚋswitchya
 	return ec._Lane(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalOMissedRunPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy(ctx context.Context, v any) (*schedule.MissedPolicy, error) {
+	if v == nil {
+		return nil, nil
+	}
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalOMissedRunPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy[tmp]
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOMissedRunPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy(ctx context.Context, sel ast.SelectionSet, v *schedule.MissedPolicy) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalString(marshalOMissedRunPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy[*v])
+	return res
+}
+
+var (
+	unmarshalOMissedRunPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy = map[string]schedule.MissedPolicy{
+		"SKIP":     schedule.MissedSkip,
+		"RUN_ONCE": schedule.MissedRunOnce,
+	}
+	marshalOMissedRunPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy = map[schedule.MissedPolicy]string{
+		schedule.MissedSkip:    "SKIP",
+		schedule.MissedRunOnce: "RUN_ONCE",
+	}
+)
+
+func (ec *executionContext) unmarshalOOverlapPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy(ctx context.Context, v any) (*schedule.OverlapPolicy, error) {
+	if v == nil {
+		return nil, nil
+	}
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalOOverlapPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy[tmp]
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOOverlapPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy(ctx context.Context, sel ast.SelectionSet, v *schedule.OverlapPolicy) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalString(marshalOOverlapPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy[*v])
+	return res
+}
+
+var (
+	unmarshalOOverlapPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy = map[string]schedule.OverlapPolicy{
+		"SKIP":            schedule.OverlapSkip,
+		"QUEUE":           schedule.OverlapQueue,
+		"CANCEL_PREVIOUS": schedule.OverlapCancelPrevious,
+	}
+	marshalOOverlapPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy = map[schedule.OverlapPolicy]string{
+		schedule.OverlapSkip:           "SKIP",
+		schedule.OverlapQueue:          "QUEUE",
+		schedule.OverlapCancelPrevious: "CANCEL_PREVIOUS",
+	}
+)
+
 func (ec *executionContext) marshalOPlugin2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐPlugin(ctx context.Context, sel ast.SelectionSet, v *model.Plugin) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	return ec._Plugin(ctx, sel, v)
 }
+
+func (ec *executionContext) unmarshalOPolicySlot2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot(ctx context.Context, v any) (*policy.Slot, error) {
+	if v == nil {
+		return nil, nil
+	}
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalOPolicySlot2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot[tmp]
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOPolicySlot2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot(ctx context.Context, sel ast.SelectionSet, v *policy.Slot) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalString(marshalOPolicySlot2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot[*v])
+	return res
+}
+
+var (
+	unmarshalOPolicySlot2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot = map[string]policy.Slot{
+		"SELECTION": policy.SlotSelection,
+		"FAIRNESS":  policy.SlotFairness,
+		"RETRY":     policy.SlotRetry,
+	}
+	marshalOPolicySlot2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot = map[policy.Slot]string{
+		policy.SlotSelection: "SELECTION",
+		policy.SlotFairness:  "FAIRNESS",
+		policy.SlotRetry:     "RETRY",
+	}
+)
 
 func (ec *executionContext) unmarshalOPriority2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐPriority(ctx context.Context, v any) (*engine.Priority, error) {
 	if v == nil {
@@ -18593,6 +22557,20 @@ func (ec *executionContext) unmarshalORetryPolicyInput2ᚖgithubᚗcomᚋswitchy
 	}
 	res, err := ec.unmarshalInputRetryPolicyInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOSchedule2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐSchedule(ctx context.Context, sel ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Schedule(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOScheduleRun2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐScheduleRun(ctx context.Context, sel ast.SelectionSet, v *model.ScheduleRun) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ScheduleRun(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOString2string(ctx context.Context, v any) (string, error) {

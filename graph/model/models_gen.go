@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/engine/schedule"
 )
 
 // A browser interaction.
@@ -125,10 +126,8 @@ type Limits struct {
 type LoadPluginInput struct {
 	// The name to load it under (unique).
 	Name string `json:"name"`
-	// The WebAssembly module, base64-encoded (or give `path`).
-	WasmBase64 *string `json:"wasmBase64,omitempty"`
-	// A module file on the server (or give `wasmBase64`).
-	Path *string `json:"path,omitempty"`
+	// The WebAssembly module, base64-encoded.
+	WasmBase64 string `json:"wasmBase64"`
 	// Its configuration, a JSON document passed to it at load.
 	Config json.RawMessage `json:"config,omitempty"`
 }
@@ -143,34 +142,6 @@ type PageInfo struct {
 	StartCursor *string `json:"startCursor,omitempty"`
 	// The cursor of the page's last task: pass it as `after` for the next page.
 	EndCursor *string `json:"endCursor,omitempty"`
-}
-
-// A loaded WebAssembly policy plugin.
-type Plugin struct {
-	// The plugin's name, unique on this server.
-	Name string `json:"name"`
-	// The slots it implements.
-	Slots []policy.Slot `json:"slots"`
-	// The plugin ABI version it was built for.
-	AbiVersion int `json:"abiVersion"`
-	// The SHA-256 of its module, hex.
-	Sha256 string `json:"sha256"`
-	// Its configuration (the JSON document passed at load).
-	Config json.RawMessage `json:"config,omitempty"`
-	// Whether it decides or its breaker has tripped.
-	State PluginState `json:"state"`
-	// When it was loaded.
-	LoadedAt time.Time `json:"loadedAt"`
-	// Decisions asked of it.
-	Calls int64 `json:"calls"`
-	// Traps, timeouts and invalid answers.
-	Faults int64 `json:"faults"`
-	// Decisions made by the native policy instead, after a fault.
-	Fallbacks int64 `json:"fallbacks"`
-	// The 99th percentile of its decision latency, in microseconds.
-	P99Us float64 `json:"p99Us"`
-	// The last fault, if any.
-	LastError *string `json:"lastError,omitempty"`
 }
 
 // A browser instance to register.
@@ -201,6 +172,34 @@ type RetryPolicyInput struct {
 	MaxBackoffMs *int `json:"maxBackoffMs,omitempty"`
 	// Spread the delays (equal jitter).
 	Jitter *bool `json:"jitter,omitempty"`
+}
+
+// A schedule to create, or the new definition of one.
+type ScheduleInput struct {
+	// Its name.
+	Name string `json:"name"`
+	// How its times are defined; then give `at`, `everyMs` or `cron`.
+	Kind schedule.Kind `json:"kind"`
+	// For AT.
+	At *time.Time `json:"at,omitempty"`
+	// For EVERY: at least 1000.
+	EveryMs *int64 `json:"everyMs,omitempty"`
+	// For CRON: five fields.
+	Cron *string `json:"cron,omitempty"`
+	// For CRON: an IANA time zone; UTC when omitted.
+	TimeZone *string `json:"timeZone,omitempty"`
+	// The task each run submits (a deadline is not allowed: use `deadlineAfterMs`). Runs go to the cron lane unless it names another.
+	Template *SubmitTaskInput `json:"template"`
+	// Each run's task gets a deadline this long after it is created.
+	DeadlineAfterMs *int64 `json:"deadlineAfterMs,omitempty"`
+	// Missed runs after downtime (default SKIP).
+	MissedPolicy *schedule.MissedPolicy `json:"missedPolicy,omitempty"`
+	// A run falling due while the previous one is active (default SKIP).
+	OverlapPolicy *schedule.OverlapPolicy `json:"overlapPolicy,omitempty"`
+	// Bounds the spread offset, in milliseconds (default 30000 for CRON and EVERY; -1 disables spreading).
+	SpreadWindowMs *int64 `json:"spreadWindowMs,omitempty"`
+	// Whether it runs (default true).
+	Enabled *bool `json:"enabled,omitempty"`
 }
 
 // This server.

@@ -111,10 +111,9 @@ func inField(err error, prefix string) error {
 	return &cp
 }
 
-// notAvailable is the answer of the plugin operations until the plugin host
-// is wired to the server.
+// notAvailable answers operations on a component this server runs without.
 func notAvailable(what string) error {
-	return &engine.Error{Code: engine.CodeUnavailable, Message: what + " is not available yet: this server has no plugin host"}
+	return &engine.Error{Code: engine.CodeUnavailable, Message: what + " not available on this server"}
 }
 
 // limitError is a LIMIT error.

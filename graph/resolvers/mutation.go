@@ -401,15 +401,3 @@ func (m *mutationResolver) RemoveInstance(_ context.Context, id string) (*model.
 	m.log.Info("instance removed over the API", "instance", id)
 	return &model.Instance{I: in}, nil
 }
-
-func (m *mutationResolver) LoadPlugin(context.Context, model.LoadPluginInput) (*model.Plugin, error) {
-	return nil, notAvailable("loadPlugin")
-}
-
-func (m *mutationResolver) UnloadPlugin(context.Context, string) (*model.Plugin, error) {
-	return nil, notAvailable("unloadPlugin")
-}
-
-func (m *mutationResolver) SetPolicy(context.Context, model.SetPolicyInput) ([]*model.PolicyAssignment, error) {
-	return nil, notAvailable("setPolicy")
-}

@@ -173,10 +173,6 @@ func (q *queryResolver) Policies(context.Context) ([]*model.PolicyAssignment, er
 	return out, nil
 }
 
-func (q *queryResolver) Plugins(context.Context) ([]*model.Plugin, error) {
-	return nil, notAvailable("plugins")
-}
-
 func (q *queryResolver) Instances(context.Context) ([]*model.Instance, error) {
 	if q.reg == nil {
 		return []*model.Instance{}, nil

@@ -12,9 +12,11 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/graph/eventstream"
 	"github.com/switchyard/switchyard/graph/generated"
 	"github.com/switchyard/switchyard/graph/model"
+	"github.com/switchyard/switchyard/plugins/manager"
 )
 
 // Limits are the request limits a server applies; Query.server reports
@@ -70,10 +72,16 @@ func (nopObserver) Lagged(string, uint64)             {}
 type Options struct {
 	Engine   *engine.Engine     // required, started (its event log exists)
 	Registry *executor.Registry // the instances; nil when the server manages none
-	Version  string
-	Limits   Limits
-	Observer Observer
-	Logger   hclog.Logger
+	// Plugins keeps the policy plugins; nil answers their operations with
+	// UNAVAILABLE.
+	Plugins *manager.Manager
+	// Schedules runs the schedules; nil answers their operations with
+	// UNAVAILABLE.
+	Schedules *schedule.Scheduler
+	Version   string
+	Limits    Limits
+	Observer  Observer
+	Logger    hclog.Logger
 	// SubscriptionBuffer is how many messages a subscription may hold for a
 	// slow client before its reader stops reading ahead (default 64).
 	SubscriptionBuffer int

@@ -38,18 +38,22 @@ import (
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/executor/artifact"
+	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/graph/metrics"
 	"github.com/switchyard/switchyard/graph/model"
 	"github.com/switchyard/switchyard/graph/resolvers"
 	"github.com/switchyard/switchyard/graph/web/dashboard"
 	"github.com/switchyard/switchyard/graph/web/playground"
+	"github.com/switchyard/switchyard/plugins/manager"
 )
 
 // Options configure a Server.
 type Options struct {
-	Engine    *engine.Engine     // required, started
-	Registry  *executor.Registry // the instances; nil when the server manages none
-	Artifacts artifact.Store     // where task artifacts are; nil serves none
+	Engine    *engine.Engine      // required, started
+	Registry  *executor.Registry  // the instances; nil when the server manages none
+	Artifacts artifact.Store      // where task artifacts are; nil serves none
+	Plugins   *manager.Manager    // the policy plugins; nil answers their operations UNAVAILABLE
+	Schedules *schedule.Scheduler // the schedules; nil answers their operations UNAVAILABLE
 	Logger    hclog.Logger
 	Version   string
 	Limits    resolvers.Limits
@@ -115,6 +119,7 @@ func New(opts Options) (*Server, error) {
 	)
 	s.resolver = resolvers.New(resolvers.Options{
 		Engine: opts.Engine, Registry: opts.Registry, Version: opts.Version, Limits: opts.Limits,
+		Plugins: opts.Plugins, Schedules: opts.Schedules,
 		Observer: metrics.NewSubscriptions(s.metrics), Logger: opts.Logger,
 	})
 

@@ -294,7 +294,8 @@ func TestTaskEventFeedDeliversEncodedEventsAndResumes(t *testing.T) {
 	require.NoError(t, err)
 	b.submitMany(t, "feed", 30)
 	var seqs []uint64
-	for len(seqs) < 90 {
+	states := 0
+	for states < 90 {
 		m, err := sub.Next(ctx)
 		require.NoError(t, err)
 		var out struct {
@@ -309,10 +310,15 @@ func TestTaskEventFeedDeliversEncodedEventsAndResumes(t *testing.T) {
 		require.Len(t, f.Events, f.Count)
 		require.LessOrEqual(t, f.Count, 50)
 		for _, e := range f.Events {
+			seqs = append(seqs, uint64(e["seq"].(float64)))
+			if e["kind"] == "BATCH" { // the batch's end, once its 30 tasks have
+				require.NotEmpty(t, e["batchId"])
+				continue
+			}
 			require.Equal(t, "STATE", e["kind"])
 			require.Equal(t, "feed", e["agentId"])
 			require.NotContains(t, e, "sessionKey", "null fields are left out")
-			seqs = append(seqs, uint64(e["seq"].(float64)))
+			states++
 		}
 		require.Equal(t, seqs[len(seqs)-1], f.LastSeq)
 	}

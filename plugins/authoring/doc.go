@@ -1,6 +1,17 @@
 // Package authoring is the library behind `switchyard plugin build | check |
-// bench`: it builds a Go policy into a plugin module, checks a module against
-// the ABI and a conformance suite, and measures its cost against the native
-// built-in policies. Each function returns a report value that prints for
-// people and marshals to JSON for machines; the CLI only parses flags.
+// bench | simulate`: it builds a Go policy into a plugin module (Build),
+// checks a module against the ABI and a conformance suite (Check), measures
+// its decisions against the native built-in of the same slot (Bench), and
+// replays a workload through the engine under the plugin and under the
+// built-in policies (Simulate). Each returns a report that prints for people
+// (String) and marshals to JSON for machines; the CLI only parses flags.
+//
+//	rep, err := authoring.Check(ctx, wasm, authoring.Options{Config: cfg})
+//	if err != nil { ... }           // the checks could not run
+//	fmt.Print(rep)                  // or json.Marshal(rep)
+//	if !rep.Passed { os.Exit(1) }
+//
+// Options.Runtime lets a caller share one host.Runtime (and so its compiled
+// modules) across calls; without it each call starts a private runtime with
+// the default host configuration and its file-backed compilation cache.
 package authoring

@@ -22,17 +22,23 @@ type Config struct {
 	// A Go guest needs about 40 pages just to start. Default 128 (8 MiB).
 	MemoryLimitPages uint32
 
-	// DecisionFuel bounds one decision, in loop iterations (every loop
-	// header, and so every call of a Go guest, burns one unit). A guest that
-	// runs out traps, its instance is replaced and the decision falls back.
-	// The budget is deterministic: the same input ends the same way on any
-	// machine. Default 10,000,000, which an infinite loop burns in about
-	// 10–30 ms here, while the built-in policies use a few thousand per
-	// decision over 64 candidates.
+	// DecisionFuel bounds one decision, in fuel: every call and every loop
+	// iteration of the guest burns one unit (Go's WebAssembly code adds a
+	// unit for most taken branches), and a bulk memory operation one more
+	// per 32 bytes. A guest that runs out traps, its instance is replaced
+	// and the decision falls back. The budget is deterministic: the same
+	// input ends the same way on any machine. Default 2,000,000: a Go guest
+	// spinning in a tight loop burns 100,000 to 300,000 units a millisecond
+	// on the 2-core machines here (the fewer under load), so it is stopped
+	// after about 7-19 ms; the built-in fairness policy burns about 300
+	// deciding over 64 candidates with 8 slots, 740 with 64 slots, and
+	// 13,300 over 1,024 candidates with 1,024 slots. See doc/adr/0001.
 	DecisionFuel int64
 
-	// SetupFuel bounds instantiation (_initialize) and each configure call.
-	// Default 200,000,000.
+	// SetupFuel bounds instantiation (the guest's _initialize) and each
+	// configure call, in the same units. Default 2,000,000, stopped as soon
+	// as a runaway decision is: a Go guest's runtime starts with about
+	// 15,000.
 	SetupFuel int64
 
 	// Instances is the pool size of a plugin that declares itself stateless;
@@ -65,10 +71,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("host config: MemoryLimitPages %d out of [16, 65536]", c.MemoryLimitPages)
 	}
 	if c.DecisionFuel == 0 {
-		c.DecisionFuel = 10_000_000
+		c.DecisionFuel = 2_000_000
 	}
 	if c.SetupFuel == 0 {
-		c.SetupFuel = 200_000_000
+		c.SetupFuel = 2_000_000
 	}
 	if c.DecisionFuel < 1000 || c.SetupFuel < 1000 {
 		return c, errors.New("host config: DecisionFuel and SetupFuel must be at least 1000")

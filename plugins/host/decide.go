@@ -31,11 +31,16 @@ func (in *instance) callFault(err error) fault {
 	return fault{kind: kind, reason: reason, broken: true}
 }
 
-// timed runs the slot's export and records its latency.
+// timed runs the slot's export and records the fuel it burnt and its
+// latency, read from the
+// monotonic clock alone (time.Now reads the wall clock too, which costs
+// as much again here).
 func (in *instance) timed() error {
-	start := time.Now()
+	epoch := in.plugin.rt.epoch
+	start := time.Since(epoch)
 	err := in.call(in.decide)
-	in.plugin.stats.observe(time.Since(start))
+	in.plugin.stats.observe(time.Since(epoch) - start)
+	in.plugin.stats.fuel.max(uint64(in.plugin.rt.cfg.DecisionFuel) - in.fuel.Get())
 	return err
 }
 

@@ -62,6 +62,7 @@ func newInstance(ctx context.Context, p *Plugin) (*instance, error) {
 		_ = mod.Close(in.ctx)
 		return nil, errors.New("instantiate: the fuel meter is missing")
 	}
+	p.stats.setupFuel.max(uint64(p.rt.cfg.SetupFuel) - in.fuel.Get()) // what _initialize burnt
 	in.mem = mod.ExportedMemory(abi.ExportMemory)
 	in.decide = mod.ExportedFunction(slotExport(p.slot))
 	in.arena = mod.ExportedFunction(abi.ExportArena)
@@ -87,7 +88,10 @@ func (in *instance) call(fn api.Function) error {
 
 // setupCall runs fn with the setup budget rather than the decision one.
 func (in *instance) setupCall(fn api.Function) error {
-	return in.callWith(fn, in.plugin.rt.cfg.SetupFuel)
+	budget := in.plugin.rt.cfg.SetupFuel
+	err := in.callWith(fn, budget)
+	in.plugin.stats.setupFuel.max(uint64(budget) - in.fuel.Get())
+	return err
 }
 
 func (in *instance) callWith(fn api.Function, fuel int64) error {
@@ -171,7 +175,7 @@ func (in *instance) close() {
 // describe turns a call error into a fault kind and a reason.
 func (in *instance) describe(err error) (FaultKind, string) {
 	if errors.Is(err, errBudget) {
-		return FaultBudget, fmt.Sprintf("ran out of fuel (%d loop iterations)", in.plugin.rt.cfg.DecisionFuel)
+		return FaultBudget, fmt.Sprintf("ran out of fuel (%d calls and loop iterations)", in.plugin.rt.cfg.DecisionFuel)
 	}
 	var exit *sys.ExitError
 	if errors.As(err, &exit) {

@@ -27,14 +27,14 @@ type Plugin struct {
 	flags    int32
 	size     int // pool size: 1 for a stateful plugin
 
-	idle chan *instance
+	idle *pool
 	live atomic.Int32 // instances in existence (idle, busy or being built)
 
-	mu     sync.Mutex // guards config, closed, disabledWhy and the rebuild path
-	config []byte
-	cfgGen atomic.Uint64
-	closed bool
-	done   chan struct{} // closed by Close
+	mu       sync.Mutex     // guards config, closed, disabledWhy and the rebuild path
+	rebuilds sync.WaitGroup // instances being rebuilt after a fault; added to under mu
+	config   []byte
+	cfgGen   atomic.Uint64
+	closed   bool
 
 	disabled    atomic.Bool
 	disabledWhy string
@@ -81,7 +81,6 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 	p := &Plugin{
 		rt: rt, name: name, slot: slot, key: key, compiled: cm,
 		config: append([]byte(nil), config...),
-		done:   make(chan struct{}),
 	}
 	p.cfgGen.Store(1)
 	p.stats.init()
@@ -106,8 +105,8 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 	if p.flags&abi.FlagStateless != 0 {
 		p.size = rt.cfg.Instances
 	}
-	p.idle = make(chan *instance, p.size)
-	p.idle <- first
+	p.idle = newPool(p.size)
+	p.idle.put(first)
 	p.live.Store(1)
 	for i := 1; i < p.size; i++ {
 		in, err := p.build(ctx)
@@ -116,7 +115,7 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		p.live.Add(1)
-		p.idle <- in
+		p.idle.put(in)
 	}
 	rt.mu.Lock()
 	if rt.closed {
@@ -221,12 +220,19 @@ func (p *Plugin) Enable() {
 	p.debt.Store(0)
 	p.disabledWhy = ""
 	p.disabled.Store(false)
+	lost := 0
+	if was && !closed {
+		for int(p.live.Load()) < p.size { // replace instances lost while disabled
+			p.live.Add(1)
+			p.rebuilds.Add(1)
+			lost++
+		}
+	}
 	p.mu.Unlock()
 	if !was || closed {
 		return
 	}
-	for int(p.live.Load()) < p.size { // replace instances lost while disabled
-		p.live.Add(1)
+	for range lost {
 		go p.rebuild()
 	}
 	p.emit(Event{Kind: EventEnabled, Reason: "enabled"})
@@ -242,6 +248,7 @@ func (p *Plugin) Close(ctx context.Context) error {
 	}
 	p.mu.Unlock()
 	p.shutdown()
+	p.rebuilds.Wait() // an instance being rebuilt is closed as it is put back
 	p.rt.mu.Lock()
 	delete(p.rt.plugins, p)
 	p.rt.mu.Unlock()
@@ -252,16 +259,8 @@ func (p *Plugin) Close(ctx context.Context) error {
 func (p *Plugin) shutdown() {
 	p.mu.Lock()
 	p.closed = true
-	close(p.done)
 	p.mu.Unlock()
-	for {
-		select {
-		case in := <-p.idle:
-			in.close()
-		default:
-			return
-		}
-	}
+	p.idle.close()
 }
 
 // acquire returns an idle instance, or nil when the decision must fall back:
@@ -272,51 +271,37 @@ func (p *Plugin) acquire() *instance {
 	if p.disabled.Load() {
 		return nil
 	}
-	select {
-	case in := <-p.idle:
+	if in := p.idle.tryGet(); in != nil {
 		return in
-	default:
 	}
 	if int(p.live.Load()) < p.size {
 		return nil
 	}
-	select {
-	case in := <-p.idle:
-		return in
-	case <-p.done:
-		return nil
-	}
+	return p.idle.get(nil)
 }
 
 // acquireWait waits for an instance, for operations that are not decisions.
 func (p *Plugin) acquireWait(ctx context.Context) (*instance, error) {
-	select {
-	case in := <-p.idle:
+	if in := p.idle.get(ctx.Done()); in != nil {
 		return in, nil
-	case <-p.done:
-		return nil, ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return nil, ErrClosed
 }
 
 // release returns a healthy instance to the pool.
-func (p *Plugin) release(in *instance) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		in.close()
-		return
-	}
-	p.idle <- in // never blocks: at most size instances exist
-	p.mu.Unlock()
-}
+func (p *Plugin) release(in *instance) { p.idle.put(in) }
 
 // discard drops a broken instance and starts building its replacement.
 func (p *Plugin) discard(in *instance) {
 	in.close()
 	p.mu.Lock()
 	stop := p.closed || p.disabled.Load()
+	if !stop {
+		p.rebuilds.Add(1) // under p.mu, so that Close waits for it
+	}
 	p.mu.Unlock()
 	if stop {
 		p.live.Add(-1)
@@ -328,6 +313,7 @@ func (p *Plugin) discard(in *instance) {
 // rebuild builds one instance to replace a discarded one; live already
 // counts it.
 func (p *Plugin) rebuild() {
+	defer p.rebuilds.Done()
 	in, err := p.build(context.Background())
 	if err != nil {
 		p.live.Add(-1)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -21,6 +22,7 @@ type Runtime struct {
 	cfg   Config
 	wr    wazero.Runtime
 	cache wazero.CompilationCache
+	epoch time.Time // for latency measurements on the monotonic clock
 
 	mu       sync.Mutex
 	closed   bool
@@ -52,6 +54,7 @@ func New(cfg Config) (*Runtime, error) {
 		WithMemoryLimitPages(cfg.MemoryLimitPages).
 		WithCompilationCache(cache))
 	rt := &Runtime{
+		epoch:    time.Now(),
 		cfg:      cfg,
 		wr:       wr,
 		cache:    cache,

@@ -18,6 +18,10 @@ type Stats struct {
 	// the guard; quantiles are accurate to about 12%.
 	LatencyP50, LatencyP99, LatencyMax time.Duration
 	Observed                           uint64 // calls the latency figures cover
+	// FuelMax is the most fuel one decision has burnt (calls and loop
+	// iterations; see Config.DecisionFuel), and SetupFuelMax the most that
+	// instantiation or a configure call has.
+	FuelMax, SetupFuelMax uint64
 }
 
 // FaultTotal returns the number of faulted decisions of every kind.
@@ -44,6 +48,7 @@ func (p *Plugin) Stats() Stats {
 		}
 	}
 	s.LatencyP50, s.LatencyP99, s.LatencyMax, s.Observed = p.stats.latency.quantiles()
+	s.FuelMax, s.SetupFuelMax = p.stats.fuel.Load(), p.stats.setupFuel.Load()
 	return s
 }
 
@@ -51,6 +56,19 @@ type stats struct {
 	calls, fallbacks atomic.Uint64
 	faults           [FaultRefused + 1]atomic.Uint64
 	latency          histogram
+	fuel, setupFuel  maxGauge
+}
+
+// maxGauge keeps the largest value it has seen.
+type maxGauge struct{ atomic.Uint64 }
+
+func (g *maxGauge) max(v uint64) {
+	for {
+		m := g.Load()
+		if v <= m || g.CompareAndSwap(m, v) {
+			return
+		}
+	}
 }
 
 func (s *stats) init() {}

@@ -112,7 +112,8 @@ func validate(cm wazero.CompiledModule) (policy.Slot, error) {
 		}
 	}
 	exports := cm.ExportedFunctions()
-	for name, sig := range requiredExports {
+	for _, name := range sortedKeys(requiredExports) { // sorted: the same module, the same message
+		sig := requiredExports[name]
 		f, ok := exports[name]
 		if !ok {
 			return 0, fmt.Errorf("%w: missing export %s %s", ErrInvalid, name, sig)
@@ -121,13 +122,15 @@ func validate(cm wazero.CompiledModule) (policy.Slot, error) {
 			return 0, fmt.Errorf("%w: export %s has signature %s, want %s", ErrInvalid, name, signature{f.ParamTypes(), f.ResultTypes()}, sig)
 		}
 	}
-	for name, sig := range optionalExports {
+	for _, name := range sortedKeys(optionalExports) {
+		sig := optionalExports[name]
 		if f, ok := exports[name]; ok && !sig.matches(f) {
 			return 0, fmt.Errorf("%w: export %s has signature %s, want %s", ErrInvalid, name, signature{f.ParamTypes(), f.ResultTypes()}, sig)
 		}
 	}
 	var slot policy.Slot
-	for name, se := range slotExports {
+	for _, name := range sortedKeys(slotExports) {
+		se := slotExports[name]
 		f, ok := exports[name]
 		if !ok {
 			continue
@@ -148,4 +151,13 @@ func validate(cm wazero.CompiledModule) (policy.Slot, error) {
 		return 0, fmt.Errorf("%w: missing export %q (the guest's linear memory)", ErrInvalid, abi.ExportMemory)
 	}
 	return slot, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 
 	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/examples/plugins/internal/room"
 )
 
 // DRR is the policy. The zero value serves one task per turn.
@@ -23,7 +24,7 @@ type DRR struct {
 	ring   []queue // queues in turn order
 	cursor int     // whose turn it is
 	saved  []queue // scratch for dry runs
-	taken  []uint32
+	room   room.Tracker
 }
 
 type queue struct {
@@ -57,12 +58,23 @@ func (d *DRR) Pick(ctx policy.PickContext, cands []policy.Candidate, picks []uin
 	}
 	d.sync(cands)
 	quantum := int64(max(d.Quantum, 1))
-	n, idle := 0, 0
+	n, idle, resume := 0, 0, -1
 	for n < len(picks) && len(d.ring) > 0 && idle < len(d.ring) {
 		q := &d.ring[d.cursor]
 		c := &cands[q.cand]
-		if d.taken[q.cand] >= c.QueueLen {
+		if d.room.Taken(int(q.cand)) >= c.QueueLen {
 			q.deficit = 0 // emptied: its turn ends and nothing carries over
+			d.cursor = (d.cursor + 1) % len(d.ring)
+			idle++
+			continue
+		}
+		if !d.room.Has(int(q.cand)) {
+			// Its agent or lane is full, so the engine would skip the
+			// pick: serve the queues after it for now, and give it the
+			// rest of its turn first in the next decision.
+			if resume < 0 {
+				resume = d.cursor
+			}
 			d.cursor = (d.cursor + 1) % len(d.ring)
 			idle++
 			continue
@@ -72,11 +84,14 @@ func (d *DRR) Pick(ctx policy.PickContext, cands []policy.Candidate, picks []uin
 		}
 		picks[n] = uint32(q.cand)
 		n++
-		d.taken[q.cand]++
+		d.room.Take(int(q.cand))
 		idle = 0
 		if q.deficit--; q.deficit == 0 {
 			d.cursor = (d.cursor + 1) % len(d.ring)
 		}
+	}
+	if resume >= 0 {
+		d.cursor = resume
 	}
 	return n
 }
@@ -84,11 +99,7 @@ func (d *DRR) Pick(ctx policy.PickContext, cands []policy.Candidate, picks []uin
 // sync matches the ring to this decision's candidates: known queues keep
 // their place and deficit, vanished ones leave, new ones join at the end.
 func (d *DRR) sync(cands []policy.Candidate) {
-	if cap(d.taken) < len(cands) {
-		d.taken = make([]uint32, len(cands))
-	}
-	d.taken = d.taken[:len(cands)]
-	clear(d.taken)
+	d.room.Reset(cands)
 	for i := range d.ring {
 		d.ring[i].cand = -1
 	}

@@ -62,3 +62,20 @@ func TestConfigureValidatesQuantum(t *testing.T) {
 	require.Error(t, d.Configure([]byte(`{"quantum": 0}`)))
 	require.Equal(t, uint32(4), d.Quantum, "a refused configuration keeps the old one")
 }
+
+func TestAQueueBlockedByACeilingKeepsItsTurn(t *testing.T) {
+	t.Parallel()
+	d := &DRR{Quantum: 2}
+	cands := busy()
+	for i := range cands { // one lane that runs one task at a time
+		cands[i].LaneLimit = 1
+	}
+	var got []uint32
+	picks := make([]uint32, 8)
+	for range 8 {
+		n := d.Pick(policy.PickContext{Slots: 8}, cands, picks)
+		require.Equal(t, 1, n, "the lane has room for one")
+		got = append(got, agents(cands, picks[:n])...)
+	}
+	require.Equal(t, []uint32{1, 1, 2, 2, 1, 1, 2, 2}, got)
+}

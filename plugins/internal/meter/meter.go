@@ -1,9 +1,13 @@
 // Package meter instruments a WebAssembly module with fuel: a mutable i64
-// global, exported as FuelExport, that every loop header decrements, trapping
-// with `unreachable` when it reaches zero. The host fills the tank before each
-// call, so a guest can run at most that many loop iterations (Go's wasm
-// backend puts a loop in every function, so calls are counted too); unbounded
-// recursion ends in wazero's stack limit and runaway memory in the memory cap.
+// global, exported as FuelExport, that every function entry and every loop
+// header decrements, trapping with `unreachable` when it reaches zero. The
+// host fills the tank before each call, so a guest can make at most that
+// many calls and loop iterations together: an endless loop and a recursion
+// that never ends (deep or, without any loop, exponential) run out of fuel.
+// Bulk operations (memory.copy, memory.fill and the like) burn one more unit
+// per BulkBytesPerUnit bytes of their length, so a loop that copies or
+// clears megabytes per iteration runs out in about the same time; runaway
+// memory ends in the memory cap.
 //
 // Why not wazero's WithCloseOnContextDone: it makes every loop header exit
 // to Go and back, about 100 ns each, which made a 64-candidate fairness
@@ -22,11 +26,13 @@ const FuelExport = "switchyard_fuel"
 
 // Section ids.
 const (
-	secCustom = 0
-	secImport = 2
-	secGlobal = 6
-	secExport = 7
-	secCode   = 10
+	secCustom   = 0
+	secType     = 1
+	secImport   = 2
+	secFunction = 3
+	secGlobal   = 6
+	secExport   = 7
+	secCode     = 10
 )
 
 // ErrUnsupported marks a module that uses instructions the instrumenter
@@ -56,11 +62,17 @@ func Instrument(wasm []byte, initial int64) ([]byte, error) {
 		secs = append(secs, section{id, payload})
 	}
 	importedGlobals, definedGlobals := 0, 0
+	var params []int       // parameter count of each function type
+	var funcTypes []uint32 // type of each defined function
 	for _, s := range secs {
 		var err error
 		switch s.id {
+		case secType:
+			params, err = typeParams(s.payload)
 		case secImport:
 			importedGlobals, err = countImportedGlobals(s.payload)
+		case secFunction:
+			funcTypes, err = functionTypes(s.payload)
 		case secGlobal:
 			sr := &reader{b: s.payload}
 			definedGlobals = int(sr.u32())
@@ -71,6 +83,13 @@ func Instrument(wasm []byte, initial int64) ([]byte, error) {
 		}
 	}
 	fuel := uint32(importedGlobals + definedGlobals)
+	nparams := make([]int, len(funcTypes)) // of each defined function
+	for i, t := range funcTypes {
+		if int(t) >= len(params) {
+			return nil, fmt.Errorf("function section: function %d has type %d, which does not exist", i, t)
+		}
+		nparams[i] = params[t]
+	}
 
 	out := append([]byte(nil), wasm[:8]...)
 	emit := func(id byte, payload []byte) {
@@ -112,7 +131,7 @@ func Instrument(wasm []byte, initial int64) ([]byte, error) {
 			emit(s.id, p)
 			sawExport = true
 		case secCode:
-			p, err := instrumentCode(s.payload, fuel)
+			p, err := instrumentCode(s.payload, fuel, nparams)
 			if err != nil {
 				return nil, err
 			}
@@ -174,7 +193,8 @@ func countImportedGlobals(payload []byte) (int, error) {
 	return globals, nil
 }
 
-// meterCode returns the instructions inserted at each loop header:
+// meterCode returns the instructions inserted at each function entry and loop
+// header:
 //
 //	global.get $fuel ; i64.eqz ; if ; unreachable ; end
 //	global.get $fuel ; i64.const 1 ; i64.sub ; global.set $fuel
@@ -187,10 +207,13 @@ func meterCode(fuel uint32) []byte {
 	return append(c, g...)
 }
 
-func instrumentCode(payload []byte, fuel uint32) ([]byte, error) {
+func instrumentCode(payload []byte, fuel uint32, nparams []int) ([]byte, error) {
 	meter := meterCode(fuel)
 	r := &reader{b: payload}
 	n := r.u32()
+	if int(n) != len(nparams) {
+		return nil, fmt.Errorf("code section: %d bodies for %d functions", n, len(nparams))
+	}
 	out := appendU32(nil, n)
 	for f := range n {
 		size := r.u32()
@@ -198,7 +221,7 @@ func instrumentCode(payload []byte, fuel uint32) ([]byte, error) {
 		if r.err != nil {
 			return nil, fmt.Errorf("code section: function %d: %w", f, r.err)
 		}
-		nb, err := instrumentBody(body, meter, fuel)
+		nb, err := instrumentBody(body, meter, fuel, nparams[f])
 		if err != nil {
 			return nil, fmt.Errorf("code section: function %d: %w", f, err)
 		}
@@ -208,11 +231,20 @@ func instrumentCode(payload []byte, fuel uint32) ([]byte, error) {
 	return out, nil
 }
 
-func instrumentBody(body, meter []byte, fuelIndex uint32) ([]byte, error) {
+// instruction is one decoded instruction: its bytes and its opcode (for
+// the 0xFC prefix, 0xFC00 | the sub-opcode).
+type instruction struct {
+	raw []byte
+	op  uint32
+}
+
+func instrumentBody(body, meter []byte, fuelIndex uint32, nparams int) ([]byte, error) {
 	r := &reader{b: body}
 	groups := r.u32()
+	afterCount := r.i
+	locals := 0
 	for range groups {
-		r.u32()
+		locals += int(r.u32())
 		if t := r.byte(); !isValType(t) {
 			return nil, fmt.Errorf("%w: local of type 0x%x", ErrUnsupported, t)
 		}
@@ -220,24 +252,131 @@ func instrumentBody(body, meter []byte, fuelIndex uint32) ([]byte, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	out := make([]byte, 0, len(body)+len(body)/8)
-	out = append(out, body[:r.i]...)
+	decls := body[:r.i]
+	var code []instruction
+	bulk := false
 	for r.i < len(r.b) {
 		start := r.i
-		op := r.byte()
-		if err := r.skipImmediates(op); err != nil {
+		op := uint32(r.byte())
+		if op == 0xFC {
+			sub := r.u32()
+			r.i = start + 1 // skipImmediates reads the sub-opcode again
+			op = 0xFC00 | sub
+		}
+		prefix := byte(op)
+		if op > 0xFF {
+			prefix = 0xFC
+		}
+		if err := r.skipImmediates(prefix); err != nil {
 			return nil, err
 		}
 		if r.err != nil {
 			return nil, r.err
 		}
-		out = append(out, body[start:r.i]...)
-		if (op == 0x23 || op == 0x24) && globalIndex(body[start+1:r.i]) >= fuelIndex {
-			return nil, fmt.Errorf("refers to global %d, which does not exist", globalIndex(body[start+1:r.i]))
+		raw := body[start:r.i]
+		if (op == 0x23 || op == 0x24) && globalIndex(raw[1:]) >= fuelIndex {
+			return nil, fmt.Errorf("refers to global %d, which does not exist", globalIndex(raw[1:]))
 		}
-		if op == 0x03 { // loop: meter each entry and each back edge
+		bulk = bulk || bulkOp(op)
+		code = append(code, instruction{raw, op})
+	}
+	out := make([]byte, 0, len(body)+len(body)/8)
+	var scratch uint32 // an i32 local that holds a bulk operation's length
+	if bulk {
+		scratch = uint32(nparams + locals)
+		out = appendU32(out, groups+1)
+		out = append(out, decls[afterCount:]...)
+		out = append(out, 1, 0x7F)
+	} else {
+		out = append(out, decls...)
+	}
+	out = append(out, meter...) // every call, so that recursion without loops is metered too
+	for _, in := range code {
+		if bulkOp(in.op) {
+			out = append(out, bulkMeterCode(fuelIndex, scratch)...)
+		}
+		out = append(out, in.raw...)
+		if in.op == 0x03 { // loop: meter each entry and each back edge
 			out = append(out, meter...)
 		}
+	}
+	return out, nil
+}
+
+// bulkOp reports whether op copies or fills a length given by the i32 on
+// top of the stack: memory.init, memory.copy, memory.fill, table.init,
+// table.copy, table.fill.
+func bulkOp(op uint32) bool {
+	switch op {
+	case 0xFC08, 0xFC0A, 0xFC0B, 0xFC0C, 0xFC0E, 0xFC11:
+		return true
+	}
+	return false
+}
+
+// BulkBytesPerUnit is how many bytes (or table elements) of a bulk
+// operation burn one unit of fuel, on top of the unit every operation
+// burns: about what one loop iteration costs in time.
+const BulkBytesPerUnit = 32
+
+// bulkMeterCode returns the instructions inserted before a bulk operation,
+// whose length n is on top of the stack: it burns n/BulkBytesPerUnit + 1
+// units, emptying the tank and trapping if there are not that many.
+//
+//	local.tee $n
+//	global.get $fuel ; <charge> ; i64.lt_u ; if ; i64.const 0 ; global.set $fuel ; unreachable ; end
+//	global.get $fuel ; <charge> ; i64.sub ; global.set $fuel
+//
+// where <charge> is local.get $n ; i64.extend_i32_u ; i64.const 5 ;
+// i64.shr_u ; i64.const 1 ; i64.add.
+func bulkMeterCode(fuel, scratch uint32) []byte {
+	g := appendU32(nil, fuel)
+	l := appendU32(nil, scratch)
+	charge := append([]byte{0x20}, l...)
+	charge = append(charge, 0xAD, 0x42, 5, 0x88, 0x42, 1, 0x7C)
+	c := append([]byte{0x22}, l...)
+	c = append(c, 0x23)
+	c = append(c, g...)
+	c = append(c, charge...)
+	c = append(c, 0x54, 0x04, 0x40, 0x42, 0, 0x24)
+	c = append(c, g...)
+	c = append(c, 0x00, 0x0B, 0x23)
+	c = append(c, g...)
+	c = append(c, charge...)
+	c = append(c, 0x7D, 0x24)
+	return append(c, g...)
+}
+
+// typeParams returns the parameter count of each type in a type section.
+func typeParams(payload []byte) ([]int, error) {
+	r := &reader{b: payload}
+	n := r.u32()
+	out := make([]int, 0, n)
+	for range n {
+		if form := r.byte(); form != 0x60 {
+			return nil, fmt.Errorf("%w: type form 0x%x", ErrUnsupported, form)
+		}
+		p := r.u32()
+		r.bytes(int(p))
+		r.bytes(int(r.u32()))
+		if r.err != nil {
+			return nil, fmt.Errorf("type section: %w", r.err)
+		}
+		out = append(out, int(p))
+	}
+	return out, nil
+}
+
+// functionTypes returns the type index of each defined function.
+func functionTypes(payload []byte) ([]uint32, error) {
+	r := &reader{b: payload}
+	n := r.u32()
+	out := make([]uint32, 0, n)
+	for range n {
+		out = append(out, r.u32())
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("function section: %w", r.err)
 	}
 	return out, nil
 }

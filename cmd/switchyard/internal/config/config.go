@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"regexp"
 	"strings"
@@ -46,6 +47,8 @@ type Config struct {
 	Engine        Engine           `yaml:"engine"`
 	Instances     []Instance       `yaml:"instances"`
 	Agents        map[string]Agent `yaml:"agents"`
+	Plugins       Plugins          `yaml:"plugins"`
+	Webhooks      Webhooks         `yaml:"webhooks"`
 
 	// environ is the environment ApplyEnv read: the engine's lane
 	// variables (SWITCHYARD_LANE_<NAME>) come from it too.
@@ -60,12 +63,53 @@ type Log struct {
 
 // Store chooses the store.
 type Store struct {
-	// Driver is the store: memory (default). SQLite and PostgreSQL come
-	// with their drivers.
+	// Driver is the store: sqlite (default: one file, durable), memory
+	// (ephemeral) or postgres (several nodes).
 	Driver string `yaml:"driver"`
-	// Path is the store's file or connection string, for drivers that have
-	// one.
+	// Path is the SQLite file (default ./switchyard.db).
 	Path string `yaml:"path"`
+	// Sync is SQLite's durability: full (default: survives a machine crash)
+	// or normal (survives a process crash; faster).
+	Sync string `yaml:"sync"`
+	// URL is the PostgreSQL connection string.
+	URL string `yaml:"url"`
+}
+
+// Plugins configures the policy plugins.
+type Plugins struct {
+	// Native makes the native built-in policies the defaults instead of
+	// their WebAssembly builds.
+	Native bool `yaml:"native"`
+	// CacheDir holds compiled modules (default: the user cache directory).
+	CacheDir string `yaml:"cacheDir"`
+	// MaxWasmBytes caps an uploaded module (default 16 MiB).
+	MaxWasmBytes int `yaml:"maxWasmBytes"`
+	// MemoryPages caps each plugin instance's memory in 64 KiB pages
+	// (default 128).
+	MemoryPages int `yaml:"memoryPages"`
+}
+
+// Webhooks configures webhook deliveries.
+type Webhooks struct {
+	// Secret signs deliveries to URLs that no endpoint matches.
+	Secret string `yaml:"secret"`
+	// Endpoints give per-endpoint secrets by URL prefix.
+	Endpoints []WebhookEndpoint `yaml:"endpoints"`
+	// AllowPrivate lets webhooks reach loopback, private and link-local
+	// addresses (refused by default).
+	AllowPrivate bool `yaml:"allowPrivate"`
+	// AllowNetworks lets webhooks reach these CIDRs even so.
+	AllowNetworks []string `yaml:"allowNetworks"`
+	// Timeout bounds each attempt (default 10s).
+	Timeout Duration `yaml:"timeout"`
+	// MaxAttempts per delivery (default 5).
+	MaxAttempts int `yaml:"maxAttempts"`
+}
+
+// WebhookEndpoint is a receiver's secret.
+type WebhookEndpoint struct {
+	Prefix string `yaml:"prefix"`
+	Secret string `yaml:"secret"`
 }
 
 // LocalInstance configures the built-in Chromium instance.
@@ -183,7 +227,7 @@ func Default() Config {
 		ShutdownGrace: Duration(30 * time.Second),
 		KeepAlive:     Duration(15 * time.Second),
 		Log:           Log{Level: "info", Format: "text"},
-		Store:         Store{Driver: "memory"},
+		Store:         Store{Driver: "sqlite", Path: "./switchyard.db", Sync: "full"},
 		LocalInstance: LocalInstance{Enabled: true, Capacity: 4},
 		Health:        Health{Interval: Duration(5 * time.Second), Timeout: Duration(2 * time.Second), UnhealthyAfter: 3},
 	}
@@ -256,10 +300,39 @@ func (c *Config) Validate() error {
 	}
 	switch c.Store.Driver {
 	case "memory":
-	case "sqlite", "postgres":
-		return fmt.Errorf("store.driver: %q is not available in this build yet (use memory)", c.Store.Driver)
+	case "sqlite":
+		if c.Store.Path == "" {
+			return errors.New("store.path: the SQLite file is required")
+		}
+		if c.Store.Sync != "full" && c.Store.Sync != "normal" {
+			return fmt.Errorf("store.sync: %q is neither full nor normal", c.Store.Sync)
+		}
+	case "postgres":
+		if c.Store.URL == "" {
+			return errors.New("store.url: the PostgreSQL connection string is required")
+		}
 	default:
-		return fmt.Errorf("store.driver: %q is not a store (memory)", c.Store.Driver)
+		return fmt.Errorf("store.driver: %q is not a store (sqlite, memory or postgres)", c.Store.Driver)
+	}
+	if c.Plugins.MaxWasmBytes < 0 || c.Plugins.MemoryPages < 0 {
+		return errors.New("plugins.maxWasmBytes and plugins.memoryPages: must not be negative")
+	}
+	if c.Plugins.MemoryPages != 0 && (c.Plugins.MemoryPages < 64 || c.Plugins.MemoryPages > 65536) {
+		return fmt.Errorf("plugins.memoryPages: must be within 64..65536 (a Go guest needs about 40 pages to start), got %d", c.Plugins.MemoryPages)
+	}
+	if _, err := c.WebhookNetworks(); err != nil {
+		return err
+	}
+	if c.Webhooks.Timeout < 0 || c.Webhooks.MaxAttempts < 0 {
+		return errors.New("webhooks.timeout and webhooks.maxAttempts: must not be negative")
+	}
+	for i, ep := range c.Webhooks.Endpoints {
+		if ep.Prefix == "" || engine.ValidateWebhookURL(ep.Prefix) != nil {
+			return fmt.Errorf("webhooks.endpoints[%d].prefix: %q is not an http(s) URL prefix", i, ep.Prefix)
+		}
+		if ep.Secret == "" {
+			return fmt.Errorf("webhooks.endpoints[%d].secret: is required", i)
+		}
 	}
 	if c.LocalInstance.Capacity < 1 {
 		return fmt.Errorf("localInstance.capacity: must be at least 1, got %d", c.LocalInstance.Capacity)
@@ -318,6 +391,9 @@ func loopback(host string) bool {
 // filled in), with errors that name the key under engine.
 func (c *Config) EngineConfig() (engine.Config, error) {
 	e := c.Engine
+	if e.Retention == 0 && c.Store.Driver != "memory" {
+		e.Retention = Duration(30 * 24 * time.Hour) // with a database, terminal tasks are kept a month
+	}
 	ec := engine.Config{
 		MaxInFlight: e.MaxInFlight, MaxQueued: e.MaxQueued, MaxQueuedPerAgent: e.MaxQueuedPerAgent,
 		MaxQueuedPerSession: e.MaxQueuedPerSession, AgentMaxInFlight: e.AgentMaxInFlight, SessionMaxInFlight: e.SessionMaxInFlight,
@@ -363,6 +439,19 @@ func (c *Config) EngineConfig() (engine.Config, error) {
 		return ec, errors.New("engine." + msg)
 	}
 	return ec, nil
+}
+
+// WebhookNetworks parses webhooks.allowNetworks.
+func (c *Config) WebhookNetworks() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for i, s := range c.Webhooks.AllowNetworks {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("webhooks.allowNetworks[%d]: %q is not a CIDR (e.g. 10.0.0.0/8): %v", i, s, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // APILimits returns the API's limits.

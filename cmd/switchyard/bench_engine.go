@@ -1,0 +1,131 @@
+// `switchyard bench --mode engine`: the engine's own figures, through its Go
+// API (internal/enginebench), with the built-in policies natively and as the
+// WebAssembly modules that ship, in the same run.
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"runtime"
+	"time"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/internal/enginebench"
+	"github.com/switchyard/switchyard/plugins/host"
+	"github.com/switchyard/switchyard/plugins/manager"
+)
+
+// engineReport is what --mode engine prints.
+type engineReport struct {
+	Native        enginebench.Throughput `json:"native"`
+	Wasm          enginebench.Throughput `json:"wasm"`
+	WasmRatio     float64                `json:"wasmRatio"` // wasm ÷ native throughput
+	Depth         []enginebench.AtDepth  `json:"depth,omitempty"`
+	DepthSpread   float64                `json:"depthSpread,omitempty"` // slowest ÷ fastest per-dispatch cost
+	Latency       *enginebench.Latency   `json:"latency,omitempty"`
+	MemoryPerTask float64                `json:"memoryPerQueuedTaskBytes,omitempty"`
+	EngineOnly    float64                `json:"memoryPerQueuedTaskEngineOnlyBytes,omitempty"`
+}
+
+// wasmPolicies makes an engine use the shipped WebAssembly built-ins; the
+// returned func releases the plugin runtime.
+func wasmPolicies(ctx context.Context) (enginebench.Setup, func(), error) {
+	var managers []*manager.Manager
+	setup := func(e *engine.Engine) error {
+		var m *manager.Manager
+		rt, err := host.New(host.Config{OnEvent: func(ev host.Event) { m.HostEvent(ev) }})
+		if err != nil {
+			return err
+		}
+		m = manager.New(e, rt, manager.Options{})
+		managers = append(managers, m)
+		return m.Start(ctx)
+	}
+	return setup, func() {
+		for _, m := range managers {
+			_ = m.Close(context.Background())
+		}
+	}, nil
+}
+
+func runEngineBench(ctx context.Context, tasks int, full, asJSON bool, stdout io.Writer) error {
+	setup, release, err := wasmPolicies(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	workers := runtime.GOMAXPROCS(0)
+	var rep engineReport
+	// Warm up both (JIT of the modules' cache, the Go heap), then measure
+	// native and wasm alternately and keep each one's best of three, so
+	// that a noisy neighbour on the machine hurts both alike.
+	if _, err := enginebench.RunThroughput(ctx, tasks/10+1, 100, workers, nil); err != nil {
+		return err
+	}
+	if _, err := enginebench.RunThroughput(ctx, tasks/10+1, 100, workers, setup); err != nil {
+		return err
+	}
+	for range 3 {
+		n, err := enginebench.RunThroughput(ctx, tasks, 100, workers, nil)
+		if err != nil {
+			return err
+		}
+		w, err := enginebench.RunThroughput(ctx, tasks, 100, workers, setup)
+		if err != nil {
+			return err
+		}
+		if n.TasksPerSec > rep.Native.TasksPerSec {
+			rep.Native = n
+		}
+		if w.TasksPerSec > rep.Wasm.TasksPerSec {
+			rep.Wasm = w
+		}
+	}
+	rep.WasmRatio = rep.Wasm.TasksPerSec / rep.Native.TasksPerSec
+	if full {
+		lo, hi := time.Duration(1<<62), time.Duration(0)
+		for _, q := range []int{1_000, 100_000, 1_000_000} {
+			for _, a := range []int{10, 1_000, 10_000} {
+				d, err := enginebench.RunAtDepth(ctx, q, a, 100_000, nil)
+				if err != nil {
+					return err
+				}
+				rep.Depth = append(rep.Depth, d)
+				lo, hi = min(lo, d.PerDispatch), max(hi, d.PerDispatch)
+			}
+		}
+		rep.DepthSpread = float64(hi) / float64(lo)
+		lat, err := enginebench.RunLatency(ctx, 10_000, 5*time.Second, setup)
+		if err != nil {
+			return err
+		}
+		rep.Latency = &lat
+		if rep.MemoryPerTask, rep.EngineOnly, err = enginebench.MemoryPerQueuedTask(ctx, 1_000_000); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	fmt.Fprintf(stdout, "engine throughput, submit→dispatch→complete (no-op executor, memory store, %d submitters, 100 agents, best of 3):\n", workers)
+	fmt.Fprintf(stdout, "  native policies       %9.0f tasks/s\n", rep.Native.TasksPerSec)
+	fmt.Fprintf(stdout, "  WebAssembly policies  %9.0f tasks/s  (%.2f× native)\n", rep.Wasm.TasksPerSec, rep.WasmRatio)
+	if full {
+		fmt.Fprintln(stdout, "per-dispatch cost with a backlog (native):")
+		for _, d := range rep.Depth {
+			fmt.Fprintf(stdout, "  %9d queued, %6d agents  %8s/dispatch\n", d.Queued, d.Agents, d.PerDispatch)
+		}
+		fmt.Fprintf(stdout, "  slowest ÷ fastest: %.2f\n", rep.DepthSpread)
+		l := rep.Latency
+		fmt.Fprintf(stdout, "submit → executor call at %d tasks/s (WebAssembly policies): p50 %s, p99 %s, p99.9 %s, max %s\n",
+			l.Rate, l.P50, l.P99, l.P999, l.Max)
+		fmt.Fprintf(stdout, "memory per queued task (1,000,000 queued): %.0f B with the memory store, %.0f B in the engine alone\n",
+			rep.MemoryPerTask, rep.EngineOnly)
+	}
+	return nil
+}

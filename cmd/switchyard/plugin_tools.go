@@ -1,0 +1,190 @@
+// `switchyard plugin build|check|bench|simulate`: the policy author's tools,
+// offline (no server needed), over plugins/authoring.
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/simulate"
+	"github.com/switchyard/switchyard/plugins/authoring"
+)
+
+// pluginToolVerbs are the offline verbs of `switchyard plugin`.
+var pluginToolVerbs = map[string]struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}{
+	"build":    {"build a Go policy directory into a .wasm module", runPluginBuild},
+	"check":    {"check a module against the ABI and the conformance checks", runPluginCheck},
+	"bench":    {"measure a module's decisions against the native built-in", runPluginBench},
+	"simulate": {"replay a workload through the engine under a module and under the built-in", runPluginSimulate},
+}
+
+// runPlugin dispatches `switchyard plugin VERB`.
+func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintln(stderr, "Usage: switchyard plugin VERB [flags] ...\n\nVerbs:")
+		for _, name := range []string{"build", "check", "bench", "simulate"} {
+			fmt.Fprintf(stderr, "  %-9s %s\n", name, pluginToolVerbs[name].summary)
+		}
+		if len(args) == 0 {
+			return errUsage
+		}
+		return nil
+	}
+	v, ok := pluginToolVerbs[args[0]]
+	if !ok {
+		return fmt.Errorf("%w: unknown verb %q (build, check, bench, simulate)", errUsage, args[0])
+	}
+	return v.run(ctx, args[1:], stdout, stderr)
+}
+
+// parseArgs parses flags that come before positional arguments.
+func parseArgs(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return nil
+}
+
+func runPluginBuild(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("plugin build", "DIR", stderr)
+	out := fs.String("o", "", "the module to write (default: DIR's base name + .wasm)")
+	if err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("%w: give the policy's directory (a main package that registers it with plugins/sdk)", errUsage)
+	}
+	dir := fs.Arg(0)
+	if *out == "" {
+		*out = strings.TrimSuffix(strings.TrimRight(dir, "/"), "/wasm") + ".wasm"
+	}
+	start := time.Now()
+	if err := authoring.Build(ctx, dir, *out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "built %s in %s\n", *out, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// moduleArgs parses the common arguments of the verbs that take a module.
+func moduleArgs(name string, args []string, stderr io.Writer, extra func(fs *flag.FlagSet)) (wasm, config []byte, asJSON bool, fs *flag.FlagSet, err error) {
+	fs = newFlags("plugin "+name, "[flags] MODULE.wasm", stderr)
+	cfgFile := fs.String("config", "", "a JSON configuration file for the plugin")
+	jsonOut := fs.Bool("json", false, "print the report as JSON")
+	if extra != nil {
+		extra(fs)
+	}
+	if err := parseArgs(fs, args); err != nil {
+		return nil, nil, false, nil, err
+	}
+	if fs.NArg() != 1 {
+		return nil, nil, false, nil, fmt.Errorf("%w: give one .wasm module", errUsage)
+	}
+	if wasm, err = os.ReadFile(fs.Arg(0)); err != nil {
+		return nil, nil, false, nil, err
+	}
+	if *cfgFile != "" {
+		if config, err = os.ReadFile(*cfgFile); err != nil {
+			return nil, nil, false, nil, err
+		}
+		if !json.Valid(config) {
+			return nil, nil, false, nil, fmt.Errorf("%w: --config %s is not JSON", errUsage, *cfgFile)
+		}
+	}
+	return wasm, config, *jsonOut, fs, nil
+}
+
+func report(stdout io.Writer, asJSON bool, r fmt.Stringer) error {
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	_, err := fmt.Fprint(stdout, r.String())
+	return err
+}
+
+func runPluginCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	wasm, config, asJSON, _, err := moduleArgs("check", args, stderr, nil)
+	if err != nil {
+		return err
+	}
+	r, err := authoring.Check(ctx, wasm, authoring.Options{Config: config})
+	if err != nil {
+		return err
+	}
+	if err := report(stdout, asJSON, r); err != nil {
+		return err
+	}
+	if !r.Passed {
+		return errChecksFailed
+	}
+	return nil
+}
+
+// errChecksFailed makes `plugin check` exit 1 when a check failed.
+var errChecksFailed = errors.New("the module failed checks")
+
+func runPluginBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var decisions *int
+	wasm, config, asJSON, _, err := moduleArgs("bench", args, stderr, func(fs *flag.FlagSet) {
+		decisions = fs.Int("decisions", 2000, "decisions timed per case")
+	})
+	if err != nil {
+		return err
+	}
+	r, err := authoring.Bench(ctx, wasm, authoring.BenchOptions{Options: authoring.Options{Config: config}, Decisions: *decisions})
+	if err != nil {
+		return err
+	}
+	return report(stdout, asJSON, r)
+}
+
+func runPluginSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var workload *string
+	var agents, tasks, skew, lane *int
+	wasm, config, asJSON, _, err := moduleArgs("simulate", args, stderr, func(fs *flag.FlagSet) {
+		workload = fs.String("workload", "", "a workload file (JSON Lines: atMs, agent, durationMs, …); default: a synthetic one")
+		agents = fs.Int("agents", 4, "synthetic workload: agents")
+		tasks = fs.Int("tasks", 1000, "synthetic workload: tasks")
+		skew = fs.Int("skew", 8, "synthetic workload: the first agent submits this many times more than each other")
+		lane = fs.Int("lane-inflight", 4, "the main lane's concurrency ceiling during the simulation")
+	})
+	if err != nil {
+		return err
+	}
+	var subs []simulate.Submission
+	if *workload != "" {
+		f, err := os.Open(*workload)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if subs, err = simulate.ReadWorkload(f); err != nil {
+			return err
+		}
+	} else {
+		subs = simulate.Generate(simulate.Synthetic{Agents: *agents, Tasks: *tasks, Skew: *skew, Seed: 1})
+	}
+	cfg := engine.Config{Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: *lane}}, AgentMaxInFlight: *lane}
+	r, err := authoring.Simulate(ctx, wasm, subs, authoring.SimulateOptions{Options: authoring.Options{Config: config}, Engine: cfg})
+	if err != nil {
+		return err
+	}
+	return report(stdout, asJSON, r)
+}

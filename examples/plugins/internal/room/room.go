@@ -1,0 +1,70 @@
+// Package room tracks, during one fairness decision, the room left under
+// each ceiling a candidate is subject to (its queue's length, its agent's
+// and its lane's in-flight limits) as picks are made, so that an example
+// policy does not spend its picks on queues the engine would skip. The
+// engine checks every ceiling itself; this only keeps picks useful.
+package room
+
+import "github.com/switchyard/switchyard/engine/policy"
+
+// Tracker holds one decision's counters. The zero value is ready; Reset
+// it at the start of every decision. Agents and lanes are numbered once
+// per decision, so that Has and Take cost a few slice reads.
+type Tracker struct {
+	cands  []policy.Candidate
+	taken  []uint32 // per candidate
+	agent  []int32  // per candidate: its agent's number
+	lane   []int32  // per candidate: its lane's number
+	agents []uint32 // per agent: picked in this decision
+	lanes  []uint32 // per lane: picked in this decision
+	ids    map[uint64]int32
+}
+
+// Reset starts a decision over cands.
+func (t *Tracker) Reset(cands []policy.Candidate) {
+	t.cands = cands
+	n := len(cands)
+	if cap(t.taken) < n {
+		t.taken, t.agent, t.lane = make([]uint32, n), make([]int32, n), make([]int32, n)
+	}
+	t.taken, t.agent, t.lane = t.taken[:n], t.agent[:n], t.lane[:n]
+	clear(t.taken)
+	if t.ids == nil {
+		t.ids = map[uint64]int32{}
+	}
+	clear(t.ids)
+	t.agents, t.lanes = t.agents[:0], t.lanes[:0]
+	for i := range cands {
+		t.agent[i] = t.number(uint64(cands[i].Agent), &t.agents)
+		t.lane[i] = t.number(1<<32|uint64(cands[i].Lane), &t.lanes)
+	}
+}
+
+// number returns key's number, appending a zero counter for a new key.
+func (t *Tracker) number(key uint64, counters *[]uint32) int32 {
+	if n, ok := t.ids[key]; ok {
+		return n
+	}
+	n := int32(len(*counters))
+	t.ids[key] = n
+	*counters = append(*counters, 0)
+	return n
+}
+
+// Has reports whether candidate i's queue can send one more task.
+func (t *Tracker) Has(i int) bool {
+	c := &t.cands[i]
+	return t.taken[i] < c.QueueLen &&
+		uint64(c.AgentInflight)+uint64(t.agents[t.agent[i]]) < uint64(c.AgentLimit) &&
+		uint64(c.LaneInflight)+uint64(t.lanes[t.lane[i]]) < uint64(c.LaneLimit)
+}
+
+// Take records a pick of candidate i.
+func (t *Tracker) Take(i int) {
+	t.taken[i]++
+	t.agents[t.agent[i]]++
+	t.lanes[t.lane[i]]++
+}
+
+// Taken returns how many tasks were picked from candidate i's queue.
+func (t *Tracker) Taken(i int) uint32 { return t.taken[i] }

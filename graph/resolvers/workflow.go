@@ -1,0 +1,335 @@
+package resolvers
+
+// Resolvers for the components around the engine: policy plugins (through
+// plugins/manager) and schedules (through engine/schedule).
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"time"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/schedule"
+	"github.com/switchyard/switchyard/graph/generated"
+	"github.com/switchyard/switchyard/graph/model"
+)
+
+func (r *Resolver) plugins() error {
+	if r.opts.Plugins == nil {
+		return notAvailable("policy plugins are")
+	}
+	return nil
+}
+
+func (r *Resolver) schedules() error {
+	if r.opts.Schedules == nil {
+		return notAvailable("schedules are")
+	}
+	return nil
+}
+
+func (q *queryResolver) Plugins(context.Context) ([]*model.Plugin, error) {
+	if err := (*Resolver)(q).plugins(); err != nil {
+		return nil, err
+	}
+	infos := q.opts.Plugins.List()
+	out := make([]*model.Plugin, len(infos))
+	for i := range infos {
+		out[i] = &model.Plugin{I: infos[i]}
+	}
+	return out, nil
+}
+
+func (q *queryResolver) Plugin(_ context.Context, name string) (*model.Plugin, error) {
+	if err := (*Resolver)(q).plugins(); err != nil {
+		return nil, err
+	}
+	info, err := q.opts.Plugins.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	return &model.Plugin{I: info}, nil
+}
+
+func (m *mutationResolver) LoadPlugin(ctx context.Context, in model.LoadPluginInput) (*model.Plugin, error) {
+	if err := (*Resolver)(m).plugins(); err != nil {
+		return nil, err
+	}
+	if !validName(in.Name) {
+		return nil, invalid("input.name", "%q is not a plugin name (letters, digits, '-' and '_', at most 64)", in.Name)
+	}
+	wasm, err := base64.StdEncoding.DecodeString(in.WasmBase64)
+	if err != nil {
+		return nil, invalid("input.wasmBase64", "is not base64: %v", err)
+	}
+	info, err := m.opts.Plugins.Load(ctx, in.Name, wasm, in.Config)
+	if err != nil {
+		return nil, inField(err, "input")
+	}
+	m.log.Info("plugin loaded over the API", "plugin", in.Name, "slot", info.Slot, "bytes", len(wasm), "sha256", info.Hash)
+	return &model.Plugin{I: info}, nil
+}
+
+func (m *mutationResolver) UnloadPlugin(ctx context.Context, name string) (*model.Plugin, error) {
+	if err := (*Resolver)(m).plugins(); err != nil {
+		return nil, err
+	}
+	info, err := m.opts.Plugins.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.opts.Plugins.Unload(ctx, name); err != nil {
+		return nil, err
+	}
+	m.log.Info("plugin unloaded over the API", "plugin", name)
+	return &model.Plugin{I: info}, nil
+}
+
+func (m *mutationResolver) ConfigurePlugin(ctx context.Context, name string, config json.RawMessage) (*model.Plugin, error) {
+	if err := (*Resolver)(m).plugins(); err != nil {
+		return nil, err
+	}
+	info, err := m.opts.Plugins.Configure(ctx, name, config)
+	if err != nil {
+		return nil, err
+	}
+	return &model.Plugin{I: info}, nil
+}
+
+func (m *mutationResolver) EnablePlugin(_ context.Context, name string) (*model.Plugin, error) {
+	if err := (*Resolver)(m).plugins(); err != nil {
+		return nil, err
+	}
+	if err := m.opts.Plugins.Enable(name); err != nil {
+		return nil, err
+	}
+	info, err := m.opts.Plugins.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	return &model.Plugin{I: info}, nil
+}
+
+func (m *mutationResolver) SetPolicy(ctx context.Context, in model.SetPolicyInput) ([]*model.PolicyAssignment, error) {
+	if err := (*Resolver)(m).plugins(); err != nil {
+		return nil, err
+	}
+	lane := deref(in.Lane)
+	var err error
+	switch {
+	case in.Name == nil && lane == "":
+		return nil, invalid("input.name", "is required for the global policy")
+	case in.Name == nil:
+		err = m.opts.Plugins.ClearLanePolicy(ctx, in.Slot, lane)
+	default:
+		err = m.opts.Plugins.SetPolicy(ctx, in.Slot, lane, *in.Name)
+	}
+	if err != nil {
+		return nil, inField(err, "input")
+	}
+	m.log.Info("policy set over the API", "slot", in.Slot, "lane", lane, "policy", deref(in.Name))
+	return (*queryResolver)(m).Policies(ctx)
+}
+
+func (s *subscriptionResolver) PluginEvents(ctx context.Context) (<-chan *model.PluginEvent, error) {
+	if err := (*Resolver)(s).plugins(); err != nil {
+		return nil, err
+	}
+	const kind = "pluginEvents"
+	events, stop := s.opts.Plugins.Subscribe(s.opts.SubscriptionBuffer)
+	ended := s.opts.Observer.SubscriptionStarted(kind)
+	ch := make(chan *model.PluginEvent)
+	go func() {
+		defer ended()
+		defer close(ch)
+		defer stop()
+		for {
+			select {
+			case ev, ok := <-events:
+				if !ok {
+					return
+				}
+				if ev.Lagged > 0 {
+					s.opts.Observer.Lagged(kind, ev.Lagged)
+				}
+				select {
+				case ch <- &model.PluginEvent{E: ev}:
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch, nil
+}
+
+func (q *queryResolver) Schedules(context.Context) ([]*model.Schedule, error) {
+	if err := (*Resolver)(q).schedules(); err != nil {
+		return nil, err
+	}
+	list := q.opts.Schedules.List()
+	out := make([]*model.Schedule, len(list))
+	for i, s := range list {
+		out[i] = &model.Schedule{S: s}
+	}
+	return out, nil
+}
+
+func (q *queryResolver) Schedule(_ context.Context, id string) (*model.Schedule, error) {
+	if err := (*Resolver)(q).schedules(); err != nil {
+		return nil, err
+	}
+	s, err := q.opts.Schedules.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	return &model.Schedule{S: s}, nil
+}
+
+// scheduleSpec validates a schedule's input.
+func scheduleSpec(path string, in *model.ScheduleInput, now time.Time) (schedule.Spec, error) {
+	p := func(f string) string { return path + "." + f }
+	sp := schedule.Spec{Name: in.Name, Kind: in.Kind, Cron: deref(in.Cron), TimeZone: deref(in.TimeZone), Enabled: in.Enabled == nil || *in.Enabled}
+	if len(in.Name) == 0 || len(in.Name) > 128 {
+		return sp, invalid(p("name"), "is required (at most 128 bytes)")
+	}
+	if in.At != nil {
+		sp.At = *in.At
+	}
+	if in.EveryMs != nil {
+		if *in.EveryMs < 1000 || *in.EveryMs > int64(366*24*time.Hour/time.Millisecond) {
+			return sp, invalid(p("everyMs"), "must be within 1000 ms .. 366 days")
+		}
+		sp.Every = time.Duration(*in.EveryMs) * time.Millisecond
+	}
+	if in.DeadlineAfterMs != nil {
+		if *in.DeadlineAfterMs < 0 || *in.DeadlineAfterMs > int64(30*24*time.Hour/time.Millisecond) {
+			return sp, invalid(p("deadlineAfterMs"), "must be within 0 .. 30 days")
+		}
+		sp.DeadlineAfter = time.Duration(*in.DeadlineAfterMs) * time.Millisecond
+	}
+	if in.SpreadWindowMs != nil {
+		if *in.SpreadWindowMs < -1 || *in.SpreadWindowMs > int64(24*time.Hour/time.Millisecond) {
+			return sp, invalid(p("spreadWindowMs"), "must be -1 (off) or within 0 .. 1 day")
+		}
+		sp.SpreadWindow = time.Duration(*in.SpreadWindowMs) * time.Millisecond
+		if *in.SpreadWindowMs == -1 {
+			sp.SpreadWindow = -1
+		}
+	}
+	if in.MissedPolicy != nil {
+		sp.Missed = *in.MissedPolicy
+	}
+	if in.OverlapPolicy != nil {
+		sp.Overlap = *in.OverlapPolicy
+	}
+	if in.Template != nil && in.Template.Deadline != nil {
+		return sp, invalid(p("template.deadline"), "a template cannot hold an absolute deadline: use deadlineAfterMs")
+	}
+	tmpl, err := taskSpec(p("template"), in.Template, now)
+	if err != nil {
+		return sp, err
+	}
+	if tmpl.Lane == "" {
+		tmpl.Lane = "cron"
+	}
+	sp.Template = tmpl
+	return sp, nil
+}
+
+func (m *mutationResolver) CreateSchedule(ctx context.Context, in model.ScheduleInput) (*model.Schedule, error) {
+	if err := (*Resolver)(m).schedules(); err != nil {
+		return nil, err
+	}
+	sp, err := scheduleSpec("input", &in, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	s, err := m.opts.Schedules.Create(ctx, sp)
+	if err != nil {
+		return nil, inField(err, "input")
+	}
+	m.log.Info("schedule created over the API", "schedule", s.ID, "name", sp.Name, "kind", sp.Kind)
+	return &model.Schedule{S: s}, nil
+}
+
+func (m *mutationResolver) UpdateSchedule(ctx context.Context, id string, in model.ScheduleInput) (*model.Schedule, error) {
+	if err := (*Resolver)(m).schedules(); err != nil {
+		return nil, err
+	}
+	sp, err := scheduleSpec("input", &in, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	s, err := m.opts.Schedules.Update(ctx, id, sp)
+	if err != nil {
+		return nil, inField(err, "input")
+	}
+	return &model.Schedule{S: s}, nil
+}
+
+func (m *mutationResolver) EnableSchedule(ctx context.Context, id string) (*model.Schedule, error) {
+	return m.setScheduleEnabled(ctx, id, true)
+}
+
+func (m *mutationResolver) DisableSchedule(ctx context.Context, id string) (*model.Schedule, error) {
+	return m.setScheduleEnabled(ctx, id, false)
+}
+
+func (m *mutationResolver) setScheduleEnabled(ctx context.Context, id string, on bool) (*model.Schedule, error) {
+	if err := (*Resolver)(m).schedules(); err != nil {
+		return nil, err
+	}
+	s, err := m.opts.Schedules.SetEnabled(ctx, id, on)
+	if err != nil {
+		return nil, err
+	}
+	return &model.Schedule{S: s}, nil
+}
+
+func (m *mutationResolver) TriggerSchedule(ctx context.Context, id string) (*model.ScheduleRun, error) {
+	if err := (*Resolver)(m).schedules(); err != nil {
+		return nil, err
+	}
+	run, err := m.opts.Schedules.Trigger(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &model.ScheduleRun{R: *run}, nil
+}
+
+func (m *mutationResolver) DeleteSchedule(ctx context.Context, id string) (*model.Schedule, error) {
+	if err := (*Resolver)(m).schedules(); err != nil {
+		return nil, err
+	}
+	s, err := m.opts.Schedules.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.opts.Schedules.Delete(ctx, id); err != nil {
+		return nil, err
+	}
+	return &model.Schedule{S: s}, nil
+}
+
+// ScheduleRun returns the ScheduleRun field resolvers.
+func (r *Resolver) ScheduleRun() generated.ScheduleRunResolver { return (*scheduleRunResolver)(r) }
+
+type scheduleRunResolver Resolver
+
+func (r *scheduleRunResolver) Task(ctx context.Context, run *model.ScheduleRun) (*model.Task, error) {
+	if run.R.TaskID == "" {
+		return nil, nil
+	}
+	t, err := r.eng.Task(ctx, run.R.TaskID)
+	if engine.IsCode(err, engine.CodeNotFound) {
+		return nil, nil // purged
+	}
+	if err != nil {
+		return nil, err
+	}
+	return model.NewTask(t), nil
+}

@@ -1,0 +1,178 @@
+package authoring_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/simulate"
+	"github.com/switchyard/switchyard/plugins/authoring"
+	"github.com/switchyard/switchyard/plugins/builtin"
+	"github.com/switchyard/switchyard/plugins/host"
+)
+
+// rt is shared by the tests that need no fault reasons, so each module
+// compiles once per run; sloppy is the test guest, built once.
+var (
+	rt     *host.Runtime
+	sloppy []byte
+)
+
+func TestMain(m *testing.M) {
+	code, err := setup(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func setup(m *testing.M) (int, error) {
+	dir, err := os.MkdirTemp("", "authoring-test")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	out := filepath.Join(dir, "sloppy.wasm")
+	if err := authoring.Build(context.Background(), filepath.Join("testdata", "sloppy"), out); err != nil {
+		return 0, err
+	}
+	if sloppy, err = os.ReadFile(out); err != nil {
+		return 0, err
+	}
+	cfg := host.Config{} // the cache the other plugin test packages use
+	if uc, err := os.UserCacheDir(); err == nil {
+		cfg.CacheDir = filepath.Join(uc, "switchyard", "wazero-test")
+	}
+	if rt, err = host.New(cfg); err != nil {
+		return 0, err
+	}
+	defer rt.Close(context.Background())
+	return m.Run(), nil
+}
+
+func example(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "plugins", name))
+	require.NoError(t, err)
+	return b
+}
+
+func failed(r *authoring.CheckReport) []string {
+	var names []string
+	for _, c := range r.Checks {
+		if !c.Passed {
+			names = append(names, c.Name)
+		}
+	}
+	return names
+}
+
+func TestCheckPassesTheBuiltinsAndTheExamples(t *testing.T) {
+	t.Parallel()
+	for _, m := range builtin.Modules() {
+		rep, err := authoring.Check(context.Background(), m.Wasm, authoring.Options{Runtime: rt})
+		require.NoError(t, err)
+		require.True(t, rep.Passed, "%s:\n%s", m.Name, rep)
+		require.Len(t, rep.Checks, 6)
+		require.Equal(t, m.Slot.String(), rep.Slot)
+		require.NotZero(t, rep.FuelMax)
+	}
+	// A stateful Go example and the AssemblyScript one. (Each module costs
+	// seconds to compile on a cold cache, so not every example is here.)
+	for _, ex := range []struct{ file, config string }{{"wfq.wasm", ""}, {"asc.wasm", ""}} {
+		rep, err := authoring.Check(context.Background(), example(t, ex.file), authoring.Options{Runtime: rt, Config: []byte(ex.config)})
+		require.NoError(t, err)
+		require.True(t, rep.Passed, "%s:\n%s", ex.file, rep)
+	}
+}
+
+func TestCheckFindsEachMistake(t *testing.T) {
+	t.Parallel()
+	for mode, want := range map[string][]string{
+		"ok":       nil,
+		"stateful": {authoring.CheckDeterministic},
+		"big":      {authoring.CheckLarge},
+		"empty":    {authoring.CheckEmpty},
+		"sticky":   {authoring.CheckConfig},
+	} {
+		// A private runtime, so that the report carries the fault reasons.
+		rep, err := authoring.Check(context.Background(), sloppy, authoring.Options{Config: []byte(`{"mode": "` + mode + `"}`)})
+		require.NoError(t, err)
+		require.Equal(t, want, failed(rep), "mode %s:\n%s", mode, rep)
+		require.Equal(t, want == nil, rep.Passed)
+		if mode == "big" {
+			require.Contains(t, rep.String(), "invalid: fairness_pick picked candidate 1000 of 1000")
+		}
+	}
+}
+
+func TestCheckReportsAModuleThatDoesNotLoad(t *testing.T) {
+	t.Parallel()
+	rep, err := authoring.Check(context.Background(), []byte("\x00asm\x01\x00\x00\x00"), authoring.Options{Runtime: rt})
+	require.NoError(t, err)
+	require.False(t, rep.Passed)
+	require.Equal(t, []string{authoring.CheckABI}, failed(rep))
+	require.Contains(t, rep.Checks[0].Detail, "missing export abi_version")
+	raw, err := json.Marshal(rep)
+	require.NoError(t, err)
+	require.Contains(t, string(raw), `"name":"abi","passed":false`)
+}
+
+func TestBenchComparesWithTheBuiltinOfTheSameSlot(t *testing.T) {
+	t.Parallel()
+	m, _ := builtin.ForSlot(2) // fairness
+	rep, err := authoring.Bench(context.Background(), m.Wasm, authoring.BenchOptions{Options: authoring.Options{Runtime: rt}, Decisions: 50})
+	require.NoError(t, err)
+	require.Equal(t, "fairness", rep.Slot)
+	require.Equal(t, "fair-share", rep.Builtin)
+	require.Len(t, rep.Cases, 9)
+	require.Zero(t, rep.Faults)
+	for _, c := range rep.Cases {
+		require.Equal(t, 50, c.Plugin.Decisions)
+		require.Positive(t, c.Plugin.P50Ns, c.Name)
+		require.Positive(t, c.Native.P50Ns, c.Name)
+		require.LessOrEqual(t, c.Plugin.P50Ns, c.Plugin.P99Ns, c.Name)
+		require.Positive(t, c.Ratio, c.Name)
+		require.Equal(t, c.Slots, c.Tasks)
+		require.NotZero(t, c.Fuel)
+	}
+	raw, err := json.Marshal(rep)
+	require.NoError(t, err)
+	require.Contains(t, string(raw), `"name":"fairness/cands=64/slots=8"`)
+
+	r, _ := builtin.ForSlot(3) // retry
+	rrep, err := authoring.Bench(context.Background(), r.Wasm, authoring.BenchOptions{Options: authoring.Options{Runtime: rt}, Decisions: 50})
+	require.NoError(t, err)
+	require.Len(t, rrep.Cases, 1)
+	require.Contains(t, rrep.String(), "retry/varied")
+}
+
+func TestSimulateRunsTheWorkloadUnderThePluginAndTheBuiltin(t *testing.T) {
+	t.Parallel()
+	// A noisy agent queues 20 tasks; a quiet one submits one 0.5 s later.
+	var subs []simulate.Submission
+	for range 20 {
+		subs = append(subs, simulate.Submission{Agent: "noisy", Duration: 100 * time.Millisecond})
+	}
+	subs = append(subs, simulate.Submission{At: 500 * time.Millisecond, Agent: "quiet", Duration: 100 * time.Millisecond})
+	opts := authoring.SimulateOptions{Options: authoring.Options{Runtime: rt},
+		Engine: engine.Config{Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 1}}}}
+	rep, err := authoring.Simulate(context.Background(), example(t, "asc.wasm"), subs, opts)
+	require.NoError(t, err)
+	require.Len(t, rep.Plugin.Order, 21)
+	require.Len(t, rep.Builtin.Order, 21)
+	quiet := func(r *simulate.Report) time.Duration { return r.Agents[1].WaitP50 }
+	require.Less(t, quiet(rep.Plugin), quiet(rep.Builtin), "shortest queue first serves the quiet agent sooner")
+	require.Zero(t, rep.Fallbacks)
+	require.Contains(t, rep.String(), "Jain's fairness index")
+	_, err = json.Marshal(rep)
+	require.NoError(t, err)
+}

@@ -1,0 +1,291 @@
+// Check: the conformance suite behind `switchyard plugin check`.
+
+package authoring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/plugins/host"
+)
+
+// Names of the checks, in the order Check runs them.
+const (
+	CheckABI           = "abi"           // loads: exports, imports, ABI version, configuration, a smoke decision
+	CheckDeterministic = "deterministic" // two fresh instances answer a sequence of inputs identically
+	CheckInRange       = "in-range"      // varied input: no answer out of range, no trap, no refusal
+	CheckEmpty         = "empty"         // no candidates or tasks, or no slots
+	CheckLarge         = "large"         // 1,000 candidates (8 and 64 slots) or tasks
+	CheckConfig        = "config"        // the configuration is accepted again, and a broken one refused
+)
+
+// CheckReport is what Check found. It marshals to JSON for tools.
+type CheckReport struct {
+	Slot      string        `json:"slot,omitempty"` // selection, fairness or retry
+	Stateless bool          `json:"stateless"`
+	Hash      string        `json:"sha256,omitempty"`
+	Passed    bool          `json:"passed"` // every check passed
+	Checks    []CheckResult `json:"checks"`
+	// FuelMax is the most fuel one decision burnt during the checks, and
+	// SetupFuel the most that instantiation or a configure call did (see
+	// host.Config.DecisionFuel).
+	FuelMax   uint64 `json:"fuelMax"`
+	SetupFuel uint64 `json:"setupFuel"`
+}
+
+// CheckResult is one check's outcome.
+type CheckResult struct {
+	Name   string `json:"name"`
+	Passed bool   `json:"passed"`
+	Detail string `json:"detail,omitempty"` // why it failed, or what it covered
+}
+
+// String renders the report for people, one line per check.
+func (r *CheckReport) String() string {
+	var b strings.Builder
+	verdict := "FAIL"
+	if r.Passed {
+		verdict = "ok"
+	}
+	fmt.Fprintf(&b, "%s  %s plugin (stateless %v), fuel per decision up to %d, setup %d\n", verdict, r.Slot, r.Stateless, r.FuelMax, r.SetupFuel)
+	for _, c := range r.Checks {
+		mark := "FAIL"
+		if c.Passed {
+			mark = "ok"
+		}
+		fmt.Fprintf(&b, "  %-4s %-13s %s\n", mark, c.Name, c.Detail)
+	}
+	return b.String()
+}
+
+// Check loads wasm and runs the conformance suite on it. Failed checks are
+// in the report; the error is for what stopped the checks from running
+// (a cancelled context, no runtime).
+func Check(ctx context.Context, wasm []byte, opts Options) (*CheckReport, error) {
+	rep := &CheckReport{}
+	rec := &faultLog{}
+	rt, done, err := opts.runtime(rec.add)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+
+	add := func(name string, err error, covered string) {
+		r := CheckResult{Name: name, Passed: err == nil, Detail: covered}
+		if err != nil {
+			r.Detail = err.Error()
+		}
+		rep.Checks = append(rep.Checks, r)
+	}
+	a, err := load(ctx, rt, "check-a", wasm, opts.Config)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		add(CheckABI, err, "")
+		return rep, nil
+	}
+	defer a.plugin.Close(context.Background())
+	p := a.plugin
+	rep.Slot, rep.Stateless, rep.Hash = p.Slot().String(), p.Stateless(), p.Hash()
+	add(CheckABI, nil, fmt.Sprintf("a %s policy, ABI version 1", p.Slot()))
+
+	b, err := load(ctx, rt, "check-b", wasm, opts.Config)
+	if err != nil {
+		return nil, fmt.Errorf("check: a second instance: %w", err)
+	}
+	defer b.plugin.Close(context.Background())
+	add(CheckDeterministic, deterministic(a, b), "a sequence of 100 varied decisions, twice")
+
+	step := func(name string, covered string, run func(s *subject)) {
+		if ctx.Err() != nil {
+			return
+		}
+		before := a.plugin.Stats()
+		run(a)
+		add(name, faultsSince(a.plugin, before, rec), covered)
+	}
+	step(CheckInRange, "300 decisions over varied input", func(s *subject) { varied(s, 300, 7) })
+	step(CheckEmpty, "no candidates or tasks; no slots", empty)
+	step(CheckLarge, "1,000 candidates with 8 and 64 slots; 1,000 tasks", large)
+	if ctx.Err() == nil {
+		add(CheckConfig, config(ctx, a, opts.Config, rec), "the same document again; a broken one")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	st := a.plugin.Stats()
+	rep.FuelMax, rep.SetupFuel = st.FuelMax, st.SetupFuelMax
+	rep.Passed = !slices.ContainsFunc(rep.Checks, func(c CheckResult) bool { return !c.Passed })
+	return rep, nil
+}
+
+// faultLog keeps the latest fault reason per plugin, when Check owns the
+// runtime and so sees its events.
+type faultLog struct {
+	mu   sync.Mutex
+	last map[string]string
+}
+
+func (l *faultLog) add(e host.Event) {
+	if e.Kind != host.EventFault {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last == nil {
+		l.last = map[string]string{}
+	}
+	l.last[e.Plugin] = e.Fault.String() + ": " + e.Reason
+}
+
+func (l *faultLog) reason(plugin string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last[plugin]
+}
+
+// faultsSince returns an error describing the faults and fallbacks of p
+// since before, or nil.
+func faultsSince(p *host.Plugin, before host.Stats, rec *faultLog) error {
+	st := p.Stats()
+	fallbacks := st.Fallbacks - before.Fallbacks
+	if fallbacks == 0 {
+		return nil
+	}
+	var kinds []string
+	for k, n := range st.Faults {
+		if d := n - before.Faults[k]; d > 0 {
+			kinds = append(kinds, fmt.Sprintf("%s %d", k, d))
+		}
+	}
+	sort.Strings(kinds)
+	msg := fmt.Sprintf("%d decisions fell back to the built-in", fallbacks)
+	if len(kinds) > 0 {
+		msg += " (" + strings.Join(kinds, ", ") + ")"
+	}
+	if st.Disabled {
+		msg += "; the breaker disabled the plugin: " + st.Reason
+	}
+	if r := rec.reason(p.Name()); r != "" {
+		msg += "; last fault: " + r
+	}
+	return errors.New(msg)
+}
+
+// varied makes n decisions over varied synthetic input (seeded); for
+// fairness the slots vary too. It returns the answers, flattened.
+func varied(s *subject, n int, seed uint64) []int64 {
+	var out []int64
+	fs := failures(n)
+	for i := range n {
+		k := uint64(i) + seed
+		switch {
+		case s.fairness != nil:
+			cands := host.SyntheticCandidates(1+int(k*7%90), k)
+			slots := 1 + int(k*5%17)
+			picks := make([]uint32, slots)
+			m := s.fairness.Pick(policy.PickContext{NowMs: 1_700_000_000_000, AgingMs: 30_000, Slots: uint32(slots)}, cands, picks)
+			for _, p := range picks[:m] {
+				out = append(out, int64(p))
+			}
+			out = append(out, -1)
+		case s.selection != nil:
+			tasks := host.SyntheticTasks(1+int(k*13%120), k)
+			ranks := make([]int64, len(tasks))
+			s.selection.Rank(1_700_000_000_000, tasks, ranks)
+			out = append(out, ranks...)
+		case s.retry != nil:
+			d := s.retry.Decide(fs[i])
+			out = append(out, int64(d.Action), d.DelayMs)
+		}
+	}
+	return out
+}
+
+func deterministic(a, b *subject) error {
+	before := a.plugin.Stats()
+	x, y := varied(a, 100, 1), varied(b, 100, 1)
+	if err := faultsSince(a.plugin, before, &faultLog{}); err != nil {
+		return fmt.Errorf("cannot compare answers: %w", err)
+	}
+	if i := firstDiff(x, y); i >= 0 {
+		return fmt.Errorf("two fresh instances answered the same input differently (first difference at answer %d: %d vs %d)", i, x[i], y[i])
+	}
+	if a.plugin.Stateless() { // the same input twice, on one instance
+		if x, y := varied(a, 20, 3), varied(a, 20, 3); firstDiff(x, y) >= 0 {
+			return errors.New("declared stateless, yet answered the same input differently the second time")
+		}
+	}
+	return nil
+}
+
+func firstDiff(x, y []int64) int {
+	for i := range min(len(x), len(y)) {
+		if x[i] != y[i] {
+			return i
+		}
+	}
+	if len(x) != len(y) {
+		return min(len(x), len(y))
+	}
+	return -1
+}
+
+func empty(s *subject) {
+	switch {
+	case s.fairness != nil:
+		ctx := policy.PickContext{NowMs: 1_700_000_000_000, AgingMs: 30_000, Slots: 4}
+		s.fairness.Pick(ctx, nil, make([]uint32, 4))
+		ctx.Slots = 0
+		s.fairness.Pick(ctx, host.SyntheticCandidates(8, 1), nil)
+	case s.selection != nil:
+		s.selection.Rank(1_700_000_000_000, nil, nil)
+	case s.retry != nil: // a failure record is never empty
+		s.retry.Decide(policy.Failure{Attempt: 1, MaxAttempts: 1, Class: policy.ClassTransient})
+	}
+}
+
+func large(s *subject) {
+	switch {
+	case s.fairness != nil:
+		cands := host.SyntheticCandidates(1000, 9)
+		ctx := policy.PickContext{NowMs: 1_700_000_000_000, AgingMs: 30_000, Slots: 8}
+		s.fairness.Pick(ctx, cands, make([]uint32, 8))
+		ctx.Slots = 64
+		s.fairness.Pick(ctx, cands, make([]uint32, 64))
+	case s.selection != nil:
+		tasks := host.SyntheticTasks(1000, 9)
+		s.selection.Rank(1_700_000_000_000, tasks, make([]int64, len(tasks)))
+	case s.retry != nil:
+		for _, f := range failures(50) {
+			f.Attempt, f.MaxAttempts = 1000, 1000
+			s.retry.Decide(f)
+		}
+	}
+}
+
+func config(ctx context.Context, s *subject, doc []byte, rec *faultLog) error {
+	p := s.plugin
+	if err := p.Configure(ctx, doc); err != nil {
+		return fmt.Errorf("the document it was loaded with, passed again, was refused: %w", err)
+	}
+	if string(p.Config()) != string(doc) {
+		return errors.New("the configuration read back differs from the one passed")
+	}
+	if err := p.Configure(ctx, []byte(`{"switchyard-check": [`)); err == nil {
+		return errors.New("a broken JSON document was accepted")
+	}
+	before := p.Stats()
+	varied(s, 20, 11)
+	if err := faultsSince(p, before, rec); err != nil {
+		return fmt.Errorf("after refusing a broken document: %w", err)
+	}
+	return nil
+}

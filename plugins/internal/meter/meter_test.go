@@ -1,0 +1,98 @@
+package meter_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/switchyard/switchyard/plugins/internal/meter"
+)
+
+// section frames a section's payload.
+func section(id byte, payload ...byte) []byte {
+	return append([]byte{id, byte(len(payload))}, payload...)
+}
+
+// recursive is a module whose export f(n) calls f(n-1) twice when n > 0:
+// 2^(n+1) - 1 calls, and not a loop anywhere.
+func recursive() []byte {
+	m := []byte("\x00asm\x01\x00\x00\x00")
+	m = append(m, section(1, 1, 0x60, 1, 0x7F, 0)...) // type 0: (i32) -> ()
+	m = append(m, section(3, 1, 0)...)                // func 0: type 0
+	m = append(m, section(7, 1, 1, 'f', 0, 0)...)     // export "f" = func 0
+	body := []byte{0,                                 // no locals
+		0x20, 0, 0x04, 0x40, // local.get 0; if
+		0x20, 0, 0x41, 1, 0x6B, 0x10, 0, // f(n-1)
+		0x20, 0, 0x41, 1, 0x6B, 0x10, 0, // f(n-1)
+		0x0B, 0x0B} // end; end
+	m = append(m, section(10, append([]byte{1, byte(len(body))}, body...)...)...)
+	return m
+}
+
+// filling is a module whose export f(n) fills n bytes of its memory with
+// memory.fill, and whose function takes a local already.
+func filling() []byte {
+	m := []byte("\x00asm\x01\x00\x00\x00")
+	m = append(m, section(1, 1, 0x60, 1, 0x7F, 0)...) // type 0: (i32) -> ()
+	m = append(m, section(3, 1, 0)...)                // func 0: type 0
+	m = append(m, section(5, 1, 0, 4)...)             // memory: 4 pages
+	m = append(m, section(7, 1, 1, 'f', 0, 0)...)     // export "f" = func 0
+	body := []byte{1, 1, 0x7E,                        // one i64 local
+		0x41, 0, 0x41, 7, 0x20, 0, 0xFC, 0x0B, 0, // memory.fill(0, 7, n)
+		0x0B}
+	m = append(m, section(10, append([]byte{1, byte(len(body))}, body...)...)...)
+	return m
+}
+
+func instantiate(t *testing.T, wasm []byte) (api.Function, api.MutableGlobal) {
+	t.Helper()
+	ctx := context.Background()
+	r := wazero.NewRuntime(ctx)
+	t.Cleanup(func() { _ = r.Close(ctx) })
+	metered, err := meter.Instrument(wasm, 0)
+	require.NoError(t, err)
+	mod, err := r.Instantiate(ctx, metered)
+	require.NoError(t, err)
+	return mod.ExportedFunction("f"), mod.ExportedGlobal(meter.FuelExport).(api.MutableGlobal)
+}
+
+func TestEveryCallBurnsFuelSoRecursionWithoutLoopsRunsOut(t *testing.T) {
+	t.Parallel()
+	f, fuel := instantiate(t, recursive())
+	fuel.Set(1000)
+	_, err := f.Call(context.Background(), 5)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1000-63), fuel.Get(), "f(5) makes 63 calls")
+
+	fuel.Set(1_000_000)
+	_, err = f.Call(context.Background(), 40) // 2^41 calls: hours without the meter
+	require.Error(t, err, "the recursion must run out of fuel")
+	require.Zero(t, fuel.Get())
+}
+
+func TestBulkMemoryBurnsFuelByLength(t *testing.T) {
+	t.Parallel()
+	f, fuel := instantiate(t, filling())
+	fuel.Set(10_000)
+	_, err := f.Call(context.Background(), 64<<10)
+	require.NoError(t, err)
+	require.Equal(t, uint64(10_000-1-(64<<10)/meter.BulkBytesPerUnit-1), fuel.Get(), "the call, then 64 KiB")
+
+	fuel.Set(100)
+	_, err = f.Call(context.Background(), 200<<10)
+	require.Error(t, err, "200 KiB is more than 100 units")
+	require.Zero(t, fuel.Get(), "the tank is emptied, as the host expects of a budget fault")
+}
+
+func TestInstrumentRefusesWhatItCannotMeter(t *testing.T) {
+	t.Parallel()
+	_, err := meter.Instrument([]byte("not wasm"), 1)
+	require.Error(t, err)
+	m := recursive()
+	m[len(m)-9] = 0xFD // a SIMD prefix in place of the second local.get
+	_, err = meter.Instrument(m, 1)
+	require.ErrorIs(t, err, meter.ErrUnsupported)
+}
