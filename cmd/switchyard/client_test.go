@@ -283,11 +283,12 @@ func TestClientVerbsExitWithTheDocumentedCodes(t *testing.T) {
 		require.Contains(t, res.stderr, c.stderr, c.name)
 	}
 
-	// A draining server asks to retry later.
-	require.NoError(t, client.New(server+"/graphql").Do(context.Background(), `mutation { drain { draining } }`, nil, nil))
+	// A full queue asks to retry later.
+	require.Equal(t, 0, sw(t, server, "lane", "update", "main", "--max-queued", "1").code)
+	require.Equal(t, 0, sw(t, server, "task", "submit", "--action", "click").code)
 	res := sw(t, server, "task", "submit", "--action", "click")
 	require.Equal(t, cli.ExitRetry, res.code, res.stderr)
-	require.Contains(t, res.stderr, "DRAINING")
+	require.Contains(t, res.stderr, "QUEUE_FULL")
 }
 
 func TestInstanceVerbsRegisterAndList(t *testing.T) {
@@ -320,9 +321,34 @@ func TestInstanceVerbsRegisterAndList(t *testing.T) {
 	require.Equal(t, 0, res.code, res.stderr)
 	res = sw(t, server, "instance", "remove", "b1")
 	require.Equal(t, cli.ExitNotFound, res.code, res.stderr)
+}
 
-	// The plugin verbs read the policies; loading waits for the plugin host.
+func TestPluginVerbsLoadAssignAndUnloadAPolicy(t *testing.T) {
+	t.Parallel()
+	server := startServer(t)
+	res := sw(t, server, "plugin", "load", "edf-test", "../../examples/plugins/edf.wasm", "--json")
+	require.Equal(t, 0, res.code, res.stderr)
+	var p cli.PluginInfo
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &p))
+	require.Equal(t, "SELECTION", p.Slot)
+	require.Empty(t, p.ActiveIn, "a loaded plugin is not used until it is assigned")
+
+	res = sw(t, server, "plugin", "set", "selection", "edf-test", "--lane", "main")
+	require.Equal(t, 0, res.code, res.stderr)
+	require.Contains(t, res.stdout, "SELECTION\tlane main\tedf-test")
 	res = sw(t, server, "plugin", "list")
 	require.Equal(t, 0, res.code, res.stderr)
-	require.Regexp(t, `(?m)^FAIRNESS\s+global\s+\S+`, res.stdout)
+	require.Regexp(t, `(?m)^SELECTION\s+lane main\s+edf-test$`, res.stdout)
+	require.Regexp(t, `(?m)^edf-test\s+SELECTION\s+wasm\s+ACTIVE\s+lane:main\s`, res.stdout)
+
+	res = sw(t, server, "plugin", "unload", "edf-test")
+	require.Equal(t, cli.ExitConflict, res.code, "a plugin in use cannot be unloaded: %s", res.stderr)
+	require.Equal(t, 0, sw(t, server, "plugin", "set", "selection", "--lane", "main").code)
+	require.Equal(t, 0, sw(t, server, "plugin", "unload", "edf-test").code)
+
+	res = sw(t, server, "plugin", "load", "garbage", writeFile(t, "garbage.wasm", "not wasm"))
+	require.Equal(t, cli.ExitAPI, res.code)
+	require.Contains(t, res.stderr, "PLUGIN_INVALID")
+	res = sw(t, server, "plugin", "frobnicate")
+	require.Equal(t, cli.ExitUsage, res.code)
 }

@@ -188,9 +188,11 @@ func lanePause(ctx context.Context, args []string, env Env, paused bool) error {
 func PluginVerbs() []Verb {
 	return []Verb{
 		{"list", "list the active policy of every slot, and the loaded plugins", pluginList},
-		{"load", "load a WebAssembly policy plugin into the server", pluginLoad},
-		{"unload", "unload a plugin: its slots go back to the built-in policies", pluginUnload},
+		{"load", "load a WebAssembly policy plugin into the server (used once `plugin set` assigns it)", pluginLoad},
+		{"unload", "unload a plugin no slot uses", pluginUnload},
 		{"set", "make a policy (built-in or plugin) fill a slot, globally or for one lane", pluginSet},
+		{"configure", "change a plugin's configuration live", pluginConfigure},
+		{"enable", "re-enable a plugin whose breaker tripped", pluginEnable},
 	}
 }
 
@@ -199,22 +201,36 @@ func Plugin(ctx context.Context, args []string, env Env) error {
 	return Subverbs(ctx, "plugin", PluginVerbs(), args, env)
 }
 
-const pluginFields = `name slots abiVersion sha256 config state loadedAt calls faults fallbacks p99Us lastError`
+const pluginFields = `name slot builtin native sha256 size config state disabledReason loadedAt activeIn calls faults fallbacks p50Us p99Us`
 
-// PluginInfo is a loaded plugin as the verbs read it.
+// PluginInfo is a policy (built-in or loaded plugin) as the verbs read it.
 type PluginInfo struct {
-	Name       string          `json:"name"`
-	Slots      []string        `json:"slots"`
-	ABIVersion int             `json:"abiVersion"`
-	SHA256     string          `json:"sha256"`
-	Config     json.RawMessage `json:"config"`
-	State      string          `json:"state"`
-	LoadedAt   time.Time       `json:"loadedAt"`
-	Calls      int64           `json:"calls"`
-	Faults     int64           `json:"faults"`
-	Fallbacks  int64           `json:"fallbacks"`
-	P99Us      float64         `json:"p99Us"`
-	LastError  *string         `json:"lastError"`
+	Name           string          `json:"name"`
+	Slot           string          `json:"slot"`
+	Builtin        bool            `json:"builtin"`
+	Native         bool            `json:"native"`
+	SHA256         *string         `json:"sha256"`
+	Size           int             `json:"size"`
+	Config         json.RawMessage `json:"config"`
+	State          string          `json:"state"`
+	DisabledReason *string         `json:"disabledReason"`
+	LoadedAt       *time.Time      `json:"loadedAt"`
+	ActiveIn       []string        `json:"activeIn"`
+	Calls          int64           `json:"calls"`
+	Faults         int64           `json:"faults"`
+	Fallbacks      int64           `json:"fallbacks"`
+	P50Us          float64         `json:"p50Us"`
+	P99Us          float64         `json:"p99Us"`
+}
+
+func (p *PluginInfo) kind() string {
+	switch {
+	case p.Native:
+		return "native"
+	case p.Builtin:
+		return "built-in"
+	}
+	return "wasm"
 }
 
 // PolicyAssignment is the policy of one slot.
@@ -268,10 +284,14 @@ func pluginList(ctx context.Context, args []string, env Env) error {
 		fmt.Fprintln(env.Stdout, "no plugin loaded")
 	default:
 		tw = tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "PLUGIN\tSLOTS\tSTATE\tCALLS\tFAULTS\tFALLBACKS\tP99\tSHA256\tLAST ERROR")
+		fmt.Fprintln(tw, "POLICY\tSLOT\tKIND\tSTATE\tIN USE\tCALLS\tFAULTS\tFALLBACKS\tP50\tP99\tDISABLED BECAUSE")
 		for _, p := range plug.Plugins {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%.1fµs\t%.12s\t%s\n", p.Name, strings.Join(p.Slots, ","), p.State,
-				p.Calls, p.Faults, p.Fallbacks, p.P99Us, p.SHA256, clip(str(p.LastError), 60))
+			inUse := strings.Join(p.ActiveIn, ",")
+			if inUse == "" {
+				inUse = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%.1fµs\t%.1fµs\t%s\n", p.Name, p.Slot, p.kind(), p.State, inUse,
+				p.Calls, p.Faults, p.Fallbacks, p.P50Us, p.P99Us, clip(str(p.DisabledReason), 60))
 		}
 		return tw.Flush()
 	}
@@ -279,42 +299,24 @@ func pluginList(ctx context.Context, args []string, env Env) error {
 }
 
 func pluginLoad(ctx context.Context, args []string, env Env) error {
-	fs := newFlags("plugin load", "NAME FILE.wasm [--config JSON|@file]  |  NAME --server-path PATH", env)
+	fs := newFlags("plugin load", "NAME FILE.wasm [--config JSON|@file]", env)
 	var c conn
 	c.register(fs, env)
 	config := fs.String("config", "", "the plugin's configuration: a JSON document, or @file to read it from a file")
-	serverPath := fs.String("server-path", "", "load the module from this path on the server instead of uploading FILE")
 	jsonOut := fs.Bool("json", false, "print the plugin as JSON")
-	pos, err := parse(fs, args, 1, 2)
+	pos, err := parse(fs, args, 2, 2)
 	if err != nil {
 		return err
 	}
-	in := map[string]any{"name": pos[0]}
-	switch {
-	case len(pos) == 2 && *serverPath != "":
-		return Usagef("give FILE or --server-path, not both")
-	case len(pos) == 2:
-		wasm, err := os.ReadFile(pos[1])
-		if err != nil {
-			return Usagef("read module: %v", err)
-		}
-		in["wasmBase64"] = base64.StdEncoding.EncodeToString(wasm)
-	case *serverPath != "":
-		in["path"] = *serverPath
-	default:
-		fs.Usage()
-		return Usagef("give the module: FILE, or --server-path PATH")
+	wasm, err := os.ReadFile(pos[1])
+	if err != nil {
+		return Usagef("read module: %v", err)
 	}
+	in := map[string]any{"name": pos[0], "wasmBase64": base64.StdEncoding.EncodeToString(wasm)}
 	if *config != "" {
-		doc := []byte(*config)
-		if name, ok := strings.CutPrefix(*config, "@"); ok {
-			if doc, err = os.ReadFile(name); err != nil {
-				return Usagef("--config: %v", err)
-			}
-		}
-		var v any
-		if err := json.Unmarshal(doc, &v); err != nil {
-			return Usagef("--config: not JSON: %v", err)
+		v, err := readConfig(*config)
+		if err != nil {
+			return err
 		}
 		in["config"] = v
 	}
@@ -332,8 +334,73 @@ func pluginLoad(ctx context.Context, args []string, env Env) error {
 	if *jsonOut {
 		return writeJSON(env.Stdout, res.LoadPlugin)
 	}
-	fmt.Fprintf(env.Stdout, "loaded %s (slots %s, ABI %d, sha256 %.12s)\n", res.LoadPlugin.Name,
-		strings.Join(res.LoadPlugin.Slots, ","), res.LoadPlugin.ABIVersion, res.LoadPlugin.SHA256)
+	fmt.Fprintf(env.Stdout, "loaded %s (slot %s, %d bytes, sha256 %.12s); assign it with: switchyard plugin set %s %s\n",
+		res.LoadPlugin.Name, res.LoadPlugin.Slot, res.LoadPlugin.Size, str(res.LoadPlugin.SHA256),
+		strings.ToLower(res.LoadPlugin.Slot), res.LoadPlugin.Name)
+	return nil
+}
+
+// readConfig reads a JSON document given inline or as @file.
+func readConfig(arg string) (any, error) {
+	doc := []byte(arg)
+	if name, ok := strings.CutPrefix(arg, "@"); ok {
+		var err error
+		if doc, err = os.ReadFile(name); err != nil {
+			return nil, Usagef("--config: %v", err)
+		}
+	}
+	var v any
+	if err := json.Unmarshal(doc, &v); err != nil {
+		return nil, Usagef("--config: not JSON: %v", err)
+	}
+	return v, nil
+}
+
+func pluginConfigure(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("plugin configure", "NAME --config JSON|@file", env)
+	var c conn
+	c.register(fs, env)
+	config := fs.String("config", "", "the new configuration: a JSON document, or @file")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if *config == "" {
+		return Usagef("--config is required")
+	}
+	v, err := readConfig(*config)
+	if err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	if err := cl.Do(ctx, `mutation($n: String!, $c: JSON!) { configurePlugin(name: $n, config: $c) { name } }`,
+		map[string]any{"n": pos[0], "c": v}, nil); err != nil {
+		return fmt.Errorf("configure %s: %w", pos[0], err)
+	}
+	fmt.Fprintf(env.Stdout, "configured %s\n", pos[0])
+	return nil
+}
+
+func pluginEnable(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("plugin enable", "NAME", env)
+	var c conn
+	c.register(fs, env)
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	var res struct{ EnablePlugin *struct{ Name, State string } }
+	if err := cl.Do(ctx, `mutation($n: String!) { enablePlugin(name: $n) { name state } }`, map[string]any{"n": pos[0]}, &res); err != nil {
+		return fmt.Errorf("enable %s: %w", pos[0], err)
+	}
+	fmt.Fprintf(env.Stdout, "%s\t%s\n", pos[0], res.EnablePlugin.State)
 	return nil
 }
 

@@ -280,6 +280,8 @@ func formatEvent(e *Event, colours bool) string {
 	switch e.Kind {
 	case "LAGGED":
 		return b.String() + " " + paint(ansiMagenta, fmt.Sprintf("missed %d events: %s", e.Skipped, e.Reason))
+	case "BATCH":
+		return b.String() + " batch=" + e.BatchID + "  " + paint(ansiDim, e.Reason)
 	case "LANE", "ENGINE":
 		if e.Lane != "" {
 			b.WriteString(" lane=" + e.Lane)

@@ -18,8 +18,10 @@ import {
   type Lane,
   OVERVIEW,
   type Overview,
+  PLUGIN_SUB,
   PLUGINS,
   type Plugin,
+  type PluginEvent,
   RESET_TASK,
   RETRY_TASK,
   SERVER,
@@ -188,6 +190,7 @@ export class Actions {
   async refresh(): Promise<void> {
     if (this.overviewBusy) return;
     this.overviewBusy = true;
+    const forced = this.store.laneChanged;
     this.store.laneChanged = false;
     try {
       this.store.onOverview(await this.api.request<Overview>(OVERVIEW));
@@ -197,7 +200,7 @@ export class Actions {
     } finally {
       this.overviewBusy = false;
     }
-    if (Date.now() - this.pluginsAt < 3000) return;
+    if (Date.now() - this.pluginsAt < 3000 && !forced) return;
     this.pluginsAt = Date.now();
     try {
       this.store.plugins = (await this.api.request<{ plugins: Plugin[] }>(PLUGINS)).plugins;
@@ -332,6 +335,12 @@ function boot(): void {
     variables: () => ({}),
     next: (d) => store.onInstanceEvent(d.instanceEvents),
     error: (e) => ui.toast(`Instances: ${e.message}`, true),
+  });
+  api.subscribe<{ pluginEvents: PluginEvent }>({
+    query: PLUGIN_SUB,
+    variables: () => ({}),
+    next: (d) => store.onPluginEvent(d.pluginEvents),
+    error: (e) => ui.toast(`Plugin events: ${e.message}`, true),
   });
   actions.startFeed(true);
   void actions.refresh();

@@ -244,7 +244,7 @@ export function Instances({ ctx }: { ctx: Ctx }) {
 }
 
 export function Policies({ ctx }: { ctx: Ctx }) {
-  const { policies, plugins, pluginsError } = ctx.store;
+  const { policies, plugins, pluginsError, pluginLog } = ctx.store;
   return (
     <section class="panel" id="policies">
       <h2>Policies and plugins</h2>
@@ -258,7 +258,7 @@ export function Policies({ ctx }: { ctx: Ctx }) {
         </thead>
         <tbody>
           {policies.map((p) => (
-            <tr key={`${p.slot}/${p.lane ?? ''}`}>
+            <tr key={`${p.slot}/${p.lane ?? ''}`} data-slot={p.slot} data-lane={p.lane ?? ''}>
               <td>{p.slot}</td>
               <td class="dim">{p.lane ? `lane ${p.lane}` : 'global'}</td>
               <td class="name">{p.name}</td>
@@ -270,45 +270,62 @@ export function Policies({ ctx }: { ctx: Ctx }) {
         <table class="plugins">
           <thead>
             <tr>
-              <th>plugin</th>
-              <th>slots</th>
+              <th>policy</th>
+              <th>slot</th>
+              <th>kind</th>
               <th>state</th>
+              <th>in use</th>
               <th>calls</th>
               <th>faults</th>
               <th>fallbacks</th>
-              <th>p99</th>
+              <th>p50 / p99</th>
             </tr>
           </thead>
           <tbody>
             {plugins.map((p) => (
               <tr key={p.name} data-plugin={p.name}>
-                <td class="name" title={p.lastError ?? ''}>
-                  {p.name}
-                </td>
-                <td class="dim">{p.slots.join(', ')}</td>
+                <td class="name">{p.name}</td>
+                <td class="dim">{p.slot}</td>
+                <td class="dim">{p.native ? 'native' : p.builtin ? 'built-in wasm' : 'wasm'}</td>
                 <td>
-                  <span class={`badge ${p.state}`}>{p.state}</span>
+                  <span class={`badge ${p.state}`} title={p.disabledReason ?? ''}>
+                    {p.state}
+                  </span>
                 </td>
+                <td class="dim">{p.activeIn.join(', ') || '–'}</td>
                 <td>{num(p.calls)}</td>
                 <td class={p.faults > 0 ? 'bad' : ''}>{num(p.faults)}</td>
                 <td>{num(p.fallbacks)}</td>
-                <td>{p.p99Us.toFixed(1)} µs</td>
+                <td>
+                  {p.p50Us.toFixed(1)} / {p.p99Us.toFixed(1)} µs
+                </td>
               </tr>
             ))}
           </tbody>
         </table>
       ) : (
-        <p class="dim">{pluginsError ? `Plugins: ${pluginsError}` : 'No plugin is loaded: the built-in policies decide.'}</p>
+        <p class="dim">{pluginsError ? `Plugins: ${pluginsError}` : 'No plugin is loaded.'}</p>
       )}
-      {plugins?.some((p) => p.lastError) ? (
+      {plugins?.some((p) => p.disabledReason) ? (
         <ul class="log">
           {plugins
-            .filter((p) => p.lastError)
+            .filter((p) => p.disabledReason)
             .map((p) => (
               <li key={p.name}>
-                <span class="name">{p.name}</span>: <span class="bad">{p.lastError}</span>
+                <span class="name">{p.name}</span> disabled: <span class="bad">{p.disabledReason}</span>
               </li>
             ))}
+        </ul>
+      ) : null}
+      {pluginLog.length > 0 ? (
+        <ul class="log" id="plugin-log">
+          {pluginLog.slice(0, 6).map((e) => (
+            <li key={e.seq}>
+              <span class="dim">{clock(e.at)}</span> <span class={`badge ${e.kind}`}>{e.kind}</span> {e.plugin ?? ''}
+              {e.slot ? ` ${e.slot}` : ''}
+              {e.lane ? ` lane ${e.lane}` : ''} <span class={e.kind === 'FAULT' || e.kind === 'DISABLED' ? 'bad' : 'dim'}>{e.reason ?? ''}</span>
+            </li>
+          ))}
         </ul>
       ) : null}
     </section>

@@ -85,15 +85,31 @@ export interface PolicyAssignment { slot: string; lane: string | null; name: str
 
 export interface Plugin {
   name: string;
-  slots: string[];
+  slot: string;
+  builtin: boolean;
+  native: boolean;
   state: 'ACTIVE' | 'DISABLED';
+  disabledReason: string | null;
+  activeIn: string[];
   calls: number;
   faults: number;
   fallbacks: number;
+  p50Us: number;
   p99Us: number;
-  lastError: string | null;
-  loadedAt: string;
 }
+
+export interface PluginEvent {
+  seq: number;
+  kind: string;
+  plugin: string | null;
+  slot: string | null;
+  lane: string | null;
+  reason: string | null;
+  at: string;
+  lagged: number;
+}
+
+export const PLUGIN_SUB = `subscription DashboardPluginEvents { pluginEvents { seq kind plugin slot lane reason at lagged } }`;
 
 const instanceFields = 'id url kind capacity health latencyMs lastCheck lastError failures tabs inFlight';
 
@@ -114,7 +130,7 @@ export interface Overview {
 
 /** Separate from OVERVIEW: a server without a plugin host answers UNAVAILABLE. */
 export const PLUGINS = `query DashboardPlugins {
-  plugins { name slots state calls faults fallbacks p99Us lastError loadedAt }
+  plugins { name slot builtin native state disabledReason activeIn calls faults fallbacks p50Us p99Us }
 }`;
 
 export const SERVER = `query DashboardServer { server { version startedAt draining } stats { lastSeq } }`;

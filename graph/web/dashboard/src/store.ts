@@ -4,7 +4,7 @@
 // a bounded number of rows. At 1k events/s that is a few cheap map updates
 // per event and one render per frame.
 
-import type { Agent, FeedEvent, Instance, InstanceEvent, Lane, Plugin, PolicyAssignment, Stats, TaskState } from './queries';
+import type { Agent, FeedEvent, Instance, InstanceEvent, Lane, Plugin, PluginEvent, PolicyAssignment, Stats, TaskState } from './queries';
 import { TERMINAL } from './queries';
 
 /** One task of the live feed: its latest known state. */
@@ -61,6 +61,8 @@ export class Store {
   instanceLog: InstanceEvent[] = [];
   policies: PolicyAssignment[] = [];
   plugins: Plugin[] | null = null;
+  /** Recent plugin events, newest first: loads, policy changes, faults, breakers. */
+  pluginLog: PluginEvent[] = [];
   pluginsError = '';
   overviewError = '';
   version = '';
@@ -138,6 +140,13 @@ export class Store {
     else this.instances.set(e.instance.id, e.instance);
     this.instanceLog.unshift(e);
     if (this.instanceLog.length > 20) this.instanceLog.length = 20;
+    this.changed();
+  }
+
+  onPluginEvent(e: PluginEvent): void {
+    this.pluginLog.unshift(e);
+    if (this.pluginLog.length > 20) this.pluginLog.length = 20;
+    this.laneChanged = true; // read the policies and plugins again
     this.changed();
   }
 
