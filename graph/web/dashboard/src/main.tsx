@@ -317,7 +317,11 @@ function boot(): void {
   const root = document.getElementById('app') as HTMLElement;
   root.textContent = '';
   store.listen(() => {
+    // Each render is a User Timing measure (switchyard:render), for the
+    // browser's performance tools and the dashboard's own measurements.
+    const start = performance.now();
     render(<App ctx={ctx} />, root);
+    performance.measure('switchyard:render', { start });
     if (store.laneChanged) void actions.refresh();
   });
 

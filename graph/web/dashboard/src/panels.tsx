@@ -5,7 +5,7 @@
 import { LineChart } from './chart';
 import { clock, ms, num } from './format';
 import type { Ctx } from './main';
-import { HISTORY } from './store';
+import { AGENTS_SHOWN, HISTORY } from './store';
 
 export function Tiles({ ctx }: { ctx: Ctx }) {
   const s = ctx.store.stats;
@@ -142,17 +142,13 @@ export function Lanes({ ctx }: { ctx: Ctx }) {
   );
 }
 
-const AGENTS_SHOWN = 15;
-
 export function Agents({ ctx }: { ctx: Ctx }) {
   const all = ctx.store.agents;
-  const busy = [...all]
-    .sort((a, b) => b.inFlight - a.inFlight || b.pending - a.pending || b.dispatchedLastMinute - a.dispatchedLastMinute || (a.id < b.id ? -1 : 1))
-    .slice(0, AGENTS_SHOWN);
+  const busy = ctx.store.busiest;
   return (
     <section class="panel" id="agents">
       <h2>
-        Agents <span class="dim">{all.length > AGENTS_SHOWN ? `(busiest ${AGENTS_SHOWN} of ${all.length})` : ''}</span>
+        Agents <span class="dim">{all.length > AGENTS_SHOWN ? `(the busiest ${AGENTS_SHOWN} of ${all.length})` : ''}</span>
       </h2>
       <table>
         <thead>

@@ -46,10 +46,14 @@ export interface FeedFilter {
 }
 
 export const FEED_CAP = 500; // rows kept
-export const FEED_SHOWN = 200; // rows rendered
+export const FEED_SHOWN = 100; // rows rendered
 export const HISTORY = 120; // chart points (2 minutes at 1 s)
 /** How far back the feed starts on load or after a filter change. */
 export const BACKFILL = 1000;
+/** Agents shown in the agents panel. */
+export const AGENTS_SHOWN = 15;
+/** The shortest time between two renders. */
+export const MIN_RENDER_MS = 100;
 
 export class Store {
   stats: Stats | null = null;
@@ -57,6 +61,8 @@ export class Store {
   samples: Sample[] = [];
   lanes: Lane[] = [];
   agents: Agent[] = [];
+  /** The AGENTS_SHOWN busiest agents, sorted once per overview read (there may be thousands). */
+  busiest: Agent[] = [];
   instances = new Map<string, Instance>();
   instanceLog: InstanceEvent[] = [];
   policies: PolicyAssignment[] = [];
@@ -80,6 +86,8 @@ export class Store {
   laneChanged = false;
 
   private frame = 0;
+  private timer = 0;
+  private lastRender = 0;
   private readonly listeners = new Set<() => void>();
 
   /** Registers a render function, called at most once per animation frame. */
@@ -88,13 +96,25 @@ export class Store {
     return () => this.listeners.delete(fn);
   }
 
-  /** Schedules a render on the next animation frame (once, however often called). */
+  /**
+   * Schedules a render on an animation frame, once however often called,
+   * and at most every MIN_RENDER_MS: a person cannot read a table that
+   * changes sixty times a second, and the page stays responsive to input
+   * while events pour in.
+   */
   changed(): void {
-    if (this.frame !== 0) return;
-    this.frame = requestAnimationFrame(() => {
-      this.frame = 0;
-      for (const fn of this.listeners) fn();
-    });
+    if (this.frame !== 0 || this.timer !== 0) return;
+    const wait = this.lastRender + MIN_RENDER_MS - performance.now();
+    const schedule = () => {
+      this.timer = 0;
+      this.frame = requestAnimationFrame(() => {
+        this.frame = 0;
+        this.lastRender = performance.now();
+        for (const fn of this.listeners) fn();
+      });
+    };
+    if (wait > 0) this.timer = window.setTimeout(schedule, wait);
+    else schedule();
   }
 
   onStats(s: Stats): void {
@@ -124,6 +144,9 @@ export class Store {
   onOverview(o: { lanes: Lane[]; agents: Agent[]; instances: Instance[]; policies: PolicyAssignment[] }): void {
     this.lanes = o.lanes;
     this.agents = o.agents;
+    this.busiest = [...o.agents]
+      .sort((a, b) => b.inFlight - a.inFlight || b.pending - a.pending || b.dispatchedLastMinute - a.dispatchedLastMinute || (a.id < b.id ? -1 : 1))
+      .slice(0, AGENTS_SHOWN);
     this.policies = o.policies;
     this.instances = new Map(o.instances.map((i) => [i.id, i]));
     this.overviewError = '';
