@@ -302,7 +302,7 @@ func (g durableGate) Commit(ctx context.Context, b *engine.Batch) error {
 	return g.Store.Commit(ctx, b)
 }
 
-func TestWithADurableStoreATaskRunsOnlyOnceItsSubmissionIsCommitted(t *testing.T) {
+func TestWithADurableStoreATaskRunsOnlyOnceItsSubmissionAndAttemptAreCommitted(t *testing.T) {
 	t.Parallel()
 	gate := durableGate{Store: memory.New(memory.Options{}), release: make(chan struct{})}
 	x := enginetest.NewExecutor()
@@ -324,6 +324,9 @@ func TestWithADurableStoreATaskRunsOnlyOnceItsSubmissionIsCommitted(t *testing.T
 	}
 	gate.release <- struct{}{}
 	task := <-submitted
+	time.Sleep(50 * time.Millisecond)
+	require.Empty(t, x.Started(), "the attempt does not start before it is on disk either")
+	gate.release <- struct{}{} // the commit that records the attempt
 	require.Eventually(t, func() bool { return len(x.Started()) == 1 }, 5*time.Second, time.Millisecond)
 	require.Equal(t, task.ID, x.Started()[0])
 	close(gate.release)

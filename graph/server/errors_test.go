@@ -126,7 +126,7 @@ func TestErrorCodesNotFoundConflictQueueFullDrainingCycleUnavailable(t *testing.
 	t.Run("UNAVAILABLE", func(t *testing.T) {
 		for _, q := range []string{`{ plugins { name } }`, `mutation { unloadPlugin(name: "x") { name } }`,
 			`mutation { setPolicy(input: {slot: FAIRNESS, name: "x"}) { name } }`,
-			`mutation { loadPlugin(input: {name: "x", path: "/x.wasm"}) { name } }`,
+			`mutation { loadPlugin(input: {name: "x", wasmBase64: "AGFzbQ=="}) { name } }`, `{ schedules { id } }`,
 			`mutation { registerInstance(input: {id: "i", url: "http://127.0.0.1:1"}) { id } }`} {
 			e := gqlErr(t, b.c.Do(ctx, q, nil, nil))
 			require.Equal(t, "UNAVAILABLE", e.Code(), q)

@@ -1,0 +1,240 @@
+package main
+
+// The crash test: the real binary, the SQLite store, submissions under load,
+// kill -9 at random moments, restarts — and then, through the API, every task
+// whose submission was acknowledged is there, ended in exactly one terminal
+// state, and ran no more often than its recorded attempts.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/graph/client"
+)
+
+// fakeInstance is a browser instance that does nothing but count, per task,
+// the actions it was asked to perform.
+type fakeInstance struct {
+	srv   *httptest.Server
+	mu    sync.Mutex
+	runs  map[string]int
+	tabs  atomic.Int64
+	delay time.Duration
+}
+
+func newFakeInstance(t *testing.T, delay time.Duration) *fakeInstance {
+	f := &fakeInstance{runs: map[string]int{}, delay: delay}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"status":"ok"}`)) })
+	mux.HandleFunc("GET /tabs", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"tabs":[]}`)) })
+	mux.HandleFunc("POST /tab", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, `{"tabId":"tab-%d"}`, f.tabs.Add(1))
+	})
+	mux.HandleFunc("POST /tabs/{id}/close", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{}`)) })
+	mux.HandleFunc("POST /tabs/{id}/action", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.runs[r.Header.Get("X-Switchyard-Task")]++
+		f.mu.Unlock()
+		select {
+		case <-time.After(f.delay):
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = w.Write([]byte(`{"success":true,"result":{"clicked":true}}`))
+	})
+	f.srv = httptest.NewServer(mux)
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeInstance) count(id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.runs[id]
+}
+
+// buildBinary builds switchyard once for the test.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "switchyard")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return bin
+}
+
+var servingLine = regexp.MustCompile(`GraphQL at (http://\S+/graphql)`)
+
+// startProcess starts `switchyard serve` and returns its GraphQL URL.
+func startProcess(t *testing.T, bin, config string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(bin, "serve", "--config", config)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	if testing.Verbose() {
+		cmd.Stderr = os.Stderr
+	}
+	require.NoError(t, cmd.Start())
+	lines := bufio.NewScanner(stdout)
+	urlc := make(chan string, 1)
+	go func() {
+		for lines.Scan() {
+			if m := servingLine.FindStringSubmatch(lines.Text()); m != nil {
+				urlc <- m[1]
+			}
+		}
+	}()
+	select {
+	case url := <-urlc:
+		return cmd, url
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("switchyard serve did not start")
+	}
+	return nil, ""
+}
+
+func TestKillNineUnderLoadLosesNoAcknowledgedTask(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and crashes the real binary")
+	}
+	t.Parallel()
+	bin := buildBinary(t)
+	inst := newFakeInstance(t, 5*time.Millisecond)
+	dir := t.TempDir()
+	config := filepath.Join(dir, "switchyard.yaml")
+	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(`
+listen: 127.0.0.1:0
+store: {driver: sqlite, path: %q, sync: normal}
+localInstance: {enabled: false}
+shutdownGrace: 1s
+log: {level: error}
+engine:
+  lanes:
+    - {name: main, maxInFlight: 16, retry: {maxAttempts: 20, backoff: 10ms, maxBackoff: 100ms}}
+instances:
+  - {id: fake, url: %q, capacity: 16}
+`, filepath.Join(dir, "switchyard.db"), inst.srv.URL)), 0o644))
+
+	const crashes = 4
+	var acked sync.Map // task id → struct{}
+	var seq atomic.Int64
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	var url string
+	for round := 0; round <= crashes; round++ {
+		var cmd *exec.Cmd
+		cmd, url = startProcess(t, bin, config)
+		if round == crashes {
+			// The last run: no more load, no crash; let everything finish.
+			t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
+			break
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for w := 0; w < 4; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c := client.New(url)
+				for ctx.Err() == nil {
+					n := seq.Add(1)
+					var out struct{ SubmitTask struct{ ID string } }
+					err := c.Do(ctx, `mutation($in: SubmitTaskInput!) { submitTask(input: $in) { id } }`,
+						map[string]any{"in": map[string]any{"agentId": "agent-" + strconv.Itoa(int(n%5)),
+							"action": map[string]any{"kind": "click", "selector": "css:#go"}, "idempotencyKey": "k" + strconv.FormatInt(n, 10)}}, &out)
+					if err == nil && out.SubmitTask.ID != "" {
+						acked.Store(out.SubmitTask.ID, struct{}{})
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(200+r.IntN(800)) * time.Millisecond)
+		require.NoError(t, cmd.Process.Kill(), "kill -9")
+		_ = cmd.Wait()
+		stop()
+		wg.Wait()
+	}
+
+	// Every acknowledged task ends, in exactly one terminal state.
+	c := client.New(url)
+	ids := []string{}
+	acked.Range(func(k, _ any) bool { ids = append(ids, k.(string)); return true })
+	require.Greater(t, len(ids), 50, "the load did real work")
+	deadline := time.Now().Add(90 * time.Second)
+	for _, id := range ids {
+		for {
+			var out struct {
+				Task *struct {
+					State    string
+					Attempts []struct{ Error *string }
+				}
+			}
+			require.NoError(t, c.Do(context.Background(), `query($id: ID!) { task(id: $id) { state attempts { error } } }`, map[string]any{"id": id}, &out))
+			require.NotNil(t, out.Task, "acknowledged task %s is lost", id)
+			if terminal(out.Task.State) {
+				require.Equal(t, "SUCCEEDED", out.Task.State, "task %s", id)
+				require.LessOrEqual(t, inst.count(id), len(out.Task.Attempts),
+					"task %s ran %d times with %d recorded attempts", id, inst.count(id), len(out.Task.Attempts))
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "task %s is still %s", id, out.Task.State)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// Exactly one terminal event per task: replay the whole stored stream.
+	ends := map[string]int{}
+	var last struct{ Stats struct{ LastSeq int64 } }
+	require.NoError(t, c.Do(context.Background(), `{ stats { lastSeq } }`, nil, &last))
+	conn, err := c.Dial(context.Background(), client.DialOptions{})
+	require.NoError(t, err)
+	defer conn.Close()
+	sub, err := conn.Subscribe(context.Background(), `subscription { taskEventFeed(after: 0, max: 5000, maxDelayMs: 0) { events lastSeq } }`, nil)
+	require.NoError(t, err)
+	for seen := int64(0); seen < last.Stats.LastSeq; {
+		m, err := sub.Next(context.Background())
+		require.NoError(t, err)
+		var f struct {
+			TaskEventFeed struct {
+				Events  []map[string]any
+				LastSeq int64
+			}
+		}
+		require.NoError(t, json.Unmarshal(m.Data, &f))
+		for _, e := range f.TaskEventFeed.Events {
+			require.NotEqual(t, "LAGGED", e["kind"], "the stored stream has a gap: %v", e)
+			if to, _ := e["to"].(string); e["kind"] == "STATE" && terminal(to) {
+				ends[e["taskId"].(string)]++
+			}
+		}
+		seen = f.TaskEventFeed.LastSeq
+	}
+	for _, id := range ids {
+		require.Equal(t, 1, ends[id], "task %s has %d terminal events", id, ends[id])
+	}
+	t.Logf("%d acknowledged tasks over %d kill -9s: none lost, each ended once", len(ids), crashes)
+}
+
+func terminal(state string) bool {
+	switch state {
+	case "SUCCEEDED", "FAILED", "CANCELLED", "REJECTED", "EXPIRED":
+		return true
+	}
+	return false
+}
