@@ -3,6 +3,7 @@
 // metrics and the artifacts of tasks.
 //
 //	/                 the GraphiQL playground (embedded assets, no CDN)
+//	/dashboard/       the live dashboard (embedded assets, no CDN)
 //	/graphql          GraphQL: POST and GET; WebSocket (graphql-transport-ws
 //	                  and graphql-ws, keepalive ping/pong); Server-Sent Events
 //	                  (POST with Accept: text/event-stream)
@@ -41,6 +42,7 @@ import (
 	"github.com/switchyard/switchyard/graph/metrics"
 	"github.com/switchyard/switchyard/graph/model"
 	"github.com/switchyard/switchyard/graph/resolvers"
+	"github.com/switchyard/switchyard/graph/web/dashboard"
 	"github.com/switchyard/switchyard/graph/web/playground"
 	"github.com/switchyard/switchyard/plugins/manager"
 )
@@ -134,6 +136,9 @@ func New(opts Options) (*Server, error) {
 
 	mux := http.NewServeMux()
 	mux.Handle("/", page)
+	if err := dashboard.Mount(mux, "/dashboard", dashboard.Options{Title: "Switchyard", Endpoint: "/graphql"}); err != nil {
+		return nil, fmt.Errorf("server: dashboard: %w", err)
+	}
 	mux.Handle("/graphql", count("graphql", limitBody(opts.Limits.MaxBodyBytes, s.endOnShutdown(s.graphQL()))))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
