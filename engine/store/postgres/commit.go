@@ -27,9 +27,9 @@ var ErrNotLeader = fmt.Errorf("postgres store: this node does not hold the leade
 
 // Error codes raised by the schema's functions (migrations/0001_init.sql).
 const (
-	codeFenced   = "SY001"
-	codeSeq      = "SY002"
-	codeUnique   = "23505"
+	codeFenced = "SY001"
+	codeSeq    = "SY002"
+	codeUnique = "23505"
 )
 
 // fence is the lease epoch this node writes under.
@@ -155,11 +155,11 @@ type commitRows struct {
 		evs []string
 	}
 	events struct {
-		seq, at                                    []int64
-		typ, from, to                              []int16
-		task, agent, lane, session, batch, reason  [][]byte
-		attempt                                    []int32
-		webhook                                    []bool
+		seq, at                                   []int64
+		typ, from, to                             []int16
+		task, agent, lane, session, batch, reason [][]byte
+		attempt                                   []int32
+		webhook                                   []bool
 	}
 	inboxRows []int64
 	maxTask   uint64

@@ -48,8 +48,8 @@ func queryTasks(ctx context.Context, q queryer, sql string, args []any, dst []*e
 	}
 	defer rows.Close()
 	var (
-		seq                               int64
-		state                             int16
+		seq                              int64
+		state                            int16
 		id, spec, params, status, result []byte
 	)
 	for rows.Next() {
