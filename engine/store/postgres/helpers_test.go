@@ -7,14 +7,19 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/store/postgres"
 )
 
@@ -100,3 +105,77 @@ func admin(t testing.TB, sql string, args ...any) {
 	_, err = c.Exec(ctx, sql, args...)
 	require.NoError(t, err)
 }
+
+// taskBatch returns a batch of n new QUEUED tasks with one event each, the
+// first with seq first; ids are prefix + seq unless ids are given.
+func taskBatch(first uint64, n int, ids ...string) *engine.Batch {
+	b := &engine.Batch{}
+	now := time.Now().UTC()
+	for i := range n {
+		seq := first + uint64(i)
+		id := fmt.Sprintf("T%08d", seq)
+		if i < len(ids) {
+			id = ids[i]
+		}
+		t := &engine.Task{ID: id, Seq: seq, State: engine.StateQueued, Reason: "submitted", CreatedAt: now, UpdatedAt: now,
+			QueuedAt: now, LastSeq: seq, Position: -1,
+			Spec: &engine.TaskSpec{AgentID: "agent", Lane: "main", Action: &engine.Action{Kind: "click"}, SubmittedAt: now}}
+		b.Tasks = append(b.Tasks, t)
+		b.Events = append(b.Events, engine.Event{Seq: seq, At: now, Type: engine.EventState, TaskID: id, AgentID: "agent",
+			Lane: "main", To: engine.StateQueued, Reason: "submitted"})
+	}
+	return b
+}
+
+// eventually polls cond every 10 ms until it holds or the timeout passes.
+func eventually(t testing.TB, timeout time.Duration, cond func() bool, msgAndArgs ...any) {
+	t.Helper()
+	require.Eventually(t, cond, timeout, 10*time.Millisecond, msgAndArgs...)
+}
+
+// cutter is a dialer whose connections can all be cut at once, and new ones
+// refused: a network partition between a node and the database.
+type cutter struct {
+	mu    sync.Mutex
+	cut   bool
+	conns []net.Conn
+}
+
+func (c *cutter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cut {
+		return nil, errors.New("partitioned from the database (test)")
+	}
+	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err == nil {
+		c.conns = append(c.conns, conn)
+	}
+	return conn, err
+}
+
+// partition closes every connection and refuses new ones.
+func (c *cutter) partition() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cut = true
+	for _, conn := range c.conns {
+		_ = conn.Close()
+	}
+	c.conns = nil
+}
+
+func (c *cutter) heal() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cut = false
+}
+
+// withCutter routes a store's connections through c.
+func withCutter(c *cutter) func(*postgres.Options) {
+	return func(o *postgres.Options) {
+		o.ConfigurePool = func(cfg *pgxpool.Config) { cfg.ConnConfig.DialFunc = c.dial }
+	}
+}
+
+func pgxIdent(s string) string { return pgx.Identifier{s}.Sanitize() }

@@ -23,8 +23,7 @@ type hub struct {
 	mu      sync.Mutex
 	subs    map[string]map[*waiter]struct{}
 	started bool
-	conn    *pgx.Conn // the current listening connection, for tests
-	pid     uint32
+	pid     uint32 // the listening connection's backend, for tests
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -126,7 +125,8 @@ func (h *hub) run() {
 		if h.ctx.Err() != nil {
 			return
 		}
-		_ = err // the waiters poll meanwhile; the next connection wakes them
+		// The waiters poll meanwhile; the next connection wakes them.
+		h.s.log.Warn("listener: connection lost; reconnecting", "error", err, "in", delay)
 		select {
 		case <-time.After(delay):
 		case <-h.ctx.Done():
@@ -154,11 +154,11 @@ func (h *hub) listen() error {
 		}
 	}
 	h.mu.Lock()
-	h.conn, h.pid = conn, conn.PgConn().PID()
+	h.pid = conn.PgConn().PID()
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
-		h.conn, h.pid = nil, 0
+		h.pid = 0
 		h.mu.Unlock()
 	}()
 	h.wakeAll()
