@@ -234,4 +234,3 @@ func TestElectorOptionsAreChecked(t *testing.T) {
 	_, err := s.NewElector(postgres.ElectorOptions{Node: "a"})
 	require.NoError(t, err, "the defaults are consistent")
 }
-
