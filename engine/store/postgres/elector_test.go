@@ -199,12 +199,13 @@ func TestFencedCommitWritesNothingOnceTheLeaseMoves(t *testing.T) {
 	snap, err := s.Load(bg)
 	require.NoError(t, err)
 
-	for name, sql := range map[string]string{
-		"taken over": "UPDATE " + lease + " SET node = 'b', epoch = 8",
-		"expired":    "UPDATE " + lease + " SET node = 'a', epoch = 7, expires_at = now() - interval '1 second'",
-		"re-taken by the same node under a new epoch": "UPDATE " + lease + " SET node = 'a', epoch = 9, expires_at = now() + interval '1 hour'",
+	for _, c := range []struct{ name, sql string }{
+		{"taken over", "UPDATE " + lease + " SET node = 'b', epoch = 8"},
+		{"expired", "UPDATE " + lease + " SET node = 'a', epoch = 7, expires_at = now() - interval '1 second'"},
+		{"re-taken by the same node under a new epoch", "UPDATE " + lease + " SET node = 'a', epoch = 9, expires_at = now() + interval '1 hour'"},
 	} {
-		admin(t, sql)
+		name := c.name
+		admin(t, c.sql)
 		b := taskBatch(2, 3)
 		b.Lanes = []engine.LaneConfig{{Name: "main", MaxInFlight: 1}}
 		b.Settings = []engine.Setting{{Key: "k", Value: []byte("v")}}

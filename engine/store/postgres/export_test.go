@@ -10,3 +10,7 @@ func (e *Elector) ConnPID() uint32 { return e.connPID.Load() }
 
 // SetNoNotify turns the notifications of commits off (or on again).
 func (s *Store) SetNoNotify(off bool) { s.noNotify.Store(off) }
+
+// SetCopyMin sets the number of new rows from which commits use COPY: 0
+// always, a huge number never (before any use).
+func (s *Store) SetCopyMin(n int) { s.copyMin = n }

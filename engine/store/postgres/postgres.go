@@ -101,6 +101,11 @@ type Store struct {
 	leaderWaiters leaderWaiters
 	log           hclog.Logger
 
+	// copyMin is the number of new rows (tasks, statuses, events) from
+	// which a commit writes them with COPY (commitCopy) rather than in one
+	// pgx.Batch (queueRows). Tests and benchmarks change it.
+	copyMin int
+
 	// noNotify turns off the notifications of commits (tests of the poll
 	// fallback).
 	noNotify atomic.Bool
@@ -117,7 +122,7 @@ var _ engine.Store = (*Store)(nil)
 // that belongs to something else or one newer than this build is an error
 // that names the database (without its password).
 func Open(ctx context.Context, opts Options) (*Store, error) {
-	s := &Store{opts: opts, redacted: redactURL(opts.URL), done: make(chan struct{})}
+	s := &Store{opts: opts, redacted: redactURL(opts.URL), done: make(chan struct{}), copyMin: defaultCopyMin}
 	s.log = opts.Logger
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()

@@ -23,3 +23,22 @@ func TestConformance(t *testing.T) {
 		},
 	})
 }
+
+// TestConformanceWithCopy runs the suite with every commit writing its new
+// rows with COPY (by default only large commits do).
+func TestConformanceWithCopy(t *testing.T) {
+	t.Parallel()
+	open := func(t *testing.T, schema string) engine.Store {
+		s := openStore(t, schema)
+		s.SetCopyMin(0)
+		return s
+	}
+	storetest.Run(t, storetest.Driver{
+		New: func(t *testing.T) engine.Store { return open(t, newSchema(t)) },
+		Reopen: func(t *testing.T, s engine.Store) engine.Store {
+			schema := s.(*postgres.Store).Schema()
+			require.NoError(t, s.Close())
+			return open(t, schema)
+		},
+	})
+}
