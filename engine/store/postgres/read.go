@@ -146,26 +146,48 @@ func sortedStates(ss []engine.State) []engine.State {
 // listSQL builds the query of a page and its arguments. A filter on several
 // states becomes one arm per state, each an ordered index scan cut at the
 // page's size, merged in seq order: a page never sorts every task in those
-// states.
+// states. An arm that filters on its state alone reads the page's statuses
+// first, through the (state, seq) index, and joins the tasks to those only:
+// left to itself the planner may merge-join the whole tasks key instead,
+// which walks every older task when the state's tasks are the newest.
 func listSQL(q engine.TaskQuery) (string, []any) {
 	var a args
 	var cond strings.Builder
 	where(&cond, &q.Filter, &a)
+	onlyStates := cond.Len() == 0
 	dir, cmp := "ASC", ">"
 	if q.Order != engine.OldestFirst {
 		dir, cmp = "DESC", "<"
 	}
+	after := ""
 	if q.After != 0 {
-		cond.WriteString(" AND t.seq " + cmp + " " + a.add(int64(min(q.After, math.MaxInt64))))
+		after = a.add(int64(min(q.After, math.MaxInt64)))
+	}
+	keyset := func(col string) string {
+		if after == "" {
+			return ""
+		}
+		return " AND " + col + " " + cmp + " " + after
 	}
 	limit := a.add(int64(q.Limit))
-	tail := " ORDER BY t.seq " + dir + " LIMIT " + limit
+	arm := func(state engine.State) string {
+		st := ""
+		if state != 0 {
+			st = " AND s.state = " + strconv.Itoa(int(state))
+		}
+		if state != 0 && onlyStates {
+			return "SELECT " + taskCols + " FROM (SELECT * FROM task_status WHERE state = " + strconv.Itoa(int(state)) + keyset("seq") +
+				" ORDER BY seq " + dir + " LIMIT " + limit + ") s JOIN tasks t ON t.seq = s.seq ORDER BY s.seq " + dir
+		}
+		return "SELECT " + taskCols + taskFrom + " WHERE true" + st + cond.String() + keyset("t.seq") +
+			" ORDER BY t.seq " + dir + " LIMIT " + limit
+	}
 	states := sortedStates(q.Filter.States)
 	switch len(states) {
 	case 0:
-		return "SELECT " + taskCols + taskFrom + " WHERE true" + cond.String() + tail, a
+		return arm(0), a
 	case 1:
-		return "SELECT " + taskCols + taskFrom + " WHERE s.state = " + strconv.Itoa(int(states[0])) + cond.String() + tail, a
+		return arm(states[0]), a
 	}
 	var sb strings.Builder
 	sb.WriteString("SELECT * FROM (")
@@ -173,7 +195,7 @@ func listSQL(q engine.TaskQuery) (string, []any) {
 		if i > 0 {
 			sb.WriteString(" UNION ALL ")
 		}
-		sb.WriteString("(SELECT " + taskCols + taskFrom + " WHERE s.state = " + strconv.Itoa(int(st)) + cond.String() + tail + ")")
+		sb.WriteString("(" + arm(st) + ")")
 	}
 	sb.WriteString(") x ORDER BY seq " + dir + " LIMIT " + limit)
 	return sb.String(), a
