@@ -95,6 +95,13 @@ func TestInboxItemsOfAFencedLeaderStayForTheNext(t *testing.T) {
 	admin(t, "UPDATE "+leases+" SET node = 'b', epoch = 2")
 	require.ErrorIs(t, old.Commit(bg, taskBatch(1, 1, "T00000001")), postgres.ErrNotLeader)
 	require.ErrorIs(t, old.DoneInbox(bg, items[0].ID), postgres.ErrNotLeader)
+	mine, err := old.TakeInbox(bg, 10)
+	require.NoError(t, err)
+	require.Empty(t, mine, "within an epoch an item is handed out once")
+	old.SetFence("a", 3) // the same store under a later epoch
+	mine, err = old.TakeInbox(bg, 10)
+	require.NoError(t, err)
+	require.Equal(t, items, mine, "a new epoch takes again what the last one did not admit")
 
 	next := openStore(t, schema)
 	next.SetFence("b", 2)

@@ -180,9 +180,9 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // Durable implements engine.Store: a committed batch is in PostgreSQL.
 func (s *Store) Durable() bool { return true }
 
-// Close implements engine.Store: it stops the listener and the electors'
-// fences, waits for a commit in progress and closes the pool. Calls after
-// the first do nothing.
+// Close implements engine.Store: it stops the listener, waits for a commit
+// in progress and closes the pool. Stop the store's electors (end their Run)
+// first. Calls after the first do nothing.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.done)
