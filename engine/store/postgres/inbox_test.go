@@ -187,6 +187,11 @@ func TestCommandsRoundTripThroughTheLeader(t *testing.T) {
 	left, err := leader.TakeCommands(ctx, 10)
 	require.NoError(t, err)
 	require.Empty(t, left, "completed commands are not taken again")
+
+	_, err = leader.Purge(ctx, time.Now().Add(time.Hour), 100)
+	require.NoError(t, err)
+	_, err = fol.AwaitCommand(ctx, okID)
+	require.ErrorIs(t, err, engine.ErrNotFound, "retention purges completed commands")
 }
 
 func TestNodesReportTheirHeartbeats(t *testing.T) {
