@@ -17,10 +17,6 @@ import (
 // follower accepts reach the leader through the store and are admitted with
 // Ingest.
 
-// ErrFenced is what a store returns (wrapped) when it refuses a commit
-// because this node no longer leads.
-var ErrFenced = errors.New("fenced: this node is no longer the leader")
-
 // StartStandby starts the engine as a follower: it loads lanes, settings and
 // the last event seq from the store, but neither tasks nor dispatch. Use
 // Replicate to carry the leader's events to subscribers.
