@@ -77,21 +77,28 @@ func (e *Engine) Submit(ctx context.Context, spec TaskSpec) (*Task, error) {
 // on its own, except that items naming each other in a cycle are all refused
 // (CYCLE), as are items that depend on a refused item.
 func (e *Engine) SubmitBatch(ctx context.Context, b BatchSpec) (*BatchResult, error) {
-	if len(b.Items) == 0 {
-		return nil, invalid("items", "a batch needs at least one item")
+	if err := e.checkBatch(&b, len(b.Items)); err != nil {
+		return nil, err
 	}
-	if len(b.Items) > e.cfg.MaxBatch {
-		return nil, &Error{Code: CodeLimit, Field: "items", Message: fmt.Sprintf("a batch holds at most %d items, got %d", e.cfg.MaxBatch, len(b.Items))}
+	return e.submit(ctx, b.Items, &b, "", "")
+}
+
+func (e *Engine) checkBatch(b *BatchSpec, items int) error {
+	if items == 0 {
+		return invalid("items", "a batch needs at least one item")
+	}
+	if items > e.cfg.MaxBatch {
+		return &Error{Code: CodeLimit, Field: "items", Message: fmt.Sprintf("a batch holds at most %d items, got %d", e.cfg.MaxBatch, items)}
 	}
 	if b.WebhookURL != "" {
 		if err := ValidateWebhookURL(b.WebhookURL); err != nil {
-			return nil, invalid("webhookUrl", "%v", err)
+			return invalid("webhookUrl", "%v", err)
 		}
 	}
 	if b.Parallelism < 0 || b.Parallelism > 10 {
-		return nil, invalid("parallelism", "must be within 1..10 (0 for no cap), got %d", b.Parallelism)
+		return invalid("parallelism", "must be within 1..10 (0 for no cap), got %d", b.Parallelism)
 	}
-	return e.submit(ctx, b.Items, &b, "", "")
+	return nil
 }
 
 // Inbound is a submission that another node accepted and stored (a follower
@@ -112,6 +119,13 @@ type Inbound struct {
 // submission time it was given. Admitting the same submission twice yields
 // the same tasks.
 func (e *Engine) Ingest(ctx context.Context, in Inbound) (*BatchResult, error) {
+	if in.Batch != nil {
+		if err := e.checkBatch(in.Batch, len(in.Items)); err != nil {
+			return nil, err
+		}
+	} else if len(in.Items) != 1 {
+		return nil, invalid("items", "a submission that is not a batch holds one task, got %d", len(in.Items))
+	}
 	for i, it := range in.Items {
 		if it.ID == "" || len(it.ID) > maxIDLength {
 			return nil, invalid(itemField(in.Batch, i, "id"), "an ingested task needs its id")

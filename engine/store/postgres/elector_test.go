@@ -148,7 +148,7 @@ func TestPartitionedLeaderStepsDownBeforeAnotherTakesOver(t *testing.T) {
 	require.NoError(t, sa.Commit(bg, taskBatch(1, 2)), "the leader commits under its epoch")
 	eb := runElector(t, sb, log.options("b", ttl, renew, margin))
 
-	cut.partition()
+	cut.Partition()
 	before, err := sb.Lease(bg)
 	require.NoError(t, err)
 	require.Equal(t, "a", before.Node)
@@ -174,7 +174,7 @@ func TestPartitionedLeaderStepsDownBeforeAnotherTakesOver(t *testing.T) {
 	require.False(t, aLeads)
 
 	// The network heals: a's store is fenced, whatever it believes.
-	cut.heal()
+	cut.Heal()
 	err = sa.Commit(bg, taskBatch(3, 1))
 	require.ErrorIs(t, err, postgres.ErrNotLeader)
 	require.ErrorIs(t, err, engine.ErrFenced, "the engine can tell the refusal is permanent")

@@ -5,81 +5,23 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"net"
-	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/store/postgres"
+	"github.com/switchyard/switchyard/internal/pgtest"
 )
 
-const defaultTestURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+// databaseURL returns the test database's URL, or skips the test.
+func databaseURL(t testing.TB) string { return pgtest.URL(t) }
 
-var (
-	urlOnce   sync.Once
-	urlFound  string
-	urlReason string
-)
-
-// databaseURL returns the test database's URL, or skips the test with the
-// reason none is reachable.
-func databaseURL(t testing.TB) string {
-	t.Helper()
-	urlOnce.Do(func() {
-		u := os.Getenv("SWITCHYARD_TEST_DATABASE_URL")
-		from := "SWITCHYARD_TEST_DATABASE_URL"
-		if u == "" {
-			u, from = defaultTestURL, "the default URL"
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, u)
-		if err != nil {
-			urlReason = "no PostgreSQL reachable at " + from + " (" + err.Error() + "); set SWITCHYARD_TEST_DATABASE_URL to run these tests"
-			return
-		}
-		_ = c.Close(ctx)
-		urlFound = u
-	})
-	if urlFound == "" {
-		t.Skip(urlReason)
-	}
-	return urlFound
-}
-
-// newSchema returns a fresh schema name, dropped (with everything in it)
-// when the test ends.
-func newSchema(t testing.TB) string {
-	t.Helper()
-	u := databaseURL(t)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "sy_test_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, u)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx) //nolint:errcheck
-		if _, err := c.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-		}
-	})
-	return name
-}
+// newSchema returns a fresh schema, dropped when the test ends.
+func newSchema(t testing.TB) string { return pgtest.Schema(t) }
 
 // openStore opens a store on schema, closed when the test ends.
 func openStore(t testing.TB, schema string, opts ...func(*postgres.Options)) *postgres.Store {
@@ -133,49 +75,12 @@ func eventually(t testing.TB, timeout time.Duration, cond func() bool, msgAndArg
 	require.Eventually(t, cond, timeout, 10*time.Millisecond, msgAndArgs...)
 }
 
-// cutter is a dialer whose connections can all be cut at once, and new ones
-// refused: a network partition between a node and the database.
-type cutter struct {
-	mu    sync.Mutex
-	cut   bool
-	conns []net.Conn
-}
-
-func (c *cutter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cut {
-		return nil, errors.New("partitioned from the database (test)")
-	}
-	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-	if err == nil {
-		c.conns = append(c.conns, conn)
-	}
-	return conn, err
-}
-
-// partition closes every connection and refuses new ones.
-func (c *cutter) partition() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.cut = true
-	for _, conn := range c.conns {
-		_ = conn.Close()
-	}
-	c.conns = nil
-}
-
-func (c *cutter) heal() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.cut = false
-}
+// cutter cuts a store off the database (pgtest.Cutter).
+type cutter = pgtest.Cutter
 
 // withCutter routes a store's connections through c.
 func withCutter(c *cutter) func(*postgres.Options) {
-	return func(o *postgres.Options) {
-		o.ConfigurePool = func(cfg *pgxpool.Config) { cfg.ConnConfig.DialFunc = c.dial }
-	}
+	return func(o *postgres.Options) { o.ConfigurePool = c.Configure }
 }
 
 func pgxIdent(s string) string { return pgx.Identifier{s}.Sanitize() }

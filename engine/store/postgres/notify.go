@@ -10,6 +10,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ type hub struct {
 
 	mu      sync.Mutex
 	subs    map[string]map[*waiter]struct{}
+	casts   map[*caster]struct{} // Broadcasts subscribers
 	started bool
 	pid     uint32 // the listening connection's backend, for tests
 
@@ -38,7 +40,7 @@ type waiter struct {
 
 func newHub(s *Store) *hub {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &hub{s: s, subs: map[string]map[*waiter]struct{}{}, ctx: ctx, cancel: cancel}
+	return &hub{s: s, subs: map[string]map[*waiter]struct{}{}, casts: map[*caster]struct{}{}, ctx: ctx, cancel: cancel}
 }
 
 func (w *waiter) wake() {
@@ -60,12 +62,17 @@ func (h *hub) subscribe(channels ...string) *waiter {
 		}
 		h.subs[ch][w] = struct{}{}
 	}
+	h.startLocked()
+	return w
+}
+
+// startLocked starts the listener, once.
+func (h *hub) startLocked() {
 	if !h.started && h.ctx.Err() == nil {
 		h.started = true
 		h.wg.Add(1)
 		go h.run()
 	}
-	return w
 }
 
 func (h *hub) unsubscribe(w *waiter) {
@@ -167,7 +174,26 @@ func (h *hub) listen() error {
 		if err != nil {
 			return err
 		}
+		if n.Channel == h.s.channels.broadcast {
+			h.cast([]byte(n.Payload))
+			continue
+		}
 		h.wakeChannel(n.Channel)
+	}
+}
+
+// caster is a Broadcasts subscription.
+type caster struct{ c chan []byte }
+
+// cast hands a broadcast to every subscriber that has room for it.
+func (h *hub) cast(payload []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for c := range h.casts {
+		select {
+		case c.c <- payload:
+		default:
+		}
 	}
 }
 
@@ -177,4 +203,40 @@ func (h *hub) listenerPID() uint32 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.pid
+}
+
+// MaxBroadcast is the largest payload Broadcast sends (PostgreSQL's NOTIFY
+// limit is just under 8,000 bytes).
+const MaxBroadcast = 7900
+
+// Broadcast sends payload to the Broadcasts subscribers of every store on
+// this schema, this one included. Delivery is best effort: a subscriber that
+// is disconnected or full when it arrives misses it.
+func (s *Store) Broadcast(ctx context.Context, payload []byte) error {
+	if len(payload) > MaxBroadcast {
+		return fmt.Errorf("postgres store: broadcast: %d bytes is more than %d", len(payload), MaxBroadcast)
+	}
+	if _, err := s.pool.Exec(ctx, "SELECT pg_notify($1, $2)", s.channels.broadcast, string(payload)); err != nil {
+		return s.describe("broadcast", err)
+	}
+	return nil
+}
+
+// Broadcasts returns the broadcasts that arrive from now on (buffer of them
+// may wait to be read; more are dropped) and a function that ends the
+// subscription.
+func (s *Store) Broadcasts(buffer int) (<-chan []byte, func()) {
+	c := &caster{c: make(chan []byte, max(buffer, 1))}
+	s.hub.mu.Lock()
+	s.hub.casts[c] = struct{}{}
+	s.hub.startLocked()
+	s.hub.mu.Unlock()
+	var once sync.Once
+	return c.c, func() {
+		once.Do(func() {
+			s.hub.mu.Lock()
+			delete(s.hub.casts, c)
+			s.hub.mu.Unlock()
+		})
+	}
 }

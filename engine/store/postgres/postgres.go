@@ -360,16 +360,19 @@ func advisoryKey(purpose, schema string) int64 {
 // the schema name keeps them within PostgreSQL's 63-byte identifiers and
 // apart from other schemas' in the same database.
 type channels struct {
-	events, inbox, commands, done, lease string
+	events, inbox, commands, done, lease, broadcast string
 }
 
 func newChannels(schema string) channels {
 	h := sha256.Sum256([]byte(schema))
 	p := "switchyard_" + hex.EncodeToString(h[:6]) + "_"
-	return channels{events: p + "events", inbox: p + "inbox", commands: p + "commands", done: p + "done", lease: p + "lease"}
+	return channels{events: p + "events", inbox: p + "inbox", commands: p + "commands", done: p + "done", lease: p + "lease",
+		broadcast: p + "broadcast"}
 }
 
-func (c channels) all() []string { return []string{c.events, c.inbox, c.commands, c.done, c.lease} }
+func (c channels) all() []string {
+	return []string{c.events, c.inbox, c.commands, c.done, c.lease, c.broadcast}
+}
 
 // --- URLs -----------------------------------------------------------------------
 
