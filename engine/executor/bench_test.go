@@ -247,7 +247,10 @@ func BenchmarkSchedulerOverheadDirectCall(b *testing.B) {
 	}
 	done := make(chan error, 1)
 	measureArrival(b, arrived, func() error {
-		go func() { _, err := c.Act(context.Background(), "T1", pinchtab.Action{Kind: "click", Selector: "css:#go"}); done <- err }()
+		go func() {
+			_, err := c.Act(context.Background(), "T1", pinchtab.Action{Kind: "click", Selector: "css:#go"})
+			done <- err
+		}()
 		return nil
 	})
 	_ = done
