@@ -20,9 +20,9 @@ import (
 	"github.com/switchyard/switchyard/engine"
 )
 
-// ErrNotLeader is what Commit (and the leader's inbox and command calls)
-// return, wrapped, when the store is fenced to a lease epoch this node no
-// longer holds. It wraps engine.ErrFenced: the engine stops writing.
+// ErrNotLeader is what Commit (and the leader's command calls) return,
+// wrapped, when the store is fenced to a lease epoch this node no longer
+// holds. It wraps engine.ErrFenced: the engine stops writing.
 var ErrNotLeader = fmt.Errorf("postgres store: this node does not hold the leader lease: %w", engine.ErrFenced)
 
 // Error codes raised by the schema's functions (migrations/0001_init.sql).
@@ -39,23 +39,23 @@ type fence struct {
 	deposed     bool // the elector stepped down: refuse without asking the database
 }
 
-// SetFence makes every later Commit (and DoneInbox, CompleteCommand) check,
-// in its own transaction, that node holds epoch of the leader lease and that
-// the lease has not expired; otherwise it fails with ErrNotLeader and writes
+// SetFence makes every later Commit (and CompleteCommand) check, in its own
+// transaction, that node holds epoch of the leader lease and that the lease
+// has not expired; otherwise it fails with ErrNotLeader and writes
 // nothing. A paused-then-resumed old leader therefore cannot write after its
 // lease was taken. An Elector made by this store sets the fence itself.
-// Setting a new epoch forgets the inbox items and commands taken under the
-// previous one (they will be taken again).
+// Setting a new epoch forgets the commands taken under the previous one
+// (they will be taken again).
 func (s *Store) SetFence(node string, epoch uint64) {
 	s.setFence(&fence{lease: DefaultLease, node: node, epoch: epoch})
 }
 
 func (s *Store) setFence(f *fence) { s.fence.Store(f) }
 
-// syncEpochLocked catches up with a new fence epoch (under wmu): the inbox
-// items and commands taken under the previous epoch are forgotten (they will
-// be taken again), and the highest task seq is read again, since another
-// leader may have committed tasks since this store last did.
+// syncEpochLocked catches up with a new fence epoch (under wmu): the
+// commands taken under the previous epoch are forgotten (they will be taken
+// again), and the highest task seq is read again, since another leader may
+// have committed tasks since this store last did.
 func (s *Store) syncEpochLocked(ctx context.Context) error {
 	f := s.fence.Load()
 	if f == nil || f.epoch == s.fenceEpoch {
@@ -138,7 +138,6 @@ const (
 	settingsSQL = `INSERT INTO settings (key, value) SELECT * FROM unnest($1::text[], $2::bytea[])
 	ON CONFLICT (key) DO UPDATE SET value = excluded.value`
 	settingsDelSQL = `DELETE FROM settings WHERE key = ANY($1::text[])`
-	inboxDoneSQL   = `DELETE FROM inbox WHERE id = ANY($1::bigint[])`
 )
 
 // commitRows are a batch's rows as column arrays.
@@ -161,8 +160,7 @@ type commitRows struct {
 		attempt                                   []int32
 		webhook                                   []bool
 	}
-	inboxRows []int64
-	maxTask   uint64
+	maxTask uint64
 
 	// For COPY: the new tasks' labels and event seqs as values.
 	copy      bool
@@ -248,7 +246,6 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 		return s.describe("commit", err)
 	}
 	s.maxTaskSeq = rows.maxTask
-	s.inboxCommittedLocked(rows.inboxRows)
 	return nil
 }
 
@@ -311,9 +308,6 @@ func (s *Store) rowsLocked(b *engine.Batch) (*commitRows, error) {
 		nt.params = append(nt.params, params)
 		r.newStatus.add(t, status, evs)
 		r.maxTask = max(r.maxTask, t.Seq)
-		if row, ok := s.inboxTaken[t.ID]; ok {
-			r.inboxRows = append(r.inboxRows, int64(row))
-		}
 	}
 	for id, seqs := range bySeqs { // events of tasks the batch does not carry
 		r.extraEvents.id = append(r.extraEvents.id, []byte(id))
@@ -367,9 +361,6 @@ func (s *Store) queueRows(pb *pgx.Batch, b *engine.Batch, r *commitRows) {
 	}
 	if len(b.Settings) > 0 {
 		queueSettings(pb, b.Settings)
-	}
-	if len(r.inboxRows) > 0 {
-		pb.Queue(inboxDoneSQL, r.inboxRows)
 	}
 	if n := len(b.Events); n > 0 && !s.noNotify.Load() {
 		pb.Queue("SELECT pg_notify($1, $2)", s.channels.events, strconv.FormatUint(b.Events[n-1].Seq, 10))
@@ -552,9 +543,6 @@ func (s *Store) commitCopy(ctx context.Context, pb *pgx.Batch, b *engine.Batch, 
 	}
 	if len(b.Settings) > 0 {
 		queueSettings(rest, b.Settings)
-	}
-	if len(r.inboxRows) > 0 {
-		rest.Queue(inboxDoneSQL, r.inboxRows)
 	}
 	if n := len(b.Events); n > 0 && !s.noNotify.Load() {
 		rest.Queue("SELECT pg_notify($1, $2)", s.channels.events, strconv.FormatUint(b.Events[n-1].Seq, 10))

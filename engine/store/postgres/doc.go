@@ -8,8 +8,9 @@
 //	engine ──Commit──▶ tasks, events ◀──read── Follow ──▶ subscribers
 //	   ▲    (fenced)    NOTIFY events ────────▶ (LISTEN)
 //	   │
-//	TakeInbox ◀── inbox    ◀──Enqueue── submissions accepted by B
-//	TakeCommands ◀ commands ◀─SubmitCommand── cancel, lane updates, … (AwaitCommand)
+//	TakeCommands ◀──── commands ◀──SubmitCommand── submissions, cancels, …
+//	CompleteCommand ─▶ commands ───AwaitCommand──▶ the leader's answer
+//	Broadcast ──▶ NOTIFY broadcast ──▶ Broadcasts (on every node, A included)
 //	Elector ───▶ leases ◀─── Elector (campaigns)
 //	Heartbeat ─▶ nodes  ◀─── Heartbeat
 //
@@ -24,11 +25,17 @@
 //     PostgreSQL writes every index again at each update.
 //   - events: one row per event; batches, lanes, settings; meta (the last
 //     event seq, which outlives purged events).
-//   - leases (leader election), nodes (heartbeats), inbox (follower
-//     submissions), commands (follower requests to the leader).
+//   - leases (leader election), nodes (heartbeats), commands (what
+//     followers ask of the leader: submissions and changes).
 //
 // Each engine batch is one pgx.Batch: one round trip, one implicit
 // transaction, one statement per table with the rows as arrays. It checks
 // the fence (the lease epoch this node leads under) and the seq order first,
-// deletes the inbox items its tasks came from, and notifies followers last.
+// and notifies followers last.
+//
+// Followers send submissions and changes (cancel a task, update a lane, …) as
+// commands; the leader applies them through its engine and answers each with
+// a result or an error. A submission carries the task ids its follower
+// chose, so a command applied twice (by a leader that died before answering,
+// then by its successor) yields the same tasks.
 package postgres

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log"
 	"time"
@@ -11,10 +12,9 @@ import (
 )
 
 // A node of a cluster: it campaigns for the leader lease; while it leads it
-// admits what followers put in the inbox (the commit that writes the tasks
-// deletes the items) and applies their commands; all along it reports its
-// heartbeat and follows the events the leader commits. (Compiled, not run:
-// it needs a database.)
+// applies the commands other nodes send it (submissions, cancels, …) and
+// answers each; all along it reports its heartbeat and follows the events
+// the leader commits. (Compiled, not run: it needs a database.)
 func Example_node() {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -31,15 +31,19 @@ func Example_node() {
 		OnElected: func(ctx context.Context, epoch uint64) {
 			go func() {
 				for ctx.Err() == nil {
-					items, err := s.TakeInbox(ctx, 100)
-					if err != nil {
+					cmds, err := s.TakeCommands(ctx, 100)
+					if err != nil || len(cmds) == 0 {
+						_ = s.WaitCommands(ctx) // woken by a new command, or after the poll interval
 						continue
 					}
-					for _, in := range items {
-						_ = in // admit in.Items through the engine, with the ids they carry
-					}
-					if len(items) == 0 {
-						_ = s.WaitInbox(ctx)
+					for _, c := range cmds {
+						// Apply c.Kind with c.Payload through the engine (a
+						// submission keeps the task ids it carries), then
+						// answer: the submitting node's AwaitCommand returns
+						// the result, or the error as a *CommandError. A
+						// command left unanswered is applied again by the
+						// next leader.
+						_ = s.CompleteCommand(ctx, c.ID, json.RawMessage(`{"ok":true}`), nil)
 					}
 				}
 			}()

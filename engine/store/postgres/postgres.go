@@ -46,7 +46,7 @@ type Options struct {
 	// when it campaigns, one for its elector.
 	MaxConns int32
 	// PollInterval is the safety net of everything woken by LISTEN/NOTIFY
-	// (Follow, WaitInbox, WaitCommands, AwaitCommand): a waiter looks again
+	// (Follow, WaitCommands, AwaitCommand): a waiter looks again
 	// at least this often, since notifications sent while a listener
 	// reconnects are lost (default 2 s).
 	PollInterval time.Duration
@@ -82,8 +82,8 @@ func (o *Options) fill() error {
 }
 
 // Store is the PostgreSQL store: engine.Store, plus what several nodes on one
-// database need (leader election and fencing, event fan-out, the inbox of
-// follower submissions, commands, node heartbeats).
+// database need (leader election and fencing, event fan-out, commands from
+// followers to the leader, broadcasts, node heartbeats).
 type Store struct {
 	opts     Options
 	redacted string // the URL without its password, for errors
@@ -93,7 +93,7 @@ type Store struct {
 
 	wmu        sync.Mutex // commits and purges, one at a time; guards what follows
 	maxTaskSeq uint64     // the highest seq of a stored task: a task above it is new
-	fenceEpoch uint64     // the epoch the taken items belong to
+	fenceEpoch uint64     // the epoch the taken commands belong to
 	takenState
 
 	fence         atomic.Pointer[fence]
@@ -360,18 +360,17 @@ func advisoryKey(purpose, schema string) int64 {
 // the schema name keeps them within PostgreSQL's 63-byte identifiers and
 // apart from other schemas' in the same database.
 type channels struct {
-	events, inbox, commands, done, lease, broadcast string
+	events, commands, done, lease, broadcast string
 }
 
 func newChannels(schema string) channels {
 	h := sha256.Sum256([]byte(schema))
 	p := "switchyard_" + hex.EncodeToString(h[:6]) + "_"
-	return channels{events: p + "events", inbox: p + "inbox", commands: p + "commands", done: p + "done", lease: p + "lease",
-		broadcast: p + "broadcast"}
+	return channels{events: p + "events", commands: p + "commands", done: p + "done", lease: p + "lease", broadcast: p + "broadcast"}
 }
 
 func (c channels) all() []string {
-	return []string{c.events, c.inbox, c.commands, c.done, c.lease, c.broadcast}
+	return []string{c.events, c.commands, c.done, c.lease, c.broadcast}
 }
 
 // --- URLs -----------------------------------------------------------------------

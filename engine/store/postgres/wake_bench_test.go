@@ -1,10 +1,9 @@
 package postgres_test
 
 // Wake-up latencies through LISTEN/NOTIFY, with poll intervals long enough
-// that only notifications wake anyone: a follower's submission until the
-// leader holds it, a command until its submitter has the result, and a
-// commit until a follower's Follow delivers it. Each reports the median and
-// the 99th percentile.
+// that only notifications wake anyone: a command until its submitter has the
+// result, and a commit until a follower's Follow delivers it. Each reports
+// the median and the 99th percentile.
 //
 //	go test ./engine/store/postgres -run '^$' -bench 'Wake|RoundTrip' -benchtime 300x
 
@@ -26,44 +25,6 @@ func reportLatencies(b *testing.B, d []time.Duration) {
 }
 
 func slowPoll(o *postgres.Options) { o.PollInterval = time.Minute }
-
-// BenchmarkInboxWake: Enqueue on a follower → TakeInbox on the leader.
-func BenchmarkInboxWake(b *testing.B) {
-	schema := newSchema(b)
-	leader, fol := openStore(b, schema, slowPoll), openStore(b, schema, slowPoll)
-	ctx := context.Background()
-	if _, err := leader.TakeInbox(ctx, 1); err != nil { // subscribes
-		b.Fatal(err)
-	}
-	for leader.ListenerPID() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	_ = leader.WaitInbox(ctx) // the wake-up of the first connection
-	in := []postgres.Inbound{{Node: "f", Items: []postgres.InboundItem{{Spec: engine.TaskSpec{AgentID: "a", Action: &engine.Action{Kind: "click"}}}}}}
-	lat := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := range b.N {
-		in[0].Items[0].TaskID = "T" + time.Now().Format("150405.000000000") + string(rune('a'+i%26))
-		start := time.Now()
-		if _, err := fol.Enqueue(ctx, in); err != nil {
-			b.Fatal(err)
-		}
-		for {
-			items, err := leader.TakeInbox(ctx, 10)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if len(items) > 0 {
-				break
-			}
-			if err := leader.WaitInbox(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
-		lat = append(lat, time.Since(start))
-	}
-	reportLatencies(b, lat)
-}
 
 // BenchmarkCommandRoundTrip: SubmitCommand + AwaitCommand on a follower,
 // TakeCommands + CompleteCommand on the leader.

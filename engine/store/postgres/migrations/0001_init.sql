@@ -112,18 +112,8 @@ CREATE TABLE nodes (
   health       bytea                    -- JSON, as the node reports it
 );
 
--- Submissions accepted by followers, waiting for the leader to admit them.
--- A row is deleted in the transaction that commits its tasks.
-CREATE TABLE inbox (
-  id           bigserial   PRIMARY KEY,
-  node         text        NOT NULL,
-  submitted_at bigint      NOT NULL,
-  created_at   timestamptz NOT NULL DEFAULT now(),
-  payload      bytea       NOT NULL     -- JSON (codec.go)
-);
-
--- Commands from followers for the leader (cancel, lane updates, …); the
--- payload and result are the caller's JSON.
+-- Commands from followers for the leader (submissions, cancels, lane
+-- updates, …); the payload and result are the caller's JSON.
 CREATE TABLE commands (
   id         bigserial   PRIMARY KEY,
   node       text        NOT NULL,
