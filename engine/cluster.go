@@ -14,8 +14,8 @@ import (
 // state it no longer owns. Followers run a standby engine: it does no
 // scheduling, answers reads from the store, and carries the leader's
 // committed events (Replicate) to its own subscribers. Submissions that a
-// follower accepts reach the leader through the store and are admitted with
-// Ingest.
+// follower accepts reach the leader through the store, as commands, and are
+// admitted with Ingest.
 
 // StartStandby starts the engine as a follower: it loads lanes, settings and
 // the last event seq from the store, but neither tasks nor dispatch. Use

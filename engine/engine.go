@@ -147,9 +147,8 @@ type namedFairness struct {
 // pendingBatch accumulates changes between commits.
 type pendingBatch struct {
 	events   []Event
-	snaps    []*Task  // snapshots of tasks no longer in memory (webhook records)
-	toQueue  []*task  // admitted tasks that join their queues once this batch is durable
-	acks     []string // store acknowledgements of ingested submissions
+	snaps    []*Task // snapshots of tasks no longer in memory (webhook records)
+	toQueue  []*task // admitted tasks that join their queues once this batch is durable
 	batches  []BatchInfo
 	tasks    []*task
 	lanes    []LaneConfig

@@ -72,10 +72,6 @@ type Batch struct {
 	Batches  []BatchInfo // new or changed batches: insert or replace by ID
 	Lanes    []LaneConfig
 	Settings []Setting
-	// Acks acknowledge submissions that other nodes stored and this commit
-	// admits (Engine.Ingest): a store that keeps such an inbox removes them
-	// in the same transaction. Stores without one ignore them.
-	Acks []string
 }
 
 // BatchInfo is what a batch is, beyond its tasks.
@@ -97,7 +93,7 @@ type Setting struct {
 
 // Empty reports whether the batch writes nothing.
 func (b *Batch) Empty() bool {
-	return len(b.Tasks) == 0 && len(b.Events) == 0 && len(b.Batches) == 0 && len(b.Lanes) == 0 && len(b.Settings) == 0 && len(b.Acks) == 0
+	return len(b.Tasks) == 0 && len(b.Events) == 0 && len(b.Batches) == 0 && len(b.Lanes) == 0 && len(b.Settings) == 0
 }
 
 // TaskFilter selects tasks. Empty fields match everything; non-empty fields

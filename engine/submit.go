@@ -66,7 +66,7 @@ type BatchResult struct {
 // queue is recorded REJECTED and returned along with a QUEUE_FULL error; an
 // idempotency key seen before returns the original task.
 func (e *Engine) Submit(ctx context.Context, spec TaskSpec) (*Task, error) {
-	res, err := e.submit(ctx, []BatchItem{{Spec: spec}}, nil, "", "")
+	res, err := e.submit(ctx, []BatchItem{{Spec: spec}}, nil, "")
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func (e *Engine) SubmitBatch(ctx context.Context, b BatchSpec) (*BatchResult, er
 	if err := e.checkBatch(&b, len(b.Items)); err != nil {
 		return nil, err
 	}
-	return e.submit(ctx, b.Items, &b, "", "")
+	return e.submit(ctx, b.Items, &b, "")
 }
 
 func (e *Engine) checkBatch(b *BatchSpec, items int) error {
@@ -101,12 +101,10 @@ func (e *Engine) checkBatch(b *BatchSpec, items int) error {
 	return nil
 }
 
-// Inbound is a submission that another node accepted and stored (a follower
-// in a cluster), to be admitted here, by the leader.
+// Inbound is a submission that another node accepted (a follower in a
+// cluster, which sends it to the leader as a command), to be admitted here,
+// by the leader.
 type Inbound struct {
-	// Ack is the store's token for the stored submission: the commit that
-	// admits it also acknowledges it (Batch.Acks), atomically.
-	Ack string
 	// Batch is the batch's description, nil for a single task.
 	Batch *BatchSpec
 	// BatchID is the id the accepting node chose for the batch.
@@ -131,7 +129,7 @@ func (e *Engine) Ingest(ctx context.Context, in Inbound) (*BatchResult, error) {
 			return nil, invalid(itemField(in.Batch, i, "id"), "an ingested task needs its id")
 		}
 	}
-	return e.submit(ctx, in.Items, in.Batch, in.BatchID, in.Ack)
+	return e.submit(ctx, in.Items, in.Batch, in.BatchID)
 }
 
 // prepared is an item on its way in.
@@ -143,7 +141,7 @@ type prepared struct {
 	err      error
 }
 
-func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, batchID, ack string) (*BatchResult, error) {
+func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, batchID string) (*BatchResult, error) {
 	now := e.now()
 	preps := make([]prepared, len(items))
 	var keys map[string]int
@@ -211,9 +209,6 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, b
 			bt = e.newBatchLocked(bs, batchID, now)
 		}
 		res.BatchID = bt.id
-	}
-	if ack != "" {
-		e.cur.acks = append(e.cur.acks, ack)
 	}
 	ids := make([]string, len(items))
 	admitted := make([]*task, 0, len(items))
