@@ -199,7 +199,7 @@ func (e *Engine) Retry(ctx context.Context, id string) (*Task, error) {
 	again.IdempotencyKey = ""
 	again.SubmittedAt = e.now()
 	again.DependsOn = nil // its dependencies were met, or it would not have failed on its own
-	res, err := e.submit(ctx, []BatchItem{{Spec: again}}, nil, "", "")
+	res, err := e.submit(ctx, []BatchItem{{Spec: again}}, nil, "")
 	if err != nil {
 		return nil, err
 	}

@@ -14,12 +14,8 @@ import (
 // state it no longer owns. Followers run a standby engine: it does no
 // scheduling, answers reads from the store, and carries the leader's
 // committed events (Replicate) to its own subscribers. Submissions that a
-// follower accepts reach the leader through the store and are admitted with
-// Ingest.
-
-// ErrFenced is what a store returns (wrapped) when it refuses a commit
-// because this node no longer leads.
-var ErrFenced = errors.New("fenced: this node is no longer the leader")
+// follower accepts reach the leader through the store, as commands, and are
+// admitted with Ingest.
 
 // StartStandby starts the engine as a follower: it loads lanes, settings and
 // the last event seq from the store, but neither tasks nor dispatch. Use
@@ -36,7 +32,9 @@ func (e *Engine) StartStandby(ctx context.Context) error {
 	}
 	e.standby = true
 	e.seq = snap.LastSeq
-	e.events = newEventLog(e.cfg.EventBuffer, snap.LastSeq+1)
+	if err := e.adoptEventLogLocked(ctx, snap.LastSeq); err != nil {
+		return err
+	}
 	e.committed.Store(snap.LastSeq)
 	e.restoreSettingsLocked(snap.Settings)
 	for _, lc := range snap.Lanes {
@@ -48,6 +46,41 @@ func (e *Engine) StartStandby(ctx context.Context) error {
 		} else {
 			e.addLane(lc)
 		}
+	}
+	return nil
+}
+
+// NewEventLog returns an empty event log holding up to size events (rounded
+// up to a power of two), for Options.Events. Its first event may have any seq.
+func NewEventLog(size int) *EventLog { return newEventLog(size, 1) }
+
+// adoptEventLogLocked makes e's log continue after lastSeq: a new log, or the
+// one given in Options (caught up from the store if it lags behind).
+func (e *Engine) adoptEventLogLocked(ctx context.Context, lastSeq uint64) error {
+	if e.events == nil {
+		e.events = newEventLog(e.cfg.EventBuffer, lastSeq+1)
+		return nil
+	}
+	l := e.events
+	l.mu.Lock()
+	if l.next == l.first { // empty: start after the store's last seq
+		l.next, l.first = lastSeq+1, lastSeq+1
+	}
+	next := l.next
+	l.mu.Unlock()
+	for next <= lastSeq {
+		evs, err := e.store.Events(ctx, next-1, 4096)
+		if err != nil {
+			return fmt.Errorf("engine: catch the event log up: %w", err)
+		}
+		if len(evs) == 0 || evs[0].Seq != next {
+			return fmt.Errorf("engine: the event log ends at %d but the store's next event is not %d", next-1, next)
+		}
+		l.append(evs)
+		next = evs[len(evs)-1].Seq + 1
+	}
+	if next != lastSeq+1 {
+		return fmt.Errorf("engine: the event log is at %d, ahead of the store's last seq %d", next-1, lastSeq)
 	}
 	return nil
 }

@@ -81,7 +81,7 @@ func TestAStandbyEngineCarriesTheLeadersEvents(t *testing.T) {
 func TestIngestKeepsTheAcceptingNodesIdsAndIsIdempotent(t *testing.T) {
 	t.Parallel()
 	h := enginetest.New(t, nil)
-	in := engine.Inbound{Ack: "inbox-7", BatchID: "B-from-follower", Batch: &engine.BatchSpec{Parallelism: 1},
+	in := engine.Inbound{BatchID: "B-from-follower", Batch: &engine.BatchSpec{Parallelism: 1},
 		Items: []engine.BatchItem{{ID: "T-follower-1", Spec: enginetest.Spec("a").Obj()}, {ID: "T-follower-2", Spec: enginetest.Spec("a").Obj()}}}
 	res, err := h.Ingest(context.Background(), in)
 	require.NoError(t, err)

@@ -36,7 +36,7 @@ func (e *Engine) commitPending() (queued bool) {
 			return queued
 		}
 		e.cur = &pendingBatch{done: make(chan struct{}), events: e.spare.events, tasks: e.spare.tasks}
-		out := &Batch{Events: b.events, Batches: b.batches, Lanes: b.lanes, Settings: b.settings, Acks: b.acks, Tasks: e.spare.snaps[:0]}
+		out := &Batch{Events: b.events, Batches: b.batches, Lanes: b.lanes, Settings: b.settings, Tasks: e.spare.snaps[:0]}
 		var ended []*task
 		for _, t := range b.tasks {
 			t.dirty = false
@@ -177,5 +177,5 @@ func (e *Engine) Sync(ctx context.Context) error {
 
 func (b *pendingBatch) empty() bool {
 	return len(b.events) == 0 && len(b.tasks) == 0 && len(b.snaps) == 0 && len(b.batches) == 0 && len(b.lanes) == 0 &&
-		len(b.settings) == 0 && len(b.acks) == 0
+		len(b.settings) == 0
 }

@@ -37,6 +37,11 @@ type Options struct {
 	Synchronous bool
 	// Seed seeds task id generation; 0 draws a random seed.
 	Seed uint64
+	// Events, when set, is the event log to continue instead of a new one:
+	// a node that changes role (standby, leader, standby again) keeps one
+	// log, so its subscribers never notice. It must hold every event up to
+	// the store's last seq (or none); see NewEventLog.
+	Events *EventLog
 }
 
 // Engine schedules tasks: it admits them into lanes and queues, decides what
@@ -142,9 +147,8 @@ type namedFairness struct {
 // pendingBatch accumulates changes between commits.
 type pendingBatch struct {
 	events   []Event
-	snaps    []*Task  // snapshots of tasks no longer in memory (webhook records)
-	toQueue  []*task  // admitted tasks that join their queues once this batch is durable
-	acks     []string // store acknowledgements of ingested submissions
+	snaps    []*Task // snapshots of tasks no longer in memory (webhook records)
+	toQueue  []*task // admitted tasks that join their queues once this batch is durable
 	batches  []BatchInfo
 	tasks    []*task
 	lanes    []LaneConfig
@@ -186,6 +190,7 @@ func New(opts Options) (*Engine, error) {
 		selection: namedSelection{name: priority.Name, p: priority.Selection{}},
 		retry:     namedRetry{name: backoff.Name, p: backoff.Retry{}},
 	}
+	e.events = opts.Events
 	e.native = &fairshare.Fairness{}
 	e.fairness = namedFairness{name: fairshare.Name, p: e.native}
 	e.ids = newIDGen(opts.Seed)

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	mrand "math/rand/v2"
+	"sync"
 	"time"
 )
 
@@ -30,6 +31,24 @@ func newIDGen(seed uint64) idGen {
 		binary.LittleEndian.PutUint64(s[:], seed)
 	}
 	return idGen{rnd: mrand.NewChaCha8(s)}
+}
+
+// IDGenerator makes task and batch ids outside an engine, for a node that
+// accepts submissions on the leader's behalf (Ingest keeps them). It is safe
+// for concurrent use.
+type IDGenerator struct {
+	mu sync.Mutex
+	g  idGen
+}
+
+// NewIDGenerator returns a generator; seed 0 seeds it from crypto/rand.
+func NewIDGenerator(seed uint64) *IDGenerator { return &IDGenerator{g: newIDGen(seed)} }
+
+// Next returns a new id for the time now.
+func (g *IDGenerator) Next(now time.Time) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.g.next(now)
 }
 
 func (g *idGen) next(now time.Time) string {

@@ -333,3 +333,25 @@ func TestWithADurableStoreATaskRunsOnlyOnceItsSubmissionAndAttemptAreCommitted(t
 	require.NoError(t, x.Succeed(task.ID, `{}`))
 	require.NoError(t, e.Shutdown(context.Background()))
 }
+
+func TestWithADurableStoreARefusedOrRepeatedSubmissionAnswersAtOnce(t *testing.T) {
+	t.Parallel()
+	gate := durableGate{Store: memory.New(memory.Options{}), release: make(chan struct{})}
+	close(gate.release) // commits pass
+	e, err := engine.New(engine.Options{Store: gate, Executor: enginetest.NewExecutor()})
+	require.NoError(t, err)
+	require.NoError(t, e.Start(context.Background()))
+	defer func() { _ = e.Shutdown(context.Background()) }()
+	first, err := e.Submit(context.Background(), enginetest.Spec("a").Idempotency("k").Obj())
+	require.NoError(t, err)
+	require.NoError(t, e.Sync(context.Background()))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	again, err := e.Submit(ctx, enginetest.Spec("a").Idempotency("k").Obj())
+	require.NoError(t, err, "a repeated key answers with the original, without waiting for a commit that never comes")
+	require.Equal(t, first.ID, again.ID)
+	e.Drain()
+	require.NoError(t, e.Sync(context.Background()))
+	_, err = e.Submit(ctx, enginetest.Spec("a").Obj())
+	require.True(t, engine.IsCode(err, engine.CodeDraining), "draining answers at once: %v", err)
+}

@@ -14,7 +14,9 @@ import (
 
 func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
 	e.seq = snap.LastSeq
-	e.events = newEventLog(e.cfg.EventBuffer, snap.LastSeq+1)
+	if err := e.adoptEventLogLocked(ctx, snap.LastSeq); err != nil {
+		return err
+	}
 	e.committed.Store(snap.LastSeq)
 	e.restoreSettingsLocked(snap.Settings)
 	for _, lc := range snap.Lanes {

@@ -2,8 +2,15 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 )
+
+// ErrFenced is what a Store's Commit returns (wrapped) when it refuses a
+// batch because this process has lost the right to write: a multi-node
+// store's leader whose lease was taken over. Nothing of the batch was
+// written, and retrying cannot succeed: the engine must stop writing.
+var ErrFenced = errors.New("store: fenced: this node no longer holds the write lease")
 
 // Store persists what the engine decides. The engine keeps its working state
 // (queues, counters) in memory and writes every change through a Store in
@@ -25,6 +32,8 @@ type Store interface {
 	// above the last committed seq) fails and writes nothing. The store must
 	// not keep the batch's slices after Commit returns (the engine reuses
 	// them); the *Task values and their specs are immutable and may be kept.
+	// An error wrapping ErrFenced is permanent: the store will refuse every
+	// later batch too.
 	Commit(ctx context.Context, b *Batch) error
 	// Task returns one task, or an error wrapping ErrNotFound.
 	Task(ctx context.Context, id string) (*Task, error)
@@ -63,10 +72,6 @@ type Batch struct {
 	Batches  []BatchInfo // new or changed batches: insert or replace by ID
 	Lanes    []LaneConfig
 	Settings []Setting
-	// Acks acknowledge submissions that other nodes stored and this commit
-	// admits (Engine.Ingest): a store that keeps such an inbox removes them
-	// in the same transaction. Stores without one ignore them.
-	Acks []string
 }
 
 // BatchInfo is what a batch is, beyond its tasks.
@@ -88,7 +93,7 @@ type Setting struct {
 
 // Empty reports whether the batch writes nothing.
 func (b *Batch) Empty() bool {
-	return len(b.Tasks) == 0 && len(b.Events) == 0 && len(b.Batches) == 0 && len(b.Lanes) == 0 && len(b.Settings) == 0 && len(b.Acks) == 0
+	return len(b.Tasks) == 0 && len(b.Events) == 0 && len(b.Batches) == 0 && len(b.Lanes) == 0 && len(b.Settings) == 0
 }
 
 // TaskFilter selects tasks. Empty fields match everything; non-empty fields

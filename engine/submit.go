@@ -66,7 +66,7 @@ type BatchResult struct {
 // queue is recorded REJECTED and returned along with a QUEUE_FULL error; an
 // idempotency key seen before returns the original task.
 func (e *Engine) Submit(ctx context.Context, spec TaskSpec) (*Task, error) {
-	res, err := e.submit(ctx, []BatchItem{{Spec: spec}}, nil, "", "")
+	res, err := e.submit(ctx, []BatchItem{{Spec: spec}}, nil, "")
 	if err != nil {
 		return nil, err
 	}
@@ -77,29 +77,34 @@ func (e *Engine) Submit(ctx context.Context, spec TaskSpec) (*Task, error) {
 // on its own, except that items naming each other in a cycle are all refused
 // (CYCLE), as are items that depend on a refused item.
 func (e *Engine) SubmitBatch(ctx context.Context, b BatchSpec) (*BatchResult, error) {
-	if len(b.Items) == 0 {
-		return nil, invalid("items", "a batch needs at least one item")
+	if err := e.checkBatch(&b, len(b.Items)); err != nil {
+		return nil, err
 	}
-	if len(b.Items) > e.cfg.MaxBatch {
-		return nil, &Error{Code: CodeLimit, Field: "items", Message: fmt.Sprintf("a batch holds at most %d items, got %d", e.cfg.MaxBatch, len(b.Items))}
+	return e.submit(ctx, b.Items, &b, "")
+}
+
+func (e *Engine) checkBatch(b *BatchSpec, items int) error {
+	if items == 0 {
+		return invalid("items", "a batch needs at least one item")
+	}
+	if items > e.cfg.MaxBatch {
+		return &Error{Code: CodeLimit, Field: "items", Message: fmt.Sprintf("a batch holds at most %d items, got %d", e.cfg.MaxBatch, items)}
 	}
 	if b.WebhookURL != "" {
 		if err := ValidateWebhookURL(b.WebhookURL); err != nil {
-			return nil, invalid("webhookUrl", "%v", err)
+			return invalid("webhookUrl", "%v", err)
 		}
 	}
 	if b.Parallelism < 0 || b.Parallelism > 10 {
-		return nil, invalid("parallelism", "must be within 1..10 (0 for no cap), got %d", b.Parallelism)
+		return invalid("parallelism", "must be within 1..10 (0 for no cap), got %d", b.Parallelism)
 	}
-	return e.submit(ctx, b.Items, &b, "", "")
+	return nil
 }
 
-// Inbound is a submission that another node accepted and stored (a follower
-// in a cluster), to be admitted here, by the leader.
+// Inbound is a submission that another node accepted (a follower in a
+// cluster, which sends it to the leader as a command), to be admitted here,
+// by the leader.
 type Inbound struct {
-	// Ack is the store's token for the stored submission: the commit that
-	// admits it also acknowledges it (Batch.Acks), atomically.
-	Ack string
 	// Batch is the batch's description, nil for a single task.
 	Batch *BatchSpec
 	// BatchID is the id the accepting node chose for the batch.
@@ -112,12 +117,19 @@ type Inbound struct {
 // submission time it was given. Admitting the same submission twice yields
 // the same tasks.
 func (e *Engine) Ingest(ctx context.Context, in Inbound) (*BatchResult, error) {
+	if in.Batch != nil {
+		if err := e.checkBatch(in.Batch, len(in.Items)); err != nil {
+			return nil, err
+		}
+	} else if len(in.Items) != 1 {
+		return nil, invalid("items", "a submission that is not a batch holds one task, got %d", len(in.Items))
+	}
 	for i, it := range in.Items {
 		if it.ID == "" || len(it.ID) > maxIDLength {
 			return nil, invalid(itemField(in.Batch, i, "id"), "an ingested task needs its id")
 		}
 	}
-	return e.submit(ctx, in.Items, in.Batch, in.BatchID, in.Ack)
+	return e.submit(ctx, in.Items, in.Batch, in.BatchID)
 }
 
 // prepared is an item on its way in.
@@ -129,7 +141,7 @@ type prepared struct {
 	err      error
 }
 
-func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, batchID, ack string) (*BatchResult, error) {
+func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, batchID string) (*BatchResult, error) {
 	now := e.now()
 	preps := make([]prepared, len(items))
 	var keys map[string]int
@@ -198,9 +210,6 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, b
 		}
 		res.BatchID = bt.id
 	}
-	if ack != "" {
-		e.cur.acks = append(e.cur.acks, ack)
-	}
 	ids := make([]string, len(items))
 	admitted := make([]*task, 0, len(items))
 	e.deferQueue = true
@@ -248,9 +257,14 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, b
 		}
 	}
 	pb := e.cur
+	// Wait for the commit that holds what this call recorded (or what it
+	// returns: an original task not yet written). When nothing is pending,
+	// everything it refers to is already on disk — and an empty batch is
+	// never committed, so waiting for it would never end.
+	wait := e.store.Durable() && !pb.empty()
 	e.unlock()
 	e.after()
-	if e.store.Durable() {
+	if wait {
 		select {
 		case <-pb.done:
 			if pb.err != nil {

@@ -1,12 +1,20 @@
 // Command switchyard is Switchyard's one binary: the server, the built-in
-// browser instance, a load generator and the version.
+// browser instance, the command-line client, a load generator and the
+// version.
 //
 //	switchyard serve      run the scheduler and its GraphQL API
-//	switchyard instance   run the built-in headless Chromium instance alone
+//	switchyard instance   run the built-in headless Chromium instance alone;
+//	                      instance list|register|remove talk to a server
+//	switchyard task       submit|list|get|cancel|reset|retry tasks on a server
+//	switchyard watch      follow a server's task events live
+//	switchyard lane       list|update|pause|resume a server's lanes
+//	switchyard plugin     build, check, benchmark and simulate policy plugins;
+//	                      plugin list|load|unload|set talk to a server
 //	switchyard bench      load-test an API (a running server, or one in-process), or the engine
-//	switchyard plugin     build, check, benchmark and simulate policy plugins
 //	switchyard token      make API tokens and the hashes the configuration stores
 //	switchyard version    print the version
+//
+// The client verbs' exit codes are documented in internal/cli.
 package main
 
 import (
@@ -18,6 +26,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/switchyard/switchyard/cmd/switchyard/internal/cli"
 )
 
 // command is one subcommand.
@@ -30,9 +40,12 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "run the scheduler and its GraphQL API", runServe},
-		{"instance", "run the built-in headless Chromium instance alone", runInstance},
+		{"instance", "run the built-in Chromium instance alone; list|register|remove a server's instances", runInstanceCommand},
+		{"task", "submit, list, get, cancel, reset or retry tasks on a server", clientCommand(cli.Task)},
+		{"watch", "follow a server's task events live (filters, resumable with --after)", clientCommand(cli.Watch)},
+		{"lane", "list or change a server's lanes (ceiling, queue cap, pause/resume)", clientCommand(cli.Lane)},
+		{"plugin", "author policy plugins (build, check, bench, simulate); list|load|unload|set a server's", runPluginCommand},
 		{"bench", "load-test the API (submitTask, submitTasks batches, subscription fan-out) or the engine", runBench},
-		{"plugin", "author policy plugins: build, check, bench, simulate", runPlugin},
 		{"token", "make an API token and its hash for auth.tokens (new), or hash a token (hash)", runToken},
 		{"version", "print the version", runVersion},
 	}
@@ -76,6 +89,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case errors.Is(err, errUsage):
 			fmt.Fprintf(stderr, "switchyard %s: %v\n", c.name, err)
 			return 2
+		case errors.As(err, new(interface{ ExitCode() int })):
+			// The client verbs' documented exit codes (internal/cli).
+			fmt.Fprintf(stderr, "switchyard %s: %v\n", c.name, err)
+			return cli.ExitCode(err)
 		default:
 			fmt.Fprintf(stderr, "switchyard %s: %v\n", c.name, err)
 			return 1

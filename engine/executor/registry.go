@@ -317,6 +317,18 @@ func (r *Registry) Get(id string) (Instance, bool) {
 	return in.snapshot(), true
 }
 
+// Config returns the configuration an instance is registered with (its token
+// included).
+func (r *Registry) Config(id string) (InstanceConfig, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	in, ok := r.insts[id]
+	if !ok {
+		return InstanceConfig{}, false
+	}
+	return in.cfg.clone(), true
+}
+
 // List returns every instance, sorted by id.
 func (r *Registry) List() []Instance {
 	r.mu.RLock()

@@ -7,6 +7,7 @@
 // edge.
 //
 //	/                 the GraphiQL playground (embedded assets, no CDN)
+//	/dashboard/       the live dashboard (embedded assets, no CDN)
 //	/graphql          GraphQL: POST and GET; WebSocket (graphql-transport-ws
 //	                  and graphql-ws, keepalive ping/pong); Server-Sent Events
 //	                  (POST with Accept: text/event-stream)
@@ -47,6 +48,7 @@ import (
 	"github.com/switchyard/switchyard/graph/metrics"
 	"github.com/switchyard/switchyard/graph/model"
 	"github.com/switchyard/switchyard/graph/resolvers"
+	"github.com/switchyard/switchyard/graph/web/dashboard"
 	"github.com/switchyard/switchyard/graph/web/playground"
 	"github.com/switchyard/switchyard/plugins/manager"
 )
@@ -163,6 +165,9 @@ func New(opts Options) (*Server, error) {
 
 	mux := http.NewServeMux()
 	mux.Handle("/", page)
+	if err := dashboard.Mount(mux, "/dashboard", dashboard.Options{Title: "Switchyard", Endpoint: "/graphql"}); err != nil {
+		return nil, fmt.Errorf("server: dashboard: %w", err)
+	}
 	gql, err := s.graphQL()
 	if err != nil {
 		return nil, err
@@ -173,6 +178,15 @@ func New(opts Options) (*Server, error) {
 	mux.Handle("GET /metrics", s.requireIdentity(promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{ErrorLog: hclogAdapter{s.log}})))
 	mux.Handle("GET /artifacts/{id}", count("artifacts", s.requireIdentity(http.HandlerFunc(s.artifact))))
 	s.handler = s.logRequests(s.checkHost(mux))
+	// Made here, not in Serve: Shutdown may run while Serve starts.
+	// ReadHeaderTimeout ends slowloris headers.
+	s.http = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          s.log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+	}
 	return s, nil
 }
 
@@ -258,13 +272,6 @@ func (s *Server) Resolver() *resolvers.Resolver { return s.resolver }
 // Serve serves on ln until Shutdown. It returns http.ErrServerClosed after
 // a Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	s.http = &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    1 << 20,
-		ErrorLog:          s.log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
-	}
 	return s.http.Serve(ln)
 }
 
@@ -273,9 +280,6 @@ func (s *Server) Serve(ln net.Listener) error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.endStreams()
 	defer s.resolver.Close()
-	if s.http == nil {
-		return nil
-	}
 	err := s.http.Shutdown(ctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		return s.http.Close()

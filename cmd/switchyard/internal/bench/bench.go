@@ -217,7 +217,7 @@ func (o Options) target() string {
 func startInProcess(o Options) (*server.Server, string, func(), error) {
 	cfg := engine.Config{
 		MaxInFlight: 4096, AgentMaxInFlight: 1024, SessionMaxInFlight: 1,
-		Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 4096, Paused: o.AcceptOnly, MaxQueued: 10_000_000}},
+		Lanes:     []engine.LaneConfig{{Name: "main", MaxInFlight: 4096, Paused: o.AcceptOnly, MaxQueued: 10_000_000}},
 		MaxQueued: 10_000_000, MaxQueuedPerAgent: 10_000_000,
 	}
 	var store engine.Store = memory.New(memory.Options{MaxEnded: 200_000})

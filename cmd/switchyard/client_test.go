@@ -1,0 +1,354 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/cmd/switchyard/internal/cli"
+	"github.com/switchyard/switchyard/graph/client"
+)
+
+// startServer runs `switchyard serve` on a loopback port (memory store, no
+// browser instance) and returns its base URL.
+func startServer(t *testing.T) string {
+	t.Helper()
+	return strings.TrimSuffix(startServe(t, "--no-local-instance", "--log-level", "error", "--shutdown-grace", "100ms"), "/graphql")
+}
+
+// result is what one run of the binary's command line gave.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// sw runs `switchyard args…` against server with an optional stdin file.
+func sw(t *testing.T, server string, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if server != "" {
+		args = append(args, "--server", server)
+	}
+	code := run(ctx, args, &out, &errOut)
+	return result{code: code, stdout: out.String(), stderr: errOut.String()}
+}
+
+func lines(s string) []string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	return p
+}
+
+func TestTaskSubmitFromJSONLSubmitsEveryLineAndNamesTheRefusedOnes(t *testing.T) {
+	t.Parallel()
+	server := startServer(t)
+	var b strings.Builder
+	for i := range 250 {
+		fmt.Fprintf(&b, `{"agentId": "bulk", "lane": "team", "action": {"kind": "click", "selector": "#b%d"}, "labels": [{"key": "n", "value": "%d"}]}`+"\n", i, i)
+		if i == 120 {
+			b.WriteString("\n") // blank lines are skipped
+			b.WriteString(`{"agentId": "bulk", "lane": "no-such-lane", "action": {"kind": "click"}}` + "\n")
+			b.WriteString(`{"agentId": "bulk", "priority": "URGENT", "action": {"kind": "click"}}` + "\n")
+		}
+	}
+	file := writeFile(t, "tasks.jsonl", b.String())
+
+	// Pause the lane first so the tasks stay queued.
+	require.Equal(t, 0, sw(t, server, "lane", "pause", "team").code)
+	res := sw(t, server, "task", "submit", "--file", file, "--batch", "40")
+	require.Equal(t, cli.ExitPartial, res.code, res.stderr)
+	ids := lines(res.stdout)
+	require.Len(t, ids, 250, "one id per accepted line, on stdout")
+	require.Contains(t, res.stderr, "tasks.jsonl:123: INVALID_INPUT: unknown lane \"no-such-lane\" (lane)")
+	require.Contains(t, res.stderr, "tasks.jsonl:124: GRAPHQL_VALIDATION_FAILED: URGENT is not a valid Priority (priority)")
+	require.Contains(t, res.stderr, "submitted 252 of 252 tasks from")
+	require.Contains(t, res.stderr, "250 accepted, 2 refused")
+	require.NotContains(t, res.stderr, "\r", "no progress bar when stderr is not a terminal")
+
+	// The ids are the tasks of the file, in its order.
+	list := sw(t, server, "task", "list", "--agent", "bulk", "--limit", "1000", "--order", "oldest", "--json")
+	require.Equal(t, 0, list.code, list.stderr)
+	got := lines(list.stdout)
+	require.Len(t, got, 250)
+	for i, line := range got {
+		var task cli.TaskInfo
+		require.NoError(t, json.Unmarshal([]byte(line), &task))
+		require.Equal(t, ids[i], task.ID)
+		require.Equal(t, "QUEUED", task.State)
+		require.Equal(t, []cli.Label{{Key: "n", Value: strconv.Itoa(i)}}, task.Labels)
+	}
+
+	// A malformed line is a usage error and nothing is sent.
+	bad := writeFile(t, "bad.jsonl", `{"agentId": "bad", "action": {"kind": "click"}}`+"\n"+`{"agentId": "bad",`+"\n")
+	res = sw(t, server, "task", "submit", "--file", bad)
+	require.Equal(t, cli.ExitUsage, res.code)
+	require.Contains(t, res.stderr, "bad.jsonl:2: want a JSON object")
+	require.Empty(t, lines(sw(t, server, "task", "list", "--agent", "bad", "--json").stdout), "no line of a malformed file is submitted")
+
+	// With --json, one result per line, refused ones with their error.
+	mixed := writeFile(t, "mixed.jsonl", `{"agentId": "mixed", "action": {"kind": "click"}}`+"\n"+`{"agentId": "mixed", "lane": "nope", "action": {"kind": "click"}}`+"\n")
+	res = sw(t, server, "task", "submit", "--file", mixed, "--json")
+	require.Equal(t, cli.ExitPartial, res.code)
+	var first, second struct {
+		Line  int
+		ID    string
+		Error *struct{ Code string }
+	}
+	out := lines(res.stdout)
+	require.Len(t, out, 2)
+	require.NoError(t, json.Unmarshal([]byte(out[0]), &first))
+	require.NoError(t, json.Unmarshal([]byte(out[1]), &second))
+	require.Equal(t, 1, first.Line)
+	require.NotEmpty(t, first.ID)
+	require.Nil(t, first.Error)
+	require.Equal(t, 2, second.Line)
+	require.Equal(t, "INVALID_INPUT", second.Error.Code)
+}
+
+func TestTaskListPrintsATableWithFilters(t *testing.T) {
+	t.Parallel()
+	server := startServer(t)
+	require.Equal(t, 0, sw(t, server, "lane", "pause", "cron").code)
+	a := sw(t, server, "task", "submit", "--agent", "lister", "--lane", "cron", "--url", "https://example.com", "--label", "team=red")
+	require.Equal(t, 0, a.code, a.stderr)
+	b := sw(t, server, "task", "submit", "--agent", "other", "--lane", "cron", "--action", "click", "--selector", "#go")
+	require.Equal(t, 0, b.code, b.stderr)
+
+	res := sw(t, server, "task", "list", "--agent", "lister")
+	require.Equal(t, 0, res.code, res.stderr)
+	rows := lines(res.stdout)
+	require.Len(t, rows, 2)
+	require.Regexp(t, `^ID\s+STATE\s+AGENT\s+LANE\s+PRIORITY\s+ATTEMPTS\s+SUBMITTED\s+REASON$`, rows[0])
+	require.Regexp(t, `^`+strings.TrimSpace(a.stdout)+`\s+QUEUED\s+lister\s+cron\s+NORMAL\s+0\s+\d+s ago`, rows[1])
+
+	res = sw(t, server, "task", "list", "--label", "team=red", "--state", "queued,running", "--json")
+	require.Equal(t, 0, res.code, res.stderr)
+	require.Len(t, lines(res.stdout), 1)
+	require.Contains(t, res.stdout, `"url":"https://example.com"`)
+
+	got := sw(t, server, "task", "get", strings.TrimSpace(b.stdout))
+	require.Equal(t, 0, got.code, got.stderr)
+	require.Regexp(t, `state:\s+QUEUED`, got.stdout)
+	require.Regexp(t, `action:\s+click #go`, got.stdout)
+	require.Regexp(t, `position:\s+0`, got.stdout)
+}
+
+// lastSeq reads the server's latest event seq.
+func lastSeq(t *testing.T, server string) int64 {
+	t.Helper()
+	var res struct{ Stats struct{ LastSeq int64 } }
+	require.NoError(t, client.New(server+"/graphql").Do(context.Background(), `{ stats { lastSeq } }`, nil, &res))
+	return res.Stats.LastSeq
+}
+
+func TestWatchStreamsEventsAndResumesAfterTheSeqItPrinted(t *testing.T) {
+	t.Parallel()
+	server := startServer(t)
+	require.Equal(t, 0, sw(t, server, "lane", "pause", "subagent").code)
+	from := lastSeq(t, server)
+
+	// Live: the watch starts before the task exists.
+	type watched struct {
+		res result
+	}
+	got := make(chan watched, 1)
+	go func() {
+		got <- watched{sw(t, server, "watch", "--agent", "watcher", "--after", strconv.FormatInt(from, 10), "--count", "2", "--json")}
+	}()
+	sub := sw(t, server, "task", "submit", "--agent", "watcher", "--lane", "subagent", "--action", "click")
+	require.Equal(t, 0, sub.code, sub.stderr)
+	id := strings.TrimSpace(sub.stdout)
+	// The second event: cancel it.
+	require.Equal(t, 0, sw(t, server, "task", "cancel", id, "--reason", "seen enough").code)
+	var w watched
+	select {
+	case w = <-got:
+	case <-time.After(20 * time.Second):
+		t.Fatal("watch did not end after two events")
+	}
+	require.Equal(t, 0, w.res.code, w.res.stderr)
+	evs := lines(w.res.stdout)
+	require.Len(t, evs, 2)
+	var e1, e2 cli.Event
+	require.NoError(t, json.Unmarshal([]byte(evs[0]), &e1))
+	require.NoError(t, json.Unmarshal([]byte(evs[1]), &e2))
+	require.Equal(t, id, e1.TaskID)
+	require.Equal(t, "QUEUED", e1.To)
+	require.Equal(t, "CANCELLED", e2.To)
+	require.Equal(t, "seen enough", e2.Reason)
+	require.Contains(t, w.res.stderr, fmt.Sprintf("last seq %d (resume with --after %d)", e2.Seq, e2.Seq))
+
+	// Resuming after the first event gives the second again, and only it.
+	res := sw(t, server, "watch", "--task", id, "--after", strconv.FormatInt(e1.Seq, 10), "--until-done")
+	require.Equal(t, 0, res.code, res.stderr)
+	out := lines(res.stdout)
+	require.Len(t, out, 1, "after seq %d only the cancellation is left", e1.Seq)
+	require.Regexp(t, fmt.Sprintf(`^\s*%d \d\d:\d\d:\d\d\.\d{3} STATE\s+%s  QUEUED → CANCELLED  agent=watcher lane=subagent  seen enough$`, e2.Seq, id), out[0])
+	require.NotContains(t, res.stdout, "\033[", "no colours when stdout is not a terminal")
+
+	// --color always paints the states.
+	res = sw(t, server, "watch", "--task", id, "--after", strconv.FormatInt(from, 10), "--until-done", "--color", "always")
+	require.Equal(t, 0, res.code, res.stderr)
+	require.Contains(t, res.stdout, "\033[2m") // dim seq and time
+	require.Contains(t, res.stdout, "\033[34mQUEUED\033[0m")
+}
+
+func TestCancelAndLaneVerbsChangeTheServer(t *testing.T) {
+	t.Parallel()
+	server := startServer(t)
+	res := sw(t, server, "lane", "update", "team", "--max-in-flight", "0", "--max-queued", "500", "--json")
+	require.Equal(t, 0, res.code, res.stderr)
+	var lane cli.LaneInfo
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &lane))
+	require.Equal(t, 0, lane.MaxInFlight)
+	require.Equal(t, 500, lane.MaxQueued)
+
+	var ids []string
+	for range 3 {
+		r := sw(t, server, "task", "submit", "--agent", "c", "--lane", "team", "--session", "s1", "--action", "click")
+		require.Equal(t, 0, r.code, r.stderr)
+		ids = append(ids, strings.TrimSpace(r.stdout))
+	}
+	res = sw(t, server, "task", "cancel", ids[0])
+	require.Equal(t, 0, res.code, res.stderr)
+	require.Equal(t, ids[0]+"\tCANCELLED\n", res.stdout)
+
+	// By filter: the rest of the session.
+	res = sw(t, server, "task", "cancel", "--session", "s1")
+	require.Equal(t, 0, res.code, res.stderr)
+	require.ElementsMatch(t, ids[1:], lines(res.stdout))
+	require.Contains(t, res.stderr, "cancelled 2 tasks")
+
+	res = sw(t, server, "lane", "list")
+	require.Equal(t, 0, res.code, res.stderr)
+	require.Regexp(t, `(?m)^team\s+0\s+0\s+0\s+500\s+running\s+reject`, res.stdout)
+	res = sw(t, server, "lane", "update", "team", "--pause", "--drop-policy", "drop-oldest")
+	require.Equal(t, 0, res.code, res.stderr)
+	require.Regexp(t, `(?m)^team\s+0\s+0\s+0\s+500\s+paused\s+drop_oldest`, res.stdout)
+}
+
+func TestClientVerbsExitWithTheDocumentedCodes(t *testing.T) {
+	t.Parallel()
+	server := startServer(t)
+	require.Equal(t, 0, sw(t, server, "lane", "pause", "main").code)
+	sub := sw(t, server, "task", "submit", "--action", "click")
+	require.Equal(t, 0, sub.code, sub.stderr)
+	id := strings.TrimSpace(sub.stdout)
+	require.Equal(t, 0, sw(t, server, "task", "cancel", id).code)
+
+	for _, c := range []struct {
+		name   string
+		args   []string
+		server string
+		code   int
+		stderr string
+	}{
+		{"cancelling an ended task is a conflict", []string{"task", "cancel", id}, server, cli.ExitConflict, "switchyard task: cancel " + id + ": CONFLICT: "},
+		{"an unknown task is not found", []string{"task", "get", "01NOSUCHTASK0000000000000"}, server, cli.ExitNotFound, "NOT_FOUND"},
+		{"an unknown lane is not found", []string{"lane", "pause", "nope"}, server, cli.ExitNotFound, "NOT_FOUND"},
+		{"reset of a task that is not parked is a conflict", []string{"task", "reset", id}, server, cli.ExitConflict, "CONFLICT"},
+		{"a missing argument is a usage error", []string{"task", "get"}, server, cli.ExitUsage, "missing argument"},
+		{"an unknown verb is a usage error", []string{"task", "frobnicate"}, server, cli.ExitUsage, `unknown verb "frobnicate"`},
+		{"a task with nothing to do is a usage error", []string{"task", "submit"}, server, cli.ExitUsage, "say what to do"},
+		{"--file with one-task flags is a usage error", []string{"task", "submit", "--file", "x.jsonl", "--url", "https://example.com"}, server, cli.ExitUsage, "--url describe one task"},
+		{"a bad server URL is a usage error", []string{"lane", "list"}, "ftp://example.test", cli.ExitUsage, "--server"},
+		{"an unreachable server", []string{"task", "list"}, "http://127.0.0.1:1", cli.ExitUnreachable, "connection refused"},
+		{"a server that does not speak GraphQL", []string{"lane", "list"}, server + "/healthz", cli.ExitUnreachable, "HTTP"},
+		{"bad input is an API error", []string{"task", "submit", "--action", "click", "--agent", strings.Repeat("x", 300)}, server, cli.ExitAPI, "INVALID_INPUT"},
+	} {
+		res := sw(t, c.server, c.args...)
+		require.Equal(t, c.code, res.code, "%s: %s", c.name, res.stderr)
+		require.Contains(t, res.stderr, c.stderr, c.name)
+	}
+
+	// A full queue asks to retry later.
+	require.Equal(t, 0, sw(t, server, "lane", "update", "main", "--max-queued", "1").code)
+	require.Equal(t, 0, sw(t, server, "task", "submit", "--action", "click").code)
+	res := sw(t, server, "task", "submit", "--action", "click")
+	require.Equal(t, cli.ExitRetry, res.code, res.stderr)
+	require.Contains(t, res.stderr, "QUEUE_FULL")
+}
+
+func TestInstanceVerbsRegisterAndList(t *testing.T) {
+	t.Parallel()
+	server := startServer(t)
+	browser := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}`))
+	}))
+	t.Cleanup(browser.Close)
+	token := writeFile(t, "token", "s3cret\n")
+	res := sw(t, server, "instance", "register", "b1", browser.URL, "--capacity", "4", "--label", "zone=a", "--token-file", token, "--json")
+	require.Equal(t, 0, res.code, res.stderr)
+	var in cli.InstanceInfo
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &in))
+	require.Equal(t, "b1", in.ID)
+	require.Equal(t, 4, in.Capacity)
+	require.True(t, in.HasToken)
+	require.Equal(t, []cli.Label{{Key: "zone", Value: "a"}}, in.Labels)
+
+	res = sw(t, server, "instance", "register", "b1", browser.URL)
+	require.Equal(t, cli.ExitConflict, res.code, "the id is taken: %s", res.stderr)
+
+	res = sw(t, server, "instance", "list")
+	require.Equal(t, 0, res.code, res.stderr)
+	require.Regexp(t, `(?m)^b1\s+instance\s+(HEALTHY|UNKNOWN)\s+`, res.stdout)
+	require.Contains(t, res.stdout, browser.URL)
+
+	res = sw(t, server, "instance", "remove", "b1")
+	require.Equal(t, 0, res.code, res.stderr)
+	res = sw(t, server, "instance", "remove", "b1")
+	require.Equal(t, cli.ExitNotFound, res.code, res.stderr)
+}
+
+func TestPluginVerbsLoadAssignAndUnloadAPolicy(t *testing.T) {
+	t.Parallel()
+	server := startServer(t)
+	res := sw(t, server, "plugin", "load", "edf-test", "../../examples/plugins/edf.wasm", "--json")
+	require.Equal(t, 0, res.code, res.stderr)
+	var p cli.PluginInfo
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &p))
+	require.Equal(t, "SELECTION", p.Slot)
+	require.Empty(t, p.ActiveIn, "a loaded plugin is not used until it is assigned")
+
+	res = sw(t, server, "plugin", "set", "selection", "edf-test", "--lane", "main")
+	require.Equal(t, 0, res.code, res.stderr)
+	require.Contains(t, res.stdout, "SELECTION\tlane main\tedf-test")
+	res = sw(t, server, "plugin", "list")
+	require.Equal(t, 0, res.code, res.stderr)
+	require.Regexp(t, `(?m)^SELECTION\s+lane main\s+edf-test$`, res.stdout)
+	require.Regexp(t, `(?m)^edf-test\s+SELECTION\s+wasm\s+ACTIVE\s+lane:main\s`, res.stdout)
+
+	res = sw(t, server, "plugin", "unload", "edf-test")
+	require.Equal(t, cli.ExitConflict, res.code, "a plugin in use cannot be unloaded: %s", res.stderr)
+	require.Equal(t, 0, sw(t, server, "plugin", "set", "selection", "--lane", "main").code)
+	require.Equal(t, 0, sw(t, server, "plugin", "unload", "edf-test").code)
+
+	res = sw(t, server, "plugin", "load", "garbage", writeFile(t, "garbage.wasm", "not wasm"))
+	require.Equal(t, cli.ExitAPI, res.code)
+	require.Contains(t, res.stderr, "PLUGIN_INVALID")
+	res = sw(t, server, "plugin", "frobnicate")
+	require.Equal(t, cli.ExitUsage, res.code)
+}

@@ -1,0 +1,600 @@
+// The operator's verbs: `switchyard lane list|update|pause|resume`,
+// `switchyard plugin list|load|unload|set` and
+// `switchyard instance list|register|remove`.
+
+package cli
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// LaneVerbs are the verbs of `switchyard lane`.
+func LaneVerbs() []Verb {
+	return []Verb{
+		{"list", "list the lanes: load, limits, state, policies", laneList},
+		{"update", "change a lane live: ceiling, queue cap, drop policy, pause/resume", laneUpdate},
+		{"pause", "stop dispatching a lane's tasks (they are still admitted)", func(ctx context.Context, args []string, env Env) error {
+			return lanePause(ctx, args, env, true)
+		}},
+		{"resume", "dispatch a paused lane's tasks again", func(ctx context.Context, args []string, env Env) error {
+			return lanePause(ctx, args, env, false)
+		}},
+	}
+}
+
+// Lane runs `switchyard lane <verb>`.
+func Lane(ctx context.Context, args []string, env Env) error {
+	return Subverbs(ctx, "lane", LaneVerbs(), args, env)
+}
+
+const laneFields = `name maxInFlight maxQueued dropPolicy paused maxDepth timeoutMs inFlight pending selectionPolicy retryPolicyName
+  retryPolicy { maxAttempts backoffMs multiplier maxBackoffMs jitter }`
+
+// LaneInfo is a lane as the verbs read it.
+type LaneInfo struct {
+	Name            string `json:"name"`
+	MaxInFlight     int    `json:"maxInFlight"`
+	MaxQueued       int    `json:"maxQueued"`
+	DropPolicy      string `json:"dropPolicy"`
+	Paused          bool   `json:"paused"`
+	MaxDepth        int    `json:"maxDepth"`
+	TimeoutMs       int    `json:"timeoutMs"`
+	InFlight        int    `json:"inFlight"`
+	Pending         int    `json:"pending"`
+	SelectionPolicy string `json:"selectionPolicy"`
+	RetryPolicyName string `json:"retryPolicyName"`
+	RetryPolicy     struct {
+		MaxAttempts  int     `json:"maxAttempts"`
+		BackoffMs    int     `json:"backoffMs"`
+		Multiplier   float64 `json:"multiplier"`
+		MaxBackoffMs int     `json:"maxBackoffMs"`
+		Jitter       bool    `json:"jitter"`
+	} `json:"retryPolicy"`
+}
+
+func printLanes(env Env, lanes []LaneInfo, jsonOut bool) error {
+	if jsonOut {
+		for i := range lanes {
+			if err := writeJSON(env.Stdout, &lanes[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "LANE\tIN FLIGHT\tCEILING\tQUEUED\tCAP\tSTATE\tWHEN FULL\tTIMEOUT\tATTEMPTS\tSELECTION\tRETRY")
+	for _, l := range lanes {
+		state := "running"
+		if l.Paused {
+			state = "paused"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t%s\n", l.Name, l.InFlight, l.MaxInFlight, l.Pending, l.MaxQueued,
+			state, strings.ToLower(l.DropPolicy), time.Duration(l.TimeoutMs)*time.Millisecond, l.RetryPolicy.MaxAttempts,
+			l.SelectionPolicy, l.RetryPolicyName)
+	}
+	return tw.Flush()
+}
+
+func laneList(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("lane list", "[--json]", env)
+	var c conn
+	c.register(fs, env)
+	jsonOut := fs.Bool("json", false, "print one JSON object per lane")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	var res struct{ Lanes []LaneInfo }
+	if err := cl.Do(ctx, `{ lanes { `+laneFields+` } }`, nil, &res); err != nil {
+		return fmt.Errorf("lanes: %w", err)
+	}
+	return printLanes(env, res.Lanes, *jsonOut)
+}
+
+func updateLane(ctx context.Context, c *conn, name string, input map[string]any, env Env, jsonOut bool) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	var res struct{ UpdateLane *LaneInfo }
+	if err := cl.Do(ctx, `mutation($n: String!, $in: LaneInput!) { updateLane(name: $n, input: $in) { `+laneFields+` } }`,
+		map[string]any{"n": name, "in": input}, &res); err != nil {
+		return fmt.Errorf("update lane %s: %w", name, err)
+	}
+	if res.UpdateLane == nil {
+		return &Error{Code: ExitNotFound, Err: fmt.Errorf("update lane %s: NOT_FOUND: no such lane", name)}
+	}
+	return printLanes(env, []LaneInfo{*res.UpdateLane}, jsonOut)
+}
+
+func laneUpdate(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("lane update", "NAME [--max-in-flight N] [--max-queued N] [--drop-policy reject|drop-oldest] [--pause|--resume] …", env)
+	var c conn
+	c.register(fs, env)
+	maxInFlight := fs.Int("max-in-flight", 0, "the concurrency ceiling (0 dispatches nothing)")
+	maxQueued := fs.Int("max-queued", 0, "the queue cap")
+	drop := fs.String("drop-policy", "", "what a full queue does: reject or drop-oldest")
+	pause := fs.Bool("pause", false, "pause dispatching")
+	resume := fs.Bool("resume", false, "resume dispatching")
+	maxDepth := fs.Int("max-depth", 0, "the deepest spawn depth admitted")
+	timeout := fs.Duration("timeout", 0, "the per-attempt timeout of tasks that set none")
+	maxAttempts := fs.Int("max-attempts", 0, "the lane's attempt budget (its retry policy)")
+	jsonOut := fs.Bool("json", false, "print the lane as JSON")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	in := map[string]any{}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "max-in-flight":
+			in["maxInFlight"] = *maxInFlight
+		case "max-queued":
+			in["maxQueued"] = *maxQueued
+		case "drop-policy":
+			in["dropPolicy"] = strings.ToUpper(strings.ReplaceAll(*drop, "-", "_"))
+		case "pause":
+			in["paused"] = *pause
+		case "resume":
+			in["paused"] = !*resume
+		case "max-depth":
+			in["maxDepth"] = *maxDepth
+		case "timeout":
+			in["timeoutMs"] = timeout.Milliseconds()
+		case "max-attempts":
+			in["retryPolicy"] = map[string]any{"maxAttempts": *maxAttempts}
+		}
+	})
+	if *pause && *resume {
+		return Usagef("--pause and --resume together")
+	}
+	if len(in) == 0 {
+		fs.Usage()
+		return Usagef("nothing to change: give at least one of the flags")
+	}
+	return updateLane(ctx, &c, pos[0], in, env, *jsonOut)
+}
+
+func lanePause(ctx context.Context, args []string, env Env, paused bool) error {
+	verb := "resume"
+	if paused {
+		verb = "pause"
+	}
+	fs := newFlags("lane "+verb, "NAME", env)
+	var c conn
+	c.register(fs, env)
+	jsonOut := fs.Bool("json", false, "print the lane as JSON")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	return updateLane(ctx, &c, pos[0], map[string]any{"paused": paused}, env, *jsonOut)
+}
+
+// PluginVerbs are the client verbs of `switchyard plugin` (the authoring
+// tools — build, check, bench, simulate — are verbs of the same command,
+// registered beside these).
+func PluginVerbs() []Verb {
+	return []Verb{
+		{"list", "list the active policy of every slot, and the loaded plugins", pluginList},
+		{"load", "load a WebAssembly policy plugin into the server (used once `plugin set` assigns it)", pluginLoad},
+		{"unload", "unload a plugin no slot uses", pluginUnload},
+		{"set", "make a policy (built-in or plugin) fill a slot, globally or for one lane", pluginSet},
+		{"configure", "change a plugin's configuration live", pluginConfigure},
+		{"enable", "re-enable a plugin whose breaker tripped", pluginEnable},
+	}
+}
+
+// Plugin runs `switchyard plugin <verb>` with the client verbs.
+func Plugin(ctx context.Context, args []string, env Env) error {
+	return Subverbs(ctx, "plugin", PluginVerbs(), args, env)
+}
+
+const pluginFields = `name slot builtin native sha256 size config state disabledReason loadedAt activeIn calls faults fallbacks p50Us p99Us`
+
+// PluginInfo is a policy (built-in or loaded plugin) as the verbs read it.
+type PluginInfo struct {
+	Name           string          `json:"name"`
+	Slot           string          `json:"slot"`
+	Builtin        bool            `json:"builtin"`
+	Native         bool            `json:"native"`
+	SHA256         *string         `json:"sha256"`
+	Size           int             `json:"size"`
+	Config         json.RawMessage `json:"config"`
+	State          string          `json:"state"`
+	DisabledReason *string         `json:"disabledReason"`
+	LoadedAt       *time.Time      `json:"loadedAt"`
+	ActiveIn       []string        `json:"activeIn"`
+	Calls          int64           `json:"calls"`
+	Faults         int64           `json:"faults"`
+	Fallbacks      int64           `json:"fallbacks"`
+	P50Us          float64         `json:"p50Us"`
+	P99Us          float64         `json:"p99Us"`
+}
+
+func (p *PluginInfo) kind() string {
+	switch {
+	case p.Native:
+		return "native"
+	case p.Builtin:
+		return "built-in"
+	}
+	return "wasm"
+}
+
+// PolicyAssignment is the policy of one slot.
+type PolicyAssignment struct {
+	Slot string  `json:"slot"`
+	Lane *string `json:"lane"`
+	Name string  `json:"name"`
+}
+
+func pluginList(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("plugin list", "[--json]", env)
+	var c conn
+	c.register(fs, env)
+	jsonOut := fs.Bool("json", false, "print {policies, plugins} as one JSON object")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	var pol struct{ Policies []PolicyAssignment }
+	if err := cl.Do(ctx, `{ policies { slot lane name } }`, nil, &pol); err != nil {
+		return fmt.Errorf("policies: %w", err)
+	}
+	var plug struct{ Plugins []PluginInfo }
+	plugErr := cl.Do(ctx, `{ plugins { `+pluginFields+` } }`, nil, &plug)
+	if plugErr != nil && ExitCode(plugErr) != ExitRetry {
+		return fmt.Errorf("plugins: %w", plugErr)
+	}
+	if *jsonOut {
+		return writeJSON(env.Stdout, map[string]any{"policies": pol.Policies, "plugins": plug.Plugins})
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SLOT\tSCOPE\tPOLICY")
+	for _, p := range pol.Policies {
+		scope := "global"
+		if p.Lane != nil {
+			scope = "lane " + *p.Lane
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Slot, scope, p.Name)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(env.Stdout)
+	switch {
+	case plugErr != nil:
+		fmt.Fprintf(env.Stdout, "plugins: %v\n", plugErr)
+	case len(plug.Plugins) == 0:
+		fmt.Fprintln(env.Stdout, "no plugin loaded")
+	default:
+		tw = tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "POLICY\tSLOT\tKIND\tSTATE\tIN USE\tCALLS\tFAULTS\tFALLBACKS\tP50\tP99\tDISABLED BECAUSE")
+		for _, p := range plug.Plugins {
+			inUse := strings.Join(p.ActiveIn, ",")
+			if inUse == "" {
+				inUse = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%.1fµs\t%.1fµs\t%s\n", p.Name, p.Slot, p.kind(), p.State, inUse,
+				p.Calls, p.Faults, p.Fallbacks, p.P50Us, p.P99Us, clip(str(p.DisabledReason), 60))
+		}
+		return tw.Flush()
+	}
+	return nil
+}
+
+func pluginLoad(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("plugin load", "NAME FILE.wasm [--config JSON|@file]", env)
+	var c conn
+	c.register(fs, env)
+	config := fs.String("config", "", "the plugin's configuration: a JSON document, or @file to read it from a file")
+	jsonOut := fs.Bool("json", false, "print the plugin as JSON")
+	pos, err := parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	wasm, err := os.ReadFile(pos[1])
+	if err != nil {
+		return Usagef("read module: %v", err)
+	}
+	in := map[string]any{"name": pos[0], "wasmBase64": base64.StdEncoding.EncodeToString(wasm)}
+	if *config != "" {
+		v, err := readConfig(*config)
+		if err != nil {
+			return err
+		}
+		in["config"] = v
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	var res struct{ LoadPlugin *PluginInfo }
+	if err := cl.Do(ctx, `mutation($in: LoadPluginInput!) { loadPlugin(input: $in) { `+pluginFields+` } }`, map[string]any{"in": in}, &res); err != nil {
+		return fmt.Errorf("load %s: %w", pos[0], err)
+	}
+	if res.LoadPlugin == nil {
+		return fmt.Errorf("load %s: no plugin in the answer", pos[0])
+	}
+	if *jsonOut {
+		return writeJSON(env.Stdout, res.LoadPlugin)
+	}
+	fmt.Fprintf(env.Stdout, "loaded %s (slot %s, %d bytes, sha256 %.12s); assign it with: switchyard plugin set %s %s\n",
+		res.LoadPlugin.Name, res.LoadPlugin.Slot, res.LoadPlugin.Size, str(res.LoadPlugin.SHA256),
+		strings.ToLower(res.LoadPlugin.Slot), res.LoadPlugin.Name)
+	return nil
+}
+
+// readConfig reads a JSON document given inline or as @file.
+func readConfig(arg string) (any, error) {
+	doc := []byte(arg)
+	if name, ok := strings.CutPrefix(arg, "@"); ok {
+		var err error
+		if doc, err = os.ReadFile(name); err != nil {
+			return nil, Usagef("--config: %v", err)
+		}
+	}
+	var v any
+	if err := json.Unmarshal(doc, &v); err != nil {
+		return nil, Usagef("--config: not JSON: %v", err)
+	}
+	return v, nil
+}
+
+func pluginConfigure(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("plugin configure", "NAME --config JSON|@file", env)
+	var c conn
+	c.register(fs, env)
+	config := fs.String("config", "", "the new configuration: a JSON document, or @file")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if *config == "" {
+		return Usagef("--config is required")
+	}
+	v, err := readConfig(*config)
+	if err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	if err := cl.Do(ctx, `mutation($n: String!, $c: JSON!) { configurePlugin(name: $n, config: $c) { name } }`,
+		map[string]any{"n": pos[0], "c": v}, nil); err != nil {
+		return fmt.Errorf("configure %s: %w", pos[0], err)
+	}
+	fmt.Fprintf(env.Stdout, "configured %s\n", pos[0])
+	return nil
+}
+
+func pluginEnable(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("plugin enable", "NAME", env)
+	var c conn
+	c.register(fs, env)
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	var res struct{ EnablePlugin *struct{ Name, State string } }
+	if err := cl.Do(ctx, `mutation($n: String!) { enablePlugin(name: $n) { name state } }`, map[string]any{"n": pos[0]}, &res); err != nil {
+		return fmt.Errorf("enable %s: %w", pos[0], err)
+	}
+	fmt.Fprintf(env.Stdout, "%s\t%s\n", pos[0], res.EnablePlugin.State)
+	return nil
+}
+
+func pluginUnload(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("plugin unload", "NAME", env)
+	var c conn
+	c.register(fs, env)
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	var res struct{ UnloadPlugin *struct{ Name string } }
+	if err := cl.Do(ctx, `mutation($n: String!) { unloadPlugin(name: $n) { name } }`, map[string]any{"n": pos[0]}, &res); err != nil {
+		return fmt.Errorf("unload %s: %w", pos[0], err)
+	}
+	fmt.Fprintf(env.Stdout, "unloaded %s\n", pos[0])
+	return nil
+}
+
+func pluginSet(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("plugin set", "SLOT [NAME] [--lane LANE]   (SLOT: selection, fairness or retry; no NAME with --lane: back to the global policy)", env)
+	var c conn
+	c.register(fs, env)
+	lane := fs.String("lane", "", "set this lane's own policy (selection and retry only)")
+	jsonOut := fs.Bool("json", false, "print the assignments as JSON")
+	pos, err := parse(fs, args, 1, 2)
+	if err != nil {
+		return err
+	}
+	in := map[string]any{"slot": strings.ToUpper(pos[0])}
+	if *lane != "" {
+		in["lane"] = *lane
+	}
+	if len(pos) == 2 {
+		in["name"] = pos[1]
+	} else if *lane == "" {
+		return Usagef("name the policy (or give --lane to make a lane use the global policy again)")
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	var res struct{ SetPolicy []PolicyAssignment }
+	if err := cl.Do(ctx, `mutation($in: SetPolicyInput!) { setPolicy(input: $in) { slot lane name } }`, map[string]any{"in": in}, &res); err != nil {
+		return fmt.Errorf("set %s: %w", pos[0], err)
+	}
+	if *jsonOut {
+		return writeJSON(env.Stdout, res.SetPolicy)
+	}
+	for _, p := range res.SetPolicy {
+		scope := "global"
+		if p.Lane != nil {
+			scope = "lane " + *p.Lane
+		}
+		fmt.Fprintf(env.Stdout, "%s\t%s\t%s\n", p.Slot, scope, p.Name)
+	}
+	return nil
+}
+
+// InstanceVerbs are the verbs of `switchyard instance` that talk to a
+// server (the command itself, without a verb, runs the built-in browser).
+func InstanceVerbs() []Verb {
+	return []Verb{
+		{"list", "list the server's browser instances: health, latency, load", instanceList},
+		{"register", "add a browser instance (a PinchTab server or `switchyard instance`) to the server", instanceRegister},
+		{"remove", "forget an instance; its work is placed again", instanceRemove},
+	}
+}
+
+const instanceFields = `id url kind capacity labels { key value } hasToken health latencyMs lastCheck lastError failures tabs inFlight registeredAt`
+
+// InstanceInfo is an instance as the verbs read it.
+type InstanceInfo struct {
+	ID           string     `json:"id"`
+	URL          string     `json:"url"`
+	Kind         string     `json:"kind"`
+	Capacity     int        `json:"capacity"`
+	Labels       []Label    `json:"labels"`
+	HasToken     bool       `json:"hasToken"`
+	Health       string     `json:"health"`
+	LatencyMs    float64    `json:"latencyMs"`
+	LastCheck    *time.Time `json:"lastCheck"`
+	LastError    *string    `json:"lastError"`
+	Failures     int        `json:"failures"`
+	Tabs         int        `json:"tabs"`
+	InFlight     int        `json:"inFlight"`
+	RegisteredAt time.Time  `json:"registeredAt"`
+}
+
+func printInstances(env Env, list []InstanceInfo, jsonOut bool) error {
+	if jsonOut {
+		for i := range list {
+			if err := writeJSON(env.Stdout, &list[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "INSTANCE\tKIND\tHEALTH\tLATENCY\tIN FLIGHT\tCAPACITY\tTABS\tURL\tLAST ERROR")
+	for _, in := range list {
+		capacity := "∞"
+		if in.Capacity > 0 {
+			capacity = fmt.Sprint(in.Capacity)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1fms\t%d\t%s\t%d\t%s\t%s\n", in.ID, strings.ToLower(in.Kind), in.Health, in.LatencyMs,
+			in.InFlight, capacity, in.Tabs, in.URL, clip(str(in.LastError), 60))
+	}
+	return tw.Flush()
+}
+
+func instanceList(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("instance list", "[--json]", env)
+	var c conn
+	c.register(fs, env)
+	jsonOut := fs.Bool("json", false, "print one JSON object per instance")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	var res struct{ Instances []InstanceInfo }
+	if err := cl.Do(ctx, `{ instances { `+instanceFields+` } }`, nil, &res); err != nil {
+		return fmt.Errorf("instances: %w", err)
+	}
+	return printInstances(env, res.Instances, *jsonOut)
+}
+
+func instanceRegister(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("instance register", "ID URL [--kind instance|pinchtab|chat] [--capacity N] [--label k=v] [--token-file F]", env)
+	var c conn
+	c.register(fs, env)
+	kind := fs.String("kind", "instance", "instance (one browser), pinchtab (a PinchTab server) or chat")
+	capacity := fs.Int("capacity", 0, "concurrent attempts it accepts (0: unlimited)")
+	tokenFile := fs.String("token-file", "", "a file holding the instance's bearer token (kept off the command line)")
+	var ls multi
+	fs.Var(&ls, "label", "a key=value label (repeatable)")
+	jsonOut := fs.Bool("json", false, "print the instance as JSON")
+	pos, err := parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	in := map[string]any{"id": pos[0], "url": pos[1], "kind": strings.ToUpper(*kind), "capacity": *capacity}
+	if *tokenFile != "" {
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			return Usagef("--token-file: %v", err)
+		}
+		in["token"] = strings.TrimSpace(string(b))
+	}
+	if len(ls) > 0 {
+		labelInputs, err := labels(ls)
+		if err != nil {
+			return err
+		}
+		in["labels"] = labelInputs
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	var res struct{ RegisterInstance *InstanceInfo }
+	if err := cl.Do(ctx, `mutation($in: RegisterInstanceInput!) { registerInstance(input: $in) { `+instanceFields+` } }`,
+		map[string]any{"in": in}, &res); err != nil {
+		return fmt.Errorf("register %s: %w", pos[0], err)
+	}
+	if res.RegisterInstance == nil {
+		return fmt.Errorf("register %s: no instance in the answer", pos[0])
+	}
+	return printInstances(env, []InstanceInfo{*res.RegisterInstance}, *jsonOut)
+}
+
+func instanceRemove(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("instance remove", "ID", env)
+	var c conn
+	c.register(fs, env)
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	var res struct{ RemoveInstance *struct{ ID string } }
+	if err := cl.Do(ctx, `mutation($id: ID!) { removeInstance(id: $id) { id } }`, map[string]any{"id": pos[0]}, &res); err != nil {
+		return fmt.Errorf("remove %s: %w", pos[0], err)
+	}
+	fmt.Fprintf(env.Stdout, "removed %s\n", pos[0])
+	return nil
+}

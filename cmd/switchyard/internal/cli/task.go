@@ -1,0 +1,670 @@
+// `switchyard task`: submit, list, get, cancel, reset and retry tasks.
+
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/switchyard/switchyard/graph/client"
+)
+
+// TaskVerbs are the verbs of `switchyard task`.
+func TaskVerbs() []Verb {
+	return []Verb{
+		{"submit", "submit a task from flags, or many from a JSONL file (--file)", taskSubmit},
+		{"list", "list tasks (filters, a table or --json)", taskList},
+		{"get", "show one task: attempts, timings, error, result", taskGet},
+		{"cancel", "cancel tasks by id, or every live task matching filters", taskCancel},
+		{"reset", "put PARKED tasks back in their queue with a fresh attempt budget", taskReset},
+		{"retry", "run tasks again now (RETRY_WAIT, PARKED, or ended: as a new task)", taskRetry},
+	}
+}
+
+// Task runs `switchyard task <verb>`.
+func Task(ctx context.Context, args []string, env Env) error {
+	return Subverbs(ctx, "task", TaskVerbs(), args, env)
+}
+
+// taskFields is what the verbs read of a task.
+const taskFields = `id seq agentId lane sessionKey session priority
+  action { kind ref selector params } instruction tabId instanceId
+  dependsOn batchId parentId depth state reason attemptCount result error errorClass
+  attempts { n instanceId tabId assignedAt startedAt endedAt errorClass httpStatus error }
+  submittedAt queuedAt nextRunAt endedAt updatedAt deadline timeoutMs position labels { key value }`
+
+// TaskInfo is a task as the verbs read it.
+type TaskInfo struct {
+	ID           string          `json:"id"`
+	Seq          int64           `json:"seq"`
+	AgentID      string          `json:"agentId"`
+	Lane         string          `json:"lane"`
+	SessionKey   *string         `json:"sessionKey"`
+	Session      *string         `json:"session"`
+	Priority     string          `json:"priority"`
+	Action       *Action         `json:"action"`
+	Instruction  *string         `json:"instruction"`
+	TabID        *string         `json:"tabId"`
+	InstanceID   *string         `json:"instanceId"`
+	DependsOn    []string        `json:"dependsOn"`
+	BatchID      *string         `json:"batchId"`
+	ParentID     *string         `json:"parentId"`
+	Depth        int             `json:"depth"`
+	State        string          `json:"state"`
+	Reason       *string         `json:"reason"`
+	AttemptCount int             `json:"attemptCount"`
+	Result       json.RawMessage `json:"result"`
+	Error        *string         `json:"error"`
+	ErrorClass   string          `json:"errorClass"`
+	Attempts     []Attempt       `json:"attempts"`
+	SubmittedAt  time.Time       `json:"submittedAt"`
+	QueuedAt     *time.Time      `json:"queuedAt"`
+	NextRunAt    *time.Time      `json:"nextRunAt"`
+	EndedAt      *time.Time      `json:"endedAt"`
+	UpdatedAt    time.Time       `json:"updatedAt"`
+	Deadline     *time.Time      `json:"deadline"`
+	TimeoutMs    *int            `json:"timeoutMs"`
+	Position     *int            `json:"position"`
+	Labels       []Label         `json:"labels"`
+}
+
+// Action is a task's browser interaction.
+type Action struct {
+	Kind     string          `json:"kind"`
+	Ref      *string         `json:"ref"`
+	Selector *string         `json:"selector"`
+	Params   json.RawMessage `json:"params"`
+}
+
+// Attempt is one execution of a task.
+type Attempt struct {
+	N          int        `json:"n"`
+	InstanceID *string    `json:"instanceId"`
+	TabID      *string    `json:"tabId"`
+	AssignedAt time.Time  `json:"assignedAt"`
+	StartedAt  *time.Time `json:"startedAt"`
+	EndedAt    *time.Time `json:"endedAt"`
+	ErrorClass string     `json:"errorClass"`
+	HTTPStatus *int       `json:"httpStatus"`
+	Error      *string    `json:"error"`
+}
+
+// Label is a key and its value.
+type Label struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// submitFlags are the fields of SubmitTaskInput that flags can set.
+type submitFlags struct {
+	agent, lane, session, priority   string
+	kind, selector, ref, params, url string
+	text, instruction, tab, instance string
+	parent, deadline, webhook, idem  string
+	timeout                          time.Duration
+	maxAttempts                      int
+	dependsOn, labels                multi
+	interrupt                        bool
+	file                             string
+	batch                            int
+	jsonOut, quiet                   bool
+}
+
+func (f *submitFlags) register(fs *flag.FlagSet, env Env) {
+	agent := env.Getenv("SWITCHYARD_AGENT")
+	if agent == "" {
+		agent = "cli"
+	}
+	fs.StringVar(&f.agent, "agent", agent, "the agent submitting ($SWITCHYARD_AGENT); with --file, for lines that name none")
+	fs.StringVar(&f.lane, "lane", "", "the lane (default main); with --file, for lines that name none")
+	fs.StringVar(&f.session, "session", "", "the session key: tasks sharing it run one at a time")
+	fs.StringVar(&f.priority, "priority", "", "critical, high, normal or low")
+	fs.StringVar(&f.kind, "action", "", "the action kind: navigate, click, fill, type, press, text, screenshot, evaluate, …")
+	fs.StringVar(&f.selector, "selector", "", "the action's selector (css:#go, xpath://button, text:Go)")
+	fs.StringVar(&f.ref, "ref", "", "the action's element reference from a snapshot (e.g. e12)")
+	fs.StringVar(&f.params, "params", "", "the action's parameters, a JSON object")
+	fs.StringVar(&f.url, "url", "", "params.url; without --action, the action is navigate")
+	fs.StringVar(&f.text, "text", "", "params.text (for fill and type)")
+	fs.StringVar(&f.instruction, "instruction", "", "a free-text instruction for a chat-style instance (instead of --action)")
+	fs.StringVar(&f.tab, "tab", "", "the tab to run in")
+	fs.StringVar(&f.instance, "instance", "", "the instance to run on")
+	fs.Var(&f.dependsOn, "depends-on", "ids of tasks that must succeed first (repeatable, or comma-separated)")
+	fs.StringVar(&f.parent, "parent", "", "the task that spawned this one")
+	fs.StringVar(&f.deadline, "deadline", "", "when it must have ended: RFC 3339, or a duration from now (10m)")
+	fs.DurationVar(&f.timeout, "timeout", 0, "the per-attempt timeout (default: the lane's)")
+	fs.IntVar(&f.maxAttempts, "max-attempts", 0, "the attempt budget, overriding the lane's retry policy")
+	fs.StringVar(&f.webhook, "webhook", "", "a URL called when the task ends")
+	fs.StringVar(&f.idem, "idempotency-key", "", "makes resubmission safe: the same agent and key return the original task")
+	fs.Var(&f.labels, "label", "a key=value label (repeatable)")
+	fs.BoolVar(&f.interrupt, "interrupt", false, "cancel what the session is running and jump ahead of its queue")
+	fs.StringVar(&f.file, "file", "", "submit every line of this JSONL file (- for stdin): one SubmitTaskInput object per line")
+	fs.IntVar(&f.batch, "batch", 100, "with --file: lines per submitTasks request")
+	fs.BoolVar(&f.jsonOut, "json", false, "print results as JSON")
+	fs.BoolVar(&f.quiet, "quiet", false, "with --file: no progress bar")
+}
+
+// input builds a SubmitTaskInput from the flags.
+func (f *submitFlags) input(now time.Time) (map[string]any, error) {
+	in := map[string]any{"agentId": f.agent}
+	set := func(k, v string) {
+		if v != "" {
+			in[k] = v
+		}
+	}
+	set("lane", f.lane)
+	set("sessionKey", f.session)
+	set("instruction", f.instruction)
+	set("tabId", f.tab)
+	set("instanceId", f.instance)
+	set("parentId", f.parent)
+	set("webhookUrl", f.webhook)
+	set("idempotencyKey", f.idem)
+	if f.priority != "" {
+		in["priority"] = strings.ToUpper(f.priority)
+	}
+	kind := f.kind
+	if kind == "" && f.url != "" {
+		kind = "navigate"
+	}
+	if kind != "" {
+		action := map[string]any{"kind": kind}
+		if f.selector != "" {
+			action["selector"] = f.selector
+		}
+		if f.ref != "" {
+			action["ref"] = f.ref
+		}
+		params := map[string]any{}
+		if f.params != "" {
+			if err := json.Unmarshal([]byte(f.params), &params); err != nil {
+				return nil, Usagef("--params: want a JSON object: %v", err)
+			}
+		}
+		if f.url != "" {
+			params["url"] = f.url
+		}
+		if f.text != "" {
+			params["text"] = f.text
+		}
+		if len(params) > 0 {
+			action["params"] = params
+		}
+		in["action"] = action
+	}
+	if kind == "" && f.instruction == "" {
+		return nil, Usagef("say what to do: --action KIND (or --url URL to navigate), or --instruction TEXT; or --file FILE")
+	}
+	if len(f.dependsOn) > 0 {
+		in["dependsOn"] = []string(f.dependsOn)
+	}
+	if f.deadline != "" {
+		if d, err := time.ParseDuration(f.deadline); err == nil {
+			in["deadline"] = now.Add(d).UTC().Format(time.RFC3339Nano)
+		} else if t, err := time.Parse(time.RFC3339, f.deadline); err == nil {
+			in["deadline"] = t.Format(time.RFC3339Nano)
+		} else {
+			return nil, Usagef("--deadline %q: want RFC 3339 or a duration", f.deadline)
+		}
+	}
+	if f.timeout > 0 {
+		in["timeoutMs"] = f.timeout.Milliseconds()
+	}
+	if f.maxAttempts > 0 {
+		in["retryPolicy"] = map[string]any{"maxAttempts": f.maxAttempts}
+	}
+	if len(f.labels) > 0 {
+		ls, err := labels(f.labels)
+		if err != nil {
+			return nil, err
+		}
+		in["labels"] = ls
+	}
+	if f.interrupt {
+		in["queueMode"] = "INTERRUPT"
+	}
+	return in, nil
+}
+
+func taskSubmit(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("task submit", "[flags]  |  --file tasks.jsonl", env)
+	var c conn
+	c.register(fs, env)
+	var f submitFlags
+	f.register(fs, env)
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	if f.file != "" {
+		return submitFile(ctx, cl, &f, fs, env)
+	}
+	in, err := f.input(time.Now())
+	if err != nil {
+		return err
+	}
+	var res struct{ SubmitTask *TaskInfo }
+	if err := cl.Do(ctx, `mutation($in: SubmitTaskInput!) { submitTask(input: $in) { `+taskFields+` } }`,
+		map[string]any{"in": in}, &res); err != nil {
+		return fmt.Errorf("submit: %w", err)
+	}
+	if f.jsonOut {
+		return writeJSON(env.Stdout, res.SubmitTask)
+	}
+	fmt.Fprintln(env.Stdout, res.SubmitTask.ID)
+	return nil
+}
+
+// listFlags are the filters of list and cancel.
+type listFlags struct {
+	states, ids, labels                 multi
+	agent, lane, session, batch, parent string
+}
+
+func (l *listFlags) register(fs *flag.FlagSet) {
+	fs.Var(&l.states, "state", "only tasks in these states (repeatable, or comma-separated: queued,running)")
+	fs.Var(&l.ids, "id", "only these task ids (repeatable)")
+	fs.Var(&l.labels, "label", "only tasks with this key=value label (repeatable)")
+	fs.StringVar(&l.agent, "agent", "", "only this agent's tasks")
+	fs.StringVar(&l.lane, "lane", "", "only this lane's tasks")
+	fs.StringVar(&l.session, "session", "", "only this session's tasks")
+	fs.StringVar(&l.batch, "batch", "", "only this batch's tasks")
+	fs.StringVar(&l.parent, "parent", "", "only the children of this task")
+}
+
+// filter returns the TaskFilter, and whether any field is set.
+func (l *listFlags) filter() (map[string]any, bool, error) {
+	f := map[string]any{}
+	if len(l.states) > 0 {
+		f["states"] = upperList(l.states)
+	}
+	if len(l.ids) > 0 {
+		f["ids"] = []string(l.ids)
+	}
+	if len(l.labels) > 0 {
+		ls, err := labels(l.labels)
+		if err != nil {
+			return nil, false, err
+		}
+		f["labels"] = ls
+	}
+	for k, v := range map[string]string{"agentId": l.agent, "lane": l.lane, "sessionKey": l.session, "batchId": l.batch, "parentId": l.parent} {
+		if v != "" {
+			f[k] = v
+		}
+	}
+	return f, len(f) > 0, nil
+}
+
+func taskList(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("task list", "[filters] [--limit N] [--json]", env)
+	var c conn
+	c.register(fs, env)
+	var l listFlags
+	l.register(fs)
+	limit := fs.Int("limit", 50, "at most this many tasks (pages are read as needed)")
+	order := fs.String("order", "newest", "newest or oldest first")
+	jsonOut := fs.Bool("json", false, "print one JSON object per task")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	if *limit < 1 {
+		return Usagef("--limit must be at least 1")
+	}
+	ord := map[string]string{"newest": "NEWEST_FIRST", "oldest": "OLDEST_FIRST"}[*order]
+	if ord == "" {
+		return Usagef("--order %q: want newest or oldest", *order)
+	}
+	filter, _, err := l.filter()
+	if err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	var tasks []TaskInfo
+	var total int
+	var after *string
+	// A page's cost is its size times the fields read: 200 tasks fit the
+	// default complexity limit; a server with a lower one says LIMIT, and
+	// the page is halved.
+	page := 200
+	for len(tasks) < *limit {
+		first := min(*limit-len(tasks), page)
+		var res struct {
+			Tasks struct {
+				Nodes      []TaskInfo
+				TotalCount int
+				PageInfo   struct {
+					HasNextPage bool
+					EndCursor   *string
+				}
+			}
+		}
+		// totalCount costs a count: ask for it with the first page only.
+		count := ""
+		if after == nil {
+			count = "totalCount"
+		}
+		err := cl.Do(ctx, `query($f: TaskFilter, $n: Int, $after: String, $o: TaskOrder) {
+			tasks(filter: $f, first: $n, after: $after, order: $o) { `+count+` nodes { `+taskFields+` } pageInfo { hasNextPage endCursor } } }`,
+			map[string]any{"f": filter, "n": first, "after": after, "o": ord}, &res)
+		var gerrs client.Errors
+		if errors.As(err, &gerrs) && gerrs[0].Code() == "LIMIT" && page > 1 {
+			page /= 2
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("list: %w", err)
+		}
+		if after == nil {
+			total = res.Tasks.TotalCount
+		}
+		tasks = append(tasks, res.Tasks.Nodes...)
+		if !res.Tasks.PageInfo.HasNextPage || res.Tasks.PageInfo.EndCursor == nil {
+			break
+		}
+		after = res.Tasks.PageInfo.EndCursor
+	}
+	if *jsonOut {
+		for i := range tasks {
+			if err := writeJSON(env.Stdout, &tasks[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tAGENT\tLANE\tPRIORITY\tATTEMPTS\tSUBMITTED\tREASON")
+	now := time.Now()
+	for _, t := range tasks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.ID, t.State, t.AgentID, t.Lane, t.Priority, t.AttemptCount,
+			ago(now, t.SubmittedAt), clip(str(t.Reason), 60))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if total > len(tasks) {
+		fmt.Fprintf(env.Stderr, "%d of %d tasks shown (--limit)\n", len(tasks), total)
+	}
+	return nil
+}
+
+func ago(now, t time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return t.Local().Format("2006-01-02 15:04")
+}
+
+func clip(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > n {
+		return s[:n-1] + "…"
+	}
+	return s
+}
+
+func taskGet(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("task get", "ID [--json]", env)
+	var c conn
+	c.register(fs, env)
+	jsonOut := fs.Bool("json", false, "print the task as JSON")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	var res struct{ Task *TaskInfo }
+	if err := cl.Do(ctx, `query($id: ID!) { task(id: $id) { `+taskFields+` } }`, map[string]any{"id": pos[0]}, &res); err != nil {
+		return fmt.Errorf("get %s: %w", pos[0], err)
+	}
+	if res.Task == nil {
+		return &Error{Code: ExitNotFound, Err: fmt.Errorf("get %s: NOT_FOUND: no such task", pos[0])}
+	}
+	if *jsonOut {
+		return writeJSON(env.Stdout, res.Task)
+	}
+	printTask(env.Stdout, res.Task)
+	return nil
+}
+
+func printTask(w io.Writer, t *TaskInfo) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s:\t%s\n", k, v)
+		}
+	}
+	ts := func(t *time.Time) string {
+		if t == nil {
+			return ""
+		}
+		return t.Local().Format(time.RFC3339Nano)
+	}
+	row("id", t.ID)
+	row("state", t.State)
+	row("reason", str(t.Reason))
+	row("agent", t.AgentID)
+	row("lane", t.Lane)
+	row("priority", t.Priority)
+	row("session", str(t.Session))
+	if t.Action != nil {
+		a := t.Action.Kind
+		if t.Action.Selector != nil {
+			a += " " + *t.Action.Selector
+		}
+		if t.Action.Ref != nil {
+			a += " ref=" + *t.Action.Ref
+		}
+		if len(t.Action.Params) > 0 && string(t.Action.Params) != "null" {
+			a += " " + string(t.Action.Params)
+		}
+		row("action", a)
+	}
+	row("instruction", str(t.Instruction))
+	row("instance", str(t.InstanceID))
+	row("tab", str(t.TabID))
+	row("depends on", strings.Join(t.DependsOn, ", "))
+	row("batch", str(t.BatchID))
+	row("parent", str(t.ParentID))
+	if t.Position != nil {
+		row("position", fmt.Sprint(*t.Position))
+	}
+	var ls []string
+	for _, l := range t.Labels {
+		ls = append(ls, l.Key+"="+l.Value)
+	}
+	row("labels", strings.Join(ls, " "))
+	row("submitted", ts(&t.SubmittedAt))
+	row("queued", ts(t.QueuedAt))
+	row("next run", ts(t.NextRunAt))
+	row("ended", ts(t.EndedAt))
+	row("deadline", ts(t.Deadline))
+	row("attempts", fmt.Sprint(t.AttemptCount))
+	_ = tw.Flush()
+	if len(t.Attempts) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "#\tINSTANCE\tTAB\tASSIGNED\tRAN\tCLASS\tHTTP\tERROR")
+		for _, a := range t.Attempts {
+			ran := "running"
+			if a.EndedAt != nil {
+				from := a.AssignedAt
+				if a.StartedAt != nil {
+					from = *a.StartedAt
+				}
+				ran = a.EndedAt.Sub(from).Round(time.Microsecond).String()
+			}
+			status := ""
+			if a.HTTPStatus != nil {
+				status = fmt.Sprint(*a.HTTPStatus)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.N, str(a.InstanceID), str(a.TabID),
+				a.AssignedAt.Local().Format("15:04:05.000"), ran, a.ErrorClass, status, clip(str(a.Error), 80))
+		}
+		_ = tw.Flush()
+	}
+	if t.Error != nil {
+		fmt.Fprintf(w, "\nerror (%s): %s\n", t.ErrorClass, *t.Error)
+	}
+	if len(t.Result) > 0 && string(t.Result) != "null" {
+		var pretty any
+		out := string(t.Result)
+		if json.Unmarshal(t.Result, &pretty) == nil {
+			if b, err := json.MarshalIndent(pretty, "", "  "); err == nil {
+				out = string(b)
+			}
+		}
+		fmt.Fprintf(w, "\nresult:\n%s\n", out)
+	}
+}
+
+func taskCancel(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("task cancel", "ID…  |  --agent A / --lane L / --session S / --batch B …", env)
+	var c conn
+	c.register(fs, env)
+	var l listFlags
+	l.register(fs)
+	reason := fs.String("reason", "", "why (recorded with the cancellation)")
+	ids, err := parse(fs, args, 0, -1)
+	if err != nil {
+		return err
+	}
+	filter, filtered, err := l.filter()
+	if err != nil {
+		return err
+	}
+	if len(ids) == 0 && !filtered {
+		fs.Usage()
+		return Usagef("name the tasks: ids, or filters (--agent, --lane, --session, --batch, --parent, --label)")
+	}
+	if len(ids) > 0 && filtered {
+		return Usagef("give ids or filters, not both")
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	var why any
+	if *reason != "" {
+		why = *reason
+	}
+	if filtered {
+		var res struct{ CancelTasks struct{ IDs []string } }
+		if err := cl.Do(ctx, `mutation($f: TaskFilter!, $r: String) { cancelTasks(filter: $f, reason: $r) { ids count } }`,
+			map[string]any{"f": filter, "r": why}, &res); err != nil {
+			return fmt.Errorf("cancel: %w", err)
+		}
+		for _, id := range res.CancelTasks.IDs {
+			fmt.Fprintln(env.Stdout, id)
+		}
+		fmt.Fprintf(env.Stderr, "cancelled %d tasks\n", len(res.CancelTasks.IDs))
+		return nil
+	}
+	return eachID(ctx, ids, env, func(id string) (string, error) {
+		var res struct{ CancelTask *struct{ ID, State string } }
+		if err := cl.Do(ctx, `mutation($id: ID!, $r: String) { cancelTask(id: $id, reason: $r) { id state } }`,
+			map[string]any{"id": id, "r": why}, &res); err != nil {
+			return "", fmt.Errorf("cancel %s: %w", id, err)
+		}
+		return fmt.Sprintf("%s\t%s", res.CancelTask.ID, res.CancelTask.State), nil
+	})
+}
+
+// eachID runs fn for every id, prints its line, and returns the first error
+// after trying them all (so one bad id does not stop the others).
+func eachID(_ context.Context, ids []string, env Env, fn func(id string) (string, error)) error {
+	var first error
+	failed := 0
+	for _, id := range ids {
+		line, err := fn(id)
+		if err != nil {
+			failed++
+			if first == nil {
+				first = withCode(err)
+			}
+			if len(ids) > 1 {
+				fmt.Fprintf(env.Stderr, "%v\n", err)
+			}
+			continue
+		}
+		fmt.Fprintln(env.Stdout, line)
+	}
+	if first != nil && len(ids) > 1 {
+		return &Error{Code: ExitCode(first), Err: fmt.Errorf("%d of %d failed; the first: %w", failed, len(ids), first)}
+	}
+	return first
+}
+
+func taskReset(ctx context.Context, args []string, env Env) error {
+	return idMutation(ctx, "reset", `mutation($id: ID!) { resetTask(id: $id) { id state } }`, "resetTask", args, env)
+}
+
+func taskRetry(ctx context.Context, args []string, env Env) error {
+	return idMutation(ctx, "retry", `mutation($id: ID!) { retryTask(id: $id) { id state } }`, "retryTask", args, env)
+}
+
+func idMutation(ctx context.Context, verb, mutation, field string, args []string, env Env) error {
+	fs := newFlags("task "+verb, "ID…", env)
+	var c conn
+	c.register(fs, env)
+	ids, err := parse(fs, args, 1, -1)
+	if err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	return eachID(ctx, ids, env, func(id string) (string, error) {
+		var res map[string]*struct{ ID, State string }
+		if err := cl.Do(ctx, mutation, map[string]any{"id": id}, &res); err != nil {
+			return "", fmt.Errorf("%s %s: %w", verb, id, err)
+		}
+		t := res[field]
+		if t == nil {
+			return "", fmt.Errorf("%s %s: no task in the answer", verb, id)
+		}
+		return fmt.Sprintf("%s\t%s", t.ID, t.State), nil
+	})
+}
+
+// openInput opens a file, or stdin for "-".
+func openInput(name string, env Env) (io.ReadCloser, error) {
+	if name == "-" {
+		return io.NopCloser(env.Stdin), nil
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, Usagef("--file: %v", err)
+	}
+	return f, nil
+}

@@ -1,0 +1,318 @@
+// `switchyard watch`: the live task event stream, filtered, colourised on
+// a terminal, resumable. It follows taskEventFeed (the bulk subscription)
+// over graphql-transport-ws; when the connection drops it reconnects and
+// resumes after the last seq it printed, so nothing is missed or repeated.
+// On exit it prints the last seq to stderr, for a script to resume from
+// with --after.
+
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/switchyard/switchyard/graph/client"
+)
+
+// Event is one task event as taskEventFeed encodes it.
+type Event struct {
+	Seq        int64  `json:"seq"`
+	Kind       string `json:"kind"`
+	At         string `json:"at"`
+	TaskID     string `json:"taskId,omitempty"`
+	AgentID    string `json:"agentId,omitempty"`
+	Lane       string `json:"lane,omitempty"`
+	SessionKey string `json:"sessionKey,omitempty"`
+	BatchID    string `json:"batchId,omitempty"`
+	From       string `json:"from,omitempty"`
+	To         string `json:"to,omitempty"`
+	Attempt    int    `json:"attempt,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+	Skipped    int64  `json:"skipped,omitempty"`
+}
+
+const feedSubscription = `subscription($f: TaskEventFilter, $after: Int64) {
+  taskEventFeed(filter: $f, after: $after, max: 1000, maxDelayMs: 20) { events lastSeq } }`
+
+// terminal states end a task.
+var terminal = map[string]bool{"SUCCEEDED": true, "FAILED": true, "CANCELLED": true, "REJECTED": true, "EXPIRED": true}
+
+// Watch runs `switchyard watch`.
+func Watch(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("watch", "[filters] [--after SEQ] [--count N] [--json]", env)
+	var c conn
+	c.register(fs, env)
+	var tasks, kinds, states multi
+	fs.Var(&tasks, "task", "only these tasks' events (repeatable, or comma-separated)")
+	fs.Var(&kinds, "kind", "only these kinds: state, released, stale, lane, engine (LAGGED always comes)")
+	fs.Var(&states, "state", "only changes into these states (repeatable, or comma-separated)")
+	agent := fs.String("agent", "", "only this agent's tasks")
+	lane := fs.String("lane", "", "only this lane's tasks (and its LANE events)")
+	session := fs.String("session", "", "only this session's tasks")
+	batch := fs.String("batch", "", "only this batch's tasks")
+	after := fs.Int64("after", -1, "start after this seq (resume); default: from now")
+	count := fs.Int("count", 0, "stop after this many events (0: until interrupted)")
+	untilDone := fs.Bool("until-done", false, "with --task: stop once every named task has ended")
+	jsonOut := fs.Bool("json", false, "print each event as one JSON object per line")
+	color := fs.String("color", "auto", "auto (on a terminal), always or never")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	if *untilDone && len(tasks) == 0 {
+		return Usagef("--until-done needs --task")
+	}
+	var colours bool
+	switch *color {
+	case "auto":
+		colours = env.StdoutTerminal && env.Getenv("NO_COLOR") == ""
+	case "always":
+		colours = true
+	case "never":
+	default:
+		return Usagef("--color %q: want auto, always or never", *color)
+	}
+	filter := map[string]any{}
+	if len(tasks) > 0 {
+		filter["taskIds"] = []string(tasks)
+	}
+	if len(kinds) > 0 {
+		filter["kinds"] = upperList(kinds)
+	}
+	if len(states) > 0 {
+		filter["states"] = upperList(states)
+	}
+	for k, v := range map[string]string{"agentId": *agent, "lane": *lane, "sessionKey": *session, "batchId": *batch} {
+		if v != "" {
+			filter[k] = v
+		}
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	w := &watcher{
+		cl: cl, env: env, filter: filter, json: *jsonOut, colours: colours, count: *count,
+		pending: map[string]bool{},
+	}
+	if *untilDone {
+		for _, id := range tasks {
+			w.pending[id] = true
+		}
+		w.untilDone = true
+	}
+	if *after >= 0 {
+		w.last, w.haveLast = *after, true
+	}
+	err = withCode(w.run(ctx))
+	if w.haveLast {
+		fmt.Fprintf(env.Stderr, "last seq %d (resume with --after %d)\n", w.last, w.last)
+	}
+	if errors.Is(err, errDone) || (err != nil && ctx.Err() != nil) {
+		return nil // interrupted, or the count reached: a normal end
+	}
+	return err
+}
+
+var errDone = errors.New("done")
+
+type watcher struct {
+	cl        *client.Client
+	env       Env
+	filter    map[string]any
+	json      bool
+	colours   bool
+	count     int
+	printed   int
+	last      int64
+	haveLast  bool
+	untilDone bool
+	pending   map[string]bool
+}
+
+// run follows the feed, reconnecting with a backoff when the connection
+// drops; it returns errDone when --count or --until-done is satisfied.
+func (w *watcher) run(ctx context.Context) error {
+	backoff := 250 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		progressed, err := w.follow(ctx)
+		if err == nil || errors.Is(err, errDone) || ctx.Err() != nil {
+			return err
+		}
+		// A GraphQL error answer (bad filter, no permission) will not mend
+		// by retrying; a dropped connection may.
+		var gerrs client.Errors
+		if errors.As(err, &gerrs) || (attempt == 0 && !progressed) {
+			return err
+		}
+		if progressed {
+			backoff = 250 * time.Millisecond
+		}
+		fmt.Fprintf(w.env.Stderr, "connection lost (%v); reconnecting in %s\n", err, backoff)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// follow subscribes once and prints until the stream ends; progressed says
+// whether it connected at all.
+func (w *watcher) follow(ctx context.Context) (progressed bool, err error) {
+	conn, err := w.cl.Dial(ctx, client.DialOptions{Buffer: 16})
+	if err != nil {
+		return false, fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close()
+	vars := map[string]any{"f": nil, "after": nil}
+	if len(w.filter) > 0 {
+		vars["f"] = w.filter
+	}
+	if w.haveLast {
+		vars["after"] = w.last
+	}
+	sub, err := conn.Subscribe(ctx, feedSubscription, vars)
+	if err != nil {
+		return false, fmt.Errorf("subscribe: %w", err)
+	}
+	for {
+		msg, err := sub.Next(ctx)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return true, errors.New("the server ended the stream")
+			}
+			return true, err
+		}
+		if len(msg.Errors) > 0 {
+			return true, msg.Errors
+		}
+		var data struct {
+			TaskEventFeed struct {
+				Events  []json.RawMessage
+				LastSeq int64
+			}
+		}
+		if err := json.Unmarshal(msg.Data, &data); err != nil {
+			return true, fmt.Errorf("decode events: %w", err)
+		}
+		for _, raw := range data.TaskEventFeed.Events {
+			if err := w.print(raw); err != nil {
+				return true, err
+			}
+		}
+		if w.done() {
+			return true, errDone
+		}
+		// Events filtered out still move the position on.
+		if !w.haveLast || data.TaskEventFeed.LastSeq > w.last {
+			w.last, w.haveLast = data.TaskEventFeed.LastSeq, true
+		}
+	}
+}
+
+func (w *watcher) done() bool {
+	return (w.count > 0 && w.printed >= w.count) || (w.untilDone && len(w.pending) == 0)
+}
+
+func (w *watcher) print(raw json.RawMessage) error {
+	if w.done() {
+		return nil
+	}
+	var e Event
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return fmt.Errorf("decode event: %w", err)
+	}
+	if e.Kind != "LAGGED" {
+		w.last, w.haveLast = e.Seq, true
+	}
+	if e.Kind == "STATE" && terminal[e.To] {
+		delete(w.pending, e.TaskID)
+	}
+	w.printed++
+	if w.json {
+		_, err := w.env.Stdout.Write(append(raw, '\n'))
+		return err
+	}
+	_, err := io.WriteString(w.env.Stdout, formatEvent(&e, w.colours)+"\n")
+	return err
+}
+
+// ANSI colours of the event lines.
+const (
+	ansiReset   = "\033[0m"
+	ansiDim     = "\033[2m"
+	ansiRed     = "\033[31m"
+	ansiGreen   = "\033[32m"
+	ansiYellow  = "\033[33m"
+	ansiBlue    = "\033[34m"
+	ansiMagenta = "\033[35m"
+	ansiCyan    = "\033[36m"
+)
+
+var stateColour = map[string]string{
+	"QUEUED": ansiBlue, "WAITING": ansiBlue, "ASSIGNED": ansiCyan, "RUNNING": ansiCyan,
+	"RETRY_WAIT": ansiYellow, "PARKED": ansiYellow, "SUCCEEDED": ansiGreen,
+	"FAILED": ansiRed, "EXPIRED": ansiRed, "REJECTED": ansiRed, "CANCELLED": ansiDim,
+}
+
+// formatEvent renders an event as one line:
+//
+//	1234 15:04:05.123 STATE    01J…  QUEUED → RUNNING  agent=a lane=main attempt=1  reason
+func formatEvent(e *Event, colours bool) string {
+	paint := func(c, s string) string {
+		if !colours || c == "" || s == "" {
+			return s
+		}
+		return c + s + ansiReset
+	}
+	at := e.At
+	if t, err := time.Parse(time.RFC3339Nano, e.At); err == nil {
+		at = t.Local().Format("15:04:05.000")
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s %-8s", paint(ansiDim, fmt.Sprintf("%6d", e.Seq)), paint(ansiDim, at), e.Kind)
+	switch e.Kind {
+	case "LAGGED":
+		return b.String() + " " + paint(ansiMagenta, fmt.Sprintf("missed %d events: %s", e.Skipped, e.Reason))
+	case "BATCH":
+		return b.String() + " batch=" + e.BatchID + "  " + paint(ansiDim, e.Reason)
+	case "LANE", "ENGINE":
+		if e.Lane != "" {
+			b.WriteString(" lane=" + e.Lane)
+		}
+		if e.Reason != "" {
+			b.WriteString("  " + e.Reason)
+		}
+		return b.String()
+	}
+	b.WriteString(" " + e.TaskID)
+	if e.Kind == "STATE" {
+		from := e.From
+		if from == "" {
+			from = "·"
+		}
+		fmt.Fprintf(&b, "  %s → %s", paint(stateColour[from], from), paint(stateColour[e.To], e.To))
+	}
+	if e.AgentID != "" {
+		b.WriteString("  agent=" + e.AgentID)
+	}
+	if e.Lane != "" {
+		b.WriteString(" lane=" + e.Lane)
+	}
+	if e.SessionKey != "" {
+		b.WriteString(" session=" + e.SessionKey)
+	}
+	if e.Attempt > 0 {
+		fmt.Fprintf(&b, " attempt=%d", e.Attempt)
+	}
+	if e.Reason != "" {
+		b.WriteString("  " + paint(ansiDim, e.Reason))
+	}
+	return b.String()
+}

@@ -1,0 +1,419 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/engine/schedule"
+	"github.com/switchyard/switchyard/plugins/manager"
+)
+
+// What the API of a node serves, whichever role the node has: the same
+// methods as the engine, the instance registry, the plugin manager and the
+// scheduler. Reads of tasks, batches and events come from the store (or the
+// leader's memory, on the leader); everything else is the leader's answer.
+
+// Engine is the engine as every node of the cluster serves it.
+type Engine struct{ n *Node }
+
+// Engine returns the node's view of the cluster's engine.
+func (n *Node) API() *Engine { return &Engine{n} }
+
+// ctx bounds the calls of methods that take no context.
+func (a *Engine) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), a.n.opts.CallTimeout)
+}
+
+// Config returns the engine's configuration (the same on every node).
+func (a *Engine) Config() engine.Config { return a.n.Engine().Config() }
+
+// Events returns the node's event log: every committed event, whoever leads.
+func (a *Engine) Events() *engine.EventLog { return a.n.events }
+
+// Sync waits until what this node changed is visible to store reads.
+func (a *Engine) Sync(ctx context.Context) error {
+	if l := a.n.leader(); l != nil {
+		return l.eng.Sync(ctx)
+	}
+	return nil // a follower's changes are committed when their call returns
+}
+
+// Task returns a task.
+func (a *Engine) Task(ctx context.Context, id string) (*engine.Task, error) {
+	return a.n.Engine().Task(ctx, id)
+}
+
+// Tasks lists tasks.
+func (a *Engine) Tasks(ctx context.Context, q engine.TaskQuery) ([]*engine.Task, error) {
+	return a.n.Engine().Tasks(ctx, q)
+}
+
+// CountTasks counts tasks by state.
+func (a *Engine) CountTasks(ctx context.Context, f engine.TaskFilter) (map[engine.State]int, error) {
+	return a.n.Engine().CountTasks(ctx, f)
+}
+
+// Batch returns a batch's status.
+func (a *Engine) Batch(ctx context.Context, id string) (*engine.BatchStatus, error) {
+	return a.n.Engine().Batch(ctx, id)
+}
+
+// StoredEvents returns committed events from the store.
+func (a *Engine) StoredEvents(ctx context.Context, after uint64, limit int) ([]engine.Event, error) {
+	return a.n.Engine().StoredEvents(ctx, after, limit)
+}
+
+// Submit admits a task on the leader. A follower chooses the task's id, so
+// that the leader admits it once however often the command is applied.
+func (a *Engine) Submit(ctx context.Context, spec engine.TaskSpec) (*engine.Task, error) {
+	if l := a.n.leader(); l != nil {
+		return l.eng.Submit(ctx, spec)
+	}
+	res, err := a.ingest(ctx, nil, []engine.BatchItem{{Spec: spec}})
+	if err != nil {
+		return nil, err
+	}
+	return res.Items[0].Task, res.Items[0].Err
+}
+
+// SubmitBatch admits a batch on the leader.
+func (a *Engine) SubmitBatch(ctx context.Context, b engine.BatchSpec) (*engine.BatchResult, error) {
+	if l := a.n.leader(); l != nil {
+		return l.eng.SubmitBatch(ctx, b)
+	}
+	return a.ingest(ctx, &b, b.Items)
+}
+
+func (a *Engine) ingest(ctx context.Context, b *engine.BatchSpec, items []engine.BatchItem) (*engine.BatchResult, error) {
+	now := time.Now()
+	args := ingestArgs{Items: make([]engine.BatchItem, len(items))}
+	for i, it := range items {
+		it.ID = a.n.ids.Next(now)
+		it.Spec.SubmittedAt = now
+		args.Items[i] = it
+	}
+	if b != nil {
+		bs := *b
+		bs.Items = nil
+		args.Batch, args.BatchID = &bs, a.n.ids.Next(now)
+	}
+	ans, err := opIngest.call(ctx, a.n, args)
+	if err != nil {
+		return nil, err
+	}
+	res := &engine.BatchResult{BatchID: ans.BatchID, Items: make([]engine.ItemResult, len(ans.Items))}
+	for i, it := range ans.Items {
+		res.Items[i].Task = fixTask(it.Task)
+		if it.Err != nil {
+			res.Items[i].Err = it.Err.decode()
+		}
+	}
+	if len(res.Items) != len(items) {
+		return nil, &engine.Error{Code: engine.CodeUnavailable, Message: "the leader answered for a different number of items"}
+	}
+	return res, nil
+}
+
+// Cancel cancels a task.
+func (a *Engine) Cancel(ctx context.Context, id, reason string) (*engine.Task, error) {
+	t, err := opCancel.call(ctx, a.n, cancelArgs{id, reason})
+	return fixTask(t), err
+}
+
+// CancelWhere cancels the live tasks that match f.
+func (a *Engine) CancelWhere(ctx context.Context, f engine.TaskFilter, reason string) ([]string, error) {
+	return opCancelWhere.call(ctx, a.n, whereArgs{f, reason})
+}
+
+// StopSession stops a session's tasks.
+func (a *Engine) StopSession(ctx context.Context, key string, all bool) ([]string, error) {
+	return opStopSession.call(ctx, a.n, stopArgs{key, all})
+}
+
+// Retry re-runs a task.
+func (a *Engine) Retry(ctx context.Context, id string) (*engine.Task, error) {
+	t, err := opRetry.call(ctx, a.n, idArgs{id})
+	return fixTask(t), err
+}
+
+// Reset gives a parked task its retry budget back.
+func (a *Engine) Reset(ctx context.Context, id string) (*engine.Task, error) {
+	t, err := opReset.call(ctx, a.n, idArgs{id})
+	return fixTask(t), err
+}
+
+// UpdateLane changes a lane's settings.
+func (a *Engine) UpdateLane(name string, u engine.LaneUpdate) (engine.LaneStatus, error) {
+	ctx, cancel := a.ctx()
+	defer cancel()
+	return opUpdateLane.call(ctx, a.n, laneArgs{name, u})
+}
+
+// SetAgent changes an agent's weight and ceiling.
+func (a *Engine) SetAgent(id string, c engine.AgentConfig) error {
+	ctx, cancel := a.ctx()
+	defer cancel()
+	_, err := opSetAgent.call(ctx, a.n, agentArgs{id, c})
+	return err
+}
+
+// Drain makes the leader refuse new work.
+func (a *Engine) Drain() {
+	ctx, cancel := a.ctx()
+	defer cancel()
+	if _, err := opDrain.call(ctx, a.n, none{}); err != nil {
+		a.n.log.Error("drain", "error", err)
+	}
+}
+
+// Draining reports whether the leader refuses new work.
+func (a *Engine) Draining() bool {
+	ctx, cancel := a.ctx()
+	defer cancel()
+	d, err := opDraining.call(ctx, a.n, none{})
+	return err == nil && d
+}
+
+// Plan is the leader's dry run.
+func (a *Engine) Plan(limit int) (*engine.Plan, error) {
+	ctx, cancel := a.ctx()
+	defer cancel()
+	return opPlan.call(ctx, a.n, planArgs{limit})
+}
+
+// Lanes returns the leader's lanes; when no leader answers, this node's
+// view of their settings, without load.
+func (a *Engine) Lanes() []engine.LaneStatus {
+	ctx, cancel := a.ctx()
+	defer cancel()
+	ls, err := opLanes.call(ctx, a.n, none{})
+	if err != nil {
+		a.n.log.Warn("the leader did not answer for its lanes", "error", err)
+		return a.n.Engine().Lanes()
+	}
+	return ls
+}
+
+// Lane returns one lane.
+func (a *Engine) Lane(name string) (engine.LaneStatus, error) {
+	for _, l := range a.Lanes() {
+		if l.Config.Name == name {
+			return l, nil
+		}
+	}
+	return engine.LaneStatus{}, &engine.Error{Code: engine.CodeNotFound, Message: "no lane " + name}
+}
+
+// Agents returns the leader's agents (none when no leader answers).
+func (a *Engine) Agents() []engine.AgentStatus {
+	ctx, cancel := a.ctx()
+	defer cancel()
+	as, err := opAgents.call(ctx, a.n, none{})
+	if err != nil {
+		a.n.log.Warn("the leader did not answer for its agents", "error", err)
+	}
+	return as
+}
+
+// Stats returns the leader's counters; when no leader answers, this node's
+// (which count nothing but the last seq).
+func (a *Engine) Stats() engine.Stats {
+	ctx, cancel := a.ctx()
+	defer cancel()
+	s, err := opStats.call(ctx, a.n, none{})
+	if err != nil {
+		a.n.log.Warn("the leader did not answer for its stats", "error", err)
+		return a.n.Engine().Stats()
+	}
+	return s
+}
+
+// Policies returns the leader's policy assignments.
+func (a *Engine) Policies() []engine.PolicyAssignment {
+	ctx, cancel := a.ctx()
+	defer cancel()
+	ps, err := opPolicies.call(ctx, a.n, none{})
+	if err != nil {
+		a.n.log.Warn("the leader did not answer for its policies", "error", err)
+		return a.n.Engine().Policies()
+	}
+	return ps
+}
+
+// Instances is the leader's instance registry as every node serves it.
+type Instances struct{ n *Node }
+
+// Instances returns the node's view of the leader's registry.
+func (n *Node) Instances() *Instances { return &Instances{n} }
+
+func (r *Instances) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), r.n.opts.CallTimeout)
+}
+
+// Register adds an instance.
+func (r *Instances) Register(cfg executor.InstanceConfig) (executor.Instance, error) {
+	ctx, cancel := r.ctx()
+	defer cancel()
+	return opRegister.call(ctx, r.n, registerArgs{cfg})
+}
+
+// Update changes an instance.
+func (r *Instances) Update(id string, u executor.InstanceUpdate) (executor.Instance, error) {
+	ctx, cancel := r.ctx()
+	defer cancel()
+	return opUpdateInstance.call(ctx, r.n, updateArgs{id, u})
+}
+
+// Remove removes an instance.
+func (r *Instances) Remove(id string) error {
+	ctx, cancel := r.ctx()
+	defer cancel()
+	_, err := opRemoveInstance.call(ctx, r.n, idArgs{id})
+	return err
+}
+
+// Get returns an instance.
+func (r *Instances) Get(id string) (executor.Instance, bool) {
+	ctx, cancel := r.ctx()
+	defer cancel()
+	a, err := opGetInstance.call(ctx, r.n, idArgs{id})
+	return a.Instance, err == nil && a.Found
+}
+
+// List returns every instance, sorted by id.
+func (r *Instances) List() []executor.Instance {
+	ctx, cancel := r.ctx()
+	defer cancel()
+	ins, err := opListInstances.call(ctx, r.n, none{})
+	if err != nil {
+		r.n.log.Warn("the leader did not answer for its instances", "error", err)
+	}
+	return ins
+}
+
+// Subscribe streams the leader's instance events, whichever node leads.
+func (r *Instances) Subscribe(buffer int) (<-chan executor.InstanceEvent, func()) {
+	return r.n.relay.instances.subscribe(buffer)
+}
+
+// Plugins is the leader's plugin manager as every node serves it.
+type Plugins struct{ n *Node }
+
+// Plugins returns the node's view of the leader's plugin manager.
+func (n *Node) Plugins() *Plugins { return &Plugins{n} }
+
+func (p *Plugins) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), p.n.opts.CallTimeout)
+}
+
+// Load loads a plugin.
+func (p *Plugins) Load(ctx context.Context, name string, wasm, config []byte) (manager.Info, error) {
+	return opLoadPlugin.call(ctx, p.n, loadArgs{name, wasm, config})
+}
+
+// Unload unloads a plugin.
+func (p *Plugins) Unload(ctx context.Context, name string) error {
+	_, err := opUnloadPlugin.call(ctx, p.n, idArgs{name})
+	return err
+}
+
+// Configure reconfigures a plugin.
+func (p *Plugins) Configure(ctx context.Context, name string, config []byte) (manager.Info, error) {
+	return opConfigurePlugin.call(ctx, p.n, configureArgs{name, config})
+}
+
+// SetPolicy assigns a policy to a slot.
+func (p *Plugins) SetPolicy(ctx context.Context, slot policy.Slot, lane, name string) error {
+	_, err := opSetPolicy.call(ctx, p.n, policyArgs{slot, lane, name})
+	return err
+}
+
+// ClearLanePolicy removes a lane's own policy.
+func (p *Plugins) ClearLanePolicy(ctx context.Context, slot policy.Slot, lane string) error {
+	_, err := opClearLanePolicy.call(ctx, p.n, policyArgs{Slot: slot, Lane: lane})
+	return err
+}
+
+// Enable re-enables a plugin its breaker disabled.
+func (p *Plugins) Enable(name string) error {
+	ctx, cancel := p.ctx()
+	defer cancel()
+	_, err := opEnablePlugin.call(ctx, p.n, idArgs{name})
+	return err
+}
+
+// Get returns a plugin.
+func (p *Plugins) Get(name string) (manager.Info, error) {
+	ctx, cancel := p.ctx()
+	defer cancel()
+	return opGetPlugin.call(ctx, p.n, idArgs{name})
+}
+
+// List returns every policy available.
+func (p *Plugins) List() []manager.Info {
+	ctx, cancel := p.ctx()
+	defer cancel()
+	is, err := opListPlugins.call(ctx, p.n, none{})
+	if err != nil {
+		p.n.log.Warn("the leader did not answer for its plugins", "error", err)
+	}
+	return is
+}
+
+// Subscribe streams the leader's plugin events, whichever node leads.
+func (p *Plugins) Subscribe(buffer int) (<-chan manager.Event, func()) {
+	return p.n.relay.plugins.subscribe(buffer)
+}
+
+// Schedules is the leader's scheduler as every node serves it.
+type Schedules struct{ n *Node }
+
+// Schedules returns the node's view of the leader's scheduler.
+func (n *Node) Schedules() *Schedules { return &Schedules{n} }
+
+// Create adds a schedule.
+func (s *Schedules) Create(ctx context.Context, spec schedule.Spec) (*schedule.Schedule, error) {
+	return opCreateSchedule.call(ctx, s.n, scheduleArgs{Spec: spec})
+}
+
+// Update replaces a schedule's spec.
+func (s *Schedules) Update(ctx context.Context, id string, spec schedule.Spec) (*schedule.Schedule, error) {
+	return opUpdateSchedule.call(ctx, s.n, scheduleArgs{ID: id, Spec: spec})
+}
+
+// SetEnabled pauses or resumes a schedule.
+func (s *Schedules) SetEnabled(ctx context.Context, id string, enabled bool) (*schedule.Schedule, error) {
+	return opEnableSchedule.call(ctx, s.n, scheduleArgs{ID: id, Enabled: enabled})
+}
+
+// Trigger runs a schedule now.
+func (s *Schedules) Trigger(ctx context.Context, id string) (*schedule.Run, error) {
+	return opTriggerSchedule.call(ctx, s.n, idArgs{id})
+}
+
+// Delete removes a schedule.
+func (s *Schedules) Delete(ctx context.Context, id string) error {
+	_, err := opDeleteSchedule.call(ctx, s.n, idArgs{id})
+	return err
+}
+
+// Get returns a schedule.
+func (s *Schedules) Get(id string) (*schedule.Schedule, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.n.opts.CallTimeout)
+	defer cancel()
+	return opGetSchedule.call(ctx, s.n, idArgs{id})
+}
+
+// List returns every schedule.
+func (s *Schedules) List() []*schedule.Schedule {
+	ctx, cancel := context.WithTimeout(context.Background(), s.n.opts.CallTimeout)
+	defer cancel()
+	ss, err := opListSchedules.call(ctx, s.n, none{})
+	if err != nil {
+		s.n.log.Warn("the leader did not answer for its schedules", "error", err)
+	}
+	return ss
+}

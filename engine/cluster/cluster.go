@@ -1,0 +1,377 @@
+// Package cluster runs a Switchyard node among several over one PostgreSQL
+// store. Every node serves the whole API; one of them — elected through the
+// store's lease — leads: it runs the engine's dispatcher and what acts on it
+// (policy plugins, schedules, webhooks). The others follow:
+//
+//	follower                                      leader
+//	─ reads: tasks, batches, events ─▶ store ◀─── the engine's commits
+//	─ submissions, changes ─▶ commands ─NOTIFY──▶ applied by the engine, registry, plugins, schedules
+//	◀─ answer ─────────────── commands ◀─NOTIFY── ┘
+//	◀─ task events ─────── Follow (NOTIFY + poll) ◀─ committed events
+//	◀─ instance, plugin events ─ broadcast ◀─────── the registry's, the plugin manager's
+//
+// A follower forwards nothing through itself: it writes to the database and
+// wakes the leader (rpc.go). A submission carries the task ids the follower
+// chose, so the leader admits it once however often it applies the command. Each node keeps one event log across its roles, so its
+// subscribers see the same seq-ordered stream whoever leads. When the leader
+// loses its lease (or the database) it stops before anyone else can take the
+// lease — the store fences its commits by epoch, so a paused-then-resumed old
+// leader cannot write — and another node takes over, reloads the queues and
+// reclaims the old leader's attempts as interrupted.
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/engine/schedule"
+	"github.com/switchyard/switchyard/engine/store/postgres"
+	"github.com/switchyard/switchyard/plugins/manager"
+)
+
+// Leadership is what runs on the leader beside its engine.
+type Leadership struct {
+	Plugins   *manager.Manager
+	Schedules *schedule.Scheduler
+	// Stop stops them (before the engine stops or is abandoned).
+	Stop func()
+}
+
+// Options configure a node.
+type Options struct {
+	Node    string // unique per process
+	Address string // where this node's API listens, for the nodes query
+	Version string
+	Store   *postgres.Store
+	// NewEngine builds an engine over Store with the node's configuration and
+	// executor, continuing events (engine.Options.Events). The node starts it
+	// (Start as the leader, StartStandby as a follower).
+	NewEngine func(events *engine.EventLog) (*engine.Engine, error)
+	// Lead starts the leader's components over a started engine. ctx ends
+	// when leadership does.
+	Lead func(ctx context.Context, e *engine.Engine) (*Leadership, error)
+	// Registry is the node's instance registry, used while it leads (the
+	// leader engine is its sink); nil refuses instance operations.
+	Registry *executor.Registry
+	Logger   hclog.Logger
+	// TTL and RenewEvery tune the lease (defaults 10 s and 2 s): a dead
+	// leader is replaced within TTL + RenewEvery.
+	TTL, RenewEvery time.Duration
+	// EventBuffer is the node's event log size (default 65,536).
+	EventBuffer int
+	// Heartbeat is the interval of the node's heartbeat (default 2 s).
+	Heartbeat time.Duration
+	// CallTimeout bounds a call to the leader that has no deadline of its
+	// own (default 10 s).
+	CallTimeout time.Duration
+}
+
+// Node is one node of a cluster.
+type Node struct {
+	opts     Options
+	log      hclog.Logger
+	store    *postgres.Store
+	events   *engine.EventLog
+	ids      *engine.IDGenerator
+	handlers map[string]handler
+	relay    *relay
+
+	mu       sync.Mutex
+	eng      *engine.Engine
+	lead     *Leadership
+	cur      *leader // while leading
+	stopLead context.CancelFunc
+	leading  bool
+	epoch    uint64
+	since    time.Time
+	follow   context.CancelFunc
+	followWG sync.WaitGroup
+	runCtx   context.Context
+
+	elector *postgres.Elector
+	ready   atomic.Bool
+}
+
+// New returns a node. Run starts it.
+func New(opts Options) (*Node, error) {
+	if opts.Store == nil || opts.NewEngine == nil || opts.Lead == nil || opts.Node == "" {
+		return nil, errors.New("cluster: Node, Store, NewEngine and Lead are required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.EventBuffer == 0 {
+		opts.EventBuffer = 1 << 16
+	}
+	if opts.Heartbeat == 0 {
+		opts.Heartbeat = 2 * time.Second
+	}
+	if opts.CallTimeout == 0 {
+		opts.CallTimeout = 10 * time.Second
+	}
+	n := &Node{opts: opts, log: opts.Logger.Named("cluster"), store: opts.Store,
+		events: engine.NewEventLog(opts.EventBuffer), ids: engine.NewIDGenerator(0), handlers: newHandlers(), relay: newRelay()}
+	el, err := opts.Store.NewElector(postgres.ElectorOptions{Node: opts.Node, TTL: opts.TTL, RenewEvery: opts.RenewEvery,
+		OnElected: n.elected, OnDeposed: n.deposed})
+	if err != nil {
+		return nil, err
+	}
+	n.elector = el
+	return n, nil
+}
+
+// Start brings the node up as a follower and starts campaigning, its
+// heartbeat and, while it follows, the replication of events. It returns
+// once the node can serve (its standby engine is up); Run's work goes on
+// until ctx ends.
+func (n *Node) Start(ctx context.Context) error {
+	n.mu.Lock()
+	n.runCtx = ctx
+	err := n.standbyLocked(ctx)
+	n.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	n.ready.Store(true)
+	go n.receive(ctx)
+	go func() {
+		if err := n.elector.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			n.log.Error("the elector stopped", "error", err)
+		}
+	}()
+	go n.heartbeat(ctx)
+	return nil
+}
+
+// Stop stops the node: a leader drains its engine (running attempts get
+// until ctx ends to finish) and then resigns, so that another node takes
+// over at once.
+func (n *Node) Stop(ctx context.Context) {
+	n.mu.Lock()
+	n.runCtx = nil // no standby engine after this
+	if n.follow != nil {
+		n.follow()
+		n.follow = nil
+	}
+	lead, stopLead, e := n.lead, n.stopLead, n.eng
+	n.lead, n.cur, n.stopLead = nil, nil, nil
+	n.mu.Unlock()
+	n.followWG.Wait()
+	if lead != nil && lead.Stop != nil {
+		lead.Stop()
+	}
+	if stopLead != nil {
+		stopLead()
+	}
+	if e != nil && !e.Standby() {
+		if err := e.Shutdown(ctx); err != nil {
+			n.log.Warn("engine shutdown", "error", err)
+		}
+	}
+	if n.opts.Registry != nil {
+		n.opts.Registry.SetSink(nil)
+	}
+	n.elector.Resign()
+}
+
+// leader returns what operations apply to while this node leads, or nil.
+func (n *Node) leader() *leader {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cur
+}
+
+// Events returns the node's event log: the same across its roles.
+func (n *Node) Events() *engine.EventLog { return n.events }
+
+// Engine returns the node's current engine: the leader's, or the standby one.
+func (n *Node) Engine() *engine.Engine {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.eng
+}
+
+// Leading reports whether this node leads, and since when.
+func (n *Node) Leading() (bool, time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.leading, n.since
+}
+
+// ID returns the node's id.
+func (n *Node) ID() string { return n.opts.Node }
+
+// standbyLocked starts a standby engine and the replication of events into it.
+func (n *Node) standbyLocked(ctx context.Context) error {
+	e, err := n.opts.NewEngine(n.events)
+	if err != nil {
+		return err
+	}
+	if err := e.StartStandby(ctx); err != nil {
+		return err
+	}
+	n.eng, n.leading, n.since = e, false, time.Now()
+	fctx, cancel := context.WithCancel(ctx)
+	n.follow = cancel
+	n.followWG.Add(1)
+	go func() {
+		defer n.followWG.Done()
+		err := n.store.Follow(fctx, n.events.Last(), func(evs []engine.Event) error { return e.Replicate(evs) })
+		if err != nil && fctx.Err() == nil {
+			n.log.Error("following the leader's events stopped", "error", err)
+		}
+	}()
+	return nil
+}
+
+// elected runs when the node takes the lease (the store is already fenced to
+// epoch): it stops following, starts a leader engine on the same event log
+// — which reloads the queues and reclaims the previous leader's attempts —
+// and the leader's components, commands and broadcasts.
+func (n *Node) elected(ctx context.Context, epoch uint64) {
+	start := time.Now()
+	n.mu.Lock()
+	if n.runCtx == nil { // stopping
+		n.mu.Unlock()
+		n.elector.Resign()
+		return
+	}
+	if n.follow != nil {
+		n.follow()
+		n.follow = nil
+	}
+	n.mu.Unlock()
+	n.followWG.Wait() // no replication into the log once the leader writes it
+	e, err := n.opts.NewEngine(n.events)
+	if err == nil {
+		err = e.Start(ctx)
+	}
+	l := &leader{eng: e, reg: n.opts.Registry}
+	var lead *Leadership
+	if err == nil {
+		l.restoreInstances(n.log.Warn)
+		if l.reg != nil {
+			l.reg.SetSink(e)
+		}
+		lead, err = n.opts.Lead(ctx, e)
+	}
+	if err != nil {
+		n.log.Error("could not start leading; resigning", "epoch", epoch, "error", err)
+		if e != nil {
+			e.Abandon("could not start leading")
+		}
+		n.elector.Resign()
+		return
+	}
+	l.plugins, l.schedules = lead.Plugins, lead.Schedules
+	lctx, stopLead := context.WithCancel(ctx)
+	n.mu.Lock()
+	n.eng, n.lead, n.cur, n.stopLead, n.leading, n.epoch, n.since = e, lead, l, stopLead, true, epoch, time.Now()
+	n.mu.Unlock()
+	n.log.Info("leading", "node", n.opts.Node, "epoch", epoch, "took", time.Since(start).Round(time.Millisecond))
+	go n.serveCommands(lctx, l)
+	go n.broadcast(lctx, l)
+}
+
+// deposed runs when the node stops leading: the engine stops at once without
+// writing anything more, and the node follows again.
+func (n *Node) deposed(epoch uint64, reason error) {
+	n.mu.Lock()
+	e, lead, stopLead := n.eng, n.lead, n.stopLead
+	n.lead, n.cur, n.stopLead, n.leading = nil, nil, nil, false
+	n.mu.Unlock()
+	if e == nil || e.Standby() {
+		return // Stop got here first
+	}
+	n.log.Warn("stopped leading", "node", n.opts.Node, "epoch", epoch, "reason", reason)
+	if stopLead != nil {
+		stopLead()
+	}
+	if lead != nil && lead.Stop != nil {
+		lead.Stop()
+	}
+	if n.opts.Registry != nil {
+		n.opts.Registry.SetSink(nil)
+	}
+	e.Abandon("leadership lost: " + reason.Error())
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for n.runCtx != nil && n.runCtx.Err() == nil {
+		err := n.standbyLocked(n.runCtx)
+		if err == nil {
+			return
+		}
+		n.log.Error("could not start following; retrying", "error", err)
+		n.mu.Unlock()
+		time.Sleep(time.Second)
+		n.mu.Lock()
+	}
+}
+
+// heartbeat reports the node's role and health to the nodes table.
+func (n *Node) heartbeat(ctx context.Context) {
+	t := time.NewTicker(n.opts.Heartbeat)
+	defer t.Stop()
+	for {
+		leading, since := n.Leading()
+		role := "follower"
+		if leading {
+			role = "leader"
+		}
+		health, _ := json.Marshal(map[string]any{"lastSeq": n.events.Last(), "ready": n.ready.Load()})
+		if err := n.store.Heartbeat(ctx, postgres.NodeInfo{ID: n.opts.Node, Address: n.opts.Address, Role: role, Since: since,
+			Version: n.opts.Version, Health: health}); err != nil && ctx.Err() == nil {
+			n.log.Warn("heartbeat failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// NodeStatus is one node as the cluster sees it.
+type NodeStatus struct {
+	ID        string
+	Address   string
+	Role      string
+	Since     time.Time
+	Heartbeat time.Time
+	Version   string
+	LastSeq   uint64
+	Healthy   bool // heard from within three heartbeats
+	Leader    bool // holds the lease now
+}
+
+// Nodes returns every node that reported, with who leads.
+func (n *Node) Nodes(ctx context.Context) ([]NodeStatus, error) {
+	ns, err := n.store.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lease, _ := n.store.Lease(ctx)
+	out := make([]NodeStatus, len(ns))
+	for i, x := range ns {
+		var h struct{ LastSeq uint64 }
+		_ = json.Unmarshal(x.Health, &h)
+		out[i] = NodeStatus{ID: x.ID, Address: x.Address, Role: x.Role, Since: x.Since, Heartbeat: x.Heartbeat,
+			Version: x.Version, LastSeq: h.LastSeq, Leader: lease.Held && lease.Node == x.ID,
+			Healthy: time.Since(x.Heartbeat) < 3*n.opts.Heartbeat+time.Second}
+	}
+	return out, nil
+}
+
+// Lease returns the leader lease as the store holds it.
+func (n *Node) Lease(ctx context.Context) (postgres.Lease, error) { return n.store.Lease(ctx) }
+
+func (n *Node) String() string { return fmt.Sprintf("node %s", n.opts.Node) }

@@ -1,0 +1,298 @@
+package cluster_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/cluster"
+	"github.com/switchyard/switchyard/engine/enginetest"
+	"github.com/switchyard/switchyard/engine/store/postgres"
+	"github.com/switchyard/switchyard/internal/pgtest"
+)
+
+// fleetExec runs every attempt for a while and succeeds, on whichever node
+// leads; it counts the attempts each task was given.
+type fleetExec struct {
+	delay time.Duration
+	mu    sync.Mutex
+	runs  map[string]int
+}
+
+func (x *fleetExec) Start(ctx context.Context, run *engine.Run) {
+	x.mu.Lock()
+	x.runs[run.TaskID()]++
+	x.mu.Unlock()
+	go func() {
+		t := time.NewTimer(x.delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			run.Finish(engine.Outcome{Result: json.RawMessage(`{"ok":true}`)})
+		case <-ctx.Done():
+			run.Finish(engine.Outcome{Err: context.Cause(ctx)})
+		}
+	}()
+}
+
+func (x *fleetExec) count(id string) int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.runs[id]
+}
+
+// testNode is one node of an in-process cluster, with a way to cut it off
+// the database.
+type testNode struct {
+	*cluster.Node
+	cut    *pgtest.Cutter
+	cancel context.CancelFunc
+}
+
+type fleet struct {
+	t     *testing.T
+	nodes []*testNode
+	exec  *fleetExec
+}
+
+func newFleet(t *testing.T, size int, delay time.Duration) *fleet {
+	schema := pgtest.Schema(t)
+	f := &fleet{t: t, exec: &fleetExec{delay: delay, runs: map[string]int{}}}
+	for i := range size {
+		cut := &pgtest.Cutter{}
+		store, err := postgres.Open(context.Background(), postgres.Options{URL: pgtest.URL(t), Schema: schema, MaxConns: 6,
+			PollInterval: 300 * time.Millisecond, ConfigurePool: cut.Configure})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = store.Close() })
+		n, err := cluster.New(cluster.Options{
+			Node: fmt.Sprintf("node-%d", i+1), Address: fmt.Sprintf("127.0.0.1:%d", 9000+i), Store: store,
+			NewEngine: func(events *engine.EventLog) (*engine.Engine, error) {
+				return engine.New(engine.Options{Store: store, Executor: f.exec, Events: events})
+			},
+			Lead: func(context.Context, *engine.Engine) (*cluster.Leadership, error) {
+				return &cluster.Leadership{}, nil
+			},
+			TTL: 2 * time.Second, RenewEvery: 300 * time.Millisecond, Heartbeat: 300 * time.Millisecond,
+		})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		require.NoError(t, n.Start(ctx))
+		tn := &testNode{Node: n, cut: cut, cancel: cancel}
+		t.Cleanup(func() {
+			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer scancel()
+			tn.Stop(sctx)
+			cancel()
+		})
+		f.nodes = append(f.nodes, tn)
+	}
+	return f
+}
+
+// leader waits for one node of live to lead and returns it.
+func (f *fleet) leader(live []*testNode) *testNode {
+	f.t.Helper()
+	var found *testNode
+	require.Eventually(f.t, func() bool {
+		found = nil
+		for _, n := range live {
+			if ok, _ := n.Leading(); ok {
+				if found != nil {
+					return false // two at once: wait for the old one to step down
+				}
+				found = n
+			}
+		}
+		return found != nil
+	}, 15*time.Second, 20*time.Millisecond, "no leader elected")
+	return found
+}
+
+// terminalEvents counts each task's events into a terminal state in a
+// node's event log.
+func terminalEvents(n *cluster.Node) map[string]int {
+	out := map[string]int{}
+	evs, missed := n.Events().Read(0, 1<<20, nil)
+	if missed > 0 {
+		panic("the event log lost events")
+	}
+	for _, e := range evs {
+		if e.Type == engine.EventState && e.To.Terminal() {
+			out[e.TaskID]++
+		}
+	}
+	return out
+}
+
+func TestSubmitThroughEveryNode(t *testing.T) {
+	f := newFleet(t, 3, 5*time.Millisecond)
+	ctx := context.Background()
+	lead := f.leader(f.nodes)
+
+	var ids []string
+	for i := range 30 {
+		n := f.nodes[i%3]
+		task, err := n.API().Submit(ctx, enginetest.Spec(fmt.Sprintf("agent-%d", i%4)).Action("click").Obj())
+		require.NoError(t, err, "submit through %s", n.ID())
+		require.NotEmpty(t, task.ID)
+		ids = append(ids, task.ID)
+	}
+	res, err := f.nodes[(indexOf(f.nodes, lead)+1)%3].API().SubmitBatch(ctx, engine.BatchSpec{Items: []engine.BatchItem{
+		{Key: "a", Spec: enginetest.Spec("batcher").Action("navigate").Obj()},
+		{Key: "b", Spec: enginetest.Spec("batcher").Action("click").DependsOn("a").Obj()},
+		{Key: "c", Spec: enginetest.Spec("").Action("click").Obj()}, // refused: no agent
+	}})
+	require.NoError(t, err)
+	require.NotEmpty(t, res.BatchID)
+	require.Len(t, res.Items, 3)
+	require.NoError(t, res.Items[0].Err)
+	require.NoError(t, res.Items[1].Err)
+	require.Equal(t, []string{res.Items[0].Task.ID}, res.Items[1].Task.Spec.DependsOn)
+	require.True(t, engine.IsCode(res.Items[2].Err, engine.CodeInvalidInput), "%v", res.Items[2].Err)
+	ids = append(ids, res.Items[0].Task.ID, res.Items[1].Task.ID)
+
+	// Every task succeeds, and every node's subscribers see every task end.
+	require.Eventually(t, func() bool {
+		for _, n := range f.nodes {
+			ends := terminalEvents(n.Node)
+			for _, id := range ids {
+				if ends[id] != 1 {
+					return false
+				}
+			}
+		}
+		return true
+	}, 15*time.Second, 20*time.Millisecond)
+	for _, id := range ids {
+		for _, n := range f.nodes {
+			task, err := n.API().Task(ctx, id)
+			require.NoError(t, err)
+			require.Equal(t, engine.StateSucceeded, task.State, "task %s read through %s", id, n.ID())
+		}
+	}
+	// The logs are the same on every node, seq for seq.
+	want, _ := lead.Events().Read(0, 1<<20, nil)
+	for _, n := range f.nodes {
+		got, _ := n.Events().Read(0, 1<<20, nil)
+		require.Equal(t, len(want), len(got), "events on %s", n.ID())
+		for i := range want {
+			require.Equal(t, want[i].Seq, got[i].Seq)
+			require.Equal(t, want[i].TaskID, got[i].TaskID)
+			require.Equal(t, want[i].To, got[i].To)
+		}
+	}
+
+	// A change through a follower takes effect on the leader and shows
+	// through every node.
+	follower := f.nodes[(indexOf(f.nodes, lead)+2)%3]
+	limit := 7
+	_, err = follower.API().UpdateLane("main", engine.LaneUpdate{MaxInFlight: &limit})
+	require.NoError(t, err)
+	for _, n := range f.nodes {
+		l, err := n.API().Lane("main")
+		require.NoError(t, err)
+		require.Equal(t, 7, l.Config.MaxInFlight, "through %s", n.ID())
+	}
+	_, err = follower.API().Cancel(ctx, "no-such-task", "test")
+	require.True(t, engine.IsCode(err, engine.CodeNotFound), "a follower gets the leader's typed error: %v", err)
+	st := follower.API().Stats()
+	require.Equal(t, uint64(len(ids)), st.Submitted, "a follower reports the leader's stats")
+
+	nodes, err := follower.Nodes(ctx)
+	require.NoError(t, err)
+	require.Len(t, nodes, 3)
+	leaders := 0
+	for _, n := range nodes {
+		require.True(t, n.Healthy, "node %s", n.ID)
+		if n.Leader {
+			leaders++
+			require.Equal(t, lead.ID(), n.ID)
+		}
+	}
+	require.Equal(t, 1, leaders)
+}
+
+func TestFailoverReclaimsAndLosesNothing(t *testing.T) {
+	f := newFleet(t, 3, 150*time.Millisecond)
+	ctx := context.Background()
+	old := f.leader(f.nodes)
+	var live []*testNode
+	for _, n := range f.nodes {
+		if n != old {
+			live = append(live, n)
+		}
+	}
+
+	var ids []string
+	for i := range 60 {
+		task, err := live[i%2].API().Submit(ctx, enginetest.Spec(fmt.Sprintf("agent-%d", i%5)).Action("click").Obj())
+		require.NoError(t, err)
+		ids = append(ids, task.ID)
+	}
+	// Some are running on the old leader when it is cut off the database.
+	require.Eventually(t, func() bool { return old.API().Stats().InFlight > 0 }, 5*time.Second, 5*time.Millisecond)
+	cutAt := time.Now()
+	old.cut.Partition()
+
+	// It steps down before its lease can be taken; another node leads.
+	require.Eventually(t, func() bool { ok, _ := old.Leading(); return !ok }, 5*time.Second, 10*time.Millisecond)
+	next := f.leader(live)
+	took := time.Since(cutAt)
+	t.Logf("failover: %s took over from %s in %s", next.ID(), old.ID(), took.Round(time.Millisecond))
+	require.Less(t, took, 2*time.Second+2*300*time.Millisecond+2*time.Second, "TTL + renewal + start-up")
+
+	// Every task ends exactly once, in SUCCEEDED; the ones the old leader
+	// was running were interrupted and ran again.
+	require.Eventually(t, func() bool {
+		for _, n := range live {
+			ends := terminalEvents(n.Node)
+			for _, id := range ids {
+				if ends[id] == 0 {
+					return false
+				}
+			}
+		}
+		return true
+	}, 30*time.Second, 50*time.Millisecond)
+	rerun := 0
+	for _, n := range live {
+		ends := terminalEvents(n.Node)
+		for _, id := range ids {
+			require.Equal(t, 1, ends[id], "task %s ended once", id)
+		}
+	}
+	for _, id := range ids {
+		task, err := next.API().Task(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, engine.StateSucceeded, task.State, "task %s", id)
+		if f.exec.count(id) > 1 {
+			rerun++
+			require.GreaterOrEqual(t, len(task.Attempts), 2, "a re-run task records the interrupted attempt")
+		}
+	}
+	t.Logf("%d of %d tasks ran again after the failover", rerun, len(ids))
+
+	// The old leader, back on the network, follows.
+	old.cut.Heal()
+	require.Eventually(t, func() bool {
+		want := next.Events().Last()
+		return old.Events().Last() >= want
+	}, 10*time.Second, 50*time.Millisecond)
+	ok, _ := old.Leading()
+	require.False(t, ok)
+}
+
+func indexOf(nodes []*testNode, n *testNode) int {
+	for i, x := range nodes {
+		if x == n {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,343 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/engine/schedule"
+	"github.com/switchyard/switchyard/plugins/manager"
+)
+
+// The operations a node asks of the leader. Their arguments and answers are
+// JSON: engine types as they are, errors as wireError.
+
+type none struct{}
+
+type (
+	idArgs     struct{ ID string }
+	cancelArgs struct{ ID, Reason string }
+	whereArgs  struct {
+		Filter engine.TaskFilter
+		Reason string
+	}
+	stopArgs struct {
+		Key string
+		All bool
+	}
+	laneArgs struct {
+		Name   string
+		Update engine.LaneUpdate
+	}
+	agentArgs struct {
+		ID     string
+		Config engine.AgentConfig
+	}
+	planArgs   struct{ Limit int }
+	ingestArgs struct {
+		Batch   *engine.BatchSpec
+		BatchID string
+		Items   []engine.BatchItem
+	}
+	// ingestAnswer is engine.BatchResult with its errors encoded.
+	ingestAnswer struct {
+		BatchID string
+		Items   []ingestItem
+	}
+	ingestItem struct {
+		Task *engine.Task
+		Err  *wireError
+	}
+	registerArgs struct{ Config executor.InstanceConfig }
+	updateArgs   struct {
+		ID     string
+		Update executor.InstanceUpdate
+	}
+	instanceAnswer struct {
+		Instance executor.Instance
+		Found    bool
+	}
+	loadArgs struct {
+		Name         string
+		Wasm, Config []byte
+	}
+	configureArgs struct {
+		Name   string
+		Config []byte
+	}
+	policyArgs struct {
+		Slot       policy.Slot
+		Lane, Name string
+	}
+	scheduleArgs struct {
+		ID      string
+		Spec    schedule.Spec
+		Enabled bool
+	}
+)
+
+// Engine operations.
+var (
+	opIngest = op[ingestArgs, ingestAnswer]{"engine.ingest", func(ctx context.Context, l *leader, a ingestArgs) (ingestAnswer, error) {
+		res, err := l.eng.Ingest(ctx, engine.Inbound{Batch: a.Batch, BatchID: a.BatchID, Items: a.Items})
+		if err != nil {
+			return ingestAnswer{}, err
+		}
+		out := ingestAnswer{BatchID: res.BatchID, Items: make([]ingestItem, len(res.Items))}
+		for i, it := range res.Items {
+			out.Items[i].Task = it.Task
+			if it.Err != nil {
+				out.Items[i].Err = encodeError(it.Err)
+			}
+		}
+		return out, nil
+	}}
+	opCancel = op[cancelArgs, *engine.Task]{"engine.cancel", func(ctx context.Context, l *leader, a cancelArgs) (*engine.Task, error) {
+		return l.eng.Cancel(ctx, a.ID, a.Reason)
+	}}
+	opCancelWhere = op[whereArgs, []string]{"engine.cancelWhere", func(ctx context.Context, l *leader, a whereArgs) ([]string, error) {
+		return l.eng.CancelWhere(ctx, a.Filter, a.Reason)
+	}}
+	opStopSession = op[stopArgs, []string]{"engine.stopSession", func(ctx context.Context, l *leader, a stopArgs) ([]string, error) {
+		return l.eng.StopSession(ctx, a.Key, a.All)
+	}}
+	opRetry = op[idArgs, *engine.Task]{"engine.retry", func(ctx context.Context, l *leader, a idArgs) (*engine.Task, error) {
+		return l.eng.Retry(ctx, a.ID)
+	}}
+	opReset = op[idArgs, *engine.Task]{"engine.reset", func(ctx context.Context, l *leader, a idArgs) (*engine.Task, error) {
+		return l.eng.Reset(ctx, a.ID)
+	}}
+	opUpdateLane = op[laneArgs, engine.LaneStatus]{"engine.updateLane", func(_ context.Context, l *leader, a laneArgs) (engine.LaneStatus, error) {
+		return l.eng.UpdateLane(a.Name, a.Update)
+	}}
+	opSetAgent = op[agentArgs, none]{"engine.setAgent", func(_ context.Context, l *leader, a agentArgs) (none, error) {
+		return none{}, l.eng.SetAgent(a.ID, a.Config)
+	}}
+	opDrain = op[none, none]{"engine.drain", func(_ context.Context, l *leader, _ none) (none, error) {
+		l.eng.Drain()
+		return none{}, nil
+	}}
+	opDraining = op[none, bool]{"engine.draining", func(_ context.Context, l *leader, _ none) (bool, error) {
+		return l.eng.Draining(), nil
+	}}
+	opPlan = op[planArgs, *engine.Plan]{"engine.plan", func(_ context.Context, l *leader, a planArgs) (*engine.Plan, error) {
+		return l.eng.Plan(a.Limit)
+	}}
+	opLanes = op[none, []engine.LaneStatus]{"engine.lanes", func(_ context.Context, l *leader, _ none) ([]engine.LaneStatus, error) {
+		return l.eng.Lanes(), nil
+	}}
+	opAgents = op[none, []engine.AgentStatus]{"engine.agents", func(_ context.Context, l *leader, _ none) ([]engine.AgentStatus, error) {
+		return l.eng.Agents(), nil
+	}}
+	opStats = op[none, engine.Stats]{"engine.stats", func(_ context.Context, l *leader, _ none) (engine.Stats, error) {
+		return l.eng.Stats(), nil
+	}}
+	opPolicies = op[none, []engine.PolicyAssignment]{"engine.policies", func(_ context.Context, l *leader, _ none) ([]engine.PolicyAssignment, error) {
+		return l.eng.Policies(), nil
+	}}
+)
+
+// Instance operations.
+var (
+	opRegister = op[registerArgs, executor.Instance]{"instances.register", func(ctx context.Context, l *leader, a registerArgs) (executor.Instance, error) {
+		if l.reg == nil {
+			return executor.Instance{}, errNoRegistry
+		}
+		in, err := l.reg.Register(a.Config)
+		if err == nil {
+			err = l.saveInstance(ctx, in.ID)
+		}
+		return in, err
+	}}
+	opUpdateInstance = op[updateArgs, executor.Instance]{"instances.update", func(ctx context.Context, l *leader, a updateArgs) (executor.Instance, error) {
+		if l.reg == nil {
+			return executor.Instance{}, errNoRegistry
+		}
+		in, err := l.reg.Update(a.ID, a.Update)
+		if err == nil {
+			err = l.saveInstance(ctx, in.ID)
+		}
+		return in, err
+	}}
+	opRemoveInstance = op[idArgs, none]{"instances.remove", func(ctx context.Context, l *leader, a idArgs) (none, error) {
+		if l.reg == nil {
+			return none{}, errNoRegistry
+		}
+		err := l.reg.Remove(a.ID)
+		if err == nil {
+			err = l.saveInstance(ctx, a.ID)
+		}
+		return none{}, err
+	}}
+	opGetInstance = op[idArgs, instanceAnswer]{"instances.get", func(_ context.Context, l *leader, a idArgs) (instanceAnswer, error) {
+		if l.reg == nil {
+			return instanceAnswer{}, nil
+		}
+		in, ok := l.reg.Get(a.ID)
+		return instanceAnswer{Instance: in, Found: ok}, nil
+	}}
+	opListInstances = op[none, []executor.Instance]{"instances.list", func(_ context.Context, l *leader, _ none) ([]executor.Instance, error) {
+		if l.reg == nil {
+			return nil, nil
+		}
+		return l.reg.List(), nil
+	}}
+)
+
+// Plugin operations.
+var (
+	opLoadPlugin = op[loadArgs, manager.Info]{"plugins.load", func(ctx context.Context, l *leader, a loadArgs) (manager.Info, error) {
+		if l.plugins == nil {
+			var zero manager.Info
+			return zero, errNoPlugins
+		}
+		return l.plugins.Load(ctx, a.Name, a.Wasm, a.Config)
+	}}
+	opUnloadPlugin = op[idArgs, none]{"plugins.unload", func(ctx context.Context, l *leader, a idArgs) (none, error) {
+		if l.plugins == nil {
+			var zero none
+			return zero, errNoPlugins
+		}
+		return none{}, l.plugins.Unload(ctx, a.ID)
+	}}
+	opConfigurePlugin = op[configureArgs, manager.Info]{"plugins.configure", func(ctx context.Context, l *leader, a configureArgs) (manager.Info, error) {
+		if l.plugins == nil {
+			var zero manager.Info
+			return zero, errNoPlugins
+		}
+		return l.plugins.Configure(ctx, a.Name, a.Config)
+	}}
+	opSetPolicy = op[policyArgs, none]{"plugins.setPolicy", func(ctx context.Context, l *leader, a policyArgs) (none, error) {
+		if l.plugins == nil {
+			var zero none
+			return zero, errNoPlugins
+		}
+		return none{}, l.plugins.SetPolicy(ctx, a.Slot, a.Lane, a.Name)
+	}}
+	opClearLanePolicy = op[policyArgs, none]{"plugins.clearLanePolicy", func(ctx context.Context, l *leader, a policyArgs) (none, error) {
+		if l.plugins == nil {
+			var zero none
+			return zero, errNoPlugins
+		}
+		return none{}, l.plugins.ClearLanePolicy(ctx, a.Slot, a.Lane)
+	}}
+	opEnablePlugin = op[idArgs, none]{"plugins.enable", func(_ context.Context, l *leader, a idArgs) (none, error) {
+		if l.plugins == nil {
+			var zero none
+			return zero, errNoPlugins
+		}
+		return none{}, l.plugins.Enable(a.ID)
+	}}
+	opGetPlugin = op[idArgs, manager.Info]{"plugins.get", func(_ context.Context, l *leader, a idArgs) (manager.Info, error) {
+		if l.plugins == nil {
+			var zero manager.Info
+			return zero, errNoPlugins
+		}
+		return l.plugins.Get(a.ID)
+	}}
+	opListPlugins = op[none, []manager.Info]{"plugins.list", func(_ context.Context, l *leader, _ none) ([]manager.Info, error) {
+		if l.plugins == nil {
+			var zero []manager.Info
+			return zero, errNoPlugins
+		}
+		return l.plugins.List(), nil
+	}}
+)
+
+// Schedule operations.
+var (
+	opCreateSchedule = op[scheduleArgs, *schedule.Schedule]{"schedules.create", func(ctx context.Context, l *leader, a scheduleArgs) (*schedule.Schedule, error) {
+		if l.schedules == nil {
+			var zero *schedule.Schedule
+			return zero, errNoSchedules
+		}
+		return l.schedules.Create(ctx, a.Spec)
+	}}
+	opUpdateSchedule = op[scheduleArgs, *schedule.Schedule]{"schedules.update", func(ctx context.Context, l *leader, a scheduleArgs) (*schedule.Schedule, error) {
+		if l.schedules == nil {
+			var zero *schedule.Schedule
+			return zero, errNoSchedules
+		}
+		return l.schedules.Update(ctx, a.ID, a.Spec)
+	}}
+	opEnableSchedule = op[scheduleArgs, *schedule.Schedule]{"schedules.setEnabled", func(ctx context.Context, l *leader, a scheduleArgs) (*schedule.Schedule, error) {
+		if l.schedules == nil {
+			var zero *schedule.Schedule
+			return zero, errNoSchedules
+		}
+		return l.schedules.SetEnabled(ctx, a.ID, a.Enabled)
+	}}
+	opTriggerSchedule = op[idArgs, *schedule.Run]{"schedules.trigger", func(ctx context.Context, l *leader, a idArgs) (*schedule.Run, error) {
+		if l.schedules == nil {
+			var zero *schedule.Run
+			return zero, errNoSchedules
+		}
+		return l.schedules.Trigger(ctx, a.ID)
+	}}
+	opDeleteSchedule = op[idArgs, none]{"schedules.delete", func(ctx context.Context, l *leader, a idArgs) (none, error) {
+		if l.schedules == nil {
+			var zero none
+			return zero, errNoSchedules
+		}
+		return none{}, l.schedules.Delete(ctx, a.ID)
+	}}
+	opGetSchedule = op[idArgs, *schedule.Schedule]{"schedules.get", func(_ context.Context, l *leader, a idArgs) (*schedule.Schedule, error) {
+		if l.schedules == nil {
+			var zero *schedule.Schedule
+			return zero, errNoSchedules
+		}
+		return l.schedules.Get(a.ID)
+	}}
+	opListSchedules = op[none, []*schedule.Schedule]{"schedules.list", func(_ context.Context, l *leader, _ none) ([]*schedule.Schedule, error) {
+		if l.schedules == nil {
+			var zero []*schedule.Schedule
+			return zero, errNoSchedules
+		}
+		return l.schedules.List(), nil
+	}}
+)
+
+var (
+	errNoRegistry  = &engine.Error{Code: engine.CodeUnavailable, Message: "the leader manages no browser instances"}
+	errNoPlugins   = &engine.Error{Code: engine.CodeUnavailable, Message: "the leader runs no plugin manager"}
+	errNoSchedules = &engine.Error{Code: engine.CodeUnavailable, Message: "the leader runs no schedules"}
+)
+
+// newHandlers returns the leader's command handlers, by kind.
+func newHandlers() map[string]handler {
+	hs := map[string]handler{}
+	for _, h := range []interface{ handler() (string, handler) }{
+		opIngest, opCancel, opCancelWhere, opStopSession, opRetry, opReset, opUpdateLane, opSetAgent, opDrain,
+		opDraining, opPlan, opLanes, opAgents, opStats, opPolicies,
+		opRegister, opUpdateInstance, opRemoveInstance, opGetInstance, opListInstances,
+		opLoadPlugin, opUnloadPlugin, opConfigurePlugin, opSetPolicy, opClearLanePolicy, opEnablePlugin, opGetPlugin, opListPlugins,
+		opCreateSchedule, opUpdateSchedule, opEnableSchedule, opTriggerSchedule, opDeleteSchedule, opGetSchedule, opListSchedules,
+	} {
+		kind, fn := h.handler()
+		hs[kind] = fn
+	}
+	return hs
+}
+
+// fixRaw turns the "null" a JSON round trip makes of a nil RawMessage back
+// into nil.
+func fixRaw(r json.RawMessage) json.RawMessage {
+	if string(r) == "null" {
+		return nil
+	}
+	return r
+}
+
+// fixTask undoes what a JSON round trip changes in a task.
+func fixTask(t *engine.Task) *engine.Task {
+	if t == nil {
+		return nil
+	}
+	t.Result = fixRaw(t.Result)
+	if t.Spec != nil && t.Spec.Action != nil {
+		t.Spec.Action.Params = fixRaw(t.Spec.Action.Params)
+	}
+	return t
+}

@@ -1,0 +1,229 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/engine/schedule"
+	"github.com/switchyard/switchyard/engine/store/postgres"
+	"github.com/switchyard/switchyard/plugins/manager"
+)
+
+// Calls from any node to the leader. An operation is applied directly when
+// this node leads; otherwise it is written to the store's command table as
+// JSON, the leader applies it and writes the result back. Operations are
+// applied at least once (a leader that dies between applying and answering
+// leaves the command to its successor), so each one is idempotent: a
+// submission carries the ids its accepting node chose, and applying it again
+// yields the same tasks.
+
+// leader is what the leader applies operations to.
+type leader struct {
+	eng       *engine.Engine
+	reg       *executor.Registry
+	plugins   *manager.Manager
+	schedules *schedule.Scheduler
+}
+
+// op is one operation: its command kind, and how the leader applies it.
+type op[A, R any] struct {
+	kind  string
+	apply func(ctx context.Context, l *leader, args A) (R, error)
+}
+
+// call applies the operation on the leader: here, or through the store.
+func (o op[A, R]) call(ctx context.Context, n *Node, args A) (R, error) {
+	if l := n.leader(); l != nil {
+		return o.apply(ctx, l, args)
+	}
+	var res R
+	payload, err := json.Marshal(args)
+	if err != nil {
+		return res, fmt.Errorf("cluster: encode %s: %w", o.kind, err)
+	}
+	raw, err := n.command(ctx, o.kind, payload)
+	if err != nil {
+		return res, err
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return res, fmt.Errorf("cluster: decode the answer to %s: %w", o.kind, err)
+	}
+	return res, nil
+}
+
+// handler applies a command on the leader and encodes its answer.
+type handler func(ctx context.Context, l *leader, payload json.RawMessage) (json.RawMessage, error)
+
+func (o op[A, R]) handler() (string, handler) {
+	return o.kind, func(ctx context.Context, l *leader, payload json.RawMessage) (json.RawMessage, error) {
+		var args A
+		if err := json.Unmarshal(payload, &args); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", o.kind, err)
+		}
+		res, err := o.apply(ctx, l, args)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(res)
+	}
+}
+
+// answer is a command's result as the store holds it: the operation's answer,
+// or its error.
+type answer struct {
+	OK  json.RawMessage `json:"ok,omitempty"`
+	Err *wireError      `json:"err,omitempty"`
+}
+
+// wireError carries an error between nodes, keeping what the API reports of
+// it: the engine error's fields, and the registry's sentinel errors.
+type wireError struct {
+	Code      engine.Code         `json:"code,omitempty"`
+	Message   string              `json:"message"`
+	Field     string              `json:"field,omitempty"`
+	IDs       []string            `json:"ids,omitempty"`
+	Retryable bool                `json:"retryable,omitempty"`
+	Counts    *engine.QueueCounts `json:"counts,omitempty"`
+	TaskID    string              `json:"taskId,omitempty"`
+	Sentinel  string              `json:"sentinel,omitempty"`
+}
+
+// sentinels are the errors callers test with errors.Is.
+var sentinels = map[string]error{
+	"unknown-instance":   executor.ErrUnknownInstance,
+	"duplicate-instance": executor.ErrDuplicateInstance,
+	"not-found":          engine.ErrNotFound,
+}
+
+func encodeError(err error) *wireError {
+	var ee *engine.Error
+	if errors.As(err, &ee) {
+		return &wireError{Code: ee.Code, Message: ee.Message, Field: ee.Field, IDs: ee.IDs, Retryable: ee.Retryable,
+			Counts: ee.Counts, TaskID: ee.TaskID}
+	}
+	w := &wireError{Message: err.Error()}
+	for name, s := range sentinels {
+		if errors.Is(err, s) {
+			w.Sentinel = name
+		}
+	}
+	return w
+}
+
+func (w *wireError) decode() error {
+	if w.Code != "" {
+		return &engine.Error{Code: w.Code, Message: w.Message, Field: w.Field, IDs: w.IDs, Retryable: w.Retryable,
+			Counts: w.Counts, TaskID: w.TaskID}
+	}
+	if s := sentinels[w.Sentinel]; s != nil {
+		return &remoteError{msg: w.Message, sentinel: s}
+	}
+	return &remoteError{msg: w.Message}
+}
+
+// remoteError is an error the leader returned, with the sentinel it wrapped.
+type remoteError struct {
+	msg      string
+	sentinel error
+}
+
+func (e *remoteError) Error() string { return e.msg }
+func (e *remoteError) Unwrap() error { return e.sentinel }
+
+// errNoLeader answers a call that found no leader to answer it in time.
+func errNoLeader(err error) error {
+	return &engine.Error{Code: engine.CodeUnavailable, Retryable: true, Err: err,
+		Message: "no leader answered; the operation may still be applied when one is elected"}
+}
+
+// command sends a command to the leader and waits for its answer.
+func (n *Node) command(ctx context.Context, kind string, payload json.RawMessage) (json.RawMessage, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, n.opts.CallTimeout)
+		defer cancel()
+	}
+	id, err := n.store.SubmitCommand(ctx, n.opts.Node, kind, payload)
+	if err != nil {
+		return nil, &engine.Error{Code: engine.CodeUnavailable, Retryable: true, Err: err, Message: "the store did not take the command"}
+	}
+	raw, err := n.store.AwaitCommand(ctx, id)
+	if err != nil {
+		var ce *postgres.CommandError
+		if errors.As(err, &ce) {
+			return nil, &remoteError{msg: ce.Message}
+		}
+		return nil, errNoLeader(err)
+	}
+	var a answer
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return nil, fmt.Errorf("cluster: the answer to command %d: %w", id, err)
+	}
+	if a.Err != nil {
+		return nil, a.Err.decode()
+	}
+	return a.OK, nil
+}
+
+// serveCommands applies the commands of every node while this node leads.
+// Commands are applied concurrently; each is completed with its answer.
+func (n *Node) serveCommands(ctx context.Context, l *leader) {
+	handlers := n.handlers
+	sem := make(chan struct{}, 64)
+	for ctx.Err() == nil {
+		cmds, err := n.store.TakeCommands(ctx, 64)
+		if err != nil {
+			if ctx.Err() == nil {
+				n.log.Error("reading commands", "error", err)
+				sleep(ctx, 200*time.Millisecond)
+			}
+			continue
+		}
+		if len(cmds) == 0 {
+			_ = n.store.WaitCommands(ctx)
+			continue
+		}
+		for _, c := range cmds {
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem }()
+				n.apply(ctx, l, handlers, c)
+			}()
+		}
+	}
+}
+
+func (n *Node) apply(ctx context.Context, l *leader, handlers map[string]handler, c postgres.Command) {
+	var a answer
+	if h := handlers[c.Kind]; h == nil {
+		a.Err = &wireError{Code: engine.CodeInvalidInput, Message: "unknown command " + c.Kind}
+	} else if res, err := h(ctx, l, c.Payload); err != nil {
+		if ctx.Err() != nil {
+			return // deposed mid-way: the next leader applies it again
+		}
+		a.Err = encodeError(err)
+	} else {
+		a.OK = res
+	}
+	out, err := json.Marshal(a)
+	if err == nil {
+		err = n.store.CompleteCommand(ctx, c.ID, out, nil)
+	}
+	if err != nil && ctx.Err() == nil {
+		n.log.Error("completing a command", "command", c.ID, "kind", c.Kind, "error", err)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

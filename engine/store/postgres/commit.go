@@ -1,0 +1,556 @@
+package postgres
+
+// The write path. One engine batch is one pgx.Batch: its statements travel
+// in one round trip and run in one implicit transaction (all or nothing).
+// Rows go in as arrays (INSERT … SELECT FROM unnest(…)), one statement per
+// table however many rows the batch holds. The transaction starts with the
+// fence (when this node leads under a lease) and the seq check, so that a
+// refused batch writes nothing, and ends by notifying followers.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/switchyard/switchyard/engine"
+)
+
+// ErrNotLeader is what Commit (and the leader's command calls) return,
+// wrapped, when the store is fenced to a lease epoch this node no longer
+// holds. It wraps engine.ErrFenced: the engine stops writing.
+var ErrNotLeader = fmt.Errorf("postgres store: this node does not hold the leader lease: %w", engine.ErrFenced)
+
+// Error codes raised by the schema's functions (migrations/0001_init.sql).
+const (
+	codeFenced = "SY001"
+	codeSeq    = "SY002"
+	codeUnique = "23505"
+)
+
+// fence is the lease epoch this node writes under.
+type fence struct {
+	lease, node string
+	epoch       uint64
+	deposed     bool // the elector stepped down: refuse without asking the database
+}
+
+// SetFence makes every later Commit (and CompleteCommand) check, in its own
+// transaction, that node holds epoch of the leader lease and that the lease
+// has not expired; otherwise it fails with ErrNotLeader and writes
+// nothing. A paused-then-resumed old leader therefore cannot write after its
+// lease was taken. An Elector made by this store sets the fence itself.
+// Setting a new epoch forgets the commands taken under the previous one
+// (they will be taken again).
+func (s *Store) SetFence(node string, epoch uint64) {
+	s.setFence(&fence{lease: DefaultLease, node: node, epoch: epoch})
+}
+
+func (s *Store) setFence(f *fence) { s.fence.Store(f) }
+
+// syncEpochLocked catches up with a new fence epoch (under wmu): the
+// commands taken under the previous epoch are forgotten (they will be taken
+// again), and the highest task seq is read again, since another leader may
+// have committed tasks since this store last did.
+func (s *Store) syncEpochLocked(ctx context.Context) error {
+	f := s.fence.Load()
+	if f == nil || f.epoch == s.fenceEpoch {
+		return nil
+	}
+	if err := s.loadMaxTaskSeq(ctx); err != nil {
+		return err
+	}
+	s.fenceEpoch = f.epoch
+	s.forgetTakenLocked()
+	return nil
+}
+
+// deposeFence makes commits under epoch fail at once.
+func (s *Store) deposeFence(lease, node string, epoch uint64) {
+	s.fence.CompareAndSwap(s.currentFence(lease, node, epoch), &fence{lease: lease, node: node, epoch: epoch, deposed: true})
+}
+
+func (s *Store) currentFence(lease, node string, epoch uint64) *fence {
+	f := s.fence.Load()
+	if f != nil && f.lease == lease && f.node == node && f.epoch == epoch && !f.deposed {
+		return f
+	}
+	return nil
+}
+
+// Fence returns the node and epoch commits are fenced to, if any.
+func (s *Store) Fence() (node string, epoch uint64, ok bool) {
+	f := s.fence.Load()
+	if f == nil {
+		return "", 0, false
+	}
+	return f.node, f.epoch, !f.deposed
+}
+
+// queueFence adds the fence check to a batch; it returns an error when the
+// fence is already known to be lost.
+func (s *Store) queueFence(pb *pgx.Batch) error {
+	f := s.fence.Load()
+	if f == nil {
+		return nil
+	}
+	if f.deposed {
+		return fmt.Errorf("epoch %d of node %s was deposed: %w", f.epoch, f.node, ErrNotLeader)
+	}
+	pb.Queue("SELECT sy_fence($1, $2, $3)", f.lease, f.node, int64(f.epoch))
+	return nil
+}
+
+const (
+	taskInsertSQL = `INSERT INTO tasks (seq, id, agent, lane, session, batch, parent, idem_key, labels, spec, params)
+	SELECT u.seq, u.id, u.agent, u.lane, u.session, u.batch, u.parent, u.idem_key, NULLIF(u.labels, '')::bytea[], u.spec, u.params
+	FROM unnest($1::bigint[], $2::bytea[], $3::bytea[], $4::bytea[], $5::bytea[], $6::bytea[], $7::bytea[], $8::bytea[],
+		$9::text[], $10::bytea[], $11::bytea[])
+		AS u(seq, id, agent, lane, session, batch, parent, idem_key, labels, spec, params)
+	ON CONFLICT (id) DO NOTHING`
+	statusInsertSQL = `INSERT INTO task_status (seq, state, ended_at, status, result, event_seqs)
+	SELECT u.seq, u.state, NULLIF(u.ended_at, 0), u.status, u.result, coalesce(NULLIF(u.evs, '')::bigint[], '{}')
+	FROM unnest($1::bigint[], $2::smallint[], $3::bigint[], $4::bytea[], $5::bytea[], $6::text[])
+		AS u(seq, state, ended_at, status, result, evs)
+	ON CONFLICT (seq) DO UPDATE SET state = excluded.state, ended_at = excluded.ended_at, status = excluded.status,
+		result = excluded.result, event_seqs = task_status.event_seqs || excluded.event_seqs`
+	statusUpdateSQL = `UPDATE task_status s SET state = u.state, ended_at = NULLIF(u.ended_at, 0), status = u.status,
+		result = u.result, event_seqs = CASE WHEN u.evs = '' THEN s.event_seqs ELSE s.event_seqs || u.evs::bigint[] END
+	FROM unnest($1::bigint[], $2::smallint[], $3::bigint[], $4::bytea[], $5::bytea[], $6::text[])
+		AS u(seq, state, ended_at, status, result, evs)
+	WHERE s.seq = u.seq`
+	taskEventsSQL = `UPDATE task_status s SET event_seqs = s.event_seqs || u.evs::bigint[]
+	FROM unnest($1::bytea[], $2::text[]) AS u(id, evs) JOIN tasks t ON t.id = u.id
+	WHERE s.seq = t.seq`
+	eventsSQL = `INSERT INTO events (seq, at, type, task, agent, lane, session, batch, from_state, to_state, attempt, reason, webhook)
+	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::smallint[], $4::bytea[], $5::bytea[], $6::bytea[], $7::bytea[],
+		$8::bytea[], $9::smallint[], $10::smallint[], $11::integer[], $12::bytea[], $13::boolean[])`
+	batchesSQL = `INSERT INTO batches (id, parallelism, webhook_url, created_at, ended_at, webhooks)
+	SELECT * FROM unnest($1::bytea[], $2::integer[], $3::bytea[], $4::bigint[], $5::bigint[], $6::bytea[])
+	ON CONFLICT (id) DO UPDATE SET parallelism = excluded.parallelism, webhook_url = excluded.webhook_url,
+		created_at = excluded.created_at, ended_at = excluded.ended_at, webhooks = excluded.webhooks`
+	lanesSQL = `INSERT INTO lanes (name, config) SELECT * FROM unnest($1::text[], $2::bytea[])
+	ON CONFLICT (name) DO UPDATE SET config = excluded.config`
+	settingsSQL = `INSERT INTO settings (key, value) SELECT * FROM unnest($1::text[], $2::bytea[])
+	ON CONFLICT (key) DO UPDATE SET value = excluded.value`
+	settingsDelSQL = `DELETE FROM settings WHERE key = ANY($1::text[])`
+)
+
+// commitRows are a batch's rows as column arrays.
+type commitRows struct {
+	newTasks struct {
+		seq                                                  []int64
+		id, agent, lane, session, batch, parent, idem, specs [][]byte
+		labels                                               []string
+		params                                               [][]byte
+	}
+	newStatus, oldStatus statusRows
+	extraEvents          struct {
+		id  [][]byte
+		evs []string
+	}
+	events struct {
+		seq, at                                   []int64
+		typ, from, to                             []int16
+		task, agent, lane, session, batch, reason [][]byte
+		attempt                                   []int32
+		webhook                                   []bool
+	}
+	maxTask uint64
+
+	// For COPY: the new tasks' labels and event seqs as values.
+	copy      bool
+	newLabels [][][]byte
+	newSeqs   [][]int64
+}
+
+type statusRows struct {
+	seq, ended     []int64
+	state          []int16
+	status, result [][]byte
+	evs            []string
+}
+
+func (r *statusRows) add(t *engine.Task, status []byte, evs string) {
+	r.seq = append(r.seq, int64(t.Seq))
+	r.state = append(r.state, int16(t.State))
+	r.ended = append(r.ended, endedAt(t))
+	r.status = append(r.status, status)
+	r.result = append(r.result, t.Result)
+	r.evs = append(r.evs, evs)
+}
+
+// endedAt is the end of a terminal task (its EndedAt, else its last update),
+// or 0 (NULL) for a live one: the column says "terminal" and orders purges.
+func endedAt(t *engine.Task) int64 {
+	if !t.State.Terminal() {
+		return 0
+	}
+	if at := unixNano(t.EndedAt); at != 0 {
+		return at
+	}
+	return max(unixNano(t.UpdatedAt), 1)
+}
+
+// Commit implements engine.Store.
+func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
+	if b.Empty() {
+		return nil
+	}
+	var prev uint64
+	for i := range b.Events {
+		if seq := b.Events[i].Seq; i > 0 && seq <= prev {
+			return fmt.Errorf("postgres store: commit: event seq %d does not follow %d", seq, prev)
+		}
+		prev = b.Events[i].Seq
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed() {
+		return errClosed
+	}
+	pb := &pgx.Batch{}
+	if err := s.queueFence(pb); err != nil {
+		return err
+	}
+	if err := s.syncEpochLocked(ctx); err != nil {
+		return err
+	}
+	rows, err := s.rowsLocked(b)
+	if err != nil {
+		return fmt.Errorf("postgres store: commit: %w", err)
+	}
+	if rows.copy {
+		err = s.commitCopy(ctx, pb, b, rows)
+	} else {
+		s.queueRows(pb, b, rows)
+		err = s.pool.SendBatch(ctx, pb).Close()
+	}
+	if err != nil {
+		var pgErr *pgconn.PgError
+		errors.As(err, &pgErr)
+		switch {
+		case isFenced(err):
+			return fmt.Errorf("%s: %w", pgErr.Message, ErrNotLeader)
+		case pgErr != nil && pgErr.Code == codeSeq:
+			return fmt.Errorf("postgres store: commit: %s", pgErr.Message)
+		case pgErr != nil && pgErr.Code == codeUnique:
+			// Tasks this store thought new were there: another node committed
+			// them. Learn the highest seq again for the retry.
+			_ = s.loadMaxTaskSeq(ctx)
+		}
+		return s.describe("commit", err)
+	}
+	s.maxTaskSeq = rows.maxTask
+	return nil
+}
+
+// rowsLocked turns a batch into column arrays. A task above the highest
+// stored seq is new (a row in tasks and one in task_status); any other only
+// updates its status. A task twice in the batch is written once, as its later
+// snapshot.
+func (s *Store) rowsLocked(b *engine.Batch) (*commitRows, error) {
+	r := &commitRows{maxTask: s.maxTaskSeq}
+	r.copy = s.useCopy(b)
+	bySeqs := make(map[string][]uint64, len(b.Tasks))
+	for i := range b.Events {
+		if id := b.Events[i].TaskID; id != "" {
+			bySeqs[id] = append(bySeqs[id], b.Events[i].Seq)
+		}
+	}
+	last := make(map[string]int, len(b.Tasks))
+	for i, t := range b.Tasks {
+		last[t.ID] = i
+	}
+	var scratch statusDoc
+	var lit []byte
+	bySeqsOf := make(map[string][]uint64, len(b.Tasks))
+	for i, t := range b.Tasks {
+		if last[t.ID] != i {
+			continue
+		}
+		lit = seqsLiteral(lit[:0], bySeqs[t.ID])
+		evs := string(lit)
+		bySeqsOf[t.ID] = bySeqs[t.ID]
+		delete(bySeqs, t.ID)
+		status, err := encodeStatus(t, &scratch)
+		if err != nil {
+			return nil, fmt.Errorf("task %s: encode status: %w", t.ID, err)
+		}
+		if t.Seq <= s.maxTaskSeq {
+			r.oldStatus.add(t, status, evs)
+			continue
+		}
+		spec, params, err := encodeSpec(t.Spec)
+		if err != nil {
+			return nil, fmt.Errorf("task %s: encode spec: %w", t.ID, err)
+		}
+		nt := &r.newTasks
+		nt.seq = append(nt.seq, int64(t.Seq))
+		nt.id = append(nt.id, []byte(t.ID))
+		nt.agent = append(nt.agent, []byte(t.Spec.AgentID))
+		nt.lane = append(nt.lane, []byte(t.Spec.Lane))
+		nt.session = append(nt.session, bytesOrNil(t.Spec.Session()))
+		nt.batch = append(nt.batch, bytesOrNil(t.Spec.BatchID))
+		nt.parent = append(nt.parent, bytesOrNil(t.Spec.ParentID))
+		nt.idem = append(nt.idem, bytesOrNil(t.Spec.IdempotencyKey))
+		if r.copy {
+			r.newLabels = append(r.newLabels, labelElems(t.Spec.Labels))
+			r.newSeqs = append(r.newSeqs, int64s(bySeqsOf[t.ID]))
+		} else {
+			nt.labels = append(nt.labels, labelsLiteral(t.Spec.Labels))
+		}
+		nt.specs = append(nt.specs, spec)
+		nt.params = append(nt.params, params)
+		r.newStatus.add(t, status, evs)
+		r.maxTask = max(r.maxTask, t.Seq)
+	}
+	for id, seqs := range bySeqs { // events of tasks the batch does not carry
+		r.extraEvents.id = append(r.extraEvents.id, []byte(id))
+		r.extraEvents.evs = append(r.extraEvents.evs, string(seqsLiteral(nil, seqs)))
+	}
+	ev := &r.events
+	for i := range b.Events {
+		e := &b.Events[i]
+		ev.seq = append(ev.seq, int64(e.Seq))
+		ev.at = append(ev.at, unixNano(e.At))
+		ev.typ = append(ev.typ, int16(e.Type))
+		ev.task = append(ev.task, bytesOrNil(e.TaskID))
+		ev.agent = append(ev.agent, bytesOrNil(e.AgentID))
+		ev.lane = append(ev.lane, bytesOrNil(e.Lane))
+		ev.session = append(ev.session, bytesOrNil(e.SessionKey))
+		ev.batch = append(ev.batch, bytesOrNil(e.BatchID))
+		ev.from = append(ev.from, int16(e.From))
+		ev.to = append(ev.to, int16(e.To))
+		ev.attempt = append(ev.attempt, int32(e.Attempt))
+		ev.reason = append(ev.reason, bytesOrNil(e.Reason))
+		ev.webhook = append(ev.webhook, e.Webhook)
+	}
+	return r, nil
+}
+
+// queueRows adds the batch's statements after the fence.
+func (s *Store) queueRows(pb *pgx.Batch, b *engine.Batch, r *commitRows) {
+	if n := len(b.Events); n > 0 {
+		pb.Queue("SELECT sy_advance($1, $2)", int64(b.Events[0].Seq), int64(b.Events[n-1].Seq))
+	}
+	if len(b.Batches) > 0 {
+		queueBatches(pb, b.Batches)
+	}
+	if nt := &r.newTasks; len(nt.seq) > 0 {
+		pb.Queue(taskInsertSQL, nt.seq, nt.id, nt.agent, nt.lane, nt.session, nt.batch, nt.parent, nt.idem, nt.labels, nt.specs, nt.params)
+		st := &r.newStatus
+		pb.Queue(statusInsertSQL, st.seq, st.state, st.ended, st.status, st.result, st.evs)
+	}
+	if st := &r.oldStatus; len(st.seq) > 0 {
+		pb.Queue(statusUpdateSQL, st.seq, st.state, st.ended, st.status, st.result, st.evs)
+	}
+	if x := &r.extraEvents; len(x.id) > 0 {
+		pb.Queue(taskEventsSQL, x.id, x.evs)
+	}
+	if ev := &r.events; len(ev.seq) > 0 {
+		pb.Queue(eventsSQL, ev.seq, ev.at, ev.typ, ev.task, ev.agent, ev.lane, ev.session, ev.batch, ev.from, ev.to,
+			ev.attempt, ev.reason, ev.webhook)
+	}
+	if len(b.Lanes) > 0 {
+		queueLanes(pb, b.Lanes)
+	}
+	if len(b.Settings) > 0 {
+		queueSettings(pb, b.Settings)
+	}
+	if n := len(b.Events); n > 0 && !s.noNotify.Load() {
+		pb.Queue("SELECT pg_notify($1, $2)", s.channels.events, strconv.FormatUint(b.Events[n-1].Seq, 10))
+	}
+}
+
+// queueBatches upserts batch descriptions, the last of each id winning.
+func queueBatches(pb *pgx.Batch, in []engine.BatchInfo) {
+	last := make(map[string]int, len(in))
+	for i := range in {
+		last[in[i].ID] = i
+	}
+	var (
+		id, hook, webhooks [][]byte
+		par                []int32
+		created, ended     []int64
+	)
+	for i := range in {
+		bi := &in[i]
+		if last[bi.ID] != i {
+			continue
+		}
+		var wh []byte
+		if len(bi.Webhooks) > 0 {
+			wh, _ = json.Marshal(bi.Webhooks)
+		}
+		id = append(id, []byte(bi.ID))
+		par = append(par, int32(bi.Parallelism))
+		hook = append(hook, bytesOrNil(bi.WebhookURL))
+		created = append(created, unixNano(bi.CreatedAt))
+		ended = append(ended, unixNano(bi.EndedAt))
+		webhooks = append(webhooks, wh)
+	}
+	pb.Queue(batchesSQL, id, par, hook, created, ended, webhooks)
+}
+
+func queueLanes(pb *pgx.Batch, in []engine.LaneConfig) {
+	last := make(map[string]int, len(in))
+	for i := range in {
+		last[in[i].Name] = i
+	}
+	var names []string
+	var cfgs [][]byte
+	for i := range in {
+		if last[in[i].Name] != i {
+			continue
+		}
+		cfg, _ := encodeLane(&in[i])
+		names = append(names, in[i].Name)
+		cfgs = append(cfgs, cfg)
+	}
+	pb.Queue(lanesSQL, names, cfgs)
+}
+
+// queueSettings writes settings in order: a nil value deletes.
+func queueSettings(pb *pgx.Batch, in []engine.Setting) {
+	last := make(map[string]int, len(in))
+	for i := range in {
+		last[in[i].Key] = i
+	}
+	var keys, dels []string
+	var vals [][]byte
+	for i, set := range in {
+		if last[set.Key] != i {
+			continue
+		}
+		if set.Value == nil {
+			dels = append(dels, set.Key)
+			continue
+		}
+		keys = append(keys, set.Key)
+		vals = append(vals, set.Value)
+	}
+	if len(dels) > 0 {
+		pb.Queue(settingsDelSQL, dels)
+	}
+	if len(keys) > 0 {
+		pb.Queue(settingsSQL, keys, vals)
+	}
+}
+
+// isFenced reports whether err is sy_fence's refusal.
+func isFenced(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == codeFenced
+}
+
+// defaultCopyMin: below this many new rows a commit is one round trip (a
+// pgx.Batch); from it on, COPY's lower server cost per row wins (see the
+// ADR for the figures).
+const defaultCopyMin = 512
+
+// useCopy reports whether a batch's new rows go in with COPY. New tasks
+// count twice (a row in tasks and one in task_status).
+func (s *Store) useCopy(b *engine.Batch) bool {
+	rows := len(b.Events)
+	if rows >= s.copyMin {
+		return true
+	}
+	for _, t := range b.Tasks {
+		if t.Seq > s.maxTaskSeq {
+			rows += 2
+		}
+	}
+	return rows >= s.copyMin
+}
+
+func int64s(u []uint64) []int64 {
+	out := make([]int64, len(u))
+	for i, v := range u {
+		out[i] = int64(v)
+	}
+	return out
+}
+
+// commitCopy writes a batch in an explicit transaction, with COPY for the
+// new rows (tasks, task_status, events) and a pgx.Batch for the rest: more
+// round trips than queueRows, fewer server-side per-row costs. The
+// benchmarks compare the two (see the ADR).
+func (s *Store) commitCopy(ctx context.Context, pb *pgx.Batch, b *engine.Batch, r *commitRows) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it does nothing
+	if n := len(b.Events); n > 0 {
+		pb.Queue("SELECT sy_advance($1, $2)", int64(b.Events[0].Seq), int64(b.Events[n-1].Seq))
+	}
+	if len(b.Batches) > 0 {
+		queueBatches(pb, b.Batches)
+	}
+	if pb.Len() > 0 {
+		if err := tx.SendBatch(ctx, pb).Close(); err != nil {
+			return err
+		}
+	}
+	if nt := &r.newTasks; len(nt.seq) > 0 {
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{"tasks"},
+			[]string{"seq", "id", "agent", "lane", "session", "batch", "parent", "idem_key", "labels", "spec", "params"},
+			pgx.CopyFromSlice(len(nt.seq), func(i int) ([]any, error) {
+				return []any{nt.seq[i], nt.id[i], nt.agent[i], nt.lane[i], nt.session[i], nt.batch[i], nt.parent[i], nt.idem[i],
+					r.newLabels[i], nt.specs[i], nt.params[i]}, nil
+			}))
+		if err != nil {
+			return err
+		}
+		st := &r.newStatus
+		_, err = tx.CopyFrom(ctx, pgx.Identifier{"task_status"}, []string{"seq", "state", "ended_at", "status", "result", "event_seqs"},
+			pgx.CopyFromSlice(len(st.seq), func(i int) ([]any, error) {
+				var ended *int64
+				if st.ended[i] != 0 {
+					ended = &st.ended[i]
+				}
+				return []any{st.seq[i], st.state[i], ended, st.status[i], st.result[i], r.newSeqs[i]}, nil
+			}))
+		if err != nil {
+			return err
+		}
+	}
+	if ev := &r.events; len(ev.seq) > 0 {
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{"events"},
+			[]string{"seq", "at", "type", "task", "agent", "lane", "session", "batch", "from_state", "to_state", "attempt", "reason", "webhook"},
+			pgx.CopyFromSlice(len(ev.seq), func(i int) ([]any, error) {
+				return []any{ev.seq[i], ev.at[i], ev.typ[i], ev.task[i], ev.agent[i], ev.lane[i], ev.session[i], ev.batch[i],
+					ev.from[i], ev.to[i], ev.attempt[i], ev.reason[i], ev.webhook[i]}, nil
+			}))
+		if err != nil {
+			return err
+		}
+	}
+	rest := &pgx.Batch{}
+	if st := &r.oldStatus; len(st.seq) > 0 {
+		rest.Queue(statusUpdateSQL, st.seq, st.state, st.ended, st.status, st.result, st.evs)
+	}
+	if x := &r.extraEvents; len(x.id) > 0 {
+		rest.Queue(taskEventsSQL, x.id, x.evs)
+	}
+	if len(b.Lanes) > 0 {
+		queueLanes(rest, b.Lanes)
+	}
+	if len(b.Settings) > 0 {
+		queueSettings(rest, b.Settings)
+	}
+	if n := len(b.Events); n > 0 && !s.noNotify.Load() {
+		rest.Queue("SELECT pg_notify($1, $2)", s.channels.events, strconv.FormatUint(b.Events[n-1].Seq, 10))
+	}
+	if rest.Len() > 0 {
+		if err := tx.SendBatch(ctx, rest).Close(); err != nil {
+			return err
+		}
+	}
+	return tx.Commit(ctx)
+}

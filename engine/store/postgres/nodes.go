@@ -1,0 +1,86 @@
+package postgres
+
+// The nodes that share a schema, as they report themselves: each node
+// upserts its row on an interval; the database stamps the heartbeat with its
+// own clock, so that nodes never compare theirs.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// NodeInfo is what a node reports about itself.
+type NodeInfo struct {
+	ID      string
+	Address string // where its API listens
+	Role    string // "leader", "follower", … as the caller names them
+	Since   time.Time
+	Version string
+	// Health is the node's own account of its health (JSON, or nil).
+	Health json.RawMessage
+	// Heartbeat is when the node last reported, by the database's clock
+	// (set by the store; ignored by Heartbeat).
+	Heartbeat time.Time
+}
+
+// Heartbeat records a node's report, stamped with the database's time.
+func (s *Store) Heartbeat(ctx context.Context, n NodeInfo) error {
+	if n.ID == "" {
+		return fmt.Errorf("postgres store: heartbeat: no node id")
+	}
+	if n.Health != nil && !json.Valid(n.Health) {
+		return fmt.Errorf("postgres store: heartbeat of %s: the health detail is not JSON", n.ID)
+	}
+	var since *time.Time
+	if !n.Since.IsZero() {
+		since = &n.Since
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO nodes (id, address, role, since, heartbeat_at, version, health)
+		VALUES ($1, $2, $3, $4, now(), $5, $6)
+		ON CONFLICT (id) DO UPDATE SET address = excluded.address, role = excluded.role, since = excluded.since,
+			heartbeat_at = now(), version = excluded.version, health = excluded.health`,
+		n.ID, n.Address, n.Role, since, n.Version, []byte(n.Health))
+	return s.describe("heartbeat of "+n.ID, err)
+}
+
+// Nodes returns every node that reported, by id.
+func (s *Store) Nodes(ctx context.Context) ([]NodeInfo, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, address, role, since, heartbeat_at, version, health FROM nodes ORDER BY id`)
+	if err != nil {
+		return nil, s.describe("list nodes", err)
+	}
+	var out []NodeInfo
+	var n NodeInfo
+	var since *time.Time
+	var health []byte
+	_, err = pgx.ForEachRow(rows, []any{&n.ID, &n.Address, &n.Role, &since, &n.Heartbeat, &n.Version, &health}, func() error {
+		c := n
+		if since != nil {
+			c.Since = since.UTC()
+		}
+		c.Heartbeat = c.Heartbeat.UTC()
+		if health != nil {
+			c.Health = json.RawMessage(health)
+		}
+		out = append(out, c)
+		return nil
+	})
+	if err != nil {
+		return nil, s.describe("list nodes", err)
+	}
+	return out, nil
+}
+
+// ForgetNodes deletes the nodes whose last heartbeat is older than before
+// (by the database's clock) and returns how many it deleted.
+func (s *Store) ForgetNodes(ctx context.Context, before time.Time) (int, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM nodes WHERE heartbeat_at < $1`, before)
+	if err != nil {
+		return 0, s.describe("forget nodes", err)
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -1,0 +1,2 @@
+// Stylesheets are bundled by esbuild; importing one yields nothing.
+declare module '*.css';

@@ -1,0 +1,300 @@
+// The task detail view (#/task/<id>): the task as the `task(id)`
+// subscription streams it until it ends — attempts, timings, error, result —
+// its dependency graph (the whole batch when it has one), and the actions
+// that apply to its state.
+
+import { useEffect, useState } from 'preact/hooks';
+import { clock, json, ms, span, short } from './format';
+import type { Ctx } from './main';
+import { BATCH, type BatchInfo, TASK, TASK_SUB, type TaskDetail, TERMINAL } from './queries';
+
+export function Detail({ ctx, id }: { ctx: Ctx; id: string }) {
+  const [task, setTask] = useState<TaskDetail | null>(null);
+  const [batch, setBatch] = useState<BatchInfo | null>(null);
+  const [error, setError] = useState('');
+
+  useEffect(() => {
+    let live = true;
+    setTask(null);
+    setBatch(null);
+    setError('');
+    ctx.api
+      .request<{ task: TaskDetail }>(TASK, { id })
+      .then((d) => live && setTask(d.task))
+      .catch((e: Error) => live && setError(e.message));
+    const stop = ctx.api.subscribe<{ task: TaskDetail }>({
+      query: TASK_SUB,
+      variables: () => ({ id }),
+      next: (d) => {
+        if (!live) return;
+        setTask(d.task);
+        ctx.store.changed();
+      },
+      error: (e) => live && setError(e.message),
+      complete: () => {},
+    });
+    return () => {
+      live = false;
+      stop();
+    };
+  }, [id]);
+
+  // The batch's graph: read again when this task changes, and every two
+  // seconds while the batch has tasks that have not ended.
+  const batchId = task?.batchId ?? '';
+  const changedAt = task?.updatedAt ?? '';
+  const batchDone = batch?.done ?? false;
+  useEffect(() => {
+    if (!batchId) return;
+    let live = true;
+    const read = () =>
+      ctx.api
+        .request<{ batch: BatchInfo }>(BATCH, { id: batchId })
+        .then((d) => live && setBatch(d.batch))
+        .catch(() => {});
+    void read();
+    const timer = batchDone ? 0 : window.setInterval(read, 2000);
+    return () => {
+      live = false;
+      window.clearInterval(timer);
+    };
+  }, [batchId, changedAt, batchDone]);
+
+  return (
+    <aside class="detail" id="detail" aria-label="task detail">
+      <header>
+        <h2>
+          Task <span class="mono">{id}</span>
+        </h2>
+        <a class="close" href="#/" aria-label="close">
+          ×
+        </a>
+      </header>
+      {error ? <p class="error">{error}</p> : null}
+      {task ? <Body ctx={ctx} task={task} batch={batch} /> : error ? null : <p class="dim">Loading…</p>}
+    </aside>
+  );
+}
+
+function Body({ ctx, task, batch }: { ctx: Ctx; task: TaskDetail; batch: BatchInfo | null }) {
+  const { actions } = ctx;
+  const ended = TERMINAL.has(task.state);
+  const row = (k: string, v: unknown) =>
+    v === null || v === undefined || v === '' ? null : (
+      <tr key={k}>
+        <th>{k}</th>
+        <td>{v as string}</td>
+      </tr>
+    );
+  return (
+    <div>
+      <p>
+        <span class={`state badge big ${task.state}`} id="detail-state">
+          {task.state}
+        </span>{' '}
+        {task.reason ? <span class="dim">{task.reason}</span> : null}
+      </p>
+      <div class="actions">
+        {!ended ? (
+          <button class="cancel" onClick={() => void actions.cancel(task.id)}>
+            Cancel task
+          </button>
+        ) : null}
+        {task.state === 'PARKED' ? (
+          <button class="reset" onClick={() => void actions.reset(task.id)}>
+            Reset (fresh attempt budget)
+          </button>
+        ) : null}
+        {task.state === 'RETRY_WAIT' || (ended && task.state !== 'SUCCEEDED') ? (
+          <button class="retry" onClick={() => void actions.retry(task.id)}>
+            Retry now
+          </button>
+        ) : null}
+        {task.session ? (
+          <>
+            <button class="stop-session" onClick={() => void actions.stopSession(task.session as string, false)}>
+              Stop session
+            </button>
+            <button class="stop-session-all" onClick={() => void actions.stopSession(task.session as string, true)}>
+              Stop session (all)
+            </button>
+          </>
+        ) : null}
+      </div>
+      <table class="kv">
+        <tbody>
+          {row('agent', task.agentId)}
+          {row('lane', task.lane)}
+          {row('priority', task.priority)}
+          {row('session', task.session)}
+          {row('position', task.position)}
+          {row('action', task.action ? `${task.action.kind} ${task.action.selector ?? task.action.ref ?? ''} ${task.action.params ? JSON.stringify(task.action.params) : ''}` : null)}
+          {row('instruction', task.instruction)}
+          {row('instance', task.instanceId)}
+          {row('tab', task.tabId)}
+          {row('batch', task.batchId)}
+          {row('parent', task.parentId)}
+          {row('labels', task.labels.map((l) => `${l.key}=${l.value}`).join(' '))}
+          {row('submitted', clock(task.submittedAt))}
+          {row('queued', task.queuedAt ? clock(task.queuedAt) : null)}
+          {row('next run', task.nextRunAt ? clock(task.nextRunAt) : null)}
+          {row('ended', task.endedAt ? `${clock(task.endedAt)} (${span(task.submittedAt, task.endedAt)} after submission)` : null)}
+          {row('deadline', task.deadline ? clock(task.deadline) : null)}
+          {row('timeout', task.timeoutMs ? ms(task.timeoutMs) : null)}
+        </tbody>
+      </table>
+      <h3>Attempts ({task.attemptCount})</h3>
+      {task.attempts.length === 0 ? (
+        <p class="dim">None yet.</p>
+      ) : (
+        <table class="attempts">
+          <thead>
+            <tr>
+              <th>#</th>
+              <th>instance / tab</th>
+              <th>assigned</th>
+              <th>reached</th>
+              <th>ran</th>
+              <th>class</th>
+              <th>HTTP</th>
+              <th>error</th>
+            </tr>
+          </thead>
+          <tbody>
+            {task.attempts.map((a) => (
+              <tr key={a.n}>
+                <td>{a.n}</td>
+                <td class="dim">
+                  {a.instanceId ?? '–'} / {a.tabId ?? '–'}
+                </td>
+                <td class="mono">{clock(a.assignedAt)}</td>
+                <td>{span(a.assignedAt, a.startedAt)}</td>
+                <td>{a.endedAt ? span(a.startedAt ?? a.assignedAt, a.endedAt) : 'running'}</td>
+                <td>{a.errorClass}</td>
+                <td>{a.httpStatus ?? ''}</td>
+                <td class="bad">{a.error ?? ''}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      {task.error ? (
+        <>
+          <h3>Error ({task.errorClass})</h3>
+          <pre class="bad">{task.error}</pre>
+        </>
+      ) : null}
+      {task.result !== null && task.result !== undefined ? (
+        <>
+          <h3>Result</h3>
+          <pre id="detail-result">{json(task.result)}</pre>
+        </>
+      ) : null}
+      <h3>Dependencies</h3>
+      <Graph ctx={ctx} task={task} batch={batch} />
+      {task.children.length > 0 ? (
+        <>
+          <h3>Spawned tasks</h3>
+          <ul class="log">
+            {task.children.map((c) => (
+              <li key={c.id}>
+                <a href={`#/task/${c.id}`}>{short(c.id, 12)}</a> <span class={`badge ${c.state}`}>{c.state}</span>
+              </li>
+            ))}
+          </ul>
+        </>
+      ) : null}
+    </div>
+  );
+}
+
+interface Node {
+  id: string;
+  state: string;
+  deps: string[];
+  layer: number;
+  row: number;
+}
+
+const NW = 118;
+const NH = 26;
+const GX = 46;
+const GY = 10;
+
+/**
+ * Graph draws the dependency DAG: the task's batch when it has one (up to
+ * 200 tasks), else the task and its direct dependencies. Layers by longest
+ * path from the roots, left to right; the selected task is outlined.
+ */
+function Graph({ ctx, task, batch }: { ctx: Ctx; task: TaskDetail; batch: BatchInfo | null }) {
+  const nodes = new Map<string, Node>();
+  const add = (id: string, state: string, deps: string[]) => {
+    if (!nodes.has(id)) nodes.set(id, { id, state, deps, layer: -1, row: 0 });
+  };
+  if (batch) for (const n of batch.tasks.nodes) add(n.id, n.state, n.dependsOn);
+  add(task.id, task.state, task.dependsOn);
+  nodes.get(task.id)!.state = task.state;
+  for (const d of task.dependencies) add(d.id, d.state ?? 'purged', []);
+  if (nodes.size === 1 && task.dependsOn.length === 0) return <p class="dim">None: it depends on no task{task.batchId ? ' and its batch has no other' : ''}.</p>;
+
+  const layerOf = (n: Node, seen: Set<string>): number => {
+    if (n.layer >= 0) return n.layer;
+    if (seen.has(n.id)) return 0; // cannot happen (the server refuses cycles); stay finite anyway
+    seen.add(n.id);
+    let l = 0;
+    for (const d of n.deps) {
+      const dn = nodes.get(d);
+      if (dn) l = Math.max(l, layerOf(dn, seen) + 1);
+    }
+    n.layer = l;
+    return l;
+  };
+  const rows: number[] = [];
+  for (const n of nodes.values()) {
+    layerOf(n, new Set());
+    n.row = rows[n.layer] ?? 0;
+    rows[n.layer] = n.row + 1;
+  }
+  const width = rows.length * (NW + GX) - GX + 4;
+  const height = Math.max(...rows) * (NH + GY) - GY + 4;
+  const pos = (n: Node) => ({ x: 2 + n.layer * (NW + GX), y: 2 + n.row * (NH + GY) });
+  return (
+    <div class="graph">
+      <svg width={width} height={height} viewBox={`0 0 ${width} ${height}`} role="img" aria-label="dependency graph">
+        {[...nodes.values()].flatMap((n) =>
+          n.deps
+            .filter((d) => nodes.has(d))
+            .map((d) => {
+              const a = pos(nodes.get(d)!);
+              const b = pos(n);
+              const x1 = a.x + NW;
+              const y1 = a.y + NH / 2;
+              const x2 = b.x;
+              const y2 = b.y + NH / 2;
+              return <path key={`${d}>${n.id}`} class="edge" d={`M${x1},${y1} C${x1 + GX / 2},${y1} ${x2 - GX / 2},${y2} ${x2},${y2}`} />;
+            }),
+        )}
+        {[...nodes.values()].map((n) => {
+          const p = pos(n);
+          return (
+            <g
+              key={n.id}
+              class={`node ${n.state} ${n.id === task.id ? 'self' : ''}`}
+              transform={`translate(${p.x},${p.y})`}
+              onClick={() => ctx.actions.open(n.id)}
+            >
+              <title>
+                {n.id} {n.state}
+              </title>
+              <rect width={NW} height={NH} rx={4} />
+              <text x={6} y={17}>
+                {short(n.id, 8)} {n.state.slice(0, 4)}
+              </text>
+            </g>
+          );
+        })}
+      </svg>
+      {batch?.tasks.pageInfo.hasNextPage ? <p class="dim">The first 200 tasks of the batch are drawn.</p> : null}
+    </div>
+  );
+}
