@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -20,14 +21,17 @@ import (
 	"github.com/switchyard/switchyard/cmd/switchyard/internal/config"
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/clock"
+	"github.com/switchyard/switchyard/engine/cluster"
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/executor/artifact"
 	"github.com/switchyard/switchyard/engine/executor/chromium"
 	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/engine/store/memory"
+	"github.com/switchyard/switchyard/engine/store/postgres"
 	"github.com/switchyard/switchyard/engine/store/sqlite"
 	"github.com/switchyard/switchyard/engine/webhook"
 	"github.com/switchyard/switchyard/graph/auth"
+	"github.com/switchyard/switchyard/graph/metrics"
 	"github.com/switchyard/switchyard/graph/server"
 	"github.com/switchyard/switchyard/plugins/host"
 	"github.com/switchyard/switchyard/plugins/manager"
@@ -160,41 +164,45 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer exec.Close()
 
-	store, err := openStore(ctx, cfg.Store)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	eng, err := engine.New(engine.Options{Config: engCfg, Store: store, Executor: exec, Logger: log, TabLocator: reg})
-	if err != nil {
-		return err
-	}
-	if err := eng.Start(ctx); err != nil {
-		return err
-	}
-	reg.SetSink(eng)
-
-	plugins, err := startPlugins(ctx, eng, cfg.Plugins, log)
-	if err != nil {
-		return err
-	}
-	defer plugins.Close(context.Background())
-	sched := schedule.New(eng, clock.Real{}, log)
-	if err := sched.Start(ctx); err != nil {
-		return err
-	}
-	defer sched.Stop()
-	hooks, err := newWebhooks(eng, cfg, log)
-	if err != nil {
-		return err
-	}
-	hctx, stopHooks := context.WithCancel(context.Background())
-	hooksDone := make(chan struct{})
-	go func() { hooks.Run(hctx); close(hooksDone) }()
-	stopAround := func() { // the components that act on the engine stop before it
-		sched.Stop()
-		stopHooks()
-		<-hooksDone
+	var (
+		backend  server.Options // Engine, Registry, Plugins, Schedules, Cluster, Metrics
+		shutdown func(ctx context.Context)
+	)
+	if cfg.Store.Driver == "postgres" {
+		node, stop, err := startNode(cfg, engCfg, exec, reg, log)
+		if err != nil {
+			return err
+		}
+		backend = server.Options{Engine: node.API(), Registry: node.Instances(), Plugins: node.Plugins(),
+			Schedules: node.Schedules(), Cluster: node, Metrics: &metrics.Source{
+				Stats: func() engine.Stats { return node.Engine().Stats() },
+				Lanes: func() []engine.LaneStatus { return node.Engine().Lanes() }, Instances: reg.List}}
+		shutdown = stop
+	} else {
+		store, err := openStore(ctx, cfg.Store)
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		eng, err := engine.New(engine.Options{Config: engCfg, Store: store, Executor: exec, Logger: log, TabLocator: reg})
+		if err != nil {
+			return err
+		}
+		if err := eng.Start(ctx); err != nil {
+			return err
+		}
+		reg.SetSink(eng)
+		lead, err := startLeading(ctx, eng, cfg, log)
+		if err != nil {
+			return err
+		}
+		backend = server.Options{Engine: eng, Registry: reg, Plugins: lead.Plugins, Schedules: lead.Schedules}
+		shutdown = func(ctx context.Context) {
+			lead.Stop() // the components that act on the engine stop before it
+			if err := eng.Shutdown(ctx); err != nil {
+				log.Error("engine shutdown", "error", err)
+			}
+		}
 	}
 
 	authn, err := cfg.Authenticator()
@@ -203,8 +211,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	logSecurity(log, cfg, authn)
 	srv, err := server.New(server.Options{
-		Engine: eng, Registry: reg, Artifacts: arts, Logger: log, Version: Version(), Plugins: plugins, Schedules: sched,
-		Limits: cfg.APILimits(), KeepAlive: cfg.KeepAlive.Std(),
+		Engine: backend.Engine, Registry: backend.Registry, Plugins: backend.Plugins, Schedules: backend.Schedules,
+		Cluster: backend.Cluster, Metrics: backend.Metrics, Address: advertised(cfg),
+		Artifacts: arts, Logger: log, Version: Version(), Limits: cfg.APILimits(), KeepAlive: cfg.KeepAlive.Std(),
 		Auth: authn, AllowedOrigins: cfg.API.AllowedOrigins, DisableIntrospection: !cfg.API.Introspection,
 		Ready: func() error {
 			if local == nil {
@@ -233,20 +242,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	go func() { served <- srv.Serve(ln) }()
 	select {
 	case err := <-served:
-		stopAround()
+		shutdown(context.Background())
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
 
 	// Drain: refuse new work (readyz answers 503), let running tasks finish
-	// within the grace period, cancel the rest; then close the API.
+	// within the grace period, cancel the rest; then close the API. A
+	// cluster's leader resigns last, so that another node takes over at once.
 	log.Info("shutting down: draining", "grace", cfg.ShutdownGrace.Std())
-	stopAround()
 	gctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace.Std())
 	defer cancel()
-	if err := eng.Shutdown(gctx); err != nil {
-		log.Error("engine shutdown", "error", err)
-	}
+	shutdown(gctx)
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -274,6 +281,88 @@ func logSecurity(log hclog.Logger, cfg config.Config, authn *auth.Authenticator)
 	}
 	log.Info("authentication is on", "tokens", len(authn.Identities()), "roles", roles, "introspection", cfg.API.Introspection,
 		"allowedOrigins", cfg.API.AllowedOrigins)
+}
+
+// startLeading starts what acts on the engine of the node that schedules:
+// the policy plugins, the schedules and the webhooks.
+func startLeading(ctx context.Context, eng *engine.Engine, cfg config.Config, log hclog.Logger) (*cluster.Leadership, error) {
+	plugins, err := startPlugins(ctx, eng, cfg.Plugins, log)
+	if err != nil {
+		return nil, err
+	}
+	sched := schedule.New(eng, clock.Real{}, log)
+	if err := sched.Start(ctx); err != nil {
+		_ = plugins.Close(context.Background())
+		return nil, err
+	}
+	hooks, err := newWebhooks(eng, cfg, log)
+	if err != nil {
+		sched.Stop()
+		_ = plugins.Close(context.Background())
+		return nil, err
+	}
+	hctx, stopHooks := context.WithCancel(context.Background())
+	hooksDone := make(chan struct{})
+	go func() { hooks.Run(hctx); close(hooksDone) }()
+	var once sync.Once
+	return &cluster.Leadership{Plugins: plugins, Schedules: sched, Stop: func() {
+		once.Do(func() {
+			sched.Stop()
+			stopHooks()
+			<-hooksDone
+			_ = plugins.Close(context.Background())
+		})
+	}}, nil
+}
+
+// startNode joins the cluster of the PostgreSQL store as a follower; it
+// leads when elected. stop drains the node (a leader's running tasks get
+// until its ctx ends), resigns and closes the store. The node runs until
+// stop, not until a signal: a leader drains before it lets another lead.
+func startNode(cfg config.Config, engCfg engine.Config, exec *executor.Executor, reg *executor.Registry,
+	log hclog.Logger) (*cluster.Node, func(context.Context), error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	store, err := postgres.Open(ctx, postgres.Options{URL: cfg.Store.URL.Reveal(), Schema: cfg.Store.Schema, Logger: log})
+	if err != nil {
+		cancel()
+		return nil, nil, fmt.Errorf("store (postgres): %w", err)
+	}
+	id := cfg.Cluster.NodeID
+	if id == "" {
+		host, _ := os.Hostname()
+		_, port, _ := net.SplitHostPort(cfg.Listen)
+		id = host + ":" + port
+	}
+	node, err := cluster.New(cluster.Options{
+		Node: id, Address: advertised(cfg), Version: Version(), Store: store, Registry: reg, Logger: log,
+		TTL: cfg.Cluster.LeaseTTL.Std(), RenewEvery: cfg.Cluster.RenewEvery.Std(), MaxWasmBytes: cfg.Plugins.MaxWasmBytes,
+		NewEngine: func(events *engine.EventLog) (*engine.Engine, error) {
+			return engine.New(engine.Options{Config: engCfg, Store: store, Executor: exec, Logger: log, TabLocator: reg, Events: events})
+		},
+		Lead: func(ctx context.Context, e *engine.Engine) (*cluster.Leadership, error) { return startLeading(ctx, e, cfg, log) },
+	})
+	if err == nil {
+		err = node.Start(ctx)
+	}
+	if err != nil {
+		cancel()
+		_ = store.Close()
+		return nil, nil, err
+	}
+	log.Info("cluster node started; campaigning for the lead", "node", id, "schema", cfg.Store.Schema)
+	return node, func(gctx context.Context) {
+		node.Stop(gctx)
+		cancel()
+		_ = store.Close()
+	}, nil
+}
+
+// advertised is where this server's API is reached.
+func advertised(cfg config.Config) string {
+	if cfg.Cluster.Advertise != "" {
+		return cfg.Cluster.Advertise
+	}
+	return cfg.Listen
 }
 
 // startPlugins starts the plugin host and makes the built-in policies (and

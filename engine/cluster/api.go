@@ -363,6 +363,9 @@ func (p *Plugins) List() []manager.Info {
 	return is
 }
 
+// MaxWasmBytes is the largest module Load takes.
+func (p *Plugins) MaxWasmBytes() int { return p.n.opts.MaxWasmBytes }
+
 // Subscribe streams the leader's plugin events, whichever node leads.
 func (p *Plugins) Subscribe(buffer int) (<-chan manager.Event, func()) {
 	return p.n.relay.plugins.subscribe(buffer)

@@ -73,6 +73,9 @@ type Options struct {
 	// CallTimeout bounds a call to the leader that has no deadline of its
 	// own (default 10 s).
 	CallTimeout time.Duration
+	// MaxWasmBytes is the largest plugin module the API takes (the plugin
+	// manager's limit, the same on every node).
+	MaxWasmBytes int
 }
 
 // Node is one node of a cluster.
@@ -323,9 +326,9 @@ func (n *Node) heartbeat(ctx context.Context) {
 	defer t.Stop()
 	for {
 		leading, since := n.Leading()
-		role := "follower"
+		role := RoleFollower
 		if leading {
-			role = "leader"
+			role = RoleLeader
 		}
 		health, _ := json.Marshal(map[string]any{"lastSeq": n.events.Last(), "ready": n.ready.Load()})
 		if err := n.store.Heartbeat(ctx, postgres.NodeInfo{ID: n.opts.Node, Address: n.opts.Address, Role: role, Since: since,
@@ -339,6 +342,12 @@ func (n *Node) heartbeat(ctx context.Context) {
 		}
 	}
 }
+
+// The roles a node reports.
+const (
+	RoleLeader   = "leader"
+	RoleFollower = "follower"
+)
 
 // NodeStatus is one node as the cluster sees it.
 type NodeStatus struct {
@@ -371,7 +380,14 @@ func (n *Node) Nodes(ctx context.Context) ([]NodeStatus, error) {
 	return out, nil
 }
 
-// Lease returns the leader lease as the store holds it.
-func (n *Node) Lease(ctx context.Context) (postgres.Lease, error) { return n.store.Lease(ctx) }
+// Leader returns the node that holds the leader lease and since when it
+// has; ok is false while none does.
+func (n *Node) Leader(ctx context.Context) (node string, since time.Time, ok bool, err error) {
+	l, err := n.store.Lease(ctx)
+	if err != nil || !l.Held {
+		return "", time.Time{}, false, err
+	}
+	return l.Node, l.AcquiredAt, true, nil
+}
 
 func (n *Node) String() string { return fmt.Sprintf("node %s", n.opts.Node) }

@@ -49,6 +49,7 @@ var operations = map[string]Access{
 	"Query.instances": {everyone, false},
 	"Query.instance":  {everyone, false},
 	"Query.server":    {everyone, false},
+	"Query.nodes":     {everyone, false},
 
 	// Work: submitted and handled by admins, operators and agents (their
 	// own); readers change nothing.

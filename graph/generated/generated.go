@@ -212,6 +212,18 @@ type ComplexityRoot struct {
 		UpdateSchedule   func(childComplexity int, id string, input model.ScheduleInput) int
 	}
 
+	Node struct {
+		Address       func(childComplexity int) int
+		Healthy       func(childComplexity int) int
+		ID            func(childComplexity int) int
+		LastHeartbeat func(childComplexity int) int
+		LastSeq       func(childComplexity int) int
+		Leader        func(childComplexity int) int
+		Role          func(childComplexity int) int
+		Since         func(childComplexity int) int
+		Version       func(childComplexity int) int
+	}
+
 	PageInfo struct {
 		EndCursor       func(childComplexity int) int
 		HasNextPage     func(childComplexity int) int
@@ -292,6 +304,7 @@ type ComplexityRoot struct {
 		Instances func(childComplexity int) int
 		Lane      func(childComplexity int, name string) int
 		Lanes     func(childComplexity int) int
+		Nodes     func(childComplexity int) int
 		Plan      func(childComplexity int, limit *int) int
 		Plugin    func(childComplexity int, name string) int
 		Plugins   func(childComplexity int) int
@@ -386,8 +399,11 @@ type ComplexityRoot struct {
 		Ended           func(childComplexity int) int
 		InFlight        func(childComplexity int) int
 		LastSeq         func(childComplexity int) int
+		Leader          func(childComplexity int) int
+		LeaderSince     func(childComplexity int) int
 		LeaseExpired    func(childComplexity int) int
 		MaxInFlight     func(childComplexity int) int
+		Node            func(childComplexity int) int
 		Pending         func(childComplexity int) int
 		PolicyInvalid   func(childComplexity int) int
 		Purged          func(childComplexity int) int
@@ -563,6 +579,7 @@ type QueryResolver interface {
 	Schedule(ctx context.Context, id string) (*model.Schedule, error)
 	Instances(ctx context.Context) ([]*model.Instance, error)
 	Instance(ctx context.Context, id string) (*model.Instance, error)
+	Nodes(ctx context.Context) ([]*model.Node, error)
 	Server(ctx context.Context) (*model.ServerInfo, error)
 }
 type ScheduleRunResolver interface {
@@ -1455,6 +1472,61 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Mutation.UpdateSchedule(childComplexity, args["id"].(string), args["input"].(model.ScheduleInput)), true
 
+	case "Node.address":
+		if e.ComplexityRoot.Node.Address == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Node.Address(childComplexity), true
+	case "Node.healthy":
+		if e.ComplexityRoot.Node.Healthy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Node.Healthy(childComplexity), true
+	case "Node.id":
+		if e.ComplexityRoot.Node.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Node.ID(childComplexity), true
+	case "Node.lastHeartbeat":
+		if e.ComplexityRoot.Node.LastHeartbeat == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Node.LastHeartbeat(childComplexity), true
+	case "Node.lastSeq":
+		if e.ComplexityRoot.Node.LastSeq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Node.LastSeq(childComplexity), true
+	case "Node.leader":
+		if e.ComplexityRoot.Node.Leader == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Node.Leader(childComplexity), true
+	case "Node.role":
+		if e.ComplexityRoot.Node.Role == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Node.Role(childComplexity), true
+	case "Node.since":
+		if e.ComplexityRoot.Node.Since == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Node.Since(childComplexity), true
+	case "Node.version":
+		if e.ComplexityRoot.Node.Version == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Node.Version(childComplexity), true
+
 	case "PageInfo.endCursor":
 		if e.ComplexityRoot.PageInfo.EndCursor == nil {
 			break
@@ -1826,6 +1898,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Lanes(childComplexity), true
+	case "Query.nodes":
+		if e.ComplexityRoot.Query.Nodes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Nodes(childComplexity), true
 	case "Query.plan":
 		if e.ComplexityRoot.Query.Plan == nil {
 			break
@@ -2279,6 +2357,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Stats.LastSeq(childComplexity), true
+	case "Stats.leader":
+		if e.ComplexityRoot.Stats.Leader == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Stats.Leader(childComplexity), true
+	case "Stats.leaderSince":
+		if e.ComplexityRoot.Stats.LeaderSince == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Stats.LeaderSince(childComplexity), true
 	case "Stats.leaseExpired":
 		if e.ComplexityRoot.Stats.LeaseExpired == nil {
 			break
@@ -2291,6 +2381,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Stats.MaxInFlight(childComplexity), true
+	case "Stats.node":
+		if e.ComplexityRoot.Stats.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Stats.Node(childComplexity), true
 	case "Stats.pending":
 		if e.ComplexityRoot.Stats.Pending == nil {
 			break
@@ -3264,6 +3360,12 @@ type Query {
   instances: [Instance!]!
   "One instance by id. NOT_FOUND when there is none."
   instance(id: ID!): Instance
+  """
+  The nodes serving this API: this server alone, or every node of a cluster
+  over one PostgreSQL database — which one leads (schedules), since when, and
+  each one's health.
+  """
+  nodes: [Node!]!
   "This server: its version and the limits it applies to requests."
   server: ServerInfo!
 }
@@ -3598,6 +3700,45 @@ type Stats {
   draining: Boolean!
   "How long tasks waited from QUEUED to dispatch."
   dispatchLatency: LatencyHistogram!
+  "The node that answered (the counters are the leader's, whichever node answers)."
+  node: ID!
+  "The node that leads, the one that schedules; null while no node does (a failover under way)."
+  leader: ID
+  "Since when the leader has led."
+  leaderSince: Time
+}
+
+"A node's part in a cluster."
+enum NodeRole {
+  "It schedules: it runs the dispatcher, the plugins, the schedules and the webhooks."
+  LEADER
+  "It serves the API and hands what changes to the leader through the database."
+  FOLLOWER
+}
+
+"""
+A Switchyard process serving the API. Several nodes over one PostgreSQL
+database form a cluster: one of them, elected through a lease, leads.
+"""
+type Node {
+  "The node's id (cluster.nodeId; ` + "`" + `local` + "`" + ` for a server on its own)."
+  id: ID!
+  "Where its API listens, as it advertises it."
+  address: String!
+  "Its role, as it last reported it."
+  role: NodeRole!
+  "Whether it holds the leader lease now, by the database's clock."
+  leader: Boolean!
+  "Since when it has had its role."
+  since: Time!
+  "When it last reported (every 2 s)."
+  lastHeartbeat: Time!
+  "Whether it reported within the last three heartbeats."
+  healthy: Boolean!
+  "Its Switchyard version."
+  version: String!
+  "The seq of the latest event it holds: a follower close to the leader's is up to date."
+  lastSeq: Int64!
 }
 
 "A distribution of durations, in exponential buckets."
@@ -4679,6 +4820,30 @@ func (ec *executionContext) childFields_Limits(ctx context.Context, field graphq
 	return nil, fmt.Errorf("no field named %q was found under type Limits", field.Name)
 }
 
+func (ec *executionContext) childFields_Node(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Node_id(ctx, field)
+	case "address":
+		return ec.fieldContext_Node_address(ctx, field)
+	case "role":
+		return ec.fieldContext_Node_role(ctx, field)
+	case "leader":
+		return ec.fieldContext_Node_leader(ctx, field)
+	case "since":
+		return ec.fieldContext_Node_since(ctx, field)
+	case "lastHeartbeat":
+		return ec.fieldContext_Node_lastHeartbeat(ctx, field)
+	case "healthy":
+		return ec.fieldContext_Node_healthy(ctx, field)
+	case "version":
+		return ec.fieldContext_Node_version(ctx, field)
+	case "lastSeq":
+		return ec.fieldContext_Node_lastSeq(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Node", field.Name)
+}
+
 func (ec *executionContext) childFields_PageInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "hasNextPage":
@@ -5005,6 +5170,12 @@ func (ec *executionContext) childFields_Stats(ctx context.Context, field graphql
 		return ec.fieldContext_Stats_draining(ctx, field)
 	case "dispatchLatency":
 		return ec.fieldContext_Stats_dispatchLatency(ctx, field)
+	case "node":
+		return ec.fieldContext_Stats_node(ctx, field)
+	case "leader":
+		return ec.fieldContext_Stats_leader(ctx, field)
+	case "leaderSince":
+		return ec.fieldContext_Stats_leaderSince(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Stats", field.Name)
 }
@@ -9388,6 +9559,213 @@ func (ec *executionContext) fieldContext_Mutation_deleteSchedule(ctx context.Con
 	return fc, nil
 }
 
+func (ec *executionContext) _Node_id(ctx context.Context, field graphql.CollectedField, obj *model.Node) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Node_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Node_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Node", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Node_address(ctx context.Context, field graphql.CollectedField, obj *model.Node) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Node_address(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Address, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Node_address(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Node", field, false, false, "String")
+}
+
+func (ec *executionContext) _Node_role(ctx context.Context, field graphql.CollectedField, obj *model.Node) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Node_role(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Role, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.NodeRole) graphql.Marshaler {
+			return ec.marshalNNodeRole2githubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐNodeRole(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Node_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Node", field, false, false, "NodeRole")
+}
+
+func (ec *executionContext) _Node_leader(ctx context.Context, field graphql.CollectedField, obj *model.Node) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Node_leader(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Leader, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Node_leader(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Node", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Node_since(ctx context.Context, field graphql.CollectedField, obj *model.Node) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Node_since(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Since, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Node_since(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Node", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Node_lastHeartbeat(ctx context.Context, field graphql.CollectedField, obj *model.Node) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Node_lastHeartbeat(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastHeartbeat, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Node_lastHeartbeat(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Node", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Node_healthy(ctx context.Context, field graphql.CollectedField, obj *model.Node) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Node_healthy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Healthy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Node_healthy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Node", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Node_version(ctx context.Context, field graphql.CollectedField, obj *model.Node) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Node_version(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Version, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Node_version(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Node", field, false, false, "String")
+}
+
+func (ec *executionContext) _Node_lastSeq(ctx context.Context, field graphql.CollectedField, obj *model.Node) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Node_lastSeq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastSeq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Node_lastSeq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Node", field, false, false, "Int64")
+}
+
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *model.PageInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11178,6 +11556,38 @@ func (ec *executionContext) fieldContext_Query_instance(ctx context.Context, fie
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_nodes(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_nodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Nodes(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Node) graphql.Marshaler {
+			return ec.marshalNNode2ᚕᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐNodeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_nodes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Node(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_server(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12929,6 +13339,75 @@ func (ec *executionContext) fieldContext_Stats_dispatchLatency(_ context.Context
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Stats_node(ctx context.Context, field graphql.CollectedField, obj *model.Stats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Stats_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Stats_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Stats", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Stats_leader(ctx context.Context, field graphql.CollectedField, obj *model.Stats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Stats_leader(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Leader, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Stats_leader(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Stats", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Stats_leaderSince(ctx context.Context, field graphql.CollectedField, obj *model.Stats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Stats_leaderSince(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LeaderSince, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Stats_leaderSince(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Stats", field, false, false, "Time")
 }
 
 func (ec *executionContext) _SubmitTaskResult_index(ctx context.Context, field graphql.CollectedField, obj *model.SubmitTaskResult) (ret graphql.Marshaler) {
@@ -18548,6 +19027,79 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 	return out
 }
 
+var nodeImplementors = []string{"Node"}
+
+func (ec *executionContext) _Node(ctx context.Context, sel ast.SelectionSet, obj *model.Node) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, nodeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Node")
+		case "id":
+			out.Values[i] = ec._Node_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "address":
+			out.Values[i] = ec._Node_address(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "role":
+			out.Values[i] = ec._Node_role(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "leader":
+			out.Values[i] = ec._Node_leader(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "since":
+			out.Values[i] = ec._Node_since(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "lastHeartbeat":
+			out.Values[i] = ec._Node_lastHeartbeat(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "healthy":
+			out.Values[i] = ec._Node_healthy(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "version":
+			out.Values[i] = ec._Node_version(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "lastSeq":
+			out.Values[i] = ec._Node_lastSeq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var pageInfoImplementors = []string{"PageInfo"}
 
 func (ec *executionContext) _PageInfo(ctx context.Context, sel ast.SelectionSet, obj *model.PageInfo) graphql.Marshaler {
@@ -19112,6 +19664,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_instance(ctx, field)
+				})
+		case "nodes":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_nodes(ctx, field)
 				})
 		case "server":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
@@ -19696,6 +20254,21 @@ func (ec *executionContext) _Stats(ctx context.Context, sel ast.SelectionSet, ob
 		case "dispatchLatency":
 			out.Values[i] = ec._Stats_dispatchLatency(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "node":
+			out.Values[i] = ec._Stats_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "leader":
+			out.Values[i] = ec._Stats_leader(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "leaderSince":
+			out.Values[i] = ec._Stats_leaderSince(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -21342,6 +21915,40 @@ var (
 		schedule.MissedRunOnce: "RUN_ONCE",
 	}
 )
+
+func (ec *executionContext) marshalNNode2ᚕᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐNodeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Node) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNNode2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐNode(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNNode2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐNode(ctx context.Context, sel ast.SelectionSet, v *model.Node) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Node!")
+		return graphql.Null
+	}
+	return ec._Node(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNNodeRole2githubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐNodeRole(ctx context.Context, v any) (model.NodeRole, error) {
+	var res model.NodeRole
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNNodeRole2githubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐNodeRole(ctx context.Context, sel ast.SelectionSet, v model.NodeRole) graphql.Marshaler {
+	return v
+}
 
 func (ec *executionContext) unmarshalNOverlapPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy(ctx context.Context, v any) (schedule.OverlapPolicy, error) {
 	tmp, err := graphql.UnmarshalString(v)

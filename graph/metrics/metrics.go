@@ -17,24 +17,30 @@ import (
 
 const ns = "switchyard"
 
-// Collector reads the engine and the registry on every scrape.
+// Source is what the collector reads: an engine's stats and lanes and,
+// when Instances is not nil, the fleet.
+type Source struct {
+	Stats     func() engine.Stats
+	Lanes     func() []engine.LaneStatus
+	Instances func() []executor.Instance
+}
+
+// Collector reads its source on every scrape.
 type Collector struct {
-	eng *engine.Engine
-	reg *executor.Registry // may be nil
+	src Source
 
 	tasks, ended, inflight, maxInflight, pending, counters, latency, lastSeq, draining *prometheus.Desc
 	laneQueued, laneInflight, laneMax, lanePaused                                      *prometheus.Desc
 	instUp, instLatency, instInflight, instTabs, instCapacity, instFailures            *prometheus.Desc
 }
 
-// NewCollector returns a collector of the engine's and (when not nil) the
-// registry's state.
-func NewCollector(eng *engine.Engine, reg *executor.Registry) *Collector {
+// NewCollector returns a collector of src.
+func NewCollector(src Source) *Collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(ns+"_"+name, help, labels, nil)
 	}
 	return &Collector{
-		eng: eng, reg: reg,
+		src:          src,
 		tasks:        d("tasks", "Live tasks by state.", "state"),
 		ended:        d("tasks_ended_total", "Tasks that reached a terminal state (or PARKED) since start.", "state"),
 		inflight:     d("in_flight", "Tasks running now (ASSIGNED or RUNNING)."),
@@ -74,7 +80,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
 	}
-	s := c.eng.Stats()
+	s := c.src.Stats()
 	for st := engine.StateQueued; st <= engine.StateExpired; st++ {
 		if !st.Terminal() {
 			gauge(c.tasks, float64(s.ByState[st]), st.String())
@@ -97,16 +103,16 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.draining, b2f(s.Draining))
 	ch <- histogram(c.latency, &s.DispatchLatency)
 
-	for _, l := range c.eng.Lanes() {
+	for _, l := range c.src.Lanes() {
 		gauge(c.laneQueued, float64(l.Pending), l.Config.Name)
 		gauge(c.laneInflight, float64(l.InFlight), l.Config.Name)
 		gauge(c.laneMax, float64(l.Config.MaxInFlight), l.Config.Name)
 		gauge(c.lanePaused, b2f(l.Config.Paused), l.Config.Name)
 	}
-	if c.reg == nil {
+	if c.src.Instances == nil {
 		return
 	}
-	for _, in := range c.reg.List() {
+	for _, in := range c.src.Instances() {
 		gauge(c.instUp, b2f(in.Health == executor.HealthHealthy), in.ID, string(in.Kind))
 		gauge(c.instLatency, in.Latency.Seconds(), in.ID)
 		gauge(c.instInflight, float64(in.InFlight), in.ID)

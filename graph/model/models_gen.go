@@ -138,6 +138,29 @@ type LoadPluginInput struct {
 	Config json.RawMessage `json:"config,omitempty"`
 }
 
+// A Switchyard process serving the API. Several nodes over one PostgreSQL
+// database form a cluster: one of them, elected through a lease, leads.
+type Node struct {
+	// The node's id (cluster.nodeId; `local` for a server on its own).
+	ID string `json:"id"`
+	// Where its API listens, as it advertises it.
+	Address string `json:"address"`
+	// Its role, as it last reported it.
+	Role NodeRole `json:"role"`
+	// Whether it holds the leader lease now, by the database's clock.
+	Leader bool `json:"leader"`
+	// Since when it has had its role.
+	Since time.Time `json:"since"`
+	// When it last reported (every 2 s).
+	LastHeartbeat time.Time `json:"lastHeartbeat"`
+	// Whether it reported within the last three heartbeats.
+	Healthy bool `json:"healthy"`
+	// Its Switchyard version.
+	Version string `json:"version"`
+	// The seq of the latest event it holds: a follower close to the leader's is up to date.
+	LastSeq int64 `json:"lastSeq"`
+}
+
 // Where a page stands (Relay).
 type PageInfo struct {
 	// Whether more tasks follow this page.
@@ -378,6 +401,64 @@ type UpdateInstanceInput struct {
 	Capacity *int `json:"capacity,omitempty"`
 	// New labels, replacing all of them.
 	Labels []*LabelInput `json:"labels,omitempty"`
+}
+
+// A node's part in a cluster.
+type NodeRole string
+
+const (
+	// It schedules: it runs the dispatcher, the plugins, the schedules and the webhooks.
+	NodeRoleLeader NodeRole = "LEADER"
+	// It serves the API and hands what changes to the leader through the database.
+	NodeRoleFollower NodeRole = "FOLLOWER"
+)
+
+var AllNodeRole = []NodeRole{
+	NodeRoleLeader,
+	NodeRoleFollower,
+}
+
+func (e NodeRole) IsValid() bool {
+	switch e {
+	case NodeRoleLeader, NodeRoleFollower:
+		return true
+	}
+	return false
+}
+
+func (e NodeRole) String() string {
+	return string(e)
+}
+
+func (e *NodeRole) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = NodeRole(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid NodeRole", str)
+	}
+	return nil
+}
+
+func (e NodeRole) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *NodeRole) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e NodeRole) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }
 
 // The state of a loaded policy plugin.

@@ -51,7 +51,14 @@ func (l *Lane) SelectionPolicy() string { return l.L.Selection }
 func (l *Lane) RetryPolicyName() string { return l.L.Retry }
 
 // Stats are the engine's counters.
-type Stats struct{ S engine.Stats }
+type Stats struct {
+	S engine.Stats
+	// Node is the node that answered; Leader the node that leads (nil
+	// while none does) and LeaderSince since when.
+	Node        string
+	Leader      *string
+	LeaderSince *time.Time
+}
 
 // At is when they were read.
 func (s *Stats) At() time.Time { return s.S.At }

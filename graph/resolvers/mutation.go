@@ -365,14 +365,14 @@ func (r *Resolver) stopOwnSession(ctx context.Context, session, agent string, al
 	return []string{ts[0].ID}, nil
 }
 
-func (m *mutationResolver) Drain(context.Context) (*model.Stats, error) {
+func (m *mutationResolver) Drain(ctx context.Context) (*model.Stats, error) {
 	m.eng.Drain()
 	m.log.Info("draining: new work is refused")
-	return &model.Stats{S: m.eng.Stats()}, nil
+	return (*Resolver)(m).stats(ctx), nil
 }
 
 // registry returns the instance registry, or UNAVAILABLE.
-func (r *Resolver) registry() (*executor.Registry, error) {
+func (r *Resolver) registry() (Registry, error) {
 	if r.reg == nil {
 		return nil, &engine.Error{Code: engine.CodeUnavailable, Message: "this server manages no browser instances"}
 	}

@@ -9,8 +9,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/cluster"
 	"github.com/switchyard/switchyard/graph/model"
 )
 
@@ -155,8 +157,8 @@ func (q *queryResolver) Agents(ctx context.Context) ([]*engine.AgentStatus, erro
 	return out, nil
 }
 
-func (q *queryResolver) Stats(context.Context) (*model.Stats, error) {
-	return &model.Stats{S: q.eng.Stats()}, nil
+func (q *queryResolver) Stats(ctx context.Context) (*model.Stats, error) {
+	return (*Resolver)(q).stats(ctx), nil
 }
 
 func (q *queryResolver) Plan(ctx context.Context, limit *int) (*model.Plan, error) {
@@ -214,6 +216,42 @@ func (q *queryResolver) Instance(_ context.Context, id string) (*model.Instance,
 		}
 	}
 	return nil, &engine.Error{Code: engine.CodeNotFound, Message: "no instance " + strconv.Quote(id)}
+}
+
+func (q *queryResolver) Nodes(ctx context.Context) ([]*model.Node, error) {
+	if q.opts.Cluster == nil {
+		return []*model.Node{{ID: standaloneID, Address: q.opts.Address, Role: model.NodeRoleLeader, Leader: true,
+			Since: q.started, LastHeartbeat: time.Now(), Healthy: true, Version: q.opts.Version,
+			LastSeq: int64(q.eng.Events().Last())}}, nil
+	}
+	ns, err := q.opts.Cluster.Nodes(ctx)
+	if err != nil {
+		return nil, &engine.Error{Code: engine.CodeUnavailable, Retryable: true, Message: "reading the nodes", Err: err}
+	}
+	out := make([]*model.Node, len(ns))
+	for i, n := range ns {
+		role := model.NodeRoleFollower
+		if n.Role == cluster.RoleLeader {
+			role = model.NodeRoleLeader
+		}
+		out[i] = &model.Node{ID: n.ID, Address: n.Address, Role: role, Leader: n.Leader, Since: n.Since,
+			LastHeartbeat: n.Heartbeat, Healthy: n.Healthy, Version: n.Version, LastSeq: int64(n.LastSeq)}
+	}
+	return out, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// stats returns the engine's counters and who answered, who leads.
+func (r *Resolver) stats(ctx context.Context) *model.Stats {
+	s := &model.Stats{S: r.eng.Stats(), Node: standaloneID, Leader: ptr(standaloneID), LeaderSince: ptr(r.started)}
+	if c := r.opts.Cluster; c != nil {
+		s.Node, s.Leader, s.LeaderSince = c.ID(), nil, nil
+		if id, since, ok, err := c.Leader(ctx); err == nil && ok {
+			s.Leader, s.LeaderSince = &id, &since
+		}
+	}
+	return s
 }
 
 func (q *queryResolver) Server(context.Context) (*model.ServerInfo, error) {

@@ -11,12 +11,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/engine/executor"
-	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/graph/eventstream"
 	"github.com/switchyard/switchyard/graph/generated"
 	"github.com/switchyard/switchyard/graph/model"
-	"github.com/switchyard/switchyard/plugins/manager"
 )
 
 // Limits are the request limits a server applies; Query.server reports
@@ -86,18 +83,23 @@ func (nopObserver) Lagged(string, uint64)             {}
 
 // Options are the resolvers' collaborators.
 type Options struct {
-	Engine   *engine.Engine     // required, started (its event log exists)
-	Registry *executor.Registry // the instances; nil when the server manages none
+	Engine   Engine   // required, started (its event log exists)
+	Registry Registry // the instances; nil when the server manages none
 	// Plugins keeps the policy plugins; nil answers their operations with
 	// UNAVAILABLE.
-	Plugins *manager.Manager
+	Plugins Plugins
 	// Schedules runs the schedules; nil answers their operations with
 	// UNAVAILABLE.
-	Schedules *schedule.Scheduler
-	Version   string
-	Limits    Limits
-	Observer  Observer
-	Logger    hclog.Logger
+	Schedules Schedules
+	// Cluster, on a node of a cluster, tells which node leads; nil for a
+	// server on its own.
+	Cluster Cluster
+	// Address is where this server's API listens, for the nodes query.
+	Address  string
+	Version  string
+	Limits   Limits
+	Observer Observer
+	Logger   hclog.Logger
 	// SubscriptionBuffer is how many messages a subscription may hold for a
 	// slow client before its reader stops reading ahead (default 64).
 	SubscriptionBuffer int
@@ -105,8 +107,8 @@ type Options struct {
 
 // Resolver is the root resolver.
 type Resolver struct {
-	eng     *engine.Engine
-	reg     *executor.Registry
+	eng     Engine
+	reg     Registry
 	opts    Options
 	log     hclog.Logger
 	started time.Time

@@ -260,7 +260,7 @@ func (s *subscriptionResolver) Stats(ctx context.Context, intervalMs *int) (<-ch
 		defer tick.Stop()
 		for {
 			select {
-			case ch <- &model.Stats{S: s.eng.Stats()}:
+			case ch <- (*Resolver)(s).stats(ctx):
 			case <-ctx.Done():
 				return
 			}

@@ -361,6 +361,7 @@ func matrix() map[string]opCase {
 		"Query.instances": {roles: everyone, query: `{ instances { id url hasToken } }`, vars: noVars},
 		"Query.instance":  {roles: everyone, query: `query($id: ID!) { instance(id: $id) { id } }`, vars: idVar(freshInstance)},
 		"Query.server":    {roles: everyone, query: `{ server { version limits { mutationBurst } } }`, vars: noVars},
+		"Query.nodes":     {roles: everyone, query: `{ nodes { id role leader healthy } }`, vars: noVars},
 
 		"Mutation.submitTask": {roles: submitters, own: true, query: `mutation($in: SubmitTaskInput!) { submitTask(input: $in) { id agentId } }`,
 			vars: func(*testing.T, *authBundle) map[string]any { return map[string]any{"in": taskInput(ownerAgent)} }},

@@ -40,7 +40,6 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
-	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/executor/artifact"
 	"github.com/switchyard/switchyard/engine/schedule"
@@ -55,14 +54,23 @@ import (
 
 // Options configure a Server.
 type Options struct {
-	Engine    *engine.Engine      // required, started
-	Registry  *executor.Registry  // the instances; nil when the server manages none
+	Engine    resolvers.Engine    // required, started
+	Registry  resolvers.Registry  // the instances; nil when the server manages none
 	Artifacts artifact.Store      // where task artifacts are; nil serves none
-	Plugins   *manager.Manager    // the policy plugins; nil answers their operations UNAVAILABLE
-	Schedules *schedule.Scheduler // the schedules; nil answers their operations UNAVAILABLE
-	Logger    hclog.Logger
-	Version   string
-	Limits    resolvers.Limits
+	Plugins   resolvers.Plugins   // the policy plugins; nil answers their operations UNAVAILABLE
+	Schedules resolvers.Schedules // the schedules; nil answers their operations UNAVAILABLE
+	// Cluster, on a node of a cluster, tells which node leads; nil is a
+	// server on its own.
+	Cluster resolvers.Cluster
+	// Metrics is what /metrics reads; default Engine and Registry. A node
+	// of a cluster exports its own engine's figures (the leader's are the
+	// cluster's), not the leader's through every node.
+	Metrics *metrics.Source
+	// Address is where the API listens, as the nodes query shows it.
+	Address string
+	Logger  hclog.Logger
+	Version string
+	Limits  resolvers.Limits
 	// KeepAlive is the interval of WebSocket keepalives (graphql-ws "ka"
 	// messages; graphql-transport-ws pings, which the client must answer
 	// within twice the interval) and SSE comments. Default 15 s.
@@ -88,6 +96,31 @@ type Options struct {
 	// AuditLogger receives one line per mutation; default
 	// Logger.Named("audit").
 	AuditLogger hclog.Logger
+}
+
+// dropNilPointers makes a nil *Registry, *Manager or *Scheduler given as
+// an interface the nil interface that means "none".
+func (o *Options) dropNilPointers() {
+	if r, ok := o.Registry.(*executor.Registry); ok && r == nil {
+		o.Registry = nil
+	}
+	if p, ok := o.Plugins.(*manager.Manager); ok && p == nil {
+		o.Plugins = nil
+	}
+	if s, ok := o.Schedules.(*schedule.Scheduler); ok && s == nil {
+		o.Schedules = nil
+	}
+}
+
+func (o *Options) metricsSource() metrics.Source {
+	if o.Metrics != nil {
+		return *o.Metrics
+	}
+	src := metrics.Source{Stats: o.Engine.Stats, Lanes: o.Engine.Lanes}
+	if o.Registry != nil {
+		src.Instances = o.Registry.List
+	}
+	return src
 }
 
 // DefaultPlaygroundQuery is the query the playground opens with.
@@ -123,6 +156,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Engine == nil {
 		return nil, errors.New("server: an engine is required")
 	}
+	opts.dropNilPointers()
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
 	}
@@ -144,11 +178,11 @@ func New(opts Options) (*Server, error) {
 	s.metrics.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		metrics.NewCollector(opts.Engine, opts.Registry),
+		metrics.NewCollector(opts.metricsSource()),
 	)
 	s.resolver = resolvers.New(resolvers.Options{
 		Engine: opts.Engine, Registry: opts.Registry, Version: opts.Version, Limits: opts.Limits,
-		Plugins: opts.Plugins, Schedules: opts.Schedules,
+		Plugins: opts.Plugins, Schedules: opts.Schedules, Cluster: opts.Cluster, Address: opts.Address,
 		Observer: metrics.NewSubscriptions(s.metrics), Logger: opts.Logger,
 	})
 

@@ -56,6 +56,7 @@ type Config struct {
 	Agents        map[string]Agent `yaml:"agents"`
 	Plugins       Plugins          `yaml:"plugins"`
 	Webhooks      Webhooks         `yaml:"webhooks"`
+	Cluster       Cluster          `yaml:"cluster"`
 
 	// environ is the environment ApplyEnv read: the engine's lane
 	// variables (SWITCHYARD_LANE_<NAME>) come from it too.
@@ -149,6 +150,27 @@ type Store struct {
 	// URL is the PostgreSQL connection string (a secret: it may carry a
 	// password).
 	URL Secret `yaml:"url"`
+	// Schema is the PostgreSQL schema of the store's tables (default
+	// switchyard): clusters may share a database under different schemas.
+	Schema string `yaml:"schema"`
+}
+
+// Cluster configures a node of a cluster: several `serve` processes over one
+// PostgreSQL store (store.driver postgres), one of which leads.
+type Cluster struct {
+	// NodeID names this node, unique in the cluster (default: the host name
+	// and the listen port).
+	NodeID string `yaml:"nodeId"`
+	// Advertise is where this node's API is reached, as the nodes query
+	// shows it (default: the listen address).
+	Advertise string `yaml:"advertise"`
+	// LeaseTTL is how long the leader lease lasts after each renewal (default
+	// 10s): a leader that dies is replaced within LeaseTTL + RenewEvery, and
+	// one cut off from the database stops leading before LeaseTTL passes.
+	LeaseTTL Duration `yaml:"leaseTTL"`
+	// RenewEvery is how often the leader renews the lease and the others
+	// campaign (default 2s).
+	RenewEvery Duration `yaml:"renewEvery"`
 }
 
 // Plugins configures the policy plugins.
@@ -309,7 +331,8 @@ func Default() Config {
 		ShutdownGrace: Duration(30 * time.Second),
 		KeepAlive:     Duration(15 * time.Second),
 		Log:           Log{Level: "info", Format: "text"},
-		Store:         Store{Driver: "sqlite", Path: "./switchyard.db", Sync: "full"},
+		Store:         Store{Driver: "sqlite", Path: "./switchyard.db", Sync: "full", Schema: "switchyard"},
+		Cluster:       Cluster{LeaseTTL: Duration(10 * time.Second), RenewEvery: Duration(2 * time.Second)},
 		LocalInstance: LocalInstance{Enabled: true, Capacity: 4},
 		API:           API{Introspection: true},
 		Health:        Health{Interval: Duration(5 * time.Second), Timeout: Duration(2 * time.Second), UnhealthyAfter: 3},
@@ -414,6 +437,13 @@ func (c *Config) Validate() error {
 	case "postgres":
 		if c.Store.URL == "" {
 			return errors.New("store.url: the PostgreSQL connection string is required")
+		}
+		if c.Store.Schema == "" {
+			return errors.New("store.schema: the PostgreSQL schema is required")
+		}
+		if c.Cluster.RenewEvery <= 0 || c.Cluster.LeaseTTL < 3*c.Cluster.RenewEvery {
+			return fmt.Errorf("cluster.leaseTTL (%s) must be at least three times cluster.renewEvery (%s), which must be positive",
+				c.Cluster.LeaseTTL.Std(), c.Cluster.RenewEvery.Std())
 		}
 	default:
 		return fmt.Errorf("store.driver: %q is not a store (sqlite, memory or postgres)", c.Store.Driver)

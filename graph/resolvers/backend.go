@@ -1,0 +1,103 @@
+package resolvers
+
+import (
+	"context"
+	"time"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/cluster"
+	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/engine/schedule"
+	"github.com/switchyard/switchyard/plugins/manager"
+)
+
+// What the resolvers serve. On one node these are the engine, the instance
+// registry, the plugin manager and the scheduler themselves; on a node of a
+// cluster they are the cluster's views of the leader's (engine/cluster).
+
+// Engine is the scheduling engine as the API uses it (*engine.Engine).
+type Engine interface {
+	Config() engine.Config
+	Events() *engine.EventLog
+	Sync(ctx context.Context) error
+	Task(ctx context.Context, id string) (*engine.Task, error)
+	Tasks(ctx context.Context, q engine.TaskQuery) ([]*engine.Task, error)
+	CountTasks(ctx context.Context, f engine.TaskFilter) (map[engine.State]int, error)
+	Batch(ctx context.Context, id string) (*engine.BatchStatus, error)
+	StoredEvents(ctx context.Context, after uint64, limit int) ([]engine.Event, error)
+	Submit(ctx context.Context, spec engine.TaskSpec) (*engine.Task, error)
+	SubmitBatch(ctx context.Context, b engine.BatchSpec) (*engine.BatchResult, error)
+	Cancel(ctx context.Context, id, reason string) (*engine.Task, error)
+	CancelWhere(ctx context.Context, f engine.TaskFilter, reason string) ([]string, error)
+	StopSession(ctx context.Context, key string, all bool) ([]string, error)
+	Retry(ctx context.Context, id string) (*engine.Task, error)
+	Reset(ctx context.Context, id string) (*engine.Task, error)
+	UpdateLane(name string, u engine.LaneUpdate) (engine.LaneStatus, error)
+	SetAgent(id string, c engine.AgentConfig) error
+	Drain()
+	Draining() bool
+	Plan(limit int) (*engine.Plan, error)
+	Lanes() []engine.LaneStatus
+	Lane(name string) (engine.LaneStatus, error)
+	Agents() []engine.AgentStatus
+	Stats() engine.Stats
+	Policies() []engine.PolicyAssignment
+}
+
+// Registry is the browser instance registry (*executor.Registry).
+type Registry interface {
+	Register(cfg executor.InstanceConfig) (executor.Instance, error)
+	Update(id string, u executor.InstanceUpdate) (executor.Instance, error)
+	Remove(id string) error
+	Get(id string) (executor.Instance, bool)
+	List() []executor.Instance
+	Subscribe(buffer int) (<-chan executor.InstanceEvent, func())
+}
+
+// Plugins is the policy plugin manager (*manager.Manager).
+type Plugins interface {
+	Load(ctx context.Context, name string, wasm, config []byte) (manager.Info, error)
+	Unload(ctx context.Context, name string) error
+	Configure(ctx context.Context, name string, config []byte) (manager.Info, error)
+	SetPolicy(ctx context.Context, slot policy.Slot, lane, name string) error
+	ClearLanePolicy(ctx context.Context, slot policy.Slot, lane string) error
+	Enable(name string) error
+	Get(name string) (manager.Info, error)
+	List() []manager.Info
+	Subscribe(buffer int) (<-chan manager.Event, func())
+	MaxWasmBytes() int
+}
+
+// Schedules is the scheduler of recurring tasks (*schedule.Scheduler).
+type Schedules interface {
+	Create(ctx context.Context, spec schedule.Spec) (*schedule.Schedule, error)
+	Update(ctx context.Context, id string, spec schedule.Spec) (*schedule.Schedule, error)
+	SetEnabled(ctx context.Context, id string, enabled bool) (*schedule.Schedule, error)
+	Trigger(ctx context.Context, id string) (*schedule.Run, error)
+	Delete(ctx context.Context, id string) error
+	Get(id string) (*schedule.Schedule, error)
+	List() []*schedule.Schedule
+}
+
+var (
+	_ Engine    = (*engine.Engine)(nil)
+	_ Registry  = (*executor.Registry)(nil)
+	_ Plugins   = (*manager.Manager)(nil)
+	_ Schedules = (*schedule.Scheduler)(nil)
+)
+
+// Cluster tells which node of a cluster leads (*cluster.Node); nil on a
+// server on its own.
+type Cluster interface {
+	// ID is this node's id.
+	ID() string
+	// Nodes returns every node that reported, with the leader marked.
+	Nodes(ctx context.Context) ([]cluster.NodeStatus, error)
+	// Leader returns the node holding the leader lease and since when; ok
+	// is false while none does.
+	Leader(ctx context.Context) (node string, since time.Time, ok bool, err error)
+}
+
+// standaloneID names a server on its own in nodes and stats.
+const standaloneID = "local"
