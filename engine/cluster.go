@@ -76,6 +76,11 @@ func (e *Engine) adoptEventLogLocked(ctx context.Context, lastSeq uint64) error 
 		if len(evs) == 0 || evs[0].Seq != next {
 			return fmt.Errorf("engine: the event log ends at %d but the store's next event is not %d", next-1, next)
 		}
+		// Under a leader the store goes on past the snapshot: stop at it,
+		// the caller follows from there.
+		for len(evs) > 0 && evs[len(evs)-1].Seq > lastSeq {
+			evs = evs[:len(evs)-1]
+		}
 		l.append(evs)
 		next = evs[len(evs)-1].Seq + 1
 	}

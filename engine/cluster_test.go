@@ -94,3 +94,49 @@ func TestIngestKeepsTheAcceptingNodesIdsAndIsIdempotent(t *testing.T) {
 	_, err = h.Ingest(context.Background(), engine.Inbound{Items: []engine.BatchItem{{Spec: enginetest.Spec("a").Obj()}}})
 	require.True(t, engine.IsCode(err, engine.CodeInvalidInput))
 }
+
+// behind is a store whose snapshot lags its events, as a shared store's
+// does when the leader commits between a follower's Load and its reads.
+type behind struct {
+	*memory.Store
+	lag uint64
+}
+
+func (b *behind) Load(ctx context.Context) (*engine.Snapshot, error) {
+	snap, err := b.Store.Load(ctx)
+	if err == nil {
+		snap.LastSeq -= b.lag
+	}
+	return snap, err
+}
+
+func TestAStandbyCatchesItsLogUpToTheSnapshotWhileTheLeaderGoesOn(t *testing.T) {
+	t.Parallel()
+	mem := memory.New(memory.Options{})
+	leader, err := engine.New(engine.Options{Store: mem, Executor: enginetest.NewExecutor(), Synchronous: true})
+	require.NoError(t, err)
+	require.NoError(t, leader.Start(context.Background()))
+	for range 5 {
+		_, err := leader.Submit(context.Background(), enginetest.Spec("a").Obj())
+		require.NoError(t, err)
+	}
+	last := leader.Events().Last()
+
+	// A node's log that holds the first event only (a standby that saw
+	// the store empty, then replicated one event)…
+	log := engine.NewEventLog(64)
+	early, err := engine.New(engine.Options{Store: &behind{Store: mem, lag: last}, Executor: enginetest.NewExecutor(), Events: log})
+	require.NoError(t, err)
+	require.NoError(t, early.StartStandby(context.Background()))
+	first, err := mem.Events(context.Background(), 0, 1)
+	require.NoError(t, err)
+	require.NoError(t, early.Replicate(first))
+
+	// …continued by a standby whose snapshot says two events fewer than
+	// the store holds by the time it reads them.
+	follower, err := engine.New(engine.Options{Store: &behind{Store: mem, lag: 2}, Executor: enginetest.NewExecutor(), Events: log})
+	require.NoError(t, err)
+	require.NoError(t, follower.StartStandby(context.Background()),
+		"events past the snapshot are left to following, not an error")
+	require.Equal(t, last-2, log.Last())
+}
