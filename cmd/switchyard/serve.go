@@ -339,7 +339,9 @@ func startNode(cfg config.Config, engCfg engine.Config, exec *executor.Executor,
 		NewEngine: func(events *engine.EventLog) (*engine.Engine, error) {
 			return engine.New(engine.Options{Config: engCfg, Store: store, Executor: exec, Logger: log, TabLocator: reg, Events: events})
 		},
-		Lead: func(ctx context.Context, e *engine.Engine) (*cluster.Leadership, error) { return startLeading(ctx, e, cfg, log) },
+		Lead: func(ctx context.Context, e *engine.Engine) (*cluster.Leadership, error) {
+			return startLeading(ctx, e, cfg, log)
+		},
 	})
 	if err == nil {
 		err = node.Start(ctx)
