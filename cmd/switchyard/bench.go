@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"io"
+	"os"
 
 	"github.com/switchyard/switchyard/cmd/switchyard/internal/bench"
 )
@@ -25,7 +26,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.Protocol, "protocol", "graphql-transport-ws", "fanout: graphql-transport-ws or graphql-ws")
 	fs.BoolVar(&o.Feed, "feed", false, "fanout: subscribe to taskEventFeed (events encoded once, many per message) instead of taskEvents")
 	fs.BoolVar(&o.JSON, "json", false, "print the result as JSON")
-	fs.StringVar(&o.Store, "store", "memory", "the in-process target's store: memory or sqlite (a temporary file)")
+	fs.StringVar(&o.Store, "store", "memory", "the in-process target's store: memory, sqlite (a temporary file) or postgres (a temporary schema)")
+	fs.StringVar(&o.DatabaseURL, "database-url", os.Getenv("SWITCHYARD_DATABASE_URL"), "with --store postgres: the database (default $SWITCHYARD_DATABASE_URL)")
 	fs.BoolVar(&o.AcceptOnly, "accept-only", false, "the in-process target admits and commits tasks but runs none (its lane is paused): acceptance alone")
 	fs.StringVar(&o.Listen, "listen", "", "serve the in-process target (memory store, no-op executor) on this address until interrupted, for a bench in another process (--server)")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole process (client and in-process server) to this file")

@@ -31,9 +31,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/store/memory"
+	"github.com/switchyard/switchyard/engine/store/postgres"
 	"github.com/switchyard/switchyard/engine/store/sqlite"
 	"github.com/switchyard/switchyard/graph/resolvers"
 	"github.com/switchyard/switchyard/graph/server"
@@ -55,7 +57,10 @@ type Options struct {
 	Version     string
 	CPUProfile  string
 	Listen      string // serve the target only, on this address
-	// Store is the in-process target's store: memory (default) or sqlite
+	// DatabaseURL is the PostgreSQL database of Store postgres (the bench
+	// uses a schema of its own and drops it).
+	DatabaseURL string
+	// Store is the in-process target's store: memory (default), sqlite or postgres
 	// (a fresh file in a temporary directory, synchronous=FULL).
 	Store string
 	// AcceptOnly pauses the in-process target's lane: tasks are admitted and
@@ -221,8 +226,10 @@ func startInProcess(o Options) (*server.Server, string, func(), error) {
 		MaxQueued: 10_000_000, MaxQueuedPerAgent: 10_000_000,
 	}
 	var store engine.Store = memory.New(memory.Options{MaxEnded: 200_000})
-	var dir string
-	if o.Store == "sqlite" {
+	var dir, schema string
+	switch o.Store {
+	case "", "memory":
+	case "sqlite":
 		var err error
 		if dir, err = os.MkdirTemp("", "switchyard-bench-"); err != nil {
 			return nil, "", nil, err
@@ -230,8 +237,17 @@ func startInProcess(o Options) (*server.Server, string, func(), error) {
 		if store, err = sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(dir, "bench.db")}); err != nil {
 			return nil, "", nil, err
 		}
-	} else if o.Store != "" && o.Store != "memory" {
-		return nil, "", nil, fmt.Errorf("--store: %q is neither memory nor sqlite", o.Store)
+	case "postgres":
+		if o.DatabaseURL == "" {
+			return nil, "", nil, errors.New("--store postgres needs --database-url")
+		}
+		schema = fmt.Sprintf("switchyard_bench_%d", time.Now().UnixNano())
+		var err error
+		if store, err = postgres.Open(context.Background(), postgres.Options{URL: o.DatabaseURL, Schema: schema}); err != nil {
+			return nil, "", nil, err
+		}
+	default:
+		return nil, "", nil, fmt.Errorf("--store: %q is not memory, sqlite or postgres", o.Store)
 	}
 	eng, err := engine.New(engine.Options{Config: cfg, Store: store, Executor: engine.NoopExecutor{}})
 	if err != nil {
@@ -263,8 +279,24 @@ func startInProcess(o Options) (*server.Server, string, func(), error) {
 		if dir != "" {
 			_ = os.RemoveAll(dir)
 		}
+		if schema != "" {
+			if err := dropSchema(ctx, o.DatabaseURL, schema); err != nil {
+				fmt.Fprintf(os.Stderr, "bench: could not drop the schema %s: %v\n", schema, err)
+			}
+		}
 	}
 	return srv, "http://" + ln.Addr().String() + "/graphql", stop, nil
+}
+
+// dropSchema drops the bench's PostgreSQL schema.
+func dropSchema(ctx context.Context, url, schema string) error {
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx) //nolint:errcheck
+	_, err = c.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	return err
 }
 
 // httpClient returns a client that keeps n connections open.
