@@ -48,6 +48,7 @@ func loadConfig(args []string, stderr io.Writer) (config.Config, []string, error
 	logFormat := fs.String("log-format", cfg.Log.Format, "text or json")
 	store := fs.String("store", cfg.Store.Driver, "the store: sqlite (durable, one file), memory (ephemeral) or postgres")
 	dbPath := fs.String("db", cfg.Store.Path, "the SQLite file")
+	nodeID := fs.String("node-id", cfg.Cluster.NodeID, "with --store postgres: this node's id in the cluster (default: host name and listen port)")
 	dbURL := fs.String("database-url", "", "the PostgreSQL connection string (with --store postgres; default store.url)")
 	nativePolicies := fs.Bool("native-policies", false, "run the built-in policies natively instead of as WebAssembly")
 	noLocal := fs.Bool("no-local-instance", false, "do not start the built-in Chromium instance")
@@ -78,6 +79,8 @@ func loadConfig(args []string, stderr io.Writer) (config.Config, []string, error
 			cfg.Store.Driver = *store
 		case "db":
 			cfg.Store.Path = *dbPath
+		case "node-id":
+			cfg.Cluster.NodeID = *nodeID
 		case "database-url":
 			cfg.Store.URL = config.Secret(*dbURL)
 		case "native-policies":
