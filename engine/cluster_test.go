@@ -41,7 +41,7 @@ func TestAFencedLeaderStopsAndCancelsItsAttempts(t *testing.T) {
 	ctx := x.Context(running.ID)
 
 	store.fenced.Store(true)
-	_, err = e.Submit(context.Background(), enginetest.Spec("a").Obj())
+	_, _ = e.Submit(context.Background(), enginetest.Spec("a").Obj()) // its commit is refused
 	require.Eventually(t, e.Fenced, 5*time.Second, time.Millisecond)
 	require.Eventually(t, func() bool { return ctx.Err() != nil }, 5*time.Second, time.Millisecond,
 		"the attempt under way is cancelled: the next leader reclaims it")

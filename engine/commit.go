@@ -156,7 +156,8 @@ func (e *Engine) Sync(ctx context.Context) error {
 	if empty {
 		// A batch may still be in the store's hands: wait for the committer.
 		e.commitMu.Lock()
-		e.commitMu.Unlock() //nolint:staticcheck // an empty critical section waits for the commit in progress
+		//lint:ignore SA2001 an empty critical section waits for the commit in progress
+		e.commitMu.Unlock()
 		return nil
 	}
 	if e.sync {

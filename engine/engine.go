@@ -88,7 +88,6 @@ type Engine struct {
 	ids       idGen
 	events    *EventLog
 	cur       *pendingBatch // changes not yet handed to the committer
-	evict     []*task       // terminal tasks committed, to forget at the next swap
 
 	cascade []*task // terminal tasks whose dependents await the news
 

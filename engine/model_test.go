@@ -38,14 +38,14 @@ var (
 )
 
 type mTask struct {
-	id, agent, lane, session, queueKey, batch, instance string
-	prio                                                int
-	front                                               bool
-	seq                                                 uint64
-	state                                               engine.State
-	holding                                             bool
-	holdInst                                            string
-	ends                                                int
+	id, agent, lane, session, queueKey, batch string
+	prio                                      int
+	front                                     bool
+	seq                                       uint64
+	state                                     engine.State
+	holding                                   bool
+	holdInst                                  string
+	ends                                      int
 }
 
 type model struct {
