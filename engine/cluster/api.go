@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/switchyard/switchyard/engine"
@@ -189,7 +190,7 @@ func (a *Engine) Plan(limit int) (*engine.Plan, error) {
 func (a *Engine) Lanes() []engine.LaneStatus {
 	ctx, cancel := a.ctx()
 	defer cancel()
-	ls, err := opLanes.call(ctx, a.n, none{})
+	ls, err := read(ctx, a.n, &a.n.reads.lanes, opLanes)
 	if err != nil {
 		a.n.log.Warn("the leader did not answer for its lanes", "error", err)
 		return a.n.Engine().Lanes()
@@ -211,7 +212,7 @@ func (a *Engine) Lane(name string) (engine.LaneStatus, error) {
 func (a *Engine) Agents() []engine.AgentStatus {
 	ctx, cancel := a.ctx()
 	defer cancel()
-	as, err := opAgents.call(ctx, a.n, none{})
+	as, err := read(ctx, a.n, &a.n.reads.agents, opAgents)
 	if err != nil {
 		a.n.log.Warn("the leader did not answer for its agents", "error", err)
 	}
@@ -223,7 +224,7 @@ func (a *Engine) Agents() []engine.AgentStatus {
 func (a *Engine) Stats() engine.Stats {
 	ctx, cancel := a.ctx()
 	defer cancel()
-	s, err := opStats.call(ctx, a.n, none{})
+	s, err := read(ctx, a.n, &a.n.reads.stats, opStats)
 	if err != nil {
 		a.n.log.Warn("the leader did not answer for its stats", "error", err)
 		return a.n.Engine().Stats()
@@ -235,12 +236,72 @@ func (a *Engine) Stats() engine.Stats {
 func (a *Engine) Policies() []engine.PolicyAssignment {
 	ctx, cancel := a.ctx()
 	defer cancel()
-	ps, err := opPolicies.call(ctx, a.n, none{})
+	ps, err := read(ctx, a.n, &a.n.reads.policies, opPolicies)
 	if err != nil {
 		a.n.log.Warn("the leader did not answer for its policies", "error", err)
 		return a.n.Engine().Policies()
 	}
 	return ps
+}
+
+// readCache keeps the leader's answers to the reads that dashboards poll
+// (stats, lanes, agents, policies) for a moment, so that many pollers on a
+// follower cost the leader one command per read and period. On the leader
+// they are read directly.
+type readCache struct {
+	stats    cached[engine.Stats]
+	lanes    cached[[]engine.LaneStatus]
+	agents   cached[[]engine.AgentStatus]
+	policies cached[[]engine.PolicyAssignment]
+}
+
+// readCacheTTL is how long a follower reuses the leader's answer to a read.
+const readCacheTTL = 250 * time.Millisecond
+
+// read answers a polled read: on the leader directly, on a follower from
+// the cache or the leader.
+func read[T any](ctx context.Context, n *Node, c *cached[T], o op[none, T]) (T, error) {
+	if l := n.leader(); l != nil {
+		return o.apply(ctx, l, none{})
+	}
+	return c.get(func() (T, error) { return o.call(ctx, n, none{}) })
+}
+
+// invalidate forgets the cached reads, after a change made through this
+// node: its own caller reads its write.
+func (r *readCache) invalidate() {
+	r.stats.forget()
+	r.lanes.forget()
+	r.agents.forget()
+	r.policies.forget()
+}
+
+func (c *cached[T]) forget() {
+	c.mu.Lock()
+	c.at = time.Time{}
+	c.mu.Unlock()
+}
+
+type cached[T any] struct {
+	mu sync.Mutex
+	at time.Time
+	v  T
+}
+
+// get returns the value read less than readCacheTTL ago, or loads it;
+// concurrent callers share one load.
+func (c *cached[T]) get(load func() (T, error)) (T, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.at.IsZero() && time.Since(c.at) < readCacheTTL {
+		return c.v, nil
+	}
+	v, err := load()
+	if err != nil {
+		return v, err
+	}
+	c.v, c.at = v, time.Now()
+	return v, nil
 }
 
 // Instances is the leader's instance registry as every node serves it.

@@ -87,6 +87,7 @@ type Node struct {
 	ids      *engine.IDGenerator
 	handlers map[string]handler
 	relay    *relay
+	reads    readCache
 
 	mu       sync.Mutex
 	eng      *engine.Engine

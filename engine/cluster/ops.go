@@ -305,6 +305,16 @@ var (
 	errNoSchedules = &engine.Error{Code: engine.CodeUnavailable, Message: "the leader runs no schedules"}
 )
 
+// mutates reports whether an operation may change something.
+func mutates(kind string) bool {
+	switch kind {
+	case opDraining.kind, opPlan.kind, opLanes.kind, opAgents.kind, opStats.kind, opPolicies.kind, opGetInstance.kind,
+		opListInstances.kind, opGetPlugin.kind, opListPlugins.kind, opGetSchedule.kind, opListSchedules.kind:
+		return false
+	}
+	return true
+}
+
 // newHandlers returns the leader's command handlers, by kind.
 func newHandlers() map[string]handler {
 	hs := map[string]handler{}

@@ -47,6 +47,9 @@ func (o op[A, R]) call(ctx context.Context, n *Node, args A) (R, error) {
 		return res, fmt.Errorf("cluster: encode %s: %w", o.kind, err)
 	}
 	raw, err := n.command(ctx, o.kind, payload)
+	if mutates(o.kind) {
+		n.reads.invalidate() // whatever happened, this node's next read asks again
+	}
 	if err != nil {
 		return res, err
 	}

@@ -28,8 +28,13 @@ SELECT count(*) FROM st`
 const purgeCommandsSQL = `DELETE FROM commands WHERE id IN
 	(SELECT id FROM commands WHERE done_at < $1 ORDER BY done_at LIMIT $2)`
 
+// CommandRetention is how long a completed command is kept: long enough for
+// the node that sent it to read the answer (it waits 10 s by default).
+const CommandRetention = 10 * time.Minute
+
 // Purge implements engine.Store. It also deletes up to limit commands that
-// were completed before the cutoff.
+// were completed before the cutoff or CommandRetention ago, whichever is
+// later.
 func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, error) {
 	if limit <= 0 || before.IsZero() {
 		return 0, nil
@@ -41,7 +46,11 @@ func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, er
 	if err := s.pool.QueryRow(ctx, purgeSQL, before.UnixNano(), int64(limit)).Scan(&n); err != nil {
 		return 0, s.describe("purge", err)
 	}
-	if _, err := s.pool.Exec(ctx, purgeCommandsSQL, before, int64(limit)); err != nil {
+	cmdBefore := time.Now().Add(-CommandRetention)
+	if before.After(cmdBefore) {
+		cmdBefore = before
+	}
+	if _, err := s.pool.Exec(ctx, purgeCommandsSQL, cmdBefore, int64(limit)); err != nil {
 		return int(n), s.describe("purge commands", err)
 	}
 	return int(n), nil
