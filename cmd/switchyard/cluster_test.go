@@ -260,6 +260,49 @@ instances:
 		return func() { cancel(); wg.Wait() }
 	}
 
+	// Live changes made through a follower take effect on the leader and
+	// show through every node.
+	lead := awaitLeader(nodes, "")
+	var via, other *clusterNode
+	for _, n := range nodes {
+		switch {
+		case n == lead:
+		case via == nil:
+			via = n
+		default:
+			other = n
+		}
+	}
+	do := func(n *clusterNode, query string, out any) {
+		t.Helper()
+		require.NoError(t, client.New(n.url).Do(ctx, query, nil, out), "through %s: %s", n.id, query)
+	}
+	do(via, `mutation { updateLane(name: "main", input: {maxInFlight: 12}) { name } }`, nil)
+	do(via, `mutation { registerInstance(input: {id: "spare", url: "`+inst.srv.URL+`/spare", capacity: 1}) { id } }`, nil)
+	do(via, `mutation { setPolicy(input: {slot: SELECTION, lane: "main", name: "priority"}) { name } }`, nil)
+	do(via, `mutation { createSchedule(input: {name: "nightly", kind: CRON, cron: "0 3 * * *",
+		template: {agentId: "cron-agent", lane: "main", action: {kind: "navigate", selector: "css:body"}}}) { id } }`, nil)
+	for _, n := range []*clusterNode{lead, via, other} {
+		var seen struct {
+			Lane      struct{ MaxInFlight int }
+			Instances []struct{ ID string }
+			Policies  []struct {
+				Slot, Name string
+				Lane       *string
+			}
+			Schedules []struct{ Name string }
+		}
+		do(n, `{ lane(name: "main") { maxInFlight } instances { id } policies { slot lane name } schedules { name } }`, &seen)
+		require.Equal(t, 12, seen.Lane.MaxInFlight, "lane through %s", n.id)
+		require.True(t, slices.ContainsFunc(seen.Instances, func(i struct{ ID string }) bool { return i.ID == "spare" }), "instances through %s: %v", n.id, seen.Instances)
+		require.True(t, slices.ContainsFunc(seen.Policies, func(p struct {
+			Slot, Name string
+			Lane       *string
+		}) bool { return p.Slot == "SELECTION" && p.Lane != nil && *p.Lane == "main" && p.Name == "priority" }), "policies through %s: %v", n.id, seen.Policies)
+		require.Len(t, seen.Schedules, 1, "schedules through %s", n.id)
+	}
+	do(via, `mutation { removeInstance(id: "spare") { id } }`, nil)
+
 	// kill -9 the leader under load, three times; each time a follower takes
 	// over, and the killed node comes back as a follower.
 	var failovers []time.Duration
