@@ -32,8 +32,9 @@ import (
 	"github.com/switchyard/switchyard/internal/pgtest"
 )
 
-// fleetInstance is one browser instance that every node reaches under its
-// own path prefix (/<node>/…), so that it knows which node sent an action.
+// fleetInstance is a browser instance that does nothing but count the
+// actions it is asked to perform, by task; every node reaches it under its
+// own path prefix (/<node>/…), so that it also knows which node sent each.
 type fleetInstance struct {
 	srv  *httptest.Server
 	mu   sync.Mutex

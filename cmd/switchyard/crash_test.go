@@ -11,8 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,47 +26,6 @@ import (
 
 	"github.com/switchyard/switchyard/graph/client"
 )
-
-// fakeInstance is a browser instance that does nothing but count, per task,
-// the actions it was asked to perform.
-type fakeInstance struct {
-	srv   *httptest.Server
-	mu    sync.Mutex
-	runs  map[string]int
-	tabs  atomic.Int64
-	delay time.Duration
-}
-
-func newFakeInstance(t *testing.T, delay time.Duration) *fakeInstance {
-	f := &fakeInstance{runs: map[string]int{}, delay: delay}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"status":"ok"}`)) })
-	mux.HandleFunc("GET /tabs", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"tabs":[]}`)) })
-	mux.HandleFunc("POST /tab", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintf(w, `{"tabId":"tab-%d"}`, f.tabs.Add(1))
-	})
-	mux.HandleFunc("POST /tabs/{id}/close", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{}`)) })
-	mux.HandleFunc("POST /tabs/{id}/action", func(w http.ResponseWriter, r *http.Request) {
-		f.mu.Lock()
-		f.runs[r.Header.Get("X-Switchyard-Task")]++
-		f.mu.Unlock()
-		select {
-		case <-time.After(f.delay):
-		case <-r.Context().Done():
-			return
-		}
-		_, _ = w.Write([]byte(`{"success":true,"result":{"clicked":true}}`))
-	})
-	f.srv = httptest.NewServer(mux)
-	t.Cleanup(f.srv.Close)
-	return f
-}
-
-func (f *fakeInstance) count(id string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.runs[id]
-}
 
 // buildBinary builds switchyard once for the test.
 func buildBinary(t *testing.T) string {
@@ -117,7 +74,7 @@ func TestKillNineUnderLoadLosesNoAcknowledgedTask(t *testing.T) {
 	}
 	t.Parallel()
 	bin := buildBinary(t)
-	inst := newFakeInstance(t, 5*time.Millisecond)
+	inst := newFleetInstance(t, 5*time.Millisecond)
 	dir := t.TempDir()
 	config := filepath.Join(dir, "switchyard.yaml")
 	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(`
@@ -131,7 +88,7 @@ engine:
     - {name: main, maxInFlight: 16, retry: {maxAttempts: 20, backoff: 10ms, maxBackoff: 100ms}}
 instances:
   - {id: fake, url: %q, capacity: 16}
-`, filepath.Join(dir, "switchyard.db"), inst.srv.URL)), 0o644))
+`, filepath.Join(dir, "switchyard.db"), inst.srv.URL+"/node")), 0o644))
 
 	const crashes = 4
 	var acked sync.Map // task id → struct{}
