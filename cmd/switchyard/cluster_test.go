@@ -299,7 +299,9 @@ instances:
 		require.True(t, slices.ContainsFunc(seen.Policies, func(p struct {
 			Slot, Name string
 			Lane       *string
-		}) bool { return p.Slot == "SELECTION" && p.Lane != nil && *p.Lane == "main" && p.Name == "priority" }), "policies through %s: %v", n.id, seen.Policies)
+		}) bool {
+			return p.Slot == "SELECTION" && p.Lane != nil && *p.Lane == "main" && p.Name == "priority"
+		}), "policies through %s: %v", n.id, seen.Policies)
 		require.Len(t, seen.Schedules, 1, "schedules through %s", n.id)
 	}
 	do(via, `mutation { removeInstance(id: "spare") { id } }`, nil)
