@@ -110,6 +110,7 @@ type Engine struct {
 	// dispatch and commit
 	dispatching     bool
 	dispatchPending bool
+	durable         bool // the store is durable: dispatches wait for commits, on the dispatcher goroutine
 	kickCh          chan struct{}
 	commitCh        chan struct{}
 	committed       atomic.Uint64
@@ -193,6 +194,7 @@ func New(opts Options) (*Engine, error) {
 	e.native = &fairshare.Fairness{}
 	e.fairness = namedFairness{name: fairshare.Name, p: e.native}
 	e.ids = newIDGen(opts.Seed)
+	e.durable = opts.Store.Durable()
 	for i := range e.timers {
 		e.timers[i].kind = i
 	}
@@ -281,15 +283,31 @@ func (e *Engine) after() {
 	}
 }
 
-// kick wakes the dispatcher.
+// kick makes the dispatcher run. Where no dispatch waits for a commit (a
+// synchronous engine, or a store that is not durable) the caller dispatches
+// itself unless another goroutine is dispatching already — which then runs
+// one more round for it: no goroutine handoff between a submission and its
+// executor call. Otherwise the dispatcher goroutine is woken.
 func (e *Engine) kick() {
-	if !e.sync {
-		select {
-		case e.kickCh <- struct{}{}:
-		default:
-		}
+	if !e.sync && e.durable {
+		e.wake()
 		return
 	}
+	e.dispatchHere()
+}
+
+// wake wakes the dispatcher goroutine.
+func (e *Engine) wake() {
+	select {
+	case e.kickCh <- struct{}{}:
+	default:
+	}
+}
+
+// dispatchHere dispatches in the calling goroutine until no round is
+// pending, unless another goroutine is dispatching (it then runs one more
+// round). One goroutine dispatches at a time.
+func (e *Engine) dispatchHere() {
 	e.mu.Lock()
 	if e.dispatching || !e.running {
 		e.dispatchPending = e.running
@@ -299,7 +317,8 @@ func (e *Engine) kick() {
 	e.dispatching = true
 	e.mu.Unlock()
 	for {
-		e.dispatchRound()
+		for e.dispatchRound() && !e.sync {
+		}
 		e.mu.Lock()
 		if !e.dispatchPending {
 			e.dispatching = false
@@ -319,8 +338,7 @@ func (e *Engine) dispatchLoop() {
 		case <-e.baseCtx.Done():
 			return
 		}
-		for e.dispatchRound() {
-		}
+		e.dispatchHere()
 	}
 }
 
