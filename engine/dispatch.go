@@ -518,7 +518,13 @@ func (e *Engine) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 		if len(cands) == 0 {
 			return runs
 		}
-		picks := e.pickLocked(now, cands, slots, 0)
+		// A stateless policy is not asked to choose among one candidate:
+		// every valid answer dispatches its head.
+		var only [1]uint32
+		picks := only[:]
+		if len(cands) > 1 || !e.fairness.stateless {
+			picks = e.pickLocked(now, cands, slots, 0)
+		}
 		made := false
 		for _, p := range picks {
 			aq := aqs[p]

@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/enginetest"
+	"github.com/switchyard/switchyard/engine/policy"
 )
 
 func ids(ts ...*engine.Task) []string {
@@ -305,4 +306,42 @@ func TestAnAttemptCountsOnTheInstanceThatRunsIt(t *testing.T) {
 	require.Equal(t, map[string]int{"i1": 0, "i2": 1}, h.InstanceLoad())
 	second := h.Submit(enginetest.Spec("b").Obj())
 	require.Equal(t, "i1", h.Exec.Run(second.ID).InstanceID(), "i1 has room again")
+}
+
+// countingFairness picks the first candidate and counts the decisions it
+// was asked for.
+type countingFairness struct {
+	stateless bool
+	calls     int
+}
+
+func (f *countingFairness) Stateless() bool { return f.stateless }
+
+func (f *countingFairness) Pick(_ policy.PickContext, _ []policy.Candidate, picks []uint32) int {
+	f.calls++
+	picks[0] = 0
+	return 1
+}
+
+func TestAStatelessFairnessPolicyIsNotAskedToChooseAmongOneCandidate(t *testing.T) {
+	t.Parallel()
+	for _, stateless := range []bool{true, false} {
+		h := enginetest.New(t, &engine.Config{MaxInFlight: 10, AgingThreshold: -1})
+		f := &countingFairness{stateless: stateless}
+		require.NoError(t, h.SetFairness("counting", f))
+		one := h.Submit(enginetest.Spec("a").Obj())
+		require.Equal(t, []string{one.ID}, h.Exec.Running(), "the only candidate runs")
+		if stateless {
+			require.Zero(t, f.calls, "a decision with one outcome costs no call")
+		} else {
+			require.Equal(t, 1, f.calls, "a stateful policy sees every decision")
+		}
+		paused(t, h, "main", true)
+		h.Submit(enginetest.Spec("b").Obj())
+		h.Submit(enginetest.Spec("c").Obj())
+		before := f.calls
+		paused(t, h, "main", false)
+		require.Greater(t, f.calls, before, "two candidates: the policy chooses")
+		require.Len(t, h.Exec.Running(), 3)
+	}
 }

@@ -140,8 +140,9 @@ type namedRetry struct {
 }
 
 type namedFairness struct {
-	name string
-	p    policy.Fairness
+	name      string
+	p         policy.Fairness
+	stateless bool // p keeps no state between decisions (policy.StateReporter)
 }
 
 // pendingBatch accumulates changes between commits.

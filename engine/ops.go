@@ -271,7 +271,8 @@ func (e *Engine) setPolicy(slot policy.Slot, laneName, name string, p any) error
 		if nf, isNative := fp.(*fairshare.Fairness); isNative {
 			e.native = nf
 		}
-		e.fairness = namedFairness{name: name, p: fp}
+		sr, ok := fp.(policy.StateReporter)
+		e.fairness = namedFairness{name: name, p: fp, stateless: ok && sr.Stateless()}
 	default:
 		e.mu.Unlock()
 		return invalid("slot", "unknown slot %d", slot)

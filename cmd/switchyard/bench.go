@@ -35,7 +35,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if o.Mode == "engine" {
-		return runEngineBench(ctx, *engineTasks, *engineFull, o.JSON, stdout)
+		return runEngineBench(ctx, *engineTasks, *engineFull, o.JSON, o.CPUProfile, stdout)
 	}
 	o.Version = Version()
 	return bench.Run(ctx, o, stdout, stderr)

@@ -9,7 +9,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"github.com/switchyard/switchyard/engine"
@@ -51,12 +53,23 @@ func wasmPolicies(ctx context.Context) (enginebench.Setup, func(), error) {
 	}, nil
 }
 
-func runEngineBench(ctx context.Context, tasks int, full, asJSON bool, stdout io.Writer) error {
+func runEngineBench(ctx context.Context, tasks int, full, asJSON bool, cpuProfile string, stdout io.Writer) error {
 	setup, release, err := wasmPolicies(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	workers := runtime.GOMAXPROCS(0)
 	var rep engineReport
 	// Warm up both (JIT of the modules' cache, the Go heap), then measure

@@ -115,6 +115,13 @@ type Fairness interface {
 	Pick(ctx PickContext, cands []Candidate, picks []uint32) int
 }
 
+// StateReporter is implemented by a policy that can tell whether it keeps
+// state between decisions. A stateless fairness policy is not asked when a
+// decision has one candidate: its answer could not change what runs.
+type StateReporter interface {
+	Stateless() bool
+}
+
 // ErrorClass says whether a failed attempt is worth retrying.
 type ErrorClass uint8
 

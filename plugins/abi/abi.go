@@ -56,8 +56,9 @@ const (
 const (
 	// FlagStateless declares that the policy keeps no state between
 	// decisions that changes its answers, so the host may spread concurrent
-	// decisions over several instances. Without it every decision goes to one
-	// instance at a time.
+	// decisions over several instances, and the engine may skip a fairness
+	// decision that has a single candidate. Without it every decision goes
+	// to one instance at a time.
 	FlagStateless = 1 << 0
 )
 

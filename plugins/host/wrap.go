@@ -46,6 +46,10 @@ type Fairness struct {
 // Plugin returns the plugin behind the wrapper.
 func (w *Fairness) Plugin() *Plugin { return w.p }
 
+// Stateless implements policy.StateReporter: the plugin declared that it
+// keeps no state between decisions.
+func (w *Fairness) Stateless() bool { return w.p.Stateless() }
+
 // Pick implements policy.Fairness.
 func (w *Fairness) Pick(ctx policy.PickContext, cands []policy.Candidate, picks []uint32) int {
 	w.p.stats.calls.Add(1)
