@@ -3,6 +3,8 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/engine/store/memory"
 )
 
 func ids(ts ...*engine.Task) []string {
@@ -344,4 +347,64 @@ func TestAStatelessFairnessPolicyIsNotAskedToChooseAmongOneCandidate(t *testing.
 		require.Greater(t, f.calls, before, "two candidates: the policy chooses")
 		require.Len(t, h.Exec.Running(), 3)
 	}
+}
+
+// gatedExecutor finishes every attempt at once, except the one numbered
+// block, which waits for release.
+type gatedExecutor struct {
+	block   int64
+	release chan struct{}
+	started atomic.Int64
+	done    atomic.Int64
+}
+
+func (x *gatedExecutor) Start(_ context.Context, run *engine.Run) {
+	if x.started.Add(1) == x.block {
+		<-x.release
+	}
+	run.Finish(engine.Outcome{})
+	x.done.Add(1)
+}
+
+func TestAnAPICallDoesNotDispatchAWholeBacklogInItsOwnGoroutine(t *testing.T) {
+	t.Parallel()
+	const backlog = 10_000
+	x := &gatedExecutor{block: backlog / 2, release: make(chan struct{})}
+	e, err := engine.New(engine.Options{
+		Config:   engine.Config{MaxQueued: backlog, MaxQueuedPerAgent: backlog},
+		Store:    memory.New(memory.Options{}),
+		Executor: x,
+	})
+	require.NoError(t, err)
+	require.NoError(t, e.Start(context.Background()))
+	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	paused, running := true, false
+	_, err = e.UpdateLane("main", engine.LaneUpdate{Paused: &paused})
+	require.NoError(t, err)
+	batch := engine.BatchSpec{}
+	for i := range backlog {
+		batch.Items = append(batch.Items, engine.BatchItem{Spec: enginetest.Spec(fmt.Sprint("agent-", i%10)).Obj()})
+		if len(batch.Items) == 100 {
+			_, err := e.SubmitBatch(context.Background(), batch)
+			require.NoError(t, err)
+			batch.Items = batch.Items[:0]
+		}
+	}
+	// Resuming the lane dispatches a few rounds in this goroutine and leaves
+	// the rest to the dispatcher goroutine: it returns although attempt
+	// number backlog/2 is held.
+	returned := make(chan error, 1)
+	go func() {
+		_, err := e.UpdateLane("main", engine.LaneUpdate{Paused: &running})
+		returned <- err
+	}()
+	select {
+	case err := <-returned:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		close(x.release)
+		t.Fatal("updateLane dispatched the whole backlog in the caller's goroutine")
+	}
+	close(x.release)
+	require.Eventually(t, func() bool { return x.done.Load() == backlog }, 10*time.Second, 5*time.Millisecond)
 }

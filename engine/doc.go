@@ -65,7 +65,12 @@
 // it; freeing a slot wakes every queue parked on that ceiling.
 //
 // Dispatch is event-driven — a submission, a completion, a timer or an
-// operator's change wakes the dispatcher — never polled.
+// operator's change starts a round of dispatch — never polled. With a store
+// that is not durable the goroutine that made the change dispatches at once
+// (one at a time; a change made meanwhile gets one more round), so a
+// submission reaches its executor without a goroutine handoff; with a
+// durable store a dispatcher goroutine dispatches, waiting for each round's
+// attempts to be committed before they start.
 //
 // # Attempts, leases and retries
 //

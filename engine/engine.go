@@ -284,17 +284,26 @@ func (e *Engine) after() {
 	}
 }
 
+// inlineRounds bounds the rounds of dispatch a caller runs in its own
+// goroutine before it hands the rest to the dispatcher goroutine: enough for
+// its own submission and the completions it set off, never so many that one
+// API call dispatches a whole backlog.
+const inlineRounds = 4
+
 // kick makes the dispatcher run. Where no dispatch waits for a commit (a
 // synchronous engine, or a store that is not durable) the caller dispatches
 // itself unless another goroutine is dispatching already — which then runs
 // one more round for it: no goroutine handoff between a submission and its
 // executor call. Otherwise the dispatcher goroutine is woken.
 func (e *Engine) kick() {
-	if !e.sync && e.durable {
+	switch {
+	case e.sync:
+		e.dispatchHere(0)
+	case e.durable:
 		e.wake()
-		return
+	default:
+		e.dispatchHere(inlineRounds)
 	}
-	e.dispatchHere()
 }
 
 // wake wakes the dispatcher goroutine.
@@ -307,8 +316,9 @@ func (e *Engine) wake() {
 
 // dispatchHere dispatches in the calling goroutine until no round is
 // pending, unless another goroutine is dispatching (it then runs one more
-// round). One goroutine dispatches at a time.
-func (e *Engine) dispatchHere() {
+// round). One goroutine dispatches at a time. With a budget (> 0) it runs at
+// most that many rounds and leaves what remains to the dispatcher goroutine.
+func (e *Engine) dispatchHere(budget int) {
 	e.mu.Lock()
 	if e.dispatching || !e.running {
 		e.dispatchPending = e.running
@@ -317,16 +327,26 @@ func (e *Engine) dispatchHere() {
 	}
 	e.dispatching = true
 	e.mu.Unlock()
+	rounds := 0
 	for {
-		for e.dispatchRound() && !e.sync {
+		more := true
+		for more && (budget == 0 || rounds < budget) {
+			more = e.dispatchRound() && !e.sync
+			rounds++
 		}
 		e.mu.Lock()
-		if !e.dispatchPending {
+		if !more && !e.dispatchPending {
 			e.dispatching = false
 			e.mu.Unlock()
 			return
 		}
 		e.dispatchPending = false
+		if budget > 0 && rounds >= budget {
+			e.dispatching = false
+			e.mu.Unlock()
+			e.wake()
+			return
+		}
 		e.mu.Unlock()
 	}
 }
@@ -339,7 +359,7 @@ func (e *Engine) dispatchLoop() {
 		case <-e.baseCtx.Done():
 			return
 		}
-		e.dispatchHere()
+		e.dispatchHere(0)
 	}
 }
 
