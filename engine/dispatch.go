@@ -605,7 +605,10 @@ func (e *Engine) candidatesLocked(now int64, slack int) ([]policy.Candidate, []*
 }
 
 // pickLocked asks the fairness policy for picks and validates the answer; an
-// invalid answer is counted and replaced by the native policy's.
+// invalid answer is counted and replaced by the native policy's. A policy
+// may pick none (it sees no room under the candidates' ceilings, say): the
+// caller then makes that decision in the native order, so dispatch never
+// waits on a policy.
 func (e *Engine) pickLocked(now time.Time, cands []policy.Candidate, slots int, flags uint32) []uint32 {
 	if cap(e.scratch.picks) < slots {
 		e.scratch.picks = make([]uint32, slots)
@@ -616,7 +619,7 @@ func (e *Engine) pickLocked(now time.Time, cands []policy.Candidate, slots int, 
 		ctx.AgingMs = 0
 	}
 	n := e.fairness.p.Pick(ctx, cands, picks)
-	valid := n > 0 && n <= slots
+	valid := n >= 0 && n <= slots // none is an answer: the caller goes on in the native order
 	for i := 0; valid && i < n; i++ {
 		valid = int(picks[i]) < len(cands)
 	}

@@ -408,3 +408,30 @@ func TestAnAPICallDoesNotDispatchAWholeBacklogInItsOwnGoroutine(t *testing.T) {
 	close(x.release)
 	require.Eventually(t, func() bool { return x.done.Load() == backlog }, 10*time.Second, 5*time.Millisecond)
 }
+
+// noPicks never picks anything.
+type noPicks struct{ calls int }
+
+func (f *noPicks) Pick(policy.PickContext, []policy.Candidate, []uint32) int { f.calls++; return 0 }
+
+func TestAFairnessPolicyThatPicksNoneLeavesTheDecisionToTheNativeOrder(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, &engine.Config{MaxInFlight: 2, AgingThreshold: -1})
+	f := &noPicks{}
+	require.NoError(t, h.SetFairness("none", f))
+	paused(t, h, "main", true)
+	b1 := h.Submit(enginetest.Spec("b").Obj())
+	a1 := h.Submit(enginetest.Spec("a").Obj())
+	b2 := h.Submit(enginetest.Spec("b").Obj())
+	paused(t, h, "main", false)
+	require.Positive(t, f.calls)
+	// The native order: oldest head first, then the agent with less in flight.
+	require.Equal(t, ids(b1, a1), h.Exec.Started())
+	require.Zero(t, h.Stats().PolicyInvalid, "picking none is an answer, not a fault")
+	plan, err := h.Plan(10)
+	require.NoError(t, err)
+	require.NotEmpty(t, plan.Steps)
+	require.Equal(t, b2.ID, plan.Steps[0].TaskID, "the plan previews the same fallback")
+	require.NoError(t, h.Exec.Succeed(b1.ID, `{}`))
+	require.Equal(t, ids(b1, a1, b2), h.Exec.Started())
+}

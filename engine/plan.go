@@ -141,6 +141,10 @@ func (e *Engine) nextByPolicyLocked(now time.Time, slack int) *task {
 			return nil
 		}
 		picks := e.pickLocked(now, cands, 1, policy.PickDryRun)
+		if len(picks) == 0 { // as dispatch does: this decision in the native order
+			t, _ := e.nextPlannedLocked(now.UnixNano(), slack)
+			return t
+		}
 		aq := aqs[picks[0]]
 		if !aq.eligible() || !e.laneOpen(aq.lane, slack) {
 			return nil

@@ -112,6 +112,8 @@ type Fairness interface {
 	// how many it wrote (at most len(picks), which is at most ctx.Slots). An
 	// index may repeat: each repeat takes the next task of that queue. The
 	// engine checks every ceiling itself and skips picks that would break one.
+	// Picking none is allowed: the engine then makes that decision in its
+	// native order, so work never waits on a policy.
 	Pick(ctx PickContext, cands []Candidate, picks []uint32) int
 }
 
