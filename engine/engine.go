@@ -294,7 +294,9 @@ const inlineRounds = 4
 // synchronous engine, or a store that is not durable) the caller dispatches
 // itself unless another goroutine is dispatching already — which then runs
 // one more round for it: no goroutine handoff between a submission and its
-// executor call. Otherwise the dispatcher goroutine is woken.
+// executor call. An asynchronous engine's caller runs inlineRounds at most,
+// then wakes the dispatcher goroutine for the rest. With a durable store the
+// dispatcher goroutine does all of it.
 func (e *Engine) kick() {
 	switch {
 	case e.sync:
