@@ -34,7 +34,7 @@ func BenchmarkDispatchAtDepth(b *testing.B) {
 	for _, queued := range []int{1_000, 100_000, 1_000_000} {
 		for _, agents := range []int{10, 1_000, 10_000} {
 			b.Run(fmt.Sprintf("queued=%d/agents=%d", queued, agents), func(b *testing.B) {
-				r, err := enginebench.RunAtDepth(context.Background(), queued, agents, b.N, nil)
+				r, err := enginebench.RunAtDepth(context.Background(), queued, agents, b.N, 1, nil)
 				if err != nil {
 					b.Fatal(err)
 				}
