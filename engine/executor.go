@@ -14,7 +14,8 @@ import (
 // pretends to, in tests and benchmarks).
 type Executor interface {
 	// Start begins an attempt and returns promptly, without waiting for the
-	// work. The executor reports on run: Started when the work has reached an
+	// work: it may be called on the goroutine of the API call that made the
+	// dispatch possible (a submission, a completion). The executor reports on run: Started when the work has reached an
 	// instance, then Finish exactly once. ctx (the run itself) carries the
 	// attempt's deadline and is cancelled when the task is cancelled, times
 	// out or the engine shuts down; the executor should stop the work then
