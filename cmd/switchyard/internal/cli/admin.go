@@ -84,10 +84,16 @@ func printLanes(env Env, lanes []LaneInfo, jsonOut bool) error {
 }
 
 func laneList(ctx context.Context, args []string, env Env) error {
-	fs := newFlags("lane list", "[--json]", env)
+	return listCommand(ctx, args, env, "lane", `{ lanes { `+laneFields+` } }`, printLanes)
+}
+
+// listCommand runs "NOUN list [--json]": one query of the top-level field
+// NOUNs, printed by print (a table, or one JSON object per item).
+func listCommand[T any](ctx context.Context, args []string, env Env, noun, query string, print func(Env, []T, bool) error) error {
+	fs := newFlags(noun+" list", "[--json]", env)
 	var c conn
 	c.register(fs, env)
-	jsonOut := fs.Bool("json", false, "print one JSON object per lane")
+	jsonOut := fs.Bool("json", false, "print one JSON object per "+noun)
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -95,11 +101,11 @@ func laneList(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	var res struct{ Lanes []LaneInfo }
-	if err := cl.Do(ctx, `{ lanes { `+laneFields+` } }`, nil, &res); err != nil {
-		return fmt.Errorf("lanes: %w", err)
+	var res map[string][]T
+	if err := cl.Do(ctx, query, nil, &res); err != nil {
+		return fmt.Errorf("%ss: %w", noun, err)
 	}
-	return printLanes(env, res.Lanes, *jsonOut)
+	return print(env, res[noun+"s"], *jsonOut)
 }
 
 func updateLane(ctx context.Context, c *conn, name string, input map[string]any, env Env, jsonOut bool) error {
@@ -517,22 +523,7 @@ func printInstances(env Env, list []InstanceInfo, jsonOut bool) error {
 }
 
 func instanceList(ctx context.Context, args []string, env Env) error {
-	fs := newFlags("instance list", "[--json]", env)
-	var c conn
-	c.register(fs, env)
-	jsonOut := fs.Bool("json", false, "print one JSON object per instance")
-	if _, err := parse(fs, args, 0, 0); err != nil {
-		return err
-	}
-	cl, err := c.client()
-	if err != nil {
-		return err
-	}
-	var res struct{ Instances []InstanceInfo }
-	if err := cl.Do(ctx, `{ instances { `+instanceFields+` } }`, nil, &res); err != nil {
-		return fmt.Errorf("instances: %w", err)
-	}
-	return printInstances(env, res.Instances, *jsonOut)
+	return listCommand(ctx, args, env, "instance", `{ instances { `+instanceFields+` } }`, printInstances)
 }
 
 func instanceRegister(ctx context.Context, args []string, env Env) error {
