@@ -423,7 +423,7 @@ func (e *Engine) dispatchRound() bool {
 	e.scratch.runs = runs[:0]
 	pb := e.cur
 	e.unlock()
-	if len(runs) > 0 && e.store.Durable() && !e.awaitCommit(pb) {
+	if len(runs) > 0 && e.durable && !e.awaitCommit(pb) {
 		// The store refused the commit (another node leads): these attempts
 		// must not run; the engine is being abandoned.
 		clear(runs)

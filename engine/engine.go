@@ -110,7 +110,7 @@ type Engine struct {
 	// dispatch and commit
 	dispatching     bool
 	dispatchPending bool
-	durable         bool // the store is durable: dispatches wait for commits, on the dispatcher goroutine
+	durable         bool // opts.Store.Durable(), asked once: attempts wait for their commit, on the dispatcher goroutine
 	kickCh          chan struct{}
 	commitCh        chan struct{}
 	committed       atomic.Uint64
@@ -425,7 +425,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	e.mu.Lock()
 	var victims []*task
 	for _, t := range e.tasks {
-		if t.state.InFlight() || !e.store.Durable() && !t.state.Terminal() {
+		if t.state.InFlight() || !e.durable && !t.state.Terminal() {
 			victims = append(victims, t)
 		}
 	}

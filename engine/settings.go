@@ -32,7 +32,7 @@ func (e *Engine) SaveSetting(ctx context.Context, key string, value []byte) erro
 	done := e.cur.done
 	e.unlock()
 	e.after()
-	if !e.store.Durable() {
+	if !e.durable {
 		return nil
 	}
 	select {

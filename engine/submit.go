@@ -261,7 +261,7 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, b
 	// returns: an original task not yet written). When nothing is pending,
 	// everything it refers to is already on disk — and an empty batch is
 	// never committed, so waiting for it would never end.
-	wait := e.store.Durable() && !pb.empty()
+	wait := e.durable && !pb.empty()
 	e.unlock()
 	e.after()
 	if wait {
@@ -765,12 +765,11 @@ func (e *Engine) rankLocked(ts []*task, now time.Time) {
 	}
 	deferred := e.deferred
 	e.deferred = e.deferred[:0]
-	durable := e.store.Durable()
 	for _, t := range deferred {
 		if t.state != StateQueued || t.sq != nil {
 			continue
 		}
-		if durable {
+		if e.durable {
 			// A task runs only once its submission is durable: then a
 			// crash can never have run a task whose submitter was not told
 			// it was accepted.
