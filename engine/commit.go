@@ -17,15 +17,6 @@ import (
 // commitNow writes what is pending, retrying until the store accepts it or
 // the engine is shut down.
 func (e *Engine) commitNow() {
-	if e.commitPending() {
-		e.kick() // tasks became durable: they may run now
-	}
-}
-
-// commitPending writes what is pending and reports whether tasks joined their
-// queues on the way (the caller kicks the dispatcher, outside commitMu: in
-// synchronous mode dispatching commits again).
-func (e *Engine) commitPending() (queued bool) {
 	e.commitMu.Lock()
 	defer e.commitMu.Unlock()
 	for {
@@ -33,7 +24,7 @@ func (e *Engine) commitPending() (queued bool) {
 		b := e.cur
 		if b.empty() {
 			e.mu.Unlock()
-			return queued
+			return
 		}
 		e.cur = &pendingBatch{done: make(chan struct{}), events: e.spare.events, tasks: e.spare.tasks}
 		out := &Batch{Events: b.events, Batches: b.batches, Lanes: b.lanes, Settings: b.settings, Tasks: e.spare.snaps[:0]}
@@ -52,7 +43,7 @@ func (e *Engine) commitPending() (queued bool) {
 			if e.abandoned.Load() {
 				b.err = ErrFenced
 				close(b.done)
-				return queued
+				return
 			}
 			err := e.store.Commit(context.Background(), out)
 			if err == nil {
@@ -66,14 +57,14 @@ func (e *Engine) commitPending() (queued bool) {
 				b.err = err
 				close(b.done)
 				go e.Abandon("leadership lost")
-				return queued
+				return
 			}
 			e.stats.commitErrors.Add(1)
 			e.log.Error("commit failed; retrying", "error", err, "events", len(out.Events), "tasks", len(out.Tasks), "attempt", attempt+1)
 			if e.baseCtx.Err() != nil && attempt >= 3 {
 				b.err = err
 				close(b.done)
-				return queued
+				return
 			}
 			time.Sleep(min(time.Duration(attempt+1)*50*time.Millisecond, 2*time.Second))
 		}
@@ -82,15 +73,12 @@ func (e *Engine) commitPending() (queued bool) {
 			e.events.append(out.Events)
 		}
 		close(b.done)
-		if len(b.toQueue) > 0 {
-			e.mu.Lock()
-			for _, t := range b.toQueue {
-				if t.state == StateQueued && t.sq == nil {
-					e.enqueueLocked(t)
-					queued = true
-				}
+		if len(b.runs) > 0 {
+			// The attempts are on disk: they may start.
+			select {
+			case e.startCh <- b.runs:
+			case <-e.baseCtx.Done(): // recovery counts them as interrupted
 			}
-			e.mu.Unlock()
 		}
 		// Neither the store nor the log keeps the batch's slices: reuse them.
 		clear(out.Events)

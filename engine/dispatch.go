@@ -421,13 +421,29 @@ func (e *Engine) dispatchRound() bool {
 		runs = e.pluginRoundLocked(now, runs)
 	}
 	e.scratch.runs = runs[:0]
+	if len(runs) > 0 && e.durable && !e.sync {
+		// Every attempt is on disk before it starts, so that a crash can
+		// never leave an attempt that ran without a record: after a restart
+		// it counts as interrupted, and no task runs more often than its
+		// recorded attempts. The committer hands them to the starter once
+		// their batch is written; meanwhile the dispatcher goes on, and the
+		// tasks submitted since join the same batch as their attempts.
+		e.cur.runs = append(e.cur.runs, runs...)
+		clear(runs)
+		e.unlock()
+		return true
+	}
 	pb := e.cur
 	e.unlock()
-	if len(runs) > 0 && e.durable && !e.awaitCommit(pb) {
-		// The store refused the commit (another node leads): these attempts
-		// must not run; the engine is being abandoned.
-		clear(runs)
-		return false
+	if len(runs) > 0 && e.durable {
+		// Synchronous: commit the round's attempts before they start.
+		e.commitNow()
+		if pb.err != nil {
+			// The store refused the commit (another node leads): these
+			// attempts must not run; the engine is being abandoned.
+			clear(runs)
+			return false
+		}
 	}
 	for i, r := range runs {
 		e.exec.Start(r, r)
@@ -437,29 +453,6 @@ func (e *Engine) dispatchRound() bool {
 		e.commitNow()
 	}
 	return len(runs) > 0
-}
-
-// awaitCommit waits until the pending batch pb is committed, and reports
-// whether it was. With a durable store every attempt is on disk before it
-// starts, so a crash can never leave an attempt that ran without a record:
-// after a restart it counts as interrupted, and no task runs more often than
-// its recorded attempts. Group commit makes this one write per round of
-// dispatches, not one per task.
-func (e *Engine) awaitCommit(pb *pendingBatch) bool {
-	if e.sync {
-		e.commitNow()
-	} else {
-		select {
-		case e.commitCh <- struct{}{}:
-		default:
-		}
-	}
-	select {
-	case <-pb.done:
-		return pb.err == nil
-	case <-e.baseCtx.Done():
-		return false
-	}
 }
 
 // assignLocked dispatches t: it takes t's slots, opens an attempt under a new

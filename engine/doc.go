@@ -68,9 +68,11 @@
 // operator's change starts a round of dispatch — never polled. With a store
 // that is not durable the goroutine that made the change dispatches at once
 // (one at a time; a change made meanwhile gets one more round), so a
-// submission reaches its executor without a goroutine handoff; with a
-// durable store a dispatcher goroutine dispatches, waiting for each round's
-// attempts to be committed before they start.
+// submission reaches its executor without a goroutine handoff. With a
+// durable store a dispatcher goroutine dispatches and never waits for the
+// disk: each round's attempts join the pending batch, and a starter
+// goroutine starts them once the committer has written it. A task submitted
+// while the dispatcher keeps up is so written once, already assigned.
 //
 // # Attempts, leases and retries
 //

@@ -110,9 +110,10 @@ type Engine struct {
 	// dispatch and commit
 	dispatching     bool
 	dispatchPending bool
-	durable         bool // opts.Store.Durable(), asked once: attempts wait for their commit, on the dispatcher goroutine
+	durable         bool // opts.Store.Durable(), asked once: attempts start only once committed
 	kickCh          chan struct{}
 	commitCh        chan struct{}
+	startCh         chan []*Run // committed attempts, for the starter goroutine (durable, asynchronous)
 	committed       atomic.Uint64
 	commitMu        sync.Mutex // one commit at a time
 	spare           spareBuffers
@@ -149,14 +150,18 @@ type namedFairness struct {
 type pendingBatch struct {
 	events   []Event
 	snaps    []*Task // snapshots of tasks no longer in memory (webhook records)
-	toQueue  []*task // admitted tasks that join their queues once this batch is durable
 	batches  []BatchInfo
 	tasks    []*task
 	lanes    []LaneConfig
 	settings []Setting
+	runs     []*Run // attempts to start once this batch is written (durable, asynchronous)
 	done     chan struct{}
 	err      error
 }
+
+// startBacklog is how many committed batches of attempts may wait for the
+// starter goroutine before the committer waits for it.
+const startBacklog = 16
 
 func newPendingBatch(events, tasks int) *pendingBatch {
 	return &pendingBatch{done: make(chan struct{}), events: make([]Event, 0, events), tasks: make([]*task, 0, tasks)}
@@ -188,6 +193,7 @@ func New(opts Options) (*Engine, error) {
 		cutoffs: map[string]time.Time{}, batches: map[string]*batch{}, instances: map[string]*instance{},
 		bindings: map[string]binding{}, settings: map[string][]byte{}, tasks: map[string]*task{}, idem: map[string]*task{},
 		cur: newPendingBatch(64, 64), kickCh: make(chan struct{}, 1), commitCh: make(chan struct{}, 1),
+		startCh:   make(chan []*Run, startBacklog),
 		selection: namedSelection{name: priority.Name, p: priority.Selection{}},
 		retry:     namedRetry{name: backoff.Name, p: backoff.Retry{}},
 	}
@@ -237,9 +243,10 @@ func (e *Engine) Start(ctx context.Context) error {
 		return err
 	}
 	if !e.sync {
-		e.wg.Add(2)
+		e.wg.Add(3)
 		go e.dispatchLoop()
 		go e.commitLoop()
+		go e.startLoop()
 	}
 	e.kick()
 	e.commitNow()
@@ -296,7 +303,8 @@ const inlineRounds = 4
 // one more round for it: no goroutine handoff between a submission and its
 // executor call. An asynchronous engine's caller runs inlineRounds at most,
 // then wakes the dispatcher goroutine for the rest. With a durable store the
-// dispatcher goroutine does all of it.
+// dispatcher goroutine does all of it, and the starter goroutine starts the
+// attempts once the committer has written them.
 func (e *Engine) kick() {
 	switch {
 	case e.sync:
@@ -362,6 +370,23 @@ func (e *Engine) dispatchLoop() {
 			return
 		}
 		e.dispatchHere(0)
+	}
+}
+
+// startLoop starts the attempts of each committed batch, in commit order
+// (durable, asynchronous engines): the dispatcher goes on deciding while the
+// committer writes, and no attempt starts before it is on disk.
+func (e *Engine) startLoop() {
+	defer e.wg.Done()
+	for {
+		select {
+		case runs := <-e.startCh:
+			for _, r := range runs {
+				e.exec.Start(r, r)
+			}
+		case <-e.baseCtx.Done():
+			return
+		}
 	}
 }
 

@@ -306,6 +306,14 @@ func TestWithADurableStoreATaskRunsOnlyOnceItsSubmissionAndAttemptAreCommitted(t
 	t.Parallel()
 	gate := durableGate{Store: memory.New(memory.Options{}), release: make(chan struct{})}
 	x := enginetest.NewExecutor()
+	// What the store holds at the moment the executor is called.
+	onDisk := make(chan *engine.Task, 1)
+	x.Auto = func(run *engine.Run) engine.Outcome {
+		stored, err := gate.Task(context.Background(), run.TaskID())
+		assert.NoError(t, err)
+		onDisk <- stored
+		return engine.Outcome{Result: []byte(`{}`)}
+	}
 	e, err := engine.New(engine.Options{Store: gate, Executor: x})
 	require.NoError(t, err)
 	require.NoError(t, e.Start(context.Background())) // an empty store: nothing to commit at start
@@ -322,15 +330,26 @@ func TestWithADurableStoreATaskRunsOnlyOnceItsSubmissionAndAttemptAreCommitted(t
 		t.Fatal("Submit returned before the commit")
 	default:
 	}
-	gate.release <- struct{}{}
-	task := <-submitted
-	time.Sleep(50 * time.Millisecond)
-	require.Empty(t, x.Started(), "the attempt does not start before it is on disk either")
-	gate.release <- struct{}{} // the commit that records the attempt
-	require.Eventually(t, func() bool { return len(x.Started()) == 1 }, 5*time.Second, time.Millisecond)
-	require.Equal(t, task.ID, x.Started()[0])
+	// Let commits through one at a time. The attempt is recorded in the
+	// submission's commit or in a later one; whichever it is, the executor
+	// finds it on disk.
+	var task *engine.Task
+	for stored := (*engine.Task)(nil); stored == nil; {
+		select {
+		case gate.release <- struct{}{}:
+		case task = <-submitted:
+		case stored = <-onDisk:
+			require.Equal(t, engine.StateAssigned, stored.State)
+			require.Len(t, stored.Attempts, 1, "the attempt is on disk before it starts")
+		case <-time.After(5 * time.Second):
+			t.Fatal("the task never started")
+		}
+	}
+	if task == nil {
+		task = <-submitted
+	}
+	require.Equal(t, []string{task.ID}, x.Started())
 	close(gate.release)
-	require.NoError(t, x.Succeed(task.ID, `{}`))
 	require.NoError(t, e.Shutdown(context.Background()))
 }
 
@@ -338,7 +357,10 @@ func TestWithADurableStoreARefusedOrRepeatedSubmissionAnswersAtOnce(t *testing.T
 	t.Parallel()
 	gate := durableGate{Store: memory.New(memory.Options{}), release: make(chan struct{})}
 	close(gate.release) // commits pass
-	e, err := engine.New(engine.Options{Store: gate, Executor: enginetest.NewExecutor()})
+	x := enginetest.NewExecutor()
+	// Attempts finish at once: a task left running would hold Shutdown.
+	x.Auto = func(*engine.Run) engine.Outcome { return engine.Outcome{Result: []byte(`{}`)} }
+	e, err := engine.New(engine.Options{Store: gate, Executor: x})
 	require.NoError(t, err)
 	require.NoError(t, e.Start(context.Background()))
 	defer func() { _ = e.Shutdown(context.Background()) }()

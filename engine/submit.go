@@ -769,14 +769,7 @@ func (e *Engine) rankLocked(ts []*task, now time.Time) {
 		if t.state != StateQueued || t.sq != nil {
 			continue
 		}
-		if e.durable {
-			// A task runs only once its submission is durable: then a
-			// crash can never have run a task whose submitter was not told
-			// it was accepted.
-			e.cur.toQueue = append(e.cur.toQueue, t)
-		} else {
-			e.enqueueLocked(t)
-		}
+		e.enqueueLocked(t)
 	}
 	clear(deferred)
 }
