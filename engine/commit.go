@@ -131,7 +131,9 @@ func (e *Engine) forgetLocked(t *task) {
 			delete(e.batches, b.id)
 		}
 	}
-	t.dependents = nil
+	if t.out != nil {
+		t.out.dependents = nil
+	}
 }
 
 // Sync waits until everything changed before the call is committed (and so

@@ -18,12 +18,11 @@ type task struct {
 	seq       uint64
 	rank      int64
 	lastSeq   uint64
-	queuedAt  int64 // Unix ns; ordering key of the age heaps
-	createdAt int64 // Unix ns
-	updatedAt int64 // Unix ns
-	nextRunAt int64 // Unix ns; RETRY_WAIT: when it queues again
-	endedAt   int64 // Unix ns
-	timerAt   [timerKinds]int64
+	queuedAt  int64             // Unix ns; ordering key of the age heaps
+	createdAt int64             // Unix ns
+	updatedAt int64             // Unix ns
+	endedAt   int64             // Unix ns
+	timerAt   [timerKinds]int64 // Unix ns; kept after the timer fires: timerAt[timerRetry] is when a RETRY_WAIT task queues (again)
 
 	lane    *lane
 	agent   *agent
@@ -33,11 +32,10 @@ type task struct {
 	inst    *instance // the instance slot it holds
 	run     *Run
 
-	fifo       [fifoScopes]fifoLink // QUEUED: links in the drop-oldest lists
-	attempts   []Attempt
-	reason     string
-	out        *outcome
-	dependents []*task
+	fifo     [fifoScopes]fifoLink // QUEUED: links in the drop-oldest lists
+	attempts []Attempt
+	reason   string
+	out      *outcome
 
 	heapIdx  int32 // index in its subQueue's heap, -1 when not queued
 	timerIdx [timerKinds]int32
@@ -51,8 +49,9 @@ type task struct {
 	dirty    bool // changed since the last commit snapshot
 }
 
-// outcome is what a task has accumulated beyond waiting: allocated with its
-// first result, failure, reset or retry link.
+// outcome is what a task has accumulated beyond waiting, and its rarer
+// links: allocated with its first result, failure, reset, retry link or
+// dependent, so that the many tasks that only wait carry none of it.
 type outcome struct {
 	webhooks  []WebhookDelivery
 	result    json.RawMessage
@@ -61,6 +60,8 @@ type outcome struct {
 	retryOf   string
 	prevDelay int64 // ms, the last retry delay
 	resetAt   int32 // attempts made before the last reset: the budget counts from here
+
+	dependents []*task // WAITING tasks that wait for this one
 }
 
 func (t *task) outcomeOf() *outcome {
@@ -75,7 +76,7 @@ func (t *task) snapshot() *Task {
 		ID: t.id, Spec: t.spec, Seq: t.seq, Depth: int(t.depth), Rank: t.rank,
 		State: t.state, Reason: t.reason, Attempts: slices.Clone(t.attempts),
 		CreatedAt: unixTime(t.createdAt), UpdatedAt: unixTime(t.updatedAt), QueuedAt: unixTime(t.queuedAt),
-		NextRunAt: unixTime(t.nextRunAt), EndedAt: unixTime(t.endedAt), LastSeq: t.lastSeq, Unmet: int(t.unmet),
+		NextRunAt: unixTime(t.timerAt[timerRetry]), EndedAt: unixTime(t.endedAt), LastSeq: t.lastSeq, Unmet: int(t.unmet),
 		Position: -1,
 	}
 	if o := t.out; o != nil {

@@ -64,7 +64,7 @@ func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
 		for _, d := range t.spec.DependsOn {
 			if dt := e.tasks[d]; dt != nil && !dt.state.Terminal() {
 				t.unmet++
-				dt.dependents = append(dt.dependents, t)
+				dt.outcomeOf().dependents = append(dt.out.dependents, t)
 				continue
 			}
 			st, err := e.store.Task(ctx, d)
@@ -95,7 +95,7 @@ func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
 		e.failAttemptLocked(t, classTransient, 0, "interrupted by restart", now)
 	}
 	for _, t := range live {
-		if t.state == StateRetryWait && t.nextRunAt <= now.UnixNano() {
+		if t.state == StateRetryWait && t.timerAt[timerRetry] <= now.UnixNano() {
 			e.setState(t, StateQueued, "backoff elapsed during downtime")
 		}
 	}
@@ -114,7 +114,7 @@ func (e *Engine) restoreTaskLocked(st *Task) *task {
 	t := &task{
 		id: st.ID, spec: st.Spec, seq: st.Seq, rank: st.Rank, depth: int32(st.Depth),
 		reason: st.Reason, attempts: slices.Clone(st.Attempts),
-		createdAt: unixNano(st.CreatedAt), updatedAt: unixNano(st.UpdatedAt), nextRunAt: unixNano(st.NextRunAt),
+		createdAt: unixNano(st.CreatedAt), updatedAt: unixNano(st.UpdatedAt), timerAt: [timerKinds]int64{timerRetry: unixNano(st.NextRunAt)},
 		lastSeq: st.LastSeq, front: st.Spec.QueueMode == QueueInterrupt,
 		lane: e.laneByName[st.Spec.Lane], heapIdx: -1, timerIdx: noTimers,
 	}

@@ -178,7 +178,7 @@ func (e *Engine) failAttemptLocked(t *task, class policy.ErrorClass, status int,
 			e.setState(t, StateQueued, "retrying: "+msg)
 			return
 		}
-		t.nextRunAt = now.Add(time.Duration(dec.DelayMs) * time.Millisecond).UnixNano()
+		t.timerAt[timerRetry] = now.Add(time.Duration(dec.DelayMs) * time.Millisecond).UnixNano()
 		e.setState(t, StateRetryWait, "retry in "+(time.Duration(dec.DelayMs)*time.Millisecond).String()+": "+msg)
 	case policy.ActionPark:
 		e.setState(t, StateParked, "retry budget spent: "+msg)

@@ -91,7 +91,7 @@ func (e *Engine) enterLocked(t *task, to State, now time.Time) {
 			e.enqueueLocked(t)
 		}
 	case StateRetryWait:
-		e.timers[timerRetry].set(t, t.nextRunAt)
+		e.timers[timerRetry].set(t, t.timerAt[timerRetry])
 	}
 	// Deadline timers watch every state in which a task waits.
 	waits := to == StateQueued || to == StateWaiting || to == StateRetryWait || to == StateParked
@@ -109,7 +109,7 @@ func (e *Engine) enterLocked(t *task, to State, now time.Time) {
 // terminalLocked releases what a task holds for its life and schedules the
 // effect on its dependents.
 func (e *Engine) terminalLocked(t *task) {
-	if len(t.dependents) > 0 {
+	if t.out != nil && len(t.out.dependents) > 0 {
 		e.cascade = append(e.cascade, t)
 	}
 	e.stats.ended[t.state]++
@@ -126,8 +126,8 @@ func (e *Engine) processCascadesLocked() {
 	for len(e.cascade) > 0 {
 		t := e.cascade[0]
 		e.cascade = e.cascade[1:]
-		deps := t.dependents
-		t.dependents = nil
+		deps := t.out.dependents
+		t.out.dependents = nil
 		for _, d := range deps {
 			if d.state != StateWaiting {
 				continue

@@ -673,7 +673,7 @@ func (e *Engine) admitLocked(ctx context.Context, p *prepared, ext *external, no
 	if len(unmet) > 0 {
 		t.unmet = int32(len(unmet))
 		for _, d := range unmet {
-			d.dependents = append(d.dependents, t)
+			d.outcomeOf().dependents = append(d.out.dependents, t)
 		}
 		e.setState(t, StateWaiting, "waiting for "+itoa(len(unmet))+" dependencies")
 		return t, nil

@@ -13,7 +13,7 @@ import (
 // flight, the others by the tasks waiting.
 
 const (
-	timerRetry    = iota // RETRY_WAIT → QUEUED at nextRunAt
+	timerRetry    = iota // RETRY_WAIT → QUEUED at timerAt[timerRetry]
 	timerDeadline        // a waiting task's deadline
 	timerLease           // an attempt's timeout, then its lease expiry
 	timerKinds

@@ -263,7 +263,7 @@ func (s *Store) purge(before time.Time, limit int, any bool) int {
 	gone := map[string]bool{}
 	keep := s.bySeq[:0]
 	for _, t := range s.bySeq {
-		if len(gone) < limit && t.State.Terminal() && (any || t.EndedAt < ns(before)) {
+		if len(gone) < limit && t.State.Terminal() && (any || t.endedAt() < ns(before)) {
 			gone[t.ID] = true
 			delete(s.tasks, t.ID)
 			if k := t.Spec.IdempotencyKey; k != "" && s.idem[t.Spec.AgentID+"\x00"+k] == t.ID {
@@ -290,34 +290,38 @@ func (s *Store) Close() error { return nil }
 // which makes a queued task's record less than half the size of an
 // engine.Task and cheaper for the collector to scan.
 type record struct {
-	ID                                                 string
-	Spec                                               *engine.TaskSpec
-	Seq, LastSeq                                       uint64
-	Rank                                               int64
-	CreatedAt, UpdatedAt, QueuedAt, NextRunAt, EndedAt int64
-	Reason                                             string
-	More                                               *recordMore
-	Depth, Unmet                                       int32
-	State                                              engine.State
+	ID                             string
+	Spec                           *engine.TaskSpec
+	Seq, LastSeq                   uint64
+	Rank                           int64
+	CreatedAt, UpdatedAt, QueuedAt int64
+	Reason                         string
+	More                           *recordMore
+	Depth, Unmet                   int32
+	State                          engine.State
 }
 
+// recordMore holds what a queued task does not have yet, so that a record
+// of one stays in a small size class (a million queued tasks are common).
 type recordMore struct {
-	Webhooks       []engine.WebhookDelivery
-	Attempts       []engine.Attempt
-	Result         json.RawMessage
-	Error, RetryOf string
-	ResetAt        int
-	Class          policy.ErrorClass
+	NextRunAt, EndedAt int64
+	Webhooks           []engine.WebhookDelivery
+	Attempts           []engine.Attempt
+	Result             json.RawMessage
+	Error, RetryOf     string
+	ResetAt            int
+	Class              policy.ErrorClass
 }
 
 func newRecord(t *engine.Task) *record {
 	r := &record{
 		ID: t.ID, Spec: t.Spec, Seq: t.Seq, LastSeq: t.LastSeq, Rank: t.Rank,
-		CreatedAt: ns(t.CreatedAt), UpdatedAt: ns(t.UpdatedAt), QueuedAt: ns(t.QueuedAt), NextRunAt: ns(t.NextRunAt), EndedAt: ns(t.EndedAt),
+		CreatedAt: ns(t.CreatedAt), UpdatedAt: ns(t.UpdatedAt), QueuedAt: ns(t.QueuedAt),
 		Reason: t.Reason, Depth: int32(t.Depth), Unmet: int32(t.Unmet), State: t.State,
 	}
-	if len(t.Attempts) > 0 || t.Result != nil || t.Error != "" || t.RetryOf != "" || t.ResetAt != 0 || len(t.Webhooks) > 0 {
-		r.More = &recordMore{Attempts: t.Attempts, Result: t.Result, Error: t.Error, RetryOf: t.RetryOf, ResetAt: t.ResetAt,
+	if len(t.Attempts) > 0 || t.Result != nil || t.Error != "" || t.RetryOf != "" || t.ResetAt != 0 || len(t.Webhooks) > 0 ||
+		!t.NextRunAt.IsZero() || !t.EndedAt.IsZero() {
+		r.More = &recordMore{NextRunAt: ns(t.NextRunAt), EndedAt: ns(t.EndedAt), Attempts: t.Attempts, Result: t.Result, Error: t.Error, RetryOf: t.RetryOf, ResetAt: t.ResetAt,
 			Class: t.Class, Webhooks: t.Webhooks}
 	}
 	return r
@@ -327,14 +331,23 @@ func newRecord(t *engine.Task) *record {
 func (r *record) task() *engine.Task {
 	t := &engine.Task{
 		ID: r.ID, Spec: r.Spec, Seq: r.Seq, LastSeq: r.LastSeq, Rank: r.Rank,
-		CreatedAt: tm(r.CreatedAt), UpdatedAt: tm(r.UpdatedAt), QueuedAt: tm(r.QueuedAt), NextRunAt: tm(r.NextRunAt), EndedAt: tm(r.EndedAt),
+		CreatedAt: tm(r.CreatedAt), UpdatedAt: tm(r.UpdatedAt), QueuedAt: tm(r.QueuedAt),
 		Reason: r.Reason, Depth: int(r.Depth), Unmet: int(r.Unmet), State: r.State, Position: -1,
 	}
 	if m := r.More; m != nil {
+		t.NextRunAt, t.EndedAt = tm(m.NextRunAt), tm(m.EndedAt)
 		t.Attempts, t.Result, t.Error, t.RetryOf, t.ResetAt, t.Class = slices.Clone(m.Attempts), m.Result, m.Error, m.RetryOf, m.ResetAt, m.Class
 		t.Webhooks = slices.Clone(m.Webhooks)
 	}
 	return t
+}
+
+// endedAt is when the task ended, Unix ns (0 while it lives).
+func (r *record) endedAt() int64 {
+	if r.More == nil {
+		return 0
+	}
+	return r.More.EndedAt
 }
 
 func (r *record) matches(f *engine.TaskFilter) bool {
