@@ -131,14 +131,15 @@ func (s *Store) Commit(_ context.Context, b *engine.Batch) error {
 }
 
 func (s *Store) upsert(snap *engine.Task) {
-	t := newRecord(snap)
-	if old, ok := s.tasks[t.ID]; ok {
-		if old.State.Terminal() {
+	t, ok := s.tasks[snap.ID]
+	if ok {
+		if t.State.Terminal() {
 			s.ended--
 		}
-		*old = *t // in place: bySeq keeps pointing at it, no search through a million seqs
-		t = old
+		t.set(snap) // in place: bySeq keeps pointing at it, no search through a million seqs
 	} else {
+		t = &record{}
+		t.set(snap)
 		i := len(s.bySeq)
 		if i > 0 && s.bySeq[i-1].Seq > t.Seq {
 			i = s.index(t.Seq)
@@ -313,18 +314,24 @@ type recordMore struct {
 	Class              policy.ErrorClass
 }
 
-func newRecord(t *engine.Task) *record {
-	r := &record{
+// set makes r the record of the snapshot t, in place (reusing its More):
+// the write lock keeps readers out meanwhile.
+func (r *record) set(t *engine.Task) {
+	more := r.More
+	*r = record{
 		ID: t.ID, Spec: t.Spec, Seq: t.Seq, LastSeq: t.LastSeq, Rank: t.Rank,
 		CreatedAt: ns(t.CreatedAt), UpdatedAt: ns(t.UpdatedAt), QueuedAt: ns(t.QueuedAt),
 		Reason: t.Reason, Depth: int32(t.Depth), Unmet: int32(t.Unmet), State: t.State,
 	}
 	if len(t.Attempts) > 0 || t.Result != nil || t.Error != "" || t.RetryOf != "" || t.ResetAt != 0 || len(t.Webhooks) > 0 ||
 		!t.NextRunAt.IsZero() || !t.EndedAt.IsZero() {
-		r.More = &recordMore{NextRunAt: ns(t.NextRunAt), EndedAt: ns(t.EndedAt), Attempts: t.Attempts, Result: t.Result, Error: t.Error, RetryOf: t.RetryOf, ResetAt: t.ResetAt,
-			Class: t.Class, Webhooks: t.Webhooks}
+		if more == nil {
+			more = &recordMore{}
+		}
+		*more = recordMore{NextRunAt: ns(t.NextRunAt), EndedAt: ns(t.EndedAt), Attempts: t.Attempts, Result: t.Result,
+			Error: t.Error, RetryOf: t.RetryOf, ResetAt: t.ResetAt, Class: t.Class, Webhooks: t.Webhooks}
+		r.More = more
 	}
-	return r
 }
 
 // task returns a fresh engine.Task for the record (callers own it).
