@@ -28,10 +28,19 @@ func (e *Engine) commitNow() {
 		}
 		e.cur = &pendingBatch{done: make(chan struct{}), events: e.spare.events, tasks: e.spare.tasks}
 		out := &Batch{Events: b.events, Batches: b.batches, Lanes: b.lanes, Settings: b.settings, Tasks: e.spare.snaps[:0]}
+		if n := min(len(b.tasks), maxSpareSnaps); n > len(e.spare.snapVals) {
+			e.spare.snapVals = make([]Task, min(n+n/4, maxSpareSnaps))
+		}
 		var ended []*task
-		for _, t := range b.tasks {
+		for i, t := range b.tasks {
 			t.dirty = false
-			out.Tasks = append(out.Tasks, t.snapshot())
+			if i < len(e.spare.snapVals) {
+				snap := &e.spare.snapVals[i]
+				t.snapshotTo(snap)
+				out.Tasks = append(out.Tasks, snap)
+			} else {
+				out.Tasks = append(out.Tasks, t.snapshot())
+			}
 			if t.state.Terminal() {
 				ended = append(ended, t)
 			}
@@ -84,6 +93,7 @@ func (e *Engine) commitNow() {
 		clear(out.Events)
 		clear(b.tasks)
 		clear(out.Tasks)
+		clear(e.spare.snapVals[:min(len(b.tasks), len(e.spare.snapVals))])
 		e.spare.events, e.spare.tasks, e.spare.snaps = out.Events[:0], b.tasks[:0], out.Tasks[:0]
 
 		if len(ended) > 0 {
@@ -100,10 +110,15 @@ func (e *Engine) commitNow() {
 // pending batch so that steady traffic allocates no new ones (guarded by
 // commitMu).
 type spareBuffers struct {
-	events []Event
-	tasks  []*task
-	snaps  []*Task
+	events   []Event
+	tasks    []*task
+	snaps    []*Task
+	snapVals []Task // the committed snapshots themselves: stores keep none of them (Store.Commit)
 }
+
+// maxSpareSnaps bounds the snapshots kept for reuse: a huge batch (a
+// recovery, a big submission) allocates the rest rather than keeping them.
+const maxSpareSnaps = 4096
 
 // forgetLocked drops a committed terminal task from memory: the store answers
 // for it from now on.

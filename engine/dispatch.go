@@ -33,7 +33,12 @@ func (e *Engine) enqueueLocked(t *task) {
 	key := queueKey(t)
 	sq := aq.subs[key]
 	if sq == nil {
-		sq = &subQueue{aq: aq, key: key, session: t.session, ready: -1}
+		if sq = aq.spare; sq != nil {
+			aq.spare = nil
+			sq.key, sq.session = key, t.session
+		} else {
+			sq = &subQueue{aq: aq, key: key, session: t.session, ready: -1}
+		}
 		aq.subs[key] = sq
 	}
 	var oldHead *task
@@ -88,8 +93,13 @@ func (e *Engine) unqueueLocked(t *task) {
 			e.unlinkWaiterLocked(sq)
 		}
 		delete(aq.subs, sq.key)
+		// Keep the empty subQueue (and its heap's array) for the next
+		// one: a queue that empties and fills task by task, as one does
+		// when dispatch keeps up, then allocates nothing.
+		sq.key, sq.session = "", nil
+		aq.spare = sq
 		if len(aq.subs) == 0 {
-			e.dropAQLocked(aq)
+			e.retireAQLocked(aq)
 			return
 		}
 	} else if wasHead {
@@ -115,12 +125,14 @@ func (e *Engine) agentQueueLocked(l *lane, a *agent) *agentQueue {
 	return aq
 }
 
-func (e *Engine) dropAQLocked(aq *agentQueue) {
+// retireAQLocked takes an emptied queue off its lane's heaps. It stays with
+// its agent, empty, for the agent's next task in that lane: it goes when the
+// agent does.
+func (e *Engine) retireAQLocked(aq *agentQueue) {
 	if aq.fair >= 0 {
 		aq.lane.fair.remove(aq)
 		aq.lane.age.remove(aq)
 	}
-	aq.agent.queues[aq.lane.idx] = nil
 }
 
 // fixAQLocked puts aq where it belongs in its lane's heaps after its head or

@@ -71,8 +71,17 @@ func (t *task) outcomeOf() *outcome {
 	return t.out
 }
 
+// snapshot returns a copy of t's state that the caller owns.
 func (t *task) snapshot() *Task {
-	s := &Task{
+	s := new(Task)
+	t.snapshotTo(s)
+	return s
+}
+
+// snapshotTo overwrites s with a copy of t's state. The attempts and webhook
+// deliveries are copied too; the spec and result are immutable and shared.
+func (t *task) snapshotTo(s *Task) {
+	*s = Task{
 		ID: t.id, Spec: t.spec, Seq: t.seq, Depth: int(t.depth), Rank: t.rank,
 		State: t.state, Reason: t.reason, Attempts: slices.Clone(t.attempts),
 		CreatedAt: unixTime(t.createdAt), UpdatedAt: unixTime(t.updatedAt), QueuedAt: unixTime(t.queuedAt),
@@ -83,7 +92,6 @@ func (t *task) snapshot() *Task {
 		s.Result, s.Error, s.Class, s.RetryOf, s.ResetAt = o.result, o.errMsg, o.class, o.retryOf, int(o.resetAt)
 		s.Webhooks = slices.Clone(o.webhooks)
 	}
-	return s
 }
 
 // unixTime turns Unix nanoseconds into a UTC time; 0 is the zero time.
@@ -172,7 +180,7 @@ type agent struct {
 	inflight int
 	queued   int
 	parked   bool          // at its ceiling: its queues are out of the lane heaps
-	queues   []*agentQueue // by lane idx; nil where it has none
+	queues   []*agentQueue // by lane idx; nil where it never had a task (an emptied one stays, empty)
 	fifo     fifoList
 	live     int // live tasks; the agent is forgotten at 0
 

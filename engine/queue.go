@@ -104,6 +104,7 @@ type agentQueue struct {
 	lane   *lane
 	agent  *agent
 	subs   map[string]*subQueue
+	spare  *subQueue   // an emptied subQueue, kept for reuse
 	ready  []*subQueue // heap by head
 	queued int         // QUEUED tasks in all subs
 	fair   int         // index in lane.fair; -1 when not there

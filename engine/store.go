@@ -30,8 +30,9 @@ type Store interface {
 	// Commit writes a batch atomically: all of it or none. A batch whose
 	// events do not each have a seq above the previous one (and the first
 	// above the last committed seq) fails and writes nothing. The store must
-	// not keep the batch's slices after Commit returns (the engine reuses
-	// them); the *Task values and their specs are immutable and may be kept.
+	// not keep the batch's slices nor its *Task values after Commit returns
+	// (the engine reuses them); what a Task points to (its spec, attempts,
+	// result and webhook deliveries) is immutable and may be kept.
 	// An error wrapping ErrFenced is permanent: the store will refuse every
 	// later batch too.
 	Commit(ctx context.Context, b *Batch) error
