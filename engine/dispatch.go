@@ -498,7 +498,7 @@ func (e *Engine) assignLocked(t *task, inst *instance, now time.Time) *Run {
 	e.stats.observeDispatch(now.UnixNano() - t.queuedAt)
 	t.agent.dispatched++
 	t.agent.window.add(now)
-	e.setState(t, StateAssigned, "dispatched")
+	e.setStateAt(t, StateAssigned, "dispatched", now)
 	return r
 }
 

@@ -125,7 +125,7 @@ func (e *Engine) finish(r *Run, o Outcome) {
 			out := t.outcomeOf()
 			out.result, out.errMsg, out.class = o.Result, "", policy.ClassNone
 		}
-		e.setState(t, StateSucceeded, "completed")
+		e.setStateAt(t, StateSucceeded, "completed", now)
 	default:
 		class := o.Class
 		msg := o.Err.Error()

@@ -27,13 +27,18 @@ func allowed(from, to State) bool {
 	return false
 }
 
-// setState moves t to `to`, recording reason.
+// setState moves t to `to`, recording reason, now.
 func (e *Engine) setState(t *task, to State, reason string) {
+	e.setStateAt(t, to, reason, e.now())
+}
+
+// setStateAt is setState at a time the caller has read already: the hot
+// paths read the clock once per operation, not once per transition.
+func (e *Engine) setStateAt(t *task, to State, reason string, now time.Time) {
 	from := t.state
 	if !allowed(from, to) {
 		panic("engine: illegal transition " + from.String() + " → " + to.String() + " for " + t.id)
 	}
-	now := e.now()
 	e.leaveLocked(t, from)
 	t.state = to
 	t.reason = reason

@@ -678,7 +678,7 @@ func (e *Engine) admitLocked(ctx context.Context, p *prepared, ext *external, no
 		e.setState(t, StateWaiting, "waiting for "+itoa(len(unmet))+" dependencies")
 		return t, nil
 	}
-	e.setState(t, StateQueued, "admitted") // into its queue once ranked: see rankLocked
+	e.setStateAt(t, StateQueued, "admitted", now) // into its queue once ranked: see rankLocked
 	return t, nil
 }
 
