@@ -213,7 +213,11 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, b
 	ids := make([]string, len(items))
 	admitted := make([]*task, 0, len(items))
 	e.deferQueue = true
-	for _, i := range order {
+	for k := range items {
+		i := k
+		if order != nil {
+			i = order[k]
+		}
 		p := &preps[i]
 		if p.err == nil && len(p.depItems) > 0 {
 			for _, j := range p.depItems {
@@ -237,7 +241,7 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, b
 		if bt != nil {
 			p.spec.BatchID = bt.id
 		}
-		t, err := e.admitLocked(ctx, p, ext, now)
+		t, err := e.admitLocked(ctx, p, &ext, now)
 		if t != nil {
 			ids[i] = t.id
 			res.Items[i].Task = t.snapshot()
@@ -294,17 +298,15 @@ func itemName(items []BatchItem, i int) string {
 }
 
 // topoOrder orders items so that each comes after the items it depends on,
-// and marks the items on or behind a cycle.
+// and marks the items on or behind a cycle. Both are nil when no item
+// depends on another: the items keep their order.
 func topoOrder(preps []prepared) (order []int, cyclic []bool) {
 	n := len(preps)
+	if !slices.ContainsFunc(preps, func(p prepared) bool { return len(p.depItems) > 0 }) {
+		return nil, nil // the items' own order, no cycle: the common case allocates nothing
+	}
 	order = make([]int, 0, n)
 	cyclic = make([]bool, n)
-	if !slices.ContainsFunc(preps, func(p prepared) bool { return len(p.depItems) > 0 }) {
-		for i := range n {
-			order = append(order, i)
-		}
-		return order, cyclic
-	}
 	indeg := make([]int, n)
 	out := make([][]int, n)
 	for i := range preps {
@@ -500,8 +502,8 @@ type external struct {
 	idem  map[string]*Task // agentID\x00key → the original task
 }
 
-func (e *Engine) prefetch(ctx context.Context, preps []prepared) *external {
-	ext := &external{}
+func (e *Engine) prefetch(ctx context.Context, preps []prepared) external {
+	var ext external
 	needed := false
 	for i := range preps {
 		if s := preps[i].spec; s != nil && (len(preps[i].deps) > 0 || s.ParentID != "" || s.IdempotencyKey != "" || preps[i].id != "") {

@@ -261,11 +261,18 @@ func (s *Store) Purge(_ context.Context, before time.Time, limit int) (int, erro
 // purge removes up to limit terminal tasks that ended before the cutoff (or
 // the oldest ones regardless of time, with any), with their events.
 func (s *Store) purge(before time.Time, limit int, any bool) int {
-	gone := map[string]bool{}
+	var gone map[string]bool // the purged tasks whose events go too: not when trimming to MaxEnded
+	if !any {
+		gone = map[string]bool{}
+	}
+	n := 0
 	keep := s.bySeq[:0]
 	for _, t := range s.bySeq {
-		if len(gone) < limit && t.State.Terminal() && (any || t.endedAt() < ns(before)) {
-			gone[t.ID] = true
+		if n < limit && t.State.Terminal() && (any || t.endedAt() < ns(before)) {
+			n++
+			if gone != nil {
+				gone[t.ID] = true
+			}
 			delete(s.tasks, t.ID)
 			if k := t.Spec.IdempotencyKey; k != "" && s.idem[t.Spec.AgentID+"\x00"+k] == t.ID {
 				delete(s.idem, t.Spec.AgentID+"\x00"+k)
@@ -277,10 +284,10 @@ func (s *Store) purge(before time.Time, limit int, any bool) int {
 	}
 	clear(s.bySeq[len(keep):])
 	s.bySeq = keep
-	if len(gone) > 0 && !any {
+	if len(gone) > 0 {
 		s.events.drop(func(e *engine.Event) bool { return gone[e.TaskID] })
 	}
-	return len(gone)
+	return n
 }
 
 // Close implements engine.Store.
