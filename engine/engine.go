@@ -215,8 +215,7 @@ func New(opts Options) (*Engine, error) {
 func (e *Engine) addLane(lc LaneConfig) *lane {
 	l := &lane{cfg: lc, idx: uint16(len(e.lanes)), selection: e.selection, retry: e.retry}
 	l.selection.own, l.retry.own = false, false
-	l.fair = aqHeap{idx: func(aq *agentQueue) *int { return &aq.fair }}
-	l.age = aqHeap{age: true, idx: func(aq *agentQueue) *int { return &aq.age }}
+	l.age = aqHeap{age: true}
 	e.lanes = append(e.lanes, l)
 	e.laneByName[lc.Name] = l
 	return l

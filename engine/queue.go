@@ -216,11 +216,33 @@ type aqEntry struct {
 }
 
 // aqHeap is an indexed heap of agentQueues, ordered either by fairness or by
-// age; idx selects which index field of agentQueue it maintains.
+// age (and then it maintains agentQueue.age, else agentQueue.fair). It is
+// 4-ary: a dispatch moves its agent's queue from the top to the bottom of
+// the fairness heap and its completion moves it back, and with ten thousand
+// agents half the levels means half the entries moved and half the queues
+// touched to update their index.
 type aqHeap struct {
 	items []aqEntry
 	age   bool
-	idx   func(aq *agentQueue) *int
+}
+
+const aqArity = 4
+
+// setIdx records that aq is at position i.
+func (h *aqHeap) setIdx(aq *agentQueue, i int) {
+	if h.age {
+		aq.age = i
+	} else {
+		aq.fair = i
+	}
+}
+
+// idxOf returns aq's position.
+func (h *aqHeap) idxOf(aq *agentQueue) int {
+	if h.age {
+		return aq.age
+	}
+	return aq.fair
 }
 
 func (h *aqHeap) less(i, j int) bool {
@@ -247,13 +269,13 @@ func (h *aqHeap) key(e *aqEntry) {
 
 func (h *aqHeap) swap(i, j int) {
 	h.items[i], h.items[j] = h.items[j], h.items[i]
-	*h.idx(h.items[i].aq) = i
-	*h.idx(h.items[j].aq) = j
+	h.setIdx(h.items[i].aq, i)
+	h.setIdx(h.items[j].aq, j)
 }
 
 func (h *aqHeap) up(i int) {
 	for i > 0 {
-		p := (i - 1) / 2
+		p := (i - 1) / aqArity
 		if !h.less(i, p) {
 			return
 		}
@@ -265,13 +287,15 @@ func (h *aqHeap) up(i int) {
 func (h *aqHeap) down(i int) {
 	n := len(h.items)
 	for {
-		l := 2*i + 1
-		if l >= n {
+		first := aqArity*i + 1
+		if first >= n {
 			return
 		}
-		m := l
-		if r := l + 1; r < n && h.less(r, l) {
-			m = r
+		m := first
+		for c := first + 1; c < min(first+aqArity, n); c++ {
+			if h.less(c, m) {
+				m = c
+			}
 		}
 		if !h.less(m, i) {
 			return
@@ -282,14 +306,14 @@ func (h *aqHeap) down(i int) {
 }
 
 func (h *aqHeap) push(aq *agentQueue) {
-	*h.idx(aq) = len(h.items)
+	h.setIdx(aq, len(h.items))
 	h.items = append(h.items, aqEntry{aq: aq})
 	h.key(&h.items[len(h.items)-1])
 	h.up(len(h.items) - 1)
 }
 
 func (h *aqHeap) remove(aq *agentQueue) {
-	i := *h.idx(aq)
+	i := h.idxOf(aq)
 	last := len(h.items) - 1
 	if i != last {
 		h.swap(i, last)
@@ -300,12 +324,12 @@ func (h *aqHeap) remove(aq *agentQueue) {
 		h.down(i)
 		h.up(i)
 	}
-	*h.idx(aq) = -1
+	h.setIdx(aq, -1)
 }
 
 // fix re-keys aq and restores the order.
 func (h *aqHeap) fix(aq *agentQueue) {
-	i := *h.idx(aq)
+	i := h.idxOf(aq)
 	h.key(&h.items[i])
 	h.down(i)
 	h.up(i)
@@ -359,11 +383,8 @@ func (h *aqHeap) topK(k int, dst []*agentQueue, scratch []int) ([]*agentQueue, [
 		}
 		dst = append(dst, h.items[i].aq)
 		k--
-		if l := 2*i + 1; l < len(h.items) {
-			push(l)
-			if l+1 < len(h.items) {
-				push(l + 1)
-			}
+		for c := aqArity*i + 1; c < min(aqArity*i+1+aqArity, len(h.items)); c++ {
+			push(c)
 		}
 	}
 	return dst, fr
