@@ -197,3 +197,47 @@ func TestServeRefusesToListenBeyondLoopbackWithoutTokensUnlessInsecure(t *testin
 	_, logs := startServeLogged(t, "--listen", "0.0.0.0:0", "--insecure")
 	require.Contains(t, logs.String(), "INSECURE")
 }
+
+func TestBenchAgainstASecuredServerSendsItsToken(t *testing.T) {
+	t.Parallel()
+	tok, err := auth.NewToken()
+	require.NoError(t, err)
+	hash, err := auth.HashToken(tok)
+	require.NoError(t, err)
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	// A benchmark needs more than the default 100 mutations per second.
+	require.NoError(t, os.WriteFile(cfg, []byte("auth:\n  adminTokenHash: \""+hash+"\"\nlimits:\n  mutationsPerSecond: -1\n"), 0o600))
+	base, _ := startServeLogged(t, "--listen", "127.0.0.1:0", "--config", cfg)
+	bench := func(token string, mode ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		args := append([]string{"bench", "--server", base + "/graphql", "--token", token,
+			"--duration", "300ms", "--warmup", "50ms", "--json"}, mode...)
+		code := run(context.Background(), args, &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	for _, mode := range [][]string{
+		{"--mode", "batch", "--batch", "10", "--concurrency", "2"},
+		{"--mode", "fanout", "--subscribers", "2", "--rate", "200", "--feed"},
+	} {
+		code, out, errOut := bench(tok, mode...)
+		require.Equal(t, 0, code, "%v: %s", mode, errOut)
+		var res struct {
+			Errors uint64
+			Tasks  uint64
+			Fanout *struct{ Connected int }
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &res), "%v", mode)
+		require.Zero(t, res.Errors, "%v: %s", mode, out)
+		if res.Fanout != nil {
+			require.Equal(t, 2, res.Fanout.Connected, "the subscribers' upgrades carry the token")
+		} else {
+			require.Positive(t, res.Tasks, "%v", mode)
+		}
+	}
+	code, out, errOut := bench("", "--mode", "batch", "--batch", "10", "--concurrency", "2")
+	var res struct{ Errors, Tasks uint64 }
+	if code == 0 {
+		require.NoError(t, json.Unmarshal([]byte(out), &res))
+	}
+	require.True(t, code != 0 || res.Errors > 0 && res.Tasks == 0, "without the token the server refuses the load: %s", errOut)
+}

@@ -45,6 +45,7 @@ import (
 type Options struct {
 	Mode        string
 	Server      string // a GraphQL endpoint; "" starts a server in-process
+	Token       string // sent as Authorization: Bearer to Server (HTTP requests and WebSocket upgrades)
 	Duration    time.Duration
 	Warmup      time.Duration
 	Concurrency int
@@ -299,12 +300,29 @@ func dropSchema(ctx context.Context, url, schema string) error {
 	return err
 }
 
-// httpClient returns a client that keeps n connections open.
-func httpClient(n int) *http.Client {
-	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+// httpClient returns a client that keeps n connections open and sends the
+// token, if any, with every request (a WebSocket's upgrade included).
+func httpClient(n int, token string) *http.Client {
+	var rt http.RoundTripper = &http.Transport{
 		MaxIdleConns: n, MaxIdleConnsPerHost: n, MaxConnsPerHost: n, DisableCompression: true,
 		IdleConnTimeout: time.Minute,
-	}}
+	}
+	if token != "" {
+		rt = bearer{token: "Bearer " + token, next: rt}
+	}
+	return &http.Client{Timeout: 30 * time.Second, Transport: rt}
+}
+
+// bearer adds an Authorization header to each request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", b.token)
+	return b.next.RoundTrip(r)
 }
 
 func firstLine(s string) string {

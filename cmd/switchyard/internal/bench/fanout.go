@@ -240,7 +240,7 @@ func (g *generator) phase(ctx context.Context, d time.Duration) (events uint64, 
 }
 
 func runFanout(ctx context.Context, endpoint string, o Options, stderr io.Writer) (*Result, error) {
-	hc := httpClient(8)
+	hc := httpClient(8, o.Token)
 	f := &FanoutResult{Subscribers: o.Subscribers, Protocol: o.Protocol, TargetEventsSec: o.Rate, Subscription: "taskEvents"}
 	if o.Feed {
 		f.Subscription = "taskEventFeed"
@@ -283,7 +283,7 @@ func runFanout(ctx context.Context, endpoint string, o Options, stderr io.Writer
 	var wg sync.WaitGroup
 	sctx, stopSubs := context.WithCancel(ctx)
 	defer stopSubs()
-	dialer := httpClient(o.Subscribers + 8)
+	dialer := httpClient(o.Subscribers+8, o.Token)
 	sem := make(chan struct{}, 64)
 	var dialErr atomic.Pointer[string]
 	for i := range subs {

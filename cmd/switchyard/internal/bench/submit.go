@@ -53,7 +53,7 @@ func runSubmit(ctx context.Context, endpoint string, o Options, batch bool) (*Re
 	if batch {
 		size = o.Batch
 	}
-	hc := httpClient(n)
+	hc := httpClient(n, o.Token)
 	var (
 		measuring atomic.Bool
 		requests  atomic.Uint64
