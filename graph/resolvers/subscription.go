@@ -1,8 +1,10 @@
 // Subscriptions. Each task-event subscription owns an eventstream.Reader (a
 // position in the engine's event log) and one goroutine that reads at the
-// pace of the client: it waits on a bounded channel to the transport, never
-// on the engine. A client that falls behind is skipped ahead with a LAGGED
-// event; the engine and the other subscribers never notice it.
+// pace of the client: it hands events to the transport through the
+// subscription gate (graph/subgate), never waiting on the engine. A client
+// that falls behind is skipped ahead with a LAGGED event; the engine and the
+// other subscribers never notice it, and however many subscribers there
+// are, their executions leave the engine its share of the cores.
 
 package resolvers
 
@@ -17,6 +19,7 @@ import (
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/graph/eventstream"
 	"github.com/switchyard/switchyard/graph/model"
+	"github.com/switchyard/switchyard/graph/subgate"
 )
 
 // reader validates a resume point and opens a reader of the event log.
@@ -71,10 +74,11 @@ func (s *subscriptionResolver) TaskEvents(ctx context.Context, filter *model.Tas
 	}
 	const kind = "taskEvents"
 	ended := s.opts.Observer.SubscriptionStarted(kind)
-	ch := make(chan *model.TaskEvent, s.opts.SubscriptionBuffer)
+	ch := make(chan *model.TaskEvent) // unbuffered: see subgate.Send
 	go func() {
 		defer ended()
 		defer close(ch)
+		defer subgate.Done(ctx)
 		for {
 			items, err := rd.Next(ctx, eventstream.DefaultBatch)
 			if err != nil {
@@ -85,9 +89,7 @@ func (s *subscriptionResolver) TaskEvents(ctx context.Context, filter *model.Tas
 				if items[i].Lagged > 0 {
 					s.opts.Observer.Lagged(kind, items[i].Lagged)
 				}
-				select {
-				case ch <- taskEvent(&items[i]):
-				case <-ctx.Done():
+				if !subgate.Send(ctx, ch, taskEvent(&items[i])) {
 					return
 				}
 			}
@@ -125,10 +127,11 @@ func (s *subscriptionResolver) TaskEventFeed(ctx context.Context, filter *model.
 	}
 	const kind = "taskEventFeed"
 	ended := s.opts.Observer.SubscriptionStarted(kind)
-	ch := make(chan *model.TaskEventFeed, 2)
+	ch := make(chan *model.TaskEventFeed) // unbuffered: see subgate.Send
 	go func() {
 		defer ended()
 		defer close(ch)
+		defer subgate.Done(ctx)
 		timer := time.NewTimer(time.Hour)
 		timer.Stop()
 		defer timer.Stop()
@@ -186,9 +189,7 @@ func (s *subscriptionResolver) TaskEventFeed(ctx context.Context, filter *model.
 			}
 			buf = append(buf, ']')
 			count := len(parts)
-			select {
-			case ch <- &model.TaskEventFeed{Events: buf, Count: count, LastSeq: int64(rd.Position())}:
-			case <-ctx.Done():
+			if !subgate.Send(ctx, ch, &model.TaskEventFeed{Events: buf, Count: count, LastSeq: int64(rd.Position())}) {
 				return
 			}
 		}
@@ -213,15 +214,14 @@ func (s *subscriptionResolver) Task(ctx context.Context, id string) (<-chan *mod
 	})
 	const kind = "task"
 	ended := s.opts.Observer.SubscriptionStarted(kind)
-	ch := make(chan *model.Task, 4)
+	ch := make(chan *model.Task) // unbuffered: see subgate.Send
 	go func() {
 		defer ended()
 		defer close(ch)
+		defer subgate.Done(ctx)
 		t := first
 		for {
-			select {
-			case ch <- model.NewTask(t):
-			case <-ctx.Done():
+			if !subgate.Send(ctx, ch, model.NewTask(t)) {
 				return
 			}
 			if t.State.Terminal() {

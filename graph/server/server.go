@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"time"
 
@@ -47,6 +48,7 @@ import (
 	"github.com/switchyard/switchyard/graph/metrics"
 	"github.com/switchyard/switchyard/graph/model"
 	"github.com/switchyard/switchyard/graph/resolvers"
+	"github.com/switchyard/switchyard/graph/subgate"
 	"github.com/switchyard/switchyard/graph/web/dashboard"
 	"github.com/switchyard/switchyard/graph/web/playground"
 	"github.com/switchyard/switchyard/plugins/manager"
@@ -143,6 +145,9 @@ type Server struct {
 	metrics  *prometheus.Registry
 
 	audit *auth.Audit
+	// subGate shares the cores between subscription executions and the
+	// engine: half of them at most for the executions.
+	subGate *subgate.Gate
 
 	http *http.Server
 	// streams ends the WebSocket and SSE streams at shutdown: they never
@@ -173,7 +178,8 @@ func New(opts Options) (*Server, error) {
 	if opts.AuditLogger == nil {
 		opts.AuditLogger = opts.Logger.Named("audit")
 	}
-	s := &Server{opts: opts, log: opts.Logger.Named("http"), metrics: prometheus.NewRegistry(), audit: auth.NewAudit(opts.AuditLogger)}
+	s := &Server{opts: opts, log: opts.Logger.Named("http"), metrics: prometheus.NewRegistry(), audit: auth.NewAudit(opts.AuditLogger),
+		subGate: subgate.New(runtime.GOMAXPROCS(0) / 2)}
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	s.metrics.MustRegister(
 		collectors.NewGoCollector(),
@@ -262,6 +268,7 @@ func (s *Server) graphQL() (http.Handler, error) {
 	srv.Use(gate)
 	srv.Use(&queryLimits{maxComplexity: l.MaxComplexity, maxDepth: l.MaxDepth})
 	srv.Use(subscriptionCap{max: l.MaxSubscriptionsPerConnection})
+	srv.Use(s.subGate)
 	srv.Use(s.audit)
 	srv.AroundResponses(spliceResponses)
 	srv.SetErrorPresenter(resolvers.PresentError)

@@ -1,0 +1,127 @@
+package subgate_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/stretchr/testify/require"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/switchyard/switchyard/graph/subgate"
+)
+
+// subscription opens a subscription's context through the gate, as gqlgen
+// does, and returns it with the function that runs one of its responses
+// through the gate's response interceptor.
+func subscription(t *testing.T, g *subgate.Gate, kind ast.Operation) (context.Context, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ctx = graphql.WithOperationContext(ctx, &graphql.OperationContext{Operation: &ast.OperationDefinition{Operation: kind}})
+	var inner context.Context
+	g.InterceptOperation(ctx, func(ctx context.Context) graphql.ResponseHandler {
+		inner = ctx
+		return nil
+	})
+	respond := func() {
+		g.InterceptResponse(inner, func(context.Context) *graphql.Response { return &graphql.Response{} })
+	}
+	return inner, respond
+}
+
+// sent runs Send in a goroutine and reports when it returns.
+func sent[T any](ctx context.Context, ch chan T, v T) <-chan bool {
+	done := make(chan bool, 1)
+	go func() { done <- subgate.Send(ctx, ch, v) }()
+	return done
+}
+
+func TestASubscriptionEventWaitsForASlotUntilAnEarlierOneIsExecuted(t *testing.T) {
+	t.Parallel()
+	g := subgate.New(1)
+	ctxA, respondA := subscription(t, g, ast.Subscription)
+	ctxB, _ := subscription(t, g, ast.Subscription)
+	chA, chB := make(chan int), make(chan int)
+
+	doneA := sent(ctxA, chA, 1)
+	require.Equal(t, 1, <-chA, "the transport takes A's event")
+	require.True(t, <-doneA)
+
+	doneB := sent(ctxB, chB, 2)
+	select {
+	case <-chB:
+		t.Fatal("B's event went out while A's was not executed and the gate has one slot")
+	case <-time.After(50 * time.Millisecond):
+	}
+	respondA() // A's execution produced its response: the slot is free
+	select {
+	case v := <-chB:
+		require.Equal(t, 2, v)
+	case <-time.After(5 * time.Second):
+		t.Fatal("B's event never got the freed slot")
+	}
+	require.True(t, <-doneB)
+	require.Zero(t, g.Stalls())
+}
+
+func TestAClientSlowToTakeItsEventDoesNotHoldTheSlot(t *testing.T) {
+	t.Parallel()
+	g := subgate.New(1)
+	slow, _ := subscription(t, g, ast.Subscription)
+	other, _ := subscription(t, g, ast.Subscription)
+	slowCh, otherCh := make(chan int), make(chan int)
+
+	doneSlow := sent(slow, slowCh, 1) // nobody takes it: the client's transport is busy
+	time.Sleep(10 * subgate.StallAfter)
+	doneOther := sent(other, otherCh, 2)
+	select {
+	case v := <-otherCh:
+		require.Equal(t, 2, v, "the slot went to the subscription whose transport is ready")
+	case <-time.After(5 * time.Second):
+		t.Fatal("a stalled client kept the only slot")
+	}
+	require.True(t, <-doneOther)
+	require.Equal(t, uint64(1), g.Stalls())
+	require.Equal(t, 1, <-slowCh, "the slow client still gets its event, without a slot")
+	require.True(t, <-doneSlow)
+}
+
+func TestAnEndedSubscriptionGivesBackItsSlots(t *testing.T) {
+	t.Parallel()
+	g := subgate.New(1)
+	ctxA, _ := subscription(t, g, ast.Subscription)
+	ctxB, _ := subscription(t, g, ast.Subscription)
+	chA, chB := make(chan int, 1), make(chan int, 1) // a buffer: A's event is never executed
+	require.True(t, subgate.Send(ctxA, chA, 1))
+	doneB := sent(ctxB, chB, 2)
+	select {
+	case <-doneB:
+		t.Fatal("B sent while A held the only slot")
+	case <-time.After(50 * time.Millisecond):
+	}
+	subgate.Done(ctxA) // A's resolver stopped: its event will never be executed
+	select {
+	case ok := <-doneB:
+		require.True(t, ok)
+	case <-time.After(5 * time.Second):
+		t.Fatal("A's slot was not given back")
+	}
+}
+
+func TestOutsideTheGateSendIsAPlainSend(t *testing.T) {
+	t.Parallel()
+	g := subgate.New(1)
+	query, respond := subscription(t, g, ast.Query) // not a subscription: no ticket
+	ch := make(chan int, 2)
+	require.True(t, subgate.Send(query, ch, 1))
+	require.True(t, subgate.Send(context.Background(), ch, 2))
+	respond() // a query's response frees nothing
+	require.Equal(t, 1, <-ch)
+	require.Equal(t, 2, <-ch)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.False(t, subgate.Send(ctx, make(chan int), 3), "an ended context sends nothing")
+}
