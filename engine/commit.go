@@ -50,8 +50,7 @@ func (e *Engine) commitNow() {
 
 		for attempt := 0; ; attempt++ {
 			if e.abandoned.Load() {
-				b.err = ErrFenced
-				close(b.done)
+				e.failBatch(b, ErrFenced)
 				return
 			}
 			err := e.store.Commit(context.Background(), out)
@@ -63,16 +62,14 @@ func (e *Engine) commitNow() {
 				// written any more. Stop, and let the caller know.
 				e.fenced.Store(true)
 				e.log.Error("the store fenced this node off: another node leads; abandoning", "error", err)
-				b.err = err
-				close(b.done)
+				e.failBatch(b, err)
 				go e.Abandon("leadership lost")
 				return
 			}
 			e.stats.commitErrors.Add(1)
 			e.log.Error("commit failed; retrying", "error", err, "events", len(out.Events), "tasks", len(out.Tasks), "attempt", attempt+1)
 			if e.baseCtx.Err() != nil && attempt >= 3 {
-				b.err = err
-				close(b.done)
+				e.failBatch(b, err)
 				return
 			}
 			time.Sleep(min(time.Duration(attempt+1)*50*time.Millisecond, 2*time.Second))
@@ -82,7 +79,7 @@ func (e *Engine) commitNow() {
 			e.events.append(out.Events)
 		}
 		close(b.done)
-		if len(b.runs) > 0 {
+		if len(b.runs) > 0 && e.baseCtx.Err() == nil && !e.abandoned.Load() {
 			// The attempts are on disk: they may start.
 			select {
 			case e.startCh <- b.runs:
@@ -104,6 +101,16 @@ func (e *Engine) commitNow() {
 			e.mu.Unlock()
 		}
 	}
+}
+
+// failBatch ends a batch the store did not take: its waiters learn err and
+// its attempts never start. The spare slices are dropped, not reused: the
+// pending batch took them when this one was swapped out, and the next swap
+// must not hand them out again.
+func (e *Engine) failBatch(b *pendingBatch, err error) {
+	b.err = err
+	close(b.done)
+	e.spare.events, e.spare.tasks = nil, nil
 }
 
 // spareBuffers are the slices of the last committed batch, handed to the next

@@ -380,6 +380,9 @@ func (e *Engine) startLoop() {
 	for {
 		select {
 		case runs := <-e.startCh:
+			if e.baseCtx.Err() != nil || e.abandoned.Load() {
+				continue // stopped or deposed meanwhile: recovery counts them as interrupted
+			}
 			for _, r := range runs {
 				e.exec.Start(r, r)
 			}

@@ -64,7 +64,8 @@ func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
 		for _, d := range t.spec.DependsOn {
 			if dt := e.tasks[d]; dt != nil && !dt.state.Terminal() {
 				t.unmet++
-				dt.outcomeOf().dependents = append(dt.out.dependents, t)
+				o := dt.outcomeOf()
+				o.dependents = append(o.dependents, t)
 				continue
 			}
 			st, err := e.store.Task(ctx, d)

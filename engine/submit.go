@@ -202,6 +202,9 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, b
 		e.mu.Unlock()
 		return nil, &Error{Code: CodeDraining, Message: "the engine is not running", Retryable: true}
 	}
+	// Admission happens now, under the lock: events' times follow their
+	// seqs, and a task's queued time does not include the wait for the lock.
+	now = e.now()
 	res := &BatchResult{Items: make([]ItemResult, len(items))}
 	var bt *batch
 	if bs != nil {
@@ -675,7 +678,8 @@ func (e *Engine) admitLocked(ctx context.Context, p *prepared, ext *external, no
 	if len(unmet) > 0 {
 		t.unmet = int32(len(unmet))
 		for _, d := range unmet {
-			d.outcomeOf().dependents = append(d.out.dependents, t)
+			o := d.outcomeOf()
+			o.dependents = append(o.dependents, t)
 		}
 		e.setState(t, StateWaiting, "waiting for "+itoa(len(unmet))+" dependencies")
 		return t, nil
