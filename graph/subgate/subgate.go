@@ -22,6 +22,7 @@ package subgate
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,20 +31,27 @@ import (
 )
 
 // StallAfter is how long an event may wait for its transport while holding
-// a slot.
+// a slot, unless Gate.SetStallAfter says otherwise.
 const StallAfter = time.Millisecond
 
 // Gate is a number of slots for subscription executions. Use it as a gqlgen
 // extension (handler.Server.Use) and hand events over with Send.
 type Gate struct {
-	slots  chan struct{}
-	stalls atomic.Uint64
+	slots      chan struct{}
+	stalls     atomic.Uint64
+	stallAfter atomic.Int64 // ns
 }
 
 // New returns a gate of n slots (at least 1).
 func New(n int) *Gate {
-	return &Gate{slots: make(chan struct{}, max(n, 1))}
+	g := &Gate{slots: make(chan struct{}, max(n, 1))}
+	g.stallAfter.Store(int64(StallAfter))
+	return g
 }
+
+// SetStallAfter sets how long an event may wait for its transport while
+// holding a slot.
+func (g *Gate) SetStallAfter(d time.Duration) { g.stallAfter.Store(int64(d)) }
 
 // Slots returns the number of slots.
 func (g *Gate) Slots() int { return cap(g.slots) }
@@ -64,10 +72,72 @@ func (g *Gate) ExtensionName() string { return "SubscriptionGate" }
 // Validate implements graphql.HandlerExtension.
 func (g *Gate) Validate(graphql.ExecutableSchema) error { return nil }
 
-// ticket is a subscription's account of the slots it holds.
+// ticket is a subscription's account of the slots it holds: one flag per
+// event handed over (or being handed over) and not yet executed, oldest
+// first, true where the event holds a slot. The transport executes a
+// subscription's events in the order they were handed over, so each
+// response settles the oldest flag: a slot is freed by the execution of the
+// very event that took it, never by an earlier one.
 type ticket struct {
-	gate *Gate
-	held atomic.Int32
+	gate    *Gate
+	mu      sync.Mutex
+	pending []bool // at most two: the event being executed, the next one
+}
+
+// push records an event about to be handed over, with a slot.
+func (t *ticket) push() {
+	t.mu.Lock()
+	t.pending = append(t.pending, true)
+	t.mu.Unlock()
+}
+
+// executed settles the oldest event: its execution is done.
+func (t *ticket) executed() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.pending) == 0 {
+		return
+	}
+	slotted := t.pending[0]
+	t.pending = append(t.pending[:0], t.pending[1:]...)
+	if slotted {
+		<-t.gate.slots
+	}
+}
+
+// unslotLast frees the slot of the event being handed over, which goes on
+// waiting without it.
+func (t *ticket) unslotLast() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n := len(t.pending); n > 0 && t.pending[n-1] {
+		t.pending[n-1] = false
+		<-t.gate.slots
+	}
+}
+
+// dropLast forgets the event being handed over: it never was.
+func (t *ticket) dropLast() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n := len(t.pending); n > 0 {
+		if t.pending[n-1] {
+			<-t.gate.slots
+		}
+		t.pending = t.pending[:n-1]
+	}
+}
+
+// releaseAll frees every slot the subscription holds.
+func (t *ticket) releaseAll() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, slotted := range t.pending {
+		if slotted {
+			<-t.gate.slots
+		}
+	}
+	t.pending = t.pending[:0]
 }
 
 type ticketKey struct{}
@@ -81,28 +151,14 @@ func (g *Gate) InterceptOperation(ctx context.Context, next graphql.OperationHan
 	return next(context.WithValue(ctx, ticketKey{}, &ticket{gate: g}))
 }
 
-// InterceptResponse frees a slot of the subscription once an event's
-// execution has produced its response.
+// InterceptResponse frees the slot of the event whose execution produced
+// the response (the end of the stream, a nil response, settles nothing).
 func (g *Gate) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
 	resp := next(ctx)
-	if t, ok := ctx.Value(ticketKey{}).(*ticket); ok {
-		t.releaseOne()
+	if t, ok := ctx.Value(ticketKey{}).(*ticket); ok && resp != nil {
+		t.executed()
 	}
 	return resp
-}
-
-// releaseOne frees one slot the subscription holds, if it holds any.
-func (t *ticket) releaseOne() {
-	for {
-		n := t.held.Load()
-		if n <= 0 {
-			return
-		}
-		if t.held.CompareAndSwap(n, n-1) {
-			<-t.gate.slots
-			return
-		}
-	}
 }
 
 // Send hands v to the transport of the subscription whose resolver context
@@ -122,7 +178,7 @@ func Send[T any](ctx context.Context, ch chan<- T, v T) bool {
 	}
 	select {
 	case t.gate.slots <- struct{}{}:
-		t.held.Add(1)
+		t.push()
 	case <-ctx.Done():
 		return false
 	}
@@ -130,28 +186,29 @@ func Send[T any](ctx context.Context, ch chan<- T, v T) bool {
 	case ch <- v:
 		return true
 	case <-ctx.Done():
-		t.releaseOne()
+		t.dropLast()
 		return false
 	default:
 	}
-	stall := time.NewTimer(StallAfter)
+	stall := time.NewTimer(time.Duration(t.gate.stallAfter.Load()))
 	defer stall.Stop()
 	select {
 	case ch <- v:
 		return true
 	case <-ctx.Done():
-		t.releaseOne()
+		t.dropLast()
 		return false
 	case <-stall.C:
 	}
 	// The transport is busy with the last event (a slow client): wait for it
 	// without the slot.
-	t.releaseOne()
+	t.unslotLast()
 	t.gate.stalls.Add(1)
 	select {
 	case ch <- v:
 		return true
 	case <-ctx.Done():
+		t.dropLast()
 		return false
 	}
 }
@@ -160,8 +217,6 @@ func Send[T any](ctx context.Context, ch chan<- T, v T) bool {
 // resolver stops sending (an event it sent may never be executed).
 func Done(ctx context.Context) {
 	if t, ok := ctx.Value(ticketKey{}).(*ticket); ok {
-		for t.held.Load() > 0 {
-			t.releaseOne()
-		}
+		t.releaseAll()
 	}
 }

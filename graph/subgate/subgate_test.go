@@ -74,7 +74,7 @@ func TestAClientSlowToTakeItsEventDoesNotHoldTheSlot(t *testing.T) {
 	slowCh, otherCh := make(chan int), make(chan int)
 
 	doneSlow := sent(slow, slowCh, 1) // nobody takes it: the client's transport is busy
-	time.Sleep(10 * subgate.StallAfter)
+	require.Eventually(t, func() bool { return g.Stalls() == 1 }, 5*time.Second, time.Millisecond)
 	doneOther := sent(other, otherCh, 2)
 	select {
 	case v := <-otherCh:
@@ -124,4 +124,43 @@ func TestOutsideTheGateSendIsAPlainSend(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.False(t, subgate.Send(ctx, make(chan int), 3), "an ended context sends nothing")
+}
+
+func TestAnEventSentWithoutASlotDoesNotFreeTheNextEventsSlot(t *testing.T) {
+	t.Parallel()
+	g := subgate.New(1)
+	ctxA, respondA := subscription(t, g, ast.Subscription)
+	ctxB, _ := subscription(t, g, ast.Subscription)
+	chA, chB := make(chan int), make(chan int)
+
+	done := sent(ctxA, chA, 1)
+	require.Equal(t, 1, <-chA)
+	require.True(t, <-done)
+	respondA() // event 1 executed
+
+	done = sent(ctxA, chA, 2) // A's transport is busy writing event 1: event 2 stalls and waits without a slot
+	require.Eventually(t, func() bool { return g.Stalls() == 1 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, 2, <-chA)
+	require.True(t, <-done)
+
+	g.SetStallAfter(time.Hour)
+	done = sent(ctxA, chA, 3) // takes the free slot and waits for A's transport
+	time.Sleep(10 * time.Millisecond)
+	respondA() // event 2 executed: it held no slot, so it frees none
+	doneB := sent(ctxB, chB, 4)
+	select {
+	case <-chB:
+		t.Fatal("event 2's execution freed the slot that event 3 holds")
+	case <-time.After(50 * time.Millisecond):
+	}
+	require.Equal(t, 3, <-chA)
+	require.True(t, <-done)
+	respondA() // event 3 executed: its slot goes to B
+	select {
+	case v := <-chB:
+		require.Equal(t, 4, v)
+	case <-time.After(5 * time.Second):
+		t.Fatal("event 3's slot was not freed by its execution")
+	}
+	require.True(t, <-doneB)
 }
