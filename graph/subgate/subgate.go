@@ -169,12 +169,7 @@ func (g *Gate) InterceptResponse(ctx context.Context, next graphql.ResponseHandl
 func Send[T any](ctx context.Context, ch chan<- T, v T) bool {
 	t, ok := ctx.Value(ticketKey{}).(*ticket)
 	if !ok {
-		select {
-		case ch <- v:
-			return true
-		case <-ctx.Done():
-			return false
-		}
+		return sendOrEnd(ctx, ch, v)
 	}
 	select {
 	case t.gate.slots <- struct{}{}:
@@ -183,11 +178,8 @@ func Send[T any](ctx context.Context, ch chan<- T, v T) bool {
 		return false
 	}
 	select {
-	case ch <- v:
+	case ch <- v: // the transport was waiting for it: the common case
 		return true
-	case <-ctx.Done():
-		t.dropLast()
-		return false
 	default:
 	}
 	stall := time.NewTimer(time.Duration(t.gate.stallAfter.Load()))
@@ -204,11 +196,19 @@ func Send[T any](ctx context.Context, ch chan<- T, v T) bool {
 	// without the slot.
 	t.unslotLast()
 	t.gate.stalls.Add(1)
+	if !sendOrEnd(ctx, ch, v) {
+		t.dropLast()
+		return false
+	}
+	return true
+}
+
+// sendOrEnd sends v on ch unless ctx ends first.
+func sendOrEnd[T any](ctx context.Context, ch chan<- T, v T) bool {
 	select {
 	case ch <- v:
 		return true
 	case <-ctx.Done():
-		t.dropLast()
 		return false
 	}
 }
