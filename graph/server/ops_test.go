@@ -60,6 +60,8 @@ func TestHealthReadinessAndMetricsAreServed(t *testing.T) {
 		`switchyard_dispatch_latency_seconds_bucket{le="+Inf"} 10`,
 		`switchyard_engine_events_total{kind="submitted"} 10`,
 		`switchyard_http_requests_total{code="200",handler="graphql"}`,
+		`switchyard_graphql_subscription_slots `,
+		`switchyard_graphql_subscription_stalls_total `,
 		`go_goroutines`,
 	} {
 		require.Contains(t, body, want)

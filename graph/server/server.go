@@ -196,6 +196,14 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: playground: %w", err)
 	}
+	s.metrics.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "switchyard", Name: "graphql_subscription_slots",
+			Help: "How many subscription events may be executed at once (half the cores)."},
+			func() float64 { return float64(s.subGate.Slots()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "switchyard", Name: "graphql_subscription_stalls_total",
+			Help: "Subscription events handed over without a slot because their client's transport was still busy."},
+			func() float64 { return float64(s.subGate.Stalls()) }),
+	)
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "switchyard", Name: "http_requests_total",
 		Help: "HTTP requests by handler and status code."}, []string{"handler", "code"})
 	s.metrics.MustRegister(requests)
