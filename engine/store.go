@@ -51,7 +51,9 @@ type Store interface {
 	// Events returns up to limit events with seq > after, in seq order.
 	Events(ctx context.Context, after uint64, limit int) ([]Event, error)
 	// Purge deletes up to limit terminal tasks that ended before the cutoff,
-	// with their events, and returns how many tasks it deleted.
+	// with their events, and returns how many tasks it deleted. It also
+	// deletes events of no task (lane and engine events) from before the
+	// cutoff: a bounded number per call, so that repeated calls get them all.
 	Purge(ctx context.Context, before time.Time, limit int) (int, error)
 	// Close releases the store.
 	Close() error

@@ -255,7 +255,11 @@ func (s *Store) Events(_ context.Context, after uint64, limit int) ([]engine.Eve
 func (s *Store) Purge(_ context.Context, before time.Time, limit int) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.purge(before, limit, false), nil
+	n := s.purge(before, limit, false)
+	if s.events.tasklessBefore(before) {
+		s.events.drop(func(e *engine.Event) bool { return e.TaskID == "" && e.At.Before(before) })
+	}
+	return n, nil
 }
 
 // purge removes up to limit terminal tasks that ended before the cutoff (or
@@ -401,6 +405,18 @@ type eventRing struct {
 }
 
 func (r *eventRing) at(i int) *engine.Event { return &r.buf[(r.start+i)%len(r.buf)] }
+
+// tasklessBefore reports whether the ring holds an event of no task (a lane
+// or engine event) from before the cutoff. Events are in time order, so it
+// looks at the old ones only.
+func (r *eventRing) tasklessBefore(before time.Time) bool {
+	for i := 0; i < r.n && r.at(i).At.Before(before); i++ {
+		if r.at(i).TaskID == "" {
+			return true
+		}
+	}
+	return false
+}
 
 func (r *eventRing) push(e engine.Event) {
 	if r.n == len(r.buf) && len(r.buf) < r.max {

@@ -50,6 +50,9 @@ type writer struct {
 
 	lastSeq    uint64 // the last committed event seq
 	maxTaskSeq uint64 // the highest seq of a stored task
+	// tasklessSwept is the last seq of the event chunks that the purge has
+	// swept of events of no task for good (purge.go).
+	tasklessSwept uint64
 
 	// scratch, reused across commits
 	bySeqs map[string][]byte

@@ -64,6 +64,9 @@ func (w *writer) purge(before int64, limit int) (int, error) {
 	if err := sel.Reset(); err != nil {
 		return 0, fmt.Errorf("select: %w", err)
 	}
+	if err := w.purgeTaskless(before, tasklessChunks); err != nil {
+		return 0, fmt.Errorf("events of no task: %w", err)
+	}
 	if len(taskSeqs) == 0 {
 		return 0, w.commit.Exec()
 	}
@@ -96,6 +99,82 @@ func (w *writer) purge(before int64, limit int) (int, error) {
 		}
 	}
 	return len(taskSeqs), w.commit.Exec()
+}
+
+// tasklessChunks bounds the event chunks one Purge call reads for events of
+// no task.
+const tasklessChunks = 16
+
+// purgeTaskless removes the events of no task (lane and engine events) that
+// happened before the cutoff. It reads the chunks in seq order, which is
+// time order, from the first it has not yet swept clean (w.tasklessSwept,
+// kept in memory: after a restart the sweep starts over once), and stops
+// at the first chunk that reaches the cutoff or after maxChunks chunks.
+func (w *writer) purgeTaskless(before int64, maxChunks int) error {
+	sel, _, err := w.c.Prepare("SELECT first_seq, last_seq, data FROM events WHERE first_seq > ? ORDER BY first_seq LIMIT ?")
+	if err != nil {
+		return err
+	}
+	defer sel.Close() //nolint:errcheck
+	_ = sel.BindInt64(1, int64(w.tasklessSwept))
+	_ = sel.BindInt(2, maxChunks)
+	type chunk struct {
+		first, last uint64
+		events      []engine.Event
+	}
+	var chunks []chunk
+	for sel.Step() {
+		evs, err := decodeEvents(nil, sel.ColumnRawBlob(2), nil)
+		if err != nil {
+			return fmt.Errorf("event chunk %d: %w", sel.ColumnInt64(0), err)
+		}
+		chunks = append(chunks, chunk{uint64(sel.ColumnInt64(0)), uint64(sel.ColumnInt64(1)), evs})
+		if n := len(evs); n > 0 && evs[n-1].At.UnixNano() >= before {
+			break // the chunks after it are newer still
+		}
+	}
+	if err := sel.Reset(); err != nil {
+		return err
+	}
+	if len(chunks) == 0 {
+		return nil
+	}
+	upd, _, err := w.c.Prepare("UPDATE events SET data = ? WHERE first_seq = ?")
+	if err != nil {
+		return err
+	}
+	defer upd.Close() //nolint:errcheck
+	del, _, err := w.c.Prepare("DELETE FROM events WHERE first_seq = ?")
+	if err != nil {
+		return err
+	}
+	defer del.Close() //nolint:errcheck
+	for _, c := range chunks {
+		kept := slices.DeleteFunc(slices.Clone(c.events), func(e engine.Event) bool {
+			return e.TaskID == "" && e.At.UnixNano() < before
+		})
+		switch {
+		case len(kept) == len(c.events):
+		case len(kept) == 0:
+			_ = del.BindInt64(1, int64(c.first))
+			if err := del.Exec(); err != nil {
+				return err
+			}
+		default:
+			w.chunk = encodeEvents(w.chunk[:0], kept)
+			_ = upd.BindBlob(1, w.chunk)
+			_ = upd.BindInt64(2, int64(c.first))
+			if err := upd.Exec(); err != nil {
+				return err
+			}
+		}
+		if n := len(c.events); n == 0 || c.events[n-1].At.UnixNano() < before {
+			// Every event of the chunk is older than the cutoff: no event of
+			// no task is left in it, now or at a later cutoff.
+			w.tasklessSwept = c.last
+		}
+	}
+	return nil
 }
 
 // purgeEvents removes the events with the given seqs from their chunks:

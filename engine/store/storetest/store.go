@@ -42,6 +42,7 @@ func runStore(t *testing.T, d Driver) {
 		{"LoadReturnsLiveTasksInSeqOrderWithTheirBatches", testLoad},
 		{"PurgeDeletesEndedTasksBeforeTheCutoffWithTheirEvents", testPurge},
 		{"PurgeWorksInLimitedBatches", testPurgeLimit},
+		{"PurgeDeletesEventsOfNoTaskBeforeTheCutoff", testPurgeTaskless},
 		{"LastSeqSurvivesPurgingEveryEvent", testLastSeqSurvives},
 		{"ManyTasksAndEventsInOneCommit", testBigCommit},
 		{"ReadsRunConcurrentlyWithCommits", testConcurrentReads},
@@ -908,4 +909,53 @@ func testConcurrentReads(t *testing.T, d Driver) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
+}
+
+func testPurgeTaskless(t *testing.T, d Driver) {
+	s := d.open(t)
+	now := epoch.Add(24 * time.Hour)
+	live := mkTask(1, "a")
+	old := func(seq uint64, ago time.Duration) engine.Event {
+		return engine.Event{Seq: seq, At: now.Add(-ago), Type: engine.EventLane, Lane: "main", Reason: "paused"}
+	}
+	taskEv := ev(2, live, 0, engine.StateQueued)
+	taskEv.At = now.Add(-3 * time.Hour) // old, but its task lives
+	commit(t, s, &engine.Batch{Tasks: []*engine.Task{live}, Events: []engine.Event{old(1, 4*time.Hour), taskEv, old(3, 3*time.Hour)}})
+	commit(t, s, &engine.Batch{Events: []engine.Event{old(4, 2*time.Hour), old(5, time.Minute)}})
+	engineEv := engine.Event{Seq: 6, At: now, Type: engine.EventEngine, Reason: "draining"}
+	commit(t, s, &engine.Batch{Events: []engine.Event{engineEv}})
+
+	n, err := s.Purge(bg, now.Add(-time.Hour), 100)
+	require.NoError(t, err)
+	require.Zero(t, n, "no task ended")
+	evs, err := s.Events(bg, 0, 100)
+	require.NoError(t, err)
+	var seqs []uint64
+	for _, e := range evs {
+		seqs = append(seqs, e.Seq)
+	}
+	require.Equal(t, []uint64{2, 5, 6}, seqs, "the lane events from before the cutoff are gone; a live task's events and newer ones stay")
+	requireTask(t, live, getTask(t, s, live.ID), "the task stays")
+	require.Equal(t, uint64(6), load(t, s).LastSeq)
+	n, err = s.Purge(bg, now.Add(-time.Hour), 100)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	evs, err = s.Events(bg, 0, 100)
+	require.NoError(t, err)
+	require.Len(t, evs, 3, "nothing more to purge")
+
+	// Many commits of lane events, which a later cutoff passes: a store may
+	// take them in several calls, as the engine's purge loop makes them, but
+	// gets them all.
+	for seq := uint64(7); seq < 207; seq++ {
+		commit(t, s, &engine.Batch{Events: []engine.Event{old(seq, -time.Hour)}}) // an hour after now
+	}
+	for range 30 {
+		_, err := s.Purge(bg, now.Add(2*time.Hour), 10)
+		require.NoError(t, err)
+	}
+	evs, err = s.Events(bg, 0, 1000)
+	require.NoError(t, err)
+	require.Len(t, evs, 1, "every lane and engine event is gone after enough purges")
+	require.Equal(t, uint64(2), evs[0].Seq, "the live task's event stays")
 }
