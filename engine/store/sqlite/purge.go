@@ -11,6 +11,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ncruces/go-sqlite3"
+
 	"github.com/switchyard/switchyard/engine"
 )
 
@@ -139,32 +141,17 @@ func (w *writer) purgeTaskless(before int64, maxChunks int) error {
 	if len(chunks) == 0 {
 		return nil
 	}
-	upd, _, err := w.c.Prepare("UPDATE events SET data = ? WHERE first_seq = ?")
+	ed, err := w.chunkEditor()
 	if err != nil {
 		return err
 	}
-	defer upd.Close() //nolint:errcheck
-	del, _, err := w.c.Prepare("DELETE FROM events WHERE first_seq = ?")
-	if err != nil {
-		return err
-	}
-	defer del.Close() //nolint:errcheck
+	defer ed.close()
 	for _, c := range chunks {
 		kept := slices.DeleteFunc(slices.Clone(c.events), func(e engine.Event) bool {
 			return e.TaskID == "" && e.At.UnixNano() < before
 		})
-		switch {
-		case len(kept) == len(c.events):
-		case len(kept) == 0:
-			_ = del.BindInt64(1, int64(c.first))
-			if err := del.Exec(); err != nil {
-				return err
-			}
-		default:
-			w.chunk = encodeEvents(w.chunk[:0], kept)
-			_ = upd.BindBlob(1, w.chunk)
-			_ = upd.BindInt64(2, int64(c.first))
-			if err := upd.Exec(); err != nil {
+		if len(kept) < len(c.events) {
+			if err := ed.replace(c.first, kept); err != nil {
 				return err
 			}
 		}
@@ -194,16 +181,11 @@ func (w *writer) purgeEvents(seqs []uint64) error {
 		return err
 	}
 	defer find.Close() //nolint:errcheck
-	upd, _, err := w.c.Prepare("UPDATE events SET data = ? WHERE first_seq = ?")
+	ed, err := w.chunkEditor()
 	if err != nil {
 		return err
 	}
-	defer upd.Close() //nolint:errcheck
-	del, _, err := w.c.Prepare("DELETE FROM events WHERE first_seq = ?")
-	if err != nil {
-		return err
-	}
-	defer del.Close() //nolint:errcheck
+	defer ed.close()
 	var kept []engine.Event
 	for i := 0; i < len(seqs); {
 		_ = find.BindInt64(1, int64(seqs[i]))
@@ -239,22 +221,48 @@ func (w *writer) purgeEvents(seqs []uint64) error {
 		for i < len(seqs) && seqs[i] <= last {
 			i++
 		}
-		switch {
-		case removed == 0:
-			continue
-		case len(kept) == 0:
-			_ = del.BindInt64(1, first)
-			if err := del.Exec(); err != nil {
+		if removed > 0 {
+			if err := ed.replace(uint64(first), kept); err != nil {
 				return err
 			}
-			continue
-		}
-		w.chunk = encodeEvents(w.chunk[:0], kept)
-		_ = upd.BindBlob(1, w.chunk)
-		_ = upd.BindInt64(2, first)
-		if err := upd.Exec(); err != nil {
-			return err
 		}
 	}
 	return nil
+}
+
+// chunkEditor rewrites event chunks during a purge.
+type chunkEditor struct {
+	w        *writer
+	upd, del *sqlite3.Stmt
+}
+
+func (w *writer) chunkEditor() (*chunkEditor, error) {
+	upd, _, err := w.c.Prepare("UPDATE events SET data = ? WHERE first_seq = ?")
+	if err != nil {
+		return nil, err
+	}
+	del, _, err := w.c.Prepare("DELETE FROM events WHERE first_seq = ?")
+	if err != nil {
+		_ = upd.Close()
+		return nil, err
+	}
+	return &chunkEditor{w: w, upd: upd, del: del}, nil
+}
+
+func (ed *chunkEditor) close() {
+	_ = ed.upd.Close()
+	_ = ed.del.Close()
+}
+
+// replace makes kept the events of the chunk whose first seq is first, and
+// deletes the chunk when nothing is kept.
+func (ed *chunkEditor) replace(first uint64, kept []engine.Event) error {
+	if len(kept) == 0 {
+		_ = ed.del.BindInt64(1, int64(first))
+		return ed.del.Exec()
+	}
+	ed.w.chunk = encodeEvents(ed.w.chunk[:0], kept)
+	_ = ed.upd.BindBlob(1, ed.w.chunk)
+	_ = ed.upd.BindInt64(2, int64(first))
+	return ed.upd.Exec()
 }
