@@ -296,23 +296,19 @@ func (e *Engine) after() {
 // API call dispatches a whole backlog.
 const inlineRounds = 4
 
-// kick makes the dispatcher run. Where no dispatch waits for a commit (a
-// synchronous engine, or a store that is not durable) the caller dispatches
-// itself unless another goroutine is dispatching already — which then runs
-// one more round for it: no goroutine handoff between a submission and its
-// executor call. An asynchronous engine's caller runs inlineRounds at most,
-// then wakes the dispatcher goroutine for the rest. With a durable store the
-// dispatcher goroutine does all of it, and the starter goroutine starts the
-// attempts once the committer has written them.
+// kick makes the dispatcher run: the caller dispatches itself unless
+// another goroutine is dispatching already — which then runs one more round
+// for it — so there is no goroutine handoff between a submission and its
+// dispatch. An asynchronous engine's caller runs inlineRounds at most, then
+// wakes the dispatcher goroutine for the rest. No round waits for the disk:
+// with a durable store the round's attempts join the pending batch, and the
+// starter goroutine starts them once the committer has written it.
 func (e *Engine) kick() {
-	switch {
-	case e.sync:
+	if e.sync {
 		e.dispatchHere(0)
-	case e.durable:
-		e.wake()
-	default:
-		e.dispatchHere(inlineRounds)
+		return
 	}
+	e.dispatchHere(inlineRounds)
 }
 
 // wake wakes the dispatcher goroutine.
