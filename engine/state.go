@@ -27,7 +27,7 @@ func allowed(from, to State) bool {
 	return false
 }
 
-// setState moves t to `to`, recording reason, now.
+// setState moves t to `to`, recording reason, at the clock's time.
 func (e *Engine) setState(t *task, to State, reason string) {
 	e.setStateAt(t, to, reason, e.now())
 }

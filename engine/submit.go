@@ -755,8 +755,9 @@ func (e *Engine) oldestQueuedLocked() *task {
 
 // rankLocked ranks the newly admitted tasks with their lanes' selection
 // policies (one call per lane for the whole submission), then puts those
-// that are QUEUED into their queues, in submission order — with a durable
-// store, once the commit that holds them is written.
+// that are QUEUED into their queues, in submission order. (With a durable
+// store they may be dispatched before their commit: their attempts start
+// only once it is written, see dispatchRound.)
 func (e *Engine) rankLocked(ts []*task, now time.Time) {
 	if len(ts) > 0 {
 		slices.SortStableFunc(ts, func(a, b *task) int { return int(a.lane.idx) - int(b.lane.idx) })

@@ -255,16 +255,20 @@ func (s *Store) Events(_ context.Context, after uint64, limit int) ([]engine.Eve
 func (s *Store) Purge(_ context.Context, before time.Time, limit int) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := s.purge(before, limit, false)
-	if s.events.tasklessBefore(before) {
-		s.events.drop(func(e *engine.Event) bool { return e.TaskID == "" && e.At.Before(before) })
+	n, gone := s.purge(before, limit, false)
+	// One pass over the ring for the purged tasks' events and the events of
+	// no task from before the cutoff.
+	if len(gone) > 0 || s.events.tasklessBefore(before) {
+		s.events.drop(func(e *engine.Event) bool { return gone[e.TaskID] || e.TaskID == "" && e.At.Before(before) })
 	}
 	return n, nil
 }
 
 // purge removes up to limit terminal tasks that ended before the cutoff (or
-// the oldest ones regardless of time, with any), with their events.
-func (s *Store) purge(before time.Time, limit int, any bool) int {
+// the oldest ones regardless of time, with any). It returns how many, and
+// the ids of those whose events must go too (none with any: trimming to
+// MaxEnded keeps the events).
+func (s *Store) purge(before time.Time, limit int, any bool) (int, map[string]bool) {
 	var gone map[string]bool // the purged tasks whose events go too: not when trimming to MaxEnded
 	if !any {
 		gone = map[string]bool{}
@@ -288,10 +292,7 @@ func (s *Store) purge(before time.Time, limit int, any bool) int {
 	}
 	clear(s.bySeq[len(keep):])
 	s.bySeq = keep
-	if len(gone) > 0 {
-		s.events.drop(func(e *engine.Event) bool { return gone[e.TaskID] })
-	}
-	return n
+	return n, gone
 }
 
 // Close implements engine.Store.
