@@ -100,8 +100,10 @@ type Options struct {
 	Limits   Limits
 	Observer Observer
 	Logger   hclog.Logger
-	// SubscriptionBuffer is how many messages a subscription may hold for a
-	// slow client before its reader stops reading ahead (default 64).
+	// SubscriptionBuffer is how many instance or plugin events a
+	// subscription may hold for a slow client before it drops some (default
+	// 64). Task subscriptions need none: their position in the event log is
+	// their buffer, and they hand events over through subgate.
 	SubscriptionBuffer int
 }
 
