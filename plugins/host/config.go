@@ -32,7 +32,7 @@ type Config struct {
 	// on the 2-core machines here (the fewer under load), so it is stopped
 	// after about 7-19 ms; the built-in fairness policy burns about 300
 	// deciding over 64 candidates with 8 slots, 740 with 64 slots, and
-	// 13,300 over 1,024 candidates with 1,024 slots. See doc/adr/0001.
+	// 13,300 over 1,024 candidates with 1,024 slots. See doc/adr/0002-fuel-metering.md.
 	DecisionFuel int64
 
 	// SetupFuel bounds instantiation (the guest's _initialize) and each

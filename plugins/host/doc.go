@@ -17,7 +17,7 @@
 //     that runs out traps and its instance is replaced. This replaces wazero's close-on-context-done, which costs
 //     about 45 ns per loop header here (and Go's WebAssembly code passes one
 //     for most taken branches) against no measurable cost for the fuel
-//     check, and it is deterministic (doc/adr/0001);
+//     check, and it is deterministic (doc/adr/0002-fuel-metering.md);
 //   - memory is capped (Config.MemoryLimitPages);
 //   - guests see no filesystem, network, environment, arguments or clock
 //     (WASI clocks read zero): time is an argument of each decision;

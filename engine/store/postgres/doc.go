@@ -1,5 +1,5 @@
 // Package postgres is the store for several Switchyard nodes on one
-// PostgreSQL database (DESIGN.md §7), through pgx v5 and its pool. It is an
+// PostgreSQL database (doc/architecture.md, "Several nodes"), through pgx v5 and its pool. It is an
 // engine.Store that passes the conformance suite in engine/store/storetest,
 // and it holds the pieces a cluster is built from; see
 // doc/adr/0003-postgres-multi-node.md for the reasons behind them.

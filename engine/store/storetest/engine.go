@@ -2,7 +2,7 @@ package storetest
 
 // The engine on top of the store: an engine dropped without shutdown (as a
 // killed process is) and a new engine started on the same data must recover
-// as DESIGN.md §7 promises.
+// as doc/architecture.md ("The store") promises.
 
 import (
 	"errors"

@@ -14,7 +14,7 @@
 // batches, lanes and settings, events, Load, purges, large and unicode
 // values, concurrent reads), and the engine on top of the store (an engine
 // dropped without shutdown, and a new one started on the same data,
-// recovers as DESIGN.md §7 promises).
+// recovers as doc/architecture.md promises).
 package storetest
 
 import (
