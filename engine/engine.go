@@ -27,9 +27,7 @@ type Options struct {
 	Logger   hclog.Logger
 	// TabLocator, when set, tells the engine which instance owns a tab, so
 	// that a task naming only a tab counts against that instance's capacity.
-	TabLocator interface {
-		InstanceOfTab(tabID string) (instanceID string, ok bool)
-	}
+	TabLocator TabLocator
 	// Synchronous makes every call dispatch and commit before it returns, in
 	// the caller's goroutine, instead of in the engine's own goroutines. With
 	// a fake clock and an executor that finishes only when told, the engine is
@@ -44,6 +42,14 @@ type Options struct {
 	Events *EventLog
 }
 
+// TabLocator tells which instance owns a tab. The executor's instance
+// registry implements it.
+type TabLocator interface {
+	// InstanceOfTab returns the instance that owns tabID, or ok false when
+	// the tab is unknown.
+	InstanceOfTab(tabID string) (instanceID string, ok bool)
+}
+
 // Engine schedules tasks: it admits them into lanes and queues, decides what
 // runs next under its policies, enforces every ceiling, hands attempts to the
 // executor, and records every change as an event through its store.
@@ -56,10 +62,8 @@ type Engine struct {
 	store Store
 	exec  Executor
 	log   hclog.Logger
-	tabs  interface {
-		InstanceOfTab(string) (string, bool)
-	}
-	sync bool
+	tabs  TabLocator
+	sync  bool
 
 	lanes      []*lane
 	laneByName map[string]*lane

@@ -227,6 +227,8 @@ func (r *Registry) tabExists(ctx context.Context, id, tab string) bool {
 	return found
 }
 
+var _ engine.TabLocator = (*Registry)(nil)
+
 // InstanceOfTab answers, from the cache only (it never calls an instance),
 // which instance owns a tab: the engine asks it when it places a task that
 // names a tab but no instance, so that the task counts against the right
