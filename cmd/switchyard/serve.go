@@ -101,8 +101,9 @@ func loadConfig(args []string, stderr io.Writer) (config.Config, []string, error
 	return cfg, warnings, nil
 }
 
-// openStore opens the store the configuration names.
-func openStore(ctx context.Context, c config.Store) (engine.Store, error) {
+// openStore opens the store the configuration names; owner says who holds a
+// SQLite file, for a second process that is refused it.
+func openStore(ctx context.Context, c config.Store, owner string) (engine.Store, error) {
 	switch c.Driver {
 	case "memory":
 		return memory.New(memory.Options{}), nil
@@ -111,7 +112,7 @@ func openStore(ctx context.Context, c config.Store) (engine.Store, error) {
 		if c.Sync == "normal" {
 			sync = sqlite.SyncNormal
 		}
-		s, err := sqlite.Open(ctx, sqlite.Options{Path: c.Path, Sync: sync})
+		s, err := sqlite.Open(ctx, sqlite.Options{Path: c.Path, Sync: sync, Owner: owner})
 		if err != nil {
 			return nil, fmt.Errorf("store (sqlite %s): %w", c.Path, err)
 		}
@@ -170,6 +171,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var (
 		backend  server.Options // Engine, Registry, Plugins, Schedules, Cluster, Metrics
 		shutdown func(ctx context.Context)
+		owned    *sqlite.Store // the SQLite file this process owns, if any
 	)
 	if cfg.Store.Driver == "postgres" {
 		node, stop, err := startNode(cfg, engCfg, exec, reg, log)
@@ -182,11 +184,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				Lanes: func() []engine.LaneStatus { return node.Engine().Lanes() }, Instances: reg.List}}
 		shutdown = stop
 	} else {
-		store, err := openStore(ctx, cfg.Store)
+		store, err := openStore(ctx, cfg.Store, "switchyard serve "+Version()+", configured to listen on "+cfg.Listen)
 		if err != nil {
 			return err
 		}
 		defer store.Close()
+		owned, _ = store.(*sqlite.Store)
 		eng, err := engine.New(engine.Options{Config: engCfg, Store: store, Executor: exec, Logger: log, TabLocator: reg})
 		if err != nil {
 			return err
@@ -237,6 +240,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("listen: %w", err)
 	}
 	url := "http://" + ln.Addr().String()
+	if owned != nil {
+		if err := owned.SetOwner("switchyard serve " + Version() + ", listening on " + ln.Addr().String()); err != nil {
+			log.Warn("could not say in the lock file who owns the database", "error", err)
+		}
+	}
 	log.Info("switchyard serving", "version", Version(), "playground", url+"/", "graphql", url+"/graphql",
 		"store", cfg.Store.Driver, "lanes", len(engCfg.Lanes))
 	fmt.Fprintf(stdout, "Switchyard %s: playground at %s/ , GraphQL at %s/graphql\n", Version(), url, url)

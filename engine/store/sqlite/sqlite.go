@@ -64,6 +64,10 @@ type Options struct {
 	// 8000, 32 MiB: hot index pages are rewritten many times in the log but
 	// copied once; SQLite's own default, 1000, cost measurably more CPU).
 	CheckpointPages int
+	// Owner says who holds the database, for a process that is refused it
+	// (e.g. "switchyard serve, listening on 127.0.0.1:8080"): it is written
+	// into the lock file with the process id (see lock.go, and SetOwner).
+	Owner string
 }
 
 func (o *Options) fill() error {
@@ -100,6 +104,7 @@ func (o *Options) fill() error {
 // and never wait for a commit (WAL mode).
 type Store struct {
 	opts Options
+	lock *ownerLock // this process's ownership of the file, held until Close
 
 	wmu sync.Mutex // the writer, and what only commits change
 	w   *writer
@@ -121,7 +126,9 @@ var _ engine.Store = (*Store)(nil)
 // Open opens (creating it when needed) the database at opts.Path, applies
 // the pending schema migrations and returns the store. A file that is not a
 // Switchyard database, a corrupt one, or one that cannot be written is an
-// error here, never an empty store.
+// error here, never an empty store. So is a database that another Store has
+// open, in this process or another (an error wrapping ErrInUse that names
+// the holder): one process owns a file at a time.
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err := opts.fill(); err != nil {
 		return nil, fmt.Errorf("sqlite store: %w", err)
@@ -131,11 +138,18 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("sqlite store: create the directory of %s: %w", opts.Path, err)
 		}
 	}
-	s := &Store{opts: opts, readers: make(chan *reader, opts.Readers), ckptKick: make(chan struct{}, 1), done: make(chan struct{})}
+	lock, err := lockOwner(opts.Path, opts.Owner)
+	if errors.Is(err, ErrInUse) {
+		return nil, fmt.Errorf("sqlite store: database %s is %w", opts.Path, err)
+	} else if err != nil {
+		return nil, fmt.Errorf("sqlite store: database %s: %w", opts.Path, err)
+	}
+	s := &Store{opts: opts, lock: lock, readers: make(chan *reader, opts.Readers), ckptKick: make(chan struct{}, 1), done: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
-			s.closeConns()
+			_ = s.closeConns()
+			s.lock.release()
 		}
 	}()
 	wc, err := s.openConn(ctx, opts.CacheMiB)
@@ -382,6 +396,20 @@ func (s *Store) Durable() bool { return true }
 // Path returns the database file.
 func (s *Store) Path() string { return s.opts.Path }
 
+// SetOwner rewrites who holds the database in its lock file (Options.Owner),
+// e.g. once the server knows the address it listens on.
+func (s *Store) SetOwner(owner string) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.lock == nil || s.lock.f == nil {
+		return errClosed
+	}
+	if err := s.lock.setOwner(owner); err != nil {
+		return fmt.Errorf("sqlite store: write the lock file of %s: %w", s.opts.Path, err)
+	}
+	return nil
+}
+
 // Close implements engine.Store: it waits for a commit or purge in progress,
 // checkpoints the log into the database and closes every connection. Calls
 // after the first return its result.
@@ -402,6 +430,7 @@ func (s *Store) Close() error {
 			}
 		}
 		errs = append(errs, s.closeConns())
+		s.lock.release() // after the last connection: the next owner finds the file quiet
 		if err := errors.Join(errs...); err != nil {
 			s.closeErr = fmt.Errorf("sqlite store: close %s: %w", s.opts.Path, err)
 		}
