@@ -116,6 +116,7 @@ func TestBenchRunsEveryModeInProcess(t *testing.T) {
 	for _, args := range [][]string{
 		{"--mode", "submit", "--concurrency", "4"},
 		{"--mode", "batch", "--batch", "10", "--concurrency", "2"},
+		{"--mode", "e2e", "--batch", "10", "--concurrency", "2"},
 		{"--mode", "fanout", "--subscribers", "4", "--rate", "300", "--feed"},
 		{"--mode", "fanout", "--subscribers", "2", "--rate", "300", "--protocol", "graphql-ws"},
 	} {

@@ -7,6 +7,8 @@
 //
 //	submit   single submitTask mutations from --concurrency workers
 //	batch    submitTasks mutations of --batch items
+//	e2e      as batch, but counts the tasks that succeeded in the window
+//	         (from the server's stats), not the tasks accepted: end to end
 //	fanout   --subscribers WebSocket subscribers to the full task event
 //	         stream while tasks are submitted at --rate events per second;
 //	         reports deliveries, lag, delivery latency and how the engine
@@ -80,13 +82,16 @@ type Result struct {
 	Concurrency int     `json:"concurrency,omitempty"`
 	Batch       int     `json:"batch,omitempty"`
 
-	Requests       uint64   `json:"requests"`
-	Tasks          uint64   `json:"tasks"`
-	Errors         uint64   `json:"errors"`
-	FirstError     string   `json:"firstError,omitempty"`
-	RequestsPerSec float64  `json:"requestsPerSec"`
-	TasksPerSec    float64  `json:"tasksPerSec"`
-	Latency        *Summary `json:"latencyMs,omitempty"`
+	Requests       uint64  `json:"requests"`
+	Tasks          uint64  `json:"tasks"`
+	Errors         uint64  `json:"errors"`
+	FirstError     string  `json:"firstError,omitempty"`
+	RequestsPerSec float64 `json:"requestsPerSec"`
+	TasksPerSec    float64 `json:"tasksPerSec"`
+	// Accepted is, in e2e mode, the tasks accepted in the window (Tasks
+	// counts the tasks that succeeded).
+	Accepted uint64   `json:"accepted,omitempty"`
+	Latency  *Summary `json:"latencyMs,omitempty"`
 
 	Fanout *FanoutResult `json:"fanout,omitempty"`
 }
@@ -167,13 +172,18 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	)
 	switch o.Mode {
 	case "submit":
-		res, err = runSubmit(ctx, endpoint, o, false)
+		res, err = runSubmit(ctx, endpoint, o, false, false)
 	case "batch":
-		res, err = runSubmit(ctx, endpoint, o, true)
+		res, err = runSubmit(ctx, endpoint, o, true, false)
+	case "e2e":
+		if o.AcceptOnly {
+			return errors.New("--mode e2e runs the tasks: it cannot be --accept-only")
+		}
+		res, err = runSubmit(ctx, endpoint, o, true, true)
 	case "fanout":
 		res, err = runFanout(ctx, endpoint, o, stderr)
 	default:
-		return fmt.Errorf("--mode: %q is not submit, batch or fanout", o.Mode)
+		return fmt.Errorf("--mode: %q is not submit, batch, e2e or fanout", o.Mode)
 	}
 	if err != nil {
 		return err
@@ -193,7 +203,11 @@ func printResult(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "mode %s, %.1fs, %d CPUs, %s\n", r.Mode, r.Seconds, r.CPUs, r.GoVersion)
 	if r.Mode != "fanout" {
 		fmt.Fprintf(w, "  requests   %d (%.0f/s), errors %d\n", r.Requests, r.RequestsPerSec, r.Errors)
-		fmt.Fprintf(w, "  tasks      %d (%.0f/s)\n", r.Tasks, r.TasksPerSec)
+		if r.Mode == "e2e" {
+			fmt.Fprintf(w, "  succeeded  %d (%.0f/s), accepted %d (%.0f/s)\n", r.Tasks, r.TasksPerSec, r.Accepted, float64(r.Accepted)/r.Seconds)
+		} else {
+			fmt.Fprintf(w, "  tasks      %d (%.0f/s)\n", r.Tasks, r.TasksPerSec)
+		}
 	}
 	if r.FirstError != "" {
 		fmt.Fprintf(w, "  first error: %s\n", r.FirstError)

@@ -41,7 +41,10 @@ func requestBody(w int, batch bool, size int) ([]byte, error) {
 	return json.Marshal(map[string]any{"query": batchMutation, "variables": map[string]any{"in": map[string]any{"items": items}}})
 }
 
-func runSubmit(ctx context.Context, endpoint string, o Options, batch bool) (*Result, error) {
+// runSubmit runs the submit and batch modes, and e2e: batches as in batch,
+// but what counts is the tasks that succeeded in the window, read from the
+// server's stats before and after it, not the tasks accepted.
+func runSubmit(ctx context.Context, endpoint string, o Options, batch, e2e bool) (*Result, error) {
 	n := o.Concurrency
 	if n <= 0 {
 		n = 64
@@ -131,11 +134,25 @@ func runSubmit(ctx context.Context, endpoint string, o Options, batch bool) (*Re
 		}()
 	}
 	sleep(ctx, o.Warmup)
+	var before uint64
+	if e2e {
+		var err error
+		if before, err = succeeded(ctx, hc, endpoint); err != nil {
+			return nil, err
+		}
+	}
 	measuring.Store(true)
 	start := time.Now()
 	sleep(ctx, o.Duration)
 	measuring.Store(false)
 	elapsed := time.Since(start)
+	var after uint64
+	if e2e {
+		var err error
+		if after, err = succeeded(ctx, hc, endpoint); err != nil {
+			return nil, err
+		}
+	}
 	cancel()
 	wg.Wait()
 	r := &Result{Seconds: elapsed.Seconds(), Concurrency: n, Requests: requests.Load(), Tasks: tasks.Load(), Errors: errs.Load(),
@@ -146,9 +163,53 @@ func runSubmit(ctx context.Context, endpoint string, o Options, batch bool) (*Re
 	if p := firstErr.Load(); p != nil {
 		r.FirstError = *p
 	}
+	if e2e {
+		r.Accepted, r.Tasks = r.Tasks, after-before
+	}
 	r.RequestsPerSec = float64(r.Requests) / r.Seconds
 	r.TasksPerSec = float64(r.Tasks) / r.Seconds
 	return r, nil
+}
+
+const statsQuery = `{ stats { ended { state count } } }`
+
+// succeeded reads how many tasks the server has seen succeed since it
+// started.
+func succeeded(ctx context.Context, hc *http.Client, endpoint string) (uint64, error) {
+	body, _ := json.Marshal(map[string]any{"query": statsQuery})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("e2e: read the server's stats: %w", err)
+	}
+	defer res.Body.Close()
+	var out struct {
+		Data struct {
+			Stats struct {
+				Ended []struct {
+					State string
+					Count uint64
+				}
+			}
+		}
+		Errors []struct{ Message string }
+	}
+	if err := json.NewDecoder(res.Body).Decode(&out); err != nil {
+		return 0, fmt.Errorf("e2e: read the server's stats: %w", err)
+	}
+	if len(out.Errors) > 0 {
+		return 0, fmt.Errorf("e2e: read the server's stats: %s", out.Errors[0].Message)
+	}
+	for _, c := range out.Data.Stats.Ended {
+		if c.State == "SUCCEEDED" {
+			return c.Count, nil
+		}
+	}
+	return 0, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) {
