@@ -443,6 +443,7 @@ func (e *Engine) dispatchRound() bool {
 		e.cur.runs = append(e.cur.runs, runs...)
 		clear(runs)
 		e.unlock()
+		e.commitSoon()
 		return true
 	}
 	pb := e.cur

@@ -117,7 +117,8 @@ type Engine struct {
 	durable         bool // opts.Store.Durable(), asked once: attempts start only once committed
 	kickCh          chan struct{}
 	commitCh        chan struct{}
-	startCh         chan []*Run // committed attempts, for the starter goroutine (durable, asynchronous)
+	lazyCh          chan struct{} // changes nobody waits for (durable): they may ride in the next commit
+	startCh         chan []*Run   // committed attempts, for the starter goroutine (durable, asynchronous)
 	committed       atomic.Uint64
 	commitMu        sync.Mutex // one commit at a time
 	spare           spareBuffers
@@ -197,7 +198,7 @@ func New(opts Options) (*Engine, error) {
 		cutoffs: map[string]time.Time{}, batches: map[string]*batch{}, instances: map[string]*instance{},
 		bindings: map[string]binding{}, settings: map[string][]byte{}, tasks: map[string]*task{}, idem: map[string]*task{},
 		cur: newPendingBatch(64, 64), kickCh: make(chan struct{}, 1), commitCh: make(chan struct{}, 1),
-		startCh:   make(chan []*Run, startBacklog),
+		lazyCh: make(chan struct{}, 1), startCh: make(chan []*Run, startBacklog),
 		selection: namedSelection{name: priority.Name, p: priority.Selection{}},
 		retry:     namedRetry{name: backoff.Name, p: backoff.Retry{}},
 	}
@@ -271,19 +272,41 @@ func (e *Engine) Config() Config {
 // Events returns the log subscribers read from.
 func (e *Engine) Events() *EventLog { return e.events }
 
-// unlock publishes the changes made under the lock and releases it.
+// unlock publishes the changes made under the lock and releases it. With a
+// durable store the commit it asks for is lazy: the changes may wait
+// lazyCommitDelay for a commit that someone waits for (commitSoon).
 func (e *Engine) unlock() {
 	e.processCascadesLocked()
 	e.armLocked()
 	signal := !e.cur.empty()
 	e.mu.Unlock()
 	if signal && !e.sync {
+		ch := e.commitCh
+		if e.durable {
+			ch = e.lazyCh
+		}
 		select {
-		case e.commitCh <- struct{}{}:
+		case ch <- struct{}{}:
 		default:
 		}
 	}
 }
+
+// commitSoon asks the committer to write what is pending now: a submitter
+// waits for it, or attempts wait to start.
+func (e *Engine) commitSoon() {
+	select {
+	case e.commitCh <- struct{}{}:
+	default:
+	}
+}
+
+// lazyCommitDelay is how long the committer holds changes nobody waits for
+// (an attempt's end, a cancellation, a timer's work) before writing them on
+// their own. Under load a commit someone waits for comes sooner and takes
+// them along; a lone submitter's next submission usually does, which saves
+// its commit (and the wait behind it) a transaction of its own.
+const lazyCommitDelay = 2 * time.Millisecond
 
 // after runs after every public operation that changed state: it dispatches
 // (and, when synchronous, commits) what the change made possible.
@@ -394,9 +417,19 @@ func (e *Engine) startLoop() {
 
 func (e *Engine) commitLoop() {
 	defer e.wg.Done()
+	linger := time.NewTimer(lazyCommitDelay)
+	linger.Stop()
 	for {
 		select {
 		case <-e.commitCh:
+		case <-e.lazyCh:
+			linger.Reset(lazyCommitDelay)
+			select {
+			case <-e.commitCh:
+			case <-linger.C:
+			case <-e.baseCtx.Done():
+			}
+			linger.Stop()
 		case <-e.baseCtx.Done():
 			e.commitNow() // a last flush
 			return

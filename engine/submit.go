@@ -270,8 +270,9 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, b
 	// never committed, so waiting for it would never end.
 	wait := e.durable && !pb.empty()
 	e.unlock()
-	e.after()
+	e.after() // its attempts, when dispatched at once, join the same commit
 	if wait {
+		e.commitSoon()
 		select {
 		case <-pb.done:
 			if pb.err != nil {

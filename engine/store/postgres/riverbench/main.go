@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -53,6 +54,8 @@ type options struct {
 	callers  int
 	workers  int
 	only     string
+	profile  string
+	side     string
 }
 
 func main() {
@@ -65,13 +68,28 @@ func main() {
 	flag.IntVar(&o.callers, "callers", 8, "concurrent batch callers")
 	flag.IntVar(&o.workers, "workers", 1000, "River's MaxWorkers for e2e (Switchyard's in-flight ceiling is 4096)")
 	flag.StringVar(&o.only, "only", "", "run one workload only: insert, batch or e2e")
+	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.StringVar(&o.side, "side", "", "run one side only: switchyard or river")
 	flag.Parse()
 	if o.url == "" {
 		fmt.Fprintln(os.Stderr, "riverbench: -database-url is required")
 		os.Exit(2)
 	}
+	if o.profile != "" {
+		f, err := os.Create(o.profile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "riverbench:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "riverbench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(context.Background(), o); err != nil {
 		fmt.Fprintln(os.Stderr, "riverbench:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
@@ -95,6 +113,12 @@ type system interface {
 
 func run(ctx context.Context, o options) error {
 	systems := []system{&switchyard{url: o.url}, &riverSide{url: o.url, workers: o.workers}}
+	switch o.side {
+	case "switchyard":
+		systems = systems[:1]
+	case "river":
+		systems = systems[1:]
+	}
 	workloads := []string{"insert", "batch", "e2e"}
 	if o.only != "" {
 		workloads = []string{o.only}
@@ -102,9 +126,9 @@ func run(ctx context.Context, o options) error {
 	all := map[string]map[string][]result{}
 	for round := 0; round < o.rounds; round++ {
 		for _, w := range workloads {
-			order := systems
+			order := slices.Clone(systems)
 			if round%2 == 1 { // alternate who goes first
-				order = []system{systems[1], systems[0]}
+				slices.Reverse(order)
 			}
 			for _, s := range order {
 				r, err := measure(ctx, s, w, o)
@@ -123,6 +147,10 @@ func run(ctx context.Context, o options) error {
 	fmt.Fprintf(tw, "workload\tSwitchyard/s\tp50 ms\tp99 ms\tRiver/s\tp50 ms\tp99 ms\tratio\t\n")
 	for _, w := range workloads {
 		sy, rv := median(all[w]["switchyard"]), median(all[w]["river"])
+		ratio := 0.0
+		if rv.perSec > 0 {
+			ratio = sy.perSec / rv.perSec
+		}
 		label := w
 		switch w {
 		case "insert":
@@ -132,7 +160,7 @@ func run(ctx context.Context, o options) error {
 		case "e2e":
 			label = fmt.Sprintf("end to end, %d callers", o.callers)
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t\n", label, sy.perSec, sy.p50, sy.p99, rv.perSec, rv.p50, rv.p99, sy.perSec/rv.perSec)
+		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t\n", label, sy.perSec, sy.p50, sy.p99, rv.perSec, rv.p50, rv.p99, ratio)
 	}
 	fmt.Fprintf(tw, "(medians of %d alternating rounds of %s each)\t\t\t\t\t\t\t\t\n", o.rounds, o.duration)
 	return tw.Flush()
