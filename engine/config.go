@@ -91,6 +91,14 @@ type Config struct {
 	FairnessCandidates int
 	// MaxBatch caps the items of one SubmitBatch (default 100).
 	MaxBatch int
+	// InstanceFaultBudget is how many attempts of a task may end in an
+	// instance fault (ErrInstanceFault) without consuming its attempt budget
+	// (default 30; negative: none, every fault counts).
+	InstanceFaultBudget int
+	// InstanceFaultDelay is the wait before the retry of an attempt that ended
+	// in an instance fault, or the lane's backoff when that is longer
+	// (default 1 s).
+	InstanceFaultDelay time.Duration
 }
 
 func orDefault[T comparable](v *T, def T) {
@@ -117,6 +125,8 @@ func (c *Config) Validate() error {
 	orDefault(&c.EventBuffer, 1<<16)
 	orDefault(&c.FairnessCandidates, 64)
 	orDefault(&c.MaxBatch, 100)
+	orDefault(&c.InstanceFaultBudget, 30)
+	orDefault(&c.InstanceFaultDelay, time.Second)
 	for name, v := range map[string]int{
 		"maxInFlight": c.MaxInFlight, "maxQueued": c.MaxQueued,
 		"maxQueuedPerAgent": c.MaxQueuedPerAgent, "maxQueuedPerSession": c.MaxQueuedPerSession,

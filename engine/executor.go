@@ -155,6 +155,16 @@ func ClassOf(err error) policy.ErrorClass {
 // that named no tab runs in a fresh tab on a healthy instance.
 var ErrInstanceGone = errors.New("instance gone")
 
+// ErrInstanceFault is the error (wrapped, with errors.Is) an executor reports
+// when an attempt ended because of its instance rather than its task: the
+// instance was gone, unreachable, restarting, shutting down or refused the
+// credentials. Such an attempt is recorded with the instance's own reason
+// (prefixed "instance fault: ") but does not consume the task's attempt
+// budget: the task is retried after Config.InstanceFaultDelay, up to
+// Config.InstanceFaultBudget such attempts; beyond that they count like any
+// transient failure, so that nothing waits for ever on a dead fleet.
+var ErrInstanceFault = errors.New("instance fault")
+
 // InstanceInfo is what the engine knows of a browser instance: enough to place
 // tasks on it and to enforce its capacity as a ceiling.
 type InstanceInfo struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/switchyard/switchyard/engine/policy"
@@ -131,6 +132,8 @@ func (e *Engine) finish(r *Run, o Outcome) {
 		msg := o.Err.Error()
 		if t.timedOut {
 			class, msg = classTransient, "timed out: "+msg
+		} else if class == classTransient && errors.Is(o.Err, ErrInstanceFault) {
+			msg = instanceFaultPrefix + msg
 		} else if class == classCancelled {
 			// Cancelled by something other than the engine (the executor
 			// shutting down): worth another attempt.
@@ -170,6 +173,17 @@ func (e *Engine) failAttemptLocked(t *task, class policy.ErrorClass, status int,
 		e.setState(t, StateFailed, "deadline exceeded: "+msg)
 		return
 	}
+	if faults := t.instanceFaults(); faults > 0 && class == classTransient &&
+		faults <= e.cfg.InstanceFaultBudget && strings.HasPrefix(msg, instanceFaultPrefix) {
+		// The instance failed, not the task: retry without spending the
+		// task's budget, once the instance had time to come back (or the
+		// task can go to another).
+		delay := max(e.cfg.InstanceFaultDelay, t.lane.cfg.Retry.Backoff)
+		t.timerAt[timerRetry] = now.Add(delay).UnixNano()
+		e.setState(t, StateRetryWait, "instance fault "+itoa(faults)+"/"+itoa(e.cfg.InstanceFaultBudget)+
+			", retry in "+delay.String()+": "+strings.TrimPrefix(msg, instanceFaultPrefix))
+		return
+	}
 	dec := e.decideRetryLocked(t, class, status, now)
 	switch dec.Action {
 	case policy.ActionRetry:
@@ -187,6 +201,26 @@ func (e *Engine) failAttemptLocked(t *task, class policy.ErrorClass, status int,
 	}
 }
 
+// instanceFaultPrefix starts the error of an attempt that ended in an
+// instance fault: the attempt records say which attempts the budget forgave.
+const instanceFaultPrefix = "instance fault: "
+
+// instanceFaults counts the attempts since the last reset that ended in an
+// instance fault.
+func (t *task) instanceFaults() int {
+	from := 0
+	if t.out != nil {
+		from = int(t.out.resetAt)
+	}
+	n := 0
+	for _, a := range t.attempts[min(from, len(t.attempts)):] {
+		if strings.HasPrefix(a.Error, instanceFaultPrefix) {
+			n++
+		}
+	}
+	return n
+}
+
 // decideRetryLocked asks the lane's retry policy, and falls back to the
 // built-in one when the answer is not valid.
 func (e *Engine) decideRetryLocked(t *task, class policy.ErrorClass, status int, now time.Time) policy.Decision {
@@ -202,7 +236,7 @@ func (e *Engine) decideRetryLocked(t *task, class policy.ErrorClass, status int,
 	f := policy.Failure{
 		NowMs: now.UnixMilli(), TaskSeq: t.seq, CreatedAtMs: t.createdAt / int64(time.Millisecond),
 		PrevDelayMs: prev, BaseDelayMs: rp.Backoff.Milliseconds(), MaxDelayMs: rp.MaxBackoff.Milliseconds(),
-		Multiplier: uint32(max(rp.Multiplier, 1) * 1000), Attempt: uint16(len(t.attempts) - resetAt),
+		Multiplier: uint32(max(rp.Multiplier, 1) * 1000), Attempt: uint16(len(t.attempts) - resetAt - min(t.instanceFaults(), max(e.cfg.InstanceFaultBudget, 0))),
 		MaxAttempts: uint16(rp.MaxAttempts), HTTPStatus: uint16(status), Class: class,
 		Priority: int32(t.spec.Priority), Agent: t.agent.idx, Lane: t.lane.idx, LaneInflight: uint32(t.lane.inflight),
 	}

@@ -34,8 +34,17 @@
 // and the Result carries a reference, {"artifact":{"id","contentType","size",
 // "sha256"}}, never megabytes inline.
 //
-// Errors are classified for the engine's retry policy: 400, 404 and other 4xx
-// are permanent; 408, 409, 423, 429, 5xx, network failures and timeouts are
-// transient; cancellation is cancellation. Tokens never appear in logs or
-// errors.
+// Action kinds reach the instance through their own PinchTab routes
+// (kinds.go; Kinds lists them per instance kind).
+//
+// Errors are classified for the engine's retry policy by the instance's own
+// word: an error body with a code is transient exactly when it says
+// "retryable": true; without a code, 400, 404 and other 4xx are permanent and
+// 408, 409, 423, 429, 5xx, network failures and timeouts transient;
+// cancellation is cancellation. An instance fault (unreachable, 401, 503, a
+// server that cannot reach its browser) marks the instance unhealthy at once
+// and wraps engine.ErrInstanceFault, so that the attempt does not spend the
+// task's retry budget. An instance is healthy only when it can run an action:
+// /health is ok, a server's default browser runs, and the tab list answers
+// with the registered token. Tokens never appear in logs or errors.
 package executor

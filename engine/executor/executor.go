@@ -223,7 +223,7 @@ func (e *Executor) target(ctx context.Context, a Attempt, spec *engine.TaskSpec)
 		}
 		t := target{instance: id, tab: a.TabID(), session: true}
 		if _, snap, ok := e.reg.lookup(id); !ok || snap.Health == HealthUnhealthy {
-			return t, engine.Transient(fmt.Errorf("session tab %s: instance %q is gone: %w", t.tab, id, engine.ErrInstanceGone))
+			return t, engine.Transient(fmt.Errorf("session tab %s: instance %q is gone (%s): %w: %w", t.tab, id, snap.LastError, engine.ErrInstanceFault, engine.ErrInstanceGone))
 		}
 		return e.use(t)
 	}
@@ -235,12 +235,12 @@ func (e *Executor) target(ctx context.Context, a Attempt, spec *engine.TaskSpec)
 		return target{instance: id}, engine.Transient(fmt.Errorf("instance %s is not registered: %w", id, engine.ErrInstanceGone))
 	}
 	if ok && snap.Health == HealthUnhealthy {
-		return target{instance: id}, engine.Transient(fmt.Errorf("instance %s stopped answering: %w", id, engine.ErrInstanceGone))
+		return target{instance: id}, engine.Transient(fmt.Errorf("instance %s is unhealthy (%s): %w: %w", id, snap.LastError, engine.ErrInstanceFault, engine.ErrInstanceGone))
 	}
 	if id == "" || !snap.Kind.browser() {
 		// The engine placed nothing, or a chat instance: pick a browser.
 		if id = e.reg.pick(KindInstance, KindServer); id == "" {
-			return target{}, engine.Transient(fmt.Errorf("no healthy browser instance with room: %w", engine.ErrInstanceGone))
+			return target{}, engine.Transient(fmt.Errorf("no healthy browser instance with room: %w: %w", engine.ErrInstanceFault, engine.ErrInstanceGone))
 		}
 	}
 	t, err := e.use(target{instance: id})
@@ -333,9 +333,13 @@ func (e *Executor) openTab(ctx context.Context, t target) (string, error) {
 }
 
 // explain turns a failed request into the error the engine should see:
-//   - an instance that could not be reached is reported for a health check at
-//     once, and, unless the task named its tab, the error wraps
-//     engine.ErrInstanceGone so that the retry goes to a healthy instance;
+//   - an instance fault (pinchtab.Error.InstanceFault: unreachable,
+//     unauthorized, unavailable, starting or shutting down) makes the instance
+//     unhealthy at once and wraps engine.ErrInstanceFault, so that the attempt
+//     does not consume the task's budget; unless the task named its tab, it
+//     also wraps engine.ErrInstanceGone, so that a tab-less retry may go to a
+//     healthy instance. The error keeps the instance's own reason (its status
+//     and code);
 //   - a 404 for the session's tab, which the instance no longer lists, means
 //     the tab vanished: also ErrInstanceGone, so that the retry opens a new one.
 func (e *Executor) explain(ctx context.Context, err error, t target) error {
@@ -344,12 +348,12 @@ func (e *Executor) explain(ctx context.Context, err error, t target) error {
 		return err
 	}
 	switch {
-	case pe.Network():
-		e.reg.reportFailure(t.instance)
-		if t.named {
-			return engine.Transient(fmt.Errorf("instance %s unreachable: %w", t.instance, err))
+	case pe.InstanceFault():
+		e.reg.reportFault(t.instance, err)
+		if t.named || t.session {
+			return engine.Transient(fmt.Errorf("instance %s: %w: %w", t.instance, engine.ErrInstanceFault, err))
 		}
-		return engine.Transient(fmt.Errorf("instance %s unreachable: %w: %w", t.instance, engine.ErrInstanceGone, err))
+		return engine.Transient(fmt.Errorf("instance %s: %w: %w: %w", t.instance, engine.ErrInstanceFault, engine.ErrInstanceGone, err))
 	case pe.Status == http.StatusNotFound && t.session && !e.reg.tabExists(ctx, t.instance, t.tab):
 		if after := e.forgetTab(t.tab); after != nil {
 			after()

@@ -169,11 +169,14 @@ func TestNamedTabResolutionErrorsArePermanentAndClear(t *testing.T) {
 	require.Contains(t, o.Err.Error(), "instance b was removed")
 	require.NotErrorIs(t, o.Err, engine.ErrInstanceGone, "a named tab must not be moved elsewhere")
 
+	// An unhealthy instance may come back with the tab: the task waits, and
+	// the wait is not charged to its attempt budget.
 	markDown(t, bn, a, "a")
 	o = click("TA")
-	require.ErrorIs(t, o.Err, executor.ErrTabInstanceGone)
-	require.Contains(t, o.Err.Error(), "stopped answering")
-	require.Equal(t, policy.ClassPermanent, engine.ClassOf(o.Err))
+	require.ErrorIs(t, o.Err, engine.ErrInstanceFault)
+	require.NotErrorIs(t, o.Err, engine.ErrInstanceGone, "a named tab must not be moved elsewhere")
+	require.Contains(t, o.Err.Error(), "instance a is unhealthy")
+	require.Equal(t, policy.ClassTransient, engine.ClassOf(o.Err))
 }
 
 func TestSessionTabOnAGoneInstanceReportsInstanceGone(t *testing.T) {
@@ -212,22 +215,18 @@ func TestMissingElementOnALiveSessionTabIsPermanent(t *testing.T) {
 	require.Equal(t, policy.ClassPermanent, engine.ClassOf(o.Err))
 }
 
-func TestUnreachableInstanceReportsInstanceGoneAndIsCheckedAtOnce(t *testing.T) {
+func TestUnreachableInstanceIsAnInstanceFaultAndUnhealthyAtOnce(t *testing.T) {
 	t.Parallel()
 	a := newFakeInstance(t, "a", "", "TA")
 	bn := setup(t, executor.Options{}, instanceCfg("a", a))
 	a.srv.Close() // the instance dies
 	o := bn.exec.Execute(context.Background(), &attempt{id: "t", instance: "a", tab: "TA",
 		spec: &engine.TaskSpec{AgentID: "x", SessionKey: "s", Action: action("click", "#go", "")}})
-	require.ErrorIs(t, o.Err, engine.ErrInstanceGone)
+	require.ErrorIs(t, o.Err, engine.ErrInstanceFault, "the attempt budget is not the instance's to spend")
+	require.NotErrorIs(t, o.Err, engine.ErrInstanceGone, "the session keeps its tab: the instance may come back with it")
+	inst, _ := bn.reg.Get("a")
+	require.Equal(t, executor.HealthUnhealthy, inst.Health, "unhealthy at once, not after N checks")
 	require.Equal(t, policy.ClassTransient, engine.ClassOf(o.Err))
-	// The failure triggered a health check: no tick was due for an hour.
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
-		if inst, _ := bn.reg.Get("a"); inst.Health != executor.HealthUnhealthy {
-			return errors.New("not unhealthy yet: " + string(inst.Health))
-		}
-		return nil
-	})
 	info, _ := bn.sink.info("a")
 	require.False(t, info.Healthy)
 }
@@ -235,10 +234,11 @@ func TestUnreachableInstanceReportsInstanceGoneAndIsCheckedAtOnce(t *testing.T) 
 func TestErrorClassesFollowStatusFamilies(t *testing.T) {
 	t.Parallel()
 	cases := map[int]policy.ErrorClass{
-		400: policy.ClassPermanent, 401: policy.ClassPermanent, 403: policy.ClassPermanent,
+		400: policy.ClassPermanent, 403: policy.ClassPermanent,
 		404: policy.ClassPermanent, 422: policy.ClassPermanent,
 		408: policy.ClassTransient, 409: policy.ClassTransient, 423: policy.ClassTransient, 429: policy.ClassTransient,
-		500: policy.ClassTransient, 502: policy.ClassTransient, 503: policy.ClassTransient,
+		500: policy.ClassTransient, 504: policy.ClassTransient,
+		// 401, 502 and 503 are instance faults: see TestInstanceFaults….
 	}
 	a := newFakeInstance(t, "a", "", "TA")
 	bn := setup(t, executor.Options{}, instanceCfg("a", a))
@@ -443,4 +443,36 @@ func TestTokensNeverAppearInLogsOrErrors(t *testing.T) {
 	require.NotContains(t, inst.LastError, secret)
 	require.True(t, inst.HasToken)
 	require.Contains(t, cfg.String(), "[redacted]")
+}
+
+func TestKindsWithTheirOwnRoutesUseThem(t *testing.T) {
+	t.Parallel()
+	a := newFakeInstance(t, "a", "", "TA")
+	bn := setup(t, executor.Options{}, instanceCfg("a", a))
+	run := func(act *engine.Action) map[string]any {
+		t.Helper()
+		o := bn.exec.Execute(context.Background(), &attempt{id: "t", instance: "a",
+			spec: &engine.TaskSpec{AgentID: "x", TabID: "TA", Action: act}})
+		require.NoError(t, o.Err, act.Kind)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal(o.Result, &got))
+		return got
+	}
+	require.Equal(t, "back", run(action("back", "", ""))["op"])
+	require.Equal(t, "forward", run(action("Forward", "", ""))["op"])
+	got := run(action("reload", "", `{"dismissBanners":"true"}`))
+	require.Equal(t, "dismissBanners=true", got["query"], "history options travel in the query")
+	got = run(action("wait", "css:#done", `{"timeout":5000}`))
+	require.Equal(t, map[string]any{"selector": "css:#done", "timeout": 5000.0}, got["body"])
+	got = run(action("find", "", `{"query":"the login button","topK":3}`))
+	require.Equal(t, map[string]any{"query": "the login button", "topK": 3.0}, got["body"])
+	require.Equal(t, []string{"GET /tabs", "POST /tabs/TA/back", "POST /tabs/TA/forward", "POST /tabs/TA/reload",
+		"POST /tabs/TA/wait", "POST /tabs/TA/find"}, a.paths(), "none of them goes to /action")
+
+	// A click that may navigate says so in PinchTab's own field.
+	o := bn.exec.Execute(context.Background(), &attempt{id: "t", instance: "a",
+		spec: &engine.TaskSpec{AgentID: "x", TabID: "TA", Action: action("click", "css:a", `{"waitNav":true}`)}})
+	require.NoError(t, o.Err)
+	reqs := a.requests()
+	require.JSONEq(t, `{"kind":"click","selector":"css:a","waitNav":true}`, reqs[len(reqs)-1].Body)
 }

@@ -61,11 +61,12 @@ func (f *fakeInstance) requests() []fakeReq {
 	return append([]fakeReq(nil), f.reqs...)
 }
 
-// paths returns "METHOD /path" of every request but health checks.
+// paths returns "METHOD /path" of every request but the health checks and
+// their tab listings (GETs made for no task).
 func (f *fakeInstance) paths() []string {
 	var out []string
 	for _, r := range f.requests() {
-		if r.Path != "/health" {
+		if r.Path != "/health" && (r.Method != http.MethodGet || r.Task != "") {
 			out = append(out, r.Method+" "+r.Path)
 		}
 	}
@@ -108,7 +109,7 @@ func (f *fakeInstance) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if failStatus != 0 {
-		reply(failStatus, map[string]string{"error": "told to fail", "code": "fake_failure"})
+		reply(failStatus, map[string]string{"error": "told to fail"}) // no code: the status decides
 		return
 	}
 	if answer != "" {
@@ -120,6 +121,13 @@ func (f *fakeInstance) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case path == "/health":
 		if down {
+			// A connection that breaks without an answer: a network failure.
+			if hj, ok := w.(http.Hijacker); ok {
+				if conn, _, err := hj.Hijack(); err == nil {
+					_ = conn.Close()
+					return
+				}
+			}
 			reply(503, map[string]string{"error": "browser down"})
 			return
 		}
@@ -185,6 +193,10 @@ func (f *fakeInstance) serve(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte("\x89PNG\r\n\x1a\nscreenshot-of-" + tab))
 		case "evaluate":
 			reply(200, map[string]any{"result": 3})
+		case "back", "forward", "reload", "wait", "find":
+			var req map[string]any
+			_ = json.Unmarshal(body, &req)
+			reply(200, map[string]any{"op": op, "body": req, "query": r.URL.RawQuery})
 		case "action":
 			if slow != nil {
 				select {

@@ -15,16 +15,10 @@ import (
 	"github.com/switchyard/switchyard/engine/executor/pinchtab"
 )
 
-// readKinds are the kinds served by a tab's GET read endpoints.
-var readKinds = map[string]bool{
-	"text": true, "snapshot": true, "title": true, "url": true, "html": true,
-	"value": true, "attr": true, "count": true, "box": true, "visible": true,
-	"enabled": true, "checked": true, "cookies": true,
-}
+func isClose(kind string) bool { return routeOf(strings.ToLower(kind)) == routeClose }
 
-func isClose(kind string) bool { k := strings.ToLower(kind); return k == "close" || k == "closetab" }
-
-// perform forwards an action to its tab and returns the result for the task.
+// perform forwards an action to its tab, through the endpoint its kind has
+// (kinds.go), and returns the result for the task.
 func (e *Executor) perform(ctx context.Context, t target, a *engine.Action, taskID string) (json.RawMessage, error) {
 	kind := strings.ToLower(a.Kind)
 	sel := a.Selector
@@ -35,27 +29,27 @@ func (e *Executor) perform(ctx context.Context, t target, a *engine.Action, task
 		res json.RawMessage
 		err error
 	)
-	switch {
-	case kind == "navigate" || kind == "goto":
+	switch routeOf(kind) {
+	case routeNavigate:
 		u, perr := stringParam(a.Params, "url")
 		if perr != nil || u == "" {
 			return nil, engine.Permanentf("navigate needs params.url (a string)")
 		}
 		res, err = t.client.Navigate(ctx, t.tab, u, a.Params)
-	case kind == "screenshot" || kind == "pdf":
+	case routeBinary:
 		return e.binary(ctx, t, kind, sel, a.Params, taskID)
-	case kind == "evaluate" || kind == "eval":
+	case routeEvaluate:
 		expr, perr := stringParam(a.Params, "expression")
 		if perr != nil || expr == "" {
 			return nil, engine.Permanentf("evaluate needs params.expression (a string)")
 		}
 		res, err = t.client.Evaluate(ctx, t.tab, expr, a.Params)
-	case isClose(kind):
+	case routeClose:
 		if err := t.client.CloseTab(ctx, t.tab); err != nil {
 			return nil, err
 		}
 		return json.RawMessage(`{"closed":true}`), nil
-	case readKinds[kind]:
+	case routeRead:
 		q, qerr := queryOf(a.Params)
 		if qerr != nil {
 			return nil, engine.Permanent(qerr)
@@ -64,6 +58,15 @@ func (e *Executor) perform(ctx context.Context, t target, a *engine.Action, task
 			q.Set("selector", sel)
 		}
 		res, err = t.client.Read(ctx, t.tab, kind, q)
+	case routeHistory:
+		// PinchTab reads back/forward/reload's options from the query.
+		q, qerr := queryOf(a.Params)
+		if qerr != nil {
+			return nil, engine.Permanent(qerr)
+		}
+		res, err = t.client.Post(ctx, t.tab, kind, q, nil)
+	case routePost:
+		res, err = t.client.Post(ctx, t.tab, kind, nil, a.Params, "ref", a.Ref, "selector", a.Selector)
 	default:
 		res, err = t.client.Act(ctx, t.tab, pinchtab.Action{Kind: a.Kind, Ref: a.Ref, Selector: a.Selector, Params: a.Params})
 	}

@@ -411,17 +411,86 @@ func (r *Registry) healthLoop(ctx context.Context, in *instance) {
 // it.
 func (r *Registry) check(ctx context.Context, in *instance) Instance {
 	r.mu.RLock()
-	client, id := in.client, in.cfg.ID
+	client, id, kind := in.client, in.cfg.ID, in.cfg.Kind
 	r.mu.RUnlock()
 	cctx, cancel := context.WithTimeout(ctx, r.opts.HealthTimeout)
 	start := time.Now()
-	h, err := client.Health(cctx)
+	tabs, definite, err := probe(cctx, client, kind)
 	latency := time.Since(start)
 	cancel()
 	if ctx.Err() != nil {
 		return Instance{} // the instance was removed or the registry closed meanwhile
 	}
+	return r.record(in, id, err, definite, latency, tabs)
+}
 
+// probe asks an instance whether it can run an action now, and how many tabs
+// it has. /health alone does not say: a PinchTab server answers "ok" while
+// its default browser is still starting, or while it shuts down, and a bridge
+// answers it without a token. So, after /health, browser instances are asked
+// for their tab list with the registered token (GET /tabs on an instance;
+// GET /instances, which must show a running browser, and GET
+// /instances/tabs?fresh=1 on a server), which also gives the tab count.
+// definite is set when the instance itself said it cannot work (an answer,
+// not a network failure): the registry believes it at once.
+func probe(ctx context.Context, client *pinchtab.Client, kind Kind) (tabs int, definite bool, err error) {
+	h, err := client.Health(ctx)
+	if err != nil {
+		return 0, !isNetwork(err), err
+	}
+	if h.Status != "" && h.Status != "ok" {
+		return 0, true, fmt.Errorf("health: status %q %s", h.Status, h.Reason)
+	}
+	if d := h.DefaultInstance; d != nil && d.Status != "" && d.Status != "running" {
+		return 0, true, fmt.Errorf("health: default browser %s is %s", d.ID, d.Status)
+	}
+	switch kind {
+	case KindServer:
+		browsers, err := client.Instances(ctx)
+		if err != nil {
+			return 0, !isNetwork(err), err
+		}
+		running := map[string]bool{}
+		for _, b := range browsers {
+			if b.Status == "" || b.Status == "running" {
+				running[b.ID] = true
+			}
+		}
+		if len(running) == 0 {
+			return 0, true, fmt.Errorf("PinchTab server has no running browser (%d listed)", len(browsers))
+		}
+		all, err := client.AllTabs(ctx)
+		if err != nil {
+			return 0, !isNetwork(err), err
+		}
+		for _, t := range all {
+			if t.InstanceID == "" || running[t.InstanceID] {
+				tabs++
+			}
+		}
+		return tabs, false, nil
+	case KindInstance:
+		list, err := client.Tabs(ctx)
+		if err != nil {
+			return 0, !isNetwork(err), err
+		}
+		return len(list), false, nil
+	}
+	return h.Tabs, false, nil
+}
+
+// isNetwork reports whether err got no answer from the instance.
+func isNetwork(err error) bool {
+	var pe *pinchtab.Error
+	return !errors.As(err, &pe) || pe.Network()
+}
+
+// record applies the outcome of a check (err nil: passed) or of a fault seen
+// by an attempt, and tells the sink and the subscribers when the health
+// changed. A definite failure — the instance answered that it cannot work,
+// or an attempt met an instance fault — makes it unhealthy at once; a
+// network failure of a check does so only after UnhealthyAfter in a row.
+func (r *Registry) record(in *instance, id string, err error, definite bool, latency time.Duration, tabs int) Instance {
 	r.changeMu.Lock()
 	defer r.changeMu.Unlock()
 	r.mu.Lock()
@@ -436,11 +505,11 @@ func (r *Registry) check(ctx context.Context, in *instance) Instance {
 		in.st.Failures = 0
 		in.st.LastError = ""
 		in.st.Latency = latency
-		in.st.Tabs = h.Tabs
+		in.st.Tabs = tabs
 	} else {
 		in.st.Failures++
 		in.st.LastError = err.Error()
-		if prev != HealthHealthy || in.st.Failures >= r.opts.UnhealthyAfter {
+		if definite || prev != HealthHealthy || in.st.Failures >= r.opts.UnhealthyAfter {
 			in.st.Health = HealthUnhealthy
 		}
 	}
@@ -469,10 +538,20 @@ func (r *Registry) check(ctx context.Context, in *instance) Instance {
 	return snap
 }
 
-// reportFailure records that a forwarded request could not reach an instance,
-// and asks for a health check at once, so that a dead instance is found in one
-// check rather than on the next tick.
-func (r *Registry) reportFailure(id string) { r.Kick(id) }
+// reportFault records that an attempt met an instance fault (unreachable,
+// unauthorized, unavailable, shutting down): the instance is unhealthy at
+// once, receives no new work, and comes back only when a check finds it able
+// to run an action. A check follows at once.
+func (r *Registry) reportFault(id string, cause error) {
+	r.mu.RLock()
+	in, ok := r.insts[id]
+	r.mu.RUnlock()
+	if !ok {
+		return
+	}
+	r.record(in, id, cause, true, 0, 0)
+	r.Kick(id)
+}
 
 // lookup returns what a request to an instance needs.
 func (r *Registry) lookup(id string) (*pinchtab.Client, Instance, bool) {

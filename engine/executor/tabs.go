@@ -101,6 +101,8 @@ func (c *tabCache) replace(id string, listed map[string]tabEntry, now time.Time)
 // Resolution errors for a task that named its tab. Both are permanent: the
 // task asked for that tab, and no other will do. (They deliberately do not
 // wrap engine.ErrInstanceGone, which asks the engine for another instance.)
+// A tab whose instance is only unhealthy is an instance fault instead: the
+// task waits for the instance to come back.
 var (
 	ErrTabNotFound     = errors.New("tab not found on any instance")
 	ErrTabInstanceGone = errors.New("the tab's instance is gone")
@@ -108,8 +110,9 @@ var (
 
 // resolveTab returns the instance that owns tab, listing the tabs of every
 // browser instance when the cache does not know it. The errors are final for
-// a task that named the tab: the tab is nowhere, or its instance was removed
-// or stopped answering.
+// a task that named the tab when the tab is nowhere or its instance was
+// removed; an instance fault (engine.ErrInstanceFault) when the instance is
+// unhealthy.
 func (r *Registry) resolveTab(ctx context.Context, tab string) (string, error) {
 	if id, ok, err := r.resolveCached(tab); ok {
 		return id, err
@@ -138,7 +141,8 @@ func (r *Registry) resolveCached(tab string) (id string, ok bool, err error) {
 	case removed || !registered:
 		return "", true, engine.Permanent(fmt.Errorf("resolve tab %s: its instance %s was removed: %w", tab, e.instance, ErrTabInstanceGone))
 	case snap.Health == HealthUnhealthy:
-		return "", true, engine.Permanent(fmt.Errorf("resolve tab %s: its instance %s stopped answering (%s): %w", tab, e.instance, snap.LastError, ErrTabInstanceGone))
+		// It may come back with the tab: an instance fault, not the task's.
+		return "", true, engine.Transient(fmt.Errorf("resolve tab %s: its instance %s is unhealthy (%s): %w", tab, e.instance, snap.LastError, engine.ErrInstanceFault))
 	}
 	return e.instance, true, nil
 }

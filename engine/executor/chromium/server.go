@@ -69,7 +69,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // writeError answers err with its status: an apiError's own; 504 for a
-// deadline; 502 for a page that failed to load; 500 otherwise.
+// deadline; 502 for a page that failed to load; 500 otherwise. Like
+// PinchTab, the body says "retryable": true only when another try may help:
+// a timeout, a failed load, a browser error, an element not visible yet.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, code := http.StatusInternalServerError, "browser_error"
 	var ae *apiError
@@ -84,7 +86,11 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &le):
 		status, code = http.StatusBadGateway, "navigate_failed"
 	}
-	writeJSON(w, status, map[string]string{"error": err.Error(), "code": code})
+	body := map[string]any{"error": err.Error(), "code": code}
+	if status >= 500 || status == http.StatusConflict {
+		body["retryable"] = true
+	}
+	writeJSON(w, status, body)
 }
 
 func (i *Instance) auth(next http.Handler) http.Handler {

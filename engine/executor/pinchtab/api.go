@@ -13,10 +13,19 @@ import (
 	"strings"
 )
 
-// Health is an instance's answer to GET /health.
+// Health is an instance's answer to GET /health. A PinchTab bridge (a single
+// browser) answers {"status":"ok","tabs":N}, or 503 with "error" and a reason,
+// or "draining" while its browser restarts. A PinchTab server answers its
+// dashboard envelope, {"status":"ok","mode":"dashboard","instances":N,
+// "defaultInstance":{"id","status"}}, which has no tab count and says "ok"
+// while its default browser is still "starting".
 type Health struct {
-	Status string `json:"status"` // "ok" when healthy
-	Tabs   int    `json:"tabs"`   // open tabs, when the instance says
+	Status          string          `json:"status"`                    // "ok" when healthy
+	Tabs            int             `json:"tabs"`                      // open tabs, from a bridge; a server does not say
+	Mode            string          `json:"mode,omitempty"`            // "dashboard" from a server
+	Instances       int             `json:"instances,omitempty"`       // browsers behind a server
+	DefaultInstance *ServerInstance `json:"defaultInstance,omitempty"` // a server's first browser, when it has one
+	Reason          string          `json:"reason,omitempty"`          // why it is not ok
 }
 
 // Health asks the instance whether it is up. Any 2xx answer counts; the body is
@@ -81,10 +90,15 @@ func (c *Client) Instances(ctx context.Context) ([]ServerInstance, error) {
 	return out, nil
 }
 
+// freshQuery asks a PinchTab server for its tab list as it is now: without
+// it the server may answer from a cache up to 1.5 s old, which would miss a
+// tab just opened or list one just closed.
+var freshQuery = url.Values{"fresh": {"1"}}
+
 // AllTabs lists the tabs of every browser behind a PinchTab server
-// (GET /instances/tabs).
+// (GET /instances/tabs?fresh=1, bypassing the server's tab cache).
 func (c *Client) AllTabs(ctx context.Context) ([]Tab, error) {
-	resp, err := c.Do(ctx, "tabs", http.MethodGet, "/instances/tabs", nil, nil)
+	resp, err := c.Do(ctx, "tabs", http.MethodGet, "/instances/tabs", freshQuery, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -172,6 +186,20 @@ func (c *Client) Act(ctx context.Context, tabID string, a Action) (json.RawMessa
 		return nil, &Error{Op: "action", Method: http.MethodPost, Path: path, Status: http.StatusBadRequest, Message: err.Error()}
 	}
 	return c.DoJSON(ctx, a.Kind, http.MethodPost, path, nil, json.RawMessage(body))
+}
+
+// Post calls one of a tab's other POST endpoints (POST /tabs/{id}/{endpoint}):
+// "back", "forward", "reload", "wait", "find", "dialog", … with params as its
+// JSON body (an empty object when nil) and query as its query. fixed are
+// key/value pairs added to the body over params ("selector", "#go"); empty
+// strings are left out.
+func (c *Client) Post(ctx context.Context, tabID, endpoint string, query url.Values, params json.RawMessage, fixed ...any) (json.RawMessage, error) {
+	path := tabPath(tabID, endpoint)
+	body, err := mergeObject(params, fixed...)
+	if err != nil {
+		return nil, &Error{Op: endpoint, Method: http.MethodPost, Path: path, Status: http.StatusBadRequest, Message: err.Error()}
+	}
+	return c.DoJSON(ctx, endpoint, http.MethodPost, path, query, json.RawMessage(body))
 }
 
 // Read calls one of a tab's GET read endpoints ("text", "snapshot", "title",

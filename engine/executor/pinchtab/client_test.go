@@ -206,7 +206,7 @@ func TestRequestsUseExactPathsBodiesAndHeaders(t *testing.T) {
 				}
 				return err
 			},
-			method: "GET", path: "/instances/tabs",
+			method: "GET", path: "/instances/tabs", query: url.Values{"fresh": {"1"}},
 		},
 		{
 			name: "list instance tabs", reply: `{"tabs":[{"id":"T1","url":"u","title":"t","type":"page"}]}`,
@@ -276,24 +276,56 @@ func TestNoTokenMeansNoAuthorizationHeader(t *testing.T) {
 	require.Empty(t, got.Agent, "no agent header without request info")
 }
 
-func TestStatusFamiliesMapToRetryability(t *testing.T) {
+func TestStatusFamiliesMapToRetryabilityWhenTheBodyHasNoCode(t *testing.T) {
 	t.Parallel()
 	cases := map[int]bool{
-		400: false, 401: false, 403: false, 404: false, 405: false, 422: false,
+		400: false, 403: false, 404: false, 405: false, 422: false,
 		408: true, 409: true, 423: true, 429: true,
-		500: true, 501: true, 502: true, 503: true, 504: true,
+		500: true, 501: true, 504: true,
+		401: true, 502: true, 503: true, // instance faults
 	}
 	for status, retryable := range cases {
-		rec := newRecorder(t, jsonReply(status, `{"error":"went wrong","code":"some_code"}`))
+		rec := newRecorder(t, jsonReply(status, `{"error":"went wrong"}`))
 		_, err := newClient(t, rec).Act(context.Background(), "T1", pinchtab.Action{Kind: "click", Selector: "#go"})
 		var pe *pinchtab.Error
 		require.ErrorAs(t, err, &pe, "status %d", status)
 		require.Equal(t, status, pe.Status)
 		require.Equal(t, retryable, pe.Retryable(), "status %d", status)
-		require.Equal(t, "some_code", pe.Code)
 		require.Equal(t, "went wrong", pe.Message)
 		require.Equal(t, status, pinchtab.StatusOf(err))
 		require.NotContains(t, err.Error(), testToken)
+	}
+}
+
+func TestPinchTabsCodeAndRetryableFlagDecide(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		status    int
+		body      string
+		retryable bool
+		fault     bool
+		shows     string
+	}{
+		// A text selector that matches nothing: 500 with the generic code.
+		{500, `{"error":"element not found","code":"error"}`, false, false, "500 Internal Server Error [error]: element not found (not retryable)"},
+		{409, `{"error":"unexpected page navigation","code":"navigation_changed"}`, false, false, "[navigation_changed]: unexpected page navigation (not retryable)"},
+		{429, `{"error":"slow down","code":"rate_limited","retryable":true}`, true, false, "[rate_limited]: slow down (retryable)"},
+		{423, `{"error":"locked","code":"tab_locked"}`, false, false, "[tab_locked]"},
+		{401, `{"error":"bad token","code":"bad_token"}`, true, true, "401 Unauthorized [bad_token]: bad token"},
+		{503, `{"error":"browser draining","code":"browser_draining","retryable":true}`, true, true, "[browser_draining]"},
+		{503, `{"error":"instance \"x\" is not running (status: stopping)","code":"error"}`, true, true, "is not running"},
+		{502, `{"error":"proxy: connection refused","code":"error"}`, true, true, "[error]"},
+		{502, `{"error":"navigation aborted","code":"nav_binary_aborted"}`, false, false, "[nav_binary_aborted]"},
+		{404, `{"type":"about:blank","title":"Not Found","status":404,"detail":"tab X not found","code":"tab_not_found"}`, false, false, "[tab_not_found]: tab X not found"},
+	}
+	for _, tc := range cases {
+		rec := newRecorder(t, jsonReply(tc.status, tc.body))
+		_, err := newClient(t, rec).Act(context.Background(), "T1", pinchtab.Action{Kind: "click", Selector: "#go"})
+		var pe *pinchtab.Error
+		require.ErrorAs(t, err, &pe)
+		require.Equal(t, tc.retryable, pe.Retryable(), tc.body)
+		require.Equal(t, tc.fault, pe.InstanceFault(), tc.body)
+		require.Contains(t, err.Error(), tc.shows)
 	}
 }
 

@@ -6,11 +6,12 @@
 // The shapes follow PinchTab's public source and were verified against a real
 // server:
 //
-//	GET  /health                        → {"status":"ok","tabs":N}
+//	GET  /health                        → {"status":"ok","tabs":N}                     (bridge)
+//	                                    → {"status":"ok","mode":"dashboard","defaultInstance":{"id","status"}} (server)
 //	GET  /tabs                          → {"tabs":[{"id","url","title","type"}]}       (single instance)
 //	POST /tab {"action":"new","url"}    → {"tabId","url","title"}                       (single instance)
 //	GET  /instances                     → [{"id","status",…}]                           (server)
-//	GET  /instances/tabs                → [{"id","instanceId","url","title"}]           (server)
+//	GET  /instances/tabs?fresh=1        → [{"id","instanceId","url","title"}]           (server, bypassing its 1.5 s cache)
 //	POST /instances/{id}/tabs/open {"url"} → {"tabId"}                                   (server)
 //	POST /tabs/{id}/navigate {"url",…}  → {"tabId","url","title"}
 //	POST /tabs/{id}/action {"kind","ref"|"selector",…} → {"success":true,"result":{…}}
@@ -18,6 +19,8 @@
 //	GET  /tabs/{id}/snapshot            → {"url","title","nodes":[{"ref","role","name",…}],"count"}
 //	GET  /tabs/{id}/screenshot?raw=true → image bytes (or {"format","base64"} without raw)
 //	POST /tabs/{id}/evaluate {"expression"} → {"result":…}
+//	POST /tabs/{id}/back|forward|reload → {"tabId","url"}
+//	POST /tabs/{id}/wait|find|dialog {…} → the endpoint's JSON
 //	POST /tabs/{id}/close               → {"closed":true}
 //	POST /chat                          → text/event-stream; the last data event is the answer
 //
@@ -26,7 +29,11 @@
 // X-Switchyard-Task. The request context's deadline and cancellation reach
 // every request, and cancelling a chat aborts its stream.
 //
-// Failures are *Error values. Error.Retryable says whether retrying may help:
-// network failures, timeouts, 408, 409, 423, 429 and 5xx may; 400, 404 and the
-// other 4xx may not. The token never appears in an error or a log line.
+// Failures are *Error values carrying the instance's status, code, message and
+// "retryable" flag. Error.Retryable says whether retrying may help: an error
+// body with a code decides by its flag; without one, network failures,
+// timeouts, 408, 409, 423, 429 and 5xx may, 400, 404 and the other 4xx may
+// not. Error.InstanceFault says whether the instance rather than the request
+// failed (unreachable, 401, 503, a 502 from a server that cannot reach its
+// browser). The token never appears in an error or a log line.
 package pinchtab

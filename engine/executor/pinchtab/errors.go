@@ -4,6 +4,7 @@
 package pinchtab
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,11 @@ type Error struct {
 	Code    string // the instance's error code ("tab_not_found"), if it gave one
 	Message string // the instance's error message, if it gave one
 	Err     error  // the underlying failure, for Status 0
+
+	// RetryableFlag is the instance's own "retryable": true. PinchTab sets it
+	// only when a retry can help; a body with a code and without the flag
+	// says that retrying will not.
+	RetryableFlag bool
 
 	// Malformed is set when the instance answered 2xx with something the
 	// client cannot use (an undecodable body, a truncated event stream).
@@ -77,6 +83,13 @@ func (e *Error) Error() string {
 		b.WriteString(": ")
 		b.WriteString(e.Message)
 	}
+	if e.Code != "" {
+		if e.RetryableFlag {
+			b.WriteString(" (retryable)")
+		} else {
+			b.WriteString(" (not retryable)")
+		}
+	}
 	return b.String()
 }
 
@@ -87,10 +100,15 @@ func (e *Error) Unwrap() error { return e.Err }
 // or broken connection, a timeout, a cancellation).
 func (e *Error) Network() bool { return e.Status == 0 }
 
-// Retryable reports whether retrying the request may help: network failures
-// and timeouts, 408 Request Timeout, 409 Conflict, 423 Locked, 429 Too Many
-// Requests, every 5xx and unusable answers may; 400, 404 and the other 4xx may
-// not.
+// Retryable reports whether retrying the request may help. The instance's own
+// word comes first: an error body with a code (PinchTab's {"error","code",
+// "retryable"}) is retryable exactly when it says "retryable": true, whatever
+// the status — PinchTab answers 500 for a selector that matches nothing, and
+// 409 navigation_changed for a click that navigated, neither worth repeating.
+// Instance faults (InstanceFault) are retryable: the fault is the instance's,
+// and another attempt may find it back. Without a code the status decides:
+// network failures and timeouts, 408, 409, 423, 429, every 5xx and unusable
+// answers may; 400, 404 and the other 4xx may not.
 func (e *Error) Retryable() bool {
 	if e.Malformed {
 		return true
@@ -98,7 +116,51 @@ func (e *Error) Retryable() bool {
 	if e.Status == 0 {
 		return !errors.Is(e.Err, context.Canceled)
 	}
+	if e.InstanceFault() {
+		return true
+	}
+	if e.Code != "" {
+		return e.RetryableFlag
+	}
 	return RetryableStatus(e.Status)
+}
+
+// instanceFaultCodes are PinchTab's codes for an instance that cannot serve
+// any request right now: its browser is draining, restarting or not there, or
+// it refused the token.
+var instanceFaultCodes = map[string]bool{
+	"bad_token": true, "missing_token": true, "token_required": true,
+	"bridge_unavailable": true, "browser_draining": true, "browser_target_unavailable": true,
+}
+
+// InstanceFault reports whether the failure is the instance's rather than the
+// request's: it could not be reached (a refused or broken connection, not a
+// timeout or cancellation of the request), it refused the credentials (401),
+// it is unavailable, starting or shutting down (503), a PinchTab server could
+// not reach the browser behind it (502 without a more specific code), or it
+// answered with one of PinchTab's codes for those states. Any other request
+// to it would fail alike, so an attempt that ends this way says nothing about
+// the task.
+func (e *Error) InstanceFault() bool {
+	switch {
+	case e.Malformed:
+		return false
+	case e.Status == 0:
+		return e.Err != nil && !errors.Is(e.Err, context.Canceled) && !errors.Is(e.Err, context.DeadlineExceeded) && !isTimeout(e.Err)
+	case instanceFaultCodes[e.Code]:
+		return true
+	case e.Status == http.StatusUnauthorized, e.Status == http.StatusServiceUnavailable:
+		return true
+	case e.Status == http.StatusBadGateway:
+		return e.Code == "" || e.Code == "error"
+	}
+	return false
+}
+
+// isTimeout reports whether err is a network timeout.
+func isTimeout(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.As(err, &te) && te.Timeout()
 }
 
 // RetryableStatus reports whether a request that failed with status may
@@ -129,13 +191,17 @@ func responseError(op, method, path string, resp *http.Response) *Error {
 	e := &Error{Op: op, Method: method, Path: path, Status: resp.StatusCode}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	var shaped struct {
-		Error   json.RawMessage `json:"error"`
-		Code    string          `json:"code"`
-		Message string          `json:"message"`
+		Error     json.RawMessage `json:"error"`
+		Code      string          `json:"code"`
+		Message   string          `json:"message"`
+		Detail    string          `json:"detail"` // application/problem+json
+		Reason    string          `json:"reason"` // a bridge's /health {"status":"error","reason"}
+		Retryable bool            `json:"retryable"`
 	}
 	if json.Unmarshal(body, &shaped) == nil {
 		e.Code = shaped.Code
-		e.Message = shaped.Message
+		e.RetryableFlag = shaped.Retryable
+		e.Message = cmp.Or(shaped.Message, shaped.Detail, shaped.Reason)
 		if len(shaped.Error) > 0 {
 			var s string
 			if json.Unmarshal(shaped.Error, &s) == nil {

@@ -263,6 +263,8 @@ type Engine struct {
 	EventBuffer         int      `yaml:"eventBuffer"`
 	FairnessCandidates  int      `yaml:"fairnessCandidates"`
 	MaxBatch            int      `yaml:"maxBatch"`
+	InstanceFaultBudget int      `yaml:"instanceFaultBudget"`
+	InstanceFaultDelay  Duration `yaml:"instanceFaultDelay"`
 	// Lanes replace the default lanes (main, subagent, team, cron) when
 	// given.
 	Lanes []Lane `yaml:"lanes"`
@@ -537,6 +539,7 @@ func (c *Config) EngineConfig() (engine.Config, error) {
 		MaxQueuedPerSession: e.MaxQueuedPerSession, AgentMaxInFlight: e.AgentMaxInFlight, SessionMaxInFlight: e.SessionMaxInFlight,
 		AgingThreshold: e.AgingThreshold.Std(), LeaseGrace: e.LeaseGrace.Std(), Retention: e.Retention.Std(),
 		EventBuffer: e.EventBuffer, FairnessCandidates: e.FairnessCandidates, MaxBatch: e.MaxBatch,
+		InstanceFaultBudget: e.InstanceFaultBudget, InstanceFaultDelay: e.InstanceFaultDelay.Std(),
 	}
 	for _, l := range e.Lanes {
 		lc := engine.LaneConfig{Name: l.Name, MaxInFlight: l.MaxInFlight, MaxQueued: l.MaxQueued,

@@ -1,0 +1,70 @@
+package engine_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/enginetest"
+)
+
+// fault is an attempt that ended because its instance refused the token.
+func fault() error {
+	return engine.Transient(fmt.Errorf("pinchtab navigate: 401 Unauthorized [bad_token]: %w", engine.ErrInstanceFault))
+}
+
+func TestInstanceFaultsDoNotConsumeTheAttemptBudget(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, &engine.Config{InstanceFaultDelay: 2 * time.Second})
+	task := h.Submit(enginetest.Spec("a").Retry(engine.RetryPolicy{MaxAttempts: 2, Backoff: 10 * time.Millisecond, Multiplier: 1}).Obj())
+	for i := range 5 {
+		require.NoError(t, h.Exec.Fail(task.ID, fault()), "fault %d", i+1)
+		got := h.Get(task.ID)
+		require.Equal(t, engine.StateRetryWait, got.State, "an instance fault is retried whatever the attempt budget")
+		require.Equal(t, h.Clock.Now().Add(2*time.Second), got.NextRunAt, "after the instance-fault delay")
+		require.Contains(t, got.Attempts[i].Error, "instance fault: ")
+		require.Contains(t, got.Attempts[i].Error, "401 Unauthorized [bad_token]", "the instance's own reason is kept")
+		require.Contains(t, got.Reason, "bad_token")
+		h.Clock.Advance(2 * time.Second)
+	}
+	// The task's own failures still have their whole budget: 2 attempts.
+	require.NoError(t, h.Exec.Fail(task.ID, engine.Transient(errors.New("flaky"))))
+	require.Equal(t, engine.StateRetryWait, h.State(task.ID))
+	h.Clock.Advance(10 * time.Millisecond)
+	require.NoError(t, h.Exec.Fail(task.ID, engine.Transient(errors.New("flaky"))))
+	got := h.Get(task.ID)
+	require.Equal(t, engine.StateParked, got.State)
+	require.Len(t, got.Attempts, 7)
+}
+
+func TestInstanceFaultsBeyondTheirBudgetCountLikeAnyFailure(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, &engine.Config{InstanceFaultBudget: 2, InstanceFaultDelay: time.Second})
+	task := h.Submit(enginetest.Spec("a").Retry(engine.RetryPolicy{MaxAttempts: 2, Backoff: 10 * time.Millisecond, Multiplier: 1}).Obj())
+	for range 2 {
+		require.NoError(t, h.Exec.Fail(task.ID, fault()))
+		h.Clock.Advance(time.Second)
+	}
+	// The budget is spent: the third fault is the task's first counted failure,
+	// the fourth its second and last.
+	require.NoError(t, h.Exec.Fail(task.ID, fault()))
+	require.Equal(t, engine.StateRetryWait, h.State(task.ID))
+	require.Equal(t, h.Clock.Now().Add(10*time.Millisecond), h.Get(task.ID).NextRunAt, "the lane's backoff, not the fault delay")
+	h.Clock.Advance(10 * time.Millisecond)
+	require.NoError(t, h.Exec.Fail(task.ID, fault()))
+	got := h.Get(task.ID)
+	require.Equal(t, engine.StateParked, got.State, "nothing waits for ever on a dead instance")
+	require.Contains(t, got.Reason, "bad_token")
+}
+
+func TestNoInstanceFaultBudgetCountsEveryFault(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, &engine.Config{InstanceFaultBudget: -1})
+	task := h.Submit(enginetest.Spec("a").Retry(engine.RetryPolicy{MaxAttempts: 1, Backoff: time.Millisecond, Multiplier: 1}).Obj())
+	require.NoError(t, h.Exec.Fail(task.ID, fault()))
+	require.Equal(t, engine.StateParked, h.State(task.ID))
+}
