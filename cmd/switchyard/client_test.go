@@ -95,8 +95,8 @@ func TestTaskSubmitFromJSONLSubmitsEveryLineAndNamesTheRefusedOnes(t *testing.T)
 	for i, line := range got {
 		var task cli.TaskInfo
 		require.NoError(t, json.Unmarshal([]byte(line), &task))
-		require.Equal(t, ids[i], task.ID)
-		require.Equal(t, "QUEUED", task.State)
+		require.Equal(t, ids[i], task.Id)
+		require.Equal(t, cli.TaskStateQueued, task.State)
 		require.Equal(t, []cli.Label{{Key: "n", Value: strconv.Itoa(i)}}, task.Labels)
 	}
 
@@ -304,7 +304,7 @@ func TestInstanceVerbsRegisterAndList(t *testing.T) {
 	require.Equal(t, 0, res.code, res.stderr)
 	var in cli.InstanceInfo
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &in))
-	require.Equal(t, "b1", in.ID)
+	require.Equal(t, "b1", in.Id)
 	require.Equal(t, 4, in.Capacity)
 	require.True(t, in.HasToken)
 	require.Equal(t, []cli.Label{{Key: "zone", Value: "a"}}, in.Labels)
@@ -330,7 +330,7 @@ func TestPluginVerbsLoadAssignAndUnloadAPolicy(t *testing.T) {
 	require.Equal(t, 0, res.code, res.stderr)
 	var p cli.PluginInfo
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &p))
-	require.Equal(t, "SELECTION", p.Slot)
+	require.Equal(t, cli.PolicySlotSelection, p.Slot)
 	require.Empty(t, p.ActiveIn, "a loaded plugin is not used until it is assigned")
 
 	res = sw(t, server, "plugin", "set", "selection", "edf-test", "--lane", "main")

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/switchyard/switchyard/graph/client"
 )
 
 // LaneVerbs are the verbs of `switchyard lane`.
@@ -35,31 +37,6 @@ func Lane(ctx context.Context, args []string, env Env) error {
 	return Subverbs(ctx, "lane", LaneVerbs(), args, env)
 }
 
-const laneFields = `name maxInFlight maxQueued dropPolicy paused maxDepth timeoutMs inFlight pending selectionPolicy retryPolicyName
-  retryPolicy { maxAttempts backoffMs multiplier maxBackoffMs jitter }`
-
-// LaneInfo is a lane as the verbs read it.
-type LaneInfo struct {
-	Name            string `json:"name"`
-	MaxInFlight     int    `json:"maxInFlight"`
-	MaxQueued       int    `json:"maxQueued"`
-	DropPolicy      string `json:"dropPolicy"`
-	Paused          bool   `json:"paused"`
-	MaxDepth        int    `json:"maxDepth"`
-	TimeoutMs       int    `json:"timeoutMs"`
-	InFlight        int    `json:"inFlight"`
-	Pending         int    `json:"pending"`
-	SelectionPolicy string `json:"selectionPolicy"`
-	RetryPolicyName string `json:"retryPolicyName"`
-	RetryPolicy     struct {
-		MaxAttempts  int     `json:"maxAttempts"`
-		BackoffMs    int     `json:"backoffMs"`
-		Multiplier   float64 `json:"multiplier"`
-		MaxBackoffMs int     `json:"maxBackoffMs"`
-		Jitter       bool    `json:"jitter"`
-	} `json:"retryPolicy"`
-}
-
 func printLanes(env Env, lanes []LaneInfo, jsonOut bool) error {
 	if jsonOut {
 		for i := range lanes {
@@ -77,19 +54,29 @@ func printLanes(env Env, lanes []LaneInfo, jsonOut bool) error {
 			state = "paused"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t%s\n", l.Name, l.InFlight, l.MaxInFlight, l.Pending, l.MaxQueued,
-			state, strings.ToLower(l.DropPolicy), time.Duration(l.TimeoutMs)*time.Millisecond, l.RetryPolicy.MaxAttempts,
+			state, strings.ToLower(string(l.DropPolicy)), time.Duration(l.TimeoutMs)*time.Millisecond, l.RetryPolicy.MaxAttempts,
 			l.SelectionPolicy, l.RetryPolicyName)
 	}
 	return tw.Flush()
 }
 
 func laneList(ctx context.Context, args []string, env Env) error {
-	return listCommand(ctx, args, env, "lane", `{ lanes { `+laneFields+` } }`, printLanes)
+	return listCommand(ctx, args, env, "lane", func(cl *client.Client) ([]LaneInfo, error) {
+		res, err := Lanes(ctx, cl)
+		if err != nil {
+			return nil, err
+		}
+		lanes := make([]LaneInfo, len(res.Lanes))
+		for i := range res.Lanes {
+			lanes[i] = res.Lanes[i].LaneInfo
+		}
+		return lanes, nil
+	}, printLanes)
 }
 
-// listCommand runs "NOUN list [--json]": one query of the top-level field
-// NOUNs, printed by print (a table, or one JSON object per item).
-func listCommand[T any](ctx context.Context, args []string, env Env, noun, query string, print func(Env, []T, bool) error) error {
+// listCommand runs "NOUN list [--json]": one query of the NOUNs, printed by
+// print (a table, or one JSON object per item).
+func listCommand[T any](ctx context.Context, args []string, env Env, noun string, query func(*client.Client) ([]T, error), print func(Env, []T, bool) error) error {
 	fs := newFlags(noun+" list", "[--json]", env)
 	var c conn
 	c.register(fs, env)
@@ -101,11 +88,11 @@ func listCommand[T any](ctx context.Context, args []string, env Env, noun, query
 	if err != nil {
 		return err
 	}
-	var res map[string][]T
-	if err := cl.Do(ctx, query, nil, &res); err != nil {
+	list, err := query(cl)
+	if err != nil {
 		return fmt.Errorf("%ss: %w", noun, err)
 	}
-	return print(env, res[noun+"s"], *jsonOut)
+	return print(env, list, *jsonOut)
 }
 
 func updateLane(ctx context.Context, c *conn, name string, input map[string]any, env Env, jsonOut bool) error {
@@ -113,15 +100,14 @@ func updateLane(ctx context.Context, c *conn, name string, input map[string]any,
 	if err != nil {
 		return err
 	}
-	var res struct{ UpdateLane *LaneInfo }
-	if err := cl.Do(ctx, `mutation($n: String!, $in: LaneInput!) { updateLane(name: $n, input: $in) { `+laneFields+` } }`,
-		map[string]any{"n": name, "in": input}, &res); err != nil {
+	res, err := UpdateLane(ctx, cl, name, input)
+	if err != nil {
 		return fmt.Errorf("update lane %s: %w", name, err)
 	}
 	if res.UpdateLane == nil {
 		return &Error{Code: ExitNotFound, Err: fmt.Errorf("update lane %s: NOT_FOUND: no such lane", name)}
 	}
-	return printLanes(env, []LaneInfo{*res.UpdateLane}, jsonOut)
+	return printLanes(env, []LaneInfo{res.UpdateLane.LaneInfo}, jsonOut)
 }
 
 func laneUpdate(ctx context.Context, args []string, env Env) error {
@@ -207,28 +193,6 @@ func Plugin(ctx context.Context, args []string, env Env) error {
 	return Subverbs(ctx, "plugin", PluginVerbs(), args, env)
 }
 
-const pluginFields = `name slot builtin native sha256 size config state disabledReason loadedAt activeIn calls faults fallbacks p50Us p99Us`
-
-// PluginInfo is a policy (built-in or loaded plugin) as the verbs read it.
-type PluginInfo struct {
-	Name           string          `json:"name"`
-	Slot           string          `json:"slot"`
-	Builtin        bool            `json:"builtin"`
-	Native         bool            `json:"native"`
-	SHA256         *string         `json:"sha256"`
-	Size           int             `json:"size"`
-	Config         json.RawMessage `json:"config"`
-	State          string          `json:"state"`
-	DisabledReason *string         `json:"disabledReason"`
-	LoadedAt       *time.Time      `json:"loadedAt"`
-	ActiveIn       []string        `json:"activeIn"`
-	Calls          int64           `json:"calls"`
-	Faults         int64           `json:"faults"`
-	Fallbacks      int64           `json:"fallbacks"`
-	P50Us          float64         `json:"p50Us"`
-	P99Us          float64         `json:"p99Us"`
-}
-
 func (p *PluginInfo) kind() string {
 	switch {
 	case p.Native:
@@ -237,13 +201,6 @@ func (p *PluginInfo) kind() string {
 		return "built-in"
 	}
 	return "wasm"
-}
-
-// PolicyAssignment is the policy of one slot.
-type PolicyAssignment struct {
-	Slot string  `json:"slot"`
-	Lane *string `json:"lane"`
-	Name string  `json:"name"`
 }
 
 func pluginList(ctx context.Context, args []string, env Env) error {
@@ -258,21 +215,30 @@ func pluginList(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	var pol struct{ Policies []PolicyAssignment }
-	if err := cl.Do(ctx, `{ policies { slot lane name } }`, nil, &pol); err != nil {
+	pol, err := Policies(ctx, cl)
+	if err != nil {
 		return fmt.Errorf("policies: %w", err)
 	}
-	var plug struct{ Plugins []PluginInfo }
-	plugErr := cl.Do(ctx, `{ plugins { `+pluginFields+` } }`, nil, &plug)
+	policies := make([]PolicyAssignment, len(pol.Policies))
+	for i := range pol.Policies {
+		policies[i] = pol.Policies[i].PolicyAssignment
+	}
+	var plugins []PluginInfo
+	plug, plugErr := Plugins(ctx, cl)
 	if plugErr != nil && ExitCode(plugErr) != ExitRetry {
 		return fmt.Errorf("plugins: %w", plugErr)
 	}
+	if plug != nil {
+		for i := range plug.Plugins {
+			plugins = append(plugins, plug.Plugins[i].PluginInfo)
+		}
+	}
 	if *jsonOut {
-		return writeJSON(env.Stdout, map[string]any{"policies": pol.Policies, "plugins": plug.Plugins})
+		return writeJSON(env.Stdout, map[string]any{"policies": policies, "plugins": plugins})
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SLOT\tSCOPE\tPOLICY")
-	for _, p := range pol.Policies {
+	for _, p := range policies {
 		scope := "global"
 		if p.Lane != nil {
 			scope = "lane " + *p.Lane
@@ -286,12 +252,12 @@ func pluginList(ctx context.Context, args []string, env Env) error {
 	switch {
 	case plugErr != nil:
 		fmt.Fprintf(env.Stdout, "plugins: %v\n", plugErr)
-	case len(plug.Plugins) == 0:
+	case len(plugins) == 0:
 		fmt.Fprintln(env.Stdout, "no plugin loaded")
 	default:
 		tw = tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "POLICY\tSLOT\tKIND\tSTATE\tIN USE\tCALLS\tFAULTS\tFALLBACKS\tP50\tP99\tDISABLED BECAUSE")
-		for _, p := range plug.Plugins {
+		for _, p := range plugins {
 			inUse := strings.Join(p.ActiveIn, ",")
 			if inUse == "" {
 				inUse = "-"
@@ -330,19 +296,19 @@ func pluginLoad(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	var res struct{ LoadPlugin *PluginInfo }
-	if err := cl.Do(ctx, `mutation($in: LoadPluginInput!) { loadPlugin(input: $in) { `+pluginFields+` } }`, map[string]any{"in": in}, &res); err != nil {
+	res, err := LoadPlugin(ctx, cl, in)
+	if err != nil {
 		return fmt.Errorf("load %s: %w", pos[0], err)
 	}
 	if res.LoadPlugin == nil {
 		return fmt.Errorf("load %s: no plugin in the answer", pos[0])
 	}
+	p := &res.LoadPlugin.PluginInfo
 	if *jsonOut {
-		return writeJSON(env.Stdout, res.LoadPlugin)
+		return writeJSON(env.Stdout, p)
 	}
 	fmt.Fprintf(env.Stdout, "loaded %s (slot %s, %d bytes, sha256 %.12s); assign it with: switchyard plugin set %s %s\n",
-		res.LoadPlugin.Name, res.LoadPlugin.Slot, res.LoadPlugin.Size, str(res.LoadPlugin.SHA256),
-		strings.ToLower(res.LoadPlugin.Slot), res.LoadPlugin.Name)
+		p.Name, p.Slot, p.Size, str(p.Sha256), strings.ToLower(string(p.Slot)), p.Name)
 	return nil
 }
 
@@ -382,8 +348,11 @@ func pluginConfigure(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	if err := cl.Do(ctx, `mutation($n: String!, $c: JSON!) { configurePlugin(name: $n, config: $c) { name } }`,
-		map[string]any{"n": pos[0], "c": v}, nil); err != nil {
+	doc, err := json.Marshal(v)
+	if err != nil {
+		return Usagef("--config: %v", err)
+	}
+	if _, err := ConfigurePlugin(ctx, cl, pos[0], doc); err != nil {
 		return fmt.Errorf("configure %s: %w", pos[0], err)
 	}
 	fmt.Fprintf(env.Stdout, "configured %s\n", pos[0])
@@ -402,8 +371,8 @@ func pluginEnable(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	var res struct{ EnablePlugin *struct{ Name, State string } }
-	if err := cl.Do(ctx, `mutation($n: String!) { enablePlugin(name: $n) { name state } }`, map[string]any{"n": pos[0]}, &res); err != nil {
+	res, err := EnablePlugin(ctx, cl, pos[0])
+	if err != nil {
 		return fmt.Errorf("enable %s: %w", pos[0], err)
 	}
 	fmt.Fprintf(env.Stdout, "%s\t%s\n", pos[0], res.EnablePlugin.State)
@@ -422,8 +391,7 @@ func pluginUnload(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	var res struct{ UnloadPlugin *struct{ Name string } }
-	if err := cl.Do(ctx, `mutation($n: String!) { unloadPlugin(name: $n) { name } }`, map[string]any{"n": pos[0]}, &res); err != nil {
+	if _, err := UnloadPlugin(ctx, cl, pos[0]); err != nil {
 		return fmt.Errorf("unload %s: %w", pos[0], err)
 	}
 	fmt.Fprintf(env.Stdout, "unloaded %s\n", pos[0])
@@ -453,14 +421,18 @@ func pluginSet(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	var res struct{ SetPolicy []PolicyAssignment }
-	if err := cl.Do(ctx, `mutation($in: SetPolicyInput!) { setPolicy(input: $in) { slot lane name } }`, map[string]any{"in": in}, &res); err != nil {
+	res, err := SetPolicy(ctx, cl, in)
+	if err != nil {
 		return fmt.Errorf("set %s: %w", pos[0], err)
 	}
-	if *jsonOut {
-		return writeJSON(env.Stdout, res.SetPolicy)
+	assigned := make([]PolicyAssignment, len(res.SetPolicy))
+	for i := range res.SetPolicy {
+		assigned[i] = res.SetPolicy[i].PolicyAssignment
 	}
-	for _, p := range res.SetPolicy {
+	if *jsonOut {
+		return writeJSON(env.Stdout, assigned)
+	}
+	for _, p := range assigned {
 		scope := "global"
 		if p.Lane != nil {
 			scope = "lane " + *p.Lane
@@ -480,26 +452,6 @@ func InstanceVerbs() []Verb {
 	}
 }
 
-const instanceFields = `id url kind capacity labels { key value } hasToken health latencyMs lastCheck lastError failures tabs inFlight registeredAt`
-
-// InstanceInfo is an instance as the verbs read it.
-type InstanceInfo struct {
-	ID           string     `json:"id"`
-	URL          string     `json:"url"`
-	Kind         string     `json:"kind"`
-	Capacity     int        `json:"capacity"`
-	Labels       []Label    `json:"labels"`
-	HasToken     bool       `json:"hasToken"`
-	Health       string     `json:"health"`
-	LatencyMs    float64    `json:"latencyMs"`
-	LastCheck    *time.Time `json:"lastCheck"`
-	LastError    *string    `json:"lastError"`
-	Failures     int        `json:"failures"`
-	Tabs         int        `json:"tabs"`
-	InFlight     int        `json:"inFlight"`
-	RegisteredAt time.Time  `json:"registeredAt"`
-}
-
 func printInstances(env Env, list []InstanceInfo, jsonOut bool) error {
 	if jsonOut {
 		for i := range list {
@@ -516,14 +468,24 @@ func printInstances(env Env, list []InstanceInfo, jsonOut bool) error {
 		if in.Capacity > 0 {
 			capacity = fmt.Sprint(in.Capacity)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1fms\t%d\t%s\t%d\t%s\t%s\n", in.ID, strings.ToLower(in.Kind), in.Health, in.LatencyMs,
-			in.InFlight, capacity, in.Tabs, in.URL, clip(str(in.LastError), 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1fms\t%d\t%s\t%d\t%s\t%s\n", in.Id, strings.ToLower(string(in.Kind)), in.Health, in.LatencyMs,
+			in.InFlight, capacity, in.Tabs, in.Url, clip(str(in.LastError), 60))
 	}
 	return tw.Flush()
 }
 
 func instanceList(ctx context.Context, args []string, env Env) error {
-	return listCommand(ctx, args, env, "instance", `{ instances { `+instanceFields+` } }`, printInstances)
+	return listCommand(ctx, args, env, "instance", func(cl *client.Client) ([]InstanceInfo, error) {
+		res, err := Instances(ctx, cl)
+		if err != nil {
+			return nil, err
+		}
+		list := make([]InstanceInfo, len(res.Instances))
+		for i := range res.Instances {
+			list[i] = res.Instances[i].InstanceInfo
+		}
+		return list, nil
+	}, printInstances)
 }
 
 func instanceRegister(ctx context.Context, args []string, env Env) error {
@@ -559,15 +521,14 @@ func instanceRegister(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	var res struct{ RegisterInstance *InstanceInfo }
-	if err := cl.Do(ctx, `mutation($in: RegisterInstanceInput!) { registerInstance(input: $in) { `+instanceFields+` } }`,
-		map[string]any{"in": in}, &res); err != nil {
+	res, err := RegisterInstance(ctx, cl, in)
+	if err != nil {
 		return fmt.Errorf("register %s: %w", pos[0], err)
 	}
 	if res.RegisterInstance == nil {
 		return fmt.Errorf("register %s: no instance in the answer", pos[0])
 	}
-	return printInstances(env, []InstanceInfo{*res.RegisterInstance}, *jsonOut)
+	return printInstances(env, []InstanceInfo{res.RegisterInstance.InstanceInfo}, *jsonOut)
 }
 
 func instanceRemove(ctx context.Context, args []string, env Env) error {
@@ -582,8 +543,7 @@ func instanceRemove(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	var res struct{ RemoveInstance *struct{ ID string } }
-	if err := cl.Do(ctx, `mutation($id: ID!) { removeInstance(id: $id) { id } }`, map[string]any{"id": pos[0]}, &res); err != nil {
+	if _, err := RemoveInstance(ctx, cl, pos[0]); err != nil {
 		return fmt.Errorf("remove %s: %w", pos[0], err)
 	}
 	fmt.Fprintf(env.Stdout, "removed %s\n", pos[0])

@@ -186,9 +186,6 @@ func sumCounts(by map[string]int) int {
 	return n
 }
 
-const submitTasksMutation = `mutation($in: SubmitTasksInput!) { submitTasks(input: $in) {
-  items { index task { id state } error { code message field } } } }`
-
 // itemPath finds the item an error is about: a variable that did not
 // coerce (path variable.in.items.N…) or an input error (field input.items.N…).
 var itemField = regexp.MustCompile(`^input\.items\.(\d+)\b`)
@@ -223,16 +220,7 @@ func submitChunk(ctx context.Context, cl *client.Client, chunk []fileItem) ([]it
 		for i, p := range pending {
 			inputs[i] = map[string]any{"task": chunk[p].input}
 		}
-		var res struct {
-			SubmitTasks struct {
-				Items []struct {
-					Index int
-					Task  *struct{ ID, State string }
-					Error *itemError
-				}
-			}
-		}
-		err := cl.Do(ctx, submitTasksMutation, map[string]any{"in": map[string]any{"items": inputs}}, &res)
+		res, err := SubmitTasks(ctx, cl, map[string]any{"items": inputs})
 		var gerrs client.Errors
 		switch {
 		case err == nil:
@@ -263,11 +251,10 @@ func submitChunk(ctx context.Context, cl *client.Client, chunk []fileItem) ([]it
 			}
 			r := &results[pending[it.Index]]
 			if it.Task != nil {
-				r.ID, r.State = it.Task.ID, it.Task.State
+				r.ID, r.State = it.Task.Id, string(it.Task.State)
 			}
-			r.Error = it.Error
-			if r.Error != nil {
-				r.Error.Field = lineField(r.Error.Field)
+			if e := it.Error; e != nil {
+				r.Error = &itemError{Code: string(e.Code), Message: e.Message, Field: lineField(str(e.Field))}
 			}
 		}
 		pending = nil

@@ -34,75 +34,6 @@ func Task(ctx context.Context, args []string, env Env) error {
 	return Subverbs(ctx, "task", TaskVerbs(), args, env)
 }
 
-// taskFields is what the verbs read of a task.
-const taskFields = `id seq agentId lane sessionKey session priority
-  action { kind ref selector params } instruction tabId instanceId
-  dependsOn batchId parentId depth state reason attemptCount result error errorClass
-  attempts { n instanceId tabId assignedAt startedAt endedAt errorClass httpStatus error }
-  submittedAt queuedAt nextRunAt endedAt updatedAt deadline timeoutMs position labels { key value }`
-
-// TaskInfo is a task as the verbs read it.
-type TaskInfo struct {
-	ID           string          `json:"id"`
-	Seq          int64           `json:"seq"`
-	AgentID      string          `json:"agentId"`
-	Lane         string          `json:"lane"`
-	SessionKey   *string         `json:"sessionKey"`
-	Session      *string         `json:"session"`
-	Priority     string          `json:"priority"`
-	Action       *Action         `json:"action"`
-	Instruction  *string         `json:"instruction"`
-	TabID        *string         `json:"tabId"`
-	InstanceID   *string         `json:"instanceId"`
-	DependsOn    []string        `json:"dependsOn"`
-	BatchID      *string         `json:"batchId"`
-	ParentID     *string         `json:"parentId"`
-	Depth        int             `json:"depth"`
-	State        string          `json:"state"`
-	Reason       *string         `json:"reason"`
-	AttemptCount int             `json:"attemptCount"`
-	Result       json.RawMessage `json:"result"`
-	Error        *string         `json:"error"`
-	ErrorClass   string          `json:"errorClass"`
-	Attempts     []Attempt       `json:"attempts"`
-	SubmittedAt  time.Time       `json:"submittedAt"`
-	QueuedAt     *time.Time      `json:"queuedAt"`
-	NextRunAt    *time.Time      `json:"nextRunAt"`
-	EndedAt      *time.Time      `json:"endedAt"`
-	UpdatedAt    time.Time       `json:"updatedAt"`
-	Deadline     *time.Time      `json:"deadline"`
-	TimeoutMs    *int            `json:"timeoutMs"`
-	Position     *int            `json:"position"`
-	Labels       []Label         `json:"labels"`
-}
-
-// Action is a task's browser interaction.
-type Action struct {
-	Kind     string          `json:"kind"`
-	Ref      *string         `json:"ref"`
-	Selector *string         `json:"selector"`
-	Params   json.RawMessage `json:"params"`
-}
-
-// Attempt is one execution of a task.
-type Attempt struct {
-	N          int        `json:"n"`
-	InstanceID *string    `json:"instanceId"`
-	TabID      *string    `json:"tabId"`
-	AssignedAt time.Time  `json:"assignedAt"`
-	StartedAt  *time.Time `json:"startedAt"`
-	EndedAt    *time.Time `json:"endedAt"`
-	ErrorClass string     `json:"errorClass"`
-	HTTPStatus *int       `json:"httpStatus"`
-	Error      *string    `json:"error"`
-}
-
-// Label is a key and its value.
-type Label struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
-}
-
 func str(p *string) string {
 	if p == nil {
 		return ""
@@ -260,15 +191,14 @@ func taskSubmit(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	var res struct{ SubmitTask *TaskInfo }
-	if err := cl.Do(ctx, `mutation($in: SubmitTaskInput!) { submitTask(input: $in) { `+taskFields+` } }`,
-		map[string]any{"in": in}, &res); err != nil {
+	res, err := SubmitTask(ctx, cl, in)
+	if err != nil {
 		return fmt.Errorf("submit: %w", err)
 	}
 	if f.jsonOut {
-		return writeJSON(env.Stdout, res.SubmitTask)
+		return writeJSON(env.Stdout, &res.SubmitTask.TaskInfo)
 	}
-	fmt.Fprintln(env.Stdout, res.SubmitTask.ID)
+	fmt.Fprintln(env.Stdout, res.SubmitTask.Id)
 	return nil
 }
 
@@ -328,7 +258,7 @@ func taskList(ctx context.Context, args []string, env Env) error {
 	if *limit < 1 {
 		return Usagef("--limit must be at least 1")
 	}
-	ord := map[string]string{"newest": "NEWEST_FIRST", "oldest": "OLDEST_FIRST"}[*order]
+	ord := map[string]TaskOrder{"newest": TaskOrderNewestFirst, "oldest": TaskOrderOldestFirst}[*order]
 	if ord == "" {
 		return Usagef("--order %q: want newest or oldest", *order)
 	}
@@ -349,24 +279,8 @@ func taskList(ctx context.Context, args []string, env Env) error {
 	page := 200
 	for len(tasks) < *limit {
 		first := min(*limit-len(tasks), page)
-		var res struct {
-			Tasks struct {
-				Nodes      []TaskInfo
-				TotalCount int
-				PageInfo   struct {
-					HasNextPage bool
-					EndCursor   *string
-				}
-			}
-		}
 		// totalCount costs a count: ask for it with the first page only.
-		count := ""
-		if after == nil {
-			count = "totalCount"
-		}
-		err := cl.Do(ctx, `query($f: TaskFilter, $n: Int, $after: String, $o: TaskOrder) {
-			tasks(filter: $f, first: $n, after: $after, order: $o) { `+count+` nodes { `+taskFields+` } pageInfo { hasNextPage endCursor } } }`,
-			map[string]any{"f": filter, "n": first, "after": after, "o": ord}, &res)
+		res, err := Tasks(ctx, cl, &filter, &first, after, &ord, after == nil)
 		var gerrs client.Errors
 		if errors.As(err, &gerrs) && gerrs[0].Code() == "LIMIT" && page > 1 {
 			page /= 2
@@ -378,7 +292,9 @@ func taskList(ctx context.Context, args []string, env Env) error {
 		if after == nil {
 			total = res.Tasks.TotalCount
 		}
-		tasks = append(tasks, res.Tasks.Nodes...)
+		for _, n := range res.Tasks.Nodes {
+			tasks = append(tasks, n.TaskInfo)
+		}
 		if !res.Tasks.PageInfo.HasNextPage || res.Tasks.PageInfo.EndCursor == nil {
 			break
 		}
@@ -396,7 +312,7 @@ func taskList(ctx context.Context, args []string, env Env) error {
 	fmt.Fprintln(tw, "ID\tSTATE\tAGENT\tLANE\tPRIORITY\tATTEMPTS\tSUBMITTED\tREASON")
 	now := time.Now()
 	for _, t := range tasks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.ID, t.State, t.AgentID, t.Lane, t.Priority, t.AttemptCount,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.Id, t.State, t.AgentId, t.Lane, t.Priority, t.AttemptCount,
 			ago(now, t.SubmittedAt), clip(str(t.Reason), 60))
 	}
 	if err := tw.Flush(); err != nil {
@@ -442,17 +358,17 @@ func taskGet(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	var res struct{ Task *TaskInfo }
-	if err := cl.Do(ctx, `query($id: ID!) { task(id: $id) { `+taskFields+` } }`, map[string]any{"id": pos[0]}, &res); err != nil {
+	res, err := TaskByID(ctx, cl, pos[0])
+	if err != nil {
 		return fmt.Errorf("get %s: %w", pos[0], err)
 	}
 	if res.Task == nil {
 		return &Error{Code: ExitNotFound, Err: fmt.Errorf("get %s: NOT_FOUND: no such task", pos[0])}
 	}
 	if *jsonOut {
-		return writeJSON(env.Stdout, res.Task)
+		return writeJSON(env.Stdout, &res.Task.TaskInfo)
 	}
-	printTask(env.Stdout, res.Task)
+	printTask(env.Stdout, &res.Task.TaskInfo)
 	return nil
 }
 
@@ -469,12 +385,12 @@ func printTask(w io.Writer, t *TaskInfo) {
 		}
 		return t.Local().Format(time.RFC3339Nano)
 	}
-	row("id", t.ID)
-	row("state", t.State)
+	row("id", t.Id)
+	row("state", string(t.State))
 	row("reason", str(t.Reason))
-	row("agent", t.AgentID)
+	row("agent", t.AgentId)
 	row("lane", t.Lane)
-	row("priority", t.Priority)
+	row("priority", string(t.Priority))
 	row("session", str(t.Session))
 	if t.Action != nil {
 		a := t.Action.Kind
@@ -490,11 +406,11 @@ func printTask(w io.Writer, t *TaskInfo) {
 		row("action", a)
 	}
 	row("instruction", str(t.Instruction))
-	row("instance", str(t.InstanceID))
-	row("tab", str(t.TabID))
+	row("instance", str(t.InstanceId))
+	row("tab", str(t.TabId))
 	row("depends on", strings.Join(t.DependsOn, ", "))
-	row("batch", str(t.BatchID))
-	row("parent", str(t.ParentID))
+	row("batch", str(t.BatchId))
+	row("parent", str(t.ParentId))
 	if t.Position != nil {
 		row("position", fmt.Sprint(*t.Position))
 	}
@@ -524,10 +440,10 @@ func printTask(w io.Writer, t *TaskInfo) {
 				ran = a.EndedAt.Sub(from).Round(time.Microsecond).String()
 			}
 			status := ""
-			if a.HTTPStatus != nil {
-				status = fmt.Sprint(*a.HTTPStatus)
+			if a.HttpStatus != nil {
+				status = fmt.Sprint(*a.HttpStatus)
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.N, str(a.InstanceID), str(a.TabID),
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.N, str(a.InstanceId), str(a.TabId),
 				a.AssignedAt.Local().Format("15:04:05.000"), ran, a.ErrorClass, status, clip(str(a.Error), 80))
 		}
 		_ = tw.Flush()
@@ -573,29 +489,27 @@ func taskCancel(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	var why any
+	var why *string
 	if *reason != "" {
-		why = *reason
+		why = reason
 	}
 	if filtered {
-		var res struct{ CancelTasks struct{ IDs []string } }
-		if err := cl.Do(ctx, `mutation($f: TaskFilter!, $r: String) { cancelTasks(filter: $f, reason: $r) { ids count } }`,
-			map[string]any{"f": filter, "r": why}, &res); err != nil {
+		res, err := CancelTasks(ctx, cl, filter, why)
+		if err != nil {
 			return fmt.Errorf("cancel: %w", err)
 		}
-		for _, id := range res.CancelTasks.IDs {
+		for _, id := range res.CancelTasks.Ids {
 			fmt.Fprintln(env.Stdout, id)
 		}
-		fmt.Fprintf(env.Stderr, "cancelled %d tasks\n", len(res.CancelTasks.IDs))
+		fmt.Fprintf(env.Stderr, "cancelled %d tasks\n", len(res.CancelTasks.Ids))
 		return nil
 	}
 	return eachID(ctx, ids, env, func(id string) (string, error) {
-		var res struct{ CancelTask *struct{ ID, State string } }
-		if err := cl.Do(ctx, `mutation($id: ID!, $r: String) { cancelTask(id: $id, reason: $r) { id state } }`,
-			map[string]any{"id": id, "r": why}, &res); err != nil {
+		res, err := CancelTask(ctx, cl, id, why)
+		if err != nil {
 			return "", fmt.Errorf("cancel %s: %w", id, err)
 		}
-		return fmt.Sprintf("%s\t%s", res.CancelTask.ID, res.CancelTask.State), nil
+		return fmt.Sprintf("%s\t%s", res.CancelTask.Id, res.CancelTask.State), nil
 	})
 }
 
@@ -625,14 +539,33 @@ func eachID(_ context.Context, ids []string, env Env, fn func(id string) (string
 }
 
 func taskReset(ctx context.Context, args []string, env Env) error {
-	return idMutation(ctx, "reset", `mutation($id: ID!) { resetTask(id: $id) { id state } }`, "resetTask", args, env)
+	return idMutation(ctx, "reset", args, env, func(cl *client.Client, id string) (idState, error) {
+		res, err := ResetTask(ctx, cl, id)
+		if err != nil || res.ResetTask == nil {
+			return idState{}, err
+		}
+		return idState{res.ResetTask.Id, res.ResetTask.State}, nil
+	})
 }
 
 func taskRetry(ctx context.Context, args []string, env Env) error {
-	return idMutation(ctx, "retry", `mutation($id: ID!) { retryTask(id: $id) { id state } }`, "retryTask", args, env)
+	return idMutation(ctx, "retry", args, env, func(cl *client.Client, id string) (idState, error) {
+		res, err := RetryTask(ctx, cl, id)
+		if err != nil || res.RetryTask == nil {
+			return idState{}, err
+		}
+		return idState{res.RetryTask.Id, res.RetryTask.State}, nil
+	})
 }
 
-func idMutation(ctx context.Context, verb, mutation, field string, args []string, env Env) error {
+// idState is a task's id and state, as mutations on one task answer.
+type idState struct {
+	id    string
+	state TaskState
+}
+
+// idMutation runs "task VERB ID…": mutate for every id.
+func idMutation(ctx context.Context, verb string, args []string, env Env, mutate func(*client.Client, string) (idState, error)) error {
 	fs := newFlags("task "+verb, "ID…", env)
 	var c conn
 	c.register(fs, env)
@@ -645,15 +578,14 @@ func idMutation(ctx context.Context, verb, mutation, field string, args []string
 		return err
 	}
 	return eachID(ctx, ids, env, func(id string) (string, error) {
-		var res map[string]*struct{ ID, State string }
-		if err := cl.Do(ctx, mutation, map[string]any{"id": id}, &res); err != nil {
+		t, err := mutate(cl, id)
+		if err != nil {
 			return "", fmt.Errorf("%s %s: %w", verb, id, err)
 		}
-		t := res[field]
-		if t == nil {
+		if t.id == "" {
 			return "", fmt.Errorf("%s %s: no task in the answer", verb, id)
 		}
-		return fmt.Sprintf("%s\t%s", t.ID, t.State), nil
+		return fmt.Sprintf("%s\t%s", t.id, t.state), nil
 	})
 }
 

@@ -36,9 +36,6 @@ type Event struct {
 	Skipped    int64  `json:"skipped,omitempty"`
 }
 
-const feedSubscription = `subscription($f: TaskEventFilter, $after: Int64) {
-  taskEventFeed(filter: $f, after: $after, max: 1000, maxDelayMs: 20) { events lastSeq } }`
-
 // terminal states end a task.
 var terminal = map[string]bool{"SUCCEEDED": true, "FAILED": true, "CANCELLED": true, "REJECTED": true, "EXPIRED": true}
 
@@ -177,7 +174,7 @@ func (w *watcher) follow(ctx context.Context) (progressed bool, err error) {
 	if w.haveLast {
 		vars["after"] = w.last
 	}
-	sub, err := conn.Subscribe(ctx, feedSubscription, vars)
+	sub, err := conn.Subscribe(ctx, TaskEventFeed_Operation, vars)
 	if err != nil {
 		return false, fmt.Errorf("subscribe: %w", err)
 	}
@@ -192,16 +189,15 @@ func (w *watcher) follow(ctx context.Context) (progressed bool, err error) {
 		if len(msg.Errors) > 0 {
 			return true, msg.Errors
 		}
-		var data struct {
-			TaskEventFeed struct {
-				Events  []json.RawMessage
-				LastSeq int64
-			}
-		}
+		var data TaskEventFeedResponse
 		if err := json.Unmarshal(msg.Data, &data); err != nil {
 			return true, fmt.Errorf("decode events: %w", err)
 		}
-		for _, raw := range data.TaskEventFeed.Events {
+		var events []json.RawMessage
+		if err := json.Unmarshal(data.TaskEventFeed.Events, &events); err != nil {
+			return true, fmt.Errorf("decode events: %w", err)
+		}
+		for _, raw := range events {
 			if err := w.print(raw); err != nil {
 				return true, err
 			}
