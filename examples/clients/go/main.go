@@ -10,9 +10,11 @@
 //	open (navigate) ─┬─▶ title (evaluate document.title) ─┐
 //	                 └─▶ text  (text of the page)  ────────┴─▶ shot (screenshot)
 //
-// It uses the project's small GraphQL client (graph/client): queries and
-// mutations over HTTP, the subscription over WebSocket (graphql-transport-ws).
-// Any GraphQL client works the same way.
+// Its operations are in operations.graphql; genqlient (go generate) turns
+// them into the typed functions and types of genqlient.go, checked against
+// the server's schema. They go through the project's small GraphQL client
+// (graph/client): queries and mutations over HTTP, the subscription over
+// WebSocket (graphql-transport-ws). Any GraphQL client works the same way.
 package main
 
 import (
@@ -92,20 +94,24 @@ func (s Summary) AllSucceeded() bool {
 
 // dag returns the batch's items: keys, the browser actions, and dependsOn
 // naming other items' keys.
-func dag(o Options, session string) []map[string]any {
-	task := func(action map[string]any, deps ...string) map[string]any {
-		t := map[string]any{"agentId": o.Agent, "sessionKey": session, "action": action,
-			"labels": []map[string]string{{"key": "example", "value": "go-agent"}}}
-		if len(deps) > 0 {
-			t["dependsOn"] = deps
+func dag(o Options, session string) []BatchItemInput {
+	item := func(key, kind, params string, deps ...string) BatchItemInput {
+		action := &ActionInput{Kind: kind}
+		if params != "" {
+			raw := json.RawMessage(params)
+			action.Params = &raw
 		}
-		return t
+		return BatchItemInput{Key: &key, Task: SubmitTaskInput{
+			AgentId: o.Agent, SessionKey: &session, Action: action, DependsOn: deps,
+			Labels: []LabelInput{{Key: "example", Value: "go-agent"}},
+		}}
 	}
-	return []map[string]any{
-		{"key": "open", "task": task(map[string]any{"kind": "navigate", "params": map[string]any{"url": o.URL}})},
-		{"key": "title", "task": task(map[string]any{"kind": "evaluate", "params": map[string]any{"expression": "document.title"}}, "open")},
-		{"key": "text", "task": task(map[string]any{"kind": "text"}, "open")},
-		{"key": "shot", "task": task(map[string]any{"kind": "screenshot"}, "title", "text")},
+	url, _ := json.Marshal(map[string]string{"url": o.URL})
+	return []BatchItemInput{
+		item("open", "navigate", string(url)),
+		item("title", "evaluate", `{"expression": "document.title"}`, "open"),
+		item("text", "text", "", "open"),
+		item("shot", "screenshot", "", "title", "text"),
 	}
 }
 
@@ -121,38 +127,27 @@ func run(ctx context.Context, o Options, w io.Writer) (Summary, error) {
 
 	// 1. Where the event stream stands now: following from here after the
 	// submit cannot miss the batch's first events.
-	var now struct{ Stats struct{ LastSeq int64 } }
-	if err := c.Do(ctx, `{ stats { lastSeq } }`, nil, &now); err != nil {
+	now, err := LastSeq(ctx, c)
+	if err != nil {
 		return Summary{}, fmt.Errorf("read stats: %w", err)
 	}
 
 	// 2. Submit the DAG as one batch.
 	session := fmt.Sprintf("%s-%d", o.Agent, time.Now().UnixNano())
-	var sub struct {
-		SubmitTasks struct {
-			BatchID *string
-			Items   []struct {
-				Key   string
-				Task  *struct{ ID string }
-				Error *struct{ Code, Message string }
-			}
-		}
-	}
-	err := c.Do(ctx, `mutation($in: SubmitTasksInput!) {
-		submitTasks(input: $in) { batchId items { key task { id } error { code message } } } }`,
-		map[string]any{"in": map[string]any{"items": dag(o, session)}}, &sub)
+	sub, err := SubmitDAG(ctx, c, SubmitTasksInput{Items: dag(o, session)})
 	if err != nil {
 		return Summary{}, fmt.Errorf("submit: %w", err)
 	}
 	keyOf := map[string]string{}
 	for _, it := range sub.SubmitTasks.Items {
+		key := deref(it.Key)
 		if it.Error != nil {
-			return Summary{}, fmt.Errorf("item %s refused: %s: %s", it.Key, it.Error.Code, it.Error.Message)
+			return Summary{}, fmt.Errorf("item %s refused: %s: %s", key, it.Error.Code, it.Error.Message)
 		}
-		keyOf[it.Task.ID] = it.Key
-		fmt.Fprintf(w, "submitted %-5s %s\n", it.Key, it.Task.ID)
+		keyOf[it.Task.Id] = key
+		fmt.Fprintf(w, "submitted %-5s %s\n", key, it.Task.Id)
 	}
-	batchID := *sub.SubmitTasks.BatchID
+	batchID := deref(sub.SubmitTasks.BatchId)
 	fmt.Fprintf(w, "batch %s: following it live\n", batchID)
 
 	// 3. Follow the batch's events until every task has ended. A dropped
@@ -179,30 +174,18 @@ func run(ctx context.Context, o Options, w io.Writer) (Summary, error) {
 	}
 
 	// 4. Read the results.
-	var b struct {
-		Batch struct {
-			Tasks struct {
-				Nodes []struct {
-					ID     string
-					State  string
-					Result json.RawMessage
-					Error  *string
-				}
-			}
-		}
-	}
-	if err := c.Do(ctx, `query($id: ID!) { batch(id: $id) { tasks(first: 10) { nodes { id state result error } } } }`,
-		map[string]any{"id": batchID}, &b); err != nil {
+	b, err := BatchResults(ctx, c, batchID)
+	if err != nil {
 		return Summary{}, fmt.Errorf("read results: %w", err)
+	}
+	if b.Batch == nil {
+		return Summary{}, fmt.Errorf("read results: batch %s not found", batchID)
 	}
 	sum := Summary{BatchID: batchID, Tasks: map[string]TaskOutcome{}}
 	for _, t := range b.Batch.Tasks.Nodes {
-		out := TaskOutcome{ID: t.ID, State: t.State, Result: t.Result}
-		if t.Error != nil {
-			out.Error = *t.Error
-		}
-		sum.Tasks[keyOf[t.ID]] = out
-		fmt.Fprintf(w, "%-5s %-9s %s%s\n", keyOf[t.ID], t.State, clip(string(t.Result), 100), out.Error)
+		out := TaskOutcome{ID: t.Id, State: string(t.State), Result: t.Result, Error: deref(t.Error)}
+		sum.Tasks[keyOf[t.Id]] = out
+		fmt.Fprintf(w, "%-5s %-9s %s%s\n", keyOf[t.Id], t.State, clip(string(t.Result), 100), out.Error)
 	}
 	return sum, nil
 }
@@ -225,9 +208,7 @@ func follow(ctx context.Context, c *client.Client, batchID string, after *int64,
 		return err
 	}
 	defer conn.Close()
-	sub, err := conn.Subscribe(ctx, `subscription($b: ID!, $after: Int64) {
-		taskEventFeed(filter: {batchId: $b}, after: $after) { events lastSeq } }`,
-		map[string]any{"b": batchID, "after": *after})
+	sub, err := conn.Subscribe(ctx, FollowBatch_Operation, map[string]any{"b": batchID, "after": *after})
 	if err != nil {
 		return err
 	}
@@ -239,16 +220,15 @@ func follow(ctx context.Context, c *client.Client, batchID string, after *int64,
 		if len(msg.Errors) > 0 {
 			return msg.Errors
 		}
-		var data struct {
-			TaskEventFeed struct {
-				Events  []event
-				LastSeq int64
-			}
-		}
+		var data FollowBatchResponse
 		if err := json.Unmarshal(msg.Data, &data); err != nil {
 			return fmt.Errorf("decode: %w", err)
 		}
-		for _, e := range data.TaskEventFeed.Events {
+		var events []event
+		if err := json.Unmarshal(data.TaskEventFeed.Events, &events); err != nil {
+			return fmt.Errorf("decode events: %w", err)
+		}
+		for _, e := range events {
 			if e.Kind == "LAGGED" {
 				return errors.New("fell behind the server (LAGGED)")
 			}
@@ -257,6 +237,13 @@ func follow(ctx context.Context, c *client.Client, batchID string, after *int64,
 		*after = data.TaskEventFeed.LastSeq
 	}
 	return nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 func orDot(s string) string {
