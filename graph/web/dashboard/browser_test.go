@@ -92,11 +92,19 @@ func setup(t *testing.T) *bundle {
 	require.NoError(t, err)
 	require.NoError(t, eng.Start(context.Background()))
 
-	// A browser instance that answers its health checks, so the instances
-	// panel has something to show.
+	// A browser instance that answers its health checks as a PinchTab bridge
+	// does (/health, then its tab list), so the instances panel has something
+	// to show.
 	browser := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"status":"ok","tabs":2}`))
+		switch r.URL.Path {
+		case "/health":
+			_, _ = w.Write([]byte(`{"status":"ok","tabs":2}`))
+		case "/tabs":
+			_, _ = w.Write([]byte(`{"tabs":[{"id":"tab-1","url":"about:blank"},{"id":"tab-2","url":"about:blank"}]}`))
+		default:
+			http.NotFound(w, r)
+		}
 	}))
 	t.Cleanup(browser.Close)
 	reg := executor.NewRegistry(executor.RegistryOptions{HealthInterval: 500 * time.Millisecond, HealthTimeout: time.Second})

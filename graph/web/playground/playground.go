@@ -17,10 +17,7 @@ package playground
 
 import (
 	"embed"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"html"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -33,12 +30,6 @@ import (
 //
 //go:embed dist
 var dist embed.FS
-
-// Placeholders that build.mjs leaves in dist/index.html for the server.
-const (
-	titlePlaceholder  = "{{TITLE}}"
-	configPlaceholder = "{{CONFIG}}"
-)
 
 // Defaults for Options.
 const (
@@ -93,7 +84,7 @@ func Handler(opts Options) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("playground: embedded dist: %w", err)
 	}
-	page, err := renderPage(files, opts)
+	page, err := spa.RenderPage(files, "playground", opts.Title, pageConfig(opts))
 	if err != nil {
 		return nil, err
 	}
@@ -169,34 +160,6 @@ func pageHeaders(connect []string) http.Header {
 		"form-action 'none'",
 		"frame-ancestors 'none'",
 	}
-	h := http.Header{}
-	h.Set("Content-Security-Policy", strings.Join(csp, "; "))
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("X-Frame-Options", "DENY")
-	return h
+	return spa.PageHeaders(csp...)
 }
 
-// renderPage fills the title and the configuration into the built page.
-func renderPage(files fs.FS, opts Options) ([]byte, error) {
-	tmpl, err := fs.ReadFile(files, "index.html")
-	if err != nil {
-		return nil, fmt.Errorf("playground: embedded index.html: %w", err)
-	}
-	// json.Marshal escapes <, > and & (and U+2028/2029), so the blob cannot
-	// close its <script> element whatever the default query holds.
-	config, err := json.Marshal(pageConfig(opts))
-	if err != nil {
-		return nil, fmt.Errorf("playground: encode page config: %w", err)
-	}
-	page := string(tmpl)
-	for _, p := range []string{titlePlaceholder, configPlaceholder} {
-		if strings.Count(page, p) != 1 {
-			return nil, errors.New("playground: embedded index.html lacks " + p + "; rebuild dist with go generate")
-		}
-	}
-	page = strings.NewReplacer(
-		titlePlaceholder, html.EscapeString(opts.Title),
-		configPlaceholder, string(config),
-	).Replace(page)
-	return []byte(page), nil
-}
