@@ -122,4 +122,3 @@ func pageHeaders() http.Header {
 	}
 	return spa.PageHeaders(csp...)
 }
-

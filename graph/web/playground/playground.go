@@ -162,4 +162,3 @@ func pageHeaders(connect []string) http.Header {
 	}
 	return spa.PageHeaders(csp...)
 }
-
