@@ -221,6 +221,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Cluster: backend.Cluster, Metrics: backend.Metrics, Address: advertised(cfg),
 		Artifacts: arts, Logger: log, Version: Version(), Limits: cfg.APILimits(), KeepAlive: cfg.KeepAlive.Std(),
 		Auth: authn, AllowedOrigins: cfg.API.AllowedOrigins, DisableIntrospection: !cfg.API.Introspection,
+		MCP: server.MCPOptions{Disabled: !cfg.MCP.Enabled, Lane: cfg.MCP.Lane},
 		Ready: func() error {
 			if local == nil {
 				return nil

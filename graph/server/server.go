@@ -16,6 +16,8 @@
 //	                  is healthy; 503 while draining
 //	/metrics          Prometheus
 //	/artifacts/{id}   screenshots, PDFs and large results of tasks
+//	/mcp              the Model Context Protocol (Streamable HTTP): browser
+//	                  tools that are tasks (graph/mcp)
 package server
 
 import (
@@ -45,6 +47,7 @@ import (
 	"github.com/switchyard/switchyard/engine/executor/artifact"
 	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/graph/auth"
+	"github.com/switchyard/switchyard/graph/mcp"
 	"github.com/switchyard/switchyard/graph/metrics"
 	"github.com/switchyard/switchyard/graph/model"
 	"github.com/switchyard/switchyard/graph/resolvers"
@@ -98,6 +101,17 @@ type Options struct {
 	// AuditLogger receives one line per mutation; default
 	// Logger.Named("audit").
 	AuditLogger hclog.Logger
+	// MCP configures the MCP endpoint at /mcp.
+	MCP MCPOptions
+}
+
+// MCPOptions configure the MCP endpoint.
+type MCPOptions struct {
+	// Disabled serves no /mcp.
+	Disabled bool
+	// Lane is the lane of the tasks MCP calls submit without naming one
+	// ("": the engine's default, main).
+	Lane string
 }
 
 // dropNilPointers makes a nil *Registry, *Manager or *Scheduler given as
@@ -145,6 +159,9 @@ type Server struct {
 	metrics  *prometheus.Registry
 
 	audit *auth.Audit
+	// limiter is each token's rate of mutations, shared by GraphQL and MCP.
+	limiter *auth.RateLimiter
+	mcp     *mcp.Server // nil when disabled
 	// subGate shares the cores between subscription executions and the
 	// engine: half of them at most for the executions.
 	subGate *subgate.Gate
@@ -181,6 +198,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger.Named("http"), metrics: prometheus.NewRegistry(), audit: auth.NewAudit(opts.AuditLogger),
 		subGate: subgate.New(runtime.GOMAXPROCS(0) / 2)}
 	s.streams, s.endStreams = context.WithCancel(context.Background())
+	s.limiter = auth.NewRateLimiter(opts.Limits.MutationsPerSecond, opts.Limits.MutationBurst, nil)
 	s.metrics.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -221,6 +239,15 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	mux.Handle("/graphql", count("graphql", s.authenticate(limitBody(opts.Limits.MaxBodyBytes, withStatusHints(s.endOnShutdown(gql))))))
+	if !opts.MCP.Disabled {
+		s.mcp, err = mcp.New(mcp.Options{Engine: opts.Engine, Mutations: s.resolver.Mutation(), Queries: s.resolver.Query(),
+			Artifacts: opts.Artifacts, Auth: opts.Auth, Limiter: s.limiter, Lane: opts.MCP.Lane, Version: opts.Version,
+			MaxBodyBytes: int64(opts.Limits.MaxBodyBytes), Logger: opts.Logger, Audit: opts.AuditLogger})
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		mux.Handle("/mcp", count("mcp", s.endOnShutdown(s.mcp.Handler())))
+	}
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", s.requireIdentity(promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{ErrorLog: hclogAdapter{s.log}})))
@@ -243,7 +270,7 @@ func New(opts Options) (*Server, error) {
 func (s *Server) graphQL() (http.Handler, error) {
 	l := s.opts.Limits
 	es := s.resolver.ExecutableSchema()
-	gate := &auth.Gate{Limiter: auth.NewRateLimiter(l.MutationsPerSecond, l.MutationBurst, nil), Refused: s.refused}
+	gate := &auth.Gate{Limiter: s.limiter, Refused: s.refused}
 	if err := gate.Validate(es); err != nil { // the access table covers the schema
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -328,6 +355,9 @@ func (s *Server) Serve(ln net.Listener) error {
 // and waits for the requests in progress until ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.endStreams()
+	if s.mcp != nil {
+		s.mcp.Close()
+	}
 	defer s.resolver.Close()
 	err := s.http.Shutdown(ctx)
 	if errors.Is(err, context.DeadlineExceeded) {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,6 +58,7 @@ type Config struct {
 	Plugins       Plugins          `yaml:"plugins"`
 	Webhooks      Webhooks         `yaml:"webhooks"`
 	Cluster       Cluster          `yaml:"cluster"`
+	MCP           MCP              `yaml:"mcp"`
 
 	// environ is the environment ApplyEnv read: the engine's lane
 	// variables (SWITCHYARD_LANE_<NAME>) come from it too.
@@ -101,6 +103,15 @@ type API struct {
 	// Introspection answers __schema and __type queries (default true; the
 	// playground's documentation needs it).
 	Introspection bool `yaml:"introspection"`
+}
+
+// MCP configures the Model Context Protocol endpoint, /mcp.
+type MCP struct {
+	// Enabled serves /mcp (default true).
+	Enabled bool `yaml:"enabled"`
+	// Lane is the lane of the tasks MCP calls submit without naming one
+	// (default main).
+	Lane string `yaml:"lane"`
 }
 
 // Secret is a string that is never printed: fmt, YAML and JSON write it as
@@ -337,6 +348,7 @@ func Default() Config {
 		Cluster:       Cluster{LeaseTTL: Duration(10 * time.Second), RenewEvery: Duration(2 * time.Second)},
 		LocalInstance: LocalInstance{Enabled: true, Capacity: 4},
 		API:           API{Introspection: true},
+		MCP:           MCP{Enabled: true},
 		Health:        Health{Interval: Duration(5 * time.Second), Timeout: Duration(2 * time.Second), UnhealthyAfter: 3},
 	}
 }
@@ -486,8 +498,12 @@ func (c *Config) Validate() error {
 	if c.Health.Interval < Duration(100*time.Millisecond) || c.Health.Timeout <= 0 {
 		return errors.New("health.interval and health.timeout: the interval must be at least 100ms and the timeout positive")
 	}
-	if _, err := c.EngineConfig(); err != nil {
+	ec, err := c.EngineConfig()
+	if err != nil {
 		return err
+	}
+	if c.MCP.Lane != "" && !slices.ContainsFunc(ec.Lanes, func(l engine.LaneConfig) bool { return l.Name == c.MCP.Lane }) {
+		return fmt.Errorf("mcp.lane: %q is not a lane (engine.lanes)", c.MCP.Lane)
 	}
 	seen := map[string]bool{}
 	for i, in := range c.Instances {

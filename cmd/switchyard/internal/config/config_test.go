@@ -111,6 +111,7 @@ func TestValidationNamesTheBadKey(t *testing.T) {
 		"local instance id":  {func(c *config.Config) { c.Instances = []config.Instance{{ID: "local", URL: "http://x"}} }, "instances[0].id"},
 		"negative limit":     {func(c *config.Config) { c.Limits.MaxDepth = -2 }, "limits.maxDepth"},
 		"keepalive too tiny": {func(c *config.Config) { c.KeepAlive = config.Duration(time.Millisecond) }, "keepAlive"},
+		"mcp lane":           {func(c *config.Config) { c.MCP.Lane = "nowhere" }, "mcp.lane"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

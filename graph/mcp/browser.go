@@ -1,0 +1,285 @@
+// The browser tools: one task each, in the caller's browser session. Their
+// names, descriptions and input schemas are what a model reads to use them,
+// so each says what it does, the selector syntax and an example.
+
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/graph/model"
+)
+
+// selectorHelp is the selector syntax, in every tool that takes one.
+const selectorHelp = `The element: a CSS selector ("#email", "button.primary", or "css:#email"), an XPath ("xpath://button[@type='submit']" or "//button"), visible text ("text:Sign in"), or a ref from the last snapshot ("e12").`
+
+// Common are the arguments every browser tool takes.
+type Common struct {
+	Session   string `json:"session,omitempty" jsonschema:"The browser session (tab) to run in; default this MCP session's own. Calls in one session run in order in one tab."`
+	TimeoutMs int    `json:"timeoutMs,omitempty" jsonschema:"Per-attempt timeout in milliseconds (1..86400000); default the lane's."`
+}
+
+// Args are the arguments of the browser tools; each tool's schema lists only
+// the fields it uses.
+type Args struct {
+	Common
+	URL        string   `json:"url,omitempty"`
+	Selector   string   `json:"selector,omitempty"`
+	Text       string   `json:"text,omitempty"`
+	Value      string   `json:"value,omitempty"`
+	Key        string   `json:"key,omitempty"`
+	Expression string   `json:"expression,omitempty"`
+	DeltaY     *float64 `json:"deltaY,omitempty"`
+	Format     string   `json:"format,omitempty"`
+	Quality    int      `json:"quality,omitempty"`
+	FullPage   bool     `json:"fullPage,omitempty"`
+	// Interactive limits a snapshot to interactive elements.
+	Interactive bool `json:"interactive,omitempty"`
+}
+
+// field describes one argument of a browser tool.
+type field struct {
+	name, typ, desc string
+	required        bool
+	enum            []any
+	min, max        *float64
+}
+
+// browserTool is one browser tool: its name, the action kind it submits and
+// how its arguments become the action.
+type browserTool struct {
+	name, kind, title, desc string
+	fields                  []field
+	readOnly                bool
+	// build makes the action's selector and params; an error is
+	// INVALID_INPUT naming the argument.
+	build func(a *Args) (selector string, params map[string]any, err error)
+}
+
+func fnum(v float64) *float64 { return &v }
+
+var (
+	selectorField = field{name: "selector", typ: "string", desc: selectorHelp, required: true}
+	optSelector   = field{name: "selector", typ: "string", desc: selectorHelp + " Optional."}
+	textField     = field{name: "text", typ: "string", required: true}
+)
+
+// browserTools lists the browser tools. Their kinds are the instance API's
+// (engine/executor, engine/executor/chromium).
+var browserTools = []browserTool{
+	{name: "navigate", kind: "navigate", title: "Open a URL",
+		desc:   `Open a URL in the session's tab (a new tab on the session's first call). Example: {"url": "https://example.com/login"}. Returns the page's URL and title.`,
+		fields: []field{{name: "url", typ: "string", desc: "An absolute http(s) URL.", required: true}},
+		build: func(a *Args) (string, map[string]any, error) {
+			u, err := url.Parse(a.URL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return "", nil, invalid("url", "%q is not an absolute http(s) URL", a.URL)
+			}
+			return "", map[string]any{"url": a.URL}, nil
+		}},
+	{name: "click", kind: "click", title: "Click an element",
+		desc:   `Click an element the way a person would (mouse events at its centre). Example: {"selector": "text:Sign in"}.`,
+		fields: []field{selectorField},
+		build:  selectorOnly},
+	{name: "hover", kind: "hover", title: "Hover over an element",
+		desc:   `Move the mouse over an element. Example: {"selector": "#menu"}.`,
+		fields: []field{selectorField},
+		build:  selectorOnly},
+	{name: "fill", kind: "fill", title: "Fill a field",
+		desc:   `Set a form field's value at once (input and change events fire). Example: {"selector": "#email", "text": "ada@example.com"}. Use "type" for keystrokes.`,
+		fields: []field{selectorField, withDesc(textField, `The value; "" clears the field.`)},
+		build: func(a *Args) (string, map[string]any, error) {
+			return a.Selector, map[string]any{"text": a.Text}, nil
+		}},
+	{name: "type", kind: "type", title: "Type text",
+		desc:   `Focus an element and type text as key events. Example: {"selector": "#search", "text": "switchyard"}.`,
+		fields: []field{selectorField, withDesc(textField, "The text to type.")},
+		build: func(a *Args) (string, map[string]any, error) {
+			if a.Text == "" {
+				return "", nil, invalid("text", "is required (the text to type)")
+			}
+			return a.Selector, map[string]any{"text": a.Text}, nil
+		}},
+	{name: "press", kind: "press", title: "Press a key",
+		desc:   `Press a key, in the focused element or in the one a selector names. Keys: Enter, Tab, Escape, Backspace, Delete, Space, ArrowUp/Down/Left/Right, Home, End, PageUp, PageDown, F1..F12, or one character. Example: {"key": "Enter", "selector": "#search"}.`,
+		fields: []field{{name: "key", typ: "string", desc: `The key ("Enter", "Tab", "a").`, required: true}, optSelector},
+		build: func(a *Args) (string, map[string]any, error) {
+			return a.Selector, map[string]any{"key": a.Key}, nil
+		}},
+	{name: "select", kind: "select", title: "Choose an option",
+		desc:   `Choose an option of a <select> by its value or its visible text. Example: {"selector": "#country", "value": "FR"}.`,
+		fields: []field{selectorField, {name: "value", typ: "string", desc: "The option's value or visible text.", required: true}},
+		build: func(a *Args) (string, map[string]any, error) {
+			return a.Selector, map[string]any{"value": a.Value}, nil
+		}},
+	{name: "check", kind: "check", title: "Check a checkbox",
+		desc:   `Check a checkbox or radio button (no change if it is checked). Example: {"selector": "#terms"}.`,
+		fields: []field{selectorField},
+		build:  selectorOnly},
+	{name: "uncheck", kind: "uncheck", title: "Uncheck a checkbox",
+		desc:   `Uncheck a checkbox (no change if it is unchecked). Example: {"selector": "#newsletter"}.`,
+		fields: []field{selectorField},
+		build:  selectorOnly},
+	{name: "scroll", kind: "scroll", title: "Scroll",
+		desc:   `Scroll an element into view, or the page by deltaY pixels (default 300). Examples: {"selector": "#footer"}, {"deltaY": 800}.`,
+		fields: []field{optSelector, {name: "deltaY", typ: "number", desc: "Pixels to scroll the page down (negative: up) when no selector is given."}},
+		build: func(a *Args) (string, map[string]any, error) {
+			if a.Selector != "" {
+				return a.Selector, nil, nil
+			}
+			dy := 300.0
+			if a.DeltaY != nil {
+				dy = *a.DeltaY
+			}
+			return "", map[string]any{"deltaY": dy}, nil
+		}},
+	{name: "text", kind: "text", title: "Read text", readOnly: true,
+		desc:   `Read the visible text of the page, or of one element. Example: {"selector": "#result"}.`,
+		fields: []field{optSelector},
+		build:  optionalSelector},
+	{name: "snapshot", kind: "snapshot", title: "Snapshot the page", readOnly: true,
+		desc:   `The page's accessibility tree: one node per element with a ref ("e12"), its role and name. Use the refs as selectors in later calls of the same session. Example: {"interactive": true}.`,
+		fields: []field{{name: "interactive", typ: "boolean", desc: "Only interactive elements (links, buttons, fields)."}},
+		build: func(a *Args) (string, map[string]any, error) {
+			if a.Interactive {
+				return "", map[string]any{"filter": "interactive"}, nil
+			}
+			return "", nil, nil
+		}},
+	{name: "screenshot", kind: "screenshot", title: "Take a screenshot", readOnly: true,
+		desc: `A screenshot of the page (or of one element), returned as an image. Example: {"format": "png"}.`,
+		fields: []field{optSelector,
+			{name: "format", typ: "string", desc: "png (default) or jpeg.", enum: []any{"png", "jpeg"}},
+			{name: "quality", typ: "integer", desc: "JPEG quality, 1..100.", min: fnum(1), max: fnum(100)}},
+		build: func(a *Args) (string, map[string]any, error) {
+			p := map[string]any{}
+			if a.Format != "" {
+				p["format"] = a.Format
+			}
+			if a.Quality != 0 {
+				p["quality"] = a.Quality
+			}
+			return a.Selector, p, nil
+		}},
+	{name: "evaluate", kind: "evaluate", title: "Run JavaScript",
+		desc:   `Evaluate a JavaScript expression in the page and return its JSON value (the instance may refuse it by configuration). Example: {"expression": "document.title"}.`,
+		fields: []field{{name: "expression", typ: "string", desc: "A JavaScript expression.", required: true}},
+		build: func(a *Args) (string, map[string]any, error) {
+			return "", map[string]any{"expression": a.Expression}, nil
+		}},
+}
+
+func withDesc(f field, desc string) field { f.desc = desc; return f }
+
+func selectorOnly(a *Args) (string, map[string]any, error) { return a.Selector, nil, nil }
+
+func optionalSelector(a *Args) (string, map[string]any, error) { return a.Selector, nil, nil }
+
+// inputSchema builds a browser tool's input schema: its own fields and the
+// common ones, no others.
+func (bt *browserTool) inputSchema() *jsonschema.Schema {
+	common, err := jsonschema.For[Common](nil)
+	if err != nil {
+		panic(err) // a static type
+	}
+	s := &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{}, AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}}}
+	for _, f := range bt.fields {
+		p := &jsonschema.Schema{Type: f.typ, Description: f.desc, Enum: f.enum, Minimum: f.min, Maximum: f.max}
+		if f.required && f.typ == "string" && f.name != "text" {
+			p.MinLength = new(1)
+		}
+		s.Properties[f.name] = p
+		s.PropertyOrder = append(s.PropertyOrder, f.name)
+		if f.required {
+			s.Required = append(s.Required, f.name)
+		}
+	}
+	for _, name := range []string{"session", "timeoutMs"} {
+		s.Properties[name] = common.Properties[name]
+		s.PropertyOrder = append(s.PropertyOrder, name)
+	}
+	s.Properties["timeoutMs"].Minimum, s.Properties["timeoutMs"].Maximum = fnum(1), fnum(86_400_000)
+	return s
+}
+
+// addBrowserTool registers a browser tool.
+func (s *Server) addBrowserTool(bt browserTool) {
+	tool := &sdk.Tool{Name: bt.name, Title: bt.title, Description: bt.desc, InputSchema: bt.inputSchema(),
+		OutputSchema: outputSchema(),
+		Annotations:  &sdk.ToolAnnotations{Title: bt.title, ReadOnlyHint: bt.readOnly, OpenWorldHint: new(true)}}
+	sdk.AddTool(s.mcp, tool, func(ctx context.Context, req *sdk.CallToolRequest, a Args) (*sdk.CallToolResult, *Output, error) {
+		return s.callBrowser(ctx, req, &bt, &a)
+	})
+}
+
+// callBrowser runs a browser tool: checks, submits, waits, answers.
+func (s *Server) callBrowser(ctx context.Context, req *sdk.CallToolRequest, bt *browserTool, a *Args) (*sdk.CallToolResult, *Output, error) {
+	c, err := s.callerOf(req.Session, req.Extra, clientInfo(req.Session))
+	if err != nil {
+		return failure(err)
+	}
+	sel, params, err := bt.build(a)
+	if err == nil {
+		err = checkSelector("selector", sel)
+	}
+	if err != nil {
+		return failure(err)
+	}
+	session := c.session
+	if a.Session != "" {
+		session = a.Session
+	}
+	in := model.SubmitTaskInput{AgentID: c.agent, SessionKey: &session,
+		Action: &model.ActionInput{Kind: bt.kind},
+		Labels: []*model.LabelInput{{Key: "via", Value: "mcp"}}}
+	if s.opts.Lane != "" {
+		in.Lane = &s.opts.Lane
+	}
+	if sel != "" {
+		in.Action.Selector = &sel
+	}
+	if len(params) > 0 {
+		raw, err := json.Marshal(params)
+		if err != nil {
+			return failure(fmt.Errorf("encode params: %w", err))
+		}
+		in.Action.Params = raw
+	}
+	if a.TimeoutMs != 0 {
+		in.TimeoutMs = &a.TimeoutMs
+	}
+	return s.submitAndWait(ctx, req, c, bt.name, in)
+}
+
+// submitAndWait submits a task for a tool call, waits for its end and
+// answers with its result.
+func (s *Server) submitAndWait(ctx context.Context, req *sdk.CallToolRequest, c *caller, tool string, in model.SubmitTaskInput) (*sdk.CallToolResult, *Output, error) {
+	if err := s.allow(c, "Mutation", "submitTask"); err != nil {
+		s.record(c, tool, "", err)
+		return failure(err)
+	}
+	cursor := s.opts.Engine.Events().Last()
+	mt, err := s.opts.Mutations.SubmitTask(c.ctx(ctx), in)
+	if err != nil {
+		s.record(c, tool, "", err)
+		return failure(err)
+	}
+	s.record(c, tool, mt.T.ID, nil)
+	t, err := s.wait(ctx, req, c, mt.T, cursor)
+	if err != nil {
+		return failure(err)
+	}
+	return s.answer(ctx, c, tool, t)
+}
+
+// invalid is an INVALID_INPUT error naming an argument.
+func invalid(field, format string, args ...any) *engine.Error {
+	return &engine.Error{Code: engine.CodeInvalidInput, Field: field, Message: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,117 @@
+package mcp_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/engine/executor/artifact"
+	"github.com/switchyard/switchyard/engine/executor/chromium"
+)
+
+// These tests drive real headless Chromium through the whole path: the
+// SDK's client over HTTP, the server, the engine, the executor and the
+// built-in instance.
+
+const formPage = `<!doctype html><html><head><title>Greeter</title></head><body>
+<h1>Welcome to the greeter</h1>
+<input id="name" type="text"> <button id="go" type="button">Go</button>
+<div id="out"></div>
+<script>
+document.getElementById("go").addEventListener("click", () => {
+  document.getElementById("out").textContent = "Hello, " + document.getElementById("name").value + "!";
+});
+</script></body></html>`
+
+// browser starts Chromium, a local site and a server whose executor drives
+// them; it returns the bundle and the site's URL.
+func browser(t *testing.T) (*bundle, string) {
+	t.Helper()
+	path, ok := chromium.Find()
+	if !ok {
+		t.Skip("Chromium is not installed (looked for /usr/bin/chromium and chromium on PATH): skipping the real-browser test")
+	}
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, formPage)
+	}))
+	t.Cleanup(site.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	inst, err := chromium.Start(ctx, chromium.Options{ExecPath: path, ActionTimeout: 20 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = inst.Close() })
+	reg := executor.NewRegistry(executor.RegistryOptions{HealthInterval: time.Second, HealthTimeout: 5 * time.Second})
+	t.Cleanup(reg.Close)
+	_, err = reg.Register(executor.InstanceConfig{ID: "local", URL: inst.URL(), Token: inst.Token(), Capacity: 2})
+	require.NoError(t, err)
+	arts := artifact.NewMemory()
+	exec, err := executor.New(executor.Options{Registry: reg, Artifacts: arts})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = exec.Close() })
+	b := setup(t, options{executor: exec, registry: reg, arts: arts})
+	return b, site.URL
+}
+
+func TestNavigateThenTextInOneSessionReadsThePageInRealChromium(t *testing.T) {
+	t.Parallel()
+	b, site := browser(t)
+	c := b.connect(t, "browser-agent", "", "")
+
+	nav := c.call(t, "navigate", map[string]any{"url": site})
+	require.False(t, nav.IsError, textOf(nav))
+	require.Equal(t, "local", structured(t, nav)["instanceId"])
+	res := c.call(t, "fill", map[string]any{"selector": "#name", "text": "Ada"})
+	require.False(t, res.IsError, textOf(res))
+	res = c.call(t, "click", map[string]any{"selector": "text:Go"})
+	require.False(t, res.IsError, textOf(res))
+	res = c.call(t, "text", map[string]any{"selector": "#out"})
+	require.False(t, res.IsError, textOf(res))
+	require.Equal(t, "Hello, Ada!", textOf(res), "the session's calls share one tab")
+	res = c.call(t, "text", nil)
+	require.Contains(t, textOf(res), "Welcome to the greeter")
+
+	// A selector that matches nothing fails the task, with the instance's code.
+	res = c.call(t, "click", map[string]any{"selector": "#missing"})
+	e := errorOf(t, res)
+	require.Equal(t, "FAILED", e["code"])
+	require.Equal(t, "element_not_found", e["instanceCode"])
+	require.Equal(t, "PERMANENT", e["errorClass"])
+}
+
+func TestAScreenshotComesBackAsAnImage(t *testing.T) {
+	t.Parallel()
+	b, site := browser(t)
+	c := b.connect(t, "browser-agent", "", "")
+	require.False(t, c.call(t, "navigate", map[string]any{"url": site}).IsError)
+	res := c.call(t, "screenshot", nil)
+	require.False(t, res.IsError, textOf(res))
+	var img *sdk.ImageContent
+	var link *sdk.ResourceLink
+	for _, ct := range res.Content {
+		switch ct := ct.(type) {
+		case *sdk.ImageContent:
+			img = ct
+		case *sdk.ResourceLink:
+			link = ct
+		}
+	}
+	require.NotNil(t, img, "the result carries the image")
+	require.Equal(t, "image/png", img.MIMEType)
+	require.True(t, bytes.HasPrefix(img.Data, []byte("\x89PNG\r\n\x1a\n")), "a PNG")
+
+	// The artifact is a resource too.
+	require.NotNil(t, link)
+	rr, err := c.ReadResource(ctxFor(t), &sdk.ReadResourceParams{URI: link.URI})
+	require.NoError(t, err)
+	require.Equal(t, img.Data, rr.Contents[0].Blob)
+	require.Equal(t, "image/png", rr.Contents[0].MIMEType)
+}

@@ -1,0 +1,61 @@
+// Package mcp serves Switchyard to AI agents as a Model Context Protocol
+// server (Streamable HTTP transport, built on the official Go SDK): its
+// browser tools are tasks, scheduled like every other task — lanes,
+// per-agent fairness and ceilings, rate limits, roles and events all hold.
+//
+// It translates MCP into the GraphQL resolvers' own calls, so that an MCP
+// call is validated, authorized (row level) and submitted exactly as the
+// same GraphQL mutation would be:
+//
+//	MCP client ──POST /mcp──▶ graph/server: the bearer token → identity (role, agentId)
+//	                              │
+//	                              ▼
+//	                          this package: tool call → access table (graph/auth) → rate limit
+//	                              │          → SubmitTaskInput → resolvers.SubmitTask (validation, row-level rules)
+//	                              │          → wait on the engine's event log (progress notifications)
+//	                              │          → the task's end → MCP content (text, image, structured error)
+//	                              ▼
+//	                          engine ── executor ── browser instance
+//
+// # Tools
+//
+// Browser tools (navigate, click, hover, fill, type, press, select, check,
+// uncheck, scroll, text, snapshot, screenshot, evaluate) each submit one
+// task under the caller's agent and browser session, wait for it to end and
+// return its result: text for text and snapshot results, an image for
+// screenshots, and for a task that fails an error result (isError) whose
+// structured content carries the task's state, error class, HTTP status and
+// the instance's own error code. While the task waits, progress
+// notifications say where it stands ("queued at position 2 in lane main",
+// "running on instance local"); a client that cancels the call cancels the
+// task.
+//
+// Scheduler tools: submit_task (any SubmitTaskInput, without waiting),
+// get_task, list_tasks (the caller's), cancel_task; session tools:
+// open_session, close_session. Resources: switchyard://tasks/{id} (a task's
+// state and result) and switchyard://artifacts/{id} (screenshots, PDFs,
+// large results).
+//
+// # Sessions
+//
+// Each MCP session has a browser session of its own: tasks share its
+// sessionKey, so consecutive calls run in order in one tab. A call may name
+// another session ("session" argument); open_session starts a fresh one and
+// makes it the MCP session's current one; close_session closes its tab.
+//
+// # Who is calling
+//
+// With tokens, the bearer token decides the role and, for agent tokens, the
+// agent. Admin and operator tokens, and every caller when authentication is
+// off (loopback only), name their agent in the X-Switchyard-Agent header,
+// else the MCP client's name (clientInfo.name) is the agent.
+//
+// # Errors
+//
+// Following the MCP specification: an unknown tool is a protocol error
+// (JSON-RPC invalid params); arguments that do not match a tool's input
+// schema, an invalid selector, a refusal (FORBIDDEN, RATE_LIMITED,
+// QUEUE_FULL, …) and a task that fails are tool errors (isError results the
+// model can read and act on), with the API's error code in the structured
+// content. Nothing is submitted for a call refused before submission.
+package mcp

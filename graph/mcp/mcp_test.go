@@ -1,0 +1,246 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/graph/auth"
+	"github.com/switchyard/switchyard/graph/mcp"
+)
+
+func TestListToolsDescribesEveryToolWithAnExampleAndASchema(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{auto: true})
+	c := b.connect(t, "lister", "", "")
+	res, err := c.ListTools(ctxFor(t), nil)
+	require.NoError(t, err)
+	byName := map[string]*sdk.Tool{}
+	for _, tool := range res.Tools {
+		byName[tool.Name] = tool
+		require.NotEmpty(t, tool.Description, tool.Name)
+		if props, _ := tool.InputSchema.(map[string]any)["properties"].(map[string]any); len(props) > 0 {
+			require.Contains(t, tool.Description, "Example", "%s's description shows an example call", tool.Name)
+		}
+		require.NotNil(t, tool.InputSchema, tool.Name)
+	}
+	for _, name := range []string{"navigate", "click", "hover", "fill", "type", "press", "select", "check", "uncheck", "scroll",
+		"text", "snapshot", "screenshot", "evaluate", "submit_task", "get_task", "list_tasks", "cancel_task", "open_session", "close_session"} {
+		require.Contains(t, byName, name)
+	}
+	schema, err := json.Marshal(byName["click"].InputSchema)
+	require.NoError(t, err)
+	require.Contains(t, string(schema), `"required":["selector"]`)
+	require.Contains(t, string(schema), "xpath:", "the selector syntax is in the schema")
+	require.Contains(t, string(schema), `"additionalProperties":false`)
+}
+
+func TestBrowserCallsRunAsTasksOfTheCallersAgentInTheMCPSessionsBrowserSession(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{auto: true, config: engine.Config{Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 4}, {Name: "agents", MaxInFlight: 4}}}, lane: "agents"})
+	c := b.connect(t, "claude-code", "", "")
+	res := c.call(t, "click", map[string]any{"selector": "#go"})
+	require.False(t, res.IsError, textOf(res))
+	res2 := c.call(t, "fill", map[string]any{"selector": "css:#name", "text": "Ada"})
+	require.False(t, res2.IsError, textOf(res2))
+	out := structured(t, res)
+	require.Equal(t, "SUCCEEDED", out["state"])
+
+	ts := b.tasks(t)
+	require.Len(t, ts, 2)
+	for _, tk := range ts {
+		require.Equal(t, "claude-code", tk.Spec.AgentID, "without tokens or header, the MCP client's name is the agent")
+		require.Equal(t, "agents", tk.Spec.Lane, "the configured lane of MCP calls")
+		require.Equal(t, out["session"], tk.Spec.SessionKey, "both calls share the MCP session's browser session")
+		require.Equal(t, "mcp", tk.Spec.Labels["via"])
+	}
+	require.Equal(t, "fill", ts[0].Spec.Action.Kind)
+	require.JSONEq(t, `{"text":"Ada"}`, string(ts[0].Spec.Action.Params))
+
+	// The header names the agent; open_session starts a fresh browser session.
+	d := b.connect(t, "other", "", "bot-7")
+	fresh := d.call(t, "open_session", nil)
+	key := structured(t, fresh)["session"].(string)
+	require.NotEqual(t, out["session"], key)
+	d.call(t, "text", nil)
+	ts = b.tasks(t)
+	require.Equal(t, "bot-7", ts[0].Spec.AgentID)
+	require.Equal(t, key, ts[0].Spec.SessionKey)
+}
+
+func TestACallIntoAPausedLaneReportsProgressAndTheClientsCancelCancelsItsTask(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{config: engine.Config{Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 4, Paused: true}}}})
+	c := b.connect(t, "waiter", "", "")
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.CallTool(ctx, &sdk.CallToolParams{Name: "text", Arguments: map[string]any{}, Meta: sdk.Meta{"progressToken": "p1"}})
+		done <- err
+	}()
+	eventually(t, "the call reports its place in the queue", func() bool {
+		for _, m := range c.progressMessages() {
+			if m == "queued at position 1 in lane main (the lane is paused)" {
+				return true
+			}
+		}
+		return false
+	})
+	ts := b.tasks(t)
+	require.Len(t, ts, 1)
+	require.Equal(t, engine.StateQueued, ts[0].State)
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	eventually(t, "the task is cancelled", func() bool {
+		tk, err := b.eng.Task(context.Background(), ts[0].ID)
+		return err == nil && tk.State == engine.StateCancelled
+	})
+	tk, _ := b.eng.Task(context.Background(), ts[0].ID)
+	require.Equal(t, "cancelled by the MCP client", tk.Reason)
+}
+
+func TestTwoAgentsCallingAtOnceShareTheInstanceByFairness(t *testing.T) {
+	t.Parallel()
+	// Two slots; ada's four calls are older than bob's two. First come,
+	// first served would run ada's two first; the fairness policy runs one
+	// of each agent while both have work waiting.
+	b := setup(t, options{config: engine.Config{Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 2, Paused: true}}}})
+	results := make(chan *sdk.CallToolResult, 6)
+	callAs := func(agent string, n int) {
+		c := b.connect(t, "x", "", agent)
+		for i := range n {
+			go func() {
+				res, err := c.CallTool(ctxFor(t), &sdk.CallToolParams{Name: "text",
+					Arguments: map[string]any{"session": fmt.Sprintf("%s-%d", agent, i)}})
+				if err != nil {
+					res = &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: err.Error()}}}
+				}
+				results <- res
+			}()
+		}
+	}
+	callAs("ada", 4)
+	eventually(t, "ada's calls are queued", func() bool { return len(b.tasks(t)) == 4 })
+	callAs("bob", 2)
+	eventually(t, "bob's calls are queued", func() bool { return len(b.tasks(t)) == 6 })
+	_, err := b.eng.UpdateLane("main", engine.LaneUpdate{Paused: new(false)})
+	require.NoError(t, err)
+
+	agentOf := func(id string) string {
+		tk, err := b.eng.Task(context.Background(), id)
+		require.NoError(t, err)
+		return tk.Spec.AgentID
+	}
+	for finished := 0; finished < 6; finished++ {
+		want := min(2, 6-finished)
+		eventually(t, "the free slots are taken", func() bool { return len(b.exec.Running()) == want })
+		running := b.exec.Running()
+		unfinished, busy := map[string]bool{}, map[string]bool{}
+		for _, tk := range b.tasks(t) {
+			if !tk.State.Terminal() {
+				unfinished[tk.Spec.AgentID] = true
+			}
+		}
+		for _, id := range running {
+			busy[agentOf(id)] = true
+		}
+		if len(unfinished) == 2 {
+			require.Len(t, busy, 2, "while both agents have work, each has a task running: %v", running)
+		}
+		require.NoError(t, b.exec.Succeed(running[0], `{"text":"ok"}`))
+	}
+	for range 6 {
+		res := <-results
+		require.False(t, res.IsError, textOf(res))
+		require.Equal(t, "ok", textOf(res))
+	}
+}
+
+func TestRolesAndOwnershipHoldOverMCP(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{auto: true, tokens: []auth.Token{
+		{Name: "reader", Role: auth.RoleReader},
+		{Name: "ada", Role: auth.RoleAgent, AgentID: "ada"},
+		{Name: "bob", Role: auth.RoleAgent, AgentID: "bob"},
+	}})
+
+	reader := b.connect(t, "r", "reader", "")
+	res := reader.call(t, "navigate", map[string]any{"url": "https://example.com"})
+	e := errorOf(t, res)
+	require.Equal(t, "FORBIDDEN", e["code"])
+	require.Contains(t, textOf(res), `token "reader" is reader`)
+	require.Empty(t, b.tasks(t), "a refused call submits nothing")
+
+	ada := b.connect(t, "a", "ada", "")
+	sub := ada.call(t, "submit_task", map[string]any{"action": map[string]any{"kind": "text"}})
+	require.False(t, sub.IsError, textOf(sub))
+	id := structured(t, sub)["taskId"].(string)
+	own, err := ada.ReadResource(ctxFor(t), &sdk.ReadResourceParams{URI: "switchyard://tasks/" + id})
+	require.NoError(t, err)
+	require.Contains(t, own.Contents[0].Text, `"agentId": "ada"`)
+
+	bob := b.connect(t, "b", "bob", "")
+	_, err = bob.ReadResource(ctxFor(t), &sdk.ReadResourceParams{URI: "switchyard://tasks/" + id})
+	var werr *jsonrpc.Error
+	require.ErrorAs(t, err, &werr)
+	require.Equal(t, int64(mcp.CodeForbidden), werr.Code)
+	require.Contains(t, werr.Message, "belongs to another agent")
+	got := bob.call(t, "get_task", map[string]any{"id": id})
+	require.Equal(t, "FORBIDDEN", errorOf(t, got)["code"])
+
+	// An agent token submits as its own agent only, whatever the header says.
+	other := b.connect(t, "b", "bob", "ada")
+	res = other.call(t, "text", nil)
+	require.Equal(t, "FORBIDDEN", errorOf(t, res)["code"])
+	require.Len(t, b.tasks(t), 1)
+
+	// Without a token, nothing is served.
+	_, err = sdk.NewClient(&sdk.Implementation{Name: "anon", Version: "1"}, nil).Connect(ctxFor(t),
+		&sdk.StreamableClientTransport{Endpoint: b.base + "/mcp"}, nil)
+	require.Error(t, err)
+}
+
+func TestBadInputIsAClearMCPErrorAndSubmitsNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{auto: true})
+	c := b.connect(t, "sloppy", "", "")
+
+	_, err := c.CallTool(ctxFor(t), &sdk.CallToolParams{Name: "teleport", Arguments: map[string]any{}})
+	require.ErrorContains(t, err, `unknown tool "teleport"`)
+
+	res := c.call(t, "navigate", map[string]any{})
+	require.True(t, res.IsError)
+	require.Contains(t, textOf(res), "url")
+
+	res = c.call(t, "navigate", map[string]any{"url": 42})
+	require.True(t, res.IsError)
+	require.Contains(t, textOf(res), "url")
+
+	res = c.call(t, "click", map[string]any{"selector": "#go", "button": "left"})
+	require.True(t, res.IsError, "an unknown argument is refused")
+
+	res = c.call(t, "navigate", map[string]any{"url": "ftp://example.com"})
+	require.Equal(t, "INVALID_INPUT", errorOf(t, res)["code"])
+
+	for _, sel := range []string{"css:div[", "xpath:", "ref:abc", "a >", "text:", "//div[@id='x'"} {
+		res = c.call(t, "click", map[string]any{"selector": sel})
+		e := errorOf(t, res)
+		require.Equal(t, "INVALID_INPUT", e["code"], sel)
+		require.Equal(t, "selector", e["field"], sel)
+		require.True(t, strings.Contains(textOf(res), "is not a valid selector"), textOf(res))
+	}
+	res = c.call(t, "submit_task", map[string]any{"action": map[string]any{"kind": "click", "selector": "div[["}})
+	require.Equal(t, "INVALID_INPUT", errorOf(t, res)["code"])
+	res = c.call(t, "submit_task", map[string]any{"lane": "no such lane!"})
+	require.Equal(t, "INVALID_INPUT", errorOf(t, res)["code"])
+
+	require.Empty(t, b.tasks(t), "nothing was submitted")
+	require.Zero(t, b.eng.Stats().Submitted)
+}

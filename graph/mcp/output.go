@@ -1,0 +1,223 @@
+// What a tool answers: a finished task as MCP content (text, an image for a
+// screenshot) with the task in the structured content, or an error result
+// whose structured content carries the code.
+
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/graph/auth"
+	"github.com/switchyard/switchyard/graph/model"
+	"github.com/switchyard/switchyard/graph/resolvers"
+)
+
+// Output is the structured content of every task tool.
+type Output struct {
+	TaskID   string `json:"taskId,omitempty" jsonschema:"The task's id (its resource: switchyard://tasks/{id})."`
+	State    string `json:"state,omitempty" jsonschema:"The task's state: SUCCEEDED, FAILED, CANCELLED, QUEUED, …"`
+	Session  string `json:"session,omitempty" jsonschema:"The browser session it ran in."`
+	Instance string `json:"instanceId,omitempty" jsonschema:"The browser instance it ran on."`
+	Tab      string `json:"tabId,omitempty" jsonschema:"The tab it ran in."`
+	// Result is the instance's answer (for a screenshot, the artifact's
+	// reference).
+	Result any `json:"result,omitempty" jsonschema:"The instance's answer, as JSON."`
+	// Tasks is a listing's page.
+	Tasks []TaskView `json:"tasks,omitempty" jsonschema:"The tasks of a listing, newest first."`
+	// Next is the cursor of a listing's next page.
+	Next  string     `json:"next,omitempty" jsonschema:"Pass as 'after' for the next page."`
+	Error *ToolError `json:"error,omitempty" jsonschema:"Why the call failed, when it did."`
+}
+
+// ToolError is the structured error of a failed call.
+type ToolError struct {
+	// Code is the API's error code (INVALID_INPUT, FORBIDDEN, RATE_LIMITED,
+	// QUEUE_FULL, …) or, for a task that ended badly, its state (FAILED,
+	// CANCELLED, EXPIRED, REJECTED, PARKED).
+	Code      string `json:"code" jsonschema:"INVALID_INPUT, FORBIDDEN, RATE_LIMITED, QUEUE_FULL, NOT_FOUND, … or the task's end state: FAILED, CANCELLED, EXPIRED, REJECTED, PARKED."`
+	Message   string `json:"message" jsonschema:"What went wrong."`
+	Field     string `json:"field,omitempty" jsonschema:"The argument at fault."`
+	Retryable bool   `json:"retryable" jsonschema:"Whether the same call may succeed later."`
+	// ErrorClass is the task's error class (TRANSIENT, PERMANENT, CANCELLED).
+	ErrorClass string `json:"errorClass,omitempty" jsonschema:"The task's error class: TRANSIENT, PERMANENT or CANCELLED."`
+	HTTPStatus int    `json:"httpStatus,omitempty" jsonschema:"The browser instance's HTTP status."`
+	// InstanceCode is the browser instance's own code (element_not_found,
+	// bad_selector, …).
+	InstanceCode string `json:"instanceCode,omitempty" jsonschema:"The browser instance's own error code (element_not_found, bad_selector, …)."`
+	RetryAfterMs int64  `json:"retryAfterMs,omitempty" jsonschema:"For RATE_LIMITED: when to retry."`
+}
+
+var outSchema = func() *jsonschema.Schema {
+	s, err := jsonschema.For[Output](&jsonschema.ForOptions{IgnoreInvalidTypes: true})
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+func outputSchema() *jsonschema.Schema { return outSchema.CloneSchemas() }
+
+// failure answers a call that failed with an error result (isError), its
+// code in the structured content.
+func failure(err error) (*sdk.CallToolResult, *Output, error) {
+	te := toolError(err)
+	msg := te.Code + ": " + te.Message
+	if te.Field != "" {
+		msg = te.Code + ": " + te.Field + ": " + te.Message
+	}
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: msg}}}, &Output{Error: te}, nil
+}
+
+// toolError converts an error of the resolvers, the access checks or the
+// tools into a ToolError.
+func toolError(err error) *ToolError {
+	var rl *rateLimited
+	if errors.As(err, &rl) {
+		return &ToolError{Code: auth.CodeRateLimited, Message: rl.Error(), Retryable: true, RetryAfterMs: max(rl.wait.Milliseconds(), 1)}
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return &ToolError{Code: "CANCELLED", Message: err.Error()}
+	}
+	var ee *engine.Error
+	if !errors.As(err, &ee) {
+		return &ToolError{Code: string(model.CodeInternal), Message: err.Error()}
+	}
+	ext := resolvers.Extensions(ee)
+	te := &ToolError{Code: string(ee.Code), Message: ee.Message, Retryable: ee.Retryable}
+	if f, ok := ext["field"].(string); ok {
+		// The resolvers name fields of SubmitTaskInput ("input.action.selector").
+		te.Field = strings.TrimPrefix(f, "input.")
+	}
+	if ee.Err != nil && ee.Message == "" {
+		te.Message = ee.Err.Error()
+	}
+	return te
+}
+
+// codeOf is the code of an error, for the audit log.
+func codeOf(err error) string { return toolError(err).Code }
+
+// instanceCode finds the instance's error code in a task's error
+// ("… 404 Not Found [element_not_found]: …").
+var instanceCode = regexp.MustCompile(`\[([a-z][a-z0-9_]*)\]`)
+
+// answer turns a task that stopped waiting into the call's result.
+func (s *Server) answer(ctx context.Context, c *caller, tool string, t *engine.Task) (*sdk.CallToolResult, *Output, error) {
+	out := &Output{TaskID: t.ID, State: t.State.String(), Session: t.Spec.Session()}
+	if n := len(t.Attempts); n > 0 {
+		out.Instance, out.Tab = t.Attempts[n-1].InstanceID, t.Attempts[n-1].TabID
+	}
+	if t.State != engine.StateSucceeded {
+		te := &ToolError{Code: t.State.String(), Message: taskMessage(t), Retryable: t.State != engine.StateRejected && t.Class == policy.ClassTransient}
+		if t.Class != policy.ClassNone {
+			te.ErrorClass = strings.ToUpper(t.Class.String())
+		}
+		if n := len(t.Attempts); n > 0 {
+			te.HTTPStatus = t.Attempts[n-1].HTTPStatus
+		}
+		if m := instanceCode.FindStringSubmatch(t.Error); m != nil {
+			te.InstanceCode = m[1]
+		}
+		out.Error = te
+		text := fmt.Sprintf("%s: task %s %s", te.Code, t.ID, te.Message)
+		return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: text}}}, out, nil
+	}
+	var res any
+	if len(t.Result) > 0 {
+		_ = json.Unmarshal(t.Result, &res)
+	}
+	out.Result = res
+	content, err := s.content(ctx, c, tool, t.Result)
+	if err != nil {
+		return failure(err)
+	}
+	return &sdk.CallToolResult{Content: content}, out, nil
+}
+
+// taskMessage says why a task did not succeed.
+func taskMessage(t *engine.Task) string {
+	switch {
+	case t.Error != "" && t.Reason != "" && !strings.Contains(t.Error, t.Reason):
+		return t.Reason + ": " + t.Error
+	case t.Error != "":
+		return t.Error
+	case t.Reason != "":
+		return t.Reason
+	}
+	return strings.ToLower(t.State.String())
+}
+
+// artifactRef is the reference a result carries to an artifact.
+type artifactRef struct {
+	Artifact *struct {
+		ID          string `json:"id"`
+		ContentType string `json:"contentType"`
+		Size        int64  `json:"size"`
+	} `json:"artifact"`
+	Kind string `json:"kind"`
+}
+
+// maxInlineImage bounds the image a tool result carries (a bigger one is a
+// resource link only).
+const maxInlineImage = 8 << 20
+
+// content renders a task's result: an image for a screenshot, the artifact's
+// JSON for a large result, the page text for text, the JSON otherwise.
+func (s *Server) content(ctx context.Context, c *caller, tool string, result json.RawMessage) ([]sdk.Content, error) {
+	var ref artifactRef
+	if len(result) > 0 && result[0] == '{' && json.Unmarshal(result, &ref) == nil && ref.Artifact != nil && ref.Artifact.ID != "" {
+		a := ref.Artifact
+		link := &sdk.ResourceLink{URI: artifactURI(a.ID), Name: a.ID, MIMEType: a.ContentType, Size: &a.Size}
+		data, err := s.readArtifact(ctx, a.ID, a.Size)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case data == nil:
+			return []sdk.Content{link}, nil
+		case strings.HasPrefix(a.ContentType, "image/"):
+			return []sdk.Content{&sdk.ImageContent{Data: data, MIMEType: a.ContentType}, link}, nil
+		case a.ContentType == "application/json":
+			return s.content(ctx, c, tool, data)
+		}
+		return []sdk.Content{link}, nil
+	}
+	if tool == "text" {
+		var page struct {
+			Text *string `json:"text"`
+		}
+		if json.Unmarshal(result, &page) == nil && page.Text != nil {
+			return []sdk.Content{&sdk.TextContent{Text: *page.Text}}, nil
+		}
+	}
+	return []sdk.Content{&sdk.TextContent{Text: string(result)}}, nil
+}
+
+// readArtifact reads an artifact's bytes for a result, nil when there is no
+// store or it is too large to inline.
+func (s *Server) readArtifact(ctx context.Context, id string, size int64) ([]byte, error) {
+	if s.opts.Artifacts == nil || size > maxInlineImage {
+		return nil, nil
+	}
+	_, body, err := s.opts.Artifacts.Open(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("read artifact %s: %w", id, err)
+	}
+	defer body.Close()
+	data, err := io.ReadAll(io.LimitReader(body, maxInlineImage+1))
+	if err != nil {
+		return nil, fmt.Errorf("read artifact %s: %w", id, err)
+	}
+	return data, nil
+}

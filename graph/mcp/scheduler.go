@@ -1,0 +1,385 @@
+// The scheduler and session tools: submit any task without waiting, read
+// and list the caller's tasks, cancel one; open and close browser sessions.
+
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/graph/model"
+)
+
+// SubmitInput is submit_task's input: GraphQL's SubmitTaskInput in JSON.
+type SubmitInput struct {
+	AgentID     string            `json:"agentId,omitempty" jsonschema:"The agent to submit as; default the caller's (an agent token submits as its own agent only)."`
+	Lane        string            `json:"lane,omitempty" jsonschema:"The lane; default the server's lane for MCP calls."`
+	SessionKey  string            `json:"sessionKey,omitempty" jsonschema:"Tasks sharing a session key run one at a time, in one tab."`
+	Priority    string            `json:"priority,omitempty" jsonschema:"CRITICAL, HIGH, NORMAL (default) or LOW."`
+	Action      *ActionInput      `json:"action,omitempty" jsonschema:"The browser interaction (give an action or an instruction)."`
+	Instruction string            `json:"instruction,omitempty" jsonschema:"Free text for chat-style instances."`
+	TabID       string            `json:"tabId,omitempty" jsonschema:"The tab to run in."`
+	InstanceID  string            `json:"instanceId,omitempty" jsonschema:"The instance to run on."`
+	DependsOn   []string          `json:"dependsOn,omitempty" jsonschema:"Task ids that must succeed first."`
+	ParentID    string            `json:"parentId,omitempty" jsonschema:"The task that spawned this one."`
+	Deadline    string            `json:"deadline,omitempty" jsonschema:"When it must have ended (RFC 3339, in the future)."`
+	TimeoutMs   int               `json:"timeoutMs,omitempty" jsonschema:"Per-attempt timeout in milliseconds."`
+	RetryPolicy *RetryInput       `json:"retryPolicy,omitempty" jsonschema:"Its own retry policy."`
+	WebhookURL  string            `json:"webhookUrl,omitempty" jsonschema:"An http(s) URL called when it ends."`
+	Idempotency string            `json:"idempotencyKey,omitempty" jsonschema:"Makes resubmission safe: the same agent and key return the original task."`
+	Labels      map[string]string `json:"labels,omitempty" jsonschema:"Free-form labels."`
+	QueueMode   string            `json:"queueMode,omitempty" jsonschema:"ENQUEUE (default) or INTERRUPT (cancel what the session runs and go first)."`
+}
+
+// ActionInput is a task's browser interaction.
+type ActionInput struct {
+	Kind     string         `json:"kind" jsonschema:"navigate, click, dblclick, hover, focus, fill, type, press, select, check, uncheck, scroll, text, snapshot, screenshot, pdf, evaluate, close, …"`
+	Ref      string         `json:"ref,omitempty" jsonschema:"A ref from a snapshot (e12)."`
+	Selector string         `json:"selector,omitempty" jsonschema:"A selector: css:#go, a bare CSS selector, xpath://button, text:Go."`
+	Params   map[string]any `json:"params,omitempty" jsonschema:"Kind-specific parameters, e.g. {\"url\": \"https://example.com\"} or {\"text\": \"hello\"}."`
+}
+
+// RetryInput is a task's own retry policy.
+type RetryInput struct {
+	MaxAttempts  int      `json:"maxAttempts" jsonschema:"The attempt budget, the first included (1..100)."`
+	BackoffMs    *int     `json:"backoffMs,omitempty"`
+	Multiplier   *float64 `json:"multiplier,omitempty"`
+	MaxBackoffMs *int     `json:"maxBackoffMs,omitempty"`
+	Jitter       *bool    `json:"jitter,omitempty"`
+}
+
+// IDInput names a task.
+type IDInput struct {
+	ID     string `json:"id" jsonschema:"The task's id."`
+	Reason string `json:"reason,omitempty" jsonschema:"Why (recorded with the cancellation)."`
+}
+
+// ListInput filters the caller's tasks.
+type ListInput struct {
+	States  []string `json:"states,omitempty" jsonschema:"Only tasks in these states (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED, …)."`
+	Session string   `json:"session,omitempty" jsonschema:"Only this session's tasks."`
+	First   int      `json:"first,omitempty" jsonschema:"Page size, 1..100 (default 20)."`
+	After   string   `json:"after,omitempty" jsonschema:"The 'next' cursor of the previous page."`
+}
+
+// SessionInput names a browser session.
+type SessionInput struct {
+	Session string `json:"session,omitempty" jsonschema:"The session; default this MCP session's current one."`
+}
+
+// TaskView is a task in structured content and in its resource.
+type TaskView struct {
+	ID         string            `json:"id"`
+	AgentID    string            `json:"agentId"`
+	Lane       string            `json:"lane"`
+	Session    string            `json:"session,omitempty"`
+	State      string            `json:"state"`
+	Reason     string            `json:"reason,omitempty"`
+	Kind       string            `json:"kind,omitempty"`
+	Selector   string            `json:"selector,omitempty"`
+	Position   *int              `json:"position,omitempty"`
+	Attempts   int               `json:"attempts"`
+	Instance   string            `json:"instanceId,omitempty"`
+	Result     any               `json:"result,omitempty"`
+	Error      string            `json:"error,omitempty"`
+	ErrorClass string            `json:"errorClass,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	CreatedAt  time.Time         `json:"createdAt"`
+	EndedAt    *time.Time        `json:"endedAt,omitempty"`
+}
+
+// viewOf returns a task's view.
+func viewOf(t *engine.Task) TaskView {
+	v := TaskView{ID: t.ID, AgentID: t.Spec.AgentID, Lane: t.Spec.Lane, Session: t.Spec.Session(), State: t.State.String(),
+		Reason: t.Reason, Attempts: len(t.Attempts), Error: t.Error, Labels: t.Spec.Labels, CreatedAt: t.CreatedAt}
+	if v.Lane == "" {
+		v.Lane = "main"
+	}
+	if a := t.Spec.Action; a != nil {
+		v.Kind, v.Selector = a.Kind, a.Selector
+	}
+	if t.State == engine.StateQueued && t.Position >= 0 {
+		v.Position = &t.Position
+	}
+	if n := len(t.Attempts); n > 0 {
+		v.Instance = t.Attempts[n-1].InstanceID
+	}
+	if len(t.Result) > 0 {
+		_ = json.Unmarshal(t.Result, &v.Result)
+	}
+	if t.Class != policy.ClassNone {
+		v.ErrorClass = strings.ToUpper(t.Class.String())
+	}
+	if !t.EndedAt.IsZero() {
+		v.EndedAt = &t.EndedAt
+	}
+	return v
+}
+
+// addTools registers every tool.
+func (s *Server) addTools() error {
+	for _, bt := range browserTools {
+		s.addBrowserTool(bt)
+	}
+	open := func(title string, ro, destructive bool) *sdk.ToolAnnotations {
+		return &sdk.ToolAnnotations{Title: title, ReadOnlyHint: ro, DestructiveHint: &destructive}
+	}
+	submitSchema, err := jsonschema.For[SubmitInput](nil)
+	if err != nil {
+		return fmt.Errorf("mcp: submit_task schema: %w", err)
+	}
+	submitSchema.Properties["priority"].Enum = []any{"CRITICAL", "HIGH", "NORMAL", "LOW"}
+	submitSchema.Properties["queueMode"].Enum = []any{"ENQUEUE", "INTERRUPT"}
+	sdk.AddTool(s.mcp, &sdk.Tool{Name: "submit_task", Title: "Submit a task",
+		Description: `Submit any task without waiting for it (GraphQL's SubmitTaskInput); returns its id at once. Follow it with get_task or the resource switchyard://tasks/{id}. Example: {"action": {"kind": "navigate", "params": {"url": "https://example.com"}}, "sessionKey": "research-1", "idempotencyKey": "step-1"}.`,
+		InputSchema: submitSchema, OutputSchema: outputSchema(), Annotations: open("Submit a task", false, false)}, s.submitTask)
+	sdk.AddTool(s.mcp, &sdk.Tool{Name: "get_task", Title: "Read a task",
+		Description:  `A task's state and result. Example: {"id": "01J…"}.`,
+		OutputSchema: outputSchema(), Annotations: open("Read a task", true, false)}, s.getTask)
+	sdk.AddTool(s.mcp, &sdk.Tool{Name: "list_tasks", Title: "List my tasks",
+		Description:  `Your agent's tasks, newest first. Example: {"states": ["QUEUED", "RUNNING"], "first": 20}.`,
+		OutputSchema: outputSchema(), Annotations: open("List my tasks", true, false)}, s.listTasks)
+	sdk.AddTool(s.mcp, &sdk.Tool{Name: "cancel_task", Title: "Cancel a task",
+		Description:  `Cancel a task of yours (queued, waiting or running). Example: {"id": "01J…", "reason": "no longer needed"}.`,
+		OutputSchema: outputSchema(), Annotations: open("Cancel a task", false, true)}, s.cancelTask)
+	sdk.AddTool(s.mcp, &sdk.Tool{Name: "open_session", Title: "Open a fresh browser session",
+		Description:  `Start a fresh browser session (a new tab on its first call) and make it this MCP session's current one: later browser calls without "session" run there. Returns its key.`,
+		OutputSchema: outputSchema(), Annotations: open("Open a fresh browser session", false, false)}, s.openSession)
+	sdk.AddTool(s.mcp, &sdk.Tool{Name: "close_session", Title: "Close a browser session",
+		Description:  `Close a browser session's tab, after the calls queued in it. Default: this MCP session's current session (a fresh one replaces it). Example: {"session": "mcp-…"}.`,
+		OutputSchema: outputSchema(), Annotations: open("Close a browser session", false, true)}, s.closeSession)
+	return nil
+}
+
+func (s *Server) submitTask(ctx context.Context, req *sdk.CallToolRequest, in SubmitInput) (*sdk.CallToolResult, *Output, error) {
+	c, err := s.callerOf(req.Session, req.Extra, clientInfo(req.Session))
+	if err != nil {
+		return failure(err)
+	}
+	gin, err := s.graphInput(c, &in)
+	if err != nil {
+		return failure(err)
+	}
+	if err := s.allow(c, "Mutation", "submitTask"); err != nil {
+		s.record(c, "submit_task", "", err)
+		return failure(err)
+	}
+	mt, err := s.opts.Mutations.SubmitTask(c.ctx(ctx), gin)
+	if err != nil {
+		s.record(c, "submit_task", "", err)
+		return failure(err)
+	}
+	s.record(c, "submit_task", mt.T.ID, nil)
+	t := mt.T
+	v := viewOf(t)
+	return text(fmt.Sprintf("submitted task %s (%s)", t.ID, t.State)), &Output{TaskID: t.ID, State: t.State.String(), Session: t.Spec.Session(), Tasks: []TaskView{v}}, nil
+}
+
+// graphInput converts submit_task's input into GraphQL's.
+func (s *Server) graphInput(c *caller, in *SubmitInput) (model.SubmitTaskInput, error) {
+	out := model.SubmitTaskInput{AgentID: c.agent, DependsOn: in.DependsOn}
+	if in.AgentID != "" {
+		out.AgentID = in.AgentID
+	}
+	str := func(v string) *string {
+		if v == "" {
+			return nil
+		}
+		return &v
+	}
+	out.Lane, out.SessionKey, out.Instruction = str(in.Lane), str(in.SessionKey), str(in.Instruction)
+	if out.Lane == nil && s.opts.Lane != "" {
+		out.Lane = &s.opts.Lane
+	}
+	out.TabID, out.InstanceID, out.ParentID = str(in.TabID), str(in.InstanceID), str(in.ParentID)
+	out.WebhookURL, out.IdempotencyKey = str(in.WebhookURL), str(in.Idempotency)
+	if in.Priority != "" {
+		p, ok := map[string]engine.Priority{"CRITICAL": engine.PriorityCritical, "HIGH": engine.PriorityHigh,
+			"NORMAL": engine.PriorityNormal, "LOW": engine.PriorityLow}[in.Priority]
+		if !ok {
+			return out, invalid("priority", "%q is not CRITICAL, HIGH, NORMAL or LOW", in.Priority)
+		}
+		out.Priority = &p
+	}
+	if in.QueueMode != "" {
+		m, ok := map[string]engine.QueueMode{"ENQUEUE": engine.QueueEnqueue, "INTERRUPT": engine.QueueInterrupt}[in.QueueMode]
+		if !ok {
+			return out, invalid("queueMode", "%q is not ENQUEUE or INTERRUPT", in.QueueMode)
+		}
+		out.QueueMode = &m
+	}
+	if in.Deadline != "" {
+		d, err := time.Parse(time.RFC3339Nano, in.Deadline)
+		if err != nil {
+			return out, invalid("deadline", "%q is not an RFC 3339 time", in.Deadline)
+		}
+		out.Deadline = &d
+	}
+	if in.TimeoutMs != 0 {
+		out.TimeoutMs = &in.TimeoutMs
+	}
+	if r := in.RetryPolicy; r != nil {
+		out.RetryPolicy = &model.RetryPolicyInput{MaxAttempts: r.MaxAttempts, BackoffMs: r.BackoffMs, Multiplier: r.Multiplier,
+			MaxBackoffMs: r.MaxBackoffMs, Jitter: r.Jitter}
+	}
+	for k, v := range in.Labels {
+		out.Labels = append(out.Labels, &model.LabelInput{Key: k, Value: v})
+	}
+	if a := in.Action; a != nil {
+		sel := a.Selector
+		if sel == "" {
+			sel = a.Ref
+		}
+		if err := checkSelector("action.selector", sel); err != nil {
+			return out, err
+		}
+		out.Action = &model.ActionInput{Kind: a.Kind, Ref: str(a.Ref), Selector: str(a.Selector)}
+		if a.Params != nil {
+			raw, err := json.Marshal(a.Params)
+			if err != nil {
+				return out, invalid("action.params", "%v", err)
+			}
+			out.Action.Params = raw
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) getTask(ctx context.Context, req *sdk.CallToolRequest, in IDInput) (*sdk.CallToolResult, *Output, error) {
+	c, err := s.callerOf(req.Session, req.Extra, clientInfo(req.Session))
+	if err == nil {
+		err = s.allow(c, "Query", "task")
+	}
+	if err != nil {
+		return failure(err)
+	}
+	mt, err := s.opts.Queries.Task(c.ctx(ctx), in.ID)
+	if err != nil {
+		return failure(err)
+	}
+	v := viewOf(mt.T)
+	return jsonText(v), &Output{TaskID: v.ID, State: v.State, Session: v.Session, Instance: v.Instance, Result: v.Result, Tasks: []TaskView{v}}, nil
+}
+
+func (s *Server) listTasks(ctx context.Context, req *sdk.CallToolRequest, in ListInput) (*sdk.CallToolResult, *Output, error) {
+	c, err := s.callerOf(req.Session, req.Extra, clientInfo(req.Session))
+	if err == nil {
+		err = s.allow(c, "Query", "tasks")
+	}
+	if err != nil {
+		return failure(err)
+	}
+	f := &model.TaskFilter{AgentID: &c.agent}
+	if c.id.Agent() != "" {
+		f.AgentID = nil // narrowed to the token's agent by the resolvers
+	}
+	if in.Session != "" {
+		f.SessionKey = &in.Session
+	}
+	for i, name := range in.States {
+		st, ok := engine.ParseState(name)
+		if !ok {
+			return failure(invalid(fmt.Sprintf("states.%d", i), "%q is not a task state (QUEUED, WAITING, ASSIGNED, RUNNING, RETRY_WAIT, SUCCEEDED, FAILED, PARKED, CANCELLED, REJECTED, EXPIRED)", name))
+		}
+		f.States = append(f.States, st)
+	}
+	first := 20
+	if in.First != 0 {
+		first = in.First
+	}
+	if first < 1 || first > 100 {
+		return failure(invalid("first", "must be within 1..100, got %d", first))
+	}
+	var after *string
+	if in.After != "" {
+		after = &in.After
+	}
+	conn, err := s.opts.Queries.Tasks(c.ctx(ctx), f, &first, after, nil)
+	if err != nil {
+		return failure(err)
+	}
+	out := &Output{Tasks: []TaskView{}}
+	for _, e := range conn.Edges {
+		out.Tasks = append(out.Tasks, viewOf(e.Node.T))
+	}
+	if pi := conn.PageInfo; pi != nil && pi.HasNextPage && pi.EndCursor != nil {
+		out.Next = *pi.EndCursor
+	}
+	return jsonText(out), out, nil
+}
+
+func (s *Server) cancelTask(ctx context.Context, req *sdk.CallToolRequest, in IDInput) (*sdk.CallToolResult, *Output, error) {
+	c, err := s.callerOf(req.Session, req.Extra, clientInfo(req.Session))
+	if err == nil {
+		err = s.allow(c, "Mutation", "cancelTask")
+	}
+	if err != nil {
+		return failure(err)
+	}
+	var reason *string
+	if in.Reason != "" {
+		reason = &in.Reason
+	}
+	mt, err := s.opts.Mutations.CancelTask(c.ctx(ctx), in.ID, reason)
+	s.record(c, "cancel_task", in.ID, err)
+	if err != nil {
+		return failure(err)
+	}
+	return text(fmt.Sprintf("task %s is %s", mt.T.ID, mt.T.State)), &Output{TaskID: mt.T.ID, State: mt.T.State.String()}, nil
+}
+
+func (s *Server) openSession(_ context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, *Output, error) {
+	c, err := s.callerOf(req.Session, req.Extra, clientInfo(req.Session))
+	if err == nil {
+		err = s.allow(c, "Mutation", "submitTask")
+	}
+	if err != nil {
+		return failure(err)
+	}
+	key := newSessionKey()
+	s.setSession(c.mcpID, key)
+	return text(fmt.Sprintf("browser session %s is now this MCP session's current one (its tab opens on the first call)", key)), &Output{Session: key}, nil
+}
+
+func (s *Server) closeSession(ctx context.Context, req *sdk.CallToolRequest, in SessionInput) (*sdk.CallToolResult, *Output, error) {
+	c, err := s.callerOf(req.Session, req.Extra, clientInfo(req.Session))
+	if err != nil {
+		return failure(err)
+	}
+	key := c.session
+	if in.Session != "" {
+		key = in.Session
+	}
+	gin := model.SubmitTaskInput{AgentID: c.agent, SessionKey: &key, Action: &model.ActionInput{Kind: "close"},
+		Labels: []*model.LabelInput{{Key: "via", Value: "mcp"}}}
+	if s.opts.Lane != "" {
+		gin.Lane = &s.opts.Lane
+	}
+	res, out, err := s.submitAndWait(ctx, req, c, "close_session", gin)
+	if key == c.session && !res.IsError {
+		s.setSession(c.mcpID, newSessionKey())
+	}
+	return res, out, err
+}
+
+// text is a plain text result.
+func text(msg string) *sdk.CallToolResult {
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: msg}}}
+}
+
+// jsonText is a result whose text is v's JSON.
+func jsonText(v any) *sdk.CallToolResult {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return text(fmt.Sprint(v))
+	}
+	return text(string(b))
+}

@@ -1,0 +1,327 @@
+// The MCP server: its options, the HTTP handler, and who a call acts as.
+
+package mcp
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/executor/artifact"
+	"github.com/switchyard/switchyard/graph/auth"
+	"github.com/switchyard/switchyard/graph/model"
+)
+
+// AgentHeader names the caller's agent when the token does not (admin and
+// operator tokens, or no authentication).
+const AgentHeader = "X-Switchyard-Agent"
+
+// DefaultAgent is the agent of a caller that names none, neither in
+// AgentHeader nor in its MCP client info.
+const DefaultAgent = "mcp"
+
+// Mutations are the GraphQL mutations the tools call
+// (resolvers.Resolver.Mutation()): the same validation, row-level rules and
+// engine calls as over GraphQL.
+type Mutations interface {
+	SubmitTask(ctx context.Context, input model.SubmitTaskInput) (*model.Task, error)
+	CancelTask(ctx context.Context, id string, reason *string) (*model.Task, error)
+}
+
+// Queries are the GraphQL queries the tools and resources call
+// (resolvers.Resolver.Query()).
+type Queries interface {
+	Task(ctx context.Context, id string) (*model.Task, error)
+	Tasks(ctx context.Context, filter *model.TaskFilter, first *int, after *string, order *engine.Order) (*model.TaskConnection, error)
+}
+
+// Engine is what the tools read of the engine directly: its event log, to
+// follow a submitted task, and its lanes, to say why a task waits.
+type Engine interface {
+	Events() *engine.EventLog
+	Task(ctx context.Context, id string) (*engine.Task, error)
+	Lane(name string) (engine.LaneStatus, error)
+}
+
+// Options configure the MCP server.
+type Options struct {
+	Engine    Engine    // required
+	Mutations Mutations // required
+	Queries   Queries   // required
+	// Artifacts serves screenshots and other artifacts; nil: none.
+	Artifacts artifact.Store
+	// Auth authenticates calls (nil or without tokens: every call is
+	// auth.Anonymous, and the caller names its agent).
+	Auth *auth.Authenticator
+	// Limiter is the mutation rate limiter shared with GraphQL (nil: no
+	// limit): each call that submits or cancels takes one token.
+	Limiter *auth.RateLimiter
+	// Lane is the lane of the tasks the browser tools submit ("" is the
+	// engine's default lane, main). submit_task takes any lane.
+	Lane string
+	// Version is the server's version, as its MCP implementation info says.
+	Version string
+	// SessionTimeout closes MCP sessions idle this long (default 30 min).
+	SessionTimeout time.Duration
+	// MaxBodyBytes bounds a request body (default the SDK's).
+	MaxBodyBytes int64
+	Logger       hclog.Logger
+	// Audit receives one line per mutating call (default Logger.Named("audit")).
+	Audit hclog.Logger
+}
+
+// Server is the MCP endpoint.
+type Server struct {
+	opts    Options
+	log     hclog.Logger
+	audit   hclog.Logger
+	mcp     *sdk.Server
+	handler http.Handler
+
+	mu       sync.Mutex
+	sessions map[string]string             // MCP session id → its current browser session key
+	live     map[string]*sdk.ServerSession // the MCP sessions, closed by Close
+	closing  bool
+}
+
+// New builds the MCP server and its HTTP handler.
+func New(opts Options) (*Server, error) {
+	if opts.Engine == nil || opts.Mutations == nil || opts.Queries == nil {
+		return nil, fmt.Errorf("mcp: an engine, mutations and queries are required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.Audit == nil {
+		opts.Audit = opts.Logger.Named("audit")
+	}
+	if opts.SessionTimeout <= 0 {
+		opts.SessionTimeout = 30 * time.Minute
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	s := &Server{opts: opts, log: opts.Logger.Named("mcp"), audit: opts.Audit, sessions: map[string]string{},
+		live: map[string]*sdk.ServerSession{}}
+	s.mcp = sdk.NewServer(&sdk.Implementation{Name: "switchyard", Title: "Switchyard", Version: opts.Version},
+		&sdk.ServerOptions{
+			Instructions: instructions,
+			InitializedHandler: func(_ context.Context, req *sdk.InitializedRequest) {
+				// Keep the session until it ends, for Close; then forget its
+				// browser session key.
+				ss := req.Session
+				s.mu.Lock()
+				if s.closing {
+					s.mu.Unlock()
+					_ = ss.Close()
+					return
+				}
+				s.live[ss.ID()] = ss
+				s.mu.Unlock()
+				go func() {
+					_ = ss.Wait()
+					s.mu.Lock()
+					delete(s.sessions, ss.ID())
+					delete(s.live, ss.ID())
+					s.mu.Unlock()
+				}()
+			},
+		})
+	if err := s.addTools(); err != nil {
+		return nil, err
+	}
+	s.addResources()
+	h := http.Handler(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp },
+		&sdk.StreamableHTTPOptions{SessionTimeout: opts.SessionTimeout, MaxRequestBodyBytes: opts.MaxBodyBytes}))
+	if opts.Auth.Enabled() {
+		// The SDK keeps the identity with the request and binds each MCP
+		// session to the token that opened it (another token gets 403).
+		h = sdkauth.RequireBearerToken(s.verify, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+		h = challenge(h)
+	}
+	s.handler = h
+	return s, nil
+}
+
+// instructions tell the model how to use the server.
+const instructions = `Switchyard schedules browser work for many agents: every browser tool call is a task that waits its turn (fairly, per agent) and runs in your browser session's tab.
+Calls in one session run in order in one tab: navigate first, then act (click, fill, type, press, …) and read (text, snapshot, screenshot).
+Selectors: a CSS selector ("#go", "css:button.primary"), "xpath://button[@type='submit']", "text:Sign in", or a ref from the last snapshot ("e12").
+When the fleet is busy a call waits in the queue; progress notifications say where it stands. Cancel the call to cancel its task.`
+
+// Close ends every MCP session (at shutdown): the calls waiting in them
+// return, and their tasks are left to the engine's own shutdown.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closing = true
+	live := make([]*sdk.ServerSession, 0, len(s.live))
+	for _, ss := range s.live {
+		live = append(live, ss)
+	}
+	s.mu.Unlock()
+	for _, ss := range live {
+		_ = ss.Close()
+	}
+}
+
+// isClosing reports whether Close has begun.
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// Handler returns the HTTP handler of /mcp.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// verify is the SDK's token verifier: the token's identity travels with the
+// request as TokenInfo.
+func (s *Server) verify(_ context.Context, token string, _ *http.Request) (*sdkauth.TokenInfo, error) {
+	id, err := s.opts.Auth.Authenticate(token)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", sdkauth.ErrInvalidToken, err)
+	}
+	return &sdkauth.TokenInfo{UserID: id.Name, Extra: map[string]any{identityKey: id}}, nil
+}
+
+const identityKey = "switchyard.identity"
+
+// challenge adds the bearer challenge to a 401, as the rest of the API does.
+func challenge(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := auth.BearerToken(r.Header.Get("Authorization")); !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)
+			http.Error(w, auth.ErrUnauthenticated.Error()+": send Authorization: Bearer <token>", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// caller is who a call acts as.
+type caller struct {
+	id      *auth.Identity
+	agent   string // the agent its tasks are submitted as
+	session string // the MCP session's current browser session key
+	mcpID   string // the MCP session's id
+}
+
+// ctx returns ctx carrying the caller's identity, as the resolvers expect.
+func (c *caller) ctx(ctx context.Context) context.Context { return auth.WithIdentity(ctx, c.id) }
+
+// callerOf resolves who a request acts as. It fails closed: with
+// authentication on, a request without a verified identity is refused.
+func (s *Server) callerOf(session *sdk.ServerSession, extra *sdk.RequestExtra, info *sdk.Implementation) (*caller, error) {
+	var id *auth.Identity
+	switch {
+	case extra != nil && extra.TokenInfo != nil:
+		id, _ = extra.TokenInfo.Extra[identityKey].(*auth.Identity)
+	case !s.opts.Auth.Enabled():
+		id = auth.Anonymous()
+	}
+	if id == nil {
+		return nil, &engine.Error{Code: model.CodeUnauthenticated, Message: auth.ErrUnauthenticated.Error()}
+	}
+	c := &caller{id: id, agent: id.Agent()}
+	if c.agent == "" || (extra != nil && extra.Header.Get(AgentHeader) != "") {
+		// An agent token naming another agent in the header is refused by
+		// the resolvers' row-level rules, with their message.
+		switch {
+		case extra != nil && extra.Header.Get(AgentHeader) != "":
+			c.agent = extra.Header.Get(AgentHeader)
+		case info != nil && info.Name != "":
+			c.agent = info.Name
+		default:
+			c.agent = DefaultAgent
+		}
+	}
+	if session != nil {
+		c.mcpID = session.ID()
+		c.session = s.currentSession(c.mcpID)
+	}
+	return c, nil
+}
+
+// clientInfo returns the MCP client's implementation info of a session.
+func clientInfo(ss *sdk.ServerSession) *sdk.Implementation {
+	if ss == nil {
+		return nil
+	}
+	if p := ss.InitializeParams(); p != nil {
+		return p.ClientInfo
+	}
+	return nil
+}
+
+// currentSession returns the browser session key of an MCP session, making
+// one on first use.
+func (s *Server) currentSession(mcpID string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key, ok := s.sessions[mcpID]
+	if !ok {
+		key = newSessionKey()
+		if mcpID != "" {
+			s.sessions[mcpID] = key
+		}
+	}
+	return key
+}
+
+// setSession makes key the MCP session's current browser session.
+func (s *Server) setSession(mcpID, key string) {
+	if mcpID == "" {
+		return
+	}
+	s.mu.Lock()
+	s.sessions[mcpID] = key
+	s.mu.Unlock()
+}
+
+// newSessionKey returns a fresh, unguessable browser session key.
+func newSessionKey() string { return "mcp-" + rand.Text()[:16] }
+
+// allow checks the access table for the GraphQL operation a call stands for
+// ("Mutation.submitTask", "Query.task") and, for mutations, takes one token
+// of the caller's rate.
+func (s *Server) allow(c *caller, root, field string) error {
+	a, ok := auth.Lookup(root, field)
+	if !ok || !a.Allows(c.id) {
+		return &engine.Error{Code: model.CodeForbidden,
+			Message: fmt.Sprintf("%s needs the role %s; token %q is %s", field, a.Roles, c.id.Name, c.id.Role)}
+	}
+	if root != "Mutation" {
+		return nil
+	}
+	if ok, wait := s.opts.Limiter.Take(c.id.Name, 1); !ok {
+		return &rateLimited{name: c.id.Name, wait: wait}
+	}
+	return nil
+}
+
+// rateLimited is a call over its token's rate.
+type rateLimited struct {
+	name string
+	wait time.Duration
+}
+
+func (e *rateLimited) Error() string {
+	return fmt.Sprintf("token %q is over its rate of mutations: retry in %s", e.name, e.wait.Round(time.Millisecond))
+}
+
+// record writes the audit line of a mutating call.
+func (s *Server) record(c *caller, tool, taskID string, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = codeOf(err)
+	}
+	s.audit.Info("mcp", "token", c.id.Name, "role", c.id.Role.String(), "agent", c.agent, "tool", tool, "task", taskID, "outcome", outcome)
+}

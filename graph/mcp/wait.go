@@ -1,0 +1,137 @@
+// Waiting for a task: the call follows its task through the engine's event
+// log (no polling), tells the client where it stands with progress
+// notifications, and cancels it when the client cancels the call.
+
+package mcp
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchyard/switchyard/engine"
+)
+
+// ended reports whether a call stops waiting for a task in state st: a
+// terminal state, or PARKED (its retries are spent; only a reset moves it).
+func ended(st engine.State) bool { return st.Terminal() || st == engine.StateParked }
+
+// cancelReason is the reason of a task whose MCP call was cancelled.
+const cancelReason = "cancelled by the MCP client"
+
+// wait follows t from the event log's seq cursor (read before it was
+// submitted, so no change is missed) until it ends. When ctx ends first,
+// the task is cancelled.
+func (s *Server) wait(ctx context.Context, req *sdk.CallToolRequest, c *caller, t *engine.Task, cursor uint64) (*engine.Task, error) {
+	log := s.opts.Engine.Events()
+	p := progress{req: req}
+	lane := t.Spec.Lane
+	if lane == "" {
+		lane = "main"
+	}
+	var buf []engine.Event
+	for !ended(t.State) {
+		p.report(ctx, s.describe(t, lane))
+		// Read events until one may have changed what the client is told:
+		// the task's own state, or (while it is queued) a change in its
+		// agent's queue of the lane, which moves its position.
+		for moved := false; !moved; {
+			if err := log.Wait(ctx, cursor); err != nil {
+				s.cancel(ctx, c, t.ID)
+				return nil, err
+			}
+			evs, missed := log.Read(cursor, 1024, buf[:0])
+			buf = evs
+			moved = missed > 0
+			for i := range evs {
+				e := &evs[i]
+				cursor = e.Seq
+				if e.Type != engine.EventState {
+					continue
+				}
+				if e.TaskID == t.ID || (t.State == engine.StateQueued && e.AgentID == t.Spec.AgentID && e.Lane == lane) {
+					moved = true
+				}
+			}
+		}
+		nt, err := s.opts.Engine.Task(ctx, t.ID)
+		if err != nil {
+			if ctx.Err() != nil {
+				s.cancel(ctx, c, t.ID)
+			}
+			return nil, fmt.Errorf("read task %s: %w", t.ID, err)
+		}
+		t = nt
+	}
+	return t, nil
+}
+
+// describe says where a waiting task stands.
+func (s *Server) describe(t *engine.Task, lane string) string {
+	var attempt engine.Attempt
+	if n := len(t.Attempts); n > 0 {
+		attempt = t.Attempts[n-1]
+	}
+	switch t.State {
+	case engine.StateQueued:
+		msg := fmt.Sprintf("queued at position %d in lane %s", t.Position+1, lane)
+		if t.Position < 0 {
+			msg = "queued in lane " + lane
+		}
+		if ls, err := s.opts.Engine.Lane(lane); err == nil && ls.Config.Paused {
+			msg += " (the lane is paused)"
+		}
+		return msg
+	case engine.StateWaiting:
+		return fmt.Sprintf("waiting for %d dependencies", t.Unmet)
+	case engine.StateAssigned:
+		if attempt.InstanceID != "" {
+			return "dispatched to instance " + attempt.InstanceID
+		}
+		return "dispatched"
+	case engine.StateRunning:
+		if attempt.InstanceID != "" {
+			return fmt.Sprintf("running on instance %s (attempt %d)", attempt.InstanceID, attempt.N)
+		}
+		return fmt.Sprintf("running (attempt %d)", attempt.N)
+	case engine.StateRetryWait:
+		return fmt.Sprintf("attempt %d failed (%s); retrying at %s", attempt.N, attempt.Error, t.NextRunAt.UTC().Format(time.RFC3339))
+	}
+	return t.State.String()
+}
+
+// cancel cancels the task of a call the client cancelled. The client is
+// gone: the cancellation runs on a context of its own.
+func (s *Server) cancel(ctx context.Context, c *caller, id string) {
+	if s.isClosing() {
+		return // the server shuts down: the engine's drain decides
+	}
+	cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer stop()
+	reason := cancelReason
+	_, err := s.opts.Mutations.CancelTask(c.ctx(cctx), id, &reason)
+	if err != nil && !engine.IsCode(err, engine.CodeConflict) {
+		s.log.Warn("cancelling the task of a cancelled call", "task", id, "error", err)
+	}
+	s.record(c, "cancel (client)", id, err)
+}
+
+// progress sends a call's progress notifications, when the client asked
+// for them (a progress token), each one only when the news changed.
+type progress struct {
+	req  *sdk.CallToolRequest
+	n    float64
+	last string
+}
+
+func (p *progress) report(ctx context.Context, msg string) {
+	tok := p.req.Params.GetProgressToken()
+	if tok == nil || msg == p.last {
+		return
+	}
+	p.last = msg
+	p.n++
+	_ = p.req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: p.n, Message: msg})
+}
