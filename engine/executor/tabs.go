@@ -11,10 +11,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/executor/pinchtab"
 )
 
 // orphanRetention is how long the cache remembers the tabs of a removed
@@ -117,12 +120,18 @@ func (r *Registry) resolveTab(ctx context.Context, tab string) (string, error) {
 	if id, ok, err := r.resolveCached(tab); ok {
 		return id, err
 	}
-	r.refreshTabs(ctx, tab)
+	unsure := r.refreshTabs(ctx, tab)
 	if id, ok, err := r.resolveCached(tab); ok {
 		return id, err
 	}
 	if err := ctx.Err(); err != nil {
 		return "", err
+	}
+	if len(unsure) > 0 {
+		// The tab may be on an instance that could not list it now: its
+		// fault, not the task's.
+		return "", engine.Transient(fmt.Errorf("resolve tab %s: not listed by any instance that answered, and %s: %w",
+			tab, strings.Join(unsure, "; "), engine.ErrInstanceFault))
 	}
 	return "", engine.Permanent(fmt.Errorf("resolve tab %s: %w", tab, ErrTabNotFound))
 }
@@ -147,15 +156,18 @@ func (r *Registry) resolveCached(tab string) (id string, ok bool, err error) {
 	return e.instance, true, nil
 }
 
-// refreshTabs lists the tabs of every browser instance that is not known to
-// be down, in parallel, and refreshes the cache with what they answer. want is
-// the tab being looked for: if another caller's listing found it meanwhile,
-// there is nothing to do.
-func (r *Registry) refreshTabs(ctx context.Context, want string) {
+// refreshTabs lists the tabs of every browser instance, in parallel, and
+// refreshes the cache with what they answer. want is the tab being looked
+// for: if another caller's listing found it meanwhile, there is nothing to
+// do. It returns why some instances could not give a complete list (they are
+// unhealthy, their listing failed, or a server has browsers that are not
+// running), so that a tab listed nowhere is not taken for a tab that does
+// not exist while an instance that may own it is down.
+func (r *Registry) refreshTabs(ctx context.Context, want string) (unsure []string) {
 	r.tabs.refresh.Lock()
 	defer r.tabs.refresh.Unlock()
 	if _, ok := r.tabs.get(want); ok && want != "" {
-		return
+		return nil
 	}
 	type target struct {
 		id   string
@@ -164,53 +176,94 @@ func (r *Registry) refreshTabs(ctx context.Context, want string) {
 	r.mu.RLock()
 	var targets []target
 	for id, in := range r.insts {
-		if in.cfg.Kind.browser() && in.st.Health != HealthUnhealthy {
+		switch {
+		case !in.cfg.Kind.browser():
+		case in.st.Health == HealthUnhealthy:
+			unsure = append(unsure, fmt.Sprintf("instance %s is unhealthy (%s)", id, in.st.LastError))
+		default:
 			targets = append(targets, target{id, in.cfg.Kind})
 		}
 	}
 	r.mu.RUnlock()
-	var wg sync.WaitGroup
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+	)
 	for _, t := range targets {
 		wg.Go(func() {
 			lctx, cancel := context.WithTimeout(ctx, r.opts.TabListTimeout)
 			defer cancel()
-			listed, err := r.listTabs(lctx, t.id, t.kind)
+			listed, partial, err := r.listTabs(lctx, t.id, t.kind)
 			if err != nil {
 				r.log.Debug("tab listing failed", "instance", t.id, "error", err)
+				var pe *pinchtab.Error
+				if errors.As(err, &pe) && pe.InstanceFault() {
+					r.reportFault(t.id, err)
+				}
+				mu.Lock()
+				unsure = append(unsure, fmt.Sprintf("instance %s could not list its tabs (%v)", t.id, err))
+				mu.Unlock()
+				return
+			}
+			if partial != "" {
+				mu.Lock()
+				unsure = append(unsure, fmt.Sprintf("instance %s %s", t.id, partial))
+				mu.Unlock()
+				// What is not listed may still be there: add, forget nothing.
+				for tab, e := range listed {
+					r.tabs.put(tab, e)
+				}
 				return
 			}
 			r.tabs.replace(t.id, listed, time.Now())
 		})
 	}
 	wg.Wait()
+	slices.Sort(unsure)
+	return unsure
 }
 
-// listTabs asks one instance for its tabs.
-func (r *Registry) listTabs(ctx context.Context, id string, kind Kind) (map[string]tabEntry, error) {
+// listTabs asks one instance for its tabs. partial, when not "", says why the
+// list may lack some: a server's browsers that are not running do not list
+// theirs.
+func (r *Registry) listTabs(ctx context.Context, id string, kind Kind) (tabs map[string]tabEntry, partial string, err error) {
 	client, _, ok := r.lookup(id)
 	if !ok {
-		return nil, ErrUnknownInstance
+		return nil, "", ErrUnknownInstance
 	}
 	out := make(map[string]tabEntry)
 	switch kind {
 	case KindServer:
-		tabs, err := client.AllTabs(ctx)
+		list, err := client.AllTabs(ctx)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		for _, t := range tabs {
+		for _, t := range list {
 			out[t.ID] = tabEntry{instance: id, remote: t.InstanceID}
 		}
-	default:
-		tabs, err := client.Tabs(ctx)
+		browsers, err := client.Instances(ctx)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		for _, t := range tabs {
+		var down []string
+		for _, b := range browsers {
+			if b.Status != "" && b.Status != "running" {
+				down = append(down, b.ID+" is "+b.Status)
+			}
+		}
+		if len(down) > 0 {
+			partial = "has browsers that are not running (" + strings.Join(down, ", ") + ")"
+		}
+	default:
+		list, err := client.Tabs(ctx)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, t := range list {
 			out[t.ID] = tabEntry{instance: id}
 		}
 	}
-	return out, nil
+	return out, partial, nil
 }
 
 // tabExists asks an instance whether it still has a tab, refreshing its part
@@ -222,8 +275,8 @@ func (r *Registry) tabExists(ctx context.Context, id, tab string) bool {
 	}
 	lctx, cancel := context.WithTimeout(ctx, r.opts.TabListTimeout)
 	defer cancel()
-	listed, err := r.listTabs(lctx, id, snap.Kind)
-	if err != nil {
+	listed, partial, err := r.listTabs(lctx, id, snap.Kind)
+	if err != nil || partial != "" {
 		return true
 	}
 	r.tabs.replace(id, listed, time.Now())

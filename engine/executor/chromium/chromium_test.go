@@ -222,6 +222,8 @@ func TestErrorsHaveTheirStatusFamilies(t *testing.T) {
 	noToken, err := pinchtab.New(inst.URL(), "")
 	require.NoError(t, err)
 	_, err = noToken.Health(ctx)
+	require.NoError(t, err, "/health answers without a token, as PinchTab's does")
+	_, err = noToken.Tabs(ctx)
 	var pe *pinchtab.Error
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, 401, pe.Status)

@@ -93,11 +93,16 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, status, body)
 }
 
+// auth wants the bearer token on every route but GET /health, which answers
+// without one, as PinchTab's does: a token that stopped matching shows as a
+// 401 on the first real request, not as a dead instance.
 func (i *Instance) auth(next http.Handler) http.Handler {
 	want := []byte("Bearer " + i.opts.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := r.Header.Get("Authorization")
 		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/health":
+			next.ServeHTTP(w, r)
 		case got == "":
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing bearer token", "code": "missing_token"})
 		case subtle.ConstantTimeCompare([]byte(got), want) != 1:

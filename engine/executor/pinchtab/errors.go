@@ -84,7 +84,9 @@ func (e *Error) Error() string {
 		b.WriteString(e.Message)
 	}
 	if e.Code != "" {
-		if e.RetryableFlag {
+		if e.InstanceFault() {
+			b.WriteString(" (instance fault)")
+		} else if e.RetryableFlag {
 			b.WriteString(" (retryable)")
 		} else {
 			b.WriteString(" (not retryable)")

@@ -1,0 +1,259 @@
+package executor_test
+
+// Fidelity to a real PinchTab: the executor and the registry against
+// pinchtabtest, a double built from PinchTab's documented API.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/clock"
+	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/engine/executor/pinchtab/pinchtabtest"
+	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/engine/store/memory"
+)
+
+const doubleToken = "double-secret"
+
+// form is the tour's page: a name field, a button that greets, a link away.
+var form = pinchtabtest.Page{Title: "Sign in", Elements: map[string]pinchtabtest.Element{
+	"#name": {},
+	"#go": {OnClick: func(p map[string]*pinchtabtest.Element) {
+		p["#out"].Text = "Hello, " + p["#name"].Value + "!"
+	}},
+	"#out":  {},
+	"#next": {Href: "http://site.test/next"},
+}}
+
+func newDouble(t *testing.T, mode pinchtabtest.Mode) *pinchtabtest.Server {
+	d := pinchtabtest.New(t, pinchtabtest.Options{Mode: mode, Token: doubleToken})
+	d.SetPage("http://site.test/form", form)
+	d.SetPage("http://site.test/next", pinchtabtest.Page{Title: "Next"})
+	return d
+}
+
+func kindOf(mode pinchtabtest.Mode) executor.Kind {
+	if mode == pinchtabtest.ModeServer {
+		return executor.KindServer
+	}
+	return executor.KindInstance
+}
+
+// setupDouble registers a double as instance "p" and waits for it to be
+// healthy.
+func setupDouble(t *testing.T, mode pinchtabtest.Mode, o executor.Options) (bundle, *pinchtabtest.Server) {
+	d := newDouble(t, mode)
+	bn := setup(t, o, executor.InstanceConfig{ID: "p", URL: d.URL(), Token: doubleToken, Kind: kindOf(mode), Capacity: 8})
+	return bn, d
+}
+
+func modes(t *testing.T, f func(t *testing.T, mode pinchtabtest.Mode)) {
+	for name, mode := range map[string]pinchtabtest.Mode{"bridge": pinchtabtest.ModeBridge, "server": pinchtabtest.ModeServer} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f(t, mode)
+		})
+	}
+}
+
+func TestHealthCountsTabsFromTheTabList(t *testing.T) {
+	t.Parallel()
+	modes(t, func(t *testing.T, mode pinchtabtest.Mode) {
+		bn, d := setupDouble(t, mode, executor.Options{})
+		d.OpenTab("", "http://site.test/form")
+		d.OpenTab("", "about:blank")
+		inst, err := bn.reg.CheckNow(context.Background(), "p")
+		require.NoError(t, err)
+		require.Equal(t, executor.HealthHealthy, inst.Health)
+		require.Equal(t, 2, inst.Tabs, "a server's /health has no tab count: the tab list has")
+	})
+}
+
+func TestAnInstanceIsReadyOnlyWhenItsBrowserRuns(t *testing.T) {
+	t.Parallel()
+	modes(t, func(t *testing.T, mode pinchtabtest.Mode) {
+		bn, d := setupDouble(t, mode, executor.Options{})
+		ctx := context.Background()
+		d.SetPhase("", pinchtabtest.PhaseStarting)
+		inst, _ := bn.reg.CheckNow(ctx, "p")
+		require.Equal(t, executor.HealthUnhealthy, inst.Health, "one check is enough: the instance said so")
+		require.Contains(t, inst.LastError, "start")
+		o := bn.exec.Execute(ctx, &attempt{id: "t", instance: "p", spec: &engine.TaskSpec{AgentID: "x", Action: action("navigate", "", `{"url":"http://site.test/form"}`)}})
+		require.ErrorIs(t, o.Err, engine.ErrInstanceFault, "no attempt budget is spent on a starting browser")
+
+		d.SetPhase("", pinchtabtest.PhaseRunning)
+		inst, _ = bn.reg.CheckNow(ctx, "p")
+		require.Equal(t, executor.HealthHealthy, inst.Health)
+		o = bn.exec.Execute(ctx, &attempt{id: "t", instance: "p", spec: &engine.TaskSpec{AgentID: "x", Action: action("navigate", "", `{"url":"http://site.test/form"}`)}})
+		require.NoError(t, o.Err)
+	})
+}
+
+func TestAWrongTokenIsAnInstanceFaultThatNamesThe401(t *testing.T) {
+	t.Parallel()
+	modes(t, func(t *testing.T, mode pinchtabtest.Mode) {
+		d := newDouble(t, mode)
+		tab := d.OpenTab("", "http://site.test/form")
+		bn := setup(t, executor.Options{}, executor.InstanceConfig{ID: "p", URL: d.URL(), Token: "wrong", Kind: kindOf(mode)})
+		inst, _ := bn.reg.Get("p")
+		require.Equal(t, executor.HealthUnhealthy, inst.Health, "/health answers without a token; the tab list does not")
+		require.Contains(t, inst.LastError, "401")
+
+		o := bn.exec.Execute(context.Background(), &attempt{id: "t", instance: "p",
+			spec: &engine.TaskSpec{AgentID: "x", InstanceID: "p", TabID: tab, Action: action("text", "#out", "")}})
+		require.ErrorIs(t, o.Err, engine.ErrInstanceFault)
+		require.Contains(t, o.Err.Error(), "unhealthy")
+		require.Contains(t, o.Err.Error(), "401 Unauthorized [bad_token]", "the instance's own reason")
+	})
+}
+
+func TestAFailingInstanceGoesUnhealthyAtOnceAndBackOnlyWhenItCanAct(t *testing.T) {
+	t.Parallel()
+	bn, d := setupDouble(t, pinchtabtest.ModeServer, executor.Options{})
+	ctx := context.Background()
+	tab := d.OpenTab("", "http://site.test/form")
+	run := func(tab string) engine.Outcome {
+		return bn.exec.Execute(ctx, &attempt{id: "t", instance: "p",
+			spec: &engine.TaskSpec{AgentID: "x", TabID: tab, Action: action("click", "#go", "")}})
+	}
+	require.NoError(t, run(tab).Err)
+	other := d.OpenTab("", "http://site.test/form")
+	// PinchTab shuts down gracefully: /health says ok for seconds more.
+	d.SetPhase("", pinchtabtest.PhaseStopping)
+	// A tab the executor has not seen yet is not listed while its browser
+	// stops: not "no such tab", but the instance's fault.
+	o := run(other)
+	require.ErrorIs(t, o.Err, engine.ErrInstanceFault)
+	require.NotErrorIs(t, o.Err, executor.ErrTabNotFound)
+	require.Contains(t, o.Err.Error(), "inst_0001 is stopping")
+
+	o = run(tab)
+	require.ErrorIs(t, o.Err, engine.ErrInstanceFault)
+	require.Contains(t, o.Err.Error(), "503")
+	require.Contains(t, o.Err.Error(), "stopping")
+	inst, _ := bn.reg.Get("p")
+	require.Equal(t, executor.HealthUnhealthy, inst.Health, "at once, not after N health checks")
+	info, _ := bn.sink.info("p")
+	require.False(t, info.Healthy, "the engine was told")
+	inst, _ = bn.reg.CheckNow(ctx, "p")
+	require.Equal(t, executor.HealthUnhealthy, inst.Health, "an ok /health is not enough while the browser stops")
+
+	d.SetPhase("", pinchtabtest.PhaseRunning)
+	inst, _ = bn.reg.CheckNow(ctx, "p")
+	require.Equal(t, executor.HealthHealthy, inst.Health)
+}
+
+func TestPinchTabsErrorCodesAndFlagClassify(t *testing.T) {
+	t.Parallel()
+	modes(t, func(t *testing.T, mode pinchtabtest.Mode) {
+		bn, d := setupDouble(t, mode, executor.Options{})
+		tab := d.OpenTab("", "http://site.test/form")
+		run := func(a *engine.Action) engine.Outcome {
+			return bn.exec.Execute(context.Background(), &attempt{id: "t", instance: "p",
+				spec: &engine.TaskSpec{AgentID: "x", TabID: tab, Action: a}})
+		}
+		// A text selector that matches nothing: PinchTab's 500, not retryable.
+		o := run(action("text", "#missing", ""))
+		require.Equal(t, policy.ClassPermanent, engine.ClassOf(o.Err))
+		require.Equal(t, 500, o.HTTPStatus)
+		require.Contains(t, o.Err.Error(), "[error]: selector #missing: element not found (not retryable)")
+		// The same on /action: a 400.
+		o = run(action("click", "#missing", ""))
+		require.Equal(t, policy.ClassPermanent, engine.ClassOf(o.Err))
+		require.Equal(t, 400, o.HTTPStatus)
+		// An unknown kind reaches /action and is refused without a code.
+		o = run(action("levitate", "#go", ""))
+		require.Equal(t, policy.ClassPermanent, engine.ClassOf(o.Err))
+		require.Contains(t, o.Err.Error(), "unknown action kind")
+
+		// A click that navigates: PinchTab's 409 navigation_changed, final.
+		o = run(action("click", "#next", ""))
+		require.Equal(t, policy.ClassPermanent, engine.ClassOf(o.Err), "clicking again on the new page would fail")
+		require.Contains(t, o.Err.Error(), "409 Conflict [navigation_changed]")
+		require.Equal(t, "http://site.test/next", d.URLOf(tab))
+		// Said to navigate, the same click is the success it is.
+		require.NoError(t, run(action("back", "", "")).Err)
+		require.Equal(t, "http://site.test/form", d.URLOf(tab))
+		require.NoError(t, run(action("click", "#next", `{"waitNav":true}`)).Err)
+		require.Equal(t, "http://site.test/next", d.URLOf(tab))
+		require.NoError(t, run(action("back", "", "")).Err)
+		require.NoError(t, run(action("forward", "", "")).Err)
+		require.Equal(t, "http://site.test/next", d.URLOf(tab))
+		require.NoError(t, run(action("reload", "", "")).Err)
+		require.NoError(t, run(action("wait", "", `{"ms":10}`)).Err)
+		require.NoError(t, run(action("find", "", `{"query":"the button"}`)).Err)
+	})
+}
+
+func TestATabOpenedElsewhereIsFoundThroughTheFreshTabList(t *testing.T) {
+	t.Parallel()
+	// The server's cache never expires on this clock: only fresh=1 sees new tabs.
+	d := pinchtabtest.New(t, pinchtabtest.Options{Mode: pinchtabtest.ModeServer, Token: doubleToken,
+		Now: func() time.Time { return time.Unix(0, 0) }})
+	bn := setup(t, executor.Options{}, executor.InstanceConfig{ID: "p", URL: d.URL(), Token: doubleToken, Kind: executor.KindServer})
+	tab := d.OpenTab("", "http://site.test/form") // by another client, after the cache was filled
+	o := bn.exec.Execute(context.Background(), &attempt{id: "t",
+		spec: &engine.TaskSpec{AgentID: "x", TabID: tab, Action: action("title", "", "")}})
+	require.NoError(t, o.Err)
+	require.Equal(t, "p", o.InstanceID)
+}
+
+// TestInstanceFaultsThroughTheEngineSpareTheRetryBudget runs a task through
+// the real engine while its PinchTab server restarts: the attempts that meet
+// the starting browser do not count, and the task succeeds once it runs.
+func TestInstanceFaultsThroughTheEngineSpareTheRetryBudget(t *testing.T) {
+	t.Parallel()
+	d := newDouble(t, pinchtabtest.ModeServer)
+	reg := executor.NewRegistry(executor.RegistryOptions{HealthInterval: 20 * time.Millisecond})
+	t.Cleanup(reg.Close)
+	_, err := reg.Register(executor.InstanceConfig{ID: "p", URL: d.URL(), Token: doubleToken, Kind: executor.KindServer})
+	require.NoError(t, err)
+	exec, err := executor.New(executor.Options{Registry: reg})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = exec.Close() })
+	eng, err := engine.New(engine.Options{Store: memory.New(memory.Options{}), Executor: exec, Clock: clock.Real{}, TabLocator: reg,
+		Config: engine.Config{InstanceFaultDelay: 10 * time.Millisecond}})
+	require.NoError(t, err)
+	require.NoError(t, eng.Start(context.Background()))
+	t.Cleanup(func() { _ = eng.Shutdown(context.Background()) })
+	reg.SetSink(eng)
+
+	tab := d.OpenTab("", "http://site.test/form")
+	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if inst, _ := reg.Get("p"); inst.Health != executor.HealthHealthy {
+			return errors.New("not healthy yet")
+		}
+		return nil
+	})
+	// The server stops its browser; the task is submitted meanwhile.
+	d.SetPhase("", pinchtabtest.PhaseStopping)
+	task, err := eng.Submit(context.Background(), engine.TaskSpec{AgentID: "x", TabID: tab, Action: action("title", "", ""),
+		Retry: &engine.RetryPolicy{MaxAttempts: 1, Backoff: time.Millisecond, Multiplier: 1}})
+	require.NoError(t, err)
+	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		got, _ := eng.Task(context.Background(), task.ID)
+		if len(got.Attempts) < 1 || got.Attempts[0].EndedAt.IsZero() {
+			return fmt.Errorf("%d attempts so far, state %s", len(got.Attempts), got.State)
+		}
+		return nil
+	})
+	d.SetPhase("", pinchtabtest.PhaseRunning)
+	var got *engine.Task
+	checkFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		got, _ = eng.Task(context.Background(), task.ID)
+		if got.State != engine.StateSucceeded {
+			return fmt.Errorf("state %s (%s)", got.State, got.Reason)
+		}
+		return nil
+	})
+	require.Greater(t, len(got.Attempts), 1, "a second attempt, with a budget of one")
+	require.Contains(t, got.Attempts[0].Error, "instance fault: ")
+	require.Contains(t, got.Attempts[0].Error, "stopping")
+}
