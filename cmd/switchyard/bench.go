@@ -13,14 +13,14 @@ import (
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", "[flags]", stderr)
 	var o bench.Options
-	fs.StringVar(&o.Mode, "mode", "submit", "submit (single submitTask), batch (submitTasks of --batch items), e2e (as batch, counting the tasks that succeeded, not those accepted), fanout (subscribers × events/s) or engine (the engine's Go API: native vs WebAssembly policies)")
+	fs.StringVar(&o.Mode, "mode", "submit", "submit (single submitTask), batch (submitTasks of --batch items), e2e (as batch, counting the tasks that succeeded, not those accepted), fanout (subscribers × events/s), mcp (a browser tool call over MCP vs the same action through GraphQL) or engine (the engine's Go API: native vs WebAssembly policies)")
 	engineTasks := fs.Int("tasks", 300_000, "engine: tasks per throughput run")
 	engineFull := fs.Bool("full", false, "engine: also per-dispatch cost at depth, latency at 10k tasks/s and memory per queued task (minutes)")
 	fs.StringVar(&o.Server, "server", "", "the GraphQL endpoint of a running server (default: start one in-process, memory store, no-op executor)")
 	fs.StringVar(&o.Token, "token", os.Getenv("SWITCHYARD_TOKEN"), "with --server: the API token to send, an operator's or the admin's (default $SWITCHYARD_TOKEN)")
 	fs.DurationVar(&o.Duration, "duration", 10e9, "how long to load")
 	fs.DurationVar(&o.Warmup, "warmup", 1e9, "load before measuring")
-	fs.IntVar(&o.Concurrency, "concurrency", 0, "concurrent requests (default: 64 for submit, 8 for batch and e2e, 2 for fanout's submitters)")
+	fs.IntVar(&o.Concurrency, "concurrency", 0, "concurrent requests (default: 64 for submit, 8 for batch, e2e and mcp, 2 for fanout's submitters)")
 	fs.IntVar(&o.Batch, "batch", 100, "items per submitTasks")
 	fs.IntVar(&o.Subscribers, "subscribers", 1000, "fanout: subscribers")
 	fs.IntVar(&o.Rate, "rate", 1000, "fanout: events per second to generate")

@@ -119,6 +119,7 @@ func TestBenchRunsEveryModeInProcess(t *testing.T) {
 		{"--mode", "e2e", "--batch", "10", "--concurrency", "2"},
 		{"--mode", "fanout", "--subscribers", "4", "--rate", "300", "--feed"},
 		{"--mode", "fanout", "--subscribers", "2", "--rate", "300", "--protocol", "graphql-ws"},
+		{"--mode", "mcp", "--concurrency", "2"},
 	} {
 		var out, errOut bytes.Buffer
 		code := run(context.Background(), append([]string{"bench", "--duration", "400ms", "--warmup", "100ms", "--json"}, args...), &out, &errOut)

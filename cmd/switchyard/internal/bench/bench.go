@@ -14,6 +14,9 @@
 //	         reports deliveries, lag, delivery latency and how the engine
 //	         fared (submit latency and dispatch latency, against a baseline
 //	         measured without subscribers)
+//	mcp      the same browser action as an MCP tool call and through
+//	         GraphQL (submitTask, then the task(id) subscription until the
+//	         task ends), alternated by each worker: what the MCP path adds
 package bench
 
 import (
@@ -94,6 +97,7 @@ type Result struct {
 	Latency  *Summary `json:"latencyMs,omitempty"`
 
 	Fanout *FanoutResult `json:"fanout,omitempty"`
+	MCP    *MCPResult    `json:"mcp,omitempty"`
 }
 
 // Summary is a latency distribution, in milliseconds.
@@ -180,10 +184,15 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 			return errors.New("--mode e2e runs the tasks: it cannot be --accept-only")
 		}
 		res, err = runSubmit(ctx, endpoint, o, true, true)
+	case "mcp":
+		if o.AcceptOnly {
+			return errors.New("--mode mcp waits for the tasks to end: it cannot be --accept-only")
+		}
+		res, err = runMCP(ctx, endpoint, o)
 	case "fanout":
 		res, err = runFanout(ctx, endpoint, o, stderr)
 	default:
-		return fmt.Errorf("--mode: %q is not submit, batch, e2e or fanout", o.Mode)
+		return fmt.Errorf("--mode: %q is not submit, batch, e2e, fanout or mcp", o.Mode)
 	}
 	if err != nil {
 		return err
@@ -217,6 +226,9 @@ func printResult(w io.Writer, r *Result) {
 	}
 	if f := r.Fanout; f != nil {
 		f.print(w)
+	}
+	if m := r.MCP; m != nil {
+		m.print(w)
 	}
 }
 

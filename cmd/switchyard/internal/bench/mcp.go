@@ -1,0 +1,229 @@
+// The mcp mode: the same browser action (a click, on the target's executor)
+// as an MCP tool call and through GraphQL, alternated by every worker in one
+// run, so that both paths meet the same load. Each measures what an agent
+// waits for: from the request to the task's end in its hands. Over GraphQL
+// that is submitTask, then the task(id) subscription over SSE until the
+// task ends; over MCP, one tools/call answered when the task ends. The
+// submitTask mutation alone is reported too (acceptance, not the result).
+
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchyard/switchyard/graph/client"
+)
+
+// MCPResult is what the mcp mode measured, in milliseconds.
+type MCPResult struct {
+	// MCP is a browser tool call: submitted, run and answered.
+	MCP *Summary `json:"mcp"`
+	// GraphQL is the same action through GraphQL: submitTask, then the
+	// task(id) subscription over SSE until the task ends.
+	GraphQL *Summary `json:"graphql"`
+	// GraphQLSubmit is the submitTask mutation alone (of those calls).
+	GraphQLSubmit *Summary `json:"graphqlSubmit"`
+	// AddedP50Ms is MCP's p50 less GraphQL's: what the MCP path adds.
+	AddedP50Ms float64 `json:"addedP50Ms"`
+}
+
+func (m *MCPResult) print(w io.Writer) {
+	line := func(name string, s *Summary) {
+		if s != nil {
+			fmt.Fprintf(w, "  %-15s p50 %.3f  p90 %.3f  p99 %.3f  max %.3f  (n %d)\n", name, s.P50, s.P90, s.P99, s.Max, s.N)
+		}
+	}
+	fmt.Fprintln(w, "  latency ms, request to the task's end in the client's hands:")
+	line("mcp tools/call", m.MCP)
+	line("graphql", m.GraphQL)
+	line("(submit only)", m.GraphQLSubmit)
+	fmt.Fprintf(w, "  the MCP path adds %.3f ms at p50\n", m.AddedP50Ms)
+}
+
+const followTask = `subscription Follow($id: ID!) { task(id: $id) { state } }`
+
+// mcpWorker is one worker's two clients.
+type mcpWorker struct {
+	gql     *client.Client
+	mcp     *sdk.ClientSession
+	agent   string
+	session string
+}
+
+// runMCP runs the mcp mode.
+func runMCP(ctx context.Context, endpoint string, o Options) (*Result, error) {
+	n := o.Concurrency
+	if n <= 0 {
+		n = 8
+	}
+	base, ok := strings.CutSuffix(endpoint, "/graphql")
+	if !ok {
+		return nil, fmt.Errorf("--server: %q is not a /graphql endpoint (the MCP endpoint is found beside it)", endpoint)
+	}
+	hc := httpClient(2*n, o.Token)
+	workers := make([]*mcpWorker, n)
+	for i := range workers {
+		w := &mcpWorker{agent: fmt.Sprintf("bench-%d", i), session: fmt.Sprintf("bench-gql-%d", i)}
+		w.gql = client.New(endpoint)
+		w.gql.HTTP = hc
+		mc := &http.Client{Transport: agentHeader{agent: w.agent, next: hc.Transport}}
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: "switchyard-bench", Version: o.Version}, nil).Connect(ctx,
+			&sdk.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: mc, DisableStandaloneSSE: true}, nil)
+		if err != nil {
+			return nil, fmt.Errorf("connect to %s/mcp: %w", base, err)
+		}
+		defer cs.Close()
+		w.mcp = cs
+		workers[i] = w
+	}
+
+	var (
+		mu                   sync.Mutex
+		mcpLat, gqlLat, subs []time.Duration
+		calls, errs          uint64
+		firstErr             string
+		measuring            bool
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs++
+		if firstErr == "" {
+			firstErr = firstLine(err.Error())
+		}
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	for _, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for wctx.Err() == nil {
+				m, err := w.viaMCP(wctx)
+				if err != nil {
+					if wctx.Err() == nil {
+						fail(err)
+					}
+					continue
+				}
+				g, s, err := w.viaGraphQL(wctx)
+				if err != nil {
+					if wctx.Err() == nil {
+						fail(err)
+					}
+					continue
+				}
+				mu.Lock()
+				if measuring {
+					mcpLat, gqlLat, subs = append(mcpLat, m), append(gqlLat, g), append(subs, s)
+					calls += 2
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	sleep(ctx, o.Warmup)
+	mu.Lock()
+	measuring = true
+	mu.Unlock()
+	start := time.Now()
+	sleep(ctx, o.Duration)
+	mu.Lock()
+	measuring = false
+	secs := time.Since(start).Seconds()
+	res := &Result{Seconds: secs, Concurrency: n, Requests: calls, Tasks: calls, Errors: errs, FirstError: firstErr,
+		RequestsPerSec: float64(calls) / secs, TasksPerSec: float64(calls) / secs}
+	m := &MCPResult{MCP: summarize(mcpLat), GraphQL: summarize(gqlLat), GraphQLSubmit: summarize(subs)}
+	mu.Unlock()
+	stop()
+	wg.Wait()
+	if m.MCP == nil || m.GraphQL == nil {
+		return nil, fmt.Errorf("no call completed (first error: %s)", firstErr)
+	}
+	m.AddedP50Ms = m.MCP.P50 - m.GraphQL.P50
+	res.MCP = m
+	return res, nil
+}
+
+// viaMCP clicks through the MCP endpoint: one tool call, answered when the
+// task has ended.
+func (w *mcpWorker) viaMCP(ctx context.Context) (time.Duration, error) {
+	t0 := time.Now()
+	res, err := w.mcp.CallTool(ctx, &sdk.CallToolParams{Name: "click", Arguments: map[string]any{"selector": "#go"}})
+	d := time.Since(t0)
+	if err != nil {
+		return 0, fmt.Errorf("mcp: %w", err)
+	}
+	if res.IsError {
+		var msg []string
+		for _, c := range res.Content {
+			if t, ok := c.(*sdk.TextContent); ok {
+				msg = append(msg, t.Text)
+			}
+		}
+		return 0, fmt.Errorf("mcp: the call failed: %s", strings.Join(msg, " "))
+	}
+	return d, nil
+}
+
+// viaGraphQL clicks through GraphQL: submitTask, then follow the task until
+// it ends. It returns the whole and the mutation alone.
+func (w *mcpWorker) viaGraphQL(ctx context.Context) (time.Duration, time.Duration, error) {
+	t0 := time.Now()
+	var out struct{ SubmitTask struct{ ID string } }
+	in := map[string]any{"agentId": w.agent, "sessionKey": w.session, "action": map[string]any{"kind": "click", "selector": "#go"}}
+	if err := w.gql.Do(ctx, submitMutation, map[string]any{"in": in}, &out); err != nil {
+		return 0, 0, fmt.Errorf("graphql submit: %w", err)
+	}
+	submitted := time.Since(t0)
+	st, err := w.gql.SubscribeSSE(ctx, followTask, map[string]any{"id": out.SubmitTask.ID})
+	if err != nil {
+		return 0, 0, fmt.Errorf("graphql follow: %w", err)
+	}
+	defer st.Close()
+	for {
+		msg, err := st.Next()
+		if errors.Is(err, io.EOF) {
+			return 0, 0, errors.New("graphql follow: the stream ended before the task")
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("graphql follow: %w", err)
+		}
+		if len(msg.Errors) > 0 {
+			return 0, 0, fmt.Errorf("graphql follow: %w", msg.Errors)
+		}
+		var data struct{ Task struct{ State string } }
+		if err := json.Unmarshal(msg.Data, &data); err != nil {
+			return 0, 0, fmt.Errorf("graphql follow: %w", err)
+		}
+		switch data.Task.State {
+		case "SUCCEEDED":
+			return time.Since(t0), submitted, nil
+		case "FAILED", "CANCELLED", "REJECTED", "EXPIRED", "PARKED":
+			return 0, 0, fmt.Errorf("graphql: the task ended %s", data.Task.State)
+		}
+	}
+}
+
+// agentHeader names the worker's agent on MCP requests.
+type agentHeader struct {
+	agent string
+	next  http.RoundTripper
+}
+
+func (a agentHeader) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("X-Switchyard-Agent", a.agent)
+	return a.next.RoundTrip(r)
+}
