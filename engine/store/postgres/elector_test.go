@@ -116,8 +116,13 @@ func TestOneLeaderAtATimeAndResignHandsOver(t *testing.T) {
 		l := leaders(es)
 		return len(l) == 1 && l[0] != first
 	}, "another node takes over after the leader resigns, well within the TTL")
-	epoch2, _ := es[leaders(es)[0]].Leading()
+	second := leaders(es)[0]
+	epoch2, _ := es[second].Leading()
 	require.Greater(t, epoch2, epoch1, "the epoch grows at each takeover")
+	// Leading turns true before OnElected runs: callbacks run on the
+	// elector's own goroutine. Wait for the callback, not for the flag.
+	eventually(t, 5*time.Second, func() bool { _, ok := log.find(fmt.Sprintf("node-%d", second), true); return ok },
+		"the new leader's OnElected runs")
 
 	eventually(t, 5*time.Second, func() bool { _, ok := log.find(fmt.Sprintf("node-%d", first), false); return ok })
 	dep, _ := log.find(fmt.Sprintf("node-%d", first), false)
