@@ -3,7 +3,11 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // The commit pipeline. Changes made under the engine lock accumulate in a
@@ -46,6 +50,7 @@ func (e *Engine) commitNow() {
 			}
 		}
 		out.Tasks = append(out.Tasks, b.snaps...)
+		e.committing = b
 		e.mu.Unlock()
 
 		for attempt := 0; ; attempt++ {
@@ -53,20 +58,24 @@ func (e *Engine) commitNow() {
 				e.failBatch(b, ErrFenced)
 				return
 			}
+			e.commitHealth.attempting()
 			err := e.store.Commit(context.Background(), out)
 			if err == nil {
+				e.commitHealth.succeeded(e.log)
 				break
 			}
 			if errors.Is(err, ErrFenced) {
 				// Another node leads: nothing this engine decides may be
 				// written any more. Stop, and let the caller know.
 				e.fenced.Store(true)
+				e.commitHealth.failed(err)
 				e.log.Error("the store fenced this node off: another node leads; abandoning", "error", err)
 				e.failBatch(b, err)
 				go e.Abandon("leadership lost")
 				return
 			}
 			e.stats.commitErrors.Add(1)
+			e.commitHealth.failed(err)
 			e.log.Error("commit failed; retrying", "error", err, "events", len(out.Events), "tasks", len(out.Tasks), "attempt", attempt+1)
 			if e.baseCtx.Err() != nil && attempt >= 3 {
 				e.failBatch(b, err)
@@ -79,6 +88,9 @@ func (e *Engine) commitNow() {
 			e.events.append(out.Events)
 		}
 		close(b.done)
+		e.mu.Lock()
+		e.committing = nil
+		e.mu.Unlock()
 		if len(b.runs) > 0 && e.baseCtx.Err() == nil && !e.abandoned.Load() {
 			// The attempts are on disk: they may start.
 			select {
@@ -110,6 +122,9 @@ func (e *Engine) commitNow() {
 func (e *Engine) failBatch(b *pendingBatch, err error) {
 	b.err = err
 	close(b.done)
+	e.mu.Lock()
+	e.committing = nil
+	e.mu.Unlock()
 	e.spare.events, e.spare.tasks = nil, nil
 }
 
@@ -160,32 +175,141 @@ func (e *Engine) forgetLocked(t *task) {
 
 // Sync waits until everything changed before the call is committed (and so
 // visible to store queries and subscribers).
+// It waits Config.CommitTimeout at most: then, or when ctx ends first, it
+// answers UNAVAILABLE.
 func (e *Engine) Sync(ctx context.Context) error {
 	e.mu.Lock()
-	done := e.cur.done
-	empty := e.cur.empty()
-	e.mu.Unlock()
-	if empty {
+	b, pending := e.cur, !e.cur.empty()
+	if !pending {
 		// A batch may still be in the store's hands: wait for the committer.
-		e.commitMu.Lock()
-		//lint:ignore SA2001 an empty critical section waits for the commit in progress
-		e.commitMu.Unlock()
+		b = e.committing
+	}
+	e.mu.Unlock()
+	if b == nil {
 		return nil
 	}
-	if e.sync {
+	if pending && e.sync {
 		e.commitNow()
-	} else {
+	} else if pending {
 		select {
 		case e.commitCh <- struct{}{}:
 		default:
 		}
 	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	if ended, err := e.waitCommitted(ctx, b); !ended {
+		return &Error{Code: CodeUnavailable, Retryable: true, Err: err, Message: "recent changes were not confirmed committed"}
 	}
+	return nil
+}
+
+// waitCommitted waits until the batch b is committed or failed (ended; err
+// is then the batch's error, nil once committed), ctx ends, or
+// Config.CommitTimeout passes (err says why it gave up: ctx's error, or the
+// timeout with the store's latest failure).
+func (e *Engine) waitCommitted(ctx context.Context, b *pendingBatch) (ended bool, err error) {
+	select {
+	case <-b.done:
+		return true, b.err
+	default:
+	}
+	t := time.NewTimer(e.cfg.CommitTimeout)
+	defer t.Stop()
+	select {
+	case <-b.done:
+		return true, b.err
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-t.C:
+		if err := e.commitHealth.lastError(); err != nil {
+			return false, fmt.Errorf("not committed within %s (engine.commitTimeout): the store is failing: %w", e.cfg.CommitTimeout, err)
+		}
+		return false, fmt.Errorf("not committed within %s (engine.commitTimeout)", e.cfg.CommitTimeout)
+	}
+}
+
+// commitHealth tracks the store's commits, for readiness, metrics and the
+// log: a run of failed attempts, and how long the current attempt has taken
+// (a store that hangs is as unavailable as one that fails).
+type commitHealth struct {
+	mu       sync.Mutex
+	started  time.Time // the current attempt; zero between attempts
+	since    time.Time // the first failure of the current run; zero while commits succeed
+	failures int       // failed attempts in the current run
+	last     error
+}
+
+func (h *commitHealth) attempting() {
+	h.mu.Lock()
+	h.started = time.Now()
+	h.mu.Unlock()
+}
+
+func (h *commitHealth) failed(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.since.IsZero() {
+		h.since = h.started
+		if h.since.IsZero() {
+			h.since = time.Now()
+		}
+	}
+	h.started = time.Time{}
+	h.failures++
+	h.last = err
+}
+
+func (h *commitHealth) succeeded(log hclog.Logger) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.started = time.Time{}
+	if h.since.IsZero() {
+		return
+	}
+	log.Info("commits succeed again", "failedAttempts", h.failures, "after", time.Since(h.since).Round(time.Millisecond))
+	h.since, h.failures, h.last = time.Time{}, 0, nil
+}
+
+func (h *commitHealth) lastError() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.last
+}
+
+// failingFor returns how long commits have been failing and why, or nil
+// while they succeed. An attempt that has lasted longer than stuck counts
+// as failing too.
+func (h *commitHealth) failingFor(stuck time.Duration) (time.Duration, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	switch {
+	case !h.since.IsZero():
+		d := now.Sub(h.since)
+		return d, fmt.Errorf("commits have been failing for %s (%d attempts): %w", d.Round(time.Millisecond), h.failures, h.last)
+	case !h.started.IsZero() && now.Sub(h.started) > stuck:
+		d := now.Sub(h.started)
+		return d, fmt.Errorf("a commit has been in progress for %s", d.Round(time.Millisecond))
+	}
+	return 0, nil
+}
+
+// CommitError returns nil while the store accepts commits, and otherwise an
+// error that says since when and why they fail (the engine keeps retrying):
+// for readiness checks.
+func (e *Engine) CommitError() error {
+	_, err := e.commitHealth.failingFor(e.cfg.CommitTimeout)
+	return err
+}
+
+// refuseWhileFailing refuses new work with UNAVAILABLE while commits have
+// been failing for longer than the commit timeout: it could not be
+// confirmed in time anyway, and it would only pile up in memory.
+func (e *Engine) refuseWhileFailing() error {
+	d, err := e.commitHealth.failingFor(e.cfg.CommitTimeout)
+	if err == nil || d < e.cfg.CommitTimeout {
+		return nil
+	}
+	return &Error{Code: CodeUnavailable, Retryable: true, Err: err, Message: "the store cannot commit; try again later"}
 }
 
 func (b *pendingBatch) empty() bool {

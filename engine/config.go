@@ -99,6 +99,13 @@ type Config struct {
 	// in an instance fault, or the lane's backoff when that is longer
 	// (default 1 s).
 	InstanceFaultDelay time.Duration
+	// CommitTimeout bounds how long a call waits for its changes to be
+	// committed by a durable store before it answers UNAVAILABLE (default
+	// 10 s). The changes stay pending and are committed once the store
+	// accepts them again; a submission resent with its idempotency key finds
+	// its task. While commits have been failing for longer than this,
+	// submissions are refused at once.
+	CommitTimeout time.Duration
 }
 
 func orDefault[T comparable](v *T, def T) {
@@ -127,6 +134,7 @@ func (c *Config) Validate() error {
 	orDefault(&c.MaxBatch, 100)
 	orDefault(&c.InstanceFaultBudget, 30)
 	orDefault(&c.InstanceFaultDelay, time.Second)
+	orDefault(&c.CommitTimeout, 10*time.Second)
 	for name, v := range map[string]int{
 		"maxInFlight": c.MaxInFlight, "maxQueued": c.MaxQueued,
 		"maxQueuedPerAgent": c.MaxQueuedPerAgent, "maxQueuedPerSession": c.MaxQueuedPerSession,
@@ -140,8 +148,8 @@ func (c *Config) Validate() error {
 	if c.FairnessCandidates > 1024 {
 		return fmt.Errorf("fairnessCandidates: at most 1024, got %d", c.FairnessCandidates)
 	}
-	if c.LeaseGrace < 0 || c.Retention < 0 {
-		return fmt.Errorf("leaseGrace and retention must not be negative")
+	if c.LeaseGrace < 0 || c.Retention < 0 || c.CommitTimeout < 0 {
+		return fmt.Errorf("leaseGrace, retention and commitTimeout must not be negative")
 	}
 	seen := map[string]bool{}
 	for i := range c.Lanes {

@@ -131,6 +131,9 @@ type Engine struct {
 	standby         bool        // a follower: no scheduling (cluster.go)
 	abandoned       atomic.Bool // lost leadership: commits are dropped
 	fenced          atomic.Bool // the store refused a commit: another node leads
+
+	committing   *pendingBatch // the batch in the store's hands (guarded by mu)
+	commitHealth commitHealth  // failing commits, for readiness (commit.go)
 }
 
 type namedSelection struct {

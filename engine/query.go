@@ -193,7 +193,8 @@ type Stats struct {
 	// PolicyInvalid counts policy answers the engine refused (and replaced
 	// with the built-in policy's).
 	PolicyInvalid   uint64
-	CommitErrors    uint64
+	CommitErrors    uint64 // failed commit attempts since start (each is retried)
+	CommitFailing   bool   // the latest commit attempt failed: the store accepts nothing now
 	Purged          uint64 // terminal tasks purged after the retention period
 	LastSeq         uint64
 	Draining        bool
@@ -210,6 +211,9 @@ func (e *Engine) Stats() Stats {
 		Rejected: e.stats.rejected, Dropped: e.stats.dropped, LeaseExpiry: e.stats.leaseExpired, Stale: e.stats.stale,
 		PolicyInvalid: e.stats.policyInvalid, CommitErrors: e.stats.commitErrors.Load(), Purged: e.purged.Load(), LastSeq: e.seq,
 		Draining: e.draining, DispatchLatency: e.stats.latency,
+	}
+	if _, err := e.commitHealth.failingFor(e.cfg.CommitTimeout); err != nil {
+		s.CommitFailing = true
 	}
 	for st, n := range e.counts {
 		if n > 0 {

@@ -29,18 +29,16 @@ func (e *Engine) SaveSetting(ctx context.Context, key string, value []byte) erro
 		e.settings[key] = value
 	}
 	e.cur.settings = append(e.cur.settings, Setting{Key: key, Value: value})
-	done := e.cur.done
+	pb := e.cur
 	e.unlock()
 	e.after()
 	if !e.durable {
 		return nil
 	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return &Error{Code: CodeUnavailable, Retryable: true, Err: ctx.Err(), Message: "the setting was not confirmed durable"}
+	if ended, err := e.waitCommitted(ctx, pb); !ended {
+		return &Error{Code: CodeUnavailable, Retryable: true, Err: err, Message: "the setting was not confirmed durable"}
 	}
+	return nil
 }
 
 // Setting returns a stored setting.

@@ -142,6 +142,9 @@ type prepared struct {
 }
 
 func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, batchID string) (*BatchResult, error) {
+	if err := e.refuseWhileFailing(); err != nil {
+		return nil, err
+	}
 	now := e.now()
 	preps := make([]prepared, len(items))
 	var keys map[string]int
@@ -273,15 +276,12 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, b
 	e.after() // its attempts, when dispatched at once, join the same commit
 	if wait {
 		e.commitSoon()
-		select {
-		case <-pb.done:
-			if pb.err != nil {
-				return nil, &Error{Code: CodeUnavailable, Retryable: true, Err: pb.err,
-					Message: "the submission could not be committed; resubmit with the same idempotency key"}
-			}
-		case <-ctx.Done():
-			return nil, &Error{Code: CodeUnavailable, Retryable: true, Err: ctx.Err(),
-				Message: "the submission was not confirmed durable before the request ended; resubmit with the same idempotency key"}
+		if ended, err := e.waitCommitted(ctx, pb); !ended {
+			return nil, &Error{Code: CodeUnavailable, Retryable: true, Err: err,
+				Message: "the submission was not confirmed durable in time; resubmit with the same idempotency key"}
+		} else if err != nil {
+			return nil, &Error{Code: CodeUnavailable, Retryable: true, Err: err,
+				Message: "the submission could not be committed; resubmit with the same idempotency key"}
 		}
 	}
 	return res, nil

@@ -172,6 +172,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		backend  server.Options // Engine, Registry, Plugins, Schedules, Cluster, Metrics
 		shutdown func(ctx context.Context)
 		owned    *sqlite.Store // the SQLite file this process owns, if any
+		commits  func() error  // nil while the scheduling engine's commits succeed
 	)
 	if cfg.Store.Driver == "postgres" {
 		node, stop, err := startNode(cfg, engCfg, exec, reg, log)
@@ -183,6 +184,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				Stats: func() engine.Stats { return node.Engine().Stats() },
 				Lanes: func() []engine.LaneStatus { return node.Engine().Lanes() }, Instances: reg.List}}
 		shutdown = stop
+		commits = func() error { // a follower commits nothing: nil
+			if e := node.Engine(); e != nil {
+				return e.CommitError()
+			}
+			return nil
+		}
 	} else {
 		store, err := openStore(ctx, cfg.Store, "switchyard serve "+Version()+", configured to listen on "+cfg.Listen)
 		if err != nil {
@@ -203,6 +210,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		backend = server.Options{Engine: eng, Registry: reg, Plugins: lead.Plugins, Schedules: lead.Schedules}
+		commits = eng.CommitError
 		shutdown = func(ctx context.Context) {
 			lead.Stop() // the components that act on the engine stop before it
 			if err := eng.Shutdown(ctx); err != nil {
@@ -223,6 +231,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Auth: authn, AllowedOrigins: cfg.API.AllowedOrigins, DisableIntrospection: !cfg.API.Introspection,
 		MCP: server.MCPOptions{Disabled: !cfg.MCP.Enabled, Lane: cfg.MCP.Lane},
 		Ready: func() error {
+			if err := commits(); err != nil {
+				return fmt.Errorf("the store: %w", err)
+			}
 			if local == nil {
 				return nil
 			}

@@ -30,6 +30,7 @@ type Collector struct {
 	src Source
 
 	tasks, ended, inflight, maxInflight, pending, counters, latency, lastSeq, draining *prometheus.Desc
+	commitErrs, failing                                                                *prometheus.Desc
 	laneQueued, laneInflight, laneMax, lanePaused                                      *prometheus.Desc
 	instUp, instLatency, instInflight, instTabs, instCapacity, instFailures            *prometheus.Desc
 }
@@ -50,6 +51,8 @@ func NewCollector(src Source) *Collector {
 		latency:      d("dispatch_latency_seconds", "How long tasks waited from QUEUED to dispatch."),
 		lastSeq:      d("event_seq", "The seq of the latest event."),
 		draining:     d("draining", "1 while the engine refuses new work."),
+		commitErrs:   d("store_commit_failures_total", "Commit attempts the store failed since start (each is retried until it succeeds)."),
+		failing:      d("store_commit_failing", "1 while the store fails commits: nothing new becomes durable and /readyz is not ready."),
 		laneQueued:   d("lane_queue_depth", "Tasks QUEUED, WAITING or in RETRY_WAIT, by lane.", "lane"),
 		laneInflight: d("lane_in_flight", "Tasks running, by lane.", "lane"),
 		laneMax:      d("lane_max_in_flight", "The concurrency ceiling, by lane.", "lane"),
@@ -66,7 +69,7 @@ func NewCollector(src Source) *Collector {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.tasks, c.ended, c.inflight, c.maxInflight, c.pending, c.counters, c.latency,
-		c.lastSeq, c.draining, c.laneQueued, c.laneInflight, c.laneMax, c.lanePaused,
+		c.lastSeq, c.draining, c.commitErrs, c.failing, c.laneQueued, c.laneInflight, c.laneMax, c.lanePaused,
 		c.instUp, c.instLatency, c.instInflight, c.instTabs, c.instCapacity, c.instFailures} {
 		ch <- d
 	}
@@ -101,6 +104,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(c.lastSeq, float64(s.LastSeq))
 	gauge(c.draining, b2f(s.Draining))
+	counter(c.commitErrs, float64(s.CommitErrors))
+	gauge(c.failing, b2f(s.CommitFailing))
 	ch <- histogram(c.latency, &s.DispatchLatency)
 
 	for _, l := range c.src.Lanes() {

@@ -276,6 +276,9 @@ type Engine struct {
 	MaxBatch            int      `yaml:"maxBatch"`
 	InstanceFaultBudget int      `yaml:"instanceFaultBudget"`
 	InstanceFaultDelay  Duration `yaml:"instanceFaultDelay"`
+	// CommitTimeout bounds a call's wait for the store to commit its
+	// changes; past it the call answers UNAVAILABLE (default 10s).
+	CommitTimeout Duration `yaml:"commitTimeout"`
 	// Lanes replace the default lanes (main, subagent, team, cron) when
 	// given.
 	Lanes []Lane `yaml:"lanes"`
@@ -555,7 +558,7 @@ func (c *Config) EngineConfig() (engine.Config, error) {
 		MaxQueuedPerSession: e.MaxQueuedPerSession, AgentMaxInFlight: e.AgentMaxInFlight, SessionMaxInFlight: e.SessionMaxInFlight,
 		AgingThreshold: e.AgingThreshold.Std(), LeaseGrace: e.LeaseGrace.Std(), Retention: e.Retention.Std(),
 		EventBuffer: e.EventBuffer, FairnessCandidates: e.FairnessCandidates, MaxBatch: e.MaxBatch,
-		InstanceFaultBudget: e.InstanceFaultBudget, InstanceFaultDelay: e.InstanceFaultDelay.Std(),
+		InstanceFaultBudget: e.InstanceFaultBudget, InstanceFaultDelay: e.InstanceFaultDelay.Std(), CommitTimeout: e.CommitTimeout.Std(),
 	}
 	for _, l := range e.Lanes {
 		lc := engine.LaneConfig{Name: l.Name, MaxInFlight: l.MaxInFlight, MaxQueued: l.MaxQueued,

@@ -1,0 +1,138 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/store/memory"
+)
+
+// brokenDurable is a durable memory store whose commits can be made to fail
+// or to hang until released.
+type brokenDurable struct {
+	*memory.Store
+	fail atomic.Bool
+	hang atomic.Pointer[chan struct{}]
+}
+
+var errInjectedDisk = errors.New("disk I/O error (injected)")
+
+func (s *brokenDurable) Durable() bool { return true }
+
+func (s *brokenDurable) Commit(ctx context.Context, b *engine.Batch) error {
+	if h := s.hang.Load(); h != nil {
+		<-*h
+	}
+	if s.fail.Load() {
+		return errInjectedDisk
+	}
+	return s.Store.Commit(ctx, b)
+}
+
+func startBroken(t *testing.T, timeout time.Duration) (*engine.Engine, *brokenDurable) {
+	t.Helper()
+	st := &brokenDurable{Store: memory.New(memory.Options{})}
+	e, err := engine.New(engine.Options{Config: engine.Config{CommitTimeout: timeout}, Store: st,
+		Executor: engine.ExecutorFunc(func(context.Context, *engine.Run) engine.Outcome { return engine.Outcome{} })})
+	require.NoError(t, err)
+	require.NoError(t, e.Start(context.Background()))
+	t.Cleanup(func() {
+		st.fail.Store(false)
+		if h := st.hang.Swap(nil); h != nil {
+			close(*h)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = e.Shutdown(ctx)
+	})
+	return e, st
+}
+
+func keyedSpec(key string) engine.TaskSpec {
+	return engine.TaskSpec{AgentID: "a", IdempotencyKey: key, Action: &engine.Action{Kind: "click", Selector: "#go"}}
+}
+
+// requireUnavailableWithin runs f and checks that it answers UNAVAILABLE,
+// well within bound (a generous multiple of the commit timeout: the point
+// is that it does not hang).
+func requireUnavailableWithin(t *testing.T, bound time.Duration, f func() error) error {
+	t.Helper()
+	start := time.Now()
+	err := f()
+	require.Truef(t, engine.IsCode(err, engine.CodeUnavailable), "want UNAVAILABLE, got %v", err)
+	require.Less(t, time.Since(start), bound, "the call answers within the commit timeout, not never")
+	return err
+}
+
+// A store that fails every commit: callers get UNAVAILABLE within the commit
+// timeout instead of hanging, the engine says so (CommitError, Stats), new
+// submissions are refused at once once it has lasted longer than the timeout,
+// and everything recovers on its own when the store does — what was pending
+// is committed then, and a resubmission with the same idempotency key finds
+// its task.
+func TestAFailingStoreIsVisibleAndBounded(t *testing.T) {
+	t.Parallel()
+	const timeout = 200 * time.Millisecond
+	e, st := startBroken(t, timeout)
+	ctx := context.Background()
+	_, err := e.Submit(ctx, keyedSpec("before"))
+	require.NoError(t, err)
+	require.NoError(t, e.CommitError())
+
+	st.fail.Store(true)
+	err = requireUnavailableWithin(t, 5*time.Second, func() error { _, err := e.Submit(ctx, keyedSpec("during")); return err })
+	require.ErrorIs(t, err, errInjectedDisk, "the answer carries the store's error")
+	require.Error(t, e.CommitError(), "the engine says its store is failing")
+	require.True(t, e.Stats().CommitFailing)
+	require.Positive(t, e.Stats().CommitErrors)
+	requireUnavailableWithin(t, 5*time.Second, func() error { return e.Sync(ctx) })
+
+	// Failing for longer than the timeout: new work is refused at once.
+	require.Eventually(t, func() bool {
+		start := time.Now()
+		_, err := e.Submit(ctx, keyedSpec("refused"))
+		return engine.IsCode(err, engine.CodeUnavailable) && time.Since(start) < timeout
+	}, 10*time.Second, 10*time.Millisecond, "submissions are refused without waiting")
+
+	st.fail.Store(false)
+	require.Eventually(t, func() bool { return e.CommitError() == nil }, 10*time.Second, 10*time.Millisecond, "commits recover on their own")
+	require.False(t, e.Stats().CommitFailing)
+	again, err := e.Submit(ctx, keyedSpec("during"))
+	require.NoError(t, err)
+	tasks, err := e.Tasks(ctx, engine.TaskQuery{Filter: engine.TaskFilter{AgentID: "a"}, Limit: 10})
+	require.NoError(t, err)
+	keys := map[string]string{}
+	for _, tk := range tasks {
+		keys[tk.Spec.IdempotencyKey] = tk.ID
+	}
+	require.Equal(t, map[string]string{"before": keys["before"], "during": again.ID}, keys,
+		"the submission made during the failure was committed once the store recovered; the refused one was never recorded")
+}
+
+// A store that hangs is as unavailable as one that fails.
+func TestAHangingStoreIsVisibleAndBounded(t *testing.T) {
+	t.Parallel()
+	const timeout = 200 * time.Millisecond
+	e, st := startBroken(t, timeout)
+	ctx := context.Background()
+	release := make(chan struct{})
+	st.hang.Store(&release)
+	requireUnavailableWithin(t, 5*time.Second, func() error { _, err := e.Submit(ctx, keyedSpec("stuck")); return err })
+	require.Eventually(t, func() bool { return e.CommitError() != nil }, 10*time.Second, 10*time.Millisecond,
+		"a commit stuck for longer than the timeout makes the engine unavailable")
+	require.ErrorContains(t, e.CommitError(), "in progress")
+	require.True(t, e.Stats().CommitFailing)
+
+	st.hang.Store(nil)
+	close(release)
+	require.Eventually(t, func() bool { return e.CommitError() == nil }, 10*time.Second, 10*time.Millisecond)
+	got, err := e.Submit(ctx, keyedSpec("stuck"))
+	require.NoError(t, err)
+	require.Equal(t, "stuck", got.Spec.IdempotencyKey)
+}
