@@ -3314,7 +3314,7 @@ enum ErrorCode {
   PLUGIN_INVALID
   "No valid credentials: a missing or unknown bearer token (HTTP 401; a WebSocket is closed with 4403)."
   UNAUTHENTICATED
-  "The credentials do not allow this (the role, or another agent's task or schedule)."
+  "The credentials do not allow this (the role, or another agent's task or schedule), or the server refuses it to everyone (introspection turned off). HTTP 403."
   FORBIDDEN
   "The token is over its rate of mutations: ` + "`" + `retryable` + "`" + ` is true and ` + "`" + `retryAfterMs` + "`" + ` says when the same request would pass."
   RATE_LIMITED

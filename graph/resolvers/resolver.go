@@ -32,6 +32,8 @@ type Limits struct {
 	// authentication is on.
 	MutationsPerSecond float64
 	MutationBurst      int
+	// BodyTimeout is how long an HTTP request's body may take to arrive.
+	BodyTimeout time.Duration
 }
 
 // Default limits.
@@ -44,6 +46,7 @@ const (
 	DefaultMaxSubscriptionsPerConn  = 100
 	DefaultMutationsPerSecond       = 100
 	DefaultMutationBurst            = 200
+	DefaultBodyTimeout              = 30 * time.Second
 )
 
 // WithDefaults fills in the zero limits.
@@ -60,6 +63,9 @@ func (l Limits) WithDefaults() Limits {
 	set(&l.MaxSubscriberLag, DefaultMaxSubscriberLag)
 	set(&l.MaxSubscriptionsPerConnection, DefaultMaxSubscriptionsPerConn)
 	set(&l.MutationBurst, DefaultMutationBurst)
+	if l.BodyTimeout <= 0 {
+		l.BodyTimeout = DefaultBodyTimeout
+	}
 	if l.MutationsPerSecond == 0 {
 		l.MutationsPerSecond = DefaultMutationsPerSecond
 	}

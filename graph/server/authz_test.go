@@ -416,7 +416,7 @@ func matrix() map[string]opCase {
 			vars: func(_ *testing.T, b *authBundle) map[string]any { return map[string]any{"n": 1000 + b.seq.Add(1)} }},
 		"Mutation.setAgent": {roles: operators, query: `mutation($w: Int!) { setAgent(id: "tuned", input: {weight: $w}) { id } }`,
 			vars: func(_ *testing.T, b *authBundle) map[string]any { return map[string]any{"w": 1 + b.seq.Add(1)} }},
-		"Mutation.drain": {roles: operators, query: `mutation { drain { draining } }`, vars: noVars},
+		"Mutation.drain": {roles: operators, query: `mutation { drain { submitted } }`, vars: noVars},
 		"Mutation.registerInstance": {roles: operators, query: `mutation($id: ID!) { registerInstance(input: {id: $id, url: "http://127.0.0.1:1", token: "t0ken"}) { id hasToken } }`,
 			vars: func(_ *testing.T, b *authBundle) map[string]any { return map[string]any{"id": b.uniq("inst")} }},
 		"Mutation.updateInstance":  {roles: operators, query: `mutation($id: ID!) { updateInstance(id: $id, input: {capacity: 3}) { id } }`, vars: idVar(freshInstance)},
@@ -551,8 +551,11 @@ func (b *authBundle) tryOperation(t *testing.T, op string, oc opCase, c *caller)
 	if want != "" {
 		require.NotEmpty(t, res.Errors, "%s: want %s, got %s", what, want, res.Data)
 		require.Equal(t, want, res.Errors[0].Code(), "%s: %s", what, res.Errors[0].Message)
-		if want == auth.CodeForbidden && !oc.allows(c) {
-			require.Equal(t, http.StatusForbidden, status, "%s: refused by role before anything runs", what)
+		if want == auth.CodeForbidden {
+			// One status for FORBIDDEN, whether the access table refused
+			// (before anything runs) or a row-level check did.
+			require.Equal(t, http.StatusForbidden, status, "%s: refused: 403", what)
+			require.Contains(t, []string{"", "null"}, string(res.Data), "%s: refused in full: no data", what)
 		}
 		require.Equal(t, before, b.snapshot(t), "%s was refused and must change nothing", what)
 		return
@@ -713,4 +716,33 @@ func TestAWebSocketWithoutAValidTokenIsClosedWith4403(t *testing.T) {
 			})
 		}
 	}
+}
+
+func TestARowLevelRefusalIs403LikeAnAccessTableOneUnlessPartOfTheOperationWasAllowed(t *testing.T) {
+	t.Parallel()
+	b := setupAuth(t)
+	other := b.callers[3]
+	require.Equal(t, otherAgent, other.agent)
+	owners, mine := b.queued(t, ownerAgent), b.queued(t, otherAgent)
+
+	// Refused in full by a row-level check: 403, no data.
+	res, status, err := other.c.Raw(ctxFor(t), client.Request{Query: `query($id: ID!) { task(id: $id) { id } }`, Variables: map[string]any{"id": owners}})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusForbidden, status)
+	require.Equal(t, "null", string(res.Data))
+	require.Equal(t, auth.CodeForbidden, res.Errors[0].Code())
+
+	// Refused by the access table: the same.
+	res, status, err = other.c.Raw(ctxFor(t), client.Request{Query: `mutation { drain { submitted } }`})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusForbidden, status)
+	require.Equal(t, auth.CodeForbidden, res.Errors[0].Code())
+
+	// A part allowed: 200 with that part, and the refusal of the rest.
+	res, status, err = other.c.Raw(ctxFor(t), client.Request{Query: `query($a: ID!, $b: ID!) { mine: task(id: $a) { id } theirs: task(id: $b) { id } }`,
+		Variables: map[string]any{"a": mine, "b": owners}})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, string(res.Data), mine)
+	require.Equal(t, auth.CodeForbidden, res.Errors[0].Code())
 }

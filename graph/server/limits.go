@@ -13,8 +13,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/99designs/gqlgen/complexity"
 	"github.com/99designs/gqlgen/graphql"
@@ -92,11 +94,24 @@ func limitGQLError(limit string, value, maxValue int, format string, args ...any
 	return err
 }
 
-// limitBody refuses request bodies larger than maxBytes with 413 and a
-// GraphQL error. Bodies of a declared length within the limit pass through
-// as they are; bodies of unknown length are read here, within the limit.
-func limitBody(maxBytes int, next http.Handler) http.Handler {
+// readBody reads the body of a request before gqlgen sees it, within three
+// limits: its size (413 before reading anything when the declared length is
+// over maxBytes), the time it takes to arrive (the connection's read deadline
+// is timeout from now while the body is read, then cleared, so a body that
+// trickles in is cut with 408 and the streams that follow it, SSE, are not),
+// and its encoding: a string that is not UTF-8 is refused with
+// INVALID_INPUT naming its place (encoding/json would rewrite it to U+FFFD,
+// making different byte strings the same agent). GET parameters are checked
+// the same way. WebSocket upgrades have no body; their messages are checked
+// by the adapter (wsConn).
+func readBody(maxBytes int, timeout time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.Header.Get("Upgrade") == "" {
+			if field, ok := invalidUTF8InQuery(r.URL.Query()); !ok {
+				writeInvalidUTF8(w, field)
+				return
+			}
+		}
 		if r.Body == nil || r.Body == http.NoBody {
 			next.ServeHTTP(w, r)
 			return
@@ -105,23 +120,56 @@ func limitBody(maxBytes int, next http.Handler) http.Handler {
 			writeBodyLimit(w, r.ContentLength, maxBytes)
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, int64(maxBytes))
-		if r.ContentLength < 0 {
-			body, err := io.ReadAll(r.Body)
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				writeBodyLimit(w, -1, maxBytes)
-				return
-			}
-			if err != nil {
-				http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
-				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			r.ContentLength = int64(len(body))
+		rc := http.NewResponseController(w)
+		deadline := rc.SetReadDeadline(time.Now().Add(timeout)) == nil
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(maxBytes)))
+		if deadline {
+			_ = rc.SetReadDeadline(time.Time{})
 		}
+		var tooBig *http.MaxBytesError
+		var netErr net.Error
+		switch {
+		case errors.As(err, &tooBig):
+			writeBodyLimit(w, -1, maxBytes)
+			return
+		case errors.As(err, &netErr) && netErr.Timeout():
+			writeBodyTimeout(w, timeout)
+			return
+		case err != nil:
+			w.Header().Set("Connection", "close")
+			http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if field, ok := invalidUTF8InJSON(body); !ok {
+			writeInvalidUTF8(w, field)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// writeBodyTimeout answers 408: the body did not arrive within the limit.
+func writeBodyTimeout(w http.ResponseWriter, timeout time.Duration) {
+	writeRequestError(w, http.StatusRequestTimeout, "the request body did not arrive within "+timeout.String(),
+		map[string]any{"code": string(engine.CodeLimit), "limit": "bodyTimeout", "max": timeout.String(), "retryable": false})
+}
+
+// writeInvalidUTF8 answers 400 INVALID_INPUT for a string that is not UTF-8.
+func writeInvalidUTF8(w http.ResponseWriter, field string) {
+	writeRequestError(w, http.StatusBadRequest, field+": not valid UTF-8 (strings must be UTF-8; invalid bytes are refused, not replaced)",
+		map[string]any{"code": string(engine.CodeInvalidInput), "field": field, "retryable": false})
+}
+
+// writeRequestError answers a request refused before GraphQL saw it, and
+// closes the connection: what is left of its body is not read.
+func writeRequestError(w http.ResponseWriter, status int, msg string, ext map[string]any) {
+	body, _ := json.Marshal(map[string]any{"errors": []any{map[string]any{"message": msg, "extensions": ext}}})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Connection", "close")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 func writeBodyLimit(w http.ResponseWriter, size int64, maxBytes int) {

@@ -32,7 +32,10 @@ import (
 // a valid token (graphql-transport-ws's "Forbidden").
 const CloseForbidden = 4403
 
-// writeUnauthenticated answers 401 with an UNAUTHENTICATED GraphQL error.
+// writeUnauthenticated answers 401 with an UNAUTHENTICATED GraphQL error at
+// once, and closes the connection: the request's body is never read (the
+// HTTP server would otherwise read up to 256 KiB of it before answering, as
+// slowly as the client sends it).
 func writeUnauthenticated(w http.ResponseWriter) {
 	body, _ := json.Marshal(map[string]any{"errors": []any{map[string]any{
 		"message":    auth.ErrUnauthenticated.Error() + ": send Authorization: Bearer <token>",
@@ -40,6 +43,7 @@ func writeUnauthenticated(w http.ResponseWriter) {
 	}}})
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)
+	w.Header().Set("Connection", "close")
 	w.WriteHeader(http.StatusUnauthorized)
 	_, _ = w.Write(body)
 }
@@ -210,7 +214,7 @@ type hintWriter struct {
 func (w *hintWriter) WriteHeader(code int) {
 	if !w.written {
 		w.written = true
-		if c := int(w.hint.code.Load()); c != 0 && code == http.StatusOK {
+		if c := int(w.hint.code.Load()); c != 0 && (code == http.StatusOK || code == c) {
 			code = c
 			if d := time.Duration(w.hint.retryAfter.Load()); code == http.StatusTooManyRequests && d > 0 {
 				w.Header().Set("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
@@ -289,4 +293,49 @@ func originAllowed(r *http.Request, patterns []string) bool {
 		}
 	}
 	return false
+}
+
+// refusedInFull gives an operation that row-level checks refused in full
+// the status of one the access table refused: when a plain HTTP response
+// has a FORBIDDEN error and no root field has data, it is 403 and its data
+// null (or absent, when the operation did not run). A response of which a part was allowed stays 200, with that part.
+func refusedInFull(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+	res := next(ctx)
+	h, ok := ctx.Value(statusHintKey{}).(*statusHint)
+	if !ok || res == nil || !hasCode(res.Errors, auth.CodeForbidden) || !noRootData(res.Data) {
+		return res
+	}
+	h.code.CompareAndSwap(0, http.StatusForbidden)
+	if len(res.Data) > 0 {
+		res.Data = json.RawMessage("null")
+	}
+	return res
+}
+
+// hasCode reports whether one of errs has the code.
+func hasCode(errs gqlerror.List, code string) bool {
+	for _, e := range errs {
+		if c, _ := e.Extensions["code"].(string); c == code {
+			return true
+		}
+	}
+	return false
+}
+
+// noRootData reports whether data is null or absent, or has only null
+// fields.
+func noRootData(data json.RawMessage) bool {
+	if len(data) == 0 || string(data) == "null" {
+		return true
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(data, &fields) != nil {
+		return false
+	}
+	for _, v := range fields {
+		if string(v) != "null" {
+			return false
+		}
+	}
+	return true
 }

@@ -188,9 +188,21 @@ func TestIntrospectionCanBeTurnedOff(t *testing.T) {
 	off := setup(t, func(o *setupOptions) { o.server = func(so *server.Options) { so.DisableIntrospection = true } })
 	q := `{ __schema { queryType { name } } }`
 	require.NoError(t, on.c.Do(ctxFor(t), q, nil, nil))
-	err := off.c.Do(ctxFor(t), q, nil, nil)
+	for _, q := range []string{q, `{ __type(name: "Task") { name } }`, `query { ...F } fragment F on Query { __schema { types { name } } }`} {
+		res, status, err := off.c.Raw(ctxFor(t), client.Request{Query: q})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusForbidden, status, q)
+		require.Nil(t, res.Data, "nothing ran")
+		require.Equal(t, "FORBIDDEN", res.Errors[0].Code(), q)
+		require.Contains(t, res.Errors[0].Message, "introspection is turned off")
+	}
+	// Validation errors name no field that exists: nothing about the
+	// schema leaks through suggestions.
+	err := off.c.Do(ctxFor(t), `{ task { id } tasksx { totalCount } }`, nil, nil)
 	require.Error(t, err)
-	require.Contains(t, err.Error(), "introspection disabled")
+	require.NotContains(t, err.Error(), "Did you mean")
+	err = on.c.Do(ctxFor(t), `{ tasksx { totalCount } }`, nil, nil)
+	require.Contains(t, err.Error(), "Did you mean", "with introspection on, suggestions help")
 	require.NoError(t, off.c.Do(ctxFor(t), `{ __typename stats { submitted } }`, nil, nil), "the rest works")
 }
 

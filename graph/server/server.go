@@ -238,7 +238,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	mux.Handle("/graphql", count("graphql", s.authenticate(limitBody(opts.Limits.MaxBodyBytes, withStatusHints(s.endOnShutdown(gql))))))
+	mux.Handle("/graphql", count("graphql", s.authenticate(readBody(opts.Limits.MaxBodyBytes, opts.Limits.BodyTimeout, withStatusHints(s.endOnShutdown(gql))))))
 	if !opts.MCP.Disabled {
 		s.mcp, err = mcp.New(mcp.Options{Engine: opts.Engine, Mutations: s.resolver.Mutation(), Queries: s.resolver.Query(),
 			Artifacts: opts.Artifacts, Auth: opts.Auth, Limiter: s.limiter, Lane: opts.MCP.Lane, Version: opts.Version,
@@ -254,16 +254,22 @@ func New(opts Options) (*Server, error) {
 	mux.Handle("GET /artifacts/{id}", count("artifacts", s.requireIdentity(http.HandlerFunc(s.artifact))))
 	s.handler = s.logRequests(s.checkHost(mux))
 	// Made here, not in Serve: Shutdown may run while Serve starts.
-	// ReadHeaderTimeout ends slowloris headers.
+	// ReadHeaderTimeout ends slowloris headers; readBody bounds the time a
+	// body may take. There is no ReadTimeout: it would also end the
+	// WebSocket and SSE streams, which read nothing more after the body.
 	s.http = &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: HeaderTimeout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          s.log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
 	return s, nil
 }
+
+// HeaderTimeout is how long a client may take to send a request's line and
+// headers.
+const HeaderTimeout = 10 * time.Second
 
 // graphQL returns the GraphQL handler: transports, limits, caches and the
 // error presenter.
@@ -292,12 +298,16 @@ func (s *Server) graphQL() (http.Handler, error) {
 	srv.AddTransport(transport.SSE{KeepAlivePingInterval: s.opts.KeepAlive})
 	srv.AddTransport(transport.Options{})
 	srv.AddTransport(transport.GET{})
-	srv.AddTransport(transport.POST{})
+	srv.AddTransport(postTransport{})
+	srv.AddTransport(unsupported{})
 	cache := lru.New[*ast.QueryDocument](1000)
 	srv.SetQueryCache(cache)
 	srv.SetParserTokenLimit(maxQueryTokens)
 	srv.Use(shapeLimit{cache: cache})
-	if !s.opts.DisableIntrospection {
+	if s.opts.DisableIntrospection {
+		srv.Use(noIntrospection{})
+		srv.SetDisableSuggestion(true)
+	} else {
 		srv.Use(extension.Introspection{})
 	}
 	srv.Use(gate)
@@ -306,6 +316,7 @@ func (s *Server) graphQL() (http.Handler, error) {
 	srv.Use(s.subGate)
 	srv.Use(s.audit)
 	srv.AroundResponses(spliceResponses)
+	srv.AroundResponses(refusedInFull)
 	srv.SetErrorPresenter(resolvers.PresentError)
 	srv.SetRecoverFunc(func(ctx context.Context, p any) error {
 		s.log.Error("panic in a resolver", "panic", p, "path", graphql.GetPath(ctx))

@@ -178,6 +178,19 @@ type wsConn struct {
 	deadline  *time.Timer
 	closing   bool
 	closeDone chan struct{}
+	// errored holds the ids of graphql-transport-ws operations that ended
+	// with an error message: the protocol's error ends an operation, so the
+	// complete gqlgen sends after it is not sent.
+	errored map[string]bool
+}
+
+// transportWS is the graphql-transport-ws subprotocol's name.
+const transportWS = "graphql-transport-ws"
+
+// clientMessage is what the adapter reads of a client's message.
+type clientMessage struct {
+	Type string `json:"type"`
+	ID   string `json:"id"`
 }
 
 var (
@@ -195,12 +208,66 @@ func (w *wsConn) NextReader() (int, io.Reader, error) {
 		}
 		return int(typ), nil, err
 	}
+	if field, ok := invalidUTF8InJSON(data); !ok {
+		// RFC 6455 says text is UTF-8; 1007 is its close code for
+		// text that is not.
+		reason := field + ": not valid UTF-8"
+		if len(reason) > 120 {
+			reason = reason[:120]
+		}
+		_ = w.WriteClose(int(websocket.StatusInvalidFramePayloadData), reason)
+		return int(typ), nil, transport.ErrWebsocketClosed
+	}
+	if w.c.Subprotocol() == transportWS {
+		var m clientMessage
+		if json.Unmarshal(data, &m) == nil && m.ID != "" && (m.Type == "subscribe" || m.Type == "complete") {
+			w.mu.Lock()
+			delete(w.errored, m.ID) // a new operation under an old id
+			w.mu.Unlock()
+		}
+	}
 	return int(typ), bytes.NewReader(data), nil
+}
+
+// skipAfterError reports whether v is the complete of a graphql-transport-ws
+// operation that ended with an error message, and records errors.
+func (w *wsConn) skipAfterError(v any) bool {
+	if w.c.Subprotocol() != transportWS {
+		return false
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Struct {
+		return false
+	}
+	rv = rv.Elem()
+	f := fieldsOf(rv.Type())
+	if !f.ok {
+		return false
+	}
+	id := rv.Field(f.id).String()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch rv.Field(f.kind).String() {
+	case "error":
+		if w.errored == nil {
+			w.errored = map[string]bool{}
+		}
+		w.errored[id] = true
+	case "complete":
+		if w.errored[id] {
+			delete(w.errored, id)
+			return true
+		}
+	}
+	return false
 }
 
 var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 func (w *wsConn) WriteJSON(v any) error {
+	if w.skipAfterError(v) {
+		return nil
+	}
 	bp := bufs.Get().(*[]byte)
 	defer func() {
 		if cap(*bp) <= 1<<20 {

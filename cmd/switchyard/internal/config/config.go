@@ -250,6 +250,9 @@ type Limits struct {
 	// (default 200).
 	MutationsPerSecond float64 `yaml:"mutationsPerSecond"`
 	MutationBurst      int     `yaml:"mutationBurst"`
+	// BodyTimeout is how long an HTTP request's body may take to arrive
+	// (default 30s).
+	BodyTimeout Duration `yaml:"bodyTimeout"`
 }
 
 // Health configures the instances' health checks.
@@ -428,6 +431,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownGrace < 0 {
 		return errors.New("shutdownGrace: must not be negative")
+	}
+	if c.Limits.BodyTimeout < 0 {
+		return errors.New("limits.bodyTimeout: must not be negative")
 	}
 	if c.KeepAlive < Duration(time.Second) {
 		return fmt.Errorf("keepAlive: must be at least 1s, got %s", c.KeepAlive.Std())
@@ -620,7 +626,7 @@ func (c *Config) APILimits() resolvers.Limits {
 	return resolvers.Limits{MaxComplexity: l.MaxComplexity, MaxDepth: l.MaxDepth, MaxBodyBytes: l.MaxBodyBytes,
 		MaxWebSocketPayloadBytes: l.MaxWebSocketPayloadBytes, MaxSubscriberLag: l.MaxSubscriberLag,
 		MaxSubscriptionsPerConnection: l.MaxSubscriptionsPerConnection, MutationsPerSecond: l.MutationsPerSecond,
-		MutationBurst: l.MutationBurst}.WithDefaults()
+		MutationBurst: l.MutationBurst, BodyTimeout: l.BodyTimeout.Std()}.WithDefaults()
 }
 
 // Authenticator returns the authenticator of auth.tokens and

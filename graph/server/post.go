@@ -1,0 +1,174 @@
+// GraphQL over HTTP's POST, as the GraphQL-over-HTTP specification reads it
+// (graphql-http's server audits check it in graph/server/audit): gqlgen's
+// POST transport with these differences.
+//
+//   - Parameters other than query, operationName, variables and extensions
+//     (a misspelt "qeury") are a 400 that names them.
+//   - A request that fails before it runs (parse, validation, variable
+//     coercion) is 200 when the client accepts application/json, and 400,
+//     without a data entry, under application/graphql-response+json.
+//   - A refusal of the caller (UNAUTHENTICATED, FORBIDDEN, RATE_LIMITED)
+//     has its own status: see refusalStatus.
+//
+// Requests no transport serves get a JSON error that says what is missing
+// (unsupported), not gqlgen's "transport not supported".
+
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/switchyard/switchyard/engine"
+)
+
+const (
+	mediaJSON            = "application/json"
+	mediaGraphQLResponse = "application/graphql-response+json"
+)
+
+// postTransport serves POST requests with a JSON body.
+type postTransport struct{}
+
+var _ graphql.Transport = postTransport{}
+
+func (postTransport) Supports(r *http.Request) bool {
+	if r.Header.Get("Upgrade") != "" || r.Method != http.MethodPost {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && mt == mediaJSON
+}
+
+// responseType is the media type of the answer: the first of the client's
+// Accept that the server has (application/json for */* and none).
+func responseType(r *http.Request) string {
+	accept := r.Header.Get("Accept")
+	if accept == "" {
+		return mediaJSON
+	}
+	for part := range strings.SplitSeq(accept, ",") {
+		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		switch mt {
+		case "*/*", "application/*", mediaJSON:
+			return mediaJSON
+		case mediaGraphQLResponse:
+			return mediaGraphQLResponse
+		}
+	}
+	return mediaGraphQLResponse
+}
+
+func (postTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	ctx := r.Context()
+	media := responseType(r)
+	w.Header().Set("Content-Type", media)
+	start := graphql.Now()
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeGraphQL(w, http.StatusBadRequest, &graphql.Response{Errors: gqlerror.List{gqlerror.Errorf("reading the request body: %v", err)}})
+		return
+	}
+	params := &graphql.RawParams{}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(params); err != nil {
+		writeGraphQL(w, http.StatusBadRequest, &graphql.Response{Errors: gqlerror.List{badParams(err)}})
+		return
+	}
+	params.Headers = r.Header
+	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
+	oc, opErr := exec.CreateOperationContext(ctx, params)
+	if opErr != nil {
+		res := exec.DispatchError(graphql.WithOperationContext(ctx, oc), opErr)
+		writeGraphQL(w, failedStatus(media, res.Errors), res)
+		return
+	}
+	responses, ctx := exec.DispatchOperation(ctx, oc)
+	writeGraphQL(w, http.StatusOK, responses(ctx))
+}
+
+// badParams explains a body that is not a GraphQL-over-HTTP request.
+func badParams(err error) *gqlerror.Error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		msg = "unknown parameter " + name + ": a request has query, operationName, variables and extensions"
+	} else {
+		msg = "the body is not a GraphQL request ({\"query\": …, \"variables\": {…}}): " + msg
+	}
+	return &gqlerror.Error{Message: msg, Extensions: map[string]any{"code": string(engine.CodeInvalidInput), "retryable": false}}
+}
+
+// failedStatus is the status of a request that failed before it ran.
+func failedStatus(media string, errs gqlerror.List) int {
+	for _, e := range errs {
+		if code, _ := e.Extensions["code"].(string); refusalStatus(code) != 0 {
+			return refusalStatus(code)
+		}
+	}
+	if media == mediaGraphQLResponse && errcode.GetErrorKind(errs) == errcode.KindProtocol {
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}
+
+// httpResponse is a GraphQL response as HTTP carries it: without a data
+// entry when the operation did not run.
+type httpResponse struct {
+	Errors     gqlerror.List   `json:"errors,omitempty"`
+	Data       json.RawMessage `json:"data,omitempty"`
+	Extensions map[string]any  `json:"extensions,omitempty"`
+}
+
+func writeGraphQL(w http.ResponseWriter, status int, res *graphql.Response) {
+	if res == nil {
+		res = &graphql.Response{Errors: gqlerror.List{gqlerror.Errorf("the operation gave no response")}}
+	}
+	b, err := json.Marshal(httpResponse{Errors: res.Errors, Data: res.Data, Extensions: res.Extensions})
+	if err != nil {
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(httpResponse{Errors: gqlerror.List{gqlerror.Errorf("encoding the response: %v", err)}})
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// unsupported answers the requests no transport serves, saying what would
+// be served.
+type unsupported struct{}
+
+var _ graphql.Transport = unsupported{}
+
+func (unsupported) Supports(*http.Request) bool { return true }
+
+func (unsupported) Do(w http.ResponseWriter, r *http.Request, _ graphql.GraphExecutor) {
+	status, msg := http.StatusMethodNotAllowed, "/graphql serves GET, POST (Content-Type: application/json), WebSocket upgrades and POST with Accept: text/event-stream"
+	switch ct := r.Header.Get("Content-Type"); {
+	case r.Method == http.MethodPut:
+		// graphql-sse's single connection mode reserves a stream with a PUT.
+		msg = "graphql-sse's single connection mode is not served; use its distinct connections mode: POST the operation with Accept: text/event-stream"
+	case r.Method != http.MethodPost:
+	case ct == "":
+		status, msg = http.StatusUnsupportedMediaType, "the POST has no Content-Type: send Content-Type: application/json and a body {\"query\": …, \"variables\": {…}}"
+	default:
+		status, msg = http.StatusUnsupportedMediaType, "Content-Type "+ct+" is not served: send Content-Type: application/json and a body {\"query\": …, \"variables\": {…}}"
+	}
+	if status == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", "GET, POST, OPTIONS")
+	}
+	w.Header().Set("Content-Type", mediaJSON)
+	writeGraphQL(w, status, &graphql.Response{Errors: gqlerror.List{{Message: msg,
+		Extensions: map[string]any{"code": string(engine.CodeInvalidInput), "retryable": false}}}})
+}
