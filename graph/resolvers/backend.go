@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/engine/cluster"
+	"github.com/switchyard/switchyard/internal/cluster"
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/schedule"
@@ -14,7 +14,7 @@ import (
 
 // What the resolvers serve. On one node these are the engine, the instance
 // registry, the plugin manager and the scheduler themselves; on a node of a
-// cluster they are the cluster's views of the leader's (engine/cluster).
+// cluster they are the cluster's views of the leader's (internal/cluster).
 
 // Engine is the scheduling engine as the API uses it (*engine.Engine).
 type Engine interface {

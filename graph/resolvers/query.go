@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/engine/cluster"
+	"github.com/switchyard/switchyard/internal/cluster"
 	"github.com/switchyard/switchyard/graph/model"
 )
 
