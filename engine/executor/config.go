@@ -46,6 +46,32 @@ func ParseKind(s string) (Kind, error) {
 	return k, nil
 }
 
+// Dialect is the body a chat instance's POST /chat takes.
+type Dialect string
+
+// Chat dialects.
+const (
+	// DialectGeneric sends {"instruction","tabId"}: Switchyard's own.
+	DialectGeneric Dialect = ""
+	// DialectBrowserOS sends BrowserOS Core's body, the contract of the
+	// BrowserOS Server Edition task queue: {"conversationId" (one UUID per
+	// task), "message" (the instruction), "isScheduledTask": true,
+	// "mode": "agent", "supportsImages": false, "provider": "browseros"},
+	// with the task's labels "llm.<field>" merged over it.
+	DialectBrowserOS Dialect = "browseros"
+)
+
+// ParseDialect returns the dialect named s ("" or "generic", "browseros").
+func ParseDialect(s string) (Dialect, error) {
+	switch s {
+	case "", "generic":
+		return DialectGeneric, nil
+	case string(DialectBrowserOS):
+		return DialectBrowserOS, nil
+	}
+	return "", fmt.Errorf("unknown chat dialect %q (want generic or browseros)", s)
+}
+
 // InstanceConfig describes an instance: from the config file, or registered at
 // run time. Its String method hides the token, so that logging a config cannot
 // leak it.
@@ -56,6 +82,7 @@ type InstanceConfig struct {
 	Kind     Kind              // "" means KindInstance
 	Capacity int               // concurrent attempts it accepts; 0 means unlimited
 	Labels   map[string]string // free-form
+	Dialect  Dialect           // the /chat body of a chat instance; "" is the generic one
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
@@ -78,6 +105,11 @@ func (c *InstanceConfig) Validate() error {
 	if c.Capacity < 0 {
 		errs = append(errs, fmt.Errorf("capacity: %d must not be negative", c.Capacity))
 	}
+	if _, err := ParseDialect(string(c.Dialect)); err != nil {
+		errs = append(errs, fmt.Errorf("dialect: %w", err))
+	} else if c.Dialect != DialectGeneric && c.Kind != KindChat {
+		errs = append(errs, fmt.Errorf("dialect: %q is for chat instances, not %s", c.Dialect, c.Kind))
+	}
 	return errors.Join(errs...)
 }
 
@@ -87,7 +119,11 @@ func (c InstanceConfig) String() string {
 	if c.Token != "" {
 		tok = "[redacted]"
 	}
-	return fmt.Sprintf("instance{id=%s url=%s kind=%s capacity=%d token=%s labels=%v}", c.ID, c.URL, c.Kind, c.Capacity, tok, c.Labels)
+	d := ""
+	if c.Dialect != DialectGeneric {
+		d = " dialect=" + string(c.Dialect)
+	}
+	return fmt.Sprintf("instance{id=%s url=%s kind=%s%s capacity=%d token=%s labels=%v}", c.ID, c.URL, c.Kind, d, c.Capacity, tok, c.Labels)
 }
 
 // GoString is String, so that %#v cannot leak the token either.
@@ -106,4 +142,5 @@ type InstanceUpdate struct {
 	Kind     *Kind
 	Capacity *int
 	Labels   *map[string]string // replaces all labels
+	Dialect  *Dialect
 }

@@ -27,7 +27,9 @@
 //     Tabs the executor opened are closed after an idle timeout, and their
 //     session is unbound (InstanceSink.UnbindSession).
 //   - Instruction tasks go to chat-style instances (POST /chat, Server-Sent
-//     Events read to the end).
+//     Events read to the end), in the instance's dialect: the generic
+//     {"instruction","tabId"} or BrowserOS Core's {"conversationId",
+//     "message",…} (DialectBrowserOS).
 //
 // Results: the instance's JSON answer becomes the outcome's Result.
 // Screenshots, PDFs and answers larger than a limit go to an artifact.Store

@@ -5,9 +5,11 @@ package executor
 
 import (
 	"context"
+	"crypto/sha1"
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -404,7 +406,13 @@ func (e *Executor) runInstruction(ctx context.Context, a Attempt, spec *engine.T
 	}
 	defer e.done(t)
 	a.Started(id, tab)
-	res, err := t.client.Chat(ctx, pinchtab.ChatRequest{Instruction: spec.Instruction, TabID: tab})
+	var res pinchtab.ChatResult
+	if _, snap, _ := e.reg.lookup(id); snap.Dialect == DialectBrowserOS {
+		res, err = t.client.ChatBrowserOS(ctx, pinchtab.BrowserOSChat{
+			ConversationID: conversationID(a.TaskID()), Message: spec.Instruction, LLM: llmConfig(spec.Labels)})
+	} else {
+		res, err = t.client.Chat(ctx, pinchtab.ChatRequest{Instruction: spec.Instruction, TabID: tab})
+	}
 	if err != nil {
 		return engine.Outcome{Err: e.explain(ctx, err, t), InstanceID: id, TabID: tab}
 	}
@@ -413,6 +421,31 @@ func (e *Executor) runInstruction(ctx context.Context, a Attempt, spec *engine.T
 		return engine.Outcome{Err: err, InstanceID: id, TabID: tab}
 	}
 	return engine.Outcome{Result: result, HTTPStatus: http.StatusOK, InstanceID: id, TabID: tab}
+}
+
+// conversationID is the BrowserOS conversation of a task: a UUID derived
+// from the task's id, so that every attempt of the task continues the same
+// conversation and no two tasks share one.
+func conversationID(taskID string) string {
+	h := sha1.Sum([]byte("switchyard/conversation/" + taskID))
+	h[6] = h[6]&0x0f | 0x50 // version 5 (name-based, SHA-1)
+	h[8] = h[8]&0x3f | 0x80 // RFC 4122 variant
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+// llmConfig is the task's LLM configuration: its labels "llm.<field>", as
+// {"<field>": value}.
+func llmConfig(labels map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range labels {
+		if f, ok := strings.CutPrefix(k, "llm."); ok && f != "" {
+			if out == nil {
+				out = make(map[string]string)
+			}
+			out[f] = v
+		}
+	}
+	return out
 }
 
 // classify gives err the class the engine's retry policy reads: the

@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -256,4 +258,67 @@ func TestInstanceFaultsThroughTheEngineSpareTheRetryBudget(t *testing.T) {
 	require.Greater(t, len(got.Attempts), 1, "a second attempt, with a budget of one")
 	require.Contains(t, got.Attempts[0].Error, "instance fault: ")
 	require.Contains(t, got.Attempts[0].Error, "stopping")
+}
+
+func TestBrowserOSInstancesGetBrowserOSsBody(t *testing.T) {
+	t.Parallel()
+	b := pinchtabtest.NewBrowserOS(t)
+	bn := setup(t, executor.Options{}, executor.InstanceConfig{ID: "bos", URL: b.URL(), Kind: executor.KindChat, Dialect: executor.DialectBrowserOS})
+	run := func(id string, labels map[string]string) engine.Outcome {
+		return bn.exec.Execute(context.Background(), &attempt{id: id, instance: "bos",
+			spec: &engine.TaskSpec{AgentID: "x", Instruction: "book a table for two", Labels: labels}})
+	}
+	o := run("task-1", nil)
+	require.NoError(t, o.Err)
+	require.JSONEq(t, `{"type":"finish","conversationId":"`+b.Received()[0].ConversationID+`","text":"done: book a table for two"}`, string(o.Result),
+		"the last data line is the result")
+	got := b.Received()[0]
+	require.Equal(t, "book a table for two", got.Message)
+	require.True(t, got.IsScheduledTask)
+	require.Equal(t, "agent", got.Mode)
+	require.False(t, got.SupportsImages)
+	require.Equal(t, "browseros", got.Provider)
+
+	// A retry of the same task continues its conversation; another task has its own.
+	require.NoError(t, run("task-1", nil).Err)
+	require.NoError(t, run("task-2", map[string]string{"llm.provider": "openai", "llm.model": "gpt-4o", "team": "ops"}).Err)
+	all := b.Received()
+	require.Equal(t, all[0].ConversationID, all[1].ConversationID)
+	require.NotEqual(t, all[0].ConversationID, all[2].ConversationID)
+	require.Equal(t, "openai", all[2].Provider, "the task's LLM configuration overrides the provider")
+	require.Equal(t, "gpt-4o", all[2].Model)
+
+	// The double is strict, as BrowserOS is: an unknown field is refused.
+	o = run("task-3", map[string]string{"llm.temperature2": "hot"})
+	require.Equal(t, policy.ClassPermanent, engine.ClassOf(o.Err))
+	require.Equal(t, 400, o.HTTPStatus)
+}
+
+func TestTheGenericChatBodyIsNotBrowserOSs(t *testing.T) {
+	t.Parallel()
+	b := pinchtabtest.NewBrowserOS(t)
+	bn := setup(t, executor.Options{}, executor.InstanceConfig{ID: "chat", URL: b.URL(), Kind: executor.KindChat})
+	o := bn.exec.Execute(context.Background(), &attempt{id: "t", instance: "chat",
+		spec: &engine.TaskSpec{AgentID: "x", Instruction: "book a table"}})
+	require.Equal(t, 400, o.HTTPStatus, "a real BrowserOS does not find its message in the generic body")
+	require.Contains(t, o.Err.Error(), "unknown field")
+
+	// Without a message, BrowserOS answers 400 too.
+	resp, err := http.Post(b.URL()+"/chat", "application/json",
+		strings.NewReader(`{"conversationId":"0d3c8a52-4a8b-5c1e-9f3e-2b7d6a1c9e40","isScheduledTask":true,"mode":"agent","supportsImages":false,"provider":"browseros"}`))
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+}
+
+func TestADialectIsForChatInstances(t *testing.T) {
+	t.Parallel()
+	reg := executor.NewRegistry(executor.RegistryOptions{})
+	t.Cleanup(reg.Close)
+	_, err := reg.Register(executor.InstanceConfig{ID: "x", URL: "http://127.0.0.1:1", Kind: executor.KindServer, Dialect: executor.DialectBrowserOS})
+	require.ErrorContains(t, err, "dialect")
+	_, err = reg.Register(executor.InstanceConfig{ID: "y", URL: "http://127.0.0.1:1", Kind: executor.KindChat, Dialect: "klingon"})
+	require.ErrorContains(t, err, "unknown chat dialect")
+	_, err = executor.ParseDialect("browseros")
+	require.NoError(t, err)
 }

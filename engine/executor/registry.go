@@ -43,6 +43,7 @@ type Instance struct {
 	ID           string
 	URL          string
 	Kind         Kind
+	Dialect      Dialect // of a chat instance
 	Capacity     int
 	Labels       map[string]string
 	HasToken     bool
@@ -171,7 +172,7 @@ func (in *instance) info() engine.InstanceInfo {
 // snapshot returns the instance's public view. Call with Registry.mu held.
 func (in *instance) snapshot() Instance {
 	s := in.st
-	s.ID, s.URL, s.Kind, s.Capacity = in.cfg.ID, in.cfg.URL, in.cfg.Kind, in.cfg.Capacity
+	s.ID, s.URL, s.Kind, s.Capacity, s.Dialect = in.cfg.ID, in.cfg.URL, in.cfg.Kind, in.cfg.Capacity, in.cfg.Dialect
 	s.Labels = maps.Clone(in.cfg.Labels)
 	s.HasToken = in.cfg.Token != ""
 	return s
@@ -250,6 +251,9 @@ func (r *Registry) Update(id string, u InstanceUpdate) (Instance, error) {
 	}
 	if u.Labels != nil {
 		cfg.Labels = maps.Clone(*u.Labels)
+	}
+	if u.Dialect != nil {
+		cfg.Dialect = *u.Dialect
 	}
 	if err := cfg.Validate(); err != nil {
 		return Instance{}, fmt.Errorf("update instance %s: %w", id, err)

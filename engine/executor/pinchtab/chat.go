@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -33,11 +34,43 @@ type ChatResult struct {
 // a malformed answer. An instance that answers plain JSON instead of a stream
 // is understood too.
 func (c *Client) Chat(ctx context.Context, r ChatRequest) (ChatResult, error) {
-	const path = "/chat"
 	body, err := mergeObject(r.Params, "instruction", r.Instruction, "tabId", r.TabID)
 	if err != nil {
-		return ChatResult{}, &Error{Op: "chat", Method: http.MethodPost, Path: path, Status: http.StatusBadRequest, Message: err.Error()}
+		return ChatResult{}, &Error{Op: "chat", Method: http.MethodPost, Path: "/chat", Status: http.StatusBadRequest, Message: err.Error()}
 	}
+	return c.chat(ctx, body)
+}
+
+// BrowserOSChat is an instruction in BrowserOS Core's dialect of /chat.
+type BrowserOSChat struct {
+	ConversationID string            // a UUID, one per task
+	Message        string            // the instruction
+	LLM            map[string]string // the task's LLM configuration, merged over the defaults ("provider", "model", …)
+}
+
+// ChatBrowserOS sends an instruction to a BrowserOS-style instance (POST /chat
+// {"conversationId","message","isScheduledTask":true,"mode":"agent",
+// "supportsImages":false,"provider":"browseros"} with LLM merged over it) and
+// reads its event stream like Chat: the data lines are JSON, the last one is
+// the result.
+func (c *Client) ChatBrowserOS(ctx context.Context, r BrowserOSChat) (ChatResult, error) {
+	body := map[string]any{
+		"isScheduledTask": true, "mode": "agent", "supportsImages": false, "provider": "browseros",
+	}
+	for k, v := range r.LLM {
+		body[k] = v
+	}
+	body["conversationId"], body["message"] = r.ConversationID, r.Message
+	data, err := json.Marshal(body)
+	if err != nil {
+		return ChatResult{}, &Error{Op: "chat", Method: http.MethodPost, Path: "/chat", Err: fmt.Errorf("encode request: %w", err)}
+	}
+	return c.chat(ctx, data)
+}
+
+// chat posts body to /chat and reads the answer.
+func (c *Client) chat(ctx context.Context, body []byte) (ChatResult, error) {
+	const path = "/chat"
 	req, err := c.newRequest(ctx, http.MethodPost, path, nil, body)
 	if err != nil {
 		return ChatResult{}, &Error{Op: "chat", Method: http.MethodPost, Path: path, Err: err}

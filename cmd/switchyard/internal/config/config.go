@@ -322,6 +322,7 @@ type Instance struct {
 	Kind     string            `yaml:"kind"` // instance (default), pinchtab or chat
 	Capacity int               `yaml:"capacity"`
 	Labels   map[string]string `yaml:"labels"`
+	Dialect  string            `yaml:"dialect"` // a chat instance's /chat body: generic (default) or browseros
 }
 
 // Duration is a time.Duration written as "30s", "5m", "1h30m".
@@ -674,5 +675,9 @@ func (in Instance) executorConfig() (executor.InstanceConfig, error) {
 	if err != nil {
 		return executor.InstanceConfig{}, fmt.Errorf("kind: %w", err)
 	}
-	return executor.InstanceConfig{ID: in.ID, URL: in.URL, Token: in.Token.Reveal(), Kind: kind, Capacity: in.Capacity, Labels: in.Labels}, nil
+	dialect, err := executor.ParseDialect(in.Dialect)
+	if err != nil {
+		return executor.InstanceConfig{}, fmt.Errorf("dialect: %w", err)
+	}
+	return executor.InstanceConfig{ID: in.ID, URL: in.URL, Token: in.Token.Reveal(), Kind: kind, Capacity: in.Capacity, Labels: in.Labels, Dialect: dialect}, nil
 }
