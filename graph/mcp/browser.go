@@ -42,6 +42,11 @@ type Args struct {
 	FullPage   bool     `json:"fullPage,omitempty"`
 	// Interactive limits a snapshot to interactive elements.
 	Interactive bool `json:"interactive,omitempty"`
+	// WaitNav says a click may navigate (PinchTab waits for the new page).
+	WaitNav bool `json:"waitNav,omitempty"`
+	// The conditions of wait.
+	Load string `json:"load,omitempty"`
+	Ms   int    `json:"ms,omitempty"`
 }
 
 // field describes one argument of a browser tool.
@@ -85,9 +90,14 @@ var browserTools = []browserTool{
 			return "", map[string]any{"url": a.URL}, nil
 		}},
 	{name: "click", kind: "click", title: "Click an element",
-		desc:   `Click an element the way a person would (mouse events at its centre). Example: {"selector": "text:Sign in"}.`,
-		fields: []field{selectorField},
-		build:  selectorOnly},
+		desc:   `Click an element the way a person would (mouse events at its centre). Set waitNav when the click opens another page. Example: {"selector": "text:Sign in", "waitNav": true}.`,
+		fields: []field{selectorField, {name: "waitNav", typ: "boolean", desc: "The click may navigate: wait for the new page (PinchTab refuses a navigating click without it)."}},
+		build: func(a *Args) (string, map[string]any, error) {
+			if a.WaitNav {
+				return a.Selector, map[string]any{"waitNav": true}, nil
+			}
+			return a.Selector, nil, nil
+		}},
 	{name: "hover", kind: "hover", title: "Hover over an element",
 		desc:   `Move the mouse over an element. Example: {"selector": "#menu"}.`,
 		fields: []field{selectorField},
@@ -168,6 +178,37 @@ var browserTools = []browserTool{
 			}
 			return a.Selector, p, nil
 		}},
+	{name: "back", kind: "back", title: "Go back",
+		desc:   historyHelp("Go back one page in the tab's history", `{}`),
+		fields: nil, build: noArgs},
+	{name: "forward", kind: "forward", title: "Go forward",
+		desc:   historyHelp("Go forward one page in the tab's history", `{}`),
+		fields: nil, build: noArgs},
+	{name: "reload", kind: "reload", title: "Reload the page",
+		desc:   historyHelp("Reload the page", `{}`),
+		fields: nil, build: noArgs},
+	{name: "wait", kind: "wait", title: "Wait for the page", readOnly: true,
+		desc: `Wait until the page shows something: an element (selector), some text, a URL, a load state, or a number of milliseconds; give one. Example: {"selector": "#results"}. ` + pinchTabOnly,
+		fields: []field{optSelector,
+			{name: "text", typ: "string", desc: "Text that must appear on the page."},
+			{name: "url", typ: "string", desc: "A URL (or part of one) the page must reach."},
+			{name: "load", typ: "string", desc: "A load state.", enum: []any{"load", "domcontentloaded", "networkidle"}},
+			{name: "ms", typ: "integer", desc: "Milliseconds to wait, 1..60000.", min: fnum(1), max: fnum(60_000)}},
+		build: func(a *Args) (string, map[string]any, error) {
+			p := map[string]any{}
+			for k, v := range map[string]string{"text": a.Text, "url": a.URL, "load": a.Load} {
+				if v != "" {
+					p[k] = v
+				}
+			}
+			if a.Ms != 0 {
+				p["ms"] = a.Ms
+			}
+			if a.Selector == "" && len(p) == 0 {
+				return "", nil, invalid("selector", "give one of selector, text, url, load or ms")
+			}
+			return a.Selector, p, nil
+		}},
 	{name: "evaluate", kind: "evaluate", title: "Run JavaScript",
 		desc:   `Evaluate a JavaScript expression in the page and return its JSON value (the instance may refuse it by configuration). Example: {"expression": "document.title"}.`,
 		fields: []field{{name: "expression", typ: "string", desc: "A JavaScript expression.", required: true}},
@@ -175,6 +216,15 @@ var browserTools = []browserTool{
 			return "", map[string]any{"expression": a.Expression}, nil
 		}},
 }
+
+// pinchTabOnly says which instances serve a kind the built-in one lacks.
+const pinchTabOnly = "Served by PinchTab instances; the built-in Chromium instance refuses it (the call fails with httpStatus 404)."
+
+func historyHelp(what, example string) string {
+	return what + ". Example: " + example + ". " + pinchTabOnly
+}
+
+func noArgs(*Args) (string, map[string]any, error) { return "", nil, nil }
 
 func withDesc(f field, desc string) field { f.desc = desc; return f }
 

@@ -85,6 +85,12 @@ func TestNavigateThenTextInOneSessionReadsThePageInRealChromium(t *testing.T) {
 	require.Equal(t, "FAILED", e["code"])
 	require.Equal(t, "element_not_found", e["instanceCode"])
 	require.Equal(t, "PERMANENT", e["errorClass"])
+
+	// back is PinchTab's; the built-in instance refuses it.
+	res = c.call(t, "back", nil)
+	e = errorOf(t, res)
+	require.Equal(t, "FAILED", e["code"])
+	require.EqualValues(t, 404, e["httpStatus"])
 }
 
 func TestAScreenshotComesBackAsAnImage(t *testing.T) {

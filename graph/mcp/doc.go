@@ -20,7 +20,8 @@
 // # Tools
 //
 // Browser tools (navigate, click, hover, fill, type, press, select, check,
-// uncheck, scroll, text, snapshot, screenshot, evaluate) each submit one
+// uncheck, scroll, text, snapshot, screenshot, evaluate, and back, forward,
+// reload and wait where the instances serve them) each submit one
 // task under the caller's agent and browser session, wait for it to end and
 // return its result: text for text and snapshot results, an image for
 // screenshots, and for a task that fails an error result (isError) whose

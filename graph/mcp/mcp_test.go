@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,8 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/graph/auth"
+	gqlclient "github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/graph/mcp"
+	"github.com/switchyard/switchyard/graph/resolvers"
 )
 
 func TestListToolsDescribesEveryToolWithAnExampleAndASchema(t *testing.T) {
@@ -31,9 +35,15 @@ func TestListToolsDescribesEveryToolWithAnExampleAndASchema(t *testing.T) {
 		}
 		require.NotNil(t, tool.InputSchema, tool.Name)
 	}
-	for _, name := range []string{"navigate", "click", "hover", "fill", "type", "press", "select", "check", "uncheck", "scroll",
-		"text", "snapshot", "screenshot", "evaluate", "submit_task", "get_task", "list_tasks", "cancel_task", "open_session", "close_session"} {
+	scheduler := []string{"submit_task", "get_task", "list_tasks", "cancel_task", "open_session", "close_session"}
+	for _, name := range append([]string{"navigate", "click", "hover", "fill", "type", "press", "select", "check", "uncheck", "scroll",
+		"text", "snapshot", "screenshot", "evaluate", "back", "forward", "reload", "wait"}, scheduler...) {
 		require.Contains(t, byName, name)
+	}
+	for name := range byName {
+		if !slices.Contains(scheduler, name) {
+			require.True(t, executor.KnownKind(executor.KindInstance, name), "browser tool %s is an action kind of the instances (engine/executor/kinds.go)", name)
+		}
 	}
 	schema, err := json.Marshal(byName["click"].InputSchema)
 	require.NoError(t, err)
@@ -61,6 +71,14 @@ func TestBrowserCallsRunAsTasksOfTheCallersAgentInTheMCPSessionsBrowserSession(t
 		require.Equal(t, out["session"], tk.Spec.SessionKey, "both calls share the MCP session's browser session")
 		require.Equal(t, "mcp", tk.Spec.Labels["via"])
 	}
+	evs, _ := b.eng.Events().Read(0, 1000, nil)
+	var states []string
+	for _, e := range evs {
+		if e.TaskID == ts[0].ID && e.Type == engine.EventState {
+			states = append(states, e.To.String())
+		}
+	}
+	require.Equal(t, []string{"QUEUED", "ASSIGNED", "SUCCEEDED"}, states, "an MCP call's task has the events of any task")
 	require.Equal(t, "fill", ts[0].Spec.Action.Kind)
 	require.JSONEq(t, `{"text":"Ada"}`, string(ts[0].Spec.Action.Params))
 
@@ -243,4 +261,23 @@ func TestBadInputIsAClearMCPErrorAndSubmitsNothing(t *testing.T) {
 
 	require.Empty(t, b.tasks(t), "nothing was submitted")
 	require.Zero(t, b.eng.Stats().Submitted)
+}
+
+func TestTheTokensRateOfMutationsIsSharedWithGraphQL(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{auto: true, limits: resolvers.Limits{MutationsPerSecond: 0.01, MutationBurst: 2},
+		tokens: []auth.Token{{Name: "ada", Role: auth.RoleAgent, AgentID: "ada"}}})
+	c := b.connect(t, "a", "ada", "")
+	require.False(t, c.call(t, "text", nil).IsError)
+
+	gql := gqlclient.New(b.base + "/graphql")
+	gql.Header.Set("Authorization", "Bearer "+b.tokens["ada"])
+	require.NoError(t, gql.Do(ctxFor(t), `mutation { submitTask(input: {agentId: "ada", action: {kind: "text"}}) { id } }`, nil, nil))
+
+	res := c.call(t, "text", nil)
+	e := errorOf(t, res)
+	require.Equal(t, "RATE_LIMITED", e["code"])
+	require.Equal(t, true, e["retryable"])
+	require.Positive(t, e["retryAfterMs"])
+	require.Len(t, b.tasks(t), 2, "the refused call submitted nothing")
 }

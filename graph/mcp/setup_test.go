@@ -19,6 +19,7 @@ import (
 	"github.com/switchyard/switchyard/engine/executor/artifact"
 	"github.com/switchyard/switchyard/engine/store/memory"
 	"github.com/switchyard/switchyard/graph/auth"
+	"github.com/switchyard/switchyard/graph/resolvers"
 	"github.com/switchyard/switchyard/graph/server"
 )
 
@@ -37,6 +38,7 @@ type options struct {
 	arts     artifact.Store
 	tokens   []auth.Token // names and roles; hashes are made here
 	lane     string
+	limits   resolvers.Limits
 	auto     bool // the test executor succeeds at once
 	// registry, with executor, is its instance registry (the engine's tab
 	// locator, told of the engine's bindings).
@@ -81,7 +83,7 @@ func setup(t *testing.T, o options) *bundle {
 		authn, err = auth.NewAuthenticator(toks)
 		require.NoError(t, err)
 	}
-	srv, err := server.New(server.Options{Engine: eng, Artifacts: o.arts, Auth: authn, Version: "test",
+	srv, err := server.New(server.Options{Engine: eng, Artifacts: o.arts, Auth: authn, Version: "test", Limits: o.limits,
 		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: testWriter{t}}), MCP: server.MCPOptions{Lane: o.lane}})
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
