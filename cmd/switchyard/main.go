@@ -12,6 +12,7 @@
 //	                      plugin list|load|unload|set talk to a server
 //	switchyard bench      load-test an API (a running server, or one in-process), or the engine
 //	switchyard token      make API tokens and the hashes the configuration stores
+//	switchyard db         check|repair a SQLite file's bookkeeping, offline
 //	switchyard version    print the version
 //
 // The client verbs' exit codes are documented in internal/cli.
@@ -47,6 +48,7 @@ func commands() []command {
 		{"plugin", "author policy plugins (build, check, bench, simulate); list|load|unload|set a server's", runPluginCommand},
 		{"bench", "load-test the API (submitTask, submitTasks batches, subscription fan-out) or the engine", runBench},
 		{"token", "make an API token and its hash for auth.tokens (new), or hash a token (hash)", runToken},
+		{"db", "check or repair a SQLite database file's bookkeeping (offline)", runDB},
 		{"version", "print the version", runVersion},
 	}
 }

@@ -196,7 +196,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		defer store.Close()
-		owned, _ = store.(*sqlite.Store)
+		if owned, _ = store.(*sqlite.Store); owned != nil {
+			for _, f := range owned.Repaired() {
+				log.Warn("repaired the database at open", "file", owned.Path(), "problem", f.Problem, "change", f.Repair)
+			}
+		}
 		eng, err := engine.New(engine.Options{Config: engCfg, Store: store, Executor: exec, Logger: log, TabLocator: reg})
 		if err != nil {
 			return err

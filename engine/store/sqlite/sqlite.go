@@ -68,6 +68,10 @@ type Options struct {
 	// (e.g. "switchyard serve, listening on 127.0.0.1:8080"): it is written
 	// into the lock file with the process id (see lock.go, and SetOwner).
 	Owner string
+	// SkipCheck opens the file without checking its bookkeeping. Open
+	// otherwise repairs what is certain (see Check) and refuses a file with
+	// other problems; tools that check and repair on their own set it.
+	SkipCheck bool
 }
 
 func (o *Options) fill() error {
@@ -105,6 +109,8 @@ func (o *Options) fill() error {
 type Store struct {
 	opts Options
 	lock *ownerLock // this process's ownership of the file, held until Close
+
+	repaired []Finding // what Open repaired
 
 	wmu sync.Mutex // the writer, and what only commits change
 	w   *writer
@@ -192,6 +198,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	})
 	s.wg.Add(1)
 	go s.checkpointer()
+	if !opts.SkipCheck {
+		if err := s.checkAtOpen(ctx); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+	}
 	ok = true
 	return s, nil
 }
