@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/policy"
 )
