@@ -182,15 +182,16 @@ func TestLanesAgentsPlanAndPoliciesCanBeReadAndTuned(t *testing.T) {
 	require.Nil(t, pol.Policies[0].Lane)
 }
 
-// fakeInstance answers health checks like a browser instance.
+// fakeInstance answers health checks like a browser instance (a PinchTab
+// bridge): /health, then its tab list, two tabs open.
 func fakeInstance(t *testing.T) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
 		case "/health":
 			_, _ = w.Write([]byte(`{"status":"ok","tabs":2}`))
-		case "/tabs":
-			_, _ = w.Write([]byte(`{"tabs":[]}`))
+		case "/tabs": // the tab count comes from here, as on a real instance
+			_, _ = w.Write([]byte(`{"tabs":[{"id":"tab-1","url":"about:blank"},{"id":"tab-2","url":"about:blank"}]}`))
 		default:
 			http.NotFound(w, r)
 		}
