@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -280,4 +281,20 @@ func TestTheTokensRateOfMutationsIsSharedWithGraphQL(t *testing.T) {
 	require.Equal(t, true, e["retryable"])
 	require.Positive(t, e["retryAfterMs"])
 	require.Len(t, b.tasks(t), 2, "the refused call submitted nothing")
+}
+
+func TestABrowserOnAnotherSiteCannotCallTools(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{auto: true})
+	body := strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`)
+	req, err := http.NewRequestWithContext(ctxFor(t), http.MethodPost, b.base+"/mcp", body)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Origin", "https://evil.example")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = res.Body.Close()
+	require.Equal(t, http.StatusForbidden, res.StatusCode)
 }

@@ -140,7 +140,15 @@ func New(opts Options) (*Server, error) {
 	}
 	s.addResources()
 	h := http.Handler(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp },
-		&sdk.StreamableHTTPOptions{SessionTimeout: opts.SessionTimeout, MaxRequestBodyBytes: opts.MaxBodyBytes}))
+		&sdk.StreamableHTTPOptions{SessionTimeout: opts.SessionTimeout, MaxRequestBodyBytes: opts.MaxBodyBytes,
+			// Without tokens, the SDK refuses loopback requests that name
+			// another host (DNS rebinding), as graph/server does for the
+			// whole API; with tokens the token decides, so that a proxy on
+			// the same machine may forward any Host.
+			DisableLocalhostProtection: opts.Auth.Enabled()}))
+	// MCP clients are not browsers: a page on another site may not make a
+	// visitor's browser call tools (Sec-Fetch-Site, Origin).
+	h = http.NewCrossOriginProtection().Handler(h)
 	if opts.Auth.Enabled() {
 		// The SDK keeps the identity with the request and binds each MCP
 		// session to the token that opened it (another token gets 403).
