@@ -122,6 +122,15 @@ func openStore(ctx context.Context, c config.Store, owner string) (engine.Store,
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return serve(ctx, args, stdout, stderr, nil)
+}
+
+// serve runs `switchyard serve`. It listens first — a taken port fails at
+// once, /healthz answers and /readyz says what is still starting — then
+// starts the browser, the store, the engine and the policies, and hands
+// the port to the API. onStep, when set, is called as each slow step starts
+// (for tests).
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep func(step string)) error {
 	cfg, warnings, err := loadConfig(args, stderr)
 	if err != nil {
 		return err
@@ -135,11 +144,23 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (is another server using it? --listen chooses another address)", cfg.Listen, err)
+	}
+	url := "http://" + ln.Addr().String()
+	st := newStartup(log, onStep)
+	httpSrv := httpServer(st, log)
+	defer httpSrv.Close() // on a failed start; a stop shuts it down first
+	served := make(chan error, 1)
+	go func() { served <- httpSrv.Serve(ln) }()
+	log.Info("listening; starting up", "address", ln.Addr().String(), "healthz", url+"/healthz", "readyz", url+"/readyz")
+
 	reg := executor.NewRegistry(executor.RegistryOptions{Logger: log, HealthInterval: cfg.Health.Interval.Std(),
 		HealthTimeout: cfg.Health.Timeout.Std(), UnhealthyAfter: cfg.Health.UnhealthyAfter})
 	defer reg.Close()
 
-	local, err := startLocalInstance(ctx, cfg.LocalInstance, reg, log)
+	local, err := startLocalInstance(ctx, cfg.LocalInstance, reg, st, log)
 	if err != nil {
 		return err
 	}
@@ -175,7 +196,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		commits  func() error  // nil while the scheduling engine's commits succeed
 	)
 	if cfg.Store.Driver == "postgres" {
-		node, stop, err := startNode(cfg, engCfg, exec, reg, log)
+		st.enter(stepStore)
+		node, stop, err := startNode(cfg, engCfg, exec, reg, st, log)
 		if err != nil {
 			return err
 		}
@@ -191,6 +213,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return nil
 		}
 	} else {
+		st.enter(stepStore)
 		store, err := openStore(ctx, cfg.Store, "switchyard serve "+Version()+", configured to listen on "+cfg.Listen)
 		if err != nil {
 			return err
@@ -209,7 +232,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		reg.SetSink(eng)
-		lead, err := startLeading(ctx, eng, cfg, log)
+		lead, err := startLeading(ctx, eng, cfg, st, log)
 		if err != nil {
 			return err
 		}
@@ -223,6 +246,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 
+	st.enter(stepAPI)
 	authn, err := cfg.Authenticator()
 	if err != nil {
 		return err
@@ -251,22 +275,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	url := "http://" + ln.Addr().String()
+	st.ready(srv.Handler())
 	if owned != nil {
 		if err := owned.SetOwner("switchyard serve " + Version() + ", listening on " + ln.Addr().String()); err != nil {
 			log.Warn("could not say in the lock file who owns the database", "error", err)
 		}
 	}
-	log.Info("switchyard serving", "version", Version(), "playground", url+"/", "graphql", url+"/graphql",
-		"store", cfg.Store.Driver, "lanes", len(engCfg.Lanes))
-	fmt.Fprintf(stdout, "Switchyard %s: playground at %s/ , GraphQL at %s/graphql\n", Version(), url, url)
+	log.Info("switchyard ready", "version", Version(), "playground", url+"/", "dashboard", url+"/dashboard/",
+		"graphql", url+"/graphql", "store", cfg.Store.Driver, "lanes", len(engCfg.Lanes))
+	fmt.Fprintf(stdout, "Switchyard %s: playground at %s/ , dashboard at %s/dashboard/ , GraphQL at %s/graphql\n", Version(), url, url, url)
 
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
 	select {
 	case err := <-served:
 		shutdown(context.Background())
@@ -283,7 +301,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	shutdown(gctx)
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) { // the streams, the resolvers
+		log.Error("http shutdown", "error", err)
+	}
+	if err := httpSrv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Error("http shutdown", "error", err)
 	}
 	log.Info("stopped")
@@ -312,8 +333,8 @@ func logSecurity(log hclog.Logger, cfg config.Config, authn *auth.Authenticator)
 
 // startLeading starts what acts on the engine of the node that schedules:
 // the policy plugins, the schedules and the webhooks.
-func startLeading(ctx context.Context, eng *engine.Engine, cfg config.Config, log hclog.Logger) (*cluster.Leadership, error) {
-	plugins, err := startPlugins(ctx, eng, cfg.Plugins, log)
+func startLeading(ctx context.Context, eng *engine.Engine, cfg config.Config, st *startup, log hclog.Logger) (*cluster.Leadership, error) {
+	plugins, err := startPlugins(ctx, eng, cfg.Plugins, st, log)
 	if err != nil {
 		return nil, err
 	}
@@ -347,7 +368,7 @@ func startLeading(ctx context.Context, eng *engine.Engine, cfg config.Config, lo
 // until its ctx ends), resigns and closes the store. The node runs until
 // stop, not until a signal: a leader drains before it lets another lead.
 func startNode(cfg config.Config, engCfg engine.Config, exec *executor.Executor, reg *executor.Registry,
-	log hclog.Logger) (*cluster.Node, func(context.Context), error) {
+	st *startup, log hclog.Logger) (*cluster.Node, func(context.Context), error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	store, err := postgres.Open(ctx, postgres.Options{URL: cfg.Store.URL.Reveal(), Schema: cfg.Store.Schema, Logger: log})
 	if err != nil {
@@ -367,7 +388,7 @@ func startNode(cfg config.Config, engCfg engine.Config, exec *executor.Executor,
 			return engine.New(engine.Options{Config: engCfg, Store: store, Executor: exec, Logger: log, TabLocator: reg, Events: events})
 		},
 		Lead: func(ctx context.Context, e *engine.Engine) (*cluster.Leadership, error) {
-			return startLeading(ctx, e, cfg, log)
+			return startLeading(ctx, e, cfg, st, log)
 		},
 	})
 	if err == nil {
@@ -396,7 +417,12 @@ func advertised(cfg config.Config) string {
 
 // startPlugins starts the plugin host and makes the built-in policies (and
 // the plugins and choices persisted by earlier runs) active.
-func startPlugins(ctx context.Context, eng *engine.Engine, c config.Plugins, log hclog.Logger) (*manager.Manager, error) {
+func startPlugins(ctx context.Context, eng *engine.Engine, c config.Plugins, st *startup, log hclog.Logger) (*manager.Manager, error) {
+	if c.Native {
+		st.enter(stepPolicy)
+	} else {
+		st.enter(stepPolicies)
+	}
 	var m *manager.Manager
 	rt, err := host.New(host.Config{CacheDir: c.CacheDir, MemoryLimitPages: uint32(c.MemoryPages),
 		Logger: slog.New(hclogHandler{log.Named("plugin")}), OnEvent: func(ev host.Event) { m.HostEvent(ev) }})
@@ -433,7 +459,7 @@ func newWebhooks(eng *engine.Engine, cfg config.Config, log hclog.Logger) (*webh
 
 // startLocalInstance starts the built-in Chromium instance and registers it,
 // when enabled and a browser is found.
-func startLocalInstance(ctx context.Context, c config.LocalInstance, reg *executor.Registry, log hclog.Logger) (*chromium.Instance, error) {
+func startLocalInstance(ctx context.Context, c config.LocalInstance, reg *executor.Registry, st *startup, log hclog.Logger) (*chromium.Instance, error) {
 	if !c.Enabled {
 		log.Info("local browser instance disabled")
 		return nil, nil
@@ -447,6 +473,7 @@ func startLocalInstance(ctx context.Context, c config.LocalInstance, reg *execut
 		}
 		path = p
 	}
+	st.enter(stepBrowser)
 	local, err := chromium.Start(ctx, chromium.Options{ExecPath: path, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("start the local browser instance (%s): %w (--no-local-instance runs without it)", path, err)

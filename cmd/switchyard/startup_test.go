@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A taken port fails the start before any slow step runs: no browser is
+// launched, no store opened, no policy compiled.
+func TestServeFailsAtOnceOnATakenPort(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	db := filepath.Join(t.TempDir(), "switchyard.db")
+
+	var mu sync.Mutex
+	var steps []string
+	var out, logs syncBuffer
+	start := time.Now()
+	err = serve(context.Background(), []string{"--listen", taken.Addr().String(), "--db", db}, &out, &logs, func(step string) {
+		mu.Lock()
+		defer mu.Unlock()
+		steps = append(steps, step)
+	})
+	t.Logf("a taken port failed the start after %s", time.Since(start))
+	require.ErrorContains(t, err, "listen on "+taken.Addr().String())
+	require.ErrorContains(t, err, "address already in use")
+	require.ErrorContains(t, err, "--listen chooses another address")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Empty(t, steps, "nothing was started before the port was bound")
+	require.NoFileExists(t, db, "the store was not opened")
+
+	var stdout, stderr syncBuffer
+	require.Equal(t, 1, run(context.Background(), []string{"serve", "--listen", taken.Addr().String(), "--db", db}, &stdout, &stderr))
+	require.Contains(t, stderr.String(), "switchyard serve: listen on "+taken.Addr().String())
+}
+
+// The server listens first: /healthz answers and /readyz says what is still
+// starting while the policies compile; then the API takes over.
+func TestServeAnswersHealthzBeforeThePoliciesAreReady(t *testing.T) {
+	t.Parallel()
+	reached, release := make(chan struct{}), make(chan struct{})
+	var out, logs syncBuffer
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, []string{"--listen", "127.0.0.1:0", "--no-local-instance", "--db", filepath.Join(t.TempDir(), "switchyard.db")},
+			&out, &logs, func(step string) {
+				if step == stepPolicies {
+					close(reached)
+					<-release
+				}
+			})
+	}()
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+		stop()
+		select {
+		case err := <-done:
+			require.NoError(t, err, logs.String())
+		case <-time.After(20 * time.Second):
+			t.Error("serve did not stop")
+		}
+	}()
+	select {
+	case <-reached:
+	case err := <-done:
+		t.Fatalf("serve ended: %v\n%s", err, logs.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the policies never started compiling:\n%s", logs.String())
+	}
+
+	// The policies are compiling (held here): the port answers already.
+	m := regexp.MustCompile(`listening; starting up: address=(\S+)`).FindStringSubmatch(logs.String())
+	require.NotNil(t, m, "the log says where it listens before it is ready:\n%s", logs.String())
+	base := "http://" + m[1]
+	require.Contains(t, logs.String(), "compiling the WebAssembly policies (first start only", "the log says what it is doing")
+	require.NotContains(t, out.String(), "GraphQL at", "not ready yet")
+
+	code, body := get(t, base+"/healthz")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "ok\n", body)
+	code, body = get(t, base+"/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, "not ready: compiling the WebAssembly policies")
+	res, err := http.Post(base+"/graphql", "application/json", strings.NewReader(`{"query":"{ stats { submitted } }"}`))
+	require.NoError(t, err)
+	gql, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+	require.Equal(t, "1", res.Header.Get("Retry-After"))
+	require.Contains(t, string(gql), `"code":"UNAVAILABLE"`)
+	require.Contains(t, string(gql), `"retryable":true`)
+	code, body = get(t, base+"/")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, "Switchyard is starting", "a browser gets a page that reloads itself")
+
+	close(release)
+	released = true
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if code, _ := get(t, base+"/readyz"); code == http.StatusOK {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "never ready:\n%s", logs.String())
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Contains(t, out.String(), "dashboard at "+base+"/dashboard/")
+	require.Contains(t, out.String(), "GraphQL at "+base+"/graphql")
+	require.Regexp(t, `switchyard ready: .*playground=`+regexp.QuoteMeta(base)+`/ dashboard=`+regexp.QuoteMeta(base)+`/dashboard/`, logs.String())
+	code, body = get(t, base+"/dashboard/")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "<html")
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	res, err := http.Get(url)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	return res.StatusCode, string(body)
+}
