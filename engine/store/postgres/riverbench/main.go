@@ -30,8 +30,11 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -98,11 +101,17 @@ func main() {
 type result struct {
 	perSec   float64 // tasks (or jobs) per second
 	p50, p99 float64 // per call, ms
+	// CPU per task, in µs: this process's (both sides run in it, one at a
+	// time) and the PostgreSQL backends serving this side's connections.
+	// On a shared machine they are steadier than the rates.
+	cpu, pgCPU float64
 }
 
 // system is one side of the comparison.
 type system interface {
 	name() string
+	// appName is the application_name of the side's connections.
+	appName() string
 	// setUp prepares a fresh schema; e2e starts the workers.
 	setUp(ctx context.Context, e2e bool) error
 	insert(ctx context.Context) error
@@ -135,7 +144,8 @@ func run(ctx context.Context, o options) error {
 				if err != nil {
 					return fmt.Errorf("%s %s: %w", s.name(), w, err)
 				}
-				fmt.Fprintf(os.Stderr, "round %d %-10s %-7s %9.0f/s  p50 %7.2f ms  p99 %7.2f ms\n", round+1, s.name(), w, r.perSec, r.p50, r.p99)
+				fmt.Fprintf(os.Stderr, "round %d %-10s %-7s %9.0f/s  p50 %7.2f ms  p99 %7.2f ms  cpu %5.1f + pg %5.1f µs/task\n",
+					round+1, s.name(), w, r.perSec, r.p50, r.p99, r.cpu, r.pgCPU)
 				if all[w] == nil {
 					all[w] = map[string][]result{}
 				}
@@ -144,7 +154,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "workload\tSwitchyard/s\tp50 ms\tp99 ms\tRiver/s\tp50 ms\tp99 ms\tratio\t\n")
+	fmt.Fprintf(tw, "workload\tSwitchyard/s\tp50 ms\tp99 ms\tcpu+pg µs\tRiver/s\tp50 ms\tp99 ms\tcpu+pg µs\tratio\t\n")
 	for _, w := range workloads {
 		sy, rv := median(all[w]["switchyard"]), median(all[w]["river"])
 		ratio := 0.0
@@ -160,10 +170,15 @@ func run(ctx context.Context, o options) error {
 		case "e2e":
 			label = fmt.Sprintf("end to end, %d callers", o.callers)
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t\n", label, sy.perSec, sy.p50, sy.p99, rv.perSec, rv.p50, rv.p99, ratio)
+		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%.0f+%.0f\t%.0f\t%.2f\t%.2f\t%.0f+%.0f\t%.2f\t\n", label, sy.perSec, sy.p50, sy.p99, sy.cpu, sy.pgCPU,
+			rv.perSec, rv.p50, rv.p99, rv.cpu, rv.pgCPU, ratio)
 	}
-	fmt.Fprintf(tw, "(medians of %d alternating rounds of %s each)\t\t\t\t\t\t\t\t\n", o.rounds, o.duration)
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Printf("medians of %d alternating rounds of %s each; cpu+pg: µs of CPU per task in this process and in the PostgreSQL backends serving it\n",
+		o.rounds, o.duration)
+	return nil
 }
 
 // median takes each column's median on its own.
@@ -180,7 +195,8 @@ func median(rs []result) result {
 		return v[len(v)/2]
 	}
 	return result{perSec: col(func(r result) float64 { return r.perSec }), p50: col(func(r result) float64 { return r.p50 }),
-		p99: col(func(r result) float64 { return r.p99 })}
+		p99: col(func(r result) float64 { return r.p99 }), cpu: col(func(r result) float64 { return r.cpu }),
+		pgCPU: col(func(r result) float64 { return r.pgCPU })}
 }
 
 // measure runs one workload against one system.
@@ -236,20 +252,32 @@ func measure(ctx context.Context, s system, workload string, o options) (result,
 	}
 	sleep(ctx, o.warmup)
 	c0 := s.completed()
+	cpu0, pg0 := processCPU(), backendCPU(ctx, o.url, s.appName(), nil)
 	measuring.Store(true)
 	start := time.Now()
 	sleep(ctx, o.duration)
 	measuring.Store(false)
 	c1 := s.completed()
 	elapsed := time.Since(start)
+	cpu1, pg1 := processCPU(), backendCPU(ctx, o.url, s.appName(), pg0)
 	cancel()
 	wg.Wait()
 	if firstErr != nil {
 		return result{}, firstErr
 	}
 	r := result{perSec: float64(done.Load()) / elapsed.Seconds()}
+	tasks := float64(done.Load())
 	if e2e {
-		r.perSec = float64(c1-c0) / elapsed.Seconds()
+		tasks = float64(c1 - c0)
+		r.perSec = tasks / elapsed.Seconds()
+	}
+	if tasks > 0 {
+		r.cpu = float64((cpu1 - cpu0).Microseconds()) / tasks
+		var pg time.Duration
+		for _, d := range pg1 {
+			pg += d
+		}
+		r.pgCPU = float64(pg.Microseconds()) / tasks
 	}
 	slices.Sort(lat)
 	if n := len(lat); n > 0 {
@@ -257,6 +285,53 @@ func measure(ctx context.Context, s system, workload string, o options) (result,
 		r.p99 = ms(lat[min(n-1, n*99/100)])
 	}
 	return r, nil
+}
+
+// processCPU is the CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// backendCPU reads, from /proc (a local server), the CPU time of the
+// backends whose application_name is app, less what since recorded for
+// each: the PostgreSQL work done for one side, apart from other users of
+// the server. Nil when the server is not local.
+func backendCPU(ctx context.Context, url, app string, since map[int]time.Duration) map[int]time.Duration {
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil
+	}
+	defer c.Close(ctx) //nolint:errcheck
+	rows, err := c.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1", app)
+	if err != nil {
+		return nil
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil
+	}
+	out := map[int]time.Duration{}
+	for _, pid := range pids {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(raw)
+		end := strings.LastIndexByte(s, ')')
+		if end < 0 {
+			continue
+		}
+		f := strings.Fields(s[end+1:])
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		sy, _ := strconv.ParseInt(f[12], 10, 64)
+		out[int(pid)] = time.Duration(u+sy)*10*time.Millisecond - since[int(pid)] // USER_HZ = 100
+	}
+	return out
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -298,9 +373,13 @@ type switchyard struct {
 
 func (s *switchyard) name() string { return "switchyard" }
 
+func (s *switchyard) appName() string { return "riverbench-switchyard" }
+
 func (s *switchyard) setUp(ctx context.Context, e2e bool) error {
 	s.schema = freshSchema("sy_riverbench")
-	st, err := postgres.Open(ctx, postgres.Options{URL: s.url, Schema: s.schema})
+	st, err := postgres.Open(ctx, postgres.Options{URL: s.url, Schema: s.schema, ConfigurePool: func(c *pgxpool.Config) {
+		c.ConnConfig.RuntimeParams["application_name"] = s.appName()
+	}})
 	if err != nil {
 		return err
 	}
@@ -364,6 +443,8 @@ type riverSide struct {
 
 func (r *riverSide) name() string { return "river" }
 
+func (r *riverSide) appName() string { return "riverbench-river" }
+
 // noopArgs is River's job: it does nothing, like Switchyard's no-op executor.
 type noopArgs struct {
 	Selector string `json:"selector"`
@@ -389,6 +470,7 @@ func (r *riverSide) setUp(ctx context.Context, e2e bool) error {
 		return err
 	}
 	cfg.MaxConns = 16
+	cfg.ConnConfig.RuntimeParams["application_name"] = r.appName()
 	if r.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return err
 	}
