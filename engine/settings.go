@@ -35,6 +35,7 @@ func (e *Engine) SaveSetting(ctx context.Context, key string, value []byte) erro
 	if !e.durable {
 		return nil
 	}
+	e.commitSoon()
 	if ended, err := e.waitCommitted(ctx, pb); !ended {
 		return &Error{Code: CodeUnavailable, Retryable: true, Err: err, Message: "the setting was not confirmed durable"}
 	}
