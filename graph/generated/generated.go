@@ -4222,7 +4222,7 @@ input SubmitTaskInput {
 
 "A browser interaction."
 input ActionInput {
-  "What to do: click, dblclick, fill, type, press, hover, focus, select, check, uncheck, scroll, navigate, text, snapshot, screenshot, pdf, evaluate, close, …"
+  "What to do: click, dblclick, fill, type, press, hover, focus, select, check, uncheck, scroll, navigate, text, snapshot, screenshot, pdf, evaluate, close, … (the README's table; another kind is INVALID_INPUT)."
   kind: String!
   "An element reference from a snapshot (e.g. ` + "`" + `e12` + "`" + `)."
   ref: String

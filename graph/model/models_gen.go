@@ -18,7 +18,7 @@ import (
 
 // A browser interaction.
 type ActionInput struct {
-	// What to do: click, dblclick, fill, type, press, hover, focus, select, check, uncheck, scroll, navigate, text, snapshot, screenshot, pdf, evaluate, close, …
+	// What to do: click, dblclick, fill, type, press, hover, focus, select, check, uncheck, scroll, navigate, text, snapshot, screenshot, pdf, evaluate, close, … (the README's table; another kind is INVALID_INPUT).
 	Kind string `json:"kind"`
 	// An element reference from a snapshot (e.g. `e12`).
 	Ref *string `json:"ref,omitempty"`

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -180,6 +181,10 @@ func action(path string, a *model.ActionInput) (*engine.Action, *engine.Error) {
 			return nil, invalid(path+".kind", "%q: letters, digits, '-', '_' and '.' only", a.Kind)
 		}
 	}
+	if !executor.KnownKind(executor.KindInstance, a.Kind) && !executor.KnownKind(executor.KindServer, a.Kind) {
+		return nil, invalid(path+".kind", "%q is not an action kind that a browser instance (instance, pinchtab) knows; known kinds: %s",
+			a.Kind, strings.Join(browserKinds(), ", "))
+	}
 	if err := checkID(path+".ref", deref(a.Ref), false); err != nil {
 		return nil, err
 	}
@@ -197,6 +202,14 @@ func action(path string, a *model.ActionInput) (*engine.Action, *engine.Error) {
 		act.Params = a.Params
 	}
 	return act, nil
+}
+
+// browserKinds are the action kinds of the instance kinds that run actions
+// (chat instances take instructions), sorted, each once.
+func browserKinds() []string {
+	kinds := append(executor.Kinds(executor.KindInstance), executor.Kinds(executor.KindServer)...)
+	slices.Sort(kinds)
+	return slices.Compact(kinds)
 }
 
 // retryPolicy validates a retry policy input, filling in the defaults.

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/graph/resolvers"
 )
@@ -46,6 +47,7 @@ func TestMalformedInputIsRefusedWithItsFieldPath(t *testing.T) {
 		{"duplicate label", task(map[string]any{"labels": []map[string]any{{"key": "a", "value": "1"}, {"key": "a", "value": "2"}}}), "input.labels.1.key"},
 		{"interrupt without a session", task(map[string]any{"queueMode": "INTERRUPT"}), "input.queueMode"},
 		{"repeated dependency", task(map[string]any{"dependsOn": []string{"x", "x"}}), "input.dependsOn.1"},
+		{"unknown action kind", task(map[string]any{"action": map[string]any{"kind": "navigte"}}), "input.action.kind"},
 		{"unknown dependency", task(map[string]any{"dependsOn": []string{"no-such-task"}}), "input.dependsOn"},
 	}
 	for _, tc := range cases {
@@ -58,8 +60,21 @@ func TestMalformedInputIsRefusedWithItsFieldPath(t *testing.T) {
 		})
 	}
 
+	// An unknown kind is refused at submit, listing the kinds a browser
+	// instance knows (the executor's table), and nothing is queued.
+	err := b.c.Do(ctx, submitQ, task(map[string]any{"action": map[string]any{"kind": "navigte"}}), nil)
+	e := gqlErr(t, err)
+	for _, known := range executor.Kinds(executor.KindServer) {
+		require.Contains(t, e.Message, known)
+	}
+	require.NoError(t, b.c.Do(ctx, submitQ, task(map[string]any{"action": map[string]any{"kind": "Navigate", "params": map[string]any{"url": "https://example.com"}}}), nil),
+		"kinds are known in any case")
+	var stats struct{ Stats struct{ Submitted int } }
+	require.NoError(t, b.c.Do(ctx, `{ stats { submitted } }`, nil, &stats))
+	require.Equal(t, 1, stats.Stats.Submitted, "only the known kind was accepted")
+
 	// An enum value that does not exist never reaches a resolver.
-	err := b.c.Do(ctx, submitQ, task(map[string]any{"priority": "URGENT"}), nil)
+	err = b.c.Do(ctx, submitQ, task(map[string]any{"priority": "URGENT"}), nil)
 	require.Equal(t, "GRAPHQL_VALIDATION_FAILED", gqlErr(t, err).Code())
 }
 
@@ -106,8 +121,8 @@ func TestErrorCodesNotFoundConflictQueueFullDrainingCycleUnavailable(t *testing.
 			}
 		}
 		items := []map[string]any{
-			{"key": "a", "task": map[string]any{"agentId": "e", "action": map[string]any{"kind": "x"}, "dependsOn": []string{"b"}}},
-			{"key": "b", "task": map[string]any{"agentId": "e", "action": map[string]any{"kind": "x"}, "dependsOn": []string{"a"}}},
+			{"key": "a", "task": map[string]any{"agentId": "e", "action": map[string]any{"kind": "click"}, "dependsOn": []string{"b"}}},
+			{"key": "b", "task": map[string]any{"agentId": "e", "action": map[string]any{"kind": "click"}, "dependsOn": []string{"a"}}},
 		}
 		require.NoError(t, b.c.Do(ctx, `mutation($in: SubmitTasksInput!) { submitTasks(input: $in) { items { error { code } } } }`,
 			map[string]any{"in": map[string]any{"items": items}}, &out))
@@ -171,7 +186,7 @@ func TestLimitsAreTypedErrors(t *testing.T) {
 	t.Run("batch size", func(t *testing.T) {
 		items := make([]map[string]any, 4)
 		for i := range items {
-			items[i] = map[string]any{"task": map[string]any{"agentId": "l", "action": map[string]any{"kind": "x"}}}
+			items[i] = map[string]any{"task": map[string]any{"agentId": "l", "action": map[string]any{"kind": "click"}}}
 		}
 		e := gqlErr(t, b.c.Do(ctx, `mutation($in: SubmitTasksInput!) { submitTasks(input: $in) { accepted } }`,
 			map[string]any{"in": map[string]any{"items": items}}, nil))
