@@ -32,6 +32,34 @@ type LaneConfig struct {
 	MaxDepth    int           // deepest spawn depth admitted
 	Retry       RetryPolicy   // the lane's retry parameters
 	Timeout     time.Duration // per-attempt timeout for tasks that set none
+	// Exhausted is what a task whose retry budget is spent becomes (default
+	// park); a task's own TaskSpec.Exhausted overrides it.
+	Exhausted Exhausted `json:",omitempty"`
+}
+
+// Exhausted says what becomes of a task whose retry budget is spent (or
+// whose retry policy answers "park").
+type Exhausted string
+
+// Exhausted modes. Either way nothing waits on the task any longer: its
+// dependents are cancelled, it counts as ended for its batch, and its
+// webhook is sent.
+const (
+	// ExhaustedPark keeps the task PARKED, for an operator to reset (CW's
+	// choice). A reset runs it again with a fresh budget; its dependents
+	// stay cancelled (a terminal state never changes), and its batch, once
+	// ended, stays ended.
+	ExhaustedPark Exhausted = "park"
+	// ExhaustedFail ends the task FAILED (BrowserOS's choice).
+	ExhaustedFail Exhausted = "fail"
+)
+
+// Validate checks the mode ("" means the default, or the lane's).
+func (x Exhausted) Validate() error {
+	if x != "" && x != ExhaustedPark && x != ExhaustedFail {
+		return fmt.Errorf("exhausted: %q is neither %q nor %q", x, ExhaustedPark, ExhaustedFail)
+	}
+	return nil
 }
 
 // DefaultLanes returns the built-in lanes: main (30), subagent (50), team (100)
@@ -40,7 +68,7 @@ func DefaultLanes() []LaneConfig {
 	mk := func(name string, n int) LaneConfig {
 		return LaneConfig{
 			Name: name, MaxInFlight: n, MaxQueued: 100_000, DropPolicy: DropReject,
-			MaxDepth: 5, Retry: DefaultRetryPolicy(), Timeout: DefaultTimeout,
+			MaxDepth: 5, Retry: DefaultRetryPolicy(), Timeout: DefaultTimeout, Exhausted: ExhaustedPark,
 		}
 	}
 	return []LaneConfig{mk("main", 30), mk("subagent", 50), mk("team", 100), mk("cron", 30)}
@@ -178,6 +206,7 @@ func (l *LaneConfig) validate() error {
 	orDefault(&l.DropPolicy, DropReject)
 	orDefault(&l.MaxDepth, 5)
 	orDefault(&l.Timeout, DefaultTimeout)
+	orDefault(&l.Exhausted, ExhaustedPark)
 	if l.Retry == (RetryPolicy{}) {
 		l.Retry = DefaultRetryPolicy()
 	}
@@ -192,6 +221,9 @@ func (l *LaneConfig) validate() error {
 	}
 	if l.Timeout < 0 {
 		return fmt.Errorf("timeout: must not be negative")
+	}
+	if err := l.Exhausted.Validate(); err != nil {
+		return err
 	}
 	if err := l.Retry.Validate(); err != nil {
 		return fmt.Errorf("retry.%w", err)
@@ -232,7 +264,8 @@ const LaneEnvPrefix = "SWITCHYARD_LANE_"
 // ApplyLaneEnv applies SWITCHYARD_LANE_<NAME> variables from environ (in
 // os.Environ form) to lanes. The value is either a number, the lane's
 // concurrency ceiling, or comma-separated settings:
-// "inflight=40,queue=5000,drop=drop-oldest,paused=false,depth=5,timeout=30s".
+// "inflight=40,queue=5000,drop=drop-oldest,paused=false,depth=5,timeout=30s,
+// attempts=3,exhausted=fail".
 // A variable for an unknown lane creates it. The lane name is the variable's
 // suffix in lower case, with '_' kept (SWITCHYARD_LANE_BULK_JOBS → bulk_jobs).
 func ApplyLaneEnv(lanes []LaneConfig, environ []string) ([]LaneConfig, error) {
@@ -285,8 +318,10 @@ func parseLaneSettings(l *LaneConfig, val string) error {
 			l.Timeout, err = time.ParseDuration(v)
 		case "attempts":
 			l.Retry.MaxAttempts, err = strconv.Atoi(v)
+		case "exhausted":
+			l.Exhausted = Exhausted(v)
 		default:
-			return fmt.Errorf("unknown setting %q (want inflight, queue, drop, paused, depth, timeout or attempts)", k)
+			return fmt.Errorf("unknown setting %q (want inflight, queue, drop, paused, depth, timeout, attempts or exhausted)", k)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", k, err)

@@ -84,8 +84,11 @@
 // expired") and the slots are reclaimed. A completion under a reclaimed lease
 // is ignored and recorded. Failed attempts go to the lane's retry policy:
 // transient failures back off (1 s × 2 up to 60 s by default) until the budget
-// (4 attempts) is spent, then the task is PARKED until an operator resets it;
-// permanent failures fail at once.
+// (4 attempts) is spent, then the task is PARKED until an operator resets it,
+// or FAILED when its lane or itself says so (LaneConfig.Exhausted); permanent
+// failures fail at once. A parked task is settled like a terminal one
+// (State.Settled): its dependents are cancelled, its batch counts it as
+// ended, and its webhook announces it. A reset runs it again alone.
 //
 // # Durability
 //

@@ -47,6 +47,7 @@ type task struct {
 	holding  bool // holds its slots (ASSIGNED, RUNNING, or cancelled and not yet returned)
 	timedOut bool // the attempt's context was cancelled for its timeout
 	dirty    bool // changed since the last commit snapshot
+	batchOut bool // counted out of its batch's open tasks (settled, or parked once while the batch ended)
 }
 
 // outcome is what a task has accumulated beyond waiting, and its rarer
@@ -239,7 +240,7 @@ type batch struct {
 	total       int
 	createdAt   time.Time
 	webhook     string
-	open        int  // tasks that have not ended
+	open        int  // tasks that have not settled (ended or parked)
 	sealed      bool // every task of the batch has been admitted
 	ended       bool // the batch's end has been recorded
 }

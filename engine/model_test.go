@@ -13,7 +13,11 @@ package engine_test
 //     engine's in-flight count always equals the model's;
 //   - within a queue, dispatch follows the rank order (interrupt first, then
 //     priority, then submission order);
-//   - nothing accepted is lost: after a final drain every task has ended.
+//   - nothing accepted is lost: after a final drain every task has ended;
+//   - nothing hangs on a task whose retries are spent: a task whose mode is
+//     "fail" never parks; no task waits on a dependency that ended badly or
+//     parked; a batch ends exactly once, when every task of it has ended or
+//     parked, and never before.
 
 import (
 	"context"
@@ -59,6 +63,39 @@ type model struct {
 	batchMax map[string]int
 	instMax  map[string]int
 	starts   int // attempts of the executor matched to ASSIGNED events so far
+
+	failMode  map[string]bool     // tasks whose retries, when spent, end them FAILED
+	deps      map[string][]string // each task's dependencies
+	batchEnds map[string]int      // batch end events seen
+}
+
+// settled is engine.State.Settled, restated: nothing waits on such a task.
+func settled(s engine.State) bool { return s.Terminal() || s == engine.StateParked }
+
+// checkNothingHangs checks, once an operation's effects are all in, that no
+// task waits on a dependency that ended badly or parked, and that every batch
+// whose tasks have all ended or parked has ended.
+func (m *model) checkNothingHangs() {
+	m.tb.Helper()
+	open := map[string]bool{}
+	for _, t := range m.tasks {
+		if t.batch != "" {
+			open[t.batch] = open[t.batch] || !settled(t.state)
+		}
+		if t.state != engine.StateWaiting {
+			continue
+		}
+		for _, d := range m.deps[t.id] {
+			if dt := m.tasks[d]; dt != nil && settled(dt.state) && dt.state != engine.StateSucceeded {
+				m.fail("%s waits on %s, which is %s", t.id, d, dt.state)
+			}
+		}
+	}
+	for b, isOpen := range open {
+		if !isOpen && m.batchEnds[b] != 1 {
+			m.fail("batch %s: every task has settled but it ended %d times", b, m.batchEnds[b])
+		}
+	}
 }
 
 func (m *model) holdingWhere(f func(*mTask) bool) int {
@@ -83,6 +120,17 @@ func (m *model) apply(ev engine.Event, x *enginetest.Executor) {
 		m.fail("seq %d after %d", ev.Seq, m.lastSeq)
 	}
 	m.lastSeq = ev.Seq
+	if ev.Type == engine.EventBatch {
+		m.batchEnds[ev.BatchID]++
+		if m.batchEnds[ev.BatchID] > 1 {
+			m.fail("batch %s ended twice", ev.BatchID)
+		}
+		for _, t := range m.tasks {
+			if t.batch == ev.BatchID && !settled(t.state) {
+				m.fail("batch %s ended while its task %s is %s", ev.BatchID, t.id, t.state)
+			}
+		}
+	}
 	if ev.TaskID == "" {
 		return
 	}
@@ -137,6 +185,9 @@ func (m *model) apply(ev engine.Event, x *enginetest.Executor) {
 	}
 	if ev.To.Terminal() {
 		t.ends++
+	}
+	if ev.To == engine.StateParked && m.failMode[t.id] {
+		m.fail("%s parked, but its retries when spent end it FAILED", t.id)
 	}
 	t.state = ev.To
 }
@@ -200,6 +251,7 @@ func TestModel(t *testing.T) {
 func runModel(t *testing.T, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	laneMax := map[string]int{"main": 1 + r.IntN(4), "team": 1 + r.IntN(4)}
+	teamExhausted := []engine.Exhausted{engine.ExhaustedPark, engine.ExhaustedFail}[r.IntN(2)]
 	cfg := engine.Config{
 		MaxInFlight:         2 + r.IntN(6),
 		AgentMaxInFlight:    1 + r.IntN(3),
@@ -209,12 +261,13 @@ func runModel(t *testing.T, seed uint64) {
 		LeaseGrace:          time.Duration(1+r.IntN(5)) * time.Second,
 		Lanes: []engine.LaneConfig{
 			{Name: "main", MaxInFlight: laneMax["main"], Timeout: time.Duration(5+r.IntN(30)) * time.Second},
-			{Name: "team", MaxInFlight: laneMax["team"], DropPolicy: engine.DropOldest, Timeout: 20 * time.Second},
+			{Name: "team", MaxInFlight: laneMax["team"], DropPolicy: engine.DropOldest, Timeout: 20 * time.Second, Exhausted: teamExhausted},
 		},
 	}
 	h := enginetest.New(t, &cfg)
 	m := &model{tb: t, tasks: map[string]*mTask{}, global: cfg.MaxInFlight, laneMax: laneMax,
-		agentMax: cfg.AgentMaxInFlight, sessMax: cfg.SessionMaxInFlight, batchMax: map[string]int{}, instMax: map[string]int{}}
+		agentMax: cfg.AgentMaxInFlight, sessMax: cfg.SessionMaxInFlight, batchMax: map[string]int{}, instMax: map[string]int{},
+		failMode: map[string]bool{}, deps: map[string][]string{}, batchEnds: map[string]int{}}
 	ctx := context.Background()
 	var submitted []string
 	queueKeys := map[string]string{}
@@ -234,6 +287,11 @@ func runModel(t *testing.T, seed uint64) {
 					qk = "\x00" + tk.Spec.BatchID
 				}
 				queueKeys[ev.TaskID], prios[ev.TaskID], fronts[ev.TaskID] = qk, int(tk.Spec.Priority), tk.Spec.QueueMode == engine.QueueInterrupt
+				x := tk.Spec.Exhausted
+				if x == "" && tk.Spec.Lane == "team" {
+					x = teamExhausted
+				}
+				m.failMode[ev.TaskID], m.deps[ev.TaskID] = x == engine.ExhaustedFail, tk.Spec.DependsOn
 			}
 			m.apply(ev, h.Exec)
 			if mt := m.tasks[ev.TaskID]; mt != nil && mt.queueKey == "" {
@@ -242,6 +300,7 @@ func runModel(t *testing.T, seed uint64) {
 		}
 		holding := m.holdingWhere(func(*mTask) bool { return true })
 		require.Equal(t, holding, h.Stats().InFlight, "engine and model disagree on the tasks in flight")
+		m.checkNothingHangs()
 	}
 	pick := func(ids []string) string {
 		if len(ids) == 0 {
@@ -270,7 +329,11 @@ func runModel(t *testing.T, seed uint64) {
 		if r.IntN(8) == 0 {
 			b.Retry(engine.RetryPolicy{MaxAttempts: 1 + r.IntN(3), Backoff: time.Duration(r.IntN(3)) * time.Second, Multiplier: 2, MaxBackoff: time.Minute})
 		}
-		return b.Obj()
+		spec := b.Obj()
+		if r.IntN(5) == 0 {
+			spec.Exhausted = []engine.Exhausted{engine.ExhaustedPark, engine.ExhaustedFail}[r.IntN(2)]
+		}
+		return spec
 	}
 	record := func(tk *engine.Task) {
 		if tk != nil && !slices.Contains(submitted, tk.ID) {

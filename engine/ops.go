@@ -26,6 +26,7 @@ type LaneUpdate struct {
 	MaxDepth    *int
 	Timeout     *time.Duration
 	Retry       *RetryPolicy
+	Exhausted   *Exhausted
 }
 
 // UpdateLane changes a lane's settings live. Raising a ceiling or resuming a
@@ -59,6 +60,9 @@ func (e *Engine) UpdateLane(name string, u LaneUpdate) (LaneStatus, error) {
 	}
 	if u.Retry != nil {
 		cfg.Retry = *u.Retry
+	}
+	if u.Exhausted != nil {
+		cfg.Exhausted = *u.Exhausted
 	}
 	if err := cfg.validate(); err != nil {
 		e.mu.Unlock()

@@ -169,7 +169,7 @@ func (e *Engine) Batch(ctx context.Context, id string) (*BatchStatus, error) {
 	bs := &BatchStatus{Info: *info, Counts: counts, Done: true}
 	for s, n := range counts {
 		bs.Total += n
-		if !s.Terminal() && n > 0 {
+		if !s.Settled() && n > 0 {
 			bs.Done = false
 		}
 	}

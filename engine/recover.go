@@ -62,7 +62,7 @@ func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
 		t.unmet = 0
 		failed := ""
 		for _, d := range t.spec.DependsOn {
-			if dt := e.tasks[d]; dt != nil && !dt.state.Terminal() {
+			if dt := e.tasks[d]; dt != nil && !dt.state.Settled() {
 				t.unmet++
 				o := dt.outcomeOf()
 				o.dependents = append(o.dependents, t)
@@ -133,8 +133,10 @@ func (e *Engine) restoreTaskLocked(st *Task) *task {
 		t.batch = b
 		b.live++
 		b.total++
-		if !st.State.Terminal() {
+		if !st.State.Settled() {
 			b.open++
+		} else {
+			t.batchOut = true // a parked task settled before the restart
 		}
 	}
 	if k := st.Spec.IdempotencyKey; k != "" {
@@ -163,6 +165,13 @@ func (e *Engine) restoreTaskLocked(st *Task) *task {
 	qa := st.QueuedAt // keeps the age of a queued task across the restart
 	if qa.IsZero() {
 		qa = st.CreatedAt
+	}
+	if state == StateParked {
+		// It settled before the restart: only its deadline still runs.
+		if !t.spec.Deadline.IsZero() {
+			e.timers[timerDeadline].set(t, t.spec.Deadline.UnixNano())
+		}
+		return t
 	}
 	e.enterLocked(t, state, qa)
 	return t

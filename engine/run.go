@@ -195,6 +195,10 @@ func (e *Engine) failAttemptLocked(t *task, class policy.ErrorClass, status int,
 		t.timerAt[timerRetry] = now.Add(time.Duration(dec.DelayMs) * time.Millisecond).UnixNano()
 		e.setState(t, StateRetryWait, "retry in "+(time.Duration(dec.DelayMs)*time.Millisecond).String()+": "+msg)
 	case policy.ActionPark:
+		if t.exhausted() == ExhaustedFail {
+			e.setState(t, StateFailed, "retry budget spent: "+msg)
+			return
+		}
 		e.setState(t, StateParked, "retry budget spent: "+msg)
 	default:
 		e.setState(t, StateFailed, msg)
@@ -219,6 +223,15 @@ func (t *task) instanceFaults() int {
 		}
 	}
 	return n
+}
+
+// exhausted is what t becomes when its retry budget is spent: its own
+// choice, else its lane's.
+func (t *task) exhausted() Exhausted {
+	if x := t.spec.Exhausted; x != "" {
+		return x
+	}
+	return t.lane.cfg.Exhausted
 }
 
 // decideRetryLocked asks the lane's retry policy, and falls back to the

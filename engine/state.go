@@ -61,6 +61,9 @@ func (e *Engine) setStateAt(t *task, to State, reason string, now time.Time) {
 	}
 	e.enterLocked(t, to, now)
 	e.emitTaskLocked(t, EventState, from, to, reason)
+	if to.Settled() {
+		e.settledLocked(t) // after its event: a batch's end follows its last task's
+	}
 }
 
 // leaveLocked undoes what being in state `from` implies.
@@ -77,6 +80,13 @@ func (e *Engine) leaveLocked(t *task, from State) {
 		}
 	case StateRetryWait:
 		e.timers[timerRetry].remove(t)
+	case StateParked:
+		// Reset (or ended): its batch waits for it again, unless the batch
+		// has ended meanwhile (its end was announced; it stays ended).
+		if b := t.batch; b != nil && t.batchOut && !b.ended {
+			b.open++
+			t.batchOut = false
+		}
 	}
 }
 
@@ -107,26 +117,26 @@ func (e *Engine) enterLocked(t *task, to State, now time.Time) {
 	}
 	if to.Terminal() {
 		t.endedAt = now.UnixNano()
-		e.terminalLocked(t)
 	}
 }
 
-// terminalLocked releases what a task holds for its life and schedules the
-// effect on its dependents.
-func (e *Engine) terminalLocked(t *task) {
+// settledLocked is what reaching a terminal state or PARKED implies: the
+// effect on its dependents is scheduled, and its batch counts it as ended.
+func (e *Engine) settledLocked(t *task) {
 	if t.out != nil && len(t.out.dependents) > 0 {
 		e.cascade = append(e.cascade, t)
 	}
 	e.stats.ended[t.state]++
-	if b := t.batch; b != nil {
+	if b := t.batch; b != nil && !t.batchOut {
+		t.batchOut = true
 		b.open--
 		e.batchDoneLocked(b)
 	}
 }
 
-// processCascadesLocked propagates terminal states to dependents: a success
-// counts down their unmet dependencies; any other end cancels them, and
-// their own dependents after them.
+// processCascadesLocked propagates settled states to dependents: a success
+// counts down their unmet dependencies; any other end, PARKED included,
+// cancels them, and their own dependents after them.
 func (e *Engine) processCascadesLocked() {
 	for len(e.cascade) > 0 {
 		t := e.cascade[0]

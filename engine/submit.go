@@ -440,6 +440,9 @@ func (e *Engine) normalize(in TaskSpec, now time.Time) (*TaskSpec, error) {
 			return nil, invalid("action.params", "must be a JSON object")
 		}
 	}
+	if err := s.Exhausted.Validate(); err != nil {
+		return nil, invalid("exhausted", "%q is neither %q nor %q", s.Exhausted, ExhaustedPark, ExhaustedFail)
+	}
 	if s.Retry != nil {
 		if err := s.Retry.Validate(); err != nil {
 			return nil, invalid("retryPolicy", "%v", err)
@@ -604,7 +607,7 @@ func (e *Engine) admitLocked(ctx context.Context, p *prepared, ext *external, no
 		}
 		switch {
 		case st == StateSucceeded:
-		case st.Terminal():
+		case st.Settled(): // ended badly, or parked: nothing waits on a parked task
 			if failedDep == "" {
 				failedDep = "dependency " + d + " " + lower(st.String())
 			}
@@ -667,10 +670,10 @@ func (e *Engine) admitLocked(ctx context.Context, p *prepared, ext *external, no
 	// Making room (drop-oldest) or interrupting may have ended a dependency:
 	// look again before linking to them.
 	unmet = slices.DeleteFunc(unmet, func(d *task) bool {
-		if d.state.Terminal() && d.state != StateSucceeded && failedDep == "" {
+		if d.state.Settled() && d.state != StateSucceeded && failedDep == "" {
 			failedDep = "dependency " + d.id + " " + lower(d.state.String())
 		}
-		return d.state.Terminal()
+		return d.state.Settled()
 	})
 	if failedDep != "" {
 		e.setState(t, StateCancelled, failedDep)

@@ -20,7 +20,7 @@ const (
 	StateRetryWait State = 5  // a failed attempt is backing off
 	StateSucceeded State = 6  // terminal
 	StateFailed    State = 7  // terminal
-	StateParked    State = 8  // the retry budget is spent; waits for a reset
+	StateParked    State = 8  // the retry budget is spent; waits for a reset (settled: see Settled)
 	StateCancelled State = 9  // terminal
 	StateRejected  State = 10 // terminal: refused at admission
 	StateExpired   State = 11 // terminal: the deadline passed while queued
@@ -66,6 +66,11 @@ func (s State) Terminal() bool {
 	}
 	return false
 }
+
+// Settled reports whether nothing waits on a task in s any longer: it is
+// terminal, or PARKED. A settled task's dependents are cancelled (unless it
+// succeeded), its batch counts it as ended, and its webhook is sent.
+func (s State) Settled() bool { return s.Terminal() || s == StateParked }
 
 // InFlight reports whether a task in s holds execution slots.
 func (s State) InFlight() bool { return s == StateAssigned || s == StateRunning }
@@ -133,6 +138,7 @@ type TaskSpec struct {
 	IdempotencyKey string            // scoped to AgentID
 	Labels         map[string]string // free-form
 	QueueMode      QueueMode
+	Exhausted      Exhausted // what it becomes when its retries are spent; "" means the lane's
 	SubmittedAt    time.Time // set by the engine at admission
 }
 

@@ -170,7 +170,11 @@ func (e *Engine) onTimer() {
 func (e *Engine) deadlineLocked(t *task) {
 	switch t.state {
 	case StateQueued, StateWaiting:
-		e.setState(t, StateExpired, "deadline exceeded while queued")
+		// The reason and the error say the same, so that a client reading
+		// only error (as for FAILED) learns why too.
+		reason := "deadline exceeded while " + lower(t.state.String())
+		t.outcomeOf().errMsg = reason
+		e.setState(t, StateExpired, reason)
 	case StateRetryWait, StateParked:
 		e.setState(t, StateFailed, "deadline exceeded while "+lower(t.state.String()))
 	}

@@ -45,18 +45,83 @@ func TestABackingOffDependencyKeepsDependentsWaitingAndAFailureCascades(t *testi
 	require.Equal(t, "dependency "+b.ID+" cancelled", h.Get(c.ID).Reason)
 }
 
-func TestAParkedDependencyHoldsItsDependents(t *testing.T) {
+func TestAParkedDependencyCancelsItsDependentsAndAResetRunsItAlone(t *testing.T) {
 	t.Parallel()
 	h := enginetest.New(t, nil)
 	a := h.Submit(enginetest.Spec("x").Retry(engine.RetryPolicy{MaxAttempts: 1}).Obj())
 	b := h.Submit(enginetest.Spec("x").DependsOn(a.ID).Obj())
 	require.NoError(t, h.Exec.Fail(a.ID, engine.Transient(errors.New("x"))))
 	require.Equal(t, engine.StateParked, h.State(a.ID))
-	require.Equal(t, engine.StateWaiting, h.State(b.ID))
+	require.Equal(t, engine.StateCancelled, h.State(b.ID), "nothing waits on a parked task")
+	require.Equal(t, "dependency "+a.ID+" parked", h.Get(b.ID).Reason)
+	c := h.Submit(enginetest.Spec("x").DependsOn(a.ID).Obj())
+	require.Equal(t, engine.StateCancelled, c.State, "a new dependent of a parked task is cancelled at once")
 	_, err := h.Reset(context.Background(), a.ID)
 	require.NoError(t, err)
 	require.NoError(t, h.Exec.Succeed(a.ID, `{}`))
-	require.Equal(t, engine.StateAssigned, h.State(b.ID))
+	require.Equal(t, engine.StateSucceeded, h.State(a.ID))
+	require.Equal(t, engine.StateCancelled, h.State(b.ID), "a terminal state never changes: the reset does not revive dependents")
+}
+
+func TestExhaustedFailEndsTheTaskFailedWhereParkWouldPark(t *testing.T) {
+	t.Parallel()
+	cfg := engine.Config{Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 4, Exhausted: engine.ExhaustedFail}, {Name: "cw", MaxInFlight: 4}}}
+	h := enginetest.New(t, &cfg)
+	once := engine.RetryPolicy{MaxAttempts: 1}
+	a := h.Submit(enginetest.Spec("x").Retry(once).Obj())
+	p := h.Submit(enginetest.Spec("x").Retry(once).Obj())
+	require.NoError(t, h.Exec.Fail(a.ID, engine.Transient(errors.New("500"))))
+	require.Equal(t, engine.StateFailed, h.State(a.ID), "the lane says fail")
+	require.Equal(t, "retry budget spent: 500", h.Get(a.ID).Reason)
+	b := h.Submit(enginetest.Spec("x").Lane("cw").Retry(once).Obj())
+	require.NoError(t, h.Exec.Fail(b.ID, engine.Transient(errors.New("500"))))
+	require.Equal(t, engine.StateParked, h.State(b.ID), "park is the default")
+	spec := enginetest.Spec("x").Lane("cw").Retry(once).Obj()
+	spec.Exhausted = engine.ExhaustedFail
+	c := h.Submit(spec)
+	require.NoError(t, h.Exec.Fail(c.ID, engine.Transient(errors.New("500"))))
+	require.Equal(t, engine.StateFailed, h.State(c.ID), "a task's own choice overrides its lane's")
+	spec = enginetest.Spec("x").Retry(once).Obj()
+	spec.Exhausted = engine.ExhaustedPark
+	require.NoError(t, h.Exec.Fail(p.ID, engine.Transient(errors.New("500"))))
+	require.Equal(t, engine.StateFailed, h.State(p.ID))
+	d := h.Submit(spec)
+	require.NoError(t, h.Exec.Fail(d.ID, engine.Transient(errors.New("500"))))
+	require.Equal(t, engine.StateParked, h.State(d.ID))
+	spec.Exhausted = "later"
+	_, err := h.Engine.Submit(context.Background(), spec)
+	require.True(t, engine.IsCode(err, engine.CodeInvalidInput), "an unknown mode is refused: %v", err)
+}
+
+func TestAParkedTaskEndsItsBatchAndAResetDoesNotReopenIt(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	ctx := context.Background()
+	once := engine.RetryPolicy{MaxAttempts: 1}
+	res, err := h.SubmitBatch(ctx, engine.BatchSpec{Items: []engine.BatchItem{
+		{Key: "a", Spec: enginetest.Spec("x").Retry(once).Obj()},
+		{Key: "b", Spec: enginetest.Spec("x").Obj()},
+	}})
+	require.NoError(t, err)
+	a, b := res.Items[0].Task.ID, res.Items[1].Task.ID
+	require.NoError(t, h.Exec.Fail(a, engine.Transient(errors.New("x"))))
+	require.Equal(t, engine.StateParked, h.State(a))
+	bs, err := h.Batch(ctx, res.BatchID)
+	require.NoError(t, err)
+	require.False(t, bs.Done, "b still runs")
+	require.NoError(t, h.Exec.Succeed(b, `{}`))
+	bs, err = h.Batch(ctx, res.BatchID)
+	require.NoError(t, err)
+	require.True(t, bs.Done, "a parked task counts as ended for its batch")
+	require.False(t, bs.Info.EndedAt.IsZero(), "the batch's end is recorded")
+	ended := bs.Info.EndedAt
+	_, err = h.Reset(ctx, a)
+	require.NoError(t, err)
+	require.NoError(t, h.Exec.Succeed(a, `{}`))
+	bs, err = h.Batch(ctx, res.BatchID)
+	require.NoError(t, err)
+	require.Equal(t, ended, bs.Info.EndedAt, "an ended batch stays ended")
+	require.Equal(t, 2, bs.Counts[engine.StateSucceeded])
 }
 
 func TestADependencyThatAlreadyFailedCancelsTheNewTask(t *testing.T) {

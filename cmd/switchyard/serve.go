@@ -451,7 +451,7 @@ func newWebhooks(eng *engine.Engine, cfg config.Config, log hclog.Logger) (*webh
 	}
 	eps := make([]webhook.Endpoint, len(cfg.Webhooks.Endpoints))
 	for i, ep := range cfg.Webhooks.Endpoints {
-		eps[i] = webhook.Endpoint{Prefix: ep.Prefix, Secret: ep.Secret.Reveal()}
+		eps[i] = webhook.Endpoint{Prefix: ep.Prefix, Secret: ep.Secret.Reveal(), Format: webhook.Format(ep.Format)}
 	}
 	return webhook.New(eng, webhook.Options{Secret: cfg.Webhooks.Secret.Reveal(), Endpoints: eps, AllowPrivate: cfg.Webhooks.AllowPrivate,
 		AllowNetworks: nets, Timeout: cfg.Webhooks.Timeout.Std(), MaxAttempts: cfg.Webhooks.MaxAttempts, Logger: log}), nil

@@ -1,8 +1,9 @@
 // Package webhook delivers the webhooks of tasks and batches. It follows the
 // engine's committed event stream — never the dispatch path, so a slow or
-// dead receiver cannot hold up scheduling — and for each task that ends with
-// a webhook URL, and each batch whose last task ends, it POSTs a JSON
-// snapshot:
+// dead receiver cannot hold up scheduling — and for each task with a webhook
+// URL that ends or is PARKED (its retries spent), and each batch whose last
+// task ends or parks, it POSTs a JSON snapshot (doc/webhook.schema.json;
+// an endpoint may ask for the BrowserOS-style flat body instead):
 //
 //   - signed: X-Switchyard-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of
 //     "<t>.<body>"> with the endpoint's secret, so a receiver can check both
@@ -54,15 +55,33 @@ const (
 	HeaderEvent     = "X-Switchyard-Event"
 )
 
-// Endpoint gives the secret for the URLs that start with Prefix.
+// Endpoint gives the secret, and the body format, for the URLs that start
+// with Prefix.
 type Endpoint struct {
 	Prefix string
-	Secret string
+	Secret string // "" means Options.Secret
+	Format Format // "" means FormatSwitchyard
 }
+
+// Format is the shape of a delivery's body.
+type Format string
+
+// Body formats.
+const (
+	// FormatSwitchyard is the Payload: an envelope with the task or batch
+	// snapshot nested (doc/webhook.schema.json).
+	FormatSwitchyard Format = "switchyard"
+	// FormatBrowserOS is the flat body BrowserOS Server Edition receivers
+	// read: {taskId, state, result | error, executionTimeMs}, with state
+	// "completed", "failed" or "cancelled" (BrowserPayload). Batch
+	// deliveries keep the Switchyard envelope.
+	FormatBrowserOS Format = "browseros"
+)
 
 // Options configure a Deliverer.
 type Options struct {
-	// Endpoints give per-endpoint secrets; the longest matching prefix wins.
+	// Endpoints give per-endpoint secrets and formats; the longest matching
+	// prefix wins.
 	Endpoints []Endpoint
 	// Secret signs deliveries to URLs no endpoint matches. A delivery with
 	// no secret at all is sent unsigned.
@@ -102,7 +121,8 @@ type Deliverer struct {
 }
 
 type job struct {
-	id      string // delivery id
+	id      string       // delivery id
+	state   engine.State // the state the task delivery announces
 	taskID  string
 	batchID string
 	url     string
@@ -233,39 +253,54 @@ func (d *Deliverer) handle(ctx context.Context, ev engine.Event) {
 	}
 	var j job
 	switch {
-	case ev.Type == engine.EventState && ev.To.Terminal():
+	case ev.Type == engine.EventState && ev.To.Settled():
 		t, err := d.e.Task(ctx, ev.TaskID)
 		if err != nil {
 			d.log.Warn("task of a webhook event is gone", "task", ev.TaskID, "error", err)
 			return
 		}
-		if delivered(t.Webhooks) {
+		id := ev.TaskID + "." + strconv.FormatUint(ev.Seq, 10)
+		if delivered(t.Webhooks, id) {
 			return // delivered before a restart
 		}
-		j = job{id: ev.TaskID + "." + strconv.FormatUint(ev.Seq, 10), taskID: ev.TaskID, url: t.Spec.WebhookURL, attempt: len(t.Webhooks) + 1}
+		j = job{id: id, state: ev.To, taskID: ev.TaskID, url: t.Spec.WebhookURL, attempt: attempts(t.Webhooks, id) + 1}
 	case ev.Type == engine.EventBatch:
 		bs, err := d.e.Batch(ctx, ev.BatchID)
 		if err != nil {
 			d.log.Warn("batch of a webhook event is gone", "batch", ev.BatchID, "error", err)
 			return
 		}
-		if delivered(bs.Info.Webhooks) {
+		id := ev.BatchID + "." + strconv.FormatUint(ev.Seq, 10)
+		if delivered(bs.Info.Webhooks, id) {
 			return
 		}
-		j = job{id: ev.BatchID + "." + strconv.FormatUint(ev.Seq, 10), batchID: ev.BatchID, url: bs.Info.WebhookURL, attempt: len(bs.Info.Webhooks) + 1}
+		j = job{id: id, batchID: ev.BatchID, url: bs.Info.WebhookURL, attempt: attempts(bs.Info.Webhooks, id) + 1}
 	default:
 		return
 	}
 	d.enqueue(ctx, j)
 }
 
-func delivered(ds []engine.WebhookDelivery) bool {
+// delivered reports whether delivery id is settled (delivered, or given
+// up): a task that parks and later ends has one delivery for each.
+func delivered(ds []engine.WebhookDelivery, id string) bool {
 	for _, d := range ds {
-		if d.Delivered || d.Final {
+		if d.ID == id && (d.Delivered || d.Final) {
 			return true
 		}
 	}
 	return false
+}
+
+// attempts counts the attempts recorded for delivery id.
+func attempts(ds []engine.WebhookDelivery, id string) int {
+	n := 0
+	for _, d := range ds {
+		if d.ID == id {
+			n++
+		}
+	}
+	return n
 }
 
 func (d *Deliverer) enqueue(ctx context.Context, j job) {
@@ -347,9 +382,9 @@ func (d *Deliverer) record(ctx context.Context, j job, rec engine.WebhookDeliver
 	}
 }
 
-// Payload is the JSON body of a delivery.
+// Payload is the JSON body of a delivery (doc/webhook.schema.json).
 type Payload struct {
-	Event      string        `json:"event"` // "task.ended" or "batch.ended"
+	Event      string        `json:"event"` // "task.ended", "task.parked" or "batch.ended"
 	DeliveryID string        `json:"deliveryId"`
 	SentAt     time.Time     `json:"sentAt"`
 	Task       *TaskPayload  `json:"task,omitempty"`
@@ -358,19 +393,61 @@ type Payload struct {
 
 // TaskPayload is the task snapshot in a delivery.
 type TaskPayload struct {
-	ID         string            `json:"id"`
-	AgentID    string            `json:"agentId"`
-	Lane       string            `json:"lane"`
-	SessionKey string            `json:"sessionKey,omitempty"`
-	BatchID    string            `json:"batchId,omitempty"`
-	State      string            `json:"state"`
-	Reason     string            `json:"reason"`
-	Attempts   int               `json:"attempts"`
-	Result     json.RawMessage   `json:"result,omitempty"`
-	Error      string            `json:"error,omitempty"`
-	CreatedAt  time.Time         `json:"createdAt"`
-	EndedAt    time.Time         `json:"endedAt"`
-	Labels     map[string]string `json:"labels,omitempty"`
+	ID         string          `json:"id"`
+	AgentID    string          `json:"agentId"`
+	Lane       string          `json:"lane"`
+	SessionKey string          `json:"sessionKey,omitempty"`
+	BatchID    string          `json:"batchId,omitempty"`
+	State      string          `json:"state"` // the state the delivery announces
+	Reason     string          `json:"reason"`
+	Attempts   int             `json:"attempts"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	CreatedAt  time.Time       `json:"createdAt"`
+	EndedAt    time.Time       `json:"endedAt"` // zero for a PARKED task
+	// ExecutionTimeMs is the time its attempts spent running, summed: from
+	// dispatch to the end of each attempt, in milliseconds.
+	ExecutionTimeMs int64             `json:"executionTimeMs"`
+	Labels          map[string]string `json:"labels,omitempty"`
+}
+
+// BrowserPayload is the body of a task delivery in FormatBrowserOS.
+type BrowserPayload struct {
+	TaskID          string          `json:"taskId"`
+	State           string          `json:"state"` // "completed", "failed" or "cancelled"
+	Result          json.RawMessage `json:"result,omitempty"`
+	Error           string          `json:"error,omitempty"`
+	ExecutionTimeMs int64           `json:"executionTimeMs"`
+	// SwitchyardState is the task's own state (SUCCEEDED, FAILED, PARKED,
+	// EXPIRED, …), for receivers that want the detail.
+	SwitchyardState string `json:"switchyardState"`
+}
+
+// ExecutionTime sums the durations of t's attempts (an attempt still
+// running counts up to now).
+func ExecutionTime(t *engine.Task, now time.Time) time.Duration {
+	var d time.Duration
+	for _, a := range t.Attempts {
+		end := a.EndedAt
+		if end.IsZero() {
+			end = now
+		}
+		if end.After(a.AssignedAt) {
+			d += end.Sub(a.AssignedAt)
+		}
+	}
+	return d
+}
+
+// browserState maps a state to BrowserOS's vocabulary.
+func browserState(s engine.State) string {
+	switch s {
+	case engine.StateSucceeded:
+		return "completed"
+	case engine.StateCancelled:
+		return "cancelled"
+	}
+	return "failed"
 }
 
 // BatchPayload is the batch summary in a delivery.
@@ -388,10 +465,23 @@ func (d *Deliverer) body(ctx context.Context, j job) ([]byte, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
+		st := j.state
+		if st == 0 {
+			st = t.State
+		}
 		p.Event = "task.ended"
+		if st == engine.StateParked {
+			p.Event = "task.parked"
+		}
+		exec := ExecutionTime(t, p.SentAt).Milliseconds()
+		if d.formatFor(j.url) == FormatBrowserOS {
+			b, err := json.Marshal(BrowserPayload{TaskID: t.ID, State: browserState(st), Result: t.Result, Error: t.Error,
+				ExecutionTimeMs: exec, SwitchyardState: st.String()})
+			return b, p.Event, err
+		}
 		p.Task = &TaskPayload{ID: t.ID, AgentID: t.Spec.AgentID, Lane: t.Spec.Lane, SessionKey: t.Spec.Session(), BatchID: t.Spec.BatchID,
-			State: t.State.String(), Reason: t.Reason, Attempts: len(t.Attempts), Result: t.Result, Error: t.Error,
-			CreatedAt: t.CreatedAt, EndedAt: t.EndedAt, Labels: t.Spec.Labels}
+			State: st.String(), Reason: t.Reason, Attempts: len(t.Attempts), Result: t.Result, Error: t.Error,
+			CreatedAt: t.CreatedAt, EndedAt: t.EndedAt, ExecutionTimeMs: exec, Labels: t.Spec.Labels}
 	} else {
 		bs, err := d.e.Batch(ctx, j.batchID)
 		if err != nil {
@@ -455,13 +545,29 @@ func unwrapURLError(err error) error {
 
 // secretFor returns the secret of the longest endpoint prefix matching u.
 func (d *Deliverer) secretFor(u string) string {
-	best, secret := -1, d.opts.Secret
-	for _, ep := range d.opts.Endpoints {
-		if strings.HasPrefix(u, ep.Prefix) && len(ep.Prefix) > best {
-			best, secret = len(ep.Prefix), ep.Secret
+	if ep := d.endpointFor(u); ep != nil && ep.Secret != "" {
+		return ep.Secret
+	}
+	return d.opts.Secret
+}
+
+// formatFor returns the body format of the longest endpoint prefix matching u.
+func (d *Deliverer) formatFor(u string) Format {
+	if ep := d.endpointFor(u); ep != nil && ep.Format != "" {
+		return ep.Format
+	}
+	return FormatSwitchyard
+}
+
+func (d *Deliverer) endpointFor(u string) *Endpoint {
+	var best *Endpoint
+	for i := range d.opts.Endpoints {
+		ep := &d.opts.Endpoints[i]
+		if strings.HasPrefix(u, ep.Prefix) && (best == nil || len(ep.Prefix) > len(best.Prefix)) {
+			best = ep
 		}
 	}
-	return secret
+	return best
 }
 
 // Sign returns the signature header value for body sent at t.

@@ -145,6 +145,7 @@ type ComplexityRoot struct {
 
 	Lane struct {
 		DropPolicy      func(childComplexity int) int
+		Exhausted       func(childComplexity int) int
 		InFlight        func(childComplexity int) int
 		MaxDepth        func(childComplexity int) int
 		MaxInFlight     func(childComplexity int) int
@@ -450,6 +451,7 @@ type ComplexityRoot struct {
 		EndedAt           func(childComplexity int) int
 		Error             func(childComplexity int) int
 		ErrorClass        func(childComplexity int) int
+		Exhausted         func(childComplexity int) int
 		ID                func(childComplexity int) int
 		IdempotencyKey    func(childComplexity int) int
 		InstanceID        func(childComplexity int) int
@@ -1034,6 +1036,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Lane.DropPolicy(childComplexity), true
+	case "Lane.exhausted":
+		if e.ComplexityRoot.Lane.Exhausted == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Lane.Exhausted(childComplexity), true
 	case "Lane.inFlight":
 		if e.ComplexityRoot.Lane.InFlight == nil {
 			break
@@ -2620,6 +2628,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Task.ErrorClass(childComplexity), true
+	case "Task.exhausted":
+		if e.ComplexityRoot.Task.Exhausted == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Task.Exhausted(childComplexity), true
 	case "Task.id":
 		if e.ComplexityRoot.Task.ID == nil {
 			break
@@ -3197,6 +3211,14 @@ enum DropPolicy {
   DROP_OLDEST
 }
 
+"What a task whose retry budget is spent becomes. Either way nothing waits on it any longer: its dependents are cancelled, its batch counts it as ended, and its webhook is sent."
+enum Exhausted {
+  "PARKED, for an operator to reset (resetTask runs it again with a fresh budget; its cancelled dependents stay cancelled). CW's choice; the default."
+  PARK
+  "FAILED, a terminal state. BrowserOS's choice."
+  FAIL
+}
+
 "How a failed attempt was classified, which decides whether it is retried."
 enum ErrorClass {
   "No error."
@@ -3424,6 +3446,8 @@ type Task {
   labels: [Label!]!
   "How it joined its session's queue."
   queueMode: QueueMode!
+  "What it becomes when its retries are spent, when it chose (else its lane's ` + "`" + `exhausted` + "`" + `)."
+  exhausted: Exhausted
   "Where it stands."
   state: TaskState!
   "Why it entered its state (e.g. \"deadline exceeded while queued\", \"dependency X failed\")."
@@ -3640,6 +3664,8 @@ type Lane {
   selectionPolicy: String!
   "The retry policy that decides its retries."
   retryPolicyName: String!
+  "What its tasks become when their retries are spent (a task may choose otherwise)."
+  exhausted: Exhausted!
 }
 
 "An agent: the unit of fairness, with its load and recent share of dispatches."
@@ -4218,6 +4244,8 @@ input SubmitTaskInput {
   labels: [LabelInput!]
   "How it joins its session's queue."
   queueMode: QueueMode = ENQUEUE
+  "What it becomes when its retries are spent (default: its lane's ` + "`" + `exhausted` + "`" + `)."
+  exhausted: Exhausted
 }
 
 "A browser interaction."
@@ -4370,6 +4398,8 @@ input LaneInput {
   timeoutMs: Int
   "The lane's retry parameters."
   retryPolicy: RetryPolicyInput
+  "What its tasks become when their retries are spent."
+  exhausted: Exhausted
 }
 
 "Changes to an agent; omitted fields stay as they are."
@@ -4762,6 +4792,8 @@ func (ec *executionContext) childFields_Lane(ctx context.Context, field graphql.
 		return ec.fieldContext_Lane_selectionPolicy(ctx, field)
 	case "retryPolicyName":
 		return ec.fieldContext_Lane_retryPolicyName(ctx, field)
+	case "exhausted":
+		return ec.fieldContext_Lane_exhausted(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Lane", field.Name)
 }
@@ -5262,6 +5294,8 @@ func (ec *executionContext) childFields_Task(ctx context.Context, field graphql.
 		return ec.fieldContext_Task_labels(ctx, field)
 	case "queueMode":
 		return ec.fieldContext_Task_queueMode(ctx, field)
+	case "exhausted":
+		return ec.fieldContext_Task_exhausted(ctx, field)
 	case "state":
 		return ec.fieldContext_Task_state(ctx, field)
 	case "reason":
@@ -8090,6 +8124,29 @@ func (ec *executionContext) _Lane_retryPolicyName(ctx context.Context, field gra
 }
 func (ec *executionContext) fieldContext_Lane_retryPolicyName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Lane", field, true, false, "String")
+}
+
+func (ec *executionContext) _Lane_exhausted(ctx context.Context, field graphql.CollectedField, obj *model.Lane) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Lane_exhausted(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Exhausted(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v engine.Exhausted) graphql.Marshaler {
+			return ec.marshalNExhausted2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐExhausted(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Lane_exhausted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Lane", field, true, false, "Exhausted")
 }
 
 func (ec *executionContext) _LatencyBucket_leMs(ctx context.Context, field graphql.CollectedField, obj *model.LatencyBucket) (ret graphql.Marshaler) {
@@ -14525,6 +14582,29 @@ func (ec *executionContext) fieldContext_Task_queueMode(_ context.Context, field
 	return graphql.NewScalarFieldContext("Task", field, true, false, "QueueMode")
 }
 
+func (ec *executionContext) _Task_exhausted(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Task_exhausted(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Exhausted(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *engine.Exhausted) graphql.Marshaler {
+			return ec.marshalOExhausted2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐExhausted(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Task_exhausted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Task", field, true, false, "Exhausted")
+}
+
 func (ec *executionContext) _Task_state(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -17023,7 +17103,7 @@ func (ec *executionContext) unmarshalInputLaneInput(ctx context.Context, obj any
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"maxInFlight", "maxQueued", "dropPolicy", "paused", "maxDepth", "timeoutMs", "retryPolicy"}
+	fieldsInOrder := [...]string{"maxInFlight", "maxQueued", "dropPolicy", "paused", "maxDepth", "timeoutMs", "retryPolicy", "exhausted"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -17079,6 +17159,13 @@ func (ec *executionContext) unmarshalInputLaneInput(ctx context.Context, obj any
 				return it, err
 			}
 			it.RetryPolicy = data
+		case "exhausted":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("exhausted"))
+			data, err := ec.unmarshalOExhausted2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐExhausted(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Exhausted = data
 		}
 	}
 	return it, nil
@@ -17503,7 +17590,7 @@ func (ec *executionContext) unmarshalInputSubmitTaskInput(ctx context.Context, o
 		asMap["queueMode"] = "ENQUEUE"
 	}
 
-	fieldsInOrder := [...]string{"agentId", "lane", "sessionKey", "priority", "action", "instruction", "tabId", "instanceId", "dependsOn", "parentId", "deadline", "timeoutMs", "retryPolicy", "webhookUrl", "idempotencyKey", "labels", "queueMode"}
+	fieldsInOrder := [...]string{"agentId", "lane", "sessionKey", "priority", "action", "instruction", "tabId", "instanceId", "dependsOn", "parentId", "deadline", "timeoutMs", "retryPolicy", "webhookUrl", "idempotencyKey", "labels", "queueMode", "exhausted"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -17629,6 +17716,13 @@ func (ec *executionContext) unmarshalInputSubmitTaskInput(ctx context.Context, o
 				return it, err
 			}
 			it.QueueMode = data
+		case "exhausted":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("exhausted"))
+			data, err := ec.unmarshalOExhausted2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐExhausted(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Exhausted = data
 		}
 	}
 	return it, nil
@@ -18629,6 +18723,11 @@ func (ec *executionContext) _Lane(ctx context.Context, sel ast.SelectionSet, obj
 			}
 		case "retryPolicyName":
 			out.Values[i] = ec._Lane_retryPolicyName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "exhausted":
+			out.Values[i] = ec._Lane_exhausted(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -20557,6 +20656,11 @@ func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "exhausted":
+			out.Values[i] = ec._Task_exhausted(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "state":
 			out.Values[i] = ec._Task_state(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -21547,6 +21651,32 @@ var (
 		model.CodeForbidden:       "FORBIDDEN",
 		model.CodeRateLimited:     "RATE_LIMITED",
 		model.CodeInternal:        "INTERNAL",
+	}
+)
+
+func (ec *executionContext) unmarshalNExhausted2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐExhausted(ctx context.Context, v any) (engine.Exhausted, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNExhausted2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐExhausted[tmp]
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNExhausted2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐExhausted(ctx context.Context, sel ast.SelectionSet, v engine.Exhausted) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNExhausted2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐExhausted[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "Exhausted!")
+	}
+	return res
+}
+
+var (
+	unmarshalNExhausted2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐExhausted = map[string]engine.Exhausted{
+		"PARK": engine.ExhaustedPark,
+		"FAIL": engine.ExhaustedFail,
+	}
+	marshalNExhausted2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐExhausted = map[engine.Exhausted]string{
+		engine.ExhaustedPark: "PARK",
+		engine.ExhaustedFail: "FAIL",
 	}
 )
 
@@ -22886,6 +23016,36 @@ var (
 	marshalODropPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐDropPolicy = map[engine.DropPolicy]string{
 		engine.DropReject: "REJECT",
 		engine.DropOldest: "DROP_OLDEST",
+	}
+)
+
+func (ec *executionContext) unmarshalOExhausted2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐExhausted(ctx context.Context, v any) (*engine.Exhausted, error) {
+	if v == nil {
+		return nil, nil
+	}
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalOExhausted2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐExhausted[tmp]
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOExhausted2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐExhausted(ctx context.Context, sel ast.SelectionSet, v *engine.Exhausted) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalString(marshalOExhausted2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐExhausted[*v])
+	return res
+}
+
+var (
+	unmarshalOExhausted2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐExhausted = map[string]engine.Exhausted{
+		"PARK": engine.ExhaustedPark,
+		"FAIL": engine.ExhaustedFail,
+	}
+	marshalOExhausted2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐExhausted = map[engine.Exhausted]string{
+		engine.ExhaustedPark: "PARK",
+		engine.ExhaustedFail: "FAIL",
 	}
 )
 

@@ -94,6 +94,8 @@ type LaneInput struct {
 	TimeoutMs *int `json:"timeoutMs,omitempty"`
 	// The lane's retry parameters.
 	RetryPolicy *RetryPolicyInput `json:"retryPolicy,omitempty"`
+	// What its tasks become when their retries are spent.
+	Exhausted *engine.Exhausted `json:"exhausted,omitempty"`
 }
 
 // One bucket of a latency histogram.
@@ -297,6 +299,8 @@ type SubmitTaskInput struct {
 	Labels []*LabelInput `json:"labels,omitempty"`
 	// How it joins its session's queue.
 	QueueMode *engine.QueueMode `json:"queueMode,omitempty"`
+	// What it becomes when its retries are spent (default: its lane's `exhausted`).
+	Exhausted *engine.Exhausted `json:"exhausted,omitempty"`
 }
 
 // The outcome of one item of a batch: a task, an error, or both (a task recorded REJECTED with QUEUE_FULL).

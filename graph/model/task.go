@@ -113,6 +113,16 @@ func (t *Task) Labels() []*Label { return Labels(t.T.Spec.Labels) }
 // QueueMode is how it joined its session's queue.
 func (t *Task) QueueMode() engine.QueueMode { return t.T.Spec.QueueMode }
 
+// Exhausted is the task's own choice for a spent retry budget, nil when it
+// follows its lane.
+func (t *Task) Exhausted() *engine.Exhausted {
+	if t.T.Spec.Exhausted == "" {
+		return nil
+	}
+	x := t.T.Spec.Exhausted
+	return &x
+}
+
 // State is where it stands.
 func (t *Task) State() engine.State { return t.T.State }
 

@@ -50,6 +50,9 @@ func (l *Lane) SelectionPolicy() string { return l.L.Selection }
 // RetryPolicyName names its retry policy.
 func (l *Lane) RetryPolicyName() string { return l.L.Retry }
 
+// Exhausted is what the lane's tasks become when their retries are spent.
+func (l *Lane) Exhausted() engine.Exhausted { return l.L.Config.Exhausted }
+
 // Stats are the engine's counters.
 type Stats struct {
 	S engine.Stats

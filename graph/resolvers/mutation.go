@@ -286,7 +286,7 @@ func (m *mutationResolver) UpdateLane(_ context.Context, name string, input mode
 		}
 		u.MaxDepth = v
 	}
-	u.DropPolicy, u.Paused = input.DropPolicy, input.Paused
+	u.DropPolicy, u.Paused, u.Exhausted = input.DropPolicy, input.Paused, input.Exhausted
 	if v := input.TimeoutMs; v != nil {
 		d, err := millis("input.timeoutMs", *v, 1, maxTimeout)
 		if err != nil {

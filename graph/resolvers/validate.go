@@ -97,6 +97,9 @@ func taskSpec(path string, in *model.SubmitTaskInput, now time.Time) (engine.Tas
 	if in.Priority != nil {
 		s.Priority = *in.Priority
 	}
+	if in.Exhausted != nil {
+		s.Exhausted = *in.Exhausted
+	}
 	if in.QueueMode != nil {
 		s.QueueMode = *in.QueueMode
 	}

@@ -59,6 +59,7 @@ func richTask(n uint64) *engine.Task {
 	spec.WebhookURL, spec.IdempotencyKey = "https://example.test/hook?x=1&y=2", "idem-1"
 	spec.Labels = map[string]string{"env": "prod", "team": "search"}
 	spec.QueueMode = engine.QueueInterrupt
+	spec.Exhausted = engine.ExhaustedFail
 	t.Spec = &spec
 	t.Depth, t.Rank = 2, -42
 	t.State, t.Reason = engine.StateRetryWait, "backing off: 502"

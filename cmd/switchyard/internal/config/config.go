@@ -22,6 +22,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/engine/webhook"
 	"github.com/switchyard/switchyard/graph/auth"
 	"github.com/switchyard/switchyard/graph/resolvers"
 )
@@ -215,10 +216,13 @@ type Webhooks struct {
 	MaxAttempts int `yaml:"maxAttempts"`
 }
 
-// WebhookEndpoint is a receiver's secret.
+// WebhookEndpoint is a receiver's secret and body format.
 type WebhookEndpoint struct {
 	Prefix string `yaml:"prefix"`
-	Secret Secret `yaml:"secret"`
+	Secret Secret `yaml:"secret"` // default: webhooks.secret
+	// Format is the body's shape: switchyard (default) or browseros (the
+	// flat {taskId, state, result|error, executionTimeMs} of BrowserOS).
+	Format string `yaml:"format"`
 }
 
 // LocalInstance configures the built-in Chromium instance.
@@ -297,6 +301,9 @@ type Lane struct {
 	MaxDepth    int      `yaml:"maxDepth"`
 	Timeout     Duration `yaml:"timeout"`
 	Retry       *Retry   `yaml:"retry"`
+	// Exhausted is what a task whose retries are spent becomes: park
+	// (default) or fail.
+	Exhausted string `yaml:"exhausted"`
 }
 
 // Retry is a retry policy.
@@ -488,8 +495,11 @@ func (c *Config) Validate() error {
 		if ep.Prefix == "" || engine.ValidateWebhookURL(ep.Prefix) != nil {
 			return fmt.Errorf("webhooks.endpoints[%d].prefix: %q is not an http(s) URL prefix", i, ep.Prefix)
 		}
-		if ep.Secret == "" {
-			return fmt.Errorf("webhooks.endpoints[%d].secret: is required", i)
+		if ep.Secret == "" && ep.Format == "" {
+			return fmt.Errorf("webhooks.endpoints[%d].secret: is required (unless the endpoint sets a format)", i)
+		}
+		if f := webhook.Format(ep.Format); f != "" && f != webhook.FormatSwitchyard && f != webhook.FormatBrowserOS {
+			return fmt.Errorf("webhooks.endpoints[%d].format: %q is neither %q nor %q", i, ep.Format, webhook.FormatSwitchyard, webhook.FormatBrowserOS)
 		}
 	}
 	if c.LocalInstance.Capacity < 1 {
@@ -569,7 +579,8 @@ func (c *Config) EngineConfig() (engine.Config, error) {
 	}
 	for _, l := range e.Lanes {
 		lc := engine.LaneConfig{Name: l.Name, MaxInFlight: l.MaxInFlight, MaxQueued: l.MaxQueued,
-			DropPolicy: engine.DropPolicy(l.DropPolicy), Paused: l.Paused, MaxDepth: l.MaxDepth, Timeout: l.Timeout.Std()}
+			DropPolicy: engine.DropPolicy(l.DropPolicy), Paused: l.Paused, MaxDepth: l.MaxDepth, Timeout: l.Timeout.Std(),
+			Exhausted: engine.Exhausted(l.Exhausted)}
 		if r := l.Retry; r != nil {
 			lc.Retry = engine.RetryPolicy{MaxAttempts: r.MaxAttempts, Backoff: r.Backoff.Std(), Multiplier: r.Multiplier,
 				MaxBackoff: r.MaxBackoff.Std(), Jitter: r.Jitter}
