@@ -67,8 +67,12 @@ func (h *hookReceiver) wait(t *testing.T, path string, n int) []map[string]any {
 func brokenInstance(t *testing.T) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		if r.URL.Path == "/health" {
+		switch {
+		case r.URL.Path == "/health":
 			_, _ = w.Write([]byte(`{"status":"ok","tabs":0}`))
+			return
+		case r.URL.Path == "/tabs" && r.Method == http.MethodGet:
+			_, _ = w.Write([]byte(`{"tabs":[]}`))
 			return
 		}
 		w.WriteHeader(http.StatusInternalServerError)
