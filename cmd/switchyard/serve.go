@@ -204,7 +204,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 		backend = server.Options{Engine: node.API(), Registry: node.Instances(), Plugins: node.Plugins(),
 			Schedules: node.Schedules(), Cluster: node, Metrics: &metrics.Source{
 				Stats: func() engine.Stats { return node.Engine().Stats() },
-				Lanes: func() []engine.LaneStatus { return node.Engine().Lanes() }, Instances: reg.List}}
+				Lanes: func() []engine.LaneStatus { return node.Engine().Lanes() }, Instances: reg.List, Plugins: node.Plugins().List}}
 		shutdown = stop
 		commits = func() error { // a follower commits nothing: nil
 			if e := node.Engine(); e != nil {
@@ -425,6 +425,8 @@ func startPlugins(ctx context.Context, eng *engine.Engine, c config.Plugins, st 
 	}
 	var m *manager.Manager
 	rt, err := host.New(host.Config{CacheDir: c.CacheDir, MemoryLimitPages: uint32(c.MemoryPages),
+		DecisionFuel: c.DecisionFuel, Deadline: c.Deadline.Std(), BreakerThreshold: c.BreakerThreshold, BreakerStall: c.BreakerStall.Std(),
+		QuarantineBase: c.QuarantineBase.Std(), QuarantineMax: c.QuarantineMax.Std(), Probation: c.Probation, LogLines: c.LogLinesPerSecond,
 		Logger: slog.New(hclogHandler{log.Named("plugin")}), OnEvent: func(ev host.Event) { m.HostEvent(ev) }})
 	if err != nil {
 		return nil, fmt.Errorf("plugins: %w", err)

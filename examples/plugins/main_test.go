@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -18,7 +19,7 @@ import (
 var rt *host.Runtime
 
 func TestMain(m *testing.M) {
-	cfg := host.Config{}
+	cfg := host.Config{Deadline: time.Minute} // tests must not depend on timing
 	if uc, err := os.UserCacheDir(); err == nil {
 		cfg.CacheDir = filepath.Join(uc, "switchyard", "wazero-test")
 	}

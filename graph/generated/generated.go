@@ -3714,7 +3714,7 @@ type Stats {
   leaseExpired: Int64!
   "Completions ignored because their lease was gone."
   stale: Int64!
-  "Policy answers the engine refused (and replaced with the built-in policy's)."
+  "Policy answers refused as invalid, by the engine or by the plugin host (and replaced with the built-in policy's)."
   policyInvalid: Int64!
   "Failed store commits (each retried)."
   commitErrors: Int64!
@@ -3927,10 +3927,12 @@ enum PluginEventKind {
   POLICY_SET
   "A decision faulted and fell back to the native policy."
   FAULT
-  "Its breaker tripped: the native policy decides for it."
+  "Its breaker tripped (quarantined, or an instance could not be rebuilt): the native policy decides for it."
   DISABLED
-  "Re-enabled."
+  "Re-enabled, by an operator or at the end of a quarantine (on probation)."
   ENABLED
+  "A module was refused at load (the reason says why); nothing changed."
+  REFUSED
 }
 
 "How a schedule's times are defined."
@@ -22228,6 +22230,7 @@ var (
 		"FAULT":      manager.EventFault,
 		"DISABLED":   manager.EventDisabled,
 		"ENABLED":    manager.EventEnabled,
+		"REFUSED":    manager.EventRefused,
 	}
 	marshalNPluginEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋmanagerᚐEventKind = map[manager.EventKind]string{
 		manager.EventLoaded:     "LOADED",
@@ -22237,6 +22240,7 @@ var (
 		manager.EventFault:      "FAULT",
 		manager.EventDisabled:   "DISABLED",
 		manager.EventEnabled:    "ENABLED",
+		manager.EventRefused:    "REFUSED",
 	}
 )
 

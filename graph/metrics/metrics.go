@@ -13,16 +13,20 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/plugins/host"
+	"github.com/switchyard/switchyard/plugins/manager"
 )
 
 const ns = "switchyard"
 
 // Source is what the collector reads: an engine's stats and lanes and,
-// when Instances is not nil, the fleet.
+// when Instances is not nil, the fleet, when Plugins is not nil, the
+// policy plugins.
 type Source struct {
 	Stats     func() engine.Stats
 	Lanes     func() []engine.LaneStatus
 	Instances func() []executor.Instance
+	Plugins   func() []manager.Info
 }
 
 // Collector reads its source on every scrape.
@@ -33,6 +37,8 @@ type Collector struct {
 	commitErrs, failing                                                                *prometheus.Desc
 	laneQueued, laneInflight, laneMax, lanePaused                                      *prometheus.Desc
 	instUp, instLatency, instInflight, instTabs, instCapacity, instFailures            *prometheus.Desc
+	plugCalls, plugLatency, plugFaults, plugFallbacks, plugQuarantines, plugState      *prometheus.Desc
+	plugLogDropped, plugFuel                                                           *prometheus.Desc
 }
 
 // NewCollector returns a collector of src.
@@ -63,6 +69,15 @@ func NewCollector(src Source) *Collector {
 		instTabs:     d("instance_tabs", "Open tabs of an instance, as it last reported.", "instance"),
 		instCapacity: d("instance_capacity", "Concurrent attempts an instance accepts (0: unlimited).", "instance"),
 		instFailures: d("instance_health_failures", "Consecutive failed health checks of an instance.", "instance"),
+
+		plugCalls:       d("plugin_calls_total", "Decisions asked of a WebAssembly policy plugin.", "plugin", "slot"),
+		plugLatency:     d("plugin_decision_seconds", "How long a plugin's decisions took, guard included.", "plugin"),
+		plugFaults:      d("plugin_faults_total", "A plugin's faulted decisions, by kind (fuel, deadline, trap, invalid, refused).", "plugin", "kind"),
+		plugFallbacks:   d("plugin_fallbacks_total", "A plugin's decisions made by its native fallback (faults, quarantine, rebuilding).", "plugin"),
+		plugQuarantines: d("plugin_quarantines_total", "Times a plugin's breaker quarantined it.", "plugin"),
+		plugState:       d("plugin_state", "1 for a plugin's current state (active, probation, quarantined, disabled), 0 for the others.", "plugin", "state"),
+		plugLogDropped:  d("plugin_log_dropped_total", "A plugin's switchyard.log lines dropped by its rate limit.", "plugin"),
+		plugFuel:        d("plugin_fuel_max", "The most fuel one decision of a plugin has burnt.", "plugin"),
 	}
 }
 
@@ -70,7 +85,8 @@ func NewCollector(src Source) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.tasks, c.ended, c.inflight, c.maxInflight, c.pending, c.counters, c.latency,
 		c.lastSeq, c.draining, c.commitErrs, c.failing, c.laneQueued, c.laneInflight, c.laneMax, c.lanePaused,
-		c.instUp, c.instLatency, c.instInflight, c.instTabs, c.instCapacity, c.instFailures} {
+		c.instUp, c.instLatency, c.instInflight, c.instTabs, c.instCapacity, c.instFailures,
+		c.plugCalls, c.plugLatency, c.plugFaults, c.plugFallbacks, c.plugQuarantines, c.plugState, c.plugLogDropped, c.plugFuel} {
 		ch <- d
 	}
 }
@@ -114,6 +130,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.laneMax, float64(l.Config.MaxInFlight), l.Config.Name)
 		gauge(c.lanePaused, b2f(l.Config.Paused), l.Config.Name)
 	}
+	c.collectPlugins(ch)
 	if c.src.Instances == nil {
 		return
 	}
@@ -124,6 +141,35 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.instTabs, float64(in.Tabs), in.ID)
 		gauge(c.instCapacity, float64(in.Capacity), in.ID)
 		gauge(c.instFailures, float64(in.Failures), in.ID)
+	}
+}
+
+// collectPlugins reports every WebAssembly policy plugin.
+func (c *Collector) collectPlugins(ch chan<- prometheus.Metric) {
+	if c.src.Plugins == nil {
+		return
+	}
+	for _, p := range c.src.Plugins() {
+		if p.Native {
+			continue
+		}
+		s := p.Stats
+		ch <- prometheus.MustNewConstMetric(c.plugCalls, prometheus.CounterValue, float64(s.Calls), p.Name, p.Slot.String())
+		for _, k := range host.FaultKinds {
+			ch <- prometheus.MustNewConstMetric(c.plugFaults, prometheus.CounterValue, float64(s.Faults[k]), p.Name, k.String())
+		}
+		ch <- prometheus.MustNewConstMetric(c.plugFallbacks, prometheus.CounterValue, float64(s.Fallbacks), p.Name)
+		ch <- prometheus.MustNewConstMetric(c.plugQuarantines, prometheus.CounterValue, float64(s.Quarantines), p.Name)
+		ch <- prometheus.MustNewConstMetric(c.plugLogDropped, prometheus.CounterValue, float64(s.LogDropped), p.Name)
+		ch <- prometheus.MustNewConstMetric(c.plugFuel, prometheus.GaugeValue, float64(s.FuelMax), p.Name)
+		for st := host.StateActive; st <= host.StateDisabled; st++ {
+			ch <- prometheus.MustNewConstMetric(c.plugState, prometheus.GaugeValue, b2f(s.State == st), p.Name, st.String())
+		}
+		buckets := make(map[float64]uint64, len(s.Latency.Bounds))
+		for i, b := range s.Latency.Bounds {
+			buckets[b.Seconds()] = s.Latency.Counts[i]
+		}
+		ch <- prometheus.MustNewConstHistogram(c.plugLatency, s.Latency.Count, s.Latency.Sum.Seconds(), buckets, p.Name)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/internal/cluster"
 	"github.com/switchyard/switchyard/graph/model"
+	"github.com/switchyard/switchyard/plugins/host"
 )
 
 func (q *queryResolver) Task(ctx context.Context, id string) (*model.Task, error) {
@@ -245,6 +246,11 @@ func ptr[T any](v T) *T { return &v }
 // stats returns the engine's counters and who answered, who leads.
 func (r *Resolver) stats(ctx context.Context) *model.Stats {
 	s := &model.Stats{S: r.eng.Stats(), Node: standaloneID, Leader: ptr(standaloneID), LeaderSince: ptr(r.started)}
+	if r.opts.Plugins != nil { // the plugin host refuses invalid answers before the engine sees them
+		for _, p := range r.opts.Plugins.List() {
+			s.S.PolicyInvalid += p.Stats.Faults[host.FaultInvalid]
+		}
+	}
 	if c := r.opts.Cluster; c != nil {
 		s.Node, s.Leader, s.LeaderSince = c.ID(), nil, nil
 		if id, since, ok, err := c.Leader(ctx); err == nil && ok {

@@ -10,6 +10,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
@@ -24,6 +25,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/graph/auth"
 )
 
 // queryLimits refuses operations deeper or more complex than the limits.
@@ -94,9 +96,29 @@ func limitGQLError(limit string, value, maxValue int, format string, args ...any
 	return err
 }
 
+// uploadSlack is what a loadPlugin request carries besides the module's
+// base64: the query text, the name and the configuration document.
+const uploadSlack = 1 << 20
+
+// bodyLimit is the request body limit of a request: limits.maxBodyBytes,
+// or for an admin (who alone may call loadPlugin) on a server with plugins
+// at least enough for the largest module loadPlugin takes
+// (plugins.maxWasmBytes) in base64. A body is read before the GraphQL
+// operation in it is known, so the limit follows who sends it.
+func (s *Server) bodyLimit(r *http.Request) int {
+	limit := s.opts.Limits.MaxBodyBytes
+	if s.opts.Plugins == nil {
+		return limit
+	}
+	if id := auth.FromContext(r.Context()); id == nil || id.Role != auth.RoleAdmin {
+		return limit
+	}
+	return max(limit, base64.StdEncoding.EncodedLen(s.opts.Plugins.MaxWasmBytes())+uploadSlack)
+}
+
 // readBody reads the body of a request before gqlgen sees it, within three
 // limits: its size (413 before reading anything when the declared length is
-// over maxBytes), the time it takes to arrive (the connection's read deadline
+// over limit(r)), the time it takes to arrive (the connection's read deadline
 // is timeout from now while the body is read, then cleared, so a body that
 // trickles in is cut with 408 and the streams that follow it, SSE, are not),
 // and its encoding: a string that is not UTF-8 is refused with
@@ -104,7 +126,7 @@ func limitGQLError(limit string, value, maxValue int, format string, args ...any
 // making different byte strings the same agent). GET parameters are checked
 // the same way. WebSocket upgrades have no body; their messages are checked
 // by the adapter (wsConn).
-func readBody(maxBytes int, timeout time.Duration, next http.Handler) http.Handler {
+func readBody(limit func(*http.Request) int, timeout time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && r.Header.Get("Upgrade") == "" {
 			if field, ok := invalidUTF8InQuery(r.URL.Query()); !ok {
@@ -116,6 +138,7 @@ func readBody(maxBytes int, timeout time.Duration, next http.Handler) http.Handl
 			next.ServeHTTP(w, r)
 			return
 		}
+		maxBytes := limit(r)
 		if r.ContentLength > int64(maxBytes) {
 			writeBodyLimit(w, r.ContentLength, maxBytes)
 			return

@@ -8,6 +8,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -18,9 +19,11 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/graph/resolvers"
 	"github.com/switchyard/switchyard/graph/server"
+	"github.com/switchyard/switchyard/plugins/builtin"
 )
 
 func TestEveryProtectedPathNeedsAValidTokenAndSays401(t *testing.T) {
@@ -331,4 +334,41 @@ func TestPluginUploadsOverTheCapAreRefusedBeforeDecoding(t *testing.T) {
 	require.Equal(t, "LIMIT", e.Code())
 	require.Equal(t, "input.wasmBase64", e.Field())
 	t.Logf("refused a %d MiB upload in %s", len(huge)>>20, time.Since(start))
+}
+
+// The largest module plugins.maxWasmBytes allows loads through loadPlugin
+// with the default request body limit (4 MiB): an admin's requests may be
+// as large as the module in base64.
+func TestTheLargestModuleLoadsThroughLoadPlugin(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *setupOptions) { o.plugins = true })
+	mod, ok := builtin.ForSlot(policy.SlotRetry)
+	require.True(t, ok)
+	maxBytes := b.plugins.MaxWasmBytes()
+	// Pad the built-in to exactly the cap with a custom section.
+	name := []byte{3, 'p', 'a', 'd'}
+	sizeLEB := func(n int) []byte {
+		var out []byte
+		for {
+			c := byte(n & 0x7F)
+			n >>= 7
+			if n == 0 {
+				return append(out, c)
+			}
+			out = append(out, c|0x80)
+		}
+	}
+	payload := maxBytes - len(mod.Wasm) - 1 - 4 - len(name) // id, a 4-byte size, the name
+	wasm := append([]byte(nil), mod.Wasm...)
+	wasm = append(wasm, 0)
+	wasm = append(wasm, sizeLEB(len(name)+payload)...)
+	wasm = append(wasm, name...)
+	wasm = append(wasm, make([]byte, maxBytes-len(wasm))...)
+	require.Len(t, wasm, maxBytes)
+
+	var res struct{ LoadPlugin struct{ Size int } }
+	err := b.c.Do(ctxFor(t), `mutation($w: String!) { loadPlugin(input: {name: "largest", wasmBase64: $w}) { size } }`,
+		map[string]any{"w": base64.StdEncoding.EncodeToString(wasm)}, &res)
+	require.NoError(t, err)
+	require.Equal(t, maxBytes, res.LoadPlugin.Size)
 }

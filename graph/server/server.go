@@ -136,6 +136,9 @@ func (o *Options) metricsSource() metrics.Source {
 	if o.Registry != nil {
 		src.Instances = o.Registry.List
 	}
+	if o.Plugins != nil {
+		src.Plugins = o.Plugins.List
+	}
 	return src
 }
 
@@ -238,7 +241,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	mux.Handle("/graphql", count("graphql", s.authenticate(readBody(opts.Limits.MaxBodyBytes, opts.Limits.BodyTimeout, withStatusHints(s.endOnShutdown(gql))))))
+	mux.Handle("/graphql", count("graphql", s.authenticate(readBody(s.bodyLimit, opts.Limits.BodyTimeout, withStatusHints(s.endOnShutdown(gql))))))
 	if !opts.MCP.Disabled {
 		s.mcp, err = mcp.New(mcp.Options{Engine: opts.Engine, Mutations: s.resolver.Mutation(), Queries: s.resolver.Query(),
 			Artifacts: opts.Artifacts, Auth: opts.Auth, Limiter: s.limiter, Lane: opts.MCP.Lane, Version: opts.Version,

@@ -78,7 +78,7 @@ func setup(t *testing.T, opts ...func(*setupOptions)) *bundle {
 	}
 	var mgr *manager.Manager
 	if o.plugins {
-		rt, err := host.New(host.Config{CacheDir: pluginCache(), OnEvent: func(ev host.Event) { mgr.HostEvent(ev) }})
+		rt, err := host.New(host.Config{CacheDir: pluginCache(), Deadline: time.Minute, OnEvent: func(ev host.Event) { mgr.HostEvent(ev) }})
 		require.NoError(t, err)
 		mgr = manager.New(eng, rt, manager.Options{Native: true})
 		require.NoError(t, mgr.Start(context.Background()))

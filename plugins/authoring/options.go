@@ -7,6 +7,7 @@ package authoring
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/plugins/builtin"
@@ -29,7 +30,9 @@ func (o Options) runtime(onEvent func(host.Event)) (*host.Runtime, func(), error
 	if o.Runtime != nil {
 		return o.Runtime, func() {}, nil
 	}
-	rt, err := host.New(host.Config{OnEvent: onEvent})
+	// Checks judge fuel, which is deterministic, not wall time, which
+	// depends on the machine and its load: the deadline is set far out.
+	rt, err := host.New(host.Config{OnEvent: onEvent, Deadline: time.Minute})
 	if err != nil {
 		return nil, nil, err
 	}

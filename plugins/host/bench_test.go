@@ -169,3 +169,65 @@ func BenchmarkRunawayGuest(b *testing.B) {
 	b.ReportMetric(float64(per.Microseconds())/1000, "ms/stop")
 	b.ReportMetric(float64(fuel)/(float64(per.Nanoseconds())/1e6), "fuel/ms")
 }
+
+// BenchmarkHostile measures what each hostile shape of TestHostileModules
+// costs the host, as go test -bench Hostile reports it:
+//
+//   - worst-ms, p50-ms: one decision stopped by fuel alone (no deadline, no
+//     breaker), the figure the default budget is calibrated on;
+//   - ns/unit: wall time per unit of fuel burnt by such a decision;
+//   - stall-ms: with the default configuration (deadline and breaker), the
+//     time all decisions asked of the plugin took until the breaker
+//     quarantined it: what one pathological module costs the scheduler.
+func BenchmarkHostile(b *testing.B) {
+	for _, tc := range hostileCases() {
+		wasm := hostileModule(tc.pick, tc.helper)
+		cands := host.SyntheticCandidates(16, 1)
+		b.Run(tc.name, func(b *testing.B) {
+			ctx := context.Background()
+			rt := newRuntime(b, host.Config{NoFileCache: true, Deadline: time.Hour, BreakerThreshold: 1 << 30, BreakerStall: time.Hour})
+			p, err := rt.Load(ctx, tc.name, wasm, nil)
+			require.NoError(b, err)
+			w, err := p.Fairness(reverse{})
+			require.NoError(b, err)
+			var ds []time.Duration
+			var fuel uint64
+			for b.Loop() {
+				start := time.Now()
+				w.Pick(pickCtx(), cands, make([]uint32, 4))
+				ds = append(ds, time.Since(start))
+				fuel = p.Stats().FuelMax
+			}
+			slices.Sort(ds)
+			b.ReportMetric(float64(ds[len(ds)-1].Microseconds())/1000, "worst-ms")
+			b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(ds[len(ds)/2].Nanoseconds())/float64(fuel), "ns/unit")
+
+			// The default configuration, a fresh plugin per round: the
+			// time until the breaker takes it out.
+			if tc.want == 0 {
+				return // legal: it is never taken out
+			}
+			var stall time.Duration
+			rounds := 0
+			drt := newRuntime(b, host.Config{NoFileCache: true, Deadline: 10 * time.Millisecond})
+			for range 3 {
+				p, err := drt.Load(ctx, tc.name, wasm, nil)
+				require.NoError(b, err)
+				w, err := p.Fairness(reverse{})
+				require.NoError(b, err)
+				for i := 0; i < 1000; i++ {
+					if d, _ := p.Disabled(); d {
+						break
+					}
+					start := time.Now()
+					w.Pick(pickCtx(), cands, make([]uint32, 4))
+					stall += time.Since(start)
+				}
+				rounds++
+				require.NoError(b, p.Close(ctx))
+			}
+			b.ReportMetric(float64((stall/time.Duration(rounds)).Microseconds())/1000, "stall-ms")
+		})
+	}
+}

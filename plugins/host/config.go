@@ -6,7 +6,16 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 )
+
+// DefaultDecisionFuel is Config.DecisionFuel's default.
+const DefaultDecisionFuel = 2_000_000
+
+// LogFuel is what one switchyard.log call burns from the budget of the call
+// that makes it, whether the line is written or dropped: about what
+// writing a line costs.
+const LogFuel = 10_000
 
 // Config configures a Runtime. The zero value is usable: every field has a
 // default.
@@ -22,30 +31,42 @@ type Config struct {
 	// A Go guest needs about 40 pages just to start. Default 128 (8 MiB).
 	MemoryLimitPages uint32
 
-	// DecisionFuel bounds one decision, in fuel: every call and every loop
-	// iteration of the guest burns one unit (Go's WebAssembly code adds a
-	// unit for most taken branches), and a bulk memory operation one more
-	// per 32 bytes. A guest that runs out traps, its instance is replaced
-	// and the decision falls back. The budget is deterministic: the same
-	// input ends the same way on any machine. Default 2,000,000: a Go guest
-	// spinning in a tight loop burns 100,000 to 300,000 units a millisecond
-	// on the 2-core machines here (the fewer under load), so it is stopped
-	// after about 7-19 ms; the built-in fairness policy burns about 300
-	// deciding over 64 candidates with 8 slots, 740 with 64 slots, and
-	// 13,300 over 1,024 candidates with 1,024 slots. See doc/adr/0002-fuel-metering.md.
+	// DecisionFuel bounds one decision, in fuel: about one unit per
+	// WebAssembly instruction executed (see plugins/internal/meter.Weight:
+	// division, memory access and calls weigh more), paid at every function
+	// entry, loop header and branch target for the code that follows, and
+	// by bulk memory operations and memory.grow by their length. A guest
+	// that runs out traps, its instance is replaced and the decision falls
+	// back. The budget is deterministic: the same input ends the same way
+	// on any machine. Default 2,000,000: straight-line arithmetic, the
+	// densest code fuel prices right, runs out in 1.4-4.4 ms on the 2-core
+	// machines here (the more under load); the built-in fairness policy
+	// burns about 40,000 deciding over 64 candidates with 8 slots. Shapes
+	// that cost more time than their instructions say (cache misses over
+	// the whole memory, deep recursion) are stopped by Deadline. See
+	// plugins/ABI.md, "Cost model".
 	DecisionFuel int64
 
 	// SetupFuel bounds instantiation (the guest's _initialize) and each
-	// configure call, in the same units. Default 2,000,000, stopped as soon
-	// as a runaway decision is: a Go guest's runtime starts with about
-	// 15,000.
+	// configure call, in the same units. Default 20,000,000: a Go guest's
+	// runtime starts with about 900,000.
 	SetupFuel int64
+
+	// Deadline is the wall-clock backstop of a decision, independent of
+	// fuel: a decision still running after Deadline is abandoned (its
+	// instance is stopped at its next metered point, closed and replaced),
+	// the native fallback decides, and a deadline fault quarantines the
+	// plugin at once. Calls that set a guest up (configure) get ten times as
+	// long. Default 10 ms; it is checked every Deadline/4 (at least every
+	// millisecond), so an abandoned decision ends within 1.25 × Deadline
+	// plus the time to its next metered point.
+	Deadline time.Duration
 
 	// Instances is the pool size of a plugin that declares itself stateless;
 	// a stateful plugin always runs on one instance at a time. Default 2.
 	Instances int
 
-	// BreakerThreshold is how many faults, net of forgiveness, disable a
+	// BreakerThreshold is how many faults, net of forgiveness, quarantine a
 	// plugin. Default 5.
 	BreakerThreshold int
 
@@ -53,6 +74,29 @@ type Config struct {
 	// rare fault never accumulates into a trip while a plugin that faults
 	// more often than once in BreakerForgive decisions does. Default 100.
 	BreakerForgive int
+
+	// BreakerStall is how much time faulted decisions of a plugin may cost
+	// in total, net of forgiveness, before it is quarantined, whatever their
+	// count: the breaker acts on time as well as on counts. A deadline
+	// fault quarantines at once. Default 20 ms.
+	BreakerStall time.Duration
+
+	// QuarantineBase is how long a plugin's first quarantine lasts; each
+	// further quarantine before it has passed a probation doubles it, up to
+	// QuarantineMax. While quarantined, the fallback decides. Defaults 1 s
+	// and 10 min.
+	QuarantineBase, QuarantineMax time.Duration
+
+	// Probation is how many good decisions a plugin back from quarantine
+	// must make before its quarantine time is reset to QuarantineBase; a
+	// fault on probation quarantines it again at once. Default 100.
+	Probation int
+
+	// LogLines is how many switchyard.log lines per second one plugin may
+	// write (a burst of twice as many is allowed); the excess is counted
+	// (Stats.LogDropped), not written. Every call also burns LogFuel from
+	// the decision's budget, written or not. Default 20.
+	LogLines int
 
 	// Logger receives the guests' log lines and stderr output, with the
 	// plugin's name. Nil discards them.
@@ -71,10 +115,37 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("host config: MemoryLimitPages %d out of [16, 65536]", c.MemoryLimitPages)
 	}
 	if c.DecisionFuel == 0 {
-		c.DecisionFuel = 2_000_000
+		c.DecisionFuel = DefaultDecisionFuel
 	}
 	if c.SetupFuel == 0 {
-		c.SetupFuel = 2_000_000
+		c.SetupFuel = 20_000_000
+	}
+	if c.Deadline == 0 {
+		c.Deadline = 10 * time.Millisecond
+	}
+	if c.Deadline < time.Millisecond {
+		return c, fmt.Errorf("host config: Deadline %s is under a millisecond", c.Deadline)
+	}
+	if c.BreakerStall == 0 {
+		c.BreakerStall = 20 * time.Millisecond
+	}
+	if c.QuarantineBase == 0 {
+		c.QuarantineBase = time.Second
+	}
+	if c.QuarantineMax == 0 {
+		c.QuarantineMax = max(10*time.Minute, c.QuarantineBase)
+	}
+	if c.BreakerStall < 0 || c.QuarantineBase < 0 || c.QuarantineMax < c.QuarantineBase {
+		return c, errors.New("host config: BreakerStall and QuarantineBase must be positive, QuarantineMax at least QuarantineBase")
+	}
+	if c.Probation == 0 {
+		c.Probation = 100
+	}
+	if c.LogLines == 0 {
+		c.LogLines = 20
+	}
+	if c.Probation < 1 || c.LogLines < 1 {
+		return c, errors.New("host config: Probation and LogLines must be positive")
 	}
 	if c.DecisionFuel < 1000 || c.SetupFuel < 1000 {
 		return c, errors.New("host config: DecisionFuel and SetupFuel must be at least 1000")

@@ -36,12 +36,15 @@ func (in *instance) callFault(err error) fault {
 // monotonic clock alone (time.Now reads the wall clock too, which costs
 // as much again here).
 func (in *instance) timed() error {
-	epoch := in.plugin.rt.epoch
-	start := time.Since(epoch)
 	err := in.call(in.decide)
-	in.plugin.stats.observe(time.Since(epoch) - start)
-	in.plugin.stats.fuel.max(uint64(in.plugin.rt.cfg.DecisionFuel) - in.fuel.Get())
+	in.plugin.stats.observe(in.took()) // the call alone: the clock is read once more
+	in.plugin.stats.fuel.max(uint64(max(in.burnt, 0)))
 	return err
+}
+
+// took returns how long the last call took, from when it started to now.
+func (in *instance) took() time.Duration {
+	return time.Since(in.plugin.rt.epoch) - time.Duration(in.lastStart)
 }
 
 // pick makes a fairness decision, writing into picks.
@@ -143,6 +146,10 @@ const (
 // finish returns the instance (or discards a broken one) and accounts for
 // the decision.
 func (p *Plugin) finish(in *instance, f fault) outcome {
+	var took time.Duration
+	if f.kind != 0 {
+		took = in.took() // the call that faulted, and what followed it
+	}
 	if f.broken {
 		p.discard(in)
 	} else {
@@ -152,7 +159,7 @@ func (p *Plugin) finish(in *instance, f fault) outcome {
 		p.succeeded()
 		return decided
 	}
-	p.fault(f.kind, f.reason)
+	p.fault(f.kind, f.reason, took)
 	return faulted
 }
 

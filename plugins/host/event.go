@@ -23,7 +23,13 @@ const (
 	FaultBudget  FaultKind = 2 // the decision ran out of fuel (Config.DecisionFuel): an endless or far too long loop
 	FaultInvalid FaultKind = 3 // the answer broke the contract: index or count out of range, bad retry action or delay
 	FaultRefused FaultKind = 4 // the guest returned an error code (see the event's reason)
+	// FaultDeadline: the decision ran past Config.Deadline and was
+	// abandoned; the plugin is quarantined at once.
+	FaultDeadline FaultKind = 5
 )
+
+// FaultKinds lists every fault kind, in order.
+var FaultKinds = []FaultKind{FaultTrap, FaultBudget, FaultInvalid, FaultRefused, FaultDeadline}
 
 // String returns the kind's lower-case name, as used in metrics.
 func (k FaultKind) String() string {
@@ -31,11 +37,13 @@ func (k FaultKind) String() string {
 	case FaultTrap:
 		return "trap"
 	case FaultBudget:
-		return "budget"
+		return "fuel"
 	case FaultInvalid:
 		return "invalid"
 	case FaultRefused:
 		return "refused"
+	case FaultDeadline:
+		return "deadline"
 	}
 	return "unknown"
 }
@@ -46,8 +54,8 @@ type EventKind uint8
 // Event kinds.
 const (
 	EventFault    EventKind = 1 // a decision faulted and fell back
-	EventDisabled EventKind = 2 // the breaker tripped (or an instance could not be rebuilt)
-	EventEnabled  EventKind = 3 // Plugin.Enable re-enabled the plugin
+	EventDisabled EventKind = 2 // the breaker quarantined the plugin (Event.Until says until when), or an instance could not be rebuilt (until Plugin.Enable)
+	EventEnabled  EventKind = 3 // Plugin.Enable re-enabled the plugin, or its quarantine ended and it is on probation
 )
 
 // String returns the kind's lower-case name.
@@ -70,4 +78,5 @@ type Event struct {
 	Fault  FaultKind // for EventFault
 	Reason string
 	Time   time.Time
+	Until  time.Time // for EventDisabled by a quarantine: when probation begins
 }

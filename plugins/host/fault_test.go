@@ -79,7 +79,7 @@ func TestLoadRefusesInvalidModules(t *testing.T) {
 		{"missing slot export", "noslot", "", "exports none of selection_rank, fairness_pick, retry_decide"},
 		{"configuration refused", "faulty", `{"mode": 5}`, "configure"},
 		{"smoke decision traps", "faulty", `{"mode": "panic"}`, "smoke decision: trap"},
-		{"smoke decision loops", "faulty", `{"mode": "loop"}`, "smoke decision: budget"},
+		{"smoke decision loops", "faulty", `{"mode": "loop"}`, "smoke decision: fuel"},
 		{"smoke decision out of range", "faulty", `{"mode": "range"}`, "smoke decision: invalid"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -103,7 +103,7 @@ func TestFaultyFairnessDecisionsFallBackAndAreCounted(t *testing.T) {
 		{"panic", host.FaultTrap, "assignment to entry in nil map"},
 		{"range", host.FaultInvalid, "picked candidate"},
 		{"count", host.FaultRefused, "count out of range"}, // caught by the SDK in the guest
-		{"alloc", host.FaultTrap, "out of memory"},
+		{"alloc", host.FaultBudget, "ran out of fuel"},     // memory.grow pays by the page: the budget ends before the cap
 		{"refuse", host.FaultRefused, "count out of range"},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
@@ -166,7 +166,7 @@ func (fixedRetry) Decide(policy.Failure) policy.Decision {
 func TestBreakerDisablesPluginAfterRepeatedFaults(t *testing.T) {
 	t.Parallel()
 	var ev events
-	rt := newRuntime(t, host.Config{OnEvent: ev.add, BreakerThreshold: 3})
+	rt := newRuntime(t, host.Config{OnEvent: ev.add, BreakerThreshold: 3, BreakerStall: time.Hour, QuarantineBase: time.Hour})
 	p, err := rt.Load(context.Background(), "faulty", guests["faulty"], []byte(`{"mode": "ok"}`))
 	require.NoError(t, err)
 	w, err := p.Fairness(reverse{})

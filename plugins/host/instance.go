@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -30,6 +32,17 @@ type instance struct {
 	ctx  context.Context // long-lived; carries the instance to host functions
 	fuel api.MutableGlobal
 
+	// The watchdog's view (see watchdog.go). started is when the running
+	// call began on the runtime's clock (ns, 0 when idle) and deadline how
+	// long it may run; expired is set once the watchdog has stopped it. mu
+	// orders the watchdog's writes of fuel with the caller's.
+	mu        sync.Mutex
+	started   atomic.Int64
+	deadline  time.Duration
+	expired   atomic.Bool
+	burnt     int64         // fuel the last call burnt
+	lastStart time.Duration // when it started, on the runtime's clock
+
 	stack  []uint64
 	ptr    uint32 // arena address
 	size   uint32 // arena length
@@ -38,8 +51,12 @@ type instance struct {
 	stderr tail   // the guest's last stderr output
 }
 
-// errBudget marks a call that ran out of fuel.
-var errBudget = errors.New("out of fuel")
+// errBudget marks a call that ran out of fuel, errDeadline one the
+// watchdog stopped.
+var (
+	errBudget   = errors.New("out of fuel")
+	errDeadline = errors.New("past its deadline")
+)
 
 // newInstance instantiates the plugin's module and runs _initialize.
 func newInstance(ctx context.Context, p *Plugin) (*instance, error) {
@@ -62,7 +79,8 @@ func newInstance(ctx context.Context, p *Plugin) (*instance, error) {
 		_ = mod.Close(in.ctx)
 		return nil, errors.New("instantiate: the fuel meter is missing")
 	}
-	p.stats.setupFuel.max(uint64(p.rt.cfg.SetupFuel) - in.fuel.Get()) // what _initialize burnt
+	p.stats.setupFuel.max(uint64(p.rt.cfg.SetupFuel - int64(in.fuel.Get()))) // what _initialize burnt
+	p.rt.dog.add(in)
 	in.mem = mod.ExportedMemory(abi.ExportMemory)
 	in.decide = mod.ExportedFunction(slotExport(p.slot))
 	in.arena = mod.ExportedFunction(abi.ExportArena)
@@ -80,27 +98,55 @@ func newInstance(ctx context.Context, p *Plugin) (*instance, error) {
 func frozenWalltime() (int64, int32) { return 0, 0 }
 func frozenNanotime() int64          { return 1e9 }
 
-// call runs fn with the instance's stack and a decision's fuel. After an
-// error the instance must be discarded.
+// call runs fn with the instance's stack, a decision's fuel and its
+// deadline. After an error the instance must be discarded.
 func (in *instance) call(fn api.Function) error {
-	return in.callWith(fn, in.plugin.rt.cfg.DecisionFuel)
+	cfg := &in.plugin.rt.cfg
+	return in.callWith(fn, cfg.DecisionFuel, cfg.Deadline)
 }
 
-// setupCall runs fn with the setup budget rather than the decision one.
+// setupCall runs fn with the setup budget rather than the decision one, and
+// ten times the deadline.
 func (in *instance) setupCall(fn api.Function) error {
-	budget := in.plugin.rt.cfg.SetupFuel
-	err := in.callWith(fn, budget)
-	in.plugin.stats.setupFuel.max(uint64(budget) - in.fuel.Get())
+	cfg := &in.plugin.rt.cfg
+	err := in.callWith(fn, cfg.SetupFuel, 10*cfg.Deadline)
+	in.plugin.stats.setupFuel.max(uint64(max(in.burnt, 0)))
 	return err
 }
 
-func (in *instance) callWith(fn api.Function, fuel int64) error {
+// callWith fills the tank, arms the watchdog and calls fn. The fast path
+// is two atomic stores, a clock read and one uncontended lock.
+func (in *instance) callWith(fn api.Function, fuel int64, deadline time.Duration) error {
+	rt := in.plugin.rt
 	in.fuel.Set(uint64(fuel))
+	in.expired.Store(false)
+	in.deadline = deadline
+	in.lastStart = time.Since(rt.epoch)
+	in.started.Store(int64(in.lastStart) | 1) // never 0, which means idle
+	rt.dog.arm()
 	err := fn.CallWithStack(in.ctx, in.stack)
-	if err != nil && in.fuel.Get() == 0 {
-		return errBudget
+	in.mu.Lock()
+	in.started.Store(0)
+	left := int64(in.fuel.Get())
+	in.mu.Unlock()
+	in.burnt = fuel - left
+	if err != nil {
+		switch {
+		case in.expired.Load():
+			return errDeadline
+		case left <= 0:
+			return errBudget
+		}
 	}
 	return err
+}
+
+// charge takes n units from the running call's tank, from a host function:
+// the guest traps at its next metered point if that empties it.
+func (in *instance) charge(n int64) {
+	in.mu.Lock()
+	in.fuel.Set(uint64(int64(in.fuel.Get()) - n))
+	in.mu.Unlock()
 }
 
 // ensureArena makes the guest's arena at least n bytes long.
@@ -167,6 +213,7 @@ func (in *instance) reasonOr(def string) string {
 
 // close stops the instance for good.
 func (in *instance) close() {
+	in.plugin.rt.dog.remove(in)
 	if in.mod != nil {
 		_ = in.mod.Close(context.Background())
 	}
@@ -175,7 +222,10 @@ func (in *instance) close() {
 // describe turns a call error into a fault kind and a reason.
 func (in *instance) describe(err error) (FaultKind, string) {
 	if errors.Is(err, errBudget) {
-		return FaultBudget, fmt.Sprintf("ran out of fuel (%d calls and loop iterations)", in.plugin.rt.cfg.DecisionFuel)
+		return FaultBudget, fmt.Sprintf("ran out of fuel (%d units, about as many instructions)", in.plugin.rt.cfg.DecisionFuel)
+	}
+	if errors.Is(err, errDeadline) {
+		return FaultDeadline, fmt.Sprintf("still running after its deadline of %s: abandoned", in.deadline)
 	}
 	var exit *sys.ExitError
 	if errors.As(err, &exit) {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -98,11 +99,17 @@ func setup(m *testing.M) (int, error) {
 	return m.Run(), nil
 }
 
-// newRuntime returns a runtime closed at the end of the test.
+// newRuntime returns a runtime closed at the end of the test. Unless the
+// test sets one, its deadline is a minute: on a busy machine a healthy
+// decision's goroutine may wait longer than the default 10 ms for a core,
+// and a test that does not test the deadline must not depend on timing.
 func newRuntime(t testing.TB, cfg host.Config) *host.Runtime {
 	t.Helper()
 	if cfg.CacheDir == "" {
 		cfg.CacheDir = cacheDir
+	}
+	if cfg.Deadline == 0 {
+		cfg.Deadline = time.Minute
 	}
 	rt, err := host.New(cfg)
 	require.NoError(t, err)

@@ -36,9 +36,21 @@ type Plugin struct {
 	cfgGen   atomic.Uint64
 	closed   bool
 
+	// The breaker. disabled is set by a quarantine and by a failed rebuild;
+	// until (on the runtime's monotonic clock, ns) is when a quarantine
+	// ends, 0 for none, so a decision reads the clock only while the plugin
+	// is out.
 	disabled    atomic.Bool
-	disabledWhy string
-	debt        atomic.Int64 // breaker: faults × forgive, minus good decisions
+	until       atomic.Int64
+	disabledWhy string        // under mu
+	backoff     time.Duration // under mu: the next quarantine's length
+	probation   atomic.Int64  // good decisions still owed after a quarantine; 0 when not on probation
+	debt        atomic.Int64  // faults × forgive, minus good decisions
+	stall       atomic.Int64  // ns spent in faulted decisions, minus forgiveness
+
+	logMu     sync.Mutex // guards the log rate limit
+	logTokens float64
+	logLast   time.Duration
 
 	stats stats
 }
@@ -83,7 +95,8 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 		config: append([]byte(nil), config...),
 	}
 	p.cfgGen.Store(1)
-	p.stats.init()
+	p.backoff = rt.cfg.QuarantineBase
+	p.logTokens = float64(2 * rt.cfg.LogLines)
 	first, err := newInstance(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
@@ -205,20 +218,65 @@ func (p *Plugin) Configure(ctx context.Context, config []byte) error {
 	return nil
 }
 
-// Disabled reports whether the breaker has disabled the plugin, and why.
-func (p *Plugin) Disabled() (bool, string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.disabled.Load(), p.disabledWhy
+// State says whether a plugin decides.
+type State uint8
+
+// Plugin states.
+const (
+	StateActive      State = iota // it decides
+	StateProbation                // back from quarantine: it decides, and a fault quarantines it again at once
+	StateQuarantined              // its breaker tripped: the fallback decides until Stats.Until
+	StateDisabled                 // an instance could not be rebuilt: the fallback decides until Plugin.Enable
+)
+
+// String returns the state's lower-case name, as used in metrics.
+func (s State) String() string {
+	switch s {
+	case StateActive:
+		return "active"
+	case StateProbation:
+		return "probation"
+	case StateQuarantined:
+		return "quarantined"
+	case StateDisabled:
+		return "disabled"
+	}
+	return "unknown"
 }
 
-// Enable re-enables a plugin that the breaker disabled, with a clean slate.
+// Disabled reports whether the plugin does not decide now (quarantined or
+// disabled), and why.
+func (p *Plugin) Disabled() (bool, string) {
+	st, why, _ := p.state()
+	return st == StateQuarantined || st == StateDisabled, why
+}
+
+func (p *Plugin) state() (State, string, time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch u := p.until.Load(); {
+	case u != 0:
+		return StateQuarantined, p.disabledWhy, p.rt.epoch.Add(time.Duration(u))
+	case p.disabled.Load():
+		return StateDisabled, p.disabledWhy, time.Time{}
+	case p.probation.Load() > 0:
+		return StateProbation, "", time.Time{}
+	}
+	return StateActive, "", time.Time{}
+}
+
+// Enable puts a quarantined or disabled plugin back to work at once, with a
+// clean slate: no debt, the shortest quarantine next time.
 func (p *Plugin) Enable() {
 	p.mu.Lock()
 	was := p.disabled.Load()
 	closed := p.closed
 	p.debt.Store(0)
+	p.stall.Store(0)
+	p.probation.Store(0)
+	p.backoff = p.rt.cfg.QuarantineBase
 	p.disabledWhy = ""
+	p.until.Store(0)
 	p.disabled.Store(false)
 	lost := 0
 	if was && !closed {
@@ -268,7 +326,7 @@ func (p *Plugin) shutdown() {
 // fault (waiting for it would stall the engine for milliseconds). When every
 // instance is merely busy with another decision, it waits for one.
 func (p *Plugin) acquire() *instance {
-	if p.disabled.Load() {
+	if p.disabled.Load() && !p.probe() {
 		return nil
 	}
 	if in := p.idle.tryGet(); in != nil {
@@ -298,7 +356,7 @@ func (p *Plugin) release(in *instance) { p.idle.put(in) }
 func (p *Plugin) discard(in *instance) {
 	in.close()
 	p.mu.Lock()
-	stop := p.closed || p.disabled.Load()
+	stop := p.closed || (p.disabled.Load() && p.until.Load() == 0)
 	if !stop {
 		p.rebuilds.Add(1) // under p.mu, so that Close waits for it
 	}
@@ -323,32 +381,103 @@ func (p *Plugin) rebuild() {
 	p.release(in)
 }
 
-// fault records a failed decision and feeds the breaker.
-func (p *Plugin) fault(kind FaultKind, reason string) {
+// fault records a failed decision that took took, and feeds the breaker:
+// a deadline fault, a fault on probation, BreakerThreshold faults or
+// BreakerStall of faulted time (both net of forgiveness) quarantine the
+// plugin.
+func (p *Plugin) fault(kind FaultKind, reason string, took time.Duration) {
 	p.stats.faults[kind].Add(1)
 	p.emit(Event{Kind: EventFault, Fault: kind, Reason: reason})
-	limit := int64(p.rt.cfg.BreakerThreshold) * int64(p.rt.cfg.BreakerForgive)
-	if p.debt.Add(int64(p.rt.cfg.BreakerForgive)) >= limit {
-		p.disable(fmt.Sprintf("%d faults in quick succession, the last: %s: %s", p.rt.cfg.BreakerThreshold, kind, reason))
+	cfg := &p.rt.cfg
+	limit := int64(cfg.BreakerThreshold) * int64(cfg.BreakerForgive)
+	debt := p.debt.Add(int64(cfg.BreakerForgive))
+	stall := p.stall.Add(int64(took))
+	switch {
+	case kind == FaultDeadline:
+		p.quarantine(fmt.Sprintf("a decision ran past its deadline of %s: %s", cfg.Deadline, reason))
+	case p.probation.Load() > 0:
+		p.quarantine(fmt.Sprintf("a fault on probation: %s: %s", kind, reason))
+	case debt >= limit:
+		p.quarantine(fmt.Sprintf("%d faults in quick succession, the last: %s: %s", cfg.BreakerThreshold, kind, reason))
+	case stall >= int64(cfg.BreakerStall):
+		p.quarantine(fmt.Sprintf("faulted decisions took %s, more than %s, the last: %s: %s",
+			time.Duration(stall).Round(time.Microsecond), cfg.BreakerStall, kind, reason))
 	}
 }
 
-// succeeded forgives a little of the breaker's debt.
+// succeeded forgives a little of the breaker's debt and counts down a
+// probation.
 func (p *Plugin) succeeded() {
 	for {
 		d := p.debt.Load()
 		if d <= 0 || p.debt.CompareAndSwap(d, d-1) {
-			return
+			break
 		}
 	}
+	forgive := int64(p.rt.cfg.BreakerStall) / int64(p.rt.cfg.BreakerForgive*p.rt.cfg.BreakerThreshold)
+	for {
+		s := p.stall.Load()
+		if s <= 0 || p.stall.CompareAndSwap(s, max(s-forgive, 0)) {
+			break
+		}
+	}
+	if p.probation.Load() > 0 && p.probation.Add(-1) == 0 {
+		p.mu.Lock()
+		p.backoff = p.rt.cfg.QuarantineBase // passed: the next quarantine is short again
+		p.mu.Unlock()
+	}
+}
+
+// quarantine takes the plugin out for its current backoff, and doubles the
+// next one.
+func (p *Plugin) quarantine(why string) {
+	p.mu.Lock()
+	if p.until.Load() != 0 || p.disabled.Load() || p.closed {
+		p.mu.Unlock()
+		return
+	}
+	d := p.backoff
+	p.backoff = min(2*p.backoff, p.rt.cfg.QuarantineMax)
+	until := time.Since(p.rt.epoch) + d
+	p.until.Store(int64(until))
+	p.probation.Store(0)
+	p.debt.Store(0)
+	p.stall.Store(0)
+	p.disabledWhy = fmt.Sprintf("quarantined for %s: %s", d, why)
+	p.disabled.Store(true)
+	p.mu.Unlock()
+	p.stats.quarantines.Add(1)
+	p.emit(Event{Kind: EventDisabled, Reason: p.disabledWhy, Until: p.rt.epoch.Add(until)})
+}
+
+// probe ends a quarantine whose time is up, putting the plugin on
+// probation, and reports whether it may decide.
+func (p *Plugin) probe() bool {
+	u := p.until.Load()
+	if u == 0 || time.Since(p.rt.epoch) < time.Duration(u) {
+		return false
+	}
+	p.mu.Lock()
+	if p.until.Load() != u || p.closed {
+		p.mu.Unlock()
+		return !p.disabled.Load()
+	}
+	p.until.Store(0)
+	p.disabledWhy = ""
+	p.probation.Store(int64(p.rt.cfg.Probation))
+	p.disabled.Store(false)
+	p.mu.Unlock()
+	p.emit(Event{Kind: EventEnabled, Reason: fmt.Sprintf("quarantine over: on probation for %d decisions", p.rt.cfg.Probation)})
+	return true
 }
 
 func (p *Plugin) disable(why string) {
 	p.mu.Lock()
-	if p.disabled.Load() || p.closed {
+	if (p.disabled.Load() && p.until.Load() == 0) || p.closed {
 		p.mu.Unlock()
 		return
 	}
+	p.until.Store(0)
 	p.disabled.Store(true)
 	p.disabledWhy = why
 	p.mu.Unlock()
@@ -365,7 +494,23 @@ func (p *Plugin) emit(e Event) {
 	}
 }
 
-func (p *Plugin) logGuest(level int32, msg string) {
+// logGuest writes a guest's log line, if the plugin's rate limit allows.
+func (p *Plugin) logGuest(level int32, msg func() []byte) {
+	p.logMu.Lock()
+	now := time.Since(p.rt.epoch)
+	rate := float64(p.rt.cfg.LogLines)
+	p.logTokens = min(p.logTokens+rate*(now-p.logLast).Seconds(), 2*rate)
+	p.logLast = now
+	ok := p.logTokens >= 1
+	if ok {
+		p.logTokens--
+	}
+	p.logMu.Unlock()
+	if !ok {
+		p.stats.logDropped.Add(1)
+		return
+	}
+	p.stats.logLines.Add(1)
 	l := slog.LevelInfo
 	switch level {
 	case abi.LogDebug:
@@ -375,7 +520,7 @@ func (p *Plugin) logGuest(level int32, msg string) {
 	case abi.LogError:
 		l = slog.LevelError
 	}
-	p.rt.cfg.Logger.Log(context.Background(), l, msg, "plugin", p.name)
+	p.rt.cfg.Logger.Log(context.Background(), l, sanitize(msg()), "plugin", p.name)
 }
 
 // begin starts a decision: an instance with the current configuration, or

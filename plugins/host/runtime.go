@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -20,6 +22,7 @@ import (
 // goroutine. It is safe for concurrent use.
 type Runtime struct {
 	cfg   Config
+	dog   *watchdog
 	wr    wazero.Runtime
 	cache wazero.CompilationCache
 	epoch time.Time // for latency measurements on the monotonic clock
@@ -61,11 +64,14 @@ func New(cfg Config) (*Runtime, error) {
 		compiled: make(map[[32]byte]*compiledModule),
 		plugins:  make(map[*Plugin]struct{}),
 	}
+	rt.dog = newWatchdog(rt)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, wr); err != nil {
+		rt.dog.stop()
 		_ = wr.Close(ctx)
 		return nil, fmt.Errorf("host: instantiate WASI: %w", err)
 	}
 	if err := rt.instantiateHostModule(ctx); err != nil {
+		rt.dog.stop()
 		_ = wr.Close(ctx)
 		return nil, err
 	}
@@ -92,6 +98,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	for _, p := range plugins {
 		_ = p.Close(ctx)
 	}
+	rt.dog.stop()
 	err := rt.wr.Close(ctx)
 	if cerr := rt.cache.Close(ctx); err == nil {
 		err = cerr
@@ -170,24 +177,45 @@ func (rt *Runtime) instantiateHostModule(ctx context.Context) error {
 // maxGuestText bounds a log line or reason read from a guest.
 const maxGuestText = 1024
 
-func guestText(mod api.Module, ptr, n uint32) string {
-	if n > maxGuestText {
-		n = maxGuestText
-	}
-	b, ok := mod.Memory().Read(ptr, n)
+// guestBytes returns at most maxGuestText bytes of guest memory, unsanitised.
+func guestBytes(mod api.Module, ptr, n uint32) []byte {
+	b, ok := mod.Memory().Read(ptr, min(n, maxGuestText))
 	if !ok {
-		return "(text out of guest memory)"
+		return []byte("(text out of guest memory)")
 	}
-	return string(b)
+	return b
 }
 
+func guestText(mod api.Module, ptr, n uint32) string {
+	return sanitize(guestBytes(mod, ptr, n))
+}
+
+// sanitize makes guest text safe to log or show: valid UTF-8, no control
+// characters (each becomes a space), at most maxGuestText bytes.
+func sanitize(b []byte) string {
+	var sb strings.Builder
+	sb.Grow(len(b))
+	for _, r := range strings.ToValidUTF8(string(b), "\uFFFD") {
+		if r < 0x20 || r == 0x7F || (r >= 0x80 && r < 0xA0) {
+			r = ' '
+		}
+		if sb.Len()+utf8.RuneLen(r) > maxGuestText {
+			break
+		}
+		sb.WriteRune(r)
+	}
+	return sb.String()
+}
+
+// hostLog is switchyard.log: it burns LogFuel, whether the line is
+// written or dropped by the plugin's rate limit.
 func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	in, ok := ctx.Value(instanceKey{}).(*instance)
 	if !ok {
 		return
 	}
-	msg := guestText(mod, uint32(stack[1]), uint32(stack[2]))
-	in.plugin.logGuest(int32(stack[0]), msg)
+	in.charge(LogFuel)
+	in.plugin.logGuest(int32(stack[0]), func() []byte { return guestBytes(mod, uint32(stack[1]), uint32(stack[2])) })
 }
 
 func hostReason(ctx context.Context, mod api.Module, stack []uint64) {

@@ -11,13 +11,24 @@ type Stats struct {
 	Calls     uint64               // decisions asked of the plugin's wrappers
 	Faults    map[FaultKind]uint64 // faulted decisions, by kind
 	Fallbacks uint64               // decisions answered by the fallback (faults, disabled, rebuilding)
-	Disabled  bool                 // the breaker has disabled the plugin
-	Reason    string               // why it is disabled
-	Instances int                  // instances alive or being rebuilt
+	Disabled  bool                 // the plugin does not decide now: quarantined by its breaker, or disabled
+	Reason    string               // why
+	State     State                // active, on probation, quarantined or disabled
+	Until     time.Time            // when a quarantine ends
+	// Quarantines counts the breaker's trips.
+	Quarantines uint64
+	// LogLines and LogDropped count the guest's switchyard.log lines
+	// written and dropped by the rate limit (Config.LogLines).
+	LogLines, LogDropped uint64
+	Instances            int // instances alive or being rebuilt
 	// Guest call latency over all decisions made by the plugin, including
-	// the guard; quantiles are accurate to about 12%.
+	// the guard; quantiles are accurate to about 12%, and all zero while
+	// Observed is 0.
 	LatencyP50, LatencyP99, LatencyMax time.Duration
 	Observed                           uint64 // calls the latency figures cover
+	// Latency is the same distribution as cumulative buckets, for
+	// Prometheus.
+	Latency Histogram
 	// FuelMax is the most fuel one decision has burnt (calls and loop
 	// iterations; see Config.DecisionFuel), and SetupFuelMax the most that
 	// instantiation or a configure call has.
@@ -41,22 +52,28 @@ func (p *Plugin) Stats() Stats {
 		Faults:    make(map[FaultKind]uint64, 4),
 		Instances: int(p.live.Load()),
 	}
-	s.Disabled, s.Reason = p.Disabled()
-	for k := FaultTrap; k <= FaultRefused; k++ {
+	s.State, s.Reason, s.Until = p.state()
+	s.Disabled = s.State == StateQuarantined || s.State == StateDisabled
+	s.Quarantines = p.stats.quarantines.Load()
+	s.LogLines, s.LogDropped = p.stats.logLines.Load(), p.stats.logDropped.Load()
+	for _, k := range FaultKinds {
 		if v := p.stats.faults[k].Load(); v > 0 {
 			s.Faults[k] = v
 		}
 	}
 	s.LatencyP50, s.LatencyP99, s.LatencyMax, s.Observed = p.stats.latency.quantiles()
+	s.Latency = p.stats.latency.cumulative()
 	s.FuelMax, s.SetupFuelMax = p.stats.fuel.Load(), p.stats.setupFuel.Load()
 	return s
 }
 
 type stats struct {
-	calls, fallbacks atomic.Uint64
-	faults           [FaultRefused + 1]atomic.Uint64
-	latency          histogram
-	fuel, setupFuel  maxGauge
+	calls, fallbacks     atomic.Uint64
+	quarantines          atomic.Uint64
+	logLines, logDropped atomic.Uint64
+	faults               [FaultDeadline + 1]atomic.Uint64
+	latency              histogram
+	fuel, setupFuel      maxGauge
 }
 
 // maxGauge keeps the largest value it has seen.
@@ -80,6 +97,7 @@ func (s *stats) observe(d time.Duration) { s.latency.observe(uint64(d)) }
 type histogram struct {
 	counts [64 * subBuckets]atomic.Uint64
 	max    atomic.Uint64
+	sum    atomic.Uint64
 }
 
 const subBits = 3
@@ -106,6 +124,7 @@ func upper(i int) uint64 {
 
 func (h *histogram) observe(v uint64) {
 	h.counts[bucketOf(v)].Add(1)
+	h.sum.Add(v)
 	for {
 		m := h.max.Load()
 		if v <= m || h.max.CompareAndSwap(m, v) {
@@ -134,4 +153,49 @@ func (h *histogram) quantiles() (p50, p99, max time.Duration, n uint64) {
 		return time.Duration(h.max.Load())
 	}
 	return q(0.50), q(0.99), time.Duration(h.max.Load()), n
+}
+
+// Histogram is a latency distribution as cumulative buckets: Counts[i]
+// decisions took at most Bounds[i]; Count took any time, Sum in total.
+type Histogram struct {
+	Bounds []time.Duration
+	Counts []uint64
+	Count  uint64
+	Sum    time.Duration
+}
+
+// HistogramBounds are the upper bounds of Histogram's buckets: from a
+// microsecond, what a simple decision takes, to the default deadline and
+// past it.
+var HistogramBounds = []time.Duration{
+	time.Microsecond, 2 * time.Microsecond, 5 * time.Microsecond,
+	10 * time.Microsecond, 20 * time.Microsecond, 50 * time.Microsecond,
+	100 * time.Microsecond, 200 * time.Microsecond, 500 * time.Microsecond,
+	time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond,
+	10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond,
+}
+
+// cumulative folds the log-linear buckets into HistogramBounds. A bucket
+// counts under the first bound its largest value does not exceed, so a
+// count may land one bound high, never low.
+func (h *histogram) cumulative() Histogram {
+	out := Histogram{Bounds: HistogramBounds, Counts: make([]uint64, len(HistogramBounds))}
+	for i := range h.counts {
+		c := h.counts[i].Load()
+		if c == 0 {
+			continue
+		}
+		out.Count += c
+		for j, b := range HistogramBounds {
+			if upper(i) <= uint64(b) {
+				out.Counts[j] += c
+				break
+			}
+		}
+	}
+	for j := 1; j < len(out.Counts); j++ {
+		out.Counts[j] += out.Counts[j-1]
+	}
+	out.Sum = time.Duration(h.sum.Load())
+	return out
 }

@@ -71,6 +71,7 @@ const (
 	EventFault      EventKind = "FAULT"
 	EventDisabled   EventKind = "DISABLED"
 	EventEnabled    EventKind = "ENABLED"
+	EventRefused    EventKind = "REFUSED" // a module refused at load
 )
 
 // Event is a plugin event.
@@ -240,6 +241,7 @@ func (m *Manager) Load(ctx context.Context, name string, wasm, config []byte) (I
 	now := time.Now()
 	info, err := m.load(ctx, name, wasm, config, now)
 	if err != nil {
+		m.publish(Event{Kind: EventRefused, Plugin: name, At: now, Reason: err.Error()})
 		return Info{}, err
 	}
 	raw, _ := json.Marshal(stored{Wasm: wasm, Config: config, LoadedAt: now})

@@ -1,19 +1,27 @@
 // Package meter instruments a WebAssembly module with fuel: a mutable i64
-// global, exported as FuelExport, that every function entry and every loop
-// header decrements, trapping with `unreachable` when it reaches zero. The
-// host fills the tank before each call, so a guest can make at most that
-// many calls and loop iterations together: an endless loop and a recursion
-// that never ends (deep or, without any loop, exponential) run out of fuel.
-// Bulk operations (memory.copy, memory.fill and the like) burn one more unit
-// per BulkBytesPerUnit bytes of their length, so a loop that copies or
-// clears megabytes per iteration runs out in about the same time; runaway
-// memory ends in the memory cap.
+// global, exported as FuelExport, that the code pays from as it runs and
+// that traps with `unreachable` when it cannot pay. The host fills the tank
+// before each call and may empty it from outside to stop a call (the
+// deadline), so a guest runs at most that much code per call, whatever the
+// shape of its code.
+//
+// Fuel counts instructions, not loop iterations: every function entry and
+// every loop header charges the weight (see Weight) of the code it guards,
+// the instructions whose innermost enclosing loop (or the function, outside
+// any loop) it is. None of them can run twice without passing that point
+// again, so a loop whose body is twenty thousand multiplications pays for
+// twenty thousand per iteration, and a recursion, with or without loops,
+// pays at every call. Bulk operations (memory.copy, memory.fill and the
+// like) burn one more unit per BulkBytesPerUnit bytes of their length, and
+// memory.grow GrowUnitsPerPage per page, taken from their operands at run
+// time. The checks sit only where the old per-iteration counter sat, so the
+// fast path costs what it did.
 //
 // Why not wazero's WithCloseOnContextDone: it makes every loop header exit
-// to Go and back, about 100 ns each, which made a 64-candidate fairness
-// decision of a Go guest cost ~270 µs. A fuel check costs a few
-// nanoseconds, and it is deterministic: the same input ends the same way on
-// any machine under any load.
+// to Go and back, about 45 ns each, which made a 64-candidate fairness
+// decision of a Go guest cost several times as much. A fuel check costs a
+// few nanoseconds, and it is deterministic: the same input ends the same way
+// on any machine under any load.
 package meter
 
 import (
@@ -193,22 +201,29 @@ func countImportedGlobals(payload []byte) (int, error) {
 	return globals, nil
 }
 
-// meterCode returns the instructions inserted at each function entry and loop
-// header:
+// meterCode returns the instructions inserted at a metered point (function
+// entry, loop header) that guards weight units of code:
 //
-//	global.get $fuel ; i64.eqz ; if ; unreachable ; end
-//	global.get $fuel ; i64.const 1 ; i64.sub ; global.set $fuel
-func meterCode(fuel uint32) []byte {
+//	global.get $fuel ; i64.const w ; i64.lt_s ; if ; i64.const 0 ; global.set $fuel ; unreachable ; end
+//	global.get $fuel ; i64.const w ; i64.sub ; global.set $fuel
+//
+// A guest that cannot pay empties the tank before it traps, which is how the
+// host tells an exhausted budget from another trap.
+func meterCode(fuel uint32, weight int64) []byte {
 	g := appendU32(nil, fuel)
+	w := appendS64([]byte{0x42}, weight)
 	c := append([]byte{0x23}, g...)
-	c = append(c, 0x50, 0x04, 0x40, 0x00, 0x0B, 0x23)
+	c = append(c, w...)
+	c = append(c, 0x53, 0x04, 0x40, 0x42, 0, 0x24)
 	c = append(c, g...)
-	c = append(c, 0x42, 0x01, 0x7D, 0x24)
+	c = append(c, 0x00, 0x0B, 0x23)
+	c = append(c, g...)
+	c = append(c, w...)
+	c = append(c, 0x7D, 0x24)
 	return append(c, g...)
 }
 
 func instrumentCode(payload []byte, fuel uint32, nparams []int) ([]byte, error) {
-	meter := meterCode(fuel)
 	r := &reader{b: payload}
 	n := r.u32()
 	if int(n) != len(nparams) {
@@ -221,7 +236,7 @@ func instrumentCode(payload []byte, fuel uint32, nparams []int) ([]byte, error) 
 		if r.err != nil {
 			return nil, fmt.Errorf("code section: function %d: %w", f, r.err)
 		}
-		nb, err := instrumentBody(body, meter, fuel, nparams[f])
+		nb, err := instrumentBody(body, fuel, nparams[f])
 		if err != nil {
 			return nil, fmt.Errorf("code section: function %d: %w", f, err)
 		}
@@ -238,7 +253,7 @@ type instruction struct {
 	op  uint32
 }
 
-func instrumentBody(body, meter []byte, fuelIndex uint32, nparams int) ([]byte, error) {
+func instrumentBody(body []byte, fuelIndex uint32, nparams int) ([]byte, error) {
 	r := &reader{b: body}
 	groups := r.u32()
 	afterCount := r.i
@@ -254,7 +269,18 @@ func instrumentBody(body, meter []byte, fuelIndex uint32, nparams int) ([]byte, 
 	}
 	decls := body[:r.i]
 	var code []instruction
-	bulk := false
+	dynamic := false
+	// Where fuel is paid: before the body (a check), after each loop
+	// instruction (a check), and where a branch can land otherwise — after
+	// the end of a block or if, after an else — a plain charge. Code between
+	// two such points is entered only at the first, so each pays for the
+	// run of instructions up to the next. Only checks can trap, so between
+	// two checks the tank may go below zero by at most one function's
+	// straight-line code, and every loop iteration and every call checks.
+	type construct struct{ loop bool }
+	stack := []construct{{}} // the function's own block
+	var cuts []cut           // in order of position
+	cuts = append(cuts, cut{at: 0, check: true})
 	for r.i < len(r.b) {
 		start := r.i
 		op := uint32(r.byte())
@@ -283,12 +309,34 @@ func instrumentBody(body, meter []byte, fuelIndex uint32, nparams int) ([]byte, 
 		if (op == 0x23 || op == 0x24) && globalIndex(raw[1:]) >= fuelIndex {
 			return nil, fmt.Errorf("refers to global %d, which does not exist", globalIndex(raw[1:]))
 		}
-		bulk = bulk || bulkOp(op)
+		if len(stack) == 0 {
+			return nil, errors.New("instructions after the function's end")
+		}
+		cuts[len(cuts)-1].weight += Weight(op)
+		next := len(code) + 1
+		switch op {
+		case 0x02, 0x04: // block, if
+			stack = append(stack, construct{})
+		case 0x03: // loop
+			stack = append(stack, construct{loop: true})
+			cuts = append(cuts, cut{at: next, check: true})
+		case 0x05: // else
+			cuts = append(cuts, cut{at: next})
+		case 0x0B: // end
+			if !stack[len(stack)-1].loop && len(stack) > 1 {
+				cuts = append(cuts, cut{at: next})
+			}
+			stack = stack[:len(stack)-1]
+		}
+		dynamic = dynamic || dynamicCharge(op) != 0
 		code = append(code, instruction{raw, op})
 	}
-	out := make([]byte, 0, len(body)+len(body)/8)
-	var scratch uint32 // an i32 local that holds a bulk operation's length
-	if bulk {
+	if len(stack) != 0 {
+		return nil, errors.New("the function's body does not end")
+	}
+	out := make([]byte, 0, len(body)+len(body)/4)
+	var scratch uint32 // an i32 local that holds a dynamic charge's operand
+	if dynamic {
 		scratch = uint32(nparams + locals)
 		out = appendU32(out, groups+1)
 		out = append(out, decls[afterCount:]...)
@@ -296,55 +344,137 @@ func instrumentBody(body, meter []byte, fuelIndex uint32, nparams int) ([]byte, 
 	} else {
 		out = append(out, decls...)
 	}
-	out = append(out, meter...) // every call, so that recursion without loops is metered too
-	for _, in := range code {
-		if bulkOp(in.op) {
-			out = append(out, bulkMeterCode(fuelIndex, scratch)...)
+	c := 0
+	for i, in := range code {
+		for c < len(cuts) && cuts[c].at == i {
+			out = append(out, cuts[c].code(fuelIndex)...)
+			c++
+		}
+		if shift := dynamicCharge(in.op); shift != 0 {
+			out = append(out, dynamicMeterCode(fuelIndex, scratch, shift)...)
 		}
 		out = append(out, in.raw...)
-		if in.op == 0x03 { // loop: meter each entry and each back edge
-			out = append(out, meter...)
-		}
 	}
 	return out, nil
 }
 
-// bulkOp reports whether op copies or fills a length given by the i32 on
-// top of the stack: memory.init, memory.copy, memory.fill, table.init,
-// table.copy, table.fill.
-func bulkOp(op uint32) bool {
-	switch op {
-	case 0xFC08, 0xFC0A, 0xFC0B, 0xFC0C, 0xFC0E, 0xFC11:
-		return true
+// cut is a point where fuel is paid: before instruction at, for the
+// instructions up to the next cut.
+type cut struct {
+	at     int
+	check  bool // may trap: function entry and loop headers
+	weight int64
+}
+
+func (c cut) code(fuel uint32) []byte {
+	switch {
+	case c.check:
+		return meterCode(fuel, max(c.weight, 1)) // every call and iteration pays, so recursion without loops is metered too
+	case c.weight > 0:
+		return chargeCode(fuel, c.weight)
 	}
-	return false
+	return nil
+}
+
+// chargeCode returns the instructions that pay weight units without a
+// check:
+//
+//	global.get $fuel ; i64.const w ; i64.sub ; global.set $fuel
+func chargeCode(fuel uint32, weight int64) []byte {
+	g := appendU32(nil, fuel)
+	c := append([]byte{0x23}, g...)
+	c = appendS64(append(c, 0x42), weight)
+	c = append(c, 0x7D, 0x24)
+	return append(c, g...)
+}
+
+// Weight returns the fuel one execution of the instruction op costs (for
+// the 0xFC prefix, op is 0xFC00 | the sub-opcode): about one unit per
+// nanosecond on a current core. Structure (block, loop, end, else, nop)
+// costs nothing; a call costs the entry and return on top of the callee's
+// own metering; division, remainder and square root take tens of cycles;
+// a load or store may miss the cache. Bulk operations and memory.grow pay
+// by their operand on top (see BulkBytesPerUnit, GrowUnitsPerPage).
+func Weight(op uint32) int64 {
+	switch {
+	case op == 0x01, op == 0x02, op == 0x03, op == 0x05, op == 0x0B: // nop, block, loop, else, end
+		return 0
+	case op == 0x10: // call
+		return 4
+	case op == 0x11: // call_indirect
+		return 8
+	case op >= 0x28 && op <= 0x3E: // loads and stores
+		return WeightMemory
+	case op == 0x40: // memory.grow, plus its pages
+		return 64
+	case op == 0x6D, op == 0x6E, op == 0x6F, op == 0x70, // i32 div and rem
+		op == 0x7F, op == 0x80, op == 0x81, op == 0x82, // i64 div and rem
+		op == 0x91, op == 0x95, op == 0x9F, op == 0xA3: // f32 sqrt, div; f64 sqrt, div
+		return WeightDivide
+	}
+	return 1
+}
+
+// Weights of the instructions that cost more than one unit, tuned with
+// the host's hostile-module benchmarks (plugins/host).
+const (
+	WeightMemory = 2
+	WeightDivide = 8
+)
+
+// dynamicCharge returns how an operation whose operand on top of the stack
+// sets its cost is charged: a positive shift charges operand >> shift
+// units (bulk operations, by bytes or elements), a negative one operand <<
+// -shift (memory.grow, by pages); 0 means the operation has no dynamic
+// charge.
+func dynamicCharge(op uint32) int {
+	switch op {
+	case 0xFC08, 0xFC0A, 0xFC0B, 0xFC0C, 0xFC0E, 0xFC11: // memory.init, .copy, .fill; table.init, .copy, .fill
+		return bulkShift
+	case 0x40: // memory.grow
+		return -growShift
+	}
+	return 0
 }
 
 // BulkBytesPerUnit is how many bytes (or table elements) of a bulk
 // operation burn one unit of fuel, on top of the unit every operation
-// burns: about what one loop iteration costs in time.
-const BulkBytesPerUnit = 32
+// burns: about what copying them costs in time.
+const BulkBytesPerUnit = 1 << bulkShift
 
-// bulkMeterCode returns the instructions inserted before a bulk operation,
-// whose length n is on top of the stack: it burns n/BulkBytesPerUnit + 1
-// units, emptying the tank and trapping if there are not that many.
+// GrowUnitsPerPage is what memory.grow burns per 64 KiB page asked for:
+// the host zeroes the page and may copy the whole memory to make room.
+const GrowUnitsPerPage = 1 << growShift
+
+const (
+	bulkShift = 5
+	growShift = 13
+)
+
+// dynamicMeterCode returns the instructions inserted before an operation
+// whose operand n is on top of the stack: it burns charge(n) + 1 units,
+// emptying the tank and trapping if there are not that many.
 //
 //	local.tee $n
-//	global.get $fuel ; <charge> ; i64.lt_u ; if ; i64.const 0 ; global.set $fuel ; unreachable ; end
+//	global.get $fuel ; <charge> ; i64.lt_s ; if ; i64.const 0 ; global.set $fuel ; unreachable ; end
 //	global.get $fuel ; <charge> ; i64.sub ; global.set $fuel
 //
-// where <charge> is local.get $n ; i64.extend_i32_u ; i64.const 5 ;
-// i64.shr_u ; i64.const 1 ; i64.add.
-func bulkMeterCode(fuel, scratch uint32) []byte {
+// where <charge> is local.get $n ; i64.extend_i32_u ; i64.const s ;
+// i64.shr_u (or i64.shl) ; i64.const 1 ; i64.add.
+func dynamicMeterCode(fuel, scratch uint32, shift int) []byte {
 	g := appendU32(nil, fuel)
 	l := appendU32(nil, scratch)
 	charge := append([]byte{0x20}, l...)
-	charge = append(charge, 0xAD, 0x42, 5, 0x88, 0x42, 1, 0x7C)
+	if shift > 0 {
+		charge = append(charge, 0xAD, 0x42, byte(shift), 0x88, 0x42, 1, 0x7C)
+	} else {
+		charge = append(charge, 0xAD, 0x42, byte(-shift), 0x86, 0x42, 1, 0x7C)
+	}
 	c := append([]byte{0x22}, l...)
 	c = append(c, 0x23)
 	c = append(c, g...)
 	c = append(c, charge...)
-	c = append(c, 0x54, 0x04, 0x40, 0x42, 0, 0x24)
+	c = append(c, 0x53, 0x04, 0x40, 0x42, 0, 0x24)
 	c = append(c, g...)
 	c = append(c, 0x00, 0x0B, 0x23)
 	c = append(c, g...)

@@ -62,10 +62,12 @@ func instantiate(t *testing.T, wasm []byte) (api.Function, api.MutableGlobal) {
 func TestEveryCallBurnsFuelSoRecursionWithoutLoopsRunsOut(t *testing.T) {
 	t.Parallel()
 	f, fuel := instantiate(t, recursive())
-	fuel.Set(1000)
+	fuel.Set(10_000)
 	_, err := f.Call(context.Background(), 5)
 	require.NoError(t, err)
-	require.Equal(t, uint64(1000-63), fuel.Get(), "f(5) makes 63 calls")
+	// local.get, if, 2 × (local.get, i32.const, i32.sub, call), end, end
+	body := 2 + 2*(3+meter.Weight(0x10))
+	require.Equal(t, uint64(10_000-63*body), fuel.Get(), "f(5) makes 63 calls, each charged its body")
 
 	fuel.Set(1_000_000)
 	_, err = f.Call(context.Background(), 40) // 2^41 calls: hours without the meter
@@ -79,7 +81,7 @@ func TestBulkMemoryBurnsFuelByLength(t *testing.T) {
 	fuel.Set(10_000)
 	_, err := f.Call(context.Background(), 64<<10)
 	require.NoError(t, err)
-	require.Equal(t, uint64(10_000-1-(64<<10)/meter.BulkBytesPerUnit-1), fuel.Get(), "the call, then 64 KiB")
+	require.Equal(t, uint64(10_000-4-(64<<10)/meter.BulkBytesPerUnit-1), fuel.Get(), "the call's four instructions, then 64 KiB")
 
 	fuel.Set(100)
 	_, err = f.Call(context.Background(), 200<<10)
@@ -95,4 +97,57 @@ func TestInstrumentRefusesWhatItCannotMeter(t *testing.T) {
 	m[len(m)-9] = 0xFD // a SIMD prefix in place of the second local.get
 	_, err = meter.Instrument(m, 1)
 	require.ErrorIs(t, err, meter.ErrUnsupported)
+}
+
+// dense is a module whose export f(n) runs a loop n times, each iteration
+// k multiplications of a local by itself: the shape of code that does much
+// work per loop header.
+func dense(k int) []byte {
+	m := []byte("\x00asm\x01\x00\x00\x00")
+	m = append(m, section(1, 1, 0x60, 1, 0x7F, 0)...) // type 0: (i32) -> ()
+	m = append(m, section(3, 1, 0)...)                // func 0: type 0
+	m = append(m, section(7, 1, 1, 'f', 0, 0)...)     // export "f" = func 0
+	body := []byte{1, 1, 0x7E,                        // one i64 local, $x
+		0x03, 0x40} // loop
+	for range k {
+		body = append(body, 0x20, 1, 0x20, 1, 0x7E, 0x21, 1) // x = x * x
+	}
+	body = append(body,
+		0x20, 0, 0x41, 1, 0x6B, 0x22, 0, 0x0D, 0, // br_if 0 (n = n - 1)
+		0x0B, 0x0B) // end loop; end
+	code := append(uleb(uint32(len(body))), body...)
+	code = append([]byte{1}, code...)
+	m = append(m, 10)
+	m = append(m, uleb(uint32(len(code)))...)
+	return append(m, code...)
+}
+
+func uleb(v uint32) []byte {
+	var b []byte
+	for {
+		c := byte(v & 0x7F)
+		v >>= 7
+		if v == 0 {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}
+
+func TestLoopHeadersAreChargedTheirBodysInstructions(t *testing.T) {
+	t.Parallel()
+	const k = 20_000
+	f, fuel := instantiate(t, dense(k))
+	fuel.Set(1 << 40)
+	_, err := f.Call(context.Background(), 10)
+	require.NoError(t, err)
+	perIteration := uint64(4*k + 5) // local.get ×2, i64.mul, local.set; then local.get, i32.const, i32.sub, local.tee, br_if
+	require.Equal(t, uint64(1<<40)-1-10*perIteration, fuel.Get(), "one unit at entry (the loop instruction), then each iteration's instructions")
+
+	// The shape that ran for minutes under a budget of two million
+	// iterations now runs out after two million instructions.
+	fuel.Set(2_000_000)
+	_, err = f.Call(context.Background(), 1<<30)
+	require.Error(t, err)
+	require.Zero(t, fuel.Get())
 }
