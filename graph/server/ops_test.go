@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/graph/client"
 )
 
@@ -278,4 +279,32 @@ func TestInstancesAreRegisteredUpdatedRemovedAndStreamed(t *testing.T) {
 	require.Equal(t, "REMOVED", kind)
 	e = gqlErr(t, b.c.Do(ctx, `mutation { removeInstance(id: "b1") { id } }`, nil, nil))
 	require.Equal(t, "NOT_FOUND", e.Code())
+}
+
+// Each WebAssembly policy plugin has its own series: the built-in
+// selection plugin decides the submissions here, so its calls show.
+func TestMetricsShowEachPlugin(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *setupOptions) { o.plugins = true })
+	require.NoError(t, b.plugins.SetPolicy(ctxFor(t), policy.SlotSelection, "", "priority"))
+	b.submitMany(t, "m", 5)
+	eventually(t, "the built-in selection plugin's decisions show", func() bool {
+		_, body, _ := get(t, b.base+"/metrics")
+		return strings.Contains(body, `switchyard_plugin_calls_total{plugin="priority",slot="selection"}`) &&
+			!strings.Contains(body, `switchyard_plugin_calls_total{plugin="priority",slot="selection"} 0`)
+	})
+	_, body, _ := get(t, b.base+"/metrics")
+	for _, want := range []string{
+		`switchyard_plugin_decision_seconds_bucket{plugin="fair-share",le="0.01"}`,
+		`switchyard_plugin_faults_total{kind="deadline",plugin="fair-share"} 0`,
+		`switchyard_plugin_faults_total{kind="fuel",plugin="fair-share"} 0`,
+		`switchyard_plugin_fallbacks_total{plugin="priority"}`,
+		`switchyard_plugin_quarantines_total{plugin="exponential"} 0`,
+		`switchyard_plugin_state{plugin="fair-share",state="active"} 1`,
+		`switchyard_plugin_state{plugin="fair-share",state="quarantined"} 0`,
+		`switchyard_plugin_log_dropped_total{plugin="fair-share"} 0`,
+	} {
+		require.Contains(t, body, want)
+	}
+	require.NotContains(t, body, `plugin="native:`, "native policies have no plugin series")
 }

@@ -91,8 +91,16 @@ func TestLoadSetPersistAndUnload(t *testing.T) {
 	require.True(t, engine.IsCode(err, engine.CodeConflict), "a plugin in use cannot be unloaded: %v", err)
 	err = m1.SetPolicy(ctx, policy.SlotFairness, "", "edf")
 	require.True(t, engine.IsCode(err, engine.CodeInvalidInput), "a selection plugin cannot fill the fairness slot: %v", err)
+	events, stop := m1.Subscribe(16)
+	defer stop()
 	_, err = m1.Load(ctx, "junk", []byte("\x00asm junk"), nil)
 	require.True(t, engine.IsCode(err, engine.CodePluginInvalid), "%v", err)
+	ev := <-events
+	require.Equal(t, manager.EventRefused, ev.Kind, "a refused load is an event too")
+	require.Equal(t, "junk", ev.Plugin)
+	require.Contains(t, ev.Reason, "invalid plugin")
+	_, err = m1.Get("junk")
+	require.True(t, engine.IsCode(err, engine.CodeNotFound), "nothing changed")
 	require.NoError(t, e1.Sync(ctx))
 
 	// A restart on the same store comes back with the plugin and the choice.
