@@ -256,6 +256,8 @@ func TestHostileModules(t *testing.T) {
 			// shows its shape only on more, as a data-dependent path would.
 			p, err := rt.Load(context.Background(), tc.name, hostileModule(tc.pick, tc.helper), nil)
 			require.NoError(t, err)
+			require.Zero(t, p.Stats().Observed)
+			require.Zero(t, p.Stats().LatencyP99, "no percentiles before the first decision")
 			w, err := p.Fairness(reverse{})
 			require.NoError(t, err)
 
@@ -299,6 +301,8 @@ func TestHostileModules(t *testing.T) {
 			goodN.Wait()
 
 			st := p.Stats()
+			require.Equal(t, uint64(decisions), st.Observed, "the latency figures cover the decisions asked, not the load's smoke test")
+			require.True(t, st.LatencyP50 <= st.LatencyP99 && st.LatencyP99 <= st.LatencyMax, "%+v", st)
 			require.LessOrEqual(t, st.FuelMax, uint64(budget+host.LogFuel+100_000), "no decision burnt much more than its budget")
 			require.Less(t, worst, 2*time.Second, "a loose bound: the tight one is fuel, above, and the benchmark's figures")
 			if tc.want == 0 {

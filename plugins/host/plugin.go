@@ -114,6 +114,7 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 	if err := first.smoke(); err != nil {
 		return fail(fmt.Errorf("%w: smoke decision: %v", ErrInvalid, err))
 	}
+	p.stats.latency.reset() // the figures cover the decisions asked of the plugin, not its smoke test
 	p.size = 1
 	if p.flags&abi.FlagStateless != 0 {
 		p.size = rt.cfg.Instances

@@ -133,6 +133,14 @@ func (h *histogram) observe(v uint64) {
 	}
 }
 
+func (h *histogram) reset() {
+	for i := range h.counts {
+		h.counts[i].Store(0)
+	}
+	h.max.Store(0)
+	h.sum.Store(0)
+}
+
 func (h *histogram) quantiles() (p50, p99, max time.Duration, n uint64) {
 	var counts [len(h.counts)]uint64
 	for i := range counts {
@@ -152,7 +160,11 @@ func (h *histogram) quantiles() (p50, p99, max time.Duration, n uint64) {
 		}
 		return time.Duration(h.max.Load())
 	}
-	return q(0.50), q(0.99), time.Duration(h.max.Load()), n
+	// A bucket's upper bound may lie above the largest value seen: clamp,
+	// so that p50 <= p99 <= max always holds.
+	top := time.Duration(h.max.Load())
+	hi := min(q(0.99), top)
+	return min(q(0.50), hi), hi, top, n
 }
 
 // Histogram is a latency distribution as cumulative buckets: Counts[i]
