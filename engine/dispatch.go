@@ -360,7 +360,10 @@ func (e *Engine) placeLocked(t *task) (inst *instance, blocked *limiter) {
 	}
 	if target == "" && t.session != nil {
 		if b, ok := e.bindings[t.session.key]; ok {
-			if in := e.instances[b.instance]; in != nil && in.info.Healthy {
+			// The session's page is there, even while the instance is
+			// unhealthy: the executor answers an instance fault until it is
+			// back (or the session's tab is lost with it).
+			if in := e.instances[b.instance]; in != nil && !in.removed {
 				target = b.instance
 			} else {
 				delete(e.bindings, t.session.key)

@@ -68,3 +68,20 @@ func TestNoInstanceFaultBudgetCountsEveryFault(t *testing.T) {
 	require.NoError(t, h.Exec.Fail(task.ID, fault()))
 	require.Equal(t, engine.StateParked, h.State(task.ID))
 }
+
+func TestASessionStaysWithItsTabWhileItsInstanceIsUnhealthy(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	h.SetInstance(engine.InstanceInfo{ID: "i1", Capacity: 2, Healthy: true})
+	h.SetInstance(engine.InstanceInfo{ID: "i2", Capacity: 2, Healthy: true})
+	first := h.Submit(enginetest.Spec("a").Session("s").Instance("i1").Obj())
+	require.NoError(t, h.Exec.Finish(first.ID, engine.Outcome{InstanceID: "i1", TabID: "T1"}))
+
+	h.SetInstance(engine.InstanceInfo{ID: "i1", Capacity: 2, Healthy: false})
+	next := h.Submit(enginetest.Spec("a").Session("s").Obj())
+	starts := h.Exec.Starts()
+	last := starts[len(starts)-1]
+	require.Equal(t, next.ID, last.TaskID)
+	require.Equal(t, "i1", last.InstanceID, "the session's page is on i1: not silently moved to i2")
+	require.Equal(t, "T1", last.TabID)
+}

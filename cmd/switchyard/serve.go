@@ -21,7 +21,6 @@ import (
 	"github.com/switchyard/switchyard/cmd/switchyard/internal/config"
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/clock"
-	"github.com/switchyard/switchyard/internal/cluster"
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/executor/artifact"
 	"github.com/switchyard/switchyard/engine/executor/chromium"
@@ -33,6 +32,7 @@ import (
 	"github.com/switchyard/switchyard/graph/auth"
 	"github.com/switchyard/switchyard/graph/metrics"
 	"github.com/switchyard/switchyard/graph/server"
+	"github.com/switchyard/switchyard/internal/cluster"
 	"github.com/switchyard/switchyard/plugins/host"
 	"github.com/switchyard/switchyard/plugins/manager"
 )
@@ -183,7 +183,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 			return fmt.Errorf("artifacts.dir: %w", err)
 		}
 	}
-	exec, err := executor.New(executor.Options{Registry: reg, Artifacts: arts, Logger: log})
+	exec, err := executor.New(executor.Options{Registry: reg, Artifacts: arts, Logger: log,
+		IdleTabTimeout: cfg.Executor.IdleTabTimeout.Std(), MaxIdleTabs: cfg.Executor.MaxIdleTabs, AbortGrace: cfg.Executor.AbortGrace.Std()})
 	if err != nil {
 		return err
 	}

@@ -18,14 +18,20 @@
 //     the tab cache (refreshed on a miss). A tab whose instance was removed or
 //     stopped answering is a permanent resolution error: the task asked for
 //     that tab and no other will do.
-//   - A task whose session is bound to a tab runs there. If the tab's instance
-//     is gone, or the tab vanished, the attempt fails with
-//     engine.ErrInstanceGone (transient), so that the engine forgets the
-//     binding and the retry opens a fresh tab on a healthy instance.
-//   - A task without a tab opens one on the placed instance and reports it in
-//     Started and in the Outcome; the engine binds it to the task's session.
+//   - A task whose session is bound to a tab runs there. While the tab's
+//     instance is unhealthy the attempt is an instance fault (the task waits
+//     for it); if the tab vanished or its instance was removed, the attempt
+//     fails at once with ErrSessionLost (permanent), and the engine forgets
+//     the binding.
+//   - A task without a tab takes an idle tab from its instance's pool, or
+//     opens one, and reports it in Started and in the Outcome; the engine
+//     binds it to the task's session, if any. A tab-less task of no session
+//     returns its tab to the pool (at most MaxIdleTabs idle per instance).
 //     Tabs the executor opened are closed after an idle timeout, and their
 //     session is unbound (InstanceSink.UnbindSession).
+//   - A cancelled or timed-out attempt keeps waiting for the instance's
+//     answer for up to AbortGrace before it disconnects, so that its slot is
+//     held until the instance's work has ended.
 //   - Instruction tasks go to chat-style instances (POST /chat, Server-Sent
 //     Events read to the end), in the instance's dialect: the generic
 //     {"instruction","tabId"} or BrowserOS Core's {"conversationId",

@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +19,7 @@ import (
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/executor/chromium"
+	"github.com/switchyard/switchyard/engine/executor/pinchtab"
 	"github.com/switchyard/switchyard/engine/policy"
 )
 
@@ -135,7 +140,7 @@ func TestCancellingMidActionStopsTheBrowserCall(t *testing.T) {
 	t.Parallel()
 	url := testSite(t)
 	inst := startChromium(t)
-	bn := setup(t, executor.Options{}, executor.InstanceConfig{ID: "local", URL: inst.URL(), Token: inst.Token()})
+	bn := setup(t, executor.Options{AbortGrace: 100 * time.Millisecond}, executor.InstanceConfig{ID: "local", URL: inst.URL(), Token: inst.Token()})
 	s := &session{key: "s"}
 	require.NoError(t, s.run(context.Background(), bn.exec, "local", action("navigate", "", `{"url":"`+url+`"}`)).Err)
 
@@ -226,4 +231,109 @@ func TestKilledInstanceIsMarkedUnhealthyAndWorkMovesToAHealthyOne(t *testing.T) 
 	require.NoError(t, s.run(ctx, exec, place, action("fill", "#name", `{"text":"Lin"}`)).Err)
 	require.NoError(t, s.run(ctx, exec, place, action("click", "#go", "")).Err)
 	require.Equal(t, "Hello, Lin!", textOf(t, s.run(ctx, exec, place, action("text", "#out", ""))))
+}
+
+func TestRealChromiumTablessTasksReuseOneTab(t *testing.T) {
+	t.Parallel()
+	url := testSite(t)
+	inst := startChromium(t)
+	bn := setup(t, executor.Options{}, executor.InstanceConfig{ID: "local", URL: inst.URL(), Token: inst.Token()})
+	c, err := pinchtab.New(inst.URL(), inst.Token())
+	require.NoError(t, err)
+	before, err := c.Tabs(context.Background())
+	require.NoError(t, err)
+	for i := range 20 {
+		o := bn.exec.Execute(context.Background(), &attempt{id: fmt.Sprint("t", i), instance: "local",
+			spec: &engine.TaskSpec{AgentID: "x", Action: action("navigate", "", `{"url":"`+url+`"}`)}})
+		require.NoError(t, o.Err)
+	}
+	after, err := c.Tabs(context.Background())
+	require.NoError(t, err)
+	require.Len(t, after, len(before)+1, "20 tab-less tasks, one pooled tab")
+}
+
+func TestRealChromiumLostSessionTabFailsWithSessionLost(t *testing.T) {
+	t.Parallel()
+	url := testSite(t)
+	inst := startChromium(t)
+	bn := setup(t, executor.Options{}, executor.InstanceConfig{ID: "local", URL: inst.URL(), Token: inst.Token()})
+	s := &session{key: "s"}
+	ctx := context.Background()
+	require.NoError(t, s.run(ctx, bn.exec, "local", action("navigate", "", `{"url":"`+url+`"}`)).Err)
+	c, err := pinchtab.New(inst.URL(), inst.Token())
+	require.NoError(t, err)
+	require.NoError(t, c.CloseTab(ctx, s.tab)) // behind Switchyard's back
+	before, err := c.Tabs(ctx)
+	require.NoError(t, err)
+
+	o := s.run(ctx, bn.exec, "local", action("fill", "#name", `{"text":"Ada"}`))
+	require.ErrorIs(t, o.Err, executor.ErrSessionLost)
+	require.Equal(t, policy.ClassPermanent, engine.ClassOf(o.Err), "failed at once, not retried in a blank tab")
+	after, err := c.Tabs(ctx)
+	require.NoError(t, err)
+	require.Len(t, after, len(before), "no tab was opened in its place")
+}
+
+// abortIgnorer is an instance that keeps working after the client went away:
+// a proxy in front of the built-in instance that finishes every request it
+// forwards. upstreamDone counts the answers the instance gave.
+type abortIgnorer struct {
+	srv          *httptest.Server
+	started      atomic.Int32
+	upstreamDone atomic.Int32
+}
+
+func newAbortIgnorer(t *testing.T, upstream string) *abortIgnorer {
+	u, err := neturl.Parse(upstream)
+	require.NoError(t, err)
+	a := &abortIgnorer{}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy.ModifyResponse = func(*http.Response) error {
+		a.upstreamDone.Add(1)
+		return nil
+	}
+	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/health" && r.URL.Path != "/tabs" {
+			a.started.Add(1)
+		}
+		proxy.ServeHTTP(w, r.WithContext(context.WithoutCancel(r.Context())))
+	}))
+	t.Cleanup(a.srv.Close)
+	return a
+}
+
+func TestRealChromiumCancelHoldsTheSlotUntilTheInstanceEndsTheAction(t *testing.T) {
+	t.Parallel()
+	url := testSite(t)
+	inst := startChromium(t)
+	ig := newAbortIgnorer(t, inst.URL())
+	bn := setup(t, executor.Options{AbortGrace: time.Minute}, executor.InstanceConfig{ID: "local", URL: ig.srv.URL, Token: inst.Token()})
+	s := &session{key: "s"}
+	require.NoError(t, s.run(context.Background(), bn.exec, "local", action("navigate", "", `{"url":"`+url+`"}`)).Err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	startedBefore := ig.started.Load()
+	doneBefore := ig.upstreamDone.Load()
+	type result struct {
+		o            engine.Outcome
+		upstreamDone int32
+	}
+	done := make(chan result, 1)
+	go func() {
+		o := s.run(ctx, bn.exec, "local", action("evaluate", "", `{"expression":"new Promise(r => setTimeout(() => r('finished'), 1500))"}`))
+		done <- result{o, ig.upstreamDone.Load()}
+	}()
+	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+		if ig.started.Load() == startedBefore {
+			return errors.New("the action has not reached the instance")
+		}
+		return nil
+	})
+	cancel()
+	r := <-done
+	require.Equal(t, doneBefore+1, r.upstreamDone, "the attempt ended only once the instance had answered")
+	require.NoError(t, r.o.Err, "the instance's answer is the attempt's")
+	require.JSONEq(t, `{"result":"finished"}`, string(r.o.Result))
+	got, _ := bn.reg.Get("local")
+	require.Zero(t, got.InFlight)
 }

@@ -40,7 +40,27 @@ type Options struct {
 	Logger          hclog.Logger
 	IdleTabTimeout  time.Duration // tabs the executor opened close after this long unused; default 5m, negative never
 	MaxInlineResult int           // larger answers become artifacts; default 256 KiB
+	// MaxIdleTabs bounds the pooled tabs (opened for tab-less tasks, bound to
+	// no session, unused) kept per instance for the next tab-less task; a
+	// released tab beyond it is closed at once. Default 4; negative: no pool.
+	MaxIdleTabs int
+	// AbortGrace is how long a cancelled or timed-out attempt keeps waiting
+	// for the instance's answer before it disconnects: the attempt, and the
+	// slot it holds, end when the instance confirms the end of the action or
+	// when the grace has passed, so that ceilings hold where the browsers
+	// are, even on an instance that keeps working after a disconnect.
+	// Default 5s (keep it below the engine's lease grace); negative: abort at
+	// once.
+	AbortGrace time.Duration
 }
+
+// ErrSessionLost is wrapped by the (permanent) error of an attempt whose
+// session's tab is gone — closed behind Switchyard's back, or lost with its
+// instance's restart or removal. The page state the session built is gone:
+// the task fails at once rather than running in a fresh blank tab, its
+// dependents follow the dependency rules, and the session's binding is
+// forgotten, so that its next task starts over in a new tab.
+var ErrSessionLost = errors.New("SESSION_LOST")
 
 // Executor forwards attempts to browser instances. It implements
 // engine.Executor.
@@ -50,6 +70,8 @@ type Executor struct {
 	log       hclog.Logger
 	idle      time.Duration
 	maxInline int
+	maxIdle   int
+	grace     time.Duration
 
 	mu    sync.Mutex
 	owned map[string]*ownedTab // tabs the executor opened, by tab id
@@ -88,12 +110,20 @@ func New(o Options) (*Executor, error) {
 	if o.MaxInlineResult <= 0 {
 		o.MaxInlineResult = 256 << 10
 	}
+	if o.MaxIdleTabs == 0 {
+		o.MaxIdleTabs = 4
+	}
+	if o.AbortGrace == 0 {
+		o.AbortGrace = 5 * time.Second
+	}
 	e := &Executor{
 		reg:       o.Registry,
 		arts:      o.Artifacts,
 		log:       o.Logger.Named("executor"),
 		idle:      o.IdleTabTimeout,
 		maxInline: o.MaxInlineResult,
+		maxIdle:   max(o.MaxIdleTabs, 0),
+		grace:     max(o.AbortGrace, 0),
 		owned:     make(map[string]*ownedTab),
 		stop:      make(chan struct{}),
 	}
@@ -189,7 +219,9 @@ func (e *Executor) runAction(ctx context.Context, a Attempt, spec *engine.TaskSp
 	defer e.done(t)
 	a.Started(t.instance, t.tab)
 
-	res, err := e.perform(ctx, t, spec.Action, a.TaskID())
+	rctx, release := e.graceful(ctx)
+	res, err := e.perform(rctx, t, spec.Action, a.TaskID())
+	release()
 	if err != nil {
 		return engine.Outcome{Err: e.explain(ctx, err, t), InstanceID: t.instance, TabID: t.tab}, nil
 	}
@@ -224,8 +256,13 @@ func (e *Executor) target(ctx context.Context, a Attempt, spec *engine.TaskSpec)
 			}
 		}
 		t := target{instance: id, tab: a.TabID(), session: true}
-		if _, snap, ok := e.reg.lookup(id); !ok || snap.Health == HealthUnhealthy {
-			return t, engine.Transient(fmt.Errorf("session tab %s: instance %q is gone (%s): %w: %w", t.tab, id, snap.LastError, engine.ErrInstanceFault, engine.ErrInstanceGone))
+		_, snap, ok := e.reg.lookup(id)
+		switch {
+		case !ok:
+			return t, sessionLost(t, "its instance was removed", nil)
+		case snap.Health == HealthUnhealthy:
+			// It may come back with the tab: wait, without spending the budget.
+			return t, engine.Transient(fmt.Errorf("session tab %s: instance %s is unhealthy (%s): %w", t.tab, id, snap.LastError, engine.ErrInstanceFault))
 		}
 		return e.use(t)
 	}
@@ -244,6 +281,9 @@ func (e *Executor) target(ctx context.Context, a Attempt, spec *engine.TaskSpec)
 		if id = e.reg.pick(KindInstance, KindServer); id == "" {
 			return target{}, engine.Transient(fmt.Errorf("no healthy browser instance with room: %w: %w", engine.ErrInstanceFault, engine.ErrInstanceGone))
 		}
+	}
+	if tab := e.takePooled(id, spec.Session()); tab != "" {
+		return e.use(target{instance: id, tab: tab})
 	}
 	t, err := e.use(target{instance: id})
 	if err != nil {
@@ -282,15 +322,55 @@ func (e *Executor) use(t target) (target, error) {
 	return t, nil
 }
 
-// done releases what use claimed.
+// done releases what use claimed. A pooled tab (opened for a tab-less task
+// of no session) goes back to its instance's pool, or is closed when the pool
+// is full.
 func (e *Executor) done(t target) {
 	e.reg.release(t.instance)
+	var extra *ownedTab
 	e.mu.Lock()
 	if o, ok := e.owned[t.tab]; ok && o.busy > 0 {
 		o.busy--
 		o.lastUsed = time.Now()
+		if o.busy == 0 && o.session == "" && e.idleInPoolLocked(o.instance) > e.maxIdle {
+			delete(e.owned, o.tab)
+			extra = o
+		}
 	}
 	e.mu.Unlock()
+	if extra != nil {
+		e.closeTabs([]*ownedTab{extra})
+	}
+}
+
+// idleInPoolLocked counts the idle pooled tabs of an instance.
+func (e *Executor) idleInPoolLocked(instance string) int {
+	n := 0
+	for _, o := range e.owned {
+		if o.instance == instance && o.session == "" && o.busy == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// takePooled claims the most recently used idle pooled tab of an instance
+// for an attempt of session (which then owns it, when not ""), or returns ""
+// when there is none.
+func (e *Executor) takePooled(instance, session string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var best *ownedTab
+	for _, o := range e.owned {
+		if o.instance == instance && o.session == "" && o.busy == 0 && (best == nil || o.lastUsed.After(best.lastUsed)) {
+			best = o
+		}
+	}
+	if best == nil {
+		return ""
+	}
+	best.session = session
+	return best.tab
 }
 
 // openTab opens a blank tab on an instance.
@@ -343,7 +423,8 @@ func (e *Executor) openTab(ctx context.Context, t target) (string, error) {
 //     healthy instance. The error keeps the instance's own reason (its status
 //     and code);
 //   - a 404 for the session's tab, which the instance no longer lists, means
-//     the tab vanished: also ErrInstanceGone, so that the retry opens a new one.
+//     the tab vanished: ErrSessionLost, permanent (and ErrInstanceGone, so
+//     that the engine forgets the binding).
 func (e *Executor) explain(ctx context.Context, err error, t target) error {
 	var pe *pinchtab.Error
 	if !errors.As(err, &pe) || ctx.Err() != nil {
@@ -360,9 +441,19 @@ func (e *Executor) explain(ctx context.Context, err error, t target) error {
 		if after := e.forgetTab(t.tab); after != nil {
 			after()
 		}
-		return engine.Transient(fmt.Errorf("session tab %s vanished from instance %s: %w: %w", t.tab, t.instance, engine.ErrInstanceGone, err))
+		return sessionLost(t, "it vanished from the instance", err)
 	}
 	return err
+}
+
+// sessionLost is the error of an attempt whose session's tab is gone.
+func sessionLost(t target, why string, cause error) error {
+	err := fmt.Errorf("%w: the session's tab %s on instance %s is gone (%s); its page state is lost: %w",
+		ErrSessionLost, t.tab, t.instance, why, engine.ErrInstanceGone)
+	if cause != nil {
+		err = fmt.Errorf("%w: %w", err, cause)
+	}
+	return engine.Permanent(err)
 }
 
 // forgetTab drops a tab from the executor's books. It returns the func that
@@ -407,12 +498,14 @@ func (e *Executor) runInstruction(ctx context.Context, a Attempt, spec *engine.T
 	defer e.done(t)
 	a.Started(id, tab)
 	var res pinchtab.ChatResult
+	rctx, release := e.graceful(ctx)
 	if _, snap, _ := e.reg.lookup(id); snap.Dialect == DialectBrowserOS {
-		res, err = t.client.ChatBrowserOS(ctx, pinchtab.BrowserOSChat{
+		res, err = t.client.ChatBrowserOS(rctx, pinchtab.BrowserOSChat{
 			ConversationID: conversationID(a.TaskID()), Message: spec.Instruction, LLM: llmConfig(spec.Labels)})
 	} else {
-		res, err = t.client.Chat(ctx, pinchtab.ChatRequest{Instruction: spec.Instruction, TabID: tab})
+		res, err = t.client.Chat(rctx, pinchtab.ChatRequest{Instruction: spec.Instruction, TabID: tab})
 	}
+	release()
 	if err != nil {
 		return engine.Outcome{Err: e.explain(ctx, err, t), InstanceID: id, TabID: tab}
 	}
@@ -421,6 +514,42 @@ func (e *Executor) runInstruction(ctx context.Context, a Attempt, spec *engine.T
 		return engine.Outcome{Err: err, InstanceID: id, TabID: tab}
 	}
 	return engine.Outcome{Result: result, HTTPStatus: http.StatusOK, InstanceID: id, TabID: tab}
+}
+
+// graceful returns the context for the request that performs an attempt's
+// work. When ctx ends (a cancellation, the attempt's timeout), the request is
+// not aborted at once: it may still get the instance's answer, which confirms
+// that the action ended, for up to the abort grace; then it is aborted. The
+// attempt, and the slot it holds in the engine, last until then, so that an
+// instance that keeps working after a disconnect never runs more than its
+// ceilings allow. Call release once the request is over.
+func (e *Executor) graceful(ctx context.Context) (rctx context.Context, release func()) {
+	if e.grace <= 0 {
+		return ctx, func() {}
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var (
+		mu    sync.Mutex
+		timer *time.Timer
+		done  bool
+	)
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			timer = time.AfterFunc(e.grace, cancel)
+		}
+	})
+	return rctx, func() {
+		stop()
+		mu.Lock()
+		done = true
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	}
 }
 
 // conversationID is the BrowserOS conversation of a task: a UUID derived

@@ -179,26 +179,41 @@ func TestNamedTabResolutionErrorsArePermanentAndClear(t *testing.T) {
 	require.Equal(t, policy.ClassTransient, engine.ClassOf(o.Err))
 }
 
-func TestSessionTabOnAGoneInstanceReportsInstanceGone(t *testing.T) {
+func TestSessionTabOnAnUnhealthyInstanceWaitsForIt(t *testing.T) {
 	t.Parallel()
 	a := newFakeInstance(t, "a", "", "TA")
 	bn := setup(t, executor.Options{}, instanceCfg("a", a))
 	markDown(t, bn, a, "a")
 	o := bn.exec.Execute(context.Background(), &attempt{id: "t", instance: "a", tab: "TA",
 		spec: &engine.TaskSpec{AgentID: "x", SessionKey: "s", Action: action("click", "#go", "")}})
-	require.ErrorIs(t, o.Err, engine.ErrInstanceGone)
+	require.ErrorIs(t, o.Err, engine.ErrInstanceFault, "the instance may come back with the tab")
+	require.NotErrorIs(t, o.Err, engine.ErrInstanceGone, "the session keeps its tab meanwhile")
 	require.Equal(t, policy.ClassTransient, engine.ClassOf(o.Err))
 	require.Empty(t, a.paths(), "no request to an instance known to be down")
 }
 
-func TestSessionTabThatVanishedReportsInstanceGone(t *testing.T) {
+func TestSessionTabOnARemovedInstanceIsLost(t *testing.T) {
+	t.Parallel()
+	a := newFakeInstance(t, "a", "", "TA")
+	bn := setup(t, executor.Options{}, instanceCfg("a", a))
+	require.NoError(t, bn.reg.Remove("a"))
+	o := bn.exec.Execute(context.Background(), &attempt{id: "t", instance: "a", tab: "TA",
+		spec: &engine.TaskSpec{AgentID: "x", SessionKey: "s", Action: action("click", "#go", "")}})
+	require.ErrorIs(t, o.Err, executor.ErrSessionLost)
+	require.ErrorIs(t, o.Err, engine.ErrInstanceGone, "the engine forgets the binding")
+	require.Equal(t, policy.ClassPermanent, engine.ClassOf(o.Err))
+}
+
+func TestSessionTabThatVanishedFailsAtOnceWithSessionLost(t *testing.T) {
 	t.Parallel()
 	a := newFakeInstance(t, "a", "")
 	bn := setup(t, executor.Options{}, instanceCfg("a", a))
 	o := bn.exec.Execute(context.Background(), &attempt{id: "t", instance: "a", tab: "CLOSED-ELSEWHERE",
 		spec: &engine.TaskSpec{AgentID: "x", SessionKey: "s", Action: action("click", "#go", "")}})
+	require.ErrorIs(t, o.Err, executor.ErrSessionLost, "not silently replaced by a blank tab")
 	require.ErrorIs(t, o.Err, engine.ErrInstanceGone, "the engine must forget the binding")
-	require.Equal(t, policy.ClassTransient, engine.ClassOf(o.Err))
+	require.Equal(t, policy.ClassPermanent, engine.ClassOf(o.Err))
+	require.Contains(t, o.Err.Error(), "SESSION_LOST")
 	require.Equal(t, 404, o.HTTPStatus)
 	require.Empty(t, o.TabID, "nothing binds to the vanished tab")
 }
@@ -255,12 +270,12 @@ func TestErrorClassesFollowStatusFamilies(t *testing.T) {
 	}
 }
 
-func TestCancellationStopsTheForwardedRequest(t *testing.T) {
+func TestCancellationStopsTheForwardedRequestAfterTheAbortGrace(t *testing.T) {
 	t.Parallel()
 	a := newFakeInstance(t, "a", "", "TA")
 	canceled := make(chan struct{})
 	a.set(func(f *fakeInstance) { f.slow = make(chan struct{}); f.canceled = canceled })
-	bn := setup(t, executor.Options{}, instanceCfg("a", a))
+	bn := setup(t, executor.Options{AbortGrace: time.Millisecond}, instanceCfg("a", a))
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -321,4 +322,99 @@ func TestADialectIsForChatInstances(t *testing.T) {
 	require.ErrorContains(t, err, "unknown chat dialect")
 	_, err = executor.ParseDialect("browseros")
 	require.NoError(t, err)
+}
+
+func TestTablessTasksReuseTabsAndTheTabCountStaysBounded(t *testing.T) {
+	t.Parallel()
+	modes(t, func(t *testing.T, mode pinchtabtest.Mode) {
+		bn, d := setupDouble(t, mode, executor.Options{MaxIdleTabs: 2, IdleTabTimeout: time.Hour})
+		ctx := context.Background()
+		run := func(id string) engine.Outcome {
+			return bn.exec.Execute(ctx, &attempt{id: id, instance: "p",
+				spec: &engine.TaskSpec{AgentID: "x", Action: action("navigate", "", `{"url":"http://site.test/form"}`)}})
+		}
+		for i := range 50 {
+			require.NoError(t, run(fmt.Sprint("t", i)).Err)
+		}
+		require.Len(t, d.Tabs(), 1, "50 tab-less tasks one after another: one tab")
+
+		// Five at once need five tabs; then the pool keeps two.
+		release := d.Hold()
+		var wg sync.WaitGroup
+		for i := range 5 {
+			wg.Go(func() {
+				o := bn.exec.Execute(ctx, &attempt{id: fmt.Sprint("c", i), instance: "p",
+					spec: &engine.TaskSpec{AgentID: "x", Action: action("press", "", `{"key":"Enter"}`)}})
+				require.NoError(t, o.Err)
+			})
+		}
+		checkFor(t, 5*time.Second, time.Millisecond, func() error {
+			if now, _ := d.Running(); now < 5 {
+				return fmt.Errorf("%d actions running", now)
+			}
+			return nil
+		})
+		require.Len(t, d.Tabs(), 5)
+		release()
+		wg.Wait()
+		require.Len(t, d.Tabs(), 2, "idle tabs beyond maxIdleTabs are closed")
+
+		// The idle timeout closes the rest.
+		require.Equal(t, 2, bn.exec.ReapIdleTabs(time.Now().Add(2*time.Hour)))
+		require.Empty(t, d.Tabs())
+	})
+}
+
+func TestALostSessionTabFailsTheTaskAtOnce(t *testing.T) {
+	t.Parallel()
+	modes(t, func(t *testing.T, mode pinchtabtest.Mode) {
+		bn, d := setupDouble(t, mode, executor.Options{})
+		ctx := context.Background()
+		o := bn.exec.Execute(ctx, &attempt{id: "open", instance: "p",
+			spec: &engine.TaskSpec{AgentID: "x", SessionKey: "s", Action: action("navigate", "", `{"url":"http://site.test/form"}`)}})
+		require.NoError(t, o.Err)
+		d.CloseTab(o.TabID) // behind Switchyard's back
+		o = bn.exec.Execute(ctx, &attempt{id: "fill", instance: "p", tab: o.TabID,
+			spec: &engine.TaskSpec{AgentID: "x", SessionKey: "s", Action: action("fill", "#name", `{"text":"Ada"}`)}})
+		require.ErrorIs(t, o.Err, executor.ErrSessionLost)
+		require.Equal(t, policy.ClassPermanent, engine.ClassOf(o.Err))
+		require.Len(t, d.Tabs(), 0, "no blank tab was opened in its place")
+	})
+}
+
+func TestCancelHoldsTheSlotUntilTheInstanceEndsTheAction(t *testing.T) {
+	t.Parallel()
+	d := pinchtabtest.New(t, pinchtabtest.Options{Token: doubleToken, IgnoreAbort: true})
+	d.SetPage("http://site.test/form", form)
+	bn := setup(t, executor.Options{AbortGrace: time.Hour}, executor.InstanceConfig{ID: "p", URL: d.URL(), Token: doubleToken})
+	tab := d.OpenTab("", "http://site.test/form")
+	release := d.Hold()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan engine.Outcome, 1)
+	go func() {
+		done <- bn.exec.Execute(ctx, &attempt{id: "t", instance: "p",
+			spec: &engine.TaskSpec{AgentID: "x", TabID: tab, Action: action("click", "#go", "")}})
+	}()
+	checkFor(t, 5*time.Second, time.Millisecond, func() error {
+		if now, _ := d.Running(); now != 1 {
+			return errors.New("the action is not running yet")
+		}
+		return nil
+	})
+	cancel()
+	// The instance keeps working: the attempt must not end before it does.
+	select {
+	case o := <-done:
+		t.Fatalf("the attempt ended while the instance still ran its action: %v", o.Err)
+	default:
+	}
+	inst, _ := bn.reg.Get("p")
+	require.Equal(t, 1, inst.InFlight, "the slot is held")
+	release()
+	o := <-done
+	now, _ := d.Running()
+	require.Zero(t, now, "the attempt ended after the instance confirmed the end of the action")
+	require.NoError(t, o.Err, "the instance's answer is the attempt's")
+	inst, _ = bn.reg.Get("p")
+	require.Zero(t, inst.InFlight)
 }

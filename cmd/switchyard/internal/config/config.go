@@ -54,6 +54,7 @@ type Config struct {
 	Limits        Limits           `yaml:"limits"`
 	Health        Health           `yaml:"health"`
 	Engine        Engine           `yaml:"engine"`
+	Executor      Executor         `yaml:"executor"`
 	Instances     []Instance       `yaml:"instances"`
 	Agents        map[string]Agent `yaml:"agents"`
 	Plugins       Plugins          `yaml:"plugins"`
@@ -274,6 +275,21 @@ type Health struct {
 	Interval       Duration `yaml:"interval"`       // default 5s
 	Timeout        Duration `yaml:"timeout"`        // default 2s
 	UnhealthyAfter int      `yaml:"unhealthyAfter"` // default 3
+}
+
+// Executor configures how attempts reach the instances (executor.Options);
+// 0 means the default.
+type Executor struct {
+	// IdleTabTimeout closes the tabs the executor opened once unused this long
+	// (default 5m; negative: never).
+	IdleTabTimeout Duration `yaml:"idleTabTimeout"`
+	// MaxIdleTabs bounds the unused tabs kept per instance for tab-less tasks
+	// (default 4; negative: none).
+	MaxIdleTabs int `yaml:"maxIdleTabs"`
+	// AbortGrace is how long a cancelled attempt waits for the instance to
+	// confirm the end of its action before disconnecting (default 5s;
+	// negative: disconnect at once).
+	AbortGrace Duration `yaml:"abortGrace"`
 }
 
 // Engine is the engine's configuration (engine.Config); 0 means the
