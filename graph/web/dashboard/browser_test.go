@@ -29,6 +29,8 @@ import (
 	"github.com/switchyard/switchyard/engine/store/memory"
 	"github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/graph/server"
+	"github.com/switchyard/switchyard/plugins/host"
+	"github.com/switchyard/switchyard/plugins/manager"
 )
 
 // gate is the server's listener: it can drop every connection and refuse
@@ -85,7 +87,11 @@ type bundle struct {
 	c    *client.Client // the test's, around it
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t *testing.T) *bundle { return setupServer(t, false) }
+
+// setupServer is setup, with the policy plugins (the built-ins) when
+// plugins is set, so that the policies panel lists them.
+func setupServer(t *testing.T, plugins bool) *bundle {
 	t.Helper()
 	exec := enginetest.NewExecutor()
 	eng, err := engine.New(engine.Options{Store: memory.New(memory.Options{}), Executor: exec})
@@ -113,7 +119,16 @@ func setup(t *testing.T) *bundle {
 	_, err = reg.Register(executor.InstanceConfig{ID: "chromium-1", URL: browser.URL, Capacity: 8})
 	require.NoError(t, err)
 
-	srv, err := server.New(server.Options{Engine: eng, Registry: reg, Version: "test", Logger: hclog.NewNullLogger()})
+	opts := server.Options{Engine: eng, Registry: reg, Version: "test", Logger: hclog.NewNullLogger()}
+	if plugins {
+		rt, err := host.New(host.Config{})
+		require.NoError(t, err)
+		m := manager.New(eng, rt, manager.Options{Native: true})
+		require.NoError(t, m.Start(context.Background()))
+		t.Cleanup(func() { _ = m.Close(context.Background()) })
+		opts.Plugins = m
+	}
+	srv, err := server.New(opts)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -7,6 +7,10 @@
 // charts, a live task feed and a task detail view, and offers the actions an
 // operator needs (cancel, stop a session, reset, pause or resume a lane,
 // change a lane's ceiling), each one the mutation a client would send.
+// It fits a phone's screen as well as a wide one (the header wraps, tables
+// too wide for their panel scroll inside it; layout_test.go checks the
+// boxes at 1400 and 420 px), and every timestamp shows the time of day with
+// the whole date, time zone and UTC instant in its title.
 //
 // Authentication: the page has a token field. A token typed there is kept in
 // the browser's localStorage and sent as `Authorization: Bearer <token>` on

@@ -3,10 +3,12 @@
 // its dependency graph (the whole batch when it has one), and the actions
 // that apply to its state.
 
+import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { clock, json, ms, span, short } from './format';
+import { json, ms, span, short } from './format';
 import type { Ctx } from './main';
 import { BATCH, type BatchInfo, TASK, TASK_SUB, type TaskDetail, TERMINAL } from './queries';
+import { Time } from './time';
 
 export function Detail({ ctx, id }: { ctx: Ctx; id: string }) {
   const [task, setTask] = useState<TaskDetail | null>(null);
@@ -83,7 +85,7 @@ function Body({ ctx, task, batch }: { ctx: Ctx; task: TaskDetail; batch: BatchIn
     v === null || v === undefined || v === '' ? null : (
       <tr key={k}>
         <th>{k}</th>
-        <td>{v as string}</td>
+        <td>{v as ComponentChildren}</td>
       </tr>
     );
   return (
@@ -135,11 +137,18 @@ function Body({ ctx, task, batch }: { ctx: Ctx; task: TaskDetail; batch: BatchIn
           {row('batch', task.batchId)}
           {row('parent', task.parentId)}
           {row('labels', task.labels.map((l) => `${l.key}=${l.value}`).join(' '))}
-          {row('submitted', clock(task.submittedAt))}
-          {row('queued', task.queuedAt ? clock(task.queuedAt) : null)}
-          {row('next run', task.nextRunAt ? clock(task.nextRunAt) : null)}
-          {row('ended', task.endedAt ? `${clock(task.endedAt)} (${span(task.submittedAt, task.endedAt)} after submission)` : null)}
-          {row('deadline', task.deadline ? clock(task.deadline) : null)}
+          {row('submitted', <Time at={task.submittedAt} />)}
+          {row('queued', task.queuedAt ? <Time at={task.queuedAt} /> : null)}
+          {row('next run', task.nextRunAt ? <Time at={task.nextRunAt} /> : null)}
+          {row(
+            'ended',
+            task.endedAt ? (
+              <>
+                <Time at={task.endedAt} /> ({span(task.submittedAt, task.endedAt)} after submission)
+              </>
+            ) : null,
+          )}
+          {row('deadline', task.deadline ? <Time at={task.deadline} /> : null)}
           {row('timeout', task.timeoutMs ? ms(task.timeoutMs) : null)}
         </tbody>
       </table>
@@ -167,7 +176,9 @@ function Body({ ctx, task, batch }: { ctx: Ctx; task: TaskDetail; batch: BatchIn
                 <td class="dim">
                   {a.instanceId ?? '–'} / {a.tabId ?? '–'}
                 </td>
-                <td class="mono">{clock(a.assignedAt)}</td>
+                <td class="mono">
+                  <Time at={a.assignedAt} />
+                </td>
                 <td>{span(a.assignedAt, a.startedAt)}</td>
                 <td>{a.endedAt ? span(a.startedAt ?? a.assignedAt, a.endedAt) : 'running'}</td>
                 <td>{a.errorClass}</td>

@@ -4,9 +4,10 @@
 // (the feed restarts a little back in time with them); the state filter
 // applies here, to the rows' current state.
 
-import { clock, num, short } from './format';
+import { num, short } from './format';
 import type { Ctx } from './main';
 import { STATES, TERMINAL } from './queries';
+import { Time } from './time';
 import { FEED_CAP, FEED_SHOWN, type FeedFilter } from './store';
 
 export function Feed({ ctx }: { ctx: Ctx }) {
@@ -91,11 +92,15 @@ export function Feed({ ctx }: { ctx: Ctx }) {
               <td>
                 <span class={`state badge ${r.state}`}>{r.state || '…'}</span>
               </td>
-              <td>{r.agentId}</td>
-              <td>{r.lane}</td>
-              <td class="dim">{r.sessionKey}</td>
+              <td title={r.agentId}>{r.agentId}</td>
+              <td title={r.lane}>{r.lane}</td>
+              <td class="dim" title={r.sessionKey ?? ''}>
+                {r.sessionKey}
+              </td>
               <td>{r.attempt || ''}</td>
-              <td class="dim mono">{clock(r.at)}</td>
+              <td class="dim mono">
+                <Time at={r.at} />
+              </td>
               <td class="dim reason" title={r.reason}>
                 {r.reason}
               </td>

@@ -3,9 +3,10 @@
 // same GraphQL mutations a client would send.
 
 import { LineChart } from './chart';
-import { clock, ms, num } from './format';
+import { ms, num } from './format';
 import type { Ctx } from './main';
 import { AGENTS_SHOWN, HISTORY } from './store';
+import { Time } from './time';
 
 export function Tiles({ ctx }: { ctx: Ctx }) {
   const s = ctx.store.stats;
@@ -220,7 +221,9 @@ export function Instances({ ctx }: { ctx: Ctx }) {
                 <Bar value={i.inFlight} max={i.capacity} label={i.capacity > 0 ? `${i.inFlight} / ${i.capacity}` : `${i.inFlight} / ∞`} />
               </td>
               <td>{i.tabs}</td>
-              <td class="dim">{clock(i.lastCheck)}</td>
+              <td class="dim">
+                <Time at={i.lastCheck} />
+              </td>
             </tr>
           ))}
         </tbody>
@@ -230,7 +233,7 @@ export function Instances({ ctx }: { ctx: Ctx }) {
         <ul class="log">
           {ctx.store.instanceLog.slice(0, 5).map((e) => (
             <li key={e.seq}>
-              <span class="dim">{clock(e.at)}</span> {e.instance.id} <span class={`badge ${e.kind}`}>{e.kind}</span> {e.reason ?? ''}
+              <Time class="dim" at={e.at} /> {e.instance.id} <span class={`badge ${e.kind}`}>{e.kind}</span> {e.reason ?? ''}
             </li>
           ))}
         </ul>
@@ -317,7 +320,7 @@ export function Policies({ ctx }: { ctx: Ctx }) {
         <ul class="log" id="plugin-log">
           {pluginLog.slice(0, 6).map((e) => (
             <li key={e.seq}>
-              <span class="dim">{clock(e.at)}</span> <span class={`badge ${e.kind}`}>{e.kind}</span> {e.plugin ?? ''}
+              <Time class="dim" at={e.at} /> <span class={`badge ${e.kind}`}>{e.kind}</span> {e.plugin ?? ''}
               {e.slot ? ` ${e.slot}` : ''}
               {e.lane ? ` lane ${e.lane}` : ''} <span class={e.kind === 'FAULT' || e.kind === 'DISABLED' ? 'bad' : 'dim'}>{e.reason ?? ''}</span>
             </li>
