@@ -48,6 +48,52 @@ func (e *Engine) positionLocked(t *task) int {
 	return n
 }
 
+// Positions returns, for the tasks among ids that are QUEUED, how many
+// tasks are ahead of each in its (lane, agent) queue, as Task reports it:
+// for lists, one pass over each queue involved, whatever the number of its
+// tasks asked for (O(n log k) for k of a queue's n tasks).
+func (e *Engine) Positions(ids []string) map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	groups := map[*agentQueue][]*task{}
+	seen := make(map[*task]bool, len(ids))
+	for _, id := range ids {
+		if t := e.tasks[id]; t != nil && t.state == StateQueued && t.sq != nil && !seen[t] {
+			seen[t] = true
+			groups[t.sq.aq] = append(groups[t.sq.aq], t)
+		}
+	}
+	out := make(map[string]int, len(ids))
+	for aq, ts := range groups {
+		slices.SortFunc(ts, func(a, b *task) int {
+			if taskBefore(a, b) {
+				return -1
+			}
+			return 1
+		})
+		// A task ahead of ts[j] is ahead of every later one: count it at
+		// the first, then sum.
+		ahead := make([]int, len(ts)+1)
+		for _, sq := range aq.subs {
+			for _, o := range sq.tasks {
+				j, _ := slices.BinarySearchFunc(ts, o, func(t, o *task) int {
+					if taskBefore(o, t) {
+						return 1
+					}
+					return -1
+				})
+				ahead[j]++
+			}
+		}
+		n := 0
+		for i, t := range ts {
+			n += ahead[i]
+			out[t.id] = n
+		}
+	}
+	return out
+}
+
 // Tasks lists tasks from the store, after making sure it holds every change
 // made before the call.
 func (e *Engine) Tasks(ctx context.Context, q TaskQuery) ([]*Task, error) {

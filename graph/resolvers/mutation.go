@@ -27,6 +27,7 @@ func (m *mutationResolver) SubmitTask(ctx context.Context, input model.SubmitTas
 	if err != nil {
 		return nil, inField(err, "input")
 	}
+	(*Resolver)(m).fillPositions(ctx, t)
 	return model.NewTask(t), nil
 }
 
@@ -118,6 +119,11 @@ func (m *mutationResolver) SubmitTasks(ctx context.Context, input model.SubmitTa
 	if res.BatchID != "" {
 		out.BatchID = &res.BatchID
 	}
+	tasks := make([]*engine.Task, 0, len(res.Items))
+	for _, r := range res.Items {
+		tasks = append(tasks, r.Task)
+	}
+	(*Resolver)(m).fillPositions(ctx, tasks...)
 	for j, r := range res.Items {
 		item := out.Items[orig[j]]
 		item.Task = model.NewTask(r.Task)

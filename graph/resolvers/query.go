@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/internal/cluster"
 	"github.com/switchyard/switchyard/graph/model"
+	"github.com/switchyard/switchyard/internal/cluster"
 	"github.com/switchyard/switchyard/plugins/host"
 )
 
@@ -80,6 +80,7 @@ func (r *Resolver) page(ctx context.Context, f engine.TaskFilter, ord engine.Ord
 		}
 		more = len(next) > 0
 	}
+	r.fillPositions(ctx, ts...)
 	conn := &model.TaskConnection{Edges: make([]*model.TaskEdge, len(ts)), Filter: f,
 		PageInfo: &model.PageInfo{HasNextPage: more, HasPreviousPage: from != 0}}
 	for i, t := range ts {

@@ -47,6 +47,12 @@ func (a *Engine) Task(ctx context.Context, id string) (*engine.Task, error) {
 	return a.n.Engine().Task(ctx, id)
 }
 
+// Positions returns the queue positions of QUEUED tasks (the leader's;
+// none on a follower, whose engine queues nothing).
+func (a *Engine) Positions(ids []string) map[string]int {
+	return a.n.Engine().Positions(ids)
+}
+
 // Tasks lists tasks.
 func (a *Engine) Tasks(ctx context.Context, q engine.TaskQuery) ([]*engine.Task, error) {
 	return a.n.Engine().Tasks(ctx, q)
