@@ -298,3 +298,58 @@ func TestABrowserOnAnotherSiteCannotCallTools(t *testing.T) {
 	_ = res.Body.Close()
 	require.Equal(t, http.StatusForbidden, res.StatusCode)
 }
+
+func TestSchedulerToolsSubmitListGetAndCancelTheCallersTasks(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{config: engine.Config{Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 4, Paused: true}}}})
+	c := b.connect(t, "planner", "", "")
+	args := map[string]any{"action": map[string]any{"kind": "navigate", "params": map[string]any{"url": "https://example.com"}},
+		"sessionKey": "research-1", "idempotencyKey": "step-1", "priority": "HIGH", "labels": map[string]any{"step": "1"}}
+	first := c.call(t, "submit_task", args)
+	require.False(t, first.IsError, textOf(first))
+	id := structured(t, first)["taskId"].(string)
+	again := c.call(t, "submit_task", args)
+	require.Equal(t, id, structured(t, again)["taskId"], "the idempotency key returns the original task")
+	tk, err := b.eng.Task(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, "planner", tk.Spec.AgentID)
+	require.Equal(t, engine.PriorityHigh, tk.Spec.Priority)
+	require.Equal(t, "research-1", tk.Spec.SessionKey)
+
+	other := b.connect(t, "someone-else", "", "")
+	require.False(t, other.call(t, "submit_task", map[string]any{"instruction": "summarise"}).IsError)
+
+	list := c.call(t, "list_tasks", map[string]any{"states": []any{"QUEUED"}})
+	tasks := structured(t, list)["tasks"].([]any)
+	require.Len(t, tasks, 1, "the caller's own tasks only")
+	require.Equal(t, id, tasks[0].(map[string]any)["id"])
+
+	got := c.call(t, "get_task", map[string]any{"id": id})
+	require.Equal(t, "QUEUED", structured(t, got)["state"])
+	view := structured(t, got)["tasks"].([]any)[0].(map[string]any)
+	require.EqualValues(t, 0, view["position"], "first in its queue")
+
+	cancelled := c.call(t, "cancel_task", map[string]any{"id": id, "reason": "plan changed"})
+	require.Equal(t, "CANCELLED", structured(t, cancelled)["state"])
+	tk, err = b.eng.Task(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, engine.StateCancelled, tk.State)
+	require.Equal(t, "plan changed", tk.Reason)
+
+	res := c.call(t, "list_tasks", map[string]any{"states": []any{"DONE"}})
+	require.Equal(t, "INVALID_INPUT", errorOf(t, res)["code"])
+}
+
+func TestCloseSessionClosesTheTabAndStartsAFreshSession(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{auto: true})
+	c := b.connect(t, "closer", "", "")
+	before := structured(t, c.call(t, "text", nil))["session"]
+	res := c.call(t, "close_session", nil)
+	require.False(t, res.IsError, textOf(res))
+	ts := b.tasks(t)
+	require.Equal(t, "close", ts[0].Spec.Action.Kind)
+	require.Equal(t, before, ts[0].Spec.SessionKey, "the close runs in the session it closes")
+	after := structured(t, c.call(t, "text", nil))["session"]
+	require.NotEqual(t, before, after, "the next call opens a fresh session")
+}
