@@ -19,6 +19,12 @@
 // never wait for the writer. A background goroutine checkpoints the WAL so
 // that commits do not pay for it.
 //
+// Ownership: one Store has a file open at a time, in this process or any
+// other, through an flock on the file's name plus ".lock" that the kernel
+// drops with the process (lock.go). At Open the bookkeeping is checked
+// against the rows: what is certain is repaired, the rest refuses the file
+// until an operator runs Repair (check.go; `switchyard db check|repair`).
+//
 // Durability: with the default SyncFull a commit returns once the WAL is on
 // disk, so an accepted task survives a crash of the machine, not only of
 // the process. SyncNormal keeps process-crash durability and may lose the
