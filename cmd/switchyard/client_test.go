@@ -37,7 +37,8 @@ type result struct {
 func sw(t *testing.T, server string, args ...string) result {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// A bound, not a claim: loading a plugin compiles it on the server.
+	ctx, cancel := context.WithTimeout(context.Background(), serveStartTimeout)
 	defer cancel()
 	if server != "" {
 		args = append(args, "--server", server)

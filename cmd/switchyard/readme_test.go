@@ -35,6 +35,12 @@ func tourOperations(t *testing.T) map[string]string {
 
 // startServe runs `switchyard serve` on a free port and returns its
 // GraphQL endpoint.
+// serveStartTimeout bounds how long a test waits for `switchyard serve` (or
+// `instance`) to say where it listens. It is a bound, not a claim about
+// speed: on a cold compilation cache the WebAssembly policies compile for
+// seconds, and tens of seconds on a busy two-core machine.
+const serveStartTimeout = 2 * time.Minute
+
 func startServe(t *testing.T, args ...string) string {
 	t.Helper()
 	var out, logs syncBuffer
@@ -53,7 +59,7 @@ func startServe(t *testing.T, args ...string) string {
 		}
 	})
 	re := regexp.MustCompile(`GraphQL at (http://\S+/graphql)`)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(serveStartTimeout)
 	for {
 		if m := re.FindStringSubmatch(out.String()); m != nil {
 			return m[1]

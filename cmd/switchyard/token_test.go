@@ -82,7 +82,7 @@ func startServeLogged(t *testing.T, args ...string) (string, *syncBuffer) {
 		}
 	})
 	re := regexp.MustCompile(`GraphQL at (http://\S+)/graphql`)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(serveStartTimeout)
 	for {
 		if m := re.FindStringSubmatch(out.String()); m != nil {
 			return m[1], logs
