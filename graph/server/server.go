@@ -253,6 +253,7 @@ func New(opts Options) (*Server, error) {
 	}
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("GET /tour/sign-in", serveTourPage)
 	mux.Handle("GET /metrics", s.requireIdentity(promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{ErrorLog: hclogAdapter{s.log}})))
 	mux.Handle("GET /artifacts/{id}", count("artifacts", s.requireIdentity(http.HandlerFunc(s.artifact))))
 	s.handler = s.logRequests(s.checkHost(mux))
