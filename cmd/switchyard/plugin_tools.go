@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/simulate"
@@ -101,6 +102,9 @@ func moduleArgs(name string, args []string, stderr io.Writer, extra func(fs *fla
 	if *cfgFile != "" {
 		if config, err = os.ReadFile(*cfgFile); err != nil {
 			return nil, nil, false, nil, err
+		}
+		if !utf8.Valid(config) {
+			return nil, nil, false, nil, fmt.Errorf("%w: --config %s is not valid UTF-8", errUsage, *cfgFile)
 		}
 		if !json.Valid(config) {
 			return nil, nil, false, nil, fmt.Errorf("%w: --config %s is not JSON", errUsage, *cfgFile)

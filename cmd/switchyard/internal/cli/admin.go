@@ -14,6 +14,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchyard/switchyard/graph/client"
 )
@@ -321,6 +322,9 @@ func readConfig(arg string) (any, error) {
 			return nil, Usagef("--config: %v", err)
 		}
 	}
+	if at, ok := invalidUTF8(doc); !ok {
+		return nil, Usagef("--config: not valid UTF-8 at byte %d (strings must be UTF-8)", at)
+	}
 	var v any
 	if err := json.Unmarshal(doc, &v); err != nil {
 		return nil, Usagef("--config: not JSON: %v", err)
@@ -508,6 +512,9 @@ func instanceRegister(ctx context.Context, args []string, env Env) error {
 		if err != nil {
 			return Usagef("--token-file: %v", err)
 		}
+		if at, ok := invalidUTF8(b); !ok {
+			return Usagef("--token-file %s: not valid UTF-8 at byte %d", *tokenFile, at)
+		}
 		in["token"] = strings.TrimSpace(string(b))
 	}
 	if len(ls) > 0 {
@@ -548,4 +555,18 @@ func instanceRemove(ctx context.Context, args []string, env Env) error {
 	}
 	fmt.Fprintf(env.Stdout, "removed %s\n", pos[0])
 	return nil
+}
+
+// invalidUTF8 reports whether b is UTF-8, and if not, the offset of the
+// first byte that is not: files are refused rather than sent with their
+// bytes replaced by U+FFFD.
+func invalidUTF8(b []byte) (int, bool) {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i, false
+		}
+		i += n
+	}
+	return 0, true
 }

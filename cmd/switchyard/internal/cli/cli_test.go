@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -87,4 +89,18 @@ func TestEventLinesSayWhatHappened(t *testing.T) {
 	require.Contains(t, lagged, "missed 17 events: behind")
 	batch := formatEvent(&Event{Seq: 91, Kind: "BATCH", BatchID: "B1", Reason: "all ended"}, false)
 	require.Contains(t, batch, "batch=B1  all ended")
+}
+
+func TestFilesThatAreNotUTF8AreRefused(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "config.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"agent":"a`+"\xff"+`"}`), 0o600))
+	_, err := readConfig("@" + bad)
+	require.EqualError(t, err, "--config: not valid UTF-8 at byte 11 (strings must be UTF-8)")
+	require.Equal(t, ExitUsage, ExitCode(err))
+	good := filepath.Join(dir, "good.json")
+	require.NoError(t, os.WriteFile(good, []byte(`{"agent":"a\ufffd"}`), 0o600))
+	v, err := readConfig("@" + good)
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"agent": "a\uFFFD"}, v)
 }

@@ -15,8 +15,10 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -409,9 +411,16 @@ func (c *Config) LoadFile(path string) error {
 // Unknown keys are errors that name the key and its line.
 func (c *Config) LoadYAML(data []byte, source string) error {
 	path := source
+	if line, col, ok := invalidUTF8(data); !ok {
+		return fmt.Errorf("config file %s: line %d, column %d: not valid UTF-8 (strings must be UTF-8; invalid bytes are refused, not replaced)", path, line, col)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		var te *yaml.TypeError
+		if errors.As(err, &te) && unknownField.FindStringIndex(err.Error()) == nil {
+			return fmt.Errorf("config file %s: %s", path, strings.Join(keyedTypeErrors(data, te.Errors), "; "))
+		}
 		msg := err.Error()
 		if m := unknownField.FindAllStringSubmatch(msg, -1); m != nil {
 			var keys []string
@@ -427,6 +436,98 @@ func (c *Config) LoadYAML(data []byte, source string) error {
 		return fmt.Errorf("config file %s: %s", path, strings.TrimPrefix(msg, "yaml: "))
 	}
 	return nil
+}
+
+// invalidUTF8 reports whether data is UTF-8, and if not, the line and
+// column (1-based, in bytes) of the first byte that is not.
+func invalidUTF8(data []byte) (line, col int, ok bool) {
+	if utf8.Valid(data) {
+		return 0, 0, true
+	}
+	line, start := 1, 0
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return line, i - start + 1, false
+		}
+		if r == '\n' {
+			line, start = line+1, i+1
+		}
+		i += n
+	}
+	return line, 1, false
+}
+
+var typeErrorLine = regexp.MustCompile(`^line (\d+): cannot unmarshal !!\w+ ` + "`" + `(.*)` + "`" + ` into (\S+)$`)
+
+// keyedTypeErrors names the key of each of yaml's "line 3: cannot unmarshal
+// !!str `lots` into int": the key whose value is on that line.
+func keyedTypeErrors(data []byte, errs []string) []string {
+	var root yaml.Node
+	_ = yaml.Unmarshal(data, &root)
+	out := make([]string, len(errs))
+	for i, e := range errs {
+		out[i] = e
+		m := typeErrorLine.FindStringSubmatch(e)
+		if m == nil {
+			continue
+		}
+		line, _ := strconv.Atoi(m[1])
+		if key := keyAt(&root, "", line, m[2]); key != "" {
+			out[i] = fmt.Sprintf("line %s: %s: %q is not a valid %s", m[1], key, m[2], yamlTypeName(m[3]))
+		}
+	}
+	return out
+}
+
+// keyAt returns the path of the scalar value on line whose text is value.
+func keyAt(n *yaml.Node, path string, line int, value string) string {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if k := keyAt(c, path, line, value); k != "" {
+				return k
+			}
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k := keyAt(n.Content[i+1], joinPath(path, n.Content[i].Value), line, value); k != "" {
+				return k
+			}
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			if k := keyAt(c, path+"["+strconv.Itoa(i)+"]", line, value); k != "" {
+				return k
+			}
+		}
+	case yaml.ScalarNode:
+		if n.Line == line && n.Value == value {
+			return path
+		}
+	}
+	return ""
+}
+
+// yamlTypeName says what a Go type of the configuration expects.
+func yamlTypeName(goType string) string {
+	switch goType {
+	case "int", "int64", "uint64":
+		return "integer"
+	case "float64":
+		return "number"
+	case "bool":
+		return "boolean (true or false)"
+	case "string":
+		return "string"
+	}
+	if strings.HasPrefix(goType, "map[") {
+		return "map"
+	}
+	if strings.HasPrefix(goType, "[]") {
+		return "list"
+	}
+	return "value for " + goType
 }
 
 // sectionOf names the section of a Go type in the YAML file.

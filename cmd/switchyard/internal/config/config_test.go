@@ -265,3 +265,53 @@ func TestEveryScalarKeyHasAVariable(t *testing.T) {
 		require.Equal(t, key, vars[name], name)
 	}
 }
+
+func TestAValueOfTheWrongTypeNamesItsKey(t *testing.T) {
+	t.Parallel()
+	for doc, want := range map[string]string{
+		"listen: 127.0.0.1:8080\nengine:\n  maxInFlight: lots\n": `line 3: engine.maxInFlight: "lots" is not a valid integer`,
+		"engine:\n  lanes:\n    - {name: a, maxInFlight: x}\n":   `line 3: engine.lanes[0].maxInFlight: "x" is not a valid integer`,
+		"localInstance:\n  enabled: sometimes\n":                 `line 2: localInstance.enabled: "sometimes" is not a valid boolean (true or false)`,
+		"limits: {maxDepth: 3, mutationsPerSecond: fast}\n":      `line 1: limits.mutationsPerSecond: "fast" is not a valid number`,
+		"engine:\n  maxInFlight: lots\n  maxQueued: many\n":      `line 2: engine.maxInFlight: "lots" is not a valid integer; line 3: engine.maxQueued: "many" is not a valid integer`,
+	} {
+		c := config.Default()
+		err := c.LoadYAML([]byte(doc), "f.yaml")
+		require.EqualError(t, err, "config file f.yaml: "+want, doc)
+	}
+}
+
+func TestStringsThatAreNotUTF8AreRefusedInTheFileAndTheEnvironment(t *testing.T) {
+	t.Parallel()
+	c := config.Default()
+	err := c.LoadYAML([]byte("log:\n  level: info\nagents:\n  \"a\xffb\": {weight: 2}\n"), "f.yaml")
+	require.ErrorContains(t, err, "config file f.yaml: line 4, column 5: not valid UTF-8")
+	c = config.Default()
+	_, err = c.ApplyEnv([]string{"SWITCHYARD_STORE_PATH=/tmp/a\xfe.db"})
+	require.EqualError(t, err, "SWITCHYARD_STORE_PATH (store.path): the value is not valid UTF-8")
+	require.Equal(t, config.Default().Store.Path, c.Store.Path, "nothing changed")
+}
+
+func TestVariablesOfKeysWithAcronymsKeepThemWholeAndTheOldSpellingWarns(t *testing.T) {
+	t.Parallel()
+	vars := map[string]string{}
+	for _, v := range config.EnvVariables() {
+		vars[v[0]] = v[1]
+	}
+	require.Equal(t, "cluster.leaseTTL", vars["SWITCHYARD_CLUSTER_LEASE_TTL"])
+	for name := range vars {
+		require.NotContains(t, name, "_T_T_L", "the documented names keep acronyms whole")
+	}
+
+	c := config.Default()
+	warnings, err := c.ApplyEnv([]string{"SWITCHYARD_CLUSTER_LEASE_TTL=30s"})
+	require.NoError(t, err)
+	require.Empty(t, warnings)
+	require.Equal(t, 30*time.Second, c.Cluster.LeaseTTL.Std())
+
+	c = config.Default()
+	warnings, err = c.ApplyEnv([]string{"SWITCHYARD_CLUSTER_LEASE_T_T_L=20s"})
+	require.NoError(t, err)
+	require.Equal(t, 20*time.Second, c.Cluster.LeaseTTL.Std(), "the old spelling still works")
+	require.Equal(t, []string{"SWITCHYARD_CLUSTER_LEASE_T_T_L is deprecated: it is spelt SWITCHYARD_CLUSTER_LEASE_TTL now (read as cluster.leaseTTL for now)"}, warnings)
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/switchyard/switchyard/engine"
 )
@@ -29,13 +30,23 @@ type envKey struct {
 	path  string // YAML path: log.format
 	name  string // SWITCHYARD_LOG_FORMAT
 	field reflect.Value
+	// deprecated, on an old spelling of a name (SWITCHYARD_CLUSTER_LEASE_T_T_L,
+	// from before acronyms stayed whole), is the name to use instead.
+	deprecated string
 }
 
-// envKeys lists the scalar keys of c, by variable name.
+// envKeys lists the scalar keys of c, by variable name, old spellings
+// included (marked deprecated).
 func envKeys(c *Config) map[string]envKey {
 	out := map[string]envKey{}
-	var walk func(v reflect.Value, path, name string)
-	walk = func(v reflect.Value, path, name string) {
+	add := func(p, n, old string, fv reflect.Value) {
+		out[n[1:]] = envKey{path: p, name: EnvPrefix + n[1:], field: fv}
+		if old != n {
+			out[old[1:]] = envKey{path: p, name: EnvPrefix + old[1:], field: fv, deprecated: EnvPrefix + n[1:]}
+		}
+	}
+	var walk func(v reflect.Value, path, name, old string)
+	walk = func(v reflect.Value, path, name, old string) {
 		t := v.Type()
 		for i := 0; i < t.NumField(); i++ {
 			f := t.Field(i)
@@ -43,19 +54,19 @@ func envKeys(c *Config) map[string]envKey {
 			if tag == "" || tag == "-" || !f.IsExported() {
 				continue
 			}
-			p, n := joinPath(path, tag), name+"_"+upperSnake(tag)
+			p, n, o := joinPath(path, tag), name+"_"+upperSnake(tag), old+"_"+oldUpperSnake(tag)
 			fv := v.Field(i)
 			switch {
 			case f.Type == reflect.TypeOf(Duration(0)):
-				out[n[1:]] = envKey{path: p, name: EnvPrefix + n[1:], field: fv}
+				add(p, n, o, fv)
 			case f.Type.Kind() == reflect.Struct:
-				walk(fv, p, n)
+				walk(fv, p, n, o)
 			case f.Type.Kind() == reflect.String || f.Type.Kind() == reflect.Int || f.Type.Kind() == reflect.Bool || f.Type.Kind() == reflect.Float64:
-				out[n[1:]] = envKey{path: p, name: EnvPrefix + n[1:], field: fv}
+				add(p, n, o, fv)
 			}
 		}
 	}
-	walk(reflect.ValueOf(c).Elem(), "", "")
+	walk(reflect.ValueOf(c).Elem(), "", "", "")
 	return out
 }
 
@@ -66,8 +77,27 @@ func joinPath(a, b string) string {
 	return a + "." + b
 }
 
-// upperSnake turns maxInFlight into MAX_IN_FLIGHT.
+// upperSnake turns maxInFlight into MAX_IN_FLIGHT, keeping acronyms whole:
+// leaseTTL is LEASE_TTL, maxHTTPBody MAX_HTTP_BODY.
 func upperSnake(s string) string {
+	rs := []rune(s)
+	var b strings.Builder
+	for i, r := range rs {
+		if i > 0 && unicode.IsUpper(r) {
+			prev := rs[i-1]
+			nextLower := i+1 < len(rs) && unicode.IsLower(rs[i+1])
+			if !unicode.IsUpper(prev) || nextLower {
+				b.WriteByte('_')
+			}
+		}
+		b.WriteRune(unicode.ToUpper(r))
+	}
+	return b.String()
+}
+
+// oldUpperSnake is upperSnake as it was, an underscore before every capital
+// (leaseTTL → LEASE_T_T_L): those names are still read, with a warning.
+func oldUpperSnake(s string) string {
 	var b strings.Builder
 	for i, r := range s {
 		if unicode.IsUpper(r) && i > 0 {
@@ -84,7 +114,9 @@ func EnvVariables() [][2]string {
 	c := Default()
 	var out [][2]string
 	for _, k := range envKeys(&c) {
-		out = append(out, [2]string{k.name, k.path})
+		if k.deprecated == "" {
+			out = append(out, [2]string{k.name, k.path})
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
 	return out
@@ -118,6 +150,12 @@ func (c *Config) ApplyEnv(environ []string) (warnings []string, err error) {
 		if !ok {
 			warnings = append(warnings, fmt.Sprintf("%s sets no configuration key; ignored", name))
 			continue
+		}
+		if k.deprecated != "" {
+			warnings = append(warnings, fmt.Sprintf("%s is deprecated: it is spelt %s now (read as %s for now)", name, k.deprecated, k.path))
+		}
+		if !utf8.ValidString(val) {
+			return warnings, fmt.Errorf("%s (%s): the value is not valid UTF-8", name, k.path)
 		}
 		if err := setScalar(k.field, val); err != nil {
 			return warnings, fmt.Errorf("%s (%s): %w", name, k.path, err)
