@@ -66,12 +66,21 @@ func (x Exhausted) Validate() error {
 // and cron (30).
 func DefaultLanes() []LaneConfig {
 	mk := func(name string, n int) LaneConfig {
-		return LaneConfig{
-			Name: name, MaxInFlight: n, MaxQueued: 100_000, DropPolicy: DropReject,
-			MaxDepth: 5, Retry: DefaultRetryPolicy(), Timeout: DefaultTimeout, Exhausted: ExhaustedPark,
-		}
+		l := NewLane(name)
+		l.MaxInFlight = n
+		return l
 	}
 	return []LaneConfig{mk("main", 30), mk("subagent", 50), mk("team", 100), mk("cron", 30)}
+}
+
+// NewLane returns a lane with every setting at its default: 30 in flight,
+// 100,000 queued, reject when full, depth 5, the default timeout and retry
+// policy, park when retries are spent.
+func NewLane(name string) LaneConfig {
+	return LaneConfig{
+		Name: name, MaxInFlight: 30, MaxQueued: 100_000, DropPolicy: DropReject,
+		MaxDepth: 5, Retry: DefaultRetryPolicy(), Timeout: DefaultTimeout, Exhausted: ExhaustedPark,
+	}
 }
 
 // DefaultTimeout is the per-attempt timeout of a task that sets none.
@@ -265,8 +274,9 @@ const LaneEnvPrefix = "SWITCHYARD_LANE_"
 // os.Environ form) to lanes. The value is either a number, the lane's
 // concurrency ceiling, or comma-separated settings:
 // "inflight=40,queue=5000,drop=drop-oldest,paused=false,depth=5,timeout=30s,
-// attempts=3,exhausted=fail".
-// A variable for an unknown lane creates it. The lane name is the variable's
+// attempts=3,backoff=200ms,multiplier=2,maxbackoff=1m,jitter=true,exhausted=fail";
+// a setting left out keeps the lane's value. A variable for an unknown lane
+// creates it with NewLane's defaults. The lane name is the variable's
 // suffix in lower case, with '_' kept (SWITCHYARD_LANE_BULK_JOBS → bulk_jobs).
 func ApplyLaneEnv(lanes []LaneConfig, environ []string) ([]LaneConfig, error) {
 	out := slices.Clone(lanes)
@@ -278,7 +288,7 @@ func ApplyLaneEnv(lanes []LaneConfig, environ []string) ([]LaneConfig, error) {
 		name := strings.ToLower(strings.TrimPrefix(key, LaneEnvPrefix))
 		i := slices.IndexFunc(out, func(l LaneConfig) bool { return l.Name == name })
 		if i < 0 {
-			out = append(out, LaneConfig{Name: name, MaxInFlight: 30})
+			out = append(out, NewLane(name))
 			i = len(out) - 1
 		}
 		if err := parseLaneSettings(&out[i], val); err != nil {
@@ -318,10 +328,18 @@ func parseLaneSettings(l *LaneConfig, val string) error {
 			l.Timeout, err = time.ParseDuration(v)
 		case "attempts":
 			l.Retry.MaxAttempts, err = strconv.Atoi(v)
+		case "backoff":
+			l.Retry.Backoff, err = time.ParseDuration(v)
+		case "multiplier":
+			l.Retry.Multiplier, err = strconv.ParseFloat(v, 64)
+		case "maxbackoff":
+			l.Retry.MaxBackoff, err = time.ParseDuration(v)
+		case "jitter":
+			l.Retry.Jitter, err = strconv.ParseBool(v)
 		case "exhausted":
 			l.Exhausted = Exhausted(v)
 		default:
-			return fmt.Errorf("unknown setting %q (want inflight, queue, drop, paused, depth, timeout, attempts or exhausted)", k)
+			return fmt.Errorf("unknown setting %q (want inflight, queue, drop, paused, depth, timeout, attempts, backoff, multiplier, maxbackoff, jitter or exhausted)", k)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", k, err)

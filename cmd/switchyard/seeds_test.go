@@ -222,3 +222,73 @@ engine:
 		require.True(t, strings.HasPrefix(hooks.wait(t, "/then-bros", 1)[0]["event"].(string), "task."))
 	})
 }
+
+// TestOneLaneOverrideKeepsTheDefaultLanesAndAPartialRetryGrows is issue 22
+// §2 through a running server: a file that tunes one lane keeps the others
+// (schedules still find the cron lane), and a retry given in part takes the
+// defaults for the rest, so its delay doubles.
+func TestOneLaneOverrideKeepsTheDefaultLanesAndAPartialRetryGrows(t *testing.T) {
+	t.Parallel()
+	inst := brokenInstance(t)
+	c := serveWithConfig(t, `
+instances:
+  - {id: broken, url: "`+inst.URL+`"}
+engine:
+  lanes:
+    - {name: main, maxInFlight: 8, retry: {maxAttempts: 3, backoff: 1s}}
+`)
+	ctx := context.Background()
+	var lanes struct {
+		Lanes []struct {
+			Name        string
+			MaxInFlight int
+			RetryPolicy struct {
+				MaxAttempts, BackoffMs, MaxBackoffMs int
+				Multiplier                           float64
+			}
+		}
+	}
+	require.NoError(t, c.Do(ctx, `{ lanes { name maxInFlight retryPolicy { maxAttempts backoffMs multiplier maxBackoffMs } } }`, nil, &lanes))
+	var names []string
+	for _, l := range lanes.Lanes {
+		names = append(names, l.Name)
+		if l.Name == "main" {
+			require.Equal(t, 8, l.MaxInFlight)
+			require.Equal(t, 3, l.RetryPolicy.MaxAttempts)
+			require.Equal(t, 1000, l.RetryPolicy.BackoffMs)
+			require.Equal(t, 2.0, l.RetryPolicy.Multiplier, "unset: the default")
+			require.Equal(t, 60000, l.RetryPolicy.MaxBackoffMs, "unset: the default")
+		}
+	}
+	require.ElementsMatch(t, []string{"main", "subagent", "team", "cron"}, names)
+
+	var sc struct{ CreateSchedule struct{ ID string } }
+	require.NoError(t, c.Do(ctx, `mutation { createSchedule(input: {name: "daily", kind: CRON, cron: "0 9 * * 1-5",
+		template: {agentId: "reporter", action: {kind: "click"}}}) { id } }`, nil, &sc), "the cron lane is still there")
+	var got struct {
+		Schedule struct {
+			OffsetMs  int64
+			NextRunAt time.Time
+		}
+	}
+	require.NoError(t, c.Do(ctx, `query($id: ID!) { schedule(id: $id) { offsetMs nextRunAt } }`, map[string]any{"id": sc.CreateSchedule.ID}, &got))
+	require.Zero(t, got.Schedule.OffsetMs, "cron runs at the expression's time unless spreading is asked for")
+	require.Equal(t, "09:00:00", got.Schedule.NextRunAt.UTC().Format("15:04:05"))
+
+	var sub struct{ SubmitTask struct{ ID string } }
+	require.NoError(t, c.Do(ctx, `mutation { submitTask(input: {agentId: "a", action: {kind: "click"}}) { id } }`, nil, &sub))
+	id := sub.SubmitTask.ID
+	seen := map[string]bool{}
+	deadline := time.Now().Add(30 * time.Second)
+	for !seen["PARKED"] {
+		task := readTask(t, c, id)
+		if task.State == "RETRY_WAIT" {
+			seen[strings.SplitN(task.Reason, ":", 2)[0]] = true
+		}
+		seen[task.State] = true
+		require.True(t, time.Now().Before(deadline), "the task did not park: %+v", task)
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.True(t, seen["retry in 1s"], "the first retry waits the backoff: %v", seen)
+	require.True(t, seen["retry in 2s"], "the second waits twice as long: %v", seen)
+}

@@ -8,9 +8,10 @@
 // Schedules are persisted as engine settings. After downtime, runs that were
 // missed follow the schedule's policy: skip them, or run once now. When a run
 // falls due while the previous run is still active, the overlap policy
-// decides: skip this run, queue it anyway, or cancel the previous one. A
-// stable per-schedule offset spreads schedules that share a minute so they
-// do not stampede.
+// decides: skip this run, queue it anyway, or cancel the previous one. Runs
+// are due at the timetable's exact times; a schedule may opt in to a stable
+// per-schedule offset (SpreadWindow) that spreads schedules sharing a minute
+// so they do not stampede. An at schedule may delete itself once it has run.
 //
 // Cron times follow the schedule's time zone through daylight-saving
 // changes the way the classic cron does: a job at a fixed time of day runs
@@ -71,12 +72,12 @@ const (
 // Label is the task label that ties a task to the schedule that created it.
 const Label = "switchyard.schedule"
 
-// HistoryLength is how many recent runs a schedule keeps (all runs are tasks).
-const HistoryLength = 20
+// DefaultHistoryLength is how many recent runs a schedule keeps unless it
+// says otherwise (all runs are tasks), as GoClaw keeps 200.
+const DefaultHistoryLength = 200
 
-// DefaultSpreadWindow bounds the offset that spreads cron and interval
-// schedules.
-const DefaultSpreadWindow = 30 * time.Second
+// MaxHistoryLength bounds Spec.HistoryLength.
+const MaxHistoryLength = 10_000
 
 // Spec is what an operator defines.
 type Spec struct {
@@ -92,11 +93,18 @@ type Spec struct {
 	DeadlineAfter time.Duration
 	Missed        MissedPolicy  // default skip
 	Overlap       OverlapPolicy // default skip
-	// SpreadWindow bounds the stable offset added to every run time (default
-	// 30 s for cron and every, capped at a tenth of the interval; 0 for at).
-	// Negative disables spreading.
+	// SpreadWindow, when positive, bounds a stable offset added to every
+	// run time of a cron or every schedule (for every, capped at a tenth of
+	// the interval), so that schedules sharing a minute do not all fire at
+	// once. Zero or negative (the default): runs are due at the exact time.
 	SpreadWindow time.Duration
 	Enabled      bool
+	// DeleteAfterRun deletes an at schedule once it has run (or once its
+	// time was missed while the server was down). Its task stays.
+	DeleteAfterRun bool
+	// HistoryLength is how many recent runs it keeps (0 means
+	// DefaultHistoryLength; at most MaxHistoryLength).
+	HistoryLength int
 }
 
 // Run is one time a schedule fell due.
@@ -117,7 +125,7 @@ type Schedule struct {
 	NextRunAt time.Time // zero when it will not run again (disabled, or an "at" that ran)
 	LastRunAt time.Time
 	LastTask  string
-	Runs      []Run // the latest HistoryLength, oldest first
+	Runs      []Run // the latest Spec.HistoryLength, oldest first
 }
 
 // Scheduler runs schedules on the engine's clock.
@@ -195,7 +203,22 @@ func (s *Scheduler) catchUpLocked(ctx context.Context, en *entry, now time.Time)
 		en.record(Run{Due: first, FiredAt: now, Outcome: fmt.Sprintf("missed %d run(s) while down; skipped", missed)})
 	}
 	en.s.NextRunAt = en.nextAfter(now)
+	if en.s.Spec.Kind == KindAt && en.s.Spec.DeleteAfterRun && en.s.NextRunAt.IsZero() {
+		s.deleteSpentLocked(ctx, en)
+		return
+	}
 	s.saveLocked(ctx, en)
+}
+
+// deleteSpentLocked deletes an at schedule that has run and asked to go.
+func (s *Scheduler) deleteSpentLocked(ctx context.Context, en *entry) {
+	en.stop()
+	delete(s.entries, en.s.ID)
+	if err := s.e.SaveSetting(ctx, settingPrefix+en.s.ID, nil); err != nil {
+		s.log.Error("deleting a schedule that has run", "schedule", en.s.ID, "error", err)
+		return
+	}
+	s.log.Info("schedule ran and deleted itself", "schedule", en.s.ID, "task", en.s.LastTask)
 }
 
 // Create adds a schedule.
@@ -375,6 +398,12 @@ func (s *Scheduler) prepare(sc Schedule) (*entry, error) {
 func compile(sc Schedule) (*entry, error) {
 	en := &entry{s: sc, loc: time.UTC}
 	sp := &en.s.Spec
+	if sp.DeleteAfterRun && sp.Kind != KindAt {
+		return nil, invalid("deleteAfterRun", "only an at schedule runs once and may delete itself")
+	}
+	if sp.HistoryLength < 0 || sp.HistoryLength > MaxHistoryLength {
+		return nil, invalid("historyLength", "must be within 0 (the default, %d) .. %d, got %d", DefaultHistoryLength, MaxHistoryLength, sp.HistoryLength)
+	}
 	switch sp.Kind {
 	case KindAt:
 		if sp.At.IsZero() {
@@ -409,15 +438,12 @@ func compile(sc Schedule) (*entry, error) {
 
 // spreadOffset is a stable offset in [0, window) derived from the id.
 func spreadOffset(id string, sp *Spec) time.Duration {
-	if sp.Kind == KindAt || sp.SpreadWindow < 0 {
+	if sp.Kind == KindAt || sp.SpreadWindow <= 0 {
 		return 0
 	}
 	w := sp.SpreadWindow
-	if w == 0 {
-		w = DefaultSpreadWindow
-		if sp.Kind == KindEvery {
-			w = min(w, sp.Every/10)
-		}
+	if sp.Kind == KindEvery {
+		w = min(w, sp.Every/10)
 	}
 	if w <= 0 {
 		return 0
@@ -533,7 +559,11 @@ func dayMatches(s *cron.SpecSchedule, t time.Time) bool {
 
 func (en *entry) record(r Run) {
 	en.s.Runs = append(en.s.Runs, r)
-	if over := len(en.s.Runs) - HistoryLength; over > 0 {
+	keep := en.s.Spec.HistoryLength
+	if keep == 0 {
+		keep = DefaultHistoryLength
+	}
+	if over := len(en.s.Runs) - keep; over > 0 {
 		en.s.Runs = slices.Delete(en.s.Runs, 0, over)
 	}
 }
@@ -575,6 +605,10 @@ func (s *Scheduler) onDue(id string, due time.Time) {
 	en.s.NextRunAt = en.nextAfter(now)
 	if en.s.Spec.Kind == KindAt {
 		en.s.NextRunAt = time.Time{}
+		if en.s.Spec.DeleteAfterRun {
+			s.deleteSpentLocked(ctx, en)
+			return
+		}
 	}
 	if err := s.saveLocked(ctx, en); err != nil {
 		s.log.Error("saving schedule", "schedule", id, "error", err)

@@ -68,6 +68,58 @@ func TestAtRunsOnce(t *testing.T) {
 	require.True(t, got.NextRunAt.IsZero())
 }
 
+func TestAnAtScheduleMayDeleteItselfOnceItHasRun(t *testing.T) {
+	t.Parallel()
+	h, s := setup(t)
+	sc, err := s.Create(context.Background(), schedule.Spec{Name: "once", Kind: schedule.KindAt, At: enginetest.Epoch.Add(time.Minute),
+		DeleteAfterRun: true, Enabled: true, Template: enginetest.Spec("a").Obj()})
+	require.NoError(t, err)
+	h.Clock.Advance(time.Hour)
+	require.Len(t, tasksOf(t, h, sc.ID), 1, "it ran; its task stays")
+	_, err = s.Get(sc.ID)
+	require.True(t, engine.IsCode(err, engine.CodeNotFound), "it deleted itself: %v", err)
+	s2 := schedule.New(h.Engine, h.Clock, nil)
+	require.NoError(t, s2.Start(context.Background()))
+	t.Cleanup(s2.Stop)
+	require.Empty(t, s2.List(), "and stays deleted after a restart")
+}
+
+func TestCronRunsAtTheExactTimeUnlessSpreadingIsAskedFor(t *testing.T) {
+	t.Parallel()
+	_, s := setup(t)
+	for _, window := range []time.Duration{0, -1} {
+		sc, err := s.Create(context.Background(), schedule.Spec{Name: "x", Kind: schedule.KindCron, Cron: "0 9 * * 1-5",
+			SpreadWindow: window, Enabled: true, Template: enginetest.Spec("a").Obj()})
+		require.NoError(t, err)
+		require.Zero(t, sc.Offset)
+		require.Equal(t, 9, sc.NextRunAt.Hour())
+		require.Zero(t, sc.NextRunAt.Minute()*60+sc.NextRunAt.Second(), "due at 09:00:00 exactly, not %s", sc.NextRunAt)
+	}
+}
+
+func TestAScheduleKeepsItsConfiguredRunHistory(t *testing.T) {
+	t.Parallel()
+	h, s := setup(t)
+	spec := every(10 * time.Second)
+	spec.HistoryLength = 3
+	short, err := s.Create(context.Background(), spec)
+	require.NoError(t, err)
+	long, err := s.Create(context.Background(), every(10*time.Second))
+	require.NoError(t, err)
+	for range 25 {
+		h.Clock.Advance(10 * time.Second)
+		for _, id := range h.Exec.Running() {
+			_ = h.Exec.Succeed(id, `{}`)
+		}
+	}
+	got, err := s.Get(short.ID)
+	require.NoError(t, err)
+	require.Len(t, got.Runs, 3)
+	got, err = s.Get(long.ID)
+	require.NoError(t, err)
+	require.Len(t, got.Runs, 25, "the default keeps up to %d", schedule.DefaultHistoryLength)
+}
+
 // walk returns the next n due times of a cron schedule created at `from`.
 func walk(t *testing.T, cronExpr string, from time.Time, n int) []time.Time {
 	t.Helper()
@@ -185,13 +237,13 @@ func TestTriggerRunsNowAndSpreadIsStable(t *testing.T) {
 	t.Parallel()
 	h, s := setup(t)
 	spec := every(time.Hour)
-	spec.SpreadWindow = 0 // default spreading
+	spec.SpreadWindow = 30 * time.Second // opted in
 	a, err := s.Create(context.Background(), spec)
 	require.NoError(t, err)
 	b, err := s.Create(context.Background(), spec)
 	require.NoError(t, err)
 	require.NotEqual(t, a.Offset, b.Offset, "two schedules on the same timetable are spread apart")
-	require.Less(t, a.Offset, schedule.DefaultSpreadWindow)
+	require.Less(t, a.Offset, 30*time.Second)
 
 	run, err := s.Trigger(context.Background(), a.ID)
 	require.NoError(t, err)
@@ -211,12 +263,14 @@ func TestInvalidSchedulesAreRefusedWithTheField(t *testing.T) {
 	t.Parallel()
 	_, s := setup(t)
 	for field, spec := range map[string]schedule.Spec{
-		"cron":          {Name: "x", Kind: schedule.KindCron, Cron: "* * *", Template: enginetest.Spec("a").Obj()},
-		"timeZone":      {Name: "x", Kind: schedule.KindCron, Cron: "* * * * *", TimeZone: "Mars/Olympus", Template: enginetest.Spec("a").Obj()},
-		"every":         {Name: "x", Kind: schedule.KindEvery, Every: time.Millisecond, Template: enginetest.Spec("a").Obj()},
-		"template.lane": {Name: "x", Kind: schedule.KindEvery, Every: time.Minute, Template: enginetest.Spec("a").Lane("nope").Obj()},
-		"kind":          {Name: "x", Kind: "sometimes", Template: enginetest.Spec("a").Obj()},
-		"overlapPolicy": {Name: "x", Kind: schedule.KindEvery, Every: time.Minute, Overlap: "maybe", Template: enginetest.Spec("a").Obj()},
+		"cron":           {Name: "x", Kind: schedule.KindCron, Cron: "* * *", Template: enginetest.Spec("a").Obj()},
+		"timeZone":       {Name: "x", Kind: schedule.KindCron, Cron: "* * * * *", TimeZone: "Mars/Olympus", Template: enginetest.Spec("a").Obj()},
+		"every":          {Name: "x", Kind: schedule.KindEvery, Every: time.Millisecond, Template: enginetest.Spec("a").Obj()},
+		"template.lane":  {Name: "x", Kind: schedule.KindEvery, Every: time.Minute, Template: enginetest.Spec("a").Lane("nope").Obj()},
+		"kind":           {Name: "x", Kind: "sometimes", Template: enginetest.Spec("a").Obj()},
+		"overlapPolicy":  {Name: "x", Kind: schedule.KindEvery, Every: time.Minute, Overlap: "maybe", Template: enginetest.Spec("a").Obj()},
+		"deleteAfterRun": {Name: "x", Kind: schedule.KindEvery, Every: time.Minute, DeleteAfterRun: true, Template: enginetest.Spec("a").Obj()},
+		"historyLength":  {Name: "x", Kind: schedule.KindEvery, Every: time.Minute, HistoryLength: schedule.MaxHistoryLength + 1, Template: enginetest.Spec("a").Obj()},
 	} {
 		_, err := s.Create(context.Background(), spec)
 		var ee *engine.Error

@@ -338,8 +338,10 @@ type ComplexityRoot struct {
 		CreatedAt       func(childComplexity int) int
 		Cron            func(childComplexity int) int
 		DeadlineAfterMs func(childComplexity int) int
+		DeleteAfterRun  func(childComplexity int) int
 		Enabled         func(childComplexity int) int
 		EveryMs         func(childComplexity int) int
+		HistoryLength   func(childComplexity int) int
 		ID              func(childComplexity int) int
 		Kind            func(childComplexity int) int
 		LastRunAt       func(childComplexity int) int
@@ -2078,6 +2080,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Schedule.DeadlineAfterMs(childComplexity), true
+	case "Schedule.deleteAfterRun":
+		if e.ComplexityRoot.Schedule.DeleteAfterRun == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.DeleteAfterRun(childComplexity), true
 	case "Schedule.enabled":
 		if e.ComplexityRoot.Schedule.Enabled == nil {
 			break
@@ -2090,6 +2098,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Schedule.EveryMs(childComplexity), true
+	case "Schedule.historyLength":
+		if e.ComplexityRoot.Schedule.HistoryLength == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.HistoryLength(childComplexity), true
 	case "Schedule.id":
 		if e.ComplexityRoot.Schedule.ID == nil {
 			break
@@ -3987,8 +4001,12 @@ type Schedule {
   overlapPolicy: OverlapPolicy!
   "Each run's task gets a deadline this long after it is created (milliseconds)."
   deadlineAfterMs: Int64
-  "The stable offset, in milliseconds, added to every run time so that schedules sharing a minute do not stampede."
+  "The stable offset, in milliseconds, added to every run time so that schedules sharing a minute do not stampede (0 unless it opted in with spreadWindowMs)."
   offsetMs: Int64!
+  "For AT: whether it deletes itself once it has run."
+  deleteAfterRun: Boolean!
+  "How many recent runs it keeps."
+  historyLength: Int!
   "The task each run submits (a task that never ran: its spec is what counts)."
   template: ScheduleTemplate!
   "When it was created."
@@ -4067,10 +4085,14 @@ input ScheduleInput {
   missedPolicy: MissedRunPolicy
   "A run falling due while the previous one is active (default SKIP)."
   overlapPolicy: OverlapPolicy
-  "Bounds the spread offset, in milliseconds (default 30000 for CRON and EVERY; -1 disables spreading)."
+  "Opt-in spreading for CRON and EVERY: when positive, bounds a stable per-schedule offset added to every run time, in milliseconds. Default 0 (or -1): runs are due at the exact time."
   spreadWindowMs: Int64
   "Whether it runs (default true)."
   enabled: Boolean = true
+  "For AT: delete the schedule once it has run (its task stays). Default false."
+  deleteAfterRun: Boolean
+  "How many recent runs it keeps (1..10000; default 200)."
+  historyLength: Int
 }
 
 "A browser instance the engine places work on."
@@ -5080,6 +5102,10 @@ func (ec *executionContext) childFields_Schedule(ctx context.Context, field grap
 		return ec.fieldContext_Schedule_deadlineAfterMs(ctx, field)
 	case "offsetMs":
 		return ec.fieldContext_Schedule_offsetMs(ctx, field)
+	case "deleteAfterRun":
+		return ec.fieldContext_Schedule_deleteAfterRun(ctx, field)
+	case "historyLength":
+		return ec.fieldContext_Schedule_historyLength(ctx, field)
 	case "template":
 		return ec.fieldContext_Schedule_template(ctx, field)
 	case "createdAt":
@@ -12238,6 +12264,52 @@ func (ec *executionContext) fieldContext_Schedule_offsetMs(_ context.Context, fi
 	return graphql.NewScalarFieldContext("Schedule", field, true, false, "Int64")
 }
 
+func (ec *executionContext) _Schedule_deleteAfterRun(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_deleteAfterRun(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DeleteAfterRun(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_deleteAfterRun(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, false, "Boolean")
+}
+
+func (ec *executionContext) _Schedule_historyLength(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_historyLength(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HistoryLength(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_historyLength(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, false, "Int")
+}
+
 func (ec *executionContext) _Schedule_template(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -17410,7 +17482,7 @@ func (ec *executionContext) unmarshalInputScheduleInput(ctx context.Context, obj
 		asMap["enabled"] = true
 	}
 
-	fieldsInOrder := [...]string{"name", "kind", "at", "everyMs", "cron", "timeZone", "template", "deadlineAfterMs", "missedPolicy", "overlapPolicy", "spreadWindowMs", "enabled"}
+	fieldsInOrder := [...]string{"name", "kind", "at", "everyMs", "cron", "timeZone", "template", "deadlineAfterMs", "missedPolicy", "overlapPolicy", "spreadWindowMs", "enabled", "deleteAfterRun", "historyLength"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -17501,6 +17573,20 @@ func (ec *executionContext) unmarshalInputScheduleInput(ctx context.Context, obj
 				return it, err
 			}
 			it.Enabled = data
+		case "deleteAfterRun":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("deleteAfterRun"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DeleteAfterRun = data
+		case "historyLength":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("historyLength"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HistoryLength = data
 		}
 	}
 	return it, nil
@@ -19978,6 +20064,16 @@ func (ec *executionContext) _Schedule(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "offsetMs":
 			out.Values[i] = ec._Schedule_offsetMs(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteAfterRun":
+			out.Values[i] = ec._Schedule_deleteAfterRun(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "historyLength":
+			out.Values[i] = ec._Schedule_historyLength(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

@@ -227,10 +227,14 @@ type ScheduleInput struct {
 	MissedPolicy *schedule.MissedPolicy `json:"missedPolicy,omitempty"`
 	// A run falling due while the previous one is active (default SKIP).
 	OverlapPolicy *schedule.OverlapPolicy `json:"overlapPolicy,omitempty"`
-	// Bounds the spread offset, in milliseconds (default 30000 for CRON and EVERY; -1 disables spreading).
+	// Opt-in spreading for CRON and EVERY: when positive, bounds a stable per-schedule offset added to every run time, in milliseconds. Default 0 (or -1): runs are due at the exact time.
 	SpreadWindowMs *int64 `json:"spreadWindowMs,omitempty"`
 	// Whether it runs (default true).
 	Enabled *bool `json:"enabled,omitempty"`
+	// For AT: delete the schedule once it has run (its task stays). Default false.
+	DeleteAfterRun *bool `json:"deleteAfterRun,omitempty"`
+	// How many recent runs it keeps (1..10000; default 200).
+	HistoryLength *int `json:"historyLength,omitempty"`
 }
 
 // This server.

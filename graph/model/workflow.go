@@ -207,6 +207,17 @@ func (s *Schedule) DeadlineAfterMs() *int64 { return optMillis(s.S.Spec.Deadline
 // OffsetMs is its spread offset.
 func (s *Schedule) OffsetMs() int64 { return s.S.Offset.Milliseconds() }
 
+// DeleteAfterRun reports whether an at schedule deletes itself once it ran.
+func (s *Schedule) DeleteAfterRun() bool { return s.S.Spec.DeleteAfterRun }
+
+// HistoryLength is how many recent runs it keeps.
+func (s *Schedule) HistoryLength() int {
+	if n := s.S.Spec.HistoryLength; n > 0 {
+		return n
+	}
+	return schedule.DefaultHistoryLength
+}
+
 // Template is what each run submits.
 func (s *Schedule) Template() *ScheduleTemplate { return &ScheduleTemplate{T: &s.S.Spec.Template} }
 

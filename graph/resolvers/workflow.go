@@ -245,6 +245,15 @@ func scheduleSpec(path string, in *model.ScheduleInput, now time.Time) (schedule
 			sp.SpreadWindow = -1
 		}
 	}
+	if in.DeleteAfterRun != nil {
+		sp.DeleteAfterRun = *in.DeleteAfterRun
+	}
+	if in.HistoryLength != nil {
+		if *in.HistoryLength < 1 || *in.HistoryLength > schedule.MaxHistoryLength {
+			return sp, invalid(p("historyLength"), "must be within 1 .. %d, got %d", schedule.MaxHistoryLength, *in.HistoryLength)
+		}
+		sp.HistoryLength = *in.HistoryLength
+	}
 	if in.MissedPolicy != nil {
 		sp.Missed = *in.MissedPolicy
 	}

@@ -314,18 +314,23 @@ type Engine struct {
 	// CommitTimeout bounds a call's wait for the store to commit its
 	// changes; past it the call answers UNAVAILABLE (default 10s).
 	CommitTimeout Duration `yaml:"commitTimeout"`
-	// Lanes replace the default lanes (main, subagent, team, cron) when
-	// given.
+	// Lanes merge with the default lanes (main, subagent, team, cron) by
+	// name: see Lane.
 	Lanes []Lane `yaml:"lanes"`
 }
 
-// Lane is one lane.
+// Lane is one lane. A lane named like a default lane (main, subagent, team,
+// cron) changes only the keys it sets; another name adds a lane, whose unset
+// keys take the defaults of a new lane (maxInFlight 30, maxQueued 100000,
+// dropPolicy reject, maxDepth 5, timeout 60s, the default retry, exhausted
+// park). remove: true drops the lane of that name instead.
 type Lane struct {
 	Name        string   `yaml:"name"`
-	MaxInFlight int      `yaml:"maxInFlight"`
+	Remove      bool     `yaml:"remove"`
+	MaxInFlight *int     `yaml:"maxInFlight"` // 0 dispatches nothing
 	MaxQueued   int      `yaml:"maxQueued"`
 	DropPolicy  string   `yaml:"dropPolicy"` // reject (default) or drop-oldest
-	Paused      bool     `yaml:"paused"`
+	Paused      *bool    `yaml:"paused"`
 	MaxDepth    int      `yaml:"maxDepth"`
 	Timeout     Duration `yaml:"timeout"`
 	Retry       *Retry   `yaml:"retry"`
@@ -334,13 +339,56 @@ type Lane struct {
 	Exhausted string `yaml:"exhausted"`
 }
 
-// Retry is a retry policy.
+// Retry is a retry policy. Unset keys keep the lane's (for a new lane, the
+// defaults: 4 attempts, backoff 1s, multiplier 2, maxBackoff 60s).
 type Retry struct {
-	MaxAttempts int      `yaml:"maxAttempts"`
-	Backoff     Duration `yaml:"backoff"`
-	Multiplier  float64  `yaml:"multiplier"`
-	MaxBackoff  Duration `yaml:"maxBackoff"`
-	Jitter      bool     `yaml:"jitter"`
+	MaxAttempts int       `yaml:"maxAttempts"`
+	Backoff     *Duration `yaml:"backoff"` // 0s retries at once
+	Multiplier  float64   `yaml:"multiplier"`
+	MaxBackoff  Duration  `yaml:"maxBackoff"`
+	Jitter      *bool     `yaml:"jitter"`
+}
+
+// apply sets the keys l sets on lc.
+func (l *Lane) apply(lc *engine.LaneConfig) {
+	if l.MaxInFlight != nil {
+		lc.MaxInFlight = *l.MaxInFlight
+	}
+	if l.MaxQueued != 0 {
+		lc.MaxQueued = l.MaxQueued
+	}
+	if l.DropPolicy != "" {
+		lc.DropPolicy = engine.DropPolicy(l.DropPolicy)
+	}
+	if l.Paused != nil {
+		lc.Paused = *l.Paused
+	}
+	if l.MaxDepth != 0 {
+		lc.MaxDepth = l.MaxDepth
+	}
+	if l.Timeout != 0 {
+		lc.Timeout = l.Timeout.Std()
+	}
+	if l.Exhausted != "" {
+		lc.Exhausted = engine.Exhausted(l.Exhausted)
+	}
+	if r := l.Retry; r != nil {
+		if r.MaxAttempts != 0 {
+			lc.Retry.MaxAttempts = r.MaxAttempts
+		}
+		if r.Backoff != nil {
+			lc.Retry.Backoff = r.Backoff.Std()
+		}
+		if r.Multiplier != 0 {
+			lc.Retry.Multiplier = r.Multiplier
+		}
+		if r.MaxBackoff != 0 {
+			lc.Retry.MaxBackoff = r.MaxBackoff.Std()
+		}
+		if r.Jitter != nil {
+			lc.Retry.Jitter = *r.Jitter
+		}
+	}
 }
 
 // Agent overrides the defaults for one agent.
@@ -708,20 +756,12 @@ func (c *Config) EngineConfig() (engine.Config, error) {
 		EventBuffer: e.EventBuffer, FairnessCandidates: e.FairnessCandidates, MaxBatch: e.MaxBatch,
 		InstanceFaultBudget: e.InstanceFaultBudget, InstanceFaultDelay: e.InstanceFaultDelay.Std(), CommitTimeout: e.CommitTimeout.Std(),
 	}
-	for _, l := range e.Lanes {
-		lc := engine.LaneConfig{Name: l.Name, MaxInFlight: l.MaxInFlight, MaxQueued: l.MaxQueued,
-			DropPolicy: engine.DropPolicy(l.DropPolicy), Paused: l.Paused, MaxDepth: l.MaxDepth, Timeout: l.Timeout.Std(),
-			Exhausted: engine.Exhausted(l.Exhausted)}
-		if r := l.Retry; r != nil {
-			lc.Retry = engine.RetryPolicy{MaxAttempts: r.MaxAttempts, Backoff: r.Backoff.Std(), Multiplier: r.Multiplier,
-				MaxBackoff: r.MaxBackoff.Std(), Jitter: r.Jitter}
-		}
-		ec.Lanes = append(ec.Lanes, lc)
+	lanes, err := mergeLanes(e.Lanes)
+	if err != nil {
+		return ec, err
 	}
-	if len(ec.Lanes) == 0 {
-		ec.Lanes = engine.DefaultLanes()
-	}
-	lanes, err := engine.ApplyLaneEnv(ec.Lanes, c.environ)
+	ec.Lanes = lanes
+	lanes, err = engine.ApplyLaneEnv(ec.Lanes, c.environ)
 	if err != nil {
 		return ec, err // names the variable
 	}
@@ -738,8 +778,20 @@ func (c *Config) EngineConfig() (engine.Config, error) {
 			return ec, errors.New(msg)
 		}
 		if strings.HasPrefix(msg, "lanes[") {
-			// "lanes[1]: dropPolicy: …" names the key engine.lanes[1].dropPolicy.
+			// "lanes[1]: dropPolicy: …" names the key engine.lanes[1].dropPolicy,
+			// with the index of the lane in the file (the merged list has
+			// the default lanes first); a lane from the environment only is
+			// named by its variable.
 			if lane, rest, ok := strings.Cut(msg, ": "); ok {
+				var i int
+				if _, err := fmt.Sscanf(lane, "lanes[%d]", &i); err == nil && i < len(ec.Lanes) {
+					name := ec.Lanes[i].Name
+					if fi := slices.IndexFunc(e.Lanes, func(l Lane) bool { return l.Name == name }); fi >= 0 {
+						lane = fmt.Sprintf("lanes[%d]", fi)
+					} else {
+						return ec, fmt.Errorf("%s%s: %s", engine.LaneEnvPrefix, strings.ToUpper(name), rest)
+					}
+				}
 				if field, why, ok := strings.Cut(rest, ": "); ok && !strings.ContainsAny(field, " \"") {
 					msg = lane + "." + field + ": " + why
 				}
@@ -748,6 +800,36 @@ func (c *Config) EngineConfig() (engine.Config, error) {
 		return ec, errors.New("engine." + msg)
 	}
 	return ec, nil
+}
+
+// mergeLanes applies the file's lanes to the default lanes, by name.
+func mergeLanes(file []Lane) ([]engine.LaneConfig, error) {
+	lanes := engine.DefaultLanes()
+	seen := map[string]bool{}
+	for i := range file {
+		l := &file[i]
+		if seen[l.Name] {
+			return nil, fmt.Errorf("engine.lanes[%d].name: lane %q is given twice", i, l.Name)
+		}
+		seen[l.Name] = true
+		at := slices.IndexFunc(lanes, func(lc engine.LaneConfig) bool { return lc.Name == l.Name })
+		switch {
+		case l.Remove && at < 0:
+			return nil, fmt.Errorf("engine.lanes[%d].remove: there is no lane %q to remove", i, l.Name)
+		case l.Remove:
+			lanes = slices.Delete(lanes, at, at+1)
+		case at >= 0:
+			l.apply(&lanes[at])
+		default:
+			lc := engine.NewLane(l.Name)
+			l.apply(&lc)
+			lanes = append(lanes, lc)
+		}
+	}
+	if len(lanes) == 0 {
+		return nil, errors.New("engine.lanes: every lane is removed; keep at least one")
+	}
+	return lanes, nil
 }
 
 // WebhookNetworks parses webhooks.allowNetworks.

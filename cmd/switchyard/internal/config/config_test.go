@@ -57,13 +57,15 @@ instances:
 	require.Equal(t, 40, ec.MaxInFlight)
 	require.Equal(t, 3, ec.AgentMaxInFlight)
 	require.Equal(t, 2*time.Hour, ec.Retention)
-	require.Len(t, ec.Lanes, 2)
-	bulk := ec.Lanes[1]
+	require.Len(t, ec.Lanes, 5, "the file's lanes merge with the four default lanes")
+	bulk := ec.Lanes[4]
 	require.Equal(t, "bulk", bulk.Name)
 	require.Equal(t, engine.DropOldest, bulk.DropPolicy)
 	require.Equal(t, 45*time.Second, bulk.Timeout)
 	require.Equal(t, 2, bulk.Retry.MaxAttempts)
 	require.Equal(t, 500*time.Millisecond, bulk.Retry.Backoff)
+	require.Equal(t, 2.0, bulk.Retry.Multiplier, "a partial retry takes the defaults for the rest")
+	require.Equal(t, time.Minute, bulk.Retry.MaxBackoff)
 	require.Equal(t, 5, ec.Agents["vip"].Weight)
 
 	ics, err := c.InstanceConfigs()
@@ -314,4 +316,73 @@ func TestVariablesOfKeysWithAcronymsKeepThemWholeAndTheOldSpellingWarns(t *testi
 	require.NoError(t, err)
 	require.Equal(t, 20*time.Second, c.Cluster.LeaseTTL.Std(), "the old spelling still works")
 	require.Equal(t, []string{"SWITCHYARD_CLUSTER_LEASE_T_T_L is deprecated: it is spelt SWITCHYARD_CLUSTER_LEASE_TTL now (read as cluster.leaseTTL for now)"}, warnings)
+}
+
+func TestLanesInTheFileMergeWithTheDefaultsByName(t *testing.T) {
+	t.Parallel()
+	c := config.Default()
+	require.NoError(t, c.LoadFile(writeFile(t, `
+engine:
+  lanes:
+    - {name: main, maxInFlight: 8, retry: {maxAttempts: 3, backoff: 200ms}}
+    - {name: team, remove: true}
+    - {name: bulk, exhausted: fail}
+    - {name: cron, paused: true, retry: {backoff: 0s}}
+`)))
+	require.NoError(t, c.Validate())
+	ec, err := c.EngineConfig()
+	require.NoError(t, err)
+	byName := map[string]engine.LaneConfig{}
+	var names []string
+	for _, l := range ec.Lanes {
+		byName[l.Name] = l
+		names = append(names, l.Name)
+	}
+	require.Equal(t, []string{"main", "subagent", "cron", "bulk"}, names, "team is removed, bulk added, the rest kept")
+	main := byName["main"]
+	require.Equal(t, 8, main.MaxInFlight)
+	require.Equal(t, engine.RetryPolicy{MaxAttempts: 3, Backoff: 200 * time.Millisecond, Multiplier: 2, MaxBackoff: time.Minute}, main.Retry,
+		"unset retry keys keep the defaults: the delay grows")
+	require.Equal(t, 100_000, main.MaxQueued, "unset keys keep the default lane's")
+	require.Equal(t, 50, byName["subagent"].MaxInFlight)
+	bulk := byName["bulk"]
+	require.Equal(t, 30, bulk.MaxInFlight, "a new lane takes a new lane's defaults")
+	require.Equal(t, engine.DefaultRetryPolicy(), bulk.Retry)
+	require.Equal(t, engine.ExhaustedFail, bulk.Exhausted)
+	require.True(t, byName["cron"].Paused)
+	require.Equal(t, time.Duration(0), byName["cron"].Retry.Backoff, "an explicit 0s backoff retries at once")
+	require.Equal(t, 30, byName["cron"].MaxInFlight)
+
+	for yml, want := range map[string]string{
+		"engine: {lanes: [{name: bogus, remove: true}]}":          `engine.lanes[0].remove: there is no lane "bogus" to remove`,
+		"engine: {lanes: [{name: main}, {name: main}]}":           `engine.lanes[1].name: lane "main" is given twice`,
+		"engine: {lanes: [{name: x}, {name: y, exhausted: nap}]}": "engine.lanes[1].exhausted",
+		`engine: {lanes: [{name: main, remove: true}, {name: subagent, remove: true}, {name: team, remove: true}, {name: cron, remove: true}]}`: "keep at least one",
+	} {
+		c := config.Default()
+		require.NoError(t, c.LoadFile(writeFile(t, yml)))
+		_, err := c.EngineConfig()
+		require.ErrorContains(t, err, want, yml)
+	}
+}
+
+func TestAPartialLaneRetryFromTheEnvironmentKeepsTheDefaults(t *testing.T) {
+	t.Parallel()
+	c := config.Default()
+	_, err := c.ApplyEnv([]string{"SWITCHYARD_LANE_BULK=attempts=3", "SWITCHYARD_LANE_MAIN=backoff=200ms,maxbackoff=2s,exhausted=fail"})
+	require.NoError(t, err)
+	ec, err := c.EngineConfig()
+	require.NoError(t, err)
+	lanes := map[string]engine.LaneConfig{}
+	for _, l := range ec.Lanes {
+		lanes[l.Name] = l
+	}
+	require.Equal(t, engine.RetryPolicy{MaxAttempts: 3, Backoff: time.Second, Multiplier: 2, MaxBackoff: time.Minute}, lanes["bulk"].Retry)
+	require.Equal(t, engine.RetryPolicy{MaxAttempts: 4, Backoff: 200 * time.Millisecond, Multiplier: 2, MaxBackoff: 2 * time.Second}, lanes["main"].Retry)
+	require.Equal(t, engine.ExhaustedFail, lanes["main"].Exhausted)
+
+	_, err = c.ApplyEnv([]string{"SWITCHYARD_LANE_MAIN=drop=shrug"})
+	require.NoError(t, err)
+	_, err = c.EngineConfig()
+	require.ErrorContains(t, err, "SWITCHYARD_LANE_MAIN", "a bad value from the environment names its variable")
 }
