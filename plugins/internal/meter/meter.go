@@ -274,10 +274,13 @@ func instrumentBody(body []byte, fuelIndex uint32, nparams int) ([]byte, error) 
 	// instruction (a check), and where a branch can land otherwise — after
 	// the end of a block or if, after an else — a plain charge. Code between
 	// two such points is entered only at the first, so each pays for the
-	// run of instructions up to the next. Only checks can trap, so between
+	// run of instructions up to the next. A plain charge adds to a local
+	// (a register: one instruction), which a check, and every way out of
+	// the function, takes from the tank. Only checks can trap, so between
 	// two checks the tank may go below zero by at most one function's
 	// straight-line code, and every loop iteration and every call checks.
 	type construct struct{ loop bool }
+	exits := map[int]bool{}  // instructions before which the local is paid into the tank
 	stack := []construct{{}} // the function's own block
 	var cuts []cut           // in order of position
 	cuts = append(cuts, cut{at: 0, check: true})
@@ -314,6 +317,9 @@ func instrumentBody(body []byte, fuelIndex uint32, nparams int) ([]byte, error) 
 		}
 		cuts[len(cuts)-1].weight += Weight(op)
 		next := len(code) + 1
+		if leavesFunction(op, raw, len(stack)) {
+			exits[len(code)] = true
+		}
 		switch op {
 		case 0x02, 0x04: // block, if
 			stack = append(stack, construct{})
@@ -334,20 +340,26 @@ func instrumentBody(body []byte, fuelIndex uint32, nparams int) ([]byte, error) 
 	if len(stack) != 0 {
 		return nil, errors.New("the function's body does not end")
 	}
+	exits[len(code)-1] = true // the function's own end
 	out := make([]byte, 0, len(body)+len(body)/4)
-	var scratch uint32 // an i32 local that holds a dynamic charge's operand
+	acc := uint32(nparams + locals) // the i64 local that gathers plain charges
+	scratch := acc + 1              // an i32 local that holds a dynamic charge's operand
 	if dynamic {
-		scratch = uint32(nparams + locals)
+		out = appendU32(out, groups+2)
+		out = append(out, decls[afterCount:]...)
+		out = append(out, 1, 0x7E, 1, 0x7F)
+	} else {
 		out = appendU32(out, groups+1)
 		out = append(out, decls[afterCount:]...)
-		out = append(out, 1, 0x7F)
-	} else {
-		out = append(out, decls...)
+		out = append(out, 1, 0x7E)
 	}
 	c := 0
 	for i, in := range code {
+		if exits[i] {
+			out = append(out, payCode(fuelIndex, acc)...)
+		}
 		for c < len(cuts) && cuts[c].at == i {
-			out = append(out, cuts[c].code(fuelIndex)...)
+			out = append(out, cuts[c].code(fuelIndex, acc)...)
 			c++
 		}
 		if shift := dynamicCharge(in.op); shift != 0 {
@@ -366,26 +378,63 @@ type cut struct {
 	weight int64
 }
 
-func (c cut) code(fuel uint32) []byte {
+func (c cut) code(fuel, acc uint32) []byte {
 	switch {
+	case c.check && c.at == 0:
+		return meterCode(fuel, max(c.weight, 1)) // every call pays, so recursion without loops is metered too
 	case c.check:
-		return meterCode(fuel, max(c.weight, 1)) // every call and iteration pays, so recursion without loops is metered too
+		return append(payCode(fuel, acc), meterCode(fuel, max(c.weight, 1))...)
 	case c.weight > 0:
-		return chargeCode(fuel, c.weight)
+		return chargeCode(acc, c.weight)
 	}
 	return nil
 }
 
-// chargeCode returns the instructions that pay weight units without a
-// check:
+// chargeCode returns the instructions that owe weight units, in the local
+// acc:
 //
-//	global.get $fuel ; i64.const w ; i64.sub ; global.set $fuel
-func chargeCode(fuel uint32, weight int64) []byte {
-	g := appendU32(nil, fuel)
-	c := append([]byte{0x23}, g...)
+//	local.get $acc ; i64.const w ; i64.add ; local.set $acc
+func chargeCode(acc uint32, weight int64) []byte {
+	l := appendU32(nil, acc)
+	c := append([]byte{0x20}, l...)
 	c = appendS64(append(c, 0x42), weight)
-	c = append(c, 0x7D, 0x24)
-	return append(c, g...)
+	c = append(c, 0x7C, 0x21)
+	return append(c, l...)
+}
+
+// payCode returns the instructions that take what the local acc owes from
+// the tank:
+//
+//	global.get $fuel ; local.get $acc ; i64.sub ; global.set $fuel ; i64.const 0 ; local.set $acc
+func payCode(fuel, acc uint32) []byte {
+	g, l := appendU32(nil, fuel), appendU32(nil, acc)
+	c := append([]byte{0x23}, g...)
+	c = append(append(c, 0x20), l...)
+	c = append(append(c, 0x7D, 0x24), g...)
+	c = append(c, 0x42, 0, 0x21)
+	return append(c, l...)
+}
+
+// leavesFunction reports whether the instruction op (raw, with its
+// immediates), at a nesting depth of depth constructs including the
+// function's own block, may leave the function: return, or a branch to
+// the function's label.
+func leavesFunction(op uint32, raw []byte, depth int) bool {
+	switch op {
+	case 0x0F: // return
+		return true
+	case 0x0C, 0x0D: // br, br_if
+		return int(globalIndex(raw[1:])) == depth-1
+	case 0x0E: // br_table
+		r := &reader{b: raw, i: 1}
+		n := r.u32()
+		for range n + 1 {
+			if int(r.u32()) == depth-1 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Weight returns the fuel one execution of the instruction op costs (for

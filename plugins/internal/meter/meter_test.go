@@ -151,3 +151,28 @@ func TestLoopHeadersAreChargedTheirBodysInstructions(t *testing.T) {
 	require.Error(t, err)
 	require.Zero(t, fuel.Get())
 }
+
+// early is a module whose export f(n) leaves by return from code after a
+// block, whose charge is gathered in a local: it must still reach the tank.
+func early() []byte {
+	m := []byte("\x00asm\x01\x00\x00\x00")
+	m = append(m, section(1, 1, 0x60, 1, 0x7F, 0)...) // type 0: (i32) -> ()
+	m = append(m, section(3, 1, 0)...)                // func 0: type 0
+	m = append(m, section(7, 1, 1, 'f', 0, 0)...)     // export "f" = func 0
+	body := []byte{0,                                 // no locals
+		0x02, 0x40, 0x0B, // block; end
+		0x20, 0, 0x1A, 0x20, 0, 0x1A, // local.get 0; drop; twice
+		0x0F, // return
+		0x0B}
+	m = append(m, section(10, append([]byte{1, byte(len(body))}, body...)...)...)
+	return m
+}
+
+func TestChargesAfterABranchTargetArePaidOnTheWayOut(t *testing.T) {
+	t.Parallel()
+	f, fuel := instantiate(t, early())
+	fuel.Set(100)
+	_, err := f.Call(context.Background(), 1)
+	require.NoError(t, err)
+	require.Equal(t, uint64(100-1-5), fuel.Get(), "the entry's one unit, then five instructions after the block")
+}
