@@ -222,10 +222,20 @@ func TestRolesAndOwnershipHoldOverMCP(t *testing.T) {
 	require.Equal(t, "FORBIDDEN", errorOf(t, res)["code"])
 	require.Len(t, b.tasks(t), 1)
 
-	// Without a token, nothing is served.
+	// Without a valid token, nothing is served.
 	_, err = sdk.NewClient(&sdk.Implementation{Name: "anon", Version: "1"}, nil).Connect(ctxFor(t),
 		&sdk.StreamableClientTransport{Endpoint: b.base + "/mcp"}, nil)
 	require.Error(t, err)
+	for _, header := range []string{"", "Bearer swy_not-a-token"} {
+		req, err := http.NewRequestWithContext(ctxFor(t), http.MethodPost, b.base+"/mcp", strings.NewReader(`{}`))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", header)
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = res.Body.Close()
+		require.Equal(t, http.StatusUnauthorized, res.StatusCode)
+		require.Equal(t, `Bearer realm="switchyard"`, res.Header.Get("WWW-Authenticate"))
+	}
 }
 
 func TestBadInputIsAClearMCPErrorAndSubmitsNothing(t *testing.T) {

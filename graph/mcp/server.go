@@ -153,7 +153,7 @@ func New(opts Options) (*Server, error) {
 		// The SDK keeps the identity with the request and binds each MCP
 		// session to the token that opened it (another token gets 403).
 		h = sdkauth.RequireBearerToken(s.verify, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
-		h = challenge(h)
+		h = challenge(opts.Auth, h)
 	}
 	s.handler = h
 	return s, nil
@@ -202,10 +202,12 @@ func (s *Server) verify(_ context.Context, token string, _ *http.Request) (*sdka
 
 const identityKey = "switchyard.identity"
 
-// challenge adds the bearer challenge to a 401, as the rest of the API does.
-func challenge(next http.Handler) http.Handler {
+// challenge answers a request without a valid token 401 with the bearer
+// challenge, as the rest of the API does (the SDK's middleware then finds the
+// token already verified, in the authenticator's cache).
+func challenge(a *auth.Authenticator, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := auth.BearerToken(r.Header.Get("Authorization")); !ok {
+		if _, err := a.AuthenticateHeader(r.Header.Get("Authorization")); err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)
 			http.Error(w, auth.ErrUnauthenticated.Error()+": send Authorization: Bearer <token>", http.StatusUnauthorized)
 			return
