@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"testing"
 	"time"
 
@@ -78,6 +79,16 @@ func TestNavigateThenTextInOneSessionReadsThePageInRealChromium(t *testing.T) {
 	require.Equal(t, "Hello, Ada!", textOf(res), "the session's calls share one tab")
 	res = c.call(t, "text", nil)
 	require.Contains(t, textOf(res), "Welcome to the greeter")
+
+	// A snapshot reads as an outline with refs, and a ref works as a selector.
+	res = c.call(t, "snapshot", map[string]any{"interactive": true})
+	require.False(t, res.IsError, textOf(res))
+	m := regexp.MustCompile(`(?m)^\s*(e\d+) button "Go"`).FindStringSubmatch(textOf(res))
+	require.NotNil(t, m, "the outline names the button with its ref:\n%s", textOf(res))
+	require.False(t, c.call(t, "fill", map[string]any{"selector": "#name", "text": "Bob"}).IsError)
+	res = c.call(t, "click", map[string]any{"selector": m[1]})
+	require.False(t, res.IsError, textOf(res))
+	require.Equal(t, "Hello, Bob!", textOf(c.call(t, "text", map[string]any{"selector": "#out"})))
 
 	// A selector that matches nothing fails the task, with the instance's code.
 	res = c.call(t, "click", map[string]any{"selector": "#missing"})

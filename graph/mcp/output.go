@@ -193,6 +193,11 @@ func (s *Server) content(ctx context.Context, c *caller, tool string, result jso
 		}
 		return []sdk.Content{link}, nil
 	}
+	if tool == "snapshot" {
+		if txt, ok := renderSnapshot(result); ok {
+			return []sdk.Content{&sdk.TextContent{Text: txt}}, nil
+		}
+	}
 	if tool == "text" {
 		var page struct {
 			Text *string `json:"text"`
@@ -220,4 +225,61 @@ func (s *Server) readArtifact(ctx context.Context, id string, size int64) ([]byt
 		return nil, fmt.Errorf("read artifact %s: %w", id, err)
 	}
 	return data, nil
+}
+
+// snapshotNode is one node of a snapshot (PinchTab's shape).
+type snapshotNode struct {
+	Ref      string `json:"ref"`
+	Role     string `json:"role"`
+	Name     string `json:"name"`
+	Depth    int    `json:"depth"`
+	Value    string `json:"value"`
+	Disabled bool   `json:"disabled"`
+	Focused  bool   `json:"focused"`
+	Checked  string `json:"checked"`
+}
+
+// renderSnapshot writes a snapshot as an indented outline a model reads at
+// a glance, one node a line with its ref first:
+//
+//	page "Greeter" https://example.com/
+//	e1 heading "Welcome"
+//	  e2 textbox "Name" value="Ada"
+//	  e3 button "Go"
+//
+// The structured content keeps the instance's JSON.
+func renderSnapshot(result json.RawMessage) (string, bool) {
+	var snap struct {
+		URL   string         `json:"url"`
+		Title string         `json:"title"`
+		Nodes []snapshotNode `json:"nodes"`
+	}
+	if json.Unmarshal(result, &snap) != nil || snap.Nodes == nil {
+		return "", false
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "page %q %s\n", snap.Title, snap.URL)
+	for _, n := range snap.Nodes {
+		b.WriteString(strings.Repeat("  ", min(max(n.Depth, 0), 40)))
+		b.WriteString(n.Ref)
+		b.WriteByte(' ')
+		b.WriteString(n.Role)
+		if n.Name != "" {
+			fmt.Fprintf(&b, " %q", n.Name)
+		}
+		if n.Value != "" {
+			fmt.Fprintf(&b, " value=%q", n.Value)
+		}
+		if n.Checked != "" {
+			b.WriteString(" checked=" + n.Checked)
+		}
+		if n.Disabled {
+			b.WriteString(" disabled")
+		}
+		if n.Focused {
+			b.WriteString(" focused")
+		}
+		b.WriteByte('\n')
+	}
+	return b.String(), true
 }
