@@ -146,6 +146,28 @@ func TestBenchRunsEveryModeInProcess(t *testing.T) {
 	}
 }
 
+func TestBenchForwardReadsARealInstanceDirectlyAndThroughTheScheduler(t *testing.T) {
+	t.Parallel()
+	if _, ok := chromium.Find(); !ok {
+		t.Skip("chromium is not installed: skipping (apt-get install chromium)")
+	}
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"bench", "--mode", "forward", "--duration", "500ms", "--warmup", "100ms", "--json"}, &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+	var res struct {
+		Mode    string
+		Errors  uint64
+		Forward struct {
+			Direct, Through struct{ N int }
+		}
+	}
+	require.NoError(t, json.NewDecoder(&out).Decode(&res))
+	require.Equal(t, "forward", res.Mode)
+	require.Zero(t, res.Errors)
+	require.Positive(t, res.Forward.Direct.N)
+	require.Equal(t, res.Forward.Direct.N, res.Forward.Through.N, "alternated: one of each per round")
+}
+
 func TestInstanceServesTheBuiltInBrowserBehindItsToken(t *testing.T) {
 	t.Parallel()
 	if _, ok := chromium.Find(); !ok {

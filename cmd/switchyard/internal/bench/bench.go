@@ -17,6 +17,9 @@
 //	mcp      the same browser action as an MCP tool call and through
 //	         GraphQL (submitTask, then the task(id) subscription until the
 //	         task ends), alternated by each worker: what the MCP path adds
+//	forward  the same read of a real instance's tab, directly and through
+//	         the scheduler (submitTask naming the tab, then task(id) until
+//	         it ends), alternated by each worker: what forwarding adds
 package bench
 
 import (
@@ -72,6 +75,11 @@ type Options struct {
 	// AcceptOnly pauses the in-process target's lane: tasks are admitted and
 	// made durable but not run, which measures acceptance alone.
 	AcceptOnly bool
+	// InstanceURL and InstanceToken name, for --mode forward against
+	// --server, the instance to read from directly; it must be registered
+	// with that server.
+	InstanceURL   string
+	InstanceToken string
 }
 
 // Result is what a run measured.
@@ -96,8 +104,9 @@ type Result struct {
 	Accepted uint64   `json:"accepted,omitempty"`
 	Latency  *Summary `json:"latencyMs,omitempty"`
 
-	Fanout *FanoutResult `json:"fanout,omitempty"`
-	MCP    *MCPResult    `json:"mcp,omitempty"`
+	Fanout  *FanoutResult  `json:"fanout,omitempty"`
+	MCP     *MCPResult     `json:"mcp,omitempty"`
+	Forward *ForwardResult `json:"forward,omitempty"`
 }
 
 // Summary is a latency distribution, in milliseconds.
@@ -147,7 +156,18 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	}
 	endpoint := o.Server
 	where := o.Server
-	if endpoint == "" {
+	inst := forwardTarget{url: o.InstanceURL, token: o.InstanceToken}
+	switch {
+	case o.Mode == "forward" && endpoint == "":
+		url, local, stop, err := startForwardTarget(ctx, o)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		endpoint, where, inst = url, "in-process (memory store, the real executor, built-in Chromium) at "+url, local
+	case o.Mode == "forward" && inst.url == "":
+		return errors.New("--mode forward with --server needs --instance-url (and --instance-token) of an instance registered there")
+	case endpoint == "":
 		srv, url, stop, err := startInProcess(o)
 		if err != nil {
 			return err
@@ -189,10 +209,12 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 			return errors.New("--mode mcp waits for the tasks to end: it cannot be --accept-only")
 		}
 		res, err = runMCP(ctx, endpoint, o)
+	case "forward":
+		res, err = runForward(ctx, endpoint, inst, o)
 	case "fanout":
 		res, err = runFanout(ctx, endpoint, o, stderr)
 	default:
-		return fmt.Errorf("--mode: %q is not submit, batch, e2e, fanout or mcp", o.Mode)
+		return fmt.Errorf("--mode: %q is not submit, batch, e2e, fanout, mcp or forward", o.Mode)
 	}
 	if err != nil {
 		return err
@@ -229,6 +251,9 @@ func printResult(w io.Writer, r *Result) {
 	}
 	if m := r.MCP; m != nil {
 		m.print(w)
+	}
+	if f := r.Forward; f != nil {
+		f.print(w)
 	}
 }
 
