@@ -249,7 +249,9 @@ func New(opts Options) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}
-		mux.Handle("/mcp", count("mcp", s.endOnShutdown(s.mcp.Handler())))
+		// The same edge as /graphql: 401 before the body, which is read
+		// within the limits of size, time and encoding.
+		mux.Handle("/mcp", count("mcp", s.requireIdentity(readBody(func(*http.Request) int { return opts.Limits.MaxBodyBytes }, opts.Limits.BodyTimeout, s.endOnShutdown(s.mcp.Handler())))))
 	}
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)

@@ -18,14 +18,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// slowPost opens a connection and sends a POST /graphql that announces a
+// slowPost opens a connection and sends a POST to path that announces a
 // 100,000-byte body; token may be empty.
-func slowPost(t *testing.T, addr, token string) net.Conn {
+func slowPost(t *testing.T, addr, path, token string) net.Conn {
 	t.Helper()
 	conn, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
-	head := "POST /graphql HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n"
+	head := "POST " + path + " HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n"
 	if token != "" {
 		head += "Authorization: Bearer " + token + "\r\n"
 	}
@@ -78,7 +78,7 @@ func TestSlowBodiesAreCutAndUnauthenticatedOnesAnsweredAtOnce(t *testing.T) {
 		return strings.Contains(string(body), `switchyard_graphql_subscriptions{subscription="taskEvents"} 1`)
 	})
 
-	const attackers = 5
+	const attackers = 6
 	type answer struct {
 		status  int
 		sent    int
@@ -93,7 +93,11 @@ func TestSlowBodiesAreCutAndUnauthenticatedOnesAnsweredAtOnce(t *testing.T) {
 		if authenticated {
 			token = secrets["root"]
 		}
-		conn := slowPost(t, addr, token)
+		path := "/graphql"
+		if i >= attackers {
+			path = "/mcp" // the MCP endpoint has the same edge
+		}
+		conn := slowPost(t, addr, path, token)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
