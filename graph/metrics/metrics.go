@@ -100,6 +100,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
 	}
 	s := c.src.Stats()
+	var plugins []manager.Info
+	if c.src.Plugins != nil {
+		plugins = c.src.Plugins()
+		for _, p := range plugins { // the plugin host refuses invalid answers before the engine sees them
+			s.PolicyInvalid += p.Stats.Faults[host.FaultInvalid]
+		}
+	}
 	for st := engine.StateQueued; st <= engine.StateExpired; st++ {
 		if !st.Terminal() {
 			gauge(c.tasks, float64(s.ByState[st]), st.String())
@@ -130,7 +137,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.laneMax, float64(l.Config.MaxInFlight), l.Config.Name)
 		gauge(c.lanePaused, b2f(l.Config.Paused), l.Config.Name)
 	}
-	c.collectPlugins(ch)
+	c.collectPlugins(ch, plugins)
 	if c.src.Instances == nil {
 		return
 	}
@@ -145,11 +152,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // collectPlugins reports every WebAssembly policy plugin.
-func (c *Collector) collectPlugins(ch chan<- prometheus.Metric) {
-	if c.src.Plugins == nil {
-		return
-	}
-	for _, p := range c.src.Plugins() {
+func (c *Collector) collectPlugins(ch chan<- prometheus.Metric, plugins []manager.Info) {
+	for _, p := range plugins {
 		if p.Native {
 			continue
 		}

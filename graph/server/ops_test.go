@@ -2,7 +2,10 @@ package server_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -307,4 +310,36 @@ func TestMetricsShowEachPlugin(t *testing.T) {
 		require.Contains(t, body, want)
 	}
 	require.NotContains(t, body, `plugin="native:`, "native policies have no plugin series")
+}
+
+// garbageFairness is a fairness plugin that decides well over 8 candidates
+// or fewer (so that it passes its smoke decision at load) and answers 1,000
+// picks over more: an invalid answer (plugins/host hostile_test.go builds it).
+const garbageFairness = "0061736d01000000011d056000017f60017f017e60047e7e7f7f017f60037f7f7f0060017f017f0212010a73776974636879617264036c6f670003030504000102040503010002073004066d656d6f727902000b6162695f76657273696f6e0001056172656e6100020d666169726e6573735f7069636b00030a3104040041010b0b0042808084808080c0000b1902017e017f41888004280200410949044041000f0b41e8070b040020000b0b32010041000b2c706c7567696e207361797320001b5b33316d7265641b5b306d0d0a666f72676564206c696e65fffe20656e64"
+
+// An invalid answer refused by the plugin host counts in
+// stats.policyInvalid and in the engine_events_total series, like one the
+// engine refuses itself.
+func TestPolicyInvalidCountsThePluginHostsRefusals(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *setupOptions) { o.plugins = true })
+	ctx := ctxFor(t)
+	wasm, err := hex.DecodeString(garbageFairness)
+	require.NoError(t, err)
+	require.NoError(t, b.c.Do(ctx, `mutation($w: String!) { loadPlugin(input: {name: "garbage", wasmBase64: $w}) { name } }`,
+		map[string]any{"w": base64.StdEncoding.EncodeToString(wasm)}, nil))
+	require.NoError(t, b.c.Do(ctx, `mutation { setPolicy(input: {slot: FAIRNESS, name: "garbage"}) { name } }`, nil, nil))
+	require.NoError(t, b.c.Do(ctx, `mutation { updateLane(name: "main", input: {paused: true}) { name } }`, nil, nil))
+	for i := range 12 { // twelve queue heads: one decision over more than 8 candidates
+		b.submit(t, fmt.Sprintf("agent-%d", i), nil)
+	}
+	require.NoError(t, b.c.Do(ctx, `mutation { updateLane(name: "main", input: {paused: false}) { name } }`, nil, nil))
+	eventually(t, "the refused answer is counted", func() bool {
+		var res struct{ Stats struct{ PolicyInvalid int } }
+		require.NoError(t, b.c.Do(ctx, `{ stats { policyInvalid } }`, nil, &res))
+		return res.Stats.PolicyInvalid > 0
+	})
+	_, body, _ := get(t, b.base+"/metrics")
+	require.NotContains(t, body, `switchyard_engine_events_total{kind="policy_invalid"} 0`)
+	require.Contains(t, body, `switchyard_plugin_faults_total{kind="invalid",plugin="garbage"}`)
 }
