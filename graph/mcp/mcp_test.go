@@ -222,6 +222,20 @@ func TestRolesAndOwnershipHoldOverMCP(t *testing.T) {
 	require.Equal(t, "FORBIDDEN", errorOf(t, res)["code"])
 	require.Len(t, b.tasks(t), 1)
 
+	// An MCP session is bound to the token that opened it: bob cannot use ada's.
+	require.NotEmpty(t, ada.ID())
+	hijack, err := http.NewRequestWithContext(ctxFor(t), http.MethodPost, b.base+"/mcp",
+		strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{}}`))
+	require.NoError(t, err)
+	hijack.Header.Set("Authorization", "Bearer "+b.tokens["bob"])
+	hijack.Header.Set("Mcp-Session-Id", ada.ID())
+	hijack.Header.Set("Content-Type", "application/json")
+	hijack.Header.Set("Accept", "application/json, text/event-stream")
+	hres, err := http.DefaultClient.Do(hijack)
+	require.NoError(t, err)
+	_ = hres.Body.Close()
+	require.Equal(t, http.StatusForbidden, hres.StatusCode)
+
 	// Without a valid token, nothing is served.
 	_, err = sdk.NewClient(&sdk.Implementation{Name: "anon", Version: "1"}, nil).Connect(ctxFor(t),
 		&sdk.StreamableClientTransport{Endpoint: b.base + "/mcp"}, nil)
