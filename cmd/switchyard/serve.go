@@ -193,8 +193,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 	var (
 		backend  server.Options // Engine, Registry, Plugins, Schedules, Cluster, Metrics
 		shutdown func(ctx context.Context)
-		owned    *sqlite.Store // the SQLite file this process owns, if any
-		commits  func() error  // nil while the scheduling engine's commits succeed
+		commits  func() error // nil while the scheduling engine's commits succeed
 	)
 	if cfg.Store.Driver == "postgres" {
 		st.enter(stepStore)
@@ -215,12 +214,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 		}
 	} else {
 		st.enter(stepStore)
-		store, err := openStore(ctx, cfg.Store, "switchyard serve "+Version()+", configured to listen on "+cfg.Listen)
+		store, err := openStore(ctx, cfg.Store, "switchyard serve "+Version()+", listening on "+ln.Addr().String())
 		if err != nil {
 			return err
 		}
 		defer store.Close()
-		if owned, _ = store.(*sqlite.Store); owned != nil {
+		if owned, _ := store.(*sqlite.Store); owned != nil {
 			for _, f := range owned.Repaired() {
 				log.Warn("repaired the database at open", "file", owned.Path(), "problem", f.Problem, "change", f.Repair)
 			}
@@ -277,11 +276,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 		return err
 	}
 	st.ready(srv.Handler())
-	if owned != nil {
-		if err := owned.SetOwner("switchyard serve " + Version() + ", listening on " + ln.Addr().String()); err != nil {
-			log.Warn("could not say in the lock file who owns the database", "error", err)
-		}
-	}
 	log.Info("switchyard ready", "version", Version(), "playground", url+"/", "dashboard", url+"/dashboard/",
 		"graphql", url+"/graphql", "store", cfg.Store.Driver, "lanes", len(engCfg.Lanes))
 	fmt.Fprintf(stdout, "Switchyard %s: playground at %s/ , dashboard at %s/dashboard/ , GraphQL at %s/graphql\n", Version(), url, url, url)
