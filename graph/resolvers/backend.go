@@ -5,10 +5,10 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/internal/cluster"
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/schedule"
+	"github.com/switchyard/switchyard/internal/cluster"
 	"github.com/switchyard/switchyard/plugins/manager"
 )
 

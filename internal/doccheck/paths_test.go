@@ -20,6 +20,8 @@ var rootFiles = map[string]bool{"README.md": true, "schema.graphqls": true, "gql
 var (
 	// mdLink is the target of a Markdown link: [text](target).
 	mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	// goSelector is a package path followed by one of its identifiers.
+	goSelector = regexp.MustCompile(`^(.*/[a-z0-9_]+)\.[A-Z][A-Za-z0-9_]*$`)
 	// pathToken is a word that may be a repository path.
 	pathToken = regexp.MustCompile(`[A-Za-z0-9_.\-/]+`)
 )
@@ -110,7 +112,13 @@ func citedPath(tok string) (string, bool) {
 			if strings.Contains(tok, "...") || strings.Contains(tok, "//") {
 				return "", false
 			}
-			return strings.TrimSuffix(tok, "/"), true
+			tok = strings.TrimSuffix(tok, "/")
+			// A Go identifier in a package (plugins/internal/meter.Weight)
+			// cites the package.
+			if m := goSelector.FindStringSubmatch(tok); m != nil {
+				tok = m[1]
+			}
+			return tok, true
 		}
 	}
 	return "", false
