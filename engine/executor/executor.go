@@ -55,8 +55,10 @@ type Options struct {
 }
 
 // ErrSessionLost is wrapped by the (permanent) error of an attempt whose
-// session's tab is gone — closed behind Switchyard's back, or lost with its
-// instance's restart or removal. The page state the session built is gone:
+// session's tab is gone — closed behind Switchyard's back, lost with its
+// instance's restart, or on an instance no longer registered. (Removing an
+// instance unbinds its sessions in the engine at once: their next task
+// starts over in a new tab.) The page state the session built is gone:
 // the task fails at once rather than running in a fresh blank tab, its
 // dependents follow the dependency rules, and the session's binding is
 // forgotten, so that its next task starts over in a new tab.
