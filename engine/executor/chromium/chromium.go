@@ -4,7 +4,8 @@
 // on a fresh machine and the executor talks to it exactly as to a PinchTab
 // bridge.
 //
-// Served (every route needs "Authorization: Bearer <token>"):
+// Served (every route but GET /health needs "Authorization: Bearer <token>",
+// as PinchTab's do; the engine/executor/instancetest suite checks them):
 //
 //	GET  /health                       {"status":"ok","tabs":N,"browser":"…"}
 //	GET  /tabs                         {"tabs":[{"id","url","title","type"}]}
@@ -17,7 +18,12 @@
 //	GET  /tabs/{id}/screenshot[?format=png|jpeg&quality=&raw=true]
 //	POST /tabs/{id}/evaluate {"expression"}  {"result":…}
 //	GET  /tabs/{id}/title, /tabs/{id}/url
+//	POST /tabs/{id}/back, /forward, /reload   {"tabId","url"} (nothing happens at either end of the history)
+//	POST /tabs/{id}/wait {"selector"|"ms","timeout"}  {"waited","elapsed","match"|"error"}
 //	POST /tabs/{id}/close              {"closed":true}
+//
+// Errors are {"error","code"}, with "retryable": true when a retry may help
+// (timeouts, failed loads, browser errors, an element not visible yet).
 //
 // Selectors: "css:#go" or a bare CSS selector, "xpath://button", "text:Go",
 // and refs from the tab's last snapshot ("e12", or "ref:e12", or the "ref"

@@ -41,6 +41,10 @@ func (i *Instance) Handler() http.Handler {
 	mux.HandleFunc("GET /tabs/{id}/title", i.withTab(i.handleTitle))
 	mux.HandleFunc("GET /tabs/{id}/url", i.withTab(i.handleURL))
 	mux.HandleFunc("POST /tabs/{id}/close", i.handleClose)
+	mux.HandleFunc("POST /tabs/{id}/back", i.withTab(i.handleHistory(-1)))
+	mux.HandleFunc("POST /tabs/{id}/forward", i.withTab(i.handleHistory(+1)))
+	mux.HandleFunc("POST /tabs/{id}/reload", i.withTab(i.handleHistory(0)))
+	mux.HandleFunc("POST /tabs/{id}/wait", i.withTab(i.handleWait))
 	return i.auth(mux)
 }
 
@@ -272,6 +276,113 @@ func (i *Instance) handleNavigate(ctx context.Context, t *tab, r *http.Request) 
 	}
 	clear(t.refs) // refs belong to the page they were taken on
 	return pageInfo(ctx, map[string]any{"tabId": t.id})
+}
+
+// handleHistory moves a tab in its history (step -1 back, +1 forward) or
+// reloads it (step 0), as PinchTab's routes do: at either end of the
+// history nothing happens, and the answer is {"tabId","url"} either way. It
+// waits for the document to leave "loading" (a page from the back-forward
+// cache may fire no load event).
+func (i *Instance) handleHistory(step int) func(ctx context.Context, t *tab, r *http.Request) (any, error) {
+	return func(ctx context.Context, t *tab, _ *http.Request) (any, error) {
+		moved := false
+		if step == 0 {
+			if _, err := chromedp.Call(ctx, page.Reload, page.ReloadParams{}); err != nil {
+				return nil, err
+			}
+			moved = true
+		} else {
+			hist, err := chromedp.Call(ctx, page.GetNavigationHistory, cdp.Empty{})
+			if err != nil {
+				return nil, err
+			}
+			if to := int(hist.CurrentIndex) + step; to >= 0 && to < len(hist.Entries) {
+				if _, err := chromedp.Call(ctx, page.NavigateToHistoryEntry, page.NavigateToHistoryEntryParams{EntryID: hist.Entries[to].ID}); err != nil {
+					return nil, err
+				}
+				moved = true
+			}
+		}
+		if moved {
+			clear(t.refs) // refs belong to the page they were taken on
+			if err := waitReady(ctx); err != nil {
+				return nil, err
+			}
+		}
+		loc, err := chromedp.Run(ctx, chromedp.Location())
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"tabId": t.id, "url": loc}, nil
+	}
+}
+
+// waitReady waits until the tab's document has left the "loading" state.
+func waitReady(ctx context.Context) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		state, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.readyState`))
+		if err == nil && state != "loading" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// handleWait waits, as PinchTab's /wait does, for a selector to match (or
+// for a fixed "ms"), up to "timeout" milliseconds (default 10 s): it answers
+// {"waited":true,"elapsed","match"}, or {"waited":false,"error"} when the
+// time is up.
+func (i *Instance) handleWait(ctx context.Context, t *tab, r *http.Request) (any, error) {
+	var req struct {
+		Selector string `json:"selector"`
+		Ms       *int   `json:"ms"`
+		Timeout  *int   `json:"timeout"`
+	}
+	if err := decodeBody(r, &req); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	elapsed := func() int64 { return time.Since(start).Milliseconds() }
+	if req.Ms != nil {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Duration(min(max(*req.Ms, 0), 30_000)) * time.Millisecond):
+		}
+		return map[string]any{"waited": true, "elapsed": elapsed()}, nil
+	}
+	if req.Selector == "" {
+		return nil, badRequest("bad_request", "one of selector or ms is required")
+	}
+	timeout := 10 * time.Second
+	if req.Timeout != nil && *req.Timeout > 0 {
+		timeout = time.Duration(min(*req.Timeout, 60_000)) * time.Millisecond
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_, err := resolve(ctx, t, req.Selector)
+		var ae *apiError
+		switch {
+		case err == nil:
+			return map[string]any{"waited": true, "elapsed": elapsed(), "match": req.Selector}, nil
+		case !errors.As(err, &ae) || ae.status != http.StatusNotFound:
+			return nil, err
+		case time.Since(start) >= timeout:
+			return map[string]any{"waited": false, "elapsed": elapsed(), "error": "timeout waiting for " + req.Selector}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
 
 // pageInfo adds the page's url and title to out.

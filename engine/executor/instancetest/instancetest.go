@@ -14,6 +14,8 @@
 //   - failures answer {"error","code"} with a 4xx or 5xx status, and no
 //     "retryable": true when retrying cannot help (a selector that matches
 //     nothing, an unknown action kind, an unknown tab);
+//   - back, forward and reload have their own routes (nothing happens at
+//     either end of the history), and /wait waits for a selector;
 //   - a closed tab is gone from GET /tabs and answers 404.
 package instancetest
 
@@ -123,6 +125,44 @@ func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 		var pe *pinchtab.Error
 		require.ErrorAs(t, err, &pe)
 		require.Equal(t, http.StatusBadRequest, pe.Status, "an unknown action kind")
+	})
+
+	t.Run("HistoryAndWaitHaveTheirOwnRoutes", func(t *testing.T) {
+		tg := newTarget(t)
+		c, tab := open(t, tg)
+		ctx := context.Background()
+		second := strings.TrimSuffix(tg.FormURL, "/") + "/second"
+		for _, u := range []string{tg.FormURL, second} {
+			_, err := c.Navigate(ctx, tab, u, nil)
+			require.NoError(t, err)
+		}
+		urlOf := func(res json.RawMessage) string {
+			var out struct{ URL string }
+			require.NoError(t, json.Unmarshal(res, &out))
+			return strings.TrimSuffix(out.URL, "/")
+		}
+		res, err := c.Post(ctx, tab, "back", nil, nil)
+		require.NoError(t, err)
+		require.Equal(t, strings.TrimSuffix(tg.FormURL, "/"), urlOf(res))
+		res, err = c.Post(ctx, tab, "forward", nil, nil)
+		require.NoError(t, err)
+		require.Equal(t, second, urlOf(res))
+		_, err = c.Post(ctx, tab, "forward", nil, nil)
+		require.NoError(t, err, "at the end of the history, nothing happens")
+		_, err = c.Post(ctx, tab, "reload", nil, nil)
+		require.NoError(t, err)
+		_, err = c.Post(ctx, tab, "back", nil, nil)
+		require.NoError(t, err)
+
+		var waited struct{ Waited bool }
+		res, err = c.Post(ctx, tab, "wait", nil, json.RawMessage(`{"selector":"#name","timeout":5000}`))
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(res, &waited))
+		require.True(t, waited.Waited, "#name is on the form")
+		res, err = c.Post(ctx, tab, "wait", nil, json.RawMessage(`{"selector":"#nothing-here","timeout":200}`))
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(res, &waited))
+		require.False(t, waited.Waited, "the time ran out")
 	})
 
 	t.Run("AClosedTabIsGone", func(t *testing.T) {
