@@ -406,7 +406,11 @@ func (e *Executor) openTab(ctx context.Context, t target) (string, error) {
 		}
 	}
 	if best == "" {
-		return "", engine.Transient(fmt.Errorf("PinchTab server %s has no running browser", t.instance))
+		// Its browser is starting, restarting or stopping: the instance's
+		// fault, and it cannot run an action until a check says so.
+		err := fmt.Errorf("PinchTab server %s has no running browser (%d listed)", t.instance, len(browsers))
+		e.reg.reportFault(t.instance, err)
+		return "", engine.Transient(fmt.Errorf("%w: %w: %w", err, engine.ErrInstanceFault, engine.ErrInstanceGone))
 	}
 	opened, err := t.client.OpenInstanceTab(ctx, best, "")
 	if err != nil {
@@ -486,7 +490,7 @@ func (e *Executor) runInstruction(ctx context.Context, a Attempt, spec *engine.T
 			if !e.reg.hasKind(KindChat) {
 				return engine.Outcome{Err: engine.Permanentf("instruction tasks need a chat instance, and none is registered")}
 			}
-			return engine.Outcome{Err: engine.Transient(fmt.Errorf("no healthy chat instance with room: %w", engine.ErrInstanceGone))}
+			return engine.Outcome{Err: engine.Transient(fmt.Errorf("no healthy chat instance with room: %w: %w", engine.ErrInstanceFault, engine.ErrInstanceGone))}
 		}
 	}
 	tab := spec.TabID

@@ -418,3 +418,17 @@ func TestCancelHoldsTheSlotUntilTheInstanceEndsTheAction(t *testing.T) {
 	inst, _ = bn.reg.Get("p")
 	require.Zero(t, inst.InFlight)
 }
+
+func TestAServerWithoutARunningBrowserIsAnInstanceFault(t *testing.T) {
+	t.Parallel()
+	bn, d := setupDouble(t, pinchtabtest.ModeServer, executor.Options{})
+	// The browser restarts between two health checks.
+	d.SetPhase("", pinchtabtest.PhaseStarting)
+	o := bn.exec.Execute(context.Background(), &attempt{id: "t", instance: "p",
+		spec: &engine.TaskSpec{AgentID: "x", Action: action("navigate", "", `{"url":"http://site.test/form"}`)}})
+	require.ErrorIs(t, o.Err, engine.ErrInstanceFault, "not the task's attempt budget")
+	require.ErrorIs(t, o.Err, engine.ErrInstanceGone, "a tab-less task may go elsewhere")
+	require.Contains(t, o.Err.Error(), "no running browser")
+	inst, _ := bn.reg.Get("p")
+	require.Equal(t, executor.HealthUnhealthy, inst.Health, "unhealthy at once")
+}
