@@ -86,6 +86,13 @@ func NewLane(name string) LaneConfig {
 // DefaultTimeout is the per-attempt timeout of a task that sets none.
 const DefaultTimeout = 60 * time.Second
 
+// Chat tasks' timeouts by default: 120 s unless the task sets one, at most
+// 600 s (BrowserOS's).
+const (
+	DefaultChatTimeout    = 120 * time.Second
+	DefaultChatMaxTimeout = 600 * time.Second
+)
+
 // DefaultRetryPolicy returns 4 attempts with 1 s backoff doubling up to 60 s,
 // without jitter.
 func DefaultRetryPolicy() RetryPolicy {
@@ -143,6 +150,12 @@ type Config struct {
 	// its task. While commits have been failing for longer than this,
 	// submissions are refused at once.
 	CommitTimeout time.Duration
+	// ChatTimeout is the per-attempt timeout of a chat task (one with an
+	// instruction) that sets none, when its lane's is shorter (default
+	// 120 s, as BrowserOS). ChatMaxTimeout caps what a chat task may ask
+	// for (default 600 s).
+	ChatTimeout    time.Duration
+	ChatMaxTimeout time.Duration
 }
 
 func orDefault[T comparable](v *T, def T) {
@@ -172,6 +185,8 @@ func (c *Config) Validate() error {
 	orDefault(&c.InstanceFaultBudget, 30)
 	orDefault(&c.InstanceFaultDelay, time.Second)
 	orDefault(&c.CommitTimeout, 10*time.Second)
+	orDefault(&c.ChatTimeout, DefaultChatTimeout)
+	orDefault(&c.ChatMaxTimeout, DefaultChatMaxTimeout)
 	for name, v := range map[string]int{
 		"maxInFlight": c.MaxInFlight, "maxQueued": c.MaxQueued,
 		"maxQueuedPerAgent": c.MaxQueuedPerAgent, "maxQueuedPerSession": c.MaxQueuedPerSession,
@@ -184,6 +199,9 @@ func (c *Config) Validate() error {
 	}
 	if c.FairnessCandidates > 1024 {
 		return fmt.Errorf("fairnessCandidates: at most 1024, got %d", c.FairnessCandidates)
+	}
+	if c.ChatTimeout < 0 || c.ChatMaxTimeout < c.ChatTimeout {
+		return fmt.Errorf("chatTimeout and chatMaxTimeout: must not be negative, and the maximum at least the default")
 	}
 	if c.LeaseGrace < 0 || c.Retention < 0 || c.CommitTimeout < 0 {
 		return fmt.Errorf("leaseGrace, retention and commitTimeout must not be negative")

@@ -480,6 +480,9 @@ func (e *Engine) assignLocked(t *task, inst *instance, now time.Time) *Run {
 	timeout := t.spec.Timeout
 	if timeout <= 0 {
 		timeout = t.lane.cfg.Timeout
+		if t.spec.Instruction != "" {
+			timeout = max(timeout, e.cfg.ChatTimeout) // a chat turn takes longer than a click
+		}
 	}
 	due := now.Add(timeout)
 	if d := t.spec.Deadline; !d.IsZero() && d.Before(due) {

@@ -377,3 +377,24 @@ func TestWithADurableStoreARefusedOrRepeatedSubmissionAnswersAtOnce(t *testing.T
 	_, err = e.Submit(ctx, enginetest.Spec("a").Obj())
 	require.True(t, engine.IsCode(err, engine.CodeDraining), "draining answers at once: %v", err)
 }
+
+func TestAChatTaskGetsTheChatTimeoutAndMayNotAskForMoreThanItsMaximum(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	spec := enginetest.Spec("x").Obj()
+	spec.Action, spec.Instruction = nil, "summarise the page"
+	chat := h.Submit(spec)
+	click := h.Submit(enginetest.Spec("y").Obj())
+	deadline := func(id string) time.Duration {
+		t.Helper()
+		r := h.Exec.Run(id)
+		require.NotNil(t, r, "%s runs", id)
+		d, _ := r.Deadline()
+		return d.Sub(h.Clock.Now())
+	}
+	require.Equal(t, engine.DefaultChatTimeout, deadline(chat.ID), "a chat turn gets 120 s, not the lane's 60 s")
+	require.Equal(t, engine.DefaultTimeout, deadline(click.ID))
+	spec.Timeout = engine.DefaultChatMaxTimeout + time.Second
+	_, err := h.Engine.Submit(context.Background(), spec)
+	require.True(t, engine.IsCode(err, engine.CodeInvalidInput), "more than 600 s is refused: %v", err)
+}

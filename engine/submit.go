@@ -399,6 +399,8 @@ func (e *Engine) normalize(in TaskSpec, now time.Time) (*TaskSpec, error) {
 		return nil, invalid("instruction", "is longer than %d bytes", maxInstruction)
 	case s.Timeout < 0 || s.Timeout > 24*time.Hour:
 		return nil, invalid("timeoutMs", "must be within 0..24h, got %s", s.Timeout)
+	case s.Instruction != "" && s.Timeout > e.cfg.ChatMaxTimeout:
+		return nil, invalid("timeoutMs", "a chat task's timeout is at most %s, got %s", e.cfg.ChatMaxTimeout, s.Timeout)
 	case !s.Deadline.IsZero() && !s.Deadline.After(now):
 		return nil, invalid("deadline", "is not in the future")
 	case len(s.DependsOn) > maxDependsOn:

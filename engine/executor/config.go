@@ -80,10 +80,14 @@ type InstanceConfig struct {
 	URL      string            // base URL of its HTTP API
 	Token    string            // bearer token; "" sends none
 	Kind     Kind              // "" means KindInstance
-	Capacity int               // concurrent attempts it accepts; 0 means unlimited
+	Capacity int               // concurrent attempts it accepts; 0 means unlimited (for chat: DefaultChatCapacity)
 	Labels   map[string]string // free-form
 	Dialect  Dialect           // the /chat body of a chat instance; "" is the generic one
 }
+
+// DefaultChatCapacity is a chat instance's capacity when it gives none: one
+// conversation at a time, as BrowserOS runs them.
+const DefaultChatCapacity = 1
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 
@@ -104,6 +108,9 @@ func (c *InstanceConfig) Validate() error {
 	}
 	if c.Capacity < 0 {
 		errs = append(errs, fmt.Errorf("capacity: %d must not be negative", c.Capacity))
+	}
+	if c.Capacity == 0 && c.Kind == KindChat {
+		c.Capacity = DefaultChatCapacity
 	}
 	if _, err := ParseDialect(string(c.Dialect)); err != nil {
 		errs = append(errs, fmt.Errorf("dialect: %w", err))

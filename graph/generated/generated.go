@@ -4103,7 +4103,7 @@ type Instance {
   url: String!
   "Its flavour."
   kind: InstanceKind!
-  "Concurrent attempts it accepts (0: unlimited)."
+  "Concurrent attempts it accepts (0: unlimited, except a CHAT instance, which then takes 1: one conversation at a time, as BrowserOS)."
   capacity: Int!
   "Free-form labels, sorted by key."
   labels: [Label!]!
@@ -4444,7 +4444,7 @@ input RegisterInstanceInput {
   token: String
   "Its flavour."
   kind: InstanceKind = INSTANCE
-  "Concurrent attempts it accepts (0: unlimited)."
+  "Concurrent attempts it accepts (0: unlimited, except a CHAT instance, which then takes 1: one conversation at a time, as BrowserOS)."
   capacity: Int = 0
   "Free-form labels."
   labels: [LabelInput!]
@@ -4458,7 +4458,7 @@ input UpdateInstanceInput {
   token: String
   "A new flavour."
   kind: InstanceKind
-  "A new capacity (0: unlimited)."
+  "A new capacity (0: unlimited; for a CHAT instance, 1)."
   capacity: Int
   "New labels, replacing all of them."
   labels: [LabelInput!]

@@ -185,7 +185,7 @@ type RegisterInstanceInput struct {
 	Token *string `json:"token,omitempty"`
 	// Its flavour.
 	Kind *executor.Kind `json:"kind,omitempty"`
-	// Concurrent attempts it accepts (0: unlimited).
+	// Concurrent attempts it accepts (0: unlimited, except a CHAT instance, which then takes 1: one conversation at a time, as BrowserOS).
 	Capacity *int `json:"capacity,omitempty"`
 	// Free-form labels.
 	Labels []*LabelInput `json:"labels,omitempty"`
@@ -405,7 +405,7 @@ type UpdateInstanceInput struct {
 	Token *string `json:"token,omitempty"`
 	// A new flavour.
 	Kind *executor.Kind `json:"kind,omitempty"`
-	// A new capacity (0: unlimited).
+	// A new capacity (0: unlimited; for a CHAT instance, 1).
 	Capacity *int `json:"capacity,omitempty"`
 	// New labels, replacing all of them.
 	Labels []*LabelInput `json:"labels,omitempty"`

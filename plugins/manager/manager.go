@@ -25,6 +25,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/engine/policy/priofirst"
 	"github.com/switchyard/switchyard/plugins/builtin"
 	"github.com/switchyard/switchyard/plugins/host"
 )
@@ -176,6 +177,10 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.entries[mod.Name] = &entry{info: Info{Name: mod.Name, Slot: mod.Slot, Builtin: true, Hash: p.Hash(), Size: len(mod.Wasm), LoadedAt: time.Now()},
 			plugin: p, native: nat}
 	}
+	// Built-in policies without a WebAssembly build, chosen by name with
+	// setPolicy: priority-first fairness.
+	m.entries[priofirst.Name] = &entry{info: Info{Name: priofirst.Name, Slot: policy.SlotFairness, Builtin: true, Native: true},
+		native: &priofirst.Fairness{}}
 	for _, mod := range builtin.Modules() {
 		name := mod.Name
 		if m.opts.Native {

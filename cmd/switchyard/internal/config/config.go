@@ -314,6 +314,11 @@ type Engine struct {
 	// CommitTimeout bounds a call's wait for the store to commit its
 	// changes; past it the call answers UNAVAILABLE (default 10s).
 	CommitTimeout Duration `yaml:"commitTimeout"`
+	// ChatTimeout is the attempt timeout of chat tasks that set none, when
+	// their lane's is shorter (default 120s); ChatMaxTimeout caps what a
+	// chat task may ask for (default 600s).
+	ChatTimeout    Duration `yaml:"chatTimeout"`
+	ChatMaxTimeout Duration `yaml:"chatMaxTimeout"`
 	// Lanes merge with the default lanes (main, subagent, team, cron) by
 	// name: see Lane.
 	Lanes []Lane `yaml:"lanes"`
@@ -755,6 +760,7 @@ func (c *Config) EngineConfig() (engine.Config, error) {
 		AgingThreshold: e.AgingThreshold.Std(), LeaseGrace: e.LeaseGrace.Std(), Retention: e.Retention.Std(),
 		EventBuffer: e.EventBuffer, FairnessCandidates: e.FairnessCandidates, MaxBatch: e.MaxBatch,
 		InstanceFaultBudget: e.InstanceFaultBudget, InstanceFaultDelay: e.InstanceFaultDelay.Std(), CommitTimeout: e.CommitTimeout.Std(),
+		ChatTimeout: e.ChatTimeout.Std(), ChatMaxTimeout: e.ChatMaxTimeout.Std(),
 	}
 	lanes, err := mergeLanes(e.Lanes)
 	if err != nil {
