@@ -58,7 +58,7 @@ func TestTheBuiltInsShipAsWasmAndAreTheDefaults(t *testing.T) {
 	}
 	require.Equal(t, map[policy.Slot]string{policy.SlotSelection: "priority", policy.SlotFairness: "fair-share", policy.SlotRetry: "exponential"}, active)
 	infos := m.List()
-	require.Len(t, infos, 6, "three built-ins, each as wasm and native")
+	require.Len(t, infos, 7, "three built-ins, each as wasm and native, and priority-first (native only)")
 	for _, in := range infos {
 		require.True(t, in.Builtin)
 		if !in.Native {
