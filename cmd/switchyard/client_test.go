@@ -327,7 +327,8 @@ func TestInstanceVerbsRegisterAndList(t *testing.T) {
 func TestPluginVerbsLoadAssignAndUnloadAPolicy(t *testing.T) {
 	t.Parallel()
 	server := startServer(t)
-	res := sw(t, server, "plugin", "load", "edf-test", "../../examples/plugins/edf.wasm", "--json")
+	// Loading compiles the module on the server: allow a busy machine time.
+	res := sw(t, server, "plugin", "load", "edf-test", "../../examples/plugins/edf.wasm", "--json", "--request-timeout", serveStartTimeout.String())
 	require.Equal(t, 0, res.code, res.stderr)
 	var p cli.PluginInfo
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &p))

@@ -165,11 +165,18 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// conn holds the flags every verb shares: where the server is.
+// conn holds the flags every verb shares: where the server is, and how long
+// one request may take.
 type conn struct {
-	server string
-	env    Env
+	server  string
+	timeout time.Duration
+	env     Env
 }
+
+// DefaultRequestTimeout bounds one request of a verb unless told
+// otherwise (--request-timeout). Loading a large plugin compiles it on the server, which can take
+// longer on a busy machine.
+const DefaultRequestTimeout = 60 * time.Second
 
 func (c *conn) register(fs *flag.FlagSet, env Env) {
 	c.env = env
@@ -178,6 +185,7 @@ func (c *conn) register(fs *flag.FlagSet, env Env) {
 		def = DefaultServer
 	}
 	fs.StringVar(&c.server, "server", def, "the server's base URL or GraphQL endpoint ($SWITCHYARD_SERVER)")
+	fs.DurationVar(&c.timeout, "request-timeout", DefaultRequestTimeout, "how long one request to the server may take")
 }
 
 // client returns a GraphQL client of the server, with the token of
@@ -188,7 +196,10 @@ func (c *conn) client() (*client.Client, error) {
 		return nil, err
 	}
 	cl := client.New(endpoint)
-	cl.HTTP = &http.Client{Timeout: 60 * time.Second}
+	if c.timeout <= 0 {
+		return nil, Usagef("--request-timeout must be positive, got %s", c.timeout)
+	}
+	cl.HTTP = &http.Client{Timeout: c.timeout}
 	if tok := strings.TrimSpace(c.env.Getenv("SWITCHYARD_TOKEN")); tok != "" {
 		cl.Header.Set("Authorization", "Bearer "+tok)
 	}
