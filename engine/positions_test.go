@@ -46,3 +46,33 @@ func TestPositionsForManyTasksAreTheOnesTaskReports(t *testing.T) {
 	sub := h.Positions([]string{ids[7], ids[33]})
 	require.Equal(t, map[string]int{ids[7]: got[ids[7]], ids[33]: got[ids[33]]}, sub)
 }
+
+// BenchmarkPositions: a page of 1000 QUEUED tasks of one agent's queue of
+// 50,000, all at once (Positions) and one by one (what Task does per task).
+func BenchmarkPositions(b *testing.B) {
+	lanes := engine.DefaultLanes()
+	for i := range lanes {
+		lanes[i].Paused = true
+		lanes[i].MaxQueued = 100_000
+	}
+	h := enginetest.New(b, &engine.Config{Lanes: lanes})
+	var ids []string
+	for i := range 50_000 {
+		tk := h.Submit(enginetest.Spec("a").Lane("main").Session(fmt.Sprintf("s%d", i%100)).Obj())
+		if i%50 == 0 {
+			ids = append(ids, tk.ID)
+		}
+	}
+	b.Run("Positions/page=1000", func(b *testing.B) {
+		for b.Loop() {
+			_ = h.Positions(ids)
+		}
+	})
+	b.Run("Task/page=1000", func(b *testing.B) {
+		for b.Loop() {
+			for _, id := range ids {
+				_, _ = h.Task(context.Background(), id)
+			}
+		}
+	})
+}
