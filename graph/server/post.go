@@ -1,9 +1,10 @@
-// GraphQL over HTTP's POST, as the GraphQL-over-HTTP specification reads it
-// (graphql-http's server audits check it in graph/server/audit): gqlgen's
-// POST transport with these differences.
+// GraphQL over HTTP's POST and GET, as the GraphQL-over-HTTP specification
+// reads it (graphql-http's server audits check it in graph/server/audit):
+// gqlgen's POST and GET transports with these differences.
 //
 //   - Parameters other than query, operationName, variables and extensions
-//     (a misspelt "qeury") are a 400 that names them.
+//     (a misspelt "qeury") are a 400 that names them (POST).
+//   - A mutation over GET is 405 (Allow: POST), as the specification says.
 //   - A request that fails before it runs (parse, validation, variable
 //     coercion) is 200 when the client accepts application/json, and 400,
 //     without a data entry, under application/graphql-response+json.
@@ -17,14 +18,17 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
+	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/switchyard/switchyard/engine"
@@ -90,14 +94,63 @@ func (postTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 	}
 	params.Headers = r.Header
 	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
+	run(ctx, w, exec, media, params, false)
+}
+
+// run runs the operation of a request and writes its response; queryOnly
+// (GET) refuses mutations and subscriptions with 405.
+func run(ctx context.Context, w http.ResponseWriter, exec graphql.GraphExecutor, media string, params *graphql.RawParams, queryOnly bool) {
 	oc, opErr := exec.CreateOperationContext(ctx, params)
 	if opErr != nil {
 		res := exec.DispatchError(graphql.WithOperationContext(ctx, oc), opErr)
 		writeGraphQL(w, failedStatus(media, res.Errors), res)
 		return
 	}
+	if op := oc.Doc.Operations.ForName(oc.OperationName); queryOnly && op != nil && op.Operation != ast.Query {
+		w.Header().Set("Allow", "POST")
+		writeGraphQL(w, http.StatusMethodNotAllowed, &graphql.Response{Errors: gqlerror.List{{Message: "GET runs queries only: send a " + string(op.Operation) + " with POST",
+			Extensions: map[string]any{"code": string(engine.CodeInvalidInput), "retryable": false}}}})
+		return
+	}
 	responses, ctx := exec.DispatchOperation(ctx, oc)
 	writeGraphQL(w, http.StatusOK, responses(ctx))
+}
+
+// getTransport serves GET requests: the parameters in the query string
+// (variables and extensions as JSON), queries only.
+type getTransport struct{}
+
+var _ graphql.Transport = getTransport{}
+
+func (getTransport) Supports(r *http.Request) bool {
+	return r.Header.Get("Upgrade") == "" && r.Method == http.MethodGet
+}
+
+func (getTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	media := responseType(r)
+	w.Header().Set("Content-Type", media)
+	start := graphql.Now()
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeGraphQL(w, http.StatusBadRequest, &graphql.Response{Errors: gqlerror.List{badParams(err)}})
+		return
+	}
+	params := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName"), Headers: r.Header}
+	for name, into := range map[string]*map[string]any{"variables": &params.Variables, "extensions": &params.Extensions} {
+		v := q.Get(name)
+		if v == "" {
+			continue
+		}
+		dec := json.NewDecoder(strings.NewReader(v))
+		dec.UseNumber()
+		if err := dec.Decode(into); err != nil {
+			writeGraphQL(w, http.StatusBadRequest, &graphql.Response{Errors: gqlerror.List{{Message: name + " is not a JSON object: " + err.Error(),
+				Extensions: map[string]any{"code": string(engine.CodeInvalidInput), "field": name, "retryable": false}}}})
+			return
+		}
+	}
+	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
+	run(r.Context(), w, exec, media, params, true)
 }
 
 // badParams explains a body that is not a GraphQL-over-HTTP request.

@@ -303,7 +303,7 @@ func (s *Server) graphQL() (http.Handler, error) {
 	})
 	srv.AddTransport(transport.SSE{KeepAlivePingInterval: s.opts.KeepAlive})
 	srv.AddTransport(transport.Options{})
-	srv.AddTransport(transport.GET{})
+	srv.AddTransport(getTransport{})
 	srv.AddTransport(postTransport{})
 	srv.AddTransport(unsupported{})
 	cache := lru.New[*ast.QueryDocument](1000)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -69,4 +70,36 @@ func TestFailuresBeforeExecutionFollowTheAcceptedMediaType(t *testing.T) {
 			require.NotContains(t, string(raw), `"data"`, "%s with %s", body, accept)
 		}
 	}
+}
+
+// GET follows the same rules, and refuses mutations with 405.
+func TestGETFollowsTheSameRulesAndRefusesMutations(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	get := func(query, accept string) (int, string, http.Header) {
+		req, err := http.NewRequestWithContext(ctxFor(t), http.MethodGet, b.base+"/graphql?"+url.Values{"query": {query}}.Encode(), nil)
+		require.NoError(t, err)
+		req.Header.Set("Accept", accept)
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(raw), res.Header
+	}
+	for _, q := range []string{"{", "{ noSuchField }"} {
+		status, body, _ := get(q, "application/json")
+		require.Equal(t, http.StatusOK, status, body)
+		require.NotContains(t, body, `"data"`)
+		status, body, _ = get(q, "application/graphql-response+json")
+		require.Equal(t, http.StatusBadRequest, status, body)
+		require.NotContains(t, body, `"data"`)
+	}
+	status, body, h := get(`mutation { drain { submitted } }`, "application/json")
+	require.Equal(t, http.StatusMethodNotAllowed, status, body)
+	require.Equal(t, "POST", h.Get("Allow"))
+	require.Contains(t, body, "GET runs queries only")
+	require.False(t, b.eng.Draining(), "nothing ran")
+	status, body, _ = get(`{ stats { submitted } }`, "application/json")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, `"data":{"stats"`)
 }
