@@ -17,6 +17,9 @@ import (
 
 func (m *mutationResolver) SubmitTask(ctx context.Context, input model.SubmitTaskInput) (*model.Task, error) {
 	spec, verr := taskSpec("input", &input, time.Now())
+	if verr == nil {
+		verr = (*Resolver)(m).checkActionKind("input", &spec)
+	}
 	if verr != nil {
 		return nil, verr
 	}
@@ -71,6 +74,9 @@ func (m *mutationResolver) SubmitTasks(ctx context.Context, input model.SubmitTa
 			keys[k] = i
 		}
 		specs[i], refused[i] = taskSpec(path+".task", it.Task, now)
+		if refused[i] == nil {
+			refused[i] = (*Resolver)(m).checkActionKind(path+".task", &specs[i])
+		}
 	}
 	// An agent's batch is refused as a whole when an item acts for another
 	// agent (or names another agent's task): nothing of it is admitted.

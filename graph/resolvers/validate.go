@@ -207,6 +207,26 @@ func action(path string, a *model.ActionInput) (*engine.Action, *engine.Error) {
 	return act, nil
 }
 
+// checkActionKind narrows the known kinds of a task's action to those of
+// the instance it names, when the registry knows it: a chat instance takes
+// no actions at all. (taskSpec has checked the kind against every browser
+// instance kind.)
+func (r *Resolver) checkActionKind(path string, s *engine.TaskSpec) *engine.Error {
+	if s.Action == nil || s.InstanceID == "" || r.reg == nil {
+		return nil
+	}
+	in, ok := r.reg.Get(s.InstanceID)
+	if !ok || executor.KnownKind(in.Kind, s.Action.Kind) {
+		return nil
+	}
+	known := executor.Kinds(in.Kind)
+	if len(known) == 0 {
+		return invalid(path+".action.kind", "instance %s is a %s instance: it takes instructions, not actions", in.ID, in.Kind)
+	}
+	return invalid(path+".action.kind", "%q is not an action kind that instance %s (%s) knows; known kinds: %s",
+		s.Action.Kind, in.ID, in.Kind, strings.Join(known, ", "))
+}
+
 // browserKinds are the action kinds of the instance kinds that run actions
 // (chat instances take instructions), sorted, each once.
 func browserKinds() []string {

@@ -240,3 +240,17 @@ func TestWebSocketMessagesLargerThanTheLimitCloseTheSocketWith1009(t *testing.T)
 	}
 	require.EqualValues(t, 1009, conn.CloseStatus(), "close status: message too big (%v)", conn.Err())
 }
+
+func TestAnActionForAChatInstanceIsRefusedAtSubmit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *setupOptions) { o.registry = true })
+	_, err := b.reg.Register(executor.InstanceConfig{ID: "talker", URL: "http://127.0.0.1:1", Kind: executor.KindChat})
+	require.NoError(t, err)
+	err = b.c.Do(ctxFor(t), submitQ, task(map[string]any{"instanceId": "talker"}), nil)
+	e := gqlErr(t, err)
+	require.Equal(t, "INVALID_INPUT", e.Code(), e.Message)
+	require.Equal(t, "input.action.kind", e.Field())
+	require.Contains(t, e.Message, "takes instructions, not actions")
+	// An instruction for it is accepted.
+	require.NoError(t, b.c.Do(ctxFor(t), submitQ, map[string]any{"in": map[string]any{"agentId": "e", "instanceId": "talker", "instruction": "say hi"}}, nil))
+}
