@@ -104,6 +104,7 @@ type ComplexityRoot struct {
 
 	Instance struct {
 		Capacity     func(childComplexity int) int
+		Dialect      func(childComplexity int) int
 		Failures     func(childComplexity int) int
 		HasToken     func(childComplexity int) int
 		Health       func(childComplexity int) int
@@ -860,6 +861,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Instance.Capacity(childComplexity), true
+	case "Instance.dialect":
+		if e.ComplexityRoot.Instance.Dialect == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Instance.Dialect(childComplexity), true
 	case "Instance.failures":
 		if e.ComplexityRoot.Instance.Failures == nil {
 			break
@@ -3286,6 +3293,14 @@ enum InstanceKind {
   CHAT
 }
 
+"The body a chat instance's POST /chat takes."
+enum ChatDialect {
+  "Switchyard's own: {instruction, tabId}."
+  GENERIC
+  "BrowserOS Core's: {conversationId, message, isScheduledTask, mode, supportsImages, provider}, with the task's ` + "`" + `llm.<field>` + "`" + ` labels merged over it."
+  BROWSEROS
+}
+
 "What the registry knows of an instance's health."
 enum InstanceHealth {
   "Not checked yet: receives no work."
@@ -4103,6 +4118,8 @@ type Instance {
   url: String!
   "Its flavour."
   kind: InstanceKind!
+  "A chat instance's dialect (GENERIC for the others)."
+  dialect: ChatDialect!
   "Concurrent attempts it accepts (0: unlimited, except a CHAT instance, which then takes 1: one conversation at a time, as BrowserOS)."
   capacity: Int!
   "Free-form labels, sorted by key."
@@ -4444,6 +4461,8 @@ input RegisterInstanceInput {
   token: String
   "Its flavour."
   kind: InstanceKind = INSTANCE
+  "For a chat instance: the body its /chat takes."
+  dialect: ChatDialect = GENERIC
   "Concurrent attempts it accepts (0: unlimited, except a CHAT instance, which then takes 1: one conversation at a time, as BrowserOS)."
   capacity: Int = 0
   "Free-form labels."
@@ -4458,6 +4477,8 @@ input UpdateInstanceInput {
   token: String
   "A new flavour."
   kind: InstanceKind
+  "A new chat dialect."
+  dialect: ChatDialect
   "A new capacity (0: unlimited; for a CHAT instance, 1)."
   capacity: Int
   "New labels, replacing all of them."
@@ -4716,6 +4737,8 @@ func (ec *executionContext) childFields_Instance(ctx context.Context, field grap
 		return ec.fieldContext_Instance_url(ctx, field)
 	case "kind":
 		return ec.fieldContext_Instance_kind(ctx, field)
+	case "dialect":
+		return ec.fieldContext_Instance_dialect(ctx, field)
 	case "capacity":
 		return ec.fieldContext_Instance_capacity(ctx, field)
 	case "labels":
@@ -7242,6 +7265,29 @@ func (ec *executionContext) _Instance_kind(ctx context.Context, field graphql.Co
 }
 func (ec *executionContext) fieldContext_Instance_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Instance", field, true, false, "InstanceKind")
+}
+
+func (ec *executionContext) _Instance_dialect(ctx context.Context, field graphql.CollectedField, obj *model.Instance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Instance_dialect(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Dialect(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v executor.Dialect) graphql.Marshaler {
+			return ec.marshalNChatDialect2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Instance_dialect(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Instance", field, true, false, "ChatDialect")
 }
 
 func (ec *executionContext) _Instance_capacity(ctx context.Context, field graphql.CollectedField, obj *model.Instance) (ret graphql.Marshaler) {
@@ -17327,11 +17373,14 @@ func (ec *executionContext) unmarshalInputRegisterInstanceInput(ctx context.Cont
 	if _, present := asMap["kind"]; !present {
 		asMap["kind"] = "INSTANCE"
 	}
+	if _, present := asMap["dialect"]; !present {
+		asMap["dialect"] = "GENERIC"
+	}
 	if _, present := asMap["capacity"]; !present {
 		asMap["capacity"] = 0
 	}
 
-	fieldsInOrder := [...]string{"id", "url", "token", "kind", "capacity", "labels"}
+	fieldsInOrder := [...]string{"id", "url", "token", "kind", "dialect", "capacity", "labels"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -17366,6 +17415,13 @@ func (ec *executionContext) unmarshalInputRegisterInstanceInput(ctx context.Cont
 				return it, err
 			}
 			it.Kind = data
+		case "dialect":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("dialect"))
+			data, err := ec.unmarshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Dialect = data
 		case "capacity":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("capacity"))
 			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
@@ -18070,7 +18126,7 @@ func (ec *executionContext) unmarshalInputUpdateInstanceInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"url", "token", "kind", "capacity", "labels"}
+	fieldsInOrder := [...]string{"url", "token", "kind", "dialect", "capacity", "labels"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -18098,6 +18154,13 @@ func (ec *executionContext) unmarshalInputUpdateInstanceInput(ctx context.Contex
 				return it, err
 			}
 			it.Kind = data
+		case "dialect":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("dialect"))
+			data, err := ec.unmarshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Dialect = data
 		case "capacity":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("capacity"))
 			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
@@ -18509,6 +18572,11 @@ func (ec *executionContext) _Instance(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "kind":
 			out.Values[i] = ec._Instance_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "dialect":
+			out.Values[i] = ec._Instance_dialect(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -21624,6 +21692,32 @@ func (ec *executionContext) marshalNCancelPayload2ᚖgithubᚗcomᚋswitchyard�
 	return ec._CancelPayload(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNChatDialect2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect(ctx context.Context, v any) (executor.Dialect, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNChatDialect2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect[tmp]
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNChatDialect2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect(ctx context.Context, sel ast.SelectionSet, v executor.Dialect) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNChatDialect2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "ChatDialect!")
+	}
+	return res
+}
+
+var (
+	unmarshalNChatDialect2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect = map[string]executor.Dialect{
+		"GENERIC":   executor.DialectGeneric,
+		"BROWSEROS": executor.DialectBrowserOS,
+	}
+	marshalNChatDialect2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect = map[executor.Dialect]string{
+		executor.DialectGeneric:   "GENERIC",
+		executor.DialectBrowserOS: "BROWSEROS",
+	}
+)
+
 func (ec *executionContext) marshalNDependency2ᚕᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐDependencyᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Dependency) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -23088,6 +23182,36 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	res := graphql.MarshalBoolean(*v)
 	return res
 }
+
+func (ec *executionContext) unmarshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect(ctx context.Context, v any) (*executor.Dialect, error) {
+	if v == nil {
+		return nil, nil
+	}
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect[tmp]
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect(ctx context.Context, sel ast.SelectionSet, v *executor.Dialect) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalString(marshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect[*v])
+	return res
+}
+
+var (
+	unmarshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect = map[string]executor.Dialect{
+		"GENERIC":   executor.DialectGeneric,
+		"BROWSEROS": executor.DialectBrowserOS,
+	}
+	marshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect = map[executor.Dialect]string{
+		executor.DialectGeneric:   "GENERIC",
+		executor.DialectBrowserOS: "BROWSEROS",
+	}
+)
 
 func (ec *executionContext) unmarshalODropPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐDropPolicy(ctx context.Context, v any) (*engine.DropPolicy, error) {
 	if v == nil {

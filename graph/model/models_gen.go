@@ -185,6 +185,8 @@ type RegisterInstanceInput struct {
 	Token *string `json:"token,omitempty"`
 	// Its flavour.
 	Kind *executor.Kind `json:"kind,omitempty"`
+	// For a chat instance: the body its /chat takes.
+	Dialect *executor.Dialect `json:"dialect,omitempty"`
 	// Concurrent attempts it accepts (0: unlimited, except a CHAT instance, which then takes 1: one conversation at a time, as BrowserOS).
 	Capacity *int `json:"capacity,omitempty"`
 	// Free-form labels.
@@ -405,6 +407,8 @@ type UpdateInstanceInput struct {
 	Token *string `json:"token,omitempty"`
 	// A new flavour.
 	Kind *executor.Kind `json:"kind,omitempty"`
+	// A new chat dialect.
+	Dialect *executor.Dialect `json:"dialect,omitempty"`
 	// A new capacity (0: unlimited; for a CHAT instance, 1).
 	Capacity *int `json:"capacity,omitempty"`
 	// New labels, replacing all of them.

@@ -280,6 +280,9 @@ func (i *Instance) URL() string { return i.I.URL }
 // Kind is its flavour.
 func (i *Instance) Kind() executor.Kind { return i.I.Kind }
 
+// Dialect is the instance's chat dialect.
+func (i *Instance) Dialect() executor.Dialect { return i.I.Dialect }
+
 // Capacity is how many attempts it accepts at once.
 func (i *Instance) Capacity() int { return i.I.Capacity }
 

@@ -436,7 +436,7 @@ func (m *mutationResolver) UpdateInstance(_ context.Context, id string, input mo
 	if input.Capacity != nil && *input.Capacity < 0 {
 		return nil, invalid("input.capacity", "must not be negative, got %d", *input.Capacity)
 	}
-	u.Token, u.Kind, u.Capacity = input.Token, input.Kind, input.Capacity
+	u.Token, u.Kind, u.Capacity, u.Dialect = input.Token, input.Kind, input.Capacity, input.Dialect
 	if input.Labels != nil {
 		labels, err := labelMap("input.labels", input.Labels)
 		if err != nil {

@@ -402,6 +402,9 @@ func instanceConfig(path string, in *model.RegisterInstanceInput) (executor.Inst
 	if in.Kind != nil {
 		c.Kind = *in.Kind
 	}
+	if in.Dialect != nil {
+		c.Dialect = *in.Dialect
+	}
 	labels, err := labelMap(path+".labels", in.Labels)
 	if err != nil {
 		return c, err

@@ -282,6 +282,18 @@ func TestInstancesAreRegisteredUpdatedRemovedAndStreamed(t *testing.T) {
 	require.Equal(t, "REMOVED", kind)
 	e = gqlErr(t, b.c.Do(ctx, `mutation { removeInstance(id: "b1") { id } }`, nil, nil))
 	require.Equal(t, "NOT_FOUND", e.Code())
+
+	// A chat instance's dialect.
+	e = gqlErr(t, b.c.Do(ctx, `mutation { registerInstance(input: {id: "b3", url: "http://127.0.0.1:1", kind: PINCHTAB, dialect: BROWSEROS}) { id } }`, nil, nil))
+	require.Equal(t, "INVALID_INPUT", e.Code(), "a dialect is for chat instances")
+	require.Equal(t, "input.dialect", e.Field())
+	var chat struct {
+		RegisterInstance struct{ Kind, Dialect string }
+	}
+	require.NoError(t, b.c.Do(ctx, `mutation { registerInstance(input: {id: "bos", url: "http://127.0.0.1:1", kind: CHAT, dialect: BROWSEROS}) { kind dialect } }`, nil, &chat))
+	require.Equal(t, "BROWSEROS", chat.RegisterInstance.Dialect)
+	require.NoError(t, b.c.Do(ctx, `mutation { updateInstance(id: "bos", input: {dialect: GENERIC}) { dialect } }`, nil, nil))
+	require.NoError(t, b.c.Do(ctx, `mutation { removeInstance(id: "bos") { id } }`, nil, nil))
 }
 
 // Each WebAssembly policy plugin has its own series: the built-in

@@ -13,7 +13,7 @@ import (
 
 // A browser interaction.
 type ActionInput struct {
-	// What to do: click, dblclick, fill, type, press, hover, focus, select, check, uncheck, scroll, navigate, text, snapshot, screenshot, pdf, evaluate, close, …
+	// What to do: click, dblclick, fill, type, press, hover, focus, select, check, uncheck, scroll, navigate, text, snapshot, screenshot, pdf, evaluate, close, … (the README's table; another kind is INVALID_INPUT).
 	Kind string `json:"kind"`
 	// An element reference from a snapshot (e.g. `e12`).
 	Ref *string `json:"ref"`
@@ -135,7 +135,7 @@ const (
 	ErrorCodePluginInvalid ErrorCode = "PLUGIN_INVALID"
 	// No valid credentials: a missing or unknown bearer token (HTTP 401; a WebSocket is closed with 4403).
 	ErrorCodeUnauthenticated ErrorCode = "UNAUTHENTICATED"
-	// The credentials do not allow this (the role, or another agent's task or schedule).
+	// The credentials do not allow this (the role, or another agent's task or schedule), or the server refuses it to everyone (introspection turned off). HTTP 403.
 	ErrorCodeForbidden ErrorCode = "FORBIDDEN"
 	// The token is over its rate of mutations: `retryable` is true and `retryAfterMs` says when the same request would pass.
 	ErrorCodeRateLimited ErrorCode = "RATE_LIMITED"
@@ -157,6 +157,21 @@ var AllErrorCode = []ErrorCode{
 	ErrorCodeForbidden,
 	ErrorCodeRateLimited,
 	ErrorCodeInternal,
+}
+
+// What a task whose retry budget is spent becomes. Either way nothing waits on it any longer: its dependents are cancelled, its batch counts it as ended, and its webhook is sent.
+type Exhausted string
+
+const (
+	// PARKED, for an operator to reset (resetTask runs it again with a fresh budget; its cancelled dependents stay cancelled). CW's choice; the default.
+	ExhaustedPark Exhausted = "PARK"
+	// FAILED, a terminal state. BrowserOS's choice.
+	ExhaustedFail Exhausted = "FAIL"
+)
+
+var AllExhausted = []Exhausted{
+	ExhaustedPark,
+	ExhaustedFail,
 }
 
 // FollowBatchResponse is returned by FollowBatch on success.
@@ -420,6 +435,8 @@ type SubmitTaskInput struct {
 	Labels []LabelInput `json:"labels"`
 	// How it joins its session's queue.
 	QueueMode *QueueMode `json:"queueMode"`
+	// What it becomes when its retries are spent (default: its lane's `exhausted`).
+	Exhausted *Exhausted `json:"exhausted"`
 }
 
 // GetAgentId returns SubmitTaskInput.AgentId, and is useful for accessing the field via an interface.
@@ -472,6 +489,9 @@ func (v *SubmitTaskInput) GetLabels() []LabelInput { return v.Labels }
 
 // GetQueueMode returns SubmitTaskInput.QueueMode, and is useful for accessing the field via an interface.
 func (v *SubmitTaskInput) GetQueueMode() *QueueMode { return v.QueueMode }
+
+// GetExhausted returns SubmitTaskInput.Exhausted, and is useful for accessing the field via an interface.
+func (v *SubmitTaskInput) GetExhausted() *Exhausted { return v.Exhausted }
 
 // Tasks to submit as one batch.
 type SubmitTasksInput struct {

@@ -257,7 +257,7 @@ const (
 	ErrorCodePluginInvalid ErrorCode = "PLUGIN_INVALID"
 	// No valid credentials: a missing or unknown bearer token (HTTP 401; a WebSocket is closed with 4403).
 	ErrorCodeUnauthenticated ErrorCode = "UNAUTHENTICATED"
-	// The credentials do not allow this (the role, or another agent's task or schedule).
+	// The credentials do not allow this (the role, or another agent's task or schedule), or the server refuses it to everyone (introspection turned off). HTTP 403.
 	ErrorCodeForbidden ErrorCode = "FORBIDDEN"
 	// The token is over its rate of mutations: `retryable` is true and `retryAfterMs` says when the same request would pass.
 	ErrorCodeRateLimited ErrorCode = "RATE_LIMITED"
@@ -310,7 +310,7 @@ type InstanceInfo struct {
 	Url string `json:"url"`
 	// Its flavour.
 	Kind InstanceKind `json:"kind"`
-	// Concurrent attempts it accepts (0: unlimited).
+	// Concurrent attempts it accepts (0: unlimited, except a CHAT instance, which then takes 1: one conversation at a time, as BrowserOS).
 	Capacity int `json:"capacity"`
 	// Free-form labels, sorted by key.
 	Labels []Label `json:"labels"`
