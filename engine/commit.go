@@ -196,8 +196,12 @@ func (e *Engine) Sync(ctx context.Context) error {
 		default:
 		}
 	}
-	if ended, err := e.waitCommitted(ctx, b); !ended {
+	ended, err := e.waitCommitted(ctx, b)
+	switch {
+	case !ended:
 		return &Error{Code: CodeUnavailable, Retryable: true, Err: err, Message: "recent changes were not confirmed committed"}
+	case err != nil: // the store refused the batch (fenced, or shutting down)
+		return &Error{Code: CodeUnavailable, Retryable: true, Err: err, Message: "recent changes were not committed"}
 	}
 	return nil
 }

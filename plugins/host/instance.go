@@ -38,7 +38,7 @@ type instance struct {
 	// orders the watchdog's writes of fuel with the caller's.
 	mu        sync.Mutex
 	started   atomic.Int64
-	deadline  time.Duration
+	deadline  atomic.Int64 // time.Duration; read by the watchdog while the next call sets it
 	expired   atomic.Bool
 	burnt     int64         // fuel the last call burnt
 	lastStart time.Duration // when it started, on the runtime's clock
@@ -120,7 +120,7 @@ func (in *instance) callWith(fn api.Function, fuel int64, deadline time.Duration
 	rt := in.plugin.rt
 	in.fuel.Set(uint64(fuel))
 	in.expired.Store(false)
-	in.deadline = deadline
+	in.deadline.Store(int64(deadline))
 	in.lastStart = time.Since(rt.epoch)
 	in.started.Store(int64(in.lastStart) | 1) // never 0, which means idle
 	rt.dog.arm()
@@ -225,7 +225,7 @@ func (in *instance) describe(err error) (FaultKind, string) {
 		return FaultBudget, fmt.Sprintf("ran out of fuel (%d units, about as many instructions)", in.plugin.rt.cfg.DecisionFuel)
 	}
 	if errors.Is(err, errDeadline) {
-		return FaultDeadline, fmt.Sprintf("still running after its deadline of %s: abandoned", in.deadline)
+		return FaultDeadline, fmt.Sprintf("still running after its deadline of %s: abandoned", time.Duration(in.deadline.Load()))
 	}
 	var exit *sys.ExitError
 	if errors.As(err, &exit) {

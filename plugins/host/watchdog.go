@@ -114,19 +114,22 @@ func (d *watchdog) scan() bool {
 			continue
 		}
 		busy = true
-		if now-start > int64(in.deadline) {
-			in.abandon()
+		if now-start > in.deadline.Load() {
+			in.abandon(start)
 		}
 	}
 	return busy
 }
 
-// abandon empties the running call's tank. The guest's own metering reads
-// and writes the tank without a lock, so a write of its may undo this one:
-// the watchdog repeats it at every tick until the call returns.
-func (in *instance) abandon() {
+// abandon empties the tank of the call that started at start, if it is
+// still the one running: the overdue call may have returned and the next
+// one begun since the watchdog looked, and that one is not overdue. The
+// guest's own metering reads and writes the tank without a lock, so a write
+// of its may undo this one: the watchdog repeats it at every tick until the
+// call returns.
+func (in *instance) abandon(start int64) {
 	in.mu.Lock()
-	if in.started.Load() != 0 {
+	if in.started.Load() == start {
 		in.expired.Store(true)
 		in.fuel.Set(0)
 	}
