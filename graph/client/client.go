@@ -94,6 +94,9 @@ func (e *StatusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Statu
 // Raw sends an operation by POST and returns the response and its HTTP
 // status. A body that is not a GraphQL response is a *StatusError.
 func (c *Client) Raw(ctx context.Context, req Request) (*Response, int, error) {
+	if err := checkUTF8(req.Query, req.Variables); err != nil {
+		return nil, 0, err
+	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, 0, fmt.Errorf("encode request: %w", err)
@@ -147,6 +150,9 @@ func (c *Client) Do(ctx context.Context, query string, vars map[string]any, out 
 
 // Get runs a query by HTTP GET.
 func (c *Client) Get(ctx context.Context, query string, vars map[string]any, out any) error {
+	if err := checkUTF8(query, vars); err != nil {
+		return err
+	}
 	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL, nil)
 	if err != nil {
 		return err

@@ -17,6 +17,9 @@ var _ graphql.Client = (*Client)(nil)
 // the response's data is filled with whatever data there was, and an answer
 // that is not a GraphQL response is a *StatusError.
 func (c *Client) MakeRequest(ctx context.Context, req *graphql.Request, resp *graphql.Response) error {
+	if err := checkUTF8(req.Query, req.Variables); err != nil {
+		return fmt.Errorf("%s: %w", req.OpName, err)
+	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return fmt.Errorf("encode request %s: %w", req.OpName, err)

@@ -24,6 +24,9 @@ type SSEStream struct {
 // SubscribeSSE starts a subscription over Server-Sent Events. Close the
 // stream when done.
 func (c *Client) SubscribeSSE(ctx context.Context, query string, vars map[string]any) (*SSEStream, error) {
+	if err := checkUTF8(query, vars); err != nil {
+		return nil, err
+	}
 	body, err := json.Marshal(Request{Query: query, Variables: vars})
 	if err != nil {
 		return nil, err

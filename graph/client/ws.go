@@ -281,6 +281,9 @@ type Subscription struct {
 
 // Subscribe starts a subscription on the connection.
 func (c *Conn) Subscribe(ctx context.Context, query string, vars map[string]any) (*Subscription, error) {
+	if err := checkUTF8(query, vars); err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
