@@ -35,6 +35,15 @@ type LaneConfig struct {
 	// Exhausted is what a task whose retry budget is spent becomes (default
 	// park); a task's own TaskSpec.Exhausted overrides it.
 	Exhausted Exhausted `json:",omitempty"`
+	// SessionMaxQueued caps each session's queued tasks in this lane's
+	// admissions (0: the engine's MaxQueuedPerSession); SessionDropPolicy is
+	// what a full session does ("": the lane's DropPolicy). GoClaw drops a
+	// session's oldest beyond 10: {10, drop-oldest}.
+	SessionMaxQueued  int        `json:",omitempty"`
+	SessionDropPolicy DropPolicy `json:",omitempty"`
+	// Removed marks a lane deleted at run time (Engine.DeleteLane): the store
+	// keeps it so, so that the removal survives a restart.
+	Removed bool `json:",omitempty"`
 }
 
 // Exhausted says what becomes of a task whose retry budget is spent (or
@@ -252,6 +261,12 @@ func (l *LaneConfig) validate() error {
 	if err := l.Exhausted.Validate(); err != nil {
 		return err
 	}
+	if l.SessionMaxQueued < 0 {
+		return fmt.Errorf("sessionMaxQueued: must not be negative, got %d", l.SessionMaxQueued)
+	}
+	if p := l.SessionDropPolicy; p != "" && p != DropReject && p != DropOldest {
+		return fmt.Errorf("sessionDropPolicy: %q is neither %q nor %q", p, DropReject, DropOldest)
+	}
 	if err := l.Retry.Validate(); err != nil {
 		return fmt.Errorf("retry.%w", err)
 	}
@@ -292,7 +307,8 @@ const LaneEnvPrefix = "SWITCHYARD_LANE_"
 // os.Environ form) to lanes. The value is either a number, the lane's
 // concurrency ceiling, or comma-separated settings:
 // "inflight=40,queue=5000,drop=drop-oldest,paused=false,depth=5,timeout=30s,
-// attempts=3,backoff=200ms,multiplier=2,maxbackoff=1m,jitter=true,exhausted=fail";
+// attempts=3,backoff=200ms,multiplier=2,maxbackoff=1m,jitter=true,exhausted=fail,
+// sessionqueue=10,sessiondrop=drop-oldest";
 // a setting left out keeps the lane's value. A variable for an unknown lane
 // creates it with NewLane's defaults. The lane name is the variable's
 // suffix in lower case, with '_' kept (SWITCHYARD_LANE_BULK_JOBS → bulk_jobs).
@@ -356,8 +372,12 @@ func parseLaneSettings(l *LaneConfig, val string) error {
 			l.Retry.Jitter, err = strconv.ParseBool(v)
 		case "exhausted":
 			l.Exhausted = Exhausted(v)
+		case "sessionqueue":
+			l.SessionMaxQueued, err = strconv.Atoi(v)
+		case "sessiondrop":
+			l.SessionDropPolicy = DropPolicy(v)
 		default:
-			return fmt.Errorf("unknown setting %q (want inflight, queue, drop, paused, depth, timeout, attempts, backoff, multiplier, maxbackoff, jitter or exhausted)", k)
+			return fmt.Errorf("unknown setting %q (want inflight, queue, drop, paused, depth, timeout, attempts, backoff, multiplier, maxbackoff, jitter, exhausted, sessionqueue or sessiondrop)", k)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", k, err)

@@ -27,19 +27,57 @@ type LaneUpdate struct {
 	Timeout     *time.Duration
 	Retry       *RetryPolicy
 	Exhausted   *Exhausted
+	// SessionMaxQueued and SessionDropPolicy: see LaneConfig.
+	SessionMaxQueued  *int
+	SessionDropPolicy *DropPolicy
+	// Create makes a lane that does not exist (from NewLane's defaults and
+	// the fields given) instead of answering NOT_FOUND; an existing lane is
+	// a CONFLICT. Remove deletes a lane that has no live task (else
+	// CONFLICT), and ignores the other fields. Both are stored: lanes made
+	// or removed at run time stay so after a restart.
+	Create bool
+	Remove bool
+}
+
+// CreateLane makes a lane at run time (GoClaw's get-or-create, made
+// explicit): UpdateLane with Create.
+func (e *Engine) CreateLane(name string, u LaneUpdate) (LaneStatus, error) {
+	u.Create, u.Remove = true, false
+	return e.UpdateLane(name, u)
+}
+
+// DeleteLane removes a lane that has no live task: UpdateLane with Remove.
+func (e *Engine) DeleteLane(name string) (LaneStatus, error) {
+	return e.UpdateLane(name, LaneUpdate{Remove: true})
 }
 
 // UpdateLane changes a lane's settings live. Raising a ceiling or resuming a
 // lane dispatches at once what it allows; lowering a ceiling lets the tasks
-// in flight finish and admits no more until the lane is under it.
+// in flight finish and admits no more until the lane is under it. With
+// Create or Remove it makes or deletes the lane.
 func (e *Engine) UpdateLane(name string, u LaneUpdate) (LaneStatus, error) {
 	e.mu.Lock()
 	l := e.laneByName[name]
-	if l == nil {
+	switch {
+	case u.Create && l != nil:
+		e.mu.Unlock()
+		return LaneStatus{}, conflict("lane %q exists already", name)
+	case l == nil && !u.Create:
 		e.mu.Unlock()
 		return LaneStatus{}, notFound("no lane %q", name)
+	case u.Remove:
+		return e.removeLaneLocked(l)
 	}
-	cfg := l.cfg
+	var cfg LaneConfig
+	if l != nil {
+		cfg = l.cfg
+	} else {
+		if !validName(name) {
+			e.mu.Unlock()
+			return LaneStatus{}, invalid("name", "%q is not a lane name (letters, digits, '-' and '_', at most 64)", name)
+		}
+		cfg = NewLane(name)
+	}
 	if u.MaxInFlight != nil {
 		cfg.MaxInFlight = *u.MaxInFlight
 	}
@@ -64,6 +102,12 @@ func (e *Engine) UpdateLane(name string, u LaneUpdate) (LaneStatus, error) {
 	if u.Exhausted != nil {
 		cfg.Exhausted = *u.Exhausted
 	}
+	if u.SessionMaxQueued != nil {
+		cfg.SessionMaxQueued = *u.SessionMaxQueued
+	}
+	if u.SessionDropPolicy != nil {
+		cfg.SessionDropPolicy = *u.SessionDropPolicy
+	}
 	if err := cfg.validate(); err != nil {
 		e.mu.Unlock()
 		field, msg, ok := strings.Cut(err.Error(), ": ")
@@ -76,15 +120,59 @@ func (e *Engine) UpdateLane(name string, u LaneUpdate) (LaneStatus, error) {
 		e.mu.Unlock()
 		return LaneStatus{}, invalid("maxQueued", "the queue cap and the maximum depth must be positive")
 	}
+	reason := describeLane(cfg)
+	if l == nil {
+		l = e.reviveLaneLocked(cfg)
+		reason = "created " + reason
+	}
 	l.cfg = cfg
 	e.cur.lanes = append(e.cur.lanes, cfg)
 	e.seq++
-	e.cur.events = append(e.cur.events, Event{Seq: e.seq, At: e.now(), Type: EventLane, Lane: name, Reason: describeLane(cfg)})
+	e.cur.events = append(e.cur.events, Event{Seq: e.seq, At: e.now(), Type: EventLane, Lane: name, Reason: reason})
 	st := LaneStatus{Config: l.cfg, InFlight: l.inflight, Pending: l.queued, Selection: l.selection.name, Retry: l.retry.name}
 	e.unlock()
 	e.after()
 	return st, nil
 }
+
+// reviveLaneLocked gives a new lane cfg the struct of a removed lane of the
+// same name, if any (its index stays with the agents' queues), else a new
+// one.
+func (e *Engine) reviveLaneLocked(cfg LaneConfig) *lane {
+	for _, l := range e.lanes {
+		if l.cfg.Removed && l.cfg.Name == cfg.Name {
+			l.cfg = cfg
+			e.laneByName[cfg.Name] = l
+			return l
+		}
+	}
+	return e.addLane(cfg)
+}
+
+// removeLaneLocked deletes an empty lane; it unlocks e.
+func (e *Engine) removeLaneLocked(l *lane) (LaneStatus, error) {
+	name := l.cfg.Name
+	if live := len(e.matchLiveLocked(TaskFilter{Lane: name})); live > 0 || l.inflight > 0 {
+		e.mu.Unlock()
+		return LaneStatus{}, conflict("lane %q still has %d live tasks: cancel them or let them end first", name, live)
+	}
+	if e.liveLanesLocked() == 1 {
+		e.mu.Unlock()
+		return LaneStatus{}, conflict("lane %q is the last lane", name)
+	}
+	st := LaneStatus{Config: l.cfg, Selection: l.selection.name, Retry: l.retry.name}
+	l.cfg.Removed = true
+	delete(e.laneByName, name)
+	e.cur.lanes = append(e.cur.lanes, l.cfg) // the tombstone: the removal survives a restart
+	e.seq++
+	e.cur.events = append(e.cur.events, Event{Seq: e.seq, At: e.now(), Type: EventLane, Lane: name, Reason: "lane " + name + " removed"})
+	e.unlock()
+	e.after()
+	return st, nil
+}
+
+// liveLanesLocked counts the lanes that are not removed.
+func (e *Engine) liveLanesLocked() int { return len(e.laneByName) }
 
 func describeLane(c LaneConfig) string {
 	state := "running"

@@ -131,9 +131,11 @@ type LaneStatus struct {
 func (e *Engine) Lanes() []LaneStatus {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([]LaneStatus, len(e.lanes))
-	for i, l := range e.lanes {
-		out[i] = LaneStatus{Config: l.cfg, InFlight: l.inflight, Pending: l.queued, Selection: l.selection.name, Retry: l.retry.name}
+	out := make([]LaneStatus, 0, len(e.lanes))
+	for _, l := range e.lanes {
+		if !l.cfg.Removed {
+			out = append(out, LaneStatus{Config: l.cfg, InFlight: l.inflight, Pending: l.queued, Selection: l.selection.name, Retry: l.retry.name})
+		}
 	}
 	return out
 }

@@ -23,9 +23,15 @@ func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
 		if err := lc.validate(); err != nil {
 			return fmt.Errorf("engine: stored lane %q: %w", lc.Name, err)
 		}
-		if l := e.laneByName[lc.Name]; l != nil {
+		l := e.laneByName[lc.Name]
+		switch {
+		case lc.Removed && l != nil: // removed at run time, configured again at start: stays removed
 			l.cfg = lc
-		} else {
+			delete(e.laneByName, lc.Name)
+		case lc.Removed:
+		case l != nil:
+			l.cfg = lc
+		default:
 			e.addLane(lc)
 		}
 	}
@@ -116,7 +122,7 @@ func (e *Engine) restoreTaskLocked(st *Task) *task {
 		id: st.ID, spec: st.Spec, seq: st.Seq, rank: st.Rank, depth: int32(st.Depth),
 		reason: st.Reason, attempts: slices.Clone(st.Attempts),
 		createdAt: unixNano(st.CreatedAt), updatedAt: unixNano(st.UpdatedAt), timerAt: [timerKinds]int64{timerRetry: unixNano(st.NextRunAt)},
-		lastSeq: st.LastSeq, front: st.Spec.QueueMode == QueueInterrupt,
+		lastSeq: st.LastSeq, front: st.Spec.QueueMode.Interrupts(),
 		lane: e.laneByName[st.Spec.Lane], heapIdx: -1, timerIdx: noTimers,
 	}
 	if st.Result != nil || st.Error != "" || st.RetryOf != "" || st.ResetAt != 0 || len(st.Webhooks) > 0 {

@@ -409,9 +409,9 @@ func (e *Engine) normalize(in TaskSpec, now time.Time) (*TaskSpec, error) {
 		return nil, invalid("labels", "more than %d labels", maxLabels)
 	case len(s.IdempotencyKey) > maxIDLength:
 		return nil, invalid("idempotencyKey", "is longer than %d bytes", maxIDLength)
-	case s.QueueMode != QueueEnqueue && s.QueueMode != QueueInterrupt:
+	case s.QueueMode != QueueEnqueue && !s.QueueMode.Interrupts():
 		return nil, invalid("queueMode", "unknown queue mode %d", s.QueueMode)
-	case s.QueueMode == QueueInterrupt && s.Session() == "":
+	case s.QueueMode.Interrupts() && s.Session() == "":
 		return nil, invalid("queueMode", "interrupt needs a sessionKey or a tabId")
 	}
 	if s.WebhookURL != "" {
@@ -664,7 +664,7 @@ func (e *Engine) admitLocked(ctx context.Context, p *prepared, ext *external, no
 			qerr.TaskID = t.id
 			return t, qerr
 		}
-		if spec.QueueMode == QueueInterrupt {
+		if spec.QueueMode.Interrupts() {
 			t.front = true
 			e.interruptLocked(t)
 		}
@@ -717,7 +717,11 @@ func (e *Engine) admitCapsLocked(t *task) *Error {
 			if s == nil {
 				continue
 			}
-			name, key, queued, limit, victim = "session", s.key, s.queued, e.cfg.MaxQueuedPerSession, s.fifo.head
+			limit = e.cfg.MaxQueuedPerSession
+			if n := t.lane.cfg.SessionMaxQueued; n > 0 {
+				limit = n
+			}
+			name, key, queued, victim = "session", s.key, s.queued, s.fifo.head
 		case fifoAgent:
 			name, key, queued, limit, victim = "agent", t.agent.id, t.agent.queued, e.cfg.MaxQueuedPerAgent, t.agent.fifo.head
 		case fifoLane:
@@ -728,7 +732,11 @@ func (e *Engine) admitCapsLocked(t *task) *Error {
 		if limit <= 0 || queued < limit {
 			continue
 		}
-		if t.lane.cfg.DropPolicy == DropOldest {
+		drop := t.lane.cfg.DropPolicy
+		if scope == fifoSession && t.lane.cfg.SessionDropPolicy != "" {
+			drop = t.lane.cfg.SessionDropPolicy
+		}
+		if drop == DropOldest {
 			if scope < 0 {
 				victim = e.oldestQueuedLocked()
 			}
@@ -899,9 +907,14 @@ func (e *Engine) newBatchLocked(bs *BatchSpec, id string, now time.Time) *batch 
 // interruptLocked cancels what t's session is running: an interrupting task
 // takes over the session.
 func (e *Engine) interruptLocked(t *task) {
+	drain := t.spec.QueueMode == QueueInterruptDrain
 	for _, o := range e.sessionTasksLocked(t.session.key) {
-		if o.state.InFlight() {
+		switch {
+		case o == t:
+		case o.state.InFlight():
 			e.cancelLocked(o, "interrupted by task "+t.id)
+		case drain && pending(o.state):
+			e.cancelLocked(o, "drained by the interrupt of task "+t.id)
 		}
 	}
 }

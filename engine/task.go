@@ -97,7 +97,15 @@ const (
 	// QueueInterrupt cancels what the session is running and jumps ahead of
 	// the session's queued tasks.
 	QueueInterrupt QueueMode = 1
+	// QueueInterruptDrain does what QueueInterrupt does and also cancels the
+	// session's tasks waiting behind (queued, waiting for dependencies or
+	// backing off): the new task is all the session has left to do, as with
+	// GoClaw's interrupt.
+	QueueInterruptDrain QueueMode = 2
 )
+
+// Interrupts reports whether the mode interrupts the session.
+func (m QueueMode) Interrupts() bool { return m == QueueInterrupt || m == QueueInterruptDrain }
 
 // Action is an interaction with a browser tab, forwarded to the instance that
 // owns the tab.

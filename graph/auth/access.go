@@ -72,6 +72,8 @@ var operations = map[string]Access{
 
 	// Running the fleet: operators.
 	"Mutation.updateLane":       {operators, false},
+	"Mutation.createLane":       {operators, false},
+	"Mutation.deleteLane":       {operators, false},
 	"Mutation.setAgent":         {operators, false},
 	"Mutation.drain":            {operators, false},
 	"Mutation.registerInstance": {operators, false},

@@ -145,19 +145,21 @@ type ComplexityRoot struct {
 	}
 
 	Lane struct {
-		DropPolicy      func(childComplexity int) int
-		Exhausted       func(childComplexity int) int
-		InFlight        func(childComplexity int) int
-		MaxDepth        func(childComplexity int) int
-		MaxInFlight     func(childComplexity int) int
-		MaxQueued       func(childComplexity int) int
-		Name            func(childComplexity int) int
-		Paused          func(childComplexity int) int
-		Pending         func(childComplexity int) int
-		RetryPolicy     func(childComplexity int) int
-		RetryPolicyName func(childComplexity int) int
-		SelectionPolicy func(childComplexity int) int
-		TimeoutMs       func(childComplexity int) int
+		DropPolicy        func(childComplexity int) int
+		Exhausted         func(childComplexity int) int
+		InFlight          func(childComplexity int) int
+		MaxDepth          func(childComplexity int) int
+		MaxInFlight       func(childComplexity int) int
+		MaxQueued         func(childComplexity int) int
+		Name              func(childComplexity int) int
+		Paused            func(childComplexity int) int
+		Pending           func(childComplexity int) int
+		RetryPolicy       func(childComplexity int) int
+		RetryPolicyName   func(childComplexity int) int
+		SelectionPolicy   func(childComplexity int) int
+		SessionDropPolicy func(childComplexity int) int
+		SessionMaxQueued  func(childComplexity int) int
+		TimeoutMs         func(childComplexity int) int
 	}
 
 	LatencyBucket struct {
@@ -191,7 +193,9 @@ type ComplexityRoot struct {
 		CancelTask       func(childComplexity int, id string, reason *string) int
 		CancelTasks      func(childComplexity int, filter model.TaskFilter, reason *string) int
 		ConfigurePlugin  func(childComplexity int, name string, config json.RawMessage) int
+		CreateLane       func(childComplexity int, name string, input *model.LaneInput) int
 		CreateSchedule   func(childComplexity int, input model.ScheduleInput) int
+		DeleteLane       func(childComplexity int, name string) int
 		DeleteSchedule   func(childComplexity int, id string) int
 		DisableSchedule  func(childComplexity int, id string) int
 		Drain            func(childComplexity int) int
@@ -551,6 +555,8 @@ type MutationResolver interface {
 	RetryTask(ctx context.Context, id string) (*model.Task, error)
 	ResetTask(ctx context.Context, id string) (*model.Task, error)
 	UpdateLane(ctx context.Context, name string, input model.LaneInput) (*model.Lane, error)
+	CreateLane(ctx context.Context, name string, input *model.LaneInput) (*model.Lane, error)
+	DeleteLane(ctx context.Context, name string) (*model.Lane, error)
 	SetAgent(ctx context.Context, id string, input model.AgentInput) (*engine.AgentStatus, error)
 	Drain(ctx context.Context) (*model.Stats, error)
 	RegisterInstance(ctx context.Context, input model.RegisterInstanceInput) (*model.Instance, error)
@@ -1111,6 +1117,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Lane.SelectionPolicy(childComplexity), true
+	case "Lane.sessionDropPolicy":
+		if e.ComplexityRoot.Lane.SessionDropPolicy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Lane.SessionDropPolicy(childComplexity), true
+	case "Lane.sessionMaxQueued":
+		if e.ComplexityRoot.Lane.SessionMaxQueued == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Lane.SessionMaxQueued(childComplexity), true
 	case "Lane.timeoutMs":
 		if e.ComplexityRoot.Lane.TimeoutMs == nil {
 			break
@@ -1262,6 +1280,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ConfigurePlugin(childComplexity, args["name"].(string), args["config"].(json.RawMessage)), true
+	case "Mutation.createLane":
+		if e.ComplexityRoot.Mutation.CreateLane == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createLane_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateLane(childComplexity, args["name"].(string), args["input"].(*model.LaneInput)), true
 	case "Mutation.createSchedule":
 		if e.ComplexityRoot.Mutation.CreateSchedule == nil {
 			break
@@ -1273,6 +1302,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateSchedule(childComplexity, args["input"].(model.ScheduleInput)), true
+	case "Mutation.deleteLane":
+		if e.ComplexityRoot.Mutation.DeleteLane == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteLane_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteLane(childComplexity, args["name"].(string)), true
 	case "Mutation.deleteSchedule":
 		if e.ComplexityRoot.Mutation.DeleteSchedule == nil {
 			break
@@ -3222,6 +3262,8 @@ enum QueueMode {
   ENQUEUE
   "Cancel what the session is running and jump ahead of its queued tasks. Needs a sessionKey or a tabId."
   INTERRUPT
+  "INTERRUPT, and also cancel the session's tasks waiting behind (queued, waiting for dependencies, backing off): GoClaw's interrupt. Needs a sessionKey or a tabId."
+  INTERRUPT_DRAIN
 }
 
 "What a full lane does with a new task."
@@ -3695,6 +3737,10 @@ type Lane {
   retryPolicyName: String!
   "What its tasks become when their retries are spent (a task may choose otherwise)."
   exhausted: Exhausted!
+  "The cap on one session's queued tasks admitted through this lane (0: the engine's maxQueuedPerSession)."
+  sessionMaxQueued: Int!
+  "What a full session does (null: the lane's dropPolicy)."
+  sessionDropPolicy: DropPolicy
 }
 
 "An agent: the unit of fairness, with its load and recent share of dispatches."
@@ -4210,6 +4256,10 @@ type Mutation {
   resetTask(id: ID!): Task
   "Changes a lane live: limits, queue cap, drop policy, pause/resume. Omitted fields stay as they are."
   updateLane(name: String!, input: LaneInput!): Lane
+  "Creates a lane at run time, with the defaults of a new lane (30 in flight, …) for omitted fields. Stored: it survives a restart. CONFLICT when it exists."
+  createLane(name: String!, input: LaneInput): Lane!
+  "Deletes a lane that has no live task (else CONFLICT). Stored: it stays deleted after a restart, even if the configuration names it. Returns it as it was."
+  deleteLane(name: String!): Lane!
   "Changes an agent's weight and ceiling live. Omitted fields stay as they are."
   setAgent(id: String!, input: AgentInput!): Agent!
   "Stops admitting new work (DRAINING); running and queued tasks carry on. Returns the counters after the change."
@@ -4441,6 +4491,10 @@ input LaneInput {
   retryPolicy: RetryPolicyInput
   "What its tasks become when their retries are spent."
   exhausted: Exhausted
+  "The cap on one session's queued tasks in this lane (0: the engine's maxQueuedPerSession). GoClaw: 10."
+  sessionMaxQueued: Int
+  "What a full session does (default: the lane's dropPolicy). GoClaw: DROP_OLDEST."
+  sessionDropPolicy: DropPolicy
 }
 
 "Changes to an agent; omitted fields stay as they are."
@@ -4841,6 +4895,10 @@ func (ec *executionContext) childFields_Lane(ctx context.Context, field graphql.
 		return ec.fieldContext_Lane_retryPolicyName(ctx, field)
 	case "exhausted":
 		return ec.fieldContext_Lane_exhausted(ctx, field)
+	case "sessionMaxQueued":
+		return ec.fieldContext_Lane_sessionMaxQueued(ctx, field)
+	case "sessionDropPolicy":
+		return ec.fieldContext_Lane_sessionDropPolicy(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Lane", field.Name)
 }
@@ -5685,6 +5743,28 @@ func (ec *executionContext) field_Mutation_configurePlugin_args(ctx context.Cont
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_createLane_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (*model.LaneInput, error) {
+			return ec.unmarshalOLaneInput2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐLaneInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_createSchedule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -5696,6 +5776,20 @@ func (ec *executionContext) field_Mutation_createSchedule_args(ctx context.Conte
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteLane_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
 	return args, nil
 }
 
@@ -8223,6 +8317,52 @@ func (ec *executionContext) fieldContext_Lane_exhausted(_ context.Context, field
 	return graphql.NewScalarFieldContext("Lane", field, true, false, "Exhausted")
 }
 
+func (ec *executionContext) _Lane_sessionMaxQueued(ctx context.Context, field graphql.CollectedField, obj *model.Lane) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Lane_sessionMaxQueued(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SessionMaxQueued(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Lane_sessionMaxQueued(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Lane", field, true, false, "Int")
+}
+
+func (ec *executionContext) _Lane_sessionDropPolicy(ctx context.Context, field graphql.CollectedField, obj *model.Lane) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Lane_sessionDropPolicy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SessionDropPolicy(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *engine.DropPolicy) graphql.Marshaler {
+			return ec.marshalODropPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐDropPolicy(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Lane_sessionDropPolicy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Lane", field, true, false, "DropPolicy")
+}
+
 func (ec *executionContext) _LatencyBucket_leMs(ctx context.Context, field graphql.CollectedField, obj *model.LatencyBucket) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8992,6 +9132,94 @@ func (ec *executionContext) fieldContext_Mutation_updateLane(ctx context.Context
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_updateLane_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createLane(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createLane(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateLane(ctx, fc.Args["name"].(string), fc.Args["input"].(*model.LaneInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Lane) graphql.Marshaler {
+			return ec.marshalNLane2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐLane(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createLane(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Lane(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createLane_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteLane(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteLane(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteLane(ctx, fc.Args["name"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Lane) graphql.Marshaler {
+			return ec.marshalNLane2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐLane(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteLane(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Lane(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteLane_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -17223,7 +17451,7 @@ func (ec *executionContext) unmarshalInputLaneInput(ctx context.Context, obj any
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"maxInFlight", "maxQueued", "dropPolicy", "paused", "maxDepth", "timeoutMs", "retryPolicy", "exhausted"}
+	fieldsInOrder := [...]string{"maxInFlight", "maxQueued", "dropPolicy", "paused", "maxDepth", "timeoutMs", "retryPolicy", "exhausted", "sessionMaxQueued", "sessionDropPolicy"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -17286,6 +17514,20 @@ func (ec *executionContext) unmarshalInputLaneInput(ctx context.Context, obj any
 				return it, err
 			}
 			it.Exhausted = data
+		case "sessionMaxQueued":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sessionMaxQueued"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SessionMaxQueued = data
+		case "sessionDropPolicy":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sessionDropPolicy"))
+			data, err := ec.unmarshalODropPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐDropPolicy(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SessionDropPolicy = data
 		}
 	}
 	return it, nil
@@ -18887,6 +19129,16 @@ func (ec *executionContext) _Lane(ctx context.Context, sel ast.SelectionSet, obj
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "sessionMaxQueued":
+			out.Values[i] = ec._Lane_sessionMaxQueued(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "sessionDropPolicy":
+			out.Values[i] = ec._Lane_sessionDropPolicy(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -19151,6 +19403,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 				return ec._Mutation_updateLane(ctx, field)
 			})
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "createLane":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createLane(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteLane":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteLane(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		case "setAgent":
@@ -22543,12 +22809,14 @@ func (ec *executionContext) marshalNQueueMode2githubᚗcomᚋswitchyardᚋswitch
 
 var (
 	unmarshalNQueueMode2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐQueueMode = map[string]engine.QueueMode{
-		"ENQUEUE":   engine.QueueEnqueue,
-		"INTERRUPT": engine.QueueInterrupt,
+		"ENQUEUE":         engine.QueueEnqueue,
+		"INTERRUPT":       engine.QueueInterrupt,
+		"INTERRUPT_DRAIN": engine.QueueInterruptDrain,
 	}
 	marshalNQueueMode2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐQueueMode = map[engine.QueueMode]string{
-		engine.QueueEnqueue:   "ENQUEUE",
-		engine.QueueInterrupt: "INTERRUPT",
+		engine.QueueEnqueue:        "ENQUEUE",
+		engine.QueueInterrupt:      "INTERRUPT",
+		engine.QueueInterruptDrain: "INTERRUPT_DRAIN",
 	}
 )
 
@@ -23485,6 +23753,14 @@ func (ec *executionContext) marshalOLane2ᚖgithubᚗcomᚋswitchyardᚋswitchya
 	return ec._Lane(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalOLaneInput2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐLaneInput(ctx context.Context, v any) (*model.LaneInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputLaneInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalOMissedRunPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy(ctx context.Context, v any) (*schedule.MissedPolicy, error) {
 	if v == nil {
 		return nil, nil
@@ -23648,12 +23924,14 @@ func (ec *executionContext) marshalOQueueMode2ᚖgithubᚗcomᚋswitchyardᚋswi
 
 var (
 	unmarshalOQueueMode2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐQueueMode = map[string]engine.QueueMode{
-		"ENQUEUE":   engine.QueueEnqueue,
-		"INTERRUPT": engine.QueueInterrupt,
+		"ENQUEUE":         engine.QueueEnqueue,
+		"INTERRUPT":       engine.QueueInterrupt,
+		"INTERRUPT_DRAIN": engine.QueueInterruptDrain,
 	}
 	marshalOQueueMode2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐQueueMode = map[engine.QueueMode]string{
-		engine.QueueEnqueue:   "ENQUEUE",
-		engine.QueueInterrupt: "INTERRUPT",
+		engine.QueueEnqueue:        "ENQUEUE",
+		engine.QueueInterrupt:      "INTERRUPT",
+		engine.QueueInterruptDrain: "INTERRUPT_DRAIN",
 	}
 )
 

@@ -210,9 +210,10 @@ func (s *Server) graphInput(c *caller, in *SubmitInput) (model.SubmitTaskInput, 
 		out.Priority = &p
 	}
 	if in.QueueMode != "" {
-		m, ok := map[string]engine.QueueMode{"ENQUEUE": engine.QueueEnqueue, "INTERRUPT": engine.QueueInterrupt}[in.QueueMode]
+		m, ok := map[string]engine.QueueMode{"ENQUEUE": engine.QueueEnqueue, "INTERRUPT": engine.QueueInterrupt,
+			"INTERRUPT_DRAIN": engine.QueueInterruptDrain}[in.QueueMode]
 		if !ok {
-			return out, invalid("queueMode", "%q is not ENQUEUE or INTERRUPT", in.QueueMode)
+			return out, invalid("queueMode", "%q is not ENQUEUE, INTERRUPT or INTERRUPT_DRAIN", in.QueueMode)
 		}
 		out.QueueMode = &m
 	}

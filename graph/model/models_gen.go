@@ -96,6 +96,10 @@ type LaneInput struct {
 	RetryPolicy *RetryPolicyInput `json:"retryPolicy,omitempty"`
 	// What its tasks become when their retries are spent.
 	Exhausted *engine.Exhausted `json:"exhausted,omitempty"`
+	// The cap on one session's queued tasks in this lane (0: the engine's maxQueuedPerSession). GoClaw: 10.
+	SessionMaxQueued *int `json:"sessionMaxQueued,omitempty"`
+	// What a full session does (default: the lane's dropPolicy). GoClaw: DROP_OLDEST.
+	SessionDropPolicy *engine.DropPolicy `json:"sessionDropPolicy,omitempty"`
 }
 
 // One bucket of a latency histogram.

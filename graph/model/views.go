@@ -53,6 +53,19 @@ func (l *Lane) RetryPolicyName() string { return l.L.Retry }
 // Exhausted is what the lane's tasks become when their retries are spent.
 func (l *Lane) Exhausted() engine.Exhausted { return l.L.Config.Exhausted }
 
+// SessionMaxQueued is the lane's cap on one session's queued tasks (0: the
+// engine's).
+func (l *Lane) SessionMaxQueued() int { return l.L.Config.SessionMaxQueued }
+
+// SessionDropPolicy is what a full session does, nil for the lane's policy.
+func (l *Lane) SessionDropPolicy() *engine.DropPolicy {
+	if l.L.Config.SessionDropPolicy == "" {
+		return nil
+	}
+	p := l.L.Config.SessionDropPolicy
+	return &p
+}
+
 // Stats are the engine's counters.
 type Stats struct {
 	S engine.Stats

@@ -143,7 +143,7 @@ func (r *Resolver) checkSubmission(ctx context.Context, path string, s *engine.T
 			return err
 		}
 	}
-	if s.QueueMode == engine.QueueInterrupt {
+	if s.QueueMode.Interrupts() {
 		session := s.SessionKey
 		if session == "" {
 			session = s.TabID

@@ -279,22 +279,65 @@ func (m *mutationResolver) UpdateLane(_ context.Context, name string, input mode
 	if !validName(name) {
 		return nil, invalid("name", "%q is not a lane name", name)
 	}
+	u, err := laneUpdate(input)
+	if err != nil {
+		return nil, err
+	}
+	l, err := m.eng.UpdateLane(name, u)
+	if err != nil {
+		return nil, inField(err, "input")
+	}
+	return &model.Lane{L: l}, nil
+}
+
+func (m *mutationResolver) CreateLane(_ context.Context, name string, input *model.LaneInput) (*model.Lane, error) {
+	if !validName(name) {
+		return nil, invalid("name", "%q is not a lane name (letters, digits, '-' and '_', at most 64)", name)
+	}
+	var u engine.LaneUpdate
+	if input != nil {
+		var err error
+		if u, err = laneUpdate(*input); err != nil {
+			return nil, err
+		}
+	}
+	u.Create = true
+	l, err := m.eng.UpdateLane(name, u)
+	if err != nil {
+		return nil, inField(err, "input")
+	}
+	return &model.Lane{L: l}, nil
+}
+
+func (m *mutationResolver) DeleteLane(_ context.Context, name string) (*model.Lane, error) {
+	if !validName(name) {
+		return nil, invalid("name", "%q is not a lane name", name)
+	}
+	l, err := m.eng.UpdateLane(name, engine.LaneUpdate{Remove: true})
+	if err != nil {
+		return nil, err
+	}
+	return &model.Lane{L: l}, nil
+}
+
+// laneUpdate checks a LaneInput and turns it into the engine's update.
+func laneUpdate(input model.LaneInput) (engine.LaneUpdate, error) {
 	var u engine.LaneUpdate
 	if v := input.MaxInFlight; v != nil {
 		if *v < 0 {
-			return nil, invalid("input.maxInFlight", "must not be negative, got %d", *v)
+			return u, invalid("input.maxInFlight", "must not be negative, got %d", *v)
 		}
 		u.MaxInFlight = v
 	}
 	if v := input.MaxQueued; v != nil {
 		if *v < 1 {
-			return nil, invalid("input.maxQueued", "must be at least 1, got %d", *v)
+			return u, invalid("input.maxQueued", "must be at least 1, got %d", *v)
 		}
 		u.MaxQueued = v
 	}
 	if v := input.MaxDepth; v != nil {
 		if *v < 1 || *v > 1000 {
-			return nil, invalid("input.maxDepth", "must be within 1..1000, got %d", *v)
+			return u, invalid("input.maxDepth", "must be within 1..1000, got %d", *v)
 		}
 		u.MaxDepth = v
 	}
@@ -302,22 +345,25 @@ func (m *mutationResolver) UpdateLane(_ context.Context, name string, input mode
 	if v := input.TimeoutMs; v != nil {
 		d, err := millis("input.timeoutMs", *v, 1, maxTimeout)
 		if err != nil {
-			return nil, err
+			return u, err
 		}
 		u.Timeout = &d
 	}
 	if input.RetryPolicy != nil {
 		rp, err := retryPolicy("input.retryPolicy", input.RetryPolicy)
 		if err != nil {
-			return nil, err
+			return u, err
 		}
 		u.Retry = &rp
 	}
-	l, err := m.eng.UpdateLane(name, u)
-	if err != nil {
-		return nil, inField(err, "input")
+	if v := input.SessionMaxQueued; v != nil {
+		if *v < 0 {
+			return u, invalid("input.sessionMaxQueued", "must not be negative, got %d", *v)
+		}
+		u.SessionMaxQueued = v
 	}
-	return &model.Lane{L: l}, nil
+	u.SessionDropPolicy = input.SessionDropPolicy
+	return u, nil
 }
 
 func (m *mutationResolver) SetAgent(_ context.Context, id string, input model.AgentInput) (*engine.AgentStatus, error) {

@@ -103,7 +103,7 @@ func taskSpec(path string, in *model.SubmitTaskInput, now time.Time) (engine.Tas
 	if in.QueueMode != nil {
 		s.QueueMode = *in.QueueMode
 	}
-	if s.QueueMode == engine.QueueInterrupt && s.SessionKey == "" && s.TabID == "" {
+	if s.QueueMode.Interrupts() && s.SessionKey == "" && s.TabID == "" {
 		return s, invalid(p("queueMode"), "INTERRUPT needs a sessionKey or a tabId")
 	}
 

@@ -414,6 +414,15 @@ func matrix() map[string]opCase {
 		"Mutation.deleteSchedule":  {roles: submitters, own: true, query: `mutation($id: ID!) { deleteSchedule(id: $id) { id } }`, vars: idVar(ownSchedule)},
 		"Mutation.updateLane": {roles: operators, query: `mutation($n: Int!) { updateLane(name: "spare", input: {maxQueued: $n}) { name } }`,
 			vars: func(_ *testing.T, b *authBundle) map[string]any { return map[string]any{"n": 1000 + b.seq.Add(1)} }},
+		"Mutation.createLane": {roles: operators, query: `mutation($n: String!) { createLane(name: $n, input: {maxInFlight: 2}) { name } }`,
+			vars: func(_ *testing.T, b *authBundle) map[string]any { return map[string]any{"n": b.uniq("made")} }},
+		"Mutation.deleteLane": {roles: operators, query: `mutation($n: String!) { deleteLane(name: $n) { name } }`,
+			vars: func(t *testing.T, b *authBundle) map[string]any {
+				n := b.uniq("gone")
+				_, err := b.eng.CreateLane(n, engine.LaneUpdate{})
+				require.NoError(t, err)
+				return map[string]any{"n": n}
+			}},
 		"Mutation.setAgent": {roles: operators, query: `mutation($w: Int!) { setAgent(id: "tuned", input: {weight: $w}) { id } }`,
 			vars: func(_ *testing.T, b *authBundle) map[string]any { return map[string]any{"w": 1 + b.seq.Add(1)} }},
 		"Mutation.drain": {roles: operators, query: `mutation { drain { submitted } }`, vars: noVars},

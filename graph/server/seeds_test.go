@@ -66,3 +66,72 @@ func TestAChatInstanceRunsOneConversationAtATimeByDefault(t *testing.T) {
 		map[string]any{"url": inst.URL}, &reg))
 	require.Equal(t, 0, reg.RegisterInstance.Capacity, "a browser instance stays unlimited unless told")
 }
+
+func TestAnInterruptThatDrainsCancelsTheSessionsRunningAndQueuedTasks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	running := b.submit(t, "a", map[string]any{"sessionKey": "chat-1"})
+	eventually(t, "the first task runs", func() bool { return b.exec.Run(running) != nil })
+	queued := b.submit(t, "a", map[string]any{"sessionKey": "chat-1"})
+	plain := b.submit(t, "a", map[string]any{"sessionKey": "chat-1", "queueMode": "INTERRUPT"})
+	require.Equal(t, "CANCELLED", b.state(t, running), "INTERRUPT cancels what runs")
+	require.Equal(t, "QUEUED", b.state(t, queued), "INTERRUPT leaves the queue behind")
+	eventually(t, "the interrupting task runs", func() bool { return b.exec.Run(plain) != nil })
+
+	drain := b.submit(t, "a", map[string]any{"sessionKey": "chat-1", "queueMode": "INTERRUPT_DRAIN"})
+	require.Equal(t, "CANCELLED", b.state(t, plain))
+	require.Equal(t, "CANCELLED", b.state(t, queued), "INTERRUPT_DRAIN empties the session's queue too")
+	var got struct {
+		Task struct{ Reason, QueueMode string }
+	}
+	require.NoError(t, b.c.Do(ctxFor(t), `query($id: ID!) { task(id: $id) { reason } }`, map[string]any{"id": queued}, &got))
+	require.Equal(t, "drained by the interrupt of task "+drain, got.Task.Reason)
+	eventually(t, "the draining task runs", func() bool { return b.exec.Run(drain) != nil })
+}
+
+func TestALaneCreatedAtRunTimeCapsEachSessionAndDropsItsOldest(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxFor(t)
+	var made struct {
+		CreateLane struct {
+			Name              string
+			MaxInFlight       int
+			SessionMaxQueued  int
+			SessionDropPolicy string
+		}
+	}
+	require.NoError(t, b.c.Do(ctx, `mutation { createLane(name: "groupchat", input: {sessionMaxQueued: 2, sessionDropPolicy: DROP_OLDEST}) {
+		name maxInFlight sessionMaxQueued sessionDropPolicy } }`, nil, &made))
+	require.Equal(t, "groupchat", made.CreateLane.Name)
+	require.Equal(t, 30, made.CreateLane.MaxInFlight, "omitted fields take a new lane's defaults")
+	require.Equal(t, "DROP_OLDEST", made.CreateLane.SessionDropPolicy)
+	err := b.c.Do(ctx, `mutation { createLane(name: "groupchat") { name } }`, nil, nil)
+	require.Equal(t, "CONFLICT", gqlErr(t, err).Code())
+
+	in := map[string]any{"lane": "groupchat", "sessionKey": "room-1"}
+	hold := b.submit(t, "a", in)
+	eventually(t, "the session's first task runs", func() bool { return b.exec.Run(hold) != nil })
+	first := b.submit(t, "a", in)
+	second := b.submit(t, "a", in)
+	third := b.submit(t, "a", in)
+	require.Equal(t, "CANCELLED", b.state(t, first), "beyond 2 queued, the session's oldest is dropped")
+	require.Equal(t, "QUEUED", b.state(t, second))
+	require.Equal(t, "QUEUED", b.state(t, third))
+	other := b.submit(t, "a", map[string]any{"sessionKey": "room-1"})
+	require.Equal(t, "QUEUED", b.state(t, other), "main keeps the engine's session cap")
+
+	err = b.c.Do(ctx, `mutation { deleteLane(name: "groupchat") { name } }`, nil, nil)
+	require.Equal(t, "CONFLICT", gqlErr(t, err).Code(), "a lane with live tasks stays")
+	_, err = b.eng.CancelWhere(ctx, engine.TaskFilter{Lane: "groupchat"}, "test")
+	require.NoError(t, err)
+	require.NoError(t, b.exec.Succeed(hold, `{}`))
+	eventually(t, "the lane empties", func() bool {
+		return b.c.Do(ctx, `mutation { deleteLane(name: "groupchat") { name } }`, nil, nil) == nil
+	})
+	var lanes struct{ Lanes []struct{ Name string } }
+	require.NoError(t, b.c.Do(ctx, `{ lanes { name } }`, nil, &lanes))
+	for _, l := range lanes.Lanes {
+		require.NotEqual(t, "groupchat", l.Name)
+	}
+}

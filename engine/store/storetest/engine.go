@@ -153,3 +153,39 @@ func testRecovery(t *testing.T, d Driver) {
 		require.Equal(t, 1, terminal[id], "task %s has one terminal event", id)
 	}
 }
+
+// testRunTimeLanes: lanes created and removed through the engine at run time
+// are what the next engine on the same store has, whatever its
+// configuration says (issue 22: GoClaw creates lanes as it goes).
+func testRunTimeLanes(t *testing.T, d Driver) {
+	s := d.open(t)
+	e1, _, _ := startEngine(t, s, epoch)
+	maxIn, cap10, oldest := 7, 10, engine.DropOldest
+	_, err := e1.CreateLane("groupchat", engine.LaneUpdate{MaxInFlight: &maxIn, SessionMaxQueued: &cap10, SessionDropPolicy: &oldest})
+	require.NoError(t, err)
+	_, err = e1.CreateLane("doomed", engine.LaneUpdate{})
+	require.NoError(t, err)
+	_, err = e1.DeleteLane("doomed")
+	require.NoError(t, err)
+	_, err = e1.DeleteLane("main")
+	require.NoError(t, err, "a configured lane may go too")
+	require.NoError(t, e1.Sync(bg))
+
+	e2, _, _ := startEngine(t, d.reopen(t, s), epoch.Add(time.Minute))
+	lanes := map[string]engine.LaneConfig{}
+	for _, l := range e2.Lanes() {
+		lanes[l.Config.Name] = l.Config
+	}
+	require.Contains(t, lanes, "groupchat", "a lane made at run time survives a restart")
+	require.Equal(t, 7, lanes["groupchat"].MaxInFlight)
+	require.Equal(t, 10, lanes["groupchat"].SessionMaxQueued)
+	require.Equal(t, engine.DropOldest, lanes["groupchat"].SessionDropPolicy)
+	require.NotContains(t, lanes, "doomed", "a lane removed at run time stays removed")
+	require.NotContains(t, lanes, "main", "even when the configuration names it")
+	_, err = e2.Submit(bg, enginetest.Spec("a").Lane("main").Obj())
+	require.True(t, engine.IsCode(err, engine.CodeInvalidInput), "a removed lane takes no work: %v", err)
+	_, err = e2.CreateLane("main", engine.LaneUpdate{})
+	require.NoError(t, err, "a removed lane can be made again")
+	_, err = e2.Submit(bg, enginetest.Spec("a").Lane("main").Obj())
+	require.NoError(t, err)
+}

@@ -37,6 +37,7 @@ func runStore(t *testing.T, d Driver) {
 		{"IdempotencyKeysAreScopedToTheAgent", testIdempotency},
 		{"BatchesReadBack", testBatches},
 		{"LanesAndSettingsLatestWinsAndNilDeletes", testLanesSettings},
+		{"LanesMadeAndRemovedAtRunTimeSurviveARestart", testRunTimeLanes},
 		{"EventsAfterSeqRespectLimitAndOrder", testEvents},
 		{"LoadReturnsLiveTasksInSeqOrderWithTheirBatches", testLoad},
 		{"PurgeDeletesEndedTasksBeforeTheCutoffWithTheirEvents", testPurge},

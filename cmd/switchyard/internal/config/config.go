@@ -342,6 +342,11 @@ type Lane struct {
 	// Exhausted is what a task whose retries are spent becomes: park
 	// (default) or fail.
 	Exhausted string `yaml:"exhausted"`
+	// SessionMaxQueued caps one session's queued tasks in the lane (0: the
+	// engine's maxQueuedPerSession); SessionDropPolicy is what a full
+	// session does (default: the lane's dropPolicy).
+	SessionMaxQueued  int    `yaml:"sessionMaxQueued"`
+	SessionDropPolicy string `yaml:"sessionDropPolicy"`
 }
 
 // Retry is a retry policy. Unset keys keep the lane's (for a new lane, the
@@ -376,6 +381,12 @@ func (l *Lane) apply(lc *engine.LaneConfig) {
 	}
 	if l.Exhausted != "" {
 		lc.Exhausted = engine.Exhausted(l.Exhausted)
+	}
+	if l.SessionMaxQueued != 0 {
+		lc.SessionMaxQueued = l.SessionMaxQueued
+	}
+	if l.SessionDropPolicy != "" {
+		lc.SessionDropPolicy = engine.DropPolicy(l.SessionDropPolicy)
 	}
 	if r := l.Retry; r != nil {
 		if r.MaxAttempts != 0 {
