@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -233,44 +234,49 @@ func (e *Engine) waitCommitted(ctx context.Context, b *pendingBatch) (ended bool
 
 // commitHealth tracks the store's commits, for readiness, metrics and the
 // log: a run of failed attempts, and how long the current attempt has taken
-// (a store that hangs is as unavailable as one that fails).
+// (a store that hangs is as unavailable as one that fails). Every submission
+// asks it whether to refuse (refuseWhileFailing), so the healthy answer is
+// read from two atomics without the lock; the lock orders the committer's
+// bookkeeping and the failure's details.
 type commitHealth struct {
+	started atomic.Int64 // Unix ns when the current attempt began; 0 between attempts
+	since   atomic.Int64 // Unix ns of the first failure of the current run; 0 while commits succeed
+
 	mu       sync.Mutex
-	started  time.Time // the current attempt; zero between attempts
-	since    time.Time // the first failure of the current run; zero while commits succeed
-	failures int       // failed attempts in the current run
+	failures int // failed attempts in the current run
 	last     error
 }
 
 func (h *commitHealth) attempting() {
-	h.mu.Lock()
-	h.started = time.Now()
-	h.mu.Unlock()
+	h.started.Store(time.Now().UnixNano())
 }
 
 func (h *commitHealth) failed(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.since.IsZero() {
-		h.since = h.started
-		if h.since.IsZero() {
-			h.since = time.Now()
+	if h.since.Load() == 0 {
+		since := h.started.Load()
+		if since == 0 {
+			since = time.Now().UnixNano()
 		}
+		h.since.Store(since)
 	}
-	h.started = time.Time{}
+	h.started.Store(0)
 	h.failures++
 	h.last = err
 }
 
 func (h *commitHealth) succeeded(log hclog.Logger) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.started = time.Time{}
-	if h.since.IsZero() {
+	h.started.Store(0)
+	if h.since.Load() == 0 {
 		return
 	}
-	log.Info("commits succeed again", "failedAttempts", h.failures, "after", time.Since(h.since).Round(time.Millisecond))
-	h.since, h.failures, h.last = time.Time{}, 0, nil
+	h.mu.Lock()
+	since, failures := h.since.Load(), h.failures
+	h.since.Store(0)
+	h.failures, h.last = 0, nil
+	h.mu.Unlock()
+	log.Info("commits succeed again", "failedAttempts", failures, "after", time.Since(time.Unix(0, since)).Round(time.Millisecond))
 }
 
 func (h *commitHealth) lastError() error {
@@ -283,18 +289,23 @@ func (h *commitHealth) lastError() error {
 // while they succeed. An attempt that has lasted longer than stuck counts
 // as failing too.
 func (h *commitHealth) failingFor(stuck time.Duration) (time.Duration, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	now := time.Now()
-	switch {
-	case !h.since.IsZero():
-		d := now.Sub(h.since)
-		return d, fmt.Errorf("commits have been failing for %s (%d attempts): %w", d.Round(time.Millisecond), h.failures, h.last)
-	case !h.started.IsZero() && now.Sub(h.started) > stuck:
-		d := now.Sub(h.started)
+	since, started := h.since.Load(), h.started.Load()
+	if since == 0 && started == 0 {
+		return 0, nil // the common case: no commit failing, none in progress
+	}
+	now := time.Now().UnixNano()
+	if since == 0 {
+		d := time.Duration(now - started)
+		if d <= stuck {
+			return 0, nil
+		}
 		return d, fmt.Errorf("a commit has been in progress for %s", d.Round(time.Millisecond))
 	}
-	return 0, nil
+	h.mu.Lock()
+	failures, last := h.failures, h.last
+	h.mu.Unlock()
+	d := time.Duration(now - since)
+	return d, fmt.Errorf("commits have been failing for %s (%d attempts): %w", d.Round(time.Millisecond), failures, last)
 }
 
 // CommitError returns nil while the store accepts commits, and otherwise an

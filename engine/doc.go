@@ -97,8 +97,9 @@
 // the task is committed; subscribers see events only once they are
 // committed. Only what someone waits for (a submission, a setting, attempts
 // about to start) is committed at once; the rest (an attempt's end, a
-// cancel) waits up to 2 ms to ride in such a commit, so that a lone client
-// pays for one transaction per submission, not two. At start the engine rebuilds its state from the store: queued
+// cancel) waits for the commit in progress, if any, then up to 2 ms to ride
+// in such a commit, so that a lone client pays for one transaction per
+// submission, not two. At start the engine rebuilds its state from the store: queued
 // and waiting tasks return to their queues; attempts that were under way
 // count as "interrupted by restart" and follow the retry policy.
 //

@@ -242,7 +242,7 @@ type Stats struct {
 	// with the built-in policy's).
 	PolicyInvalid   uint64
 	CommitErrors    uint64 // failed commit attempts since start (each is retried)
-	CommitFailing   bool   // the latest commit attempt failed: the store accepts nothing now
+	CommitFailing   bool   // commits are failing, or one has run longer than Config.CommitTimeout: not ready
 	Purged          uint64 // terminal tasks purged after the retention period
 	LastSeq         uint64
 	Draining        bool

@@ -58,7 +58,7 @@ func NewCollector(src Source) *Collector {
 		lastSeq:      d("event_seq", "The seq of the latest event."),
 		draining:     d("draining", "1 while the engine refuses new work."),
 		commitErrs:   d("store_commit_failures_total", "Commit attempts the store failed since start (each is retried until it succeeds)."),
-		failing:      d("store_commit_failing", "1 while the store fails commits: nothing new becomes durable and /readyz is not ready."),
+		failing:      d("store_commit_failing", "1 while the store fails commits, or one has run longer than engine.commitTimeout: nothing new becomes durable and /readyz is not ready."),
 		laneQueued:   d("lane_queue_depth", "Tasks QUEUED, WAITING or in RETRY_WAIT, by lane.", "lane"),
 		laneInflight: d("lane_in_flight", "Tasks running, by lane.", "lane"),
 		laneMax:      d("lane_max_in_flight", "The concurrency ceiling, by lane.", "lane"),
