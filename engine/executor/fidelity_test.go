@@ -432,3 +432,27 @@ func TestAServerWithoutARunningBrowserIsAnInstanceFault(t *testing.T) {
 	inst, _ := bn.reg.Get("p")
 	require.Equal(t, executor.HealthUnhealthy, inst.Health, "unhealthy at once")
 }
+
+func TestAnInstanceThatIsNotReadyIsBackSoonAfterItIs(t *testing.T) {
+	t.Parallel()
+	d := newDouble(t, pinchtabtest.ModeServer)
+	d.SetPhase("", pinchtabtest.PhaseStarting)
+	reg := executor.NewRegistry(executor.RegistryOptions{HealthInterval: time.Hour, RecheckAfter: 10 * time.Millisecond})
+	t.Cleanup(reg.Close)
+	_, err := reg.Register(executor.InstanceConfig{ID: "p", URL: d.URL(), Token: doubleToken, Kind: executor.KindServer})
+	require.NoError(t, err)
+	checkFor(t, 5*time.Second, time.Millisecond, func() error {
+		if inst, _ := reg.Get("p"); inst.Health != executor.HealthUnhealthy {
+			return errors.New("not checked yet")
+		}
+		return nil
+	})
+	d.SetPhase("", pinchtabtest.PhaseRunning)
+	// No health tick is due for an hour: the short recheck brings it back.
+	checkFor(t, 5*time.Second, time.Millisecond, func() error {
+		if inst, _ := reg.Get("p"); inst.Health != executor.HealthHealthy {
+			return fmt.Errorf("still %s", inst.Health)
+		}
+		return nil
+	})
+}

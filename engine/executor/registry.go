@@ -119,6 +119,11 @@ type instance struct {
 	st     Instance
 	kick   chan struct{}
 	stop   context.CancelFunc
+	// notReady is set while the instance answers that it cannot work
+	// (starting, stopping, refusing the token): it is checked again after
+	// RecheckAfter rather than HealthInterval, so that it is back soon after
+	// it is ready.
+	notReady bool
 }
 
 // NewRegistry returns an empty registry. Call Close to stop its health checks.
@@ -390,7 +395,9 @@ func (r *Registry) CheckNow(ctx context.Context, id string) (Instance, error) {
 
 // healthLoop checks an instance on the interval, at once when kicked, and
 // sooner after a failure, so that a dead instance is marked unhealthy within
-// UnhealthyAfter × RecheckAfter rather than UnhealthyAfter intervals.
+// UnhealthyAfter × RecheckAfter rather than UnhealthyAfter intervals, and an
+// instance that says it is not ready yet is back within RecheckAfter of being
+// ready.
 func (r *Registry) healthLoop(ctx context.Context, in *instance) {
 	defer r.wg.Done()
 	t := time.NewTimer(0)
@@ -404,7 +411,11 @@ func (r *Registry) healthLoop(ctx context.Context, in *instance) {
 			t.Stop()
 		}
 		delay := r.opts.HealthInterval
-		if st := r.check(ctx, in); st.Failures > 0 && st.Health == HealthHealthy {
+		st := r.check(ctx, in)
+		r.mu.RLock()
+		notReady := in.notReady
+		r.mu.RUnlock()
+		if st.Failures > 0 && (st.Health == HealthHealthy || notReady) {
 			delay = r.opts.RecheckAfter
 		}
 		t.Reset(delay)
@@ -504,6 +515,7 @@ func (r *Registry) record(in *instance, id string, err error, definite bool, lat
 	}
 	prev := in.st.Health
 	in.st.LastCheck = time.Now()
+	in.notReady = err != nil && definite
 	if err == nil {
 		in.st.Health = HealthHealthy
 		in.st.Failures = 0
