@@ -39,7 +39,7 @@ type Config struct {
 	// that runs out traps, its instance is replaced and the decision falls
 	// back. The budget is deterministic: the same input ends the same way
 	// on any machine. Default 2,000,000: straight-line arithmetic, the
-	// densest code fuel prices right, runs out in 1.4-4.4 ms on the 2-core
+	// densest code fuel prices right, runs out in 0.5-3.6 ms on the 2-core
 	// machines here (the more under load); the built-in fairness policy
 	// burns about 40,000 deciding over 64 candidates with 8 slots. Shapes
 	// that cost more time than their instructions say (cache misses over
