@@ -85,6 +85,13 @@ func (s *startup) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"message":    "the server is starting: " + step,
 			"extensions": map[string]any{"code": "UNAVAILABLE", "retryable": true},
 		}}})
+	case "/mcp":
+		// A JSON-RPC error an MCP client can read, not the page for people.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{
+			"code": -32000, "message": "the server is starting: " + step + "; retry shortly",
+		}})
 	default:
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(http.StatusServiceUnavailable)
