@@ -127,7 +127,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // serve runs `switchyard serve`. It listens first — a taken port fails at
 // once, /healthz answers and /readyz says what is still starting — then
-// starts the browser, the store, the engine and the policies, and hands
+// opens the store (a SQLite file in use is refused before anything starts),
+// starts the browser, the engine and the policies, and hands
 // the port to the API. onStep, when set, is called as each slow step starts
 // (for tests).
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep func(step string)) error {
@@ -159,6 +160,23 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 	reg := executor.NewRegistry(executor.RegistryOptions{Logger: log, HealthInterval: cfg.Health.Interval.Std(),
 		HealthTimeout: cfg.Health.Timeout.Std(), UnhealthyAfter: cfg.Health.UnhealthyAfter})
 	defer reg.Close()
+
+	// The store is opened (its file locked) before the browser starts, so
+	// that a second server on a file in use is refused before it launches
+	// anything; a cluster node opens its PostgreSQL store in startNode.
+	var store engine.Store
+	if cfg.Store.Driver != "postgres" {
+		st.enter(stepStore)
+		if store, err = openStore(ctx, cfg.Store, "switchyard serve "+Version()+", listening on "+ln.Addr().String()); err != nil {
+			return err
+		}
+		defer store.Close()
+		if owned, _ := store.(*sqlite.Store); owned != nil {
+			for _, f := range owned.Repaired() {
+				log.Warn("repaired the database at open", "file", owned.Path(), "problem", f.Problem, "change", f.Repair)
+			}
+		}
+	}
 
 	local, err := startLocalInstance(ctx, cfg.LocalInstance, reg, st, log)
 	if err != nil {
@@ -213,17 +231,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 			return nil
 		}
 	} else {
-		st.enter(stepStore)
-		store, err := openStore(ctx, cfg.Store, "switchyard serve "+Version()+", listening on "+ln.Addr().String())
-		if err != nil {
-			return err
-		}
-		defer store.Close()
-		if owned, _ := store.(*sqlite.Store); owned != nil {
-			for _, f := range owned.Repaired() {
-				log.Warn("repaired the database at open", "file", owned.Path(), "problem", f.Problem, "change", f.Repair)
-			}
-		}
 		eng, err := engine.New(engine.Options{Config: engCfg, Store: store, Executor: exec, Logger: log, TabLocator: reg})
 		if err != nil {
 			return err

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -13,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine/store/sqlite"
 )
 
 // A taken port fails the start before any slow step runs: no browser is
@@ -144,4 +148,37 @@ func get(t *testing.T, url string) (int, string) {
 	body, err := io.ReadAll(res.Body)
 	require.NoError(t, err)
 	return res.StatusCode, string(body)
+}
+
+// A SQLite file in use by another server fails the start before the local
+// browser is launched: the store is opened (its lock taken) first.
+func TestServeOnAFileInUseStartsNoBrowser(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "switchyard.db")
+	holder, err := sqlite.Open(context.Background(), sqlite.Options{Path: db, Owner: "the test"})
+	require.NoError(t, err)
+	defer holder.Close()
+	config := filepath.Join(dir, "switchyard.yaml")
+	// A browser path that does not exist: were the browser started before
+	// the store, the start would fail on it (or, before, run it) instead.
+	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(`
+store: {driver: sqlite, path: %q}
+localInstance: {enabled: true, chromium: %q}
+`, db, filepath.Join(dir, "no-such-chromium"))), 0o644))
+
+	var mu sync.Mutex
+	var steps []string
+	var out, logs syncBuffer
+	err = serve(context.Background(), []string{"--config", config, "--listen", "127.0.0.1:0"}, &out, &logs, func(step string) {
+		mu.Lock()
+		defer mu.Unlock()
+		steps = append(steps, step)
+	})
+	require.ErrorContains(t, err, "in use by another process")
+	require.ErrorContains(t, err, "the test")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{stepStore}, steps, "only the store was tried:\n%s", logs.String())
+	require.NotContains(t, logs.String(), "browser instance")
 }
