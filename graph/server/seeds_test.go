@@ -3,6 +3,7 @@ package server_test
 // Seed systems' expectations through the API (issue 22).
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -76,6 +77,7 @@ func TestAnInterruptThatDrainsCancelsTheSessionsRunningAndQueuedTasks(t *testing
 	plain := b.submit(t, "a", map[string]any{"sessionKey": "chat-1", "queueMode": "INTERRUPT"})
 	require.Equal(t, "CANCELLED", b.state(t, running), "INTERRUPT cancels what runs")
 	require.Equal(t, "QUEUED", b.state(t, queued), "INTERRUPT leaves the queue behind")
+	_ = b.exec.Fail(running, context.Canceled) // the executor returns: the session's slot is free
 	eventually(t, "the interrupting task runs", func() bool { return b.exec.Run(plain) != nil })
 
 	drain := b.submit(t, "a", map[string]any{"sessionKey": "chat-1", "queueMode": "INTERRUPT_DRAIN"})
@@ -86,6 +88,7 @@ func TestAnInterruptThatDrainsCancelsTheSessionsRunningAndQueuedTasks(t *testing
 	}
 	require.NoError(t, b.c.Do(ctxFor(t), `query($id: ID!) { task(id: $id) { reason } }`, map[string]any{"id": queued}, &got))
 	require.Equal(t, "drained by the interrupt of task "+drain, got.Task.Reason)
+	_ = b.exec.Fail(plain, context.Canceled)
 	eventually(t, "the draining task runs", func() bool { return b.exec.Run(drain) != nil })
 }
 
