@@ -260,13 +260,13 @@ func (bt *browserTool) inputSchema() *jsonschema.Schema {
 }
 
 // addBrowserTool registers a browser tool.
-func (s *Server) addBrowserTool(bt browserTool) {
+func (s *Server) addBrowserTool(bt browserTool) error {
 	tool := &sdk.Tool{Name: bt.name, Title: bt.title, Description: bt.desc, InputSchema: bt.inputSchema(),
 		OutputSchema: outputSchema(),
 		Annotations:  &sdk.ToolAnnotations{Title: bt.title, ReadOnlyHint: bt.readOnly, OpenWorldHint: new(true)}}
-	sdk.AddTool(s.mcp, tool, func(ctx context.Context, req *sdk.CallToolRequest, a Args) (*sdk.CallToolResult, *Output, error) {
+	return addTool(s.mcp, tool, func(ctx context.Context, req *sdk.CallToolRequest, a Args) (*sdk.CallToolResult, *Output, error) {
 		return s.callBrowser(ctx, req, &bt, &a)
-	})
+	}, failure)
 }
 
 // callBrowser runs a browser tool: checks, submits, waits, answers.

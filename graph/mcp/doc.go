@@ -32,7 +32,8 @@
 // task.
 //
 // Scheduler tools: submit_task (any SubmitTaskInput, without waiting),
-// get_task, list_tasks (the caller's), cancel_task; session tools:
+// get_task, list_tasks (the caller's agent's; every task for a reader,
+// operator or admin token naming no agent), cancel_task; session tools:
 // open_session, close_session. Resources: switchyard://tasks/{id} (a task's
 // state and result) and switchyard://artifacts/{id} (screenshots, PDFs,
 // large results).
@@ -55,7 +56,8 @@
 //
 // Following the MCP specification: an unknown tool is a protocol error
 // (JSON-RPC invalid params); arguments that do not match a tool's input
-// schema, an invalid selector, a refusal (FORBIDDEN, RATE_LIMITED,
+// schema (checked here, before the handler: INVALID_INPUT naming the
+// argument), an invalid selector, a refusal (FORBIDDEN, RATE_LIMITED,
 // QUEUE_FULL, …) and a task that fails are tool errors (isError results the
 // model can read and act on), with the API's error code in the structured
 // content. Nothing is submitted for a call refused before submission.

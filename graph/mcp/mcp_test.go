@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -260,18 +262,33 @@ func TestBadInputIsAClearMCPErrorAndSubmitsNothing(t *testing.T) {
 	_, err := c.CallTool(ctxFor(t), &sdk.CallToolParams{Name: "teleport", Arguments: map[string]any{}})
 	require.ErrorContains(t, err, `unknown tool "teleport"`)
 
-	res := c.call(t, "navigate", map[string]any{})
-	require.True(t, res.IsError)
-	require.Contains(t, textOf(res), "url")
+	// Arguments that do not fit the tool's schema: INVALID_INPUT naming the
+	// argument, in the structured content like every other refusal.
+	for _, tc := range []struct {
+		tool  string
+		args  map[string]any
+		field string
+	}{
+		{"navigate", map[string]any{"bogus": 1}, "bogus"},
+		{"navigate", map[string]any{}, "url"},
+		{"navigate", map[string]any{"url": 42}, "url"},
+		{"click", map[string]any{"selector": "#go", "button": "left"}, "button"},
+		{"screenshot", map[string]any{"quality": 500}, "quality"},
+		{"text", map[string]any{"timeoutMs": "soon"}, "timeoutMs"},
+		{"get_task", map[string]any{"id": "x", "reason": "copied"}, "reason"},
+		{"submit_task", map[string]any{"action": map[string]any{"kind": 7}}, "action.kind"},
+		{"submit_task", map[string]any{"priority": "URGENT"}, "priority"},
+		{"list_tasks", map[string]any{"first": "ten"}, "first"},
+	} {
+		res := c.call(t, tc.tool, tc.args)
+		e := errorOf(t, res)
+		require.Equal(t, "INVALID_INPUT", e["code"], "%s %v", tc.tool, tc.args)
+		require.Equal(t, tc.field, e["field"], "%s %v: %s", tc.tool, tc.args, textOf(res))
+		require.Equal(t, false, e["retryable"])
+		require.Contains(t, textOf(res), tc.field, "the text names the argument too")
+	}
 
-	res = c.call(t, "navigate", map[string]any{"url": 42})
-	require.True(t, res.IsError)
-	require.Contains(t, textOf(res), "url")
-
-	res = c.call(t, "click", map[string]any{"selector": "#go", "button": "left"})
-	require.True(t, res.IsError, "an unknown argument is refused")
-
-	res = c.call(t, "navigate", map[string]any{"url": "ftp://example.com"})
+	res := c.call(t, "navigate", map[string]any{"url": "ftp://example.com"})
 	require.Equal(t, "INVALID_INPUT", errorOf(t, res)["code"])
 
 	for _, sel := range []string{"css:div[", "xpath:", "ref:abc", "a >", "text:", "//div[@id='x'"} {
@@ -378,4 +395,114 @@ func TestCloseSessionClosesTheTabAndStartsAFreshSession(t *testing.T) {
 	require.Equal(t, before, ts[0].Spec.SessionKey, "the close runs in the session it closes")
 	after := structured(t, c.call(t, "text", nil))["session"]
 	require.NotEqual(t, before, after, "the next call opens a fresh session")
+}
+
+func TestEveryToolsSchemaListsExactlyTheArgumentsItsHandlerReads(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{auto: true})
+	c := b.connect(t, "lister", "", "")
+	res, err := c.ListTools(ctxFor(t), nil)
+	require.NoError(t, err)
+	// The arguments each handler decodes: its input type's JSON fields.
+	fieldsOf := func(v any) []string {
+		var names []string
+		var walk func(rt reflect.Type)
+		walk = func(rt reflect.Type) {
+			for i := range rt.NumField() {
+				f := rt.Field(i)
+				if f.Anonymous {
+					walk(f.Type)
+					continue
+				}
+				if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+					names = append(names, name)
+				}
+			}
+		}
+		walk(reflect.TypeOf(v))
+		slices.Sort(names)
+		return names
+	}
+	scheduler := map[string][]string{
+		"submit_task":   fieldsOf(mcp.SubmitInput{}),
+		"get_task":      {"id"},
+		"cancel_task":   {"id", "reason"},
+		"list_tasks":    {"after", "first", "session", "states"},
+		"open_session":  nil,
+		"close_session": {"session"},
+	}
+	require.Equal(t, []string{"id"}, fieldsOf(mcp.IDInput{}), "get_task reads the id only")
+	require.Equal(t, []string{"id", "reason"}, fieldsOf(mcp.CancelInput{}))
+	require.Equal(t, scheduler["list_tasks"], fieldsOf(mcp.ListInput{}))
+	require.Equal(t, scheduler["close_session"], fieldsOf(mcp.SessionInput{}))
+	browserArgs := fieldsOf(mcp.Args{})
+	for _, tool := range res.Tools {
+		schema, _ := json.Marshal(tool.InputSchema)
+		var s struct {
+			Properties           map[string]json.RawMessage `json:"properties"`
+			Required             []string                   `json:"required"`
+			AdditionalProperties *bool                      `json:"additionalProperties"`
+		}
+		require.NoError(t, json.Unmarshal(schema, &s))
+		props := slices.Sorted(maps.Keys(s.Properties))
+		require.NotNil(t, s.AdditionalProperties, "%s refuses unknown arguments", tool.Name)
+		require.False(t, *s.AdditionalProperties, "%s refuses unknown arguments", tool.Name)
+		for _, r := range s.Required {
+			require.Contains(t, props, r, "%s requires an argument it lists", tool.Name)
+		}
+		if want, ok := scheduler[tool.Name]; ok {
+			require.Equal(t, want, props, "%s's schema lists what its handler reads", tool.Name)
+			continue
+		}
+		require.Subset(t, browserArgs, props, "browser tool %s lists only arguments of Args", tool.Name)
+		require.Contains(t, props, "session", tool.Name)
+		require.Contains(t, props, "timeoutMs", tool.Name)
+	}
+}
+
+func TestListTasksAlwaysAnswersATasksArrayAndSaysWhoseForEachRole(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{config: engine.Config{Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 4, Paused: true}}},
+		tokens: []auth.Token{
+			{Name: "reader", Role: auth.RoleReader},
+			{Name: "ops", Role: auth.RoleOperator},
+			{Name: "ada", Role: auth.RoleAgent, AgentID: "ada"},
+			{Name: "bob", Role: auth.RoleAgent, AgentID: "bob"},
+		}})
+	ids := func(res *sdk.CallToolResult) []string {
+		t.Helper()
+		require.False(t, res.IsError, textOf(res))
+		tasks, ok := structured(t, res)["tasks"].([]any)
+		require.True(t, ok, "tasks is an array: %#v", res.StructuredContent)
+		var out []string
+		for _, tk := range tasks {
+			out = append(out, tk.(map[string]any)["id"].(string))
+		}
+		return out
+	}
+	reader := b.connect(t, "r", "reader", "")
+	require.Empty(t, ids(reader.call(t, "list_tasks", nil)), "nothing yet: an empty array, not {}")
+	require.JSONEq(t, `{"tasks":[]}`, textOf(reader.call(t, "list_tasks", nil)))
+
+	ada := b.connect(t, "a", "ada", "")
+	sub := ada.call(t, "submit_task", map[string]any{"instruction": "one"})
+	require.False(t, sub.IsError, textOf(sub))
+	adaTask := structured(t, sub)["taskId"].(string)
+	bob := b.connect(t, "b", "bob", "")
+	sub = bob.call(t, "submit_task", map[string]any{"instruction": "two"})
+	require.False(t, sub.IsError, textOf(sub))
+	bobTask := structured(t, sub)["taskId"].(string)
+
+	require.Equal(t, []string{adaTask}, ids(ada.call(t, "list_tasks", nil)), "an agent token: its own tasks")
+	require.Equal(t, []string{bobTask, adaTask}, ids(reader.call(t, "list_tasks", nil)), "a reader naming no agent: every task, as GraphQL's tasks")
+	ops := b.connect(t, "o", "ops", "")
+	require.Equal(t, []string{bobTask, adaTask}, ids(ops.call(t, "list_tasks", nil)), "an operator naming no agent: every task")
+	opsForBob := b.connect(t, "o", "ops", "bob")
+	require.Equal(t, []string{bobTask}, ids(opsForBob.call(t, "list_tasks", nil)), "the header names the agent")
+	readerForNobody := b.connect(t, "r", "reader", "nobody")
+	require.Empty(t, ids(readerForNobody.call(t, "list_tasks", nil)))
+
+	res := reader.call(t, "list_tasks", map[string]any{"first": 500})
+	require.Equal(t, "INVALID_INPUT", errorOf(t, res)["code"])
+	require.Equal(t, []any{}, structured(t, res)["tasks"], "a refusal keeps the shape")
 }

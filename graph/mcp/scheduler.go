@@ -58,8 +58,35 @@ type RetryInput struct {
 
 // IDInput names a task.
 type IDInput struct {
+	ID string `json:"id" jsonschema:"The task's id."`
+}
+
+// CancelInput names a task to cancel and why.
+type CancelInput struct {
 	ID     string `json:"id" jsonschema:"The task's id."`
 	Reason string `json:"reason,omitempty" jsonschema:"Why (recorded with the cancellation)."`
+}
+
+// ListOutput is list_tasks' structured content: "tasks" is always there,
+// [] when none match.
+type ListOutput struct {
+	Tasks []TaskView `json:"tasks" jsonschema:"The tasks, newest first."`
+	Next  string     `json:"next,omitempty" jsonschema:"Pass as 'after' for the next page."`
+	Error *ToolError `json:"error,omitempty" jsonschema:"Why the call failed, when it did."`
+}
+
+var listSchema = func() *jsonschema.Schema {
+	s, err := jsonschema.For[ListOutput](&jsonschema.ForOptions{IgnoreInvalidTypes: true})
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+// listFailure answers a list_tasks call that failed: no tasks, and why.
+func listFailure(err error) (*sdk.CallToolResult, *ListOutput, error) {
+	res, out, _ := failure(err)
+	return res, &ListOutput{Tasks: []TaskView{}, Error: out.Error}, nil
 }
 
 // ListInput filters the caller's tasks.
@@ -85,7 +112,7 @@ type TaskView struct {
 	Reason     string            `json:"reason,omitempty"`
 	Kind       string            `json:"kind,omitempty"`
 	Selector   string            `json:"selector,omitempty"`
-	Position   *int              `json:"position,omitempty"`
+	Position   *int              `json:"position,omitempty" jsonschema:"When QUEUED: how many tasks are ahead of it in its (lane, agent) queue (0: it is next), as GraphQL's Task.position."`
 	Attempts   int               `json:"attempts"`
 	Instance   string            `json:"instanceId,omitempty"`
 	Result     any               `json:"result,omitempty"`
@@ -127,7 +154,9 @@ func viewOf(t *engine.Task) TaskView {
 // addTools registers every tool.
 func (s *Server) addTools() error {
 	for _, bt := range browserTools {
-		s.addBrowserTool(bt)
+		if err := s.addBrowserTool(bt); err != nil {
+			return err
+		}
 	}
 	open := func(title string, ro, destructive bool) *sdk.ToolAnnotations {
 		return &sdk.ToolAnnotations{Title: title, ReadOnlyHint: ro, DestructiveHint: &destructive}
@@ -138,24 +167,36 @@ func (s *Server) addTools() error {
 	}
 	submitSchema.Properties["priority"].Enum = []any{"CRITICAL", "HIGH", "NORMAL", "LOW"}
 	submitSchema.Properties["queueMode"].Enum = []any{"ENQUEUE", "INTERRUPT"}
-	sdk.AddTool(s.mcp, &sdk.Tool{Name: "submit_task", Title: "Submit a task",
+	if err := addTool(s.mcp, &sdk.Tool{Name: "submit_task", Title: "Submit a task",
 		Description: `Submit any task without waiting for it (GraphQL's SubmitTaskInput); returns its id at once. Follow it with get_task or the resource switchyard://tasks/{id}. Example: {"action": {"kind": "navigate", "params": {"url": "https://example.com"}}, "sessionKey": "research-1", "idempotencyKey": "step-1"}.`,
-		InputSchema: submitSchema, OutputSchema: outputSchema(), Annotations: open("Submit a task", false, false)}, s.submitTask)
-	sdk.AddTool(s.mcp, &sdk.Tool{Name: "get_task", Title: "Read a task",
+		InputSchema: submitSchema, OutputSchema: outputSchema(), Annotations: open("Submit a task", false, false)}, s.submitTask, failure); err != nil {
+		return err
+	}
+	if err := addTool(s.mcp, &sdk.Tool{Name: "get_task", Title: "Read a task",
 		Description:  `A task's state and result. Example: {"id": "01J…"}.`,
-		OutputSchema: outputSchema(), Annotations: open("Read a task", true, false)}, s.getTask)
-	sdk.AddTool(s.mcp, &sdk.Tool{Name: "list_tasks", Title: "List my tasks",
-		Description:  `Your agent's tasks, newest first. Example: {"states": ["QUEUED", "RUNNING"], "first": 20}.`,
-		OutputSchema: outputSchema(), Annotations: open("List my tasks", true, false)}, s.listTasks)
-	sdk.AddTool(s.mcp, &sdk.Tool{Name: "cancel_task", Title: "Cancel a task",
+		OutputSchema: outputSchema(), Annotations: open("Read a task", true, false)}, s.getTask, failure); err != nil {
+		return err
+	}
+	if err := addTool(s.mcp, &sdk.Tool{Name: "list_tasks", Title: "List my tasks",
+		Description:  listHelp + ` Example: {"states": ["QUEUED", "RUNNING"], "first": 20}.`,
+		OutputSchema: listSchema.CloneSchemas(), Annotations: open("List my tasks", true, false)}, s.listTasks, listFailure); err != nil {
+		return err
+	}
+	if err := addTool(s.mcp, &sdk.Tool{Name: "cancel_task", Title: "Cancel a task",
 		Description:  `Cancel a task of yours (queued, waiting or running). Example: {"id": "01J…", "reason": "no longer needed"}.`,
-		OutputSchema: outputSchema(), Annotations: open("Cancel a task", false, true)}, s.cancelTask)
-	sdk.AddTool(s.mcp, &sdk.Tool{Name: "open_session", Title: "Open a fresh browser session",
+		OutputSchema: outputSchema(), Annotations: open("Cancel a task", false, true)}, s.cancelTask, failure); err != nil {
+		return err
+	}
+	if err := addTool(s.mcp, &sdk.Tool{Name: "open_session", Title: "Open a fresh browser session",
 		Description:  `Start a fresh browser session (a new tab on its first call) and make it this MCP session's current one: later browser calls without "session" run there. Returns its key.`,
-		OutputSchema: outputSchema(), Annotations: open("Open a fresh browser session", false, false)}, s.openSession)
-	sdk.AddTool(s.mcp, &sdk.Tool{Name: "close_session", Title: "Close a browser session",
+		OutputSchema: outputSchema(), Annotations: open("Open a fresh browser session", false, false)}, s.openSession, failure); err != nil {
+		return err
+	}
+	if err := addTool(s.mcp, &sdk.Tool{Name: "close_session", Title: "Close a browser session",
 		Description:  `Close a browser session's tab, after the calls queued in it. Default: this MCP session's current session (a fresh one replaces it). Example: {"session": "mcp-…"}.`,
-		OutputSchema: outputSchema(), Annotations: open("Close a browser session", false, true)}, s.closeSession)
+		OutputSchema: outputSchema(), Annotations: open("Close a browser session", false, true)}, s.closeSession, failure); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -270,17 +311,23 @@ func (s *Server) getTask(ctx context.Context, req *sdk.CallToolRequest, in IDInp
 	return jsonText(v), &Output{TaskID: v.ID, State: v.State, Session: v.Session, Instance: v.Instance, Result: v.Result, Tasks: []TaskView{v}}, nil
 }
 
-func (s *Server) listTasks(ctx context.Context, req *sdk.CallToolRequest, in ListInput) (*sdk.CallToolResult, *Output, error) {
+// listHelp says whose tasks list_tasks lists.
+const listHelp = `Your agent's tasks, newest first ({"tasks": []} when none match): an agent token's own; else those of the agent the X-Switchyard-Agent header names; else, without authentication, those of your MCP client's name. A token without an agent (reader, operator, admin) that names none lists every task, as GraphQL's tasks query does for its role.`
+
+func (s *Server) listTasks(ctx context.Context, req *sdk.CallToolRequest, in ListInput) (*sdk.CallToolResult, *ListOutput, error) {
 	c, err := s.callerOf(req.Session, req.Extra, clientInfo(req.Session))
 	if err == nil {
 		err = s.allow(c, "Query", "tasks")
 	}
 	if err != nil {
-		return failure(err)
+		return listFailure(err)
 	}
-	f := &model.TaskFilter{AgentID: &c.agent}
-	if c.id.Agent() != "" {
-		f.AgentID = nil // narrowed to the token's agent by the resolvers
+	f := &model.TaskFilter{}
+	switch {
+	case c.id.Agent() != "":
+		// Narrowed to the token's agent by the resolvers.
+	case c.named || !s.opts.Auth.Enabled():
+		f.AgentID = &c.agent
 	}
 	if in.Session != "" {
 		f.SessionKey = &in.Session
@@ -288,7 +335,7 @@ func (s *Server) listTasks(ctx context.Context, req *sdk.CallToolRequest, in Lis
 	for i, name := range in.States {
 		st, ok := engine.ParseState(name)
 		if !ok {
-			return failure(invalid(fmt.Sprintf("states.%d", i), "%q is not a task state (QUEUED, WAITING, ASSIGNED, RUNNING, RETRY_WAIT, SUCCEEDED, FAILED, PARKED, CANCELLED, REJECTED, EXPIRED)", name))
+			return listFailure(invalid(fmt.Sprintf("states.%d", i), "%q is not a task state (QUEUED, WAITING, ASSIGNED, RUNNING, RETRY_WAIT, SUCCEEDED, FAILED, PARKED, CANCELLED, REJECTED, EXPIRED)", name))
 		}
 		f.States = append(f.States, st)
 	}
@@ -297,7 +344,7 @@ func (s *Server) listTasks(ctx context.Context, req *sdk.CallToolRequest, in Lis
 		first = in.First
 	}
 	if first < 1 || first > 100 {
-		return failure(invalid("first", "must be within 1..100, got %d", first))
+		return listFailure(invalid("first", "must be within 1..100, got %d", first))
 	}
 	var after *string
 	if in.After != "" {
@@ -305,9 +352,9 @@ func (s *Server) listTasks(ctx context.Context, req *sdk.CallToolRequest, in Lis
 	}
 	conn, err := s.opts.Queries.Tasks(c.ctx(ctx), f, &first, after, nil)
 	if err != nil {
-		return failure(err)
+		return listFailure(err)
 	}
-	out := &Output{Tasks: []TaskView{}}
+	out := &ListOutput{Tasks: []TaskView{}}
 	for _, e := range conn.Edges {
 		out.Tasks = append(out.Tasks, viewOf(e.Node.T))
 	}
@@ -317,7 +364,7 @@ func (s *Server) listTasks(ctx context.Context, req *sdk.CallToolRequest, in Lis
 	return jsonText(out), out, nil
 }
 
-func (s *Server) cancelTask(ctx context.Context, req *sdk.CallToolRequest, in IDInput) (*sdk.CallToolResult, *Output, error) {
+func (s *Server) cancelTask(ctx context.Context, req *sdk.CallToolRequest, in CancelInput) (*sdk.CallToolResult, *Output, error) {
 	c, err := s.callerOf(req.Session, req.Extra, clientInfo(req.Session))
 	if err == nil {
 		err = s.allow(c, "Mutation", "cancelTask")

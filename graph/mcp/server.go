@@ -220,6 +220,7 @@ func challenge(a *auth.Authenticator, next http.Handler) http.Handler {
 type caller struct {
 	id      *auth.Identity
 	agent   string // the agent its tasks are submitted as
+	named   bool   // agent is the token's or the X-Switchyard-Agent header's, not the client's name
 	session string // the MCP session's current browser session key
 	mcpID   string // the MCP session's id
 }
@@ -240,13 +241,13 @@ func (s *Server) callerOf(session *sdk.ServerSession, extra *sdk.RequestExtra, i
 	if id == nil {
 		return nil, &engine.Error{Code: model.CodeUnauthenticated, Message: auth.ErrUnauthenticated.Error()}
 	}
-	c := &caller{id: id, agent: id.Agent()}
+	c := &caller{id: id, agent: id.Agent(), named: id.Agent() != ""}
 	if c.agent == "" || (extra != nil && extra.Header.Get(AgentHeader) != "") {
 		// An agent token naming another agent in the header is refused by
 		// the resolvers' row-level rules, with their message.
 		switch {
 		case extra != nil && extra.Header.Get(AgentHeader) != "":
-			c.agent = extra.Header.Get(AgentHeader)
+			c.agent, c.named = extra.Header.Get(AgentHeader), true
 		case info != nil && info.Name != "":
 			c.agent = info.Name
 		default:
