@@ -3381,7 +3381,7 @@ enum PolicySlot {
 enum PluginState {
   "Loaded and deciding."
   ACTIVE
-  "Its circuit breaker tripped after repeated faults: the native built-in policy decides instead."
+  "Its circuit breaker quarantined it (a decision past its deadline, repeated faults, or too much time in faults; it comes back on probation by itself) or an instance could not be rebuilt: the native built-in policy decides instead."
   DISABLED
 }
 

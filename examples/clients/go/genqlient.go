@@ -271,11 +271,14 @@ const (
 	QueueModeEnqueue QueueMode = "ENQUEUE"
 	// Cancel what the session is running and jump ahead of its queued tasks. Needs a sessionKey or a tabId.
 	QueueModeInterrupt QueueMode = "INTERRUPT"
+	// INTERRUPT, and also cancel the session's tasks waiting behind (queued, waiting for dependencies, backing off): GoClaw's interrupt. Needs a sessionKey or a tabId.
+	QueueModeInterruptDrain QueueMode = "INTERRUPT_DRAIN"
 )
 
 var AllQueueMode = []QueueMode{
 	QueueModeEnqueue,
 	QueueModeInterrupt,
+	QueueModeInterruptDrain,
 }
 
 // A retry policy override.

@@ -1058,7 +1058,7 @@ type PluginState string
 const (
 	// Loaded and deciding.
 	PluginStateActive PluginState = "ACTIVE"
-	// Its circuit breaker tripped after repeated faults: the native built-in policy decides instead.
+	// Its circuit breaker quarantined it (a decision past its deadline, repeated faults, or too much time in faults; it comes back on probation by itself) or an instance could not be rebuilt: the native built-in policy decides instead.
 	PluginStateDisabled PluginState = "DISABLED"
 )
 
