@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -380,8 +381,26 @@ func parseLaneSettings(l *LaneConfig, val string) error {
 			return fmt.Errorf("unknown setting %q (want inflight, queue, drop, paused, depth, timeout, attempts, backoff, multiplier, maxbackoff, jitter, exhausted, sessionqueue or sessiondrop)", k)
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", k, err)
+			return fmt.Errorf("%s: %w", k, laneValueError(v, err))
 		}
 	}
 	return nil
+}
+
+// laneValueError says what a setting's value should have been, without
+// strconv's wording ("strconv.Atoi: parsing …").
+func laneValueError(v string, err error) error {
+	var ne *strconv.NumError
+	if !errors.As(err, &ne) {
+		return fmt.Errorf("%q is not a duration (e.g. 30s, 5m)", v)
+	}
+	switch {
+	case errors.Is(ne.Err, strconv.ErrRange):
+		return fmt.Errorf("%q is out of range", v)
+	case ne.Func == "ParseBool":
+		return fmt.Errorf("%q is not true or false", v)
+	case ne.Func == "ParseFloat":
+		return fmt.Errorf("%q is not a number", v)
+	}
+	return fmt.Errorf("%q is not an integer", v)
 }

@@ -427,11 +427,16 @@ type Instance struct {
 // Duration is a time.Duration written as "30s", "5m", "1h30m".
 type Duration time.Duration
 
-// UnmarshalYAML reads a duration string.
+// UnmarshalYAML reads a duration string. A value that is not one is a
+// yaml.TypeError, as yaml's own for the other types, so that LoadYAML names
+// its key (and reports it with the file's other type errors).
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: cannot unmarshal %s into duration", n.Line, n.ShortTag())}}
+	}
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration (e.g. 30s, 5m, 1h)", n.Line, n.Value)
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: cannot unmarshal %s `%s` into duration", n.Line, n.ShortTag(), n.Value)}}
 	}
 	*d = Duration(v)
 	return nil
@@ -584,6 +589,8 @@ func yamlTypeName(goType string) string {
 		return "boolean (true or false)"
 	case "string":
 		return "string"
+	case "duration":
+		return "duration (e.g. 30s, 5m, 1h)"
 	}
 	if strings.HasPrefix(goType, "map[") {
 		return "map"

@@ -81,7 +81,7 @@ func TestAnUnknownKeyIsNamedWithItsLine(t *testing.T) {
 	err := c.LoadFile(writeFile(t, "listen: 127.0.0.1:1\nengine:\n  maxInFlite: 3\n"))
 	require.ErrorContains(t, err, `line 3: unknown key "maxInFlite" (in engine)`)
 	err = c.LoadFile(writeFile(t, "shutdownGrace: soon\n"))
-	require.ErrorContains(t, err, `"soon" is not a duration`)
+	require.ErrorContains(t, err, `line 1: shutdownGrace: "soon" is not a valid duration`)
 }
 
 func TestValidationNamesTheBadKey(t *testing.T) {
@@ -248,6 +248,21 @@ func TestEnvironmentOverridesTheFileAndNamesBadValues(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.EngineConfig()
 	require.ErrorContains(t, err, "SWITCHYARD_LANE_MAIN")
+
+	// A lane setting's bad value says what it should be, not strconv's words.
+	for val, want := range map[string]string{
+		"inflight=abc":               `inflight: "abc" is not an integer`,
+		"queue=1e3":                  `queue: "1e3" is not an integer`,
+		"paused=maybe":               `paused: "maybe" is not true or false`,
+		"multiplier=x2":              `multiplier: "x2" is not a number`,
+		"timeout=forever":            `timeout: "forever" is not a duration (e.g. 30s, 5m)`,
+		"depth=99999999999999999999": `depth: "99999999999999999999" is out of range`,
+	} {
+		_, err = c.ApplyEnv([]string{"SWITCHYARD_LANE_MAIN=" + val})
+		require.NoError(t, err)
+		_, err = c.EngineConfig()
+		require.EqualError(t, err, "SWITCHYARD_LANE_MAIN: "+want, val)
+	}
 }
 
 func TestEveryScalarKeyHasAVariable(t *testing.T) {
@@ -276,6 +291,10 @@ func TestAValueOfTheWrongTypeNamesItsKey(t *testing.T) {
 		"localInstance:\n  enabled: sometimes\n":                 `line 2: localInstance.enabled: "sometimes" is not a valid boolean (true or false)`,
 		"limits: {maxDepth: 3, mutationsPerSecond: fast}\n":      `line 1: limits.mutationsPerSecond: "fast" is not a valid number`,
 		"engine:\n  maxInFlight: lots\n  maxQueued: many\n":      `line 2: engine.maxInFlight: "lots" is not a valid integer; line 3: engine.maxQueued: "many" is not a valid integer`,
+		"shutdownGrace: soon\n":                                  `line 1: shutdownGrace: "soon" is not a valid duration (e.g. 30s, 5m, 1h)`,
+		"engine: {commitTimeout: 10}\n":                          `line 1: engine.commitTimeout: "10" is not a valid duration (e.g. 30s, 5m, 1h)`,
+		"engine:\n  lanes:\n    - {name: a, timeout: forever}\n": `line 3: engine.lanes[0].timeout: "forever" is not a valid duration (e.g. 30s, 5m, 1h)`,
+		"shutdownGrace: soon\nengine:\n  maxInFlight: lots\n":    `line 1: shutdownGrace: "soon" is not a valid duration (e.g. 30s, 5m, 1h); line 3: engine.maxInFlight: "lots" is not a valid integer`,
 	} {
 		c := config.Default()
 		err := c.LoadYAML([]byte(doc), "f.yaml")
