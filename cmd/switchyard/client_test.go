@@ -17,7 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/cmd/switchyard/internal/cli"
+	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/graph/client"
+	"github.com/switchyard/switchyard/plugins/builtin"
+	"github.com/switchyard/switchyard/plugins/manager"
 )
 
 // startServer runs `switchyard serve` on a loopback port (memory store, no
@@ -353,4 +356,29 @@ func TestPluginVerbsLoadAssignAndUnloadAPolicy(t *testing.T) {
 	require.Contains(t, res.stderr, "PLUGIN_INVALID")
 	res = sw(t, server, "plugin", "frobnicate")
 	require.Equal(t, cli.ExitUsage, res.code)
+}
+
+// The largest module plugins.maxWasmBytes allows (16 MiB) loads through
+// `switchyard plugin load` with the default request body limit (4 MiB):
+// the server lets an admin's request hold it in base64.
+func TestPluginLoadTakesTheLargestModule(t *testing.T) {
+	t.Parallel()
+	server := startServer(t)
+	mod, ok := builtin.ForSlot(policy.SlotRetry)
+	require.True(t, ok)
+	const maxBytes = manager.DefaultMaxWasmBytes
+	name := []byte{3, 'p', 'a', 'd'}
+	size := maxBytes - len(mod.Wasm) - 1 - 4 // a custom section: id, a 4-byte size, then name and padding
+	wasm := append(append([]byte(nil), mod.Wasm...), 0,
+		byte(size&0x7F|0x80), byte(size>>7&0x7F|0x80), byte(size>>14&0x7F|0x80), byte(size>>21&0x7F))
+	wasm = append(wasm, name...)
+	wasm = append(wasm, make([]byte, maxBytes-len(wasm))...)
+	path := filepath.Join(t.TempDir(), "largest.wasm")
+	require.NoError(t, os.WriteFile(path, wasm, 0o600))
+
+	res := sw(t, server, "plugin", "load", "largest", path, "--json", "--request-timeout", serveStartTimeout.String())
+	require.Equal(t, 0, res.code, res.stderr)
+	var p cli.PluginInfo
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &p))
+	require.Equal(t, maxBytes, p.Size)
 }
