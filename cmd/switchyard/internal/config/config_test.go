@@ -3,8 +3,11 @@ package config_test
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -404,4 +407,52 @@ func TestAPartialLaneRetryFromTheEnvironmentKeepsTheDefaults(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.EngineConfig()
 	require.ErrorContains(t, err, "SWITCHYARD_LANE_MAIN", "a bad value from the environment names its variable")
+}
+
+// The SWITCHYARD_ variables that other commands read (the client verbs'
+// SWITCHYARD_SERVER and SWITCHYARD_TOKEN, …) are skipped without a warning:
+// every one the repository's Go code reads with Getenv, or its README
+// names, is either a key or known.
+func TestVariablesOfOtherCommandsAreNotWarnedAbout(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..", "..", "..")
+	name := regexp.MustCompile(`SWITCHYARD_[A-Z0-9_]+`)
+	getenv := regexp.MustCompile(`Getenv\("(SWITCHYARD_[A-Z0-9_]+)"\)`)
+	found := map[string]string{}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	for _, n := range name.FindAllString(string(readme), -1) {
+		if !strings.HasSuffix(n, "_") { // not a prefix: SWITCHYARD_LANE_<NAME>, SWITCHYARD_*
+			found[n] = "README.md"
+		}
+	}
+	require.NoError(t, filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range getenv.FindAllStringSubmatch(string(src), -1) {
+			found[m[1]] = path
+		}
+		return nil
+	}))
+	for _, want := range []string{"SWITCHYARD_SERVER", "SWITCHYARD_TOKEN", "SWITCHYARD_AGENT", "SWITCHYARD_INSTANCE_TOKEN", "SWITCHYARD_CONFIG"} {
+		require.Contains(t, found, want, "the scan finds the documented variables")
+	}
+	for n, where := range found {
+		c := config.Default()
+		warnings, _ := c.ApplyEnv([]string{n + "=x"}) // a key's bad value is an error, not a warning
+		for _, w := range warnings {
+			require.NotContains(t, w, "sets no configuration key", "%s (%s) is read by another command: skip it without a warning", n, where)
+		}
+	}
 }

@@ -20,9 +20,17 @@ import (
 // EnvPrefix starts every variable.
 const EnvPrefix = "SWITCHYARD_"
 
-// Variables that are not configuration keys but are read elsewhere.
+// Variables that are not configuration keys but are read elsewhere: serve
+// skips them without a warning (a shell that exports SWITCHYARD_SERVER for
+// the client verbs also starts servers).
 var otherVariables = map[string]string{
-	"SWITCHYARD_CONFIG": "the configuration file (serve --config)",
+	"SWITCHYARD_CONFIG":            "the configuration file (serve --config)",
+	"SWITCHYARD_SERVER":            "the server the client verbs talk to (--server)",
+	"SWITCHYARD_TOKEN":             "the API token the client verbs and bench send",
+	"SWITCHYARD_AGENT":             "the agent task submit submits as (--agent)",
+	"SWITCHYARD_INSTANCE_TOKEN":    "the token of switchyard instance, and of bench's forwarded instance",
+	"SWITCHYARD_DATABASE_URL":      "bench's PostgreSQL database (--database-url); serve's is store.url",
+	"SWITCHYARD_TEST_DATABASE_URL": "the PostgreSQL database of the repository's tests",
 }
 
 // envKey is one settable key.
