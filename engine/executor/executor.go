@@ -211,6 +211,7 @@ type target struct {
 	client   *pinchtab.Client
 	named    bool // the task named the tab itself
 	session  bool // the tab was bound to the task's session by an earlier task
+	claimed  bool // takePooled already marked the (owned) tab busy
 }
 
 func (e *Executor) runAction(ctx context.Context, a Attempt, spec *engine.TaskSpec) (engine.Outcome, func()) {
@@ -285,7 +286,11 @@ func (e *Executor) target(ctx context.Context, a Attempt, spec *engine.TaskSpec)
 		}
 	}
 	if tab := e.takePooled(id, spec.Session()); tab != "" {
-		return e.use(target{instance: id, tab: tab})
+		t, err := e.use(target{instance: id, tab: tab, claimed: true})
+		if err != nil {
+			e.unclaim(tab)
+		}
+		return t, err
 	}
 	t, err := e.use(target{instance: id})
 	if err != nil {
@@ -305,7 +310,8 @@ func (e *Executor) target(ctx context.Context, a Attempt, spec *engine.TaskSpec)
 }
 
 // use claims an instance for an attempt: its client, its in-flight count, and
-// the tab's busy mark when the executor owns the tab.
+// the tab's busy mark when the executor owns the tab (unless takePooled
+// marked it already).
 func (e *Executor) use(t target) (target, error) {
 	client, _, ok := e.reg.lookup(t.instance)
 	if !ok {
@@ -313,7 +319,7 @@ func (e *Executor) use(t target) (target, error) {
 	}
 	t.client = client
 	e.reg.acquire(t.instance)
-	if t.tab != "" {
+	if t.tab != "" && !t.claimed {
 		e.mu.Lock()
 		if o, ok := e.owned[t.tab]; ok {
 			o.busy++
@@ -358,7 +364,9 @@ func (e *Executor) idleInPoolLocked(instance string) int {
 
 // takePooled claims the most recently used idle pooled tab of an instance
 // for an attempt of session (which then owns it, when not ""), or returns ""
-// when there is none.
+// when there is none. The tab is marked busy under the same lock that found
+// it idle, so that no other attempt and no reaping of idle tabs can take it
+// in between; unclaim undoes the claim when the attempt cannot use it.
 func (e *Executor) takePooled(instance, session string) string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -372,7 +380,22 @@ func (e *Executor) takePooled(instance, session string) string {
 		return ""
 	}
 	best.session = session
+	best.busy++
+	best.lastUsed = time.Now()
 	return best.tab
+}
+
+// unclaim gives back a tab takePooled claimed for an attempt that could not
+// use it: idle again, and in the pool again.
+func (e *Executor) unclaim(tab string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if o, ok := e.owned[tab]; ok && o.busy > 0 {
+		o.busy--
+		if o.busy == 0 {
+			o.session = ""
+		}
+	}
 }
 
 // openTab opens a blank tab on an instance.

@@ -365,6 +365,46 @@ func TestTablessTasksReuseTabsAndTheTabCountStaysBounded(t *testing.T) {
 	})
 }
 
+func TestAPooledTabServesOneAttemptAtATime(t *testing.T) {
+	t.Parallel()
+	modes(t, func(t *testing.T, mode pinchtabtest.Mode) {
+		bn, d := setupDouble(t, mode, executor.Options{MaxIdleTabs: 4, IdleTabTimeout: time.Hour})
+		ctx := context.Background()
+		// burst runs n tab-less actions at once and waits until all of them
+		// are running on the instance; the returned func lets them end.
+		burst := func(prefix string, n int) func() {
+			release := d.Hold()
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					o := bn.exec.Execute(ctx, &attempt{id: fmt.Sprint(prefix, i), instance: "p",
+						spec: &engine.TaskSpec{AgentID: "x", Action: action("press", "", `{"key":"Enter"}`)}})
+					require.NoError(t, o.Err)
+				})
+			}
+			checkFor(t, 10*time.Second, time.Millisecond, func() error {
+				if now, _ := d.Running(); now < n {
+					return fmt.Errorf("%d of %d actions running", now, n)
+				}
+				return nil
+			})
+			return func() { release(); wg.Wait() }
+		}
+		burst("fill", 4)()
+		require.Len(t, d.Tabs(), 4, "the pool holds four idle tabs")
+
+		// Many tab-less attempts at once race for the four pooled tabs:
+		// each tab goes to one of them, the others open their own.
+		end := burst("race", 40)
+		require.Equal(t, 1, d.MostInOneTab(), "two attempts ran in one tab at the same time")
+		require.Len(t, d.Tabs(), 40, "one tab per running attempt")
+		require.Zero(t, bn.exec.ReapIdleTabs(time.Now().Add(2*time.Hour)), "a busy tab is never reaped")
+		end()
+		require.Equal(t, 1, d.MostInOneTab())
+		require.Len(t, d.Tabs(), 4, "the pool keeps maxIdleTabs")
+	})
+}
+
 func TestALostSessionTabFailsTheTaskAtOnce(t *testing.T) {
 	t.Parallel()
 	modes(t, func(t *testing.T, mode pinchtabtest.Mode) {

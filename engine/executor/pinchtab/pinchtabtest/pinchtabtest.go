@@ -122,6 +122,8 @@ type Server struct {
 	hold       chan struct{} // actions wait for it when not nil
 	running    int
 	maxRunning int
+	inTab      map[string]int // actions running now, by tab
+	maxInTab   int            // the most ever running at once in one tab
 	requests   []string
 	down       bool
 }
@@ -256,6 +258,15 @@ func (s *Server) Running() (now, most int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.running, s.maxRunning
+}
+
+// MostInOneTab returns the most actions ever running at once in one tab.
+// A browser tab runs one action at a time: more than 1 means two attempts
+// were given the same tab.
+func (s *Server) MostInOneTab() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxInTab
 }
 
 // Requests returns "METHOD /path" of every request but GET /health.
@@ -619,10 +630,18 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request, t *tab, req map[
 	hold := s.hold
 	s.running++
 	s.maxRunning = max(s.maxRunning, s.running)
+	if s.inTab == nil {
+		s.inTab = make(map[string]int)
+	}
+	s.inTab[t.id]++
+	s.maxInTab = max(s.maxInTab, s.inTab[t.id])
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		s.running--
+		if s.inTab[t.id]--; s.inTab[t.id] == 0 {
+			delete(s.inTab, t.id)
+		}
 		s.mu.Unlock()
 	}()
 	if hold != nil {
