@@ -311,7 +311,7 @@ type ComplexityRoot struct {
 		Lane      func(childComplexity int, name string) int
 		Lanes     func(childComplexity int) int
 		Nodes     func(childComplexity int) int
-		Plan      func(childComplexity int, limit *int) int
+		Plan      func(childComplexity int, limit *int, now *time.Time) int
 		Plugin    func(childComplexity int, name string) int
 		Plugins   func(childComplexity int) int
 		Policies  func(childComplexity int) int
@@ -582,7 +582,7 @@ type QueryResolver interface {
 	Lane(ctx context.Context, name string) (*model.Lane, error)
 	Agents(ctx context.Context) ([]*engine.AgentStatus, error)
 	Stats(ctx context.Context) (*model.Stats, error)
-	Plan(ctx context.Context, limit *int) (*model.Plan, error)
+	Plan(ctx context.Context, limit *int, now *time.Time) (*model.Plan, error)
 	Policies(ctx context.Context) ([]*model.PolicyAssignment, error)
 	Plugins(ctx context.Context) ([]*model.Plugin, error)
 	Plugin(ctx context.Context, name string) (*model.Plugin, error)
@@ -1971,7 +1971,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.Plan(childComplexity, args["limit"].(*int)), true
+		return e.ComplexityRoot.Query.Plan(childComplexity, args["limit"].(*int), args["now"].(*time.Time)), true
 	case "Query.plugin":
 		if e.ComplexityRoot.Query.Plugin == nil {
 			break
@@ -3437,8 +3437,8 @@ type Query {
   agents: [Agent!]!
   "The engine's counters now."
   stats: Stats!
-  "A dry run of the dispatcher: the next ` + "`" + `limit` + "`" + ` (1..1000) decisions for the current state, and why queues with work were passed over."
-  plan(limit: Int = 20): Plan!
+  "A dry run of the dispatcher: the next ` + "`" + `limit` + "`" + ` (1..1000) decisions for the current state, and why queues with work were passed over. With ` + "`" + `now` + "`" + `, the plan is made as of that time (aging and waits): the same state and ` + "`" + `now` + "`" + ` give the same plan, so a plan can be replayed."
+  plan(limit: Int = 20, now: Time): Plan!
   "The active policy of every slot: the global ones, then each lane's own."
   policies: [PolicyAssignment!]!
   "Every policy a slot can use: the built-ins (as WebAssembly and natively) and the loaded plugins, built-ins first."
@@ -6166,6 +6166,14 @@ func (ec *executionContext) field_Query_plan_args(ctx context.Context, rawArgs m
 		return nil, err
 	}
 	args["limit"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "now",
+		func(ctx context.Context, v any) (*time.Time, error) {
+			return ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["now"] = arg1
 	return args, nil
 }
 
@@ -11621,7 +11629,7 @@ func (ec *executionContext) _Query_plan(ctx context.Context, field graphql.Colle
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().Plan(ctx, fc.Args["limit"].(*int))
+			return ec.Resolvers.Query().Plan(ctx, fc.Args["limit"].(*int), fc.Args["now"].(*time.Time))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Plan) graphql.Marshaler {

@@ -38,6 +38,7 @@ type Engine interface {
 	Drain()
 	Draining() bool
 	Plan(limit int) (*engine.Plan, error)
+	PlanAt(limit int, now time.Time) (*engine.Plan, error)
 	Lanes() []engine.LaneStatus
 	Lane(name string) (engine.LaneStatus, error)
 	Agents() []engine.AgentStatus

@@ -163,7 +163,7 @@ func (q *queryResolver) Stats(ctx context.Context) (*model.Stats, error) {
 	return (*Resolver)(q).stats(ctx), nil
 }
 
-func (q *queryResolver) Plan(ctx context.Context, limit *int) (*model.Plan, error) {
+func (q *queryResolver) Plan(ctx context.Context, limit *int, now *time.Time) (*model.Plan, error) {
 	own, err := ownAgent(ctx)
 	if err != nil {
 		return nil, err
@@ -178,7 +178,11 @@ func (q *queryResolver) Plan(ctx context.Context, limit *int) (*model.Plan, erro
 	case n > 1000:
 		return nil, limitError("limit", "a plan holds at most 1000 steps, got %d", n)
 	}
-	p, err := q.eng.Plan(n)
+	var at time.Time
+	if now != nil {
+		at = *now
+	}
+	p, err := q.eng.PlanAt(n, at)
 	if err != nil {
 		return nil, err
 	}

@@ -164,7 +164,7 @@ func (r *Resolver) ExecutableSchema() graphql.ExecutableSchema {
 	c.Query.Tasks = func(child int, _ *model.TaskFilter, first *int, _ *string, _ *engine.Order) int {
 		return 1 + child*pageSize(first, 50)
 	}
-	c.Query.Plan = func(child int, limit *int) int { return 1 + child*pageSize(limit, 20) }
+	c.Query.Plan = func(child int, limit *int, _ *time.Time) int { return 1 + child*pageSize(limit, 20) }
 	c.Query.Lanes = func(child int) int { return 1 + child*8 }
 	c.Query.Agents = func(child int) int { return 1 + child*50 }
 	c.Query.Instances = func(child int) int { return 1 + child*8 }

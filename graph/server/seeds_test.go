@@ -4,7 +4,9 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -137,4 +139,27 @@ func TestALaneCreatedAtRunTimeCapsEachSessionAndDropsItsOldest(t *testing.T) {
 	for _, l := range lanes.Lanes {
 		require.NotEqual(t, "groupchat", l.Name)
 	}
+}
+
+func TestAPlanAsOfAGivenTimeIsTheSameEachTime(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *setupOptions) { o.config.Lanes = []engine.LaneConfig{{Name: "main", MaxInFlight: 0}} })
+	for _, agent := range []string{"a", "b", "a", "c"} {
+		b.submit(t, agent, nil)
+	}
+	const q = `query($now: Time) { plan(limit: 10, now: $now) { at fairness steps { taskId agentId reason waitedMs } skipped { lane agentId reason } } }`
+	at := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
+	plan := func(now any) string {
+		t.Helper()
+		var out map[string]any
+		require.NoError(t, b.c.Do(ctxFor(t), q, map[string]any{"now": now}, &out))
+		raw, err := json.Marshal(out)
+		require.NoError(t, err)
+		return string(raw)
+	}
+	first := plan(at.Format(time.RFC3339Nano))
+	require.Equal(t, first, plan(at.Format(time.RFC3339Nano)), "the same state and now give the same plan")
+	require.Contains(t, first, at.Format("2006-01-02T15:04:05"), "the plan is made as of now")
+	require.Contains(t, first, `"steps":[{`, "the lane's ceiling of 0 holds the tasks, and the plan shows what would go next")
+	require.NotEqual(t, first, plan(at.Add(time.Minute).Format(time.RFC3339Nano)), "another now, other waits")
 }

@@ -188,7 +188,14 @@ func (a *Engine) Draining() bool {
 func (a *Engine) Plan(limit int) (*engine.Plan, error) {
 	ctx, cancel := a.ctx()
 	defer cancel()
-	return opPlan.call(ctx, a.n, planArgs{limit})
+	return opPlan.call(ctx, a.n, planArgs{Limit: limit})
+}
+
+// PlanAt is Plan as of now (zero: the leader's clock).
+func (a *Engine) PlanAt(limit int, now time.Time) (*engine.Plan, error) {
+	ctx, cancel := a.ctx()
+	defer cancel()
+	return opPlan.call(ctx, a.n, planArgs{Limit: limit, Now: now})
 }
 
 // Lanes returns the leader's lanes; when no leader answers, this node's

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/executor"
@@ -35,7 +36,10 @@ type (
 		ID     string
 		Config engine.AgentConfig
 	}
-	planArgs   struct{ Limit int }
+	planArgs struct {
+		Limit int
+		Now   time.Time
+	}
 	ingestArgs struct {
 		Batch   *engine.BatchSpec
 		BatchID string
@@ -123,7 +127,7 @@ var (
 		return l.eng.Draining(), nil
 	}}
 	opPlan = op[planArgs, *engine.Plan]{"engine.plan", func(_ context.Context, l *leader, a planArgs) (*engine.Plan, error) {
-		return l.eng.Plan(a.Limit)
+		return l.eng.PlanAt(a.Limit, a.Now)
 	}}
 	opLanes = op[none, []engine.LaneStatus]{"engine.lanes", func(_ context.Context, l *leader, _ none) ([]engine.LaneStatus, error) {
 		return l.eng.Lanes(), nil
