@@ -15,6 +15,19 @@ import (
 // errFindings makes `db check` exit 1 when the file needs a repair.
 var errFindings = errors.New("the database needs a repair")
 
+// exitInUse is the exit status of `db check` and `db repair` on a file that
+// another process (a running server) has open: distinct from check's 1, so
+// that a script can tell "busy" from "needs a repair".
+const exitInUse = 4
+
+// inUseError is sqlite.ErrInUse with the exit status exitInUse.
+type inUseError struct{ error }
+
+func (e inUseError) Unwrap() error { return e.error }
+
+// ExitCode is the process's exit status (see run).
+func (inUseError) ExitCode() int { return exitInUse }
+
 // runDB is `switchyard db check|repair --db FILE`. Both take the file's owner
 // lock, so they refuse a file that a server has open.
 func runDB(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -36,6 +49,9 @@ func runDB(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("no database at %s: %w", *path, err)
 	}
 	s, err := sqlite.Open(ctx, sqlite.Options{Path: *path, SkipCheck: true, Owner: "switchyard db " + verb})
+	if errors.Is(err, sqlite.ErrInUse) {
+		return inUseError{err}
+	}
 	if err != nil {
 		return err
 	}
@@ -78,5 +94,6 @@ const dbUsage = `Usage: switchyard db check|repair [--db FILE]
           and what repair would change (exit 1 when it would change anything)
   repair  apply those changes, in one transaction
 
-Both refuse a file that a running server owns. --db defaults to ./switchyard.db.
+Both refuse a file that a running server owns (exit 4). --db defaults to
+./switchyard.db.
 `

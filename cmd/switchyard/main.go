@@ -83,6 +83,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		err := c.run(ctx, args[1:], stdout, stderr)
+		var coded interface{ ExitCode() int }
 		switch {
 		case err == nil:
 			return 0
@@ -91,10 +92,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case errors.Is(err, errUsage):
 			fmt.Fprintf(stderr, "switchyard %s: %v\n", c.name, err)
 			return 2
-		case errors.As(err, new(interface{ ExitCode() int })):
-			// The client verbs' documented exit codes (internal/cli).
+		case errors.As(err, &coded):
+			// The documented exit codes: the client verbs' (internal/cli),
+			// db's for a file in use.
 			fmt.Fprintf(stderr, "switchyard %s: %v\n", c.name, err)
-			return cli.ExitCode(err)
+			return coded.ExitCode()
 		default:
 			fmt.Fprintf(stderr, "switchyard %s: %v\n", c.name, err)
 			return 1

@@ -113,6 +113,9 @@ func openStore(ctx context.Context, c config.Store, owner string) (engine.Store,
 			sync = sqlite.SyncNormal
 		}
 		s, err := sqlite.Open(ctx, sqlite.Options{Path: c.Path, Sync: sync, Owner: owner})
+		if errors.Is(err, sqlite.ErrInUse) {
+			return nil, fmt.Errorf("store (sqlite %s): %w, or give this server a database file of its own (--db)", c.Path, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("store (sqlite %s): %w", c.Path, err)
 		}

@@ -177,6 +177,7 @@ localInstance: {enabled: true, chromium: %q}
 	})
 	require.ErrorContains(t, err, "in use by another process")
 	require.ErrorContains(t, err, "the test")
+	require.ErrorContains(t, err, "stop it first, or give this server a database file of its own (--db)")
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, []string{stepStore}, steps, "only the store was tried:\n%s", logs.String())

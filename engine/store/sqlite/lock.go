@@ -55,7 +55,7 @@ func lockOwner(path, owner string) (*ownerLock, error) {
 	if !held {
 		holder := describeHolder(f)
 		_ = f.Close()
-		return nil, fmt.Errorf("%w (%s; lock file %s): stop it first, or give this process a database file of its own", ErrInUse, holder, lp)
+		return nil, fmt.Errorf("%w (%s; lock file %s): stop it first", ErrInUse, holder, lp)
 	}
 	l := &ownerLock{f: f, start: time.Now()}
 	if err := l.setOwner(owner); err != nil {
