@@ -177,3 +177,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	return c, nil
 }
+
+// loadDeadline is the wall-clock bound of the calls a plugin's load makes on
+// its first instance (its ABI version, configuration and smoke decision).
+// A load runs on its caller's goroutine (loadPlugin, or a server's start),
+// never in the scheduler's way, so this bound only ends a module that hangs
+// there, and fuel still bounds its work; a decision's Deadline would refuse
+// a healthy module, the built-in policies included, whenever the machine is
+// busy.
+func (c *Config) loadDeadline() time.Duration { return max(100*c.Deadline, 5*time.Second) }

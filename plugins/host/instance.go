@@ -39,6 +39,7 @@ type instance struct {
 	mu        sync.Mutex
 	started   atomic.Int64
 	deadline  atomic.Int64 // time.Duration; read by the watchdog while the next call sets it
+	loading   bool         // the plugin's load is checking this instance: calls get Config.loadDeadline
 	expired   atomic.Bool
 	burnt     int64         // fuel the last call burnt
 	lastStart time.Duration // when it started, on the runtime's clock
@@ -102,14 +103,22 @@ func frozenNanotime() int64          { return 1e9 }
 // deadline. After an error the instance must be discarded.
 func (in *instance) call(fn api.Function) error {
 	cfg := &in.plugin.rt.cfg
-	return in.callWith(fn, cfg.DecisionFuel, cfg.Deadline)
+	deadline := cfg.Deadline
+	if in.loading {
+		deadline = cfg.loadDeadline()
+	}
+	return in.callWith(fn, cfg.DecisionFuel, deadline)
 }
 
 // setupCall runs fn with the setup budget rather than the decision one, and
-// ten times the deadline.
+// ten times the deadline (the load's bound while the plugin loads).
 func (in *instance) setupCall(fn api.Function) error {
 	cfg := &in.plugin.rt.cfg
-	err := in.callWith(fn, cfg.SetupFuel, 10*cfg.Deadline)
+	deadline := 10 * cfg.Deadline
+	if in.loading {
+		deadline = cfg.loadDeadline()
+	}
+	err := in.callWith(fn, cfg.SetupFuel, deadline)
 	in.plugin.stats.setupFuel.max(uint64(max(in.burnt, 0)))
 	return err
 }

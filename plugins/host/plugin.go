@@ -105,6 +105,7 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 		first.close()
 		return nil, err
 	}
+	first.loading = true // the checks below get the load's bound, not a decision's
 	if err := p.checkVersion(first); err != nil {
 		return fail(err)
 	}
@@ -114,6 +115,7 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 	if err := first.smoke(); err != nil {
 		return fail(fmt.Errorf("%w: smoke decision: %v", ErrInvalid, err))
 	}
+	first.loading = false
 	p.stats.latency.reset() // the figures cover the decisions asked of the plugin, not its smoke test
 	p.size = 1
 	if p.flags&abi.FlagStateless != 0 {
