@@ -49,10 +49,15 @@ type Options struct {
 	// slot it holds, end when the instance confirms the end of the action or
 	// when the grace has passed, so that ceilings hold where the browsers
 	// are, even on an instance that keeps working after a disconnect.
-	// Default 5s (keep it below the engine's lease grace); negative: abort at
-	// once.
+	// Default DefaultAbortGrace; it must stay below the engine's lease grace
+	// (engine.Config.LeaseGrace), or the engine may free the slot and start
+	// the task again while the instance still runs the action. Negative:
+	// abort at once.
 	AbortGrace time.Duration
 }
+
+// DefaultAbortGrace is Options.AbortGrace when it is 0.
+const DefaultAbortGrace = 5 * time.Second
 
 // ErrSessionLost is wrapped by the (permanent) error of an attempt whose
 // session's tab is gone — closed behind Switchyard's back, lost with its
@@ -116,7 +121,7 @@ func New(o Options) (*Executor, error) {
 		o.MaxIdleTabs = 4
 	}
 	if o.AbortGrace == 0 {
-		o.AbortGrace = 5 * time.Second
+		o.AbortGrace = DefaultAbortGrace
 	}
 	e := &Executor{
 		reg:       o.Registry,

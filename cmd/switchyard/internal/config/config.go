@@ -724,6 +724,17 @@ func (c *Config) Validate() error {
 	if err != nil {
 		return err
 	}
+	grace := c.Executor.AbortGrace.Std()
+	if grace == 0 {
+		grace = executor.DefaultAbortGrace
+	}
+	if grace >= ec.LeaseGrace {
+		// A cancelled attempt holds its slot for up to the abort grace; the
+		// engine frees the slot when the lease ends, leaseGrace after the
+		// cancel, and would start the task again while the instance runs it.
+		return fmt.Errorf("executor.abortGrace (%s) must be shorter than engine.leaseGrace (%s): a cancelled attempt could outlive its lease, and the task run twice at once",
+			grace, ec.LeaseGrace)
+	}
 	if c.MCP.Lane != "" && !slices.ContainsFunc(ec.Lanes, func(l engine.LaneConfig) bool { return l.Name == c.MCP.Lane }) {
 		return fmt.Errorf("mcp.lane: %q is not a lane (engine.lanes)", c.MCP.Lane)
 	}

@@ -117,6 +117,12 @@ func TestValidationNamesTheBadKey(t *testing.T) {
 		"negative limit":     {func(c *config.Config) { c.Limits.MaxDepth = -2 }, "limits.maxDepth"},
 		"keepalive too tiny": {func(c *config.Config) { c.KeepAlive = config.Duration(time.Millisecond) }, "keepAlive"},
 		"mcp lane":           {func(c *config.Config) { c.MCP.Lane = "nowhere" }, "mcp.lane"},
+		"abort grace past the lease grace": {func(c *config.Config) {
+			c.Executor.AbortGrace = config.Duration(30 * time.Second)
+		}, "executor.abortGrace (30s) must be shorter than engine.leaseGrace (10s)"},
+		"default abort grace past a short lease grace": {func(c *config.Config) {
+			c.Engine.LeaseGrace = config.Duration(5 * time.Second)
+		}, "executor.abortGrace (5s) must be shorter than engine.leaseGrace (5s)"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -132,6 +138,11 @@ func TestValidationNamesTheBadKey(t *testing.T) {
 	c.Listen = "0.0.0.0:8080"
 	c.Auth.Tokens = []config.Token{{Name: "ops", Hash: hashOf(t), Role: "operator"}}
 	require.NoError(t, c.Validate(), "with tokens, the server may listen anywhere")
+	c = config.Default()
+	c.Engine.LeaseGrace, c.Executor.AbortGrace = config.Duration(5*time.Second), config.Duration(-1)
+	require.NoError(t, c.Validate(), "a negative abort grace (disconnect at once) fits any lease grace")
+	c.Executor.AbortGrace = config.Duration(4 * time.Second)
+	require.NoError(t, c.Validate(), "an abort grace below the lease grace is fine")
 }
 
 func hashOf(t *testing.T) string {
