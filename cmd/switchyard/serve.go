@@ -33,6 +33,7 @@ import (
 	"github.com/switchyard/switchyard/graph/metrics"
 	"github.com/switchyard/switchyard/graph/server"
 	"github.com/switchyard/switchyard/internal/cluster"
+	"github.com/switchyard/switchyard/internal/savedinstances"
 	"github.com/switchyard/switchyard/plugins/host"
 	"github.com/switchyard/switchyard/plugins/manager"
 )
@@ -241,12 +242,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 		if err := eng.Start(ctx); err != nil {
 			return err
 		}
+		savedinstances.Restore(eng, reg, log.Warn) // those registered through the API before
 		reg.SetSink(eng)
 		lead, err := startLeading(ctx, eng, cfg, st, log)
 		if err != nil {
 			return err
 		}
-		backend = server.Options{Engine: eng, Registry: reg, Plugins: lead.Plugins, Schedules: lead.Schedules}
+		backend = server.Options{Engine: eng, Registry: savedinstances.Registry{Registry: reg, Settings: eng},
+			Plugins: lead.Plugins, Schedules: lead.Schedules}
 		commits = eng.CommitError
 		shutdown = func(ctx context.Context) {
 			lead.Stop() // the components that act on the engine stop before it

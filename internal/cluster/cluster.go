@@ -35,6 +35,7 @@ import (
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/engine/store/postgres"
+	"github.com/switchyard/switchyard/internal/savedinstances"
 	"github.com/switchyard/switchyard/plugins/manager"
 )
 
@@ -262,8 +263,8 @@ func (n *Node) elected(ctx context.Context, epoch uint64) {
 	l := &leader{eng: e, reg: n.opts.Registry}
 	var lead *Leadership
 	if err == nil {
-		l.restoreInstances(n.log.Warn)
 		if l.reg != nil {
+			savedinstances.Restore(e, l.reg, n.log.Warn)
 			l.reg.SetSink(e)
 		}
 		lead, err = n.opts.Lead(ctx, e)

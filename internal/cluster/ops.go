@@ -9,6 +9,7 @@ import (
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/schedule"
+	"github.com/switchyard/switchyard/internal/savedinstances"
 	"github.com/switchyard/switchyard/plugins/manager"
 )
 
@@ -151,7 +152,7 @@ var (
 		}
 		in, err := l.reg.Register(a.Config)
 		if err == nil {
-			err = l.saveInstance(ctx, in.ID)
+			err = savedinstances.Save(ctx, l.eng, l.reg, in.ID)
 		}
 		return in, err
 	}}
@@ -161,7 +162,7 @@ var (
 		}
 		in, err := l.reg.Update(a.ID, a.Update)
 		if err == nil {
-			err = l.saveInstance(ctx, in.ID)
+			err = savedinstances.Save(ctx, l.eng, l.reg, in.ID)
 		}
 		return in, err
 	}}
@@ -171,7 +172,7 @@ var (
 		}
 		err := l.reg.Remove(a.ID)
 		if err == nil {
-			err = l.saveInstance(ctx, a.ID)
+			err = savedinstances.Save(ctx, l.eng, l.reg, a.ID)
 		}
 		return none{}, err
 	}}

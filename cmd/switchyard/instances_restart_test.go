@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/graph/client"
+)
+
+// serveOn runs `switchyard serve` on the SQLite file db until the returned
+// stop is called; it returns the server's base URL and stop, which waits for
+// a clean exit and returns what it logged.
+func serveOn(t *testing.T, db string) (string, func() string) {
+	t.Helper()
+	var out, logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--db", db, "--no-local-instance",
+			"--log-level", "debug", "--shutdown-grace", "100ms"}, &out, &logs)
+	}()
+	stopped := false
+	stop := func() string {
+		if stopped {
+			return logs.String()
+		}
+		stopped = true
+		cancel()
+		select {
+		case code := <-done:
+			require.Equal(t, 0, code, logs.String())
+		case <-time.After(serveStartTimeout):
+			t.Fatal("serve did not stop")
+		}
+		return logs.String()
+	}
+	t.Cleanup(func() { stop() })
+	re := regexp.MustCompile(`GraphQL at (http://\S+)/graphql`)
+	deadline := time.Now().Add(serveStartTimeout)
+	for {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			return m[1], stop
+		}
+		require.True(t, time.Now().Before(deadline), "serve did not start:\n%s", logs.String())
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A newcomer registers instances through the API on one node with the
+// default SQLite store; a restart on the same file brings back the ones
+// registered (with their changes and their token), and not the removed one.
+func TestInstancesRegisteredThroughTheAPISurviveARestartOnSQLite(t *testing.T) {
+	t.Parallel()
+	const secret = "s3cret-instance-token"
+	browser := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+secret {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}`))
+	}))
+	t.Cleanup(browser.Close)
+	db := filepath.Join(t.TempDir(), "switchyard.db")
+
+	server, stop := serveOn(t, db)
+	token := writeFile(t, "token", secret+"\n")
+	res := sw(t, server, "instance", "register", "kept", browser.URL, "--capacity", "2", "--label", "zone=a", "--token-file", token)
+	require.Equal(t, 0, res.code, res.stderr)
+	res = sw(t, server, "instance", "register", "gone", browser.URL)
+	require.Equal(t, 0, res.code, res.stderr)
+	c := client.New(server + "/graphql")
+	require.NoError(t, c.Do(context.Background(),
+		`mutation { updateInstance(id: "kept", input: {capacity: 3, labels: [{key: "zone", value: "b"}]}) { id } }`, nil, nil))
+	res = sw(t, server, "instance", "remove", "gone")
+	require.Equal(t, 0, res.code, res.stderr)
+	logs := stop()
+
+	server, stop = serveOn(t, db)
+	c = client.New(server + "/graphql")
+	type instance struct {
+		ID       string
+		URL      string
+		Capacity int
+		HasToken bool
+		Health   string
+		Labels   []struct{ Key, Value string }
+	}
+	var list struct{ Instances []instance }
+	// The browser answers only with the token: HEALTHY shows the token came back.
+	deadline := time.Now().Add(serveStartTimeout)
+	for {
+		require.NoError(t, c.Do(context.Background(), `{ instances { id url capacity hasToken health labels { key value } } }`, nil, &list))
+		require.Len(t, list.Instances, 1, "the removed instance stays removed: %+v", list.Instances)
+		if list.Instances[0].Health == "HEALTHY" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the restored instance never became healthy: %+v", list.Instances[0])
+		time.Sleep(20 * time.Millisecond)
+	}
+	in := list.Instances[0]
+	require.Equal(t, "kept", in.ID)
+	require.Equal(t, browser.URL, in.URL)
+	require.Equal(t, 3, in.Capacity, "the update is kept too")
+	require.True(t, in.HasToken)
+	require.Equal(t, []struct{ Key, Value string }{{"zone", "b"}}, in.Labels)
+	raw, err := json.Marshal(list)
+	require.NoError(t, err)
+	require.NotContains(t, string(raw), secret)
+	logs += stop()
+	require.NotContains(t, logs, secret, "the token is never logged")
+	require.True(t, strings.Contains(logs, "kept"), "the logs name the instance")
+}
