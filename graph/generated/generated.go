@@ -3826,11 +3826,11 @@ type Node {
   id: ID!
   "Where its API listens, as it advertises it."
   address: String!
-  "Its role, as it last reported it."
+  "Its role: LEADER exactly when ` + "`" + `leader` + "`" + ` is true; every other node, a dead one included, is a FOLLOWER."
   role: NodeRole!
-  "Whether it holds the leader lease now, by the database's clock."
+  "Whether it holds the leader lease now, by the database's clock (the one source of ` + "`" + `role` + "`" + `)."
   leader: Boolean!
-  "Since when it has had its role."
+  "Since when it has had its role (a leader: since it took the lease)."
   since: Time!
   "When it last reported (every 2 s)."
   lastHeartbeat: Time!

@@ -151,11 +151,11 @@ type Node struct {
 	ID string `json:"id"`
 	// Where its API listens, as it advertises it.
 	Address string `json:"address"`
-	// Its role, as it last reported it.
+	// Its role: LEADER exactly when `leader` is true; every other node, a dead one included, is a FOLLOWER.
 	Role NodeRole `json:"role"`
-	// Whether it holds the leader lease now, by the database's clock.
+	// Whether it holds the leader lease now, by the database's clock (the one source of `role`).
 	Leader bool `json:"leader"`
-	// Since when it has had its role.
+	// Since when it has had its role (a leader: since it took the lease).
 	Since time.Time `json:"since"`
 	// When it last reported (every 2 s).
 	LastHeartbeat time.Time `json:"lastHeartbeat"`

@@ -355,8 +355,8 @@ const (
 type NodeStatus struct {
 	ID        string
 	Address   string
-	Role      string
-	Since     time.Time
+	Role      string    // RoleLeader exactly when Leader
+	Since     time.Time // since when it has had Role
 	Heartbeat time.Time
 	Version   string
 	LastSeq   uint64
@@ -375,11 +375,31 @@ func (n *Node) Nodes(ctx context.Context) ([]NodeStatus, error) {
 	for i, x := range ns {
 		var h struct{ LastSeq uint64 }
 		_ = json.Unmarshal(x.Health, &h)
-		out[i] = NodeStatus{ID: x.ID, Address: x.Address, Role: x.Role, Since: x.Since, Heartbeat: x.Heartbeat,
-			Version: x.Version, LastSeq: h.LastSeq, Leader: lease.Held && lease.Node == x.ID,
+		role, since := roleOf(x, lease)
+		out[i] = NodeStatus{ID: x.ID, Address: x.Address, Role: role, Since: since, Heartbeat: x.Heartbeat,
+			Version: x.Version, LastSeq: h.LastSeq, Leader: role == RoleLeader,
 			Healthy: time.Since(x.Heartbeat) < 3*n.opts.Heartbeat+time.Second}
 	}
 	return out, nil
+}
+
+// roleOf derives a node's role from the leader lease, the one source of
+// truth: a node leads exactly while it holds the lease. What the node last
+// reported lags behind (it reports every heartbeat, and a dead node reports
+// nothing), so it only dates a follower's role when both agree.
+func roleOf(x postgres.NodeInfo, lease postgres.Lease) (role string, since time.Time) {
+	switch {
+	case lease.Held && lease.Node == x.ID:
+		return RoleLeader, lease.AcquiredAt
+	case x.Role != RoleLeader:
+		return RoleFollower, x.Since
+	case lease.Node == x.ID: // its lease ran out (or was given up) and nobody took it yet
+		return RoleFollower, lease.ExpiresAt
+	case lease.Node != "": // another node took the lease: it stopped leading by then
+		return RoleFollower, lease.AcquiredAt
+	default:
+		return RoleFollower, x.Heartbeat
+	}
 }
 
 // Leader returns the node that holds the leader lease and since when it

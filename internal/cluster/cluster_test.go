@@ -296,3 +296,95 @@ func indexOf(nodes []*testNode, n *testNode) int {
 	}
 	return -1
 }
+
+// The nodes query derives role and leader from the lease alone: they agree
+// in every read, from the election through a failover, and the cut-off
+// leader, whose last report still says it leads, shows as a follower that is
+// neither leading nor healthy.
+func TestNodesNeverShowARoleThatContradictsTheLease(t *testing.T) {
+	f := newFleet(t, 2, 5*time.Millisecond)
+	watcher := f.nodes[1]
+	var (
+		mu         sync.Mutex
+		violations []string // the first few
+		wrong      int
+		reads      int
+	)
+	check := func(ns []cluster.NodeStatus) {
+		mu.Lock()
+		defer mu.Unlock()
+		reads++
+		leaders, bad := 0, false
+		for _, s := range ns {
+			bad = bad || (s.Role == cluster.RoleLeader) != s.Leader
+			if s.Leader {
+				leaders++
+			}
+		}
+		if bad || leaders > 1 {
+			wrong++
+			if len(violations) < 3 {
+				violations = append(violations, fmt.Sprintf("%+v", ns))
+			}
+		}
+	}
+	wctx, stopWatching := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		tick := time.NewTicker(5 * time.Millisecond) // pacing on a busy machine, not a claim
+		defer tick.Stop()
+		for {
+			if ns, err := watcher.Nodes(wctx); err == nil {
+				check(ns)
+			}
+			select {
+			case <-wctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	defer func() { stopWatching(); <-watched }()
+
+	old := f.leader(f.nodes)
+	var live []*testNode
+	for _, n := range f.nodes {
+		if n != old {
+			live = append(live, n)
+		}
+	}
+	old.cut.Partition()
+	next := f.leader(live)
+	var last []cluster.NodeStatus
+	require.Eventually(t, func() bool {
+		ns, err := next.Nodes(context.Background())
+		if err != nil || len(ns) != 2 {
+			return false
+		}
+		last = ns
+		var sawOld, sawNext bool
+		for _, s := range ns {
+			switch s.ID {
+			case old.ID():
+				sawOld = s.Role == cluster.RoleFollower && !s.Leader && !s.Healthy
+			case next.ID():
+				sawNext = s.Role == cluster.RoleLeader && s.Leader && s.Healthy
+			}
+		}
+		return sawOld && sawNext
+	}, 15*time.Second, 50*time.Millisecond, "the cut-off leader never showed as an unhealthy follower: %v",
+		lazy(func() string { return fmt.Sprintf("%+v", last) }))
+
+	stopWatching()
+	<-watched
+	mu.Lock()
+	defer mu.Unlock()
+	require.Positive(t, reads)
+	require.Zero(t, wrong, "role and leader disagreed in %d of %d reads, as in %v", wrong, reads, violations)
+}
+
+// lazy formats when a failure message is printed, not when it is passed.
+type lazy func() string
+
+func (l lazy) String() string { return l() }
