@@ -1,7 +1,7 @@
 // Listening before the server is ready: `switchyard serve` binds its port
 // first, so that a taken port fails at once and a load balancer (or a user's
 // browser) gets an answer while the slow steps of a start run — launching
-// the local browser, compiling the WebAssembly policies.
+// the local browser, loading (or compiling) the WebAssembly policies.
 
 package main
 
@@ -35,7 +35,10 @@ type startup struct {
 const (
 	stepStore    = "opening the store"
 	stepBrowser  = "starting the local browser"
-	stepPolicies = "compiling the WebAssembly policies (first start only: they are cached)"
+	// Loading reads the compiled policies from the compilation cache, or
+	// compiles them (seconds) when they are not in it: wazero's cache does
+	// not say which, so the step's name is true either way.
+	stepPolicies = "loading the WebAssembly policies (compiling them first if they are not in the cache yet)"
 	stepPolicy   = "starting the native policies"
 	stepAPI      = "starting the API"
 )

@@ -93,7 +93,7 @@ func TestServeAnswersHealthzBeforeThePoliciesAreReady(t *testing.T) {
 	m := regexp.MustCompile(`listening; starting up: address=(\S+)`).FindStringSubmatch(logs.String())
 	require.NotNil(t, m, "the log says where it listens before it is ready:\n%s", logs.String())
 	base := "http://" + m[1]
-	require.Contains(t, logs.String(), "compiling the WebAssembly policies (first start only", "the log says what it is doing")
+	require.Contains(t, logs.String(), "loading the WebAssembly policies (compiling them first if they are not in the cache yet)…", "the log says what it is doing")
 	require.NotContains(t, out.String(), "GraphQL at", "not ready yet")
 
 	code, body := get(t, base+"/healthz")
@@ -101,7 +101,7 @@ func TestServeAnswersHealthzBeforeThePoliciesAreReady(t *testing.T) {
 	require.Equal(t, "ok\n", body)
 	code, body = get(t, base+"/readyz")
 	require.Equal(t, http.StatusServiceUnavailable, code)
-	require.Contains(t, body, "not ready: compiling the WebAssembly policies")
+	require.Contains(t, body, "not ready: loading the WebAssembly policies")
 	res, err := http.Post(base+"/graphql", "application/json", strings.NewReader(`{"query":"{ stats { submitted } }"}`))
 	require.NoError(t, err)
 	gql, _ := io.ReadAll(res.Body)
