@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -119,4 +122,49 @@ func TestInstancesRegisteredThroughTheAPISurviveARestartOnSQLite(t *testing.T) {
 	logs += stop()
 	require.NotContains(t, logs, secret, "the token is never logged")
 	require.True(t, strings.Contains(logs, "kept"), "the logs name the instance")
+}
+
+// The same after kill -9: registerInstance and removeInstance answer once
+// the change is committed to the SQLite file.
+func TestAnInstanceChangeThroughTheAPISurvivesKillNine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the real binary")
+	}
+	t.Parallel()
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	config := filepath.Join(dir, "switchyard.yaml")
+	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(`
+listen: 127.0.0.1:0
+store: {driver: sqlite, path: %q}
+localInstance: {enabled: false}
+log: {level: error}
+`, filepath.Join(dir, "switchyard.db"))), 0o644))
+	ids := func(url string) []string {
+		var out struct{ Instances []struct{ ID string } }
+		require.NoError(t, client.New(url).Do(context.Background(), `{ instances { id } }`, nil, &out))
+		var ids []string
+		for _, in := range out.Instances {
+			ids = append(ids, in.ID)
+		}
+		return ids
+	}
+	killNine := func(cmd *exec.Cmd) {
+		require.NoError(t, cmd.Process.Kill())
+		_ = cmd.Wait()
+	}
+
+	cmd, url := startProcess(t, bin, config)
+	require.NoError(t, client.New(url).Do(context.Background(),
+		`mutation { registerInstance(input: {id: "solo", url: "http://127.0.0.1:1", token: "t", capacity: 2}) { id } }`, nil, nil))
+	killNine(cmd)
+
+	cmd, url = startProcess(t, bin, config)
+	require.Equal(t, []string{"solo"}, ids(url), "registered, then kill -9")
+	require.NoError(t, client.New(url).Do(context.Background(), `mutation { removeInstance(id: "solo") { id } }`, nil, nil))
+	killNine(cmd)
+
+	cmd, url = startProcess(t, bin, config)
+	t.Cleanup(func() { killNine(cmd) })
+	require.Empty(t, ids(url), "removed, then kill -9")
 }
