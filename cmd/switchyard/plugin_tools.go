@@ -124,11 +124,19 @@ func report(stdout io.Writer, asJSON bool, r fmt.Stringer) error {
 }
 
 func runPluginCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	wasm, config, asJSON, _, err := moduleArgs("check", args, stderr, nil)
+	var candidates *int
+	var fuel *int64
+	wasm, config, asJSON, _, err := moduleArgs("check", args, stderr, func(fs *flag.FlagSet) {
+		candidates = fs.Int("candidates", authoring.DefaultCandidates, "queue heads offered to a fairness policy in the large check: your server's engine.fairnessCandidates")
+		fuel = fs.Int64("fuel", 0, "the budget of one decision: your server's plugins.decisionFuel (0: the default)")
+	})
 	if err != nil {
 		return err
 	}
-	r, err := authoring.Check(ctx, wasm, authoring.Options{Config: config})
+	if *candidates < 1 || *candidates > 1024 || *fuel < 0 {
+		return fmt.Errorf("%w: --candidates must be within 1..1024 and --fuel not negative", errUsage)
+	}
+	r, err := authoring.Check(ctx, wasm, authoring.Options{Config: config, Candidates: *candidates, DecisionFuel: *fuel})
 	if err != nil {
 		return err
 	}

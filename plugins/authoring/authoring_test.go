@@ -47,11 +47,9 @@ func setup(m *testing.M) (int, error) {
 	if sloppy, err = os.ReadFile(out); err != nil {
 		return 0, err
 	}
-	// The cache the other plugin test packages use; no timing. The budget
-	// is raised: wfq, drr and lanepri are quadratic in their candidates and
-	// burn 27-64 million units over the check's 1,000 (plugins/ABI.md,
-	// "Cost model"), more than the default budget allows.
-	cfg := host.Config{Deadline: time.Minute, DecisionFuel: 100_000_000}
+	// The cache the other plugin test packages use; no timing; the default
+	// budget, which the examples fit at the default candidate count.
+	cfg := host.Config{Deadline: time.Minute}
 	if uc, err := os.UserCacheDir(); err == nil {
 		cfg.CacheDir = filepath.Join(uc, "switchyard", "wazero-test")
 	}
@@ -107,8 +105,10 @@ func TestCheckFindsEachMistake(t *testing.T) {
 		"empty":    {authoring.CheckEmpty},
 		"sticky":   {authoring.CheckConfig},
 	} {
-		// A private runtime, so that the report carries the fault reasons.
-		rep, err := authoring.Check(context.Background(), sloppy, authoring.Options{Config: []byte(`{"mode": "` + mode + `"}`)})
+		// A private runtime, so that the report carries the fault reasons;
+		// as many candidates as engine.fairnessCandidates allows, where
+		// "big" goes wrong.
+		rep, err := authoring.Check(context.Background(), sloppy, authoring.Options{Config: []byte(`{"mode": "` + mode + `"}`), Candidates: 1000})
 		require.NoError(t, err)
 		require.Equal(t, want, failed(rep), "mode %s:\n%s", mode, rep)
 		require.Equal(t, want == nil, rep.Passed)

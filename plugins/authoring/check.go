@@ -21,7 +21,7 @@ const (
 	CheckDeterministic = "deterministic" // two fresh instances answer a sequence of inputs identically
 	CheckInRange       = "in-range"      // varied input: no answer out of range, no trap, no refusal
 	CheckEmpty         = "empty"         // no candidates or tasks, or no slots
-	CheckLarge         = "large"         // 1,000 candidates (8 and 64 slots) or tasks
+	CheckLarge         = "large"         // as many candidates as the server offers (8 and 64 slots), or 1,000 tasks
 	CheckConfig        = "config"        // the configuration is accepted again, and a broken one refused
 )
 
@@ -113,7 +113,7 @@ func Check(ctx context.Context, wasm []byte, opts Options) (*CheckReport, error)
 	}
 	step(CheckInRange, "300 decisions over varied input", func(s *subject) { varied(s, 300, 7) })
 	step(CheckEmpty, "no candidates or tasks; no slots", empty)
-	step(CheckLarge, "1,000 candidates with 8 and 64 slots; 1,000 tasks", large)
+	step(CheckLarge, largeCovered(a, opts.candidates()), func(s *subject) { large(s, opts.candidates()) })
 	if ctx.Err() == nil {
 		add(CheckConfig, config(ctx, a, opts.Config, rec), "the same document again; a broken one")
 	}
@@ -252,10 +252,23 @@ func empty(s *subject) {
 	}
 }
 
-func large(s *subject) {
+// largeCovered says what the large check covers for s.
+func largeCovered(s *subject, candidates int) string {
 	switch {
 	case s.fairness != nil:
-		cands := host.SyntheticCandidates(1000, 9)
+		return fmt.Sprintf("%d candidates (engine.fairnessCandidates) with 8 and 64 slots", candidates)
+	case s.selection != nil:
+		return "1,000 tasks"
+	}
+	return "50 failures at attempt 1,000"
+}
+
+// large decides over the largest inputs a server gives: for a fairness
+// policy, as many candidates as engine.fairnessCandidates lets through.
+func large(s *subject, candidates int) {
+	switch {
+	case s.fairness != nil:
+		cands := host.SyntheticCandidates(candidates, 9)
 		ctx := policy.PickContext{NowMs: 1_700_000_000_000, AgingMs: 30_000, Slots: 8}
 		s.fairness.Pick(ctx, cands, make([]uint32, 8))
 		ctx.Slots = 64

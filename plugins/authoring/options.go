@@ -19,9 +19,27 @@ type Options struct {
 	// Config is the plugin's configuration document (JSON), if it takes one.
 	Config []byte
 	// Runtime loads the plugin. Nil means a private runtime with the
-	// default host.Config and its file-backed compilation cache, closed
-	// before the call returns.
+	// default host.Config (DecisionFuel as below) and its file-backed
+	// compilation cache, closed before the call returns.
 	Runtime *host.Runtime
+	// DecisionFuel is the budget of one decision in the private runtime
+	// (the server's plugins.decisionFuel); 0 means host's default.
+	DecisionFuel int64
+	// Candidates is how many queue heads the "large" check offers a
+	// fairness policy (the server's engine.fairnessCandidates); 0 means
+	// DefaultCandidates.
+	Candidates int
+}
+
+// DefaultCandidates is the number of queue heads a server offers a fairness
+// policy by default (engine.fairnessCandidates).
+const DefaultCandidates = 64
+
+func (o Options) candidates() int {
+	if o.Candidates > 0 {
+		return o.Candidates
+	}
+	return DefaultCandidates
 }
 
 // runtime returns the runtime to use and a function that releases it;
@@ -32,7 +50,7 @@ func (o Options) runtime(onEvent func(host.Event)) (*host.Runtime, func(), error
 	}
 	// Checks judge fuel, which is deterministic, not wall time, which
 	// depends on the machine and its load: the deadline is set far out.
-	rt, err := host.New(host.Config{OnEvent: onEvent, Deadline: time.Minute})
+	rt, err := host.New(host.Config{OnEvent: onEvent, Deadline: time.Minute, DecisionFuel: o.DecisionFuel})
 	if err != nil {
 		return nil, nil, err
 	}

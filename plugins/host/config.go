@@ -10,7 +10,7 @@ import (
 )
 
 // DefaultDecisionFuel is Config.DecisionFuel's default.
-const DefaultDecisionFuel = 2_000_000
+const DefaultDecisionFuel = 5_000_000
 
 // LogFuel is what one switchyard.log call burns from the budget of the call
 // that makes it, whether the line is written or dropped: about what
@@ -38,10 +38,12 @@ type Config struct {
 	// by bulk memory operations and memory.grow by their length. A guest
 	// that runs out traps, its instance is replaced and the decision falls
 	// back. The budget is deterministic: the same input ends the same way
-	// on any machine. Default 2,000,000: straight-line arithmetic, the
-	// densest code fuel prices right, runs out in 0.5-3.6 ms on the 2-core
+	// on any machine. Default 5,000,000: straight-line arithmetic, the
+	// densest code fuel prices right, runs out in 1.3-9 ms on the 2-core
 	// machines here (the more under load); the built-in fairness policy
-	// burns about 40,000 deciding over 64 candidates with 8 slots. Shapes
+	// burns about 40,000 deciding over 64 candidates with 8 slots, and the
+	// costliest example policy (examples/plugins/wfq) 3.7 million over 64
+	// candidates with 64 slots, the most a default server asks. Shapes
 	// that cost more time than their instructions say (cache misses over
 	// the whole memory, deep recursion) are stopped by Deadline. See
 	// plugins/ABI.md, "Cost model".

@@ -202,7 +202,7 @@ type Plugins struct {
 	MemoryPages int `yaml:"memoryPages"`
 	// The guards of every decision and the breaker (plugins/ABI.md, "Guards
 	// and faults"); zero means the host's default.
-	DecisionFuel      int64    `yaml:"decisionFuel"`      // fuel per decision (default 2,000,000)
+	DecisionFuel      int64    `yaml:"decisionFuel"`      // fuel per decision (default 5,000,000)
 	Deadline          Duration `yaml:"deadline"`          // wall-clock backstop per decision (default 10ms)
 	BreakerThreshold  int      `yaml:"breakerThreshold"`  // faults that quarantine (default 5)
 	BreakerStall      Duration `yaml:"breakerStall"`      // faulted time that quarantines (default 20ms)
