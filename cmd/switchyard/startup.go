@@ -33,8 +33,8 @@ type startup struct {
 
 // The slow steps of a start, as /readyz and the log name them.
 const (
-	stepStore    = "opening the store"
-	stepBrowser  = "starting the local browser"
+	stepStore   = "opening the store"
+	stepBrowser = "starting the local browser"
 	// Loading reads the compiled policies from the compilation cache, or
 	// compiles them (seconds) when they are not in it: wazero's cache does
 	// not say which, so the step's name is true either way.
