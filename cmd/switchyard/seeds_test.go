@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -291,4 +292,62 @@ engine:
 	}
 	require.True(t, seen["retry in 1s"], "the first retry waits the backoff: %v", seen)
 	require.True(t, seen["retry in 2s"], "the second waits twice as long: %v", seen)
+}
+
+// TestLanesMadeAndRemovedThroughTheAPISurviveARestart runs serve twice on
+// one SQLite file: a lane created and a default lane deleted through the API
+// are as they were after the restart.
+func TestLanesMadeAndRemovedThroughTheAPISurviveARestart(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "switchyard.db")
+	serve := func() (*client.Client, func()) {
+		var out, logs syncBuffer
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan int, 1)
+		go func() {
+			done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--no-local-instance", "--log-format", "json",
+				"--shutdown-grace", "1s", "--db", db}, &out, &logs)
+		}()
+		re := regexp.MustCompile(`GraphQL at (http://\S+)/graphql`)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if m := re.FindStringSubmatch(out.String()); m != nil {
+				return client.New(m[1] + "/graphql"), func() {
+					stop()
+					select {
+					case code := <-done:
+						require.Equal(t, 0, code, logs.String())
+					case <-time.After(30 * time.Second):
+						t.Fatal("serve did not stop")
+					}
+				}
+			}
+			require.True(t, time.Now().Before(deadline), "serve did not start: %s", logs.String())
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	lanes := func(c *client.Client) map[string]int {
+		var out struct {
+			Lanes []struct {
+				Name        string
+				MaxInFlight int
+			}
+		}
+		require.NoError(t, c.Do(context.Background(), `{ lanes { name maxInFlight } }`, nil, &out))
+		m := map[string]int{}
+		for _, l := range out.Lanes {
+			m[l.Name] = l.MaxInFlight
+		}
+		return m
+	}
+	c, stop := serve()
+	require.NoError(t, c.Do(context.Background(), `mutation { createLane(name: "groupchat", input: {maxInFlight: 3}) { name } }`, nil, nil))
+	require.NoError(t, c.Do(context.Background(), `mutation { deleteLane(name: "team") { name } }`, nil, nil))
+	require.Equal(t, map[string]int{"main": 30, "subagent": 50, "cron": 30, "groupchat": 3}, lanes(c))
+	stop()
+
+	c, stop = serve()
+	defer stop()
+	require.Equal(t, map[string]int{"main": 30, "subagent": 50, "cron": 30, "groupchat": 3}, lanes(c),
+		"the lane made at run time is back, the one removed stays removed")
 }
