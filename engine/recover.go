@@ -134,6 +134,7 @@ func (e *Engine) restoreTaskLocked(st *Task) *task {
 	if key := st.Spec.Session(); key != "" {
 		t.session = e.sessionLocked(key)
 		t.session.live++
+		e.sessionLimitLocked(t.session, st.Spec.SessionMaxInFlight)
 	}
 	if b := e.batches[st.Spec.BatchID]; b != nil {
 		t.batch = b

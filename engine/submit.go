@@ -411,6 +411,10 @@ func (e *Engine) normalize(in TaskSpec, now time.Time) (*TaskSpec, error) {
 		return nil, invalid("idempotencyKey", "is longer than %d bytes", maxIDLength)
 	case s.QueueMode != QueueEnqueue && !s.QueueMode.Interrupts():
 		return nil, invalid("queueMode", "unknown queue mode %d", s.QueueMode)
+	case s.SessionMaxInFlight < 0 || s.SessionMaxInFlight > 100:
+		return nil, invalid("sessionMaxInFlight", "must be within 0 (the engine's) .. 100, got %d", s.SessionMaxInFlight)
+	case s.SessionMaxInFlight > 0 && s.Session() == "":
+		return nil, invalid("sessionMaxInFlight", "needs a sessionKey or a tabId")
 	case s.QueueMode.Interrupts() && s.Session() == "":
 		return nil, invalid("queueMode", "interrupt needs a sessionKey or a tabId")
 	}
@@ -859,6 +863,7 @@ func (e *Engine) newTaskLocked(spec *TaskSpec, id string, now time.Time) *task {
 	if key := spec.Session(); key != "" {
 		t.session = e.sessionLocked(key)
 		t.session.live++
+		e.sessionLimitLocked(t.session, spec.SessionMaxInFlight)
 	}
 	e.tasks[t.id] = t
 	e.stats.submitted++
@@ -890,6 +895,16 @@ func (e *Engine) sessionLocked(key string) *session {
 		e.sessions[key] = s
 	}
 	return s
+}
+
+// sessionLimitLocked sets a session's ceiling from a task that asks for
+// one (the latest such task wins; 0 leaves it as it is).
+func (e *Engine) sessionLimitLocked(s *session, n int) {
+	if n <= 0 || s.lim.limit == n {
+		return
+	}
+	s.lim.limit = n
+	e.wakeLocked(&s.lim) // a higher ceiling may let waiting heads go
 }
 
 func (e *Engine) newBatchLocked(bs *BatchSpec, id string, now time.Time) *batch {

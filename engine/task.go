@@ -147,7 +147,12 @@ type TaskSpec struct {
 	Labels         map[string]string // free-form
 	QueueMode      QueueMode
 	Exhausted      Exhausted // what it becomes when its retries are spent; "" means the lane's
-	SubmittedAt    time.Time // set by the engine at admission
+	// SessionMaxInFlight sets its session's ceiling (GoClaw's per-request
+	// concurrency, e.g. 3 for a group chat); the latest task that sets it
+	// wins; 0 leaves the session's ceiling as it is (default
+	// Config.SessionMaxInFlight).
+	SessionMaxInFlight int
+	SubmittedAt        time.Time // set by the engine at admission
 }
 
 // Session returns the key that serialises the task: its SessionKey, or its

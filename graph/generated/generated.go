@@ -4337,6 +4337,8 @@ input SubmitTaskInput {
   queueMode: QueueMode = ENQUEUE
   "What it becomes when its retries are spent (default: its lane's ` + "`" + `exhausted` + "`" + `)."
   exhausted: Exhausted
+  "Sets its session's concurrency (1..100; GoClaw's per-request concurrency, e.g. 3 for a group chat). The latest task that sets it wins; omitted, the session keeps its ceiling (default engine.sessionMaxInFlight). Needs a sessionKey or a tabId."
+  sessionMaxInFlight: Int
 }
 
 "A browser interaction."
@@ -17984,7 +17986,7 @@ func (ec *executionContext) unmarshalInputSubmitTaskInput(ctx context.Context, o
 		asMap["queueMode"] = "ENQUEUE"
 	}
 
-	fieldsInOrder := [...]string{"agentId", "lane", "sessionKey", "priority", "action", "instruction", "tabId", "instanceId", "dependsOn", "parentId", "deadline", "timeoutMs", "retryPolicy", "webhookUrl", "idempotencyKey", "labels", "queueMode", "exhausted"}
+	fieldsInOrder := [...]string{"agentId", "lane", "sessionKey", "priority", "action", "instruction", "tabId", "instanceId", "dependsOn", "parentId", "deadline", "timeoutMs", "retryPolicy", "webhookUrl", "idempotencyKey", "labels", "queueMode", "exhausted", "sessionMaxInFlight"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -18117,6 +18119,13 @@ func (ec *executionContext) unmarshalInputSubmitTaskInput(ctx context.Context, o
 				return it, err
 			}
 			it.Exhausted = data
+		case "sessionMaxInFlight":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sessionMaxInFlight"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SessionMaxInFlight = data
 		}
 	}
 	return it, nil

@@ -311,6 +311,8 @@ type SubmitTaskInput struct {
 	QueueMode *engine.QueueMode `json:"queueMode,omitempty"`
 	// What it becomes when its retries are spent (default: its lane's `exhausted`).
 	Exhausted *engine.Exhausted `json:"exhausted,omitempty"`
+	// Sets its session's concurrency (1..100; GoClaw's per-request concurrency, e.g. 3 for a group chat). The latest task that sets it wins; omitted, the session keeps its ceiling (default engine.sessionMaxInFlight). Needs a sessionKey or a tabId.
+	SessionMaxInFlight *int `json:"sessionMaxInFlight,omitempty"`
 }
 
 // The outcome of one item of a batch: a task, an error, or both (a task recorded REJECTED with QUEUE_FULL).

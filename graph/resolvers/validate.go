@@ -100,6 +100,12 @@ func taskSpec(path string, in *model.SubmitTaskInput, now time.Time) (engine.Tas
 	if in.Exhausted != nil {
 		s.Exhausted = *in.Exhausted
 	}
+	if v := in.SessionMaxInFlight; v != nil {
+		if *v < 1 || *v > 100 {
+			return s, invalid(p("sessionMaxInFlight"), "must be within 1..100, got %d", *v)
+		}
+		s.SessionMaxInFlight = *v
+	}
 	if in.QueueMode != nil {
 		s.QueueMode = *in.QueueMode
 	}

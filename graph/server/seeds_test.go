@@ -163,3 +163,27 @@ func TestAPlanAsOfAGivenTimeIsTheSameEachTime(t *testing.T) {
 	require.Contains(t, first, `"steps":[{`, "the lane's ceiling of 0 holds the tasks, and the plan shows what would go next")
 	require.NotEqual(t, first, plan(at.Add(time.Minute).Format(time.RFC3339Nano)), "another now, other waits")
 }
+
+func TestATaskMaySetItsSessionsConcurrency(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	group := map[string]any{"sessionKey": "group-1", "sessionMaxInFlight": 3}
+	ids := []string{b.submit(t, "a", group), b.submit(t, "a", map[string]any{"sessionKey": "group-1"}),
+		b.submit(t, "a", map[string]any{"sessionKey": "group-1"}), b.submit(t, "a", map[string]any{"sessionKey": "group-1"})}
+	eventually(t, "three of the session's tasks run at once", func() bool {
+		n := 0
+		for _, id := range ids {
+			if b.exec.Run(id) != nil {
+				n++
+			}
+		}
+		return n == 3
+	})
+	require.Equal(t, "QUEUED", b.state(t, ids[3]), "the fourth waits: the session's ceiling is 3")
+	solo := b.submit(t, "a", map[string]any{"sessionKey": "dm-1"})
+	second := b.submit(t, "a", map[string]any{"sessionKey": "dm-1"})
+	eventually(t, "a session without a setting runs one", func() bool { return b.exec.Run(solo) != nil })
+	require.Equal(t, "QUEUED", b.state(t, second))
+	err := b.c.Do(ctxFor(t), `mutation { submitTask(input: {agentId: "a", action: {kind: "click"}, sessionMaxInFlight: 3}) { id } }`, nil, nil)
+	require.Equal(t, "INVALID_INPUT", gqlErr(t, err).Code(), "without a session there is nothing to set")
+}

@@ -80,6 +80,7 @@ type specDoc struct {
 	Labels         map[string]string `json:"labels,omitempty"`
 	QueueMode      engine.QueueMode  `json:"queueMode,omitempty"`
 	Exhausted      engine.Exhausted  `json:"exhausted,omitempty"`
+	SessionMax     int               `json:"sessionMaxInFlight,omitempty"`
 	SubmittedAt    int64             `json:"submittedAtNs,omitempty"`
 }
 
@@ -89,7 +90,7 @@ func encodeSpec(s *engine.TaskSpec) (doc, params []byte, err error) {
 		AgentID: s.AgentID, Lane: s.Lane, SessionKey: s.SessionKey, Priority: s.Priority,
 		Instruction: s.Instruction, TabID: s.TabID, InstanceID: s.InstanceID, DependsOn: s.DependsOn,
 		BatchID: s.BatchID, ParentID: s.ParentID, Deadline: unixNano(s.Deadline), Timeout: int64(s.Timeout),
-		WebhookURL: s.WebhookURL, IdempotencyKey: s.IdempotencyKey, Labels: s.Labels, QueueMode: s.QueueMode, Exhausted: s.Exhausted,
+		WebhookURL: s.WebhookURL, IdempotencyKey: s.IdempotencyKey, Labels: s.Labels, QueueMode: s.QueueMode, Exhausted: s.Exhausted, SessionMax: s.SessionMaxInFlight,
 		SubmittedAt: unixNano(s.SubmittedAt),
 	}
 	if a := s.Action; a != nil {
@@ -113,7 +114,7 @@ func decodeSpec(doc, params []byte) (*engine.TaskSpec, error) {
 		AgentID: d.AgentID, Lane: d.Lane, SessionKey: d.SessionKey, Priority: d.Priority,
 		Instruction: d.Instruction, TabID: d.TabID, InstanceID: d.InstanceID, DependsOn: d.DependsOn,
 		BatchID: d.BatchID, ParentID: d.ParentID, Deadline: fromUnixNano(d.Deadline), Timeout: time.Duration(d.Timeout),
-		WebhookURL: d.WebhookURL, IdempotencyKey: d.IdempotencyKey, Labels: d.Labels, QueueMode: d.QueueMode, Exhausted: d.Exhausted,
+		WebhookURL: d.WebhookURL, IdempotencyKey: d.IdempotencyKey, Labels: d.Labels, QueueMode: d.QueueMode, Exhausted: d.Exhausted, SessionMaxInFlight: d.SessionMax,
 		SubmittedAt: fromUnixNano(d.SubmittedAt),
 	}
 	if a := d.Action; a != nil {

@@ -68,6 +68,7 @@ type specJSON struct {
 	Labels         map[string]string `json:"labels,omitempty"`
 	QueueMode      engine.QueueMode  `json:"queueMode,omitempty"`
 	Exhausted      engine.Exhausted  `json:"exhausted,omitempty"`
+	SessionMax     int               `json:"sessionMaxInFlight,omitempty"`
 	SubmittedAt    int64             `json:"submittedAtNs,omitempty"`
 }
 
@@ -76,7 +77,7 @@ func encodeSpec(s *engine.TaskSpec) ([]byte, error) {
 		AgentID: s.AgentID, Lane: s.Lane, SessionKey: s.SessionKey, Priority: s.Priority,
 		Instruction: s.Instruction, TabID: s.TabID, InstanceID: s.InstanceID, DependsOn: s.DependsOn,
 		BatchID: s.BatchID, ParentID: s.ParentID, Deadline: unixNano(s.Deadline), Timeout: int64(s.Timeout),
-		WebhookURL: s.WebhookURL, IdempotencyKey: s.IdempotencyKey, Labels: s.Labels, QueueMode: s.QueueMode, Exhausted: s.Exhausted,
+		WebhookURL: s.WebhookURL, IdempotencyKey: s.IdempotencyKey, Labels: s.Labels, QueueMode: s.QueueMode, Exhausted: s.Exhausted, SessionMax: s.SessionMaxInFlight,
 		SubmittedAt: unixNano(s.SubmittedAt),
 	}
 	if a := s.Action; a != nil {
@@ -98,7 +99,7 @@ func decodeSpec(data, params []byte) (*engine.TaskSpec, error) {
 		AgentID: j.AgentID, Lane: j.Lane, SessionKey: j.SessionKey, Priority: j.Priority,
 		Instruction: j.Instruction, TabID: j.TabID, InstanceID: j.InstanceID, DependsOn: j.DependsOn,
 		BatchID: j.BatchID, ParentID: j.ParentID, Deadline: fromUnixNano(j.Deadline), Timeout: time.Duration(j.Timeout),
-		WebhookURL: j.WebhookURL, IdempotencyKey: j.IdempotencyKey, Labels: j.Labels, QueueMode: j.QueueMode, Exhausted: j.Exhausted,
+		WebhookURL: j.WebhookURL, IdempotencyKey: j.IdempotencyKey, Labels: j.Labels, QueueMode: j.QueueMode, Exhausted: j.Exhausted, SessionMaxInFlight: j.SessionMax,
 		SubmittedAt: fromUnixNano(j.SubmittedAt),
 	}
 	if a := j.Action; a != nil {

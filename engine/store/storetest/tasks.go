@@ -60,6 +60,7 @@ func richTask(n uint64) *engine.Task {
 	spec.Labels = map[string]string{"env": "prod", "team": "search"}
 	spec.QueueMode = engine.QueueInterrupt
 	spec.Exhausted = engine.ExhaustedFail
+	spec.SessionMaxInFlight = 3
 	t.Spec = &spec
 	t.Depth, t.Rank = 2, -42
 	t.State, t.Reason = engine.StateRetryWait, "backing off: 502"
