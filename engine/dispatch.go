@@ -349,9 +349,15 @@ func (e *Engine) admitHeadLocked(aq *agentQueue) *task {
 
 // placeLocked chooses the instance for t: its own target, its session's bound
 // instance, or the least-loaded healthy instance with room. blocked is the
-// limiter to wait on when there is no room.
+// limiter to wait on when there is no room. With Options.PlaceOnInstances, an
+// action task waits for a browser instance even when none is registered (or
+// none of its kind): dispatched unplaced, it could only fail.
 func (e *Engine) placeLocked(t *task) (inst *instance, blocked *limiter) {
+	chat := t.spec.Instruction != ""
 	if len(e.instList) == 0 {
+		if e.fleet && !chat {
+			return nil, &e.pool
+		}
 		return nil, nil
 	}
 	target := t.spec.InstanceID
@@ -380,7 +386,6 @@ func (e *Engine) placeLocked(t *task) (inst *instance, blocked *limiter) {
 		}
 		return in, nil
 	}
-	chat := t.spec.Instruction != ""
 	var best *instance
 	kindExists := false
 	for _, in := range e.instList {
@@ -398,7 +403,7 @@ func (e *Engine) placeLocked(t *task) (inst *instance, blocked *limiter) {
 	switch {
 	case best != nil:
 		return best, nil
-	case !kindExists:
+	case !kindExists && (chat || !e.fleet):
 		return nil, nil // no instance of the kind at all: the executor says so
 	}
 	return nil, &e.pool

@@ -28,6 +28,17 @@ type Options struct {
 	// TabLocator, when set, tells the engine which instance owns a tab, so
 	// that a task naming only a tab counts against that instance's capacity.
 	TabLocator TabLocator
+	// PlaceOnInstances says that the instances the engine learns through
+	// its InstanceSink methods (from the executor's instance registry) are
+	// all there is: a task that cannot be placed on one of them — no
+	// healthy instance of its kind with room, or the instance it names is
+	// not registered — waits in its queue (QUEUED, parked as "no healthy
+	// instance with room"; its deadline still applies) until one can take
+	// it, and no attempt is made meanwhile. Without it (an engine with no
+	// registry, as in tests) such a task is dispatched with no placement and
+	// the executor decides. A chat task when no chat instance is registered
+	// at all is still dispatched: the executor fails it with a clear reason.
+	PlaceOnInstances bool
 	// Synchronous makes every call dispatch and commit before it returns, in
 	// the caller's goroutine, instead of in the engine's own goroutines. With
 	// a fake clock and an executor that finishes only when told, the engine is
@@ -63,6 +74,7 @@ type Engine struct {
 	exec  Executor
 	log   hclog.Logger
 	tabs  TabLocator
+	fleet bool // Options.PlaceOnInstances
 	sync  bool
 
 	lanes      []*lane
@@ -196,7 +208,7 @@ func New(opts Options) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, clock: opts.Clock, store: opts.Store, exec: opts.Executor,
-		log: opts.Logger.Named("engine"), tabs: opts.TabLocator, sync: opts.Synchronous,
+		log: opts.Logger.Named("engine"), tabs: opts.TabLocator, fleet: opts.PlaceOnInstances, sync: opts.Synchronous,
 		laneByName: map[string]*lane{}, agents: map[string]*agent{}, sessions: map[string]*session{},
 		cutoffs: map[string]time.Time{}, batches: map[string]*batch{}, instances: map[string]*instance{},
 		bindings: map[string]binding{}, settings: map[string][]byte{}, tasks: map[string]*task{}, idem: map[string]*task{},

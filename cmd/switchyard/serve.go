@@ -235,7 +235,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 			return nil
 		}
 	} else {
-		eng, err := engine.New(engine.Options{Config: engCfg, Store: store, Executor: exec, Logger: log, TabLocator: reg})
+		eng, err := engine.New(engine.Options{Config: engCfg, Store: store, Executor: exec, Logger: log, TabLocator: reg, PlaceOnInstances: true})
 		if err != nil {
 			return err
 		}
@@ -393,7 +393,7 @@ func startNode(cfg config.Config, engCfg engine.Config, exec *executor.Executor,
 		Node: id, Address: advertised(cfg), Version: Version(), Store: store, Registry: reg, Logger: log,
 		TTL: cfg.Cluster.LeaseTTL.Std(), RenewEvery: cfg.Cluster.RenewEvery.Std(), MaxWasmBytes: cfg.Plugins.MaxWasmBytes,
 		NewEngine: func(events *engine.EventLog) (*engine.Engine, error) {
-			return engine.New(engine.Options{Config: engCfg, Store: store, Executor: exec, Logger: log, TabLocator: reg, Events: events})
+			return engine.New(engine.Options{Config: engCfg, Store: store, Executor: exec, Logger: log, TabLocator: reg, PlaceOnInstances: true, Events: events})
 		},
 		Lead: func(ctx context.Context, e *engine.Engine) (*cluster.Leadership, error) {
 			return startLeading(ctx, e, cfg, st, log)

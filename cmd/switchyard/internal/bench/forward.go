@@ -81,7 +81,7 @@ func startForwardTarget(ctx context.Context, o Options) (endpoint string, inst f
 		return "", forwardTarget{}, nil, err
 	}
 	store := memory.New(memory.Options{MaxEnded: 200_000})
-	eng, err := engine.New(engine.Options{Store: store, Executor: exec, TabLocator: reg, Config: engine.Config{
+	eng, err := engine.New(engine.Options{Store: store, Executor: exec, TabLocator: reg, PlaceOnInstances: true, Config: engine.Config{
 		MaxInFlight: 1024, AgentMaxInFlight: 1024, Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 1024}}}})
 	if err != nil {
 		return "", forwardTarget{}, nil, err
