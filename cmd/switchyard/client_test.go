@@ -250,7 +250,7 @@ func TestCancelAndLaneVerbsChangeTheServer(t *testing.T) {
 	require.Regexp(t, `(?m)^team\s+0\s+0\s+0\s+500\s+running\s+reject`, res.stdout)
 	res = sw(t, server, "lane", "update", "team", "--pause", "--drop-policy", "drop-oldest")
 	require.Equal(t, 0, res.code, res.stderr)
-	require.Regexp(t, `(?m)^team\s+0\s+0\s+0\s+500\s+paused\s+drop_oldest`, res.stdout)
+	require.Regexp(t, `(?m)^team\s+0\s+0\s+0\s+500\s+paused\s+drop-oldest\s`, res.stdout, "spelt as the flag and the configuration spell it")
 }
 
 func TestClientVerbsExitWithTheDocumentedCodes(t *testing.T) {
@@ -281,6 +281,16 @@ func TestClientVerbsExitWithTheDocumentedCodes(t *testing.T) {
 		{"an unreachable server", []string{"task", "list"}, "http://127.0.0.1:1", cli.ExitUnreachable, "connection refused"},
 		{"a server that does not speak GraphQL", []string{"lane", "list"}, server + "/healthz", cli.ExitUnreachable, "HTTP"},
 		{"bad input is an API error", []string{"task", "submit", "--action", "click", "--agent", strings.Repeat("x", 300)}, server, cli.ExitAPI, "INVALID_INPUT"},
+		// An enum flag's value the schema does not have is the caller's
+		// mistake (exit 2), said before anything is sent, with the values
+		// there are: not the server's GRAPHQL_VALIDATION_FAILED (exit 1).
+		{"an unknown state is a usage error", []string{"task", "list", "--state", "queued,bogus"}, server, cli.ExitUsage, `--state "bogus": want queued, waiting, assigned, running, retry-wait,`},
+		{"an unknown state to cancel is a usage error", []string{"task", "cancel", "--state", "bogus"}, server, cli.ExitUsage, `--state "bogus"`},
+		{"an unknown state to watch is a usage error", []string{"watch", "--state", "bogus"}, server, cli.ExitUsage, `--state "bogus"`},
+		{"an unknown drop policy is a usage error", []string{"lane", "update", "main", "--drop-policy", "drop-newest"}, server, cli.ExitUsage, `--drop-policy "drop-newest": want reject, drop-oldest`},
+		{"an unknown priority is a usage error", []string{"task", "submit", "--action", "click", "--priority", "urgent"}, server, cli.ExitUsage, `--priority "urgent"`},
+		{"an unknown instance kind is a usage error", []string{"instance", "register", "x", "http://127.0.0.1:1", "--kind", "robot"}, server, cli.ExitUsage, `--kind "robot": want instance, pinchtab, chat`},
+		{"an unknown policy slot is a usage error", []string{"plugin", "set", "scheduling", "edf"}, server, cli.ExitUsage, `SLOT "scheduling": want selection, fairness, retry`},
 	} {
 		res := sw(t, c.server, c.args...)
 		require.Equal(t, c.code, res.code, "%s: %s", c.name, res.stderr)

@@ -55,7 +55,7 @@ func printLanes(env Env, lanes []LaneInfo, jsonOut bool) error {
 			state = "paused"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t%s\n", l.Name, l.InFlight, l.MaxInFlight, l.Pending, l.MaxQueued,
-			state, strings.ToLower(string(l.DropPolicy)), time.Duration(l.TimeoutMs)*time.Millisecond, l.RetryPolicy.MaxAttempts,
+			state, flagSpelling(string(l.DropPolicy)), time.Duration(l.TimeoutMs)*time.Millisecond, l.RetryPolicy.MaxAttempts,
 			l.SelectionPolicy, l.RetryPolicyName)
 	}
 	return tw.Flush()
@@ -129,6 +129,7 @@ func laneUpdate(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	in := map[string]any{}
+	var dropErr error
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "max-in-flight":
@@ -136,7 +137,7 @@ func laneUpdate(ctx context.Context, args []string, env Env) error {
 		case "max-queued":
 			in["maxQueued"] = *maxQueued
 		case "drop-policy":
-			in["dropPolicy"] = strings.ToUpper(strings.ReplaceAll(*drop, "-", "_"))
+			in["dropPolicy"], dropErr = enumValue("--drop-policy", *drop, AllDropPolicy)
 		case "pause":
 			in["paused"] = *pause
 		case "resume":
@@ -149,6 +150,9 @@ func laneUpdate(ctx context.Context, args []string, env Env) error {
 			in["retryPolicy"] = map[string]any{"maxAttempts": *maxAttempts}
 		}
 	})
+	if dropErr != nil {
+		return dropErr
+	}
 	if *pause && *resume {
 		return Usagef("--pause and --resume together")
 	}
@@ -412,7 +416,11 @@ func pluginSet(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	in := map[string]any{"slot": strings.ToUpper(pos[0])}
+	slot, err := enumValue("SLOT", pos[0], AllPolicySlot)
+	if err != nil {
+		return err
+	}
+	in := map[string]any{"slot": slot}
 	if *lane != "" {
 		in["lane"] = *lane
 	}
@@ -506,7 +514,11 @@ func instanceRegister(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	in := map[string]any{"id": pos[0], "url": pos[1], "kind": strings.ToUpper(*kind), "capacity": *capacity}
+	instanceKind, err := enumValue("--kind", *kind, AllInstanceKind)
+	if err != nil {
+		return err
+	}
+	in := map[string]any{"id": pos[0], "url": pos[1], "kind": instanceKind, "capacity": *capacity}
 	if *tokenFile != "" {
 		b, err := os.ReadFile(*tokenFile)
 		if err != nil {

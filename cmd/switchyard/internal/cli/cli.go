@@ -36,6 +36,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -343,3 +344,35 @@ func upperList(vs []string) []string {
 	}
 	return out
 }
+
+// enumValues checks the values given to an enum flag (or argument, what)
+// against the schema's (all) and returns them as the API spells them
+// (drop-oldest → DROP_OLDEST). A value the schema does not have is a usage
+// error (exit 2) before anything is sent, not the server's
+// GRAPHQL_VALIDATION_FAILED.
+func enumValues[T ~string](what string, vs []string, all []T) ([]string, error) {
+	out := upperList(vs)
+	for i, v := range out {
+		if !slices.Contains(all, T(v)) {
+			want := make([]string, len(all))
+			for j, a := range all {
+				want[j] = flagSpelling(string(a))
+			}
+			return nil, Usagef("%s %q: want %s", what, vs[i], strings.Join(want, ", "))
+		}
+	}
+	return out, nil
+}
+
+// enumValue is enumValues for one value.
+func enumValue[T ~string](what, v string, all []T) (string, error) {
+	out, err := enumValues(what, []string{v}, all)
+	if err != nil {
+		return "", err
+	}
+	return out[0], nil
+}
+
+// flagSpelling is how flags and the configuration spell an enum value:
+// DROP_OLDEST → drop-oldest.
+func flagSpelling(v string) string { return strings.ToLower(strings.ReplaceAll(v, "_", "-")) }

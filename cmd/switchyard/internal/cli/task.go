@@ -106,7 +106,11 @@ func (f *submitFlags) input(now time.Time) (map[string]any, error) {
 	set("webhookUrl", f.webhook)
 	set("idempotencyKey", f.idem)
 	if f.priority != "" {
-		in["priority"] = strings.ToUpper(f.priority)
+		p, err := enumValue("--priority", f.priority, AllPriority)
+		if err != nil {
+			return nil, err
+		}
+		in["priority"] = p
 	}
 	kind := f.kind
 	if kind == "" && f.url != "" {
@@ -223,7 +227,11 @@ func (l *listFlags) register(fs *flag.FlagSet) {
 func (l *listFlags) filter() (map[string]any, bool, error) {
 	f := map[string]any{}
 	if len(l.states) > 0 {
-		f["states"] = upperList(l.states)
+		states, err := enumValues("--state", l.states, AllTaskState)
+		if err != nil {
+			return nil, false, err
+		}
+		f["states"] = states
 	}
 	if len(l.ids) > 0 {
 		f["ids"] = []string(l.ids)

@@ -81,7 +81,11 @@ func Watch(ctx context.Context, args []string, env Env) error {
 		filter["kinds"] = upperList(kinds)
 	}
 	if len(states) > 0 {
-		filter["states"] = upperList(states)
+		s, err := enumValues("--state", states, AllTaskState)
+		if err != nil {
+			return err
+		}
+		filter["states"] = s
 	}
 	for k, v := range map[string]string{"agentId": *agent, "lane": *lane, "sessionKey": *session, "batchId": *batch} {
 		if v != "" {
