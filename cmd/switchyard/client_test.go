@@ -364,6 +364,11 @@ func TestPluginVerbsLoadAssignAndUnloadAPolicy(t *testing.T) {
 	res = sw(t, server, "plugin", "load", "garbage", writeFile(t, "garbage.wasm", "not wasm"))
 	require.Equal(t, cli.ExitAPI, res.code)
 	require.Contains(t, res.stderr, "PLUGIN_INVALID")
+	var gerrs client.Errors
+	require.ErrorAs(t, client.New(server+"/graphql").Do(context.Background(), `mutation($w: String!) { loadPlugin(input: {name: "garbage", wasmBase64: $w}) { name } }`,
+		map[string]any{"w": "bm90IHdhc20="}, nil), &gerrs)
+	require.Equal(t, "PLUGIN_INVALID", gerrs[0].Code())
+	require.Equal(t, "input.wasmBase64", gerrs[0].Extensions["field"], "the field is the input's, not the manager's")
 	res = sw(t, server, "plugin", "frobnicate")
 	require.Equal(t, cli.ExitUsage, res.code)
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/switchyard/switchyard/engine"
@@ -86,6 +87,12 @@ func (m *mutationResolver) LoadPlugin(ctx context.Context, in model.LoadPluginIn
 		return nil, invalid("input.wasmBase64", "is not base64: %v", err)
 	}
 	info, err := m.opts.Plugins.Load(ctx, in.Name, wasm, in.Config)
+	var ee *engine.Error
+	if errors.As(err, &ee) && ee.Field == "wasm" {
+		cp := *ee // the manager's "wasm" is the module this input carries in base64
+		cp.Field = "wasmBase64"
+		err = &cp
+	}
 	if err != nil {
 		return nil, inField(err, "input")
 	}
