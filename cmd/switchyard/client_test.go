@@ -217,6 +217,13 @@ func TestWatchStreamsEventsAndResumesAfterTheSeqItPrinted(t *testing.T) {
 	require.Equal(t, 0, res.code, res.stderr)
 	require.Contains(t, res.stdout, "\033[2m") // dim seq and time
 	require.Contains(t, res.stdout, "\033[34mQUEUED\033[0m")
+
+	// A resume point the server refuses gives its error, and no resume
+	// hint that would be refused again.
+	res = sw(t, server, "watch", "--after", "99999999")
+	require.NotEqual(t, 0, res.code)
+	require.Contains(t, res.stderr, "INVALID_INPUT")
+	require.NotContains(t, res.stderr, "last seq")
 }
 
 func TestCancelAndLaneVerbsChangeTheServer(t *testing.T) {

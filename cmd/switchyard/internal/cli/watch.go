@@ -110,11 +110,15 @@ func Watch(ctx context.Context, args []string, env Env) error {
 		w.last, w.haveLast = *after, true
 	}
 	err = withCode(w.run(ctx))
-	if w.haveLast {
+	ended := errors.Is(err, errDone) || (err != nil && ctx.Err() != nil) // interrupted, or the count reached
+	// The resume hint is for a watch that ended or lost its server; not for
+	// one the server refused (an --after past its latest event, a filter it
+	// does not take), where resuming would be refused again.
+	if code := ExitCode(err); w.haveLast && (err == nil || ended || code == ExitUnreachable || code == ExitRetry) {
 		fmt.Fprintf(env.Stderr, "last seq %d (resume with --after %d)\n", w.last, w.last)
 	}
-	if errors.Is(err, errDone) || (err != nil && ctx.Err() != nil) {
-		return nil // interrupted, or the count reached: a normal end
+	if ended {
+		return nil // a normal end
 	}
 	return err
 }
