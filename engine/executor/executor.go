@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -82,6 +83,12 @@ type Executor struct {
 
 	mu    sync.Mutex
 	owned map[string]*ownedTab // tabs the executor opened, by tab id
+	// pools holds each instance's idle pooled tabs (opened for a tab-less
+	// task, bound to no session), least recently used first, so that taking
+	// and returning one costs the same however many session tabs there are.
+	// A tab in it may have been named by a task since (busy > 0): takePooled
+	// skips it, and done puts it back.
+	pools map[string][]*ownedTab
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -94,7 +101,8 @@ type ownedTab struct {
 	instance string
 	tab      string
 	lastUsed time.Time
-	busy     int // attempts running in it
+	busy     int  // attempts running in it
+	pooled   bool // in its instance's pool (Executor.pools)
 }
 
 var _ engine.Executor = (*Executor)(nil)
@@ -132,6 +140,7 @@ func New(o Options) (*Executor, error) {
 		maxIdle:   max(o.MaxIdleTabs, 0),
 		grace:     max(o.AbortGrace, 0),
 		owned:     make(map[string]*ownedTab),
+		pools:     make(map[string][]*ownedTab),
 		stop:      make(chan struct{}),
 	}
 	if e.idle > 0 {
@@ -152,6 +161,7 @@ func (e *Executor) Close() error {
 			tabs = append(tabs, t)
 		}
 		e.owned = make(map[string]*ownedTab)
+		e.pools = make(map[string][]*ownedTab)
 		e.mu.Unlock()
 		e.closeTabs(tabs)
 	})
@@ -345,9 +355,13 @@ func (e *Executor) done(t target) {
 	if o, ok := e.owned[t.tab]; ok && o.busy > 0 {
 		o.busy--
 		o.lastUsed = time.Now()
-		if o.busy == 0 && o.session == "" && e.idleInPoolLocked(o.instance) > e.maxIdle {
-			delete(e.owned, o.tab)
-			extra = o
+		if o.busy == 0 && o.session == "" && !o.pooled {
+			if len(e.pools[o.instance]) >= e.maxIdle {
+				delete(e.owned, o.tab)
+				extra = o
+			} else {
+				e.poolLocked(o)
+			}
 		}
 	}
 	e.mu.Unlock()
@@ -356,15 +370,27 @@ func (e *Executor) done(t target) {
 	}
 }
 
-// idleInPoolLocked counts the idle pooled tabs of an instance.
-func (e *Executor) idleInPoolLocked(instance string) int {
-	n := 0
-	for _, o := range e.owned {
-		if o.instance == instance && o.session == "" && o.busy == 0 {
-			n++
+// poolLocked puts an idle tab of no session in its instance's pool, as the
+// most recently used.
+func (e *Executor) poolLocked(o *ownedTab) {
+	o.pooled = true
+	e.pools[o.instance] = append(e.pools[o.instance], o)
+}
+
+// unpoolLocked takes tabs out of their instances' pools (they were closed).
+func (e *Executor) unpoolLocked(tabs ...*ownedTab) {
+	for _, o := range tabs {
+		if !o.pooled {
+			continue
+		}
+		o.pooled = false
+		pool := slices.DeleteFunc(e.pools[o.instance], func(x *ownedTab) bool { return x == o })
+		if len(pool) == 0 {
+			delete(e.pools, o.instance)
+		} else {
+			e.pools[o.instance] = pool
 		}
 	}
-	return n
 }
 
 // takePooled claims the most recently used idle pooled tab of an instance
@@ -375,11 +401,21 @@ func (e *Executor) idleInPoolLocked(instance string) int {
 func (e *Executor) takePooled(instance, session string) string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	pool := e.pools[instance]
 	var best *ownedTab
-	for _, o := range e.owned {
-		if o.instance == instance && o.session == "" && o.busy == 0 && (best == nil || o.lastUsed.After(best.lastUsed)) {
+	for best == nil && len(pool) > 0 {
+		o := pool[len(pool)-1]
+		pool[len(pool)-1] = nil
+		pool = pool[:len(pool)-1]
+		o.pooled = false
+		if o.busy == 0 && o.session == "" {
 			best = o
-		}
+		} // else a task named it: done pools it again
+	}
+	if len(pool) == 0 {
+		delete(e.pools, instance)
+	} else {
+		e.pools[instance] = pool
 	}
 	if best == nil {
 		return ""
@@ -399,6 +435,9 @@ func (e *Executor) unclaim(tab string) {
 		o.busy--
 		if o.busy == 0 {
 			o.session = ""
+			if !o.pooled {
+				e.poolLocked(o)
+			}
 		}
 	}
 }
@@ -497,6 +536,9 @@ func (e *Executor) forgetTab(tab string) func() {
 	e.mu.Lock()
 	o, ok := e.owned[tab]
 	delete(e.owned, tab)
+	if ok {
+		e.unpoolLocked(o)
+	}
 	e.mu.Unlock()
 	if !ok || o.session == "" {
 		return nil

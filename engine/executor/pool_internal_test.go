@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -18,6 +19,7 @@ func TestATakenPooledTabIsBusyAtOnce(t *testing.T) {
 	t.Cleanup(func() { _ = e.Close() })
 	e.idle = time.Minute // reap on demand only: no loop runs
 	e.owned["t1"] = &ownedTab{instance: "p", tab: "t1", lastUsed: time.Now()}
+	e.poolLocked(e.owned["t1"])
 
 	if got := e.takePooled("p", ""); got != "t1" {
 		t.Fatalf("first take: got %q, want t1", got)
@@ -33,5 +35,68 @@ func TestATakenPooledTabIsBusyAtOnce(t *testing.T) {
 	e.unclaim("t1")
 	if got := e.takePooled("p", "s"); got != "t1" {
 		t.Fatalf("after unclaim: got %q, want t1", got)
+	}
+}
+
+// The pool is a stack per instance: the most recently returned tab goes
+// first, session tabs never enter it, and a pooled tab a task named (busy)
+// is passed over.
+func TestThePoolHandsOutTheMostRecentIdleTabOfItsInstance(t *testing.T) {
+	reg := NewRegistry(RegistryOptions{HealthInterval: time.Hour})
+	t.Cleanup(reg.Close)
+	e, err := New(Options{Registry: reg, IdleTabTimeout: -1, MaxIdleTabs: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	for _, id := range []string{"a", "b", "c", "s"} {
+		e.owned[id] = &ownedTab{instance: "p", tab: id, busy: 1}
+	}
+	e.owned["q"] = &ownedTab{instance: "q", tab: "q", busy: 1}
+	e.owned["s"].session = "sess"
+	for _, id := range []string{"a", "b", "c", "s", "q"} {
+		e.done(target{tab: id})
+	}
+	if got := len(e.pools["p"]); got != 3 {
+		t.Fatalf("instance p pools %d tabs, want 3 (the session's tab stays out)", got)
+	}
+	e.owned["c"].busy++ // a task named tab c
+	for _, want := range []string{"b", "a", ""} {
+		if got := e.takePooled("p", ""); got != want {
+			t.Fatalf("took %q, want %q", got, want)
+		}
+	}
+	e.done(target{tab: "c"})
+	if got := e.takePooled("p", ""); got != "c" {
+		t.Fatalf("took %q, want c, back in the pool once its task ended", got)
+	}
+	if got := e.takePooled("q", ""); got != "q" {
+		t.Fatalf("instance q: took %q, want q", got)
+	}
+}
+
+// BenchmarkPooledTabWithManySessionTabs takes and returns a pooled tab while
+// the executor owns 10,000 session tabs: the cost must not grow with them.
+func BenchmarkPooledTabWithManySessionTabs(b *testing.B) {
+	reg := NewRegistry(RegistryOptions{HealthInterval: time.Hour})
+	b.Cleanup(reg.Close)
+	e, err := New(Options{Registry: reg, IdleTabTimeout: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = e.Close() })
+	for i := range 10_000 {
+		id := fmt.Sprint("s", i)
+		e.owned[id] = &ownedTab{instance: "p", tab: id, session: id}
+	}
+	e.owned["pooled"] = &ownedTab{instance: "p", tab: "pooled", busy: 1}
+	e.done(target{instance: "p", tab: "pooled"})
+	b.ResetTimer()
+	for b.Loop() {
+		tab := e.takePooled("p", "")
+		if tab == "" {
+			b.Fatal("no pooled tab")
+		}
+		e.done(target{instance: "p", tab: tab})
 	}
 }

@@ -45,6 +45,7 @@ func (e *Executor) ReapIdleTabs(now time.Time) int {
 			delete(e.owned, id)
 		}
 	}
+	e.unpoolLocked(idle...)
 	e.mu.Unlock()
 	e.closeTabs(idle)
 	return len(idle)
