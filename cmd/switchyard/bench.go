@@ -16,7 +16,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.Mode, "mode", "submit", "submit (single submitTask), batch (submitTasks of --batch items), e2e (as batch, counting the tasks that succeeded, not those accepted), fanout (subscribers × events/s), mcp (a browser tool call over MCP vs the same action through GraphQL), forward (a real instance's tab read directly vs through the scheduler, alternated) or engine (the engine's Go API: native vs WebAssembly policies)")
 	engineTasks := fs.Int("tasks", 300_000, "engine: tasks per throughput run")
 	engineFull := fs.Bool("full", false, "engine: also per-dispatch cost at depth, latency at 10k tasks/s and memory per queued task (minutes)")
-	fs.StringVar(&o.Server, "server", "", "the GraphQL endpoint of a running server (default: start one in-process, memory store, no-op executor)")
+	fs.StringVar(&o.Server, "server", "", "the GraphQL endpoint of a running server (default: start one in-process, memory store, no-op executor; $SWITCHYARD_SERVER is not read)")
 	fs.StringVar(&o.Token, "token", os.Getenv("SWITCHYARD_TOKEN"), "with --server: the API token to send, an operator's or the admin's (default $SWITCHYARD_TOKEN)")
 	fs.DurationVar(&o.Duration, "duration", 10e9, "how long to load")
 	fs.DurationVar(&o.Warmup, "warmup", 1e9, "load before measuring")

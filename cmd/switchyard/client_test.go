@@ -404,3 +404,15 @@ func TestPluginLoadTakesTheLargestModule(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &p))
 	require.Equal(t, maxBytes, p.Size)
 }
+
+// `instance -h` names the client verbs of the command besides the
+// standalone instance's flags: both are `switchyard instance`.
+func TestInstanceHelpNamesItsVerbs(t *testing.T) {
+	t.Parallel()
+	res := sw(t, "", "instance", "-h")
+	require.Equal(t, 0, res.code, res.stderr)
+	for _, v := range cli.InstanceVerbs() {
+		require.Regexp(t, `(?m)^\s+`+v.Name+`\s+\S`, res.stderr)
+	}
+	require.Contains(t, res.stderr, "-listen", "and the standalone instance's flags")
+}

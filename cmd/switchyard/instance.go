@@ -10,13 +10,22 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/switchyard/switchyard/cmd/switchyard/internal/cli"
 	"github.com/switchyard/switchyard/engine/executor/chromium"
 )
 
 func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("instance", "[flags]", stderr)
+	// The same command's client verbs (client_cmds.go) are named too, so
+	// that `instance -h` shows them.
+	var verbs strings.Builder
+	for _, v := range cli.InstanceVerbs() {
+		fmt.Fprintf(&verbs, "\n  %-9s %s", v.Name, v.Summary)
+	}
+	fs := newFlags("instance", "[flags]   (runs the built-in Chromium instance alone)\n"+
+		"       switchyard instance VERB … [-h]   (a server's instances)\n\nVerbs:"+verbs.String(), stderr)
 	listen := fs.String("listen", "127.0.0.1:9867", "the HTTP address")
 	token := fs.String("token", os.Getenv("SWITCHYARD_INSTANCE_TOKEN"), "the bearer token clients must send (default $SWITCHYARD_INSTANCE_TOKEN, else a random one, printed)")
 	browser := fs.String("chromium", "", "the browser executable (default: found on the system)")
