@@ -359,21 +359,9 @@ func httpClient(n int, token string) *http.Client {
 		IdleConnTimeout: time.Minute,
 	}
 	if token != "" {
-		rt = bearer{token: "Bearer " + token, next: rt}
+		rt = setHeader{name: "Authorization", value: "Bearer " + token, next: rt}
 	}
 	return &http.Client{Timeout: 30 * time.Second, Transport: rt}
-}
-
-// bearer adds an Authorization header to each request.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", b.token)
-	return b.next.RoundTrip(r)
 }
 
 func firstLine(s string) string {

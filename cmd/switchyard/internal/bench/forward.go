@@ -10,7 +10,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -236,31 +235,12 @@ func throughSwitchyard(ctx context.Context, gql *client.Client, agent, tab strin
 		return 0, 0, fmt.Errorf("through: submit: %w", err)
 	}
 	submitted := time.Since(t0)
-	st, err := gql.SubscribeSSE(ctx, followTask, map[string]any{"id": out.SubmitTask.ID})
+	state, err := followUntilSettled(ctx, gql, out.SubmitTask.ID)
 	if err != nil {
 		return 0, 0, fmt.Errorf("through: follow: %w", err)
 	}
-	defer st.Close()
-	for {
-		msg, err := st.Next()
-		if errors.Is(err, io.EOF) {
-			return 0, 0, errors.New("through: the stream ended before the task")
-		}
-		if err != nil {
-			return 0, 0, fmt.Errorf("through: follow: %w", err)
-		}
-		if len(msg.Errors) > 0 {
-			return 0, 0, fmt.Errorf("through: follow: %w", msg.Errors)
-		}
-		var data struct{ Task struct{ State string } }
-		if err := json.Unmarshal(msg.Data, &data); err != nil {
-			return 0, 0, fmt.Errorf("through: follow: %w", err)
-		}
-		switch data.Task.State {
-		case "SUCCEEDED":
-			return time.Since(t0), submitted, nil
-		case "FAILED", "CANCELLED", "REJECTED", "EXPIRED", "PARKED":
-			return 0, 0, fmt.Errorf("through: the task ended %s", data.Task.State)
-		}
+	if state != engine.StateSucceeded {
+		return 0, 0, fmt.Errorf("through: the task ended %s", state)
 	}
+	return time.Since(t0), submitted, nil
 }

@@ -10,8 +10,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,6 +19,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/graph/client"
 )
 
@@ -50,8 +49,6 @@ func (m *MCPResult) print(w io.Writer) {
 	fmt.Fprintf(w, "  the MCP path adds %.3f ms at p50\n", m.AddedP50Ms)
 }
 
-const followTask = `subscription Follow($id: ID!) { task(id: $id) { state } }`
-
 // mcpWorker is one worker's two clients.
 type mcpWorker struct {
 	gql     *client.Client
@@ -76,7 +73,7 @@ func runMCP(ctx context.Context, endpoint string, o Options) (*Result, error) {
 		w := &mcpWorker{agent: fmt.Sprintf("bench-%d", i), session: fmt.Sprintf("bench-gql-%d", i)}
 		w.gql = client.New(endpoint)
 		w.gql.HTTP = hc
-		mc := &http.Client{Transport: agentHeader{agent: w.agent, next: hc.Transport}}
+		mc := &http.Client{Transport: setHeader{name: "X-Switchyard-Agent", value: w.agent, next: hc.Transport}}
 		cs, err := sdk.NewClient(&sdk.Implementation{Name: "switchyard-bench", Version: o.Version}, nil).Connect(ctx,
 			&sdk.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: mc, DisableStandaloneSSE: true}, nil)
 		if err != nil {
@@ -187,43 +184,12 @@ func (w *mcpWorker) viaGraphQL(ctx context.Context) (time.Duration, time.Duratio
 		return 0, 0, fmt.Errorf("graphql submit: %w", err)
 	}
 	submitted := time.Since(t0)
-	st, err := w.gql.SubscribeSSE(ctx, followTask, map[string]any{"id": out.SubmitTask.ID})
+	state, err := followUntilSettled(ctx, w.gql, out.SubmitTask.ID)
 	if err != nil {
 		return 0, 0, fmt.Errorf("graphql follow: %w", err)
 	}
-	defer st.Close()
-	for {
-		msg, err := st.Next()
-		if errors.Is(err, io.EOF) {
-			return 0, 0, errors.New("graphql follow: the stream ended before the task")
-		}
-		if err != nil {
-			return 0, 0, fmt.Errorf("graphql follow: %w", err)
-		}
-		if len(msg.Errors) > 0 {
-			return 0, 0, fmt.Errorf("graphql follow: %w", msg.Errors)
-		}
-		var data struct{ Task struct{ State string } }
-		if err := json.Unmarshal(msg.Data, &data); err != nil {
-			return 0, 0, fmt.Errorf("graphql follow: %w", err)
-		}
-		switch data.Task.State {
-		case "SUCCEEDED":
-			return time.Since(t0), submitted, nil
-		case "FAILED", "CANCELLED", "REJECTED", "EXPIRED", "PARKED":
-			return 0, 0, fmt.Errorf("graphql: the task ended %s", data.Task.State)
-		}
+	if state != engine.StateSucceeded {
+		return 0, 0, fmt.Errorf("graphql: the task ended %s", state)
 	}
-}
-
-// agentHeader names the worker's agent on MCP requests.
-type agentHeader struct {
-	agent string
-	next  http.RoundTripper
-}
-
-func (a agentHeader) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("X-Switchyard-Agent", a.agent)
-	return a.next.RoundTrip(r)
+	return time.Since(t0), submitted, nil
 }
