@@ -357,7 +357,8 @@ func TestPluginVerbsLoadAssignAndUnloadAPolicy(t *testing.T) {
 
 	res = sw(t, server, "plugin", "set", "selection", "edf-test", "--lane", "main")
 	require.Equal(t, 0, res.code, res.stderr)
-	require.Contains(t, res.stdout, "SELECTION\tlane main\tedf-test")
+	require.Regexp(t, `^SLOT  +SCOPE  +POLICY\n`, res.stdout, "a table like plugin list's, aligned with spaces")
+	require.Regexp(t, `(?m)^SELECTION  +lane main  +edf-test$`, res.stdout)
 	res = sw(t, server, "plugin", "list")
 	require.Equal(t, 0, res.code, res.stderr)
 	require.Regexp(t, `(?m)^SELECTION\s+lane main\s+edf-test$`, res.stdout)

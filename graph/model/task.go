@@ -165,8 +165,14 @@ func (t *Task) UpdatedAt() time.Time { return t.T.UpdatedAt }
 // QueuedAt is when it last entered QUEUED.
 func (t *Task) QueuedAt() *time.Time { return optTime(t.T.QueuedAt) }
 
-// NextRunAt is when a task in RETRY_WAIT queues again.
-func (t *Task) NextRunAt() *time.Time { return optTime(t.T.NextRunAt) }
+// NextRunAt is when a task in RETRY_WAIT queues again; null in any other
+// state (the engine keeps the last retry's time after it, e.g. when PARKED).
+func (t *Task) NextRunAt() *time.Time {
+	if t.T.State != engine.StateRetryWait {
+		return nil
+	}
+	return optTime(t.T.NextRunAt)
+}
 
 // EndedAt is when it ended.
 func (t *Task) EndedAt() *time.Time { return optTime(t.T.EndedAt) }

@@ -444,14 +444,16 @@ func pluginSet(ctx context.Context, args []string, env Env) error {
 	if *jsonOut {
 		return writeJSON(env.Stdout, assigned)
 	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SLOT\tSCOPE\tPOLICY")
 	for _, p := range assigned {
 		scope := "global"
 		if p.Lane != nil {
 			scope = "lane " + *p.Lane
 		}
-		fmt.Fprintf(env.Stdout, "%s\t%s\t%s\n", p.Slot, scope, p.Name)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Slot, scope, p.Name)
 	}
-	return nil
+	return tw.Flush()
 }
 
 // InstanceVerbs are the verbs of `switchyard instance` that talk to a
