@@ -617,7 +617,7 @@ type RefusedError struct {
 }
 
 func (e *RefusedError) Error() string {
-	return fmt.Sprintf("webhook address %s of %s is not public; allow private networks in the configuration to call it", e.Addr, e.Host)
+	return fmt.Sprintf("webhook address %s of %s is not public; to call it, set webhooks.allowPrivate or list its network in webhooks.allowNetworks", e.Addr, e.Host)
 }
 
 // dial resolves the host, refuses non-public addresses and connects to the

@@ -151,6 +151,7 @@ func TestTheSSRFGuardRefusesNonPublicAddressesByDefault(t *testing.T) {
 		require.False(t, ds[0].Delivered, u)
 		require.True(t, ds[0].Final, "%s: a refused address is not retried", u)
 		require.Contains(t, ds[0].Error, "not public", u)
+		require.Contains(t, ds[0].Error, "webhooks.allowPrivate", "the setting that allows it is named")
 	}
 	require.Zero(t, r.count(), "nothing reached the local receiver")
 }
