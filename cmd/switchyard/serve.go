@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -331,11 +332,17 @@ func logSecurity(log hclog.Logger, cfg config.Config, authn *auth.Authenticator)
 		log.Info("authentication is off: no token is configured, so the API listens on loopback only (switchyard token new makes one)")
 		return
 	}
-	roles := map[string]int{}
+	counts := map[auth.Role]int{}
 	for _, id := range authn.Identities() {
-		roles[id.Role.String()]++
+		counts[id.Role]++
 	}
-	log.Info("authentication is on", "tokens", len(authn.Identities()), "roles", roles, "introspection", cfg.API.Introspection,
+	var roles []string // "admin=1 agent=2": not Go's map syntax
+	for _, r := range auth.Roles() {
+		if n := counts[r]; n > 0 {
+			roles = append(roles, fmt.Sprintf("%s=%d", r, n))
+		}
+	}
+	log.Info("authentication is on", "tokens", len(authn.Identities()), "roles", strings.Join(roles, " "), "introspection", cfg.API.Introspection,
 		"allowedOrigins", cfg.API.AllowedOrigins)
 }
 

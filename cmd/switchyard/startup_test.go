@@ -16,7 +16,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/cmd/switchyard/internal/config"
 	"github.com/switchyard/switchyard/engine/store/sqlite"
+	"github.com/switchyard/switchyard/graph/auth"
 )
 
 // A taken port fails the start before any slow step runs: no browser is
@@ -182,4 +184,28 @@ localInstance: {enabled: true, chromium: %q}
 	defer mu.Unlock()
 	require.Equal(t, []string{stepStore}, steps, "only the store was tried:\n%s", logs.String())
 	require.NotContains(t, logs.String(), "browser instance")
+}
+
+// The start's log says how many tokens of each role there are in words,
+// not as a Go map.
+func TestTheAuthLogCountsRolesReadably(t *testing.T) {
+	t.Parallel()
+	var tokens []auth.Token
+	for i, r := range []auth.Role{auth.RoleAgent, auth.RoleAdmin, auth.RoleAgent} {
+		tok, err := auth.NewToken()
+		require.NoError(t, err)
+		hash, err := auth.HashToken(tok)
+		require.NoError(t, err)
+		agent := ""
+		if r == auth.RoleAgent {
+			agent = fmt.Sprintf("a%d", i)
+		}
+		tokens = append(tokens, auth.Token{Name: fmt.Sprintf("t%d", i), Hash: hash, Role: r, AgentID: agent})
+	}
+	authn, err := auth.NewAuthenticator(tokens)
+	require.NoError(t, err)
+	var logs syncBuffer
+	logSecurity(newLogger("info", "text", &logs), config.Default(), authn)
+	require.Contains(t, logs.String(), `authentication is on: tokens=3 roles="admin=1 agent=2"`)
+	require.NotContains(t, logs.String(), "map[")
 }
