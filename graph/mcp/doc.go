@@ -27,7 +27,8 @@
 // screenshots, and for a task that fails an error result (isError) whose
 // structured content carries the task's state, error class, HTTP status and
 // the instance's own error code. While the task waits, progress
-// notifications say where it stands ("queued at position 2 in lane main",
+// notifications say where it stands ("queued in lane main, 2 tasks ahead",
+// the tasks ahead of it as GraphQL's Task.position counts them,
 // "running on instance local"); a client that cancels the call cancels the
 // task.
 //

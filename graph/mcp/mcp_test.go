@@ -108,7 +108,7 @@ func TestACallIntoAPausedLaneReportsProgressAndTheClientsCancelCancelsItsTask(t 
 	}()
 	eventually(t, "the call reports its place in the queue", func() bool {
 		for _, m := range c.progressMessages() {
-			if m == "queued at position 1 in lane main (the lane is paused)" {
+			if m == "queued in lane main, 0 tasks ahead (the lane is paused)" {
 				return true
 			}
 		}

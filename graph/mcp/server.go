@@ -86,9 +86,12 @@ type Server struct {
 	mcp     *sdk.Server
 	handler http.Handler
 
-	mu       sync.Mutex
-	sessions map[string]string             // MCP session id → its current browser session key
-	live     map[string]*sdk.ServerSession // the MCP sessions, closed by Close
+	mu sync.Mutex
+	// sessions maps a live MCP session's id to its current browser session
+	// key: only sessions in live have one, and a session's entry goes with
+	// it, so neither map outlives the sessions.
+	sessions map[string]string
+	live     map[string]*sdk.ServerSession // the initialized MCP sessions, closed by Close
 	closing  bool
 }
 
@@ -113,27 +116,8 @@ func New(opts Options) (*Server, error) {
 		live: map[string]*sdk.ServerSession{}}
 	s.mcp = sdk.NewServer(&sdk.Implementation{Name: "switchyard", Title: "Switchyard", Version: opts.Version},
 		&sdk.ServerOptions{
-			Instructions: instructions,
-			InitializedHandler: func(_ context.Context, req *sdk.InitializedRequest) {
-				// Keep the session until it ends, for Close; then forget its
-				// browser session key.
-				ss := req.Session
-				s.mu.Lock()
-				if s.closing {
-					s.mu.Unlock()
-					_ = ss.Close()
-					return
-				}
-				s.live[ss.ID()] = ss
-				s.mu.Unlock()
-				go func() {
-					_ = ss.Wait()
-					s.mu.Lock()
-					delete(s.sessions, ss.ID())
-					delete(s.live, ss.ID())
-					s.mu.Unlock()
-				}()
-			},
+			Instructions:       instructions,
+			InitializedHandler: func(_ context.Context, req *sdk.InitializedRequest) { s.track(req.Session) },
 		})
 	if err := s.addTools(); err != nil {
 		return nil, err
@@ -157,6 +141,36 @@ func New(opts Options) (*Server, error) {
 	}
 	s.handler = h
 	return s, nil
+}
+
+// track keeps an initialized MCP session until it ends, for Close and for
+// its browser session key; then forgets both. Its first call tracks it too,
+// should the call run before the initialized notification's handler.
+func (s *Server) track(ss *sdk.ServerSession) {
+	if ss == nil || ss.ID() == "" {
+		return
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		_ = ss.Close()
+		return
+	}
+	if s.live[ss.ID()] == ss {
+		s.mu.Unlock()
+		return
+	}
+	s.live[ss.ID()] = ss
+	s.mu.Unlock()
+	go func() {
+		_ = ss.Wait()
+		s.mu.Lock()
+		if s.live[ss.ID()] == ss {
+			delete(s.sessions, ss.ID())
+			delete(s.live, ss.ID())
+		}
+		s.mu.Unlock()
+	}()
 }
 
 // instructions tell the model how to use the server.
@@ -255,6 +269,7 @@ func (s *Server) callerOf(session *sdk.ServerSession, extra *sdk.RequestExtra, i
 		}
 	}
 	if session != nil {
+		s.track(session)
 		c.mcpID = session.ID()
 		c.session = s.currentSession(c.mcpID)
 	}
@@ -273,27 +288,28 @@ func clientInfo(ss *sdk.ServerSession) *sdk.Implementation {
 }
 
 // currentSession returns the browser session key of an MCP session, making
-// one on first use.
+// one on first use. A session that is not live (never initialized, or
+// ended while a call ran) gets a fresh key that is not kept.
 func (s *Server) currentSession(mcpID string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	key, ok := s.sessions[mcpID]
 	if !ok {
 		key = newSessionKey()
-		if mcpID != "" {
+		if s.live[mcpID] != nil {
 			s.sessions[mcpID] = key
 		}
 	}
 	return key
 }
 
-// setSession makes key the MCP session's current browser session.
+// setSession makes key the MCP session's current browser session, if the
+// session is live.
 func (s *Server) setSession(mcpID, key string) {
-	if mcpID == "" {
-		return
-	}
 	s.mu.Lock()
-	s.sessions[mcpID] = key
+	if s.live[mcpID] != nil {
+		s.sessions[mcpID] = key
+	}
 	s.mu.Unlock()
 }
 

@@ -21,9 +21,20 @@ func ended(st engine.State) bool { return st.Terminal() || st == engine.StatePar
 // cancelReason is the reason of a task whose MCP call was cancelled.
 const cancelReason = "cancelled by the MCP client"
 
+// positionEvery bounds how often a queued call recomputes its place in its
+// queue (O(queue) under the engine's lock) for its progress notifications
+// while other tasks of its queue come and go; its own state changes are
+// reported at once.
+const positionEvery = 250 * time.Millisecond
+
 // wait follows t from the event log's seq cursor (read before it was
 // submitted, so no change is missed) until it ends. When ctx ends first,
 // the task is cancelled.
+//
+// It reacts to its own task's events: each re-reads the task. While the
+// task is queued and the client asked for progress, the events of its
+// agent's queue of the lane move its place: then the task (and its place)
+// is re-read at most once per positionEvery.
 func (s *Server) wait(ctx context.Context, req *sdk.CallToolRequest, c *caller, t *engine.Task, cursor uint64) (*engine.Task, error) {
 	log := s.opts.Engine.Events()
 	p := progress{req: req}
@@ -34,28 +45,48 @@ func (s *Server) wait(ctx context.Context, req *sdk.CallToolRequest, c *caller, 
 	var buf []engine.Event
 	for !ended(t.State) {
 		p.report(ctx, s.describe(t, lane))
-		// Read events until one may have changed what the client is told:
-		// the task's own state, or (while it is queued) a change in its
-		// agent's queue of the lane, which moves its position.
-		for moved := false; !moved; {
-			if err := log.Wait(ctx, cursor); err != nil {
+		placed := time.Now() // when t.Position was last computed
+		own, moved := false, false
+		for !own {
+			wctx, stop := ctx, context.CancelFunc(nil)
+			if moved {
+				// The queue moved: report the new place once positionEvery
+				// has passed since the last, unless the task's own news
+				// comes first.
+				d := positionEvery - time.Since(placed)
+				if d <= 0 {
+					break
+				}
+				wctx, stop = context.WithTimeout(ctx, d)
+			}
+			err := log.Wait(wctx, cursor)
+			if stop != nil {
+				stop()
+			}
+			if err != nil {
+				if moved && ctx.Err() == nil {
+					break // time to recompute the place
+				}
 				s.cancel(ctx, c, t.ID)
 				return nil, err
 			}
 			evs, missed := log.Read(cursor, 1024, buf[:0])
 			buf = evs
-			moved = missed > 0
+			own = missed > 0 // its own events may be among the missed
 			for i := range evs {
 				e := &evs[i]
 				cursor = e.Seq
 				if e.Type != engine.EventState {
 					continue
 				}
-				if e.TaskID == t.ID || (t.State == engine.StateQueued && e.AgentID == t.Spec.AgentID && e.Lane == lane) {
+				if e.TaskID == t.ID {
+					own = true
+				} else if p.wanted() && t.State == engine.StateQueued && e.AgentID == t.Spec.AgentID && e.Lane == lane {
 					moved = true
 				}
 			}
 		}
+		// Its own news, or (at most once per positionEvery) its new place.
 		nt, err := s.opts.Engine.Task(ctx, t.ID)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -76,9 +107,13 @@ func (s *Server) describe(t *engine.Task, lane string) string {
 	}
 	switch t.State {
 	case engine.StateQueued:
-		msg := fmt.Sprintf("queued at position %d in lane %s", t.Position+1, lane)
-		if t.Position < 0 {
-			msg = "queued in lane " + lane
+		// As GraphQL's Task.position: the tasks ahead of it in its queue.
+		msg := "queued in lane " + lane
+		switch {
+		case t.Position == 1:
+			msg += ", 1 task ahead"
+		case t.Position >= 0:
+			msg += fmt.Sprintf(", %d tasks ahead", t.Position)
 		}
 		if ls, err := s.opts.Engine.Lane(lane); err == nil && ls.Config.Paused {
 			msg += " (the lane is paused)"
@@ -125,6 +160,9 @@ type progress struct {
 	n    float64
 	last string
 }
+
+// wanted reports whether the client asked for progress notifications.
+func (p *progress) wanted() bool { return p.req.Params.GetProgressToken() != nil }
 
 func (p *progress) report(ctx context.Context, msg string) {
 	tok := p.req.Params.GetProgressToken()

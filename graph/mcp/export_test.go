@@ -1,0 +1,12 @@
+package mcp
+
+// SessionState returns how many MCP sessions the server keeps (live) and
+// how many browser session keys (keys), for the tests.
+func (s *Server) SessionState() (live, keys int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.live), len(s.sessions)
+}
+
+// SetSession exposes setSession to the tests.
+func (s *Server) SetSession(mcpID, key string) { s.setSession(mcpID, key) }
