@@ -43,7 +43,9 @@ type Options struct {
 	MaxInlineResult int           // larger answers become artifacts; default 256 KiB
 	// MaxIdleTabs bounds the pooled tabs (opened for tab-less tasks, bound to
 	// no session, unused) kept per instance for the next tab-less task; a
-	// released tab beyond it is closed at once. Default 4; negative: no pool.
+	// released tab beyond it is closed at once. A pooled tab that a
+	// session's first task takes becomes that session's tab and leaves the
+	// pool for good. Default 4; negative: no pool.
 	MaxIdleTabs int
 	// AbortGrace is how long a cancelled or timed-out attempt keeps waiting
 	// for the instance's answer before it disconnects: the attempt, and the
