@@ -179,3 +179,27 @@ func TestPerSessionStateEndsWithItsMCPSession(t *testing.T) {
 		return l == 0 && k == 0
 	})
 }
+
+func TestCloseEndsTheCallsWaitingForTheirTasksAndLeavesTheTasksToTheEngine(t *testing.T) {
+	t.Parallel()
+	d := setupDirect(t, engine.Config{Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 4, Paused: true}}}, 0)
+	c := d.connect(t, "waiter")
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.CallTool(ctxFor(t), &sdk.CallToolParams{Name: "text", Arguments: map[string]any{}, Meta: sdk.Meta{"progressToken": "p"}})
+		done <- err
+	}()
+	eventually(t, "the call waits in the queue", func() bool { return len(c.progressMessages()) > 0 })
+	closed := make(chan struct{})
+	go func() { d.srv.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close waits for the calls waiting for their tasks")
+	}
+	require.Error(t, <-done, "the call ends with its session")
+	ts, err := d.eng.Tasks(context.Background(), engine.TaskQuery{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, ts, 1)
+	require.Equal(t, engine.StateQueued, ts[0].State, "shutting down is not the client cancelling: the task stays")
+}

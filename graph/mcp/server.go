@@ -93,6 +93,11 @@ type Server struct {
 	sessions map[string]string
 	live     map[string]*sdk.ServerSession // the initialized MCP sessions, closed by Close
 	closing  bool
+
+	// closed ends when Close begins: the calls waiting for their tasks
+	// return (a session's Close waits for its calls).
+	closed   context.Context
+	closeAll context.CancelFunc
 }
 
 // New builds the MCP server and its HTTP handler.
@@ -114,6 +119,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger.Named("mcp"), audit: opts.Audit, sessions: map[string]string{},
 		live: map[string]*sdk.ServerSession{}}
+	s.closed, s.closeAll = context.WithCancel(context.Background())
 	s.mcp = sdk.NewServer(&sdk.Implementation{Name: "switchyard", Title: "Switchyard", Version: opts.Version},
 		&sdk.ServerOptions{
 			Instructions:       instructions,
@@ -184,6 +190,7 @@ When the fleet is busy a call waits in the queue; progress notifications say whe
 func (s *Server) Close() {
 	s.mu.Lock()
 	s.closing = true
+	s.closeAll()
 	live := make([]*sdk.ServerSession, 0, len(s.live))
 	for _, ss := range s.live {
 		live = append(live, ss)

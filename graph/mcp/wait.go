@@ -36,6 +36,10 @@ const positionEvery = 250 * time.Millisecond
 // agent's queue of the lane move its place: then the task (and its place)
 // is re-read at most once per positionEvery.
 func (s *Server) wait(ctx context.Context, req *sdk.CallToolRequest, c *caller, t *engine.Task, cursor uint64) (*engine.Task, error) {
+	// Close ends the wait (the engine's shutdown decides the task's fate).
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	defer context.AfterFunc(s.closed, stop)()
 	log := s.opts.Engine.Events()
 	p := progress{req: req}
 	lane := t.Spec.Lane
@@ -66,6 +70,10 @@ func (s *Server) wait(ctx context.Context, req *sdk.CallToolRequest, c *caller, 
 			if err != nil {
 				if moved && ctx.Err() == nil {
 					break // time to recompute the place
+				}
+				if s.isClosing() {
+					return nil, &engine.Error{Code: engine.CodeUnavailable, Retryable: true,
+						Message: fmt.Sprintf("the server is shutting down; task %s is left to the engine (get_task or switchyard://tasks/%s says how it ends)", t.ID, t.ID)}
 				}
 				s.cancel(ctx, c, t.ID)
 				return nil, err
