@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -39,19 +40,29 @@ func buildBinary(t *testing.T) string {
 
 var servingLine = regexp.MustCompile(`GraphQL at (http://\S+/graphql)`)
 
-// startProcess starts `switchyard serve` and returns its GraphQL URL.
+// startProcess starts `switchyard serve` and returns its GraphQL URL. A
+// process that exits before it is ready fails the test at once, and a
+// failure shows the end of the process's log.
 func startProcess(t *testing.T, bin, config string) (*exec.Cmd, string) {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "--config", config)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
+	var logs syncBuffer
+	cmd.Stderr = &logs
 	if testing.Verbose() {
-		cmd.Stderr = os.Stderr
+		cmd.Stderr = io.MultiWriter(os.Stderr, &logs)
 	}
 	require.NoError(t, cmd.Start())
+	tail := func() string {
+		s := logs.String()
+		return s[max(0, len(s)-4096):]
+	}
 	lines := bufio.NewScanner(stdout)
 	urlc := make(chan string, 1)
+	closed := make(chan struct{})
 	go func() {
+		defer close(closed)
 		for lines.Scan() {
 			if m := servingLine.FindStringSubmatch(lines.Text()); m != nil {
 				urlc <- m[1]
@@ -61,9 +72,17 @@ func startProcess(t *testing.T, bin, config string) (*exec.Cmd, string) {
 	select {
 	case url := <-urlc:
 		return cmd, url
+	case <-closed:
+		select {
+		case url := <-urlc:
+			return cmd, url
+		default:
+		}
+		_ = cmd.Wait()
+		t.Fatalf("switchyard serve exited before it was ready (%v); its log ends:\n%s", cmd.ProcessState, tail())
 	case <-time.After(60 * time.Second):
 		_ = cmd.Process.Kill()
-		t.Fatal("switchyard serve did not start")
+		t.Fatalf("switchyard serve did not start within 60 s; its log ends:\n%s", tail())
 	}
 	return nil, ""
 }
