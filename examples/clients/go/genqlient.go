@@ -440,6 +440,8 @@ type SubmitTaskInput struct {
 	QueueMode *QueueMode `json:"queueMode"`
 	// What it becomes when its retries are spent (default: its lane's `exhausted`).
 	Exhausted *Exhausted `json:"exhausted"`
+	// Sets its session's concurrency (1..100; GoClaw's per-request concurrency, e.g. 3 for a group chat). The latest task that sets it wins; omitted, the session keeps its ceiling (default engine.sessionMaxInFlight). Needs a sessionKey or a tabId.
+	SessionMaxInFlight *int `json:"sessionMaxInFlight"`
 }
 
 // GetAgentId returns SubmitTaskInput.AgentId, and is useful for accessing the field via an interface.
@@ -495,6 +497,9 @@ func (v *SubmitTaskInput) GetQueueMode() *QueueMode { return v.QueueMode }
 
 // GetExhausted returns SubmitTaskInput.Exhausted, and is useful for accessing the field via an interface.
 func (v *SubmitTaskInput) GetExhausted() *Exhausted { return v.Exhausted }
+
+// GetSessionMaxInFlight returns SubmitTaskInput.SessionMaxInFlight, and is useful for accessing the field via an interface.
+func (v *SubmitTaskInput) GetSessionMaxInFlight() *int { return v.SessionMaxInFlight }
 
 // Tasks to submit as one batch.
 type SubmitTasksInput struct {
