@@ -109,7 +109,9 @@ func TestFaultyFairnessDecisionsFallBackAndAreCounted(t *testing.T) {
 		t.Run(tc.mode, func(t *testing.T) {
 			t.Parallel()
 			var ev events
-			rt := newRuntime(t, host.Config{OnEvent: ev.add, BreakerThreshold: 100})
+			// A budget of its own: "alloc" must run out of fuel (memory.grow
+			// pays by the page) before it reaches the memory cap.
+			rt := newRuntime(t, host.Config{OnEvent: ev.add, BreakerThreshold: 100, DecisionFuel: 2_000_000})
 			p, err := rt.Load(context.Background(), "faulty", guests["faulty"], []byte(`{"mode": "ok"}`))
 			require.NoError(t, err)
 			w, err := p.Fairness(reverse{})
