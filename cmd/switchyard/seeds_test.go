@@ -276,19 +276,32 @@ engine:
 	require.Zero(t, got.Schedule.OffsetMs, "cron runs at the expression's time unless spreading is asked for")
 	require.Equal(t, "09:00:00", got.Schedule.NextRunAt.UTC().Format("15:04:05"))
 
+	// The task's own events say why it waited each time: follow them from
+	// before the submission (polling could miss a one-second wait on a busy
+	// machine).
+	var now struct{ Stats struct{ LastSeq int64 } }
+	require.NoError(t, c.Do(ctx, `{ stats { lastSeq } }`, nil, &now))
 	var sub struct{ SubmitTask struct{ ID string } }
 	require.NoError(t, c.Do(ctx, `mutation { submitTask(input: {agentId: "a", action: {kind: "click"}}) { id } }`, nil, &sub))
 	id := sub.SubmitTask.ID
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	stream, err := c.SubscribeSSE(sctx, `subscription($id: ID!, $after: Int64) {
+		taskEvents(filter: {taskIds: [$id], kinds: [STATE]}, after: $after) { to reason } }`,
+		map[string]any{"id": id, "after": now.Stats.LastSeq})
+	require.NoError(t, err)
+	defer stream.Close()
 	seen := map[string]bool{}
-	deadline := time.Now().Add(30 * time.Second)
 	for !seen["PARKED"] {
-		task := readTask(t, c, id)
-		if task.State == "RETRY_WAIT" {
-			seen[strings.SplitN(task.Reason, ":", 2)[0]] = true
+		msg, err := stream.Next()
+		require.NoError(t, err, "the task did not park; seen %v", seen)
+		require.Empty(t, msg.Errors)
+		var ev struct{ TaskEvents struct{ To, Reason string } }
+		require.NoError(t, json.Unmarshal(msg.Data, &ev))
+		if ev.TaskEvents.To == "RETRY_WAIT" {
+			seen[strings.SplitN(ev.TaskEvents.Reason, ":", 2)[0]] = true
 		}
-		seen[task.State] = true
-		require.True(t, time.Now().Before(deadline), "the task did not park: %+v", task)
-		time.Sleep(10 * time.Millisecond)
+		seen[ev.TaskEvents.To] = true
 	}
 	require.True(t, seen["retry in 1s"], "the first retry waits the backoff: %v", seen)
 	require.True(t, seen["retry in 2s"], "the second waits twice as long: %v", seen)
