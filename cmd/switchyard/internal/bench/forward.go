@@ -15,7 +15,6 @@ import (
 	"io"
 	"net"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -149,76 +148,30 @@ func runForward(ctx context.Context, endpoint string, inst forwardTarget, o Opti
 		workers[i] = w
 	}
 
-	var (
-		mu                      sync.Mutex
-		dLat, tLat, sLat, added []time.Duration
-		calls, errs             uint64
-		firstErr                string
-		measuring               bool
-	)
-	fail := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		errs++
-		if firstErr == "" {
-			firstErr = firstLine(err.Error())
+	r := measureRounds(ctx, n, o.Warmup, o.Duration, func(ctx context.Context, i int) ([]time.Duration, error) {
+		w := workers[i]
+		t0 := time.Now()
+		if _, err := direct.Read(ctx, w.tab, "title", nil); err != nil {
+			return nil, fmt.Errorf("direct: %w", err)
 		}
-	}
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	var wg sync.WaitGroup
-	for i, w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			agent := fmt.Sprintf("bench-forward-%d", i)
-			for wctx.Err() == nil {
-				t0 := time.Now()
-				if _, err := direct.Read(wctx, w.tab, "title", nil); err != nil {
-					if wctx.Err() == nil {
-						fail(fmt.Errorf("direct: %w", err))
-					}
-					continue
-				}
-				d := time.Since(t0)
-				th, sub, err := throughSwitchyard(wctx, w.gql, agent, w.tab)
-				if err != nil {
-					if wctx.Err() == nil {
-						fail(err)
-					}
-					continue
-				}
-				mu.Lock()
-				if measuring {
-					dLat, tLat, sLat, added = append(dLat, d), append(tLat, th), append(sLat, sub), append(added, th-d)
-					calls += 2
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	sleep(ctx, o.Warmup)
-	mu.Lock()
-	measuring = true
-	mu.Unlock()
-	start := time.Now()
-	sleep(ctx, o.Duration)
-	mu.Lock()
-	measuring = false
-	secs := time.Since(start).Seconds()
-	res := &Result{Seconds: secs, Concurrency: n, Requests: calls, Tasks: calls / 2, Errors: errs, FirstError: firstErr,
-		RequestsPerSec: float64(calls) / secs, TasksPerSec: float64(calls/2) / secs}
-	f := &ForwardResult{Direct: summarize(dLat), Through: summarize(tLat), Submit: summarize(sLat)}
-	if len(added) > 0 {
+		d := time.Since(t0)
+		th, sub, err := throughSwitchyard(ctx, w.gql, fmt.Sprintf("bench-forward-%d", i), w.tab)
+		if err != nil {
+			return nil, err
+		}
+		return []time.Duration{d, th, sub, th - d}, nil
+	})
+	calls := 2 * r.count
+	res := &Result{Seconds: r.seconds, Concurrency: n, Requests: calls, Tasks: r.count, Errors: r.errs, FirstError: r.firstErr,
+		RequestsPerSec: float64(calls) / r.seconds, TasksPerSec: float64(r.count) / r.seconds}
+	f := &ForwardResult{Direct: summarize(r.figure(0)), Through: summarize(r.figure(1)), Submit: summarize(r.figure(2))}
+	if added := r.figure(3); len(added) > 0 {
 		sort.Slice(added, func(i, j int) bool { return added[i] < added[j] })
 		f.AddedP50Ms = ms(added[len(added)*50/100])
 		f.AddedP99Ms = ms(added[min(len(added)*99/100, len(added)-1)])
 	}
-	mu.Unlock()
-	stop()
-	wg.Wait()
 	if f.Direct == nil || f.Through == nil {
-		return nil, fmt.Errorf("no round completed (first error: %s)", firstErr)
+		return nil, fmt.Errorf("no round completed (first error: %s)", r.firstErr)
 	}
 	res.Forward = f
 	return res, nil

@@ -14,7 +14,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -84,69 +83,24 @@ func runMCP(ctx context.Context, endpoint string, o Options) (*Result, error) {
 		workers[i] = w
 	}
 
-	var (
-		mu                   sync.Mutex
-		mcpLat, gqlLat, subs []time.Duration
-		calls, errs          uint64
-		firstErr             string
-		measuring            bool
-	)
-	fail := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		errs++
-		if firstErr == "" {
-			firstErr = firstLine(err.Error())
+	r := measureRounds(ctx, n, o.Warmup, o.Duration, func(ctx context.Context, i int) ([]time.Duration, error) {
+		w := workers[i]
+		m, err := w.viaMCP(ctx)
+		if err != nil {
+			return nil, err
 		}
-	}
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	var wg sync.WaitGroup
-	for _, w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for wctx.Err() == nil {
-				m, err := w.viaMCP(wctx)
-				if err != nil {
-					if wctx.Err() == nil {
-						fail(err)
-					}
-					continue
-				}
-				g, s, err := w.viaGraphQL(wctx)
-				if err != nil {
-					if wctx.Err() == nil {
-						fail(err)
-					}
-					continue
-				}
-				mu.Lock()
-				if measuring {
-					mcpLat, gqlLat, subs = append(mcpLat, m), append(gqlLat, g), append(subs, s)
-					calls += 2
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	sleep(ctx, o.Warmup)
-	mu.Lock()
-	measuring = true
-	mu.Unlock()
-	start := time.Now()
-	sleep(ctx, o.Duration)
-	mu.Lock()
-	measuring = false
-	secs := time.Since(start).Seconds()
-	res := &Result{Seconds: secs, Concurrency: n, Requests: calls, Tasks: calls, Errors: errs, FirstError: firstErr,
-		RequestsPerSec: float64(calls) / secs, TasksPerSec: float64(calls) / secs}
-	m := &MCPResult{MCP: summarize(mcpLat), GraphQL: summarize(gqlLat), GraphQLSubmit: summarize(subs)}
-	mu.Unlock()
-	stop()
-	wg.Wait()
+		g, s, err := w.viaGraphQL(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return []time.Duration{m, g, s}, nil
+	})
+	calls := 2 * r.count
+	res := &Result{Seconds: r.seconds, Concurrency: n, Requests: calls, Tasks: calls, Errors: r.errs, FirstError: r.firstErr,
+		RequestsPerSec: float64(calls) / r.seconds, TasksPerSec: float64(calls) / r.seconds}
+	m := &MCPResult{MCP: summarize(r.figure(0)), GraphQL: summarize(r.figure(1)), GraphQLSubmit: summarize(r.figure(2))}
 	if m.MCP == nil || m.GraphQL == nil {
-		return nil, fmt.Errorf("no call completed (first error: %s)", firstErr)
+		return nil, fmt.Errorf("no call completed (first error: %s)", r.firstErr)
 	}
 	m.AddedP50Ms = m.MCP.P50 - m.GraphQL.P50
 	res.MCP = m
