@@ -180,8 +180,15 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
+// setupDeadline is the wall-clock bound of the calls that set an instance up
+// (allocating its arena, reading its version, configuring it): ten times a
+// decision's, at least a second. Fuel bounds their work; this only ends a
+// call that hangs, and a busy machine must not make a rebuild fail.
+func (c *Config) setupDeadline() time.Duration { return max(10*c.Deadline, time.Second) }
+
 // loadDeadline is the wall-clock bound of the calls a plugin's load makes on
-// its first instance (its ABI version, configuration and smoke decision).
+// its first instance (its arena, ABI version, configuration and smoke
+// decision).
 // A load runs on its caller's goroutine (loadPlugin, or a server's start),
 // never in the scheduler's way, so this bound only ends a module that hangs
 // there, and fuel still bounds its work; a decision's Deadline would refuse

@@ -39,7 +39,7 @@ type instance struct {
 	mu        sync.Mutex
 	started   atomic.Int64
 	deadline  atomic.Int64 // time.Duration; read by the watchdog while the next call sets it
-	loading   bool         // the plugin's load is checking this instance: calls get Config.loadDeadline
+	phase     phase        // what the instance's calls are for, which sets their wall-clock bound
 	expired   atomic.Bool
 	burnt     int64         // fuel the last call burnt
 	lastStart time.Duration // when it started, on the runtime's clock
@@ -60,8 +60,21 @@ var (
 )
 
 // newInstance instantiates the plugin's module and runs _initialize.
-func newInstance(ctx context.Context, p *Plugin) (*instance, error) {
-	in := &instance{plugin: p, stack: make([]uint64, 4)}
+// phase is what an instance's calls are for: each has its own wall-clock
+// bound (see instance.bound).
+type phase uint8
+
+const (
+	phaseDecide phase = iota // decisions: Config.Deadline
+	phaseBuild               // building the instance (its arena): Config.setupDeadline
+	phaseLoad                // the load's checks of its first instance: Config.loadDeadline
+)
+
+// newInstance instantiates the plugin's module and allocates its arena; ph
+// is phaseLoad for the first instance of a load, else phaseBuild. The
+// instance is left in ph while a load checks it, in phaseDecide otherwise.
+func newInstance(ctx context.Context, p *Plugin, ph phase) (*instance, error) {
+	in := &instance{plugin: p, stack: make([]uint64, 4), phase: ph}
 	in.ctx = context.WithValue(context.Background(), instanceKey{}, in)
 	mc := wazero.NewModuleConfig().
 		WithName("").
@@ -90,7 +103,24 @@ func newInstance(ctx context.Context, p *Plugin) (*instance, error) {
 		in.close()
 		return nil, err
 	}
+	if ph == phaseBuild {
+		in.phase = phaseDecide
+	}
 	return in, nil
+}
+
+// bound returns the wall-clock bound of a call in the instance's phase;
+// setup is set for the calls that set the instance up (its version, flags
+// and configuration), which get at least the setup bound.
+func (in *instance) bound(setup bool) time.Duration {
+	cfg := &in.plugin.rt.cfg
+	switch {
+	case in.phase == phaseLoad:
+		return cfg.loadDeadline()
+	case setup || in.phase == phaseBuild:
+		return cfg.setupDeadline()
+	}
+	return cfg.Deadline
 }
 
 // The guest's clocks are frozen: time reaches a policy only as an argument,
@@ -102,23 +132,14 @@ func frozenNanotime() int64          { return 1e9 }
 // call runs fn with the instance's stack, a decision's fuel and its
 // deadline. After an error the instance must be discarded.
 func (in *instance) call(fn api.Function) error {
-	cfg := &in.plugin.rt.cfg
-	deadline := cfg.Deadline
-	if in.loading {
-		deadline = cfg.loadDeadline()
-	}
-	return in.callWith(fn, cfg.DecisionFuel, deadline)
+	return in.callWith(fn, in.plugin.rt.cfg.DecisionFuel, in.bound(false))
 }
 
 // setupCall runs fn with the setup budget rather than the decision one, and
-// ten times the deadline (the load's bound while the plugin loads).
+// the setup bound (the load's while the plugin loads).
 func (in *instance) setupCall(fn api.Function) error {
 	cfg := &in.plugin.rt.cfg
-	deadline := 10 * cfg.Deadline
-	if in.loading {
-		deadline = cfg.loadDeadline()
-	}
-	err := in.callWith(fn, cfg.SetupFuel, deadline)
+	err := in.callWith(fn, cfg.SetupFuel, in.bound(true))
 	in.plugin.stats.setupFuel.max(uint64(max(in.burnt, 0)))
 	return err
 }

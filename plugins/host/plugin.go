@@ -97,7 +97,7 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 	p.cfgGen.Store(1)
 	p.backoff = rt.cfg.QuarantineBase
 	p.logTokens = float64(2 * rt.cfg.LogLines)
-	first, err := newInstance(ctx, p)
+	first, err := newInstance(ctx, p, phaseLoad)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
@@ -105,7 +105,6 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 		first.close()
 		return nil, err
 	}
-	first.loading = true // the checks below get the load's bound, not a decision's
 	if err := p.checkVersion(first); err != nil {
 		return fail(err)
 	}
@@ -115,7 +114,7 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 	if err := first.smoke(); err != nil {
 		return fail(fmt.Errorf("%w: smoke decision: %v", ErrInvalid, err))
 	}
-	first.loading = false
+	first.phase = phaseDecide
 	p.stats.latency.reset() // the figures cover the decisions asked of the plugin, not its smoke test
 	p.size = 1
 	if p.flags&abi.FlagStateless != 0 {
@@ -163,7 +162,7 @@ func (p *Plugin) checkVersion(in *instance) error {
 
 // build makes a configured instance.
 func (p *Plugin) build(ctx context.Context) (*instance, error) {
-	in, err := newInstance(ctx, p)
+	in, err := newInstance(ctx, p, phaseBuild)
 	if err != nil {
 		return nil, err
 	}
