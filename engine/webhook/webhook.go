@@ -39,13 +39,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/clock"
+	"github.com/switchyard/switchyard/internal/netguard"
 )
 
 // Headers set on every delivery.
@@ -100,9 +100,7 @@ type Options struct {
 	Clock         clock.Clock
 	Logger        hclog.Logger
 	// Resolver resolves hosts (default net.DefaultResolver).
-	Resolver interface {
-		LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
-	}
+	Resolver netguard.Resolver
 }
 
 // Deliverer delivers webhooks for one engine.
@@ -111,6 +109,7 @@ type Deliverer struct {
 	opts   Options
 	log    hclog.Logger
 	client *http.Client
+	guard  *netguard.Guard
 	queue  chan job
 	wg     sync.WaitGroup
 
@@ -159,6 +158,8 @@ func New(e *engine.Engine, opts Options) *Deliverer {
 		opts.Resolver = net.DefaultResolver
 	}
 	d := &Deliverer{e: e, opts: opts, log: opts.Logger.Named("webhook"), queue: make(chan job, 1024), pending: map[string]bool{}}
+	d.guard = &netguard.Guard{AllowPrivate: opts.AllowPrivate, AllowNetworks: opts.AllowNetworks, Resolver: opts.Resolver,
+		DialTimeout: opts.Timeout, What: "webhook", Settings: "webhooks.allowPrivate or list its network in webhooks.allowNetworks"}
 	// Resume where the last run stopped; the first run ever starts with the
 	// events to come (create the deliverer right after the engine starts).
 	if raw, ok := e.Setting(cursorKey); ok {
@@ -171,7 +172,7 @@ func New(e *engine.Engine, opts Options) *Deliverer {
 		Timeout:       opts.Timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return errRedirect },
 		Transport: &http.Transport{
-			DialContext:           d.dial,
+			DialContext:           d.guard.DialContext,
 			TLSHandshakeTimeout:   opts.Timeout,
 			ResponseHeaderTimeout: opts.Timeout,
 			MaxIdleConnsPerHost:   4,
@@ -497,20 +498,28 @@ func (d *Deliverer) body(ctx context.Context, j job) ([]byte, string, error) {
 	return b, p.Event, err
 }
 
-// post sends one attempt. permanent says retrying cannot help (a refused
-// address, a 4xx other than 408 and 429).
+// post sends one attempt of a task's or batch's delivery.
 func (d *Deliverer) post(ctx context.Context, j job, event string, body []byte, now time.Time) (status int, permanent bool, err error) {
+	return d.Send(ctx, j.url, event, j.id, body, now)
+}
+
+// Send makes one signed, SSRF-guarded POST of a JSON body to url, the way
+// task and batch deliveries are sent (the endpoint's secret, the headers,
+// the timeout, no redirects), for other components that announce through
+// webhooks. It returns the receiver's status; permanent says retrying cannot
+// help (a refused address, a redirect, a 4xx other than 408 and 429).
+func (d *Deliverer) Send(ctx context.Context, url, event, deliveryID string, body []byte, now time.Time) (status int, permanent bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, d.opts.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, j.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, true, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "Switchyard-Webhook/1")
-	req.Header.Set(HeaderDelivery, j.id)
+	req.Header.Set(HeaderDelivery, deliveryID)
 	req.Header.Set(HeaderEvent, event)
-	if secret := d.secretFor(j.url); secret != "" {
+	if secret := d.secretFor(url); secret != "" {
 		req.Header.Set(HeaderSignature, Sign(secret, now, body))
 	}
 	resp, err := d.client.Do(req)
@@ -611,94 +620,10 @@ func Verify(secret, header string, body []byte, now time.Time, tolerance time.Du
 }
 
 // RefusedError says an address was refused by the SSRF guard.
-type RefusedError struct {
-	Host string
-	Addr netip.Addr
-}
+type RefusedError = netguard.RefusedError
 
-func (e *RefusedError) Error() string {
-	return fmt.Sprintf("webhook address %s of %s is not public; to call it, set webhooks.allowPrivate or list its network in webhooks.allowNetworks", e.Addr, e.Host)
-}
-
-// dial resolves the host, refuses non-public addresses and connects to the
-// address it checked — and the dialer's control hook checks the address it
-// actually connects to, so nothing resolved later can change it.
-func (d *Deliverer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	ips, err := d.opts.Resolver.LookupNetIP(ctx, "ip", host)
-	if err != nil {
-		return nil, err
-	}
-	var last error
-	for _, ip := range ips {
-		ip = ip.Unmap()
-		if !d.allowed(ip) {
-			last = &RefusedError{Host: host, Addr: ip}
-			continue
-		}
-		dialer := &net.Dialer{Timeout: d.opts.Timeout, Control: func(_, address string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil || !d.allowed(ap.Addr().Unmap()) {
-				return &RefusedError{Host: host, Addr: ap.Addr()}
-			}
-			return nil
-		}}
-		conn, err := dialer.DialContext(ctx, network, net.JoinHostPort(ip.String(), port))
-		if err == nil {
-			return conn, nil
-		}
-		last = err
-	}
-	if last == nil {
-		last = fmt.Errorf("%s resolves to no address", host)
-	}
-	return nil, last
-}
-
-// allowed reports whether ip may be called.
-func (d *Deliverer) allowed(ip netip.Addr) bool {
-	for _, p := range d.opts.AllowNetworks {
-		if p.Contains(ip) {
-			return true
-		}
-	}
-	if d.opts.AllowPrivate {
-		return true
-	}
-	return Public(ip)
-}
-
-// Public reports whether ip is a public unicast address: not loopback,
-// private, link-local (cloud metadata at 169.254.169.254 included),
-// unspecified, multicast, shared (100.64.0.0/10) or otherwise reserved.
-func Public(ip netip.Addr) bool {
-	if !ip.IsValid() || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsMulticast() || ip.IsUnspecified() || ip.IsInterfaceLocalMulticast() {
-		return false
-	}
-	for _, p := range reserved {
-		if p.Contains(ip) {
-			return false
-		}
-	}
-	return true
-}
-
-var reserved = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("100.64.0.0/10"),
-	netip.MustParsePrefix("192.0.0.0/24"),
-	netip.MustParsePrefix("192.0.2.0/24"),
-	netip.MustParsePrefix("198.18.0.0/15"),
-	netip.MustParsePrefix("198.51.100.0/24"),
-	netip.MustParsePrefix("203.0.113.0/24"),
-	netip.MustParsePrefix("240.0.0.0/4"),
-	netip.MustParsePrefix("64:ff9b::/96"),
-	netip.MustParsePrefix("2001:db8::/32"),
-}
+// Public reports whether ip is a public unicast address (netguard.Public).
+func Public(ip netip.Addr) bool { return netguard.Public(ip) }
 
 // redact drops credentials from a URL before it is recorded.
 func redact(raw string) string {
