@@ -169,9 +169,13 @@ func runPluginBench(ctx context.Context, args []string, stdout, stderr io.Writer
 
 func runPluginSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var workload *string
-	var agents, tasks, skew, lane *int
+	var agents, tasks, skew, lane, maxSteps *int
+	var horizon, timeout *time.Duration
 	wasm, config, asJSON, _, err := moduleArgs("simulate", args, stderr, func(fs *flag.FlagSet) {
-		workload = fs.String("workload", "", "a workload file (JSON Lines: atMs, agent, durationMs, …); default: a synthetic one")
+		workload = fs.String("workload", "", "a workload file (JSON Lines: atMs, agent, durationMs, …; plugins/ABI.md has every field); default: a synthetic one")
+		maxSteps = fs.Int("max-steps", simulate.DefaultMaxSteps, "fail a run that needs more scheduled calls (attempt ends, retries, timers) than this")
+		horizon = fs.Duration("horizon", simulate.DefaultHorizon, "fail a run with work left this long in simulated time after the last submission")
+		timeout = fs.Duration("timeout", 10*time.Minute, "give up after this long in real time (0: no limit)")
 		agents = fs.Int("agents", 4, "synthetic workload: agents")
 		tasks = fs.Int("tasks", 1000, "synthetic workload: tasks")
 		skew = fs.Int("skew", 8, "synthetic workload: the first agent submits this many times more than each other")
@@ -179,6 +183,14 @@ func runPluginSimulate(ctx context.Context, args []string, stdout, stderr io.Wri
 	})
 	if err != nil {
 		return err
+	}
+	if *maxSteps < 1 || *horizon <= 0 || *timeout < 0 {
+		return fmt.Errorf("%w: --max-steps and --horizon must be positive, --timeout not negative", errUsage)
+	}
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, *timeout, fmt.Errorf("plugin simulate: --timeout %s passed", *timeout))
+		defer cancel()
 	}
 	var subs []simulate.Submission
 	if *workload != "" {
@@ -193,8 +205,20 @@ func runPluginSimulate(ctx context.Context, args []string, stdout, stderr io.Wri
 	} else {
 		subs = simulate.Generate(simulate.Synthetic{Agents: *agents, Tasks: *tasks, Skew: *skew, Seed: 1})
 	}
-	cfg := engine.Config{Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: *lane}}, AgentMaxInFlight: *lane}
-	r, err := authoring.Simulate(ctx, wasm, subs, authoring.SimulateOptions{Options: authoring.Options{Config: config}, Engine: cfg})
+	// The engine's default lanes, so that a workload may name any of them;
+	// the main lane narrowed to --lane-inflight.
+	lanes := engine.DefaultLanes()
+	for i := range lanes {
+		if lanes[i].Name == "main" {
+			lanes[i].MaxInFlight = *lane
+		}
+	}
+	cfg := engine.Config{Lanes: lanes, AgentMaxInFlight: *lane}
+	r, err := authoring.Simulate(ctx, wasm, subs, authoring.SimulateOptions{Options: authoring.Options{Config: config}, Engine: cfg,
+		MaxSteps: *maxSteps, Horizon: *horizon})
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("%w (%v)", err, context.Cause(ctx))
+	}
 	if err != nil {
 		return err
 	}

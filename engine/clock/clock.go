@@ -95,6 +95,25 @@ func (c *Fake) Set(t time.Time) {
 	}
 }
 
+// Step runs the earliest scheduled call if it falls due at or before t,
+// moving the clock to its due time (never backwards), and reports whether it
+// ran one. Unlike Set, it runs one call at a time, so that a caller can bound
+// how many calls it runs.
+func (c *Fake) Step(t time.Time) bool {
+	c.mu.Lock()
+	if len(c.timers) == 0 || c.timers[0].when.After(t) {
+		c.mu.Unlock()
+		return false
+	}
+	next := heap.Pop(&c.timers).(*fakeTimer)
+	if next.when.After(c.now) {
+		c.now = next.when
+	}
+	c.mu.Unlock()
+	next.f()
+	return true
+}
+
 // Pending returns how many calls are scheduled and not yet run or stopped.
 func (c *Fake) Pending() int {
 	c.mu.Lock()

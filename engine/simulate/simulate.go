@@ -181,7 +181,25 @@ type Options struct {
 	Retry     policy.Retry
 	// Name labels the policies in the report.
 	Name string
+	// MaxSteps bounds the scheduled calls (attempt ends, retries, timers)
+	// the replay runs; past it Run fails with ErrLimit. 0 means
+	// DefaultMaxSteps.
+	MaxSteps int
+	// Horizon bounds the simulated time after the last submission; past it
+	// Run fails with ErrLimit. 0 means DefaultHorizon.
+	Horizon time.Duration
 }
+
+// Defaults of Options' bounds.
+const (
+	DefaultMaxSteps = 5_000_000
+	DefaultHorizon  = 24 * time.Hour
+)
+
+// ErrLimit is wrapped by Run's error when a replay passes one of its bounds
+// (Options.MaxSteps, Options.Horizon): a policy that keeps work waiting
+// forever, or a workload too large to replay.
+var ErrLimit = errors.New("simulation limit reached")
 
 // AgentReport is one agent's outcome.
 type AgentReport struct {
@@ -230,9 +248,17 @@ func Run(ctx context.Context, subs []Submission, opts Options) (*Report, error) 
 	}
 	if len(cfg.Lanes) == 0 {
 		cfg.Lanes = engine.DefaultLanes()
-		for i := range cfg.Lanes {
-			cfg.Lanes[i].MaxQueued = len(subs) + 1
-		}
+	}
+	cfg.Lanes = slices.Clone(cfg.Lanes)
+	for i := range cfg.Lanes { // room for the whole workload
+		cfg.Lanes[i].MaxQueued = max(cfg.Lanes[i].MaxQueued, len(subs)+1)
+	}
+	maxSteps, horizon := opts.MaxSteps, opts.Horizon
+	if maxSteps <= 0 {
+		maxSteps = DefaultMaxSteps
+	}
+	if horizon <= 0 {
+		horizon = DefaultHorizon
 	}
 	e, err := engine.New(engine.Options{Config: cfg, Store: memory.New(memory.Options{MaxEvents: 1, MaxEnded: len(subs) + 1}),
 		Executor: x, Clock: clk, Synchronous: true, Seed: 1})
@@ -242,7 +268,14 @@ func Run(ctx context.Context, subs []Submission, opts Options) (*Report, error) 
 	if err := e.Start(ctx); err != nil {
 		return nil, err
 	}
-	defer func() { _ = e.Shutdown(context.Background()) }()
+	defer func() {
+		// Nothing runs for real: what is still in flight when the replay
+		// ends (early, on an error) ends now, without waiting for a fake
+		// clock that nobody advances.
+		now, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = e.Shutdown(now)
+	}()
 	if opts.Fairness != nil {
 		if err := e.SetFairness(name(opts.Name, "fairness"), opts.Fairness); err != nil {
 			return nil, err
@@ -259,12 +292,32 @@ func Run(ctx context.Context, subs []Submission, opts Options) (*Report, error) 
 		}
 	}
 	rep := &Report{Name: opts.Name, Tasks: len(subs)}
+	steps := 0
+	// advance runs the scheduled calls due by t, one at a time, within the
+	// bounds, then sets the clock to t.
+	advance := func(t time.Time) error {
+		for clk.Step(t) {
+			if steps++; steps > maxSteps {
+				return fmt.Errorf("%w: %d scheduled calls run by %s of simulated time (the bound is %d)",
+					ErrLimit, maxSteps, clk.Now().Sub(start), maxSteps)
+			}
+			if steps%1024 == 0 {
+				if err := ctx.Err(); err != nil {
+					return fmt.Errorf("simulation stopped at %s of simulated time: %w", clk.Now().Sub(start), err)
+				}
+			}
+		}
+		clk.Set(t)
+		return nil
+	}
 	for i := range subs {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("simulation stopped at submission %d: %w", i, err)
 		}
 		s := &subs[i]
-		clk.Set(start.Add(s.At))
+		if err := advance(start.Add(s.At)); err != nil {
+			return nil, err
+		}
 		spec := engine.TaskSpec{AgentID: s.Agent, Lane: s.Lane, SessionKey: s.Session, Priority: s.Priority,
 			Action: &engine.Action{Kind: "simulated"}, Labels: map[string]string{indexLabel: strconv.Itoa(i)}}
 		if s.Deadline > 0 {
@@ -277,6 +330,10 @@ func Run(ctx context.Context, subs []Submission, opts Options) (*Report, error) 
 		x.byID[t.ID] = s
 		rep.Submitted = append(rep.Submitted, t.ID)
 	}
+	var last time.Duration
+	if len(subs) > 0 {
+		last = subs[len(subs)-1].At
+	}
 	for { // run the clock until nothing is left to happen
 		st := e.Stats()
 		if st.InFlight+st.Pending == 0 {
@@ -284,9 +341,15 @@ func Run(ctx context.Context, subs []Submission, opts Options) (*Report, error) 
 		}
 		next, ok := clk.NextDue()
 		if !ok {
-			return nil, errors.New("simulation stalled: work is left but nothing is scheduled")
+			return nil, fmt.Errorf("simulation stalled: %d tasks in flight and %d waiting, but nothing is scheduled", st.InFlight, st.Pending)
 		}
-		clk.Set(next)
+		if next.Sub(start) > last+horizon {
+			return nil, fmt.Errorf("%w: %d tasks in flight and %d waiting %s after the last submission (the bound is %s)",
+				ErrLimit, st.InFlight, st.Pending, horizon, horizon)
+		}
+		if err := advance(next); err != nil {
+			return nil, err
+		}
 	}
 	end := clk.Now()
 	if err := e.Sync(ctx); err != nil {

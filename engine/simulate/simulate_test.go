@@ -3,6 +3,7 @@ package simulate_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -70,4 +71,87 @@ func (oldestHead) Pick(_ policy.PickContext, cands []policy.Candidate, picks []u
 	}
 	picks[0] = uint32(best)
 	return 1
+}
+
+// realistic is a workload written from the documented format: two agents
+// submitting 400 tasks over 200 ms into every default lane, with sessions,
+// priorities, deadlines and failures.
+func realistic(t *testing.T) []simulate.Submission {
+	t.Helper()
+	var b strings.Builder
+	lanes := []string{"main", "subagent", "team", "cron"}
+	prios := []string{"CRITICAL", "high", "NORMAL", "low"}
+	outcomes := []string{"ok", "ok", "transient", "permanent"}
+	for i := range 400 {
+		fmt.Fprintf(&b, `{"atMs": %.1f, "agent": "%s", "durationMs": %d, "lane": "%s", "session": "s%d", "priority": "%s", "deadlineMs": %d, "outcome": "%s"}`+"\n",
+			float64(i)/2, []string{"alice", "bob"}[i%2], 20+i%7*15, lanes[i%4], i%9, prios[i%4], i%3*500, outcomes[i%4])
+	}
+	subs, err := simulate.ReadWorkload(strings.NewReader(b.String()))
+	require.NoError(t, err)
+	return subs
+}
+
+func TestARealisticWorkloadRunsToTheEnd(t *testing.T) {
+	t.Parallel()
+	subs := realistic(t)
+	cfg := engine.Config{Lanes: engine.DefaultLanes(), AgentMaxInFlight: 4}
+	rep, err := simulate.Run(context.Background(), subs, simulate.Options{Config: cfg, Name: "built-in"})
+	require.NoError(t, err)
+	require.Equal(t, 400, rep.Tasks)
+	dispatched := 0
+	for _, a := range rep.Agents {
+		dispatched += a.Dispatched
+	}
+	// Tasks whose deadline passes while they wait are never dispatched.
+	require.Greater(t, dispatched, 200)
+	require.Positive(t, rep.Makespan)
+}
+
+func TestARunThatFailsEndsInsteadOfWaitingForItsTasks(t *testing.T) {
+	t.Parallel()
+	subs := realistic(t)
+	subs[300].Lane = "nowhere"
+	// Tasks are in flight on the fake clock when submission 300 is refused:
+	// the run must end with the error, not wait for them.
+	_, err := simulate.Run(context.Background(), subs, simulate.Options{Config: engine.Config{AgentMaxInFlight: 4}})
+	require.ErrorContains(t, err, "submission 300")
+	require.ErrorContains(t, err, `unknown lane "nowhere"`)
+}
+
+func TestARunPastItsBoundsFailsWithErrLimit(t *testing.T) {
+	t.Parallel()
+	subs := realistic(t)
+	_, err := simulate.Run(context.Background(), subs, simulate.Options{MaxSteps: 50})
+	require.ErrorIs(t, err, simulate.ErrLimit)
+	require.ErrorContains(t, err, "scheduled calls")
+
+	long := []simulate.Submission{{Agent: "a", Duration: time.Hour}}
+	_, err = simulate.Run(context.Background(), long, simulate.Options{Horizon: time.Minute})
+	require.ErrorIs(t, err, simulate.ErrLimit)
+	require.ErrorContains(t, err, "after the last submission")
+}
+
+func TestARunStopsWhenItsContextEnds(t *testing.T) {
+	t.Parallel()
+	subs := realistic(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The policy cancels the run from inside it, after some decisions.
+	stop := &cancelAfter{n: 20, cancel: cancel}
+	_, err := simulate.Run(ctx, subs, simulate.Options{Fairness: stop, Config: engine.Config{AgentMaxInFlight: 4}})
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorContains(t, err, "simulation stopped")
+}
+
+// cancelAfter answers like oldestHead and cancels a context at its n-th call.
+type cancelAfter struct {
+	n      int
+	cancel context.CancelFunc
+}
+
+func (c *cancelAfter) Pick(pc policy.PickContext, cands []policy.Candidate, picks []uint32) int {
+	if c.n--; c.n == 0 {
+		c.cancel()
+	}
+	return oldestHead{}.Pick(pc, cands, picks)
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/simulate"
@@ -17,6 +18,10 @@ type SimulateOptions struct {
 	// Engine is the engine configuration both runs use (lanes, ceilings,
 	// agent weights); the zero value means the engine's defaults.
 	Engine engine.Config
+	// MaxSteps and Horizon bound each run (simulate.Options); 0 means
+	// simulate's defaults.
+	MaxSteps int
+	Horizon  time.Duration
 }
 
 // SimulateReport compares a run of the workload under the plugin with a
@@ -69,12 +74,14 @@ func Simulate(ctx context.Context, wasm []byte, workload []simulate.Submission, 
 		return nil, err
 	}
 	defer s.plugin.Close(context.Background())
-	run := simulate.Options{Config: opts.Engine, Name: "plugin", Fairness: s.fairness, Selection: s.selection, Retry: s.retry}
+	run := simulate.Options{Config: opts.Engine, Name: "plugin", Fairness: s.fairness, Selection: s.selection, Retry: s.retry,
+		MaxSteps: opts.MaxSteps, Horizon: opts.Horizon}
 	plugin, err := simulate.Run(ctx, workload, run)
 	if err != nil {
 		return nil, fmt.Errorf("simulate under the plugin: %w", err)
 	}
-	builtin, err := simulate.Run(ctx, workload, simulate.Options{Config: opts.Engine, Name: "built-in"})
+	builtin, err := simulate.Run(ctx, workload, simulate.Options{Config: opts.Engine, Name: "built-in",
+		MaxSteps: opts.MaxSteps, Horizon: opts.Horizon})
 	if err != nil {
 		return nil, fmt.Errorf("simulate under the built-in: %w", err)
 	}
