@@ -20,116 +20,177 @@ import (
 // per batch rather than per task (group commit).
 
 // commitNow writes what is pending, retrying until the store accepts it or
-// the engine is shut down.
+// the engine is shut down, and returns once it is committed (or failed).
+//
+// With a store that pipelines commits (PipelinedStore, asynchronous
+// engines), the next batch is swapped out and handed to the store while the
+// previous one is still being committed: its rows are built and sent while
+// the previous transaction runs and syncs, and it commits right after it.
+// At most two batches are in the store's hands; they are published,
+// answered and their attempts started in seq order, by this goroutine.
 func (e *Engine) commitNow() {
 	e.commitMu.Lock()
 	defer e.commitMu.Unlock()
+	var prev *inflight
 	for {
-		e.mu.Lock()
-		b := e.cur
-		if b.empty() {
-			e.mu.Unlock()
+		cur := e.swapPending()
+		if cur != nil && e.pipe != nil && !e.abandoned.Load() {
+			cur.wait = e.pipe.CommitAsync(context.Background(), cur.out)
+		}
+		if prev != nil {
+			e.finishCommit(prev)
+		}
+		if cur == nil {
 			return
 		}
-		e.cur = &pendingBatch{done: make(chan struct{}), events: e.spare.events, tasks: e.spare.tasks}
-		out := &Batch{Events: b.events, Batches: b.batches, Lanes: b.lanes, Settings: b.settings, Tasks: e.spare.snaps[:0]}
-		if n := min(len(b.tasks), maxSpareSnaps); n > len(e.spare.snapVals) {
-			e.spare.snapVals = make([]Task, min(n+n/4, maxSpareSnaps))
+		if cur.wait == nil {
+			e.finishCommit(cur)
+			cur = nil
 		}
-		var ended []*task
-		for i, t := range b.tasks {
-			t.dirty = false
-			if i < len(e.spare.snapVals) {
-				snap := &e.spare.snapVals[i]
-				t.snapshotTo(snap)
-				out.Tasks = append(out.Tasks, snap)
-			} else {
-				out.Tasks = append(out.Tasks, t.snapshot())
-			}
-			if t.state.Terminal() {
-				ended = append(ended, t)
-			}
-		}
-		out.Tasks = append(out.Tasks, b.snaps...)
-		e.committing = b
-		e.mu.Unlock()
+		prev = cur
+	}
+}
 
-		for attempt := 0; ; attempt++ {
-			if e.abandoned.Load() {
-				e.failBatch(b, ErrFenced)
-				return
-			}
-			e.commitHealth.attempting()
-			err := e.store.Commit(context.Background(), out)
-			if err == nil {
-				e.commitHealth.succeeded(e.log)
-				break
-			}
-			if errors.Is(err, ErrFenced) {
-				// Another node leads: nothing this engine decides may be
-				// written any more. Stop, and let the caller know.
-				e.fenced.Store(true)
-				e.commitHealth.failed(err)
-				e.log.Error("the store fenced this node off: another node leads; abandoning", "error", err)
-				e.failBatch(b, err)
-				go e.Abandon("leadership lost")
-				return
-			}
-			e.stats.commitErrors.Add(1)
+// inflight is a batch swapped out of the pending one: in the store's hands,
+// or about to be.
+type inflight struct {
+	b     *pendingBatch
+	out   *Batch
+	spare *spareBuffers // the buffers out's snapshots live in, recycled once committed
+	ended []*task       // tasks the batch ends: forgotten once it is committed
+	wait  func() error  // the outcome of PipelinedStore.CommitAsync; nil: not started yet
+}
+
+// swapPending swaps the pending batch out and snapshots its tasks, or
+// returns nil when nothing is pending (under commitMu).
+func (e *Engine) swapPending() *inflight {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b := e.cur
+	if b.empty() {
+		return nil
+	}
+	// Two sets of buffers alternate: a batch's are reused by the batch after
+	// next, which is swapped out only once this one is committed.
+	sp := &e.spares[e.spareNext]
+	e.spareNext ^= 1
+	e.cur = &pendingBatch{done: make(chan struct{}), events: sp.events, tasks: sp.tasks}
+	sp.events, sp.tasks = nil, nil
+	out := &Batch{Events: b.events, Batches: b.batches, Lanes: b.lanes, Settings: b.settings, Tasks: sp.snaps[:0]}
+	if n := min(len(b.tasks), maxSpareSnaps); n > len(sp.snapVals) {
+		sp.snapVals = make([]Task, min(n+n/4, maxSpareSnaps))
+	}
+	in := &inflight{b: b, out: out, spare: sp}
+	for i, t := range b.tasks {
+		t.dirty = false
+		if i < len(sp.snapVals) {
+			snap := &sp.snapVals[i]
+			t.snapshotTo(snap)
+			out.Tasks = append(out.Tasks, snap)
+		} else {
+			out.Tasks = append(out.Tasks, t.snapshot())
+		}
+		if t.state.Terminal() {
+			in.ended = append(in.ended, t)
+		}
+	}
+	out.Tasks = append(out.Tasks, b.snaps...)
+	e.committing = b
+	return in
+}
+
+// finishCommit waits for the outcome of a batch started asynchronously (or
+// commits it now), retries it until the store takes it, then publishes its
+// events, answers its waiters and hands its attempts to the starter (under
+// commitMu, in seq order).
+func (e *Engine) finishCommit(in *inflight) {
+	b, out := in.b, in.out
+	for attempt := 0; ; attempt++ {
+		if e.abandoned.Load() {
+			e.failBatch(b, ErrFenced)
+			return
+		}
+		e.commitHealth.attempting()
+		var err error
+		if attempt == 0 && in.wait != nil {
+			err = in.wait()
+		} else {
+			err = e.store.Commit(context.Background(), out)
+		}
+		if err == nil {
+			e.commitHealth.succeeded(e.log)
+			break
+		}
+		if errors.Is(err, ErrFenced) {
+			// Another node leads: nothing this engine decides may be
+			// written any more. Stop, and let the caller know.
+			e.fenced.Store(true)
 			e.commitHealth.failed(err)
-			e.log.Error("commit failed; retrying", "error", err, "events", len(out.Events), "tasks", len(out.Tasks), "attempt", attempt+1)
-			if e.baseCtx.Err() != nil && attempt >= 3 {
-				e.failBatch(b, err)
-				return
-			}
+			e.log.Error("the store fenced this node off: another node leads; abandoning", "error", err)
+			e.failBatch(b, err)
+			go e.Abandon("leadership lost")
+			return
+		}
+		e.stats.commitErrors.Add(1)
+		e.commitHealth.failed(err)
+		e.log.Error("commit failed; retrying", "error", err, "events", len(out.Events), "tasks", len(out.Tasks), "attempt", attempt+1)
+		if e.baseCtx.Err() != nil && attempt >= 3 {
+			e.failBatch(b, err)
+			return
+		}
+		if attempt > 0 || in.wait == nil {
 			time.Sleep(min(time.Duration(attempt+1)*50*time.Millisecond, 2*time.Second))
 		}
-		if n := len(out.Events); n > 0 {
-			e.committed.Store(out.Events[n-1].Seq)
-			e.events.append(out.Events)
-		}
-		close(b.done)
-		e.mu.Lock()
+		// else: a pipelined batch fails when the one before it failed;
+		// that one has just been retried, so retry this one at once.
+	}
+	if n := len(out.Events); n > 0 {
+		e.committed.Store(out.Events[n-1].Seq)
+		e.events.append(out.Events)
+	}
+	close(b.done)
+	e.mu.Lock()
+	if e.committing == b {
 		e.committing = nil
-		e.mu.Unlock()
-		if len(b.runs) > 0 && e.baseCtx.Err() == nil && !e.abandoned.Load() {
-			// The attempts are on disk: they may start.
-			select {
-			case e.startCh <- b.runs:
-			case <-e.baseCtx.Done(): // recovery counts them as interrupted
-			}
+	}
+	e.mu.Unlock()
+	if len(b.runs) > 0 && e.baseCtx.Err() == nil && !e.abandoned.Load() {
+		// The attempts are on disk: they may start.
+		select {
+		case e.startCh <- b.runs:
+		case <-e.baseCtx.Done(): // recovery counts them as interrupted
 		}
-		// Neither the store nor the log keeps the batch's slices: reuse them.
-		clear(out.Events)
-		clear(b.tasks)
-		clear(out.Tasks)
-		clear(e.spare.snapVals[:min(len(b.tasks), len(e.spare.snapVals))])
-		e.spare.events, e.spare.tasks, e.spare.snaps = out.Events[:0], b.tasks[:0], out.Tasks[:0]
+	}
+	// Neither the store nor the log keeps the batch's slices: reuse them.
+	sp := in.spare
+	clear(out.Events)
+	clear(b.tasks)
+	clear(out.Tasks)
+	clear(sp.snapVals[:min(len(b.tasks), len(sp.snapVals))])
+	sp.events, sp.tasks, sp.snaps = out.Events[:0], b.tasks[:0], out.Tasks[:0]
 
-		if len(ended) > 0 {
-			e.mu.Lock()
-			for _, t := range ended {
-				e.forgetLocked(t)
-			}
-			e.mu.Unlock()
+	if len(in.ended) > 0 {
+		e.mu.Lock()
+		for _, t := range in.ended {
+			e.forgetLocked(t)
 		}
+		e.mu.Unlock()
 	}
 }
 
 // failBatch ends a batch the store did not take: its waiters learn err and
-// its attempts never start. The spare slices are dropped, not reused: the
-// pending batch took them when this one was swapped out, and the next swap
-// must not hand them out again.
+// its attempts never start. Its buffers are not reused.
 func (e *Engine) failBatch(b *pendingBatch, err error) {
 	b.err = err
 	close(b.done)
 	e.mu.Lock()
-	e.committing = nil
+	if e.committing == b {
+		e.committing = nil
+	}
 	e.mu.Unlock()
-	e.spare.events, e.spare.tasks = nil, nil
 }
 
-// spareBuffers are the slices of the last committed batch, handed to the next
+// spareBuffers are the slices of a committed batch, handed to a later
 // pending batch so that steady traffic allocates no new ones (guarded by
 // commitMu).
 type spareBuffers struct {

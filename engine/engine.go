@@ -132,8 +132,10 @@ type Engine struct {
 	lazyCh          chan struct{} // changes nobody waits for (durable): they may ride in the next commit
 	startCh         chan []*Run   // committed attempts, for the starter goroutine (durable, asynchronous)
 	committed       atomic.Uint64
-	commitMu        sync.Mutex // one commit at a time
-	spare           spareBuffers
+	commitMu        sync.Mutex      // one commit at a time
+	spares          [2]spareBuffers // alternate between batches (commit.go)
+	spareNext       int
+	pipe            PipelinedStore // the store, when it pipelines commits (asynchronous engines only)
 	baseCtx         context.Context
 	stop            context.CancelFunc
 	wg              sync.WaitGroup
@@ -144,7 +146,7 @@ type Engine struct {
 	abandoned       atomic.Bool // lost leadership: commits are dropped
 	fenced          atomic.Bool // the store refused a commit: another node leads
 
-	committing   *pendingBatch // the batch in the store's hands (guarded by mu)
+	committing   *pendingBatch // the latest batch in the store's hands (guarded by mu)
 	commitHealth commitHealth  // failing commits, for readiness (commit.go)
 }
 
@@ -222,6 +224,9 @@ func New(opts Options) (*Engine, error) {
 	e.fairness = namedFairness{name: fairshare.Name, p: e.native}
 	e.ids = newIDGen(opts.Seed)
 	e.durable = opts.Store.Durable()
+	if ps, ok := opts.Store.(PipelinedStore); ok && !e.sync {
+		e.pipe = ps
+	}
 	for i := range e.timers {
 		e.timers[i].kind = i
 	}

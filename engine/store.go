@@ -59,6 +59,23 @@ type Store interface {
 	Close() error
 }
 
+// PipelinedStore is a Store that can take the next batch while the one
+// before it is still being committed, so that a durable commit stream is
+// not one round trip (and one sync) after another. The engine uses it when
+// the store implements it (and the engine is not synchronous).
+type PipelinedStore interface {
+	Store
+	// CommitAsync starts writing b, as Commit would, and returns a function
+	// that waits for the outcome. The engine calls CommitAsync from one
+	// goroutine in seq order, with at most one earlier batch still
+	// outstanding, and calls each returned function once, in the same
+	// order; b stays unchanged until then. A batch commits only if every
+	// batch started before it did: when one fails, those started after it
+	// fail too and write nothing (the engine retries them in order with
+	// Commit).
+	CommitAsync(ctx context.Context, b *Batch) (wait func() error)
+}
+
 // Snapshot is what a Store hands back at start.
 type Snapshot struct {
 	Tasks    []*Task     // non-terminal tasks, in seq order

@@ -225,28 +225,165 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 		return fmt.Errorf("postgres store: commit: %w", err)
 	}
 	if rows.copy {
-		err = s.commitCopy(ctx, pb, b, rows)
+		err = s.commitCopy(ctx, pb, b, rows, 0, nil)
 	} else {
-		s.queueRows(pb, b, rows)
+		s.queueRows(pb, b, rows, 0)
 		err = s.pool.SendBatch(ctx, pb).Close()
 	}
 	if err != nil {
-		var pgErr *pgconn.PgError
-		errors.As(err, &pgErr)
-		switch {
-		case isFenced(err):
-			return fmt.Errorf("%s: %w", pgErr.Message, ErrNotLeader)
-		case pgErr != nil && pgErr.Code == codeSeq:
-			return fmt.Errorf("postgres store: commit: %s", pgErr.Message)
-		case pgErr != nil && pgErr.Code == codeUnique:
-			// Tasks this store thought new were there: another node committed
-			// them. Learn the highest seq again for the retry.
-			_ = s.loadMaxTaskSeq(ctx)
-		}
-		return s.describe("commit", err)
+		s.maxTaskSeq = s.committedMax
+		return s.commitError(ctx, err)
 	}
 	s.maxTaskSeq = rows.maxTask
+	s.committedMax = rows.maxTask
 	return nil
+}
+
+// commitError says why a commit failed (under wmu).
+func (s *Store) commitError(ctx context.Context, err error) error {
+	var pgErr *pgconn.PgError
+	errors.As(err, &pgErr)
+	switch {
+	case isFenced(err):
+		return fmt.Errorf("%s: %w", pgErr.Message, ErrNotLeader)
+	case pgErr != nil && pgErr.Code == codeSeq:
+		return fmt.Errorf("postgres store: commit: %s", pgErr.Message)
+	case pgErr != nil && pgErr.Code == codeUnique:
+		// Tasks this store thought new were there: another node committed
+		// them. Learn the highest seq again for the retry.
+		_ = s.loadMaxTaskSeq(ctx)
+	}
+	return s.describe("commit", err)
+}
+
+// asyncCommit is a commit started by CommitAsync.
+type asyncCommit struct {
+	last    uint64        // the batch's last event seq; 0: it has none
+	maxTask uint64        // the highest task seq once it is committed
+	locked  chan struct{} // closed once the transaction holds the seq lock (or failed before)
+	lockErr error         // why it failed before that, if it did
+	done    chan struct{} // closed once it is committed or failed
+	err     error
+}
+
+// CommitAsync implements engine.PipelinedStore. A batch sent while the one
+// before it is in flight starts with sy_follow rather than sy_advance: the
+// seq row that the earlier transaction locked first makes it wait for that
+// one's end, and unless that one committed (the last seq is exactly its
+// last), it fails. Its rows are built, and sent, while the earlier one runs
+// and syncs, so that the server starts on it the moment the earlier one
+// commits. It is sent only once the earlier transaction holds the seq lock,
+// so that the two cannot take it out of order.
+func (s *Store) CommitAsync(ctx context.Context, b *engine.Batch) (wait func() error) {
+	failed := func(err error) func() error { return func() error { return err } }
+	if b.Empty() {
+		return failed(nil)
+	}
+	var prevSeq uint64
+	for i := range b.Events {
+		if seq := b.Events[i].Seq; i > 0 && seq <= prevSeq {
+			return failed(fmt.Errorf("postgres store: commit: event seq %d does not follow %d", seq, prevSeq))
+		}
+		prevSeq = b.Events[i].Seq
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed() {
+		return failed(errClosed)
+	}
+	pred := s.inflight
+	if pred != nil {
+		select {
+		case <-pred.done:
+			pred = nil
+		default:
+		}
+	}
+	if f := s.fence.Load(); pred != nil && (pred.last == 0 || len(b.Events) == 0 || f != nil && f.epoch != s.fenceEpoch) {
+		// Only a batch with events can check that the one before it, which
+		// must have events too, committed: otherwise wait for that one.
+		<-pred.done
+		pred = nil
+	}
+	pb := &pgx.Batch{}
+	if err := s.queueFence(pb); err != nil {
+		return s.failAsync(err)
+	}
+	if err := s.syncEpochLocked(ctx); err != nil {
+		return s.failAsync(err)
+	}
+	rows, err := s.rowsLocked(b)
+	if err != nil {
+		return s.failAsync(fmt.Errorf("postgres store: commit: %w", err))
+	}
+	var follow uint64
+	if pred != nil {
+		follow = pred.last
+		<-pred.locked
+		if pred.lockErr != nil {
+			return s.failAsync(fmt.Errorf("postgres store: commit: the commit before failed: %w", pred.lockErr))
+		}
+	}
+	c := &asyncCommit{maxTask: rows.maxTask, locked: make(chan struct{}), done: make(chan struct{})}
+	if n := len(b.Events); n > 0 {
+		c.last = b.Events[n-1].Seq
+	}
+	s.maxTaskSeq = rows.maxTask
+	s.inflight = c
+	lead := pb.Len()
+	if rows.copy {
+		go func() {
+			c.err = s.commitCopy(ctx, pb, b, rows, follow, func(err error) {
+				c.lockErr = err
+				close(c.locked)
+			})
+			close(c.done)
+		}()
+	} else {
+		s.queueRows(pb, b, rows, follow)
+		if len(b.Events) > 0 {
+			lead++
+		}
+		go func() {
+			br := s.pool.SendBatch(ctx, pb)
+			var err error
+			for range lead {
+				if _, err = br.Exec(); err != nil {
+					break
+				}
+			}
+			c.lockErr = err
+			close(c.locked)
+			if cerr := br.Close(); err == nil {
+				err = cerr
+			}
+			c.err = err
+			close(c.done)
+		}()
+	}
+	return func() error {
+		<-c.done
+		s.wmu.Lock()
+		defer s.wmu.Unlock()
+		if s.inflight == c {
+			s.inflight = nil
+		}
+		if c.err != nil {
+			// The batches sent after it fail too: they are built again.
+			s.maxTaskSeq = s.committedMax
+			return s.commitError(ctx, c.err)
+		}
+		s.committedMax = max(s.committedMax, c.maxTask)
+		s.maxTaskSeq = max(s.maxTaskSeq, c.maxTask)
+		return nil
+	}
+}
+
+// failAsync is the outcome of a batch that CommitAsync did not send (under
+// wmu): the batches sent after it are built again.
+func (s *Store) failAsync(err error) func() error {
+	s.maxTaskSeq = s.committedMax
+	return func() error { return err }
 }
 
 // rowsLocked turns a batch into column arrays. A task above the highest
@@ -333,11 +470,22 @@ func (s *Store) rowsLocked(b *engine.Batch) (*commitRows, error) {
 	return r, nil
 }
 
-// queueRows adds the batch's statements after the fence.
-func (s *Store) queueRows(pb *pgx.Batch, b *engine.Batch, r *commitRows) {
-	if n := len(b.Events); n > 0 {
+// queueAdvance adds the seq check and lock: sy_advance, or with follow
+// (the last seq of a commit still in flight) sy_follow.
+func queueAdvance(pb *pgx.Batch, b *engine.Batch, follow uint64) {
+	n := len(b.Events)
+	switch {
+	case n == 0:
+	case follow != 0:
+		pb.Queue("SELECT sy_follow($1, $2, $3)", int64(follow), int64(b.Events[0].Seq), int64(b.Events[n-1].Seq))
+	default:
 		pb.Queue("SELECT sy_advance($1, $2)", int64(b.Events[0].Seq), int64(b.Events[n-1].Seq))
 	}
+}
+
+// queueRows adds the batch's statements after the fence.
+func (s *Store) queueRows(pb *pgx.Batch, b *engine.Batch, r *commitRows, follow uint64) {
+	queueAdvance(pb, b, follow)
 	if len(b.Batches) > 0 {
 		queueBatches(pb, b.Batches)
 	}
@@ -479,23 +627,29 @@ func int64s(u []uint64) []int64 {
 // commitCopy writes a batch in an explicit transaction, with COPY for the
 // new rows (tasks, task_status, events) and a pgx.Batch for the rest: more
 // round trips than queueRows, fewer server-side per-row costs. The
-// benchmarks compare the two (see the ADR).
-func (s *Store) commitCopy(ctx context.Context, pb *pgx.Batch, b *engine.Batch, r *commitRows) error {
+// benchmarks compare the two (see the ADR). locked, if not nil, learns when
+// the transaction holds the seq lock (or why it failed before).
+func (s *Store) commitCopy(ctx context.Context, pb *pgx.Batch, b *engine.Batch, r *commitRows, follow uint64, locked func(error)) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
+		if locked != nil {
+			locked(err)
+		}
 		return err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it does nothing
-	if n := len(b.Events); n > 0 {
-		pb.Queue("SELECT sy_advance($1, $2)", int64(b.Events[0].Seq), int64(b.Events[n-1].Seq))
-	}
+	queueAdvance(pb, b, follow)
 	if len(b.Batches) > 0 {
 		queueBatches(pb, b.Batches)
 	}
 	if pb.Len() > 0 {
-		if err := tx.SendBatch(ctx, pb).Close(); err != nil {
-			return err
-		}
+		err = tx.SendBatch(ctx, pb).Close()
+	}
+	if locked != nil {
+		locked(err)
+	}
+	if err != nil {
+		return err
 	}
 	if nt := &r.newTasks; len(nt.seq) > 0 {
 		_, err := tx.CopyFrom(ctx, pgx.Identifier{"tasks"},

@@ -92,8 +92,12 @@ type Store struct {
 	channels channels
 
 	wmu        sync.Mutex // commits and purges, one at a time; guards what follows
-	maxTaskSeq uint64     // the highest seq of a stored task: a task above it is new
-	fenceEpoch uint64     // the epoch the taken commands belong to
+	maxTaskSeq uint64     // the highest seq of a stored task, or of one in a commit in flight: a task above it is new
+	// committedMax is the highest seq of a task known committed: what
+	// maxTaskSeq falls back to when a commit fails.
+	committedMax uint64
+	inflight     *asyncCommit // the last commit CommitAsync started, until its outcome is read
+	fenceEpoch   uint64       // the epoch the taken commands belong to
 	takenState
 
 	fence         atomic.Pointer[fence]
@@ -114,7 +118,7 @@ type Store struct {
 	closeOnce sync.Once
 }
 
-var _ engine.Store = (*Store)(nil)
+var _ engine.PipelinedStore = (*Store)(nil)
 
 // Open connects to the database, creates the schema or applies the
 // migrations it lacks (under an advisory lock, so that several nodes may
@@ -213,6 +217,7 @@ func (s *Store) loadMaxTaskSeq(ctx context.Context) error {
 		return s.describe("read the highest task seq", err)
 	}
 	s.maxTaskSeq = uint64(maxSeq)
+	s.committedMax = s.maxTaskSeq
 	return nil
 }
 

@@ -1,0 +1,79 @@
+package postgres_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/store/postgres"
+)
+
+// Two batches in flight at once both commit, in order, and a batch of the
+// second that updates a task of the first lands after it.
+func TestCommitAsyncPipelinesTwoBatches(t *testing.T) {
+	t.Parallel()
+	for _, copyMin := range []int{0, 1 << 30} {
+		s := openStore(t, newSchema(t))
+		s.SetCopyMin(copyMin)
+		testPipelinesTwoBatches(t, s)
+	}
+}
+
+func testPipelinesTwoBatches(t *testing.T, s *postgres.Store) {
+	first := taskBatch(1, 50)
+	second := taskBatch(51, 50)
+	upd := *first.Tasks[0]
+	upd.State, upd.Reason = engine.StateRunning, "started"
+	second.Tasks = append(second.Tasks, &upd)
+	second.Events = append(second.Events, engine.Event{Seq: 101, Type: engine.EventState, TaskID: upd.ID, AgentID: "agent",
+		Lane: "main", From: engine.StateQueued, To: engine.StateRunning, Reason: "started"})
+
+	w1 := s.CommitAsync(bg, first)
+	w2 := s.CommitAsync(bg, second)
+	require.NoError(t, w1())
+	require.NoError(t, w2())
+
+	got, err := s.Task(bg, upd.ID)
+	require.NoError(t, err)
+	require.Equal(t, engine.StateRunning, got.State, "the second batch's update lands after the first batch's insert")
+	_, err = s.Task(bg, second.Tasks[49].ID)
+	require.NoError(t, err)
+	evs, err := s.Events(bg, 0, 1000)
+	require.NoError(t, err)
+	require.Len(t, evs, 101)
+}
+
+// When a batch fails, the batch sent behind it fails too and writes
+// nothing; committed afterwards, its tasks are written as new ones.
+func TestCommitAsyncFailureFailsTheBatchBehind(t *testing.T) {
+	t.Parallel()
+	for _, copyMin := range []int{0, 1 << 30} {
+		s := openStore(t, newSchema(t))
+		s.SetCopyMin(copyMin)
+		testFailureFailsTheBatchBehind(t, s)
+	}
+}
+
+func testFailureFailsTheBatchBehind(t *testing.T, s *postgres.Store) {
+	require.NoError(t, s.Commit(bg, taskBatch(1, 10)))
+
+	bad := taskBatch(5, 3, "X1", "X2", "X3") // seqs 5..7 do not follow 10
+	behind := taskBatch(11, 5)
+	w1 := s.CommitAsync(bg, bad)
+	w2 := s.CommitAsync(bg, behind)
+	require.Error(t, w1())
+	require.Error(t, w2(), "it was sent after a batch that failed")
+	_, err := s.Task(bg, behind.Tasks[0].ID)
+	require.ErrorIs(t, err, engine.ErrNotFound, "nothing of it was written")
+
+	require.NoError(t, s.Commit(bg, behind), "retried in order, it commits")
+	for _, task := range behind.Tasks {
+		got, err := s.Task(bg, task.ID)
+		require.NoError(t, err)
+		require.Equal(t, task.Seq, got.Seq)
+	}
+	evs, err := s.Events(bg, 0, 1000)
+	require.NoError(t, err)
+	require.Len(t, evs, 15)
+}
