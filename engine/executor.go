@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/switchyard/switchyard/engine/policy"
 )
@@ -31,6 +32,11 @@ type Outcome struct {
 	HTTPStatus int               // the instance's status code, when there was one
 	InstanceID string            // where it ran, if not reported by Started
 	TabID      string            // the tab it ran in; binds the task's session to it
+	// TabTime and ActionTime are the attempt's two parts as the executor
+	// measured them: finding or opening its tab, then the action at the
+	// instance (Attempt.TabTime, Attempt.ActionTime).
+	TabTime    time.Duration
+	ActionTime time.Duration
 }
 
 // Run is the executor's handle on one attempt of a task.
@@ -159,7 +165,7 @@ var ErrInstanceGone = errors.New("instance gone")
 // when an attempt ended because of its instance rather than its task: the
 // instance was gone, unreachable, restarting, shutting down or refused the
 // credentials. Such an attempt is recorded with the instance's own reason
-// (prefixed "instance fault: ") but does not consume the task's attempt
+// (prefixed "instance fault: ", and Attempt.InstanceFault set) but does not consume the task's attempt
 // budget: the task is retried after Config.InstanceFaultDelay, up to
 // Config.InstanceFaultBudget such attempts; beyond that they count like any
 // transient failure, so that nothing waits for ever on a dead fleet.

@@ -85,3 +85,35 @@ func TestASessionStaysWithItsTabWhileItsInstanceIsUnhealthy(t *testing.T) {
 	require.Equal(t, "i1", last.InstanceID, "the session's page is on i1: not silently moved to i2")
 	require.Equal(t, "T1", last.TabID)
 }
+
+func TestTheInstanceFaultFlagCountsNotTheMessage(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, &engine.Config{InstanceFaultBudget: 5, InstanceFaultDelay: time.Second})
+	task := h.Submit(enginetest.Spec("a").Retry(engine.RetryPolicy{MaxAttempts: 2, Backoff: 10 * time.Millisecond, Multiplier: 1}).Obj())
+	// A task's own failure whose text happens to read like a fault is the
+	// task's: it spends the budget.
+	require.NoError(t, h.Exec.Fail(task.ID, engine.Transient(errors.New("instance fault: said the page"))))
+	got := h.Get(task.ID)
+	require.False(t, got.Attempts[0].InstanceFault)
+	require.Equal(t, h.Clock.Now().Add(10*time.Millisecond), got.NextRunAt, "the lane's backoff: a counted failure")
+	h.Clock.Advance(10 * time.Millisecond)
+	// A real fault is flagged and forgiven.
+	require.NoError(t, h.Exec.Fail(task.ID, fault()))
+	got = h.Get(task.ID)
+	require.True(t, got.Attempts[1].InstanceFault)
+	require.Equal(t, engine.StateRetryWait, got.State)
+	require.Equal(t, h.Clock.Now().Add(time.Second), got.NextRunAt, "the instance-fault delay")
+	require.Contains(t, got.Reason, "instance fault 1/5")
+}
+
+func TestAnAttemptKeepsTheExecutorsTabAndActionTimes(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	task := h.Submit(enginetest.Spec("a").Obj())
+	require.NoError(t, h.Exec.Finish(task.ID, engine.Outcome{TabTime: 3 * time.Millisecond, ActionTime: 40 * time.Millisecond}))
+	got := h.Get(task.ID)
+	require.Equal(t, engine.StateSucceeded, got.State)
+	require.Equal(t, 3*time.Millisecond, got.Attempts[0].TabTime)
+	require.Equal(t, 40*time.Millisecond, got.Attempts[0].ActionTime)
+	require.False(t, got.Attempts[0].InstanceFault)
+}

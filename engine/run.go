@@ -108,6 +108,7 @@ func (e *Engine) finish(r *Run, o Outcome) {
 	if o.TabID != "" {
 		att.TabID = o.TabID
 	}
+	att.TabTime, att.ActionTime = max(o.TabTime, 0), max(o.ActionTime, 0)
 	t.run = nil
 	e.timers[timerLease].remove(t)
 	e.releaseLocked(t)
@@ -134,6 +135,7 @@ func (e *Engine) finish(r *Run, o Outcome) {
 			class, msg = classTransient, "timed out: "+msg
 		} else if class == classTransient && errors.Is(o.Err, ErrInstanceFault) {
 			msg = instanceFaultPrefix + msg
+			att.InstanceFault = true
 		} else if class == classCancelled {
 			// Cancelled by something other than the engine (the executor
 			// shutting down): worth another attempt.
@@ -173,8 +175,9 @@ func (e *Engine) failAttemptLocked(t *task, class policy.ErrorClass, status int,
 		e.setState(t, StateFailed, "deadline exceeded: "+msg)
 		return
 	}
-	if faults := t.instanceFaults(); faults > 0 && class == classTransient &&
-		faults <= e.cfg.InstanceFaultBudget && strings.HasPrefix(msg, instanceFaultPrefix) {
+	if att := t.lastAttempt(); att != nil && att.InstanceFault && class == classTransient &&
+		t.instanceFaults() <= e.cfg.InstanceFaultBudget {
+		faults := t.instanceFaults()
 		// The instance failed, not the task: retry without spending the
 		// task's budget, once the instance had time to come back (or the
 		// task can go to another).
@@ -206,7 +209,7 @@ func (e *Engine) failAttemptLocked(t *task, class policy.ErrorClass, status int,
 }
 
 // instanceFaultPrefix starts the error of an attempt that ended in an
-// instance fault: the attempt records say which attempts the budget forgave.
+// instance fault, for its readers; the engine counts Attempt.InstanceFault.
 const instanceFaultPrefix = "instance fault: "
 
 // instanceFaults counts the attempts since the last reset that ended in an
@@ -218,7 +221,7 @@ func (t *task) instanceFaults() int {
 	}
 	n := 0
 	for _, a := range t.attempts[min(from, len(t.attempts)):] {
-		if strings.HasPrefix(a.Error, instanceFaultPrefix) {
+		if a.InstanceFault {
 			n++
 		}
 	}

@@ -176,6 +176,16 @@ type Attempt struct {
 	Class      policy.ErrorClass // ClassNone on success
 	HTTPStatus int               // the instance's status code, 0 if none
 	Error      string            // what went wrong
+	// TabTime is what the executor spent finding the attempt's tab before
+	// sending the action: resolving a named or session tab, taking a pooled
+	// one or opening a new one. ActionTime is the action itself, from sending
+	// it to the instance's answer. Both are the executor's own measures
+	// (Outcome.TabTime, Outcome.ActionTime); 0 when it reported none.
+	TabTime    time.Duration
+	ActionTime time.Duration
+	// InstanceFault marks an attempt that ended because of its instance, not
+	// its task (ErrInstanceFault): the instance-fault budget forgave it.
+	InstanceFault bool
 }
 
 // WebhookDelivery records one attempt to deliver a webhook.

@@ -231,21 +231,27 @@ type target struct {
 	claimed  bool // takePooled already marked the (owned) tab busy
 }
 
+// runAction runs an action task: its tab first (TabTime), then the action
+// (ActionTime), each measured on its own.
 func (e *Executor) runAction(ctx context.Context, a Attempt, spec *engine.TaskSpec) (engine.Outcome, func()) {
+	t0 := time.Now()
 	t, err := e.target(ctx, a, spec)
+	tabTime := time.Since(t0)
 	if err != nil {
-		return engine.Outcome{Err: err, InstanceID: t.instance, TabID: t.tab}, nil
+		return engine.Outcome{Err: err, InstanceID: t.instance, TabID: t.tab, TabTime: tabTime}, nil
 	}
 	defer e.done(t)
 	a.Started(t.instance, t.tab)
 
+	t1 := time.Now()
 	rctx, release := e.graceful(ctx)
 	res, err := e.perform(rctx, t, spec.Action, a.TaskID())
 	release()
+	actionTime := time.Since(t1)
 	if err != nil {
-		return engine.Outcome{Err: e.explain(ctx, err, t), InstanceID: t.instance, TabID: t.tab}, nil
+		return engine.Outcome{Err: e.explain(ctx, err, t), InstanceID: t.instance, TabID: t.tab, TabTime: tabTime, ActionTime: actionTime}, nil
 	}
-	o := engine.Outcome{Result: res, HTTPStatus: http.StatusOK, InstanceID: t.instance, TabID: t.tab}
+	o := engine.Outcome{Result: res, HTTPStatus: http.StatusOK, InstanceID: t.instance, TabID: t.tab, TabTime: tabTime, ActionTime: actionTime}
 	if isClose(spec.Action.Kind) {
 		// The tab is gone: nothing may stay bound to it.
 		o.TabID = ""
@@ -576,6 +582,7 @@ func (e *Executor) runInstruction(ctx context.Context, a Attempt, spec *engine.T
 	defer e.done(t)
 	a.Started(id, tab)
 	var res pinchtab.ChatResult
+	t1 := time.Now()
 	rctx, release := e.graceful(ctx)
 	if _, snap, _ := e.reg.lookup(id); snap.Dialect == DialectBrowserOS {
 		res, err = t.client.ChatBrowserOS(rctx, pinchtab.BrowserOSChat{
@@ -584,14 +591,15 @@ func (e *Executor) runInstruction(ctx context.Context, a Attempt, spec *engine.T
 		res, err = t.client.Chat(rctx, pinchtab.ChatRequest{Instruction: spec.Instruction, TabID: tab})
 	}
 	release()
+	actionTime := time.Since(t1) // a chat instance opens no tab for Switchyard: no TabTime
 	if err != nil {
-		return engine.Outcome{Err: e.explain(ctx, err, t), InstanceID: id, TabID: tab}
+		return engine.Outcome{Err: e.explain(ctx, err, t), InstanceID: id, TabID: tab, ActionTime: actionTime}
 	}
 	result, err := e.inline(ctx, res.Result, a.TaskID())
 	if err != nil {
-		return engine.Outcome{Err: err, InstanceID: id, TabID: tab}
+		return engine.Outcome{Err: err, InstanceID: id, TabID: tab, ActionTime: actionTime}
 	}
-	return engine.Outcome{Result: result, HTTPStatus: http.StatusOK, InstanceID: id, TabID: tab}
+	return engine.Outcome{Result: result, HTTPStatus: http.StatusOK, InstanceID: id, TabID: tab, ActionTime: actionTime}
 }
 
 // graceful returns the context for the request that performs an attempt's

@@ -82,6 +82,34 @@ func TestTaskWithoutTabOpensOneOnThePlacedInstanceAndReportsIt(t *testing.T) {
 	require.Equal(t, [][2]string{{"a", "a-tab1"}}, at.startedWith())
 	require.Equal(t, []string{"POST /tab", "POST /tabs/a-tab1/navigate"}, a.paths())
 	require.JSONEq(t, `{"tabId":"a-tab1","url":"http://site.test/","title":"Page"}`, string(o.Result))
+	require.Positive(t, o.TabTime, "opening the tab is measured")
+	require.Positive(t, o.ActionTime, "and the action, apart")
+}
+
+func TestTabTimeAndActionTimeAreMeasuredApart(t *testing.T) {
+	t.Parallel()
+	a := newFakeInstance(t, "a", "")
+	bn := setup(t, executor.Options{}, instanceCfg("a", a))
+	release := make(chan struct{})
+	a.set(func(f *fakeInstance) { f.slow = release; f.canceled = make(chan struct{}) })
+	// The instance holds the action for at least held from the moment it
+	// has it: the action's time covers that, and the tab's part does not.
+	const held = 30 * time.Millisecond
+	go func() {
+		for !slices.Contains(a.paths(), "POST /tabs/a-tab1/action") {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(held)
+		close(release)
+	}()
+	t0 := time.Now()
+	o := bn.exec.Execute(context.Background(), &attempt{id: "t", instance: "a", spec: &engine.TaskSpec{AgentID: "x",
+		Action: action("click", "#go", "")}})
+	took := time.Since(t0)
+	require.NoError(t, o.Err)
+	require.Positive(t, o.TabTime, "opening the tab is measured")
+	require.GreaterOrEqual(t, o.ActionTime, held, "the action's time covers the instance's work")
+	require.LessOrEqual(t, o.TabTime+o.ActionTime, took, "the two parts are within the attempt, one after the other")
 }
 
 func TestSessionTabIsReusedThenClosedWhenIdleAndTheSessionUnbound(t *testing.T) {

@@ -408,8 +408,13 @@ type TaskPayload struct {
 	EndedAt    time.Time       `json:"endedAt"` // zero for a PARKED task
 	// ExecutionTimeMs is the time its attempts spent running, summed: from
 	// dispatch to the end of each attempt, in milliseconds.
-	ExecutionTimeMs int64             `json:"executionTimeMs"`
-	Labels          map[string]string `json:"labels,omitempty"`
+	ExecutionTimeMs int64 `json:"executionTimeMs"`
+	// TabTimeMs and ActionTimeMs are its attempts' two parts as the executor
+	// measured them (engine.Attempt.TabTime, ActionTime), summed over the
+	// attempts, in milliseconds.
+	TabTimeMs    float64           `json:"tabTimeMs"`
+	ActionTimeMs float64           `json:"actionTimeMs"`
+	Labels       map[string]string `json:"labels,omitempty"`
 }
 
 // BrowserPayload is the body of a task delivery in FormatBrowserOS.
@@ -419,6 +424,8 @@ type BrowserPayload struct {
 	Result          json.RawMessage `json:"result,omitempty"`
 	Error           string          `json:"error,omitempty"`
 	ExecutionTimeMs int64           `json:"executionTimeMs"`
+	TabTimeMs       float64         `json:"tabTimeMs"`    // as in TaskPayload
+	ActionTimeMs    float64         `json:"actionTimeMs"` // as in TaskPayload
 	// SwitchyardState is the task's own state (SUCCEEDED, FAILED, PARKED,
 	// EXPIRED, …), for receivers that want the detail.
 	SwitchyardState string `json:"switchyardState"`
@@ -438,6 +445,17 @@ func ExecutionTime(t *engine.Task, now time.Time) time.Duration {
 		}
 	}
 	return d
+}
+
+// AttemptTimes sums the tab and action times of t's attempts, in
+// milliseconds.
+func AttemptTimes(t *engine.Task) (tabMs, actionMs float64) {
+	var tab, action time.Duration
+	for _, a := range t.Attempts {
+		tab += a.TabTime
+		action += a.ActionTime
+	}
+	return float64(tab) / float64(time.Millisecond), float64(action) / float64(time.Millisecond)
 }
 
 // browserState maps a state to BrowserOS's vocabulary.
@@ -475,14 +493,15 @@ func (d *Deliverer) body(ctx context.Context, j job) ([]byte, string, error) {
 			p.Event = "task.parked"
 		}
 		exec := ExecutionTime(t, p.SentAt).Milliseconds()
+		tabMs, actionMs := AttemptTimes(t)
 		if d.formatFor(j.url) == FormatBrowserOS {
 			b, err := json.Marshal(BrowserPayload{TaskID: t.ID, State: browserState(st), Result: t.Result, Error: t.Error,
-				ExecutionTimeMs: exec, SwitchyardState: st.String()})
+				ExecutionTimeMs: exec, TabTimeMs: tabMs, ActionTimeMs: actionMs, SwitchyardState: st.String()})
 			return b, p.Event, err
 		}
 		p.Task = &TaskPayload{ID: t.ID, AgentID: t.Spec.AgentID, Lane: t.Spec.Lane, SessionKey: t.Spec.Session(), BatchID: t.Spec.BatchID,
 			State: st.String(), Reason: t.Reason, Attempts: len(t.Attempts), Result: t.Result, Error: t.Error,
-			CreatedAt: t.CreatedAt, EndedAt: t.EndedAt, ExecutionTimeMs: exec, Labels: t.Spec.Labels}
+			CreatedAt: t.CreatedAt, EndedAt: t.EndedAt, ExecutionTimeMs: exec, TabTimeMs: tabMs, ActionTimeMs: actionMs, Labels: t.Spec.Labels}
 	} else {
 		bs, err := d.e.Batch(ctx, j.batchID)
 		if err != nil {

@@ -88,7 +88,8 @@ func TestATaskWebhookIsSignedAndRecorded(t *testing.T) {
 	withHook.WebhookURL = r.srv.URL + "/hook"
 	hooked := h.Submit(withHook)
 	require.NoError(t, h.Exec.Succeed(task.ID, `{}`))
-	require.NoError(t, h.Exec.Succeed(hooked.ID, `{"title":"done"}`))
+	require.NoError(t, h.Exec.Finish(hooked.ID, engine.Outcome{Result: json.RawMessage(`{"title":"done"}`),
+		TabTime: 1500 * time.Microsecond, ActionTime: 42 * time.Millisecond}))
 
 	ds := deliveries(t, h, hooked.ID, 1)
 	require.True(t, ds[0].Delivered)
@@ -106,6 +107,8 @@ func TestATaskWebhookIsSignedAndRecorded(t *testing.T) {
 	require.Equal(t, "task.ended", p.Event)
 	require.Equal(t, "SUCCEEDED", p.Task.State)
 	require.JSONEq(t, `{"title":"done"}`, string(p.Task.Result))
+	require.InDelta(t, 1.5, p.Task.TabTimeMs, 1e-9, "the attempt's tab time, as the executor measured it")
+	require.InDelta(t, 42, p.Task.ActionTimeMs, 1e-9, "and its action time")
 }
 
 func TestFailedDeliveriesAreRetriedWithBackoff(t *testing.T) {

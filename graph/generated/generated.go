@@ -67,15 +67,18 @@ type ComplexityRoot struct {
 	}
 
 	Attempt struct {
-		AssignedAt func(childComplexity int) int
-		EndedAt    func(childComplexity int) int
-		Error      func(childComplexity int) int
-		ErrorClass func(childComplexity int) int
-		HTTPStatus func(childComplexity int) int
-		InstanceID func(childComplexity int) int
-		N          func(childComplexity int) int
-		StartedAt  func(childComplexity int) int
-		TabID      func(childComplexity int) int
+		ActionTimeMs  func(childComplexity int) int
+		AssignedAt    func(childComplexity int) int
+		EndedAt       func(childComplexity int) int
+		Error         func(childComplexity int) int
+		ErrorClass    func(childComplexity int) int
+		HTTPStatus    func(childComplexity int) int
+		InstanceFault func(childComplexity int) int
+		InstanceID    func(childComplexity int) int
+		N             func(childComplexity int) int
+		StartedAt     func(childComplexity int) int
+		TabID         func(childComplexity int) int
+		TabTimeMs     func(childComplexity int) int
 	}
 
 	Batch struct {
@@ -708,6 +711,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Agent.Weight(childComplexity), true
 
+	case "Attempt.actionTimeMs":
+		if e.ComplexityRoot.Attempt.ActionTimeMs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attempt.ActionTimeMs(childComplexity), true
 	case "Attempt.assignedAt":
 		if e.ComplexityRoot.Attempt.AssignedAt == nil {
 			break
@@ -738,6 +747,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Attempt.HTTPStatus(childComplexity), true
+	case "Attempt.instanceFault":
+		if e.ComplexityRoot.Attempt.InstanceFault == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attempt.InstanceFault(childComplexity), true
 	case "Attempt.instanceId":
 		if e.ComplexityRoot.Attempt.InstanceID == nil {
 			break
@@ -762,6 +777,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Attempt.TabID(childComplexity), true
+	case "Attempt.tabTimeMs":
+		if e.ComplexityRoot.Attempt.TabTimeMs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attempt.TabTimeMs(childComplexity), true
 
 	case "Batch.counts":
 		if e.ComplexityRoot.Batch.Counts == nil {
@@ -3621,6 +3642,19 @@ type Attempt {
   httpStatus: Int
   "What went wrong, if anything."
   error: String
+  """
+  Milliseconds the executor spent on its tab before sending the action:
+  resolving a named or session tab, taking a pooled one or opening a new one
+  (null when it reported none: a chat instance, or an executor that does not measure).
+  """
+  tabTimeMs: Float
+  "Milliseconds the action took at the instance, from sending it to the answer (null when it was never sent)."
+  actionTimeMs: Float
+  """
+  It ended because of its instance (unreachable, restarting, shutting down, refusing the token),
+  not its task: it did not spend the task's retry budget, up to the instance-fault budget.
+  """
+  instanceFault: Boolean!
 }
 
 "A page of tasks (Relay cursor connection)."
@@ -4733,6 +4767,12 @@ func (ec *executionContext) childFields_Attempt(ctx context.Context, field graph
 		return ec.fieldContext_Attempt_httpStatus(ctx, field)
 	case "error":
 		return ec.fieldContext_Attempt_error(ctx, field)
+	case "tabTimeMs":
+		return ec.fieldContext_Attempt_tabTimeMs(ctx, field)
+	case "actionTimeMs":
+		return ec.fieldContext_Attempt_actionTimeMs(ctx, field)
+	case "instanceFault":
+		return ec.fieldContext_Attempt_instanceFault(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Attempt", field.Name)
 }
@@ -6916,6 +6956,75 @@ func (ec *executionContext) _Attempt_error(ctx context.Context, field graphql.Co
 }
 func (ec *executionContext) fieldContext_Attempt_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Attempt", field, true, false, "String")
+}
+
+func (ec *executionContext) _Attempt_tabTimeMs(ctx context.Context, field graphql.CollectedField, obj *model.Attempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attempt_tabTimeMs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TabTimeMs(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Attempt_tabTimeMs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attempt", field, true, false, "Float")
+}
+
+func (ec *executionContext) _Attempt_actionTimeMs(ctx context.Context, field graphql.CollectedField, obj *model.Attempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attempt_actionTimeMs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ActionTimeMs(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Attempt_actionTimeMs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attempt", field, true, false, "Float")
+}
+
+func (ec *executionContext) _Attempt_instanceFault(ctx context.Context, field graphql.CollectedField, obj *model.Attempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attempt_instanceFault(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InstanceFault(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attempt_instanceFault(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attempt", field, true, false, "Boolean")
 }
 
 func (ec *executionContext) _Batch_id(ctx context.Context, field graphql.CollectedField, obj *model.Batch) (ret graphql.Marshaler) {
@@ -18629,6 +18738,21 @@ func (ec *executionContext) _Attempt(ctx context.Context, sel ast.SelectionSet, 
 		case "error":
 			out.Values[i] = ec._Attempt_error(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "tabTimeMs":
+			out.Values[i] = ec._Attempt_tabTimeMs(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "actionTimeMs":
+			out.Values[i] = ec._Attempt_actionTimeMs(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "instanceFault":
+			out.Values[i] = ec._Attempt_instanceFault(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:

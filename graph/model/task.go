@@ -269,6 +269,24 @@ func (a *Attempt) HTTPStatus() *int {
 // Error is what went wrong.
 func (a *Attempt) Error() *string { return optString(a.A.Error) }
 
+// TabTimeMs is the time spent on its tab before the action, in milliseconds.
+func (a *Attempt) TabTimeMs() *float64 { return optMs(a.A.TabTime) }
+
+// ActionTimeMs is the time the action took, in milliseconds.
+func (a *Attempt) ActionTimeMs() *float64 { return optMs(a.A.ActionTime) }
+
+// InstanceFault reports whether it ended because of its instance.
+func (a *Attempt) InstanceFault() bool { return a.A.InstanceFault }
+
+// optMs is d in milliseconds, or nil when it was not measured (0).
+func optMs(d time.Duration) *float64 {
+	if d <= 0 {
+		return nil
+	}
+	ms := float64(d) / float64(time.Millisecond)
+	return &ms
+}
+
 // Labels turns a label map into a list sorted by key.
 func Labels(m map[string]string) []*Label {
 	out := make([]*Label, 0, len(m))

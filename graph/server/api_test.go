@@ -94,7 +94,7 @@ func TestTaskRunsToSuccessAndShowsResultAttemptsAndDependencies(t *testing.T) {
 	require.Equal(t, "WAITING", b.state(t, second), "a task waits for its dependencies")
 	require.NoError(t, b.exec.Succeed(first, `{"text":"hello"}`))
 	eventually(t, "the second task runs", func() bool { return b.exec.Run(second) != nil })
-	require.NoError(t, b.exec.Succeed(second, `{"ok":true}`))
+	require.NoError(t, b.exec.Finish(second, engine.Outcome{Result: json.RawMessage(`{"ok":true}`), TabTime: 2 * time.Millisecond, ActionTime: 250 * time.Microsecond}))
 	eventually(t, "the second task succeeds", func() bool { return b.state(t, second) == "SUCCEEDED" })
 
 	var out struct {
@@ -104,10 +104,12 @@ func TestTaskRunsToSuccessAndShowsResultAttemptsAndDependencies(t *testing.T) {
 			Result          json.RawMessage
 			AttemptCount    int
 			Attempts        []struct {
-				N          int
-				ErrorClass string
-				AssignedAt time.Time
-				EndedAt    *time.Time
+				N                       int
+				ErrorClass              string
+				AssignedAt              time.Time
+				EndedAt                 *time.Time
+				TabTimeMs, ActionTimeMs *float64
+				InstanceFault           bool
 			}
 			Dependencies []struct {
 				ID, State string
@@ -120,7 +122,7 @@ func TestTaskRunsToSuccessAndShowsResultAttemptsAndDependencies(t *testing.T) {
 		}
 	}
 	require.NoError(t, b.c.Do(ctx, `query($id: ID!, $p: ID!) {
-		task(id: $id) { state parentId depth result attemptCount attempts { n errorClass assignedAt endedAt } dependencies { id state result } endedAt }
+		task(id: $id) { state parentId depth result attemptCount attempts { n errorClass assignedAt endedAt tabTimeMs actionTimeMs instanceFault } dependencies { id state result } endedAt }
 		parent: task(id: $p) { children { id } } }`, map[string]any{"id": second, "p": first}, &out))
 	got := out.Task
 	require.Equal(t, "SUCCEEDED", got.State)
@@ -132,6 +134,9 @@ func TestTaskRunsToSuccessAndShowsResultAttemptsAndDependencies(t *testing.T) {
 	require.Equal(t, 1, got.Attempts[0].N)
 	require.Equal(t, "NONE", got.Attempts[0].ErrorClass)
 	require.NotNil(t, got.Attempts[0].EndedAt)
+	require.Equal(t, 2.0, *got.Attempts[0].TabTimeMs)
+	require.Equal(t, 0.25, *got.Attempts[0].ActionTimeMs)
+	require.False(t, got.Attempts[0].InstanceFault)
 	require.NotNil(t, got.EndedAt)
 	require.Len(t, got.Dependencies, 1)
 	require.Equal(t, first, got.Dependencies[0].ID)

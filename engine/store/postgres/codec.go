@@ -141,6 +141,9 @@ type attemptDoc struct {
 	Class      policy.ErrorClass `json:"class,omitempty"`
 	HTTPStatus int               `json:"httpStatus,omitempty"`
 	Error      string            `json:"error,omitempty"`
+	TabTime    int64             `json:"tabTimeNs,omitempty"`
+	ActionTime int64             `json:"actionTimeNs,omitempty"`
+	Fault      bool              `json:"instanceFault,omitempty"`
 }
 
 // statusDoc is what changes over a task's life, apart from its state (a
@@ -177,7 +180,8 @@ func encodeStatus(t *engine.Task, scratch *statusDoc) ([]byte, error) {
 		a := &t.Attempts[i]
 		atts = append(atts, attemptDoc{N: a.N, LeaseID: a.LeaseID, InstanceID: a.InstanceID, TabID: a.TabID,
 			AssignedAt: unixNano(a.AssignedAt), StartedAt: unixNano(a.StartedAt), EndedAt: unixNano(a.EndedAt),
-			Class: a.Class, HTTPStatus: a.HTTPStatus, Error: a.Error})
+			Class: a.Class, HTTPStatus: a.HTTPStatus, Error: a.Error,
+			TabTime: int64(a.TabTime), ActionTime: int64(a.ActionTime), Fault: a.InstanceFault})
 	}
 	d.Attempts = atts
 	return json.Marshal(d)
@@ -198,7 +202,8 @@ func decodeStatus(data []byte, t *engine.Task) error {
 		for i, a := range d.Attempts {
 			t.Attempts[i] = engine.Attempt{N: a.N, LeaseID: a.LeaseID, InstanceID: a.InstanceID, TabID: a.TabID,
 				AssignedAt: fromUnixNano(a.AssignedAt), StartedAt: fromUnixNano(a.StartedAt), EndedAt: fromUnixNano(a.EndedAt),
-				Class: a.Class, HTTPStatus: a.HTTPStatus, Error: a.Error}
+				Class: a.Class, HTTPStatus: a.HTTPStatus, Error: a.Error,
+				TabTime: time.Duration(a.TabTime), ActionTime: time.Duration(a.ActionTime), InstanceFault: a.Fault}
 		}
 	}
 	return nil

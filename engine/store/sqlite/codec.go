@@ -123,6 +123,9 @@ type attemptJSON struct {
 	Class      policy.ErrorClass `json:"class,omitempty"`
 	HTTPStatus int               `json:"httpStatus,omitempty"`
 	Error      string            `json:"error,omitempty"`
+	TabTime    int64             `json:"tabTimeNs,omitempty"`
+	ActionTime int64             `json:"actionTimeNs,omitempty"`
+	Fault      bool              `json:"instanceFault,omitempty"`
 }
 
 // statusJSON is what changes over a task's life, apart from its state (a
@@ -161,7 +164,8 @@ func decodeStatus(data []byte, t *engine.Task) error {
 		for i, a := range j.Attempts {
 			t.Attempts[i] = engine.Attempt{N: a.N, LeaseID: a.LeaseID, InstanceID: a.InstanceID, TabID: a.TabID,
 				AssignedAt: fromUnixNano(a.AssignedAt), StartedAt: fromUnixNano(a.StartedAt), EndedAt: fromUnixNano(a.EndedAt),
-				Class: a.Class, HTTPStatus: a.HTTPStatus, Error: a.Error}
+				Class: a.Class, HTTPStatus: a.HTTPStatus, Error: a.Error,
+				TabTime: time.Duration(a.TabTime), ActionTime: time.Duration(a.ActionTime), InstanceFault: a.Fault}
 		}
 	}
 	return nil
@@ -334,6 +338,11 @@ func appendStatus(b []byte, t *engine.Task) []byte {
 			b = appendIntField(b, "class", int64(a.Class))
 			b = appendIntField(b, "httpStatus", int64(a.HTTPStatus))
 			b = appendStringField(b, "error", a.Error)
+			b = appendIntField(b, "tabTimeNs", int64(a.TabTime))
+			b = appendIntField(b, "actionTimeNs", int64(a.ActionTime))
+			if a.InstanceFault {
+				b = append(b, `"instanceFault":true,`...)
+			}
 			b[len(b)-1] = '}'
 		}
 		b = append(b, "],"...)

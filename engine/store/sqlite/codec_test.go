@@ -27,7 +27,8 @@ func encodeStatus(t *engine.Task, scratch []attemptJSON) ([]byte, []attemptJSON,
 			a := &t.Attempts[i]
 			scratch = append(scratch, attemptJSON{N: a.N, LeaseID: a.LeaseID, InstanceID: a.InstanceID, TabID: a.TabID,
 				AssignedAt: unixNano(a.AssignedAt), StartedAt: unixNano(a.StartedAt), EndedAt: unixNano(a.EndedAt),
-				Class: a.Class, HTTPStatus: a.HTTPStatus, Error: a.Error})
+				Class: a.Class, HTTPStatus: a.HTTPStatus, Error: a.Error,
+				TabTime: int64(a.TabTime), ActionTime: int64(a.ActionTime), Fault: a.InstanceFault})
 		}
 		j.Attempts = scratch
 	}
@@ -45,7 +46,8 @@ func TestAppendStatusMatchesEncodingJSON(t *testing.T) {
 		{Depth: 3, Rank: -9, Reason: odd, Error: odd, Class: policy.ClassPermanent, RetryOf: "T1", CreatedAt: at, UpdatedAt: at,
 			QueuedAt: at, NextRunAt: at, EndedAt: at, LastSeq: 1 << 40, Unmet: 2, ResetAt: 1, Position: 7,
 			Attempts: []engine.Attempt{{N: 1}, {N: 2, LeaseID: 1 << 50, InstanceID: odd, TabID: "t", AssignedAt: at, StartedAt: at,
-				EndedAt: at, Class: policy.ClassTransient, HTTPStatus: 502, Error: strings.Repeat(odd, 3)}},
+				EndedAt: at, Class: policy.ClassTransient, HTTPStatus: 502, Error: strings.Repeat(odd, 3),
+				TabTime: 3 * time.Millisecond, ActionTime: time.Second + 7, InstanceFault: true}},
 			Webhooks: []engine.WebhookDelivery{{ID: "d", Attempt: 2, URL: odd, At: at, Duration: time.Second, HTTPStatus: 500, Error: odd, Final: true}}},
 	} {
 		want, _, err := encodeStatus(task, nil)

@@ -66,7 +66,8 @@ func richTask(n uint64) *engine.Task {
 	t.State, t.Reason = engine.StateRetryWait, "backing off: 502"
 	t.Attempts = []engine.Attempt{
 		{N: 1, LeaseID: 9, InstanceID: "inst-1", TabID: "tab-1", AssignedAt: epoch, StartedAt: epoch.Add(time.Millisecond),
-			EndedAt: epoch.Add(time.Second), Class: policy.ClassTransient, HTTPStatus: 502, Error: "bad gateway"},
+			EndedAt: epoch.Add(time.Second), Class: policy.ClassTransient, HTTPStatus: 502, Error: "instance fault: bad gateway",
+			TabTime: 800 * time.Microsecond, ActionTime: 998*time.Millisecond + 7, InstanceFault: true},
 		{N: 2, LeaseID: 11, AssignedAt: epoch.Add(2 * time.Second)},
 	}
 	t.Result = json.RawMessage(`{"partial": true}`)
