@@ -42,6 +42,14 @@ type LaneConfig struct {
 	// session's oldest beyond 10: {10, drop-oldest}.
 	SessionMaxQueued  int        `json:",omitempty"`
 	SessionDropPolicy DropPolicy `json:",omitempty"`
+	// Debounce, when positive, coalesces bursts of submissions to one
+	// session (GoClaw's debounce, 800 ms there): a task of a session is
+	// held WAITING this long before it queues, and a newer task of the same
+	// session in this lane arriving meanwhile cancels the held one
+	// ("debounced: superseded by <id>") and is held in its place. The last
+	// of a burst runs. Tasks with dependencies or without a session are not
+	// held. At most MaxDebounce.
+	Debounce time.Duration `json:",omitempty"`
 	// Removed marks a lane deleted at run time (Engine.DeleteLane): the store
 	// keeps it so, so that the removal survives a restart.
 	Removed bool `json:",omitempty"`
@@ -261,6 +269,9 @@ func (l *LaneConfig) validate() error {
 	}
 	if err := l.Exhausted.Validate(); err != nil {
 		return err
+	}
+	if l.Debounce < 0 || l.Debounce > MaxDebounce {
+		return fmt.Errorf("debounce: must be within 0..%s, got %s", MaxDebounce, l.Debounce)
 	}
 	if l.SessionMaxQueued < 0 {
 		return fmt.Errorf("sessionMaxQueued: must not be negative, got %d", l.SessionMaxQueued)

@@ -168,6 +168,7 @@ type lane struct {
 	fair     aqHeap
 	age      aqHeap
 	fifo     fifoList
+	held     map[string]*task // by session: the task its debounce holds WAITING
 
 	selection namedSelection
 	retry     namedRetry

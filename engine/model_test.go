@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,7 @@ type mTask struct {
 	holding                                   bool
 	holdInst                                  string
 	ends                                      int
+	held                                      bool // WAITING, held by its lane's debounce
 }
 
 type model struct {
@@ -90,6 +92,20 @@ func (m *model) checkNothingHangs() {
 				m.fail("%s waits on %s, which is %s", t.id, d, dt.state)
 			}
 		}
+	}
+	held := map[string]string{}
+	for _, t := range m.tasks {
+		if !t.held {
+			continue
+		}
+		if t.session == "" {
+			m.fail("%s is held by debounce but has no session", t.id)
+		}
+		k := t.lane + "/" + t.session
+		if other, dup := held[k]; dup {
+			m.fail("%s and %s are both held for session %s in lane %s: a burst keeps one", other, t.id, t.session, t.lane)
+		}
+		held[k] = t.id
 	}
 	for b, isOpen := range open {
 		if !isOpen && m.batchEnds[b] != 1 {
@@ -186,6 +202,16 @@ func (m *model) apply(ev engine.Event, x *enginetest.Executor) {
 	if ev.To.Terminal() {
 		t.ends++
 	}
+	if by, ok := strings.CutPrefix(ev.Reason, "debounced: superseded by "); ok {
+		next := m.tasks[by]
+		switch {
+		case !t.held || ev.To != engine.StateCancelled:
+			m.fail("%s superseded (→%s) but it was not held", t.id, ev.To)
+		case next == nil || next.lane != t.lane || next.session != t.session:
+			m.fail("%s superseded by %s, not a task of its lane and session", t.id, by)
+		}
+	}
+	t.held = ev.To == engine.StateWaiting && strings.HasPrefix(ev.Reason, "debounce:")
 	if ev.To == engine.StateParked && m.failMode[t.id] {
 		m.fail("%s parked, but its retries when spent end it FAILED", t.id)
 	}
@@ -398,6 +424,12 @@ func runModel(t *testing.T, seed uint64) {
 			_, err := h.StopSession(ctx, sessions[2+r.IntN(2)], r.IntN(2) == 0)
 			require.NoError(t, err)
 		case op < 17:
+			if r.IntN(2) == 0 { // debounce on (up to 2 s) or off
+				d := time.Duration(r.IntN(3)) * time.Second
+				_, err := h.UpdateLane(lanes[r.IntN(2)], engine.LaneUpdate{Debounce: &d})
+				require.NoError(t, err)
+				break
+			}
 			p := r.IntN(3) == 0
 			_, err := h.UpdateLane(lanes[r.IntN(2)], engine.LaneUpdate{Paused: &p})
 			require.NoError(t, err)

@@ -30,6 +30,7 @@ type LaneUpdate struct {
 	// SessionMaxQueued and SessionDropPolicy: see LaneConfig.
 	SessionMaxQueued  *int
 	SessionDropPolicy *DropPolicy
+	Debounce          *time.Duration // see LaneConfig.Debounce
 	// Create makes a lane that does not exist (from NewLane's defaults and
 	// the fields given) instead of answering NOT_FOUND; an existing lane is
 	// a CONFLICT. Remove deletes a lane that has no live task (else
@@ -107,6 +108,9 @@ func (e *Engine) UpdateLane(name string, u LaneUpdate) (LaneStatus, error) {
 	}
 	if u.SessionDropPolicy != nil {
 		cfg.SessionDropPolicy = *u.SessionDropPolicy
+	}
+	if u.Debounce != nil {
+		cfg.Debounce = *u.Debounce
 	}
 	if err := cfg.validate(); err != nil {
 		e.mu.Unlock()

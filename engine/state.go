@@ -80,6 +80,10 @@ func (e *Engine) leaveLocked(t *task, from State) {
 		}
 	case StateRetryWait:
 		e.timers[timerRetry].remove(t)
+	case StateWaiting:
+		if t.timerIdx[timerRetry] >= 0 { // held by its lane's debounce
+			e.releaseHeldLocked(t)
+		}
 	case StateParked:
 		// Reset (or ended): its batch waits for it again, unless the batch
 		// has ended meanwhile (its end was announced; it stays ended).

@@ -694,6 +694,10 @@ func (e *Engine) admitLocked(ctx context.Context, p *prepared, ext *external, no
 		e.setState(t, StateWaiting, "waiting for "+itoa(len(unmet))+" dependencies")
 		return t, nil
 	}
+	if d := t.lane.cfg.Debounce; d > 0 && len(spec.DependsOn) == 0 && t.session != nil {
+		e.holdLocked(t, d, now)
+		return t, nil
+	}
 	e.setStateAt(t, StateQueued, "admitted", now) // into its queue once ranked: see rankLocked
 	return t, nil
 }

@@ -13,7 +13,7 @@ import (
 // flight, the others by the tasks waiting.
 
 const (
-	timerRetry    = iota // RETRY_WAIT → QUEUED at timerAt[timerRetry]
+	timerRetry    = iota // RETRY_WAIT → QUEUED at timerAt[timerRetry]; also a task its lane's debounce holds WAITING
 	timerDeadline        // a waiting task's deadline
 	timerLease           // an attempt's timeout, then its lease expiry
 	timerKinds
@@ -155,7 +155,11 @@ func (e *Engine) onTimer() {
 		e.timers[k].remove(t)
 		switch k {
 		case timerRetry:
-			e.setState(t, StateQueued, "backoff elapsed")
+			if t.state == StateWaiting {
+				e.setState(t, StateQueued, "debounce window elapsed")
+			} else {
+				e.setState(t, StateQueued, "backoff elapsed")
+			}
 		case timerDeadline:
 			e.deadlineLocked(t)
 		case timerLease:

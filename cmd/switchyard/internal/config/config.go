@@ -347,6 +347,10 @@ type Lane struct {
 	// session does (default: the lane's dropPolicy).
 	SessionMaxQueued  int    `yaml:"sessionMaxQueued"`
 	SessionDropPolicy string `yaml:"sessionDropPolicy"`
+	// Debounce holds each task of a session this long and lets a newer task
+	// of the same session supersede it (GoClaw's debounce: 800ms); 0 (the
+	// default) queues tasks at once.
+	Debounce Duration `yaml:"debounce"`
 }
 
 // Retry is a retry policy. Unset keys keep the lane's (for a new lane, the
@@ -387,6 +391,9 @@ func (l *Lane) apply(lc *engine.LaneConfig) {
 	}
 	if l.SessionDropPolicy != "" {
 		lc.SessionDropPolicy = engine.DropPolicy(l.SessionDropPolicy)
+	}
+	if l.Debounce != 0 {
+		lc.Debounce = l.Debounce.Std()
 	}
 	if r := l.Retry; r != nil {
 		if r.MaxAttempts != 0 {

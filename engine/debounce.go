@@ -1,0 +1,38 @@
+package engine
+
+import "time"
+
+// Debounce (LaneConfig.Debounce): a burst of submissions to one session in
+// a lane collapses to its last task. Each task of a session is held WAITING
+// for the lane's window before it queues; a newer task of the same session
+// arriving meanwhile cancels the held one, naming itself, and is held in its
+// place for a full window. The hold is a timer in the retry heap, so a held
+// task costs what a task in backoff does. A restart releases what was held
+// (it queues at once, as a waiting task whose dependencies are met).
+
+// MaxDebounce is the longest debounce window a lane may have.
+const MaxDebounce = time.Minute
+
+// holdLocked holds t, a new task of a session in a lane that debounces, for
+// d: the task its session had held in the lane, if any, is superseded.
+func (e *Engine) holdLocked(t *task, d time.Duration, now time.Time) {
+	key := t.spec.Session()
+	e.setStateAt(t, StateWaiting, "debounce: held "+d.String()+" for newer tasks of its session", now)
+	e.timers[timerRetry].set(t, now.Add(d).UnixNano())
+	if prev := t.lane.held[key]; prev != nil && prev.state == StateWaiting {
+		e.cancelLocked(prev, "debounced: superseded by "+t.id) // its event follows t's first
+	}
+	if t.lane.held == nil {
+		t.lane.held = map[string]*task{}
+	}
+	t.lane.held[key] = t
+}
+
+// releaseHeldLocked ends t's hold as it leaves WAITING (its window elapsed,
+// it was superseded or cancelled, or it expired).
+func (e *Engine) releaseHeldLocked(t *task) {
+	e.timers[timerRetry].remove(t)
+	if key := t.spec.Session(); t.lane.held[key] == t {
+		delete(t.lane.held, key)
+	}
+}
