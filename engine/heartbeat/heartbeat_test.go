@@ -304,7 +304,7 @@ func TestChecksRunOnTheirIntervalAndSurviveARestart(t *testing.T) {
 			return err == nil && len(got.History) >= n && !got.NextProbeAt.IsZero() && got.NextProbeAt.After(got.LastProbeAt)
 		}, 20*time.Second, 5*time.Millisecond)
 	}
-	clk.Advance(0) // the fake clock runs what is due at its next move
+	clk.Advance(0)    // the fake clock runs what is due at its next move
 	waitHistory(c, 1) // the probe made at creation
 	clk.Advance(10 * time.Second)
 	waitHistory(c, 2)
