@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/store/internal/sqlcodec"
 )
 
 // ErrNotLeader is what Commit (and the leader's command calls) return,
@@ -403,28 +404,35 @@ func (s *Store) rowsLocked(b *engine.Batch) (*commitRows, error) {
 	for i, t := range b.Tasks {
 		last[t.ID] = i
 	}
-	var scratch statusDoc
 	var lit []byte
-	bySeqsOf := make(map[string][]uint64, len(b.Tasks))
+	// The JSON documents share one buffer: a full slice expression keeps
+	// each its own, and a reallocation leaves the earlier ones where they are.
+	docs := make([]byte, 0, 320*len(b.Tasks))
 	for i, t := range b.Tasks {
 		if last[t.ID] != i {
 			continue
 		}
-		lit = seqsLiteral(lit[:0], bySeqs[t.ID])
+		seqs := bySeqs[t.ID]
+		lit = seqsLiteral(lit[:0], seqs)
 		evs := string(lit)
-		bySeqsOf[t.ID] = bySeqs[t.ID]
 		delete(bySeqs, t.ID)
-		status, err := encodeStatus(t, &scratch)
-		if err != nil {
-			return nil, fmt.Errorf("task %s: encode status: %w", t.ID, err)
-		}
+		start := len(docs)
+		docs = sqlcodec.AppendStatus(docs, t)
+		status := docs[start:len(docs):len(docs)]
 		if t.Seq <= s.maxTaskSeq {
 			r.oldStatus.add(t, status, evs)
 			continue
 		}
-		spec, params, err := encodeSpec(t.Spec)
+		start = len(docs)
+		var err error
+		docs, err = sqlcodec.AppendSpec(docs, t.Spec)
 		if err != nil {
 			return nil, fmt.Errorf("task %s: encode spec: %w", t.ID, err)
+		}
+		spec := docs[start:len(docs):len(docs)]
+		var params []byte
+		if t.Spec.Action != nil {
+			params = t.Spec.Action.Params
 		}
 		nt := &r.newTasks
 		nt.seq = append(nt.seq, int64(t.Seq))
@@ -437,7 +445,7 @@ func (s *Store) rowsLocked(b *engine.Batch) (*commitRows, error) {
 		nt.idem = append(nt.idem, bytesOrNil(t.Spec.IdempotencyKey))
 		if r.copy {
 			r.newLabels = append(r.newLabels, labelElems(t.Spec.Labels))
-			r.newSeqs = append(r.newSeqs, int64s(bySeqsOf[t.ID]))
+			r.newSeqs = append(r.newSeqs, int64s(seqs))
 		} else {
 			nt.labels = append(nt.labels, labelsLiteral(t.Spec.Labels))
 		}

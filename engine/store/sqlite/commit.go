@@ -15,6 +15,7 @@ import (
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/store/internal/sqlcodec"
 )
 
 const (
@@ -58,6 +59,7 @@ type writer struct {
 	bySeqs map[string][]byte
 	chunk  []byte
 	status []byte
+	spec   []byte
 }
 
 func (w *writer) prepare() error {
@@ -258,7 +260,9 @@ func (w *writer) putTask(t *engine.Task, seqs []byte, maxTask uint64) error {
 			return nil
 		}
 	}
-	spec, err := encodeSpec(t.Spec)
+	var err error
+	w.spec, err = sqlcodec.AppendSpec(w.spec[:0], t.Spec)
+	spec := w.spec
 	if err != nil {
 		return fmt.Errorf("encode spec: %w", err)
 	}
