@@ -46,6 +46,7 @@ func runStore(t *testing.T, d Driver) {
 		{"LastSeqSurvivesPurgingEveryEvent", testLastSeqSurvives},
 		{"ManyTasksAndEventsInOneCommit", testBigCommit},
 		{"ReadsRunConcurrentlyWithCommits", testConcurrentReads},
+		{"PipelinedCommitsLandInOrderAndFailTogether", testPipelined},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
