@@ -269,9 +269,13 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, b
 	pb := e.cur
 	// Wait for the commit that holds what this call recorded (or what it
 	// returns: an original task not yet written). When nothing is pending,
-	// everything it refers to is already on disk — and an empty batch is
-	// never committed, so waiting for it would never end.
+	// what it refers to is on disk or in a batch in the store's hands
+	// (e.committing, the latest of them): wait for that one — an empty
+	// batch is never committed, so waiting for it would never end.
 	wait := e.durable && !pb.empty()
+	if e.durable && !wait && e.committing != nil {
+		pb, wait = e.committing, true
+	}
 	e.unlock()
 	e.after() // its attempts, when dispatched at once, join the same commit
 	if wait {
