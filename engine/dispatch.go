@@ -347,6 +347,26 @@ func (e *Engine) admitHeadLocked(aq *agentQueue) *task {
 	return t
 }
 
+// sessionLostLocked reports whether t's session is bound to a tab on an
+// instance that was removed (the page the session built is gone).
+func (e *Engine) sessionLostLocked(t *task) bool {
+	if t.session == nil || t.spec.TabID != "" {
+		return false
+	}
+	b, ok := e.bindings[t.session.key]
+	if !ok {
+		return false
+	}
+	return b.lost || e.instanceGoneLocked(b.instance)
+}
+
+// instanceGoneLocked reports whether the engine places work on instances and
+// id is not one of them (any more).
+func (e *Engine) instanceGoneLocked(id string) bool {
+	in := e.instances[id]
+	return (len(e.instList) > 0 || e.fleet) && (in == nil || in.removed)
+}
+
 // placeLocked chooses the instance for t: its own target, its session's bound
 // instance, or the least-loaded healthy instance with room. blocked is the
 // limiter to wait on when there is no room. With Options.PlaceOnInstances, an
@@ -354,6 +374,9 @@ func (e *Engine) admitHeadLocked(aq *agentQueue) *task {
 // none of its kind): dispatched unplaced, it could only fail.
 func (e *Engine) placeLocked(t *task) (inst *instance, blocked *limiter) {
 	chat := t.spec.Instruction != ""
+	if e.sessionLostLocked(t) {
+		return nil, nil // no room needed: it fails at once (Run.LostSession)
+	}
 	if len(e.instList) == 0 {
 		if e.fleet && !chat {
 			return nil, &e.pool
@@ -369,11 +392,7 @@ func (e *Engine) placeLocked(t *task) (inst *instance, blocked *limiter) {
 			// The session's page is there, even while the instance is
 			// unhealthy: the executor answers an instance fault until it is
 			// back (or the session's tab is lost with it).
-			if in := e.instances[b.instance]; in != nil && !in.removed {
-				target = b.instance
-			} else {
-				delete(e.bindings, t.session.key)
-			}
+			target = b.instance
 		}
 	}
 	if target != "" {
@@ -499,8 +518,15 @@ func (e *Engine) assignLocked(t *task, inst *instance, now time.Time) *Run {
 	}
 	r.tab = t.spec.TabID
 	if r.tab == "" && t.session != nil {
-		if b, ok := e.bindings[t.session.key]; ok && b.instance == r.instance {
-			r.tab = b.tab
+		if b, ok := e.bindings[t.session.key]; ok {
+			switch {
+			case e.sessionLostLocked(t):
+				// Placed nowhere, with its lost tab: the executor fails the
+				// attempt with SESSION_LOST instead of opening a blank tab.
+				r.tab, r.lostOn = b.tab, b.instance
+			case b.instance == r.instance:
+				r.tab = b.tab
+			}
 		}
 	}
 	r.ctx.deadline = due

@@ -26,11 +26,15 @@ const (
 	EventEngine EventType = 5
 	// EventBatch: every task of a batch has ended (BatchID is set).
 	EventBatch EventType = 6
+	// EventSession: a session lost its tab, with the instance it was on
+	// (SessionKey is set, TaskID empty; Reason says which tab and why). Its
+	// next task fails with SESSION_LOST.
+	EventSession EventType = 7
 )
 
 var eventTypeNames = [...]string{
 	EventState: "STATE", EventReleased: "RELEASED", EventStale: "STALE",
-	EventLane: "LANE", EventEngine: "ENGINE", EventBatch: "BATCH",
+	EventLane: "LANE", EventEngine: "ENGINE", EventBatch: "BATCH", EventSession: "SESSION",
 }
 
 // String returns the type's upper-case name.

@@ -50,6 +50,7 @@ type Run struct {
 	attempt  int
 	instance string
 	tab      string
+	lostOn   string // the removed instance the session's tab was on (LostSession)
 	done     atomic.Bool
 }
 
@@ -73,6 +74,14 @@ func (r *Run) InstanceID() string { return r.instance }
 // TabID returns the tab the attempt should run in: the task's own, or the one
 // bound to its session by an earlier task; "" when a tab must be opened.
 func (r *Run) TabID() string { return r.tab }
+
+// LostSession reports that the attempt's session lost its tab (TabID) with
+// the instance it was on, which was removed (instanceID). The page the
+// session built is gone: the executor should not run the attempt, but fail it
+// with a permanent error wrapping ErrInstanceGone (the executor's
+// SESSION_LOST), which unbinds the session. Such an attempt is placed on no
+// instance and holds no instance slot.
+func (r *Run) LostSession() (instanceID string, lost bool) { return r.lostOn, r.lostOn != "" }
 
 // Started records that the work has reached an instance: the task moves from
 // ASSIGNED to RUNNING. Calling it is optional and only the first call counts.

@@ -256,4 +256,8 @@ type instance struct {
 type binding struct {
 	instance string
 	tab      string
+	// lost: the instance was removed, and the session's page with it. The
+	// session's next task is dispatched to the lost tab, where the executor
+	// fails it with SESSION_LOST (and the binding goes).
+	lost bool
 }

@@ -243,7 +243,9 @@ func (e *Engine) SetInstance(info InstanceInfo) {
 
 // RemoveInstance forgets an instance (engine.InstanceSink). Attempts running
 // on it keep their slots until they finish (and count if the instance comes
-// back); sessions bound to it are placed again.
+// back). A session bound to a tab there has lost its page: an EventSession
+// says so, and the session's next task fails with SESSION_LOST rather than
+// running in a blank tab elsewhere.
 func (e *Engine) RemoveInstance(id string) {
 	e.mu.Lock()
 	in := e.instances[id]
@@ -253,10 +255,18 @@ func (e *Engine) RemoveInstance(id string) {
 		if in.lim.inflight == 0 {
 			delete(e.instances, id)
 		}
+		var lost []string
 		for k, b := range e.bindings {
-			if b.instance == id {
-				delete(e.bindings, k)
+			if b.instance == id && !b.lost {
+				lost = append(lost, k)
 			}
+		}
+		slices.Sort(lost) // events in a stable order
+		for _, k := range lost {
+			b := e.bindings[k]
+			b.lost = true
+			e.bindings[k] = b
+			e.emitSessionLocked(k, "session "+k+" lost its tab "+b.tab+": instance "+id+" was removed; its next task fails with SESSION_LOST")
 		}
 		e.wakeLocked(&in.lim) // its waiters look again: elsewhere, or fail in the executor
 	}

@@ -85,7 +85,17 @@ func (e *Engine) bindLocked(t *task, instanceID, tabID string) {
 	if t.session == nil || tabID == "" || t.spec.TabID != "" {
 		return
 	}
-	e.bindings[t.session.key] = binding{instance: instanceID, tab: tabID}
+	if old, ok := e.bindings[t.session.key]; ok && old.lost && old.instance == instanceID && old.tab == tabID {
+		return // lost already: said once
+	}
+	b := binding{instance: instanceID, tab: tabID}
+	if e.instanceGoneLocked(instanceID) {
+		// The attempt ran on past the instance's removal: the page it
+		// built went with the instance.
+		b.lost = true
+		e.emitSessionLocked(t.session.key, "session "+t.session.key+" lost its tab "+tabID+": instance "+instanceID+" was removed; its next task fails with SESSION_LOST")
+	}
+	e.bindings[t.session.key] = b
 }
 
 // finish ends an attempt with the executor's outcome.

@@ -190,6 +190,13 @@ func (e *Engine) emitTaskLocked(t *task, typ EventType, from, to State, reason s
 	e.markDirty(t)
 }
 
+// emitSessionLocked records that something happened to a session as a
+// whole (EventSession).
+func (e *Engine) emitSessionLocked(key, reason string) {
+	e.seq++
+	e.cur.events = append(e.cur.events, Event{Seq: e.seq, At: e.now(), Type: EventSession, SessionKey: key, Reason: reason})
+}
+
 func (e *Engine) emitEngineLocked(reason string) {
 	e.seq++
 	e.cur.events = append(e.cur.events, Event{Seq: e.seq, At: e.now(), Type: EventEngine, Reason: reason})

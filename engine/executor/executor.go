@@ -64,9 +64,9 @@ const DefaultAbortGrace = 5 * time.Second
 
 // ErrSessionLost is wrapped by the (permanent) error of an attempt whose
 // session's tab is gone — closed behind Switchyard's back, lost with its
-// instance's restart, or on an instance no longer registered. (Removing an
-// instance unbinds its sessions in the engine at once: their next task
-// starts over in a new tab.) The page state the session built is gone:
+// instance's restart, or on an instance no longer registered (after a
+// removal the engine says so with engine.Run.LostSession). The page state
+// the session built is gone:
 // the task fails at once rather than running in a fresh blank tab, its
 // dependents follow the dependency rules, and the session's binding is
 // forgotten, so that its next task starts over in a new tab.
@@ -275,6 +275,12 @@ func (e *Executor) target(ctx context.Context, a Attempt, spec *engine.TaskSpec)
 
 	case a.TabID() != "":
 		// The session's tab, bound by an earlier task.
+		if l, ok := a.(interface{ LostSession() (string, bool) }); ok {
+			if id, lost := l.LostSession(); lost {
+				t := target{instance: id, tab: a.TabID(), session: true}
+				return t, sessionLost(t, "its instance was removed", nil)
+			}
+		}
 		id := a.InstanceID()
 		if id == "" {
 			if e2, ok := e.reg.tabs.get(a.TabID()); ok {

@@ -496,3 +496,84 @@ func TestAnInstanceThatIsNotReadyIsBackSoonAfterItIs(t *testing.T) {
 		return nil
 	})
 }
+
+// TestRemovingAnInstanceFailsItsSessionsNextTaskWithSessionLost runs a
+// session through the real engine and registry: once its instance is removed,
+// a SESSION event says the session lost its tab, its next task fails at once
+// with SESSION_LOST (no blank tab on the other instance), and the task after
+// that starts over in a new tab.
+func TestRemovingAnInstanceFailsItsSessionsNextTaskWithSessionLost(t *testing.T) {
+	t.Parallel()
+	p, q := newDouble(t, pinchtabtest.ModeServer), newDouble(t, pinchtabtest.ModeServer)
+	reg := executor.NewRegistry(executor.RegistryOptions{HealthInterval: 20 * time.Millisecond})
+	t.Cleanup(reg.Close)
+	exec, err := executor.New(executor.Options{Registry: reg})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = exec.Close() })
+	eng, err := engine.New(engine.Options{Store: memory.New(memory.Options{}), Executor: exec, Clock: clock.Real{}, TabLocator: reg, PlaceOnInstances: true})
+	require.NoError(t, err)
+	require.NoError(t, eng.Start(context.Background()))
+	t.Cleanup(func() { _ = eng.Shutdown(context.Background()) })
+	reg.SetSink(eng)
+	ctx := context.Background()
+	// The session starts on p, the only instance.
+	_, err = reg.Register(executor.InstanceConfig{ID: "p", URL: p.URL(), Token: doubleToken, Kind: executor.KindServer})
+	require.NoError(t, err)
+	ended := func(id string) *engine.Task {
+		var got *engine.Task
+		checkFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+			got, _ = eng.Task(ctx, id)
+			if !got.State.Terminal() {
+				return fmt.Errorf("state %s (%s)", got.State, got.Reason)
+			}
+			return nil
+		})
+		return got
+	}
+	open, err := eng.Submit(ctx, engine.TaskSpec{AgentID: "x", SessionKey: "s", Action: action("navigate", "", `{"url":"http://site.test/form"}`)})
+	require.NoError(t, err)
+	require.Equal(t, engine.StateSucceeded, ended(open.ID).State)
+	_, err = reg.Register(executor.InstanceConfig{ID: "q", URL: q.URL(), Token: doubleToken, Kind: executor.KindServer})
+	require.NoError(t, err)
+	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if inst, _ := reg.Get("q"); inst.Health != executor.HealthHealthy {
+			return errors.New("q is not healthy yet")
+		}
+		return nil
+	})
+	before := eng.Events().Last()
+
+	require.NoError(t, reg.Remove("p"))
+
+	var said []engine.Event
+	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		evs, _ := eng.Events().Read(before, 100, nil)
+		for _, ev := range evs {
+			if ev.Type == engine.EventSession {
+				said = append(said, ev)
+			}
+		}
+		if len(said) == 0 {
+			return errors.New("no SESSION event yet")
+		}
+		return nil
+	})
+	require.Len(t, said, 1)
+	require.Equal(t, "s", said[0].SessionKey)
+	require.Contains(t, said[0].Reason, "instance p was removed")
+
+	fill, err := eng.Submit(ctx, engine.TaskSpec{AgentID: "x", SessionKey: "s", Action: action("fill", "#name", `{"text":"Ada"}`)})
+	require.NoError(t, err)
+	got := ended(fill.ID)
+	require.Equal(t, engine.StateFailed, got.State, "at once, not after the retry budget")
+	require.Len(t, got.Attempts, 1)
+	require.Contains(t, got.Error, "SESSION_LOST")
+	require.Contains(t, got.Error, "its instance was removed")
+	require.Empty(t, q.Tabs(), "no blank tab was opened in its place")
+
+	again, err := eng.Submit(ctx, engine.TaskSpec{AgentID: "x", SessionKey: "s", Action: action("navigate", "", `{"url":"http://site.test/form"}`)})
+	require.NoError(t, err)
+	got = ended(again.ID)
+	require.Equal(t, engine.StateSucceeded, got.State, got.Error)
+	require.Equal(t, "q", got.Attempts[0].InstanceID, "the session starts over on the instance that is left")
+}

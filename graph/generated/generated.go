@@ -3338,6 +3338,12 @@ enum TaskEventKind {
   "Every task of a batch has ended (` + "`" + `batchId` + "`" + `); no task."
   BATCH
   """
+  A session lost its tab with the instance it was on (` + "`" + `sessionKey` + "`" + `; ` + "`" + `reason` + "`" + `
+  names the tab and the instance); no task. The session's next task fails with
+  SESSION_LOST, then the session starts over in a new tab.
+  """
+  SESSION
+  """
   Not an engine event: this subscriber missed ` + "`" + `skipped` + "`" + ` events, because it fell
   behind the server's bounded buffer or resumed from further back than the
   server keeps. ` + "`" + `seq` + "`" + ` is the last event skipped; ` + "`" + `reason` + "`" + ` says which. Re-read
@@ -4302,7 +4308,13 @@ type Mutation {
   registerInstance(input: RegisterInstanceInput!): Instance
   "Changes a registered instance. Omitted fields stay as they are."
   updateInstance(id: ID!, input: UpdateInstanceInput!): Instance
-  "Forgets an instance; work bound to it is placed again. Returns it as it was."
+  """
+  Forgets an instance; tab-less work bound to it is placed again. A session
+  whose tab was there has lost its page: a SESSION event says so, and the
+  session's next task fails with SESSION_LOST instead of running in a blank
+  tab elsewhere. Attempts running there keep their slots until they end.
+  Returns it as it was.
+  """
   removeInstance(id: ID!): Instance
   """
   Loads a WebAssembly policy plugin: validated (ABI version, exports,
@@ -23293,6 +23305,7 @@ var (
 		"LANE":     engine.EventLane,
 		"ENGINE":   engine.EventEngine,
 		"BATCH":    engine.EventBatch,
+		"SESSION":  engine.EventSession,
 		"LAGGED":   model.EventLagged,
 	}
 	marshalNTaskEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐEventType = map[engine.EventType]string{
@@ -23302,6 +23315,7 @@ var (
 		engine.EventLane:     "LANE",
 		engine.EventEngine:   "ENGINE",
 		engine.EventBatch:    "BATCH",
+		engine.EventSession:  "SESSION",
 		model.EventLagged:    "LAGGED",
 	}
 )

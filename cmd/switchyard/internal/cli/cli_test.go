@@ -89,6 +89,8 @@ func TestEventLinesSayWhatHappened(t *testing.T) {
 	require.Contains(t, lagged, "missed 17 events: behind")
 	batch := formatEvent(&Event{Seq: 91, Kind: "BATCH", BatchID: "B1", Reason: "all ended"}, false)
 	require.Contains(t, batch, "batch=B1  all ended")
+	session := formatEvent(&Event{Seq: 92, Kind: "SESSION", SessionKey: "checkout", Reason: "lost its tab"}, false)
+	require.Contains(t, session, "SESSION  session=checkout  lost its tab")
 }
 
 func TestFilesThatAreNotUTF8AreRefused(t *testing.T) {

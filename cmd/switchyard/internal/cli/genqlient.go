@@ -1520,7 +1520,11 @@ func (v *RemoveInstanceRemoveInstance) GetId() string { return v.Id }
 
 // RemoveInstanceResponse is returned by RemoveInstance on success.
 type RemoveInstanceResponse struct {
-	// Forgets an instance; work bound to it is placed again. Returns it as it was.
+	// Forgets an instance; tab-less work bound to it is placed again. A session
+	// whose tab was there has lost its page: a SESSION event says so, and the
+	// session's next task fails with SESSION_LOST instead of running in a blank
+	// tab elsewhere. Attempts running there keep their slots until they end.
+	// Returns it as it was.
 	RemoveInstance *RemoveInstanceRemoveInstance `json:"removeInstance"`
 }
 

@@ -40,7 +40,7 @@ type Event struct {
 // eventKinds are the schema's TaskEventKind values (genqlient generates no
 // type for it: the operations take the filter as a map); a test compares
 // them with the schema.
-var eventKinds = []string{"STATE", "RELEASED", "STALE", "LANE", "ENGINE", "BATCH", "LAGGED"}
+var eventKinds = []string{"STATE", "RELEASED", "STALE", "LANE", "ENGINE", "BATCH", "SESSION", "LAGGED"}
 
 var terminal = map[string]bool{"SUCCEEDED": true, "FAILED": true, "CANCELLED": true, "REJECTED": true, "EXPIRED": true}
 
@@ -295,6 +295,8 @@ func formatEvent(e *Event, colours bool) string {
 		return b.String() + " " + paint(ansiMagenta, fmt.Sprintf("missed %d events: %s", e.Skipped, e.Reason))
 	case "BATCH":
 		return b.String() + " batch=" + e.BatchID + "  " + paint(ansiDim, e.Reason)
+	case "SESSION":
+		return b.String() + " session=" + e.SessionKey + "  " + paint(ansiMagenta, e.Reason)
 	case "LANE", "ENGINE":
 		if e.Lane != "" {
 			b.WriteString(" lane=" + e.Lane)
