@@ -36,6 +36,7 @@ type actionRequest struct {
 	DeltaY   *float64 `json:"deltaY"`
 	ScrollX  *float64 `json:"scrollX"`
 	ScrollY  *float64 `json:"scrollY"`
+	WaitNav  bool     `json:"waitNav"` // a click that may navigate: wait for the new page instead of answering 409
 }
 
 func (i *Instance) handleAction(ctx context.Context, t *tab, r *http.Request) (any, error) {
@@ -90,7 +91,7 @@ func act(ctx context.Context, t *tab, req actionRequest, sel string) (map[string
 		}
 	case "click", "dblclick", "hover", "mouse-move":
 		if sel == "" && req.X != nil && req.Y != nil {
-			return pointer(ctx, kind, *req.X, *req.Y)
+			return pointerOn(ctx, t, req, kind, *req.X, *req.Y)
 		}
 	}
 	if sel == "" {
@@ -106,7 +107,7 @@ func act(ctx context.Context, t *tab, req actionRequest, sel string) (map[string
 		if err != nil {
 			return nil, err
 		}
-		return pointer(ctx, kind, x, y)
+		return pointerOn(ctx, t, req, kind, x, y)
 	case "focus":
 		_, err := callOn[bool](ctx, el, `function() { this.focus(); return true; }`)
 		return map[string]any{"focused": err == nil}, err
@@ -163,6 +164,15 @@ func act(ctx context.Context, t *tab, req actionRequest, sel string) (map[string
 }
 
 // pointer sends the mouse events of a click, a double click or a hover at x, y.
+// pointerOn is pointer on tab t, telling a click that navigates apart
+// (watchedClick).
+func pointerOn(ctx context.Context, t *tab, req actionRequest, kind string, x, y float64) (map[string]any, error) {
+	if kind != "click" && kind != "dblclick" {
+		return pointer(ctx, kind, x, y)
+	}
+	return watchedClick(ctx, t, req.WaitNav, func() (map[string]any, error) { return pointer(ctx, kind, x, y) })
+}
+
 func pointer(ctx context.Context, kind string, x, y float64) (map[string]any, error) {
 	move := chromedp.MouseEvent(chromedp.MouseMoved, x, y)
 	var err error

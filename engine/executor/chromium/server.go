@@ -75,7 +75,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // writeError answers err with its status: an apiError's own; 504 for a
 // deadline; 502 for a page that failed to load; 500 otherwise. Like
 // PinchTab, the body says "retryable": true only when another try may help:
-// a timeout, a failed load, a browser error, an element not visible yet.
+// a timeout, a failed load, a browser error, an element not visible yet (a
+// 409, but for navigation_changed: clicking again would click on the next page).
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, code := http.StatusInternalServerError, "browser_error"
 	var ae *apiError
@@ -91,7 +92,7 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		status, code = http.StatusBadGateway, "navigate_failed"
 	}
 	body := map[string]any{"error": err.Error(), "code": code}
-	if status >= 500 || status == http.StatusConflict {
+	if status >= 500 || status == http.StatusConflict && code != errNavigationChanged.code {
 		body["retryable"] = true
 	}
 	writeJSON(w, status, body)

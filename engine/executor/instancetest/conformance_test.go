@@ -22,14 +22,16 @@ func TestThePinchTabDoubleConforms(t *testing.T) {
 		d := pinchtabtest.New(t, pinchtabtest.Options{Mode: pinchtabtest.ModeBridge, Token: "tok"})
 		d.SetPage("http://site.test/form", pinchtabtest.Page{Title: "Form", Elements: map[string]pinchtabtest.Element{
 			"#name": {}, "#out": {},
-			"#go": {OnClick: func(p map[string]*pinchtabtest.Element) { p["#out"].Text = "Hello, " + p["#name"].Value + "!" }},
+			"#go":   {OnClick: func(p map[string]*pinchtabtest.Element) { p["#out"].Text = "Hello, " + p["#name"].Value + "!" }},
+			"#next": {Href: "http://site.test/form/second"},
 		}})
+		d.SetPage("http://site.test/form/second", pinchtabtest.Page{Title: "Second"})
 		return instancetest.Target{URL: d.URL(), Token: "tok", FormURL: "http://site.test/form"}
 	})
 }
 
 const form = `<!doctype html><html><head><title>Form</title></head><body>
-<input id="name"><button id="go">Go</button><p id="out"></p>
+<input id="name"><button id="go">Go</button><p id="out"></p><a id="next" href="second">Next</a>
 <script>document.getElementById("go").addEventListener("click", () => {
   document.getElementById("out").textContent = "Hello, " + document.getElementById("name").value + "!";
 });</script></body></html>`

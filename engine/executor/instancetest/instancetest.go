@@ -14,6 +14,9 @@
 //   - failures answer {"error","code"} with a 4xx or 5xx status, and no
 //     "retryable": true when retrying cannot help (a selector that matches
 //     nothing, an unknown action kind, an unknown tab);
+//   - a click that navigates answers 409 "navigation_changed", not
+//     retryable, unless it said "waitNav": true, which makes it a success
+//     on the new page; a click that does not navigate is no such thing;
 //   - back, forward and reload have their own routes (nothing happens at
 //     either end of the history), and /wait waits for a selector;
 //   - a closed tab is gone from GET /tabs and answers 404.
@@ -37,7 +40,8 @@ type Target struct {
 	URL   string
 	Token string
 	// FormURL shows the suite's form: an input #name, a button #go that sets
-	// #out's text to "Hello, <name>!", and an element #out.
+	// #out's text to "Hello, <name>!", an element #out, and a link #next to
+	// another page (FormURL + "/second").
 	FormURL string
 }
 
@@ -125,6 +129,39 @@ func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 		var pe *pinchtab.Error
 		require.ErrorAs(t, err, &pe)
 		require.Equal(t, http.StatusBadRequest, pe.Status, "an unknown action kind")
+	})
+
+	t.Run("AClickThatNavigatesSaysSoUnlessItWaitsForTheNavigation", func(t *testing.T) {
+		tg := newTarget(t)
+		c, tab := open(t, tg)
+		ctx := context.Background()
+		second := strings.TrimSuffix(tg.FormURL, "/") + "/second"
+		urlNow := func() string {
+			res, err := c.Read(ctx, tab, "url", nil)
+			require.NoError(t, err)
+			var out struct{ URL string }
+			require.NoError(t, json.Unmarshal(res, &out), string(res))
+			return strings.TrimSuffix(out.URL, "/")
+		}
+		_, err := c.Navigate(ctx, tab, tg.FormURL, nil)
+		require.NoError(t, err)
+		_, err = c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#go"})
+		require.NoError(t, err, "a click that stays on the page")
+
+		_, err = c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#next"})
+		var pe *pinchtab.Error
+		require.ErrorAs(t, err, &pe)
+		require.Equal(t, http.StatusConflict, pe.Status)
+		require.Equal(t, "navigation_changed", pe.Code)
+		require.False(t, pe.RetryableFlag, "clicking again would click on the next page")
+		require.False(t, pe.Retryable())
+		require.False(t, pe.InstanceFault())
+
+		_, err = c.Navigate(ctx, tab, tg.FormURL, nil)
+		require.NoError(t, err)
+		_, err = c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#next", Params: json.RawMessage(`{"waitNav":true}`)})
+		require.NoError(t, err, "a click that may navigate, and says so")
+		require.Equal(t, second, urlNow(), "on the new page when the click answers")
 	})
 
 	t.Run("HistoryAndWaitHaveTheirOwnRoutes", func(t *testing.T) {
