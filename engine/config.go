@@ -50,6 +50,9 @@ type LaneConfig struct {
 	// of a burst runs. Tasks with dependencies or without a session are not
 	// held. At most MaxDebounce.
 	Debounce time.Duration `json:",omitempty"`
+	// Pull makes a pull lane: its tasks go to external workers that lease
+	// them (Engine.Pull), never to a browser instance.
+	Pull bool `json:",omitempty"`
 	// Removed marks a lane deleted at run time (Engine.DeleteLane): the store
 	// keeps it so, so that the removal survives a restart.
 	Removed bool `json:",omitempty"`
@@ -320,7 +323,7 @@ const LaneEnvPrefix = "SWITCHYARD_LANE_"
 // concurrency ceiling, or comma-separated settings:
 // "inflight=40,queue=5000,drop=drop-oldest,paused=false,depth=5,timeout=30s,
 // attempts=3,backoff=200ms,multiplier=2,maxbackoff=1m,jitter=true,exhausted=fail,
-// sessionqueue=10,sessiondrop=drop-oldest";
+// sessionqueue=10,sessiondrop=drop-oldest,pull=true";
 // a setting left out keeps the lane's value. A variable for an unknown lane
 // creates it with NewLane's defaults. The lane name is the variable's
 // suffix in lower case, with '_' kept (SWITCHYARD_LANE_BULK_JOBS → bulk_jobs).
@@ -388,8 +391,10 @@ func parseLaneSettings(l *LaneConfig, val string) error {
 			l.SessionMaxQueued, err = strconv.Atoi(v)
 		case "sessiondrop":
 			l.SessionDropPolicy = DropPolicy(v)
+		case "pull":
+			l.Pull, err = strconv.ParseBool(v)
 		default:
-			return fmt.Errorf("unknown setting %q (want inflight, queue, drop, paused, depth, timeout, attempts, backoff, multiplier, maxbackoff, jitter, exhausted, sessionqueue or sessiondrop)", k)
+			return fmt.Errorf("unknown setting %q (want inflight, queue, drop, paused, depth, timeout, attempts, backoff, multiplier, maxbackoff, jitter, exhausted, sessionqueue, sessiondrop or pull)", k)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", k, laneValueError(v, err))

@@ -289,7 +289,8 @@ func better(a *agentQueue, aAged bool, b *agentQueue, bAged bool) bool {
 // laneOpen reports whether lane l may dispatch one more (slack raises the
 // ceiling, for plans).
 func (e *Engine) laneOpen(l *lane, slack int) bool {
-	return !l.cfg.Paused && l.inflight < l.cfg.MaxInFlight+slack && len(l.fair.items) > 0
+	// A pull lane dispatches only when a worker asks (Pull).
+	return !l.cfg.Paused && !l.cfg.Pull && l.inflight < l.cfg.MaxInFlight+slack && len(l.fair.items) > 0
 }
 
 // nextLocked chooses the next task to dispatch under the native fairness
@@ -373,6 +374,9 @@ func (e *Engine) instanceGoneLocked(id string) bool {
 // action task waits for a browser instance even when none is registered (or
 // none of its kind): dispatched unplaced, it could only fail.
 func (e *Engine) placeLocked(t *task) (inst *instance, blocked *limiter) {
+	if t.lane.cfg.Pull {
+		return nil, nil // its worker is its instance
+	}
 	chat := t.spec.Instruction != ""
 	if e.sessionLostLocked(t) {
 		return nil, nil // no room needed: it fails at once (Run.LostSession)

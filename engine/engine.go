@@ -490,7 +490,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	e.unlock()
 	for {
 		e.mu.Lock()
-		n := e.inflight
+		n := e.inflight - e.keptLeasesLocked()
 		e.mu.Unlock()
 		if n == 0 {
 			break
@@ -505,7 +505,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	e.mu.Lock()
 	var victims []*task
 	for _, t := range e.tasks {
-		if t.state.InFlight() || !e.durable && !t.state.Terminal() {
+		if t.state.InFlight() && !e.keepsLeaseLocked(t) || !e.durable && !t.state.Terminal() {
 			victims = append(victims, t)
 		}
 	}

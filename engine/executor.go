@@ -37,6 +37,10 @@ type Outcome struct {
 	// instance (Attempt.TabTime, Attempt.ActionTime).
 	TabTime    time.Duration
 	ActionTime time.Duration
+	// Release hands the task back instead of ending it: it queues again at
+	// once and the attempt does not count against its retry budget (Err, if
+	// set, says why). A pull lane's worker releases what it will not do.
+	Release bool
 }
 
 // Run is the executor's handle on one attempt of a task.

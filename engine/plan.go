@@ -177,6 +177,9 @@ func (e *Engine) skipsLocked(slack int) []PlanSkip {
 			case l.cfg.Paused:
 				out = append(out, PlanSkip{Lane: l.cfg.Name, AgentID: a.id, Reason: "lane paused", Tasks: aq.queued})
 				continue
+			case l.cfg.Pull:
+				out = append(out, PlanSkip{Lane: l.cfg.Name, AgentID: a.id, Reason: "pull lane: waits for a worker to lease it", Tasks: aq.queued})
+				continue
 			case l.inflight >= l.cfg.MaxInFlight+slack:
 				out = append(out, PlanSkip{Lane: l.cfg.Name, AgentID: a.id, Reason: fmt.Sprintf("lane at its ceiling (%d/%d)", l.inflight, l.cfg.MaxInFlight), Tasks: aq.queued})
 				continue

@@ -90,7 +90,7 @@ func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
 	}
 	// Attempts that were under way died with the previous process.
 	for _, t := range live {
-		if !t.state.InFlight() {
+		if !t.state.InFlight() || e.resumePullLocked(t, now) {
 			continue
 		}
 		if att := t.lastAttempt(); att != nil && att.EndedAt.IsZero() {

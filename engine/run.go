@@ -132,6 +132,13 @@ func (e *Engine) finish(r *Run, o Outcome) {
 		att.Class = classCancelled
 		att.Error = "cancelled: " + t.reason
 		e.emitTaskLocked(t, EventReleased, t.state, t.state, "executor returned after cancellation")
+	case o.Release:
+		why := "handed back"
+		if o.Err != nil {
+			why = o.Err.Error()
+		}
+		att.Error = releasedPrefix + why
+		e.setStateAt(t, StateQueued, "released: "+why, now)
 	case o.Err == nil:
 		if o.Result != nil || t.out != nil {
 			out := t.outcomeOf()
@@ -262,7 +269,7 @@ func (e *Engine) decideRetryLocked(t *task, class policy.ErrorClass, status int,
 	f := policy.Failure{
 		NowMs: now.UnixMilli(), TaskSeq: t.seq, CreatedAtMs: t.createdAt / int64(time.Millisecond),
 		PrevDelayMs: prev, BaseDelayMs: rp.Backoff.Milliseconds(), MaxDelayMs: rp.MaxBackoff.Milliseconds(),
-		Multiplier: uint32(max(rp.Multiplier, 1) * 1000), Attempt: uint16(len(t.attempts) - resetAt - min(t.instanceFaults(), max(e.cfg.InstanceFaultBudget, 0))),
+		Multiplier: uint32(max(rp.Multiplier, 1) * 1000), Attempt: uint16(len(t.attempts) - resetAt - min(t.instanceFaults(), max(e.cfg.InstanceFaultBudget, 0)) - t.released()),
 		MaxAttempts: uint16(rp.MaxAttempts), HTTPStatus: uint16(status), Class: class,
 		Priority: int32(t.spec.Priority), Agent: t.agent.idx, Lane: t.lane.idx, LaneInflight: uint32(t.lane.inflight),
 	}

@@ -30,7 +30,11 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 
 // Deadline implements context.Context: the attempt's timeout, or the task's
 // deadline if earlier.
-func (r *Run) Deadline() (time.Time, bool) { return r.ctx.deadline, true }
+func (r *Run) Deadline() (time.Time, bool) {
+	r.ctx.mu.Lock()
+	defer r.ctx.mu.Unlock()
+	return r.ctx.deadline, true
+}
 
 // Done implements context.Context.
 func (r *Run) Done() <-chan struct{} {

@@ -1,0 +1,193 @@
+package engine
+
+import (
+	"context"
+	"strings"
+	"time"
+)
+
+// Pull lanes: work for external workers that ask for it (CW's leased
+// entries) instead of being pushed to a browser instance.
+//
+// The dispatcher never opens a pull lane on its own. A worker's Pull opens
+// it for one decision loop: the lane's queues are taken in their usual order
+// (aged heads first, then fair share among agents) under every ceiling —
+// global, lane, agent, session, batch — and each task chosen is assigned and
+// marked RUNNING at once, under a lease that lasts as long as the worker
+// asked. The attempts are committed before Pull returns them. From there the
+// Run is the worker's: Extend renews the lease, Finish ends the attempt
+// (success, failure, or a release that spends no attempt), and a lease that
+// runs out ends it as a timed-out, transient failure under the lane's retry
+// policy. A cancelled task's run is cancelled as usual; the worker learns of
+// it on its next call.
+
+// releasedPrefix starts the error of an attempt handed back by its worker
+// (Outcome.Release): such attempts do not count against the retry budget.
+const releasedPrefix = "released: "
+
+// Pull assigns up to max tasks of the pull lane named lane to a worker, each
+// under a lease of leaseFor (no later than the task's own deadline), and
+// returns their runs once they are committed. It returns no runs, and no
+// error, when nothing can be dispatched: the lane is empty or paused, or a
+// ceiling is reached. worker names the worker in the tasks' events.
+func (e *Engine) Pull(ctx context.Context, lane string, max int, leaseFor time.Duration, worker string) ([]*Run, error) {
+	if max < 1 {
+		return nil, invalid("max", "must be at least 1, got %d", max)
+	}
+	if leaseFor <= 0 {
+		return nil, invalid("leaseFor", "must be positive, got %s", leaseFor)
+	}
+	e.mu.Lock()
+	if e.closed || !e.running {
+		e.mu.Unlock()
+		return nil, &Error{Code: CodeUnavailable, Retryable: true, Message: "the scheduler is not running here"}
+	}
+	l := e.laneByName[lane]
+	switch {
+	case l == nil:
+		e.mu.Unlock()
+		return nil, &Error{Code: CodeNotFound, Field: "lane", Message: "unknown lane " + quote(lane)}
+	case !l.cfg.Pull:
+		e.mu.Unlock()
+		return nil, &Error{Code: CodeConflict, Field: "lane", Message: "lane " + quote(lane) + " is not a pull lane: its tasks go to browser instances"}
+	}
+	now := e.now()
+	var runs []*Run
+	for len(runs) < max && !l.cfg.Paused && e.inflight < e.cfg.MaxInFlight &&
+		l.inflight < l.cfg.MaxInFlight && len(l.fair.items) > 0 {
+		aq, _ := e.laneTop(l, now.UnixNano())
+		t := e.admitHeadLocked(aq) // parks what a ceiling blocks: the loop moves on
+		if t == nil {
+			continue
+		}
+		r := e.assignLocked(t, nil, now)
+		e.extendLocked(r, now.Add(leaseFor))
+		att := t.lastAttempt()
+		att.StartedAt = now
+		reason := "leased for " + leaseFor.String()
+		if worker != "" {
+			reason = "leased by " + worker + " for " + leaseFor.String()
+		}
+		e.setStateAt(t, StateRunning, reason, now)
+		runs = append(runs, r)
+	}
+	pb := e.cur
+	wait := len(runs) > 0 && e.durable
+	e.unlock()
+	if len(runs) > 0 && e.sync {
+		e.commitNow()
+	}
+	if wait {
+		// A lease is an attempt: on disk before the worker starts it.
+		e.commitSoon()
+		ended, err := e.waitCommitted(ctx, pb)
+		if !ended || err != nil {
+			for _, r := range runs {
+				r.Finish(Outcome{Release: true, Err: Transientf("the lease was not confirmed durable")})
+			}
+			return nil, &Error{Code: CodeUnavailable, Retryable: true, Err: err, Message: "the leases could not be committed; lease again"}
+		}
+	}
+	return runs, nil
+}
+
+// Extend moves the deadline of the attempt (the worker's lease) to until, or
+// to the task's deadline if that is earlier, and returns the deadline now in
+// force. It fails with CONFLICT once the attempt has ended, timed out or been
+// cancelled.
+func (r *Run) Extend(until time.Time) (time.Time, error) {
+	e := r.engine
+	e.mu.Lock()
+	t := r.task
+	if t.run != r || t.timedOut || !t.state.InFlight() {
+		e.mu.Unlock()
+		return time.Time{}, conflict("attempt %d of task %s is over", r.attempt, r.id)
+	}
+	until = e.extendLocked(r, until)
+	e.unlock()
+	return until, nil
+}
+
+// extendLocked sets r's deadline (capped by its task's) and lease timer.
+func (e *Engine) extendLocked(r *Run, until time.Time) time.Time {
+	t := r.task
+	if d := t.spec.Deadline; !d.IsZero() && d.Before(until) {
+		until = d
+	}
+	r.ctx.mu.Lock()
+	r.ctx.deadline = until
+	r.ctx.mu.Unlock()
+	e.timers[timerLease].set(t, until.UnixNano())
+	return until
+}
+
+// Leased returns the runs of the attempts under way in the pull lane named
+// lane ("" for every pull lane): after a restart, the leases that survived it
+// (see resumePullLocked), for the worker-facing side to take back.
+func (e *Engine) Leased(lane string) []*Run {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []*Run
+	for _, t := range e.tasks {
+		if t.run != nil && t.lane.cfg.Pull && (lane == "" || t.lane.cfg.Name == lane) {
+			out = append(out, t.run)
+		}
+	}
+	return out
+}
+
+// resumePullLocked keeps the lease of a pull task that was RUNNING when the
+// previous process stopped: its worker may still be at it and complete it
+// with the lease it holds. The lease runs for the lane's timeout from now
+// (the worker's own term was not recorded); renewing it or ending the
+// attempt works as before the restart. It reports whether it resumed t.
+func (e *Engine) resumePullLocked(t *task, now time.Time) bool {
+	att := t.lastAttempt()
+	if !t.lane.cfg.Pull || t.state != StateRunning || att == nil || !att.EndedAt.IsZero() || !e.durable {
+		return false
+	}
+	e.reserveLocked(t, nil)
+	r := &Run{engine: e, task: t, spec: t.spec, id: t.id, lease: att.LeaseID, attempt: att.N}
+	e.nextLease = max(e.nextLease, att.LeaseID)
+	t.run, t.timedOut = r, false
+	e.extendLocked(r, now.Add(t.lane.cfg.Timeout))
+	return true
+}
+
+// keepsLeaseLocked reports whether shutting down leaves t's attempt under
+// way: a worker's lease on a durable store, which the next start resumes.
+func (e *Engine) keepsLeaseLocked(t *task) bool {
+	return e.durable && t.lane.cfg.Pull && t.state == StateRunning
+}
+
+// keptLeasesLocked counts the attempts shutting down leaves under way
+// (keepsLeaseLocked): Shutdown does not wait for them.
+func (e *Engine) keptLeasesLocked() int {
+	n := 0
+	if e.durable {
+		for _, l := range e.lanes {
+			if l.cfg.Pull {
+				n += l.inflight
+			}
+		}
+	}
+	return n
+}
+
+// released counts the attempts since the last reset that their worker
+// handed back: they do not count against the retry budget.
+func (t *task) released() int {
+	from := 0
+	if t.out != nil {
+		from = int(t.out.resetAt)
+	}
+	n := 0
+	for _, a := range t.attempts[min(from, len(t.attempts)):] {
+		if strings.HasPrefix(a.Error, releasedPrefix) {
+			n++
+		}
+	}
+	return n
+}
+
+func quote(s string) string { return `"` + s + `"` }

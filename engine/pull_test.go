@@ -1,0 +1,151 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/clock"
+	"github.com/switchyard/switchyard/engine/enginetest"
+	"github.com/switchyard/switchyard/engine/store/memory"
+)
+
+func pullConfig() *engine.Config {
+	jobs := engine.NewLane("jobs")
+	jobs.Pull, jobs.MaxInFlight = true, 2
+	return &engine.Config{Lanes: []engine.LaneConfig{engine.NewLane("main"), jobs}}
+}
+
+func TestAPullLaneDispatchesOnlyToWorkersUnderItsCeiling(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, pullConfig())
+	ctx := context.Background()
+	var ids []string
+	for range 3 {
+		ids = append(ids, h.Submit(enginetest.Spec("a").Lane("jobs").Action("crawl").Obj()).ID)
+	}
+	browser := h.Submit(enginetest.Spec("a").Obj())
+	require.Equal(t, []string{browser.ID}, h.Exec.Started(), "the executor never sees a pull lane's task")
+	require.Equal(t, engine.StateQueued, h.State(ids[0]))
+
+	runs, err := h.Pull(ctx, "jobs", 10, 30*time.Second, "w1")
+	require.NoError(t, err)
+	require.Len(t, runs, 2, "the lane's ceiling bounds what a worker gets")
+	require.Equal(t, ids[0], runs[0].TaskID(), "in the lane's order")
+	got := h.Get(ids[0])
+	require.Equal(t, engine.StateRunning, got.State)
+	require.Equal(t, "leased by w1 for 30s", got.Reason)
+	dl, _ := runs[0].Deadline()
+	require.Equal(t, h.Clock.Now().Add(30*time.Second), dl)
+
+	more, err := h.Pull(ctx, "jobs", 10, time.Second, "w2")
+	require.NoError(t, err)
+	require.Empty(t, more, "no room: nothing, and no error")
+
+	_, err = h.Pull(ctx, "main", 1, time.Second, "w1")
+	require.Equal(t, engine.CodeConflict, engineErr(t, err).Code)
+	_, err = h.Pull(ctx, "nope", 1, time.Second, "w1")
+	require.Equal(t, engine.CodeNotFound, engineErr(t, err).Code)
+
+	runs[0].Finish(engine.Outcome{Result: []byte(`{"ok":true}`)})
+	require.Equal(t, engine.StateSucceeded, h.State(ids[0]))
+	more, err = h.Pull(ctx, "jobs", 10, time.Second, "w2")
+	require.NoError(t, err)
+	require.Len(t, more, 1, "a finished lease frees its slot")
+}
+
+func TestAnExpiredLeaseIsAFailedAttemptAndRenewingPostponesIt(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, pullConfig())
+	ctx := context.Background()
+	id := h.Submit(enginetest.Spec("a").Lane("jobs").Action("crawl").Obj()).ID
+	runs, err := h.Pull(ctx, "jobs", 1, 10*time.Second, "w1")
+	require.NoError(t, err)
+	r := runs[0]
+
+	h.Clock.Advance(9 * time.Second)
+	until, err := r.Extend(h.Clock.Now().Add(10 * time.Second))
+	require.NoError(t, err)
+	require.Equal(t, h.Clock.Now().Add(10*time.Second), until)
+	h.Clock.Advance(9 * time.Second)
+	require.Equal(t, engine.StateRunning, h.State(id), "renewed: still leased")
+
+	h.Clock.Advance(time.Second)
+	require.ErrorIs(t, r.Err(), context.DeadlineExceeded, "the lease ran out: the run's context says so")
+	r.Finish(engine.Outcome{Err: engine.Transientf("lease expired")})
+	got := h.Get(id)
+	require.Equal(t, engine.StateRetryWait, got.State, "one attempt spent, the retry policy decides")
+	require.Len(t, got.Attempts, 1)
+	_, err = r.Extend(h.Clock.Now().Add(time.Minute))
+	require.Equal(t, engine.CodeConflict, engineErr(t, err).Code, "an expired lease cannot be renewed")
+}
+
+func TestAReleasedLeaseQueuesAgainWithoutSpendingAnAttempt(t *testing.T) {
+	t.Parallel()
+	cfg := pullConfig()
+	cfg.Lanes[1].Retry.MaxAttempts = 1
+	h := enginetest.New(t, cfg)
+	ctx := context.Background()
+	id := h.Submit(enginetest.Spec("a").Lane("jobs").Action("crawl").Obj()).ID
+	for range 3 {
+		runs, err := h.Pull(ctx, "jobs", 1, time.Minute, "w1")
+		require.NoError(t, err)
+		require.Len(t, runs, 1)
+		runs[0].Finish(engine.Outcome{Release: true, Err: errors.New("worker shutting down")})
+		require.Equal(t, engine.StateQueued, h.State(id))
+	}
+	runs, err := h.Pull(ctx, "jobs", 1, time.Minute, "w1")
+	require.NoError(t, err)
+	runs[0].Finish(engine.Outcome{Err: engine.Transientf("boom")})
+	got := h.Get(id)
+	require.Equal(t, engine.StateParked, got.State, "the one real attempt spent the budget of one")
+	require.Len(t, got.Attempts, 4)
+	require.Equal(t, "released: worker shutting down", got.Attempts[0].Error)
+}
+
+// durableMemory is a memory store that says it is durable, and so keeps
+// what a restart of an engine on it would find on disk.
+type durableMemory struct{ *memory.Store }
+
+func (durableMemory) Durable() bool { return true }
+
+func TestALeaseSurvivesARestart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := durableMemory{memory.New(memory.Options{})}
+	clk := clock.NewFake(enginetest.Epoch)
+	start := func() *engine.Engine {
+		e, err := engine.New(engine.Options{Config: *pullConfig(), Store: st, Executor: enginetest.NewExecutor(), Clock: clk, Synchronous: true, Seed: 1})
+		require.NoError(t, err)
+		require.NoError(t, e.Start(ctx))
+		return e
+	}
+	e1 := start()
+	task, err := e1.Submit(ctx, enginetest.Spec("a").Lane("jobs").Action("crawl").Obj())
+	require.NoError(t, err)
+	runs, err := e1.Pull(ctx, "jobs", 1, time.Minute, "w1")
+	require.NoError(t, err)
+	lease := runs[0].LeaseID()
+	require.NoError(t, e1.Shutdown(ctx))
+
+	e2 := start()
+	defer func() { _ = e2.Shutdown(context.Background()) }()
+	got, err := e2.Task(ctx, task.ID)
+	require.NoError(t, err)
+	require.Equal(t, engine.StateRunning, got.State, "the worker may still be at it")
+	held := e2.Leased("jobs")
+	require.Len(t, held, 1)
+	require.Equal(t, lease, held[0].LeaseID())
+	require.Equal(t, 1, held[0].Attempt())
+	more, err := e2.Pull(ctx, "jobs", 5, time.Minute, "w2")
+	require.NoError(t, err)
+	require.Empty(t, more, "the resumed lease still holds its task")
+	held[0].Finish(engine.Outcome{Result: []byte(`1`)})
+	got, err = e2.Task(ctx, task.ID)
+	require.NoError(t, err)
+	require.Equal(t, engine.StateSucceeded, got.State)
+}
