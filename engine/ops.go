@@ -31,6 +31,8 @@ type LaneUpdate struct {
 	SessionMaxQueued  *int
 	SessionDropPolicy *DropPolicy
 	Debounce          *time.Duration // see LaneConfig.Debounce
+	// Pull makes it a pull lane (LaneConfig.Pull) or a lane of instances.
+	Pull *bool
 	// Create makes a lane that does not exist (from NewLane's defaults and
 	// the fields given) instead of answering NOT_FOUND; an existing lane is
 	// a CONFLICT. Remove deletes a lane that has no live task (else
@@ -112,6 +114,9 @@ func (e *Engine) UpdateLane(name string, u LaneUpdate) (LaneStatus, error) {
 	if u.Debounce != nil {
 		cfg.Debounce = *u.Debounce
 	}
+	if u.Pull != nil {
+		cfg.Pull = *u.Pull
+	}
 	if err := cfg.validate(); err != nil {
 		e.mu.Unlock()
 		field, msg, ok := strings.Cut(err.Error(), ": ")
@@ -182,6 +187,9 @@ func describeLane(c LaneConfig) string {
 	state := "running"
 	if c.Paused {
 		state = "paused"
+	}
+	if c.Pull {
+		state += " (pull)"
 	}
 	return fmt.Sprintf("lane %s %s: maxInFlight=%d maxQueued=%d drop=%s", c.Name, state, c.MaxInFlight, c.MaxQueued, c.DropPolicy)
 }

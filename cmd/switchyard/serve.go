@@ -25,6 +25,7 @@ import (
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/executor/artifact"
 	"github.com/switchyard/switchyard/engine/executor/chromium"
+	"github.com/switchyard/switchyard/engine/pull"
 	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/engine/store/memory"
 	"github.com/switchyard/switchyard/engine/store/postgres"
@@ -249,11 +250,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 		if err != nil {
 			return err
 		}
+		workers, err := pull.New(ctx, pull.Options{Engine: eng, Logger: log})
+		if err != nil {
+			lead.Stop()
+			return err
+		}
 		backend = server.Options{Engine: eng, Registry: savedinstances.Registry{Registry: reg, Settings: eng},
-			Plugins: lead.Plugins, Schedules: lead.Schedules}
+			Plugins: lead.Plugins, Schedules: lead.Schedules, Pull: workers}
 		commits = eng.CommitError
 		shutdown = func(ctx context.Context) {
-			lead.Stop() // the components that act on the engine stop before it
+			workers.Close() // waiting workers are answered at once
+			lead.Stop()     // the components that act on the engine stop before it
 			if err := eng.Shutdown(ctx); err != nil {
 				log.Error("engine shutdown", "error", err)
 			}
@@ -268,7 +275,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 	logSecurity(log, cfg, authn)
 	srv, err := server.New(server.Options{
 		Engine: backend.Engine, Registry: backend.Registry, Plugins: backend.Plugins, Schedules: backend.Schedules,
-		Cluster: backend.Cluster, Metrics: backend.Metrics, Address: advertised(cfg),
+		Pull: backend.Pull, Cluster: backend.Cluster, Metrics: backend.Metrics, Address: advertised(cfg),
 		Artifacts: arts, Logger: log, Version: Version(), Limits: cfg.APILimits(), KeepAlive: cfg.KeepAlive.Std(),
 		Auth: authn, AllowedOrigins: cfg.API.AllowedOrigins, DisableIntrospection: !cfg.API.Introspection,
 		MCP: server.MCPOptions{Disabled: !cfg.MCP.Enabled, Lane: cfg.MCP.Lane},

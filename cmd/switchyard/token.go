@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/switchyard/switchyard/graph/auth"
@@ -25,7 +26,7 @@ func runToken(_ context.Context, args []string, stdout, stderr io.Writer) error 
 // source for hash.
 func tokenCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	usage := func() {
-		fmt.Fprintln(stderr, "Usage: switchyard token new [--name NAME] [--role ROLE] [--agent ID] [--json]")
+		fmt.Fprintln(stderr, "Usage: switchyard token new [--name NAME] [--role ROLE] [--agent ID] [--lanes A,B] [--json]")
 		fmt.Fprintln(stderr, "       switchyard token hash < token-file")
 		fmt.Fprintln(stderr, "\n  new   makes a random token and prints it with its hash and a line for auth.tokens")
 		fmt.Fprintln(stderr, "  hash  prints the hash of the token read from standard input")
@@ -50,9 +51,10 @@ func tokenCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 func tokenNew(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("token new", "[flags]", stderr)
 	name := fs.String("name", "", "the token's name in the configuration and the audit log (default: from the role and agent)")
-	roleName := fs.String("role", "admin", "admin, operator, agent or reader")
+	roleName := fs.String("role", "admin", "admin, operator, agent, reader or worker")
 	agent := fs.String("agent", "", "the agent an agent token acts for (required with --role agent)")
-	asJSON := fs.Bool("json", false, "print {token, hash, name, role, agentId} as JSON")
+	laneList := fs.String("lanes", "", "the pull lanes a worker token leases from, comma-separated (required with --role worker)")
+	asJSON := fs.Bool("json", false, "print {token, hash, name, role, agentId, lanes} as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -65,6 +67,14 @@ func tokenNew(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --agent is required with --role agent: an agent token acts for one agent", errUsage)
 	case role != auth.RoleAgent && *agent != "":
 		return fmt.Errorf("%w: --agent goes with --role agent only", errUsage)
+	case role == auth.RoleWorker && *laneList == "":
+		return fmt.Errorf("%w: --lanes is required with --role worker: a worker token leases from named pull lanes", errUsage)
+	case role != auth.RoleWorker && *laneList != "":
+		return fmt.Errorf("%w: --lanes goes with --role worker only", errUsage)
+	}
+	var lanes []string
+	if *laneList != "" {
+		lanes = strings.Split(*laneList, ",")
 	}
 	if *name == "" {
 		*name = role.String()
@@ -81,15 +91,26 @@ func tokenNew(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	// The entry goes through the same checks as the configuration's.
-	if _, err := auth.NewAuthenticator([]auth.Token{{Name: *name, Hash: hash, Role: role, AgentID: *agent}}); err != nil {
+	if _, err := auth.NewAuthenticator([]auth.Token{{Name: *name, Hash: hash, Role: role, AgentID: *agent, Lanes: lanes}}); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, strings.TrimPrefix(err.Error(), "tokens[0]."))
 	}
 	if *asJSON {
-		return json.NewEncoder(stdout).Encode(map[string]string{"token": tok, "hash": hash, "name": *name, "role": role.String(), "agentId": *agent})
+		out := map[string]any{"token": tok, "hash": hash, "name": *name, "role": role.String(), "agentId": *agent}
+		if lanes != nil {
+			out["lanes"] = lanes
+		}
+		return json.NewEncoder(stdout).Encode(out)
 	}
 	entry := fmt.Sprintf("{name: %q, hash: %q, role: %s", *name, hash, role)
 	if *agent != "" {
 		entry += fmt.Sprintf(", agentId: %q", *agent)
+	}
+	if lanes != nil {
+		q := make([]string, len(lanes))
+		for i, l := range lanes {
+			q[i] = strconv.Quote(l)
+		}
+		entry += ", lanes: [" + strings.Join(q, ", ") + "]"
 	}
 	entry += "}"
 	fmt.Fprintf(stdout, "token: %s\nhash:  %s\n\n", tok, hash)

@@ -125,6 +125,9 @@ type Manager struct {
 	log hclog.Logger
 	key []byte
 
+	stop      chan struct{} // closed by Close: waiting calls answer at once
+	closeOnce sync.Once
+
 	mu     sync.Mutex
 	leases map[string]*lease // by task id: a task has one attempt at a time
 	ended  map[string]ended  // by lease id
@@ -145,7 +148,7 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 		opts.Logger = hclog.NewNullLogger()
 	}
 	m := &Manager{eng: opts.Engine, clk: opts.Clock, log: opts.Logger.Named("pull"),
-		leases: map[string]*lease{}, ended: map[string]ended{}}
+		leases: map[string]*lease{}, ended: map[string]ended{}, stop: make(chan struct{})}
 	if k, ok := m.eng.Setting(keySetting); ok && len(k) == 32 {
 		m.key = k
 	} else {
@@ -166,6 +169,15 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 		m.log.Info("leases resumed after a restart", "leases", len(resumed))
 	}
 	return m, nil
+}
+
+func (m *Manager) closed() bool {
+	select {
+	case <-m.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // sign makes the lease id of an attempt.
@@ -275,7 +287,7 @@ func (m *Manager) Lease(ctx context.Context, lane string, max int, leaseFor, wai
 		if err != nil {
 			return nil, err
 		}
-		if len(runs) > 0 || wait == 0 {
+		if len(runs) > 0 || wait == 0 || m.closed() {
 			now := m.clk.Now()
 			out := make([]Lease, len(runs))
 			for i, r := range runs {
@@ -292,6 +304,8 @@ func (m *Manager) Lease(ctx context.Context, lane string, max int, leaseFor, wai
 			select {
 			case <-stop:
 				cancel()
+			case <-m.stop:
+				cancel()
 			case <-done:
 			}
 		}()
@@ -306,6 +320,10 @@ func (m *Manager) Lease(ctx context.Context, lane string, max int, leaseFor, wai
 		}
 	}
 }
+
+// Close answers the calls waiting for work (with none) and makes later
+// calls answer at once: for a server that is stopping.
+func (m *Manager) Close() { m.closeOnce.Do(func() { close(m.stop) }) }
 
 // take finds the live lease named id, or says why there is none.
 func (m *Manager) take(id string) (*lease, error) {

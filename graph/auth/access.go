@@ -27,6 +27,7 @@ var (
 	submitters = SetOf(RoleAdmin, RoleOperator, RoleAgent)
 	operators  = SetOf(RoleAdmin, RoleOperator)
 	admins     = SetOf(RoleAdmin)
+	workers    = SetOf(RoleAdmin, RoleOperator, RoleWorker)
 )
 
 // operations is the table, by "Type.field" of the root types.
@@ -82,6 +83,14 @@ var operations = map[string]Access{
 	"Mutation.configurePlugin":  {operators, false},
 	"Mutation.enablePlugin":     {operators, false},
 	"Mutation.setPolicy":        {operators, false},
+
+	// Pull lanes' workers: worker tokens on their own lanes only (checked
+	// by the resolvers), admins and operators on every lane.
+	"Mutation.leaseTasks":   {workers, false},
+	"Mutation.renewLease":   {workers, false},
+	"Mutation.completeTask": {workers, false},
+	"Mutation.failTask":     {workers, false},
+	"Mutation.releaseTask":  {workers, false},
 
 	// Code that runs in the server: admins only.
 	"Mutation.loadPlugin":   {admins, false},

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -17,6 +18,9 @@ type Token struct {
 	Hash    string // the stored form (HashToken)
 	Role    Role
 	AgentID string // for RoleAgent, required; for the other roles, empty
+	// Lanes are the pull lanes of a RoleWorker token (at least one); the
+	// other roles have none.
+	Lanes []string
 }
 
 // ErrUnauthenticated is the error of a missing or unknown token.
@@ -60,16 +64,25 @@ func NewAuthenticator(tokens []Token) (*Authenticator, error) {
 			return nil, at("hash", "%v", err)
 		}
 		switch {
-		case t.Role < RoleAdmin || t.Role > RoleReader:
-			return nil, at("role", "%s is not a role (admin, operator, agent or reader)", t.Role)
+		case t.Role < RoleAdmin || t.Role > RoleWorker:
+			return nil, at("role", "%s is not a role (admin, operator, agent, reader or worker)", t.Role)
 		case t.Role == RoleAgent && t.AgentID == "":
 			return nil, at("agentId", "an agent token is bound to one agent: agentId is required")
 		case t.Role == RoleAgent && (len(t.AgentID) > 256 || strings.TrimSpace(t.AgentID) != t.AgentID):
 			return nil, at("agentId", "%q is not an agent id (1..256 bytes, no surrounding spaces)", t.AgentID)
 		case t.Role != RoleAgent && t.AgentID != "":
 			return nil, at("agentId", "only agent tokens are bound to an agent (this one is %s)", t.Role)
+		case t.Role == RoleWorker && len(t.Lanes) == 0:
+			return nil, at("lanes", "a worker token leases from named pull lanes: lanes is required")
+		case t.Role != RoleWorker && len(t.Lanes) > 0:
+			return nil, at("lanes", "only worker tokens are limited to lanes (this one is %s)", t.Role)
 		}
-		a.entries = append(a.entries, entry{hash: h, id: &Identity{Name: t.Name, Role: t.Role, AgentID: t.AgentID}})
+		for j, l := range t.Lanes {
+			if l == "" || len(l) > 64 || strings.TrimSpace(l) != l {
+				return nil, at(fmt.Sprintf("lanes[%d]", j), "%q is not a lane name", l)
+			}
+		}
+		a.entries = append(a.entries, entry{hash: h, id: &Identity{Name: t.Name, Role: t.Role, AgentID: t.AgentID, Lanes: slices.Clone(t.Lanes)}})
 	}
 	return a, nil
 }

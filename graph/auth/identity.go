@@ -5,6 +5,7 @@ package auth
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -24,12 +25,16 @@ const (
 	RoleAgent
 	// RoleReader reads everything and changes nothing.
 	RoleReader
+	// RoleWorker is an external worker of pull lanes: it leases, renews,
+	// completes, fails and releases the tasks of its lanes (Lanes) and
+	// does nothing else, not even read.
+	RoleWorker
 )
 
-var roleNames = [...]string{RoleAdmin: "admin", RoleOperator: "operator", RoleAgent: "agent", RoleReader: "reader"}
+var roleNames = [...]string{RoleAdmin: "admin", RoleOperator: "operator", RoleAgent: "agent", RoleReader: "reader", RoleWorker: "worker"}
 
 // Roles lists every role, most powerful first.
-func Roles() []Role { return []Role{RoleAdmin, RoleOperator, RoleAgent, RoleReader} }
+func Roles() []Role { return []Role{RoleAdmin, RoleOperator, RoleAgent, RoleReader, RoleWorker} }
 
 // String returns the role's name as the configuration writes it.
 func (r Role) String() string {
@@ -46,7 +51,7 @@ func ParseRole(s string) (Role, error) {
 			return Role(r), nil
 		}
 	}
-	return 0, fmt.Errorf("%q is not a role (admin, operator, agent or reader)", s)
+	return 0, fmt.Errorf("%q is not a role (admin, operator, agent, reader or worker)", s)
 }
 
 // RoleSet is a set of roles.
@@ -84,6 +89,21 @@ type Identity struct {
 	Role Role
 	// AgentID is the agent a RoleAgent identity is bound to.
 	AgentID string
+	// Lanes are the pull lanes a RoleWorker identity may lease from.
+	Lanes []string
+}
+
+// MayPull reports whether the identity may lease from (and end leases of)
+// the pull lane named lane: a worker from its own lanes, an admin or
+// operator from every lane.
+func (id *Identity) MayPull(lane string) bool {
+	switch id.Role {
+	case RoleAdmin, RoleOperator:
+		return true
+	case RoleWorker:
+		return slices.Contains(id.Lanes, lane)
+	}
+	return false
 }
 
 // Anonymous returns the identity of every request when authentication is
@@ -103,6 +123,9 @@ func (id *Identity) Agent() string {
 func (id *Identity) String() string {
 	if id.Role == RoleAgent {
 		return fmt.Sprintf("%s (agent %s)", id.Name, id.AgentID)
+	}
+	if id.Role == RoleWorker {
+		return fmt.Sprintf("%s (worker of %s)", id.Name, strings.Join(id.Lanes, ", "))
 	}
 	return fmt.Sprintf("%s (%s)", id.Name, id.Role)
 }

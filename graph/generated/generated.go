@@ -157,6 +157,7 @@ type ComplexityRoot struct {
 		Name              func(childComplexity int) int
 		Paused            func(childComplexity int) int
 		Pending           func(childComplexity int) int
+		Pull              func(childComplexity int) int
 		RetryPolicy       func(childComplexity int) int
 		RetryPolicyName   func(childComplexity int) int
 		SelectionPolicy   func(childComplexity int) int
@@ -179,6 +180,18 @@ type ComplexityRoot struct {
 		P99Ms   func(childComplexity int) int
 	}
 
+	Lease struct {
+		Attempt        func(childComplexity int) int
+		LeaseExpiresAt func(childComplexity int) int
+		LeaseID        func(childComplexity int) int
+		Task           func(childComplexity int) int
+	}
+
+	LeaseEndPayload struct {
+		LeaseID func(childComplexity int) int
+		Task    func(childComplexity int) int
+	}
+
 	Limits struct {
 		MaxBatch                      func(childComplexity int) int
 		MaxBodyBytes                  func(childComplexity int) int
@@ -195,6 +208,7 @@ type ComplexityRoot struct {
 	Mutation struct {
 		CancelTask       func(childComplexity int, id string, reason *string) int
 		CancelTasks      func(childComplexity int, filter model.TaskFilter, reason *string) int
+		CompleteTask     func(childComplexity int, leaseID string, result json.RawMessage) int
 		ConfigurePlugin  func(childComplexity int, name string, config json.RawMessage) int
 		CreateLane       func(childComplexity int, name string, input *model.LaneInput) int
 		CreateSchedule   func(childComplexity int, input model.ScheduleInput) int
@@ -204,9 +218,13 @@ type ComplexityRoot struct {
 		Drain            func(childComplexity int) int
 		EnablePlugin     func(childComplexity int, name string) int
 		EnableSchedule   func(childComplexity int, id string) int
+		FailTask         func(childComplexity int, leaseID string, error string, retryable bool) int
+		LeaseTasks       func(childComplexity int, lane string, max int, leaseForMs int, waitMs int) int
 		LoadPlugin       func(childComplexity int, input model.LoadPluginInput) int
 		RegisterInstance func(childComplexity int, input model.RegisterInstanceInput) int
+		ReleaseTask      func(childComplexity int, leaseID string, reason *string) int
 		RemoveInstance   func(childComplexity int, id string) int
+		RenewLease       func(childComplexity int, leaseID string, leaseForMs int) int
 		ResetTask        func(childComplexity int, id string) int
 		RetryTask        func(childComplexity int, id string) int
 		SetAgent         func(childComplexity int, id string, input model.AgentInput) int
@@ -469,6 +487,7 @@ type ComplexityRoot struct {
 		Labels            func(childComplexity int) int
 		Lane              func(childComplexity int) int
 		LastSeq           func(childComplexity int) int
+		Lease             func(childComplexity int) int
 		NextRunAt         func(childComplexity int) int
 		ParentID          func(childComplexity int) int
 		Position          func(childComplexity int) int
@@ -529,6 +548,13 @@ type ComplexityRoot struct {
 		LastSeq func(childComplexity int) int
 	}
 
+	TaskLease struct {
+		Attempt   func(childComplexity int) int
+		ExpiresAt func(childComplexity int) int
+		LeasedAt  func(childComplexity int) int
+		Worker    func(childComplexity int) int
+	}
+
 	WebhookDelivery struct {
 		At         func(childComplexity int) int
 		Attempt    func(childComplexity int) int
@@ -576,6 +602,11 @@ type MutationResolver interface {
 	DisableSchedule(ctx context.Context, id string) (*model.Schedule, error)
 	TriggerSchedule(ctx context.Context, id string) (*model.ScheduleRun, error)
 	DeleteSchedule(ctx context.Context, id string) (*model.Schedule, error)
+	LeaseTasks(ctx context.Context, lane string, max int, leaseForMs int, waitMs int) ([]*model.Lease, error)
+	RenewLease(ctx context.Context, leaseID string, leaseForMs int) (*model.Lease, error)
+	CompleteTask(ctx context.Context, leaseID string, result json.RawMessage) (*model.LeaseEndPayload, error)
+	FailTask(ctx context.Context, leaseID string, error string, retryable bool) (*model.LeaseEndPayload, error)
+	ReleaseTask(ctx context.Context, leaseID string, reason *string) (*model.LeaseEndPayload, error)
 }
 type QueryResolver interface {
 	Task(ctx context.Context, id string) (*model.Task, error)
@@ -611,6 +642,8 @@ type TaskResolver interface {
 	Dependencies(ctx context.Context, obj *model.Task) ([]*model.Dependency, error)
 
 	Children(ctx context.Context, obj *model.Task, first *int) ([]*model.Task, error)
+
+	Lease(ctx context.Context, obj *model.Task) (*model.TaskLease, error)
 }
 type TaskConnectionResolver interface {
 	TotalCount(ctx context.Context, obj *model.TaskConnection) (int, error)
@@ -1120,6 +1153,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Lane.Pending(childComplexity), true
+	case "Lane.pull":
+		if e.ComplexityRoot.Lane.Pull == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Lane.Pull(childComplexity), true
 	case "Lane.retryPolicy":
 		if e.ComplexityRoot.Lane.RetryPolicy == nil {
 			break
@@ -1207,6 +1246,44 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.LatencyHistogram.P99Ms(childComplexity), true
 
+	case "Lease.attempt":
+		if e.ComplexityRoot.Lease.Attempt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Lease.Attempt(childComplexity), true
+	case "Lease.leaseExpiresAt":
+		if e.ComplexityRoot.Lease.LeaseExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Lease.LeaseExpiresAt(childComplexity), true
+	case "Lease.leaseId":
+		if e.ComplexityRoot.Lease.LeaseID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Lease.LeaseID(childComplexity), true
+	case "Lease.task":
+		if e.ComplexityRoot.Lease.Task == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Lease.Task(childComplexity), true
+
+	case "LeaseEndPayload.leaseId":
+		if e.ComplexityRoot.LeaseEndPayload.LeaseID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LeaseEndPayload.LeaseID(childComplexity), true
+	case "LeaseEndPayload.task":
+		if e.ComplexityRoot.LeaseEndPayload.Task == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LeaseEndPayload.Task(childComplexity), true
+
 	case "Limits.maxBatch":
 		if e.ComplexityRoot.Limits.MaxBatch == nil {
 			break
@@ -1290,6 +1367,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CancelTasks(childComplexity, args["filter"].(model.TaskFilter), args["reason"].(*string)), true
+	case "Mutation.completeTask":
+		if e.ComplexityRoot.Mutation.CompleteTask == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_completeTask_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CompleteTask(childComplexity, args["leaseId"].(string), args["result"].(json.RawMessage)), true
 	case "Mutation.configurePlugin":
 		if e.ComplexityRoot.Mutation.ConfigurePlugin == nil {
 			break
@@ -1384,6 +1472,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.EnableSchedule(childComplexity, args["id"].(string)), true
+	case "Mutation.failTask":
+		if e.ComplexityRoot.Mutation.FailTask == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_failTask_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.FailTask(childComplexity, args["leaseId"].(string), args["error"].(string), args["retryable"].(bool)), true
+	case "Mutation.leaseTasks":
+		if e.ComplexityRoot.Mutation.LeaseTasks == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_leaseTasks_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.LeaseTasks(childComplexity, args["lane"].(string), args["max"].(int), args["leaseForMs"].(int), args["waitMs"].(int)), true
 	case "Mutation.loadPlugin":
 		if e.ComplexityRoot.Mutation.LoadPlugin == nil {
 			break
@@ -1406,6 +1516,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RegisterInstance(childComplexity, args["input"].(model.RegisterInstanceInput)), true
+	case "Mutation.releaseTask":
+		if e.ComplexityRoot.Mutation.ReleaseTask == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_releaseTask_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ReleaseTask(childComplexity, args["leaseId"].(string), args["reason"].(*string)), true
 	case "Mutation.removeInstance":
 		if e.ComplexityRoot.Mutation.RemoveInstance == nil {
 			break
@@ -1417,6 +1538,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RemoveInstance(childComplexity, args["id"].(string)), true
+	case "Mutation.renewLease":
+		if e.ComplexityRoot.Mutation.RenewLease == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_renewLease_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RenewLease(childComplexity, args["leaseId"].(string), args["leaseForMs"].(int)), true
 	case "Mutation.resetTask":
 		if e.ComplexityRoot.Mutation.ResetTask == nil {
 			break
@@ -2758,6 +2890,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Task.LastSeq(childComplexity), true
+	case "Task.lease":
+		if e.ComplexityRoot.Task.Lease == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Task.Lease(childComplexity), true
 	case "Task.nextRunAt":
 		if e.ComplexityRoot.Task.NextRunAt == nil {
 			break
@@ -3038,6 +3176,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.TaskEventFeed.LastSeq(childComplexity), true
+
+	case "TaskLease.attempt":
+		if e.ComplexityRoot.TaskLease.Attempt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskLease.Attempt(childComplexity), true
+	case "TaskLease.expiresAt":
+		if e.ComplexityRoot.TaskLease.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskLease.ExpiresAt(childComplexity), true
+	case "TaskLease.leasedAt":
+		if e.ComplexityRoot.TaskLease.LeasedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskLease.LeasedAt(childComplexity), true
+	case "TaskLease.worker":
+		if e.ComplexityRoot.TaskLease.Worker == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskLease.Worker(childComplexity), true
 
 	case "WebhookDelivery.at":
 		if e.ComplexityRoot.WebhookDelivery.At == nil {
@@ -4716,6 +4879,82 @@ type InstanceEvent {
   missed: Int64!
 }
 `, BuiltIn: false},
+	{Name: "../../pull.graphqls", Input: `# Pull lanes: external workers lease tasks instead of Switchyard pushing
+# them to a browser instance (CW's leased entries). See README, "Pull lanes".
+
+extend enum ErrorCode {
+  "The lease a call names is not held (any more): ` + "`" + `leaseState` + "`" + ` says why (EXPIRED, COMPLETED, FAILED, RELEASED, CANCELLED, SHUTDOWN or UNKNOWN) and ` + "`" + `taskId` + "`" + ` names its task. Stop working on it."
+  LEASE_LOST
+}
+
+extend type Lane {
+  "A pull lane: its tasks wait for external workers to lease them (` + "`" + `leaseTasks` + "`" + `) and never go to a browser instance."
+  pull: Boolean!
+}
+
+extend input LaneInput {
+  "Make it a pull lane (true), whose tasks workers lease, or a lane of browser instances (false)."
+  pull: Boolean
+}
+
+extend type Task {
+  "The lease its current attempt runs under, while a worker holds one (pull lanes)."
+  lease: TaskLease
+}
+
+"A worker's lease on a task of a pull lane, as anyone reading the task sees it (its id is only its worker's)."
+type TaskLease {
+  "The worker that leased it: the token's name (null for a lease resumed after a restart)."
+  worker: String
+  "The attempt it covers."
+  attempt: Int!
+  "When the worker leased it (null for a lease resumed after a restart)."
+  leasedAt: Time
+  "When it runs out unless renewed: the attempt then counts as failed (timed out) and the lane's retry policy decides."
+  expiresAt: Time!
+}
+
+"A task leased to a worker, with what the worker needs to hold on to it."
+type Lease {
+  "The lease id: present it to ` + "`" + `renewLease` + "`" + `, ` + "`" + `completeTask` + "`" + `, ` + "`" + `failTask` + "`" + ` or ` + "`" + `releaseTask` + "`" + `. A secret of its worker."
+  leaseId: ID!
+  "When it runs out unless renewed."
+  leaseExpiresAt: Time!
+  "The attempt it covers, from 1."
+  attempt: Int!
+  "The task: its action (kind and params) or instruction says what to do."
+  task: Task!
+}
+
+"How a worker's call ended a lease."
+type LeaseEndPayload {
+  "The lease id the call named."
+  leaseId: ID!
+  "The task as it stands after the call (SUCCEEDED, RETRY_WAIT, PARKED, FAILED, QUEUED, …)."
+  task: Task!
+}
+
+extend type Mutation {
+  """
+  Leases up to ` + "`" + `max` + "`" + ` (1..100) tasks of the pull lane ` + "`" + `lane` + "`" + `, each for
+  ` + "`" + `leaseForMs` + "`" + ` (1,000..86,400,000), in the lane's order under every ceiling:
+  the lane's ` + "`" + `maxInFlight` + "`" + ` counts leased tasks, and so do the global, agent,
+  session and batch ceilings. With ` + "`" + `waitMs` + "`" + ` (0..60,000) and nothing to lease,
+  waits that long for work before answering with none. A lease that runs out
+  counts as a failed (timed out) attempt. A worker token leases only from its
+  lanes (FORBIDDEN otherwise); a lane that is not a pull lane is a CONFLICT.
+  """
+  leaseTasks(lane: String!, max: Int! = 1, leaseForMs: Int! = 60000, waitMs: Int! = 0): [Lease!]!
+  "Extends a lease to ` + "`" + `leaseForMs` + "`" + ` from now (no later than the task's deadline). LEASE_LOST when it is not held, also when the task was cancelled meanwhile."
+  renewLease(leaseId: ID!, leaseForMs: Int! = 60000): Lease!
+  "Ends a lease with the task's result: the task SUCCEEDS. LEASE_LOST when it is not held (a second completion, an expired lease, a cancelled task): nothing changes then."
+  completeTask(leaseId: ID!, result: JSON): LeaseEndPayload!
+  "Ends a lease with an error: retryable (default) goes to the lane's retry policy, otherwise the task fails at once."
+  failTask(leaseId: ID!, error: String!, retryable: Boolean! = true): LeaseEndPayload!
+  "Hands a leased task back: it queues again at once without spending an attempt."
+  releaseTask(leaseId: ID!, reason: String): LeaseEndPayload!
+}
+`, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
 
@@ -4953,6 +5192,8 @@ func (ec *executionContext) childFields_Lane(ctx context.Context, field graphql.
 		return ec.fieldContext_Lane_sessionMaxQueued(ctx, field)
 	case "sessionDropPolicy":
 		return ec.fieldContext_Lane_sessionDropPolicy(ctx, field)
+	case "pull":
+		return ec.fieldContext_Lane_pull(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Lane", field.Name)
 }
@@ -4983,6 +5224,30 @@ func (ec *executionContext) childFields_LatencyHistogram(ctx context.Context, fi
 		return ec.fieldContext_LatencyHistogram_buckets(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type LatencyHistogram", field.Name)
+}
+
+func (ec *executionContext) childFields_Lease(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "leaseId":
+		return ec.fieldContext_Lease_leaseId(ctx, field)
+	case "leaseExpiresAt":
+		return ec.fieldContext_Lease_leaseExpiresAt(ctx, field)
+	case "attempt":
+		return ec.fieldContext_Lease_attempt(ctx, field)
+	case "task":
+		return ec.fieldContext_Lease_task(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Lease", field.Name)
+}
+
+func (ec *executionContext) childFields_LeaseEndPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "leaseId":
+		return ec.fieldContext_LeaseEndPayload_leaseId(ctx, field)
+	case "task":
+		return ec.fieldContext_LeaseEndPayload_task(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type LeaseEndPayload", field.Name)
 }
 
 func (ec *executionContext) childFields_Limits(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -5495,6 +5760,8 @@ func (ec *executionContext) childFields_Task(ctx context.Context, field graphql.
 		return ec.fieldContext_Task_resetAt(ctx, field)
 	case "position":
 		return ec.fieldContext_Task_position(ctx, field)
+	case "lease":
+		return ec.fieldContext_Task_lease(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Task", field.Name)
 }
@@ -5567,6 +5834,20 @@ func (ec *executionContext) childFields_TaskEventFeed(ctx context.Context, field
 		return ec.fieldContext_TaskEventFeed_lastSeq(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TaskEventFeed", field.Name)
+}
+
+func (ec *executionContext) childFields_TaskLease(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "worker":
+		return ec.fieldContext_TaskLease_worker(ctx, field)
+	case "attempt":
+		return ec.fieldContext_TaskLease_attempt(ctx, field)
+	case "leasedAt":
+		return ec.fieldContext_TaskLease_leasedAt(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_TaskLease_expiresAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TaskLease", field.Name)
 }
 
 func (ec *executionContext) childFields_WebhookDelivery(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -5775,6 +6056,28 @@ func (ec *executionContext) field_Mutation_cancelTasks_args(ctx context.Context,
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_completeTask_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "leaseId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["leaseId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "result",
+		func(ctx context.Context, v any) (json.RawMessage, error) {
+			return ec.unmarshalOJSON2encodingᚋjsonᚐRawMessage(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["result"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_configurePlugin_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -5903,6 +6206,74 @@ func (ec *executionContext) field_Mutation_enableSchedule_args(ctx context.Conte
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_failTask_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "leaseId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["leaseId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "error",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["error"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "retryable",
+		func(ctx context.Context, v any) (bool, error) {
+			return ec.unmarshalNBoolean2bool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["retryable"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_leaseTasks_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "lane",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["lane"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "max",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNInt2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["max"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "leaseForMs",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNInt2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["leaseForMs"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "waitMs",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNInt2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["waitMs"] = arg3
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_loadPlugin_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -5931,6 +6302,28 @@ func (ec *executionContext) field_Mutation_registerInstance_args(ctx context.Con
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_releaseTask_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "leaseId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["leaseId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "reason",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["reason"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_removeInstance_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -5942,6 +6335,28 @@ func (ec *executionContext) field_Mutation_removeInstance_args(ctx context.Conte
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_renewLease_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "leaseId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["leaseId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "leaseForMs",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNInt2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["leaseForMs"] = arg1
 	return args, nil
 }
 
@@ -8494,6 +8909,29 @@ func (ec *executionContext) fieldContext_Lane_sessionDropPolicy(_ context.Contex
 	return graphql.NewScalarFieldContext("Lane", field, true, false, "DropPolicy")
 }
 
+func (ec *executionContext) _Lane_pull(ctx context.Context, field graphql.CollectedField, obj *model.Lane) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Lane_pull(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Pull(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Lane_pull(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Lane", field, true, false, "Boolean")
+}
+
 func (ec *executionContext) _LatencyBucket_leMs(ctx context.Context, field graphql.CollectedField, obj *model.LatencyBucket) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8682,6 +9120,162 @@ func (ec *executionContext) fieldContext_LatencyHistogram_buckets(_ context.Cont
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_LatencyBucket(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Lease_leaseId(ctx context.Context, field graphql.CollectedField, obj *model.Lease) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Lease_leaseId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LeaseID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Lease_leaseId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Lease", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Lease_leaseExpiresAt(ctx context.Context, field graphql.CollectedField, obj *model.Lease) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Lease_leaseExpiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LeaseExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Lease_leaseExpiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Lease", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Lease_attempt(ctx context.Context, field graphql.CollectedField, obj *model.Lease) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Lease_attempt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attempt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Lease_attempt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Lease", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Lease_task(ctx context.Context, field graphql.CollectedField, obj *model.Lease) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Lease_task(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Task, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Task) graphql.Marshaler {
+			return ec.marshalNTask2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐTask(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Lease_task(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Lease",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Task(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _LeaseEndPayload_leaseId(ctx context.Context, field graphql.CollectedField, obj *model.LeaseEndPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LeaseEndPayload_leaseId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LeaseID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LeaseEndPayload_leaseId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LeaseEndPayload", field, false, false, "ID")
+}
+
+func (ec *executionContext) _LeaseEndPayload_task(ctx context.Context, field graphql.CollectedField, obj *model.LeaseEndPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LeaseEndPayload_task(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Task, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Task) graphql.Marshaler {
+			return ec.marshalNTask2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐTask(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LeaseEndPayload_task(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "LeaseEndPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Task(ctx, field)
 		},
 	}
 	return fc, nil
@@ -10043,6 +10637,226 @@ func (ec *executionContext) fieldContext_Mutation_deleteSchedule(ctx context.Con
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_deleteSchedule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_leaseTasks(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_leaseTasks(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().LeaseTasks(ctx, fc.Args["lane"].(string), fc.Args["max"].(int), fc.Args["leaseForMs"].(int), fc.Args["waitMs"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Lease) graphql.Marshaler {
+			return ec.marshalNLease2ᚕᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐLeaseᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_leaseTasks(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Lease(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_leaseTasks_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_renewLease(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_renewLease(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RenewLease(ctx, fc.Args["leaseId"].(string), fc.Args["leaseForMs"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Lease) graphql.Marshaler {
+			return ec.marshalNLease2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐLease(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_renewLease(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Lease(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_renewLease_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_completeTask(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_completeTask(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CompleteTask(ctx, fc.Args["leaseId"].(string), fc.Args["result"].(json.RawMessage))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.LeaseEndPayload) graphql.Marshaler {
+			return ec.marshalNLeaseEndPayload2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐLeaseEndPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_completeTask(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_LeaseEndPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_completeTask_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_failTask(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_failTask(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().FailTask(ctx, fc.Args["leaseId"].(string), fc.Args["error"].(string), fc.Args["retryable"].(bool))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.LeaseEndPayload) graphql.Marshaler {
+			return ec.marshalNLeaseEndPayload2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐLeaseEndPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_failTask(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_LeaseEndPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_failTask_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_releaseTask(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_releaseTask(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ReleaseTask(ctx, fc.Args["leaseId"].(string), fc.Args["reason"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.LeaseEndPayload) graphql.Marshaler {
+			return ec.marshalNLeaseEndPayload2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐLeaseEndPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_releaseTask(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_LeaseEndPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_releaseTask_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -15507,6 +16321,38 @@ func (ec *executionContext) fieldContext_Task_position(_ context.Context, field 
 	return graphql.NewScalarFieldContext("Task", field, true, false, "Int")
 }
 
+func (ec *executionContext) _Task_lease(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Task_lease(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Task().Lease(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TaskLease) graphql.Marshaler {
+			return ec.marshalOTaskLease2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐTaskLease(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Task_lease(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Task",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TaskLease(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _TaskConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.TaskConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -16079,6 +16925,98 @@ func (ec *executionContext) _TaskEventFeed_lastSeq(ctx context.Context, field gr
 }
 func (ec *executionContext) fieldContext_TaskEventFeed_lastSeq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("TaskEventFeed", field, false, false, "Int64")
+}
+
+func (ec *executionContext) _TaskLease_worker(ctx context.Context, field graphql.CollectedField, obj *model.TaskLease) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskLease_worker(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Worker, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TaskLease_worker(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskLease", field, false, false, "String")
+}
+
+func (ec *executionContext) _TaskLease_attempt(ctx context.Context, field graphql.CollectedField, obj *model.TaskLease) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskLease_attempt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attempt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskLease_attempt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskLease", field, false, false, "Int")
+}
+
+func (ec *executionContext) _TaskLease_leasedAt(ctx context.Context, field graphql.CollectedField, obj *model.TaskLease) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskLease_leasedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LeasedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TaskLease_leasedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskLease", field, false, false, "Time")
+}
+
+func (ec *executionContext) _TaskLease_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.TaskLease) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskLease_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskLease_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskLease", field, false, false, "Time")
 }
 
 func (ec *executionContext) _WebhookDelivery_id(ctx context.Context, field graphql.CollectedField, obj *model.WebhookDelivery) (ret graphql.Marshaler) {
@@ -17582,7 +18520,7 @@ func (ec *executionContext) unmarshalInputLaneInput(ctx context.Context, obj any
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"maxInFlight", "maxQueued", "dropPolicy", "paused", "maxDepth", "timeoutMs", "retryPolicy", "exhausted", "sessionMaxQueued", "sessionDropPolicy"}
+	fieldsInOrder := [...]string{"maxInFlight", "maxQueued", "dropPolicy", "paused", "maxDepth", "timeoutMs", "retryPolicy", "exhausted", "sessionMaxQueued", "sessionDropPolicy", "pull"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -17659,6 +18597,13 @@ func (ec *executionContext) unmarshalInputLaneInput(ctx context.Context, obj any
 				return it, err
 			}
 			it.SessionDropPolicy = data
+		case "pull":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("pull"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Pull = data
 		}
 	}
 	return it, nil
@@ -19292,6 +20237,11 @@ func (ec *executionContext) _Lane(ctx context.Context, sel ast.SelectionSet, obj
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "pull":
+			out.Values[i] = ec._Lane_pull(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -19385,6 +20335,92 @@ func (ec *executionContext) _LatencyHistogram(ctx context.Context, sel ast.Selec
 			}
 		case "buckets":
 			out.Values[i] = ec._LatencyHistogram_buckets(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var leaseImplementors = []string{"Lease"}
+
+func (ec *executionContext) _Lease(ctx context.Context, sel ast.SelectionSet, obj *model.Lease) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, leaseImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Lease")
+		case "leaseId":
+			out.Values[i] = ec._Lease_leaseId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "leaseExpiresAt":
+			out.Values[i] = ec._Lease_leaseExpiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "attempt":
+			out.Values[i] = ec._Lease_attempt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "task":
+			out.Values[i] = ec._Lease_task(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var leaseEndPayloadImplementors = []string{"LeaseEndPayload"}
+
+func (ec *executionContext) _LeaseEndPayload(ctx context.Context, sel ast.SelectionSet, obj *model.LeaseEndPayload) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, leaseEndPayloadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("LeaseEndPayload")
+		case "leaseId":
+			out.Values[i] = ec._LeaseEndPayload_leaseId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "task":
+			out.Values[i] = ec._LeaseEndPayload_task(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -19682,6 +20718,41 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 				return ec._Mutation_deleteSchedule(ctx, field)
 			})
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "leaseTasks":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_leaseTasks(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "renewLease":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_renewLease(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "completeTask":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_completeTask(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "failTask":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_failTask(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "releaseTask":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_releaseTask(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -21336,6 +22407,12 @@ func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "lease":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Task_lease(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -21562,6 +22639,54 @@ func (ec *executionContext) _TaskEventFeed(ctx context.Context, sel ast.Selectio
 			}
 		case "lastSeq":
 			out.Values[i] = ec._TaskEventFeed_lastSeq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var taskLeaseImplementors = []string{"TaskLease"}
+
+func (ec *executionContext) _TaskLease(ctx context.Context, sel ast.SelectionSet, obj *model.TaskLease) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, taskLeaseImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TaskLease")
+		case "worker":
+			out.Values[i] = ec._TaskLease_worker(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "attempt":
+			out.Values[i] = ec._TaskLease_attempt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "leasedAt":
+			out.Values[i] = ec._TaskLease_leasedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._TaskLease_expiresAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -22247,6 +23372,7 @@ var (
 		"FORBIDDEN":       model.CodeForbidden,
 		"RATE_LIMITED":    model.CodeRateLimited,
 		"INTERNAL":        model.CodeInternal,
+		"LEASE_LOST":      model.CodeLeaseLost,
 	}
 	marshalNErrorCode2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐCode = map[engine.Code]string{
 		engine.CodeInvalidInput:   "INVALID_INPUT",
@@ -22262,6 +23388,7 @@ var (
 		model.CodeForbidden:       "FORBIDDEN",
 		model.CodeRateLimited:     "RATE_LIMITED",
 		model.CodeInternal:        "INTERNAL",
+		model.CodeLeaseLost:       "LEASE_LOST",
 	}
 )
 
@@ -22616,6 +23743,38 @@ func (ec *executionContext) marshalNLatencyHistogram2ᚖgithubᚗcomᚋswitchyar
 		return graphql.Null
 	}
 	return ec._LatencyHistogram(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNLease2ᚕᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐLeaseᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Lease) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNLease2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐLease(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNLease2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐLease(ctx context.Context, sel ast.SelectionSet, v *model.Lease) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Lease!")
+		return graphql.Null
+	}
+	return ec._Lease(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNLeaseEndPayload2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐLeaseEndPayload(ctx context.Context, sel ast.SelectionSet, v *model.LeaseEndPayload) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "LeaseEndPayload!")
+		return graphql.Null
+	}
+	return ec._LeaseEndPayload(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNLimits2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐLimits(ctx context.Context, sel ast.SelectionSet, v *model.Limits) graphql.Marshaler {
@@ -24206,6 +25365,13 @@ func (ec *executionContext) unmarshalOTaskFilter2ᚖgithubᚗcomᚋswitchyardᚋ
 	}
 	res, err := ec.unmarshalInputTaskFilter(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOTaskLease2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐTaskLease(ctx context.Context, sel ast.SelectionSet, v *model.TaskLease) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._TaskLease(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOTaskOrder2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐOrder(ctx context.Context, v any) (*engine.Order, error) {

@@ -100,6 +100,8 @@ type LaneInput struct {
 	SessionMaxQueued *int `json:"sessionMaxQueued,omitempty"`
 	// What a full session does (default: the lane's dropPolicy). GoClaw: DROP_OLDEST.
 	SessionDropPolicy *engine.DropPolicy `json:"sessionDropPolicy,omitempty"`
+	// Make it a pull lane (true), whose tasks workers lease, or a lane of browser instances (false).
+	Pull *bool `json:"pull,omitempty"`
 }
 
 // One bucket of a latency histogram.
@@ -108,6 +110,26 @@ type LatencyBucket struct {
 	LeMs *float64 `json:"leMs,omitempty"`
 	// The observations in it (not cumulative).
 	Count int64 `json:"count"`
+}
+
+// A task leased to a worker, with what the worker needs to hold on to it.
+type Lease struct {
+	// The lease id: present it to `renewLease`, `completeTask`, `failTask` or `releaseTask`. A secret of its worker.
+	LeaseID string `json:"leaseId"`
+	// When it runs out unless renewed.
+	LeaseExpiresAt time.Time `json:"leaseExpiresAt"`
+	// The attempt it covers, from 1.
+	Attempt int `json:"attempt"`
+	// The task: its action (kind and params) or instruction says what to do.
+	Task *Task `json:"task"`
+}
+
+// How a worker's call ended a lease.
+type LeaseEndPayload struct {
+	// The lease id the call named.
+	LeaseID string `json:"leaseId"`
+	// The task as it stands after the call (SUCCEEDED, RETRY_WAIT, PARKED, FAILED, QUEUED, …).
+	Task *Task `json:"task"`
 }
 
 // The limits a server applies to requests. Exceeding one is a LIMIT error.
@@ -403,6 +425,18 @@ type TaskFilter struct {
 	ParentID *string `json:"parentId,omitempty"`
 	// Only tasks carrying every one of these labels.
 	Labels []*LabelInput `json:"labels,omitempty"`
+}
+
+// A worker's lease on a task of a pull lane, as anyone reading the task sees it (its id is only its worker's).
+type TaskLease struct {
+	// The worker that leased it: the token's name (null for a lease resumed after a restart).
+	Worker *string `json:"worker,omitempty"`
+	// The attempt it covers.
+	Attempt int `json:"attempt"`
+	// When the worker leased it (null for a lease resumed after a restart).
+	LeasedAt *time.Time `json:"leasedAt,omitempty"`
+	// When it runs out unless renewed: the attempt then counts as failed (timed out) and the lane's retry policy decides.
+	ExpiresAt time.Time `json:"expiresAt"`
 }
 
 // Changes to an instance; omitted fields stay as they are.

@@ -25,6 +25,7 @@ const (
 	CodeForbidden       engine.Code = "FORBIDDEN"
 	CodeRateLimited     engine.Code = "RATE_LIMITED"
 	CodeInternal        engine.Code = "INTERNAL"
+	CodeLeaseLost       engine.Code = "LEASE_LOST" // the code of pull.LostError
 )
 
 // MarshalJSON writes a raw JSON value as the JSON scalar (null when empty).

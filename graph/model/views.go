@@ -17,6 +17,9 @@ type Lane struct{ L engine.LaneStatus }
 // Name is the lane's name.
 func (l *Lane) Name() string { return l.L.Config.Name }
 
+// Pull reports whether it is a pull lane.
+func (l *Lane) Pull() bool { return l.L.Config.Pull }
+
 // MaxInFlight is its concurrency ceiling.
 func (l *Lane) MaxInFlight() int { return l.L.Config.MaxInFlight }
 

@@ -363,6 +363,7 @@ func laneUpdate(input model.LaneInput) (engine.LaneUpdate, error) {
 		u.SessionMaxQueued = v
 	}
 	u.SessionDropPolicy = input.SessionDropPolicy
+	u.Pull = input.Pull
 	return u, nil
 }
 

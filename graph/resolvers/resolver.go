@@ -100,6 +100,9 @@ type Options struct {
 	// Cluster, on a node of a cluster, tells which node leads; nil for a
 	// server on its own.
 	Cluster Cluster
+	// Pull keeps the leases of pull lanes' workers; nil answers the
+	// worker calls with UNAVAILABLE.
+	Pull Pull
 	// Address is where this server's API listens, for the nodes query.
 	Address  string
 	Version  string

@@ -190,10 +190,6 @@ func action(path string, a *model.ActionInput) (*engine.Action, *engine.Error) {
 			return nil, invalid(path+".kind", "%q: letters, digits, '-', '_' and '.' only", a.Kind)
 		}
 	}
-	if !executor.KnownKind(executor.KindInstance, a.Kind) && !executor.KnownKind(executor.KindServer, a.Kind) {
-		return nil, invalid(path+".kind", "%q is not an action kind that a browser instance (instance, pinchtab) knows; known kinds: %s",
-			a.Kind, strings.Join(browserKinds(), ", "))
-	}
 	if err := checkID(path+".ref", deref(a.Ref), false); err != nil {
 		return nil, err
 	}
@@ -213,12 +209,23 @@ func action(path string, a *model.ActionInput) (*engine.Action, *engine.Error) {
 	return act, nil
 }
 
-// checkActionKind narrows the known kinds of a task's action to those of
-// the instance it names, when the registry knows it: a chat instance takes
-// no actions at all. (taskSpec has checked the kind against every browser
-// instance kind.)
+// checkActionKind checks the kind of a task's action against where it will
+// run: a kind some browser instance knows, narrowed to those of the
+// instance it names when the registry knows it (a chat instance takes no
+// actions at all). A pull lane's workers define their own kinds: any kind
+// goes there.
 func (r *Resolver) checkActionKind(path string, s *engine.TaskSpec) *engine.Error {
-	if s.Action == nil || s.InstanceID == "" || r.reg == nil {
+	if s.Action == nil {
+		return nil
+	}
+	if l, err := r.eng.Lane(s.Lane); err == nil && l.Config.Pull {
+		return nil
+	}
+	if k := s.Action.Kind; !executor.KnownKind(executor.KindInstance, k) && !executor.KnownKind(executor.KindServer, k) {
+		return invalid(path+".action.kind", "%q is not an action kind that a browser instance (instance, pinchtab) knows; known kinds: %s (a pull lane takes any kind)",
+			k, strings.Join(browserKinds(), ", "))
+	}
+	if s.InstanceID == "" || r.reg == nil {
 		return nil
 	}
 	in, ok := r.reg.Get(s.InstanceID)

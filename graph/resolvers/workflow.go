@@ -286,6 +286,11 @@ func (m *mutationResolver) CreateSchedule(ctx context.Context, in model.Schedule
 		return nil, err
 	}
 	sp, err := scheduleSpec("input", &in, time.Now())
+	if err == nil {
+		if kerr := (*Resolver)(m).checkActionKind("input.template", &sp.Template); kerr != nil {
+			err = kerr
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -305,6 +310,11 @@ func (m *mutationResolver) UpdateSchedule(ctx context.Context, id string, in mod
 		return nil, err
 	}
 	sp, err := scheduleSpec("input", &in, time.Now())
+	if err == nil {
+		if kerr := (*Resolver)(m).checkActionKind("input.template", &sp.Template); kerr != nil {
+			err = kerr
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

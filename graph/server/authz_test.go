@@ -102,9 +102,9 @@ func (b *bundle) clientWith(token string) *client.Client {
 
 func setupAuth(t *testing.T, opts ...func(*setupOptions)) *authBundle {
 	t.Helper()
-	tokens, secrets := withTokens(t,
-		[3]string{"root", "admin", ""}, [3]string{"ops", "operator", ""}, [3]string{"bot-a", "agent", ownerAgent},
-		[3]string{"bot-b", "agent", otherAgent}, [3]string{"viewer", "reader", ""})
+	tokens, secrets := withTokensLanes(t,
+		tokenSpec{"root", "admin", "", nil}, tokenSpec{"ops", "operator", "", nil}, tokenSpec{"bot-a", "agent", ownerAgent, nil},
+		tokenSpec{"bot-b", "agent", otherAgent, nil}, tokenSpec{"viewer", "reader", "", nil}, tokenSpec{"puller", "worker", "", []string{"pulls"}})
 	lanes := engine.DefaultLanes()
 	for i := range lanes {
 		lanes[i].Paused = true // nothing dispatches by itself: the state holds still between snapshots
@@ -113,9 +113,11 @@ func setupAuth(t *testing.T, opts ...func(*setupOptions)) *authBundle {
 	work.Name, work.Retry.MaxAttempts = "work", 1
 	spare := engine.DefaultLanes()[0]
 	spare.Name, spare.Paused = "spare", true
+	pulls := engine.NewLane("pulls") // dispatches to nobody until a worker asks
+	pulls.Pull = true
 	base := func(o *setupOptions) {
-		o.registry, o.plugins, o.schedules = true, true, true
-		o.config = engine.Config{Lanes: append(lanes, work, spare)}
+		o.registry, o.plugins, o.schedules, o.pull = true, true, true, true
+		o.config = engine.Config{Lanes: append(lanes, work, spare, pulls)}
 		o.limits = resolvers.Limits{MutationsPerSecond: -1}
 	}
 	b := setup(t, append([]func(*setupOptions){base, tokens}, opts...)...)
@@ -126,6 +128,7 @@ func setupAuth(t *testing.T, opts ...func(*setupOptions)) *authBundle {
 		{name: "agent", role: "agent", agent: ownerAgent, token: secrets["bot-a"]},
 		{name: "other-agent", role: "agent", agent: otherAgent, token: secrets["bot-b"]},
 		{name: "reader", role: "reader", token: secrets["viewer"]},
+		{name: "worker", role: "worker", token: secrets["puller"]},
 		{name: "no-token"},
 	} {
 		c.c = b.clientWith(c.token)
@@ -200,6 +203,23 @@ func (b *authBundle) schedule(t *testing.T, agent string) string {
 		Enabled: true, Template: engine.TaskSpec{AgentID: agent, Lane: "cron", Action: &engine.Action{Kind: "click"}}})
 	require.NoError(t, err)
 	return s.ID
+}
+
+// leased is a task of the pull lane, leased; it returns the lease id. Each
+// is a fresh agent's (the leases that stay held would reach an agent's
+// ceiling).
+func (b *authBundle) leased(t *testing.T) string {
+	t.Helper()
+	_, err := b.eng.Submit(context.Background(), engine.TaskSpec{AgentID: b.uniq("pulling"), Lane: "pulls", Action: &engine.Action{Kind: "job"}})
+	require.NoError(t, err)
+	ls, err := b.pull.Lease(context.Background(), "pulls", 1, time.Hour, 0, "fixture")
+	require.NoError(t, err)
+	require.Len(t, ls, 1)
+	return ls[0].ID
+}
+
+func freshLease(t *testing.T, b *authBundle) map[string]any {
+	return map[string]any{"id": b.leased(t)}
 }
 
 func (b *authBundle) instance(t *testing.T) string {
@@ -334,6 +354,7 @@ func freshInstance(t *testing.T, b *authBundle) string { return b.instance(t) }
 func freshPlugin(t *testing.T, b *authBundle) string   { return b.plugin(t) }
 
 const (
+	workers    = "admin operator worker"
 	everyone   = "admin operator agent reader"
 	submitters = "admin operator agent"
 	operators  = "admin operator"
@@ -445,6 +466,18 @@ func matrix() map[string]opCase {
 			}},
 		"Mutation.unloadPlugin": {roles: admins, query: `mutation($name: String!) { unloadPlugin(name: $name) { name } }`, vars: nameVar(freshPlugin)},
 
+		"Mutation.leaseTasks": {roles: workers, query: `mutation { leaseTasks(lane: "pulls", max: 1) { leaseId task { id } } }`,
+			vars: func(t *testing.T, b *authBundle) map[string]any {
+				_, err := b.eng.Submit(context.Background(), engine.TaskSpec{AgentID: b.uniq("pulling"), Lane: "pulls", Action: &engine.Action{Kind: "job"}})
+				require.NoError(t, err)
+				return nil
+			},
+			check: func(t *testing.T, _ *caller, d map[string]any) { require.Len(t, d["leaseTasks"], 1) }},
+		"Mutation.renewLease":   {roles: workers, query: `mutation($id: ID!) { renewLease(leaseId: $id) { leaseId } }`, vars: freshLease},
+		"Mutation.completeTask": {roles: workers, query: `mutation($id: ID!) { completeTask(leaseId: $id, result: 1) { task { state } } }`, vars: freshLease},
+		"Mutation.failTask":     {roles: workers, query: `mutation($id: ID!) { failTask(leaseId: $id, error: "no") { task { state } } }`, vars: freshLease},
+		"Mutation.releaseTask":  {roles: workers, query: `mutation($id: ID!) { releaseTask(leaseId: $id) { task { state } } }`, vars: freshLease},
+
 		"Subscription.taskEvents":     {roles: everyone, narrowed: true, query: `subscription { taskEvents(after: 0) { seq taskId agentId } }`, vars: noVars},
 		"Subscription.taskEventFeed":  {roles: everyone, narrowed: true, query: `subscription { taskEventFeed(after: 0, maxDelayMs: 0) { events count } }`, vars: noVars},
 		"Subscription.task":           {roles: everyone, own: true, query: `subscription($id: ID!) { task(id: $id) { id agentId } }`, vars: idVar(ownQueued)},
@@ -523,7 +556,7 @@ func TestEveryOperationIsAllowedOrRefusedByRoleAndChangesNothingWhenRefused(t *t
 			tried++
 		}
 	}
-	require.Equal(t, len(ops)*6, tried)
+	require.Equal(t, len(ops)*len(b.callers), tried)
 }
 
 // expectation says what c should get from an operation: "" (success),

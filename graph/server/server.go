@@ -45,6 +45,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/executor/artifact"
+	"github.com/switchyard/switchyard/engine/pull"
 	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/graph/auth"
 	"github.com/switchyard/switchyard/graph/mcp"
@@ -64,6 +65,7 @@ type Options struct {
 	Artifacts artifact.Store      // where task artifacts are; nil serves none
 	Plugins   resolvers.Plugins   // the policy plugins; nil answers their operations UNAVAILABLE
 	Schedules resolvers.Schedules // the schedules; nil answers their operations UNAVAILABLE
+	Pull      resolvers.Pull      // the leases of pull lanes' workers; nil answers their calls UNAVAILABLE
 	// Cluster, on a node of a cluster, tells which node leads; nil is a
 	// server on its own.
 	Cluster resolvers.Cluster
@@ -125,6 +127,9 @@ func (o *Options) dropNilPointers() {
 	}
 	if s, ok := o.Schedules.(*schedule.Scheduler); ok && s == nil {
 		o.Schedules = nil
+	}
+	if p, ok := o.Pull.(*pull.Manager); ok && p == nil {
+		o.Pull = nil
 	}
 }
 
@@ -209,7 +214,7 @@ func New(opts Options) (*Server, error) {
 	)
 	s.resolver = resolvers.New(resolvers.Options{
 		Engine: opts.Engine, Registry: opts.Registry, Version: opts.Version, Limits: opts.Limits,
-		Plugins: opts.Plugins, Schedules: opts.Schedules, Cluster: opts.Cluster, Address: opts.Address,
+		Plugins: opts.Plugins, Schedules: opts.Schedules, Pull: opts.Pull, Cluster: opts.Cluster, Address: opts.Address,
 		Observer: metrics.NewSubscriptions(s.metrics), Logger: opts.Logger,
 	})
 

@@ -20,6 +20,7 @@ import (
 	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/executor/artifact"
+	"github.com/switchyard/switchyard/engine/pull"
 	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/engine/store/memory"
 	"github.com/switchyard/switchyard/graph/client"
@@ -41,6 +42,7 @@ type bundle struct {
 	reg       *executor.Registry
 	plugins   *manager.Manager    // with setupOptions.plugins
 	sched     *schedule.Scheduler // with setupOptions.schedules
+	pull      *pull.Manager       // with setupOptions.pull
 }
 
 type setupOptions struct {
@@ -53,6 +55,7 @@ type setupOptions struct {
 	sendBuffer int                   // the server's socket send buffer, when set
 	plugins    bool                  // a plugin manager (native built-ins)
 	schedules  bool                  // a scheduler
+	pull       bool                  // pull lanes' leases
 	server     func(*server.Options) // adjusts the server's options
 	logs       io.Writer             // receives the server's log (info and up) besides the test log
 }
@@ -90,6 +93,12 @@ func setup(t *testing.T, opts ...func(*setupOptions)) *bundle {
 		require.NoError(t, sched.Start(context.Background()))
 		t.Cleanup(sched.Stop)
 	}
+	var workers *pull.Manager
+	if o.pull {
+		workers, err = pull.New(context.Background(), pull.Options{Engine: eng})
+		require.NoError(t, err)
+		t.Cleanup(workers.Close)
+	}
 	logOut := io.Writer(testWriter{t})
 	level := hclog.Warn
 	if o.logs != nil {
@@ -97,7 +106,7 @@ func setup(t *testing.T, opts ...func(*setupOptions)) *bundle {
 	}
 	sopts := server.Options{
 		Engine: eng, Registry: reg, Artifacts: arts, Limits: o.limits, KeepAlive: o.keepAlive, Version: "test",
-		Plugins: mgr, Schedules: sched,
+		Plugins: mgr, Schedules: sched, Pull: workers,
 		Logger: hclog.New(&hclog.LoggerOptions{Level: level, Output: logOut}),
 	}
 	if o.server != nil {
@@ -123,7 +132,7 @@ func setup(t *testing.T, opts ...func(*setupOptions)) *bundle {
 	base := "http://" + ln.Addr().String()
 	c := client.New(base + "/graphql")
 	c.HTTP = &http.Client{Timeout: 30 * time.Second}
-	return &bundle{eng: eng, exec: exec, srv: srv, base: base, c: c, artifacts: arts, reg: reg, plugins: mgr, sched: sched}
+	return &bundle{eng: eng, exec: exec, srv: srv, base: base, c: c, artifacts: arts, reg: reg, plugins: mgr, sched: sched, pull: workers}
 }
 
 // pluginCache is the compilation cache of the tests' plugin hosts: compiling

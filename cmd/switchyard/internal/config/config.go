@@ -91,11 +91,14 @@ type Token struct {
 	// Hash is the stored form printed by `switchyard token new` or
 	// `switchyard token hash`: hmac-sha256:SALT:DIGEST.
 	Hash string `yaml:"hash"`
-	// Role is admin, operator, agent or reader.
+	// Role is admin, operator, agent, reader or worker.
 	Role string `yaml:"role"`
 	// AgentID binds an agent token to its agent (required for agent tokens
 	// only).
 	AgentID string `yaml:"agentId"`
+	// Lanes are the pull lanes a worker token leases from (required for
+	// worker tokens only).
+	Lanes []string `yaml:"lanes"`
 }
 
 // API configures the API's exposure to browsers and tools.
@@ -908,7 +911,7 @@ func (c *Config) Authenticator() (*auth.Authenticator, error) {
 		if t.Name == AdminTokenName && c.Auth.AdminTokenHash != "" {
 			return nil, fmt.Errorf("auth.tokens[%d].name: %q is the name of auth.adminTokenHash's token", i, t.Name)
 		}
-		tokens = append(tokens, auth.Token{Name: t.Name, Hash: t.Hash, Role: role, AgentID: t.AgentID})
+		tokens = append(tokens, auth.Token{Name: t.Name, Hash: t.Hash, Role: role, AgentID: t.AgentID, Lanes: t.Lanes})
 	}
 	if h := c.Auth.AdminTokenHash; h != "" {
 		if _, err := auth.ParseHash(h); err != nil {

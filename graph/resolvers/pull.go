@@ -1,0 +1,191 @@
+// Pull lanes: the worker calls (leaseTasks, renewLease, completeTask,
+// failTask, releaseTask) and a task's lease.
+
+package resolvers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/pull"
+	"github.com/switchyard/switchyard/graph/auth"
+	"github.com/switchyard/switchyard/graph/model"
+)
+
+// Pull is the worker side of pull lanes (*pull.Manager).
+type Pull interface {
+	Lease(ctx context.Context, lane string, max int, leaseFor, wait time.Duration, worker string) ([]pull.Lease, error)
+	Lookup(id string) (pull.Lease, error)
+	Renew(ctx context.Context, id string, leaseFor time.Duration) (pull.Lease, error)
+	Complete(ctx context.Context, id string, result json.RawMessage) (string, error)
+	Fail(ctx context.Context, id, msg string, retryable bool) (string, error)
+	Release(ctx context.Context, id, reason string) (string, error)
+	Of(taskID string) (pull.Lease, bool)
+}
+
+var _ Pull = (*pull.Manager)(nil)
+
+// worker returns the caller's identity if it may work the pull lane named
+// lane, else the refusal.
+func worker(ctx context.Context, lane string) (*auth.Identity, error) {
+	id := auth.FromContext(ctx)
+	if id == nil {
+		return nil, &engine.Error{Code: model.CodeUnauthenticated, Message: auth.ErrUnauthenticated.Error()}
+	}
+	if !id.MayPull(lane) {
+		if id.Role == auth.RoleWorker {
+			return nil, forbidden("token %q works the lanes %v only, not %q", id.Name, id.Lanes, lane)
+		}
+		return nil, forbidden("token %q (%s) may not work pull lanes", id.Name, id.Role)
+	}
+	return id, nil
+}
+
+// pullError turns the manager's errors into the API's: a lost lease is
+// LEASE_LOST with the way it ended.
+func pullError(err error) error {
+	var lost *pull.LostError
+	if !errors.As(err, &lost) {
+		return err
+	}
+	ext := map[string]any{"code": string(model.CodeLeaseLost), "leaseState": string(lost.End), "retryable": false}
+	if lost.TaskID != "" {
+		ext["taskId"] = lost.TaskID
+	}
+	return &gqlerror.Error{Message: lost.Error(), Extensions: ext}
+}
+
+func (m *mutationResolver) pull() (Pull, error) {
+	if m.opts.Pull == nil {
+		return nil, notAvailable("pull lanes are")
+	}
+	return m.opts.Pull, nil
+}
+
+func (m *mutationResolver) LeaseTasks(ctx context.Context, lane string, max int, leaseForMs int, waitMs int) ([]*model.Lease, error) {
+	p, err := m.pull()
+	if err != nil {
+		return nil, err
+	}
+	if !validName(lane) {
+		return nil, invalid("lane", "%q is not a lane name", lane)
+	}
+	id, err := worker(ctx, lane)
+	if err != nil {
+		return nil, err
+	}
+	leases, err := p.Lease(ctx, lane, max, time.Duration(leaseForMs)*time.Millisecond, time.Duration(waitMs)*time.Millisecond, id.Name)
+	if err != nil {
+		return nil, pullError(err)
+	}
+	out := make([]*model.Lease, 0, len(leases))
+	for _, l := range leases {
+		t, err := m.eng.Task(ctx, l.TaskID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, &model.Lease{LeaseID: l.ID, LeaseExpiresAt: l.ExpiresAt, Attempt: l.Attempt, Task: model.NewTask(t)})
+	}
+	return out, nil
+}
+
+// held returns the live lease named leaseID, if the caller may work its
+// lane.
+func (m *mutationResolver) held(ctx context.Context, p Pull, leaseID string) error {
+	l, err := p.Lookup(leaseID)
+	if err != nil {
+		return pullError(err)
+	}
+	_, err = worker(ctx, l.Lane)
+	return err
+}
+
+func (m *mutationResolver) RenewLease(ctx context.Context, leaseID string, leaseForMs int) (*model.Lease, error) {
+	p, err := m.pull()
+	if err != nil {
+		return nil, err
+	}
+	if err := m.held(ctx, p, leaseID); err != nil {
+		return nil, err
+	}
+	l, err := p.Renew(ctx, leaseID, time.Duration(leaseForMs)*time.Millisecond)
+	if err != nil {
+		return nil, pullError(err)
+	}
+	t, err := m.eng.Task(ctx, l.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	return &model.Lease{LeaseID: l.ID, LeaseExpiresAt: l.ExpiresAt, Attempt: l.Attempt, Task: model.NewTask(t)}, nil
+}
+
+// ended answers a call that ended a lease with the task as it now stands.
+func (m *mutationResolver) ended(ctx context.Context, leaseID, taskID string, err error) (*model.LeaseEndPayload, error) {
+	if err != nil {
+		return nil, pullError(err)
+	}
+	t, err := m.eng.Task(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	return &model.LeaseEndPayload{LeaseID: leaseID, Task: model.NewTask(t)}, nil
+}
+
+func (m *mutationResolver) CompleteTask(ctx context.Context, leaseID string, result json.RawMessage) (*model.LeaseEndPayload, error) {
+	p, err := m.pull()
+	if err != nil {
+		return nil, err
+	}
+	if err := m.held(ctx, p, leaseID); err != nil {
+		return nil, err
+	}
+	taskID, err := p.Complete(ctx, leaseID, result)
+	return m.ended(ctx, leaseID, taskID, err)
+}
+
+func (m *mutationResolver) FailTask(ctx context.Context, leaseID string, msg string, retryable bool) (*model.LeaseEndPayload, error) {
+	p, err := m.pull()
+	if err != nil {
+		return nil, err
+	}
+	if err := m.held(ctx, p, leaseID); err != nil {
+		return nil, err
+	}
+	taskID, err := p.Fail(ctx, leaseID, msg, retryable)
+	return m.ended(ctx, leaseID, taskID, err)
+}
+
+func (m *mutationResolver) ReleaseTask(ctx context.Context, leaseID string, reason *string) (*model.LeaseEndPayload, error) {
+	p, err := m.pull()
+	if err != nil {
+		return nil, err
+	}
+	if err := m.held(ctx, p, leaseID); err != nil {
+		return nil, err
+	}
+	taskID, err := p.Release(ctx, leaseID, deref(reason))
+	return m.ended(ctx, leaseID, taskID, err)
+}
+
+func (r *taskResolver) Lease(_ context.Context, obj *model.Task) (*model.TaskLease, error) {
+	if r.opts.Pull == nil || !obj.T.State.InFlight() {
+		return nil, nil
+	}
+	l, ok := r.opts.Pull.Of(obj.T.ID)
+	if !ok {
+		return nil, nil
+	}
+	out := &model.TaskLease{Attempt: l.Attempt, ExpiresAt: l.ExpiresAt}
+	if l.Worker != "" {
+		out.Worker = &l.Worker
+	}
+	if !l.LeasedAt.IsZero() {
+		out.LeasedAt = &l.LeasedAt
+	}
+	return out, nil
+}

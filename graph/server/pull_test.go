@@ -1,0 +1,422 @@
+package server_test
+
+// Pull lanes through a real server: workers lease tasks, renew, complete,
+// fail and release them, and every way of getting a lease wrong is refused
+// with a typed error that changes nothing.
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/graph/auth"
+	"github.com/switchyard/switchyard/graph/client"
+	"github.com/switchyard/switchyard/graph/server"
+)
+
+// pullLanes: "jobs" (a pull lane of two slots, three quick attempts),
+// "other" (another pull lane) and "main" (browser instances).
+func pullLanes(o *setupOptions) {
+	o.pull = true
+	jobs := engine.NewLane("jobs")
+	jobs.Pull, jobs.MaxInFlight = true, 2
+	jobs.Retry = engine.RetryPolicy{MaxAttempts: 3, Backoff: time.Millisecond, Multiplier: 1, MaxBackoff: time.Millisecond}
+	other := engine.NewLane("other")
+	other.Pull = true
+	o.config.Lanes = []engine.LaneConfig{engine.NewLane("main"), jobs, other}
+}
+
+const leaseQ = `mutation($lane: String!, $max: Int!, $for: Int!, $wait: Int!) {
+  leaseTasks(lane: $lane, max: $max, leaseForMs: $for, waitMs: $wait) {
+    leaseId leaseExpiresAt attempt task { id state lane action { kind params } lease { worker attempt expiresAt } }
+  }
+}`
+
+type leaseView struct {
+	LeaseID        string
+	LeaseExpiresAt time.Time
+	Attempt        int
+	Task           struct {
+		ID, State, Lane string
+		Action          struct {
+			Kind   string
+			Params json.RawMessage
+		}
+		Lease *struct {
+			Worker    *string
+			Attempt   int
+			ExpiresAt time.Time
+		}
+	}
+}
+
+func lease(t *testing.T, c *client.Client, lane string, max, forMs, waitMs int) ([]leaseView, error) {
+	t.Helper()
+	var out struct{ LeaseTasks []leaseView }
+	err := c.Do(ctxFor(t), leaseQ, map[string]any{"lane": lane, "max": max, "for": forMs, "wait": waitMs}, &out)
+	return out.LeaseTasks, err
+}
+
+type endView struct {
+	LeaseID string
+	Task    struct {
+		ID, State string
+		Result    json.RawMessage
+		Error     *string
+		Attempts  []struct {
+			N     int
+			Error *string
+		}
+	}
+}
+
+const endFields = `{ leaseId task { id state result error attempts { n error } } }`
+
+func complete(t *testing.T, c *client.Client, id, result string) (endView, error) {
+	t.Helper()
+	var out struct{ CompleteTask endView }
+	err := c.Do(ctxFor(t), `mutation($id: ID!, $r: JSON) { completeTask(leaseId: $id, result: $r) `+endFields+` }`,
+		map[string]any{"id": id, "r": json.RawMessage(result)}, &out)
+	return out.CompleteTask, err
+}
+
+func renew(t *testing.T, c *client.Client, id string, forMs int) (leaseView, error) {
+	t.Helper()
+	var out struct{ RenewLease leaseView }
+	err := c.Do(ctxFor(t), `mutation($id: ID!, $f: Int!) { renewLease(leaseId: $id, leaseForMs: $f) { leaseId leaseExpiresAt attempt task { id state } } }`,
+		map[string]any{"id": id, "f": forMs}, &out)
+	return out.RenewLease, err
+}
+
+// submitJob submits a task of a worker-defined kind to lane.
+func (b *bundle) submitJob(t *testing.T, lane string, extra map[string]any) string {
+	t.Helper()
+	in := map[string]any{"agentId": "planner", "lane": lane, "action": map[string]any{"kind": "crawl.site", "params": map[string]any{"url": "https://example.com"}}}
+	for k, v := range extra {
+		in[k] = v
+	}
+	var out struct{ SubmitTask struct{ ID string } }
+	require.NoError(t, b.c.Do(ctxFor(t), `mutation($in: SubmitTaskInput!) { submitTask(input: $in) { id } }`, map[string]any{"in": in}, &out))
+	return out.SubmitTask.ID
+}
+
+func (b *bundle) task(t *testing.T, id string) *engine.Task {
+	t.Helper()
+	tk, err := b.eng.Task(context.Background(), id)
+	require.NoError(t, err)
+	return tk
+}
+
+// requireLost checks a LEASE_LOST error and its leaseState.
+func requireLost(t *testing.T, err error, state string) {
+	t.Helper()
+	e := gqlErr(t, err)
+	require.Equal(t, "LEASE_LOST", e.Code(), e.Message)
+	require.Equal(t, state, e.Extensions["leaseState"], e.Message)
+}
+
+func TestAWorkerLeasesRenewsAndCompletesUnderTheLanesCeiling(t *testing.T) {
+	t.Parallel()
+	b := setup(t, pullLanes)
+	var ids []string
+	for range 3 {
+		ids = append(ids, b.submitJob(t, "jobs", nil))
+	}
+	var lanes struct{ Lane struct{ Pull bool } }
+	require.NoError(t, b.c.Do(ctxFor(t), `{ lane(name: "jobs") { pull } }`, nil, &lanes))
+	require.True(t, lanes.Lane.Pull)
+	require.Empty(t, b.exec.Started(), "a pull lane's tasks never go to the executor")
+
+	got, err := lease(t, b.c, "jobs", 10, 30_000, 0)
+	require.NoError(t, err)
+	require.Len(t, got, 2, "the lane's maxInFlight counts leased tasks")
+	require.Equal(t, []string{ids[0], ids[1]}, []string{got[0].Task.ID, got[1].Task.ID}, "in the lane's order")
+	l := got[0]
+	require.Equal(t, "RUNNING", l.Task.State)
+	require.Equal(t, "crawl.site", l.Task.Action.Kind)
+	require.JSONEq(t, `{"url":"https://example.com"}`, string(l.Task.Action.Params))
+	require.Equal(t, 1, l.Attempt)
+	require.NotNil(t, l.Task.Lease)
+	require.Equal(t, "anonymous", *l.Task.Lease.Worker)
+	require.WithinDuration(t, time.Now().Add(30*time.Second), l.LeaseExpiresAt, 5*time.Second)
+
+	more, err := lease(t, b.c, "jobs", 10, 30_000, 0)
+	require.NoError(t, err)
+	require.Empty(t, more, "no slot left: nothing, and no error")
+
+	r, err := renew(t, b.c, l.LeaseID, 120_000)
+	require.NoError(t, err)
+	require.True(t, r.LeaseExpiresAt.After(l.LeaseExpiresAt), "renewed further out")
+
+	done, err := complete(t, b.c, l.LeaseID, `{"pages": 3}`)
+	require.NoError(t, err)
+	require.Equal(t, "SUCCEEDED", done.Task.State)
+	require.JSONEq(t, `{"pages": 3}`, string(done.Task.Result))
+
+	_, err = complete(t, b.c, l.LeaseID, `{"pages": 4}`)
+	requireLost(t, err, "COMPLETED")
+	require.JSONEq(t, `{"pages": 3}`, string(b.task(t, ids[0]).Result), "a second completion changes nothing")
+	_, err = renew(t, b.c, l.LeaseID, 60_000)
+	requireLost(t, err, "COMPLETED")
+
+	third, err := lease(t, b.c, "jobs", 10, 30_000, 0)
+	require.NoError(t, err)
+	require.Len(t, third, 1, "the completed lease freed its slot")
+	require.Equal(t, ids[2], third[0].Task.ID)
+}
+
+func TestLeaseIdsThatAreNotHeldAreRefusedAndChangeNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, pullLanes)
+	id := b.submitJob(t, "jobs", nil)
+	got, err := lease(t, b.c, "jobs", 1, 30_000, 0)
+	require.NoError(t, err)
+	good := got[0].LeaseID
+	before := b.task(t, id)
+
+	parts := strings.Split(good, ".")
+	forged := parts[0] + "." + parts[1] + "." + strings.Repeat("A", len(parts[2]))
+	_, err = complete(t, b.c, forged, `1`)
+	requireLost(t, err, "UNKNOWN")
+	_, err = complete(t, b.c, id+".2."+parts[2], `1`)
+	requireLost(t, err, "UNKNOWN")
+	_, err = renew(t, b.c, forged, 60_000)
+	requireLost(t, err, "UNKNOWN")
+
+	_, err = complete(t, b.c, "not-a-lease", `1`)
+	e := gqlErr(t, err)
+	require.Equal(t, "INVALID_INPUT", e.Code())
+	require.Equal(t, "leaseId", e.Extensions["field"])
+
+	_, err = renew(t, b.c, good, 10)
+	e = gqlErr(t, err)
+	require.Equal(t, "INVALID_INPUT", e.Code())
+	require.Equal(t, "leaseForMs", e.Extensions["field"])
+
+	err = b.c.Do(ctxFor(t), `mutation($id: ID!) { failTask(leaseId: $id, error: "  ") { leaseId } }`, map[string]any{"id": good}, nil)
+	e = gqlErr(t, err)
+	require.Equal(t, "INVALID_INPUT", e.Code())
+	require.Equal(t, "error", e.Extensions["field"])
+
+	after := b.task(t, id)
+	require.Equal(t, before.State, after.State)
+	require.Equal(t, before.LastSeq, after.LastSeq, "no refused call recorded anything")
+	_, err = complete(t, b.c, good, `"ok"`)
+	require.NoError(t, err, "the real lease still works")
+
+	for _, bad := range []struct {
+		lane             string
+		max, forMs, wait int
+		code, field      string
+	}{
+		{"jobs", 0, 30_000, 0, "INVALID_INPUT", "max"},
+		{"jobs", 101, 30_000, 0, "INVALID_INPUT", "max"},
+		{"jobs", 1, 999, 0, "INVALID_INPUT", "leaseForMs"},
+		{"jobs", 1, 30_000, 60_001, "INVALID_INPUT", "waitMs"},
+		{"bad lane!", 1, 30_000, 0, "INVALID_INPUT", "lane"},
+		{"nope", 1, 30_000, 0, "NOT_FOUND", "lane"},
+		{"main", 1, 30_000, 0, "CONFLICT", "lane"},
+	} {
+		_, err := lease(t, b.c, bad.lane, bad.max, bad.forMs, bad.wait)
+		e := gqlErr(t, err)
+		require.Equal(t, bad.code, e.Code(), "%+v: %s", bad, e.Message)
+		require.Equal(t, bad.field, e.Extensions["field"], "%+v", bad)
+	}
+}
+
+func TestAVanishedWorkersLeaseExpiresAndTheTaskIsLeasedAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t, pullLanes)
+	id := b.submitJob(t, "jobs", nil)
+	first, err := lease(t, b.c, "jobs", 1, 1000, 0)
+	require.NoError(t, err)
+	require.Len(t, first, 1)
+
+	// The worker never calls back: after its second, the attempt has failed
+	// and the retry (1 ms later) waits in the lane again.
+	var second []leaseView
+	eventually(t, "the task is leased again", func() bool {
+		second, err = lease(t, b.c, "jobs", 1, 30_000, 0)
+		require.NoError(t, err)
+		return len(second) == 1
+	})
+	require.Equal(t, id, second[0].Task.ID)
+	require.Equal(t, 2, second[0].Attempt)
+	tk := b.task(t, id)
+	require.Len(t, tk.Attempts, 2)
+	require.Contains(t, tk.Attempts[0].Error, "lease expired")
+
+	_, err = complete(t, b.c, first[0].LeaseID, `"late"`)
+	requireLost(t, err, "EXPIRED")
+	_, err = renew(t, b.c, first[0].LeaseID, 60_000)
+	requireLost(t, err, "EXPIRED")
+	require.Equal(t, engine.StateRunning, b.task(t, id).State, "the late worker changed nothing")
+	_, err = complete(t, b.c, second[0].LeaseID, `"on time"`)
+	require.NoError(t, err)
+}
+
+func TestFailAndReleaseFollowTheLanesRetryPolicy(t *testing.T) {
+	t.Parallel()
+	b := setup(t, pullLanes)
+	ctx := ctxFor(t)
+	perm := b.submitJob(t, "jobs", nil)
+	got, err := lease(t, b.c, "jobs", 1, 30_000, 0)
+	require.NoError(t, err)
+	var failed struct{ FailTask endView }
+	require.NoError(t, b.c.Do(ctx, `mutation($id: ID!) { failTask(leaseId: $id, error: "404: no such site", retryable: false) `+endFields+` }`,
+		map[string]any{"id": got[0].LeaseID}, &failed))
+	require.Equal(t, perm, failed.FailTask.Task.ID)
+	require.Equal(t, "FAILED", failed.FailTask.Task.State, "a failure that is not retryable ends the task")
+	require.Equal(t, "404: no such site", *failed.FailTask.Task.Error)
+
+	id := b.submitJob(t, "jobs", nil)
+	for range 4 { // more releases than the lane's three attempts
+		got, err = lease(t, b.c, "jobs", 1, 30_000, 0)
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		var rel struct{ ReleaseTask endView }
+		require.NoError(t, b.c.Do(ctx, `mutation($id: ID!) { releaseTask(leaseId: $id, reason: "worker draining") `+endFields+` }`,
+			map[string]any{"id": got[0].LeaseID}, &rel))
+		require.Equal(t, "QUEUED", rel.ReleaseTask.Task.State)
+	}
+	for n := range 3 {
+		got, err = lease(t, b.c, "jobs", 1, 30_000, 0)
+		require.NoError(t, err)
+		eventually(t, "the retry waits in the lane", func() bool {
+			if len(got) == 1 {
+				return true
+			}
+			got, err = lease(t, b.c, "jobs", 1, 30_000, 0)
+			require.NoError(t, err)
+			return len(got) == 1
+		})
+		var f struct{ FailTask endView }
+		require.NoError(t, b.c.Do(ctx, `mutation($id: ID!) { failTask(leaseId: $id, error: "503 upstream") `+endFields+` }`,
+			map[string]any{"id": got[0].LeaseID}, &f))
+		if n < 2 {
+			require.Contains(t, []string{"RETRY_WAIT", "QUEUED"}, f.FailTask.Task.State)
+		} else {
+			require.Equal(t, "PARKED", f.FailTask.Task.State, "three real attempts: the releases spent none")
+			require.Len(t, f.FailTask.Task.Attempts, 7)
+			require.Equal(t, "released: worker draining", *f.FailTask.Task.Attempts[0].Error)
+		}
+	}
+	require.Equal(t, engine.StateParked, b.task(t, id).State)
+}
+
+func TestACancelWhileLeasedReachesTheWorkerOnItsNextCall(t *testing.T) {
+	t.Parallel()
+	b := setup(t, pullLanes)
+	id := b.submitJob(t, "jobs", nil)
+	got, err := lease(t, b.c, "jobs", 1, 30_000, 0)
+	require.NoError(t, err)
+	require.NoError(t, b.c.Do(ctxFor(t), `mutation($id: ID!) { cancelTask(id: $id, reason: "operator changed plans") { state } }`,
+		map[string]any{"id": id}, nil))
+	require.Equal(t, engine.StateCancelled, b.task(t, id).State)
+
+	_, err = renew(t, b.c, got[0].LeaseID, 60_000)
+	requireLost(t, err, "CANCELLED")
+	require.Contains(t, gqlErr(t, err).Message, "operator changed plans")
+	_, err = complete(t, b.c, got[0].LeaseID, `"done anyway"`)
+	requireLost(t, err, "CANCELLED")
+	tk := b.task(t, id)
+	require.Equal(t, engine.StateCancelled, tk.State)
+	require.Nil(t, tk.Result, "the worker's result of a cancelled task is not taken")
+	eventually(t, "the slot is free again", func() bool { return b.eng.Stats().InFlight == 0 })
+}
+
+func TestALeaseCallWaitsForWork(t *testing.T) {
+	t.Parallel()
+	b := setup(t, pullLanes)
+	type answer struct {
+		got []leaseView
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		var out struct{ LeaseTasks []leaseView }
+		err := b.c.Do(context.Background(), leaseQ, map[string]any{"lane": "jobs", "max": 5, "for": 30_000, "wait": 60_000}, &out)
+		ch <- answer{out.LeaseTasks, err}
+	}()
+	id := b.submitJob(t, "jobs", nil)
+	a := <-ch
+	require.NoError(t, a.err)
+	require.Len(t, a.got, 1, "the waiting worker got the task submitted meanwhile")
+	require.Equal(t, id, a.got[0].Task.ID)
+
+	none, err := lease(t, b.c, "other", 1, 30_000, 50)
+	require.NoError(t, err)
+	require.Empty(t, none, "nothing came within the wait: an empty answer")
+}
+
+func TestWorkerTokensWorkTheirOwnLanesOnly(t *testing.T) {
+	t.Parallel()
+	tokens, secrets := withTokensLanes(t,
+		tokenSpec{"root", "admin", "", nil}, tokenSpec{"crawler", "worker", "", []string{"jobs"}}, tokenSpec{"bot", "agent", "planner", nil})
+	b := setup(t, pullLanes, tokens)
+	admin, worker, agent := b.clientWith(secrets["root"]), b.clientWith(secrets["crawler"]), b.clientWith(secrets["bot"])
+	b.c = admin
+	job := b.submitJob(t, "jobs", nil)
+	other := b.submitJob(t, "other", nil)
+
+	_, err := lease(t, worker, "other", 1, 30_000, 0)
+	require.Equal(t, "FORBIDDEN", gqlErr(t, err).Code(), "not its lane")
+	_, err = lease(t, agent, "jobs", 1, 30_000, 0)
+	require.Equal(t, "FORBIDDEN", gqlErr(t, err).Code(), "agents submit; they do not lease")
+	err = worker.Do(ctxFor(t), `query($id: ID!) { task(id: $id) { id } }`, map[string]any{"id": job}, nil)
+	require.Equal(t, "FORBIDDEN", gqlErr(t, err).Code(), "a worker reads nothing")
+	err = worker.Do(ctxFor(t), `mutation { submitTask(input: {agentId: "x", lane: "jobs", action: {kind: "crawl"}}) { id } }`, nil, nil)
+	require.Equal(t, "FORBIDDEN", gqlErr(t, err).Code(), "nor submits")
+	require.Equal(t, engine.StateQueued, b.task(t, other).State)
+
+	mine, err := lease(t, worker, "jobs", 5, 30_000, 0)
+	require.NoError(t, err)
+	require.Len(t, mine, 1)
+	require.Equal(t, "crawler", *mine[0].Task.Lease.Worker, "the lease names the token")
+	theirs, err := lease(t, admin, "other", 1, 30_000, 0)
+	require.NoError(t, err)
+	require.Len(t, theirs, 1)
+	_, err = complete(t, worker, theirs[0].LeaseID, `1`)
+	require.Equal(t, "FORBIDDEN", gqlErr(t, err).Code(), "a lease of another lane")
+	require.Equal(t, engine.StateRunning, b.task(t, other).State)
+	_, err = complete(t, worker, mine[0].LeaseID, `1`)
+	require.NoError(t, err)
+}
+
+type tokenSpec struct {
+	name, role, agent string
+	lanes             []string
+}
+
+// withTokensLanes is withTokens with worker tokens' lanes.
+func withTokensLanes(t *testing.T, specs ...tokenSpec) (func(*setupOptions), map[string]string) {
+	t.Helper()
+	var tokens []auth.Token
+	secrets := map[string]string{}
+	for _, s := range specs {
+		tok, err := auth.NewToken()
+		require.NoError(t, err)
+		hash, err := auth.HashToken(tok)
+		require.NoError(t, err)
+		role, err := auth.ParseRole(s.role)
+		require.NoError(t, err)
+		tokens = append(tokens, auth.Token{Name: s.name, Hash: hash, Role: role, AgentID: s.agent, Lanes: s.lanes})
+		secrets[s.name] = tok
+	}
+	authn, err := auth.NewAuthenticator(tokens)
+	require.NoError(t, err)
+	return func(o *setupOptions) {
+		prev := o.server
+		o.server = func(so *server.Options) {
+			if prev != nil {
+				prev(so)
+			}
+			so.Auth = authn
+		}
+	}, secrets
+}
