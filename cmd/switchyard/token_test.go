@@ -38,7 +38,12 @@ func TestTokenNewPrintsATokenAndTheHashThatMatchesIt(t *testing.T) {
 	require.Equal(t, 0, run(context.Background(), []string{"token", "new", "--role", "reader", "--name", "grafana"}, &out, &errOut))
 	require.Regexp(t, `(?s)token: swy_\S+\nhash:  hmac-sha256:\S+\n.*- \{name: "grafana", hash: "hmac-sha256:[^"]+", role: reader\}`, out.String())
 
-	for _, bad := range [][]string{{"--role", "agent"}, {"--role", "king"}, {"--role", "admin", "--agent", "x"}, {"--name", "has space"}} {
+	out.Reset()
+	require.Equal(t, 0, run(context.Background(), []string{"token", "new", "--role", "worker", "--lanes", "jobs,scrape"}, &out, &errOut))
+	require.Regexp(t, `- \{name: "worker", hash: "hmac-sha256:[^"]+", role: worker, lanes: \["jobs", "scrape"\]\}`, out.String())
+
+	for _, bad := range [][]string{{"--role", "agent"}, {"--role", "king"}, {"--role", "admin", "--agent", "x"}, {"--name", "has space"},
+		{"--role", "worker"}, {"--role", "reader", "--lanes", "jobs"}} {
 		errOut.Reset()
 		require.Equal(t, 2, run(context.Background(), append([]string{"token", "new"}, bad...), &out, &errOut), "%v", bad)
 	}

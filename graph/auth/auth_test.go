@@ -262,3 +262,17 @@ func TestTheREADMEShowsTheAccessTable(t *testing.T) {
 		t.Fatalf("the README's access table is stale; it should read:\n\n%s", want)
 	}
 }
+
+func TestAWorkerMayPullItsOwnLanesOnly(t *testing.T) {
+	t.Parallel()
+	w := &auth.Identity{Name: "crawler", Role: auth.RoleWorker, Lanes: []string{"jobs"}}
+	require.True(t, w.MayPull("jobs"))
+	require.False(t, w.MayPull("other"))
+	require.True(t, (&auth.Identity{Role: auth.RoleOperator}).MayPull("other"))
+	require.False(t, (&auth.Identity{Role: auth.RoleAgent, AgentID: "a"}).MayPull("jobs"))
+	require.False(t, (&auth.Identity{Role: auth.RoleReader}).MayPull("jobs"))
+	for op, a := range auth.Operations() {
+		require.Equal(t, strings.HasPrefix(op, "Mutation.") && strings.Contains("leaseTasks renewLease completeTask failTask releaseTask", strings.TrimPrefix(op, "Mutation.")),
+			a.Roles.Has(auth.RoleWorker), "%s: a worker runs the pull calls and nothing else", op)
+	}
+}

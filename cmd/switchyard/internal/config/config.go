@@ -331,7 +331,7 @@ type Engine struct {
 // cron) changes only the keys it sets; another name adds a lane, whose unset
 // keys take the defaults of a new lane (maxInFlight 30, maxQueued 100000,
 // dropPolicy reject, maxDepth 5, timeout 60s, the default retry, exhausted
-// park). remove: true drops the lane of that name instead.
+// park, not a pull lane). remove: true drops the lane of that name instead.
 type Lane struct {
 	Name        string   `yaml:"name"`
 	Remove      bool     `yaml:"remove"`
@@ -354,6 +354,8 @@ type Lane struct {
 	// of the same session supersede it (GoClaw's debounce: 800ms); 0 (the
 	// default) queues tasks at once.
 	Debounce Duration `yaml:"debounce"`
+	// Pull makes a pull lane: external workers lease its tasks.
+	Pull *bool `yaml:"pull"`
 }
 
 // Retry is a retry policy. Unset keys keep the lane's (for a new lane, the
@@ -397,6 +399,9 @@ func (l *Lane) apply(lc *engine.LaneConfig) {
 	}
 	if l.Debounce != 0 {
 		lc.Debounce = l.Debounce.Std()
+	}
+	if l.Pull != nil {
+		lc.Pull = *l.Pull
 	}
 	if r := l.Retry; r != nil {
 		if r.MaxAttempts != 0 {

@@ -467,3 +467,50 @@ func TestVariablesOfOtherCommandsAreNotWarnedAbout(t *testing.T) {
 		}
 	}
 }
+
+func TestAPullLaneAndAWorkerTokenFromTheFile(t *testing.T) {
+	t.Parallel()
+	tok, err := auth.NewToken()
+	require.NoError(t, err)
+	hash, err := auth.HashToken(tok)
+	require.NoError(t, err)
+	c := config.Default()
+	require.NoError(t, c.LoadFile(writeFile(t, `
+engine:
+  lanes:
+    - {name: jobs, pull: true, maxInFlight: 8}
+auth:
+  tokens:
+    - {name: crawler, hash: "`+hash+`", role: worker, lanes: [jobs]}
+`)))
+	require.NoError(t, c.Validate())
+	ec, err := c.EngineConfig()
+	require.NoError(t, err)
+	var jobs engine.LaneConfig
+	for _, l := range ec.Lanes {
+		if l.Name == "jobs" {
+			jobs = l
+		}
+		if l.Name == "main" {
+			require.False(t, l.Pull, "the default lanes stay lanes of instances")
+		}
+	}
+	require.True(t, jobs.Pull)
+	require.Equal(t, 8, jobs.MaxInFlight)
+	authn, err := c.Authenticator()
+	require.NoError(t, err)
+	id, err := authn.AuthenticateHeader("Bearer " + tok)
+	require.NoError(t, err)
+	require.Equal(t, auth.Identity{Name: "crawler", Role: auth.RoleWorker, Lanes: []string{"jobs"}}, *id)
+
+	for yml, want := range map[string]string{
+		`auth: {tokens: [{name: w, hash: "` + hash + `", role: worker}]}`:                   "auth.tokens[0].lanes: a worker token leases from named pull lanes",
+		`auth: {tokens: [{name: r, hash: "` + hash + `", role: reader, lanes: [jobs]}]}`:    "auth.tokens[0].lanes: only worker tokens are limited to lanes",
+		`auth: {tokens: [{name: w, hash: "` + hash + `", role: worker, lanes: [" jobs"]}]}`: "auth.tokens[0].lanes[0]",
+	} {
+		c := config.Default()
+		require.NoError(t, c.LoadFile(writeFile(t, yml)))
+		_, err := c.Authenticator()
+		require.ErrorContains(t, err, want, yml)
+	}
+}
