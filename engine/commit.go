@@ -27,15 +27,25 @@ import (
 // previous one is still being committed: its rows are built and sent while
 // the previous transaction runs and syncs, and it commits right after it.
 // At most two batches are in the store's hands; they are published,
-// answered and their attempts started in seq order, by this goroutine.
+// answered and their attempts started in seq order, by this goroutine. The
+// next batch goes early only once it has grown as large as the one in
+// flight: sending whatever is pending at once would only split the stream
+// into more, smaller transactions (on a busy machine, measurably slower).
 func (e *Engine) commitNow() {
 	e.commitMu.Lock()
 	defer e.commitMu.Unlock()
 	var prev *inflight
 	for {
+		if prev != nil && !e.grewTo(prev) {
+			// Sent now, the pending batch would split the group commit
+			// into smaller ones, each paying a transaction: it waits for
+			// the one in flight instead.
+			e.finishCommit(prev)
+			prev = nil
+		}
 		cur := e.swapPending()
 		if cur != nil && e.pipe != nil && !e.abandoned.Load() {
-			cur.wait = e.pipe.CommitAsync(context.Background(), cur.out)
+			cur.done, cur.wait = e.pipe.CommitAsync(context.Background(), cur.out)
 		}
 		if prev != nil {
 			e.finishCommit(prev)
@@ -56,9 +66,31 @@ func (e *Engine) commitNow() {
 type inflight struct {
 	b     *pendingBatch
 	out   *Batch
-	spare *spareBuffers // the buffers out's snapshots live in, recycled once committed
-	ended []*task       // tasks the batch ends: forgotten once it is committed
-	wait  func() error  // the outcome of PipelinedStore.CommitAsync; nil: not started yet
+	spare *spareBuffers   // the buffers out's snapshots live in, recycled once committed
+	ended []*task         // tasks the batch ends: forgotten once it is committed
+	done  <-chan struct{} // closed once the store knows the outcome (CommitAsync)
+	wait  func() error    // the outcome of PipelinedStore.CommitAsync; nil: not started yet
+}
+
+// grewTo waits, while prev is in flight, for the pending batch to grow as
+// large (tasks and events) as prev, and reports whether it did before prev
+// was done.
+func (e *Engine) grewTo(prev *inflight) bool {
+	size := len(prev.out.Tasks) + len(prev.out.Events)
+	for {
+		e.mu.Lock()
+		n := len(e.cur.tasks) + len(e.cur.events)
+		e.mu.Unlock()
+		if n >= size {
+			return true
+		}
+		select {
+		case <-prev.done:
+			return false
+		case <-e.commitCh: // a change was recorded: look again
+		case <-e.lazyCh:
+		}
+	}
 }
 
 // swapPending swaps the pending batch out and snapshots its tasks, or

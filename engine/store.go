@@ -65,15 +65,16 @@ type Store interface {
 // the store implements it (and the engine is not synchronous).
 type PipelinedStore interface {
 	Store
-	// CommitAsync starts writing b, as Commit would, and returns a function
-	// that waits for the outcome. The engine calls CommitAsync from one
+	// CommitAsync starts writing b, as Commit would, and returns a channel
+	// closed once the outcome is known and a function that returns it
+	// (waiting if need be). The engine calls CommitAsync from one
 	// goroutine in seq order, with at most one earlier batch still
 	// outstanding, and calls each returned function once, in the same
 	// order; b stays unchanged until then. A batch commits only if every
 	// batch started before it did: when one fails, those started after it
 	// fail too and write nothing (the engine retries them in order with
 	// Commit).
-	CommitAsync(ctx context.Context, b *Batch) (wait func() error)
+	CommitAsync(ctx context.Context, b *Batch) (done <-chan struct{}, wait func() error)
 }
 
 // Snapshot is what a Store hands back at start.

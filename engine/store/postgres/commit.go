@@ -275,8 +275,8 @@ type asyncCommit struct {
 // and syncs, so that the server starts on it the moment the earlier one
 // commits. It is sent only once the earlier transaction holds the seq lock,
 // so that the two cannot take it out of order.
-func (s *Store) CommitAsync(ctx context.Context, b *engine.Batch) (wait func() error) {
-	failed := func(err error) func() error { return func() error { return err } }
+func (s *Store) CommitAsync(ctx context.Context, b *engine.Batch) (done <-chan struct{}, wait func() error) {
+	failed := func(err error) (<-chan struct{}, func() error) { return closedChan, func() error { return err } }
 	if b.Empty() {
 		return failed(nil)
 	}
@@ -362,7 +362,7 @@ func (s *Store) CommitAsync(ctx context.Context, b *engine.Batch) (wait func() e
 			close(c.done)
 		}()
 	}
-	return func() error {
+	return c.done, func() error {
 		<-c.done
 		s.wmu.Lock()
 		defer s.wmu.Unlock()
@@ -382,10 +382,17 @@ func (s *Store) CommitAsync(ctx context.Context, b *engine.Batch) (wait func() e
 
 // failAsync is the outcome of a batch that CommitAsync did not send (under
 // wmu): the batches sent after it are built again.
-func (s *Store) failAsync(err error) func() error {
+func (s *Store) failAsync(err error) (<-chan struct{}, func() error) {
 	s.maxTaskSeq = s.committedMax
-	return func() error { return err }
+	return closedChan, func() error { return err }
 }
+
+// closedChan is the done channel of an outcome known at once.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // rowsLocked turns a batch into column arrays. A task above the highest
 // stored seq is new (a row in tasks and one in task_status); any other only

@@ -29,8 +29,8 @@ func testPipelinesTwoBatches(t *testing.T, s *postgres.Store) {
 	second.Events = append(second.Events, engine.Event{Seq: 101, Type: engine.EventState, TaskID: upd.ID, AgentID: "agent",
 		Lane: "main", From: engine.StateQueued, To: engine.StateRunning, Reason: "started"})
 
-	w1 := s.CommitAsync(bg, first)
-	w2 := s.CommitAsync(bg, second)
+	_, w1 := s.CommitAsync(bg, first)
+	_, w2 := s.CommitAsync(bg, second)
 	require.NoError(t, w1())
 	require.NoError(t, w2())
 
@@ -60,8 +60,8 @@ func testFailureFailsTheBatchBehind(t *testing.T, s *postgres.Store) {
 
 	bad := taskBatch(5, 3, "X1", "X2", "X3") // seqs 5..7 do not follow 10
 	behind := taskBatch(11, 5)
-	w1 := s.CommitAsync(bg, bad)
-	w2 := s.CommitAsync(bg, behind)
+	_, w1 := s.CommitAsync(bg, bad)
+	_, w2 := s.CommitAsync(bg, behind)
 	require.Error(t, w1())
 	require.Error(t, w2(), "it was sent after a batch that failed")
 	_, err := s.Task(bg, behind.Tasks[0].ID)

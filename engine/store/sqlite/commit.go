@@ -153,7 +153,7 @@ type asyncCommit struct {
 // snapshots the next batch and answers the previous one's waiters while
 // this one's transaction runs. A batch whose predecessor failed fails
 // without writing anything.
-func (s *Store) CommitAsync(ctx context.Context, b *engine.Batch) (wait func() error) {
+func (s *Store) CommitAsync(ctx context.Context, b *engine.Batch) (done <-chan struct{}, wait func() error) {
 	c := &asyncCommit{done: make(chan struct{})}
 	s.amu.Lock()
 	pred := s.async
@@ -170,7 +170,7 @@ func (s *Store) CommitAsync(ctx context.Context, b *engine.Batch) (wait func() e
 		}
 		c.err = s.Commit(ctx, b)
 	}()
-	return func() error {
+	return c.done, func() error {
 		<-c.done
 		return c.err
 	}

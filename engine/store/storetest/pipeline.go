@@ -23,8 +23,8 @@ func testPipelined(t *testing.T, d Driver) {
 	running := with(a, func(c *engine.Task) { c.State, c.Reason = engine.StateRunning, "running" })
 	second := &engine.Batch{Tasks: []*engine.Task{b, running},
 		Events: []engine.Event{ev(2, running, engine.StateQueued, engine.StateRunning), ev(3, b, 0, engine.StateQueued)}}
-	w1 := ps.CommitAsync(bg, first)
-	w2 := ps.CommitAsync(bg, second)
+	_, w1 := ps.CommitAsync(bg, first)
+	_, w2 := ps.CommitAsync(bg, second)
 	require.NoError(t, w1())
 	require.NoError(t, w2())
 	requireTask(t, running, getTask(t, s, a.ID), "the later batch's snapshot wins")
@@ -34,8 +34,8 @@ func testPipelined(t *testing.T, d Driver) {
 	bad := &engine.Batch{Tasks: []*engine.Task{c}, Events: []engine.Event{ev(3, c, 0, engine.StateQueued)}} // seq 3 is taken
 	behind := &engine.Batch{Tasks: []*engine.Task{e}, Events: []engine.Event{ev(6, e, 0, engine.StateQueued)}}
 	before := load(t, s)
-	w1 = ps.CommitAsync(bg, bad)
-	w2 = ps.CommitAsync(bg, behind)
+	_, w1 = ps.CommitAsync(bg, bad)
+	_, w2 = ps.CommitAsync(bg, behind)
 	require.Error(t, w1())
 	require.Error(t, w2(), "a batch started behind a failing one fails")
 	require.Equal(t, before, load(t, s), "and writes nothing")
