@@ -36,6 +36,9 @@ func (e *Engine) commitNow() {
 	defer e.commitMu.Unlock()
 	var prev *inflight
 	for {
+		if prev != nil {
+			e.commitHealth.inProgress() // prev is still in the store's hands
+		}
 		if prev != nil && !e.grewTo(prev) {
 			// Sent now, the pending batch would split the group commit
 			// into smaller ones, each paying a transaction: it waits for
@@ -45,6 +48,7 @@ func (e *Engine) commitNow() {
 		}
 		cur := e.swapPending()
 		if cur != nil && e.pipe != nil && !e.abandoned.Load() {
+			e.commitHealth.inProgress()
 			cur.done, cur.wait = e.pipe.CommitAsync(context.Background(), cur.out)
 		}
 		if prev != nil {
@@ -142,11 +146,12 @@ func (e *Engine) finishCommit(in *inflight) {
 			e.failBatch(b, ErrFenced)
 			return
 		}
-		e.commitHealth.attempting()
 		var err error
 		if attempt == 0 && in.wait != nil {
+			e.commitHealth.inProgress()
 			err = in.wait()
 		} else {
+			e.commitHealth.attempting()
 			err = e.store.Commit(context.Background(), out)
 		}
 		if err == nil {
@@ -342,6 +347,13 @@ type commitHealth struct {
 
 func (h *commitHealth) attempting() {
 	h.started.Store(time.Now().UnixNano())
+}
+
+// inProgress marks a commit in progress, unless one already is (from when
+// that one began): a pipelined commit that waits behind another counts from
+// when the store took the first of them.
+func (h *commitHealth) inProgress() {
+	h.started.CompareAndSwap(0, time.Now().UnixNano())
 }
 
 func (h *commitHealth) failed(err error) {
