@@ -71,8 +71,13 @@ type LostError struct {
 	Reason  string // what happened, for people
 }
 
+// Error says why, naming the task but never the lease id: an id is its
+// worker's secret, and errors are logged.
 func (e *LostError) Error() string {
-	return fmt.Sprintf("lease %s is not held: %s", e.LeaseID, e.Reason)
+	if e.TaskID == "" {
+		return "the lease is not held: " + e.Reason
+	}
+	return fmt.Sprintf("the lease on task %s is not held: %s", e.TaskID, e.Reason)
 }
 
 // Engine is what the manager needs of the engine (*engine.Engine).
@@ -329,7 +334,7 @@ func (m *Manager) Close() { m.closeOnce.Do(func() { close(m.stop) }) }
 func (m *Manager) take(id string) (*lease, error) {
 	taskID, rest, ok := strings.Cut(id, ".")
 	if !ok || taskID == "" || !strings.Contains(rest, ".") || len(id) > 512 {
-		return nil, invalid("leaseId", "%q is not a lease id (task.attempt.signature, as leaseTasks returned it)", truncate(id, 80))
+		return nil, invalid("leaseId", "not a lease id (task.attempt.signature, as leaseTasks returned it)")
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -481,11 +486,4 @@ func (m *Manager) Of(taskID string) (Lease, bool) {
 
 func invalid(field, format string, args ...any) *engine.Error {
 	return &engine.Error{Code: engine.CodeInvalidInput, Field: field, Message: fmt.Sprintf(format, args...)}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
 }

@@ -188,6 +188,9 @@ func Targets(op string, args map[string]any, res any) []string {
 	if v, ok := args["sessionKey"].(string); ok {
 		add("session", v)
 	}
+	if v, ok := args["lane"].(string); ok {
+		add("lane", v)
+	}
 	switch in := args["input"].(type) {
 	case model.SubmitTaskInput:
 		add("agent", in.AgentID)
@@ -254,6 +257,20 @@ func Targets(op string, args map[string]any, res any) []string {
 	case *model.Plugin:
 		if r != nil {
 			add("sha256", r.I.Hash)
+		}
+	case []*model.Lease: // never the lease ids: they are their workers' secrets
+		for _, l := range r {
+			if l != nil && l.Task != nil {
+				add("task", l.Task.T.ID)
+			}
+		}
+	case *model.Lease:
+		if r != nil && r.Task != nil {
+			add("task", r.Task.T.ID)
+		}
+	case *model.LeaseEndPayload:
+		if r != nil && r.Task != nil {
+			add("task", r.Task.T.ID)
 		}
 	}
 	return out

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -419,4 +420,45 @@ func withTokensLanes(t *testing.T, specs ...tokenSpec) (func(*setupOptions), map
 			so.Auth = authn
 		}
 	}, secrets
+}
+
+// lockedBuffer collects a server's log lines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestTheAuditLogNamesTheLeasedTasksAndNeverALeaseId(t *testing.T) {
+	t.Parallel()
+	var logs lockedBuffer
+	tokens, secrets := withTokensLanes(t, tokenSpec{"root", "admin", "", nil}, tokenSpec{"crawler", "worker", "", []string{"jobs"}})
+	b := setup(t, pullLanes, tokens, func(o *setupOptions) { o.logs = &logs })
+	b.c = b.clientWith(secrets["root"])
+	worker := b.clientWith(secrets["crawler"])
+	id := b.submitJob(t, "jobs", nil)
+	got, err := lease(t, worker, "jobs", 1, 30_000, 0)
+	require.NoError(t, err)
+	_, err = complete(t, worker, got[0].LeaseID, `1`)
+	require.NoError(t, err)
+	_, err = complete(t, worker, got[0].LeaseID, `1`)
+	requireLost(t, err, "COMPLETED")
+	eventually(t, "the audit lines are written", func() bool { return strings.Count(logs.String(), "op=completeTask") == 2 })
+	out := logs.String()
+	require.Contains(t, out, "op=leaseTasks outcome=ok token=crawler role=worker")
+	require.Regexp(t, `op=leaseTasks .*targets=\["lane:jobs", "task:`+id+`"\]`, out)
+	require.Regexp(t, `op=completeTask outcome=ok .*targets=\["task:`+id+`"\]`, out)
+	require.Contains(t, out, "op=completeTask outcome=LEASE_LOST")
+	require.NotContains(t, out, strings.Split(got[0].LeaseID, ".")[2], "a lease id is its worker's secret")
 }
