@@ -226,7 +226,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 			return err
 		}
 		backend = server.Options{Engine: node.API(), Registry: node.Instances(), Plugins: node.Plugins(),
-			Schedules: node.Schedules(), Cluster: node, Metrics: &metrics.Source{
+			Schedules: node.Schedules(), Pull: node.Pull(), Cluster: node, Metrics: &metrics.Source{
 				Stats: func() engine.Stats { return node.Engine().Stats() },
 				Lanes: func() []engine.LaneStatus { return node.Engine().Lanes() }, Instances: reg.List, Plugins: node.Plugins().List}}
 		shutdown = stop
@@ -250,17 +250,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 		if err != nil {
 			return err
 		}
-		workers, err := pull.New(ctx, pull.Options{Engine: eng, Logger: log})
-		if err != nil {
-			lead.Stop()
-			return err
-		}
 		backend = server.Options{Engine: eng, Registry: savedinstances.Registry{Registry: reg, Settings: eng},
-			Plugins: lead.Plugins, Schedules: lead.Schedules, Pull: workers}
+			Plugins: lead.Plugins, Schedules: lead.Schedules, Pull: lead.Pull}
 		commits = eng.CommitError
 		shutdown = func(ctx context.Context) {
-			workers.Close() // waiting workers are answered at once
-			lead.Stop()     // the components that act on the engine stop before it
+			lead.Stop() // the components that act on the engine stop before it
 			if err := eng.Shutdown(ctx); err != nil {
 				log.Error("engine shutdown", "error", err)
 			}
@@ -354,7 +348,8 @@ func logSecurity(log hclog.Logger, cfg config.Config, authn *auth.Authenticator)
 }
 
 // startLeading starts what acts on the engine of the node that schedules:
-// the policy plugins, the schedules and the webhooks.
+// the policy plugins, the schedules, the webhooks and the pull lanes'
+// leases.
 func startLeading(ctx context.Context, eng *engine.Engine, cfg config.Config, st *startup, log hclog.Logger) (*cluster.Leadership, error) {
 	plugins, err := startPlugins(ctx, eng, cfg.Plugins, st, log)
 	if err != nil {
@@ -371,12 +366,19 @@ func startLeading(ctx context.Context, eng *engine.Engine, cfg config.Config, st
 		_ = plugins.Close(context.Background())
 		return nil, err
 	}
+	workers, err := pull.New(ctx, pull.Options{Engine: eng, Logger: log})
+	if err != nil {
+		sched.Stop()
+		_ = plugins.Close(context.Background())
+		return nil, err
+	}
 	hctx, stopHooks := context.WithCancel(context.Background())
 	hooksDone := make(chan struct{})
 	go func() { hooks.Run(hctx); close(hooksDone) }()
 	var once sync.Once
-	return &cluster.Leadership{Plugins: plugins, Schedules: sched, Stop: func() {
+	return &cluster.Leadership{Plugins: plugins, Schedules: sched, Pull: workers, Stop: func() {
 		once.Do(func() {
+			workers.Close() // waiting workers are answered at once
 			sched.Stop()
 			stopHooks()
 			<-hooksDone

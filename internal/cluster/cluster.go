@@ -33,6 +33,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/engine/pull"
 	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/engine/store/postgres"
 	"github.com/switchyard/switchyard/internal/savedinstances"
@@ -43,6 +44,7 @@ import (
 type Leadership struct {
 	Plugins   *manager.Manager
 	Schedules *schedule.Scheduler
+	Pull      *pull.Manager // the pull lanes' leases; nil: none
 	// Stop stops them (before the engine stops or is abandoned).
 	Stop func()
 }
@@ -277,7 +279,7 @@ func (n *Node) elected(ctx context.Context, epoch uint64) {
 		n.elector.Resign()
 		return
 	}
-	l.plugins, l.schedules = lead.Plugins, lead.Schedules
+	l.plugins, l.schedules, l.pull = lead.Plugins, lead.Schedules, lead.Pull
 	lctx, stopLead := context.WithCancel(ctx)
 	n.mu.Lock()
 	n.eng, n.lead, n.cur, n.stopLead, n.leading, n.epoch, n.since = e, lead, l, stopLead, true, epoch, time.Now()

@@ -314,7 +314,7 @@ var (
 func mutates(kind string) bool {
 	switch kind {
 	case opDraining.kind, opPlan.kind, opLanes.kind, opAgents.kind, opStats.kind, opPolicies.kind, opGetInstance.kind,
-		opListInstances.kind, opGetPlugin.kind, opListPlugins.kind, opGetSchedule.kind, opListSchedules.kind:
+		opListInstances.kind, opGetPlugin.kind, opListPlugins.kind, opGetSchedule.kind, opListSchedules.kind, opLookupLease.kind:
 		return false
 	}
 	return true
@@ -329,6 +329,7 @@ func newHandlers() map[string]handler {
 		opRegister, opUpdateInstance, opRemoveInstance, opGetInstance, opListInstances,
 		opLoadPlugin, opUnloadPlugin, opConfigurePlugin, opSetPolicy, opClearLanePolicy, opEnablePlugin, opGetPlugin, opListPlugins,
 		opCreateSchedule, opUpdateSchedule, opEnableSchedule, opTriggerSchedule, opDeleteSchedule, opGetSchedule, opListSchedules,
+		opLease, opLookupLease, opRenewLease, opComplete, opFail, opRelease,
 	} {
 		kind, fn := h.handler()
 		hs[kind] = fn

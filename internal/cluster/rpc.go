@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/engine/pull"
 	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/engine/store/postgres"
 	"github.com/switchyard/switchyard/plugins/manager"
@@ -28,6 +29,7 @@ type leader struct {
 	reg       *executor.Registry
 	plugins   *manager.Manager
 	schedules *schedule.Scheduler
+	pull      *pull.Manager
 }
 
 // op is one operation: its command kind, and how the leader applies it.
@@ -94,6 +96,9 @@ type wireError struct {
 	Counts    *engine.QueueCounts `json:"counts,omitempty"`
 	TaskID    string              `json:"taskId,omitempty"`
 	Sentinel  string              `json:"sentinel,omitempty"`
+	// LeaseState is how the lease of a pull.LostError ended (Message is
+	// its reason).
+	LeaseState pull.End `json:"leaseState,omitempty"`
 }
 
 // sentinels are the errors callers test with errors.Is.
@@ -104,6 +109,10 @@ var sentinels = map[string]error{
 }
 
 func encodeError(err error) *wireError {
+	var lost *pull.LostError
+	if errors.As(err, &lost) {
+		return &wireError{Code: pull.CodeLeaseLost, Message: lost.Reason, TaskID: lost.TaskID, LeaseState: lost.End}
+	}
 	var ee *engine.Error
 	if errors.As(err, &ee) {
 		return &wireError{Code: ee.Code, Message: ee.Message, Field: ee.Field, IDs: ee.IDs, Retryable: ee.Retryable,
@@ -119,6 +128,9 @@ func encodeError(err error) *wireError {
 }
 
 func (w *wireError) decode() error {
+	if w.LeaseState != "" {
+		return &pull.LostError{TaskID: w.TaskID, End: w.LeaseState, Reason: w.Message}
+	}
 	if w.Code != "" {
 		return &engine.Error{Code: w.Code, Message: w.Message, Field: w.Field, IDs: w.IDs, Retryable: w.Retryable,
 			Counts: w.Counts, TaskID: w.TaskID}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/graph/client"
+	"github.com/switchyard/switchyard/internal/pgtest"
+)
+
+// Workers of a cluster's pull lane call any node; the leases live on the
+// leader and survive its kill -9: the next leader takes them back from
+// PostgreSQL, and the same lease id completes the task.
+func TestAPullLaneOnAClusterServesWorkersOnEveryNodeAndOutlivesItsLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs two nodes")
+	}
+	dbURL := pgtest.URL(t) // skips without PostgreSQL
+	schema := pgtest.Schema(t)
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	nodes := make([]*clusterNode, 2)
+	for i := range nodes {
+		id := "p" + strconv.Itoa(i+1)
+		config := filepath.Join(dir, id+".yaml")
+		require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(`
+listen: 127.0.0.1:0
+store: {driver: postgres, url: %q, schema: %q}
+cluster: {nodeId: %s, leaseTTL: 3s, renewEvery: 500ms}
+localInstance: {enabled: false}
+shutdownGrace: 1s
+log: {level: error}
+engine:
+  lanes:
+    - {name: jobs, pull: true, maxInFlight: 4}
+`, dbURL, schema, id)), 0o644))
+		nodes[i] = &clusterNode{id: id, config: config}
+		nodes[i].start(t, bin)
+	}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			_ = n.cmd.Process.Signal(syscall.SIGTERM)
+			_ = n.cmd.Wait()
+		}
+	})
+	ctx := context.Background()
+	var leader, follower *clusterNode
+	require.Eventually(t, func() bool {
+		id := leaderOf(ctx, nodes[0].url)
+		if id == "" || leaderOf(ctx, nodes[1].url) != id {
+			return false
+		}
+		leader, follower = nodes[0], nodes[1]
+		if id == nodes[1].id {
+			leader, follower = nodes[1], nodes[0]
+		}
+		return true
+	}, 30*time.Second, 20*time.Millisecond, "no leader agreed on")
+	lc, fc := client.New(leader.url), client.New(follower.url)
+
+	type leased struct {
+		LeaseTasks []struct {
+			LeaseID string
+			Task    struct{ ID, State string }
+		}
+	}
+	// A worker on the follower waits for work that is submitted on the leader.
+	got := make(chan leased, 1)
+	errc := make(chan error, 1)
+	go func() {
+		var out leased
+		err := fc.Do(ctx, `mutation { leaseTasks(lane: "jobs", max: 2, leaseForMs: 300000, waitMs: 30000) { leaseId task { id state } } }`, nil, &out)
+		errc <- err
+		got <- out
+	}()
+	var sub struct{ SubmitTask struct{ ID string } }
+	require.NoError(t, lc.Do(ctx, `mutation { submitTask(input: {agentId: "planner", lane: "jobs", action: {kind: "crawl"}}) { id } }`, nil, &sub))
+	require.NoError(t, <-errc)
+	first := <-got
+	require.Len(t, first.LeaseTasks, 1)
+	require.Equal(t, sub.SubmitTask.ID, first.LeaseTasks[0].Task.ID)
+	require.Equal(t, "RUNNING", first.LeaseTasks[0].Task.State)
+	lease := first.LeaseTasks[0].LeaseID
+
+	// The lease renews through the follower too.
+	require.NoError(t, fc.Do(ctx, `mutation($id: ID!) { renewLease(leaseId: $id, leaseForMs: 300000) { leaseId } }`, map[string]any{"id": lease}, nil))
+
+	// kill -9 the leader; the follower takes over and resumes the lease.
+	require.NoError(t, leader.cmd.Process.Kill())
+	_ = leader.cmd.Wait()
+	require.Eventually(t, func() bool { return leaderOf(ctx, follower.url) == follower.id }, 30*time.Second, 20*time.Millisecond)
+	var done struct {
+		CompleteTask struct{ Task struct{ State string } }
+	}
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		err = fc.Do(ctx, `mutation($id: ID!) { completeTask(leaseId: $id, result: {ok: true}) { task { state } } }`, map[string]any{"id": lease}, &done)
+		var errs client.Errors
+		if err == nil || errors.As(err, &errs) && errs[0].Code() == "LEASE_LOST" {
+			break // done, or lost: no use asking again
+		}
+	}
+	require.NoError(t, err, "the lease id works on the new leader")
+	require.Equal(t, "SUCCEEDED", done.CompleteTask.Task.State)
+
+	err = fc.Do(ctx, `mutation($id: ID!) { completeTask(leaseId: $id, result: 1) { task { state } } }`, map[string]any{"id": lease}, nil)
+	var errs client.Errors
+	require.ErrorAs(t, err, &errs)
+	require.Equal(t, "LEASE_LOST", errs[0].Code())
+	require.Equal(t, "COMPLETED", errs[0].Extensions["leaseState"])
+}
