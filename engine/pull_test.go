@@ -149,3 +149,32 @@ func TestALeaseSurvivesARestart(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, engine.StateSucceeded, got.State)
 }
+
+func TestALeaseEndsNoLaterThanItsTasksDeadlineAndThePlanSaysWhoWaits(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, pullConfig())
+	ctx := context.Background()
+	deadline := h.Clock.Now().Add(20 * time.Second)
+	id := h.Submit(enginetest.Spec("a").Lane("jobs").Action("crawl").Deadline(deadline).Obj()).ID
+	h.Submit(enginetest.Spec("b").Lane("jobs").Action("crawl").Obj())
+
+	plan, err := h.Plan(10)
+	require.NoError(t, err)
+	require.Empty(t, plan.Steps, "nothing of a pull lane is dispatched without a worker")
+	require.Len(t, plan.Skipped, 2)
+	require.Equal(t, "pull lane: waits for a worker to lease it", plan.Skipped[0].Reason)
+
+	runs, err := h.Pull(ctx, "jobs", 1, time.Hour, "w1")
+	require.NoError(t, err)
+	require.Equal(t, id, runs[0].TaskID())
+	dl, _ := runs[0].Deadline()
+	require.Equal(t, deadline, dl, "the lease stops at the task's deadline")
+	until, err := runs[0].Extend(h.Clock.Now().Add(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, deadline, until, "and so does a renewal")
+	h.Clock.Advance(20 * time.Second)
+	runs[0].Finish(engine.Outcome{Err: engine.Transientf("lease expired")})
+	got := h.Get(id)
+	require.Equal(t, engine.StateFailed, got.State)
+	require.Contains(t, got.Reason, "deadline exceeded")
+}

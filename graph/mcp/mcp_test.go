@@ -192,7 +192,22 @@ func TestRolesAndOwnershipHoldOverMCP(t *testing.T) {
 		{Name: "reader", Role: auth.RoleReader},
 		{Name: "ada", Role: auth.RoleAgent, AgentID: "ada"},
 		{Name: "bob", Role: auth.RoleAgent, AgentID: "bob"},
+		{Name: "crawler", Role: auth.RoleWorker, Lanes: []string{"main"}},
 	}})
+
+	// A pull lanes' worker token does nothing but lease, over MCP too.
+	worker := b.connect(t, "w", "crawler", "")
+	for _, tool := range []string{"navigate", "submit_task", "list_tasks"} {
+		args := map[string]any{"url": "https://example.com"}
+		if tool == "submit_task" {
+			args = map[string]any{"action": map[string]any{"kind": "text"}}
+		} else if tool == "list_tasks" {
+			args = nil
+		}
+		res := worker.call(t, tool, args)
+		require.Equal(t, "FORBIDDEN", errorOf(t, res)["code"], "%s: %s", tool, textOf(res))
+	}
+	require.Empty(t, b.tasks(t))
 
 	reader := b.connect(t, "r", "reader", "")
 	res := reader.call(t, "navigate", map[string]any{"url": "https://example.com"})
