@@ -142,40 +142,6 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 	return nil
 }
 
-// asyncCommit is a commit started by CommitAsync.
-type asyncCommit struct {
-	done chan struct{} // closed once it is committed or failed
-	err  error
-}
-
-// CommitAsync implements engine.PipelinedStore: the batch is written by a
-// goroutine of its own once the one before it is, so that the engine
-// snapshots the next batch and answers the previous one's waiters while
-// this one's transaction runs. A batch whose predecessor failed fails
-// without writing anything.
-func (s *Store) CommitAsync(ctx context.Context, b *engine.Batch) (done <-chan struct{}, wait func() error) {
-	c := &asyncCommit{done: make(chan struct{})}
-	s.amu.Lock()
-	pred := s.async
-	s.async = c
-	s.amu.Unlock()
-	go func() {
-		defer close(c.done)
-		if pred != nil {
-			<-pred.done
-			if pred.err != nil {
-				c.err = fmt.Errorf("sqlite store: commit: not written, the commit before it failed: %w", pred.err)
-				return
-			}
-		}
-		c.err = s.Commit(ctx, b)
-	}()
-	return c.done, func() error {
-		<-c.done
-		return c.err
-	}
-}
-
 // write runs the batch's transaction and returns the new highest task seq.
 func (w *writer) write(b *engine.Batch) (maxTask uint64, err error) {
 	if err := w.begin.Exec(); err != nil {

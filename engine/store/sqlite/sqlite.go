@@ -115,9 +115,6 @@ type Store struct {
 	wmu sync.Mutex // the writer, and what only commits change
 	w   *writer
 
-	amu   sync.Mutex
-	async *asyncCommit // the last commit CommitAsync started (commit.go)
-
 	readers chan *reader
 	all     []*reader
 
@@ -130,7 +127,7 @@ type Store struct {
 	closeErr  error
 }
 
-var _ engine.PipelinedStore = (*Store)(nil)
+var _ engine.Store = (*Store)(nil)
 
 // Open opens (creating it when needed) the database at opts.Path, applies
 // the pending schema migrations and returns the store. A file that is not a
