@@ -1,5 +1,5 @@
 // Package graph is Switchyard's GraphQL API over the engine: the schema
-// (schema.graphqls and pull.graphqls at the repository root), the code gqlgen generates from it,
+// (graph/schema, one .graphqls file per domain), the code gqlgen generates from it,
 // the resolvers, subscriptions and the HTTP server.
 //
 //	graph/model        the Go side of the schema's types (wrappers of engine snapshots)

@@ -1,4 +1,4 @@
-// Package model holds the Go side of the GraphQL types in schema.graphqls.
+// Package model holds the Go side of the GraphQL types in graph/schema.
 //
 // The big output types (Task, Lane, Stats, Instance, …) wrap the engine's
 // own snapshots and expose them through methods that gqlgen binds to the

@@ -15,7 +15,7 @@ import (
 var topLevel = []string{"cmd/", "engine/", "plugins/", "graph/", "examples/", "internal/", "doc/", ".ci/"}
 
 // rootFiles are files at the repository's root that docs cite by name.
-var rootFiles = map[string]bool{"README.md": true, "schema.graphqls": true, "gqlgen.yml": true, "go.mod": true}
+var rootFiles = map[string]bool{"README.md": true, "gqlgen.yml": true, "go.mod": true}
 
 var (
 	// mdLink is the target of a Markdown link: [text](target).

@@ -141,6 +141,8 @@ const (
 	ErrorCodeRateLimited ErrorCode = "RATE_LIMITED"
 	// An unexpected server error.
 	ErrorCodeInternal ErrorCode = "INTERNAL"
+	// The lease a call names is not held (any more): `leaseState` says why (EXPIRED, COMPLETED, FAILED, RELEASED, CANCELLED, SHUTDOWN or UNKNOWN) and `taskId` names its task. Stop working on it.
+	ErrorCodeLeaseLost ErrorCode = "LEASE_LOST"
 )
 
 var AllErrorCode = []ErrorCode{
@@ -157,6 +159,7 @@ var AllErrorCode = []ErrorCode{
 	ErrorCodeForbidden,
 	ErrorCodeRateLimited,
 	ErrorCodeInternal,
+	ErrorCodeLeaseLost,
 }
 
 // What a task whose retry budget is spent becomes. Either way nothing waits on it any longer: its dependents are cancelled, its batch counts it as ended, and its webhook is sent.

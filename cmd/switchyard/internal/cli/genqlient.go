@@ -263,6 +263,8 @@ const (
 	ErrorCodeRateLimited ErrorCode = "RATE_LIMITED"
 	// An unexpected server error.
 	ErrorCodeInternal ErrorCode = "INTERNAL"
+	// The lease a call names is not held (any more): `leaseState` says why (EXPIRED, COMPLETED, FAILED, RELEASED, CANCELLED, SHUTDOWN or UNKNOWN) and `taskId` names its task. Stop working on it.
+	ErrorCodeLeaseLost ErrorCode = "LEASE_LOST"
 )
 
 var AllErrorCode = []ErrorCode{
@@ -279,6 +281,7 @@ var AllErrorCode = []ErrorCode{
 	ErrorCodeForbidden,
 	ErrorCodeRateLimited,
 	ErrorCodeInternal,
+	ErrorCodeLeaseLost,
 }
 
 // What the registry knows of an instance's health.
