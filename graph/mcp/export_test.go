@@ -10,3 +10,6 @@ func (s *Server) SessionState() (live, keys int) {
 
 // SetSession exposes setSession to the tests.
 func (s *Server) SetSession(mcpID, key string) { s.setSession(mcpID, key) }
+
+// CheckSelector exposes checkSelector to the tests.
+func CheckSelector(field, sel string) error { return checkSelector(field, sel) }

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strings"
 
 	"github.com/chromedp/cdproto/cdp"
@@ -20,6 +19,8 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"github.com/switchyard/switchyard/engine/executor/pinchtab"
 )
 
 // actionRequest is the body of POST /tabs/{id}/action.
@@ -240,29 +241,15 @@ type element struct {
 	sel string
 }
 
-var refPattern = regexp.MustCompile(`^e\d+$`)
-
-// resolve finds the first element sel names, without waiting.
+// resolve finds the first element sel names, without waiting. The syntax
+// is pinchtab.ParseSelector's, the one Switchyard checks before submitting.
 func resolve(ctx context.Context, t *tab, sel string) (element, error) {
-	kind, value := "css", sel
-	switch {
-	case strings.HasPrefix(sel, "ref:"):
-		kind, value = "ref", strings.TrimPrefix(sel, "ref:")
-	case refPattern.MatchString(sel):
-		kind = "ref"
-	case strings.HasPrefix(sel, "css:"):
-		value = strings.TrimPrefix(sel, "css:")
-	case strings.HasPrefix(sel, "xpath:"):
-		kind, value = "xpath", strings.TrimPrefix(sel, "xpath:")
-	case strings.HasPrefix(sel, "text:"):
-		kind, value = "text", strings.TrimPrefix(sel, "text:")
-	case strings.HasPrefix(sel, "//"):
-		kind = "xpath"
+	s, err := pinchtab.ParseSelector(sel)
+	if err != nil {
+		return element{}, badRequest("bad_selector", "%v", err)
 	}
-	if strings.TrimSpace(value) == "" {
-		return element{}, badRequest("bad_selector", "empty selector %q", sel)
-	}
-	if kind == "ref" {
+	value := s.Value
+	if s.Kind == pinchtab.SelectorRef {
 		backend, ok := t.refs[value]
 		if !ok {
 			return element{}, notFound("ref_not_found", "ref %s not found - take a snapshot first", value)
@@ -273,7 +260,7 @@ func resolve(ctx context.Context, t *tab, sel string) (element, error) {
 		}
 		return element{id: res.Object.ObjectID, sel: sel}, nil
 	}
-	k, _ := json.Marshal(kind)
+	k, _ := json.Marshal(s.Kind)
 	v, _ := json.Marshal(value)
 	res, err := chromedp.Call(ctx, runtime.Evaluate, runtime.EvaluateParams{Expression: "(" + jsFind + ")(" + string(k) + "," + string(v) + ")"})
 	if err != nil {

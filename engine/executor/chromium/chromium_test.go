@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine/executor/chromium"
 	"github.com/switchyard/switchyard/engine/executor/pinchtab"
+	"github.com/switchyard/switchyard/engine/executor/pinchtab/pinchtabtest"
 )
 
 // TestPage is the local test site: a form with a text field, a select, a
@@ -54,6 +55,10 @@ var (
 func TestMain(m *testing.M) {
 	site = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		if r.URL.Path == "/selectors" {
+			_, _ = io.WriteString(w, pinchtabtest.SelectorPage)
+			return
+		}
 		_, _ = io.WriteString(w, TestPage)
 	}))
 	code := m.Run()
@@ -185,6 +190,30 @@ func TestSnapshotRefsDriveActions(t *testing.T) {
 
 	_, err = c.Act(ctx, tab, pinchtab.Action{Kind: "click", Ref: "e999"})
 	require.Equal(t, 404, pinchtab.StatusOf(err), "an unknown ref is not found")
+}
+
+// The browser resolves every selector of the shared table as the check
+// before submission reads it: "(//li)[2]" is an XPath, "e12" a ref, and what
+// the check refuses the page refuses too (bad_selector), but for refs and
+// lengths, which only the page can judge.
+func TestSelectorsResolveByTheSharedTable(t *testing.T) {
+	t.Parallel()
+	c := client(t, instance(t))
+	ctx := context.Background()
+	tab := openTab(t, c)
+	_, err := c.Navigate(ctx, tab, site.URL+"/selectors", nil)
+	require.NoError(t, err)
+	for _, tc := range pinchtabtest.SelectorCases {
+		raw, err := c.Text(ctx, tab, tc.Selector, nil)
+		if tc.Code != "" {
+			var pe *pinchtab.Error
+			require.ErrorAs(t, err, &pe, "%q", tc.Selector)
+			require.Equal(t, tc.Code, pe.Code, "%q: %v", tc.Selector, err)
+			continue
+		}
+		require.NoError(t, err, "%q", tc.Selector)
+		require.Equal(t, tc.Text, field[string](t, raw, "text"), "%q", tc.Selector)
+	}
 }
 
 func TestScreenshotIsAnImage(t *testing.T) {
