@@ -36,7 +36,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/coder/websocket"
 
-	"github.com/switchyard/switchyard/graph/eventstream"
+	"github.com/switchyard/switchyard/internal/jsonstr"
 )
 
 // wsImplementation accepts WebSocket connections for gqlgen's transport.
@@ -328,10 +328,10 @@ func appendMessage(b []byte, v any, parked *parking) ([]byte, bool) {
 		return b, false
 	}
 	b = append(b, `{"type":`...)
-	b = eventstream.AppendString(b, rv.Field(f.kind).String())
+	b = jsonstr.Append(b, rv.Field(f.kind).String(), true)
 	if id := rv.Field(f.id).String(); id != "" {
 		b = append(b, `,"id":`...)
-		b = eventstream.AppendString(b, id)
+		b = jsonstr.Append(b, id, true)
 	}
 	if p := rv.Field(f.payload).Bytes(); len(p) > 0 {
 		b = append(b, `,"payload":`...)
