@@ -18,10 +18,10 @@ import (
 	"slices"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/internal/jsonstr"
 )
 
 // UnixNano is t in unix nanoseconds, 0 for the zero time.
@@ -83,7 +83,7 @@ type specDoc struct {
 // only on a retry multiplier that JSON cannot hold (NaN or infinite).
 func AppendSpec(b []byte, s *engine.TaskSpec) ([]byte, error) {
 	b = append(b, `{"agentId":`...)
-	b = AppendString(b, s.AgentID)
+	b = jsonstr.Append(b, s.AgentID, false)
 	b = append(b, ',')
 	b = appendStringField(b, "lane", s.Lane)
 	b = appendStringField(b, "sessionKey", s.SessionKey)
@@ -92,7 +92,7 @@ func AppendSpec(b []byte, s *engine.TaskSpec) ([]byte, error) {
 	b = append(b, ',')
 	if a := s.Action; a != nil {
 		b = append(b, `"action":{"kind":`...)
-		b = AppendString(b, a.Kind)
+		b = jsonstr.Append(b, a.Kind, false)
 		b = append(b, ',')
 		b = appendStringField(b, "ref", a.Ref)
 		b = appendStringField(b, "selector", a.Selector)
@@ -108,7 +108,7 @@ func AppendSpec(b []byte, s *engine.TaskSpec) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = AppendString(b, d)
+			b = jsonstr.Append(b, d, false)
 		}
 		b = append(b, "],"...)
 	}
@@ -146,9 +146,9 @@ func AppendSpec(b []byte, s *engine.TaskSpec) ([]byte, error) {
 		slices.Sort(keys)
 		b = append(b, `"labels":{`...)
 		for _, k := range keys {
-			b = AppendString(b, k)
+			b = jsonstr.Append(b, k, false)
 			b = append(b, ':')
-			b = AppendString(b, s.Labels[k])
+			b = jsonstr.Append(b, s.Labels[k], false)
 			b = append(b, ',')
 		}
 		b[len(b)-1] = '}'
@@ -346,50 +346,6 @@ func appendStringField(b []byte, name, v string) []byte {
 	b = append(b, '"')
 	b = append(b, name...)
 	b = append(b, `":`...)
-	b = AppendString(b, v)
+	b = jsonstr.Append(b, v, false)
 	return append(b, ',')
-}
-
-// AppendString appends s as a JSON string, as encoding/json would (invalid
-// UTF-8 becomes U+FFFD), without HTML escaping.
-func AppendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
