@@ -21,6 +21,7 @@ import (
 	"github.com/switchyard/switchyard/engine/executor/chromium"
 	"github.com/switchyard/switchyard/engine/executor/pinchtab"
 	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // These tests drive real headless Chromium through the executor, the way the
@@ -163,7 +164,7 @@ func TestCancellingMidActionStopsTheBrowserCall(t *testing.T) {
 		Action: action("evaluate", "", `{"expression":"window.phase = 'started'; fetch('/beacon'); new Promise(() => {})"}`)}}
 	done := make(chan engine.Outcome, 1)
 	go func() { done <- bn.exec.Execute(ctx, at) }()
-	checkFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+	waitfor.CheckFor(t, func() error {
 		if beacons.Load() == 0 {
 			return errors.New("the expression has not run in the browser yet")
 		}
@@ -199,7 +200,7 @@ func TestKilledInstanceIsMarkedUnhealthyAndWorkMovesToAHealthyOne(t *testing.T) 
 		_, err := reg.Register(executor.InstanceConfig{ID: id, URL: inst.URL(), Token: inst.Token()})
 		require.NoError(t, err)
 	}
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	waitfor.CheckFor(t, func() error {
 		if sink.healthyPick("a") == "" || sink.healthyPick("b") == "" {
 			return errors.New("instances not healthy yet")
 		}
@@ -336,7 +337,7 @@ func TestRealChromiumCancelHoldsTheSlotUntilTheInstanceEndsTheAction(t *testing.
 		o := s.run(ctx, bn.exec, "local", action("evaluate", "", `{"expression":"new Promise(r => setTimeout(() => r('finished'), 1500))"}`))
 		done <- result{o, ig.upstreamDone.Load()}
 	}()
-	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+	waitfor.CheckFor(t, func() error {
 		if ig.started.Load() == startedBefore {
 			return errors.New("the action has not reached the instance")
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/executor/artifact"
 	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 func instanceCfg(id string, f *fakeInstance) executor.InstanceConfig {
@@ -142,7 +143,7 @@ func TestIdleTabsCloseByThemselves(t *testing.T) {
 	o := bn.exec.Execute(context.Background(), &attempt{id: "t1", instance: "a",
 		spec: &engine.TaskSpec{AgentID: "x", SessionKey: "s", Action: action("click", "#go", "")}})
 	require.NoError(t, o.Err)
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+	waitfor.CheckFor(t, func() error {
 		if len(bn.sink.unboundSessions()) == 0 {
 			return errors.New("session not unbound yet")
 		}
@@ -162,7 +163,7 @@ func TestBusyTabIsNotClosedAsIdle(t *testing.T) {
 		done <- bn.exec.Execute(context.Background(), &attempt{id: "t", instance: "a",
 			spec: &engine.TaskSpec{AgentID: "x", SessionKey: "s", Action: action("click", "#go", "")}})
 	}()
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	waitfor.CheckFor(t, func() error {
 		for _, p := range a.paths() {
 			if strings.HasSuffix(p, "/action") {
 				return nil
@@ -306,7 +307,7 @@ func TestCancellationStopsTheForwardedRequestAfterTheAbortGrace(t *testing.T) {
 	bn := setup(t, executor.Options{AbortGrace: time.Millisecond}, instanceCfg("a", a))
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		waitfor.CheckFor(t, func() error {
 			// Not on the first request: tab discovery may come before the action.
 			if !slices.Contains(a.paths(), "POST /tabs/TA/action") {
 				return errors.New("not sent")

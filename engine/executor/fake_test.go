@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/executor/pinchtab"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // fakeInstance is a PinchTab-compatible instance in an httptest server. It
@@ -324,7 +325,7 @@ func setup(t *testing.T, o executor.Options, insts ...executor.InstanceConfig) b
 		_, err := reg.Register(cfg)
 		require.NoError(t, err)
 		// Wait for the first check, which the registry runs at once.
-		checkFor(t, 5*time.Second, time.Millisecond, func() error {
+		waitfor.CheckFor(t, func() error {
 			if inst, _ := reg.Get(cfg.ID); inst.Health == executor.HealthUnknown {
 				return fmt.Errorf("instance %s not checked yet", cfg.ID)
 			}
@@ -336,20 +337,4 @@ func setup(t *testing.T, o executor.Options, insts ...executor.InstanceConfig) b
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = exec.Close() })
 	return bundle{reg: reg, exec: exec, sink: sink}
-}
-
-// checkFor retries check until it passes or total elapses.
-func checkFor(t *testing.T, total, every time.Duration, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", total, err)
-		}
-		time.Sleep(every)
-	}
 }

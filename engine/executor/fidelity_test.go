@@ -21,6 +21,7 @@ import (
 	"github.com/switchyard/switchyard/engine/executor/pinchtab/pinchtabtest"
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/store/memory"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 const doubleToken = "double-secret"
@@ -229,7 +230,7 @@ func TestInstanceFaultsThroughTheEngineSpareTheRetryBudget(t *testing.T) {
 	reg.SetSink(eng)
 
 	tab := d.OpenTab("", "http://site.test/form")
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	waitfor.CheckFor(t, func() error {
 		if inst, _ := reg.Get("p"); inst.Health != executor.HealthHealthy {
 			return errors.New("not healthy yet")
 		}
@@ -240,7 +241,7 @@ func TestInstanceFaultsThroughTheEngineSpareTheRetryBudget(t *testing.T) {
 	task, err := eng.Submit(context.Background(), engine.TaskSpec{AgentID: "x", TabID: tab, Action: action("title", "", ""),
 		Retry: &engine.RetryPolicy{MaxAttempts: 1, Backoff: time.Millisecond, Multiplier: 1}})
 	require.NoError(t, err)
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	waitfor.CheckFor(t, func() error {
 		got, _ := eng.Task(context.Background(), task.ID)
 		if len(got.Attempts) < 1 || got.Attempts[0].EndedAt.IsZero() {
 			return fmt.Errorf("%d attempts so far, state %s", len(got.Attempts), got.State)
@@ -249,7 +250,7 @@ func TestInstanceFaultsThroughTheEngineSpareTheRetryBudget(t *testing.T) {
 	})
 	d.SetPhase("", pinchtabtest.PhaseRunning)
 	var got *engine.Task
-	checkFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+	waitfor.CheckFor(t, func() error {
 		got, _ = eng.Task(context.Background(), task.ID)
 		if got.State != engine.StateSucceeded {
 			return fmt.Errorf("state %s (%s)", got.State, got.Reason)
@@ -348,7 +349,7 @@ func TestTablessTasksReuseTabsAndTheTabCountStaysBounded(t *testing.T) {
 				require.NoError(t, o.Err)
 			})
 		}
-		checkFor(t, 5*time.Second, time.Millisecond, func() error {
+		waitfor.CheckFor(t, func() error {
 			if now, _ := d.Running(); now < 5 {
 				return fmt.Errorf("%d actions running", now)
 			}
@@ -382,7 +383,7 @@ func TestAPooledTabServesOneAttemptAtATime(t *testing.T) {
 					require.NoError(t, o.Err)
 				})
 			}
-			checkFor(t, 10*time.Second, time.Millisecond, func() error {
+			waitfor.CheckFor(t, func() error {
 				if now, _ := d.Running(); now < n {
 					return fmt.Errorf("%d of %d actions running", now, n)
 				}
@@ -435,7 +436,7 @@ func TestCancelHoldsTheSlotUntilTheInstanceEndsTheAction(t *testing.T) {
 		done <- bn.exec.Execute(ctx, &attempt{id: "t", instance: "p",
 			spec: &engine.TaskSpec{AgentID: "x", TabID: tab, Action: action("click", "#go", "")}})
 	}()
-	checkFor(t, 5*time.Second, time.Millisecond, func() error {
+	waitfor.CheckFor(t, func() error {
 		if now, _ := d.Running(); now != 1 {
 			return errors.New("the action is not running yet")
 		}
@@ -481,7 +482,7 @@ func TestAnInstanceThatIsNotReadyIsBackSoonAfterItIs(t *testing.T) {
 	t.Cleanup(reg.Close)
 	_, err := reg.Register(executor.InstanceConfig{ID: "p", URL: d.URL(), Token: doubleToken, Kind: executor.KindServer})
 	require.NoError(t, err)
-	checkFor(t, 5*time.Second, time.Millisecond, func() error {
+	waitfor.CheckFor(t, func() error {
 		if inst, _ := reg.Get("p"); inst.Health != executor.HealthUnhealthy {
 			return errors.New("not checked yet")
 		}
@@ -489,7 +490,7 @@ func TestAnInstanceThatIsNotReadyIsBackSoonAfterItIs(t *testing.T) {
 	})
 	d.SetPhase("", pinchtabtest.PhaseRunning)
 	// No health tick is due for an hour: the short recheck brings it back.
-	checkFor(t, 5*time.Second, time.Millisecond, func() error {
+	waitfor.CheckFor(t, func() error {
 		if inst, _ := reg.Get("p"); inst.Health != executor.HealthHealthy {
 			return fmt.Errorf("still %s", inst.Health)
 		}
@@ -521,7 +522,7 @@ func TestRemovingAnInstanceFailsItsSessionsNextTaskWithSessionLost(t *testing.T)
 	require.NoError(t, err)
 	ended := func(id string) *engine.Task {
 		var got *engine.Task
-		checkFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		waitfor.CheckFor(t, func() error {
 			got, _ = eng.Task(ctx, id)
 			if !got.State.Terminal() {
 				return fmt.Errorf("state %s (%s)", got.State, got.Reason)
@@ -535,7 +536,7 @@ func TestRemovingAnInstanceFailsItsSessionsNextTaskWithSessionLost(t *testing.T)
 	require.Equal(t, engine.StateSucceeded, ended(open.ID).State)
 	_, err = reg.Register(executor.InstanceConfig{ID: "q", URL: q.URL(), Token: doubleToken, Kind: executor.KindServer})
 	require.NoError(t, err)
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	waitfor.CheckFor(t, func() error {
 		if inst, _ := reg.Get("q"); inst.Health != executor.HealthHealthy {
 			return errors.New("q is not healthy yet")
 		}
@@ -546,7 +547,7 @@ func TestRemovingAnInstanceFailsItsSessionsNextTaskWithSessionLost(t *testing.T)
 	require.NoError(t, reg.Remove("p"))
 
 	var said []engine.Event
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	waitfor.CheckFor(t, func() error {
 		evs, _ := eng.Events().Read(before, 100, nil)
 		for _, ev := range evs {
 			if ev.Type == engine.EventSession {

@@ -12,6 +12,7 @@ import (
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/executor/pinchtab/pinchtabtest"
 	"github.com/switchyard/switchyard/engine/store/memory"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // A task submitted while the registry has no browser instance, then only an
@@ -35,7 +36,7 @@ func TestATaskWithNoInstanceWaitsWithoutAttemptsAndRunsOnceOneIsHealthy(t *testi
 	require.NoError(t, err)
 	waiting := func(why string) {
 		t.Helper()
-		checkFor(t, 10*time.Second, time.Millisecond, func() error {
+		waitfor.CheckFor(t, func() error {
 			p, err := eng.Plan(10)
 			if err != nil {
 				return err
@@ -60,7 +61,7 @@ func TestATaskWithNoInstanceWaitsWithoutAttemptsAndRunsOnceOneIsHealthy(t *testi
 	d.SetPhase("", pinchtabtest.PhaseStarting)
 	_, err = reg.Register(executor.InstanceConfig{ID: "p", URL: d.URL(), Token: doubleToken, Capacity: 2})
 	require.NoError(t, err)
-	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+	waitfor.CheckFor(t, func() error {
 		if inst, _ := reg.Get("p"); inst.Health != executor.HealthUnhealthy {
 			return fmt.Errorf("instance p is %s", inst.Health)
 		}
@@ -73,7 +74,7 @@ func TestATaskWithNoInstanceWaitsWithoutAttemptsAndRunsOnceOneIsHealthy(t *testi
 	_, err = reg.CheckNow(ctx, "p")
 	require.NoError(t, err)
 	var got *engine.Task
-	checkFor(t, 10*time.Second, time.Millisecond, func() error {
+	waitfor.CheckFor(t, func() error {
 		got, err = eng.Task(ctx, task.ID)
 		if err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 func TestHealthChecksMarkUnhealthyAfterNFailuresAndRecover(t *testing.T) {
@@ -29,7 +30,7 @@ func TestHealthChecksMarkUnhealthyAfterNFailuresAndRecover(t *testing.T) {
 	require.False(t, info.Healthy, "no work before the first check passes")
 	require.Equal(t, 4, info.Capacity)
 	// The registry checks a new instance at once.
-	checkFor(t, 5*time.Second, time.Millisecond, func() error {
+	waitfor.CheckFor(t, func() error {
 		if inst, _ := reg.Get("a"); inst.Health != executor.HealthUnhealthy {
 			return errors.New("first check not done")
 		}
@@ -90,14 +91,14 @@ func TestHealthLoopRunsOnItsInterval(t *testing.T) {
 	t.Cleanup(reg.Close)
 	_, err := reg.Register(executor.InstanceConfig{ID: "a", URL: a.URL()})
 	require.NoError(t, err)
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	waitfor.CheckFor(t, func() error {
 		if inst, _ := reg.Get("a"); inst.Health != executor.HealthHealthy {
 			return errors.New("not healthy yet")
 		}
 		return nil
 	})
 	a.set(func(f *fakeInstance) { f.down = true })
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	waitfor.CheckFor(t, func() error {
 		if inst, _ := reg.Get("a"); inst.Health != executor.HealthUnhealthy {
 			return errors.New("not unhealthy yet")
 		}
@@ -191,7 +192,7 @@ func TestSlowSubscriberNeverBlocksAndLearnsWhatItMissed(t *testing.T) {
 	require.Equal(t, executor.EventRegistered, got[0].Type)
 	require.NoError(t, reg.Remove("a"))
 	var ev executor.InstanceEvent
-	checkFor(t, 5*time.Second, time.Millisecond, func() error {
+	waitfor.CheckFor(t, func() error {
 		select {
 		case ev = <-events:
 			return nil

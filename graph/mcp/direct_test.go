@@ -17,6 +17,7 @@ import (
 	"github.com/switchyard/switchyard/engine/store/memory"
 	"github.com/switchyard/switchyard/graph/mcp"
 	"github.com/switchyard/switchyard/graph/resolvers"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // countingEngine counts the MCP server's own reads of tasks.
@@ -95,7 +96,7 @@ func TestAWaitingCallReadsItsTaskOnlyForItsOwnEventsAndReportsItsPlace(t *testin
 			return false
 		}
 	}
-	eventually(t, "the call says two tasks are ahead", has("queued in lane main, 2 tasks ahead (the lane is paused)"))
+	waitfor.Eventually(t, "the call says two tasks are ahead", has("queued in lane main, 2 tasks ahead (the lane is paused)"))
 	readsQueued := d.ce.reads.Load()
 
 	// Another agent's tasks come and go, and tasks of its own agent queue
@@ -112,10 +113,10 @@ func TestAWaitingCallReadsItsTaskOnlyForItsOwnEventsAndReportsItsPlace(t *testin
 	// Its own queue moves ahead of it: its place is re-read and reported.
 	_, err := d.eng.Cancel(ctx, ahead[0].ID, "moved")
 	require.NoError(t, err)
-	eventually(t, "the call says one task is ahead", has("queued in lane main, 1 task ahead (the lane is paused)"))
+	waitfor.Eventually(t, "the call says one task is ahead", has("queued in lane main, 1 task ahead (the lane is paused)"))
 	_, err = d.eng.Cancel(ctx, ahead[1].ID, "moved")
 	require.NoError(t, err)
-	eventually(t, "the call says it is next", has("queued in lane main, 0 tasks ahead (the lane is paused)"))
+	waitfor.Eventually(t, "the call says it is next", has("queued in lane main, 0 tasks ahead (the lane is paused)"))
 	// Re-reads of its task: none for the other agent's events, and for its
 	// queue's at most one per 250 ms, plus the last two moves.
 	bound := int64(time.Since(start)/(250*time.Millisecond)) + 3
@@ -129,7 +130,7 @@ func TestAWaitingCallReadsItsTaskOnlyForItsOwnEventsAndReportsItsPlace(t *testin
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 	done <- nil // for the cleanup
-	eventually(t, "the call's task is cancelled", func() bool {
+	waitfor.Eventually(t, "the call's task is cancelled", func() bool {
 		ts, err := d.eng.Tasks(context.Background(), engine.TaskQuery{Filter: engine.TaskFilter{States: []engine.State{engine.StateQueued}}, Limit: 10})
 		return err == nil && len(ts) == 0
 	})
@@ -148,11 +149,11 @@ func TestPerSessionStateEndsWithItsMCPSession(t *testing.T) {
 		require.False(t, res.IsError, textOf(res))
 		clients = append(clients, c)
 	}
-	eventually(t, "five sessions with a browser session key each", sessionState(5, 5))
+	waitfor.Eventually(t, "five sessions with a browser session key each", sessionState(5, 5))
 	for _, c := range clients {
 		require.NoError(t, c.Close())
 	}
-	eventually(t, "closed sessions leave nothing behind", sessionState(0, 0))
+	waitfor.Eventually(t, "closed sessions leave nothing behind", sessionState(0, 0))
 
 	// A call that ends after its session did keeps nothing.
 	d.srv.SetSession("gone", "mcp-late")
@@ -179,7 +180,7 @@ func TestPerSessionStateEndsWithItsMCPSession(t *testing.T) {
 	require.False(t, idle.call(t, "open_session", nil).IsError)
 	l, k = short.srv.SessionState()
 	require.Equal(t, [2]int{1, 1}, [2]int{l, k}, "the session and its key are kept while it lives")
-	eventually(t, "the idle session times out and is forgotten", func() bool {
+	waitfor.Eventually(t, "the idle session times out and is forgotten", func() bool {
 		l, k := short.srv.SessionState()
 		return l == 0 && k == 0
 	})
@@ -194,7 +195,7 @@ func TestCloseEndsTheCallsWaitingForTheirTasksAndLeavesTheTasksToTheEngine(t *te
 		_, err := c.CallTool(ctxFor(t), &sdk.CallToolParams{Name: "text", Arguments: map[string]any{}, Meta: sdk.Meta{"progressToken": "p"}})
 		done <- err
 	}()
-	eventually(t, "the call waits in the queue", func() bool { return len(c.progressMessages()) > 0 })
+	waitfor.Eventually(t, "the call waits in the queue", func() bool { return len(c.progressMessages()) > 0 })
 	closed := make(chan struct{})
 	go func() { d.srv.Close(); close(closed) }()
 	select {

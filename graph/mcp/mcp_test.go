@@ -21,6 +21,7 @@ import (
 	gqlclient "github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/graph/mcp"
 	"github.com/switchyard/switchyard/graph/resolvers"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 func TestListToolsDescribesEveryToolWithAnExampleAndASchema(t *testing.T) {
@@ -106,7 +107,7 @@ func TestACallIntoAPausedLaneReportsProgressAndTheClientsCancelCancelsItsTask(t 
 		_, err := c.CallTool(ctx, &sdk.CallToolParams{Name: "text", Arguments: map[string]any{}, Meta: sdk.Meta{"progressToken": "p1"}})
 		done <- err
 	}()
-	eventually(t, "the call reports its place in the queue", func() bool {
+	waitfor.Eventually(t, "the call reports its place in the queue", func() bool {
 		for _, m := range c.progressMessages() {
 			if m == "queued in lane main, 0 tasks ahead (the lane is paused)" {
 				return true
@@ -119,7 +120,7 @@ func TestACallIntoAPausedLaneReportsProgressAndTheClientsCancelCancelsItsTask(t 
 	require.Equal(t, engine.StateQueued, ts[0].State)
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
-	eventually(t, "the task is cancelled", func() bool {
+	waitfor.Eventually(t, "the task is cancelled", func() bool {
 		tk, err := b.eng.Task(context.Background(), ts[0].ID)
 		return err == nil && tk.State == engine.StateCancelled
 	})
@@ -148,9 +149,9 @@ func TestTwoAgentsCallingAtOnceShareTheInstanceByFairness(t *testing.T) {
 		}
 	}
 	callAs("ada", 4)
-	eventually(t, "ada's calls are queued", func() bool { return len(b.tasks(t)) == 4 })
+	waitfor.Eventually(t, "ada's calls are queued", func() bool { return len(b.tasks(t)) == 4 })
 	callAs("bob", 2)
-	eventually(t, "bob's calls are queued", func() bool { return len(b.tasks(t)) == 6 })
+	waitfor.Eventually(t, "bob's calls are queued", func() bool { return len(b.tasks(t)) == 6 })
 	_, err := b.eng.UpdateLane("main", engine.LaneUpdate{Paused: new(false)})
 	require.NoError(t, err)
 
@@ -162,7 +163,7 @@ func TestTwoAgentsCallingAtOnceShareTheInstanceByFairness(t *testing.T) {
 	finishedIDs := map[string]bool{} // finished by the test, whether or not the engine recorded it yet
 	for finished := 0; finished < 6; finished++ {
 		want := min(2, 6-finished)
-		eventually(t, "the free slots are taken", func() bool { return len(b.exec.Running()) == want })
+		waitfor.Eventually(t, "the free slots are taken", func() bool { return len(b.exec.Running()) == want })
 		running := b.exec.Running()
 		unfinished, busy := map[string]bool{}, map[string]bool{}
 		for _, tk := range b.tasks(t) {

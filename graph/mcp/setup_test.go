@@ -197,18 +197,6 @@ func errorOf(t *testing.T, res *sdk.CallToolResult) map[string]any {
 	return e
 }
 
-// eventually polls cond until it holds or the time is up.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // tasks lists every task of the engine.
 func (b *bundle) tasks(t *testing.T) []*engine.Task {
 	t.Helper()

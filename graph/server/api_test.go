@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 func TestSubmitTaskRecordsEveryFieldOfTheInput(t *testing.T) {
@@ -90,12 +91,12 @@ func TestTaskRunsToSuccessAndShowsResultAttemptsAndDependencies(t *testing.T) {
 	ctx := ctxFor(t)
 	first := b.submit(t, "a", nil)
 	second := b.submit(t, "a", map[string]any{"dependsOn": []string{first}, "parentId": first})
-	eventually(t, "the first task runs", func() bool { return b.exec.Run(first) != nil })
+	waitfor.Eventually(t, "the first task runs", func() bool { return b.exec.Run(first) != nil })
 	require.Equal(t, "WAITING", b.state(t, second), "a task waits for its dependencies")
 	require.NoError(t, b.exec.Succeed(first, `{"text":"hello"}`))
-	eventually(t, "the second task runs", func() bool { return b.exec.Run(second) != nil })
+	waitfor.Eventually(t, "the second task runs", func() bool { return b.exec.Run(second) != nil })
 	require.NoError(t, b.exec.Finish(second, engine.Outcome{Result: json.RawMessage(`{"ok":true}`), TabTime: 2 * time.Millisecond, ActionTime: 250 * time.Microsecond}))
-	eventually(t, "the second task succeeds", func() bool { return b.state(t, second) == "SUCCEEDED" })
+	waitfor.Eventually(t, "the second task succeeds", func() bool { return b.state(t, second) == "SUCCEEDED" })
 
 	var out struct {
 		Task struct {
@@ -233,7 +234,7 @@ func TestCancelTaskStopsARunningTaskAndRefusesAnEndedOne(t *testing.T) {
 	b := setup(t)
 	ctx := ctxFor(t)
 	id := b.submit(t, "c", nil)
-	eventually(t, "the task runs", func() bool { return b.exec.Run(id) != nil })
+	waitfor.Eventually(t, "the task runs", func() bool { return b.exec.Run(id) != nil })
 	var out struct {
 		CancelTask struct{ State, Reason string }
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/graph/resolvers"
 	"github.com/switchyard/switchyard/graph/server"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // The agents of the matrix: fixtures belong to ownerAgent; otherAgent's
@@ -143,7 +144,7 @@ func setupAuth(t *testing.T, opts ...func(*setupOptions)) *authBundle {
 	t.Cleanup(fleet.Close)
 	_, err := b.reg.Register(executor.InstanceConfig{ID: "fleet", URL: fleet.URL})
 	require.NoError(t, err)
-	eventually(t, "the instance is healthy", func() bool {
+	waitfor.Eventually(t, "the instance is healthy", func() bool {
 		in, ok := b.reg.Get("fleet")
 		return ok && in.Health == executor.HealthHealthy
 	})
@@ -178,9 +179,9 @@ func (b *authBundle) parked(t *testing.T, agent string) string {
 	t.Helper()
 	tk, err := b.eng.Submit(context.Background(), engine.TaskSpec{AgentID: agent, Lane: "work", Action: &engine.Action{Kind: "click"}})
 	require.NoError(t, err)
-	eventually(t, "the task runs", func() bool { return b.exec.Run(tk.ID) != nil })
+	waitfor.Eventually(t, "the task runs", func() bool { return b.exec.Run(tk.ID) != nil })
 	require.NoError(t, b.exec.Fail(tk.ID, engine.Transientf("fixture")))
-	eventually(t, "the task is parked", func() bool {
+	waitfor.Eventually(t, "the task is parked", func() bool {
 		got, err := b.eng.Task(context.Background(), tk.ID)
 		return err == nil && got.State == engine.StateParked
 	})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/graph/client"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 func get(t *testing.T, url string, header ...string) (int, string, http.Header) {
@@ -48,7 +49,7 @@ func TestHealthReadinessAndMetricsAreServed(t *testing.T) {
 	defer conn.Close()
 	_, err = conn.Subscribe(ctxFor(t), `subscription { stats { inFlight } }`, nil)
 	require.NoError(t, err)
-	eventually(t, "the metrics show the work and the subscription", func() bool {
+	waitfor.Eventually(t, "the metrics show the work and the subscription", func() bool {
 		_, body, _ := get(t, b.base+"/metrics")
 		return strings.Contains(body, `switchyard_tasks_ended_total{state="SUCCEEDED"} 10`) &&
 			strings.Contains(body, `switchyard_graphql_subscriptions{subscription="stats"} 1`)
@@ -151,7 +152,7 @@ func TestLanesAgentsPlanAndPoliciesCanBeReadAndTuned(t *testing.T) {
 	require.Equal(t, 0, *pos.Task.Position)
 
 	require.NoError(t, b.c.Do(ctx, `mutation { updateLane(name: "team", input: {paused: false}) { paused } }`, nil, nil))
-	eventually(t, "the resumed lane dispatches", func() bool { return b.exec.Run(id) != nil })
+	waitfor.Eventually(t, "the resumed lane dispatches", func() bool { return b.exec.Run(id) != nil })
 
 	err := b.c.Do(ctx, `mutation { updateLane(name: "team", input: {maxQueued: 0}) { name } }`, nil, nil)
 	e := gqlErr(t, err)
@@ -303,7 +304,7 @@ func TestMetricsShowEachPlugin(t *testing.T) {
 	b := setup(t, func(o *setupOptions) { o.plugins = true })
 	require.NoError(t, b.plugins.SetPolicy(ctxFor(t), policy.SlotSelection, "", "priority"))
 	b.submitMany(t, "m", 5)
-	eventually(t, "the built-in selection plugin's decisions show", func() bool {
+	waitfor.Eventually(t, "the built-in selection plugin's decisions show", func() bool {
 		_, body, _ := get(t, b.base+"/metrics")
 		return strings.Contains(body, `switchyard_plugin_calls_total{plugin="priority",slot="selection"}`) &&
 			!strings.Contains(body, `switchyard_plugin_calls_total{plugin="priority",slot="selection"} 0`)
@@ -346,7 +347,7 @@ func TestPolicyInvalidCountsThePluginHostsRefusals(t *testing.T) {
 		b.submit(t, fmt.Sprintf("agent-%d", i), nil)
 	}
 	require.NoError(t, b.c.Do(ctx, `mutation { updateLane(name: "main", input: {paused: false}) { name } }`, nil, nil))
-	eventually(t, "the refused answer is counted", func() bool {
+	waitfor.Eventually(t, "the refused answer is counted", func() bool {
 		var res struct{ Stats struct{ PolicyInvalid int } }
 		require.NoError(t, b.c.Do(ctx, `{ stats { policyInvalid } }`, nil, &res))
 		return res.Stats.PolicyInvalid > 0

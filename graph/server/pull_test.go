@@ -18,6 +18,7 @@ import (
 	"github.com/switchyard/switchyard/graph/auth"
 	"github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/graph/server"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // pullLanes: "jobs" (a pull lane of two slots, three quick attempts),
@@ -241,7 +242,7 @@ func TestAVanishedWorkersLeaseExpiresAndTheTaskIsLeasedAgain(t *testing.T) {
 	// The worker never calls back: after its second, the attempt has failed
 	// and the retry (1 ms later) waits in the lane again.
 	var second []leaseView
-	eventually(t, "the task is leased again", func() bool {
+	waitfor.Eventually(t, "the task is leased again", func() bool {
 		second, err = lease(t, b.c, "jobs", 1, 30_000, 0)
 		require.NoError(t, err)
 		return len(second) == 1
@@ -288,7 +289,7 @@ func TestFailAndReleaseFollowTheLanesRetryPolicy(t *testing.T) {
 	for n := range 3 {
 		got, err = lease(t, b.c, "jobs", 1, 30_000, 0)
 		require.NoError(t, err)
-		eventually(t, "the retry waits in the lane", func() bool {
+		waitfor.Eventually(t, "the retry waits in the lane", func() bool {
 			if len(got) == 1 {
 				return true
 			}
@@ -328,7 +329,7 @@ func TestACancelWhileLeasedReachesTheWorkerOnItsNextCall(t *testing.T) {
 	tk := b.task(t, id)
 	require.Equal(t, engine.StateCancelled, tk.State)
 	require.Nil(t, tk.Result, "the worker's result of a cancelled task is not taken")
-	eventually(t, "the slot is free again", func() bool { return b.eng.Stats().InFlight == 0 })
+	waitfor.Eventually(t, "the slot is free again", func() bool { return b.eng.Stats().InFlight == 0 })
 }
 
 func TestALeaseCallWaitsForWork(t *testing.T) {
@@ -454,7 +455,7 @@ func TestTheAuditLogNamesTheLeasedTasksAndNeverALeaseId(t *testing.T) {
 	require.NoError(t, err)
 	_, err = complete(t, worker, got[0].LeaseID, `1`)
 	requireLost(t, err, "COMPLETED")
-	eventually(t, "the audit lines are written", func() bool { return strings.Count(logs.String(), "op=completeTask") == 2 })
+	waitfor.Eventually(t, "the audit lines are written", func() bool { return strings.Count(logs.String(), "op=completeTask") == 2 })
 	out := logs.String()
 	require.Contains(t, out, "op=leaseTasks outcome=ok token=crawler role=worker")
 	require.Regexp(t, `op=leaseTasks .*targets=\["lane:jobs", "task:`+id+`"\]`, out)

@@ -23,6 +23,7 @@ import (
 	"github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/graph/resolvers"
 	"github.com/switchyard/switchyard/graph/server"
+	"github.com/switchyard/switchyard/internal/waitfor"
 	"github.com/switchyard/switchyard/plugins/builtin"
 )
 
@@ -273,7 +274,7 @@ func TestAConnectionHoldsAtMostItsLimitOfSubscriptions(t *testing.T) {
 	_, err = s.Next(ctx)
 	require.NoError(t, err)
 	require.NoError(t, subs[0].Stop(ctx))
-	eventually(t, "the stopped subscription's place is free", func() bool {
+	waitfor.Eventually(t, "the stopped subscription's place is free", func() bool {
 		s, err := conn.Subscribe(ctx, `subscription { stats(intervalMs: 100) { submitted } }`, nil)
 		if err != nil {
 			return false

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 func TestPriorityFirstFairnessLetsACriticalTaskOfAnotherAgentGoFirst(t *testing.T) {
@@ -23,12 +24,12 @@ func TestPriorityFirstFairnessLetsACriticalTaskOfAnotherAgentGoFirst(t *testing.
 	order := func() []string {
 		t.Helper()
 		hold := b.submit(t, "c", nil) // takes the lane's only slot
-		eventually(t, "the first task runs", func() bool { return b.exec.Run(hold) != nil })
+		waitfor.Eventually(t, "the first task runs", func() bool { return b.exec.Run(hold) != nil })
 		normal := b.submit(t, "a", map[string]any{"priority": "NORMAL"})
 		critical := b.submit(t, "b", map[string]any{"priority": "CRITICAL"})
 		require.NoError(t, b.exec.Succeed(hold, `{}`))
 		var first string
-		eventually(t, "the next task runs", func() bool {
+		waitfor.Eventually(t, "the next task runs", func() bool {
 			for _, id := range []string{normal, critical} {
 				if b.exec.Run(id) != nil {
 					first = id
@@ -42,7 +43,7 @@ func TestPriorityFirstFairnessLetsACriticalTaskOfAnotherAgentGoFirst(t *testing.
 			second = critical
 		}
 		require.NoError(t, b.exec.Succeed(first, `{}`))
-		eventually(t, "the other task runs", func() bool { return b.exec.Run(second) != nil })
+		waitfor.Eventually(t, "the other task runs", func() bool { return b.exec.Run(second) != nil })
 		require.NoError(t, b.exec.Succeed(second, `{}`))
 		if first == critical {
 			return []string{"CRITICAL", "NORMAL"}
@@ -74,13 +75,13 @@ func TestAnInterruptThatDrainsCancelsTheSessionsRunningAndQueuedTasks(t *testing
 	t.Parallel()
 	b := setup(t)
 	running := b.submit(t, "a", map[string]any{"sessionKey": "chat-1"})
-	eventually(t, "the first task runs", func() bool { return b.exec.Run(running) != nil })
+	waitfor.Eventually(t, "the first task runs", func() bool { return b.exec.Run(running) != nil })
 	queued := b.submit(t, "a", map[string]any{"sessionKey": "chat-1"})
 	plain := b.submit(t, "a", map[string]any{"sessionKey": "chat-1", "queueMode": "INTERRUPT"})
 	require.Equal(t, "CANCELLED", b.state(t, running), "INTERRUPT cancels what runs")
 	require.Equal(t, "QUEUED", b.state(t, queued), "INTERRUPT leaves the queue behind")
 	_ = b.exec.Fail(running, context.Canceled) // the executor returns: the session's slot is free
-	eventually(t, "the interrupting task runs", func() bool { return b.exec.Run(plain) != nil })
+	waitfor.Eventually(t, "the interrupting task runs", func() bool { return b.exec.Run(plain) != nil })
 
 	drain := b.submit(t, "a", map[string]any{"sessionKey": "chat-1", "queueMode": "INTERRUPT_DRAIN"})
 	require.Equal(t, "CANCELLED", b.state(t, plain))
@@ -91,7 +92,7 @@ func TestAnInterruptThatDrainsCancelsTheSessionsRunningAndQueuedTasks(t *testing
 	require.NoError(t, b.c.Do(ctxFor(t), `query($id: ID!) { task(id: $id) { reason } }`, map[string]any{"id": queued}, &got))
 	require.Equal(t, "drained by the interrupt of task "+drain, got.Task.Reason)
 	_ = b.exec.Fail(plain, context.Canceled)
-	eventually(t, "the draining task runs", func() bool { return b.exec.Run(drain) != nil })
+	waitfor.Eventually(t, "the draining task runs", func() bool { return b.exec.Run(drain) != nil })
 }
 
 func TestALaneCreatedAtRunTimeCapsEachSessionAndDropsItsOldest(t *testing.T) {
@@ -116,7 +117,7 @@ func TestALaneCreatedAtRunTimeCapsEachSessionAndDropsItsOldest(t *testing.T) {
 
 	in := map[string]any{"lane": "groupchat", "sessionKey": "room-1"}
 	hold := b.submit(t, "a", in)
-	eventually(t, "the session's first task runs", func() bool { return b.exec.Run(hold) != nil })
+	waitfor.Eventually(t, "the session's first task runs", func() bool { return b.exec.Run(hold) != nil })
 	first := b.submit(t, "a", in)
 	second := b.submit(t, "a", in)
 	third := b.submit(t, "a", in)
@@ -131,7 +132,7 @@ func TestALaneCreatedAtRunTimeCapsEachSessionAndDropsItsOldest(t *testing.T) {
 	_, err = b.eng.CancelWhere(ctx, engine.TaskFilter{Lane: "groupchat"}, "test")
 	require.NoError(t, err)
 	require.NoError(t, b.exec.Succeed(hold, `{}`))
-	eventually(t, "the lane empties", func() bool {
+	waitfor.Eventually(t, "the lane empties", func() bool {
 		return b.c.Do(ctx, `mutation { deleteLane(name: "groupchat") { name } }`, nil, nil) == nil
 	})
 	var lanes struct{ Lanes []struct{ Name string } }
@@ -170,7 +171,7 @@ func TestATaskMaySetItsSessionsConcurrency(t *testing.T) {
 	group := map[string]any{"sessionKey": "group-1", "sessionMaxInFlight": 3}
 	ids := []string{b.submit(t, "a", group), b.submit(t, "a", map[string]any{"sessionKey": "group-1"}),
 		b.submit(t, "a", map[string]any{"sessionKey": "group-1"}), b.submit(t, "a", map[string]any{"sessionKey": "group-1"})}
-	eventually(t, "three of the session's tasks run at once", func() bool {
+	waitfor.Eventually(t, "three of the session's tasks run at once", func() bool {
 		n := 0
 		for _, id := range ids {
 			if b.exec.Run(id) != nil {
@@ -182,7 +183,7 @@ func TestATaskMaySetItsSessionsConcurrency(t *testing.T) {
 	require.Equal(t, "QUEUED", b.state(t, ids[3]), "the fourth waits: the session's ceiling is 3")
 	solo := b.submit(t, "a", map[string]any{"sessionKey": "dm-1"})
 	second := b.submit(t, "a", map[string]any{"sessionKey": "dm-1"})
-	eventually(t, "a session without a setting runs one", func() bool { return b.exec.Run(solo) != nil })
+	waitfor.Eventually(t, "a session without a setting runs one", func() bool { return b.exec.Run(solo) != nil })
 	require.Equal(t, "QUEUED", b.state(t, second))
 	err := b.c.Do(ctxFor(t), `mutation { submitTask(input: {agentId: "a", action: {kind: "click"}, sessionMaxInFlight: 3}) { id } }`, nil, nil)
 	require.Equal(t, "INVALID_INPUT", gqlErr(t, err).Code(), "without a session there is nothing to set")

@@ -26,6 +26,7 @@ import (
 	"github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/graph/resolvers"
 	"github.com/switchyard/switchyard/graph/server"
+	"github.com/switchyard/switchyard/internal/waitfor"
 	"github.com/switchyard/switchyard/plugins/host"
 	"github.com/switchyard/switchyard/plugins/manager"
 )
@@ -188,18 +189,6 @@ func gqlErr(t *testing.T, err error) *client.Error {
 	return errs[0]
 }
 
-// eventually polls cond until it holds or the time is up.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // submit submits a task for agent and returns its id.
 func (b *bundle) submit(t *testing.T, agent string, extra map[string]any) string {
 	t.Helper()
@@ -243,7 +232,7 @@ func (b *bundle) state(t *testing.T, id string) string {
 func (b *bundle) waitSubscribed(t *testing.T, field string, n int) {
 	t.Helper()
 	want := fmt.Sprintf(`switchyard_graphql_subscriptions{subscription=%q} %d`, field, n)
-	eventually(t, want, func() bool {
+	waitfor.Eventually(t, want, func() bool {
 		res, err := http.Get(b.base + "/metrics")
 		if err != nil {
 			return false

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // slowPost opens a connection and sends a POST to path that announces a
@@ -66,7 +68,7 @@ func TestSlowBodiesAreCutAndUnauthenticatedOnesAnsweredAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	defer stream.Close()
 	opened := time.Now()
-	eventually(t, "the subscription runs", func() bool {
+	waitfor.Eventually(t, "the subscription runs", func() bool {
 		req, _ := http.NewRequest(http.MethodGet, b.base+"/metrics", nil)
 		req.Header.Set("Authorization", "Bearer "+secrets["root"])
 		res, err := http.DefaultClient.Do(req)

@@ -18,6 +18,7 @@ import (
 	"github.com/switchyard/switchyard/engine/store/memory"
 	"github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/graph/resolvers"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // event is a TaskEvent as the tests select it.
@@ -114,7 +115,7 @@ func TestResumingWithAfterDeliversEveryMissedEventInOrder(t *testing.T) {
 
 	// While disconnected, more happens.
 	b.submitMany(t, "r", 50)
-	eventually(t, "the tasks end", func() bool {
+	waitfor.Eventually(t, "the tasks end", func() bool {
 		var out struct {
 			Stats struct{ Pending, InFlight int }
 		}
@@ -158,7 +159,7 @@ func TestResumingFromFurtherBackThanTheServerKeepsSaysSoWithLagged(t *testing.T)
 	})
 	ctx := ctxFor(t)
 	b.submitMany(t, "old", 60) // ~180 events
-	eventually(t, "the tasks end", func() bool {
+	waitfor.Eventually(t, "the tasks end", func() bool {
 		var out struct {
 			Stats struct{ Pending, InFlight int }
 		}
@@ -253,7 +254,7 @@ func TestASlowSubscriberIsSkippedAheadWithLaggedAndBlocksNobody(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		b.submitMany(t, "load", 20)
 		require.NoError(t, b.c.Do(ctx, `{ stats { lastSeq } }`, nil, &stats))
-		eventually(t, "the fast subscriber keeps up", func() bool { return seen.Load() >= stats.Stats.LastSeq })
+		waitfor.Eventually(t, "the fast subscriber keeps up", func() bool { return seen.Load() >= stats.Stats.LastSeq })
 	}
 	head := stats.Stats.LastSeq
 	require.GreaterOrEqual(t, head, uint64(6000))
@@ -361,7 +362,7 @@ func TestTaskSubscriptionFollowsOneTaskUntilItEnds(t *testing.T) {
 	b := setup(t)
 	ctx := ctxFor(t)
 	id := b.submit(t, "follow", nil)
-	eventually(t, "the task runs", func() bool { return b.exec.Run(id) != nil })
+	waitfor.Eventually(t, "the task runs", func() bool { return b.exec.Run(id) != nil })
 	conn, err := b.c.Dial(ctx, client.DialOptions{})
 	require.NoError(t, err)
 	defer conn.Close()
@@ -428,10 +429,10 @@ func TestKeepalivesFlowOnBothSubprotocols(t *testing.T) {
 	for _, proto := range []string{client.TransportWS, client.LegacyWS} {
 		conn, err := b.c.Dial(ctx, client.DialOptions{Protocol: proto})
 		require.NoError(t, err)
-		eventually(t, proto+" keepalives arrive", func() bool { return conn.Pings.Load() >= 3 })
+		waitfor.Eventually(t, proto+" keepalives arrive", func() bool { return conn.Pings.Load() >= 3 })
 		if proto == client.TransportWS {
 			require.NoError(t, conn.Ping(ctx))
-			eventually(t, "the server answers a ping with a pong", func() bool { return conn.Pongs() >= 1 })
+			waitfor.Eventually(t, "the server answers a ping with a pong", func() bool { return conn.Pongs() >= 1 })
 		}
 		// The client answers the server's pings: the connection outlives
 		// several ping intervals.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/policy/fairshare"
+	"github.com/switchyard/switchyard/internal/waitfor"
 	"github.com/switchyard/switchyard/plugins/host"
 )
 
@@ -55,18 +56,6 @@ func (e *events) last() host.Event {
 }
 
 func pickCtx() policy.PickContext { return policy.PickContext{NowMs: 1e12, AgingMs: 30_000, Slots: 4} }
-
-// eventually polls cond until it holds or ten seconds pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
 
 func TestLoadRefusesInvalidModules(t *testing.T) {
 	t.Parallel()
@@ -176,7 +165,7 @@ func TestBreakerDisablesPluginAfterRepeatedFaults(t *testing.T) {
 	require.NoError(t, p.Configure(context.Background(), []byte(`{"mode": "panic"}`)))
 	cands := host.SyntheticCandidates(8, 1)
 	picks := make([]uint32, 4)
-	eventually(t, "the breaker trips", func() bool {
+	waitfor.Eventually(t, "the breaker trips", func() bool {
 		require.Equal(t, 4, w.Pick(pickCtx(), cands, picks))
 		require.Equal(t, []uint32{7, 6, 5, 4}, picks)
 		disabled, _ := p.Disabled()
@@ -197,7 +186,7 @@ func TestBreakerDisablesPluginAfterRepeatedFaults(t *testing.T) {
 	// Enabled again with a good configuration, it answers again.
 	require.NoError(t, p.Configure(context.Background(), []byte(`{"mode": "ok"}`)))
 	p.Enable()
-	eventually(t, "the re-enabled plugin answers", func() bool {
+	waitfor.Eventually(t, "the re-enabled plugin answers", func() bool {
 		w.Pick(pickCtx(), cands, picks)
 		return picks[0] == 0
 	})
@@ -237,7 +226,7 @@ func TestConfigureIsHotAndRefusalKeepsTheOldConfiguration(t *testing.T) {
 	err = p.Configure(context.Background(), []byte(`{"mode": [`))
 	require.ErrorIs(t, err, host.ErrInvalid)
 	require.JSONEq(t, `{"mode": "ok"}`, string(p.Config()))
-	eventually(t, "the plugin answers with its old configuration", func() bool {
+	waitfor.Eventually(t, "the plugin answers with its old configuration", func() bool {
 		w.Pick(pickCtx(), cands, picks)
 		return picks[0] == 0
 	})

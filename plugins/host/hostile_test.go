@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/policy/fairshare"
+	"github.com/switchyard/switchyard/internal/waitfor"
 	"github.com/switchyard/switchyard/plugins/host"
 )
 
@@ -280,7 +281,7 @@ func TestHostileModules(t *testing.T) {
 					}
 				}
 			})
-			eventually(t, "the healthy plugin decides", func() bool { return good.Load() > 0 })
+			waitfor.Eventually(t, "the healthy plugin decides", func() bool { return good.Load() > 0 })
 
 			cands := host.SyntheticCandidates(16, 1)
 			var worst time.Duration
@@ -296,7 +297,7 @@ func TestHostileModules(t *testing.T) {
 				}
 			}
 			after := good.Load()
-			eventually(t, "the healthy plugin keeps deciding", func() bool { return good.Load() > after })
+			waitfor.Eventually(t, "the healthy plugin keeps deciding", func() bool { return good.Load() > after })
 			close(stop)
 			goodN.Wait()
 
@@ -372,7 +373,7 @@ func TestDeadlineAbandonsAndQuarantinesWithBackoff(t *testing.T) {
 	quarantinedFor(100 * time.Millisecond)
 
 	for i, want := range []time.Duration{200 * time.Millisecond, 200 * time.Millisecond} { // doubled, then capped
-		eventually(t, "the quarantine ends and the plugin is asked again", func() bool {
+		waitfor.Eventually(t, "the quarantine ends and the plugin is asked again", func() bool {
 			w.Pick(pickCtx(), bad, picks)
 			return p.Stats().Faults[host.FaultDeadline] == uint64(i+2)
 		})
@@ -382,7 +383,7 @@ func TestDeadlineAbandonsAndQuarantinesWithBackoff(t *testing.T) {
 
 	// Probation passed with good decisions: the next quarantine is short
 	// again.
-	eventually(t, "the plugin is on probation", func() bool {
+	waitfor.Eventually(t, "the plugin is on probation", func() bool {
 		w.Pick(pickCtx(), good, picks)
 		return p.Stats().State == host.StateProbation
 	})

@@ -29,6 +29,7 @@ import (
 	"github.com/switchyard/switchyard/engine/store/memory"
 	"github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/graph/server"
+	"github.com/switchyard/switchyard/internal/waitfor"
 	"github.com/switchyard/switchyard/plugins/host"
 	"github.com/switchyard/switchyard/plugins/manager"
 )
@@ -172,18 +173,6 @@ func (b *bundle) taskState(t *testing.T, id string) string {
 	return res.Task.State
 }
 
-// eventually polls cond until it holds or ten seconds have passed.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // pageLog records what the page did: every request and WebSocket it opened,
 // and the errors it reported.
 type pageLog struct {
@@ -318,7 +307,7 @@ func TestDashboardFollowsTheServerLiveInChromium(t *testing.T) {
 
 	// Some history before the page opens: the feed starts a little back.
 	early := b.submit(t, "agent-early", "main")
-	eventually(t, "the early task to start", func() bool { return b.exec.Run(early) != nil })
+	waitfor.Eventually(t, "the early task to start", func() bool { return b.exec.Run(early) != nil })
 	require.NoError(t, b.exec.Succeed(early, `{"early":true}`))
 
 	// The page loads, connects its subscriptions and shows the lanes, the
@@ -338,7 +327,7 @@ func TestDashboardFollowsTheServerLiveInChromium(t *testing.T) {
 		id := b.submit(t, "agent-a", "main")
 		_, err := chromedp.Run(ctx, waitFor[bool](`!!document.querySelector('#feed tr[data-task=`+jsString(id)+`]')`))
 		require.NoError(t, err, "the task should appear in the feed")
-		eventually(t, "the task to be dispatched", func() bool { return b.exec.Run(id) != nil })
+		waitfor.Eventually(t, "the task to be dispatched", func() bool { return b.exec.Run(id) != nil })
 		b.exec.Run(id).Started("chromium-1", "tab-1")
 		_, err = chromedp.Run(ctx, waitRowState(id, "RUNNING"))
 		require.NoError(t, err)
@@ -366,7 +355,7 @@ func TestDashboardFollowsTheServerLiveInChromium(t *testing.T) {
 		_, err := chromedp.Run(ctx, waitRowState(id, "QUEUED"))
 		require.NoError(t, err)
 		require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#feed tr[data-task=`+jsString(id)+`] button.cancel`))))
-		eventually(t, "the task to be cancelled", func() bool { return b.taskState(t, id) == "CANCELLED" })
+		waitfor.Eventually(t, "the task to be cancelled", func() bool { return b.taskState(t, id) == "CANCELLED" })
 		_, err = chromedp.Run(ctx, waitRowState(id, "CANCELLED"))
 		require.NoError(t, err, "the row should show the cancellation")
 	})
@@ -392,7 +381,7 @@ func TestDashboardFollowsTheServerLiveInChromium(t *testing.T) {
 			chromedp.SetValue(chromedp.CSS(`#lanes tr[data-lane="main"] input[name="max"]`), "12"),
 			chromedp.Click(chromedp.CSS(`#lanes tr[data-lane="main"] button.set-limit`)),
 		))
-		eventually(t, "the main lane's ceiling to change", func() bool {
+		waitfor.Eventually(t, "the main lane's ceiling to change", func() bool {
 			var res struct{ Lane struct{ MaxInFlight int } }
 			return b.c.Do(context.Background(), `{ lane(name: "main") { maxInFlight } }`, nil, &res) == nil && res.Lane.MaxInFlight == 12
 		})
@@ -408,7 +397,7 @@ func TestDashboardFollowsTheServerLiveInChromium(t *testing.T) {
 		var ids []string
 		for i := range 3 {
 			id := b.submit(t, fmt.Sprintf("agent-cut-%d", i), "main")
-			eventually(t, "the task to be dispatched", func() bool { return b.exec.Run(id) != nil })
+			waitfor.Eventually(t, "the task to be dispatched", func() bool { return b.exec.Run(id) != nil })
 			require.NoError(t, b.exec.Succeed(id, `{}`))
 			ids = append(ids, id)
 		}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // layoutProblems is a script that looks at the page's boxes, not its
@@ -87,7 +89,7 @@ func TestDashboardFitsWideAndNarrowScreensInChromium(t *testing.T) {
 	// policies have something to lay out.
 	require.NoError(t, b.c.Do(context.Background(), `mutation { updateLane(name: "team", input: {maxInFlight: 0}) { name } }`, nil, nil))
 	done := b.submit(t, "agent-with-a-rather-long-name-for-a-table-cell", "main")
-	eventually(t, "the task to start", func() bool { return b.exec.Run(done) != nil })
+	waitfor.Eventually(t, "the task to start", func() bool { return b.exec.Run(done) != nil })
 	require.NoError(t, b.exec.Succeed(done, `{"ok":true}`))
 	queued := b.submit(t, "agent-queued", "team")
 	require.NoError(t, b.c.Do(context.Background(), `mutation($id: ID!) { cancelTask(id: $id, reason: "a reason long enough to be cut short in the feed's reason column, which is narrow") { id } }`,
