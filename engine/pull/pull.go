@@ -210,47 +210,76 @@ func (m *Manager) hold(r *engine.Run, l Lease) *lease {
 // runEnded handles the end of a run's context: the lease ran out, the task
 // was cancelled, the server is stopping, or the attempt is over.
 func (m *Manager) runEnded(h *lease) {
-	r := h.run
-	var cancelled *engine.CancelledError
 	m.mu.Lock()
 	if m.leases[h.TaskID] != h {
 		m.mu.Unlock()
 		return // ended by its worker
 	}
-	switch {
-	case errors.Is(r.Err(), context.DeadlineExceeded):
+	fin, _ := m.settleLocked(h)
+	m.mu.Unlock()
+	if fin != nil {
+		h.run.Finish(*fin)
+	}
+}
+
+// settleLocked brings a held lease up to date with its run's context, which
+// may have ended before runEnded ran: a lease that ran out (or whose server
+// stops) ends, and ended reports it; a cancelled task's lease is marked for
+// its worker to learn of. fin, when set, ends the attempt (outside the lock).
+func (m *Manager) settleLocked(h *lease) (fin *engine.Outcome, ended bool) {
+	r := h.run
+	var cancelled *engine.CancelledError
+	switch err := r.Err(); {
+	case err == nil:
+		return nil, false
+	case errors.Is(err, context.DeadlineExceeded):
 		m.endLocked(h, EndExpired, "the lease expired at "+h.ExpiresAt.UTC().Format(time.RFC3339Nano)+": the attempt counted as failed")
-		m.mu.Unlock()
 		who := "its worker"
 		if h.Worker != "" {
 			who = h.Worker
 		}
-		r.Finish(engine.Outcome{Err: engine.Transientf("lease expired: %s did not complete or renew it", who)})
-		return
+		return &engine.Outcome{Err: engine.Transientf("lease expired: %s did not complete or renew it", who)}, true
 	case errors.As(r.Cause(), &cancelled):
-		// The worker learns on its next call; the lease (and the task's
-		// slots) last until then, or until its term.
-		h.cancelled = cancelled.Reason
-		h.cleanup = m.clk.AfterFunc(h.ExpiresAt.Sub(m.clk.Now()), func() { m.expireCancelled(h) })
-		m.mu.Unlock()
-		return
+		if h.cancelled == "" {
+			// The worker learns on its next call; the lease (and the
+			// task's slots, until the engine reclaims them) last until
+			// then, or until its term.
+			h.cancelled = cancelled.Reason
+			h.cleanup = m.clk.AfterFunc(h.ExpiresAt.Sub(m.clk.Now()), func() { m.expireCancelled(h) })
+		}
+		return nil, false
 	default:
 		m.endLocked(h, EndShutdown, "the server stopped the attempt")
-		m.mu.Unlock()
+		return nil, true
 	}
 }
 
+// liveLocked answers for a lease a worker's call names: nil when it is held,
+// else why not (fin then ends the attempt, outside the lock).
+func (m *Manager) liveLocked(h *lease) (fin *engine.Outcome, err error) {
+	if m.leases[h.TaskID] != h {
+		return nil, m.lostLocked(h)
+	}
+	if fin, ended := m.settleLocked(h); ended {
+		return fin, m.lostLocked(h)
+	}
+	if h.cancelled != "" {
+		reason := "the task was cancelled: " + h.cancelled
+		m.endLocked(h, EndCancelled, reason)
+		return &engine.Outcome{Err: errors.New("cancelled while leased")},
+			&LostError{LeaseID: h.ID, TaskID: h.TaskID, End: EndCancelled, Reason: reason}
+	}
+	return nil, nil
+}
+
 // expireCancelled ends a cancelled task's lease whose worker never called
-// back.
+// back, at the lease's term (the engine reclaims the attempt itself).
 func (m *Manager) expireCancelled(h *lease) {
 	m.mu.Lock()
-	if m.leases[h.TaskID] != h {
-		m.mu.Unlock()
-		return
+	defer m.mu.Unlock()
+	if m.leases[h.TaskID] == h {
+		m.endLocked(h, EndCancelled, "the task was cancelled: "+h.cancelled)
 	}
-	m.endLocked(h, EndCancelled, "the task was cancelled: "+h.cancelled)
-	m.mu.Unlock()
-	h.run.Finish(engine.Outcome{Err: errors.New("cancelled while leased")})
 }
 
 // endLocked forgets a lease, remembering how it ended.
@@ -355,20 +384,13 @@ func (m *Manager) Lookup(id string) (Lease, error) {
 		return Lease{}, err
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if h.cancelled != "" {
-		return h.Lease, m.cancelledLocked(h)
+	fin, err := m.liveLocked(h)
+	l := h.Lease
+	m.mu.Unlock()
+	if fin != nil {
+		h.run.Finish(*fin)
 	}
-	return h.Lease, nil
-}
-
-// cancelledLocked ends a cancelled task's lease now that its worker called,
-// and returns the answer that tells it.
-func (m *Manager) cancelledLocked(h *lease) error {
-	reason := "the task was cancelled: " + h.cancelled
-	m.endLocked(h, EndCancelled, reason)
-	go h.run.Finish(engine.Outcome{Err: errors.New("cancelled while leased")})
-	return &LostError{LeaseID: h.ID, TaskID: h.TaskID, End: EndCancelled, Reason: reason}
+	return l, err
 }
 
 // Renew extends the lease named id to leaseFor from now (no later than the
@@ -382,20 +404,25 @@ func (m *Manager) Renew(_ context.Context, id string, leaseFor time.Duration) (L
 		return Lease{}, err
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.leases[h.TaskID] != h {
-		return Lease{}, m.lostLocked(h)
+	fin, err := m.liveLocked(h)
+	if err == nil {
+		var until time.Time
+		if until, err = h.run.Extend(m.clk.Now().Add(leaseFor)); err != nil {
+			// It ran out a moment ago: runEnded is on its way.
+			err = &LostError{LeaseID: h.ID, TaskID: h.TaskID, End: EndExpired, Reason: "the lease expired before it was renewed"}
+		} else {
+			h.ExpiresAt = until
+		}
 	}
-	if h.cancelled != "" {
-		return Lease{}, m.cancelledLocked(h)
+	l := h.Lease
+	m.mu.Unlock()
+	if fin != nil {
+		h.run.Finish(*fin)
 	}
-	until, err := h.run.Extend(m.clk.Now().Add(leaseFor))
 	if err != nil {
-		// It ran out a moment ago: runEnded is on its way.
-		return Lease{}, &LostError{LeaseID: h.ID, TaskID: h.TaskID, End: EndExpired, Reason: "the lease expired before it was renewed"}
+		return Lease{}, err
 	}
-	h.ExpiresAt = until
-	return h.Lease, nil
+	return l, nil
 }
 
 // lostLocked answers for a lease that ended between take and the lock.
@@ -446,19 +473,14 @@ func (m *Manager) end(ctx context.Context, id string, end End, reason string, o 
 		return "", err
 	}
 	m.mu.Lock()
-	switch {
-	case m.leases[h.TaskID] != h:
-		err = m.lostLocked(h)
-	case h.cancelled != "":
-		err = m.cancelledLocked(h)
-	case h.run.Err() != nil:
-		// The lease ran out (or the server is stopping) a moment ago:
-		// runEnded decides.
-		err = &LostError{LeaseID: h.ID, TaskID: h.TaskID, End: EndExpired, Reason: "the lease expired before the call"}
-	default:
+	fin, err := m.liveLocked(h)
+	if err == nil {
 		m.endLocked(h, end, reason)
 	}
 	m.mu.Unlock()
+	if fin != nil {
+		h.run.Finish(*fin)
+	}
 	if err != nil {
 		return "", err
 	}

@@ -68,7 +68,7 @@ func TestALeaseRunsOutOnTheEnginesClockAndSaysSo(t *testing.T) {
 	require.False(t, ok)
 }
 
-func TestACancelledTasksLeaseEndsAtItsTermWhenTheWorkerNeverCalls(t *testing.T) {
+func TestAWorkerLearnsOfACancelOnItsNextCallAndItsResultIsNotTaken(t *testing.T) {
 	t.Parallel()
 	h, m := setup(t)
 	ctx := context.Background()
