@@ -561,7 +561,7 @@ func (e *Engine) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 		if slots <= 0 {
 			return runs
 		}
-		cands, aqs := e.candidatesLocked(now.UnixNano(), 0)
+		cands, aqs := e.candidatesLocked(&e.scratch, now.UnixNano(), 0)
 		if len(cands) == 0 {
 			return runs
 		}
@@ -569,8 +569,18 @@ func (e *Engine) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 		// every valid answer dispatches its head.
 		var only [1]uint32
 		picks := only[:]
-		if len(cands) > 1 || !e.fairness.stateless {
-			picks = e.pickLocked(now, cands, slots, 0)
+		switch {
+		case len(cands) == 1 && e.fairness.stateless:
+		case e.fairness.inline:
+			picks = e.pickLocked(&e.scratch, now, cands, slots, 0)
+		default:
+			// Outside the lock (decide.go): the candidates are the round's
+			// own copy, and each pick is checked below as it is applied.
+			var ok bool
+			if picks, ok = e.pickOutside(now, cands, slots); !ok {
+				return runs
+			}
+			now = e.now() // events' times follow their seqs
 		}
 		made := false
 		for _, p := range picks {
@@ -604,9 +614,8 @@ func (e *Engine) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 // FairnessCandidates of the best queues of every open lane (by the native
 // order, plus the oldest heads), sorted by head seq so the policy sees them
 // in a canonical order.
-func (e *Engine) candidatesLocked(now int64, slack int) ([]policy.Candidate, []*agentQueue) {
+func (e *Engine) candidatesLocked(sc *dispatchScratch, now int64, slack int) ([]policy.Candidate, []*agentQueue) {
 	k := e.cfg.FairnessCandidates
-	sc := &e.scratch
 	sc.topK = sc.topK[:0]
 	for _, l := range e.lanes {
 		if !e.laneOpen(l, slack) {
@@ -656,17 +665,29 @@ func (e *Engine) candidatesLocked(now int64, slack int) ([]policy.Candidate, []*
 // may pick none (it sees no room under the candidates' ceilings, say): the
 // caller then makes that decision in the native order, so dispatch never
 // waits on a policy.
-func (e *Engine) pickLocked(now time.Time, cands []policy.Candidate, slots int, flags uint32) []uint32 {
-	if cap(e.scratch.picks) < slots {
-		e.scratch.picks = make([]uint32, slots)
+func (e *Engine) pickLocked(sc *dispatchScratch, now time.Time, cands []policy.Candidate, slots int, flags uint32) []uint32 {
+	ctx, picks := e.pickInputLocked(sc, now, slots, flags)
+	n := e.fairness.p.Pick(ctx, cands, picks)
+	return e.checkPicksLocked(ctx, cands, picks, n)
+}
+
+// pickInputLocked prepares a fairness decision: its context and room for
+// its answer.
+func (e *Engine) pickInputLocked(sc *dispatchScratch, now time.Time, slots int, flags uint32) (policy.PickContext, []uint32) {
+	if cap(sc.picks) < slots {
+		sc.picks = make([]uint32, slots)
 	}
-	picks := e.scratch.picks[:slots]
 	ctx := policy.PickContext{NowMs: now.UnixMilli(), AgingMs: e.cfg.AgingThreshold.Milliseconds(), Slots: uint32(slots), Flags: flags}
 	if e.cfg.AgingThreshold < 0 {
 		ctx.AgingMs = 0
 	}
-	n := e.fairness.p.Pick(ctx, cands, picks)
-	valid := n >= 0 && n <= slots // none is an answer: the caller goes on in the native order
+	return ctx, sc.picks[:slots]
+}
+
+// checkPicksLocked validates a fairness answer of n picks; an invalid one is
+// counted and replaced by the native policy's.
+func (e *Engine) checkPicksLocked(ctx policy.PickContext, cands []policy.Candidate, picks []uint32, n int) []uint32 {
+	valid := n >= 0 && n <= len(picks) // none is an answer: the caller goes on in the native order
 	for i := 0; valid && i < n; i++ {
 		valid = int(picks[i]) < len(cands)
 	}
@@ -675,4 +696,20 @@ func (e *Engine) pickLocked(now time.Time, cands []policy.Candidate, slots int, 
 		n = e.fallback.Pick(ctx, cands, picks)
 	}
 	return picks[:n]
+}
+
+// pickOutside asks a fairness policy that is not inline for picks among the
+// round's candidates (e.scratch: only the dispatching goroutine uses it),
+// releasing the engine lock for the call. It reports false when the engine
+// stopped meanwhile.
+func (e *Engine) pickOutside(now time.Time, cands []policy.Candidate, slots int) ([]uint32, bool) {
+	ctx, picks := e.pickInputLocked(&e.scratch, now, slots, 0)
+	p := e.fairness.p
+	e.mu.Unlock()
+	n := p.Pick(ctx, cands, picks)
+	e.mu.Lock()
+	if e.closed || !e.running {
+		return nil, false
+	}
+	return e.checkPicksLocked(ctx, cands, picks, n), true
 }

@@ -75,6 +75,17 @@
 // task submitted while dispatch keeps up is so written once, already
 // assigned.
 //
+// # Where policies decide
+//
+// The built-in policies (and any policy.Inline) decide under the engine's
+// lock. Any other policy — a WebAssembly plugin — decides outside it, on a
+// snapshot, and its answer is applied only if it still fits: a submission's
+// tasks are admitted but join their queues only once ranked, a fairness
+// policy's picks are checked against every ceiling as they are applied, and
+// a retry decision is applied if the attempt it was made for is unchanged
+// (decide.go). A slow decision so delays only the work that asked for it,
+// never another lane's.
+//
 // # Attempts, leases and retries
 //
 // A dispatched task holds a lease for its attempt: the executor's context

@@ -107,17 +107,16 @@ type Engine struct {
 
 	cascade []*task // terminal tasks whose dependents await the news
 
-	deferQueue   bool    // admission in progress: QUEUED tasks wait to be ranked
-	deferred     []*task // QUEUED tasks awaiting their rank
 	scratchRank  []policy.Task
 	scratchRanks []int64
 
-	selection namedSelection // default for lanes without their own
-	retry     namedRetry
-	fairness  namedFairness
-	native    *fairshare.Fairness // the fast path when fairness is the built-in
-	fallback  fairshare.Fairness
-	scratch   dispatchScratch
+	selection   namedSelection // default for lanes without their own
+	retry       namedRetry
+	fairness    namedFairness
+	native      *fairshare.Fairness // the fast path when fairness is the built-in
+	fallback    fairshare.Fairness
+	scratch     dispatchScratch // the dispatching goroutine's, kept across a policy call outside the lock
+	planScratch dispatchScratch // Plan's
 
 	draining bool
 	closed   bool
@@ -151,21 +150,24 @@ type Engine struct {
 }
 
 type namedSelection struct {
-	name string
-	p    policy.Selection
-	own  bool // set for this lane, not inherited
+	name   string
+	p      policy.Selection
+	own    bool // set for this lane, not inherited
+	inline bool // p decides under the engine lock (inline)
 }
 
 type namedRetry struct {
-	name string
-	p    policy.Retry
-	own  bool
+	name   string
+	p      policy.Retry
+	own    bool
+	inline bool
 }
 
 type namedFairness struct {
 	name      string
 	p         policy.Fairness
 	stateless bool // p keeps no state between decisions (policy.StateReporter)
+	inline    bool
 }
 
 // pendingBatch accumulates changes between commits.
@@ -216,12 +218,12 @@ func New(opts Options) (*Engine, error) {
 		bindings: map[string]binding{}, settings: map[string][]byte{}, tasks: map[string]*task{}, idem: map[string]*task{},
 		cur: newPendingBatch(64, 64), kickCh: make(chan struct{}, 1), commitCh: make(chan struct{}, 1),
 		lazyCh: make(chan struct{}, 1), startCh: make(chan []*Run, startBacklog),
-		selection: namedSelection{name: priority.Name, p: priority.Selection{}},
-		retry:     namedRetry{name: backoff.Name, p: backoff.Retry{}},
+		selection: namedSelection{name: priority.Name, p: priority.Selection{}, inline: true},
+		retry:     namedRetry{name: backoff.Name, p: backoff.Retry{}, inline: true},
 	}
 	e.events = opts.Events
 	e.native = &fairshare.Fairness{}
-	e.fairness = namedFairness{name: fairshare.Name, p: e.native}
+	e.fairness = namedFairness{name: fairshare.Name, p: e.native, inline: true}
 	e.ids = newIDGen(opts.Seed)
 	e.durable = opts.Store.Durable()
 	if ps, ok := opts.Store.(PipelinedStore); ok && !e.sync {

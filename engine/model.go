@@ -48,6 +48,7 @@ type task struct {
 	timedOut bool // the attempt's context was cancelled for its timeout
 	dirty    bool // changed since the last commit snapshot
 	batchOut bool // counted out of its batch's open tasks (settled, or parked once while the batch ended)
+	unranked bool // admitted, its rank not yet decided: QUEUED, it stays out of its queue until it is
 }
 
 // outcome is what a task has accumulated beyond waiting, and its rarer

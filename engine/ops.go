@@ -346,7 +346,7 @@ func (e *Engine) setPolicy(slot policy.Slot, laneName, name string, p any) error
 			e.mu.Unlock()
 			return invalid("policy", "%s is not a selection policy", name)
 		}
-		ns := namedSelection{name: name, p: sp}
+		ns := namedSelection{name: name, p: sp, inline: inline(sp)}
 		if l != nil {
 			ns.own = true
 			l.selection = ns
@@ -364,7 +364,7 @@ func (e *Engine) setPolicy(slot policy.Slot, laneName, name string, p any) error
 			e.mu.Unlock()
 			return invalid("policy", "%s is not a retry policy", name)
 		}
-		nr := namedRetry{name: name, p: rp}
+		nr := namedRetry{name: name, p: rp, inline: inline(rp)}
 		if l != nil {
 			nr.own = true
 			l.retry = nr
@@ -386,7 +386,7 @@ func (e *Engine) setPolicy(slot policy.Slot, laneName, name string, p any) error
 			e.native = nf
 		}
 		sr, ok := fp.(policy.StateReporter)
-		e.fairness = namedFairness{name: name, p: fp, stateless: ok && sr.Stateless()}
+		e.fairness = namedFairness{name: name, p: fp, stateless: ok && sr.Stateless(), inline: inline(fp)}
 	default:
 		e.mu.Unlock()
 		return invalid("slot", "unknown slot %d", slot)

@@ -144,11 +144,11 @@ func (e *Engine) nextPlannedLocked(now int64, slack int) (*task, string) {
 // nextByPolicyLocked asks the fairness policy for one pick, in dry-run mode.
 func (e *Engine) nextByPolicyLocked(now time.Time, slack int) *task {
 	for e.inflight < e.cfg.MaxInFlight+slack {
-		cands, aqs := e.candidatesLocked(now.UnixNano(), slack)
+		cands, aqs := e.candidatesLocked(&e.planScratch, now.UnixNano(), slack)
 		if len(cands) == 0 {
 			return nil
 		}
-		picks := e.pickLocked(now, cands, 1, policy.PickDryRun)
+		picks := e.pickLocked(&e.planScratch, now, cands, 1, policy.PickDryRun)
 		if len(picks) == 0 { // as dispatch does: this decision in the native order
 			t, _ := e.nextPlannedLocked(now.UnixNano(), slack)
 			return t

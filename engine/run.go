@@ -102,6 +102,10 @@ func (e *Engine) bindLocked(t *task, instanceID, tabID string) {
 func (e *Engine) finish(r *Run, o Outcome) {
 	e.mu.Lock()
 	t := r.task
+	var ahead *retryAhead
+	if t.run == r {
+		ahead = e.retryOutsideLocked(t, o) // may release and retake the lock
+	}
 	if t.run != r {
 		e.staleLocked(r)
 		e.unlock()
@@ -146,24 +150,32 @@ func (e *Engine) finish(r *Run, o Outcome) {
 		}
 		e.setStateAt(t, StateSucceeded, "completed", now)
 	default:
-		class := o.Class
-		msg := o.Err.Error()
-		if t.timedOut {
-			class, msg = classTransient, "timed out: "+msg
-		} else if class == classTransient && errors.Is(o.Err, ErrInstanceFault) {
-			msg = instanceFaultPrefix + msg
-			att.InstanceFault = true
-		} else if class == classCancelled {
-			// Cancelled by something other than the engine (the executor
-			// shutting down): worth another attempt.
-			class = classTransient
-		}
+		class, msg, fault := attemptFailure(t, o)
+		att.InstanceFault = fault
 		att.Class, att.Error = class, msg
-		e.failAttemptLocked(t, class, o.HTTPStatus, msg, now)
+		e.failAttemptLocked(t, class, o.HTTPStatus, msg, now, ahead)
 	}
 	e.unlock()
 	r.cancel(context.Canceled, nil) // the attempt is over: release what hangs on its context
 	e.after()
+}
+
+// attemptFailure is how a failed attempt of t counts: its error class and
+// message, and whether it is an instance fault.
+func attemptFailure(t *task, o Outcome) (class policy.ErrorClass, msg string, instanceFault bool) {
+	class = o.Class
+	msg = o.Err.Error()
+	if t.timedOut {
+		class, msg = classTransient, "timed out: "+msg
+	} else if class == classTransient && errors.Is(o.Err, ErrInstanceFault) {
+		msg = instanceFaultPrefix + msg
+		instanceFault = true
+	} else if class == classCancelled {
+		// Cancelled by something other than the engine (the executor
+		// shutting down): worth another attempt.
+		class = classTransient
+	}
+	return class, msg, instanceFault
 }
 
 // staleLocked records a completion for an attempt that no longer holds its
@@ -181,7 +193,9 @@ func (e *Engine) staleLocked(r *Run) {
 
 // failAttemptLocked applies the retry policy to a failed attempt of t (which
 // no longer holds its slots).
-func (e *Engine) failAttemptLocked(t *task, class policy.ErrorClass, status int, msg string, now time.Time) {
+// ahead, when not nil, is the decision already made outside the lock
+// (retryOutsideLocked); it is used if it was made on the same record.
+func (e *Engine) failAttemptLocked(t *task, class policy.ErrorClass, status int, msg string, now time.Time, ahead *retryAhead) {
 	o := t.outcomeOf()
 	o.errMsg, o.class = msg, class
 	if e.closed {
@@ -192,8 +206,7 @@ func (e *Engine) failAttemptLocked(t *task, class policy.ErrorClass, status int,
 		e.setState(t, StateFailed, "deadline exceeded: "+msg)
 		return
 	}
-	if att := t.lastAttempt(); att != nil && att.InstanceFault && class == classTransient &&
-		t.instanceFaults() <= e.cfg.InstanceFaultBudget {
+	if att := t.lastAttempt(); att != nil && e.forgivenLocked(att.InstanceFault, class, t.instanceFaults()) {
 		faults := t.instanceFaults()
 		// The instance failed, not the task: retry without spending the
 		// task's budget, once the instance had time to come back (or the
@@ -204,7 +217,7 @@ func (e *Engine) failAttemptLocked(t *task, class policy.ErrorClass, status int,
 			", retry in "+delay.String()+": "+strings.TrimPrefix(msg, instanceFaultPrefix))
 		return
 	}
-	dec := e.decideRetryLocked(t, class, status, now)
+	dec := e.decideRetryLocked(t, class, status, now, ahead)
 	switch dec.Action {
 	case policy.ActionRetry:
 		o.prevDelay = dec.DelayMs
@@ -254,9 +267,34 @@ func (t *task) exhausted() Exhausted {
 	return t.lane.cfg.Exhausted
 }
 
-// decideRetryLocked asks the lane's retry policy, and falls back to the
-// built-in one when the answer is not valid.
-func (e *Engine) decideRetryLocked(t *task, class policy.ErrorClass, status int, now time.Time) policy.Decision {
+// forgivenLocked reports whether a failed attempt is an instance fault the
+// task's budget forgives (faults counts the attempt itself).
+func (e *Engine) forgivenLocked(instanceFault bool, class policy.ErrorClass, faults int) bool {
+	return instanceFault && class == classTransient && faults <= e.cfg.InstanceFaultBudget
+}
+
+// decideRetryLocked asks the lane's retry policy — or takes the answer it
+// gave outside the lock on the same record — and falls back to the built-in
+// one when the answer is not valid.
+func (e *Engine) decideRetryLocked(t *task, class policy.ErrorClass, status int, now time.Time, ahead *retryAhead) policy.Decision {
+	f := e.failureLocked(t, class, status, now, t.instanceFaults())
+	var dec policy.Decision
+	if ahead != nil && ahead.decided(f) {
+		dec = ahead.dec
+	} else {
+		dec = t.lane.retry.p.Decide(f)
+	}
+	if !policy.Valid(dec) {
+		e.stats.policyInvalid++
+		dec = defaultRetry.Decide(f)
+	}
+	return dec
+}
+
+// failureLocked is the record a retry policy decides on; faults counts the
+// attempts since the last reset that ended in an instance fault, the last
+// one included.
+func (e *Engine) failureLocked(t *task, class policy.ErrorClass, status int, now time.Time, faults int) policy.Failure {
 	rp := t.lane.cfg.Retry
 	if t.spec.Retry != nil {
 		rp = *t.spec.Retry
@@ -269,7 +307,7 @@ func (e *Engine) decideRetryLocked(t *task, class policy.ErrorClass, status int,
 	f := policy.Failure{
 		NowMs: now.UnixMilli(), TaskSeq: t.seq, CreatedAtMs: t.createdAt / int64(time.Millisecond),
 		PrevDelayMs: prev, BaseDelayMs: rp.Backoff.Milliseconds(), MaxDelayMs: rp.MaxBackoff.Milliseconds(),
-		Multiplier: uint32(max(rp.Multiplier, 1) * 1000), Attempt: uint16(len(t.attempts) - resetAt - min(t.instanceFaults(), max(e.cfg.InstanceFaultBudget, 0)) - t.released()),
+		Multiplier: uint32(max(rp.Multiplier, 1) * 1000), Attempt: uint16(len(t.attempts) - resetAt - min(faults, max(e.cfg.InstanceFaultBudget, 0)) - t.released()),
 		MaxAttempts: uint16(rp.MaxAttempts), HTTPStatus: uint16(status), Class: class,
 		Priority: int32(t.spec.Priority), Agent: t.agent.idx, Lane: t.lane.idx, LaneInflight: uint32(t.lane.inflight),
 	}
@@ -279,10 +317,54 @@ func (e *Engine) decideRetryLocked(t *task, class policy.ErrorClass, status int,
 	if rp.Jitter {
 		f.Flags |= policy.FailureJitter
 	}
-	dec := t.lane.retry.p.Decide(f)
-	if !policy.Valid(dec) {
-		e.stats.policyInvalid++
-		dec = defaultRetry.Decide(f)
+	return f
+}
+
+// retryAhead is a retry decision made outside the lock, and the record it
+// was made on.
+type retryAhead struct {
+	f   policy.Failure
+	dec policy.Decision
+}
+
+// decided reports whether the decision was made on f: the same attempt of
+// the same task with the same history and settings. The time and the lane's
+// load may have moved on meanwhile.
+func (a *retryAhead) decided(f policy.Failure) bool {
+	x := a.f
+	x.NowMs, x.LaneInflight = f.NowMs, f.LaneInflight
+	return x == f
+}
+
+// retryOutsideLocked makes, outside the lock, the retry decision that the
+// end of t's attempt with outcome o will need, when the lane's retry policy
+// is not inline: it builds the failure record as finish will build it (the
+// attempt's slot released, its error recorded), releases the lock for the
+// policy call and takes it again. It returns nil when no policy decision
+// will be needed, or the policy is inline.
+func (e *Engine) retryOutsideLocked(t *task, o Outcome) *retryAhead {
+	p := t.lane.retry
+	if p.inline || o.Err == nil || o.Release || t.state == StateCancelled || e.closed {
+		return nil
 	}
-	return dec
+	now := e.now()
+	if d := t.spec.Deadline; !d.IsZero() && !now.Before(d) {
+		return nil
+	}
+	class, _, fault := attemptFailure(t, o)
+	faults := t.instanceFaults()
+	if fault {
+		faults++ // the attempt ending now
+	}
+	if e.forgivenLocked(fault, class, faults) {
+		return nil
+	}
+	f := e.failureLocked(t, class, o.HTTPStatus, now, faults)
+	if t.holding {
+		f.LaneInflight-- // its slot is released before the decision
+	}
+	e.mu.Unlock()
+	dec := p.p.Decide(f)
+	e.mu.Lock()
+	return &retryAhead{f: f, dec: dec}
 }

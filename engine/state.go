@@ -104,9 +104,7 @@ func (e *Engine) enterLocked(t *task, to State, now time.Time) {
 		if t.session != nil {
 			t.session.fifo.pushBack(t, fifoSession)
 		}
-		if e.deferQueue {
-			e.deferred = append(e.deferred, t) // admission ranks it first
-		} else {
+		if !t.unranked { // else admission ranks it first (rankLocked)
 			e.enqueueLocked(t)
 		}
 	case StateRetryWait:

@@ -218,7 +218,6 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, b
 	}
 	ids := make([]string, len(items))
 	admitted := make([]*task, 0, len(items))
-	e.deferQueue = true
 	for k := range items {
 		i := k
 		if order != nil {
@@ -257,14 +256,22 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, b
 		}
 		res.Items[i].Err = err
 	}
-	e.deferQueue = false
-	e.rankLocked(admitted, now)
+	jobs := e.rankLocked(admitted, now)
 	if bt != nil {
 		bt.sealed = true
 		e.batchDoneLocked(bt)
 		if bt.total == 0 {
 			delete(e.batches, bt.id)
 		}
+	}
+	if len(jobs) > 0 {
+		// A policy that is not inline ranks outside the lock: the engine's
+		// other work goes on meanwhile, and these tasks join their queues
+		// once ranked (decide.go).
+		e.mu.Unlock()
+		rankOutside(jobs, now)
+		e.mu.Lock()
+		e.applyRanksLocked(jobs)
 	}
 	pb := e.cur
 	// Wait for the commit that holds what this call recorded (or what it
@@ -779,51 +786,6 @@ func (e *Engine) oldestQueuedLocked() *task {
 	return oldest
 }
 
-// rankLocked ranks the newly admitted tasks with their lanes' selection
-// policies (one call per lane for the whole submission), then puts those
-// that are QUEUED into their queues, in submission order. (With a durable
-// store they may be dispatched before their commit: their attempts start
-// only once it is written, see dispatchRound.)
-func (e *Engine) rankLocked(ts []*task, now time.Time) {
-	if len(ts) > 0 {
-		slices.SortStableFunc(ts, func(a, b *task) int { return int(a.lane.idx) - int(b.lane.idx) })
-		for start := 0; start < len(ts); {
-			end := start
-			for end < len(ts) && ts[end].lane == ts[start].lane {
-				end++
-			}
-			e.rankGroupLocked(ts[start:end], now)
-			start = end
-		}
-	}
-	deferred := e.deferred
-	e.deferred = e.deferred[:0]
-	for _, t := range deferred {
-		if t.state != StateQueued || t.sq != nil {
-			continue
-		}
-		e.enqueueLocked(t)
-	}
-	clear(deferred)
-}
-
-// rankGroupLocked ranks tasks of one lane in one policy call.
-func (e *Engine) rankGroupLocked(group []*task, now time.Time) {
-	recs := e.scratchRank[:0]
-	for _, t := range group {
-		recs = append(recs, policyTask(t))
-	}
-	if cap(e.scratchRanks) < len(group) {
-		e.scratchRanks = make([]int64, len(group))
-	}
-	ranks := e.scratchRanks[:len(group)]
-	group[0].lane.selection.p.Rank(now.UnixMilli(), recs, ranks)
-	for i, t := range group {
-		t.rank = ranks[i]
-	}
-	e.scratchRank = recs
-}
-
 func compareSeq(a, b uint64) int {
 	switch {
 	case a < b:
@@ -866,6 +828,7 @@ func (e *Engine) newTaskLocked(spec *TaskSpec, id string, now time.Time) *task {
 		lane: e.laneByName[spec.Lane], heapIdx: -1, timerIdx: noTimers,
 	}
 	t.seq = e.seq + 1 // the seq its first event will take
+	t.unranked = true // rankLocked ranks it before it joins a queue
 	t.agent = e.agentLocked(spec.AgentID)
 	t.agent.live++
 	if key := spec.Session(); key != "" {

@@ -211,5 +211,5 @@ func (e *Engine) leaseTimerLocked(t *task, now time.Time) {
 		e.emitTaskLocked(t, EventReleased, t.state, t.state, "lease expired after cancellation")
 		return
 	}
-	e.failAttemptLocked(t, classTransient, 0, "lease expired (attempt "+itoa(n)+")", now)
+	e.failAttemptLocked(t, classTransient, 0, "lease expired (attempt "+itoa(n)+")", now, nil)
 }

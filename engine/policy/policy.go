@@ -124,6 +124,23 @@ type StateReporter interface {
 	Stateless() bool
 }
 
+// Inline is implemented by a policy whose every decision is short, bounded
+// and never blocks: native Go code that reads only its input, as the
+// built-ins are (the engine knows those by their types). The engine makes such a policy's decisions while it holds its lock.
+// Any other policy — a WebAssembly plugin, say — decides outside the lock,
+// on a snapshot the engine prepared, and its answer is applied only if it
+// still fits (plugins/ABI.md, "Where each decision runs and what it can
+// delay"): a slow decision then delays only the work that asked for it.
+type Inline interface {
+	Inline() bool
+}
+
+// IsInline reports whether p may decide under the engine's lock.
+func IsInline(p any) bool {
+	i, ok := p.(Inline)
+	return ok && i.Inline()
+}
+
 // ErrorClass says whether a failed attempt is worth retrying.
 type ErrorClass uint8
 

@@ -1,0 +1,258 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/engine/policy/backoff"
+	"github.com/switchyard/switchyard/engine/policy/fairshare"
+	"github.com/switchyard/switchyard/engine/store/memory"
+)
+
+// A policy that is not inline decides outside the engine lock: while its
+// decision is held up, the engine's other work goes on. Each test holds a
+// decision of lane "a" until it releases it, and checks that lane "b" (with
+// built-in policies) submits, dispatches and completes meanwhile. Nothing
+// here depends on timing: the held decision is provably still running,
+// since the test has not released it. (safety bounds only end a test that
+// would otherwise hang.)
+
+// gate holds every policy call until released, after saying it was entered.
+type gate struct {
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+// newGate returns a gate that the test's end opens if the test did not.
+func newGate(t *testing.T) *gate {
+	g := &gate{entered: make(chan struct{}, 64), release: make(chan struct{})}
+	t.Cleanup(g.open)
+	return g
+}
+
+func (g *gate) open() { g.once.Do(func() { close(g.release) }) }
+
+func (g *gate) hold() {
+	g.entered <- struct{}{}
+	<-g.release
+}
+
+type heldSelection struct{ g *gate }
+
+func (s heldSelection) Rank(_ int64, tasks []policy.Task, ranks []int64) {
+	s.g.hold()
+	for i := range tasks {
+		ranks[i] = int64(tasks[i].Priority)
+	}
+}
+
+type heldFairness struct {
+	g    *gate
+	held bool
+	fs   fairshare.Fairness
+}
+
+func (f *heldFairness) Pick(ctx policy.PickContext, cands []policy.Candidate, picks []uint32) int {
+	if !f.held { // the first decision only: the rest answer at once
+		f.held = true
+		f.g.hold()
+	}
+	return f.fs.Pick(ctx, cands, picks)
+}
+
+type heldRetry struct{ g *gate }
+
+func (r heldRetry) Decide(f policy.Failure) policy.Decision {
+	r.g.hold()
+	return backoff.Retry{}.Decide(f)
+}
+
+// laneExecutor fails lane a's first attempts (transient) and succeeds the
+// rest, and reports every start by task id.
+type laneExecutor struct {
+	started chan string
+	failA   bool
+}
+
+func (x *laneExecutor) Start(_ context.Context, run *engine.Run) {
+	x.started <- run.TaskID()
+	if x.failA && run.Spec().Lane == "a" && run.Attempt() == 1 {
+		go run.Finish(engine.Outcome{Err: errors.New("flaky"), Class: policy.ClassTransient})
+		return
+	}
+	go run.Finish(engine.Outcome{})
+}
+
+// safety ends a test that would otherwise hang; it is not a measure.
+const safety = 30 * time.Second
+
+func twoLanes(t *testing.T, x engine.Executor) *engine.Engine {
+	t.Helper()
+	cfg := engine.Config{Lanes: []engine.LaneConfig{{Name: "a", MaxInFlight: 10}, {Name: "b", MaxInFlight: 10}}}
+	e, err := engine.New(engine.Options{Config: cfg, Store: memory.New(memory.Options{}), Executor: x})
+	require.NoError(t, err)
+	require.NoError(t, e.Start(context.Background()))
+	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	return e
+}
+
+func spec(lane, agent string) engine.TaskSpec {
+	return engine.TaskSpec{Lane: lane, AgentID: agent, Action: &engine.Action{Kind: "click"}}
+}
+
+func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(safety):
+		t.Fatalf("%s never happened", what)
+		panic("unreachable")
+	}
+}
+
+// submitAsync submits in a goroutine and returns the channel of its answer.
+func submitAsync(e *engine.Engine, s engine.TaskSpec) <-chan *engine.Task {
+	done := make(chan *engine.Task, 1)
+	go func() {
+		task, err := e.Submit(context.Background(), s)
+		if err != nil {
+			task = nil
+		}
+		done <- task
+	}()
+	return done
+}
+
+// startedTask waits until the task with id starts, skipping other starts.
+func startedTask(t *testing.T, x *laneExecutor, id string) {
+	t.Helper()
+	for waitFor(t, x.started, "the start of "+id) != id {
+	}
+}
+
+func TestSelectionOutsideTheLockDelaysOnlyItsLane(t *testing.T) {
+	t.Parallel()
+	x := &laneExecutor{started: make(chan string, 64)}
+	e := twoLanes(t, x)
+	g := newGate(t)
+	require.NoError(t, e.SetSelection("a", "held", heldSelection{g}))
+
+	aDone := submitAsync(e, spec("a", "alice"))
+	waitFor(t, g.entered, "lane a's selection call")
+
+	// Lane a's decision is running (it has not been released); lane b
+	// admits, dispatches and completes.
+	for range 3 {
+		b := waitFor(t, submitAsync(e, spec("b", "bob")), "lane b's submission")
+		require.NotNil(t, b)
+		startedTask(t, x, b.ID)
+	}
+	st := e.Stats()
+	require.Equal(t, 1, st.Pending, "lane a's task is admitted and waits for its rank")
+	select {
+	case <-aDone:
+		t.Fatal("lane a's submission answered before its rank was decided")
+	default:
+	}
+
+	g.open()
+	a := waitFor(t, aDone, "lane a's submission")
+	require.NotNil(t, a)
+	startedTask(t, x, a.ID)
+}
+
+func TestSelectionOutsideTheLockSkipsTasksCancelledMeanwhile(t *testing.T) {
+	t.Parallel()
+	x := &laneExecutor{started: make(chan string, 64)}
+	e := twoLanes(t, x)
+	g := newGate(t)
+	require.NoError(t, e.SetSelection("a", "held", heldSelection{g}))
+
+	aDone := submitAsync(e, spec("a", "alice"))
+	waitFor(t, g.entered, "lane a's selection call")
+	ids, err := e.CancelWhere(context.Background(), engine.TaskFilter{Lane: "a"}, "changed my mind")
+	require.NoError(t, err)
+	require.Len(t, ids, 1, "the task is admitted (QUEUED) while it is ranked, and can be cancelled")
+	g.open()
+	a := waitFor(t, aDone, "lane a's submission")
+	require.NotNil(t, a)
+	got, err := e.Task(context.Background(), a.ID)
+	require.NoError(t, err)
+	require.Equal(t, engine.StateCancelled, got.State)
+
+	// The queue it would have joined works as before.
+	b := waitFor(t, submitAsync(e, spec("a", "alice")), "a later submission to lane a")
+	require.NotNil(t, b)
+	waitFor(t, g.entered, "its selection call")
+	startedTask(t, x, b.ID)
+	require.Equal(t, 0, e.Stats().Pending)
+}
+
+func TestRetryOutsideTheLockDelaysOnlyItsAttempt(t *testing.T) {
+	t.Parallel()
+	x := &laneExecutor{started: make(chan string, 64), failA: true}
+	e := twoLanes(t, x)
+	g := newGate(t)
+	require.NoError(t, e.SetRetry("a", "held", heldRetry{g}))
+
+	a := waitFor(t, submitAsync(e, spec("a", "alice")), "lane a's submission")
+	require.NotNil(t, a)
+	startedTask(t, x, a.ID)
+	waitFor(t, g.entered, "lane a's retry decision")
+
+	for range 3 {
+		b := waitFor(t, submitAsync(e, spec("b", "bob")), "lane b's submission")
+		require.NotNil(t, b)
+		startedTask(t, x, b.ID)
+	}
+	got, err := e.Task(context.Background(), a.ID)
+	require.NoError(t, err)
+	require.Equal(t, engine.StateAssigned, got.State, "the failed attempt ends once its retry is decided")
+
+	g.open()
+	startedTask(t, x, a.ID) // retried after the backoff the decision asked for
+	got, err = e.Task(context.Background(), a.ID)
+	require.NoError(t, err)
+	require.Len(t, got.Attempts, 2)
+}
+
+func TestFairnessOutsideTheLockLetsSubmissionsIn(t *testing.T) {
+	t.Parallel()
+	x := &laneExecutor{started: make(chan string, 64)}
+	e := twoLanes(t, x)
+	g := newGate(t)
+	require.NoError(t, e.SetFairness("held", &heldFairness{g: g}))
+
+	// Two candidates, so that the policy is asked; paused until both are in.
+	paused, running := true, false
+	_, err := e.UpdateLane("a", engine.LaneUpdate{Paused: &paused})
+	require.NoError(t, err)
+	first := waitFor(t, submitAsync(e, spec("a", "alice")), "a submission")
+	second := waitFor(t, submitAsync(e, spec("a", "carol")), "a submission")
+	unpaused := make(chan struct{})
+	go func() {
+		_, _ = e.UpdateLane("a", engine.LaneUpdate{Paused: &running}) // dispatches, and waits for the decision
+		close(unpaused)
+	}()
+	waitFor(t, g.entered, "the fairness decision")
+
+	// The decision is running: submissions and queries still answer.
+	for range 3 {
+		b := waitFor(t, submitAsync(e, spec("b", "bob")), "lane b's submission")
+		require.NotNil(t, b)
+	}
+	require.Equal(t, 5, e.Stats().Pending)
+	g.open()
+	waitFor(t, unpaused, "the round")
+	startedTask(t, x, first.ID)
+	_ = second
+}
