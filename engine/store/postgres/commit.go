@@ -645,21 +645,32 @@ func int64s(u []uint64) []int64 {
 // benchmarks compare the two (see the ADR). locked, if not nil, learns when
 // the transaction holds the seq lock (or why it failed before).
 func (s *Store) commitCopy(ctx context.Context, pb *pgx.Batch, b *engine.Batch, r *commitRows, follow uint64, locked func(error)) error {
-	tx, err := s.pool.Begin(ctx)
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		if locked != nil {
 			locked(err)
 		}
 		return err
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it does nothing
-	queueAdvance(pb, b, follow)
+	// The transaction begins in the first pipeline and commits in the last:
+	// four round trips with the three COPYs in between, not six.
+	committed := false
+	defer func() {
+		if !committed {
+			// Best effort: the pool drops a connection left in a transaction.
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+		conn.Release()
+	}()
+	tx := conn.Conn()
+	head := &pgx.Batch{}
+	head.Queue("BEGIN")
+	head.QueuedQueries = append(head.QueuedQueries, pb.QueuedQueries...)
+	queueAdvance(head, b, follow)
 	if len(b.Batches) > 0 {
-		queueBatches(pb, b.Batches)
+		queueBatches(head, b.Batches)
 	}
-	if pb.Len() > 0 {
-		err = tx.SendBatch(ctx, pb).Close()
-	}
+	err = tx.SendBatch(ctx, head).Close()
 	if locked != nil {
 		locked(err)
 	}
@@ -716,10 +727,10 @@ func (s *Store) commitCopy(ctx context.Context, pb *pgx.Batch, b *engine.Batch, 
 	if n := len(b.Events); n > 0 && !s.noNotify.Load() {
 		rest.Queue("SELECT pg_notify($1, $2)", s.channels.events, strconv.FormatUint(b.Events[n-1].Seq, 10))
 	}
-	if rest.Len() > 0 {
-		if err := tx.SendBatch(ctx, rest).Close(); err != nil {
-			return err
-		}
+	rest.Queue("COMMIT")
+	if err := tx.SendBatch(ctx, rest).Close(); err != nil {
+		return err
 	}
-	return tx.Commit(ctx)
+	committed = true
+	return nil
 }
