@@ -10,11 +10,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/store/internal/sqlcodec"
 )
 
 // DefaultSchema is the schema used when Options.Schema is empty.
@@ -246,38 +245,9 @@ func (s *Store) describe(what string, err error) error {
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
+type migration = sqlcodec.Migration
 
-func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFS, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var out []migration
-	for _, e := range entries {
-		num, _, ok := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || !strings.HasSuffix(e.Name(), ".sql") {
-			return nil, fmt.Errorf("migration %s: want NNNN_name.sql", e.Name())
-		}
-		b, err := migrationFS.ReadFile("migrations/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: e.Name(), sql: string(b)})
-	}
-	slices.SortFunc(out, func(a, b migration) int { return a.version - b.version })
-	for i, m := range out {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migration %s: versions must count from 1 without gaps", m.name)
-		}
-	}
-	return out, nil
-}
+func migrations() ([]migration, error) { return sqlcodec.Migrations(migrationFS, "migrations") }
 
 // migrationsTable records the applied migrations; its name marks a schema as
 // Switchyard's.
@@ -339,11 +309,11 @@ func (s *Store) migrate(ctx context.Context) error {
 		return s.describe("set the search path", err)
 	}
 	for _, m := range ms[current:] {
-		if _, err := tx.Exec(ctx, m.sql); err != nil {
-			return s.describe("apply migration "+m.name, err)
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
+			return s.describe("apply migration "+m.Name, err)
 		}
-		if _, err := tx.Exec(ctx, "INSERT INTO "+migrationsTable+" (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
-			return s.describe("record migration "+m.name, err)
+		if _, err := tx.Exec(ctx, "INSERT INTO "+migrationsTable+" (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
+			return s.describe("record migration "+m.Name, err)
 		}
 	}
 	return s.describe("commit the migrations", tx.Commit(ctx))

@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/store/internal/sqlcodec"
 )
 
 // DefaultPath is the database file used when Options.Path is empty.
@@ -285,38 +285,9 @@ func (s *Store) describe(err error) error {
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
+type migration = sqlcodec.Migration
 
-func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFS, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var out []migration
-	for _, e := range entries {
-		num, _, ok := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || !strings.HasSuffix(e.Name(), ".sql") {
-			return nil, fmt.Errorf("migration %s: want NNNN_name.sql", e.Name())
-		}
-		b, err := migrationFS.ReadFile("migrations/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: e.Name(), sql: string(b)})
-	}
-	slices.SortFunc(out, func(a, b migration) int { return a.version - b.version })
-	for i, m := range out {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migration %s: versions must count from 1 without gaps", m.name)
-		}
-	}
-	return out, nil
-}
+func migrations() ([]migration, error) { return sqlcodec.Migrations(migrationFS, "migrations") }
 
 // migrate applies the migrations the database lacks, in one transaction.
 func migrate(c *sqlite3.Conn) (err error) {
@@ -355,15 +326,15 @@ func migrate(c *sqlite3.Conn) (err error) {
 		return fmt.Errorf("the database's schema version %d is newer than this build knows (%d): use a newer switchyard", current, len(ms))
 	}
 	for _, m := range ms[current:] {
-		if err := c.Exec(m.sql); err != nil {
-			return fmt.Errorf("%s: %w", m.name, err)
+		if err := c.Exec(m.SQL); err != nil {
+			return fmt.Errorf("%s: %w", m.Name, err)
 		}
 		st, _, err := c.Prepare("INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)")
 		if err != nil {
 			return err
 		}
-		_ = st.BindInt(1, m.version)
-		_ = st.BindText(2, m.name)
+		_ = st.BindInt(1, m.Version)
+		_ = st.BindText(2, m.Name)
 		_ = st.BindInt64(3, time.Now().UnixNano())
 		if err := errors.Join(st.Exec(), st.Close()); err != nil {
 			return err

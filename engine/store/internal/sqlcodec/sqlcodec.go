@@ -9,6 +9,9 @@
 // without reflection; they read back with encoding/json. The documents are
 // what encoding/json makes of the doc types below (the tests hold the two
 // to the same result), so rows written by either encoder read the same.
+//
+// Each store keeps its own schema and migration files (the stored form of
+// its tables differs); Migrations is the loader they share.
 package sqlcodec
 
 import (
