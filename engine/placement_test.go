@@ -136,3 +136,20 @@ func TestASessionTaskThatEndsAfterItsInstanceWasRemovedLosesTheSession(t *testin
 	require.True(t, lost, "it fails with SESSION_LOST")
 	require.NoError(t, h.Exec.Fail(next.ID, engine.Permanent(fmt.Errorf("SESSION_LOST: gone: %w", engine.ErrInstanceGone))))
 }
+
+func TestSessionReplayNeedsASessionKeyAndNoTab(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	for name, s := range map[string]engine.TaskSpec{
+		"no session":  {AgentID: "a", SessionReplay: true, Action: &engine.Action{Kind: "click", Selector: "#go"}},
+		"a named tab": {AgentID: "a", SessionKey: "s", TabID: "T1", SessionReplay: true, Action: &engine.Action{Kind: "click", Selector: "#go"}},
+	} {
+		_, err := h.Engine.Submit(context.Background(), s)
+		var ee *engine.Error
+		require.ErrorAs(t, err, &ee, name)
+		require.Equal(t, engine.CodeInvalidInput, ee.Code, name)
+		require.Equal(t, "sessionReplay", ee.Field, name)
+	}
+	ok := h.Submit(enginetest.Spec("a").Session("s").Action("click").Obj())
+	require.NotEmpty(t, ok.ID)
+}

@@ -428,6 +428,8 @@ func (e *Engine) normalize(in TaskSpec, now time.Time) (*TaskSpec, error) {
 		return nil, invalid("sessionMaxInFlight", "needs a sessionKey or a tabId")
 	case s.QueueMode.Interrupts() && s.Session() == "":
 		return nil, invalid("queueMode", "interrupt needs a sessionKey or a tabId")
+	case s.SessionReplay && (s.SessionKey == "" || s.TabID != ""):
+		return nil, invalid("sessionReplay", "needs a sessionKey and no tabId (Switchyard rebuilds only the tabs it opened)")
 	}
 	if s.WebhookURL != "" {
 		if err := ValidateWebhookURL(s.WebhookURL); err != nil {

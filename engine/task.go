@@ -152,7 +152,14 @@ type TaskSpec struct {
 	// wins; 0 leaves the session's ceiling as it is (default
 	// Config.SessionMaxInFlight).
 	SessionMaxInFlight int
-	SubmittedAt        time.Time // set by the engine at admission
+	// SessionReplay opts its session into replay: when the session's tab is
+	// lost, the executor opens a new one and replays the session's actions
+	// from its first task before running this one, instead of failing it with
+	// SESSION_LOST. Needs a SessionKey (a named tab is not the executor's to
+	// rebuild). The executor keeps a session's log only while every task of
+	// it, from the first, asked for replay.
+	SessionReplay bool
+	SubmittedAt   time.Time // set by the engine at admission
 }
 
 // Session returns the key that serialises the task: its SessionKey, or its

@@ -57,6 +57,10 @@ type Options struct {
 	// the task again while the instance still runs the action. Negative:
 	// abort at once.
 	AbortGrace time.Duration
+	// MaxReplayActions bounds the actions kept per session that asked for
+	// replay (engine.TaskSpec.SessionReplay); a session that does more can no
+	// longer be replayed. Default DefaultMaxReplayActions.
+	MaxReplayActions int
 }
 
 // DefaultAbortGrace is Options.AbortGrace when it is 0.
@@ -82,9 +86,13 @@ type Executor struct {
 	maxInline int
 	maxIdle   int
 	grace     time.Duration
+	maxReplay int
 
-	mu    sync.Mutex
-	owned map[string]*ownedTab // tabs the executor opened, by tab id
+	mu sync.Mutex
+	// replays holds the logs of the sessions that asked for replay, by
+	// session key (replay.go).
+	replays map[string]*replayLog
+	owned   map[string]*ownedTab // tabs the executor opened, by tab id
 	// pools holds each instance's idle pooled tabs (opened for a tab-less
 	// task, bound to no session), least recently used first, so that taking
 	// and returning one costs the same however many session tabs there are.
@@ -133,6 +141,9 @@ func New(o Options) (*Executor, error) {
 	if o.AbortGrace == 0 {
 		o.AbortGrace = DefaultAbortGrace
 	}
+	if o.MaxReplayActions <= 0 {
+		o.MaxReplayActions = DefaultMaxReplayActions
+	}
 	e := &Executor{
 		reg:       o.Registry,
 		arts:      o.Artifacts,
@@ -141,6 +152,8 @@ func New(o Options) (*Executor, error) {
 		maxInline: o.MaxInlineResult,
 		maxIdle:   max(o.MaxIdleTabs, 0),
 		grace:     max(o.AbortGrace, 0),
+		maxReplay: o.MaxReplayActions,
+		replays:   make(map[string]*replayLog),
 		owned:     make(map[string]*ownedTab),
 		pools:     make(map[string][]*ownedTab),
 		stop:      make(chan struct{}),
@@ -238,8 +251,26 @@ func (e *Executor) runAction(ctx context.Context, a Attempt, spec *engine.TaskSp
 	t, err := e.target(ctx, a, spec)
 	tabTime := time.Since(t0)
 	if err != nil {
+		if spec.SessionReplay && errors.Is(err, ErrSessionLost) {
+			return e.replayAndRun(ctx, a, spec, t, err, t0)
+		}
+		if errors.Is(err, ErrSessionLost) {
+			e.forgetReplay(spec.SessionKey)
+		}
 		return engine.Outcome{Err: err, InstanceID: t.instance, TabID: t.tab, TabTime: tabTime}, nil
 	}
+	o, after := e.runIn(ctx, a, spec, t, tabTime)
+	if errors.Is(o.Err, ErrSessionLost) {
+		if spec.SessionReplay {
+			return e.replayAndRun(ctx, a, spec, t, o.Err, t0)
+		}
+		e.forgetReplay(spec.SessionKey)
+	}
+	return o, after
+}
+
+// runIn runs an action task in its tab t, found in tabTime.
+func (e *Executor) runIn(ctx context.Context, a Attempt, spec *engine.TaskSpec, t target, tabTime time.Duration) (engine.Outcome, func()) {
 	defer e.done(t)
 	a.Started(t.instance, t.tab)
 
@@ -252,6 +283,7 @@ func (e *Executor) runAction(ctx context.Context, a Attempt, spec *engine.TaskSp
 		return engine.Outcome{Err: e.explain(ctx, err, t), InstanceID: t.instance, TabID: t.tab, TabTime: tabTime, ActionTime: actionTime}, nil
 	}
 	o := engine.Outcome{Result: res, HTTPStatus: http.StatusOK, InstanceID: t.instance, TabID: t.tab, TabTime: tabTime, ActionTime: actionTime}
+	e.record(spec, !t.session)
 	if isClose(spec.Action.Kind) {
 		// The tab is gone: nothing may stay bound to it.
 		o.TabID = ""

@@ -64,6 +64,7 @@ func (e *Executor) closeTabs(tabs []*ownedTab) {
 			cancel()
 		}
 		e.reg.tabs.forget(t.tab)
+		e.forgetReplay(t.session)
 		if t.session != "" && sink != nil {
 			sink.UnbindSession(t.session)
 		}

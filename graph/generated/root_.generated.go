@@ -494,6 +494,7 @@ type ComplexityRoot struct {
 		Seq               func(childComplexity int) int
 		Session           func(childComplexity int) int
 		SessionKey        func(childComplexity int) int
+		SessionReplay     func(childComplexity int) int
 		State             func(childComplexity int) int
 		SubmittedAt       func(childComplexity int) int
 		TabID             func(childComplexity int) int
@@ -2889,6 +2890,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Task.SessionKey(childComplexity), true
+	case "Task.sessionReplay":
+		if e.ComplexityRoot.Task.SessionReplay == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Task.SessionReplay(childComplexity), true
 	case "Task.state":
 		if e.ComplexityRoot.Task.State == nil {
 			break
@@ -4487,6 +4494,8 @@ type Task {
   queueMode: QueueMode!
   "What it becomes when its retries are spent, when it chose (else its lane's ` + "`" + `exhausted` + "`" + `)."
   exhausted: Exhausted
+  "Its session is replayed if its tab is lost (see SubmitTaskInput.sessionReplay)."
+  sessionReplay: Boolean!
   "Where it stands."
   state: TaskState!
   "Why it entered its state (e.g. \"deadline exceeded while queued\", \"dependency X failed\")."
@@ -4730,6 +4739,16 @@ input SubmitTaskInput {
   exhausted: Exhausted
   "Sets its session's concurrency (1..100; GoClaw's per-request concurrency, e.g. 3 for a group chat). The latest task that sets it wins; omitted, the session keeps its ceiling (default engine.sessionMaxInFlight). Needs a sessionKey or a tabId."
   sessionMaxInFlight: Int
+  """
+  Opts its session into replay: if the session's tab is lost (closed behind
+  Switchyard's back, gone with its instance's restart or removal), the
+  executor opens a new tab and replays the session's actions from its first
+  task, then runs this one, instead of failing it with SESSION_LOST. The
+  session's log is kept (in memory, up to executor.maxReplayActions actions)
+  only while every task of the session, from its first, asks for it. Needs
+  a sessionKey and no tabId.
+  """
+  sessionReplay: Boolean = false
 }
 
 "A browser interaction."
@@ -5683,6 +5702,8 @@ func (ec *executionContext) childFields_Task(ctx context.Context, field graphql.
 		return ec.fieldContext_Task_queueMode(ctx, field)
 	case "exhausted":
 		return ec.fieldContext_Task_exhausted(ctx, field)
+	case "sessionReplay":
+		return ec.fieldContext_Task_sessionReplay(ctx, field)
 	case "state":
 		return ec.fieldContext_Task_state(ctx, field)
 	case "reason":

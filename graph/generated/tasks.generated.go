@@ -2199,6 +2199,29 @@ func (ec *executionContext) fieldContext_Task_exhausted(_ context.Context, field
 	return graphql.NewScalarFieldContext("Task", field, true, false, "Exhausted")
 }
 
+func (ec *executionContext) _Task_sessionReplay(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Task_sessionReplay(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SessionReplay(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Task_sessionReplay(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Task", field, true, false, "Boolean")
+}
+
 func (ec *executionContext) _Task_state(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3687,8 +3710,11 @@ func (ec *executionContext) unmarshalInputSubmitTaskInput(ctx context.Context, o
 	if _, present := asMap["queueMode"]; !present {
 		asMap["queueMode"] = "ENQUEUE"
 	}
+	if _, present := asMap["sessionReplay"]; !present {
+		asMap["sessionReplay"] = false
+	}
 
-	fieldsInOrder := [...]string{"agentId", "lane", "sessionKey", "priority", "action", "instruction", "tabId", "instanceId", "dependsOn", "parentId", "deadline", "timeoutMs", "retryPolicy", "webhookUrl", "idempotencyKey", "labels", "queueMode", "exhausted", "sessionMaxInFlight"}
+	fieldsInOrder := [...]string{"agentId", "lane", "sessionKey", "priority", "action", "instruction", "tabId", "instanceId", "dependsOn", "parentId", "deadline", "timeoutMs", "retryPolicy", "webhookUrl", "idempotencyKey", "labels", "queueMode", "exhausted", "sessionMaxInFlight", "sessionReplay"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -3828,6 +3854,13 @@ func (ec *executionContext) unmarshalInputSubmitTaskInput(ctx context.Context, o
 				return it, err
 			}
 			it.SessionMaxInFlight = data
+		case "sessionReplay":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sessionReplay"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SessionReplay = data
 		}
 	}
 	return it, nil
@@ -4862,6 +4895,11 @@ func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj
 		case "exhausted":
 			out.Values[i] = ec._Task_exhausted(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "sessionReplay":
+			out.Values[i] = ec._Task_sessionReplay(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "state":

@@ -335,6 +335,14 @@ type SubmitTaskInput struct {
 	Exhausted *engine.Exhausted `json:"exhausted,omitempty"`
 	// Sets its session's concurrency (1..100; GoClaw's per-request concurrency, e.g. 3 for a group chat). The latest task that sets it wins; omitted, the session keeps its ceiling (default engine.sessionMaxInFlight). Needs a sessionKey or a tabId.
 	SessionMaxInFlight *int `json:"sessionMaxInFlight,omitempty"`
+	// Opts its session into replay: if the session's tab is lost (closed behind
+	// Switchyard's back, gone with its instance's restart or removal), the
+	// executor opens a new tab and replays the session's actions from its first
+	// task, then runs this one, instead of failing it with SESSION_LOST. The
+	// session's log is kept (in memory, up to executor.maxReplayActions actions)
+	// only while every task of the session, from its first, asks for it. Needs
+	// a sessionKey and no tabId.
+	SessionReplay *bool `json:"sessionReplay,omitempty"`
 }
 
 // The outcome of one item of a batch: a task, an error, or both (a task recorded REJECTED with QUEUE_FULL).

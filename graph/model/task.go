@@ -113,6 +113,9 @@ func (t *Task) Labels() []*Label { return Labels(t.T.Spec.Labels) }
 // QueueMode is how it joined its session's queue.
 func (t *Task) QueueMode() engine.QueueMode { return t.T.Spec.QueueMode }
 
+// SessionReplay says whether its session is replayed when its tab is lost.
+func (t *Task) SessionReplay() bool { return t.T.Spec.SessionReplay }
+
 // Exhausted is the task's own choice for a spent retry budget, nil when it
 // follows its lane.
 func (t *Task) Exhausted() *engine.Exhausted {

@@ -109,6 +109,9 @@ func taskSpec(path string, in *model.SubmitTaskInput, now time.Time) (engine.Tas
 	if in.QueueMode != nil {
 		s.QueueMode = *in.QueueMode
 	}
+	if in.SessionReplay != nil {
+		s.SessionReplay = *in.SessionReplay
+	}
 	if s.QueueMode.Interrupts() && s.SessionKey == "" && s.TabID == "" {
 		return s, invalid(p("queueMode"), "INTERRUPT needs a sessionKey or a tabId")
 	}

@@ -61,6 +61,7 @@ func richTask(n uint64) *engine.Task {
 	spec.QueueMode = engine.QueueInterrupt
 	spec.Exhausted = engine.ExhaustedFail
 	spec.SessionMaxInFlight = 3
+	spec.SessionReplay = true
 	t.Spec = &spec
 	t.Depth, t.Rank = 2, -42
 	t.State, t.Reason = engine.StateRetryWait, "backing off: 502"

@@ -445,6 +445,14 @@ type SubmitTaskInput struct {
 	Exhausted *Exhausted `json:"exhausted"`
 	// Sets its session's concurrency (1..100; GoClaw's per-request concurrency, e.g. 3 for a group chat). The latest task that sets it wins; omitted, the session keeps its ceiling (default engine.sessionMaxInFlight). Needs a sessionKey or a tabId.
 	SessionMaxInFlight *int `json:"sessionMaxInFlight"`
+	// Opts its session into replay: if the session's tab is lost (closed behind
+	// Switchyard's back, gone with its instance's restart or removal), the
+	// executor opens a new tab and replays the session's actions from its first
+	// task, then runs this one, instead of failing it with SESSION_LOST. The
+	// session's log is kept (in memory, up to executor.maxReplayActions actions)
+	// only while every task of the session, from its first, asks for it. Needs
+	// a sessionKey and no tabId.
+	SessionReplay *bool `json:"sessionReplay"`
 }
 
 // GetAgentId returns SubmitTaskInput.AgentId, and is useful for accessing the field via an interface.
@@ -503,6 +511,9 @@ func (v *SubmitTaskInput) GetExhausted() *Exhausted { return v.Exhausted }
 
 // GetSessionMaxInFlight returns SubmitTaskInput.SessionMaxInFlight, and is useful for accessing the field via an interface.
 func (v *SubmitTaskInput) GetSessionMaxInFlight() *int { return v.SessionMaxInFlight }
+
+// GetSessionReplay returns SubmitTaskInput.SessionReplay, and is useful for accessing the field via an interface.
+func (v *SubmitTaskInput) GetSessionReplay() *bool { return v.SessionReplay }
 
 // Tasks to submit as one batch.
 type SubmitTasksInput struct {

@@ -295,6 +295,10 @@ type Executor struct {
 	// confirm the end of its action before disconnecting (default 5s;
 	// negative: disconnect at once).
 	AbortGrace Duration `yaml:"abortGrace"`
+	// MaxReplayActions bounds the actions kept per session that asked for
+	// replay (sessionReplay); a session that does more cannot be replayed
+	// (default 64).
+	MaxReplayActions int `yaml:"maxReplayActions"`
 }
 
 // Engine is the engine's configuration (engine.Config); 0 means the

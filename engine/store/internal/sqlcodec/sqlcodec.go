@@ -79,6 +79,7 @@ type specDoc struct {
 	QueueMode      engine.QueueMode  `json:"queueMode,omitempty"`
 	Exhausted      engine.Exhausted  `json:"exhausted,omitempty"`
 	SessionMax     int               `json:"sessionMaxInFlight,omitempty"`
+	SessionReplay  bool              `json:"sessionReplay,omitempty"`
 	SubmittedAt    int64             `json:"submittedAtNs,omitempty"`
 }
 
@@ -160,6 +161,9 @@ func AppendSpec(b []byte, s *engine.TaskSpec) ([]byte, error) {
 	b = appendIntField(b, "queueMode", int64(s.QueueMode))
 	b = appendStringField(b, "exhausted", string(s.Exhausted))
 	b = appendIntField(b, "sessionMaxInFlight", int64(s.SessionMaxInFlight))
+	if s.SessionReplay {
+		b = append(b, `"sessionReplay":true,`...)
+	}
 	b = appendIntField(b, "submittedAtNs", UnixNano(s.SubmittedAt))
 	b[len(b)-1] = '}'
 	return b, nil
@@ -176,7 +180,7 @@ func DecodeSpec(doc, params []byte) (*engine.TaskSpec, error) {
 		Instruction: d.Instruction, TabID: d.TabID, InstanceID: d.InstanceID, DependsOn: d.DependsOn,
 		BatchID: d.BatchID, ParentID: d.ParentID, Deadline: FromUnixNano(d.Deadline), Timeout: time.Duration(d.Timeout),
 		WebhookURL: d.WebhookURL, IdempotencyKey: d.IdempotencyKey, Labels: d.Labels, QueueMode: d.QueueMode,
-		Exhausted: d.Exhausted, SessionMaxInFlight: d.SessionMax, SubmittedAt: FromUnixNano(d.SubmittedAt),
+		Exhausted: d.Exhausted, SessionMaxInFlight: d.SessionMax, SessionReplay: d.SessionReplay, SubmittedAt: FromUnixNano(d.SubmittedAt),
 	}
 	if a := d.Action; a != nil {
 		s.Action = &engine.Action{Kind: a.Kind, Ref: a.Ref, Selector: a.Selector}
