@@ -279,6 +279,7 @@ func (e *Executor) runIn(ctx context.Context, a Attempt, spec *engine.TaskSpec, 
 	res, err := e.perform(rctx, t, spec.Action, a.TaskID())
 	release()
 	actionTime := time.Since(t1)
+	err = endedBy(ctx, err)
 	if err != nil {
 		return engine.Outcome{Err: e.explain(ctx, err, t), InstanceID: t.instance, TabID: t.tab, TabTime: tabTime, ActionTime: actionTime}, nil
 	}
@@ -630,6 +631,7 @@ func (e *Executor) runInstruction(ctx context.Context, a Attempt, spec *engine.T
 	}
 	release()
 	actionTime := time.Since(t1) // a chat instance opens no tab for Switchyard: no TabTime
+	err = endedBy(ctx, err)
 	if err != nil {
 		return engine.Outcome{Err: e.explain(ctx, err, t), InstanceID: id, TabID: tab, ActionTime: actionTime}
 	}
@@ -638,6 +640,20 @@ func (e *Executor) runInstruction(ctx context.Context, a Attempt, spec *engine.T
 		return engine.Outcome{Err: err, InstanceID: id, TabID: tab, ActionTime: actionTime}
 	}
 	return engine.Outcome{Result: result, HTTPStatus: http.StatusOK, InstanceID: id, TabID: tab, ActionTime: actionTime}
+}
+
+// endedBy puts first, in the error of a request that failed after the
+// attempt's context ended, why it ended (its deadline, a cancellation): the
+// request itself may have been aborted later, by the abort grace, and only
+// says "context canceled".
+func endedBy(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	if cause := context.Cause(ctx); !errors.Is(err, cause) {
+		return fmt.Errorf("%w: %w", cause, err)
+	}
+	return err
 }
 
 // graceful returns the context for the request that performs an attempt's
@@ -706,7 +722,12 @@ func llmConfig(labels map[string]string) map[string]string {
 // timeouts, cancellation as it is.
 func classify(err error) error {
 	var ce *engine.ClassifiedError
-	if err == nil || errors.As(err, &ce) || errors.Is(err, context.Canceled) {
+	switch {
+	case err == nil || errors.As(err, &ce):
+		return err
+	case errors.Is(err, context.DeadlineExceeded):
+		return engine.Transient(err) // the attempt's time ran out, even if the request ended by the abort grace
+	case errors.Is(err, context.Canceled):
 		return err
 	}
 	var pe *pinchtab.Error
