@@ -274,7 +274,7 @@ func (e *Engine) RemoveInstance(id string) {
 			b := e.bindings[k]
 			b.lost = true
 			e.bindings[k] = b
-			e.emitSessionLocked(k, "session "+k+" lost its tab "+b.tab+": instance "+id+" was removed; its next task fails with SESSION_LOST")
+			e.emitSessionLocked(k, "session "+k+" lost its tab "+b.tab+": instance "+id+" was removed; its next task fails with SESSION_LOST, or replays the session if it asked")
 		}
 		e.wakeLocked(&in.lim) // its waiters look again: elsewhere, or fail in the executor
 	}

@@ -82,8 +82,8 @@ func TestRemovingAnInstanceLosesItsSessionsVisibly(t *testing.T) {
 		said = append(said, ev.SessionKey+": "+ev.Reason)
 	}
 	require.Equal(t, []string{
-		"blog: session blog lost its tab TA2: instance a was removed; its next task fails with SESSION_LOST",
-		"cart: session cart lost its tab TA1: instance a was removed; its next task fails with SESSION_LOST",
+		"blog: session blog lost its tab TA2: instance a was removed; its next task fails with SESSION_LOST, or replays the session if it asked",
+		"cart: session cart lost its tab TA1: instance a was removed; its next task fails with SESSION_LOST, or replays the session if it asked",
 	}, said, "one event per session that lost its page, in a stable order")
 
 	// The lost session's next task goes to its lost tab (for the executor to

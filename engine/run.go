@@ -93,7 +93,7 @@ func (e *Engine) bindLocked(t *task, instanceID, tabID string) {
 		// The attempt ran on past the instance's removal: the page it
 		// built went with the instance.
 		b.lost = true
-		e.emitSessionLocked(t.session.key, "session "+t.session.key+" lost its tab "+tabID+": instance "+instanceID+" was removed; its next task fails with SESSION_LOST")
+		e.emitSessionLocked(t.session.key, "session "+t.session.key+" lost its tab "+tabID+": instance "+instanceID+" was removed; its next task fails with SESSION_LOST, or replays the session if it asked")
 	}
 	e.bindings[t.session.key] = b
 }

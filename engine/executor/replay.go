@@ -108,7 +108,10 @@ func (e *Executor) replayAndRun(ctx context.Context, a Attempt, spec *engine.Tas
 	id := lost.instance
 	if _, snap, ok := e.reg.lookup(id); !ok || snap.Health == HealthUnhealthy || !snap.Kind.browser() {
 		if id = e.reg.pick(KindInstance, KindServer); id == "" {
-			return fail(errors.New("no healthy browser instance with room"))
+			// Not the session's fault: it waits, as an instance fault, for
+			// a browser to replay it on (its log and its lost binding stay).
+			return engine.Outcome{Err: engine.Transient(fmt.Errorf("session %s is to be replayed, and no healthy browser instance has room: %w",
+				key, engine.ErrInstanceFault)), InstanceID: lost.instance, TabTime: time.Since(t0)}, nil
 		}
 	}
 	t, err := e.use(target{instance: id})

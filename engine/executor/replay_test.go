@@ -142,3 +142,17 @@ func TestRemovingTheInstanceOfAReplayedSessionRebuildsItElsewhere(t *testing.T) 
 	require.Equal(t, "q", got.Attempts[0].InstanceID, "the session stays on its new tab")
 	require.Equal(t, "Hello, Ada!", outText(t, got.Result))
 }
+
+func TestASessionToReplayWaitsForABrowserAsAnInstanceFault(t *testing.T) {
+	t.Parallel()
+	bn, _ := setupDouble(t, pinchtabtest.ModeBridge, executor.Options{})
+	o := sessionStep(t, bn, "open", "", true, action("navigate", "", `{"url":"http://site.test/form"}`))
+	require.NoError(t, o.Err)
+	require.NoError(t, bn.reg.Remove("p")) // the only browser
+	o = sessionStep(t, bn, "go", o.TabID, true, action("click", "#go", ""))
+	require.ErrorIs(t, o.Err, engine.ErrInstanceFault, "not the session's fault: it waits for a browser")
+	require.NotErrorIs(t, o.Err, executor.ErrSessionLost)
+	require.NotErrorIs(t, o.Err, engine.ErrInstanceGone, "the lost binding stays, for the replay")
+	require.Equal(t, policy.ClassTransient, engine.ClassOf(o.Err))
+	require.ErrorContains(t, o.Err, "no healthy browser instance has room")
+}

@@ -3302,7 +3302,8 @@ extend type Mutation {
   Forgets an instance; tab-less work bound to it is placed again. A session
   whose tab was there has lost its page: a SESSION event says so, and the
   session's next task fails with SESSION_LOST instead of running in a blank
-  tab elsewhere. Attempts running there keep their slots until they end.
+  tab elsewhere (or, if the session asked for replay, replays it in a new tab).
+  Attempts running there keep their slots until they end.
   Returns it as it was.
   """
   removeInstance(id: ID!): Instance
@@ -4426,7 +4427,8 @@ enum TaskEventKind {
   """
   A session lost its tab with the instance it was on (` + "`" + `sessionKey` + "`" + `; ` + "`" + `reason` + "`" + `
   names the tab and the instance); no task. The session's next task fails with
-  SESSION_LOST, then the session starts over in a new tab.
+  SESSION_LOST, then the session starts over in a new tab; a session that asked
+  for replay (` + "`" + `sessionReplay` + "`" + `) is replayed in a new tab instead.
   """
   SESSION
   """

@@ -462,7 +462,7 @@ func InstanceVerbs() []Verb {
 	return []Verb{
 		{"list", "list the server's browser instances: health, latency, load", instanceList},
 		{"register", "add a browser instance (a PinchTab server or `switchyard instance`) to the server", instanceRegister},
-		{"remove", "forget an instance; its work is placed again", instanceRemove},
+		{"remove", "forget an instance: tab-less work is placed again; its sessions lose their tabs (SESSION events)", instanceRemove},
 	}
 }
 

@@ -1526,7 +1526,8 @@ type RemoveInstanceResponse struct {
 	// Forgets an instance; tab-less work bound to it is placed again. A session
 	// whose tab was there has lost its page: a SESSION event says so, and the
 	// session's next task fails with SESSION_LOST instead of running in a blank
-	// tab elsewhere. Attempts running there keep their slots until they end.
+	// tab elsewhere (or, if the session asked for replay, replays it in a new tab).
+	// Attempts running there keep their slots until they end.
 	// Returns it as it was.
 	RemoveInstance *RemoveInstanceRemoveInstance `json:"removeInstance"`
 }
