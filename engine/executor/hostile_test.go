@@ -23,6 +23,7 @@ import (
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/store/memory"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // hostility is how an instance misbehaves on actions.
@@ -162,7 +163,7 @@ func TestNothingIsLostBehindAHostileInstance(t *testing.T) {
 			ids = append(ids, task.ID)
 		}
 	}
-	checkFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+	waitfor.CheckFor(t, func() error {
 		for _, id := range ids {
 			got, err := eng.Task(ctx, id)
 			if err != nil {

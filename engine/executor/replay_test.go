@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard/switchyard/engine/executor/pinchtab/pinchtabtest"
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/store/memory"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // sessionStep runs one task of session "s" in tab (the session's, or "" for
@@ -111,7 +112,7 @@ func TestRemovingTheInstanceOfAReplayedSessionRebuildsItElsewhere(t *testing.T) 
 		task, err := eng.Submit(ctx, engine.TaskSpec{AgentID: "x", SessionKey: "s", SessionReplay: true, Action: a})
 		require.NoError(t, err)
 		var got *engine.Task
-		checkFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		waitfor.CheckFor(t, func() error {
 			got, _ = eng.Task(ctx, task.ID)
 			if !got.State.Terminal() {
 				return fmt.Errorf("state %s (%s)", got.State, got.Reason)
@@ -124,7 +125,7 @@ func TestRemovingTheInstanceOfAReplayedSessionRebuildsItElsewhere(t *testing.T) 
 	require.Equal(t, engine.StateSucceeded, run(action("fill", "#name", `{"text":"Ada"}`)).State)
 	_, err = reg.Register(executor.InstanceConfig{ID: "q", URL: q.URL(), Token: doubleToken, Kind: executor.KindServer})
 	require.NoError(t, err)
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	waitfor.CheckFor(t, func() error {
 		if inst, _ := reg.Get("q"); inst.Health != executor.HealthHealthy {
 			return errors.New("q is not healthy yet")
 		}
