@@ -21,6 +21,9 @@ func TestAWorkersLeaseSurvivesARestartOnSQLite(t *testing.T) {
 	server, stop := serveOn(t, db)
 	c := client.New(server + "/graphql")
 	require.NoError(t, c.Do(ctx, `mutation { createLane(name: "jobs", input: {pull: true, maxInFlight: 1}) { pull } }`, nil, nil))
+	res := sw(t, server, "lane", "list")
+	require.Equal(t, 0, res.code, res.stderr)
+	require.Regexp(t, `(?m)^jobs\s+0\s+1\s+0\s+100000\s+running \(pull\)\s`, res.stdout, "the operator sees a pull lane")
 	var sub struct{ SubmitTask struct{ ID string } }
 	require.NoError(t, c.Do(ctx, `mutation { submitTask(input: {agentId: "planner", lane: "jobs", action: {kind: "crawl", params: {url: "https://example.com"}}}) { id } }`, nil, &sub))
 	id := sub.SubmitTask.ID

@@ -31,6 +31,7 @@ import (
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/engine/pull"
 	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/graph/auth"
 	"github.com/switchyard/switchyard/graph/client"
@@ -213,7 +214,7 @@ func (b *authBundle) leased(t *testing.T) string {
 	t.Helper()
 	_, err := b.eng.Submit(context.Background(), engine.TaskSpec{AgentID: b.uniq("pulling"), Lane: "pulls", Action: &engine.Action{Kind: "job"}})
 	require.NoError(t, err)
-	ls, err := b.pull.Lease(context.Background(), "pulls", 1, time.Hour, 0, "fixture")
+	ls, err := b.pull.Lease(context.Background(), "pulls", 1, pull.MaxLeaseFor, 0, "fixture") // outlasts the test: nothing moves by itself
 	require.NoError(t, err)
 	require.Len(t, ls, 1)
 	return ls[0].ID
@@ -467,16 +468,16 @@ func matrix() map[string]opCase {
 			}},
 		"Mutation.unloadPlugin": {roles: admins, query: `mutation($name: String!) { unloadPlugin(name: $name) { name } }`, vars: nameVar(freshPlugin)},
 
-		"Mutation.leaseTasks": {roles: workers, query: `mutation { leaseTasks(lane: "pulls", max: 1) { leaseId task { id } } }`,
+		"Mutation.leaseTasks": {roles: workers, query: `mutation { leaseTasks(lane: "pulls", max: 1, leaseForMs: 86400000) { leaseId task { id } } }`,
 			vars: func(t *testing.T, b *authBundle) map[string]any {
 				_, err := b.eng.Submit(context.Background(), engine.TaskSpec{AgentID: b.uniq("pulling"), Lane: "pulls", Action: &engine.Action{Kind: "job"}})
 				require.NoError(t, err)
 				return nil
 			},
 			check: func(t *testing.T, _ *caller, d map[string]any) { require.Len(t, d["leaseTasks"], 1) }},
-		"Mutation.renewLease":   {roles: workers, query: `mutation($id: ID!) { renewLease(leaseId: $id) { leaseId } }`, vars: freshLease},
+		"Mutation.renewLease":   {roles: workers, query: `mutation($id: ID!) { renewLease(leaseId: $id, leaseForMs: 86400000) { leaseId } }`, vars: freshLease},
 		"Mutation.completeTask": {roles: workers, query: `mutation($id: ID!) { completeTask(leaseId: $id, result: 1) { task { state } } }`, vars: freshLease},
-		"Mutation.failTask":     {roles: workers, query: `mutation($id: ID!) { failTask(leaseId: $id, error: "no") { task { state } } }`, vars: freshLease},
+		"Mutation.failTask":     {roles: workers, query: `mutation($id: ID!) { failTask(leaseId: $id, error: "no", retryable: false) { task { state } } }`, vars: freshLease},
 		"Mutation.releaseTask":  {roles: workers, query: `mutation($id: ID!) { releaseTask(leaseId: $id) { task { state } } }`, vars: freshLease},
 
 		"Subscription.taskEvents":     {roles: everyone, narrowed: true, query: `subscription { taskEvents(after: 0) { seq taskId agentId } }`, vars: noVars},

@@ -54,6 +54,9 @@ func printLanes(env Env, lanes []LaneInfo, jsonOut bool) error {
 		if l.Paused {
 			state = "paused"
 		}
+		if l.Pull {
+			state += " (pull)" // its workers lease its tasks
+		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t%s\n", l.Name, l.InFlight, l.MaxInFlight, l.Pending, l.MaxQueued,
 			state, flagSpelling(string(l.DropPolicy)), time.Duration(l.TimeoutMs)*time.Millisecond, l.RetryPolicy.MaxAttempts,
 			l.SelectionPolicy, l.RetryPolicyName)

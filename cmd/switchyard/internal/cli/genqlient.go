@@ -593,6 +593,8 @@ type LaneInfo struct {
 	DropPolicy DropPolicy `json:"dropPolicy"`
 	// A paused lane admits tasks but dispatches none.
 	Paused bool `json:"paused"`
+	// A pull lane: its tasks wait for external workers to lease them (`leaseTasks`) and never go to a browser instance.
+	Pull bool `json:"pull"`
 	// The deepest spawn depth it admits.
 	MaxDepth int `json:"maxDepth"`
 	// The per-attempt timeout of tasks that set none, in milliseconds.
@@ -623,6 +625,9 @@ func (v *LaneInfo) GetDropPolicy() DropPolicy { return v.DropPolicy }
 
 // GetPaused returns LaneInfo.Paused, and is useful for accessing the field via an interface.
 func (v *LaneInfo) GetPaused() bool { return v.Paused }
+
+// GetPull returns LaneInfo.Pull, and is useful for accessing the field via an interface.
+func (v *LaneInfo) GetPull() bool { return v.Pull }
 
 // GetMaxDepth returns LaneInfo.MaxDepth, and is useful for accessing the field via an interface.
 func (v *LaneInfo) GetMaxDepth() int { return v.MaxDepth }
@@ -700,6 +705,9 @@ func (v *LanesLanesLane) GetDropPolicy() DropPolicy { return v.LaneInfo.DropPoli
 // GetPaused returns LanesLanesLane.Paused, and is useful for accessing the field via an interface.
 func (v *LanesLanesLane) GetPaused() bool { return v.LaneInfo.Paused }
 
+// GetPull returns LanesLanesLane.Pull, and is useful for accessing the field via an interface.
+func (v *LanesLanesLane) GetPull() bool { return v.LaneInfo.Pull }
+
 // GetMaxDepth returns LanesLanesLane.MaxDepth, and is useful for accessing the field via an interface.
 func (v *LanesLanesLane) GetMaxDepth() int { return v.LaneInfo.MaxDepth }
 
@@ -757,6 +765,8 @@ type __premarshalLanesLanesLane struct {
 
 	Paused bool `json:"paused"`
 
+	Pull bool `json:"pull"`
+
 	MaxDepth int `json:"maxDepth"`
 
 	TimeoutMs int `json:"timeoutMs"`
@@ -788,6 +798,7 @@ func (v *LanesLanesLane) __premarshalJSON() (*__premarshalLanesLanesLane, error)
 	retval.MaxQueued = v.LaneInfo.MaxQueued
 	retval.DropPolicy = v.LaneInfo.DropPolicy
 	retval.Paused = v.LaneInfo.Paused
+	retval.Pull = v.LaneInfo.Pull
 	retval.MaxDepth = v.LaneInfo.MaxDepth
 	retval.TimeoutMs = v.LaneInfo.TimeoutMs
 	retval.InFlight = v.LaneInfo.InFlight
@@ -2825,6 +2836,9 @@ func (v *UpdateLaneUpdateLane) GetDropPolicy() DropPolicy { return v.LaneInfo.Dr
 // GetPaused returns UpdateLaneUpdateLane.Paused, and is useful for accessing the field via an interface.
 func (v *UpdateLaneUpdateLane) GetPaused() bool { return v.LaneInfo.Paused }
 
+// GetPull returns UpdateLaneUpdateLane.Pull, and is useful for accessing the field via an interface.
+func (v *UpdateLaneUpdateLane) GetPull() bool { return v.LaneInfo.Pull }
+
 // GetMaxDepth returns UpdateLaneUpdateLane.MaxDepth, and is useful for accessing the field via an interface.
 func (v *UpdateLaneUpdateLane) GetMaxDepth() int { return v.LaneInfo.MaxDepth }
 
@@ -2882,6 +2896,8 @@ type __premarshalUpdateLaneUpdateLane struct {
 
 	Paused bool `json:"paused"`
 
+	Pull bool `json:"pull"`
+
 	MaxDepth int `json:"maxDepth"`
 
 	TimeoutMs int `json:"timeoutMs"`
@@ -2913,6 +2929,7 @@ func (v *UpdateLaneUpdateLane) __premarshalJSON() (*__premarshalUpdateLaneUpdate
 	retval.MaxQueued = v.LaneInfo.MaxQueued
 	retval.DropPolicy = v.LaneInfo.DropPolicy
 	retval.Paused = v.LaneInfo.Paused
+	retval.Pull = v.LaneInfo.Pull
 	retval.MaxDepth = v.LaneInfo.MaxDepth
 	retval.TimeoutMs = v.LaneInfo.TimeoutMs
 	retval.InFlight = v.LaneInfo.InFlight
@@ -3302,6 +3319,7 @@ fragment LaneInfo on Lane {
 	maxQueued
 	dropPolicy
 	paused
+	pull
 	maxDepth
 	timeoutMs
 	inFlight
@@ -4093,6 +4111,7 @@ fragment LaneInfo on Lane {
 	maxQueued
 	dropPolicy
 	paused
+	pull
 	maxDepth
 	timeoutMs
 	inFlight
