@@ -281,6 +281,7 @@ func (e *Executor) runIn(ctx context.Context, a Attempt, spec *engine.TaskSpec, 
 	actionTime := time.Since(t1)
 	err = endedBy(ctx, err)
 	if err != nil {
+		e.recordNavigated(spec, !t.session, err)
 		return engine.Outcome{Err: e.explain(ctx, err, t), InstanceID: t.instance, TabID: t.tab, TabTime: tabTime, ActionTime: actionTime}, nil
 	}
 	o := engine.Outcome{Result: res, HTTPStatus: http.StatusOK, InstanceID: t.instance, TabID: t.tab, TabTime: tabTime, ActionTime: actionTime}

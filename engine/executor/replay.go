@@ -7,12 +7,14 @@ package executor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/executor/pinchtab"
 )
 
 // DefaultMaxReplayActions is Options.MaxReplayActions when it is 0.
@@ -66,6 +68,30 @@ func (e *Executor) record(spec *engine.TaskSpec, fresh bool) {
 		a.Params = slices.Clone(a.Params)
 		l.actions = append(l.actions, a)
 	}
+}
+
+// recordNavigated records a click that failed with 409 navigation_changed:
+// it did happen, and took the page elsewhere, so a replay repeats it, with
+// waitNav. Other failures are not recorded.
+func (e *Executor) recordNavigated(spec *engine.TaskSpec, fresh bool, err error) {
+	var pe *pinchtab.Error
+	if spec.Action == nil || !errors.As(err, &pe) || pe.Code != "navigation_changed" {
+		return
+	}
+	params := map[string]any{}
+	if len(spec.Action.Params) > 0 && json.Unmarshal(spec.Action.Params, &params) != nil {
+		return
+	}
+	params["waitNav"] = true
+	raw, jerr := json.Marshal(params)
+	if jerr != nil {
+		return
+	}
+	s := *spec
+	a := *spec.Action
+	a.Params = raw
+	s.Action = &a
+	e.record(&s, fresh)
 }
 
 // forgetReplay drops a session's log.

@@ -157,3 +157,19 @@ func TestASessionToReplayWaitsForABrowserAsAnInstanceFault(t *testing.T) {
 	require.Equal(t, policy.ClassTransient, engine.ClassOf(o.Err))
 	require.ErrorContains(t, o.Err, "no healthy browser instance has room")
 }
+
+func TestAReplayRepeatsAClickThatNavigatedWithoutSayingSo(t *testing.T) {
+	t.Parallel()
+	bn, d := setupDouble(t, pinchtabtest.ModeBridge, executor.Options{})
+	o := sessionStep(t, bn, "open", "", true, action("navigate", "", `{"url":"http://site.test/form"}`))
+	require.NoError(t, o.Err)
+	tab := o.TabID
+	o = sessionStep(t, bn, "next", tab, true, action("click", "#next", ""))
+	require.ErrorContains(t, o.Err, "navigation_changed", "the click navigated without waitNav: the task fails")
+	require.NoError(t, sessionStep(t, bn, "back", tab, true, action("back", "", "")).Err)
+	d.CloseTab(tab)
+	// The page went to /next and back: a replay must do the same, or its
+	// back would leave the form.
+	o = sessionStep(t, bn, "name", tab, true, action("fill", "#name", `{"text":"Ada"}`))
+	require.NoError(t, o.Err, "the replay repeated the navigating click, with waitNav, then back")
+}
