@@ -11,6 +11,7 @@ import (
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/engine/pull"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 func setup(t *testing.T) (*enginetest.Harness, *pull.Manager) {
@@ -35,11 +36,7 @@ func lost(t *testing.T, err error, end pull.End) {
 // lease to have finished the attempt.
 func waitState(t *testing.T, h *enginetest.Harness, id string, want engine.State) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for h.State(id) != want {
-		require.True(t, time.Now().Before(deadline), "task %s stays %s, want %s", id, h.State(id), want)
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.Eventually(t, "task "+id+" is "+want.String(), func() bool { return h.State(id) == want })
 }
 
 func TestALeaseRunsOutOnTheEnginesClockAndSaysSo(t *testing.T) {
@@ -77,15 +74,7 @@ func TestAWorkerLearnsOfACancelOnItsNextCallAndItsResultIsNotTaken(t *testing.T)
 	require.NoError(t, err)
 	_, err = h.Cancel(ctx, id, "not needed")
 	require.NoError(t, err)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err = m.Lookup(ls[0].ID)
-		if err != nil {
-			break // the cancellation reached the lease
-		}
-		require.True(t, time.Now().Before(deadline))
-		time.Sleep(time.Millisecond)
-	}
+	_, err = m.Lookup(ls[0].ID) // the cancel is on the run at once: no waiting
 	lost(t, err, pull.EndCancelled)
 	require.Contains(t, err.Error(), "not needed")
 	_, err = m.Complete(ctx, ls[0].ID, []byte(`1`))
