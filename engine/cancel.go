@@ -10,21 +10,21 @@ import (
 // cancelLocked cancels t unless it has ended. A task in flight keeps its
 // slots until its executor returns (or its lease runs out): the ceiling is
 // never exceeded while a cancelled attempt winds down.
-func (e *Engine) cancelLocked(t *task, reason string) bool {
+func (c *core) cancelLocked(t *task, reason string) bool {
 	if t.state.Terminal() {
 		return false
 	}
 	inflight := t.state.InFlight()
-	e.setState(t, StateCancelled, reason)
+	c.setState(t, StateCancelled, reason)
 	if inflight {
 		if t.run != nil {
 			t.run.cancel(context.Canceled, &CancelledError{Reason: reason})
 		}
 		// Give the executor the grace period to return, then reclaim.
 		t.timedOut = true
-		at := e.now().Add(e.cfg.LeaseGrace).UnixNano()
+		at := c.now().Add(c.cfg.LeaseGrace).UnixNano()
 		if t.timerIdx[timerLease] < 0 || at < t.timerAt[timerLease] {
-			e.timers[timerLease].set(t, at)
+			c.timers[timerLease].set(t, at)
 		}
 	}
 	return true
@@ -69,24 +69,25 @@ func (e *Engine) CancelWhere(_ context.Context, f TaskFilter, reason string) ([]
 	if reason == "" {
 		reason = "cancelled"
 	}
-	e.mu.Lock()
-	victims := e.matchLiveLocked(f)
-	ids := make([]string, 0, len(victims))
-	for _, t := range victims {
-		if e.cancelLocked(t, reason) {
-			ids = append(ids, t.id)
+	var ids []string
+	_ = e.mutate(func(c *core) error {
+		victims := c.matchLiveLocked(f)
+		ids = make([]string, 0, len(victims))
+		for _, t := range victims {
+			if c.cancelLocked(t, reason) {
+				ids = append(ids, t.id)
+			}
 		}
-	}
-	e.unlock()
-	e.after()
+		return nil
+	})
 	return ids, nil
 }
 
 // matchLiveLocked returns the live tasks that have not ended and match f, in
 // seq order.
-func (e *Engine) matchLiveLocked(f TaskFilter) []*task {
+func (c *core) matchLiveLocked(f TaskFilter) []*task {
 	var out []*task
-	for _, t := range e.tasks {
+	for _, t := range c.tasks {
 		if t.state.Terminal() {
 			continue
 		}
@@ -99,8 +100,8 @@ func (e *Engine) matchLiveLocked(f TaskFilter) []*task {
 }
 
 // sessionTasksLocked returns the session's live tasks that have not ended.
-func (e *Engine) sessionTasksLocked(key string) []*task {
-	return e.matchLiveLocked(TaskFilter{SessionKey: key})
+func (c *core) sessionTasksLocked(key string) []*task {
+	return c.matchLiveLocked(TaskFilter{SessionKey: key})
 }
 
 // StopSession stops a session. Without all, it cancels the session's oldest
@@ -111,27 +112,27 @@ func (e *Engine) StopSession(_ context.Context, key string, all bool) ([]string,
 	if key == "" {
 		return nil, invalid("sessionKey", "is required")
 	}
-	e.mu.Lock()
 	var ids []string
-	tasks := e.sessionTasksLocked(key)
-	if !all {
+	_ = e.mutate(func(c *core) error {
+		tasks := c.sessionTasksLocked(key)
+		if !all {
+			for _, t := range tasks {
+				if t.state.InFlight() {
+					c.cancelLocked(t, "session stopped")
+					ids = append(ids, t.id)
+					break
+				}
+			}
+			return nil
+		}
+		c.cutoffs[key] = c.now()
 		for _, t := range tasks {
-			if t.state.InFlight() {
-				e.cancelLocked(t, "session stopped")
+			if c.cancelLocked(t, "session stopped") {
 				ids = append(ids, t.id)
-				break
 			}
 		}
-	} else {
-		e.cutoffs[key] = e.now()
-		for _, t := range tasks {
-			if e.cancelLocked(t, "session stopped") {
-				ids = append(ids, t.id)
-			}
-		}
-	}
-	e.unlock()
-	e.after()
+		return nil
+	})
 	return ids, nil
 }
 

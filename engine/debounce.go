@@ -15,12 +15,12 @@ const MaxDebounce = time.Minute
 
 // holdLocked holds t, a new task of a session in a lane that debounces, for
 // d: the task its session had held in the lane, if any, is superseded.
-func (e *Engine) holdLocked(t *task, d time.Duration, now time.Time) {
+func (c *core) holdLocked(t *task, d time.Duration, now time.Time) {
 	key := t.spec.Session()
-	e.setStateAt(t, StateWaiting, "debounce: held "+d.String()+" for newer tasks of its session", now)
-	e.timers[timerRetry].set(t, now.Add(d).UnixNano())
+	c.setStateAt(t, StateWaiting, "debounce: held "+d.String()+" for newer tasks of its session", now)
+	c.timers[timerRetry].set(t, now.Add(d).UnixNano())
 	if prev := t.lane.held[key]; prev != nil && prev.state == StateWaiting {
-		e.cancelLocked(prev, "debounced: superseded by "+t.id) // its event follows t's first
+		c.cancelLocked(prev, "debounced: superseded by "+t.id) // its event follows t's first
 	}
 	if t.lane.held == nil {
 		t.lane.held = map[string]*task{}
@@ -30,8 +30,8 @@ func (e *Engine) holdLocked(t *task, d time.Duration, now time.Time) {
 
 // releaseHeldLocked ends t's hold as it leaves WAITING (its window elapsed,
 // it was superseded or cancelled, or it expired).
-func (e *Engine) releaseHeldLocked(t *task) {
-	e.timers[timerRetry].remove(t)
+func (c *core) releaseHeldLocked(t *task) {
+	c.timers[timerRetry].remove(t)
 	if key := t.spec.Session(); t.lane.held[key] == t {
 		delete(t.lane.held, key)
 	}

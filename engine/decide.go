@@ -2,6 +2,7 @@ package engine
 
 import (
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/switchyard/switchyard/engine/policy"
@@ -45,12 +46,41 @@ func inline(p any) bool {
 	return policy.IsInline(p)
 }
 
-// rankJob is one lane's share of a submission, ranked outside the lock.
-type rankJob struct {
-	p     policy.Selection
+// rankJobs are the lanes of a submission whose selection policy is not
+// inline, ranked outside the lock: one job (one policy call) per lane, over
+// slices of shared arrays. Pooled, so that a submission ranked outside the
+// lock allocates nothing for it.
+type rankJobs struct {
+	jobs  []rankJob
 	tasks []*task
 	recs  []policy.Task
 	ranks []int64
+}
+
+// rankJob is one lane's share: tasks[start:start+n] of its rankJobs.
+type rankJob struct {
+	p        policy.Selection
+	start, n int
+}
+
+var rankJobsPool = sync.Pool{New: func() any { return new(rankJobs) }}
+
+// add makes a job of group for p.
+func (r *rankJobs) add(p policy.Selection, group []*task) {
+	r.jobs = append(r.jobs, rankJob{p: p, start: len(r.tasks), n: len(group)})
+	r.tasks = append(r.tasks, group...)
+	for _, t := range group {
+		r.recs = append(r.recs, policyTask(t))
+	}
+	r.ranks = slices.Grow(r.ranks, len(group))[:len(r.ranks)+len(group)]
+}
+
+// release returns r to the pool.
+func (r *rankJobs) release() {
+	clear(r.tasks)
+	clear(r.jobs)
+	r.jobs, r.tasks, r.recs, r.ranks = r.jobs[:0], r.tasks[:0], r.recs[:0], r.ranks[:0]
+	rankJobsPool.Put(r)
 }
 
 // rankLocked ranks the tasks a submission admitted (QUEUED or WAITING, in
@@ -60,7 +90,7 @@ type rankJob struct {
 // rankOutside, their tasks kept out of their queues until applyRanksLocked.
 // (With a durable store a task may be dispatched before its commit: its
 // attempt starts only once it is written, see dispatchRound.)
-func (e *Engine) rankLocked(ts []*task, now time.Time) []rankJob {
+func (c *core) rankLocked(ts []*task, now time.Time) *rankJobs {
 	ts = slices.DeleteFunc(ts, func(t *task) bool { return !t.unranked }) // an idempotent repeat's original keeps its rank
 	if len(ts) == 0 {
 		return nil
@@ -70,7 +100,7 @@ func (e *Engine) rankLocked(ts []*task, now time.Time) []rankJob {
 		groups = slices.Clone(ts)
 		slices.SortStableFunc(groups, func(a, b *task) int { return int(a.lane.idx) - int(b.lane.idx) })
 	}
-	var jobs []rankJob
+	var jobs *rankJobs
 	for start := 0; start < len(groups); {
 		end := start
 		for end < len(groups) && groups[end].lane == groups[start].lane {
@@ -78,61 +108,58 @@ func (e *Engine) rankLocked(ts []*task, now time.Time) []rankJob {
 		}
 		group := groups[start:end]
 		if sel := group[0].lane.selection; !sel.inline {
-			j := rankJob{p: sel.p, tasks: slices.Clone(group), recs: make([]policy.Task, len(group)), ranks: make([]int64, len(group))}
-			for i, t := range group {
-				j.recs[i] = policyTask(t)
+			if jobs == nil {
+				jobs = rankJobsPool.Get().(*rankJobs)
 			}
-			jobs = append(jobs, j)
+			jobs.add(sel.p, group)
 		} else {
-			e.rankGroupLocked(group, now)
+			c.rankGroupLocked(group, now)
 		}
 		start = end
 	}
 	for _, t := range ts {
 		if !t.unranked && t.state == StateQueued && t.sq == nil {
-			e.enqueueLocked(t)
+			c.enqueueLocked(t)
 		}
 	}
 	return jobs
 }
 
 // rankGroupLocked ranks tasks of one lane in one call of an inline policy.
-func (e *Engine) rankGroupLocked(group []*task, now time.Time) {
-	recs := e.scratchRank[:0]
+func (c *core) rankGroupLocked(group []*task, now time.Time) {
+	recs := c.scratchRank[:0]
 	for _, t := range group {
 		recs = append(recs, policyTask(t))
 	}
-	if cap(e.scratchRanks) < len(group) {
-		e.scratchRanks = make([]int64, len(group))
+	if cap(c.scratchRanks) < len(group) {
+		c.scratchRanks = make([]int64, len(group))
 	}
-	ranks := e.scratchRanks[:len(group)]
+	ranks := c.scratchRanks[:len(group)]
 	group[0].lane.selection.p.Rank(now.UnixMilli(), recs, ranks)
 	for i, t := range group {
 		t.rank, t.unranked = ranks[i], false
 	}
-	e.scratchRank = recs
+	c.scratchRank = recs
 }
 
 // rankOutside makes the jobs' policy calls; the engine lock is not held.
-func rankOutside(jobs []rankJob, now time.Time) {
-	for _, j := range jobs {
-		j.p.Rank(now.UnixMilli(), j.recs, j.ranks)
+func (r *rankJobs) rankOutside(now time.Time) {
+	for _, j := range r.jobs {
+		j.p.Rank(now.UnixMilli(), r.recs[j.start:j.start+j.n], r.ranks[j.start:j.start+j.n])
 	}
 }
 
 // applyRanksLocked gives the jobs' tasks their ranks and puts those still
 // QUEUED into their queues. Tasks that ended meanwhile are skipped; tasks
 // that became QUEUED meanwhile (their dependencies met) are queued now.
-func (e *Engine) applyRanksLocked(jobs []rankJob) {
-	for _, j := range jobs {
-		for i, t := range j.tasks {
-			t.rank, t.unranked = j.ranks[i], false
-			if e.tasks[t.id] == t {
-				e.markDirty(t) // its row may have been written before it had its rank
-			}
-			if t.state == StateQueued && t.sq == nil {
-				e.enqueueLocked(t)
-			}
+func (c *core) applyRanksLocked(r *rankJobs) {
+	for i, t := range r.tasks {
+		t.rank, t.unranked = r.ranks[i], false
+		if c.tasks[t.id] == t {
+			c.markDirty(t) // its row may have been written before it had its rank
+		}
+		if t.state == StateQueued && t.sq == nil {
+			c.enqueueLocked(t)
 		}
 	}
 }

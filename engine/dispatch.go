@@ -28,8 +28,8 @@ type dispatchScratch struct {
 }
 
 // enqueueLocked puts a QUEUED task into its subQueue.
-func (e *Engine) enqueueLocked(t *task) {
-	aq := e.agentQueueLocked(t.lane, t.agent)
+func (c *core) enqueueLocked(t *task) {
+	aq := c.agentQueueLocked(t.lane, t.agent)
 	key := queueKey(t)
 	sq := aq.subs[key]
 	if sq == nil {
@@ -52,16 +52,16 @@ func (e *Engine) enqueueLocked(t *task) {
 		// A new head may not be blocked by what blocked the old one (a
 		// session's ceiling blocks every head alike, so that wait stays).
 		if oldHead != sq.head() && (sq.session == nil || sq.parked != &sq.session.lim) {
-			e.unparkLocked(sq)
+			c.unparkLocked(sq)
 		}
 	case sq.ready >= 0:
 		if oldHead != sq.head() {
 			aq.fixReady(sq)
-			e.fixAQLocked(aq)
+			c.fixAQLocked(aq)
 		}
 	default:
 		aq.addReady(sq)
-		e.fixAQLocked(aq)
+		c.fixAQLocked(aq)
 	}
 }
 
@@ -79,7 +79,7 @@ func queueKey(t *task) string {
 }
 
 // unqueueLocked takes a task out of its subQueue.
-func (e *Engine) unqueueLocked(t *task) {
+func (c *core) unqueueLocked(t *task) {
 	sq := t.sq
 	aq := sq.aq
 	wasHead := t.heapIdx == 0
@@ -90,7 +90,7 @@ func (e *Engine) unqueueLocked(t *task) {
 			aq.removeReady(sq)
 		}
 		if sq.parked != nil {
-			e.unlinkWaiterLocked(sq)
+			c.unlinkWaiterLocked(sq)
 		}
 		delete(aq.subs, sq.key)
 		// Keep the empty subQueue (and its heap's array) for the next
@@ -99,7 +99,7 @@ func (e *Engine) unqueueLocked(t *task) {
 		sq.key, sq.session = "", nil
 		aq.spare = sq
 		if len(aq.subs) == 0 {
-			e.retireAQLocked(aq)
+			c.retireAQLocked(aq)
 			return
 		}
 	} else if wasHead {
@@ -107,13 +107,13 @@ func (e *Engine) unqueueLocked(t *task) {
 		case sq.ready >= 0:
 			aq.fixReady(sq)
 		case sq.parked != nil && (sq.session == nil || sq.parked != &sq.session.lim):
-			e.unparkLocked(sq)
+			c.unparkLocked(sq)
 		}
 	}
-	e.fixAQLocked(aq)
+	c.fixAQLocked(aq)
 }
 
-func (e *Engine) agentQueueLocked(l *lane, a *agent) *agentQueue {
+func (c *core) agentQueueLocked(l *lane, a *agent) *agentQueue {
 	if int(l.idx) >= len(a.queues) {
 		a.queues = append(a.queues, make([]*agentQueue, int(l.idx)+1-len(a.queues))...)
 	}
@@ -128,7 +128,7 @@ func (e *Engine) agentQueueLocked(l *lane, a *agent) *agentQueue {
 // retireAQLocked takes an emptied queue off its lane's heaps. It stays with
 // its agent, empty, for the agent's next task in that lane: it goes when the
 // agent does.
-func (e *Engine) retireAQLocked(aq *agentQueue) {
+func (c *core) retireAQLocked(aq *agentQueue) {
 	if aq.fair >= 0 {
 		aq.lane.fair.remove(aq)
 		aq.lane.age.remove(aq)
@@ -137,7 +137,7 @@ func (e *Engine) retireAQLocked(aq *agentQueue) {
 
 // fixAQLocked puts aq where it belongs in its lane's heaps after its head or
 // readiness changed.
-func (e *Engine) fixAQLocked(aq *agentQueue) {
+func (c *core) fixAQLocked(aq *agentQueue) {
 	l := aq.lane
 	switch {
 	case aq.eligible() && aq.fair < 0:
@@ -153,16 +153,16 @@ func (e *Engine) fixAQLocked(aq *agentQueue) {
 }
 
 // parkLocked makes sq wait on lim.
-func (e *Engine) parkLocked(sq *subQueue, lim *limiter) {
+func (c *core) parkLocked(sq *subQueue, lim *limiter) {
 	aq := sq.aq
 	aq.removeReady(sq)
 	sq.parked = lim
 	sq.parkIdx = len(lim.waiters)
 	lim.waiters = append(lim.waiters, sq)
-	e.fixAQLocked(aq)
+	c.fixAQLocked(aq)
 }
 
-func (e *Engine) unlinkWaiterLocked(sq *subQueue) {
+func (c *core) unlinkWaiterLocked(sq *subQueue) {
 	lim := sq.parked
 	last := len(lim.waiters) - 1
 	if sq.parkIdx != last {
@@ -175,33 +175,33 @@ func (e *Engine) unlinkWaiterLocked(sq *subQueue) {
 }
 
 // unparkLocked makes a parked sq ready again.
-func (e *Engine) unparkLocked(sq *subQueue) {
-	e.unlinkWaiterLocked(sq)
+func (c *core) unparkLocked(sq *subQueue) {
+	c.unlinkWaiterLocked(sq)
 	if len(sq.tasks) > 0 {
 		sq.aq.addReady(sq)
-		e.fixAQLocked(sq.aq)
+		c.fixAQLocked(sq.aq)
 	}
 }
 
 // wakeLocked makes every queue waiting on lim ready: each gets a fresh look.
-func (e *Engine) wakeLocked(lim *limiter) {
+func (c *core) wakeLocked(lim *limiter) {
 	for len(lim.waiters) > 0 {
-		e.unparkLocked(lim.waiters[len(lim.waiters)-1])
+		c.unparkLocked(lim.waiters[len(lim.waiters)-1])
 	}
 }
 
-func (e *Engine) parkAgentLocked(a *agent) {
+func (c *core) parkAgentLocked(a *agent) {
 	a.parked = true
 	for _, aq := range a.queues {
 		if aq != nil {
-			e.fixAQLocked(aq)
+			c.fixAQLocked(aq)
 		}
 	}
 }
 
 // agentChangedLocked reorders an agent's queues after its in-flight count
 // changed, and takes it off or puts it back on the lanes at its ceiling.
-func (e *Engine) agentChangedLocked(a *agent) {
+func (c *core) agentChangedLocked(a *agent) {
 	if a.parked && a.inflight < a.limit {
 		a.parked = false
 	}
@@ -211,17 +211,17 @@ func (e *Engine) agentChangedLocked(a *agent) {
 		case aq.fair >= 0 && aq.eligible():
 			aq.lane.fair.fix(aq) // only the share changed: the age order stands
 		default:
-			e.fixAQLocked(aq)
+			c.fixAQLocked(aq)
 		}
 	}
 }
 
 // reserveLocked takes every slot t needs.
-func (e *Engine) reserveLocked(t *task, inst *instance) {
-	e.inflight++
+func (c *core) reserveLocked(t *task, inst *instance) {
+	c.inflight++
 	t.lane.inflight++
 	t.agent.inflight++
-	e.agentChangedLocked(t.agent)
+	c.agentChangedLocked(t.agent)
 	if s := t.session; s != nil {
 		s.lim.inflight++
 	}
@@ -237,39 +237,39 @@ func (e *Engine) reserveLocked(t *task, inst *instance) {
 
 // releaseLocked frees the slots t holds and wakes every queue that could use
 // them.
-func (e *Engine) releaseLocked(t *task) {
+func (c *core) releaseLocked(t *task) {
 	if !t.holding {
 		return
 	}
 	t.holding = false
-	e.inflight--
+	c.inflight--
 	t.lane.inflight--
 	t.agent.inflight--
-	e.agentChangedLocked(t.agent)
+	c.agentChangedLocked(t.agent)
 	if s := t.session; s != nil {
 		s.lim.inflight--
-		e.wakeLocked(&s.lim)
+		c.wakeLocked(&s.lim)
 	}
 	if b := t.batch; b != nil {
 		b.lim.inflight--
-		e.wakeLocked(&b.lim)
+		c.wakeLocked(&b.lim)
 	}
 	if inst := t.inst; inst != nil {
 		inst.lim.inflight--
-		e.wakeLocked(&inst.lim)
-		e.wakeLocked(&e.pool)
+		c.wakeLocked(&inst.lim)
+		c.wakeLocked(&c.pool)
 		t.inst = nil
-		if inst.removed && inst.lim.inflight == 0 && e.instances[inst.info.ID] == inst {
-			delete(e.instances, inst.info.ID)
+		if inst.removed && inst.lim.inflight == 0 && c.instances[inst.info.ID] == inst {
+			delete(c.instances, inst.info.ID)
 		}
 	}
 }
 
 // laneTop returns the lane's best queue: the oldest head past the aging
 // threshold, else the first in fairness order.
-func (e *Engine) laneTop(l *lane, now int64) (*agentQueue, bool) {
-	if e.cfg.AgingThreshold > 0 {
-		if top := l.age.top(); now-top.head().queuedAt >= int64(e.cfg.AgingThreshold) {
+func (c *core) laneTop(l *lane, now int64) (*agentQueue, bool) {
+	if c.cfg.AgingThreshold > 0 {
+		if top := l.age.top(); now-top.head().queuedAt >= int64(c.cfg.AgingThreshold) {
 			return top, true
 		}
 	}
@@ -288,7 +288,7 @@ func better(a *agentQueue, aAged bool, b *agentQueue, bAged bool) bool {
 
 // laneOpen reports whether lane l may dispatch one more (slack raises the
 // ceiling, for plans).
-func (e *Engine) laneOpen(l *lane, slack int) bool {
+func (c *core) laneOpen(l *lane, slack int) bool {
 	// A pull lane dispatches only when a worker asks (Pull).
 	return !l.cfg.Paused && !l.cfg.Pull && l.inflight < l.cfg.MaxInFlight+slack && len(l.fair.items) > 0
 }
@@ -297,15 +297,15 @@ func (e *Engine) laneOpen(l *lane, slack int) bool {
 // order, parking every queue it finds blocked on the way. It returns nil when
 // nothing can run. The instance chosen for the task is left in
 // e.scratch.placed.
-func (e *Engine) nextLocked(now int64, slack int) *task {
-	for e.inflight < e.cfg.MaxInFlight+slack {
+func (c *core) nextLocked(now int64, slack int) *task {
+	for c.inflight < c.cfg.MaxInFlight+slack {
 		var best *agentQueue
 		bestAged := false
-		for _, l := range e.lanes {
-			if !e.laneOpen(l, slack) {
+		for _, l := range c.lanes {
+			if !c.laneOpen(l, slack) {
 				continue
 			}
-			aq, aged := e.laneTop(l, now)
+			aq, aged := c.laneTop(l, now)
 			if best == nil || better(aq, aged, best, bestAged) {
 				best, bestAged = aq, aged
 			}
@@ -313,7 +313,7 @@ func (e *Engine) nextLocked(now int64, slack int) *task {
 		if best == nil {
 			return nil
 		}
-		if t := e.admitHeadLocked(best); t != nil {
+		if t := c.admitHeadLocked(best); t != nil {
 			return t
 		}
 	}
@@ -323,49 +323,49 @@ func (e *Engine) nextLocked(now int64, slack int) *task {
 // admitHeadLocked checks the ceilings of aq's head task. It returns the task
 // when every ceiling has room; otherwise it parks what is blocked and returns
 // nil.
-func (e *Engine) admitHeadLocked(aq *agentQueue) *task {
+func (c *core) admitHeadLocked(aq *agentQueue) *task {
 	a := aq.agent
 	if a.inflight >= a.limit {
-		e.parkAgentLocked(a)
+		c.parkAgentLocked(a)
 		return nil
 	}
 	sq := aq.ready[0]
 	t := sq.head()
 	if s := sq.session; s != nil && s.lim.full() {
-		e.parkLocked(sq, &s.lim)
+		c.parkLocked(sq, &s.lim)
 		return nil
 	}
 	if b := t.batch; b != nil && b.lim.full() {
-		e.parkLocked(sq, &b.lim)
+		c.parkLocked(sq, &b.lim)
 		return nil
 	}
-	inst, blocked := e.placeLocked(t)
+	inst, blocked := c.placeLocked(t)
 	if blocked != nil {
-		e.parkLocked(sq, blocked)
+		c.parkLocked(sq, blocked)
 		return nil
 	}
-	e.scratch.placed = inst
+	c.scratch.placed = inst
 	return t
 }
 
 // sessionLostLocked reports whether t's session is bound to a tab on an
 // instance that was removed (the page the session built is gone).
-func (e *Engine) sessionLostLocked(t *task) bool {
+func (c *core) sessionLostLocked(t *task) bool {
 	if t.session == nil || t.spec.TabID != "" {
 		return false
 	}
-	b, ok := e.bindings[t.session.key]
+	b, ok := c.bindings[t.session.key]
 	if !ok {
 		return false
 	}
-	return b.lost || e.instanceGoneLocked(b.instance)
+	return b.lost || c.instanceGoneLocked(b.instance)
 }
 
 // instanceGoneLocked reports whether the engine places work on instances and
 // id is not one of them (any more).
-func (e *Engine) instanceGoneLocked(id string) bool {
-	in := e.instances[id]
-	return (len(e.instList) > 0 || e.fleet) && (in == nil || in.removed)
+func (c *core) instanceGoneLocked(id string) bool {
+	in := c.instances[id]
+	return (len(c.instList) > 0 || c.fleet) && (in == nil || in.removed)
 }
 
 // placeLocked chooses the instance for t: its own target, its session's bound
@@ -373,26 +373,26 @@ func (e *Engine) instanceGoneLocked(id string) bool {
 // limiter to wait on when there is no room. With Options.PlaceOnInstances, an
 // action task waits for a browser instance even when none is registered (or
 // none of its kind): dispatched unplaced, it could only fail.
-func (e *Engine) placeLocked(t *task) (inst *instance, blocked *limiter) {
+func (c *core) placeLocked(t *task) (inst *instance, blocked *limiter) {
 	if t.lane.cfg.Pull {
 		return nil, nil // its worker is its instance
 	}
 	chat := t.spec.Instruction != ""
-	if e.sessionLostLocked(t) {
+	if c.sessionLostLocked(t) {
 		return nil, nil // no room needed: it fails at once (Run.LostSession)
 	}
-	if len(e.instList) == 0 {
-		if e.fleet && !chat {
-			return nil, &e.pool
+	if len(c.instList) == 0 {
+		if c.fleet && !chat {
+			return nil, &c.pool
 		}
 		return nil, nil
 	}
 	target := t.spec.InstanceID
-	if target == "" && t.spec.TabID != "" && e.tabs != nil {
-		target, _ = e.tabs.InstanceOfTab(t.spec.TabID)
+	if target == "" && t.spec.TabID != "" && c.tabs != nil {
+		target, _ = c.tabs.InstanceOfTab(t.spec.TabID)
 	}
 	if target == "" && t.session != nil {
-		if b, ok := e.bindings[t.session.key]; ok {
+		if b, ok := c.bindings[t.session.key]; ok {
 			// The session's page is there, even while the instance is
 			// unhealthy: the executor answers an instance fault until it is
 			// back (or the session's tab is lost with it).
@@ -400,7 +400,7 @@ func (e *Engine) placeLocked(t *task) (inst *instance, blocked *limiter) {
 		}
 	}
 	if target != "" {
-		in := e.instances[target]
+		in := c.instances[target]
 		if in == nil || in.removed {
 			return nil, nil // unknown here: the executor resolves it or fails the task
 		}
@@ -411,7 +411,7 @@ func (e *Engine) placeLocked(t *task) (inst *instance, blocked *limiter) {
 	}
 	var best *instance
 	kindExists := false
-	for _, in := range e.instList {
+	for _, in := range c.instList {
 		if in.info.Chat != chat {
 			continue
 		}
@@ -426,10 +426,10 @@ func (e *Engine) placeLocked(t *task) (inst *instance, blocked *limiter) {
 	switch {
 	case best != nil:
 		return best, nil
-	case !kindExists && (chat || !e.fleet):
+	case !kindExists && (chat || !c.fleet):
 		return nil, nil // no instance of the kind at all: the executor says so
 	}
-	return nil, &e.pool
+	return nil, &c.pool
 }
 
 // lessLoaded compares in-flight ÷ capacity (unlimited capacity counts as
@@ -614,11 +614,11 @@ func (e *Engine) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 // FairnessCandidates of the best queues of every open lane (by the native
 // order, plus the oldest heads), sorted by head seq so the policy sees them
 // in a canonical order.
-func (e *Engine) candidatesLocked(sc *dispatchScratch, now int64, slack int) ([]policy.Candidate, []*agentQueue) {
-	k := e.cfg.FairnessCandidates
+func (c *core) candidatesLocked(sc *dispatchScratch, now int64, slack int) ([]policy.Candidate, []*agentQueue) {
+	k := c.cfg.FairnessCandidates
 	sc.topK = sc.topK[:0]
-	for _, l := range e.lanes {
-		if !e.laneOpen(l, slack) {
+	for _, l := range c.lanes {
+		if !c.laneOpen(l, slack) {
 			continue
 		}
 		sc.topK, sc.front = l.fair.topK(k, sc.topK, sc.front)
@@ -665,20 +665,20 @@ func (e *Engine) candidatesLocked(sc *dispatchScratch, now int64, slack int) ([]
 // may pick none (it sees no room under the candidates' ceilings, say): the
 // caller then makes that decision in the native order, so dispatch never
 // waits on a policy.
-func (e *Engine) pickLocked(sc *dispatchScratch, now time.Time, cands []policy.Candidate, slots int, flags uint32) []uint32 {
-	ctx, picks := e.pickInputLocked(sc, now, slots, flags)
-	n := e.fairness.p.Pick(ctx, cands, picks)
-	return e.checkPicksLocked(ctx, cands, picks, n)
+func (c *core) pickLocked(sc *dispatchScratch, now time.Time, cands []policy.Candidate, slots int, flags uint32) []uint32 {
+	ctx, picks := c.pickInputLocked(sc, now, slots, flags)
+	n := c.fairness.p.Pick(ctx, cands, picks)
+	return c.checkPicksLocked(ctx, cands, picks, n)
 }
 
 // pickInputLocked prepares a fairness decision: its context and room for
 // its answer.
-func (e *Engine) pickInputLocked(sc *dispatchScratch, now time.Time, slots int, flags uint32) (policy.PickContext, []uint32) {
+func (c *core) pickInputLocked(sc *dispatchScratch, now time.Time, slots int, flags uint32) (policy.PickContext, []uint32) {
 	if cap(sc.picks) < slots {
 		sc.picks = make([]uint32, slots)
 	}
-	ctx := policy.PickContext{NowMs: now.UnixMilli(), AgingMs: e.cfg.AgingThreshold.Milliseconds(), Slots: uint32(slots), Flags: flags}
-	if e.cfg.AgingThreshold < 0 {
+	ctx := policy.PickContext{NowMs: now.UnixMilli(), AgingMs: c.cfg.AgingThreshold.Milliseconds(), Slots: uint32(slots), Flags: flags}
+	if c.cfg.AgingThreshold < 0 {
 		ctx.AgingMs = 0
 	}
 	return ctx, sc.picks[:slots]
@@ -686,14 +686,14 @@ func (e *Engine) pickInputLocked(sc *dispatchScratch, now time.Time, slots int, 
 
 // checkPicksLocked validates a fairness answer of n picks; an invalid one is
 // counted and replaced by the native policy's.
-func (e *Engine) checkPicksLocked(ctx policy.PickContext, cands []policy.Candidate, picks []uint32, n int) []uint32 {
+func (c *core) checkPicksLocked(ctx policy.PickContext, cands []policy.Candidate, picks []uint32, n int) []uint32 {
 	valid := n >= 0 && n <= len(picks) // none is an answer: the caller goes on in the native order
 	for i := 0; valid && i < n; i++ {
 		valid = int(picks[i]) < len(cands)
 	}
 	if !valid {
-		e.stats.policyInvalid++
-		n = e.fallback.Pick(ctx, cands, picks)
+		c.stats.policyInvalid++
+		n = c.fallback.Pick(ctx, cands, picks)
 	}
 	return picks[:n]
 }

@@ -13,9 +13,6 @@ import (
 
 	"github.com/switchyard/switchyard/engine/clock"
 	"github.com/switchyard/switchyard/engine/policy"
-	"github.com/switchyard/switchyard/engine/policy/backoff"
-	"github.com/switchyard/switchyard/engine/policy/fairshare"
-	"github.com/switchyard/switchyard/engine/policy/priority"
 )
 
 // Options are the engine's collaborators.
@@ -67,60 +64,20 @@ type TabLocator interface {
 //
 // All methods are safe for concurrent use.
 type Engine struct {
+	// core is the decision state (core.go); its fields and methods are the
+	// engine's own, promoted.
+	core
+
 	mu    sync.Mutex
-	cfg   Config
-	clock clock.Clock
 	store Store
 	exec  Executor
 	log   hclog.Logger
-	tabs  TabLocator
-	fleet bool // Options.PlaceOnInstances
 	sync  bool
 
-	lanes      []*lane
-	laneByName map[string]*lane
-	agents     map[string]*agent
-	agentIdx   uint32
-	sessions   map[string]*session
-	cutoffs    map[string]time.Time // stopped sessions: refuse work submitted before
-	batches    map[string]*batch
-	instances  map[string]*instance
-	instList   []*instance // sorted by id
-	pool       limiter     // waiters for "any instance with room"
-	bindings   map[string]binding
-	settings   map[string][]byte
-	tasks      map[string]*task
-	idem       map[string]*task // agentID + "\x00" + key
-	inflight   int
-	queued     int
-	counts     [StateExpired + 1]int // live tasks by state
-
-	timers  [timerKinds]taskTimers
-	armedAt int64
 	armed   clock.Timer
+	armedAt int64
 
-	seq       uint64
-	nextLease uint64
-	ids       idGen
-	events    *EventLog
-	cur       *pendingBatch // changes not yet handed to the committer
-
-	cascade []*task // terminal tasks whose dependents await the news
-
-	scratchRank  []policy.Task
-	scratchRanks []int64
-
-	selection   namedSelection // default for lanes without their own
-	retry       namedRetry
-	fairness    namedFairness
-	native      *fairshare.Fairness // the fast path when fairness is the built-in
-	fallback    fairshare.Fairness
-	scratch     dispatchScratch // the dispatching goroutine's, kept across a policy call outside the lock
-	planScratch dispatchScratch // Plan's
-
-	draining bool
-	closed   bool
-	stats    counters
+	events *EventLog
 
 	// dispatch and commit
 	dispatching     bool
@@ -211,41 +168,19 @@ func New(opts Options) (*Engine, error) {
 		opts.Logger = hclog.NewNullLogger()
 	}
 	e := &Engine{
-		cfg: cfg, clock: opts.Clock, store: opts.Store, exec: opts.Executor,
-		log: opts.Logger.Named("engine"), tabs: opts.TabLocator, fleet: opts.PlaceOnInstances, sync: opts.Synchronous,
-		laneByName: map[string]*lane{}, agents: map[string]*agent{}, sessions: map[string]*session{},
-		cutoffs: map[string]time.Time{}, batches: map[string]*batch{}, instances: map[string]*instance{},
-		bindings: map[string]binding{}, settings: map[string][]byte{}, tasks: map[string]*task{}, idem: map[string]*task{},
-		cur: newPendingBatch(64, 64), kickCh: make(chan struct{}, 1), commitCh: make(chan struct{}, 1),
+		store: opts.Store, exec: opts.Executor,
+		log: opts.Logger.Named("engine"), sync: opts.Synchronous,
+		kickCh: make(chan struct{}, 1), commitCh: make(chan struct{}, 1),
 		lazyCh: make(chan struct{}, 1), startCh: make(chan []*Run, startBacklog),
-		selection: namedSelection{name: priority.Name, p: priority.Selection{}, inline: true},
-		retry:     namedRetry{name: backoff.Name, p: backoff.Retry{}, inline: true},
 	}
+	e.core.init(cfg, opts.Clock, opts.TabLocator, opts.PlaceOnInstances, opts.Seed)
 	e.events = opts.Events
-	e.native = &fairshare.Fairness{}
-	e.fairness = namedFairness{name: fairshare.Name, p: e.native, inline: true}
-	e.ids = newIDGen(opts.Seed)
 	e.durable = opts.Store.Durable()
 	if ps, ok := opts.Store.(PipelinedStore); ok && !e.sync {
 		e.pipe = ps
 	}
-	for i := range e.timers {
-		e.timers[i].kind = i
-	}
-	for _, lc := range cfg.Lanes {
-		e.addLane(lc)
-	}
 	e.baseCtx, e.stop = context.WithCancel(context.Background())
 	return e, nil
-}
-
-func (e *Engine) addLane(lc LaneConfig) *lane {
-	l := &lane{cfg: lc, idx: uint16(len(e.lanes)), selection: e.selection, retry: e.retry}
-	l.selection.own, l.retry.own = false, false
-	l.age = aqHeap{age: true}
-	e.lanes = append(e.lanes, l)
-	e.laneByName[lc.Name] = l
-	return l
 }
 
 // Start loads the store's state (recovering tasks interrupted by a previous
@@ -312,6 +247,23 @@ func (e *Engine) unlock() {
 		default:
 		}
 	}
+}
+
+// mutate runs op on the core under the engine lock; then, unless op
+// refused (returned an error, having changed nothing), it publishes what op
+// recorded (cascades, timers, the committer's wake-up) and dispatches what
+// it made possible. It is the protocol every operation that changes state
+// follows; an operation that reads the store, or waits for a commit, does
+// so around it.
+func (e *Engine) mutate(op func(c *core) error) error {
+	e.mu.Lock()
+	if err := op(&e.core); err != nil {
+		e.mu.Unlock()
+		return err
+	}
+	e.unlock()
+	e.after()
+	return nil
 }
 
 // commitSoon asks the committer to write what is pending now: a submitter
@@ -463,13 +415,13 @@ func (e *Engine) commitLoop() {
 // Drain stops admitting new work: submissions fail with DRAINING. Running and
 // queued tasks carry on.
 func (e *Engine) Drain() {
-	e.mu.Lock()
-	if !e.draining {
-		e.draining = true
-		e.emitEngineLocked("draining: new work is refused")
-	}
-	e.unlock()
-	e.after()
+	_ = e.mutate(func(c *core) error {
+		if !c.draining {
+			c.draining = true
+			c.emitEngineLocked("draining: new work is refused")
+		}
+		return nil
+	})
 }
 
 // Draining reports whether the engine refuses new work.
@@ -529,6 +481,3 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	e.commitNow()
 	return nil
 }
-
-// now returns the clock's time.
-func (e *Engine) now() time.Time { return e.clock.Now() }

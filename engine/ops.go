@@ -181,7 +181,7 @@ func (e *Engine) removeLaneLocked(l *lane) (LaneStatus, error) {
 }
 
 // liveLanesLocked counts the lanes that are not removed.
-func (e *Engine) liveLanesLocked() int { return len(e.laneByName) }
+func (c *core) liveLanesLocked() int { return len(c.laneByName) }
 
 func describeLane(c LaneConfig) string {
 	state := "running"
@@ -331,100 +331,91 @@ func (e *Engine) setPolicy(slot policy.Slot, laneName, name string, p any) error
 	if p == nil || name == "" {
 		return invalid("policy", "a policy and its name are required")
 	}
-	e.mu.Lock()
-	var l *lane
-	if laneName != "" {
-		if l = e.laneByName[laneName]; l == nil {
-			e.mu.Unlock()
-			return notFound("no lane %q", laneName)
-		}
-	}
-	switch slot {
-	case policy.SlotSelection:
-		sp, ok := p.(policy.Selection)
-		if !ok {
-			e.mu.Unlock()
-			return invalid("policy", "%s is not a selection policy", name)
-		}
-		ns := namedSelection{name: name, p: sp, inline: inline(sp)}
-		if l != nil {
-			ns.own = true
-			l.selection = ns
-		} else {
-			e.selection = ns
-			for _, x := range e.lanes {
-				if !x.selection.own {
-					x.selection = ns
-				}
+	return e.mutate(func(c *core) error {
+		var l *lane
+		if laneName != "" {
+			if l = c.laneByName[laneName]; l == nil {
+				return notFound("no lane %q", laneName)
 			}
 		}
-	case policy.SlotRetry:
-		rp, ok := p.(policy.Retry)
-		if !ok {
-			e.mu.Unlock()
-			return invalid("policy", "%s is not a retry policy", name)
-		}
-		nr := namedRetry{name: name, p: rp, inline: inline(rp)}
-		if l != nil {
-			nr.own = true
-			l.retry = nr
-		} else {
-			e.retry = nr
-			for _, x := range e.lanes {
-				if !x.retry.own {
-					x.retry = nr
+		switch slot {
+		case policy.SlotSelection:
+			sp, ok := p.(policy.Selection)
+			if !ok {
+				return invalid("policy", "%s is not a selection policy", name)
+			}
+			ns := namedSelection{name: name, p: sp, inline: inline(sp)}
+			if l != nil {
+				ns.own = true
+				l.selection = ns
+			} else {
+				c.selection = ns
+				for _, x := range c.lanes {
+					if !x.selection.own {
+						x.selection = ns
+					}
 				}
 			}
+		case policy.SlotRetry:
+			rp, ok := p.(policy.Retry)
+			if !ok {
+				return invalid("policy", "%s is not a retry policy", name)
+			}
+			nr := namedRetry{name: name, p: rp, inline: inline(rp)}
+			if l != nil {
+				nr.own = true
+				l.retry = nr
+			} else {
+				c.retry = nr
+				for _, x := range c.lanes {
+					if !x.retry.own {
+						x.retry = nr
+					}
+				}
+			}
+		case policy.SlotFairness:
+			fp, ok := p.(policy.Fairness)
+			if !ok || l != nil {
+				return invalid("policy", "%s: fairness is global and needs a fairness policy", name)
+			}
+			if nf, isNative := fp.(*fairshare.Fairness); isNative {
+				c.native = nf
+			}
+			sr, ok := fp.(policy.StateReporter)
+			c.fairness = namedFairness{name: name, p: fp, stateless: ok && sr.Stateless(), inline: inline(fp)}
+		default:
+			return invalid("slot", "unknown slot %d", slot)
 		}
-	case policy.SlotFairness:
-		fp, ok := p.(policy.Fairness)
-		if !ok || l != nil {
-			e.mu.Unlock()
-			return invalid("policy", "%s: fairness is global and needs a fairness policy", name)
+		v, _ := json.Marshal(map[string]string{"name": name})
+		key := "policy/" + slot.String()
+		if laneName != "" {
+			key += "/" + laneName
 		}
-		if nf, isNative := fp.(*fairshare.Fairness); isNative {
-			e.native = nf
-		}
-		sr, ok := fp.(policy.StateReporter)
-		e.fairness = namedFairness{name: name, p: fp, stateless: ok && sr.Stateless(), inline: inline(fp)}
-	default:
-		e.mu.Unlock()
-		return invalid("slot", "unknown slot %d", slot)
-	}
-	v, _ := json.Marshal(map[string]string{"name": name})
-	key := "policy/" + slot.String()
-	if laneName != "" {
-		key += "/" + laneName
-	}
-	e.putSettingLocked(key, v)
-	e.emitEngineLocked(fmt.Sprintf("%s policy %s set for %s", slot, name, laneOrAll(laneName)))
-	e.unlock()
-	e.after()
-	return nil
+		c.putSettingLocked(key, v)
+		c.emitEngineLocked(fmt.Sprintf("%s policy %s set for %s", slot, name, laneOrAll(laneName)))
+		return nil
+	})
 }
 
 // ClearLanePolicy makes a lane use the global policy of slot again.
 func (e *Engine) ClearLanePolicy(slot policy.Slot, lane string) error {
-	e.mu.Lock()
-	l := e.laneByName[lane]
-	if l == nil {
-		e.mu.Unlock()
-		return notFound("no lane %q", lane)
-	}
-	switch slot {
-	case policy.SlotSelection:
-		l.selection = e.selection
-	case policy.SlotRetry:
-		l.retry = e.retry
-	default:
-		e.mu.Unlock()
-		return invalid("slot", "only selection and retry are set per lane")
-	}
-	e.putSettingLocked("policy/"+slot.String()+"/"+lane, nil)
-	e.emitEngineLocked(fmt.Sprintf("%s policy of lane %s back to the global one", slot, lane))
-	e.unlock()
-	e.after()
-	return nil
+	return e.mutate(func(c *core) error {
+		l := c.laneByName[lane]
+		if l == nil {
+			return notFound("no lane %q", lane)
+		}
+		switch slot {
+		case policy.SlotSelection:
+			l.selection = c.selection
+		case policy.SlotRetry:
+			l.retry = c.retry
+		default:
+			return invalid("slot", "only selection and retry are set per lane")
+		}
+		c.putSettingLocked("policy/"+slot.String()+"/"+lane, nil)
+		c.emitEngineLocked(fmt.Sprintf("%s policy of lane %s back to the global one", slot, lane))
+		return nil
+	})
 }
 
 func laneOrAll(lane string) string {

@@ -256,3 +256,43 @@ func TestFairnessOutsideTheLockLetsSubmissionsIn(t *testing.T) {
 	startedTask(t, x, first.ID)
 	_ = second
 }
+
+// plainSelection is the built-in's ranking in a type the engine does not
+// know as inline: it decides outside the lock.
+type plainSelection struct{}
+
+func (plainSelection) Rank(_ int64, tasks []policy.Task, ranks []int64) {
+	for i := range tasks {
+		ranks[i] = int64(tasks[i].Priority)
+	}
+}
+
+// BenchmarkSubmitSelection is the cost of a submission (and its dispatch and
+// completion) when the lane's selection decides under the lock (inline) and
+// outside it, with the same ranking: the price of the lock handoff.
+func BenchmarkSubmitSelection(b *testing.B) {
+	for _, mode := range []string{"inline", "outside"} {
+		b.Run(mode, func(b *testing.B) {
+			cfg := engine.Config{MaxQueued: 1 << 24, MaxQueuedPerAgent: 1 << 24, AgentMaxInFlight: 64, MaxInFlight: 256,
+				Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 256, MaxQueued: 1 << 24}}}
+			e, err := engine.New(engine.Options{Config: cfg, Store: memory.New(memory.Options{MaxEnded: 10_000}), Executor: engine.NoopExecutor{}})
+			require.NoError(b, err)
+			require.NoError(b, e.Start(context.Background()))
+			defer func() { _ = e.Shutdown(context.Background()) }()
+			if mode == "outside" {
+				require.NoError(b, e.SetSelection("", "plain", plainSelection{}))
+			}
+			s := spec("main", "agent")
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := e.Submit(context.Background(), s); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

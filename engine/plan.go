@@ -115,15 +115,15 @@ func (e *Engine) PlanAt(limit int, now time.Time) (*Plan, error) {
 }
 
 // nextPlannedLocked is nextLocked that also says why the queue won.
-func (e *Engine) nextPlannedLocked(now int64, slack int) (*task, string) {
-	for e.inflight < e.cfg.MaxInFlight+slack {
+func (c *core) nextPlannedLocked(now int64, slack int) (*task, string) {
+	for c.inflight < c.cfg.MaxInFlight+slack {
 		var best *agentQueue
 		bestAged := false
-		for _, l := range e.lanes {
-			if !e.laneOpen(l, slack) {
+		for _, l := range c.lanes {
+			if !c.laneOpen(l, slack) {
 				continue
 			}
-			aq, aged := e.laneTop(l, now)
+			aq, aged := c.laneTop(l, now)
 			if best == nil || better(aq, aged, best, bestAged) {
 				best, bestAged = aq, aged
 			}
@@ -131,7 +131,7 @@ func (e *Engine) nextPlannedLocked(now int64, slack int) (*task, string) {
 		if best == nil {
 			return nil, ""
 		}
-		if t := e.admitHeadLocked(best); t != nil {
+		if t := c.admitHeadLocked(best); t != nil {
 			if bestAged {
 				return t, "aged"
 			}
@@ -142,22 +142,22 @@ func (e *Engine) nextPlannedLocked(now int64, slack int) (*task, string) {
 }
 
 // nextByPolicyLocked asks the fairness policy for one pick, in dry-run mode.
-func (e *Engine) nextByPolicyLocked(now time.Time, slack int) *task {
-	for e.inflight < e.cfg.MaxInFlight+slack {
-		cands, aqs := e.candidatesLocked(&e.planScratch, now.UnixNano(), slack)
+func (c *core) nextByPolicyLocked(now time.Time, slack int) *task {
+	for c.inflight < c.cfg.MaxInFlight+slack {
+		cands, aqs := c.candidatesLocked(&c.planScratch, now.UnixNano(), slack)
 		if len(cands) == 0 {
 			return nil
 		}
-		picks := e.pickLocked(&e.planScratch, now, cands, 1, policy.PickDryRun)
+		picks := c.pickLocked(&c.planScratch, now, cands, 1, policy.PickDryRun)
 		if len(picks) == 0 { // as dispatch does: this decision in the native order
-			t, _ := e.nextPlannedLocked(now.UnixNano(), slack)
+			t, _ := c.nextPlannedLocked(now.UnixNano(), slack)
 			return t
 		}
 		aq := aqs[picks[0]]
-		if !aq.eligible() || !e.laneOpen(aq.lane, slack) {
+		if !aq.eligible() || !c.laneOpen(aq.lane, slack) {
 			return nil
 		}
-		if t := e.admitHeadLocked(aq); t != nil {
+		if t := c.admitHeadLocked(aq); t != nil {
 			return t
 		}
 	}
@@ -165,9 +165,9 @@ func (e *Engine) nextByPolicyLocked(now time.Time, slack int) *task {
 }
 
 // skipsLocked lists the queues with work that cannot go next, and why.
-func (e *Engine) skipsLocked(slack int) []PlanSkip {
+func (c *core) skipsLocked(slack int) []PlanSkip {
 	var out []PlanSkip
-	for _, a := range e.agents {
+	for _, a := range c.agents {
 		for _, aq := range a.queues {
 			if aq == nil || aq.queued == 0 {
 				continue
@@ -191,7 +191,7 @@ func (e *Engine) skipsLocked(slack int) []PlanSkip {
 				if sq.parked == nil {
 					continue
 				}
-				out = append(out, PlanSkip{Lane: l.cfg.Name, AgentID: a.id, SessionKey: sessionOf(sq), Reason: e.parkReasonLocked(sq), Tasks: len(sq.tasks)})
+				out = append(out, PlanSkip{Lane: l.cfg.Name, AgentID: a.id, SessionKey: sessionOf(sq), Reason: c.parkReasonLocked(sq), Tasks: len(sq.tasks)})
 			}
 		}
 	}
@@ -214,18 +214,18 @@ func sessionOf(sq *subQueue) string {
 	return ""
 }
 
-func (e *Engine) parkReasonLocked(sq *subQueue) string {
+func (c *core) parkReasonLocked(sq *subQueue) string {
 	lim := sq.parked
 	switch {
 	case sq.session != nil && lim == &sq.session.lim:
 		return fmt.Sprintf("session busy (%d/%d running)", lim.inflight, lim.limit)
-	case lim == &e.pool:
+	case lim == &c.pool:
 		return "no healthy instance with room"
 	}
 	if h := sq.head(); h.batch != nil && lim == &h.batch.lim {
 		return fmt.Sprintf("batch %s at its parallelism (%d/%d)", h.batch.id, lim.inflight, lim.limit)
 	}
-	for _, in := range e.instList {
+	for _, in := range c.instList {
 		if lim == &in.lim {
 			return fmt.Sprintf("instance %s full (%d/%d)", in.info.ID, lim.inflight, lim.limit)
 		}

@@ -36,7 +36,7 @@ func (e *Engine) Task(ctx context.Context, id string) (*Task, error) {
 }
 
 // positionLocked counts the tasks ahead of t in its (lane, agent) queue.
-func (e *Engine) positionLocked(t *task) int {
+func (c *core) positionLocked(t *task) int {
 	n := 0
 	for _, sq := range t.sq.aq.subs {
 		for _, o := range sq.tasks {

@@ -62,18 +62,18 @@ func (e *Engine) started(r *Run, instanceID, tabID string) {
 // instance is already running the attempt, so it counts there even if that
 // takes it over its capacity for a moment; nothing new lands on it until it
 // is back under.
-func (e *Engine) moveInstanceLocked(t *task, id string) {
+func (c *core) moveInstanceLocked(t *task, id string) {
 	if t.inst != nil && t.inst.info.ID == id {
 		return
 	}
-	to := e.instances[id]
+	to := c.instances[id]
 	if to == nil {
 		return
 	}
 	if from := t.inst; from != nil {
 		from.lim.inflight--
-		e.wakeLocked(&from.lim)
-		e.wakeLocked(&e.pool)
+		c.wakeLocked(&from.lim)
+		c.wakeLocked(&c.pool)
 	}
 	to.lim.inflight++
 	t.inst = to
@@ -81,21 +81,21 @@ func (e *Engine) moveInstanceLocked(t *task, id string) {
 
 // bindLocked remembers the tab a session's task ran in, so that the
 // session's next tasks go to the same tab.
-func (e *Engine) bindLocked(t *task, instanceID, tabID string) {
+func (c *core) bindLocked(t *task, instanceID, tabID string) {
 	if t.session == nil || tabID == "" || t.spec.TabID != "" {
 		return
 	}
-	if old, ok := e.bindings[t.session.key]; ok && old.lost && old.instance == instanceID && old.tab == tabID {
+	if old, ok := c.bindings[t.session.key]; ok && old.lost && old.instance == instanceID && old.tab == tabID {
 		return // lost already: said once
 	}
 	b := binding{instance: instanceID, tab: tabID}
-	if e.instanceGoneLocked(instanceID) {
+	if c.instanceGoneLocked(instanceID) {
 		// The attempt ran on past the instance's removal: the page it
 		// built went with the instance.
 		b.lost = true
-		e.emitSessionLocked(t.session.key, "session "+t.session.key+" lost its tab "+tabID+": instance "+instanceID+" was removed; its next task fails with SESSION_LOST, or replays the session if it asked")
+		c.emitSessionLocked(t.session.key, "session "+t.session.key+" lost its tab "+tabID+": instance "+instanceID+" was removed; its next task fails with SESSION_LOST, or replays the session if it asked")
 	}
-	e.bindings[t.session.key] = b
+	c.bindings[t.session.key] = b
 }
 
 // finish ends an attempt with the executor's outcome.
@@ -180,14 +180,14 @@ func attemptFailure(t *task, o Outcome) (class policy.ErrorClass, msg string, in
 
 // staleLocked records a completion for an attempt that no longer holds its
 // lease.
-func (e *Engine) staleLocked(r *Run) {
-	e.stats.stale++
+func (c *core) staleLocked(r *Run) {
+	c.stats.stale++
 	t := r.task
-	if e.tasks[t.id] != t {
+	if c.tasks[t.id] != t {
 		return // long gone from memory: counted, nothing more to record
 	}
-	t.updatedAt = e.now().UnixNano()
-	e.emitTaskLocked(t, EventStale, t.state, t.state,
+	t.updatedAt = c.now().UnixNano()
+	c.emitTaskLocked(t, EventStale, t.state, t.state,
 		"late completion of attempt "+itoa(r.attempt)+" ignored: lease "+strconv.FormatUint(r.lease, 10)+" was reclaimed")
 }
 
@@ -195,46 +195,46 @@ func (e *Engine) staleLocked(r *Run) {
 // no longer holds its slots).
 // ahead, when not nil, is the decision already made outside the lock
 // (retryOutsideLocked); it is used if it was made on the same record.
-func (e *Engine) failAttemptLocked(t *task, class policy.ErrorClass, status int, msg string, now time.Time, ahead *retryAhead) {
+func (c *core) failAttemptLocked(t *task, class policy.ErrorClass, status int, msg string, now time.Time, ahead *retryAhead) {
 	o := t.outcomeOf()
 	o.errMsg, o.class = msg, class
-	if e.closed {
-		e.setState(t, StateCancelled, "shutdown")
+	if c.closed {
+		c.setState(t, StateCancelled, "shutdown")
 		return
 	}
 	if d := t.spec.Deadline; !d.IsZero() && !now.Before(d) {
-		e.setState(t, StateFailed, "deadline exceeded: "+msg)
+		c.setState(t, StateFailed, "deadline exceeded: "+msg)
 		return
 	}
-	if att := t.lastAttempt(); att != nil && e.forgivenLocked(att.InstanceFault, class, t.instanceFaults()) {
+	if att := t.lastAttempt(); att != nil && c.forgivenLocked(att.InstanceFault, class, t.instanceFaults()) {
 		faults := t.instanceFaults()
 		// The instance failed, not the task: retry without spending the
 		// task's budget, once the instance had time to come back (or the
 		// task can go to another).
-		delay := max(e.cfg.InstanceFaultDelay, t.lane.cfg.Retry.Backoff)
+		delay := max(c.cfg.InstanceFaultDelay, t.lane.cfg.Retry.Backoff)
 		t.timerAt[timerRetry] = now.Add(delay).UnixNano()
-		e.setState(t, StateRetryWait, "instance fault "+itoa(faults)+"/"+itoa(e.cfg.InstanceFaultBudget)+
+		c.setState(t, StateRetryWait, "instance fault "+itoa(faults)+"/"+itoa(c.cfg.InstanceFaultBudget)+
 			", retry in "+delay.String()+": "+strings.TrimPrefix(msg, instanceFaultPrefix))
 		return
 	}
-	dec := e.decideRetryLocked(t, class, status, now, ahead)
+	dec := c.decideRetryLocked(t, class, status, now, ahead)
 	switch dec.Action {
 	case policy.ActionRetry:
 		o.prevDelay = dec.DelayMs
 		if dec.DelayMs == 0 {
-			e.setState(t, StateQueued, "retrying: "+msg)
+			c.setState(t, StateQueued, "retrying: "+msg)
 			return
 		}
 		t.timerAt[timerRetry] = now.Add(time.Duration(dec.DelayMs) * time.Millisecond).UnixNano()
-		e.setState(t, StateRetryWait, "retry in "+(time.Duration(dec.DelayMs)*time.Millisecond).String()+": "+msg)
+		c.setState(t, StateRetryWait, "retry in "+(time.Duration(dec.DelayMs)*time.Millisecond).String()+": "+msg)
 	case policy.ActionPark:
 		if t.exhausted() == ExhaustedFail {
-			e.setState(t, StateFailed, "retry budget spent: "+msg)
+			c.setState(t, StateFailed, "retry budget spent: "+msg)
 			return
 		}
-		e.setState(t, StateParked, "retry budget spent: "+msg)
+		c.setState(t, StateParked, "retry budget spent: "+msg)
 	default:
-		e.setState(t, StateFailed, msg)
+		c.setState(t, StateFailed, msg)
 	}
 }
 
@@ -269,15 +269,15 @@ func (t *task) exhausted() Exhausted {
 
 // forgivenLocked reports whether a failed attempt is an instance fault the
 // task's budget forgives (faults counts the attempt itself).
-func (e *Engine) forgivenLocked(instanceFault bool, class policy.ErrorClass, faults int) bool {
-	return instanceFault && class == classTransient && faults <= e.cfg.InstanceFaultBudget
+func (c *core) forgivenLocked(instanceFault bool, class policy.ErrorClass, faults int) bool {
+	return instanceFault && class == classTransient && faults <= c.cfg.InstanceFaultBudget
 }
 
 // decideRetryLocked asks the lane's retry policy — or takes the answer it
 // gave outside the lock on the same record — and falls back to the built-in
 // one when the answer is not valid.
-func (e *Engine) decideRetryLocked(t *task, class policy.ErrorClass, status int, now time.Time, ahead *retryAhead) policy.Decision {
-	f := e.failureLocked(t, class, status, now, t.instanceFaults())
+func (c *core) decideRetryLocked(t *task, class policy.ErrorClass, status int, now time.Time, ahead *retryAhead) policy.Decision {
+	f := c.failureLocked(t, class, status, now, t.instanceFaults())
 	var dec policy.Decision
 	if ahead != nil && ahead.decided(f) {
 		dec = ahead.dec
@@ -285,7 +285,7 @@ func (e *Engine) decideRetryLocked(t *task, class policy.ErrorClass, status int,
 		dec = t.lane.retry.p.Decide(f)
 	}
 	if !policy.Valid(dec) {
-		e.stats.policyInvalid++
+		c.stats.policyInvalid++
 		dec = defaultRetry.Decide(f)
 	}
 	return dec
@@ -294,7 +294,7 @@ func (e *Engine) decideRetryLocked(t *task, class policy.ErrorClass, status int,
 // failureLocked is the record a retry policy decides on; faults counts the
 // attempts since the last reset that ended in an instance fault, the last
 // one included.
-func (e *Engine) failureLocked(t *task, class policy.ErrorClass, status int, now time.Time, faults int) policy.Failure {
+func (c *core) failureLocked(t *task, class policy.ErrorClass, status int, now time.Time, faults int) policy.Failure {
 	rp := t.lane.cfg.Retry
 	if t.spec.Retry != nil {
 		rp = *t.spec.Retry
@@ -307,7 +307,7 @@ func (e *Engine) failureLocked(t *task, class policy.ErrorClass, status int, now
 	f := policy.Failure{
 		NowMs: now.UnixMilli(), TaskSeq: t.seq, CreatedAtMs: t.createdAt / int64(time.Millisecond),
 		PrevDelayMs: prev, BaseDelayMs: rp.Backoff.Milliseconds(), MaxDelayMs: rp.MaxBackoff.Milliseconds(),
-		Multiplier: uint32(max(rp.Multiplier, 1) * 1000), Attempt: uint16(len(t.attempts) - resetAt - min(faults, max(e.cfg.InstanceFaultBudget, 0)) - t.released()),
+		Multiplier: uint32(max(rp.Multiplier, 1) * 1000), Attempt: uint16(len(t.attempts) - resetAt - min(faults, max(c.cfg.InstanceFaultBudget, 0)) - t.released()),
 		MaxAttempts: uint16(rp.MaxAttempts), HTTPStatus: uint16(status), Class: class,
 		Priority: int32(t.spec.Priority), Agent: t.agent.idx, Lane: t.lane.idx, LaneInflight: uint32(t.lane.inflight),
 	}

@@ -64,13 +64,13 @@ func (e *Engine) Settings(prefix string) map[string][]byte {
 }
 
 // putSettingLocked records a setting the engine itself changed.
-func (e *Engine) putSettingLocked(key string, value []byte) {
+func (c *core) putSettingLocked(key string, value []byte) {
 	if value == nil {
-		delete(e.settings, key)
+		delete(c.settings, key)
 	} else {
-		e.settings[key] = value
+		c.settings[key] = value
 	}
-	e.cur.settings = append(e.cur.settings, Setting{Key: key, Value: value})
+	c.cur.settings = append(c.cur.settings, Setting{Key: key, Value: value})
 }
 
 // restoreSettingsLocked loads the stored settings and applies the engine's

@@ -28,50 +28,50 @@ func allowed(from, to State) bool {
 }
 
 // setState moves t to `to`, recording reason, at the clock's time.
-func (e *Engine) setState(t *task, to State, reason string) {
-	e.setStateAt(t, to, reason, e.now())
+func (c *core) setState(t *task, to State, reason string) {
+	c.setStateAt(t, to, reason, c.now())
 }
 
 // setStateAt is setState at a time the caller has read already: the hot
 // paths read the clock once per operation, not once per transition.
-func (e *Engine) setStateAt(t *task, to State, reason string, now time.Time) {
+func (c *core) setStateAt(t *task, to State, reason string, now time.Time) {
 	from := t.state
 	if !allowed(from, to) {
 		panic("engine: illegal transition " + from.String() + " → " + to.String() + " for " + t.id)
 	}
-	e.leaveLocked(t, from)
+	c.leaveLocked(t, from)
 	t.state = to
 	t.reason = reason
 	t.updatedAt = now.UnixNano()
 	if from != 0 {
-		e.counts[from]--
+		c.counts[from]--
 	}
-	e.counts[to]++
+	c.counts[to]++
 	if pending(from) != pending(to) {
 		d := 1
 		if pending(from) {
 			d = -1
 		}
-		e.queued += d
+		c.queued += d
 		t.lane.queued += d
 		t.agent.queued += d
 		if t.session != nil {
 			t.session.queued += d
 		}
 	}
-	e.enterLocked(t, to, now)
-	e.emitTaskLocked(t, EventState, from, to, reason)
+	c.enterLocked(t, to, now)
+	c.emitTaskLocked(t, EventState, from, to, reason)
 	if to.Settled() {
-		e.settledLocked(t) // after its event: a batch's end follows its last task's
+		c.settledLocked(t) // after its event: a batch's end follows its last task's
 	}
 }
 
 // leaveLocked undoes what being in state `from` implies.
-func (e *Engine) leaveLocked(t *task, from State) {
+func (c *core) leaveLocked(t *task, from State) {
 	switch from {
 	case StateQueued:
 		if t.sq != nil {
-			e.unqueueLocked(t)
+			c.unqueueLocked(t)
 		}
 		t.lane.fifo.remove(t, fifoLane)
 		t.agent.fifo.remove(t, fifoAgent)
@@ -79,10 +79,10 @@ func (e *Engine) leaveLocked(t *task, from State) {
 			t.session.fifo.remove(t, fifoSession)
 		}
 	case StateRetryWait:
-		e.timers[timerRetry].remove(t)
+		c.timers[timerRetry].remove(t)
 	case StateWaiting:
 		if t.timerIdx[timerRetry] >= 0 { // held by its lane's debounce
-			e.releaseHeldLocked(t)
+			c.releaseHeldLocked(t)
 		}
 	case StateParked:
 		// Reset (or ended): its batch waits for it again, unless the batch
@@ -95,7 +95,7 @@ func (e *Engine) leaveLocked(t *task, from State) {
 }
 
 // enterLocked does what being in state `to` implies.
-func (e *Engine) enterLocked(t *task, to State, now time.Time) {
+func (c *core) enterLocked(t *task, to State, now time.Time) {
 	switch to {
 	case StateQueued:
 		t.queuedAt = now.UnixNano()
@@ -105,17 +105,17 @@ func (e *Engine) enterLocked(t *task, to State, now time.Time) {
 			t.session.fifo.pushBack(t, fifoSession)
 		}
 		if !t.unranked { // else admission ranks it first (rankLocked)
-			e.enqueueLocked(t)
+			c.enqueueLocked(t)
 		}
 	case StateRetryWait:
-		e.timers[timerRetry].set(t, t.timerAt[timerRetry])
+		c.timers[timerRetry].set(t, t.timerAt[timerRetry])
 	}
 	// Deadline timers watch every state in which a task waits.
 	waits := to == StateQueued || to == StateWaiting || to == StateRetryWait || to == StateParked
 	if waits && !t.spec.Deadline.IsZero() {
-		e.timers[timerDeadline].set(t, t.spec.Deadline.UnixNano())
+		c.timers[timerDeadline].set(t, t.spec.Deadline.UnixNano())
 	} else if !waits {
-		e.timers[timerDeadline].remove(t)
+		c.timers[timerDeadline].remove(t)
 	}
 	if to.Terminal() {
 		t.endedAt = now.UnixNano()
@@ -124,25 +124,25 @@ func (e *Engine) enterLocked(t *task, to State, now time.Time) {
 
 // settledLocked is what reaching a terminal state or PARKED implies: the
 // effect on its dependents is scheduled, and its batch counts it as ended.
-func (e *Engine) settledLocked(t *task) {
+func (c *core) settledLocked(t *task) {
 	if t.out != nil && len(t.out.dependents) > 0 {
-		e.cascade = append(e.cascade, t)
+		c.cascade = append(c.cascade, t)
 	}
-	e.stats.ended[t.state]++
+	c.stats.ended[t.state]++
 	if b := t.batch; b != nil && !t.batchOut {
 		t.batchOut = true
 		b.open--
-		e.batchDoneLocked(b)
+		c.batchDoneLocked(b)
 	}
 }
 
 // processCascadesLocked propagates settled states to dependents: a success
 // counts down their unmet dependencies; any other end, PARKED included,
 // cancels them, and their own dependents after them.
-func (e *Engine) processCascadesLocked() {
-	for len(e.cascade) > 0 {
-		t := e.cascade[0]
-		e.cascade = e.cascade[1:]
+func (c *core) processCascadesLocked() {
+	for len(c.cascade) > 0 {
+		t := c.cascade[0]
+		c.cascade = c.cascade[1:]
 		deps := t.out.dependents
 		t.out.dependents = nil
 		for _, d := range deps {
@@ -152,17 +152,17 @@ func (e *Engine) processCascadesLocked() {
 			if t.state == StateSucceeded {
 				d.unmet--
 				if d.unmet == 0 {
-					e.setState(d, StateQueued, "dependencies met")
+					c.setState(d, StateQueued, "dependencies met")
 				} else {
-					e.markDirty(d)
+					c.markDirty(d)
 				}
 				continue
 			}
-			e.setState(d, StateCancelled, "dependency "+t.id+" "+lower(t.state.String()))
+			c.setState(d, StateCancelled, "dependency "+t.id+" "+lower(t.state.String()))
 		}
 	}
-	if cap(e.cascade) > 1024 {
-		e.cascade = nil
+	if cap(c.cascade) > 1024 {
+		c.cascade = nil
 	}
 }
 
@@ -177,32 +177,32 @@ func lower(s string) string {
 }
 
 // emitTaskLocked records an event about t.
-func (e *Engine) emitTaskLocked(t *task, typ EventType, from, to State, reason string) {
-	e.seq++
-	t.lastSeq = e.seq
-	e.cur.events = append(e.cur.events, Event{
-		Seq: e.seq, At: unixTime(t.updatedAt), Type: typ, TaskID: t.id,
+func (c *core) emitTaskLocked(t *task, typ EventType, from, to State, reason string) {
+	c.seq++
+	t.lastSeq = c.seq
+	c.cur.events = append(c.cur.events, Event{
+		Seq: c.seq, At: unixTime(t.updatedAt), Type: typ, TaskID: t.id,
 		AgentID: t.spec.AgentID, Lane: t.spec.Lane, SessionKey: t.spec.Session(), BatchID: t.spec.BatchID,
 		From: from, To: to, Attempt: len(t.attempts), Reason: reason, Webhook: t.spec.WebhookURL != "",
 	})
-	e.markDirty(t)
+	c.markDirty(t)
 }
 
 // emitSessionLocked records that something happened to a session as a
 // whole (EventSession).
-func (e *Engine) emitSessionLocked(key, reason string) {
-	e.seq++
-	e.cur.events = append(e.cur.events, Event{Seq: e.seq, At: e.now(), Type: EventSession, SessionKey: key, Reason: reason})
+func (c *core) emitSessionLocked(key, reason string) {
+	c.seq++
+	c.cur.events = append(c.cur.events, Event{Seq: c.seq, At: c.now(), Type: EventSession, SessionKey: key, Reason: reason})
 }
 
-func (e *Engine) emitEngineLocked(reason string) {
-	e.seq++
-	e.cur.events = append(e.cur.events, Event{Seq: e.seq, At: e.now(), Type: EventEngine, Reason: reason})
+func (c *core) emitEngineLocked(reason string) {
+	c.seq++
+	c.cur.events = append(c.cur.events, Event{Seq: c.seq, At: c.now(), Type: EventEngine, Reason: reason})
 }
 
-func (e *Engine) markDirty(t *task) {
+func (c *core) markDirty(t *task) {
 	if !t.dirty {
 		t.dirty = true
-		e.cur.tasks = append(e.cur.tasks, t)
+		c.cur.tasks = append(c.cur.tasks, t)
 	}
 }

@@ -264,14 +264,15 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, b
 			delete(e.batches, bt.id)
 		}
 	}
-	if len(jobs) > 0 {
+	if jobs != nil {
 		// A policy that is not inline ranks outside the lock: the engine's
 		// other work goes on meanwhile, and these tasks join their queues
 		// once ranked (decide.go).
 		e.mu.Unlock()
-		rankOutside(jobs, now)
+		jobs.rankOutside(now)
 		e.mu.Lock()
 		e.applyRanksLocked(jobs)
+		jobs.release()
 	}
 	pb := e.cur
 	// Wait for the commit that holds what this call recorded (or what it
@@ -717,7 +718,7 @@ func (e *Engine) admitLocked(ctx context.Context, p *prepared, ext *external, no
 
 // ghostLocked returns a stand-in for a task known only to the store, so that
 // an idempotent resubmission can answer with it.
-func (e *Engine) ghostLocked(st *Task) *task {
+func (c *core) ghostLocked(st *Task) *task {
 	return &task{id: st.ID, spec: st.Spec, seq: st.Seq, state: st.State, reason: st.Reason,
 		attempts: st.Attempts, out: &outcome{result: st.Result, errMsg: st.Error, class: st.Class},
 		createdAt: unixNano(st.CreatedAt), updatedAt: unixNano(st.UpdatedAt), endedAt: unixNano(st.EndedAt),
@@ -727,7 +728,7 @@ func (e *Engine) ghostLocked(st *Task) *task {
 // admitCapsLocked checks the queue caps for t — session, agent, lane, then
 // global — applying the lane's drop policy. It returns the refusal, or nil
 // when t may queue.
-func (e *Engine) admitCapsLocked(t *task) *Error {
+func (c *core) admitCapsLocked(t *task) *Error {
 	for scope := fifoSession; scope >= -1; scope-- {
 		var name, key string
 		var queued, limit int
@@ -738,17 +739,17 @@ func (e *Engine) admitCapsLocked(t *task) *Error {
 			if s == nil {
 				continue
 			}
-			limit = e.cfg.MaxQueuedPerSession
+			limit = c.cfg.MaxQueuedPerSession
 			if n := t.lane.cfg.SessionMaxQueued; n > 0 {
 				limit = n
 			}
 			name, key, queued, victim = "session", s.key, s.queued, s.fifo.head
 		case fifoAgent:
-			name, key, queued, limit, victim = "agent", t.agent.id, t.agent.queued, e.cfg.MaxQueuedPerAgent, t.agent.fifo.head
+			name, key, queued, limit, victim = "agent", t.agent.id, t.agent.queued, c.cfg.MaxQueuedPerAgent, t.agent.fifo.head
 		case fifoLane:
 			name, key, queued, limit, victim = "lane", t.lane.cfg.Name, t.lane.queued, t.lane.cfg.MaxQueued, t.lane.fifo.head
 		default:
-			name, queued, limit = "global", e.queued, e.cfg.MaxQueued
+			name, queued, limit = "global", c.queued, c.cfg.MaxQueued
 		}
 		if limit <= 0 || queued < limit {
 			continue
@@ -759,15 +760,15 @@ func (e *Engine) admitCapsLocked(t *task) *Error {
 		}
 		if drop == DropOldest {
 			if scope < 0 {
-				victim = e.oldestQueuedLocked()
+				victim = c.oldestQueuedLocked()
 			}
 			if victim != nil {
-				e.setState(victim, StateCancelled, "dropped: queue full")
-				e.stats.dropped++
+				c.setState(victim, StateCancelled, "dropped: queue full")
+				c.stats.dropped++
 				continue
 			}
 		}
-		e.stats.rejected++
+		c.stats.rejected++
 		return &Error{Code: CodeQueueFull, Retryable: true,
 			Counts:  &QueueCounts{Scope: name, Key: key, Queued: queued, Cap: limit},
 			Message: fmt.Sprintf("queue full: %s %s holds %d of %d", name, key, queued, limit)}
@@ -777,9 +778,9 @@ func (e *Engine) admitCapsLocked(t *task) *Error {
 
 // oldestQueuedLocked returns the task queued longest in the whole engine:
 // the oldest of the lanes' oldest.
-func (e *Engine) oldestQueuedLocked() *task {
+func (c *core) oldestQueuedLocked() *task {
 	var oldest *task
-	for _, l := range e.lanes {
+	for _, l := range c.lanes {
 		if h := l.fifo.head; h != nil && (oldest == nil || h.queuedAt < oldest.queuedAt ||
 			h.queuedAt == oldest.queuedAt && h.seq < oldest.seq) {
 			oldest = h
@@ -821,34 +822,34 @@ func policyTask(t *task) policy.Task {
 
 // newTaskLocked creates a task in no state yet, linked to its lane, agent,
 // session and counted by them.
-func (e *Engine) newTaskLocked(spec *TaskSpec, id string, now time.Time) *task {
+func (c *core) newTaskLocked(spec *TaskSpec, id string, now time.Time) *task {
 	if id == "" {
-		id = e.ids.next(now)
+		id = c.ids.next(now)
 	}
 	t := &task{
 		id: id, spec: spec, createdAt: now.UnixNano(), updatedAt: now.UnixNano(),
-		lane: e.laneByName[spec.Lane], heapIdx: -1, timerIdx: noTimers,
+		lane: c.laneByName[spec.Lane], heapIdx: -1, timerIdx: noTimers,
 	}
-	t.seq = e.seq + 1 // the seq its first event will take
+	t.seq = c.seq + 1 // the seq its first event will take
 	t.unranked = true // rankLocked ranks it before it joins a queue
-	t.agent = e.agentLocked(spec.AgentID)
+	t.agent = c.agentLocked(spec.AgentID)
 	t.agent.live++
 	if key := spec.Session(); key != "" {
-		t.session = e.sessionLocked(key)
+		t.session = c.sessionLocked(key)
 		t.session.live++
-		e.sessionLimitLocked(t.session, spec.SessionMaxInFlight)
+		c.sessionLimitLocked(t.session, spec.SessionMaxInFlight)
 	}
-	e.tasks[t.id] = t
-	e.stats.submitted++
+	c.tasks[t.id] = t
+	c.stats.submitted++
 	return t
 }
 
-func (e *Engine) agentLocked(id string) *agent {
-	a := e.agents[id]
+func (c *core) agentLocked(id string) *agent {
+	a := c.agents[id]
 	if a == nil {
-		e.agentIdx++
-		a = &agent{id: id, idx: e.agentIdx, weight: 1, limit: e.cfg.AgentMaxInFlight}
-		if c, ok := e.cfg.Agents[id]; ok {
+		c.agentIdx++
+		a = &agent{id: id, idx: c.agentIdx, weight: 1, limit: c.cfg.AgentMaxInFlight}
+		if c, ok := c.cfg.Agents[id]; ok {
 			if c.Weight > 0 {
 				a.weight = c.Weight
 			}
@@ -856,53 +857,53 @@ func (e *Engine) agentLocked(id string) *agent {
 				a.limit = c.MaxInFlight
 			}
 		}
-		e.agents[id] = a
+		c.agents[id] = a
 	}
 	return a
 }
 
-func (e *Engine) sessionLocked(key string) *session {
-	s := e.sessions[key]
+func (c *core) sessionLocked(key string) *session {
+	s := c.sessions[key]
 	if s == nil {
-		s = &session{key: key, lim: limiter{limit: e.cfg.SessionMaxInFlight}}
-		e.sessions[key] = s
+		s = &session{key: key, lim: limiter{limit: c.cfg.SessionMaxInFlight}}
+		c.sessions[key] = s
 	}
 	return s
 }
 
 // sessionLimitLocked sets a session's ceiling from a task that asks for
 // one (the latest such task wins; 0 leaves it as it is).
-func (e *Engine) sessionLimitLocked(s *session, n int) {
+func (c *core) sessionLimitLocked(s *session, n int) {
 	if n <= 0 || s.lim.limit == n {
 		return
 	}
 	s.lim.limit = n
-	e.wakeLocked(&s.lim) // a higher ceiling may let waiting heads go
+	c.wakeLocked(&s.lim) // a higher ceiling may let waiting heads go
 }
 
-func (e *Engine) newBatchLocked(bs *BatchSpec, id string, now time.Time) *batch {
+func (c *core) newBatchLocked(bs *BatchSpec, id string, now time.Time) *batch {
 	if id == "" {
-		id = e.ids.next(now)
+		id = c.ids.next(now)
 	}
 	b := &batch{id: id, parallelism: bs.Parallelism, createdAt: now,
 		webhook: bs.WebhookURL}
 	b.lim.limit = bs.Parallelism
-	e.batches[b.id] = b
-	e.cur.batches = append(e.cur.batches, BatchInfo{ID: b.id, Parallelism: b.parallelism, WebhookURL: b.webhook, CreatedAt: now})
+	c.batches[b.id] = b
+	c.cur.batches = append(c.cur.batches, BatchInfo{ID: b.id, Parallelism: b.parallelism, WebhookURL: b.webhook, CreatedAt: now})
 	return b
 }
 
 // interruptLocked cancels what t's session is running: an interrupting task
 // takes over the session.
-func (e *Engine) interruptLocked(t *task) {
+func (c *core) interruptLocked(t *task) {
 	drain := t.spec.QueueMode == QueueInterruptDrain
-	for _, o := range e.sessionTasksLocked(t.session.key) {
+	for _, o := range c.sessionTasksLocked(t.session.key) {
 		switch {
 		case o == t:
 		case o.state.InFlight():
-			e.cancelLocked(o, "interrupted by task "+t.id)
+			c.cancelLocked(o, "interrupted by task "+t.id)
 		case drain && pending(o.state):
-			e.cancelLocked(o, "drained by the interrupt of task "+t.id)
+			c.cancelLocked(o, "drained by the interrupt of task "+t.id)
 		}
 	}
 }

@@ -171,23 +171,23 @@ func (e *Engine) onTimer() {
 }
 
 // deadlineLocked ends a waiting task whose deadline has passed.
-func (e *Engine) deadlineLocked(t *task) {
+func (c *core) deadlineLocked(t *task) {
 	switch t.state {
 	case StateQueued, StateWaiting:
 		// The reason and the error say the same, so that a client reading
 		// only error (as for FAILED) learns why too.
 		reason := "deadline exceeded while " + lower(t.state.String())
 		t.outcomeOf().errMsg = reason
-		e.setState(t, StateExpired, reason)
+		c.setState(t, StateExpired, reason)
 	case StateRetryWait, StateParked:
-		e.setState(t, StateFailed, "deadline exceeded while "+lower(t.state.String()))
+		c.setState(t, StateFailed, "deadline exceeded while "+lower(t.state.String()))
 	}
 }
 
 // leaseTimerLocked handles an attempt's timeout (first firing: cancel the
 // attempt's context) and then its lease expiry (second firing: reclaim the
 // slots and count a failed attempt).
-func (e *Engine) leaseTimerLocked(t *task, now time.Time) {
+func (c *core) leaseTimerLocked(t *task, now time.Time) {
 	if !t.holding {
 		return
 	}
@@ -196,7 +196,7 @@ func (e *Engine) leaseTimerLocked(t *task, now time.Time) {
 		if t.run != nil {
 			t.run.cancel(context.DeadlineExceeded, errAttemptTimeout)
 		}
-		e.timers[timerLease].set(t, now.Add(e.cfg.LeaseGrace).UnixNano())
+		c.timers[timerLease].set(t, now.Add(c.cfg.LeaseGrace).UnixNano())
 		return
 	}
 	n := len(t.attempts)
@@ -205,11 +205,11 @@ func (e *Engine) leaseTimerLocked(t *task, now time.Time) {
 	att.Class = classTransient
 	att.Error = "lease expired"
 	t.run = nil
-	e.releaseLocked(t)
-	e.stats.leaseExpired++
+	c.releaseLocked(t)
+	c.stats.leaseExpired++
 	if t.state == StateCancelled {
-		e.emitTaskLocked(t, EventReleased, t.state, t.state, "lease expired after cancellation")
+		c.emitTaskLocked(t, EventReleased, t.state, t.state, "lease expired after cancellation")
 		return
 	}
-	e.failAttemptLocked(t, classTransient, 0, "lease expired (attempt "+itoa(n)+")", now, nil)
+	c.failAttemptLocked(t, classTransient, 0, "lease expired (attempt "+itoa(n)+")", now, nil)
 }

@@ -14,16 +14,16 @@ import (
 
 // batchDoneLocked records the end of a batch once every task of it has
 // ended.
-func (e *Engine) batchDoneLocked(b *batch) {
+func (c *core) batchDoneLocked(b *batch) {
 	if !b.sealed || b.open > 0 || b.total == 0 || b.ended {
 		return
 	}
 	b.ended = true
-	now := e.now()
-	e.seq++
-	e.cur.events = append(e.cur.events, Event{Seq: e.seq, At: now, Type: EventBatch, BatchID: b.id,
+	now := c.now()
+	c.seq++
+	c.cur.events = append(c.cur.events, Event{Seq: c.seq, At: now, Type: EventBatch, BatchID: b.id,
 		Reason: "every task of the batch has ended", Webhook: b.webhook != ""})
-	e.cur.batches = append(e.cur.batches, BatchInfo{ID: b.id, Parallelism: b.parallelism, WebhookURL: b.webhook,
+	c.cur.batches = append(c.cur.batches, BatchInfo{ID: b.id, Parallelism: b.parallelism, WebhookURL: b.webhook,
 		CreatedAt: b.createdAt, EndedAt: now})
 }
 

@@ -1,0 +1,108 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/switchyard/switchyard/engine/clock"
+	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/engine/policy/backoff"
+	"github.com/switchyard/switchyard/engine/policy/fairshare"
+	"github.com/switchyard/switchyard/engine/policy/priority"
+)
+
+// core is the engine's decision state: lanes, agents, sessions and batches;
+// the queues and their heaps; every ceiling; the tasks and their state
+// machine; the timers' heaps; the policies; and the changes recorded since
+// they were last handed to the committer. It starts no goroutine, waits on
+// no channel and calls no store: the Engine around it — the driver — owns
+// the lock, the committer, the starter and the dispatcher goroutines, the
+// real timer and the durability modes, and runs the core under its lock.
+//
+// Methods that need nothing but this state have a *core receiver; the
+// Engine embeds a core, so they are the engine's methods too.
+type core struct {
+	cfg   Config
+	clock clock.Clock
+	tabs  TabLocator // who owns a tab, for placement (Options.TabLocator)
+	fleet bool       // Options.PlaceOnInstances
+
+	lanes      []*lane
+	laneByName map[string]*lane
+	agents     map[string]*agent
+	agentIdx   uint32
+	sessions   map[string]*session
+	cutoffs    map[string]time.Time // stopped sessions: refuse work submitted before
+	batches    map[string]*batch
+	instances  map[string]*instance
+	instList   []*instance // sorted by id
+	pool       limiter     // waiters for "any instance with room"
+	bindings   map[string]binding
+	settings   map[string][]byte
+	tasks      map[string]*task
+	idem       map[string]*task // agentID + "\x00" + key
+	inflight   int
+	queued     int
+	counts     [StateExpired + 1]int // live tasks by state
+
+	timers [timerKinds]taskTimers
+
+	seq       uint64
+	nextLease uint64
+	ids       idGen
+	// cur holds the changes not yet handed to the committer. The batch's
+	// completion (done, err) is the driver's (commit.go); the core only
+	// appends to it.
+	cur *pendingBatch
+
+	cascade []*task // terminal tasks whose dependents await the news
+
+	scratchRank  []policy.Task
+	scratchRanks []int64
+
+	selection   namedSelection // default for lanes without their own
+	retry       namedRetry
+	fairness    namedFairness
+	native      *fairshare.Fairness // the fast path when fairness is the built-in
+	fallback    fairshare.Fairness
+	scratch     dispatchScratch // the dispatching goroutine's, kept across a policy call outside the lock
+	planScratch dispatchScratch // Plan's
+
+	draining bool
+	closed   bool
+	stats    counters
+}
+
+// init sets up the decision state of a new engine: cfg's lanes, the
+// built-in policies, nothing queued.
+func (c *core) init(cfg Config, clk clock.Clock, tabs TabLocator, fleet bool, seed uint64) {
+	*c = core{
+		cfg: cfg, clock: clk, tabs: tabs, fleet: fleet,
+		laneByName: map[string]*lane{}, agents: map[string]*agent{}, sessions: map[string]*session{},
+		cutoffs: map[string]time.Time{}, batches: map[string]*batch{}, instances: map[string]*instance{},
+		bindings: map[string]binding{}, settings: map[string][]byte{}, tasks: map[string]*task{}, idem: map[string]*task{},
+		cur:       newPendingBatch(64, 64),
+		selection: namedSelection{name: priority.Name, p: priority.Selection{}, inline: true},
+		retry:     namedRetry{name: backoff.Name, p: backoff.Retry{}, inline: true},
+		native:    &fairshare.Fairness{},
+		ids:       newIDGen(seed),
+	}
+	c.fairness = namedFairness{name: fairshare.Name, p: c.native, inline: true}
+	for i := range c.timers {
+		c.timers[i].kind = i
+	}
+	for _, lc := range cfg.Lanes {
+		c.addLane(lc)
+	}
+}
+
+func (c *core) addLane(lc LaneConfig) *lane {
+	l := &lane{cfg: lc, idx: uint16(len(c.lanes)), selection: c.selection, retry: c.retry}
+	l.selection.own, l.retry.own = false, false
+	l.age = aqHeap{age: true}
+	c.lanes = append(c.lanes, l)
+	c.laneByName[lc.Name] = l
+	return l
+}
+
+// now returns the clock's time.
+func (c *core) now() time.Time { return c.clock.Now() }
