@@ -25,6 +25,7 @@ import (
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/executor/artifact"
 	"github.com/switchyard/switchyard/engine/executor/chromium"
+	"github.com/switchyard/switchyard/engine/heartbeat"
 	"github.com/switchyard/switchyard/engine/pull"
 	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/engine/store/memory"
@@ -35,6 +36,7 @@ import (
 	"github.com/switchyard/switchyard/graph/metrics"
 	"github.com/switchyard/switchyard/graph/server"
 	"github.com/switchyard/switchyard/internal/cluster"
+	"github.com/switchyard/switchyard/internal/netguard"
 	"github.com/switchyard/switchyard/internal/savedinstances"
 	"github.com/switchyard/switchyard/plugins/host"
 	"github.com/switchyard/switchyard/plugins/manager"
@@ -252,7 +254,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 			return err
 		}
 		backend = server.Options{Engine: eng, Registry: savedinstances.Registry{Registry: reg, Settings: eng},
-			Plugins: lead.Plugins, Schedules: lead.Schedules, Pull: lead.Pull}
+			Plugins: lead.Plugins, Schedules: lead.Schedules, Pull: lead.Pull, Heartbeats: lead.Heartbeats}
 		commits = eng.CommitError
 		shutdown = func(ctx context.Context) {
 			lead.Stop() // the components that act on the engine stop before it
@@ -269,7 +271,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 	}
 	logSecurity(log, cfg, authn)
 	srv, err := server.New(server.Options{
-		Engine: backend.Engine, Registry: backend.Registry, Plugins: backend.Plugins, Schedules: backend.Schedules,
+		Engine: backend.Engine, Registry: backend.Registry, Plugins: backend.Plugins, Schedules: backend.Schedules, Heartbeats: backend.Heartbeats,
 		Pull: backend.Pull, Cluster: backend.Cluster, Metrics: backend.Metrics, Address: advertised(cfg),
 		Artifacts: arts, Logger: log, Version: Version(), Limits: cfg.APILimits(), KeepAlive: cfg.KeepAlive.Std(),
 		Auth: authn, AllowedOrigins: cfg.API.AllowedOrigins, DisableIntrospection: !cfg.API.Introspection,
@@ -367,8 +369,18 @@ func startLeading(ctx context.Context, eng *engine.Engine, cfg config.Config, st
 		_ = plugins.Close(context.Background())
 		return nil, err
 	}
+	checks, err := newHeartbeats(eng, hooks, cfg, log)
+	if err == nil {
+		err = checks.Start(ctx)
+	}
+	if err != nil {
+		sched.Stop()
+		_ = plugins.Close(context.Background())
+		return nil, err
+	}
 	workers, err := pull.New(ctx, pull.Options{Engine: eng, Logger: log})
 	if err != nil {
+		checks.Stop()
 		sched.Stop()
 		_ = plugins.Close(context.Background())
 		return nil, err
@@ -377,15 +389,30 @@ func startLeading(ctx context.Context, eng *engine.Engine, cfg config.Config, st
 	hooksDone := make(chan struct{})
 	go func() { hooks.Run(hctx); close(hooksDone) }()
 	var once sync.Once
-	return &cluster.Leadership{Plugins: plugins, Schedules: sched, Pull: workers, Stop: func() {
+	return &cluster.Leadership{Plugins: plugins, Schedules: sched, Pull: workers, Heartbeats: checks, Stop: func() {
 		once.Do(func() {
 			workers.Close() // waiting workers are answered at once
 			sched.Stop()
+			checks.Stop()
 			stopHooks()
 			<-hooksDone
 			_ = plugins.Close(context.Background())
 		})
 	}}, nil
+}
+
+// newHeartbeats returns the heartbeat checker of the configuration: its
+// probes pass the SSRF guard with the heartbeats section's allowances, and
+// its state changes go out through the webhook deliverer.
+func newHeartbeats(eng *engine.Engine, hooks *webhook.Deliverer, cfg config.Config, log hclog.Logger) (*heartbeat.Checker, error) {
+	nets, err := cfg.HeartbeatNetworks()
+	if err != nil {
+		return nil, err
+	}
+	guard := &netguard.Guard{AllowPrivate: cfg.Heartbeats.AllowPrivate, AllowNetworks: nets, What: "heartbeat check",
+		Settings: "heartbeats.allowPrivate or list its network in heartbeats.allowNetworks"}
+	return heartbeat.New(eng, heartbeat.Options{Guard: guard, Webhooks: hooks, MaxChecks: cfg.Heartbeats.MaxChecks,
+		Concurrency: cfg.Heartbeats.Concurrency, Logger: log}), nil
 }
 
 // startNode joins the cluster of the PostgreSQL store as a follower; it

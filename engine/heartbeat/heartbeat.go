@@ -150,6 +150,9 @@ type Event struct {
 	From    State
 	To      State
 	Sample  Sample // the probe that changed it
+	// Lagged counts the events this subscriber lost, before this one,
+	// because it did not keep up.
+	Lagged uint64
 }
 
 // Sender posts a signed body to a webhook URL (*webhook.Deliverer).
@@ -204,7 +207,7 @@ type Checker struct {
 	entries map[string]*entry
 	idSeq   uint64
 	evSeq   uint64
-	subs    map[chan Event]struct{}
+	subs    map[chan Event]*uint64 // each subscriber's count of events lost since its last delivered one
 	stopped bool
 }
 
@@ -250,7 +253,7 @@ func New(st Settings, opts Options) *Checker {
 	}
 	opts.Guard = &g
 	c := &Checker{st: st, opts: opts, log: opts.Logger.Named("heartbeat"), sem: make(chan struct{}, opts.Concurrency),
-		entries: map[string]*entry{}, subs: map[chan Event]struct{}{}}
+		entries: map[string]*entry{}, subs: map[chan Event]*uint64{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.client = &http.Client{
 		Transport: &http.Transport{
@@ -482,7 +485,7 @@ func (c *Checker) Subscribe(buffer int) (<-chan Event, func()) {
 		close(ch)
 		return ch, func() {}
 	}
-	c.subs[ch] = struct{}{}
+	c.subs[ch] = new(uint64)
 	c.mu.Unlock()
 	var once sync.Once
 	return ch, func() {
@@ -750,10 +753,14 @@ func (c *Checker) recordLocked(ctx context.Context, en *entry, s Sample) {
 	c.evSeq++
 	ev := Event{Seq: c.evSeq, At: s.At, Kind: EventStateChanged, CheckID: ch.ID, Name: ch.Spec.Name, URL: ch.Spec.URL, From: from, To: to, Sample: s}
 	c.log.Info("heartbeat check changed state", "check", ch.ID, "name", ch.Spec.Name, "from", from, "to", to, "error", s.Error)
-	for sub := range c.subs {
+	for sub, lost := range c.subs {
+		e := ev
+		e.Lagged = *lost
 		select {
-		case sub <- ev:
-		default: // a subscriber that does not keep up loses events
+		case sub <- e:
+			*lost = 0
+		default: // a subscriber that does not keep up loses events, and is told
+			*lost++
 		}
 	}
 	if ch.Spec.WebhookURL != "" && c.opts.Webhooks != nil {

@@ -34,23 +34,25 @@ var (
 var operations = map[string]Access{
 	// Reading: everyone; agents see only their own tasks, batches and
 	// schedules (and only their own row of agents and of the plan).
-	"Query.task":      {everyone, true},
-	"Query.tasks":     {everyone, true},
-	"Query.batch":     {everyone, true},
-	"Query.agents":    {everyone, true},
-	"Query.plan":      {everyone, true},
-	"Query.schedules": {everyone, true},
-	"Query.schedule":  {everyone, true},
-	"Query.lanes":     {everyone, false},
-	"Query.lane":      {everyone, false},
-	"Query.stats":     {everyone, false},
-	"Query.policies":  {everyone, false},
-	"Query.plugins":   {everyone, false},
-	"Query.plugin":    {everyone, false},
-	"Query.instances": {everyone, false},
-	"Query.instance":  {everyone, false},
-	"Query.server":    {everyone, false},
-	"Query.nodes":     {everyone, false},
+	"Query.task":            {everyone, true},
+	"Query.tasks":           {everyone, true},
+	"Query.batch":           {everyone, true},
+	"Query.agents":          {everyone, true},
+	"Query.plan":            {everyone, true},
+	"Query.schedules":       {everyone, true},
+	"Query.schedule":        {everyone, true},
+	"Query.lanes":           {everyone, false},
+	"Query.lane":            {everyone, false},
+	"Query.stats":           {everyone, false},
+	"Query.policies":        {everyone, false},
+	"Query.plugins":         {everyone, false},
+	"Query.plugin":          {everyone, false},
+	"Query.instances":       {everyone, false},
+	"Query.instance":        {everyone, false},
+	"Query.server":          {everyone, false},
+	"Query.nodes":           {everyone, false},
+	"Query.heartbeatChecks": {everyone, false},
+	"Query.heartbeatCheck":  {everyone, false},
 
 	// Work: submitted and handled by admins, operators and agents (their
 	// own); readers change nothing.
@@ -83,6 +85,11 @@ var operations = map[string]Access{
 	"Mutation.configurePlugin":  {operators, false},
 	"Mutation.enablePlugin":     {operators, false},
 	"Mutation.setPolicy":        {operators, false},
+	// Heartbeat checks make the server call out: operators.
+	"Mutation.createHeartbeatCheck": {operators, false},
+	"Mutation.updateHeartbeatCheck": {operators, false},
+	"Mutation.deleteHeartbeatCheck": {operators, false},
+	"Mutation.probeHeartbeatCheck":  {operators, false},
 
 	// Pull lanes' workers: worker tokens on their own lanes only (checked
 	// by the resolvers), admins and operators on every lane.
@@ -97,12 +104,13 @@ var operations = map[string]Access{
 	"Mutation.unloadPlugin": {admins, false},
 
 	// Following: everyone; agents follow only their own tasks.
-	"Subscription.taskEvents":     {everyone, true},
-	"Subscription.taskEventFeed":  {everyone, true},
-	"Subscription.task":           {everyone, true},
-	"Subscription.stats":          {everyone, false},
-	"Subscription.instanceEvents": {everyone, false},
-	"Subscription.pluginEvents":   {everyone, false},
+	"Subscription.taskEvents":      {everyone, true},
+	"Subscription.taskEventFeed":   {everyone, true},
+	"Subscription.task":            {everyone, true},
+	"Subscription.stats":           {everyone, false},
+	"Subscription.instanceEvents":  {everyone, false},
+	"Subscription.pluginEvents":    {everyone, false},
+	"Subscription.heartbeatEvents": {everyone, false},
 }
 
 // Operations returns a copy of the table, by "Type.field" (Query.task,

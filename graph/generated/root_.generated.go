@@ -96,6 +96,61 @@ type ComplexityRoot struct {
 		State  func(childComplexity int) int
 	}
 
+	HeartbeatCheck struct {
+		ConsecutiveFailures func(childComplexity int) int
+		CreatedAt           func(childComplexity int) int
+		Enabled             func(childComplexity int) int
+		ExpectStatus        func(childComplexity int) int
+		FailureThreshold    func(childComplexity int) int
+		FollowRedirects     func(childComplexity int) int
+		History             func(childComplexity int, last *int) int
+		HistoryLength       func(childComplexity int) int
+		ID                  func(childComplexity int) int
+		IntervalMs          func(childComplexity int) int
+		LastProbeAt         func(childComplexity int) int
+		LatencyP50Ms        func(childComplexity int) int
+		LatencyP95Ms        func(childComplexity int) int
+		Method              func(childComplexity int) int
+		Name                func(childComplexity int) int
+		NextProbeAt         func(childComplexity int) int
+		Since               func(childComplexity int) int
+		State               func(childComplexity int) int
+		TimeoutMs           func(childComplexity int) int
+		URL                 func(childComplexity int) int
+		UpdatedAt           func(childComplexity int) int
+		Uptime              func(childComplexity int) int
+		WebhookDeliveries   func(childComplexity int) int
+		WebhookURL          func(childComplexity int) int
+	}
+
+	HeartbeatDelivery struct {
+		At         func(childComplexity int) int
+		Attempt    func(childComplexity int) int
+		Delivered  func(childComplexity int) int
+		Error      func(childComplexity int) int
+		HTTPStatus func(childComplexity int) int
+		ID         func(childComplexity int) int
+	}
+
+	HeartbeatEvent struct {
+		At      func(childComplexity int) int
+		CheckID func(childComplexity int) int
+		From    func(childComplexity int) int
+		Name    func(childComplexity int) int
+		Sample  func(childComplexity int) int
+		Seq     func(childComplexity int) int
+		To      func(childComplexity int) int
+		URL     func(childComplexity int) int
+	}
+
+	HeartbeatSample struct {
+		At         func(childComplexity int) int
+		Error      func(childComplexity int) int
+		HTTPStatus func(childComplexity int) int
+		LatencyMs  func(childComplexity int) int
+		Ok         func(childComplexity int) int
+	}
+
 	Instance struct {
 		Capacity     func(childComplexity int) int
 		Dialect      func(childComplexity int) int
@@ -197,37 +252,41 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		CancelTask       func(childComplexity int, id string, reason *string) int
-		CancelTasks      func(childComplexity int, filter model.TaskFilter, reason *string) int
-		CompleteTask     func(childComplexity int, leaseID string, result json.RawMessage) int
-		ConfigurePlugin  func(childComplexity int, name string, config json.RawMessage) int
-		CreateLane       func(childComplexity int, name string, input *model.LaneInput) int
-		CreateSchedule   func(childComplexity int, input model.ScheduleInput) int
-		DeleteLane       func(childComplexity int, name string) int
-		DeleteSchedule   func(childComplexity int, id string) int
-		DisableSchedule  func(childComplexity int, id string) int
-		Drain            func(childComplexity int) int
-		EnablePlugin     func(childComplexity int, name string) int
-		EnableSchedule   func(childComplexity int, id string) int
-		FailTask         func(childComplexity int, leaseID string, error string, retryable bool) int
-		LeaseTasks       func(childComplexity int, lane string, max int, leaseForMs int, waitMs int) int
-		LoadPlugin       func(childComplexity int, input model.LoadPluginInput) int
-		RegisterInstance func(childComplexity int, input model.RegisterInstanceInput) int
-		ReleaseTask      func(childComplexity int, leaseID string, reason *string) int
-		RemoveInstance   func(childComplexity int, id string) int
-		RenewLease       func(childComplexity int, leaseID string, leaseForMs int) int
-		ResetTask        func(childComplexity int, id string) int
-		RetryTask        func(childComplexity int, id string) int
-		SetAgent         func(childComplexity int, id string, input model.AgentInput) int
-		SetPolicy        func(childComplexity int, input model.SetPolicyInput) int
-		StopSession      func(childComplexity int, sessionKey string, all *bool) int
-		SubmitTask       func(childComplexity int, input model.SubmitTaskInput) int
-		SubmitTasks      func(childComplexity int, input model.SubmitTasksInput) int
-		TriggerSchedule  func(childComplexity int, id string) int
-		UnloadPlugin     func(childComplexity int, name string) int
-		UpdateInstance   func(childComplexity int, id string, input model.UpdateInstanceInput) int
-		UpdateLane       func(childComplexity int, name string, input model.LaneInput) int
-		UpdateSchedule   func(childComplexity int, id string, input model.ScheduleInput) int
+		CancelTask           func(childComplexity int, id string, reason *string) int
+		CancelTasks          func(childComplexity int, filter model.TaskFilter, reason *string) int
+		CompleteTask         func(childComplexity int, leaseID string, result json.RawMessage) int
+		ConfigurePlugin      func(childComplexity int, name string, config json.RawMessage) int
+		CreateHeartbeatCheck func(childComplexity int, input model.HeartbeatCheckInput) int
+		CreateLane           func(childComplexity int, name string, input *model.LaneInput) int
+		CreateSchedule       func(childComplexity int, input model.ScheduleInput) int
+		DeleteHeartbeatCheck func(childComplexity int, id string) int
+		DeleteLane           func(childComplexity int, name string) int
+		DeleteSchedule       func(childComplexity int, id string) int
+		DisableSchedule      func(childComplexity int, id string) int
+		Drain                func(childComplexity int) int
+		EnablePlugin         func(childComplexity int, name string) int
+		EnableSchedule       func(childComplexity int, id string) int
+		FailTask             func(childComplexity int, leaseID string, error string, retryable bool) int
+		LeaseTasks           func(childComplexity int, lane string, max int, leaseForMs int, waitMs int) int
+		LoadPlugin           func(childComplexity int, input model.LoadPluginInput) int
+		ProbeHeartbeatCheck  func(childComplexity int, id string) int
+		RegisterInstance     func(childComplexity int, input model.RegisterInstanceInput) int
+		ReleaseTask          func(childComplexity int, leaseID string, reason *string) int
+		RemoveInstance       func(childComplexity int, id string) int
+		RenewLease           func(childComplexity int, leaseID string, leaseForMs int) int
+		ResetTask            func(childComplexity int, id string) int
+		RetryTask            func(childComplexity int, id string) int
+		SetAgent             func(childComplexity int, id string, input model.AgentInput) int
+		SetPolicy            func(childComplexity int, input model.SetPolicyInput) int
+		StopSession          func(childComplexity int, sessionKey string, all *bool) int
+		SubmitTask           func(childComplexity int, input model.SubmitTaskInput) int
+		SubmitTasks          func(childComplexity int, input model.SubmitTasksInput) int
+		TriggerSchedule      func(childComplexity int, id string) int
+		UnloadPlugin         func(childComplexity int, name string) int
+		UpdateHeartbeatCheck func(childComplexity int, id string, input model.HeartbeatCheckInput) int
+		UpdateInstance       func(childComplexity int, id string, input model.UpdateInstanceInput) int
+		UpdateLane           func(childComplexity int, name string, input model.LaneInput) int
+		UpdateSchedule       func(childComplexity int, id string, input model.ScheduleInput) int
 	}
 
 	Node struct {
@@ -316,23 +375,25 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
-		Agents    func(childComplexity int) int
-		Batch     func(childComplexity int, id string) int
-		Instance  func(childComplexity int, id string) int
-		Instances func(childComplexity int) int
-		Lane      func(childComplexity int, name string) int
-		Lanes     func(childComplexity int) int
-		Nodes     func(childComplexity int) int
-		Plan      func(childComplexity int, limit *int, now *time.Time) int
-		Plugin    func(childComplexity int, name string) int
-		Plugins   func(childComplexity int) int
-		Policies  func(childComplexity int) int
-		Schedule  func(childComplexity int, id string) int
-		Schedules func(childComplexity int) int
-		Server    func(childComplexity int) int
-		Stats     func(childComplexity int) int
-		Task      func(childComplexity int, id string) int
-		Tasks     func(childComplexity int, filter *model.TaskFilter, first *int, after *string, order *engine.Order) int
+		Agents          func(childComplexity int) int
+		Batch           func(childComplexity int, id string) int
+		HeartbeatCheck  func(childComplexity int, id string) int
+		HeartbeatChecks func(childComplexity int) int
+		Instance        func(childComplexity int, id string) int
+		Instances       func(childComplexity int) int
+		Lane            func(childComplexity int, name string) int
+		Lanes           func(childComplexity int) int
+		Nodes           func(childComplexity int) int
+		Plan            func(childComplexity int, limit *int, now *time.Time) int
+		Plugin          func(childComplexity int, name string) int
+		Plugins         func(childComplexity int) int
+		Policies        func(childComplexity int) int
+		Schedule        func(childComplexity int, id string) int
+		Schedules       func(childComplexity int) int
+		Server          func(childComplexity int) int
+		Stats           func(childComplexity int) int
+		Task            func(childComplexity int, id string) int
+		Tasks           func(childComplexity int, filter *model.TaskFilter, first *int, after *string, order *engine.Order) int
 	}
 
 	QueueCounts struct {
@@ -447,12 +508,13 @@ type ComplexityRoot struct {
 	}
 
 	Subscription struct {
-		InstanceEvents func(childComplexity int) int
-		PluginEvents   func(childComplexity int) int
-		Stats          func(childComplexity int, intervalMs *int) int
-		Task           func(childComplexity int, id string) int
-		TaskEventFeed  func(childComplexity int, filter *model.TaskEventFilter, after *int64, max *int, maxDelayMs *int) int
-		TaskEvents     func(childComplexity int, filter *model.TaskEventFilter, after *int64) int
+		HeartbeatEvents func(childComplexity int, checkID *string) int
+		InstanceEvents  func(childComplexity int) int
+		PluginEvents    func(childComplexity int) int
+		Stats           func(childComplexity int, intervalMs *int) int
+		Task            func(childComplexity int, id string) int
+		TaskEventFeed   func(childComplexity int, filter *model.TaskEventFilter, after *int64, max *int, maxDelayMs *int) int
+		TaskEvents      func(childComplexity int, filter *model.TaskEventFilter, after *int64) int
 	}
 
 	Task struct {
@@ -818,6 +880,273 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Dependency.State(childComplexity), true
+
+	case "HeartbeatCheck.consecutiveFailures":
+		if e.ComplexityRoot.HeartbeatCheck.ConsecutiveFailures == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.ConsecutiveFailures(childComplexity), true
+	case "HeartbeatCheck.createdAt":
+		if e.ComplexityRoot.HeartbeatCheck.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.CreatedAt(childComplexity), true
+	case "HeartbeatCheck.enabled":
+		if e.ComplexityRoot.HeartbeatCheck.Enabled == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.Enabled(childComplexity), true
+	case "HeartbeatCheck.expectStatus":
+		if e.ComplexityRoot.HeartbeatCheck.ExpectStatus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.ExpectStatus(childComplexity), true
+	case "HeartbeatCheck.failureThreshold":
+		if e.ComplexityRoot.HeartbeatCheck.FailureThreshold == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.FailureThreshold(childComplexity), true
+	case "HeartbeatCheck.followRedirects":
+		if e.ComplexityRoot.HeartbeatCheck.FollowRedirects == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.FollowRedirects(childComplexity), true
+	case "HeartbeatCheck.history":
+		if e.ComplexityRoot.HeartbeatCheck.History == nil {
+			break
+		}
+
+		args, err := ec.field_HeartbeatCheck_history_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.History(childComplexity, args["last"].(*int)), true
+	case "HeartbeatCheck.historyLength":
+		if e.ComplexityRoot.HeartbeatCheck.HistoryLength == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.HistoryLength(childComplexity), true
+	case "HeartbeatCheck.id":
+		if e.ComplexityRoot.HeartbeatCheck.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.ID(childComplexity), true
+	case "HeartbeatCheck.intervalMs":
+		if e.ComplexityRoot.HeartbeatCheck.IntervalMs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.IntervalMs(childComplexity), true
+	case "HeartbeatCheck.lastProbeAt":
+		if e.ComplexityRoot.HeartbeatCheck.LastProbeAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.LastProbeAt(childComplexity), true
+	case "HeartbeatCheck.latencyP50Ms":
+		if e.ComplexityRoot.HeartbeatCheck.LatencyP50Ms == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.LatencyP50Ms(childComplexity), true
+	case "HeartbeatCheck.latencyP95Ms":
+		if e.ComplexityRoot.HeartbeatCheck.LatencyP95Ms == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.LatencyP95Ms(childComplexity), true
+	case "HeartbeatCheck.method":
+		if e.ComplexityRoot.HeartbeatCheck.Method == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.Method(childComplexity), true
+	case "HeartbeatCheck.name":
+		if e.ComplexityRoot.HeartbeatCheck.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.Name(childComplexity), true
+	case "HeartbeatCheck.nextProbeAt":
+		if e.ComplexityRoot.HeartbeatCheck.NextProbeAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.NextProbeAt(childComplexity), true
+	case "HeartbeatCheck.since":
+		if e.ComplexityRoot.HeartbeatCheck.Since == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.Since(childComplexity), true
+	case "HeartbeatCheck.state":
+		if e.ComplexityRoot.HeartbeatCheck.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.State(childComplexity), true
+	case "HeartbeatCheck.timeoutMs":
+		if e.ComplexityRoot.HeartbeatCheck.TimeoutMs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.TimeoutMs(childComplexity), true
+	case "HeartbeatCheck.url":
+		if e.ComplexityRoot.HeartbeatCheck.URL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.URL(childComplexity), true
+	case "HeartbeatCheck.updatedAt":
+		if e.ComplexityRoot.HeartbeatCheck.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.UpdatedAt(childComplexity), true
+	case "HeartbeatCheck.uptime":
+		if e.ComplexityRoot.HeartbeatCheck.Uptime == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.Uptime(childComplexity), true
+	case "HeartbeatCheck.webhookDeliveries":
+		if e.ComplexityRoot.HeartbeatCheck.WebhookDeliveries == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.WebhookDeliveries(childComplexity), true
+	case "HeartbeatCheck.webhookUrl":
+		if e.ComplexityRoot.HeartbeatCheck.WebhookURL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatCheck.WebhookURL(childComplexity), true
+
+	case "HeartbeatDelivery.at":
+		if e.ComplexityRoot.HeartbeatDelivery.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatDelivery.At(childComplexity), true
+	case "HeartbeatDelivery.attempt":
+		if e.ComplexityRoot.HeartbeatDelivery.Attempt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatDelivery.Attempt(childComplexity), true
+	case "HeartbeatDelivery.delivered":
+		if e.ComplexityRoot.HeartbeatDelivery.Delivered == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatDelivery.Delivered(childComplexity), true
+	case "HeartbeatDelivery.error":
+		if e.ComplexityRoot.HeartbeatDelivery.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatDelivery.Error(childComplexity), true
+	case "HeartbeatDelivery.httpStatus":
+		if e.ComplexityRoot.HeartbeatDelivery.HTTPStatus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatDelivery.HTTPStatus(childComplexity), true
+	case "HeartbeatDelivery.id":
+		if e.ComplexityRoot.HeartbeatDelivery.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatDelivery.ID(childComplexity), true
+
+	case "HeartbeatEvent.at":
+		if e.ComplexityRoot.HeartbeatEvent.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatEvent.At(childComplexity), true
+	case "HeartbeatEvent.checkId":
+		if e.ComplexityRoot.HeartbeatEvent.CheckID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatEvent.CheckID(childComplexity), true
+	case "HeartbeatEvent.from":
+		if e.ComplexityRoot.HeartbeatEvent.From == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatEvent.From(childComplexity), true
+	case "HeartbeatEvent.name":
+		if e.ComplexityRoot.HeartbeatEvent.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatEvent.Name(childComplexity), true
+	case "HeartbeatEvent.sample":
+		if e.ComplexityRoot.HeartbeatEvent.Sample == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatEvent.Sample(childComplexity), true
+	case "HeartbeatEvent.seq":
+		if e.ComplexityRoot.HeartbeatEvent.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatEvent.Seq(childComplexity), true
+	case "HeartbeatEvent.to":
+		if e.ComplexityRoot.HeartbeatEvent.To == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatEvent.To(childComplexity), true
+	case "HeartbeatEvent.url":
+		if e.ComplexityRoot.HeartbeatEvent.URL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatEvent.URL(childComplexity), true
+
+	case "HeartbeatSample.at":
+		if e.ComplexityRoot.HeartbeatSample.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatSample.At(childComplexity), true
+	case "HeartbeatSample.error":
+		if e.ComplexityRoot.HeartbeatSample.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatSample.Error(childComplexity), true
+	case "HeartbeatSample.httpStatus":
+		if e.ComplexityRoot.HeartbeatSample.HTTPStatus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatSample.HTTPStatus(childComplexity), true
+	case "HeartbeatSample.latencyMs":
+		if e.ComplexityRoot.HeartbeatSample.LatencyMs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatSample.LatencyMs(childComplexity), true
+	case "HeartbeatSample.ok":
+		if e.ComplexityRoot.HeartbeatSample.Ok == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HeartbeatSample.Ok(childComplexity), true
 
 	case "Instance.capacity":
 		if e.ComplexityRoot.Instance.Capacity == nil {
@@ -1293,6 +1622,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ConfigurePlugin(childComplexity, args["name"].(string), args["config"].(json.RawMessage)), true
+	case "Mutation.createHeartbeatCheck":
+		if e.ComplexityRoot.Mutation.CreateHeartbeatCheck == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createHeartbeatCheck_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateHeartbeatCheck(childComplexity, args["input"].(model.HeartbeatCheckInput)), true
 	case "Mutation.createLane":
 		if e.ComplexityRoot.Mutation.CreateLane == nil {
 			break
@@ -1315,6 +1655,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateSchedule(childComplexity, args["input"].(model.ScheduleInput)), true
+	case "Mutation.deleteHeartbeatCheck":
+		if e.ComplexityRoot.Mutation.DeleteHeartbeatCheck == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteHeartbeatCheck_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteHeartbeatCheck(childComplexity, args["id"].(string)), true
 	case "Mutation.deleteLane":
 		if e.ComplexityRoot.Mutation.DeleteLane == nil {
 			break
@@ -1409,6 +1760,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.LoadPlugin(childComplexity, args["input"].(model.LoadPluginInput)), true
+	case "Mutation.probeHeartbeatCheck":
+		if e.ComplexityRoot.Mutation.ProbeHeartbeatCheck == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_probeHeartbeatCheck_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ProbeHeartbeatCheck(childComplexity, args["id"].(string)), true
 	case "Mutation.registerInstance":
 		if e.ComplexityRoot.Mutation.RegisterInstance == nil {
 			break
@@ -1552,6 +1914,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.UnloadPlugin(childComplexity, args["name"].(string)), true
+	case "Mutation.updateHeartbeatCheck":
+		if e.ComplexityRoot.Mutation.UpdateHeartbeatCheck == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_updateHeartbeatCheck_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UpdateHeartbeatCheck(childComplexity, args["id"].(string), args["input"].(model.HeartbeatCheckInput)), true
 	case "Mutation.updateInstance":
 		if e.ComplexityRoot.Mutation.UpdateInstance == nil {
 			break
@@ -1977,6 +2350,23 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Batch(childComplexity, args["id"].(string)), true
+	case "Query.heartbeatCheck":
+		if e.ComplexityRoot.Query.HeartbeatCheck == nil {
+			break
+		}
+
+		args, err := ec.field_Query_heartbeatCheck_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.HeartbeatCheck(childComplexity, args["id"].(string)), true
+	case "Query.heartbeatChecks":
+		if e.ComplexityRoot.Query.HeartbeatChecks == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.HeartbeatChecks(childComplexity), true
 	case "Query.instance":
 		if e.ComplexityRoot.Query.Instance == nil {
 			break
@@ -2600,6 +2990,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.SubmitTasksPayload.Refused(childComplexity), true
 
+	case "Subscription.heartbeatEvents":
+		if e.ComplexityRoot.Subscription.HeartbeatEvents == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_heartbeatEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.HeartbeatEvents(childComplexity, args["checkId"].(*string)), true
 	case "Subscription.instanceEvents":
 		if e.ComplexityRoot.Subscription.InstanceEvents == nil {
 			break
@@ -3179,6 +3580,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("ActionInput", ec.unmarshalInputActionInput),
 			graphql.NewInputUnmarshaler("AgentInput", ec.unmarshalInputAgentInput),
 			graphql.NewInputUnmarshaler("BatchItemInput", ec.unmarshalInputBatchItemInput),
+			graphql.NewInputUnmarshaler("HeartbeatCheckInput", ec.unmarshalInputHeartbeatCheckInput),
 			graphql.NewInputUnmarshaler("LabelInput", ec.unmarshalInputLabelInput),
 			graphql.NewInputUnmarshaler("LaneInput", ec.unmarshalInputLaneInput),
 			graphql.NewInputUnmarshaler("LoadPluginInput", ec.unmarshalInputLoadPluginInput),
@@ -3284,6 +3686,181 @@ func newExecutionContext(
 }
 
 var sources = []*ast.Source{
+	{Name: "../schema/heartbeats.graphqls", Input: `# Heartbeat checks: the server calls external URLs on an interval, records
+# their latency and announces each change of their state once (Aleph's
+# heartbeat).
+
+extend type Query {
+  "The heartbeat checks, by id."
+  heartbeatChecks: [HeartbeatCheck!]!
+  "One heartbeat check by id, with its latency history. NOT_FOUND when there is none."
+  heartbeatCheck(id: ID!): HeartbeatCheck
+}
+
+extend type Mutation {
+  """
+  Creates a heartbeat check; an enabled one is probed at once, then every
+  ` + "`" + `intervalMs` + "`" + `. Its URL must be one the server may call: public addresses
+  only unless the configuration's ` + "`" + `heartbeats.allowPrivate` + "`" + ` or
+  ` + "`" + `heartbeats.allowNetworks` + "`" + ` allow more (INVALID_INPUT on ` + "`" + `input.url` + "`" + `
+  otherwise; a name that resolves to a refused address makes the probe fail).
+  """
+  createHeartbeatCheck(input: HeartbeatCheckInput!): HeartbeatCheck
+  "Replaces a check's definition; its state and history stay, unless its URL or method changed (then it starts over, UNKNOWN)."
+  updateHeartbeatCheck(id: ID!, input: HeartbeatCheckInput!): HeartbeatCheck
+  "Deletes a check and its history. Returns it as it was."
+  deleteHeartbeatCheck(id: ID!): HeartbeatCheck
+  "Probes a check now (enabled or not), records the probe like any other and returns the check after it. Its interval is unchanged."
+  probeHeartbeatCheck(id: ID!): HeartbeatCheck
+}
+
+extend type Subscription {
+  """
+  Each change of a heartbeat check's state, once: UP → DOWN, DOWN → UP and
+  UNKNOWN → DOWN (a check that starts healthy is quiet), of one check or of
+  all. Events of this server run only: there is no resume.
+  """
+  heartbeatEvents(checkId: ID): HeartbeatEvent!
+}
+
+"What a check's latest probes say about its target."
+enum HeartbeatState {
+  "Not probed yet."
+  UNKNOWN
+  "The latest probe answered as expected."
+  UP
+  "The latest ` + "`" + `failureThreshold` + "`" + ` probes in a row failed."
+  DOWN
+}
+
+"A heartbeat check: a URL the server calls on an interval."
+type HeartbeatCheck {
+  "Its id."
+  id: ID!
+  "Its name."
+  name: String!
+  "What it calls."
+  url: String!
+  "GET or HEAD."
+  method: String!
+  "Between the starts of two probes."
+  intervalMs: Int64!
+  "Bounds one probe: connecting, redirects, the answer's headers and reading its body (at most 64 KiB of it)."
+  timeoutMs: Int64!
+  "The status a healthy target answers; null means any 2xx."
+  expectStatus: Int
+  "Failed probes in a row that make it DOWN."
+  failureThreshold: Int!
+  "Whether redirects are followed (up to 5, each hop through the address guard)."
+  followRedirects: Boolean!
+  "Told of every state change (redacted of credentials)."
+  webhookUrl: String
+  "Whether it is probed on its interval."
+  enabled: Boolean!
+  "How many recent probes it keeps."
+  historyLength: Int!
+  "What its latest probes say."
+  state: HeartbeatState!
+  "When it entered its state."
+  since: Time!
+  "Failed probes since the last good one."
+  consecutiveFailures: Int!
+  "When it was last probed."
+  lastProbeAt: Time
+  "When it will next be probed; null when disabled."
+  nextProbeAt: Time
+  "When it was created."
+  createdAt: Time!
+  "When its definition last changed."
+  updatedAt: Time!
+  "Its latest probes, oldest first; ` + "`" + `last` + "`" + ` keeps only the newest ones."
+  history(last: Int): [HeartbeatSample!]!
+  "The share of the probes in its history that succeeded, 0 to 1; null before the first."
+  uptime: Float
+  "The median latency of the successful probes in its history, in milliseconds; null when none succeeded."
+  latencyP50Ms: Float
+  "The 95th percentile of the same."
+  latencyP95Ms: Float
+  "The attempts to announce its state changes to its webhook, oldest first (the last 20)."
+  webhookDeliveries: [HeartbeatDelivery!]!
+}
+
+"One probe of a check."
+type HeartbeatSample {
+  "When it started."
+  at: Time!
+  "Until the answer's headers came, or the probe failed, in milliseconds."
+  latencyMs: Float!
+  "Whether it answered as expected."
+  ok: Boolean!
+  "The HTTP status; null when no answer came."
+  httpStatus: Int
+  "Why it failed: no answer within the timeout, a refused address, a malformed answer, an unexpected status."
+  error: String
+}
+
+"One attempt to announce a state change to a check's webhook (signed as task webhooks are; event ` + "`" + `heartbeat.state` + "`" + `)."
+type HeartbeatDelivery {
+  "` + "`" + `<check id>.<event seq>` + "`" + `: the same on every attempt of one change."
+  id: String!
+  "1 for the first attempt."
+  attempt: Int!
+  "When it was made."
+  at: Time!
+  "The receiver's status; null when none came."
+  httpStatus: Int
+  "Whether the receiver took it (a 2xx)."
+  delivered: Boolean!
+  "Why it failed."
+  error: String
+}
+
+"A change of a check's state."
+type HeartbeatEvent {
+  "Increases by one per event of this server run."
+  seq: Int64!
+  "When the probe that changed it started."
+  at: Time!
+  "The check."
+  checkId: ID!
+  "Its name."
+  name: String!
+  "Its URL."
+  url: String!
+  "The state it left."
+  from: HeartbeatState!
+  "The state it entered."
+  to: HeartbeatState!
+  "The probe that changed it."
+  sample: HeartbeatSample!
+}
+
+"A heartbeat check to create, or the new definition of one."
+input HeartbeatCheckInput {
+  "Its name (at most 200 characters)."
+  name: String!
+  "An absolute http or https URL."
+  url: String!
+  "GET (the default) or HEAD."
+  method: String
+  "Between the starts of two probes: 1000 ms to 1 day. Default 60000."
+  intervalMs: Int64
+  "Bounds one probe: at most 60000 ms and at most the interval. Default 10000 (or the interval, if shorter)."
+  timeoutMs: Int64
+  "The status a healthy target answers; default any 2xx."
+  expectStatus: Int
+  "Failed probes in a row that make it DOWN: 1 to 100. Default 1."
+  failureThreshold: Int
+  "Follow redirects (up to 5, each hop through the address guard). Default false: a 3xx is judged as it is."
+  followRedirects: Boolean
+  "Told of every state change, signed as task webhooks are. Needs the server's webhooks."
+  webhookUrl: String
+  "Probe it on its interval. Default true."
+  enabled: Boolean
+  "How many recent probes it keeps: 1 to 1000. Default 100."
+  historyLength: Int
+}
+`, BuiltIn: false},
 	{Name: "../schema/instances.graphqls", Input: `# Browser instances: the executors that own the tabs tasks run in.
 
 extend type Query {
@@ -5054,6 +5631,116 @@ func (ec *executionContext) childFields_Dependency(ctx context.Context, field gr
 		return ec.fieldContext_Dependency_result(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Dependency", field.Name)
+}
+
+func (ec *executionContext) childFields_HeartbeatCheck(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_HeartbeatCheck_id(ctx, field)
+	case "name":
+		return ec.fieldContext_HeartbeatCheck_name(ctx, field)
+	case "url":
+		return ec.fieldContext_HeartbeatCheck_url(ctx, field)
+	case "method":
+		return ec.fieldContext_HeartbeatCheck_method(ctx, field)
+	case "intervalMs":
+		return ec.fieldContext_HeartbeatCheck_intervalMs(ctx, field)
+	case "timeoutMs":
+		return ec.fieldContext_HeartbeatCheck_timeoutMs(ctx, field)
+	case "expectStatus":
+		return ec.fieldContext_HeartbeatCheck_expectStatus(ctx, field)
+	case "failureThreshold":
+		return ec.fieldContext_HeartbeatCheck_failureThreshold(ctx, field)
+	case "followRedirects":
+		return ec.fieldContext_HeartbeatCheck_followRedirects(ctx, field)
+	case "webhookUrl":
+		return ec.fieldContext_HeartbeatCheck_webhookUrl(ctx, field)
+	case "enabled":
+		return ec.fieldContext_HeartbeatCheck_enabled(ctx, field)
+	case "historyLength":
+		return ec.fieldContext_HeartbeatCheck_historyLength(ctx, field)
+	case "state":
+		return ec.fieldContext_HeartbeatCheck_state(ctx, field)
+	case "since":
+		return ec.fieldContext_HeartbeatCheck_since(ctx, field)
+	case "consecutiveFailures":
+		return ec.fieldContext_HeartbeatCheck_consecutiveFailures(ctx, field)
+	case "lastProbeAt":
+		return ec.fieldContext_HeartbeatCheck_lastProbeAt(ctx, field)
+	case "nextProbeAt":
+		return ec.fieldContext_HeartbeatCheck_nextProbeAt(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_HeartbeatCheck_createdAt(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_HeartbeatCheck_updatedAt(ctx, field)
+	case "history":
+		return ec.fieldContext_HeartbeatCheck_history(ctx, field)
+	case "uptime":
+		return ec.fieldContext_HeartbeatCheck_uptime(ctx, field)
+	case "latencyP50Ms":
+		return ec.fieldContext_HeartbeatCheck_latencyP50Ms(ctx, field)
+	case "latencyP95Ms":
+		return ec.fieldContext_HeartbeatCheck_latencyP95Ms(ctx, field)
+	case "webhookDeliveries":
+		return ec.fieldContext_HeartbeatCheck_webhookDeliveries(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type HeartbeatCheck", field.Name)
+}
+
+func (ec *executionContext) childFields_HeartbeatDelivery(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_HeartbeatDelivery_id(ctx, field)
+	case "attempt":
+		return ec.fieldContext_HeartbeatDelivery_attempt(ctx, field)
+	case "at":
+		return ec.fieldContext_HeartbeatDelivery_at(ctx, field)
+	case "httpStatus":
+		return ec.fieldContext_HeartbeatDelivery_httpStatus(ctx, field)
+	case "delivered":
+		return ec.fieldContext_HeartbeatDelivery_delivered(ctx, field)
+	case "error":
+		return ec.fieldContext_HeartbeatDelivery_error(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type HeartbeatDelivery", field.Name)
+}
+
+func (ec *executionContext) childFields_HeartbeatEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "seq":
+		return ec.fieldContext_HeartbeatEvent_seq(ctx, field)
+	case "at":
+		return ec.fieldContext_HeartbeatEvent_at(ctx, field)
+	case "checkId":
+		return ec.fieldContext_HeartbeatEvent_checkId(ctx, field)
+	case "name":
+		return ec.fieldContext_HeartbeatEvent_name(ctx, field)
+	case "url":
+		return ec.fieldContext_HeartbeatEvent_url(ctx, field)
+	case "from":
+		return ec.fieldContext_HeartbeatEvent_from(ctx, field)
+	case "to":
+		return ec.fieldContext_HeartbeatEvent_to(ctx, field)
+	case "sample":
+		return ec.fieldContext_HeartbeatEvent_sample(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type HeartbeatEvent", field.Name)
+}
+
+func (ec *executionContext) childFields_HeartbeatSample(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "at":
+		return ec.fieldContext_HeartbeatSample_at(ctx, field)
+	case "latencyMs":
+		return ec.fieldContext_HeartbeatSample_latencyMs(ctx, field)
+	case "ok":
+		return ec.fieldContext_HeartbeatSample_ok(ctx, field)
+	case "httpStatus":
+		return ec.fieldContext_HeartbeatSample_httpStatus(ctx, field)
+	case "error":
+		return ec.fieldContext_HeartbeatSample_error(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type HeartbeatSample", field.Name)
 }
 
 func (ec *executionContext) childFields_Instance(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {

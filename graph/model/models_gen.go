@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/engine/heartbeat"
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/schedule"
 )
@@ -60,6 +61,82 @@ type Dependency struct {
 	State *engine.State `json:"state,omitempty"`
 	// Its result, when it succeeded.
 	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// A heartbeat check to create, or the new definition of one.
+type HeartbeatCheckInput struct {
+	// Its name (at most 200 characters).
+	Name string `json:"name"`
+	// An absolute http or https URL.
+	URL string `json:"url"`
+	// GET (the default) or HEAD.
+	Method *string `json:"method,omitempty"`
+	// Between the starts of two probes: 1000 ms to 1 day. Default 60000.
+	IntervalMs *int64 `json:"intervalMs,omitempty"`
+	// Bounds one probe: at most 60000 ms and at most the interval. Default 10000 (or the interval, if shorter).
+	TimeoutMs *int64 `json:"timeoutMs,omitempty"`
+	// The status a healthy target answers; default any 2xx.
+	ExpectStatus *int `json:"expectStatus,omitempty"`
+	// Failed probes in a row that make it DOWN: 1 to 100. Default 1.
+	FailureThreshold *int `json:"failureThreshold,omitempty"`
+	// Follow redirects (up to 5, each hop through the address guard). Default false: a 3xx is judged as it is.
+	FollowRedirects *bool `json:"followRedirects,omitempty"`
+	// Told of every state change, signed as task webhooks are. Needs the server's webhooks.
+	WebhookURL *string `json:"webhookUrl,omitempty"`
+	// Probe it on its interval. Default true.
+	Enabled *bool `json:"enabled,omitempty"`
+	// How many recent probes it keeps: 1 to 1000. Default 100.
+	HistoryLength *int `json:"historyLength,omitempty"`
+}
+
+// One attempt to announce a state change to a check's webhook (signed as task webhooks are; event `heartbeat.state`).
+type HeartbeatDelivery struct {
+	// `<check id>.<event seq>`: the same on every attempt of one change.
+	ID string `json:"id"`
+	// 1 for the first attempt.
+	Attempt int `json:"attempt"`
+	// When it was made.
+	At time.Time `json:"at"`
+	// The receiver's status; null when none came.
+	HTTPStatus *int `json:"httpStatus,omitempty"`
+	// Whether the receiver took it (a 2xx).
+	Delivered bool `json:"delivered"`
+	// Why it failed.
+	Error *string `json:"error,omitempty"`
+}
+
+// A change of a check's state.
+type HeartbeatEvent struct {
+	// Increases by one per event of this server run.
+	Seq int64 `json:"seq"`
+	// When the probe that changed it started.
+	At time.Time `json:"at"`
+	// The check.
+	CheckID string `json:"checkId"`
+	// Its name.
+	Name string `json:"name"`
+	// Its URL.
+	URL string `json:"url"`
+	// The state it left.
+	From heartbeat.State `json:"from"`
+	// The state it entered.
+	To heartbeat.State `json:"to"`
+	// The probe that changed it.
+	Sample *HeartbeatSample `json:"sample"`
+}
+
+// One probe of a check.
+type HeartbeatSample struct {
+	// When it started.
+	At time.Time `json:"at"`
+	// Until the answer's headers came, or the probe failed, in milliseconds.
+	LatencyMs float64 `json:"latencyMs"`
+	// Whether it answered as expected.
+	Ok bool `json:"ok"`
+	// The HTTP status; null when no answer came.
+	HTTPStatus *int `json:"httpStatus,omitempty"`
+	// Why it failed: no answer within the timeout, a refused address, a malformed answer, an unexpected status.
+	Error *string `json:"error,omitempty"`
 }
 
 // A key and its value.

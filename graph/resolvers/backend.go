@@ -6,6 +6,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/engine/heartbeat"
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/internal/cluster"
@@ -81,11 +82,23 @@ type Schedules interface {
 	List() []*schedule.Schedule
 }
 
+// Heartbeats runs the heartbeat checks (*heartbeat.Checker).
+type Heartbeats interface {
+	Create(ctx context.Context, spec heartbeat.Spec) (*heartbeat.Check, error)
+	Update(ctx context.Context, id string, spec heartbeat.Spec) (*heartbeat.Check, error)
+	Delete(ctx context.Context, id string) error
+	Probe(ctx context.Context, id string) (*heartbeat.Check, error)
+	Get(id string) (*heartbeat.Check, error)
+	List() []*heartbeat.Check
+	Subscribe(buffer int) (<-chan heartbeat.Event, func())
+}
+
 var (
-	_ Engine    = (*engine.Engine)(nil)
-	_ Registry  = (*executor.Registry)(nil)
-	_ Plugins   = (*manager.Manager)(nil)
-	_ Schedules = (*schedule.Scheduler)(nil)
+	_ Heartbeats = (*heartbeat.Checker)(nil)
+	_ Engine     = (*engine.Engine)(nil)
+	_ Registry   = (*executor.Registry)(nil)
+	_ Plugins    = (*manager.Manager)(nil)
+	_ Schedules  = (*schedule.Scheduler)(nil)
 )
 
 // Cluster tells which node of a cluster leads (*cluster.Node); nil on a

@@ -97,6 +97,9 @@ type Options struct {
 	// Schedules runs the schedules; nil answers their operations with
 	// UNAVAILABLE.
 	Schedules Schedules
+	// Heartbeats runs the heartbeat checks; nil answers their operations
+	// with UNAVAILABLE.
+	Heartbeats Heartbeats
 	// Cluster, on a node of a cluster, tells which node leads; nil for a
 	// server on its own.
 	Cluster Cluster

@@ -30,6 +30,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/engine/heartbeat"
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/pull"
 	"github.com/switchyard/switchyard/engine/schedule"
@@ -118,7 +119,7 @@ func setupAuth(t *testing.T, opts ...func(*setupOptions)) *authBundle {
 	pulls := engine.NewLane("pulls") // dispatches to nobody until a worker asks
 	pulls.Pull = true
 	base := func(o *setupOptions) {
-		o.registry, o.plugins, o.schedules, o.pull = true, true, true, true
+		o.registry, o.plugins, o.schedules, o.pull, o.heartbeats = true, true, true, true, true
 		o.config = engine.Config{Lanes: append(lanes, work, spare, pulls)}
 		o.limits = resolvers.Limits{MutationsPerSecond: -1}
 	}
@@ -222,6 +223,13 @@ func (b *authBundle) leased(t *testing.T) string {
 
 func freshLease(t *testing.T, b *authBundle) map[string]any {
 	return map[string]any{"id": b.leased(t)}
+}
+
+func (b *authBundle) check(t *testing.T) string {
+	t.Helper()
+	c, err := b.checks.Create(context.Background(), heartbeat.Spec{Name: b.uniq("hb"), URL: "http://127.0.0.1:1/", Interval: time.Hour})
+	require.NoError(t, err)
+	return c.ID
 }
 
 func (b *authBundle) instance(t *testing.T) string {
@@ -354,6 +362,7 @@ func ownQueued(t *testing.T, b *authBundle) string     { return b.queued(t, owne
 func ownSchedule(t *testing.T, b *authBundle) string   { return b.schedule(t, ownerAgent) }
 func freshInstance(t *testing.T, b *authBundle) string { return b.instance(t) }
 func freshPlugin(t *testing.T, b *authBundle) string   { return b.plugin(t) }
+func freshCheck(t *testing.T, b *authBundle) string    { return b.check(t) }
 
 const (
 	workers    = "admin operator worker"
@@ -371,20 +380,22 @@ func matrix() map[string]opCase {
 		"Query.tasks": {roles: everyone, narrowed: true, query: `{ tasks(first: 1000) { nodes { id agentId } totalCount } }`, vars: noVars},
 		"Query.batch": {roles: everyone, own: true, query: `query($id: ID!) { batch(id: $id) { id total tasks { nodes { agentId } } } }`,
 			vars: idVar(func(t *testing.T, b *authBundle) string { return b.batch(t, ownerAgent) })},
-		"Query.lanes":     {roles: everyone, query: `{ lanes { name } }`, vars: noVars},
-		"Query.lane":      {roles: everyone, query: `{ lane(name: "main") { name } }`, vars: noVars},
-		"Query.agents":    {roles: everyone, narrowed: true, query: `{ agents { id agentId: id } }`, vars: noVars},
-		"Query.stats":     {roles: everyone, query: `{ stats { submitted } }`, vars: noVars},
-		"Query.plan":      {roles: everyone, narrowed: true, query: `{ plan(limit: 100) { steps { agentId } skipped { agentId } } }`, vars: noVars},
-		"Query.policies":  {roles: everyone, query: `{ policies { name } }`, vars: noVars},
-		"Query.plugins":   {roles: everyone, query: `{ plugins { name } }`, vars: noVars},
-		"Query.plugin":    {roles: everyone, query: `{ plugin(name: "priority") { name } }`, vars: noVars},
-		"Query.schedules": {roles: everyone, narrowed: true, query: `{ schedules { id template { agentId } } }`, vars: noVars},
-		"Query.schedule":  {roles: everyone, own: true, query: `query($id: ID!) { schedule(id: $id) { id template { agentId } } }`, vars: idVar(ownSchedule)},
-		"Query.instances": {roles: everyone, query: `{ instances { id url hasToken } }`, vars: noVars},
-		"Query.instance":  {roles: everyone, query: `query($id: ID!) { instance(id: $id) { id } }`, vars: idVar(freshInstance)},
-		"Query.server":    {roles: everyone, query: `{ server { version limits { mutationBurst } } }`, vars: noVars},
-		"Query.nodes":     {roles: everyone, query: `{ nodes { id role leader healthy } }`, vars: noVars},
+		"Query.lanes":           {roles: everyone, query: `{ lanes { name } }`, vars: noVars},
+		"Query.lane":            {roles: everyone, query: `{ lane(name: "main") { name } }`, vars: noVars},
+		"Query.agents":          {roles: everyone, narrowed: true, query: `{ agents { id agentId: id } }`, vars: noVars},
+		"Query.stats":           {roles: everyone, query: `{ stats { submitted } }`, vars: noVars},
+		"Query.plan":            {roles: everyone, narrowed: true, query: `{ plan(limit: 100) { steps { agentId } skipped { agentId } } }`, vars: noVars},
+		"Query.policies":        {roles: everyone, query: `{ policies { name } }`, vars: noVars},
+		"Query.plugins":         {roles: everyone, query: `{ plugins { name } }`, vars: noVars},
+		"Query.plugin":          {roles: everyone, query: `{ plugin(name: "priority") { name } }`, vars: noVars},
+		"Query.schedules":       {roles: everyone, narrowed: true, query: `{ schedules { id template { agentId } } }`, vars: noVars},
+		"Query.schedule":        {roles: everyone, own: true, query: `query($id: ID!) { schedule(id: $id) { id template { agentId } } }`, vars: idVar(ownSchedule)},
+		"Query.instances":       {roles: everyone, query: `{ instances { id url hasToken } }`, vars: noVars},
+		"Query.instance":        {roles: everyone, query: `query($id: ID!) { instance(id: $id) { id } }`, vars: idVar(freshInstance)},
+		"Query.server":          {roles: everyone, query: `{ server { version limits { mutationBurst } } }`, vars: noVars},
+		"Query.nodes":           {roles: everyone, query: `{ nodes { id role leader healthy } }`, vars: noVars},
+		"Query.heartbeatChecks": {roles: everyone, query: `{ heartbeatChecks { id } }`, vars: noVars},
+		"Query.heartbeatCheck":  {roles: everyone, query: `query($id: ID!) { heartbeatCheck(id: $id) { id } }`, vars: idVar(freshCheck)},
 
 		"Mutation.submitTask": {roles: submitters, own: true, query: `mutation($in: SubmitTaskInput!) { submitTask(input: $in) { id agentId } }`,
 			vars: func(*testing.T, *authBundle) map[string]any { return map[string]any{"in": taskInput(ownerAgent)} }},
@@ -462,6 +473,12 @@ func matrix() map[string]opCase {
 				}
 				return map[string]any{"name": "priority"}
 			}},
+		"Mutation.createHeartbeatCheck": {roles: operators, query: `mutation($n: String!) { createHeartbeatCheck(input: {name: $n, url: "http://127.0.0.1:1/", enabled: false}) { id } }`,
+			vars: func(_ *testing.T, b *authBundle) map[string]any { return map[string]any{"n": b.uniq("hb")} }},
+		"Mutation.updateHeartbeatCheck": {roles: operators, query: `mutation($id: ID!) { updateHeartbeatCheck(id: $id, input: {name: "renamed", url: "http://127.0.0.1:1/", enabled: false}) { id } }`,
+			vars: idVar(freshCheck)},
+		"Mutation.deleteHeartbeatCheck": {roles: operators, query: `mutation($id: ID!) { deleteHeartbeatCheck(id: $id) { id } }`, vars: idVar(freshCheck)},
+		"Mutation.probeHeartbeatCheck":  {roles: operators, query: `mutation($id: ID!) { probeHeartbeatCheck(id: $id) { id state } }`, vars: idVar(freshCheck)},
 		"Mutation.loadPlugin": {roles: admins, query: `mutation($name: String!, $wasm: String!) { loadPlugin(input: {name: $name, wasmBase64: $wasm}) { name } }`,
 			vars: func(t *testing.T, b *authBundle) map[string]any {
 				return map[string]any{"name": b.uniq("up"), "wasm": base64.StdEncoding.EncodeToString(ascWasm(t))}
@@ -480,12 +497,13 @@ func matrix() map[string]opCase {
 		"Mutation.failTask":     {roles: workers, query: `mutation($id: ID!) { failTask(leaseId: $id, error: "no", retryable: false) { task { state } } }`, vars: freshLease},
 		"Mutation.releaseTask":  {roles: workers, query: `mutation($id: ID!) { releaseTask(leaseId: $id) { task { state } } }`, vars: freshLease},
 
-		"Subscription.taskEvents":     {roles: everyone, narrowed: true, query: `subscription { taskEvents(after: 0) { seq taskId agentId } }`, vars: noVars},
-		"Subscription.taskEventFeed":  {roles: everyone, narrowed: true, query: `subscription { taskEventFeed(after: 0, maxDelayMs: 0) { events count } }`, vars: noVars},
-		"Subscription.task":           {roles: everyone, own: true, query: `subscription($id: ID!) { task(id: $id) { id agentId } }`, vars: idVar(ownQueued)},
-		"Subscription.stats":          {roles: everyone, query: `subscription { stats(intervalMs: 100) { submitted } }`, vars: noVars},
-		"Subscription.instanceEvents": {roles: everyone, query: `subscription { instanceEvents { kind instance { id hasToken } } }`, vars: noVars},
-		"Subscription.pluginEvents":   {roles: everyone, query: `subscription { pluginEvents { kind plugin } }`, vars: noVars},
+		"Subscription.taskEvents":      {roles: everyone, narrowed: true, query: `subscription { taskEvents(after: 0) { seq taskId agentId } }`, vars: noVars},
+		"Subscription.taskEventFeed":   {roles: everyone, narrowed: true, query: `subscription { taskEventFeed(after: 0, maxDelayMs: 0) { events count } }`, vars: noVars},
+		"Subscription.task":            {roles: everyone, own: true, query: `subscription($id: ID!) { task(id: $id) { id agentId } }`, vars: idVar(ownQueued)},
+		"Subscription.stats":           {roles: everyone, query: `subscription { stats(intervalMs: 100) { submitted } }`, vars: noVars},
+		"Subscription.instanceEvents":  {roles: everyone, query: `subscription { instanceEvents { kind instance { id hasToken } } }`, vars: noVars},
+		"Subscription.pluginEvents":    {roles: everyone, query: `subscription { pluginEvents { kind plugin } }`, vars: noVars},
+		"Subscription.heartbeatEvents": {roles: everyone, query: `subscription { heartbeatEvents { seq checkId } }`, vars: noVars},
 	}
 }
 
@@ -632,6 +650,9 @@ func (b *authBundle) trigger(t *testing.T, op string, c *caller) {
 	switch op {
 	case "Subscription.instanceEvents":
 		b.instance(t)
+	case "Subscription.heartbeatEvents":
+		_, err := b.checks.Probe(context.Background(), b.check(t)) // nobody listens: UNKNOWN → DOWN
+		require.NoError(t, err)
 	case "Subscription.pluginEvents":
 		name := "priority"
 		if b.seq.Add(1)%2 == 0 {

@@ -45,6 +45,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/executor/artifact"
+	"github.com/switchyard/switchyard/engine/heartbeat"
 	"github.com/switchyard/switchyard/engine/pull"
 	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/graph/auth"
@@ -66,6 +67,8 @@ type Options struct {
 	Plugins   resolvers.Plugins   // the policy plugins; nil answers their operations UNAVAILABLE
 	Schedules resolvers.Schedules // the schedules; nil answers their operations UNAVAILABLE
 	Pull      resolvers.Pull      // the leases of pull lanes' workers; nil answers their calls UNAVAILABLE
+	// Heartbeats runs the heartbeat checks; nil answers their operations UNAVAILABLE.
+	Heartbeats resolvers.Heartbeats
 	// Cluster, on a node of a cluster, tells which node leads; nil is a
 	// server on its own.
 	Cluster resolvers.Cluster
@@ -130,6 +133,9 @@ func (o *Options) dropNilPointers() {
 	}
 	if p, ok := o.Pull.(*pull.Manager); ok && p == nil {
 		o.Pull = nil
+	}
+	if h, ok := o.Heartbeats.(*heartbeat.Checker); ok && h == nil {
+		o.Heartbeats = nil
 	}
 }
 
@@ -214,7 +220,7 @@ func New(opts Options) (*Server, error) {
 	)
 	s.resolver = resolvers.New(resolvers.Options{
 		Engine: opts.Engine, Registry: opts.Registry, Version: opts.Version, Limits: opts.Limits,
-		Plugins: opts.Plugins, Schedules: opts.Schedules, Pull: opts.Pull, Cluster: opts.Cluster, Address: opts.Address,
+		Plugins: opts.Plugins, Schedules: opts.Schedules, Pull: opts.Pull, Heartbeats: opts.Heartbeats, Cluster: opts.Cluster, Address: opts.Address,
 		Observer: metrics.NewSubscriptions(s.metrics), Logger: opts.Logger,
 	})
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,12 +21,14 @@ import (
 	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/executor/artifact"
+	"github.com/switchyard/switchyard/engine/heartbeat"
 	"github.com/switchyard/switchyard/engine/pull"
 	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/engine/store/memory"
 	"github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/graph/resolvers"
 	"github.com/switchyard/switchyard/graph/server"
+	"github.com/switchyard/switchyard/internal/netguard"
 	"github.com/switchyard/switchyard/internal/waitfor"
 	"github.com/switchyard/switchyard/plugins/host"
 	"github.com/switchyard/switchyard/plugins/manager"
@@ -44,6 +47,7 @@ type bundle struct {
 	plugins   *manager.Manager    // with setupOptions.plugins
 	sched     *schedule.Scheduler // with setupOptions.schedules
 	pull      *pull.Manager       // with setupOptions.pull
+	checks    *heartbeat.Checker  // with setupOptions.heartbeats
 }
 
 type setupOptions struct {
@@ -57,6 +61,7 @@ type setupOptions struct {
 	plugins    bool                  // a plugin manager (native built-ins)
 	schedules  bool                  // a scheduler
 	pull       bool                  // pull lanes' leases
+	heartbeats bool                  // a heartbeat checker that may reach loopback
 	server     func(*server.Options) // adjusts the server's options
 	logs       io.Writer             // receives the server's log (info and up) besides the test log
 }
@@ -100,6 +105,12 @@ func setup(t *testing.T, opts ...func(*setupOptions)) *bundle {
 		require.NoError(t, err)
 		t.Cleanup(workers.Close)
 	}
+	var checks *heartbeat.Checker
+	if o.heartbeats {
+		checks = heartbeat.New(eng, heartbeat.Options{Guard: &netguard.Guard{AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}})
+		require.NoError(t, checks.Start(context.Background()))
+		t.Cleanup(checks.Stop)
+	}
 	logOut := io.Writer(testWriter{t})
 	level := hclog.Warn
 	if o.logs != nil {
@@ -107,7 +118,7 @@ func setup(t *testing.T, opts ...func(*setupOptions)) *bundle {
 	}
 	sopts := server.Options{
 		Engine: eng, Registry: reg, Artifacts: arts, Limits: o.limits, KeepAlive: o.keepAlive, Version: "test",
-		Plugins: mgr, Schedules: sched, Pull: workers,
+		Plugins: mgr, Schedules: sched, Pull: workers, Heartbeats: checks,
 		Logger: hclog.New(&hclog.LoggerOptions{Level: level, Output: logOut}),
 	}
 	if o.server != nil {
@@ -133,7 +144,7 @@ func setup(t *testing.T, opts ...func(*setupOptions)) *bundle {
 	base := "http://" + ln.Addr().String()
 	c := client.New(base + "/graphql")
 	c.HTTP = &http.Client{Timeout: 30 * time.Second}
-	return &bundle{eng: eng, exec: exec, srv: srv, base: base, c: c, artifacts: arts, reg: reg, plugins: mgr, sched: sched, pull: workers}
+	return &bundle{eng: eng, exec: exec, srv: srv, base: base, c: c, artifacts: arts, reg: reg, plugins: mgr, sched: sched, pull: workers, checks: checks}
 }
 
 // pluginCache is the compilation cache of the tests' plugin hosts: compiling

@@ -33,6 +33,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/engine/heartbeat"
 	"github.com/switchyard/switchyard/engine/pull"
 	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/engine/store/postgres"
@@ -45,6 +46,8 @@ type Leadership struct {
 	Plugins   *manager.Manager
 	Schedules *schedule.Scheduler
 	Pull      *pull.Manager // the pull lanes' leases; nil: none
+	// Heartbeats is nil when the leader runs no heartbeat checks.
+	Heartbeats *heartbeat.Checker
 	// Stop stops them (before the engine stops or is abandoned).
 	Stop func()
 }

@@ -61,6 +61,7 @@ type Config struct {
 	Agents        map[string]Agent `yaml:"agents"`
 	Plugins       Plugins          `yaml:"plugins"`
 	Webhooks      Webhooks         `yaml:"webhooks"`
+	Heartbeats    Heartbeats       `yaml:"heartbeats"`
 	Cluster       Cluster          `yaml:"cluster"`
 	MCP           MCP              `yaml:"mcp"`
 
@@ -230,6 +231,19 @@ type Webhooks struct {
 	Timeout Duration `yaml:"timeout"`
 	// MaxAttempts per delivery (default 5).
 	MaxAttempts int `yaml:"maxAttempts"`
+}
+
+// Heartbeats configures heartbeat checks: what their probes may reach.
+type Heartbeats struct {
+	// AllowPrivate lets checks reach loopback, private and link-local
+	// addresses (refused by default, as for webhooks).
+	AllowPrivate bool `yaml:"allowPrivate"`
+	// AllowNetworks lets checks reach these CIDRs even so.
+	AllowNetworks []string `yaml:"allowNetworks"`
+	// MaxChecks caps how many checks exist (default 1000).
+	MaxChecks int `yaml:"maxChecks"`
+	// Concurrency caps the probes in flight at once (default 8).
+	Concurrency int `yaml:"concurrency"`
 }
 
 // WebhookEndpoint is a receiver's secret and body format.
@@ -709,6 +723,12 @@ func (c *Config) Validate() error {
 	if _, err := c.WebhookNetworks(); err != nil {
 		return err
 	}
+	if _, err := c.HeartbeatNetworks(); err != nil {
+		return err
+	}
+	if c.Heartbeats.MaxChecks < 0 || c.Heartbeats.Concurrency < 0 {
+		return errors.New("heartbeats.maxChecks and heartbeats.concurrency: must not be negative")
+	}
 	if c.Webhooks.Timeout < 0 || c.Webhooks.MaxAttempts < 0 {
 		return errors.New("webhooks.timeout and webhooks.maxAttempts: must not be negative")
 	}
@@ -888,11 +908,20 @@ func mergeLanes(file []Lane) ([]engine.LaneConfig, error) {
 
 // WebhookNetworks parses webhooks.allowNetworks.
 func (c *Config) WebhookNetworks() ([]netip.Prefix, error) {
+	return parseNetworks("webhooks.allowNetworks", c.Webhooks.AllowNetworks)
+}
+
+// HeartbeatNetworks parses heartbeats.allowNetworks.
+func (c *Config) HeartbeatNetworks() ([]netip.Prefix, error) {
+	return parseNetworks("heartbeats.allowNetworks", c.Heartbeats.AllowNetworks)
+}
+
+func parseNetworks(key string, cidrs []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
-	for i, s := range c.Webhooks.AllowNetworks {
+	for i, s := range cidrs {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return nil, fmt.Errorf("webhooks.allowNetworks[%d]: %q is not a CIDR (e.g. 10.0.0.0/8): %v", i, s, err)
+			return nil, fmt.Errorf("%s[%d]: %q is not a CIDR (e.g. 10.0.0.0/8): %v", key, i, s, err)
 		}
 		out = append(out, p)
 	}
