@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -26,9 +27,11 @@ import (
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/engine/heartbeat"
 	"github.com/switchyard/switchyard/engine/store/memory"
 	"github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/graph/server"
+	"github.com/switchyard/switchyard/internal/netguard"
 	"github.com/switchyard/switchyard/internal/waitfor"
 	"github.com/switchyard/switchyard/plugins/host"
 	"github.com/switchyard/switchyard/plugins/manager"
@@ -120,7 +123,15 @@ func setupServer(t *testing.T, plugins bool) *bundle {
 	_, err = reg.Register(executor.InstanceConfig{ID: "chromium-1", URL: browser.URL, Capacity: 8})
 	require.NoError(t, err)
 
-	opts := server.Options{Engine: eng, Registry: reg, Version: "test", Logger: hclog.NewNullLogger()}
+	// A heartbeat check of the same server, so that the checks panel has a
+	// row with a state and a latency.
+	checks := heartbeat.New(eng, heartbeat.Options{Guard: &netguard.Guard{AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}})
+	require.NoError(t, checks.Start(context.Background()))
+	t.Cleanup(checks.Stop)
+	_, err = checks.Create(context.Background(), heartbeat.Spec{Name: "bridge health", URL: browser.URL + "/health", Interval: time.Hour, Enabled: true})
+	require.NoError(t, err)
+
+	opts := server.Options{Engine: eng, Registry: reg, Heartbeats: checks, Version: "test", Logger: hclog.NewNullLogger()}
 	if plugins {
 		rt, err := host.New(host.Config{})
 		require.NoError(t, err)
@@ -322,6 +333,10 @@ func TestDashboardFollowsTheServerLiveInChromium(t *testing.T) {
 	_, err = chromedp.Run(ctx, waitFor[string](`(() => { const r = document.querySelector('#instances tr[data-instance="chromium-1"] .badge');
 		return r && r.textContent === 'HEALTHY' ? r.textContent : false; })()`))
 	require.NoError(t, err, "the instances panel should show the instance healthy")
+	_, err = chromedp.Run(ctx, waitFor[string](`(() => { const r = document.querySelector('#heartbeats tr td.name[title$="/health"]');
+		const row = r && r.parentElement;
+		return row && row.querySelector('.badge').textContent === 'UP' && row.querySelector('svg.spark') ? row.textContent : false; })()`))
+	require.NoError(t, err, "the heartbeat panel should show the check up, with its latency")
 
 	t.Run("a submitted task appears and finishes live", func(t *testing.T) {
 		id := b.submit(t, "agent-a", "main")

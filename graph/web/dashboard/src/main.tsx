@@ -8,11 +8,15 @@ import { API, APIError, type Link } from './api';
 import { endpoints, readConfig } from './config';
 import { Detail } from './detail';
 import { Feed } from './feed';
-import { Agents, Charts, Instances, Lanes, Policies, Tiles } from './panels';
+import { Agents, Charts, Heartbeats, Instances, Lanes, Policies, Tiles } from './panels';
 import {
   CANCEL_TASK,
   FEED_SUB,
   type FeedMessage,
+  HEARTBEAT_SUB,
+  HEARTBEATS,
+  type HeartbeatCheck,
+  type HeartbeatEvent,
   INSTANCE_SUB,
   type InstanceEvent,
   type Lane,
@@ -183,6 +187,20 @@ export class Actions {
       .finally(begin);
   }
 
+  private heartbeatsFollowed = false;
+
+  /** Subscribes to the checks' state changes, once the server has shown it runs checks. */
+  private followHeartbeats(): void {
+    if (this.heartbeatsFollowed) return;
+    this.heartbeatsFollowed = true;
+    this.api.subscribe<{ heartbeatEvents: HeartbeatEvent }>({
+      query: HEARTBEAT_SUB,
+      variables: () => ({}),
+      next: (d) => this.store.onHeartbeatEvent(d.heartbeatEvents),
+      error: (e) => this.ui.toast(`Heartbeat events: ${e.message}`, true),
+    });
+  }
+
   private overviewBusy = false;
   private pluginsAt = 0;
 
@@ -202,6 +220,14 @@ export class Actions {
     }
     if (Date.now() - this.pluginsAt < 3000 && !forced) return;
     this.pluginsAt = Date.now();
+    try {
+      this.store.heartbeats = (await this.api.request<{ heartbeatChecks: HeartbeatCheck[] }>(HEARTBEATS)).heartbeatChecks;
+      this.store.heartbeatsError = '';
+      this.followHeartbeats();
+    } catch (e) {
+      this.store.heartbeats = null;
+      this.store.heartbeatsError = e instanceof APIError && e.code === 'UNAVAILABLE' ? 'not available on this server' : String(e);
+    }
     try {
       this.store.plugins = (await this.api.request<{ plugins: Plugin[] }>(PLUGINS)).plugins;
       this.store.pluginsError = '';
@@ -266,6 +292,7 @@ function App({ ctx }: { ctx: Ctx }) {
           <Agents ctx={ctx} />
           <Instances ctx={ctx} />
           <Policies ctx={ctx} />
+          <Heartbeats ctx={ctx} />
         </div>
         <Feed ctx={ctx} />
       </main>

@@ -5,6 +5,7 @@
 import { LineChart } from './chart';
 import { ms, num } from './format';
 import type { Ctx } from './main';
+import type { HeartbeatSample } from './queries';
 import { AGENTS_SHOWN, HISTORY } from './store';
 import { Time } from './time';
 
@@ -323,6 +324,78 @@ export function Policies({ ctx }: { ctx: Ctx }) {
               <Time class="dim" at={e.at} /> <span class={`badge ${e.kind}`}>{e.kind}</span> {e.plugin ?? ''}
               {e.slot ? ` ${e.slot}` : ''}
               {e.lane ? ` lane ${e.lane}` : ''} <span class={e.kind === 'FAULT' || e.kind === 'DISABLED' ? 'bad' : 'dim'}>{e.reason ?? ''}</span>
+            </li>
+          ))}
+        </ul>
+      ) : null}
+    </section>
+  );
+}
+
+/** A latency sparkline of a check's latest probes; failed probes are red dots. */
+function Spark({ samples }: { samples: HeartbeatSample[] }) {
+  const W = 120;
+  const H = 24;
+  if (samples.length === 0) return <span class="dim">–</span>;
+  const max = Math.max(1, ...samples.map((s) => s.latencyMs));
+  const x = (i: number) => (samples.length === 1 ? W / 2 : (W * i) / (samples.length - 1));
+  const y = (v: number) => H - 2 - ((H - 4) * v) / max;
+  const points = samples.map((s, i) => `${x(i).toFixed(1)},${y(s.latencyMs).toFixed(1)}`).join(' ');
+  return (
+    <svg class="spark" width={W} height={H} viewBox={`0 0 ${W} ${H}`} role="img" aria-label={`latency, up to ${ms(max)}`}>
+      <polyline points={points} fill="none" stroke="#1d4fa8" stroke-width="1.5" />
+      {samples.map((s, i) => (s.ok ? null : <circle key={i} cx={x(i)} cy={y(s.latencyMs)} r="2.5" fill="#9b2424" />))}
+    </svg>
+  );
+}
+
+export function Heartbeats({ ctx }: { ctx: Ctx }) {
+  const { heartbeats, heartbeatsError, heartbeatLog } = ctx.store;
+  return (
+    <section class="panel" id="heartbeats">
+      <h2>Heartbeat checks</h2>
+      {heartbeatsError ? <p class="dim">Heartbeat checks: {heartbeatsError}</p> : null}
+      {heartbeats && heartbeats.length > 0 ? (
+        <table>
+          <thead>
+            <tr>
+              <th>check</th>
+              <th>state</th>
+              <th>latency</th>
+              <th>p50</th>
+              <th>uptime</th>
+              <th>last probe</th>
+            </tr>
+          </thead>
+          <tbody>
+            {heartbeats.map((c) => (
+              <tr key={c.id} data-check={c.id}>
+                <td class="name" title={c.url}>
+                  {c.name}
+                </td>
+                <td>
+                  <span class={`badge ${c.state}`} title={`since ${c.since}`}>
+                    {c.enabled ? c.state : `${c.state} (disabled)`}
+                  </span>
+                </td>
+                <td>
+                  <Spark samples={c.history} />
+                </td>
+                <td>{c.latencyP50Ms === null ? '–' : ms(c.latencyP50Ms)}</td>
+                <td>{c.uptime === null ? '–' : `${(100 * c.uptime).toFixed(1)} %`}</td>
+                <td class="dim">{c.lastProbeAt ? <Time at={c.lastProbeAt} /> : 'never'}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : heartbeats ? (
+        <p class="dim">No heartbeat check: createHeartbeatCheck makes one.</p>
+      ) : null}
+      {heartbeatLog.length > 0 ? (
+        <ul class="log">
+          {heartbeatLog.slice(0, 5).map((e) => (
+            <li key={e.seq}>
+              <Time class="dim" at={e.at} /> {e.name} <span class={`badge ${e.to}`}>{e.to}</span> {e.sample.error ?? ''}
             </li>
           ))}
         </ul>

@@ -133,6 +133,43 @@ export const PLUGINS = `query DashboardPlugins {
   plugins { name slot builtin native state disabledReason activeIn calls faults fallbacks p50Us p99Us }
 }`;
 
+export interface HeartbeatSample {
+  at: string;
+  latencyMs: number;
+  ok: boolean;
+}
+
+export interface HeartbeatCheck {
+  id: string;
+  name: string;
+  url: string;
+  state: 'UNKNOWN' | 'UP' | 'DOWN';
+  since: string;
+  enabled: boolean;
+  intervalMs: number;
+  uptime: number | null;
+  latencyP50Ms: number | null;
+  lastProbeAt: string | null;
+  history: HeartbeatSample[];
+}
+
+/** The latest probes of each check: enough for a latency sparkline. */
+export const HEARTBEATS = `query DashboardHeartbeats {
+  heartbeatChecks { id name url state since enabled intervalMs uptime latencyP50Ms lastProbeAt history(last: 40) { at latencyMs ok } }
+}`;
+
+export interface HeartbeatEvent {
+  seq: number;
+  at: string;
+  checkId: string;
+  name: string;
+  from: string;
+  to: string;
+  sample: { error: string | null };
+}
+
+export const HEARTBEAT_SUB = `subscription DashboardHeartbeatEvents { heartbeatEvents { seq at checkId name from to sample { error } } }`;
+
 export const SERVER = `query DashboardServer { server { version startedAt draining } stats { lastSeq } }`;
 
 export interface ServerInfo {

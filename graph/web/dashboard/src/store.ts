@@ -4,7 +4,20 @@
 // a bounded number of rows. At 1k events/s that is a few cheap map updates
 // per event and one render per frame.
 
-import type { Agent, FeedEvent, Instance, InstanceEvent, Lane, Plugin, PluginEvent, PolicyAssignment, Stats, TaskState } from './queries';
+import type {
+  Agent,
+  FeedEvent,
+  HeartbeatCheck,
+  HeartbeatEvent,
+  Instance,
+  InstanceEvent,
+  Lane,
+  Plugin,
+  PluginEvent,
+  PolicyAssignment,
+  Stats,
+  TaskState,
+} from './queries';
 import { TERMINAL } from './queries';
 
 /** One task of the live feed: its latest known state. */
@@ -70,6 +83,9 @@ export class Store {
   /** Recent plugin events, newest first: loads, policy changes, faults, breakers. */
   pluginLog: PluginEvent[] = [];
   pluginsError = '';
+  heartbeats: HeartbeatCheck[] | null = null;
+  heartbeatsError = '';
+  heartbeatLog: HeartbeatEvent[] = [];
   overviewError = '';
   version = '';
 
@@ -163,6 +179,13 @@ export class Store {
     else this.instances.set(e.instance.id, e.instance);
     this.instanceLog.unshift(e);
     if (this.instanceLog.length > 20) this.instanceLog.length = 20;
+    this.changed();
+  }
+
+  onHeartbeatEvent(e: HeartbeatEvent): void {
+    this.heartbeatLog.unshift(e);
+    if (this.heartbeatLog.length > 20) this.heartbeatLog.length = 20;
+    this.laneChanged = true; // read the checks again
     this.changed();
   }
 
