@@ -229,7 +229,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 			return err
 		}
 		backend = server.Options{Engine: node.API(), Registry: node.Instances(), Plugins: node.Plugins(),
-			Schedules: node.Schedules(), Pull: node.Pull(), Cluster: node, Metrics: &metrics.Source{
+			Schedules: node.Schedules(), Pull: node.Pull(), Heartbeats: node.Heartbeats(), Cluster: node, Metrics: &metrics.Source{
 				Stats: func() engine.Stats { return node.Engine().Stats() },
 				Lanes: func() []engine.LaneStatus { return node.Engine().Lanes() }, Instances: reg.List, Plugins: node.Plugins().List}}
 		shutdown = stop

@@ -7,6 +7,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/engine/heartbeat"
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/plugins/manager"
@@ -493,4 +494,54 @@ func (s *Schedules) List() []*schedule.Schedule {
 		s.n.log.Warn("the leader did not answer for its schedules", "error", err)
 	}
 	return ss
+}
+
+// Heartbeats is the leader's heartbeat checker as every node serves it.
+type Heartbeats struct{ n *Node }
+
+// Heartbeats returns the node's view of the leader's heartbeat checks.
+func (n *Node) Heartbeats() *Heartbeats { return &Heartbeats{n} }
+
+// Create adds a check.
+func (h *Heartbeats) Create(ctx context.Context, spec heartbeat.Spec) (*heartbeat.Check, error) {
+	return opCreateCheck.call(ctx, h.n, heartbeatArgs{Spec: spec})
+}
+
+// Update replaces a check's spec.
+func (h *Heartbeats) Update(ctx context.Context, id string, spec heartbeat.Spec) (*heartbeat.Check, error) {
+	return opUpdateCheck.call(ctx, h.n, heartbeatArgs{ID: id, Spec: spec})
+}
+
+// Delete removes a check.
+func (h *Heartbeats) Delete(ctx context.Context, id string) error {
+	_, err := opDeleteCheck.call(ctx, h.n, idArgs{id})
+	return err
+}
+
+// Probe probes a check now.
+func (h *Heartbeats) Probe(ctx context.Context, id string) (*heartbeat.Check, error) {
+	return opProbeCheck.call(ctx, h.n, idArgs{id})
+}
+
+// Get returns a check.
+func (h *Heartbeats) Get(id string) (*heartbeat.Check, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), h.n.opts.CallTimeout)
+	defer cancel()
+	return opGetCheck.call(ctx, h.n, idArgs{id})
+}
+
+// List returns every check.
+func (h *Heartbeats) List() []*heartbeat.Check {
+	ctx, cancel := context.WithTimeout(context.Background(), h.n.opts.CallTimeout)
+	defer cancel()
+	cs, err := opListChecks.call(ctx, h.n, none{})
+	if err != nil {
+		h.n.log.Warn("the leader did not answer for its heartbeat checks", "error", err)
+	}
+	return cs
+}
+
+// Subscribe streams the leader's heartbeat events, whichever node leads.
+func (h *Heartbeats) Subscribe(buffer int) (<-chan heartbeat.Event, func()) {
+	return h.n.relay.checks.subscribe(buffer)
 }

@@ -282,7 +282,7 @@ func (n *Node) elected(ctx context.Context, epoch uint64) {
 		n.elector.Resign()
 		return
 	}
-	l.plugins, l.schedules, l.pull = lead.Plugins, lead.Schedules, lead.Pull
+	l.plugins, l.schedules, l.pull, l.checks = lead.Plugins, lead.Schedules, lead.Pull, lead.Heartbeats
 	lctx, stopLead := context.WithCancel(ctx)
 	n.mu.Lock()
 	n.eng, n.lead, n.cur, n.stopLead, n.leading, n.epoch, n.since = e, lead, l, stopLead, true, epoch, time.Now()

@@ -61,7 +61,7 @@ type fleet struct {
 	exec  *fleetExec
 }
 
-func newFleet(t *testing.T, size int, delay time.Duration) *fleet {
+func newFleet(t *testing.T, size int, delay time.Duration, adjust ...func(*cluster.Options)) *fleet {
 	schema := pgtest.Schema(t)
 	f := &fleet{t: t, exec: &fleetExec{delay: delay, runs: map[string]int{}}}
 	for i := range size {
@@ -70,7 +70,7 @@ func newFleet(t *testing.T, size int, delay time.Duration) *fleet {
 			PollInterval: 300 * time.Millisecond, ConfigurePool: cut.Configure})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = store.Close() })
-		n, err := cluster.New(cluster.Options{
+		opts := cluster.Options{
 			Node: fmt.Sprintf("node-%d", i+1), Address: fmt.Sprintf("127.0.0.1:%d", 9000+i), Store: store,
 			NewEngine: func(events *engine.EventLog) (*engine.Engine, error) {
 				return engine.New(engine.Options{Store: store, Executor: f.exec, Events: events})
@@ -79,7 +79,11 @@ func newFleet(t *testing.T, size int, delay time.Duration) *fleet {
 				return &cluster.Leadership{}, nil
 			},
 			TTL: 2 * time.Second, RenewEvery: 300 * time.Millisecond, Heartbeat: 300 * time.Millisecond,
-		})
+		}
+		for _, f := range adjust {
+			f(&opts)
+		}
+		n, err := cluster.New(opts)
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		require.NoError(t, n.Start(ctx))

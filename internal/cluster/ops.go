@@ -7,6 +7,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/engine/heartbeat"
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/internal/savedinstances"
@@ -80,6 +81,10 @@ type (
 		ID      string
 		Spec    schedule.Spec
 		Enabled bool
+	}
+	heartbeatArgs struct {
+		ID   string
+		Spec heartbeat.Spec
 	}
 )
 
@@ -304,17 +309,59 @@ var (
 	}}
 )
 
+// Heartbeat check operations.
 var (
-	errNoRegistry  = &engine.Error{Code: engine.CodeUnavailable, Message: "the leader manages no browser instances"}
-	errNoPlugins   = &engine.Error{Code: engine.CodeUnavailable, Message: "the leader runs no plugin manager"}
-	errNoSchedules = &engine.Error{Code: engine.CodeUnavailable, Message: "the leader runs no schedules"}
+	opCreateCheck = op[heartbeatArgs, *heartbeat.Check]{"heartbeats.create", func(ctx context.Context, l *leader, a heartbeatArgs) (*heartbeat.Check, error) {
+		if l.checks == nil {
+			return nil, errNoHeartbeats
+		}
+		return l.checks.Create(ctx, a.Spec)
+	}}
+	opUpdateCheck = op[heartbeatArgs, *heartbeat.Check]{"heartbeats.update", func(ctx context.Context, l *leader, a heartbeatArgs) (*heartbeat.Check, error) {
+		if l.checks == nil {
+			return nil, errNoHeartbeats
+		}
+		return l.checks.Update(ctx, a.ID, a.Spec)
+	}}
+	opProbeCheck = op[idArgs, *heartbeat.Check]{"heartbeats.probe", func(ctx context.Context, l *leader, a idArgs) (*heartbeat.Check, error) {
+		if l.checks == nil {
+			return nil, errNoHeartbeats
+		}
+		return l.checks.Probe(ctx, a.ID)
+	}}
+	opDeleteCheck = op[idArgs, none]{"heartbeats.delete", func(ctx context.Context, l *leader, a idArgs) (none, error) {
+		if l.checks == nil {
+			return none{}, errNoHeartbeats
+		}
+		return none{}, l.checks.Delete(ctx, a.ID)
+	}}
+	opGetCheck = op[idArgs, *heartbeat.Check]{"heartbeats.get", func(_ context.Context, l *leader, a idArgs) (*heartbeat.Check, error) {
+		if l.checks == nil {
+			return nil, errNoHeartbeats
+		}
+		return l.checks.Get(a.ID)
+	}}
+	opListChecks = op[none, []*heartbeat.Check]{"heartbeats.list", func(_ context.Context, l *leader, _ none) ([]*heartbeat.Check, error) {
+		if l.checks == nil {
+			return nil, errNoHeartbeats
+		}
+		return l.checks.List(), nil
+	}}
+)
+
+var (
+	errNoHeartbeats = &engine.Error{Code: engine.CodeUnavailable, Message: "the leader runs no heartbeat checks"}
+	errNoRegistry   = &engine.Error{Code: engine.CodeUnavailable, Message: "the leader manages no browser instances"}
+	errNoPlugins    = &engine.Error{Code: engine.CodeUnavailable, Message: "the leader runs no plugin manager"}
+	errNoSchedules  = &engine.Error{Code: engine.CodeUnavailable, Message: "the leader runs no schedules"}
 )
 
 // mutates reports whether an operation may change something.
 func mutates(kind string) bool {
 	switch kind {
 	case opDraining.kind, opPlan.kind, opLanes.kind, opAgents.kind, opStats.kind, opPolicies.kind, opGetInstance.kind,
-		opListInstances.kind, opGetPlugin.kind, opListPlugins.kind, opGetSchedule.kind, opListSchedules.kind, opLookupLease.kind:
+		opListInstances.kind, opGetPlugin.kind, opListPlugins.kind, opGetSchedule.kind, opListSchedules.kind, opLookupLease.kind,
+		opGetCheck.kind, opListChecks.kind:
 		return false
 	}
 	return true
@@ -330,6 +377,7 @@ func newHandlers() map[string]handler {
 		opLoadPlugin, opUnloadPlugin, opConfigurePlugin, opSetPolicy, opClearLanePolicy, opEnablePlugin, opGetPlugin, opListPlugins,
 		opCreateSchedule, opUpdateSchedule, opEnableSchedule, opTriggerSchedule, opDeleteSchedule, opGetSchedule, opListSchedules,
 		opLease, opLookupLease, opRenewLease, opComplete, opFail, opRelease,
+		opCreateCheck, opUpdateCheck, opProbeCheck, opDeleteCheck, opGetCheck, opListChecks,
 	} {
 		kind, fn := h.handler()
 		hs[kind] = fn

@@ -6,10 +6,11 @@ import (
 	"sync"
 
 	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/engine/heartbeat"
 	"github.com/switchyard/switchyard/plugins/manager"
 )
 
-// The leader's instance and plugin events reach the subscribers of every
+// The leader's instance, plugin and heartbeat events reach the subscribers of every
 // node through the store's broadcasts: the leader sends each event, every
 // node (the leader too) hands it to its subscribers. These are live
 // notifications, best effort like the registry's own: a node cut off from
@@ -20,18 +21,21 @@ import (
 type relayed struct {
 	Instance *executor.InstanceEvent `json:",omitempty"`
 	Plugin   *manager.Event          `json:",omitempty"`
+	Check    *heartbeat.Event        `json:",omitempty"`
 }
 
 // relay fans the broadcast events out to the node's subscribers.
 type relay struct {
 	instances *fanout[executor.InstanceEvent]
 	plugins   *fanout[manager.Event]
+	checks    *fanout[heartbeat.Event]
 }
 
 func newRelay() *relay {
 	return &relay{
 		instances: newFanout(func(e *executor.InstanceEvent, lagged uint64) { e.Lagged += lagged }),
 		plugins:   newFanout(func(e *manager.Event, lagged uint64) { e.Lagged += lagged }),
+		checks:    newFanout(func(e *heartbeat.Event, lagged uint64) { e.Lagged += lagged }),
 	}
 }
 
@@ -55,11 +59,14 @@ func (n *Node) receive(ctx context.Context) {
 			if r.Plugin != nil {
 				n.relay.plugins.publish(*r.Plugin)
 			}
+			if r.Check != nil {
+				n.relay.checks.publish(*r.Check)
+			}
 		}
 	}
 }
 
-// broadcast sends the leader's instance and plugin events to every node
+// broadcast sends the leader's instance, plugin and heartbeat events to every node
 // until ctx ends.
 func (n *Node) broadcast(ctx context.Context, l *leader) {
 	var insts <-chan executor.InstanceEvent
@@ -73,6 +80,12 @@ func (n *Node) broadcast(ctx context.Context, l *leader) {
 		ch, stop := l.plugins.Subscribe(256)
 		defer stop()
 		plugs = ch
+	}
+	var checks <-chan heartbeat.Event
+	if l.checks != nil {
+		ch, stop := l.checks.Subscribe(256)
+		defer stop()
+		checks = ch
 	}
 	send := func(r relayed) {
 		b, err := json.Marshal(r)
@@ -99,6 +112,12 @@ func (n *Node) broadcast(ctx context.Context, l *leader) {
 				continue
 			}
 			send(relayed{Plugin: &ev})
+		case ev, ok := <-checks:
+			if !ok {
+				checks = nil
+				continue
+			}
+			send(relayed{Check: &ev})
 		}
 	}
 }

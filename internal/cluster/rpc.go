@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/engine/heartbeat"
 	"github.com/switchyard/switchyard/engine/pull"
 	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/engine/store/postgres"
@@ -30,6 +31,7 @@ type leader struct {
 	plugins   *manager.Manager
 	schedules *schedule.Scheduler
 	pull      *pull.Manager
+	checks    *heartbeat.Checker
 }
 
 // op is one operation: its command kind, and how the leader applies it.
