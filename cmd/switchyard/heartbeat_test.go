@@ -9,11 +9,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"regexp"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/graph/client"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 type hbSample struct {
@@ -92,7 +93,7 @@ func TestHeartbeatDownAndUpMakesTwoEventsAndSurvivesARestart(t *testing.T) {
 	db := filepath.Join(dir, "switchyard.db")
 	yml := "heartbeats:\n  allowNetworks: [127.0.0.1/32]\nwebhooks:\n  allowPrivate: true\n"
 	cfg := writeFile(t, "switchyard.yaml", yml)
-	base, stop := serveStoppable(t, "--config", cfg, "--db", db)
+	base, stop := serveOn(t, db, "--config", cfg)
 	c := client.New(base + "/graphql")
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -160,54 +161,13 @@ func TestHeartbeatDownAndUpMakesTwoEventsAndSurvivesARestart(t *testing.T) {
 	stream.Close()
 	cancel()
 	stop() // the first server, before the second opens its file
-	base, _ = serveStoppable(t, "--config", cfg, "--db", db)
+	base, _ = serveOn(t, db, "--config", cfg)
 	c = client.New(base + "/graphql")
 	var out struct{ HeartbeatCheck hbCheck }
 	require.NoError(t, c.Do(context.Background(), `query($id: ID!) { heartbeatCheck(id: $id) { `+hbFields+` } }`, map[string]any{"id": check.ID}, &out))
 	require.Equal(t, "UP", out.HeartbeatCheck.State)
 	require.Len(t, out.HeartbeatCheck.History, 5, "the latency history survives the restart")
 	require.Len(t, out.HeartbeatCheck.WebhookDeliveries, 2)
-}
-
-// serveStoppable runs `switchyard serve` with args on a SQLite file until
-// stop is called (or the test ends) and returns its base URL.
-func serveStoppable(t *testing.T, args ...string) (string, func()) {
-	t.Helper()
-	var out, logs syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0", "--no-local-instance", "--shutdown-grace", "100ms"}, args...), &out, &logs)
-	}()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case code := <-done:
-			require.Equal(t, 0, code, logs.String())
-		case <-time.After(serveStartTimeout):
-			t.Fatal("serve did not stop")
-		}
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("server log:\n%s", logs.String())
-		}
-		stop()
-	})
-	re := regexp.MustCompile(`GraphQL at (http://\S+)/graphql`)
-	deadline := time.Now().Add(serveStartTimeout)
-	for {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			return m[1], stop
-		}
-		require.True(t, time.Now().Before(deadline), "serve did not start:\n%s", logs.String())
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // closedPort returns a loopback address nobody listens on.
@@ -302,16 +262,15 @@ func TestHeartbeatRunsOnItsInterval(t *testing.T) {
 	t.Cleanup(target.Close)
 	c := serveWithConfig(t, "heartbeats:\n  allowNetworks: [127.0.0.1/32]\n")
 	check := createCheck(t, c, map[string]any{"name": "ticking", "url": target.URL, "intervalMs": 1000})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitfor.CheckFor(t, func() error {
 		var out struct{ HeartbeatCheck hbCheck }
-		require.NoError(t, c.Do(context.Background(), `query($id: ID!) { heartbeatCheck(id: $id) { `+hbFields+` } }`, map[string]any{"id": check.ID}, &out))
-		if len(out.HeartbeatCheck.History) >= 2 {
-			require.Equal(t, "UP", out.HeartbeatCheck.State)
-			break
+		if err := c.Do(context.Background(), `query($id: ID!) { heartbeatCheck(id: $id) { `+hbFields+` } }`, map[string]any{"id": check.ID}, &out); err != nil {
+			return err
 		}
-		require.True(t, time.Now().Before(deadline), "the check was not probed twice: %+v", out.HeartbeatCheck)
-		time.Sleep(50 * time.Millisecond)
-	}
+		if got := out.HeartbeatCheck; len(got.History) < 2 || got.State != "UP" {
+			return fmt.Errorf("the check was not probed twice by itself: %+v", got)
+		}
+		return nil
+	})
 	require.GreaterOrEqual(t, hits.Load(), int64(2))
 }

@@ -19,17 +19,18 @@ import (
 	"github.com/switchyard/switchyard/graph/client"
 )
 
-// serveOn runs `switchyard serve` on the SQLite file db until the returned
-// stop is called; it returns the server's base URL and stop, which waits for
-// a clean exit and returns what it logged.
-func serveOn(t *testing.T, db string) (string, func() string) {
+// serveOn runs `switchyard serve` on the SQLite file db (with more
+// arguments, if given) until the returned stop is called; it returns the
+// server's base URL and stop, which waits for a clean exit and returns what
+// it logged.
+func serveOn(t *testing.T, db string, args ...string) (string, func() string) {
 	t.Helper()
 	var out, logs syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--db", db, "--no-local-instance",
-			"--log-level", "debug", "--shutdown-grace", "100ms"}, &out, &logs)
+		done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0", "--db", db, "--no-local-instance",
+			"--log-level", "debug", "--shutdown-grace", "100ms"}, args...), &out, &logs)
 	}()
 	stopped := false
 	stop := func() string {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +21,7 @@ import (
 	"github.com/switchyard/switchyard/engine/clock"
 	"github.com/switchyard/switchyard/engine/heartbeat"
 	"github.com/switchyard/switchyard/internal/netguard"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // settings is an in-memory heartbeat.Settings.
@@ -299,10 +301,10 @@ func TestChecksRunOnTheirIntervalAndSurviveARestart(t *testing.T) {
 	require.NoError(t, c.Start(context.Background()))
 	ch := create(t, c, heartbeat.Spec{URL: srv.URL, Interval: 10 * time.Second, Enabled: true, FailureThreshold: 2})
 	waitHistory := func(c *heartbeat.Checker, n int) {
-		require.Eventually(t, func() bool {
+		waitfor.Eventually(t, fmt.Sprintf("%d probes, and the next one armed", n), func() bool {
 			got, err := c.Get(ch.ID)
 			return err == nil && len(got.History) >= n && !got.NextProbeAt.IsZero() && got.NextProbeAt.After(got.LastProbeAt)
-		}, 20*time.Second, 5*time.Millisecond)
+		})
 	}
 	clk.Advance(0)    // the fake clock runs what is due at its next move
 	waitHistory(c, 1) // the probe made at creation
@@ -364,10 +366,10 @@ func TestStateChangesGoToTheWebhook(t *testing.T) {
 	defer c.Stop()
 	ch := create(t, c, heartbeat.Spec{URL: srv.URL, Interval: time.Hour, WebhookURL: "https://hooks.example/hb"})
 	require.Equal(t, heartbeat.StateDown, probe(t, c, ch.ID).State, "UNKNOWN → DOWN is announced")
-	require.Eventually(t, func() bool {
+	waitfor.Eventually(t, "the second delivery attempt to succeed", func() bool {
 		got, _ := c.Get(ch.ID)
 		return len(got.Webhooks) == 2 && got.Webhooks[1].Delivered
-	}, 20*time.Second, 5*time.Millisecond)
+	})
 	got, _ := c.Get(ch.ID)
 	require.False(t, got.Webhooks[0].Delivered)
 	require.Equal(t, 503, got.Webhooks[0].HTTPStatus)
