@@ -65,8 +65,14 @@ type authBundle struct {
 	seq     atomic.Int64
 }
 
-// authOptions turn authentication on with the tokens (name → role, agent).
-func withTokens(t *testing.T, specs ...[3]string) (func(*setupOptions), map[string]string) {
+// tokenSpec is a token of a test server: its name, role, agent and lanes.
+type tokenSpec struct {
+	name, role, agent string
+	lanes             []string
+}
+
+// withTokensLanes turns authentication on with the tokens.
+func withTokensLanes(t *testing.T, specs ...tokenSpec) (func(*setupOptions), map[string]string) {
 	t.Helper()
 	var tokens []auth.Token
 	secrets := map[string]string{}
@@ -75,10 +81,10 @@ func withTokens(t *testing.T, specs ...[3]string) (func(*setupOptions), map[stri
 		require.NoError(t, err)
 		hash, err := auth.HashToken(tok)
 		require.NoError(t, err)
-		role, err := auth.ParseRole(s[1])
+		role, err := auth.ParseRole(s.role)
 		require.NoError(t, err)
-		tokens = append(tokens, auth.Token{Name: s[0], Hash: hash, Role: role, AgentID: s[2]})
-		secrets[s[0]] = tok
+		tokens = append(tokens, auth.Token{Name: s.name, Hash: hash, Role: role, AgentID: s.agent, Lanes: s.lanes})
+		secrets[s.name] = tok
 	}
 	authn, err := auth.NewAuthenticator(tokens)
 	require.NoError(t, err)
@@ -91,6 +97,16 @@ func withTokens(t *testing.T, specs ...[3]string) (func(*setupOptions), map[stri
 			so.Auth = authn
 		}
 	}, secrets
+}
+
+// withTokens turns authentication on with the tokens (name, role, agent).
+func withTokens(t *testing.T, specs ...[3]string) (func(*setupOptions), map[string]string) {
+	t.Helper()
+	ts := make([]tokenSpec, len(specs))
+	for i, s := range specs {
+		ts[i] = tokenSpec{s[0], s[1], s[2], nil}
+	}
+	return withTokensLanes(t, ts...)
 }
 
 // clientWith returns a client of the bundle's endpoint sending token.

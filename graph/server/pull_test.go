@@ -15,9 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/graph/auth"
 	"github.com/switchyard/switchyard/graph/client"
-	"github.com/switchyard/switchyard/graph/server"
 	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
@@ -388,39 +386,6 @@ func TestWorkerTokensWorkTheirOwnLanesOnly(t *testing.T) {
 	require.Equal(t, engine.StateRunning, b.task(t, other).State)
 	_, err = complete(t, worker, mine[0].LeaseID, `1`)
 	require.NoError(t, err)
-}
-
-type tokenSpec struct {
-	name, role, agent string
-	lanes             []string
-}
-
-// withTokensLanes is withTokens with worker tokens' lanes.
-func withTokensLanes(t *testing.T, specs ...tokenSpec) (func(*setupOptions), map[string]string) {
-	t.Helper()
-	var tokens []auth.Token
-	secrets := map[string]string{}
-	for _, s := range specs {
-		tok, err := auth.NewToken()
-		require.NoError(t, err)
-		hash, err := auth.HashToken(tok)
-		require.NoError(t, err)
-		role, err := auth.ParseRole(s.role)
-		require.NoError(t, err)
-		tokens = append(tokens, auth.Token{Name: s.name, Hash: hash, Role: role, AgentID: s.agent, Lanes: s.lanes})
-		secrets[s.name] = tok
-	}
-	authn, err := auth.NewAuthenticator(tokens)
-	require.NoError(t, err)
-	return func(o *setupOptions) {
-		prev := o.server
-		o.server = func(so *server.Options) {
-			if prev != nil {
-				prev(so)
-			}
-			so.Auth = authn
-		}
-	}, secrets
 }
 
 // lockedBuffer collects a server's log lines.
