@@ -110,7 +110,11 @@
 // about to start) is committed at once; the rest (an attempt's end, a
 // cancel) waits for the commit in progress, if any, then up to 2 ms to ride
 // in such a commit, so that a lone client pays for one transaction per
-// submission, not two. At start the engine rebuilds its state from the store: queued
+// submission, not two. A store that pipelines commits (PipelinedStore:
+// PostgreSQL) is handed the next batch while the previous one is still
+// being committed, once the next one has grown as large; batches are
+// published, answered and their attempts started in seq order all the same.
+// At start the engine rebuilds its state from the store: queued
 // and waiting tasks return to their queues; attempts that were under way
 // count as "interrupted by restart" and follow the retry policy.
 //
