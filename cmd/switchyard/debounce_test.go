@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/graph/client"
 )
 
 // GoClaw's debounce through a running server: a lane configured with a
@@ -55,4 +58,19 @@ engine:
 	require.Equal(t, 0, inst.count(burst[1]))
 	require.Equal(t, 1, inst.count(burst[2]), "the last of the burst runs, once")
 	require.Equal(t, 1, inst.count(other), "another session's task is its own burst")
+
+	// The window is the lane's, read and changed through the API.
+	var lane struct{ Lane struct{ DebounceMs int } }
+	require.NoError(t, c.Do(ctx, `{ lane(name: "chat") { debounceMs } }`, nil, &lane))
+	require.Equal(t, 10000, lane.Lane.DebounceMs)
+	err := c.Do(ctx, `mutation { updateLane(name: "chat", input: {debounceMs: 60001}) { name } }`, nil, nil)
+	var gqlErr client.Errors
+	require.True(t, errors.As(err, &gqlErr), "%v", err)
+	require.Equal(t, "INVALID_INPUT", gqlErr[0].Code())
+	require.Equal(t, "input.debounceMs", gqlErr[0].Field())
+	var off struct{ UpdateLane struct{ DebounceMs int } }
+	require.NoError(t, c.Do(ctx, `mutation { updateLane(name: "chat", input: {debounceMs: 0}) { debounceMs } }`, nil, &off))
+	require.Zero(t, off.UpdateLane.DebounceMs)
+	_, state, _ := submit("group-1")
+	require.NotEqual(t, "WAITING", state, "without a window, a session's task is not held")
 }

@@ -562,6 +562,29 @@ func (ec *executionContext) fieldContext_Lane_sessionDropPolicy(_ context.Contex
 	return graphql.NewScalarFieldContext("Lane", field, true, false, "DropPolicy")
 }
 
+func (ec *executionContext) _Lane_debounceMs(ctx context.Context, field graphql.CollectedField, obj *model.Lane) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Lane_debounceMs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DebounceMs(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Lane_debounceMs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Lane", field, true, false, "Int")
+}
+
 func (ec *executionContext) _Lane_pull(ctx context.Context, field graphql.CollectedField, obj *model.Lane) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -741,7 +764,7 @@ func (ec *executionContext) unmarshalInputLaneInput(ctx context.Context, obj any
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"maxInFlight", "maxQueued", "dropPolicy", "paused", "maxDepth", "timeoutMs", "retryPolicy", "exhausted", "sessionMaxQueued", "sessionDropPolicy", "pull"}
+	fieldsInOrder := [...]string{"maxInFlight", "maxQueued", "dropPolicy", "paused", "maxDepth", "timeoutMs", "retryPolicy", "exhausted", "sessionMaxQueued", "sessionDropPolicy", "debounceMs", "pull"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -818,6 +841,13 @@ func (ec *executionContext) unmarshalInputLaneInput(ctx context.Context, obj any
 				return it, err
 			}
 			it.SessionDropPolicy = data
+		case "debounceMs":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("debounceMs"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DebounceMs = data
 		case "pull":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("pull"))
 			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
@@ -1002,6 +1032,11 @@ func (ec *executionContext) _Lane(ctx context.Context, sel ast.SelectionSet, obj
 		case "sessionDropPolicy":
 			out.Values[i] = ec._Lane_sessionDropPolicy(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "debounceMs":
+			out.Values[i] = ec._Lane_debounceMs(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		case "pull":

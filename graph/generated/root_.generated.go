@@ -194,6 +194,7 @@ type ComplexityRoot struct {
 	}
 
 	Lane struct {
+		DebounceMs        func(childComplexity int) int
 		DropPolicy        func(childComplexity int) int
 		Exhausted         func(childComplexity int) int
 		InFlight          func(childComplexity int) int
@@ -1332,6 +1333,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Label.Value(childComplexity), true
 
+	case "Lane.debounceMs":
+		if e.ComplexityRoot.Lane.DebounceMs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Lane.DebounceMs(childComplexity), true
 	case "Lane.dropPolicy":
 		if e.ComplexityRoot.Lane.DropPolicy == nil {
 			break
@@ -4090,6 +4097,13 @@ type Lane {
   sessionMaxQueued: Int!
   "What a full session does (null: the lane's dropPolicy)."
   sessionDropPolicy: DropPolicy
+  """
+  The debounce window of its sessions, in milliseconds (0: off): a task of a
+  session is held WAITING this long, and a newer task of the same session
+  arriving meanwhile cancels it ("debounced: superseded by <id>") and is
+  held in its place, so a burst runs its last task only.
+  """
+  debounceMs: Int!
 }
 
 "An agent: the unit of fairness, with its load and recent share of dispatches."
@@ -4146,6 +4160,8 @@ input LaneInput {
   sessionMaxQueued: Int
   "What a full session does (default: the lane's dropPolicy). GoClaw: DROP_OLDEST."
   sessionDropPolicy: DropPolicy
+  "The debounce window of its sessions, in milliseconds: 0 (off) to 60000. GoClaw: 800."
+  debounceMs: Int
 }
 
 "Changes to an agent; omitted fields stay as they are."
@@ -5859,6 +5875,8 @@ func (ec *executionContext) childFields_Lane(ctx context.Context, field graphql.
 		return ec.fieldContext_Lane_sessionMaxQueued(ctx, field)
 	case "sessionDropPolicy":
 		return ec.fieldContext_Lane_sessionDropPolicy(ctx, field)
+	case "debounceMs":
+		return ec.fieldContext_Lane_debounceMs(ctx, field)
 	case "pull":
 		return ec.fieldContext_Lane_pull(ctx, field)
 	}

@@ -177,6 +177,8 @@ type LaneInput struct {
 	SessionMaxQueued *int `json:"sessionMaxQueued,omitempty"`
 	// What a full session does (default: the lane's dropPolicy). GoClaw: DROP_OLDEST.
 	SessionDropPolicy *engine.DropPolicy `json:"sessionDropPolicy,omitempty"`
+	// The debounce window of its sessions, in milliseconds: 0 (off) to 60000. GoClaw: 800.
+	DebounceMs *int `json:"debounceMs,omitempty"`
 	// Make it a pull lane (true), whose tasks workers lease, or a lane of browser instances (false).
 	Pull *bool `json:"pull,omitempty"`
 }

@@ -60,6 +60,9 @@ func (l *Lane) Exhausted() engine.Exhausted { return l.L.Config.Exhausted }
 // engine's).
 func (l *Lane) SessionMaxQueued() int { return l.L.Config.SessionMaxQueued }
 
+// DebounceMs is the debounce window of its sessions, in milliseconds.
+func (l *Lane) DebounceMs() int { return int(l.L.Config.Debounce.Milliseconds()) }
+
 // SessionDropPolicy is what a full session does, nil for the lane's policy.
 func (l *Lane) SessionDropPolicy() *engine.DropPolicy {
 	if l.L.Config.SessionDropPolicy == "" {

@@ -363,6 +363,13 @@ func laneUpdate(input model.LaneInput) (engine.LaneUpdate, error) {
 		u.SessionMaxQueued = v
 	}
 	u.SessionDropPolicy = input.SessionDropPolicy
+	if v := input.DebounceMs; v != nil {
+		d, err := millis("input.debounceMs", *v, 0, engine.MaxDebounce)
+		if err != nil {
+			return u, err
+		}
+		u.Debounce = &d
+	}
 	u.Pull = input.Pull
 	return u, nil
 }
