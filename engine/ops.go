@@ -195,58 +195,57 @@ func describeLane(c LaneConfig) string {
 }
 
 // SetAgent changes an agent's weight and ceiling live (0 keeps a value).
-func (e *Engine) SetAgent(id string, c AgentConfig) error {
-	if c.Weight < 0 || c.MaxInFlight < 0 {
+func (e *Engine) SetAgent(id string, ac AgentConfig) error {
+	if ac.Weight < 0 || ac.MaxInFlight < 0 {
 		return invalid("weight", "weight and maxInFlight must not be negative")
 	}
-	e.mu.Lock()
-	if e.cfg.Agents == nil {
-		e.cfg.Agents = map[string]AgentConfig{}
-	}
-	cur := e.cfg.Agents[id]
-	if c.Weight > 0 {
-		cur.Weight = c.Weight
-	}
-	if c.MaxInFlight > 0 {
-		cur.MaxInFlight = c.MaxInFlight
-	}
-	e.cfg.Agents[id] = cur
-	if a := e.agents[id]; a != nil {
-		if cur.Weight > 0 {
-			a.weight = cur.Weight
+	return e.mutate(func(c *core) error {
+		if c.cfg.Agents == nil {
+			c.cfg.Agents = map[string]AgentConfig{}
 		}
-		if cur.MaxInFlight > 0 {
-			a.limit = cur.MaxInFlight
+		cur := c.cfg.Agents[id]
+		if ac.Weight > 0 {
+			cur.Weight = ac.Weight
 		}
-		e.agentChangedLocked(a)
-	}
-	v, _ := json.Marshal(cur)
-	e.putSettingLocked("agent/"+id, v)
-	e.unlock()
-	e.after()
-	return nil
+		if ac.MaxInFlight > 0 {
+			cur.MaxInFlight = ac.MaxInFlight
+		}
+		c.cfg.Agents[id] = cur
+		if a := c.agents[id]; a != nil {
+			if cur.Weight > 0 {
+				a.weight = cur.Weight
+			}
+			if cur.MaxInFlight > 0 {
+				a.limit = cur.MaxInFlight
+			}
+			c.agentChangedLocked(a)
+		}
+		v, _ := json.Marshal(cur)
+		c.putSettingLocked("agent/"+id, v)
+		return nil
+	})
 }
 
 // SetInstance adds or updates an instance (engine.InstanceSink).
 func (e *Engine) SetInstance(info InstanceInfo) {
-	e.mu.Lock()
-	in := e.instances[info.ID]
-	if in == nil {
-		in = &instance{}
-		e.instances[info.ID] = in
-	}
-	if in.removed || in.info.ID == "" {
-		in.removed = false
-		e.instList = append(e.instList, in)
+	_ = e.mutate(func(c *core) error {
+		in := c.instances[info.ID]
+		if in == nil {
+			in = &instance{}
+			c.instances[info.ID] = in
+		}
+		if in.removed || in.info.ID == "" {
+			in.removed = false
+			c.instList = append(c.instList, in)
+			in.info = info
+			slices.SortFunc(c.instList, func(a, b *instance) int { return strings.Compare(a.info.ID, b.info.ID) })
+		}
 		in.info = info
-		slices.SortFunc(e.instList, func(a, b *instance) int { return strings.Compare(a.info.ID, b.info.ID) })
-	}
-	in.info = info
-	in.lim.limit = max(info.Capacity, 0)
-	e.wakeLocked(&in.lim)
-	e.wakeLocked(&e.pool)
-	e.unlock()
-	e.after()
+		in.lim.limit = max(info.Capacity, 0)
+		c.wakeLocked(&in.lim)
+		c.wakeLocked(&c.pool)
+		return nil
+	})
 }
 
 // RemoveInstance forgets an instance (engine.InstanceSink). Attempts running
@@ -255,31 +254,31 @@ func (e *Engine) SetInstance(info InstanceInfo) {
 // says so, and the session's next task fails with SESSION_LOST rather than
 // running in a blank tab elsewhere.
 func (e *Engine) RemoveInstance(id string) {
-	e.mu.Lock()
-	in := e.instances[id]
-	if in != nil && !in.removed {
-		in.removed = true
-		e.instList = slices.DeleteFunc(e.instList, func(x *instance) bool { return x == in })
-		if in.lim.inflight == 0 {
-			delete(e.instances, id)
-		}
-		var lost []string
-		for k, b := range e.bindings {
-			if b.instance == id && !b.lost {
-				lost = append(lost, k)
+	_ = e.mutate(func(c *core) error {
+		in := c.instances[id]
+		if in != nil && !in.removed {
+			in.removed = true
+			c.instList = slices.DeleteFunc(c.instList, func(x *instance) bool { return x == in })
+			if in.lim.inflight == 0 {
+				delete(c.instances, id)
 			}
+			var lost []string
+			for k, b := range c.bindings {
+				if b.instance == id && !b.lost {
+					lost = append(lost, k)
+				}
+			}
+			slices.Sort(lost) // events in a stable order
+			for _, k := range lost {
+				b := c.bindings[k]
+				b.lost = true
+				c.bindings[k] = b
+				c.emitSessionLocked(k, "session "+k+" lost its tab "+b.tab+": instance "+id+" was removed; its next task fails with SESSION_LOST, or replays the session if it asked")
+			}
+			c.wakeLocked(&in.lim) // its waiters look again: elsewhere, or fail in the executor
 		}
-		slices.Sort(lost) // events in a stable order
-		for _, k := range lost {
-			b := e.bindings[k]
-			b.lost = true
-			e.bindings[k] = b
-			e.emitSessionLocked(k, "session "+k+" lost its tab "+b.tab+": instance "+id+" was removed; its next task fails with SESSION_LOST, or replays the session if it asked")
-		}
-		e.wakeLocked(&in.lim) // its waiters look again: elsewhere, or fail in the executor
-	}
-	e.unlock()
-	e.after()
+		return nil
+	})
 }
 
 // UnbindSession forgets the tab bound to a session (engine.InstanceSink).

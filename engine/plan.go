@@ -75,43 +75,49 @@ func (e *Engine) PlanAt(limit int, now time.Time) (*Plan, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.planLocked(limit, now), nil
+}
+
+// planLocked is PlanAt on the core: it changes nothing (what it takes for
+// each step it gives back before it returns).
+func (c *core) planLocked(limit int, now time.Time) *Plan {
 	if now.IsZero() {
-		now = e.now()
+		now = c.now()
 	}
 	ns := now.UnixNano()
-	p := &Plan{At: now, Fairness: e.fairness.name, InFlight: e.inflight, MaxInFlight: e.cfg.MaxInFlight,
-		Waiting: e.counts[StateWaiting], RetryWait: e.counts[StateRetryWait], Parked: e.counts[StateParked]}
-	native := e.fairness.p == policy.Fairness(e.native)
+	p := &Plan{At: now, Fairness: c.fairness.name, InFlight: c.inflight, MaxInFlight: c.cfg.MaxInFlight,
+		Waiting: c.counts[StateWaiting], RetryWait: c.counts[StateRetryWait], Parked: c.counts[StateParked]}
+	native := c.fairness.p == policy.Fairness(c.native)
 	var done []plannedDispatch
 	for len(done) < limit {
 		var t *task
 		reason := ""
 		if native {
-			t, reason = e.nextPlannedLocked(ns, limit)
+			t, reason = c.nextPlannedLocked(ns, limit)
 		} else {
-			t = e.nextByPolicyLocked(now, limit)
-			reason = "policy " + e.fairness.name
+			t = c.nextByPolicyLocked(now, limit)
+			reason = "policy " + c.fairness.name
 		}
 		if t == nil {
 			break
 		}
-		inst := e.scratch.placed
+		inst := c.scratch.placed
 		step := PlanStep{TaskID: t.id, AgentID: t.agent.id, Lane: t.lane.cfg.Name, SessionKey: t.spec.Session(),
 			Reason: reason, Waited: time.Duration(ns - t.queuedAt)}
 		if inst != nil {
 			step.InstanceID = inst.info.ID
 		}
 		p.Steps = append(p.Steps, step)
-		e.unqueueLocked(t)
-		e.reserveLocked(t, inst)
+		c.unqueueLocked(t)
+		c.reserveLocked(t, inst)
 		done = append(done, plannedDispatch{t, inst})
 	}
-	p.Skipped = e.skipsLocked(limit)
+	p.Skipped = c.skipsLocked(limit)
 	for i := len(done) - 1; i >= 0; i-- {
-		e.releaseLocked(done[i].t)
-		e.enqueueLocked(done[i].t)
+		c.releaseLocked(done[i].t)
+		c.enqueueLocked(done[i].t)
 	}
-	return p, nil
+	return p
 }
 
 // nextPlannedLocked is nextLocked that also says why the queue won.
