@@ -157,6 +157,11 @@ func (e *Engine) finish(r *Run, o Outcome) {
 	}
 	e.unlock()
 	r.cancel(context.Canceled, nil) // the attempt is over: release what hangs on its context
+	// A client follows its task until it ends: the attempt's end is written
+	// now rather than lingering for company (lazyCommitDelay), so that its
+	// event reaches subscribers without the wait. Under load the committer
+	// is busy anyway and takes it along with everything else pending.
+	e.commitSoon()
 	e.after()
 }
 

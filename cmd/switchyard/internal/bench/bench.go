@@ -164,7 +164,11 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer stop()
-		endpoint, where, inst = url, "in-process (memory store, the real executor, built-in Chromium) at "+url, local
+		store := o.Store
+		if store == "" {
+			store = "memory"
+		}
+		endpoint, where, inst = url, "in-process ("+store+" store, the real executor, built-in Chromium) at "+url, local
 	case o.Mode == "forward" && inst.url == "":
 		return errors.New("--mode forward with --server needs --instance-url (and --instance-token) of an instance registered there")
 	case endpoint == "":
@@ -277,29 +281,9 @@ func startInProcess(o Options) (*server.Server, string, func(), error) {
 		Lanes:     []engine.LaneConfig{{Name: "main", MaxInFlight: 4096, Paused: o.AcceptOnly, MaxQueued: 10_000_000}},
 		MaxQueued: 10_000_000, MaxQueuedPerAgent: 10_000_000,
 	}
-	var store engine.Store = memory.New(memory.Options{MaxEnded: 200_000})
-	var dir, schema string
-	switch o.Store {
-	case "", "memory":
-	case "sqlite":
-		var err error
-		if dir, err = os.MkdirTemp("", "switchyard-bench-"); err != nil {
-			return nil, "", nil, err
-		}
-		if store, err = sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(dir, "bench.db")}); err != nil {
-			return nil, "", nil, err
-		}
-	case "postgres":
-		if o.DatabaseURL == "" {
-			return nil, "", nil, errors.New("--store postgres needs --database-url")
-		}
-		schema = fmt.Sprintf("switchyard_bench_%d", time.Now().UnixNano())
-		var err error
-		if store, err = postgres.Open(context.Background(), postgres.Options{URL: o.DatabaseURL, Schema: schema}); err != nil {
-			return nil, "", nil, err
-		}
-	default:
-		return nil, "", nil, fmt.Errorf("--store: %q is not memory, sqlite or postgres", o.Store)
+	store, closeStore, err := openStore(o)
+	if err != nil {
+		return nil, "", nil, err
 	}
 	eng, err := engine.New(engine.Options{Config: cfg, Store: store, Executor: engine.NoopExecutor{}})
 	if err != nil {
@@ -327,6 +311,38 @@ func startInProcess(o Options) (*server.Server, string, func(), error) {
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 		_ = eng.Shutdown(ctx)
+		closeStore(ctx)
+	}
+	return srv, "http://" + ln.Addr().String() + "/graphql", stop, nil
+}
+
+// openStore opens the in-process target's store (--store): memory, SQLite
+// over a temporary file, or PostgreSQL in a temporary schema. closeStore
+// closes it and removes the file or the schema.
+func openStore(o Options) (store engine.Store, closeStore func(context.Context), err error) {
+	var dir, schema string
+	switch o.Store {
+	case "", "memory":
+		store = memory.New(memory.Options{MaxEnded: 200_000})
+	case "sqlite":
+		if dir, err = os.MkdirTemp("", "switchyard-bench-"); err != nil {
+			return nil, nil, err
+		}
+		if store, err = sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(dir, "bench.db")}); err != nil {
+			return nil, nil, err
+		}
+	case "postgres":
+		if o.DatabaseURL == "" {
+			return nil, nil, errors.New("--store postgres needs --database-url")
+		}
+		schema = fmt.Sprintf("switchyard_bench_%d", time.Now().UnixNano())
+		if store, err = postgres.Open(context.Background(), postgres.Options{URL: o.DatabaseURL, Schema: schema}); err != nil {
+			return nil, nil, err
+		}
+	default:
+		return nil, nil, fmt.Errorf("--store: %q is not memory, sqlite or postgres", o.Store)
+	}
+	return store, func(ctx context.Context) {
 		_ = store.Close()
 		if dir != "" {
 			_ = os.RemoveAll(dir)
@@ -336,8 +352,7 @@ func startInProcess(o Options) (*server.Server, string, func(), error) {
 				fmt.Fprintf(os.Stderr, "bench: could not drop the schema %s: %v\n", schema, err)
 			}
 		}
-	}
-	return srv, "http://" + ln.Addr().String() + "/graphql", stop, nil
+	}, nil
 }
 
 // dropSchema drops the bench's PostgreSQL schema.

@@ -4,7 +4,8 @@
 // subscription until the task ends, as a client waits for it — alternated by
 // every worker in one run, so that both paths meet the same machine load.
 // Without --server, the bench starts its own target: a server with the real
-// executor over the built-in Chromium instance (found on the system).
+// executor over the built-in Chromium instance (found on the system), over
+// the store --store names (memory by default).
 
 package bench
 
@@ -23,7 +24,6 @@ import (
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/executor/chromium"
 	"github.com/switchyard/switchyard/engine/executor/pinchtab"
-	"github.com/switchyard/switchyard/engine/store/memory"
 	"github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/graph/resolvers"
 	"github.com/switchyard/switchyard/graph/server"
@@ -78,7 +78,10 @@ func startForwardTarget(ctx context.Context, o Options) (endpoint string, inst f
 	if err != nil {
 		return "", forwardTarget{}, nil, err
 	}
-	store := memory.New(memory.Options{MaxEnded: 200_000})
+	store, closeStore, err := openStore(o)
+	if err != nil {
+		return "", forwardTarget{}, nil, err
+	}
 	eng, err := engine.New(engine.Options{Store: store, Executor: exec, TabLocator: reg, PlaceOnInstances: true, Config: engine.Config{
 		MaxInFlight: 1024, AgentMaxInFlight: 1024, Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 1024}}}})
 	if err != nil {
@@ -113,6 +116,7 @@ func startForwardTarget(ctx context.Context, o Options) (endpoint string, inst f
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 		_ = eng.Shutdown(sctx)
+		closeStore(sctx)
 		_ = exec.Close()
 		reg.Close()
 		_ = local.Close()
