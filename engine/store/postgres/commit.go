@@ -139,6 +139,10 @@ const (
 	settingsSQL = `INSERT INTO settings (key, value) SELECT * FROM unnest($1::text[], $2::bytea[])
 	ON CONFLICT (key) DO UPDATE SET value = excluded.value`
 	settingsDelSQL = `DELETE FROM settings WHERE key = ANY($1::text[])`
+
+	copyTasksSQL  = `COPY tasks (seq, id, agent, lane, session, batch, parent, idem_key, labels, spec, params) FROM STDIN (FORMAT binary)`
+	copyStatusSQL = `COPY task_status (seq, state, ended_at, status, result, event_seqs) FROM STDIN (FORMAT binary)`
+	copyEventsSQL = `COPY events (seq, at, type, task, agent, lane, session, batch, from_state, to_state, attempt, reason, webhook) FROM STDIN (FORMAT binary)`
 )
 
 // commitRows are a batch's rows as column arrays.
@@ -166,7 +170,7 @@ type commitRows struct {
 	// For COPY: the new tasks' labels and event seqs as values.
 	copy      bool
 	newLabels [][][]byte
-	newSeqs   [][]int64
+	newSeqs   [][]uint64
 }
 
 type statusRows struct {
@@ -452,7 +456,7 @@ func (s *Store) rowsLocked(b *engine.Batch) (*commitRows, error) {
 		nt.idem = append(nt.idem, bytesOrNil(t.Spec.IdempotencyKey))
 		if r.copy {
 			r.newLabels = append(r.newLabels, labelElems(t.Spec.Labels))
-			r.newSeqs = append(r.newSeqs, int64s(seqs))
+			r.newSeqs = append(r.newSeqs, seqs)
 		} else {
 			nt.labels = append(nt.labels, labelsLiteral(t.Spec.Labels))
 		}
@@ -631,14 +635,6 @@ func (s *Store) useCopy(b *engine.Batch) bool {
 	return rows >= s.copyMin
 }
 
-func int64s(u []uint64) []int64 {
-	out := make([]int64, len(u))
-	for i, v := range u {
-		out[i] = int64(v)
-	}
-	return out
-}
-
 // commitCopy writes a batch in an explicit transaction, with COPY for the
 // new rows (tasks, task_status, events) and a pgx.Batch for the rest: more
 // round trips than queueRows, fewer server-side per-row costs. The
@@ -677,37 +673,63 @@ func (s *Store) commitCopy(ctx context.Context, pb *pgx.Batch, b *engine.Batch, 
 	if err != nil {
 		return err
 	}
+	var cb copyBuf
 	if nt := &r.newTasks; len(nt.seq) > 0 {
-		_, err := tx.CopyFrom(ctx, pgx.Identifier{"tasks"},
-			[]string{"seq", "id", "agent", "lane", "session", "batch", "parent", "idem_key", "labels", "spec", "params"},
-			pgx.CopyFromSlice(len(nt.seq), func(i int) ([]any, error) {
-				return []any{nt.seq[i], nt.id[i], nt.agent[i], nt.lane[i], nt.session[i], nt.batch[i], nt.parent[i], nt.idem[i],
-					r.newLabels[i], nt.specs[i], nt.params[i]}, nil
-			}))
-		if err != nil {
+		cb.start()
+		for i := range nt.seq {
+			cb.row(11)
+			cb.int8(nt.seq[i])
+			cb.bytea(nt.id[i])
+			cb.bytea(nt.agent[i])
+			cb.bytea(nt.lane[i])
+			cb.bytea(nt.session[i])
+			cb.bytea(nt.batch[i])
+			cb.bytea(nt.parent[i])
+			cb.bytea(nt.idem[i])
+			cb.byteaArray(r.newLabels[i])
+			cb.bytea(nt.specs[i])
+			cb.bytea(nt.params[i])
+		}
+		cb.end()
+		if err := cb.copyIn(ctx, tx.PgConn(), copyTasksSQL); err != nil {
 			return err
 		}
 		st := &r.newStatus
-		_, err = tx.CopyFrom(ctx, pgx.Identifier{"task_status"}, []string{"seq", "state", "ended_at", "status", "result", "event_seqs"},
-			pgx.CopyFromSlice(len(st.seq), func(i int) ([]any, error) {
-				var ended *int64
-				if st.ended[i] != 0 {
-					ended = &st.ended[i]
-				}
-				return []any{st.seq[i], st.state[i], ended, st.status[i], st.result[i], r.newSeqs[i]}, nil
-			}))
-		if err != nil {
+		cb.start()
+		for i := range st.seq {
+			cb.row(6)
+			cb.int8(st.seq[i])
+			cb.int2(st.state[i])
+			cb.int8OrNull(st.ended[i])
+			cb.bytea(st.status[i])
+			cb.bytea(st.result[i])
+			cb.int8Array(r.newSeqs[i])
+		}
+		cb.end()
+		if err := cb.copyIn(ctx, tx.PgConn(), copyStatusSQL); err != nil {
 			return err
 		}
 	}
 	if ev := &r.events; len(ev.seq) > 0 {
-		_, err := tx.CopyFrom(ctx, pgx.Identifier{"events"},
-			[]string{"seq", "at", "type", "task", "agent", "lane", "session", "batch", "from_state", "to_state", "attempt", "reason", "webhook"},
-			pgx.CopyFromSlice(len(ev.seq), func(i int) ([]any, error) {
-				return []any{ev.seq[i], ev.at[i], ev.typ[i], ev.task[i], ev.agent[i], ev.lane[i], ev.session[i], ev.batch[i],
-					ev.from[i], ev.to[i], ev.attempt[i], ev.reason[i], ev.webhook[i]}, nil
-			}))
-		if err != nil {
+		cb.start()
+		for i := range ev.seq {
+			cb.row(13)
+			cb.int8(ev.seq[i])
+			cb.int8(ev.at[i])
+			cb.int2(ev.typ[i])
+			cb.bytea(ev.task[i])
+			cb.bytea(ev.agent[i])
+			cb.bytea(ev.lane[i])
+			cb.bytea(ev.session[i])
+			cb.bytea(ev.batch[i])
+			cb.int2(ev.from[i])
+			cb.int2(ev.to[i])
+			cb.int4(ev.attempt[i])
+			cb.bytea(ev.reason[i])
+			cb.bool(ev.webhook[i])
+		}
+		cb.end()
+		if err := cb.copyIn(ctx, tx.PgConn(), copyEventsSQL); err != nil {
 			return err
 		}
 	}
