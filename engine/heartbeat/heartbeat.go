@@ -216,6 +216,7 @@ type entry struct {
 	timer   clock.Timer
 	probing chan struct{} // closed when the probe in flight ends; nil when none is
 	savedAt time.Time
+	dirty   bool   // probes recorded since it was last saved
 	gen     uint64 // bumped by every update, so a probe of an older spec is not recorded
 }
 
@@ -322,6 +323,9 @@ func (c *Checker) Stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, en := range c.entries {
+		if !en.dirty {
+			continue
+		}
 		if err := c.saveLocked(context.Background(), en); err != nil {
 			c.log.Warn("saving a check's history at stop", "check", en.c.ID, "error", err)
 		}
@@ -742,6 +746,7 @@ func (c *Checker) recordLocked(ctx context.Context, en *entry, s Sample) {
 	if changed {
 		ch.State, ch.Since = to, s.At
 	}
+	en.dirty = true
 	if changed || c.opts.Clock.Now().Sub(en.savedAt) >= c.opts.SaveEvery {
 		if err := c.saveLocked(ctx, en); err != nil {
 			c.log.Warn("saving a check", "check", ch.ID, "error", err)
@@ -763,7 +768,7 @@ func (c *Checker) recordLocked(ctx context.Context, en *entry, s Sample) {
 			*lost++
 		}
 	}
-	if ch.Spec.WebhookURL != "" && c.opts.Webhooks != nil {
+	if ch.Spec.WebhookURL != "" && c.opts.Webhooks != nil && !c.stopped {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
@@ -839,7 +844,7 @@ func (c *Checker) saveLocked(ctx context.Context, en *entry) error {
 	if err := c.st.SaveSetting(ctx, settingPrefix+en.c.ID, raw); err != nil {
 		return fmt.Errorf("heartbeat %s: %w", en.c.ID, err)
 	}
-	en.savedAt = c.opts.Clock.Now()
+	en.savedAt, en.dirty = c.opts.Clock.Now(), false
 	return nil
 }
 
