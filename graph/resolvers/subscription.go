@@ -17,6 +17,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/graph/eventstream"
 	"github.com/switchyard/switchyard/graph/model"
 	"github.com/switchyard/switchyard/graph/subgate"
@@ -279,10 +280,19 @@ func (s *subscriptionResolver) InstanceEvents(ctx context.Context) (<-chan *mode
 	if err != nil {
 		return nil, err
 	}
-	const kind = "instanceEvents"
 	events, stop := reg.Subscribe(s.opts.SubscriptionBuffer)
-	ended := s.opts.Observer.SubscriptionStarted(kind)
-	ch := make(chan *model.InstanceEvent)
+	return forward(ctx, s.opts.Observer, "instanceEvents", events, stop, func(ev executor.InstanceEvent) (*model.InstanceEvent, uint64) {
+		return &model.InstanceEvent{E: ev}, ev.Lagged
+	}), nil
+}
+
+// forward relays a hub's events to a new subscription until the hub closes
+// its channel or the client goes away, then unsubscribes (stop). conv makes
+// the GraphQL value of an event and says how many events the hub dropped for
+// this subscriber before it (Event.Lagged), which the observer counts.
+func forward[E, M any](ctx context.Context, obs Observer, kind string, events <-chan E, stop func(), conv func(E) (M, uint64)) <-chan M {
+	ended := obs.SubscriptionStarted(kind)
+	ch := make(chan M)
 	go func() {
 		defer ended()
 		defer close(ch)
@@ -293,11 +303,12 @@ func (s *subscriptionResolver) InstanceEvents(ctx context.Context) (<-chan *mode
 				if !ok {
 					return
 				}
-				if ev.Lagged > 0 {
-					s.opts.Observer.Lagged(kind, ev.Lagged)
+				m, lagged := conv(ev)
+				if lagged > 0 {
+					obs.Lagged(kind, lagged)
 				}
 				select {
-				case ch <- &model.InstanceEvent{E: ev}:
+				case ch <- m:
 				case <-ctx.Done():
 					return
 				}
@@ -306,5 +317,5 @@ func (s *subscriptionResolver) InstanceEvents(ctx context.Context) (<-chan *mode
 			}
 		}
 	}()
-	return ch, nil
+	return ch
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/graph/generated"
 	"github.com/switchyard/switchyard/graph/model"
+	"github.com/switchyard/switchyard/plugins/manager"
 )
 
 func (r *Resolver) plugins() error {
@@ -165,34 +166,10 @@ func (s *subscriptionResolver) PluginEvents(ctx context.Context) (<-chan *model.
 	if err := (*Resolver)(s).plugins(); err != nil {
 		return nil, err
 	}
-	const kind = "pluginEvents"
 	events, stop := s.opts.Plugins.Subscribe(s.opts.SubscriptionBuffer)
-	ended := s.opts.Observer.SubscriptionStarted(kind)
-	ch := make(chan *model.PluginEvent)
-	go func() {
-		defer ended()
-		defer close(ch)
-		defer stop()
-		for {
-			select {
-			case ev, ok := <-events:
-				if !ok {
-					return
-				}
-				if ev.Lagged > 0 {
-					s.opts.Observer.Lagged(kind, ev.Lagged)
-				}
-				select {
-				case ch <- &model.PluginEvent{E: ev}:
-				case <-ctx.Done():
-					return
-				}
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return ch, nil
+	return forward(ctx, s.opts.Observer, "pluginEvents", events, stop, func(ev manager.Event) (*model.PluginEvent, uint64) {
+		return &model.PluginEvent{E: ev}, ev.Lagged
+	}), nil
 }
 
 func (q *queryResolver) Schedules(ctx context.Context) ([]*model.Schedule, error) {
