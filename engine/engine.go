@@ -106,19 +106,19 @@ type Engine struct {
 	commitHealth commitHealth  // failing commits, for readiness (commit.go)
 }
 
-type namedSelection struct {
+// named is a policy that fills a slot a lane may set for itself, with its
+// name.
+type named[P any] struct {
 	name   string
-	p      policy.Selection
+	p      P
 	own    bool // set for this lane, not inherited
 	inline bool // p decides under the engine lock (inline)
 }
 
-type namedRetry struct {
-	name   string
-	p      policy.Retry
-	own    bool
-	inline bool
-}
+type (
+	namedSelection = named[policy.Selection]
+	namedRetry     = named[policy.Retry]
+)
 
 type namedFairness struct {
 	name      string

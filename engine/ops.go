@@ -338,39 +338,15 @@ func (e *Engine) setPolicy(slot policy.Slot, laneName, name string, p any) error
 			}
 		}
 		switch slot {
-		case policy.SlotSelection:
-			sp, ok := p.(policy.Selection)
-			if !ok {
-				return invalid("policy", "%s is not a selection policy", name)
-			}
-			ns := namedSelection{name: name, p: sp, inline: inline(sp)}
-			if l != nil {
-				ns.own = true
-				l.selection = ns
+		case policy.SlotSelection, policy.SlotRetry:
+			var ok bool
+			if slot == policy.SlotSelection {
+				ok = assign(c.lanes, l, &c.selection, func(x *lane) *namedSelection { return &x.selection }, name, p)
 			} else {
-				c.selection = ns
-				for _, x := range c.lanes {
-					if !x.selection.own {
-						x.selection = ns
-					}
-				}
+				ok = assign(c.lanes, l, &c.retry, func(x *lane) *namedRetry { return &x.retry }, name, p)
 			}
-		case policy.SlotRetry:
-			rp, ok := p.(policy.Retry)
 			if !ok {
-				return invalid("policy", "%s is not a retry policy", name)
-			}
-			nr := namedRetry{name: name, p: rp, inline: inline(rp)}
-			if l != nil {
-				nr.own = true
-				l.retry = nr
-			} else {
-				c.retry = nr
-				for _, x := range c.lanes {
-					if !x.retry.own {
-						x.retry = nr
-					}
-				}
+				return invalid("policy", "%s is not a %s policy", name, slot)
 			}
 		case policy.SlotFairness:
 			fp, ok := p.(policy.Fairness)
@@ -394,6 +370,29 @@ func (e *Engine) setPolicy(slot policy.Slot, laneName, name string, p any) error
 		c.emitEngineLocked(fmt.Sprintf("%s policy %s set for %s", slot, name, laneOrAll(laneName)))
 		return nil
 	})
+}
+
+// assign makes p, when it is a P, the policy of a slot: lane l's own, or
+// with l nil the global one, which every one of lanes without its own
+// follows. field is the slot's place in a lane.
+func assign[P any](lanes []*lane, l *lane, global *named[P], field func(*lane) *named[P], name string, p any) bool {
+	pp, ok := p.(P)
+	if !ok {
+		return false
+	}
+	n := named[P]{name: name, p: pp, inline: inline(pp)}
+	if l != nil {
+		n.own = true
+		*field(l) = n
+		return true
+	}
+	*global = n
+	for _, x := range lanes {
+		if f := field(x); !f.own {
+			*f = n
+		}
+	}
+	return true
 }
 
 // ClearLanePolicy makes a lane use the global policy of slot again.
