@@ -27,7 +27,8 @@ import (
 // browser instance) and returns its base URL.
 func startServer(t *testing.T) string {
 	t.Helper()
-	return strings.TrimSuffix(startServe(t, "--no-local-instance", "--log-level", "error", "--shutdown-grace", "100ms"), "/graphql")
+	return strings.TrimSuffix(startServe(t, "--listen", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "switchyard.db"),
+		"--no-local-instance", "--log-level", "error", "--shutdown-grace", "100ms").URL, "/graphql")
 }
 
 // result is what one run of the binary's command line gave.

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -33,25 +32,10 @@ func TestAStoreThatCannotCommitIsNotReady(t *testing.T) {
 	db := filepath.Join(dir, "switchyard.db")
 	cfg := filepath.Join(dir, "switchyard.yaml")
 	require.NoError(t, os.WriteFile(cfg, []byte("engine: {commitTimeout: 1s}\n"), 0o644))
-	var out, logs syncBuffer
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--config", cfg, "--listen", "127.0.0.1:0", "--db", db, "--no-local-instance",
-			"--log-level", "info", "--shutdown-grace", "100ms"}, &out, &logs)
-	}()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("serve did not stop")
-		}
-	})
-	re := regexp.MustCompile(`GraphQL at (http://\S+)/graphql`)
-	require.Eventually(t, func() bool { return re.MatchString(out.String()) }, 60*time.Second, 10*time.Millisecond, "serve starts")
-	base := re.FindStringSubmatch(out.String())[1]
-	c := client.New(base + "/graphql")
+	s := startServe(t, "--config", cfg, "--listen", "127.0.0.1:0", "--db", db, "--no-local-instance",
+		"--log-level", "info", "--shutdown-grace", "100ms")
+	base, logs := strings.TrimSuffix(s.URL, "/graphql"), s.Logs
+	c := client.New(s.URL)
 	submit := func(key string) error {
 		var res struct{ SubmitTask struct{ ID string } }
 		return c.Do(context.Background(), `mutation($in: SubmitTaskInput!) { submitTask(input: $in) { id } }`,

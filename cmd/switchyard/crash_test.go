@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -28,17 +27,37 @@ import (
 	"github.com/switchyard/switchyard/graph/client"
 )
 
-// buildBinary builds switchyard once for the test.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "switchyard")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return bin
+// built is the switchyard binary the tests that run real processes share:
+// built once per run of the tests, removed by TestMain.
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
 }
 
-var servingLine = regexp.MustCompile(`GraphQL at (http://\S+/graphql)`)
+// buildBinary returns the path of a switchyard binary built from this tree.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "switchyard-test-"); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "switchyard")
+		if out, err := exec.Command("go", "build", "-o", built.bin, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %w: %s", err, out)
+		}
+	})
+	require.NoError(t, built.err)
+	return built.bin
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
 
 // startProcess starts `switchyard serve` and returns its GraphQL URL. A
 // process that exits before it is ready fails the test at once, and a

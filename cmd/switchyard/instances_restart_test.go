@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -25,37 +24,10 @@ import (
 // it logged.
 func serveOn(t *testing.T, db string, args ...string) (string, func() string) {
 	t.Helper()
-	var out, logs syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0", "--db", db, "--no-local-instance",
-			"--log-level", "debug", "--shutdown-grace", "100ms"}, args...), &out, &logs)
-	}()
-	stopped := false
-	stop := func() string {
-		if stopped {
-			return logs.String()
-		}
-		stopped = true
-		cancel()
-		select {
-		case code := <-done:
-			require.Equal(t, 0, code, logs.String())
-		case <-time.After(serveStartTimeout):
-			t.Fatal("serve did not stop")
-		}
-		return logs.String()
-	}
-	t.Cleanup(func() { stop() })
-	re := regexp.MustCompile(`GraphQL at (http://\S+)/graphql`)
-	deadline := time.Now().Add(serveStartTimeout)
-	for {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			return m[1], stop
-		}
-		require.True(t, time.Now().Before(deadline), "serve did not start:\n%s", logs.String())
-		time.Sleep(10 * time.Millisecond)
+	s := startServe(t, append([]string{"--listen", "127.0.0.1:0", "--db", db, "--no-local-instance", "--log-level", "debug", "--shutdown-grace", "100ms"}, args...)...)
+	return strings.TrimSuffix(s.URL, "/graphql"), func() string {
+		require.Equal(t, 0, s.Stop(t), s.Logs.String())
+		return s.Logs.String()
 	}
 }
 

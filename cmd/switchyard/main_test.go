@@ -8,35 +8,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine/executor/chromium"
 	"github.com/switchyard/switchyard/graph/client"
 )
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestVersionAndUsage(t *testing.T) {
 	t.Parallel()
@@ -66,24 +45,10 @@ func TestServeRefusesABadConfigurationNamingTheKey(t *testing.T) {
 
 func TestServeAnswersGraphQLAndShutsDownGracefully(t *testing.T) {
 	t.Parallel()
-	var out, logs syncBuffer
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--no-local-instance", "--log-format", "json", "--shutdown-grace", "1s",
-			"--db", filepath.Join(t.TempDir(), "switchyard.db")}, &out, &logs)
-	}()
-	var base string
-	re := regexp.MustCompile(`GraphQL at (http://\S+)/graphql`)
-	deadline := time.Now().Add(serveStartTimeout)
-	for base == "" {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			base = m[1]
-		}
-		require.True(t, time.Now().Before(deadline), "serve did not start: %s", logs.String())
-		time.Sleep(10 * time.Millisecond)
-	}
-	c := client.New(base + "/graphql")
+	s := startServe(t, "--listen", "127.0.0.1:0", "--no-local-instance", "--log-format", "json", "--shutdown-grace", "1s",
+		"--db", filepath.Join(t.TempDir(), "switchyard.db"))
+	base, logs := strings.TrimSuffix(s.URL, "/graphql"), s.Logs
+	c := client.New(s.URL)
 	var res struct{ SubmitTask struct{ ID string } }
 	require.NoError(t, c.Do(context.Background(), `mutation { submitTask(input: {agentId: "cli", action: {kind: "click"}}) { id } }`, nil, &res))
 	require.NotEmpty(t, res.SubmitTask.ID)
@@ -92,13 +57,7 @@ func TestServeAnswersGraphQLAndShutsDownGracefully(t *testing.T) {
 	r.Body.Close()
 	require.Equal(t, http.StatusOK, r.StatusCode, "without a local instance the server is ready once it runs")
 
-	stop() // SIGINT
-	select {
-	case code := <-done:
-		require.Equal(t, 0, code, logs.String())
-	case <-time.After(20 * time.Second):
-		t.Fatal("serve did not stop")
-	}
+	require.Equal(t, 0, s.Stop(t), logs.String()) // as SIGINT
 	// The logs are JSON lines, and say what happened.
 	var sawDrain bool
 	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
@@ -173,22 +132,8 @@ func TestInstanceServesTheBuiltInBrowserBehindItsToken(t *testing.T) {
 	if _, ok := chromium.Find(); !ok {
 		t.Skip("chromium is not installed: skipping (apt-get install chromium)")
 	}
-	var out, logs syncBuffer
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"instance", "--listen", "127.0.0.1:0", "--token", "s3cret"}, &out, &logs)
-	}()
-	re := regexp.MustCompile(`instance listening on (http://\S+)`)
-	var base string
-	deadline := time.Now().Add(serveStartTimeout)
-	for base == "" {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			base = m[1]
-		}
-		require.True(t, time.Now().Before(deadline), "the instance did not start: %s", logs.String())
-		time.Sleep(10 * time.Millisecond)
-	}
+	inst := start(t, instanceLine, "instance", "--listen", "127.0.0.1:0", "--token", "s3cret")
+	base := inst.URL
 	// /health answers anyone, as a PinchTab bridge's does; everything else
 	// wants the token.
 	res, err := http.Get(base + "/health")
@@ -207,11 +152,5 @@ func TestInstanceServesTheBuiltInBrowserBehindItsToken(t *testing.T) {
 	require.NoError(t, err)
 	res.Body.Close()
 	require.Equal(t, http.StatusOK, res.StatusCode)
-	stop()
-	select {
-	case code := <-done:
-		require.Equal(t, 0, code, logs.String())
-	case <-time.After(20 * time.Second):
-		t.Fatal("the instance did not stop")
-	}
+	require.Equal(t, 0, inst.Stop(t), inst.Logs.String())
 }

@@ -33,44 +33,6 @@ func tourOperations(t *testing.T) map[string]string {
 	return ops
 }
 
-// startServe runs `switchyard serve` on a free port and returns its
-// GraphQL endpoint.
-// serveStartTimeout bounds how long a test waits for `switchyard serve` (or
-// `instance`) to say where it listens. It is a bound, not a claim about
-// speed: on a cold compilation cache the WebAssembly policies compile for
-// seconds, and tens of seconds on a busy two-core machine.
-const serveStartTimeout = 2 * time.Minute
-
-func startServe(t *testing.T, args ...string) string {
-	t.Helper()
-	var out, logs syncBuffer
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	db := filepath.Join(t.TempDir(), "switchyard.db")
-	go func() {
-		done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0", "--db", db}, args...), &out, &logs)
-	}()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Error("serve did not stop")
-		}
-	})
-	re := regexp.MustCompile(`GraphQL at (http://\S+/graphql)`)
-	deadline := time.Now().Add(serveStartTimeout)
-	for {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			return m[1]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not start:\n%s", logs.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestTheReadmeTourWorksAgainstARealServer(t *testing.T) {
 	t.Parallel()
 	ops := tourOperations(t)
@@ -81,11 +43,11 @@ func TestTheReadmeTourWorksAgainstARealServer(t *testing.T) {
 	if !browser {
 		t.Log("chromium is not installed: the tour runs without a local browser and skips its browser steps")
 	}
-	args := []string{}
+	args := []string{"--listen", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "switchyard.db")}
 	if !browser {
 		args = append(args, "--no-local-instance")
 	}
-	c := client.New(startServe(t, args...))
+	c := client.New(startServe(t, args...).URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -67,39 +66,13 @@ func TestTokenHashHashesTheTokenOnStandardInput(t *testing.T) {
 	require.ErrorIs(t, tokenCommand([]string{"hash"}, strings.NewReader(""), &out, &errOut), errUsage)
 }
 
-// startServeLogged runs `switchyard serve` with args until the test ends and
-// returns its base URL and its log.
+// startServeLogged runs `switchyard serve` with args, on the memory store
+// without a browser instance, until the test ends, and returns its base URL
+// and its log.
 func startServeLogged(t *testing.T, args ...string) (string, *syncBuffer) {
 	t.Helper()
-	var out syncBuffer
-	logs := &syncBuffer{}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, append([]string{"serve", "--no-local-instance", "--log-format", "json", "--shutdown-grace", "1s", "--store", "memory"}, args...), &out, logs)
-	}()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Error("serve did not stop")
-		}
-	})
-	re := regexp.MustCompile(`GraphQL at (http://\S+)/graphql`)
-	deadline := time.Now().Add(serveStartTimeout)
-	for {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			return m[1], logs
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("serve exited with %d: %s", code, logs.String())
-		default:
-		}
-		require.True(t, time.Now().Before(deadline), "serve did not start: %s", logs.String())
-		time.Sleep(10 * time.Millisecond)
-	}
+	s := startServe(t, append([]string{"--no-local-instance", "--log-format", "json", "--shutdown-grace", "1s", "--store", "memory"}, args...)...)
+	return strings.TrimSuffix(s.URL, "/graphql"), s.Logs
 }
 
 func TestServeWithTokensNeedsThemAndAuditsMutationsWithoutSecrets(t *testing.T) {
