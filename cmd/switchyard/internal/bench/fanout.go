@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/switchyard/switchyard/graph/client"
 )
 
 // FanoutResult is what the fanout mode measured.
@@ -80,36 +82,17 @@ func pct(s *Summary, p int) float64 {
 	return s.P99
 }
 
-type statsView struct {
-	LastSeq         uint64 `json:"lastSeq"`
-	DispatchLatency struct {
-		Buckets []struct {
-			LeMs  *float64 `json:"leMs"`
-			Count uint64   `json:"count"`
-		} `json:"buckets"`
-	} `json:"dispatchLatency"`
-}
+// statsView is what fanout reads of the server's stats.
+type statsView = DispatchLatencyStats
 
 func readStats(ctx context.Context, hc *http.Client, endpoint string) (statsView, error) {
-	var out struct {
-		Data   struct{ Stats statsView }
-		Errors []struct{ Message string }
-	}
-	body := []byte(`{"query":"{ stats { lastSeq dispatchLatency { buckets { leMs count } } } }"}`)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	res, err := hc.Do(req)
+	gql := client.New(endpoint)
+	gql.HTTP = hc
+	res, err := DispatchLatency(ctx, gql)
 	if err != nil {
 		return statsView{}, err
 	}
-	defer res.Body.Close()
-	if err := json.NewDecoder(res.Body).Decode(&out); err != nil {
-		return statsView{}, err
-	}
-	if len(out.Errors) > 0 {
-		return statsView{}, errors.New(out.Errors[0].Message)
-	}
-	return out.Data.Stats, nil
+	return res.Stats, nil
 }
 
 // dispatchP99 estimates the p99 dispatch latency between two stats reads.
@@ -122,10 +105,10 @@ func dispatchP99(a, b statsView) float64 {
 		return *le
 	}
 	for _, x := range b.DispatchLatency.Buckets {
-		counts[key(x.LeMs)] += x.Count
+		counts[key(x.LeMs)] += uint64(x.Count)
 	}
 	for _, x := range a.DispatchLatency.Buckets {
-		counts[key(x.LeMs)] -= x.Count
+		counts[key(x.LeMs)] -= uint64(x.Count)
 	}
 	var bounds []float64
 	var total uint64
@@ -236,7 +219,7 @@ func (g *generator) phase(ctx context.Context, d time.Duration) (events uint64, 
 	if err != nil {
 		return 0, 0, nil, err
 	}
-	return after.LastSeq - before.LastSeq, dispatchP99(before, after), g.take(), nil
+	return uint64(after.LastSeq - before.LastSeq), dispatchP99(before, after), g.take(), nil
 }
 
 func runFanout(ctx context.Context, endpoint string, o Options, stderr io.Writer) (*Result, error) {
@@ -431,9 +414,9 @@ func (s *subscriber) connect(ctx context.Context, hc *http.Client, endpoint, pro
 			break
 		}
 	}
-	query := `subscription { taskEvents { seq kind at taskId to skipped } }`
+	query := FollowEvents_Operation
 	if feed {
-		query = `subscription { taskEventFeed(max: 2000, maxDelayMs: 50) { events } }`
+		query = FollowFeed_Operation
 	}
 	typ := "subscribe"
 	if protocol == "graphql-ws" {

@@ -15,13 +15,11 @@ import (
 	"github.com/switchyard/switchyard/graph/client"
 )
 
-const followTask = `subscription Follow($id: ID!) { task(id: $id) { state } }`
-
 // followUntilSettled follows a task over the task subscription (Server-Sent
 // Events) until it settles, in the engine's sense (engine.State.Settled:
 // terminal, or PARKED), and returns that state.
 func followUntilSettled(ctx context.Context, gql *client.Client, id string) (engine.State, error) {
-	st, err := gql.SubscribeSSE(ctx, followTask, map[string]any{"id": id})
+	st, err := gql.SubscribeSSE(ctx, Follow_Operation, map[string]any{"id": id})
 	if err != nil {
 		return 0, err
 	}
@@ -37,11 +35,11 @@ func followUntilSettled(ctx context.Context, gql *client.Client, id string) (eng
 		if len(msg.Errors) > 0 {
 			return 0, msg.Errors
 		}
-		var data struct{ Task struct{ State string } }
+		var data FollowResponse
 		if err := json.Unmarshal(msg.Data, &data); err != nil {
 			return 0, err
 		}
-		state, ok := engine.ParseState(data.Task.State)
+		state, ok := engine.ParseState(string(data.Task.State))
 		if !ok {
 			return 0, fmt.Errorf("the task is in an unknown state %q", data.Task.State)
 		}

@@ -186,13 +186,13 @@ func runForward(ctx context.Context, endpoint string, inst forwardTarget, o Opti
 // alone.
 func throughSwitchyard(ctx context.Context, gql *client.Client, agent, tab string) (time.Duration, time.Duration, error) {
 	t0 := time.Now()
-	var out struct{ SubmitTask struct{ ID, State string } }
 	in := map[string]any{"agentId": agent, "tabId": tab, "action": map[string]any{"kind": "title"}}
-	if err := gql.Do(ctx, `mutation Submit($in: SubmitTaskInput!) { submitTask(input: $in) { id state } }`, map[string]any{"in": in}, &out); err != nil {
+	out, err := Submit(ctx, gql, in)
+	if err != nil {
 		return 0, 0, fmt.Errorf("through: submit: %w", err)
 	}
 	submitted := time.Since(t0)
-	state, err := followUntilSettled(ctx, gql, out.SubmitTask.ID)
+	state, err := followUntilSettled(ctx, gql, out.SubmitTask.Id)
 	if err != nil {
 		return 0, 0, fmt.Errorf("through: follow: %w", err)
 	}

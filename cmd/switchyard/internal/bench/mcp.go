@@ -132,13 +132,13 @@ func (w *mcpWorker) viaMCP(ctx context.Context) (time.Duration, error) {
 // it ends. It returns the whole and the mutation alone.
 func (w *mcpWorker) viaGraphQL(ctx context.Context) (time.Duration, time.Duration, error) {
 	t0 := time.Now()
-	var out struct{ SubmitTask struct{ ID string } }
 	in := map[string]any{"agentId": w.agent, "sessionKey": w.session, "action": map[string]any{"kind": "click", "selector": "#go"}}
-	if err := w.gql.Do(ctx, submitMutation, map[string]any{"in": in}, &out); err != nil {
+	out, err := Submit(ctx, w.gql, in)
+	if err != nil {
 		return 0, 0, fmt.Errorf("graphql submit: %w", err)
 	}
 	submitted := time.Since(t0)
-	state, err := followUntilSettled(ctx, w.gql, out.SubmitTask.ID)
+	state, err := followUntilSettled(ctx, w.gql, out.SubmitTask.Id)
 	if err != nil {
 		return 0, 0, fmt.Errorf("graphql follow: %w", err)
 	}

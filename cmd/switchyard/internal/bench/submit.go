@@ -13,11 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-)
 
-const (
-	submitMutation = `mutation Submit($in: SubmitTaskInput!) { submitTask(input: $in) { id } }`
-	batchMutation  = `mutation SubmitBatch($in: SubmitTasksInput!) { submitTasks(input: $in) { accepted refused } }`
+	"github.com/switchyard/switchyard/graph/client"
 )
 
 func taskInput(agent string, i int) map[string]any {
@@ -32,13 +29,13 @@ func taskInput(agent string, i int) map[string]any {
 func requestBody(w int, batch bool, size int) ([]byte, error) {
 	agent := fmt.Sprintf("bench-%d", w%32)
 	if !batch {
-		return json.Marshal(map[string]any{"query": submitMutation, "variables": map[string]any{"in": taskInput(agent, w)}})
+		return json.Marshal(map[string]any{"query": Submit_Operation, "variables": map[string]any{"in": taskInput(agent, w)}})
 	}
 	items := make([]map[string]any, size)
 	for i := range items {
 		items[i] = map[string]any{"task": taskInput(agent, i)}
 	}
-	return json.Marshal(map[string]any{"query": batchMutation, "variables": map[string]any{"in": map[string]any{"items": items}}})
+	return json.Marshal(map[string]any{"query": SubmitBatch_Operation, "variables": map[string]any{"in": map[string]any{"items": items}}})
 }
 
 // runSubmit runs the submit and batch modes, and e2e: batches as in batch,
@@ -57,6 +54,8 @@ func runSubmit(ctx context.Context, endpoint string, o Options, batch, e2e bool)
 		size = o.Batch
 	}
 	hc := httpClient(n, o.Token)
+	gql := client.New(endpoint)
+	gql.HTTP = hc
 	var (
 		measuring atomic.Bool
 		requests  atomic.Uint64
@@ -82,12 +81,7 @@ func runSubmit(ctx context.Context, endpoint string, o Options, batch, e2e bool)
 		go func() {
 			defer wg.Done()
 			mine := make([]time.Duration, 0, 1<<14)
-			var out struct {
-				Data struct {
-					SubmitTasks struct{ Accepted, Refused int }
-				}
-				Errors []struct{ Message string }
-			}
+			var out struct{ Data SubmitBatchResponse }
 			for ctx.Err() == nil {
 				start := time.Now()
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
@@ -137,7 +131,7 @@ func runSubmit(ctx context.Context, endpoint string, o Options, batch, e2e bool)
 	var before uint64
 	if e2e {
 		var err error
-		if before, err = succeeded(ctx, hc, endpoint); err != nil {
+		if before, err = succeeded(ctx, gql); err != nil {
 			return nil, err
 		}
 	}
@@ -149,7 +143,7 @@ func runSubmit(ctx context.Context, endpoint string, o Options, batch, e2e bool)
 	var after uint64
 	if e2e {
 		var err error
-		if after, err = succeeded(ctx, hc, endpoint); err != nil {
+		if after, err = succeeded(ctx, gql); err != nil {
 			return nil, err
 		}
 	}
@@ -171,42 +165,16 @@ func runSubmit(ctx context.Context, endpoint string, o Options, batch, e2e bool)
 	return r, nil
 }
 
-const statsQuery = `{ stats { ended { state count } } }`
-
 // succeeded reads how many tasks the server has seen succeed since it
 // started.
-func succeeded(ctx context.Context, hc *http.Client, endpoint string) (uint64, error) {
-	body, _ := json.Marshal(map[string]any{"query": statsQuery})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := hc.Do(req)
+func succeeded(ctx context.Context, gql *client.Client) (uint64, error) {
+	res, err := EndedCounts(ctx, gql)
 	if err != nil {
 		return 0, fmt.Errorf("e2e: read the server's stats: %w", err)
 	}
-	defer res.Body.Close()
-	var out struct {
-		Data struct {
-			Stats struct {
-				Ended []struct {
-					State string
-					Count uint64
-				}
-			}
-		}
-		Errors []struct{ Message string }
-	}
-	if err := json.NewDecoder(res.Body).Decode(&out); err != nil {
-		return 0, fmt.Errorf("e2e: read the server's stats: %w", err)
-	}
-	if len(out.Errors) > 0 {
-		return 0, fmt.Errorf("e2e: read the server's stats: %s", out.Errors[0].Message)
-	}
-	for _, c := range out.Data.Stats.Ended {
-		if c.State == "SUCCEEDED" {
-			return c.Count, nil
+	for _, c := range res.Stats.Ended {
+		if c.State == TaskStateSucceeded {
+			return uint64(c.Count), nil
 		}
 	}
 	return 0, nil

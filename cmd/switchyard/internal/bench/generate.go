@@ -1,0 +1,3 @@
+package bench
+
+//go:generate go tool genqlient genqlient.yaml
