@@ -2,8 +2,12 @@
 // (content-hashed names under assets/), and THIRD_PARTY_LICENSES.txt with the
 // licence of every npm package in the output. The Go package embeds dist/.
 //
+// The GraphQL operations (the /* GraphQL */ strings of src/queries.ts) go
+// through graphql-codegen first: it validates them against the schema
+// (../../schema/*.graphqls) and writes their types to
+// src/graphql.generated.ts; the build stops when one does not validate.
 // The sources are TypeScript: `tsc` (typescript 7, the native compiler)
-// checks them first and the build stops on a type error; esbuild then strips
+// checks them next and the build stops on a type error; esbuild then strips
 // the types and bundles. The build is reproducible: the same inputs give
 // byte-identical files, and it records a digest of its inputs in index.html
 // so a Go test can tell when dist/ is stale without running node.
@@ -14,12 +18,47 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { generate } from '@graphql-codegen/cli';
 import * as esbuild from 'esbuild';
 import { inputsDigest, licenses, sizeReport } from '../webbuild/webbuild.mjs';
 
 const root = dirname(fileURLToPath(import.meta.url));
 const dist = join(root, 'dist');
 const assets = join(dist, 'assets');
+
+// codegen validates the operations and writes their types.
+async function codegen() {
+  const out = join(root, 'src', 'graphql.generated.ts');
+  try {
+    await generate(
+      {
+        schema: join(root, '..', '..', 'schema', '*.graphqls'),
+        documents: [join(root, 'src', 'queries.ts')],
+        generates: {
+          [out]: {
+            plugins: ['typescript-operations'],
+            config: {
+              enumsAsTypes: true,
+              avoidOptionals: { field: true, object: true, inputValue: false, defaultValue: false },
+              skipTypename: true,
+              useTypeImports: true,
+              maybeValue: 'T | null',
+              inputMaybeValue: 'T | null | undefined',
+              strictScalars: true,
+              scalars: { Time: 'string', JSON: 'unknown', Int64: 'number' },
+            },
+          },
+        },
+        silent: true,
+        errorsOnly: true,
+      },
+      true,
+    );
+  } catch (err) {
+    console.error(`build: an operation does not validate against the schema:\n${err.message ?? err}`);
+    process.exit(1);
+  }
+}
 
 function typecheck() {
   const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
@@ -34,6 +73,7 @@ function typecheck() {
 const assetName = (out) => relative(assets, join(root, out)).split(sep).join('/');
 
 async function build() {
+  await codegen();
   typecheck();
   rmSync(dist, { recursive: true, force: true });
   mkdirSync(assets, { recursive: true });

@@ -1,19 +1,15 @@
 // The GraphQL operations the dashboard sends, and the shapes of their
-// answers. Every one is a public operation of schema.graphqls: the
-// dashboard can do nothing that a client could not.
+// answers. Every one is a public operation of the schema (graph/schema):
+// the dashboard can do nothing that a client could not.
+//
+// The operations are the /* GraphQL */ strings below. The build runs
+// graphql-codegen over them first: it validates each against the schema
+// (the build fails when one no longer does) and writes their answers' types
+// to graphql.generated.ts, which the types here are taken from.
 
-export type TaskState =
-  | 'QUEUED'
-  | 'WAITING'
-  | 'ASSIGNED'
-  | 'RUNNING'
-  | 'RETRY_WAIT'
-  | 'SUCCEEDED'
-  | 'FAILED'
-  | 'PARKED'
-  | 'CANCELLED'
-  | 'REJECTED'
-  | 'EXPIRED';
+import type * as G from './graphql.generated';
+
+export type TaskState = G.TaskState;
 
 export const TERMINAL: ReadonlySet<string> = new Set(['SUCCEEDED', 'FAILED', 'CANCELLED', 'REJECTED', 'EXPIRED']);
 export const STATES: TaskState[] = [
@@ -21,166 +17,77 @@ export const STATES: TaskState[] = [
   'SUCCEEDED', 'FAILED', 'CANCELLED', 'REJECTED', 'EXPIRED',
 ];
 
-export interface StateCount { state: TaskState; count: number }
-export interface LatencyBucket { leMs: number | null; count: number }
+const STATS_FIELDS = /* GraphQL */ `
+  fragment StatsFields on Stats {
+    at inFlight maxInFlight pending submitted dispatched rejected lastSeq draining
+    byState { state count } ended { state count }
+    dispatchLatency { count p50Ms p99Ms buckets { leMs count } }
+  }`;
 
-export interface Stats {
-  at: string;
-  inFlight: number;
-  maxInFlight: number;
-  pending: number;
-  submitted: number;
-  dispatched: number;
-  rejected: number;
-  lastSeq: number;
-  draining: boolean;
-  byState: StateCount[];
-  ended: StateCount[];
-  dispatchLatency: { count: number; p50Ms: number; p99Ms: number; buckets: LatencyBucket[] };
-}
+export type Stats = G.StatsFieldsFragment;
 
-const statsFields = `at inFlight maxInFlight pending submitted dispatched rejected lastSeq draining
-  byState { state count } ended { state count }
-  dispatchLatency { count p50Ms p99Ms buckets { leMs count } }`;
+const statsSubOp = /* GraphQL */ `
+  subscription DashboardStats { stats(intervalMs: 1000) { ...StatsFields } }`;
+export const STATS_SUB = statsSubOp + STATS_FIELDS;
 
-export const STATS_SUB = `subscription DashboardStats { stats(intervalMs: 1000) { ${statsFields} } }`;
-
-export interface Lane {
-  name: string;
-  maxInFlight: number;
-  maxQueued: number;
-  paused: boolean;
-  inFlight: number;
-  pending: number;
-  dropPolicy: string;
-  selectionPolicy: string;
-  retryPolicyName: string;
-}
-
-export interface Agent {
-  id: string;
-  inFlight: number;
-  pending: number;
-  maxInFlight: number;
-  weight: number;
-  dispatchedLastMinute: number;
-  share: number;
-}
-
-export interface Instance {
-  id: string;
-  url: string;
-  kind: string;
-  capacity: number;
-  health: 'UNKNOWN' | 'HEALTHY' | 'UNHEALTHY';
-  latencyMs: number;
-  lastCheck: string | null;
-  lastError: string | null;
-  failures: number;
-  tabs: number;
-  inFlight: number;
-}
-
-export interface PolicyAssignment { slot: string; lane: string | null; name: string }
-
-export interface Plugin {
-  name: string;
-  slot: string;
-  builtin: boolean;
-  native: boolean;
-  state: 'ACTIVE' | 'DISABLED';
-  disabledReason: string | null;
-  activeIn: string[];
-  calls: number;
-  faults: number;
-  fallbacks: number;
-  p50Us: number;
-  p99Us: number;
-}
-
-export interface PluginEvent {
-  seq: number;
-  kind: string;
-  plugin: string | null;
-  slot: string | null;
-  lane: string | null;
-  reason: string | null;
-  at: string;
-  lagged: number;
-}
-
-export const PLUGIN_SUB = `subscription DashboardPluginEvents { pluginEvents { seq kind plugin slot lane reason at lagged } }`;
-
-const instanceFields = 'id url kind capacity health latencyMs lastCheck lastError failures tabs inFlight';
+const INSTANCE_FIELDS = /* GraphQL */ `
+  fragment InstanceFields on Instance { id url kind capacity health latencyMs lastCheck lastError failures tabs inFlight }`;
 
 /** Refreshed on every stats tick: what changes without an event of its own. */
-export const OVERVIEW = `query DashboardOverview {
-  lanes { name maxInFlight maxQueued paused inFlight pending dropPolicy selectionPolicy retryPolicyName }
-  agents { id inFlight pending maxInFlight weight dispatchedLastMinute share }
-  instances { ${instanceFields} }
-  policies { slot lane name }
-}`;
+const overviewOp = /* GraphQL */ `
+  query DashboardOverview {
+    lanes { name maxInFlight maxQueued paused inFlight pending dropPolicy selectionPolicy retryPolicyName }
+    agents { id inFlight pending maxInFlight weight dispatchedLastMinute share }
+    instances { ...InstanceFields }
+    policies { slot lane name }
+  }`;
+export const OVERVIEW = overviewOp + INSTANCE_FIELDS;
 
-export interface Overview {
-  lanes: Lane[];
-  agents: Agent[];
-  instances: Instance[];
-  policies: PolicyAssignment[];
-}
+export type Overview = G.DashboardOverviewQuery;
+export type Lane = Overview['lanes'][number];
+export type Agent = Overview['agents'][number];
+export type Instance = G.InstanceFieldsFragment;
+export type PolicyAssignment = Overview['policies'][number];
 
 /** Separate from OVERVIEW: a server without a plugin host answers UNAVAILABLE. */
-export const PLUGINS = `query DashboardPlugins {
-  plugins { name slot builtin native state disabledReason activeIn calls faults fallbacks p50Us p99Us }
-}`;
+export const PLUGINS = /* GraphQL */ `
+  query DashboardPlugins {
+    plugins { name slot builtin native state disabledReason activeIn calls faults fallbacks p50Us p99Us }
+  }`;
 
-export interface HeartbeatSample {
-  at: string;
-  latencyMs: number;
-  ok: boolean;
-}
+export type Plugin = G.DashboardPluginsQuery['plugins'][number];
 
-export interface HeartbeatCheck {
-  id: string;
-  name: string;
-  url: string;
-  state: 'UNKNOWN' | 'UP' | 'DOWN';
-  since: string;
-  enabled: boolean;
-  intervalMs: number;
-  uptime: number | null;
-  latencyP50Ms: number | null;
-  lastProbeAt: string | null;
-  history: HeartbeatSample[];
-}
+export const PLUGIN_SUB = /* GraphQL */ `
+  subscription DashboardPluginEvents { pluginEvents { seq kind plugin slot lane reason at lagged } }`;
+
+export type PluginEvent = G.DashboardPluginEventsSubscription['pluginEvents'];
+
+export const SERVER = /* GraphQL */ `
+  query DashboardServer { server { version startedAt draining } stats { lastSeq } }`;
+
+export type ServerInfo = G.DashboardServerQuery;
 
 /** The latest probes of each check: enough for a latency sparkline. */
-export const HEARTBEATS = `query DashboardHeartbeats {
-  heartbeatChecks { id name url state since enabled intervalMs uptime latencyP50Ms lastProbeAt history(last: 40) { at latencyMs ok } }
-}`;
+export const HEARTBEATS = /* GraphQL */ `
+  query DashboardHeartbeats {
+    heartbeatChecks { id name url state since enabled intervalMs uptime latencyP50Ms lastProbeAt history(last: 40) { at latencyMs ok } }
+  }`;
 
-export interface HeartbeatEvent {
-  seq: number;
-  at: string;
-  checkId: string;
-  name: string;
-  from: string;
-  to: string;
-  sample: { error: string | null };
-}
+export type HeartbeatCheck = G.DashboardHeartbeatsQuery['heartbeatChecks'][number];
+export type HeartbeatSample = HeartbeatCheck['history'][number];
 
-export const HEARTBEAT_SUB = `subscription DashboardHeartbeatEvents { heartbeatEvents { seq at checkId name from to sample { error } } }`;
+export const HEARTBEAT_SUB = /* GraphQL */ `
+  subscription DashboardHeartbeatEvents { heartbeatEvents { seq at checkId name from to sample { error } } }`;
 
-export const SERVER = `query DashboardServer { server { version startedAt draining } stats { lastSeq } }`;
+export type HeartbeatEvent = G.DashboardHeartbeatEventsSubscription['heartbeatEvents'];
 
-export interface ServerInfo {
-  server: { version: string; startedAt: string; draining: boolean };
-  stats: { lastSeq: number };
-}
-
-/** One element of taskEventFeed.events (null fields left out). */
+/**
+ * One element of taskEventFeed.events (null fields left out). The feed's
+ * events are JSON, so this type is written by hand, after TaskEvent's fields.
+ */
 export interface FeedEvent {
   seq: number;
-  kind: 'STATE' | 'RELEASED' | 'STALE' | 'LANE' | 'ENGINE' | 'LAGGED' | 'BATCH' | string;
+  kind: G.TaskEventKind | string;
   at: string;
   taskId?: string;
   agentId?: string;
@@ -194,102 +101,63 @@ export interface FeedEvent {
   skipped?: number;
 }
 
-export const FEED_SUB = `subscription DashboardFeed($filter: TaskEventFilter, $after: Int64) {
-  taskEventFeed(filter: $filter, after: $after, max: 2000, maxDelayMs: 50) { events count lastSeq }
-}`;
+export const FEED_SUB = /* GraphQL */ `
+  subscription DashboardFeed($filter: TaskEventFilter, $after: Int64) {
+    taskEventFeed(filter: $filter, after: $after, max: 2000, maxDelayMs: 50) { events count lastSeq }
+  }`;
 
-export interface FeedMessage { taskEventFeed: { events: FeedEvent[]; count: number; lastSeq: number } }
-
-export const INSTANCE_SUB = `subscription DashboardInstances {
-  instanceEvents { seq kind at reason missed instance { ${instanceFields} } }
-}`;
-
-export interface InstanceEvent {
-  seq: number;
-  kind: string;
-  at: string;
-  reason: string | null;
-  missed: number;
-  instance: Instance;
+export interface FeedMessage {
+  taskEventFeed: Omit<G.DashboardFeedSubscription['taskEventFeed'], 'events'> & { events: FeedEvent[] };
 }
 
-export interface Attempt {
-  n: number;
-  instanceId: string | null;
-  tabId: string | null;
-  assignedAt: string;
-  startedAt: string | null;
-  endedAt: string | null;
-  errorClass: string;
-  httpStatus: number | null;
-  error: string | null;
-}
+const instanceSubOp = /* GraphQL */ `
+  subscription DashboardInstances {
+    instanceEvents { seq kind at reason missed instance { ...InstanceFields } }
+  }`;
+export const INSTANCE_SUB = instanceSubOp + INSTANCE_FIELDS;
 
-export interface TaskDetail {
-  id: string;
-  seq: number;
-  agentId: string;
-  lane: string;
-  sessionKey: string | null;
-  session: string | null;
-  priority: string;
-  action: { kind: string; ref: string | null; selector: string | null; params: unknown } | null;
-  instruction: string | null;
-  tabId: string | null;
-  instanceId: string | null;
-  dependsOn: string[];
-  dependencies: { id: string; state: TaskState | null }[];
-  batchId: string | null;
-  parentId: string | null;
-  depth: number;
-  state: TaskState;
-  reason: string | null;
-  attempts: Attempt[];
-  attemptCount: number;
-  result: unknown;
-  error: string | null;
-  errorClass: string;
-  submittedAt: string;
-  queuedAt: string | null;
-  nextRunAt: string | null;
-  endedAt: string | null;
-  updatedAt: string;
-  deadline: string | null;
-  timeoutMs: number | null;
-  position: number | null;
-  labels: { key: string; value: string }[];
-  children: { id: string; state: TaskState }[];
-}
+export type InstanceEvent = G.DashboardInstancesSubscription['instanceEvents'];
 
-const taskFields = `id seq agentId lane sessionKey session priority
-  action { kind ref selector params } instruction tabId instanceId
-  dependsOn dependencies { id state } batchId parentId depth
-  state reason attemptCount result error errorClass
-  attempts { n instanceId tabId assignedAt startedAt endedAt errorClass httpStatus error }
-  submittedAt queuedAt nextRunAt endedAt updatedAt deadline timeoutMs position
-  labels { key value } children(first: 50) { id state }`;
+const TASK_FIELDS = /* GraphQL */ `
+  fragment TaskFields on Task {
+    id seq agentId lane sessionKey session priority
+    action { kind ref selector params } instruction tabId instanceId
+    dependsOn dependencies { id state } batchId parentId depth
+    state reason attemptCount result error errorClass
+    attempts { n instanceId tabId assignedAt startedAt endedAt errorClass httpStatus error }
+    submittedAt queuedAt nextRunAt endedAt updatedAt deadline timeoutMs position
+    labels { key value } children(first: 50) { id state }
+  }`;
 
-export const TASK = `query DashboardTask($id: ID!) { task(id: $id) { ${taskFields} } }`;
-export const TASK_SUB = `subscription DashboardTaskLive($id: ID!) { task(id: $id) { ${taskFields} } }`;
+export type TaskDetail = G.TaskFieldsFragment;
+export type Attempt = TaskDetail['attempts'][number];
 
-export interface BatchNode { id: string; state: TaskState; dependsOn: string[]; agentId: string }
-export interface BatchInfo {
-  id: string;
-  total: number;
-  done: boolean;
-  parallelism: number | null;
-  tasks: { nodes: BatchNode[]; pageInfo: { hasNextPage: boolean } };
-}
+const taskOp = /* GraphQL */ `
+  query DashboardTask($id: ID!) { task(id: $id) { ...TaskFields } }`;
+export const TASK = taskOp + TASK_FIELDS;
+const taskSubOp = /* GraphQL */ `
+  subscription DashboardTaskLive($id: ID!) { task(id: $id) { ...TaskFields } }`;
+export const TASK_SUB = taskSubOp + TASK_FIELDS;
 
 /** The batch's tasks, for the dependency graph (the first 200). */
-export const BATCH = `query DashboardBatch($id: ID!) {
-  batch(id: $id) { id total done parallelism tasks(first: 200) { nodes { id state dependsOn agentId } pageInfo { hasNextPage } } }
-}`;
+export const BATCH = /* GraphQL */ `
+  query DashboardBatch($id: ID!) {
+    batch(id: $id) { id total done parallelism tasks(first: 200) { nodes { id state dependsOn agentId } pageInfo { hasNextPage } } }
+  }`;
 
-export const CANCEL_TASK = `mutation DashboardCancel($id: ID!) { cancelTask(id: $id, reason: "cancelled from the dashboard") { id state } }`;
-export const RESET_TASK = `mutation DashboardReset($id: ID!) { resetTask(id: $id) { id state } }`;
-export const RETRY_TASK = `mutation DashboardRetry($id: ID!) { retryTask(id: $id) { id state } }`;
-export const STOP_SESSION = `mutation DashboardStopSession($key: String!, $all: Boolean) { stopSession(sessionKey: $key, all: $all) { count ids } }`;
-export const UPDATE_LANE = `mutation DashboardUpdateLane($name: String!, $input: LaneInput!) {
-  updateLane(name: $name, input: $input) { name maxInFlight maxQueued paused inFlight pending dropPolicy selectionPolicy retryPolicyName }
-}`;
+export type BatchInfo = NonNullable<G.DashboardBatchQuery['batch']>;
+export type BatchNode = BatchInfo['tasks']['nodes'][number];
+
+export const CANCEL_TASK = /* GraphQL */ `
+  mutation DashboardCancel($id: ID!) { cancelTask(id: $id, reason: "cancelled from the dashboard") { id state } }`;
+export const RESET_TASK = /* GraphQL */ `
+  mutation DashboardReset($id: ID!) { resetTask(id: $id) { id state } }`;
+export const RETRY_TASK = /* GraphQL */ `
+  mutation DashboardRetry($id: ID!) { retryTask(id: $id) { id state } }`;
+export const STOP_SESSION = /* GraphQL */ `
+  mutation DashboardStopSession($key: String!, $all: Boolean) { stopSession(sessionKey: $key, all: $all) { count ids } }`;
+export const UPDATE_LANE = /* GraphQL */ `
+  mutation DashboardUpdateLane($name: String!, $input: LaneInput!) {
+    updateLane(name: $name, input: $input) { name maxInFlight maxQueued paused inFlight pending dropPolicy selectionPolicy retryPolicyName }
+  }`;
+
