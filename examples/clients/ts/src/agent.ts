@@ -14,6 +14,8 @@
 import { createClient, type Client } from 'graphql-ws';
 import WebSocket from 'ws';
 
+import type * as G from './graphql.generated.js';
+
 const server = (process.env.SWITCHYARD_SERVER ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
 const endpoint = `${server}/graphql`;
 const token = process.env.SWITCHYARD_TOKEN ?? '';
@@ -23,17 +25,40 @@ const auth: Record<string, string> = token ? { Authorization: `Bearer ${token}` 
 
 const TERMINAL = new Set(['SUCCEEDED', 'FAILED', 'CANCELLED', 'REJECTED', 'EXPIRED']);
 
+// The operations, as /* GraphQL */ strings: `npm run build` runs
+// graphql-codegen over them first, which validates them against the schema
+// (../../graph/schema) and writes the types of their variables and answers
+// to graphql.generated.ts; the build fails when one no longer validates.
+
+const STATS = /* GraphQL */ `
+  query AgentStats { stats { lastSeq } }`;
+
+const SUBMIT = /* GraphQL */ `
+  mutation AgentSubmit($in: SubmitTasksInput!) {
+    submitTasks(input: $in) { batchId items { key task { id } error { code message } } }
+  }`;
+
+const FOLLOW = /* GraphQL */ `
+  subscription AgentFollow($b: ID!, $after: Int64) {
+    taskEventFeed(filter: {batchId: $b}, after: $after) { events lastSeq }
+  }`;
+
+const RESULTS = /* GraphQL */ `
+  query AgentResults($id: ID!) {
+    batch(id: $id) { tasks(first: 10) { nodes { id state result error } } }
+  }`;
+
 interface GraphQLError {
   message: string;
   extensions?: { code?: string };
 }
 
 /** Runs a query or mutation over HTTP; GraphQL errors are thrown. */
-async function gql<T>(query: string, variables: Record<string, unknown> = {}): Promise<T> {
+async function gql<T, V extends Record<string, unknown> = Record<string, never>>(query: string, variables?: V): Promise<T> {
   const res = await fetch(endpoint, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...auth },
-    body: JSON.stringify({ query, variables }),
+    body: JSON.stringify({ query, variables: variables ?? {} }),
   });
   const body = (await res.json()) as { data?: T; errors?: GraphQLError[] };
   if (body.errors?.length) {
@@ -44,8 +69,8 @@ async function gql<T>(query: string, variables: Record<string, unknown> = {}): P
 }
 
 /** The batch: four browser tasks in one session, naming each other by key. */
-function dag(session: string) {
-  const task = (action: Record<string, unknown>, ...dependsOn: string[]) => ({
+function dag(session: string): G.BatchItemInput[] {
+  const task = (action: G.ActionInput, ...dependsOn: string[]): G.SubmitTaskInput => ({
     agentId,
     sessionKey: session,
     action,
@@ -60,6 +85,7 @@ function dag(session: string) {
   ];
 }
 
+/** One element of taskEventFeed.events: JSON, with TaskEvent's fields. */
 interface FeedEvent {
   seq: number;
   kind: string;
@@ -72,26 +98,23 @@ interface FeedEvent {
 async function main(): Promise<number> {
   // 1. Where the event stream stands: following from here after the submit
   // cannot miss the batch's first events.
-  const { stats } = await gql<{ stats: { lastSeq: number } }>('{ stats { lastSeq } }');
+  const { stats } = await gql<G.AgentStatsQuery>(STATS);
 
   // 2. Submit the DAG as one batch.
   const session = `${agentId}-${Date.now()}`;
-  const { submitTasks } = await gql<{
-    submitTasks: {
-      batchId: string;
-      items: { key: string; task: { id: string } | null; error: { code: string; message: string } | null }[];
-    };
-  }>(
-    `mutation($in: SubmitTasksInput!) { submitTasks(input: $in) { batchId items { key task { id } error { code message } } } }`,
-    { in: { items: dag(session) } },
-  );
+  const { submitTasks } = await gql<G.AgentSubmitMutation, G.AgentSubmitMutationVariables>(SUBMIT, {
+    in: { items: dag(session) },
+  });
   const keyOf = new Map<string, string>();
   for (const it of submitTasks.items) {
     if (it.error || !it.task) throw new Error(`item ${it.key} refused: ${it.error?.code}: ${it.error?.message}`);
-    keyOf.set(it.task.id, it.key);
-    console.log(`submitted ${it.key.padEnd(5)} ${it.task.id}`);
+    const key = it.key ?? it.task.id; // every item of dag() has a key
+    keyOf.set(it.task.id, key);
+    console.log(`submitted ${key.padEnd(5)} ${it.task.id}`);
   }
-  console.log(`batch ${submitTasks.batchId}: following it live`);
+  const batchId = submitTasks.batchId;
+  if (!batchId) throw new Error('the server made no batch');
+  console.log(`batch ${batchId}: following it live`);
 
   // 3. Follow the batch's events until every task has ended. When the
   // socket drops, subscribe again after the last seq seen.
@@ -105,14 +128,12 @@ async function main(): Promise<number> {
   let after = stats.lastSeq;
   while (ended.size < keyOf.size) {
     try {
-      const events = client.iterate<{ taskEventFeed: { events: FeedEvent[]; lastSeq: number } }>({
-        query: `subscription($b: ID!, $after: Int64) { taskEventFeed(filter: {batchId: $b}, after: $after) { events lastSeq } }`,
-        variables: { b: submitTasks.batchId, after },
-      });
+      const variables: G.AgentFollowSubscriptionVariables = { b: batchId, after };
+      const events = client.iterate<G.AgentFollowSubscription>({ query: FOLLOW, variables });
       for await (const msg of events) {
         if (msg.errors?.length) throw new Error(msg.errors[0]!.message);
         const feed = msg.data!.taskEventFeed;
-        for (const e of feed.events) {
+        for (const e of feed.events as FeedEvent[]) {
           if (e.kind === 'LAGGED') throw new Error('fell behind the server (LAGGED)');
           if (e.kind !== 'STATE' || !e.taskId) continue;
           console.log(`${String(e.seq).padStart(6)} ${keyOf.get(e.taskId)?.padEnd(5)} ${e.from ?? '·'} → ${e.to} ${e.reason ?? ''}`);
@@ -129,10 +150,8 @@ async function main(): Promise<number> {
   await client.dispose();
 
   // 4. Read the results.
-  const { batch } = await gql<{ batch: { tasks: { nodes: { id: string; state: string; result: unknown; error: string | null }[] } } }>(
-    `query($id: ID!) { batch(id: $id) { tasks(first: 10) { nodes { id state result error } } } }`,
-    { id: submitTasks.batchId },
-  );
+  const { batch } = await gql<G.AgentResultsQuery, G.AgentResultsQueryVariables>(RESULTS, { id: batchId });
+  if (!batch) throw new Error(`batch ${batchId} not found`);
   let ok = true;
   for (const t of batch.tasks.nodes) {
     ok &&= t.state === 'SUCCEEDED';
