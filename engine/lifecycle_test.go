@@ -293,18 +293,23 @@ func TestShutdownCancelsWhatRunsPastTheGrace(t *testing.T) {
 type durableGate struct {
 	*memory.Store
 	release chan struct{}
+	entered chan struct{} // if set, told of each commit as it reaches the gate
 }
 
 func (g durableGate) Durable() bool { return true }
 
 func (g durableGate) Commit(ctx context.Context, b *engine.Batch) error {
+	select {
+	case g.entered <- struct{}{}:
+	default:
+	}
 	<-g.release
 	return g.Store.Commit(ctx, b)
 }
 
 func TestWithADurableStoreATaskRunsOnlyOnceItsSubmissionAndAttemptAreCommitted(t *testing.T) {
 	t.Parallel()
-	gate := durableGate{Store: memory.New(memory.Options{}), release: make(chan struct{})}
+	gate := durableGate{Store: memory.New(memory.Options{}), release: make(chan struct{}), entered: make(chan struct{}, 1)}
 	x := enginetest.NewExecutor()
 	// What the store holds at the moment the executor is called.
 	onDisk := make(chan *engine.Task, 1)
@@ -323,7 +328,7 @@ func TestWithADurableStoreATaskRunsOnlyOnceItsSubmissionAndAttemptAreCommitted(t
 		assert.NoError(t, err)
 		submitted <- task
 	}()
-	time.Sleep(50 * time.Millisecond)
+	<-gate.entered // the submission's commit waits at the gate
 	require.Empty(t, x.Started(), "nothing runs while the submission is not durable")
 	select {
 	case <-submitted:

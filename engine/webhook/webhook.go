@@ -230,6 +230,16 @@ func (d *Deliverer) Run(ctx context.Context) {
 	d.saveCursor(context.Background(), true)
 }
 
+// Progress returns the seq of the last event the deliverer has handled
+// (turned into a delivery or passed over) and how many deliveries are queued
+// or waiting for a retry. A test waits until handled reaches an event, then
+// reads what that event queued: no sleeping to show that nothing was sent.
+func (d *Deliverer) Progress() (handled uint64, pending int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cursor, len(d.pending)
+}
+
 // saveCursor persists the cursor now and then (every 1,000 events or when
 // idle), so a restart redelivers little.
 func (d *Deliverer) saveCursor(ctx context.Context, force bool) {

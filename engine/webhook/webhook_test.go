@@ -18,6 +18,7 @@ import (
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/engine/webhook"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // receiver is a local webhook endpoint that records what it gets and answers
@@ -56,7 +57,7 @@ func (r *receiver) count() int {
 
 func loopback() []netip.Prefix { return []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} }
 
-func start(t *testing.T, h *enginetest.Harness, opts webhook.Options) {
+func start(t *testing.T, h *enginetest.Harness, opts webhook.Options) *webhook.Deliverer {
 	t.Helper()
 	opts.Clock = h.Clock
 	d := webhook.New(h.Engine, opts) // before any event: nothing is missed
@@ -64,6 +65,7 @@ func start(t *testing.T, h *enginetest.Harness, opts webhook.Options) {
 	done := make(chan struct{})
 	go func() { d.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
+	return d
 }
 
 func deliveries(t *testing.T, h *enginetest.Harness, id string, n int) []engine.WebhookDelivery {
@@ -180,13 +182,19 @@ func TestABatchWebhookFiresWhenItsLastTaskEnds(t *testing.T) {
 	t.Parallel()
 	h := enginetest.New(t, nil)
 	r := newReceiver(t)
-	start(t, h, webhook.Options{AllowNetworks: loopback()})
+	d := start(t, h, webhook.Options{AllowNetworks: loopback()})
 	res, err := h.SubmitBatch(context.Background(), engine.BatchSpec{WebhookURL: r.srv.URL, Items: []engine.BatchItem{
 		{Spec: enginetest.Spec("a").Obj()}, {Spec: enginetest.Spec("b").Obj()},
 	}})
 	require.NoError(t, err)
 	require.NoError(t, h.Exec.Succeed(res.Items[0].Task.ID, `{}`))
-	time.Sleep(20 * time.Millisecond)
+	last := h.Engine.Stats().LastSeq
+	waitfor.Eventually(t, "the deliverer handles the first task's end", func() bool {
+		handled, _ := d.Progress()
+		return handled >= last
+	})
+	_, pending := d.Progress()
+	require.Zero(t, pending, "no delivery before the last task ends")
 	require.Zero(t, r.count(), "not before the last task ends")
 	require.NoError(t, h.Exec.Fail(res.Items[1].Task.ID, engine.Permanent(errors.New("x"))))
 	require.Eventually(t, func() bool { return r.count() == 1 }, 10*time.Second, 5*time.Millisecond)
