@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/store/postgres"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 var bg = context.Background()
@@ -98,7 +99,7 @@ func TestOneLeaderAtATimeAndResignHandsOver(t *testing.T) {
 		// A long TTL: a handover within it can only come from the resignation.
 		es = append(es, runElector(t, s, log.options(fmt.Sprintf("node-%d", i), 20*time.Second, time.Second, 5*time.Second)))
 	}
-	eventually(t, 10*time.Second, func() bool { return len(leaders(es)) == 1 }, "one node leads")
+	waitfor.Eventually(t, "one node leads", func() bool { return len(leaders(es)) == 1 })
 	for range 20 {
 		require.LessOrEqual(t, len(leaders(es)), 1, "never two leaders")
 		time.Sleep(20 * time.Millisecond)
@@ -112,19 +113,18 @@ func TestOneLeaderAtATimeAndResignHandsOver(t *testing.T) {
 	require.True(t, lease.Held)
 
 	es[first].Resign()
-	eventually(t, 10*time.Second, func() bool {
+	waitfor.Eventually(t, "another node takes over after the leader resigns, well within the TTL", func() bool {
 		l := leaders(es)
 		return len(l) == 1 && l[0] != first
-	}, "another node takes over after the leader resigns, well within the TTL")
+	})
 	second := leaders(es)[0]
 	epoch2, _ := es[second].Leading()
 	require.Greater(t, epoch2, epoch1, "the epoch grows at each takeover")
 	// Leading turns true before OnElected runs: callbacks run on the
 	// elector's own goroutine. Wait for the callback, not for the flag.
-	eventually(t, 5*time.Second, func() bool { _, ok := log.find(fmt.Sprintf("node-%d", second), true); return ok },
-		"the new leader's OnElected runs")
+	waitfor.Eventually(t, "the new leader's OnElected runs", func() bool { _, ok := log.find(fmt.Sprintf("node-%d", second), true); return ok })
 
-	eventually(t, 5*time.Second, func() bool { _, ok := log.find(fmt.Sprintf("node-%d", first), false); return ok })
+	waitfor.Eventually(t, "the old leader's OnDeposed runs", func() bool { _, ok := log.find(fmt.Sprintf("node-%d", first), false); return ok })
 	dep, _ := log.find(fmt.Sprintf("node-%d", first), false)
 	require.ErrorIs(t, dep.reason, postgres.ErrResigned)
 	el, _ := log.find(fmt.Sprintf("node-%d", first), true)
@@ -148,7 +148,7 @@ func TestPartitionedLeaderStepsDownBeforeAnotherTakesOver(t *testing.T) {
 	sa := openStore(t, schema, withCutter(&cut))
 	sb := openStore(t, schema)
 	ea := runElector(t, sa, log.options("a", ttl, renew, margin))
-	eventually(t, 10*time.Second, func() bool { _, ok := ea.Leading(); return ok }, "a leads")
+	waitfor.Eventually(t, "a leads", func() bool { _, ok := ea.Leading(); return ok })
 	epochA, _ := ea.Leading()
 	require.NoError(t, sa.Commit(bg, taskBatch(1, 2)), "the leader commits under its epoch")
 	eb := runElector(t, sb, log.options("b", ttl, renew, margin))
@@ -158,7 +158,7 @@ func TestPartitionedLeaderStepsDownBeforeAnotherTakesOver(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "a", before.Node)
 
-	eventually(t, 3*ttl, func() bool { _, ok := eb.Leading(); return ok }, "b takes over")
+	require.Eventually(t, func() bool { _, ok := eb.Leading(); return ok }, 3*ttl, 10*time.Millisecond, "b takes over within three TTLs")
 	epochB, _ := eb.Leading()
 	require.Equal(t, epochA+1, epochB)
 	after, err := sb.Lease(bg)

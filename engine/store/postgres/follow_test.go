@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/store/postgres"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // follower runs Follow in the background and collects what it delivers.
@@ -64,7 +65,7 @@ func TestFollowDeliversEveryEventOnceAcrossReconnectsAndLostNotifications(t *tes
 	// listener's reconnection) wake the follower, except where said.
 	fs := openStore(t, schema, func(o *postgres.Options) { o.PollInterval = time.Minute })
 	f := follow(t, fs, 0)
-	eventually(t, 10*time.Second, func() bool { return fs.ListenerPID() != 0 }, "the follower listens")
+	waitfor.Eventually(t, "the follower listens", func() bool { return fs.ListenerPID() != 0 })
 
 	seq := uint64(1)
 	commit := func(n int) {
@@ -74,7 +75,7 @@ func TestFollowDeliversEveryEventOnceAcrossReconnectsAndLostNotifications(t *tes
 	for range 10 {
 		commit(5)
 	}
-	eventually(t, 10*time.Second, func() bool { return len(f.got()) == 50 }, "woken by notifications")
+	waitfor.Eventually(t, "woken by notifications", func() bool { return len(f.got()) == 50 })
 
 	// The listener's connection is killed: what is committed meanwhile is
 	// read when it reconnects.
@@ -83,8 +84,8 @@ func TestFollowDeliversEveryEventOnceAcrossReconnectsAndLostNotifications(t *tes
 	for range 10 {
 		commit(3)
 	}
-	eventually(t, 10*time.Second, func() bool { return fs.ListenerPID() != 0 && fs.ListenerPID() != pid }, "the listener reconnects")
-	eventually(t, 10*time.Second, func() bool { return len(f.got()) == 80 })
+	waitfor.Eventually(t, "the listener reconnects", func() bool { return fs.ListenerPID() != 0 && fs.ListenerPID() != pid })
+	waitfor.Eventually(t, "80 events followed", func() bool { return len(f.got()) == 80 })
 
 	// Commits that notify nobody are found at the next notification.
 	leader.SetNoNotify(true)
@@ -92,12 +93,12 @@ func TestFollowDeliversEveryEventOnceAcrossReconnectsAndLostNotifications(t *tes
 	commit(1)
 	leader.SetNoNotify(false)
 	commit(2)
-	eventually(t, 10*time.Second, func() bool { return len(f.got()) == 90 })
+	waitfor.Eventually(t, "90 events followed", func() bool { return len(f.got()) == 90 })
 	require.Equal(t, seqRange(1, 90), f.got(), "every event once, in seq order")
 
 	// A second follower that starts late reads from where it says.
 	late := follow(t, fs, 85)
-	eventually(t, 10*time.Second, func() bool { return len(late.got()) == 5 })
+	waitfor.Eventually(t, "the late follower has 5 events", func() bool { return len(late.got()) == 5 })
 	require.Equal(t, seqRange(86, 90), late.got())
 }
 
@@ -108,10 +109,10 @@ func TestFollowPollsWhenNothingIsNotified(t *testing.T) {
 	leader.SetNoNotify(true)
 	fs := openStore(t, schema, func(o *postgres.Options) { o.PollInterval = 100 * time.Millisecond })
 	f := follow(t, fs, 0)
-	eventually(t, 10*time.Second, func() bool { return fs.ListenerPID() != 0 })
+	waitfor.Eventually(t, "the follower listens", func() bool { return fs.ListenerPID() != 0 })
 	require.NoError(t, leader.Commit(bg, taskBatch(1, 4)))
 	require.NoError(t, leader.Commit(bg, taskBatch(5, 1)))
-	eventually(t, 10*time.Second, func() bool { return len(f.got()) == 5 }, "the poll finds what no notification announced")
+	waitfor.Eventually(t, "the poll finds what no notification announced", func() bool { return len(f.got()) == 5 })
 	require.Equal(t, seqRange(1, 5), f.got())
 }
 

@@ -69,12 +69,6 @@ func taskBatch(first uint64, n int, ids ...string) *engine.Batch {
 	return b
 }
 
-// eventually polls cond every 10 ms until it holds or the timeout passes.
-func eventually(t testing.TB, timeout time.Duration, cond func() bool, msgAndArgs ...any) {
-	t.Helper()
-	require.Eventually(t, cond, timeout, 10*time.Millisecond, msgAndArgs...)
-}
-
 // cutter cuts a store off the database (pgtest.Cutter).
 type cutter = pgtest.Cutter
 
