@@ -60,12 +60,18 @@ func taskEvent(it *eventstream.Item) *model.TaskEvent {
 	return &model.TaskEvent{E: it.Event}
 }
 
-func (s *subscriptionResolver) TaskEvents(ctx context.Context, filter *model.TaskEventFilter, after *int64) (<-chan *model.TaskEvent, error) {
+// taskEventMatcher reads a task event subscription's filter and narrows it
+// to the events the caller may see.
+func taskEventMatcher(ctx context.Context, filter *model.TaskEventFilter) (func(*engine.Event) bool, error) {
 	match, verr := eventMatcher("filter", filter)
 	if verr != nil {
 		return nil, verr
 	}
-	match, err := scopeMatcher(ctx, filter, match)
+	return scopeMatcher(ctx, filter, match)
+}
+
+func (s *subscriptionResolver) TaskEvents(ctx context.Context, filter *model.TaskEventFilter, after *int64) (<-chan *model.TaskEvent, error) {
+	match, err := taskEventMatcher(ctx, filter)
 	if err != nil {
 		return nil, err
 	}
@@ -100,11 +106,7 @@ func (s *subscriptionResolver) TaskEvents(ctx context.Context, filter *model.Tas
 }
 
 func (s *subscriptionResolver) TaskEventFeed(ctx context.Context, filter *model.TaskEventFilter, after *int64, maxItems *int, maxDelayMs *int) (<-chan *model.TaskEventFeed, error) {
-	match, verr := eventMatcher("filter", filter)
-	if verr != nil {
-		return nil, verr
-	}
-	match, err := scopeMatcher(ctx, filter, match)
+	match, err := taskEventMatcher(ctx, filter)
 	if err != nil {
 		return nil, err
 	}

@@ -258,16 +258,24 @@ func scheduleSpec(path string, in *model.ScheduleInput, now time.Time) (schedule
 	return sp, nil
 }
 
+// scheduleInput checks that schedules are served and reads a schedule's
+// input, its template's action kind included.
+func (r *Resolver) scheduleInput(in *model.ScheduleInput) (schedule.Spec, error) {
+	if err := r.schedules(); err != nil {
+		return schedule.Spec{}, err
+	}
+	sp, err := scheduleSpec("input", in, time.Now())
+	if err != nil {
+		return schedule.Spec{}, err
+	}
+	if err := r.checkActionKind("input.template", &sp.Template); err != nil {
+		return schedule.Spec{}, err
+	}
+	return sp, nil
+}
+
 func (m *mutationResolver) CreateSchedule(ctx context.Context, in model.ScheduleInput) (*model.Schedule, error) {
-	if err := (*Resolver)(m).schedules(); err != nil {
-		return nil, err
-	}
-	sp, err := scheduleSpec("input", &in, time.Now())
-	if err == nil {
-		if kerr := (*Resolver)(m).checkActionKind("input.template", &sp.Template); kerr != nil {
-			err = kerr
-		}
-	}
+	sp, err := (*Resolver)(m).scheduleInput(&in)
 	if err != nil {
 		return nil, err
 	}
@@ -283,15 +291,7 @@ func (m *mutationResolver) CreateSchedule(ctx context.Context, in model.Schedule
 }
 
 func (m *mutationResolver) UpdateSchedule(ctx context.Context, id string, in model.ScheduleInput) (*model.Schedule, error) {
-	if err := (*Resolver)(m).schedules(); err != nil {
-		return nil, err
-	}
-	sp, err := scheduleSpec("input", &in, time.Now())
-	if err == nil {
-		if kerr := (*Resolver)(m).checkActionKind("input.template", &sp.Template); kerr != nil {
-			err = kerr
-		}
-	}
+	sp, err := (*Resolver)(m).scheduleInput(&in)
 	if err != nil {
 		return nil, err
 	}
