@@ -121,6 +121,14 @@ type Summary struct {
 	Max  float64 `json:"max"`
 }
 
+// printLine prints one indented line of a latency summary, its name padded
+// to width; nothing for a nil summary.
+func (s *Summary) printLine(w io.Writer, width int, name string) {
+	if s != nil {
+		fmt.Fprintf(w, "  %-*s p50 %.3f  p90 %.3f  p99 %.3f  max %.3f  (n %d)\n", width, name, s.P50, s.P90, s.P99, s.Max, s.N)
+	}
+}
+
 func summarize(ds []time.Duration) *Summary {
 	if len(ds) == 0 {
 		return nil

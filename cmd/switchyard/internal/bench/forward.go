@@ -41,11 +41,7 @@ type ForwardResult struct {
 }
 
 func (f *ForwardResult) print(w io.Writer) {
-	line := func(name string, s *Summary) {
-		if s != nil {
-			fmt.Fprintf(w, "  %-16s p50 %.3f  p90 %.3f  p99 %.3f  max %.3f  (n %d)\n", name, s.P50, s.P90, s.P99, s.Max, s.N)
-		}
-	}
+	line := func(name string, s *Summary) { s.printLine(w, 16, name) }
 	fmt.Fprintln(w, "  latency ms, request to the answer in the client's hands:")
 	line("direct", f.Direct)
 	line("through switchyard", f.Through)

@@ -36,11 +36,7 @@ type MCPResult struct {
 }
 
 func (m *MCPResult) print(w io.Writer) {
-	line := func(name string, s *Summary) {
-		if s != nil {
-			fmt.Fprintf(w, "  %-15s p50 %.3f  p90 %.3f  p99 %.3f  max %.3f  (n %d)\n", name, s.P50, s.P90, s.P99, s.Max, s.N)
-		}
-	}
+	line := func(name string, s *Summary) { s.printLine(w, 15, name) }
 	fmt.Fprintln(w, "  latency ms, request to the task's end in the client's hands:")
 	line("mcp tools/call", m.MCP)
 	line("graphql", m.GraphQL)
