@@ -222,6 +222,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 		shutdown func(ctx context.Context)
 		commits  func() error // nil while the scheduling engine's commits succeed
 	)
+	lanes := func() int { return len(engCfg.Lanes) } // how many lanes are live, stored ones included
 	if cfg.Store.Driver == "postgres" {
 		st.enter(stepStore)
 		node, stop, err := startNode(cfg, engCfg, exec, reg, st, log)
@@ -233,6 +234,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 				Stats: func() engine.Stats { return node.Engine().Stats() },
 				Lanes: func() []engine.LaneStatus { return node.Engine().Lanes() }, Instances: reg.List, Plugins: node.Plugins().List}}
 		shutdown = stop
+		lanes = func() int { // a follower knows the configured lanes only
+			if e := node.Engine(); e != nil {
+				return len(e.Lanes())
+			}
+			return len(engCfg.Lanes)
+		}
 		commits = func() error { // a follower commits nothing: nil
 			if e := node.Engine(); e != nil {
 				return e.CommitError()
@@ -256,6 +263,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 		backend = server.Options{Engine: eng, Registry: savedinstances.Registry{Registry: reg, Settings: eng},
 			Plugins: lead.Plugins, Schedules: lead.Schedules, Pull: lead.Pull, Heartbeats: lead.Heartbeats}
 		commits = eng.CommitError
+		lanes = func() int { return len(eng.Lanes()) }
 		shutdown = func(ctx context.Context) {
 			lead.Stop() // the components that act on the engine stop before it
 			if err := eng.Shutdown(ctx); err != nil {
@@ -295,7 +303,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 	}
 	st.ready(srv.Handler())
 	log.Info("switchyard ready", "version", Version(), "playground", url+"/", "dashboard", url+"/dashboard/",
-		"graphql", url+"/graphql", "store", cfg.Store.Driver, "lanes", len(engCfg.Lanes))
+		"graphql", url+"/graphql", "store", cfg.Store.Driver, "lanes", lanes())
 	fmt.Fprintf(stdout, "Switchyard %s: playground at %s/ , dashboard at %s/dashboard/ , GraphQL at %s/graphql\n", Version(), url, url, url)
 
 	select {
