@@ -288,6 +288,39 @@ func TestRealChromiumLostSessionTabFailsWithSessionLost(t *testing.T) {
 	require.Len(t, after, len(before), "no tab was opened in its place")
 }
 
+func TestRealChromiumLostSessionTabIsReplayedWhenTheSessionAskedForIt(t *testing.T) {
+	t.Parallel()
+	url := testSite(t)
+	inst := startChromium(t)
+	bn := setup(t, executor.Options{}, executor.InstanceConfig{ID: "local", URL: inst.URL(), Token: inst.Token()})
+	ctx := context.Background()
+	var tab string
+	step := func(act *engine.Action) engine.Outcome {
+		o := bn.exec.Execute(ctx, &attempt{id: "task-" + act.Kind, instance: "local", tab: tab,
+			spec: &engine.TaskSpec{AgentID: "agent-e2e", SessionKey: "replayed", SessionReplay: true, Action: act}})
+		if o.Err == nil {
+			tab = o.TabID
+		}
+		return o
+	}
+	require.NoError(t, step(action("navigate", "", `{"url":"`+url+`"}`)).Err)
+	require.NoError(t, step(action("fill", "#name", `{"text":"Grace"}`)).Err)
+	require.Equal(t, "0", textOf(t, step(action("text", "#clicks", ""))))
+	lost := tab
+	c, err := pinchtab.New(inst.URL(), inst.Token())
+	require.NoError(t, err)
+	require.NoError(t, c.CloseTab(ctx, lost)) // behind Switchyard's back
+
+	o := step(action("click", "#go", ""))
+	require.NoError(t, o.Err, "replayed, not SESSION_LOST")
+	require.NotEqual(t, lost, o.TabID)
+	require.Equal(t, "Hello, Grace!", textOf(t, step(action("text", "#out", ""))), "the navigate and the fill were replayed in the new tab")
+	require.Equal(t, "1", textOf(t, step(action("text", "#clicks", ""))), "the read was not replayed, and the click ran once")
+	tabs, err := c.Tabs(ctx)
+	require.NoError(t, err)
+	require.Len(t, tabs, 1, "one tab: the replay's")
+}
+
 // abortIgnorer is an instance that keeps working after the client went away:
 // a proxy in front of the built-in instance that finishes every request it
 // forwards. upstreamDone counts the answers the instance gave.
