@@ -41,7 +41,9 @@ type State string
 
 // States.
 const (
-	// StateUnknown: not probed yet (or paused before its first probe).
+	// StateUnknown: not decided yet — no probe has succeeded and fewer
+	// than FailureThreshold have failed (with the default threshold of 1:
+	// not probed yet). A new URL or method starts a check over.
 	StateUnknown State = "UNKNOWN"
 	// StateUp: the latest probe answered as expected.
 	StateUp State = "UP"

@@ -379,3 +379,27 @@ func TestStateChangesGoToTheWebhook(t *testing.T) {
 	require.Contains(t, rec.bodies[0], `"state":"DOWN","previousState":"UNKNOWN"`)
 	rec.mu.Unlock()
 }
+
+// With a failure threshold, a new check of a target that is down stays
+// UNKNOWN until enough probes have failed in a row, then is DOWN, announced
+// once.
+func TestFailureThresholdDecidesDownAfterThatManyFailures(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) }))
+	defer srv.Close()
+	c := newChecker(t, &settings{}, loopbackOnly())
+	events, cancel := c.Subscribe(16)
+	defer cancel()
+	ch := create(t, c, heartbeat.Spec{URL: srv.URL, Interval: time.Hour, FailureThreshold: 3})
+	for i := 1; i <= 2; i++ {
+		got := probe(t, c, ch.ID)
+		require.Equal(t, heartbeat.StateUnknown, got.State)
+		require.Equal(t, i, got.ConsecutiveFailures)
+	}
+	require.Empty(t, drain(events))
+	require.Equal(t, heartbeat.StateDown, probe(t, c, ch.ID).State)
+	require.Equal(t, heartbeat.StateDown, probe(t, c, ch.ID).State)
+	got := drain(events)
+	require.Len(t, got, 1)
+	require.Equal(t, [2]heartbeat.State{heartbeat.StateUnknown, heartbeat.StateDown}, [2]heartbeat.State{got[0].From, got[0].To})
+}

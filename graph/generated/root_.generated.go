@@ -3732,7 +3732,7 @@ extend type Subscription {
 
 "What a check's latest probes say about its target."
 enum HeartbeatState {
-  "Not probed yet."
+  "Not decided yet: no probe has succeeded, and fewer than ` + "`" + `failureThreshold` + "`" + ` have failed (with the default threshold of 1: not probed yet). Its URL or method changed starts it over."
   UNKNOWN
   "The latest probe answered as expected."
   UP
