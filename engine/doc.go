@@ -128,6 +128,19 @@
 // and waiting tasks return to their queues; attempts that were under way
 // count as "interrupted by restart" and follow the retry policy.
 //
+// # Core and driver
+//
+// The decision state — lanes, queues and their heaps, ceilings, tasks and
+// their state machine, timers' heaps, policies, the changes recorded since
+// the last commit — is a core (core.go) with no goroutines, channels or
+// store. The Engine embeds it and drives it: it owns the lock, the
+// committer, starter and dispatcher goroutines, the real timer and the
+// durability modes. Engine.mutate runs an operation on the core under the
+// lock, then publishes what it recorded and dispatches what it made
+// possible. (Some operations still follow that protocol by hand; moving
+// them, and running simulations on the core without the driver, is under
+// way.)
+//
 // # Determinism
 //
 // With Options.Synchronous, a fake clock (engine/clock) and an executor that
