@@ -17,6 +17,7 @@ import (
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/policy/priority"
 	"github.com/switchyard/switchyard/engine/store/memory"
+	"github.com/switchyard/switchyard/internal/waitfor"
 	"github.com/switchyard/switchyard/plugins/host"
 )
 
@@ -185,7 +186,7 @@ func TestSelectionPluginInOneLaneDoesNotDelayAnother(t *testing.T) {
 	for i := range 20 {
 		task, err := e.Submit(context.Background(), laneSpec("b", fmt.Sprintf("bob-%d", i%3)))
 		require.NoError(t, err)
-		eventually(t, "lane b's task starts", func() bool { _, ok := x.started(task.ID); return ok })
+		waitfor.Eventually(t, "lane b's task starts", func() bool { _, ok := x.started(task.ID); return ok })
 	}
 	select {
 	case <-aDone:
@@ -197,7 +198,7 @@ func TestSelectionPluginInOneLaneDoesNotDelayAnother(t *testing.T) {
 	held.open()
 	require.NoError(t, <-aDone)
 	id := aID.Load().(string)
-	eventually(t, "lane a's task starts", func() bool { _, ok := x.started(id); return ok })
+	waitfor.Eventually(t, "lane a's task starts", func() bool { _, ok := x.started(id); return ok })
 	require.Equal(t, uint64(1), p.Stats().Calls, "one decision, for lane a's one submission")
 }
 
