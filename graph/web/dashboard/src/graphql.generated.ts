@@ -31,7 +31,7 @@ export type Exhausted =
 export type HeartbeatState =
   /** The latest `failureThreshold` probes in a row failed. */
   | 'DOWN'
-  /** Not probed yet. */
+  /** Not decided yet: no probe has succeeded, and fewer than `failureThreshold` have failed (with the default threshold of 1: not probed yet). Its URL or method changed starts it over. */
   | 'UNKNOWN'
   /** The latest probe answered as expected. */
   | 'UP';
@@ -69,6 +69,8 @@ export type InstanceKind =
 
 /** Changes to a lane; omitted fields stay as they are. */
 export type LaneInput = {
+  /** The debounce window of its sessions, in milliseconds: 0 (off) to 60000. GoClaw: 800. */
+  debounceMs?: number | null | undefined;
   /** What a full queue does. */
   dropPolicy?: DropPolicy | null | undefined;
   /** What its tasks become when their retries are spent. */
