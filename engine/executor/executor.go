@@ -599,6 +599,13 @@ func (e *Executor) forgetTab(tab string) func() {
 }
 
 func (e *Executor) runInstruction(ctx context.Context, a Attempt, spec *engine.TaskSpec) engine.Outcome {
+	if l, ok := a.(interface{ LostSession() (string, bool) }); ok && a.TabID() != "" {
+		if id, lost := l.LostSession(); lost {
+			// The session's page went with its instance: an instruction
+			// about it cannot be carried out elsewhere.
+			return engine.Outcome{Err: sessionLost(target{instance: id, tab: a.TabID(), session: true}, "its instance was removed", nil), InstanceID: id}
+		}
+	}
 	id := a.InstanceID()
 	_, snap, ok := e.reg.lookup(id)
 	if !ok || snap.Kind != KindChat || snap.Health == HealthUnhealthy {

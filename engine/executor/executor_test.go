@@ -520,3 +520,18 @@ func TestKindsWithTheirOwnRoutesUseThem(t *testing.T) {
 	reqs := a.requests()
 	require.JSONEq(t, `{"kind":"click","selector":"css:a","waitNav":true}`, reqs[len(reqs)-1].Body)
 }
+
+func TestAnInstructionOfASessionThatLostItsTabFailsWithSessionLost(t *testing.T) {
+	t.Parallel()
+	chat := newFakeInstance(t, "c", "")
+	chat.set(func(f *fakeInstance) { f.chat = "data: {\"answer\":\"x\"}\n\n" })
+	bn := setup(t, executor.Options{}, executor.InstanceConfig{ID: "c", URL: chat.URL(), Kind: executor.KindChat})
+	o := bn.exec.Execute(context.Background(), &attempt{id: "t", tab: "T1", lostOn: "gone",
+		spec: &engine.TaskSpec{AgentID: "x", SessionKey: "s", Instruction: "fill in the form"}})
+	require.ErrorIs(t, o.Err, executor.ErrSessionLost)
+	require.ErrorIs(t, o.Err, engine.ErrInstanceGone, "the engine forgets the lost binding")
+	require.Equal(t, policy.ClassPermanent, engine.ClassOf(o.Err))
+	for _, r := range chat.requests() {
+		require.NotEqual(t, "/chat", r.Path, "no instruction was sent about a page that is gone")
+	}
+}

@@ -279,6 +279,7 @@ type attempt struct {
 	spec     *engine.TaskSpec
 	instance string
 	tab      string
+	lostOn   string
 
 	mu      sync.Mutex
 	started [][2]string
@@ -288,6 +289,10 @@ func (a *attempt) TaskID() string         { return a.id }
 func (a *attempt) Spec() *engine.TaskSpec { return a.spec }
 func (a *attempt) InstanceID() string     { return a.instance }
 func (a *attempt) TabID() string          { return a.tab }
+
+// LostSession is engine.Run's: set lostOn to play a session whose instance
+// was removed.
+func (a *attempt) LostSession() (string, bool) { return a.lostOn, a.lostOn != "" }
 func (a *attempt) Started(inst, tab string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
