@@ -13,7 +13,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -314,30 +313,8 @@ func TestLanesMadeAndRemovedThroughTheAPISurviveARestart(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "switchyard.db")
 	serve := func() (*client.Client, func()) {
-		var out, logs syncBuffer
-		ctx, stop := context.WithCancel(context.Background())
-		done := make(chan int, 1)
-		go func() {
-			done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--no-local-instance", "--log-format", "json",
-				"--shutdown-grace", "1s", "--db", db}, &out, &logs)
-		}()
-		re := regexp.MustCompile(`GraphQL at (http://\S+)/graphql`)
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			if m := re.FindStringSubmatch(out.String()); m != nil {
-				return client.New(m[1] + "/graphql"), func() {
-					stop()
-					select {
-					case code := <-done:
-						require.Equal(t, 0, code, logs.String())
-					case <-time.After(30 * time.Second):
-						t.Fatal("serve did not stop")
-					}
-				}
-			}
-			require.True(t, time.Now().Before(deadline), "serve did not start: %s", logs.String())
-			time.Sleep(10 * time.Millisecond)
-		}
+		s := startServe(t, "--listen", "127.0.0.1:0", "--no-local-instance", "--log-format", "json", "--shutdown-grace", "1s", "--db", db)
+		return client.New(s.URL), func() { require.Equal(t, 0, s.Stop(t), s.Logs.String()) }
 	}
 	lanes := func(c *client.Client) map[string]int {
 		var out struct {
