@@ -393,8 +393,10 @@ func parseLaneSettings(l *LaneConfig, val string) error {
 			l.SessionDropPolicy = DropPolicy(v)
 		case "pull":
 			l.Pull, err = strconv.ParseBool(v)
+		case "debounce":
+			l.Debounce, err = time.ParseDuration(v)
 		default:
-			return fmt.Errorf("unknown setting %q (want inflight, queue, drop, paused, depth, timeout, attempts, backoff, multiplier, maxbackoff, jitter, exhausted, sessionqueue, sessiondrop or pull)", k)
+			return fmt.Errorf("unknown setting %q (want inflight, queue, drop, paused, depth, timeout, attempts, backoff, multiplier, maxbackoff, jitter, exhausted, sessionqueue, sessiondrop, pull or debounce)", k)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", k, laneValueError(v, err))

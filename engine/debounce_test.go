@@ -113,3 +113,33 @@ func TestDebounceLeavesDependentsAloneAndIsBounded(t *testing.T) {
 	require.Equal(t, engine.CodeInvalidInput, ee.Code)
 	require.Equal(t, "debounce", ee.Field)
 }
+
+// An interrupting task is not held: it cancels what its session runs (as
+// always) and what the debounce holds, and runs at once; a plain task after
+// it is held on its own and supersedes nothing of it.
+func TestDebounceLetsAnInterruptThrough(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	debounced(t, h, "main", time.Second)
+	held := h.Submit(enginetest.Spec("bot").Session("s").Obj())
+	require.Equal(t, engine.StateWaiting, held.State)
+	urgent := h.Submit(enginetest.Spec("bot").Session("s").Interrupt().Obj())
+	require.NoError(t, h.Sync(context.Background()))
+	require.Equal(t, "debounced: superseded by "+urgent.ID, h.Get(held.ID).Reason)
+	require.Equal(t, []string{urgent.ID}, h.Exec.Started(), "the interrupt runs without waiting for the window")
+	after := h.Submit(enginetest.Spec("bot").Session("s").Obj())
+	require.Equal(t, engine.StateWaiting, after.State)
+	require.NotEqual(t, engine.StateCancelled, h.State(urgent.ID))
+	require.NoError(t, h.Exec.Succeed(urgent.ID, `{}`))
+	h.Clock.Advance(time.Second)
+	require.NoError(t, h.Sync(context.Background()))
+	require.Equal(t, []string{urgent.ID, after.ID}, h.Exec.Started())
+}
+
+// The window is a lane setting of the environment too.
+func TestDebounceFromTheLaneEnvironment(t *testing.T) {
+	t.Parallel()
+	lanes, err := engine.ApplyLaneEnv(engine.DefaultLanes(), []string{"SWITCHYARD_LANE_MAIN=debounce=800ms"})
+	require.NoError(t, err)
+	require.Equal(t, 800*time.Millisecond, lanes[0].Debounce)
+}

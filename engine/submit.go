@@ -708,11 +708,14 @@ func (e *Engine) admitLocked(ctx context.Context, p *prepared, ext *external, no
 		e.setState(t, StateWaiting, "waiting for "+itoa(len(unmet))+" dependencies")
 		return t, nil
 	}
-	if d := t.lane.cfg.Debounce; d > 0 && len(spec.DependsOn) == 0 && t.session != nil {
+	if d := t.lane.cfg.Debounce; d > 0 && len(spec.DependsOn) == 0 && t.session != nil && !spec.QueueMode.Interrupts() {
 		e.holdLocked(t, d, now)
 		return t, nil
 	}
 	e.setStateAt(t, StateQueued, "admitted", now) // into its queue once ranked: see rankLocked
+	if t.lane.cfg.Debounce > 0 && t.session != nil {
+		e.supersedeHeldLocked(t) // an interrupt is not held: it is the burst's last word, now
+	}
 	return t, nil
 }
 

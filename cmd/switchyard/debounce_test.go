@@ -28,11 +28,17 @@ engine:
 	submit := func(session string) (id, state, reason string) {
 		t.Helper()
 		var out struct {
-			SubmitTask struct{ ID, State, Reason string }
+			SubmitTask struct {
+				ID, State, Reason string
+				NextRunAt         *time.Time
+			}
 		}
-		require.NoError(t, c.Do(ctx, `mutation($in: SubmitTaskInput!) { submitTask(input: $in) { id state reason } }`,
+		require.NoError(t, c.Do(ctx, `mutation($in: SubmitTaskInput!) { submitTask(input: $in) { id state reason nextRunAt } }`,
 			map[string]any{"in": map[string]any{"agentId": "bot", "lane": "chat", "sessionKey": session,
 				"action": map[string]any{"kind": "click", "selector": "css:#send"}}}, &out))
+		if out.SubmitTask.State == "WAITING" {
+			require.NotNil(t, out.SubmitTask.NextRunAt, "a held task says when it queues")
+		}
 		return out.SubmitTask.ID, out.SubmitTask.State, out.SubmitTask.Reason
 	}
 	start := time.Now()

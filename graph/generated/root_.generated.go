@@ -5115,7 +5115,7 @@ type Task {
   updatedAt: Time!
   "When it last entered QUEUED."
   queuedAt: Time
-  "In RETRY_WAIT: when it queues again."
+  "In RETRY_WAIT: when it queues again. WAITING, held by its lane's debounce: when it queues unless a newer task of its session supersedes it."
   nextRunAt: Time
   "When it reached a terminal state."
   endedAt: Time

@@ -168,10 +168,14 @@ func (t *Task) UpdatedAt() time.Time { return t.T.UpdatedAt }
 // QueuedAt is when it last entered QUEUED.
 func (t *Task) QueuedAt() *time.Time { return optTime(t.T.QueuedAt) }
 
-// NextRunAt is when a task in RETRY_WAIT queues again; null in any other
+// NextRunAt is when a task in RETRY_WAIT queues again, or a task its
+// lane's debounce holds WAITING queues unless superseded; null in any other
 // state (the engine keeps the last retry's time after it, e.g. when PARKED).
 func (t *Task) NextRunAt() *time.Time {
-	if t.T.State != engine.StateRetryWait {
+	switch {
+	case t.T.State == engine.StateRetryWait:
+	case t.T.State == engine.StateWaiting && t.T.Unmet == 0 && !t.T.NextRunAt.IsZero():
+	default:
 		return nil
 	}
 	return optTime(t.T.NextRunAt)
