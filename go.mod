@@ -50,6 +50,7 @@ require (
 	github.com/segmentio/asm v1.1.3 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect
 	github.com/sosodev/duration v1.4.0 // indirect
+	github.com/switchyard/switchyard/plugins/sdk v0.0.0
 	github.com/urfave/cli/v3 v3.14.0 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	golang.org/x/mod v0.42.0 // indirect
@@ -67,3 +68,5 @@ tool (
 	github.com/99designs/gqlgen
 	github.com/Khan/genqlient
 )
+
+replace github.com/switchyard/switchyard/plugins/sdk => ./plugins/sdk

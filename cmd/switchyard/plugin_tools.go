@@ -11,11 +11,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
+	"path/filepath"
 	"time"
 	"unicode/utf8"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/simulate"
 	"github.com/switchyard/switchyard/plugins/authoring"
 )
@@ -25,7 +26,8 @@ var pluginToolVerbs = map[string]struct {
 	summary string
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }{
-	"build":    {"build a Go policy directory into a .wasm module", runPluginBuild},
+	"new":      {"write a new plugin project (Go or AssemblyScript) for a slot", runPluginNew},
+	"build":    {"build a Go plugin's main package (for wasip1) into a .wasm module", runPluginBuild},
 	"check":    {"check a module against the ABI and the conformance checks", runPluginCheck},
 	"bench":    {"measure a module's decisions against the native built-in", runPluginBench},
 	"simulate": {"replay a workload through the engine under a module and under the built-in", runPluginSimulate},
@@ -35,7 +37,7 @@ var pluginToolVerbs = map[string]struct {
 func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintln(stderr, "Usage: switchyard plugin VERB [flags] ...\n\nVerbs:")
-		for _, name := range []string{"build", "check", "bench", "simulate"} {
+		for _, name := range []string{"new", "build", "check", "bench", "simulate"} {
 			fmt.Fprintf(stderr, "  %-9s %s\n", name, pluginToolVerbs[name].summary)
 		}
 		if len(args) == 0 {
@@ -45,34 +47,85 @@ func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	v, ok := pluginToolVerbs[args[0]]
 	if !ok {
-		return fmt.Errorf("%w: unknown verb %q (build, check, bench, simulate)", errUsage, args[0])
+		return fmt.Errorf("%w: unknown verb %q (new, build, check, bench, simulate)", errUsage, args[0])
 	}
 	return v.run(ctx, args[1:], stdout, stderr)
 }
 
-// parseArgs parses flags that come before positional arguments.
+// parseArgs parses flags before, between and after positional arguments
+// (`plugin build DIR -o x.wasm` as well as `plugin build -o x.wasm DIR`);
+// "--" ends the flags. fs.Args() holds the positional arguments after it.
 func parseArgs(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return fmt.Errorf("%w: %v", errUsage, err)
 		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
 	}
+	return fs.Parse(append([]string{"--"}, pos...))
+}
+
+func runPluginNew(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("plugin new", "selection|fairness|retry [--lang go|assemblyscript] DIR", stderr)
+	lang := fs.String("lang", "go", "the project's language: go or assemblyscript")
+	module := fs.String("module", "", "Go: the project's module path (default example.com/ and DIR's base name)")
+	sdk := fs.String("sdk", "", "Go: the SDK's directory, plugins/sdk of a Switchyard checkout (default: the checkout that holds the current directory)")
+	if err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 2 {
+		return fmt.Errorf("%w: give the slot (selection, fairness or retry) and a new directory", errUsage)
+	}
+	if _, ok := policy.ParseSlot(fs.Arg(0)); !ok {
+		return fmt.Errorf("%w: unknown slot %q (selection, fairness or retry)", errUsage, fs.Arg(0))
+	}
+	if *lang != "go" && *lang != "assemblyscript" {
+		return fmt.Errorf("%w: --lang %q: want go or assemblyscript", errUsage, *lang)
+	}
+	if *lang == "go" && *sdk == "" {
+		found, ok := authoring.FindSDK(".")
+		if !ok {
+			return fmt.Errorf("%w: --sdk: the Go SDK has no published version yet; give the plugins/sdk directory of a Switchyard checkout", errUsage)
+		}
+		*sdk = found
+	}
+	files, err := authoring.New(fs.Arg(1), authoring.NewOptions{Slot: fs.Arg(0), Lang: *lang, Module: *module, SDK: *sdk})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote a %s %s plugin in %s:\n", *lang, fs.Arg(0), fs.Arg(1))
+	for _, f := range files {
+		fmt.Fprintf(stdout, "  %s\n", f)
+	}
+	fmt.Fprintf(stdout, "next: see %s\n", filepath.Join(fs.Arg(1), "README.md"))
 	return nil
 }
 
 func runPluginBuild(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("plugin build", "DIR", stderr)
-	out := fs.String("o", "", "the module to write (default: DIR's base name + .wasm)")
+	fs := newFlags("plugin build", "[-o MODULE.wasm] DIR\n\nDIR is the directory of the plugin's Go main package (the one that calls\nselection.Register, fairness.Register or retry.Register); it is built with\nGOOS=wasip1 GOARCH=wasm -buildmode=c-shared in DIR's own module", stderr)
+	out := fs.String("o", "", "the module to write (default: DIR + .wasm, or for a DIR named wasm, its parent + .wasm: ./drr/wasm gives ./drr.wasm)")
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return fmt.Errorf("%w: give the policy's directory (a main package that registers it with plugins/sdk)", errUsage)
+		return fmt.Errorf("%w: give one directory: the plugin's main package (which registers the policy with the SDK)", errUsage)
 	}
 	dir := fs.Arg(0)
 	if *out == "" {
-		*out = strings.TrimSuffix(strings.TrimRight(dir, "/"), "/wasm") + ".wasm"
+		*out = authoring.DefaultOutput(dir)
 	}
 	start := time.Now()
 	if err := authoring.Build(ctx, dir, *out); err != nil {

@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/graph/client"
 )
 
 func TestPluginToolsCheckBenchAndSimulateAModule(t *testing.T) {
@@ -71,4 +74,98 @@ func TestPluginSimulateReplaysAWorkloadOverEveryLane(t *testing.T) {
 	errOut.Reset()
 	require.Equal(t, 1, run(context.Background(), []string{"plugin", "simulate", "--max-steps", "10", "--workload", file, module}, &out, &errOut))
 	require.Contains(t, errOut.String(), "simulation limit reached")
+}
+
+// An author outside this repository: `plugin new` writes a project in a
+// temporary directory, with its own module that needs only the SDK (a replace
+// directive points at this checkout's plugins/sdk: the SDK is not
+// published); it tests natively, builds, passes `plugin check`, and a real
+// server loads it and ranks submissions with it.
+func TestAPluginScaffoldedOutsideTheRepositoryRunsInARealServer(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "urgent")
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run(context.Background(), []string{"plugin", "new", "selection", dir, "--sdk", filepath.Join("..", "..", "plugins", "sdk")}, &out, &errOut), errOut.String())
+	mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	require.NoError(t, err)
+	require.NotContains(t, string(mod), "github.com/switchyard/switchyard ", "the project needs nothing of the server's module")
+
+	goCmd := func(args ...string) string {
+		cmd := exec.Command("go", args...)
+		cmd.Dir = dir
+		b, err := cmd.CombinedOutput()
+		require.NoError(t, err, "go %s:\n%s", strings.Join(args, " "), b)
+		return string(b)
+	}
+	require.Contains(t, goCmd("test", "./..."), "ok  \texample.com/urgent")
+	require.Contains(t, goCmd("doc", "github.com/switchyard/switchyard/plugins/sdk/selection"), "func Register(", "go doc shows Register on the native GOOS")
+
+	module := filepath.Join(dir, "urgent.wasm")
+	out.Reset()
+	require.Equal(t, 0, run(context.Background(), []string{"plugin", "build", filepath.Join(dir, "wasm"), "-o", module}, &out, &errOut), errOut.String())
+	out.Reset()
+	require.Equal(t, 0, run(context.Background(), []string{"plugin", "check", module}, &out, &errOut), "%s\n%s", out.String(), errOut.String())
+
+	server := startServer(t)
+	res := sw(t, server, "plugin", "load", "urgent", module, "--request-timeout", serveStartTimeout.String())
+	require.Equal(t, 0, res.code, res.stderr)
+	res = sw(t, server, "plugin", "set", "selection", "urgent")
+	require.Equal(t, 0, res.code, res.stderr)
+	c := client.New(server + "/graphql")
+	for i, p := range []string{"LOW", "HIGH"} {
+		var sub struct{ SubmitTask struct{ ID string } }
+		require.NoError(t, c.Do(context.Background(), `mutation($in: SubmitTaskInput!) { submitTask(input: $in) { id } }`,
+			map[string]any{"in": map[string]any{"agentId": "a", "priority": p, "idempotencyKey": fmt.Sprint(i),
+				"action": map[string]any{"kind": "click", "selector": "css:#go"}}}, &sub))
+	}
+	var plugins struct {
+		Plugins []struct {
+			Name          string
+			Calls, Faults int64
+		}
+	}
+	require.NoError(t, c.Do(context.Background(), `{ plugins { name calls faults } }`, nil, &plugins))
+	for _, p := range plugins.Plugins {
+		if p.Name == "urgent" {
+			require.Positive(t, p.Calls, "the server ranked submissions with the plugin")
+			require.Zero(t, p.Faults)
+			return
+		}
+	}
+	t.Fatalf("the plugin is not listed: %+v", plugins)
+}
+
+// The AssemblyScript scaffold builds with the compiler from the npm registry,
+// passes its own node tests and `plugin check`.
+func TestAnAssemblyScriptScaffoldBuildsTestsAndPassesCheck(t *testing.T) {
+	t.Parallel()
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Skip("npm is not installed: the AssemblyScript scaffold needs node and npm")
+	}
+	dir := filepath.Join(t.TempDir(), "shortest")
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run(context.Background(), []string{"plugin", "new", "fairness", "--lang", "assemblyscript", dir}, &out, &errOut), errOut.String())
+	for _, args := range [][]string{{"install", "--no-audit", "--no-fund"}, {"test"}} {
+		cmd := exec.Command(npm, args...)
+		cmd.Dir = dir
+		b, err := cmd.CombinedOutput()
+		require.NoError(t, err, "npm %s:\n%s", strings.Join(args, " "), b)
+	}
+	out.Reset()
+	require.Equal(t, 0, run(context.Background(), []string{"plugin", "check", filepath.Join(dir, "shortest.wasm")}, &out, &errOut), "%s\n%s", out.String(), errOut.String())
+}
+
+func TestPluginBuildNamesTheMainPackageAndTakesFlagsAfterTheDirectory(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "p")
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run(context.Background(), []string{"plugin", "new", "retry", dir, "--sdk", filepath.Join("..", "..", "plugins", "sdk")}, &out, &errOut), errOut.String())
+	errOut.Reset()
+	require.Equal(t, 1, run(context.Background(), []string{"plugin", "build", dir, "-o", filepath.Join(dir, "p.wasm")}, &out, &errOut))
+	require.Contains(t, errOut.String(), "not a main package: it holds package p; did you mean "+filepath.Join(dir, "wasm")+"?")
+	errOut.Reset()
+	require.Equal(t, 2, run(context.Background(), []string{"plugin", "build", filepath.Join(dir, "wasm"), "--frobnicate"}, &out, &errOut))
+	require.Contains(t, errOut.String(), "flag provided but not defined: -frobnicate")
+	require.Equal(t, 2, run(context.Background(), []string{"plugin", "new", "scheduling", dir}, &out, &errOut))
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/engine/policy"
-	"github.com/switchyard/switchyard/plugins/abi"
+	"github.com/switchyard/switchyard/plugins/sdk/abi"
 )
 
 // fault describes why an instance could not decide; the zero value means it

@@ -13,8 +13,8 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
 
-	"github.com/switchyard/switchyard/plugins/abi"
 	"github.com/switchyard/switchyard/plugins/internal/meter"
+	"github.com/switchyard/switchyard/plugins/sdk/abi"
 )
 
 type instanceKey struct{}

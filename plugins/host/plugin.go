@@ -12,7 +12,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/switchyard/switchyard/engine/policy"
-	"github.com/switchyard/switchyard/plugins/abi"
+	"github.com/switchyard/switchyard/plugins/sdk/abi"
 )
 
 // Plugin is one loaded module: a pool of instances, its configuration, its

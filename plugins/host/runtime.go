@@ -13,8 +13,8 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
-	"github.com/switchyard/switchyard/plugins/abi"
 	"github.com/switchyard/switchyard/plugins/internal/meter"
+	"github.com/switchyard/switchyard/plugins/sdk/abi"
 )
 
 // Runtime compiles, instantiates and watches plugins. Use one per process:

@@ -12,7 +12,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/switchyard/switchyard/engine/policy"
-	"github.com/switchyard/switchyard/plugins/abi"
+	"github.com/switchyard/switchyard/plugins/sdk/abi"
 )
 
 const (

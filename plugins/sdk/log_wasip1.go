@@ -5,5 +5,6 @@ package sdk
 import "github.com/switchyard/switchyard/plugins/sdk/internal/guest"
 
 // Log sends a message to the host's log at the given level (abi.LogDebug …
-// abi.LogError). Keep it off the hot path: each call crosses into the host.
+// abi.LogError). Keep it off the hot path: each call crosses into the host
+// and costs 10,000 units of the decision's fuel.
 func Log(level int32, msg string) { guest.Log(level, msg) }

@@ -1,11 +1,19 @@
 // Package sdk is the Go guest SDK for Switchyard policy plugins.
 //
+// The SDK is a Go module of its own, github.com/switchyard/switchyard/plugins/sdk,
+// with no dependency outside the standard library and nothing of the server:
+// a plugin's module requires only it. Its packages:
+//
+//   - policy: the decisions' types (policy.Selection, policy.Fairness,
+//     policy.Retry and their records), the same types the engine uses;
+//   - selection, fairness, retry: Register a policy in its slot;
+//   - room: a fairness policy's view of the room left under each ceiling;
+//   - abi: the byte layout of the ABI (plugins/ABI.md), for tools and tests.
+//
 // A policy is a plain Go type that implements policy.Selection,
 // policy.Fairness or policy.Retry, in an ordinary package with ordinary
-// native unit tests. A plugin is a thin main package, built only for wasip1,
-// that registers it with the slot's package:
-//
-//	//go:build wasip1
+// native unit tests. A plugin is a thin main package that registers it with
+// the slot's package:
 //
 //	package main
 //
@@ -18,21 +26,26 @@
 //
 //	func main() {}
 //
-// built with
+// built for wasip1 with
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o mypolicy.wasm ./cmd/mypolicy
 //
-// The slot packages (selection, fairness, retry) implement the ABI described
-// in plugins/ABI.md: they decode the host's records into reused slices, call
-// the policy, and write its answer back, without allocating per decision.
-// Registration happens in init, which the host runs through _initialize.
+// or `switchyard plugin build ./cmd/mypolicy`. Register exists on every GOOS,
+// so the main package builds, vets and tests natively too; only a wasip1
+// build exports the ABI's functions. `switchyard plugin new` writes such a
+// project.
+//
+// The slot packages implement the ABI described in plugins/ABI.md: they
+// decode the host's records into reused slices, call the policy, and write
+// its answer back, without allocating per decision. Registration happens in
+// init, which the host runs through _initialize.
 //
 // A policy that takes configuration implements Configurable; one whose
 // answers do not depend on earlier calls passes Stateless so the host may run
 // it on several instances at once.
 package sdk
 
-import "github.com/switchyard/switchyard/plugins/abi"
+import "github.com/switchyard/switchyard/plugins/sdk/abi"
 
 // Configurable is implemented by a policy that takes configuration. The host
 // passes the operator's JSON document once after instantiation and again

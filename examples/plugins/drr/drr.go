@@ -13,7 +13,7 @@ import (
 	"errors"
 
 	"github.com/switchyard/switchyard/engine/policy"
-	"github.com/switchyard/switchyard/examples/plugins/internal/room"
+	"github.com/switchyard/switchyard/plugins/sdk/room"
 )
 
 // DRR is the policy. The zero value serves one task per turn.

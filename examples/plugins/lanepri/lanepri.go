@@ -23,7 +23,7 @@ import (
 	"strconv"
 
 	"github.com/switchyard/switchyard/engine/policy"
-	"github.com/switchyard/switchyard/examples/plugins/internal/room"
+	"github.com/switchyard/switchyard/plugins/sdk/room"
 )
 
 // Config is the plugin's configuration document.

@@ -20,7 +20,7 @@ package wfq
 
 import (
 	"github.com/switchyard/switchyard/engine/policy"
-	"github.com/switchyard/switchyard/examples/plugins/internal/room"
+	"github.com/switchyard/switchyard/plugins/sdk/room"
 )
 
 // Scale is the virtual time one task costs an agent of weight 1.

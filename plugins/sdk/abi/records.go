@@ -8,7 +8,7 @@ package abi
 import (
 	"encoding/binary"
 
-	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/plugins/sdk/policy"
 )
 
 var le = binary.LittleEndian

@@ -12,7 +12,7 @@ package abi
 import (
 	"encoding/binary"
 
-	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/plugins/sdk/policy"
 )
 
 // Version is the ABI version this package implements, returned by a guest's

@@ -1,11 +1,12 @@
 // Package room tracks, during one fairness decision, the room left under
 // each ceiling a candidate is subject to (its queue's length, its agent's
-// and its lane's in-flight limits) as picks are made, so that an example
+// and its lane's in-flight limits) as picks are made, so that a fairness
 // policy does not spend its picks on queues the engine would skip. The
-// engine checks every ceiling itself; this only keeps picks useful.
+// engine checks every ceiling itself; this only keeps picks useful. The
+// examples drr, wfq and lanepri use it.
 package room
 
-import "github.com/switchyard/switchyard/engine/policy"
+import "github.com/switchyard/switchyard/plugins/sdk/policy"
 
 // Tracker holds one decision's counters. The zero value is ready; Reset
 // it at the start of every decision. Agents and lanes are numbered once

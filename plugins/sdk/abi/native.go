@@ -13,7 +13,7 @@ import (
 	"encoding/binary"
 	"unsafe"
 
-	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/plugins/sdk/policy"
 )
 
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1

@@ -1,0 +1,63 @@
+package fairness
+
+import (
+	"encoding/binary"
+
+	"github.com/switchyard/switchyard/plugins/sdk"
+	"github.com/switchyard/switchyard/plugins/sdk/abi"
+	"github.com/switchyard/switchyard/plugins/sdk/internal/guest"
+	"github.com/switchyard/switchyard/plugins/sdk/policy"
+)
+
+var (
+	registered policy.Fairness
+	cands      []policy.Candidate // reused between calls
+	picks      []uint32
+)
+
+// Register makes p the plugin's fairness policy. If p implements
+// sdk.Configurable it receives the operator's configuration.
+func Register(p policy.Fairness, opts ...sdk.Option) {
+	conf, _ := p.(sdk.Configurable)
+	guest.Register(conf, sdk.Flags(opts))
+	registered = p
+}
+
+func pick(nowMs, agingMs int64, slots, flags int32) int32 {
+	if registered == nil {
+		return guest.Fail("fairness_pick: no fairness policy registered")
+	}
+	if slots < 0 {
+		return guest.Fail("fairness_pick: negative slots")
+	}
+	a := guest.Arena
+	h := abi.ReadHeader(a)
+	if h.Layout != abi.LayoutVersion || h.RecordSize < abi.CandidateSize {
+		return guest.Fail("fairness_pick: unsupported record layout")
+	}
+	n := int(h.Count)
+	outOff := int(abi.OutputOffset(h.Count, h.RecordSize))
+	if outOff+4*int(slots) > len(a) {
+		return guest.Fail("fairness_pick: records overflow the arena")
+	}
+	in := abi.Candidates(a[abi.HeaderSize:], h.RecordSize, n, &cands)
+	out := abi.Uint32s(a[outOff:], int(slots))
+	aliased := out != nil
+	if !aliased { // cannot alias the arena: use scratch and copy
+		if cap(picks) < int(slots) {
+			picks = make([]uint32, slots)
+		}
+		out = picks[:slots]
+	}
+	ctx := policy.PickContext{NowMs: nowMs, AgingMs: agingMs, Slots: uint32(slots), Flags: uint32(flags)}
+	k := registered.Pick(ctx, in, out)
+	if k < 0 || k > len(out) {
+		return guest.Fail("fairness_pick: policy returned a count out of range")
+	}
+	if !aliased {
+		for i, p := range out[:k] {
+			binary.LittleEndian.PutUint32(a[outOff+4*i:], p)
+		}
+	}
+	return int32(k)
+}

@@ -1,0 +1,3 @@
+module github.com/switchyard/switchyard/plugins/sdk
+
+go 1.24

@@ -1,0 +1,56 @@
+package selection
+
+import (
+	"encoding/binary"
+
+	"github.com/switchyard/switchyard/plugins/sdk"
+	"github.com/switchyard/switchyard/plugins/sdk/abi"
+	"github.com/switchyard/switchyard/plugins/sdk/internal/guest"
+	"github.com/switchyard/switchyard/plugins/sdk/policy"
+)
+
+var (
+	registered policy.Selection
+	tasks      []policy.Task // reused between calls
+	ranks      []int64
+)
+
+// Register makes p the plugin's selection policy. If p implements
+// sdk.Configurable it receives the operator's configuration.
+func Register(p policy.Selection, opts ...sdk.Option) {
+	conf, _ := p.(sdk.Configurable)
+	guest.Register(conf, sdk.Flags(opts))
+	registered = p
+}
+
+func rank(nowMs int64) int32 {
+	if registered == nil {
+		return guest.Fail("selection_rank: no selection policy registered")
+	}
+	a := guest.Arena
+	h := abi.ReadHeader(a)
+	if h.Layout != abi.LayoutVersion || h.RecordSize < abi.TaskSize {
+		return guest.Fail("selection_rank: unsupported record layout")
+	}
+	n := int(h.Count)
+	outOff := int(abi.OutputOffset(h.Count, h.RecordSize))
+	if outOff+8*n > len(a) {
+		return guest.Fail("selection_rank: records overflow the arena")
+	}
+	in := abi.Tasks(a[abi.HeaderSize:], h.RecordSize, n, &tasks)
+	out := abi.Int64s(a[outOff:], n)
+	aliased := out != nil
+	if !aliased { // cannot alias the arena: use scratch and copy
+		if cap(ranks) < n {
+			ranks = make([]int64, n)
+		}
+		out = ranks[:n]
+	}
+	registered.Rank(nowMs, in, out)
+	if !aliased {
+		for i, r := range out {
+			binary.LittleEndian.PutUint64(a[outOff+8*i:], uint64(r))
+		}
+	}
+	return int32(n)
+}
