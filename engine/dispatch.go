@@ -25,6 +25,9 @@ type dispatchScratch struct {
 	topK   []*agentQueue
 	front  []int
 	placed *instance
+	// names behind cands (policy.Names), copied under the lock so that a
+	// policy deciding outside it reads them safely
+	agentIDs, laneNames []string
 }
 
 // enqueueLocked puts a QUEUED task into its subQueue.
@@ -572,12 +575,22 @@ func (e *Engine) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 		switch {
 		case len(cands) == 1 && e.fairness.stateless:
 		case e.fairness.inline:
-			picks = e.pickLocked(&e.scratch, now, cands, slots, 0)
+			var hint int64
+			var held bool
+			if picks, hint, held = e.pickLocked(&e.scratch, now, cands, slots, 0); held {
+				e.reaskLocked(hint)
+				return runs // nothing from these heads now: asked again on the next change or the hint
+			}
 		default:
 			// Outside the lock (decide.go): the candidates are the round's
 			// own copy, and each pick is checked below as it is applied.
-			var ok bool
-			if picks, ok = e.pickOutside(now, cands, slots); !ok {
+			var hint int64
+			var held, ok bool
+			if picks, hint, held, ok = e.pickOutside(now, cands, slots); !ok {
+				return runs
+			}
+			if held {
+				e.reaskLocked(hint)
 				return runs
 			}
 			now = e.now() // events' times follow their seqs
@@ -641,8 +654,11 @@ func (c *core) candidatesLocked(sc *dispatchScratch, now int64, slack int) ([]po
 		sc.topK = sc.topK[:k]
 	}
 	sc.cands = sc.cands[:0]
+	sc.agentIDs, sc.laneNames = sc.agentIDs[:0], sc.laneNames[:0]
 	sc.aqs = append(sc.aqs[:0], sc.topK...)
 	for _, aq := range sc.aqs {
+		sc.agentIDs = append(sc.agentIDs, aq.agent.id)
+		sc.laneNames = append(sc.laneNames, aq.lane.cfg.Name)
 		h := aq.head()
 		a := aq.agent
 		var dl int64
@@ -664,8 +680,10 @@ func (c *core) candidatesLocked(sc *dispatchScratch, now int64, slack int) ([]po
 // invalid answer is counted and replaced by the native policy's. A policy
 // may pick none (it sees no room under the candidates' ceilings, say): the
 // caller then makes that decision in the native order, so dispatch never
-// waits on a policy.
-func (c *core) pickLocked(sc *dispatchScratch, now time.Time, cands []policy.Candidate, slots int, flags uint32) []uint32 {
+// waits on a policy. A policy may instead hold (policy.Hold): held is then
+// true with the policy's re-ask hint in milliseconds (0: none), and the
+// caller dispatches nothing from these candidates.
+func (c *core) pickLocked(sc *dispatchScratch, now time.Time, cands []policy.Candidate, slots int, flags uint32) (picks []uint32, hintMs int64, held bool) {
 	ctx, picks := c.pickInputLocked(sc, now, slots, flags)
 	n := c.fairness.p.Pick(ctx, cands, picks)
 	return c.checkPicksLocked(ctx, cands, picks, n)
@@ -677,7 +695,8 @@ func (c *core) pickInputLocked(sc *dispatchScratch, now time.Time, slots int, fl
 	if cap(sc.picks) < slots {
 		sc.picks = make([]uint32, slots)
 	}
-	ctx := policy.PickContext{NowMs: now.UnixMilli(), AgingMs: c.cfg.AgingThreshold.Milliseconds(), Slots: uint32(slots), Flags: flags}
+	ctx := policy.PickContext{NowMs: now.UnixMilli(), AgingMs: c.cfg.AgingThreshold.Milliseconds(), Slots: uint32(slots), Flags: flags,
+		Names: candidateNames{sc}}
 	if c.cfg.AgingThreshold < 0 {
 		ctx.AgingMs = 0
 	}
@@ -685,8 +704,12 @@ func (c *core) pickInputLocked(sc *dispatchScratch, now time.Time, slots int, fl
 }
 
 // checkPicksLocked validates a fairness answer of n picks; an invalid one is
-// counted and replaced by the native policy's.
-func (c *core) checkPicksLocked(ctx policy.PickContext, cands []policy.Candidate, picks []uint32, n int) []uint32 {
+// counted and replaced by the native policy's. A hold is returned as such,
+// with its hint.
+func (c *core) checkPicksLocked(ctx policy.PickContext, cands []policy.Candidate, picks []uint32, n int) ([]uint32, int64, bool) {
+	if hint, ok := policy.HoldHint(n); ok {
+		return nil, hint, true
+	}
 	valid := n >= 0 && n <= len(picks) // none is an answer: the caller goes on in the native order
 	for i := 0; valid && i < n; i++ {
 		valid = int(picks[i]) < len(cands)
@@ -695,21 +718,60 @@ func (c *core) checkPicksLocked(ctx policy.PickContext, cands []policy.Candidate
 		c.stats.policyInvalid++
 		n = c.fallback.Pick(ctx, cands, picks)
 	}
-	return picks[:n]
+	return picks[:n], 0, false
 }
 
 // pickOutside asks a fairness policy that is not inline for picks among the
 // round's candidates (e.scratch: only the dispatching goroutine uses it),
 // releasing the engine lock for the call. It reports false when the engine
 // stopped meanwhile.
-func (e *Engine) pickOutside(now time.Time, cands []policy.Candidate, slots int) ([]uint32, bool) {
+func (e *Engine) pickOutside(now time.Time, cands []policy.Candidate, slots int) (picks []uint32, hintMs int64, held, ok bool) {
 	ctx, picks := e.pickInputLocked(&e.scratch, now, slots, 0)
 	p := e.fairness.p
 	e.mu.Unlock()
 	n := p.Pick(ctx, cands, picks)
 	e.mu.Lock()
 	if e.closed || !e.running {
-		return nil, false
+		return nil, 0, false, false
 	}
-	return e.checkPicksLocked(ctx, cands, picks, n), true
+	picks, hintMs, held = e.checkPicksLocked(ctx, cands, picks, n)
+	return picks, hintMs, held, true
+}
+
+// reaskLocked arms the timer that runs dispatch again after hintMs, when a
+// fairness policy held with a hint; an earlier one armed already stands.
+func (e *Engine) reaskLocked(hintMs int64) {
+	if hintMs <= 0 || e.reask != nil || e.closed {
+		return
+	}
+	e.reask = e.clock.AfterFunc(time.Duration(hintMs)*time.Millisecond, func() {
+		e.mu.Lock()
+		e.reask = nil
+		closed := e.closed
+		e.mu.Unlock()
+		if !closed {
+			e.after()
+		}
+	})
+}
+
+// candidateNames gives a fairness policy the names behind the candidates of
+// a decision (policy.Names), copied by candidatesLocked; valid during the
+// Pick call only.
+type candidateNames struct{ sc *dispatchScratch }
+
+// AgentID implements policy.Names.
+func (n candidateNames) AgentID(i int) string {
+	if ids := n.sc.agentIDs; i >= 0 && i < len(ids) {
+		return ids[i]
+	}
+	return ""
+}
+
+// LaneName implements policy.Names.
+func (n candidateNames) LaneName(i int) string {
+	if names := n.sc.laneNames; i >= 0 && i < len(names) {
+		return names[i]
+	}
+	return ""
 }

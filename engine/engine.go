@@ -74,7 +74,9 @@ type Engine struct {
 	log   hclog.Logger
 	sync  bool
 
-	armed   clock.Timer
+	armed clock.Timer
+	// reask asks a fairness policy that held again when its hint elapses.
+	reask   clock.Timer
 	armedAt int64
 
 	events *EventLog

@@ -357,7 +357,9 @@ func (e *Engine) setPolicy(slot policy.Slot, laneName, name string, p any) error
 				c.native = nf
 			}
 			sr, ok := fp.(policy.StateReporter)
-			c.fairness = namedFairness{name: name, p: fp, stateless: ok && sr.Stateless(), inline: inline(fp)}
+			// A policy that may hold is asked even about a single candidate.
+			h, holds := fp.(policy.Holder)
+			c.fairness = namedFairness{name: name, p: fp, stateless: ok && sr.Stateless() && !(holds && h.MayHold()), inline: inline(fp)}
 		default:
 			return invalid("slot", "unknown slot %d", slot)
 		}

@@ -154,7 +154,10 @@ func (c *core) nextByPolicyLocked(now time.Time, slack int) *task {
 		if len(cands) == 0 {
 			return nil
 		}
-		picks := c.pickLocked(&c.planScratch, now, cands, 1, policy.PickDryRun)
+		picks, _, held := c.pickLocked(&c.planScratch, now, cands, 1, policy.PickDryRun)
+		if held { // the policy dispatches nothing from these heads now
+			return nil
+		}
 		if len(picks) == 0 { // as dispatch does: this decision in the native order
 			t, _ := c.nextPlannedLocked(now.UnixNano(), slack)
 			return t

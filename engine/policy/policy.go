@@ -29,6 +29,8 @@ type (
 	Decision      = sdk.Decision
 	Retry         = sdk.Retry
 	Inline        = sdk.Inline
+	Names         = sdk.Names
+	Holder        = sdk.Holder
 )
 
 // Slots.
@@ -77,3 +79,15 @@ func Valid(d Decision) bool { return sdk.Valid(d) }
 
 // IsInline reports whether p may decide under the engine's lock.
 func IsInline(p any) bool { return sdk.IsInline(p) }
+
+// MaxHoldHintMs is the longest re-ask hint a fairness hold may carry.
+const MaxHoldHintMs = sdk.MaxHoldHintMs
+
+// Hold is a fairness policy's "hold" answer; see sdk.Hold.
+func Hold(hintMs int64) int { return sdk.Hold(hintMs) }
+
+// HoldHint reports whether a Pick's answer is a hold, and its hint.
+func HoldHint(n int) (int64, bool) { return sdk.HoldHint(n) }
+
+// Key returns the stable handle of an agent id or lane name; see sdk.Key.
+func Key(name string) uint64 { return sdk.Key(name) }

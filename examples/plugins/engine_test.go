@@ -246,3 +246,56 @@ func TestJitterThroughTheEngineSpreadsRetriesOfTasksThatFailedTogether(t *testin
 	require.Len(t, spread(enginetest.New(t, cfg)), 1, "the built-in without jitter: one wave")
 	require.Zero(t, w.Plugin().Stats().Fallbacks)
 }
+
+// ABI v2: vip reads the agents' ids (sdk.Names) and serves the named one
+// first, whatever its index in the engine; checked from the engine's event
+// log, as simulate reads it.
+func TestVIPThroughTheEngineServesTheNamedAgentFirst(t *testing.T) {
+	t.Parallel()
+	w, err := load(t, "vip.wasm", `{"agents": ["boss"]}`).Fairness(&fairshare.Fairness{})
+	require.NoError(t, err)
+	require.Equal(t, int32(2), w.Plugin().Version())
+	cfg := engine.Config{Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 1}}}
+	// The first task takes the only slot; then two agents queue ahead of
+	// the boss.
+	subs := burst("early", "main", 0, 1)
+	subs = append(subs, burst("a", "main", time.Millisecond, 5)...)
+	subs = append(subs, burst("b", "main", 2*time.Millisecond, 5)...)
+	subs = append(subs, burst("boss", "main", 3*time.Millisecond, 3)...)
+	rep, err := simulate.Run(context.Background(), subs, simulate.Options{Config: cfg, Fairness: w, Name: "vip"})
+	require.NoError(t, err)
+	agent := map[string]string{}
+	for i, id := range rep.Submitted {
+		agent[id] = subs[i].Agent
+	}
+	var order []string
+	for _, id := range rep.Order {
+		order = append(order, agent[id])
+	}
+	require.Equal(t, []string{"early", "boss", "boss", "boss"}, order[:4], "the boss goes first: %v", order)
+	require.Zero(t, w.Plugin().Stats().Fallbacks)
+}
+
+// ABI v2: ratecap holds when every head's agent has started its quota in the
+// window, and the engine dispatches nothing instead of its native order; it
+// asks again when the hint elapses.
+func TestRateCapThroughTheEngineHoldsInsteadOfHandingTheSlotOver(t *testing.T) {
+	t.Parallel()
+	w, err := load(t, "ratecap.wasm", `{"perWindow": 1, "windowMs": 1000}`).Fairness(&fairshare.Fairness{})
+	require.NoError(t, err)
+	require.True(t, w.MayHold())
+	cfg := engine.Config{Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 4}}, AgentMaxInFlight: 4}
+	subs := burst("greedy", "main", 0, 4) // four tasks of 100 ms, room for all at once
+	ctx := context.Background()
+	rep, err := simulate.Run(ctx, subs, simulate.Options{Config: cfg, Fairness: w, Name: "ratecap"})
+	require.NoError(t, err)
+	require.Len(t, rep.Order, 4)
+	// One start per second: the last starts at 3 s and ends at 3.1 s.
+	require.Equal(t, 3100*time.Millisecond, rep.Makespan)
+	require.Equal(t, 3*time.Second, rep.Agents[0].WaitP99)
+	require.Zero(t, w.Plugin().Stats().Fallbacks)
+
+	builtin, err := simulate.Run(ctx, subs, simulate.Options{Config: cfg, Name: "fair-share"})
+	require.NoError(t, err)
+	require.Equal(t, 100*time.Millisecond, builtin.Makespan, "the built-in starts all four at once")
+}

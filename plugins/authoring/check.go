@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -94,7 +95,7 @@ func Check(ctx context.Context, wasm []byte, opts Options) (*CheckReport, error)
 	defer a.plugin.Close(context.Background())
 	p := a.plugin
 	rep.Slot, rep.Stateless, rep.Hash = p.Slot().String(), p.Stateless(), p.Hash()
-	add(CheckABI, nil, fmt.Sprintf("a %s policy, ABI version 1", p.Slot()))
+	add(CheckABI, nil, fmt.Sprintf("a %s policy, ABI version %d", p.Slot(), p.Version()))
 
 	b, err := load(ctx, rt, "check-b", wasm, opts.Config)
 	if err != nil {
@@ -191,7 +192,11 @@ func varied(s *subject, n int, seed uint64) []int64 {
 			cands := host.SyntheticCandidates(1+int(k*7%90), k)
 			slots := 1 + int(k*5%17)
 			picks := make([]uint32, slots)
-			m := s.fairness.Pick(policy.PickContext{NowMs: 1_700_000_000_000, AgingMs: 30_000, Slots: uint32(slots)}, cands, picks)
+			m := s.fairness.Pick(policy.PickContext{NowMs: 1_700_000_000_000, AgingMs: 30_000, Slots: uint32(slots), Names: SyntheticNames{}}, cands, picks)
+			if hint, held := policy.HoldHint(m); held { // a hold is an answer too
+				out = append(out, -2, hint)
+				continue
+			}
 			for _, p := range picks[:m] {
 				out = append(out, int64(p))
 			}
@@ -241,7 +246,7 @@ func firstDiff(x, y []int64) int {
 func empty(s *subject) {
 	switch {
 	case s.fairness != nil:
-		ctx := policy.PickContext{NowMs: 1_700_000_000_000, AgingMs: 30_000, Slots: 4}
+		ctx := policy.PickContext{NowMs: 1_700_000_000_000, AgingMs: 30_000, Slots: 4, Names: SyntheticNames{}}
 		s.fairness.Pick(ctx, nil, make([]uint32, 4))
 		ctx.Slots = 0
 		s.fairness.Pick(ctx, host.SyntheticCandidates(8, 1), nil)
@@ -269,7 +274,7 @@ func large(s *subject, candidates int) {
 	switch {
 	case s.fairness != nil:
 		cands := host.SyntheticCandidates(candidates, 9)
-		ctx := policy.PickContext{NowMs: 1_700_000_000_000, AgingMs: 30_000, Slots: 8}
+		ctx := policy.PickContext{NowMs: 1_700_000_000_000, AgingMs: 30_000, Slots: 8, Names: SyntheticNames{}}
 		s.fairness.Pick(ctx, cands, make([]uint32, 8))
 		ctx.Slots = 64
 		s.fairness.Pick(ctx, cands, make([]uint32, 64))
@@ -302,3 +307,14 @@ func config(ctx context.Context, s *subject, doc []byte, rec *faultLog) error {
 	}
 	return nil
 }
+
+// SyntheticNames names the synthetic candidates of the checks and the bench
+// (ABI v2's names table): agent-N and lane-N by candidate index, a few
+// agents and lanes over many candidates.
+type SyntheticNames struct{}
+
+// AgentID implements policy.Names.
+func (SyntheticNames) AgentID(cand int) string { return "agent-" + strconv.Itoa(cand%7) }
+
+// LaneName implements policy.Names.
+func (SyntheticNames) LaneName(cand int) string { return "lane-" + strconv.Itoa(cand%3) }

@@ -52,12 +52,24 @@ func (in *instance) pick(ctx policy.PickContext, cands []policy.Candidate, picks
 	slots := min(uint32(len(picks)), ctx.Slots)
 	n := uint32(len(cands))
 	need := abi.FairnessBytes(n, slots)
+	var namesAt uint32
+	names := in.plugin.names() && ctx.Names != nil
+	if names {
+		total := 0
+		for i := range cands {
+			total += len(ctx.Names.AgentID(i)) + len(ctx.Names.LaneName(i))
+		}
+		need, namesAt = abi.NamesBytes(n, slots, total)
+	}
 	if err := in.ensureArena(need); err != nil {
 		return 0, in.callFault(err)
 	}
 	b := in.view(need)
-	abi.PutHeader(b, abi.Header{Layout: abi.LayoutVersion, RecordSize: abi.CandidateSize, Count: n})
+	abi.PutHeader(b, abi.Header{Layout: abi.LayoutVersion, RecordSize: abi.CandidateSize, Count: n, NamesOffset: namesAt})
 	abi.PutCandidates(b[abi.HeaderSize:], cands)
+	if names {
+		putNames(b, namesAt, n, ctx.Names)
+	}
 	s := in.stack
 	s[0], s[1], s[2], s[3] = uint64(ctx.NowMs), uint64(ctx.AgingMs), uint64(slots), uint64(ctx.Flags)
 	in.reason = ""
@@ -65,6 +77,9 @@ func (in *instance) pick(ctx policy.PickContext, cands []policy.Candidate, picks
 		return 0, in.callFault(err)
 	}
 	k := int32(s[0])
+	if k <= abi.HoldBase && k >= abi.HoldBase-abi.MaxHoldHintMs && in.plugin.version >= 2 {
+		return policy.Hold(int64(abi.HoldBase - k)), fault{}
+	}
 	if k < 0 {
 		return 0, fault{kind: FaultRefused, reason: in.reasonOr("fairness_pick returned an error")}
 	}
@@ -187,4 +202,23 @@ func (p *Plugin) decide(f *policy.Failure) (policy.Decision, outcome) {
 	}
 	d, ft := in.decideRetry(f)
 	return d, p.finish(in, ft)
+}
+
+// putNames writes the names table (ABI v2) at off: one entry per candidate,
+// then the names themselves.
+func putNames(b []byte, off, n uint32, names policy.Names) {
+	le := binary.LittleEndian
+	at := off + n*abi.NameEntrySize
+	for i := range int(n) {
+		e := b[off+uint32(i)*abi.NameEntrySize:]
+		agent, lane := names.AgentID(i), names.LaneName(i)
+		le.PutUint64(e[0:], policy.Key(agent))
+		le.PutUint64(e[8:], policy.Key(lane))
+		le.PutUint32(e[16:], at)
+		le.PutUint32(e[20:], uint32(len(agent)))
+		at += uint32(copy(b[at:], agent))
+		le.PutUint32(e[24:], at)
+		le.PutUint32(e[28:], uint32(len(lane)))
+		at += uint32(copy(b[at:], lane))
+	}
 }

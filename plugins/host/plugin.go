@@ -25,7 +25,8 @@ type Plugin struct {
 	key      [32]byte
 	compiled wazero.CompiledModule
 	flags    int32
-	size     int // pool size: 1 for a stateful plugin
+	version  int32 // the ABI version the module declared
+	size     int   // pool size: 1 for a stateful plugin
 
 	idle *pool
 	live atomic.Int32 // instances in existence (idle, busy or being built)
@@ -148,9 +149,11 @@ func (p *Plugin) checkVersion(in *instance) error {
 	if err := in.setupCall(in.mod.ExportedFunction(abi.ExportABIVersion)); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrInvalid, abi.ExportABIVersion, err)
 	}
-	if v := int32(in.stack[0]); v != abi.Version {
-		return fmt.Errorf("%w: ABI version %d, this host speaks version %d", ErrInvalid, v, abi.Version)
+	v := int32(in.stack[0])
+	if v < abi.MinVersion || v > abi.Version {
+		return fmt.Errorf("%w: ABI version %d, this host speaks versions %d to %d", ErrInvalid, v, abi.MinVersion, abi.Version)
 	}
+	p.version = v
 	if f := in.mod.ExportedFunction(abi.ExportPolicyFlags); f != nil {
 		if err := in.setupCall(f); err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrInvalid, abi.ExportPolicyFlags, err)
@@ -188,6 +191,12 @@ func (p *Plugin) Hash() string { return hex.EncodeToString(p.key[:]) }
 // Stateless reports whether the plugin declared itself stateless (and so
 // runs on a pool of instances).
 func (p *Plugin) Stateless() bool { return p.flags&abi.FlagStateless != 0 }
+
+// Version returns the ABI version the module declared.
+func (p *Plugin) Version() int32 { return p.version }
+
+// names reports whether the plugin asked for the names table (ABI v2).
+func (p *Plugin) names() bool { return p.version >= 2 && p.flags&abi.FlagNames != 0 }
 
 // Config returns the plugin's current configuration document.
 func (p *Plugin) Config() []byte {

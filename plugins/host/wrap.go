@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/plugins/sdk/abi"
 )
 
 // fallback serialises calls to a native policy, which may keep scratch space
@@ -49,6 +50,10 @@ func (w *Fairness) Plugin() *Plugin { return w.p }
 // Stateless implements policy.StateReporter: the plugin declared that it
 // keeps no state between decisions.
 func (w *Fairness) Stateless() bool { return w.p.Stateless() }
+
+// MayHold implements policy.Holder: the module declared (ABI v2) that it
+// may answer hold.
+func (w *Fairness) MayHold() bool { return w.p.version >= 2 && w.p.flags&abi.FlagHolds != 0 }
 
 // Pick implements policy.Fairness.
 func (w *Fairness) Pick(ctx policy.PickContext, cands []policy.Candidate, picks []uint32) int {

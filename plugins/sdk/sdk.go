@@ -63,6 +63,17 @@ type Option uint32
 // decisions over several instances.
 const Stateless Option = abi.FlagStateless
 
+// Names (ABI v2, fairness) asks the host for the names behind each
+// candidate: PickContext.Names then gives the agent's id and the lane's name
+// (and policy.Key their stable handles). Without it Names is nil, and the
+// host writes no names, at no cost.
+const Names Option = abi.FlagNames
+
+// Holds (ABI v2, fairness) declares that the policy may answer
+// policy.Hold, so the engine asks it even when a decision has a single
+// candidate.
+const Holds Option = abi.FlagHolds
+
 // Flags combines options into the value of the policy_flags export.
 func Flags(opts []Option) int32 {
 	var f int32

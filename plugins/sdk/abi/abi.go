@@ -16,8 +16,13 @@ import (
 )
 
 // Version is the ABI version this package implements, returned by a guest's
-// abi_version export. The host refuses a module that reports another one.
-const Version = 1
+// abi_version export. The host takes modules of every version from
+// MinVersion to Version and refuses others; a module of an older version
+// decides exactly as it did under that version.
+const Version = 2
+
+// MinVersion is the oldest ABI version the host still takes.
+const MinVersion = 1
 
 // LayoutVersion is the version of the record layouts written in the header.
 // Appending fields to a record raises the record size, not this number; it
@@ -60,7 +65,30 @@ const (
 	// decision that has a single candidate. Without it every decision goes
 	// to one instance at a time.
 	FlagStateless = 1 << 0
+	// FlagNames (ABI v2) asks the host for the names behind a fairness
+	// decision's candidates: a names table, located by the header's
+	// NamesOffset. Without it no table is written, at no cost.
+	FlagNames = 1 << 1
+	// FlagHolds (ABI v2) declares that the fairness policy may answer hold,
+	// so the engine asks it even about a single candidate (which a
+	// stateless policy otherwise is not asked about).
+	FlagHolds = 1 << 2
 )
+
+// Hold answers (ABI v2): a fairness_pick return value from HoldBase down to
+// HoldBase-MaxHoldHintMs means "dispatch nothing from these candidates now,
+// ask again in HoldBase-value ms (0: no hint)". Any other negative value is
+// still an error.
+const (
+	HoldBase      = -(1 << 30)
+	MaxHoldHintMs = 1<<30 - 1
+)
+
+// NameEntrySize is the size of one entry of the names table: per candidate,
+// u64 agent_key, u64 lane_key (policy.Key of the agent's id and the lane's
+// name), u32 agent_id_off, u32 agent_id_len, u32 lane_name_off,
+// u32 lane_name_len (offsets from the start of the arena, UTF-8 bytes).
+const NameEntrySize = 32
 
 // ErrGuest is the return value (any negative value works) by which a guest
 // refuses a call; it should call the reason import first.
@@ -74,6 +102,10 @@ type Header struct {
 	Layout     uint32 // LayoutVersion
 	RecordSize uint32 // bytes per record, at least the v1 size of the record
 	Count      uint32 // number of records
+	// NamesOffset (ABI v2, fairness) is where the names table starts, from
+	// the start of the arena; 0 when there is none (a v1 module reads it as
+	// reserved).
+	NamesOffset uint32
 }
 
 // PutHeader writes h at the start of b.
@@ -81,15 +113,16 @@ func PutHeader(b []byte, h Header) {
 	binary.LittleEndian.PutUint32(b[0:], h.Layout)
 	binary.LittleEndian.PutUint32(b[4:], h.RecordSize)
 	binary.LittleEndian.PutUint32(b[8:], h.Count)
-	binary.LittleEndian.PutUint32(b[12:], 0)
+	binary.LittleEndian.PutUint32(b[12:], h.NamesOffset)
 }
 
 // ReadHeader reads the header at the start of b.
 func ReadHeader(b []byte) Header {
 	return Header{
-		Layout:     binary.LittleEndian.Uint32(b[0:]),
-		RecordSize: binary.LittleEndian.Uint32(b[4:]),
-		Count:      binary.LittleEndian.Uint32(b[8:]),
+		Layout:      binary.LittleEndian.Uint32(b[0:]),
+		RecordSize:  binary.LittleEndian.Uint32(b[4:]),
+		Count:       binary.LittleEndian.Uint32(b[8:]),
+		NamesOffset: binary.LittleEndian.Uint32(b[12:]),
 	}
 }
 
@@ -134,4 +167,12 @@ func UnpackDecision(v int64) (d policy.Decision, ok bool) {
 		return policy.Decision{}, false
 	}
 	return policy.Decision{Action: policy.Action(v & 0xff), DelayMs: v >> 8}, true
+}
+
+// NamesBytes returns the arena bytes a fairness decision over n candidates
+// with the given slots needs when the names table is written, and where the
+// table starts: after the output, 8-aligned, followed by the names.
+func NamesBytes(n, slots uint32, names int) (need, offset uint32) {
+	offset = (FairnessBytes(n, slots) + 7) &^ 7
+	return offset + n*NameEntrySize + uint32(names), offset
 }

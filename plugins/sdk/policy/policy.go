@@ -100,6 +100,60 @@ type PickContext struct {
 	AgingMs int64  // heads waiting at least this long deserve a boost; 0 disables aging
 	Slots   uint32 // how many dispatches the engine can make right now
 	Flags   uint32 // PickDryRun
+	// Names tells who is behind each candidate (ABI v2); nil when the
+	// caller has no names to give.
+	Names Names
+}
+
+// Names gives the names behind a decision's candidates, by candidate index:
+// the agent's id (as submitted) and the lane's name. The engine passes them
+// to every fairness policy; a plugin sees them from ABI version 2 on.
+type Names interface {
+	AgentID(cand int) string
+	LaneName(cand int) string
+}
+
+// Key returns the stable 64-bit handle of an agent id or a lane name (FNV-1a):
+// the same name gives the same key on every server and across restarts,
+// unlike the Agent and Lane indices of the records.
+func Key(name string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(name); i++ {
+		h ^= uint64(name[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// A fairness policy answers "hold" — dispatch nothing from these candidates
+// now — by returning Hold(hintMs) from Pick instead of a count. That is
+// distinct from returning 0, which leaves the decision to the engine's
+// native order. hintMs > 0 asks the engine to ask again after that long
+// (it asks again anyway when the candidates change: a submission, a task
+// ending); 0 gives no hint. Hints are capped at MaxHoldHintMs.
+func Hold(hintMs int64) int {
+	return holdBase - int(min(max(hintMs, 0), MaxHoldHintMs))
+}
+
+// HoldHint reports whether n, a Pick's answer, is a hold, and its hint.
+func HoldHint(n int) (hintMs int64, ok bool) {
+	if n > holdBase || n < holdBase-MaxHoldHintMs {
+		return 0, false
+	}
+	return int64(holdBase - n), true
+}
+
+// holdBase is Hold(0): answers from holdBase down to holdBase-MaxHoldHintMs
+// are holds. The range fits an int32, the ABI's return type.
+const holdBase = -(1 << 30)
+
+// MaxHoldHintMs is the longest re-ask hint a hold may carry (about 12 days).
+const MaxHoldHintMs = 1<<30 - 1
+
+// Holder is implemented by a fairness policy that may answer Hold; the
+// engine then asks it even when a decision has a single candidate.
+type Holder interface {
+	MayHold() bool
 }
 
 // PickDryRun marks a decision made for a plan (a read-only preview): a stateful
