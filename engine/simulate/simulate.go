@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -37,6 +38,8 @@ type Submission struct {
 	Duration time.Duration // how long each attempt runs
 	// Outcome of each attempt: "ok" (default), "transient" or "permanent".
 	Outcome string
+	// Labels are the task's labels, reported on by Report.ByLabel.
+	Labels map[string]string
 }
 
 // line is the JSON form of a Submission: durations in milliseconds.
@@ -49,6 +52,8 @@ type line struct {
 	DeadlineMs float64 `json:"deadlineMs,omitempty"`
 	DurationMs float64 `json:"durationMs"`
 	Outcome    string  `json:"outcome,omitempty"`
+	// Labels are the task's labels (string values).
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 var priorities = map[string]engine.Priority{
@@ -87,7 +92,7 @@ func ReadWorkload(r io.Reader) ([]Submission, error) {
 		}
 		out = append(out, Submission{
 			At: ms(l.AtMs), Agent: l.Agent, Lane: l.Lane, Session: l.Session, Priority: p,
-			Deadline: ms(l.DeadlineMs), Duration: ms(l.DurationMs), Outcome: l.Outcome,
+			Deadline: ms(l.DeadlineMs), Duration: ms(l.DurationMs), Outcome: l.Outcome, Labels: l.Labels,
 		})
 	}
 	if err := sc.Err(); err != nil {
@@ -102,7 +107,7 @@ func WriteWorkload(w io.Writer, subs []Submission) error {
 	enc := json.NewEncoder(w)
 	for _, s := range subs {
 		l := line{AtMs: toMs(s.At), Agent: s.Agent, Lane: s.Lane, Session: s.Session, DeadlineMs: toMs(s.Deadline),
-			DurationMs: toMs(s.Duration), Outcome: s.Outcome}
+			DurationMs: toMs(s.Duration), Outcome: s.Outcome, Labels: s.Labels}
 		if s.Priority != engine.PriorityNormal {
 			for name, p := range priorities {
 				if p == s.Priority && name != "" {
@@ -212,6 +217,19 @@ type AgentReport struct {
 	WaitP99    time.Duration `json:"waitP99Ns"`
 }
 
+// GroupReport is the outcome of a group of tasks (one priority, or one
+// label): how many were submitted and dispatched, their waits, and their mean
+// position in the order of first dispatches (0 first; lower means served
+// earlier).
+type GroupReport struct {
+	Group        string        `json:"group"`
+	Submitted    int           `json:"submitted"`
+	Dispatched   int           `json:"dispatched"`
+	WaitP50      time.Duration `json:"waitP50Ns"`
+	WaitP99      time.Duration `json:"waitP99Ns"`
+	MeanPosition float64       `json:"meanPosition"`
+}
+
 // Report is what a simulation found.
 type Report struct {
 	Name     string        `json:"name"`
@@ -225,10 +243,16 @@ type Report struct {
 	// receives it. 1 means every backlogged agent got exactly its share (as
 	// under ideal processor sharing); it falls towards 1/n as one agent takes
 	// the dispatches the others were entitled to.
-	Jain      float64       `json:"jain"`
-	Agents    []AgentReport `json:"agents"`
-	Order     []string      `json:"-"` // task ids in first-dispatch order
-	Submitted []string      `json:"-"` // task ids in submission order
+	Jain   float64       `json:"jain"`
+	Agents []AgentReport `json:"agents"`
+	// ByPriority and ByLabel show what the selection policy did: for the
+	// tasks of each priority (CRITICAL first) and of each label (key=value,
+	// sorted), how long they waited and where in the dispatch order they
+	// went.
+	ByPriority []GroupReport `json:"byPriority"`
+	ByLabel    []GroupReport `json:"byLabel"`
+	Order      []string      `json:"-"` // task ids in first-dispatch order
+	Submitted  []string      `json:"-"` // task ids in submission order
 }
 
 // Run replays subs through a synchronous engine on a fake clock.
@@ -320,6 +344,9 @@ func Run(ctx context.Context, subs []Submission, opts Options) (*Report, error) 
 		}
 		spec := engine.TaskSpec{AgentID: s.Agent, Lane: s.Lane, SessionKey: s.Session, Priority: s.Priority,
 			Action: &engine.Action{Kind: "simulated"}, Labels: map[string]string{indexLabel: strconv.Itoa(i)}}
+		for k, v := range s.Labels {
+			spec.Labels[k] = v
+		}
 		if s.Deadline > 0 {
 			spec.Deadline = clk.Now().Add(s.Deadline)
 		}
@@ -453,6 +480,65 @@ func (rep *Report) fill(log *engine.EventLog, subs map[string]*Submission, weigh
 	}
 	slices.SortFunc(rep.Agents, func(a, b AgentReport) int { return strings.Compare(a.Agent, b.Agent) })
 	rep.WaitP50, rep.WaitP99 = percentile(all, 0.50), percentile(all, 0.99)
+	rep.groups(subs, submitted, evs)
+}
+
+// groups fills ByPriority and ByLabel from the first dispatches in Order.
+func (rep *Report) groups(subs map[string]*Submission, submitted map[string]time.Time, evs []engine.Event) {
+	first := map[string]time.Time{}
+	for _, ev := range evs {
+		if ev.Type == engine.EventState && ev.To == engine.StateAssigned && subs[ev.TaskID] != nil {
+			if _, ok := first[ev.TaskID]; !ok {
+				first[ev.TaskID] = ev.At
+			}
+		}
+	}
+	pos := map[string]int{}
+	for i, id := range rep.Order {
+		pos[id] = i
+	}
+	type acc struct {
+		g     GroupReport
+		waits []time.Duration
+		sum   int
+	}
+	prio, label := map[engine.Priority]*acc{}, map[string]*acc{}
+	add := func(a *acc, id string) {
+		a.g.Submitted++
+		if at, ok := first[id]; ok {
+			a.g.Dispatched++
+			a.waits = append(a.waits, at.Sub(submitted[id]))
+			a.sum += pos[id]
+		}
+	}
+	for id, s := range subs {
+		a := prio[s.Priority]
+		if a == nil {
+			a = &acc{g: GroupReport{Group: priorityName(s.Priority)}}
+			prio[s.Priority] = a
+		}
+		add(a, id)
+		for k, v := range s.Labels {
+			key := k + "=" + v
+			if label[key] == nil {
+				label[key] = &acc{g: GroupReport{Group: key}}
+			}
+			add(label[key], id)
+		}
+	}
+	finish := func(a *acc) GroupReport {
+		a.g.WaitP50, a.g.WaitP99 = percentile(a.waits, 0.50), percentile(a.waits, 0.99)
+		if a.g.Dispatched > 0 {
+			a.g.MeanPosition = float64(a.sum) / float64(a.g.Dispatched)
+		}
+		return a.g
+	}
+	for _, p := range slices.Sorted(maps.Keys(prio)) {
+		rep.ByPriority = append(rep.ByPriority, finish(prio[p]))
+	}
+	for _, k := range slices.Sorted(maps.Keys(label)) {
+		rep.ByLabel = append(rep.ByLabel, finish(label[k]))
+	}
 }
 
 func percentile(ds []time.Duration, q float64) time.Duration {
@@ -491,4 +577,14 @@ func (x *executor) Start(_ context.Context, run *engine.Run) {
 			run.Finish(engine.Outcome{})
 		}
 	})
+}
+
+// priorityName is the workload's name of p.
+func priorityName(p engine.Priority) string {
+	for name, q := range priorities {
+		if q == p && name != "" {
+			return name
+		}
+	}
+	return strconv.Itoa(int(p))
 }

@@ -155,3 +155,22 @@ func (c *cancelAfter) Pick(pc policy.PickContext, cands []policy.Candidate, pick
 	}
 	return oldestHead{}.Pick(pc, cands, picks)
 }
+
+func TestTheReportShowsSelectionEffectsByPriorityAndLabel(t *testing.T) {
+	t.Parallel()
+	subs := realistic(t)
+	for i := range subs {
+		subs[i].Outcome, subs[i].Deadline = "ok", 0
+		subs[i].Labels = map[string]string{"kind": []string{"search", "checkout"}[i%2]}
+	}
+	cfg := engine.Config{Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 2}, {Name: "subagent", MaxInFlight: 2}, {Name: "team", MaxInFlight: 2}, {Name: "cron", MaxInFlight: 2}}}
+	rep, err := simulate.Run(context.Background(), subs, simulate.Options{Config: cfg})
+	require.NoError(t, err)
+	require.Len(t, rep.ByPriority, 4)
+	require.Equal(t, "CRITICAL", rep.ByPriority[0].Group)
+	require.Equal(t, "LOW", rep.ByPriority[3].Group)
+	require.Equal(t, 100, rep.ByPriority[0].Dispatched)
+	require.Less(t, rep.ByPriority[0].MeanPosition, rep.ByPriority[3].MeanPosition, "the built-in selection serves CRITICAL before LOW")
+	require.Equal(t, []string{"kind=checkout", "kind=search"}, []string{rep.ByLabel[0].Group, rep.ByLabel[1].Group})
+	require.Equal(t, 200, rep.ByLabel[0].Submitted)
+}

@@ -36,7 +36,8 @@ type SimulateReport struct {
 }
 
 // String renders the comparison for people: per-agent share and waits,
-// overall waits and Jain's fairness index, plugin beside built-in.
+// overall waits and Jain's fairness index, and what selection did (waits and
+// mean dispatch position by priority and by label), plugin beside built-in.
 func (r *SimulateReport) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-22s %14s %14s\n", "", r.Plugin.Name, r.Builtin.Name)
@@ -53,6 +54,22 @@ func (r *SimulateReport) String() string {
 		o := builtin[a.Agent]
 		fmt.Fprintf(&b, "%-22s %14.3f %14.3f %14v %14v\n", a.Agent, a.Share, o.Share, a.WaitP99, o.WaitP99)
 	}
+	groups := func(title string, mine, theirs []simulate.GroupReport) {
+		if len(mine) == 0 {
+			return
+		}
+		other := map[string]simulate.GroupReport{}
+		for _, g := range theirs {
+			other[g.Group] = g
+		}
+		fmt.Fprintf(&b, "%-22s %14s %14s %14s %14s\n", title, "wait p50", "(built-in)", "mean position", "(built-in)")
+		for _, g := range mine {
+			o := other[g.Group]
+			fmt.Fprintf(&b, "%-22s %14v %14v %14.1f %14.1f\n", g.Group, g.WaitP50, o.WaitP50, g.MeanPosition, o.MeanPosition)
+		}
+	}
+	groups("priority", r.Plugin.ByPriority, r.Builtin.ByPriority)
+	groups("label", r.Plugin.ByLabel, r.Builtin.ByLabel)
 	if r.Faults > 0 || r.Fallbacks > 0 {
 		fmt.Fprintf(&b, "WARNING: %d faults, %d decisions fell back to the built-in\n", r.Faults, r.Fallbacks)
 	}
