@@ -31,6 +31,7 @@ type (
 	Inline        = sdk.Inline
 	Names         = sdk.Names
 	Holder        = sdk.Holder
+	Policy        = sdk.Policy
 )
 
 // Slots.

@@ -121,7 +121,7 @@ func benchCases(s *subject) []benchCase {
 	var cases []benchCase
 	switch {
 	case s.fairness != nil:
-		native := s.native.(policy.Fairness)
+		native := s.native.Fairness
 		for _, n := range []int{16, 64, 256} {
 			cands := host.SyntheticCandidates(n, 7)
 			for i := range cands { // room for every pick: the decision, not the ceilings
@@ -143,7 +143,7 @@ func benchCases(s *subject) []benchCase {
 			}
 		}
 	case s.selection != nil:
-		native := s.native.(policy.Selection)
+		native := s.native.Selection
 		for _, n := range []int{1, 100, 1000} {
 			tasks := host.SyntheticTasks(n, 7)
 			ranks := make([]int64, n)
@@ -159,7 +159,7 @@ func benchCases(s *subject) []benchCase {
 			})
 		}
 	case s.retry != nil:
-		native := s.native.(policy.Retry)
+		native := s.native.Retry
 		fs := failures(64)
 		i := 0
 		cases = append(cases, benchCase{

@@ -62,7 +62,7 @@ func (o Options) runtime(onEvent func(host.Event)) (*host.Runtime, func(), error
 type subject struct {
 	plugin  *host.Plugin
 	builtin builtin.Module
-	native  any // the built-in's native policy, the baseline
+	native  policy.Policy // the built-in's native policy, the baseline
 
 	fairness  policy.Fairness
 	selection policy.Selection
@@ -85,11 +85,11 @@ func load(ctx context.Context, rt *host.Runtime, name string, wasm, config []byt
 	fallback := s.builtin.Native()
 	switch p.Slot() {
 	case policy.SlotFairness:
-		s.fairness, err = p.Fairness(fallback.(policy.Fairness))
+		s.fairness, err = p.Fairness(fallback.Fairness)
 	case policy.SlotSelection:
-		s.selection, err = p.Selection(fallback.(policy.Selection))
+		s.selection, err = p.Selection(fallback.Selection)
 	case policy.SlotRetry:
-		s.retry, err = p.Retry(fallback.(policy.Retry))
+		s.retry, err = p.Retry(fallback.Retry)
 	}
 	if err != nil {
 		_ = p.Close(ctx)

@@ -36,16 +36,16 @@ type Module struct {
 	Name   string
 	Slot   policy.Slot
 	Wasm   []byte
-	Native func() any // a fresh policy.Selection, policy.Fairness or policy.Retry
+	Native func() policy.Policy // a fresh native policy of the slot
 }
 
 // Modules returns the built-in policies, one per slot, in slot order. The
 // byte slices are shared: do not modify them.
 func Modules() []Module {
 	return []Module{
-		{Name: priority.Name, Slot: policy.SlotSelection, Wasm: priorityWasm, Native: func() any { return priority.Selection{} }},
-		{Name: fairshare.Name, Slot: policy.SlotFairness, Wasm: fairshareWasm, Native: func() any { return &fairshare.Fairness{} }},
-		{Name: backoff.Name, Slot: policy.SlotRetry, Wasm: backoffWasm, Native: func() any { return backoff.Retry{} }},
+		{Name: priority.Name, Slot: policy.SlotSelection, Wasm: priorityWasm, Native: func() policy.Policy { return policy.Policy{Selection: priority.Selection{}} }},
+		{Name: fairshare.Name, Slot: policy.SlotFairness, Wasm: fairshareWasm, Native: func() policy.Policy { return policy.Policy{Fairness: &fairshare.Fairness{}} }},
+		{Name: backoff.Name, Slot: policy.SlotRetry, Wasm: backoffWasm, Native: func() policy.Policy { return policy.Policy{Retry: backoff.Retry{}} }},
 	}
 }
 

@@ -89,8 +89,8 @@ type Event struct {
 
 type entry struct {
 	info   Info
-	plugin *host.Plugin // nil for native policies
-	native any          // the native policy, for native entries and as the fallback
+	plugin *host.Plugin  // nil for native policies
+	native policy.Policy // the native policy, for native entries and as the fallback
 }
 
 // Manager keeps the plugins of one engine.
@@ -180,7 +180,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	// Built-in policies without a WebAssembly build, chosen by name with
 	// setPolicy: priority-first fairness.
 	m.entries[priofirst.Name] = &entry{info: Info{Name: priofirst.Name, Slot: policy.SlotFairness, Builtin: true, Native: true},
-		native: &priofirst.Fairness{}}
+		native: policy.Policy{Fairness: &priofirst.Fairness{}}}
 	for _, mod := range builtin.Modules() {
 		name := mod.Name
 		if m.opts.Native {
@@ -381,11 +381,11 @@ func (m *Manager) apply(slot policy.Slot, lane, name string) error {
 		var err error
 		switch slot {
 		case policy.SlotFairness:
-			impl, err = e.plugin.Fairness(e.native.(policy.Fairness))
+			impl.Fairness, err = e.plugin.Fairness(e.native.Fairness)
 		case policy.SlotSelection:
-			impl, err = e.plugin.Selection(e.native.(policy.Selection))
+			impl.Selection, err = e.plugin.Selection(e.native.Selection)
 		case policy.SlotRetry:
-			impl, err = e.plugin.Retry(e.native.(policy.Retry))
+			impl.Retry, err = e.plugin.Retry(e.native.Retry)
 		}
 		if err != nil {
 			return invalid("name", "%v", err)
@@ -393,11 +393,11 @@ func (m *Manager) apply(slot policy.Slot, lane, name string) error {
 	}
 	switch slot {
 	case policy.SlotFairness:
-		return m.e.SetFairness(name, impl.(policy.Fairness))
+		return m.e.SetFairness(name, impl.Fairness)
 	case policy.SlotSelection:
-		return m.e.SetSelection(lane, name, impl.(policy.Selection))
+		return m.e.SetSelection(lane, name, impl.Selection)
 	default:
-		return m.e.SetRetry(lane, name, impl.(policy.Retry))
+		return m.e.SetRetry(lane, name, impl.Retry)
 	}
 }
 

@@ -297,3 +297,26 @@ func Valid(d Decision) bool {
 	}
 	return false
 }
+
+// Policy is a policy of any slot, typed: exactly one field is set, the one
+// of its slot. Code that keeps policies of every slot together (a registry
+// of built-ins, a plugin manager) holds them as Policy rather than as any.
+type Policy struct {
+	Selection Selection
+	Fairness  Fairness
+	Retry     Retry
+}
+
+// Slot returns the slot of the policy p holds, 0 when it holds none or more
+// than one.
+func (p Policy) Slot() Slot {
+	switch {
+	case p.Selection != nil && p.Fairness == nil && p.Retry == nil:
+		return SlotSelection
+	case p.Fairness != nil && p.Selection == nil && p.Retry == nil:
+		return SlotFairness
+	case p.Retry != nil && p.Selection == nil && p.Fairness == nil:
+		return SlotRetry
+	}
+	return 0
+}
