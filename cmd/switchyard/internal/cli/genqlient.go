@@ -2330,7 +2330,7 @@ type TaskInfo struct {
 	SubmittedAt time.Time `json:"submittedAt"`
 	// When it last entered QUEUED.
 	QueuedAt *time.Time `json:"queuedAt"`
-	// In RETRY_WAIT: when it queues again.
+	// In RETRY_WAIT: when it queues again. WAITING, held by its lane's debounce: when it queues unless a newer task of its session supersedes it.
 	NextRunAt *time.Time `json:"nextRunAt"`
 	// When it reached a terminal state.
 	EndedAt *time.Time `json:"endedAt"`
