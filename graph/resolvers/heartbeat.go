@@ -149,35 +149,11 @@ func (s *subscriptionResolver) HeartbeatEvents(ctx context.Context, checkID *str
 			return nil, err
 		}
 	}
-	const kind = "heartbeatEvents"
 	events, stop := s.opts.Heartbeats.Subscribe(s.opts.SubscriptionBuffer)
-	ended := s.opts.Observer.SubscriptionStarted(kind)
-	ch := make(chan *model.HeartbeatEvent)
-	go func() {
-		defer ended()
-		defer close(ch)
-		defer stop()
-		for {
-			select {
-			case ev, ok := <-events:
-				if !ok {
-					return
-				}
-				if ev.Lagged > 0 {
-					s.opts.Observer.Lagged(kind, ev.Lagged)
-				}
-				if checkID != nil && ev.CheckID != *checkID {
-					continue
-				}
-				select {
-				case ch <- model.NewHeartbeatEvent(ev):
-				case <-ctx.Done():
-					return
-				}
-			case <-ctx.Done():
-				return
-			}
+	return forward(ctx, s.opts.Observer, "heartbeatEvents", events, stop, func(ev heartbeat.Event) (*model.HeartbeatEvent, uint64, bool) {
+		if checkID != nil && ev.CheckID != *checkID {
+			return nil, ev.Lagged, false // another check's: counted if it says events were lost, not sent
 		}
-	}()
-	return ch, nil
+		return model.NewHeartbeatEvent(ev), ev.Lagged, true
+	}), nil
 }

@@ -283,16 +283,17 @@ func (s *subscriptionResolver) InstanceEvents(ctx context.Context) (<-chan *mode
 		return nil, err
 	}
 	events, stop := reg.Subscribe(s.opts.SubscriptionBuffer)
-	return forward(ctx, s.opts.Observer, "instanceEvents", events, stop, func(ev executor.InstanceEvent) (*model.InstanceEvent, uint64) {
-		return &model.InstanceEvent{E: ev}, ev.Lagged
+	return forward(ctx, s.opts.Observer, "instanceEvents", events, stop, func(ev executor.InstanceEvent) (*model.InstanceEvent, uint64, bool) {
+		return &model.InstanceEvent{E: ev}, ev.Lagged, true
 	}), nil
 }
 
 // forward relays a hub's events to a new subscription until the hub closes
 // its channel or the client goes away, then unsubscribes (stop). conv makes
-// the GraphQL value of an event and says how many events the hub dropped for
-// this subscriber before it (Event.Lagged), which the observer counts.
-func forward[E, M any](ctx context.Context, obs Observer, kind string, events <-chan E, stop func(), conv func(E) (M, uint64)) <-chan M {
+// the GraphQL value of an event, says how many events the hub dropped for
+// this subscriber before it (Event.Lagged), which the observer counts, and
+// whether the subscriber wants it (send).
+func forward[E, M any](ctx context.Context, obs Observer, kind string, events <-chan E, stop func(), conv func(E) (m M, lagged uint64, send bool)) <-chan M {
 	ended := obs.SubscriptionStarted(kind)
 	ch := make(chan M)
 	go func() {
@@ -305,9 +306,12 @@ func forward[E, M any](ctx context.Context, obs Observer, kind string, events <-
 				if !ok {
 					return
 				}
-				m, lagged := conv(ev)
+				m, lagged, send := conv(ev)
 				if lagged > 0 {
 					obs.Lagged(kind, lagged)
+				}
+				if !send {
+					continue
 				}
 				select {
 				case ch <- m:

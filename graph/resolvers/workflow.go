@@ -167,8 +167,8 @@ func (s *subscriptionResolver) PluginEvents(ctx context.Context) (<-chan *model.
 		return nil, err
 	}
 	events, stop := s.opts.Plugins.Subscribe(s.opts.SubscriptionBuffer)
-	return forward(ctx, s.opts.Observer, "pluginEvents", events, stop, func(ev manager.Event) (*model.PluginEvent, uint64) {
-		return &model.PluginEvent{E: ev}, ev.Lagged
+	return forward(ctx, s.opts.Observer, "pluginEvents", events, stop, func(ev manager.Event) (*model.PluginEvent, uint64, bool) {
+		return &model.PluginEvent{E: ev}, ev.Lagged, true
 	}), nil
 }
 
