@@ -11,9 +11,10 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
-	"github.com/switchyard/switchyard/engine/policy"
+	policy1 "github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/graph/model"
 	"github.com/switchyard/switchyard/plugins/manager"
+	"github.com/switchyard/switchyard/plugins/sdk/policy"
 	"github.com/vektah/gqlparser/v2/ast"
 )
 
@@ -63,7 +64,7 @@ func (ec *executionContext) _Plugin_slot(ctx context.Context, field graphql.Coll
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v policy.Slot) graphql.Marshaler {
-			return ec.marshalNPolicySlot2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot(ctx, selections, v)
+			return ec.marshalNPolicySlot2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐSlot(ctx, selections, v)
 		},
 		true,
 		true,
@@ -477,7 +478,7 @@ func (ec *executionContext) _PluginEvent_slot(ctx context.Context, field graphql
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *policy.Slot) graphql.Marshaler {
-			return ec.marshalOPolicySlot2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot(ctx, selections, v)
+			return ec.marshalOPolicySlot2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐSlot(ctx, selections, v)
 		},
 		true,
 		false,
@@ -592,7 +593,7 @@ func (ec *executionContext) _PolicyAssignment_slot(ctx context.Context, field gr
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v policy.Slot) graphql.Marshaler {
-			return ec.marshalNPolicySlot2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot(ctx, selections, v)
+			return ec.marshalNPolicySlot2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐSlot(ctx, selections, v)
 		},
 		true,
 		true,
@@ -728,7 +729,7 @@ func (ec *executionContext) unmarshalInputSetPolicyInput(ctx context.Context, ob
 		switch k {
 		case "slot":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("slot"))
-			data, err := ec.unmarshalNPolicySlot2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot(ctx, v)
+			data, err := ec.unmarshalNPolicySlot2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐSlot(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -1104,15 +1105,15 @@ func (ec *executionContext) marshalNPolicyAssignment2ᚖgithubᚗcomᚋswitchyar
 	return ec._PolicyAssignment(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNPolicySlot2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot(ctx context.Context, v any) (policy.Slot, error) {
+func (ec *executionContext) unmarshalNPolicySlot2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐSlot(ctx context.Context, v any) (policy.Slot, error) {
 	tmp, err := graphql.UnmarshalString(v)
-	res := unmarshalNPolicySlot2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot[tmp]
+	res := unmarshalNPolicySlot2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐSlot[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNPolicySlot2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot(ctx context.Context, sel ast.SelectionSet, v policy.Slot) graphql.Marshaler {
+func (ec *executionContext) marshalNPolicySlot2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐSlot(ctx context.Context, sel ast.SelectionSet, v policy.Slot) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(marshalNPolicySlot2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot[v])
+	res := graphql.MarshalString(marshalNPolicySlot2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐSlot[v])
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "PolicySlot!")
 	}
@@ -1120,15 +1121,15 @@ func (ec *executionContext) marshalNPolicySlot2githubᚗcomᚋswitchyardᚋswitc
 }
 
 var (
-	unmarshalNPolicySlot2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot = map[string]policy.Slot{
-		"SELECTION": policy.SlotSelection,
-		"FAIRNESS":  policy.SlotFairness,
-		"RETRY":     policy.SlotRetry,
+	unmarshalNPolicySlot2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐSlot = map[string]policy.Slot{
+		"SELECTION": policy1.SlotSelection,
+		"FAIRNESS":  policy1.SlotFairness,
+		"RETRY":     policy1.SlotRetry,
 	}
-	marshalNPolicySlot2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot = map[policy.Slot]string{
-		policy.SlotSelection: "SELECTION",
-		policy.SlotFairness:  "FAIRNESS",
-		policy.SlotRetry:     "RETRY",
+	marshalNPolicySlot2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐSlot = map[policy.Slot]string{
+		policy1.SlotSelection: "SELECTION",
+		policy1.SlotFairness:  "FAIRNESS",
+		policy1.SlotRetry:     "RETRY",
 	}
 )
 
@@ -1144,35 +1145,35 @@ func (ec *executionContext) marshalOPlugin2ᚖgithubᚗcomᚋswitchyardᚋswitch
 	return ec._Plugin(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalOPolicySlot2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot(ctx context.Context, v any) (*policy.Slot, error) {
+func (ec *executionContext) unmarshalOPolicySlot2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐSlot(ctx context.Context, v any) (*policy.Slot, error) {
 	if v == nil {
 		return nil, nil
 	}
 	tmp, err := graphql.UnmarshalString(v)
-	res := unmarshalOPolicySlot2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot[tmp]
+	res := unmarshalOPolicySlot2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐSlot[tmp]
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalOPolicySlot2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot(ctx context.Context, sel ast.SelectionSet, v *policy.Slot) graphql.Marshaler {
+func (ec *executionContext) marshalOPolicySlot2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐSlot(ctx context.Context, sel ast.SelectionSet, v *policy.Slot) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	_ = sel
 	_ = ctx
-	res := graphql.MarshalString(marshalOPolicySlot2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot[*v])
+	res := graphql.MarshalString(marshalOPolicySlot2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐSlot[*v])
 	return res
 }
 
 var (
-	unmarshalOPolicySlot2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot = map[string]policy.Slot{
-		"SELECTION": policy.SlotSelection,
-		"FAIRNESS":  policy.SlotFairness,
-		"RETRY":     policy.SlotRetry,
+	unmarshalOPolicySlot2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐSlot = map[string]policy.Slot{
+		"SELECTION": policy1.SlotSelection,
+		"FAIRNESS":  policy1.SlotFairness,
+		"RETRY":     policy1.SlotRetry,
 	}
-	marshalOPolicySlot2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐSlot = map[policy.Slot]string{
-		policy.SlotSelection: "SELECTION",
-		policy.SlotFairness:  "FAIRNESS",
-		policy.SlotRetry:     "RETRY",
+	marshalOPolicySlot2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐSlot = map[policy.Slot]string{
+		policy1.SlotSelection: "SELECTION",
+		policy1.SlotFairness:  "FAIRNESS",
+		policy1.SlotRetry:     "RETRY",
 	}
 )
 

@@ -12,8 +12,9 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/engine/policy"
+	policy1 "github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/graph/model"
+	"github.com/switchyard/switchyard/plugins/sdk/policy"
 	"github.com/vektah/gqlparser/v2/ast"
 )
 
@@ -323,7 +324,7 @@ func (ec *executionContext) _Attempt_errorClass(ctx context.Context, field graph
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v policy.ErrorClass) graphql.Marshaler {
-			return ec.marshalNErrorClass2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐErrorClass(ctx, selections, v)
+			return ec.marshalNErrorClass2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐErrorClass(ctx, selections, v)
 		},
 		true,
 		true,
@@ -2382,7 +2383,7 @@ func (ec *executionContext) _Task_errorClass(ctx context.Context, field graphql.
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v policy.ErrorClass) graphql.Marshaler {
-			return ec.marshalNErrorClass2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐErrorClass(ctx, selections, v)
+			return ec.marshalNErrorClass2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐErrorClass(ctx, selections, v)
 		},
 		true,
 		true,
@@ -5396,15 +5397,15 @@ func (ec *executionContext) marshalNDependency2ᚖgithubᚗcomᚋswitchyardᚋsw
 	return ec._Dependency(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNErrorClass2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐErrorClass(ctx context.Context, v any) (policy.ErrorClass, error) {
+func (ec *executionContext) unmarshalNErrorClass2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐErrorClass(ctx context.Context, v any) (policy.ErrorClass, error) {
 	tmp, err := graphql.UnmarshalString(v)
-	res := unmarshalNErrorClass2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐErrorClass[tmp]
+	res := unmarshalNErrorClass2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐErrorClass[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNErrorClass2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐErrorClass(ctx context.Context, sel ast.SelectionSet, v policy.ErrorClass) graphql.Marshaler {
+func (ec *executionContext) marshalNErrorClass2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐErrorClass(ctx context.Context, sel ast.SelectionSet, v policy.ErrorClass) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(marshalNErrorClass2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐErrorClass[v])
+	res := graphql.MarshalString(marshalNErrorClass2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐErrorClass[v])
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "ErrorClass!")
 	}
@@ -5412,17 +5413,17 @@ func (ec *executionContext) marshalNErrorClass2githubᚗcomᚋswitchyardᚋswitc
 }
 
 var (
-	unmarshalNErrorClass2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐErrorClass = map[string]policy.ErrorClass{
-		"NONE":      policy.ClassNone,
-		"TRANSIENT": policy.ClassTransient,
-		"PERMANENT": policy.ClassPermanent,
-		"CANCELLED": policy.ClassCancelled,
+	unmarshalNErrorClass2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐErrorClass = map[string]policy.ErrorClass{
+		"NONE":      policy1.ClassNone,
+		"TRANSIENT": policy1.ClassTransient,
+		"PERMANENT": policy1.ClassPermanent,
+		"CANCELLED": policy1.ClassCancelled,
 	}
-	marshalNErrorClass2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋpolicyᚐErrorClass = map[policy.ErrorClass]string{
-		policy.ClassNone:      "NONE",
-		policy.ClassTransient: "TRANSIENT",
-		policy.ClassPermanent: "PERMANENT",
-		policy.ClassCancelled: "CANCELLED",
+	marshalNErrorClass2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋsdkᚋpolicyᚐErrorClass = map[policy.ErrorClass]string{
+		policy1.ClassNone:      "NONE",
+		policy1.ClassTransient: "TRANSIENT",
+		policy1.ClassPermanent: "PERMANENT",
+		policy1.ClassCancelled: "CANCELLED",
 	}
 )
 

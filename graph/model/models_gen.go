@@ -13,8 +13,8 @@ import (
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/heartbeat"
-	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/schedule"
+	"github.com/switchyard/switchyard/plugins/sdk/policy"
 )
 
 // A browser interaction.
