@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"slices"
 )
 
@@ -138,26 +139,31 @@ func (e *Engine) StopSession(_ context.Context, key string, all bool) ([]string,
 
 // Reset puts a PARKED task back in its queue with a fresh attempt budget.
 func (e *Engine) Reset(ctx context.Context, id string) (*Task, error) {
-	e.mu.Lock()
-	t := e.tasks[id]
-	if t == nil {
-		e.mu.Unlock()
+	var snap *Task
+	err := e.mutate(func(c *core) error {
+		t := c.tasks[id]
+		if t == nil {
+			return errNotLive
+		}
+		if t.state != StateParked {
+			return conflict("only a PARKED task can be reset; task %s is %s", id, t.state)
+		}
+		o := t.outcomeOf()
+		o.resetAt = int32(len(t.attempts))
+		o.prevDelay = 0
+		c.setState(t, StateQueued, "reset by operator")
+		snap = t.snapshot()
+		return nil
+	})
+	if errors.Is(err, errNotLive) {
 		return nil, e.endedOrMissing(ctx, id, "reset")
 	}
-	if t.state != StateParked {
-		st := t.state
-		e.mu.Unlock()
-		return nil, conflict("only a PARKED task can be reset; task %s is %s", id, st)
-	}
-	o := t.outcomeOf()
-	o.resetAt = int32(len(t.attempts))
-	o.prevDelay = 0
-	e.setState(t, StateQueued, "reset by operator")
-	snap := t.snapshot()
-	e.unlock()
-	e.after()
-	return snap, nil
+	return snap, err
 }
+
+// errNotLive says that a task is not in memory: it has ended and left, or
+// never was (the store knows which).
+var errNotLive = errors.New("engine: task not live")
 
 // Retry runs a task again now. A task backing off (RETRY_WAIT) queues at once;
 // a PARKED task is reset; a task that ended FAILED, CANCELLED, EXPIRED or

@@ -59,24 +59,30 @@ func (e *Engine) DeleteLane(name string) (LaneStatus, error) {
 // in flight finish and admits no more until the lane is under it. With
 // Create or Remove it makes or deletes the lane.
 func (e *Engine) UpdateLane(name string, u LaneUpdate) (LaneStatus, error) {
-	e.mu.Lock()
-	l := e.laneByName[name]
+	var st LaneStatus
+	err := e.mutate(func(c *core) (err error) {
+		st, err = c.updateLaneLocked(name, u)
+		return err
+	})
+	return st, err
+}
+
+// updateLaneLocked is UpdateLane on the core.
+func (c *core) updateLaneLocked(name string, u LaneUpdate) (LaneStatus, error) {
+	l := c.laneByName[name]
 	switch {
 	case u.Create && l != nil:
-		e.mu.Unlock()
 		return LaneStatus{}, conflict("lane %q exists already", name)
 	case l == nil && !u.Create:
-		e.mu.Unlock()
 		return LaneStatus{}, notFound("no lane %q", name)
 	case u.Remove:
-		return e.removeLaneLocked(l)
+		return c.removeLaneLocked(l)
 	}
 	var cfg LaneConfig
 	if l != nil {
 		cfg = l.cfg
 	} else {
 		if !validName(name) {
-			e.mu.Unlock()
 			return LaneStatus{}, invalid("name", "%q is not a lane name (letters, digits, '-' and '_', at most 64)", name)
 		}
 		cfg = NewLane(name)
@@ -118,7 +124,6 @@ func (e *Engine) UpdateLane(name string, u LaneUpdate) (LaneStatus, error) {
 		cfg.Pull = *u.Pull
 	}
 	if err := cfg.validate(); err != nil {
-		e.mu.Unlock()
 		field, msg, ok := strings.Cut(err.Error(), ": ")
 		if !ok {
 			field, msg = "input", err.Error()
@@ -126,57 +131,50 @@ func (e *Engine) UpdateLane(name string, u LaneUpdate) (LaneStatus, error) {
 		return LaneStatus{}, invalid(field, "%s", msg)
 	}
 	if cfg.MaxQueued == 0 || u.MaxDepth != nil && *u.MaxDepth == 0 {
-		e.mu.Unlock()
 		return LaneStatus{}, invalid("maxQueued", "the queue cap and the maximum depth must be positive")
 	}
 	reason := describeLane(cfg)
 	if l == nil {
-		l = e.reviveLaneLocked(cfg)
+		l = c.reviveLaneLocked(cfg)
 		reason = "created " + reason
 	}
 	l.cfg = cfg
-	e.cur.lanes = append(e.cur.lanes, cfg)
-	e.seq++
-	e.cur.events = append(e.cur.events, Event{Seq: e.seq, At: e.now(), Type: EventLane, Lane: name, Reason: reason})
+	c.cur.lanes = append(c.cur.lanes, cfg)
+	c.seq++
+	c.cur.events = append(c.cur.events, Event{Seq: c.seq, At: c.now(), Type: EventLane, Lane: name, Reason: reason})
 	st := LaneStatus{Config: l.cfg, InFlight: l.inflight, Pending: l.queued, Selection: l.selection.name, Retry: l.retry.name}
-	e.unlock()
-	e.after()
 	return st, nil
 }
 
 // reviveLaneLocked gives a new lane cfg the struct of a removed lane of the
 // same name, if any (its index stays with the agents' queues), else a new
 // one.
-func (e *Engine) reviveLaneLocked(cfg LaneConfig) *lane {
-	for _, l := range e.lanes {
+func (c *core) reviveLaneLocked(cfg LaneConfig) *lane {
+	for _, l := range c.lanes {
 		if l.cfg.Removed && l.cfg.Name == cfg.Name {
 			l.cfg = cfg
-			e.laneByName[cfg.Name] = l
+			c.laneByName[cfg.Name] = l
 			return l
 		}
 	}
-	return e.addLane(cfg)
+	return c.addLane(cfg)
 }
 
-// removeLaneLocked deletes an empty lane; it unlocks e.
-func (e *Engine) removeLaneLocked(l *lane) (LaneStatus, error) {
+// removeLaneLocked deletes an empty lane.
+func (c *core) removeLaneLocked(l *lane) (LaneStatus, error) {
 	name := l.cfg.Name
-	if live := len(e.matchLiveLocked(TaskFilter{Lane: name})); live > 0 || l.inflight > 0 {
-		e.mu.Unlock()
+	if live := len(c.matchLiveLocked(TaskFilter{Lane: name})); live > 0 || l.inflight > 0 {
 		return LaneStatus{}, conflict("lane %q still has %d live tasks: cancel them or let them end first", name, live)
 	}
-	if e.liveLanesLocked() == 1 {
-		e.mu.Unlock()
+	if c.liveLanesLocked() == 1 {
 		return LaneStatus{}, conflict("lane %q is the last lane", name)
 	}
 	st := LaneStatus{Config: l.cfg, Selection: l.selection.name, Retry: l.retry.name}
 	l.cfg.Removed = true
-	delete(e.laneByName, name)
-	e.cur.lanes = append(e.cur.lanes, l.cfg) // the tombstone: the removal survives a restart
-	e.seq++
-	e.cur.events = append(e.cur.events, Event{Seq: e.seq, At: e.now(), Type: EventLane, Lane: name, Reason: "lane " + name + " removed"})
-	e.unlock()
-	e.after()
+	delete(c.laneByName, name)
+	c.cur.lanes = append(c.cur.lanes, l.cfg) // the tombstone: the removal survives a restart
+	c.seq++
+	c.cur.events = append(c.cur.events, Event{Seq: c.seq, At: c.now(), Type: EventLane, Lane: name, Reason: "lane " + name + " removed"})
 	return st, nil
 }
 
