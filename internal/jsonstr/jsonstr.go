@@ -8,18 +8,32 @@ import "unicode/utf8"
 
 const hexDigits = "0123456789abcdef"
 
+// safe and htmlSafe say which ASCII bytes go into a JSON string as they
+// are, without and with HTML escaping: one table look-up a byte.
+var safe, htmlSafe = func() (s, h [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		s[c] = c != '"' && c != '\\'
+		h[c] = s[c] && c != '<' && c != '>' && c != '&'
+	}
+	return s, h
+}()
+
 // Append appends s to b as a JSON string and returns the extended slice, as
 // encoding/json does: invalid UTF-8 becomes U+FFFD, control characters are
 // escaped, and so are U+2028 and U+2029 (for JavaScript). With html, <, > and
 // & are escaped too, as encoding/json does by default, so that the output is
 // safe inside HTML; without it, as an Encoder with SetEscapeHTML(false).
 func Append(b []byte, s string, html bool) []byte {
+	table := &safe
+	if html {
+		table = &htmlSafe
+	}
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && (!html || c != '<' && c != '>' && c != '&') {
+			if table[c] {
 				i++
 				continue
 			}
