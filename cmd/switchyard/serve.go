@@ -221,8 +221,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 		backend  server.Options // Engine, Registry, Plugins, Schedules, Cluster, Metrics
 		shutdown func(ctx context.Context)
 		commits  func() error // nil while the scheduling engine's commits succeed
+		lanes    func() int   // how many lanes are live, stored ones included
 	)
-	lanes := func() int { return len(engCfg.Lanes) } // how many lanes are live, stored ones included
 	if cfg.Store.Driver == "postgres" {
 		st.enter(stepStore)
 		node, stop, err := startNode(cfg, engCfg, exec, reg, st, log)
