@@ -37,25 +37,27 @@ func (e *Engine) Cancel(ctx context.Context, id, reason string) (*Task, error) {
 	if reason == "" {
 		reason = "cancelled"
 	}
-	e.mu.Lock()
-	t := e.tasks[id]
-	if t == nil {
-		e.mu.Unlock()
+	var snap *Task
+	err := e.mutate(func(c *core) error {
+		t := c.tasks[id]
+		if t == nil {
+			return errNotLive
+		}
+		cancelled := c.cancelLocked(t, reason)
+		snap = t.snapshot()
+		if !cancelled {
+			return conflict("task %s has already ended (%s)", id, snap.State)
+		}
+		return nil
+	})
+	if errors.Is(err, errNotLive) {
 		st, err := e.Task(ctx, id)
 		if err != nil {
 			return nil, err
 		}
 		return st, conflict("task %s has already ended (%s)", id, st.State)
 	}
-	if !e.cancelLocked(t, reason) {
-		snap := t.snapshot()
-		e.mu.Unlock()
-		return snap, conflict("task %s has already ended (%s)", id, snap.State)
-	}
-	snap := t.snapshot()
-	e.unlock()
-	e.after()
-	return snap, nil
+	return snap, err
 }
 
 // CancelWhere cancels every live task that matches f (an empty filter is
