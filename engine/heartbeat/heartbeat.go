@@ -582,6 +582,10 @@ func checkHTTPURL(field, raw string) error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
 		return invalid(field, "must be an absolute http or https URL")
 	}
+	if u.User != nil {
+		// The URL is shown to every reader of the API: no secrets in it.
+		return invalid(field, "must not carry credentials (user:password@)")
+	}
 	return nil
 }
 

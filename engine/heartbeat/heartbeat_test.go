@@ -285,6 +285,16 @@ func TestBadSpecsAreRefused(t *testing.T) {
 		require.Equal(t, engine.CodeInvalidInput, ee.Code, field)
 		require.Equal(t, field, ee.Field)
 	}
+	for field, spec := range map[string]heartbeat.Spec{
+		"url":        {Name: "x", URL: "http://user:secret@127.0.0.1/health"},
+		"webhookUrl": {Name: "x", URL: "http://127.0.0.1/", WebhookURL: "https://user:secret@hooks.example/"},
+	} {
+		_, err := heartbeat.New(&settings{}, heartbeat.Options{Guard: loopbackOnly(), Webhooks: &recorder{}}).Create(context.Background(), spec)
+		var ee *engine.Error
+		require.True(t, errors.As(err, &ee), field)
+		require.Equal(t, field, ee.Field)
+		require.Contains(t, ee.Message, "credentials")
+	}
 	require.Empty(t, c.List())
 }
 

@@ -3760,7 +3760,7 @@ type HeartbeatCheck {
   failureThreshold: Int!
   "Whether redirects are followed (up to 5, each hop through the address guard)."
   followRedirects: Boolean!
-  "Told of every state change (redacted of credentials)."
+  "Told of every state change."
   webhookUrl: String
   "Whether it is probed on its interval."
   enabled: Boolean!
@@ -3846,7 +3846,7 @@ type HeartbeatEvent {
 input HeartbeatCheckInput {
   "Its name (at most 200 characters)."
   name: String!
-  "An absolute http or https URL."
+  "An absolute http or https URL, without credentials (user:password@ is refused: every reader of the API sees it)."
   url: String!
   "GET (the default) or HEAD."
   method: String
@@ -3860,7 +3860,7 @@ input HeartbeatCheckInput {
   failureThreshold: Int
   "Follow redirects (up to 5, each hop through the address guard). Default false: a 3xx is judged as it is."
   followRedirects: Boolean
-  "Told of every state change, signed as task webhooks are. Needs the server's webhooks."
+  "Told of every state change, signed as task webhooks are; without credentials (the signature authenticates it)."
   webhookUrl: String
   "Probe it on its interval. Default true."
   enabled: Boolean

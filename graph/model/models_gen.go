@@ -67,7 +67,7 @@ type Dependency struct {
 type HeartbeatCheckInput struct {
 	// Its name (at most 200 characters).
 	Name string `json:"name"`
-	// An absolute http or https URL.
+	// An absolute http or https URL, without credentials (user:password@ is refused: every reader of the API sees it).
 	URL string `json:"url"`
 	// GET (the default) or HEAD.
 	Method *string `json:"method,omitempty"`
@@ -81,7 +81,7 @@ type HeartbeatCheckInput struct {
 	FailureThreshold *int `json:"failureThreshold,omitempty"`
 	// Follow redirects (up to 5, each hop through the address guard). Default false: a 3xx is judged as it is.
 	FollowRedirects *bool `json:"followRedirects,omitempty"`
-	// Told of every state change, signed as task webhooks are. Needs the server's webhooks.
+	// Told of every state change, signed as task webhooks are; without credentials (the signature authenticates it).
 	WebhookURL *string `json:"webhookUrl,omitempty"`
 	// Probe it on its interval. Default true.
 	Enabled *bool `json:"enabled,omitempty"`
