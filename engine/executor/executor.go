@@ -287,9 +287,9 @@ func (e *Executor) runIn(ctx context.Context, a Attempt, spec *engine.TaskSpec, 
 	o := engine.Outcome{Result: res, HTTPStatus: http.StatusOK, InstanceID: t.instance, TabID: t.tab, TabTime: tabTime, ActionTime: actionTime}
 	e.record(spec, !t.session)
 	if isClose(spec.Action.Kind) {
-		// The tab is gone: nothing may stay bound to it.
+		// The tab is gone: this task binds nothing to it.
 		o.TabID = ""
-		return o, e.forgetTab(t.tab)
+		return o, e.closedTab(t.tab, spec.SessionKey)
 	}
 	return o, nil
 }
@@ -575,6 +575,36 @@ func sessionLost(t target, why string, cause error) error {
 		err = fmt.Errorf("%w: %w", err, cause)
 	}
 	return engine.Permanent(err)
+}
+
+// closedTab drops a tab a task closed from the executor's books. When the
+// tab was a session's and the task was of that session (by is its session key,
+// or ""), the session ended it: its binding and its replay log go, and its
+// next task starts over in a new tab. When a task of another session, or of
+// none, closed it, the session did not ask for that: its binding stays, so
+// that its next task finds the tab gone and fails with SESSION_LOST, or
+// replays the session if it asked, as when the tab is closed behind
+// Switchyard's back. It returns the func that unbinds the session, to run
+// once the outcome is reported, or nil.
+func (e *Executor) closedTab(tab, by string) func() {
+	e.mu.Lock()
+	o, ok := e.owned[tab]
+	e.mu.Unlock()
+	if ok && o.session != "" && o.session != by {
+		e.reg.tabs.forget(tab)
+		e.mu.Lock()
+		delete(e.owned, tab)
+		e.unpoolLocked(o)
+		e.mu.Unlock()
+		e.log.Info("a session's tab was closed by a task of another session: its next task finds it lost",
+			"session", o.session, "tab", tab, "closedBy", by)
+		return nil
+	}
+	after := e.forgetTab(tab)
+	if ok && o.session != "" {
+		e.forgetReplay(o.session)
+	}
+	return after
 }
 
 // forgetTab drops a tab from the executor's books. It returns the func that

@@ -173,3 +173,52 @@ func TestAReplayRepeatsAClickThatNavigatedWithoutSayingSo(t *testing.T) {
 	o = sessionStep(t, bn, "name", tab, true, action("fill", "#name", `{"text":"Ada"}`))
 	require.NoError(t, o.Err, "the replay repeated the navigating click, with waitNav, then back")
 }
+
+// A close task naming a session's tab, from outside the session, loses the
+// session as a close behind Switchyard's back does: replayed when it asked,
+// SESSION_LOST when it did not. The session's own close ends it: its replay
+// log goes, so that a later loss does not rebuild the closed page.
+func TestAClosingTaskFromOutsideASessionLosesIt(t *testing.T) {
+	t.Parallel()
+	modes(t, func(t *testing.T, mode pinchtabtest.Mode) {
+		bn, d := setupDouble(t, mode, executor.Options{})
+		closeTab := func(tab, session string) {
+			t.Helper()
+			o := bn.exec.Execute(context.Background(), &attempt{id: "close-" + tab, instance: "p",
+				spec: &engine.TaskSpec{AgentID: "y", SessionKey: session, TabID: tab, Action: action("close", "", "")}})
+			require.NoError(t, o.Err)
+		}
+		for _, replay := range []bool{true, false} {
+			o := sessionStep(t, bn, "open", "", replay, action("navigate", "", `{"url":"http://site.test/form"}`))
+			require.NoError(t, o.Err)
+			first := o.TabID
+			require.NoError(t, sessionStep(t, bn, "fill", first, replay, action("fill", "#name", `{"text":"Ada"}`)).Err)
+			unbound := len(bn.sink.unboundSessions())
+			closeTab(first, "")
+			require.Len(t, bn.sink.unboundSessions(), unbound, "its binding stays: its next task finds the tab gone")
+			o = sessionStep(t, bn, "go", first, replay, action("click", "#go", ""))
+			if !replay {
+				require.ErrorIs(t, o.Err, executor.ErrSessionLost, "not run in a blank tab")
+				require.Empty(t, d.Tabs())
+				continue
+			}
+			require.NoError(t, o.Err, "replayed instead of run in a blank tab")
+			require.NotEqual(t, first, o.TabID)
+			o = sessionStep(t, bn, "check", o.TabID, true, action("text", "#out", ""))
+			require.NoError(t, o.Err)
+			require.Equal(t, "Hello, Ada!", outText(t, o.Result))
+			closeTab(o.TabID, "s") // the session's own: it ends
+			require.Empty(t, d.Tabs())
+			require.Contains(t, bn.sink.unboundSessions(), "s", "unbound: its next task starts over")
+		}
+
+		// After its own close the session starts over: a loss of its new
+		// tab replays what it did since, not the closed page.
+		o := sessionStep(t, bn, "reopen", "", true, action("title", "", ""))
+		require.NoError(t, o.Err)
+		d.CloseTab(o.TabID)
+		o = sessionStep(t, bn, "again", o.TabID, true, action("url", "", ""))
+		require.NoError(t, o.Err)
+		require.NotContains(t, string(o.Result), "site.test", "nothing of the closed session was replayed")
+	})
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine/executor/chromium"
+	"github.com/switchyard/switchyard/graph/client"
+)
+
+// sessionTasks submits tasks to a server over GraphQL and waits for their end.
+type sessionTasks struct {
+	t *testing.T
+	c *client.Client
+}
+
+type endedTask struct {
+	State    string
+	Error    *string
+	Result   json.RawMessage
+	Attempts []struct {
+		TabID *string
+		Error *string
+	}
+}
+
+// run submits one task and returns it once it ended.
+func (s sessionTasks) run(input map[string]any) endedTask {
+	s.t.Helper()
+	ctx := context.Background()
+	var sub struct{ SubmitTask struct{ ID string } }
+	require.NoError(s.t, s.c.Do(ctx, `mutation($in: SubmitTaskInput!) { submitTask(input: $in) { id } }`,
+		map[string]any{"in": input}, &sub))
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var out struct{ Task endedTask }
+		require.NoError(s.t, s.c.Do(ctx, `query($id: ID!) { task(id: $id) { state error result attempts { tabId error } } }`,
+			map[string]any{"id": sub.SubmitTask.ID}, &out))
+		switch out.Task.State {
+		case "SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED", "REJECTED":
+			return out.Task
+		}
+		require.True(s.t, time.Now().Before(deadline), "task %v did not end: %+v", input, out.Task)
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (e endedTask) tab() string {
+	if n := len(e.Attempts); n > 0 && e.Attempts[n-1].TabID != nil {
+		return *e.Attempts[n-1].TabID
+	}
+	return ""
+}
+
+func (e endedTask) text(t *testing.T) string {
+	t.Helper()
+	require.Equal(t, "SUCCEEDED", e.State, "%+v", e)
+	var r struct{ Text string }
+	require.NoError(t, json.Unmarshal(e.Result, &r), "%s", e.Result)
+	return r.Text
+}
+
+// A close task that names a session's tab, from outside the session, takes
+// the session's page away as closing the tab behind Switchyard's back does:
+// the session's next task fails with SESSION_LOST (or replays the session if
+// it asked), never runs in a blank tab. A close of the session's own ends it
+// cleanly: its next task starts over in a new tab.
+func TestClosingASessionsTabThroughATask(t *testing.T) {
+	t.Parallel()
+	if _, ok := chromium.Find(); !ok {
+		t.Skip("chromium is not installed: skipping (apt-get install chromium)")
+	}
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte(`<!doctype html><title>t</title><input id="name"><p id="seen">page</p>`))
+	}))
+	t.Cleanup(site.Close)
+	s := startServe(t, "--listen", "127.0.0.1:0", "--store", "memory", "--shutdown-grace", "100ms")
+	tasks := sessionTasks{t, client.New(s.URL)}
+	action := func(kind, selector string, params map[string]any) map[string]any {
+		a := map[string]any{"kind": kind}
+		if selector != "" {
+			a["selector"] = selector
+		}
+		if params != nil {
+			a["params"] = params
+		}
+		return a
+	}
+	inSession := func(key string, replay bool, act map[string]any) map[string]any {
+		return map[string]any{"agentId": "closer", "sessionKey": key, "sessionReplay": replay, "action": act}
+	}
+	build := func(key string, replay bool) string {
+		t.Helper()
+		nav := tasks.run(inSession(key, replay, action("navigate", "", map[string]any{"url": site.URL})))
+		require.Equal(t, "SUCCEEDED", nav.State, "%+v", nav)
+		require.Equal(t, "page", tasks.run(inSession(key, replay, action("text", "#seen", nil))).text(t))
+		return nav.tab()
+	}
+	closeFromOutside := func(tab string) {
+		t.Helper()
+		closed := tasks.run(map[string]any{"agentId": "other", "tabId": tab, "action": action("close", "", nil)})
+		require.Equal(t, "SUCCEEDED", closed.State, "%+v", closed)
+	}
+
+	// Without replay: SESSION_LOST, then the session starts over.
+	tab := build("plain", false)
+	closeFromOutside(tab)
+	lost := tasks.run(inSession("plain", false, action("text", "#seen", nil)))
+	require.Equal(t, "FAILED", lost.State, "not run in a blank tab: %+v", lost)
+	require.NotNil(t, lost.Error)
+	require.Contains(t, *lost.Error, "SESSION_LOST")
+	require.Contains(t, *lost.Error, tab)
+	again := tasks.run(inSession("plain", false, action("url", "", nil)))
+	require.Equal(t, "SUCCEEDED", again.State, "the session starts over: %+v", again)
+	require.NotEqual(t, tab, again.tab())
+
+	// With replay: the session is rebuilt in a new tab.
+	tab = build("replayed", true)
+	closeFromOutside(tab)
+	replayed := tasks.run(inSession("replayed", true, action("text", "#seen", nil)))
+	require.Equal(t, "page", replayed.text(t), "the navigate was replayed: %+v", replayed)
+	require.NotEqual(t, tab, replayed.tab())
+
+	// The session closes its own tab: it ended, and its next task starts
+	// over in a new blank tab, as a new session would.
+	tab = build("own", true)
+	own := tasks.run(inSession("own", true, action("close", "", nil)))
+	require.Equal(t, "SUCCEEDED", own.State, "%+v", own)
+	fresh := tasks.run(inSession("own", true, action("url", "", nil)))
+	require.Equal(t, "SUCCEEDED", fresh.State, "%+v", fresh)
+	require.NotEqual(t, tab, fresh.tab())
+	require.True(t, strings.Contains(string(fresh.Result), "about:blank"), "a new session, nothing replayed: %s", fresh.Result)
+}
