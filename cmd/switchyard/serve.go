@@ -545,6 +545,10 @@ func startLocalInstance(ctx context.Context, c config.LocalInstance, reg *execut
 		local.Close()
 		return nil, err
 	}
+	// The server starts it at every start: removing it through the API
+	// would leave it running, unused. The configuration turns it off.
+	reg.KeepRegistered(config.LocalInstanceID, "it is the built-in Chromium, which serve starts at every start; "+
+		"to run without it, set localInstance.enabled: false (SWITCHYARD_LOCAL_INSTANCE_ENABLED=false) or pass --no-local-instance, and restart")
 	log.Info("local browser instance started", "instance", config.LocalInstanceID, "browser", path, "url", local.URL(), "capacity", c.Capacity)
 	return local, nil
 }

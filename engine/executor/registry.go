@@ -25,6 +25,9 @@ import (
 var (
 	ErrUnknownInstance   = errors.New("unknown instance")
 	ErrDuplicateInstance = errors.New("instance already registered")
+	// ErrNotRemovable is wrapped by Remove's error for an instance the
+	// server itself runs (see Registry.KeepRegistered).
+	ErrNotRemovable = errors.New("instance cannot be removed through the API")
 )
 
 // Health is what the registry knows of an instance's health.
@@ -102,6 +105,7 @@ type Registry struct {
 	changeMu sync.Mutex
 	mu       sync.RWMutex
 	insts    map[string]*instance
+	kept     map[string]string // instances Remove refuses, and why (KeepRegistered)
 	sink     engine.InstanceSink
 	tabs     tabCache
 
@@ -134,6 +138,7 @@ func NewRegistry(opts RegistryOptions) *Registry {
 		opts:   opts,
 		log:    opts.Logger.Named("instances"),
 		insts:  make(map[string]*instance),
+		kept:   make(map[string]string),
 		tabs:   newTabCache(),
 		ctx:    ctx,
 		cancel: cancel,
@@ -290,9 +295,20 @@ func (r *Registry) Update(id string, u InstanceUpdate) (Instance, error) {
 	return snap, nil
 }
 
+// KeepRegistered makes Remove refuse instance id with ErrNotRemovable and
+// why (say, the setting that runs the server without it): the server runs
+// that instance itself, and removing it would leave its browser running,
+// unused, at every start.
+func (r *Registry) KeepRegistered(id, why string) {
+	r.mu.Lock()
+	r.kept[id] = why
+	r.mu.Unlock()
+}
+
 // Remove forgets an instance: its health checks stop, the engine re-places
 // the work bound to it, and its tabs can no longer be resolved (a task naming
-// one fails with a clear error).
+// one fails with a clear error). An instance kept with KeepRegistered is not
+// removed: the error wraps ErrNotRemovable.
 func (r *Registry) Remove(id string) error {
 	r.changeMu.Lock()
 	defer r.changeMu.Unlock()
@@ -301,6 +317,10 @@ func (r *Registry) Remove(id string) error {
 	if !ok {
 		r.mu.Unlock()
 		return fmt.Errorf("remove instance %s: %w", id, ErrUnknownInstance)
+	}
+	if why, kept := r.kept[id]; kept {
+		r.mu.Unlock()
+		return fmt.Errorf("remove instance %s: %w: %s", id, ErrNotRemovable, why)
 	}
 	delete(r.insts, id)
 	snap, sink := in.snapshot(), r.sink

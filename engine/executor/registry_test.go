@@ -203,3 +203,23 @@ func TestSlowSubscriberNeverBlocksAndLearnsWhatItMissed(t *testing.T) {
 	require.Equal(t, executor.EventRemoved, ev.Type)
 	require.Positive(t, ev.Lagged, "the subscriber is told it missed events")
 }
+
+func TestAKeptInstanceIsNotRemoved(t *testing.T) {
+	t.Parallel()
+	a := newFakeInstance(t, "a", "")
+	reg := executor.NewRegistry(executor.RegistryOptions{HealthInterval: time.Hour})
+	t.Cleanup(reg.Close)
+	sink := newFakeSink()
+	reg.SetSink(sink)
+	_, err := reg.Register(executor.InstanceConfig{ID: "a", URL: a.URL(), Capacity: 4})
+	require.NoError(t, err)
+	reg.KeepRegistered("a", "set x to turn it off")
+	err = reg.Remove("a")
+	require.ErrorIs(t, err, executor.ErrNotRemovable)
+	require.ErrorContains(t, err, "set x to turn it off")
+	in, ok := reg.Get("a")
+	require.True(t, ok, "still registered")
+	require.Equal(t, 4, in.Capacity)
+	_, ok = sink.info("a")
+	require.True(t, ok, "the engine still places work on it")
+}

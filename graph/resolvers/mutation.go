@@ -452,6 +452,9 @@ func registryError(path, id string, err error) error {
 		return &engine.Error{Code: engine.CodeNotFound, Message: "no instance " + strconv.Quote(id)}
 	case errors.Is(err, executor.ErrDuplicateInstance):
 		return &engine.Error{Code: engine.CodeConflict, Field: path + ".id", Message: "instance " + strconv.Quote(id) + " is already registered"}
+	case errors.Is(err, executor.ErrNotRemovable):
+		_, why, _ := strings.Cut(err.Error(), executor.ErrNotRemovable.Error()+": ")
+		return &engine.Error{Code: engine.CodeConflict, Field: path, Message: "instance " + strconv.Quote(id) + " cannot be removed through the API: " + why}
 	}
 	// The inputs were validated above: what is left is a config the
 	// registry refuses for its own reasons.

@@ -107,6 +107,7 @@ type wireError struct {
 var sentinels = map[string]error{
 	"unknown-instance":   executor.ErrUnknownInstance,
 	"duplicate-instance": executor.ErrDuplicateInstance,
+	"not-removable":      executor.ErrNotRemovable,
 	"not-found":          engine.ErrNotFound,
 }
 
