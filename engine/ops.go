@@ -121,6 +121,12 @@ func (c *core) updateLaneLocked(name string, u LaneUpdate) (LaneStatus, error) {
 		cfg.Debounce = *u.Debounce
 	}
 	if u.Pull != nil {
+		if l != nil && *u.Pull != cfg.Pull {
+			if err := e.checkPullSwitchLocked(l, *u.Pull); err != nil {
+				e.mu.Unlock()
+				return LaneStatus{}, err
+			}
+		}
 		cfg.Pull = *u.Pull
 	}
 	if err := cfg.validate(); err != nil {
@@ -144,6 +150,31 @@ func (c *core) updateLaneLocked(name string, u LaneUpdate) (LaneStatus, error) {
 	c.cur.events = append(c.cur.events, Event{Seq: c.seq, At: c.now(), Type: EventLane, Lane: name, Reason: reason})
 	st := LaneStatus{Config: l.cfg, InFlight: l.inflight, Pending: l.queued, Selection: l.selection.name, Retry: l.retry.name}
 	return st, nil
+}
+
+// checkPullSwitchLocked refuses to turn a lane into a pull lane, or back
+// into a lane of instances, while it holds tasks that have not ended: they
+// were admitted for the other kind of lane (a pull lane takes any action
+// kind, which a browser refuses; a task running on an instance has no lease
+// for a worker to end), so switching would fail them or strand them. The
+// operator drains the lane first (or cancels what is left); then the switch
+// is immediate and loses nothing.
+func (c *core) checkPullSwitchLocked(l *lane, pull bool) error {
+	live := len(c.matchLiveLocked(TaskFilter{Lane: l.cfg.Name}))
+	if live == 0 && l.inflight == 0 {
+		return nil
+	}
+	what := "a lane of browser instances"
+	if pull {
+		what = "a pull lane"
+	}
+	n := max(live, l.inflight)
+	tasks := fmt.Sprintf("%d tasks that have not ended", n)
+	if n == 1 {
+		tasks = "1 task that has not ended"
+	}
+	return &Error{Code: CodeConflict, Field: "pull", Message: fmt.Sprintf(
+		"lane %q still has %s: it can become %s only once they have (let them finish, or cancel them)", l.cfg.Name, tasks, what)}
 }
 
 // reviveLaneLocked gives a new lane cfg the struct of a removed lane of the

@@ -4349,7 +4349,7 @@ extend type Lane {
 }
 
 extend input LaneInput {
-  "Make it a pull lane (true), whose tasks workers lease, or a lane of browser instances (false)."
+  "Make it a pull lane (true), whose tasks workers lease, or a lane of browser instances (false). Changing it on a lane that holds tasks that have not ended is a CONFLICT on ` + "`" + `input.pull` + "`" + ` naming how many: drain the lane first."
   pull: Boolean
 }
 

@@ -179,7 +179,7 @@ type LaneInput struct {
 	SessionDropPolicy *engine.DropPolicy `json:"sessionDropPolicy,omitempty"`
 	// The debounce window of its sessions, in milliseconds: 0 (off) to 60000. GoClaw: 800.
 	DebounceMs *int `json:"debounceMs,omitempty"`
-	// Make it a pull lane (true), whose tasks workers lease, or a lane of browser instances (false).
+	// Make it a pull lane (true), whose tasks workers lease, or a lane of browser instances (false). Changing it on a lane that holds tasks that have not ended is a CONFLICT on `input.pull` naming how many: drain the lane first.
 	Pull *bool `json:"pull,omitempty"`
 }
 

@@ -428,3 +428,55 @@ func TestTheAuditLogNamesTheLeasedTasksAndNeverALeaseId(t *testing.T) {
 	require.Contains(t, out, "op=completeTask outcome=LEASE_LOST")
 	require.NotContains(t, out, strings.Split(got[0].LeaseID, ".")[2], "a lease id is its worker's secret")
 }
+
+// A lane turns into a pull lane, or back into a lane of browser instances,
+// only when it holds no task that has not ended: the tasks were admitted for
+// the other kind of lane (a pull lane takes any action kind, which a browser
+// refuses). The refusal is a CONFLICT naming how many tasks, and it changes
+// nothing.
+func TestSwitchingALanesPullIsRefusedWhileItHoldsWork(t *testing.T) {
+	t.Parallel()
+	b := setup(t, pullLanes)
+	jobs := []string{b.submitJob(t, "jobs", nil), b.submitJob(t, "jobs", nil)}
+	before := b.task(t, jobs[0])
+	seq := b.eng.Stats().LastSeq
+
+	const switchQ = `mutation($n: String!, $p: Boolean!) { updateLane(name: $n, input: {pull: $p}) { name pull } }`
+	err := b.c.Do(ctxFor(t), switchQ, map[string]any{"n": "jobs", "p": false}, nil)
+	e := gqlErr(t, err)
+	require.Equal(t, "CONFLICT", e.Code(), e.Message)
+	require.Equal(t, "input.pull", e.Extensions["field"])
+	require.Contains(t, e.Message, "2 tasks")
+	require.Equal(t, seq, b.eng.Stats().LastSeq, "the refusal recorded nothing")
+	var lane struct{ Lane struct{ Pull bool } }
+	require.NoError(t, b.c.Do(ctxFor(t), `{ lane(name: "jobs") { pull } }`, nil, &lane))
+	require.True(t, lane.Lane.Pull, "still a pull lane")
+	require.Equal(t, before.State, b.task(t, jobs[0]).State)
+	require.Empty(t, b.exec.Started(), "nothing went to a browser")
+
+	// A leased task counts too; once both have ended, the switch is made.
+	got, err := lease(t, b.c, "jobs", 1, 30_000, 0)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.NoError(t, b.c.Do(ctxFor(t), `mutation($id: ID!) { cancelTask(id: $id) { id } }`, map[string]any{"id": jobs[1]}, nil))
+	err = b.c.Do(ctxFor(t), switchQ, map[string]any{"n": "jobs", "p": false}, nil)
+	e = gqlErr(t, err)
+	require.Equal(t, "CONFLICT", e.Code(), e.Message)
+	require.Contains(t, e.Message, "1 task that")
+	_, err = complete(t, b.c, got[0].LeaseID, `"done"`)
+	require.NoError(t, err)
+	var out struct{ UpdateLane struct{ Pull bool } }
+	require.NoError(t, b.c.Do(ctxFor(t), switchQ, map[string]any{"n": "jobs", "p": false}, &out))
+	require.False(t, out.UpdateLane.Pull)
+
+	// The reverse: a queued browser task keeps "main" a lane of instances.
+	require.NoError(t, b.c.Do(ctxFor(t), `mutation { updateLane(name: "main", input: {paused: true}) { name } }`, nil, nil))
+	queued := b.submitJob(t, "main", map[string]any{"action": map[string]any{"kind": "navigate", "params": map[string]any{"url": "https://example.com"}}})
+	err = b.c.Do(ctxFor(t), switchQ, map[string]any{"n": "main", "p": true}, nil)
+	e = gqlErr(t, err)
+	require.Equal(t, "CONFLICT", e.Code(), e.Message)
+	require.Contains(t, e.Message, "1 task that")
+	require.Equal(t, engine.StateQueued, b.task(t, queued).State)
+	_, err = lease(t, b.c, "main", 1, 30_000, 0)
+	require.Equal(t, "CONFLICT", gqlErr(t, err).Code(), "main is still not a pull lane")
+}

@@ -83,7 +83,7 @@ export type LaneInput = {
   maxQueued?: number | null | undefined;
   /** Pause (true) or resume (false) dispatching. */
   paused?: boolean | null | undefined;
-  /** Make it a pull lane (true), whose tasks workers lease, or a lane of browser instances (false). */
+  /** Make it a pull lane (true), whose tasks workers lease, or a lane of browser instances (false). Changing it on a lane that holds tasks that have not ended is a CONFLICT on `input.pull` naming how many: drain the lane first. */
   pull?: boolean | null | undefined;
   /** The lane's retry parameters. */
   retryPolicy?: RetryPolicyInput | null | undefined;
