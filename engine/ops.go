@@ -122,8 +122,7 @@ func (c *core) updateLaneLocked(name string, u LaneUpdate) (LaneStatus, error) {
 	}
 	if u.Pull != nil {
 		if l != nil && *u.Pull != cfg.Pull {
-			if err := e.checkPullSwitchLocked(l, *u.Pull); err != nil {
-				e.mu.Unlock()
+			if err := c.checkPullSwitchLocked(l, *u.Pull); err != nil {
 				return LaneStatus{}, err
 			}
 		}
