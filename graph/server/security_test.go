@@ -11,6 +11,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -66,6 +67,24 @@ func TestEveryProtectedPathNeedsAValidTokenAndSays401(t *testing.T) {
 	for _, open := range []string{"/healthz", "/readyz", "/", "/tour/sign-in"} {
 		status, _, _ := get(t, b.base+open)
 		require.Equal(t, http.StatusOK, status, "%s needs no token", open)
+	}
+}
+
+// The playground and the dashboard are open pages, but a server with tokens
+// tells them so: their token field is shown as needed, not found out from
+// a 401 on every query.
+func TestThePagesSayATokenIsNeededWhenTheServerHasTokens(t *testing.T) {
+	t.Parallel()
+	config := regexp.MustCompile(`"authRequired":(true|false)`)
+	tokens, _ := withTokens(t, [3]string{"viewer", "reader", ""})
+	for name, b := range map[string]*bundle{"with tokens": setup(t, tokens), "without": setup(t)} {
+		for _, page := range []string{"/", "/dashboard/"} {
+			status, body, _ := get(t, b.base+page)
+			require.Equal(t, http.StatusOK, status, "%s %s", name, page)
+			m := config.FindStringSubmatch(body)
+			require.NotNil(t, m, "%s %s embeds authRequired", name, page)
+			require.Equal(t, strconv.FormatBool(name == "with tokens"), m[1], "%s %s", name, page)
+		}
 	}
 }
 

@@ -224,7 +224,7 @@ func New(opts Options) (*Server, error) {
 		Observer: metrics.NewSubscriptions(s.metrics), Logger: opts.Logger,
 	})
 
-	page, err := playground.Handler(playground.Options{Title: "Switchyard", Endpoint: "/graphql", DefaultQuery: opts.PlaygroundQuery})
+	page, err := playground.Handler(playground.Options{Title: "Switchyard", Endpoint: "/graphql", DefaultQuery: opts.PlaygroundQuery, AuthRequired: opts.Auth.Enabled()})
 	if err != nil {
 		return nil, fmt.Errorf("server: playground: %w", err)
 	}
@@ -245,7 +245,7 @@ func New(opts Options) (*Server, error) {
 
 	mux := http.NewServeMux()
 	mux.Handle("/", page)
-	if err := dashboard.Mount(mux, "/dashboard", dashboard.Options{Title: "Switchyard", Endpoint: "/graphql"}); err != nil {
+	if err := dashboard.Mount(mux, "/dashboard", dashboard.Options{Title: "Switchyard", Endpoint: "/graphql", AuthRequired: opts.Auth.Enabled()}); err != nil {
 		return nil, fmt.Errorf("server: dashboard: %w", err)
 	}
 	gql, err := s.graphQL()
