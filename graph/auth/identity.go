@@ -27,7 +27,8 @@ const (
 	RoleReader
 	// RoleWorker is an external worker of pull lanes: it leases, renews,
 	// completes, fails and releases the tasks of its lanes (Lanes) and
-	// does nothing else, not even read.
+	// does nothing else: it reads only the tasks it leases and, through
+	// them, what their work needs (graph/resolvers enforces which fields).
 	RoleWorker
 )
 

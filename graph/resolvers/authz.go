@@ -17,6 +17,14 @@
 //     is FORBIDDEN;
 //   - agents and plan steps are narrowed to A's rows.
 //
+// A worker token reads no query; what it reads is the task it leased
+// (leaseTasks, renewLease and the calls that end a lease answer with it)
+// and, through that task's fields, only what the work needs: children in
+// its own lanes (others are left out) and dependencies with their state
+// and result when they are in its lanes or of the leased task's agent (the
+// work's input); another agent's dependency outside its lanes shows its id
+// only.
+//
 // Every check runs before the engine is asked to change anything, so a
 // refused request changes nothing.
 
@@ -25,6 +33,7 @@ package resolvers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/switchyard/switchyard/engine"
@@ -48,6 +57,16 @@ func ownAgent(ctx context.Context) (string, error) {
 	return id.Agent(), nil
 }
 
+// workerLanes returns the lanes of a worker token, and whether the caller
+// is one.
+func workerLanes(ctx context.Context) ([]string, bool) {
+	id := auth.FromContext(ctx)
+	if id == nil || id.Role != auth.RoleWorker {
+		return nil, false
+	}
+	return id.Lanes, true
+}
+
 // notOwn is the refusal of another agent's task.
 func notOwn(agent, id string) *engine.Error {
 	return forbidden("task %s belongs to another agent; this token acts for agent %q only", id, agent)
@@ -65,6 +84,9 @@ func (r *Resolver) ownedTask(ctx context.Context, id string) (*engine.Task, erro
 	}
 	if agent != "" && t.Spec.AgentID != agent {
 		return nil, notOwn(agent, id)
+	}
+	if lanes, worker := workerLanes(ctx); worker && !slices.Contains(lanes, t.Spec.Lane) {
+		return nil, forbidden("task %s is not in a lane this worker token works", id)
 	}
 	return t, nil
 }

@@ -285,6 +285,7 @@ func (t *taskResolver) Dependencies(ctx context.Context, obj *model.Task) ([]*mo
 	if err != nil {
 		return nil, err
 	}
+	lanes, worker := workerLanes(ctx)
 	deps := obj.T.Spec.DependsOn
 	out := make([]*model.Dependency, len(deps))
 	for i, id := range deps {
@@ -293,6 +294,9 @@ func (t *taskResolver) Dependencies(ctx context.Context, obj *model.Task) ([]*mo
 		switch {
 		case err == nil && own != "" && dt.Spec.AgentID != own:
 			// Another agent's task: its id, which this task names, and no more.
+		case err == nil && worker && dt.Spec.AgentID != obj.T.Spec.AgentID && !slices.Contains(lanes, dt.Spec.Lane):
+			// A worker sees another agent's task outside its lanes no more
+			// than an agent would.
 		case err == nil:
 			st := dt.State
 			d.State, d.Result = &st, dt.Result
@@ -316,9 +320,25 @@ func (t *taskResolver) Children(ctx context.Context, obj *model.Task, first *int
 	if err := scopeFilter(ctx, "children", &f); err != nil {
 		return nil, err
 	}
-	ts, err := t.eng.Tasks(ctx, engine.TaskQuery{Filter: f, Order: engine.OldestFirst, Limit: n})
-	if err != nil {
-		return nil, err
+	var ts []*engine.Task
+	if lanes, worker := workerLanes(ctx); worker {
+		// A worker sees the children in its lanes only: each lane's
+		// oldest, merged (ids sort by submission).
+		for _, lane := range lanes {
+			f.Lane = lane
+			some, err := t.eng.Tasks(ctx, engine.TaskQuery{Filter: f, Order: engine.OldestFirst, Limit: n})
+			if err != nil {
+				return nil, err
+			}
+			ts = append(ts, some...)
+		}
+		slices.SortFunc(ts, func(a, b *engine.Task) int { return strings.Compare(a.ID, b.ID) })
+		ts = ts[:min(len(ts), n)]
+	} else {
+		var err error
+		if ts, err = t.eng.Tasks(ctx, engine.TaskQuery{Filter: f, Order: engine.OldestFirst, Limit: n}); err != nil {
+			return nil, err
+		}
 	}
 	out := make([]*model.Task, len(ts))
 	for i, c := range ts {

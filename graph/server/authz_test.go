@@ -827,3 +827,91 @@ func TestARowLevelRefusalIs403LikeAnAccessTableOneUnlessPartOfTheOperationWasAll
 	require.Contains(t, string(res.Data), mine)
 	require.Equal(t, auth.CodeForbidden, res.Errors[0].Code())
 }
+
+// A worker reads the task it leased and what the work needs, never another
+// agent's task outside its lanes: not through the leased task's children,
+// not through its dependencies (an agent token sees a foreign dependency's
+// id only; so does a worker), whatever nested fields it asks for.
+func TestAWorkerReadsNoOtherAgentsTaskOutsideItsLanesThroughALease(t *testing.T) {
+	t.Parallel()
+	b := setupAuth(t)
+	ctx := context.Background()
+	succeeded := func(agent string) string {
+		tk, err := b.eng.Submit(ctx, engine.TaskSpec{AgentID: agent, Lane: "work", Labels: map[string]string{"secret": "label"},
+			Action: &engine.Action{Kind: "navigate", Params: json.RawMessage(`{"url":"https://secret.example/` + agent + `"}`)}})
+		require.NoError(t, err)
+		waitfor.Eventually(t, "the dependency runs", func() bool { return b.exec.Run(tk.ID) != nil })
+		require.NoError(t, b.exec.Succeed(tk.ID, `{"secret":"result"}`))
+		waitfor.Eventually(t, "the dependency succeeds", func() bool {
+			got, err := b.eng.Task(ctx, tk.ID)
+			return err == nil && got.State == engine.StateSucceeded
+		})
+		return tk.ID
+	}
+	foreign, own := succeeded(otherAgent), succeeded(ownerAgent)
+	job, err := b.eng.Submit(ctx, engine.TaskSpec{AgentID: ownerAgent, Lane: "pulls", DependsOn: []string{foreign, own}, Action: &engine.Action{Kind: "job"}})
+	require.NoError(t, err)
+	child, err := b.eng.Submit(ctx, engine.TaskSpec{AgentID: otherAgent, Lane: "main", ParentID: job.ID, Labels: map[string]string{"secret": "label"},
+		Action: &engine.Action{Kind: "navigate", Params: json.RawMessage(`{"url":"https://secret.example/child"}`)}})
+	require.NoError(t, err)
+
+	const taskFields = `{ id agentId lane labels { key value } action { kind params } result attempts { tabId }
+	  children { id agentId lane labels { key value } action { params } result attempts { tabId } }
+	  dependencies { id state result } }`
+	var worker *caller
+	for _, c := range b.callers {
+		if c.role == "worker" {
+			worker = c
+		}
+	}
+	var out struct {
+		LeaseTasks []struct {
+			LeaseID string
+			Task    json.RawMessage
+		}
+	}
+	require.NoError(t, worker.c.Do(ctxFor(t), `mutation { leaseTasks(lane: "pulls", max: 1, leaseForMs: 86400000) { leaseId task `+taskFields+` } }`, nil, &out))
+	require.Len(t, out.LeaseTasks, 1)
+	type deps struct {
+		ID     string
+		State  *string
+		Result json.RawMessage
+	}
+	var got struct {
+		ID           string
+		Children     []json.RawMessage
+		Dependencies []deps
+	}
+	require.NoError(t, json.Unmarshal(out.LeaseTasks[0].Task, &got))
+	require.Equal(t, job.ID, got.ID)
+	require.Empty(t, got.Children, "another agent's child in a lane the worker does not work")
+	require.Len(t, got.Dependencies, 2)
+	require.Equal(t, deps{ID: foreign, Result: json.RawMessage("null")}, got.Dependencies[0], "another agent's dependency: its id only")
+	require.Equal(t, own, got.Dependencies[1].ID)
+	require.Equal(t, "SUCCEEDED", *got.Dependencies[1].State, "the leased task's own agent's dependency is the work's input")
+	require.JSONEq(t, `{"secret":"result"}`, string(got.Dependencies[1].Result))
+	require.NotContains(t, string(out.LeaseTasks[0].Task), child.ID)
+	require.NotContains(t, string(out.LeaseTasks[0].Task), otherAgent)
+
+	// The same fields through the calls that answer with the task.
+	var renewed struct {
+		RenewLease struct{ Task json.RawMessage }
+	}
+	require.NoError(t, worker.c.Do(ctxFor(t), `mutation($id: ID!) { renewLease(leaseId: $id, leaseForMs: 86400000) { task `+taskFields+` } }`,
+		map[string]any{"id": out.LeaseTasks[0].LeaseID}, &renewed))
+	require.NotContains(t, string(renewed.RenewLease.Task), child.ID)
+	require.NotContains(t, string(renewed.RenewLease.Task), otherAgent)
+	var ended struct {
+		CompleteTask struct{ Task json.RawMessage }
+	}
+	require.NoError(t, worker.c.Do(ctxFor(t), `mutation($id: ID!) { completeTask(leaseId: $id, result: 1) { task `+taskFields+` } }`,
+		map[string]any{"id": out.LeaseTasks[0].LeaseID}, &ended))
+	require.NotContains(t, string(ended.CompleteTask.Task), child.ID)
+	require.NotContains(t, string(ended.CompleteTask.Task), otherAgent)
+
+	// The fixture is what it claims: an admin sees the child and the result.
+	var full struct{ Task json.RawMessage }
+	require.NoError(t, b.admin.c.Do(ctxFor(t), `query($id: ID!) { task(id: $id) `+taskFields+` }`, map[string]any{"id": job.ID}, &full))
+	require.Contains(t, string(full.Task), child.ID)
+	require.Contains(t, string(full.Task), `"secret":"result"`)
+}
