@@ -144,7 +144,10 @@ func TestNothingIsLostBehindAHostileInstance(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Close() })
 	eng, err := engine.New(engine.Options{Store: memory.New(memory.Options{}), Executor: exec, Clock: clock.Real{}, TabLocator: reg,
 		Config: engine.Config{InstanceFaultDelay: 10 * time.Millisecond, InstanceFaultBudget: 2,
-			Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 64, Timeout: 300 * time.Millisecond,
+			// The lane's timeout is one a busy machine keeps: a bad answer
+			// ends its attempt on its own. Only the instances that never
+			// answer (hang, trickle) are ended by a timeout, their tasks'.
+			Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 64, Timeout: time.Minute,
 				Retry: engine.RetryPolicy{MaxAttempts: 2, Backoff: time.Millisecond, Multiplier: 1}, Exhausted: engine.ExhaustedFail}}}})
 	require.NoError(t, err)
 	require.NoError(t, eng.Start(context.Background()))
@@ -157,8 +160,12 @@ func TestNothingIsLostBehindAHostileInstance(t *testing.T) {
 		id := fmt.Sprintf("h%d", i)
 		_, err := reg.Register(executor.InstanceConfig{ID: id, URL: newHostile(t, h).URL, Kind: executor.KindInstance})
 		require.NoError(t, err)
+		var timeout time.Duration
+		if h == hang || h == trickle {
+			timeout = 300 * time.Millisecond
+		}
 		for range 3 {
-			task, err := eng.Submit(ctx, engine.TaskSpec{AgentID: "x", InstanceID: id, Action: action("click", "#go", "")})
+			task, err := eng.Submit(ctx, engine.TaskSpec{AgentID: "x", InstanceID: id, Timeout: timeout, Action: action("click", "#go", "")})
 			require.NoError(t, err)
 			ids = append(ids, task.ID)
 		}
