@@ -825,6 +825,7 @@ func (c *Checker) announce(id, hook string, ev Event) {
 			if len(en.c.Webhooks) > 20 {
 				en.c.Webhooks = slices.Clone(en.c.Webhooks[len(en.c.Webhooks)-20:])
 			}
+			en.dirty = true // written with the next save, at the latest at Stop
 		}
 		c.mu.Unlock()
 		if err == nil || permanent || c.ctx.Err() != nil {

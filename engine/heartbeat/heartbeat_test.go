@@ -371,7 +371,8 @@ func TestStateChangesGoToTheWebhook(t *testing.T) {
 	}))
 	defer srv.Close()
 	rec := &recorder{fail: 1}
-	c := heartbeat.New(&settings{}, heartbeat.Options{Guard: loopbackOnly(), Webhooks: rec, WebhookBackoff: time.Millisecond})
+	st := &settings{}
+	c := heartbeat.New(st, heartbeat.Options{Guard: loopbackOnly(), Webhooks: rec, WebhookBackoff: time.Millisecond})
 	require.NoError(t, c.Start(context.Background()))
 	defer c.Stop()
 	ch := create(t, c, heartbeat.Spec{URL: srv.URL, Interval: time.Hour, WebhookURL: "https://hooks.example/hb"})
@@ -388,6 +389,17 @@ func TestStateChangesGoToTheWebhook(t *testing.T) {
 	require.Contains(t, rec.bodies[0], `heartbeat.state `+ch.ID+`.1 {"event":"heartbeat.state"`)
 	require.Contains(t, rec.bodies[0], `"state":"DOWN","previousState":"UNKNOWN"`)
 	rec.mu.Unlock()
+
+	// The deliveries are recorded on the check after its state was saved:
+	// they are written at the latest when the checker stops.
+	c.Stop()
+	again := heartbeat.New(st, heartbeat.Options{Guard: loopbackOnly(), Webhooks: rec})
+	require.NoError(t, again.Start(context.Background()))
+	defer again.Stop()
+	back, err := again.Get(ch.ID)
+	require.NoError(t, err)
+	require.Len(t, back.Webhooks, 2, "both delivery attempts survive a restart")
+	require.True(t, back.Webhooks[1].Delivered)
 }
 
 // With a failure threshold, a new check of a target that is down stays
