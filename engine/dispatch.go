@@ -533,6 +533,11 @@ func (e *Engine) assignLocked(t *task, inst *instance, now time.Time) *Run {
 				r.tab, r.lostOn = b.tab, b.instance
 			case b.instance == r.instance:
 				r.tab = b.tab
+			case r.instance == "":
+				// Its instance is not one the engine knows (yet): the
+				// executor finds the tab, or fails the task with
+				// SESSION_LOST; never a new tab in its place.
+				r.tab = b.tab
 			}
 		}
 	}

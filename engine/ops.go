@@ -300,7 +300,7 @@ func (e *Engine) RemoveInstance(id string) {
 			for _, k := range lost {
 				b := c.bindings[k]
 				b.lost = true
-				c.bindings[k] = b
+				c.setBindingLocked(k, b)
 				c.emitSessionLocked(k, "session "+k+" lost its tab "+b.tab+": instance "+id+" was removed; its next task fails with SESSION_LOST, or replays the session if it asked")
 			}
 			c.wakeLocked(&in.lim) // its waiters look again: elsewhere, or fail in the executor
@@ -312,8 +312,9 @@ func (e *Engine) RemoveInstance(id string) {
 // UnbindSession forgets the tab bound to a session (engine.InstanceSink).
 func (e *Engine) UnbindSession(key string) {
 	e.mu.Lock()
-	delete(e.bindings, key)
-	e.mu.Unlock()
+	e.dropBindingLocked(key)
+	e.unlock()
+	e.after()
 }
 
 // InstanceLoad returns the number of attempts in flight on each instance.

@@ -95,7 +95,7 @@ func (c *core) bindLocked(t *task, instanceID, tabID string) {
 		b.lost = true
 		c.emitSessionLocked(t.session.key, "session "+t.session.key+" lost its tab "+tabID+": instance "+instanceID+" was removed; its next task fails with SESSION_LOST, or replays the session if it asked")
 	}
-	c.bindings[t.session.key] = b
+	c.setBindingLocked(t.session.key, b)
 }
 
 // finish ends an attempt with the executor's outcome.
@@ -127,7 +127,7 @@ func (e *Engine) finish(r *Run, o Outcome) {
 	e.timers[timerLease].remove(t)
 	e.releaseLocked(t)
 	if errors.Is(o.Err, ErrInstanceGone) && t.session != nil {
-		delete(e.bindings, t.session.key)
+		e.dropBindingLocked(t.session.key)
 	} else {
 		e.bindLocked(t, att.InstanceID, att.TabID)
 	}

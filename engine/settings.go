@@ -74,7 +74,7 @@ func (c *core) putSettingLocked(key string, value []byte) {
 }
 
 // restoreSettingsLocked loads the stored settings and applies the engine's
-// own (agent weights and ceilings).
+// own (agent weights and ceilings, sessions' bindings).
 func (e *Engine) restoreSettingsLocked(stored map[string][]byte) {
 	e.settings = maps.Clone(stored)
 	if e.settings == nil {
@@ -95,4 +95,5 @@ func (e *Engine) restoreSettingsLocked(stored map[string][]byte) {
 		}
 		e.cfg.Agents[id] = c
 	}
+	e.restoreBindingsLocked()
 }

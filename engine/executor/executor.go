@@ -165,7 +165,10 @@ func New(o Options) (*Executor, error) {
 	return e, nil
 }
 
-// Close stops closing idle tabs, then closes the tabs the executor opened.
+// Close stops closing idle tabs, then closes the tabs the executor opened,
+// except sessions' tabs: those hold the sessions' pages, and a session's
+// binding outlives a restart of the server (engine's stored bindings), so its
+// next task, after the restart, runs in its own tab again.
 func (e *Executor) Close() error {
 	e.closeOnce.Do(func() {
 		close(e.stop)
@@ -173,7 +176,9 @@ func (e *Executor) Close() error {
 		e.mu.Lock()
 		tabs := make([]*ownedTab, 0, len(e.owned))
 		for _, t := range e.owned {
-			tabs = append(tabs, t)
+			if t.session == "" {
+				tabs = append(tabs, t)
+			}
 		}
 		e.owned = make(map[string]*ownedTab)
 		e.pools = make(map[string][]*ownedTab)
@@ -330,6 +335,7 @@ func (e *Executor) target(ctx context.Context, a Attempt, spec *engine.TaskSpec)
 			// It may come back with the tab: wait, without spending the budget.
 			return t, engine.Transient(fmt.Errorf("session tab %s: instance %s is unhealthy (%s): %w", t.tab, id, snap.LastError, engine.ErrInstanceFault))
 		}
+		e.adopt(t, spec.Session())
 		return e.use(t)
 	}
 
@@ -370,6 +376,21 @@ func (e *Executor) target(ctx context.Context, a Attempt, spec *engine.TaskSpec)
 	e.mu.Unlock()
 	e.reg.tabs.put(tab, tabEntry{instance: id})
 	return t, nil
+}
+
+// adopt takes into the executor's books a session's tab it did not open
+// itself (a binding restored after a restart): it is reaped when idle and its
+// session is unbound when it closes, as with the tabs it opens.
+func (e *Executor) adopt(t target, session string) {
+	if session == "" {
+		return
+	}
+	e.mu.Lock()
+	if _, ok := e.owned[t.tab]; !ok {
+		e.owned[t.tab] = &ownedTab{session: session, instance: t.instance, tab: t.tab, lastUsed: time.Now()}
+	}
+	e.mu.Unlock()
+	e.reg.tabs.put(t.tab, tabEntry{instance: t.instance})
 }
 
 // use claims an instance for an attempt: its client, its in-flight count, and

@@ -129,7 +129,7 @@ func (e *Executor) replayAndRun(ctx context.Context, a Attempt, spec *engine.Tas
 	}
 	actions, ok := e.replayLogOf(key)
 	if !ok {
-		return fail(errors.New("the session's log is not complete: one of its tasks did not ask for replay, or it outgrew the executor's maxReplayActions"))
+		return fail(errors.New("the session's log is not complete: one of its tasks did not ask for replay, it outgrew the executor's maxReplayActions, or the server restarted since its first task (the log is kept in memory)"))
 	}
 	id := lost.instance
 	if _, snap, ok := e.reg.lookup(id); !ok || snap.Health == HealthUnhealthy || !snap.Kind.browser() {

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine/executor/pinchtab/pinchtabtest"
+	"github.com/switchyard/switchyard/graph/client"
+)
+
+// restartTask is what the session-restart test reads of a task.
+type restartTask struct {
+	ID       string
+	State    string
+	Error    *string
+	Result   json.RawMessage
+	Attempts []struct{ InstanceID, TabID string }
+}
+
+// A session's binding survives a restart of the server on a SQLite file:
+// the session's next task runs in its own tab when the tab is still on its
+// instance, and fails with SESSION_LOST when it is not (with sessionReplay
+// too: the replay log was in memory), never in a new blank tab.
+func TestASessionKeepsItsTabAcrossARestartOrIsLost(t *testing.T) {
+	t.Parallel()
+	browser := pinchtabtest.New(t, pinchtabtest.Options{Mode: pinchtabtest.ModeServer})
+	db := filepath.Join(t.TempDir(), "switchyard.db")
+	ctx := context.Background()
+
+	submit := func(c *client.Client, session string, replay bool, action string) string {
+		t.Helper()
+		var out struct{ SubmitTask struct{ ID string } }
+		require.NoError(t, c.Do(ctx, `mutation($s: String!, $r: Boolean!, $a: ActionInput!) {
+			submitTask(input: {agentId: "a", sessionKey: $s, sessionReplay: $r, action: $a}) { id } }`,
+			map[string]any{"s": session, "r": replay, "a": json.RawMessage(action)}, &out))
+		return out.SubmitTask.ID
+	}
+	wait := func(c *client.Client, id string) restartTask {
+		t.Helper()
+		deadline := time.Now().Add(serveStartTimeout)
+		for {
+			var out struct{ Task restartTask }
+			require.NoError(t, c.Do(ctx, `query($id: ID!) { task(id: $id) { id state error result attempts { instanceId tabId } } }`,
+				map[string]any{"id": id}, &out))
+			switch out.Task.State {
+			case "SUCCEEDED", "FAILED", "PARKED", "CANCELLED":
+				return out.Task
+			}
+			require.True(t, time.Now().Before(deadline), "task %s never ended: %+v", id, out.Task)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	navigate := func(url string) string { return `{"kind": "navigate", "params": {"url": "` + url + `"}}` }
+	const readURL = `{"kind": "url"}`
+	tabOf := func(tk restartTask) string {
+		t.Helper()
+		require.NotEmpty(t, tk.Attempts)
+		return tk.Attempts[len(tk.Attempts)-1].TabID
+	}
+
+	server, stop := serveOn(t, db)
+	c := client.New(server + "/graphql")
+	require.NoError(t, c.Do(ctx, `mutation($u: String!) { registerInstance(input: {id: "pt", url: $u, kind: PINCHTAB}) { id } }`,
+		map[string]any{"u": browser.URL()}, nil))
+	kept := wait(c, submit(c, "kept", false, navigate("https://example.test/kept")))
+	require.Equal(t, "SUCCEEDED", kept.State, "%+v", kept)
+	lost := wait(c, submit(c, "lost", true, navigate("https://example.test/lost")))
+	require.Equal(t, "SUCCEEDED", lost.State, "%+v", lost)
+	keptTab, lostTab := tabOf(kept), tabOf(lost)
+	stop()
+
+	// While the server is down, the instance loses one session's tab.
+	require.Contains(t, browser.Tabs(), keptTab, "stopping the server leaves sessions' tabs open")
+	browser.CloseTab(lostTab)
+
+	server, stop = serveOn(t, db)
+	defer stop()
+	c = client.New(server + "/graphql")
+
+	again := wait(c, submit(c, "kept", false, readURL))
+	require.Equal(t, "SUCCEEDED", again.State, "%+v", again)
+	require.Equal(t, keptTab, tabOf(again), "the session runs in its own tab after the restart")
+	require.Contains(t, string(again.Result), "https://example.test/kept")
+
+	gone := wait(c, submit(c, "lost", true, readURL))
+	require.Equal(t, "FAILED", gone.State, "%+v", gone)
+	require.NotNil(t, gone.Error)
+	require.Contains(t, *gone.Error, "SESSION_LOST")
+	require.Contains(t, *gone.Error, "restarted", "replay says why it could not happen")
+
+	// Then the session starts over, in a new tab.
+	fresh := wait(c, submit(c, "lost", true, readURL))
+	require.Equal(t, "SUCCEEDED", fresh.State, "%+v", fresh)
+	require.NotEqual(t, lostTab, tabOf(fresh))
+}
