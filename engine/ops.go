@@ -355,7 +355,20 @@ func (e *Engine) SetFairness(name string, p policy.Fairness) error {
 	return e.setPolicy(policy.SlotFairness, "", name, p)
 }
 
+// SetDefaultPolicy makes p the global policy of slot without storing it as a
+// choice: it is what a server starts with, so a restart (perhaps with other
+// defaults) applies its own defaults again and then the stored choices.
+func (e *Engine) SetDefaultPolicy(slot policy.Slot, name string, p any) error {
+	return e.setPolicyAs(slot, "", name, p, false)
+}
+
 func (e *Engine) setPolicy(slot policy.Slot, laneName, name string, p any) error {
+	return e.setPolicyAs(slot, laneName, name, p, true)
+}
+
+// setPolicyAs assigns a policy; persist stores the assignment as a setting
+// that the plugin manager reapplies at start.
+func (e *Engine) setPolicyAs(slot policy.Slot, laneName, name string, p any, persist bool) error {
 	if p == nil || name == "" {
 		return invalid("policy", "a policy and its name are required")
 	}
@@ -392,12 +405,14 @@ func (e *Engine) setPolicy(slot policy.Slot, laneName, name string, p any) error
 		default:
 			return invalid("slot", "unknown slot %d", slot)
 		}
-		v, _ := json.Marshal(map[string]string{"name": name})
-		key := "policy/" + slot.String()
-		if laneName != "" {
-			key += "/" + laneName
+		if persist {
+			v, _ := json.Marshal(map[string]string{"name": name})
+			key := "policy/" + slot.String()
+			if laneName != "" {
+				key += "/" + laneName
+			}
+			c.putSettingLocked(key, v)
 		}
-		c.putSettingLocked(key, v)
 		c.emitEngineLocked(fmt.Sprintf("%s policy %s set for %s", slot, name, laneOrAll(laneName)))
 		return nil
 	})

@@ -72,7 +72,7 @@ const (
 	EventFault      EventKind = "FAULT"
 	EventDisabled   EventKind = "DISABLED"
 	EventEnabled    EventKind = "ENABLED"
-	EventRefused    EventKind = "REFUSED" // a module refused at load
+	EventRefused    EventKind = "REFUSED" // a module refused at load, or a stored plugin or choice not restored at start
 )
 
 // Event is a plugin event.
@@ -106,6 +106,10 @@ type Manager struct {
 	evMu sync.Mutex
 	seq  uint64
 	subs map[*subscriber]struct{}
+	// startup holds what went wrong while Start restored the stored
+	// plugins and choices; every subscriber receives these first, since
+	// nobody can be subscribed while a server starts.
+	startup []Event
 }
 
 type subscriber struct {
@@ -181,12 +185,14 @@ func (m *Manager) Start(ctx context.Context) error {
 	// setPolicy: priority-first fairness.
 	m.entries[priofirst.Name] = &entry{info: Info{Name: priofirst.Name, Slot: policy.SlotFairness, Builtin: true, Native: true},
 		native: policy.Policy{Fairness: &priofirst.Fairness{}}}
+	// The defaults are not stored as choices: a later start (perhaps with
+	// other defaults) applies its own, then the operator's stored choices.
 	for _, mod := range builtin.Modules() {
 		name := mod.Name
 		if m.opts.Native {
 			name = NativePrefix + mod.Name
 		}
-		if err := m.apply(mod.Slot, "", name); err != nil {
+		if err := m.applyAs(mod.Slot, "", name, false); err != nil {
 			return err
 		}
 	}
@@ -202,6 +208,8 @@ func (m *Manager) Start(ctx context.Context) error {
 			// must not keep the server down: report it and carry on with
 			// the built-ins.
 			m.log.Error("a stored plugin failed to load; policies that used it fall back to the built-ins", "plugin", name, "error", err)
+			m.publishStartup(Event{Kind: EventRefused, Plugin: name, At: time.Now(),
+				Reason: fmt.Sprintf("the stored plugin did not load at start: %v", err)})
 		}
 	}
 	choices := m.e.Settings(policyPrefix)
@@ -209,13 +217,20 @@ func (m *Manager) Start(ctx context.Context) error {
 		slotName, lane, _ := strings.Cut(strings.TrimPrefix(key, policyPrefix), "/")
 		slot, ok := policy.ParseSlot(slotName)
 		var v struct{ Name string }
-		if !ok || json.Unmarshal(choices[key], &v) != nil {
-			m.log.Warn("ignoring an unreadable stored policy choice", "key", key)
+		if !ok || json.Unmarshal(choices[key], &v) != nil || v.Name == "" {
+			m.log.Error("ignoring an unreadable stored policy choice", "key", key)
+			m.publishStartup(Event{Kind: EventRefused, At: time.Now(),
+				Reason: fmt.Sprintf("the stored policy choice %s does not parse; it was not restored", key)})
 			continue
 		}
 		if err := m.apply(slot, lane, v.Name); err != nil {
-			m.log.Error("a stored policy choice could not be applied", "slot", slot, "lane", lane, "policy", v.Name, "error", err)
+			now := m.currentName(slot, lane)
+			m.log.Error("a stored policy choice could not be restored", "slot", slot, "lane", laneOrAll(lane), "policy", v.Name, "using", now, "error", err)
+			m.publishStartup(Event{Kind: EventRefused, Plugin: v.Name, Slot: slot, Lane: lane, At: time.Now(),
+				Reason: fmt.Sprintf("the stored %s policy for %s, %s, was not restored (%v); %s is in use", slot, laneOrAll(lane), v.Name, err, now)})
+			continue
 		}
+		m.log.Info("policy choice restored", "slot", slot, "lane", laneOrAll(lane), "policy", v.Name)
 	}
 	return nil
 }
@@ -363,7 +378,30 @@ func (m *Manager) ClearLanePolicy(ctx context.Context, slot policy.Slot, lane st
 	return nil
 }
 
+// currentName is the policy filling slot for lane ("" for the global one).
+func (m *Manager) currentName(slot policy.Slot, lane string) string {
+	global := ""
+	for _, a := range m.e.Policies() {
+		if a.Slot != slot {
+			continue
+		}
+		if a.Lane == lane {
+			return a.Name
+		}
+		if a.Lane == "" {
+			global = a.Name
+		}
+	}
+	return global
+}
+
 func (m *Manager) apply(slot policy.Slot, lane, name string) error {
+	return m.applyAs(slot, lane, name, true)
+}
+
+// applyAs assigns a policy; choice stores it as the operator's choice (the
+// built-in defaults are not stored).
+func (m *Manager) applyAs(slot policy.Slot, lane, name string, choice bool) error {
 	m.mu.Lock()
 	e := m.entries[name]
 	m.mu.Unlock()
@@ -389,6 +427,16 @@ func (m *Manager) apply(slot policy.Slot, lane, name string) error {
 		}
 		if err != nil {
 			return invalid("name", "%v", err)
+		}
+	}
+	if !choice {
+		switch slot {
+		case policy.SlotFairness:
+			return m.e.SetDefaultPolicy(slot, name, impl.Fairness)
+		case policy.SlotSelection:
+			return m.e.SetDefaultPolicy(slot, name, impl.Selection)
+		default:
+			return m.e.SetDefaultPolicy(slot, name, impl.Retry)
 		}
 	}
 	switch slot {
@@ -486,12 +534,17 @@ func (m *Manager) Close(ctx context.Context) error {
 	return m.rt.Close(ctx)
 }
 
-// Subscribe returns a channel of plugin events. A subscriber that does not
+// Subscribe returns a channel of plugin events: first those of Start (a
+// stored plugin or policy choice that could not be restored), then new
+// ones as they happen. A subscriber that does not
 // keep up loses events and learns how many from the next event's Lagged.
 // Call stop to unsubscribe.
 func (m *Manager) Subscribe(buffer int) (<-chan Event, func()) {
-	s := &subscriber{ch: make(chan Event, max(buffer, 1))}
 	m.evMu.Lock()
+	s := &subscriber{ch: make(chan Event, max(buffer, 1)+len(m.startup))}
+	for _, ev := range m.startup {
+		s.ch <- ev
+	}
 	m.subs[s] = struct{}{}
 	m.evMu.Unlock()
 	return s.ch, func() {
@@ -504,7 +557,16 @@ func (m *Manager) Subscribe(buffer int) (<-chan Event, func()) {
 	}
 }
 
-func (m *Manager) publish(ev Event) {
+// publishStartup publishes an event of Start and keeps it for later
+// subscribers.
+func (m *Manager) publishStartup(ev Event) {
+	ev = m.publish(ev)
+	m.evMu.Lock()
+	m.startup = append(m.startup, ev)
+	m.evMu.Unlock()
+}
+
+func (m *Manager) publish(ev Event) Event {
 	m.evMu.Lock()
 	defer m.evMu.Unlock()
 	m.seq++
@@ -519,6 +581,7 @@ func (m *Manager) publish(ev Event) {
 			s.missed++
 		}
 	}
+	return ev
 }
 
 func validName(s string) bool {

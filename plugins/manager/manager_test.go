@@ -182,3 +182,47 @@ func TestHotSwapUnderLoadLosesNothing(t *testing.T) {
 	require.Positive(t, drr.Stats.Calls, "the plugin took part")
 	require.NoError(t, e.Shutdown(ctx))
 }
+
+// A stored choice that cannot be honoured at start — its plugin no longer
+// loads — leaves the default in place and says so: a REFUSED event for the
+// plugin and one for the choice, which a subscriber receives even though it
+// subscribed after the start.
+func TestAStoredChoiceThatCannotBeRestoredIsAnEvent(t *testing.T) {
+	t.Parallel()
+	store := memory.New(memory.Options{})
+	start := func() (*engine.Engine, *manager.Manager) {
+		e, err := engine.New(engine.Options{Store: store, Executor: enginetest.NewExecutor(), Synchronous: true})
+		require.NoError(t, err)
+		require.NoError(t, e.Start(context.Background()))
+		return e, newManager(t, e, true)
+	}
+	ctx := context.Background()
+	e1, m1 := start()
+	_, err := m1.Load(ctx, "capper", readExample(t, "ratecap.wasm"), nil)
+	require.NoError(t, err)
+	require.NoError(t, m1.SetPolicy(ctx, policy.SlotFairness, "", "capper"))
+	require.NoError(t, m1.SetPolicy(ctx, policy.SlotRetry, "", "exponential"))
+	// The stored module no longer loads (as after a host change).
+	require.NoError(t, e1.SaveSetting(ctx, "plugin/capper", []byte(`{"wasm":"AGFzbQ=="}`)))
+	require.NoError(t, e1.Sync(ctx))
+
+	e2, m2 := start()
+	active := map[policy.Slot]string{}
+	for _, a := range e2.Policies() {
+		active[a.Slot] = a.Name
+	}
+	require.Equal(t, "native:fair-share", active[policy.SlotFairness], "the default stays")
+	require.Equal(t, "exponential", active[policy.SlotRetry], "the other choice is restored")
+	events, stop := m2.Subscribe(1)
+	defer stop()
+	ev := <-events
+	require.Equal(t, manager.EventRefused, ev.Kind)
+	require.Equal(t, "capper", ev.Plugin)
+	require.Contains(t, ev.Reason, "did not load at start")
+	ev = <-events
+	require.Equal(t, manager.EventRefused, ev.Kind)
+	require.Equal(t, "capper", ev.Plugin)
+	require.Equal(t, policy.SlotFairness, ev.Slot)
+	require.Contains(t, ev.Reason, "was not restored")
+	require.Contains(t, ev.Reason, "native:fair-share is in use")
+}
