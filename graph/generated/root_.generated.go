@@ -4311,7 +4311,7 @@ enum PluginEventKind {
   DISABLED
   "Re-enabled, by an operator or at the end of a quarantine (on probation)."
   ENABLED
-  "A module was refused at load (the reason says why); nothing changed."
+  "A module was refused at load (nothing changed), or at start a stored plugin or policy choice could not be restored (the default stays in its place); the reason says which and why."
   REFUSED
 }
 

@@ -109,7 +109,7 @@ export type PluginEventKind =
   | 'LOADED'
   /** A slot's policy changed. */
   | 'POLICY_SET'
-  /** A module was refused at load (the reason says why); nothing changed. */
+  /** A module was refused at load (nothing changed), or at start a stored plugin or policy choice could not be restored (the default stays in its place); the reason says which and why. */
   | 'REFUSED'
   /** Unloaded. */
   | 'UNLOADED';
