@@ -70,9 +70,11 @@ func TestAFairnessHoldDispatchesNothingUntilTheHintElapses(t *testing.T) {
 		require.Equal(t, []string{"main"}, f.lanes)
 		plan, err := h.Plan(10)
 		require.NoError(t, err)
-		for _, s := range plan.Steps {
-			require.NotEqual(t, a.ID, s.TaskID, "the plan shows no dispatch while the policy holds")
-		}
+		require.Empty(t, plan.Steps, "the plan shows no dispatch while the policy holds")
+		require.Equal(t, []engine.PlanSkip{
+			{Lane: "main", AgentID: "alice", Reason: "held by fairness policy hold (asks again in 500ms)", Tasks: 1},
+			{Lane: "main", AgentID: "bob", Reason: "held by fairness policy hold (asks again in 500ms)", Tasks: 1},
+		}, plan.Skipped, "the plan says which policy holds which queues, and its hint")
 
 		f.set(false)
 		h.Clock.Advance(499 * time.Millisecond)

@@ -89,14 +89,20 @@ func (c *core) planLocked(limit int, now time.Time) *Plan {
 		Waiting: c.counts[StateWaiting], RetryWait: c.counts[StateRetryWait], Parked: c.counts[StateParked]}
 	native := c.fairness.p == policy.Fairness(c.native)
 	var done []plannedDispatch
+	var held []*agentQueue // the queues a fairness policy holds, if it does
+	heldReason := ""
 	for len(done) < limit {
 		var t *task
 		reason := ""
 		if native {
 			t, reason = c.nextPlannedLocked(ns, limit)
 		} else {
-			t = c.nextByPolicyLocked(now, limit)
+			var hintMs int64
+			t, held, hintMs = c.nextByPolicyLocked(now, limit)
 			reason = "policy " + c.fairness.name
+			if held != nil {
+				heldReason = c.holdReasonLocked(hintMs)
+			}
 		}
 		if t == nil {
 			break
@@ -112,7 +118,7 @@ func (c *core) planLocked(limit int, now time.Time) *Plan {
 		c.reserveLocked(t, inst)
 		done = append(done, plannedDispatch{t, inst})
 	}
-	p.Skipped = c.skipsLocked(limit)
+	p.Skipped = c.skipsLocked(limit, held, heldReason)
 	for i := len(done) - 1; i >= 0; i-- {
 		c.releaseLocked(done[i].t)
 		c.enqueueLocked(done[i].t)
@@ -148,34 +154,51 @@ func (c *core) nextPlannedLocked(now int64, slack int) (*task, string) {
 }
 
 // nextByPolicyLocked asks the fairness policy for one pick, in dry-run mode.
-func (c *core) nextByPolicyLocked(now time.Time, slack int) *task {
+// When the policy holds, it returns no task, the queues it was asked about
+// (a copy) and its hint in milliseconds.
+func (c *core) nextByPolicyLocked(now time.Time, slack int) (*task, []*agentQueue, int64) {
 	for c.inflight < c.cfg.MaxInFlight+slack {
 		cands, aqs := c.candidatesLocked(&c.planScratch, now.UnixNano(), slack)
 		if len(cands) == 0 {
-			return nil
+			return nil, nil, 0
 		}
-		picks, _, held := c.pickLocked(&c.planScratch, now, cands, 1, policy.PickDryRun)
+		picks, hintMs, held := c.pickLocked(&c.planScratch, now, cands, 1, policy.PickDryRun)
 		if held { // the policy dispatches nothing from these heads now
-			return nil
+			return nil, slices.Clone(aqs), hintMs
 		}
 		if len(picks) == 0 { // as dispatch does: this decision in the native order
 			t, _ := c.nextPlannedLocked(now.UnixNano(), slack)
-			return t
+			return t, nil, 0
 		}
 		aq := aqs[picks[0]]
 		if !aq.eligible() || !c.laneOpen(aq.lane, slack) {
-			return nil
+			return nil, nil, 0
 		}
 		if t := c.admitHeadLocked(aq); t != nil {
-			return t
+			return t, nil, 0
 		}
 	}
-	return nil
+	return nil, nil, 0
 }
 
-// skipsLocked lists the queues with work that cannot go next, and why.
-func (c *core) skipsLocked(slack int) []PlanSkip {
+// holdReasonLocked says that the fairness policy holds, and for how long it
+// asked (hintMs 0: until something changes).
+func (c *core) holdReasonLocked(hintMs int64) string {
+	if hintMs > 0 {
+		return fmt.Sprintf("held by fairness policy %s (asks again in %v)", c.fairness.name, time.Duration(hintMs)*time.Millisecond)
+	}
+	return fmt.Sprintf("held by fairness policy %s (until something changes)", c.fairness.name)
+}
+
+// skipsLocked lists the queues with work that cannot go next, and why:
+// held are the queues a fairness policy holds, for heldReason.
+func (c *core) skipsLocked(slack int, held []*agentQueue, heldReason string) []PlanSkip {
 	var out []PlanSkip
+	for _, aq := range held {
+		if aq != nil && aq.queued > 0 {
+			out = append(out, PlanSkip{Lane: aq.lane.cfg.Name, AgentID: aq.agent.id, Reason: heldReason, Tasks: aq.queued})
+		}
+	}
 	for _, a := range c.agents {
 		for _, aq := range a.queues {
 			if aq == nil || aq.queued == 0 {
