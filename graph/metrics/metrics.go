@@ -33,12 +33,12 @@ type Source struct {
 type Collector struct {
 	src Source
 
-	tasks, ended, inflight, maxInflight, pending, counters, latency, lastSeq, draining *prometheus.Desc
-	commitErrs, failing                                                                *prometheus.Desc
-	laneQueued, laneInflight, laneMax, lanePaused                                      *prometheus.Desc
-	instUp, instLatency, instInflight, instTabs, instCapacity, instFailures            *prometheus.Desc
-	plugCalls, plugLatency, plugFaults, plugFallbacks, plugQuarantines, plugState      *prometheus.Desc
-	plugLogDropped, plugFuel                                                           *prometheus.Desc
+	tasks, ended, inflight, maxInflight, pending, counters, latency, lastSeq, draining       *prometheus.Desc
+	commitErrs, failing                                                                      *prometheus.Desc
+	laneQueued, laneInflight, laneMax, lanePaused                                            *prometheus.Desc
+	instUp, instLatency, instInflight, instTabs, instCapacity, instFailures                  *prometheus.Desc
+	plugCalls, plugLatency, plugFaults, plugFallbacks, plugHolds, plugQuarantines, plugState *prometheus.Desc
+	plugLogDropped, plugFuel                                                                 *prometheus.Desc
 }
 
 // NewCollector returns a collector of src.
@@ -73,6 +73,7 @@ func NewCollector(src Source) *Collector {
 		plugCalls:       d("plugin_calls_total", "Decisions asked of a WebAssembly policy plugin.", "plugin", "slot"),
 		plugLatency:     d("plugin_decision_seconds", "How long a plugin's decisions took, guard included.", "plugin"),
 		plugFaults:      d("plugin_faults_total", "A plugin's faulted decisions, by kind (fuel, deadline, trap, invalid, refused).", "plugin", "kind"),
+		plugHolds:       d("plugin_holds_total", "A fairness plugin's decisions that held: nothing dispatched from the candidates until it is asked again.", "plugin"),
 		plugFallbacks:   d("plugin_fallbacks_total", "A plugin's decisions made by its native fallback (faults, quarantine, rebuilding).", "plugin"),
 		plugQuarantines: d("plugin_quarantines_total", "Times a plugin's breaker quarantined it.", "plugin"),
 		plugState:       d("plugin_state", "1 for a plugin's current state (active, probation, quarantined, disabled), 0 for the others.", "plugin", "state"),
@@ -86,7 +87,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.tasks, c.ended, c.inflight, c.maxInflight, c.pending, c.counters, c.latency,
 		c.lastSeq, c.draining, c.commitErrs, c.failing, c.laneQueued, c.laneInflight, c.laneMax, c.lanePaused,
 		c.instUp, c.instLatency, c.instInflight, c.instTabs, c.instCapacity, c.instFailures,
-		c.plugCalls, c.plugLatency, c.plugFaults, c.plugFallbacks, c.plugQuarantines, c.plugState, c.plugLogDropped, c.plugFuel} {
+		c.plugCalls, c.plugLatency, c.plugFaults, c.plugFallbacks, c.plugHolds, c.plugQuarantines, c.plugState, c.plugLogDropped, c.plugFuel} {
 		ch <- d
 	}
 }
@@ -163,6 +164,7 @@ func (c *Collector) collectPlugins(ch chan<- prometheus.Metric, plugins []manage
 			ch <- prometheus.MustNewConstMetric(c.plugFaults, prometheus.CounterValue, float64(s.Faults[k]), p.Name, k.String())
 		}
 		ch <- prometheus.MustNewConstMetric(c.plugFallbacks, prometheus.CounterValue, float64(s.Fallbacks), p.Name)
+		ch <- prometheus.MustNewConstMetric(c.plugHolds, prometheus.CounterValue, float64(s.Holds), p.Name)
 		ch <- prometheus.MustNewConstMetric(c.plugQuarantines, prometheus.CounterValue, float64(s.Quarantines), p.Name)
 		ch <- prometheus.MustNewConstMetric(c.plugLogDropped, prometheus.CounterValue, float64(s.LogDropped), p.Name)
 		ch <- prometheus.MustNewConstMetric(c.plugFuel, prometheus.GaugeValue, float64(s.FuelMax), p.Name)

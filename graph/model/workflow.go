@@ -129,6 +129,9 @@ func (p *Plugin) Faults() uint64 { return p.I.Stats.FaultTotal() }
 // Fallbacks is the decisions its fallback answered.
 func (p *Plugin) Fallbacks() uint64 { return p.I.Stats.Fallbacks }
 
+// Holds is the fairness decisions that held.
+func (p *Plugin) Holds() uint64 { return p.I.Stats.Holds }
+
 // P50Us is its median decision latency.
 func (p *Plugin) P50Us() float64 { return float64(p.I.Stats.LatencyP50) / float64(time.Microsecond) }
 

@@ -11,6 +11,7 @@ type Stats struct {
 	Calls     uint64               // decisions asked of the plugin's wrappers
 	Faults    map[FaultKind]uint64 // faulted decisions, by kind
 	Fallbacks uint64               // decisions answered by the fallback (faults, disabled, rebuilding)
+	Holds     uint64               // fairness decisions that held (ABI v2), plan previews not counted
 	Disabled  bool                 // the plugin does not decide now: quarantined by its breaker, or disabled
 	Reason    string               // why
 	State     State                // active, on probation, quarantined or disabled
@@ -49,6 +50,7 @@ func (p *Plugin) Stats() Stats {
 	s := Stats{
 		Calls:     p.stats.calls.Load(),
 		Fallbacks: p.stats.fallbacks.Load(),
+		Holds:     p.stats.holds.Load(),
 		Faults:    make(map[FaultKind]uint64, 4),
 		Instances: int(p.live.Load()),
 	}
@@ -69,6 +71,7 @@ func (p *Plugin) Stats() Stats {
 
 type stats struct {
 	calls, fallbacks     atomic.Uint64
+	holds                atomic.Uint64
 	quarantines          atomic.Uint64
 	logLines, logDropped atomic.Uint64
 	faults               [FaultDeadline + 1]atomic.Uint64

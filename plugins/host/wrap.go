@@ -59,6 +59,9 @@ func (w *Fairness) MayHold() bool { return w.p.version >= 2 && w.p.flags&abi.Fla
 func (w *Fairness) Pick(ctx policy.PickContext, cands []policy.Candidate, picks []uint32) int {
 	w.p.stats.calls.Add(1)
 	if n, o := w.p.pick(ctx, cands, picks); o == decided {
+		if _, held := policy.HoldHint(n); held && ctx.Flags&policy.PickDryRun == 0 {
+			w.p.stats.holds.Add(1)
+		}
 		return n
 	}
 	w.p.stats.fallbacks.Add(1)

@@ -264,14 +264,14 @@ func pluginList(ctx context.Context, args []string, env Env) error {
 		fmt.Fprintln(env.Stdout, "no plugin loaded")
 	default:
 		tw = tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "POLICY\tSLOT\tKIND\tSTATE\tIN USE\tCALLS\tFAULTS\tFALLBACKS\tP50\tP99\tDISABLED BECAUSE")
+		fmt.Fprintln(tw, "POLICY\tSLOT\tKIND\tSTATE\tIN USE\tCALLS\tFAULTS\tFALLBACKS\tHOLDS\tP50\tP99\tDISABLED BECAUSE")
 		for _, p := range plugins {
 			inUse := strings.Join(p.ActiveIn, ",")
 			if inUse == "" {
 				inUse = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%.1fµs\t%.1fµs\t%s\n", p.Name, p.Slot, p.kind(), p.State, inUse,
-				p.Calls, p.Faults, p.Fallbacks, p.P50Us, p.P99Us, clip(str(p.DisabledReason), 60))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%.1fµs\t%.1fµs\t%s\n", p.Name, p.Slot, p.kind(), p.State, inUse,
+				p.Calls, p.Faults, p.Fallbacks, p.Holds, p.P50Us, p.P99Us, clip(str(p.DisabledReason), 60))
 		}
 		return tw.Flush()
 	}
