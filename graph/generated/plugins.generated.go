@@ -350,6 +350,29 @@ func (ec *executionContext) fieldContext_Plugin_fallbacks(_ context.Context, fie
 	return graphql.NewScalarFieldContext("Plugin", field, true, false, "Int64")
 }
 
+func (ec *executionContext) _Plugin_holds(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Plugin_holds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Holds(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uint64) graphql.Marshaler {
+			return ec.marshalNInt642uint64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Plugin_holds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Plugin", field, true, false, "Int64")
+}
+
 func (ec *executionContext) _Plugin_p50Us(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -851,6 +874,11 @@ func (ec *executionContext) _Plugin(ctx context.Context, sel ast.SelectionSet, o
 			}
 		case "fallbacks":
 			out.Values[i] = ec._Plugin_fallbacks(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "holds":
+			out.Values[i] = ec._Plugin_holds(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

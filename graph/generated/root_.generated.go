@@ -347,6 +347,7 @@ type ComplexityRoot struct {
 		DisabledReason func(childComplexity int) int
 		Fallbacks      func(childComplexity int) int
 		Faults         func(childComplexity int) int
+		Holds          func(childComplexity int) int
 		LoadedAt       func(childComplexity int) int
 		Name           func(childComplexity int) int
 		Native         func(childComplexity int) int
@@ -2217,6 +2218,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Plugin.Faults(childComplexity), true
+	case "Plugin.holds":
+		if e.ComplexityRoot.Plugin.Holds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Plugin.Holds(childComplexity), true
 	case "Plugin.loadedAt":
 		if e.ComplexityRoot.Plugin.LoadedAt == nil {
 			break
@@ -4269,6 +4276,8 @@ type Plugin {
   faults: Int64!
   "Decisions answered by its native fallback instead (faults, breaker, rebuilding)."
   fallbacks: Int64!
+  "Fairness decisions that held (ABI version 2 hold: nothing dispatched from the candidates until it is asked again); plan previews are not counted."
+  holds: Int64!
   "The median decision latency, in microseconds (guard included)."
   p50Us: Float!
   "The 99th percentile of its decision latency, in microseconds."
@@ -6089,6 +6098,8 @@ func (ec *executionContext) childFields_Plugin(ctx context.Context, field graphq
 		return ec.fieldContext_Plugin_faults(ctx, field)
 	case "fallbacks":
 		return ec.fieldContext_Plugin_fallbacks(ctx, field)
+	case "holds":
+		return ec.fieldContext_Plugin_holds(ctx, field)
 	case "p50Us":
 		return ec.fieldContext_Plugin_p50Us(ctx, field)
 	case "p99Us":

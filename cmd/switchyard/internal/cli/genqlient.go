@@ -870,6 +870,9 @@ func (v *LoadPluginLoadPlugin) GetFaults() int64 { return v.PluginInfo.Faults }
 // GetFallbacks returns LoadPluginLoadPlugin.Fallbacks, and is useful for accessing the field via an interface.
 func (v *LoadPluginLoadPlugin) GetFallbacks() int64 { return v.PluginInfo.Fallbacks }
 
+// GetHolds returns LoadPluginLoadPlugin.Holds, and is useful for accessing the field via an interface.
+func (v *LoadPluginLoadPlugin) GetHolds() int64 { return v.PluginInfo.Holds }
+
 // GetP50Us returns LoadPluginLoadPlugin.P50Us, and is useful for accessing the field via an interface.
 func (v *LoadPluginLoadPlugin) GetP50Us() float64 { return v.PluginInfo.P50Us }
 
@@ -930,6 +933,8 @@ type __premarshalLoadPluginLoadPlugin struct {
 
 	Fallbacks int64 `json:"fallbacks"`
 
+	Holds int64 `json:"holds"`
+
 	P50Us float64 `json:"p50Us"`
 
 	P99Us float64 `json:"p99Us"`
@@ -960,6 +965,7 @@ func (v *LoadPluginLoadPlugin) __premarshalJSON() (*__premarshalLoadPluginLoadPl
 	retval.Calls = v.PluginInfo.Calls
 	retval.Faults = v.PluginInfo.Faults
 	retval.Fallbacks = v.PluginInfo.Fallbacks
+	retval.Holds = v.PluginInfo.Holds
 	retval.P50Us = v.PluginInfo.P50Us
 	retval.P99Us = v.PluginInfo.P99Us
 	return &retval, nil
@@ -1012,6 +1018,8 @@ type PluginInfo struct {
 	Faults int64 `json:"faults"`
 	// Decisions answered by its native fallback instead (faults, breaker, rebuilding).
 	Fallbacks int64 `json:"fallbacks"`
+	// Fairness decisions that held (ABI version 2 hold: nothing dispatched from the candidates until it is asked again); plan previews are not counted.
+	Holds int64 `json:"holds"`
 	// The median decision latency, in microseconds (guard included).
 	P50Us float64 `json:"p50Us"`
 	// The 99th percentile of its decision latency, in microseconds.
@@ -1059,6 +1067,9 @@ func (v *PluginInfo) GetFaults() int64 { return v.Faults }
 
 // GetFallbacks returns PluginInfo.Fallbacks, and is useful for accessing the field via an interface.
 func (v *PluginInfo) GetFallbacks() int64 { return v.Fallbacks }
+
+// GetHolds returns PluginInfo.Holds, and is useful for accessing the field via an interface.
+func (v *PluginInfo) GetHolds() int64 { return v.Holds }
 
 // GetP50Us returns PluginInfo.P50Us, and is useful for accessing the field via an interface.
 func (v *PluginInfo) GetP50Us() float64 { return v.P50Us }
@@ -1133,6 +1144,9 @@ func (v *PluginsPluginsPlugin) GetFaults() int64 { return v.PluginInfo.Faults }
 // GetFallbacks returns PluginsPluginsPlugin.Fallbacks, and is useful for accessing the field via an interface.
 func (v *PluginsPluginsPlugin) GetFallbacks() int64 { return v.PluginInfo.Fallbacks }
 
+// GetHolds returns PluginsPluginsPlugin.Holds, and is useful for accessing the field via an interface.
+func (v *PluginsPluginsPlugin) GetHolds() int64 { return v.PluginInfo.Holds }
+
 // GetP50Us returns PluginsPluginsPlugin.P50Us, and is useful for accessing the field via an interface.
 func (v *PluginsPluginsPlugin) GetP50Us() float64 { return v.PluginInfo.P50Us }
 
@@ -1193,6 +1207,8 @@ type __premarshalPluginsPluginsPlugin struct {
 
 	Fallbacks int64 `json:"fallbacks"`
 
+	Holds int64 `json:"holds"`
+
 	P50Us float64 `json:"p50Us"`
 
 	P99Us float64 `json:"p99Us"`
@@ -1223,6 +1239,7 @@ func (v *PluginsPluginsPlugin) __premarshalJSON() (*__premarshalPluginsPluginsPl
 	retval.Calls = v.PluginInfo.Calls
 	retval.Faults = v.PluginInfo.Faults
 	retval.Fallbacks = v.PluginInfo.Fallbacks
+	retval.Holds = v.PluginInfo.Holds
 	retval.P50Us = v.PluginInfo.P50Us
 	retval.P99Us = v.PluginInfo.P99Us
 	return &retval, nil
@@ -3379,6 +3396,7 @@ fragment PluginInfo on Plugin {
 	calls
 	faults
 	fallbacks
+	holds
 	p50Us
 	p99Us
 }
@@ -3431,6 +3449,7 @@ fragment PluginInfo on Plugin {
 	calls
 	faults
 	fallbacks
+	holds
 	p50Us
 	p99Us
 }
