@@ -294,6 +294,7 @@ func TestRateCapThroughTheEngineHoldsInsteadOfHandingTheSlotOver(t *testing.T) {
 	require.Equal(t, 3100*time.Millisecond, rep.Makespan)
 	require.Equal(t, 3*time.Second, rep.Agents[0].WaitP99)
 	require.Zero(t, w.Plugin().Stats().Fallbacks)
+	require.GreaterOrEqual(t, w.Plugin().Stats().Holds, uint64(3), "each of the three waits is a counted hold")
 
 	builtin, err := simulate.Run(ctx, subs, simulate.Options{Config: cfg, Name: "fair-share"})
 	require.NoError(t, err)
