@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// Webhook bookkeeping. Delivering webhooks is engine/webhook's job; the
+// Webhook bookkeeping. Delivering webhooks is the webhook package's job; the
 // engine tells it when a batch has ended (an EventBatch) and records every
 // delivery attempt on the task or batch it concerns, through the same
 // commits as everything else — so deliveries are visible in the API and

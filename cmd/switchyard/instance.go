@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/cmd/switchyard/internal/cli"
-	"github.com/switchyard/switchyard/engine/executor/chromium"
+	"github.com/switchyard/switchyard/executor/chromium"
 )
 
 func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer) error {

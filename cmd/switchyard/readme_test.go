@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/switchyard/switchyard/engine/executor/chromium"
+	"github.com/switchyard/switchyard/executor/chromium"
 	"github.com/switchyard/switchyard/graph/client"
 )
 

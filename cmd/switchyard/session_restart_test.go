@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/switchyard/switchyard/engine/executor/pinchtab/pinchtabtest"
+	"github.com/switchyard/switchyard/executor/pinchtab/pinchtabtest"
 	"github.com/switchyard/switchyard/graph/client"
 )
 

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
-	"github.com/switchyard/switchyard/engine/heartbeat"
 	"github.com/switchyard/switchyard/graph/model"
+	"github.com/switchyard/switchyard/heartbeat"
 	"github.com/vektah/gqlparser/v2/ast"
 )
 
@@ -328,7 +328,7 @@ func (ec *executionContext) _HeartbeatCheck_state(ctx context.Context, field gra
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v heartbeat.State) graphql.Marshaler {
-			return ec.marshalNHeartbeatState2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋheartbeatᚐState(ctx, selections, v)
+			return ec.marshalNHeartbeatState2githubᚗcomᚋswitchyardᚋswitchyardᚋheartbeatᚐState(ctx, selections, v)
 		},
 		true,
 		true,
@@ -887,7 +887,7 @@ func (ec *executionContext) _HeartbeatEvent_from(ctx context.Context, field grap
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v heartbeat.State) graphql.Marshaler {
-			return ec.marshalNHeartbeatState2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋheartbeatᚐState(ctx, selections, v)
+			return ec.marshalNHeartbeatState2githubᚗcomᚋswitchyardᚋswitchyardᚋheartbeatᚐState(ctx, selections, v)
 		},
 		true,
 		true,
@@ -910,7 +910,7 @@ func (ec *executionContext) _HeartbeatEvent_to(ctx context.Context, field graphq
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v heartbeat.State) graphql.Marshaler {
-			return ec.marshalNHeartbeatState2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋheartbeatᚐState(ctx, selections, v)
+			return ec.marshalNHeartbeatState2githubᚗcomᚋswitchyardᚋswitchyardᚋheartbeatᚐState(ctx, selections, v)
 		},
 		true,
 		true,
@@ -1607,15 +1607,15 @@ func (ec *executionContext) marshalNHeartbeatSample2ᚖgithubᚗcomᚋswitchyard
 	return ec._HeartbeatSample(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNHeartbeatState2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋheartbeatᚐState(ctx context.Context, v any) (heartbeat.State, error) {
+func (ec *executionContext) unmarshalNHeartbeatState2githubᚗcomᚋswitchyardᚋswitchyardᚋheartbeatᚐState(ctx context.Context, v any) (heartbeat.State, error) {
 	tmp, err := graphql.UnmarshalString(v)
-	res := unmarshalNHeartbeatState2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋheartbeatᚐState[tmp]
+	res := unmarshalNHeartbeatState2githubᚗcomᚋswitchyardᚋswitchyardᚋheartbeatᚐState[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNHeartbeatState2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋheartbeatᚐState(ctx context.Context, sel ast.SelectionSet, v heartbeat.State) graphql.Marshaler {
+func (ec *executionContext) marshalNHeartbeatState2githubᚗcomᚋswitchyardᚋswitchyardᚋheartbeatᚐState(ctx context.Context, sel ast.SelectionSet, v heartbeat.State) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(marshalNHeartbeatState2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋheartbeatᚐState[v])
+	res := graphql.MarshalString(marshalNHeartbeatState2githubᚗcomᚋswitchyardᚋswitchyardᚋheartbeatᚐState[v])
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "HeartbeatState!")
 	}
@@ -1623,12 +1623,12 @@ func (ec *executionContext) marshalNHeartbeatState2githubᚗcomᚋswitchyardᚋs
 }
 
 var (
-	unmarshalNHeartbeatState2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋheartbeatᚐState = map[string]heartbeat.State{
+	unmarshalNHeartbeatState2githubᚗcomᚋswitchyardᚋswitchyardᚋheartbeatᚐState = map[string]heartbeat.State{
 		"UNKNOWN": heartbeat.StateUnknown,
 		"UP":      heartbeat.StateUp,
 		"DOWN":    heartbeat.StateDown,
 	}
-	marshalNHeartbeatState2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋheartbeatᚐState = map[heartbeat.State]string{
+	marshalNHeartbeatState2githubᚗcomᚋswitchyardᚋswitchyardᚋheartbeatᚐState = map[heartbeat.State]string{
 		heartbeat.StateUnknown: "UNKNOWN",
 		heartbeat.StateUp:      "UP",
 		heartbeat.StateDown:    "DOWN",

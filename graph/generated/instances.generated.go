@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
-	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/executor"
 	"github.com/switchyard/switchyard/graph/model"
 	"github.com/vektah/gqlparser/v2/ast"
 )
@@ -84,7 +84,7 @@ func (ec *executionContext) _Instance_kind(ctx context.Context, field graphql.Co
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v executor.Kind) graphql.Marshaler {
-			return ec.marshalNInstanceKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐKind(ctx, selections, v)
+			return ec.marshalNInstanceKind2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐKind(ctx, selections, v)
 		},
 		true,
 		true,
@@ -107,7 +107,7 @@ func (ec *executionContext) _Instance_dialect(ctx context.Context, field graphql
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v executor.Dialect) graphql.Marshaler {
-			return ec.marshalNChatDialect2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect(ctx, selections, v)
+			return ec.marshalNChatDialect2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐDialect(ctx, selections, v)
 		},
 		true,
 		true,
@@ -208,7 +208,7 @@ func (ec *executionContext) _Instance_health(ctx context.Context, field graphql.
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v executor.Health) graphql.Marshaler {
-			return ec.marshalNInstanceHealth2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐHealth(ctx, selections, v)
+			return ec.marshalNInstanceHealth2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐHealth(ctx, selections, v)
 		},
 		true,
 		true,
@@ -415,7 +415,7 @@ func (ec *executionContext) _InstanceEvent_kind(ctx context.Context, field graph
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v executor.EventType) graphql.Marshaler {
-			return ec.marshalNInstanceEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐEventType(ctx, selections, v)
+			return ec.marshalNInstanceEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐEventType(ctx, selections, v)
 		},
 		true,
 		true,
@@ -581,14 +581,14 @@ func (ec *executionContext) unmarshalInputRegisterInstanceInput(ctx context.Cont
 			it.Token = data
 		case "kind":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("kind"))
-			data, err := ec.unmarshalOInstanceKind2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐKind(ctx, v)
+			data, err := ec.unmarshalOInstanceKind2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐKind(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it.Kind = data
 		case "dialect":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("dialect"))
-			data, err := ec.unmarshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect(ctx, v)
+			data, err := ec.unmarshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐDialect(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -658,14 +658,14 @@ func (ec *executionContext) unmarshalInputUpdateInstanceInput(ctx context.Contex
 			it.Token = data
 		case "kind":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("kind"))
-			data, err := ec.unmarshalOInstanceKind2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐKind(ctx, v)
+			data, err := ec.unmarshalOInstanceKind2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐKind(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it.Kind = data
 		case "dialect":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("dialect"))
-			data, err := ec.unmarshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect(ctx, v)
+			data, err := ec.unmarshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐDialect(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -874,15 +874,15 @@ func (ec *executionContext) _InstanceEvent(ctx context.Context, sel ast.Selectio
 
 // region    ***************************** type.gotpl *****************************
 
-func (ec *executionContext) unmarshalNChatDialect2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect(ctx context.Context, v any) (executor.Dialect, error) {
+func (ec *executionContext) unmarshalNChatDialect2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐDialect(ctx context.Context, v any) (executor.Dialect, error) {
 	tmp, err := graphql.UnmarshalString(v)
-	res := unmarshalNChatDialect2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect[tmp]
+	res := unmarshalNChatDialect2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐDialect[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNChatDialect2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect(ctx context.Context, sel ast.SelectionSet, v executor.Dialect) graphql.Marshaler {
+func (ec *executionContext) marshalNChatDialect2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐDialect(ctx context.Context, sel ast.SelectionSet, v executor.Dialect) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(marshalNChatDialect2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect[v])
+	res := graphql.MarshalString(marshalNChatDialect2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐDialect[v])
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "ChatDialect!")
 	}
@@ -890,11 +890,11 @@ func (ec *executionContext) marshalNChatDialect2githubᚗcomᚋswitchyardᚋswit
 }
 
 var (
-	unmarshalNChatDialect2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect = map[string]executor.Dialect{
+	unmarshalNChatDialect2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐDialect = map[string]executor.Dialect{
 		"GENERIC":   executor.DialectGeneric,
 		"BROWSEROS": executor.DialectBrowserOS,
 	}
-	marshalNChatDialect2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect = map[executor.Dialect]string{
+	marshalNChatDialect2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐDialect = map[executor.Dialect]string{
 		executor.DialectGeneric:   "GENERIC",
 		executor.DialectBrowserOS: "BROWSEROS",
 	}
@@ -932,15 +932,15 @@ func (ec *executionContext) marshalNInstanceEvent2ᚖgithubᚗcomᚋswitchyard�
 	return ec._InstanceEvent(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNInstanceEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐEventType(ctx context.Context, v any) (executor.EventType, error) {
+func (ec *executionContext) unmarshalNInstanceEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐEventType(ctx context.Context, v any) (executor.EventType, error) {
 	tmp, err := graphql.UnmarshalString(v)
-	res := unmarshalNInstanceEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐEventType[tmp]
+	res := unmarshalNInstanceEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐEventType[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNInstanceEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐEventType(ctx context.Context, sel ast.SelectionSet, v executor.EventType) graphql.Marshaler {
+func (ec *executionContext) marshalNInstanceEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐEventType(ctx context.Context, sel ast.SelectionSet, v executor.EventType) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(marshalNInstanceEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐEventType[v])
+	res := graphql.MarshalString(marshalNInstanceEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐEventType[v])
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "InstanceEventKind!")
 	}
@@ -948,14 +948,14 @@ func (ec *executionContext) marshalNInstanceEventKind2githubᚗcomᚋswitchyard�
 }
 
 var (
-	unmarshalNInstanceEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐEventType = map[string]executor.EventType{
+	unmarshalNInstanceEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐEventType = map[string]executor.EventType{
 		"REGISTERED": executor.EventRegistered,
 		"UPDATED":    executor.EventUpdated,
 		"REMOVED":    executor.EventRemoved,
 		"HEALTHY":    executor.EventHealthy,
 		"UNHEALTHY":  executor.EventUnhealthy,
 	}
-	marshalNInstanceEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐEventType = map[executor.EventType]string{
+	marshalNInstanceEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐEventType = map[executor.EventType]string{
 		executor.EventRegistered: "REGISTERED",
 		executor.EventUpdated:    "UPDATED",
 		executor.EventRemoved:    "REMOVED",
@@ -964,15 +964,15 @@ var (
 	}
 )
 
-func (ec *executionContext) unmarshalNInstanceHealth2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐHealth(ctx context.Context, v any) (executor.Health, error) {
+func (ec *executionContext) unmarshalNInstanceHealth2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐHealth(ctx context.Context, v any) (executor.Health, error) {
 	tmp, err := graphql.UnmarshalString(v)
-	res := unmarshalNInstanceHealth2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐHealth[tmp]
+	res := unmarshalNInstanceHealth2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐHealth[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNInstanceHealth2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐHealth(ctx context.Context, sel ast.SelectionSet, v executor.Health) graphql.Marshaler {
+func (ec *executionContext) marshalNInstanceHealth2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐHealth(ctx context.Context, sel ast.SelectionSet, v executor.Health) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(marshalNInstanceHealth2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐHealth[v])
+	res := graphql.MarshalString(marshalNInstanceHealth2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐHealth[v])
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "InstanceHealth!")
 	}
@@ -980,27 +980,27 @@ func (ec *executionContext) marshalNInstanceHealth2githubᚗcomᚋswitchyardᚋs
 }
 
 var (
-	unmarshalNInstanceHealth2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐHealth = map[string]executor.Health{
+	unmarshalNInstanceHealth2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐHealth = map[string]executor.Health{
 		"UNKNOWN":   executor.HealthUnknown,
 		"HEALTHY":   executor.HealthHealthy,
 		"UNHEALTHY": executor.HealthUnhealthy,
 	}
-	marshalNInstanceHealth2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐHealth = map[executor.Health]string{
+	marshalNInstanceHealth2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐHealth = map[executor.Health]string{
 		executor.HealthUnknown:   "UNKNOWN",
 		executor.HealthHealthy:   "HEALTHY",
 		executor.HealthUnhealthy: "UNHEALTHY",
 	}
 )
 
-func (ec *executionContext) unmarshalNInstanceKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐKind(ctx context.Context, v any) (executor.Kind, error) {
+func (ec *executionContext) unmarshalNInstanceKind2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐKind(ctx context.Context, v any) (executor.Kind, error) {
 	tmp, err := graphql.UnmarshalString(v)
-	res := unmarshalNInstanceKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐKind[tmp]
+	res := unmarshalNInstanceKind2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐKind[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNInstanceKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐKind(ctx context.Context, sel ast.SelectionSet, v executor.Kind) graphql.Marshaler {
+func (ec *executionContext) marshalNInstanceKind2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐKind(ctx context.Context, sel ast.SelectionSet, v executor.Kind) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(marshalNInstanceKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐKind[v])
+	res := graphql.MarshalString(marshalNInstanceKind2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐKind[v])
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "InstanceKind!")
 	}
@@ -1008,12 +1008,12 @@ func (ec *executionContext) marshalNInstanceKind2githubᚗcomᚋswitchyardᚋswi
 }
 
 var (
-	unmarshalNInstanceKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐKind = map[string]executor.Kind{
+	unmarshalNInstanceKind2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐKind = map[string]executor.Kind{
 		"INSTANCE": executor.KindInstance,
 		"PINCHTAB": executor.KindServer,
 		"CHAT":     executor.KindChat,
 	}
-	marshalNInstanceKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐKind = map[executor.Kind]string{
+	marshalNInstanceKind2githubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐKind = map[executor.Kind]string{
 		executor.KindInstance: "INSTANCE",
 		executor.KindServer:   "PINCHTAB",
 		executor.KindChat:     "CHAT",
@@ -1030,31 +1030,31 @@ func (ec *executionContext) unmarshalNUpdateInstanceInput2githubᚗcomᚋswitchy
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) unmarshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect(ctx context.Context, v any) (*executor.Dialect, error) {
+func (ec *executionContext) unmarshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐDialect(ctx context.Context, v any) (*executor.Dialect, error) {
 	if v == nil {
 		return nil, nil
 	}
 	tmp, err := graphql.UnmarshalString(v)
-	res := unmarshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect[tmp]
+	res := unmarshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐDialect[tmp]
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect(ctx context.Context, sel ast.SelectionSet, v *executor.Dialect) graphql.Marshaler {
+func (ec *executionContext) marshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐDialect(ctx context.Context, sel ast.SelectionSet, v *executor.Dialect) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	_ = sel
 	_ = ctx
-	res := graphql.MarshalString(marshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect[*v])
+	res := graphql.MarshalString(marshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐDialect[*v])
 	return res
 }
 
 var (
-	unmarshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect = map[string]executor.Dialect{
+	unmarshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐDialect = map[string]executor.Dialect{
 		"GENERIC":   executor.DialectGeneric,
 		"BROWSEROS": executor.DialectBrowserOS,
 	}
-	marshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐDialect = map[executor.Dialect]string{
+	marshalOChatDialect2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐDialect = map[executor.Dialect]string{
 		executor.DialectGeneric:   "GENERIC",
 		executor.DialectBrowserOS: "BROWSEROS",
 	}
@@ -1067,32 +1067,32 @@ func (ec *executionContext) marshalOInstance2ᚖgithubᚗcomᚋswitchyardᚋswit
 	return ec._Instance(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalOInstanceKind2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐKind(ctx context.Context, v any) (*executor.Kind, error) {
+func (ec *executionContext) unmarshalOInstanceKind2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐKind(ctx context.Context, v any) (*executor.Kind, error) {
 	if v == nil {
 		return nil, nil
 	}
 	tmp, err := graphql.UnmarshalString(v)
-	res := unmarshalOInstanceKind2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐKind[tmp]
+	res := unmarshalOInstanceKind2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐKind[tmp]
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalOInstanceKind2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐKind(ctx context.Context, sel ast.SelectionSet, v *executor.Kind) graphql.Marshaler {
+func (ec *executionContext) marshalOInstanceKind2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐKind(ctx context.Context, sel ast.SelectionSet, v *executor.Kind) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	_ = sel
 	_ = ctx
-	res := graphql.MarshalString(marshalOInstanceKind2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐKind[*v])
+	res := graphql.MarshalString(marshalOInstanceKind2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐKind[*v])
 	return res
 }
 
 var (
-	unmarshalOInstanceKind2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐKind = map[string]executor.Kind{
+	unmarshalOInstanceKind2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐKind = map[string]executor.Kind{
 		"INSTANCE": executor.KindInstance,
 		"PINCHTAB": executor.KindServer,
 		"CHAT":     executor.KindChat,
 	}
-	marshalOInstanceKind2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋexecutorᚐKind = map[executor.Kind]string{
+	marshalOInstanceKind2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋexecutorᚐKind = map[executor.Kind]string{
 		executor.KindInstance: "INSTANCE",
 		executor.KindServer:   "PINCHTAB",
 		executor.KindChat:     "CHAT",

@@ -11,8 +11,8 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/graph/model"
+	"github.com/switchyard/switchyard/schedule"
 	"github.com/vektah/gqlparser/v2/ast"
 )
 
@@ -89,7 +89,7 @@ func (ec *executionContext) _Schedule_kind(ctx context.Context, field graphql.Co
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v schedule.Kind) graphql.Marshaler {
-			return ec.marshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐKind(ctx, selections, v)
+			return ec.marshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐKind(ctx, selections, v)
 		},
 		true,
 		true,
@@ -227,7 +227,7 @@ func (ec *executionContext) _Schedule_missedPolicy(ctx context.Context, field gr
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v schedule.MissedPolicy) graphql.Marshaler {
-			return ec.marshalNMissedRunPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy(ctx, selections, v)
+			return ec.marshalNMissedRunPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐMissedPolicy(ctx, selections, v)
 		},
 		true,
 		true,
@@ -250,7 +250,7 @@ func (ec *executionContext) _Schedule_overlapPolicy(ctx context.Context, field g
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v schedule.OverlapPolicy) graphql.Marshaler {
-			return ec.marshalNOverlapPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy(ctx, selections, v)
+			return ec.marshalNOverlapPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐOverlapPolicy(ctx, selections, v)
 		},
 		true,
 		true,
@@ -961,7 +961,7 @@ func (ec *executionContext) unmarshalInputScheduleInput(ctx context.Context, obj
 			it.Name = data
 		case "kind":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("kind"))
-			data, err := ec.unmarshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐKind(ctx, v)
+			data, err := ec.unmarshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐKind(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -1010,14 +1010,14 @@ func (ec *executionContext) unmarshalInputScheduleInput(ctx context.Context, obj
 			it.DeadlineAfterMs = data
 		case "missedPolicy":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("missedPolicy"))
-			data, err := ec.unmarshalOMissedRunPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy(ctx, v)
+			data, err := ec.unmarshalOMissedRunPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐMissedPolicy(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it.MissedPolicy = data
 		case "overlapPolicy":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("overlapPolicy"))
-			data, err := ec.unmarshalOOverlapPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy(ctx, v)
+			data, err := ec.unmarshalOOverlapPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐOverlapPolicy(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -1349,15 +1349,15 @@ func (ec *executionContext) _ScheduleTemplate(ctx context.Context, sel ast.Selec
 
 // region    ***************************** type.gotpl *****************************
 
-func (ec *executionContext) unmarshalNMissedRunPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy(ctx context.Context, v any) (schedule.MissedPolicy, error) {
+func (ec *executionContext) unmarshalNMissedRunPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐMissedPolicy(ctx context.Context, v any) (schedule.MissedPolicy, error) {
 	tmp, err := graphql.UnmarshalString(v)
-	res := unmarshalNMissedRunPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy[tmp]
+	res := unmarshalNMissedRunPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐMissedPolicy[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNMissedRunPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy(ctx context.Context, sel ast.SelectionSet, v schedule.MissedPolicy) graphql.Marshaler {
+func (ec *executionContext) marshalNMissedRunPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐMissedPolicy(ctx context.Context, sel ast.SelectionSet, v schedule.MissedPolicy) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(marshalNMissedRunPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy[v])
+	res := graphql.MarshalString(marshalNMissedRunPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐMissedPolicy[v])
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "MissedRunPolicy!")
 	}
@@ -1365,25 +1365,25 @@ func (ec *executionContext) marshalNMissedRunPolicy2githubᚗcomᚋswitchyardᚋ
 }
 
 var (
-	unmarshalNMissedRunPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy = map[string]schedule.MissedPolicy{
+	unmarshalNMissedRunPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐMissedPolicy = map[string]schedule.MissedPolicy{
 		"SKIP":     schedule.MissedSkip,
 		"RUN_ONCE": schedule.MissedRunOnce,
 	}
-	marshalNMissedRunPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy = map[schedule.MissedPolicy]string{
+	marshalNMissedRunPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐMissedPolicy = map[schedule.MissedPolicy]string{
 		schedule.MissedSkip:    "SKIP",
 		schedule.MissedRunOnce: "RUN_ONCE",
 	}
 )
 
-func (ec *executionContext) unmarshalNOverlapPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy(ctx context.Context, v any) (schedule.OverlapPolicy, error) {
+func (ec *executionContext) unmarshalNOverlapPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐOverlapPolicy(ctx context.Context, v any) (schedule.OverlapPolicy, error) {
 	tmp, err := graphql.UnmarshalString(v)
-	res := unmarshalNOverlapPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy[tmp]
+	res := unmarshalNOverlapPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐOverlapPolicy[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNOverlapPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy(ctx context.Context, sel ast.SelectionSet, v schedule.OverlapPolicy) graphql.Marshaler {
+func (ec *executionContext) marshalNOverlapPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐOverlapPolicy(ctx context.Context, sel ast.SelectionSet, v schedule.OverlapPolicy) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(marshalNOverlapPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy[v])
+	res := graphql.MarshalString(marshalNOverlapPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐOverlapPolicy[v])
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "OverlapPolicy!")
 	}
@@ -1391,12 +1391,12 @@ func (ec *executionContext) marshalNOverlapPolicy2githubᚗcomᚋswitchyardᚋsw
 }
 
 var (
-	unmarshalNOverlapPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy = map[string]schedule.OverlapPolicy{
+	unmarshalNOverlapPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐOverlapPolicy = map[string]schedule.OverlapPolicy{
 		"SKIP":            schedule.OverlapSkip,
 		"QUEUE":           schedule.OverlapQueue,
 		"CANCEL_PREVIOUS": schedule.OverlapCancelPrevious,
 	}
-	marshalNOverlapPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy = map[schedule.OverlapPolicy]string{
+	marshalNOverlapPolicy2githubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐOverlapPolicy = map[schedule.OverlapPolicy]string{
 		schedule.OverlapSkip:           "SKIP",
 		schedule.OverlapQueue:          "QUEUE",
 		schedule.OverlapCancelPrevious: "CANCEL_PREVIOUS",
@@ -1432,15 +1432,15 @@ func (ec *executionContext) unmarshalNScheduleInput2githubᚗcomᚋswitchyardᚋ
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) unmarshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐKind(ctx context.Context, v any) (schedule.Kind, error) {
+func (ec *executionContext) unmarshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐKind(ctx context.Context, v any) (schedule.Kind, error) {
 	tmp, err := graphql.UnmarshalString(v)
-	res := unmarshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐKind[tmp]
+	res := unmarshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐKind[tmp]
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐKind(ctx context.Context, sel ast.SelectionSet, v schedule.Kind) graphql.Marshaler {
+func (ec *executionContext) marshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐKind(ctx context.Context, sel ast.SelectionSet, v schedule.Kind) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(marshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐKind[v])
+	res := graphql.MarshalString(marshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐKind[v])
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "ScheduleKind!")
 	}
@@ -1448,12 +1448,12 @@ func (ec *executionContext) marshalNScheduleKind2githubᚗcomᚋswitchyardᚋswi
 }
 
 var (
-	unmarshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐKind = map[string]schedule.Kind{
+	unmarshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐKind = map[string]schedule.Kind{
 		"AT":    schedule.KindAt,
 		"EVERY": schedule.KindEvery,
 		"CRON":  schedule.KindCron,
 	}
-	marshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐKind = map[schedule.Kind]string{
+	marshalNScheduleKind2githubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐKind = map[schedule.Kind]string{
 		schedule.KindAt:    "AT",
 		schedule.KindEvery: "EVERY",
 		schedule.KindCron:  "CRON",
@@ -1492,62 +1492,62 @@ func (ec *executionContext) marshalNScheduleTemplate2ᚖgithubᚗcomᚋswitchyar
 	return ec._ScheduleTemplate(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalOMissedRunPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy(ctx context.Context, v any) (*schedule.MissedPolicy, error) {
+func (ec *executionContext) unmarshalOMissedRunPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐMissedPolicy(ctx context.Context, v any) (*schedule.MissedPolicy, error) {
 	if v == nil {
 		return nil, nil
 	}
 	tmp, err := graphql.UnmarshalString(v)
-	res := unmarshalOMissedRunPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy[tmp]
+	res := unmarshalOMissedRunPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐMissedPolicy[tmp]
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalOMissedRunPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy(ctx context.Context, sel ast.SelectionSet, v *schedule.MissedPolicy) graphql.Marshaler {
+func (ec *executionContext) marshalOMissedRunPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐMissedPolicy(ctx context.Context, sel ast.SelectionSet, v *schedule.MissedPolicy) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	_ = sel
 	_ = ctx
-	res := graphql.MarshalString(marshalOMissedRunPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy[*v])
+	res := graphql.MarshalString(marshalOMissedRunPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐMissedPolicy[*v])
 	return res
 }
 
 var (
-	unmarshalOMissedRunPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy = map[string]schedule.MissedPolicy{
+	unmarshalOMissedRunPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐMissedPolicy = map[string]schedule.MissedPolicy{
 		"SKIP":     schedule.MissedSkip,
 		"RUN_ONCE": schedule.MissedRunOnce,
 	}
-	marshalOMissedRunPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐMissedPolicy = map[schedule.MissedPolicy]string{
+	marshalOMissedRunPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐMissedPolicy = map[schedule.MissedPolicy]string{
 		schedule.MissedSkip:    "SKIP",
 		schedule.MissedRunOnce: "RUN_ONCE",
 	}
 )
 
-func (ec *executionContext) unmarshalOOverlapPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy(ctx context.Context, v any) (*schedule.OverlapPolicy, error) {
+func (ec *executionContext) unmarshalOOverlapPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐOverlapPolicy(ctx context.Context, v any) (*schedule.OverlapPolicy, error) {
 	if v == nil {
 		return nil, nil
 	}
 	tmp, err := graphql.UnmarshalString(v)
-	res := unmarshalOOverlapPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy[tmp]
+	res := unmarshalOOverlapPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐOverlapPolicy[tmp]
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalOOverlapPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy(ctx context.Context, sel ast.SelectionSet, v *schedule.OverlapPolicy) graphql.Marshaler {
+func (ec *executionContext) marshalOOverlapPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐOverlapPolicy(ctx context.Context, sel ast.SelectionSet, v *schedule.OverlapPolicy) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	_ = sel
 	_ = ctx
-	res := graphql.MarshalString(marshalOOverlapPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy[*v])
+	res := graphql.MarshalString(marshalOOverlapPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐOverlapPolicy[*v])
 	return res
 }
 
 var (
-	unmarshalOOverlapPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy = map[string]schedule.OverlapPolicy{
+	unmarshalOOverlapPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐOverlapPolicy = map[string]schedule.OverlapPolicy{
 		"SKIP":            schedule.OverlapSkip,
 		"QUEUE":           schedule.OverlapQueue,
 		"CANCEL_PREVIOUS": schedule.OverlapCancelPrevious,
 	}
-	marshalOOverlapPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚋscheduleᚐOverlapPolicy = map[schedule.OverlapPolicy]string{
+	marshalOOverlapPolicy2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋscheduleᚐOverlapPolicy = map[schedule.OverlapPolicy]string{
 		schedule.OverlapSkip:           "SKIP",
 		schedule.OverlapQueue:          "QUEUE",
 		schedule.OverlapCancelPrevious: "CANCEL_PREVIOUS",

@@ -77,7 +77,7 @@ var (
 )
 
 // browserTools lists the browser tools. Their kinds are the instance API's
-// (engine/executor, engine/executor/chromium).
+// (packages executor and executor/chromium).
 var browserTools = []browserTool{
 	{name: "navigate", kind: "navigate", title: "Open a URL",
 		desc:   `Open a URL in the session's tab (a new tab on the session's first call). Example: {"url": "https://example.com/login"}. Returns the page's URL and title.`,

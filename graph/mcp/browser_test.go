@@ -13,9 +13,9 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/switchyard/switchyard/engine/executor"
-	"github.com/switchyard/switchyard/engine/executor/artifact"
-	"github.com/switchyard/switchyard/engine/executor/chromium"
+	"github.com/switchyard/switchyard/executor"
+	"github.com/switchyard/switchyard/executor/artifact"
+	"github.com/switchyard/switchyard/executor/chromium"
 )
 
 // These tests drive real headless Chromium through the whole path: the

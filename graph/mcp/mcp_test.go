@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/executor"
 	"github.com/switchyard/switchyard/graph/auth"
 	gqlclient "github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/graph/mcp"
@@ -46,7 +46,7 @@ func TestListToolsDescribesEveryToolWithAnExampleAndASchema(t *testing.T) {
 	}
 	for name := range byName {
 		if !slices.Contains(scheduler, name) {
-			require.True(t, executor.KnownKind(executor.KindInstance, name), "browser tool %s is an action kind of the instances (engine/executor/kinds.go)", name)
+			require.True(t, executor.KnownKind(executor.KindInstance, name), "browser tool %s is an action kind of the instances (executor/kinds.go)", name)
 		}
 	}
 	schema, err := json.Marshal(byName["click"].InputSchema)

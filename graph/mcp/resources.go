@@ -16,7 +16,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/engine/executor/artifact"
+	"github.com/switchyard/switchyard/executor/artifact"
 )
 
 // Resource URIs.

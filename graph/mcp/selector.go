@@ -9,7 +9,7 @@ package mcp
 import (
 	"errors"
 
-	"github.com/switchyard/switchyard/engine/executor/pinchtab"
+	"github.com/switchyard/switchyard/executor/pinchtab"
 )
 
 // checkSelector checks a selector's syntax: "ref:e12" or "e12", "css:…" or

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/switchyard/switchyard/engine/heartbeat"
+	"github.com/switchyard/switchyard/heartbeat"
 )
 
 // HeartbeatCheck is a heartbeat check and its state.

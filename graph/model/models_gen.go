@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/engine/executor"
-	"github.com/switchyard/switchyard/engine/heartbeat"
-	"github.com/switchyard/switchyard/engine/schedule"
+	"github.com/switchyard/switchyard/executor"
+	"github.com/switchyard/switchyard/heartbeat"
 	"github.com/switchyard/switchyard/plugins/sdk/policy"
+	"github.com/switchyard/switchyard/schedule"
 )
 
 // A browser interaction.

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/engine/executor"
 	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/executor"
 )
 
 // Lane is a lane's configuration and load.

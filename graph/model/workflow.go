@@ -9,8 +9,8 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/policy"
-	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/plugins/manager"
+	"github.com/switchyard/switchyard/schedule"
 )
 
 // WebhookDelivery is one attempt to deliver a webhook.

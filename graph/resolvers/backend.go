@@ -5,12 +5,12 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/engine/executor"
-	"github.com/switchyard/switchyard/engine/heartbeat"
 	"github.com/switchyard/switchyard/engine/policy"
-	"github.com/switchyard/switchyard/engine/schedule"
+	"github.com/switchyard/switchyard/executor"
+	"github.com/switchyard/switchyard/heartbeat"
 	"github.com/switchyard/switchyard/internal/cluster"
 	"github.com/switchyard/switchyard/plugins/manager"
+	"github.com/switchyard/switchyard/schedule"
 )
 
 // What the resolvers serve. On one node these are the engine, the instance

@@ -15,10 +15,10 @@ import (
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/clock"
 	"github.com/switchyard/switchyard/engine/enginetest"
-	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/engine/store/memory"
 	"github.com/switchyard/switchyard/graph/auth"
 	"github.com/switchyard/switchyard/graph/resolvers"
+	"github.com/switchyard/switchyard/schedule"
 )
 
 // codes are the values of extensions.code the API may answer with (the

@@ -1,4 +1,4 @@
-// Heartbeat checks (engine/heartbeat): URLs the server calls on an interval.
+// Heartbeat checks (heartbeat): URLs the server calls on an interval.
 
 package resolvers
 
@@ -6,8 +6,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/switchyard/switchyard/engine/heartbeat"
 	"github.com/switchyard/switchyard/graph/model"
+	"github.com/switchyard/switchyard/heartbeat"
 )
 
 func (r *Resolver) heartbeats() error {

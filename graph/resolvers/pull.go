@@ -12,9 +12,9 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/engine/pull"
 	"github.com/switchyard/switchyard/graph/auth"
 	"github.com/switchyard/switchyard/graph/model"
+	"github.com/switchyard/switchyard/pull"
 )
 
 // Pull is the worker side of pull lanes (*pull.Manager).

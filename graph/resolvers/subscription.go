@@ -17,7 +17,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/executor"
 	"github.com/switchyard/switchyard/graph/eventstream"
 	"github.com/switchyard/switchyard/graph/model"
 	"github.com/switchyard/switchyard/graph/subgate"

@@ -16,7 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/executor"
 	"github.com/switchyard/switchyard/graph/model"
 )
 

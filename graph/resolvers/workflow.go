@@ -1,7 +1,7 @@
 package resolvers
 
 // Resolvers for the components around the engine: policy plugins (through
-// plugins/manager) and schedules (through engine/schedule).
+// plugins/manager) and schedules (through the schedule package).
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/graph/generated"
 	"github.com/switchyard/switchyard/graph/model"
 	"github.com/switchyard/switchyard/plugins/manager"
+	"github.com/switchyard/switchyard/schedule"
 )
 
 func (r *Resolver) plugins() error {

@@ -12,7 +12,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/switchyard/switchyard/engine/executor/artifact"
+	"github.com/switchyard/switchyard/executor/artifact"
 	"github.com/switchyard/switchyard/graph/auth"
 )
 

@@ -29,16 +29,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/engine/executor"
-	"github.com/switchyard/switchyard/engine/heartbeat"
 	"github.com/switchyard/switchyard/engine/policy"
-	"github.com/switchyard/switchyard/engine/pull"
-	"github.com/switchyard/switchyard/engine/schedule"
+	"github.com/switchyard/switchyard/executor"
 	"github.com/switchyard/switchyard/graph/auth"
 	"github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/graph/resolvers"
 	"github.com/switchyard/switchyard/graph/server"
+	"github.com/switchyard/switchyard/heartbeat"
 	"github.com/switchyard/switchyard/internal/waitfor"
+	"github.com/switchyard/switchyard/pull"
+	"github.com/switchyard/switchyard/schedule"
 )
 
 // The agents of the matrix: fixtures belong to ownerAgent; otherAgent's

@@ -43,11 +43,8 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
-	"github.com/switchyard/switchyard/engine/executor"
-	"github.com/switchyard/switchyard/engine/executor/artifact"
-	"github.com/switchyard/switchyard/engine/heartbeat"
-	"github.com/switchyard/switchyard/engine/pull"
-	"github.com/switchyard/switchyard/engine/schedule"
+	"github.com/switchyard/switchyard/executor"
+	"github.com/switchyard/switchyard/executor/artifact"
 	"github.com/switchyard/switchyard/graph/auth"
 	"github.com/switchyard/switchyard/graph/mcp"
 	"github.com/switchyard/switchyard/graph/metrics"
@@ -56,7 +53,10 @@ import (
 	"github.com/switchyard/switchyard/graph/subgate"
 	"github.com/switchyard/switchyard/graph/web/dashboard"
 	"github.com/switchyard/switchyard/graph/web/playground"
+	"github.com/switchyard/switchyard/heartbeat"
 	"github.com/switchyard/switchyard/plugins/manager"
+	"github.com/switchyard/switchyard/pull"
+	"github.com/switchyard/switchyard/schedule"
 )
 
 // Options configure a Server.

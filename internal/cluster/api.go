@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/engine/executor"
-	"github.com/switchyard/switchyard/engine/heartbeat"
 	"github.com/switchyard/switchyard/engine/policy"
-	"github.com/switchyard/switchyard/engine/schedule"
+	"github.com/switchyard/switchyard/executor"
+	"github.com/switchyard/switchyard/heartbeat"
 	"github.com/switchyard/switchyard/plugins/manager"
+	"github.com/switchyard/switchyard/schedule"
 )
 
 // What the API of a node serves, whichever role the node has: the same

@@ -32,13 +32,13 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/engine/executor"
-	"github.com/switchyard/switchyard/engine/heartbeat"
-	"github.com/switchyard/switchyard/engine/pull"
-	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/engine/store/postgres"
+	"github.com/switchyard/switchyard/executor"
+	"github.com/switchyard/switchyard/heartbeat"
 	"github.com/switchyard/switchyard/internal/savedinstances"
 	"github.com/switchyard/switchyard/plugins/manager"
+	"github.com/switchyard/switchyard/pull"
+	"github.com/switchyard/switchyard/schedule"
 )
 
 // Leadership is what runs on the leader beside its engine.

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/engine/heartbeat"
+	"github.com/switchyard/switchyard/heartbeat"
 	"github.com/switchyard/switchyard/internal/cluster"
 	"github.com/switchyard/switchyard/internal/netguard"
 )

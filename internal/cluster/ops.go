@@ -6,12 +6,12 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/engine/executor"
-	"github.com/switchyard/switchyard/engine/heartbeat"
 	"github.com/switchyard/switchyard/engine/policy"
-	"github.com/switchyard/switchyard/engine/schedule"
+	"github.com/switchyard/switchyard/executor"
+	"github.com/switchyard/switchyard/heartbeat"
 	"github.com/switchyard/switchyard/internal/savedinstances"
 	"github.com/switchyard/switchyard/plugins/manager"
+	"github.com/switchyard/switchyard/schedule"
 )
 
 // The operations a node asks of the leader. Their arguments and answers are

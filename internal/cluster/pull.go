@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/engine/pull"
+	"github.com/switchyard/switchyard/pull"
 )
 
 // Pull lanes on a cluster: the leases live on the leader, with its engine;

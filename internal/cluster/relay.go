@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"sync"
 
-	"github.com/switchyard/switchyard/engine/executor"
-	"github.com/switchyard/switchyard/engine/heartbeat"
+	"github.com/switchyard/switchyard/executor"
+	"github.com/switchyard/switchyard/heartbeat"
 	"github.com/switchyard/switchyard/plugins/manager"
 )
 

@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/engine/executor"
-	"github.com/switchyard/switchyard/engine/heartbeat"
-	"github.com/switchyard/switchyard/engine/pull"
-	"github.com/switchyard/switchyard/engine/schedule"
 	"github.com/switchyard/switchyard/engine/store/postgres"
+	"github.com/switchyard/switchyard/executor"
+	"github.com/switchyard/switchyard/heartbeat"
 	"github.com/switchyard/switchyard/plugins/manager"
+	"github.com/switchyard/switchyard/pull"
+	"github.com/switchyard/switchyard/schedule"
 )
 
 // Calls from any node to the leader. An operation is applied directly when

@@ -22,7 +22,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/executor"
 )
 
 // Prefix starts the key of every instance's setting.

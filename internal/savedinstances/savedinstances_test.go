@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/switchyard/switchyard/engine/executor"
+	"github.com/switchyard/switchyard/executor"
 	"github.com/switchyard/switchyard/internal/savedinstances"
 )
 

@@ -16,10 +16,10 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/enginetest"
-	"github.com/switchyard/switchyard/engine/executor"
-	"github.com/switchyard/switchyard/engine/executor/artifact"
-	"github.com/switchyard/switchyard/engine/executor/chromium"
 	"github.com/switchyard/switchyard/engine/store/memory"
+	"github.com/switchyard/switchyard/executor"
+	"github.com/switchyard/switchyard/executor/artifact"
+	"github.com/switchyard/switchyard/executor/chromium"
 	"github.com/switchyard/switchyard/graph/server"
 )
 

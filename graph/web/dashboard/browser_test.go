@@ -26,11 +26,11 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/enginetest"
-	"github.com/switchyard/switchyard/engine/executor"
-	"github.com/switchyard/switchyard/engine/heartbeat"
 	"github.com/switchyard/switchyard/engine/store/memory"
+	"github.com/switchyard/switchyard/executor"
 	"github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/graph/server"
+	"github.com/switchyard/switchyard/heartbeat"
 	"github.com/switchyard/switchyard/internal/netguard"
 	"github.com/switchyard/switchyard/internal/waitfor"
 	"github.com/switchyard/switchyard/plugins/host"

@@ -21,9 +21,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/engine/executor"
-	"github.com/switchyard/switchyard/engine/executor/chromium"
-	"github.com/switchyard/switchyard/engine/executor/pinchtab"
+	"github.com/switchyard/switchyard/executor"
+	"github.com/switchyard/switchyard/executor/chromium"
+	"github.com/switchyard/switchyard/executor/pinchtab"
 	"github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/graph/resolvers"
 	"github.com/switchyard/switchyard/graph/server"

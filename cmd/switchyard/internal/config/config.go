@@ -23,10 +23,10 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/switchyard/switchyard/engine"
-	"github.com/switchyard/switchyard/engine/executor"
-	"github.com/switchyard/switchyard/engine/webhook"
+	"github.com/switchyard/switchyard/executor"
 	"github.com/switchyard/switchyard/graph/auth"
 	"github.com/switchyard/switchyard/graph/resolvers"
+	"github.com/switchyard/switchyard/webhook"
 )
 
 // Config is everything `switchyard serve` reads. The YAML keys are the

@@ -1,0 +1,362 @@
+// Package chromium is Switchyard's built-in browser instance: it starts
+// headless Chromium with chromedp and serves PinchTab's instance HTTP API over
+// it, behind a bearer token, so that `switchyard serve` does real browser work
+// on a fresh machine and the executor talks to it exactly as to a PinchTab
+// bridge.
+//
+// Served (every route but GET /health needs "Authorization: Bearer <token>",
+// as PinchTab's do; the executor/instancetest suite checks them):
+//
+//	GET  /health                       {"status":"ok","tabs":N,"browser":"…"}
+//	GET  /tabs                         {"tabs":[{"id","url","title","type"}]}
+//	POST /tab {"action":"new"|"close","url","tabId"}
+//	POST /tabs/{id}/navigate {"url"}   {"tabId","url","title"}
+//	POST /tabs/{id}/action {"kind","selector"|"ref",…}   {"success":true,"result":{…}}
+//	     kinds: click dblclick hover focus fill type press select check uncheck scroll scrollintoview
+//	GET  /tabs/{id}/text[?selector=]   {"url","title","text"}
+//	GET  /tabs/{id}/snapshot[?filter=interactive]  {"url","title","nodes":[{"ref","role","name","depth",…}],"count"}
+//	GET  /tabs/{id}/screenshot[?format=png|jpeg&quality=&raw=true]
+//	POST /tabs/{id}/evaluate {"expression"}  {"result":…}
+//	GET  /tabs/{id}/title, /tabs/{id}/url
+//	POST /tabs/{id}/back, /forward, /reload   {"tabId","url"} (nothing happens at either end of the history)
+//	POST /tabs/{id}/wait {"selector"|"ms","timeout"}  {"waited","elapsed","match"|"error"}
+//	POST /tabs/{id}/close              {"closed":true}
+//
+// Errors are {"error","code"}, with "retryable": true when a retry may help
+// (timeouts, failed loads, browser errors, an element not visible yet).
+//
+// Selectors: "css:#go" or a bare CSS selector, "xpath://button", "text:Go",
+// and refs from the tab's last snapshot ("e12", or "ref:e12", or the "ref"
+// field). A request's cancellation or deadline stops its browser call.
+package chromium
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/chromedp/cdproto/target"
+	"github.com/chromedp/chromedp"
+	"github.com/hashicorp/go-hclog"
+)
+
+// Options configures a built-in instance. Zero values mean the defaults.
+type Options struct {
+	Addr          string        // listen address; default "127.0.0.1:0" (a free port)
+	Token         string        // bearer token; default a random one (see Instance.Token)
+	ExecPath      string        // the browser; default what Find returns
+	UserDataDir   string        // default a fresh temporary directory, removed by Close
+	Logger        hclog.Logger  // default silent
+	ActionTimeout time.Duration // upper bound of one request's browser work; default 60s
+	StartTimeout  time.Duration // for the browser to start; default 30s
+}
+
+// Find returns the path of a Chromium (or Chrome) executable, looking at
+// /usr/bin/chromium, Debian's package, first.
+func Find() (string, bool) {
+	if st, err := os.Stat("/usr/bin/chromium"); err == nil && !st.IsDir() {
+		return "/usr/bin/chromium", true
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// Flags are the command-line flags of the browser, besides the user-data
+// directory and what chromedp adds to talk to it (a debugging pipe).
+var Flags = []string{
+	"headless", "no-sandbox", "disable-gpu", "disable-background-networking",
+	"disable-component-update", "disable-sync", "no-first-run", "disable-quic",
+	"no-default-browser-check", "disable-dev-shm-usage", "hide-scrollbars", "mute-audio",
+}
+
+// Instance is a running built-in instance: a browser and the HTTP server in
+// front of it.
+type Instance struct {
+	opts Options
+	log  hclog.Logger
+
+	allocCancel   context.CancelFunc
+	browserCtx    context.Context
+	browserCancel context.CancelFunc
+	keeper        target.ID // the browser's first tab, kept hidden so the browser lives
+
+	mu   sync.Mutex
+	tabs map[string]*tab
+
+	ln        net.Listener
+	srv       *http.Server
+	url       string
+	dataDir   string
+	removeDir bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// tab is a browser tab the instance drives.
+type tab struct {
+	id     string
+	ctx    context.Context // chromedp context of the tab
+	cancel context.CancelFunc
+	lock   chan struct{}    // one operation at a time on a tab
+	refs   map[string]int64 // snapshot ref → backend DOM node id; guarded by lock
+}
+
+// Start launches the browser and the HTTP server. ctx bounds the start only;
+// the instance runs until Close.
+func Start(ctx context.Context, o Options) (*Instance, error) {
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1:0"
+	}
+	if o.Token == "" {
+		var b [24]byte
+		_, _ = rand.Read(b[:])
+		o.Token = hex.EncodeToString(b[:])
+	}
+	if o.ExecPath == "" {
+		p, ok := Find()
+		if !ok {
+			return nil, errors.New("chromium: no Chromium or Chrome executable found (install Debian's chromium package)")
+		}
+		o.ExecPath = p
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	if o.ActionTimeout <= 0 {
+		o.ActionTimeout = 60 * time.Second
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 30 * time.Second
+	}
+	i := &Instance{opts: o, log: o.Logger.Named("chromium"), tabs: make(map[string]*tab)}
+	i.dataDir = o.UserDataDir
+	if i.dataDir == "" {
+		dir, err := os.MkdirTemp("", "switchyard-chromium-")
+		if err != nil {
+			return nil, fmt.Errorf("chromium: create user-data dir: %w", err)
+		}
+		i.dataDir, i.removeDir = dir, true
+	}
+	if err := i.startBrowser(ctx); err != nil {
+		i.cleanup()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		i.cleanup()
+		return nil, fmt.Errorf("chromium: listen on %s: %w", o.Addr, err)
+	}
+	i.ln = ln
+	i.url = "http://" + ln.Addr().String()
+	i.srv = &http.Server{Handler: i.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := i.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			i.log.Error("server stopped", "error", err)
+		}
+	}()
+	i.log.Info("built-in browser instance started", "url", i.url, "browser", o.ExecPath, "user_data_dir", i.dataDir)
+	return i, nil
+}
+
+func (i *Instance) startBrowser(ctx context.Context) error {
+	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(i.opts.ExecPath), chromedp.UserDataDir(i.dataDir), chromedp.WindowSize(1280, 800)}
+	for _, f := range Flags {
+		opts = append(opts, chromedp.Flag(f, true))
+	}
+	opts = append(opts, chromedp.CombinedOutput(logWriter{i.log}))
+	allocCtx, allocCancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	browserCtx, browserCancel := chromedp.NewContext(allocCtx)
+	i.allocCancel, i.browserCtx, i.browserCancel = allocCancel, browserCtx, browserCancel
+
+	started := make(chan error, 1)
+	go func() { started <- chromedp.Do(browserCtx) }() // starts the browser, bound to browserCtx
+	timer := time.NewTimer(i.opts.StartTimeout)
+	defer timer.Stop()
+	select {
+	case err := <-started:
+		if err != nil {
+			return fmt.Errorf("chromium: start %s: %w", i.opts.ExecPath, err)
+		}
+	case <-ctx.Done():
+		return fmt.Errorf("chromium: start: %w", ctx.Err())
+	case <-timer.C:
+		return fmt.Errorf("chromium: start: browser not ready after %v", i.opts.StartTimeout)
+	}
+	i.keeper = chromedp.FromContext(browserCtx).Target.TargetID
+	return nil
+}
+
+// URL returns the base URL of the instance's HTTP API.
+func (i *Instance) URL() string { return i.url }
+
+// Token returns the bearer token the instance requires.
+func (i *Instance) Token() string { return i.opts.Token }
+
+// Close stops the HTTP server at once (in-flight requests see their
+// connection drop), closes the browser and removes a temporary user-data
+// directory.
+func (i *Instance) Close() error {
+	i.closeOnce.Do(func() {
+		if i.srv != nil {
+			i.closeErr = i.srv.Close()
+		}
+		i.cleanup()
+		i.log.Info("built-in browser instance stopped", "url", i.url)
+	})
+	return i.closeErr
+}
+
+func (i *Instance) cleanup() {
+	i.mu.Lock()
+	tabs := i.tabs
+	i.tabs = make(map[string]*tab)
+	i.mu.Unlock()
+	for _, t := range tabs {
+		t.cancel()
+	}
+	if i.browserCancel != nil {
+		i.browserCancel()
+	}
+	if i.allocCancel != nil {
+		i.allocCancel()
+	}
+	if i.removeDir {
+		_ = os.RemoveAll(i.dataDir)
+	}
+}
+
+// openTab opens a new tab, at pageURL unless it is "".
+func (i *Instance) openTab(ctx context.Context, pageURL string) (*tab, error) {
+	tctx, cancel := chromedp.NewContext(i.browserCtx)
+	if err := chromedp.Do(tctx); err != nil {
+		cancel()
+		return nil, fmt.Errorf("open tab: %w", err)
+	}
+	t := &tab{id: string(chromedp.FromContext(tctx).Target.TargetID), ctx: tctx, cancel: cancel,
+		lock: make(chan struct{}, 1), refs: map[string]int64{}}
+	i.mu.Lock()
+	i.tabs[t.id] = t
+	i.mu.Unlock()
+	if pageURL != "" {
+		err := i.run(ctx, t, func(ctx context.Context) error { return navigate(ctx, pageURL) })
+		if err != nil {
+			i.closeTab(t.id)
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// tab returns the tab with id, attaching to a tab the page opened itself (a
+// popup) on first use.
+func (i *Instance) tab(id string) (*tab, bool) {
+	i.mu.Lock()
+	t, ok := i.tabs[id]
+	i.mu.Unlock()
+	if ok {
+		return t, true
+	}
+	if id == string(i.keeper) {
+		return nil, false
+	}
+	infos, err := chromedp.Targets(i.browserCtx)
+	if err != nil {
+		return nil, false
+	}
+	for _, info := range infos {
+		if string(info.TargetID) == id && info.Type == "page" {
+			tctx, cancel := chromedp.NewContext(i.browserCtx, chromedp.WithTargetID(info.TargetID))
+			if err := chromedp.Do(tctx); err != nil {
+				cancel()
+				return nil, false
+			}
+			t := &tab{id: id, ctx: tctx, cancel: cancel, lock: make(chan struct{}, 1), refs: map[string]int64{}}
+			i.mu.Lock()
+			if existing, ok := i.tabs[id]; ok {
+				i.mu.Unlock()
+				cancel()
+				return existing, true
+			}
+			i.tabs[id] = t
+			i.mu.Unlock()
+			return t, true
+		}
+	}
+	return nil, false
+}
+
+// closeTab closes a tab; it reports whether there was one.
+func (i *Instance) closeTab(id string) bool {
+	t, ok := i.tab(id)
+	if !ok {
+		return false
+	}
+	i.mu.Lock()
+	delete(i.tabs, id)
+	i.mu.Unlock()
+	t.cancel() // closes the target
+	return true
+}
+
+// listTabs returns the page targets of the browser, but the hidden first one.
+func (i *Instance) listTabs(ctx context.Context) ([]*target.Info, error) {
+	infos, err := chromedp.Targets(i.browserCtx)
+	if err != nil {
+		return nil, err
+	}
+	out := infos[:0]
+	for _, info := range infos {
+		if info.Type == "page" && info.TargetID != i.keeper {
+			out = append(out, info)
+		}
+	}
+	return out, ctx.Err()
+}
+
+// run does fn on a tab, alone: it waits for the tab's previous operation, and
+// its context ends when the request's does, or after ActionTimeout.
+func (i *Instance) run(reqCtx context.Context, t *tab, fn func(ctx context.Context) error) error {
+	select {
+	case t.lock <- struct{}{}:
+	case <-reqCtx.Done():
+		return reqCtx.Err()
+	}
+	defer func() { <-t.lock }()
+	ctx, cancel := context.WithTimeout(t.ctx, i.opts.ActionTimeout)
+	defer cancel()
+	stop := context.AfterFunc(reqCtx, cancel)
+	defer stop()
+	err := fn(ctx)
+	if err != nil && reqCtx.Err() != nil && ctx.Err() != nil {
+		return fmt.Errorf("%w: %w", reqCtx.Err(), err)
+	}
+	return err
+}
+
+// logWriter sends the browser's output to the log, at debug level.
+type logWriter struct{ log hclog.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		if line != "" {
+			w.log.Debug("browser output", "line", line)
+		}
+	}
+	return len(p), nil
+}
+
+var _ io.Writer = logWriter{}

@@ -1,0 +1,386 @@
+package executor_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/executor"
+	"github.com/switchyard/switchyard/executor/chromium"
+	"github.com/switchyard/switchyard/executor/pinchtab"
+	"github.com/switchyard/switchyard/internal/waitfor"
+)
+
+// These tests drive real headless Chromium through the executor, the way the
+// engine does: attempts carry the placement and the session's bound tab, and
+// the outcome's tab is what the next task of the session receives.
+
+const formPage = `<!doctype html><html><head><title>Greeter</title></head><body>
+<input id="name" type="text"> <button id="go" type="button">Go</button>
+<div id="out"></div><div id="clicks">0</div>
+<script>
+let clicks = 0;
+document.getElementById("go").addEventListener("click", () => {
+  clicks++;
+  document.getElementById("clicks").textContent = String(clicks);
+  document.getElementById("out").textContent = "Hello, " + document.getElementById("name").value + "!";
+});
+</script></body></html>`
+
+func testSite(t *testing.T) string {
+	t.Helper()
+	url, _ := testSiteWithBeacon(t)
+	return url
+}
+
+// testSiteWithBeacon is testSite that also counts the requests a page makes
+// to /beacon: a script that fetches it shows that it ran in the browser.
+func testSiteWithBeacon(t *testing.T) (string, *atomic.Int32) {
+	t.Helper()
+	var beacons atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/beacon" {
+			beacons.Add(1)
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, formPage)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, &beacons
+}
+
+func startChromium(t *testing.T) *chromium.Instance {
+	t.Helper()
+	path, ok := chromium.Find()
+	if !ok {
+		t.Skip("Chromium is not installed (looked for /usr/bin/chromium and chromium on PATH): skipping the real-browser test")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	inst, err := chromium.Start(ctx, chromium.Options{ExecPath: path, ActionTimeout: 20 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = inst.Close() })
+	return inst
+}
+
+// session plays the engine's part for one session: it passes the bound
+// instance and tab to each attempt and binds what the outcome reports, and
+// forgets the binding on ErrInstanceGone.
+type session struct {
+	key      string
+	instance string
+	tab      string
+}
+
+func (s *session) run(ctx context.Context, exec *executor.Executor, place string, act *engine.Action) engine.Outcome {
+	inst := s.instance
+	if inst == "" {
+		inst = place
+	}
+	o := exec.Execute(ctx, &attempt{id: "task-" + act.Kind, instance: inst, tab: s.tab,
+		spec: &engine.TaskSpec{AgentID: "agent-e2e", SessionKey: s.key, Action: act}})
+	switch {
+	case o.Err == nil:
+		s.instance, s.tab = o.InstanceID, o.TabID
+	case errors.Is(o.Err, engine.ErrInstanceGone):
+		s.instance, s.tab = "", ""
+	}
+	return o
+}
+
+func textOf(t *testing.T, o engine.Outcome) string {
+	t.Helper()
+	require.NoError(t, o.Err)
+	var res struct{ Text string }
+	require.NoError(t, json.Unmarshal(o.Result, &res))
+	return res.Text
+}
+
+func TestEndToEndFormInOneSessionTab(t *testing.T) {
+	t.Parallel()
+	url := testSite(t)
+	inst := startChromium(t)
+	bn := setup(t, executor.Options{}, executor.InstanceConfig{ID: "local", URL: inst.URL(), Token: inst.Token()})
+	s := &session{key: "signup"}
+	ctx := context.Background()
+
+	steps := []*engine.Action{
+		action("navigate", "", `{"url":"`+url+`"}`),
+		action("fill", "css:#name", `{"text":"Ada"}`),
+		action("click", "css:#go", ""),
+	}
+	var tabs []string
+	for _, step := range steps {
+		o := s.run(ctx, bn.exec, "local", step)
+		require.NoError(t, o.Err, step.Kind)
+		tabs = append(tabs, o.TabID)
+	}
+	o := s.run(ctx, bn.exec, "local", action("text", "#out", ""))
+	require.Equal(t, "Hello, Ada!", textOf(t, o), "the session's tasks share the page's state")
+	tabs = append(tabs, o.TabID)
+	for _, tab := range tabs {
+		require.Equal(t, tabs[0], tab, "every task of the session ran in the same tab")
+	}
+
+	// Another session gets its own tab, with its own page state.
+	other := &session{key: "other"}
+	o = other.run(ctx, bn.exec, "local", action("navigate", "", `{"url":"`+url+`"}`))
+	require.NoError(t, o.Err)
+	require.NotEqual(t, tabs[0], o.TabID)
+	o = other.run(ctx, bn.exec, "local", action("text", "#clicks", ""))
+	require.Equal(t, "0", textOf(t, o))
+
+	// A screenshot comes back as an artifact reference.
+	o = s.run(ctx, bn.exec, "local", action("screenshot", "", ""))
+	require.NoError(t, o.Err)
+	require.Contains(t, string(o.Result), `"contentType":"image/png"`)
+}
+
+func TestCancellingMidActionStopsTheBrowserCall(t *testing.T) {
+	t.Parallel()
+	url, beacons := testSiteWithBeacon(t)
+	inst := startChromium(t)
+	bn := setup(t, executor.Options{AbortGrace: 100 * time.Millisecond}, executor.InstanceConfig{ID: "local", URL: inst.URL(), Token: inst.Token()})
+	s := &session{key: "s"}
+	require.NoError(t, s.run(context.Background(), bn.exec, "local", action("navigate", "", `{"url":"`+url+`"}`)).Err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	at := &attempt{id: "slow", instance: s.instance, tab: s.tab, spec: &engine.TaskSpec{AgentID: "a", SessionKey: "s",
+		Action: action("evaluate", "", `{"expression":"window.phase = 'started'; fetch('/beacon'); new Promise(() => {})"}`)}}
+	done := make(chan engine.Outcome, 1)
+	go func() { done <- bn.exec.Execute(ctx, at) }()
+	waitfor.CheckFor(t, func() error {
+		if beacons.Load() == 0 {
+			return errors.New("the expression has not run in the browser yet")
+		}
+		return nil
+	})
+	cancel()
+	var o engine.Outcome
+	select {
+	case o = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("cancelling did not end the attempt")
+	}
+	require.Equal(t, policy.ClassCancelled, engine.ClassOf(o.Err))
+
+	// The browser call was stopped: the tab answers the next task at once,
+	// instead of being held until the instance's 20 s limit.
+	quick, qcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer qcancel()
+	o = s.run(quick, bn.exec, "local", action("evaluate", "", `{"expression":"window.phase"}`))
+	require.NoError(t, o.Err)
+	require.JSONEq(t, `{"result":"started"}`, string(o.Result))
+}
+
+func TestKilledInstanceIsMarkedUnhealthyAndWorkMovesToAHealthyOne(t *testing.T) {
+	t.Parallel()
+	url := testSite(t)
+	a, b := startChromium(t), startChromium(t)
+	reg := executor.NewRegistry(executor.RegistryOptions{HealthInterval: 200 * time.Millisecond, RecheckAfter: 50 * time.Millisecond, UnhealthyAfter: 2})
+	t.Cleanup(reg.Close)
+	sink := newFakeSink()
+	reg.SetSink(sink)
+	for id, inst := range map[string]*chromium.Instance{"a": a, "b": b} {
+		_, err := reg.Register(executor.InstanceConfig{ID: id, URL: inst.URL(), Token: inst.Token()})
+		require.NoError(t, err)
+	}
+	waitfor.CheckFor(t, func() error {
+		if sink.healthyPick("a") == "" || sink.healthyPick("b") == "" {
+			return errors.New("instances not healthy yet")
+		}
+		return nil
+	})
+	exec, err := executor.New(executor.Options{Registry: reg})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = exec.Close() })
+
+	s := &session{key: "checkout"}
+	ctx := context.Background()
+	require.NoError(t, s.run(ctx, exec, "a", action("navigate", "", `{"url":"`+url+`"}`)).Err)
+	require.Equal(t, "a", s.instance)
+
+	// A long action is running on a when a dies.
+	done := make(chan engine.Outcome, 1)
+	go func() {
+		done <- s.run(ctx, exec, "a", action("evaluate", "", `{"expression":"new Promise(r => setTimeout(r, 15000))"}`))
+	}()
+	time.Sleep(300 * time.Millisecond)
+	require.NoError(t, a.Close())
+	var o engine.Outcome
+	select {
+	case o = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the attempt on the killed instance did not end")
+	}
+	require.ErrorIs(t, o.Err, engine.ErrInstanceFault, "the instance's fault, not the task's")
+	require.Equal(t, policy.ClassTransient, engine.ClassOf(o.Err), "the task is retried")
+	inst, _ := reg.Get("a")
+	require.Equal(t, executor.HealthUnhealthy, inst.Health, "unhealthy at once, not after N checks")
+	info, _ := sink.info("a")
+	require.False(t, info.Healthy, "the engine was told")
+
+	// New work goes to a healthy instance, and the executor opens a tab there.
+	s = &session{key: "checkout-2"}
+	place := sink.healthyPick("a", "b")
+	require.Equal(t, "b", place)
+	o = s.run(ctx, exec, place, action("navigate", "", `{"url":"`+url+`"}`))
+	require.NoError(t, o.Err)
+	require.Equal(t, "b", o.InstanceID)
+	require.NoError(t, s.run(ctx, exec, place, action("fill", "#name", `{"text":"Lin"}`)).Err)
+	require.NoError(t, s.run(ctx, exec, place, action("click", "#go", "")).Err)
+	require.Equal(t, "Hello, Lin!", textOf(t, s.run(ctx, exec, place, action("text", "#out", ""))))
+}
+
+func TestRealChromiumTablessTasksReuseOneTab(t *testing.T) {
+	t.Parallel()
+	url := testSite(t)
+	inst := startChromium(t)
+	bn := setup(t, executor.Options{}, executor.InstanceConfig{ID: "local", URL: inst.URL(), Token: inst.Token()})
+	c, err := pinchtab.New(inst.URL(), inst.Token())
+	require.NoError(t, err)
+	before, err := c.Tabs(context.Background())
+	require.NoError(t, err)
+	for i := range 20 {
+		o := bn.exec.Execute(context.Background(), &attempt{id: fmt.Sprint("t", i), instance: "local",
+			spec: &engine.TaskSpec{AgentID: "x", Action: action("navigate", "", `{"url":"`+url+`"}`)}})
+		require.NoError(t, o.Err)
+	}
+	after, err := c.Tabs(context.Background())
+	require.NoError(t, err)
+	require.Len(t, after, len(before)+1, "20 tab-less tasks, one pooled tab")
+}
+
+func TestRealChromiumLostSessionTabFailsWithSessionLost(t *testing.T) {
+	t.Parallel()
+	url := testSite(t)
+	inst := startChromium(t)
+	bn := setup(t, executor.Options{}, executor.InstanceConfig{ID: "local", URL: inst.URL(), Token: inst.Token()})
+	s := &session{key: "s"}
+	ctx := context.Background()
+	require.NoError(t, s.run(ctx, bn.exec, "local", action("navigate", "", `{"url":"`+url+`"}`)).Err)
+	c, err := pinchtab.New(inst.URL(), inst.Token())
+	require.NoError(t, err)
+	require.NoError(t, c.CloseTab(ctx, s.tab)) // behind Switchyard's back
+	before, err := c.Tabs(ctx)
+	require.NoError(t, err)
+
+	o := s.run(ctx, bn.exec, "local", action("fill", "#name", `{"text":"Ada"}`))
+	require.ErrorIs(t, o.Err, executor.ErrSessionLost)
+	require.Equal(t, policy.ClassPermanent, engine.ClassOf(o.Err), "failed at once, not retried in a blank tab")
+	after, err := c.Tabs(ctx)
+	require.NoError(t, err)
+	require.Len(t, after, len(before), "no tab was opened in its place")
+}
+
+func TestRealChromiumLostSessionTabIsReplayedWhenTheSessionAskedForIt(t *testing.T) {
+	t.Parallel()
+	url := testSite(t)
+	inst := startChromium(t)
+	bn := setup(t, executor.Options{}, executor.InstanceConfig{ID: "local", URL: inst.URL(), Token: inst.Token()})
+	ctx := context.Background()
+	var tab string
+	step := func(act *engine.Action) engine.Outcome {
+		o := bn.exec.Execute(ctx, &attempt{id: "task-" + act.Kind, instance: "local", tab: tab,
+			spec: &engine.TaskSpec{AgentID: "agent-e2e", SessionKey: "replayed", SessionReplay: true, Action: act}})
+		if o.Err == nil {
+			tab = o.TabID
+		}
+		return o
+	}
+	require.NoError(t, step(action("navigate", "", `{"url":"`+url+`"}`)).Err)
+	require.NoError(t, step(action("fill", "#name", `{"text":"Grace"}`)).Err)
+	require.Equal(t, "0", textOf(t, step(action("text", "#clicks", ""))))
+	lost := tab
+	c, err := pinchtab.New(inst.URL(), inst.Token())
+	require.NoError(t, err)
+	require.NoError(t, c.CloseTab(ctx, lost)) // behind Switchyard's back
+
+	o := step(action("click", "#go", ""))
+	require.NoError(t, o.Err, "replayed, not SESSION_LOST")
+	require.NotEqual(t, lost, o.TabID)
+	require.Equal(t, "Hello, Grace!", textOf(t, step(action("text", "#out", ""))), "the navigate and the fill were replayed in the new tab")
+	require.Equal(t, "1", textOf(t, step(action("text", "#clicks", ""))), "the read was not replayed, and the click ran once")
+	tabs, err := c.Tabs(ctx)
+	require.NoError(t, err)
+	require.Len(t, tabs, 1, "one tab: the replay's")
+}
+
+// abortIgnorer is an instance that keeps working after the client went away:
+// a proxy in front of the built-in instance that finishes every request it
+// forwards. upstreamDone counts the answers the instance gave.
+type abortIgnorer struct {
+	srv          *httptest.Server
+	started      atomic.Int32
+	upstreamDone atomic.Int32
+}
+
+func newAbortIgnorer(t *testing.T, upstream string) *abortIgnorer {
+	u, err := neturl.Parse(upstream)
+	require.NoError(t, err)
+	a := &abortIgnorer{}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy.ModifyResponse = func(*http.Response) error {
+		a.upstreamDone.Add(1)
+		return nil
+	}
+	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/health" && r.URL.Path != "/tabs" {
+			a.started.Add(1)
+		}
+		proxy.ServeHTTP(w, r.WithContext(context.WithoutCancel(r.Context())))
+	}))
+	t.Cleanup(a.srv.Close)
+	return a
+}
+
+func TestRealChromiumCancelHoldsTheSlotUntilTheInstanceEndsTheAction(t *testing.T) {
+	t.Parallel()
+	url := testSite(t)
+	inst := startChromium(t)
+	ig := newAbortIgnorer(t, inst.URL())
+	bn := setup(t, executor.Options{AbortGrace: time.Minute}, executor.InstanceConfig{ID: "local", URL: ig.srv.URL, Token: inst.Token()})
+	s := &session{key: "s"}
+	require.NoError(t, s.run(context.Background(), bn.exec, "local", action("navigate", "", `{"url":"`+url+`"}`)).Err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	startedBefore := ig.started.Load()
+	doneBefore := ig.upstreamDone.Load()
+	type result struct {
+		o            engine.Outcome
+		upstreamDone int32
+	}
+	done := make(chan result, 1)
+	go func() {
+		o := s.run(ctx, bn.exec, "local", action("evaluate", "", `{"expression":"new Promise(r => setTimeout(() => r('finished'), 1500))"}`))
+		done <- result{o, ig.upstreamDone.Load()}
+	}()
+	waitfor.CheckFor(t, func() error {
+		if ig.started.Load() == startedBefore {
+			return errors.New("the action has not reached the instance")
+		}
+		return nil
+	})
+	cancel()
+	r := <-done
+	require.Equal(t, doneBefore+1, r.upstreamDone, "the attempt ended only once the instance had answered")
+	require.NoError(t, r.o.Err, "the instance's answer is the attempt's")
+	require.JSONEq(t, `{"result":"finished"}`, string(r.o.Result))
+	got, _ := bn.reg.Get("local")
+	require.Zero(t, got.InFlight)
+}

@@ -1,0 +1,801 @@
+// The Executor: it takes an attempt from the engine, finds or opens its tab,
+// forwards the work to the instance and reports how it ended.
+
+package executor
+
+import (
+	"context"
+	"crypto/sha1"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/executor/artifact"
+	"github.com/switchyard/switchyard/executor/pinchtab"
+)
+
+// Attempt is what the executor needs of an attempt. *engine.Run implements
+// it; tests and tools can pass their own.
+type Attempt interface {
+	TaskID() string
+	Spec() *engine.TaskSpec
+	InstanceID() string // where the engine placed it, or ""
+	TabID() string      // the tab to use (the task's own or its session's), or ""
+	Started(instanceID, tabID string)
+}
+
+var _ Attempt = (*engine.Run)(nil)
+
+// Options configures an Executor. Zero values mean the defaults.
+type Options struct {
+	Registry        *Registry      // required
+	Artifacts       artifact.Store // where binaries go; default an in-memory store
+	Logger          hclog.Logger
+	IdleTabTimeout  time.Duration // tabs the executor opened close after this long unused; default 5m, negative never
+	MaxInlineResult int           // larger answers become artifacts; default 256 KiB
+	// MaxIdleTabs bounds the pooled tabs (opened for tab-less tasks, bound to
+	// no session, unused) kept per instance for the next tab-less task; a
+	// released tab beyond it is closed at once. A pooled tab that a
+	// session's first task takes becomes that session's tab and leaves the
+	// pool for good. Default 4; negative: no pool.
+	MaxIdleTabs int
+	// AbortGrace is how long a cancelled or timed-out attempt keeps waiting
+	// for the instance's answer before it disconnects: the attempt, and the
+	// slot it holds, end when the instance confirms the end of the action or
+	// when the grace has passed, so that ceilings hold where the browsers
+	// are, even on an instance that keeps working after a disconnect.
+	// Default DefaultAbortGrace; it must stay below the engine's lease grace
+	// (engine.Config.LeaseGrace), or the engine may free the slot and start
+	// the task again while the instance still runs the action. Negative:
+	// abort at once.
+	AbortGrace time.Duration
+	// MaxReplayActions bounds the actions kept per session that asked for
+	// replay (engine.TaskSpec.SessionReplay); a session that does more can no
+	// longer be replayed. Default DefaultMaxReplayActions.
+	MaxReplayActions int
+}
+
+// DefaultAbortGrace is Options.AbortGrace when it is 0.
+const DefaultAbortGrace = 5 * time.Second
+
+// ErrSessionLost is wrapped by the (permanent) error of an attempt whose
+// session's tab is gone — closed behind Switchyard's back, lost with its
+// instance's restart, or on an instance no longer registered (after a
+// removal the engine says so with engine.Run.LostSession). The page state
+// the session built is gone:
+// the task fails at once rather than running in a fresh blank tab, its
+// dependents follow the dependency rules, and the session's binding is
+// forgotten, so that its next task starts over in a new tab.
+var ErrSessionLost = errors.New("SESSION_LOST")
+
+// Executor forwards attempts to browser instances. It implements
+// engine.Executor.
+type Executor struct {
+	reg       *Registry
+	arts      artifact.Store
+	log       hclog.Logger
+	idle      time.Duration
+	maxInline int
+	maxIdle   int
+	grace     time.Duration
+	maxReplay int
+
+	mu sync.Mutex
+	// replays holds the logs of the sessions that asked for replay, by
+	// session key (replay.go).
+	replays map[string]*replayLog
+	owned   map[string]*ownedTab // tabs the executor opened, by tab id
+	// pools holds each instance's idle pooled tabs (opened for a tab-less
+	// task, bound to no session), least recently used first, so that taking
+	// and returning one costs the same however many session tabs there are.
+	// A tab in it may have been named by a task since (busy > 0): takePooled
+	// skips it, and done puts it back.
+	pools map[string][]*ownedTab
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// ownedTab is a tab the executor opened for a task without one.
+type ownedTab struct {
+	session  string // the session it was opened for, or ""
+	instance string
+	tab      string
+	lastUsed time.Time
+	busy     int  // attempts running in it
+	pooled   bool // in its instance's pool (Executor.pools)
+}
+
+var _ engine.Executor = (*Executor)(nil)
+
+// New returns an executor over the registry's instances. Call Close to stop
+// it.
+func New(o Options) (*Executor, error) {
+	if o.Registry == nil {
+		return nil, errors.New("executor: a registry is required")
+	}
+	if o.Artifacts == nil {
+		o.Artifacts = artifact.NewMemory()
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	if o.IdleTabTimeout == 0 {
+		o.IdleTabTimeout = 5 * time.Minute
+	}
+	if o.MaxInlineResult <= 0 {
+		o.MaxInlineResult = 256 << 10
+	}
+	if o.MaxIdleTabs == 0 {
+		o.MaxIdleTabs = 4
+	}
+	if o.AbortGrace == 0 {
+		o.AbortGrace = DefaultAbortGrace
+	}
+	if o.MaxReplayActions <= 0 {
+		o.MaxReplayActions = DefaultMaxReplayActions
+	}
+	e := &Executor{
+		reg:       o.Registry,
+		arts:      o.Artifacts,
+		log:       o.Logger.Named("executor"),
+		idle:      o.IdleTabTimeout,
+		maxInline: o.MaxInlineResult,
+		maxIdle:   max(o.MaxIdleTabs, 0),
+		grace:     max(o.AbortGrace, 0),
+		maxReplay: o.MaxReplayActions,
+		replays:   make(map[string]*replayLog),
+		owned:     make(map[string]*ownedTab),
+		pools:     make(map[string][]*ownedTab),
+		stop:      make(chan struct{}),
+	}
+	if e.idle > 0 {
+		e.wg.Add(1)
+		go e.reapLoop()
+	}
+	return e, nil
+}
+
+// Close stops closing idle tabs, then closes the tabs the executor opened,
+// except sessions' tabs: those hold the sessions' pages, and a session's
+// binding outlives a restart of the server (engine's stored bindings), so its
+// next task, after the restart, runs in its own tab again.
+func (e *Executor) Close() error {
+	e.closeOnce.Do(func() {
+		close(e.stop)
+		e.wg.Wait()
+		e.mu.Lock()
+		tabs := make([]*ownedTab, 0, len(e.owned))
+		for _, t := range e.owned {
+			if t.session == "" {
+				tabs = append(tabs, t)
+			}
+		}
+		e.owned = make(map[string]*ownedTab)
+		e.pools = make(map[string][]*ownedTab)
+		e.mu.Unlock()
+		e.closeTabs(tabs)
+	})
+	return nil
+}
+
+// Start implements engine.Executor: the attempt runs in its own goroutine and
+// finishes once.
+func (e *Executor) Start(ctx context.Context, run *engine.Run) {
+	go func() {
+		o, after := e.execute(ctx, run)
+		run.Finish(o)
+		if after != nil {
+			after()
+		}
+	}()
+}
+
+// Execute runs an attempt to its end and returns how it ended. Start is
+// Execute in a goroutine.
+func (e *Executor) Execute(ctx context.Context, a Attempt) engine.Outcome {
+	o, after := e.execute(ctx, a)
+	if after != nil {
+		after()
+	}
+	return o
+}
+
+// execute runs an attempt. after, when not nil, must run once the outcome has
+// been reported: it unbinds a session whose tab the attempt closed.
+func (e *Executor) execute(ctx context.Context, a Attempt) (o engine.Outcome, after func()) {
+	spec := a.Spec()
+	start := time.Now()
+	ctx = pinchtab.WithRequestInfo(ctx, pinchtab.RequestInfo{AgentID: spec.AgentID, TaskID: a.TaskID()})
+	switch {
+	case spec.Action != nil:
+		o, after = e.runAction(ctx, a, spec)
+	case spec.Instruction != "":
+		o = e.runInstruction(ctx, a, spec)
+	default:
+		o = engine.Outcome{Err: engine.Permanentf("task %s has neither an action nor an instruction", a.TaskID())}
+	}
+	if o.Err != nil {
+		if errors.Is(o.Err, engine.ErrInstanceGone) {
+			o.TabID = "" // nothing may bind to a tab whose instance is gone (Started reported it)
+		}
+		o.Err = classify(o.Err)
+		if o.HTTPStatus == 0 {
+			o.HTTPStatus = pinchtab.StatusOf(o.Err)
+		}
+		e.log.Debug("attempt failed", "task", a.TaskID(), "instance", o.InstanceID, "tab", o.TabID, "error", o.Err, "took", time.Since(start))
+	} else if e.log.IsTrace() {
+		e.log.Trace("attempt done", "task", a.TaskID(), "instance", o.InstanceID, "tab", o.TabID, "took", time.Since(start))
+	}
+	return o, after
+}
+
+// target is where an attempt runs.
+type target struct {
+	instance string
+	tab      string
+	client   *pinchtab.Client
+	named    bool // the task named the tab itself
+	session  bool // the tab was bound to the task's session by an earlier task
+	claimed  bool // takePooled already marked the (owned) tab busy
+}
+
+// runAction runs an action task: its tab first (TabTime), then the action
+// (ActionTime), each measured on its own.
+func (e *Executor) runAction(ctx context.Context, a Attempt, spec *engine.TaskSpec) (engine.Outcome, func()) {
+	t0 := time.Now()
+	t, err := e.target(ctx, a, spec)
+	tabTime := time.Since(t0)
+	if err != nil {
+		if spec.SessionReplay && errors.Is(err, ErrSessionLost) {
+			return e.replayAndRun(ctx, a, spec, t, err, t0)
+		}
+		if errors.Is(err, ErrSessionLost) {
+			e.forgetReplay(spec.SessionKey)
+		}
+		return engine.Outcome{Err: err, InstanceID: t.instance, TabID: t.tab, TabTime: tabTime}, nil
+	}
+	o, after := e.runIn(ctx, a, spec, t, tabTime)
+	if errors.Is(o.Err, ErrSessionLost) {
+		if spec.SessionReplay {
+			return e.replayAndRun(ctx, a, spec, t, o.Err, t0)
+		}
+		e.forgetReplay(spec.SessionKey)
+	}
+	return o, after
+}
+
+// runIn runs an action task in its tab t, found in tabTime.
+func (e *Executor) runIn(ctx context.Context, a Attempt, spec *engine.TaskSpec, t target, tabTime time.Duration) (engine.Outcome, func()) {
+	defer e.done(t)
+	a.Started(t.instance, t.tab)
+
+	t1 := time.Now()
+	rctx, release := e.graceful(ctx)
+	res, err := e.perform(rctx, t, spec.Action, a.TaskID())
+	release()
+	actionTime := time.Since(t1)
+	err = endedBy(ctx, err)
+	if err != nil {
+		e.recordNavigated(spec, !t.session, err)
+		return engine.Outcome{Err: e.explain(ctx, err, t), InstanceID: t.instance, TabID: t.tab, TabTime: tabTime, ActionTime: actionTime}, nil
+	}
+	o := engine.Outcome{Result: res, HTTPStatus: http.StatusOK, InstanceID: t.instance, TabID: t.tab, TabTime: tabTime, ActionTime: actionTime}
+	e.record(spec, !t.session)
+	if isClose(spec.Action.Kind) {
+		// The tab is gone: this task binds nothing to it.
+		o.TabID = ""
+		return o, e.closedTab(t.tab, spec.SessionKey)
+	}
+	return o, nil
+}
+
+// target finds the instance and tab of an action, opening a tab when the
+// attempt has none.
+func (e *Executor) target(ctx context.Context, a Attempt, spec *engine.TaskSpec) (target, error) {
+	switch {
+	case spec.TabID != "":
+		// The task named its tab: it runs where that tab is, whatever the
+		// placement, and nowhere else.
+		id, err := e.reg.resolveTab(ctx, spec.TabID)
+		if err != nil {
+			return target{tab: spec.TabID}, err
+		}
+		return e.use(target{instance: id, tab: spec.TabID, named: true})
+
+	case a.TabID() != "":
+		// The session's tab, bound by an earlier task.
+		if l, ok := a.(interface{ LostSession() (string, bool) }); ok {
+			if id, lost := l.LostSession(); lost {
+				t := target{instance: id, tab: a.TabID(), session: true}
+				return t, sessionLost(t, "its instance was removed", nil)
+			}
+		}
+		id := a.InstanceID()
+		if id == "" {
+			if e2, ok := e.reg.tabs.get(a.TabID()); ok {
+				id = e2.instance
+			}
+		}
+		t := target{instance: id, tab: a.TabID(), session: true}
+		_, snap, ok := e.reg.lookup(id)
+		switch {
+		case !ok:
+			return t, sessionLost(t, "its instance was removed", nil)
+		case snap.Health == HealthUnhealthy:
+			// It may come back with the tab: wait, without spending the budget.
+			return t, engine.Transient(fmt.Errorf("session tab %s: instance %s is unhealthy (%s): %w", t.tab, id, snap.LastError, engine.ErrInstanceFault))
+		}
+		e.adopt(t, spec.Session())
+		return e.use(t)
+	}
+
+	// No tab: open one on the placed instance.
+	id := a.InstanceID()
+	_, snap, ok := e.reg.lookup(id)
+	if id != "" && !ok {
+		return target{instance: id}, engine.Transient(fmt.Errorf("instance %s is not registered: %w", id, engine.ErrInstanceGone))
+	}
+	if ok && snap.Health == HealthUnhealthy {
+		return target{instance: id}, engine.Transient(fmt.Errorf("instance %s is unhealthy (%s): %w: %w", id, snap.LastError, engine.ErrInstanceFault, engine.ErrInstanceGone))
+	}
+	if id == "" || !snap.Kind.browser() {
+		// The engine placed nothing, or a chat instance: pick a browser.
+		if id = e.reg.pick(KindInstance, KindServer); id == "" {
+			return target{}, engine.Transient(fmt.Errorf("no healthy browser instance with room: %w: %w", engine.ErrInstanceFault, engine.ErrInstanceGone))
+		}
+	}
+	if tab := e.takePooled(id, spec.Session()); tab != "" {
+		t, err := e.use(target{instance: id, tab: tab, claimed: true})
+		if err != nil {
+			e.unclaim(tab)
+		}
+		return t, err
+	}
+	t, err := e.use(target{instance: id})
+	if err != nil {
+		return t, err
+	}
+	tab, err := e.openTab(ctx, t)
+	if err != nil {
+		e.reg.release(id)
+		return target{instance: id}, e.explain(ctx, err, t)
+	}
+	t.tab = tab
+	e.mu.Lock()
+	e.owned[tab] = &ownedTab{session: spec.Session(), instance: id, tab: tab, lastUsed: time.Now(), busy: 1}
+	e.mu.Unlock()
+	e.reg.tabs.put(tab, tabEntry{instance: id})
+	return t, nil
+}
+
+// adopt takes into the executor's books a session's tab it did not open
+// itself (a binding restored after a restart): it is reaped when idle and its
+// session is unbound when it closes, as with the tabs it opens.
+func (e *Executor) adopt(t target, session string) {
+	if session == "" {
+		return
+	}
+	e.mu.Lock()
+	if _, ok := e.owned[t.tab]; !ok {
+		e.owned[t.tab] = &ownedTab{session: session, instance: t.instance, tab: t.tab, lastUsed: time.Now()}
+	}
+	e.mu.Unlock()
+	e.reg.tabs.put(t.tab, tabEntry{instance: t.instance})
+}
+
+// use claims an instance for an attempt: its client, its in-flight count, and
+// the tab's busy mark when the executor owns the tab (unless takePooled
+// marked it already).
+func (e *Executor) use(t target) (target, error) {
+	client, _, ok := e.reg.lookup(t.instance)
+	if !ok {
+		return t, engine.Transient(fmt.Errorf("instance %s is not registered: %w", t.instance, engine.ErrInstanceGone))
+	}
+	t.client = client
+	e.reg.acquire(t.instance)
+	if t.tab != "" && !t.claimed {
+		e.mu.Lock()
+		if o, ok := e.owned[t.tab]; ok {
+			o.busy++
+			o.lastUsed = time.Now()
+		}
+		e.mu.Unlock()
+	}
+	return t, nil
+}
+
+// done releases what use claimed. A pooled tab (opened for a tab-less task
+// of no session) goes back to its instance's pool, or is closed when the pool
+// is full.
+func (e *Executor) done(t target) {
+	e.reg.release(t.instance)
+	var extra *ownedTab
+	e.mu.Lock()
+	if o, ok := e.owned[t.tab]; ok && o.busy > 0 {
+		o.busy--
+		o.lastUsed = time.Now()
+		if o.busy == 0 && o.session == "" && !o.pooled {
+			if len(e.pools[o.instance]) >= e.maxIdle {
+				delete(e.owned, o.tab)
+				extra = o
+			} else {
+				e.poolLocked(o)
+			}
+		}
+	}
+	e.mu.Unlock()
+	if extra != nil {
+		e.closeTabs([]*ownedTab{extra})
+	}
+}
+
+// poolLocked puts an idle tab of no session in its instance's pool, as the
+// most recently used.
+func (e *Executor) poolLocked(o *ownedTab) {
+	o.pooled = true
+	e.pools[o.instance] = append(e.pools[o.instance], o)
+}
+
+// unpoolLocked takes tabs out of their instances' pools (they were closed).
+func (e *Executor) unpoolLocked(tabs ...*ownedTab) {
+	for _, o := range tabs {
+		if !o.pooled {
+			continue
+		}
+		o.pooled = false
+		pool := slices.DeleteFunc(e.pools[o.instance], func(x *ownedTab) bool { return x == o })
+		if len(pool) == 0 {
+			delete(e.pools, o.instance)
+		} else {
+			e.pools[o.instance] = pool
+		}
+	}
+}
+
+// takePooled claims the most recently used idle pooled tab of an instance
+// for an attempt of session (which then owns it, when not ""), or returns ""
+// when there is none. The tab is marked busy under the same lock that found
+// it idle, so that no other attempt and no reaping of idle tabs can take it
+// in between; unclaim undoes the claim when the attempt cannot use it.
+func (e *Executor) takePooled(instance, session string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	pool := e.pools[instance]
+	var best *ownedTab
+	for best == nil && len(pool) > 0 {
+		o := pool[len(pool)-1]
+		pool[len(pool)-1] = nil
+		pool = pool[:len(pool)-1]
+		o.pooled = false
+		if o.busy == 0 && o.session == "" {
+			best = o
+		} // else a task named it: done pools it again
+	}
+	if len(pool) == 0 {
+		delete(e.pools, instance)
+	} else {
+		e.pools[instance] = pool
+	}
+	if best == nil {
+		return ""
+	}
+	best.session = session
+	best.busy++
+	best.lastUsed = time.Now()
+	return best.tab
+}
+
+// unclaim gives back a tab takePooled claimed for an attempt that could not
+// use it: idle again, and in the pool again.
+func (e *Executor) unclaim(tab string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if o, ok := e.owned[tab]; ok && o.busy > 0 {
+		o.busy--
+		if o.busy == 0 {
+			o.session = ""
+			if !o.pooled {
+				e.poolLocked(o)
+			}
+		}
+	}
+}
+
+// openTab opens a blank tab on an instance.
+func (e *Executor) openTab(ctx context.Context, t target) (string, error) {
+	_, snap, _ := e.reg.lookup(t.instance)
+	if snap.Kind != KindServer {
+		opened, err := t.client.OpenTab(ctx, "")
+		return opened.TabID, err
+	}
+	// A PinchTab server: open the tab in its running browser with the
+	// fewest tabs.
+	browsers, err := t.client.Instances(ctx)
+	if err != nil {
+		return "", err
+	}
+	counts := make(map[string]int)
+	e.reg.tabs.mu.RLock()
+	for _, te := range e.reg.tabs.tabs {
+		if te.instance == t.instance {
+			counts[te.remote]++
+		}
+	}
+	e.reg.tabs.mu.RUnlock()
+	best := ""
+	for _, b := range browsers {
+		if b.Status != "" && b.Status != "running" {
+			continue
+		}
+		if best == "" || counts[b.ID] < counts[best] || (counts[b.ID] == counts[best] && b.ID < best) {
+			best = b.ID
+		}
+	}
+	if best == "" {
+		// Its browser is starting, restarting or stopping: the instance's
+		// fault, and it cannot run an action until a check says so.
+		err := fmt.Errorf("PinchTab server %s has no running browser (%d listed)", t.instance, len(browsers))
+		e.reg.reportFault(t.instance, err)
+		return "", engine.Transient(fmt.Errorf("%w: %w: %w", err, engine.ErrInstanceFault, engine.ErrInstanceGone))
+	}
+	opened, err := t.client.OpenInstanceTab(ctx, best, "")
+	if err != nil {
+		return "", err
+	}
+	e.reg.tabs.put(opened.TabID, tabEntry{instance: t.instance, remote: best})
+	return opened.TabID, nil
+}
+
+// explain turns a failed request into the error the engine should see:
+//   - an instance fault (pinchtab.Error.InstanceFault: unreachable,
+//     unauthorized, unavailable, starting or shutting down) makes the instance
+//     unhealthy at once and wraps engine.ErrInstanceFault, so that the attempt
+//     does not consume the task's budget; unless the task named its tab, it
+//     also wraps engine.ErrInstanceGone, so that a tab-less retry may go to a
+//     healthy instance. The error keeps the instance's own reason (its status
+//     and code);
+//   - a 404 for the session's tab, which the instance no longer lists, means
+//     the tab vanished: ErrSessionLost, permanent (and ErrInstanceGone, so
+//     that the engine forgets the binding).
+func (e *Executor) explain(ctx context.Context, err error, t target) error {
+	var pe *pinchtab.Error
+	if !errors.As(err, &pe) || ctx.Err() != nil {
+		return err
+	}
+	switch {
+	case pe.InstanceFault():
+		e.reg.reportFault(t.instance, err)
+		if t.named || t.session {
+			return engine.Transient(fmt.Errorf("instance %s: %w: %w", t.instance, engine.ErrInstanceFault, err))
+		}
+		return engine.Transient(fmt.Errorf("instance %s: %w: %w: %w", t.instance, engine.ErrInstanceFault, engine.ErrInstanceGone, err))
+	case pe.Status == http.StatusNotFound && t.session && !e.reg.tabExists(ctx, t.instance, t.tab):
+		if after := e.forgetTab(t.tab); after != nil {
+			after()
+		}
+		return sessionLost(t, "it vanished from the instance", err)
+	}
+	return err
+}
+
+// sessionLost is the error of an attempt whose session's tab is gone.
+func sessionLost(t target, why string, cause error) error {
+	err := fmt.Errorf("%w: the session's tab %s on instance %s is gone (%s); its page state is lost: %w",
+		ErrSessionLost, t.tab, t.instance, why, engine.ErrInstanceGone)
+	if cause != nil {
+		err = fmt.Errorf("%w: %w", err, cause)
+	}
+	return engine.Permanent(err)
+}
+
+// closedTab drops a tab a task closed from the executor's books. When the
+// tab was a session's and the task was of that session (by is its session key,
+// or ""), the session ended it: its binding and its replay log go, and its
+// next task starts over in a new tab. When a task of another session, or of
+// none, closed it, the session did not ask for that: its binding stays, so
+// that its next task finds the tab gone and fails with SESSION_LOST, or
+// replays the session if it asked, as when the tab is closed behind
+// Switchyard's back. It returns the func that unbinds the session, to run
+// once the outcome is reported, or nil.
+func (e *Executor) closedTab(tab, by string) func() {
+	e.mu.Lock()
+	o, ok := e.owned[tab]
+	e.mu.Unlock()
+	if ok && o.session != "" && o.session != by {
+		e.reg.tabs.forget(tab)
+		e.mu.Lock()
+		delete(e.owned, tab)
+		e.unpoolLocked(o)
+		e.mu.Unlock()
+		e.log.Info("a session's tab was closed by a task of another session: its next task finds it lost",
+			"session", o.session, "tab", tab, "closedBy", by)
+		return nil
+	}
+	after := e.forgetTab(tab)
+	if ok && o.session != "" {
+		e.forgetReplay(o.session)
+	}
+	return after
+}
+
+// forgetTab drops a tab from the executor's books. It returns the func that
+// unbinds the tab's session, to run once the outcome is reported, or nil.
+func (e *Executor) forgetTab(tab string) func() {
+	e.reg.tabs.forget(tab)
+	e.mu.Lock()
+	o, ok := e.owned[tab]
+	delete(e.owned, tab)
+	if ok {
+		e.unpoolLocked(o)
+	}
+	e.mu.Unlock()
+	if !ok || o.session == "" {
+		return nil
+	}
+	return func() {
+		if sink := e.reg.currentSink(); sink != nil {
+			sink.UnbindSession(o.session)
+		}
+	}
+}
+
+func (e *Executor) runInstruction(ctx context.Context, a Attempt, spec *engine.TaskSpec) engine.Outcome {
+	if l, ok := a.(interface{ LostSession() (string, bool) }); ok && a.TabID() != "" {
+		if id, lost := l.LostSession(); lost {
+			// The session's page went with its instance: an instruction
+			// about it cannot be carried out elsewhere.
+			return engine.Outcome{Err: sessionLost(target{instance: id, tab: a.TabID(), session: true}, "its instance was removed", nil), InstanceID: id}
+		}
+	}
+	id := a.InstanceID()
+	_, snap, ok := e.reg.lookup(id)
+	if !ok || snap.Kind != KindChat || snap.Health == HealthUnhealthy {
+		// Placed nowhere, on an instance that takes no instructions, or on
+		// one that stopped answering: use a healthy chat instance.
+		if id = e.reg.pick(KindChat); id == "" {
+			if !e.reg.hasKind(KindChat) {
+				return engine.Outcome{Err: engine.Permanentf("instruction tasks need a chat instance, and none is registered")}
+			}
+			return engine.Outcome{Err: engine.Transient(fmt.Errorf("no healthy chat instance with room: %w: %w", engine.ErrInstanceFault, engine.ErrInstanceGone))}
+		}
+	}
+	tab := spec.TabID
+	if tab == "" {
+		tab = a.TabID()
+	}
+	t, err := e.use(target{instance: id, named: spec.TabID != ""})
+	if err != nil {
+		return engine.Outcome{Err: err, InstanceID: id}
+	}
+	defer e.done(t)
+	a.Started(id, tab)
+	var res pinchtab.ChatResult
+	t1 := time.Now()
+	rctx, release := e.graceful(ctx)
+	if _, snap, _ := e.reg.lookup(id); snap.Dialect == DialectBrowserOS {
+		res, err = t.client.ChatBrowserOS(rctx, pinchtab.BrowserOSChat{
+			ConversationID: conversationID(a.TaskID()), Message: spec.Instruction, LLM: llmConfig(spec.Labels)})
+	} else {
+		res, err = t.client.Chat(rctx, pinchtab.ChatRequest{Instruction: spec.Instruction, TabID: tab})
+	}
+	release()
+	actionTime := time.Since(t1) // a chat instance opens no tab for Switchyard: no TabTime
+	err = endedBy(ctx, err)
+	if err != nil {
+		return engine.Outcome{Err: e.explain(ctx, err, t), InstanceID: id, TabID: tab, ActionTime: actionTime}
+	}
+	result, err := e.inline(ctx, res.Result, a.TaskID())
+	if err != nil {
+		return engine.Outcome{Err: err, InstanceID: id, TabID: tab, ActionTime: actionTime}
+	}
+	return engine.Outcome{Result: result, HTTPStatus: http.StatusOK, InstanceID: id, TabID: tab, ActionTime: actionTime}
+}
+
+// endedBy puts first, in the error of a request that failed after the
+// attempt's context ended, why it ended (its deadline, a cancellation): the
+// request itself may have been aborted later, by the abort grace, and only
+// says "context canceled".
+func endedBy(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	if cause := context.Cause(ctx); !errors.Is(err, cause) {
+		return fmt.Errorf("%w: %w", cause, err)
+	}
+	return err
+}
+
+// graceful returns the context for the request that performs an attempt's
+// work. When ctx ends (a cancellation, the attempt's timeout), the request is
+// not aborted at once: it may still get the instance's answer, which confirms
+// that the action ended, for up to the abort grace; then it is aborted. The
+// attempt, and the slot it holds in the engine, last until then, so that an
+// instance that keeps working after a disconnect never runs more than its
+// ceilings allow. Call release once the request is over.
+func (e *Executor) graceful(ctx context.Context) (rctx context.Context, release func()) {
+	if e.grace <= 0 {
+		return ctx, func() {}
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var (
+		mu    sync.Mutex
+		timer *time.Timer
+		done  bool
+	)
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			timer = time.AfterFunc(e.grace, cancel)
+		}
+	})
+	return rctx, func() {
+		stop()
+		mu.Lock()
+		done = true
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	}
+}
+
+// conversationID is the BrowserOS conversation of a task: a UUID derived
+// from the task's id, so that every attempt of the task continues the same
+// conversation and no two tasks share one.
+func conversationID(taskID string) string {
+	h := sha1.Sum([]byte("switchyard/conversation/" + taskID))
+	h[6] = h[6]&0x0f | 0x50 // version 5 (name-based, SHA-1)
+	h[8] = h[8]&0x3f | 0x80 // RFC 4122 variant
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+// llmConfig is the task's LLM configuration: its labels "llm.<field>", as
+// {"<field>": value}.
+func llmConfig(labels map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range labels {
+		if f, ok := strings.CutPrefix(k, "llm."); ok && f != "" {
+			if out == nil {
+				out = make(map[string]string)
+			}
+			out[f] = v
+		}
+	}
+	return out
+}
+
+// classify gives err the class the engine's retry policy reads: the
+// instance's verdict for HTTP failures, transient for network failures and
+// timeouts, cancellation as it is.
+func classify(err error) error {
+	var ce *engine.ClassifiedError
+	switch {
+	case err == nil || errors.As(err, &ce):
+		return err
+	case errors.Is(err, context.DeadlineExceeded):
+		return engine.Transient(err) // the attempt's time ran out, even if the request ended by the abort grace
+	case errors.Is(err, context.Canceled):
+		return err
+	}
+	var pe *pinchtab.Error
+	if errors.As(err, &pe) {
+		class := policy.ClassPermanent
+		if pe.Retryable() {
+			class = policy.ClassTransient
+		}
+		return &engine.ClassifiedError{Class: class, HTTPStatus: pe.Status, Err: err}
+	}
+	return engine.Transient(err)
+}

@@ -1,0 +1,66 @@
+package instancetest_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/executor/chromium"
+	"github.com/switchyard/switchyard/executor/instancetest"
+	"github.com/switchyard/switchyard/executor/pinchtab/pinchtabtest"
+)
+
+func TestThePinchTabDoubleConforms(t *testing.T) {
+	t.Parallel()
+	instancetest.Run(t, func(t *testing.T) instancetest.Target {
+		d := pinchtabtest.New(t, pinchtabtest.Options{Mode: pinchtabtest.ModeBridge, Token: "tok"})
+		d.SetPage("http://site.test/form", pinchtabtest.Page{Title: "Form", Elements: map[string]pinchtabtest.Element{
+			"#name": {}, "#out": {},
+			"#go":   {OnClick: func(p map[string]*pinchtabtest.Element) { p["#out"].Text = "Hello, " + p["#name"].Value + "!" }},
+			"#next": {Href: "http://site.test/form/second"},
+		}})
+		d.SetPage("http://site.test/form/second", pinchtabtest.Page{Title: "Second"})
+		return instancetest.Target{URL: d.URL(), Token: "tok", FormURL: "http://site.test/form"}
+	})
+}
+
+const form = `<!doctype html><html><head><title>Form</title></head><body>
+<input id="name"><button id="go">Go</button><p id="out"></p><a id="next" href="second">Next</a>
+<script>document.getElementById("go").addEventListener("click", () => {
+  document.getElementById("out").textContent = "Hello, " + document.getElementById("name").value + "!";
+});</script></body></html>`
+
+var (
+	browserOnce sync.Once
+	browser     *chromium.Instance
+	browserErr  error
+)
+
+func TestTheBuiltInChromiumConforms(t *testing.T) {
+	t.Parallel()
+	path, ok := chromium.Find()
+	if !ok {
+		t.Skip("Chromium is not installed (looked for /usr/bin/chromium and chromium on PATH): skipping the real-browser test")
+	}
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, form)
+	}))
+	t.Cleanup(site.Close)
+	browserOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		browser, browserErr = chromium.Start(ctx, chromium.Options{ExecPath: path, ActionTimeout: 20 * time.Second})
+	})
+	require.NoError(t, browserErr)
+	t.Cleanup(func() { _ = browser.Close() })
+	instancetest.Run(t, func(t *testing.T) instancetest.Target {
+		return instancetest.Target{URL: browser.URL(), Token: browser.Token(), FormURL: site.URL}
+	})
+}

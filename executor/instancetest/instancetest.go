@@ -1,0 +1,253 @@
+// Package instancetest is the conformance suite for browser instances: the
+// part of PinchTab's instance API Switchyard relies on, checked the same way
+// against every implementation — the built-in Chromium instance and the
+// PinchTab double (pinchtabtest) — so that they cannot drift apart, nor from
+// PinchTab.
+//
+// An implementation passes when:
+//   - GET /health answers without a token, {"status":"ok","tabs":N};
+//   - every other route wants the bearer token: 401 with code
+//     "missing_token" without one, "bad_token" with a wrong one;
+//   - POST /tab {"action":"new"} opens a tab that GET /tabs lists, and
+//     /health counts;
+//   - a form can be navigated to, filled, clicked and read back;
+//   - failures answer {"error","code"} with a 4xx or 5xx status, and no
+//     "retryable": true when retrying cannot help (a selector that matches
+//     nothing, an unknown action kind, an unknown tab);
+//   - a click that navigates answers 409 "navigation_changed", not
+//     retryable, unless it said "waitNav": true, which makes it a success
+//     on the new page; a click that does not navigate is no such thing;
+//   - back, forward and reload have their own routes (nothing happens at
+//     either end of the history), and /wait waits for a selector;
+//   - a closed tab is gone from GET /tabs and answers 404.
+package instancetest
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/executor/pinchtab"
+)
+
+// Target is an instance under test.
+type Target struct {
+	URL   string
+	Token string
+	// FormURL shows the suite's form: an input #name, a button #go that sets
+	// #out's text to "Hello, <name>!", an element #out, and a link #next to
+	// another page (FormURL + "/second").
+	FormURL string
+}
+
+// Run runs the suite against the instance newTarget starts (once per test).
+func Run(t *testing.T, newTarget func(t *testing.T) Target) {
+	t.Run("HealthAnswersWithoutAToken", func(t *testing.T) {
+		tg := newTarget(t)
+		status, body := raw(t, http.MethodGet, tg.URL+"/health", "", "")
+		require.Equal(t, http.StatusOK, status, body)
+		var h struct {
+			Status string `json:"status"`
+			Tabs   *int   `json:"tabs"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(body), &h), body)
+		require.Equal(t, "ok", h.Status)
+		require.NotNil(t, h.Tabs, "a single instance counts its tabs")
+	})
+
+	t.Run("EveryOtherRouteWantsTheToken", func(t *testing.T) {
+		tg := newTarget(t)
+		status, body := raw(t, http.MethodGet, tg.URL+"/tabs", "", "")
+		require.Equal(t, http.StatusUnauthorized, status)
+		require.Equal(t, "missing_token", codeOf(t, body))
+		status, body = raw(t, http.MethodGet, tg.URL+"/tabs", "Bearer wrong-"+tg.Token, "")
+		require.Equal(t, http.StatusUnauthorized, status)
+		require.Equal(t, "bad_token", codeOf(t, body))
+	})
+
+	t.Run("AFormCanBeFilledClickedAndRead", func(t *testing.T) {
+		tg := newTarget(t)
+		c, tab := open(t, tg)
+		ctx := context.Background()
+		_, err := c.Navigate(ctx, tab, tg.FormURL, nil)
+		require.NoError(t, err)
+		_, err = c.Act(ctx, tab, pinchtab.Action{Kind: "fill", Selector: "#name", Params: json.RawMessage(`{"text":"Ada"}`)})
+		require.NoError(t, err)
+		_, err = c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#go"})
+		require.NoError(t, err)
+		res, err := c.Text(ctx, tab, "#out", nil)
+		require.NoError(t, err)
+		var text struct{ Text string }
+		require.NoError(t, json.Unmarshal(res, &text))
+		require.Equal(t, "Hello, Ada!", strings.TrimSpace(text.Text))
+	})
+
+	t.Run("TabsAreListedAndCounted", func(t *testing.T) {
+		tg := newTarget(t)
+		c, tab := open(t, tg)
+		tabs, err := c.Tabs(context.Background())
+		require.NoError(t, err)
+		ids := make([]string, 0, len(tabs))
+		for _, x := range tabs {
+			ids = append(ids, x.ID)
+		}
+		require.Contains(t, ids, tab)
+		h, err := c.Health(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, len(tabs), h.Tabs, "/health counts the tabs GET /tabs lists")
+	})
+
+	t.Run("FailuresCarryACodeAndNoRetryableFlagWhenRetryingCannotHelp", func(t *testing.T) {
+		tg := newTarget(t)
+		c, tab := open(t, tg)
+		ctx := context.Background()
+		_, err := c.Navigate(ctx, tab, tg.FormURL, nil)
+		require.NoError(t, err)
+		for name, call := range map[string]func() error{
+			"a text selector that matches nothing": func() error { _, err := c.Text(ctx, tab, "#nothing-here", nil); return err },
+			"a click on nothing": func() error {
+				_, err := c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#nothing-here"})
+				return err
+			},
+			"an unknown tab": func() error { _, err := c.Text(ctx, "NO-SUCH-TAB", "", nil); return err },
+		} {
+			err := call()
+			var pe *pinchtab.Error
+			require.ErrorAs(t, err, &pe, name)
+			require.GreaterOrEqual(t, pe.Status, 400, name)
+			require.NotEmpty(t, pe.Code, "%s: the body has a code", name)
+			require.False(t, pe.RetryableFlag, "%s: not retryable", name)
+			require.False(t, pe.Retryable(), name)
+			require.False(t, pe.InstanceFault(), name)
+		}
+		_, err = c.Act(ctx, tab, pinchtab.Action{Kind: "levitate", Selector: "#go"})
+		var pe *pinchtab.Error
+		require.ErrorAs(t, err, &pe)
+		require.Equal(t, http.StatusBadRequest, pe.Status, "an unknown action kind")
+	})
+
+	t.Run("AClickThatNavigatesSaysSoUnlessItWaitsForTheNavigation", func(t *testing.T) {
+		tg := newTarget(t)
+		c, tab := open(t, tg)
+		ctx := context.Background()
+		second := strings.TrimSuffix(tg.FormURL, "/") + "/second"
+		urlNow := func() string {
+			res, err := c.Read(ctx, tab, "url", nil)
+			require.NoError(t, err)
+			var out struct{ URL string }
+			require.NoError(t, json.Unmarshal(res, &out), string(res))
+			return strings.TrimSuffix(out.URL, "/")
+		}
+		_, err := c.Navigate(ctx, tab, tg.FormURL, nil)
+		require.NoError(t, err)
+		_, err = c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#go"})
+		require.NoError(t, err, "a click that stays on the page")
+
+		_, err = c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#next"})
+		var pe *pinchtab.Error
+		require.ErrorAs(t, err, &pe)
+		require.Equal(t, http.StatusConflict, pe.Status)
+		require.Equal(t, "navigation_changed", pe.Code)
+		require.False(t, pe.RetryableFlag, "clicking again would click on the next page")
+		require.False(t, pe.Retryable())
+		require.False(t, pe.InstanceFault())
+
+		_, err = c.Navigate(ctx, tab, tg.FormURL, nil)
+		require.NoError(t, err)
+		_, err = c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#next", Params: json.RawMessage(`{"waitNav":true}`)})
+		require.NoError(t, err, "a click that may navigate, and says so")
+		require.Equal(t, second, urlNow(), "on the new page when the click answers")
+	})
+
+	t.Run("HistoryAndWaitHaveTheirOwnRoutes", func(t *testing.T) {
+		tg := newTarget(t)
+		c, tab := open(t, tg)
+		ctx := context.Background()
+		second := strings.TrimSuffix(tg.FormURL, "/") + "/second"
+		for _, u := range []string{tg.FormURL, second} {
+			_, err := c.Navigate(ctx, tab, u, nil)
+			require.NoError(t, err)
+		}
+		urlOf := func(res json.RawMessage) string {
+			var out struct{ URL string }
+			require.NoError(t, json.Unmarshal(res, &out))
+			return strings.TrimSuffix(out.URL, "/")
+		}
+		res, err := c.Post(ctx, tab, "back", nil, nil)
+		require.NoError(t, err)
+		require.Equal(t, strings.TrimSuffix(tg.FormURL, "/"), urlOf(res))
+		res, err = c.Post(ctx, tab, "forward", nil, nil)
+		require.NoError(t, err)
+		require.Equal(t, second, urlOf(res))
+		_, err = c.Post(ctx, tab, "forward", nil, nil)
+		require.NoError(t, err, "at the end of the history, nothing happens")
+		_, err = c.Post(ctx, tab, "reload", nil, nil)
+		require.NoError(t, err)
+		_, err = c.Post(ctx, tab, "back", nil, nil)
+		require.NoError(t, err)
+
+		var waited struct{ Waited bool }
+		res, err = c.Post(ctx, tab, "wait", nil, json.RawMessage(`{"selector":"#name","timeout":5000}`))
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(res, &waited))
+		require.True(t, waited.Waited, "#name is on the form")
+		res, err = c.Post(ctx, tab, "wait", nil, json.RawMessage(`{"selector":"#nothing-here","timeout":200}`))
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(res, &waited))
+		require.False(t, waited.Waited, "the time ran out")
+	})
+
+	t.Run("AClosedTabIsGone", func(t *testing.T) {
+		tg := newTarget(t)
+		c, tab := open(t, tg)
+		ctx := context.Background()
+		require.NoError(t, c.CloseTab(ctx, tab))
+		tabs, err := c.Tabs(ctx)
+		require.NoError(t, err)
+		for _, x := range tabs {
+			require.NotEqual(t, tab, x.ID)
+		}
+		_, err = c.Read(ctx, tab, "title", nil)
+		require.Equal(t, http.StatusNotFound, pinchtab.StatusOf(err))
+	})
+}
+
+// open returns a client of the target and a new tab, closed with the test.
+func open(t *testing.T, tg Target) (*pinchtab.Client, string) {
+	t.Helper()
+	c, err := pinchtab.New(tg.URL, tg.Token)
+	require.NoError(t, err)
+	opened, err := c.OpenTab(context.Background(), "")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.CloseTab(context.Background(), opened.TabID) })
+	return c, opened.TabID
+}
+
+func raw(t *testing.T, method, url, auth, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(data)
+}
+
+func codeOf(t *testing.T, body string) string {
+	t.Helper()
+	var e struct {
+		Code string `json:"code"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &e), body)
+	return e.Code
+}

@@ -1,0 +1,300 @@
+// The tab → instance cache. A task may name a tab without naming its instance;
+// the cache answers which instance owns it. On a miss it lists the tabs of
+// every instance (GET /instances/tabs on PinchTab servers, GET /tabs on single
+// instances) and looks again. Tabs of removed instances are remembered for a
+// while, so that a task naming one fails with a clear error rather than "not
+// found".
+
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/executor/pinchtab"
+)
+
+// orphanRetention is how long the cache remembers the tabs of a removed
+// instance.
+const orphanRetention = time.Hour
+
+type tabEntry struct {
+	instance string
+	remote   string // on a PinchTab server: the browser that owns the tab
+}
+
+type tabCache struct {
+	mu      sync.RWMutex
+	tabs    map[string]tabEntry
+	gone    map[string]time.Time // removed instances, and when
+	refresh sync.Mutex           // one listing at a time
+}
+
+func newTabCache() tabCache {
+	return tabCache{tabs: make(map[string]tabEntry), gone: make(map[string]time.Time)}
+}
+
+func (c *tabCache) get(tab string) (tabEntry, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	e, ok := c.tabs[tab]
+	return e, ok
+}
+
+func (c *tabCache) put(tab string, e tabEntry) {
+	c.mu.Lock()
+	c.tabs[tab] = e
+	c.mu.Unlock()
+}
+
+func (c *tabCache) forget(tab string) {
+	c.mu.Lock()
+	delete(c.tabs, tab)
+	c.mu.Unlock()
+}
+
+func (c *tabCache) forgetInstance(id string) {
+	c.mu.Lock()
+	for tab, e := range c.tabs {
+		if e.instance == id {
+			delete(c.tabs, tab)
+		}
+	}
+	c.mu.Unlock()
+}
+
+// orphanInstance keeps the tabs of a removed instance, marked as gone.
+func (c *tabCache) orphanInstance(id string, now time.Time) {
+	c.mu.Lock()
+	c.gone[id] = now
+	c.mu.Unlock()
+}
+
+// replace sets the tabs of one instance to those listed.
+func (c *tabCache) replace(id string, listed map[string]tabEntry, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.gone, id) // registered again
+	for tab, e := range c.tabs {
+		if e.instance == id {
+			delete(c.tabs, tab)
+		}
+	}
+	for tab, e := range listed {
+		c.tabs[tab] = e
+	}
+	for gid, at := range c.gone {
+		if now.Sub(at) > orphanRetention {
+			delete(c.gone, gid)
+			for tab, e := range c.tabs {
+				if e.instance == gid {
+					delete(c.tabs, tab)
+				}
+			}
+		}
+	}
+}
+
+// Resolution errors for a task that named its tab. Both are permanent: the
+// task asked for that tab, and no other will do. (They deliberately do not
+// wrap engine.ErrInstanceGone, which asks the engine for another instance.)
+// A tab whose instance is only unhealthy is an instance fault instead: the
+// task waits for the instance to come back.
+var (
+	ErrTabNotFound     = errors.New("tab not found on any instance")
+	ErrTabInstanceGone = errors.New("the tab's instance is gone")
+)
+
+// resolveTab returns the instance that owns tab, listing the tabs of every
+// browser instance when the cache does not know it. The errors are final for
+// a task that named the tab when the tab is nowhere or its instance was
+// removed; an instance fault (engine.ErrInstanceFault) when the instance is
+// unhealthy.
+func (r *Registry) resolveTab(ctx context.Context, tab string) (string, error) {
+	if id, ok, err := r.resolveCached(tab); ok {
+		return id, err
+	}
+	unsure := r.refreshTabs(ctx, tab)
+	if id, ok, err := r.resolveCached(tab); ok {
+		return id, err
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if len(unsure) > 0 {
+		// The tab may be on an instance that could not list it now: its
+		// fault, not the task's.
+		return "", engine.Transient(fmt.Errorf("resolve tab %s: not listed by any instance that answered, and %s: %w",
+			tab, strings.Join(unsure, "; "), engine.ErrInstanceFault))
+	}
+	return "", engine.Permanent(fmt.Errorf("resolve tab %s: %w", tab, ErrTabNotFound))
+}
+
+// resolveCached answers from the cache; ok is false on a miss.
+func (r *Registry) resolveCached(tab string) (id string, ok bool, err error) {
+	e, hit := r.tabs.get(tab)
+	if !hit {
+		return "", false, nil
+	}
+	r.tabs.mu.RLock()
+	_, removed := r.tabs.gone[e.instance]
+	r.tabs.mu.RUnlock()
+	_, snap, registered := r.lookup(e.instance)
+	switch {
+	case removed || !registered:
+		return "", true, engine.Permanent(fmt.Errorf("resolve tab %s: its instance %s was removed: %w", tab, e.instance, ErrTabInstanceGone))
+	case snap.Health == HealthUnhealthy:
+		// It may come back with the tab: an instance fault, not the task's.
+		return "", true, engine.Transient(fmt.Errorf("resolve tab %s: its instance %s is unhealthy (%s): %w", tab, e.instance, snap.LastError, engine.ErrInstanceFault))
+	}
+	return e.instance, true, nil
+}
+
+// refreshTabs lists the tabs of every browser instance, in parallel, and
+// refreshes the cache with what they answer. want is the tab being looked
+// for: if another caller's listing found it meanwhile, there is nothing to
+// do. It returns why some instances could not give a complete list (they are
+// unhealthy, their listing failed, or a server has browsers that are not
+// running), so that a tab listed nowhere is not taken for a tab that does
+// not exist while an instance that may own it is down.
+func (r *Registry) refreshTabs(ctx context.Context, want string) (unsure []string) {
+	r.tabs.refresh.Lock()
+	defer r.tabs.refresh.Unlock()
+	if _, ok := r.tabs.get(want); ok && want != "" {
+		return nil
+	}
+	type target struct {
+		id   string
+		kind Kind
+	}
+	r.mu.RLock()
+	var targets []target
+	for id, in := range r.insts {
+		switch {
+		case !in.cfg.Kind.browser():
+		case in.st.Health == HealthUnhealthy:
+			unsure = append(unsure, fmt.Sprintf("instance %s is unhealthy (%s)", id, in.st.LastError))
+		default:
+			targets = append(targets, target{id, in.cfg.Kind})
+		}
+	}
+	r.mu.RUnlock()
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+	)
+	for _, t := range targets {
+		wg.Go(func() {
+			lctx, cancel := context.WithTimeout(ctx, r.opts.TabListTimeout)
+			defer cancel()
+			listed, partial, err := r.listTabs(lctx, t.id, t.kind)
+			if err != nil {
+				r.log.Debug("tab listing failed", "instance", t.id, "error", err)
+				var pe *pinchtab.Error
+				if errors.As(err, &pe) && pe.InstanceFault() {
+					r.reportFault(t.id, err)
+				}
+				mu.Lock()
+				unsure = append(unsure, fmt.Sprintf("instance %s could not list its tabs (%v)", t.id, err))
+				mu.Unlock()
+				return
+			}
+			if partial != "" {
+				mu.Lock()
+				unsure = append(unsure, fmt.Sprintf("instance %s %s", t.id, partial))
+				mu.Unlock()
+				// What is not listed may still be there: add, forget nothing.
+				for tab, e := range listed {
+					r.tabs.put(tab, e)
+				}
+				return
+			}
+			r.tabs.replace(t.id, listed, time.Now())
+		})
+	}
+	wg.Wait()
+	slices.Sort(unsure)
+	return unsure
+}
+
+// listTabs asks one instance for its tabs. partial, when not "", says why the
+// list may lack some: a server's browsers that are not running do not list
+// theirs.
+func (r *Registry) listTabs(ctx context.Context, id string, kind Kind) (tabs map[string]tabEntry, partial string, err error) {
+	client, _, ok := r.lookup(id)
+	if !ok {
+		return nil, "", ErrUnknownInstance
+	}
+	out := make(map[string]tabEntry)
+	switch kind {
+	case KindServer:
+		list, err := client.AllTabs(ctx)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, t := range list {
+			out[t.ID] = tabEntry{instance: id, remote: t.InstanceID}
+		}
+		browsers, err := client.Instances(ctx)
+		if err != nil {
+			return nil, "", err
+		}
+		var down []string
+		for _, b := range browsers {
+			if b.Status != "" && b.Status != "running" {
+				down = append(down, b.ID+" is "+b.Status)
+			}
+		}
+		if len(down) > 0 {
+			partial = "has browsers that are not running (" + strings.Join(down, ", ") + ")"
+		}
+	default:
+		list, err := client.Tabs(ctx)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, t := range list {
+			out[t.ID] = tabEntry{instance: id}
+		}
+	}
+	return out, partial, nil
+}
+
+// tabExists asks an instance whether it still has a tab, refreshing its part
+// of the cache. An instance that cannot answer is taken to still have it.
+func (r *Registry) tabExists(ctx context.Context, id, tab string) bool {
+	_, snap, ok := r.lookup(id)
+	if !ok {
+		return false
+	}
+	lctx, cancel := context.WithTimeout(ctx, r.opts.TabListTimeout)
+	defer cancel()
+	listed, partial, err := r.listTabs(lctx, id, snap.Kind)
+	if err != nil || partial != "" {
+		return true
+	}
+	r.tabs.replace(id, listed, time.Now())
+	_, found := listed[tab]
+	return found
+}
+
+var _ engine.TabLocator = (*Registry)(nil)
+
+// InstanceOfTab answers, from the cache only (it never calls an instance),
+// which instance owns a tab: the engine asks it when it places a task that
+// names a tab but no instance, so that the task counts against the right
+// instance's capacity. A miss is resolved by the executor when it runs the
+// task.
+func (r *Registry) InstanceOfTab(tab string) (string, bool) {
+	e, ok := r.tabs.get(tab)
+	if !ok {
+		return "", false
+	}
+	return e.instance, true
+}
