@@ -310,6 +310,14 @@ func (s *Store) CommitAsync(ctx context.Context, b *engine.Batch) (done <-chan s
 		<-pred.done
 		pred = nil
 	}
+	if c := s.inflight; pred == nil && c != nil && isClosed(c.done) && c.err != nil {
+		// The batch before this one failed, and its caller has not yet
+		// taken the news (its wait): this one was built to follow it and
+		// must not commit without it. Sent as a first batch, with
+		// sy_advance, it would commit over the gap, and the retried batch
+		// before it could then never follow.
+		return s.failAsync(fmt.Errorf("postgres store: commit: the commit before failed: %w", c.err))
+	}
 	pb := &pgx.Batch{}
 	if err := s.queueFence(pb); err != nil {
 		return s.failAsync(err)
@@ -389,6 +397,16 @@ func (s *Store) CommitAsync(ctx context.Context, b *engine.Batch) (done <-chan s
 func (s *Store) failAsync(err error) (<-chan struct{}, func() error) {
 	s.maxTaskSeq = s.committedMax
 	return closedChan, func() error { return err }
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // closedChan is the done channel of an outcome known at once.

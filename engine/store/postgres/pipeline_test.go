@@ -49,18 +49,25 @@ func testPipelinesTwoBatches(t *testing.T, s *postgres.Store) {
 func TestCommitAsyncFailureFailsTheBatchBehind(t *testing.T) {
 	t.Parallel()
 	for _, copyMin := range []int{0, 1 << 30} {
-		s := openStore(t, newSchema(t))
-		s.SetCopyMin(copyMin)
-		testFailureFailsTheBatchBehind(t, s)
+		// settled: the failed batch has ended before the one behind it is
+		// handed over, but its caller has not yet waited for it.
+		for _, settled := range []bool{false, true} {
+			s := openStore(t, newSchema(t))
+			s.SetCopyMin(copyMin)
+			testFailureFailsTheBatchBehind(t, s, settled)
+		}
 	}
 }
 
-func testFailureFailsTheBatchBehind(t *testing.T, s *postgres.Store) {
+func testFailureFailsTheBatchBehind(t *testing.T, s *postgres.Store, settled bool) {
 	require.NoError(t, s.Commit(bg, taskBatch(1, 10)))
 
 	bad := taskBatch(5, 3, "X1", "X2", "X3") // seqs 5..7 do not follow 10
 	behind := taskBatch(11, 5)
-	_, w1 := s.CommitAsync(bg, bad)
+	d1, w1 := s.CommitAsync(bg, bad)
+	if settled {
+		<-d1
+	}
 	_, w2 := s.CommitAsync(bg, behind)
 	require.Error(t, w1())
 	require.Error(t, w2(), "it was sent after a batch that failed")
