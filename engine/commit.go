@@ -143,6 +143,13 @@ func (e *Engine) finishCommit(in *inflight) {
 	b, out := in.b, in.out
 	for attempt := 0; ; attempt++ {
 		if e.abandoned.Load() {
+			if attempt == 0 && in.wait != nil {
+				// The store still expects its outcome to be taken (the
+				// PipelinedStore contract); the store may be used again by
+				// a later engine. Not waited for here: an abandoned engine
+				// stops at once.
+				go func() { _ = in.wait() }()
+			}
 			e.failBatch(b, ErrFenced)
 			return
 		}

@@ -265,6 +265,7 @@ func (s *Store) commitError(ctx context.Context, err error) error {
 type asyncCommit struct {
 	last    uint64        // the batch's last event seq; 0: it has none
 	maxTask uint64        // the highest task seq once it is committed
+	epoch   uint64        // the fence epoch it was sent under
 	locked  chan struct{} // closed once the transaction holds the seq lock (or failed before)
 	lockErr error         // why it failed before that, if it did
 	done    chan struct{} // closed once it is committed or failed
@@ -310,20 +311,25 @@ func (s *Store) CommitAsync(ctx context.Context, b *engine.Batch) (done <-chan s
 		<-pred.done
 		pred = nil
 	}
-	if c := s.inflight; pred == nil && c != nil && isClosed(c.done) && c.err != nil {
-		// The batch before this one failed, and its caller has not yet
-		// taken the news (its wait): this one was built to follow it and
-		// must not commit without it. Sent as a first batch, with
-		// sy_advance, it would commit over the gap, and the retried batch
-		// before it could then never follow.
-		return s.failAsync(fmt.Errorf("postgres store: commit: the commit before failed: %w", c.err))
-	}
 	pb := &pgx.Batch{}
 	if err := s.queueFence(pb); err != nil {
 		return s.failAsync(err)
 	}
 	if err := s.syncEpochLocked(ctx); err != nil {
 		return s.failAsync(err)
+	}
+	if c := s.inflight; pred == nil && c != nil && isClosed(c.done) && c.err != nil {
+		if c.epoch == s.fenceEpoch {
+			// The batch before this one failed, and its caller has not yet
+			// taken the news (its wait): this one was built to follow it
+			// and must not commit without it. Sent as a first batch, with
+			// sy_advance, it would commit over the gap, and the retried
+			// batch before it could then never follow.
+			return s.failAsync(fmt.Errorf("postgres store: commit: the commit before failed: %w", c.err))
+		}
+		// It failed under an earlier leadership, whose engine is gone and
+		// will not retry it: this batch starts afresh.
+		s.inflight = nil
 	}
 	rows, err := s.rowsLocked(b)
 	if err != nil {
@@ -337,7 +343,7 @@ func (s *Store) CommitAsync(ctx context.Context, b *engine.Batch) (done <-chan s
 			return s.failAsync(fmt.Errorf("postgres store: commit: the commit before failed: %w", pred.lockErr))
 		}
 	}
-	c := &asyncCommit{maxTask: rows.maxTask, locked: make(chan struct{}), done: make(chan struct{})}
+	c := &asyncCommit{maxTask: rows.maxTask, epoch: s.fenceEpoch, locked: make(chan struct{}), done: make(chan struct{})}
 	if n := len(b.Events); n > 0 {
 		c.last = b.Events[n-1].Seq
 	}

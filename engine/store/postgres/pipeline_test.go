@@ -84,3 +84,39 @@ func testFailureFailsTheBatchBehind(t *testing.T, s *postgres.Store, settled boo
 	require.NoError(t, err)
 	require.Len(t, evs, 15)
 }
+
+// TestAFailureUnderAnEarlierLeadershipDoesNotFailTheNext: an engine that
+// loses its leadership with a failed batch in flight stops without taking
+// that batch's outcome. When the same store leads again, under a later
+// epoch, its first pipelined batch must not fail for a batch no engine will
+// retry — else every commit of the new leadership would fail once and be
+// retried, and the node would show as failing to commit.
+func TestAFailureUnderAnEarlierLeadershipDoesNotFailTheNext(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	s := openStore(t, schema)
+	leases := pgxIdent(schema) + ".leases"
+	admin(t, "INSERT INTO "+leases+" (name, node, epoch, acquired_at, renewed_at, expires_at) VALUES ('leader', 'a', 1, now(), now(), now() + interval '1 hour')")
+	s.SetFence("a", 1)
+	require.NoError(t, s.Commit(bg, taskBatch(1, 10)))
+
+	d1, w1 := s.CommitAsync(bg, taskBatch(5, 3, "X1", "X2", "X3")) // seqs 5..7 do not follow 10
+	<-d1                                                           // it failed; its outcome is never taken before the next leadership
+
+	admin(t, "UPDATE "+leases+" SET epoch = 2")
+	s.SetFence("a", 2)
+	next := taskBatch(11, 5)
+	_, w2 := s.CommitAsync(bg, next)
+	require.NoError(t, w2(), "the failure belonged to the earlier leadership")
+	require.Error(t, w1(), "taken late, the earlier outcome is still the failure")
+	got, err := s.Task(bg, next.Tasks[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, next.Tasks[0].Seq, got.Seq)
+
+	// Within one leadership a failure still fails the batch behind it.
+	d3, w3 := s.CommitAsync(bg, taskBatch(5, 3, "Y1", "Y2", "Y3"))
+	<-d3
+	_, w4 := s.CommitAsync(bg, taskBatch(16, 2))
+	require.Error(t, w3())
+	require.Error(t, w4(), "sent after a failure of the same leadership")
+}
