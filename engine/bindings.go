@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 )
 
@@ -17,6 +18,7 @@ type storedBinding struct {
 	Instance string `json:"instance"`
 	Tab      string `json:"tab"`
 	Lost     bool   `json:"lost,omitempty"`
+	Why      string `json:"why,omitempty"`
 }
 
 // setBindingLocked binds a session and records the binding when it changed.
@@ -25,7 +27,7 @@ func (c *core) setBindingLocked(key string, b binding) {
 		return
 	}
 	c.bindings[key] = b
-	v, err := json.Marshal(storedBinding{Instance: b.instance, Tab: b.tab, Lost: b.lost})
+	v, err := json.Marshal(storedBinding{Instance: b.instance, Tab: b.tab, Lost: b.lost, Why: b.why})
 	if err != nil {
 		return // cannot happen: strings and a bool
 	}
@@ -53,6 +55,36 @@ func (e *Engine) restoreBindingsLocked() {
 			e.log.Warn("ignoring a stored session binding that does not parse", "key", k, "error", err)
 			continue
 		}
-		e.bindings[key] = binding{instance: sb.Instance, tab: sb.Tab, lost: sb.Lost}
+		e.bindings[key] = binding{instance: sb.Instance, tab: sb.Tab, lost: sb.Lost, why: sb.Why}
 	}
+}
+
+// TabClosed records that a task closed a tab (engine.InstanceSink). A
+// session bound to that tab other than the closing task's own (bySession)
+// did not ask for it: its page is gone, a SESSION event says so at once, and
+// its next task fails with SESSION_LOST (or replays the session if it
+// asked), as after a removal of its instance. closedBy says who closed it,
+// for people. The closing session's own binding is the executor's to drop
+// (UnbindSession), once the closing attempt has ended.
+func (e *Engine) TabClosed(instanceID, tabID, bySession, closedBy string) {
+	if tabID == "" {
+		return
+	}
+	_ = e.mutate(func(c *core) error {
+		var lost []string
+		for k, b := range c.bindings {
+			if k != bySession && b.tab == tabID && !b.lost && (b.instance == instanceID || b.instance == "" || instanceID == "") {
+				lost = append(lost, k)
+			}
+		}
+		slices.Sort(lost) // events in a stable order
+		for _, k := range lost {
+			b := c.bindings[k]
+			b.lost, b.why = true, "closed by "+closedBy
+			c.setBindingLocked(k, b)
+			c.emitSessionLocked(k, "session "+k+" lost its tab "+b.tab+" on instance "+b.instance+": "+b.why+
+				"; its next task fails with SESSION_LOST, or replays the session if it asked")
+		}
+		return nil
+	})
 }

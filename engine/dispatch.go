@@ -352,7 +352,8 @@ func (c *core) admitHeadLocked(aq *agentQueue) *task {
 }
 
 // sessionLostLocked reports whether t's session is bound to a tab on an
-// instance that was removed (the page the session built is gone).
+// instance that was removed, or to a tab a task of another session closed
+// (the page the session built is gone).
 func (c *core) sessionLostLocked(t *task) bool {
 	if t.session == nil || t.spec.TabID != "" {
 		return false
@@ -530,7 +531,7 @@ func (e *Engine) assignLocked(t *task, inst *instance, now time.Time) *Run {
 			case e.sessionLostLocked(t):
 				// Placed nowhere, with its lost tab: the executor fails the
 				// attempt with SESSION_LOST instead of opening a blank tab.
-				r.tab, r.lostOn = b.tab, b.instance
+				r.tab, r.lostOn, r.lostWhy = b.tab, b.instance, b.why
 			case b.instance == r.instance:
 				r.tab = b.tab
 			case r.instance == "":

@@ -26,9 +26,9 @@ const (
 	EventEngine EventType = 5
 	// EventBatch: every task of a batch has ended (BatchID is set).
 	EventBatch EventType = 6
-	// EventSession: a session lost its tab, with the instance it was on
-	// (SessionKey is set, TaskID empty; Reason says which tab and why). Its
-	// next task fails with SESSION_LOST.
+	// EventSession: a session lost its tab, with the instance it was on or
+	// closed by a task of another session (SessionKey is set, TaskID empty;
+	// Reason says which tab and why). Its next task fails with SESSION_LOST.
 	EventSession EventType = 7
 )
 

@@ -54,7 +54,8 @@ type Run struct {
 	attempt  int
 	instance string
 	tab      string
-	lostOn   string // the removed instance the session's tab was on (LostSession)
+	lostOn   string // the instance the session's lost tab was on (LostSession)
+	lostWhy  string // how the tab was lost (LostReason)
 	done     atomic.Bool
 }
 
@@ -79,13 +80,24 @@ func (r *Run) InstanceID() string { return r.instance }
 // bound to its session by an earlier task; "" when a tab must be opened.
 func (r *Run) TabID() string { return r.tab }
 
-// LostSession reports that the attempt's session lost its tab (TabID) with
-// the instance it was on, which was removed (instanceID). The page the
+// LostSession reports that the attempt's session lost its tab (TabID), on
+// instance instanceID: the instance was removed, or a task of another session
+// closed the tab (LostReason says which). The page the
 // session built is gone: the executor should not run the attempt, but fail it
 // with a permanent error wrapping ErrInstanceGone (the executor's
 // SESSION_LOST), which unbinds the session. Such an attempt is placed on no
 // instance and holds no instance slot.
 func (r *Run) LostSession() (instanceID string, lost bool) { return r.lostOn, r.lostOn != "" }
+
+// LostReason says, when LostSession reports a lost tab, how it was lost:
+// "its instance was removed", or "closed by …" when a task of another
+// session closed it (Engine.TabClosed).
+func (r *Run) LostReason() string {
+	if r.lostWhy == "" {
+		return "its instance was removed"
+	}
+	return r.lostWhy
+}
 
 // Started records that the work has reached an instance: the task moves from
 // ASSIGNED to RUNNING. Calling it is optional and only the first call counts.
@@ -205,4 +217,7 @@ type InstanceSink interface {
 	// UnbindSession forgets the tab bound to a session (its tab was closed),
 	// so that the session's next task opens a new one.
 	UnbindSession(sessionKey string)
+	// TabClosed says that a task (of session bySession, or "") closed a tab:
+	// other sessions bound to it lost their page (Engine.TabClosed).
+	TabClosed(instanceID, tabID, bySession, closedBy string)
 }

@@ -257,8 +257,10 @@ type instance struct {
 type binding struct {
 	instance string
 	tab      string
-	// lost: the instance was removed, and the session's page with it. The
-	// session's next task is dispatched to the lost tab, where the executor
-	// fails it with SESSION_LOST (and the binding goes).
+	// lost: the instance was removed, or a task of another session closed
+	// the tab, and the session's page went with it. The session's next task
+	// is dispatched to the lost tab, where the executor fails it with
+	// SESSION_LOST (and the binding goes), or replays the session.
 	lost bool
+	why  string // how it was lost, when lost; "" when its instance was removed
 }

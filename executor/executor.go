@@ -294,7 +294,7 @@ func (e *Executor) runIn(ctx context.Context, a Attempt, spec *engine.TaskSpec, 
 	if isClose(spec.Action.Kind) {
 		// The tab is gone: this task binds nothing to it.
 		o.TabID = ""
-		return o, e.closedTab(t.tab, spec.SessionKey)
+		return o, e.closedTab(t.instance, t.tab, spec.SessionKey, a.TaskID())
 	}
 	return o, nil
 }
@@ -314,11 +314,9 @@ func (e *Executor) target(ctx context.Context, a Attempt, spec *engine.TaskSpec)
 
 	case a.TabID() != "":
 		// The session's tab, bound by an earlier task.
-		if l, ok := a.(interface{ LostSession() (string, bool) }); ok {
-			if id, lost := l.LostSession(); lost {
-				t := target{instance: id, tab: a.TabID(), session: true}
-				return t, sessionLost(t, "its instance was removed", nil)
-			}
+		if id, why, lost := lostSession(a); lost {
+			t := target{instance: id, tab: a.TabID(), session: true}
+			return t, sessionLost(t, why, nil)
 		}
 		id := a.InstanceID()
 		if id == "" {
@@ -588,6 +586,23 @@ func (e *Executor) explain(ctx context.Context, err error, t target) error {
 	return err
 }
 
+// lostSession asks the engine whether the attempt's session lost its tab
+// (engine.Run.LostSession), on which instance, and how.
+func lostSession(a Attempt) (instance, why string, lost bool) {
+	l, ok := a.(interface{ LostSession() (string, bool) })
+	if !ok {
+		return "", "", false
+	}
+	if instance, lost = l.LostSession(); !lost {
+		return "", "", false
+	}
+	why = "its instance was removed"
+	if r, ok := a.(interface{ LostReason() string }); ok {
+		why = r.LostReason()
+	}
+	return instance, why, true
+}
+
 // sessionLost is the error of an attempt whose session's tab is gone.
 func sessionLost(t target, why string, cause error) error {
 	err := fmt.Errorf("%w: the session's tab %s on instance %s is gone (%s); its page state is lost: %w",
@@ -602,12 +617,19 @@ func sessionLost(t target, why string, cause error) error {
 // tab was a session's and the task was of that session (by is its session key,
 // or ""), the session ended it: its binding and its replay log go, and its
 // next task starts over in a new tab. When a task of another session, or of
-// none, closed it, the session did not ask for that: its binding stays, so
-// that its next task finds the tab gone and fails with SESSION_LOST, or
-// replays the session if it asked, as when the tab is closed behind
-// Switchyard's back. It returns the func that unbinds the session, to run
-// once the outcome is reported, or nil.
-func (e *Executor) closedTab(tab, by string) func() {
+// none, closed it, the session did not ask for that: the engine is told at
+// once (InstanceSink.TabClosed), which announces it with a SESSION event and
+// marks the session's binding lost, so that its next task fails with
+// SESSION_LOST, or replays the session if it asked. It returns the func that
+// unbinds the closing session, to run once the outcome is reported, or nil.
+func (e *Executor) closedTab(instance, tab, by, taskID string) func() {
+	closedBy := "a close task (" + taskID + ") of no session"
+	if by != "" {
+		closedBy = "a close task (" + taskID + ") of session " + by
+	}
+	if sink := e.reg.currentSink(); sink != nil {
+		sink.TabClosed(instance, tab, by, closedBy)
+	}
 	e.mu.Lock()
 	o, ok := e.owned[tab]
 	e.mu.Unlock()
@@ -617,8 +639,8 @@ func (e *Executor) closedTab(tab, by string) func() {
 		delete(e.owned, tab)
 		e.unpoolLocked(o)
 		e.mu.Unlock()
-		e.log.Info("a session's tab was closed by a task of another session: its next task finds it lost",
-			"session", o.session, "tab", tab, "closedBy", by)
+		e.log.Info("a session's tab was closed by a task of another session: the session lost it",
+			"session", o.session, "tab", tab, "closedBy", closedBy)
 		return nil
 	}
 	after := e.forgetTab(tab)
@@ -650,12 +672,10 @@ func (e *Executor) forgetTab(tab string) func() {
 }
 
 func (e *Executor) runInstruction(ctx context.Context, a Attempt, spec *engine.TaskSpec) engine.Outcome {
-	if l, ok := a.(interface{ LostSession() (string, bool) }); ok && a.TabID() != "" {
-		if id, lost := l.LostSession(); lost {
-			// The session's page went with its instance: an instruction
-			// about it cannot be carried out elsewhere.
-			return engine.Outcome{Err: sessionLost(target{instance: id, tab: a.TabID(), session: true}, "its instance was removed", nil), InstanceID: id}
-		}
+	if id, why, lost := lostSession(a); lost && a.TabID() != "" {
+		// The session's page is gone: an instruction about it cannot be
+		// carried out elsewhere.
+		return engine.Outcome{Err: sessionLost(target{instance: id, tab: a.TabID(), session: true}, why, nil), InstanceID: id}
 	}
 	id := a.InstanceID()
 	_, snap, ok := e.reg.lookup(id)

@@ -224,6 +224,7 @@ type fakeSink struct {
 	infos    map[string]engine.InstanceInfo
 	removed  []string
 	unbound  []string
+	closed   []string // tabs a task closed (TabClosed)
 	setCalls int
 }
 
@@ -247,6 +248,12 @@ func (s *fakeSink) UnbindSession(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.unbound = append(s.unbound, key)
+}
+
+func (s *fakeSink) TabClosed(_, tab, _, _ string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = append(s.closed, tab)
 }
 
 func (s *fakeSink) info(id string) (engine.InstanceInfo, bool) {

@@ -5027,8 +5027,9 @@ enum TaskEventKind {
   "Every task of a batch has ended (` + "`" + `batchId` + "`" + `); no task."
   BATCH
   """
-  A session lost its tab with the instance it was on (` + "`" + `sessionKey` + "`" + `; ` + "`" + `reason` + "`" + `
-  names the tab and the instance); no task. The session's next task fails with
+  A session lost its tab, with the instance it was on or closed by a task of
+  another session (` + "`" + `sessionKey` + "`" + `; ` + "`" + `reason` + "`" + ` names the tab, the instance and
+  why); no task. The session's next task fails with
   SESSION_LOST, then the session starts over in a new tab; a session that asked
   for replay (` + "`" + `sessionReplay` + "`" + `) is replayed in a new tab instead.
   """
