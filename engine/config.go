@@ -124,6 +124,10 @@ func DefaultRetryPolicy() RetryPolicy {
 type AgentConfig struct {
 	Weight      int // share of concurrency relative to other agents (default 1)
 	MaxInFlight int // the agent's ceiling (default Config.AgentMaxInFlight)
+	// Labels are free-form key=value labels that policies see (ABI v2
+	// details: policy.AgentInfo.Labels); at most 64, keys 1..256 bytes,
+	// values at most 256, as a task's.
+	Labels map[string]string `json:",omitempty"`
 }
 
 // Config holds the engine's limits and defaults. The zero value of a field
@@ -241,6 +245,9 @@ func (c *Config) Validate() error {
 	for id, a := range c.Agents {
 		if a.Weight < 0 || a.MaxInFlight < 0 {
 			return fmt.Errorf("agents.%s: weight and maxInFlight must not be negative", id)
+		}
+		if err := checkLabels(a.Labels); err != nil {
+			return fmt.Errorf("agents.%s.%w", id, err)
 		}
 	}
 	return nil

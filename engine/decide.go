@@ -55,22 +55,31 @@ type rankJobs struct {
 	tasks []*task
 	recs  []policy.Task
 	ranks []int64
+	dets  details // for the jobs whose policy reads them; empty elsewhere
 }
 
 // rankJob is one lane's share: tasks[start:start+n] of its rankJobs.
 type rankJob struct {
 	p        policy.Selection
 	start, n int
+	detailed bool // p is a policy.DetailedSelection; dets holds its tasks' details
 }
 
 var rankJobsPool = sync.Pool{New: func() any { return new(rankJobs) }}
 
 // add makes a job of group for p.
 func (r *rankJobs) add(p policy.Selection, group []*task) {
-	r.jobs = append(r.jobs, rankJob{p: p, start: len(r.tasks), n: len(group)})
+	_, detailed := p.(policy.DetailedSelection)
+	r.jobs = append(r.jobs, rankJob{p: p, start: len(r.tasks), n: len(group), detailed: detailed})
 	r.tasks = append(r.tasks, group...)
 	for _, t := range group {
 		r.recs = append(r.recs, policyTask(t))
+	}
+	if detailed {
+		r.dets = slices.Grow(r.dets, len(r.tasks))[:len(r.tasks)-len(group)]
+		for _, t := range group {
+			r.dets = append(r.dets, detailOf(t, ""))
+		}
 	}
 	r.ranks = slices.Grow(r.ranks, len(group))[:len(r.ranks)+len(group)]
 }
@@ -79,7 +88,8 @@ func (r *rankJobs) add(p policy.Selection, group []*task) {
 func (r *rankJobs) release() {
 	clear(r.tasks)
 	clear(r.jobs)
-	r.jobs, r.tasks, r.recs, r.ranks = r.jobs[:0], r.tasks[:0], r.recs[:0], r.ranks[:0]
+	clear(r.dets)
+	r.jobs, r.tasks, r.recs, r.ranks, r.dets = r.jobs[:0], r.tasks[:0], r.recs[:0], r.ranks[:0], r.dets[:0]
 	rankJobsPool.Put(r)
 }
 
@@ -135,7 +145,15 @@ func (c *core) rankGroupLocked(group []*task, now time.Time) {
 		c.scratchRanks = make([]int64, len(group))
 	}
 	ranks := c.scratchRanks[:len(group)]
-	group[0].lane.selection.p.Rank(now.UnixMilli(), recs, ranks)
+	if dp, ok := group[0].lane.selection.p.(policy.DetailedSelection); ok {
+		d := make(details, len(group))
+		for i, t := range group {
+			d[i] = detailOf(t, "")
+		}
+		dp.RankDetailed(policy.RankContext{NowMs: now.UnixMilli(), Details: d}, recs, ranks)
+	} else {
+		group[0].lane.selection.p.Rank(now.UnixMilli(), recs, ranks)
+	}
 	for i, t := range group {
 		t.rank, t.unranked = ranks[i], false
 	}
@@ -145,7 +163,13 @@ func (c *core) rankGroupLocked(group []*task, now time.Time) {
 // rankOutside makes the jobs' policy calls; the engine lock is not held.
 func (r *rankJobs) rankOutside(now time.Time) {
 	for _, j := range r.jobs {
-		j.p.Rank(now.UnixMilli(), r.recs[j.start:j.start+j.n], r.ranks[j.start:j.start+j.n])
+		recs, ranks := r.recs[j.start:j.start+j.n], r.ranks[j.start:j.start+j.n]
+		if j.detailed {
+			ctx := policy.RankContext{NowMs: now.UnixMilli(), Details: r.dets[j.start : j.start+j.n]}
+			j.p.(policy.DetailedSelection).RankDetailed(ctx, recs, ranks)
+		} else {
+			j.p.Rank(now.UnixMilli(), recs, ranks)
+		}
 	}
 }
 

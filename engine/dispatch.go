@@ -28,6 +28,10 @@ type dispatchScratch struct {
 	// names behind cands (policy.Names), copied under the lock so that a
 	// policy deciding outside it reads them safely
 	agentIDs, laneNames []string
+	// the heads' details (policy.Details), copied under the lock when the
+	// fairness policy decides outside it; nil otherwise (an inline policy
+	// reads them live, under the lock)
+	dets details
 }
 
 // enqueueLocked puts a QUEUED task into its subQueue.
@@ -661,11 +665,16 @@ func (c *core) candidatesLocked(sc *dispatchScratch, now int64, slack int) ([]po
 	}
 	sc.cands = sc.cands[:0]
 	sc.agentIDs, sc.laneNames = sc.agentIDs[:0], sc.laneNames[:0]
+	clear(sc.dets)
+	sc.dets = sc.dets[:0]
 	sc.aqs = append(sc.aqs[:0], sc.topK...)
 	for _, aq := range sc.aqs {
 		sc.agentIDs = append(sc.agentIDs, aq.agent.id)
 		sc.laneNames = append(sc.laneNames, aq.lane.cfg.Name)
 		h := aq.head()
+		if !c.fairness.inline {
+			sc.dets = append(sc.dets, detailOf(h, ""))
+		}
 		a := aq.agent
 		var dl int64
 		if !h.spec.Deadline.IsZero() {
@@ -702,7 +711,7 @@ func (c *core) pickInputLocked(sc *dispatchScratch, now time.Time, slots int, fl
 		sc.picks = make([]uint32, slots)
 	}
 	ctx := policy.PickContext{NowMs: now.UnixMilli(), AgingMs: c.cfg.AgingThreshold.Milliseconds(), Slots: uint32(slots), Flags: flags,
-		Names: candidateNames{sc}}
+		Names: candidateNames{sc}, Details: candidateNames{sc}}
 	if c.cfg.AgingThreshold < 0 {
 		ctx.AgingMs = 0
 	}
@@ -781,3 +790,27 @@ func (n candidateNames) LaneName(i int) string {
 	}
 	return ""
 }
+
+// detail returns candidate i's details: copied for a policy that decides
+// outside the lock, read live (the lock is held) for an inline one.
+func (n candidateNames) detail(i int) recordDetail {
+	if i < 0 || i >= len(n.sc.aqs) {
+		return recordDetail{}
+	}
+	if i < len(n.sc.dets) {
+		return n.sc.dets[i]
+	}
+	return detailOf(n.sc.aqs[i].head(), "")
+}
+
+// Session implements policy.Details.
+func (n candidateNames) Session(i int) string { return n.detail(i).session }
+
+// Labels implements policy.Details.
+func (n candidateNames) Labels(i int) policy.Labels { return n.detail(i).labels }
+
+// Agent implements policy.Details.
+func (n candidateNames) Agent(i int) policy.AgentInfo { return n.detail(i).info }
+
+// ErrorCode implements policy.Details: a fairness decision has none.
+func (n candidateNames) ErrorCode(int) string { return "" }

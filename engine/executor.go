@@ -30,8 +30,12 @@ type Outcome struct {
 	Err        error             // nil on success
 	Class      policy.ErrorClass // for Err; derived from Err with ClassOf when zero
 	HTTPStatus int               // the instance's status code, when there was one
-	InstanceID string            // where it ran, if not reported by Started
-	TabID      string            // the tab it ran in; binds the task's session to it
+	// Code is a short machine-readable code of Err, when the executor has
+	// one; a retry policy sees it (policy.Details.ErrorCode). Empty means
+	// the first ErrorCoder in Err's chain, or one the engine makes.
+	Code       string
+	InstanceID string // where it ran, if not reported by Started
+	TabID      string // the tab it ran in; binds the task's session to it
 	// TabTime and ActionTime are the attempt's two parts as the executor
 	// measured them: finding or opening its tab, then the action at the
 	// instance (Attempt.TabTime, Attempt.ActionTime).

@@ -180,6 +180,7 @@ type agent struct {
 	idx      uint32
 	weight   int
 	limit    int
+	labels   policy.Labels // AgentConfig.Labels, in the ABI's wire format
 	inflight int
 	queued   int
 	parked   bool          // at its ceiling: its queues are out of the lane heaps

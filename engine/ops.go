@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -222,10 +223,17 @@ func describeLane(c LaneConfig) string {
 	return fmt.Sprintf("lane %s %s: maxInFlight=%d maxQueued=%d drop=%s", c.Name, state, c.MaxInFlight, c.MaxQueued, c.DropPolicy)
 }
 
-// SetAgent changes an agent's weight and ceiling live (0 keeps a value).
+// SetAgent changes an agent's weight, ceiling and labels live (0 keeps a
+// value, nil Labels keep the labels, an empty map clears them).
 func (e *Engine) SetAgent(id string, ac AgentConfig) error {
 	if ac.Weight < 0 || ac.MaxInFlight < 0 {
 		return invalid("weight", "weight and maxInFlight must not be negative")
+	}
+	if err := checkLabels(ac.Labels); err != nil {
+		return err
+	}
+	if ac.Labels != nil {
+		ac.Labels = maps.Clone(ac.Labels)
 	}
 	return e.mutate(func(c *core) error {
 		if c.cfg.Agents == nil {
@@ -238,6 +246,12 @@ func (e *Engine) SetAgent(id string, ac AgentConfig) error {
 		if ac.MaxInFlight > 0 {
 			cur.MaxInFlight = ac.MaxInFlight
 		}
+		if ac.Labels != nil {
+			cur.Labels = ac.Labels
+			if len(cur.Labels) == 0 {
+				cur.Labels = nil
+			}
+		}
 		c.cfg.Agents[id] = cur
 		if a := c.agents[id]; a != nil {
 			if cur.Weight > 0 {
@@ -246,6 +260,7 @@ func (e *Engine) SetAgent(id string, ac AgentConfig) error {
 			if cur.MaxInFlight > 0 {
 				a.limit = cur.MaxInFlight
 			}
+			a.labels = policy.MakeLabels(cur.Labels)
 			c.agentChangedLocked(a)
 		}
 		v, _ := json.Marshal(cur)

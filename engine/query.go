@@ -160,6 +160,7 @@ type AgentStatus struct {
 	Dispatched           uint64  // since the engine started
 	DispatchedLastMinute uint64  // over the last 60 s
 	Share                float64 // of all dispatches over the last 60 s
+	Labels               map[string]string
 }
 
 // Agents returns the agents the engine knows, by id.
@@ -171,7 +172,7 @@ func (e *Engine) Agents() []AgentStatus {
 	var total uint64
 	for _, a := range e.agents {
 		s := AgentStatus{ID: a.id, Weight: a.weight, MaxInFlight: a.limit, InFlight: a.inflight, Pending: a.queued,
-			Dispatched: a.dispatched, DispatchedLastMinute: a.window.total(now)}
+			Dispatched: a.dispatched, DispatchedLastMinute: a.window.total(now), Labels: a.labels.Map()}
 		total += s.DispatchedLastMinute
 		out = append(out, s)
 	}

@@ -99,7 +99,7 @@ func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
 			att.Error = "interrupted by restart"
 		}
 		// Reclassify as QUEUED-equivalent first: the task holds no slot.
-		e.failAttemptLocked(t, classTransient, 0, "interrupted by restart", now, nil)
+		e.failAttemptLocked(t, classTransient, 0, CodeRestart, "interrupted by restart", now, nil)
 	}
 	for _, t := range live {
 		if t.state == StateRetryWait && t.timerAt[timerRetry] <= now.UnixNano() {

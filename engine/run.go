@@ -153,7 +153,7 @@ func (e *Engine) finish(r *Run, o Outcome) {
 		class, msg, fault := attemptFailure(t, o)
 		att.InstanceFault = fault
 		att.Class, att.Error = class, msg
-		e.failAttemptLocked(t, class, o.HTTPStatus, msg, now, ahead)
+		e.failAttemptLocked(t, class, o.HTTPStatus, errorCode(t, o), msg, now, ahead)
 	}
 	e.unlock()
 	r.cancel(context.Canceled, nil) // the attempt is over: release what hangs on its context
@@ -200,7 +200,7 @@ func (c *core) staleLocked(r *Run) {
 // no longer holds its slots).
 // ahead, when not nil, is the decision already made outside the lock
 // (retryOutsideLocked); it is used if it was made on the same record.
-func (c *core) failAttemptLocked(t *task, class policy.ErrorClass, status int, msg string, now time.Time, ahead *retryAhead) {
+func (c *core) failAttemptLocked(t *task, class policy.ErrorClass, status int, code, msg string, now time.Time, ahead *retryAhead) {
 	o := t.outcomeOf()
 	o.errMsg, o.class = msg, class
 	if c.closed {
@@ -222,7 +222,7 @@ func (c *core) failAttemptLocked(t *task, class policy.ErrorClass, status int, m
 			", retry in "+delay.String()+": "+strings.TrimPrefix(msg, instanceFaultPrefix))
 		return
 	}
-	dec := c.decideRetryLocked(t, class, status, now, ahead)
+	dec := c.decideRetryLocked(t, class, status, code, now, ahead)
 	switch dec.Action {
 	case policy.ActionRetry:
 		o.prevDelay = dec.DelayMs
@@ -281,13 +281,13 @@ func (c *core) forgivenLocked(instanceFault bool, class policy.ErrorClass, fault
 // decideRetryLocked asks the lane's retry policy — or takes the answer it
 // gave outside the lock on the same record — and falls back to the built-in
 // one when the answer is not valid.
-func (c *core) decideRetryLocked(t *task, class policy.ErrorClass, status int, now time.Time, ahead *retryAhead) policy.Decision {
+func (c *core) decideRetryLocked(t *task, class policy.ErrorClass, status int, code string, now time.Time, ahead *retryAhead) policy.Decision {
 	f := c.failureLocked(t, class, status, now, t.instanceFaults())
 	var dec policy.Decision
-	if ahead != nil && ahead.decided(f) {
+	if ahead != nil && ahead.decided(f, code) {
 		dec = ahead.dec
 	} else {
-		dec = t.lane.retry.p.Decide(f)
+		dec = decideRetry(t.lane.retry.p, f, t, code)
 	}
 	if !policy.Valid(dec) {
 		c.stats.policyInvalid++
@@ -328,17 +328,27 @@ func (c *core) failureLocked(t *task, class policy.ErrorClass, status int, now t
 // retryAhead is a retry decision made outside the lock, and the record it
 // was made on.
 type retryAhead struct {
-	f   policy.Failure
-	dec policy.Decision
+	f    policy.Failure
+	code string
+	dec  policy.Decision
+}
+
+// decideRetry asks p for a decision on f, with t's details when p reads
+// them (policy.DetailedRetry); the lock is held.
+func decideRetry(p policy.Retry, f policy.Failure, t *task, code string) policy.Decision {
+	if dp, ok := p.(policy.DetailedRetry); ok {
+		return dp.DecideDetailed(policy.RetryContext{Details: details{detailOf(t, code)}}, f)
+	}
+	return p.Decide(f)
 }
 
 // decided reports whether the decision was made on f: the same attempt of
 // the same task with the same history and settings. The time and the lane's
 // load may have moved on meanwhile.
-func (a *retryAhead) decided(f policy.Failure) bool {
+func (a *retryAhead) decided(f policy.Failure, code string) bool {
 	x := a.f
 	x.NowMs, x.LaneInflight = f.NowMs, f.LaneInflight
-	return x == f
+	return x == f && a.code == code
 }
 
 // retryOutsideLocked makes, outside the lock, the retry decision that the
@@ -368,8 +378,19 @@ func (e *Engine) retryOutsideLocked(t *task, o Outcome) *retryAhead {
 	if t.holding {
 		f.LaneInflight-- // its slot is released before the decision
 	}
+	code := errorCode(t, o)
+	var d policy.Details
+	dp, detailed := p.p.(policy.DetailedRetry)
+	if detailed {
+		d = details{detailOf(t, code)}
+	}
 	e.mu.Unlock()
-	dec := p.p.Decide(f)
+	var dec policy.Decision
+	if detailed {
+		dec = dp.DecideDetailed(policy.RetryContext{Details: d}, f)
+	} else {
+		dec = p.p.Decide(f)
+	}
 	e.mu.Lock()
-	return &retryAhead{f: f, dec: dec}
+	return &retryAhead{f: f, code: code, dec: dec}
 }

@@ -470,10 +470,8 @@ func (e *Engine) normalize(in TaskSpec, now time.Time) (*TaskSpec, error) {
 		cp := *s.Retry
 		s.Retry = &cp
 	}
-	for k, v := range s.Labels {
-		if k == "" || len(k) > maxLabelLength || len(v) > maxLabelLength {
-			return nil, invalid("labels", "label keys are 1..%d bytes and values at most %d", maxLabelLength, maxLabelLength)
-		}
+	if err := checkLabels(s.Labels); err != nil {
+		return nil, err
 	}
 	if len(s.DependsOn) > 0 {
 		seen := make(map[string]bool, len(s.DependsOn))
@@ -859,6 +857,7 @@ func (c *core) agentLocked(id string) *agent {
 			if c.MaxInFlight > 0 {
 				a.limit = c.MaxInFlight
 			}
+			a.labels = policy.MakeLabels(c.Labels)
 		}
 		c.agents[id] = a
 	}
@@ -916,4 +915,17 @@ func (c *core) interruptLocked(t *task) {
 func (e *Engine) Validate(spec TaskSpec) error {
 	_, err := e.normalize(spec, e.now())
 	return err
+}
+
+// checkLabels checks a task's or an agent's labels against the limits.
+func checkLabels(labels map[string]string) error {
+	if len(labels) > maxLabels {
+		return invalid("labels", "more than %d labels", maxLabels)
+	}
+	for k, v := range labels {
+		if k == "" || len(k) > maxLabelLength || len(v) > maxLabelLength {
+			return invalid("labels", "label keys are 1..%d bytes and values at most %d", maxLabelLength, maxLabelLength)
+		}
+	}
+	return nil
 }

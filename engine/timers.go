@@ -211,5 +211,5 @@ func (c *core) leaseTimerLocked(t *task, now time.Time) {
 		c.emitTaskLocked(t, EventReleased, t.state, t.state, "lease expired after cancellation")
 		return
 	}
-	c.failAttemptLocked(t, classTransient, 0, "lease expired (attempt "+itoa(n)+")", now, nil)
+	c.failAttemptLocked(t, classTransient, 0, CodeLeaseExpired, "lease expired (attempt "+itoa(n)+")", now, nil)
 }

@@ -32,7 +32,18 @@ type (
 	Names         = sdk.Names
 	Holder        = sdk.Holder
 	Policy        = sdk.Policy
+
+	Details           = sdk.Details
+	AgentInfo         = sdk.AgentInfo
+	Labels            = sdk.Labels
+	RankContext       = sdk.RankContext
+	RetryContext      = sdk.RetryContext
+	DetailedSelection = sdk.DetailedSelection
+	DetailedRetry     = sdk.DetailedRetry
 )
+
+// MakeLabels returns the labels of m; see sdk.MakeLabels.
+func MakeLabels(m map[string]string) Labels { return sdk.MakeLabels(m) }
 
 // Slots.
 const (

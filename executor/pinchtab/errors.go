@@ -98,6 +98,10 @@ func (e *Error) Error() string {
 // Unwrap returns the underlying failure.
 func (e *Error) Unwrap() error { return e.Err }
 
+// ErrorCode returns the instance's error code (engine.ErrorCoder): a retry
+// policy sees it as the failed attempt's code.
+func (e *Error) ErrorCode() string { return e.Code }
+
 // Network reports whether the request got no HTTP response at all (a refused
 // or broken connection, a timeout, a cancellation).
 func (e *Error) Network() bool { return e.Status == 0 }

@@ -25,6 +25,7 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
+	Agent() AgentResolver
 	Batch() BatchResolver
 	Mutation() MutationResolver
 	Query() QueryResolver
@@ -51,6 +52,7 @@ type ComplexityRoot struct {
 		DispatchedLastMinute func(childComplexity int) int
 		ID                   func(childComplexity int) int
 		InFlight             func(childComplexity int) int
+		Labels               func(childComplexity int) int
 		MaxInFlight          func(childComplexity int) int
 		Pending              func(childComplexity int) int
 		Share                func(childComplexity int) int
@@ -687,6 +689,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Agent.InFlight(childComplexity), true
+	case "Agent.labels":
+		if e.ComplexityRoot.Agent.Labels == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Agent.Labels(childComplexity), true
 	case "Agent.maxInFlight":
 		if e.ComplexityRoot.Agent.MaxInFlight == nil {
 			break
@@ -4131,6 +4139,8 @@ type Agent {
   dispatchedLastMinute: Int64!
   "Its share of all dispatches over the last 60 s (0..1)."
   share: Float!
+  "Its labels, sorted by key (setAgent, or the server's configuration)."
+  labels: [Label!]!
 }
 
 "A full queue."
@@ -4177,6 +4187,8 @@ input AgentInput {
   weight: Int
   "Its concurrency ceiling (≥ 1)."
   maxInFlight: Int
+  "Its labels, which policies see (plugins/ABI.md, details): replaces the agent's labels; [] clears them, absent keeps them. At most 64; keys 1..256 bytes, values at most 256."
+  labels: [LabelInput!]
 }
 `, BuiltIn: false},
 	{Name: "../schema/plugins.graphqls", Input: `# Plugins and policies: which policy fills each slot, and the WebAssembly
@@ -5577,6 +5589,8 @@ func (ec *executionContext) childFields_Agent(ctx context.Context, field graphql
 		return ec.fieldContext_Agent_dispatchedLastMinute(ctx, field)
 	case "share":
 		return ec.fieldContext_Agent_share(ctx, field)
+	case "labels":
+		return ec.fieldContext_Agent_labels(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Agent", field.Name)
 }

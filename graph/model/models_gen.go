@@ -35,6 +35,8 @@ type AgentInput struct {
 	Weight *int `json:"weight,omitempty"`
 	// Its concurrency ceiling (≥ 1).
 	MaxInFlight *int `json:"maxInFlight,omitempty"`
+	// Its labels, which policies see (plugins/ABI.md, details): replaces the agent's labels; [] clears them, absent keeps them. At most 64; keys 1..256 bytes, values at most 256.
+	Labels []*LabelInput `json:"labels,omitempty"`
 }
 
 // One task of a batch.

@@ -391,6 +391,16 @@ func (m *mutationResolver) SetAgent(_ context.Context, id string, input model.Ag
 		}
 		c.MaxInFlight = *v
 	}
+	if input.Labels != nil {
+		labels, err := labelMap("input.labels", input.Labels)
+		if err != nil {
+			return nil, err
+		}
+		if labels == nil {
+			labels = map[string]string{} // [] clears them
+		}
+		c.Labels = labels
+	}
 	if err := m.eng.SetAgent(id, c); err != nil {
 		return nil, inField(err, "input")
 	}
@@ -402,7 +412,7 @@ func (m *mutationResolver) SetAgent(_ context.Context, id string, input model.Ag
 	// The engine has not seen a task of this agent yet: report its settings.
 	cfg := m.eng.Config()
 	ac := cfg.Agents[id]
-	st := &engine.AgentStatus{ID: id, Weight: max(ac.Weight, 1), MaxInFlight: ac.MaxInFlight}
+	st := &engine.AgentStatus{ID: id, Weight: max(ac.Weight, 1), MaxInFlight: ac.MaxInFlight, Labels: ac.Labels}
 	if st.MaxInFlight == 0 {
 		st.MaxInFlight = cfg.AgentMaxInFlight
 	}

@@ -53,13 +53,14 @@ func (in *instance) pick(ctx policy.PickContext, cands []policy.Candidate, picks
 	n := uint32(len(cands))
 	need := abi.FairnessBytes(n, slots)
 	var namesAt uint32
-	names := in.plugin.names() && ctx.Names != nil
+	entry := in.plugin.entry()
+	if entry >= abi.DetailEntrySize && ctx.Details == nil {
+		entry = abi.NameEntrySize
+	}
+	names := entry != 0 && ctx.Names != nil
 	if names {
-		total := 0
-		for i := range cands {
-			total += len(ctx.Names.AgentID(i)) + len(ctx.Names.LaneName(i))
-		}
-		need, namesAt = abi.NamesBytes(n, slots, total)
+		namesAt = abi.TableOffset(need)
+		need = namesAt + abi.TableBytes(n, entry, ctx.Names, ctx.Details)
 	}
 	if err := in.ensureArena(need); err != nil {
 		return 0, in.callFault(err)
@@ -68,7 +69,7 @@ func (in *instance) pick(ctx policy.PickContext, cands []policy.Candidate, picks
 	abi.PutHeader(b, abi.Header{Layout: abi.LayoutVersion, RecordSize: abi.CandidateSize, Count: n, NamesOffset: namesAt})
 	abi.PutCandidates(b[abi.HeaderSize:], cands)
 	if names {
-		putNames(b, namesAt, n, ctx.Names)
+		abi.PutTable(b, namesAt, n, entry, ctx.Names, ctx.Details)
 	}
 	s := in.stack
 	s[0], s[1], s[2], s[3] = uint64(ctx.NowMs), uint64(ctx.AgingMs), uint64(slots), uint64(ctx.Flags)
@@ -98,16 +99,35 @@ func (in *instance) pick(ctx policy.PickContext, cands []policy.Candidate, picks
 	return int(k), fault{}
 }
 
-// rank makes a selection decision, writing into ranks.
-func (in *instance) rank(nowMs int64, tasks []policy.Task, ranks []int64) fault {
+// tableFor returns the entry size of the table a decision with details d
+// writes for the plugin: 0 when the module asked for none or d is nil.
+func (p *Plugin) tableFor(d policy.Details) uint32 {
+	if d == nil {
+		return 0
+	}
+	return p.entry()
+}
+
+// rank makes a selection decision, writing into ranks. d, when not nil,
+// gives the tasks' details (ABI v2).
+func (in *instance) rank(nowMs int64, d policy.Details, tasks []policy.Task, ranks []int64) fault {
 	n := uint32(len(tasks))
 	need := abi.SelectionBytes(n)
+	var namesAt uint32
+	entry := in.plugin.tableFor(d)
+	if entry != 0 {
+		namesAt = abi.TableOffset(need)
+		need = namesAt + abi.TableBytes(n, entry, d, d)
+	}
 	if err := in.ensureArena(need); err != nil {
 		return in.callFault(err)
 	}
 	b := in.view(need)
-	abi.PutHeader(b, abi.Header{Layout: abi.LayoutVersion, RecordSize: abi.TaskSize, Count: n})
+	abi.PutHeader(b, abi.Header{Layout: abi.LayoutVersion, RecordSize: abi.TaskSize, Count: n, NamesOffset: namesAt})
 	abi.PutTasks(b[abi.HeaderSize:], tasks)
+	if entry != 0 {
+		abi.PutTable(b, namesAt, n, entry, d, d)
+	}
 	in.stack[0] = uint64(nowMs)
 	in.reason = ""
 	if err := in.timed(); err != nil {
@@ -127,14 +147,25 @@ func (in *instance) rank(nowMs int64, tasks []policy.Task, ranks []int64) fault 
 	return fault{}
 }
 
-// decideRetry makes a retry decision.
-func (in *instance) decideRetry(f *policy.Failure) (policy.Decision, fault) {
-	if err := in.ensureArena(abi.RetryBytes); err != nil {
+// decideRetry makes a retry decision. d, when not nil, gives the task's
+// details (ABI v2).
+func (in *instance) decideRetry(det policy.Details, f *policy.Failure) (policy.Decision, fault) {
+	need := uint32(abi.RetryBytes)
+	var namesAt uint32
+	entry := in.plugin.tableFor(det)
+	if entry != 0 {
+		namesAt = abi.TableOffset(need)
+		need = namesAt + abi.TableBytes(1, entry, det, det)
+	}
+	if err := in.ensureArena(need); err != nil {
 		return policy.Decision{}, in.callFault(err)
 	}
-	b := in.view(abi.RetryBytes)
-	abi.PutHeader(b, abi.Header{Layout: abi.LayoutVersion, RecordSize: abi.FailureSize, Count: 1})
+	b := in.view(need)
+	abi.PutHeader(b, abi.Header{Layout: abi.LayoutVersion, RecordSize: abi.FailureSize, Count: 1, NamesOffset: namesAt})
 	abi.PutFailure(b[abi.HeaderSize:], f)
+	if entry != 0 {
+		abi.PutTable(b, namesAt, 1, entry, det, det)
+	}
 	in.reason = ""
 	if err := in.timed(); err != nil {
 		return policy.Decision{}, in.callFault(err)
@@ -187,38 +218,19 @@ func (p *Plugin) pick(ctx policy.PickContext, cands []policy.Candidate, picks []
 	return n, p.finish(in, f)
 }
 
-func (p *Plugin) rank(nowMs int64, tasks []policy.Task, ranks []int64) outcome {
+func (p *Plugin) rank(nowMs int64, d policy.Details, tasks []policy.Task, ranks []int64) outcome {
 	in := p.begin()
 	if in == nil {
 		return unavailable
 	}
-	return p.finish(in, in.rank(nowMs, tasks, ranks))
+	return p.finish(in, in.rank(nowMs, d, tasks, ranks))
 }
 
-func (p *Plugin) decide(f *policy.Failure) (policy.Decision, outcome) {
+func (p *Plugin) decide(det policy.Details, f *policy.Failure) (policy.Decision, outcome) {
 	in := p.begin()
 	if in == nil {
 		return policy.Decision{}, unavailable
 	}
-	d, ft := in.decideRetry(f)
+	d, ft := in.decideRetry(det, f)
 	return d, p.finish(in, ft)
-}
-
-// putNames writes the names table (ABI v2) at off: one entry per candidate,
-// then the names themselves.
-func putNames(b []byte, off, n uint32, names policy.Names) {
-	le := binary.LittleEndian
-	at := off + n*abi.NameEntrySize
-	for i := range int(n) {
-		e := b[off+uint32(i)*abi.NameEntrySize:]
-		agent, lane := names.AgentID(i), names.LaneName(i)
-		le.PutUint64(e[0:], policy.Key(agent))
-		le.PutUint64(e[8:], policy.Key(lane))
-		le.PutUint32(e[16:], at)
-		le.PutUint32(e[20:], uint32(len(agent)))
-		at += uint32(copy(b[at:], agent))
-		le.PutUint32(e[24:], at)
-		le.PutUint32(e[28:], uint32(len(lane)))
-		at += uint32(copy(b[at:], lane))
-	}
 }

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/plugins/sdk/abi"
+	"github.com/switchyard/switchyard/plugins/sdk/schema"
 )
 
 // Plugin is one loaded module: a pool of instances, its configuration, its
@@ -35,7 +37,12 @@ type Plugin struct {
 	rebuilds sync.WaitGroup // instances being rebuilt after a fault; added to under mu
 	config   []byte
 	cfgGen   atomic.Uint64
-	closed   bool
+
+	// schema is the configuration schema the module declared (nil for
+	// none), schemaText its JSON text.
+	schema     *schema.Schema
+	schemaText []byte
+	closed     bool
 
 	// The breaker. disabled is set by a quarantine and by a failed rebuild;
 	// until (on the runtime's monotonic clock, ns) is when a quarantine
@@ -109,6 +116,12 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 	if err := p.checkVersion(first); err != nil {
 		return fail(err)
 	}
+	if err := p.readSchema(first); err != nil {
+		return fail(err)
+	}
+	if err := p.checkConfig(p.config); err != nil {
+		return fail(fmt.Errorf("%w: configure: %w", ErrInvalid, err))
+	}
 	if err := first.configure(p.config, 1); err != nil {
 		return fail(fmt.Errorf("%w: configure: %v", ErrInvalid, err))
 	}
@@ -163,6 +176,52 @@ func (p *Plugin) checkVersion(in *instance) error {
 	return nil
 }
 
+// readSchema reads the configuration schema the module declares through
+// its config_schema export (ABI v2), if it has one.
+func (p *Plugin) readSchema(in *instance) error {
+	f := in.mod.ExportedFunction(abi.ExportConfigSchema)
+	if f == nil {
+		return nil
+	}
+	if p.version < 2 {
+		return fmt.Errorf("%w: %s is ABI version 2; the module declares version %d", ErrInvalid, abi.ExportConfigSchema, p.version)
+	}
+	if err := in.setupCall(f); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, abi.ExportConfigSchema, err)
+	}
+	ptr, n := abi.UnpackArena(int64(in.stack[0]))
+	if n == 0 {
+		return nil
+	}
+	if n > abi.MaxSchemaBytes {
+		return fmt.Errorf("%w: %s: the schema is %d bytes, over the limit of %d", ErrInvalid, abi.ExportConfigSchema, n, abi.MaxSchemaBytes)
+	}
+	text, ok := in.mem.Read(ptr, n)
+	if !ok {
+		return fmt.Errorf("%w: %s: [%d, +%d) lies outside guest memory", ErrInvalid, abi.ExportConfigSchema, ptr, n)
+	}
+	text = bytes.Clone(text)
+	s, err := schema.Parse(text)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, abi.ExportConfigSchema, err)
+	}
+	p.schema, p.schemaText = s, text
+	return nil
+}
+
+// checkConfig checks a configuration document against the module's schema.
+// The error (a *schema.Error) names the field.
+func (p *Plugin) checkConfig(doc []byte) error {
+	if p.schema == nil {
+		return nil
+	}
+	return p.schema.Validate(doc)
+}
+
+// ConfigSchema returns the JSON text of the configuration schema the module
+// declared, nil when it declared none.
+func (p *Plugin) ConfigSchema() []byte { return bytes.Clone(p.schemaText) }
+
 // build makes a configured instance.
 func (p *Plugin) build(ctx context.Context) (*instance, error) {
 	in, err := newInstance(ctx, p, phaseBuild)
@@ -195,8 +254,14 @@ func (p *Plugin) Stateless() bool { return p.flags&abi.FlagStateless != 0 }
 // Version returns the ABI version the module declared.
 func (p *Plugin) Version() int32 { return p.version }
 
-// names reports whether the plugin asked for the names table (ABI v2).
-func (p *Plugin) names() bool { return p.version >= 2 && p.flags&abi.FlagNames != 0 }
+// entry returns the entry size of the names or details table the plugin
+// asked for (ABI v2), 0 for none.
+func (p *Plugin) entry() uint32 {
+	if p.version < 2 {
+		return 0
+	}
+	return abi.EntrySize(p.flags)
+}
 
 // Config returns the plugin's current configuration document.
 func (p *Plugin) Config() []byte {
@@ -205,11 +270,16 @@ func (p *Plugin) Config() []byte {
 	return append([]byte(nil), p.config...)
 }
 
-// Configure passes a new configuration document to the plugin. The guest
-// validates it on one instance first; if it refuses, the error says why and
+// Configure passes a new configuration document to the plugin. A document
+// that does not satisfy the module's schema is refused first, with an
+// error (wrapping a *schema.Error) that names the field. The guest
+// validates it on one instance next; if it refuses, the error says why and
 // the plugin keeps its old configuration. The other instances pick the new
 // document up before their next decision.
 func (p *Plugin) Configure(ctx context.Context, config []byte) error {
+	if err := p.checkConfig(config); err != nil {
+		return fmt.Errorf("configure plugin %q: %w: %w", p.name, ErrInvalid, err)
+	}
 	in, err := p.acquireWait(ctx)
 	if err != nil {
 		return fmt.Errorf("configure plugin %q: %w", p.name, err)

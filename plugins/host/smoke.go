@@ -17,12 +17,13 @@ func (in *instance) smoke() error {
 	case policy.SlotFairness:
 		cands := SyntheticCandidates(8, 1)
 		picks := make([]uint32, 4)
-		_, f = in.pick(policy.PickContext{NowMs: smokeNowMs, AgingMs: 30_000, Slots: 4}, cands, picks)
+		d := SyntheticDetails(len(cands), "")
+		_, f = in.pick(policy.PickContext{NowMs: smokeNowMs, AgingMs: 30_000, Slots: 4, Names: d, Details: d}, cands, picks)
 	case policy.SlotSelection:
 		tasks := SyntheticTasks(8, 1)
-		f = in.rank(smokeNowMs, tasks, make([]int64, len(tasks)))
+		f = in.rank(smokeNowMs, SyntheticDetails(len(tasks), ""), tasks, make([]int64, len(tasks)))
 	case policy.SlotRetry:
-		_, f = in.decideRetry(&policy.Failure{
+		_, f = in.decideRetry(SyntheticDetails(1, "timeout"), &policy.Failure{
 			NowMs: smokeNowMs, TaskSeq: 1, CreatedAtMs: smokeNowMs - 1000,
 			BaseDelayMs: 1000, MaxDelayMs: 60_000, Multiplier: 2000,
 			Attempt: 1, MaxAttempts: 4, HTTPStatus: 503, Class: policy.ClassTransient,
@@ -92,3 +93,54 @@ func SyntheticTasks(n int, seed uint64) []policy.Task {
 	}
 	return tasks
 }
+
+// SyntheticDetails returns plausible details (ABI v2) for n records: agent
+// ids agent-N, lane names lane-N, sessions session-N (none for every third
+// record), task labels kind=search or kind=form, agent labels tier=gold or
+// tier=standard, weights 1 to 3, ceilings of 10, and code as every
+// record's error code.
+func SyntheticDetails(n int, code string) policy.Details {
+	d := make(syntheticDetails, n)
+	for i := range d {
+		kind, tier := "search", "standard"
+		if i%2 == 1 {
+			kind = "form"
+		}
+		if i%4 == 0 {
+			tier = "gold"
+		}
+		session := fmt.Sprintf("session-%d", i)
+		if i%3 == 2 {
+			session = ""
+		}
+		d[i] = syntheticRecord{
+			agent: fmt.Sprintf("agent-%d", i), lane: fmt.Sprintf("lane-%d", i%4), session: session,
+			labels: policy.MakeLabels(map[string]string{"kind": kind}),
+			info:   policy.AgentInfo{Weight: 1 + uint32(i%3), MaxInFlight: 10, Labels: policy.MakeLabels(map[string]string{"tier": tier})},
+			code:   code,
+		}
+	}
+	return d
+}
+
+type syntheticRecord struct {
+	agent, lane, session, code string
+	labels                     policy.Labels
+	info                       policy.AgentInfo
+}
+
+type syntheticDetails []syntheticRecord
+
+func (d syntheticDetails) at(i int) syntheticRecord {
+	if i < 0 || i >= len(d) {
+		return syntheticRecord{}
+	}
+	return d[i]
+}
+
+func (d syntheticDetails) AgentID(i int) string         { return d.at(i).agent }
+func (d syntheticDetails) LaneName(i int) string        { return d.at(i).lane }
+func (d syntheticDetails) Session(i int) string         { return d.at(i).session }
+func (d syntheticDetails) Labels(i int) policy.Labels   { return d.at(i).labels }
+func (d syntheticDetails) Agent(i int) policy.AgentInfo { return d.at(i).info }
+func (d syntheticDetails) ErrorCode(i int) string       { return d.at(i).code }

@@ -51,9 +51,10 @@ var (
 		abi.ExportArena:      {[]api.ValueType{i32}, []api.ValueType{i64}},
 	}
 	optionalExports = map[string]signature{
-		abi.ExportConfigure:   {[]api.ValueType{i32}, []api.ValueType{i32}},
-		abi.ExportPolicyFlags: {nil, []api.ValueType{i32}},
-		abi.ExportInitialize:  {nil, nil},
+		abi.ExportConfigure:    {[]api.ValueType{i32}, []api.ValueType{i32}},
+		abi.ExportPolicyFlags:  {nil, []api.ValueType{i32}},
+		abi.ExportInitialize:   {nil, nil},
+		abi.ExportConfigSchema: {nil, []api.ValueType{i64}},
 	}
 	hostImports = map[string]signature{
 		abi.ImportLog:    {[]api.ValueType{i32, i32, i32}, nil},

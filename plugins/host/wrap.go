@@ -92,8 +92,16 @@ func (w *Selection) Plugin() *Plugin { return w.p }
 
 // Rank implements policy.Selection.
 func (w *Selection) Rank(nowMs int64, tasks []policy.Task, ranks []int64) {
+	w.RankDetailed(policy.RankContext{NowMs: nowMs}, tasks, ranks)
+}
+
+// RankDetailed implements policy.DetailedSelection: a module that asked for
+// names or details (ABI v2) gets them from ctx.Details; the fallback ranks
+// without them.
+func (w *Selection) RankDetailed(ctx policy.RankContext, tasks []policy.Task, ranks []int64) {
+	nowMs := ctx.NowMs
 	w.p.stats.calls.Add(1)
-	if w.p.rank(nowMs, tasks, ranks) == decided {
+	if w.p.rank(nowMs, ctx.Details, tasks, ranks) == decided {
 		return
 	}
 	w.p.stats.fallbacks.Add(1)
@@ -124,8 +132,15 @@ func (w *Retry) Plugin() *Plugin { return w.p }
 
 // Decide implements policy.Retry.
 func (w *Retry) Decide(f policy.Failure) policy.Decision {
+	return w.DecideDetailed(policy.RetryContext{}, f)
+}
+
+// DecideDetailed implements policy.DetailedRetry: a module that asked for
+// names or details (ABI v2) gets them from ctx.Details; the fallback
+// decides without them.
+func (w *Retry) DecideDetailed(ctx policy.RetryContext, f policy.Failure) policy.Decision {
 	w.p.stats.calls.Add(1)
-	if d, o := w.p.decide(&f); o == decided {
+	if d, o := w.p.decide(ctx.Details, &f); o == decided {
 		return d
 	}
 	w.p.stats.fallbacks.Add(1)
@@ -135,7 +150,7 @@ func (w *Retry) Decide(f policy.Failure) policy.Decision {
 }
 
 var (
-	_ policy.Fairness  = (*Fairness)(nil)
-	_ policy.Selection = (*Selection)(nil)
-	_ policy.Retry     = (*Retry)(nil)
+	_ policy.Fairness          = (*Fairness)(nil)
+	_ policy.DetailedSelection = (*Selection)(nil)
+	_ policy.DetailedRetry     = (*Retry)(nil)
 )

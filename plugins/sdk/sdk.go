@@ -45,7 +45,31 @@
 // it on several instances at once.
 package sdk
 
-import "github.com/switchyard/switchyard/plugins/sdk/abi"
+import (
+	"github.com/switchyard/switchyard/plugins/sdk/abi"
+	"github.com/switchyard/switchyard/plugins/sdk/internal/guest"
+	"github.com/switchyard/switchyard/plugins/sdk/schema"
+)
+
+// ConfigSchema declares the schema the plugin's configuration must satisfy
+// (plugins/ABI.md, "Configuration schema"): the host reads it at load
+// (the config_schema export) and refuses a configuration that does not
+// satisfy it, with an error that names the field, before the policy sees
+// it; so does the SDK natively, so a policy's tests see the same errors.
+// Call it from the plugin's init, before or after Register. It panics if s
+// uses more than the subset the schema package supports.
+func ConfigSchema(s *schema.Schema) {
+	text, err := s.JSON()
+	if err != nil {
+		panic("switchyard: " + err.Error())
+	}
+	guest.Schema, guest.SchemaText = s, text
+}
+
+// Configure passes doc to the registered policy as the host does: checked
+// against the declared schema (ConfigSchema) first, then handed to the
+// policy's Configure. For a plugin's native tests.
+func Configure(doc []byte) error { return guest.ConfigureDoc(doc) }
 
 // Configurable is implemented by a policy that takes configuration. The host
 // passes the operator's JSON document once after instantiation and again
@@ -63,11 +87,20 @@ type Option uint32
 // decisions over several instances.
 const Stateless Option = abi.FlagStateless
 
-// Names (ABI v2, fairness) asks the host for the names behind each
-// candidate: PickContext.Names then gives the agent's id and the lane's name
-// (and policy.Key their stable handles). Without it Names is nil, and the
+// Names (ABI v2) asks the host for the names behind each record: a fairness
+// policy's PickContext.Names then gives each candidate's agent id and lane
+// name (and policy.Key their stable handles); a policy.DetailedSelection or
+// policy.DetailedRetry gets them as its context's Details. Without it the
 // host writes no names, at no cost.
 const Names Option = abi.FlagNames
+
+// Details (ABI v2, every slot) asks the host for the details behind each
+// record: besides the names, the task's session and labels, its agent's
+// weight, ceiling and labels, and a retry's error code. A selection policy
+// must implement policy.DetailedSelection to see them, a retry policy
+// policy.DetailedRetry; a fairness policy finds them in
+// PickContext.Details. Without it the host writes none, at no cost.
+const Details Option = abi.FlagDetails | abi.FlagNames
 
 // Holds (ABI v2, fairness) declares that the policy may answer
 // policy.Hold, so the engine asks it even when a decision has a single

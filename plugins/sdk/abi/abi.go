@@ -73,6 +73,11 @@ const (
 	// so the engine asks it even about a single candidate (which a
 	// stateless policy otherwise is not asked about).
 	FlagHolds = 1 << 2
+	// FlagDetails (ABI v2, every slot) asks the host for the details table:
+	// the names table with entries of DetailEntrySize bytes, which add the
+	// task's session and labels, the agent's weight, ceiling and labels,
+	// and a retry's error code. It implies FlagNames.
+	FlagDetails = 1 << 3
 )
 
 // Hold answers (ABI v2): a fairness_pick return value from HoldBase down to
@@ -89,6 +94,25 @@ const (
 // name), u32 agent_id_off, u32 agent_id_len, u32 lane_name_off,
 // u32 lane_name_len (offsets from the start of the arena, UTF-8 bytes).
 const NameEntrySize = 32
+
+// DetailEntrySize is the size of one entry of the table when the module
+// sets FlagDetails: the NameEntrySize bytes of a names entry, then
+// u64 session_key (policy.Key of the session, 0 when none),
+// u32 session_off, u32 session_len, u32 labels_off, u32 labels_len (the
+// task's labels, in the labels wire format of policy.Labels),
+// u32 agent_labels_off, u32 agent_labels_len, u32 agent_weight,
+// u32 agent_max_inflight, u32 error_code_off, u32 error_code_len.
+const DetailEntrySize = 80
+
+// Custom section and export by which a module declares the JSON Schema its
+// configuration must satisfy (plugins/ABI.md, "Configuration schema").
+const (
+	// ExportConfigSchema is () -> i64: ptr<<32 | len of the schema's JSON
+	// text in the guest's memory, 0 for none. Optional.
+	ExportConfigSchema = "config_schema"
+	// MaxSchemaBytes bounds a declared schema.
+	MaxSchemaBytes = 64 << 10
+)
 
 // ErrGuest is the return value (any negative value works) by which a guest
 // refuses a call; it should call the reason import first.

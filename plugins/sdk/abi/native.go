@@ -130,3 +130,8 @@ func Int64s(b []byte, n int) []int64 {
 	_ = b[8*n-1]
 	return unsafe.Slice((*int64)(unsafe.Pointer(&b[0])), n)
 }
+
+// bytesString returns b's bytes as a string without copying them: b must
+// not change while the string is in use (an arena, during one call). b is
+// not empty.
+func bytesString(b []byte) string { return unsafe.String(&b[0], len(b)) }

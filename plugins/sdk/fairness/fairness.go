@@ -2,7 +2,6 @@ package fairness
 
 import (
 	"encoding/binary"
-	"unsafe"
 
 	"github.com/switchyard/switchyard/plugins/sdk"
 	"github.com/switchyard/switchyard/plugins/sdk/abi"
@@ -19,8 +18,9 @@ var (
 // Register makes p the plugin's fairness policy. If p implements
 // sdk.Configurable it receives the operator's configuration. Options:
 // sdk.Stateless, and from ABI v2 sdk.Names (PickContext.Names gives the
-// candidates' agent ids and lane names) and sdk.Holds (p may return
-// policy.Hold).
+// candidates' agent ids and lane names), sdk.Details (PickContext.Details
+// gives besides the head tasks' sessions and labels and the agents' labels)
+// and sdk.Holds (p may return policy.Hold).
 func Register(p policy.Fairness, opts ...sdk.Option) {
 	conf, _ := p.(sdk.Configurable)
 	guest.Register(conf, sdk.Flags(opts))
@@ -55,10 +55,14 @@ func pick(nowMs, agingMs int64, slots, flags int32) int32 {
 	}
 	ctx := policy.PickContext{NowMs: nowMs, AgingMs: agingMs, Slots: uint32(slots), Flags: uint32(flags)}
 	if off := h.NamesOffset; off != 0 {
-		if uint64(off)+uint64(n)*abi.NameEntrySize > uint64(len(a)) {
+		t := abi.Table{Arena: a, Off: off, N: n, Entry: abi.EntrySize(guest.Flags())}
+		if t.Entry == 0 || !t.Fits() {
 			return guest.Fail("fairness_pick: the names table overflows the arena")
 		}
-		ctx.Names = arenaNames{off: off, n: n}
+		ctx.Names = t
+		if t.Entry >= abi.DetailEntrySize {
+			ctx.Details = t
+		}
 	}
 	k := registered.Pick(ctx, in, out)
 	if _, hold := policy.HoldHint(k); hold {
@@ -74,29 +78,3 @@ func pick(nowMs, agingMs int64, slots, flags int32) int32 {
 	}
 	return int32(k)
 }
-
-// arenaNames reads the names table the host wrote (ABI v2, sdk.Names): valid
-// during the Pick call only, and copying nothing.
-type arenaNames struct {
-	off uint32
-	n   int
-}
-
-func (t arenaNames) str(cand, at int) string {
-	if cand < 0 || cand >= t.n {
-		return ""
-	}
-	a := guest.Arena
-	e := int(t.off) + cand*abi.NameEntrySize
-	p, l := binary.LittleEndian.Uint32(a[e+at:]), binary.LittleEndian.Uint32(a[e+at+4:])
-	if uint64(p)+uint64(l) > uint64(len(a)) || l == 0 {
-		return ""
-	}
-	return unsafe.String(&a[p], int(l))
-}
-
-// AgentID implements policy.Names.
-func (t arenaNames) AgentID(cand int) string { return t.str(cand, 16) }
-
-// LaneName implements policy.Names.
-func (t arenaNames) LaneName(cand int) string { return t.str(cand, 24) }

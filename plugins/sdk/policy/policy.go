@@ -103,6 +103,10 @@ type PickContext struct {
 	// Names tells who is behind each candidate (ABI v2); nil when the
 	// caller has no names to give.
 	Names Names
+	// Details tells, besides the names, what each candidate's head task
+	// carries (session, labels) and what is configured for its agent (ABI
+	// v2, sdk.Details); nil when the caller has none to give.
+	Details Details
 }
 
 // Names gives the names behind a decision's candidates, by candidate index:

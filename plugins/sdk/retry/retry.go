@@ -7,14 +7,22 @@ import (
 	"github.com/switchyard/switchyard/plugins/sdk/policy"
 )
 
-var registered policy.Retry
+var (
+	registered policy.Retry
+	detailed   policy.DetailedRetry
+)
 
 // Register makes p the plugin's retry policy. If p implements
-// sdk.Configurable it receives the operator's configuration.
+// sdk.Configurable it receives the operator's configuration. Options:
+// sdk.Stateless, and from ABI v2 sdk.Names or sdk.Details: p must then
+// implement policy.DetailedRetry, whose DecideDetailed receives the task's
+// agent id and lane name (and with sdk.Details its session, labels, agent
+// and the attempt's error code).
 func Register(p policy.Retry, opts ...sdk.Option) {
 	conf, _ := p.(sdk.Configurable)
 	guest.Register(conf, sdk.Flags(opts))
 	registered = p
+	detailed, _ = p.(policy.DetailedRetry)
 }
 
 func decide() int64 {
@@ -28,5 +36,16 @@ func decide() int64 {
 	}
 	var f policy.Failure
 	abi.ReadFailure(a[abi.HeaderSize:], &f)
-	return abi.PackDecision(registered.Decide(f))
+	if detailed == nil {
+		return abi.PackDecision(registered.Decide(f))
+	}
+	var ctx policy.RetryContext
+	if off := h.NamesOffset; off != 0 {
+		t := abi.Table{Arena: a, Off: off, N: 1, Entry: abi.EntrySize(guest.Flags())}
+		if t.Entry == 0 || !t.Fits() {
+			return int64(guest.Fail("retry_decide: the names table overflows the arena"))
+		}
+		ctx.Details = t
+	}
+	return abi.PackDecision(detailed.DecideDetailed(ctx, f))
 }

@@ -11,16 +11,22 @@ import (
 
 var (
 	registered policy.Selection
+	detailed   policy.DetailedSelection
 	tasks      []policy.Task // reused between calls
 	ranks      []int64
 )
 
 // Register makes p the plugin's selection policy. If p implements
-// sdk.Configurable it receives the operator's configuration.
+// sdk.Configurable it receives the operator's configuration. Options:
+// sdk.Stateless, and from ABI v2 sdk.Names or sdk.Details: p must then
+// implement policy.DetailedSelection, whose RankDetailed receives the
+// tasks' agent ids and lane names (and with sdk.Details their sessions and
+// labels and their agents' weights, ceilings and labels).
 func Register(p policy.Selection, opts ...sdk.Option) {
 	conf, _ := p.(sdk.Configurable)
 	guest.Register(conf, sdk.Flags(opts))
 	registered = p
+	detailed, _ = p.(policy.DetailedSelection)
 }
 
 func rank(nowMs int64) int32 {
@@ -46,7 +52,17 @@ func rank(nowMs int64) int32 {
 		}
 		out = ranks[:n]
 	}
-	registered.Rank(nowMs, in, out)
+	if off := h.NamesOffset; off != 0 && detailed != nil {
+		t := abi.Table{Arena: a, Off: off, N: n, Entry: abi.EntrySize(guest.Flags())}
+		if t.Entry == 0 || !t.Fits() {
+			return guest.Fail("selection_rank: the names table overflows the arena")
+		}
+		detailed.RankDetailed(policy.RankContext{NowMs: nowMs, Details: t}, in, out)
+	} else if detailed != nil {
+		detailed.RankDetailed(policy.RankContext{NowMs: nowMs}, in, out)
+	} else {
+		registered.Rank(nowMs, in, out)
+	}
 	if !aliased {
 		for i, r := range out {
 			binary.LittleEndian.PutUint64(a[outOff+8*i:], uint64(r))

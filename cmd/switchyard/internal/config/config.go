@@ -442,8 +442,9 @@ func (l *Lane) apply(lc *engine.LaneConfig) {
 
 // Agent overrides the defaults for one agent.
 type Agent struct {
-	Weight      int `yaml:"weight"`
-	MaxInFlight int `yaml:"maxInFlight"`
+	Weight      int               `yaml:"weight"`
+	MaxInFlight int               `yaml:"maxInFlight"`
+	Labels      map[string]string `yaml:"labels"` // seen by policies (plugins/ABI.md, details)
 }
 
 // Instance is a browser instance to register at start.
@@ -843,7 +844,7 @@ func (c *Config) EngineConfig() (engine.Config, error) {
 	if len(c.Agents) > 0 {
 		ec.Agents = make(map[string]engine.AgentConfig, len(c.Agents))
 		for id, a := range c.Agents {
-			ec.Agents[id] = engine.AgentConfig{Weight: a.Weight, MaxInFlight: a.MaxInFlight}
+			ec.Agents[id] = engine.AgentConfig{Weight: a.Weight, MaxInFlight: a.MaxInFlight, Labels: a.Labels}
 		}
 	}
 	if err := ec.Validate(); err != nil {

@@ -9,6 +9,7 @@ package guest
 
 import (
 	"bytes"
+	"errors"
 
 	"github.com/switchyard/switchyard/plugins/sdk/abi"
 )
@@ -25,6 +26,11 @@ var (
 	configurable interface{ Configure([]byte) error }
 	flags        int32
 	registered   bool
+
+	// Schema is the configuration schema the plugin declared (nil for
+	// none), and SchemaText its JSON text (the config_schema export).
+	Schema     interface{ Validate([]byte) error }
+	SchemaText []byte
 )
 
 // Register records the policy's configuration hook (nil if it takes none)
@@ -68,20 +74,31 @@ func Configure(n int32) int32 {
 	if n < 0 || int(n) > len(Arena) {
 		return Fail("configure: length out of the arena")
 	}
-	doc := bytes.Clone(Arena[:n])
-	if n == 0 { // no configuration: the policy keeps its defaults
-		return 0
-	}
-	if configurable == nil {
-		if isEmpty(doc) {
-			return 0
-		}
-		return Fail("configure: this policy takes no configuration")
-	}
-	if err := configurable.Configure(doc); err != nil {
+	if err := ConfigureDoc(bytes.Clone(Arena[:n])); err != nil {
 		return Fail("configure: " + err.Error())
 	}
 	return 0
+}
+
+// ConfigureDoc checks doc against the declared schema, if any, and hands
+// it to the registered policy. An empty document is no configuration: the
+// policy keeps its defaults.
+func ConfigureDoc(doc []byte) error {
+	if len(doc) == 0 {
+		return nil
+	}
+	if Schema != nil {
+		if err := Schema.Validate(doc); err != nil {
+			return err
+		}
+	}
+	if configurable == nil {
+		if isEmpty(doc) {
+			return nil
+		}
+		return errors.New("this policy takes no configuration")
+	}
+	return configurable.Configure(doc)
 }
 
 // isEmpty reports whether a configuration document says nothing: empty,

@@ -40,3 +40,11 @@ func arena(minLen int32) int64 {
 
 //go:wasmexport configure
 func configure(n int32) int32 { return Configure(n) }
+
+//go:wasmexport config_schema
+func configSchema() int64 {
+	if len(SchemaText) == 0 {
+		return 0
+	}
+	return abi.PackArena(uint32(uintptr(unsafe.Pointer(&SchemaText[0]))), uint32(len(SchemaText)))
+}
