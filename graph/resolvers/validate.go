@@ -221,26 +221,31 @@ func (r *Resolver) checkActionKind(path string, s *engine.TaskSpec) *engine.Erro
 	if s.Action == nil {
 		return nil
 	}
+	k := s.Action.Kind
+	known := executor.KnownKind(executor.KindInstance, k) || executor.KnownKind(executor.KindServer, k)
+	if known && (s.InstanceID == "" || r.reg == nil) {
+		// Nothing left to check, wherever the task goes: the common case
+		// asks the engine nothing (its lock is the one every submission
+		// takes).
+		return nil
+	}
 	if l, err := r.eng.Lane(s.Lane); err == nil && l.Config.Pull {
 		return nil
 	}
-	if k := s.Action.Kind; !executor.KnownKind(executor.KindInstance, k) && !executor.KnownKind(executor.KindServer, k) {
+	if !known {
 		return invalid(path+".action.kind", "%q is not an action kind that a browser instance (instance, pinchtab) knows; known kinds: %s (a pull lane takes any kind)",
 			k, strings.Join(browserKinds(), ", "))
-	}
-	if s.InstanceID == "" || r.reg == nil {
-		return nil
 	}
 	in, ok := r.reg.Get(s.InstanceID)
 	if !ok || executor.KnownKind(in.Kind, s.Action.Kind) {
 		return nil
 	}
-	known := executor.Kinds(in.Kind)
-	if len(known) == 0 {
+	kinds := executor.Kinds(in.Kind)
+	if len(kinds) == 0 {
 		return invalid(path+".action.kind", "instance %s is a %s instance: it takes instructions, not actions", in.ID, in.Kind)
 	}
 	return invalid(path+".action.kind", "%q is not an action kind that instance %s (%s) knows; known kinds: %s",
-		s.Action.Kind, in.ID, in.Kind, strings.Join(known, ", "))
+		s.Action.Kind, in.ID, in.Kind, strings.Join(kinds, ", "))
 }
 
 // browserKinds are the action kinds of the instance kinds that run actions

@@ -167,10 +167,28 @@ func readBody(limit func(*http.Request) int, timeout time.Duration, next http.Ha
 			writeInvalidUTF8(w, field)
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.Body = &readBodyDone{Reader: bytes.NewReader(body), data: body}
 		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// readBodyDone is a request body readBody has read: the POST transport
+// decodes data as it is rather than reading it into a second copy.
+type readBodyDone struct {
+	*bytes.Reader
+	data []byte
+}
+
+func (*readBodyDone) Close() error { return nil }
+
+// bodyBytes returns what is left of a request's body.
+func bodyBytes(r *http.Request) ([]byte, error) {
+	if b, ok := r.Body.(*readBodyDone); ok && b.Len() == len(b.data) {
+		_, _ = b.Seek(0, io.SeekEnd)
+		return b.data, nil
+	}
+	return io.ReadAll(r.Body)
 }
 
 // writeBodyTimeout answers 408: the body did not arrive within the limit.

@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -77,25 +76,23 @@ func runSubmit(ctx context.Context, endpoint string, o Options, batch, e2e bool)
 		if err != nil {
 			return nil, err
 		}
+		p, err := newPoster(hc, endpoint, o.Token, body)
+		if err != nil {
+			return nil, err
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer p.close()
 			mine := make([]time.Duration, 0, 1<<14)
 			var out struct{ Data SubmitBatchResponse }
 			for ctx.Err() == nil {
 				start := time.Now()
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				res, err := hc.Do(req)
-				if err != nil {
-					if ctx.Err() == nil {
-						fail(err.Error())
-					}
-					continue
-				}
-				data, err := io.ReadAll(res.Body)
-				res.Body.Close()
+				status, data, err := p.post(ctx)
 				took := time.Since(start)
+				if err != nil && ctx.Err() != nil {
+					break
+				}
 				if !measuring.Load() {
 					continue
 				}
@@ -103,8 +100,8 @@ func runSubmit(ctx context.Context, endpoint string, o Options, batch, e2e bool)
 				case err != nil:
 					fail(err.Error())
 					continue
-				case res.StatusCode != http.StatusOK || bytes.Contains(data, []byte(`"errors"`)):
-					fail(fmt.Sprintf("HTTP %d: %s", res.StatusCode, firstLine(string(data))))
+				case status != http.StatusOK || bytes.Contains(data, []byte(`"errors"`)):
+					fail(fmt.Sprintf("HTTP %d: %s", status, firstLine(string(data))))
 					continue
 				}
 				ok := uint64(1)
