@@ -167,34 +167,42 @@ func (e *Engine) Reset(ctx context.Context, id string) (*Task, error) {
 // never was (the store knows which).
 var errNotLive = errors.New("engine: task not live")
 
+// errUnchanged tells mutate that an operation changed nothing, so that
+// there is nothing to publish or dispatch.
+var errUnchanged = errors.New("engine: nothing changed")
+
 // Retry runs a task again now. A task backing off (RETRY_WAIT) queues at once;
 // a PARKED task is reset; a task that ended FAILED, CANCELLED, EXPIRED or
 // REJECTED is submitted again as a new task that records RetryOf (terminal
 // states never change). Retrying a task that is queued, running or succeeded
 // is a CONFLICT.
 func (e *Engine) Retry(ctx context.Context, id string) (*Task, error) {
-	e.mu.Lock()
-	t := e.tasks[id]
-	if t != nil {
-		switch t.state {
-		case StateRetryWait:
-			e.setState(t, StateQueued, "retried by operator")
-			snap := t.snapshot()
-			e.unlock()
-			e.after()
-			return snap, nil
-		case StateParked:
-			e.mu.Unlock()
-			return e.Reset(ctx, id)
-		}
-	}
+	var snap *Task
 	var spec *TaskSpec
 	var st State
-	if t != nil {
+	parked := false
+	err := e.mutate(func(c *core) error {
+		t := c.tasks[id]
+		if t == nil {
+			return errNotLive
+		}
+		switch t.state {
+		case StateRetryWait:
+			c.setState(t, StateQueued, "retried by operator")
+			snap = t.snapshot()
+			return nil
+		case StateParked:
+			parked = true
+		}
 		spec, st = t.spec, t.state
-	}
-	e.mu.Unlock()
-	if t == nil {
+		return errUnchanged
+	})
+	switch {
+	case err == nil:
+		return snap, nil
+	case parked:
+		return e.Reset(ctx, id)
+	case errors.Is(err, errNotLive):
 		old, err := e.Task(ctx, id)
 		if err != nil {
 			return nil, err
@@ -214,14 +222,14 @@ func (e *Engine) Retry(ctx context.Context, id string) (*Task, error) {
 	}
 	nt := res.Items[0].Task
 	if nt != nil {
-		e.mu.Lock()
-		if live := e.tasks[nt.ID]; live != nil {
-			live.outcomeOf().retryOf = id
-			e.markDirty(live)
-			nt.RetryOf = id
-		}
-		e.unlock()
-		e.after()
+		_ = e.mutate(func(c *core) error {
+			if live := c.tasks[nt.ID]; live != nil {
+				live.outcomeOf().retryOf = id
+				c.markDirty(live)
+				nt.RetryOf = id
+			}
+			return nil
+		})
 	}
 	return nt, res.Items[0].Err
 }

@@ -127,28 +127,31 @@ func (e *Engine) Replicate(evs []Event) error {
 // outcome being recorded — the next leader reclaims them. The engine is
 // unusable afterwards; start a standby one.
 func (e *Engine) Abandon(reason string) {
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
+	var runs []*Run
+	_, err := e.apply(false, func(c *core) error {
+		if c.closed {
+			return errUnchanged
+		}
+		c.closed = true
+		e.abandoned.Store(true)
+		if e.armed != nil {
+			e.armed.Stop()
+			e.armed = nil
+		}
+		if e.housekeeper != nil {
+			e.housekeeper.Stop()
+		}
+		for _, t := range c.tasks {
+			if t.run != nil {
+				runs = append(runs, t.run)
+			}
+		}
+		sort.Slice(runs, func(i, j int) bool { return runs[i].task.seq < runs[j].task.seq })
+		return nil
+	})
+	if err != nil {
 		return
 	}
-	e.closed = true
-	e.abandoned.Store(true)
-	if e.armed != nil {
-		e.armed.Stop()
-		e.armed = nil
-	}
-	if e.housekeeper != nil {
-		e.housekeeper.Stop()
-	}
-	var runs []*Run
-	for _, t := range e.tasks {
-		if t.run != nil {
-			runs = append(runs, t.run)
-		}
-	}
-	sort.Slice(runs, func(i, j int) bool { return runs[i].task.seq < runs[j].task.seq })
-	e.mu.Unlock()
 	e.log.Warn("abandoning the engine: this node is no longer the leader", "reason", reason, "attempts", len(runs))
 	for _, r := range runs {
 		r.cancel(context.Canceled, &CancelledError{Reason: reason})

@@ -33,7 +33,7 @@ func TestAFencedLeaderStopsAndCancelsItsAttempts(t *testing.T) {
 	t.Parallel()
 	store := &fencing{Store: memory.New(memory.Options{})}
 	x := enginetest.NewExecutor()
-	e, err := engine.New(engine.Options{Store: store, Executor: x, Synchronous: true, Clock: clock.NewFake(enginetest.Epoch)})
+	e, err := engine.New(enginetest.Synchronous(engine.Options{Store: store, Executor: x, Clock: clock.NewFake(enginetest.Epoch)}))
 	require.NoError(t, err)
 	require.NoError(t, e.Start(context.Background()))
 	running, err := e.Submit(context.Background(), enginetest.Spec("a").Obj())
@@ -52,7 +52,7 @@ func TestAFencedLeaderStopsAndCancelsItsAttempts(t *testing.T) {
 func TestAStandbyEngineCarriesTheLeadersEvents(t *testing.T) {
 	t.Parallel()
 	store := memory.New(memory.Options{})
-	leader, err := engine.New(engine.Options{Store: store, Executor: enginetest.NewExecutor(), Synchronous: true})
+	leader, err := engine.New(enginetest.Synchronous(engine.Options{Store: store, Executor: enginetest.NewExecutor()}))
 	require.NoError(t, err)
 	require.NoError(t, leader.Start(context.Background()))
 	first, err := leader.Submit(context.Background(), enginetest.Spec("a").Obj())
@@ -113,7 +113,7 @@ func (b *behind) Load(ctx context.Context) (*engine.Snapshot, error) {
 func TestAStandbyCatchesItsLogUpToTheSnapshotWhileTheLeaderGoesOn(t *testing.T) {
 	t.Parallel()
 	mem := memory.New(memory.Options{})
-	leader, err := engine.New(engine.Options{Store: mem, Executor: enginetest.NewExecutor(), Synchronous: true})
+	leader, err := engine.New(enginetest.Synchronous(engine.Options{Store: mem, Executor: enginetest.NewExecutor()}))
 	require.NoError(t, err)
 	require.NoError(t, leader.Start(context.Background()))
 	for range 5 {

@@ -82,9 +82,8 @@ type inflight struct {
 func (e *Engine) grewTo(prev *inflight) bool {
 	size := len(prev.out.Tasks) + len(prev.out.Events)
 	for {
-		e.mu.Lock()
-		n := len(e.cur.tasks) + len(e.cur.events)
-		e.mu.Unlock()
+		var n int
+		e.view(func(c *core) { n = len(c.cur.tasks) + len(c.cur.events) })
 		if n >= size {
 			return true
 		}
@@ -102,7 +101,7 @@ func (e *Engine) grewTo(prev *inflight) bool {
 func (e *Engine) swapPending() *inflight {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	b := e.cur
+	b := e.pending
 	if b.empty() {
 		return nil
 	}
@@ -110,7 +109,8 @@ func (e *Engine) swapPending() *inflight {
 	// next, which is swapped out only once this one is committed.
 	sp := &e.spares[e.spareNext]
 	e.spareNext ^= 1
-	e.cur = &pendingBatch{done: make(chan struct{}), events: sp.events, tasks: sp.tasks}
+	e.pending = &pendingBatch{done: make(chan struct{}), changes: changes{events: sp.events, tasks: sp.tasks}}
+	e.cur = &e.pending.changes
 	sp.events, sp.tasks = nil, nil
 	out := &Batch{Events: b.events, Batches: b.batches, Lanes: b.lanes, Settings: b.settings, Tasks: sp.snaps[:0]}
 	if n := min(len(b.tasks), maxSpareSnaps); n > len(sp.snapVals) {
@@ -193,11 +193,7 @@ func (e *Engine) finishCommit(in *inflight) {
 		e.events.append(out.Events)
 	}
 	close(b.done)
-	e.mu.Lock()
-	if e.committing == b {
-		e.committing = nil
-	}
-	e.mu.Unlock()
+	e.doneCommitting(b)
 	if len(b.runs) > 0 && e.baseCtx.Err() == nil && !e.abandoned.Load() {
 		// The attempts are on disk: they may start.
 		select {
@@ -214,11 +210,11 @@ func (e *Engine) finishCommit(in *inflight) {
 	sp.events, sp.tasks, sp.snaps = out.Events[:0], b.tasks[:0], out.Tasks[:0]
 
 	if len(in.ended) > 0 {
-		e.mu.Lock()
-		for _, t := range in.ended {
-			e.forgetLocked(t)
-		}
-		e.mu.Unlock()
+		e.view(func(c *core) {
+			for _, t := range in.ended {
+				c.forgetLocked(t)
+			}
+		})
 	}
 }
 
@@ -227,11 +223,16 @@ func (e *Engine) finishCommit(in *inflight) {
 func (e *Engine) failBatch(b *pendingBatch, err error) {
 	b.err = err
 	close(b.done)
-	e.mu.Lock()
-	if e.committing == b {
-		e.committing = nil
-	}
-	e.mu.Unlock()
+	e.doneCommitting(b)
+}
+
+// doneCommitting notes that the store is done with b.
+func (e *Engine) doneCommitting(b *pendingBatch) {
+	e.view(func(*core) {
+		if e.committing == b {
+			e.committing = nil
+		}
+	})
 }
 
 // spareBuffers are the slices of a committed batch, handed to a later
@@ -250,28 +251,28 @@ const maxSpareSnaps = 4096
 
 // forgetLocked drops a committed terminal task from memory: the store answers
 // for it from now on.
-func (e *Engine) forgetLocked(t *task) {
-	if t.dirty || t.holding || !t.state.Terminal() || e.tasks[t.id] != t {
+func (c *core) forgetLocked(t *task) {
+	if t.dirty || t.holding || !t.state.Terminal() || c.tasks[t.id] != t {
 		return
 	}
-	delete(e.tasks, t.id)
+	delete(c.tasks, t.id)
 	if k := t.spec.IdempotencyKey; k != "" {
-		if ik := t.spec.AgentID + "\x00" + k; e.idem[ik] == t {
-			delete(e.idem, ik)
+		if ik := t.spec.AgentID + "\x00" + k; c.idem[ik] == t {
+			delete(c.idem, ik)
 		}
 	}
-	e.counts[t.state]--
+	c.counts[t.state]--
 	t.agent.live--
 	if s := t.session; s != nil {
 		s.live--
 		if s.live == 0 && len(s.lim.waiters) == 0 && s.lim.inflight == 0 {
-			delete(e.sessions, s.key)
+			delete(c.sessions, s.key)
 		}
 	}
 	if b := t.batch; b != nil {
 		b.live--
 		if b.live == 0 {
-			delete(e.batches, b.id)
+			delete(c.batches, b.id)
 		}
 	}
 	if t.out != nil {
@@ -284,13 +285,15 @@ func (e *Engine) forgetLocked(t *task) {
 // It waits Config.CommitTimeout at most: then, or when ctx ends first, it
 // answers UNAVAILABLE.
 func (e *Engine) Sync(ctx context.Context) error {
-	e.mu.Lock()
-	b, pending := e.cur, !e.cur.empty()
-	if !pending {
-		// A batch may still be in the store's hands: wait for the committer.
-		b = e.committing
-	}
-	e.mu.Unlock()
+	var b *pendingBatch
+	var pending bool
+	e.view(func(*core) {
+		b, pending = e.pending, !e.pending.empty()
+		if !pending {
+			// A batch may still be in the store's hands: wait for the committer.
+			b = e.committing
+		}
+	})
 	if b == nil {
 		return nil
 	}
@@ -437,9 +440,4 @@ func (e *Engine) refuseWhileFailing() error {
 		return nil
 	}
 	return &Error{Code: CodeUnavailable, Retryable: true, Err: err, Message: "the store cannot commit; try again later"}
-}
-
-func (b *pendingBatch) empty() bool {
-	return len(b.events) == 0 && len(b.tasks) == 0 && len(b.snaps) == 0 && len(b.batches) == 0 && len(b.lanes) == 0 &&
-		len(b.settings) == 0
 }

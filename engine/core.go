@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"sync"
 	"time"
 
 	"github.com/switchyard/switchyard/engine/clock"
@@ -49,10 +50,22 @@ type core struct {
 	seq       uint64
 	nextLease uint64
 	ids       idGen
-	// cur holds the changes not yet handed to the committer. The batch's
-	// completion (done, err) is the driver's (commit.go); the core only
-	// appends to it.
-	cur *pendingBatch
+	// cur holds the changes not yet handed to the committer: what the
+	// core's operations return to the driver, which takes them whole
+	// (commit.go). The batch's completion is the driver's (pendingBatch).
+	cur *changes
+	// reaskMs, when positive, asks the driver to run dispatch again after
+	// that many milliseconds: a fairness policy held with a re-ask hint.
+	reaskMs int64
+
+	// lock is the driver's lock around the core, released while a policy
+	// that is not inline decides (outside); nil when nothing else can run
+	// meanwhile (a plan's or a simulation's own core). The core never takes
+	// it of its own accord.
+	lock sync.Locker
+	// owner is the driver the core's runs report back to (Run.Finish,
+	// Started, Extend); the core only stores it in the runs it makes.
+	owner *Engine
 
 	cascade []*task // terminal tasks whose dependents await the news
 
@@ -80,7 +93,7 @@ func (c *core) init(cfg Config, clk clock.Clock, tabs TabLocator, fleet bool, se
 		laneByName: map[string]*lane{}, agents: map[string]*agent{}, sessions: map[string]*session{},
 		cutoffs: map[string]time.Time{}, batches: map[string]*batch{}, instances: map[string]*instance{},
 		bindings: map[string]binding{}, settings: map[string][]byte{}, tasks: map[string]*task{}, idem: map[string]*task{},
-		cur:       newPendingBatch(64, 64),
+		cur:       &changes{},
 		selection: namedSelection{name: priority.Name, p: priority.Selection{}, inline: true},
 		retry:     namedRetry{name: backoff.Name, p: backoff.Retry{}, inline: true},
 		native:    &fairshare.Fairness{},
@@ -106,3 +119,16 @@ func (c *core) addLane(lc LaneConfig) *lane {
 
 // now returns the clock's time.
 func (c *core) now() time.Time { return c.clock.Now() }
+
+// outside runs call, a decision of a policy that is not inline, without
+// the driver's lock (decide.go): the driver's other work goes on meanwhile,
+// and the caller checks that the answer still fits once call returns.
+func (c *core) outside(call func()) {
+	if c.lock == nil {
+		call()
+		return
+	}
+	c.lock.Unlock()
+	call()
+	c.lock.Lock()
+}

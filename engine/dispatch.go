@@ -450,43 +450,35 @@ func lessLoaded(a, b *instance) bool {
 	return int64(a.lim.inflight)*cb < int64(b.lim.inflight)*ca
 }
 
-// dispatchRound makes one round of decisions and starts the attempts. It
-// reports whether it dispatched anything.
+// dispatchRound makes one round of decisions (core.roundLocked) and starts
+// the attempts. It reports whether it dispatched anything.
 func (e *Engine) dispatchRound() bool {
-	e.mu.Lock()
-	if e.closed || !e.running {
-		e.mu.Unlock()
-		return false
-	}
-	now := e.now()
-	runs := e.scratch.runs[:0]
-	if e.fairness.p == policy.Fairness(e.native) {
-		for len(runs) < maxPerRound {
-			t := e.nextLocked(now.UnixNano(), 0)
-			if t == nil {
-				break
-			}
-			runs = append(runs, e.assignLocked(t, e.scratch.placed, now))
+	var runs []*Run
+	later := false
+	pb, _ := e.apply(false, func(c *core) error {
+		if c.closed || !e.running {
+			return nil
 		}
-	} else {
-		runs = e.pluginRoundLocked(now, runs)
-	}
-	e.scratch.runs = runs[:0]
-	if len(runs) > 0 && e.durable && !e.sync {
-		// Every attempt is on disk before it starts, so that a crash can
-		// never leave an attempt that ran without a record: after a restart
-		// it counts as interrupted, and no task runs more often than its
-		// recorded attempts. The committer hands them to the starter once
-		// their batch is written; meanwhile the dispatcher goes on, and the
-		// tasks submitted since join the same batch as their attempts.
-		e.cur.runs = append(e.cur.runs, runs...)
-		clear(runs)
-		e.unlock()
+		runs = c.roundLocked(c.now(), e.scratch.runs[:0])
+		e.scratch.runs = runs[:0]
+		if len(runs) > 0 && e.durable && !e.sync {
+			// Every attempt is on disk before it starts, so that a crash
+			// can never leave an attempt that ran without a record: after
+			// a restart it counts as interrupted, and no task runs more
+			// often than its recorded attempts. The committer hands them
+			// to the starter once their batch is written; meanwhile the
+			// dispatcher goes on, and the tasks submitted since join the
+			// same batch as their attempts.
+			e.pending.runs = append(e.pending.runs, runs...)
+			clear(runs)
+			later = true
+		}
+		return nil
+	})
+	if later {
 		e.commitSoon()
 		return true
 	}
-	pb := e.cur
-	e.unlock()
 	if len(runs) > 0 && e.durable {
 		// Synchronous: commit the round's attempts before they start.
 		e.commitNow()
@@ -507,32 +499,49 @@ func (e *Engine) dispatchRound() bool {
 	return len(runs) > 0
 }
 
+// roundLocked makes one round of decisions: as many as there are free
+// slots, maxPerRound at most, each checked against every ceiling. It
+// appends the attempts to start to runs and returns them.
+func (c *core) roundLocked(now time.Time, runs []*Run) []*Run {
+	if c.fairness.p == policy.Fairness(c.native) {
+		for len(runs) < maxPerRound {
+			t := c.nextLocked(now.UnixNano(), 0)
+			if t == nil {
+				break
+			}
+			runs = append(runs, c.assignLocked(t, c.scratch.placed, now))
+		}
+		return runs
+	}
+	return c.pluginRoundLocked(now, runs)
+}
+
 // assignLocked dispatches t: it takes t's slots, opens an attempt under a new
 // lease and returns the run to start.
-func (e *Engine) assignLocked(t *task, inst *instance, now time.Time) *Run {
-	e.reserveLocked(t, inst)
-	e.nextLease++
+func (c *core) assignLocked(t *task, inst *instance, now time.Time) *Run {
+	c.reserveLocked(t, inst)
+	c.nextLease++
 	n := len(t.attempts) + 1
 	timeout := t.spec.Timeout
 	if timeout <= 0 {
 		timeout = t.lane.cfg.Timeout
 		if t.spec.Instruction != "" {
-			timeout = max(timeout, e.cfg.ChatTimeout) // a chat turn takes longer than a click
+			timeout = max(timeout, c.cfg.ChatTimeout) // a chat turn takes longer than a click
 		}
 	}
 	due := now.Add(timeout)
 	if d := t.spec.Deadline; !d.IsZero() && d.Before(due) {
 		due = d
 	}
-	r := &Run{engine: e, task: t, spec: t.spec, id: t.id, lease: e.nextLease, attempt: n}
+	r := &Run{engine: c.owner, task: t, spec: t.spec, id: t.id, lease: c.nextLease, attempt: n}
 	if inst != nil {
 		r.instance = inst.info.ID
 	}
 	r.tab = t.spec.TabID
 	if r.tab == "" && t.session != nil {
-		if b, ok := e.bindings[t.session.key]; ok {
+		if b, ok := c.bindings[t.session.key]; ok {
 			switch {
-			case e.sessionLostLocked(t):
+			case c.sessionLostLocked(t):
 				// Placed nowhere, with its lost tab: the executor fails the
 				// attempt with SESSION_LOST instead of opening a blank tab.
 				r.tab, r.lostOn, r.lostWhy = b.tab, b.instance, b.why
@@ -549,32 +558,32 @@ func (e *Engine) assignLocked(t *task, inst *instance, now time.Time) *Run {
 	r.ctx.deadline = due
 	t.run, t.timedOut = r, false
 	t.attempts = append(t.attempts, Attempt{N: n, LeaseID: r.lease, InstanceID: r.instance, TabID: r.tab, AssignedAt: now})
-	e.timers[timerLease].set(t, due.UnixNano())
-	e.stats.observeDispatch(now.UnixNano() - t.queuedAt)
+	c.timers[timerLease].set(t, due.UnixNano())
+	c.stats.observeDispatch(now.UnixNano() - t.queuedAt)
 	t.agent.dispatched++
 	t.agent.window.add(now)
-	e.setStateAt(t, StateAssigned, "dispatched", now)
+	c.setStateAt(t, StateAssigned, "dispatched", now)
 	return r
 }
 
 // pluginRoundLocked makes a round of decisions with a fairness policy other
 // than the native one: one policy call picks up to the free slots among the
 // best queue heads, and the engine checks each pick against every ceiling.
-func (e *Engine) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
+func (c *core) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 	for len(runs) < maxPerRound {
 		// Ask for no more than the lanes can take: a policy that has to
 		// discard the heads of full lanes wastes the decision.
 		room := 0
-		for _, l := range e.lanes {
-			if e.laneOpen(l, 0) {
+		for _, l := range c.lanes {
+			if c.laneOpen(l, 0) {
 				room += l.cfg.MaxInFlight - l.inflight
 			}
 		}
-		slots := min(e.cfg.MaxInFlight-e.inflight, maxPerRound-len(runs), room)
+		slots := min(c.cfg.MaxInFlight-c.inflight, maxPerRound-len(runs), room)
 		if slots <= 0 {
 			return runs
 		}
-		cands, aqs := e.candidatesLocked(&e.scratch, now.UnixNano(), 0)
+		cands, aqs := c.candidatesLocked(&c.scratch, now.UnixNano(), 0)
 		if len(cands) == 0 {
 			return runs
 		}
@@ -583,12 +592,12 @@ func (e *Engine) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 		var only [1]uint32
 		picks := only[:]
 		switch {
-		case len(cands) == 1 && e.fairness.stateless:
-		case e.fairness.inline:
+		case len(cands) == 1 && c.fairness.stateless:
+		case c.fairness.inline:
 			var hint int64
 			var held bool
-			if picks, hint, held = e.pickLocked(&e.scratch, now, cands, slots, 0); held {
-				e.reaskLocked(hint)
+			if picks, hint, held = c.pickLocked(&c.scratch, now, cands, slots, 0); held {
+				c.reaskLocked(hint)
 				return runs // nothing from these heads now: asked again on the next change or the hint
 			}
 		default:
@@ -596,26 +605,26 @@ func (e *Engine) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 			// own copy, and each pick is checked below as it is applied.
 			var hint int64
 			var held, ok bool
-			if picks, hint, held, ok = e.pickOutside(now, cands, slots); !ok {
+			if picks, hint, held, ok = c.pickOutside(now, cands, slots); !ok {
 				return runs
 			}
 			if held {
-				e.reaskLocked(hint)
+				c.reaskLocked(hint)
 				return runs
 			}
-			now = e.now() // events' times follow their seqs
+			now = c.now() // events' times follow their seqs
 		}
 		made := false
 		for _, p := range picks {
 			aq := aqs[p]
-			if !aq.eligible() || !e.laneOpen(aq.lane, 0) || e.inflight >= e.cfg.MaxInFlight {
+			if !aq.eligible() || !c.laneOpen(aq.lane, 0) || c.inflight >= c.cfg.MaxInFlight {
 				continue
 			}
-			t := e.admitHeadLocked(aq)
+			t := c.admitHeadLocked(aq)
 			if t == nil {
 				continue
 			}
-			runs = append(runs, e.assignLocked(t, e.scratch.placed, now))
+			runs = append(runs, c.assignLocked(t, c.scratch.placed, now))
 			made = true
 		}
 		if !made {
@@ -623,8 +632,8 @@ func (e *Engine) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 			// engine parked those queues, so the next call sees new heads.
 			// Guard against a policy that keeps picking parked queues: fall
 			// back to the native order for one decision.
-			if t := e.nextLocked(now.UnixNano(), 0); t != nil {
-				runs = append(runs, e.assignLocked(t, e.scratch.placed, now))
+			if t := c.nextLocked(now.UnixNano(), 0); t != nil {
+				runs = append(runs, c.assignLocked(t, c.scratch.placed, now))
 			} else {
 				return runs
 			}
@@ -737,33 +746,43 @@ func (c *core) checkPicksLocked(ctx policy.PickContext, cands []policy.Candidate
 }
 
 // pickOutside asks a fairness policy that is not inline for picks among the
-// round's candidates (e.scratch: only the dispatching goroutine uses it),
-// releasing the engine lock for the call. It reports false when the engine
+// round's candidates (c.scratch: only the dispatching goroutine uses it),
+// outside the driver's lock (outside). It reports false when the engine
 // stopped meanwhile.
-func (e *Engine) pickOutside(now time.Time, cands []policy.Candidate, slots int) (picks []uint32, hintMs int64, held, ok bool) {
-	ctx, picks := e.pickInputLocked(&e.scratch, now, slots, 0)
-	p := e.fairness.p
-	e.mu.Unlock()
-	n := p.Pick(ctx, cands, picks)
-	e.mu.Lock()
-	if e.closed || !e.running {
+func (c *core) pickOutside(now time.Time, cands []policy.Candidate, slots int) (picks []uint32, hintMs int64, held, ok bool) {
+	ctx, picks := c.pickInputLocked(&c.scratch, now, slots, 0)
+	p := c.fairness.p
+	var n int
+	c.outside(func() { n = p.Pick(ctx, cands, picks) })
+	if c.closed {
 		return nil, 0, false, false
 	}
-	picks, hintMs, held = e.checkPicksLocked(ctx, cands, picks, n)
+	picks, hintMs, held = c.checkPicksLocked(ctx, cands, picks, n)
 	return picks, hintMs, held, true
 }
 
-// reaskLocked arms the timer that runs dispatch again after hintMs, when a
-// fairness policy held with a hint; an earlier one armed already stands.
-func (e *Engine) reaskLocked(hintMs int64) {
+// reaskLocked asks the driver to run dispatch again after hintMs, when a
+// fairness policy held with a hint; the earliest ask stands.
+func (c *core) reaskLocked(hintMs int64) {
+	if hintMs > 0 && (c.reaskMs == 0 || hintMs < c.reaskMs) {
+		c.reaskMs = hintMs
+	}
+}
+
+// reaskLocked arms the timer that runs dispatch again after the core's
+// re-ask hint (core.reaskLocked); an earlier one armed already stands.
+func (e *Engine) armReaskLocked() {
+	hintMs := e.reaskMs
+	e.reaskMs = 0
 	if hintMs <= 0 || e.reask != nil || e.closed {
 		return
 	}
 	e.reask = e.clock.AfterFunc(time.Duration(hintMs)*time.Millisecond, func() {
-		e.mu.Lock()
-		e.reask = nil
-		closed := e.closed
-		e.mu.Unlock()
+		closed := false
+		e.view(func(c *core) {
+			e.reask = nil
+			closed = c.closed
+		})
 		if !closed {
 			e.after()
 		}

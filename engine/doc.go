@@ -131,22 +131,31 @@
 // # Core and driver
 //
 // The decision state — lanes, queues and their heaps, ceilings, tasks and
-// their state machine, timers' heaps, policies, the changes recorded since
-// the last commit — is a core (core.go) with no goroutines, channels or
-// store. The Engine embeds it and drives it: it owns the lock, the
-// committer, starter and dispatcher goroutines, the real timer and the
-// durability modes. Engine.mutate runs an operation on the core under the
-// lock, then publishes what it recorded and dispatches what it made
-// possible. (Some operations still follow that protocol by hand; moving
-// them, and running simulations on the core without the driver, is under
-// way.)
+// their state machine, timers' heaps, policies — is a core (core.go) with no
+// goroutines, channels or store. Its operations record what they changed
+// (events, the tasks whose rows changed, batches, lanes, settings: its
+// changes) and return the attempts to start (core.roundLocked, pullLocked);
+// it never commits, publishes or starts anything itself. The Engine embeds
+// it and drives it: it owns the lock, the committer, starter and dispatcher
+// goroutines, the real timers and the durability modes, and applies what the
+// core returns — swaps the changes out and commits them, publishes their
+// events, starts the attempts (at once, or once committed with a durable
+// store). Every operation that changes state goes through one wrapper
+// (Engine.mutate, Engine.apply): the core's operation under the lock, then
+// publication (cascades, timers, the committer's wake-up) and dispatch. A
+// policy that is not inline decides inside such an operation but outside the
+// lock (core.outside, decide.go). Plans run the core alone, under the lock,
+// on scratch of their own (plan.go).
 //
 // # Determinism
 //
-// With Options.Synchronous, a fake clock (engine/clock) and an executor that
-// finishes attempts only when told (engine/enginetest), every call dispatches
-// and commits before it returns and the engine is fully deterministic: the
-// same calls give the same decisions, ids and events. The package's model
-// test checks thousands of random operation sequences that way against a
-// reference model of the event stream.
+// An engine driven synchronously (enginetest.Synchronous, for tests and
+// simulations only: engine/internal/drive) starts no goroutine: every call
+// runs the core, dispatches and commits in the caller's goroutine before it
+// returns. With a fake clock (engine/clock) and an executor that finishes
+// attempts only when told (engine/enginetest), the engine is then fully
+// deterministic: the same calls give the same decisions, ids and events. The
+// package's model test checks thousands of random operation sequences that
+// way against a reference model of the event stream; engine/simulate
+// replays workloads the same way.
 package engine

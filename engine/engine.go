@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/switchyard/switchyard/engine/clock"
+	"github.com/switchyard/switchyard/engine/internal/drive"
 	"github.com/switchyard/switchyard/engine/policy"
 )
 
@@ -36,11 +37,6 @@ type Options struct {
 	// the executor decides. A chat task when no chat instance is registered
 	// at all is still dispatched: the executor fails it with a clear reason.
 	PlaceOnInstances bool
-	// Synchronous makes every call dispatch and commit before it returns, in
-	// the caller's goroutine, instead of in the engine's own goroutines. With
-	// a fake clock and an executor that finishes only when told, the engine is
-	// then fully deterministic: tests and simulations use it.
-	Synchronous bool
 	// Seed seeds task id generation; 0 draws a random seed.
 	Seed uint64
 	// Events, when set, is the event log to continue instead of a new one:
@@ -48,6 +44,15 @@ type Options struct {
 	// log, so its subscribers never notice. It must hold every event up to
 	// the store's last seq (or none); see NewEventLog.
 	Events *EventLog
+
+	// synchronous drives the engine in its callers' goroutines: for the
+	// engine's test harnesses and simulations only (engine/internal/drive,
+	// enginetest.Synchronous).
+	synchronous bool
+}
+
+func init() {
+	drive.Synchronous = func(opts any) { opts.(*Options).synchronous = true }
 }
 
 // TabLocator tells which instance owns a tab. The executor's instance
@@ -104,6 +109,7 @@ type Engine struct {
 	abandoned       atomic.Bool // lost leadership: commits are dropped
 	fenced          atomic.Bool // the store refused a commit: another node leads
 
+	pending      *pendingBatch // the changes the core records now (core.cur) and their completion (guarded by mu)
 	committing   *pendingBatch // the latest batch in the store's hands (guarded by mu)
 	commitHealth commitHealth  // failing commits, for readiness (commit.go)
 }
@@ -129,17 +135,33 @@ type namedFairness struct {
 	inline    bool
 }
 
-// pendingBatch accumulates changes between commits.
-type pendingBatch struct {
+// changes are what the core's operations recorded since the driver last
+// took them: events, the tasks whose rows changed, snapshots of tasks no
+// longer in memory, batches, lanes and settings. The core only appends to
+// them; the driver takes them whole (swapPending), writes them as one
+// batch, publishes the events once committed and reuses the buffers.
+type changes struct {
 	events   []Event
 	snaps    []*Task // snapshots of tasks no longer in memory (webhook records)
 	batches  []BatchInfo
 	tasks    []*task
 	lanes    []LaneConfig
 	settings []Setting
-	runs     []*Run // attempts to start once this batch is written (durable, asynchronous)
-	done     chan struct{}
-	err      error
+}
+
+func (c *changes) empty() bool {
+	return len(c.events) == 0 && len(c.tasks) == 0 && len(c.snaps) == 0 && len(c.batches) == 0 && len(c.lanes) == 0 &&
+		len(c.settings) == 0
+}
+
+// pendingBatch is the driver's side of a set of changes: the attempts to
+// start once they are written, and the batch's completion, which callers
+// that wait for the commit wait on.
+type pendingBatch struct {
+	changes
+	runs []*Run // attempts to start once this batch is written (durable, asynchronous)
+	done chan struct{}
+	err  error
 }
 
 // startBacklog is how many committed batches of attempts may wait for the
@@ -147,7 +169,7 @@ type pendingBatch struct {
 const startBacklog = 16
 
 func newPendingBatch(events, tasks int) *pendingBatch {
-	return &pendingBatch{done: make(chan struct{}), events: make([]Event, 0, events), tasks: make([]*task, 0, tasks)}
+	return &pendingBatch{done: make(chan struct{}), changes: changes{events: make([]Event, 0, events), tasks: make([]*task, 0, tasks)}}
 }
 
 // New creates an engine. Call Start to load the store's state and begin
@@ -171,11 +193,14 @@ func New(opts Options) (*Engine, error) {
 	}
 	e := &Engine{
 		store: opts.Store, exec: opts.Executor,
-		log: opts.Logger.Named("engine"), sync: opts.Synchronous,
+		log: opts.Logger.Named("engine"), sync: opts.synchronous,
 		kickCh: make(chan struct{}, 1), commitCh: make(chan struct{}, 1),
 		lazyCh: make(chan struct{}, 1), startCh: make(chan []*Run, startBacklog),
 	}
 	e.core.init(cfg, opts.Clock, opts.TabLocator, opts.PlaceOnInstances, opts.Seed)
+	e.core.lock, e.core.owner = &e.mu, e
+	e.pending = newPendingBatch(64, 64)
+	e.cur = &e.pending.changes
 	e.events = opts.Events
 	e.durable = opts.Store.Durable()
 	if ps, ok := opts.Store.(PipelinedStore); ok && !e.sync {
@@ -193,15 +218,19 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("engine: load store: %w", err)
 	}
-	e.mu.Lock()
-	if e.running {
-		e.mu.Unlock()
-		return errors.New("engine: already started")
+	var recErr error
+	_, err = e.apply(false, func(c *core) error {
+		if e.running {
+			return errors.New("engine: already started")
+		}
+		e.running = true
+		recErr = e.recoverLocked(ctx, snap)
+		e.scheduleHousekeepingLocked()
+		return nil
+	})
+	if err == nil {
+		err = recErr
 	}
-	e.running = true
-	err = e.recoverLocked(ctx, snap)
-	e.scheduleHousekeepingLocked()
-	e.unlock()
 	if err != nil {
 		return err
 	}
@@ -237,6 +266,7 @@ func (e *Engine) Events() *EventLog { return e.events }
 func (e *Engine) unlock() {
 	e.processCascadesLocked()
 	e.armLocked()
+	e.armReaskLocked()
 	signal := !e.cur.empty()
 	e.mu.Unlock()
 	if signal && !e.sync {
@@ -258,14 +288,43 @@ func (e *Engine) unlock() {
 // follows; an operation that reads the store, or waits for a commit, does
 // so around it.
 func (e *Engine) mutate(op func(c *core) error) error {
+	_, err := e.apply(true, op)
+	return err
+}
+
+// apply is the mutation protocol (mutate) with the choice of dispatching
+// afterwards (false for the dispatcher's own round, and for changes that
+// free nothing: an attempt's start, a lease). It returns the batch that
+// holds what op recorded — or, when op recorded nothing, the latest batch
+// in the store's hands, which holds what op read — for a caller that waits
+// for its commit; nil when there is none.
+//
+// While op runs, a policy that is not inline may decide outside the lock
+// (core.outside): the lock is released for the call and taken again.
+func (e *Engine) apply(dispatch bool, op func(c *core) error) (holds *pendingBatch, err error) {
 	e.mu.Lock()
 	if err := op(&e.core); err != nil {
 		e.mu.Unlock()
-		return err
+		return nil, err
+	}
+	holds = e.pending
+	if holds.empty() {
+		holds = e.committing
 	}
 	e.unlock()
-	e.after()
-	return nil
+	if dispatch {
+		e.after()
+	}
+	return holds, nil
+}
+
+// view runs fn on the core under the engine lock, for an operation that
+// only reads, or that changes only what nobody commits (the driver's own
+// bookkeeping).
+func (e *Engine) view(fn func(c *core)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	fn(&e.core)
 }
 
 // commitSoon asks the committer to write what is pending now: a submitter
@@ -327,14 +386,17 @@ func (e *Engine) wake() {
 // round). One goroutine dispatches at a time. With a budget (> 0) it runs at
 // most that many rounds and leaves what remains to the dispatcher goroutine.
 func (e *Engine) dispatchHere(budget int) {
-	e.mu.Lock()
-	if e.dispatching || !e.running {
-		e.dispatchPending = e.running
-		e.mu.Unlock()
+	start := false
+	e.view(func(*core) {
+		if e.dispatching || !e.running {
+			e.dispatchPending = e.running
+			return
+		}
+		e.dispatching, start = true, true
+	})
+	if !start {
 		return
 	}
-	e.dispatching = true
-	e.mu.Unlock()
 	rounds := 0
 	for {
 		more := true
@@ -342,20 +404,23 @@ func (e *Engine) dispatchHere(budget int) {
 			more = e.dispatchRound() && !e.sync
 			rounds++
 		}
-		e.mu.Lock()
-		if !more && !e.dispatchPending {
-			e.dispatching = false
-			e.mu.Unlock()
-			return
-		}
-		e.dispatchPending = false
-		if budget > 0 && rounds >= budget {
-			e.dispatching = false
-			e.mu.Unlock()
+		done, handoff := false, false
+		e.view(func(*core) {
+			if !more && !e.dispatchPending {
+				e.dispatching, done = false, true
+				return
+			}
+			e.dispatchPending = false
+			if budget > 0 && rounds >= budget {
+				e.dispatching, handoff = false, true
+			}
+		})
+		if handoff {
 			e.wake()
+		}
+		if done || handoff {
 			return
 		}
-		e.mu.Unlock()
 	}
 }
 
@@ -439,15 +504,15 @@ func (e *Engine) Draining() bool {
 // next start. Everything is committed before Shutdown returns.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	e.Drain()
-	e.mu.Lock()
-	for _, l := range e.lanes { // dispatch nothing more
-		l.cfg.Paused = true
-	}
-	e.unlock()
+	_, _ = e.apply(false, func(c *core) error {
+		for _, l := range c.lanes { // dispatch nothing more
+			l.cfg.Paused = true
+		}
+		return nil
+	})
 	for {
-		e.mu.Lock()
-		n := e.inflight - e.keptLeasesLocked()
-		e.mu.Unlock()
+		var n int
+		e.view(func(c *core) { n = c.inflight - e.keptLeasesLocked() })
 		if n == 0 {
 			break
 		}
@@ -458,26 +523,27 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		}
 		break
 	}
-	e.mu.Lock()
-	var victims []*task
-	for _, t := range e.tasks {
-		if t.state.InFlight() && !e.keepsLeaseLocked(t) || !e.durable && !t.state.Terminal() {
-			victims = append(victims, t)
+	_, _ = e.apply(false, func(c *core) error {
+		var victims []*task
+		for _, t := range c.tasks {
+			if t.state.InFlight() && !e.keepsLeaseLocked(t) || !e.durable && !t.state.Terminal() {
+				victims = append(victims, t)
+			}
 		}
-	}
-	sort.Slice(victims, func(i, j int) bool { return victims[i].seq < victims[j].seq })
-	for _, t := range victims {
-		e.cancelLocked(t, "shutdown")
-	}
-	e.closed = true
-	if e.armed != nil {
-		e.armed.Stop()
-		e.armed = nil
-	}
-	if e.housekeeper != nil {
-		e.housekeeper.Stop()
-	}
-	e.unlock()
+		sort.Slice(victims, func(i, j int) bool { return victims[i].seq < victims[j].seq })
+		for _, t := range victims {
+			c.cancelLocked(t, "shutdown")
+		}
+		c.closed = true
+		if e.armed != nil {
+			e.armed.Stop()
+			e.armed = nil
+		}
+		if e.housekeeper != nil {
+			e.housekeeper.Stop()
+		}
+		return nil
+	})
 	e.stop()
 	e.wg.Wait()
 	e.commitNow()

@@ -18,13 +18,14 @@ import (
 func Example() {
 	ctx := context.Background()
 	exec := enginetest.NewExecutor()
-	eng, err := engine.New(engine.Options{
-		Store:       memory.New(memory.Options{}),
-		Executor:    exec,
-		Clock:       clock.NewFake(enginetest.Epoch),
-		Synchronous: true, // dispatch and commit before each call returns: deterministic
-		Seed:        1,
-	})
+	// enginetest.Synchronous: dispatch and commit before each call
+	// returns, so that the example is deterministic.
+	eng, err := engine.New(enginetest.Synchronous(engine.Options{
+		Store:    memory.New(memory.Options{}),
+		Executor: exec,
+		Clock:    clock.NewFake(enginetest.Epoch),
+		Seed:     1,
+	}))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -42,17 +42,23 @@ func (e *Engine) housekeep() {
 			break
 		}
 	}
-	e.mu.Lock()
-	for key, at := range e.cutoffs {
+	e.view(func(c *core) {
+		c.forgetIdleLocked(now)
+		e.scheduleHousekeepingLocked()
+	})
+}
+
+// forgetIdleLocked forgets the session cut-offs past their retention and
+// the agents with nothing live, queued, in flight or in their window.
+func (c *core) forgetIdleLocked(now time.Time) {
+	for key, at := range c.cutoffs {
 		if now.Sub(at) > cutoffRetention {
-			delete(e.cutoffs, key)
+			delete(c.cutoffs, key)
 		}
 	}
-	for id, a := range e.agents {
+	for id, a := range c.agents {
 		if a.live == 0 && a.inflight == 0 && a.queued == 0 && a.window.total(now) == 0 {
-			delete(e.agents, id)
+			delete(c.agents, id)
 		}
 	}
-	e.scheduleHousekeepingLocked()
-	e.mu.Unlock()
 }

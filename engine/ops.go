@@ -326,10 +326,10 @@ func (e *Engine) RemoveInstance(id string) {
 
 // UnbindSession forgets the tab bound to a session (engine.InstanceSink).
 func (e *Engine) UnbindSession(key string) {
-	e.mu.Lock()
-	e.dropBindingLocked(key)
-	e.unlock()
-	e.after()
+	_ = e.mutate(func(c *core) error {
+		c.dropBindingLocked(key)
+		return nil
+	})
 }
 
 // InstanceLoad returns the number of attempts in flight on each instance.

@@ -17,7 +17,7 @@ import (
 // placingHarness is enginetest.New with Options.PlaceOnInstances.
 func placingHarness(t *testing.T) *enginetest.Harness {
 	h := &enginetest.Harness{T: t, Clock: clock.NewFake(enginetest.Epoch), Store: memory.New(memory.Options{}), Exec: enginetest.NewExecutor()}
-	e, err := engine.New(engine.Options{Store: h.Store, Executor: h.Exec, Clock: h.Clock, Synchronous: true, Seed: 1, PlaceOnInstances: true})
+	e, err := engine.New(enginetest.Synchronous(engine.Options{Store: h.Store, Executor: h.Exec, Clock: h.Clock, Seed: 1, PlaceOnInstances: true}))
 	require.NoError(t, err)
 	require.NoError(t, e.Start(context.Background()))
 	t.Cleanup(func() {

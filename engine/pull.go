@@ -37,47 +37,22 @@ func (e *Engine) Pull(ctx context.Context, lane string, max int, leaseFor time.D
 	if leaseFor <= 0 {
 		return nil, invalid("leaseFor", "must be positive, got %s", leaseFor)
 	}
-	e.mu.Lock()
-	if e.closed || !e.running {
-		e.mu.Unlock()
-		return nil, &Error{Code: CodeUnavailable, Retryable: true, Message: "the scheduler is not running here"}
-	}
-	l := e.laneByName[lane]
-	switch {
-	case l == nil:
-		e.mu.Unlock()
-		return nil, &Error{Code: CodeNotFound, Field: "lane", Message: "unknown lane " + quote(lane)}
-	case !l.cfg.Pull:
-		e.mu.Unlock()
-		return nil, &Error{Code: CodeConflict, Field: "lane", Message: "lane " + quote(lane) + " is not a pull lane: its tasks go to browser instances"}
-	}
-	now := e.now()
 	var runs []*Run
-	for len(runs) < max && !l.cfg.Paused && e.inflight < e.cfg.MaxInFlight &&
-		l.inflight < l.cfg.MaxInFlight && len(l.fair.items) > 0 {
-		aq, _ := e.laneTop(l, now.UnixNano())
-		t := e.admitHeadLocked(aq) // parks what a ceiling blocks: the loop moves on
-		if t == nil {
-			continue
+	pb, err := e.apply(false, func(c *core) error {
+		if c.closed || !e.running {
+			return &Error{Code: CodeUnavailable, Retryable: true, Message: "the scheduler is not running here"}
 		}
-		r := e.assignLocked(t, nil, now)
-		e.extendLocked(r, now.Add(leaseFor))
-		att := t.lastAttempt()
-		att.StartedAt = now
-		reason := "leased for " + leaseFor.String()
-		if worker != "" {
-			reason = "leased by " + worker + " for " + leaseFor.String()
-		}
-		e.setStateAt(t, StateRunning, reason, now)
-		runs = append(runs, r)
+		var err error
+		runs, err = c.pullLocked(lane, max, leaseFor, worker)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	pb := e.cur
-	wait := len(runs) > 0 && e.durable
-	e.unlock()
 	if len(runs) > 0 && e.sync {
 		e.commitNow()
 	}
-	if wait {
+	if len(runs) > 0 && e.durable {
 		// A lease is an attempt: on disk before the worker starts it.
 		e.commitSoon()
 		ended, err := e.waitCommitted(ctx, pb)
@@ -91,25 +66,60 @@ func (e *Engine) Pull(ctx context.Context, lane string, max int, leaseFor time.D
 	return runs, nil
 }
 
+// pullLocked assigns up to max tasks of the pull lane named lane, leased for
+// leaseFor, and returns their runs.
+func (c *core) pullLocked(lane string, max int, leaseFor time.Duration, worker string) ([]*Run, error) {
+	l := c.laneByName[lane]
+	switch {
+	case l == nil:
+		return nil, &Error{Code: CodeNotFound, Field: "lane", Message: "unknown lane " + quote(lane)}
+	case !l.cfg.Pull:
+		return nil, &Error{Code: CodeConflict, Field: "lane", Message: "lane " + quote(lane) + " is not a pull lane: its tasks go to browser instances"}
+	}
+	now := c.now()
+	var runs []*Run
+	for len(runs) < max && !l.cfg.Paused && c.inflight < c.cfg.MaxInFlight &&
+		l.inflight < l.cfg.MaxInFlight && len(l.fair.items) > 0 {
+		aq, _ := c.laneTop(l, now.UnixNano())
+		t := c.admitHeadLocked(aq) // parks what a ceiling blocks: the loop moves on
+		if t == nil {
+			continue
+		}
+		r := c.assignLocked(t, nil, now)
+		c.extendLocked(r, now.Add(leaseFor))
+		att := t.lastAttempt()
+		att.StartedAt = now
+		reason := "leased for " + leaseFor.String()
+		if worker != "" {
+			reason = "leased by " + worker + " for " + leaseFor.String()
+		}
+		c.setStateAt(t, StateRunning, reason, now)
+		runs = append(runs, r)
+	}
+	return runs, nil
+}
+
 // Extend moves the deadline of the attempt (the worker's lease) to until, or
 // to the task's deadline if that is earlier, and returns the deadline now in
 // force. It fails with CONFLICT once the attempt has ended, timed out or been
 // cancelled.
 func (r *Run) Extend(until time.Time) (time.Time, error) {
-	e := r.engine
-	e.mu.Lock()
-	t := r.task
-	if t.run != r || t.timedOut || !t.state.InFlight() {
-		e.mu.Unlock()
-		return time.Time{}, conflict("attempt %d of task %s is over", r.attempt, r.id)
+	_, err := r.engine.apply(false, func(c *core) error {
+		t := r.task
+		if t.run != r || t.timedOut || !t.state.InFlight() {
+			return conflict("attempt %d of task %s is over", r.attempt, r.id)
+		}
+		until = c.extendLocked(r, until)
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, err
 	}
-	until = e.extendLocked(r, until)
-	e.unlock()
 	return until, nil
 }
 
 // extendLocked sets r's deadline (capped by its task's) and lease timer.
-func (e *Engine) extendLocked(r *Run, until time.Time) time.Time {
+func (c *core) extendLocked(r *Run, until time.Time) time.Time {
 	t := r.task
 	if d := t.spec.Deadline; !d.IsZero() && d.Before(until) {
 		until = d
@@ -117,7 +127,7 @@ func (e *Engine) extendLocked(r *Run, until time.Time) time.Time {
 	r.ctx.mu.Lock()
 	r.ctx.deadline = until
 	r.ctx.mu.Unlock()
-	e.timers[timerLease].set(t, until.UnixNano())
+	c.timers[timerLease].set(t, until.UnixNano())
 	return until
 }
 

@@ -119,7 +119,7 @@ func TestALeaseSurvivesARestart(t *testing.T) {
 	st := durableMemory{memory.New(memory.Options{})}
 	clk := clock.NewFake(enginetest.Epoch)
 	start := func() *engine.Engine {
-		e, err := engine.New(engine.Options{Config: *pullConfig(), Store: st, Executor: enginetest.NewExecutor(), Clock: clk, Synchronous: true, Seed: 1})
+		e, err := engine.New(enginetest.Synchronous(engine.Options{Config: *pullConfig(), Store: st, Executor: enginetest.NewExecutor(), Clock: clk, Seed: 1}))
 		require.NoError(t, err)
 		require.NoError(t, e.Start(ctx))
 		return e

@@ -15,16 +15,18 @@ import (
 // Task returns a task by id: from memory while it is live, else from the
 // store. A missing task is a NOT_FOUND error.
 func (e *Engine) Task(ctx context.Context, id string) (*Task, error) {
-	e.mu.Lock()
-	if t := e.tasks[id]; t != nil {
-		snap := t.snapshot()
-		if t.state == StateQueued && t.sq != nil {
-			snap.Position = e.positionLocked(t)
+	var snap *Task
+	e.view(func(c *core) {
+		if t := c.tasks[id]; t != nil {
+			snap = t.snapshot()
+			if t.state == StateQueued && t.sq != nil {
+				snap.Position = c.positionLocked(t)
+			}
 		}
-		e.mu.Unlock()
+	})
+	if snap != nil {
 		return snap, nil
 	}
-	e.mu.Unlock()
 	st, err := e.store.Task(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		return nil, notFound("no task %s", id)
@@ -197,9 +199,8 @@ type BatchStatus struct {
 func (e *Engine) Batch(ctx context.Context, id string) (*BatchStatus, error) {
 	info, err := e.store.Batch(ctx, id)
 	if errors.Is(err, ErrNotFound) {
-		e.mu.Lock()
-		b := e.batches[id]
-		e.mu.Unlock()
+		var b *batch
+		e.view(func(c *core) { b = c.batches[id] })
 		if b == nil {
 			return nil, notFound("no batch %s", id)
 		}

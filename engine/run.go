@@ -30,31 +30,37 @@ func itoa(n int) string { return strconv.Itoa(n) }
 
 // started records that an attempt reached its instance.
 func (e *Engine) started(r *Run, instanceID, tabID string) {
-	e.mu.Lock()
+	_, _ = e.apply(false, func(c *core) error {
+		c.startedLocked(r, instanceID, tabID)
+		return nil
+	})
+	if e.sync {
+		e.commitNow()
+	}
+}
+
+// startedLocked records that r's attempt reached its instance, unless the
+// attempt is over already.
+func (c *core) startedLocked(r *Run, instanceID, tabID string) {
 	t := r.task
 	if t.run != r || t.state != StateAssigned {
-		e.mu.Unlock()
 		return
 	}
 	att := t.lastAttempt()
-	att.StartedAt = e.now()
+	att.StartedAt = c.now()
 	if instanceID != "" {
 		att.InstanceID = instanceID
-		e.moveInstanceLocked(t, instanceID)
+		c.moveInstanceLocked(t, instanceID)
 	}
 	if tabID != "" {
 		att.TabID = tabID
 	}
-	e.bindLocked(t, att.InstanceID, att.TabID)
+	c.bindLocked(t, att.InstanceID, att.TabID)
 	reason := "started"
 	if att.InstanceID != "" {
 		reason = "started on " + att.InstanceID
 	}
-	e.setState(t, StateRunning, reason)
-	e.unlock()
-	if e.sync {
-		e.commitNow()
-	}
+	c.setState(t, StateRunning, reason)
 }
 
 // moveInstanceLocked moves t's instance slot to the instance the executor
@@ -100,19 +106,37 @@ func (c *core) bindLocked(t *task, instanceID, tabID string) {
 
 // finish ends an attempt with the executor's outcome.
 func (e *Engine) finish(r *Run, o Outcome) {
-	e.mu.Lock()
+	ended := false
+	_, _ = e.apply(true, func(c *core) error {
+		ended = c.finishLocked(r, o)
+		return nil
+	})
+	if !ended {
+		return
+	}
+	r.cancel(context.Canceled, nil) // the attempt is over: release what hangs on its context
+	// A client follows its task until it ends: the attempt's end is written
+	// now rather than lingering for company (lazyCommitDelay), so that its
+	// event reaches subscribers without the wait. Under load the committer
+	// is busy anyway and takes it along with everything else pending, and
+	// with the attempts the end made room for, dispatched just now.
+	e.commitSoon()
+}
+
+// finishLocked ends r's attempt with outcome o, or records a stale
+// completion when r no longer holds its lease; it reports whether the
+// attempt ended now.
+func (c *core) finishLocked(r *Run, o Outcome) bool {
 	t := r.task
 	var ahead *retryAhead
 	if t.run == r {
-		ahead = e.retryOutsideLocked(t, o) // may release and retake the lock
+		ahead = c.retryOutsideLocked(t, o) // a policy that is not inline decides outside the lock
 	}
 	if t.run != r {
-		e.staleLocked(r)
-		e.unlock()
-		e.after()
-		return
+		c.staleLocked(r)
+		return false
 	}
-	now := e.now()
+	now := c.now()
 	att := t.lastAttempt()
 	att.EndedAt = now
 	att.HTTPStatus = o.HTTPStatus
@@ -124,45 +148,38 @@ func (e *Engine) finish(r *Run, o Outcome) {
 	}
 	att.TabTime, att.ActionTime = max(o.TabTime, 0), max(o.ActionTime, 0)
 	t.run = nil
-	e.timers[timerLease].remove(t)
-	e.releaseLocked(t)
+	c.timers[timerLease].remove(t)
+	c.releaseLocked(t)
 	if errors.Is(o.Err, ErrInstanceGone) && t.session != nil {
-		e.dropBindingLocked(t.session.key)
+		c.dropBindingLocked(t.session.key)
 	} else {
-		e.bindLocked(t, att.InstanceID, att.TabID)
+		c.bindLocked(t, att.InstanceID, att.TabID)
 	}
 	switch {
 	case t.state == StateCancelled:
 		att.Class = classCancelled
 		att.Error = "cancelled: " + t.reason
-		e.emitTaskLocked(t, EventReleased, t.state, t.state, "executor returned after cancellation")
+		c.emitTaskLocked(t, EventReleased, t.state, t.state, "executor returned after cancellation")
 	case o.Release:
 		why := "handed back"
 		if o.Err != nil {
 			why = o.Err.Error()
 		}
 		att.Error = releasedPrefix + why
-		e.setStateAt(t, StateQueued, "released: "+why, now)
+		c.setStateAt(t, StateQueued, "released: "+why, now)
 	case o.Err == nil:
 		if o.Result != nil || t.out != nil {
 			out := t.outcomeOf()
 			out.result, out.errMsg, out.class = o.Result, "", policy.ClassNone
 		}
-		e.setStateAt(t, StateSucceeded, "completed", now)
+		c.setStateAt(t, StateSucceeded, "completed", now)
 	default:
 		class, msg, fault := attemptFailure(t, o)
 		att.InstanceFault = fault
 		att.Class, att.Error = class, msg
-		e.failAttemptLocked(t, class, o.HTTPStatus, errorCode(t, o), msg, now, ahead)
+		c.failAttemptLocked(t, class, o.HTTPStatus, errorCode(t, o), msg, now, ahead)
 	}
-	e.unlock()
-	r.cancel(context.Canceled, nil) // the attempt is over: release what hangs on its context
-	// A client follows its task until it ends: the attempt's end is written
-	// now rather than lingering for company (lazyCommitDelay), so that its
-	// event reaches subscribers without the wait. Under load the committer
-	// is busy anyway and takes it along with everything else pending.
-	e.commitSoon()
-	e.after()
+	return true
 }
 
 // attemptFailure is how a failed attempt of t counts: its error class and
@@ -355,14 +372,14 @@ func (a *retryAhead) decided(f policy.Failure, code string) bool {
 // end of t's attempt with outcome o will need, when the lane's retry policy
 // is not inline: it builds the failure record as finish will build it (the
 // attempt's slot released, its error recorded), releases the lock for the
-// policy call and takes it again. It returns nil when no policy decision
+// policy call (outside) and takes it again. It returns nil when no policy decision
 // will be needed, or the policy is inline.
-func (e *Engine) retryOutsideLocked(t *task, o Outcome) *retryAhead {
+func (c *core) retryOutsideLocked(t *task, o Outcome) *retryAhead {
 	p := t.lane.retry
-	if p.inline || o.Err == nil || o.Release || t.state == StateCancelled || e.closed {
+	if p.inline || o.Err == nil || o.Release || t.state == StateCancelled || c.closed {
 		return nil
 	}
-	now := e.now()
+	now := c.now()
 	if d := t.spec.Deadline; !d.IsZero() && !now.Before(d) {
 		return nil
 	}
@@ -371,10 +388,10 @@ func (e *Engine) retryOutsideLocked(t *task, o Outcome) *retryAhead {
 	if fault {
 		faults++ // the attempt ending now
 	}
-	if e.forgivenLocked(fault, class, faults) {
+	if c.forgivenLocked(fault, class, faults) {
 		return nil
 	}
-	f := e.failureLocked(t, class, o.HTTPStatus, now, faults)
+	f := c.failureLocked(t, class, o.HTTPStatus, now, faults)
 	if t.holding {
 		f.LaneInflight-- // its slot is released before the decision
 	}
@@ -384,13 +401,13 @@ func (e *Engine) retryOutsideLocked(t *task, o Outcome) *retryAhead {
 	if detailed {
 		d = details{detailOf(t, code)}
 	}
-	e.mu.Unlock()
 	var dec policy.Decision
-	if detailed {
-		dec = dp.DecideDetailed(policy.RetryContext{Details: d}, f)
-	} else {
-		dec = p.p.Decide(f)
-	}
-	e.mu.Lock()
+	c.outside(func() {
+		if detailed {
+			dec = dp.DecideDetailed(policy.RetryContext{Details: d}, f)
+		} else {
+			dec = p.p.Decide(f)
+		}
+	})
 	return &retryAhead{f: f, code: code, dec: dec}
 }

@@ -18,22 +18,15 @@ func (e *Engine) SaveSetting(ctx context.Context, key string, value []byte) erro
 	if key == "" {
 		return invalid("key", "is required")
 	}
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return &Error{Code: CodeUnavailable, Message: "the engine is shut down"}
-	}
-	if value == nil {
-		delete(e.settings, key)
-	} else {
-		e.settings[key] = value
-	}
-	e.cur.settings = append(e.cur.settings, Setting{Key: key, Value: value})
-	pb := e.cur
-	e.unlock()
-	e.after()
-	if !e.durable {
+	pb, err := e.apply(true, func(c *core) error {
+		if c.closed {
+			return &Error{Code: CodeUnavailable, Message: "the engine is shut down"}
+		}
+		c.putSettingLocked(key, value)
 		return nil
+	})
+	if err != nil || !e.durable {
+		return err
 	}
 	e.commitSoon()
 	if ended, err := e.waitCommitted(ctx, pb); !ended {

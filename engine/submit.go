@@ -200,19 +200,46 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, b
 	// Look up, outside the lock, what admission will need from the store.
 	ext := e.prefetch(ctx, preps)
 
-	e.mu.Lock()
-	if !e.running || e.closed {
-		e.mu.Unlock()
-		return nil, &Error{Code: CodeDraining, Message: "the engine is not running", Retryable: true}
+	var res *BatchResult
+	pb, err := e.apply(true, func(c *core) error {
+		if !e.running || c.closed {
+			return &Error{Code: CodeDraining, Message: "the engine is not running", Retryable: true}
+		}
+		res = c.admitLocked(ctx, items, bs, batchID, preps, order, keys, &ext)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	// Wait for the commit that holds what this call recorded (or what it
+	// returns: an original task not yet written, in the batch in the
+	// store's hands). Its attempts, when dispatched at once, joined the same
+	// commit.
+	if e.durable && pb != nil {
+		e.commitSoon()
+		if ended, err := e.waitCommitted(ctx, pb); !ended {
+			return nil, &Error{Code: CodeUnavailable, Retryable: true, Err: err,
+				Message: "the submission was not confirmed durable in time; resubmit with the same idempotency key"}
+		} else if err != nil {
+			return nil, &Error{Code: CodeUnavailable, Retryable: true, Err: err,
+				Message: "the submission could not be committed; resubmit with the same idempotency key"}
+		}
+	}
+	return res, nil
+}
+
+// admitLocked admits the prepared items of a submission, in dependency
+// order, and ranks what it admitted (a policy that is not inline ranks
+// outside the driver's lock, decide.go).
+func (c *core) admitLocked(ctx context.Context, items []BatchItem, bs *BatchSpec, batchID string, preps []prepared, order []int, keys map[string]int, ext *external) *BatchResult {
 	// Admission happens now, under the lock: events' times follow their
 	// seqs, and a task's queued time does not include the wait for the lock.
-	now = e.now()
+	now := c.now()
 	res := &BatchResult{Items: make([]ItemResult, len(items))}
 	var bt *batch
 	if bs != nil {
-		if bt = e.batches[batchID]; bt == nil || batchID == "" {
-			bt = e.newBatchLocked(bs, batchID, now)
+		if bt = c.batches[batchID]; bt == nil || batchID == "" {
+			bt = c.newBatchLocked(bs, batchID, now)
 		}
 		res.BatchID = bt.id
 	}
@@ -246,7 +273,7 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, b
 		if bt != nil {
 			p.spec.BatchID = bt.id
 		}
-		t, err := e.admitLocked(ctx, p, &ext, now)
+		t, err := c.admitOneLocked(ctx, p, ext, now)
 		if t != nil {
 			ids[i] = t.id
 			res.Items[i].Task = t.snapshot()
@@ -256,47 +283,23 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, b
 		}
 		res.Items[i].Err = err
 	}
-	jobs := e.rankLocked(admitted, now)
+	jobs := c.rankLocked(admitted, now)
 	if bt != nil {
 		bt.sealed = true
-		e.batchDoneLocked(bt)
+		c.batchDoneLocked(bt)
 		if bt.total == 0 {
-			delete(e.batches, bt.id)
+			delete(c.batches, bt.id)
 		}
 	}
 	if jobs != nil {
 		// A policy that is not inline ranks outside the lock: the engine's
 		// other work goes on meanwhile, and these tasks join their queues
 		// once ranked (decide.go).
-		e.mu.Unlock()
-		jobs.rankOutside(now)
-		e.mu.Lock()
-		e.applyRanksLocked(jobs)
+		c.outside(func() { jobs.rankOutside(now) })
+		c.applyRanksLocked(jobs)
 		jobs.release()
 	}
-	pb := e.cur
-	// Wait for the commit that holds what this call recorded (or what it
-	// returns: an original task not yet written). When nothing is pending,
-	// what it refers to is on disk or in a batch in the store's hands
-	// (e.committing, the latest of them): wait for that one — an empty
-	// batch is never committed, so waiting for it would never end.
-	wait := e.durable && !pb.empty()
-	if e.durable && !wait && e.committing != nil {
-		pb, wait = e.committing, true
-	}
-	e.unlock()
-	e.after() // its attempts, when dispatched at once, join the same commit
-	if wait {
-		e.commitSoon()
-		if ended, err := e.waitCommitted(ctx, pb); !ended {
-			return nil, &Error{Code: CodeUnavailable, Retryable: true, Err: err,
-				Message: "the submission was not confirmed durable in time; resubmit with the same idempotency key"}
-		} else if err != nil {
-			return nil, &Error{Code: CodeUnavailable, Retryable: true, Err: err,
-				Message: "the submission could not be committed; resubmit with the same idempotency key"}
-		}
-	}
-	return res, nil
+	return res
 }
 
 func itemField(bs *BatchSpec, i int, field string) string {
@@ -525,10 +528,13 @@ func isJSONObject(raw json.RawMessage) bool {
 type external struct {
 	tasks map[string]*Task // dependencies and parents that are not live
 	idem  map[string]*Task // agentID\x00key → the original task
+	// store is read, under the lock, for a task that left memory after the
+	// prefetch (rare); the driver lends it, the core holds none.
+	store Store
 }
 
 func (e *Engine) prefetch(ctx context.Context, preps []prepared) external {
-	var ext external
+	ext := external{store: e.store}
 	needed := false
 	for i := range preps {
 		if s := preps[i].spec; s != nil && (len(preps[i].deps) > 0 || s.ParentID != "" || s.IdempotencyKey != "" || preps[i].id != "") {
@@ -542,28 +548,28 @@ func (e *Engine) prefetch(ctx context.Context, preps []prepared) external {
 	ext.tasks, ext.idem = map[string]*Task{}, map[string]*Task{}
 	var ids []string
 	var idem [][2]string
-	e.mu.Lock()
-	for i := range preps {
-		p := &preps[i]
-		if p.err != nil {
-			continue
-		}
-		for _, d := range p.deps {
-			if e.tasks[d] == nil {
-				ids = append(ids, d)
+	e.view(func(c *core) {
+		for i := range preps {
+			p := &preps[i]
+			if p.err != nil {
+				continue
+			}
+			for _, d := range p.deps {
+				if c.tasks[d] == nil {
+					ids = append(ids, d)
+				}
+			}
+			if pid := p.spec.ParentID; pid != "" && c.tasks[pid] == nil {
+				ids = append(ids, pid)
+			}
+			if p.id != "" && c.tasks[p.id] == nil {
+				ids = append(ids, p.id)
+			}
+			if k := p.spec.IdempotencyKey; k != "" && c.idem[p.spec.AgentID+"\x00"+k] == nil {
+				idem = append(idem, [2]string{p.spec.AgentID, k})
 			}
 		}
-		if pid := p.spec.ParentID; pid != "" && e.tasks[pid] == nil {
-			ids = append(ids, pid)
-		}
-		if p.id != "" && e.tasks[p.id] == nil {
-			ids = append(ids, p.id)
-		}
-		if k := p.spec.IdempotencyKey; k != "" && e.idem[p.spec.AgentID+"\x00"+k] == nil {
-			idem = append(idem, [2]string{p.spec.AgentID, k})
-		}
-	}
-	e.mu.Unlock()
+	})
 	for _, id := range ids {
 		if t, err := e.store.Task(ctx, id); err == nil {
 			ext.tasks[id] = t
@@ -579,41 +585,41 @@ func (e *Engine) prefetch(ctx context.Context, preps []prepared) external {
 
 // lookupLocked finds a task that admission refers to: live, prefetched, or
 // (rarely: it ended and left memory in the meantime) from the store.
-func (e *Engine) lookupLocked(ctx context.Context, id string, ext *external) (live *task, stored *Task) {
-	if t := e.tasks[id]; t != nil {
+func (c *core) lookupLocked(ctx context.Context, id string, ext *external) (live *task, stored *Task) {
+	if t := c.tasks[id]; t != nil {
 		return t, nil
 	}
 	if t := ext.tasks[id]; t != nil {
 		return nil, t
 	}
-	if t, err := e.store.Task(ctx, id); err == nil {
+	if t, err := ext.store.Task(ctx, id); err == nil {
 		return nil, t
 	}
 	return nil, nil
 }
 
-// admitLocked records one prepared item: it returns the new (or, for a
+// admitOneLocked records one prepared item: it returns the new (or, for a
 // repeated idempotency key, the original) task, and an error when the item
 // is refused.
-func (e *Engine) admitLocked(ctx context.Context, p *prepared, ext *external, now time.Time) (*task, error) {
+func (c *core) admitOneLocked(ctx context.Context, p *prepared, ext *external, now time.Time) (*task, error) {
 	spec := p.spec
 	if k := spec.IdempotencyKey; k != "" {
 		ik := spec.AgentID + "\x00" + k
-		if t := e.idem[ik]; t != nil {
+		if t := c.idem[ik]; t != nil {
 			return t, nil
 		}
 		if t := ext.idem[ik]; t != nil {
-			return e.ghostLocked(t), nil
+			return c.ghostLocked(t), nil
 		}
 	}
-	if e.draining {
+	if c.draining {
 		return nil, &Error{Code: CodeDraining, Message: "the engine is draining and refuses new work", Retryable: true}
 	}
 	// Dependencies must exist; those already ended decide at once.
 	var unmet []*task
 	failedDep := ""
 	for _, d := range p.deps {
-		live, stored := e.lookupLocked(ctx, d, ext)
+		live, stored := c.lookupLocked(ctx, d, ext)
 		var st State
 		switch {
 		case live != nil:
@@ -635,7 +641,7 @@ func (e *Engine) admitLocked(ctx context.Context, p *prepared, ext *external, no
 	}
 	depth := 0
 	if pid := spec.ParentID; pid != "" {
-		live, stored := e.lookupLocked(ctx, pid, ext)
+		live, stored := c.lookupLocked(ctx, pid, ext)
 		switch {
 		case live != nil:
 			depth = int(live.depth) + 1
@@ -647,42 +653,42 @@ func (e *Engine) admitLocked(ctx context.Context, p *prepared, ext *external, no
 	}
 
 	if p.id != "" {
-		if t := e.tasks[p.id]; t != nil {
+		if t := c.tasks[p.id]; t != nil {
 			return t, nil // ingested before: the same task
 		}
 		if st := ext.tasks[p.id]; st != nil {
-			return e.ghostLocked(st), nil
+			return c.ghostLocked(st), nil
 		}
 	}
-	t := e.newTaskLocked(spec, p.id, now)
+	t := c.newTaskLocked(spec, p.id, now)
 	t.depth = int32(depth)
-	if b := e.batches[spec.BatchID]; b != nil {
+	if b := c.batches[spec.BatchID]; b != nil {
 		t.batch = b
 		b.total++
 		b.live++
 		b.open++
 	}
 	if k := spec.IdempotencyKey; k != "" {
-		e.idem[spec.AgentID+"\x00"+k] = t
+		c.idem[spec.AgentID+"\x00"+k] = t
 	}
 	if max := t.lane.cfg.MaxDepth; depth > max {
-		e.setState(t, StateRejected, fmt.Sprintf("spawn depth %d exceeds the lane's maximum of %d", depth, max))
+		c.setState(t, StateRejected, fmt.Sprintf("spawn depth %d exceeds the lane's maximum of %d", depth, max))
 		return t, &Error{Code: CodeLimit, Field: "parentId", TaskID: t.id,
 			Message: fmt.Sprintf("spawn depth %d exceeds lane %s's maximum of %d", depth, t.lane.cfg.Name, max)}
 	}
-	if cut, ok := e.cutoffs[spec.Session()]; ok && spec.SubmittedAt.Before(cut) {
-		e.setState(t, StateCancelled, "session stopped")
+	if cut, ok := c.cutoffs[spec.Session()]; ok && spec.SubmittedAt.Before(cut) {
+		c.setState(t, StateCancelled, "session stopped")
 		return t, nil
 	}
 	if failedDep == "" {
-		if qerr := e.admitCapsLocked(t); qerr != nil {
-			e.setState(t, StateRejected, qerr.Message)
+		if qerr := c.admitCapsLocked(t); qerr != nil {
+			c.setState(t, StateRejected, qerr.Message)
 			qerr.TaskID = t.id
 			return t, qerr
 		}
 		if spec.QueueMode.Interrupts() {
 			t.front = true
-			e.interruptLocked(t)
+			c.interruptLocked(t)
 		}
 	}
 	// Making room (drop-oldest) or interrupting may have ended a dependency:
@@ -694,7 +700,7 @@ func (e *Engine) admitLocked(ctx context.Context, p *prepared, ext *external, no
 		return d.state.Settled()
 	})
 	if failedDep != "" {
-		e.setState(t, StateCancelled, failedDep)
+		c.setState(t, StateCancelled, failedDep)
 		return t, nil
 	}
 	if len(unmet) > 0 {
@@ -703,16 +709,16 @@ func (e *Engine) admitLocked(ctx context.Context, p *prepared, ext *external, no
 			o := d.outcomeOf()
 			o.dependents = append(o.dependents, t)
 		}
-		e.setState(t, StateWaiting, "waiting for "+itoa(len(unmet))+" dependencies")
+		c.setState(t, StateWaiting, "waiting for "+itoa(len(unmet))+" dependencies")
 		return t, nil
 	}
 	if d := t.lane.cfg.Debounce; d > 0 && len(spec.DependsOn) == 0 && t.session != nil && !spec.QueueMode.Interrupts() {
-		e.holdLocked(t, d, now)
+		c.holdLocked(t, d, now)
 		return t, nil
 	}
-	e.setStateAt(t, StateQueued, "admitted", now) // into its queue once ranked: see rankLocked
+	c.setStateAt(t, StateQueued, "admitted", now) // into its queue once ranked: see rankLocked
 	if t.lane.cfg.Debounce > 0 && t.session != nil {
-		e.supersedeHeldLocked(t) // an interrupt is not held: it is the burst's last word, now
+		c.supersedeHeldLocked(t) // an interrupt is not held: it is the burst's last word, now
 	}
 	return t, nil
 }

@@ -134,40 +134,43 @@ func (e *Engine) armLocked() {
 
 // onTimer handles every entry that has fallen due.
 func (e *Engine) onTimer() {
-	e.mu.Lock()
-	e.armed = nil
-	if e.closed {
-		e.mu.Unlock()
-		return
-	}
-	now := e.now()
+	_ = e.mutate(func(c *core) error {
+		e.armed = nil
+		if c.closed {
+			return errUnchanged
+		}
+		c.timersDueLocked(c.now())
+		return nil
+	})
+}
+
+// timersDueLocked handles every timer entry due at now, earliest first.
+func (c *core) timersDueLocked(now time.Time) {
 	ns := now.UnixNano()
 	for {
 		k, t := -1, (*task)(nil)
-		for i := range e.timers {
-			if c := e.timers[i].top(); c != nil && c.timerAt[i] <= ns && (t == nil || c.timerAt[i] < t.timerAt[k]) {
-				k, t = i, c
+		for i := range c.timers {
+			if x := c.timers[i].top(); x != nil && x.timerAt[i] <= ns && (t == nil || x.timerAt[i] < t.timerAt[k]) {
+				k, t = i, x
 			}
 		}
 		if t == nil {
 			break
 		}
-		e.timers[k].remove(t)
+		c.timers[k].remove(t)
 		switch k {
 		case timerRetry:
 			if t.state == StateWaiting {
-				e.setState(t, StateQueued, "debounce window elapsed")
+				c.setState(t, StateQueued, "debounce window elapsed")
 			} else {
-				e.setState(t, StateQueued, "backoff elapsed")
+				c.setState(t, StateQueued, "backoff elapsed")
 			}
 		case timerDeadline:
-			e.deadlineLocked(t)
+			c.deadlineLocked(t)
 		case timerLease:
-			e.leaseTimerLocked(t, now)
+			c.leaseTimerLocked(t, now)
 		}
 	}
-	e.unlock()
-	e.after()
 }
 
 // deadlineLocked ends a waiting task whose deadline has passed.

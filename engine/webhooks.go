@@ -30,16 +30,19 @@ func (c *core) batchDoneLocked(b *batch) {
 // RecordTaskWebhook appends a delivery attempt to a task's record, whether the
 // task is still in memory or only in the store.
 func (e *Engine) RecordTaskWebhook(ctx context.Context, taskID string, d WebhookDelivery) error {
-	e.mu.Lock()
-	if t := e.tasks[taskID]; t != nil {
-		o := t.outcomeOf()
-		o.webhooks = append(o.webhooks, d)
-		e.markDirty(t)
-		e.unlock()
-		e.after()
+	live := false
+	_ = e.mutate(func(c *core) error {
+		if t := c.tasks[taskID]; t != nil {
+			o := t.outcomeOf()
+			o.webhooks = append(o.webhooks, d)
+			c.markDirty(t)
+			live = true
+		}
+		return nil
+	})
+	if live {
 		return nil
 	}
-	e.mu.Unlock()
 	st, err := e.store.Task(ctx, taskID)
 	if errors.Is(err, ErrNotFound) {
 		return notFound("no task %s", taskID)
@@ -48,11 +51,10 @@ func (e *Engine) RecordTaskWebhook(ctx context.Context, taskID string, d Webhook
 		return &Error{Code: CodeUnavailable, Message: "reading task " + taskID, Err: err, Retryable: true}
 	}
 	st.Webhooks = append(slices.Clone(st.Webhooks), d)
-	e.mu.Lock()
-	e.cur.snaps = append(e.cur.snaps, st) // a terminal task: nothing else writes it
-	e.unlock()
-	e.after()
-	return nil
+	return e.mutate(func(c *core) error {
+		c.cur.snaps = append(c.cur.snaps, st) // a terminal task: nothing else writes it
+		return nil
+	})
 }
 
 // RecordBatchWebhook appends a delivery attempt to a batch's record.
@@ -72,9 +74,8 @@ func (e *Engine) RecordBatchWebhook(ctx context.Context, batchID string, d Webho
 	}
 	b := *info
 	b.Webhooks = append(slices.Clone(b.Webhooks), d)
-	e.mu.Lock()
-	e.cur.batches = append(e.cur.batches, b)
-	e.unlock()
-	e.after()
-	return nil
+	return e.mutate(func(c *core) error {
+		c.cur.batches = append(c.cur.batches, b)
+		return nil
+	})
 }

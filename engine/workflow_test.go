@@ -219,7 +219,7 @@ func TestRestartRecoversQueuedWorkAndCountsInterruptedAttempts(t *testing.T) {
 	clk := clock.NewFake(enginetest.Epoch)
 	start := func() (*engine.Engine, *enginetest.Executor) {
 		x := enginetest.NewExecutor()
-		e, err := engine.New(engine.Options{Store: store, Executor: x, Clock: clk, Synchronous: true})
+		e, err := engine.New(enginetest.Synchronous(engine.Options{Store: store, Executor: x, Clock: clk}))
 		require.NoError(t, err)
 		require.NoError(t, e.Start(context.Background()))
 		return e, x

@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/clock"
+	"github.com/switchyard/switchyard/engine/internal/drive"
 	"github.com/switchyard/switchyard/engine/store/memory"
 )
 
@@ -222,6 +223,16 @@ func (x *Executor) finish(taskID string, o engine.Outcome) error {
 	return nil
 }
 
+// Synchronous returns opts for an engine driven in its callers' goroutines:
+// it starts no goroutine, and every call dispatches and commits before it
+// returns. With a fake clock and an executor that finishes attempts only
+// when told (Executor), the engine is then fully deterministic. For tests
+// and simulations: a server never runs an engine this way.
+func Synchronous(opts engine.Options) engine.Options {
+	drive.Synchronous(&opts)
+	return opts
+}
+
 // Harness is a deterministic engine for scenario tests.
 type Harness struct {
 	T     testing.TB
@@ -243,7 +254,7 @@ func New(t testing.TB, cfg *engine.Config) *Harness {
 	if cfg != nil {
 		c = *cfg
 	}
-	e, err := engine.New(engine.Options{Config: c, Store: h.Store, Executor: h.Exec, Clock: h.Clock, Synchronous: true, Seed: 1})
+	e, err := engine.New(Synchronous(engine.Options{Config: c, Store: h.Store, Executor: h.Exec, Clock: h.Clock, Seed: 1}))
 	if err != nil {
 		t.Fatalf("enginetest: new engine: %v", err)
 	}

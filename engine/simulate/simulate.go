@@ -23,6 +23,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/clock"
+	"github.com/switchyard/switchyard/engine/internal/drive"
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/store/memory"
 )
@@ -284,8 +285,13 @@ func Run(ctx context.Context, subs []Submission, opts Options) (*Report, error) 
 	if horizon <= 0 {
 		horizon = DefaultHorizon
 	}
-	e, err := engine.New(engine.Options{Config: cfg, Store: memory.New(memory.Options{MaxEvents: 1, MaxEnded: len(subs) + 1}),
-		Executor: x, Clock: clk, Synchronous: true, Seed: 1})
+	eo := engine.Options{Config: cfg, Store: memory.New(memory.Options{MaxEvents: 1, MaxEnded: len(subs) + 1}),
+		Executor: x, Clock: clk, Seed: 1}
+	// The engine runs in this goroutine only, on the fake clock: every
+	// call runs the core, dispatches and commits before it returns, so the
+	// replay is deterministic.
+	drive.Synchronous(&eo)
+	e, err := engine.New(eo)
 	if err != nil {
 		return nil, err
 	}

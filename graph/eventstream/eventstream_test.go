@@ -21,10 +21,10 @@ func newEngine(t *testing.T, ringSize, storeSize int) *engine.Engine {
 	t.Helper()
 	exec := enginetest.NewExecutor()
 	exec.Auto = func(*engine.Run) engine.Outcome { return engine.Outcome{} }
-	e, err := engine.New(engine.Options{
+	e, err := engine.New(enginetest.Synchronous(engine.Options{
 		Config: engine.Config{EventBuffer: ringSize}, Store: memory.New(memory.Options{MaxEvents: storeSize}),
-		Executor: exec, Clock: clock.NewFake(enginetest.Epoch), Synchronous: true, Seed: 1,
-	})
+		Executor: exec, Clock: clock.NewFake(enginetest.Epoch), Seed: 1,
+	}))
 	require.NoError(t, err)
 	require.NoError(t, e.Start(context.Background()))
 	t.Cleanup(func() {

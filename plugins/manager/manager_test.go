@@ -76,7 +76,7 @@ func TestLoadSetPersistAndUnload(t *testing.T) {
 	t.Parallel()
 	store := memory.New(memory.Options{})
 	start := func() (*engine.Engine, *manager.Manager) {
-		e, err := engine.New(engine.Options{Store: store, Executor: enginetest.NewExecutor(), Synchronous: true})
+		e, err := engine.New(enginetest.Synchronous(engine.Options{Store: store, Executor: enginetest.NewExecutor()}))
 		require.NoError(t, err)
 		require.NoError(t, e.Start(context.Background()))
 		return e, newManager(t, e, true)
@@ -191,7 +191,7 @@ func TestAStoredChoiceThatCannotBeRestoredIsAnEvent(t *testing.T) {
 	t.Parallel()
 	store := memory.New(memory.Options{})
 	start := func() (*engine.Engine, *manager.Manager) {
-		e, err := engine.New(engine.Options{Store: store, Executor: enginetest.NewExecutor(), Synchronous: true})
+		e, err := engine.New(enginetest.Synchronous(engine.Options{Store: store, Executor: enginetest.NewExecutor()}))
 		require.NoError(t, err)
 		require.NoError(t, e.Start(context.Background()))
 		return e, newManager(t, e, true)

@@ -33,7 +33,7 @@ func recoveryConfig() *engine.Config {
 func startEngine(t *testing.T, s engine.Store, now time.Time) (*engine.Engine, *clock.Fake, *enginetest.Executor) {
 	t.Helper()
 	clk, x := clock.NewFake(now), enginetest.NewExecutor()
-	e, err := engine.New(engine.Options{Config: *recoveryConfig(), Store: s, Executor: x, Clock: clk, Synchronous: true, Seed: 7})
+	e, err := engine.New(enginetest.Synchronous(engine.Options{Config: *recoveryConfig(), Store: s, Executor: x, Clock: clk, Seed: 7}))
 	require.NoError(t, err)
 	require.NoError(t, e.Start(bg))
 	return e, clk, x
