@@ -43,10 +43,10 @@ type Config struct {
 	// machines here (the more under load); the built-in fairness policy
 	// burns about 40,000 deciding over 64 candidates with 8 slots, and the
 	// costliest example policy (examples/plugins/wfq) 3.7 million over 64
-	// candidates with 64 slots, the most a default server asks. Shapes
-	// that cost more time than their instructions say (cache misses over
-	// the whole memory, deep recursion) are stopped by Deadline. See
-	// plugins/ABI.md, "Cost model".
+	// candidates with 64 slots, the most a default server asks. Calls nest
+	// at most meter.MaxDepth deep. The shape that costs more time than its
+	// instructions say (loads missing the caches all over the memory) is
+	// stopped by Deadline. See plugins/ABI.md, "Cost model".
 	DecisionFuel int64
 
 	// SetupFuel bounds instantiation (the guest's _initialize) and each
@@ -61,7 +61,9 @@ type Config struct {
 	// plugin at once. Calls that set a guest up (configure) get ten times as
 	// long. Default 10 ms; it is checked every Deadline/4 (at least every
 	// millisecond), so an abandoned decision ends within 1.25 × Deadline
-	// plus the time to its next metered point.
+	// plus the time to its next metered point. An overdue call that burnt no
+	// fuel since the last check was not running (its thread waited for a
+	// core) and is left to finish unless it runs on.
 	Deadline time.Duration
 
 	// Instances is the pool size of a plugin that declares itself stateless;

@@ -49,6 +49,7 @@ const (
 	opI32Const    = 0x41
 	opI64Const    = 0x42
 	opI32Eqz      = 0x45
+	opI32Eq       = 0x46
 	opI32Add      = 0x6A
 	opI32Sub      = 0x6B
 	opI32Mul      = 0x6C
@@ -319,9 +320,13 @@ func TestHostileModules(t *testing.T) {
 			require.Equal(t, uint64(decisions), st.Fallbacks)
 			if tc.name == "log-flood" {
 				require.Positive(t, st.LogDropped)
+				waitfor.Eventually(t, "the queued lines reach the logger", func() bool { // written by the runtime's writer, not the decision
+					logs.mu.Lock()
+					defer logs.mu.Unlock()
+					return len(logs.lines) > 0
+				})
 				logs.mu.Lock()
 				defer logs.mu.Unlock()
-				require.NotEmpty(t, logs.lines)
 				require.LessOrEqual(t, uint64(len(logs.lines)), st.LogLines+10)
 				for _, l := range logs.lines {
 					if !strings.Contains(l, "plugin says") {
@@ -400,4 +405,77 @@ func TestDeadlineAbandonsAndQuarantinesWithBackoff(t *testing.T) {
 	}
 	require.Equal(t, []host.EventKind{host.EventDisabled, host.EventEnabled, host.EventDisabled, host.EventEnabled,
 		host.EventDisabled, host.EventEnabled, host.EventDisabled}, kinds)
+}
+
+// blockedLog is a logger whose every write waits until the test ends: a
+// full pipe, a stalled collector.
+type blockedLog struct {
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func newBlockedLog(t *testing.T) *blockedLog {
+	l := &blockedLog{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	t.Cleanup(func() { l.once.Do(func() { close(l.release) }) })
+	return l
+}
+
+func (l *blockedLog) Enabled(context.Context, slog.Level) bool { return true }
+func (l *blockedLog) Handle(context.Context, slog.Record) error {
+	select {
+	case l.entered <- struct{}{}:
+	default:
+	}
+	<-l.release
+	return nil
+}
+func (l *blockedLog) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *blockedLog) WithGroup(string) slog.Handler      { return l }
+
+// TestHostCallsAreBounded: a decision never waits inside a host call. With
+// the logger blocked, a plugin that logs at every decision goes on deciding
+// (its lines queue, then are dropped and counted), and a guest looping in
+// its log calls is stopped at its deadline inside the host call — which
+// the watchdog alone, acting at metered points, could not do while a call
+// waited in the host.
+func TestHostCallsAreBounded(t *testing.T) {
+	t.Parallel()
+	logs := newBlockedLog(t)
+	rt := newRuntime(t, host.Config{Logger: slog.New(logs), LogLines: 1 << 20, NoFileCache: true})
+
+	// One line, then no opinion, every decision.
+	p, err := rt.Load(context.Background(), "chatty", hostileModule([][]byte{logCall, answer}, nil), nil)
+	require.NoError(t, err)
+	w, err := p.Fairness(reverse{})
+	require.NoError(t, err)
+	cands := host.SyntheticCandidates(16, 1)
+	for range 400 {
+		require.Zero(t, w.Pick(pickCtx(), cands, make([]uint32, 4)), "the plugin's own answer, not the fallback's")
+	}
+	<-logs.entered // the writer is stuck in the logger
+	st := p.Stats()
+	require.Zero(t, st.FaultTotal(), "%+v", st)
+	require.Equal(t, uint64(400), st.LogLines+st.LogDropped)
+	require.Positive(t, st.LogDropped, "lines the blocked logger cannot take are dropped")
+
+	// Log in a loop with fuel for minutes: only the deadline ends it, in
+	// the host call.
+	rt2 := newRuntime(t, host.Config{Logger: slog.New(newBlockedLog(t)), LogLines: 1 << 20, DecisionFuel: 1 << 50,
+		Deadline: 20 * time.Millisecond, NoFileCache: true})
+	p2, err := rt2.Load(context.Background(), "log-loop", hostileModule(forever(logCall), nil), nil)
+	require.NoError(t, err)
+	w2, err := p2.Fairness(reverse{})
+	require.NoError(t, err)
+	done := make(chan int, 1)
+	go func() { done <- w2.Pick(pickCtx(), cands, make([]uint32, 4)) }()
+	select {
+	case n := <-done:
+		require.Equal(t, 4, n, "the fallback decides")
+	case <-time.After(time.Minute):
+		t.Fatal("the decision was not stopped in its host call")
+	}
+	st = p2.Stats()
+	require.Equal(t, uint64(1), st.Faults[host.FaultDeadline], "%+v", st)
+	require.Equal(t, host.StateQuarantined, st.State)
 }

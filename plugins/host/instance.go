@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/switchyard/switchyard/plugins/internal/meter"
@@ -29,8 +31,9 @@ type instance struct {
 	arena  api.Function
 	config api.Function // nil when the guest takes no configuration
 
-	ctx  context.Context // long-lived; carries the instance to host functions
-	fuel api.MutableGlobal
+	ctx   context.Context // long-lived; carries the instance to host functions
+	fuel  api.MutableGlobal
+	depth api.MutableGlobal // the call depth (meter.MaxDepth), zeroed before each call
 
 	// The watchdog's view (see watchdog.go). started is when the running
 	// call began on the runtime's clock (ns, 0 when idle) and deadline how
@@ -41,6 +44,8 @@ type instance struct {
 	deadline  atomic.Int64 // time.Duration; read by the watchdog while the next call sets it
 	phase     phase        // what the instance's calls are for, which sets their wall-clock bound
 	expired   atomic.Bool
+	seenStart int64         // the watchdog's last look (under mu): the call it saw
+	seenFuel  int64         // and what its tank held
 	burnt     int64         // fuel the last call burnt
 	lastStart time.Duration // when it started, on the runtime's clock
 
@@ -57,6 +62,7 @@ type instance struct {
 var (
 	errBudget   = errors.New("out of fuel")
 	errDeadline = errors.New("past its deadline")
+	errDepth    = errors.New("calls nested too deep")
 )
 
 // newInstance instantiates the plugin's module and runs _initialize.
@@ -81,15 +87,17 @@ func newInstance(ctx context.Context, p *Plugin, ph phase) (*instance, error) {
 		WithStartFunctions(abi.ExportInitialize).
 		WithStdout(&in.stderr).
 		WithStderr(&in.stderr).
+		WithRandSource(&guestRand{in: in, src: rand.New(rand.NewSource(42))}). // wazero's own deterministic source, charged
 		WithWalltime(frozenWalltime, 1).
 		WithNanotime(frozenNanotime, 1)
-	mod, err := p.rt.wr.InstantiateModule(in.ctx, p.compiled, mc)
+	mod, err := p.rt.wr.InstantiateModule(experimental.WithMemoryAllocator(in.ctx, memoryAllocator()), p.compiled, mc)
 	if err != nil {
 		return nil, fmt.Errorf("instantiate: %v%s", err, in.stderr.suffix())
 	}
 	in.mod = mod
 	in.fuel, _ = mod.ExportedGlobal(meter.FuelExport).(api.MutableGlobal)
-	if in.fuel == nil {
+	in.depth, _ = mod.ExportedGlobal(meter.DepthExport).(api.MutableGlobal)
+	if in.fuel == nil || in.depth == nil {
 		_ = mod.Close(in.ctx)
 		return nil, errors.New("instantiate: the fuel meter is missing")
 	}
@@ -123,6 +131,22 @@ func (in *instance) bound(setup bool) time.Duration {
 	return cfg.Deadline
 }
 
+// guestRand is the guest's random source (WASI random_get): deterministic,
+// as wazero's own, and charged like a bulk operation of its length, so that
+// a guest filling its whole memory with random bytes in a loop runs out of
+// fuel as one copying it would; a call its deadline has stopped ends there.
+type guestRand struct {
+	in  *instance
+	src *rand.Rand
+}
+
+func (r *guestRand) Read(p []byte) (int, error) {
+	if r.in.started.Load() != 0 { // not while instantiating: _initialize's own budget covers that
+		r.in.chargeOrAbort(int64(len(p)/meter.BulkBytesPerUnit) + 1)
+	}
+	return r.src.Read(p)
+}
+
 // The guest's clocks are frozen: time reaches a policy only as an argument,
 // so a decision cannot depend on when it runs. The monotonic clock reads one
 // second rather than zero because the Go runtime refuses a zero clock.
@@ -149,6 +173,7 @@ func (in *instance) setupCall(fn api.Function) error {
 func (in *instance) callWith(fn api.Function, fuel int64, deadline time.Duration) error {
 	rt := in.plugin.rt
 	in.fuel.Set(uint64(fuel))
+	in.depth.Set(0)
 	in.expired.Store(false)
 	in.deadline.Store(int64(deadline))
 	in.lastStart = time.Since(rt.epoch)
@@ -159,24 +184,22 @@ func (in *instance) callWith(fn api.Function, fuel int64, deadline time.Duration
 	in.started.Store(0)
 	left := int64(in.fuel.Get())
 	in.mu.Unlock()
+	depth := left <= meter.DepthExceeded/2
+	if depth {
+		left = 0
+	}
 	in.burnt = fuel - left
 	if err != nil {
 		switch {
 		case in.expired.Load():
 			return errDeadline
+		case depth:
+			return errDepth
 		case left <= 0:
 			return errBudget
 		}
 	}
 	return err
-}
-
-// charge takes n units from the running call's tank, from a host function:
-// the guest traps at its next metered point if that empties it.
-func (in *instance) charge(n int64) {
-	in.mu.Lock()
-	in.fuel.Set(uint64(int64(in.fuel.Get()) - n))
-	in.mu.Unlock()
 }
 
 // ensureArena makes the guest's arena at least n bytes long.
@@ -253,6 +276,9 @@ func (in *instance) close() {
 func (in *instance) describe(err error) (FaultKind, string) {
 	if errors.Is(err, errBudget) {
 		return FaultBudget, fmt.Sprintf("ran out of fuel (%d units, about as many instructions)", in.plugin.rt.cfg.DecisionFuel)
+	}
+	if errors.Is(err, errDepth) {
+		return FaultBudget, fmt.Sprintf("calls nested more than %d deep: a recursion out of bounds", meter.MaxDepth)
 	}
 	if errors.Is(err, errDeadline) {
 		return FaultDeadline, fmt.Sprintf("still running after its deadline of %s: abandoned", time.Duration(in.deadline.Load()))

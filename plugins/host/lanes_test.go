@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -79,30 +78,6 @@ func denseLoop(n int32) [][]byte {
 		{opLocalGet, i}, i32c(1), {opI32Sub, opLocalTee, i, opBrIf, 0, opEnd}}
 }
 
-// heldLog holds the host's log call of a decision, once armed, until
-// released: a decision provably still running.
-type heldLog struct {
-	armed   atomic.Bool
-	entered chan struct{}
-	release chan struct{}
-	once    sync.Once
-}
-
-func (h *heldLog) Enabled(context.Context, slog.Level) bool { return true }
-func (h *heldLog) Handle(context.Context, slog.Record) error {
-	if h.armed.Load() {
-		select {
-		case h.entered <- struct{}{}:
-		default:
-		}
-		<-h.release
-	}
-	return nil
-}
-func (h *heldLog) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *heldLog) WithGroup(string) slog.Handler      { return h }
-func (h *heldLog) open()                              { h.once.Do(func() { close(h.release) }) }
-
 // startsRecorder records when each task's attempt started.
 type startsRecorder struct {
 	mu     sync.Mutex
@@ -151,18 +126,21 @@ func laneSpec(lane, agent string) engine.TaskSpec {
 
 func TestSelectionPluginInOneLaneDoesNotDelayAnother(t *testing.T) {
 	t.Parallel()
-	held := &heldLog{entered: make(chan struct{}, 1), release: make(chan struct{})}
-	t.Cleanup(held.open)
-	rt := newRuntime(t, host.Config{Logger: slog.New(held), Deadline: 10 * time.Millisecond, NoFileCache: true})
-	p, err := rt.Load(context.Background(), "held", selectionModule(nil, true), nil)
+	// A decision over one task (the load's smoke decision ranks eight) logs
+	// in a loop until it is stopped: it stays in the guest, reaching the
+	// host (where a collection can stop it) at every line.
+	hold := [][]byte{i32c(65536 + 8), {opI32Load, 2, 0}, i32c(1), {opI32Eq, 0x04, 0x40, opLoop, 0x40},
+		i32c(1), i32c(0), i32c(4), {opCall, 0, opBr, 0, opEnd, opEnd}}
+	rt := newRuntime(t, host.Config{Deadline: 10 * time.Minute, DecisionFuel: 1 << 50, NoFileCache: true})
+	p, err := rt.Load(context.Background(), "held", selectionModule(hold, false), nil)
 	require.NoError(t, err)
 	w, err := p.Selection(priority.Selection{})
 	require.NoError(t, err)
+	t.Cleanup(func() { host.AbandonRunning(p) })
 
 	x := newStarts()
 	e := twoLaneEngine(t, x)
 	require.NoError(t, e.SetSelection("a", "held", w))
-	held.armed.Store(true)
 
 	aDone := make(chan error, 1)
 	var aID atomic.Value
@@ -173,16 +151,10 @@ func TestSelectionPluginInOneLaneDoesNotDelayAnother(t *testing.T) {
 		}
 		aDone <- err
 	}()
-	select {
-	case <-held.entered:
-	case <-time.After(time.Minute):
-		t.Fatal("lane a's decision never reached its log call")
-	}
+	waitfor.Eventually(t, "lane a's decision runs", func() bool { return host.Running(p) })
 
-	// Lane a's decision is held in a host call, past its deadline (the
-	// watchdog stops a guest only at its next metered point, never inside
-	// the host). Lane b admits and dispatches regardless, one task after
-	// another.
+	// Lane a's decision is held in the guest, before its deadline. Lane b
+	// admits and dispatches regardless, one task after another.
 	for i := range 20 {
 		task, err := e.Submit(context.Background(), laneSpec("b", fmt.Sprintf("bob-%d", i%3)))
 		require.NoError(t, err)
@@ -193,13 +165,15 @@ func TestSelectionPluginInOneLaneDoesNotDelayAnother(t *testing.T) {
 		t.Fatal("lane a's submission answered while its decision was held")
 	default:
 	}
+	require.True(t, host.Running(p), "lane a's decision still runs")
 	require.Equal(t, 1, e.Stats().Pending, "only lane a's task waits, for its rank")
 
-	held.open()
+	host.AbandonRunning(p) // as its deadline would: the fallback ranks
 	require.NoError(t, <-aDone)
 	id := aID.Load().(string)
 	waitfor.Eventually(t, "lane a's task starts", func() bool { _, ok := x.started(id); return ok })
 	require.Equal(t, uint64(1), p.Stats().Calls, "one decision, for lane a's one submission")
+	require.Equal(t, uint64(1), p.Stats().Faults[host.FaultDeadline], "ended in its host call as the deadline ends it")
 }
 
 // forcedInline runs a plugin's selection under the engine lock, as every

@@ -568,7 +568,7 @@ func (p *Plugin) disable(why string) {
 func (p *Plugin) emit(e Event) {
 	e.Plugin, e.Time = p.name, time.Now()
 	if e.Kind != EventFault {
-		p.rt.cfg.Logger.Warn("plugin "+e.Kind.String(), "plugin", p.name, "reason", e.Reason)
+		p.rt.enqueueLog(logLine{level: slog.LevelWarn, msg: "plugin " + e.Kind.String(), plugin: p.name, attrs: []any{"reason", e.Reason}})
 	}
 	if f := p.rt.cfg.OnEvent; f != nil {
 		f(e)
@@ -591,7 +591,6 @@ func (p *Plugin) logGuest(level int32, msg func() []byte) {
 		p.stats.logDropped.Add(1)
 		return
 	}
-	p.stats.logLines.Add(1)
 	l := slog.LevelInfo
 	switch level {
 	case abi.LogDebug:
@@ -601,7 +600,11 @@ func (p *Plugin) logGuest(level int32, msg func() []byte) {
 	case abi.LogError:
 		l = slog.LevelError
 	}
-	p.rt.cfg.Logger.Log(context.Background(), l, sanitize(msg()), "plugin", p.name)
+	if !p.rt.enqueueLog(logLine{level: l, msg: sanitize(msg()), plugin: p.name}) {
+		p.stats.logDropped.Add(1) // the logger is behind: the line is not worth a decision's wait
+		return
+	}
+	p.stats.logLines.Add(1)
 }
 
 // begin starts a decision: an instance with the current configuration, or

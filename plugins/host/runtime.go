@@ -3,7 +3,9 @@ package host
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +28,9 @@ type Runtime struct {
 	wr    wazero.Runtime
 	cache wazero.CompilationCache
 	epoch time.Time // for latency measurements on the monotonic clock
+
+	logs     chan logLine  // lines for the logger, written by writeLogs
+	logsDone chan struct{} // closed by Close: writeLogs stops
 
 	mu       sync.Mutex
 	closed   bool
@@ -63,14 +68,19 @@ func New(cfg Config) (*Runtime, error) {
 		cache:    cache,
 		compiled: make(map[[32]byte]*compiledModule),
 		plugins:  make(map[*Plugin]struct{}),
+		logs:     make(chan logLine, logQueue),
+		logsDone: make(chan struct{}),
 	}
+	go rt.writeLogs()
 	rt.dog = newWatchdog(rt)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, wr); err != nil {
+		close(rt.logsDone)
 		rt.dog.stop()
 		_ = wr.Close(ctx)
 		return nil, fmt.Errorf("host: instantiate WASI: %w", err)
 	}
 	if err := rt.instantiateHostModule(ctx); err != nil {
+		close(rt.logsDone)
 		rt.dog.stop()
 		_ = wr.Close(ctx)
 		return nil, err
@@ -99,6 +109,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		_ = p.Close(ctx)
 	}
 	rt.dog.stop()
+	close(rt.logsDone)
 	err := rt.wr.Close(ctx)
 	if cerr := rt.cache.Close(ctx); err == nil {
 		err = cerr
@@ -207,14 +218,77 @@ func sanitize(b []byte) string {
 	return sb.String()
 }
 
+// Host calls are bounded: none of them waits for anything. switchyard.log
+// hands its line to a queue that one goroutine of the runtime writes to the
+// logger, so a logger that blocks (a full pipe, a stalled collector) drops
+// lines, counted, instead of holding a decision where the watchdog cannot
+// reach it (it stops a guest at its next metered point, never inside the
+// host). And each host call checks first whether its decision may go on: one
+// the watchdog has stopped, or whose tank is empty, is ended there and then
+// (abortCall), not at the guest's next metered point.
+
+// logQueue is how many lines may wait for the logger before further lines
+// are dropped.
+const logQueue = 256
+
+// logLine is a line waiting for the logger.
+type logLine struct {
+	level  slog.Level
+	msg    string
+	plugin string
+	attrs  []any
+}
+
+// enqueueLog queues a line for the logger and reports whether there was
+// room; it never waits.
+func (rt *Runtime) enqueueLog(l logLine) bool {
+	select {
+	case rt.logs <- l:
+		return true
+	default:
+		return false
+	}
+}
+
+// writeLogs writes queued lines until the runtime closes.
+func (rt *Runtime) writeLogs() {
+	for {
+		select {
+		case l := <-rt.logs:
+			rt.cfg.Logger.Log(context.Background(), l.level, l.msg, append([]any{"plugin", l.plugin}, l.attrs...)...)
+		case <-rt.logsDone:
+			return
+		}
+	}
+}
+
+// errAborted is the panic with which a host function ends a call that may
+// not go on; wazero turns it into the call's error, which callWith then
+// classifies by the tank and the watchdog's mark (a budget or deadline
+// fault).
+var errAborted = errors.New("aborted in a host call")
+
+// chargeOrAbort takes n units from the running call's tank, from inside a
+// host function, and ends the call there if the watchdog has stopped it or
+// its tank is empty.
+func (in *instance) chargeOrAbort(n int64) {
+	in.mu.Lock() // the watchdog writes the tank under it
+	left := int64(in.fuel.Get()) - n
+	in.fuel.Set(uint64(left))
+	in.mu.Unlock()
+	if in.expired.Load() || left <= 0 {
+		panic(errAborted)
+	}
+}
+
 // hostLog is switchyard.log: it burns LogFuel, whether the line is
-// written or dropped by the plugin's rate limit.
+// written or dropped by the plugin's rate limit or a full queue.
 func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	in, ok := ctx.Value(instanceKey{}).(*instance)
 	if !ok {
 		return
 	}
-	in.charge(LogFuel)
+	in.chargeOrAbort(LogFuel)
 	in.plugin.logGuest(int32(stack[0]), func() []byte { return guestBytes(mod, uint32(stack[1]), uint32(stack[2])) })
 }
 
@@ -222,6 +296,9 @@ func hostReason(ctx context.Context, mod api.Module, stack []uint64) {
 	in, ok := ctx.Value(instanceKey{}).(*instance)
 	if !ok {
 		return
+	}
+	if in.expired.Load() {
+		panic(errAborted)
 	}
 	in.reason = guestText(mod, uint32(stack[0]), uint32(stack[1]))
 }

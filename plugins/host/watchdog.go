@@ -114,11 +114,31 @@ func (d *watchdog) scan() bool {
 			continue
 		}
 		busy = true
-		if now-start > in.deadline.Load() {
-			in.abandon(start)
-		}
+		in.watch(start, now-start > in.deadline.Load())
 	}
 	return busy
+}
+
+// watch looks at the call that started at start, if it is still running,
+// and abandons it if it is overdue and has burnt fuel since the watchdog
+// last looked (or was not seen before). A call that burnt none was not
+// running: its thread waited for a core (a busy machine) and it could end
+// no sooner for being abandoned, so that it is left to finish, and is
+// abandoned at the next look if it then goes on running. A plugin is not
+// quarantined for the machine's load.
+func (in *instance) watch(start int64, overdue bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.started.Load() != start {
+		return
+	}
+	left := int64(in.fuel.Get())
+	if overdue && (in.seenStart != start || left != in.seenFuel || in.expired.Load()) {
+		in.expired.Store(true)
+		in.fuel.Set(0)
+		left = 0
+	}
+	in.seenStart, in.seenFuel = start, left
 }
 
 // abandon empties the tank of the call that started at start, if it is

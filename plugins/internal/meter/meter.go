@@ -32,6 +32,10 @@ import (
 // FuelExport is the name under which the fuel global is exported.
 const FuelExport = "switchyard_fuel"
 
+// DepthExport is the name under which the call depth global is exported
+// (see MaxDepth).
+const DepthExport = "switchyard_depth"
+
 // Section ids.
 const (
 	secCustom   = 0
@@ -69,7 +73,7 @@ func Instrument(wasm []byte, initial int64) ([]byte, error) {
 		}
 		secs = append(secs, section{id, payload})
 	}
-	importedGlobals, definedGlobals := 0, 0
+	importedGlobals, definedGlobals, importedFuncs := 0, 0, 0
 	var params []int       // parameter count of each function type
 	var funcTypes []uint32 // type of each defined function
 	for _, s := range secs {
@@ -78,7 +82,7 @@ func Instrument(wasm []byte, initial int64) ([]byte, error) {
 		case secType:
 			params, err = typeParams(s.payload)
 		case secImport:
-			importedGlobals, err = countImportedGlobals(s.payload)
+			importedGlobals, importedFuncs, err = countImports(s.payload)
 		case secFunction:
 			funcTypes, err = functionTypes(s.payload)
 		case secGlobal:
@@ -107,39 +111,43 @@ func Instrument(wasm []byte, initial int64) ([]byte, error) {
 	}
 	newGlobal := append([]byte{0x7E, 0x01, 0x42}, appendS64(nil, initial)...) // mut i64 = i64.const initial
 	newGlobal = append(newGlobal, 0x0B)
+	newGlobal = append(newGlobal, 0x7F, 0x01, 0x41, 0, 0x0B) // the call depth: mut i32 = i32.const 0
 	newExport := appendName(nil, FuelExport)
 	newExport = append(newExport, 0x03) // global
 	newExport = appendU32(newExport, fuel)
+	newExport = appendName(newExport, DepthExport)
+	newExport = append(newExport, 0x03)
+	newExport = appendU32(newExport, fuel+1)
 	sawGlobal, sawExport := false, false
 	for _, s := range secs {
 		if s.id != secCustom {
 			// Insert missing sections in their canonical place.
 			if !sawGlobal && s.id > secGlobal {
-				emit(secGlobal, append([]byte{1}, newGlobal...))
+				emit(secGlobal, append([]byte{2}, newGlobal...))
 				sawGlobal = true
 			}
 			if !sawExport && s.id > secExport {
-				emit(secExport, append([]byte{1}, newExport...))
+				emit(secExport, append([]byte{2}, newExport...))
 				sawExport = true
 			}
 		}
 		switch s.id {
 		case secGlobal:
-			p, err := appendVecItem(s.payload, newGlobal)
+			p, err := appendVecItems(s.payload, 2, newGlobal)
 			if err != nil {
 				return nil, err
 			}
 			emit(s.id, p)
 			sawGlobal = true
 		case secExport:
-			p, err := appendVecItem(s.payload, newExport)
+			p, err := appendVecItems(s.payload, 2, newExport)
 			if err != nil {
 				return nil, err
 			}
 			emit(s.id, p)
 			sawExport = true
 		case secCode:
-			p, err := instrumentCode(s.payload, fuel, nparams)
+			p, err := instrumentCode(s.payload, fuel, nparams, uint32(importedFuncs))
 			if err != nil {
 				return nil, err
 			}
@@ -149,36 +157,38 @@ func Instrument(wasm []byte, initial int64) ([]byte, error) {
 		}
 	}
 	if !sawGlobal {
-		emit(secGlobal, append([]byte{1}, newGlobal...))
+		emit(secGlobal, append([]byte{2}, newGlobal...))
 	}
 	if !sawExport {
-		emit(secExport, append([]byte{1}, newExport...))
+		emit(secExport, append([]byte{2}, newExport...))
 	}
 	return out, nil
 }
 
-// appendVecItem appends item to a section whose payload is a vector.
-func appendVecItem(payload, item []byte) ([]byte, error) {
+// appendVecItems appends k items, encoded in items, to a section whose
+// payload is a vector.
+func appendVecItems(payload []byte, k uint32, items []byte) ([]byte, error) {
 	r := &reader{b: payload}
 	n := r.u32()
 	if r.err != nil {
 		return nil, r.err
 	}
-	p := appendU32(nil, n+1)
+	p := appendU32(nil, n+k)
 	p = append(p, payload[r.i:]...)
-	return append(p, item...), nil
+	return append(p, items...), nil
 }
 
-func countImportedGlobals(payload []byte) (int, error) {
+// countImports returns how many globals and functions a module imports.
+func countImports(payload []byte) (globals, funcs int, err error) {
 	r := &reader{b: payload}
 	n := r.u32()
-	globals := 0
 	for range n {
 		r.bytes(int(r.u32())) // module
 		r.bytes(int(r.u32())) // name
 		switch r.byte() {
 		case 0x00: // func
 			r.u32()
+			funcs++
 		case 0x01: // table
 			r.byte()
 			r.limits()
@@ -192,13 +202,13 @@ func countImportedGlobals(payload []byte) (int, error) {
 			r.byte()
 			r.u32()
 		default:
-			return 0, errors.New("import section: unknown import kind")
+			return 0, 0, errors.New("import section: unknown import kind")
 		}
 		if r.err != nil {
-			return 0, fmt.Errorf("import section: %w", r.err)
+			return 0, 0, fmt.Errorf("import section: %w", r.err)
 		}
 	}
-	return globals, nil
+	return globals, funcs, nil
 }
 
 // meterCode returns the instructions inserted at a metered point (function
@@ -223,7 +233,7 @@ func meterCode(fuel uint32, weight int64) []byte {
 	return append(c, g...)
 }
 
-func instrumentCode(payload []byte, fuel uint32, nparams []int) ([]byte, error) {
+func instrumentCode(payload []byte, fuel uint32, nparams []int, importedFuncs uint32) ([]byte, error) {
 	r := &reader{b: payload}
 	n := r.u32()
 	if int(n) != len(nparams) {
@@ -236,7 +246,7 @@ func instrumentCode(payload []byte, fuel uint32, nparams []int) ([]byte, error) 
 		if r.err != nil {
 			return nil, fmt.Errorf("code section: function %d: %w", f, r.err)
 		}
-		nb, err := instrumentBody(body, fuel, nparams[f])
+		nb, err := instrumentBody(body, fuel, nparams[f], importedFuncs)
 		if err != nil {
 			return nil, fmt.Errorf("code section: function %d: %w", f, err)
 		}
@@ -253,7 +263,7 @@ type instruction struct {
 	op  uint32
 }
 
-func instrumentBody(body []byte, fuelIndex uint32, nparams int) ([]byte, error) {
+func instrumentBody(body []byte, fuelIndex uint32, nparams int, importedFuncs uint32) ([]byte, error) {
 	r := &reader{b: body}
 	groups := r.u32()
 	afterCount := r.i
@@ -309,6 +319,11 @@ func instrumentBody(body []byte, fuelIndex uint32, nparams int) ([]byte, error) 
 			// for it.
 			return nil, fmt.Errorf("%w: table.grow", ErrUnsupported)
 		}
+		if op == 0x12 || op == 0x13 {
+			// A tail call replaces its caller's frame, which the depth
+			// count would not see leave.
+			return nil, fmt.Errorf("%w: tail calls", ErrUnsupported)
+		}
 		if (op == 0x23 || op == 0x24) && globalIndex(raw[1:]) >= fuelIndex {
 			return nil, fmt.Errorf("refers to global %d, which does not exist", globalIndex(raw[1:]))
 		}
@@ -334,7 +349,7 @@ func instrumentBody(body []byte, fuelIndex uint32, nparams int) ([]byte, error) 
 			}
 			stack = stack[:len(stack)-1]
 		}
-		dynamic = dynamic || dynamicCharge(op) != 0
+		dynamic = dynamic || dynamicCharge(op) != 0 || op == 0x11
 		code = append(code, instruction{raw, op})
 	}
 	if len(stack) != 0 {
@@ -343,7 +358,7 @@ func instrumentBody(body []byte, fuelIndex uint32, nparams int) ([]byte, error) 
 	exits[len(code)-1] = true // the function's own end
 	out := make([]byte, 0, len(body)+len(body)/4)
 	acc := uint32(nparams + locals) // the i64 local that gathers plain charges
-	scratch := acc + 1              // an i32 local that holds a dynamic charge's operand
+	scratch := acc + 1              // an i32 local that holds a dynamic charge's operand, or the depth across a call_indirect
 	if dynamic {
 		out = appendU32(out, groups+2)
 		out = append(out, decls[afterCount:]...)
@@ -365,7 +380,23 @@ func instrumentBody(body []byte, fuelIndex uint32, nparams int) ([]byte, error) 
 		if shift := dynamicCharge(in.op); shift != 0 {
 			out = append(out, dynamicMeterCode(fuelIndex, scratch, shift)...)
 		}
-		out = append(out, in.raw...)
+		depth := appendU32(nil, fuelIndex+1)
+		switch {
+		case in.op == 0x10 && globalIndex(in.raw[1:]) >= importedFuncs:
+			// A defined function counted itself in at its entry.
+			out = append(out, in.raw...)
+			out = append(out, leaveCode(fuelIndex+1)...)
+		case in.op == 0x11:
+			// The callee may be defined or imported (the host's, which
+			// counts nothing): the depth is saved and restored.
+			out = append(append(append(out, 0x23), depth...), 0x21)
+			out = appendU32(out, scratch)
+			out = append(out, in.raw...)
+			out = append(append(out, 0x20), appendU32(nil, scratch)...)
+			out = append(append(out, 0x24), depth...)
+		default:
+			out = append(out, in.raw...)
+		}
 	}
 	return out, nil
 }
@@ -381,13 +412,62 @@ type cut struct {
 func (c cut) code(fuel, acc uint32) []byte {
 	switch {
 	case c.check && c.at == 0:
-		return meterCode(fuel, max(c.weight, 1)) // every call pays, so recursion without loops is metered too
+		// Every call pays, so recursion without loops is metered too, and
+		// counts itself in the depth.
+		return append(meterCode(fuel, max(c.weight, 1)), enterCode(fuel)...)
 	case c.check:
 		return append(payCode(fuel, acc), meterCode(fuel, max(c.weight, 1))...)
 	case c.weight > 0:
 		return chargeCode(acc, c.weight)
 	}
 	return nil
+}
+
+// MaxDepth is how deep calls may nest within one call from the host: a
+// function entered deeper traps, its tank set to DepthExceeded. The depth
+// is a global exported as DepthExport, which every function entry counts
+// up and every call of a defined function counts down when it returns (a
+// call_indirect, whose callee may be one of the host's, saves the depth
+// and restores it); the host sets it to zero before each call (a function
+// the host calls counts itself in, and nothing counts it out). Fuel alone
+// would let a recursion go hundreds of thousands of calls deep, and wazero
+// grows its call stack by copying it (up to 400 MB), so that each unit of
+// such a recursion costs many times what its instructions say.
+const MaxDepth = 10_000
+
+// DepthExceeded is what the tank holds after a call went deeper than
+// MaxDepth: below zero, as after any exhausted budget, and far enough below
+// it that the host can tell the two apart.
+const DepthExceeded = -1 << 60
+
+// enterCode returns the instructions inserted at a function's entry: the
+// depth (the global after the tank) is checked and counted up.
+//
+//	global.get $depth ; i32.const MaxDepth ; i32.gt_u ; if ; i64.const DepthExceeded ; global.set $fuel ; unreachable ; end
+//	global.get $depth ; i32.const 1 ; i32.add ; global.set $depth
+func enterCode(fuel uint32) []byte {
+	g, d := appendU32(nil, fuel), appendU32(nil, fuel+1)
+	c := append([]byte{0x23}, d...)
+	c = appendS64(append(c, 0x41), MaxDepth)
+	c = append(c, 0x4B, 0x04, 0x40, 0x42)
+	c = appendS64(c, DepthExceeded)
+	c = append(append(c, 0x24), g...)
+	c = append(c, 0x00, 0x0B, 0x23)
+	c = append(c, d...)
+	c = append(c, 0x41, 1, 0x6A, 0x24)
+	return append(c, d...)
+}
+
+// leaveCode returns the instructions inserted after a call: the depth
+// global at index d is counted down. A trap unwinds every frame without
+// them, but the host never calls an instance again after a trap.
+//
+//	global.get $depth ; i32.const 1 ; i32.sub ; global.set $depth
+func leaveCode(d uint32) []byte {
+	g := appendU32(nil, d)
+	c := append([]byte{0x23}, g...)
+	c = append(c, 0x41, 1, 0x6B, 0x24)
+	return append(c, g...)
 }
 
 // chargeCode returns the instructions that owe weight units, in the local

@@ -176,3 +176,43 @@ func TestChargesAfterABranchTargetArePaidOnTheWayOut(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(100-1-5), fuel.Get(), "the entry's one unit, then five instructions after the block")
 }
+
+// chain is a module whose export f(n) calls f(n-1) when n > 0: a
+// recursion n calls deep, without a loop.
+func chain() []byte {
+	m := []byte("\x00asm\x01\x00\x00\x00")
+	m = append(m, section(1, 1, 0x60, 1, 0x7F, 0)...) // type 0: (i32) -> ()
+	m = append(m, section(3, 1, 0)...)                // func 0: type 0
+	m = append(m, section(7, 1, 1, 'f', 0, 0)...)     // export "f" = func 0
+	body := []byte{0,                                 // no locals
+		0x20, 0, 0x04, 0x40, // local.get 0; if
+		0x20, 0, 0x41, 1, 0x6B, 0x10, 0, // f(n-1)
+		0x0B, 0x0B} // end; end
+	m = append(m, section(10, append([]byte{1, byte(len(body))}, body...)...)...)
+	return m
+}
+
+func TestCallsNestAtMostMaxDepth(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := wazero.NewRuntime(ctx)
+	t.Cleanup(func() { _ = r.Close(ctx) })
+	metered, err := meter.Instrument(chain(), 0)
+	require.NoError(t, err)
+	mod, err := r.Instantiate(ctx, metered)
+	require.NoError(t, err)
+	f := mod.ExportedFunction("f")
+	fuel := mod.ExportedGlobal(meter.FuelExport).(api.MutableGlobal)
+	depth := mod.ExportedGlobal(meter.DepthExport).(api.MutableGlobal)
+	for range 3 {
+		fuel.Set(1 << 40)
+		_, err := f.Call(ctx, meter.MaxDepth)
+		require.NoError(t, err, "MaxDepth calls below the host's is allowed")
+		require.Equal(t, uint64(1), depth.Get(), "every call counted out but the host's own")
+		depth.Set(0) // as the host does before each call
+	}
+	fuel.Set(1 << 40)
+	_, err = f.Call(ctx, meter.MaxDepth+1)
+	require.Error(t, err, "one more is not")
+	require.Equal(t, int64(meter.DepthExceeded), int64(fuel.Get()), "the tank tells the host why")
+}
