@@ -8,4 +8,4 @@
 package plugins
 
 //go:generate sh asc/build.sh
-//go:generate go run ../../plugins/internal/wasmgen edf.wasm=./edf/wasm drr.wasm=./drr/wasm jitter.wasm=./jitter/wasm wfq.wasm=./wfq/wasm lanepri.wasm=./lanepri/wasm errclass.wasm=./errclass/wasm vip.wasm=./vip/wasm ratecap.wasm=./ratecap/wasm
+//go:generate go run ../../plugins/internal/wasmgen edf.wasm=./edf/wasm drr.wasm=./drr/wasm jitter.wasm=./jitter/wasm wfq.wasm=./wfq/wasm lanepri.wasm=./lanepri/wasm errclass.wasm=./errclass/wasm vip.wasm=./vip/wasm ratecap.wasm=./ratecap/wasm labelsel.wasm=./labelsel/wasm errcode.wasm=./errcode/wasm

@@ -180,3 +180,22 @@ func TestSimulateRunsTheWorkloadUnderThePluginAndTheBuiltin(t *testing.T) {
 	_, err = json.Marshal(rep)
 	require.NoError(t, err)
 }
+
+// Check shows the schema a module declares and checks the configuration
+// against it: a configuration outside it fails the abi check, naming the
+// field; a module that reads details (labelsel, errcode) passes with the
+// synthetic ones.
+func TestCheckShowsTheSchemaAndChecksTheConfigurationAgainstIt(t *testing.T) {
+	t.Parallel()
+	rep, err := authoring.Check(context.Background(), example(t, "errcode.wasm"), authoring.Options{Runtime: rt, Config: []byte(`{"backoffFactor": 11}`)})
+	require.NoError(t, err)
+	require.Equal(t, []string{authoring.CheckABI}, failed(rep))
+	require.Contains(t, rep.Checks[0].Detail, "config.backoffFactor: must be ≤ 10")
+	for _, file := range []string{"errcode.wasm", "labelsel.wasm"} {
+		rep, err = authoring.Check(context.Background(), example(t, file), authoring.Options{Runtime: rt})
+		require.NoError(t, err)
+		require.True(t, rep.Passed, "%s:\n%s", file, rep)
+		require.Contains(t, rep.String(), `configuration schema: {"type":"object"`)
+		require.Contains(t, string(rep.ConfigSchema), `"additionalProperties":false`)
+	}
+}

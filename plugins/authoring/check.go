@@ -4,6 +4,7 @@ package authoring
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -38,6 +39,10 @@ type CheckReport struct {
 	// host.Config.DecisionFuel).
 	FuelMax   uint64 `json:"fuelMax"`
 	SetupFuel uint64 `json:"setupFuel"`
+	// ConfigSchema is the configuration schema the module declares (ABI
+	// v2), absent when it declares none. The configuration given to the
+	// checks (Options.Config) was checked against it at load.
+	ConfigSchema json.RawMessage `json:"configSchema,omitempty"`
 }
 
 // CheckResult is one check's outcome.
@@ -55,6 +60,9 @@ func (r *CheckReport) String() string {
 		verdict = "ok"
 	}
 	fmt.Fprintf(&b, "%s  %s plugin (stateless %v), fuel per decision up to %d, setup %d\n", verdict, r.Slot, r.Stateless, r.FuelMax, r.SetupFuel)
+	if len(r.ConfigSchema) > 0 {
+		fmt.Fprintf(&b, "  configuration schema: %s\n", r.ConfigSchema)
+	}
 	for _, c := range r.Checks {
 		mark := "FAIL"
 		if c.Passed {
@@ -96,6 +104,9 @@ func Check(ctx context.Context, wasm []byte, opts Options) (*CheckReport, error)
 	p := a.plugin
 	rep.Slot, rep.Stateless, rep.Hash = p.Slot().String(), p.Stateless(), p.Hash()
 	add(CheckABI, nil, fmt.Sprintf("a %s policy, ABI version %d", p.Slot(), p.Version()))
+	if text := p.ConfigSchema(); text != nil {
+		rep.ConfigSchema = text
+	}
 
 	b, err := load(ctx, rt, "check-b", wasm, opts.Config)
 	if err != nil {
@@ -192,7 +203,7 @@ func varied(s *subject, n int, seed uint64) []int64 {
 			cands := host.SyntheticCandidates(1+int(k*7%90), k)
 			slots := 1 + int(k*5%17)
 			picks := make([]uint32, slots)
-			m := s.fairness.Pick(policy.PickContext{NowMs: 1_700_000_000_000, AgingMs: 30_000, Slots: uint32(slots), Names: SyntheticNames{}}, cands, picks)
+			m := s.fairness.Pick(policy.PickContext{NowMs: 1_700_000_000_000, AgingMs: 30_000, Slots: uint32(slots), Names: SyntheticNames{}, Details: SyntheticNames{}}, cands, picks)
 			if hint, held := policy.HoldHint(m); held { // a hold is an answer too
 				out = append(out, -2, hint)
 				continue
@@ -204,10 +215,10 @@ func varied(s *subject, n int, seed uint64) []int64 {
 		case s.selection != nil:
 			tasks := host.SyntheticTasks(1+int(k*13%120), k)
 			ranks := make([]int64, len(tasks))
-			s.selection.Rank(1_700_000_000_000, tasks, ranks)
+			rank(s.selection, tasks, ranks)
 			out = append(out, ranks...)
 		case s.retry != nil:
-			d := s.retry.Decide(fs[i])
+			d := decide(s.retry, fs[i])
 			out = append(out, int64(d.Action), d.DelayMs)
 		}
 	}
@@ -246,14 +257,14 @@ func firstDiff(x, y []int64) int {
 func empty(s *subject) {
 	switch {
 	case s.fairness != nil:
-		ctx := policy.PickContext{NowMs: 1_700_000_000_000, AgingMs: 30_000, Slots: 4, Names: SyntheticNames{}}
+		ctx := policy.PickContext{NowMs: 1_700_000_000_000, AgingMs: 30_000, Slots: 4, Names: SyntheticNames{}, Details: SyntheticNames{}}
 		s.fairness.Pick(ctx, nil, make([]uint32, 4))
 		ctx.Slots = 0
 		s.fairness.Pick(ctx, host.SyntheticCandidates(8, 1), nil)
 	case s.selection != nil:
-		s.selection.Rank(1_700_000_000_000, nil, nil)
+		rank(s.selection, nil, nil)
 	case s.retry != nil: // a failure record is never empty
-		s.retry.Decide(policy.Failure{Attempt: 1, MaxAttempts: 1, Class: policy.ClassTransient})
+		decide(s.retry, policy.Failure{Attempt: 1, MaxAttempts: 1, Class: policy.ClassTransient})
 	}
 }
 
@@ -274,19 +285,37 @@ func large(s *subject, candidates int) {
 	switch {
 	case s.fairness != nil:
 		cands := host.SyntheticCandidates(candidates, 9)
-		ctx := policy.PickContext{NowMs: 1_700_000_000_000, AgingMs: 30_000, Slots: 8, Names: SyntheticNames{}}
+		ctx := policy.PickContext{NowMs: 1_700_000_000_000, AgingMs: 30_000, Slots: 8, Names: SyntheticNames{}, Details: SyntheticNames{}}
 		s.fairness.Pick(ctx, cands, make([]uint32, 8))
 		ctx.Slots = 64
 		s.fairness.Pick(ctx, cands, make([]uint32, 64))
 	case s.selection != nil:
 		tasks := host.SyntheticTasks(1000, 9)
-		s.selection.Rank(1_700_000_000_000, tasks, make([]int64, len(tasks)))
+		rank(s.selection, tasks, make([]int64, len(tasks)))
 	case s.retry != nil:
 		for _, f := range failures(50) {
 			f.Attempt, f.MaxAttempts = 1000, 1000
-			s.retry.Decide(f)
+			decide(s.retry, f)
 		}
 	}
+}
+
+// rank ranks tasks with p, with synthetic details when p reads them (ABI
+// v2): the checks exercise a module with the table it asked for.
+func rank(p policy.Selection, tasks []policy.Task, ranks []int64) {
+	if dp, ok := p.(policy.DetailedSelection); ok {
+		dp.RankDetailed(policy.RankContext{NowMs: 1_700_000_000_000, Details: SyntheticNames{}}, tasks, ranks)
+		return
+	}
+	p.Rank(1_700_000_000_000, tasks, ranks)
+}
+
+// decide decides on f with p, with synthetic details when p reads them.
+func decide(p policy.Retry, f policy.Failure) policy.Decision {
+	if dp, ok := p.(policy.DetailedRetry); ok {
+		return dp.DecideDetailed(policy.RetryContext{Details: SyntheticNames{}}, f)
+	}
+	return p.Decide(f)
 }
 
 func config(ctx context.Context, s *subject, doc []byte, rec *faultLog) error {
@@ -308,10 +337,41 @@ func config(ctx context.Context, s *subject, doc []byte, rec *faultLog) error {
 	return nil
 }
 
-// SyntheticNames names the synthetic candidates of the checks and the bench
-// (ABI v2's names table): agent-N and lane-N by candidate index, a few
-// agents and lanes over many candidates.
+// SyntheticNames names the synthetic records of the checks and the bench
+// (ABI v2's names and details tables): agent-N and lane-N by record index,
+// a few agents and lanes over many records, sessions session-N (none for
+// every fourth record), task labels kind=search or kind=form, agent labels
+// tier=gold for every third agent, weights 1 to 3, ceilings of 10, and the
+// error code timeout.
 type SyntheticNames struct{}
+
+var (
+	syntheticKinds = [2]policy.Labels{policy.MakeLabels(map[string]string{"kind": "search"}), policy.MakeLabels(map[string]string{"kind": "form"})}
+	syntheticTiers = [2]policy.Labels{policy.MakeLabels(map[string]string{"tier": "gold"}), policy.MakeLabels(map[string]string{"tier": "standard"})}
+)
+
+// Session implements policy.Details.
+func (SyntheticNames) Session(i int) string {
+	if i%4 == 3 {
+		return ""
+	}
+	return "session-" + strconv.Itoa(i%5)
+}
+
+// Labels implements policy.Details.
+func (SyntheticNames) Labels(i int) policy.Labels { return syntheticKinds[i&1] }
+
+// Agent implements policy.Details.
+func (SyntheticNames) Agent(i int) policy.AgentInfo {
+	tier := syntheticTiers[1]
+	if (i%7)%3 == 0 {
+		tier = syntheticTiers[0]
+	}
+	return policy.AgentInfo{Weight: 1 + uint32(i%7%3), MaxInFlight: 10, Labels: tier}
+}
+
+// ErrorCode implements policy.Details.
+func (SyntheticNames) ErrorCode(int) string { return "timeout" }
 
 // AgentID implements policy.Names.
 func (SyntheticNames) AgentID(cand int) string { return "agent-" + strconv.Itoa(cand%7) }

@@ -8,6 +8,7 @@
 //     policy.Retry and their records), the same types the engine uses;
 //   - selection, fairness, retry: Register a policy in its slot;
 //   - room: a fairness policy's view of the room left under each ceiling;
+//   - schema: the configuration schema a plugin may declare (ConfigSchema);
 //   - abi: the byte layout of the ABI (plugins/ABI.md), for tools and tests.
 //
 // A policy is a plain Go type that implements policy.Selection,
@@ -40,9 +41,13 @@
 // its answer back, without allocating per decision. Registration happens in
 // init, which the host runs through _initialize.
 //
-// A policy that takes configuration implements Configurable; one whose
-// answers do not depend on earlier calls passes Stateless so the host may run
-// it on several instances at once.
+// A policy that takes configuration implements Configurable, and may
+// declare the configuration's schema with ConfigSchema; one whose answers
+// do not depend on earlier calls passes Stateless so the host may run it on
+// several instances at once. From ABI v2 a policy may ask for the names
+// (Names) or the details (Details) behind its records: agents' ids, weights,
+// ceilings and labels, lanes' names, tasks' sessions and labels, a retry's
+// error code.
 package sdk
 
 import (

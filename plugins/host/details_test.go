@@ -1,0 +1,118 @@
+package host_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/engine/policy/backoff"
+	"github.com/switchyard/switchyard/engine/policy/fairshare"
+	"github.com/switchyard/switchyard/engine/policy/priority"
+	"github.com/switchyard/switchyard/plugins/host"
+	"github.com/switchyard/switchyard/plugins/sdk/schema"
+)
+
+// loadExample loads a committed example module.
+func loadExample(t *testing.T, rt *host.Runtime, file, config string) (*host.Plugin, error) {
+	t.Helper()
+	wasm, err := os.ReadFile("../../examples/plugins/" + file)
+	require.NoError(t, err)
+	p, err := rt.Load(context.Background(), t.Name(), wasm, []byte(config))
+	if err == nil {
+		t.Cleanup(func() { _ = p.Close(context.Background()) })
+	}
+	return p, err
+}
+
+// A selection module that asks for details (sdk.Details) reads the tasks'
+// labels and sessions and the agents' labels from the table the host
+// writes; without details it ranks as it would without them.
+func TestSelectionModuleReadsTheDetails(t *testing.T) {
+	rt := newRuntime(t, host.Config{})
+	p, err := loadExample(t, rt, "labelsel.wasm", `{"lastSessions": ["session-1"]}`)
+	require.NoError(t, err)
+	w, err := p.Selection(priority.Selection{})
+	require.NoError(t, err)
+	tasks := host.SyntheticTasks(8, 3)
+	// SyntheticDetails: agent-0 and agent-4 are tier=gold; session-1 is
+	// record 1's; nobody is labelled urgent.
+	d := host.SyntheticDetails(len(tasks), "")
+	ranks := make([]int64, len(tasks))
+	w.RankDetailed(policy.RankContext{NowMs: 1, Details: d}, tasks, ranks)
+	for i, r := range ranks {
+		want := int64(8) // FIFO
+		switch {
+		case i == 1:
+			want = 9 // a session that goes last
+		case i%4 == 0:
+			want = 1 + int64(tasks[i].Priority) // a gold agent: by priority
+		}
+		require.Equal(t, want, r, "task %d", i)
+	}
+	w.Rank(1, tasks, ranks) // no details: FIFO
+	require.Equal(t, slices.Repeat([]int64{8}, len(tasks)), ranks)
+	require.Zero(t, p.Stats().Fallbacks)
+}
+
+// A retry module that asks for details reads the attempt's error code.
+func TestRetryModuleReadsTheErrorCode(t *testing.T) {
+	rt := newRuntime(t, host.Config{})
+	p, err := loadExample(t, rt, "errcode.wasm", `{"fail": ["captcha"]}`)
+	require.NoError(t, err)
+	w, err := p.Retry(backoff.Retry{})
+	require.NoError(t, err)
+	f := policy.Failure{NowMs: 1, TaskSeq: 1, BaseDelayMs: 1000, MaxDelayMs: 60_000, Multiplier: 2000, Attempt: 1, MaxAttempts: 4, Class: policy.ClassTransient}
+	dec := func(code string) policy.Decision {
+		return w.DecideDetailed(policy.RetryContext{Details: host.SyntheticDetails(1, code)}, f)
+	}
+	require.Equal(t, policy.Decision{Action: policy.ActionFail}, dec("captcha"))
+	require.Equal(t, policy.Decision{Action: policy.ActionRetry}, dec("tab_not_found"))
+	require.Equal(t, policy.Decision{Action: policy.ActionRetry, DelayMs: 1000}, dec("other"))
+	require.Zero(t, p.Stats().Fallbacks)
+}
+
+// A module's declared schema is read at load and checked before the module
+// sees a configuration: the error names the field and changes nothing.
+func TestConfigurationIsCheckedAgainstTheModulesSchema(t *testing.T) {
+	rt := newRuntime(t, host.Config{})
+	_, err := loadExample(t, rt, "errcode.wasm", `{"backoffFactor": 0.5}`)
+	require.ErrorIs(t, err, host.ErrInvalid)
+	require.ErrorContains(t, err, "config.backoffFactor: must be ≥ 1")
+	require.True(t, schema.IsError(err))
+
+	p, err := loadExample(t, rt, "errcode.wasm", `{"backoffFactor": 3}`)
+	require.NoError(t, err)
+	s, err := schema.Parse(p.ConfigSchema())
+	require.NoError(t, err, "the schema the module declared")
+	require.Equal(t, "object", s.Type)
+	err = p.Configure(context.Background(), []byte(`{"immediate": "tab_not_found"}`))
+	require.ErrorContains(t, err, "config.immediate: must be an array, not a string")
+	require.JSONEq(t, `{"backoffFactor": 3}`, string(p.Config()), "a refused configuration changes nothing")
+}
+
+// A version 1 module loads and decides as before: it declares no schema,
+// gets no table (its header's reserved word stays 0) and its picks do not
+// change when the engine offers details.
+func TestAVersion1ModuleDecidesAsBefore(t *testing.T) {
+	rt := newRuntime(t, host.Config{})
+	p, err := loadExample(t, rt, "asc.wasm", "")
+	require.NoError(t, err)
+	require.Equal(t, int32(1), p.Version())
+	require.Nil(t, p.ConfigSchema())
+	w, err := p.Fairness(&fairshare.Fairness{})
+	require.NoError(t, err)
+	cands := host.SyntheticCandidates(16, 5)
+	ctx := policy.PickContext{NowMs: 1_700_000_000_000, AgingMs: 30_000, Slots: 8}
+	plain := make([]uint32, 8)
+	n := w.Pick(ctx, cands, plain)
+	d := host.SyntheticDetails(len(cands), "")
+	ctx.Names, ctx.Details = d, d
+	named := make([]uint32, 8)
+	require.Equal(t, n, w.Pick(ctx, cands, named))
+	require.Equal(t, plain[:n], named[:n])
+	require.Zero(t, p.Stats().Fallbacks)
+}
