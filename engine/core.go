@@ -79,6 +79,7 @@ type core struct {
 	fallback    fairshare.Fairness
 	scratch     dispatchScratch // the dispatching goroutine's, kept across a policy call outside the lock
 	planScratch dispatchScratch // Plan's
+	hold        holdState       // the queues a fairness policy held at the latest decision (hold.go)
 
 	draining bool
 	closed   bool

@@ -83,3 +83,45 @@ func TestAFairnessHoldDispatchesNothingUntilTheHintElapses(t *testing.T) {
 		require.Equal(t, ids(a, b), h.Exec.Started(), "asked again when the hint elapsed")
 	}
 }
+
+// A held task says so, with the policy, its lane and when the policy is
+// asked again; the next decision that does not hold clears it, and a hold
+// without a hint says it waits for a change.
+func TestAHeldTaskSaysWhichPolicyHoldsItAndUntilWhen(t *testing.T) {
+	t.Parallel()
+	for _, inline := range []bool{true, false} {
+		h := enginetest.New(t, &engine.Config{MaxInFlight: 4, AgingThreshold: -1})
+		f := &holder{hold: true, hintMs: 250, inline: inline}
+		require.NoError(t, h.SetFairness("ratecap", f))
+		a := h.Submit(enginetest.Spec("alice").Obj())
+		got, ok := h.HoldOf(a.ID)
+		require.True(t, ok, "the task's queue is held (inline %v)", inline)
+		at := h.Clock.Now()
+		require.Equal(t, engine.Hold{Policy: "ratecap", Lane: "main", Since: at, ReaskAt: at.Add(250 * time.Millisecond)}, got)
+		require.Equal(t, "held by fairness plugin ratecap on lane main (asks again at "+at.Add(250*time.Millisecond).UTC().Format("2006-01-02T15:04:05.000Z07:00")+")", got.Reason())
+
+		f.set(false)
+		h.Clock.Advance(250 * time.Millisecond)
+		require.Equal(t, ids(a), h.Exec.Started(), "asked again when the hint elapsed")
+		_, ok = h.HoldOf(a.ID)
+		require.False(t, ok, "a dispatched task is not held")
+
+		f.mu.Lock()
+		f.hold, f.hintMs = true, 0
+		f.mu.Unlock()
+		b := h.Submit(enginetest.Spec("bob").Lane("team").Obj())
+		got, ok = h.HoldOf(b.ID)
+		require.True(t, ok)
+		require.Equal(t, "team", got.Lane)
+		require.True(t, got.ReaskAt.IsZero(), "no hint, no re-ask time")
+		require.Contains(t, got.Reason(), "held by fairness plugin ratecap on lane team (asks again when something changes")
+
+		// The next decision that does not hold clears the hold.
+		f.set(false)
+		h.Submit(enginetest.Spec("carol").Obj())
+		_, ok = h.HoldOf(b.ID)
+		require.False(t, ok, "the policy no longer holds")
+		_, ok = h.HoldOf("no-such-task")
+		require.False(t, ok)
+	}
+}

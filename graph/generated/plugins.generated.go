@@ -385,11 +385,11 @@ func (ec *executionContext) _Plugin_p50Us(ctx context.Context, field graphql.Col
 			return obj.P50Us(), nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
-			return ec.marshalNFloat2float64(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Plugin_p50Us(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -408,11 +408,11 @@ func (ec *executionContext) _Plugin_p99Us(ctx context.Context, field graphql.Col
 			return obj.P99Us(), nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
-			return ec.marshalNFloat2float64(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Plugin_p99Us(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -672,6 +672,121 @@ func (ec *executionContext) fieldContext_PolicyAssignment_name(_ context.Context
 	return graphql.NewScalarFieldContext("PolicyAssignment", field, true, false, "String")
 }
 
+func (ec *executionContext) _TaskHold_policy(ctx context.Context, field graphql.CollectedField, obj *model.TaskHold) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskHold_policy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Policy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskHold_policy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskHold", field, false, false, "String")
+}
+
+func (ec *executionContext) _TaskHold_lane(ctx context.Context, field graphql.CollectedField, obj *model.TaskHold) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskHold_lane(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Lane, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskHold_lane(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskHold", field, false, false, "String")
+}
+
+func (ec *executionContext) _TaskHold_since(ctx context.Context, field graphql.CollectedField, obj *model.TaskHold) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskHold_since(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Since, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskHold_since(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskHold", field, false, false, "Time")
+}
+
+func (ec *executionContext) _TaskHold_reaskAt(ctx context.Context, field graphql.CollectedField, obj *model.TaskHold) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskHold_reaskAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ReaskAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TaskHold_reaskAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskHold", field, false, false, "Time")
+}
+
+func (ec *executionContext) _TaskHold_reason(ctx context.Context, field graphql.CollectedField, obj *model.TaskHold) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskHold_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskHold_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskHold", field, false, false, "String")
+}
+
 // endregion **************************** field.gotpl *****************************
 
 // region    **************************** input.gotpl *****************************
@@ -884,12 +999,12 @@ func (ec *executionContext) _Plugin(ctx context.Context, sel ast.SelectionSet, o
 			}
 		case "p50Us":
 			out.Values[i] = ec._Plugin_p50Us(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "p99Us":
 			out.Values[i] = ec._Plugin_p99Us(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -1000,6 +1115,59 @@ func (ec *executionContext) _PolicyAssignment(ctx context.Context, sel ast.Selec
 			}
 		case "name":
 			out.Values[i] = ec._PolicyAssignment_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var taskHoldImplementors = []string{"TaskHold"}
+
+func (ec *executionContext) _TaskHold(ctx context.Context, sel ast.SelectionSet, obj *model.TaskHold) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, taskHoldImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TaskHold")
+		case "policy":
+			out.Values[i] = ec._TaskHold_policy(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "lane":
+			out.Values[i] = ec._TaskHold_lane(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "since":
+			out.Values[i] = ec._TaskHold_since(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "reaskAt":
+			out.Values[i] = ec._TaskHold_reaskAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "reason":
+			out.Values[i] = ec._TaskHold_reason(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -1204,5 +1372,12 @@ var (
 		policy1.SlotRetry:     "RETRY",
 	}
 )
+
+func (ec *executionContext) marshalOTaskHold2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐTaskHold(ctx context.Context, sel ast.SelectionSet, v *model.TaskHold) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._TaskHold(ctx, sel, v)
+}
 
 // endregion ***************************** type.gotpl *****************************

@@ -537,6 +537,7 @@ type ComplexityRoot struct {
 		Error             func(childComplexity int) int
 		ErrorClass        func(childComplexity int) int
 		Exhausted         func(childComplexity int) int
+		Hold              func(childComplexity int) int
 		ID                func(childComplexity int) int
 		IdempotencyKey    func(childComplexity int) int
 		InstanceID        func(childComplexity int) int
@@ -604,6 +605,14 @@ type ComplexityRoot struct {
 		Count   func(childComplexity int) int
 		Events  func(childComplexity int) int
 		LastSeq func(childComplexity int) int
+	}
+
+	TaskHold struct {
+		Lane    func(childComplexity int) int
+		Policy  func(childComplexity int) int
+		ReaskAt func(childComplexity int) int
+		Reason  func(childComplexity int) int
+		Since   func(childComplexity int) int
 	}
 
 	TaskLease struct {
@@ -3175,6 +3184,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Task.Exhausted(childComplexity), true
+	case "Task.hold":
+		if e.ComplexityRoot.Task.Hold == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Task.Hold(childComplexity), true
 	case "Task.id":
 		if e.ComplexityRoot.Task.ID == nil {
 			break
@@ -3509,6 +3524,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.TaskEventFeed.LastSeq(childComplexity), true
+
+	case "TaskHold.lane":
+		if e.ComplexityRoot.TaskHold.Lane == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskHold.Lane(childComplexity), true
+	case "TaskHold.policy":
+		if e.ComplexityRoot.TaskHold.Policy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskHold.Policy(childComplexity), true
+	case "TaskHold.reaskAt":
+		if e.ComplexityRoot.TaskHold.ReaskAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskHold.ReaskAt(childComplexity), true
+	case "TaskHold.reason":
+		if e.ComplexityRoot.TaskHold.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskHold.Reason(childComplexity), true
+	case "TaskHold.since":
+		if e.ComplexityRoot.TaskHold.Since == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskHold.Since(childComplexity), true
 
 	case "TaskLease.attempt":
 		if e.ComplexityRoot.TaskLease.Attempt == nil {
@@ -4290,10 +4336,10 @@ type Plugin {
   fallbacks: Int64!
   "Fairness decisions that held (ABI version 2 hold: nothing dispatched from the candidates until it is asked again); plan previews are not counted."
   holds: Int64!
-  "The median decision latency, in microseconds (guard included)."
-  p50Us: Float!
-  "The 99th percentile of its decision latency, in microseconds."
-  p99Us: Float!
+  "The median decision latency, in microseconds (guard included); null while no decision has been timed (no calls yet, and always for native policies)."
+  p50Us: Float
+  "The 99th percentile of its decision latency, in microseconds; null exactly when p50Us is. Never below p50Us."
+  p99Us: Float
 }
 
 "A change of a policy plugin."
@@ -4354,6 +4400,25 @@ input SetPolicyInput {
   lane: String
   "A built-in policy's or a loaded plugin's name; omit to make the lane use the global policy again."
   name: String
+}
+
+extend type Task {
+  "While QUEUED: the hold a fairness plugin put on its queue at the latest dispatch decision (ABI version 2 hold: nothing of the queue goes until the plugin is asked again); null when none holds it."
+  hold: TaskHold
+}
+
+"A fairness plugin's hold on a queued task's (lane, agent) queue."
+type TaskHold {
+  "The fairness policy that holds."
+  policy: String!
+  "The lane of the held queue."
+  lane: String!
+  "When it held: the latest decision, which held too."
+  since: Time!
+  "When the engine asks the plugin again, from the plugin's re-ask hint; null without one: on the next change (a submission, an ended task, a lane or policy change)."
+  reaskAt: Time
+  "The same in words: ` + "`" + `held by fairness plugin <name> on lane <lane> (asks again at <time>)` + "`" + `."
+  reason: String!
 }
 `, BuiltIn: false},
 	{Name: "../schema/pull.graphqls", Input: `# Pull lanes: external workers lease tasks instead of Switchyard pushing
@@ -6473,6 +6538,8 @@ func (ec *executionContext) childFields_Task(ctx context.Context, field graphql.
 		return ec.fieldContext_Task_resetAt(ctx, field)
 	case "position":
 		return ec.fieldContext_Task_position(ctx, field)
+	case "hold":
+		return ec.fieldContext_Task_hold(ctx, field)
 	case "lease":
 		return ec.fieldContext_Task_lease(ctx, field)
 	}
@@ -6547,6 +6614,22 @@ func (ec *executionContext) childFields_TaskEventFeed(ctx context.Context, field
 		return ec.fieldContext_TaskEventFeed_lastSeq(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TaskEventFeed", field.Name)
+}
+
+func (ec *executionContext) childFields_TaskHold(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "policy":
+		return ec.fieldContext_TaskHold_policy(ctx, field)
+	case "lane":
+		return ec.fieldContext_TaskHold_lane(ctx, field)
+	case "since":
+		return ec.fieldContext_TaskHold_since(ctx, field)
+	case "reaskAt":
+		return ec.fieldContext_TaskHold_reaskAt(ctx, field)
+	case "reason":
+		return ec.fieldContext_TaskHold_reason(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TaskHold", field.Name)
 }
 
 func (ec *executionContext) childFields_TaskLease(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {

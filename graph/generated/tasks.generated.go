@@ -28,6 +28,7 @@ type TaskResolver interface {
 
 	Children(ctx context.Context, obj *model.Task, first *int) ([]*model.Task, error)
 
+	Hold(ctx context.Context, obj *model.Task) (*model.TaskHold, error)
 	Lease(ctx context.Context, obj *model.Task) (*model.TaskLease, error)
 }
 type TaskConnectionResolver interface {
@@ -2646,6 +2647,38 @@ func (ec *executionContext) fieldContext_Task_position(_ context.Context, field 
 	return graphql.NewScalarFieldContext("Task", field, true, false, "Int")
 }
 
+func (ec *executionContext) _Task_hold(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Task_hold(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Task().Hold(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TaskHold) graphql.Marshaler {
+			return ec.marshalOTaskHold2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐTaskHold(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Task_hold(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Task",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TaskHold(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Task_lease(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4993,6 +5026,12 @@ func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "hold":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Task_hold(ctx, field, obj)
+				})
 		case "lease":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, false,

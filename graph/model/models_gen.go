@@ -516,6 +516,20 @@ type TaskFilter struct {
 	Labels []*LabelInput `json:"labels,omitempty"`
 }
 
+// A fairness plugin's hold on a queued task's (lane, agent) queue.
+type TaskHold struct {
+	// The fairness policy that holds.
+	Policy string `json:"policy"`
+	// The lane of the held queue.
+	Lane string `json:"lane"`
+	// When it held: the latest decision, which held too.
+	Since time.Time `json:"since"`
+	// When the engine asks the plugin again, from the plugin's re-ask hint; null without one: on the next change (a submission, an ended task, a lane or policy change).
+	ReaskAt *time.Time `json:"reaskAt,omitempty"`
+	// The same in words: `held by fairness plugin <name> on lane <lane> (asks again at <time>)`.
+	Reason string `json:"reason"`
+}
+
 // A worker's lease on a task of a pull lane, as anyone reading the task sees it (its id is only its worker's).
 type TaskLease struct {
 	// The worker that leased it: the token's name (null for a lease resumed after a restart).

@@ -132,11 +132,22 @@ func (p *Plugin) Fallbacks() uint64 { return p.I.Stats.Fallbacks }
 // Holds is the fairness decisions that held.
 func (p *Plugin) Holds() uint64 { return p.I.Stats.Holds }
 
-// P50Us is its median decision latency.
-func (p *Plugin) P50Us() float64 { return float64(p.I.Stats.LatencyP50) / float64(time.Microsecond) }
+// P50Us is its median decision latency; nil while no decision has been
+// timed (no calls yet; native policies, which are not timed).
+func (p *Plugin) P50Us() *float64 { return p.latencyUs(p.I.Stats.LatencyP50) }
 
-// P99Us is its 99th-percentile decision latency.
-func (p *Plugin) P99Us() float64 { return float64(p.I.Stats.LatencyP99) / float64(time.Microsecond) }
+// P99Us is its 99th-percentile decision latency; nil exactly when P50Us is.
+func (p *Plugin) P99Us() *float64 { return p.latencyUs(p.I.Stats.LatencyP99) }
+
+// latencyUs is d in microseconds, or nil when the latency figures cover no
+// decision: a zero there would read as a measured, instant decision.
+func (p *Plugin) latencyUs(d time.Duration) *float64 {
+	if p.I.Stats.Observed == 0 {
+		return nil
+	}
+	us := float64(d) / float64(time.Microsecond)
+	return &us
+}
 
 // PluginEvent is a change of a plugin.
 type PluginEvent struct{ E manager.Event }

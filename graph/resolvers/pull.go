@@ -189,3 +189,25 @@ func (r *taskResolver) Lease(_ context.Context, obj *model.Task) (*model.TaskLea
 	}
 	return out, nil
 }
+
+// holder is the engine's HoldOf; an engine without it (a node of a cluster
+// that does not lead) shows no holds.
+type holder interface {
+	HoldOf(id string) (engine.Hold, bool)
+}
+
+func (r *taskResolver) Hold(_ context.Context, obj *model.Task) (*model.TaskHold, error) {
+	h, ok := r.eng.(holder)
+	if !ok || obj.T.State != engine.StateQueued {
+		return nil, nil
+	}
+	hold, ok := h.HoldOf(obj.T.ID)
+	if !ok {
+		return nil, nil
+	}
+	out := &model.TaskHold{Policy: hold.Policy, Lane: hold.Lane, Since: hold.Since, Reason: hold.Reason()}
+	if !hold.ReaskAt.IsZero() {
+		out.ReaskAt = &hold.ReaskAt
+	}
+	return out, nil
+}

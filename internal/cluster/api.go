@@ -54,6 +54,12 @@ func (a *Engine) Positions(ids []string) map[string]int {
 	return a.n.Engine().Positions(ids)
 }
 
+// HoldOf returns the fairness plugin's hold on a QUEUED task's queue (the
+// leader's; none on a follower, whose engine queues nothing).
+func (a *Engine) HoldOf(id string) (engine.Hold, bool) {
+	return a.n.Engine().HoldOf(id)
+}
+
 // Tasks lists tasks.
 func (a *Engine) Tasks(ctx context.Context, q engine.TaskQuery) ([]*engine.Task, error) {
 	return a.n.Engine().Tasks(ctx, q)

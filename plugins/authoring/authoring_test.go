@@ -177,6 +177,7 @@ func TestSimulateRunsTheWorkloadUnderThePluginAndTheBuiltin(t *testing.T) {
 	require.Less(t, quiet(rep.Plugin), quiet(rep.Builtin), "shortest queue first serves the quiet agent sooner")
 	require.Zero(t, rep.Fallbacks)
 	require.Contains(t, rep.String(), "Jain's fairness index")
+	require.Contains(t, rep.String(), "1.000 means\n   every such agent got exactly its share", "the report says what the index is and what 1.0 means")
 	_, err = json.Marshal(rep)
 	require.NoError(t, err)
 }

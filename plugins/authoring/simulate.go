@@ -35,6 +35,14 @@ type SimulateReport struct {
 	Fallbacks uint64 `json:"fallbacks"`
 }
 
+// JainLegend explains Jain's fairness index under its row of the report:
+// what it measures, and what 1.0 and the low end mean.
+const JainLegend = `  (how evenly the agents with queued work got the dispatches their weights
+   entitle them to, (Σx)²/(n·Σx²) over x = received/entitled: 1.000 means
+   every such agent got exactly its share; it falls towards 1/n, for n
+   agents, as one agent takes the others' shares)
+`
+
 // String renders the comparison for people: per-agent share and waits,
 // overall waits and Jain's fairness index, and what selection did (waits and
 // mean dispatch position by priority and by label), plugin beside built-in.
@@ -42,6 +50,7 @@ func (r *SimulateReport) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-22s %14s %14s\n", "", r.Plugin.Name, r.Builtin.Name)
 	fmt.Fprintf(&b, "%-22s %14.3f %14.3f\n", "Jain's fairness index", r.Plugin.Jain, r.Builtin.Jain)
+	b.WriteString(JainLegend)
 	fmt.Fprintf(&b, "%-22s %14v %14v\n", "wait p50", r.Plugin.WaitP50, r.Builtin.WaitP50)
 	fmt.Fprintf(&b, "%-22s %14v %14v\n", "wait p99", r.Plugin.WaitP99, r.Builtin.WaitP99)
 	fmt.Fprintf(&b, "%-22s %14v %14v\n", "makespan", r.Plugin.Makespan, r.Builtin.Makespan)

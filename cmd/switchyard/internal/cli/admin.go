@@ -270,12 +270,21 @@ func pluginList(ctx context.Context, args []string, env Env) error {
 			if inUse == "" {
 				inUse = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%.1fµs\t%.1fµs\t%s\n", p.Name, p.Slot, p.kind(), p.State, inUse,
-				p.Calls, p.Faults, p.Fallbacks, p.Holds, p.P50Us, p.P99Us, clip(str(p.DisabledReason), 60))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", p.Name, p.Slot, p.kind(), p.State, inUse,
+				p.Calls, p.Faults, p.Fallbacks, p.Holds, micros(p.P50Us), micros(p.P99Us), clip(str(p.DisabledReason), 60))
 		}
 		return tw.Flush()
 	}
 	return nil
+}
+
+// micros prints a decision latency in microseconds, or "-" for a plugin no
+// decision of which has been timed yet (null percentiles).
+func micros(us *float64) string {
+	if us == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fµs", *us)
 }
 
 func pluginLoad(ctx context.Context, args []string, env Env) error {

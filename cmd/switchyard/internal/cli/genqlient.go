@@ -874,10 +874,10 @@ func (v *LoadPluginLoadPlugin) GetFallbacks() int64 { return v.PluginInfo.Fallba
 func (v *LoadPluginLoadPlugin) GetHolds() int64 { return v.PluginInfo.Holds }
 
 // GetP50Us returns LoadPluginLoadPlugin.P50Us, and is useful for accessing the field via an interface.
-func (v *LoadPluginLoadPlugin) GetP50Us() float64 { return v.PluginInfo.P50Us }
+func (v *LoadPluginLoadPlugin) GetP50Us() *float64 { return v.PluginInfo.P50Us }
 
 // GetP99Us returns LoadPluginLoadPlugin.P99Us, and is useful for accessing the field via an interface.
-func (v *LoadPluginLoadPlugin) GetP99Us() float64 { return v.PluginInfo.P99Us }
+func (v *LoadPluginLoadPlugin) GetP99Us() *float64 { return v.PluginInfo.P99Us }
 
 func (v *LoadPluginLoadPlugin) UnmarshalJSON(b []byte) error {
 
@@ -935,9 +935,9 @@ type __premarshalLoadPluginLoadPlugin struct {
 
 	Holds int64 `json:"holds"`
 
-	P50Us float64 `json:"p50Us"`
+	P50Us *float64 `json:"p50Us"`
 
-	P99Us float64 `json:"p99Us"`
+	P99Us *float64 `json:"p99Us"`
 }
 
 func (v *LoadPluginLoadPlugin) MarshalJSON() ([]byte, error) {
@@ -1020,10 +1020,10 @@ type PluginInfo struct {
 	Fallbacks int64 `json:"fallbacks"`
 	// Fairness decisions that held (ABI version 2 hold: nothing dispatched from the candidates until it is asked again); plan previews are not counted.
 	Holds int64 `json:"holds"`
-	// The median decision latency, in microseconds (guard included).
-	P50Us float64 `json:"p50Us"`
-	// The 99th percentile of its decision latency, in microseconds.
-	P99Us float64 `json:"p99Us"`
+	// The median decision latency, in microseconds (guard included); null while no decision has been timed (no calls yet, and always for native policies).
+	P50Us *float64 `json:"p50Us"`
+	// The 99th percentile of its decision latency, in microseconds; null exactly when p50Us is. Never below p50Us.
+	P99Us *float64 `json:"p99Us"`
 }
 
 // GetName returns PluginInfo.Name, and is useful for accessing the field via an interface.
@@ -1072,10 +1072,10 @@ func (v *PluginInfo) GetFallbacks() int64 { return v.Fallbacks }
 func (v *PluginInfo) GetHolds() int64 { return v.Holds }
 
 // GetP50Us returns PluginInfo.P50Us, and is useful for accessing the field via an interface.
-func (v *PluginInfo) GetP50Us() float64 { return v.P50Us }
+func (v *PluginInfo) GetP50Us() *float64 { return v.P50Us }
 
 // GetP99Us returns PluginInfo.P99Us, and is useful for accessing the field via an interface.
-func (v *PluginInfo) GetP99Us() float64 { return v.P99Us }
+func (v *PluginInfo) GetP99Us() *float64 { return v.P99Us }
 
 // The state of a loaded policy plugin.
 type PluginState string
@@ -1148,10 +1148,10 @@ func (v *PluginsPluginsPlugin) GetFallbacks() int64 { return v.PluginInfo.Fallba
 func (v *PluginsPluginsPlugin) GetHolds() int64 { return v.PluginInfo.Holds }
 
 // GetP50Us returns PluginsPluginsPlugin.P50Us, and is useful for accessing the field via an interface.
-func (v *PluginsPluginsPlugin) GetP50Us() float64 { return v.PluginInfo.P50Us }
+func (v *PluginsPluginsPlugin) GetP50Us() *float64 { return v.PluginInfo.P50Us }
 
 // GetP99Us returns PluginsPluginsPlugin.P99Us, and is useful for accessing the field via an interface.
-func (v *PluginsPluginsPlugin) GetP99Us() float64 { return v.PluginInfo.P99Us }
+func (v *PluginsPluginsPlugin) GetP99Us() *float64 { return v.PluginInfo.P99Us }
 
 func (v *PluginsPluginsPlugin) UnmarshalJSON(b []byte) error {
 
@@ -1209,9 +1209,9 @@ type __premarshalPluginsPluginsPlugin struct {
 
 	Holds int64 `json:"holds"`
 
-	P50Us float64 `json:"p50Us"`
+	P50Us *float64 `json:"p50Us"`
 
-	P99Us float64 `json:"p99Us"`
+	P99Us *float64 `json:"p99Us"`
 }
 
 func (v *PluginsPluginsPlugin) MarshalJSON() ([]byte, error) {
@@ -1803,6 +1803,9 @@ func (v *SubmitTaskSubmitTask) GetTimeoutMs() *int { return v.TaskInfo.TimeoutMs
 // GetPosition returns SubmitTaskSubmitTask.Position, and is useful for accessing the field via an interface.
 func (v *SubmitTaskSubmitTask) GetPosition() *int { return v.TaskInfo.Position }
 
+// GetHold returns SubmitTaskSubmitTask.Hold, and is useful for accessing the field via an interface.
+func (v *SubmitTaskSubmitTask) GetHold() *TaskHold { return v.TaskInfo.Hold }
+
 // GetLabels returns SubmitTaskSubmitTask.Labels, and is useful for accessing the field via an interface.
 func (v *SubmitTaskSubmitTask) GetLabels() []Label { return v.TaskInfo.Labels }
 
@@ -1892,6 +1895,8 @@ type __premarshalSubmitTaskSubmitTask struct {
 
 	Position *int `json:"position"`
 
+	Hold *TaskHold `json:"hold"`
+
 	Labels []Label `json:"labels"`
 }
 
@@ -1936,6 +1941,7 @@ func (v *SubmitTaskSubmitTask) __premarshalJSON() (*__premarshalSubmitTaskSubmit
 	retval.Deadline = v.TaskInfo.Deadline
 	retval.TimeoutMs = v.TaskInfo.TimeoutMs
 	retval.Position = v.TaskInfo.Position
+	retval.Hold = v.TaskInfo.Hold
 	retval.Labels = v.TaskInfo.Labels
 	return &retval, nil
 }
@@ -2124,6 +2130,9 @@ func (v *TaskByIDTask) GetTimeoutMs() *int { return v.TaskInfo.TimeoutMs }
 // GetPosition returns TaskByIDTask.Position, and is useful for accessing the field via an interface.
 func (v *TaskByIDTask) GetPosition() *int { return v.TaskInfo.Position }
 
+// GetHold returns TaskByIDTask.Hold, and is useful for accessing the field via an interface.
+func (v *TaskByIDTask) GetHold() *TaskHold { return v.TaskInfo.Hold }
+
 // GetLabels returns TaskByIDTask.Labels, and is useful for accessing the field via an interface.
 func (v *TaskByIDTask) GetLabels() []Label { return v.TaskInfo.Labels }
 
@@ -2213,6 +2222,8 @@ type __premarshalTaskByIDTask struct {
 
 	Position *int `json:"position"`
 
+	Hold *TaskHold `json:"hold"`
+
 	Labels []Label `json:"labels"`
 }
 
@@ -2257,6 +2268,7 @@ func (v *TaskByIDTask) __premarshalJSON() (*__premarshalTaskByIDTask, error) {
 	retval.Deadline = v.TaskInfo.Deadline
 	retval.TimeoutMs = v.TaskInfo.TimeoutMs
 	retval.Position = v.TaskInfo.Position
+	retval.Hold = v.TaskInfo.Hold
 	retval.Labels = v.TaskInfo.Labels
 	return &retval, nil
 }
@@ -2293,6 +2305,38 @@ func (v *TaskEventFeedTaskEventFeed) GetEvents() json.RawMessage { return v.Even
 
 // GetLastSeq returns TaskEventFeedTaskEventFeed.LastSeq, and is useful for accessing the field via an interface.
 func (v *TaskEventFeedTaskEventFeed) GetLastSeq() int64 { return v.LastSeq }
+
+// TaskHold includes the requested fields of the GraphQL type TaskHold.
+// The GraphQL type's documentation follows.
+//
+// A fairness plugin's hold on a queued task's (lane, agent) queue.
+type TaskHold struct {
+	// The fairness policy that holds.
+	Policy string `json:"policy"`
+	// The lane of the held queue.
+	Lane string `json:"lane"`
+	// When it held: the latest decision, which held too.
+	Since time.Time `json:"since"`
+	// When the engine asks the plugin again, from the plugin's re-ask hint; null without one: on the next change (a submission, an ended task, a lane or policy change).
+	ReaskAt *time.Time `json:"reaskAt"`
+	// The same in words: `held by fairness plugin <name> on lane <lane> (asks again at <time>)`.
+	Reason string `json:"reason"`
+}
+
+// GetPolicy returns TaskHold.Policy, and is useful for accessing the field via an interface.
+func (v *TaskHold) GetPolicy() string { return v.Policy }
+
+// GetLane returns TaskHold.Lane, and is useful for accessing the field via an interface.
+func (v *TaskHold) GetLane() string { return v.Lane }
+
+// GetSince returns TaskHold.Since, and is useful for accessing the field via an interface.
+func (v *TaskHold) GetSince() time.Time { return v.Since }
+
+// GetReaskAt returns TaskHold.ReaskAt, and is useful for accessing the field via an interface.
+func (v *TaskHold) GetReaskAt() *time.Time { return v.ReaskAt }
+
+// GetReason returns TaskHold.Reason, and is useful for accessing the field via an interface.
+func (v *TaskHold) GetReason() string { return v.Reason }
 
 // TaskInfo includes the GraphQL fields of Task requested by the fragment TaskInfo.
 // The GraphQL type's documentation follows.
@@ -2359,6 +2403,8 @@ type TaskInfo struct {
 	TimeoutMs *int `json:"timeoutMs"`
 	// When QUEUED: the number of tasks ahead of it in its (lane, agent) queue; null otherwise.
 	Position *int `json:"position"`
+	// While QUEUED: the hold a fairness plugin put on its queue at the latest dispatch decision (ABI version 2 hold: nothing of the queue goes until the plugin is asked again); null when none holds it.
+	Hold *TaskHold `json:"hold"`
 	// Free-form labels, sorted by key.
 	Labels []Label `json:"labels"`
 }
@@ -2452,6 +2498,9 @@ func (v *TaskInfo) GetTimeoutMs() *int { return v.TimeoutMs }
 
 // GetPosition returns TaskInfo.Position, and is useful for accessing the field via an interface.
 func (v *TaskInfo) GetPosition() *int { return v.Position }
+
+// GetHold returns TaskInfo.Hold, and is useful for accessing the field via an interface.
+func (v *TaskInfo) GetHold() *TaskHold { return v.Hold }
 
 // GetLabels returns TaskInfo.Labels, and is useful for accessing the field via an interface.
 func (v *TaskInfo) GetLabels() []Label { return v.Labels }
@@ -2644,6 +2693,9 @@ func (v *TasksTasksTaskConnectionNodesTask) GetTimeoutMs() *int { return v.TaskI
 // GetPosition returns TasksTasksTaskConnectionNodesTask.Position, and is useful for accessing the field via an interface.
 func (v *TasksTasksTaskConnectionNodesTask) GetPosition() *int { return v.TaskInfo.Position }
 
+// GetHold returns TasksTasksTaskConnectionNodesTask.Hold, and is useful for accessing the field via an interface.
+func (v *TasksTasksTaskConnectionNodesTask) GetHold() *TaskHold { return v.TaskInfo.Hold }
+
 // GetLabels returns TasksTasksTaskConnectionNodesTask.Labels, and is useful for accessing the field via an interface.
 func (v *TasksTasksTaskConnectionNodesTask) GetLabels() []Label { return v.TaskInfo.Labels }
 
@@ -2733,6 +2785,8 @@ type __premarshalTasksTasksTaskConnectionNodesTask struct {
 
 	Position *int `json:"position"`
 
+	Hold *TaskHold `json:"hold"`
+
 	Labels []Label `json:"labels"`
 }
 
@@ -2777,6 +2831,7 @@ func (v *TasksTasksTaskConnectionNodesTask) __premarshalJSON() (*__premarshalTas
 	retval.Deadline = v.TaskInfo.Deadline
 	retval.TimeoutMs = v.TaskInfo.TimeoutMs
 	retval.Position = v.TaskInfo.Position
+	retval.Hold = v.TaskInfo.Hold
 	retval.Labels = v.TaskInfo.Labels
 	return &retval, nil
 }
@@ -3760,6 +3815,13 @@ fragment TaskInfo on Task {
 	deadline
 	timeoutMs
 	position
+	hold {
+		policy
+		lane
+		since
+		reaskAt
+		reason
+	}
 	labels {
 		key
 		value
@@ -3890,6 +3952,13 @@ fragment TaskInfo on Task {
 	deadline
 	timeoutMs
 	position
+	hold {
+		policy
+		lane
+		since
+		reaskAt
+		reason
+	}
 	labels {
 		key
 		value
@@ -4042,6 +4111,13 @@ fragment TaskInfo on Task {
 	deadline
 	timeoutMs
 	position
+	hold {
+		policy
+		lane
+		since
+		reaskAt
+		reason
+	}
 	labels {
 		key
 		value

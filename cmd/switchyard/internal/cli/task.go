@@ -396,6 +396,9 @@ func printTask(w io.Writer, t *TaskInfo) {
 	row("id", t.Id)
 	row("state", string(t.State))
 	row("reason", str(t.Reason))
+	if t.Hold != nil {
+		row("held", t.Hold.Reason)
+	}
 	row("agent", t.AgentId)
 	row("lane", t.Lane)
 	row("priority", string(t.Priority))

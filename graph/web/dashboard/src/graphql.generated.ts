@@ -245,7 +245,7 @@ export type DashboardOverviewQuery = { lanes: Array<{ name: string, maxInFlight:
 export type DashboardPluginsQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type DashboardPluginsQuery = { plugins: Array<{ name: string, slot: PolicySlot, builtin: boolean, native: boolean, state: PluginState, disabledReason: string | null, activeIn: Array<string>, calls: number, faults: number, fallbacks: number, p50Us: number, p99Us: number }> };
+export type DashboardPluginsQuery = { plugins: Array<{ name: string, slot: PolicySlot, builtin: boolean, native: boolean, state: PluginState, disabledReason: string | null, activeIn: Array<string>, calls: number, faults: number, fallbacks: number, p50Us: number | null, p99Us: number | null }> };
 
 export type DashboardPluginEventsSubscriptionVariables = Exact<{ [key: string]: never; }>;
 

@@ -296,8 +296,8 @@ export function Policies({ ctx }: { ctx: Ctx }) {
                 <td>{num(p.calls)}</td>
                 <td class={p.faults > 0 ? 'bad' : ''}>{num(p.faults)}</td>
                 <td>{num(p.fallbacks)}</td>
-                <td>
-                  {p.p50Us.toFixed(1)} / {p.p99Us.toFixed(1)} µs
+                <td title={p.p50Us === null ? 'no decision timed yet' : undefined}>
+                  {p.p50Us === null || p.p99Us === null ? '–' : `${p.p50Us.toFixed(1)} / ${p.p99Us.toFixed(1)} µs`}
                 </td>
               </tr>
             ))}
