@@ -93,6 +93,7 @@ type Engine struct {
 	kickCh          chan struct{}
 	commitCh        chan struct{}
 	lazyCh          chan struct{} // changes nobody waits for (durable): they may ride in the next commit
+	lazyDelay       time.Duration // tests: how long lazyCh's changes linger (0: lazyCommitDelay)
 	startCh         chan []*Run   // committed attempts, for the starter goroutine (durable, asynchronous)
 	committed       atomic.Uint64
 	commitMu        sync.Mutex      // one commit at a time
@@ -458,13 +459,17 @@ func (e *Engine) startLoop() {
 
 func (e *Engine) commitLoop() {
 	defer e.wg.Done()
-	linger := time.NewTimer(lazyCommitDelay)
+	delay := lazyCommitDelay
+	if e.lazyDelay > 0 {
+		delay = e.lazyDelay
+	}
+	linger := time.NewTimer(delay)
 	linger.Stop()
 	for {
 		select {
 		case <-e.commitCh:
 		case <-e.lazyCh:
-			linger.Reset(lazyCommitDelay)
+			linger.Reset(delay)
 			select {
 			case <-e.commitCh:
 			case <-linger.C:

@@ -37,10 +37,11 @@ type task struct {
 	reason   string
 	out      *outcome
 
-	heapIdx  int32 // index in its subQueue's heap, -1 when not queued
-	timerIdx [timerKinds]int32
-	depth    int32
-	unmet    int32 // WAITING: dependencies not yet succeeded
+	heapIdx   int32 // index in its subQueue's heap, -1 when not queued
+	timerIdx  [timerKinds]int32
+	depth     int32
+	unmet     int32 // WAITING: dependencies not yet succeeded
+	followers int32 // clients following it until it ends (Follow)
 
 	state    State
 	front    bool // interrupt mode: ahead of its session's other tasks

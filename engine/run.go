@@ -106,21 +106,25 @@ func (c *core) bindLocked(t *task, instanceID, tabID string) {
 
 // finish ends an attempt with the executor's outcome.
 func (e *Engine) finish(r *Run, o Outcome) {
-	ended := false
+	ended, followed := false, false
 	_, _ = e.apply(true, func(c *core) error {
 		ended = c.finishLocked(r, o)
+		followed = ended && r.task.followers > 0
 		return nil
 	})
 	if !ended {
 		return
 	}
 	r.cancel(context.Canceled, nil) // the attempt is over: release what hangs on its context
-	// A client follows its task until it ends: the attempt's end is written
-	// now rather than lingering for company (lazyCommitDelay), so that its
-	// event reaches subscribers without the wait. Under load the committer
-	// is busy anyway and takes it along with everything else pending, and
-	// with the attempts the end made room for, dispatched just now.
-	e.commitSoon()
+	if followed {
+		// A client follows the task until it ends (Follow): the attempt's
+		// end is written now rather than lingering for company
+		// (lazyCommitDelay), so that its event reaches the client without
+		// the wait. Otherwise it rides in the next commit someone waits
+		// for — usually the next submission's, which saves both a
+		// transaction.
+		e.commitSoon()
+	}
 }
 
 // finishLocked ends r's attempt with outcome o, or records a stale

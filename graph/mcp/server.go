@@ -48,6 +48,9 @@ type Queries interface {
 type Engine interface {
 	Events() *engine.EventLog
 	Task(ctx context.Context, id string) (*engine.Task, error)
+	// Follow says a call follows the task until it ends, so that its end
+	// is committed without lingering (engine.Engine.Follow).
+	Follow(id string) (unfollow func())
 	Lane(name string) (engine.LaneStatus, error)
 }
 

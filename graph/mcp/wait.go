@@ -40,6 +40,7 @@ func (s *Server) wait(ctx context.Context, req *sdk.CallToolRequest, c *caller, 
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	defer context.AfterFunc(s.closed, stop)()
+	defer s.opts.Engine.Follow(t.ID)()
 	log := s.opts.Engine.Events()
 	p := progress{req: req}
 	lane := t.Spec.Lane

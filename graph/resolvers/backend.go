@@ -23,6 +23,9 @@ type Engine interface {
 	Events() *engine.EventLog
 	Sync(ctx context.Context) error
 	Task(ctx context.Context, id string) (*engine.Task, error)
+	// Follow says a client follows the task until it ends, so that its end
+	// is committed without lingering (engine.Engine.Follow).
+	Follow(id string) (unfollow func())
 	Tasks(ctx context.Context, q engine.TaskQuery) ([]*engine.Task, error)
 	CountTasks(ctx context.Context, f engine.TaskFilter) (map[engine.State]int, error)
 	Batch(ctx context.Context, id string) (*engine.BatchStatus, error)

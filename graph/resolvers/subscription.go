@@ -218,10 +218,12 @@ func (s *subscriptionResolver) Task(ctx context.Context, id string) (<-chan *mod
 	const kind = "task"
 	ended := s.opts.Observer.SubscriptionStarted(kind)
 	ch := make(chan *model.Task) // unbuffered: see subgate.Send
+	unfollow := s.eng.Follow(id)
 	go func() {
 		defer ended()
 		defer close(ch)
 		defer subgate.Done(ctx)
+		defer unfollow()
 		t := first
 		for {
 			if !subgate.Send(ctx, ch, model.NewTask(t)) {

@@ -48,6 +48,13 @@ func (a *Engine) Task(ctx context.Context, id string) (*engine.Task, error) {
 	return a.n.Engine().Task(ctx, id)
 }
 
+// Follow records that a client follows a task until it ends (see
+// engine.Engine.Follow). The task lives in the leader's memory: on a
+// follower it changes nothing.
+func (a *Engine) Follow(id string) (unfollow func()) {
+	return a.n.Engine().Follow(id)
+}
+
 // Positions returns the queue positions of QUEUED tasks (the leader's;
 // none on a follower, whose engine queues nothing).
 func (a *Engine) Positions(ids []string) map[string]int {

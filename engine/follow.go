@@ -1,0 +1,35 @@
+package engine
+
+// Follow records that a client follows task id until it ends — a task(id)
+// subscription, an MCP call waiting for its task — and returns the function
+// that stops following (calling it more than once is harmless).
+//
+// With a durable store, a change nobody waits for lingers up to
+// lazyCommitDelay so that it rides in the next commit someone does wait for
+// (usually the next submission's) instead of costing a transaction of its
+// own. A followed task's end is written at once instead, so that it reaches
+// its follower without that wait. A task not in memory (ended and
+// forgotten, or unknown) needs nothing.
+func (e *Engine) Follow(id string) (unfollow func()) {
+	e.mu.Lock()
+	t := e.tasks[id]
+	if t == nil {
+		e.mu.Unlock()
+		return func() {}
+	}
+	t.followers++
+	ended := t.state.Terminal() && t.dirty // it ended while its follower was on the way
+	e.mu.Unlock()
+	if ended {
+		e.commitSoon()
+	}
+	done := false
+	return func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if !done {
+			done = true
+			t.followers--
+		}
+	}
+}
