@@ -479,3 +479,35 @@ func TestHostCallsAreBounded(t *testing.T) {
 	require.Equal(t, uint64(1), st.Faults[host.FaultDeadline], "%+v", st)
 	require.Equal(t, host.StateQuarantined, st.State)
 }
+
+// TestRecursionEndsAtItsDepth: a recursion without a base case ends at the
+// depth bound, a fuel fault that says so, long before its fuel would end it
+// (it used to run hundreds of thousands of frames deep).
+func TestRecursionEndsAtItsDepth(t *testing.T) {
+	t.Parallel()
+	var ev events
+	rt := newRuntime(t, host.Config{OnEvent: ev.add, NoFileCache: true})
+	var deep hostileCase
+	for _, tc := range hostileCases() {
+		if tc.name == "deep-recursion" {
+			deep = tc
+		}
+	}
+	p, err := rt.Load(context.Background(), deep.name, hostileModule(deep.pick, deep.helper), nil)
+	require.NoError(t, err)
+	w, err := p.Fairness(reverse{})
+	require.NoError(t, err)
+	require.Equal(t, 4, w.Pick(pickCtx(), host.SyntheticCandidates(16, 1), make([]uint32, 4)), "the fallback decides")
+	st := p.Stats()
+	require.Equal(t, uint64(1), st.Faults[host.FaultBudget], "%+v", st)
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	var reasons []string
+	for _, e := range ev.all {
+		if e.Kind == host.EventFault {
+			reasons = append(reasons, e.Reason)
+		}
+	}
+	require.Len(t, reasons, 1)
+	require.Contains(t, reasons[0], "nested more than 10000 deep")
+}
