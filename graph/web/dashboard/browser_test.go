@@ -35,6 +35,7 @@ import (
 	"github.com/switchyard/switchyard/internal/waitfor"
 	"github.com/switchyard/switchyard/plugins/host"
 	"github.com/switchyard/switchyard/plugins/manager"
+	"github.com/switchyard/switchyard/pull"
 )
 
 // gate is the server's listener: it can drop every connection and refuse
@@ -85,6 +86,7 @@ func (g *gate) heal() {
 // browser instance) on a loopback port. The engine's executor finishes
 // attempts only when the test says so.
 type bundle struct {
+	eng  *engine.Engine
 	exec *enginetest.Executor
 	gate *gate
 	base string         // the page's way to the server, through the gate
@@ -131,7 +133,12 @@ func setupServer(t *testing.T, plugins bool) *bundle {
 	_, err = checks.Create(context.Background(), heartbeat.Spec{Name: "bridge health", URL: browser.URL + "/health", Interval: time.Hour, Enabled: true})
 	require.NoError(t, err)
 
-	opts := server.Options{Engine: eng, Registry: reg, Heartbeats: checks, Version: "test", Logger: hclog.NewNullLogger()}
+	// Pull lanes' leases, so that a leased task shows its lease.
+	workers, err := pull.New(context.Background(), pull.Options{Engine: eng})
+	require.NoError(t, err)
+	t.Cleanup(workers.Close)
+
+	opts := server.Options{Engine: eng, Registry: reg, Heartbeats: checks, Pull: workers, Version: "test", Logger: hclog.NewNullLogger()}
 	if plugins {
 		rt, err := host.New(host.Config{})
 		require.NoError(t, err)
@@ -163,7 +170,7 @@ func setupServer(t *testing.T, plugins bool) *bundle {
 	base := "http://" + ln.Addr().String()
 	c := client.New("http://" + side.Addr().String() + "/graphql")
 	c.HTTP = &http.Client{Timeout: 10 * time.Second}
-	return &bundle{exec: exec, gate: g, base: base, c: c}
+	return &bundle{eng: eng, exec: exec, gate: g, base: base, c: c}
 }
 
 // submit submits a task through the API and returns its id.

@@ -96,6 +96,11 @@ function Body({ ctx, task, batch }: { ctx: Ctx; task: TaskDetail; batch: BatchIn
         </span>{' '}
         {task.reason ? <span class="dim">{task.reason}</span> : null}
       </p>
+      {task.hold ? (
+        <p class="hold" id="detail-hold">
+          <span class="badge HELD">held</span> {task.hold.reason}
+        </p>
+      ) : null}
       <div class="actions">
         {!ended ? (
           <button class="cancel" onClick={() => void actions.cancel(task.id)}>
@@ -130,6 +135,36 @@ function Body({ ctx, task, batch }: { ctx: Ctx; task: TaskDetail; batch: BatchIn
           {row('priority', task.priority)}
           {row('session', task.session)}
           {row('position', task.position)}
+          {row(
+            'held',
+            task.hold ? (
+              <>
+                by {task.hold.policy} on lane {task.hold.lane} since <Time at={task.hold.since} />
+                {task.hold.reaskAt ? (
+                  <>
+                    , asks again at <Time at={task.hold.reaskAt} />
+                  </>
+                ) : (
+                  ', asks again on the next change'
+                )}
+              </>
+            ) : null,
+          )}
+          {row(
+            'lease',
+            task.lease ? (
+              <span id="detail-lease">
+                attempt {task.lease.attempt} leased by {task.lease.worker ?? 'a worker (resumed after a restart)'}
+                {task.lease.leasedAt ? (
+                  <>
+                    {' '}
+                    at <Time at={task.lease.leasedAt} />
+                  </>
+                ) : null}
+                , expires <Time at={task.lease.expiresAt} /> unless renewed
+              </span>
+            ) : null,
+          )}
           {row('action', task.action ? `${task.action.kind} ${task.action.selector ?? task.action.ref ?? ''} ${task.action.params ? JSON.stringify(task.action.params) : ''}` : null)}
           {row('instruction', task.instruction)}
           {row('instance', task.instanceId)}
@@ -163,6 +198,8 @@ function Body({ ctx, task, batch }: { ctx: Ctx; task: TaskDetail; batch: BatchIn
               <th>instance / tab</th>
               <th>assigned</th>
               <th>reached</th>
+              <th title="finding its tab before the action: a named or session tab, a pooled one or a new one">tab</th>
+              <th title="the action at the instance, from sending it to the answer">action</th>
               <th>ran</th>
               <th>class</th>
               <th>HTTP</th>
@@ -180,8 +217,20 @@ function Body({ ctx, task, batch }: { ctx: Ctx; task: TaskDetail; batch: BatchIn
                   <Time at={a.assignedAt} />
                 </td>
                 <td>{span(a.assignedAt, a.startedAt)}</td>
+                <td class="tab-time">{ms(a.tabTimeMs)}</td>
+                <td class="action-time">{ms(a.actionTimeMs)}</td>
                 <td>{a.endedAt ? span(a.startedAt ?? a.assignedAt, a.endedAt) : 'running'}</td>
-                <td>{a.errorClass}</td>
+                <td>
+                  {a.errorClass}
+                  {a.instanceFault ? (
+                    <>
+                      {' '}
+                      <span class="badge FAULT instance-fault" title="it ended because of its instance, not its task: it did not spend the task's retry budget">
+                        instance fault
+                      </span>
+                    </>
+                  ) : null}
+                </td>
                 <td>{a.httpStatus ?? ''}</td>
                 <td class="bad">{a.error ?? ''}</td>
               </tr>

@@ -103,6 +103,14 @@ export function Lanes({ ctx }: { ctx: Ctx }) {
               </td>
               <td>
                 <span class={`lane-state badge ${l.paused ? 'PAUSED' : 'ACTIVE'}`}>{l.paused ? 'paused' : 'running'}</span>
+                {l.pull ? (
+                  <>
+                    {' '}
+                    <span class="lane-pull badge PULL" title="a pull lane: workers lease its tasks (leaseTasks); no browser instance runs them">
+                      pull
+                    </span>
+                  </>
+                ) : null}
               </td>
               <td>
                 <form
@@ -278,6 +286,7 @@ export function Policies({ ctx }: { ctx: Ctx }) {
               <th>calls</th>
               <th>faults</th>
               <th>fallbacks</th>
+              <th title="fairness decisions that held: nothing dispatched from the queues asked about until the plugin is asked again">holds</th>
               <th>p50 / p99</th>
             </tr>
           </thead>
@@ -296,6 +305,7 @@ export function Policies({ ctx }: { ctx: Ctx }) {
                 <td>{num(p.calls)}</td>
                 <td class={p.faults > 0 ? 'bad' : ''}>{num(p.faults)}</td>
                 <td>{num(p.fallbacks)}</td>
+                <td class={p.holds > 0 ? 'warn' : ''}>{num(p.holds)}</td>
                 <td title={p.p50Us === null ? 'no decision timed yet' : undefined}>
                   {p.p50Us === null || p.p99Us === null ? '–' : `${p.p50Us.toFixed(1)} / ${p.p99Us.toFixed(1)} µs`}
                 </td>

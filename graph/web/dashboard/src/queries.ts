@@ -36,7 +36,7 @@ const INSTANCE_FIELDS = /* GraphQL */ `
 /** Refreshed on every stats tick: what changes without an event of its own. */
 const overviewOp = /* GraphQL */ `
   query DashboardOverview {
-    lanes { name maxInFlight maxQueued paused inFlight pending dropPolicy selectionPolicy retryPolicyName }
+    lanes { name maxInFlight maxQueued paused pull inFlight pending dropPolicy selectionPolicy retryPolicyName }
     agents { id inFlight pending maxInFlight weight dispatchedLastMinute share }
     instances { ...InstanceFields }
     policies { slot lane name }
@@ -52,7 +52,7 @@ export type PolicyAssignment = Overview['policies'][number];
 /** Separate from OVERVIEW: a server without a plugin host answers UNAVAILABLE. */
 export const PLUGINS = /* GraphQL */ `
   query DashboardPlugins {
-    plugins { name slot builtin native state disabledReason activeIn calls faults fallbacks p50Us p99Us }
+    plugins { name slot builtin native state disabledReason activeIn calls faults fallbacks holds p50Us p99Us }
   }`;
 
 export type Plugin = G.DashboardPluginsQuery['plugins'][number];
@@ -124,8 +124,10 @@ const TASK_FIELDS = /* GraphQL */ `
     action { kind ref selector params } instruction tabId instanceId
     dependsOn dependencies { id state } batchId parentId depth
     state reason attemptCount result error errorClass
-    attempts { n instanceId tabId assignedAt startedAt endedAt errorClass httpStatus error }
+    attempts { n instanceId tabId assignedAt startedAt endedAt errorClass httpStatus error tabTimeMs actionTimeMs instanceFault }
     submittedAt queuedAt nextRunAt endedAt updatedAt deadline timeoutMs position
+    lease { worker attempt leasedAt expiresAt }
+    hold { policy lane since reaskAt reason }
     labels { key value } children(first: 50) { id state }
   }`;
 
@@ -158,6 +160,6 @@ export const STOP_SESSION = /* GraphQL */ `
   mutation DashboardStopSession($key: String!, $all: Boolean) { stopSession(sessionKey: $key, all: $all) { count ids } }`;
 export const UPDATE_LANE = /* GraphQL */ `
   mutation DashboardUpdateLane($name: String!, $input: LaneInput!) {
-    updateLane(name: $name, input: $input) { name maxInFlight maxQueued paused inFlight pending dropPolicy selectionPolicy retryPolicyName }
+    updateLane(name: $name, input: $input) { name maxInFlight maxQueued paused pull inFlight pending dropPolicy selectionPolicy retryPolicyName }
   }`;
 

@@ -1,0 +1,143 @@
+package dashboard_test
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/internal/waitfor"
+)
+
+// capHolder is a fairness policy that holds the queues of agent "held"
+// (with a re-ask hint of ten minutes) and picks any other agent's head
+// first: what a rate cap does to a capped agent.
+type capHolder struct{ mu sync.Mutex }
+
+func (h *capHolder) Pick(ctx policy.PickContext, cands []policy.Candidate, picks []uint32) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range cands {
+		if ctx.Names.AgentID(i) != "held" {
+			picks[0] = uint32(i)
+			return 1
+		}
+	}
+	return policy.Hold(10 * 60 * 1000)
+}
+
+func (h *capHolder) Stateless() bool { return true }
+func (h *capHolder) MayHold() bool   { return true }
+func (h *capHolder) Inline() bool    { return true }
+
+// The dashboard shows what the API says of pull lanes (the lane's pull
+// flag, a leased task's lease), of attempts (their tab and action times,
+// an instance fault) and of fairness holds (each plugin's holds, a held
+// task's hold in words).
+func TestDashboardShowsPullLanesLeasesAttemptTimingsAndHoldsInChromium(t *testing.T) {
+	t.Parallel()
+	chromium := chromiumPath(t)
+	b := setupServer(t, true)
+	server, err := url.Parse(b.base)
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	// A pull lane with a leased task.
+	require.NoError(t, b.c.Do(ctx, `mutation { createLane(name: "jobs", input: {pull: true}) { name } }`, nil, nil))
+	leased := b.submit(t, "worker-fed", "jobs")
+	var lease struct {
+		LeaseTasks []struct{ Task struct{ ID string } }
+	}
+	require.NoError(t, b.c.Do(ctx, `mutation { leaseTasks(lane: "jobs", max: 1, leaseForMs: 600000) { task { id } } }`, nil, &lease))
+	require.Len(t, lease.LeaseTasks, 1)
+	require.Equal(t, leased, lease.LeaseTasks[0].Task.ID)
+
+	// An attempt that ends in an instance fault, with its two timed parts.
+	timed := b.submit(t, "timed", "main")
+	waitfor.Eventually(t, "the timed task to start", func() bool { return b.exec.Run(timed) != nil })
+	require.NoError(t, b.exec.Finish(timed, engine.Outcome{
+		Err:     engine.Transient(fmt.Errorf("instance restarting: %w", engine.ErrInstanceFault)),
+		TabTime: 12 * time.Millisecond, ActionTime: 340 * time.Millisecond,
+	}))
+
+	// A task a fairness policy holds.
+	require.NoError(t, b.eng.SetFairness("capper", &capHolder{}))
+	held := b.submit(t, "held", "main")
+	waitfor.Eventually(t, "the task to be held", func() bool {
+		_, ok := b.eng.HoldOf(held)
+		return ok
+	})
+
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx,
+		append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(chromium),
+			chromedp.NoSandbox,
+			chromedp.DisableGPU,
+			chromedp.WindowSize(1440, 1000),
+			chromedp.UserDataDir(t.TempDir()),
+			chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE "+server.Hostname()),
+			chromedp.Flag("proxy-server", "http://127.0.0.1:9"),
+		)...)
+	t.Cleanup(cancelAlloc)
+	page, cancel := chromedp.NewContext(allocCtx)
+	t.Cleanup(cancel)
+	page, cancelTimeout := context.WithTimeout(page, 60*time.Second)
+	t.Cleanup(cancelTimeout)
+
+	require.NoError(t, chromedp.Do(page,
+		chromedp.Navigate(b.base+"/dashboard/"),
+		chromedp.WaitVisible(chromedp.CSS(`#link.live`)),
+		chromedp.WaitVisible(chromedp.CSS(`#lanes tr[data-lane="jobs"] .lane-pull`)),
+		chromedp.WaitVisible(chromedp.CSS(`#policies table.plugins tr[data-plugin]`)),
+	))
+	mainPull, err := chromedp.Run(page, chromedp.Evaluate[bool](`!!document.querySelector('#lanes tr[data-lane="main"] .lane-pull')`))
+	require.NoError(t, err)
+	require.False(t, mainPull, "a lane of browser instances is not marked pull")
+	heads, err := chromedp.Run(page, chromedp.Text(chromedp.CSS(`#policies table.plugins thead`)))
+	require.NoError(t, err)
+	require.Contains(t, heads, "holds", "the plugins table has a holds column")
+
+	open := func(id string) {
+		t.Helper()
+		_, err := chromedp.Run(page, chromedp.Evaluate[string](`location.hash = '#/task/' + `+jsString(id)))
+		require.NoError(t, err)
+	}
+
+	open(leased)
+	text, err := chromedp.Run(page, waitFor[string](`(() => { const l = document.querySelector('#detail-lease');
+		return l && l.textContent.includes('attempt 1') ? l.textContent : false; })()`))
+	require.NoError(t, err, "the detail shows the task's lease")
+	require.Contains(t, text, "expires")
+
+	open(timed)
+	row, err := chromedp.Run(page, waitFor[string](`(() => { const r = document.querySelector('#detail table.attempts tbody tr');
+		return r && r.querySelector('.instance-fault') ? r.textContent : false; })()`))
+	require.NoError(t, err, "the first attempt shows its instance fault")
+	require.Contains(t, row, "12 ms", "its tab time")
+	require.Contains(t, row, "340 ms", "its action time")
+
+	open(held)
+	hold, err := chromedp.Run(page, waitFor[string](`(() => { const h = document.querySelector('#detail-hold');
+		return h ? h.textContent : false; })()`))
+	require.NoError(t, err, "the detail says the task is held")
+	require.Contains(t, hold, "held by fairness plugin capper on lane main (asks again at ")
+	kv, err := chromedp.Run(page, chromedp.Text(chromedp.CSS(`#detail table.kv`)))
+	require.NoError(t, err)
+	require.Contains(t, kv, "by capper on lane main since")
+	require.Contains(t, kv, "asks again at")
+	if shot, err := chromedp.Run(page, chromedp.FullScreenshot(100)); err == nil {
+		p := filepath.Join(artifactsDir(t), "dashboard-held-task.png")
+		if os.WriteFile(p, shot, 0o644) == nil {
+			t.Logf("screenshot: %s", p)
+		}
+	}
+}
