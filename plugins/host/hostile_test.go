@@ -248,7 +248,9 @@ func TestHostileModules(t *testing.T) {
 			t.Parallel()
 			var ev events
 			logs := &logCounter{}
-			cfg := host.Config{OnEvent: ev.add, Logger: slog.New(logs), NoFileCache: true}
+			// The shared cache: the healthy built-in beside it was compiled
+			// once by TestMain (nine compiles of it took minutes under -race).
+			cfg := host.Config{OnEvent: ev.add, Logger: slog.New(logs)}
 			if tc.want != 0 {
 				cfg.Deadline = 10 * time.Millisecond // the default: a fault may be of either kind
 			}
