@@ -176,6 +176,36 @@ func TestSelectionPluginInOneLaneDoesNotDelayAnother(t *testing.T) {
 	require.Equal(t, uint64(1), p.Stats().Faults[host.FaultDeadline], "ended in its host call as the deadline ends it")
 }
 
+// TestRunawaySelectionBoundsItsOwnLane: a selection plugin that never
+// answers (an endless loop over one task) costs its own lane's submissions
+// one stopped decision each, until the breaker takes it out; every
+// submission answers, ranked by the fallback, and its task runs. Checked
+// by counts (decisions asked of the plugin), not by time.
+func TestRunawaySelectionBoundsItsOwnLane(t *testing.T) {
+	t.Parallel()
+	spin := [][]byte{i32c(65536 + 8), {opI32Load, 2, 0}, i32c(1), {opI32Eq, 0x04, 0x40, opLoop, 0x40, opBr, 0, opEnd, opEnd}}
+	rt := newRuntime(t, host.Config{Deadline: 10 * time.Millisecond, NoFileCache: true})
+	p, err := rt.Load(context.Background(), "spin", selectionModule(spin, false), nil)
+	require.NoError(t, err)
+	w, err := p.Selection(priority.Selection{})
+	require.NoError(t, err)
+	x := newStarts()
+	e := twoLaneEngine(t, x)
+	require.NoError(t, e.SetSelection("a", "spin", w))
+
+	for i := range 20 {
+		task, err := e.Submit(context.Background(), laneSpec("a", fmt.Sprintf("alice-%d", i%3)))
+		require.NoError(t, err)
+		waitfor.Eventually(t, "lane a's task starts", func() bool { _, ok := x.started(task.ID); return ok })
+	}
+	st := p.Stats()
+	require.Equal(t, host.StateQuarantined, st.State, "%+v", st)
+	require.Equal(t, uint64(1), st.Quarantines)
+	require.LessOrEqual(t, st.Observed, uint64(rt.Config().BreakerThreshold), "the breaker took it out within its threshold")
+	require.Equal(t, st.Observed, st.FaultTotal(), "every decision it was asked faulted: fuel or deadline")
+	require.Equal(t, st.FaultTotal(), st.Faults[host.FaultBudget]+st.Faults[host.FaultDeadline], "%+v", st)
+}
+
 // forcedInline runs a plugin's selection under the engine lock, as every
 // policy did before policies that are not inline moved outside it: the
 // benchmark's point of comparison.
