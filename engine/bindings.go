@@ -88,3 +88,48 @@ func (e *Engine) TabClosed(instanceID, tabID, bySession, closedBy string) {
 		return nil
 	})
 }
+
+// SessionBinding is a session's binding as an engine restored it from its
+// store: the tab its tasks run in, on its instance (Lost: the tab was lost
+// before the restart).
+type SessionBinding struct {
+	SessionKey string
+	InstanceID string
+	TabID      string
+	Lost       bool
+}
+
+// SessionAdopter is an Executor that takes charge of the sessions' bindings
+// an engine restored from its store (Engine.Start hands them over before
+// its first dispatch), so that a session never used again after a restart
+// does not keep its binding and its tab for ever: the executor closes the
+// tab after its idle timeout, as it does for the sessions it bound itself,
+// and the binding goes (ExpireSession).
+type SessionAdopter interface {
+	AdoptSessions([]SessionBinding)
+}
+
+// restoredBindingsLocked lists the bindings, in session order.
+func (c *core) restoredBindingsLocked() []SessionBinding {
+	out := make([]SessionBinding, 0, len(c.bindings))
+	for k, b := range c.bindings {
+		out = append(out, SessionBinding{SessionKey: k, InstanceID: b.instance, TabID: b.tab, Lost: b.lost})
+	}
+	slices.SortFunc(out, func(a, b SessionBinding) int { return strings.Compare(a.SessionKey, b.SessionKey) })
+	return out
+}
+
+// ExpireSession drops a session's binding to tabID (engine.InstanceSink): the
+// executor closed the tab after its idle timeout. A SESSION event says so,
+// with reason; the session's next task starts over in a new tab. A binding
+// to another tab (the session moved on meanwhile) stays.
+func (e *Engine) ExpireSession(key, tabID, reason string) {
+	_ = e.mutate(func(c *core) error {
+		if b, ok := c.bindings[key]; !ok || (tabID != "" && b.tab != tabID) {
+			return nil
+		}
+		c.dropBindingLocked(key)
+		c.emitSessionLocked(key, reason)
+		return nil
+	})
+}

@@ -219,7 +219,10 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("engine: load store: %w", err)
 	}
-	var recErr error
+	var (
+		recErr   error
+		restored []SessionBinding
+	)
 	_, err = e.apply(false, func(c *core) error {
 		if e.running {
 			return errors.New("engine: already started")
@@ -227,6 +230,9 @@ func (e *Engine) Start(ctx context.Context) error {
 		e.running = true
 		recErr = e.recoverLocked(ctx, snap)
 		e.scheduleHousekeepingLocked()
+		if _, ok := e.exec.(SessionAdopter); ok && recErr == nil {
+			restored = c.restoredBindingsLocked()
+		}
 		return nil
 	})
 	if err == nil {
@@ -234,6 +240,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	if len(restored) > 0 {
+		e.exec.(SessionAdopter).AdoptSessions(restored)
 	}
 	if !e.sync {
 		e.wg.Add(3)

@@ -29,6 +29,8 @@ const (
 	// EventSession: a session lost its tab, with the instance it was on or
 	// closed by a task of another session (SessionKey is set, TaskID empty;
 	// Reason says which tab and why). Its next task fails with SESSION_LOST.
+	// Also: the executor closed a session's tab after its idle timeout
+	// (Engine.ExpireSession); the binding is gone, nothing is lost.
 	EventSession EventType = 7
 )
 

@@ -224,4 +224,7 @@ type InstanceSink interface {
 	// TabClosed says that a task (of session bySession, or "") closed a tab:
 	// other sessions bound to it lost their page (Engine.TabClosed).
 	TabClosed(instanceID, tabID, bySession, closedBy string)
+	// ExpireSession drops a session's binding to a tab the executor closed
+	// after its idle timeout, and says so (Engine.ExpireSession).
+	ExpireSession(sessionKey, tabID, reason string)
 }

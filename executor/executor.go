@@ -113,6 +113,7 @@ type ownedTab struct {
 	lastUsed time.Time
 	busy     int  // attempts running in it
 	pooled   bool // in its instance's pool (Executor.pools)
+	restored bool // a session's tab from before a restart (AdoptSessions), unused since
 }
 
 var _ engine.Executor = (*Executor)(nil)
@@ -183,7 +184,7 @@ func (e *Executor) Close() error {
 		e.owned = make(map[string]*ownedTab)
 		e.pools = make(map[string][]*ownedTab)
 		e.mu.Unlock()
-		e.closeTabs(tabs)
+		e.closeTabs(tabs, false)
 	})
 	return nil
 }
@@ -376,6 +377,27 @@ func (e *Executor) target(ctx context.Context, a Attempt, spec *engine.TaskSpec)
 	return t, nil
 }
 
+var _ engine.SessionAdopter = (*Executor)(nil)
+
+// AdoptSessions takes charge of the sessions' bindings an engine restored
+// after a restart (engine.SessionAdopter): their tabs join the executor's
+// books as if just used, so that a session never used again has its tab
+// closed, and its binding dropped, after the idle timeout, as a session bound
+// since the restart would.
+func (e *Executor) AdoptSessions(bs []engine.SessionBinding) {
+	now := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, b := range bs {
+		if b.SessionKey == "" || b.TabID == "" {
+			continue
+		}
+		if _, ok := e.owned[b.TabID]; !ok {
+			e.owned[b.TabID] = &ownedTab{session: b.SessionKey, instance: b.InstanceID, tab: b.TabID, lastUsed: now, restored: true}
+		}
+	}
+}
+
 // adopt takes into the executor's books a session's tab it did not open
 // itself (a binding restored after a restart): it is reaped when idle and its
 // session is unbound when it closes, as with the tabs it opens.
@@ -406,6 +428,7 @@ func (e *Executor) use(t target) (target, error) {
 		if o, ok := e.owned[t.tab]; ok {
 			o.busy++
 			o.lastUsed = time.Now()
+			o.restored = false
 		}
 		e.mu.Unlock()
 	}
@@ -433,7 +456,7 @@ func (e *Executor) done(t target) {
 	}
 	e.mu.Unlock()
 	if extra != nil {
-		e.closeTabs([]*ownedTab{extra})
+		e.closeTabs([]*ownedTab{extra}, false)
 	}
 }
 

@@ -256,6 +256,12 @@ func (s *fakeSink) TabClosed(_, tab, _, _ string) {
 	s.closed = append(s.closed, tab)
 }
 
+func (s *fakeSink) ExpireSession(key, _, _ string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unbound = append(s.unbound, key)
+}
+
 func (s *fakeSink) info(id string) (engine.InstanceInfo, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,6 +1,7 @@
-// Idle tabs: a tab the executor opened for a session is closed once the
-// session has left it unused for IdleTabTimeout, and the session is unbound so
-// that its next task opens a fresh tab.
+// Idle tabs: a tab the executor opened for a session (or a session's tab
+// restored after a restart, AdoptSessions) is closed once the session has left
+// it unused for IdleTabTimeout, and the session is unbound, with a SESSION
+// event, so that its next task opens a fresh tab.
 
 package executor
 
@@ -47,13 +48,14 @@ func (e *Executor) ReapIdleTabs(now time.Time) int {
 	}
 	e.unpoolLocked(idle...)
 	e.mu.Unlock()
-	e.closeTabs(idle)
+	e.closeTabs(idle, true)
 	return len(idle)
 }
 
 // closeTabs closes tabs on their instances, best effort, and unbinds their
-// sessions.
-func (e *Executor) closeTabs(tabs []*ownedTab) {
+// sessions; idle says they were unused for the idle timeout, which each
+// session is told with a SESSION event (InstanceSink.ExpireSession).
+func (e *Executor) closeTabs(tabs []*ownedTab, idle bool) {
 	sink := e.reg.currentSink()
 	for _, t := range tabs {
 		if client, _, ok := e.reg.lookup(t.instance); ok {
@@ -65,7 +67,16 @@ func (e *Executor) closeTabs(tabs []*ownedTab) {
 		}
 		e.reg.tabs.forget(t.tab)
 		e.forgetReplay(t.session)
-		if t.session != "" && sink != nil {
+		switch {
+		case t.session == "" || sink == nil:
+		case idle:
+			since := "after " + e.idle.String() + " unused"
+			if t.restored {
+				since = "unused for " + e.idle.String() + " since the server restarted"
+			}
+			sink.ExpireSession(t.session, t.tab, "session "+t.session+"'s tab "+t.tab+" on instance "+t.instance+" was closed "+since+
+				" (executor.idleTabTimeout); its binding is dropped and its next task starts over in a new tab")
+		default:
 			sink.UnbindSession(t.session)
 		}
 		e.log.Debug("closed idle tab", "instance", t.instance, "tab", t.tab, "session", t.session)

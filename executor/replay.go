@@ -162,7 +162,7 @@ func (e *Executor) replayAndRun(ctx context.Context, a Attempt, spec *engine.Tas
 			e.mu.Lock()
 			delete(e.owned, tab)
 			e.mu.Unlock()
-			e.closeTabs([]*ownedTab{owned})
+			e.closeTabs([]*ownedTab{owned}, false)
 			return fail(fmt.Errorf("action %d of %d (%s) failed in the new tab %s on %s: %w", i+1, len(actions), actions[i].Kind, tab, id, err))
 		}
 	}

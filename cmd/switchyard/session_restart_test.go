@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -97,4 +98,48 @@ func TestASessionKeepsItsTabAcrossARestartOrIsLost(t *testing.T) {
 	fresh := wait(c, submit(c, "lost", true, readURL))
 	require.Equal(t, "SUCCEEDED", fresh.State, "%+v", fresh)
 	require.NotEqual(t, lostTab, tabOf(fresh))
+}
+
+// A session never used again after a restart does not keep its binding and
+// its tab for ever: its restored binding follows the idle rule of the
+// sessions bound since (executor.idleTabTimeout), after which its tab is
+// closed, its binding dropped, and a SESSION event says so. Its next task
+// then starts over in a new tab rather than failing.
+func TestASessionUnusedAfterARestartExpiresAfterTheIdleTimeout(t *testing.T) {
+	t.Parallel()
+	browser := pinchtabtest.New(t, pinchtabtest.Options{Mode: pinchtabtest.ModeServer})
+	dir := t.TempDir()
+	db := filepath.Join(dir, "switchyard.db")
+	ctx := context.Background()
+	sessions := func(server string) sessionTasks { return sessionTasks{t, client.New(server + "/graphql")} }
+	inSession := func(act map[string]any) map[string]any {
+		return map[string]any{"agentId": "a", "sessionKey": "idle", "action": act}
+	}
+
+	server, stop := serveOn(t, db)
+	c := client.New(server + "/graphql")
+	require.NoError(t, c.Do(ctx, `mutation($u: String!) { registerInstance(input: {id: "pt", url: $u, kind: PINCHTAB}) { id } }`,
+		map[string]any{"u": browser.URL()}, nil))
+	nav := sessions(server).run(inSession(map[string]any{"kind": "navigate", "params": map[string]any{"url": "https://example.test/idle"}}))
+	require.Equal(t, "SUCCEEDED", nav.State, "%+v", nav)
+	tab := nav.tab()
+	stop()
+	require.Contains(t, browser.Tabs(), tab, "stopping the server leaves sessions' tabs open")
+
+	// Restarted with a short idle timeout, and the session is not used.
+	conf := filepath.Join(dir, "switchyard.yaml")
+	require.NoError(t, os.WriteFile(conf, []byte("executor:\n  idleTabTimeout: 300ms\n"), 0o600))
+	server, stop = serveOn(t, db, "--config", conf)
+	defer stop()
+	c = client.New(server + "/graphql")
+	reason := waitSessionEvent(t, c, "idle")
+	require.Contains(t, reason, tab)
+	require.Contains(t, reason, "since the server restarted")
+	require.Contains(t, reason, "idleTabTimeout")
+	require.NotContains(t, browser.Tabs(), tab, "the tab is closed before the event")
+
+	next := sessions(server).run(inSession(map[string]any{"kind": "url"}))
+	require.Equal(t, "SUCCEEDED", next.State, "the binding is gone: the session starts over, %+v", next)
+	require.NotEqual(t, tab, next.tab())
+	require.NotContains(t, string(next.Result), "https://example.test/idle")
 }

@@ -286,7 +286,10 @@ const (
 	// another session (`sessionKey`; `reason` names the tab, the instance and
 	// why); no task. The session's next task fails with
 	// SESSION_LOST, then the session starts over in a new tab; a session that asked
-	// for replay (`sessionReplay`) is replayed in a new tab instead.
+	// for replay (`sessionReplay`) is replayed in a new tab instead. Also: a
+	// session's tab was closed after `executor.idleTabTimeout` unused (a binding
+	// restored after a restart included); its binding is gone, and its next task
+	// starts over in a new tab.
 	TaskEventKindSession TaskEventKind = "SESSION"
 	// Not an engine event: this subscriber missed `skipped` events, because it fell
 	// behind the server's bounded buffer or resumed from further back than the
