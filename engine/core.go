@@ -13,11 +13,15 @@ import (
 
 // core is the engine's decision state: lanes, agents, sessions and batches;
 // the queues and their heaps; every ceiling; the tasks and their state
-// machine; the timers' heaps; the policies; and the changes recorded since
-// they were last handed to the committer. It starts no goroutine, waits on
-// no channel and calls no store: the Engine around it — the driver — owns
-// the lock, the committer, the starter and the dispatcher goroutines, the
-// real timer and the durability modes, and runs the core under its lock.
+// machine; the timers' heaps; the policies. It starts no goroutine, waits on
+// no channel and calls no store. Its operations (admitLocked, roundLocked,
+// pullLocked, startedLocked, finishLocked, timersDueLocked, cancelLocked…)
+// record what they changed in cur, a changes value, and return the attempts
+// to start; the Engine around it — the driver — owns the lock, the
+// committer, the starter and the dispatcher goroutines, the real timers and
+// the durability modes, runs each operation under its lock (Engine.apply)
+// and applies what it recorded and returned. A policy that is not inline
+// decides inside an operation without the driver's lock (outside).
 //
 // Methods that need nothing but this state have a *core receiver; the
 // Engine embeds a core, so they are the engine's methods too.

@@ -772,7 +772,7 @@ func (c *core) reaskLocked(hintMs int64) {
 	}
 }
 
-// reaskLocked arms the timer that runs dispatch again after the core's
+// armReaskLocked arms the timer that runs dispatch again after the core's
 // re-ask hint (core.reaskLocked); an earlier one armed already stands.
 func (e *Engine) armReaskLocked() {
 	hintMs := e.reaskMs
