@@ -13,7 +13,7 @@ import (
 
 func paused(t *testing.T, h *enginetest.Harness, lane string, p bool) {
 	t.Helper()
-	_, err := h.UpdateLane(lane, engine.LaneUpdate{Paused: &p})
+	_, err := h.UpdateLane(context.Background(), lane, engine.LaneUpdate{Paused: &p})
 	require.NoError(t, err)
 }
 
@@ -75,7 +75,7 @@ func TestInvalidInputIsRefusedWithTheFieldAndRecordsNothing(t *testing.T) {
 		require.Equal(t, engine.CodeInvalidInput, ee.Code, name)
 		require.Equal(t, c.field, ee.Field, name)
 	}
-	require.Zero(t, h.Stats().Submitted, "nothing was recorded")
+	require.Zero(t, h.Stats(context.Background()).Submitted, "nothing was recorded")
 	require.Empty(t, h.Exec.Started())
 }
 
@@ -136,14 +136,14 @@ func TestDropOldestCancelsTheOldestQueuedTaskOfTheFullScope(t *testing.T) {
 	require.Equal(t, engine.StateQueued, h.State(second.ID))
 	require.Equal(t, engine.StateQueued, h.State(newest.ID))
 	require.Equal(t, engine.StateQueued, h.State(other.ID), "another session is not the victim")
-	require.EqualValues(t, 1, h.Stats().Dropped)
+	require.EqualValues(t, 1, h.Stats(context.Background()).Dropped)
 }
 
 func TestDrainingRefusesNewWorkAndKeepsRunningWork(t *testing.T) {
 	t.Parallel()
 	h := enginetest.New(t, nil)
 	running := h.Submit(enginetest.Spec("a").Obj())
-	h.Drain()
+	h.Drain(context.Background())
 	_, err := h.Engine.Submit(context.Background(), enginetest.Spec("a").Obj())
 	ee := engineErr(t, err)
 	require.Equal(t, engine.CodeDraining, ee.Code)
@@ -166,7 +166,7 @@ func TestIdempotencyKeyReturnsTheOriginalTask(t *testing.T) {
 	later := h.Submit(enginetest.Spec("a").Idempotency("k1").Obj())
 	require.Equal(t, first.ID, later.ID)
 	require.Equal(t, engine.StateSucceeded, later.State)
-	require.EqualValues(t, 2, h.Stats().Submitted)
+	require.EqualValues(t, 2, h.Stats(context.Background()).Submitted)
 }
 
 func TestSpawnDepthOverTheLaneMaximumIsRejected(t *testing.T) {
@@ -212,10 +212,10 @@ func TestDefaultLanes(t *testing.T) {
 	t.Parallel()
 	h := enginetest.New(t, nil)
 	got := map[string]int{}
-	for _, l := range h.Lanes() {
+	for _, l := range h.Lanes(context.Background()) {
 		got[l.Config.Name] = l.Config.MaxInFlight
 	}
 	require.Equal(t, map[string]int{"main": 30, "subagent": 50, "team": 100, "cron": 30}, got)
-	_, err := h.UpdateLane("nope", engine.LaneUpdate{})
+	_, err := h.UpdateLane(context.Background(), "nope", engine.LaneUpdate{})
 	require.Equal(t, engine.CodeNotFound, engineErr(t, err).Code)
 }

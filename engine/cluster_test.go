@@ -90,7 +90,7 @@ func TestIngestKeepsTheAcceptingNodesIdsAndIsIdempotent(t *testing.T) {
 	again, err := h.Ingest(context.Background(), in)
 	require.NoError(t, err)
 	require.Equal(t, "T-follower-2", again.Items[1].Task.ID)
-	require.EqualValues(t, 2, h.Stats().Submitted, "ingesting twice admits once")
+	require.EqualValues(t, 2, h.Stats(context.Background()).Submitted, "ingesting twice admits once")
 	_, err = h.Ingest(context.Background(), engine.Inbound{Items: []engine.BatchItem{{Spec: enginetest.Spec("a").Obj()}}})
 	require.True(t, engine.IsCode(err, engine.CodeInvalidInput))
 }

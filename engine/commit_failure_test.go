@@ -89,8 +89,8 @@ func TestAFailingStoreIsVisibleAndBounded(t *testing.T) {
 	err = requireUnavailableWithin(t, 5*time.Second, func() error { _, err := e.Submit(ctx, keyedSpec("during")); return err })
 	require.ErrorIs(t, err, errInjectedDisk, "the answer carries the store's error")
 	require.Error(t, e.CommitError(), "the engine says its store is failing")
-	require.True(t, e.Stats().CommitFailing)
-	require.Positive(t, e.Stats().CommitErrors)
+	require.True(t, e.Stats(ctx).CommitFailing)
+	require.Positive(t, e.Stats(ctx).CommitErrors)
 	requireUnavailableWithin(t, 5*time.Second, func() error { return e.Sync(ctx) })
 
 	// Failing for longer than the timeout: new work is refused at once.
@@ -102,7 +102,7 @@ func TestAFailingStoreIsVisibleAndBounded(t *testing.T) {
 
 	st.fail.Store(false)
 	require.Eventually(t, func() bool { return e.CommitError() == nil }, 10*time.Second, 10*time.Millisecond, "commits recover on their own")
-	require.False(t, e.Stats().CommitFailing)
+	require.False(t, e.Stats(ctx).CommitFailing)
 	again, err := e.Submit(ctx, keyedSpec("during"))
 	require.NoError(t, err)
 	tasks, err := e.Tasks(ctx, engine.TaskQuery{Filter: engine.TaskFilter{AgentID: "a"}, Limit: 10})
@@ -127,7 +127,7 @@ func TestAHangingStoreIsVisibleAndBounded(t *testing.T) {
 	require.Eventually(t, func() bool { return e.CommitError() != nil }, 10*time.Second, 10*time.Millisecond,
 		"a commit stuck for longer than the timeout makes the engine unavailable")
 	require.ErrorContains(t, e.CommitError(), "in progress")
-	require.True(t, e.Stats().CommitFailing)
+	require.True(t, e.Stats(ctx).CommitFailing)
 
 	st.hang.Store(nil)
 	close(release)

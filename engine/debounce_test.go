@@ -13,7 +13,7 @@ import (
 
 func debounced(t *testing.T, h *enginetest.Harness, lane string, d time.Duration) {
 	t.Helper()
-	_, err := h.UpdateLane(lane, engine.LaneUpdate{Debounce: &d})
+	_, err := h.UpdateLane(context.Background(), lane, engine.LaneUpdate{Debounce: &d})
 	require.NoError(t, err)
 }
 
@@ -57,7 +57,7 @@ func TestDebounceCollapsesABurstToItsLastTask(t *testing.T) {
 	require.NoError(t, h.Exec.Succeed(c.ID, `{}`))
 	require.NoError(t, h.Sync(context.Background()))
 
-	st := h.Stats()
+	st := h.Stats(context.Background())
 	require.EqualValues(t, 2, st.Ended[engine.StateCancelled])
 	evs, _ := h.Events().Read(0, 1000, nil)
 	var cStates []engine.State
@@ -108,7 +108,7 @@ func TestDebounceLeavesDependentsAloneAndIsBounded(t *testing.T) {
 	require.Equal(t, []string{first.ID, dep.ID}, h.Exec.Started())
 
 	long := engine.MaxDebounce + time.Millisecond
-	_, err := h.UpdateLane("main", engine.LaneUpdate{Debounce: &long})
+	_, err := h.UpdateLane(context.Background(), "main", engine.LaneUpdate{Debounce: &long})
 	ee := engineErr(t, err)
 	require.Equal(t, engine.CodeInvalidInput, ee.Code)
 	require.Equal(t, "debounce", ee.Field)

@@ -200,19 +200,19 @@ func TestLaneLimitChangesTakeEffectLive(t *testing.T) {
 	}
 	require.Len(t, h.Exec.Running(), 1)
 	three := 3
-	st, err := h.UpdateLane("main", engine.LaneUpdate{MaxInFlight: &three})
+	st, err := h.UpdateLane(context.Background(), "main", engine.LaneUpdate{MaxInFlight: &three})
 	require.NoError(t, err)
 	require.Equal(t, 3, st.Config.MaxInFlight)
 	require.Len(t, h.Exec.Running(), 3, "raising the ceiling dispatches at once")
 	one := 1
-	_, err = h.UpdateLane("main", engine.LaneUpdate{MaxInFlight: &one})
+	_, err = h.UpdateLane(context.Background(), "main", engine.LaneUpdate{MaxInFlight: &one})
 	require.NoError(t, err)
 	run := h.Exec.Running()
 	require.Len(t, run, 3, "lowering lets the tasks in flight finish")
 	require.NoError(t, h.Exec.Succeed(run[0], `{}`))
 	require.Len(t, h.Exec.Running(), 2, "and admits none until the lane is under the ceiling")
 	bad := -1
-	_, err = h.UpdateLane("main", engine.LaneUpdate{MaxInFlight: &bad})
+	_, err = h.UpdateLane(context.Background(), "main", engine.LaneUpdate{MaxInFlight: &bad})
 	require.Equal(t, engine.CodeInvalidInput, engineErr(t, err).Code)
 }
 
@@ -379,7 +379,7 @@ func TestAnAPICallDoesNotDispatchAWholeBacklogInItsOwnGoroutine(t *testing.T) {
 	require.NoError(t, e.Start(context.Background()))
 	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
 	paused, running := true, false
-	_, err = e.UpdateLane("main", engine.LaneUpdate{Paused: &paused})
+	_, err = e.UpdateLane(context.Background(), "main", engine.LaneUpdate{Paused: &paused})
 	require.NoError(t, err)
 	batch := engine.BatchSpec{}
 	for i := range backlog {
@@ -395,7 +395,7 @@ func TestAnAPICallDoesNotDispatchAWholeBacklogInItsOwnGoroutine(t *testing.T) {
 	// number backlog/2 is held.
 	returned := make(chan error, 1)
 	go func() {
-		_, err := e.UpdateLane("main", engine.LaneUpdate{Paused: &running})
+		_, err := e.UpdateLane(context.Background(), "main", engine.LaneUpdate{Paused: &running})
 		returned <- err
 	}()
 	select {
@@ -427,8 +427,8 @@ func TestAFairnessPolicyThatPicksNoneLeavesTheDecisionToTheNativeOrder(t *testin
 	require.Positive(t, f.calls)
 	// The native order: oldest head first, then the agent with less in flight.
 	require.Equal(t, ids(b1, a1), h.Exec.Started())
-	require.Zero(t, h.Stats().PolicyInvalid, "picking none is an answer, not a fault")
-	plan, err := h.Plan(10)
+	require.Zero(t, h.Stats(context.Background()).PolicyInvalid, "picking none is an answer, not a fault")
+	plan, err := h.Plan(context.Background(), 10)
 	require.NoError(t, err)
 	require.NotEmpty(t, plan.Steps)
 	require.Equal(t, b2.ID, plan.Steps[0].TaskID, "the plan previews the same fallback")

@@ -495,7 +495,7 @@ func (e *Engine) commitLoop() {
 
 // Drain stops admitting new work: submissions fail with DRAINING. Running and
 // queued tasks carry on.
-func (e *Engine) Drain() {
+func (e *Engine) Drain(_ context.Context) {
 	_ = e.mutate(func(c *core) error {
 		if !c.draining {
 			c.draining = true
@@ -506,7 +506,7 @@ func (e *Engine) Drain() {
 }
 
 // Draining reports whether the engine refuses new work.
-func (e *Engine) Draining() bool {
+func (e *Engine) Draining(_ context.Context) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.draining
@@ -517,7 +517,7 @@ func (e *Engine) Draining() bool {
 // queued tasks are cancelled too; with a durable one they stay queued for the
 // next start. Everything is committed before Shutdown returns.
 func (e *Engine) Shutdown(ctx context.Context) error {
-	e.Drain()
+	e.Drain(ctx)
 	_, _ = e.apply(false, func(c *core) error {
 		for _, l := range c.lanes { // dispatch nothing more
 			l.cfg.Paused = true

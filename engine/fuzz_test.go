@@ -39,7 +39,7 @@ func FuzzSubmit(f *testing.F) {
 			if !errors.As(err, &ee) {
 				t.Fatalf("untyped error: %v", err)
 			}
-			if ee.Code == engine.CodeInvalidInput && (task != nil || h.Stats().Submitted != 0) {
+			if ee.Code == engine.CodeInvalidInput && (task != nil || h.Stats(context.Background()).Submitted != 0) {
 				t.Fatalf("invalid input was recorded: %v", err)
 			}
 			return

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"testing"
@@ -65,10 +66,10 @@ func TestAFairnessHoldDispatchesNothingUntilTheHintElapses(t *testing.T) {
 		require.Equal(t, 1, f.singles, "a policy that may hold is asked about a single candidate")
 		b := h.Submit(enginetest.Spec("bob").Obj())
 		require.Empty(t, h.Exec.Started())
-		require.Zero(t, h.Stats().PolicyInvalid, "a hold is an answer, not a fault")
+		require.Zero(t, h.Stats(context.Background()).PolicyInvalid, "a hold is an answer, not a fault")
 		require.ElementsMatch(t, []string{"alice", "bob"}, f.agents, "the policy sees the agents' ids")
 		require.Equal(t, []string{"main"}, f.lanes)
-		plan, err := h.Plan(10)
+		plan, err := h.Plan(context.Background(), 10)
 		require.NoError(t, err)
 		require.Empty(t, plan.Steps, "the plan shows no dispatch while the policy holds")
 		require.Equal(t, []engine.PlanSkip{

@@ -99,11 +99,11 @@ func TestAnExpiredLeaseIsReclaimedAndALateCompletionIgnored(t *testing.T) {
 	require.Equal(t, engine.StateRetryWait, got.State)
 	require.Equal(t, "lease expired", got.Attempts[0].Error)
 	require.Equal(t, engine.StateAssigned, h.State(other.ID), "the reclaimed slot goes to the next task")
-	require.EqualValues(t, 1, h.Stats().LeaseExpiry)
+	require.EqualValues(t, 1, h.Stats(context.Background()).LeaseExpiry)
 
 	stuck.Finish(engine.Outcome{})
 	require.Equal(t, engine.StateRetryWait, h.State(task.ID), "a completion under a reclaimed lease changes nothing")
-	require.EqualValues(t, 1, h.Stats().Stale)
+	require.EqualValues(t, 1, h.Stats(context.Background()).Stale)
 	require.NoError(t, h.Sync(context.Background()))
 	evs, _ := h.Events().Read(0, 1000, nil)
 	require.Equal(t, engine.EventStale, evs[len(evs)-1].Type)
@@ -144,11 +144,11 @@ func TestCancellingARunningTaskFinishesOnceAndNeverRetries(t *testing.T) {
 	var ce *engine.CancelledError
 	require.True(t, errors.As(ctx.(*engine.Run).Cause(), &ce))
 	require.Equal(t, "user asked", ce.Reason)
-	require.Equal(t, 1, h.Stats().InFlight, "it holds its slot until the executor returns")
+	require.Equal(t, 1, h.Stats(ctx).InFlight, "it holds its slot until the executor returns")
 
 	// The executor returns with a transient error: no retry, no second end.
 	require.NoError(t, h.Exec.Fail(task.ID, engine.Transient(errors.New("aborted"))))
-	require.Equal(t, 0, h.Stats().InFlight)
+	require.Equal(t, 0, h.Stats(ctx).InFlight)
 	h.Clock.Advance(time.Hour)
 	require.Equal(t, engine.StateCancelled, h.State(task.ID))
 	require.Equal(t, []string{task.ID}, h.Exec.Started(), "never retried")
@@ -174,9 +174,9 @@ func TestCancelledTaskWhoseExecutorNeverReturnsIsReclaimedAfterTheGrace(t *testi
 	task := h.Submit(enginetest.Spec("a").Obj())
 	_, err := h.Cancel(context.Background(), task.ID, "")
 	require.NoError(t, err)
-	require.Equal(t, 1, h.Stats().InFlight)
+	require.Equal(t, 1, h.Stats(context.Background()).InFlight)
 	h.Clock.Advance(time.Second)
-	require.Equal(t, 0, h.Stats().InFlight)
+	require.Equal(t, 0, h.Stats(context.Background()).InFlight)
 	require.Equal(t, engine.StateCancelled, h.State(task.ID))
 }
 
@@ -268,7 +268,7 @@ func TestRetentionPurgesOldTerminalTasks(t *testing.T) {
 	_, err := h.Engine.Task(context.Background(), task.ID)
 	require.Equal(t, engine.CodeNotFound, engineErr(t, err).Code)
 	require.Equal(t, engine.StateQueued, h.State(keep.ID), "live tasks are never purged")
-	require.EqualValues(t, 1, h.Stats().Purged)
+	require.EqualValues(t, 1, h.Stats(context.Background()).Purged)
 }
 
 func TestShutdownCancelsWhatRunsPastTheGrace(t *testing.T) {
@@ -377,7 +377,7 @@ func TestWithADurableStoreARefusedOrRepeatedSubmissionAnswersAtOnce(t *testing.T
 	again, err := e.Submit(ctx, enginetest.Spec("a").Idempotency("k").Obj())
 	require.NoError(t, err, "a repeated key answers with the original, without waiting for a commit that never comes")
 	require.Equal(t, first.ID, again.ID)
-	e.Drain()
+	e.Drain(ctx)
 	require.NoError(t, e.Sync(context.Background()))
 	_, err = e.Submit(ctx, enginetest.Spec("a").Obj())
 	require.True(t, engine.IsCode(err, engine.CodeDraining), "draining answers at once: %v", err)

@@ -325,7 +325,7 @@ func runModel(t *testing.T, seed uint64) {
 			}
 		}
 		holding := m.holdingWhere(func(*mTask) bool { return true })
-		require.Equal(t, holding, h.Stats().InFlight, "engine and model disagree on the tasks in flight")
+		require.Equal(t, holding, h.Stats(ctx).InFlight, "engine and model disagree on the tasks in flight")
 		m.checkNothingHangs()
 	}
 	pick := func(ids []string) string {
@@ -426,17 +426,17 @@ func runModel(t *testing.T, seed uint64) {
 		case op < 17:
 			if r.IntN(2) == 0 { // debounce on (up to 2 s) or off
 				d := time.Duration(r.IntN(3)) * time.Second
-				_, err := h.UpdateLane(lanes[r.IntN(2)], engine.LaneUpdate{Debounce: &d})
+				_, err := h.UpdateLane(ctx, lanes[r.IntN(2)], engine.LaneUpdate{Debounce: &d})
 				require.NoError(t, err)
 				break
 			}
 			p := r.IntN(3) == 0
-			_, err := h.UpdateLane(lanes[r.IntN(2)], engine.LaneUpdate{Paused: &p})
+			_, err := h.UpdateLane(ctx, lanes[r.IntN(2)], engine.LaneUpdate{Paused: &p})
 			require.NoError(t, err)
 		case op < 18:
 			l := lanes[r.IntN(2)]
 			n := r.IntN(5)
-			_, err := h.UpdateLane(l, engine.LaneUpdate{MaxInFlight: &n})
+			_, err := h.UpdateLane(ctx, l, engine.LaneUpdate{MaxInFlight: &n})
 			require.NoError(t, err)
 			m.laneMax[l] = n
 			if n == 0 {
@@ -469,7 +469,7 @@ func runModel(t *testing.T, seed uint64) {
 	// Drain: open everything up and let all work finish.
 	for _, l := range lanes {
 		open, n := false, 4
-		_, err := h.UpdateLane(l, engine.LaneUpdate{Paused: &open, MaxInFlight: &n})
+		_, err := h.UpdateLane(ctx, l, engine.LaneUpdate{Paused: &open, MaxInFlight: &n})
 		require.NoError(t, err)
 		m.laneMax[l] = n
 	}
@@ -486,7 +486,7 @@ func runModel(t *testing.T, seed uint64) {
 					t.Logf("stuck: %s %s holding=%v agent=%s lane=%s session=%q batch=%q", mt.id, mt.state, mt.holding, mt.agent, mt.lane, mt.session, mt.batch)
 				}
 			}
-			p, _ := h.Plan(10)
+			p, _ := h.Plan(ctx, 10)
 			t.Logf("plan: %+v", p)
 			t.Fatal("the drain does not converge")
 		}
@@ -518,5 +518,5 @@ func runModel(t *testing.T, seed uint64) {
 	for _, id := range submitted {
 		require.Contains(t, m.tasks, id, "an accepted task has no events")
 	}
-	require.Zero(t, h.Stats().InFlight)
+	require.Zero(t, h.Stats(ctx).InFlight)
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -45,21 +46,25 @@ type LaneUpdate struct {
 
 // CreateLane makes a lane at run time (GoClaw's get-or-create, made
 // explicit): UpdateLane with Create.
-func (e *Engine) CreateLane(name string, u LaneUpdate) (LaneStatus, error) {
+func (e *Engine) CreateLane(ctx context.Context, name string, u LaneUpdate) (LaneStatus, error) {
 	u.Create, u.Remove = true, false
-	return e.UpdateLane(name, u)
+	return e.UpdateLane(ctx, name, u)
 }
 
 // DeleteLane removes a lane that has no live task: UpdateLane with Remove.
-func (e *Engine) DeleteLane(name string) (LaneStatus, error) {
-	return e.UpdateLane(name, LaneUpdate{Remove: true})
+func (e *Engine) DeleteLane(ctx context.Context, name string) (LaneStatus, error) {
+	return e.UpdateLane(ctx, name, LaneUpdate{Remove: true})
 }
 
 // UpdateLane changes a lane's settings live. Raising a ceiling or resuming a
 // lane dispatches at once what it allows; lowering a ceiling lets the tasks
 // in flight finish and admits no more until the lane is under it. With
-// Create or Remove it makes or deletes the lane.
-func (e *Engine) UpdateLane(name string, u LaneUpdate) (LaneStatus, error) {
+// Create or Remove it makes or deletes the lane. A ctx that has ended
+// changes nothing (on a cluster, ctx also bounds the trip to the leader).
+func (e *Engine) UpdateLane(ctx context.Context, name string, u LaneUpdate) (LaneStatus, error) {
+	if err := ctx.Err(); err != nil {
+		return LaneStatus{}, err
+	}
 	var st LaneStatus
 	err := e.mutate(func(c *core) (err error) {
 		st, err = c.updateLaneLocked(name, u)
@@ -225,7 +230,10 @@ func describeLane(c LaneConfig) string {
 
 // SetAgent changes an agent's weight, ceiling and labels live (0 keeps a
 // value, nil Labels keep the labels, an empty map clears them).
-func (e *Engine) SetAgent(id string, ac AgentConfig) error {
+func (e *Engine) SetAgent(ctx context.Context, id string, ac AgentConfig) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if ac.Weight < 0 || ac.MaxInFlight < 0 {
 		return invalid("weight", "weight and maxInFlight must not be negative")
 	}
@@ -486,7 +494,7 @@ func laneOrAll(lane string) string {
 
 // Policies returns the active policy of every slot: the global ones, then
 // each lane's own.
-func (e *Engine) Policies() []PolicyAssignment {
+func (e *Engine) Policies(_ context.Context) []PolicyAssignment {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := []PolicyAssignment{

@@ -156,7 +156,7 @@ func TestSelectionOutsideTheLockDelaysOnlyItsLane(t *testing.T) {
 		require.NotNil(t, b)
 		startedTask(t, x, b.ID)
 	}
-	st := e.Stats()
+	st := e.Stats(context.Background())
 	require.Equal(t, 1, st.Pending, "lane a's task is admitted and waits for its rank")
 	select {
 	case <-aDone:
@@ -194,7 +194,7 @@ func TestSelectionOutsideTheLockSkipsTasksCancelledMeanwhile(t *testing.T) {
 	require.NotNil(t, b)
 	waitFor(t, g.entered, "its selection call")
 	startedTask(t, x, b.ID)
-	require.Equal(t, 0, e.Stats().Pending)
+	require.Equal(t, 0, e.Stats(context.Background()).Pending)
 }
 
 func TestRetryOutsideTheLockDelaysOnlyItsAttempt(t *testing.T) {
@@ -234,13 +234,13 @@ func TestFairnessOutsideTheLockLetsSubmissionsIn(t *testing.T) {
 
 	// Two candidates, so that the policy is asked; paused until both are in.
 	paused, running := true, false
-	_, err := e.UpdateLane("a", engine.LaneUpdate{Paused: &paused})
+	_, err := e.UpdateLane(context.Background(), "a", engine.LaneUpdate{Paused: &paused})
 	require.NoError(t, err)
 	first := waitFor(t, submitAsync(e, spec("a", "alice")), "a submission")
 	second := waitFor(t, submitAsync(e, spec("a", "carol")), "a submission")
 	unpaused := make(chan struct{})
 	go func() {
-		_, _ = e.UpdateLane("a", engine.LaneUpdate{Paused: &running}) // dispatches, and waits for the decision
+		_, _ = e.UpdateLane(context.Background(), "a", engine.LaneUpdate{Paused: &running}) // dispatches, and waits for the decision
 		close(unpaused)
 	}()
 	waitFor(t, g.entered, "the fairness decision")
@@ -250,7 +250,7 @@ func TestFairnessOutsideTheLockLetsSubmissionsIn(t *testing.T) {
 		b := waitFor(t, submitAsync(e, spec("b", "bob")), "lane b's submission")
 		require.NotNil(t, b)
 	}
-	require.Equal(t, 5, e.Stats().Pending)
+	require.Equal(t, 5, e.Stats(context.Background()).Pending)
 	g.open()
 	waitFor(t, unpaused, "the round")
 	startedTask(t, x, first.ID)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -63,13 +64,18 @@ type plannedDispatch struct {
 
 // Plan returns the next limit dispatch decisions (1..1000) for the current
 // state and clock, without changing anything.
-func (e *Engine) Plan(limit int) (*Plan, error) { return e.PlanAt(limit, time.Time{}) }
+func (e *Engine) Plan(ctx context.Context, limit int) (*Plan, error) {
+	return e.PlanAt(ctx, limit, time.Time{})
+}
 
 // PlanAt is Plan as of the time now instead of the engine clock's (zero
 // means the clock's): the same state and the same now give the same plan, so
 // a plan can be replayed (CW's "sched plan" contract). now decides aging and
 // waiting times; the state is the engine's as it stands.
-func (e *Engine) PlanAt(limit int, now time.Time) (*Plan, error) {
+func (e *Engine) PlanAt(ctx context.Context, limit int, now time.Time) (*Plan, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if limit <= 0 || limit > 1000 {
 		return nil, invalid("limit", "must be within 1..1000, got %d", limit)
 	}

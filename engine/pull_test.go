@@ -158,7 +158,7 @@ func TestALeaseEndsNoLaterThanItsTasksDeadlineAndThePlanSaysWhoWaits(t *testing.
 	id := h.Submit(enginetest.Spec("a").Lane("jobs").Action("crawl").Deadline(deadline).Obj()).ID
 	h.Submit(enginetest.Spec("b").Lane("jobs").Action("crawl").Obj())
 
-	plan, err := h.Plan(10)
+	plan, err := h.Plan(ctx, 10)
 	require.NoError(t, err)
 	require.Empty(t, plan.Steps, "nothing of a pull lane is dispatched without a worker")
 	require.Len(t, plan.Skipped, 2)

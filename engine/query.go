@@ -130,7 +130,7 @@ type LaneStatus struct {
 }
 
 // Lanes returns every lane, in configuration order.
-func (e *Engine) Lanes() []LaneStatus {
+func (e *Engine) Lanes(_ context.Context) []LaneStatus {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := make([]LaneStatus, 0, len(e.lanes))
@@ -143,8 +143,8 @@ func (e *Engine) Lanes() []LaneStatus {
 }
 
 // Lane returns one lane, or NOT_FOUND.
-func (e *Engine) Lane(name string) (LaneStatus, error) {
-	for _, l := range e.Lanes() {
+func (e *Engine) Lane(ctx context.Context, name string) (LaneStatus, error) {
+	for _, l := range e.Lanes(ctx) {
 		if l.Config.Name == name {
 			return l, nil
 		}
@@ -166,7 +166,7 @@ type AgentStatus struct {
 }
 
 // Agents returns the agents the engine knows, by id.
-func (e *Engine) Agents() []AgentStatus {
+func (e *Engine) Agents(_ context.Context) []AgentStatus {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.now()
@@ -252,7 +252,7 @@ type Stats struct {
 }
 
 // Stats returns the current counters.
-func (e *Engine) Stats() Stats {
+func (e *Engine) Stats(_ context.Context) Stats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := Stats{

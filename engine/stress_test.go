@@ -95,10 +95,10 @@ func TestConcurrentUseKeepsTheInvariants(t *testing.T) {
 			switch r.IntN(4) {
 			case 0:
 				p := r.IntN(2) == 0
-				_, _ = e.UpdateLane("main", engine.LaneUpdate{Paused: &p})
+				_, _ = e.UpdateLane(ctx, "main", engine.LaneUpdate{Paused: &p})
 			case 1:
 				n := 1 + r.IntN(4)
-				_, _ = e.UpdateLane("team", engine.LaneUpdate{MaxInFlight: &n})
+				_, _ = e.UpdateLane(ctx, "team", engine.LaneUpdate{MaxInFlight: &n})
 			case 2:
 				_, _ = e.CancelWhere(ctx, engine.TaskFilter{AgentID: "agent-" + strconv.Itoa(r.IntN(4))}, "stress")
 			case 3:
@@ -111,13 +111,13 @@ func TestConcurrentUseKeepsTheInvariants(t *testing.T) {
 	// Let everything finish.
 	p := false
 	four := 4
-	_, err = e.UpdateLane("main", engine.LaneUpdate{Paused: &p})
+	_, err = e.UpdateLane(ctx, "main", engine.LaneUpdate{Paused: &p})
 	require.NoError(t, err)
-	_, err = e.UpdateLane("team", engine.LaneUpdate{MaxInFlight: &four})
+	_, err = e.UpdateLane(ctx, "team", engine.LaneUpdate{MaxInFlight: &four})
 	require.NoError(t, err)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		st := e.Stats()
+		st := e.Stats(ctx)
 		live := st.InFlight + st.Pending + st.ByState[engine.StateParked]
 		if live == 0 {
 			break

@@ -182,9 +182,9 @@ func TestPlanShowsTheNextDecisionsAndWhyQueuesWait(t *testing.T) {
 	c2 := h.Submit(enginetest.Spec("c").Obj())
 	paused(t, h, "team", true)
 	h.Submit(enginetest.Spec("d").Lane("team").Obj())
-	before := h.Stats()
+	before := h.Stats(context.Background())
 
-	p, err := h.Plan(10)
+	p, err := h.Plan(context.Background(), 10)
 	require.NoError(t, err)
 	var planned []string
 	for _, s := range p.Steps {
@@ -204,7 +204,7 @@ func TestPlanShowsTheNextDecisionsAndWhyQueuesWait(t *testing.T) {
 	require.Equal(t, "lane paused", reasons["team/d"])
 
 	// The plan changed nothing.
-	require.Equal(t, before, h.Stats())
+	require.Equal(t, before, h.Stats(context.Background()))
 	require.Equal(t, engine.StateQueued, h.State(c1.ID))
 	require.NoError(t, h.Exec.Succeed(running.ID, `{}`))
 	// The real decision is the planned one... now that a has room again, a2
@@ -229,14 +229,14 @@ func TestRestartRecoversQueuedWorkAndCountsInterruptedAttempts(t *testing.T) {
 	running, err := e1.Submit(ctx, enginetest.Spec("a").Obj())
 	require.NoError(t, err)
 	p := true
-	_, err = e1.UpdateLane("team", engine.LaneUpdate{Paused: &p})
+	_, err = e1.UpdateLane(ctx, "team", engine.LaneUpdate{Paused: &p})
 	require.NoError(t, err)
 	queued, err := e1.Submit(ctx, enginetest.Spec("a").Lane("team").Obj())
 	require.NoError(t, err)
 	waiting, err := e1.Submit(ctx, enginetest.Spec("a").DependsOn(running.ID).Obj())
 	require.NoError(t, err)
 	require.Equal(t, []string{running.ID}, x1.Running())
-	lastSeq := e1.Stats().LastSeq
+	lastSeq := e1.Stats(ctx).LastSeq
 	// The process dies here: no shutdown; the store is all that remains.
 
 	e2, x2 := start()
@@ -251,7 +251,7 @@ func TestRestartRecoversQueuedWorkAndCountsInterruptedAttempts(t *testing.T) {
 	q, err := e2.Task(ctx, queued.ID)
 	require.NoError(t, err)
 	require.Equal(t, engine.StateQueued, q.State)
-	team, err := e2.Lane("team")
+	team, err := e2.Lane(ctx, "team")
 	require.NoError(t, err)
 	require.True(t, team.Config.Paused, "the live lane change survived")
 	w, err := e2.Task(ctx, waiting.ID)
@@ -261,5 +261,5 @@ func TestRestartRecoversQueuedWorkAndCountsInterruptedAttempts(t *testing.T) {
 	w, err = e2.Task(ctx, waiting.ID)
 	require.NoError(t, err)
 	require.Equal(t, engine.StateAssigned, w.State, "the dependency link survived")
-	require.Greater(t, e2.Stats().LastSeq, lastSeq, "seqs continue")
+	require.Greater(t, e2.Stats(ctx).LastSeq, lastSeq, "seqs continue")
 }

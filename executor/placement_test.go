@@ -37,7 +37,7 @@ func TestATaskWithNoInstanceWaitsWithoutAttemptsAndRunsOnceOneIsHealthy(t *testi
 	waiting := func(why string) {
 		t.Helper()
 		waitfor.CheckFor(t, func() error {
-			p, err := eng.Plan(10)
+			p, err := eng.Plan(ctx, 10)
 			if err != nil {
 				return err
 			}

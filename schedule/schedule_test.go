@@ -219,7 +219,7 @@ func TestOverlapPolicies(t *testing.T) {
 		t.Run(string(c.policy), func(t *testing.T) {
 			h, s := setup(t)
 			p := true
-			_, err := h.UpdateLane("cron", engine.LaneUpdate{Paused: &p}) // runs stay queued
+			_, err := h.UpdateLane(context.Background(), "cron", engine.LaneUpdate{Paused: &p}) // runs stay queued
 			require.NoError(t, err)
 			spec := every(time.Minute)
 			spec.Overlap = c.policy

@@ -188,7 +188,7 @@ func TestABatchWebhookFiresWhenItsLastTaskEnds(t *testing.T) {
 	}})
 	require.NoError(t, err)
 	require.NoError(t, h.Exec.Succeed(res.Items[0].Task.ID, `{}`))
-	last := h.Engine.Stats().LastSeq
+	last := h.Engine.Stats(context.Background()).LastSeq
 	waitfor.Eventually(t, "the deliverer handles the first task's end", func() bool {
 		handled, _ := d.Progress()
 		return handled >= last

@@ -231,12 +231,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 		}
 		backend = server.Options{Engine: node.API(), Registry: node.Instances(), Plugins: node.Plugins(),
 			Schedules: node.Schedules(), Pull: node.Pull(), Heartbeats: node.Heartbeats(), Cluster: node, Metrics: &metrics.Source{
-				Stats: func() engine.Stats { return node.Engine().Stats() },
-				Lanes: func() []engine.LaneStatus { return node.Engine().Lanes() }, Instances: reg.List, Plugins: node.Plugins().List}}
+				Stats: func() engine.Stats { return node.Engine().Stats(ctx) },
+				Lanes: func() []engine.LaneStatus { return node.Engine().Lanes(ctx) }, Instances: reg.List, Plugins: node.Plugins().List}}
 		shutdown = stop
 		lanes = func() int { // a follower knows the configured lanes only
 			if e := node.Engine(); e != nil {
-				return len(e.Lanes())
+				return len(e.Lanes(ctx))
 			}
 			return len(engCfg.Lanes)
 		}
@@ -263,7 +263,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 		backend = server.Options{Engine: eng, Registry: savedinstances.Registry{Registry: reg, Settings: eng},
 			Plugins: lead.Plugins, Schedules: lead.Schedules, Pull: lead.Pull, Heartbeats: lead.Heartbeats}
 		commits = eng.CommitError
-		lanes = func() int { return len(eng.Lanes()) }
+		lanes = func() int { return len(eng.Lanes(ctx)) }
 		shutdown = func(ctx context.Context) {
 			lead.Stop() // the components that act on the engine stop before it
 			if err := eng.Shutdown(ctx); err != nil {

@@ -368,7 +368,7 @@ func Run(ctx context.Context, subs []Submission, opts Options) (*Report, error) 
 		last = subs[len(subs)-1].At
 	}
 	for { // run the clock until nothing is left to happen
-		st := e.Stats()
+		st := e.Stats(ctx)
 		if st.InFlight+st.Pending == 0 {
 			break
 		}

@@ -152,7 +152,7 @@ func TestTwoAgentsCallingAtOnceShareTheInstanceByFairness(t *testing.T) {
 	waitfor.Eventually(t, "ada's calls are queued", func() bool { return len(b.tasks(t)) == 4 })
 	callAs("bob", 2)
 	waitfor.Eventually(t, "bob's calls are queued", func() bool { return len(b.tasks(t)) == 6 })
-	_, err := b.eng.UpdateLane("main", engine.LaneUpdate{Paused: new(false)})
+	_, err := b.eng.UpdateLane(context.Background(), "main", engine.LaneUpdate{Paused: new(false)})
 	require.NoError(t, err)
 
 	agentOf := func(id string) string {
@@ -320,7 +320,7 @@ func TestBadInputIsAClearMCPErrorAndSubmitsNothing(t *testing.T) {
 	require.Equal(t, "INVALID_INPUT", errorOf(t, res)["code"])
 
 	require.Empty(t, b.tasks(t), "nothing was submitted")
-	require.Zero(t, b.eng.Stats().Submitted)
+	require.Zero(t, b.eng.Stats(context.Background()).Submitted)
 }
 
 func TestTheTokensRateOfMutationsIsSharedWithGraphQL(t *testing.T) {

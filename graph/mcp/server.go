@@ -51,7 +51,7 @@ type Engine interface {
 	// Follow says a call follows the task until it ends, so that its end
 	// is committed without lingering (engine.Engine.Follow).
 	Follow(id string) (unfollow func())
-	Lane(name string) (engine.LaneStatus, error)
+	Lane(ctx context.Context, name string) (engine.LaneStatus, error)
 }
 
 // Options configure the MCP server.

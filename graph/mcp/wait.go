@@ -49,7 +49,7 @@ func (s *Server) wait(ctx context.Context, req *sdk.CallToolRequest, c *caller, 
 	}
 	var buf []engine.Event
 	for !ended(t.State) {
-		p.report(ctx, s.describe(t, lane))
+		p.report(ctx, s.describe(ctx, t, lane))
 		placed := time.Now() // when t.Position was last computed
 		own, moved := false, false
 		for !own {
@@ -109,7 +109,7 @@ func (s *Server) wait(ctx context.Context, req *sdk.CallToolRequest, c *caller, 
 }
 
 // describe says where a waiting task stands.
-func (s *Server) describe(t *engine.Task, lane string) string {
+func (s *Server) describe(ctx context.Context, t *engine.Task, lane string) string {
 	var attempt engine.Attempt
 	if n := len(t.Attempts); n > 0 {
 		attempt = t.Attempts[n-1]
@@ -124,7 +124,7 @@ func (s *Server) describe(t *engine.Task, lane string) string {
 		case t.Position >= 0:
 			msg += fmt.Sprintf(", %d tasks ahead", t.Position)
 		}
-		if ls, err := s.opts.Engine.Lane(lane); err == nil && ls.Config.Paused {
+		if ls, err := s.opts.Engine.Lane(ctx, lane); err == nil && ls.Config.Paused {
 			msg += " (the lane is paused)"
 		}
 		return msg

@@ -18,6 +18,8 @@ import (
 // cluster they are the cluster's views of the leader's (internal/cluster).
 
 // Engine is the scheduling engine as the API uses it (*engine.Engine).
+// Every method that may reach the leader of a cluster takes the caller's
+// context: when it ends, so does the call's trip to the leader.
 type Engine interface {
 	Config() engine.Config
 	Events() *engine.EventLog
@@ -37,17 +39,17 @@ type Engine interface {
 	StopSession(ctx context.Context, key string, all bool) ([]string, error)
 	Retry(ctx context.Context, id string) (*engine.Task, error)
 	Reset(ctx context.Context, id string) (*engine.Task, error)
-	UpdateLane(name string, u engine.LaneUpdate) (engine.LaneStatus, error)
-	SetAgent(id string, c engine.AgentConfig) error
-	Drain()
-	Draining() bool
-	Plan(limit int) (*engine.Plan, error)
-	PlanAt(limit int, now time.Time) (*engine.Plan, error)
-	Lanes() []engine.LaneStatus
-	Lane(name string) (engine.LaneStatus, error)
-	Agents() []engine.AgentStatus
-	Stats() engine.Stats
-	Policies() []engine.PolicyAssignment
+	UpdateLane(ctx context.Context, name string, u engine.LaneUpdate) (engine.LaneStatus, error)
+	SetAgent(ctx context.Context, id string, c engine.AgentConfig) error
+	Drain(ctx context.Context)
+	Draining(ctx context.Context) bool
+	Plan(ctx context.Context, limit int) (*engine.Plan, error)
+	PlanAt(ctx context.Context, limit int, now time.Time) (*engine.Plan, error)
+	Lanes(ctx context.Context) []engine.LaneStatus
+	Lane(ctx context.Context, name string) (engine.LaneStatus, error)
+	Agents(ctx context.Context) []engine.AgentStatus
+	Stats(ctx context.Context) engine.Stats
+	Policies(ctx context.Context) []engine.PolicyAssignment
 }
 
 // Registry is the browser instance registry (*executor.Registry).

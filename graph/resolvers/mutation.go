@@ -18,7 +18,7 @@ import (
 func (m *mutationResolver) SubmitTask(ctx context.Context, input model.SubmitTaskInput) (*model.Task, error) {
 	spec, verr := taskSpec("input", &input, time.Now())
 	if verr == nil {
-		verr = (*Resolver)(m).checkActionKind("input", &spec)
+		verr = (*Resolver)(m).checkActionKind(ctx, "input", &spec)
 	}
 	if verr != nil {
 		return nil, verr
@@ -75,7 +75,7 @@ func (m *mutationResolver) SubmitTasks(ctx context.Context, input model.SubmitTa
 		}
 		specs[i], refused[i] = taskSpec(path+".task", it.Task, now)
 		if refused[i] == nil {
-			refused[i] = (*Resolver)(m).checkActionKind(path+".task", &specs[i])
+			refused[i] = (*Resolver)(m).checkActionKind(ctx, path+".task", &specs[i])
 		}
 	}
 	// An agent's batch is refused as a whole when an item acts for another
@@ -275,7 +275,7 @@ func (m *mutationResolver) ResetTask(ctx context.Context, id string) (*model.Tas
 	return model.NewTask(t), nil
 }
 
-func (m *mutationResolver) UpdateLane(_ context.Context, name string, input model.LaneInput) (*model.Lane, error) {
+func (m *mutationResolver) UpdateLane(ctx context.Context, name string, input model.LaneInput) (*model.Lane, error) {
 	if !validName(name) {
 		return nil, invalid("name", "%q is not a lane name", name)
 	}
@@ -283,14 +283,14 @@ func (m *mutationResolver) UpdateLane(_ context.Context, name string, input mode
 	if err != nil {
 		return nil, err
 	}
-	l, err := m.eng.UpdateLane(name, u)
+	l, err := m.eng.UpdateLane(ctx, name, u)
 	if err != nil {
 		return nil, inField(err, "input")
 	}
 	return &model.Lane{L: l}, nil
 }
 
-func (m *mutationResolver) CreateLane(_ context.Context, name string, input *model.LaneInput) (*model.Lane, error) {
+func (m *mutationResolver) CreateLane(ctx context.Context, name string, input *model.LaneInput) (*model.Lane, error) {
 	if !validName(name) {
 		return nil, invalid("name", "%q is not a lane name (letters, digits, '-' and '_', at most 64)", name)
 	}
@@ -302,18 +302,18 @@ func (m *mutationResolver) CreateLane(_ context.Context, name string, input *mod
 		}
 	}
 	u.Create = true
-	l, err := m.eng.UpdateLane(name, u)
+	l, err := m.eng.UpdateLane(ctx, name, u)
 	if err != nil {
 		return nil, inField(err, "input")
 	}
 	return &model.Lane{L: l}, nil
 }
 
-func (m *mutationResolver) DeleteLane(_ context.Context, name string) (*model.Lane, error) {
+func (m *mutationResolver) DeleteLane(ctx context.Context, name string) (*model.Lane, error) {
 	if !validName(name) {
 		return nil, invalid("name", "%q is not a lane name", name)
 	}
-	l, err := m.eng.UpdateLane(name, engine.LaneUpdate{Remove: true})
+	l, err := m.eng.UpdateLane(ctx, name, engine.LaneUpdate{Remove: true})
 	if err != nil {
 		return nil, err
 	}
@@ -374,7 +374,7 @@ func laneUpdate(input model.LaneInput) (engine.LaneUpdate, error) {
 	return u, nil
 }
 
-func (m *mutationResolver) SetAgent(_ context.Context, id string, input model.AgentInput) (*engine.AgentStatus, error) {
+func (m *mutationResolver) SetAgent(ctx context.Context, id string, input model.AgentInput) (*engine.AgentStatus, error) {
 	if err := checkID("id", id, true); err != nil {
 		return nil, err
 	}
@@ -401,10 +401,10 @@ func (m *mutationResolver) SetAgent(_ context.Context, id string, input model.Ag
 		}
 		c.Labels = labels
 	}
-	if err := m.eng.SetAgent(id, c); err != nil {
+	if err := m.eng.SetAgent(ctx, id, c); err != nil {
 		return nil, inField(err, "input")
 	}
-	for _, a := range m.eng.Agents() {
+	for _, a := range m.eng.Agents(ctx) {
 		if a.ID == id {
 			return &a, nil
 		}
@@ -442,7 +442,7 @@ func (r *Resolver) stopOwnSession(ctx context.Context, session, agent string, al
 }
 
 func (m *mutationResolver) Drain(ctx context.Context) (*model.Stats, error) {
-	m.eng.Drain()
+	m.eng.Drain(ctx)
 	m.log.Info("draining: new work is refused")
 	return (*Resolver)(m).stats(ctx), nil
 }

@@ -127,8 +127,8 @@ func (q *queryResolver) Batch(ctx context.Context, id string) (*model.Batch, err
 	return &model.Batch{B: b}, nil
 }
 
-func (q *queryResolver) Lanes(context.Context) ([]*model.Lane, error) {
-	lanes := q.eng.Lanes()
+func (q *queryResolver) Lanes(ctx context.Context) ([]*model.Lane, error) {
+	lanes := q.eng.Lanes(ctx)
 	out := make([]*model.Lane, len(lanes))
 	for i := range lanes {
 		out[i] = &model.Lane{L: lanes[i]}
@@ -136,8 +136,8 @@ func (q *queryResolver) Lanes(context.Context) ([]*model.Lane, error) {
 	return out, nil
 }
 
-func (q *queryResolver) Lane(_ context.Context, name string) (*model.Lane, error) {
-	l, err := q.eng.Lane(name)
+func (q *queryResolver) Lane(ctx context.Context, name string) (*model.Lane, error) {
+	l, err := q.eng.Lane(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +149,7 @@ func (q *queryResolver) Agents(ctx context.Context) ([]*engine.AgentStatus, erro
 	if err != nil {
 		return nil, err
 	}
-	agents := q.eng.Agents()
+	agents := q.eng.Agents(ctx)
 	out := make([]*engine.AgentStatus, 0, len(agents))
 	for i := range agents {
 		if own == "" || agents[i].ID == own {
@@ -182,7 +182,7 @@ func (q *queryResolver) Plan(ctx context.Context, limit *int, now *time.Time) (*
 	if now != nil {
 		at = *now
 	}
-	p, err := q.eng.PlanAt(n, at)
+	p, err := q.eng.PlanAt(ctx, n, at)
 	if err != nil {
 		return nil, err
 	}
@@ -194,8 +194,8 @@ func (q *queryResolver) Plan(ctx context.Context, limit *int, now *time.Time) (*
 	return &model.Plan{P: p}, nil
 }
 
-func (q *queryResolver) Policies(context.Context) ([]*model.PolicyAssignment, error) {
-	ps := q.eng.Policies()
+func (q *queryResolver) Policies(ctx context.Context) ([]*model.PolicyAssignment, error) {
+	ps := q.eng.Policies(ctx)
 	out := make([]*model.PolicyAssignment, len(ps))
 	for i := range ps {
 		out[i] = &model.PolicyAssignment{P: ps[i]}
@@ -250,7 +250,7 @@ func ptr[T any](v T) *T { return &v }
 
 // stats returns the engine's counters and who answered, who leads.
 func (r *Resolver) stats(ctx context.Context) *model.Stats {
-	s := &model.Stats{S: r.eng.Stats(), Node: standaloneID, Leader: ptr(standaloneID), LeaderSince: ptr(r.started)}
+	s := &model.Stats{S: r.eng.Stats(ctx), Node: standaloneID, Leader: ptr(standaloneID), LeaderSince: ptr(r.started)}
 	if r.opts.Plugins != nil { // the plugin host refuses invalid answers before the engine sees them
 		for _, p := range r.opts.Plugins.List() {
 			s.S.PolicyInvalid += p.Stats.Faults[host.FaultInvalid]
@@ -265,10 +265,10 @@ func (r *Resolver) stats(ctx context.Context) *model.Stats {
 	return s
 }
 
-func (q *queryResolver) Server(context.Context) (*model.ServerInfo, error) {
+func (q *queryResolver) Server(ctx context.Context) (*model.ServerInfo, error) {
 	l := q.opts.Limits
 	return &model.ServerInfo{
-		Version: q.opts.Version, StartedAt: q.started, Draining: q.eng.Draining(),
+		Version: q.opts.Version, StartedAt: q.started, Draining: q.eng.Draining(ctx),
 		Limits: &model.Limits{
 			MaxBatch: q.maxBat, MaxComplexity: l.MaxComplexity, MaxDepth: l.MaxDepth, MaxBodyBytes: l.MaxBodyBytes,
 			MaxWebSocketPayloadBytes: l.MaxWebSocketPayloadBytes, MaxPageSize: MaxPageSize, MaxSubscriberLag: l.MaxSubscriberLag,

@@ -6,6 +6,7 @@
 package resolvers
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -217,7 +218,7 @@ func action(path string, a *model.ActionInput) (*engine.Action, *engine.Error) {
 // instance it names when the registry knows it (a chat instance takes no
 // actions at all). A pull lane's workers define their own kinds: any kind
 // goes there.
-func (r *Resolver) checkActionKind(path string, s *engine.TaskSpec) *engine.Error {
+func (r *Resolver) checkActionKind(ctx context.Context, path string, s *engine.TaskSpec) *engine.Error {
 	if s.Action == nil {
 		return nil
 	}
@@ -229,7 +230,7 @@ func (r *Resolver) checkActionKind(path string, s *engine.TaskSpec) *engine.Erro
 		// takes).
 		return nil
 	}
-	if l, err := r.eng.Lane(s.Lane); err == nil && l.Config.Pull {
+	if l, err := r.eng.Lane(ctx, s.Lane); err == nil && l.Config.Pull {
 		return nil
 	}
 	if !known {

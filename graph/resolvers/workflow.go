@@ -260,7 +260,7 @@ func scheduleSpec(path string, in *model.ScheduleInput, now time.Time) (schedule
 
 // scheduleInput checks that schedules are served and reads a schedule's
 // input, its template's action kind included.
-func (r *Resolver) scheduleInput(in *model.ScheduleInput) (schedule.Spec, error) {
+func (r *Resolver) scheduleInput(ctx context.Context, in *model.ScheduleInput) (schedule.Spec, error) {
 	if err := r.schedules(); err != nil {
 		return schedule.Spec{}, err
 	}
@@ -268,14 +268,14 @@ func (r *Resolver) scheduleInput(in *model.ScheduleInput) (schedule.Spec, error)
 	if err != nil {
 		return schedule.Spec{}, err
 	}
-	if err := r.checkActionKind("input.template", &sp.Template); err != nil {
+	if err := r.checkActionKind(ctx, "input.template", &sp.Template); err != nil {
 		return schedule.Spec{}, err
 	}
 	return sp, nil
 }
 
 func (m *mutationResolver) CreateSchedule(ctx context.Context, in model.ScheduleInput) (*model.Schedule, error) {
-	sp, err := (*Resolver)(m).scheduleInput(&in)
+	sp, err := (*Resolver)(m).scheduleInput(ctx, &in)
 	if err != nil {
 		return nil, err
 	}
@@ -291,7 +291,7 @@ func (m *mutationResolver) CreateSchedule(ctx context.Context, in model.Schedule
 }
 
 func (m *mutationResolver) UpdateSchedule(ctx context.Context, id string, in model.ScheduleInput) (*model.Schedule, error) {
-	sp, err := (*Resolver)(m).scheduleInput(&in)
+	sp, err := (*Resolver)(m).scheduleInput(ctx, &in)
 	if err != nil {
 		return nil, err
 	}

@@ -276,7 +276,7 @@ func (b *authBundle) plugin(t *testing.T) string {
 func (b *authBundle) snapshot(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
-	st := b.eng.Stats()
+	st := b.eng.Stats(ctx)
 	tasks, err := b.eng.Tasks(ctx, engine.TaskQuery{Limit: 1000})
 	require.NoError(t, err)
 	type taskView struct {
@@ -293,7 +293,7 @@ func (b *authBundle) snapshot(t *testing.T) string {
 		Selection, Retry string
 	}
 	var lanes []laneView
-	for _, l := range b.eng.Lanes() {
+	for _, l := range b.eng.Lanes(ctx) {
 		lanes = append(lanes, laneView{l.Config, l.Selection, l.Retry})
 	}
 	type instView struct {
@@ -329,8 +329,8 @@ func (b *authBundle) snapshot(t *testing.T) string {
 	}
 	out, err := json.Marshal(map[string]any{
 		"lastSeq": st.LastSeq, "submitted": st.Submitted, "draining": st.Draining, "tasks": ts, "lanes": lanes,
-		"agents": b.eng.Config().Agents, "agentStatus": b.eng.Agents(), "instances": insts, "plugins": plugs,
-		"policies": b.eng.Policies(), "schedules": scheds,
+		"agents": b.eng.Config().Agents, "agentStatus": b.eng.Agents(ctx), "instances": insts, "plugins": plugs,
+		"policies": b.eng.Policies(ctx), "schedules": scheds,
 	})
 	require.NoError(t, err)
 	return string(out)
@@ -469,7 +469,7 @@ func matrix() map[string]opCase {
 		"Mutation.deleteLane": {roles: operators, query: `mutation($n: String!) { deleteLane(name: $n) { name } }`,
 			vars: func(t *testing.T, b *authBundle) map[string]any {
 				n := b.uniq("gone")
-				_, err := b.eng.CreateLane(n, engine.LaneUpdate{})
+				_, err := b.eng.CreateLane(context.Background(), n, engine.LaneUpdate{})
 				require.NoError(t, err)
 				return map[string]any{"n": n}
 			}},

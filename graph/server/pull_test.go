@@ -327,7 +327,7 @@ func TestACancelWhileLeasedReachesTheWorkerOnItsNextCall(t *testing.T) {
 	tk := b.task(t, id)
 	require.Equal(t, engine.StateCancelled, tk.State)
 	require.Nil(t, tk.Result, "the worker's result of a cancelled task is not taken")
-	waitfor.Eventually(t, "the slot is free again", func() bool { return b.eng.Stats().InFlight == 0 })
+	waitfor.Eventually(t, "the slot is free again", func() bool { return b.eng.Stats(context.Background()).InFlight == 0 })
 }
 
 func TestALeaseCallWaitsForWork(t *testing.T) {
@@ -439,7 +439,7 @@ func TestSwitchingALanesPullIsRefusedWhileItHoldsWork(t *testing.T) {
 	b := setup(t, pullLanes)
 	jobs := []string{b.submitJob(t, "jobs", nil), b.submitJob(t, "jobs", nil)}
 	before := b.task(t, jobs[0])
-	seq := b.eng.Stats().LastSeq
+	seq := b.eng.Stats(context.Background()).LastSeq
 
 	const switchQ = `mutation($n: String!, $p: Boolean!) { updateLane(name: $n, input: {pull: $p}) { name pull } }`
 	err := b.c.Do(ctxFor(t), switchQ, map[string]any{"n": "jobs", "p": false}, nil)
@@ -447,7 +447,7 @@ func TestSwitchingALanesPullIsRefusedWhileItHoldsWork(t *testing.T) {
 	require.Equal(t, "CONFLICT", e.Code(), e.Message)
 	require.Equal(t, "input.pull", e.Extensions["field"])
 	require.Contains(t, e.Message, "2 tasks")
-	require.Equal(t, seq, b.eng.Stats().LastSeq, "the refusal recorded nothing")
+	require.Equal(t, seq, b.eng.Stats(context.Background()).LastSeq, "the refusal recorded nothing")
 	var lane struct{ Lane struct{ Pull bool } }
 	require.NoError(t, b.c.Do(ctxFor(t), `{ lane(name: "jobs") { pull } }`, nil, &lane))
 	require.True(t, lane.Lane.Pull, "still a pull lane")

@@ -125,7 +125,7 @@ func TestMutationsAreRateLimitedPerTokenWith429AndRetryAfter(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		require.NoError(t, bot.Do(ctx, submit, nil, nil), "the burst passes")
 	}
-	before := b.eng.Stats().Submitted
+	before := b.eng.Stats(ctx).Submitted
 	res, status, err := bot.Raw(ctx, client.Request{Query: submit})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusTooManyRequests, status)
@@ -134,7 +134,7 @@ func TestMutationsAreRateLimitedPerTokenWith429AndRetryAfter(t *testing.T) {
 	require.Equal(t, true, e.Extensions["retryable"])
 	wait := e.Extensions["retryAfterMs"].(float64)
 	require.InDelta(t, 2000, wait, 100, "half a token a second: the next one in about 2 s")
-	require.Equal(t, before, b.eng.Stats().Submitted, "a limited mutation runs nothing")
+	require.Equal(t, before, b.eng.Stats(ctx).Submitted, "a limited mutation runs nothing")
 
 	// The header says so too, in seconds (and queries are not limited).
 	req, _ := http.NewRequest(http.MethodPost, b.base+"/graphql", strings.NewReader(`{"query":"mutation { drain { draining } }"}`))

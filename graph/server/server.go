@@ -43,6 +43,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/executor"
 	"github.com/switchyard/switchyard/executor/artifact"
 	"github.com/switchyard/switchyard/graph/auth"
@@ -143,7 +144,12 @@ func (o *Options) metricsSource() metrics.Source {
 	if o.Metrics != nil {
 		return *o.Metrics
 	}
-	src := metrics.Source{Stats: o.Engine.Stats, Lanes: o.Engine.Lanes}
+	// A scrape carries no context: on a cluster, the forward to the leader
+	// is bounded by the node's call timeout.
+	src := metrics.Source{
+		Stats: func() engine.Stats { return o.Engine.Stats(context.Background()) },
+		Lanes: func() []engine.LaneStatus { return o.Engine.Lanes(context.Background()) },
+	}
 	if o.Registry != nil {
 		src.Instances = o.Registry.List
 	}
@@ -399,11 +405,11 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ok\n"))
 }
 
-func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	var err error
 	switch {
-	case s.opts.Engine.Draining():
+	case s.opts.Engine.Draining(r.Context()):
 		err = errors.New("draining: new work is refused")
 	case s.opts.Ready != nil:
 		err = s.opts.Ready()

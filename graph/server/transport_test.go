@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -98,7 +99,7 @@ func TestGETFollowsTheSameRulesAndRefusesMutations(t *testing.T) {
 	require.Equal(t, http.StatusMethodNotAllowed, status, body)
 	require.Equal(t, "POST", h.Get("Allow"))
 	require.Contains(t, body, "GET runs queries only")
-	require.False(t, b.eng.Draining(), "nothing ran")
+	require.False(t, b.eng.Draining(context.Background()), "nothing ran")
 	status, body, _ = get(`{ stats { submitted } }`, "application/json")
 	require.Equal(t, http.StatusOK, status, body)
 	require.Contains(t, body, `"data":{"stats"`)

@@ -17,17 +17,14 @@ import (
 // methods as the engine, the instance registry, the plugin manager and the
 // scheduler. Reads of tasks, batches and events come from the store (or the
 // leader's memory, on the leader); everything else is the leader's answer.
+// A call to the leader ends when the caller's context does, and after
+// Options.CallTimeout when that context has no deadline.
 
 // Engine is the engine as every node of the cluster serves it.
 type Engine struct{ n *Node }
 
 // Engine returns the node's view of the cluster's engine.
 func (n *Node) API() *Engine { return &Engine{n} }
-
-// ctx bounds the calls of methods that take no context.
-func (a *Engine) ctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), a.n.opts.CallTimeout)
-}
 
 // Config returns the engine's configuration (the same on every node).
 func (a *Engine) Config() engine.Config { return a.n.Engine().Config() }
@@ -167,67 +164,53 @@ func (a *Engine) Reset(ctx context.Context, id string) (*engine.Task, error) {
 }
 
 // UpdateLane changes a lane's settings.
-func (a *Engine) UpdateLane(name string, u engine.LaneUpdate) (engine.LaneStatus, error) {
-	ctx, cancel := a.ctx()
-	defer cancel()
+func (a *Engine) UpdateLane(ctx context.Context, name string, u engine.LaneUpdate) (engine.LaneStatus, error) {
 	return opUpdateLane.call(ctx, a.n, laneArgs{name, u})
 }
 
 // SetAgent changes an agent's weight and ceiling.
-func (a *Engine) SetAgent(id string, c engine.AgentConfig) error {
-	ctx, cancel := a.ctx()
-	defer cancel()
+func (a *Engine) SetAgent(ctx context.Context, id string, c engine.AgentConfig) error {
 	_, err := opSetAgent.call(ctx, a.n, agentArgs{id, c})
 	return err
 }
 
 // Drain makes the leader refuse new work.
-func (a *Engine) Drain() {
-	ctx, cancel := a.ctx()
-	defer cancel()
+func (a *Engine) Drain(ctx context.Context) {
 	if _, err := opDrain.call(ctx, a.n, none{}); err != nil {
 		a.n.log.Error("drain", "error", err)
 	}
 }
 
 // Draining reports whether the leader refuses new work.
-func (a *Engine) Draining() bool {
-	ctx, cancel := a.ctx()
-	defer cancel()
+func (a *Engine) Draining(ctx context.Context) bool {
 	d, err := opDraining.call(ctx, a.n, none{})
 	return err == nil && d
 }
 
 // Plan is the leader's dry run.
-func (a *Engine) Plan(limit int) (*engine.Plan, error) {
-	ctx, cancel := a.ctx()
-	defer cancel()
+func (a *Engine) Plan(ctx context.Context, limit int) (*engine.Plan, error) {
 	return opPlan.call(ctx, a.n, planArgs{Limit: limit})
 }
 
 // PlanAt is Plan as of now (zero: the leader's clock).
-func (a *Engine) PlanAt(limit int, now time.Time) (*engine.Plan, error) {
-	ctx, cancel := a.ctx()
-	defer cancel()
+func (a *Engine) PlanAt(ctx context.Context, limit int, now time.Time) (*engine.Plan, error) {
 	return opPlan.call(ctx, a.n, planArgs{Limit: limit, Now: now})
 }
 
 // Lanes returns the leader's lanes; when no leader answers, this node's
 // view of their settings, without load.
-func (a *Engine) Lanes() []engine.LaneStatus {
-	ctx, cancel := a.ctx()
-	defer cancel()
+func (a *Engine) Lanes(ctx context.Context) []engine.LaneStatus {
 	ls, err := read(ctx, a.n, &a.n.reads.lanes, opLanes)
 	if err != nil {
 		a.n.log.Warn("the leader did not answer for its lanes", "error", err)
-		return a.n.Engine().Lanes()
+		return a.n.Engine().Lanes(ctx)
 	}
 	return ls
 }
 
 // Lane returns one lane.
-func (a *Engine) Lane(name string) (engine.LaneStatus, error) {
-	for _, l := range a.Lanes() {
+func (a *Engine) Lane(ctx context.Context, name string) (engine.LaneStatus, error) {
+	for _, l := range a.Lanes(ctx) {
 		if l.Config.Name == name {
 			return l, nil
 		}
@@ -236,9 +219,7 @@ func (a *Engine) Lane(name string) (engine.LaneStatus, error) {
 }
 
 // Agents returns the leader's agents (none when no leader answers).
-func (a *Engine) Agents() []engine.AgentStatus {
-	ctx, cancel := a.ctx()
-	defer cancel()
+func (a *Engine) Agents(ctx context.Context) []engine.AgentStatus {
 	as, err := read(ctx, a.n, &a.n.reads.agents, opAgents)
 	if err != nil {
 		a.n.log.Warn("the leader did not answer for its agents", "error", err)
@@ -248,25 +229,21 @@ func (a *Engine) Agents() []engine.AgentStatus {
 
 // Stats returns the leader's counters; when no leader answers, this node's
 // (which count nothing but the last seq).
-func (a *Engine) Stats() engine.Stats {
-	ctx, cancel := a.ctx()
-	defer cancel()
+func (a *Engine) Stats(ctx context.Context) engine.Stats {
 	s, err := read(ctx, a.n, &a.n.reads.stats, opStats)
 	if err != nil {
 		a.n.log.Warn("the leader did not answer for its stats", "error", err)
-		return a.n.Engine().Stats()
+		return a.n.Engine().Stats(ctx)
 	}
 	return s
 }
 
 // Policies returns the leader's policy assignments.
-func (a *Engine) Policies() []engine.PolicyAssignment {
-	ctx, cancel := a.ctx()
-	defer cancel()
+func (a *Engine) Policies(ctx context.Context) []engine.PolicyAssignment {
 	ps, err := read(ctx, a.n, &a.n.reads.policies, opPolicies)
 	if err != nil {
 		a.n.log.Warn("the leader did not answer for its policies", "error", err)
-		return a.n.Engine().Policies()
+		return a.n.Engine().Policies(ctx)
 	}
 	return ps
 }

@@ -196,16 +196,16 @@ func TestSubmitThroughEveryNode(t *testing.T) {
 	// through every node.
 	follower := f.nodes[(indexOf(f.nodes, lead)+2)%3]
 	limit := 7
-	_, err = follower.API().UpdateLane("main", engine.LaneUpdate{MaxInFlight: &limit})
+	_, err = follower.API().UpdateLane(ctx, "main", engine.LaneUpdate{MaxInFlight: &limit})
 	require.NoError(t, err)
 	for _, n := range f.nodes {
-		l, err := n.API().Lane("main")
+		l, err := n.API().Lane(ctx, "main")
 		require.NoError(t, err)
 		require.Equal(t, 7, l.Config.MaxInFlight, "through %s", n.ID())
 	}
 	_, err = follower.API().Cancel(ctx, "no-such-task", "test")
 	require.True(t, engine.IsCode(err, engine.CodeNotFound), "a follower gets the leader's typed error: %v", err)
-	st := follower.API().Stats()
+	st := follower.API().Stats(ctx)
 	require.Equal(t, uint64(len(ids)), st.Submitted, "a follower reports the leader's stats")
 
 	nodes, err := follower.Nodes(ctx)
@@ -240,7 +240,7 @@ func TestFailoverReclaimsAndLosesNothing(t *testing.T) {
 		ids = append(ids, task.ID)
 	}
 	// Some are running on the old leader when it is cut off the database.
-	require.Eventually(t, func() bool { return old.API().Stats().InFlight > 0 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return old.API().Stats(ctx).InFlight > 0 }, 5*time.Second, 5*time.Millisecond)
 	cutAt := time.Now()
 	old.cut.Partition()
 
@@ -392,3 +392,55 @@ func TestNodesNeverShowARoleThatContradictsTheLease(t *testing.T) {
 type lazy func() string
 
 func (l lazy) String() string { return l() }
+
+// TestTheCallersContextBoundsTheForward: a follower's call to a leader that
+// does not answer ends when the caller's context does, not after the node's
+// call timeout (here far longer than the test).
+func TestTheCallersContextBoundsTheForward(t *testing.T) {
+	f := newFleet(t, 2, time.Millisecond, func(o *cluster.Options) {
+		o.CallTimeout = 10 * time.Minute
+		o.TTL = 10 * time.Minute // the follower cannot take over while the test runs
+	})
+	lead := f.leader(f.nodes)
+	follower := f.nodes[(indexOf(f.nodes, lead)+1)%2]
+	lead.cut.Partition() // it reads no more commands
+	t.Cleanup(lead.cut.Heal)
+
+	limit := 3
+	calls := map[string]func(ctx context.Context) error{
+		"UpdateLane": func(ctx context.Context) error {
+			_, err := follower.API().UpdateLane(ctx, "main", engine.LaneUpdate{MaxInFlight: &limit})
+			return err
+		},
+		"SetAgent": func(ctx context.Context) error {
+			return follower.API().SetAgent(ctx, "a", engine.AgentConfig{Weight: 2})
+		},
+		"Plan": func(ctx context.Context) error {
+			_, err := follower.API().Plan(ctx, 10)
+			return err
+		},
+	}
+	for name, call := range calls {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		done := make(chan error, 1)
+		go func() { done <- call(ctx) }()
+		select {
+		case err := <-done:
+			require.True(t, engine.IsCode(err, engine.CodeUnavailable), "%s: %v", name, err)
+		case <-time.After(time.Minute):
+			t.Fatalf("%s still waits for the leader a minute after its context ended", name)
+		}
+		cancel()
+	}
+	// A polled read falls back to this node's view when its context ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan []engine.LaneStatus, 1)
+	go func() { done <- follower.API().Lanes(ctx) }()
+	select {
+	case ls := <-done:
+		require.NotEmpty(t, ls, "the follower's own view of the lanes")
+	case <-time.After(time.Minute):
+		t.Fatal("Lanes still waits for the leader a minute after its context ended")
+	}
+}

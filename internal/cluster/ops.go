@@ -119,33 +119,33 @@ var (
 	opReset = op[idArgs, *engine.Task]{"engine.reset", func(ctx context.Context, l *leader, a idArgs) (*engine.Task, error) {
 		return l.eng.Reset(ctx, a.ID)
 	}}
-	opUpdateLane = op[laneArgs, engine.LaneStatus]{"engine.updateLane", func(_ context.Context, l *leader, a laneArgs) (engine.LaneStatus, error) {
-		return l.eng.UpdateLane(a.Name, a.Update)
+	opUpdateLane = op[laneArgs, engine.LaneStatus]{"engine.updateLane", func(ctx context.Context, l *leader, a laneArgs) (engine.LaneStatus, error) {
+		return l.eng.UpdateLane(ctx, a.Name, a.Update)
 	}}
-	opSetAgent = op[agentArgs, none]{"engine.setAgent", func(_ context.Context, l *leader, a agentArgs) (none, error) {
-		return none{}, l.eng.SetAgent(a.ID, a.Config)
+	opSetAgent = op[agentArgs, none]{"engine.setAgent", func(ctx context.Context, l *leader, a agentArgs) (none, error) {
+		return none{}, l.eng.SetAgent(ctx, a.ID, a.Config)
 	}}
-	opDrain = op[none, none]{"engine.drain", func(_ context.Context, l *leader, _ none) (none, error) {
-		l.eng.Drain()
+	opDrain = op[none, none]{"engine.drain", func(ctx context.Context, l *leader, _ none) (none, error) {
+		l.eng.Drain(ctx)
 		return none{}, nil
 	}}
-	opDraining = op[none, bool]{"engine.draining", func(_ context.Context, l *leader, _ none) (bool, error) {
-		return l.eng.Draining(), nil
+	opDraining = op[none, bool]{"engine.draining", func(ctx context.Context, l *leader, _ none) (bool, error) {
+		return l.eng.Draining(ctx), nil
 	}}
-	opPlan = op[planArgs, *engine.Plan]{"engine.plan", func(_ context.Context, l *leader, a planArgs) (*engine.Plan, error) {
-		return l.eng.PlanAt(a.Limit, a.Now)
+	opPlan = op[planArgs, *engine.Plan]{"engine.plan", func(ctx context.Context, l *leader, a planArgs) (*engine.Plan, error) {
+		return l.eng.PlanAt(ctx, a.Limit, a.Now)
 	}}
-	opLanes = op[none, []engine.LaneStatus]{"engine.lanes", func(_ context.Context, l *leader, _ none) ([]engine.LaneStatus, error) {
-		return l.eng.Lanes(), nil
+	opLanes = op[none, []engine.LaneStatus]{"engine.lanes", func(ctx context.Context, l *leader, _ none) ([]engine.LaneStatus, error) {
+		return l.eng.Lanes(ctx), nil
 	}}
-	opAgents = op[none, []engine.AgentStatus]{"engine.agents", func(_ context.Context, l *leader, _ none) ([]engine.AgentStatus, error) {
-		return l.eng.Agents(), nil
+	opAgents = op[none, []engine.AgentStatus]{"engine.agents", func(ctx context.Context, l *leader, _ none) ([]engine.AgentStatus, error) {
+		return l.eng.Agents(ctx), nil
 	}}
-	opStats = op[none, engine.Stats]{"engine.stats", func(_ context.Context, l *leader, _ none) (engine.Stats, error) {
-		return l.eng.Stats(), nil
+	opStats = op[none, engine.Stats]{"engine.stats", func(ctx context.Context, l *leader, _ none) (engine.Stats, error) {
+		return l.eng.Stats(ctx), nil
 	}}
-	opPolicies = op[none, []engine.PolicyAssignment]{"engine.policies", func(_ context.Context, l *leader, _ none) ([]engine.PolicyAssignment, error) {
-		return l.eng.Policies(), nil
+	opPolicies = op[none, []engine.PolicyAssignment]{"engine.policies", func(ctx context.Context, l *leader, _ none) ([]engine.PolicyAssignment, error) {
+		return l.eng.Policies(ctx), nil
 	}}
 )
 

@@ -154,7 +154,7 @@ func RunAtDepth(ctx context.Context, queued, agents, n, rounds int, setup Setup)
 		}
 	}
 	paused, running := true, false
-	if _, err := e.UpdateLane("main", engine.LaneUpdate{Paused: &paused}); err != nil {
+	if _, err := e.UpdateLane(ctx, "main", engine.LaneUpdate{Paused: &paused}); err != nil {
 		return AtDepth{}, err
 	}
 	if err := Fill(ctx, e, fill, agents); err != nil {
@@ -162,13 +162,13 @@ func RunAtDepth(ctx context.Context, queued, agents, n, rounds int, setup Setup)
 	}
 	best := time.Duration(1<<63 - 1)
 	for range rounds {
-		if e.Stats().Pending < queued+n {
+		if e.Stats(ctx).Pending < queued+n {
 			break // the rounds before dispatched more than n while pausing
 		}
 		runtime.GC()
 		x.expect(int64(n))
 		start := time.Now()
-		if _, err := e.UpdateLane("main", engine.LaneUpdate{Paused: &running}); err != nil {
+		if _, err := e.UpdateLane(ctx, "main", engine.LaneUpdate{Paused: &running}); err != nil {
 			return AtDepth{}, err
 		}
 		select {
@@ -177,10 +177,10 @@ func RunAtDepth(ctx context.Context, queued, agents, n, rounds int, setup Setup)
 			return AtDepth{}, ctx.Err()
 		}
 		best = min(best, time.Since(start))
-		if _, err := e.UpdateLane("main", engine.LaneUpdate{Paused: &paused}); err != nil {
+		if _, err := e.UpdateLane(ctx, "main", engine.LaneUpdate{Paused: &paused}); err != nil {
 			return AtDepth{}, err
 		}
-		for e.Stats().InFlight > 0 { // let the attempts under way finish
+		for e.Stats(ctx).InFlight > 0 { // let the attempts under way finish
 			time.Sleep(time.Millisecond)
 		}
 	}
@@ -235,7 +235,7 @@ func memoryPerQueuedTask(ctx context.Context, n int, store engine.Store) (float6
 	}
 	defer func() { _ = e.Shutdown(context.Background()) }()
 	paused := true
-	if _, err := e.UpdateLane("main", engine.LaneUpdate{Paused: &paused}); err != nil {
+	if _, err := e.UpdateLane(ctx, "main", engine.LaneUpdate{Paused: &paused}); err != nil {
 		return 0, err
 	}
 	var before, after runtime.MemStats

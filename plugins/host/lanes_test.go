@@ -166,7 +166,7 @@ func TestSelectionPluginInOneLaneDoesNotDelayAnother(t *testing.T) {
 	default:
 	}
 	require.True(t, host.Running(p), "lane a's decision still runs")
-	require.Equal(t, 1, e.Stats().Pending, "only lane a's task waits, for its rank")
+	require.Equal(t, 1, e.Stats(context.Background()).Pending, "only lane a's task waits, for its rank")
 
 	host.AbandonRunning(p) // as its deadline would: the fallback ranks
 	require.NoError(t, <-aDone)
@@ -248,7 +248,7 @@ func BenchmarkUnrelatedLane(b *testing.B) {
 							return
 						default:
 						}
-						if e.Stats().Pending > 1_000 { // a steady load, not an ever-growing backlog
+						if e.Stats(context.Background()).Pending > 1_000 { // a steady load, not an ever-growing backlog
 							time.Sleep(100 * time.Microsecond)
 							continue
 						}

@@ -381,7 +381,7 @@ func (m *Manager) ClearLanePolicy(ctx context.Context, slot policy.Slot, lane st
 // currentName is the policy filling slot for lane ("" for the global one).
 func (m *Manager) currentName(slot policy.Slot, lane string) string {
 	global := ""
-	for _, a := range m.e.Policies() {
+	for _, a := range m.e.Policies(context.Background()) { // the engine in this process: read from memory
 		if a.Slot != slot {
 			continue
 		}
@@ -452,7 +452,7 @@ func (m *Manager) applyAs(slot policy.Slot, lane, name string, choice bool) erro
 // usesLocked lists where a policy is active.
 func (m *Manager) usesLocked(name string) []string {
 	var out []string
-	for _, a := range m.e.Policies() {
+	for _, a := range m.e.Policies(context.Background()) { // the engine in this process: read from memory
 		if a.Name != name {
 			continue
 		}

@@ -53,7 +53,7 @@ func TestTheBuiltInsShipAsWasmAndAreTheDefaults(t *testing.T) {
 	h := enginetest.New(t, nil)
 	m := newManager(t, h.Engine, false)
 	active := map[policy.Slot]string{}
-	for _, a := range h.Policies() {
+	for _, a := range h.Policies(context.Background()) {
 		active[a.Slot] = a.Name
 	}
 	require.Equal(t, map[policy.Slot]string{policy.SlotSelection: "priority", policy.SlotFairness: "fair-share", policy.SlotRetry: "exponential"}, active)
@@ -108,7 +108,7 @@ func TestLoadSetPersistAndUnload(t *testing.T) {
 	got, err := m2.Get("edf")
 	require.NoError(t, err)
 	require.Equal(t, []string{"lane:team"}, got.ActiveIn)
-	team, err := e2.Lane("team")
+	team, err := e2.Lane(ctx, "team")
 	require.NoError(t, err)
 	require.Equal(t, "edf", team.Selection)
 	require.NoError(t, m2.ClearLanePolicy(ctx, policy.SlotSelection, "team"))
@@ -163,7 +163,7 @@ func TestHotSwapUnderLoadLosesNothing(t *testing.T) {
 	for deadline := time.Now().Add(20 * time.Second); ; swaps++ {
 		require.NoError(t, m.SetPolicy(ctx, policy.SlotFairness, "", fairness[swaps%3]))
 		require.NoError(t, m.SetPolicy(ctx, policy.SlotSelection, "", selection[swaps%3]))
-		st := e.Stats()
+		st := e.Stats(ctx)
 		if st.Ended[engine.StateSucceeded] == n {
 			break
 		}
@@ -171,7 +171,7 @@ func TestHotSwapUnderLoadLosesNothing(t *testing.T) {
 		time.Sleep(2 * time.Millisecond)
 	}
 	wg.Wait()
-	st := e.Stats()
+	st := e.Stats(ctx)
 	require.EqualValues(t, n, st.Submitted)
 	require.EqualValues(t, n, st.Ended[engine.StateSucceeded], "every task finished")
 	require.LessOrEqual(t, peak.Load(), int64(ceiling), "the global ceiling held through the swaps")
@@ -208,7 +208,7 @@ func TestAStoredChoiceThatCannotBeRestoredIsAnEvent(t *testing.T) {
 
 	e2, m2 := start()
 	active := map[policy.Slot]string{}
-	for _, a := range e2.Policies() {
+	for _, a := range e2.Policies(ctx) {
 		active[a.Slot] = a.Name
 	}
 	require.Equal(t, "native:fair-share", active[policy.SlotFairness], "the default stays")

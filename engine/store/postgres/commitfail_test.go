@@ -53,7 +53,7 @@ func TestALeaderThatCannotCommitIsVisibleAndBounded(t *testing.T) {
 	require.Less(t, time.Since(start), 10*time.Second, "bounded by the commit timeout, not by the lock")
 	require.Eventually(t, func() bool { return e.CommitError() != nil }, 10*time.Second, 10*time.Millisecond)
 	require.ErrorContains(t, e.CommitError(), "in progress")
-	require.True(t, e.Stats().CommitFailing)
+	require.True(t, e.Stats(ctx).CommitFailing)
 
 	require.NoError(t, tx.Rollback(ctx))
 	require.Eventually(t, func() bool { return e.CommitError() == nil }, 10*time.Second, 10*time.Millisecond, "recovers once the lock goes")

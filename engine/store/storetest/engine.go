@@ -72,7 +72,7 @@ func testRecovery(t *testing.T, d Driver) {
 	_, err := e1.Cancel(bg, cancelled, "changed my mind")
 	require.NoError(t, err)
 	paused := true
-	_, err = e1.UpdateLane("main", engine.LaneUpdate{Paused: &paused})
+	_, err = e1.UpdateLane(bg, "main", engine.LaneUpdate{Paused: &paused})
 	require.NoError(t, err)
 
 	require.Equal(t, engine.StateRunning, state(t, e1, running))
@@ -113,7 +113,7 @@ func testRecovery(t *testing.T, d Driver) {
 
 	// Resume: the queued tasks run first, in order; then everything finishes.
 	running2 := false
-	_, err = e2.UpdateLane("main", engine.LaneUpdate{Paused: &running2})
+	_, err = e2.UpdateLane(bg, "main", engine.LaneUpdate{Paused: &running2})
 	require.NoError(t, err)
 	require.Equal(t, queued[:2], x2.Started(), "the oldest queued tasks go first")
 	_, err = e2.Reset(bg, once)
@@ -161,19 +161,19 @@ func testRunTimeLanes(t *testing.T, d Driver) {
 	s := d.open(t)
 	e1, _, _ := startEngine(t, s, epoch)
 	maxIn, cap10, oldest := 7, 10, engine.DropOldest
-	_, err := e1.CreateLane("groupchat", engine.LaneUpdate{MaxInFlight: &maxIn, SessionMaxQueued: &cap10, SessionDropPolicy: &oldest})
+	_, err := e1.CreateLane(bg, "groupchat", engine.LaneUpdate{MaxInFlight: &maxIn, SessionMaxQueued: &cap10, SessionDropPolicy: &oldest})
 	require.NoError(t, err)
-	_, err = e1.CreateLane("doomed", engine.LaneUpdate{})
+	_, err = e1.CreateLane(bg, "doomed", engine.LaneUpdate{})
 	require.NoError(t, err)
-	_, err = e1.DeleteLane("doomed")
+	_, err = e1.DeleteLane(bg, "doomed")
 	require.NoError(t, err)
-	_, err = e1.DeleteLane("main")
+	_, err = e1.DeleteLane(bg, "main")
 	require.NoError(t, err, "a configured lane may go too")
 	require.NoError(t, e1.Sync(bg))
 
 	e2, _, _ := startEngine(t, d.reopen(t, s), epoch.Add(time.Minute))
 	lanes := map[string]engine.LaneConfig{}
-	for _, l := range e2.Lanes() {
+	for _, l := range e2.Lanes(bg) {
 		lanes[l.Config.Name] = l.Config
 	}
 	require.Contains(t, lanes, "groupchat", "a lane made at run time survives a restart")
@@ -184,7 +184,7 @@ func testRunTimeLanes(t *testing.T, d Driver) {
 	require.NotContains(t, lanes, "main", "even when the configuration names it")
 	_, err = e2.Submit(bg, enginetest.Spec("a").Lane("main").Obj())
 	require.True(t, engine.IsCode(err, engine.CodeInvalidInput), "a removed lane takes no work: %v", err)
-	_, err = e2.CreateLane("main", engine.LaneUpdate{})
+	_, err = e2.CreateLane(bg, "main", engine.LaneUpdate{})
 	require.NoError(t, err, "a removed lane can be made again")
 	_, err = e2.Submit(bg, enginetest.Spec("a").Lane("main").Obj())
 	require.NoError(t, err)
