@@ -93,7 +93,6 @@ type Engine struct {
 	kickCh          chan struct{}
 	commitCh        chan struct{}
 	lazyCh          chan struct{} // changes nobody waits for (durable): they may ride in the next commit
-	lazyDelay       time.Duration // tests: how long lazyCh's changes linger (0: lazyCommitDelay)
 	startCh         chan []*Run   // committed attempts, for the starter goroutine (durable, asynchronous)
 	committed       atomic.Uint64
 	commitMu        sync.Mutex      // one commit at a time
@@ -468,17 +467,13 @@ func (e *Engine) startLoop() {
 
 func (e *Engine) commitLoop() {
 	defer e.wg.Done()
-	delay := lazyCommitDelay
-	if e.lazyDelay > 0 {
-		delay = e.lazyDelay
-	}
-	linger := time.NewTimer(delay)
+	linger := time.NewTimer(lazyCommitDelay)
 	linger.Stop()
 	for {
 		select {
 		case <-e.commitCh:
 		case <-e.lazyCh:
-			linger.Reset(delay)
+			linger.Reset(lazyCommitDelay)
 			select {
 			case <-e.commitCh:
 			case <-linger.C:

@@ -2,7 +2,10 @@ package engine_test
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -10,54 +13,98 @@ import (
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/engine/store/memory"
-	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
-// TestAFollowedTaskEndsWithoutLingering: with a durable store, the end of a
-// task nobody follows waits for the next commit someone waits for (here an
-// hour, to tell the two apart), while the end of a followed task is
-// committed — and so published — at once.
-func TestAFollowedTaskEndsWithoutLingering(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	exec := enginetest.NewExecutor()
-	e, err := engine.New(engine.Options{Store: durableMemory{memory.New(memory.Options{})}, Executor: exec})
-	require.NoError(t, err)
-	engine.SetLazyCommitDelay(e, time.Hour)
-	require.NoError(t, e.Start(ctx))
-	t.Cleanup(func() { _ = e.Shutdown(ctx) })
+// batchRecorder is a durable memory store that remembers, per commit, the
+// tasks whose end (SUCCEEDED) it wrote and the tasks it wrote as new
+// (QUEUED), so a test can tell what rode with what.
+type batchRecorder struct {
+	durableMemory
+	mu      sync.Mutex
+	commits []committed
+}
 
-	committedEnd := func(id string) bool {
-		evs, _ := e.Events().Read(0, 1<<20, nil)
-		for _, ev := range evs {
-			if ev.TaskID == id && ev.Type == engine.EventState && ev.To == engine.StateSucceeded {
-				return true
-			}
+type committed struct{ ended, queued []string }
+
+func (s *batchRecorder) Commit(ctx context.Context, b *engine.Batch) error {
+	var c committed
+	for _, ev := range b.Events {
+		switch {
+		case ev.Type == engine.EventState && ev.To == engine.StateSucceeded:
+			c.ended = append(c.ended, ev.TaskID)
+		case ev.Type == engine.EventState && ev.To == engine.StateQueued:
+			c.queued = append(c.queued, ev.TaskID)
 		}
-		return false
 	}
-	finish := func(id string) {
-		waitfor.Eventually(t, "the attempt of "+id+" starts", func() bool { return exec.Run(id) != nil })
-		exec.Run(id).Finish(engine.Outcome{})
+	if err := s.durableMemory.Commit(ctx, b); err != nil {
+		return err
 	}
+	s.mu.Lock()
+	s.commits = append(s.commits, c)
+	s.mu.Unlock()
+	return nil
+}
 
-	followed, err := e.Submit(ctx, enginetest.Spec("a").Obj())
-	require.NoError(t, err)
-	unfollow := e.Follow(followed.ID)
-	finish(followed.ID)
-	waitfor.Eventually(t, "the followed task's end is committed at once", func() bool { return committedEnd(followed.ID) })
-	unfollow()
-	unfollow() // harmless
+// commitOf returns the commit that wrote id's end, or -1.
+func (s *batchRecorder) commitOf(id string) (int, committed) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, c := range s.commits {
+		if slices.Contains(c.ended, id) {
+			return i, c
+		}
+	}
+	return -1, committed{}
+}
 
-	alone, err := e.Submit(ctx, enginetest.Spec("a").Obj())
-	require.NoError(t, err)
-	finish(alone.ID)
-	// The next submission waits for its commit, and the lingering end
-	// rides in it.
-	next, err := e.Submit(ctx, enginetest.Spec("b").Obj())
-	require.NoError(t, err)
-	require.True(t, committedEnd(alone.ID), "the end rode in the next commit")
-	finish(next.ID)
+// TestAFollowedTaskEndsWithoutLingering: with a durable store, the end of a
+// task nobody follows lingers until the next commit someone waits for (the
+// next submission's), while the end of a followed task is committed — and
+// so published — at once. It runs in a synctest bubble: synctest.Wait is
+// the point where the committer has done all it was going to do, and the
+// linger (lazyCommitDelay) passes only when every goroutine waits.
+func TestAFollowedTaskEndsWithoutLingering(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		exec := enginetest.NewExecutor()
+		st := &batchRecorder{durableMemory: durableMemory{memory.New(memory.Options{})}}
+		e, err := engine.New(engine.Options{Store: st, Executor: exec})
+		require.NoError(t, err)
+		require.NoError(t, e.Start(ctx))
+		defer func() { _ = e.Shutdown(ctx) }()
+		ended := func(id string) bool {
+			i, _ := st.commitOf(id)
+			return i >= 0
+		}
+		finish := func(id string) {
+			synctest.Wait()
+			require.NotNil(t, exec.Run(id), "the attempt of %s started", id)
+			exec.Run(id).Finish(engine.Outcome{})
+			synctest.Wait()
+		}
 
-	require.NotPanics(t, func() { e.Follow("no-such-task")() })
+		followed, err := e.Submit(ctx, enginetest.Spec("a").Obj())
+		require.NoError(t, err)
+		unfollow := e.Follow(followed.ID)
+		finish(followed.ID)
+		require.True(t, ended(followed.ID), "the followed task's end is committed at once")
+		unfollow()
+		unfollow() // harmless
+
+		alone, err := e.Submit(ctx, enginetest.Spec("a").Obj())
+		require.NoError(t, err)
+		finish(alone.ID)
+		require.False(t, ended(alone.ID), "nobody follows it: its end lingers for company")
+		next, err := e.Submit(ctx, enginetest.Spec("b").Obj())
+		require.NoError(t, err)
+		_, c := st.commitOf(alone.ID)
+		require.Contains(t, c.queued, next.ID, "the end rode in the next submission's commit")
+
+		finish(next.ID)
+		time.Sleep(time.Second) // fake time: the linger passes
+		synctest.Wait()
+		require.True(t, ended(next.ID), "alone, a lingering end is written after lazyCommitDelay")
+
+		require.NotPanics(t, func() { e.Follow("no-such-task")() })
+	})
 }

@@ -387,6 +387,15 @@ func (s *Store) CommitAsync(ctx context.Context, b *engine.Batch) (done <-chan s
 		if s.inflight == c {
 			s.inflight = nil
 		}
+		if c.epoch != s.fenceEpoch {
+			// Taken late, by an engine abandoned with an earlier
+			// leadership: what this store knows of the seqs belongs to the
+			// leadership since.
+			if c.err != nil {
+				return s.describe("commit", c.err)
+			}
+			return nil
+		}
 		if c.err != nil {
 			// The batches sent after it fail too: they are built again.
 			s.maxTaskSeq = s.committedMax
