@@ -11,25 +11,27 @@ package engine
 // its follower without that wait. A task not in memory (ended and
 // forgotten, or unknown) needs nothing.
 func (e *Engine) Follow(id string) (unfollow func()) {
-	e.mu.Lock()
-	t := e.tasks[id]
+	var t *task
+	ended := false
+	e.view(func(c *core) {
+		if t = c.tasks[id]; t != nil {
+			t.followers++
+			ended = t.state.Terminal() && t.dirty // it ended while its follower was on the way
+		}
+	})
 	if t == nil {
-		e.mu.Unlock()
 		return func() {}
 	}
-	t.followers++
-	ended := t.state.Terminal() && t.dirty // it ended while its follower was on the way
-	e.mu.Unlock()
 	if ended {
 		e.commitSoon()
 	}
 	done := false
 	return func() {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if !done {
-			done = true
-			t.followers--
-		}
+		e.view(func(*core) {
+			if !done {
+				done = true
+				t.followers--
+			}
+		})
 	}
 }
