@@ -395,6 +395,11 @@ func (e *Executor) AdoptSessions(bs []engine.SessionBinding) {
 		if _, ok := e.owned[b.TabID]; !ok {
 			e.owned[b.TabID] = &ownedTab{session: b.SessionKey, instance: b.InstanceID, tab: b.TabID, lastUsed: now, restored: true}
 		}
+		if _, ok := e.replays[b.SessionKey]; !ok {
+			// Whatever it logged went with the restart: a replay of it
+			// says so rather than rebuilding half a page.
+			e.replays[b.SessionKey] = &replayLog{broken: true, restored: true}
+		}
 	}
 }
 

@@ -24,6 +24,9 @@ const DefaultMaxReplayActions = 64
 type replayLog struct {
 	actions []engine.Action // in order, from the session's first task; reads are left out
 	broken  bool            // a task that did not ask for replay, or too many actions: no replay
+	// restored: the session was bound before a restart of the server
+	// (AdoptSessions); its log, kept in memory only, went with the restart.
+	restored bool
 }
 
 // replays reports whether kind changes a page (reads and binary captures do
@@ -104,15 +107,19 @@ func (e *Executor) forgetReplay(session string) {
 	e.mu.Unlock()
 }
 
-// replayLogOf returns a copy of the session's actions, when it can be replayed.
-func (e *Executor) replayLogOf(session string) ([]engine.Action, bool) {
+// replayLogOf returns a copy of the session's actions, or why it cannot be
+// replayed.
+func (e *Executor) replayLogOf(session string) ([]engine.Action, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	l := e.replays[session]
-	if l == nil || l.broken {
-		return nil, false
+	switch {
+	case l != nil && l.restored:
+		return nil, errors.New("the server restarted since the session's first task, and the replay log is kept in memory only: it went with the restart")
+	case l == nil || l.broken:
+		return nil, fmt.Errorf("the session's log is not complete: one of its tasks did not ask for replay, or it outgrew the executor's maxReplayActions (%d)", e.maxReplay)
 	}
-	return slices.Clone(l.actions), true
+	return slices.Clone(l.actions), nil
 }
 
 // replayAndRun answers an attempt whose session's tab was lost (lostErr,
@@ -127,9 +134,9 @@ func (e *Executor) replayAndRun(ctx context.Context, a Attempt, spec *engine.Tas
 		return engine.Outcome{Err: engine.Permanent(fmt.Errorf("%w (replay: %w)", lostErr, why)), InstanceID: lost.instance,
 			TabTime: time.Since(t0)}, nil
 	}
-	actions, ok := e.replayLogOf(key)
-	if !ok {
-		return fail(errors.New("the session's log is not complete: one of its tasks did not ask for replay, it outgrew the executor's maxReplayActions, or the server restarted since its first task (the log is kept in memory)"))
+	actions, err := e.replayLogOf(key)
+	if err != nil {
+		return fail(err)
 	}
 	id := lost.instance
 	if _, snap, ok := e.reg.lookup(id); !ok || snap.Health == HealthUnhealthy || !snap.Kind.browser() {

@@ -92,7 +92,8 @@ func TestASessionKeepsItsTabAcrossARestartOrIsLost(t *testing.T) {
 	require.Equal(t, "FAILED", gone.State, "%+v", gone)
 	require.NotNil(t, gone.Error)
 	require.Contains(t, *gone.Error, "SESSION_LOST")
-	require.Contains(t, *gone.Error, "restarted", "replay says why it could not happen")
+	require.Contains(t, *gone.Error, "the server restarted since the session's first task, and the replay log is kept in memory only",
+		"replay says why it could not happen")
 
 	// Then the session starts over, in a new tab.
 	fresh := wait(c, submit(c, "lost", true, readURL))
