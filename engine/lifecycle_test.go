@@ -403,3 +403,37 @@ func TestAChatTaskGetsTheChatTimeoutAndMayNotAskForMoreThanItsMaximum(t *testing
 	_, err := h.Engine.Submit(context.Background(), spec)
 	require.True(t, engine.IsCode(err, engine.CodeInvalidInput), "more than 600 s is refused: %v", err)
 }
+
+// retryAnswer is a retry policy that gives one answer to every failure.
+type retryAnswer policy.Action
+
+func (a retryAnswer) Decide(policy.Failure) policy.Decision {
+	return policy.Decision{Action: policy.Action(a)}
+}
+
+// A retry policy that parks or fails a task before its budget is spent is
+// recorded as that policy's choice, naming it; "retry budget spent" stays
+// for the budget itself.
+func TestARetryPolicysEarlyParkOrFailNamesThePolicy(t *testing.T) {
+	h := enginetest.New(t, nil)
+	require.NoError(t, h.SetRetry("", "stopper", retryAnswer(policy.ActionPark)))
+	parked := h.Submit(enginetest.Spec("a").Obj())
+	require.NoError(t, h.Exec.Fail(parked.ID, engine.Transient(errors.New("502 from instance"))))
+	got := h.Get(parked.ID)
+	require.Equal(t, engine.StateParked, got.State)
+	require.Equal(t, "parked by retry policy stopper: 502 from instance", got.Reason)
+
+	failing := enginetest.Spec("b").Obj()
+	failing.Exhausted = engine.ExhaustedFail
+	failed := h.Submit(failing)
+	require.NoError(t, h.Exec.Fail(failed.ID, engine.Transient(errors.New("503"))))
+	got = h.Get(failed.ID)
+	require.Equal(t, engine.StateFailed, got.State)
+	require.Contains(t, got.Reason, "failed by retry policy stopper")
+	require.Contains(t, got.Reason, "503")
+
+	require.NoError(t, h.SetRetry("", "quitter", retryAnswer(policy.ActionFail)))
+	quit := h.Submit(enginetest.Spec("c").Obj())
+	require.NoError(t, h.Exec.Fail(quit.ID, engine.Transient(errors.New("captcha"))))
+	require.Equal(t, "failed by retry policy quitter: captcha", h.Get(quit.ID).Reason)
+}

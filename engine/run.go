@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/engine/policy/backoff"
 )
 
 // The end of an attempt: success, failure and the retry decision, stale
@@ -243,7 +244,7 @@ func (c *core) failAttemptLocked(t *task, class policy.ErrorClass, status int, c
 			", retry in "+delay.String()+": "+strings.TrimPrefix(msg, instanceFaultPrefix))
 		return
 	}
-	dec := c.decideRetryLocked(t, class, status, code, now, ahead)
+	dec, by, spent := c.decideRetryLocked(t, class, status, code, now, ahead)
 	switch dec.Action {
 	case policy.ActionRetry:
 		o.prevDelay = dec.DelayMs
@@ -254,12 +255,22 @@ func (c *core) failAttemptLocked(t *task, class policy.ErrorClass, status int, c
 		t.timerAt[timerRetry] = now.Add(time.Duration(dec.DelayMs) * time.Millisecond).UnixNano()
 		c.setState(t, StateRetryWait, "retry in "+(time.Duration(dec.DelayMs)*time.Millisecond).String()+": "+msg)
 	case policy.ActionPark:
+		why := "retry budget spent: "
+		if !spent {
+			why = "parked by retry policy " + by + ": "
+		}
 		if t.exhausted() == ExhaustedFail {
-			c.setState(t, StateFailed, "retry budget spent: "+msg)
+			if !spent {
+				why = "failed by retry policy " + by + " (it parked the task; the lane's exhausted tasks fail): "
+			}
+			c.setState(t, StateFailed, why+msg)
 			return
 		}
-		c.setState(t, StateParked, "retry budget spent: "+msg)
+		c.setState(t, StateParked, why+msg)
 	default:
+		if by != backoff.Name {
+			msg = "failed by retry policy " + by + ": " + msg
+		}
 		c.setState(t, StateFailed, msg)
 	}
 }
@@ -302,19 +313,24 @@ func (c *core) forgivenLocked(instanceFault bool, class policy.ErrorClass, fault
 // decideRetryLocked asks the lane's retry policy — or takes the answer it
 // gave outside the lock on the same record — and falls back to the built-in
 // one when the answer is not valid.
-func (c *core) decideRetryLocked(t *task, class policy.ErrorClass, status int, code string, now time.Time, ahead *retryAhead) policy.Decision {
+//
+// by names the policy whose decision it is (the built-in's when the lane's
+// policy answered something invalid), and spent reports whether the
+// attempt was the last of the task's budget, so that a park or a failure
+// the policy chose earlier is recorded as its choice, not as a spent budget.
+func (c *core) decideRetryLocked(t *task, class policy.ErrorClass, status int, code string, now time.Time, ahead *retryAhead) (dec policy.Decision, by string, spent bool) {
 	f := c.failureLocked(t, class, status, now, t.instanceFaults())
-	var dec policy.Decision
-	if ahead != nil && ahead.decided(f, code) {
+	by = t.lane.retry.name
+	if ahead != nil && ahead.name == by && ahead.decided(f, code) {
 		dec = ahead.dec
 	} else {
 		dec = decideRetry(t.lane.retry.p, f, t, code)
 	}
 	if !policy.Valid(dec) {
 		c.stats.policyInvalid++
-		dec = defaultRetry.Decide(f)
+		dec, by = defaultRetry.Decide(f), backoff.Name
 	}
-	return dec
+	return dec, by, f.Attempt >= f.MaxAttempts
 }
 
 // failureLocked is the record a retry policy decides on; faults counts the
@@ -349,6 +365,7 @@ func (c *core) failureLocked(t *task, class policy.ErrorClass, status int, now t
 // retryAhead is a retry decision made outside the lock, and the record it
 // was made on.
 type retryAhead struct {
+	name string // the policy that decided
 	f    policy.Failure
 	code string
 	dec  policy.Decision
@@ -413,5 +430,5 @@ func (c *core) retryOutsideLocked(t *task, o Outcome) *retryAhead {
 			dec = p.p.Decide(f)
 		}
 	})
-	return &retryAhead{f: f, code: code, dec: dec}
+	return &retryAhead{name: p.name, f: f, code: code, dec: dec}
 }

@@ -85,6 +85,13 @@ func TestARetryPluginDecidesByTheErrorCode(t *testing.T) {
 	})
 	require.Len(t, b.task(t, failed).Attempts, 1, "a transient failure with a code the plugin fails is not retried")
 	require.Len(t, b.task(t, again).Attempts, 4, "a code the plugin retries at once spends the budget without the lane's backoff")
+	reason := func(id string) string {
+		var out struct{ Task struct{ Reason string } }
+		require.NoError(t, b.c.Do(ctx, `query($id: ID!) { task(id: $id) { reason } }`, map[string]any{"id": id}, &out))
+		return out.Task.Reason
+	}
+	require.Equal(t, "failed by retry policy errcode: it went wrong", reason(failed), "the reason names the policy that failed the task")
+	require.Equal(t, "retry budget spent: it went wrong", reason(again), "a spent budget is recorded as such")
 }
 
 // A configuration that does not satisfy the schema the module declares is
