@@ -106,7 +106,7 @@ func (c *core) init(cfg Config, clk clock.Clock, tabs TabLocator, fleet bool, se
 	}
 	c.fairness = namedFairness{name: fairshare.Name, p: c.native, inline: true}
 	for i := range c.timers {
-		c.timers[i].kind = i
+		c.timers[i].Init(timerOrder{kind: i})
 	}
 	for _, lc := range cfg.Lanes {
 		c.addLane(lc)
@@ -116,7 +116,7 @@ func (c *core) init(cfg Config, clk clock.Clock, tabs TabLocator, fleet bool, se
 func (c *core) addLane(lc LaneConfig) *lane {
 	l := &lane{cfg: lc, idx: uint16(len(c.lanes)), selection: c.selection, retry: c.retry}
 	l.selection.own, l.retry.own = false, false
-	l.age = aqHeap{age: true}
+	l.fair, l.age = newAQHeap(false), newAQHeap(true)
 	c.lanes = append(c.lanes, l)
 	c.laneByName[lc.Name] = l
 	return l

@@ -49,7 +49,7 @@ func (c *core) enqueueLocked(t *task) {
 		aq.subs[key] = sq
 	}
 	var oldHead *task
-	if len(sq.tasks) > 0 {
+	if sq.tasks.Len() > 0 {
 		oldHead = sq.head()
 	}
 	sq.push(t)
@@ -92,7 +92,7 @@ func (c *core) unqueueLocked(t *task) {
 	wasHead := t.heapIdx == 0
 	sq.remove(t)
 	aq.queued--
-	if len(sq.tasks) == 0 {
+	if sq.tasks.Len() == 0 {
 		if sq.ready >= 0 {
 			aq.removeReady(sq)
 		}
@@ -184,7 +184,7 @@ func (c *core) unlinkWaiterLocked(sq *subQueue) {
 // unparkLocked makes a parked sq ready again.
 func (c *core) unparkLocked(sq *subQueue) {
 	c.unlinkWaiterLocked(sq)
-	if len(sq.tasks) > 0 {
+	if sq.tasks.Len() > 0 {
 		sq.aq.addReady(sq)
 		c.fixAQLocked(sq.aq)
 	}
@@ -297,7 +297,7 @@ func better(a *agentQueue, aAged bool, b *agentQueue, bAged bool) bool {
 // ceiling, for plans).
 func (c *core) laneOpen(l *lane, slack int) bool {
 	// A pull lane dispatches only when a worker asks (Pull).
-	return !l.cfg.Paused && !l.cfg.Pull && l.inflight < l.cfg.MaxInFlight+slack && len(l.fair.items) > 0
+	return !l.cfg.Paused && !l.cfg.Pull && l.inflight < l.cfg.MaxInFlight+slack && l.fair.Len() > 0
 }
 
 // nextLocked chooses the next task to dispatch under the native fairness
@@ -336,7 +336,7 @@ func (c *core) admitHeadLocked(aq *agentQueue) *task {
 		c.parkAgentLocked(a)
 		return nil
 	}
-	sq := aq.ready[0]
+	sq := aq.ready.Top()
 	t := sq.head()
 	if s := sq.session; s != nil && s.lim.full() {
 		c.parkLocked(sq, &s.lim)
@@ -657,7 +657,7 @@ func (c *core) candidatesLocked(sc *dispatchScratch, now int64, slack int) ([]po
 			continue
 		}
 		sc.topK, sc.front = l.fair.topK(k, sc.topK, sc.front)
-		if len(l.fair.items) > k {
+		if l.fair.Len() > k {
 			sc.topK, sc.front = l.age.topK(k/8+1, sc.topK, sc.front)
 		}
 	}

@@ -229,7 +229,7 @@ func (c *core) skipsLocked(slack int, held []*agentQueue, heldReason string) []P
 				if sq.parked == nil {
 					continue
 				}
-				out = append(out, PlanSkip{Lane: l.cfg.Name, AgentID: a.id, SessionKey: sessionOf(sq), Reason: c.parkReasonLocked(sq), Tasks: len(sq.tasks)})
+				out = append(out, PlanSkip{Lane: l.cfg.Name, AgentID: a.id, SessionKey: sessionOf(sq), Reason: c.parkReasonLocked(sq), Tasks: sq.tasks.Len()})
 			}
 		}
 	}

@@ -79,7 +79,7 @@ func (c *core) pullLocked(lane string, max int, leaseFor time.Duration, worker s
 	now := c.now()
 	var runs []*Run
 	for len(runs) < max && !l.cfg.Paused && c.inflight < c.cfg.MaxInFlight &&
-		l.inflight < l.cfg.MaxInFlight && len(l.fair.items) > 0 {
+		l.inflight < l.cfg.MaxInFlight && l.fair.Len() > 0 {
 		aq, _ := c.laneTop(l, now.UnixNano())
 		t := c.admitHeadLocked(aq) // parks what a ceiling blocks: the loop moves on
 		if t == nil {

@@ -41,7 +41,7 @@ func (e *Engine) Task(ctx context.Context, id string) (*Task, error) {
 func (c *core) positionLocked(t *task) int {
 	n := 0
 	for _, sq := range t.sq.aq.subs {
-		for _, o := range sq.tasks {
+		for _, o := range sq.tasks.Items() {
 			if o != t && taskBefore(o, t) {
 				n++
 			}
@@ -77,7 +77,7 @@ func (e *Engine) Positions(ids []string) map[string]int {
 		// the first, then sum.
 		ahead := make([]int, len(ts)+1)
 		for _, sq := range aq.subs {
-			for _, o := range sq.tasks {
+			for _, o := range sq.tasks.Items() {
 				j, _ := slices.BinarySearchFunc(ts, o, func(t, o *task) int {
 					if taskBefore(o, t) {
 						return 1

@@ -12,7 +12,7 @@ import (
 func TestAgentQueueHeapsAgreeWithASort(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, age := range []bool{false, true} {
-		h := aqHeap{age: age}
+		h := newAQHeap(age)
 		var in []*agentQueue
 		before := func(a, b *agentQueue) bool {
 			if age {
@@ -28,7 +28,9 @@ func TestAgentQueueHeapsAgreeWithASort(t *testing.T) {
 				seq++
 				head := &task{seq: seq, queuedAt: rng.Int64N(1000)}
 				aq := &agentQueue{agent: &agent{inflight: rng.IntN(5), weight: 1 + rng.IntN(3)}, fair: -1, age: -1}
-				aq.ready = []*subQueue{{tasks: []*task{head}}}
+				sq := &subQueue{}
+				sq.tasks.Push(head)
+				aq.ready.Push(sq)
 				h.push(aq)
 				in = append(in, aq)
 			case op < 8:
@@ -48,8 +50,8 @@ func TestAgentQueueHeapsAgreeWithASort(t *testing.T) {
 				}
 				return 1
 			})
-			for i := range h.items {
-				if got := h.idxOf(h.items[i].aq); got != i {
+			for i, e := range h.Items() {
+				if got := h.idxOf(e.aq); got != i {
 					t.Fatalf("age=%v step %d: the queue at %d records index %d", age, step, i, got)
 				}
 			}

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"time"
+
+	"github.com/switchyard/switchyard/engine/internal/heap"
 )
 
 // Timers. Everything time-driven in the engine — retry backoff, deadlines,
@@ -22,93 +24,48 @@ const (
 // noTimers is the timerIdx of a task with nothing scheduled.
 var noTimers = [timerKinds]int32{-1, -1, -1}
 
+// taskTimers is the heap of one kind of timer, by due time then seq.
 type taskTimers struct {
-	kind  int
-	items []*task
+	heap.Heap[*task, timerOrder]
 }
 
-func (h *taskTimers) less(i, j int) bool {
-	a, b := h.items[i], h.items[j]
-	if a.timerAt[h.kind] != b.timerAt[h.kind] {
-		return a.timerAt[h.kind] < b.timerAt[h.kind]
+// timerOrder orders the tasks of one kind of timer and keeps their
+// timerIdx of that kind.
+type timerOrder struct{ kind int }
+
+func (o timerOrder) Less(a, b *task) bool {
+	if a.timerAt[o.kind] != b.timerAt[o.kind] {
+		return a.timerAt[o.kind] < b.timerAt[o.kind]
 	}
 	return a.seq < b.seq
 }
 
-func (h *taskTimers) swap(i, j int) {
-	h.items[i], h.items[j] = h.items[j], h.items[i]
-	h.items[i].timerIdx[h.kind] = int32(i)
-	h.items[j].timerIdx[h.kind] = int32(j)
-}
-
-func (h *taskTimers) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !h.less(i, p) {
-			return
-		}
-		h.swap(i, p)
-		i = p
-	}
-}
-
-func (h *taskTimers) down(i int) {
-	n := len(h.items)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		m := l
-		if r := l + 1; r < n && h.less(r, l) {
-			m = r
-		}
-		if !h.less(m, i) {
-			return
-		}
-		h.swap(i, m)
-		i = m
-	}
-}
+func (o timerOrder) SetIndex(t *task, i int) { t.timerIdx[o.kind] = int32(i) }
 
 // set schedules (or reschedules) t at `at`, Unix nanoseconds. A task's
 // timerIdx entries are -1 while it is not scheduled (newTask sets them).
 func (h *taskTimers) set(t *task, at int64) {
-	t.timerAt[h.kind] = at
-	i := int(t.timerIdx[h.kind])
-	if i < 0 {
-		i = len(h.items)
-		t.timerIdx[h.kind] = int32(i)
-		h.items = append(h.items, t)
+	k := h.Ops().kind
+	t.timerAt[k] = at
+	if i := int(t.timerIdx[k]); i >= 0 {
+		h.Fix(i)
+	} else {
+		h.Push(t)
 	}
-	h.down(i)
-	h.up(int(t.timerIdx[h.kind]))
 }
 
 // remove unschedules t, if it is scheduled.
 func (h *taskTimers) remove(t *task) {
-	i := int(t.timerIdx[h.kind])
-	if i < 0 {
-		return
+	if i := int(t.timerIdx[h.Ops().kind]); i >= 0 {
+		h.Remove(i)
 	}
-	last := len(h.items) - 1
-	if i != last {
-		h.swap(i, last)
-	}
-	h.items[last] = nil
-	h.items = h.items[:last]
-	if i != last {
-		h.down(i)
-		h.up(i)
-	}
-	t.timerIdx[h.kind] = -1
 }
 
 func (h *taskTimers) top() *task {
-	if len(h.items) == 0 {
+	if h.Len() == 0 {
 		return nil
 	}
-	return h.items[0]
+	return h.Top()
 }
 
 // armLocked makes sure the clock timer fires for the earliest entry.
