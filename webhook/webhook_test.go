@@ -128,9 +128,14 @@ func TestFailedDeliveriesAreRetriedWithBackoff(t *testing.T) {
 	h.Clock.Advance(time.Second)
 	ds = deliveries(t, h, task.ID, 2)
 	require.Equal(t, 503, ds[1].HTTPStatus)
+	// The second retry waits twice as long: 1999 ms on, it is the next thing
+	// the clock runs, 1 ms later (the fake clock runs what falls due inside
+	// Advance, so nothing has been sent in between).
 	h.Clock.Advance(1999 * time.Millisecond)
-	time.Sleep(20 * time.Millisecond)
-	require.Equal(t, 2, r.count(), "the second retry waits twice as long")
+	due, ok := h.Clock.NextDue()
+	require.True(t, ok, "the retry is scheduled")
+	require.Equal(t, h.Clock.Now().Add(time.Millisecond), due, "the second retry waits twice as long")
+	require.Equal(t, 2, r.count())
 	h.Clock.Advance(time.Millisecond)
 	ds = deliveries(t, h, task.ID, 3)
 	require.True(t, ds[2].Delivered)
