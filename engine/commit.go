@@ -353,6 +353,17 @@ type commitHealth struct {
 	mu       sync.Mutex
 	failures int // failed attempts in the current run
 	last     error
+
+	// observe, when set (tests, through export_test.go), is told the
+	// outcome of every commit attempt once it is recorded: nil for one that
+	// succeeded. Tests wait on it instead of polling.
+	observe atomic.Pointer[func(error)]
+}
+
+func (h *commitHealth) notify(err error) {
+	if f := h.observe.Load(); f != nil {
+		(*f)(err)
+	}
 }
 
 func (h *commitHealth) attempting() {
@@ -367,6 +378,7 @@ func (h *commitHealth) inProgress() {
 }
 
 func (h *commitHealth) failed(err error) {
+	defer h.notify(err) // after the unlock
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.since.Load() == 0 {
@@ -382,6 +394,7 @@ func (h *commitHealth) failed(err error) {
 }
 
 func (h *commitHealth) succeeded(log hclog.Logger) {
+	defer h.notify(nil)
 	h.started.Store(0)
 	if h.since.Load() == 0 {
 		return

@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/store/memory"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // brokenDurable is a durable memory store whose commits can be made to fail
@@ -100,8 +101,10 @@ func TestAFailingStoreIsVisibleAndBounded(t *testing.T) {
 		return engine.IsCode(err, engine.CodeUnavailable) && time.Since(start) < timeout
 	}, 10*time.Second, 10*time.Millisecond, "submissions are refused without waiting")
 
+	ok := commitSucceeded(e)
 	st.fail.Store(false)
-	require.Eventually(t, func() bool { return e.CommitError() == nil }, 10*time.Second, 10*time.Millisecond, "commits recover on their own")
+	waitSignal(t, ok, "a commit succeeds once the store does: commits recover on their own")
+	require.NoError(t, e.CommitError())
 	require.False(t, e.Stats(ctx).CommitFailing)
 	again, err := e.Submit(ctx, keyedSpec("during"))
 	require.NoError(t, err)
@@ -129,10 +132,37 @@ func TestAHangingStoreIsVisibleAndBounded(t *testing.T) {
 	require.ErrorContains(t, e.CommitError(), "in progress")
 	require.True(t, e.Stats(ctx).CommitFailing)
 
+	ok := commitSucceeded(e)
 	st.hang.Store(nil)
 	close(release)
-	require.Eventually(t, func() bool { return e.CommitError() == nil }, 10*time.Second, 10*time.Millisecond)
+	waitSignal(t, ok, "the released commit succeeds")
+	require.NoError(t, e.CommitError())
 	got, err := e.Submit(ctx, keyedSpec("stuck"))
 	require.NoError(t, err)
 	require.Equal(t, "stuck", got.Spec.IdempotencyKey)
+}
+
+// commitSucceeded returns a channel that is signalled once a commit of e
+// succeeds from now on.
+func commitSucceeded(e *engine.Engine) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	engine.ObserveCommits(e, func(err error) {
+		if err == nil {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	})
+	return ch
+}
+
+// waitSignal waits for ch, failing t after waitfor.Timeout.
+func waitSignal(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(waitfor.Timeout):
+		t.Fatalf("not so after %v: %s", waitfor.Timeout, what)
+	}
 }
