@@ -4253,13 +4253,14 @@ extend type Mutation {
   """
   Loads a WebAssembly policy plugin: validated (ABI version, exports,
   imports) and smoke-tested on synthetic input before it is accepted
-  (PLUGIN_INVALID otherwise). It is not used until setPolicy assigns it.
+  (PLUGIN_INVALID otherwise; a configuration its schema or configure refuses is
+  INVALID_INPUT, its field the configuration's path: input.config.maxShare). It is not used until setPolicy assigns it.
   Persisted: it comes back after a restart.
   """
   loadPlugin(input: LoadPluginInput!): Plugin
   "Unloads a plugin no slot uses (CONFLICT while one does). Returns it as it was."
   unloadPlugin(name: String!): Plugin
-  "Changes a plugin's configuration live; if the plugin refuses the document (PLUGIN_INVALID), the old one stays."
+  "Changes a plugin's configuration live; if the plugin's schema or configure refuses the document (INVALID_INPUT, its field the path: config.maxShare), the old one stays."
   configurePlugin(name: String!, config: JSON!): Plugin
   "Re-enables a plugin whose breaker tripped."
   enablePlugin(name: String!): Plugin

@@ -11,6 +11,17 @@ import (
 // PLUGIN_INVALID.
 var ErrInvalid = errors.New("invalid plugin")
 
+// ConfigError is a configuration document refused, at load or later: by
+// the module's schema (Err then wraps a *schema.Error that names the
+// field) or by the module's own configure (Err says why). It is also
+// ErrInvalid, as a load it stops is refused.
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return ErrInvalid.Error() + ": configure: " + e.Err.Error() }
+
+// Unwrap returns ErrInvalid and the reason.
+func (e *ConfigError) Unwrap() []error { return []error{ErrInvalid, e.Err} }
+
 // ErrClosed is returned by a closed plugin or runtime.
 var ErrClosed = errors.New("plugin closed")
 

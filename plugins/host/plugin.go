@@ -120,10 +120,10 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 		return fail(err)
 	}
 	if err := p.checkConfig(p.config); err != nil {
-		return fail(fmt.Errorf("%w: configure: %w", ErrInvalid, err))
+		return fail(&ConfigError{Err: err})
 	}
 	if err := first.configure(p.config, 1); err != nil {
-		return fail(fmt.Errorf("%w: configure: %v", ErrInvalid, err))
+		return fail(&ConfigError{Err: err})
 	}
 	if err := first.smoke(); err != nil {
 		return fail(fmt.Errorf("%w: smoke decision: %v", ErrInvalid, err))
@@ -278,7 +278,7 @@ func (p *Plugin) Config() []byte {
 // document up before their next decision.
 func (p *Plugin) Configure(ctx context.Context, config []byte) error {
 	if err := p.checkConfig(config); err != nil {
-		return fmt.Errorf("configure plugin %q: %w: %w", p.name, ErrInvalid, err)
+		return fmt.Errorf("configure plugin %q: %w", p.name, &ConfigError{Err: err})
 	}
 	in, err := p.acquireWait(ctx)
 	if err != nil {
@@ -290,7 +290,7 @@ func (p *Plugin) Configure(ctx context.Context, config []byte) error {
 	if err := in.configure(doc, gen); err != nil {
 		p.mu.Unlock()
 		p.discard(in) // its settings may be half applied; rebuild with the old ones
-		return fmt.Errorf("configure plugin %q: %w: %v", p.name, ErrInvalid, err)
+		return fmt.Errorf("configure plugin %q: %w", p.name, &ConfigError{Err: err})
 	}
 	p.config = doc
 	p.cfgGen.Store(gen)

@@ -28,6 +28,7 @@ import (
 	"github.com/switchyard/switchyard/engine/policy/priofirst"
 	"github.com/switchyard/switchyard/plugins/builtin"
 	"github.com/switchyard/switchyard/plugins/host"
+	"github.com/switchyard/switchyard/plugins/sdk/schema"
 )
 
 // NativePrefix names the native form of a built-in policy ("native:fair-share").
@@ -275,6 +276,9 @@ func (m *Manager) Load(ctx context.Context, name string, wasm, config []byte) (I
 func (m *Manager) load(ctx context.Context, name string, wasm, config []byte, at time.Time) (Info, error) {
 	p, err := m.rt.Load(ctx, name, wasm, config)
 	if err != nil {
+		if ce := configError(err); ce != nil {
+			return Info{}, ce
+		}
 		if errors.Is(err, host.ErrInvalid) {
 			return Info{}, &engine.Error{Code: engine.CodePluginInvalid, Field: "wasm", Message: err.Error()}
 		}
@@ -335,6 +339,9 @@ func (m *Manager) Configure(ctx context.Context, name string, config []byte) (In
 		return Info{}, invalid("name", "native policies take no configuration")
 	}
 	if err := e.plugin.Configure(ctx, config); err != nil {
+		if ce := configError(err); ce != nil {
+			return Info{}, ce
+		}
 		return Info{}, &engine.Error{Code: engine.CodePluginInvalid, Field: "config", Message: err.Error()}
 	}
 	m.mu.Lock()
@@ -609,4 +616,20 @@ func invalid(field, format string, args ...any) error {
 
 func conflict(format string, args ...any) error {
 	return &engine.Error{Code: engine.CodeConflict, Message: fmt.Sprintf(format, args...)}
+}
+
+// configError is the INVALID_INPUT error for a configuration the module's
+// schema or its configure refused (host.ConfigError), nil for any other
+// error: its field is the path of the culprit (config.maxShare), or
+// config when the module refused the document as a whole.
+func configError(err error) *engine.Error {
+	var ce *host.ConfigError
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	var se *schema.Error
+	if errors.As(ce.Err, &se) {
+		return &engine.Error{Code: engine.CodeInvalidInput, Field: se.Path, Message: se.Msg}
+	}
+	return &engine.Error{Code: engine.CodeInvalidInput, Field: "config", Message: "the plugin refused it: " + ce.Err.Error()}
 }
