@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -138,7 +139,7 @@ func runPluginBuild(ctx context.Context, args []string, stdout, stderr io.Writer
 // moduleArgs parses the common arguments of the verbs that take a module.
 func moduleArgs(name string, args []string, stderr io.Writer, extra func(fs *flag.FlagSet)) (wasm, config []byte, asJSON bool, fs *flag.FlagSet, err error) {
 	fs = newFlags("plugin "+name, "[flags] MODULE.wasm", stderr)
-	cfgFile := fs.String("config", "", "a JSON configuration file for the plugin")
+	cfgArg := fs.String("config", "", "the plugin's configuration: a JSON document, or @file to read it from a file (as plugin load and configure take it)")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	if extra != nil {
 		extra(fs)
@@ -152,15 +153,9 @@ func moduleArgs(name string, args []string, stderr io.Writer, extra func(fs *fla
 	if wasm, err = os.ReadFile(fs.Arg(0)); err != nil {
 		return nil, nil, false, nil, err
 	}
-	if *cfgFile != "" {
-		if config, err = os.ReadFile(*cfgFile); err != nil {
+	if *cfgArg != "" {
+		if config, err = configArg(*cfgArg); err != nil {
 			return nil, nil, false, nil, err
-		}
-		if !utf8.Valid(config) {
-			return nil, nil, false, nil, fmt.Errorf("%w: --config %s is not valid UTF-8", errUsage, *cfgFile)
-		}
-		if !json.Valid(config) {
-			return nil, nil, false, nil, fmt.Errorf("%w: --config %s is not JSON", errUsage, *cfgFile)
 		}
 	}
 	return wasm, config, *jsonOut, fs, nil
@@ -276,4 +271,28 @@ func runPluginSimulate(ctx context.Context, args []string, stdout, stderr io.Wri
 		return err
 	}
 	return report(stdout, asJSON, r)
+}
+
+// configArg reads --config as plugin load and configure take it: a JSON
+// document inline, or @file. A bare path that names a file is refused with
+// the @ it lacks, as those verbs would refuse it.
+func configArg(arg string) ([]byte, error) {
+	doc, from := []byte(arg), "--config"
+	if name, ok := strings.CutPrefix(arg, "@"); ok {
+		var err error
+		if doc, err = os.ReadFile(name); err != nil {
+			return nil, fmt.Errorf("%w: --config: %v", errUsage, err)
+		}
+		from = "--config " + arg
+	}
+	if !utf8.Valid(doc) {
+		return nil, fmt.Errorf("%w: %s is not valid UTF-8", errUsage, from)
+	}
+	if !json.Valid(doc) {
+		if _, err := os.Stat(arg); err == nil && !strings.HasPrefix(arg, "@") {
+			return nil, fmt.Errorf("%w: --config takes a JSON document or @file; to read the file %s, write --config @%s", errUsage, arg, arg)
+		}
+		return nil, fmt.Errorf("%w: %s is not JSON", errUsage, from)
+	}
+	return doc, nil
 }

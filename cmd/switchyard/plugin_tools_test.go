@@ -169,3 +169,28 @@ func TestPluginBuildNamesTheMainPackageAndTakesFlagsAfterTheDirectory(t *testing
 	require.Contains(t, errOut.String(), "flag provided but not defined: -frobnicate")
 	require.Equal(t, 2, run(context.Background(), []string{"plugin", "new", "scheduling", dir}, &out, &errOut))
 }
+
+// check, bench and simulate take --config as load and configure do: a JSON
+// document inline, or @file; a bare path is refused, saying to write @.
+func TestPluginToolsTakeConfigInlineOrFromAnAtFile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	module := filepath.Join("..", "..", "examples", "plugins", "errcode.wasm")
+	file := filepath.Join(t.TempDir(), "errcode.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"backoffFactor": 3}`), 0o644))
+	var out, errOut bytes.Buffer
+	for _, cfg := range []string{`{"backoffFactor": 3}`, "@" + file} {
+		out.Reset()
+		errOut.Reset()
+		require.Equal(t, 0, run(ctx, []string{"plugin", "check", "--config", cfg, module}, &out, &errOut), "check --config %s: %s", cfg, errOut.String())
+		require.Equal(t, 0, run(ctx, []string{"plugin", "simulate", "--tasks", "20", "--config", cfg, module}, &out, &errOut), "simulate --config %s: %s", cfg, errOut.String())
+		require.Equal(t, 0, run(ctx, []string{"plugin", "bench", "--decisions", "20", "--config", cfg, module}, &out, &errOut), "bench --config %s: %s", cfg, errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	require.Equal(t, 1, run(ctx, []string{"plugin", "check", "--config", `{"backoffFactor": 20}`, module}, &out, &errOut))
+	require.Contains(t, out.String()+errOut.String(), "config.backoffFactor: must be ≤ 10", "an inline document is checked against the schema")
+	errOut.Reset()
+	require.Equal(t, 2, run(ctx, []string{"plugin", "check", "--config", file, module}, &out, &errOut))
+	require.Contains(t, errOut.String(), "--config @"+file, "a bare path is refused, naming the @ form")
+}
