@@ -4351,7 +4351,7 @@ type PluginEvent {
   kind: PluginEventKind!
   "The plugin (null when a lane went back to the global policy)."
   plugin: String
-  "The slot, for loads and policy changes."
+  "The slot the plugin or the policy change fills (null for a REFUSED module)."
   slot: PolicySlot
   "The lane, for a lane's own policy."
   lane: String

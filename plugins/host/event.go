@@ -3,6 +3,8 @@ package host
 import (
 	"errors"
 	"time"
+
+	"github.com/switchyard/switchyard/engine/policy"
 )
 
 // ErrInvalid marks a module refused at load: wrong ABI version, a missing or
@@ -85,6 +87,7 @@ func (k EventKind) String() string {
 // Event reports a fault or a breaker change.
 type Event struct {
 	Plugin string
+	Slot   policy.Slot // the decision the plugin makes
 	Kind   EventKind
 	Fault  FaultKind // for EventFault
 	Reason string

@@ -120,6 +120,7 @@ func TestFaultyFairnessDecisionsFallBackAndAreCounted(t *testing.T) {
 			require.Equal(t, uint64(3), st.Fallbacks)
 			require.Equal(t, host.EventFault, ev.all[0].Kind)
 			require.Equal(t, tc.want, ev.all[0].Fault)
+			require.Equal(t, policy.SlotFairness, ev.all[0].Slot, "a fault names the plugin's slot")
 			require.Contains(t, ev.all[0].Reason, tc.why)
 		})
 	}

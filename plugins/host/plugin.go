@@ -566,7 +566,7 @@ func (p *Plugin) disable(why string) {
 }
 
 func (p *Plugin) emit(e Event) {
-	e.Plugin, e.Time = p.name, time.Now()
+	e.Plugin, e.Slot, e.Time = p.name, p.slot, time.Now()
 	if e.Kind != EventFault {
 		p.rt.enqueueLog(logLine{level: slog.LevelWarn, msg: "plugin " + e.Kind.String(), plugin: p.name, attrs: []any{"reason", e.Reason}})
 	}

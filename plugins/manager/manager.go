@@ -165,7 +165,7 @@ func (m *Manager) HostEvent(ev host.Event) {
 	if ev.Kind == host.EventFault {
 		reason = ev.Fault.String() + ": " + ev.Reason
 	}
-	m.publish(Event{Kind: kind, Plugin: ev.Plugin, Reason: reason, At: ev.Time})
+	m.publish(Event{Kind: kind, Plugin: ev.Plugin, Slot: ev.Slot, Reason: reason, At: ev.Time})
 }
 
 // Start registers the built-in policies (WebAssembly and native), makes the
