@@ -269,6 +269,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 			if err := eng.Shutdown(ctx); err != nil {
 				log.Error("engine shutdown", "error", err)
 			}
+			lead.Release() // and the plugins it calls, after it
 		}
 	}
 
@@ -404,8 +405,10 @@ func startLeading(ctx context.Context, eng *engine.Engine, cfg config.Config, st
 			checks.Stop()
 			stopHooks()
 			<-hooksDone
-			_ = plugins.Close(context.Background())
 		})
+	}, Release: func() {
+		// The engine calls its plugins until it stops: they close after it.
+		_ = plugins.Close(context.Background())
 	}}, nil
 }
 

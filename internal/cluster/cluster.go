@@ -50,6 +50,17 @@ type Leadership struct {
 	Heartbeats *heartbeat.Checker
 	// Stop stops them (before the engine stops or is abandoned).
 	Stop func()
+	// Release closes what the engine itself calls (its plugins), once the
+	// engine has stopped or been abandoned, so that no decision runs in a
+	// plugin as it closes. Nil: nothing to release.
+	Release func()
+}
+
+// release runs l.Release, if any.
+func (l *Leadership) release() {
+	if l != nil && l.Release != nil {
+		l.Release()
+	}
 }
 
 // Options configure a node.
@@ -187,6 +198,7 @@ func (n *Node) Stop(ctx context.Context) {
 			n.log.Warn("engine shutdown", "error", err)
 		}
 	}
+	lead.release()
 	if n.opts.Registry != nil {
 		n.opts.Registry.SetSink(nil)
 	}
@@ -313,6 +325,7 @@ func (n *Node) deposed(epoch uint64, reason error) {
 		n.opts.Registry.SetSink(nil)
 	}
 	e.Abandon("leadership lost: " + reason.Error())
+	lead.release()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for n.runCtx != nil && n.runCtx.Err() == nil {

@@ -31,6 +31,11 @@ type instance struct {
 	arena  api.Function
 	config api.Function // nil when the guest takes no configuration
 
+	// releaseMem gives the instance's memory back once it is closed
+	// (instanceMemory): wazero's Free alone does not unmap it, since the
+	// runtime frees every module's memory as it closes, calls running or not.
+	releaseMem func(failed bool)
+
 	ctx   context.Context // long-lived; carries the instance to host functions
 	fuel  api.MutableGlobal
 	depth api.MutableGlobal // the call depth (meter.MaxDepth), zeroed before each call
@@ -90,8 +95,15 @@ func newInstance(ctx context.Context, p *Plugin, ph phase) (*instance, error) {
 		WithRandSource(&guestRand{in: in, src: rand.New(rand.NewSource(42))}). // wazero's own deterministic source, charged
 		WithWalltime(frozenWalltime, 1).
 		WithNanotime(frozenNanotime, 1)
-	mod, err := p.rt.wr.InstantiateModule(experimental.WithMemoryAllocator(in.ctx, memoryAllocator()), p.compiled, mc)
+	alloc, release := instanceMemory()
+	in.releaseMem = release
+	ictx := in.ctx
+	if alloc != nil {
+		ictx = experimental.WithMemoryAllocator(ictx, alloc)
+	}
+	mod, err := p.rt.wr.InstantiateModule(ictx, p.compiled, mc)
 	if err != nil {
+		release(true) // wazero made the memory and may have failed after: no module holds it
 		return nil, fmt.Errorf("instantiate: %v%s", err, in.stderr.suffix())
 	}
 	in.mod = mod
@@ -99,6 +111,7 @@ func newInstance(ctx context.Context, p *Plugin, ph phase) (*instance, error) {
 	in.depth, _ = mod.ExportedGlobal(meter.DepthExport).(api.MutableGlobal)
 	if in.fuel == nil || in.depth == nil {
 		_ = mod.Close(in.ctx)
+		release(false)
 		return nil, errors.New("instantiate: the fuel meter is missing")
 	}
 	p.stats.setupFuel.max(uint64(p.rt.cfg.SetupFuel - int64(in.fuel.Get()))) // what _initialize burnt
@@ -269,6 +282,9 @@ func (in *instance) close() {
 	in.plugin.rt.dog.remove(in)
 	if in.mod != nil {
 		_ = in.mod.Close(context.Background())
+	}
+	if in.releaseMem != nil {
+		in.releaseMem(false) // nothing runs on the instance now: its memory may go
 	}
 }
 

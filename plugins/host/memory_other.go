@@ -1,8 +1,11 @@
-//go:build !linux
+//go:build !(linux && (amd64 || arm64 || riscv64 || ppc64le || s390x || loong64))
 
 package host
 
 import "github.com/tetratelabs/wazero/experimental"
 
-// memoryAllocator returns nil: wazero's own memories, on the Go heap.
-func memoryAllocator() experimental.MemoryAllocator { return nil }
+// instanceMemory returns a nil allocator, wazero's own memories on the Go
+// heap, and a release with nothing to do: elsewhere than 64-bit Linux.
+func instanceMemory() (experimental.MemoryAllocator, func(failed bool)) {
+	return nil, func(bool) {}
+}
