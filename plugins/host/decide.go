@@ -20,6 +20,20 @@ type fault struct {
 	kind   FaultKind
 	reason string
 	broken bool // the instance must be discarded
+	// unasked is set when the host did not ask the plugin: the decision's
+	// table would not fit its sandbox (see tableFits). It falls back, and
+	// no fault counts: the input's size is the API client's, not the
+	// plugin's.
+	unasked bool
+}
+
+// tableFits reports whether a decision whose arena needs need bytes, with
+// its names or details table, may be sent: at most half the guest's
+// memory cap, the rest being the guest's own. Labels are the API client's
+// to choose (64 of up to 512 bytes per task, 100 tasks a batch), so a
+// table can outgrow any guest; such a decision falls back without asking.
+func (p *Plugin) tableFits(need uint32) bool {
+	return uint64(need) <= uint64(p.rt.cfg.MemoryLimitPages)*(64<<10)/2
 }
 
 // callFault turns a call error into a fault.
@@ -61,6 +75,9 @@ func (in *instance) pick(ctx policy.PickContext, cands []policy.Candidate, picks
 	if names {
 		namesAt = abi.TableOffset(need)
 		need = namesAt + abi.TableBytes(n, entry, ctx.Names, ctx.Details)
+		if !in.plugin.tableFits(need) {
+			return 0, fault{unasked: true}
+		}
 	}
 	if err := in.ensureArena(need); err != nil {
 		return 0, in.callFault(err)
@@ -118,6 +135,9 @@ func (in *instance) rank(nowMs int64, d policy.Details, tasks []policy.Task, ran
 	if entry != 0 {
 		namesAt = abi.TableOffset(need)
 		need = namesAt + abi.TableBytes(n, entry, d, d)
+		if !in.plugin.tableFits(need) {
+			return fault{unasked: true}
+		}
 	}
 	if err := in.ensureArena(need); err != nil {
 		return in.callFault(err)
@@ -156,6 +176,9 @@ func (in *instance) decideRetry(det policy.Details, f *policy.Failure) (policy.D
 	if entry != 0 {
 		namesAt = abi.TableOffset(need)
 		need = namesAt + abi.TableBytes(1, entry, det, det)
+		if !in.plugin.tableFits(need) {
+			return policy.Decision{}, fault{unasked: true}
+		}
 	}
 	if err := in.ensureArena(need); err != nil {
 		return policy.Decision{}, in.callFault(err)
@@ -192,6 +215,10 @@ const (
 // finish returns the instance (or discards a broken one) and accounts for
 // the decision.
 func (p *Plugin) finish(in *instance, f fault) outcome {
+	if f.unasked {
+		p.release(in)
+		return unavailable
+	}
 	var took time.Duration
 	if f.kind != 0 {
 		took = in.took() // the call that faulted, and what followed it

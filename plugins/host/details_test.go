@@ -116,3 +116,33 @@ func TestAVersion1ModuleDecidesAsBefore(t *testing.T) {
 	require.Equal(t, plain[:n], named[:n])
 	require.Zero(t, p.Stats().Fallbacks)
 }
+
+// An API client chooses the labels: a batch of tasks with as many and as
+// long labels as the API takes makes a table larger than any guest should
+// hold. The host does not send it: the decision falls back, and the plugin
+// is not blamed (no fault, never quarantined) however often it happens.
+func TestOversizedDetailsFallBackWithoutBlamingThePlugin(t *testing.T) {
+	rt := newRuntime(t, host.Config{})
+	p, err := loadExample(t, rt, "labelsel.wasm", `{"lastSessions": ["session-1"]}`)
+	require.NoError(t, err)
+	w, err := p.Selection(priority.Selection{})
+	require.NoError(t, err)
+	tasks := host.SyntheticTasks(100, 3) // engine.MaxBatch
+	d := host.LargeDetails(len(tasks), 64, 256, 256)
+	ranks := make([]int64, len(tasks))
+	want := make([]int64, len(tasks))
+	priority.Selection{}.Rank(1, tasks, want)
+	for range 3 * rt.Config().BreakerThreshold {
+		w.RankDetailed(policy.RankContext{NowMs: 1, Details: d}, tasks, ranks)
+		require.Equal(t, want, ranks, "the fallback ranks")
+	}
+	st := p.Stats()
+	require.Empty(t, st.Faults)
+	require.Equal(t, uint64(3*rt.Config().BreakerThreshold), st.Fallbacks)
+	disabled, why := p.Disabled()
+	require.False(t, disabled, why)
+
+	small := host.SyntheticDetails(len(tasks), "") // the same batch with ordinary labels is asked
+	w.RankDetailed(policy.RankContext{NowMs: 1, Details: small}, tasks, ranks)
+	require.Equal(t, uint64(3*rt.Config().BreakerThreshold), p.Stats().Fallbacks)
+}

@@ -1,5 +1,12 @@
 package host
 
+import (
+	"fmt"
+	"strings"
+
+	"github.com/switchyard/switchyard/engine/policy"
+)
+
 // AbandonRunning stops every running call of p's instances now, as the
 // watchdog stops a call past its deadline: tests release a decision they
 // hold with it.
@@ -30,3 +37,20 @@ func Running(p *Plugin) bool {
 // LiveMappings is how many guest memories are mapped now (64-bit Linux;
 // 0 elsewhere).
 func LiveMappings() int64 { return liveMappings.Load() }
+
+// LargeDetails returns details over n records as large as the API lets a
+// client make them: each task and each agent with labels maxLabels of
+// keyLen- and valueLen-byte keys and values.
+func LargeDetails(n, maxLabels, keyLen, valueLen int) policy.Details {
+	d := SyntheticDetails(n, "").(syntheticDetails)
+	for i := range d {
+		m := make(map[string]string, maxLabels)
+		for j := range maxLabels {
+			k := fmt.Sprintf("%0*d", keyLen, i*maxLabels+j)
+			m[k] = strings.Repeat("v", valueLen)
+		}
+		d[i].labels = policy.MakeLabels(m)
+		d[i].info.Labels = policy.MakeLabels(m)
+	}
+	return d
+}
