@@ -275,16 +275,16 @@ func (s *Schema) validate(v any, path string) error {
 		n := utf8.RuneCountInString(v)
 		switch {
 		case s.MinLength != nil && n < *s.MinLength:
-			return &Error{Path: path, Msg: fmt.Sprintf("must be at least %d characters long", *s.MinLength)}
+			return &Error{Path: path, Msg: "must be at least " + count(*s.MinLength, "character") + " long"}
 		case s.MaxLength != nil && n > *s.MaxLength:
-			return &Error{Path: path, Msg: fmt.Sprintf("must be at most %d characters long", *s.MaxLength)}
+			return &Error{Path: path, Msg: "must be at most " + count(*s.MaxLength, "character") + " long"}
 		}
 	case []any:
 		switch {
 		case s.MinItems != nil && len(v) < *s.MinItems:
-			return &Error{Path: path, Msg: fmt.Sprintf("must have at least %d items", *s.MinItems)}
+			return &Error{Path: path, Msg: "must have at least " + count(*s.MinItems, "item")}
 		case s.MaxItems != nil && len(v) > *s.MaxItems:
-			return &Error{Path: path, Msg: fmt.Sprintf("must have at most %d items", *s.MaxItems)}
+			return &Error{Path: path, Msg: "must have at most " + count(*s.MaxItems, "item")}
 		}
 		if s.Items != nil {
 			for i, e := range v {
@@ -365,4 +365,12 @@ func equal(e, v any) bool {
 func IsError(err error) bool {
 	var e *Error
 	return errors.As(err, &e)
+}
+
+// count is n noun, plural unless n is 1: "1 character", "2 characters".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }

@@ -33,7 +33,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{`{"maxShare": 0.5, "extra": 1}`, "config.extra: unknown field"},
 		{`{"maxShare": 0.5, "mode": "x"}`, `config.mode: must be one of "strict", "loose"`},
 		{`{"maxShare": 0.5, "burst": 1.5}`, "config.burst: must be an integer, not a number"},
-		{`{"maxShare": 0.5, "agents": ["a", ""]}`, "config.agents[1]: must be at least 1 characters long"},
+		{`{"maxShare": 0.5, "agents": ["a", ""]}`, "config.agents[1]: must be at least 1 character long"},
 		{`{"maxShare": 0.5, "agents": ["a", "b", "c"]}`, "config.agents: must have at most 2 items"},
 		{`[1]`, "config: must be an object, not an array"},
 		{`{"maxShare": `, "config: not JSON"},
