@@ -141,7 +141,10 @@ func TestOneLeaderAtATimeAndResignHandsOver(t *testing.T) {
 
 func TestPartitionedLeaderStepsDownBeforeAnotherTakesOver(t *testing.T) {
 	t.Parallel()
-	const ttl, renew, margin = 2 * time.Second, 200 * time.Millisecond, 700 * time.Millisecond
+	// The margin is how late the cut-off leader's own deadline may fire and
+	// still step down before its lease expires: under the race detector on
+	// a busy machine a timer may fire most of a second late.
+	const ttl, renew, margin = 3 * time.Second, 200 * time.Millisecond, 1500 * time.Millisecond
 	schema := newSchema(t)
 	var log leadership
 	var cut cutter
