@@ -1,11 +1,14 @@
 package server_test
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
+	"net/http"
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -20,7 +23,13 @@ func (b *bundle) loadExample(t *testing.T, file, name string, config any) error 
 	wasm, err := os.ReadFile("../../examples/plugins/" + file)
 	require.NoError(t, err)
 	vars := map[string]any{"w": base64.StdEncoding.EncodeToString(wasm), "n": name, "c": config}
-	return b.c.Do(ctxFor(t), `mutation($n: String!, $w: String!, $c: JSON) { loadPlugin(input: {name: $n, wasmBase64: $w, config: $c}) { name } }`, vars, nil)
+	// Loading compiles the module: minutes under -race on a busy machine
+	// (the bound is one such a machine keeps, not a speed goal).
+	c := *b.c
+	c.HTTP = &http.Client{Timeout: 5 * time.Minute}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	return c.Do(ctx, `mutation($n: String!, $w: String!, $c: JSON) { loadPlugin(input: {name: $n, wasmBase64: $w, config: $c}) { name } }`, vars, nil)
 }
 
 // ABI v2 details through a real server: a selection plugin (labelsel) that
