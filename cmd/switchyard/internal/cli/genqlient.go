@@ -160,7 +160,7 @@ func (v *ConfigurePluginConfigurePlugin) GetName() string { return v.Name }
 
 // ConfigurePluginResponse is returned by ConfigurePlugin on success.
 type ConfigurePluginResponse struct {
-	// Changes a plugin's configuration live; if the plugin refuses the document (PLUGIN_INVALID), the old one stays.
+	// Changes a plugin's configuration live; if the plugin's schema or configure refuses the document (INVALID_INPUT, its field the path: config.maxShare), the old one stays.
 	ConfigurePlugin *ConfigurePluginConfigurePlugin `json:"configurePlugin"`
 }
 
@@ -975,7 +975,8 @@ func (v *LoadPluginLoadPlugin) __premarshalJSON() (*__premarshalLoadPluginLoadPl
 type LoadPluginResponse struct {
 	// Loads a WebAssembly policy plugin: validated (ABI version, exports,
 	// imports) and smoke-tested on synthetic input before it is accepted
-	// (PLUGIN_INVALID otherwise). It is not used until setPolicy assigns it.
+	// (PLUGIN_INVALID otherwise; a configuration its schema or configure refuses is
+	// INVALID_INPUT, its field the configuration's path: input.config.maxShare). It is not used until setPolicy assigns it.
 	// Persisted: it comes back after a restart.
 	LoadPlugin *LoadPluginLoadPlugin `json:"loadPlugin"`
 }
