@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -16,7 +17,12 @@ import (
 // a running guest kills the process (a fault, not a panic). The guest
 // stores into its memory on every turn of its loop, so the process dies
 // here at once if Close unmaps it.
+//
+// With the garbage collector off, as in the deadline tests: a collection
+// stops the world and waits for the guest, which cannot be preempted, so
+// the test could not stop it once started.
 func TestClosingTheRuntimeDuringADecisionKeepsItsMemory(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	ctx := context.Background()
 	before := host.LiveMappings()
 	rt := newRuntime(t, host.Config{DecisionFuel: 1 << 40, Deadline: time.Hour})
@@ -35,8 +41,11 @@ func TestClosingTheRuntimeDuringADecisionKeepsItsMemory(t *testing.T) {
 	require.NoError(t, rt.Close(ctx))
 	require.True(t, host.Running(p), "the decision still runs after Close (nothing stopped it yet)")
 
-	host.AbandonRunning(p) // as its deadline would
+	// Stop it as its deadline would: the watchdog empties the tank at every
+	// tick until the call returns, since the guest's own metering may write
+	// back the fuel it read before the tank was emptied.
 	waitfor.Eventually(t, "the decision answers", func() bool {
+		host.AbandonRunning(p)
 		select {
 		case <-done:
 			return true
