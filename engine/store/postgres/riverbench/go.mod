@@ -20,6 +20,7 @@ require (
 	github.com/riverqueue/river/riverdriver v0.51.2 // indirect
 	github.com/riverqueue/river/rivershared v0.51.2 // indirect
 	github.com/riverqueue/river/rivertype v0.51.2 // indirect
+	github.com/switchyard/switchyard/plugins/sdk v0.0.0 // indirect
 	github.com/tidwall/gjson v1.20.0 // indirect
 	github.com/tidwall/match v1.2.0 // indirect
 	github.com/tidwall/pretty v1.2.1 // indirect
@@ -30,3 +31,5 @@ require (
 )
 
 replace github.com/switchyard/switchyard => ../../../..
+
+replace github.com/switchyard/switchyard/plugins/sdk => ../../../../plugins/sdk
