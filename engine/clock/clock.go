@@ -5,9 +5,10 @@
 package clock
 
 import (
-	"container/heap"
 	"sync"
 	"time"
+
+	"github.com/switchyard/switchyard/engine/internal/heap"
 )
 
 // Timer is a pending call scheduled with AfterFunc.
@@ -39,7 +40,7 @@ func (Real) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d
 type Fake struct {
 	mu     sync.Mutex
 	now    time.Time
-	timers fakeTimers
+	timers heap.Heap[*fakeTimer, fakeTimerOrder]
 	seq    uint64
 }
 
@@ -61,7 +62,7 @@ func (c *Fake) AfterFunc(d time.Duration, f func()) Timer {
 	defer c.mu.Unlock()
 	c.seq++
 	t := &fakeTimer{clock: c, when: c.now.Add(d), f: f, seq: c.seq, index: -1}
-	heap.Push(&c.timers, t)
+	c.timers.Push(t)
 	return t
 }
 
@@ -79,14 +80,14 @@ func (c *Fake) Advance(d time.Duration) {
 func (c *Fake) Set(t time.Time) {
 	for {
 		c.mu.Lock()
-		if len(c.timers) == 0 || c.timers[0].when.After(t) {
+		if c.timers.Len() == 0 || c.timers.Top().when.After(t) {
 			if t.After(c.now) {
 				c.now = t
 			}
 			c.mu.Unlock()
 			return
 		}
-		next := heap.Pop(&c.timers).(*fakeTimer)
+		next := c.timers.Pop()
 		if next.when.After(c.now) {
 			c.now = next.when
 		}
@@ -101,11 +102,11 @@ func (c *Fake) Set(t time.Time) {
 // how many calls it runs.
 func (c *Fake) Step(t time.Time) bool {
 	c.mu.Lock()
-	if len(c.timers) == 0 || c.timers[0].when.After(t) {
+	if c.timers.Len() == 0 || c.timers.Top().when.After(t) {
 		c.mu.Unlock()
 		return false
 	}
-	next := heap.Pop(&c.timers).(*fakeTimer)
+	next := c.timers.Pop()
 	if next.when.After(c.now) {
 		c.now = next.when
 	}
@@ -118,7 +119,7 @@ func (c *Fake) Step(t time.Time) bool {
 func (c *Fake) Pending() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.timers)
+	return c.timers.Len()
 }
 
 // NextDue returns when the earliest scheduled call falls due, and false when
@@ -126,10 +127,10 @@ func (c *Fake) Pending() int {
 func (c *Fake) NextDue() (time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.timers) == 0 {
+	if c.timers.Len() == 0 {
 		return time.Time{}, false
 	}
-	return c.timers[0].when, true
+	return c.timers.Top().when, true
 }
 
 type fakeTimer struct {
@@ -146,34 +147,19 @@ func (t *fakeTimer) Stop() bool {
 	if t.index < 0 {
 		return false
 	}
-	heap.Remove(&t.clock.timers, t.index)
+	t.clock.timers.Remove(t.index)
 	return true
 }
 
-type fakeTimers []*fakeTimer
+// fakeTimerOrder orders a fake clock's timers by due time, then by order of
+// scheduling, and keeps each timer's position in the heap.
+type fakeTimerOrder struct{}
 
-func (h fakeTimers) Len() int { return len(h) }
-func (h fakeTimers) Less(i, j int) bool {
-	if !h[i].when.Equal(h[j].when) {
-		return h[i].when.Before(h[j].when)
+func (fakeTimerOrder) Less(a, b *fakeTimer) bool {
+	if !a.when.Equal(b.when) {
+		return a.when.Before(b.when)
 	}
-	return h[i].seq < h[j].seq
+	return a.seq < b.seq
 }
-func (h fakeTimers) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index = i
-	h[j].index = j
-}
-func (h *fakeTimers) Push(x any) {
-	t := x.(*fakeTimer)
-	t.index = len(*h)
-	*h = append(*h, t)
-}
-func (h *fakeTimers) Pop() any {
-	old := *h
-	t := old[len(old)-1]
-	old[len(old)-1] = nil
-	t.index = -1
-	*h = old[:len(old)-1]
-	return t
-}
+
+func (fakeTimerOrder) SetIndex(t *fakeTimer, i int) { t.index = i }
