@@ -147,6 +147,10 @@ type changes struct {
 	tasks    []*task
 	lanes    []LaneConfig
 	settings []Setting
+	// followedEnd is set when the changes hold the end of a task a client
+	// follows (Engine.Follow): the driver asks for their commit at once
+	// rather than lazily, whatever ended the task.
+	followedEnd bool
 }
 
 func (c *changes) empty() bool {
@@ -271,16 +275,18 @@ func (e *Engine) Events() *EventLog { return e.events }
 
 // unlock publishes the changes made under the lock and releases it. With a
 // durable store the commit it asks for is lazy: the changes may wait
-// lazyCommitDelay for a commit that someone waits for (commitSoon).
+// lazyCommitDelay for a commit that someone waits for (commitSoon) — unless
+// the pending batch holds the end of a task a client follows (Follow), which
+// is written at once, whether an attempt's end, a timer or a cascade ended it.
 func (e *Engine) unlock() {
 	e.processCascadesLocked()
 	e.armLocked()
 	e.armReaskLocked()
-	signal := !e.cur.empty()
+	signal, lazy := !e.cur.empty(), e.durable && !e.cur.followedEnd
 	e.mu.Unlock()
 	if signal && !e.sync {
 		ch := e.commitCh
-		if e.durable {
+		if lazy {
 			ch = e.lazyCh
 		}
 		select {

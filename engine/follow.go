@@ -8,8 +8,11 @@ package engine
 // lazyCommitDelay so that it rides in the next commit someone does wait for
 // (usually the next submission's) instead of costing a transaction of its
 // own. A followed task's end is written at once instead, so that it reaches
-// its follower without that wait. A task not in memory (ended and
-// forgotten, or unknown) needs nothing.
+// its follower without that wait, whatever ended it — its attempt, its
+// deadline, a cancellation, a dependency's cascade: the batch that holds it
+// asks the committer for an immediate commit (changes.followedEnd, read by
+// Engine.unlock). A task not in memory (ended and forgotten, or unknown)
+// needs nothing.
 func (e *Engine) Follow(id string) (unfollow func()) {
 	var t *task
 	ended := false

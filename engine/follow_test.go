@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -16,7 +17,7 @@ import (
 )
 
 // batchRecorder is a durable memory store that remembers, per commit, the
-// tasks whose end (SUCCEEDED) it wrote and the tasks it wrote as new
+// tasks whose end (a terminal state) it wrote and the tasks it wrote as new
 // (QUEUED), so a test can tell what rode with what.
 type batchRecorder struct {
 	durableMemory
@@ -30,7 +31,7 @@ func (s *batchRecorder) Commit(ctx context.Context, b *engine.Batch) error {
 	var c committed
 	for _, ev := range b.Events {
 		switch {
-		case ev.Type == engine.EventState && ev.To == engine.StateSucceeded:
+		case ev.Type == engine.EventState && ev.To.Terminal():
 			c.ended = append(c.ended, ev.TaskID)
 		case ev.Type == engine.EventState && ev.To == engine.StateQueued:
 			c.queued = append(c.queued, ev.TaskID)
@@ -107,4 +108,57 @@ func TestAFollowedTaskEndsWithoutLingering(t *testing.T) {
 
 		require.NotPanics(t, func() { e.Follow("no-such-task")() })
 	})
+}
+
+// TestAFollowedTaskEndedByATimerOrACascadeEndsWithoutLingering: what ends a
+// followed task does not matter — its deadline's timer, or a dependency's
+// failure cascading to it, is committed at once as its attempt's end is,
+// not after lazyCommitDelay. Nothing else is followed, so without the
+// follower both ends would linger. synctest: the test's clock stands still
+// while it looks (synctest.Wait), so a lingering end is still unwritten.
+func TestAFollowedTaskEndedByATimerOrACascadeEndsWithoutLingering(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		exec := enginetest.NewExecutor()
+		st := &batchRecorder{durableMemory: durableMemory{memory.New(memory.Options{})}}
+		e, err := engine.New(engine.Options{Store: st, Executor: exec})
+		require.NoError(t, err)
+		require.NoError(t, e.Start(ctx))
+		defer func() { _ = e.Shutdown(ctx) }()
+		ended := func(id string) bool {
+			i, _ := st.commitOf(id)
+			return i >= 0
+		}
+
+		blocker, err := e.Submit(ctx, enginetest.Spec("a").Obj())
+		require.NoError(t, err)
+		expiring, err := e.Submit(ctx, enginetest.Spec("b").DependsOn(blocker.ID).Deadline(time.Now().Add(time.Second)).Obj())
+		require.NoError(t, err)
+		cascaded, err := e.Submit(ctx, enginetest.Spec("c").DependsOn(blocker.ID).Obj())
+		require.NoError(t, err)
+		defer e.Follow(expiring.ID)()
+		defer e.Follow(cascaded.ID)()
+
+		// The deadline passes while it waits: the timer expires it. The
+		// test wakes 1 ms later, before a lingering commit would be due.
+		time.Sleep(time.Second + time.Millisecond)
+		synctest.Wait()
+		require.Equal(t, engine.StateExpired, taskState(t, e, expiring.ID))
+		require.True(t, ended(expiring.ID), "the followed task's expiry is committed at once")
+
+		// Its dependency fails: the cascade cancels it.
+		synctest.Wait()
+		require.NoError(t, exec.Fail(blocker.ID, engine.Permanent(errors.New("no such page"))))
+		synctest.Wait()
+		require.Equal(t, engine.StateCancelled, taskState(t, e, cascaded.ID))
+		require.True(t, ended(cascaded.ID), "the followed task's cancellation by a cascade is committed at once")
+		require.True(t, ended(blocker.ID), "and the dependency's end rode with it")
+	})
+}
+
+func taskState(t *testing.T, e *engine.Engine, id string) engine.State {
+	t.Helper()
+	got, err := e.Task(context.Background(), id)
+	require.NoError(t, err)
+	return got.State
 }

@@ -107,25 +107,19 @@ func (c *core) bindLocked(t *task, instanceID, tabID string) {
 
 // finish ends an attempt with the executor's outcome.
 func (e *Engine) finish(r *Run, o Outcome) {
-	ended, followed := false, false
+	ended := false
 	_, _ = e.apply(true, func(c *core) error {
 		ended = c.finishLocked(r, o)
-		followed = ended && r.task.followers > 0
 		return nil
 	})
 	if !ended {
 		return
 	}
-	r.cancel(context.Canceled, nil) // the attempt is over: release what hangs on its context
-	if followed {
-		// A client follows the task until it ends (Follow): the attempt's
-		// end is written now rather than lingering for company
-		// (lazyCommitDelay), so that its event reaches the client without
-		// the wait. Otherwise it rides in the next commit someone waits
-		// for — usually the next submission's, which saves both a
-		// transaction.
-		e.commitSoon()
-	}
+	// The attempt is over: release what hangs on its context. Its end
+	// rides in the next commit someone waits for — usually the next
+	// submission's, which saves both a transaction — unless a client
+	// follows the task and it ended (unlock asks for that commit at once).
+	r.cancel(context.Canceled, nil)
 }
 
 // finishLocked ends r's attempt with outcome o, or records a stale

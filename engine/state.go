@@ -61,6 +61,9 @@ func (c *core) setStateAt(t *task, to State, reason string, now time.Time) {
 	}
 	c.enterLocked(t, to, now)
 	c.emitTaskLocked(t, EventState, from, to, reason)
+	if to.Terminal() && t.followers > 0 {
+		c.cur.followedEnd = true // its follower waits for this event (Follow)
+	}
 	if to.Settled() {
 		c.settledLocked(t) // after its event: a batch's end follows its last task's
 	}
