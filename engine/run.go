@@ -187,7 +187,11 @@ func attemptFailure(t *task, o Outcome) (class policy.ErrorClass, msg string, in
 	class = o.Class
 	msg = o.Err.Error()
 	if t.timedOut {
-		class, msg = classTransient, "timed out: "+msg
+		class = classTransient
+		if o.Code != CodeLeaseExpired {
+			// A pull lane's expired lease says so itself.
+			msg = "timed out: " + msg
+		}
 	} else if class == classTransient && errors.Is(o.Err, ErrInstanceFault) {
 		msg = instanceFaultPrefix + msg
 		instanceFault = true

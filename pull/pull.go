@@ -44,6 +44,7 @@ const (
 	MaxLeaseFor  = 24 * time.Hour   // the longest lease (and renewal)
 	MaxWait      = 60 * time.Second // the longest a leaseTasks call waits for work
 	MaxErrorLen  = 16 << 10         // bytes of a failTask error
+	MaxCodeLen   = 64               // bytes of a failTask error code
 	MaxReasonLen = 1 << 10          // bytes of a releaseTask reason
 	keySetting   = "pull.leaseKey"  // the engine setting that keeps the MAC key
 	maxEnded     = 10_000           // ended leases remembered, to say how they ended
@@ -238,7 +239,7 @@ func (m *Manager) settleLocked(h *lease) (fin *engine.Outcome, ended bool) {
 		if h.Worker != "" {
 			who = h.Worker
 		}
-		return &engine.Outcome{Err: engine.Transientf("lease expired: %s did not complete or renew it", who)}, true
+		return &engine.Outcome{Err: engine.Transientf("lease expired: %s did not complete or renew it", who), Code: engine.CodeLeaseExpired}, true
 	case errors.As(r.Cause(), &cancelled):
 		if h.cancelled == "" {
 			// The worker learns on its next call; the lease (and the
@@ -440,19 +441,40 @@ func (m *Manager) Complete(ctx context.Context, id string, result json.RawMessag
 }
 
 // Fail ends the lease named id with an error: a retryable one goes to the
-// lane's retry policy, any other fails the task at once.
-func (m *Manager) Fail(ctx context.Context, id, msg string, retryable bool) (string, error) {
+// lane's retry policy, any other fails the task at once. code, when not
+// empty, is the failure's machine-readable code (ValidCode): the retry
+// policy sees it as the attempt's error code (policy.Details.ErrorCode).
+func (m *Manager) Fail(ctx context.Context, id, msg, code string, retryable bool) (string, error) {
 	switch {
 	case strings.TrimSpace(msg) == "":
 		return "", invalid("error", "say what went wrong")
 	case len(msg) > MaxErrorLen:
 		return "", invalid("error", "at most %d bytes, got %d", MaxErrorLen, len(msg))
 	}
+	if err := ValidCode(code); err != nil {
+		return "", invalid("code", "%v", err)
+	}
 	err := engine.Permanent(errors.New(msg))
 	if retryable {
 		err = engine.Transient(errors.New(msg))
 	}
-	return m.end(ctx, id, EndFailed, "failed: "+msg, engine.Outcome{Err: err})
+	return m.end(ctx, id, EndFailed, "failed: "+msg, engine.Outcome{Err: err, Code: code})
+}
+
+// ValidCode checks a worker's error code: empty (none), or 1 to MaxCodeLen
+// bytes of ASCII letters, digits and "_.-:" ("upstream_503",
+// "rate_limited"), so that a retry policy can match it byte for byte.
+func ValidCode(code string) error {
+	if len(code) > MaxCodeLen {
+		return fmt.Errorf("at most %d bytes, got %d", MaxCodeLen, len(code))
+	}
+	for i := 0; i < len(code); i++ {
+		c := code[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("_.-:", c) >= 0) {
+			return fmt.Errorf("only letters, digits and _ . - : (byte %d is %q)", i, c)
+		}
+	}
+	return nil
 }
 
 // Release hands the task of the lease named id back: it queues again

@@ -3,6 +3,9 @@ package pull_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/enginetest"
+	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/internal/waitfor"
 	"github.com/switchyard/switchyard/pull"
 )
@@ -122,4 +126,83 @@ func TestClosingAnswersAWaitingCallAtOnce(t *testing.T) {
 	}()
 	m.Close()
 	require.NoError(t, <-done)
+}
+
+// codes is a retry policy that records the error code of every failed
+// attempt it decides on, and fails the task.
+type codes struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (c *codes) Decide(policy.Failure) policy.Decision {
+	return policy.Decision{Action: policy.ActionFail}
+}
+
+func (c *codes) DecideDetailed(ctx policy.RetryContext, _ policy.Failure) policy.Decision {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	code := "<no details>"
+	if ctx.Details != nil {
+		code = ctx.Details.ErrorCode(0)
+	}
+	c.got = append(c.got, code)
+	return policy.Decision{Action: policy.ActionFail}
+}
+
+func (c *codes) seen() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.got)
+}
+
+// A worker's failTask code is the attempt's error code, as a retry policy
+// reads it; a failure without one has none, and a malformed code is refused
+// without ending the lease.
+func TestAWorkersErrorCodeReachesTheRetryPolicy(t *testing.T) {
+	t.Parallel()
+	h, m := setup(t)
+	rec := &codes{}
+	require.NoError(t, h.SetRetry("jobs", "codes", rec))
+	ctx := context.Background()
+	a := h.Submit(enginetest.Spec("a").Lane("jobs").Action("job").Obj()).ID
+	b := h.Submit(enginetest.Spec("b").Lane("jobs").Action("job").Obj()).ID
+	ls, err := m.Lease(ctx, "jobs", 2, time.Minute, 0, "w1")
+	require.NoError(t, err)
+	require.Len(t, ls, 2)
+	byTask := map[string]string{ls[0].TaskID: ls[0].ID, ls[1].TaskID: ls[1].ID}
+
+	for _, bad := range []string{"has space", "ünïcode", strings.Repeat("x", pull.MaxCodeLen+1)} {
+		_, err = m.Fail(ctx, byTask[a], "boom", bad, true)
+		var ee *engine.Error
+		require.ErrorAs(t, err, &ee, bad)
+		require.Equal(t, "code", ee.Field)
+	}
+	_, err = m.Lookup(byTask[a])
+	require.NoError(t, err, "a refused code leaves the lease held")
+
+	_, err = m.Fail(ctx, byTask[a], "upstream answered 503", "upstream_503", true)
+	require.NoError(t, err)
+	_, err = m.Fail(ctx, byTask[b], "no code", "", true)
+	require.NoError(t, err)
+	waitState(t, h, a, engine.StateFailed)
+	waitState(t, h, b, engine.StateFailed)
+	require.Equal(t, []string{"upstream_503", ""}, rec.seen())
+}
+
+// An expired lease's attempt has the code lease_expired, not timeout: a
+// retry policy can tell a worker that vanished from a task that ran long.
+func TestAnExpiredLeaseReachesTheRetryPolicyAsLeaseExpired(t *testing.T) {
+	t.Parallel()
+	h, m := setup(t)
+	rec := &codes{}
+	require.NoError(t, h.SetRetry("jobs", "codes", rec))
+	id := h.Submit(enginetest.Spec("a").Lane("jobs").Action("job").Obj()).ID
+	_, err := m.Lease(context.Background(), "jobs", 1, 10*time.Second, 0, "w1")
+	require.NoError(t, err)
+	h.Clock.Advance(10 * time.Second)
+	waitState(t, h, id, engine.StateFailed)
+	require.Equal(t, []string{engine.CodeLeaseExpired}, rec.seen())
+	require.Equal(t, "lease expired: w1 did not complete or renew it", h.Get(id).Attempts[0].Error,
+		"the attempt says the lease expired, not that it timed out")
 }

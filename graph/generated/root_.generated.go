@@ -269,7 +269,7 @@ type ComplexityRoot struct {
 		Drain                func(childComplexity int) int
 		EnablePlugin         func(childComplexity int, name string) int
 		EnableSchedule       func(childComplexity int, id string) int
-		FailTask             func(childComplexity int, leaseID string, error string, retryable bool) int
+		FailTask             func(childComplexity int, leaseID string, error string, retryable bool, code *string) int
 		LeaseTasks           func(childComplexity int, lane string, max int, leaseForMs int, waitMs int) int
 		LoadPlugin           func(childComplexity int, input model.LoadPluginInput) int
 		ProbeHeartbeatCheck  func(childComplexity int, id string) int
@@ -1762,7 +1762,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.FailTask(childComplexity, args["leaseId"].(string), args["error"].(string), args["retryable"].(bool)), true
+		return e.ComplexityRoot.Mutation.FailTask(childComplexity, args["leaseId"].(string), args["error"].(string), args["retryable"].(bool), args["code"].(*string)), true
 	case "Mutation.leaseTasks":
 		if e.ComplexityRoot.Mutation.LeaseTasks == nil {
 			break
@@ -4484,7 +4484,7 @@ extend type Mutation {
   the lane's ` + "`" + `maxInFlight` + "`" + ` counts leased tasks, and so do the global, agent,
   session and batch ceilings. With ` + "`" + `waitMs` + "`" + ` (0..60,000) and nothing to lease,
   waits that long for work before answering with none. A lease that runs out
-  counts as a failed (timed out) attempt. A worker token leases only from its
+  counts as a failed attempt (error code ` + "`" + `lease_expired` + "`" + `). A worker token leases only from its
   lanes (FORBIDDEN otherwise); a lane that is not a pull lane is a CONFLICT.
   """
   leaseTasks(lane: String!, max: Int! = 1, leaseForMs: Int! = 60000, waitMs: Int! = 0): [Lease!]!
@@ -4492,8 +4492,15 @@ extend type Mutation {
   renewLease(leaseId: ID!, leaseForMs: Int! = 60000): Lease!
   "Ends a lease with the task's result: the task SUCCEEDS. LEASE_LOST when it is not held (a second completion, an expired lease, a cancelled task): nothing changes then."
   completeTask(leaseId: ID!, result: JSON): LeaseEndPayload!
-  "Ends a lease with an error: retryable (default) goes to the lane's retry policy, otherwise the task fails at once."
-  failTask(leaseId: ID!, error: String!, retryable: Boolean! = true): LeaseEndPayload!
+  """
+  Ends a lease with an error: retryable (default) goes to the lane's retry
+  policy, otherwise the task fails at once. ` + "`" + `code` + "`" + `, when given, is the
+  failure's machine-readable code (1 to 64 ASCII letters, digits and
+  ` + "`" + `_ . - :` + "`" + `, such as ` + "`" + `upstream_503` + "`" + `): a retry policy reads it as the
+  attempt's error code (plugins/ABI.md, "Error codes"). Without it the
+  policy sees no code.
+  """
+  failTask(leaseId: ID!, error: String!, retryable: Boolean! = true, code: String): LeaseEndPayload!
   "Hands a leased task back: it queues again at once without spending an attempt."
   releaseTask(leaseId: ID!, reason: String): LeaseEndPayload!
 }

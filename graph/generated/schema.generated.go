@@ -39,7 +39,7 @@ type MutationResolver interface {
 	LeaseTasks(ctx context.Context, lane string, max int, leaseForMs int, waitMs int) ([]*model.Lease, error)
 	RenewLease(ctx context.Context, leaseID string, leaseForMs int) (*model.Lease, error)
 	CompleteTask(ctx context.Context, leaseID string, result json.RawMessage) (*model.LeaseEndPayload, error)
-	FailTask(ctx context.Context, leaseID string, error string, retryable bool) (*model.LeaseEndPayload, error)
+	FailTask(ctx context.Context, leaseID string, error string, retryable bool, code *string) (*model.LeaseEndPayload, error)
 	ReleaseTask(ctx context.Context, leaseID string, reason *string) (*model.LeaseEndPayload, error)
 	CreateSchedule(ctx context.Context, input model.ScheduleInput) (*model.Schedule, error)
 	UpdateSchedule(ctx context.Context, id string, input model.ScheduleInput) (*model.Schedule, error)
@@ -340,6 +340,14 @@ func (ec *executionContext) field_Mutation_failTask_args(ctx context.Context, ra
 		return nil, err
 	}
 	args["retryable"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "code",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["code"] = arg3
 	return args, nil
 }
 
@@ -1835,7 +1843,7 @@ func (ec *executionContext) _Mutation_failTask(ctx context.Context, field graphq
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().FailTask(ctx, fc.Args["leaseId"].(string), fc.Args["error"].(string), fc.Args["retryable"].(bool))
+			return ec.Resolvers.Mutation().FailTask(ctx, fc.Args["leaseId"].(string), fc.Args["error"].(string), fc.Args["retryable"].(bool), fc.Args["code"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.LeaseEndPayload) graphql.Marshaler {

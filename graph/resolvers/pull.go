@@ -23,7 +23,7 @@ type Pull interface {
 	Lookup(id string) (pull.Lease, error)
 	Renew(ctx context.Context, id string, leaseFor time.Duration) (pull.Lease, error)
 	Complete(ctx context.Context, id string, result json.RawMessage) (string, error)
-	Fail(ctx context.Context, id, msg string, retryable bool) (string, error)
+	Fail(ctx context.Context, id, msg, code string, retryable bool) (string, error)
 	Release(ctx context.Context, id, reason string) (string, error)
 	Of(taskID string) (pull.Lease, bool)
 }
@@ -148,7 +148,7 @@ func (m *mutationResolver) CompleteTask(ctx context.Context, leaseID string, res
 	return m.ended(ctx, leaseID, taskID, err)
 }
 
-func (m *mutationResolver) FailTask(ctx context.Context, leaseID string, msg string, retryable bool) (*model.LeaseEndPayload, error) {
+func (m *mutationResolver) FailTask(ctx context.Context, leaseID string, msg string, retryable bool, code *string) (*model.LeaseEndPayload, error) {
 	p, err := m.pull()
 	if err != nil {
 		return nil, err
@@ -156,7 +156,7 @@ func (m *mutationResolver) FailTask(ctx context.Context, leaseID string, msg str
 	if err := m.held(ctx, p, leaseID); err != nil {
 		return nil, err
 	}
-	taskID, err := p.Fail(ctx, leaseID, msg, retryable)
+	taskID, err := p.Fail(ctx, leaseID, msg, deref(code), retryable)
 	return m.ended(ctx, leaseID, taskID, err)
 }
 

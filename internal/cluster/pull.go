@@ -35,8 +35,8 @@ type (
 		Result json.RawMessage
 	}
 	failArgs struct {
-		ID, Msg   string
-		Retryable bool
+		ID, Msg, Code string
+		Retryable     bool
 	}
 	releaseArgs struct{ ID, Reason string }
 )
@@ -84,7 +84,7 @@ var (
 		if err != nil {
 			return "", err
 		}
-		return p.Fail(ctx, a.ID, a.Msg, a.Retryable)
+		return p.Fail(ctx, a.ID, a.Msg, a.Code, a.Retryable)
 	}}
 	opRelease = op[releaseArgs, string]{"pull.release", func(ctx context.Context, l *leader, a releaseArgs) (string, error) {
 		p, err := leaderPull(l)
@@ -130,9 +130,9 @@ func (p *Pull) Complete(ctx context.Context, id string, result json.RawMessage) 
 	return opComplete.call(ctx, p.n, completeArgs{id, result})
 }
 
-// Fail ends a lease with an error.
-func (p *Pull) Fail(ctx context.Context, id, msg string, retryable bool) (string, error) {
-	return opFail.call(ctx, p.n, failArgs{id, msg, retryable})
+// Fail ends a lease with an error and its code ("" for none).
+func (p *Pull) Fail(ctx context.Context, id, msg, code string, retryable bool) (string, error) {
+	return opFail.call(ctx, p.n, failArgs{id, msg, code, retryable})
 }
 
 // Release hands a leased task back.
