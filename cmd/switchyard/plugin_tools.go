@@ -30,7 +30,7 @@ var pluginToolVerbs = map[string]struct {
 	"new":      {"write a new plugin project (Go or AssemblyScript) for a slot", runPluginNew},
 	"build":    {"build a Go plugin's main package (for wasip1) into a .wasm module", runPluginBuild},
 	"check":    {"check a module against the ABI and the conformance checks", runPluginCheck},
-	"bench":    {"measure a module's decisions against the native built-in", runPluginBench},
+	"bench":    {"measure a module's decisions against the native built-in (faulted ones show as FAULTED, not timed)", runPluginBench},
 	"simulate": {"replay a workload through the engine under a module and under the built-in", runPluginSimulate},
 }
 

@@ -200,3 +200,33 @@ func TestCheckShowsTheSchemaAndChecksTheConfigurationAgainstIt(t *testing.T) {
 		require.Contains(t, string(rep.ConfigSchema), `"additionalProperties":false`)
 	}
 }
+
+// A decision that faults is not the plugin's: bench counts it as faulted
+// and leaves its time out, rather than report the quick answer of the
+// fallback (or of a quarantined plugin) as the plugin's speed. Sloppy's
+// "greedy" mode runs out of fuel over more than 100 candidates only.
+func TestBenchReportsFaultedDecisionsAsFaulted(t *testing.T) {
+	t.Parallel()
+	rep, err := authoring.Bench(context.Background(), sloppy, authoring.BenchOptions{
+		Options: authoring.Options{Runtime: rt, Config: []byte(`{"mode": "greedy"}`)}, Decisions: 20})
+	require.NoError(t, err)
+	require.Len(t, rep.Cases, 9)
+	for _, c := range rep.Cases {
+		if c.Candidates > 100 {
+			require.Equal(t, 20, c.Plugin.Faulted, c.Name)
+			require.Zero(t, c.Plugin.Decisions, c.Name)
+			require.Zero(t, c.Plugin.MeanNs, c.Name)
+			require.Zero(t, c.Plugin.P99Ns, c.Name)
+			require.Zero(t, c.Ratio, c.Name)
+		} else {
+			require.Zero(t, c.Plugin.Faulted, c.Name)
+			require.Equal(t, 20, c.Plugin.Decisions, c.Name)
+			require.Positive(t, c.Plugin.P50Ns, c.Name)
+		}
+	}
+	require.Positive(t, rep.Faults)
+	require.Regexp(t, `fairness/cands=256/slots=1 +FAULTED: all 20 decisions fell back`, rep.String())
+	raw, err := json.Marshal(rep.Cases[len(rep.Cases)-1])
+	require.NoError(t, err)
+	require.Contains(t, string(raw), `"plugin":{"decisions":0,"faulted":20,`)
+}

@@ -44,9 +44,15 @@ type BenchCase struct {
 	Fuel       uint64  `json:"fuel"`  // the most fuel one decision burnt (cumulative over the cases so far)
 }
 
-// Latency summarises the timed decisions of one case.
+// Latency summarises the timed decisions of one case. For the plugin, a
+// decision that faulted (fuel or deadline exhausted, a trap, an invalid
+// answer) or that its fallback answered (a quarantined plugin) is not the
+// plugin's: it is counted in Faulted and left out of the figures, which
+// cover the Decisions that the plugin answered; when it answered none, the
+// figures are 0 and the case is reported as faulted.
 type Latency struct {
 	Decisions int     `json:"decisions"`
+	Faulted   int     `json:"faulted,omitempty"`
 	MeanNs    float64 `json:"meanNs"`
 	P50Ns     float64 `json:"p50Ns"`
 	P99Ns     float64 `json:"p99Ns"`
@@ -59,12 +65,20 @@ func (r *BenchReport) String() string {
 	fmt.Fprintf(&b, "%s plugin vs built-in %q (ns; guarded wasm / native)\n", r.Slot, r.Builtin)
 	fmt.Fprintf(&b, "%-28s %17s %17s %17s %13s %6s\n", "case", "mean", "p50", "p99", "per task", "ratio")
 	for _, c := range r.Cases {
-		fmt.Fprintf(&b, "%-28s %8.0f/%-8.0f %8.0f/%-8.0f %8.0f/%-8.0f %6.0f/%-6.0f %6.1f\n", c.Name,
+		if c.Plugin.Decisions == 0 {
+			fmt.Fprintf(&b, "%-28s FAULTED: all %d decisions fell back (native mean %.0f ns)\n", c.Name, c.Plugin.Faulted, c.Native.MeanNs)
+			continue
+		}
+		fmt.Fprintf(&b, "%-28s %8.0f/%-8.0f %8.0f/%-8.0f %8.0f/%-8.0f %6.0f/%-6.0f %6.1f", c.Name,
 			c.Plugin.MeanNs, c.Native.MeanNs, c.Plugin.P50Ns, c.Native.P50Ns, c.Plugin.P99Ns, c.Native.P99Ns,
 			c.Plugin.PerTaskNs, c.Native.PerTaskNs, c.Ratio)
+		if c.Plugin.Faulted > 0 {
+			fmt.Fprintf(&b, "  FAULTED %d of %d (not in the figures)", c.Plugin.Faulted, c.Plugin.Faulted+c.Plugin.Decisions)
+		}
+		b.WriteByte('\n')
 	}
 	if r.Faults > 0 {
-		fmt.Fprintf(&b, "WARNING: %d decisions faulted and fell back; run plugin check\n", r.Faults)
+		fmt.Fprintf(&b, "WARNING: %d decisions faulted or fell back, and are not in the plugin's figures; run plugin check\n", r.Faults)
 	}
 	return b.String()
 }
@@ -104,8 +118,8 @@ func Bench(ctx context.Context, wasm []byte, opts BenchOptions) (*BenchReport, e
 			c.decide(true)
 			c.decide(false)
 		}
-		bc.Plugin = measure(opts.Decisions, c.per, func() { c.decide(true) })
-		bc.Native = measure(opts.Decisions, c.per, func() { c.decide(false) })
+		bc.Plugin = measure(opts.Decisions, c.per, s.plugin.Fallbacks, func() { c.decide(true) })
+		bc.Native = measure(opts.Decisions, c.per, nil, func() { c.decide(false) })
 		if bc.Native.MeanNs > 0 {
 			bc.Ratio = bc.Plugin.MeanNs / bc.Native.MeanNs
 		}
@@ -178,19 +192,35 @@ func benchCases(s *subject) []benchCase {
 	return cases
 }
 
-// measure times n calls of decide one by one.
-func measure(n, tasks int, decide func()) Latency {
-	ds := make([]time.Duration, n)
+// measure times n calls of decide one by one. fallbacks, when not nil,
+// counts the decisions that fell back: one that did is counted as faulted
+// and its time left out.
+func measure(n, tasks int, fallbacks func() uint64, decide func()) Latency {
+	ds := make([]time.Duration, 0, n)
 	var sum time.Duration
-	for i := range ds {
+	faulted := 0
+	for range n {
+		var fb uint64
+		if fallbacks != nil {
+			fb = fallbacks()
+		}
 		start := time.Now()
 		decide()
-		ds[i] = time.Since(start)
-		sum += ds[i]
+		d := time.Since(start)
+		if fallbacks != nil && fallbacks() != fb {
+			faulted++
+			continue
+		}
+		ds = append(ds, d)
+		sum += d
+	}
+	l := Latency{Decisions: len(ds), Faulted: faulted}
+	if len(ds) == 0 {
+		return l
 	}
 	slices.Sort(ds)
-	q := func(f float64) float64 { return float64(ds[int(f*float64(n-1))].Nanoseconds()) }
-	l := Latency{Decisions: n, MeanNs: float64(sum.Nanoseconds()) / float64(n), P50Ns: q(0.50), P99Ns: q(0.99)}
+	q := func(f float64) float64 { return float64(ds[int(f*float64(len(ds)-1))].Nanoseconds()) }
+	l.MeanNs, l.P50Ns, l.P99Ns = float64(sum.Nanoseconds())/float64(len(ds)), q(0.50), q(0.99)
 	if tasks > 0 {
 		l.PerTaskNs = l.MeanNs / float64(tasks)
 	}

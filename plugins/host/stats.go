@@ -45,6 +45,11 @@ func (s Stats) FaultTotal() uint64 {
 	return n
 }
 
+// Fallbacks returns how many decisions the plugin's wrappers have answered
+// through their fallbacks (Stats.Fallbacks), without the rest of a
+// snapshot: a tool that times decisions one by one reads it around each.
+func (p *Plugin) Fallbacks() uint64 { return p.stats.fallbacks.Load() }
+
 // Stats returns a snapshot of the plugin's counters.
 func (p *Plugin) Stats() Stats {
 	s := Stats{

@@ -2,7 +2,8 @@
 
 // Command sloppy is a fairness plugin with the mistakes `plugin check`
 // exists to catch, one per configuration: {"mode": "ok" | "stateful" |
-// "big" | "empty" | "sticky"}. Every mode passes the host's smoke decision.
+// "big" | "empty" | "sticky" | "greedy"}. Every mode passes the host's
+// smoke decision.
 package main
 
 import (
@@ -22,7 +23,7 @@ type sloppy struct {
 // Configure takes {"mode": "..."}. It looks for the mode's name rather than
 // parsing JSON, which keeps the module small and quick to compile.
 func (s *sloppy) Configure(doc []byte) error {
-	for _, m := range []string{"ok", "stateful", "big", "empty", "sticky"} {
+	for _, m := range []string{"ok", "stateful", "big", "empty", "sticky", "greedy"} {
 		if bytes.Contains(doc, []byte(`"`+m+`"`)) {
 			s.mode = m
 			return nil
@@ -31,7 +32,7 @@ func (s *sloppy) Configure(doc []byte) error {
 	if s.mode == "sticky" { // forgets to refuse a document it does not understand
 		return nil
 	}
-	return errors.New(`want {"mode": "ok" | "stateful" | "big" | "empty" | "sticky"}`)
+	return errors.New(`want {"mode": "ok" | "stateful" | "big" | "empty" | "sticky" | "greedy"}`)
 }
 
 func (s *sloppy) Pick(ctx policy.PickContext, cands []policy.Candidate, picks []uint32) int {
@@ -49,6 +50,14 @@ func (s *sloppy) Pick(ctx policy.PickContext, cands []policy.Candidate, picks []
 		}
 	case "empty": // assumes there is always a candidate
 		_ = cands[0]
+	case "greedy": // runs out of fuel once the candidates are many
+		if len(cands) > 100 {
+			for x := 0; ; x++ {
+				if x < 0 {
+					return 0
+				}
+			}
+		}
 	}
 	n := 0
 	for n < len(picks) && n < len(cands) {
