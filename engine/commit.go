@@ -109,8 +109,7 @@ func (e *Engine) swapPending() *inflight {
 	// next, which is swapped out only once this one is committed.
 	sp := &e.spares[e.spareNext]
 	e.spareNext ^= 1
-	e.pending = &pendingBatch{done: make(chan struct{}), changes: changes{events: sp.events, tasks: sp.tasks}}
-	e.cur = &e.pending.changes
+	e.setPending(&pendingBatch{done: make(chan struct{}), changes: changes{events: sp.events, tasks: sp.tasks}})
 	sp.events, sp.tasks = nil, nil
 	out := &Batch{Events: b.events, Batches: b.batches, Lanes: b.lanes, Settings: b.settings, Tasks: sp.snaps[:0]}
 	if n := min(len(b.tasks), maxSpareSnaps); n > len(sp.snapVals) {
@@ -305,7 +304,7 @@ func (e *Engine) Sync(ctx context.Context) error {
 		default:
 		}
 	}
-	ended, err := e.waitCommitted(ctx, b)
+	ended, err := e.waitCommitted(ctx, commitWait{latest: b})
 	switch {
 	case !ended:
 		return &Error{Code: CodeUnavailable, Retryable: true, Err: err, Message: "recent changes were not confirmed committed"}
@@ -315,21 +314,23 @@ func (e *Engine) Sync(ctx context.Context) error {
 	return nil
 }
 
-// waitCommitted waits until the batch b is committed or failed (ended; err
-// is then the batch's error, nil once committed), ctx ends, or
-// Config.CommitTimeout passes (err says why it gave up: ctx's error, or the
-// timeout with the store's latest failure).
-func (e *Engine) waitCommitted(ctx context.Context, b *pendingBatch) (ended bool, err error) {
+// waitCommitted waits until the batches of w are committed or failed
+// (ended; err is then the first batch's error, nil once all are committed),
+// ctx ends, or Config.CommitTimeout passes (err says why it gave up: ctx's
+// error, or the timeout with the store's latest failure). w must hold a
+// batch (commitWait.none is false).
+func (e *Engine) waitCommitted(ctx context.Context, w commitWait) (ended bool, err error) {
+	b := w.latest // batches end in seq order: the latest ends last
 	select {
 	case <-b.done:
-		return true, b.err
+		return true, w.err()
 	default:
 	}
 	t := time.NewTimer(e.cfg.CommitTimeout)
 	defer t.Stop()
 	select {
 	case <-b.done:
-		return true, b.err
+		return true, w.err()
 	case <-ctx.Done():
 		return false, ctx.Err()
 	case <-t.C:

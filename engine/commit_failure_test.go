@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/engine/store/memory"
 	"github.com/switchyard/switchyard/internal/waitfor"
 )
@@ -165,4 +166,88 @@ func waitSignal(t *testing.T, ch <-chan struct{}, what string) {
 	case <-time.After(waitfor.Timeout):
 		t.Fatalf("not so after %v: %s", waitfor.Timeout, what)
 	}
+}
+
+// failChosen is a durable memory store that fails every commit of the
+// batches chose picks, and writes the others.
+type failChosen struct {
+	durableMemory
+	chose func(*engine.Batch) bool
+}
+
+func (s *failChosen) Commit(ctx context.Context, b *engine.Batch) error {
+	if s.chose(b) {
+		return errInjectedDisk
+	}
+	return s.durableMemory.Commit(ctx, b)
+}
+
+// admitsTo reports whether b admits a task to lane.
+func admitsTo(lane string) func(*engine.Batch) bool {
+	return func(b *engine.Batch) bool {
+		for _, ev := range b.Events {
+			if ev.Type == engine.EventState && ev.From == 0 && ev.Lane == lane {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// A submission whose lane ranks outside the lock records its task in one
+// batch, and its rank in another when the committer swaps the first out
+// while the policy decides. If the first batch fails (here: the store
+// refuses it, and it is given up at shutdown) and the second is written,
+// the submission must not answer success: its task was never written.
+// Each step is a signal — the ranking call entered, the first batch's
+// commit failed, the task dispatched once ranked — so the interleaving is
+// the same every run.
+func TestASubmissionAnswersForEveryBatchThatHoldsItsTask(t *testing.T) {
+	t.Parallel()
+	st := &failChosen{durableMemory: durableMemory{memory.New(memory.Options{})}, chose: admitsTo("a")}
+	cfg := engine.Config{CommitTimeout: time.Minute, Lanes: []engine.LaneConfig{{Name: "a", MaxInFlight: 10}}}
+	e, err := engine.New(engine.Options{Config: cfg, Store: st, Executor: enginetest.NewExecutor()})
+	require.NoError(t, err)
+	require.NoError(t, e.Start(context.Background()))
+	g := newGate(t)
+	require.NoError(t, e.SetSelection("a", "held", heldSelection{g}))
+
+	answer := make(chan error, 1)
+	go func() {
+		_, err := e.Submit(context.Background(), enginetest.Spec("alice").Lane("a").Obj())
+		answer <- err
+	}()
+	waitFor(t, g.entered, "the ranking call") // the task's admission is pending; its rank is being decided
+
+	// The committer takes the pending batch (the task's admission) and the
+	// store refuses it.
+	failed := make(chan struct{}, 1)
+	engine.ObserveCommits(e, func(err error) {
+		if err != nil {
+			select {
+			case failed <- struct{}{}:
+			default:
+			}
+		}
+	})
+	sctx, stopSync := context.WithCancel(context.Background())
+	go func() { _ = e.Sync(sctx) }()
+	waitSignal(t, failed, "the commit of the task's admission fails")
+	stopSync()
+
+	// The rank is applied in the next batch, and the task dispatched there.
+	g.open()
+	waitfor.Eventually(t, "the ranked task is dispatched", func() bool { return e.Stats(context.Background()).InFlight == 1 })
+
+	// Shutdown gives the failing batch up and writes the next one.
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.NoError(t, e.Shutdown(stopped))
+	err = waitFor(t, answer, "the submission's answer")
+	require.Truef(t, engine.IsCode(err, engine.CodeUnavailable), "the task's admission was not written: want UNAVAILABLE, got %v", err)
+	require.ErrorIs(t, err, errInjectedDisk)
+	evs, err := st.Events(context.Background(), 0, 1<<20)
+	require.NoError(t, err)
+	require.False(t, admitsTo("a")(&engine.Batch{Events: evs}), "the store holds no admission to lane a")
+	require.NotEmpty(t, evs, "while the batch after it was written")
 }

@@ -58,6 +58,14 @@ type core struct {
 	// core's operations return to the driver, which takes them whole
 	// (commit.go). The batch's completion is the driver's (pendingBatch).
 	cur *changes
+	// span is the changes the operation under way recorded into, noted at
+	// the end of each of its lock holds: one value, unless a policy decided
+	// outside the lock (outside) and the driver swapped the changes out
+	// between two of the operation's holds. outside keeps it on the
+	// operation's own stack across the release, since other operations run
+	// meanwhile. The driver answers the operation's waiters from it
+	// (Engine.apply).
+	span opSpan
 	// reaskMs, when positive, asks the driver to run dispatch again after
 	// that many milliseconds: a fairness policy held with a re-ask hint.
 	reaskMs int64
@@ -133,7 +141,31 @@ func (c *core) outside(call func()) {
 		call()
 		return
 	}
+	span := c.span
+	span.note(c.cur) // what this hold recorded is in cur now, before the driver can swap it out
 	c.lock.Unlock()
 	call()
 	c.lock.Lock()
+	c.span = span
+}
+
+// opSpan is the changes one operation recorded into (core.span), latest
+// last.
+type opSpan struct {
+	last    *changes
+	earlier []*changes // rare: only when the changes were swapped out while a policy decided outside the lock
+}
+
+// note records that the operation's lock hold ending now may have recorded
+// into cur: it did if cur holds anything (cur may hold other operations'
+// changes too; waiting for those as well costs nothing). An empty cur adds
+// nothing.
+func (s *opSpan) note(cur *changes) {
+	if cur == nil || cur.empty() || s.last == cur {
+		return
+	}
+	if s.last != nil {
+		s.earlier = append(s.earlier, s.last)
+	}
+	s.last = cur
 }

@@ -482,7 +482,7 @@ func (e *Engine) dispatchRound() bool {
 	if len(runs) > 0 && e.durable {
 		// Synchronous: commit the round's attempts before they start.
 		e.commitNow()
-		if pb.err != nil {
+		if !pb.none() && pb.err() != nil {
 			// The store refused the commit (another node leads): these
 			// attempts must not run; the engine is being abandoned.
 			clear(runs)

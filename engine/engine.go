@@ -147,6 +147,10 @@ type changes struct {
 	tasks    []*task
 	lanes    []LaneConfig
 	settings []Setting
+	// batch is the driver's batch these changes are (nil for a core
+	// without a driver), so that it can answer an operation's waiters from
+	// the changes it recorded into (core.span).
+	batch *pendingBatch
 	// followedEnd is set when the changes hold the end of a task a client
 	// follows (Engine.Follow): the driver asks for their commit at once
 	// rather than lazily, whatever ended the task.
@@ -176,6 +180,38 @@ func newPendingBatch(events, tasks int) *pendingBatch {
 	return &pendingBatch{done: make(chan struct{}), changes: changes{events: make([]Event, 0, events), tasks: make([]*task, 0, tasks)}}
 }
 
+// setPending makes b the batch the core records into (the lock is held, or
+// the engine is not started).
+func (e *Engine) setPending(b *pendingBatch) {
+	b.batch = b
+	e.pending = b
+	e.cur = &b.changes
+}
+
+// commitWait is what the caller of an operation waits for to learn that
+// what it recorded is committed: the batch that holds it (latest) and any
+// earlier batch that holds part of it — when a policy decided outside the
+// lock during the operation and the committer swapped the pending batch out
+// meanwhile. Batches end in seq order, so waiting for latest waits for
+// them all; the change is committed only if every one of them is.
+type commitWait struct {
+	latest  *pendingBatch
+	earlier []*pendingBatch
+}
+
+// none reports whether there is nothing to wait for.
+func (w commitWait) none() bool { return w.latest == nil }
+
+// err is the first error of w's batches, once they have ended.
+func (w commitWait) err() error {
+	for _, b := range w.earlier {
+		if b.err != nil {
+			return b.err
+		}
+	}
+	return w.latest.err
+}
+
 // New creates an engine. Call Start to load the store's state and begin
 // dispatching.
 func New(opts Options) (*Engine, error) {
@@ -203,8 +239,7 @@ func New(opts Options) (*Engine, error) {
 	}
 	e.core.init(cfg, opts.Clock, opts.TabLocator, opts.PlaceOnInstances, opts.Seed)
 	e.core.lock, e.core.owner = &e.mu, e
-	e.pending = newPendingBatch(64, 64)
-	e.cur = &e.pending.changes
+	e.setPending(newPendingBatch(64, 64))
 	e.events = opts.Events
 	e.durable = opts.Store.Durable()
 	if ps, ok := opts.Store.(PipelinedStore); ok && !e.sync {
@@ -309,23 +344,36 @@ func (e *Engine) mutate(op func(c *core) error) error {
 
 // apply is the mutation protocol (mutate) with the choice of dispatching
 // afterwards (false for the dispatcher's own round, and for changes that
-// free nothing: an attempt's start, a lease). It returns the batch that
-// holds what op recorded — or, when op recorded nothing, the latest batch
+// free nothing: an attempt's start, a lease). It returns the batches that
+// hold what op recorded — or, when op recorded nothing, the latest batch
 // in the store's hands, which holds what op read — for a caller that waits
-// for its commit; nil when there is none.
+// for its commit; none when there is none.
 //
 // While op runs, a policy that is not inline may decide outside the lock
-// (core.outside): the lock is released for the call and taken again.
-func (e *Engine) apply(dispatch bool, op func(c *core) error) (holds *pendingBatch, err error) {
+// (core.outside): the lock is released for the call and taken again, and
+// the committer may swap the pending batch out meanwhile. Each batch op
+// recorded into is noted under the lock hold that recorded into it
+// (core.span), so that the caller waits for every one of them: an answer
+// taken from whichever batch is pending at the end could report success
+// for a change whose batch failed.
+func (e *Engine) apply(dispatch bool, op func(c *core) error) (holds commitWait, err error) {
 	e.mu.Lock()
+	e.span = opSpan{}
 	if err := op(&e.core); err != nil {
+		e.span = opSpan{}
 		e.mu.Unlock()
-		return nil, err
+		return commitWait{}, err
 	}
-	holds = e.pending
-	if holds.empty() {
-		holds = e.committing
+	e.span.note(e.cur)
+	if s := e.span; s.last == nil {
+		holds.latest = e.committing
+	} else {
+		holds.latest = s.last.batch
+		for _, c := range s.earlier {
+			holds.earlier = append(holds.earlier, c.batch)
+		}
 	}
+	e.span = opSpan{}
 	e.unlock()
 	if dispatch {
 		e.after()

@@ -215,7 +215,7 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, b
 	// returns: an original task not yet written, in the batch in the
 	// store's hands). Its attempts, when dispatched at once, joined the same
 	// commit.
-	if e.durable && pb != nil {
+	if e.durable && !pb.none() {
 		e.commitSoon()
 		if ended, err := e.waitCommitted(ctx, pb); !ended {
 			return nil, &Error{Code: CodeUnavailable, Retryable: true, Err: err,
