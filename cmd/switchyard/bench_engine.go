@@ -22,14 +22,20 @@ import (
 
 // engineReport is what --mode engine prints.
 type engineReport struct {
-	Native        enginebench.Throughput `json:"native"`
-	Wasm          enginebench.Throughput `json:"wasm"`
-	WasmRatio     float64                `json:"wasmRatio"` // wasm ÷ native throughput
-	Depth         []enginebench.AtDepth  `json:"depth,omitempty"`
-	DepthSpread   float64                `json:"depthSpread,omitempty"` // slowest ÷ fastest per-dispatch cost
-	Latency       *enginebench.Latency   `json:"latency,omitempty"`
-	MemoryPerTask float64                `json:"memoryPerQueuedTaskBytes,omitempty"`
-	EngineOnly    float64                `json:"memoryPerQueuedTaskEngineOnlyBytes,omitempty"`
+	Native    enginebench.Throughput `json:"native"`
+	Wasm      enginebench.Throughput `json:"wasm"`
+	WasmRatio float64                `json:"wasmRatio"` // wasm ÷ native throughput
+	// CPU per task, the least of the three runs of each, and native ÷
+	// wasm of it: the ratio's counterpart in CPU, which moves less than
+	// throughput with the machine's other load (0 where not measured).
+	NativeCPU     time.Duration         `json:"nativeCpuPerTaskNs"`
+	WasmCPU       time.Duration         `json:"wasmCpuPerTaskNs"`
+	CPURatio      float64               `json:"cpuRatio,omitempty"`
+	Depth         []enginebench.AtDepth `json:"depth,omitempty"`
+	DepthSpread   float64               `json:"depthSpread,omitempty"` // slowest ÷ fastest per-dispatch cost
+	Latency       *enginebench.Latency  `json:"latency,omitempty"`
+	MemoryPerTask float64               `json:"memoryPerQueuedTaskBytes,omitempty"`
+	EngineOnly    float64               `json:"memoryPerQueuedTaskEngineOnlyBytes,omitempty"`
 }
 
 // wasmPolicies makes an engine use the shipped WebAssembly built-ins; the
@@ -71,6 +77,19 @@ func runEngineBench(ctx context.Context, tasks int, full, asJSON bool, cpuProfil
 		defer pprof.StopCPUProfile()
 	}
 	workers := runtime.GOMAXPROCS(0)
+	// Each run carries a profiler label, inherited by the engine's own
+	// goroutines, so that a profile tells the two apart:
+	// go tool pprof -tagfocus policies=wasm.
+	run := func(setup enginebench.Setup) (t enginebench.Throughput, err error) {
+		label := "native"
+		if setup != nil {
+			label = "wasm"
+		}
+		pprof.Do(ctx, pprof.Labels("policies", label), func(ctx context.Context) {
+			t, err = enginebench.RunThroughput(ctx, tasks, 100, workers, setup)
+		})
+		return t, err
+	}
 	var rep engineReport
 	// Warm up both (JIT of the modules' cache, the Go heap), then measure
 	// native and wasm alternately and keep each one's best of three, so
@@ -82,11 +101,11 @@ func runEngineBench(ctx context.Context, tasks int, full, asJSON bool, cpuProfil
 		return err
 	}
 	for range 3 {
-		n, err := enginebench.RunThroughput(ctx, tasks, 100, workers, nil)
+		n, err := run(nil)
 		if err != nil {
 			return err
 		}
-		w, err := enginebench.RunThroughput(ctx, tasks, 100, workers, setup)
+		w, err := run(setup)
 		if err != nil {
 			return err
 		}
@@ -96,8 +115,17 @@ func runEngineBench(ctx context.Context, tasks int, full, asJSON bool, cpuProfil
 		if w.TasksPerSec > rep.Wasm.TasksPerSec {
 			rep.Wasm = w
 		}
+		if rep.NativeCPU == 0 || n.CPUPerTask < rep.NativeCPU {
+			rep.NativeCPU = n.CPUPerTask
+		}
+		if rep.WasmCPU == 0 || w.CPUPerTask < rep.WasmCPU {
+			rep.WasmCPU = w.CPUPerTask
+		}
 	}
 	rep.WasmRatio = rep.Wasm.TasksPerSec / rep.Native.TasksPerSec
+	if rep.WasmCPU > 0 {
+		rep.CPURatio = float64(rep.NativeCPU) / float64(rep.WasmCPU)
+	}
 	if full {
 		lo, hi := time.Duration(1<<62), time.Duration(0)
 		for _, q := range []int{1_000, 100_000, 1_000_000} {
@@ -128,6 +156,10 @@ func runEngineBench(ctx context.Context, tasks int, full, asJSON bool, cpuProfil
 	fmt.Fprintf(stdout, "engine throughput, submit→dispatch→complete (no-op executor, memory store, %d submitters, 100 agents, best of 3):\n", workers)
 	fmt.Fprintf(stdout, "  native policies       %9.0f tasks/s\n", rep.Native.TasksPerSec)
 	fmt.Fprintf(stdout, "  WebAssembly policies  %9.0f tasks/s  (%.2f× native)\n", rep.Wasm.TasksPerSec, rep.WasmRatio)
+	if rep.CPURatio > 0 {
+		fmt.Fprintf(stdout, "CPU per task (the process's, least of 3): native %s, WebAssembly %s (native ÷ WebAssembly %.2f)\n",
+			rep.NativeCPU, rep.WasmCPU, rep.CPURatio)
+	}
 	if full {
 		fmt.Fprintln(stdout, "per-dispatch cost with a backlog (native, best of 2):")
 		for _, d := range rep.Depth {

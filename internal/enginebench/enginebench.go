@@ -68,6 +68,11 @@ type Throughput struct {
 	Agents      int           `json:"agents"`
 	Elapsed     time.Duration `json:"elapsedNs"`
 	TasksPerSec float64       `json:"tasksPerSec"`
+	// CPUPerTask is the process's CPU time (every goroutine's, the
+	// collector's) during the run, per task: unlike TasksPerSec it does not
+	// count the time the process waited for a core, so it moves less with
+	// the machine's other load. 0 where the system does not report it.
+	CPUPerTask time.Duration `json:"cpuPerTaskNs"`
 }
 
 // RunThroughput submits n tasks from `submitters` goroutines spread over
@@ -92,6 +97,7 @@ func RunThroughput(ctx context.Context, n, agents, submitters int, setup Setup) 
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, submitters)
+	cpu := processCPU()
 	start := time.Now()
 	for range submitters {
 		wg.Add(1)
@@ -121,7 +127,11 @@ func RunThroughput(ctx context.Context, n, agents, submitters int, setup Setup) 
 		return Throughput{}, ctx.Err()
 	}
 	el := time.Since(start)
-	return Throughput{Tasks: n, Agents: agents, Elapsed: el, TasksPerSec: float64(n) / el.Seconds()}, nil
+	t := Throughput{Tasks: n, Agents: agents, Elapsed: el, TasksPerSec: float64(n) / el.Seconds()}
+	if cpu > 0 {
+		t.CPUPerTask = (processCPU() - cpu) / time.Duration(n)
+	}
+	return t, nil
 }
 
 // AtDepth is the result of a per-dispatch cost run.
