@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"syscall"
@@ -23,6 +24,30 @@ import (
 // per-request CPU and allocations of the API layer, which do not depend on
 // the machine's load as `switchyard bench` figures do.
 func BenchmarkSubmitTaskHandler(b *testing.B) {
+	body := []byte(`{"query":"mutation Submit ($in: SubmitTaskInput!) {\n\tsubmitTask(input: $in) {\n\t\tid\n\t}\n}\n",` +
+		`"variables":{"in":{"action":{"kind":"click","params":{"n":7},"selector":"css:#go"},"agentId":"bench-7","labels":[{"key":"bench","value":"1"}]}}}`)
+	benchHandler(b, body, 32, 1) // 64 callers on 2 cores, as `switchyard bench --concurrency 64`
+}
+
+// BenchmarkSubmitTasksHandler is the same for a submitTasks of 100 items
+// from 8 callers, as `switchyard bench --mode batch`; cpu-ns/item is the
+// CPU per task.
+func BenchmarkSubmitTasksHandler(b *testing.B) {
+	var items bytes.Buffer
+	for i := range 100 {
+		if i > 0 {
+			items.WriteByte(',')
+		}
+		fmt.Fprintf(&items, `{"task":{"agentId":"bench-%d","action":{"kind":"click","selector":"css:#go","params":{"n":%d}}}}`, i%8, i)
+	}
+	body := []byte(`{"query":"mutation SubmitBatch ($in: SubmitTasksInput!) {\n\tsubmitTasks(input: $in) {\n\t\taccepted\n\t\trefused\n\t}\n}\n",` +
+		`"variables":{"in":{"items":[` + items.String() + `]}}}`)
+	benchHandler(b, body, 4, 100)
+}
+
+// benchHandler posts body through the handler, parallelism × GOMAXPROCS at
+// a time; each request carries items tasks.
+func benchHandler(b *testing.B, body []byte, parallelism, items int) {
 	cfg := engine.Config{
 		MaxInFlight: 4096, AgentMaxInFlight: 1024, SessionMaxInFlight: 1,
 		Lanes:     []engine.LaneConfig{{Name: "main", MaxInFlight: 4096, MaxQueued: 10_000_000}},
@@ -41,10 +66,8 @@ func BenchmarkSubmitTaskHandler(b *testing.B) {
 		b.Fatal(err)
 	}
 	h := srv.Handler()
-	body := []byte(`{"query":"mutation Submit ($in: SubmitTaskInput!) {\n\tsubmitTask(input: $in) {\n\t\tid\n\t}\n}\n",` +
-		`"variables":{"in":{"action":{"kind":"click","params":{"n":7},"selector":"css:#go"},"agentId":"bench-7","labels":[{"key":"bench","value":"1"}]}}}`)
 	b.ReportAllocs()
-	b.SetParallelism(32) // 64 callers on 2 cores, as `switchyard bench --concurrency 64`
+	b.SetParallelism(parallelism)
 	cpu := processCPU()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -63,6 +86,9 @@ func BenchmarkSubmitTaskHandler(b *testing.B) {
 	// CPU time per request: unlike ns/op, it does not grow when other
 	// processes take the cores.
 	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+	if items > 1 {
+		b.ReportMetric(float64(processCPU()-cpu)/float64(b.N*items), "cpu-ns/item")
+	}
 }
 
 // processCPU is the CPU time this process has used (user and system).

@@ -39,7 +39,7 @@ const (
 )
 
 // postTransport serves POST requests with a JSON body.
-type postTransport struct{}
+type postTransport struct{ vars *varCheck }
 
 var _ graphql.Transport = postTransport{}
 
@@ -73,7 +73,7 @@ func responseType(r *http.Request) string {
 	return mediaGraphQLResponse
 }
 
-func (postTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+func (t postTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	ctx := r.Context()
 	media := responseType(r)
 	w.Header().Set("Content-Type", media)
@@ -93,12 +93,14 @@ func (postTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 	}
 	params.Headers = r.Header
 	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
-	run(ctx, w, exec, media, params, false)
+	run(ctx, w, exec, t.vars, media, params, false)
 }
 
 // run runs the operation of a request and writes its response; queryOnly
-// (GET) refuses mutations and subscriptions with 405.
-func run(ctx context.Context, w http.ResponseWriter, exec graphql.GraphExecutor, media string, params *graphql.RawParams, queryOnly bool) {
+// (GET) refuses mutations and subscriptions with 405. vars, if not nil,
+// spares gqlparser the variables it can vouch for (vars.go).
+func run(ctx context.Context, w http.ResponseWriter, exec graphql.GraphExecutor, vars *varCheck, media string, params *graphql.RawParams, queryOnly bool) {
+	ctx = vars.prepare(ctx, params)
 	oc, opErr := exec.CreateOperationContext(ctx, params)
 	if opErr != nil {
 		res := exec.DispatchError(graphql.WithOperationContext(ctx, oc), opErr)
@@ -117,7 +119,7 @@ func run(ctx context.Context, w http.ResponseWriter, exec graphql.GraphExecutor,
 
 // getTransport serves GET requests: the parameters in the query string
 // (variables and extensions as JSON), queries only.
-type getTransport struct{}
+type getTransport struct{ vars *varCheck }
 
 var _ graphql.Transport = getTransport{}
 
@@ -125,7 +127,7 @@ func (getTransport) Supports(r *http.Request) bool {
 	return r.Header.Get("Upgrade") == "" && r.Method == http.MethodGet
 }
 
-func (getTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+func (t getTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	media := responseType(r)
 	w.Header().Set("Content-Type", media)
 	start := graphql.Now()
@@ -149,7 +151,7 @@ func (getTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 		}
 	}
 	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
-	run(r.Context(), w, exec, media, params, true)
+	run(r.Context(), w, exec, t.vars, media, params, true)
 }
 
 // badParams explains a body that is not a GraphQL-over-HTTP request.

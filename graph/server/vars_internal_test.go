@@ -1,0 +1,92 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/validator"
+
+	"github.com/switchyard/switchyard/graph/generated"
+)
+
+// decode reads a JSON value as the POST transport does.
+func decode(t *testing.T, s string) any {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
+	dec.UseNumber()
+	var v any
+	require.NoError(t, dec.Decode(&v))
+	return v
+}
+
+// TestVarCheckAcceptsOnlyWhatGqlparserReturnsUnchanged holds varCheck to
+// its promise: whatever it accepts, gqlparser's VariableValues accepts and
+// returns as it was given; and it does accept the common inputs, or the
+// fast path would never run.
+func TestVarCheckAcceptsOnlyWhatGqlparserReturnsUnchanged(t *testing.T) {
+	schema := generated.NewExecutableSchema(generated.Config{}).Schema()
+	c := newVarCheck(schema, nil)
+	task := `{"agentId":"a","action":{"kind":"click","selector":"css:#go","params":{"n":1}}}`
+	for _, tc := range []struct {
+		typ, val string
+		accept   bool // what varCheck must say
+	}{
+		{"SubmitTaskInput!", task, true},
+		{"SubmitTaskInput!", `{"agentId":"a","priority":"HIGH","timeoutMs":5,"labels":[{"key":"k","value":"v"}],"dependsOn":["x",7],"retryPolicy":{"maxAttempts":3,"multiplier":1.5,"jitter":true},"deadline":"2030-01-01T00:00:00Z","lane":null}`, true},
+		{"SubmitTaskInput!", `{"agentId":"a","priority":"high"}`, true}, // gqlparser compares enums ignoring case
+		{"SubmitTaskInput!", `{"agentId":"a","__typename":"x"}`, true},
+		{"SubmitTaskInput!", `{"agentId":"a","timeoutMs":"12"}`, true}, // gqlparser takes an integer string as Int
+		{"SubmitTasksInput!", `{"items":[{"task":` + task + `},{"key":"b","task":` + task + `}],"parallelism":2}`, true},
+		{"SubmitTasksInput!", `{"items":[]}`, true},
+		{"[LabelInput!]!", `[{"key":"k","value":"v"}]`, true},
+		{"[LabelInput!]", `[{"key":"k","value":"v"}]`, true},
+
+		{"SubmitTaskInput!", `{"lane":"x"}`, false},                        // agentId must be defined
+		{"SubmitTaskInput!", `{"agentId":null}`, false},                    // cannot be null
+		{"SubmitTaskInput!", `{"agentId":"a","bogus":1}`, false},           // unknown field
+		{"SubmitTaskInput!", `{"agentId":"a","priority":"URGENT"}`, false}, // not a Priority
+		{"SubmitTaskInput!", `{"agentId":"a","timeoutMs":1.5}`, false},
+		{"SubmitTaskInput!", `{"agentId":"a","timeoutMs":"soon"}`, false},
+		{"SubmitTaskInput!", `{"agentId":"a","sessionReplay":"yes"}`, false},
+		{"SubmitTaskInput!", `{"agentId":7}`, true}, // a json.Number is a string to gqlparser
+		{"SubmitTaskInput!", `{"agentId":true}`, false},
+		{"SubmitTaskInput!", `{"agentId":"a","dependsOn":"x"}`, false}, // gqlparser makes it a list: a change
+		{"SubmitTaskInput!", `{"agentId":"a","labels":[null]}`, false},
+		{"SubmitTaskInput!", `{"agentId":"a","retryPolicy":{}}`, false},
+		{"SubmitTaskInput!", `[]`, false},
+		{"SubmitTasksInput!", `{"items":[{"task":{"lane":"x"}}]}`, false},
+		{"SubmitTasksInput!", `{"items":[null]}`, false},
+		{"SubmitTasksInput!", `{}`, false},
+	} {
+		typ := parseType(t, tc.typ)
+		val := decode(t, tc.val)
+		got := c.accepts(typ, val)
+		require.Equal(t, tc.accept, got, "%s %s", tc.typ, tc.val)
+		if !got {
+			continue
+		}
+		op := &ast.OperationDefinition{VariableDefinitions: ast.VariableDefinitionList{{Variable: "in", Type: typ, Definition: schema.Types[typ.Name()]}}}
+		out, err := validator.VariableValues(schema, op, map[string]any{"in": decode(t, tc.val)})
+		require.NoError(t, err, "%s %s", tc.typ, tc.val)
+		require.Equal(t, val, out["in"], "gqlparser changed %s %s", tc.typ, tc.val)
+		// And its placeholder is one gqlparser takes at once.
+		_, err = validator.VariableValues(schema, op, map[string]any{"in": c.placeholder(typ)})
+		require.NoError(t, err, "placeholder of %s", tc.typ)
+	}
+}
+
+// parseType reads a GraphQL type reference such as [LabelInput!]!.
+func parseType(t *testing.T, s string) *ast.Type {
+	t.Helper()
+	nonNull := len(s) > 0 && s[len(s)-1] == '!'
+	if nonNull {
+		s = s[:len(s)-1]
+	}
+	if len(s) > 1 && s[0] == '[' && s[len(s)-1] == ']' {
+		return &ast.Type{Elem: parseType(t, s[1:len(s)-1]), NonNull: nonNull}
+	}
+	return &ast.Type{NamedType: s, NonNull: nonNull}
+}
