@@ -40,9 +40,16 @@ func BenchmarkSubmitTasksHandler(b *testing.B) {
 		}
 		fmt.Fprintf(&items, `{"task":{"agentId":"bench-%d","action":{"kind":"click","selector":"css:#go","params":{"n":%d}}}}`, i%8, i)
 	}
-	body := []byte(`{"query":"mutation SubmitBatch ($in: SubmitTasksInput!) {\n\tsubmitTasks(input: $in) {\n\t\taccepted\n\t\trefused\n\t}\n}\n",` +
-		`"variables":{"in":{"items":[` + items.String() + `]}}}`)
-	benchHandler(b, body, 4, 100)
+	for _, sel := range []struct{ name, fields string }{
+		{"counts", `accepted refused`},                                              // as `switchyard bench`
+		{"items", `items { index task { id state } error { code message field } }`}, // as the CLI's submit
+	} {
+		b.Run(sel.name, func(b *testing.B) {
+			body := []byte(`{"query":"mutation SubmitBatch ($in: SubmitTasksInput!) { submitTasks(input: $in) { ` + sel.fields + ` } }",` +
+				`"variables":{"in":{"items":[` + items.String() + `]}}}`)
+			benchHandler(b, body, 4, 100)
+		})
+	}
 }
 
 // benchHandler posts body through the handler, parallelism × GOMAXPROCS at
