@@ -363,9 +363,9 @@ func TestPluginVerbsLoadAssignAndUnloadAPolicy(t *testing.T) {
 	res = sw(t, server, "plugin", "list")
 	require.Equal(t, 0, res.code, res.stderr)
 	require.Regexp(t, `(?m)^SELECTION\s+lane main\s+edf-test$`, res.stdout)
-	require.Regexp(t, `(?m)^edf-test\s+SELECTION\s+wasm\s+ACTIVE\s+lane:main\s`, res.stdout)
-	require.Regexp(t, `(?m)^native:priority\s.*\s0\s+-\s+-\s*$`, res.stdout, "a policy with no timed decision prints no percentiles")
-	require.Regexp(t, `(?m)^edf-test\s.*\s-\s+-\s*$`, res.stdout, "nor does a plugin nobody has asked yet")
+	require.Regexp(t, `(?m)^edf-test\s+SELECTION\s+wasm\s+ACTIVE\s+-\s+lane:main\s`, res.stdout)
+	require.Regexp(t, `(?m)^native:priority\s.*\s0\s+-\s+-\s+-\s*$`, res.stdout, "a policy with no timed decision prints no percentiles (nor a reason)")
+	require.Regexp(t, `(?m)^edf-test\s.*\s-\s+-\s+-\s*$`, res.stdout, "nor does a plugin nobody has asked yet")
 
 	res = sw(t, server, "plugin", "unload", "edf-test")
 	require.Equal(t, cli.ExitConflict, res.code, "a plugin in use cannot be unloaded: %s", res.stderr)

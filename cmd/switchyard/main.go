@@ -15,6 +15,9 @@
 //	switchyard db         check|repair a SQLite file's bookkeeping, offline
 //	switchyard version    print the version
 //
+// The client verbs' --server, --request-timeout and --json may come before
+// the command as well as after its verb.
+//
 // The client verbs' exit codes are documented in internal/cli.
 package main
 
@@ -26,6 +29,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/switchyard/switchyard/cmd/switchyard/internal/cli"
@@ -36,20 +41,23 @@ type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	// verbs: the command's first argument, when it is not a flag, is a
+	// verb (task list, plugin check), after which global flags go.
+	verbs bool
 }
 
 func commands() []command {
 	return []command{
-		{"serve", "run the scheduler and its GraphQL API", runServe},
-		{"instance", "run the built-in Chromium instance alone; list|register|remove a server's instances", runInstanceCommand},
-		{"task", "submit, list, get, cancel, reset or retry tasks on a server", clientCommand(cli.Task)},
-		{"watch", "follow a server's task events live (filters, resumable with --after)", clientCommand(cli.Watch)},
-		{"lane", "list or change a server's lanes (ceiling, queue cap, pause/resume)", clientCommand(cli.Lane)},
-		{"plugin", "author policy plugins (build, check, bench, simulate); list|load|unload|set a server's", runPluginCommand},
-		{"bench", "load-test the API (submitTask, submitTasks batches, subscription fan-out) or the engine", runBench},
-		{"token", "make an API token and its hash for auth.tokens (new), or hash a token (hash)", runToken},
-		{"db", "check or repair a SQLite database file's bookkeeping (offline)", runDB},
-		{"version", "print the version", runVersion},
+		{"serve", "run the scheduler and its GraphQL API", runServe, false},
+		{"instance", "run the built-in Chromium instance alone; list|register|remove a server's instances", runInstanceCommand, true},
+		{"task", "submit, list, get, cancel, reset or retry tasks on a server", clientCommand(cli.Task), true},
+		{"watch", "follow a server's task events live (filters, resumable with --after)", clientCommand(cli.Watch), false},
+		{"lane", "list or change a server's lanes (ceiling, queue cap, pause/resume)", clientCommand(cli.Lane), true},
+		{"plugin", "author policy plugins (build, check, bench, simulate); list|load|unload|set a server's", runPluginCommand, true},
+		{"bench", "load-test the API (submitTask, submitTasks batches, subscription fan-out) or the engine", runBench, false},
+		{"token", "make an API token and its hash for auth.tokens (new), or hash a token (hash)", runToken, true},
+		{"db", "check or repair a SQLite database file's bookkeeping (offline)", runDB, true},
+		{"version", "print the version", runVersion, false},
 	}
 }
 
@@ -69,8 +77,54 @@ func main() {
 	os.Exit(code)
 }
 
+// globalFlags are the flags every client verb takes, which may also come
+// before the command (`switchyard --server URL plugin list`), with whether
+// each takes a value.
+var globalFlags = map[string]bool{"server": true, "request-timeout": true, "json": false}
+
+// hoistGlobalFlags moves the global flags that come before the command to
+// after it and its verb, where the verb's own flag set parses them (so one
+// given twice is the last one's, as anywhere else): `--server URL plugin
+// list` runs as `plugin list --server URL`. Any other flag before the
+// command is a usage error.
+func hoistGlobalFlags(args []string, cmds []command) ([]string, error) {
+	var global []string
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") && args[0] != "-" && args[0] != "-h" && args[0] != "--help" {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
+		takesValue, ok := globalFlags[name]
+		if !ok {
+			return nil, fmt.Errorf("%w: unknown global flag %s (before the command go only --server, --request-timeout and --json; a command's own flags go after it)", errUsage, args[0])
+		}
+		n := 1
+		if takesValue && !hasValue {
+			if len(args) < 2 {
+				return nil, fmt.Errorf("%w: global flag %s needs a value", errUsage, args[0])
+			}
+			n = 2
+		}
+		global = append(global, args[:n]...)
+		args = args[n:]
+	}
+	if len(global) == 0 || len(args) == 0 {
+		return args, nil
+	}
+	at := 1 // after the command
+	for _, c := range cmds {
+		if c.name == args[0] && c.verbs && len(args) > 1 && !strings.HasPrefix(args[1], "-") {
+			at = 2 // after its verb
+		}
+	}
+	out := append(slices.Clone(args[:at]), global...)
+	return append(out, args[at:]...), nil
+}
+
 // run dispatches to a subcommand and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	args, err := hoistGlobalFlags(args, commands())
+	if err != nil {
+		fmt.Fprintf(stderr, "switchyard: %v\n", err)
+		return 2
+	}
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(stderr)
 		if len(args) == 0 {
@@ -113,6 +167,8 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
+	fmt.Fprintln(w, "\nThe client verbs' --server URL, --request-timeout D and --json may also come before")
+	fmt.Fprintln(w, "the command: switchyard --server http://host:8080 plugin list.")
 	fmt.Fprintln(w, "\nRun 'switchyard <command> -h' for a command's flags.")
 }
 

@@ -235,6 +235,29 @@ func (ec *executionContext) fieldContext_Plugin_disabledReason(_ context.Context
 	return graphql.NewScalarFieldContext("Plugin", field, true, false, "String")
 }
 
+func (ec *executionContext) _Plugin_quarantinedUntil(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Plugin_quarantinedUntil(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.QuarantinedUntil(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Plugin_quarantinedUntil(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Plugin", field, true, false, "Time")
+}
+
 func (ec *executionContext) _Plugin_loadedAt(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -964,6 +987,11 @@ func (ec *executionContext) _Plugin(ctx context.Context, sel ast.SelectionSet, o
 			}
 		case "disabledReason":
 			out.Values[i] = ec._Plugin_disabledReason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "quarantinedUntil":
+			out.Values[i] = ec._Plugin_quarantinedUntil(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}

@@ -342,23 +342,24 @@ type ComplexityRoot struct {
 	}
 
 	Plugin struct {
-		ActiveIn       func(childComplexity int) int
-		Builtin        func(childComplexity int) int
-		Calls          func(childComplexity int) int
-		Config         func(childComplexity int) int
-		DisabledReason func(childComplexity int) int
-		Fallbacks      func(childComplexity int) int
-		Faults         func(childComplexity int) int
-		Holds          func(childComplexity int) int
-		LoadedAt       func(childComplexity int) int
-		Name           func(childComplexity int) int
-		Native         func(childComplexity int) int
-		P50Us          func(childComplexity int) int
-		P99Us          func(childComplexity int) int
-		Sha256         func(childComplexity int) int
-		Size           func(childComplexity int) int
-		Slot           func(childComplexity int) int
-		State          func(childComplexity int) int
+		ActiveIn         func(childComplexity int) int
+		Builtin          func(childComplexity int) int
+		Calls            func(childComplexity int) int
+		Config           func(childComplexity int) int
+		DisabledReason   func(childComplexity int) int
+		Fallbacks        func(childComplexity int) int
+		Faults           func(childComplexity int) int
+		Holds            func(childComplexity int) int
+		LoadedAt         func(childComplexity int) int
+		Name             func(childComplexity int) int
+		Native           func(childComplexity int) int
+		P50Us            func(childComplexity int) int
+		P99Us            func(childComplexity int) int
+		QuarantinedUntil func(childComplexity int) int
+		Sha256           func(childComplexity int) int
+		Size             func(childComplexity int) int
+		Slot             func(childComplexity int) int
+		State            func(childComplexity int) int
 	}
 
 	PluginEvent struct {
@@ -2271,6 +2272,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Plugin.P99Us(childComplexity), true
+	case "Plugin.quarantinedUntil":
+		if e.ComplexityRoot.Plugin.QuarantinedUntil == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Plugin.QuarantinedUntil(childComplexity), true
 	case "Plugin.sha256":
 		if e.ComplexityRoot.Plugin.Sha256 == nil {
 			break
@@ -4283,11 +4290,18 @@ enum PolicySlot {
   RETRY
 }
 
-"The state of a loaded policy plugin."
+"""
+The state of a policy plugin's circuit breaker (plugins/ABI.md, "Faults
+and the breaker"). Native policies are always ACTIVE.
+"""
 enum PluginState {
   "Loaded and deciding."
   ACTIVE
-  "Its circuit breaker quarantined it (a decision past its deadline, repeated faults, or too much time in faults; it comes back on probation by itself) or an instance could not be rebuilt: the native built-in policy decides instead."
+  "Back from a quarantine and deciding; a fault quarantines it again at once, and enough good decisions make it ACTIVE."
+  PROBATION
+  "Its breaker tripped (a decision past its deadline, repeated faults, or too much time in faults): the native built-in policy decides until ` + "`" + `quarantinedUntil` + "`" + `, when it comes back on PROBATION by itself (or at once with enablePlugin)."
+  QUARANTINED
+  "An instance could not be rebuilt: the native built-in policy decides until an operator runs enablePlugin."
   DISABLED
 }
 
@@ -4321,10 +4335,12 @@ type Plugin {
   size: Int!
   "Its configuration (the JSON document passed to it at load or since)."
   config: JSON
-  "Whether it decides or its breaker has tripped."
+  "Whether it decides, is on probation, or is quarantined or disabled."
   state: PluginState!
-  "Why its breaker tripped, when it did."
+  "Why it is QUARANTINED or DISABLED (null otherwise)."
   disabledReason: String
+  "When a QUARANTINED plugin's quarantine ends and its probation starts (null in every other state)."
+  quarantinedUntil: Time
   "When it was loaded."
   loadedAt: Time
   "Where it is in use: ` + "`" + `global` + "`" + ` or ` + "`" + `lane:<name>` + "`" + `."
@@ -6179,6 +6195,8 @@ func (ec *executionContext) childFields_Plugin(ctx context.Context, field graphq
 		return ec.fieldContext_Plugin_state(ctx, field)
 	case "disabledReason":
 		return ec.fieldContext_Plugin_disabledReason(ctx, field)
+	case "quarantinedUntil":
+		return ec.fieldContext_Plugin_quarantinedUntil(ctx, field)
 	case "loadedAt":
 		return ec.fieldContext_Plugin_loadedAt(ctx, field)
 	case "activeIn":

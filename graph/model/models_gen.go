@@ -616,24 +616,31 @@ func (e NodeRole) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// The state of a loaded policy plugin.
+// The state of a policy plugin's circuit breaker (plugins/ABI.md, "Faults
+// and the breaker"). Native policies are always ACTIVE.
 type PluginState string
 
 const (
 	// Loaded and deciding.
 	PluginStateActive PluginState = "ACTIVE"
-	// Its circuit breaker quarantined it (a decision past its deadline, repeated faults, or too much time in faults; it comes back on probation by itself) or an instance could not be rebuilt: the native built-in policy decides instead.
+	// Back from a quarantine and deciding; a fault quarantines it again at once, and enough good decisions make it ACTIVE.
+	PluginStateProbation PluginState = "PROBATION"
+	// Its breaker tripped (a decision past its deadline, repeated faults, or too much time in faults): the native built-in policy decides until `quarantinedUntil`, when it comes back on PROBATION by itself (or at once with enablePlugin).
+	PluginStateQuarantined PluginState = "QUARANTINED"
+	// An instance could not be rebuilt: the native built-in policy decides until an operator runs enablePlugin.
 	PluginStateDisabled PluginState = "DISABLED"
 )
 
 var AllPluginState = []PluginState{
 	PluginStateActive,
+	PluginStateProbation,
+	PluginStateQuarantined,
 	PluginStateDisabled,
 }
 
 func (e PluginState) IsValid() bool {
 	switch e {
-	case PluginStateActive, PluginStateDisabled:
+	case PluginStateActive, PluginStateProbation, PluginStateQuarantined, PluginStateDisabled:
 		return true
 	}
 	return false

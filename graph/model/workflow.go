@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/plugins/host"
 	"github.com/switchyard/switchyard/plugins/manager"
 	"github.com/switchyard/switchyard/schedule"
 )
@@ -98,16 +99,29 @@ func (p *Plugin) Config() json.RawMessage {
 	return p.I.Config
 }
 
-// State says whether it decides.
+// State is its breaker's state.
 func (p *Plugin) State() PluginState {
-	if p.I.Stats.Disabled {
+	switch p.I.Stats.State {
+	case host.StateProbation:
+		return PluginStateProbation
+	case host.StateQuarantined:
+		return PluginStateQuarantined
+	case host.StateDisabled:
 		return PluginStateDisabled
 	}
 	return PluginStateActive
 }
 
-// DisabledReason says why its breaker tripped.
+// DisabledReason says why it is quarantined or disabled.
 func (p *Plugin) DisabledReason() *string { return optString(p.I.Stats.Reason) }
+
+// QuarantinedUntil is when a quarantine ends.
+func (p *Plugin) QuarantinedUntil() *time.Time {
+	if p.I.Stats.State != host.StateQuarantined {
+		return nil
+	}
+	return optTime(p.I.Stats.Until)
+}
 
 // LoadedAt is when it was loaded.
 func (p *Plugin) LoadedAt() *time.Time { return optTime(p.I.LoadedAt) }

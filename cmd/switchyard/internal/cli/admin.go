@@ -264,14 +264,22 @@ func pluginList(ctx context.Context, args []string, env Env) error {
 		fmt.Fprintln(env.Stdout, "no plugin loaded")
 	default:
 		tw = tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "POLICY\tSLOT\tKIND\tSTATE\tIN USE\tCALLS\tFAULTS\tFALLBACKS\tHOLDS\tP50\tP99\tDISABLED BECAUSE")
+		fmt.Fprintln(tw, "POLICY\tSLOT\tKIND\tSTATE\tUNTIL\tIN USE\tCALLS\tFAULTS\tFALLBACKS\tHOLDS\tP50\tP99\tREASON")
 		for _, p := range plugins {
 			inUse := strings.Join(p.ActiveIn, ",")
 			if inUse == "" {
 				inUse = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", p.Name, p.Slot, p.kind(), p.State, inUse,
-				p.Calls, p.Faults, p.Fallbacks, p.Holds, micros(p.P50Us), micros(p.P99Us), clip(str(p.DisabledReason), 60))
+			until := "-"
+			if p.QuarantinedUntil != nil {
+				until = p.QuarantinedUntil.UTC().Format(time.RFC3339)
+			}
+			reason := str(p.DisabledReason)
+			if reason == "" {
+				reason = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", p.Name, p.Slot, p.kind(), p.State, until, inUse,
+				p.Calls, p.Faults, p.Fallbacks, p.Holds, micros(p.P50Us), micros(p.P99Us), clip(reason, 60))
 		}
 		return tw.Flush()
 	}

@@ -193,7 +193,7 @@ var AllDropPolicy = []DropPolicy{
 type EnablePluginEnablePlugin struct {
 	// Its name, unique on this server.
 	Name string `json:"name"`
-	// Whether it decides or its breaker has tripped.
+	// Whether it decides, is on probation, or is quarantined or disabled.
 	State PluginState `json:"state"`
 }
 
@@ -855,6 +855,9 @@ func (v *LoadPluginLoadPlugin) GetState() PluginState { return v.PluginInfo.Stat
 // GetDisabledReason returns LoadPluginLoadPlugin.DisabledReason, and is useful for accessing the field via an interface.
 func (v *LoadPluginLoadPlugin) GetDisabledReason() *string { return v.PluginInfo.DisabledReason }
 
+// GetQuarantinedUntil returns LoadPluginLoadPlugin.QuarantinedUntil, and is useful for accessing the field via an interface.
+func (v *LoadPluginLoadPlugin) GetQuarantinedUntil() *time.Time { return v.PluginInfo.QuarantinedUntil }
+
 // GetLoadedAt returns LoadPluginLoadPlugin.LoadedAt, and is useful for accessing the field via an interface.
 func (v *LoadPluginLoadPlugin) GetLoadedAt() *time.Time { return v.PluginInfo.LoadedAt }
 
@@ -923,6 +926,8 @@ type __premarshalLoadPluginLoadPlugin struct {
 
 	DisabledReason *string `json:"disabledReason"`
 
+	QuarantinedUntil *time.Time `json:"quarantinedUntil"`
+
 	LoadedAt *time.Time `json:"loadedAt"`
 
 	ActiveIn []string `json:"activeIn"`
@@ -960,6 +965,7 @@ func (v *LoadPluginLoadPlugin) __premarshalJSON() (*__premarshalLoadPluginLoadPl
 	retval.Config = v.PluginInfo.Config
 	retval.State = v.PluginInfo.State
 	retval.DisabledReason = v.PluginInfo.DisabledReason
+	retval.QuarantinedUntil = v.PluginInfo.QuarantinedUntil
 	retval.LoadedAt = v.PluginInfo.LoadedAt
 	retval.ActiveIn = v.PluginInfo.ActiveIn
 	retval.Calls = v.PluginInfo.Calls
@@ -1005,10 +1011,12 @@ type PluginInfo struct {
 	Size int `json:"size"`
 	// Its configuration (the JSON document passed to it at load or since).
 	Config *json.RawMessage `json:"config"`
-	// Whether it decides or its breaker has tripped.
+	// Whether it decides, is on probation, or is quarantined or disabled.
 	State PluginState `json:"state"`
-	// Why its breaker tripped, when it did.
+	// Why it is QUARANTINED or DISABLED (null otherwise).
 	DisabledReason *string `json:"disabledReason"`
+	// When a QUARANTINED plugin's quarantine ends and its probation starts (null in every other state).
+	QuarantinedUntil *time.Time `json:"quarantinedUntil"`
 	// When it was loaded.
 	LoadedAt *time.Time `json:"loadedAt"`
 	// Where it is in use: `global` or `lane:<name>`.
@@ -1054,6 +1062,9 @@ func (v *PluginInfo) GetState() PluginState { return v.State }
 // GetDisabledReason returns PluginInfo.DisabledReason, and is useful for accessing the field via an interface.
 func (v *PluginInfo) GetDisabledReason() *string { return v.DisabledReason }
 
+// GetQuarantinedUntil returns PluginInfo.QuarantinedUntil, and is useful for accessing the field via an interface.
+func (v *PluginInfo) GetQuarantinedUntil() *time.Time { return v.QuarantinedUntil }
+
 // GetLoadedAt returns PluginInfo.LoadedAt, and is useful for accessing the field via an interface.
 func (v *PluginInfo) GetLoadedAt() *time.Time { return v.LoadedAt }
 
@@ -1078,18 +1089,25 @@ func (v *PluginInfo) GetP50Us() *float64 { return v.P50Us }
 // GetP99Us returns PluginInfo.P99Us, and is useful for accessing the field via an interface.
 func (v *PluginInfo) GetP99Us() *float64 { return v.P99Us }
 
-// The state of a loaded policy plugin.
+// The state of a policy plugin's circuit breaker (plugins/ABI.md, "Faults
+// and the breaker"). Native policies are always ACTIVE.
 type PluginState string
 
 const (
 	// Loaded and deciding.
 	PluginStateActive PluginState = "ACTIVE"
-	// Its circuit breaker quarantined it (a decision past its deadline, repeated faults, or too much time in faults; it comes back on probation by itself) or an instance could not be rebuilt: the native built-in policy decides instead.
+	// Back from a quarantine and deciding; a fault quarantines it again at once, and enough good decisions make it ACTIVE.
+	PluginStateProbation PluginState = "PROBATION"
+	// Its breaker tripped (a decision past its deadline, repeated faults, or too much time in faults): the native built-in policy decides until `quarantinedUntil`, when it comes back on PROBATION by itself (or at once with enablePlugin).
+	PluginStateQuarantined PluginState = "QUARANTINED"
+	// An instance could not be rebuilt: the native built-in policy decides until an operator runs enablePlugin.
 	PluginStateDisabled PluginState = "DISABLED"
 )
 
 var AllPluginState = []PluginState{
 	PluginStateActive,
+	PluginStateProbation,
+	PluginStateQuarantined,
 	PluginStateDisabled,
 }
 
@@ -1129,6 +1147,9 @@ func (v *PluginsPluginsPlugin) GetState() PluginState { return v.PluginInfo.Stat
 
 // GetDisabledReason returns PluginsPluginsPlugin.DisabledReason, and is useful for accessing the field via an interface.
 func (v *PluginsPluginsPlugin) GetDisabledReason() *string { return v.PluginInfo.DisabledReason }
+
+// GetQuarantinedUntil returns PluginsPluginsPlugin.QuarantinedUntil, and is useful for accessing the field via an interface.
+func (v *PluginsPluginsPlugin) GetQuarantinedUntil() *time.Time { return v.PluginInfo.QuarantinedUntil }
 
 // GetLoadedAt returns PluginsPluginsPlugin.LoadedAt, and is useful for accessing the field via an interface.
 func (v *PluginsPluginsPlugin) GetLoadedAt() *time.Time { return v.PluginInfo.LoadedAt }
@@ -1198,6 +1219,8 @@ type __premarshalPluginsPluginsPlugin struct {
 
 	DisabledReason *string `json:"disabledReason"`
 
+	QuarantinedUntil *time.Time `json:"quarantinedUntil"`
+
 	LoadedAt *time.Time `json:"loadedAt"`
 
 	ActiveIn []string `json:"activeIn"`
@@ -1235,6 +1258,7 @@ func (v *PluginsPluginsPlugin) __premarshalJSON() (*__premarshalPluginsPluginsPl
 	retval.Config = v.PluginInfo.Config
 	retval.State = v.PluginInfo.State
 	retval.DisabledReason = v.PluginInfo.DisabledReason
+	retval.QuarantinedUntil = v.PluginInfo.QuarantinedUntil
 	retval.LoadedAt = v.PluginInfo.LoadedAt
 	retval.ActiveIn = v.PluginInfo.ActiveIn
 	retval.Calls = v.PluginInfo.Calls
@@ -3447,6 +3471,7 @@ fragment PluginInfo on Plugin {
 	config
 	state
 	disabledReason
+	quarantinedUntil
 	loadedAt
 	activeIn
 	calls
@@ -3500,6 +3525,7 @@ fragment PluginInfo on Plugin {
 	config
 	state
 	disabledReason
+	quarantinedUntil
 	loadedAt
 	activeIn
 	calls

@@ -114,12 +114,19 @@ export type PluginEventKind =
   /** Unloaded. */
   | 'UNLOADED';
 
-/** The state of a loaded policy plugin. */
+/**
+ * The state of a policy plugin's circuit breaker (plugins/ABI.md, "Faults
+ * and the breaker"). Native policies are always ACTIVE.
+ */
 export type PluginState =
   /** Loaded and deciding. */
   | 'ACTIVE'
-  /** Its circuit breaker quarantined it (a decision past its deadline, repeated faults, or too much time in faults; it comes back on probation by itself) or an instance could not be rebuilt: the native built-in policy decides instead. */
-  | 'DISABLED';
+  /** An instance could not be rebuilt: the native built-in policy decides until an operator runs enablePlugin. */
+  | 'DISABLED'
+  /** Back from a quarantine and deciding; a fault quarantines it again at once, and enough good decisions make it ACTIVE. */
+  | 'PROBATION'
+  /** Its breaker tripped (a decision past its deadline, repeated faults, or too much time in faults): the native built-in policy decides until `quarantinedUntil`, when it comes back on PROBATION by itself (or at once with enablePlugin). */
+  | 'QUARANTINED';
 
 /** A scheduling decision that a policy fills. */
 export type PolicySlot =
