@@ -90,7 +90,9 @@ func TestGlobalFlagsGoBeforeTheCommandOrAfterTheVerb(t *testing.T) {
 
 	var out, errOut bytes.Buffer
 	require.Equal(t, 0, run(context.Background(), []string{"--json", "--server", url, "plugin", "list"}, &out, &errOut), errOut.String())
-	var listed struct{ Plugins []struct{ Name, State string } }
+	var listed struct {
+		Plugins []struct{ Name, State string }
+	}
 	require.NoError(t, json.Unmarshal(out.Bytes(), &listed), "--json before the command still prints JSON: %s", out.String())
 	require.Equal(t, "QUARANTINED", listed.Plugins[2].State)
 
