@@ -38,6 +38,9 @@ func (p *Plugin) tableFits(need uint32) bool {
 
 // callFault turns a call error into a fault.
 func (in *instance) callFault(err error) fault {
+	if errors.Is(err, errStopped) {
+		return fault{unasked: true} // the runtime closed: fall back, no fault
+	}
 	if errors.Is(err, errRefused) {
 		return fault{kind: FaultRefused, reason: err.Error()}
 	}

@@ -54,3 +54,22 @@ func LargeDetails(n, maxLabels, keyLen, valueLen int) policy.Details {
 	}
 	return d
 }
+
+// Idle is an instance a test took out of a plugin's pool.
+type Idle struct{ in *instance }
+
+// TakeIdle takes an idle instance of p out of its pool, as a decision
+// does (nil when there is none).
+func TakeIdle(p *Plugin) Idle { return Idle{p.idle.tryGet()} }
+
+// Slip puts the instance back into a slot of p's pool without looking at
+// whether the pool is closed: what a decision's put-back does between
+// taking the slot and reading that its pool closed meanwhile.
+func (i Idle) Slip(p *Plugin) bool {
+	for s := range p.idle.slots {
+		if p.idle.slots[s].CompareAndSwap(nil, i.in) {
+			return true
+		}
+	}
+	return false
+}

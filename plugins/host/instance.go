@@ -67,7 +67,10 @@ type instance struct {
 var (
 	errBudget   = errors.New("out of fuel")
 	errDeadline = errors.New("past its deadline")
-	errDepth    = errors.New("calls nested too deep")
+	// errStopped: the runtime is closed and its watchdog stopped, so the
+	// call was not started (nothing could stop it); not the plugin's fault.
+	errStopped = errors.New("the runtime is closed: the call was not started")
+	errDepth   = errors.New("calls nested too deep")
 )
 
 // newInstance instantiates the plugin's module and runs _initialize.
@@ -192,6 +195,14 @@ func (in *instance) callWith(fn api.Function, fuel int64, deadline time.Duration
 	in.lastStart = time.Since(rt.epoch)
 	in.started.Store(int64(in.lastStart) | 1) // never 0, which means idle
 	rt.dog.arm()
+	if rt.dog.stopped.Load() {
+		// Runtime.Close stopped the watchdog: a guest call started now
+		// could be stopped by fuel alone. (Stored after started, read
+		// after stopped: a call the watchdog's last scan missed sees it.)
+		in.started.Store(0)
+		in.burnt = 0
+		return errStopped
+	}
 	err := fn.CallWithStack(in.ctx, in.stack)
 	in.mu.Lock()
 	in.started.Store(0)

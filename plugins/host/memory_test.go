@@ -80,3 +80,49 @@ func TestFailedInstantiationLeavesNoMapping(t *testing.T) {
 		require.LessOrEqual(t, host.LiveMappings(), before, "a failed load leaves no mapping behind")
 	}
 }
+
+// Once the runtime is closed its watchdog is stopped, and a guest call
+// could be stopped by fuel alone: a wrapper still called must answer
+// through its fallback at once and start no call, and count no fault
+// against the plugin. That holds too for an instance that a decision put
+// back into its slot just as the pool closed (the instant before put sees
+// the pool closed and closes it): here the module would run for 2^40
+// units of fuel, far past the test's time, if it were called.
+func TestAfterCloseAWrapperFallsBackAtOnce(t *testing.T) {
+	ctx := context.Background()
+	rt := newRuntime(t, host.Config{DecisionFuel: 1 << 40, Deadline: time.Hour})
+	p, err := rt.Load(ctx, "forever", hostileModule(forever(denseBody), nil), nil)
+	require.NoError(t, err)
+	w, err := p.Fairness(reverse{})
+	require.NoError(t, err)
+	held := host.TakeIdle(p)
+	require.NoError(t, rt.Close(ctx))
+	require.True(t, held.Slip(p), "the instance sits in its closed pool's slot")
+
+	cands := host.SyntheticCandidates(16, 1)
+	want := make([]uint32, 4)
+	require.Equal(t, 4, reverse{}.Pick(pickCtx(), cands, want))
+	before := p.Stats()
+	for range 3 {
+		done := make(chan []uint32, 1)
+		go func() {
+			picks := make([]uint32, 4)
+			w.Pick(pickCtx(), cands, picks)
+			done <- picks
+		}()
+		var got []uint32
+		waitfor.Eventually(t, "the wrapper answers", func() bool {
+			select {
+			case got = <-done:
+				return true
+			default:
+				return false
+			}
+		})
+		require.Equal(t, want, got, "the fallback's answer")
+	}
+	after := p.Stats()
+	require.Equal(t, before.Fallbacks+3, after.Fallbacks)
+	require.Equal(t, before.FaultTotal(), after.FaultTotal(), "a closed runtime is not the plugin's fault")
+	require.False(t, host.Running(p))
+}

@@ -614,6 +614,13 @@ func (p *Plugin) begin() *instance {
 	if in == nil {
 		return nil
 	}
+	if p.idle.closed.Load() {
+		// Closed (with the runtime, perhaps, and its watchdog stopped)
+		// after this instance was put back but before put closed it: it
+		// must not run again. put closes it now.
+		p.idle.put(in)
+		return nil
+	}
 	if gen := p.cfgGen.Load(); in.cfgGen != gen {
 		p.mu.Lock()
 		doc, gen := p.config, p.cfgGen.Load()

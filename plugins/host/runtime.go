@@ -92,7 +92,10 @@ func New(cfg Config) (*Runtime, error) {
 func (rt *Runtime) Config() Config { return rt.cfg }
 
 // Close closes every plugin and releases the runtime. Wrappers of closed
-// plugins keep answering through their fallbacks.
+// plugins keep answering through their fallbacks, at once: once Close has
+// stopped the watchdog no guest call starts (it could be stopped by fuel
+// alone), and such a fallback counts no fault. A decision already running
+// in a guest when Close is called ends on its own, or at its fuel.
 func (rt *Runtime) Close(ctx context.Context) error {
 	rt.mu.Lock()
 	if rt.closed {

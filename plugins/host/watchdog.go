@@ -18,12 +18,13 @@ import (
 )
 
 type watchdog struct {
-	rt     *Runtime
-	tick   time.Duration
-	asleep atomic.Bool
-	wake   chan struct{}
-	done   chan struct{}
-	exited chan struct{}
+	rt      *Runtime
+	tick    time.Duration
+	asleep  atomic.Bool
+	stopped atomic.Bool // set by stop: no call may start after it
+	wake    chan struct{}
+	done    chan struct{}
+	exited  chan struct{}
 
 	mu        sync.Mutex
 	instances map[*instance]struct{}
@@ -66,6 +67,7 @@ func (d *watchdog) arm() {
 }
 
 func (d *watchdog) stop() {
+	d.stopped.Store(true)
 	close(d.done)
 	<-d.exited
 }
