@@ -28,8 +28,10 @@ import (
 //     (as the engine always did: the policy never sees every ceiling).
 //   - retry: the failure record is built as the attempt's end will build
 //     it, the policy decides, and the decision is applied if the attempt
-//     still holds its lease and its record is unchanged; otherwise the
-//     engine asks again, under the lock, with the record as it now is.
+//     still holds its lease and its record is unchanged — with the details
+//     the policy read (ABI v2: the agent's weight, ceiling, labels), which
+//     may change meanwhile; otherwise the engine asks again, under the
+//     lock, with the record and details as they now are.
 //
 // So a slow decision delays only the submission, round or attempt that
 // asked for it, never the engine's other work; the plugin host bounds how

@@ -82,8 +82,9 @@
 // snapshot, and its answer is applied only if it still fits: a submission's
 // tasks are admitted but join their queues only once ranked, a fairness
 // policy's picks are checked against every ceiling as they are applied, and
-// a retry decision is applied if the attempt it was made for is unchanged
-// (decide.go). A slow decision so delays only the work that asked for it,
+// a retry decision is applied if the attempt it was made for, and the
+// details it was given, are unchanged; otherwise it is made again under the
+// lock (decide.go). A slow decision so delays only the work that asked for it,
 // never another lane's.
 //
 // # Attempts, leases and retries

@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard/switchyard/engine/policy/backoff"
 	"github.com/switchyard/switchyard/engine/policy/fairshare"
 	"github.com/switchyard/switchyard/engine/store/memory"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // A policy that is not inline decides outside the engine lock: while its
@@ -295,4 +296,67 @@ func BenchmarkSubmitSelection(b *testing.B) {
 			})
 		})
 	}
+}
+
+// weighedRetry retries at once an agent of weight 2 or more and fails the
+// others, reading the weight from the failed task's details (ABI v2); its
+// first decision is held until released. It records the weights it saw.
+type weighedRetry struct {
+	g       *gate
+	mu      sync.Mutex
+	weights []uint32
+}
+
+func (r *weighedRetry) Decide(policy.Failure) policy.Decision {
+	return policy.Decision{Action: policy.ActionFail}
+}
+
+func (r *weighedRetry) DecideDetailed(ctx policy.RetryContext, _ policy.Failure) policy.Decision {
+	w := ctx.Details.Agent(0).Weight
+	r.mu.Lock()
+	r.weights = append(r.weights, w)
+	first := len(r.weights) == 1
+	r.mu.Unlock()
+	if first {
+		r.g.hold()
+	}
+	if w >= 2 {
+		return policy.Decision{Action: policy.ActionRetry}
+	}
+	return policy.Decision{Action: policy.ActionFail}
+}
+
+// A retry decision made outside the lock on a task's details is applied
+// only if those details still hold: here the agent's weight changes while
+// the policy decides, so the decision made on the old weight (retry) is
+// dropped and the policy decides again, under the lock, on the new one
+// (fail).
+func TestARetryDecidedOnDetailsThatChangedMeanwhileIsDecidedAgain(t *testing.T) {
+	t.Parallel()
+	x := &laneExecutor{started: make(chan string, 64), failA: true}
+	e := twoLanes(t, x)
+	ctx := context.Background()
+	g := newGate(t)
+	r := &weighedRetry{g: g}
+	require.NoError(t, e.SetRetry("a", "weighed", r))
+	require.NoError(t, e.SetAgent(ctx, "alice", engine.AgentConfig{Weight: 2}))
+
+	a := waitFor(t, submitAsync(e, spec("a", "alice")), "lane a's submission")
+	require.NotNil(t, a)
+	startedTask(t, x, a.ID)
+	waitFor(t, g.entered, "the retry decision") // made on weight 2: retry
+
+	require.NoError(t, e.SetAgent(ctx, "alice", engine.AgentConfig{Weight: 1}))
+	g.open()
+	waitfor.Eventually(t, "the failed attempt's end is applied", func() bool {
+		got, err := e.Task(ctx, a.ID)
+		return err == nil && got.State.Terminal()
+	})
+	got, err := e.Task(ctx, a.ID)
+	require.NoError(t, err)
+	require.Equal(t, engine.StateFailed, got.State, "decided again on weight 1: %s", got.Reason)
+	require.Contains(t, got.Reason, "failed by retry policy weighed")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	require.Equal(t, []uint32{2, 1}, r.weights, "asked again with the details as they are now")
 }

@@ -319,7 +319,7 @@ func (c *core) forgivenLocked(instanceFault bool, class policy.ErrorClass, fault
 func (c *core) decideRetryLocked(t *task, class policy.ErrorClass, status int, code string, now time.Time, ahead *retryAhead) (dec policy.Decision, by string, spent bool) {
 	f := c.failureLocked(t, class, status, now, t.instanceFaults())
 	by = t.lane.retry.name
-	if ahead != nil && ahead.name == by && ahead.decided(f, code) {
+	if ahead != nil && ahead.name == by && ahead.decided(f, t, code) {
 		dec = ahead.dec
 	} else {
 		dec = decideRetry(t.lane.retry.p, f, t, code)
@@ -363,10 +363,12 @@ func (c *core) failureLocked(t *task, class policy.ErrorClass, status int, now t
 // retryAhead is a retry decision made outside the lock, and the record it
 // was made on.
 type retryAhead struct {
-	name string // the policy that decided
-	f    policy.Failure
-	code string
-	dec  policy.Decision
+	name     string // the policy that decided
+	f        policy.Failure
+	code     string
+	detailed bool         // the policy read the task's details (policy.DetailedRetry)
+	det      recordDetail // those details, when detailed
+	dec      policy.Decision
 }
 
 // decideRetry asks p for a decision on f, with t's details when p reads
@@ -378,13 +380,20 @@ func decideRetry(p policy.Retry, f policy.Failure, t *task, code string) policy.
 	return p.Decide(f)
 }
 
-// decided reports whether the decision was made on f: the same attempt of
-// the same task with the same history and settings. The time and the lane's
-// load may have moved on meanwhile.
-func (a *retryAhead) decided(f policy.Failure, code string) bool {
+// decided reports whether the decision was made on what t's failure is now:
+// the same record f (the same attempt of the same task with the same
+// history and settings) and, for a policy that read them, the same
+// details — an agent's weight, ceiling or labels may have changed while
+// the policy decided (SetAgent). The time and the lane's load may have
+// moved on meanwhile. When it was not, the caller decides again under the
+// lock, on the record and details as they are now.
+func (a *retryAhead) decided(f policy.Failure, t *task, code string) bool {
 	x := a.f
 	x.NowMs, x.LaneInflight = f.NowMs, f.LaneInflight
-	return x == f && a.code == code
+	if x != f || a.code != code {
+		return false
+	}
+	return !a.detailed || a.det == detailOf(t, code)
 }
 
 // retryOutsideLocked makes, outside the lock, the retry decision that the
@@ -415,18 +424,18 @@ func (c *core) retryOutsideLocked(t *task, o Outcome) *retryAhead {
 		f.LaneInflight-- // its slot is released before the decision
 	}
 	code := errorCode(t, o)
-	var d policy.Details
+	var det recordDetail
 	dp, detailed := p.p.(policy.DetailedRetry)
 	if detailed {
-		d = details{detailOf(t, code)}
+		det = detailOf(t, code)
 	}
 	var dec policy.Decision
 	c.outside(func() {
 		if detailed {
-			dec = dp.DecideDetailed(policy.RetryContext{Details: d}, f)
+			dec = dp.DecideDetailed(policy.RetryContext{Details: details{det}}, f)
 		} else {
 			dec = p.p.Decide(f)
 		}
 	})
-	return &retryAhead{name: p.name, f: f, code: code, dec: dec}
+	return &retryAhead{name: p.name, f: f, code: code, detailed: detailed, det: det, dec: dec}
 }
