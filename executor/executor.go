@@ -61,6 +61,11 @@ type Options struct {
 	// replay (engine.TaskSpec.SessionReplay); a session that does more can no
 	// longer be replayed. Default DefaultMaxReplayActions.
 	MaxReplayActions int
+	// MaxReplayBytes bounds the bytes those actions take (their kinds,
+	// elements and parameters: a fill's text in full); a session whose log
+	// would grow past it can no longer be replayed, and a replay of it
+	// fails with SESSION_LOST saying so. Default DefaultMaxReplayBytes.
+	MaxReplayBytes int
 }
 
 // DefaultAbortGrace is Options.AbortGrace when it is 0.
@@ -79,14 +84,15 @@ var ErrSessionLost = errors.New("SESSION_LOST")
 // Executor forwards attempts to browser instances. It implements
 // engine.Executor.
 type Executor struct {
-	reg       *Registry
-	arts      artifact.Store
-	log       hclog.Logger
-	idle      time.Duration
-	maxInline int
-	maxIdle   int
-	grace     time.Duration
-	maxReplay int
+	reg            *Registry
+	arts           artifact.Store
+	log            hclog.Logger
+	idle           time.Duration
+	maxInline      int
+	maxIdle        int
+	grace          time.Duration
+	maxReplay      int
+	maxReplayBytes int
 
 	mu sync.Mutex
 	// replays holds the logs of the sessions that asked for replay, by
@@ -145,6 +151,9 @@ func New(o Options) (*Executor, error) {
 	if o.MaxReplayActions <= 0 {
 		o.MaxReplayActions = DefaultMaxReplayActions
 	}
+	if o.MaxReplayBytes <= 0 {
+		o.MaxReplayBytes = DefaultMaxReplayBytes
+	}
 	e := &Executor{
 		reg:       o.Registry,
 		arts:      o.Artifacts,
@@ -153,11 +162,11 @@ func New(o Options) (*Executor, error) {
 		maxInline: o.MaxInlineResult,
 		maxIdle:   max(o.MaxIdleTabs, 0),
 		grace:     max(o.AbortGrace, 0),
-		maxReplay: o.MaxReplayActions,
-		replays:   make(map[string]*replayLog),
-		owned:     make(map[string]*ownedTab),
-		pools:     make(map[string][]*ownedTab),
-		stop:      make(chan struct{}),
+		maxReplay: o.MaxReplayActions, maxReplayBytes: o.MaxReplayBytes,
+		replays: make(map[string]*replayLog),
+		owned:   make(map[string]*ownedTab),
+		pools:   make(map[string][]*ownedTab),
+		stop:    make(chan struct{}),
 	}
 	if e.idle > 0 {
 		e.wg.Add(1)

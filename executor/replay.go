@@ -20,13 +20,30 @@ import (
 // DefaultMaxReplayActions is Options.MaxReplayActions when it is 0.
 const DefaultMaxReplayActions = 64
 
+// DefaultMaxReplayBytes is Options.MaxReplayBytes when it is 0: 1 MiB per
+// session, four fills of the largest parameters a task may carry (256 KiB).
+const DefaultMaxReplayBytes = 1 << 20
+
 // replayLog is what a session did to its page.
 type replayLog struct {
 	actions []engine.Action // in order, from the session's first task; reads are left out
-	broken  bool            // a task that did not ask for replay, or too many actions: no replay
+	bytes   int             // the actions' size (actionBytes)
+	broken  bool            // no replay: why says why
+	why     string
 	// restored: the session was bound before a restart of the server
 	// (AdoptSessions); its log, kept in memory only, went with the restart.
 	restored bool
+}
+
+// breakOff marks the log as not replayable, for why, and lets its actions go.
+func (l *replayLog) breakOff(why string) {
+	l.broken, l.why, l.actions, l.bytes = true, why, nil, 0
+}
+
+// actionBytes is what an action weighs in a replay log: its kind, element
+// and parameters (a fill's text is in its parameters).
+func actionBytes(a *engine.Action) int {
+	return len(a.Kind) + len(a.Ref) + len(a.Selector) + len(a.Params)
 }
 
 // replays reports whether kind changes a page (reads and binary captures do
@@ -64,12 +81,22 @@ func (e *Executor) record(spec *engine.TaskSpec, fresh bool) {
 	case isClose(spec.Action.Kind):
 		delete(e.replays, key)
 	case l.broken:
-	case !spec.SessionReplay || len(l.actions) >= e.maxReplay:
-		l.broken, l.actions = true, nil
+	case !spec.SessionReplay:
+		l.breakOff("one of its tasks (" + spec.Action.Kind + ") did not ask for replay")
+	case len(l.actions) >= e.maxReplay:
+		l.breakOff(fmt.Sprintf("it outgrew the executor's maxReplayActions (%d actions)", e.maxReplay))
 	case replays(spec.Action.Kind):
+		if n := l.bytes + actionBytes(spec.Action); n > e.maxReplayBytes {
+			// A large fill is kept whole or not at all: a replay of part
+			// of the page's history would build another page.
+			l.breakOff(fmt.Sprintf("its %s action would have brought its log to %d bytes, past the executor's maxReplayBytes (%d)",
+				spec.Action.Kind, n, e.maxReplayBytes))
+			return
+		}
 		a := *spec.Action
 		a.Params = slices.Clone(a.Params)
 		l.actions = append(l.actions, a)
+		l.bytes += actionBytes(&a)
 	}
 }
 
@@ -116,8 +143,10 @@ func (e *Executor) replayLogOf(session string) ([]engine.Action, error) {
 	switch {
 	case l != nil && l.restored:
 		return nil, errors.New("the server restarted since the session's first task, and the replay log is kept in memory only: it went with the restart")
-	case l == nil || l.broken:
-		return nil, fmt.Errorf("the session's log is not complete: one of its tasks did not ask for replay, or it outgrew the executor's maxReplayActions (%d)", e.maxReplay)
+	case l == nil:
+		return nil, errors.New("the session's log is not complete: its first task did not ask for replay, or an earlier replay of it failed")
+	case l.broken:
+		return nil, errors.New("the session's log is not complete: " + l.why)
 	}
 	return slices.Clone(l.actions), nil
 }

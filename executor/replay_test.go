@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -220,5 +221,51 @@ func TestAClosingTaskFromOutsideASessionLosesIt(t *testing.T) {
 		o = sessionStep(t, bn, "again", o.TabID, true, action("url", "", ""))
 		require.NoError(t, o.Err)
 		require.NotContains(t, string(o.Result), "site.test", "nothing of the closed session was replayed")
+	})
+}
+
+// TestASessionWhoseLogOutgrowsItsBytesIsNotReplayed: the replay log is
+// bounded in bytes as well as in actions. A fill whose text would take the
+// log past MaxReplayBytes marks the session not replayable (the session goes
+// on in its tab), and a later replay fails with SESSION_LOST naming the
+// bound; a session within it is replayed.
+func TestASessionWhoseLogOutgrowsItsBytesIsNotReplayed(t *testing.T) {
+	t.Parallel()
+	const limit = 4 << 10
+	fill := func(n int) *engine.Action {
+		params, err := json.Marshal(map[string]string{"text": strings.Repeat("a", n)})
+		require.NoError(t, err)
+		return action("fill", "#name", string(params))
+	}
+	t.Run("past the bound", func(t *testing.T) {
+		t.Parallel()
+		bn, d := setupDouble(t, pinchtabtest.ModeBridge, executor.Options{MaxReplayBytes: limit})
+		o := sessionStep(t, bn, "open", "", true, action("navigate", "", `{"url":"http://site.test/form"}`))
+		require.NoError(t, o.Err)
+		tab := o.TabID
+		require.NoError(t, sessionStep(t, bn, "small", tab, true, fill(limit/2)).Err)
+		o = sessionStep(t, bn, "large", tab, true, fill(limit/2))
+		require.NoError(t, o.Err, "the fill itself runs: only the log is bounded")
+		require.NoError(t, sessionStep(t, bn, "go", tab, true, action("click", "#go", "")).Err, "the session goes on in its tab")
+		d.CloseTab(tab)
+
+		o = sessionStep(t, bn, "again", tab, true, action("click", "#go", ""))
+		require.ErrorIs(t, o.Err, executor.ErrSessionLost)
+		require.ErrorContains(t, o.Err, fmt.Sprintf("its fill action would have brought its log to %d bytes, past the executor's maxReplayBytes (%d)",
+			len("navigate")+len(`{"url":"http://site.test/form"}`)+2*(len("fill")+len("#name")+len(`{"text":""}`)+limit/2), limit))
+		require.Equal(t, policy.ClassPermanent, engine.ClassOf(o.Err))
+		require.Empty(t, d.Tabs(), "no blank tab was left behind")
+	})
+	t.Run("within it", func(t *testing.T) {
+		t.Parallel()
+		bn, d := setupDouble(t, pinchtabtest.ModeBridge, executor.Options{MaxReplayBytes: limit})
+		o := sessionStep(t, bn, "open", "", true, action("navigate", "", `{"url":"http://site.test/form"}`))
+		require.NoError(t, o.Err)
+		tab := o.TabID
+		require.NoError(t, sessionStep(t, bn, "fill", tab, true, fill(limit/2)).Err)
+		d.CloseTab(tab)
+		o = sessionStep(t, bn, "go", tab, true, action("click", "#go", ""))
+		require.NoError(t, o.Err, "replayed")
+		require.NotEqual(t, tab, o.TabID)
 	})
 }

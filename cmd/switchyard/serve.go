@@ -211,7 +211,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 	}
 	exec, err := executor.New(executor.Options{Registry: reg, Artifacts: arts, Logger: log,
 		IdleTabTimeout: cfg.Executor.IdleTabTimeout.Std(), MaxIdleTabs: cfg.Executor.MaxIdleTabs, AbortGrace: cfg.Executor.AbortGrace.Std(),
-		MaxReplayActions: cfg.Executor.MaxReplayActions})
+		MaxReplayActions: cfg.Executor.MaxReplayActions, MaxReplayBytes: cfg.Executor.MaxReplayBytes})
 	if err != nil {
 		return err
 	}

@@ -313,6 +313,10 @@ type Executor struct {
 	// replay (sessionReplay); a session that does more cannot be replayed
 	// (default 64).
 	MaxReplayActions int `yaml:"maxReplayActions"`
+	// MaxReplayBytes bounds the bytes those actions take (a fill's text in
+	// full); a session whose log would grow past it cannot be replayed
+	// (default 1 MiB).
+	MaxReplayBytes int `yaml:"maxReplayBytes"`
 }
 
 // Engine is the engine's configuration (engine.Config); 0 means the
