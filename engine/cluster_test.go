@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/switchyard/switchyard/engine/clock"
 	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/engine/store/memory"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // fencing is a memory store that can refuse commits as a fenced store does
@@ -42,9 +42,8 @@ func TestAFencedLeaderStopsAndCancelsItsAttempts(t *testing.T) {
 
 	store.fenced.Store(true)
 	_, _ = e.Submit(context.Background(), enginetest.Spec("a").Obj()) // its commit is refused
-	require.Eventually(t, e.Fenced, 5*time.Second, time.Millisecond)
-	require.Eventually(t, func() bool { return ctx.Err() != nil }, 5*time.Second, time.Millisecond,
-		"the attempt under way is cancelled: the next leader reclaims it")
+	waitfor.Eventually(t, "the engine knows it is fenced", e.Fenced)
+	waitfor.Eventually(t, "the attempt under way is cancelled: the next leader reclaims it", func() bool { return ctx.Err() != nil })
 	_, err = e.Submit(context.Background(), enginetest.Spec("a").Obj())
 	require.True(t, engine.IsCode(err, engine.CodeDraining), "an abandoned engine refuses work: %v", err)
 }

@@ -96,11 +96,11 @@ func TestAFailingStoreIsVisibleAndBounded(t *testing.T) {
 	requireUnavailableWithin(t, 5*time.Second, func() error { return e.Sync(ctx) })
 
 	// Failing for longer than the timeout: new work is refused at once.
-	require.Eventually(t, func() bool {
+	waitfor.Eventually(t, "submissions are refused without waiting", func() bool {
 		start := time.Now()
 		_, err := e.Submit(ctx, keyedSpec("refused"))
 		return engine.IsCode(err, engine.CodeUnavailable) && time.Since(start) < timeout
-	}, 10*time.Second, 10*time.Millisecond, "submissions are refused without waiting")
+	})
 
 	ok := commitSucceeded(e)
 	st.fail.Store(false)
@@ -128,8 +128,7 @@ func TestAHangingStoreIsVisibleAndBounded(t *testing.T) {
 	release := make(chan struct{})
 	st.hang.Store(&release)
 	requireUnavailableWithin(t, 5*time.Second, func() error { _, err := e.Submit(ctx, keyedSpec("stuck")); return err })
-	require.Eventually(t, func() bool { return e.CommitError() != nil }, 10*time.Second, 10*time.Millisecond,
-		"a commit stuck for longer than the timeout makes the engine unavailable")
+	waitfor.Eventually(t, "a commit stuck for longer than the timeout makes the engine unavailable", func() bool { return e.CommitError() != nil })
 	require.ErrorContains(t, e.CommitError(), "in progress")
 	require.True(t, e.Stats(ctx).CommitFailing)
 

@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/store/memory"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 func ids(ts ...*engine.Task) []string {
@@ -406,7 +407,7 @@ func TestAnAPICallDoesNotDispatchAWholeBacklogInItsOwnGoroutine(t *testing.T) {
 		t.Fatal("updateLane dispatched the whole backlog in the caller's goroutine")
 	}
 	close(x.release)
-	require.Eventually(t, func() bool { return x.done.Load() == backlog }, 10*time.Second, 5*time.Millisecond)
+	waitfor.Eventually(t, "the whole backlog has run", func() bool { return x.done.Load() == backlog })
 }
 
 // noPicks never picks anything.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/store/memory"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // slowDurable is a durable memory store whose commits take a random while,
@@ -125,7 +126,7 @@ func durableStress(t *testing.T, iter int, fence bool) {
 	if fence {
 		time.Sleep(250 * time.Millisecond)
 		st.fenced.Store(true)
-		require.Eventually(t, e.Fenced, 5*time.Second, time.Millisecond)
+		waitfor.Eventually(t, "the engine knows it is fenced", e.Fenced)
 		e.Abandon("test")
 		stopped.Store(true)
 		wg.Wait()

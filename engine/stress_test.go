@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/engine/store/memory"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // TestConcurrentUseKeepsTheInvariants drives the engine in its production
@@ -115,12 +117,11 @@ func TestConcurrentUseKeepsTheInvariants(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.UpdateLane(ctx, "team", engine.LaneUpdate{MaxInFlight: &four})
 	require.NoError(t, err)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waitfor.CheckFor(t, func() error {
 		st := e.Stats(ctx)
 		live := st.InFlight + st.Pending + st.ByState[engine.StateParked]
 		if live == 0 {
-			break
+			return nil
 		}
 		if st.ByState[engine.StateParked] > 0 && st.InFlight+st.Pending == 0 {
 			_, err := e.CancelWhere(ctx, engine.TaskFilter{States: []engine.State{engine.StateParked}, Lane: "main"}, "drain")
@@ -128,9 +129,8 @@ func TestConcurrentUseKeepsTheInvariants(t *testing.T) {
 			_, err = e.CancelWhere(ctx, engine.TaskFilter{States: []engine.State{engine.StateParked}, Lane: "team"}, "drain")
 			require.NoError(t, err)
 		}
-		require.True(t, time.Now().Before(deadline), "the engine does not drain: %+v", st)
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("the engine does not drain: %+v", st)
+	})
 	require.NoError(t, e.Sync(ctx))
 	evs, missed := e.Events().Read(0, 1<<22, nil)
 	require.Zero(t, missed)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -71,12 +72,12 @@ func start(t *testing.T, h *enginetest.Harness, opts webhook.Options) *webhook.D
 func deliveries(t *testing.T, h *enginetest.Harness, id string, n int) []engine.WebhookDelivery {
 	t.Helper()
 	var got []engine.WebhookDelivery
-	require.Eventually(t, func() bool {
+	waitfor.Eventually(t, fmt.Sprintf("task %s has %d deliveries", id, n), func() bool {
 		tk, err := h.Engine.Task(context.Background(), id)
 		require.NoError(t, err)
 		got = tk.Webhooks
 		return len(got) >= n
-	}, 10*time.Second, 5*time.Millisecond, "waiting for %d deliveries", n)
+	})
 	return got
 }
 
@@ -202,17 +203,17 @@ func TestABatchWebhookFiresWhenItsLastTaskEnds(t *testing.T) {
 	require.Zero(t, pending, "no delivery before the last task ends")
 	require.Zero(t, r.count(), "not before the last task ends")
 	require.NoError(t, h.Exec.Fail(res.Items[1].Task.ID, engine.Permanent(errors.New("x"))))
-	require.Eventually(t, func() bool { return r.count() == 1 }, 10*time.Second, 5*time.Millisecond)
+	waitfor.Eventually(t, "the batch's webhook arrives", func() bool { return r.count() == 1 })
 	var p webhook.Payload
 	r.mu.Lock()
 	require.NoError(t, json.Unmarshal(r.bodies[0], &p))
 	r.mu.Unlock()
 	require.Equal(t, "batch.ended", p.Event)
 	require.Equal(t, map[string]int{"SUCCEEDED": 1, "FAILED": 1}, p.Batch.Counts)
-	require.Eventually(t, func() bool {
+	waitfor.Eventually(t, "the delivery is recorded on the batch", func() bool {
 		bs, err := h.Batch(context.Background(), res.BatchID)
 		return err == nil && len(bs.Info.Webhooks) == 1 && bs.Info.Webhooks[0].Delivered
-	}, 10*time.Second, 5*time.Millisecond, "the delivery is recorded on the batch")
+	})
 }
 
 type fixedResolver map[string]string

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/graph/client"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // TestAStoreThatCannotCommitIsNotReady runs `switchyard serve` on a SQLite
@@ -66,21 +67,19 @@ func TestAStoreThatCannotCommitIsNotReady(t *testing.T) {
 	t.Logf("submitTask answered after %s: %v", took.Round(time.Millisecond), err)
 	require.Less(t, took, 20*time.Second, "the answer is bounded by engine.commitTimeout (1s), not never")
 
-	require.Eventually(t, func() bool { s, _ := get("/readyz"); return s == http.StatusServiceUnavailable }, 30*time.Second, 50*time.Millisecond,
-		"readyz turns not ready")
+	waitfor.Eventually(t, "readyz turns not ready", func() bool { s, _ := get("/readyz"); return s == http.StatusServiceUnavailable })
 	_, body := get("/readyz")
 	t.Logf("readyz: %s", strings.TrimSpace(body))
 	// SQLite's busy timeout (5s) ends the attempt with an error: counted and logged.
-	require.Eventually(t, func() bool {
+	waitfor.Eventually(t, "the metrics say commits fail", func() bool {
 		_, m := get("/metrics")
 		return strings.Contains(m, "switchyard_store_commit_failing 1") && !strings.Contains(m, "switchyard_store_commit_failures_total 0")
-	}, 30*time.Second, 50*time.Millisecond, "the metrics say commits fail")
+	})
 	require.Contains(t, logs.String(), "commit failed; retrying")
 	require.Contains(t, logs.String(), "is locked by another process")
 
 	require.NoError(t, other.Exec("ROLLBACK"))
-	require.Eventually(t, func() bool { s, _ := get("/readyz"); return s == http.StatusOK }, 30*time.Second, 50*time.Millisecond,
-		"ready again once the store commits")
+	waitfor.Eventually(t, "ready again once the store commits", func() bool { s, _ := get("/readyz"); return s == http.StatusOK })
 	_, m := get("/metrics")
 	require.Contains(t, m, "switchyard_store_commit_failing 0")
 	require.Contains(t, logs.String(), "commits succeed again")

@@ -11,11 +11,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/graph/client"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // serveOn runs `switchyard serve` on the SQLite file db (with more
@@ -73,16 +73,14 @@ func TestInstancesRegisteredThroughTheAPISurviveARestartOnSQLite(t *testing.T) {
 	}
 	var list struct{ Instances []instance }
 	// The browser answers only with the token: HEALTHY shows the token came back.
-	deadline := time.Now().Add(serveStartTimeout)
-	for {
+	waitfor.CheckForWithin(t, serveStartTimeout, func() error {
 		require.NoError(t, c.Do(context.Background(), `{ instances { id url capacity hasToken health labels { key value } } }`, nil, &list))
 		require.Len(t, list.Instances, 1, "the removed instance stays removed: %+v", list.Instances)
-		if list.Instances[0].Health == "HEALTHY" {
-			break
+		if list.Instances[0].Health != "HEALTHY" {
+			return fmt.Errorf("the restored instance is not healthy: %+v", list.Instances[0])
 		}
-		require.True(t, time.Now().Before(deadline), "the restored instance never became healthy: %+v", list.Instances[0])
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	in := list.Instances[0]
 	require.Equal(t, "kept", in.ID)
 	require.Equal(t, browser.URL, in.URL)

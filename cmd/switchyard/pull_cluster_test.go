@@ -9,12 +9,12 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/internal/pgtest"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // Workers of a cluster's pull lane call any node; the leases live on the
@@ -54,7 +54,7 @@ engine:
 	})
 	ctx := context.Background()
 	var leader, follower *clusterNode
-	require.Eventually(t, func() bool {
+	waitfor.Eventually(t, "the nodes agree on a leader", func() bool {
 		id := leaderOf(ctx, nodes[0].url)
 		if id == "" || leaderOf(ctx, nodes[1].url) != id {
 			return false
@@ -64,7 +64,7 @@ engine:
 			leader, follower = nodes[1], nodes[0]
 		}
 		return true
-	}, 30*time.Second, 20*time.Millisecond, "no leader agreed on")
+	})
 	lc, fc := client.New(leader.url), client.New(follower.url)
 
 	type leased struct {
@@ -97,22 +97,21 @@ engine:
 	// kill -9 the leader; the follower takes over and resumes the lease.
 	require.NoError(t, leader.cmd.Process.Kill())
 	_ = leader.cmd.Wait()
-	require.Eventually(t, func() bool { return leaderOf(ctx, follower.url) == follower.id }, 30*time.Second, 20*time.Millisecond)
+	waitfor.Eventually(t, "the follower leads", func() bool { return leaderOf(ctx, follower.url) == follower.id })
 	var done struct {
 		CompleteTask struct{ Task struct{ State string } }
 	}
-	var err error
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		err = fc.Do(ctx, `mutation($id: ID!) { completeTask(leaseId: $id, result: {ok: true}) { task { state } } }`, map[string]any{"id": lease}, &done)
+	waitfor.CheckFor(t, func() error {
+		err := fc.Do(ctx, `mutation($id: ID!) { completeTask(leaseId: $id, result: {ok: true}) { task { state } } }`, map[string]any{"id": lease}, &done)
 		var errs client.Errors
-		if err == nil || errors.As(err, &errs) && errs[0].Code() == "LEASE_LOST" {
-			break // done, or lost: no use asking again
+		if errors.As(err, &errs) && errs[0].Code() == "LEASE_LOST" {
+			require.NoError(t, err, "the lease id works on the new leader") // lost: no use asking again
 		}
-	}
-	require.NoError(t, err, "the lease id works on the new leader")
+		return err
+	})
 	require.Equal(t, "SUCCEEDED", done.CompleteTask.Task.State)
 
-	err = fc.Do(ctx, `mutation($id: ID!) { completeTask(leaseId: $id, result: 1) { task { state } } }`, map[string]any{"id": lease}, nil)
+	err := fc.Do(ctx, `mutation($id: ID!) { completeTask(leaseId: $id, result: 1) { task { state } } }`, map[string]any{"id": lease}, nil)
 	var errs client.Errors
 	require.ErrorAs(t, err, &errs)
 	require.Equal(t, "LEASE_LOST", errs[0].Code())

@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/graph/client"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // hookReceiver records the webhook bodies it is sent, by path.
@@ -49,17 +51,17 @@ func newHookReceiver(t *testing.T) *hookReceiver {
 // wait returns the bodies sent to path once there are n of them.
 func (h *hookReceiver) wait(t *testing.T, path string, n int) []map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var got []map[string]any
+	waitfor.CheckFor(t, func() error {
 		h.mu.Lock()
-		got := append([]map[string]any(nil), h.bodies[path]...)
+		got = append([]map[string]any(nil), h.bodies[path]...)
 		h.mu.Unlock()
-		if len(got) >= n {
-			return got
+		if len(got) < n {
+			return fmt.Errorf("%s received %d webhooks, want %d: %v", path, len(got), n, got)
 		}
-		require.True(t, time.Now().Before(deadline), "%s received %d webhooks, want %d: %v", path, len(got), n, got)
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return got
 }
 
 // brokenInstance is a browser instance that is healthy but answers every
@@ -110,15 +112,14 @@ func readTask(t *testing.T, c *client.Client, id string) seedTask {
 
 func waitState(t *testing.T, c *client.Client, id, state string) seedTask {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		got := readTask(t, c, id)
-		if got.State == state {
-			return got
+	var got seedTask
+	waitfor.CheckFor(t, func() error {
+		if got = readTask(t, c, id); got.State != state {
+			return fmt.Errorf("task %s is %s (%s), want %s", id, got.State, got.Reason, state)
 		}
-		require.True(t, time.Now().Before(deadline), "task %s is %s (%s), want %s", id, got.State, got.Reason, state)
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return got
 }
 
 // TestATaskWhoseRetriesAreSpentHangsNothing runs the workflow of issue 22
@@ -191,11 +192,7 @@ engine:
 		// A reset runs it again with a fresh budget; parking again is
 		// announced again.
 		require.NoError(t, c.Do(ctx, `mutation($id: ID!) { resetTask(id: $id) { id } }`, map[string]any{"id": first}, nil))
-		deadline := time.Now().Add(20 * time.Second)
-		for len(hooks.wait(t, "/first-cw", 1)) < 2 {
-			require.True(t, time.Now().Before(deadline), "the second parking was not announced")
-			time.Sleep(10 * time.Millisecond)
-		}
+		hooks.wait(t, "/first-cw", 2) // the second parking is announced
 		require.Equal(t, "PARKED", readTask(t, c, first).State)
 		require.Equal(t, "CANCELLED", readTask(t, c, then).State, "a reset does not revive cancelled dependents")
 		require.Len(t, hooks.wait(t, "/batch-cw", 1), 1, "the batch ended once")

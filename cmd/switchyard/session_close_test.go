@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/switchyard/switchyard/executor/chromium"
 	"github.com/switchyard/switchyard/executor/pinchtab/pinchtabtest"
 	"github.com/switchyard/switchyard/graph/client"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // sessionTasks submits tasks to a server over GraphQL and waits for their end.
@@ -39,18 +41,17 @@ func (s sessionTasks) run(input map[string]any) endedTask {
 	var sub struct{ SubmitTask struct{ ID string } }
 	require.NoError(s.t, s.c.Do(ctx, `mutation($in: SubmitTaskInput!) { submitTask(input: $in) { id } }`,
 		map[string]any{"in": input}, &sub))
-	deadline := time.Now().Add(time.Minute)
-	for {
-		var out struct{ Task endedTask }
+	var out struct{ Task endedTask }
+	waitfor.CheckForWithin(s.t, time.Minute, func() error {
 		require.NoError(s.t, s.c.Do(ctx, `query($id: ID!) { task(id: $id) { state error result attempts { tabId error } } }`,
 			map[string]any{"id": sub.SubmitTask.ID}, &out))
 		switch out.Task.State {
 		case "SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED", "REJECTED":
-			return out.Task
+			return nil
 		}
-		require.True(s.t, time.Now().Before(deadline), "task %v did not end: %+v", input, out.Task)
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("task %v did not end: %+v", input, out.Task)
+	})
+	return out.Task
 }
 
 func (e endedTask) tab() string {

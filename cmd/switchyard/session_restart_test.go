@@ -3,15 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/executor/pinchtab/pinchtabtest"
 	"github.com/switchyard/switchyard/graph/client"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // restartTask is what the session-restart test reads of a task.
@@ -43,18 +44,17 @@ func TestASessionKeepsItsTabAcrossARestartOrIsLost(t *testing.T) {
 	}
 	wait := func(c *client.Client, id string) restartTask {
 		t.Helper()
-		deadline := time.Now().Add(serveStartTimeout)
-		for {
-			var out struct{ Task restartTask }
+		var out struct{ Task restartTask }
+		waitfor.CheckForWithin(t, serveStartTimeout, func() error {
 			require.NoError(t, c.Do(ctx, `query($id: ID!) { task(id: $id) { id state error result attempts { instanceId tabId } } }`,
 				map[string]any{"id": id}, &out))
 			switch out.Task.State {
 			case "SUCCEEDED", "FAILED", "PARKED", "CANCELLED":
-				return out.Task
+				return nil
 			}
-			require.True(t, time.Now().Before(deadline), "task %s never ended: %+v", id, out.Task)
-			time.Sleep(20 * time.Millisecond)
-		}
+			return fmt.Errorf("task %s has not ended: %+v", id, out.Task)
+		})
+		return out.Task
 	}
 	navigate := func(url string) string { return `{"kind": "navigate", "params": {"url": "` + url + `"}}` }
 	const readURL = `{"kind": "url"}`

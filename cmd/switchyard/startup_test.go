@@ -19,6 +19,7 @@ import (
 	"github.com/switchyard/switchyard/cmd/switchyard/internal/config"
 	"github.com/switchyard/switchyard/engine/store/sqlite"
 	"github.com/switchyard/switchyard/graph/auth"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // A taken port fails the start before any slow step runs: no browser is
@@ -126,14 +127,12 @@ func TestServeAnswersHealthzBeforeThePoliciesAreReady(t *testing.T) {
 
 	close(release)
 	released = true
-	deadline := time.Now().Add(90 * time.Second) // a cold compile of the policies on a busy machine
-	for {
-		if code, _ := get(t, base+"/readyz"); code == http.StatusOK {
-			break
+	waitfor.CheckForWithin(t, 90*time.Second, func() error { // a cold compile of the policies on a busy machine
+		if code, _ := get(t, base+"/readyz"); code != http.StatusOK {
+			return fmt.Errorf("readyz answers %d:\n%s", code, logs.String())
 		}
-		require.True(t, time.Now().Before(deadline), "never ready:\n%s", logs.String())
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	require.Contains(t, out.String(), "dashboard at "+base+"/dashboard/")
 	require.Contains(t, out.String(), "GraphQL at "+base+"/graphql")
 	require.Regexp(t, `switchyard ready: .*playground=`+regexp.QuoteMeta(base)+`/ dashboard=`+regexp.QuoteMeta(base)+`/dashboard/`, logs.String())

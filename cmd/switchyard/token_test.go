@@ -9,12 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/graph/auth"
 	"github.com/switchyard/switchyard/graph/client"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 func TestTokenNewPrintsATokenAndTheHashThatMatchesIt(t *testing.T) {
@@ -133,8 +133,7 @@ webhooks: {secret: webhook-s3cret}
 		Targets []string `json:"targets"`
 	}
 	var audit []line
-	eventually := time.Now().Add(5 * time.Second)
-	for len(audit) < 4 && time.Now().Before(eventually) {
+	waitfor.Eventually(t, "four operations are audited", func() bool {
 		audit = audit[:0]
 		for _, raw := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 			var l line
@@ -142,8 +141,8 @@ webhooks: {secret: webhook-s3cret}
 				audit = append(audit, l)
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(audit) >= 4
+	})
 	require.Len(t, audit, 4, logs.String())
 	require.Equal(t, "submitTask", audit[0].Op)
 	require.Equal(t, "bot-7", audit[0].Token)

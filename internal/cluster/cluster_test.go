@@ -15,6 +15,7 @@ import (
 	"github.com/switchyard/switchyard/engine/store/postgres"
 	"github.com/switchyard/switchyard/internal/cluster"
 	"github.com/switchyard/switchyard/internal/pgtest"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // fleetExec runs every attempt for a while and succeeds, on whichever node
@@ -103,7 +104,7 @@ func newFleet(t *testing.T, size int, delay time.Duration, adjust ...func(*clust
 func (f *fleet) leader(live []*testNode) *testNode {
 	f.t.Helper()
 	var found *testNode
-	require.Eventually(f.t, func() bool {
+	waitfor.Eventually(f.t, "one node leads", func() bool {
 		found = nil
 		for _, n := range live {
 			if ok, _ := n.Leading(); ok {
@@ -114,7 +115,7 @@ func (f *fleet) leader(live []*testNode) *testNode {
 			}
 		}
 		return found != nil
-	}, 15*time.Second, 20*time.Millisecond, "no leader elected")
+	})
 	return found
 }
 
@@ -162,7 +163,7 @@ func TestSubmitThroughEveryNode(t *testing.T) {
 	ids = append(ids, res.Items[0].Task.ID, res.Items[1].Task.ID)
 
 	// Every task succeeds, and every node's subscribers see every task end.
-	require.Eventually(t, func() bool {
+	waitfor.Eventually(t, "every node sees every task end once", func() bool {
 		for _, n := range f.nodes {
 			ends := terminalEvents(n.Node)
 			for _, id := range ids {
@@ -172,7 +173,7 @@ func TestSubmitThroughEveryNode(t *testing.T) {
 			}
 		}
 		return true
-	}, 15*time.Second, 20*time.Millisecond)
+	})
 	for _, id := range ids {
 		for _, n := range f.nodes {
 			task, err := n.API().Task(ctx, id)
@@ -240,12 +241,12 @@ func TestFailoverReclaimsAndLosesNothing(t *testing.T) {
 		ids = append(ids, task.ID)
 	}
 	// Some are running on the old leader when it is cut off the database.
-	require.Eventually(t, func() bool { return old.API().Stats(ctx).InFlight > 0 }, 5*time.Second, 5*time.Millisecond)
+	waitfor.Eventually(t, "the leader has attempts in flight", func() bool { return old.API().Stats(ctx).InFlight > 0 })
 	cutAt := time.Now()
 	old.cut.Partition()
 
 	// It steps down before its lease can be taken; another node leads.
-	require.Eventually(t, func() bool { ok, _ := old.Leading(); return !ok }, 5*time.Second, 10*time.Millisecond)
+	waitfor.Eventually(t, "the cut-off leader steps down", func() bool { ok, _ := old.Leading(); return !ok })
 	next := f.leader(live)
 	took := time.Since(cutAt)
 	t.Logf("failover: %s took over from %s in %s", next.ID(), old.ID(), took.Round(time.Millisecond))
@@ -253,7 +254,7 @@ func TestFailoverReclaimsAndLosesNothing(t *testing.T) {
 
 	// Every task ends exactly once, in SUCCEEDED; the ones the old leader
 	// was running were interrupted and ran again.
-	require.Eventually(t, func() bool {
+	waitfor.Eventually(t, "the live nodes see every task end", func() bool {
 		for _, n := range live {
 			ends := terminalEvents(n.Node)
 			for _, id := range ids {
@@ -263,7 +264,7 @@ func TestFailoverReclaimsAndLosesNothing(t *testing.T) {
 			}
 		}
 		return true
-	}, 30*time.Second, 50*time.Millisecond)
+	})
 	rerun := 0
 	for _, n := range live {
 		ends := terminalEvents(n.Node)
@@ -284,10 +285,10 @@ func TestFailoverReclaimsAndLosesNothing(t *testing.T) {
 
 	// The old leader, back on the network, follows.
 	old.cut.Heal()
-	require.Eventually(t, func() bool {
+	waitfor.Eventually(t, "the old leader follows the new one's events", func() bool {
 		want := next.Events().Last()
 		return old.Events().Last() >= want
-	}, 10*time.Second, 50*time.Millisecond)
+	})
 	ok, _ := old.Leading()
 	require.False(t, ok)
 }
@@ -360,13 +361,11 @@ func TestNodesNeverShowARoleThatContradictsTheLease(t *testing.T) {
 	}
 	old.cut.Partition()
 	next := f.leader(live)
-	var last []cluster.NodeStatus
-	require.Eventually(t, func() bool {
+	waitfor.CheckFor(t, func() error {
 		ns, err := next.Nodes(context.Background())
-		if err != nil || len(ns) != 2 {
-			return false
+		if err != nil {
+			return err
 		}
-		last = ns
 		var sawOld, sawNext bool
 		for _, s := range ns {
 			switch s.ID {
@@ -376,9 +375,11 @@ func TestNodesNeverShowARoleThatContradictsTheLease(t *testing.T) {
 				sawNext = s.Role == cluster.RoleLeader && s.Leader && s.Healthy
 			}
 		}
-		return sawOld && sawNext
-	}, 15*time.Second, 50*time.Millisecond, "the cut-off leader never showed as an unhealthy follower: %v",
-		lazy(func() string { return fmt.Sprintf("%+v", last) }))
+		if len(ns) != 2 || !sawOld || !sawNext {
+			return fmt.Errorf("the cut-off leader does not show as an unhealthy follower beside the new leader: %+v", ns)
+		}
+		return nil
+	})
 
 	stopWatching()
 	<-watched
@@ -387,11 +388,6 @@ func TestNodesNeverShowARoleThatContradictsTheLease(t *testing.T) {
 	require.Positive(t, reads)
 	require.Zero(t, wrong, "role and leader disagreed in %d of %d reads, as in %v", wrong, reads, violations)
 }
-
-// lazy formats when a failure message is printed, not when it is passed.
-type lazy func() string
-
-func (l lazy) String() string { return l() }
 
 // TestTheCallersContextBoundsTheForward: a follower's call to a leader that
 // does not answer ends when the caller's context does, not after the node's

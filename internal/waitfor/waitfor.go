@@ -27,11 +27,32 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 	})
 }
 
+// EventuallyWithin is Eventually with its own bound, for what may take
+// longer than Timeout on a busy machine (a cluster's failover under the race
+// detector, a long backlog to drain). The bound is how long the test may
+// wait, never what it asserts: a test that asserts how soon something
+// happens measures it.
+func EventuallyWithin(t testing.TB, bound time.Duration, what string, cond func() bool) {
+	t.Helper()
+	CheckForWithin(t, bound, func() error {
+		if cond() {
+			return nil
+		}
+		return errNotYet{what}
+	})
+}
+
 // CheckFor polls check until it returns nil, and fails t with check's last
 // error if Timeout passes first.
 func CheckFor(t testing.TB, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(Timeout)
+	CheckForWithin(t, Timeout, check)
+}
+
+// CheckForWithin is CheckFor with its own bound (see EventuallyWithin).
+func CheckForWithin(t testing.TB, bound time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
 	pause := time.Millisecond
 	for {
 		err := check()
@@ -39,7 +60,8 @@ func CheckFor(t testing.TB, check func() error) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not so after %v: %v", Timeout, err)
+			t.Fatalf("not so after %v: %v", bound, err)
+			return // for a testing.TB whose Fatalf returns
 		}
 		time.Sleep(pause)
 		pause = min(2*pause, 20*time.Millisecond)

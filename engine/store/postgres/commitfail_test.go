@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // A leader whose commits cannot go through (here another session holds a
@@ -51,12 +52,12 @@ func TestALeaderThatCannotCommitIsVisibleAndBounded(t *testing.T) {
 	_, err = e.Submit(bg, spec("during"))
 	require.Truef(t, engine.IsCode(err, engine.CodeUnavailable), "want UNAVAILABLE, got %v", err)
 	require.Less(t, time.Since(start), 10*time.Second, "bounded by the commit timeout, not by the lock")
-	require.Eventually(t, func() bool { return e.CommitError() != nil }, 10*time.Second, 10*time.Millisecond)
+	waitfor.Eventually(t, "the stalled commit makes the engine unavailable", func() bool { return e.CommitError() != nil })
 	require.ErrorContains(t, e.CommitError(), "in progress")
 	require.True(t, e.Stats(ctx).CommitFailing)
 
 	require.NoError(t, tx.Rollback(ctx))
-	require.Eventually(t, func() bool { return e.CommitError() == nil }, 10*time.Second, 10*time.Millisecond, "recovers once the lock goes")
+	waitfor.Eventually(t, "recovers once the lock goes", func() bool { return e.CommitError() == nil })
 	again, err := e.Submit(bg, spec("during"))
 	require.NoError(t, err)
 	got, err := s.Task(bg, again.ID)

@@ -161,7 +161,7 @@ func TestPartitionedLeaderStepsDownBeforeAnotherTakesOver(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "a", before.Node)
 
-	require.Eventually(t, func() bool { _, ok := eb.Leading(); return ok }, 3*ttl, 10*time.Millisecond, "b takes over within three TTLs")
+	waitfor.Eventually(t, "b takes over within three TTLs", func() bool { _, ok := eb.Leading(); return ok })
 	epochB, _ := eb.Leading()
 	require.Equal(t, epochA+1, epochB)
 	after, err := sb.Lease(bg)
