@@ -74,7 +74,20 @@ func durableStress(t *testing.T, iter int, fence bool) {
 	st := &slowDurable{Store: memory.New(memory.Options{MaxEvents: 1 << 20}), leases: map[uint64]bool{}}
 	var stopped atomic.Bool
 	var early, afterStop, executed atomic.Int64
-	exec := engine.ExecutorFunc(func(ctx context.Context, run *engine.Run) engine.Outcome {
+	// The check runs in Start, on the goroutine that starts the attempt: once
+	// Shutdown or Abandon has returned, no attempt is left to start, and the
+	// counts are final without waiting.
+	exec := startHook{work: func(ctx context.Context, run *engine.Run) engine.Outcome {
+		select {
+		case <-time.After(time.Duration(rand.IntN(2000)) * time.Microsecond):
+		case <-ctx.Done():
+			return engine.Outcome{Err: ctx.Err()}
+		}
+		if rand.IntN(5) == 0 {
+			return engine.Outcome{Err: engine.Transient(errors.New("flaky"))}
+		}
+		return engine.Outcome{}
+	}, started: func(run *engine.Run) {
 		executed.Add(1)
 		if stopped.Load() {
 			afterStop.Add(1)
@@ -85,16 +98,7 @@ func durableStress(t *testing.T, iter int, fence bool) {
 		if !ok {
 			early.Add(1)
 		}
-		select {
-		case <-time.After(time.Duration(rand.IntN(2000)) * time.Microsecond):
-		case <-ctx.Done():
-			return engine.Outcome{Err: ctx.Err()}
-		}
-		if rand.IntN(5) == 0 {
-			return engine.Outcome{Err: engine.Transient(errors.New("flaky"))}
-		}
-		return engine.Outcome{}
-	})
+	}}
 	e, err := engine.New(engine.Options{Config: cfg, Store: st, Executor: exec})
 	require.NoError(t, err)
 	require.NoError(t, e.Start(context.Background()))
@@ -124,7 +128,7 @@ func durableStress(t *testing.T, iter int, fence bool) {
 		}()
 	}
 	if fence {
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond) // the load runs a while before the store is lost
 		st.fenced.Store(true)
 		waitfor.Eventually(t, "the engine knows it is fenced", e.Fenced)
 		e.Abandon("test")
@@ -144,8 +148,19 @@ func durableStress(t *testing.T, iter int, fence bool) {
 		cancel()
 		stopped.Store(true)
 	}
-	time.Sleep(50 * time.Millisecond)
 	t.Logf("round %d, fenced %v: %d attempts, %d commits, %d executor calls after the stop", iter, fence, executed.Load(), st.commits.Load(), afterStop.Load())
 	require.Positive(t, executed.Load())
 	require.Zero(t, early.Load(), "attempts started before their commit")
+}
+
+// startHook is an Executor that calls started in Start, on the engine's
+// goroutine that starts the attempt, then runs work on a goroutine of its own.
+type startHook struct {
+	started func(run *engine.Run)
+	work    func(ctx context.Context, run *engine.Run) engine.Outcome
+}
+
+func (x startHook) Start(ctx context.Context, run *engine.Run) {
+	x.started(run)
+	go func() { run.Finish(x.work(ctx, run)) }()
 }

@@ -190,7 +190,7 @@ func TestCancellingMidActionStopsTheBrowserCall(t *testing.T) {
 
 func TestKilledInstanceIsMarkedUnhealthyAndWorkMovesToAHealthyOne(t *testing.T) {
 	t.Parallel()
-	url := testSite(t)
+	url, beacons := testSiteWithBeacon(t)
 	a, b := startChromium(t), startChromium(t)
 	reg := executor.NewRegistry(executor.RegistryOptions{HealthInterval: 200 * time.Millisecond, RecheckAfter: 50 * time.Millisecond, UnhealthyAfter: 2})
 	t.Cleanup(reg.Close)
@@ -218,9 +218,9 @@ func TestKilledInstanceIsMarkedUnhealthyAndWorkMovesToAHealthyOne(t *testing.T) 
 	// A long action is running on a when a dies.
 	done := make(chan engine.Outcome, 1)
 	go func() {
-		done <- s.run(ctx, exec, "a", action("evaluate", "", `{"expression":"new Promise(r => setTimeout(r, 15000))"}`))
+		done <- s.run(ctx, exec, "a", action("evaluate", "", `{"expression":"fetch('/beacon'); new Promise(r => setTimeout(r, 15000))"}`))
 	}()
-	time.Sleep(300 * time.Millisecond)
+	waitfor.Eventually(t, "the long action runs in a's browser", func() bool { return beacons.Load() > 0 })
 	require.NoError(t, a.Close())
 	var o engine.Outcome
 	select {

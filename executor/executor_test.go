@@ -96,16 +96,16 @@ func TestTabTimeAndActionTimeAreMeasuredApart(t *testing.T) {
 	// The instance holds the action for at least held from the moment it
 	// has it: the action's time covers that, and the tab's part does not.
 	const held = 30 * time.Millisecond
-	go func() {
-		for !slices.Contains(a.paths(), "POST /tabs/a-tab1/action") {
-			time.Sleep(time.Millisecond)
-		}
-		time.Sleep(held)
-		close(release)
-	}()
+	done := make(chan engine.Outcome, 1)
 	t0 := time.Now()
-	o := bn.exec.Execute(context.Background(), &attempt{id: "t", instance: "a", spec: &engine.TaskSpec{AgentID: "x",
-		Action: action("click", "#go", "")}})
+	go func() {
+		done <- bn.exec.Execute(context.Background(), &attempt{id: "t", instance: "a", spec: &engine.TaskSpec{AgentID: "x",
+			Action: action("click", "#go", "")}})
+	}()
+	waitfor.Eventually(t, "the instance has the action", func() bool { return slices.Contains(a.paths(), "POST /tabs/a-tab1/action") })
+	time.Sleep(held) // the instance is slow: it works on the action for held
+	close(release)
+	o := <-done
 	took := time.Since(t0)
 	require.NoError(t, o.Err)
 	require.Positive(t, o.TabTime, "opening the tab is measured")

@@ -312,7 +312,7 @@ instances:
 	var failovers []time.Duration
 	for range 3 {
 		stop := load()
-		time.Sleep(1500 * time.Millisecond)
+		time.Sleep(1500 * time.Millisecond) // the leader is under load when it is killed
 		old := awaitLeader(nodes, "")
 		var live []*clusterNode
 		for _, n := range nodes {
@@ -326,7 +326,7 @@ instances:
 		next := awaitLeader(live, old.id)
 		failovers = append(failovers, time.Since(killed))
 		t.Logf("kill -9 of leader %s: %s leads after %s", old.id, next.id, failovers[len(failovers)-1].Round(time.Millisecond))
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // the load goes on through the new leader a while
 		stop()
 		old.start(t, bin)
 		i := slices.Index(nodes, old)
@@ -342,7 +342,7 @@ instances:
 	// SIGSTOP the leader until another node leads, then SIGCONT it: it must
 	// not dispatch anything more.
 	stop := load()
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the leader is under load when it is paused
 	paused := awaitLeader(nodes, "")
 	require.NoError(t, paused.cmd.Process.Signal(syscall.SIGSTOP))
 	var others []*clusterNode

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -142,29 +143,32 @@ func TestResumingBeforeEverythingKeptSaysHowManyEventsAreGone(t *testing.T) {
 
 func TestNextWaitsForEventsThroughTheHub(t *testing.T) {
 	t.Parallel()
-	e := newEngine(t, 1024, 1024)
-	hub := eventstream.NewHub(e.Events())
-	defer hub.Close()
-	readers := make([]*eventstream.Reader, 50)
-	got := make(chan uint64, len(readers))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for i := range readers {
-		readers[i] = eventstream.NewReader(e, eventstream.Options{Hub: hub})
-		go func(r *eventstream.Reader) {
-			items, err := r.Next(ctx, 1)
-			if err != nil {
-				got <- 0
-				return
-			}
-			got <- items[0].Event.Seq
-		}(readers[i])
-	}
-	time.Sleep(20 * time.Millisecond) // let them wait
-	submit(t, e, "a", 1)
-	for range readers {
-		require.Equal(t, uint64(1), <-got, "every waiting reader wakes with the first event")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, 1024, 1024)
+		hub := eventstream.NewHub(e.Events())
+		defer hub.Close()
+		readers := make([]*eventstream.Reader, 50)
+		got := make(chan uint64, len(readers))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for i := range readers {
+			readers[i] = eventstream.NewReader(e, eventstream.Options{Hub: hub})
+			go func(r *eventstream.Reader) {
+				items, err := r.Next(ctx, 1)
+				if err != nil {
+					got <- 0
+					return
+				}
+				got <- items[0].Event.Seq
+			}(readers[i])
+		}
+		synctest.Wait() // every reader waits on the hub
+		require.Empty(t, got, "a reader returned before there was an event")
+		submit(t, e, "a", 1)
+		for range readers {
+			require.Equal(t, uint64(1), <-got, "every waiting reader wakes with the first event")
+		}
+	})
 }
 
 func TestAppendEventWritesTheTaskEventFieldsAsJSON(t *testing.T) {

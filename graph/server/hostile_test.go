@@ -348,7 +348,7 @@ func goodLatencies(t *testing.T, good *client.Client, n int) []time.Duration {
 		require.NoError(t, good.Do(ctxFor(t), `{ stats { submitted } lanes { name } }`, nil, &out))
 		require.Len(t, out.Lanes, 4)
 		lat = append(lat, time.Since(start))
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a well-behaved client's pace, spread over the attacks
 	}
 	slices.Sort(lat)
 	return lat

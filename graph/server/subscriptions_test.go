@@ -434,9 +434,11 @@ func TestKeepalivesFlowOnBothSubprotocols(t *testing.T) {
 			require.NoError(t, conn.Ping(ctx))
 			waitfor.Eventually(t, "the server answers a ping with a pong", func() bool { return conn.Pongs() >= 1 })
 		}
-		// The client answers the server's pings: the connection outlives
-		// several ping intervals.
-		time.Sleep(250 * time.Millisecond)
+		// The client answers the server's pings: the server, which closes a
+		// connection two intervals after a ping that got no pong, keeps this
+		// one open for four more.
+		seen := conn.Pings.Load()
+		waitfor.Eventually(t, proto+" keepalives go on for four more intervals", func() bool { return conn.Pings.Load() >= seen+4 })
 		require.NoError(t, conn.Err(), "%s connection alive", proto)
 		require.NoError(t, conn.Close())
 	}
