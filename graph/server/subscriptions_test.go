@@ -424,7 +424,9 @@ func TestStatsSubscriptionTicksAtTheInterval(t *testing.T) {
 
 func TestKeepalivesFlowOnBothSubprotocols(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(o *setupOptions) { o.keepAlive = 50 * time.Millisecond })
+	// Not shorter: the server closes a connection whose pong is two
+	// intervals late, which a busy machine under -race can make it.
+	b := setup(t, func(o *setupOptions) { o.keepAlive = 500 * time.Millisecond })
 	ctx := ctxFor(t)
 	for _, proto := range []string{client.TransportWS, client.LegacyWS} {
 		conn, err := b.c.Dial(ctx, client.DialOptions{Protocol: proto})
