@@ -64,7 +64,7 @@ type rankJobs struct {
 type rankJob struct {
 	p        policy.Selection
 	start, n int
-	detailed bool // p is a policy.DetailedSelection; dets holds its tasks' details
+	detailed bool // p is a policy.DetailedSelection that reads them; dets holds its tasks' details
 }
 
 var rankJobsPool = sync.Pool{New: func() any { return new(rankJobs) }}
@@ -72,6 +72,7 @@ var rankJobsPool = sync.Pool{New: func() any { return new(rankJobs) }}
 // add makes a job of group for p.
 func (r *rankJobs) add(p policy.Selection, group []*task) {
 	_, detailed := p.(policy.DetailedSelection)
+	detailed = detailed && policy.UsesDetails(p)
 	r.jobs = append(r.jobs, rankJob{p: p, start: len(r.tasks), n: len(group), detailed: detailed})
 	r.tasks = append(r.tasks, group...)
 	for _, t := range group {

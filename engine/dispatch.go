@@ -29,9 +29,11 @@ type dispatchScratch struct {
 	// policy deciding outside it reads them safely
 	agentIDs, laneNames []string
 	// the heads' details (policy.Details), copied under the lock when the
-	// fairness policy decides outside it; nil otherwise (an inline policy
-	// reads them live, under the lock)
+	// fairness policy decides outside it and reads them (policy.UsesDetails);
+	// nil otherwise
 	dets details
+	// live: the policy is inline and reads the details live, under the lock
+	live bool
 }
 
 // enqueueLocked puts a QUEUED task into its subQueue.
@@ -680,11 +682,12 @@ func (c *core) candidatesLocked(sc *dispatchScratch, now int64, slack int) ([]po
 	clear(sc.dets)
 	sc.dets = sc.dets[:0]
 	sc.aqs = append(sc.aqs[:0], sc.topK...)
+	sc.live = c.fairness.inline
 	for _, aq := range sc.aqs {
 		sc.agentIDs = append(sc.agentIDs, aq.agent.id)
 		sc.laneNames = append(sc.laneNames, aq.lane.cfg.Name)
 		h := aq.head()
-		if !c.fairness.inline {
+		if !c.fairness.inline && c.fairness.details {
 			sc.dets = append(sc.dets, detailOf(h, ""))
 		}
 		a := aq.agent
@@ -814,13 +817,19 @@ func (n candidateNames) LaneName(i int) string {
 }
 
 // detail returns candidate i's details: copied for a policy that decides
-// outside the lock, read live (the lock is held) for an inline one.
+// outside the lock, read live (the lock is held) for an inline one, and
+// empty for one that decides outside it having said it reads none
+// (policy.UsesDetails): nothing was copied, and the heads may not be read
+// without the lock.
 func (n candidateNames) detail(i int) recordDetail {
 	if i < 0 || i >= len(n.sc.aqs) {
 		return recordDetail{}
 	}
 	if i < len(n.sc.dets) {
 		return n.sc.dets[i]
+	}
+	if !n.sc.live {
+		return recordDetail{}
 	}
 	return detailOf(n.sc.aqs[i].head(), "")
 }

@@ -133,6 +133,7 @@ type namedFairness struct {
 	p         policy.Fairness
 	stateless bool // p keeps no state between decisions (policy.StateReporter)
 	inline    bool
+	details   bool // p may read the candidates' details (policy.UsesDetails)
 }
 
 // changes are what the core's operations recorded since the driver last

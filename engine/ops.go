@@ -424,7 +424,8 @@ func (e *Engine) setPolicyAs(slot policy.Slot, laneName, name string, p any, per
 			sr, ok := fp.(policy.StateReporter)
 			// A policy that may hold is asked even about a single candidate.
 			h, holds := fp.(policy.Holder)
-			c.fairness = namedFairness{name: name, p: fp, stateless: ok && sr.Stateless() && !(holds && h.MayHold()), inline: inline(fp)}
+			c.fairness = namedFairness{name: name, p: fp, stateless: ok && sr.Stateless() && !(holds && h.MayHold()), inline: inline(fp),
+				details: policy.UsesDetails(fp)}
 		default:
 			return invalid("slot", "unknown slot %d", slot)
 		}

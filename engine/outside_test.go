@@ -360,3 +360,42 @@ func TestARetryDecidedOnDetailsThatChangedMeanwhileIsDecidedAgain(t *testing.T) 
 	defer r.mu.Unlock()
 	require.Equal(t, []uint32{2, 1}, r.weights, "asked again with the details as they are now")
 }
+
+// detailSelection is a selection outside the lock that reads details (or
+// says it does not) and records how it was asked.
+type detailSelection struct {
+	uses   bool
+	agents chan string // the agent named in each detailed call; "" for a plain Rank
+}
+
+func (s detailSelection) UsesDetails() bool { return s.uses }
+
+func (s detailSelection) Rank(nowMs int64, tasks []policy.Task, ranks []int64) {
+	plainSelection{}.Rank(nowMs, tasks, ranks)
+	s.agents <- ""
+}
+
+func (s detailSelection) RankDetailed(ctx policy.RankContext, tasks []policy.Task, ranks []int64) {
+	plainSelection{}.Rank(ctx.NowMs, tasks, ranks)
+	s.agents <- ctx.Details.AgentID(0)
+}
+
+// The engine copies a submission's details for a selection outside the
+// lock only when the policy reads them (policy.UsesDetails): one that says
+// it does not is asked without them.
+func TestSelectionOutsideTheLockGetsDetailsOnlyIfItReadsThem(t *testing.T) {
+	t.Parallel()
+	for _, uses := range []bool{true, false} {
+		x := &laneExecutor{started: make(chan string, 64)}
+		e := twoLanes(t, x)
+		s := detailSelection{uses: uses, agents: make(chan string, 1)}
+		require.NoError(t, e.SetSelection("a", "detailed", s))
+		task := waitFor(t, submitAsync(e, spec("a", "alice")), "the submission")
+		require.NotNil(t, task)
+		want := ""
+		if uses {
+			want = "alice"
+		}
+		require.Equal(t, want, waitFor(t, s.agents, "the rank"), "uses details: %v", uses)
+	}
+}

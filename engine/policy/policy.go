@@ -89,6 +89,20 @@ func ParseSlot(s string) (Slot, bool) { return sdk.ParseSlot(s) }
 // Valid reports whether d is a well-formed decision.
 func Valid(d Decision) bool { return sdk.Valid(d) }
 
+// DetailUser is implemented by a policy that can tell whether its decisions
+// read names or details at all (Names, Details; a WebAssembly module
+// declares it when it loads). The engine copies them, for a decision made
+// outside its lock, only for a policy that reads them or does not say.
+type DetailUser interface {
+	UsesDetails() bool
+}
+
+// UsesDetails reports whether p's decisions may read names or details.
+func UsesDetails(p any) bool {
+	u, ok := p.(DetailUser)
+	return !ok || u.UsesDetails()
+}
+
 // IsInline reports whether p may decide under the engine's lock.
 func IsInline(p any) bool { return sdk.IsInline(p) }
 

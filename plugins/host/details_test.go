@@ -146,3 +146,29 @@ func TestOversizedDetailsFallBackWithoutBlamingThePlugin(t *testing.T) {
 	w.RankDetailed(policy.RankContext{NowMs: 1, Details: small}, tasks, ranks)
 	require.Equal(t, uint64(3*rt.Config().BreakerThreshold), p.Stats().Fallbacks)
 }
+
+// The engine copies names and details for a decision only for a policy
+// that reads them (policy.UsesDetails): a module that declared details, or
+// for selection names, says so; one that declared neither, or a version 1
+// module, does not. (No example fairness module reads details.)
+func TestWrappersSayWhetherTheyReadDetails(t *testing.T) {
+	rt := newRuntime(t, host.Config{})
+	sel := func(file, config string) *host.Selection {
+		p, err := loadExample(t, rt, file, config)
+		require.NoError(t, err)
+		w, err := p.Selection(priority.Selection{})
+		require.NoError(t, err)
+		return w
+	}
+	fair := func(file, config string) *host.Fairness {
+		p, err := loadExample(t, rt, file, config)
+		require.NoError(t, err)
+		w, err := p.Fairness(&fairshare.Fairness{})
+		require.NoError(t, err)
+		return w
+	}
+	require.True(t, policy.UsesDetails(sel("labelsel.wasm", `{"lastSessions": ["session-1"]}`)))
+	require.False(t, policy.UsesDetails(sel("edf.wasm", "")))
+	require.False(t, policy.UsesDetails(fair("asc.wasm", "")))
+	require.False(t, policy.UsesDetails(fair("vip.wasm", ""))) // names only: the engine copies those anyway
+}

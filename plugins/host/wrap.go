@@ -55,6 +55,11 @@ func (w *Fairness) Stateless() bool { return w.p.Stateless() }
 // may answer hold.
 func (w *Fairness) MayHold() bool { return w.p.version >= 2 && w.p.flags&abi.FlagHolds != 0 }
 
+// UsesDetails implements policy.DetailUser: only a module that declared it
+// reads details (ABI v2) is sent them, so the engine copies the candidates'
+// details for no other (their names it copies anyway, cheaply).
+func (w *Fairness) UsesDetails() bool { return w.p.entry() >= abi.DetailEntrySize }
+
 // Pick implements policy.Fairness.
 func (w *Fairness) Pick(ctx policy.PickContext, cands []policy.Candidate, picks []uint32) int {
 	w.p.stats.calls.Add(1)
@@ -89,6 +94,11 @@ type Selection struct {
 
 // Plugin returns the plugin behind the wrapper.
 func (w *Selection) Plugin() *Plugin { return w.p }
+
+// UsesDetails implements policy.DetailUser: only a module that declared
+// it reads names or details (ABI v2) is sent the tasks' table, so the engine
+// copies them for no other.
+func (w *Selection) UsesDetails() bool { return w.p.entry() != 0 }
 
 // Rank implements policy.Selection.
 func (w *Selection) Rank(nowMs int64, tasks []policy.Task, ranks []int64) {
@@ -151,6 +161,8 @@ func (w *Retry) DecideDetailed(ctx policy.RetryContext, f policy.Failure) policy
 
 var (
 	_ policy.Fairness          = (*Fairness)(nil)
+	_ policy.DetailUser        = (*Fairness)(nil)
+	_ policy.DetailUser        = (*Selection)(nil)
 	_ policy.DetailedSelection = (*Selection)(nil)
 	_ policy.DetailedRetry     = (*Retry)(nil)
 )
