@@ -90,3 +90,27 @@ func parseType(t *testing.T, s string) *ast.Type {
 	}
 	return &ast.Type{NamedType: s, NonNull: nonNull}
 }
+
+// TestEveryInputTypesPlaceholderPassesGqlparser: whichever input object a
+// query's variable has, its placeholder is one gqlparser accepts, or a
+// valid request would be refused once its query is cached.
+func TestEveryInputTypesPlaceholderPassesGqlparser(t *testing.T) {
+	schema := generated.NewExecutableSchema(generated.Config{}).Schema()
+	c := newVarCheck(schema, nil)
+	n := 0
+	for name, def := range schema.Types {
+		if def.Kind != ast.InputObject {
+			continue
+		}
+		n++
+		for _, typ := range []*ast.Type{
+			{NamedType: name, NonNull: true},
+			{Elem: &ast.Type{NamedType: name, NonNull: true}, NonNull: true},
+		} {
+			op := &ast.OperationDefinition{VariableDefinitions: ast.VariableDefinitionList{{Variable: "in", Type: typ, Definition: def}}}
+			_, err := validator.VariableValues(schema, op, map[string]any{"in": c.placeholder(typ)})
+			require.NoError(t, err, "placeholder of %s", typ)
+		}
+	}
+	require.Greater(t, n, 10)
+}
