@@ -27,7 +27,7 @@ var pluginToolVerbs = map[string]struct {
 	summary string
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }{
-	"new":      {"write a new plugin project (Go or AssemblyScript) for a slot", runPluginNew},
+	"new":      {"write a new plugin project (Go or AssemblyScript; ABI v2 with a configuration schema) for a slot", runPluginNew},
 	"build":    {"build a Go plugin's main package (for wasip1) into a .wasm module", runPluginBuild},
 	"check":    {"check a module against the ABI and the conformance checks", runPluginCheck},
 	"bench":    {"measure a module's decisions against the native built-in (faulted ones show as FAULTED, not timed)", runPluginBench},

@@ -136,7 +136,8 @@ func TestAPluginScaffoldedOutsideTheRepositoryRunsInARealServer(t *testing.T) {
 }
 
 // The AssemblyScript scaffold builds with the compiler from the npm registry,
-// passes its own node tests and `plugin check`.
+// passes its own node tests and `plugin check`, and, as the Go scaffold,
+// speaks ABI version 2 with a configuration schema the host enforces.
 func TestAnAssemblyScriptScaffoldBuildsTestsAndPassesCheck(t *testing.T) {
 	t.Parallel()
 	npm, err := exec.LookPath("npm")
@@ -153,7 +154,21 @@ func TestAnAssemblyScriptScaffoldBuildsTestsAndPassesCheck(t *testing.T) {
 		require.NoError(t, err, "npm %s:\n%s", strings.Join(args, " "), b)
 	}
 	out.Reset()
-	require.Equal(t, 0, run(context.Background(), []string{"plugin", "check", filepath.Join(dir, "shortest.wasm")}, &out, &errOut), "%s\n%s", out.String(), errOut.String())
+	module := filepath.Join(dir, "shortest.wasm")
+	require.Equal(t, 0, run(context.Background(), []string{"plugin", "check", module}, &out, &errOut), "%s\n%s", out.String(), errOut.String())
+	out.Reset()
+	require.Equal(t, 0, run(context.Background(), []string{"plugin", "check", "--json", "--config", `{"maxPicks": 1}`, module}, &out, &errOut), "%s\n%s", out.String(), errOut.String())
+	var rep struct {
+		ConfigSchema struct {
+			AdditionalProperties bool
+			Properties           map[string]struct{ Type string }
+		}
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rep), out.String())
+	require.Equal(t, "integer", rep.ConfigSchema.Properties["maxPicks"].Type, "the module declares its schema (ABI v2)")
+	out.Reset()
+	require.Equal(t, 1, run(context.Background(), []string{"plugin", "check", "--config", `{"maxPicks": -1}`, module}, &out, &errOut))
+	require.Contains(t, out.String()+errOut.String(), "config.maxPicks: must be ≥ 0", "the host checks the configuration against it")
 }
 
 func TestPluginBuildNamesTheMainPackageAndTakesFlagsAfterTheDirectory(t *testing.T) {
