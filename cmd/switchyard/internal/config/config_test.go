@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -295,6 +296,44 @@ func TestEveryScalarKeyHasAVariable(t *testing.T) {
 	} {
 		require.Equal(t, key, vars[name], name)
 	}
+
+	// Every scalar leaf of the configuration, whatever its Go type (an
+	// int64 such as plugins.decisionFuel was once left out), has one.
+	keys := map[string]bool{}
+	for _, key := range vars {
+		keys[key] = true
+	}
+	var walk func(t reflect.Type, path string)
+	walk = func(rt reflect.Type, path string) {
+		for i := range rt.NumField() {
+			f := rt.Field(i)
+			tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
+			if tag == "" || tag == "-" || !f.IsExported() {
+				continue
+			}
+			p := tag
+			if path != "" {
+				p = path + "." + tag
+			}
+			switch k := f.Type.Kind(); {
+			case f.Type == reflect.TypeOf(config.Duration(0)):
+				require.True(t, keys[p], "%s has no variable", p)
+			case k == reflect.Struct:
+				walk(f.Type, p)
+			case k != reflect.Slice && k != reflect.Map && k != reflect.Pointer && k != reflect.Interface:
+				require.True(t, keys[p], "%s (%s) has no variable", p, k)
+			}
+		}
+	}
+	walk(reflect.TypeOf(config.Default()), "")
+
+	c := config.Default()
+	warnings, err := c.ApplyEnv([]string{"SWITCHYARD_PLUGINS_DECISION_FUEL=20000"})
+	require.NoError(t, err)
+	require.Empty(t, warnings)
+	require.Equal(t, int64(20000), c.Plugins.DecisionFuel)
+	_, err = c.ApplyEnv([]string{"SWITCHYARD_PLUGINS_DECISION_FUEL=lots"})
+	require.ErrorContains(t, err, "SWITCHYARD_PLUGINS_DECISION_FUEL (plugins.decisionFuel)")
 }
 
 func TestAValueOfTheWrongTypeNamesItsKey(t *testing.T) {

@@ -69,13 +69,25 @@ func envKeys(c *Config) map[string]envKey {
 				add(p, n, o, fv)
 			case f.Type.Kind() == reflect.Struct:
 				walk(fv, p, n, o)
-			case f.Type.Kind() == reflect.String || f.Type.Kind() == reflect.Int || f.Type.Kind() == reflect.Bool || f.Type.Kind() == reflect.Float64:
+			case isScalar(f.Type.Kind()):
 				add(p, n, o, fv)
 			}
 		}
 	}
 	walk(reflect.ValueOf(c).Elem(), "", "", "")
 	return out
+}
+
+// isScalar reports whether a configuration field of this kind is one value
+// that a variable can set (strings, booleans and numbers of every size).
+func isScalar(k reflect.Kind) bool {
+	switch k {
+	case reflect.String, reflect.Bool, reflect.Float32, reflect.Float64,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
 }
 
 func joinPath(a, b string) string {
@@ -183,20 +195,26 @@ func setScalar(v reflect.Value, s string) error {
 		v.SetInt(int64(d))
 	case v.Kind() == reflect.String:
 		v.SetString(s)
-	case v.Kind() == reflect.Int:
-		n, err := strconv.Atoi(s)
+	case v.CanInt():
+		n, err := strconv.ParseInt(s, 10, v.Type().Bits())
 		if err != nil {
 			return fmt.Errorf("%q is not an integer", s)
 		}
-		v.SetInt(int64(n))
+		v.SetInt(n)
+	case v.CanUint():
+		n, err := strconv.ParseUint(s, 10, v.Type().Bits())
+		if err != nil {
+			return fmt.Errorf("%q is not a non-negative integer", s)
+		}
+		v.SetUint(n)
 	case v.Kind() == reflect.Bool:
 		b, err := strconv.ParseBool(s)
 		if err != nil {
 			return fmt.Errorf("%q is not true or false", s)
 		}
 		v.SetBool(b)
-	case v.Kind() == reflect.Float64:
-		f, err := strconv.ParseFloat(s, 64)
+	case v.CanFloat():
+		f, err := strconv.ParseFloat(s, v.Type().Bits())
 		if err != nil {
 			return fmt.Errorf("%q is not a number", s)
 		}
