@@ -420,7 +420,9 @@ func (s *switchyard) insertMany(ctx context.Context, n int) error {
 	return nil
 }
 
-func (s *switchyard) completed() uint64 { return s.eng.Stats(context.Background()).Ended[engine.StateSucceeded] }
+func (s *switchyard) completed() uint64 {
+	return s.eng.Stats(context.Background()).Ended[engine.StateSucceeded]
+}
 
 func (s *switchyard) tearDown(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
