@@ -52,7 +52,11 @@ func (c *Client) SubscribeSSE(ctx context.Context, query string, vars map[string
 		return nil, &StatusError{Status: res.StatusCode, Body: string(data)}
 	}
 	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	// The buffer starts small and doubles up to 64 MiB for a long line: most
+	// streams carry small messages, and a 64 KiB buffer for each of them
+	// (one stream per followed task) made the garbage collector run that
+	// much more often.
+	sc.Buffer(nil, 64<<20)
 	return &SSEStream{body: res.Body, sc: sc, cancel: cancel}, nil
 }
 

@@ -105,7 +105,11 @@ func NewReader(src Source, opts Options) *Reader {
 	}
 	log := src.Events()
 	head := log.Last()
-	r := &Reader{src: src, log: log, opts: opts, pos: head, live: head, buf: make([]engine.Event, 0, opts.Batch)}
+	// buf grows with what reads need (step keeps it): a batch's worth up
+	// front would be tens of kilobytes for every subscription, most of which
+	// — a task(id) subscription — read a few events in all, and the garbage
+	// collector would run that much more often.
+	r := &Reader{src: src, log: log, opts: opts, pos: head, live: head}
 	if opts.After != nil {
 		r.pos = *opts.After
 	}
@@ -184,6 +188,7 @@ func (r *Reader) step(ctx context.Context, room int) (int, error) {
 		return r.replayStored(ctx, oldest, room)
 	}
 	evs, missed := r.log.Read(r.pos, min(room, r.opts.Batch), r.buf[:0])
+	r.buf = evs[:0] // reused by the next read, at the size it grew to
 	if missed > 0 {
 		// The ring moved on between Oldest and Read.
 		if r.pos < r.live {
