@@ -117,7 +117,7 @@ func (e *Engine) swapPending() *inflight {
 	}
 	in := &inflight{b: b, out: out, spare: sp}
 	for i, t := range b.tasks {
-		t.dirty = false
+		t.dirty, t.forgetLater = false, false
 		if i < len(sp.snapVals) {
 			snap := &sp.snapVals[i]
 			t.snapshotTo(snap)
@@ -249,11 +249,19 @@ type spareBuffers struct {
 const maxSpareSnaps = 4096
 
 // forgetLocked drops a committed terminal task from memory: the store answers
-// for it from now on.
+// for it from now on. A task that clients follow (Follow) stays until the
+// last of them stops: each reads it once more as it learns of the end, and
+// that read is then a copy under the lock, not a query of the store (on
+// SQLite, about a tenth of a millisecond on the way to a follower).
 func (c *core) forgetLocked(t *task) {
 	if t.dirty || t.holding || !t.state.Terminal() || c.tasks[t.id] != t {
 		return
 	}
+	if t.followers > 0 {
+		t.forgetLater = true
+		return
+	}
+	t.forgetLater = false
 	delete(c.tasks, t.id)
 	if k := t.spec.IdempotencyKey; k != "" {
 		if ik := t.spec.AgentID + "\x00" + k; c.idem[ik] == t {

@@ -93,6 +93,7 @@ type Engine struct {
 	kickCh          chan struct{}
 	commitCh        chan struct{}
 	lazyCh          chan struct{} // changes nobody waits for (durable): they may ride in the next commit
+	runningCh       chan struct{} // attempts that started (durable): they wait longer for company (runningCommitDelay)
 	startCh         chan []*Run   // committed attempts, for the starter goroutine (durable, asynchronous)
 	committed       atomic.Uint64
 	commitMu        sync.Mutex      // one commit at a time
@@ -236,7 +237,7 @@ func New(opts Options) (*Engine, error) {
 		store: opts.Store, exec: opts.Executor,
 		log: opts.Logger.Named("engine"), sync: opts.synchronous,
 		kickCh: make(chan struct{}, 1), commitCh: make(chan struct{}, 1),
-		lazyCh: make(chan struct{}, 1), startCh: make(chan []*Run, startBacklog),
+		lazyCh: make(chan struct{}, 1), runningCh: make(chan struct{}, 1), startCh: make(chan []*Run, startBacklog),
 	}
 	e.core.init(cfg, opts.Clock, opts.TabLocator, opts.PlaceOnInstances, opts.Seed)
 	e.core.lock, e.core.owner = &e.mu, e
@@ -314,7 +315,11 @@ func (e *Engine) Events() *EventLog { return e.events }
 // lazyCommitDelay for a commit that someone waits for (commitSoon) — unless
 // the pending batch holds the end of a task a client follows (Follow), which
 // is written at once, whether an attempt's end, a timer or a cascade ended it.
-func (e *Engine) unlock() {
+func (e *Engine) unlock() { e.unlockTo(e.lazyCh) }
+
+// unlockTo is unlock, asking for a lazy commit through lazyCh: e.lazyCh, or
+// e.runningCh for the start of attempts (runningCommitDelay).
+func (e *Engine) unlockTo(lazyCh chan struct{}) {
 	e.processCascadesLocked()
 	e.armLocked()
 	e.armReaskLocked()
@@ -323,7 +328,7 @@ func (e *Engine) unlock() {
 	if signal && !e.sync {
 		ch := e.commitCh
 		if lazy {
-			ch = e.lazyCh
+			ch = lazyCh
 		}
 		select {
 		case ch <- struct{}{}:
@@ -348,7 +353,8 @@ func (e *Engine) mutate(op func(c *core) error) error {
 // free nothing: an attempt's start, a lease). It returns the batches that
 // hold what op recorded — or, when op recorded nothing, the latest batch
 // in the store's hands, which holds what op read — for a caller that waits
-// for its commit; none when there is none.
+// for its commit; none when there is none. With a durable store, the commit
+// it asks for lingers lazyCommitDelay (unlock).
 //
 // While op runs, a policy that is not inline may decide outside the lock
 // (core.outside): the lock is released for the call and taken again, and
@@ -358,6 +364,11 @@ func (e *Engine) mutate(op func(c *core) error) error {
 // taken from whichever batch is pending at the end could report success
 // for a change whose batch failed.
 func (e *Engine) apply(dispatch bool, op func(c *core) error) (holds commitWait, err error) {
+	return e.applyTo(dispatch, e.lazyCh, op)
+}
+
+// applyTo is apply, asking for a lazy commit through lazyCh (unlockTo).
+func (e *Engine) applyTo(dispatch bool, lazyCh chan struct{}, op func(c *core) error) (holds commitWait, err error) {
 	e.mu.Lock()
 	e.span = opSpan{}
 	if err := op(&e.core); err != nil {
@@ -375,7 +386,7 @@ func (e *Engine) apply(dispatch bool, op func(c *core) error) (holds commitWait,
 		}
 	}
 	e.span = opSpan{}
-	e.unlock()
+	e.unlockTo(lazyCh)
 	if dispatch {
 		e.after()
 	}
@@ -406,6 +417,18 @@ func (e *Engine) commitSoon() {
 // them along; a lone submitter's next submission usually does, which saves
 // its commit (and the wait behind it) a transaction of its own.
 const lazyCommitDelay = 2 * time.Millisecond
+
+// runningCommitDelay is how long the committer holds an attempt's start
+// (RUNNING) when nothing else asks for a commit. Most attempts of a browser
+// action end within a few milliseconds; the start then rides in the commit
+// of the end, and the two cost one transaction. Written after
+// lazyCommitDelay instead, it was a transaction of its own, and when the
+// attempt ended while it was being written, the end — which a follower
+// waits for (Follow) — waited for it first: on SQLite, a commit more on the
+// way to the follower for every attempt a little longer than 2 ms, which is
+// where a forwarded action's tail was. Another change's commit takes the
+// start along at once.
+const runningCommitDelay = 20 * time.Millisecond
 
 // after runs after every public operation that changed state: it dispatches
 // (and, when synchronous, commits) what the change made possible.
@@ -525,21 +548,56 @@ func (e *Engine) commitLoop() {
 	linger := time.NewTimer(lazyCommitDelay)
 	linger.Stop()
 	for {
+		var delay time.Duration
 		select {
 		case <-e.commitCh:
 		case <-e.lazyCh:
-			linger.Reset(lazyCommitDelay)
-			select {
-			case <-e.commitCh:
-			case <-linger.C:
-			case <-e.baseCtx.Done():
-			}
-			linger.Stop()
+			delay = lazyCommitDelay
+		case <-e.runningCh:
+			delay = runningCommitDelay
 		case <-e.baseCtx.Done():
 			e.commitNow() // a last flush
 			return
 		}
+		if delay > 0 {
+			e.linger(linger, delay)
+		}
+		// The changes signalled so far are all in the pending batch, which
+		// this commit writes: a signal left over would start a linger for
+		// changes not made yet, and write the next ones early (an
+		// attempt's start, made just after its submission's commit, was
+		// written on its own lazyCommitDelay after that commit).
+		for _, ch := range [...]chan struct{}{e.lazyCh, e.runningCh} {
+			select {
+			case <-ch:
+			default:
+			}
+		}
 		e.commitNow()
+	}
+}
+
+// linger waits up to delay for a commit someone waits for, or less when a
+// change that lingers less arrives meanwhile.
+func (e *Engine) linger(t *time.Timer, delay time.Duration) {
+	due := time.Now().Add(delay)
+	t.Reset(delay)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.commitCh:
+			return
+		case <-t.C:
+			return
+		case <-e.baseCtx.Done():
+			return
+		case <-e.runningCh: // it lingers as long or longer: the commit ahead takes it along
+		case <-e.lazyCh:
+			if d := time.Until(due); d > lazyCommitDelay {
+				due = time.Now().Add(lazyCommitDelay)
+				t.Reset(lazyCommitDelay)
+			}
+		}
 	}
 }
 

@@ -11,8 +11,10 @@ package engine
 // its follower without that wait, whatever ended it — its attempt, its
 // deadline, a cancellation, a dependency's cascade: the batch that holds it
 // asks the committer for an immediate commit (changes.followedEnd, read by
-// Engine.unlock). A task not in memory (ended and forgotten, or unknown)
-// needs nothing.
+// Engine.unlock). Once its end is committed, the task stays in memory until
+// its last follower stops (forgetLocked), so that the follower's read of it
+// is not a query of the store. A task not in memory (ended and forgotten, or
+// unknown) needs nothing.
 func (e *Engine) Follow(id string) (unfollow func()) {
 	var t *task
 	ended := false
@@ -30,10 +32,15 @@ func (e *Engine) Follow(id string) (unfollow func()) {
 	}
 	done := false
 	return func() {
-		e.view(func(*core) {
+		e.view(func(c *core) {
 			if !done {
 				done = true
 				t.followers--
+				if t.followers == 0 && t.forgetLater {
+					// Its end was committed while followed: forgotten now,
+					// as the commit would have.
+					c.forgetLocked(t)
+				}
 			}
 		})
 	}

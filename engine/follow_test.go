@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -25,7 +26,7 @@ type batchRecorder struct {
 	commits []committed
 }
 
-type committed struct{ ended, queued []string }
+type committed struct{ ended, queued, running []string }
 
 func (s *batchRecorder) Commit(ctx context.Context, b *engine.Batch) error {
 	var c committed
@@ -35,6 +36,8 @@ func (s *batchRecorder) Commit(ctx context.Context, b *engine.Batch) error {
 			c.ended = append(c.ended, ev.TaskID)
 		case ev.Type == engine.EventState && ev.To == engine.StateQueued:
 			c.queued = append(c.queued, ev.TaskID)
+		case ev.Type == engine.EventState && ev.To == engine.StateRunning:
+			c.running = append(c.running, ev.TaskID)
 		}
 	}
 	if err := s.durableMemory.Commit(ctx, b); err != nil {
@@ -44,6 +47,30 @@ func (s *batchRecorder) Commit(ctx context.Context, b *engine.Batch) error {
 	s.commits = append(s.commits, c)
 	s.mu.Unlock()
 	return nil
+}
+
+// runningIn returns the commit that wrote id's start (RUNNING), or -1.
+func (s *batchRecorder) runningIn(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, c := range s.commits {
+		if slices.Contains(c.running, id) {
+			return i
+		}
+	}
+	return -1
+}
+
+// readsFrom counts the store's Task reads (engine.Engine.Task asks the store
+// only for a task it no longer holds).
+type readsFrom struct {
+	*batchRecorder
+	reads atomic.Int32
+}
+
+func (s *readsFrom) Task(ctx context.Context, id string) (*engine.Task, error) {
+	s.reads.Add(1)
+	return s.batchRecorder.Task(ctx, id)
 }
 
 // commitOf returns the commit that wrote id's end, or -1.
@@ -161,4 +188,93 @@ func taskState(t *testing.T, e *engine.Engine, id string) engine.State {
 	got, err := e.Task(context.Background(), id)
 	require.NoError(t, err)
 	return got.State
+}
+
+// TestAFollowedTaskIsReadFromMemoryUntilUnfollowed: once a followed task's
+// end is committed, its follower's read of it (the task(id) subscription
+// reads the task as it learns of the end) is answered from memory, not the
+// store; the task is forgotten, and read from the store, once the follower
+// stops — as a task nobody follows is forgotten once its end is committed.
+func TestAFollowedTaskIsReadFromMemoryUntilUnfollowed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		exec := enginetest.NewExecutor()
+		st := &readsFrom{batchRecorder: &batchRecorder{durableMemory: durableMemory{memory.New(memory.Options{})}}}
+		e, err := engine.New(engine.Options{Store: st, Executor: exec})
+		require.NoError(t, err)
+		require.NoError(t, e.Start(ctx))
+		defer func() { _ = e.Shutdown(ctx) }()
+
+		task, err := e.Submit(ctx, enginetest.Spec("a").Obj())
+		require.NoError(t, err)
+		unfollow := e.Follow(task.ID)
+		synctest.Wait()
+		exec.Run(task.ID).Finish(engine.Outcome{})
+		synctest.Wait()
+		i, _ := st.commitOf(task.ID)
+		require.GreaterOrEqual(t, i, 0, "the followed task's end is committed")
+
+		got, err := e.Task(ctx, task.ID)
+		require.NoError(t, err)
+		require.Equal(t, engine.StateSucceeded, got.State)
+		require.Zero(t, st.reads.Load(), "followed, the ended task is read from memory")
+
+		unfollow()
+		got, err = e.Task(ctx, task.ID)
+		require.NoError(t, err)
+		require.Equal(t, engine.StateSucceeded, got.State)
+		require.EqualValues(t, 1, st.reads.Load(), "unfollowed, it is forgotten: the store answers for it")
+
+		// A follower that comes and goes before the end changes nothing.
+		other, err := e.Submit(ctx, enginetest.Spec("a").Obj())
+		require.NoError(t, err)
+		e.Follow(other.ID)()
+		synctest.Wait()
+		exec.Run(other.ID).Finish(engine.Outcome{})
+		time.Sleep(time.Second) // fake time: the lingering end is written
+		synctest.Wait()
+		_, err = e.Task(ctx, other.ID)
+		require.NoError(t, err)
+		require.EqualValues(t, 2, st.reads.Load(), "nobody follows it: forgotten once committed")
+	})
+}
+
+// TestAnAttemptsStartRidesWithItsEnd: with a durable store, an attempt's
+// start (RUNNING) waits runningCommitDelay for company, so that an attempt
+// that ends within it is written in one commit with its end — never in a
+// commit of its own that a followed end would then wait behind — and a
+// start alone is still written within runningCommitDelay.
+func TestAnAttemptsStartRidesWithItsEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		exec := enginetest.NewExecutor()
+		st := &batchRecorder{durableMemory: durableMemory{memory.New(memory.Options{})}}
+		e, err := engine.New(engine.Options{Store: st, Executor: exec})
+		require.NoError(t, err)
+		require.NoError(t, e.Start(ctx))
+		defer func() { _ = e.Shutdown(ctx) }()
+
+		task, err := e.Submit(ctx, enginetest.Spec("a").Obj())
+		require.NoError(t, err)
+		defer e.Follow(task.ID)()
+		synctest.Wait()
+		exec.Run(task.ID).Started("", "")
+		time.Sleep(5 * time.Millisecond) // fake time: past lazyCommitDelay (2 ms)
+		synctest.Wait()
+		require.Equal(t, -1, st.runningIn(task.ID), "the start waits for company past lazyCommitDelay")
+		exec.Run(task.ID).Finish(engine.Outcome{})
+		synctest.Wait()
+		ended, _ := st.commitOf(task.ID)
+		require.GreaterOrEqual(t, ended, 0, "the followed end is committed at once")
+		require.Equal(t, ended, st.runningIn(task.ID), "the start rode in the end's commit")
+
+		long, err := e.Submit(ctx, enginetest.Spec("a").Obj())
+		require.NoError(t, err)
+		synctest.Wait()
+		exec.Run(long.ID).Started("", "")
+		time.Sleep(25 * time.Millisecond) // fake time: past runningCommitDelay (20 ms)
+		synctest.Wait()
+		require.GreaterOrEqual(t, st.runningIn(long.ID), 0, "a start alone is written after runningCommitDelay")
+		exec.Run(long.ID).Finish(engine.Outcome{})
+	})
 }

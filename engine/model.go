@@ -48,8 +48,12 @@ type task struct {
 	holding  bool // holds its slots (ASSIGNED, RUNNING, or cancelled and not yet returned)
 	timedOut bool // the attempt's context was cancelled for its timeout
 	dirty    bool // changed since the last commit snapshot
-	batchOut bool // counted out of its batch's open tasks (settled, or parked once while the batch ended)
-	unranked bool // admitted, its rank not yet decided: QUEUED, it stays out of its queue until it is
+	// forgetLater: committed as it ended, kept in memory for its followers
+	// (Follow); forgotten when the last one stops. Cleared whenever a
+	// change of it is swapped out for a commit.
+	forgetLater bool
+	batchOut    bool // counted out of its batch's open tasks (settled, or parked once while the batch ended)
+	unranked    bool // admitted, its rank not yet decided: QUEUED, it stays out of its queue until it is
 }
 
 // outcome is what a task has accumulated beyond waiting, and its rarer

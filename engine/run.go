@@ -31,7 +31,9 @@ func itoa(n int) string { return strconv.Itoa(n) }
 
 // started records that an attempt reached its instance.
 func (e *Engine) started(r *Run, instanceID, tabID string) {
-	_, _ = e.apply(false, func(c *core) error {
+	// The start waits longer for company than other lazy changes
+	// (runningCommitDelay): the attempt's end usually takes it along.
+	_, _ = e.applyTo(false, e.runningCh, func(c *core) error {
 		c.startedLocked(r, instanceID, tabID)
 		return nil
 	})
