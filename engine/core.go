@@ -92,6 +92,7 @@ type core struct {
 	scratch     dispatchScratch // the dispatching goroutine's, kept across a policy call outside the lock
 	planScratch dispatchScratch // Plan's
 	hold        holdState       // the queues a fairness policy held at the latest decision (hold.go)
+	held        []heldTask      // the tasks announced held (EventHeld) whose hold has not ended yet (hold.go)
 
 	draining bool
 	closed   bool

@@ -32,11 +32,23 @@ const (
 	// Also: the executor closed a session's tab after its idle timeout
 	// (Engine.ExpireSession); the binding is gone, nothing is lost.
 	EventSession EventType = 7
+	// EventHeld: a fairness policy held the task's (lane, agent) queue, the
+	// task at its head (policy.Hold, ABI v2): nothing of the queue goes until
+	// the policy is asked again. The state stays QUEUED; Reason names the
+	// policy and the lane (Hold.Reason). Said once per hold: a task held
+	// again by the same policy emits nothing more.
+	EventHeld EventType = 8
+	// EventHoldEnded: the hold an EventHeld announced ended while the task
+	// is still QUEUED — the policy's next decision did not hold its queue,
+	// or another fairness policy decides now. (A held task that leaves
+	// QUEUED says so with its state event.)
+	EventHoldEnded EventType = 9
 )
 
 var eventTypeNames = [...]string{
 	EventState: "STATE", EventReleased: "RELEASED", EventStale: "STALE",
 	EventLane: "LANE", EventEngine: "ENGINE", EventBatch: "BATCH", EventSession: "SESSION",
+	EventHeld: "HELD", EventHoldEnded: "HOLD_ENDED",
 }
 
 // String returns the type's upper-case name.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -26,7 +27,9 @@ func (h Hold) Reason() string {
 }
 
 // holdState is the latest dispatch round's hold: the candidates' queues a
-// fairness policy held. Each round of a fairness policy other than the
+// fairness policy held. The event log follows it (announceHoldsLocked):
+// EventHeld when a queue's head becomes held, EventHoldEnded when its hold
+// ends while it is still QUEUED. Each round of a fairness policy other than the
 // native one starts by clearing it (pluginRoundLocked), so it stands only
 // while no decision has been made since.
 type holdState struct {
@@ -34,6 +37,7 @@ type holdState struct {
 	since   time.Time
 	reaskAt time.Time
 	queues  map[*agentQueue]struct{}
+	heads   []*agentQueue // the queues held, in the order the policy saw them
 }
 
 // noteHoldLocked records that the fairness policy held the queues aqs at
@@ -46,7 +50,57 @@ func (c *core) noteHoldLocked(aqs []*agentQueue, hintMs int64, now time.Time) {
 	for _, aq := range aqs {
 		h.queues[aq] = struct{}{}
 	}
+	h.heads = slices.Clone(aqs) // aqs is the round's scratch
 	c.hold = h
+}
+
+// heldTask is a task announced held (EventHeld), and the policy that held it.
+type heldTask struct {
+	t      *task
+	policy string
+}
+
+// announceHoldsLocked brings the announced holds (core.held) in line with
+// the latest decision's (core.hold), after a round of dispatch: a task
+// announced held whose queue that decision did not hold, or that another
+// policy decides for now, gets an EventHoldEnded if it is still QUEUED (one
+// that left QUEUED said so with its state event); the head of each queue
+// held gets an EventHeld, unless it was announced held by the same policy
+// already — so a policy that holds the same queue at every re-ask emits
+// nothing more. Only heads are announced, the tasks the policy was asked
+// about: the tasks behind them wait for them anyway.
+func (c *core) announceHoldsLocked(now time.Time) {
+	if len(c.held) == 0 && len(c.hold.queues) == 0 {
+		return
+	}
+	n := len(c.held)
+	kept := c.held[:0]
+	for _, ht := range c.held {
+		t := ht.t
+		if h, ok := c.holdOfLocked(t); ok && h.Policy == ht.policy {
+			kept = append(kept, ht)
+			continue
+		}
+		if t.state == StateQueued && c.tasks[t.id] == t {
+			t.updatedAt = now.UnixNano()
+			c.emitTaskLocked(t, EventHoldEnded, t.state, t.state, "hold by fairness plugin "+ht.policy+" ended")
+		}
+	}
+	clear(c.held[len(kept):n])
+	c.held = kept
+	for _, aq := range c.hold.heads {
+		if aq.ready.Len() == 0 {
+			continue // emptied while the policy decided
+		}
+		t := aq.head()
+		h, ok := c.holdOfLocked(t)
+		if !ok || slices.ContainsFunc(c.held, func(ht heldTask) bool { return ht.t == t }) {
+			continue
+		}
+		c.held = append(c.held, heldTask{t: t, policy: h.Policy})
+		t.updatedAt = now.UnixNano()
+		c.emitTaskLocked(t, EventHeld, t.state, t.state, h.Reason())
+	}
 }
 
 // holdOfLocked is the hold on t's queue, if a fairness policy holds it.

@@ -126,3 +126,54 @@ func TestAHeldTaskSaysWhichPolicyHoldsItAndUntilWhen(t *testing.T) {
 		require.False(t, ok)
 	}
 }
+
+// holdEvents returns the HELD and HOLD_ENDED events of h's log, as
+// "KIND task-id".
+func holdEvents(h *enginetest.Harness) []string {
+	evs, _ := h.Events().Read(0, 1<<20, nil)
+	var out []string
+	for _, ev := range evs {
+		if ev.Type == engine.EventHeld || ev.Type == engine.EventHoldEnded {
+			out = append(out, ev.Type.String()+" "+ev.TaskID)
+		}
+	}
+	return out
+}
+
+// A hold is an event, for the live feed: HELD when a task's queue is held
+// (its state stays QUEUED), once — a policy that holds it again at every
+// re-ask says nothing new — and HOLD_ENDED when a decision no longer holds
+// it while it is still QUEUED. A held task that is dispatched says so with
+// its state event.
+func TestAHoldIsAnnouncedOnceAndSoIsItsEnd(t *testing.T) {
+	t.Parallel()
+	for _, inline := range []bool{true, false} {
+		h := enginetest.New(t, &engine.Config{MaxInFlight: 1, AgingThreshold: -1})
+		f := &holder{hold: true, hintMs: 500, inline: inline}
+		require.NoError(t, h.SetFairness("ratecap", f))
+		a := h.Submit(enginetest.Spec("alice").Obj())
+		b := h.Submit(enginetest.Spec("bob").Obj())
+		h.Clock.Advance(500 * time.Millisecond) // asked again: it holds again
+		require.GreaterOrEqual(t, f.calls, 3, "the policy was asked again (inline %v)", inline)
+		require.Equal(t, []string{"HELD " + a.ID, "HELD " + b.ID}, holdEvents(h), "each hold said once")
+		evs, _ := h.Events().Read(0, 1<<20, nil)
+		for _, ev := range evs {
+			if ev.Type == engine.EventHeld {
+				require.Equal(t, engine.StateQueued, ev.To)
+				require.Contains(t, ev.Reason, "held by fairness plugin ratecap on lane main")
+			}
+		}
+
+		f.set(false)
+		h.Clock.Advance(500 * time.Millisecond) // one slot: a goes, b stays QUEUED, no longer held
+		require.Equal(t, ids(a), h.Exec.Started())
+		require.Equal(t, []string{"HELD " + a.ID, "HELD " + b.ID, "HOLD_ENDED " + b.ID}, holdEvents(h))
+		_, held := h.HoldOf(b.ID)
+		require.False(t, held)
+
+		// Held again later: a new hold, said again.
+		f.set(true)
+		require.NoError(t, h.Exec.Succeed(a.ID, `{}`))
+		require.Equal(t, []string{"HELD " + a.ID, "HELD " + b.ID, "HOLD_ENDED " + b.ID, "HELD " + b.ID}, holdEvents(h))
+	}
+}

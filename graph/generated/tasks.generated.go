@@ -5727,24 +5727,28 @@ func (ec *executionContext) marshalNTaskEventKind2githubᚗcomᚋswitchyardᚋsw
 
 var (
 	unmarshalNTaskEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐEventType = map[string]engine.EventType{
-		"STATE":    engine.EventState,
-		"RELEASED": engine.EventReleased,
-		"STALE":    engine.EventStale,
-		"LANE":     engine.EventLane,
-		"ENGINE":   engine.EventEngine,
-		"BATCH":    engine.EventBatch,
-		"SESSION":  engine.EventSession,
-		"LAGGED":   model.EventLagged,
+		"STATE":      engine.EventState,
+		"RELEASED":   engine.EventReleased,
+		"STALE":      engine.EventStale,
+		"LANE":       engine.EventLane,
+		"ENGINE":     engine.EventEngine,
+		"BATCH":      engine.EventBatch,
+		"SESSION":    engine.EventSession,
+		"HELD":       engine.EventHeld,
+		"HOLD_ENDED": engine.EventHoldEnded,
+		"LAGGED":     model.EventLagged,
 	}
 	marshalNTaskEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐEventType = map[engine.EventType]string{
-		engine.EventState:    "STATE",
-		engine.EventReleased: "RELEASED",
-		engine.EventStale:    "STALE",
-		engine.EventLane:     "LANE",
-		engine.EventEngine:   "ENGINE",
-		engine.EventBatch:    "BATCH",
-		engine.EventSession:  "SESSION",
-		model.EventLagged:    "LAGGED",
+		engine.EventState:     "STATE",
+		engine.EventReleased:  "RELEASED",
+		engine.EventStale:     "STALE",
+		engine.EventLane:      "LANE",
+		engine.EventEngine:    "ENGINE",
+		engine.EventBatch:     "BATCH",
+		engine.EventSession:   "SESSION",
+		engine.EventHeld:      "HELD",
+		engine.EventHoldEnded: "HOLD_ENDED",
+		model.EventLagged:     "LAGGED",
 	}
 )
 

@@ -291,6 +291,17 @@ const (
 	// restored after a restart included); its binding is gone, and its next task
 	// starts over in a new tab.
 	TaskEventKindSession TaskEventKind = "SESSION"
+	// A fairness plugin held the task's (lane, agent) queue, the task at its head
+	// (ABI v2 hold): nothing of the queue is dispatched until the plugin is asked
+	// again. The task stays QUEUED (`to`); `reason` names the plugin and the lane,
+	// and `Task.hold` says when it is asked again. Said once per hold: held again
+	// by the same plugin at a re-ask, the task gets no new event.
+	TaskEventKindHeld TaskEventKind = "HELD"
+	// The hold a HELD event announced ended while the task is still QUEUED: the
+	// plugin's next decision did not hold its queue, or another fairness policy
+	// decides now. A held task that is dispatched or ends says so with its STATE
+	// event instead.
+	TaskEventKindHoldEnded TaskEventKind = "HOLD_ENDED"
 	// Not an engine event: this subscriber missed `skipped` events, because it fell
 	// behind the server's bounded buffer or resumed from further back than the
 	// server keeps. `seq` is the last event skipped; `reason` says which. Re-read
@@ -306,6 +317,8 @@ var AllTaskEventKind = []TaskEventKind{
 	TaskEventKindEngine,
 	TaskEventKindBatch,
 	TaskEventKindSession,
+	TaskEventKindHeld,
+	TaskEventKindHoldEnded,
 	TaskEventKindLagged,
 }
 

@@ -40,7 +40,7 @@ type Event struct {
 // eventKinds are the schema's TaskEventKind values (genqlient generates no
 // type for it: the operations take the filter as a map); a test compares
 // them with the schema.
-var eventKinds = []string{"STATE", "RELEASED", "STALE", "LANE", "ENGINE", "BATCH", "SESSION", "LAGGED"}
+var eventKinds = []string{"STATE", "RELEASED", "STALE", "LANE", "ENGINE", "BATCH", "SESSION", "HELD", "HOLD_ENDED", "LAGGED"}
 
 var terminal = map[string]bool{"SUCCEEDED": true, "FAILED": true, "CANCELLED": true, "REJECTED": true, "EXPIRED": true}
 
