@@ -194,6 +194,44 @@ func TestBreakerDisablesPluginAfterRepeatedFaults(t *testing.T) {
 	require.Equal(t, host.EventEnabled, ev.kinds()[4])
 }
 
+// TestQuarantineReadsAsProbationOnceOver: a reader between a quarantine's
+// end and the next decision sees the state that decision will find,
+// PROBATION, not a QUARANTINED with an end in the past; the breaker itself
+// changes (and announces it) only at that decision.
+func TestQuarantineReadsAsProbationOnceOver(t *testing.T) {
+	t.Parallel()
+	var ev events
+	rt := newRuntime(t, host.Config{OnEvent: ev.add, BreakerThreshold: 1, BreakerStall: time.Hour,
+		QuarantineBase: time.Second, Probation: 5})
+	p, err := rt.Load(context.Background(), "faulty", guests["faulty"], []byte(`{"mode": "ok"}`))
+	require.NoError(t, err)
+	w, err := p.Fairness(reverse{})
+	require.NoError(t, err)
+	require.NoError(t, p.Configure(context.Background(), []byte(`{"mode": "panic"}`)))
+	cands := host.SyntheticCandidates(8, 1)
+	picks := make([]uint32, 4)
+	w.Pick(pickCtx(), cands, picks)
+	st := p.Stats()
+	require.Equal(t, host.StateQuarantined, st.State, "%+v", st)
+	require.False(t, st.Until.IsZero())
+	require.NoError(t, p.Configure(context.Background(), []byte(`{"mode": "ok"}`)))
+
+	waitfor.Eventually(t, "the ended quarantine reads as probation without a decision", func() bool {
+		return p.Stats().State == host.StateProbation
+	})
+	st = p.Stats()
+	require.True(t, st.Until.IsZero(), "no end in the past: %+v", st)
+	require.Empty(t, st.Reason)
+	require.False(t, st.Disabled)
+	disabled, _ := p.Disabled()
+	require.False(t, disabled)
+	require.NotContains(t, ev.kinds(), host.EventEnabled, "reading does not end the quarantine")
+
+	w.Pick(pickCtx(), cands, picks)
+	require.Equal(t, host.StateProbation, p.Stats().State)
+	require.Equal(t, host.EventEnabled, ev.last().Kind, "the next decision ends it")
+}
+
 func TestRareFaultsDoNotTripTheBreaker(t *testing.T) {
 	t.Parallel()
 	rt := newRuntime(t, host.Config{BreakerThreshold: 2, BreakerForgive: 10})

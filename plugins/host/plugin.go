@@ -326,16 +326,23 @@ func (s State) String() string {
 }
 
 // Disabled reports whether the plugin does not decide now (quarantined or
-// disabled), and why.
+// disabled), and why. A quarantine whose end has passed no longer counts:
+// the next decision asks the plugin (see state).
 func (p *Plugin) Disabled() (bool, string) {
 	st, why, _ := p.state()
 	return st == StateQuarantined || st == StateDisabled, why
 }
 
+// state returns the plugin's state as the next decision will find it. A
+// quarantine is ended by the first decision after its end (probe), so a
+// reader between the two would otherwise see QUARANTINED with an end in
+// the past: past the end it reads as PROBATION, which that decision starts.
 func (p *Plugin) state() (State, string, time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch u := p.until.Load(); {
+	case u != 0 && time.Since(p.rt.epoch) >= time.Duration(u):
+		return StateProbation, "", time.Time{}
 	case u != 0:
 		return StateQuarantined, p.disabledWhy, p.rt.epoch.Add(time.Duration(u))
 	case p.disabled.Load():
