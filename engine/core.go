@@ -75,9 +75,10 @@ type core struct {
 	// meanwhile (a plan's or a simulation's own core). The core never takes
 	// it of its own accord.
 	lock sync.Locker
-	// owner is the driver the core's runs report back to (Run.Finish,
-	// Started, Extend); the core only stores it in the runs it makes.
-	owner *Engine
+	// owner is what the core's runs report back to (Run.Finish, Started,
+	// Extend): the Engine driving it, or a bare Core; the core only stores
+	// it in the runs it makes.
+	owner runOwner
 
 	cascade []*task // terminal tasks whose dependents await the news
 
@@ -97,6 +98,14 @@ type core struct {
 	draining bool
 	closed   bool
 	stats    counters
+}
+
+// runOwner is what a Run reports to: the driver of the core that made it
+// (the Engine), or a Core run on its own (bare.go).
+type runOwner interface {
+	started(r *Run, instanceID, tabID string)
+	finish(r *Run, o Outcome)
+	extend(r *Run, until time.Time) (time.Time, error)
 }
 
 // init sets up the decision state of a new engine: cfg's lanes, the

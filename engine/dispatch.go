@@ -539,7 +539,7 @@ func (c *core) assignLocked(t *task, inst *instance, now time.Time) *Run {
 	if d := t.spec.Deadline; !d.IsZero() && d.Before(due) {
 		due = d
 	}
-	r := &Run{engine: c.owner, task: t, spec: t.spec, id: t.id, lease: c.nextLease, attempt: n}
+	r := &Run{owner: c.owner, task: t, spec: t.spec, id: t.id, lease: c.nextLease, attempt: n}
 	if inst != nil {
 		r.instance = inst.info.ID
 	}

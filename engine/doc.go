@@ -146,17 +146,22 @@
 // publication (cascades, timers, the committer's wake-up) and dispatch. A
 // policy that is not inline decides inside such an operation but outside the
 // lock (core.outside, decide.go). Plans run the core alone, under the lock,
-// on scratch of their own (plan.go).
+// on scratch of their own (plan.go). Core exports the core to run with no
+// driver at all (bare.go): its caller submits, runs rounds of dispatch and
+// starts and ends their attempts, moves the clock and runs what is due, and
+// takes the recorded events and task states; engine/simulate replays
+// workloads that way.
 //
 // # Determinism
 //
-// An engine driven synchronously (enginetest.Synchronous, for tests and
-// simulations only: engine/internal/drive) starts no goroutine: every call
+// An engine driven synchronously (enginetest.Synchronous, for the engine's
+// tests only: engine/internal/drive) starts no goroutine: every call
 // runs the core, dispatches and commits in the caller's goroutine before it
 // returns. With a fake clock (engine/clock) and an executor that finishes
 // attempts only when told (engine/enginetest), the engine is then fully
 // deterministic: the same calls give the same decisions, ids and events. The
 // package's model test checks thousands of random operation sequences that
-// way against a reference model of the event stream; engine/simulate
-// replays workloads the same way.
+// way against a reference model of the event stream. A Core on a fake clock
+// is deterministic too, and decides as the synchronous engine does
+// (TestABareCoreDecidesAsTheEngineDoes).
 package engine

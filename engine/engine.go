@@ -46,7 +46,7 @@ type Options struct {
 	Events *EventLog
 
 	// synchronous drives the engine in its callers' goroutines: for the
-	// engine's test harnesses and simulations only (engine/internal/drive,
+	// engine's test harnesses only (engine/internal/drive,
 	// enginetest.Synchronous).
 	synchronous bool
 }

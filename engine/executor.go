@@ -50,7 +50,7 @@ type Outcome struct {
 // Run is the executor's handle on one attempt of a task.
 type Run struct {
 	ctx      runCtx
-	engine   *Engine
+	owner    runOwner // the Engine that drives the core, or a bare Core
 	task     *task
 	spec     *TaskSpec
 	id       string
@@ -106,7 +106,7 @@ func (r *Run) LostReason() string {
 // Started records that the work has reached an instance: the task moves from
 // ASSIGNED to RUNNING. Calling it is optional and only the first call counts.
 func (r *Run) Started(instanceID, tabID string) {
-	r.engine.started(r, instanceID, tabID)
+	r.owner.started(r, instanceID, tabID)
 }
 
 // Finish ends the attempt. Only the first call counts; the engine ignores (and
@@ -118,7 +118,7 @@ func (r *Run) Finish(o Outcome) {
 	if o.Err != nil && o.Class == policy.ClassNone {
 		o.Class = ClassOf(o.Err)
 	}
-	r.engine.finish(r, o)
+	r.owner.finish(r, o)
 }
 
 // ExecutorFunc adapts a blocking function to an Executor: each attempt runs in

@@ -392,54 +392,58 @@ func (e *Engine) setPolicy(slot policy.Slot, laneName, name string, p any) error
 // setPolicyAs assigns a policy; persist stores the assignment as a setting
 // that the plugin manager reapplies at start.
 func (e *Engine) setPolicyAs(slot policy.Slot, laneName, name string, p any, persist bool) error {
+	return e.mutate(func(c *core) error { return c.setPolicyLocked(slot, laneName, name, p, persist) })
+}
+
+// setPolicyLocked assigns a policy (setPolicyAs), and persist keeps the
+// assignment as a setting.
+func (c *core) setPolicyLocked(slot policy.Slot, laneName, name string, p any, persist bool) error {
 	if p == nil || name == "" {
 		return invalid("policy", "a policy and its name are required")
 	}
-	return e.mutate(func(c *core) error {
-		var l *lane
+	var l *lane
+	if laneName != "" {
+		if l = c.laneByName[laneName]; l == nil {
+			return notFound("no lane %q", laneName)
+		}
+	}
+	switch slot {
+	case policy.SlotSelection, policy.SlotRetry:
+		var ok bool
+		if slot == policy.SlotSelection {
+			ok = assign(c.lanes, l, &c.selection, func(x *lane) *namedSelection { return &x.selection }, name, p)
+		} else {
+			ok = assign(c.lanes, l, &c.retry, func(x *lane) *namedRetry { return &x.retry }, name, p)
+		}
+		if !ok {
+			return invalid("policy", "%s is not a %s policy", name, slot)
+		}
+	case policy.SlotFairness:
+		fp, ok := p.(policy.Fairness)
+		if !ok || l != nil {
+			return invalid("policy", "%s: fairness is global and needs a fairness policy", name)
+		}
+		if nf, isNative := fp.(*fairshare.Fairness); isNative {
+			c.native = nf
+		}
+		sr, ok := fp.(policy.StateReporter)
+		// A policy that may hold is asked even about a single candidate.
+		h, holds := fp.(policy.Holder)
+		c.fairness = namedFairness{name: name, p: fp, stateless: ok && sr.Stateless() && !(holds && h.MayHold()), inline: inline(fp),
+			details: policy.UsesDetails(fp)}
+	default:
+		return invalid("slot", "unknown slot %d", slot)
+	}
+	if persist {
+		v, _ := json.Marshal(map[string]string{"name": name})
+		key := "policy/" + slot.String()
 		if laneName != "" {
-			if l = c.laneByName[laneName]; l == nil {
-				return notFound("no lane %q", laneName)
-			}
+			key += "/" + laneName
 		}
-		switch slot {
-		case policy.SlotSelection, policy.SlotRetry:
-			var ok bool
-			if slot == policy.SlotSelection {
-				ok = assign(c.lanes, l, &c.selection, func(x *lane) *namedSelection { return &x.selection }, name, p)
-			} else {
-				ok = assign(c.lanes, l, &c.retry, func(x *lane) *namedRetry { return &x.retry }, name, p)
-			}
-			if !ok {
-				return invalid("policy", "%s is not a %s policy", name, slot)
-			}
-		case policy.SlotFairness:
-			fp, ok := p.(policy.Fairness)
-			if !ok || l != nil {
-				return invalid("policy", "%s: fairness is global and needs a fairness policy", name)
-			}
-			if nf, isNative := fp.(*fairshare.Fairness); isNative {
-				c.native = nf
-			}
-			sr, ok := fp.(policy.StateReporter)
-			// A policy that may hold is asked even about a single candidate.
-			h, holds := fp.(policy.Holder)
-			c.fairness = namedFairness{name: name, p: fp, stateless: ok && sr.Stateless() && !(holds && h.MayHold()), inline: inline(fp),
-				details: policy.UsesDetails(fp)}
-		default:
-			return invalid("slot", "unknown slot %d", slot)
-		}
-		if persist {
-			v, _ := json.Marshal(map[string]string{"name": name})
-			key := "policy/" + slot.String()
-			if laneName != "" {
-				key += "/" + laneName
-			}
-			c.putSettingLocked(key, v)
-		}
-		c.emitEngineLocked(fmt.Sprintf("%s policy %s set for %s", slot, name, laneOrAll(laneName)))
-		return nil
-	})
+		c.putSettingLocked(key, v)
+	}
+	c.emitEngineLocked(fmt.Sprintf("%s policy %s set for %s", slot, name, laneOrAll(laneName)))
+	return nil
 }
 
 // assign makes p, when it is a P, the policy of a slot: lane l's own, or

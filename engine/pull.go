@@ -103,19 +103,28 @@ func (c *core) pullLocked(lane string, max int, leaseFor time.Duration, worker s
 // to the task's deadline if that is earlier, and returns the deadline now in
 // force. It fails with CONFLICT once the attempt has ended, timed out or been
 // cancelled.
-func (r *Run) Extend(until time.Time) (time.Time, error) {
-	_, err := r.engine.apply(false, func(c *core) error {
-		t := r.task
-		if t.run != r || t.timedOut || !t.state.InFlight() {
-			return conflict("attempt %d of task %s is over", r.attempt, r.id)
-		}
-		until = c.extendLocked(r, until)
-		return nil
+func (r *Run) Extend(until time.Time) (time.Time, error) { return r.owner.extend(r, until) }
+
+// extend is Run.Extend for the engine's runs.
+func (e *Engine) extend(r *Run, until time.Time) (time.Time, error) {
+	_, err := e.apply(false, func(c *core) error {
+		var err error
+		until, err = c.extendRunLocked(r, until)
+		return err
 	})
 	if err != nil {
 		return time.Time{}, err
 	}
 	return until, nil
+}
+
+// extendRunLocked extends r's lease, unless its attempt is over.
+func (c *core) extendRunLocked(r *Run, until time.Time) (time.Time, error) {
+	t := r.task
+	if t.run != r || t.timedOut || !t.state.InFlight() {
+		return time.Time{}, conflict("attempt %d of task %s is over", r.attempt, r.id)
+	}
+	return c.extendLocked(r, until), nil
 }
 
 // extendLocked sets r's deadline (capped by its task's) and lease timer.
@@ -157,7 +166,7 @@ func (e *Engine) resumePullLocked(t *task, now time.Time) bool {
 		return false
 	}
 	e.reserveLocked(t, nil)
-	r := &Run{engine: e, task: t, spec: t.spec, id: t.id, lease: att.LeaseID, attempt: att.N}
+	r := &Run{owner: e, task: t, spec: t.spec, id: t.id, lease: att.LeaseID, attempt: att.N}
 	e.nextLease = max(e.nextLease, att.LeaseID)
 	t.run, t.timedOut = r, false
 	e.extendLocked(r, now.Add(t.lane.cfg.Timeout))

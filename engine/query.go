@@ -253,24 +253,32 @@ type Stats struct {
 
 // Stats returns the current counters.
 func (e *Engine) Stats(_ context.Context) Stats {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	var s Stats
+	e.view(func(c *core) {
+		s = c.statsLocked()
+		s.CommitErrors, s.Purged = e.stats.commitErrors.Load(), e.purged.Load()
+		if _, err := e.commitHealth.failingFor(e.cfg.CommitTimeout); err != nil {
+			s.CommitFailing = true
+		}
+	})
+	return s
+}
+
+// statsLocked is the core's part of Stats: everything but the driver's
+// commits and purges.
+func (c *core) statsLocked() Stats {
 	s := Stats{
-		At: e.now(), ByState: map[State]int{}, InFlight: e.inflight, MaxInFlight: e.cfg.MaxInFlight, Pending: e.queued,
-		Submitted: e.stats.submitted, Dispatched: e.stats.dispatched, Ended: map[State]uint64{},
-		Rejected: e.stats.rejected, Dropped: e.stats.dropped, LeaseExpiry: e.stats.leaseExpired, Stale: e.stats.stale,
-		PolicyInvalid: e.stats.policyInvalid, CommitErrors: e.stats.commitErrors.Load(), Purged: e.purged.Load(), LastSeq: e.seq,
-		Draining: e.draining, DispatchLatency: e.stats.latency,
+		At: c.now(), ByState: map[State]int{}, InFlight: c.inflight, MaxInFlight: c.cfg.MaxInFlight, Pending: c.queued,
+		Submitted: c.stats.submitted, Dispatched: c.stats.dispatched, Ended: map[State]uint64{},
+		Rejected: c.stats.rejected, Dropped: c.stats.dropped, LeaseExpiry: c.stats.leaseExpired, Stale: c.stats.stale,
+		PolicyInvalid: c.stats.policyInvalid, LastSeq: c.seq, Draining: c.draining, DispatchLatency: c.stats.latency,
 	}
-	if _, err := e.commitHealth.failingFor(e.cfg.CommitTimeout); err != nil {
-		s.CommitFailing = true
-	}
-	for st, n := range e.counts {
+	for st, n := range c.counts {
 		if n > 0 {
 			s.ByState[State(st)] = n
 		}
 	}
-	for st, n := range e.stats.ended {
+	for st, n := range c.stats.ended {
 		if n > 0 {
 			s.Ended[State(st)] = n
 		}

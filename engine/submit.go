@@ -145,57 +145,7 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, b
 	if err := e.refuseWhileFailing(); err != nil {
 		return nil, err
 	}
-	now := e.now()
-	preps := make([]prepared, len(items))
-	var keys map[string]int
-	for i := range items {
-		if k := items[i].Key; k != "" {
-			if keys == nil {
-				keys = map[string]int{}
-			}
-			if _, dup := keys[k]; dup {
-				preps[i].err = invalid(itemField(bs, i, "key"), "key %q is used by another item", k)
-				continue
-			}
-			keys[k] = i
-		}
-	}
-	for i := range items {
-		if preps[i].err != nil {
-			continue
-		}
-		spec, err := e.normalize(items[i].Spec, now)
-		if err != nil {
-			var ee *Error
-			if errors.As(err, &ee) && ee.Field != "" {
-				ee.Field = itemField(bs, i, ee.Field)
-			}
-			preps[i].err = err
-			continue
-		}
-		preps[i].spec = spec
-		preps[i].id = items[i].ID
-		for _, d := range spec.DependsOn {
-			if j, ok := keys[d]; ok && bs != nil {
-				preps[i].depItems = append(preps[i].depItems, j)
-			} else {
-				preps[i].deps = append(preps[i].deps, d)
-			}
-		}
-	}
-	order, cyc := topoOrder(preps)
-	for i, c := range cyc {
-		if c && preps[i].err == nil {
-			ids := []string{}
-			for j, cj := range cyc {
-				if cj {
-					ids = append(ids, itemName(items, j))
-				}
-			}
-			preps[i].err = &Error{Code: CodeCycle, Field: itemField(bs, i, "dependsOn"), IDs: ids,
-				Message: "dependencies form a cycle"}
-		}
-	}
+	preps, order, keys := e.prepare(items, bs, e.now())
 
 	// Look up, outside the lock, what admission will need from the store.
 	ext := e.prefetch(ctx, preps)
@@ -226,6 +176,63 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, b
 		}
 	}
 	return res, nil
+}
+
+// prepare validates the items of a submission and orders them by their
+// dependencies within it, before admission (admitLocked): what it can
+// check without the queues. Lanes are only added at start, so it reads
+// them without the lock.
+func (c *core) prepare(items []BatchItem, bs *BatchSpec, now time.Time) (preps []prepared, order []int, keys map[string]int) {
+	preps = make([]prepared, len(items))
+	for i := range items {
+		if k := items[i].Key; k != "" {
+			if keys == nil {
+				keys = map[string]int{}
+			}
+			if _, dup := keys[k]; dup {
+				preps[i].err = invalid(itemField(bs, i, "key"), "key %q is used by another item", k)
+				continue
+			}
+			keys[k] = i
+		}
+	}
+	for i := range items {
+		if preps[i].err != nil {
+			continue
+		}
+		spec, err := c.normalize(items[i].Spec, now)
+		if err != nil {
+			var ee *Error
+			if errors.As(err, &ee) && ee.Field != "" {
+				ee.Field = itemField(bs, i, ee.Field)
+			}
+			preps[i].err = err
+			continue
+		}
+		preps[i].spec = spec
+		preps[i].id = items[i].ID
+		for _, d := range spec.DependsOn {
+			if j, ok := keys[d]; ok && bs != nil {
+				preps[i].depItems = append(preps[i].depItems, j)
+			} else {
+				preps[i].deps = append(preps[i].deps, d)
+			}
+		}
+	}
+	order, cyc := topoOrder(preps)
+	for i, cy := range cyc {
+		if cy && preps[i].err == nil {
+			ids := []string{}
+			for j, cj := range cyc {
+				if cj {
+					ids = append(ids, itemName(items, j))
+				}
+			}
+			preps[i].err = &Error{Code: CodeCycle, Field: itemField(bs, i, "dependsOn"), IDs: ids,
+				Message: "dependencies form a cycle"}
+		}
+	}
+	return preps, order, keys
 }
 
 // admitLocked admits the prepared items of a submission, in dependency
@@ -395,7 +402,7 @@ func reaches(out [][]int, from, to int) bool {
 }
 
 // normalize validates a spec and returns the engine's own copy of it.
-func (e *Engine) normalize(in TaskSpec, now time.Time) (*TaskSpec, error) {
+func (c *core) normalize(in TaskSpec, now time.Time) (*TaskSpec, error) {
 	s := in
 	switch {
 	case s.AgentID == "":
@@ -414,8 +421,8 @@ func (e *Engine) normalize(in TaskSpec, now time.Time) (*TaskSpec, error) {
 		return nil, invalid("instruction", "is longer than %d bytes", maxInstruction)
 	case s.Timeout < 0 || s.Timeout > 24*time.Hour:
 		return nil, invalid("timeoutMs", "must be within 0..24h, got %s", s.Timeout)
-	case s.Instruction != "" && s.Timeout > e.cfg.ChatMaxTimeout:
-		return nil, invalid("timeoutMs", "a chat task's timeout is at most %s, got %s", e.cfg.ChatMaxTimeout, s.Timeout)
+	case s.Instruction != "" && s.Timeout > c.cfg.ChatMaxTimeout:
+		return nil, invalid("timeoutMs", "a chat task's timeout is at most %s, got %s", c.cfg.ChatMaxTimeout, s.Timeout)
 	case !s.Deadline.IsZero() && !s.Deadline.After(now):
 		return nil, invalid("deadline", "is not in the future")
 	case len(s.DependsOn) > maxDependsOn:
@@ -443,7 +450,7 @@ func (e *Engine) normalize(in TaskSpec, now time.Time) (*TaskSpec, error) {
 	if s.Lane == "" {
 		s.Lane = "main"
 	}
-	if e.laneByName[s.Lane] == nil { // lanes are only added at start: safe to read unlocked
+	if c.laneByName[s.Lane] == nil { // lanes are only added at start: safe to read unlocked
 		return nil, &Error{Code: CodeInvalidInput, Field: "lane", Message: fmt.Sprintf("unknown lane %q", s.Lane)}
 	}
 	if s.Action != nil {
@@ -591,6 +598,9 @@ func (c *core) lookupLocked(ctx context.Context, id string, ext *external) (live
 	}
 	if t := ext.tasks[id]; t != nil {
 		return nil, t
+	}
+	if ext.store == nil {
+		return nil, nil
 	}
 	if t, err := ext.store.Task(ctx, id); err == nil {
 		return nil, t

@@ -227,7 +227,8 @@ func (x *Executor) finish(taskID string, o engine.Outcome) error {
 // it starts no goroutine, and every call dispatches and commits before it
 // returns. With a fake clock and an executor that finishes attempts only
 // when told (Executor), the engine is then fully deterministic. For tests
-// and simulations: a server never runs an engine this way.
+// only: a server never runs an engine this way, and simulations run the
+// decision core alone (engine.Core).
 func Synchronous(opts engine.Options) engine.Options {
 	drive.Synchronous(&opts)
 	return opts

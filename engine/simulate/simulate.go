@@ -1,7 +1,9 @@
 // Package simulate replays a workload — a list of timed submissions, each
-// with how long its attempt takes and how it ends — through a real engine on
-// a fake clock, and reports what a policy did with it: each agent's share of
-// dispatches, queue-wait percentiles, and Jain's fairness index. Policy
+// with how long its attempt takes and how it ends — through the engine's
+// decision core (engine.Core: the engine's own decisions, without its store,
+// committer or goroutines) on a fake clock, and reports what a policy did
+// with it: each agent's share of dispatches, queue-wait percentiles, and
+// Jain's fairness index. Policy
 // authors use it (switchyard plugin simulate) to compare a plugin with the
 // built-in policies offline, in milliseconds, before loading it into a server.
 package simulate
@@ -23,9 +25,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/clock"
-	"github.com/switchyard/switchyard/engine/internal/drive"
 	"github.com/switchyard/switchyard/engine/policy"
-	"github.com/switchyard/switchyard/engine/store/memory"
 )
 
 // Submission is one line of a workload.
@@ -256,11 +256,14 @@ type Report struct {
 	Submitted  []string      `json:"-"` // task ids in submission order
 }
 
-// Run replays subs through a synchronous engine on a fake clock.
+// Run replays subs through the engine's decision core (engine.Core) on a
+// fake clock. The replay is the core's driver: it submits each task at its
+// time, starts the attempts each round of dispatch returns and ends them
+// after their durations, and runs the core's timers when they fall due —
+// in the order the Engine would, one call at a time, in this goroutine.
 func Run(ctx context.Context, subs []Submission, opts Options) (*Report, error) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := clock.NewFake(start)
-	x := &executor{clock: clk, subs: subs, byID: map[string]*Submission{}}
 	cfg := opts.Config
 	if cfg.EventBuffer == 0 {
 		cfg.EventBuffer = 1 << 22
@@ -285,43 +288,28 @@ func Run(ctx context.Context, subs []Submission, opts Options) (*Report, error) 
 	if horizon <= 0 {
 		horizon = DefaultHorizon
 	}
-	eo := engine.Options{Config: cfg, Store: memory.New(memory.Options{MaxEvents: 1, MaxEnded: len(subs) + 1}),
-		Executor: x, Clock: clk, Seed: 1}
-	// The engine runs in this goroutine only, on the fake clock: every
-	// call runs the core, dispatches and commits before it returns, so the
-	// replay is deterministic.
-	drive.Synchronous(&eo)
-	e, err := engine.New(eo)
+	core, err := engine.NewCore(cfg, clk, 1)
 	if err != nil {
 		return nil, err
 	}
-	if err := e.Start(ctx); err != nil {
-		return nil, err
-	}
-	defer func() {
-		// Nothing runs for real: what is still in flight when the replay
-		// ends (early, on an error) ends now, without waiting for a fake
-		// clock that nobody advances.
-		now, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = e.Shutdown(now)
-	}()
-	if opts.Fairness != nil {
-		if err := e.SetFairness(name(opts.Name, "fairness"), opts.Fairness); err != nil {
-			return nil, err
+	for _, p := range []struct {
+		slot policy.Slot
+		p    any
+		set  bool
+	}{
+		{policy.SlotFairness, opts.Fairness, opts.Fairness != nil},
+		{policy.SlotSelection, opts.Selection, opts.Selection != nil},
+		{policy.SlotRetry, opts.Retry, opts.Retry != nil},
+	} {
+		if p.set {
+			if err := core.SetPolicy(p.slot, "", name(opts.Name, p.slot.String()), p.p); err != nil {
+				return nil, err
+			}
 		}
 	}
-	if opts.Selection != nil {
-		if err := e.SetSelection("", name(opts.Name, "selection"), opts.Selection); err != nil {
-			return nil, err
-		}
-	}
-	if opts.Retry != nil {
-		if err := e.SetRetry("", name(opts.Name, "retry"), opts.Retry); err != nil {
-			return nil, err
-		}
-	}
+	d := &driver{core: core, clock: clk, subs: subs}
 	rep := &Report{Name: opts.Name, Tasks: len(subs)}
+	byID := map[string]*Submission{}
 	steps := 0
 	// advance runs the scheduled calls due by t, one at a time, within the
 	// bounds, then sets the clock to t.
@@ -356,11 +344,13 @@ func Run(ctx context.Context, subs []Submission, opts Options) (*Report, error) 
 		if s.Deadline > 0 {
 			spec.Deadline = clk.Now().Add(s.Deadline)
 		}
-		t, err := e.Submit(ctx, spec)
+		t, err := core.Submit(spec)
 		if err != nil && t == nil {
 			return nil, fmt.Errorf("submission %d (agent %s): %w", i, s.Agent, err)
 		}
-		x.byID[t.ID] = s
+		d.arm()
+		d.dispatch()
+		byID[t.ID] = s
 		rep.Submitted = append(rep.Submitted, t.ID)
 	}
 	var last time.Duration
@@ -368,7 +358,7 @@ func Run(ctx context.Context, subs []Submission, opts Options) (*Report, error) 
 		last = subs[len(subs)-1].At
 	}
 	for { // run the clock until nothing is left to happen
-		st := e.Stats(ctx)
+		st := core.Stats()
 		if st.InFlight+st.Pending == 0 {
 			break
 		}
@@ -385,14 +375,55 @@ func Run(ctx context.Context, subs []Submission, opts Options) (*Report, error) 
 		}
 	}
 	end := clk.Now()
-	if err := e.Sync(ctx); err != nil {
-		return nil, err
-	}
+	d.events = append(d.events, core.Take().Events...)
 	if len(subs) > 0 {
 		rep.Makespan = end.Sub(start.Add(subs[0].At))
 	}
-	rep.fill(e.Events(), x.byID, cfg.Agents)
+	rep.fill(d.events, byID, cfg.Agents)
 	return rep, nil
+}
+
+// driver drives the core on the fake clock as the Engine would: after each
+// operation it arms one clock call for the core's earliest timer (Next),
+// dispatches what the operation made possible, starts the attempts and
+// takes the events recorded.
+type driver struct {
+	core    *engine.Core
+	clock   *clock.Fake
+	subs    []Submission
+	armed   clock.Timer
+	armedAt time.Time
+	events  []engine.Event
+}
+
+// arm makes sure a clock call runs the core's timers when the earliest
+// falls due; one armed already for that time or earlier stands.
+func (d *driver) arm() {
+	next, ok := d.core.Next()
+	if !ok || d.armed != nil && !d.armedAt.After(next) {
+		return
+	}
+	if d.armed != nil {
+		d.armed.Stop()
+	}
+	d.armedAt = next
+	d.armed = d.clock.AfterFunc(next.Sub(d.clock.Now()), func() {
+		d.armed = nil
+		d.core.RunDue()
+		d.arm()
+		d.dispatch()
+	})
+}
+
+// dispatch runs a round of dispatch, starts its attempts and takes what
+// was recorded.
+func (d *driver) dispatch() {
+	runs := d.core.Dispatch()
+	d.arm()
+	for _, r := range runs {
+		d.start(r)
+	}
+	d.events = append(d.events, d.core.Take().Events...)
 }
 
 func name(n, slot string) string {
@@ -402,9 +433,8 @@ func name(n, slot string) string {
 	return n
 }
 
-// fill computes the report from the event log.
-func (rep *Report) fill(log *engine.EventLog, subs map[string]*Submission, weights map[string]engine.AgentConfig) {
-	evs, _ := log.Read(0, math.MaxInt, nil)
+// fill computes the report from the events the core recorded.
+func (rep *Report) fill(evs []engine.Event, subs map[string]*Submission, weights map[string]engine.AgentConfig) {
 	submitted := map[string]time.Time{}
 	dispatched := map[string]bool{}
 	per := map[string]*AgentReport{}
@@ -560,20 +590,16 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 // indexLabel carries a task's index in the workload to the executor.
 const indexLabel = "simulate.index"
 
-// executor runs each attempt for its submission's duration on the fake clock.
-type executor struct {
-	clock *clock.Fake
-	subs  []Submission
-	byID  map[string]*Submission
-}
-
-func (x *executor) Start(_ context.Context, run *engine.Run) {
-	d, outcome := time.Duration(0), ""
-	if i, err := strconv.Atoi(run.Spec().Labels[indexLabel]); err == nil && i < len(x.subs) {
-		d, outcome = x.subs[i].Duration, x.subs[i].Outcome
+// start runs an attempt for its submission's duration on the fake clock,
+// then ends it as the submission says.
+func (d *driver) start(run *engine.Run) {
+	dur, outcome := time.Duration(0), ""
+	if i, err := strconv.Atoi(run.Spec().Labels[indexLabel]); err == nil && i < len(d.subs) {
+		dur, outcome = d.subs[i].Duration, d.subs[i].Outcome
 	}
 	run.Started("sim", "")
-	x.clock.AfterFunc(d, func() {
+	d.arm()
+	d.clock.AfterFunc(dur, func() {
 		switch outcome {
 		case "transient":
 			run.Finish(engine.Outcome{Err: engine.Transient(errors.New("simulated transient failure"))})
@@ -582,6 +608,8 @@ func (x *executor) Start(_ context.Context, run *engine.Run) {
 		default:
 			run.Finish(engine.Outcome{})
 		}
+		d.arm()
+		d.dispatch()
 	})
 }
 

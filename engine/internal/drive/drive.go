@@ -1,7 +1,7 @@
 // Package drive chooses how an engine is driven, for the engine's own test
-// harnesses (engine/enginetest) and simulations (engine/simulate): a choice
-// that exists for them only, so it is not part of the engine's public
-// Options.
+// harnesses (engine/enginetest): a choice that exists for them only, so it
+// is not part of the engine's public Options. (Simulations run the decision
+// core with no driver: engine.Core.)
 package drive
 
 // Synchronous marks opts, an *engine.Options, for an engine driven in its
