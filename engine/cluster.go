@@ -25,8 +25,12 @@ func (e *Engine) StartStandby(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("engine: load store: %w", err)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.view(func(*core) { err = e.standbyLocked(ctx, snap) })
+	return err
+}
+
+// standbyLocked is StartStandby once the store is loaded.
+func (e *Engine) standbyLocked(ctx context.Context, snap *Snapshot) error {
 	if e.running || e.standby {
 		return errors.New("engine: already started")
 	}
@@ -92,17 +96,22 @@ func (e *Engine) adoptEventLogLocked(ctx context.Context, lastSeq uint64) error 
 
 // Standby reports whether the engine runs as a follower.
 func (e *Engine) Standby() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.standby
+	var standby bool
+	e.view(func(*core) { standby = e.standby })
+	return standby
 }
 
 // Replicate appends events the leader committed to a standby engine's log, in
 // seq order and without gaps after the last one it holds. Events it already
 // holds are skipped.
 func (e *Engine) Replicate(evs []Event) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	var err error
+	e.view(func(*core) { err = e.replicateLocked(evs) })
+	return err
+}
+
+// replicateLocked is Replicate under the lock.
+func (e *Engine) replicateLocked(evs []Event) error {
 	if !e.standby {
 		return errors.New("engine: only a standby engine replicates")
 	}

@@ -99,8 +99,13 @@ func (e *Engine) grewTo(prev *inflight) bool {
 // swapPending swaps the pending batch out and snapshots its tasks, or
 // returns nil when nothing is pending (under commitMu).
 func (e *Engine) swapPending() *inflight {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	var in *inflight
+	e.view(func(*core) { in = e.swapPendingLocked() })
+	return in
+}
+
+// swapPendingLocked is swapPending under the lock.
+func (e *Engine) swapPendingLocked() *inflight {
 	b := e.pending
 	if b.empty() {
 		return nil

@@ -297,14 +297,19 @@ func (e *Engine) Start(ctx context.Context) error {
 
 // Config returns the engine's configuration as validated (defaults filled in).
 func (e *Engine) Config() Config {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	c := e.cfg
-	c.Lanes = make([]LaneConfig, len(e.lanes))
-	for i, l := range e.lanes {
-		c.Lanes[i] = l.cfg
+	var out Config
+	e.view(func(c *core) { out = c.configLocked() })
+	return out
+}
+
+// configLocked is Config on the core.
+func (c *core) configLocked() Config {
+	cfg := c.cfg
+	cfg.Lanes = make([]LaneConfig, len(c.lanes))
+	for i, l := range c.lanes {
+		cfg.Lanes[i] = l.cfg
 	}
-	return c
+	return cfg
 }
 
 // Events returns the log subscribers read from.
@@ -395,7 +400,8 @@ func (e *Engine) applyTo(dispatch bool, lazyCh chan struct{}, op func(c *core) e
 
 // view runs fn on the core under the engine lock, for an operation that
 // only reads, or that changes only what nobody commits (the driver's own
-// bookkeeping).
+// bookkeeping, a follower's state). With apply, it is the only place that
+// takes the lock.
 func (e *Engine) view(fn func(c *core)) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -615,9 +621,9 @@ func (e *Engine) Drain(_ context.Context) {
 
 // Draining reports whether the engine refuses new work.
 func (e *Engine) Draining(_ context.Context) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.draining
+	var draining bool
+	e.view(func(c *core) { draining = c.draining })
+	return draining
 }
 
 // Shutdown drains the engine, lets running tasks finish until ctx ends, then

@@ -342,10 +342,15 @@ func (e *Engine) UnbindSession(key string) {
 
 // InstanceLoad returns the number of attempts in flight on each instance.
 func (e *Engine) InstanceLoad() map[string]int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make(map[string]int, len(e.instances))
-	for id, in := range e.instances {
+	var out map[string]int
+	e.view(func(c *core) { out = c.instanceLoadLocked() })
+	return out
+}
+
+// instanceLoadLocked is InstanceLoad on the core.
+func (c *core) instanceLoadLocked() map[string]int {
+	out := make(map[string]int, len(c.instances))
+	for id, in := range c.instances {
 		out[id] = in.lim.inflight
 	}
 	return out
@@ -500,14 +505,19 @@ func laneOrAll(lane string) string {
 // Policies returns the active policy of every slot: the global ones, then
 // each lane's own.
 func (e *Engine) Policies(_ context.Context) []PolicyAssignment {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	var out []PolicyAssignment
+	e.view(func(c *core) { out = c.policiesLocked() })
+	return out
+}
+
+// policiesLocked is Policies on the core.
+func (c *core) policiesLocked() []PolicyAssignment {
 	out := []PolicyAssignment{
-		{Slot: policy.SlotSelection, Name: e.selection.name},
-		{Slot: policy.SlotFairness, Name: e.fairness.name},
-		{Slot: policy.SlotRetry, Name: e.retry.name},
+		{Slot: policy.SlotSelection, Name: c.selection.name},
+		{Slot: policy.SlotFairness, Name: c.fairness.name},
+		{Slot: policy.SlotRetry, Name: c.retry.name},
 	}
-	for _, l := range e.lanes {
+	for _, l := range c.lanes {
 		if l.selection.own {
 			out = append(out, PolicyAssignment{Slot: policy.SlotSelection, Lane: l.cfg.Name, Name: l.selection.name})
 		}

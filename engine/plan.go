@@ -79,9 +79,9 @@ func (e *Engine) PlanAt(ctx context.Context, limit int, now time.Time) (*Plan, e
 	if limit <= 0 || limit > 1000 {
 		return nil, invalid("limit", "must be within 1..1000, got %d", limit)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.planLocked(limit, now), nil
+	var p *Plan
+	e.view(func(c *core) { p = c.planLocked(limit, now) })
+	return p, nil
 }
 
 // planLocked is PlanAt on the core: it changes nothing (what it takes for

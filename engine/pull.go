@@ -144,10 +144,15 @@ func (c *core) extendLocked(r *Run, until time.Time) time.Time {
 // lane ("" for every pull lane): after a restart, the leases that survived it
 // (see resumePullLocked), for the worker-facing side to take back.
 func (e *Engine) Leased(lane string) []*Run {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	var out []*Run
-	for _, t := range e.tasks {
+	e.view(func(c *core) { out = c.leasedLocked(lane) })
+	return out
+}
+
+// leasedLocked is Leased on the core.
+func (c *core) leasedLocked(lane string) []*Run {
+	var out []*Run
+	for _, t := range c.tasks {
 		if t.run != nil && t.lane.cfg.Pull && (lane == "" || t.lane.cfg.Name == lane) {
 			out = append(out, t.run)
 		}

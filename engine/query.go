@@ -55,12 +55,17 @@ func (c *core) positionLocked(t *task) int {
 // for lists, one pass over each queue involved, whatever the number of its
 // tasks asked for (O(n log k) for k of a queue's n tasks).
 func (e *Engine) Positions(ids []string) map[string]int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	var out map[string]int
+	e.view(func(c *core) { out = c.positionsLocked(ids) })
+	return out
+}
+
+// positionsLocked is Positions on the core.
+func (c *core) positionsLocked(ids []string) map[string]int {
 	groups := map[*agentQueue][]*task{}
 	seen := make(map[*task]bool, len(ids))
 	for _, id := range ids {
-		if t := e.tasks[id]; t != nil && t.state == StateQueued && t.sq != nil && !seen[t] {
+		if t := c.tasks[id]; t != nil && t.state == StateQueued && t.sq != nil && !seen[t] {
 			seen[t] = true
 			groups[t.sq.aq] = append(groups[t.sq.aq], t)
 		}
@@ -131,10 +136,15 @@ type LaneStatus struct {
 
 // Lanes returns every lane, in configuration order.
 func (e *Engine) Lanes(_ context.Context) []LaneStatus {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make([]LaneStatus, 0, len(e.lanes))
-	for _, l := range e.lanes {
+	var out []LaneStatus
+	e.view(func(c *core) { out = c.lanesLocked() })
+	return out
+}
+
+// lanesLocked is Lanes on the core.
+func (c *core) lanesLocked() []LaneStatus {
+	out := make([]LaneStatus, 0, len(c.lanes))
+	for _, l := range c.lanes {
 		if !l.cfg.Removed {
 			out = append(out, LaneStatus{Config: l.cfg, InFlight: l.inflight, Pending: l.queued, Selection: l.selection.name, Retry: l.retry.name})
 		}
@@ -167,12 +177,17 @@ type AgentStatus struct {
 
 // Agents returns the agents the engine knows, by id.
 func (e *Engine) Agents(_ context.Context) []AgentStatus {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now := e.now()
-	out := make([]AgentStatus, 0, len(e.agents))
+	var out []AgentStatus
+	e.view(func(c *core) { out = c.agentsLocked() })
+	return out
+}
+
+// agentsLocked is Agents on the core.
+func (c *core) agentsLocked() []AgentStatus {
+	now := c.now()
+	out := make([]AgentStatus, 0, len(c.agents))
 	var total uint64
-	for _, a := range e.agents {
+	for _, a := range c.agents {
 		s := AgentStatus{ID: a.id, Weight: a.weight, MaxInFlight: a.limit, InFlight: a.inflight, Pending: a.queued,
 			Dispatched: a.dispatched, DispatchedLastMinute: a.window.total(now), Labels: a.labels.Map()}
 		total += s.DispatchedLastMinute

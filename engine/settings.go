@@ -36,19 +36,22 @@ func (e *Engine) SaveSetting(ctx context.Context, key string, value []byte) erro
 }
 
 // Setting returns a stored setting.
-func (e *Engine) Setting(key string) ([]byte, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	v, ok := e.settings[key]
+func (e *Engine) Setting(key string) (v []byte, ok bool) {
+	e.view(func(c *core) { v, ok = c.settings[key] })
 	return v, ok
 }
 
 // Settings returns the settings whose keys start with prefix.
 func (e *Engine) Settings(prefix string) map[string][]byte {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	var out map[string][]byte
+	e.view(func(c *core) { out = c.settingsLocked(prefix) })
+	return out
+}
+
+// settingsLocked is Settings on the core.
+func (c *core) settingsLocked(prefix string) map[string][]byte {
 	out := map[string][]byte{}
-	for k, v := range e.settings {
+	for k, v := range c.settings {
 		if strings.HasPrefix(k, prefix) {
 			out[k] = v
 		}
