@@ -603,6 +603,29 @@ func (ec *executionContext) fieldContext_PluginEvent_at(_ context.Context, field
 	return graphql.NewScalarFieldContext("PluginEvent", field, true, false, "Time")
 }
 
+func (ec *executionContext) _PluginEvent_quarantinedUntil(ctx context.Context, field graphql.CollectedField, obj *model.PluginEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PluginEvent_quarantinedUntil(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.QuarantinedUntil(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PluginEvent_quarantinedUntil(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PluginEvent", field, true, false, "Time")
+}
+
 func (ec *executionContext) _PluginEvent_lagged(ctx context.Context, field graphql.CollectedField, obj *model.PluginEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -1098,6 +1121,11 @@ func (ec *executionContext) _PluginEvent(ctx context.Context, sel ast.SelectionS
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "quarantinedUntil":
+			out.Values[i] = ec._PluginEvent_quarantinedUntil(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		case "lagged":
 			out.Values[i] = ec._PluginEvent_lagged(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -1274,24 +1302,26 @@ func (ec *executionContext) marshalNPluginEventKind2githubᚗcomᚋswitchyardᚋ
 
 var (
 	unmarshalNPluginEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋmanagerᚐEventKind = map[string]manager.EventKind{
-		"LOADED":     manager.EventLoaded,
-		"UNLOADED":   manager.EventUnloaded,
-		"CONFIGURED": manager.EventConfigured,
-		"POLICY_SET": manager.EventPolicySet,
-		"FAULT":      manager.EventFault,
-		"DISABLED":   manager.EventDisabled,
-		"ENABLED":    manager.EventEnabled,
-		"REFUSED":    manager.EventRefused,
+		"LOADED":      manager.EventLoaded,
+		"UNLOADED":    manager.EventUnloaded,
+		"CONFIGURED":  manager.EventConfigured,
+		"POLICY_SET":  manager.EventPolicySet,
+		"FAULT":       manager.EventFault,
+		"DISABLED":    manager.EventDisabled,
+		"QUARANTINED": manager.EventQuarantined,
+		"ENABLED":     manager.EventEnabled,
+		"REFUSED":     manager.EventRefused,
 	}
 	marshalNPluginEventKind2githubᚗcomᚋswitchyardᚋswitchyardᚋpluginsᚋmanagerᚐEventKind = map[manager.EventKind]string{
-		manager.EventLoaded:     "LOADED",
-		manager.EventUnloaded:   "UNLOADED",
-		manager.EventConfigured: "CONFIGURED",
-		manager.EventPolicySet:  "POLICY_SET",
-		manager.EventFault:      "FAULT",
-		manager.EventDisabled:   "DISABLED",
-		manager.EventEnabled:    "ENABLED",
-		manager.EventRefused:    "REFUSED",
+		manager.EventLoaded:      "LOADED",
+		manager.EventUnloaded:    "UNLOADED",
+		manager.EventConfigured:  "CONFIGURED",
+		manager.EventPolicySet:   "POLICY_SET",
+		manager.EventFault:       "FAULT",
+		manager.EventDisabled:    "DISABLED",
+		manager.EventQuarantined: "QUARANTINED",
+		manager.EventEnabled:     "ENABLED",
+		manager.EventRefused:     "REFUSED",
 	}
 )
 

@@ -363,14 +363,15 @@ type ComplexityRoot struct {
 	}
 
 	PluginEvent struct {
-		At     func(childComplexity int) int
-		Kind   func(childComplexity int) int
-		Lagged func(childComplexity int) int
-		Lane   func(childComplexity int) int
-		Plugin func(childComplexity int) int
-		Reason func(childComplexity int) int
-		Seq    func(childComplexity int) int
-		Slot   func(childComplexity int) int
+		At               func(childComplexity int) int
+		Kind             func(childComplexity int) int
+		Lagged           func(childComplexity int) int
+		Lane             func(childComplexity int) int
+		Plugin           func(childComplexity int) int
+		QuarantinedUntil func(childComplexity int) int
+		Reason           func(childComplexity int) int
+		Seq              func(childComplexity int) int
+		Slot             func(childComplexity int) int
 	}
 
 	PolicyAssignment struct {
@@ -2333,6 +2334,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.PluginEvent.Plugin(childComplexity), true
+	case "PluginEvent.quarantinedUntil":
+		if e.ComplexityRoot.PluginEvent.QuarantinedUntil == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PluginEvent.QuarantinedUntil(childComplexity), true
 	case "PluginEvent.reason":
 		if e.ComplexityRoot.PluginEvent.Reason == nil {
 			break
@@ -4375,6 +4382,8 @@ type PluginEvent {
   reason: String
   "When."
   at: Time!
+  "For QUARANTINED: when the quarantine ends and the plugin's probation begins (null otherwise)."
+  quarantinedUntil: Time
   "Events this subscriber missed before this one."
   lagged: Int!
 }
@@ -4391,8 +4400,10 @@ enum PluginEventKind {
   POLICY_SET
   "A decision faulted and fell back to the native policy."
   FAULT
-  "Its breaker tripped (quarantined, or an instance could not be rebuilt): the native policy decides for it."
+  "An instance could not be rebuilt: the native policy decides for it until an operator enables it."
   DISABLED
+  "Its breaker tripped: the native policy decides for it until the event's quarantinedUntil (the reason says why and for how long), then it is on probation."
+  QUARANTINED
   "Re-enabled, by an operator or at the end of a quarantine (on probation)."
   ENABLED
   "A module was refused at load (nothing changed), or at start a stored plugin or policy choice could not be restored (the default stays in its place); the reason says which and why."
@@ -6248,6 +6259,8 @@ func (ec *executionContext) childFields_PluginEvent(ctx context.Context, field g
 		return ec.fieldContext_PluginEvent_reason(ctx, field)
 	case "at":
 		return ec.fieldContext_PluginEvent_at(ctx, field)
+	case "quarantinedUntil":
+		return ec.fieldContext_PluginEvent_quarantinedUntil(ctx, field)
 	case "lagged":
 		return ec.fieldContext_PluginEvent_lagged(ctx, field)
 	}

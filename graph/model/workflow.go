@@ -193,6 +193,15 @@ func (e *PluginEvent) Reason() *string { return optString(e.E.Reason) }
 // At is when.
 func (e *PluginEvent) At() time.Time { return e.E.At }
 
+// QuarantinedUntil is when a quarantine announced by the event ends.
+func (e *PluginEvent) QuarantinedUntil() *time.Time {
+	if e.E.Until.IsZero() {
+		return nil
+	}
+	t := e.E.Until
+	return &t
+}
+
 // Lagged is the events missed before this one.
 func (e *PluginEvent) Lagged() int { return int(e.E.Lagged) }
 

@@ -67,8 +67,11 @@ type EventKind uint8
 // Event kinds.
 const (
 	EventFault    EventKind = 1 // a decision faulted and fell back
-	EventDisabled EventKind = 2 // the breaker quarantined the plugin (Event.Until says until when), or an instance could not be rebuilt (until Plugin.Enable)
+	EventDisabled EventKind = 2 // an instance could not be rebuilt: the fallback decides until Plugin.Enable
 	EventEnabled  EventKind = 3 // Plugin.Enable re-enabled the plugin, or its quarantine ended and it is on probation
+	// EventQuarantined: the breaker quarantined the plugin (Event.Reason
+	// says why and for how long, Event.Until until when).
+	EventQuarantined EventKind = 4
 )
 
 // String returns the kind's lower-case name.
@@ -80,6 +83,8 @@ func (k EventKind) String() string {
 		return "disabled"
 	case EventEnabled:
 		return "enabled"
+	case EventQuarantined:
+		return "quarantined"
 	}
 	return "unknown"
 }
@@ -92,5 +97,5 @@ type Event struct {
 	Fault  FaultKind // for EventFault
 	Reason string
 	Time   time.Time
-	Until  time.Time // for EventDisabled by a quarantine: when probation begins
+	Until  time.Time // for EventQuarantined: when the quarantine ends and probation begins
 }

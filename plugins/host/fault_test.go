@@ -172,8 +172,10 @@ func TestBreakerDisablesPluginAfterRepeatedFaults(t *testing.T) {
 		disabled, _ := p.Disabled()
 		return disabled
 	})
-	require.Equal(t, []host.EventKind{host.EventFault, host.EventFault, host.EventFault, host.EventDisabled}, ev.kinds())
+	require.Equal(t, []host.EventKind{host.EventFault, host.EventFault, host.EventFault, host.EventQuarantined}, ev.kinds())
 	require.Contains(t, ev.last().Reason, "3 faults")
+	require.Contains(t, ev.last().Reason, "quarantined for 1h0m0s")
+	require.Equal(t, p.Stats().Until, ev.last().Until, "the event says when the quarantine ends")
 	st := p.Stats()
 	require.True(t, st.Disabled)
 	require.Equal(t, uint64(3), st.Faults[host.FaultTrap])

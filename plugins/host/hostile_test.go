@@ -405,8 +405,8 @@ func TestDeadlineAbandonsAndQuarantinesWithBackoff(t *testing.T) {
 			kinds = append(kinds, k)
 		}
 	}
-	require.Equal(t, []host.EventKind{host.EventDisabled, host.EventEnabled, host.EventDisabled, host.EventEnabled,
-		host.EventDisabled, host.EventEnabled, host.EventDisabled}, kinds)
+	require.Equal(t, []host.EventKind{host.EventQuarantined, host.EventEnabled, host.EventQuarantined, host.EventEnabled,
+		host.EventQuarantined, host.EventEnabled, host.EventQuarantined}, kinds)
 }
 
 // blockedLog is a logger whose every write waits until the test ends: a

@@ -535,7 +535,7 @@ func (p *Plugin) quarantine(why string) {
 	p.disabled.Store(true)
 	p.mu.Unlock()
 	p.stats.quarantines.Add(1)
-	p.emit(Event{Kind: EventDisabled, Reason: p.disabledWhy, Until: p.rt.epoch.Add(until)})
+	p.emit(Event{Kind: EventQuarantined, Reason: p.disabledWhy, Until: p.rt.epoch.Add(until)})
 }
 
 // probe ends a quarantine whose time is up, putting the plugin on

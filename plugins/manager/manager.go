@@ -73,7 +73,10 @@ const (
 	EventFault      EventKind = "FAULT"
 	EventDisabled   EventKind = "DISABLED"
 	EventEnabled    EventKind = "ENABLED"
-	EventRefused    EventKind = "REFUSED" // a module refused at load, or a stored plugin or choice not restored at start
+	// EventQuarantined: the breaker quarantined the plugin; Event.Reason
+	// says why and for how long, Event.Until until when.
+	EventQuarantined EventKind = "QUARANTINED"
+	EventRefused     EventKind = "REFUSED" // a module refused at load, or a stored plugin or choice not restored at start
 )
 
 // Event is a plugin event.
@@ -85,7 +88,8 @@ type Event struct {
 	Lane   string // for EventPolicySet: "" for every lane
 	Reason string
 	At     time.Time
-	Lagged uint64 // events this subscriber missed before this one
+	Until  time.Time // for EventQuarantined: when the quarantine ends
+	Lagged uint64    // events this subscriber missed before this one
 }
 
 type entry struct {
@@ -157,7 +161,10 @@ func (m *Manager) HostEvent(ev host.Event) {
 	switch ev.Kind {
 	case host.EventDisabled:
 		kind = EventDisabled
-		m.log.Warn("plugin disabled by its breaker; its slot uses the native fallback", "plugin", ev.Plugin, "reason", ev.Reason)
+		m.log.Warn("plugin disabled: an instance could not be rebuilt; its slot uses the native fallback until it is enabled", "plugin", ev.Plugin, "reason", ev.Reason)
+	case host.EventQuarantined:
+		kind = EventQuarantined
+		m.log.Warn("plugin quarantined by its breaker; its slot uses the native fallback", "plugin", ev.Plugin, "reason", ev.Reason, "until", ev.Until)
 	case host.EventEnabled:
 		kind = EventEnabled
 	}
@@ -165,7 +172,7 @@ func (m *Manager) HostEvent(ev host.Event) {
 	if ev.Kind == host.EventFault {
 		reason = ev.Fault.String() + ": " + ev.Reason
 	}
-	m.publish(Event{Kind: kind, Plugin: ev.Plugin, Slot: ev.Slot, Reason: reason, At: ev.Time})
+	m.publish(Event{Kind: kind, Plugin: ev.Plugin, Slot: ev.Slot, Reason: reason, At: ev.Time, Until: ev.Until})
 }
 
 // Start registers the built-in policies (WebAssembly and native), makes the

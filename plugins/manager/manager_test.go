@@ -226,3 +226,23 @@ func TestAStoredChoiceThatCannotBeRestoredIsAnEvent(t *testing.T) {
 	require.Contains(t, ev.Reason, "was not restored")
 	require.Contains(t, ev.Reason, "native:fair-share is in use")
 }
+
+// TestAQuarantineIsAnnouncedAsOne: the breaker's quarantine is a
+// QUARANTINED event with its reason and end; DISABLED is kept for a plugin
+// that is disabled until an operator enables it.
+func TestAQuarantineIsAnnouncedAsOne(t *testing.T) {
+	t.Parallel()
+	m := manager.New(nil, nil, manager.Options{})
+	events, stop := m.Subscribe(4)
+	defer stop()
+	until := time.Date(2026, 11, 26, 20, 0, 0, 0, time.UTC)
+	m.HostEvent(host.Event{Plugin: "p", Slot: policy.SlotFairness, Kind: host.EventQuarantined, Reason: "quarantined for 1s: 5 faults", Until: until})
+	m.HostEvent(host.Event{Plugin: "p", Slot: policy.SlotFairness, Kind: host.EventDisabled, Reason: "cannot rebuild an instance: boom"})
+	ev := <-events
+	require.Equal(t, manager.EventQuarantined, ev.Kind)
+	require.Equal(t, "quarantined for 1s: 5 faults", ev.Reason)
+	require.Equal(t, until, ev.Until)
+	ev = <-events
+	require.Equal(t, manager.EventDisabled, ev.Kind)
+	require.True(t, ev.Until.IsZero())
+}

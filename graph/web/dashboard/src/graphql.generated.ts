@@ -99,7 +99,7 @@ export type LaneInput = {
 export type PluginEventKind =
   /** Its configuration changed. */
   | 'CONFIGURED'
-  /** Its breaker tripped (quarantined, or an instance could not be rebuilt): the native policy decides for it. */
+  /** An instance could not be rebuilt: the native policy decides for it until an operator enables it. */
   | 'DISABLED'
   /** Re-enabled, by an operator or at the end of a quarantine (on probation). */
   | 'ENABLED'
@@ -109,6 +109,8 @@ export type PluginEventKind =
   | 'LOADED'
   /** A slot's policy changed. */
   | 'POLICY_SET'
+  /** Its breaker tripped: the native policy decides for it until the event's quarantinedUntil (the reason says why and for how long), then it is on probation. */
+  | 'QUARANTINED'
   /** A module was refused at load (nothing changed), or at start a stored plugin or policy choice could not be restored (the default stays in its place); the reason says which and why. */
   | 'REFUSED'
   /** Unloaded. */
