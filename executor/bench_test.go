@@ -104,7 +104,7 @@ func BenchmarkForwardExecutor(b *testing.B) {
 	srv := benchInstance(b)
 	reg := executor.NewRegistry(executor.RegistryOptions{HealthInterval: time.Hour})
 	b.Cleanup(reg.Close)
-	if _, err := reg.Register(executor.InstanceConfig{ID: "a", URL: srv.URL, Token: "token"}); err != nil {
+	if _, err := reg.Register(context.Background(), executor.InstanceConfig{ID: "a", URL: srv.URL, Token: "token"}); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := reg.CheckNow(context.Background(), "a"); err != nil {
@@ -172,7 +172,7 @@ func BenchmarkOverheadDirectHTTP(b *testing.B) {
 func BenchmarkOverheadExecutor(b *testing.B) {
 	reg := executor.NewRegistry(executor.RegistryOptions{HealthInterval: time.Hour, HTTPClient: &http.Client{Transport: stubTransport{}}})
 	b.Cleanup(reg.Close)
-	if _, err := reg.Register(executor.InstanceConfig{ID: "a", URL: "http://instance.test", Token: "token"}); err != nil {
+	if _, err := reg.Register(context.Background(), executor.InstanceConfig{ID: "a", URL: "http://instance.test", Token: "token"}); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := reg.CheckNow(context.Background(), "a"); err != nil {
@@ -260,7 +260,7 @@ func BenchmarkSchedulerOverheadSubmitToInstance(b *testing.B) {
 	srv, arrived := arrivalInstance(b)
 	reg := executor.NewRegistry(executor.RegistryOptions{})
 	b.Cleanup(reg.Close)
-	if _, err := reg.Register(executor.InstanceConfig{ID: "i1", URL: srv.URL, Token: "token", Capacity: 8}); err != nil {
+	if _, err := reg.Register(context.Background(), executor.InstanceConfig{ID: "i1", URL: srv.URL, Token: "token", Capacity: 8}); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := reg.CheckNow(context.Background(), "i1"); err != nil {

@@ -197,7 +197,7 @@ func TestKilledInstanceIsMarkedUnhealthyAndWorkMovesToAHealthyOne(t *testing.T) 
 	sink := newFakeSink()
 	reg.SetSink(sink)
 	for id, inst := range map[string]*chromium.Instance{"a": a, "b": b} {
-		_, err := reg.Register(executor.InstanceConfig{ID: id, URL: inst.URL(), Token: inst.Token()})
+		_, err := reg.Register(context.Background(), executor.InstanceConfig{ID: id, URL: inst.URL(), Token: inst.Token()})
 		require.NoError(t, err)
 	}
 	waitfor.CheckFor(t, func() error {
@@ -230,7 +230,7 @@ func TestKilledInstanceIsMarkedUnhealthyAndWorkMovesToAHealthyOne(t *testing.T) 
 	}
 	require.ErrorIs(t, o.Err, engine.ErrInstanceFault, "the instance's fault, not the task's")
 	require.Equal(t, policy.ClassTransient, engine.ClassOf(o.Err), "the task is retried")
-	inst, _ := reg.Get("a")
+	inst, _ := reg.Get(context.Background(), "a")
 	require.Equal(t, executor.HealthUnhealthy, inst.Health, "unhealthy at once, not after N checks")
 	info, _ := sink.info("a")
 	require.False(t, info.Healthy, "the engine was told")
@@ -381,6 +381,6 @@ func TestRealChromiumCancelHoldsTheSlotUntilTheInstanceEndsTheAction(t *testing.
 	require.Equal(t, doneBefore+1, r.upstreamDone, "the attempt ended only once the instance had answered")
 	require.NoError(t, r.o.Err, "the instance's answer is the attempt's")
 	require.JSONEq(t, `{"result":"finished"}`, string(r.o.Result))
-	got, _ := bn.reg.Get("local")
+	got, _ := bn.reg.Get(context.Background(), "local")
 	require.Zero(t, got.InFlight)
 }

@@ -26,12 +26,12 @@ func Example() {
 		}
 		defer local.Close()
 		logger.Info("local browser instance", "url", local.URL())
-		if _, err := reg.Register(executor.InstanceConfig{ID: "local", URL: local.URL(), Token: local.Token(), Capacity: 8}); err != nil {
+		if _, err := reg.Register(context.Background(), executor.InstanceConfig{ID: "local", URL: local.URL(), Token: local.Token(), Capacity: 8}); err != nil {
 			log.Fatal(err)
 		}
 	}
 	// From the config file, for example an existing PinchTab server:
-	if _, err := reg.Register(executor.InstanceConfig{ID: "fleet", URL: "http://127.0.0.1:9867", Token: "…", Kind: executor.KindServer}); err != nil {
+	if _, err := reg.Register(context.Background(), executor.InstanceConfig{ID: "fleet", URL: "http://127.0.0.1:9867", Token: "…", Kind: executor.KindServer}); err != nil {
 		log.Fatal(err)
 	}
 

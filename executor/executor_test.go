@@ -191,7 +191,7 @@ func TestNamedTabResolutionErrorsArePermanentAndClear(t *testing.T) {
 	require.Equal(t, policy.ClassPermanent, engine.ClassOf(o.Err))
 
 	require.NoError(t, click("TB").Err) // now cached on b
-	require.NoError(t, bn.reg.Remove("b"))
+	require.NoError(t, bn.reg.Remove(context.Background(), "b"))
 	o = click("TB")
 	require.ErrorIs(t, o.Err, executor.ErrTabInstanceGone)
 	require.Equal(t, policy.ClassPermanent, engine.ClassOf(o.Err))
@@ -225,7 +225,7 @@ func TestSessionTabOnARemovedInstanceIsLost(t *testing.T) {
 	t.Parallel()
 	a := newFakeInstance(t, "a", "", "TA")
 	bn := setup(t, executor.Options{}, instanceCfg("a", a))
-	require.NoError(t, bn.reg.Remove("a"))
+	require.NoError(t, bn.reg.Remove(context.Background(), "a"))
 	o := bn.exec.Execute(context.Background(), &attempt{id: "t", instance: "a", tab: "TA",
 		spec: &engine.TaskSpec{AgentID: "x", SessionKey: "s", Action: action("click", "#go", "")}})
 	require.ErrorIs(t, o.Err, executor.ErrSessionLost)
@@ -268,7 +268,7 @@ func TestUnreachableInstanceIsAnInstanceFaultAndUnhealthyAtOnce(t *testing.T) {
 		spec: &engine.TaskSpec{AgentID: "x", SessionKey: "s", Action: action("click", "#go", "")}})
 	require.ErrorIs(t, o.Err, engine.ErrInstanceFault, "the attempt budget is not the instance's to spend")
 	require.NotErrorIs(t, o.Err, engine.ErrInstanceGone, "the session keeps its tab: the instance may come back with it")
-	inst, _ := bn.reg.Get("a")
+	inst, _ := bn.reg.Get(context.Background(), "a")
 	require.Equal(t, executor.HealthUnhealthy, inst.Health, "unhealthy at once, not after N checks")
 	require.Equal(t, policy.ClassTransient, engine.ClassOf(o.Err))
 	info, _ := bn.sink.info("a")
@@ -325,7 +325,7 @@ func TestCancellationStopsTheForwardedRequestAfterTheAbortGrace(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the instance never saw the request end")
 	}
-	inst, _ := bn.reg.Get("a")
+	inst, _ := bn.reg.Get(context.Background(), "a")
 	require.Equal(t, executor.HealthHealthy, inst.Health, "a cancellation says nothing about the instance")
 	require.Zero(t, inst.InFlight)
 }
@@ -470,7 +470,7 @@ func TestTokensNeverAppearInLogsOrErrors(t *testing.T) {
 	reg := executor.NewRegistry(executor.RegistryOptions{Logger: logger, HealthInterval: time.Hour})
 	t.Cleanup(reg.Close)
 	cfg := executor.InstanceConfig{ID: "a", URL: a.URL(), Token: secret}
-	_, err := reg.Register(cfg)
+	_, err := reg.Register(context.Background(), cfg)
 	require.NoError(t, err)
 	_, err = reg.CheckNow(context.Background(), "a")
 	require.NoError(t, err)
@@ -483,7 +483,7 @@ func TestTokensNeverAppearInLogsOrErrors(t *testing.T) {
 	logger.Info("config", "cfg", cfg)
 	require.NotContains(t, logs.String(), secret)
 	require.NotContains(t, o.Err.Error(), secret)
-	inst, _ := reg.Get("a")
+	inst, _ := reg.Get(context.Background(), "a")
 	require.NotContains(t, inst.LastError, secret)
 	require.True(t, inst.HasToken)
 	require.Contains(t, cfg.String(), "[redacted]")

@@ -1,6 +1,7 @@
 package executor_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -340,11 +341,11 @@ func setup(t *testing.T, o executor.Options, insts ...executor.InstanceConfig) b
 	sink := newFakeSink()
 	reg.SetSink(sink)
 	for _, cfg := range insts {
-		_, err := reg.Register(cfg)
+		_, err := reg.Register(context.Background(), cfg)
 		require.NoError(t, err)
 		// Wait for the first check, which the registry runs at once.
 		waitfor.CheckFor(t, func() error {
-			if inst, _ := reg.Get(cfg.ID); inst.Health == executor.HealthUnknown {
+			if inst, _ := reg.Get(context.Background(), cfg.ID); inst.Health == executor.HealthUnknown {
 				return fmt.Errorf("instance %s not checked yet", cfg.ID)
 			}
 			return nil

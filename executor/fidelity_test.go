@@ -106,7 +106,7 @@ func TestAWrongTokenIsAnInstanceFaultThatNamesThe401(t *testing.T) {
 		d := newDouble(t, mode)
 		tab := d.OpenTab("", "http://site.test/form")
 		bn := setup(t, executor.Options{}, executor.InstanceConfig{ID: "p", URL: d.URL(), Token: "wrong", Kind: kindOf(mode)})
-		inst, _ := bn.reg.Get("p")
+		inst, _ := bn.reg.Get(context.Background(), "p")
 		require.Equal(t, executor.HealthUnhealthy, inst.Health, "/health answers without a token; the tab list does not")
 		require.Contains(t, inst.LastError, "401")
 
@@ -142,7 +142,7 @@ func TestAFailingInstanceGoesUnhealthyAtOnceAndBackOnlyWhenItCanAct(t *testing.T
 	require.ErrorIs(t, o.Err, engine.ErrInstanceFault)
 	require.Contains(t, o.Err.Error(), "503")
 	require.Contains(t, o.Err.Error(), "stopping")
-	inst, _ := bn.reg.Get("p")
+	inst, _ := bn.reg.Get(context.Background(), "p")
 	require.Equal(t, executor.HealthUnhealthy, inst.Health, "at once, not after N health checks")
 	info, _ := bn.sink.info("p")
 	require.False(t, info.Healthy, "the engine was told")
@@ -217,7 +217,7 @@ func TestInstanceFaultsThroughTheEngineSpareTheRetryBudget(t *testing.T) {
 	d := newDouble(t, pinchtabtest.ModeServer)
 	reg := executor.NewRegistry(executor.RegistryOptions{HealthInterval: 20 * time.Millisecond})
 	t.Cleanup(reg.Close)
-	_, err := reg.Register(executor.InstanceConfig{ID: "p", URL: d.URL(), Token: doubleToken, Kind: executor.KindServer})
+	_, err := reg.Register(context.Background(), executor.InstanceConfig{ID: "p", URL: d.URL(), Token: doubleToken, Kind: executor.KindServer})
 	require.NoError(t, err)
 	exec, err := executor.New(executor.Options{Registry: reg})
 	require.NoError(t, err)
@@ -231,7 +231,7 @@ func TestInstanceFaultsThroughTheEngineSpareTheRetryBudget(t *testing.T) {
 
 	tab := d.OpenTab("", "http://site.test/form")
 	waitfor.CheckFor(t, func() error {
-		if inst, _ := reg.Get("p"); inst.Health != executor.HealthHealthy {
+		if inst, _ := reg.Get(context.Background(), "p"); inst.Health != executor.HealthHealthy {
 			return errors.New("not healthy yet")
 		}
 		return nil
@@ -317,9 +317,9 @@ func TestADialectIsForChatInstances(t *testing.T) {
 	t.Parallel()
 	reg := executor.NewRegistry(executor.RegistryOptions{})
 	t.Cleanup(reg.Close)
-	_, err := reg.Register(executor.InstanceConfig{ID: "x", URL: "http://127.0.0.1:1", Kind: executor.KindServer, Dialect: executor.DialectBrowserOS})
+	_, err := reg.Register(context.Background(), executor.InstanceConfig{ID: "x", URL: "http://127.0.0.1:1", Kind: executor.KindServer, Dialect: executor.DialectBrowserOS})
 	require.ErrorContains(t, err, "dialect")
-	_, err = reg.Register(executor.InstanceConfig{ID: "y", URL: "http://127.0.0.1:1", Kind: executor.KindChat, Dialect: "klingon"})
+	_, err = reg.Register(context.Background(), executor.InstanceConfig{ID: "y", URL: "http://127.0.0.1:1", Kind: executor.KindChat, Dialect: "klingon"})
 	require.ErrorContains(t, err, "unknown chat dialect")
 	_, err = executor.ParseDialect("browseros")
 	require.NoError(t, err)
@@ -449,14 +449,14 @@ func TestCancelHoldsTheSlotUntilTheInstanceEndsTheAction(t *testing.T) {
 		t.Fatalf("the attempt ended while the instance still ran its action: %v", o.Err)
 	default:
 	}
-	inst, _ := bn.reg.Get("p")
+	inst, _ := bn.reg.Get(context.Background(), "p")
 	require.Equal(t, 1, inst.InFlight, "the slot is held")
 	release()
 	o := <-done
 	now, _ := d.Running()
 	require.Zero(t, now, "the attempt ended after the instance confirmed the end of the action")
 	require.NoError(t, o.Err, "the instance's answer is the attempt's")
-	inst, _ = bn.reg.Get("p")
+	inst, _ = bn.reg.Get(context.Background(), "p")
 	require.Zero(t, inst.InFlight)
 }
 
@@ -470,7 +470,7 @@ func TestAServerWithoutARunningBrowserIsAnInstanceFault(t *testing.T) {
 	require.ErrorIs(t, o.Err, engine.ErrInstanceFault, "not the task's attempt budget")
 	require.ErrorIs(t, o.Err, engine.ErrInstanceGone, "a tab-less task may go elsewhere")
 	require.Contains(t, o.Err.Error(), "no running browser")
-	inst, _ := bn.reg.Get("p")
+	inst, _ := bn.reg.Get(context.Background(), "p")
 	require.Equal(t, executor.HealthUnhealthy, inst.Health, "unhealthy at once")
 }
 
@@ -480,10 +480,10 @@ func TestAnInstanceThatIsNotReadyIsBackSoonAfterItIs(t *testing.T) {
 	d.SetPhase("", pinchtabtest.PhaseStarting)
 	reg := executor.NewRegistry(executor.RegistryOptions{HealthInterval: time.Hour, RecheckAfter: 10 * time.Millisecond})
 	t.Cleanup(reg.Close)
-	_, err := reg.Register(executor.InstanceConfig{ID: "p", URL: d.URL(), Token: doubleToken, Kind: executor.KindServer})
+	_, err := reg.Register(context.Background(), executor.InstanceConfig{ID: "p", URL: d.URL(), Token: doubleToken, Kind: executor.KindServer})
 	require.NoError(t, err)
 	waitfor.CheckFor(t, func() error {
-		if inst, _ := reg.Get("p"); inst.Health != executor.HealthUnhealthy {
+		if inst, _ := reg.Get(context.Background(), "p"); inst.Health != executor.HealthUnhealthy {
 			return errors.New("not checked yet")
 		}
 		return nil
@@ -491,7 +491,7 @@ func TestAnInstanceThatIsNotReadyIsBackSoonAfterItIs(t *testing.T) {
 	d.SetPhase("", pinchtabtest.PhaseRunning)
 	// No health tick is due for an hour: the short recheck brings it back.
 	waitfor.CheckFor(t, func() error {
-		if inst, _ := reg.Get("p"); inst.Health != executor.HealthHealthy {
+		if inst, _ := reg.Get(context.Background(), "p"); inst.Health != executor.HealthHealthy {
 			return fmt.Errorf("still %s", inst.Health)
 		}
 		return nil
@@ -518,7 +518,7 @@ func TestRemovingAnInstanceFailsItsSessionsNextTaskWithSessionLost(t *testing.T)
 	reg.SetSink(eng)
 	ctx := context.Background()
 	// The session starts on p, the only instance.
-	_, err = reg.Register(executor.InstanceConfig{ID: "p", URL: p.URL(), Token: doubleToken, Kind: executor.KindServer})
+	_, err = reg.Register(context.Background(), executor.InstanceConfig{ID: "p", URL: p.URL(), Token: doubleToken, Kind: executor.KindServer})
 	require.NoError(t, err)
 	ended := func(id string) *engine.Task {
 		var got *engine.Task
@@ -534,17 +534,17 @@ func TestRemovingAnInstanceFailsItsSessionsNextTaskWithSessionLost(t *testing.T)
 	open, err := eng.Submit(ctx, engine.TaskSpec{AgentID: "x", SessionKey: "s", Action: action("navigate", "", `{"url":"http://site.test/form"}`)})
 	require.NoError(t, err)
 	require.Equal(t, engine.StateSucceeded, ended(open.ID).State)
-	_, err = reg.Register(executor.InstanceConfig{ID: "q", URL: q.URL(), Token: doubleToken, Kind: executor.KindServer})
+	_, err = reg.Register(context.Background(), executor.InstanceConfig{ID: "q", URL: q.URL(), Token: doubleToken, Kind: executor.KindServer})
 	require.NoError(t, err)
 	waitfor.CheckFor(t, func() error {
-		if inst, _ := reg.Get("q"); inst.Health != executor.HealthHealthy {
+		if inst, _ := reg.Get(context.Background(), "q"); inst.Health != executor.HealthHealthy {
 			return errors.New("q is not healthy yet")
 		}
 		return nil
 	})
 	before := eng.Events().Last()
 
-	require.NoError(t, reg.Remove("p"))
+	require.NoError(t, reg.Remove(context.Background(), "p"))
 
 	var said []engine.Event
 	waitfor.CheckFor(t, func() error {

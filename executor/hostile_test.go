@@ -158,7 +158,7 @@ func TestNothingIsLostBehindAHostileInstance(t *testing.T) {
 	var ids []string
 	for i, h := range hs {
 		id := fmt.Sprintf("h%d", i)
-		_, err := reg.Register(executor.InstanceConfig{ID: id, URL: newHostile(t, h).URL, Kind: executor.KindInstance})
+		_, err := reg.Register(context.Background(), executor.InstanceConfig{ID: id, URL: newHostile(t, h).URL, Kind: executor.KindInstance})
 		require.NoError(t, err)
 		var timeout time.Duration
 		if h == hang || h == trickle {
@@ -177,7 +177,7 @@ func TestNothingIsLostBehindAHostileInstance(t *testing.T) {
 				return err
 			}
 			if !got.State.Terminal() {
-				inst, _ := reg.Get(got.Spec.InstanceID)
+				inst, _ := reg.Get(context.Background(), got.Spec.InstanceID)
 				return fmt.Errorf("%s on %s (%s %s) is %s (%s), %d attempts", id, got.Spec.InstanceID, inst.Health, inst.LastError, got.State, got.Reason, len(got.Attempts))
 			}
 		}

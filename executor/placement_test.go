@@ -59,10 +59,10 @@ func TestATaskWithNoInstanceWaitsWithoutAttemptsAndRunsOnceOneIsHealthy(t *testi
 	// keeps waiting.
 	d := pinchtabtest.New(t, pinchtabtest.Options{Token: doubleToken})
 	d.SetPhase("", pinchtabtest.PhaseStarting)
-	_, err = reg.Register(executor.InstanceConfig{ID: "p", URL: d.URL(), Token: doubleToken, Capacity: 2})
+	_, err = reg.Register(context.Background(), executor.InstanceConfig{ID: "p", URL: d.URL(), Token: doubleToken, Capacity: 2})
 	require.NoError(t, err)
 	waitfor.CheckFor(t, func() error {
-		if inst, _ := reg.Get("p"); inst.Health != executor.HealthUnhealthy {
+		if inst, _ := reg.Get(context.Background(), "p"); inst.Health != executor.HealthUnhealthy {
 			return fmt.Errorf("instance p is %s", inst.Health)
 		}
 		return nil

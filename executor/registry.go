@@ -190,7 +190,7 @@ func (in *instance) snapshot() Instance {
 
 // Register adds an instance and starts checking its health at once. Until its
 // first check passes it receives no work.
-func (r *Registry) Register(cfg InstanceConfig) (Instance, error) {
+func (r *Registry) Register(ctx context.Context, cfg InstanceConfig) (Instance, error) {
 	cfg = cfg.clone()
 	if err := cfg.Validate(); err != nil {
 		return Instance{}, fmt.Errorf("register instance: %w", err)
@@ -234,7 +234,7 @@ func (r *Registry) Register(cfg InstanceConfig) (Instance, error) {
 
 // Update changes a registered instance. A new URL or token takes effect for
 // the next request, and a health check follows at once.
-func (r *Registry) Update(id string, u InstanceUpdate) (Instance, error) {
+func (r *Registry) Update(ctx context.Context, id string, u InstanceUpdate) (Instance, error) {
 	r.changeMu.Lock()
 	defer r.changeMu.Unlock()
 	r.mu.RLock()
@@ -309,7 +309,7 @@ func (r *Registry) KeepRegistered(id, why string) {
 // the work bound to it, and its tabs can no longer be resolved (a task naming
 // one fails with a clear error). An instance kept with KeepRegistered is not
 // removed: the error wraps ErrNotRemovable.
-func (r *Registry) Remove(id string) error {
+func (r *Registry) Remove(ctx context.Context, id string) error {
 	r.changeMu.Lock()
 	defer r.changeMu.Unlock()
 	r.mu.Lock()
@@ -336,7 +336,7 @@ func (r *Registry) Remove(id string) error {
 }
 
 // Get returns an instance.
-func (r *Registry) Get(id string) (Instance, bool) {
+func (r *Registry) Get(ctx context.Context, id string) (Instance, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	in, ok := r.insts[id]
@@ -359,7 +359,7 @@ func (r *Registry) Config(id string) (InstanceConfig, bool) {
 }
 
 // List returns every instance, sorted by id.
-func (r *Registry) List() []Instance {
+func (r *Registry) List(ctx context.Context) []Instance {
 	r.mu.RLock()
 	out := make([]Instance, 0, len(r.insts))
 	for _, in := range r.insts {
@@ -409,7 +409,7 @@ func (r *Registry) CheckNow(ctx context.Context, id string) (Instance, error) {
 		return Instance{}, fmt.Errorf("check instance %s: %w", id, ErrUnknownInstance)
 	}
 	r.check(ctx, in)
-	snap, _ := r.Get(id)
+	snap, _ := r.Get(ctx, id)
 	return snap, nil
 }
 

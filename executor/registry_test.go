@@ -23,7 +23,7 @@ func TestHealthChecksMarkUnhealthyAfterNFailuresAndRecover(t *testing.T) {
 	defer cancel()
 
 	a.set(func(f *fakeInstance) { f.down = true })
-	_, err := reg.Register(executor.InstanceConfig{ID: "a", URL: a.URL(), Capacity: 4})
+	_, err := reg.Register(context.Background(), executor.InstanceConfig{ID: "a", URL: a.URL(), Capacity: 4})
 	require.NoError(t, err)
 	info, ok := sink.info("a")
 	require.True(t, ok)
@@ -31,7 +31,7 @@ func TestHealthChecksMarkUnhealthyAfterNFailuresAndRecover(t *testing.T) {
 	require.Equal(t, 4, info.Capacity)
 	// The registry checks a new instance at once.
 	waitfor.CheckFor(t, func() error {
-		if inst, _ := reg.Get("a"); inst.Health != executor.HealthUnhealthy {
+		if inst, _ := reg.Get(context.Background(), "a"); inst.Health != executor.HealthUnhealthy {
 			return errors.New("first check not done")
 		}
 		return nil
@@ -89,17 +89,17 @@ func TestHealthLoopRunsOnItsInterval(t *testing.T) {
 	a := newFakeInstance(t, "a", "")
 	reg := executor.NewRegistry(executor.RegistryOptions{HealthInterval: 20 * time.Millisecond, UnhealthyAfter: 2})
 	t.Cleanup(reg.Close)
-	_, err := reg.Register(executor.InstanceConfig{ID: "a", URL: a.URL()})
+	_, err := reg.Register(context.Background(), executor.InstanceConfig{ID: "a", URL: a.URL()})
 	require.NoError(t, err)
 	waitfor.CheckFor(t, func() error {
-		if inst, _ := reg.Get("a"); inst.Health != executor.HealthHealthy {
+		if inst, _ := reg.Get(context.Background(), "a"); inst.Health != executor.HealthHealthy {
 			return errors.New("not healthy yet")
 		}
 		return nil
 	})
 	a.set(func(f *fakeInstance) { f.down = true })
 	waitfor.CheckFor(t, func() error {
-		if inst, _ := reg.Get("a"); inst.Health != executor.HealthUnhealthy {
+		if inst, _ := reg.Get(context.Background(), "a"); inst.Health != executor.HealthUnhealthy {
 			return errors.New("not unhealthy yet")
 		}
 		return nil
@@ -115,19 +115,19 @@ func TestRegisterUpdateRemove(t *testing.T) {
 	sink := newFakeSink()
 	reg.SetSink(sink)
 
-	_, err := reg.Register(executor.InstanceConfig{ID: "a", URL: a.URL(), Capacity: 2, Labels: map[string]string{"zone": "eu"}})
+	_, err := reg.Register(context.Background(), executor.InstanceConfig{ID: "a", URL: a.URL(), Capacity: 2, Labels: map[string]string{"zone": "eu"}})
 	require.NoError(t, err)
-	_, err = reg.Register(executor.InstanceConfig{ID: "a", URL: b.URL()})
+	_, err = reg.Register(context.Background(), executor.InstanceConfig{ID: "a", URL: b.URL()})
 	require.ErrorIs(t, err, executor.ErrDuplicateInstance)
 
-	_, err = reg.Register(executor.InstanceConfig{ID: "bad id!", URL: "not a url", Kind: "robot", Capacity: -1})
+	_, err = reg.Register(context.Background(), executor.InstanceConfig{ID: "bad id!", URL: "not a url", Kind: "robot", Capacity: -1})
 	require.ErrorContains(t, err, "id:")
 	require.ErrorContains(t, err, "url:")
 	require.ErrorContains(t, err, "kind:")
 	require.ErrorContains(t, err, "capacity:")
 
 	capacity := 8
-	inst, err := reg.Update("a", executor.InstanceUpdate{Capacity: &capacity})
+	inst, err := reg.Update(context.Background(), "a", executor.InstanceUpdate{Capacity: &capacity})
 	require.NoError(t, err)
 	require.Equal(t, 8, inst.Capacity)
 	require.Equal(t, map[string]string{"zone": "eu"}, inst.Labels)
@@ -135,20 +135,20 @@ func TestRegisterUpdateRemove(t *testing.T) {
 	require.Equal(t, 8, info.Capacity)
 
 	newURL := b.URL()
-	inst, err = reg.Update("a", executor.InstanceUpdate{URL: &newURL})
+	inst, err = reg.Update(context.Background(), "a", executor.InstanceUpdate{URL: &newURL})
 	require.NoError(t, err)
 	require.Equal(t, executor.HealthUnknown, inst.Health, "a new address is checked afresh")
 	_, err = reg.CheckNow(context.Background(), "a")
 	require.NoError(t, err)
 	require.NotEmpty(t, b.requests(), "checks go to the new address")
 
-	_, err = reg.Update("zzz", executor.InstanceUpdate{})
+	_, err = reg.Update(context.Background(), "zzz", executor.InstanceUpdate{})
 	require.ErrorIs(t, err, executor.ErrUnknownInstance)
 
-	require.Len(t, reg.List(), 1)
-	require.NoError(t, reg.Remove("a"))
-	require.ErrorIs(t, reg.Remove("a"), executor.ErrUnknownInstance)
-	require.Empty(t, reg.List())
+	require.Len(t, reg.List(context.Background()), 1)
+	require.NoError(t, reg.Remove(context.Background(), "a"))
+	require.ErrorIs(t, reg.Remove(context.Background(), "a"), executor.ErrUnknownInstance)
+	require.Empty(t, reg.List(context.Background()))
 	_, ok := sink.info("a")
 	require.False(t, ok)
 }
@@ -158,7 +158,7 @@ func TestSetSinkReplaysTheFleet(t *testing.T) {
 	a := newFakeInstance(t, "a", "")
 	reg := executor.NewRegistry(executor.RegistryOptions{HealthInterval: time.Hour})
 	t.Cleanup(reg.Close)
-	_, err := reg.Register(executor.InstanceConfig{ID: "a", URL: a.URL(), Capacity: 3})
+	_, err := reg.Register(context.Background(), executor.InstanceConfig{ID: "a", URL: a.URL(), Capacity: 3})
 	require.NoError(t, err)
 	_, err = reg.CheckNow(context.Background(), "a")
 	require.NoError(t, err)
@@ -180,17 +180,17 @@ func TestSlowSubscriberNeverBlocksAndLearnsWhatItMissed(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		c := i + 1
 		if i == 0 {
-			_, err := reg.Register(executor.InstanceConfig{ID: "a", URL: a.URL()})
+			_, err := reg.Register(context.Background(), executor.InstanceConfig{ID: "a", URL: a.URL()})
 			require.NoError(t, err)
 			continue
 		}
-		_, err := reg.Update("a", executor.InstanceUpdate{Capacity: &c}) // never blocks
+		_, err := reg.Update(context.Background(), "a", executor.InstanceUpdate{Capacity: &c}) // never blocks
 		require.NoError(t, err)
 	}
 	// Drain what fits, then one more event carries the count of the lost.
 	got := []executor.InstanceEvent{<-events, <-events}
 	require.Equal(t, executor.EventRegistered, got[0].Type)
-	require.NoError(t, reg.Remove("a"))
+	require.NoError(t, reg.Remove(context.Background(), "a"))
 	var ev executor.InstanceEvent
 	waitfor.CheckFor(t, func() error {
 		select {
@@ -211,13 +211,13 @@ func TestAKeptInstanceIsNotRemoved(t *testing.T) {
 	t.Cleanup(reg.Close)
 	sink := newFakeSink()
 	reg.SetSink(sink)
-	_, err := reg.Register(executor.InstanceConfig{ID: "a", URL: a.URL(), Capacity: 4})
+	_, err := reg.Register(context.Background(), executor.InstanceConfig{ID: "a", URL: a.URL(), Capacity: 4})
 	require.NoError(t, err)
 	reg.KeepRegistered("a", "set x to turn it off")
-	err = reg.Remove("a")
+	err = reg.Remove(context.Background(), "a")
 	require.ErrorIs(t, err, executor.ErrNotRemovable)
 	require.ErrorContains(t, err, "set x to turn it off")
-	in, ok := reg.Get("a")
+	in, ok := reg.Get(context.Background(), "a")
 	require.True(t, ok, "still registered")
 	require.Equal(t, 4, in.Capacity)
 	_, ok = sink.info("a")

@@ -106,7 +106,7 @@ func TestRemovingTheInstanceOfAReplayedSessionRebuildsItElsewhere(t *testing.T) 
 	t.Cleanup(func() { _ = eng.Shutdown(context.Background()) })
 	reg.SetSink(eng)
 	ctx := context.Background()
-	_, err = reg.Register(executor.InstanceConfig{ID: "p", URL: p.URL(), Token: doubleToken, Kind: executor.KindServer})
+	_, err = reg.Register(context.Background(), executor.InstanceConfig{ID: "p", URL: p.URL(), Token: doubleToken, Kind: executor.KindServer})
 	require.NoError(t, err)
 	run := func(a *engine.Action) *engine.Task {
 		t.Helper()
@@ -124,16 +124,16 @@ func TestRemovingTheInstanceOfAReplayedSessionRebuildsItElsewhere(t *testing.T) 
 	}
 	require.Equal(t, engine.StateSucceeded, run(action("navigate", "", `{"url":"http://site.test/form"}`)).State)
 	require.Equal(t, engine.StateSucceeded, run(action("fill", "#name", `{"text":"Ada"}`)).State)
-	_, err = reg.Register(executor.InstanceConfig{ID: "q", URL: q.URL(), Token: doubleToken, Kind: executor.KindServer})
+	_, err = reg.Register(context.Background(), executor.InstanceConfig{ID: "q", URL: q.URL(), Token: doubleToken, Kind: executor.KindServer})
 	require.NoError(t, err)
 	waitfor.CheckFor(t, func() error {
-		if inst, _ := reg.Get("q"); inst.Health != executor.HealthHealthy {
+		if inst, _ := reg.Get(context.Background(), "q"); inst.Health != executor.HealthHealthy {
 			return errors.New("q is not healthy yet")
 		}
 		return nil
 	})
 
-	require.NoError(t, reg.Remove("p"))
+	require.NoError(t, reg.Remove(context.Background(), "p"))
 
 	got := run(action("click", "#go", ""))
 	require.Equal(t, engine.StateSucceeded, got.State, got.Error)
@@ -150,7 +150,7 @@ func TestASessionToReplayWaitsForABrowserAsAnInstanceFault(t *testing.T) {
 	bn, _ := setupDouble(t, pinchtabtest.ModeBridge, executor.Options{})
 	o := sessionStep(t, bn, "open", "", true, action("navigate", "", `{"url":"http://site.test/form"}`))
 	require.NoError(t, o.Err)
-	require.NoError(t, bn.reg.Remove("p")) // the only browser
+	require.NoError(t, bn.reg.Remove(context.Background(), "p")) // the only browser
 	o = sessionStep(t, bn, "go", o.TabID, true, action("click", "#go", ""))
 	require.ErrorIs(t, o.Err, engine.ErrInstanceFault, "not the session's fault: it waits for a browser")
 	require.NotErrorIs(t, o.Err, executor.ErrSessionLost)

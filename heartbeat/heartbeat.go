@@ -439,7 +439,7 @@ func (c *Checker) Delete(ctx context.Context, id string) error {
 }
 
 // Get returns a check.
-func (c *Checker) Get(id string) (*Check, error) {
+func (c *Checker) Get(ctx context.Context, id string) (*Check, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	en := c.entries[id]
@@ -450,7 +450,7 @@ func (c *Checker) Get(id string) (*Check, error) {
 }
 
 // List returns every check, by id.
-func (c *Checker) List() []*Check {
+func (c *Checker) List(ctx context.Context) []*Check {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]*Check, 0, len(c.entries))
@@ -478,7 +478,7 @@ func (c *Checker) Probe(ctx context.Context, id string) (*Check, error) {
 	if err := c.run(ctx, id); err != nil {
 		return nil, err
 	}
-	return c.Get(id)
+	return c.Get(ctx, id)
 }
 
 // Subscribe streams the events from now on. A subscriber that does not keep

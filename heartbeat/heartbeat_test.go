@@ -256,7 +256,7 @@ func TestDefaultGuardRefusesPrivateTargets(t *testing.T) {
 		require.Equal(t, "url", ee.Field, u)
 		require.Contains(t, ee.Message, "heartbeats.allowPrivate", u)
 	}
-	require.Empty(t, c.List(), "a refused check is not kept")
+	require.Empty(t, c.List(context.Background()), "a refused check is not kept")
 
 	ch := create(t, c, heartbeat.Spec{URL: "http://local.example:1/", Interval: time.Hour})
 	got := probe(t, c, ch.ID)
@@ -295,7 +295,7 @@ func TestBadSpecsAreRefused(t *testing.T) {
 		require.Equal(t, field, ee.Field)
 		require.Contains(t, ee.Message, "credentials")
 	}
-	require.Empty(t, c.List())
+	require.Empty(t, c.List(context.Background()))
 }
 
 // Enabled checks run on their interval, on the checker's clock; their
@@ -312,7 +312,7 @@ func TestChecksRunOnTheirIntervalAndSurviveARestart(t *testing.T) {
 	ch := create(t, c, heartbeat.Spec{URL: srv.URL, Interval: 10 * time.Second, Enabled: true, FailureThreshold: 2})
 	waitHistory := func(c *heartbeat.Checker, n int) {
 		waitfor.Eventually(t, fmt.Sprintf("%d probes, and the next one armed", n), func() bool {
-			got, err := c.Get(ch.ID)
+			got, err := c.Get(context.Background(), ch.ID)
 			return err == nil && len(got.History) >= n && !got.NextProbeAt.IsZero() && got.NextProbeAt.After(got.LastProbeAt)
 		})
 	}
@@ -320,7 +320,7 @@ func TestChecksRunOnTheirIntervalAndSurviveARestart(t *testing.T) {
 	waitHistory(c, 1) // the probe made at creation
 	clk.Advance(10 * time.Second)
 	waitHistory(c, 2)
-	got, err := c.Get(ch.ID)
+	got, err := c.Get(context.Background(), ch.ID)
 	require.NoError(t, err)
 	require.Equal(t, heartbeat.StateUp, got.State)
 	require.Equal(t, clk.Now().Add(10*time.Second), got.NextProbeAt)
@@ -329,7 +329,7 @@ func TestChecksRunOnTheirIntervalAndSurviveARestart(t *testing.T) {
 	again := heartbeat.New(st, heartbeat.Options{Guard: loopbackOnly(), Clock: clk})
 	require.NoError(t, again.Start(context.Background()))
 	defer again.Stop()
-	back, err := again.Get(ch.ID)
+	back, err := again.Get(context.Background(), ch.ID)
 	require.NoError(t, err)
 	require.Equal(t, heartbeat.StateUp, back.State)
 	require.Len(t, back.History, 2)
@@ -378,10 +378,10 @@ func TestStateChangesGoToTheWebhook(t *testing.T) {
 	ch := create(t, c, heartbeat.Spec{URL: srv.URL, Interval: time.Hour, WebhookURL: "https://hooks.example/hb"})
 	require.Equal(t, heartbeat.StateDown, probe(t, c, ch.ID).State, "UNKNOWN → DOWN is announced")
 	waitfor.Eventually(t, "the second delivery attempt to succeed", func() bool {
-		got, _ := c.Get(ch.ID)
+		got, _ := c.Get(context.Background(), ch.ID)
 		return len(got.Webhooks) == 2 && got.Webhooks[1].Delivered
 	})
-	got, _ := c.Get(ch.ID)
+	got, _ := c.Get(context.Background(), ch.ID)
 	require.False(t, got.Webhooks[0].Delivered)
 	require.Equal(t, 503, got.Webhooks[0].HTTPStatus)
 	rec.mu.Lock()
@@ -396,7 +396,7 @@ func TestStateChangesGoToTheWebhook(t *testing.T) {
 	again := heartbeat.New(st, heartbeat.Options{Guard: loopbackOnly(), Webhooks: rec})
 	require.NoError(t, again.Start(context.Background()))
 	defer again.Stop()
-	back, err := again.Get(ch.ID)
+	back, err := again.Get(context.Background(), ch.ID)
 	require.NoError(t, err)
 	require.Len(t, back.Webhooks, 2, "both delivery attempts survive a restart")
 	require.True(t, back.Webhooks[1].Delivered)

@@ -41,7 +41,7 @@ func FuzzCron(f *testing.F) {
 		prev := now
 		for i := 0; i < 3 && !sc.NextRunAt.IsZero() && sc.NextRunAt.Sub(now) < 5*365*24*time.Hour; i++ {
 			h.Clock.Set(sc.NextRunAt)
-			got, err := s.Get(sc.ID)
+			got, err := s.Get(context.Background(), sc.ID)
 			if err != nil {
 				t.Fatal(err)
 			}

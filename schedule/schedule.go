@@ -325,7 +325,7 @@ func (s *Scheduler) Delete(ctx context.Context, id string) error {
 }
 
 // Get returns one schedule.
-func (s *Scheduler) Get(id string) (*Schedule, error) {
+func (s *Scheduler) Get(ctx context.Context, id string) (*Schedule, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	en := s.entries[id]
@@ -336,7 +336,7 @@ func (s *Scheduler) Get(id string) (*Schedule, error) {
 }
 
 // List returns every schedule, by id.
-func (s *Scheduler) List() []*Schedule {
+func (s *Scheduler) List(ctx context.Context) []*Schedule {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]*Schedule, 0, len(s.entries))

@@ -49,7 +49,7 @@ func TestEveryRunsOnItsIntervalIntoTheCronLane(t *testing.T) {
 	ts := tasksOf(t, h, sc.ID)
 	require.Len(t, ts, 2)
 	require.Equal(t, "cron", ts[0].Spec.Lane, "schedule runs go to the cron lane by default")
-	got, err := s.Get(sc.ID)
+	got, err := s.Get(context.Background(), sc.ID)
 	require.NoError(t, err)
 	require.Len(t, got.Runs, 2)
 	require.Equal(t, "submitted", got.Runs[1].Outcome)
@@ -64,7 +64,7 @@ func TestAtRunsOnce(t *testing.T) {
 	require.NoError(t, err)
 	h.Clock.Advance(time.Hour)
 	require.Len(t, tasksOf(t, h, sc.ID), 1)
-	got, _ := s.Get(sc.ID)
+	got, _ := s.Get(context.Background(), sc.ID)
 	require.True(t, got.NextRunAt.IsZero())
 }
 
@@ -76,12 +76,12 @@ func TestAnAtScheduleMayDeleteItselfOnceItHasRun(t *testing.T) {
 	require.NoError(t, err)
 	h.Clock.Advance(time.Hour)
 	require.Len(t, tasksOf(t, h, sc.ID), 1, "it ran; its task stays")
-	_, err = s.Get(sc.ID)
+	_, err = s.Get(context.Background(), sc.ID)
 	require.True(t, engine.IsCode(err, engine.CodeNotFound), "it deleted itself: %v", err)
 	s2 := schedule.New(h.Engine, h.Clock, nil)
 	require.NoError(t, s2.Start(context.Background()))
 	t.Cleanup(s2.Stop)
-	require.Empty(t, s2.List(), "and stays deleted after a restart")
+	require.Empty(t, s2.List(context.Background()), "and stays deleted after a restart")
 }
 
 func TestCronRunsAtTheExactTimeUnlessSpreadingIsAskedFor(t *testing.T) {
@@ -112,10 +112,10 @@ func TestAScheduleKeepsItsConfiguredRunHistory(t *testing.T) {
 			_ = h.Exec.Succeed(id, `{}`)
 		}
 	}
-	got, err := s.Get(short.ID)
+	got, err := s.Get(context.Background(), short.ID)
 	require.NoError(t, err)
 	require.Len(t, got.Runs, 3)
-	got, err = s.Get(long.ID)
+	got, err = s.Get(context.Background(), long.ID)
 	require.NoError(t, err)
 	require.Len(t, got.Runs, 25, "the default keeps up to %d", schedule.DefaultHistoryLength)
 }
@@ -133,7 +133,7 @@ func walk(t *testing.T, cronExpr string, from time.Time, n int) []time.Time {
 	require.NoError(t, err)
 	var due []time.Time
 	for range n {
-		got, err := s.Get(sc.ID)
+		got, err := s.Get(context.Background(), sc.ID)
 		require.NoError(t, err)
 		due = append(due, got.NextRunAt)
 		h.Clock.Set(got.NextRunAt)
@@ -197,7 +197,7 @@ func TestMissedRunsFollowTheSchedulesPolicy(t *testing.T) {
 			require.NoError(t, s2.Start(context.Background()))
 			t.Cleanup(s2.Stop)
 			require.Len(t, tasksOf(t, h, sc.ID), c.tasks)
-			got, err := s2.Get(sc.ID)
+			got, err := s2.Get(context.Background(), sc.ID)
 			require.NoError(t, err)
 			require.Contains(t, got.Runs[0].Outcome, "missed 10 run(s)")
 			require.Equal(t, enginetest.Epoch.Add(11*time.Minute), got.NextRunAt, "the timetable resumes")
@@ -252,7 +252,7 @@ func TestTriggerRunsNowAndSpreadIsStable(t *testing.T) {
 
 	s2 := schedule.New(h.Engine, h.Clock, nil)
 	require.NoError(t, s2.Start(context.Background()))
-	again, err := s2.Get(a.ID)
+	again, err := s2.Get(context.Background(), a.ID)
 	require.NoError(t, err)
 	require.Equal(t, a.Offset, again.Offset, "the offset survives a restart")
 	require.Equal(t, a.NextRunAt, again.NextRunAt)
@@ -278,5 +278,5 @@ func TestInvalidSchedulesAreRefusedWithTheField(t *testing.T) {
 		require.Equal(t, engine.CodeInvalidInput, ee.Code, field)
 		require.Equal(t, field, ee.Field)
 	}
-	require.Empty(t, s.List())
+	require.Empty(t, s.List(context.Background()))
 }

@@ -198,7 +198,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 		return err
 	}
 	for _, ic := range instances {
-		if _, err := reg.Register(ic); err != nil {
+		if _, err := reg.Register(ctx, ic); err != nil {
 			return fmt.Errorf("instances: %w", err)
 		}
 	}
@@ -231,8 +231,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 		}
 		backend = server.Options{Engine: node.API(), Registry: node.Instances(), Plugins: node.Plugins(),
 			Schedules: node.Schedules(), Pull: node.Pull(), Heartbeats: node.Heartbeats(), Cluster: node, Metrics: &metrics.Source{
-				Stats: func() engine.Stats { return node.Engine().Stats(ctx) },
-				Lanes: func() []engine.LaneStatus { return node.Engine().Lanes(ctx) }, Instances: reg.List, Plugins: node.Plugins().List}}
+				// A scrape carries no context: the sources are bound to the
+				// server's, and a forward to the leader (the plugins) is
+				// bounded by the node's call timeout as well.
+				Stats:     func() engine.Stats { return node.Engine().Stats(ctx) },
+				Lanes:     func() []engine.LaneStatus { return node.Engine().Lanes(ctx) },
+				Instances: func() []executor.Instance { return reg.List(ctx) },
+				Plugins:   func() []manager.Info { return node.Plugins().List(ctx) }}}
 		shutdown = stop
 		lanes = func() int { // a follower knows the configured lanes only
 			if e := node.Engine(); e != nil {
@@ -292,7 +297,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 			if local == nil {
 				return nil
 			}
-			in, ok := reg.Get(config.LocalInstanceID)
+			in, ok := reg.Get(ctx, config.LocalInstanceID)
 			if !ok || in.Health != executor.HealthHealthy {
 				return errors.New("the local browser instance is not healthy yet")
 			}
@@ -543,7 +548,7 @@ func startLocalInstance(ctx context.Context, c config.LocalInstance, reg *execut
 	if err != nil {
 		return nil, fmt.Errorf("start the local browser instance (%s): %w (--no-local-instance runs without it)", path, err)
 	}
-	if _, err := reg.Register(executor.InstanceConfig{ID: config.LocalInstanceID, URL: local.URL(), Token: local.Token(),
+	if _, err := reg.Register(ctx, executor.InstanceConfig{ID: config.LocalInstanceID, URL: local.URL(), Token: local.Token(),
 		Capacity: c.Capacity}); err != nil {
 		local.Close()
 		return nil, err

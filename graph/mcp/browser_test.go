@@ -52,7 +52,7 @@ func browser(t *testing.T) (*bundle, string) {
 	t.Cleanup(func() { _ = inst.Close() })
 	reg := executor.NewRegistry(executor.RegistryOptions{HealthInterval: time.Second, HealthTimeout: 5 * time.Second})
 	t.Cleanup(reg.Close)
-	_, err = reg.Register(executor.InstanceConfig{ID: "local", URL: inst.URL(), Token: inst.Token(), Capacity: 2})
+	_, err = reg.Register(context.Background(), executor.InstanceConfig{ID: "local", URL: inst.URL(), Token: inst.Token(), Capacity: 2})
 	require.NoError(t, err)
 	arts := artifact.NewMemory()
 	exec, err := executor.New(executor.Options{Registry: reg, Artifacts: arts})

@@ -54,11 +54,11 @@ type Engine interface {
 
 // Registry is the browser instance registry (*executor.Registry).
 type Registry interface {
-	Register(cfg executor.InstanceConfig) (executor.Instance, error)
-	Update(id string, u executor.InstanceUpdate) (executor.Instance, error)
-	Remove(id string) error
-	Get(id string) (executor.Instance, bool)
-	List() []executor.Instance
+	Register(ctx context.Context, cfg executor.InstanceConfig) (executor.Instance, error)
+	Update(ctx context.Context, id string, u executor.InstanceUpdate) (executor.Instance, error)
+	Remove(ctx context.Context, id string) error
+	Get(ctx context.Context, id string) (executor.Instance, bool)
+	List(ctx context.Context) []executor.Instance
 	Subscribe(buffer int) (<-chan executor.InstanceEvent, func())
 }
 
@@ -69,9 +69,9 @@ type Plugins interface {
 	Configure(ctx context.Context, name string, config []byte) (manager.Info, error)
 	SetPolicy(ctx context.Context, slot policy.Slot, lane, name string) error
 	ClearLanePolicy(ctx context.Context, slot policy.Slot, lane string) error
-	Enable(name string) error
-	Get(name string) (manager.Info, error)
-	List() []manager.Info
+	Enable(ctx context.Context, name string) error
+	Get(ctx context.Context, name string) (manager.Info, error)
+	List(ctx context.Context) []manager.Info
 	Subscribe(buffer int) (<-chan manager.Event, func())
 	MaxWasmBytes() int
 }
@@ -83,8 +83,8 @@ type Schedules interface {
 	SetEnabled(ctx context.Context, id string, enabled bool) (*schedule.Schedule, error)
 	Trigger(ctx context.Context, id string) (*schedule.Run, error)
 	Delete(ctx context.Context, id string) error
-	Get(id string) (*schedule.Schedule, error)
-	List() []*schedule.Schedule
+	Get(ctx context.Context, id string) (*schedule.Schedule, error)
+	List(ctx context.Context) []*schedule.Schedule
 }
 
 // Heartbeats runs the heartbeat checks (*heartbeat.Checker).
@@ -93,8 +93,8 @@ type Heartbeats interface {
 	Update(ctx context.Context, id string, spec heartbeat.Spec) (*heartbeat.Check, error)
 	Delete(ctx context.Context, id string) error
 	Probe(ctx context.Context, id string) (*heartbeat.Check, error)
-	Get(id string) (*heartbeat.Check, error)
-	List() []*heartbeat.Check
+	Get(ctx context.Context, id string) (*heartbeat.Check, error)
+	List(ctx context.Context) []*heartbeat.Check
 	Subscribe(buffer int) (<-chan heartbeat.Event, func())
 }
 

@@ -17,11 +17,11 @@ func (r *Resolver) heartbeats() error {
 	return nil
 }
 
-func (q *queryResolver) HeartbeatChecks(context.Context) ([]*model.HeartbeatCheck, error) {
+func (q *queryResolver) HeartbeatChecks(ctx context.Context) ([]*model.HeartbeatCheck, error) {
 	if err := (*Resolver)(q).heartbeats(); err != nil {
 		return nil, err
 	}
-	list := q.opts.Heartbeats.List()
+	list := q.opts.Heartbeats.List(ctx)
 	out := make([]*model.HeartbeatCheck, len(list))
 	for i, c := range list {
 		out[i] = &model.HeartbeatCheck{C: c}
@@ -29,11 +29,11 @@ func (q *queryResolver) HeartbeatChecks(context.Context) ([]*model.HeartbeatChec
 	return out, nil
 }
 
-func (q *queryResolver) HeartbeatCheck(_ context.Context, id string) (*model.HeartbeatCheck, error) {
+func (q *queryResolver) HeartbeatCheck(ctx context.Context, id string) (*model.HeartbeatCheck, error) {
 	if err := (*Resolver)(q).heartbeats(); err != nil {
 		return nil, err
 	}
-	c, err := q.opts.Heartbeats.Get(id)
+	c, err := q.opts.Heartbeats.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +118,7 @@ func (m *mutationResolver) DeleteHeartbeatCheck(ctx context.Context, id string) 
 	if err := (*Resolver)(m).heartbeats(); err != nil {
 		return nil, err
 	}
-	c, err := m.opts.Heartbeats.Get(id)
+	c, err := m.opts.Heartbeats.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +145,7 @@ func (s *subscriptionResolver) HeartbeatEvents(ctx context.Context, checkID *str
 		return nil, err
 	}
 	if checkID != nil {
-		if _, err := s.opts.Heartbeats.Get(*checkID); err != nil {
+		if _, err := s.opts.Heartbeats.Get(ctx, *checkID); err != nil {
 			return nil, err
 		}
 	}

@@ -471,7 +471,7 @@ func registryError(path, id string, err error) error {
 	return invalid(path, "%s", err.Error())
 }
 
-func (m *mutationResolver) RegisterInstance(_ context.Context, input model.RegisterInstanceInput) (*model.Instance, error) {
+func (m *mutationResolver) RegisterInstance(ctx context.Context, input model.RegisterInstanceInput) (*model.Instance, error) {
 	reg, err := (*Resolver)(m).registry()
 	if err != nil {
 		return nil, err
@@ -480,7 +480,7 @@ func (m *mutationResolver) RegisterInstance(_ context.Context, input model.Regis
 	if verr != nil {
 		return nil, verr
 	}
-	in, err := reg.Register(cfg)
+	in, err := reg.Register(ctx, cfg)
 	if err != nil {
 		return nil, registryError("input", input.ID, err)
 	}
@@ -488,7 +488,7 @@ func (m *mutationResolver) RegisterInstance(_ context.Context, input model.Regis
 	return &model.Instance{I: in}, nil
 }
 
-func (m *mutationResolver) UpdateInstance(_ context.Context, id string, input model.UpdateInstanceInput) (*model.Instance, error) {
+func (m *mutationResolver) UpdateInstance(ctx context.Context, id string, input model.UpdateInstanceInput) (*model.Instance, error) {
 	reg, err := (*Resolver)(m).registry()
 	if err != nil {
 		return nil, err
@@ -514,23 +514,23 @@ func (m *mutationResolver) UpdateInstance(_ context.Context, id string, input mo
 		}
 		u.Labels = &labels
 	}
-	in, err := reg.Update(id, u)
+	in, err := reg.Update(ctx, id, u)
 	if err != nil {
 		return nil, registryError("input", id, err)
 	}
 	return &model.Instance{I: in}, nil
 }
 
-func (m *mutationResolver) RemoveInstance(_ context.Context, id string) (*model.Instance, error) {
+func (m *mutationResolver) RemoveInstance(ctx context.Context, id string) (*model.Instance, error) {
 	reg, err := (*Resolver)(m).registry()
 	if err != nil {
 		return nil, err
 	}
-	in, ok := reg.Get(id)
+	in, ok := reg.Get(ctx, id)
 	if !ok {
 		return nil, registryError("id", id, executor.ErrUnknownInstance)
 	}
-	if err := reg.Remove(id); err != nil {
+	if err := reg.Remove(ctx, id); err != nil {
 		return nil, registryError("id", id, err)
 	}
 	m.log.Info("instance removed over the API", "instance", id)

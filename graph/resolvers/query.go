@@ -203,11 +203,11 @@ func (q *queryResolver) Policies(ctx context.Context) ([]*model.PolicyAssignment
 	return out, nil
 }
 
-func (q *queryResolver) Instances(context.Context) ([]*model.Instance, error) {
+func (q *queryResolver) Instances(ctx context.Context) ([]*model.Instance, error) {
 	if q.reg == nil {
 		return []*model.Instance{}, nil
 	}
-	insts := q.reg.List()
+	insts := q.reg.List(ctx)
 	out := make([]*model.Instance, len(insts))
 	for i := range insts {
 		out[i] = &model.Instance{I: insts[i]}
@@ -215,9 +215,9 @@ func (q *queryResolver) Instances(context.Context) ([]*model.Instance, error) {
 	return out, nil
 }
 
-func (q *queryResolver) Instance(_ context.Context, id string) (*model.Instance, error) {
+func (q *queryResolver) Instance(ctx context.Context, id string) (*model.Instance, error) {
 	if q.reg != nil {
-		if in, ok := q.reg.Get(id); ok {
+		if in, ok := q.reg.Get(ctx, id); ok {
 			return &model.Instance{I: in}, nil
 		}
 	}
@@ -252,7 +252,7 @@ func ptr[T any](v T) *T { return &v }
 func (r *Resolver) stats(ctx context.Context) *model.Stats {
 	s := &model.Stats{S: r.eng.Stats(ctx), Node: standaloneID, Leader: ptr(standaloneID), LeaderSince: ptr(r.started)}
 	if r.opts.Plugins != nil { // the plugin host refuses invalid answers before the engine sees them
-		for _, p := range r.opts.Plugins.List() {
+		for _, p := range r.opts.Plugins.List(ctx) {
 			s.S.PolicyInvalid += p.Stats.Faults[host.FaultInvalid]
 		}
 	}

@@ -237,7 +237,7 @@ func (r *Resolver) checkActionKind(ctx context.Context, path string, s *engine.T
 		return invalid(path+".action.kind", "%q is not an action kind that a browser instance (instance, pinchtab) knows; known kinds: %s (a pull lane takes any kind)",
 			k, strings.Join(browserKinds(), ", "))
 	}
-	in, ok := r.reg.Get(s.InstanceID)
+	in, ok := r.reg.Get(ctx, s.InstanceID)
 	if !ok || executor.KnownKind(in.Kind, s.Action.Kind) {
 		return nil
 	}

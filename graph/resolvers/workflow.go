@@ -37,7 +37,7 @@ func (r *Resolver) ownedSchedule(ctx context.Context, id string) (*schedule.Sche
 	if err := r.schedules(); err != nil {
 		return nil, err
 	}
-	s, err := r.opts.Schedules.Get(id)
+	s, err := r.opts.Schedules.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -47,11 +47,11 @@ func (r *Resolver) ownedSchedule(ctx context.Context, id string) (*schedule.Sche
 	return s, nil
 }
 
-func (q *queryResolver) Plugins(context.Context) ([]*model.Plugin, error) {
+func (q *queryResolver) Plugins(ctx context.Context) ([]*model.Plugin, error) {
 	if err := (*Resolver)(q).plugins(); err != nil {
 		return nil, err
 	}
-	infos := q.opts.Plugins.List()
+	infos := q.opts.Plugins.List(ctx)
 	out := make([]*model.Plugin, len(infos))
 	for i := range infos {
 		out[i] = &model.Plugin{I: infos[i]}
@@ -59,11 +59,11 @@ func (q *queryResolver) Plugins(context.Context) ([]*model.Plugin, error) {
 	return out, nil
 }
 
-func (q *queryResolver) Plugin(_ context.Context, name string) (*model.Plugin, error) {
+func (q *queryResolver) Plugin(ctx context.Context, name string) (*model.Plugin, error) {
 	if err := (*Resolver)(q).plugins(); err != nil {
 		return nil, err
 	}
-	info, err := q.opts.Plugins.Get(name)
+	info, err := q.opts.Plugins.Get(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +105,7 @@ func (m *mutationResolver) UnloadPlugin(ctx context.Context, name string) (*mode
 	if err := (*Resolver)(m).plugins(); err != nil {
 		return nil, err
 	}
-	info, err := m.opts.Plugins.Get(name)
+	info, err := m.opts.Plugins.Get(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -127,14 +127,14 @@ func (m *mutationResolver) ConfigurePlugin(ctx context.Context, name string, con
 	return &model.Plugin{I: info}, nil
 }
 
-func (m *mutationResolver) EnablePlugin(_ context.Context, name string) (*model.Plugin, error) {
+func (m *mutationResolver) EnablePlugin(ctx context.Context, name string) (*model.Plugin, error) {
 	if err := (*Resolver)(m).plugins(); err != nil {
 		return nil, err
 	}
-	if err := m.opts.Plugins.Enable(name); err != nil {
+	if err := m.opts.Plugins.Enable(ctx, name); err != nil {
 		return nil, err
 	}
-	info, err := m.opts.Plugins.Get(name)
+	info, err := m.opts.Plugins.Get(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +180,7 @@ func (q *queryResolver) Schedules(ctx context.Context) ([]*model.Schedule, error
 	if err != nil {
 		return nil, err
 	}
-	list := q.opts.Schedules.List()
+	list := q.opts.Schedules.List(ctx)
 	out := make([]*model.Schedule, 0, len(list))
 	for _, s := range list {
 		if own == "" || s.Spec.Template.AgentID == own {

@@ -160,10 +160,10 @@ func setupAuth(t *testing.T, opts ...func(*setupOptions)) *authBundle {
 		_, _ = w.Write([]byte(`{"status":"ok","tabs":[]}`))
 	}))
 	t.Cleanup(fleet.Close)
-	_, err := b.reg.Register(executor.InstanceConfig{ID: "fleet", URL: fleet.URL})
+	_, err := b.reg.Register(context.Background(), executor.InstanceConfig{ID: "fleet", URL: fleet.URL})
 	require.NoError(t, err)
 	waitfor.Eventually(t, "the instance is healthy", func() bool {
-		in, ok := b.reg.Get("fleet")
+		in, ok := b.reg.Get(context.Background(), "fleet")
 		return ok && in.Health == executor.HealthHealthy
 	})
 	return ab
@@ -250,7 +250,7 @@ func (b *authBundle) check(t *testing.T) string {
 
 func (b *authBundle) instance(t *testing.T) string {
 	t.Helper()
-	in, err := b.reg.Register(executor.InstanceConfig{ID: b.uniq("inst"), URL: "http://127.0.0.1:1", Token: "instance-secret"})
+	in, err := b.reg.Register(context.Background(), executor.InstanceConfig{ID: b.uniq("inst"), URL: "http://127.0.0.1:1", Token: "instance-secret"})
 	require.NoError(t, err)
 	return in.ID
 }
@@ -304,7 +304,7 @@ func (b *authBundle) snapshot(t *testing.T) string {
 		HasToken bool
 	}
 	var insts []instView
-	for _, in := range b.reg.List() {
+	for _, in := range b.reg.List(context.Background()) {
 		insts = append(insts, instView{in.ID, in.URL, in.Kind, in.Capacity, in.Labels, in.HasToken})
 	}
 	type plugView struct {
@@ -314,7 +314,7 @@ func (b *authBundle) snapshot(t *testing.T) string {
 		State    string
 	}
 	var plugs []plugView
-	for _, p := range b.plugins.List() {
+	for _, p := range b.plugins.List(context.Background()) {
 		plugs = append(plugs, plugView{p.Name, string(p.Config), p.ActiveIn, fmt.Sprint(p.Stats.Disabled)})
 	}
 	type schedView struct {
@@ -324,7 +324,7 @@ func (b *authBundle) snapshot(t *testing.T) string {
 		LastTask string
 	}
 	var scheds []schedView
-	for _, s := range b.sched.List() {
+	for _, s := range b.sched.List(context.Background()) {
 		scheds = append(scheds, schedView{s.ID, s.Spec, len(s.Runs), s.LastTask})
 	}
 	out, err := json.Marshal(map[string]any{

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -244,7 +245,7 @@ func TestWebSocketMessagesLargerThanTheLimitCloseTheSocketWith1009(t *testing.T)
 func TestAnActionForAChatInstanceIsRefusedAtSubmit(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(o *setupOptions) { o.registry = true })
-	_, err := b.reg.Register(executor.InstanceConfig{ID: "talker", URL: "http://127.0.0.1:1", Kind: executor.KindChat})
+	_, err := b.reg.Register(context.Background(), executor.InstanceConfig{ID: "talker", URL: "http://127.0.0.1:1", Kind: executor.KindChat})
 	require.NoError(t, err)
 	err = b.c.Do(ctxFor(t), submitQ, task(map[string]any{"instanceId": "talker"}), nil)
 	e := gqlErr(t, err)

@@ -144,17 +144,18 @@ func (o *Options) metricsSource() metrics.Source {
 	if o.Metrics != nil {
 		return *o.Metrics
 	}
-	// A scrape carries no context: on a cluster, the forward to the leader
-	// is bounded by the node's call timeout.
+	// A scrape carries no context (the collector is called without one), so
+	// every source is bound to context.Background(): on a cluster, the
+	// forward to the leader is bounded by the node's call timeout.
 	src := metrics.Source{
 		Stats: func() engine.Stats { return o.Engine.Stats(context.Background()) },
 		Lanes: func() []engine.LaneStatus { return o.Engine.Lanes(context.Background()) },
 	}
 	if o.Registry != nil {
-		src.Instances = o.Registry.List
+		src.Instances = func() []executor.Instance { return o.Registry.List(context.Background()) }
 	}
 	if o.Plugins != nil {
-		src.Plugins = o.Plugins.List
+		src.Plugins = func() []manager.Info { return o.Plugins.List(context.Background()) }
 	}
 	return src
 }

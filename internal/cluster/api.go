@@ -18,7 +18,10 @@ import (
 // scheduler. Reads of tasks, batches and events come from the store (or the
 // leader's memory, on the leader); everything else is the leader's answer.
 // A call to the leader ends when the caller's context does, and after
-// Options.CallTimeout when that context has no deadline.
+// Options.CallTimeout when that context has no deadline. The reads and
+// instance changes of Instances, Plugins, Schedules and Heartbeats (Get,
+// List, Enable, Register, Update, Remove) end after Options.CallTimeout at
+// the latest, whatever the caller's deadline.
 
 // Engine is the engine as every node of the cluster serves it.
 type Engine struct{ n *Node }
@@ -314,43 +317,45 @@ type Instances struct{ n *Node }
 // Instances returns the node's view of the leader's registry.
 func (n *Node) Instances() *Instances { return &Instances{n} }
 
-func (r *Instances) ctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), r.n.opts.CallTimeout)
+// bound bounds a call to the leader by the caller's context and by
+// Options.CallTimeout, whichever ends first.
+func (n *Node) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, n.opts.CallTimeout)
 }
 
 // Register adds an instance.
-func (r *Instances) Register(cfg executor.InstanceConfig) (executor.Instance, error) {
-	ctx, cancel := r.ctx()
+func (r *Instances) Register(ctx context.Context, cfg executor.InstanceConfig) (executor.Instance, error) {
+	ctx, cancel := r.n.bound(ctx)
 	defer cancel()
 	return opRegister.call(ctx, r.n, registerArgs{cfg})
 }
 
 // Update changes an instance.
-func (r *Instances) Update(id string, u executor.InstanceUpdate) (executor.Instance, error) {
-	ctx, cancel := r.ctx()
+func (r *Instances) Update(ctx context.Context, id string, u executor.InstanceUpdate) (executor.Instance, error) {
+	ctx, cancel := r.n.bound(ctx)
 	defer cancel()
 	return opUpdateInstance.call(ctx, r.n, updateArgs{id, u})
 }
 
 // Remove removes an instance.
-func (r *Instances) Remove(id string) error {
-	ctx, cancel := r.ctx()
+func (r *Instances) Remove(ctx context.Context, id string) error {
+	ctx, cancel := r.n.bound(ctx)
 	defer cancel()
 	_, err := opRemoveInstance.call(ctx, r.n, idArgs{id})
 	return err
 }
 
 // Get returns an instance.
-func (r *Instances) Get(id string) (executor.Instance, bool) {
-	ctx, cancel := r.ctx()
+func (r *Instances) Get(ctx context.Context, id string) (executor.Instance, bool) {
+	ctx, cancel := r.n.bound(ctx)
 	defer cancel()
 	a, err := opGetInstance.call(ctx, r.n, idArgs{id})
 	return a.Instance, err == nil && a.Found
 }
 
 // List returns every instance, sorted by id.
-func (r *Instances) List() []executor.Instance {
-	ctx, cancel := r.ctx()
+func (r *Instances) List(ctx context.Context) []executor.Instance {
+	ctx, cancel := r.n.bound(ctx)
 	defer cancel()
 	ins, err := opListInstances.call(ctx, r.n, none{})
 	if err != nil {
@@ -369,10 +374,6 @@ type Plugins struct{ n *Node }
 
 // Plugins returns the node's view of the leader's plugin manager.
 func (n *Node) Plugins() *Plugins { return &Plugins{n} }
-
-func (p *Plugins) ctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), p.n.opts.CallTimeout)
-}
 
 // Load loads a plugin.
 func (p *Plugins) Load(ctx context.Context, name string, wasm, config []byte) (manager.Info, error) {
@@ -403,23 +404,23 @@ func (p *Plugins) ClearLanePolicy(ctx context.Context, slot policy.Slot, lane st
 }
 
 // Enable re-enables a plugin its breaker disabled.
-func (p *Plugins) Enable(name string) error {
-	ctx, cancel := p.ctx()
+func (p *Plugins) Enable(ctx context.Context, name string) error {
+	ctx, cancel := p.n.bound(ctx)
 	defer cancel()
 	_, err := opEnablePlugin.call(ctx, p.n, idArgs{name})
 	return err
 }
 
 // Get returns a plugin.
-func (p *Plugins) Get(name string) (manager.Info, error) {
-	ctx, cancel := p.ctx()
+func (p *Plugins) Get(ctx context.Context, name string) (manager.Info, error) {
+	ctx, cancel := p.n.bound(ctx)
 	defer cancel()
 	return opGetPlugin.call(ctx, p.n, idArgs{name})
 }
 
 // List returns every policy available.
-func (p *Plugins) List() []manager.Info {
-	ctx, cancel := p.ctx()
+func (p *Plugins) List(ctx context.Context) []manager.Info {
+	ctx, cancel := p.n.bound(ctx)
 	defer cancel()
 	is, err := opListPlugins.call(ctx, p.n, none{})
 	if err != nil {
@@ -469,15 +470,15 @@ func (s *Schedules) Delete(ctx context.Context, id string) error {
 }
 
 // Get returns a schedule.
-func (s *Schedules) Get(id string) (*schedule.Schedule, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.n.opts.CallTimeout)
+func (s *Schedules) Get(ctx context.Context, id string) (*schedule.Schedule, error) {
+	ctx, cancel := s.n.bound(ctx)
 	defer cancel()
 	return opGetSchedule.call(ctx, s.n, idArgs{id})
 }
 
 // List returns every schedule.
-func (s *Schedules) List() []*schedule.Schedule {
-	ctx, cancel := context.WithTimeout(context.Background(), s.n.opts.CallTimeout)
+func (s *Schedules) List(ctx context.Context) []*schedule.Schedule {
+	ctx, cancel := s.n.bound(ctx)
 	defer cancel()
 	ss, err := opListSchedules.call(ctx, s.n, none{})
 	if err != nil {
@@ -514,15 +515,15 @@ func (h *Heartbeats) Probe(ctx context.Context, id string) (*heartbeat.Check, er
 }
 
 // Get returns a check.
-func (h *Heartbeats) Get(id string) (*heartbeat.Check, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), h.n.opts.CallTimeout)
+func (h *Heartbeats) Get(ctx context.Context, id string) (*heartbeat.Check, error) {
+	ctx, cancel := h.n.bound(ctx)
 	defer cancel()
 	return opGetCheck.call(ctx, h.n, idArgs{id})
 }
 
 // List returns every check.
-func (h *Heartbeats) List() []*heartbeat.Check {
-	ctx, cancel := context.WithTimeout(context.Background(), h.n.opts.CallTimeout)
+func (h *Heartbeats) List(ctx context.Context) []*heartbeat.Check {
+	ctx, cancel := h.n.bound(ctx)
 	defer cancel()
 	cs, err := opListChecks.call(ctx, h.n, none{})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard/switchyard/internal/cluster"
 	"github.com/switchyard/switchyard/internal/pgtest"
 	"github.com/switchyard/switchyard/internal/waitfor"
+	"github.com/switchyard/switchyard/plugins/manager"
 )
 
 // fleetExec runs every attempt for a while and succeeds, on whichever node
@@ -415,6 +416,24 @@ func TestTheCallersContextBoundsTheForward(t *testing.T) {
 			_, err := follower.API().Plan(ctx, 10)
 			return err
 		},
+		"Instances.Remove": func(ctx context.Context) error {
+			return follower.Instances().Remove(ctx, "nobody")
+		},
+		"Plugins.Enable": func(ctx context.Context) error {
+			return follower.Plugins().Enable(ctx, "nobody")
+		},
+		"Plugins.Get": func(ctx context.Context) error {
+			_, err := follower.Plugins().Get(ctx, "nobody")
+			return err
+		},
+		"Schedules.Get": func(ctx context.Context) error {
+			_, err := follower.Schedules().Get(ctx, "nobody")
+			return err
+		},
+		"Heartbeats.Get": func(ctx context.Context) error {
+			_, err := follower.Heartbeats().Get(ctx, "nobody")
+			return err
+		},
 	}
 	for name, call := range calls {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -427,6 +446,20 @@ func TestTheCallersContextBoundsTheForward(t *testing.T) {
 			t.Fatalf("%s still waits for the leader a minute after its context ended", name)
 		}
 		cancel()
+	}
+	// A list of the leader's plugins ends when its caller cancels it (a
+	// context with no deadline, cancelled while the forward waits), empty
+	// since the follower has no view of its own, not at the call timeout.
+	listCtx, cancelList := context.WithCancel(context.Background())
+	defer cancelList()
+	time.AfterFunc(100*time.Millisecond, cancelList)
+	plugins := make(chan []manager.Info, 1)
+	go func() { plugins <- follower.Plugins().List(listCtx) }()
+	select {
+	case is := <-plugins:
+		require.Empty(t, is, "no leader answered")
+	case <-time.After(time.Minute):
+		t.Fatal("Plugins.List still waits for the leader a minute after its context was cancelled")
 	}
 	// A polled read falls back to this node's view when its context ends.
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)

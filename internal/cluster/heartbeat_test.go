@@ -64,7 +64,7 @@ func TestHeartbeatChecksThroughEveryNodeAndAcrossAFailover(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the follower's subscriber never heard of the change")
 	}
-	list := lead.Heartbeats().List()
+	list := lead.Heartbeats().List(context.Background())
 	require.Len(t, list, 1)
 	require.Len(t, list[0].History, 2)
 
@@ -74,7 +74,7 @@ func TestHeartbeatChecksThroughEveryNodeAndAcrossAFailover(t *testing.T) {
 	defer cancel()
 	lead.Stop(sctx)
 	next := f.leader([]*testNode{follower})
-	back, err := next.Heartbeats().Get(check.ID)
+	back, err := next.Heartbeats().Get(context.Background(), check.ID)
 	require.NoError(t, err)
 	require.Equal(t, heartbeat.StateDown, back.State)
 	require.Len(t, back.History, 2)

@@ -155,7 +155,7 @@ var (
 		if l.reg == nil {
 			return executor.Instance{}, errNoRegistry
 		}
-		in, err := l.reg.Register(a.Config)
+		in, err := l.reg.Register(ctx, a.Config)
 		if err == nil {
 			err = savedinstances.Save(ctx, l.eng, l.reg, in.ID)
 		}
@@ -165,7 +165,7 @@ var (
 		if l.reg == nil {
 			return executor.Instance{}, errNoRegistry
 		}
-		in, err := l.reg.Update(a.ID, a.Update)
+		in, err := l.reg.Update(ctx, a.ID, a.Update)
 		if err == nil {
 			err = savedinstances.Save(ctx, l.eng, l.reg, in.ID)
 		}
@@ -175,24 +175,24 @@ var (
 		if l.reg == nil {
 			return none{}, errNoRegistry
 		}
-		err := l.reg.Remove(a.ID)
+		err := l.reg.Remove(ctx, a.ID)
 		if err == nil {
 			err = savedinstances.Save(ctx, l.eng, l.reg, a.ID)
 		}
 		return none{}, err
 	}}
-	opGetInstance = op[idArgs, instanceAnswer]{"instances.get", func(_ context.Context, l *leader, a idArgs) (instanceAnswer, error) {
+	opGetInstance = op[idArgs, instanceAnswer]{"instances.get", func(ctx context.Context, l *leader, a idArgs) (instanceAnswer, error) {
 		if l.reg == nil {
 			return instanceAnswer{}, nil
 		}
-		in, ok := l.reg.Get(a.ID)
+		in, ok := l.reg.Get(ctx, a.ID)
 		return instanceAnswer{Instance: in, Found: ok}, nil
 	}}
-	opListInstances = op[none, []executor.Instance]{"instances.list", func(_ context.Context, l *leader, _ none) ([]executor.Instance, error) {
+	opListInstances = op[none, []executor.Instance]{"instances.list", func(ctx context.Context, l *leader, _ none) ([]executor.Instance, error) {
 		if l.reg == nil {
 			return nil, nil
 		}
-		return l.reg.List(), nil
+		return l.reg.List(ctx), nil
 	}}
 )
 
@@ -233,26 +233,26 @@ var (
 		}
 		return none{}, l.plugins.ClearLanePolicy(ctx, a.Slot, a.Lane)
 	}}
-	opEnablePlugin = op[idArgs, none]{"plugins.enable", func(_ context.Context, l *leader, a idArgs) (none, error) {
+	opEnablePlugin = op[idArgs, none]{"plugins.enable", func(ctx context.Context, l *leader, a idArgs) (none, error) {
 		if l.plugins == nil {
 			var zero none
 			return zero, errNoPlugins
 		}
-		return none{}, l.plugins.Enable(a.ID)
+		return none{}, l.plugins.Enable(ctx, a.ID)
 	}}
-	opGetPlugin = op[idArgs, manager.Info]{"plugins.get", func(_ context.Context, l *leader, a idArgs) (manager.Info, error) {
+	opGetPlugin = op[idArgs, manager.Info]{"plugins.get", func(ctx context.Context, l *leader, a idArgs) (manager.Info, error) {
 		if l.plugins == nil {
 			var zero manager.Info
 			return zero, errNoPlugins
 		}
-		return l.plugins.Get(a.ID)
+		return l.plugins.Get(ctx, a.ID)
 	}}
-	opListPlugins = op[none, []manager.Info]{"plugins.list", func(_ context.Context, l *leader, _ none) ([]manager.Info, error) {
+	opListPlugins = op[none, []manager.Info]{"plugins.list", func(ctx context.Context, l *leader, _ none) ([]manager.Info, error) {
 		if l.plugins == nil {
 			var zero []manager.Info
 			return zero, errNoPlugins
 		}
-		return l.plugins.List(), nil
+		return l.plugins.List(ctx), nil
 	}}
 )
 
@@ -293,19 +293,19 @@ var (
 		}
 		return none{}, l.schedules.Delete(ctx, a.ID)
 	}}
-	opGetSchedule = op[idArgs, *schedule.Schedule]{"schedules.get", func(_ context.Context, l *leader, a idArgs) (*schedule.Schedule, error) {
+	opGetSchedule = op[idArgs, *schedule.Schedule]{"schedules.get", func(ctx context.Context, l *leader, a idArgs) (*schedule.Schedule, error) {
 		if l.schedules == nil {
 			var zero *schedule.Schedule
 			return zero, errNoSchedules
 		}
-		return l.schedules.Get(a.ID)
+		return l.schedules.Get(ctx, a.ID)
 	}}
-	opListSchedules = op[none, []*schedule.Schedule]{"schedules.list", func(_ context.Context, l *leader, _ none) ([]*schedule.Schedule, error) {
+	opListSchedules = op[none, []*schedule.Schedule]{"schedules.list", func(ctx context.Context, l *leader, _ none) ([]*schedule.Schedule, error) {
 		if l.schedules == nil {
 			var zero []*schedule.Schedule
 			return zero, errNoSchedules
 		}
-		return l.schedules.List(), nil
+		return l.schedules.List(ctx), nil
 	}}
 )
 
@@ -335,17 +335,17 @@ var (
 		}
 		return none{}, l.checks.Delete(ctx, a.ID)
 	}}
-	opGetCheck = op[idArgs, *heartbeat.Check]{"heartbeats.get", func(_ context.Context, l *leader, a idArgs) (*heartbeat.Check, error) {
+	opGetCheck = op[idArgs, *heartbeat.Check]{"heartbeats.get", func(ctx context.Context, l *leader, a idArgs) (*heartbeat.Check, error) {
 		if l.checks == nil {
 			return nil, errNoHeartbeats
 		}
-		return l.checks.Get(a.ID)
+		return l.checks.Get(ctx, a.ID)
 	}}
-	opListChecks = op[none, []*heartbeat.Check]{"heartbeats.list", func(_ context.Context, l *leader, _ none) ([]*heartbeat.Check, error) {
+	opListChecks = op[none, []*heartbeat.Check]{"heartbeats.list", func(ctx context.Context, l *leader, _ none) ([]*heartbeat.Check, error) {
 		if l.checks == nil {
 			return nil, errNoHeartbeats
 		}
-		return l.checks.List(), nil
+		return l.checks.List(ctx), nil
 	}}
 )
 

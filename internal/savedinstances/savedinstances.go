@@ -64,6 +64,7 @@ func Save(ctx context.Context, s Settings, reg *executor.Registry, id string) er
 // capacity and labels to the ones already registered (from the configuration). Problems
 // are logged with logf, which never sees a token.
 func Restore(s Settings, reg *executor.Registry, logf func(msg string, args ...any)) {
+	ctx := context.Background() // reg is this node's own registry: nothing waits on another node
 	for key, b := range s.Settings(Prefix) {
 		id := strings.TrimPrefix(key, Prefix)
 		var st stored
@@ -75,14 +76,14 @@ func Restore(s Settings, reg *executor.Registry, logf func(msg string, args ...a
 		var err error
 		switch {
 		case st.Removed && have:
-			err = reg.Remove(id)
+			err = reg.Remove(ctx, id)
 		case st.Removed, st.Config == nil:
 		case have:
 			c := st.Config
-			_, err = reg.Update(id, executor.InstanceUpdate{Kind: &c.Kind, Capacity: &c.Capacity, Labels: &c.Labels,
+			_, err = reg.Update(ctx, id, executor.InstanceUpdate{Kind: &c.Kind, Capacity: &c.Capacity, Labels: &c.Labels,
 				Dialect: &c.Dialect})
 		default:
-			_, err = reg.Register(*st.Config)
+			_, err = reg.Register(ctx, *st.Config)
 		}
 		if err != nil {
 			logf("could not restore a saved instance", "instance", id, "error", err)
@@ -91,35 +92,37 @@ func Restore(s Settings, reg *executor.Registry, logf func(msg string, args ...a
 }
 
 // Registry is an instance registry whose changes through it are saved: the
-// registry the API serves on a single node.
+// registry the API serves on a single node. A change that was made is saved
+// even if the caller's context ends meanwhile (the save does not inherit its
+// cancellation), so that the registry and the store agree.
 type Registry struct {
 	*executor.Registry
 	Settings Settings
 }
 
 // Register adds an instance and saves it.
-func (r Registry) Register(cfg executor.InstanceConfig) (executor.Instance, error) {
-	in, err := r.Registry.Register(cfg)
+func (r Registry) Register(ctx context.Context, cfg executor.InstanceConfig) (executor.Instance, error) {
+	in, err := r.Registry.Register(ctx, cfg)
 	if err == nil {
-		err = Save(context.Background(), r.Settings, r.Registry, in.ID)
+		err = Save(context.WithoutCancel(ctx), r.Settings, r.Registry, in.ID)
 	}
 	return in, err
 }
 
 // Update changes an instance and saves the change.
-func (r Registry) Update(id string, u executor.InstanceUpdate) (executor.Instance, error) {
-	in, err := r.Registry.Update(id, u)
+func (r Registry) Update(ctx context.Context, id string, u executor.InstanceUpdate) (executor.Instance, error) {
+	in, err := r.Registry.Update(ctx, id, u)
 	if err == nil {
-		err = Save(context.Background(), r.Settings, r.Registry, in.ID)
+		err = Save(context.WithoutCancel(ctx), r.Settings, r.Registry, in.ID)
 	}
 	return in, err
 }
 
 // Remove removes an instance and saves its removal.
-func (r Registry) Remove(id string) error {
-	err := r.Registry.Remove(id)
+func (r Registry) Remove(ctx context.Context, id string) error {
+	err := r.Registry.Remove(ctx, id)
 	if err == nil {
-		err = Save(context.Background(), r.Settings, r.Registry, id)
+		err = Save(context.WithoutCancel(ctx), r.Settings, r.Registry, id)
 	}
 	return err
 }

@@ -47,7 +47,7 @@ func newRegistry(t *testing.T, configured ...executor.InstanceConfig) *executor.
 	reg := executor.NewRegistry(executor.RegistryOptions{})
 	t.Cleanup(reg.Close)
 	for _, c := range configured {
-		_, err := reg.Register(c)
+		_, err := reg.Register(context.Background(), c)
 		require.NoError(t, err)
 	}
 	return reg
@@ -63,19 +63,19 @@ func TestRestoreBringsBackTheAPIsInstancesAndKeepsTheConfigurationsAddresses(t *
 		executor.InstanceConfig{ID: "cfg", URL: "http://127.0.0.1:1002"})
 	api := savedinstances.Registry{Registry: first, Settings: s}
 
-	_, err := api.Register(executor.InstanceConfig{ID: "fleet", URL: "http://127.0.0.1:2001", Token: "fleet-token", Capacity: 16,
+	_, err := api.Register(context.Background(), executor.InstanceConfig{ID: "fleet", URL: "http://127.0.0.1:2001", Token: "fleet-token", Capacity: 16,
 		Labels: map[string]string{"zone": "a"}})
 	require.NoError(t, err)
-	_, err = api.Register(executor.InstanceConfig{ID: "gone", URL: "http://127.0.0.1:2002"})
+	_, err = api.Register(context.Background(), executor.InstanceConfig{ID: "gone", URL: "http://127.0.0.1:2002"})
 	require.NoError(t, err)
-	require.NoError(t, api.Remove("gone"))
-	require.NoError(t, api.Remove("cfg"))
+	require.NoError(t, api.Remove(context.Background(), "gone"))
+	require.NoError(t, api.Remove(context.Background(), "cfg"))
 	capacity, url := 6, "http://127.0.0.1:3001"
-	_, err = api.Update("local", executor.InstanceUpdate{Capacity: &capacity, URL: &url})
+	_, err = api.Update(context.Background(), "local", executor.InstanceUpdate{Capacity: &capacity, URL: &url})
 	require.NoError(t, err)
-	_, err = api.Update("fleet", executor.InstanceUpdate{Capacity: &capacity})
+	_, err = api.Update(context.Background(), "fleet", executor.InstanceUpdate{Capacity: &capacity})
 	require.NoError(t, err)
-	_, err = api.Register(executor.InstanceConfig{ID: "fleet", URL: "http://127.0.0.1:2009"})
+	_, err = api.Register(context.Background(), executor.InstanceConfig{ID: "fleet", URL: "http://127.0.0.1:2009"})
 	require.Error(t, err, "a refused change saves nothing")
 
 	// The next start: the configuration registers its instances again, the
@@ -88,7 +88,7 @@ func TestRestoreBringsBackTheAPIsInstancesAndKeepsTheConfigurationsAddresses(t *
 	require.Empty(t, logged)
 
 	ids := []string{}
-	for _, in := range second.List() {
+	for _, in := range second.List(context.Background()) {
 		ids = append(ids, in.ID)
 	}
 	require.Equal(t, []string{"fleet", "local"}, ids, "removed ones stay removed, the configuration's too")
@@ -103,6 +103,6 @@ func TestRestoreBringsBackTheAPIsInstancesAndKeepsTheConfigurationsAddresses(t *
 	require.Equal(t, "http://127.0.0.1:1101", local.URL, "the address is this start's")
 	require.Equal(t, "start-2", local.Token)
 	require.Equal(t, 6, local.Capacity, "the API's capacity is kept")
-	in, _ := second.Get("fleet")
+	in, _ := second.Get(context.Background(), "fleet")
 	require.True(t, in.HasToken)
 }

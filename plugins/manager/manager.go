@@ -494,7 +494,7 @@ func (m *Manager) infoLocked(e *entry) Info {
 func (m *Manager) MaxWasmBytes() int { return m.opts.MaxWasmBytes }
 
 // List returns every policy available, built-ins first, then by name.
-func (m *Manager) List() []Info {
+func (m *Manager) List(ctx context.Context) []Info {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]Info, 0, len(m.entries))
@@ -514,7 +514,7 @@ func (m *Manager) List() []Info {
 }
 
 // Get returns one policy.
-func (m *Manager) Get(name string) (Info, error) {
+func (m *Manager) Get(ctx context.Context, name string) (Info, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e := m.entries[name]
@@ -525,7 +525,7 @@ func (m *Manager) Get(name string) (Info, error) {
 }
 
 // Enable re-enables a plugin its breaker disabled.
-func (m *Manager) Enable(name string) error {
+func (m *Manager) Enable(ctx context.Context, name string) error {
 	m.mu.Lock()
 	e := m.entries[name]
 	m.mu.Unlock()

@@ -57,7 +57,7 @@ func TestTheBuiltInsShipAsWasmAndAreTheDefaults(t *testing.T) {
 		active[a.Slot] = a.Name
 	}
 	require.Equal(t, map[policy.Slot]string{policy.SlotSelection: "priority", policy.SlotFairness: "fair-share", policy.SlotRetry: "exponential"}, active)
-	infos := m.List()
+	infos := m.List(context.Background())
 	require.Len(t, infos, 7, "three built-ins, each as wasm and native, and priority-first (native only)")
 	for _, in := range infos {
 		require.True(t, in.Builtin)
@@ -67,7 +67,7 @@ func TestTheBuiltInsShipAsWasmAndAreTheDefaults(t *testing.T) {
 	}
 	// The wasm policies really decide: dispatch works and their counters move.
 	h.Submit(enginetest.Spec("a").Obj())
-	fs, err := m.Get("priority")
+	fs, err := m.Get(context.Background(), "priority")
 	require.NoError(t, err)
 	require.Positive(t, fs.Stats.Calls)
 }
@@ -99,13 +99,13 @@ func TestLoadSetPersistAndUnload(t *testing.T) {
 	require.Equal(t, manager.EventRefused, ev.Kind, "a refused load is an event too")
 	require.Equal(t, "junk", ev.Plugin)
 	require.Contains(t, ev.Reason, "invalid plugin")
-	_, err = m1.Get("junk")
+	_, err = m1.Get(context.Background(), "junk")
 	require.True(t, engine.IsCode(err, engine.CodeNotFound), "nothing changed")
 	require.NoError(t, e1.Sync(ctx))
 
 	// A restart on the same store comes back with the plugin and the choice.
 	e2, m2 := start()
-	got, err := m2.Get("edf")
+	got, err := m2.Get(context.Background(), "edf")
 	require.NoError(t, err)
 	require.Equal(t, []string{"lane:team"}, got.ActiveIn)
 	team, err := e2.Lane(ctx, "team")
@@ -113,7 +113,7 @@ func TestLoadSetPersistAndUnload(t *testing.T) {
 	require.Equal(t, "edf", team.Selection)
 	require.NoError(t, m2.ClearLanePolicy(ctx, policy.SlotSelection, "team"))
 	require.NoError(t, m2.Unload(ctx, "edf"))
-	_, err = m2.Get("edf")
+	_, err = m2.Get(context.Background(), "edf")
 	require.True(t, engine.IsCode(err, engine.CodeNotFound))
 }
 
@@ -177,7 +177,7 @@ func TestHotSwapUnderLoadLosesNothing(t *testing.T) {
 	require.LessOrEqual(t, peak.Load(), int64(ceiling), "the global ceiling held through the swaps")
 	require.Greater(t, swaps, 10)
 	require.Zero(t, st.PolicyInvalid)
-	drr, err := m.Get("drr")
+	drr, err := m.Get(context.Background(), "drr")
 	require.NoError(t, err)
 	require.Positive(t, drr.Stats.Calls, "the plugin took part")
 	require.NoError(t, e.Shutdown(ctx))

@@ -96,7 +96,7 @@ func TestAgentRunsItsDAGInARealBrowser(t *testing.T) {
 	t.Cleanup(func() { _ = browser.Close() })
 	reg := executor.NewRegistry(executor.RegistryOptions{HealthInterval: 200 * time.Millisecond, HealthTimeout: 5 * time.Second})
 	t.Cleanup(reg.Close)
-	_, err = reg.Register(executor.InstanceConfig{ID: "local", URL: browser.URL(), Token: browser.Token(), Capacity: 4})
+	_, err = reg.Register(context.Background(), executor.InstanceConfig{ID: "local", URL: browser.URL(), Token: browser.Token(), Capacity: 4})
 	require.NoError(t, err)
 	arts := artifact.NewMemory()
 	exec, err := executor.New(executor.Options{Registry: reg, Artifacts: arts})

@@ -122,7 +122,7 @@ func setupServer(t *testing.T, plugins bool) *bundle {
 	reg := executor.NewRegistry(executor.RegistryOptions{HealthInterval: 500 * time.Millisecond, HealthTimeout: time.Second})
 	t.Cleanup(reg.Close)
 	reg.SetSink(eng)
-	_, err = reg.Register(executor.InstanceConfig{ID: "chromium-1", URL: browser.URL, Capacity: 8})
+	_, err = reg.Register(context.Background(), executor.InstanceConfig{ID: "chromium-1", URL: browser.URL, Capacity: 8})
 	require.NoError(t, err)
 
 	// A heartbeat check of the same server, so that the checks panel has a

@@ -67,7 +67,7 @@ func startForwardTarget(ctx context.Context, o Options) (endpoint string, inst f
 		return "", forwardTarget{}, nil, fmt.Errorf("start chromium: %w", err)
 	}
 	reg := executor.NewRegistry(executor.RegistryOptions{})
-	if _, err := reg.Register(executor.InstanceConfig{ID: "local", URL: local.URL(), Token: local.Token(), Capacity: 64}); err != nil {
+	if _, err := reg.Register(ctx, executor.InstanceConfig{ID: "local", URL: local.URL(), Token: local.Token(), Capacity: 64}); err != nil {
 		return "", forwardTarget{}, nil, err
 	}
 	exec, err := executor.New(executor.Options{Registry: reg})
@@ -99,7 +99,7 @@ func startForwardTarget(ctx context.Context, o Options) (endpoint string, inst f
 	go func() { _ = srv.Serve(ln) }()
 	// Work is placed only on a healthy instance: wait for the first check.
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		if in, _ := reg.Get("local"); in.Health == executor.HealthHealthy {
+		if in, _ := reg.Get(ctx, "local"); in.Health == executor.HealthHealthy {
 			break
 		}
 		if time.Now().After(deadline) {
