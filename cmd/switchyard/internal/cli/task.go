@@ -13,6 +13,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchyard/switchyard/graph/client"
 )
@@ -345,12 +346,26 @@ func ago(now, t time.Time) string {
 	return t.Local().Format("2006-01-02 15:04")
 }
 
+// clip shortens s for a table column of about n bytes, marking the cut
+// with "…". It cuts at a space, never inside a word or a number: "deadline
+// of 1ms" cut to "deadline of 1m…" would read as a minute. Only a first
+// word longer than the column is cut inside, and then at a rune boundary.
 func clip(s string, n int) string {
 	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) > n {
-		return s[:n-1] + "…"
+	if len(s) <= n {
+		return s
 	}
-	return s
+	keep := n - 1
+	if s[keep] != ' ' {
+		if i := strings.LastIndexByte(s[:keep], ' '); i > 0 {
+			keep = i
+		} else {
+			for keep > 0 && !utf8.RuneStart(s[keep]) {
+				keep--
+			}
+		}
+	}
+	return strings.TrimRight(s[:keep], " ") + "…"
 }
 
 func taskGet(ctx context.Context, args []string, env Env) error {
