@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/switchyard/switchyard/cmd/switchyard/internal/cli"
 )
@@ -43,7 +44,7 @@ func runPluginCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 			return cli.Subverbs(ctx, "plugin", verbs, args, cli.OSEnv(stdout, stderr))
 		}
 		if _, ok := pluginToolVerbs[args[0]]; !ok && args[0] != "help" && args[0] != "-h" && args[0] != "--help" {
-			return fmt.Errorf("%w: unknown verb %q (build, check, bench, simulate; list, load, unload, set)", errUsage, args[0])
+			return fmt.Errorf("%w: unknown verb %q (%s)", errUsage, args[0], pluginVerbNames(verbs))
 		}
 	}
 	err := runPlugin(ctx, args, stdout, stderr)
@@ -54,4 +55,15 @@ func runPluginCommand(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 	}
 	return err
+}
+
+// pluginVerbNames lists every verb of `switchyard plugin`, the offline
+// tools then the client verbs, for a usage error: taken from the verb
+// tables, so that a new verb cannot be left out.
+func pluginVerbNames(client []cli.Verb) string {
+	names := make([]string, 0, len(client))
+	for _, v := range client {
+		names = append(names, v.Name)
+	}
+	return strings.Join(pluginToolOrder, ", ") + "; " + strings.Join(names, ", ")
 }

@@ -22,6 +22,10 @@ import (
 	"github.com/switchyard/switchyard/plugins/authoring"
 )
 
+// pluginToolOrder is the order in which help and usage errors list
+// pluginToolVerbs.
+var pluginToolOrder = []string{"new", "build", "check", "bench", "simulate"}
+
 // pluginToolVerbs are the offline verbs of `switchyard plugin`.
 var pluginToolVerbs = map[string]struct {
 	summary string
@@ -38,7 +42,7 @@ var pluginToolVerbs = map[string]struct {
 func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintln(stderr, "Usage: switchyard plugin VERB [flags] ...\n\nVerbs:")
-		for _, name := range []string{"new", "build", "check", "bench", "simulate"} {
+		for _, name := range pluginToolOrder {
 			fmt.Fprintf(stderr, "  %-9s %s\n", name, pluginToolVerbs[name].summary)
 		}
 		if len(args) == 0 {
@@ -48,7 +52,7 @@ func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	v, ok := pluginToolVerbs[args[0]]
 	if !ok {
-		return fmt.Errorf("%w: unknown verb %q (new, build, check, bench, simulate)", errUsage, args[0])
+		return fmt.Errorf("%w: unknown verb %q (%s)", errUsage, args[0], strings.Join(pluginToolOrder, ", "))
 	}
 	return v.run(ctx, args[1:], stdout, stderr)
 }
