@@ -124,9 +124,14 @@ func TestAWaitingCallReadsItsTaskOnlyForItsOwnEventsAndReportsItsPlace(t *testin
 	reads := d.ce.reads.Load() - readsQueued
 	t.Logf("%d reads of the task in %s while 802 events of its lane passed", reads, time.Since(start))
 	require.LessOrEqual(t, reads, bound, "reads of the task")
-	require.Equal(t, []string{"queued in lane main, 2 tasks ahead (the lane is paused)",
-		"queued in lane main, 1 task ahead (the lane is paused)", "queued in lane main, 0 tasks ahead (the lane is paused)"},
-		c.progressMessages()[len(c.progressMessages())-3:])
+	// The moves of its own queue are its last two reports. While the noise
+	// passed, a re-read may have caught its place among the agent's other
+	// tasks for a moment (a busy machine slows the noise past one re-read
+	// interval), so what came between is not asserted.
+	msgs := c.progressMessages()
+	require.Equal(t, []string{"queued in lane main, 1 task ahead (the lane is paused)",
+		"queued in lane main, 0 tasks ahead (the lane is paused)"}, msgs[len(msgs)-2:])
+	require.Contains(t, msgs[:len(msgs)-2], "queued in lane main, 2 tasks ahead (the lane is paused)")
 
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
