@@ -378,8 +378,9 @@ func (m *Manager) take(id string) (*lease, error) {
 }
 
 // Lookup returns the live lease named id, for a caller to check what it may
-// do with it.
-func (m *Manager) Lookup(id string) (Lease, error) {
+// do with it. It never waits, so ctx only completes the signature the
+// cluster's forwarding view shares.
+func (m *Manager) Lookup(_ context.Context, id string) (Lease, error) {
 	h, err := m.take(id)
 	if err != nil {
 		return Lease{}, err

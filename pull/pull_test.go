@@ -78,7 +78,7 @@ func TestAWorkerLearnsOfACancelOnItsNextCallAndItsResultIsNotTaken(t *testing.T)
 	require.NoError(t, err)
 	_, err = h.Cancel(ctx, id, "not needed")
 	require.NoError(t, err)
-	_, err = m.Lookup(ls[0].ID) // the cancel is on the run at once: no waiting
+	_, err = m.Lookup(context.Background(), ls[0].ID) // the cancel is on the run at once: no waiting
 	lost(t, err, pull.EndCancelled)
 	require.Contains(t, err.Error(), "not needed")
 	_, err = m.Complete(ctx, ls[0].ID, []byte(`1`))
@@ -178,7 +178,7 @@ func TestAWorkersErrorCodeReachesTheRetryPolicy(t *testing.T) {
 		require.ErrorAs(t, err, &ee, bad)
 		require.Equal(t, "code", ee.Field)
 	}
-	_, err = m.Lookup(byTask[a])
+	_, err = m.Lookup(context.Background(), byTask[a])
 	require.NoError(t, err, "a refused code leaves the lease held")
 
 	_, err = m.Fail(ctx, byTask[a], "upstream answered 503", "upstream_503", true)

@@ -20,7 +20,7 @@ import (
 // Pull is the worker side of pull lanes (*pull.Manager).
 type Pull interface {
 	Lease(ctx context.Context, lane string, max int, leaseFor, wait time.Duration, worker string) ([]pull.Lease, error)
-	Lookup(id string) (pull.Lease, error)
+	Lookup(ctx context.Context, id string) (pull.Lease, error)
 	Renew(ctx context.Context, id string, leaseFor time.Duration) (pull.Lease, error)
 	Complete(ctx context.Context, id string, result json.RawMessage) (string, error)
 	Fail(ctx context.Context, id, msg, code string, retryable bool) (string, error)
@@ -97,7 +97,7 @@ func (m *mutationResolver) LeaseTasks(ctx context.Context, lane string, max int,
 // held returns the live lease named leaseID, if the caller may work its
 // lane.
 func (m *mutationResolver) held(ctx context.Context, p Pull, leaseID string) error {
-	l, err := p.Lookup(leaseID)
+	l, err := p.Lookup(ctx, leaseID)
 	if err != nil {
 		return pullError(err)
 	}

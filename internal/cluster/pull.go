@@ -58,12 +58,12 @@ var (
 		}
 		return p.Lease(ctx, a.Lane, a.Max, a.LeaseFor, a.Wait, a.Worker)
 	}}
-	opLookupLease = op[idArgs, pull.Lease]{"pull.lookup", func(_ context.Context, l *leader, a idArgs) (pull.Lease, error) {
+	opLookupLease = op[idArgs, pull.Lease]{"pull.lookup", func(ctx context.Context, l *leader, a idArgs) (pull.Lease, error) {
 		p, err := leaderPull(l)
 		if err != nil {
 			return pull.Lease{}, err
 		}
-		return p.Lookup(a.ID)
+		return p.Lookup(ctx, a.ID)
 	}}
 	opRenewLease = op[leaseIDArgs, pull.Lease]{"pull.renew", func(ctx context.Context, l *leader, a leaseIDArgs) (pull.Lease, error) {
 		p, err := leaderPull(l)
@@ -114,8 +114,8 @@ func (p *Pull) Lease(ctx context.Context, lane string, max int, leaseFor, wait t
 }
 
 // Lookup returns the live lease named id.
-func (p *Pull) Lookup(id string) (pull.Lease, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), p.n.opts.CallTimeout)
+func (p *Pull) Lookup(ctx context.Context, id string) (pull.Lease, error) {
+	ctx, cancel := p.n.bound(ctx)
 	defer cancel()
 	return opLookupLease.call(ctx, p.n, idArgs{id})
 }
