@@ -372,23 +372,7 @@ instances:
 	require.Greater(t, len(ids), 100, "the load did real work")
 	c := client.New(nodes[0].url)
 	for _, id := range ids {
-		var out struct {
-			Task *struct {
-				State    string
-				Attempts []struct{ Error *string }
-			}
-		}
-		waitfor.CheckForWithin(t, 90*time.Second, func() error { // a failover under -race on a busy machine
-			require.NoError(t, c.Do(ctx, `query($id: ID!) { task(id: $id) { state attempts { error } } }`, map[string]any{"id": id}, &out))
-			require.NotNil(t, out.Task, "acknowledged task %s is lost", id)
-			if !terminal(out.Task.State) {
-				return fmt.Errorf("task %s is still %s", id, out.Task.State)
-			}
-			return nil
-		})
-		require.Equal(t, "SUCCEEDED", out.Task.State, "task %s", id)
-		require.LessOrEqual(t, inst.count(id), len(out.Task.Attempts),
-			"task %s ran %d times with %d recorded attempts", id, inst.count(id), len(out.Task.Attempts))
+		requireSucceededAndRecorded(t, ctx, c, id, inst.count)
 	}
 	for i, w := range watchers {
 		waitfor.Eventually(t, "node "+nodes[i].id+"'s subscribers see every task end", func() bool {

@@ -174,23 +174,7 @@ instances:
 	acked.Range(func(k, _ any) bool { ids = append(ids, k.(string)); return true })
 	require.Greater(t, len(ids), 50, "the load did real work")
 	for _, id := range ids {
-		var out struct {
-			Task *struct {
-				State    string
-				Attempts []struct{ Error *string }
-			}
-		}
-		waitfor.CheckForWithin(t, 90*time.Second, func() error { // a failover under -race on a busy machine
-			require.NoError(t, c.Do(context.Background(), `query($id: ID!) { task(id: $id) { state attempts { error } } }`, map[string]any{"id": id}, &out))
-			require.NotNil(t, out.Task, "acknowledged task %s is lost", id)
-			if !terminal(out.Task.State) {
-				return fmt.Errorf("task %s is still %s", id, out.Task.State)
-			}
-			return nil
-		})
-		require.Equal(t, "SUCCEEDED", out.Task.State, "task %s", id)
-		require.LessOrEqual(t, inst.count(id), len(out.Task.Attempts),
-			"task %s ran %d times with %d recorded attempts", id, inst.count(id), len(out.Task.Attempts))
+		requireSucceededAndRecorded(t, context.Background(), c, id, inst.count)
 	}
 	// Exactly one terminal event per task: replay the whole stored stream.
 	ends := map[string]int{}
@@ -223,6 +207,31 @@ instances:
 		require.Equal(t, 1, ends[id], "task %s has %d terminal events", id, ends[id])
 	}
 	t.Logf("%d acknowledged tasks over %d kill -9s: none lost, each ended once", len(ids), crashes)
+}
+
+// requireSucceededAndRecorded waits for the acknowledged task id to end,
+// and requires that it succeeded and that every run of it the instance saw
+// (runs) is a recorded attempt: nothing acknowledged is lost, nothing runs
+// unrecorded.
+func requireSucceededAndRecorded(t *testing.T, ctx context.Context, c *client.Client, id string, runs func(id string) int) {
+	t.Helper()
+	var out struct {
+		Task *struct {
+			State    string
+			Attempts []struct{ Error *string }
+		}
+	}
+	waitfor.CheckForWithin(t, 90*time.Second, func() error { // a failover under -race on a busy machine
+		require.NoError(t, c.Do(ctx, `query($id: ID!) { task(id: $id) { state attempts { error } } }`, map[string]any{"id": id}, &out))
+		require.NotNil(t, out.Task, "acknowledged task %s is lost", id)
+		if !terminal(out.Task.State) {
+			return fmt.Errorf("task %s is still %s", id, out.Task.State)
+		}
+		return nil
+	})
+	require.Equal(t, "SUCCEEDED", out.Task.State, "task %s", id)
+	require.LessOrEqual(t, runs(id), len(out.Task.Attempts),
+		"task %s ran %d times with %d recorded attempts", id, runs(id), len(out.Task.Attempts))
 }
 
 func terminal(state string) bool {
