@@ -315,15 +315,13 @@ func (c *core) configLocked() Config {
 // Events returns the log subscribers read from.
 func (e *Engine) Events() *EventLog { return e.events }
 
-// unlock publishes the changes made under the lock and releases it. With a
-// durable store the commit it asks for is lazy: the changes may wait
-// lazyCommitDelay for a commit that someone waits for (commitSoon) — unless
-// the pending batch holds the end of a task a client follows (Follow), which
-// is written at once, whether an attempt's end, a timer or a cascade ended it.
-func (e *Engine) unlock() { e.unlockTo(e.lazyCh) }
-
-// unlockTo is unlock, asking for a lazy commit through lazyCh: e.lazyCh, or
-// e.runningCh for the start of attempts (runningCommitDelay).
+// unlockTo publishes the changes made under the lock and releases it. With
+// a durable store the commit it asks for is lazy, through lazyCh: e.lazyCh,
+// where the changes may wait lazyCommitDelay for a commit that someone
+// waits for (commitSoon), or e.runningCh for the start of attempts
+// (runningCommitDelay) — unless the pending batch holds the end of a task a
+// client follows (Follow), which is written at once, whether an attempt's
+// end, a timer or a cascade ended it.
 func (e *Engine) unlockTo(lazyCh chan struct{}) {
 	e.processCascadesLocked()
 	e.armLocked()

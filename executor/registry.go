@@ -190,7 +190,10 @@ func (in *instance) snapshot() Instance {
 
 // Register adds an instance and starts checking its health at once. Until its
 // first check passes it receives no work.
-func (r *Registry) Register(ctx context.Context, cfg InstanceConfig) (Instance, error) {
+//
+// It never waits on the caller: ctx completes the signature that the
+// cluster's forwarding view shares.
+func (r *Registry) Register(_ context.Context, cfg InstanceConfig) (Instance, error) {
 	cfg = cfg.clone()
 	if err := cfg.Validate(); err != nil {
 		return Instance{}, fmt.Errorf("register instance: %w", err)
