@@ -41,8 +41,8 @@ func TestASelectionPluginRanksByTaskLabelsSessionsAndAgentLabels(t *testing.T) {
 		o.plugins = true
 		o.auto = func(*engine.Run) engine.Outcome { return engine.Outcome{} }
 	})
-	ctx := ctxFor(t)
 	require.NoError(t, b.loadExample(t, "labelsel.wasm", "labelsel", map[string]any{"lastSessions": []string{"later"}}))
+	ctx := ctxFor(t) // after the load, which has its own bound
 	require.NoError(t, b.c.Do(ctx, `mutation { setPolicy(input: {slot: SELECTION, name: "labelsel"}) { name } }`, nil, nil))
 	var agent struct {
 		SetAgent struct {
@@ -80,8 +80,8 @@ func TestARetryPluginDecidesByTheErrorCode(t *testing.T) {
 			return engine.Outcome{Err: errors.New("it went wrong"), Class: policy.ClassTransient, Code: r.Spec().Labels["code"]}
 		}
 	})
-	ctx := ctxFor(t)
 	require.NoError(t, b.loadExample(t, "errcode.wasm", "errcode", map[string]any{"fail": []string{"captcha"}, "immediate": []string{"tab_not_found"}}))
+	ctx := ctxFor(t) // after the load, which has its own bound
 	require.NoError(t, b.c.Do(ctx, `mutation { setPolicy(input: {slot: RETRY, name: "errcode"}) { name } }`, nil, nil))
 	label := func(code string) map[string]any {
 		return map[string]any{"labels": []map[string]string{{"key": "code", "value": code}}}
@@ -108,13 +108,13 @@ func TestARetryPluginDecidesByTheErrorCode(t *testing.T) {
 func TestAPluginConfigurationOutsideItsSchemaIsRefusedNamingTheField(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(o *setupOptions) { o.plugins = true })
-	ctx := ctxFor(t)
 	err := b.loadExample(t, "errcode.wasm", "errcode", map[string]any{"backoffFactor": 20})
 	e := gqlErr(t, err)
 	require.Equal(t, "input.config.backoffFactor: must be ≤ 10", e.Message, "the message is the schema's, at the input's path")
 	require.Equal(t, "INVALID_INPUT", e.Code(), "a bad configuration is bad input, not a bad module")
 	require.Equal(t, "input.config.backoffFactor", e.Extensions["field"], "the field is the configuration's, not the module's")
 	require.NoError(t, b.loadExample(t, "errcode.wasm", "errcode", map[string]any{"backoffFactor": 3}))
+	ctx := ctxFor(t) // after the loads, which have their own bound
 	err = b.c.Do(ctx, `mutation { configurePlugin(name: "errcode", config: {fail: ["x", 7]}) { name } }`, nil, nil)
 	require.ErrorContains(t, err, "config.fail[1]: must be a string, not an integer")
 	require.Equal(t, "config.fail[1]", gqlErr(t, err).Extensions["field"])
