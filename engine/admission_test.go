@@ -184,6 +184,23 @@ func TestSpawnDepthOverTheLaneMaximumIsRejected(t *testing.T) {
 	require.Contains(t, h.Get(grandchild.ID).Reason, "spawn depth 2")
 }
 
+// A lane's maximum depth is bounded (MaxSpawnDepth): past it, and below 0,
+// the update is refused on its field and the lane keeps its depth.
+func TestALaneMaximumDepthPastTheBoundIsRefused(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	for _, depth := range []int{engine.MaxSpawnDepth + 1, -1} {
+		_, err := h.UpdateLane(context.Background(), "main", engine.LaneUpdate{MaxDepth: &depth})
+		ee := engineErr(t, err)
+		require.Equal(t, engine.CodeInvalidInput, ee.Code, "depth %d", depth)
+		require.Equal(t, "maxDepth", ee.Field, "depth %d", depth)
+	}
+	deepest := engine.MaxSpawnDepth
+	st, err := h.UpdateLane(context.Background(), "main", engine.LaneUpdate{MaxDepth: &deepest})
+	require.NoError(t, err)
+	require.Equal(t, engine.MaxSpawnDepth, st.Config.MaxDepth)
+}
+
 func TestLaneEnvOverridesAndCreatesLanes(t *testing.T) {
 	t.Parallel()
 	lanes, err := engine.ApplyLaneEnv(engine.DefaultLanes(), []string{

@@ -22,6 +22,10 @@ const (
 	DropOldest DropPolicy = "drop-oldest"
 )
 
+// MaxSpawnDepth is the largest LaneConfig.MaxDepth: a chain of tasks that
+// spawn tasks is refused past it whatever the lane says.
+const MaxSpawnDepth = 10_000
+
 // LaneConfig is a lane: a named pool with its own concurrency ceiling, queue
 // cap and retry parameters.
 type LaneConfig struct {
@@ -30,7 +34,7 @@ type LaneConfig struct {
 	MaxQueued   int           // queue cap (QUEUED + WAITING + RETRY_WAIT)
 	DropPolicy  DropPolicy    // what a full queue does
 	Paused      bool          // a paused lane admits but does not dispatch
-	MaxDepth    int           // deepest spawn depth admitted
+	MaxDepth    int           // deepest spawn depth admitted, 1..MaxSpawnDepth (default 5)
 	Retry       RetryPolicy   // the lane's retry parameters
 	Timeout     time.Duration // per-attempt timeout for tasks that set none
 	// Exhausted is what a task whose retry budget is spent becomes (default
@@ -264,6 +268,9 @@ func (l *LaneConfig) validate() error {
 	orDefault(&l.Exhausted, ExhaustedPark)
 	if l.Retry == (RetryPolicy{}) {
 		l.Retry = DefaultRetryPolicy()
+	}
+	if l.MaxDepth < 0 || l.MaxDepth > MaxSpawnDepth {
+		return fmt.Errorf("maxDepth: must be within 1..%d, got %d", MaxSpawnDepth, l.MaxDepth)
 	}
 	if l.MaxInFlight < 0 {
 		return fmt.Errorf("maxInFlight: must not be negative, got %d", l.MaxInFlight)

@@ -550,7 +550,7 @@ func (c *core) assignLocked(t *task, inst *instance, now time.Time) *Run {
 			case c.sessionLostLocked(t):
 				// Placed nowhere, with its lost tab: the executor fails the
 				// attempt with SESSION_LOST instead of opening a blank tab.
-				r.tab, r.lostOn, r.lostWhy = b.tab, b.instance, b.why
+				r.tab, r.lost = b.tab, &lostTab{instance: b.instance, why: b.why}
 			case b.instance == r.instance:
 				r.tab = b.tab
 			case r.instance == "":

@@ -58,8 +58,7 @@ type Run struct {
 	attempt  int
 	instance string
 	tab      string
-	lostOn   string // the instance the session's lost tab was on (LostSession)
-	lostWhy  string // how the tab was lost (LostReason)
+	lost     *lostTab // the session's tab is lost (LostSession); nil mostly, which keeps a Run within 192 bytes
 	done     atomic.Bool
 }
 
@@ -91,16 +90,27 @@ func (r *Run) TabID() string { return r.tab }
 // with a permanent error wrapping ErrInstanceGone (the executor's
 // SESSION_LOST), which unbinds the session. Such an attempt is placed on no
 // instance and holds no instance slot.
-func (r *Run) LostSession() (instanceID string, lost bool) { return r.lostOn, r.lostOn != "" }
+func (r *Run) LostSession() (instanceID string, lost bool) {
+	if r.lost == nil {
+		return "", false
+	}
+	return r.lost.instance, r.lost.instance != ""
+}
+
+// lostTab is where a session's lost tab was, and how it was lost.
+type lostTab struct {
+	instance string // the instance the tab was on
+	why      string // how it was lost; "" when its instance was removed
+}
 
 // LostReason says, when LostSession reports a lost tab, how it was lost:
 // "its instance was removed", or "closed by …" when a task of another
 // session closed it (Engine.TabClosed).
 func (r *Run) LostReason() string {
-	if r.lostWhy == "" {
+	if r.lost == nil || r.lost.why == "" {
 		return "its instance was removed"
 	}
-	return r.lostWhy
+	return r.lost.why
 }
 
 // Started records that the work has reached an instance: the task moves from

@@ -37,11 +37,15 @@ type task struct {
 	reason   string
 	out      *outcome
 
+	// The fields from here on are sized to keep a task within 288 bytes,
+	// an allocation size class: at 296 it took 320, and the engine's
+	// throughput fell by about 6 %. depth is at most MaxSpawnDepth+1 and
+	// unmet at most maxDependsOn.
 	heapIdx   int32 // index in its subQueue's heap, -1 when not queued
 	timerIdx  [timerKinds]int32
-	depth     int32
-	unmet     int32 // WAITING: dependencies not yet succeeded
-	followers int32 // clients following it until it ends (Follow)
+	depth     uint16
+	unmet     uint16 // WAITING: dependencies not yet succeeded
+	followers int32  // clients following it until it ends (Follow)
 
 	state    State
 	front    bool // interrupt mode: ahead of its session's other tasks

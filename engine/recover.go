@@ -119,7 +119,7 @@ func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
 // anything: its state is what the store says.
 func (e *Engine) restoreTaskLocked(st *Task) *task {
 	t := &task{
-		id: st.ID, spec: st.Spec, seq: st.Seq, rank: st.Rank, depth: int32(st.Depth),
+		id: st.ID, spec: st.Spec, seq: st.Seq, rank: st.Rank, depth: uint16(st.Depth),
 		reason: st.Reason, attempts: slices.Clone(st.Attempts),
 		createdAt: unixNano(st.CreatedAt), updatedAt: unixNano(st.UpdatedAt), timerAt: [timerKinds]int64{timerRetry: unixNano(st.NextRunAt)},
 		lastSeq: st.LastSeq, front: st.Spec.QueueMode.Interrupts(),

@@ -671,7 +671,7 @@ func (c *core) admitOneLocked(ctx context.Context, p *prepared, ext *external, n
 		}
 	}
 	t := c.newTaskLocked(spec, p.id, now)
-	t.depth = int32(depth)
+	t.depth = uint16(depth)
 	if b := c.batches[spec.BatchID]; b != nil {
 		t.batch = b
 		b.total++
@@ -714,7 +714,7 @@ func (c *core) admitOneLocked(ctx context.Context, p *prepared, ext *external, n
 		return t, nil
 	}
 	if len(unmet) > 0 {
-		t.unmet = int32(len(unmet))
+		t.unmet = uint16(len(unmet))
 		for _, d := range unmet {
 			o := d.outcomeOf()
 			o.dependents = append(o.dependents, t)
@@ -739,7 +739,7 @@ func (c *core) ghostLocked(st *Task) *task {
 	return &task{id: st.ID, spec: st.Spec, seq: st.Seq, state: st.State, reason: st.Reason,
 		attempts: st.Attempts, out: &outcome{result: st.Result, errMsg: st.Error, class: st.Class},
 		createdAt: unixNano(st.CreatedAt), updatedAt: unixNano(st.UpdatedAt), endedAt: unixNano(st.EndedAt),
-		lastSeq: st.LastSeq, depth: int32(st.Depth), heapIdx: -1, timerIdx: noTimers}
+		lastSeq: st.LastSeq, depth: uint16(st.Depth), heapIdx: -1, timerIdx: noTimers}
 }
 
 // admitCapsLocked checks the queue caps for t — session, agent, lane, then

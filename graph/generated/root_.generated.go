@@ -4225,7 +4225,7 @@ input LaneInput {
   dropPolicy: DropPolicy
   "Pause (true) or resume (false) dispatching."
   paused: Boolean
-  "The deepest spawn depth admitted (≥ 1)."
+  "The deepest spawn depth admitted, 1 to 10000."
   maxDepth: Int
   "The per-attempt timeout of tasks that set none, in milliseconds."
   timeoutMs: Int

@@ -167,7 +167,7 @@ type LaneInput struct {
 	DropPolicy *engine.DropPolicy `json:"dropPolicy,omitempty"`
 	// Pause (true) or resume (false) dispatching.
 	Paused *bool `json:"paused,omitempty"`
-	// The deepest spawn depth admitted (≥ 1).
+	// The deepest spawn depth admitted, 1 to 10000.
 	MaxDepth *int `json:"maxDepth,omitempty"`
 	// The per-attempt timeout of tasks that set none, in milliseconds.
 	TimeoutMs *int `json:"timeoutMs,omitempty"`

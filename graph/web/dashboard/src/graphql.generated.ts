@@ -75,7 +75,7 @@ export type LaneInput = {
   dropPolicy?: DropPolicy | null | undefined;
   /** What its tasks become when their retries are spent. */
   exhausted?: Exhausted | null | undefined;
-  /** The deepest spawn depth admitted (≥ 1). */
+  /** The deepest spawn depth admitted, 1 to 10000. */
   maxDepth?: number | null | undefined;
   /** The concurrency ceiling (0 dispatches nothing). */
   maxInFlight?: number | null | undefined;
