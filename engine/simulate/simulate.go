@@ -463,9 +463,11 @@ func (rep *Report) fill(evs []engine.Event, subs map[string]*Submission, weights
 		a := agent(ev.AgentID)
 		if ev.To == engine.StateAssigned {
 			// Share this dispatch among the agents with queued work.
+			// Sums run in agent order, not map order, so that a report
+			// is the same to the last bit on every run.
 			var total float64
-			for id, n := range queued {
-				if n > 0 {
+			for _, id := range slices.Sorted(maps.Keys(queued)) {
+				if queued[id] > 0 {
 					total += weight(id)
 				}
 			}
@@ -498,7 +500,8 @@ func (rep *Report) fill(evs []engine.Event, subs map[string]*Submission, weights
 		}
 	}
 	var sum, sumSq, n float64
-	for id, a := range per {
+	for _, id := range slices.Sorted(maps.Keys(per)) {
+		a := per[id]
 		if len(all) > 0 {
 			a.Share = float64(a.Dispatched) / float64(len(all))
 		}
@@ -514,7 +517,6 @@ func (rep *Report) fill(evs []engine.Event, subs map[string]*Submission, weights
 	if n > 0 && sumSq > 0 {
 		rep.Jain = sum * sum / (n * sumSq)
 	}
-	slices.SortFunc(rep.Agents, func(a, b AgentReport) int { return strings.Compare(a.Agent, b.Agent) })
 	rep.WaitP50, rep.WaitP99 = percentile(all, 0.50), percentile(all, 0.99)
 	rep.groups(subs, submitted, evs)
 }

@@ -3,6 +3,7 @@ package simulate_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -57,6 +58,30 @@ func TestSimulationIsDeterministicAndFairToAQuietAgent(t *testing.T) {
 	t.Logf("Jain: fair share %.3f, FIFO %.3f", a.Jain, fifo.Jain)
 	require.Less(t, fifo.Jain, a.Jain)
 	require.Greater(t, a.Jain, 0.9)
+}
+
+// A report is the same to the last bit on every run of one workload: its
+// fairness sums run in agent order, not in map order. Forty agents of
+// different weights make a sum in another order differ in its last digits.
+func TestAReportIsTheSameToTheLastBitOnEveryRun(t *testing.T) {
+	t.Parallel()
+	subs := simulate.Generate(simulate.Synthetic{Agents: 40, Tasks: 2000, Span: 2 * time.Second, Duration: 30 * time.Millisecond, Skew: 5, Seed: 7})
+	agents := map[string]engine.AgentConfig{}
+	for i := range 40 {
+		agents[fmt.Sprintf("agent-%d", i)] = engine.AgentConfig{Weight: 1 + i%7}
+	}
+	cfg := engine.Config{Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 8}}, AgentMaxInFlight: 4, Agents: agents}
+	first, err := simulate.Run(context.Background(), subs, simulate.Options{Config: cfg, Name: "built-in"})
+	require.NoError(t, err)
+	want, err := json.Marshal(first)
+	require.NoError(t, err)
+	for range 8 {
+		rep, err := simulate.Run(context.Background(), subs, simulate.Options{Config: cfg, Name: "built-in"})
+		require.NoError(t, err)
+		got, err := json.Marshal(rep)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got))
+	}
 }
 
 // oldestHead picks the oldest head, ignoring agents: plain FIFO.
