@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -83,6 +84,34 @@ func TestAttemptTimeoutCancelsTheContextAndCountsAFailure(t *testing.T) {
 	require.Equal(t, engine.StateRetryWait, got.State)
 	require.Equal(t, policy.ClassTransient, got.Attempts[0].Class)
 	require.Contains(t, got.Attempts[0].Error, "timed out")
+	require.Equal(t, engine.CodeTimeout, got.Attempts[0].Code, "the attempt keeps the code the retry policy was given")
+}
+
+// codedErr is an executor's error with a code of its own (engine.ErrorCoder).
+type codedErr struct{ code string }
+
+func (e codedErr) Error() string     { return "the page navigated away" }
+func (e codedErr) ErrorCode() string { return e.code }
+
+// An attempt keeps the error code its retry policy was given: the
+// executor's Outcome.Code, else an ErrorCoder in its error's chain, else
+// one the engine makes; a success and a hand-back have none.
+func TestAnAttemptKeepsTheErrorCodeItsRetryPolicyWasGiven(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	codeOf := func(o engine.Outcome) string {
+		t.Helper()
+		task := h.Submit(enginetest.Spec("a").Retry(engine.RetryPolicy{MaxAttempts: 1}).Obj())
+		require.NoError(t, h.Exec.Finish(task.ID, o))
+		return h.Get(task.ID).Attempts[0].Code
+	}
+	require.Equal(t, "tab_not_found", codeOf(engine.Outcome{Err: engine.Permanent(codedErr{"navigation_changed"}), Code: "tab_not_found"}),
+		"the outcome's code comes first")
+	require.Equal(t, "navigation_changed", codeOf(engine.Outcome{Err: engine.Transient(fmt.Errorf("click: %w", codedErr{"navigation_changed"}))}))
+	require.Equal(t, engine.CodeInstanceFault, codeOf(engine.Outcome{Err: engine.Transient(fmt.Errorf("restarting: %w", engine.ErrInstanceFault))}))
+	require.Empty(t, codeOf(engine.Outcome{Err: engine.Transient(errors.New("no code"))}))
+	require.Empty(t, codeOf(engine.Outcome{Result: []byte(`{}`)}))
+	require.Empty(t, codeOf(engine.Outcome{Release: true, Code: "draining"}), "a hand-back is not a failure")
 }
 
 func TestAnExpiredLeaseIsReclaimedAndALateCompletionIgnored(t *testing.T) {
@@ -98,6 +127,7 @@ func TestAnExpiredLeaseIsReclaimedAndALateCompletionIgnored(t *testing.T) {
 	got := h.Get(task.ID)
 	require.Equal(t, engine.StateRetryWait, got.State)
 	require.Equal(t, "lease expired", got.Attempts[0].Error)
+	require.Equal(t, engine.CodeLeaseExpired, got.Attempts[0].Code)
 	require.Equal(t, engine.StateAssigned, h.State(other.ID), "the reclaimed slot goes to the next task")
 	require.EqualValues(t, 1, h.Stats(context.Background()).LeaseExpiry)
 

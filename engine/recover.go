@@ -97,6 +97,7 @@ func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
 			att.EndedAt = now
 			att.Class = classTransient
 			att.Error = "interrupted by restart"
+			att.Code = CodeRestart
 		}
 		// Reclassify as QUEUED-equivalent first: the task holds no slot.
 		e.failAttemptLocked(t, classTransient, 0, CodeRestart, "interrupted by restart", now, nil)

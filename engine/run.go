@@ -177,8 +177,8 @@ func (c *core) finishLocked(r *Run, o Outcome) bool {
 	default:
 		class, msg, fault := attemptFailure(t, o)
 		att.InstanceFault = fault
-		att.Class, att.Error = class, msg
-		c.failAttemptLocked(t, class, o.HTTPStatus, errorCode(t, o), msg, now, ahead)
+		att.Class, att.Error, att.Code = class, msg, errorCode(t, o)
+		c.failAttemptLocked(t, class, o.HTTPStatus, att.Code, msg, now, ahead)
 	}
 	return true
 }

@@ -183,6 +183,13 @@ type Attempt struct {
 	Class      policy.ErrorClass // ClassNone on success
 	HTTPStatus int               // the instance's status code, 0 if none
 	Error      string            // what went wrong
+	// Code is the failed attempt's machine-readable error code, the one its
+	// lane's retry policy was given (policy.Details.ErrorCode): the
+	// executor's (Outcome.Code, an ErrorCoder in its error's chain), a pull
+	// lane worker's failTask code, or one the engine makes (CodeTimeout,
+	// CodeLeaseExpired, CodeRestart, CodeInstanceFault). Empty on success,
+	// for a cancelled or handed-back attempt, and for a failure that had none.
+	Code string
 	// TabTime is what the executor spent finding the attempt's tab before
 	// sending the action: resolving a named or session tab, taking a pooled
 	// one or opening a new one. ActionTime is the action itself, from sending

@@ -164,6 +164,7 @@ func (c *core) leaseTimerLocked(t *task, now time.Time) {
 	att.EndedAt = now
 	att.Class = classTransient
 	att.Error = "lease expired"
+	att.Code = CodeLeaseExpired
 	t.run = nil
 	c.releaseLocked(t)
 	c.stats.leaseExpired++

@@ -188,6 +188,8 @@ func TestAWorkersErrorCodeReachesTheRetryPolicy(t *testing.T) {
 	waitState(t, h, a, engine.StateFailed)
 	waitState(t, h, b, engine.StateFailed)
 	require.Equal(t, []string{"upstream_503", ""}, rec.seen())
+	require.Equal(t, "upstream_503", h.Get(a).Attempts[0].Code, "the attempt keeps the code the policy decided on")
+	require.Empty(t, h.Get(b).Attempts[0].Code)
 }
 
 // An expired lease's attempt has the code lease_expired, not timeout: a
@@ -205,4 +207,5 @@ func TestAnExpiredLeaseReachesTheRetryPolicyAsLeaseExpired(t *testing.T) {
 	require.Equal(t, []string{engine.CodeLeaseExpired}, rec.seen())
 	require.Equal(t, "lease expired: w1 did not complete or renew it", h.Get(id).Attempts[0].Error,
 		"the attempt says the lease expired, not that it timed out")
+	require.Equal(t, engine.CodeLeaseExpired, h.Get(id).Attempts[0].Code)
 }

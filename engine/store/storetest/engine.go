@@ -58,7 +58,7 @@ func testRecovery(t *testing.T, d Driver) {
 	e1, _, x1 := startEngine(t, s, epoch)
 
 	failed := submit(t, e1, enginetest.Spec("a").Obj())
-	require.NoError(t, x1.Fail(failed, engine.Permanent(errors.New("400: unknown action"))))
+	require.NoError(t, x1.Finish(failed, engine.Outcome{Err: engine.Permanent(errors.New("400: unknown action")), Code: "unknown_action"}))
 	running := submit(t, e1, enginetest.Spec("a").Obj())
 	x1.Run(running).Started("inst-1", "tab-1")
 	once := submit(t, e1, enginetest.Spec("a").Retry(engine.RetryPolicy{MaxAttempts: 1}).Obj()) // ASSIGNED, no retry left
@@ -91,6 +91,7 @@ func testRecovery(t *testing.T, d Driver) {
 	require.Equal(t, engine.StateRetryWait, got.State, "a running task counts an interrupted attempt and backs off")
 	require.Len(t, got.Attempts, 1)
 	require.Equal(t, "interrupted by restart", got.Attempts[0].Error)
+	require.Equal(t, engine.CodeRestart, got.Attempts[0].Code, "the engine's own code for the interrupted attempt")
 	require.False(t, got.Attempts[0].EndedAt.IsZero(), "the interrupted attempt is closed")
 	got, err = e2.Task(bg, once)
 	require.NoError(t, err)
@@ -98,6 +99,9 @@ func testRecovery(t *testing.T, d Driver) {
 	require.Len(t, got.Attempts, 1)
 	require.Equal(t, engine.StateWaiting, state(t, e2, waiting), "a waiting task keeps waiting")
 	require.Equal(t, engine.StateFailed, state(t, e2, failed), "terminal tasks are as they were")
+	got, err = e2.Task(bg, failed)
+	require.NoError(t, err)
+	require.Equal(t, "unknown_action", got.Attempts[0].Code, "an attempt's error code survives the restart")
 	require.Equal(t, engine.StateCancelled, state(t, e2, cancelled))
 	qs, err := e2.Tasks(bg, engine.TaskQuery{Filter: engine.TaskFilter{States: []engine.State{engine.StateQueued}}, Order: engine.OldestFirst, Limit: 10})
 	require.NoError(t, err)
@@ -136,6 +140,7 @@ func testRecovery(t *testing.T, d Driver) {
 	require.NoError(t, err)
 	require.Equal(t, engine.StateSucceeded, got.State)
 	require.Len(t, got.Attempts, 2, "the interrupted attempt and the one that succeeded")
+	require.Empty(t, got.Attempts[1].Code, "a success has no error code")
 
 	// Every task reached exactly one terminal state, and the stored events
 	// count from 1 without a gap or a repeat across the restart.
@@ -152,6 +157,12 @@ func testRecovery(t *testing.T, d Driver) {
 	for _, id := range all {
 		require.Equal(t, 1, terminal[id], "task %s has one terminal event", id)
 	}
+	// The interrupted attempt's code, which the second engine made, is
+	// stored too: a third engine reads it.
+	e3, _, _ := startEngine(t, d.reopen(t, s2), epoch.Add(2*time.Minute))
+	got, err = e3.Task(bg, running)
+	require.NoError(t, err)
+	require.Equal(t, engine.CodeRestart, got.Attempts[0].Code)
 }
 
 // testRunTimeLanes: lanes created and removed through the engine at run time

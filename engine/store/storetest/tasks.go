@@ -5,6 +5,7 @@ package storetest
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -68,7 +69,7 @@ func richTask(n uint64) *engine.Task {
 	t.Attempts = []engine.Attempt{
 		{N: 1, LeaseID: 9, InstanceID: "inst-1", TabID: "tab-1", AssignedAt: epoch, StartedAt: epoch.Add(time.Millisecond),
 			EndedAt: epoch.Add(time.Second), Class: policy.ClassTransient, HTTPStatus: 502, Error: "instance fault: bad gateway",
-			TabTime: 800 * time.Microsecond, ActionTime: 998*time.Millisecond + 7, InstanceFault: true},
+			Code: "upstream_502", TabTime: 800 * time.Microsecond, ActionTime: 998*time.Millisecond + 7, InstanceFault: true},
 		{N: 2, LeaseID: 11, AssignedAt: epoch.Add(2 * time.Second)},
 	}
 	t.Result = json.RawMessage(`{"partial": true}`)
@@ -76,6 +77,17 @@ func richTask(n uint64) *engine.Task {
 	t.NextRunAt, t.Unmet, t.ResetAt = epoch.Add(3*time.Second), 1, 1
 	t.Webhooks = []engine.WebhookDelivery{{ID: "d1", Attempt: 1, URL: "https://example.com/h", At: epoch, Duration: time.Second, HTTPStatus: 503, Error: "the receiver answered 503"}}
 	return t
+}
+
+// requireEveryField fails when a field of the struct v is its zero value:
+// a field added to it later must be set in the round trip too, or the test
+// would not see a store that drops it.
+func requireEveryField(t *testing.T, v any, what string) {
+	t.Helper()
+	rv := reflect.ValueOf(v)
+	for i := range rv.NumField() {
+		require.False(t, rv.Field(i).IsZero(), "%s: set %s, so that the round trip covers it", what, rv.Type().Field(i).Name)
+	}
 }
 
 func testRoundTrip(t *testing.T, d Driver) {
@@ -87,6 +99,7 @@ func testRoundTrip(t *testing.T, d Driver) {
 		spec.Action, spec.Instruction = nil, "book a table for two"
 		c.Spec = &spec
 	})
+	requireEveryField(t, rich.Attempts[0], "richTask's first attempt")
 	commit(t, s, &engine.Batch{Tasks: []*engine.Task{rich, plain, instr},
 		Events: []engine.Event{ev(3, rich, 0, engine.StateQueued), ev(4, plain, 0, engine.StateQueued), ev(5, instr, 0, engine.StateQueued)}})
 	for _, want := range []*engine.Task{rich, plain, instr} {

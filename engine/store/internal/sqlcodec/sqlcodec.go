@@ -206,6 +206,7 @@ type attemptDoc struct {
 	Class      policy.ErrorClass `json:"class,omitempty"`
 	HTTPStatus int               `json:"httpStatus,omitempty"`
 	Error      string            `json:"error,omitempty"`
+	Code       string            `json:"code,omitempty"`
 	TabTime    int64             `json:"tabTimeNs,omitempty"`
 	ActionTime int64             `json:"actionTimeNs,omitempty"`
 	Fault      bool              `json:"instanceFault,omitempty"`
@@ -261,6 +262,7 @@ func AppendStatus(b []byte, t *engine.Task) []byte {
 			b = appendIntField(b, "class", int64(a.Class))
 			b = appendIntField(b, "httpStatus", int64(a.HTTPStatus))
 			b = appendStringField(b, "error", a.Error)
+			b = appendStringField(b, "code", a.Code)
 			b = appendIntField(b, "tabTimeNs", int64(a.TabTime))
 			b = appendIntField(b, "actionTimeNs", int64(a.ActionTime))
 			if a.InstanceFault {
@@ -314,7 +316,7 @@ func DecodeStatus(data []byte, t *engine.Task) error {
 		for i, a := range d.Attempts {
 			t.Attempts[i] = engine.Attempt{N: a.N, LeaseID: a.LeaseID, InstanceID: a.InstanceID, TabID: a.TabID,
 				AssignedAt: FromUnixNano(a.AssignedAt), StartedAt: FromUnixNano(a.StartedAt), EndedAt: FromUnixNano(a.EndedAt),
-				Class: a.Class, HTTPStatus: a.HTTPStatus, Error: a.Error,
+				Class: a.Class, HTTPStatus: a.HTTPStatus, Error: a.Error, Code: a.Code,
 				TabTime: time.Duration(a.TabTime), ActionTime: time.Duration(a.ActionTime), InstanceFault: a.Fault}
 		}
 	}

@@ -84,7 +84,7 @@ func refStatus(t *engine.Task) ([]byte, error) {
 		a := &t.Attempts[i]
 		d.Attempts = append(d.Attempts, attemptDoc{N: a.N, LeaseID: a.LeaseID, InstanceID: a.InstanceID, TabID: a.TabID,
 			AssignedAt: UnixNano(a.AssignedAt), StartedAt: UnixNano(a.StartedAt), EndedAt: UnixNano(a.EndedAt),
-			Class: a.Class, HTTPStatus: a.HTTPStatus, Error: a.Error,
+			Class: a.Class, HTTPStatus: a.HTTPStatus, Error: a.Error, Code: a.Code,
 			TabTime: int64(a.TabTime), ActionTime: int64(a.ActionTime), Fault: a.InstanceFault})
 	}
 	return json.Marshal(&d)
@@ -99,7 +99,7 @@ func TestAppendStatusMatchesEncodingJSON(t *testing.T) {
 		{Depth: 3, Rank: -9, Reason: odd, Error: odd, Class: policy.ClassPermanent, RetryOf: "T1", CreatedAt: at, UpdatedAt: at,
 			QueuedAt: at, NextRunAt: at, EndedAt: at, LastSeq: 1 << 40, Unmet: 2, ResetAt: 1, Position: 7,
 			Attempts: []engine.Attempt{{N: 1}, {N: 2, LeaseID: 1 << 50, InstanceID: odd, TabID: "t", AssignedAt: at, StartedAt: at,
-				EndedAt: at, Class: policy.ClassTransient, HTTPStatus: 502, Error: strings.Repeat(odd, 3),
+				EndedAt: at, Class: policy.ClassTransient, HTTPStatus: 502, Error: strings.Repeat(odd, 3), Code: "upstream_503",
 				TabTime: 3 * time.Millisecond, ActionTime: time.Second + 7, InstanceFault: true}},
 			Webhooks: []engine.WebhookDelivery{{ID: "d", Attempt: 2, URL: odd, At: at, Duration: time.Second, HTTPStatus: 500, Error: odd, Final: true}}},
 	} {
