@@ -65,6 +65,7 @@ type ComplexityRoot struct {
 		EndedAt       func(childComplexity int) int
 		Error         func(childComplexity int) int
 		ErrorClass    func(childComplexity int) int
+		ErrorCode     func(childComplexity int) int
 		HTTPStatus    func(childComplexity int) int
 		InstanceFault func(childComplexity int) int
 		InstanceID    func(childComplexity int) int
@@ -761,6 +762,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Attempt.ErrorClass(childComplexity), true
+	case "Attempt.errorCode":
+		if e.ComplexityRoot.Attempt.ErrorCode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attempt.ErrorCode(childComplexity), true
 	case "Attempt.httpStatus":
 		if e.ComplexityRoot.Attempt.HTTPStatus == nil {
 			break
@@ -4360,9 +4367,17 @@ type Plugin {
   fallbacks: Int64!
   "Fairness decisions that held (ABI version 2 hold: nothing dispatched from the candidates until it is asked again); plan previews are not counted."
   holds: Int64!
-  "The median decision latency, in microseconds (guard included); null while no decision has been timed (no calls yet, and always for native policies)."
+  """
+  The median decision latency, in microseconds (guard included): a histogram figure, not an exact value, it is
+  the upper bound of the latency bucket the median falls in (log-linear buckets, eight per power of two, so within
+  about 12% above the true value; never above the slowest decision seen), hence values such as 65.535.
+  Null while no decision has been timed (no calls yet, and always for native policies).
+  """
   p50Us: Float
-  "The 99th percentile of its decision latency, in microseconds; null exactly when p50Us is. Never below p50Us."
+  """
+  The 99th percentile of its decision latency, in microseconds: like p50Us, the upper bound of the latency bucket
+  it falls in. Null exactly when p50Us is. Never below p50Us.
+  """
   p99Us: Float
 }
 
@@ -5334,6 +5349,13 @@ type Attempt {
   "What went wrong, if anything."
   error: String
   """
+  Its failure's machine-readable error code, the one the lane's retry policy was given
+  (plugins/ABI.md, "Error codes"): the executor's (PinchTab's error ` + "`" + `code` + "`" + `, such as ` + "`" + `tab_not_found` + "`" + `),
+  a pull-lane worker's ` + "`" + `failTask` + "`" + ` code, or one Switchyard makes (` + "`" + `timeout` + "`" + `, ` + "`" + `lease_expired` + "`" + `, ` + "`" + `restart` + "`" + `,
+  ` + "`" + `instance_fault` + "`" + `). Null on success, for a cancelled or handed-back attempt, and for a failure without one.
+  """
+  errorCode: String
+  """
   Milliseconds the executor spent on its tab before sending the action:
   resolving a named or session tab, taking a pooled one or opening a new one
   (null when it reported none: a chat instance, or an executor that does not measure).
@@ -5733,6 +5755,8 @@ func (ec *executionContext) childFields_Attempt(ctx context.Context, field graph
 		return ec.fieldContext_Attempt_httpStatus(ctx, field)
 	case "error":
 		return ec.fieldContext_Attempt_error(ctx, field)
+	case "errorCode":
+		return ec.fieldContext_Attempt_errorCode(ctx, field)
 	case "tabTimeMs":
 		return ec.fieldContext_Attempt_tabTimeMs(ctx, field)
 	case "actionTimeMs":

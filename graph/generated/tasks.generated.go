@@ -381,6 +381,29 @@ func (ec *executionContext) fieldContext_Attempt_error(_ context.Context, field 
 	return graphql.NewScalarFieldContext("Attempt", field, true, false, "String")
 }
 
+func (ec *executionContext) _Attempt_errorCode(ctx context.Context, field graphql.CollectedField, obj *model.Attempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attempt_errorCode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ErrorCode(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Attempt_errorCode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attempt", field, true, false, "String")
+}
+
 func (ec *executionContext) _Attempt_tabTimeMs(ctx context.Context, field graphql.CollectedField, obj *model.Attempt) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4252,6 +4275,11 @@ func (ec *executionContext) _Attempt(ctx context.Context, sel ast.SelectionSet, 
 			}
 		case "error":
 			out.Values[i] = ec._Attempt_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "errorCode":
+			out.Values[i] = ec._Attempt_errorCode(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}

@@ -276,6 +276,10 @@ func (a *Attempt) HTTPStatus() *int {
 // Error is what went wrong.
 func (a *Attempt) Error() *string { return optString(a.A.Error) }
 
+// ErrorCode is its failure's machine-readable code, the one its retry
+// policy was given.
+func (a *Attempt) ErrorCode() *string { return optString(a.A.Code) }
+
 // TabTimeMs is the time spent on its tab before the action, in milliseconds.
 func (a *Attempt) TabTimeMs() *float64 { return optMs(a.A.TabTime) }
 

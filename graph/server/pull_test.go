@@ -7,6 +7,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -479,4 +480,80 @@ func TestSwitchingALanesPullIsRefusedWhileItHoldsWork(t *testing.T) {
 	require.Equal(t, engine.StateQueued, b.task(t, queued).State)
 	_, err = lease(t, b.c, "main", 1, 30_000, 0)
 	require.Equal(t, "CONFLICT", gqlErr(t, err).Code(), "main is still not a pull lane")
+}
+
+// attemptCodes reads the error codes of a task's attempts through the API
+// ("-" for none).
+func (b *bundle) attemptCodes(t *testing.T, id string) []string {
+	t.Helper()
+	var out struct {
+		Task struct {
+			Attempts []struct {
+				EndedAt   *time.Time
+				ErrorCode *string
+			}
+		}
+	}
+	require.NoError(t, b.c.Do(ctxFor(t), `query($id: ID!) { task(id: $id) { attempts { endedAt errorCode } } }`, map[string]any{"id": id}, &out))
+	codes := make([]string, 0, len(out.Task.Attempts))
+	for _, a := range out.Task.Attempts {
+		switch {
+		case a.EndedAt == nil:
+			codes = append(codes, "running")
+		case a.ErrorCode == nil:
+			codes = append(codes, "-")
+		default:
+			codes = append(codes, *a.ErrorCode)
+		}
+	}
+	return codes
+}
+
+// Attempt.errorCode is the code each attempt's retry policy was given: a
+// worker's failTask code (retryable or not), none when it gave none, the
+// engine's lease_expired for a lease that ran out, and an executor's own.
+func TestAnAttemptsErrorCodeIsReadOnTheTask(t *testing.T) {
+	t.Parallel()
+	b := setup(t, pullLanes)
+	ctx := ctxFor(t)
+	fail := func(leaseID, code string, retryable bool) {
+		t.Helper()
+		vars := map[string]any{"id": leaseID, "retryable": retryable}
+		if code != "" {
+			vars["code"] = code
+		}
+		require.NoError(t, b.c.Do(ctx, `mutation($id: ID!, $code: String, $retryable: Boolean!) {
+			failTask(leaseId: $id, error: "upstream answered 503", code: $code, retryable: $retryable) { leaseId } }`, vars, nil))
+	}
+	leaseOne := func(id string, forMs int) string {
+		t.Helper()
+		var got []leaseView
+		waitfor.Eventually(t, "task "+id+" is leased", func() bool {
+			var err error
+			got, err = lease(t, b.c, "jobs", 1, forMs, 0)
+			require.NoError(t, err)
+			return len(got) == 1
+		})
+		require.Equal(t, id, got[0].Task.ID)
+		return got[0].LeaseID
+	}
+
+	id := b.submitJob(t, "jobs", nil)
+	fail(leaseOne(id, 30_000), "upstream_503", true)
+	require.Equal(t, []string{"upstream_503"}, b.attemptCodes(t, id))
+	fail(leaseOne(id, 30_000), "", true)
+	require.Equal(t, []string{"upstream_503", "-"}, b.attemptCodes(t, id), "a failTask without a code leaves none")
+	leaseOne(id, 1000) // the worker vanishes
+	waitfor.Eventually(t, "the lease expires", func() bool { return b.task(t, id).State == engine.StateParked })
+	require.Equal(t, []string{"upstream_503", "-", engine.CodeLeaseExpired}, b.attemptCodes(t, id))
+
+	perm := b.submitJob(t, "jobs", nil)
+	fail(leaseOne(perm, 30_000), "not_found", false)
+	require.Equal(t, engine.StateFailed, b.task(t, perm).State)
+	require.Equal(t, []string{"not_found"}, b.attemptCodes(t, perm), "a failure that is not retryable keeps its code")
+
+	pushed := b.submit(t, "planner", nil)
+	waitfor.Eventually(t, "the task starts", func() bool { return b.exec.Run(pushed) != nil })
+	require.NoError(t, b.exec.Finish(pushed, engine.Outcome{Err: engine.Permanent(errors.New("no such tab")), Code: "tab_not_found"}))
+	require.Equal(t, []string{"tab_not_found"}, b.attemptCodes(t, pushed), "an executor's code")
 }

@@ -41,7 +41,7 @@ func (h *capHolder) Inline() bool    { return true }
 
 // The dashboard shows what the API says of pull lanes (the lane's pull
 // flag, a leased task's lease), of attempts (their tab and action times,
-// an instance fault) and of fairness holds (each plugin's holds, a held
+// an instance fault, their error code) and of fairness holds (each plugin's holds, a held
 // task's hold in words).
 func TestDashboardShowsPullLanesLeasesAttemptTimingsAndHoldsInChromium(t *testing.T) {
 	t.Parallel()
@@ -124,6 +124,9 @@ func TestDashboardShowsPullLanesLeasesAttemptTimingsAndHoldsInChromium(t *testin
 	require.NoError(t, err, "the first attempt shows its instance fault")
 	require.Contains(t, row, "12 ms", "its tab time")
 	require.Contains(t, row, "340 ms", "its action time")
+	code, err := chromedp.Run(page, chromedp.Evaluate[string](`document.querySelector('#detail table.attempts tbody tr .error-code').textContent`))
+	require.NoError(t, err)
+	require.Equal(t, engine.CodeInstanceFault, code, "its error code, the one the retry policy was given")
 
 	open(held)
 	hold, err := chromedp.Run(page, waitFor[string](`(() => { const h = document.querySelector('#detail-hold');

@@ -203,6 +203,7 @@ function Body({ ctx, task, batch }: { ctx: Ctx; task: TaskDetail; batch: BatchIn
               <th>ran</th>
               <th>class</th>
               <th>HTTP</th>
+              <th title="the error code the lane's retry policy was given: the executor's, a worker's failTask code, or Switchyard's own (timeout, lease_expired, restart, instance_fault)">code</th>
               <th>error</th>
             </tr>
           </thead>
@@ -232,6 +233,7 @@ function Body({ ctx, task, batch }: { ctx: Ctx; task: TaskDetail; batch: BatchIn
                   ) : null}
                 </td>
                 <td>{a.httpStatus ?? ''}</td>
+                <td class="mono error-code">{a.errorCode ?? ''}</td>
                 <td class="bad">{a.error ?? ''}</td>
               </tr>
             ))}

@@ -124,7 +124,7 @@ const TASK_FIELDS = /* GraphQL */ `
     action { kind ref selector params } instruction tabId instanceId
     dependsOn dependencies { id state } batchId parentId depth
     state reason attemptCount result error errorClass
-    attempts { n instanceId tabId assignedAt startedAt endedAt errorClass httpStatus error tabTimeMs actionTimeMs instanceFault }
+    attempts { n instanceId tabId assignedAt startedAt endedAt errorClass httpStatus errorCode error tabTimeMs actionTimeMs instanceFault }
     submittedAt queuedAt nextRunAt endedAt updatedAt deadline timeoutMs position
     lease { worker attempt leasedAt expiresAt }
     hold { policy lane since reaskAt reason }
