@@ -420,3 +420,33 @@ func TestInstanceHelpNamesItsVerbs(t *testing.T) {
 	}
 	require.Contains(t, res.stderr, "-listen", "and the standalone instance's flags")
 }
+
+// `task get` shows a leased task's lease and each attempt's error code, the
+// one the lane's retry policy was given.
+func TestTaskGetShowsTheLeaseAndEachAttemptsErrorCode(t *testing.T) {
+	t.Parallel()
+	server := startServer(t)
+	ctx := context.Background()
+	c := client.New(server + "/graphql")
+	require.NoError(t, c.Do(ctx, `mutation { createLane(name: "jobs", input: {pull: true, retryPolicy: {maxAttempts: 3, backoffMs: 60000}}) { pull } }`, nil, nil))
+	var sub struct{ SubmitTask struct{ ID string } }
+	require.NoError(t, c.Do(ctx, `mutation { submitTask(input: {agentId: "planner", lane: "jobs", action: {kind: "crawl"}}) { id } }`, nil, &sub))
+	id := sub.SubmitTask.ID
+	var leased struct{ LeaseTasks []struct{ LeaseID string } }
+	require.NoError(t, c.Do(ctx, `mutation { leaseTasks(lane: "jobs", leaseForMs: 600000) { leaseId } }`, nil, &leased))
+	require.Len(t, leased.LeaseTasks, 1)
+
+	got := sw(t, server, "task", "get", id)
+	require.Equal(t, 0, got.code, got.stderr)
+	require.Regexp(t, `(?m)^lease:\s+attempt 1( by \S+)?, leased \d{4}-\d\d-\d\dT\S+, expires \d{4}-\d\d-\d\dT\S+$`, got.stdout)
+	require.Regexp(t, `(?m)^1\s.*\s+running\s+NONE\s*$`, got.stdout, "the running attempt has no code yet")
+
+	require.NoError(t, c.Do(ctx, `mutation($id: ID!) { failTask(leaseId: $id, error: "upstream answered 503", code: "upstream_503") { leaseId } }`,
+		map[string]any{"id": leased.LeaseTasks[0].LeaseID}, nil))
+	got = sw(t, server, "task", "get", id)
+	require.Equal(t, 0, got.code, got.stderr)
+	require.Regexp(t, `state:\s+RETRY_WAIT`, got.stdout)
+	require.NotContains(t, got.stdout, "lease:", "the lease ended with the attempt")
+	require.Regexp(t, `(?m)^#\s+INSTANCE\s+TAB\s+ASSIGNED\s+RAN\s+CLASS\s+HTTP\s+CODE\s+ERROR$`, got.stdout)
+	require.Regexp(t, `(?m)^1\s.*\s+TRANSIENT\s+upstream_503\s+upstream answered 503$`, got.stdout)
+}

@@ -61,6 +61,11 @@ type Attempt struct {
 	HttpStatus *int `json:"httpStatus"`
 	// What went wrong, if anything.
 	Error *string `json:"error"`
+	// Its failure's machine-readable error code, the one the lane's retry policy was given
+	// (plugins/ABI.md, "Error codes"): the executor's (PinchTab's error `code`, such as `tab_not_found`),
+	// a pull-lane worker's `failTask` code, or one Switchyard makes (`timeout`, `lease_expired`, `restart`,
+	// `instance_fault`). Null on success, for a cancelled or handed-back attempt, and for a failure without one.
+	ErrorCode *string `json:"errorCode"`
 }
 
 // GetN returns Attempt.N, and is useful for accessing the field via an interface.
@@ -89,6 +94,9 @@ func (v *Attempt) GetHttpStatus() *int { return v.HttpStatus }
 
 // GetError returns Attempt.Error, and is useful for accessing the field via an interface.
 func (v *Attempt) GetError() *string { return v.Error }
+
+// GetErrorCode returns Attempt.ErrorCode, and is useful for accessing the field via an interface.
+func (v *Attempt) GetErrorCode() *string { return v.ErrorCode }
 
 // CancelTaskCancelTask includes the requested fields of the GraphQL type Task.
 // The GraphQL type's documentation follows.
@@ -1029,9 +1037,13 @@ type PluginInfo struct {
 	Fallbacks int64 `json:"fallbacks"`
 	// Fairness decisions that held (ABI version 2 hold: nothing dispatched from the candidates until it is asked again); plan previews are not counted.
 	Holds int64 `json:"holds"`
-	// The median decision latency, in microseconds (guard included); null while no decision has been timed (no calls yet, and always for native policies).
+	// The median decision latency, in microseconds (guard included): a histogram figure, not an exact value, it is
+	// the upper bound of the latency bucket the median falls in (log-linear buckets, eight per power of two, so within
+	// about 12% above the true value; never above the slowest decision seen), hence values such as 65.535.
+	// Null while no decision has been timed (no calls yet, and always for native policies).
 	P50Us *float64 `json:"p50Us"`
-	// The 99th percentile of its decision latency, in microseconds; null exactly when p50Us is. Never below p50Us.
+	// The 99th percentile of its decision latency, in microseconds: like p50Us, the upper bound of the latency bucket
+	// it falls in. Null exactly when p50Us is. Never below p50Us.
 	P99Us *float64 `json:"p99Us"`
 }
 
@@ -1804,6 +1816,9 @@ func (v *SubmitTaskSubmitTask) GetErrorClass() ErrorClass { return v.TaskInfo.Er
 // GetAttempts returns SubmitTaskSubmitTask.Attempts, and is useful for accessing the field via an interface.
 func (v *SubmitTaskSubmitTask) GetAttempts() []Attempt { return v.TaskInfo.Attempts }
 
+// GetLease returns SubmitTaskSubmitTask.Lease, and is useful for accessing the field via an interface.
+func (v *SubmitTaskSubmitTask) GetLease() *TaskLease { return v.TaskInfo.Lease }
+
 // GetSubmittedAt returns SubmitTaskSubmitTask.SubmittedAt, and is useful for accessing the field via an interface.
 func (v *SubmitTaskSubmitTask) GetSubmittedAt() time.Time { return v.TaskInfo.SubmittedAt }
 
@@ -1904,6 +1919,8 @@ type __premarshalSubmitTaskSubmitTask struct {
 
 	Attempts []Attempt `json:"attempts"`
 
+	Lease *TaskLease `json:"lease"`
+
 	SubmittedAt time.Time `json:"submittedAt"`
 
 	QueuedAt *time.Time `json:"queuedAt"`
@@ -1958,6 +1975,7 @@ func (v *SubmitTaskSubmitTask) __premarshalJSON() (*__premarshalSubmitTaskSubmit
 	retval.Error = v.TaskInfo.Error
 	retval.ErrorClass = v.TaskInfo.ErrorClass
 	retval.Attempts = v.TaskInfo.Attempts
+	retval.Lease = v.TaskInfo.Lease
 	retval.SubmittedAt = v.TaskInfo.SubmittedAt
 	retval.QueuedAt = v.TaskInfo.QueuedAt
 	retval.NextRunAt = v.TaskInfo.NextRunAt
@@ -2131,6 +2149,9 @@ func (v *TaskByIDTask) GetErrorClass() ErrorClass { return v.TaskInfo.ErrorClass
 // GetAttempts returns TaskByIDTask.Attempts, and is useful for accessing the field via an interface.
 func (v *TaskByIDTask) GetAttempts() []Attempt { return v.TaskInfo.Attempts }
 
+// GetLease returns TaskByIDTask.Lease, and is useful for accessing the field via an interface.
+func (v *TaskByIDTask) GetLease() *TaskLease { return v.TaskInfo.Lease }
+
 // GetSubmittedAt returns TaskByIDTask.SubmittedAt, and is useful for accessing the field via an interface.
 func (v *TaskByIDTask) GetSubmittedAt() time.Time { return v.TaskInfo.SubmittedAt }
 
@@ -2231,6 +2252,8 @@ type __premarshalTaskByIDTask struct {
 
 	Attempts []Attempt `json:"attempts"`
 
+	Lease *TaskLease `json:"lease"`
+
 	SubmittedAt time.Time `json:"submittedAt"`
 
 	QueuedAt *time.Time `json:"queuedAt"`
@@ -2285,6 +2308,7 @@ func (v *TaskByIDTask) __premarshalJSON() (*__premarshalTaskByIDTask, error) {
 	retval.Error = v.TaskInfo.Error
 	retval.ErrorClass = v.TaskInfo.ErrorClass
 	retval.Attempts = v.TaskInfo.Attempts
+	retval.Lease = v.TaskInfo.Lease
 	retval.SubmittedAt = v.TaskInfo.SubmittedAt
 	retval.QueuedAt = v.TaskInfo.QueuedAt
 	retval.NextRunAt = v.TaskInfo.NextRunAt
@@ -2412,6 +2436,8 @@ type TaskInfo struct {
 	ErrorClass ErrorClass `json:"errorClass"`
 	// Every attempt, in order.
 	Attempts []Attempt `json:"attempts"`
+	// The lease its current attempt runs under, while a worker holds one (pull lanes).
+	Lease *TaskLease `json:"lease"`
 	// When it was submitted (admission time).
 	SubmittedAt time.Time `json:"submittedAt"`
 	// When it last entered QUEUED.
@@ -2500,6 +2526,9 @@ func (v *TaskInfo) GetErrorClass() ErrorClass { return v.ErrorClass }
 // GetAttempts returns TaskInfo.Attempts, and is useful for accessing the field via an interface.
 func (v *TaskInfo) GetAttempts() []Attempt { return v.Attempts }
 
+// GetLease returns TaskInfo.Lease, and is useful for accessing the field via an interface.
+func (v *TaskInfo) GetLease() *TaskLease { return v.Lease }
+
 // GetSubmittedAt returns TaskInfo.SubmittedAt, and is useful for accessing the field via an interface.
 func (v *TaskInfo) GetSubmittedAt() time.Time { return v.SubmittedAt }
 
@@ -2529,6 +2558,33 @@ func (v *TaskInfo) GetHold() *TaskHold { return v.Hold }
 
 // GetLabels returns TaskInfo.Labels, and is useful for accessing the field via an interface.
 func (v *TaskInfo) GetLabels() []Label { return v.Labels }
+
+// TaskLease includes the requested fields of the GraphQL type TaskLease.
+// The GraphQL type's documentation follows.
+//
+// A worker's lease on a task of a pull lane, as anyone reading the task sees it (its id is only its worker's).
+type TaskLease struct {
+	// The worker that leased it: the token's name (null for a lease resumed after a restart).
+	Worker *string `json:"worker"`
+	// The attempt it covers.
+	Attempt int `json:"attempt"`
+	// When the worker leased it (null for a lease resumed after a restart).
+	LeasedAt *time.Time `json:"leasedAt"`
+	// When it runs out unless renewed: the attempt then counts as failed (timed out) and the lane's retry policy decides.
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// GetWorker returns TaskLease.Worker, and is useful for accessing the field via an interface.
+func (v *TaskLease) GetWorker() *string { return v.Worker }
+
+// GetAttempt returns TaskLease.Attempt, and is useful for accessing the field via an interface.
+func (v *TaskLease) GetAttempt() int { return v.Attempt }
+
+// GetLeasedAt returns TaskLease.LeasedAt, and is useful for accessing the field via an interface.
+func (v *TaskLease) GetLeasedAt() *time.Time { return v.LeasedAt }
+
+// GetExpiresAt returns TaskLease.ExpiresAt, and is useful for accessing the field via an interface.
+func (v *TaskLease) GetExpiresAt() time.Time { return v.ExpiresAt }
 
 // The direction of a task listing, by submission order (seq).
 type TaskOrder string
@@ -2694,6 +2750,9 @@ func (v *TasksTasksTaskConnectionNodesTask) GetErrorClass() ErrorClass { return 
 // GetAttempts returns TasksTasksTaskConnectionNodesTask.Attempts, and is useful for accessing the field via an interface.
 func (v *TasksTasksTaskConnectionNodesTask) GetAttempts() []Attempt { return v.TaskInfo.Attempts }
 
+// GetLease returns TasksTasksTaskConnectionNodesTask.Lease, and is useful for accessing the field via an interface.
+func (v *TasksTasksTaskConnectionNodesTask) GetLease() *TaskLease { return v.TaskInfo.Lease }
+
 // GetSubmittedAt returns TasksTasksTaskConnectionNodesTask.SubmittedAt, and is useful for accessing the field via an interface.
 func (v *TasksTasksTaskConnectionNodesTask) GetSubmittedAt() time.Time { return v.TaskInfo.SubmittedAt }
 
@@ -2794,6 +2853,8 @@ type __premarshalTasksTasksTaskConnectionNodesTask struct {
 
 	Attempts []Attempt `json:"attempts"`
 
+	Lease *TaskLease `json:"lease"`
+
 	SubmittedAt time.Time `json:"submittedAt"`
 
 	QueuedAt *time.Time `json:"queuedAt"`
@@ -2848,6 +2909,7 @@ func (v *TasksTasksTaskConnectionNodesTask) __premarshalJSON() (*__premarshalTas
 	retval.Error = v.TaskInfo.Error
 	retval.ErrorClass = v.TaskInfo.ErrorClass
 	retval.Attempts = v.TaskInfo.Attempts
+	retval.Lease = v.TaskInfo.Lease
 	retval.SubmittedAt = v.TaskInfo.SubmittedAt
 	retval.QueuedAt = v.TaskInfo.QueuedAt
 	retval.NextRunAt = v.TaskInfo.NextRunAt
@@ -3833,6 +3895,13 @@ fragment TaskInfo on Task {
 		errorClass
 		httpStatus
 		error
+		errorCode
+	}
+	lease {
+		worker
+		attempt
+		leasedAt
+		expiresAt
 	}
 	submittedAt
 	queuedAt
@@ -3970,6 +4039,13 @@ fragment TaskInfo on Task {
 		errorClass
 		httpStatus
 		error
+		errorCode
+	}
+	lease {
+		worker
+		attempt
+		leasedAt
+		expiresAt
 	}
 	submittedAt
 	queuedAt
@@ -4129,6 +4205,13 @@ fragment TaskInfo on Task {
 		errorClass
 		httpStatus
 		error
+		errorCode
+	}
+	lease {
+		worker
+		attempt
+		leasedAt
+		expiresAt
 	}
 	submittedAt
 	queuedAt

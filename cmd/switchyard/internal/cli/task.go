@@ -414,6 +414,19 @@ func printTask(w io.Writer, t *TaskInfo) {
 	if t.Hold != nil {
 		row("held", t.Hold.Reason)
 	}
+	if l := t.Lease; l != nil {
+		// A pull lane's worker holds the running attempt.
+		lease := "attempt " + fmt.Sprint(l.Attempt)
+		if l.Worker != nil {
+			lease += " by " + *l.Worker
+		}
+		if l.LeasedAt != nil {
+			lease += ", leased " + ts(l.LeasedAt)
+		} else {
+			lease += ", resumed after a restart"
+		}
+		row("lease", lease+", expires "+ts(&l.ExpiresAt))
+	}
 	row("agent", t.AgentId)
 	row("lane", t.Lane)
 	row("priority", string(t.Priority))
@@ -455,7 +468,7 @@ func printTask(w io.Writer, t *TaskInfo) {
 	if len(t.Attempts) > 0 {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "#\tINSTANCE\tTAB\tASSIGNED\tRAN\tCLASS\tHTTP\tERROR")
+		fmt.Fprintln(tw, "#\tINSTANCE\tTAB\tASSIGNED\tRAN\tCLASS\tHTTP\tCODE\tERROR")
 		for _, a := range t.Attempts {
 			ran := "running"
 			if a.EndedAt != nil {
@@ -469,8 +482,8 @@ func printTask(w io.Writer, t *TaskInfo) {
 			if a.HttpStatus != nil {
 				status = fmt.Sprint(*a.HttpStatus)
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.N, str(a.InstanceId), str(a.TabId),
-				a.AssignedAt.Local().Format("15:04:05.000"), ran, a.ErrorClass, status, clip(str(a.Error), 80))
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.N, str(a.InstanceId), str(a.TabId),
+				a.AssignedAt.Local().Format("15:04:05.000"), ran, a.ErrorClass, status, str(a.ErrorCode), clip(str(a.Error), 80))
 		}
 		_ = tw.Flush()
 	}
