@@ -183,8 +183,8 @@ type Attempt struct {
 	Class      policy.ErrorClass // ClassNone on success
 	HTTPStatus int               // the instance's status code, 0 if none
 	Error      string            // what went wrong
-	// Code is the failed attempt's machine-readable error code, the one its
-	// lane's retry policy was given (policy.Details.ErrorCode): the
+	// Code is the failed attempt's machine-readable error code, as its
+	// lane's retry policy sees it (policy.Details.ErrorCode): the
 	// executor's (Outcome.Code, an ErrorCoder in its error's chain), a pull
 	// lane worker's failTask code, or one the engine makes (CodeTimeout,
 	// CodeLeaseExpired, CodeRestart, CodeInstanceFault). Empty on success,

@@ -164,7 +164,6 @@ func (c *core) leaseTimerLocked(t *task, now time.Time) {
 	att.EndedAt = now
 	att.Class = classTransient
 	att.Error = "lease expired"
-	att.Code = CodeLeaseExpired
 	t.run = nil
 	c.releaseLocked(t)
 	c.stats.leaseExpired++
@@ -172,5 +171,6 @@ func (c *core) leaseTimerLocked(t *task, now time.Time) {
 		c.emitTaskLocked(t, EventReleased, t.state, t.state, "lease expired after cancellation")
 		return
 	}
+	att.Code = CodeLeaseExpired // the code its retry policy is given
 	c.failAttemptLocked(t, classTransient, 0, CodeLeaseExpired, "lease expired (attempt "+itoa(n)+")", now, nil)
 }
