@@ -114,6 +114,23 @@ func TestAnAttemptKeepsTheErrorCodeItsRetryPolicyWasGiven(t *testing.T) {
 	require.Empty(t, codeOf(engine.Outcome{Release: true, Code: "draining"}), "a hand-back is not a failure")
 }
 
+// A cancelled task's attempt whose executor never returns ends when its
+// lease expires, without an error code: no retry policy decides on it.
+func TestALeaseThatExpiresAfterACancelLeavesNoErrorCode(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, &engine.Config{LeaseGrace: 2 * time.Second})
+	task := h.Submit(enginetest.Spec("a").Timeout(5 * time.Second).Obj())
+	h.Exec.Run(task.ID) // the executor never returns
+	_, err := h.Cancel(context.Background(), task.ID, "not needed")
+	require.NoError(t, err)
+	h.Clock.Advance(7 * time.Second)
+	got := h.Get(task.ID)
+	require.Equal(t, engine.StateCancelled, got.State)
+	require.Equal(t, "lease expired", got.Attempts[0].Error)
+	require.False(t, got.Attempts[0].EndedAt.IsZero(), "the lease ended the attempt")
+	require.Empty(t, got.Attempts[0].Code)
+}
+
 func TestAnExpiredLeaseIsReclaimedAndALateCompletionIgnored(t *testing.T) {
 	t.Parallel()
 	h := enginetest.New(t, &engine.Config{LeaseGrace: 2 * time.Second, Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 1}}})
