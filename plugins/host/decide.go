@@ -21,9 +21,10 @@ type fault struct {
 	reason string
 	broken bool // the instance must be discarded
 	// unasked is set when the host did not ask the plugin: the decision's
-	// table would not fit its sandbox (see tableFits). It falls back, and
-	// no fault counts: the input's size is the API client's, not the
-	// plugin's.
+	// table would not fit its sandbox (see tableFits), or the runtime
+	// closed before or during the call. It falls back, and no fault
+	// counts: the input's size is the API client's, and closing the
+	// runtime the server's, not the plugin's.
 	unasked bool
 }
 
@@ -40,6 +41,11 @@ func (p *Plugin) tableFits(need uint32) bool {
 func (in *instance) callFault(err error) fault {
 	if errors.Is(err, errStopped) {
 		return fault{unasked: true} // the runtime closed: fall back, no fault
+	}
+	if errors.Is(err, errHalted) {
+		// The runtime closed during the call: fall back, no fault, and
+		// the instance, stopped mid-call, is not used again.
+		return fault{unasked: true, broken: true}
 	}
 	if errors.Is(err, errRefused) {
 		return fault{kind: FaultRefused, reason: err.Error()}
@@ -219,7 +225,11 @@ const (
 // the decision.
 func (p *Plugin) finish(in *instance, f fault) outcome {
 	if f.unasked {
-		p.release(in)
+		if f.broken {
+			p.discard(in)
+		} else {
+			p.release(in)
+		}
 		return unavailable
 	}
 	var took time.Duration

@@ -42,13 +42,15 @@ type instance struct {
 
 	// The watchdog's view (see watchdog.go). started is when the running
 	// call began on the runtime's clock (ns, 0 when idle) and deadline how
-	// long it may run; expired is set once the watchdog has stopped it. mu
-	// orders the watchdog's writes of fuel with the caller's.
+	// long it may run; expired is set once the watchdog has stopped it, and
+	// halted too when it stopped it because the runtime closed. mu orders
+	// the watchdog's writes of fuel with the caller's.
 	mu        sync.Mutex
 	started   atomic.Int64
 	deadline  atomic.Int64 // time.Duration; read by the watchdog while the next call sets it
 	phase     phase        // what the instance's calls are for, which sets their wall-clock bound
 	expired   atomic.Bool
+	halted    atomic.Bool
 	seenStart int64         // the watchdog's last look (under mu): the call it saw
 	seenFuel  int64         // and what its tank held
 	burnt     int64         // fuel the last call burnt
@@ -70,7 +72,10 @@ var (
 	// errStopped: the runtime is closed and its watchdog stopped, so the
 	// call was not started (nothing could stop it); not the plugin's fault.
 	errStopped = errors.New("the runtime is closed: the call was not started")
-	errDepth   = errors.New("calls nested too deep")
+	// errHalted: the runtime closed while the call ran, and its watchdog
+	// stopped it; not the plugin's fault either.
+	errHalted = errors.New("the runtime closed during the call: stopped")
+	errDepth  = errors.New("calls nested too deep")
 )
 
 // newInstance instantiates the plugin's module and runs _initialize.
@@ -191,6 +196,7 @@ func (in *instance) callWith(fn api.Function, fuel int64, deadline time.Duration
 	in.fuel.Set(uint64(fuel))
 	in.depth.Set(0)
 	in.expired.Store(false)
+	in.halted.Store(false)
 	in.deadline.Store(int64(deadline))
 	in.lastStart = time.Since(rt.epoch)
 	in.started.Store(int64(in.lastStart) | 1) // never 0, which means idle
@@ -215,6 +221,8 @@ func (in *instance) callWith(fn api.Function, fuel int64, deadline time.Duration
 	in.burnt = fuel - left
 	if err != nil {
 		switch {
+		case in.halted.Load():
+			return errHalted
 		case in.expired.Load():
 			return errDeadline
 		case depth:

@@ -75,13 +75,13 @@ func New(cfg Config) (*Runtime, error) {
 	rt.dog = newWatchdog(rt)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, wr); err != nil {
 		close(rt.logsDone)
-		rt.dog.stop()
+		_ = rt.dog.stop(ctx, closeWait) // no call has run
 		_ = wr.Close(ctx)
 		return nil, fmt.Errorf("host: instantiate WASI: %w", err)
 	}
 	if err := rt.instantiateHostModule(ctx); err != nil {
 		close(rt.logsDone)
-		rt.dog.stop()
+		_ = rt.dog.stop(ctx, closeWait) // no call has run
 		_ = wr.Close(ctx)
 		return nil, err
 	}
@@ -91,11 +91,22 @@ func New(cfg Config) (*Runtime, error) {
 // Config returns the runtime's configuration with defaults filled in.
 func (rt *Runtime) Config() Config { return rt.cfg }
 
+// closeWait bounds how long Close waits for the guest calls it halts to
+// return. A halted call ends at its next metered point, microseconds away,
+// once its thread runs: this only bounds a machine too busy to run it.
+const closeWait = 5 * time.Second
+
 // Close closes every plugin and releases the runtime. Wrappers of closed
 // plugins keep answering through their fallbacks, at once: once Close has
 // stopped the watchdog no guest call starts (it could be stopped by fuel
 // alone), and such a fallback counts no fault. A decision already running
-// in a guest when Close is called ends on its own, or at its fuel.
+// in a guest when Close is called is halted, whatever its deadline and
+// fuel: it ends at its next metered point, falls back and counts no fault,
+// and its instance is discarded. Close returns once no guest call runs;
+// if one still runs after closeWait or when ctx is done, Close releases
+// the runtime anyway (the call keeps its memory until it returns) and
+// returns an error, and the watchdog goes on halting the call until it
+// returns.
 func (rt *Runtime) Close(ctx context.Context) error {
 	rt.mu.Lock()
 	if rt.closed {
@@ -111,13 +122,18 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	for _, p := range plugins {
 		_ = p.Close(ctx)
 	}
-	rt.dog.stop()
+	err := rt.dog.stop(ctx, closeWait)
 	close(rt.logsDone)
-	err := rt.wr.Close(ctx)
+	if cerr := rt.wr.Close(ctx); err == nil {
+		err = cerr
+	}
 	if cerr := rt.cache.Close(ctx); err == nil {
 		err = cerr
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("host: close: %w", err)
+	}
+	return nil
 }
 
 // compile returns the compiled form of wasm, compiling it at most once per

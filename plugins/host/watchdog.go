@@ -8,14 +8,27 @@
 //
 // The watchdog sleeps while no call is running: a goroutine that ticks
 // every Deadline/4 while calls run, and parks when a tick finds none.
+//
+// When the runtime closes, the watchdog halts every call still running,
+// whatever its deadline, and stops only once none runs (see stop): it is
+// the one thing that can end a guest call early, and a call left running
+// after it had stopped could be ended by its fuel alone.
 
 package host
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 )
+
+// haltTick is how often the watchdog of a closing runtime empties the
+// tanks of the calls still running: a guest in a tight loop may write back
+// the fuel it read just before the tank was emptied, so one emptying is
+// often undone, and a few in a row are not.
+const haltTick = time.Millisecond
 
 type watchdog struct {
 	rt      *Runtime
@@ -66,10 +79,33 @@ func (d *watchdog) arm() {
 	}
 }
 
-func (d *watchdog) stop() {
+// stop stops the watchdog for good. No call starts after it (callWith
+// reads stopped after storing its start, and the watchdog scans after
+// stopped is set, so one of them sees the other), and every call already
+// running is halted: its tank is emptied at every haltTick until it
+// returns, as an overdue call's is. stop returns once no call runs, or
+// with an error once wait has passed or ctx is done; the watchdog then
+// goes on halting in the background until the last call has returned.
+func (d *watchdog) stop(ctx context.Context, wait time.Duration) error {
 	d.stopped.Store(true)
 	close(d.done)
-	<-d.exited
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	var err error
+	select {
+	case <-d.exited:
+		return nil
+	case <-t.C:
+		err = fmt.Errorf("a guest call still ran %s after it was halted; it ends in the background", wait)
+	case <-ctx.Done():
+		err = fmt.Errorf("a guest call still ran when the context ended (%w); it ends in the background", context.Cause(ctx))
+	}
+	select {
+	case <-d.exited: // both were ready: the calls have ended
+		return nil
+	default:
+		return err
+	}
 }
 
 func (d *watchdog) run() {
@@ -81,6 +117,7 @@ func (d *watchdog) run() {
 			select {
 			case <-d.wake:
 			case <-d.done:
+				d.haltAll()
 				return
 			}
 		}
@@ -88,6 +125,7 @@ func (d *watchdog) run() {
 		select {
 		case <-t.C:
 		case <-d.done:
+			d.haltAll()
 			return
 		}
 		if d.scan() {
@@ -117,6 +155,30 @@ func (d *watchdog) scan() bool {
 		}
 		busy = true
 		in.watch(start, now-start > in.deadline.Load())
+	}
+	return busy
+}
+
+// haltAll halts every running call, again at every haltTick, until none
+// runs: the runtime is closing.
+func (d *watchdog) haltAll() {
+	t := time.NewTicker(haltTick)
+	defer t.Stop()
+	for d.halt() {
+		<-t.C
+	}
+}
+
+// halt halts every running call and reports whether any was running.
+func (d *watchdog) halt() bool {
+	busy := false
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for in := range d.instances {
+		if start := in.started.Load(); start != 0 {
+			busy = true
+			in.halt(start)
+		}
 	}
 	return busy
 }
@@ -152,6 +214,19 @@ func (in *instance) watch(start int64, overdue bool) {
 func (in *instance) abandon(start int64) {
 	in.mu.Lock()
 	if in.started.Load() == start {
+		in.expired.Store(true)
+		in.fuel.Set(0)
+	}
+	in.mu.Unlock()
+}
+
+// halt empties the tank of the call that started at start, if it is still
+// the one running, and marks it halted: the runtime is closing, and the
+// call ends at its next metered point, not by any fault of the plugin's.
+func (in *instance) halt(start int64) {
+	in.mu.Lock()
+	if in.started.Load() == start {
+		in.halted.Store(true)
 		in.expired.Store(true)
 		in.fuel.Set(0)
 	}
