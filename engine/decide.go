@@ -22,16 +22,22 @@ import (
 //   - selection: admission records the tasks (QUEUED or WAITING) but keeps
 //     them out of their queues (task.unranked) until their lane's policy has
 //     ranked them; then those still QUEUED go into their queues, and those
-//     cancelled or expired meanwhile are skipped.
+//     cancelled or expired meanwhile are skipped. The ranks stand if the
+//     lane's policy was replaced meanwhile, as those of tasks queued before
+//     the change do.
 //   - fairness: a round's candidates are copied, the policy picks among
 //     them, and each pick is checked against every ceiling as it is applied
-//     (as the engine always did: the policy never sees every ceiling).
+//     (as the engine always did: the policy never sees every ceiling),
+//     whichever policy made it; a change of policy runs another round.
 //   - retry: the failure record is built as the attempt's end will build
 //     it, the policy decides, and the decision is applied if the attempt
-//     still holds its lease and its record is unchanged — with the details
-//     the policy read (ABI v2: the agent's weight, ceiling, labels), which
-//     may change meanwhile; otherwise the engine asks again, under the
-//     lock, with the record and details as they now are.
+//     still holds its lease, the lane still has that policy (the same
+//     assignment, named.gen: a module reloaded under its name and
+//     assigned again is another policy) and its record is unchanged —
+//     with the details the policy read (ABI v2: the agent's weight,
+//     ceiling, labels), which may change meanwhile; otherwise the engine
+//     asks the lane's policy again, under the lock, with the record and
+//     details as they now are.
 //
 // So a slow decision delays only the submission, round or attempt that
 // asked for it, never the engine's other work; the plugin host bounds how

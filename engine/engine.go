@@ -122,7 +122,15 @@ type named[P any] struct {
 	p      P
 	own    bool // set for this lane, not inherited
 	inline bool // p decides under the engine lock (inline)
+	// gen tells this assignment from every other, under the same name or
+	// not (policyGens): an answer given outside the lock is the lane's
+	// policy's only if the lane still has this assignment (retryAhead).
+	gen uint64
 }
+
+// policyGens numbers policy assignments, across every engine and core of
+// the process, so that no two ever share a generation.
+var policyGens atomic.Uint64
 
 type (
 	namedSelection = named[policy.Selection]

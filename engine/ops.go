@@ -459,7 +459,7 @@ func assign[P any](lanes []*lane, l *lane, global *named[P], field func(*lane) *
 	if !ok {
 		return false
 	}
-	n := named[P]{name: name, p: pp, inline: inline(pp)}
+	n := named[P]{name: name, p: pp, inline: inline(pp), gen: policyGens.Add(1)}
 	if l != nil {
 		n.own = true
 		*field(l) = n

@@ -399,3 +399,63 @@ func TestSelectionOutsideTheLockGetsDetailsOnlyIfItReadsThem(t *testing.T) {
 		require.Equal(t, want, waitFor(t, s.agents, "the rank"), "uses details: %v", uses)
 	}
 }
+
+// answeringRetry answers every failure with act and counts its decisions;
+// with a gate, its first decision is held until released.
+type answeringRetry struct {
+	g     *gate
+	act   policy.Action
+	mu    sync.Mutex
+	calls int
+}
+
+func (r *answeringRetry) Decide(policy.Failure) policy.Decision {
+	r.mu.Lock()
+	r.calls++
+	first := r.calls == 1
+	r.mu.Unlock()
+	if first && r.g != nil {
+		r.g.hold()
+	}
+	return policy.Decision{Action: r.act}
+}
+
+func (r *answeringRetry) decisions() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls
+}
+
+// A retry decision made outside the lock is applied only if the lane still
+// has the policy that made it: here the lane's policy is replaced by
+// another under the same name (a plugin reloaded under its name) while the
+// first decides, so the first's answer (retry) is dropped and the new
+// policy decides again, under the lock (fail).
+func TestARetryDecidedByAPolicyReplacedMeanwhileIsDecidedAgain(t *testing.T) {
+	t.Parallel()
+	x := &laneExecutor{started: make(chan string, 64), failA: true}
+	e := twoLanes(t, x)
+	ctx := context.Background()
+	g := newGate(t)
+	old := &answeringRetry{g: g, act: policy.ActionRetry}
+	require.NoError(t, e.SetRetry("a", "reloaded", old))
+
+	a := waitFor(t, submitAsync(e, spec("a", "alice")), "lane a's submission")
+	require.NotNil(t, a)
+	startedTask(t, x, a.ID)
+	waitFor(t, g.entered, "the old policy's retry decision")
+
+	reloaded := &answeringRetry{act: policy.ActionFail}
+	require.NoError(t, e.SetRetry("a", "reloaded", reloaded))
+	g.open()
+	waitfor.Eventually(t, "the failed attempt's end is applied", func() bool {
+		got, err := e.Task(ctx, a.ID)
+		return err == nil && got.State.Terminal()
+	})
+	got, err := e.Task(ctx, a.ID)
+	require.NoError(t, err)
+	require.Equal(t, engine.StateFailed, got.State, "decided again by the new policy: %s", got.Reason)
+	require.Contains(t, got.Reason, "failed by retry policy reloaded")
+	require.Equal(t, 1, old.decisions())
+	require.Equal(t, 1, reloaded.decisions(), "the new policy decided, under the lock")
+}

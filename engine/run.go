@@ -311,8 +311,9 @@ func (c *core) forgivenLocked(instanceFault bool, class policy.ErrorClass, fault
 }
 
 // decideRetryLocked asks the lane's retry policy — or takes the answer it
-// gave outside the lock on the same record — and falls back to the built-in
-// one when the answer is not valid.
+// gave outside the lock on the same record, if the lane still has that
+// policy — and falls back to the built-in one when the answer is not
+// valid.
 //
 // by names the policy whose decision it is (the built-in's when the lane's
 // policy answered something invalid), and spent reports whether the
@@ -321,7 +322,7 @@ func (c *core) forgivenLocked(instanceFault bool, class policy.ErrorClass, fault
 func (c *core) decideRetryLocked(t *task, class policy.ErrorClass, status int, code string, now time.Time, ahead *retryAhead) (dec policy.Decision, by string, spent bool) {
 	f := c.failureLocked(t, class, status, now, t.instanceFaults())
 	by = t.lane.retry.name
-	if ahead != nil && ahead.name == by && ahead.decided(f, t, code) {
+	if ahead != nil && ahead.gen == t.lane.retry.gen && ahead.decided(f, t, code) {
 		dec = ahead.dec
 	} else {
 		dec = decideRetry(t.lane.retry.p, f, t, code)
@@ -365,7 +366,11 @@ func (c *core) failureLocked(t *task, class policy.ErrorClass, status int, now t
 // retryAhead is a retry decision made outside the lock, and the record it
 // was made on.
 type retryAhead struct {
-	name     string // the policy that decided
+	// gen is the assignment of the policy that decided (named.gen): the
+	// lane's policy may be replaced meanwhile, perhaps by one of the same
+	// name (a module reloaded under its name and assigned again), whose
+	// answer this is not.
+	gen      uint64
 	f        policy.Failure
 	code     string
 	detailed bool         // the policy read the task's details (policy.DetailedRetry)
@@ -439,5 +444,5 @@ func (c *core) retryOutsideLocked(t *task, o Outcome) *retryAhead {
 			dec = p.p.Decide(f)
 		}
 	})
-	return &retryAhead{name: p.name, f: f, code: code, detailed: detailed, det: det, dec: dec}
+	return &retryAhead{gen: p.gen, f: f, code: code, detailed: detailed, det: det, dec: dec}
 }
