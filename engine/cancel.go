@@ -225,7 +225,7 @@ func (e *Engine) Retry(ctx context.Context, id string) (*Task, error) {
 		_ = e.mutate(func(c *core) error {
 			if live := c.tasks[nt.ID]; live != nil {
 				live.outcomeOf().retryOf = id
-				c.markDirty(live)
+				c.markQuiet(live)
 				nt.RetryOf = id
 			}
 			return nil

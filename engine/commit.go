@@ -135,6 +135,11 @@ func (e *Engine) swapPendingLocked() *inflight {
 		}
 	}
 	out.Tasks = append(out.Tasks, b.snaps...)
+	if prev := e.committing; prev != nil && prev.quiet {
+		// The batch ahead is still in the store's hands: a reader that
+		// waits for this one waits for it too (Engine.CommittedTask).
+		b.quiet = true
+	}
 	e.committing = b
 	return in
 }

@@ -165,6 +165,12 @@ type changes struct {
 	// follows (Engine.Follow): the driver asks for their commit at once
 	// rather than lazily, whatever ended the task.
 	followedEnd bool
+	// quiet is set when the changes hold a change of a task that no event
+	// records (core.markQuiet), or — once swapped out for a commit — when
+	// the batch still in the store's hands before them did: a task's
+	// lastSeq then does not tell whether what it shows is committed
+	// (Engine.CommittedTask).
+	quiet bool
 }
 
 func (c *changes) empty() bool {

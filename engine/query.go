@@ -18,15 +18,27 @@ func (e *Engine) Task(ctx context.Context, id string) (*Task, error) {
 	var snap *Task
 	e.view(func(c *core) {
 		if t := c.tasks[id]; t != nil {
-			snap = t.snapshot()
-			if t.state == StateQueued && t.sq != nil {
-				snap.Position = c.positionLocked(t)
-			}
+			snap = c.liveSnapshotLocked(t)
 		}
 	})
 	if snap != nil {
 		return snap, nil
 	}
+	return e.storedTask(ctx, id)
+}
+
+// liveSnapshotLocked is Task's copy of a task in memory, with its place in
+// its queue.
+func (c *core) liveSnapshotLocked(t *task) *Task {
+	snap := t.snapshot()
+	if t.state == StateQueued && t.sq != nil {
+		snap.Position = c.positionLocked(t)
+	}
+	return snap
+}
+
+// storedTask is Task's read of a task no longer in memory.
+func (e *Engine) storedTask(ctx context.Context, id string) (*Task, error) {
 	st, err := e.store.Task(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		return nil, notFound("no task %s", id)

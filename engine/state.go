@@ -157,7 +157,7 @@ func (c *core) processCascadesLocked() {
 				if d.unmet == 0 {
 					c.setState(d, StateQueued, "dependencies met")
 				} else {
-					c.markDirty(d)
+					c.markQuiet(d)
 				}
 				continue
 			}
@@ -201,6 +201,17 @@ func (c *core) emitSessionLocked(key, reason string) {
 func (c *core) emitEngineLocked(reason string) {
 	c.seq++
 	c.cur.events = append(c.cur.events, Event{Seq: c.seq, At: c.now(), Type: EventEngine, Reason: reason})
+}
+
+// markQuiet records a change of t that no event records — the count of a
+// waiting task's unmet dependencies, a retry's link, a webhook delivery — so
+// that a reader that shows only committed changes (Engine.CommittedTask)
+// knows the batch holds one. A task's rank, decided outside the lock during
+// its admission, is marked dirty only: its submission's caller waits for it
+// (commitWait), so it is committed before anyone learns the task's id.
+func (c *core) markQuiet(t *task) {
+	c.markDirty(t)
+	c.cur.quiet = true
 }
 
 func (c *core) markDirty(t *task) {

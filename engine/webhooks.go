@@ -35,7 +35,7 @@ func (e *Engine) RecordTaskWebhook(ctx context.Context, taskID string, d Webhook
 		if t := c.tasks[taskID]; t != nil {
 			o := t.outcomeOf()
 			o.webhooks = append(o.webhooks, d)
-			c.markDirty(t)
+			c.markQuiet(t)
 			live = true
 		}
 		return nil
