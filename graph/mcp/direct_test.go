@@ -27,9 +27,9 @@ type countingEngine struct {
 	reads atomic.Int64
 }
 
-func (e *countingEngine) Task(ctx context.Context, id string) (*engine.Task, error) {
+func (e *countingEngine) CommittedTask(ctx context.Context, id string) (*engine.Task, error) {
 	e.reads.Add(1)
-	return e.Engine.Task(ctx, id)
+	return e.Engine.CommittedTask(ctx, id)
 }
 
 // direct is an MCP server built with mcp.New over a real engine and the
@@ -43,12 +43,24 @@ type direct struct {
 
 func setupDirect(t *testing.T, cfg engine.Config, sessionTimeout time.Duration) *direct {
 	t.Helper()
-	eng, err := engine.New(engine.Options{Config: cfg, Store: memory.New(memory.Options{}), Executor: enginetest.NewExecutor()})
+	return setupDirectOver(t, cfg, sessionTimeout, memory.New(memory.Options{}), enginetest.NewExecutor(), nil)
+}
+
+// setupDirectOver is setupDirect over a store and an executor; wrap, when
+// set, makes what the MCP server is given of the engine (else a
+// countingEngine).
+func setupDirectOver(t *testing.T, cfg engine.Config, sessionTimeout time.Duration, st engine.Store, exec engine.Executor, wrap func(*engine.Engine) mcp.Engine) *direct {
+	t.Helper()
+	eng, err := engine.New(engine.Options{Config: cfg, Store: st, Executor: exec})
 	require.NoError(t, err)
 	require.NoError(t, eng.Start(context.Background()))
 	res := resolvers.New(resolvers.Options{Engine: eng})
 	ce := &countingEngine{Engine: eng}
-	srv, err := mcp.New(mcp.Options{Engine: ce, Mutations: res.Mutation(), Queries: res.Query(), SessionTimeout: sessionTimeout})
+	var me mcp.Engine = ce
+	if wrap != nil {
+		me = wrap(eng)
+	}
+	srv, err := mcp.New(mcp.Options{Engine: me, Mutations: res.Mutation(), Queries: res.Query(), SessionTimeout: sessionTimeout})
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {

@@ -47,7 +47,10 @@ type Queries interface {
 // follow a submitted task, and its lanes, to say why a task waits.
 type Engine interface {
 	Events() *engine.EventLog
-	Task(ctx context.Context, id string) (*engine.Task, error)
+	// CommittedTask reads a task as far as it is committed: a call never
+	// reports a state that a crash would roll back
+	// (engine.Engine.CommittedTask).
+	CommittedTask(ctx context.Context, id string) (*engine.Task, error)
 	// Follow says a call follows the task until it ends, so that its end
 	// is committed without lingering (engine.Engine.Follow).
 	Follow(id string) (unfollow func())

@@ -31,10 +31,11 @@ const positionEvery = 250 * time.Millisecond
 // submitted, so no change is missed) until it ends. When ctx ends first,
 // the task is cancelled.
 //
-// It reacts to its own task's events: each re-reads the task. While the
-// task is queued and the client asked for progress, the events of its
-// agent's queue of the lane move its place: then the task (and its place)
-// is re-read at most once per positionEvery.
+// It reacts to its own task's events: each re-reads the task, as far as it
+// is committed (engine.Engine.CommittedTask). While the task is queued and
+// the client asked for progress, the events of its agent's queue of the
+// lane move its place: then the task (and its place) is re-read at most
+// once per positionEvery.
 func (s *Server) wait(ctx context.Context, req *sdk.CallToolRequest, c *caller, t *engine.Task, cursor uint64) (*engine.Task, error) {
 	// Close ends the wait (the engine's shutdown decides the task's fate).
 	ctx, stop := context.WithCancel(ctx)
@@ -95,8 +96,10 @@ func (s *Server) wait(ctx context.Context, req *sdk.CallToolRequest, c *caller, 
 				}
 			}
 		}
-		// Its own news, or (at most once per positionEvery) its new place.
-		nt, err := s.opts.Engine.Task(ctx, t.ID)
+		// Its own news, or (at most once per positionEvery) its new place:
+		// as committed, so that the call never reports a state (above all
+		// an end) that a crash would roll back.
+		nt, err := s.opts.Engine.CommittedTask(ctx, t.ID)
 		if err != nil {
 			if ctx.Err() != nil {
 				s.cancel(ctx, c, t.ID)

@@ -74,11 +74,17 @@ func notOwn(agent, id string) *engine.Error {
 
 // ownedTask reads a task the caller may see.
 func (r *Resolver) ownedTask(ctx context.Context, id string) (*engine.Task, error) {
+	return r.ownedTaskBy(ctx, id, r.eng.Task)
+}
+
+// ownedTaskBy is ownedTask with its read of the task: a follower's reads
+// show only what is committed (Engine.CommittedTask).
+func (r *Resolver) ownedTaskBy(ctx context.Context, id string, read func(context.Context, string) (*engine.Task, error)) (*engine.Task, error) {
 	agent, err := ownAgent(ctx)
 	if err != nil {
 		return nil, err
 	}
-	t, err := r.eng.Task(ctx, id)
+	t, err := read(ctx, id)
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,10 @@ type Engine interface {
 	Events() *engine.EventLog
 	Sync(ctx context.Context) error
 	Task(ctx context.Context, id string) (*engine.Task, error)
+	// CommittedTask is Task for a follower: it shows only what is
+	// committed, waiting for the commit of a change that is not yet
+	// (engine.Engine.CommittedTask).
+	CommittedTask(ctx context.Context, id string) (*engine.Task, error)
 	// Follow says a client follows the task until it ends, so that its end
 	// is committed without lingering (engine.Engine.Follow).
 	Follow(id string) (unfollow func())

@@ -204,8 +204,16 @@ func (s *subscriptionResolver) Task(ctx context.Context, id string) (<-chan *mod
 	if err := checkID("id", id, true); err != nil {
 		return nil, err
 	}
-	first, err := (*Resolver)(s).ownedTask(ctx, id)
+	// Followed before the first read, so that an end that read waits for is
+	// written at once (engine.Engine.Follow).
+	unfollow := s.eng.Follow(id)
+	// Every message shows the task as committed: with a durable store the
+	// engine's memory runs ahead of the store, and a state read from it
+	// before its commit (RUNNING, SUCCEEDED) could be rolled back by a
+	// crash. A read of a change still on its way waits for its commit.
+	first, err := (*Resolver)(s).ownedTaskBy(ctx, id, s.eng.CommittedTask)
 	if err != nil {
+		unfollow()
 		return nil, err
 	}
 	// Follow the task's events from its snapshot on: nothing after it is
@@ -218,7 +226,6 @@ func (s *subscriptionResolver) Task(ctx context.Context, id string) (<-chan *mod
 	const kind = "task"
 	ended := s.opts.Observer.SubscriptionStarted(kind)
 	ch := make(chan *model.Task) // unbuffered: see subgate.Send
-	unfollow := s.eng.Follow(id)
 	go func() {
 		defer ended()
 		defer close(ch)
@@ -233,12 +240,19 @@ func (s *subscriptionResolver) Task(ctx context.Context, id string) (<-chan *mod
 				return
 			}
 			// Wait for the next change (or a LAGGED notice: either way,
-			// read the task again).
-			if _, err := rd.Next(ctx, eventstream.DefaultBatch); err != nil {
-				(*Resolver)(s).streamFailed(ctx, kind, err)
-				return
+			// read the task again). A read that waited for its commit may
+			// show changes whose events come after it: those are not news.
+			for news := false; !news; {
+				items, err := rd.Next(ctx, eventstream.DefaultBatch)
+				if err != nil {
+					(*Resolver)(s).streamFailed(ctx, kind, err)
+					return
+				}
+				for i := range items {
+					news = news || items[i].Lagged > 0 || items[i].Event.Seq > t.LastSeq
+				}
 			}
-			if t, err = s.eng.Task(ctx, id); err != nil {
+			if t, err = s.eng.CommittedTask(ctx, id); err != nil {
 				(*Resolver)(s).streamFailed(ctx, kind, err)
 				return
 			}

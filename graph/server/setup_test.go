@@ -53,6 +53,8 @@ type bundle struct {
 type setupOptions struct {
 	config     engine.Config
 	storeOpts  memory.Options
+	store      engine.Store                          // instead of a memory store with storeOpts
+	engine     func(*engine.Engine) resolvers.Engine // what the server is given of the engine (default: the engine)
 	registry   bool
 	limits     resolvers.Limits
 	keepAlive  time.Duration
@@ -75,7 +77,11 @@ func setup(t *testing.T, opts ...func(*setupOptions)) *bundle {
 	}
 	exec := enginetest.NewExecutor()
 	exec.Auto = o.auto
-	eng, err := engine.New(engine.Options{Config: o.config, Store: memory.New(o.storeOpts), Executor: exec})
+	store := o.store
+	if store == nil {
+		store = memory.New(o.storeOpts)
+	}
+	eng, err := engine.New(engine.Options{Config: o.config, Store: store, Executor: exec})
 	require.NoError(t, err)
 	require.NoError(t, eng.Start(context.Background()))
 	arts := artifact.NewMemory()
@@ -116,8 +122,12 @@ func setup(t *testing.T, opts ...func(*setupOptions)) *bundle {
 	if o.logs != nil {
 		logOut, level = io.MultiWriter(logOut, o.logs), hclog.Info
 	}
+	var api resolvers.Engine = eng
+	if o.engine != nil {
+		api = o.engine(eng)
+	}
 	sopts := server.Options{
-		Engine: eng, Registry: reg, Artifacts: arts, Limits: o.limits, KeepAlive: o.keepAlive, Version: "test",
+		Engine: api, Registry: reg, Artifacts: arts, Limits: o.limits, KeepAlive: o.keepAlive, Version: "test",
 		Plugins: mgr, Schedules: sched, Pull: workers, Heartbeats: checks,
 		Logger: hclog.New(&hclog.LoggerOptions{Level: level, Output: logOut}),
 	}

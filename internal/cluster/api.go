@@ -48,6 +48,13 @@ func (a *Engine) Task(ctx context.Context, id string) (*engine.Task, error) {
 	return a.n.Engine().Task(ctx, id)
 }
 
+// CommittedTask returns a task as far as it is committed (see
+// engine.Engine.CommittedTask): the leader's memory runs ahead of the store;
+// a follower reads the store.
+func (a *Engine) CommittedTask(ctx context.Context, id string) (*engine.Task, error) {
+	return a.n.Engine().CommittedTask(ctx, id)
+}
+
 // Follow records that a client follows a task until it ends (see
 // engine.Engine.Follow). The task lives in the leader's memory: on a
 // follower it changes nothing.
