@@ -28,6 +28,23 @@ type batchRecorder struct {
 
 type committed struct{ ended, queued, running []string }
 
+func newBatchRecorder() *batchRecorder {
+	return &batchRecorder{durableMemory: durableMemory{memory.New(memory.Options{})}}
+}
+
+// startRecorded starts an engine over st (a batchRecorder, or a store built
+// on one) with a scripted executor, and shuts it down when the test ends
+// (in a synctest bubble, inside the bubble).
+func startRecorded(t *testing.T, st engine.Store) (*engine.Engine, *enginetest.Executor) {
+	t.Helper()
+	exec := enginetest.NewExecutor()
+	e, err := engine.New(engine.Options{Store: st, Executor: exec})
+	require.NoError(t, err)
+	require.NoError(t, e.Start(context.Background()))
+	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	return e, exec
+}
+
 func (s *batchRecorder) Commit(ctx context.Context, b *engine.Batch) error {
 	var c committed
 	for _, ev := range b.Events {
@@ -73,6 +90,12 @@ func (s *readsFrom) Task(ctx context.Context, id string) (*engine.Task, error) {
 	return s.batchRecorder.Task(ctx, id)
 }
 
+// ended reports whether a commit wrote id's end.
+func (s *batchRecorder) ended(id string) bool {
+	i, _ := s.commitOf(id)
+	return i >= 0
+}
+
 // commitOf returns the commit that wrote id's end, or -1.
 func (s *batchRecorder) commitOf(id string) (int, committed) {
 	s.mu.Lock()
@@ -94,16 +117,8 @@ func (s *batchRecorder) commitOf(id string) (int, committed) {
 func TestAFollowedTaskEndsWithoutLingering(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		exec := enginetest.NewExecutor()
-		st := &batchRecorder{durableMemory: durableMemory{memory.New(memory.Options{})}}
-		e, err := engine.New(engine.Options{Store: st, Executor: exec})
-		require.NoError(t, err)
-		require.NoError(t, e.Start(ctx))
-		defer func() { _ = e.Shutdown(ctx) }()
-		ended := func(id string) bool {
-			i, _ := st.commitOf(id)
-			return i >= 0
-		}
+		st := newBatchRecorder()
+		e, exec := startRecorded(t, st)
 		finish := func(id string) {
 			synctest.Wait()
 			require.NotNil(t, exec.Run(id), "the attempt of %s started", id)
@@ -115,14 +130,14 @@ func TestAFollowedTaskEndsWithoutLingering(t *testing.T) {
 		require.NoError(t, err)
 		unfollow := e.Follow(followed.ID)
 		finish(followed.ID)
-		require.True(t, ended(followed.ID), "the followed task's end is committed at once")
+		require.True(t, st.ended(followed.ID), "the followed task's end is committed at once")
 		unfollow()
 		unfollow() // harmless
 
 		alone, err := e.Submit(ctx, enginetest.Spec("a").Obj())
 		require.NoError(t, err)
 		finish(alone.ID)
-		require.False(t, ended(alone.ID), "nobody follows it: its end lingers for company")
+		require.False(t, st.ended(alone.ID), "nobody follows it: its end lingers for company")
 		next, err := e.Submit(ctx, enginetest.Spec("b").Obj())
 		require.NoError(t, err)
 		_, c := st.commitOf(alone.ID)
@@ -131,7 +146,7 @@ func TestAFollowedTaskEndsWithoutLingering(t *testing.T) {
 		finish(next.ID)
 		time.Sleep(time.Second) // fake time: the linger passes
 		synctest.Wait()
-		require.True(t, ended(next.ID), "alone, a lingering end is written after lazyCommitDelay")
+		require.True(t, st.ended(next.ID), "alone, a lingering end is written after lazyCommitDelay")
 
 		require.NotPanics(t, func() { e.Follow("no-such-task")() })
 	})
@@ -146,16 +161,8 @@ func TestAFollowedTaskEndsWithoutLingering(t *testing.T) {
 func TestAFollowedTaskEndedByATimerOrACascadeEndsWithoutLingering(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		exec := enginetest.NewExecutor()
-		st := &batchRecorder{durableMemory: durableMemory{memory.New(memory.Options{})}}
-		e, err := engine.New(engine.Options{Store: st, Executor: exec})
-		require.NoError(t, err)
-		require.NoError(t, e.Start(ctx))
-		defer func() { _ = e.Shutdown(ctx) }()
-		ended := func(id string) bool {
-			i, _ := st.commitOf(id)
-			return i >= 0
-		}
+		st := newBatchRecorder()
+		e, exec := startRecorded(t, st)
 
 		blocker, err := e.Submit(ctx, enginetest.Spec("a").Obj())
 		require.NoError(t, err)
@@ -171,15 +178,15 @@ func TestAFollowedTaskEndedByATimerOrACascadeEndsWithoutLingering(t *testing.T) 
 		time.Sleep(time.Second + time.Millisecond)
 		synctest.Wait()
 		require.Equal(t, engine.StateExpired, taskState(t, e, expiring.ID))
-		require.True(t, ended(expiring.ID), "the followed task's expiry is committed at once")
+		require.True(t, st.ended(expiring.ID), "the followed task's expiry is committed at once")
 
 		// Its dependency fails: the cascade cancels it.
 		synctest.Wait()
 		require.NoError(t, exec.Fail(blocker.ID, engine.Permanent(errors.New("no such page"))))
 		synctest.Wait()
 		require.Equal(t, engine.StateCancelled, taskState(t, e, cascaded.ID))
-		require.True(t, ended(cascaded.ID), "the followed task's cancellation by a cascade is committed at once")
-		require.True(t, ended(blocker.ID), "and the dependency's end rode with it")
+		require.True(t, st.ended(cascaded.ID), "the followed task's cancellation by a cascade is committed at once")
+		require.True(t, st.ended(blocker.ID), "and the dependency's end rode with it")
 	})
 }
 
@@ -198,12 +205,8 @@ func taskState(t *testing.T, e *engine.Engine, id string) engine.State {
 func TestAFollowedTaskIsReadFromMemoryUntilUnfollowed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		exec := enginetest.NewExecutor()
-		st := &readsFrom{batchRecorder: &batchRecorder{durableMemory: durableMemory{memory.New(memory.Options{})}}}
-		e, err := engine.New(engine.Options{Store: st, Executor: exec})
-		require.NoError(t, err)
-		require.NoError(t, e.Start(ctx))
-		defer func() { _ = e.Shutdown(ctx) }()
+		st := &readsFrom{batchRecorder: newBatchRecorder()}
+		e, exec := startRecorded(t, st)
 
 		task, err := e.Submit(ctx, enginetest.Spec("a").Obj())
 		require.NoError(t, err)
@@ -247,12 +250,8 @@ func TestAFollowedTaskIsReadFromMemoryUntilUnfollowed(t *testing.T) {
 func TestAnAttemptsStartRidesWithItsEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		exec := enginetest.NewExecutor()
-		st := &batchRecorder{durableMemory: durableMemory{memory.New(memory.Options{})}}
-		e, err := engine.New(engine.Options{Store: st, Executor: exec})
-		require.NoError(t, err)
-		require.NoError(t, e.Start(ctx))
-		defer func() { _ = e.Shutdown(ctx) }()
+		st := newBatchRecorder()
+		e, exec := startRecorded(t, st)
 
 		task, err := e.Submit(ctx, enginetest.Spec("a").Obj())
 		require.NoError(t, err)
