@@ -57,6 +57,38 @@ func (e *events) last() host.Event {
 
 func pickCtx() policy.PickContext { return policy.PickContext{NowMs: 1e12, AgingMs: 30_000, Slots: 4} }
 
+// faulty is the faulty guest loaded healthy ({"mode": "ok"}) into a runtime
+// of its own, wrapped as a fairness policy whose fallback is reverse, with
+// eight candidates to pick four of: the plugin picks 0, 1, 2, 3 and the
+// fallback 7, 6, 5, 4.
+type faulty struct {
+	p     *host.Plugin
+	w     *host.Fairness
+	cands []policy.Candidate
+	picks []uint32
+}
+
+// loadFaulty loads the faulty guest into a runtime with cfg (its budget,
+// its breaker).
+func loadFaulty(t *testing.T, cfg host.Config) *faulty {
+	t.Helper()
+	rt := newRuntime(t, cfg)
+	p, err := rt.Load(context.Background(), "faulty", guests["faulty"], []byte(`{"mode": "ok"}`))
+	require.NoError(t, err)
+	w, err := p.Fairness(reverse{})
+	require.NoError(t, err)
+	return &faulty{p: p, w: w, cands: host.SyntheticCandidates(8, 1), picks: make([]uint32, 4)}
+}
+
+// pick makes one decision into f.picks and returns how many it picked.
+func (f *faulty) pick() int { return f.w.Pick(pickCtx(), f.cands, f.picks) }
+
+// mode reconfigures the guest: "ok", or the way it fails.
+func (f *faulty) mode(t *testing.T, mode string) {
+	t.Helper()
+	require.NoError(t, f.p.Configure(context.Background(), []byte(`{"mode": "`+mode+`"}`)))
+}
+
 func TestLoadRefusesInvalidModules(t *testing.T) {
 	t.Parallel()
 	rt := newRuntime(t, host.Config{})
@@ -100,22 +132,16 @@ func TestFaultyFairnessDecisionsFallBackAndAreCounted(t *testing.T) {
 			var ev events
 			// A budget of its own: "alloc" must run out of fuel (memory.grow
 			// pays by the page) before it reaches the memory cap.
-			rt := newRuntime(t, host.Config{OnEvent: ev.add, BreakerThreshold: 100, DecisionFuel: 2_000_000})
-			p, err := rt.Load(context.Background(), "faulty", guests["faulty"], []byte(`{"mode": "ok"}`))
-			require.NoError(t, err)
-			w, err := p.Fairness(reverse{})
-			require.NoError(t, err)
-			cands := host.SyntheticCandidates(8, 1)
-			picks := make([]uint32, 4)
-			require.Equal(t, 4, w.Pick(pickCtx(), cands, picks))
-			require.Equal(t, []uint32{0, 1, 2, 3}, picks, "the healthy plugin answers")
+			f := loadFaulty(t, host.Config{OnEvent: ev.add, BreakerThreshold: 100, DecisionFuel: 2_000_000})
+			require.Equal(t, 4, f.pick())
+			require.Equal(t, []uint32{0, 1, 2, 3}, f.picks, "the healthy plugin answers")
 
-			require.NoError(t, p.Configure(context.Background(), []byte(`{"mode": "`+tc.mode+`"}`)))
+			f.mode(t, tc.mode)
 			for range 3 { // the fault, then decisions while the instance may be rebuilt
-				require.Equal(t, 4, w.Pick(pickCtx(), cands, picks))
-				require.Equal(t, []uint32{7, 6, 5, 4}, picks, "the fallback answers")
+				require.Equal(t, 4, f.pick())
+				require.Equal(t, []uint32{7, 6, 5, 4}, f.picks, "the fallback answers")
 			}
-			st := p.Stats()
+			st := f.p.Stats()
 			require.GreaterOrEqual(t, st.Faults[tc.want], uint64(1), "stats %+v", st)
 			require.Equal(t, uint64(3), st.Fallbacks)
 			require.Equal(t, host.EventFault, ev.all[0].Kind)
@@ -158,17 +184,12 @@ func (fixedRetry) Decide(policy.Failure) policy.Decision {
 func TestBreakerDisablesPluginAfterRepeatedFaults(t *testing.T) {
 	t.Parallel()
 	var ev events
-	rt := newRuntime(t, host.Config{OnEvent: ev.add, BreakerThreshold: 3, BreakerStall: time.Hour, QuarantineBase: time.Hour})
-	p, err := rt.Load(context.Background(), "faulty", guests["faulty"], []byte(`{"mode": "ok"}`))
-	require.NoError(t, err)
-	w, err := p.Fairness(reverse{})
-	require.NoError(t, err)
-	require.NoError(t, p.Configure(context.Background(), []byte(`{"mode": "panic"}`)))
-	cands := host.SyntheticCandidates(8, 1)
-	picks := make([]uint32, 4)
+	f := loadFaulty(t, host.Config{OnEvent: ev.add, BreakerThreshold: 3, BreakerStall: time.Hour, QuarantineBase: time.Hour})
+	p := f.p
+	f.mode(t, "panic")
 	waitfor.Eventually(t, "the breaker trips", func() bool {
-		require.Equal(t, 4, w.Pick(pickCtx(), cands, picks))
-		require.Equal(t, []uint32{7, 6, 5, 4}, picks)
+		require.Equal(t, 4, f.pick())
+		require.Equal(t, []uint32{7, 6, 5, 4}, f.picks)
 		disabled, _ := p.Disabled()
 		return disabled
 	})
@@ -182,16 +203,16 @@ func TestBreakerDisablesPluginAfterRepeatedFaults(t *testing.T) {
 
 	// Disabled, the plugin is not called at all: no more faults.
 	for range 10 {
-		require.Equal(t, 4, w.Pick(pickCtx(), cands, picks))
+		require.Equal(t, 4, f.pick())
 	}
 	require.Equal(t, uint64(3), p.Stats().FaultTotal())
 
 	// Enabled again with a good configuration, it answers again.
-	require.NoError(t, p.Configure(context.Background(), []byte(`{"mode": "ok"}`)))
+	f.mode(t, "ok")
 	p.Enable()
 	waitfor.Eventually(t, "the re-enabled plugin answers", func() bool {
-		w.Pick(pickCtx(), cands, picks)
-		return picks[0] == 0
+		f.pick()
+		return f.picks[0] == 0
 	})
 	require.Equal(t, host.EventEnabled, ev.kinds()[4])
 }
@@ -203,20 +224,15 @@ func TestBreakerDisablesPluginAfterRepeatedFaults(t *testing.T) {
 func TestQuarantineReadsAsProbationOnceOver(t *testing.T) {
 	t.Parallel()
 	var ev events
-	rt := newRuntime(t, host.Config{OnEvent: ev.add, BreakerThreshold: 1, BreakerStall: time.Hour,
+	f := loadFaulty(t, host.Config{OnEvent: ev.add, BreakerThreshold: 1, BreakerStall: time.Hour,
 		QuarantineBase: time.Second, Probation: 5})
-	p, err := rt.Load(context.Background(), "faulty", guests["faulty"], []byte(`{"mode": "ok"}`))
-	require.NoError(t, err)
-	w, err := p.Fairness(reverse{})
-	require.NoError(t, err)
-	require.NoError(t, p.Configure(context.Background(), []byte(`{"mode": "panic"}`)))
-	cands := host.SyntheticCandidates(8, 1)
-	picks := make([]uint32, 4)
-	w.Pick(pickCtx(), cands, picks)
+	p := f.p
+	f.mode(t, "panic")
+	f.pick()
 	st := p.Stats()
 	require.Equal(t, host.StateQuarantined, st.State, "%+v", st)
 	require.False(t, st.Until.IsZero())
-	require.NoError(t, p.Configure(context.Background(), []byte(`{"mode": "ok"}`)))
+	f.mode(t, "ok")
 
 	waitfor.Eventually(t, "the ended quarantine reads as probation without a decision", func() bool {
 		return p.Stats().State == host.StateProbation
@@ -229,52 +245,41 @@ func TestQuarantineReadsAsProbationOnceOver(t *testing.T) {
 	require.False(t, disabled)
 	require.NotContains(t, ev.kinds(), host.EventEnabled, "reading does not end the quarantine")
 
-	w.Pick(pickCtx(), cands, picks)
+	f.pick()
 	require.Equal(t, host.StateProbation, p.Stats().State)
 	require.Equal(t, host.EventEnabled, ev.last().Kind, "the next decision ends it")
 }
 
 func TestRareFaultsDoNotTripTheBreaker(t *testing.T) {
 	t.Parallel()
-	rt := newRuntime(t, host.Config{BreakerThreshold: 2, BreakerForgive: 10})
-	p, err := rt.Load(context.Background(), "faulty", guests["faulty"], []byte(`{"mode": "ok"}`))
-	require.NoError(t, err)
-	w, err := p.Fairness(reverse{})
-	require.NoError(t, err)
-	cands, picks := host.SyntheticCandidates(8, 1), make([]uint32, 4)
+	f := loadFaulty(t, host.Config{BreakerThreshold: 2, BreakerForgive: 10})
 	for range 5 { // one refused decision in every 20: forgiven in time
-		require.NoError(t, p.Configure(context.Background(), []byte(`{"mode": "count"}`)))
-		w.Pick(pickCtx(), cands, picks)
-		require.NoError(t, p.Configure(context.Background(), []byte(`{"mode": "ok"}`)))
+		f.mode(t, "count")
+		f.pick()
+		f.mode(t, "ok")
 		for range 19 {
-			w.Pick(pickCtx(), cands, picks)
+			f.pick()
 		}
 	}
-	disabled, why := p.Disabled()
+	disabled, why := f.p.Disabled()
 	require.False(t, disabled, why)
-	require.Equal(t, uint64(5), p.Stats().FaultTotal())
+	require.Equal(t, uint64(5), f.p.Stats().FaultTotal())
 }
 
 func TestConfigureIsHotAndRefusalKeepsTheOldConfiguration(t *testing.T) {
 	t.Parallel()
-	rt := newRuntime(t, host.Config{})
-	p, err := rt.Load(context.Background(), "faulty", guests["faulty"], []byte(`{"mode": "ok"}`))
-	require.NoError(t, err)
-	w, err := p.Fairness(reverse{})
-	require.NoError(t, err)
-	cands, picks := host.SyntheticCandidates(8, 1), make([]uint32, 4)
-
-	err = p.Configure(context.Background(), []byte(`{"mode": [`))
+	f := loadFaulty(t, host.Config{})
+	err := f.p.Configure(context.Background(), []byte(`{"mode": [`))
 	require.ErrorIs(t, err, host.ErrInvalid)
-	require.JSONEq(t, `{"mode": "ok"}`, string(p.Config()))
+	require.JSONEq(t, `{"mode": "ok"}`, string(f.p.Config()))
 	waitfor.Eventually(t, "the plugin answers with its old configuration", func() bool {
-		w.Pick(pickCtx(), cands, picks)
-		return picks[0] == 0
+		f.pick()
+		return f.picks[0] == 0
 	})
 
-	require.NoError(t, p.Configure(context.Background(), []byte(`{"mode": "count"}`)))
-	w.Pick(pickCtx(), cands, picks)
-	require.Equal(t, uint32(7), picks[0], "the new configuration applies to the next decision")
+	f.mode(t, "count")
+	f.pick()
+	require.Equal(t, uint32(7), f.picks[0], "the new configuration applies to the next decision")
 }
 
 func TestConcurrentDecisionsMatchTheNativePolicy(t *testing.T) {
@@ -316,17 +321,12 @@ func equal(a, b []uint32) bool {
 
 func TestClosedPluginKeepsAnsweringThroughFallback(t *testing.T) {
 	t.Parallel()
-	rt := newRuntime(t, host.Config{})
-	p, err := rt.Load(context.Background(), "faulty", guests["faulty"], []byte(`{"mode": "ok"}`))
-	require.NoError(t, err)
-	w, err := p.Fairness(reverse{})
-	require.NoError(t, err)
-	require.NoError(t, p.Close(context.Background()))
-	picks := make([]uint32, 4)
-	require.Equal(t, 4, w.Pick(pickCtx(), host.SyntheticCandidates(8, 1), picks))
-	require.Equal(t, []uint32{7, 6, 5, 4}, picks)
-	_, err = p.Fairness(nil)
+	f := loadFaulty(t, host.Config{})
+	require.NoError(t, f.p.Close(context.Background()))
+	require.Equal(t, 4, f.pick())
+	require.Equal(t, []uint32{7, 6, 5, 4}, f.picks)
+	_, err := f.p.Fairness(nil)
 	require.Error(t, err, "a wrapper needs a fallback")
-	_, err = p.Retry(fixedRetry{})
+	_, err = f.p.Retry(fixedRetry{})
 	require.ErrorContains(t, err, "is a fairness policy, not a retry policy")
 }
