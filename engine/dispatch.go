@@ -303,10 +303,11 @@ func (c *core) laneOpen(l *lane, slack int) bool {
 }
 
 // nextLocked chooses the next task to dispatch under the native fairness
-// order, parking every queue it finds blocked on the way. It returns nil when
-// nothing can run. The instance chosen for the task is left in
-// e.scratch.placed.
-func (c *core) nextLocked(now int64, slack int) *task {
+// order, parking every queue it finds blocked on the way, and reports
+// whether its queue won by age (aged) rather than by fair share. It returns
+// nil when nothing can run. The instance chosen for the task is left in
+// e.scratch.placed. A plan asks it too (nextPlannedLocked), with slack.
+func (c *core) nextLocked(now int64, slack int) (t *task, aged bool) {
 	for c.inflight < c.cfg.MaxInFlight+slack {
 		var best *agentQueue
 		bestAged := false
@@ -320,13 +321,13 @@ func (c *core) nextLocked(now int64, slack int) *task {
 			}
 		}
 		if best == nil {
-			return nil
+			return nil, false
 		}
 		if t := c.admitHeadLocked(best); t != nil {
-			return t
+			return t, bestAged
 		}
 	}
-	return nil
+	return nil, false
 }
 
 // admitHeadLocked checks the ceilings of aq's head task. It returns the task
@@ -511,7 +512,7 @@ func (c *core) roundLocked(now time.Time, runs []*Run) []*Run {
 			c.announceHoldsLocked(now)
 		}
 		for len(runs) < maxPerRound {
-			t := c.nextLocked(now.UnixNano(), 0)
+			t, _ := c.nextLocked(now.UnixNano(), 0)
 			if t == nil {
 				break
 			}
@@ -642,7 +643,7 @@ func (c *core) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 			// engine parked those queues, so the next call sees new heads.
 			// Guard against a policy that keeps picking parked queues: fall
 			// back to the native order for one decision.
-			if t := c.nextLocked(now.UnixNano(), 0); t != nil {
+			if t, _ := c.nextLocked(now.UnixNano(), 0); t != nil {
 				runs = append(runs, c.assignLocked(t, c.scratch.placed, now))
 			} else {
 				return runs

@@ -134,29 +134,14 @@ func (c *core) planLocked(limit int, now time.Time) *Plan {
 
 // nextPlannedLocked is nextLocked that also says why the queue won.
 func (c *core) nextPlannedLocked(now int64, slack int) (*task, string) {
-	for c.inflight < c.cfg.MaxInFlight+slack {
-		var best *agentQueue
-		bestAged := false
-		for _, l := range c.lanes {
-			if !c.laneOpen(l, slack) {
-				continue
-			}
-			aq, aged := c.laneTop(l, now)
-			if best == nil || better(aq, aged, best, bestAged) {
-				best, bestAged = aq, aged
-			}
-		}
-		if best == nil {
-			return nil, ""
-		}
-		if t := c.admitHeadLocked(best); t != nil {
-			if bestAged {
-				return t, "aged"
-			}
-			return t, "fair share"
-		}
+	switch t, aged := c.nextLocked(now, slack); {
+	case t == nil:
+		return nil, ""
+	case aged:
+		return t, "aged"
+	default:
+		return t, "fair share"
 	}
-	return nil, ""
 }
 
 // nextByPolicyLocked asks the fairness policy for one pick, in dry-run mode.
