@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -98,7 +99,7 @@ func (c *core) matchLiveLocked(f TaskFilter) []*task {
 			out = append(out, t)
 		}
 	}
-	slices.SortFunc(out, func(a, b *task) int { return compareSeq(a.seq, b.seq) })
+	slices.SortFunc(out, func(a, b *task) int { return cmp.Compare(a.seq, b.seq) })
 	return out
 }
 

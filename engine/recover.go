@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -42,7 +43,7 @@ func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
 	}
 	now := e.now()
 	tasks := slices.Clone(snap.Tasks)
-	slices.SortFunc(tasks, func(a, b *Task) int { return compareSeq(a.Seq, b.Seq) })
+	slices.SortFunc(tasks, func(a, b *Task) int { return cmp.Compare(a.Seq, b.Seq) })
 	var live []*task
 	for _, st := range tasks {
 		if st.State.Terminal() {

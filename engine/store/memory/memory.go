@@ -5,6 +5,7 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -82,7 +83,7 @@ func (s *Store) Load(context.Context) (*engine.Snapshot, error) {
 	for _, l := range s.lanes {
 		snap.Lanes = append(snap.Lanes, l)
 	}
-	slices.SortFunc(snap.Lanes, func(a, b engine.LaneConfig) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(snap.Lanes, func(a, b engine.LaneConfig) int { return cmp.Compare(a.Name, b.Name) })
 	for k, v := range s.settings {
 		snap.Settings[k] = slices.Clone(v)
 	}
@@ -385,16 +386,6 @@ func tm(n int64) time.Time {
 		return time.Time{}
 	}
 	return time.Unix(0, n).UTC()
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // eventRing keeps the latest events in seq order in a circular buffer.
