@@ -258,7 +258,7 @@ func (c *Config) Validate() error {
 }
 
 func (l *LaneConfig) validate() error {
-	if !validName(l.Name) {
+	if !ValidLaneName(l.Name) {
 		return fmt.Errorf("name: %q is not a lane name (letters, digits, '-' and '_', at most 64)", l.Name)
 	}
 	orDefault(&l.MaxQueued, 100_000)
@@ -317,7 +317,9 @@ func (p *RetryPolicy) Validate() error {
 	return nil
 }
 
-func validName(s string) bool {
+// ValidLaneName reports whether s can name a lane: 1 to 64 letters, digits,
+// '-' and '_'.
+func ValidLaneName(s string) bool {
 	if s == "" || len(s) > 64 {
 		return false
 	}

@@ -40,7 +40,7 @@ type task struct {
 	// The fields from here on are sized to keep a task within 288 bytes,
 	// an allocation size class: at 296 it took 320, and the engine's
 	// throughput fell by about 6 %. depth is at most MaxSpawnDepth+1 and
-	// unmet at most maxDependsOn.
+	// unmet at most MaxDependsOn.
 	heapIdx   int32 // index in its subQueue's heap, -1 when not queued
 	timerIdx  [timerKinds]int32
 	depth     uint16

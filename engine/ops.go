@@ -88,7 +88,7 @@ func (c *core) updateLaneLocked(name string, u LaneUpdate) (LaneStatus, error) {
 	if l != nil {
 		cfg = l.cfg
 	} else {
-		if !validName(name) {
+		if !ValidLaneName(name) {
 			return LaneStatus{}, invalid("name", "%q is not a lane name (letters, digits, '-' and '_', at most 64)", name)
 		}
 		cfg = NewLane(name)

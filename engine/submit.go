@@ -17,15 +17,25 @@ import (
 // Admission: validating a submission, refusing it or recording it, and
 // putting it where it waits.
 
-// Limits on what a submission may carry.
+// Limits on what a submission may carry. The API checks its input against
+// the same ones (graph/resolvers), so that its refusal names the input's
+// field.
 const (
-	maxIDLength       = 256
-	maxLabels         = 64
-	maxLabelLength    = 256
-	maxDependsOn      = 256
-	maxInstruction    = 64 << 10
-	maxParamsBytes    = 256 << 10
-	maxActionKindSize = 64
+	// MaxIDLength bounds, in bytes, an id, an agent id, a session key, a tab
+	// or instance id and an idempotency key.
+	MaxIDLength = 256
+	// MaxLabels bounds a task's labels; MaxLabelLength each key and value,
+	// in bytes.
+	MaxLabels      = 64
+	MaxLabelLength = 256
+	// MaxDependsOn bounds the tasks one task depends on.
+	MaxDependsOn = 256
+	// MaxInstruction bounds a chat task's instruction, in bytes.
+	MaxInstruction = 64 << 10
+	// MaxParamsBytes bounds an action's parameters (JSON), in bytes.
+	MaxParamsBytes = 256 << 10
+	// MaxActionKindLength bounds an action's kind, in bytes.
+	MaxActionKindLength = 64
 )
 
 // BatchItem is one task of a SubmitBatch. Key, when set, lets other items of
@@ -125,7 +135,7 @@ func (e *Engine) Ingest(ctx context.Context, in Inbound) (*BatchResult, error) {
 		return nil, invalid("items", "a submission that is not a batch holds one task, got %d", len(in.Items))
 	}
 	for i, it := range in.Items {
-		if it.ID == "" || len(it.ID) > maxIDLength {
+		if it.ID == "" || len(it.ID) > MaxIDLength {
 			return nil, invalid(itemField(in.Batch, i, "id"), "an ingested task needs its id")
 		}
 	}
@@ -407,30 +417,30 @@ func (c *core) normalize(in TaskSpec, now time.Time) (*TaskSpec, error) {
 	switch {
 	case s.AgentID == "":
 		return nil, invalid("agentId", "is required")
-	case len(s.AgentID) > maxIDLength:
-		return nil, invalid("agentId", "is longer than %d bytes", maxIDLength)
-	case len(s.SessionKey) > maxIDLength:
-		return nil, invalid("sessionKey", "is longer than %d bytes", maxIDLength)
-	case len(s.TabID) > maxIDLength || len(s.InstanceID) > maxIDLength:
-		return nil, invalid("tabId", "tab and instance ids are at most %d bytes", maxIDLength)
+	case len(s.AgentID) > MaxIDLength:
+		return nil, invalid("agentId", "is longer than %d bytes", MaxIDLength)
+	case len(s.SessionKey) > MaxIDLength:
+		return nil, invalid("sessionKey", "is longer than %d bytes", MaxIDLength)
+	case len(s.TabID) > MaxIDLength || len(s.InstanceID) > MaxIDLength:
+		return nil, invalid("tabId", "tab and instance ids are at most %d bytes", MaxIDLength)
 	case s.Priority < PriorityCritical || s.Priority > PriorityLow:
 		return nil, invalid("priority", "must be within 0 (CRITICAL) .. 3 (LOW), got %d", s.Priority)
 	case (s.Action == nil) == (s.Instruction == ""):
 		return nil, invalid("action", "exactly one of action and instruction is required")
-	case len(s.Instruction) > maxInstruction:
-		return nil, invalid("instruction", "is longer than %d bytes", maxInstruction)
+	case len(s.Instruction) > MaxInstruction:
+		return nil, invalid("instruction", "is longer than %d bytes", MaxInstruction)
 	case s.Timeout < 0 || s.Timeout > 24*time.Hour:
 		return nil, invalid("timeoutMs", "must be within 0..24h, got %s", s.Timeout)
 	case s.Instruction != "" && s.Timeout > c.cfg.ChatMaxTimeout:
 		return nil, invalid("timeoutMs", "a chat task's timeout is at most %s, got %s", c.cfg.ChatMaxTimeout, s.Timeout)
 	case !s.Deadline.IsZero() && !s.Deadline.After(now):
 		return nil, invalid("deadline", "is not in the future")
-	case len(s.DependsOn) > maxDependsOn:
-		return nil, invalid("dependsOn", "names more than %d tasks", maxDependsOn)
-	case len(s.Labels) > maxLabels:
-		return nil, invalid("labels", "more than %d labels", maxLabels)
-	case len(s.IdempotencyKey) > maxIDLength:
-		return nil, invalid("idempotencyKey", "is longer than %d bytes", maxIDLength)
+	case len(s.DependsOn) > MaxDependsOn:
+		return nil, invalid("dependsOn", "names more than %d tasks", MaxDependsOn)
+	case len(s.Labels) > MaxLabels:
+		return nil, invalid("labels", "more than %d labels", MaxLabels)
+	case len(s.IdempotencyKey) > MaxIDLength:
+		return nil, invalid("idempotencyKey", "is longer than %d bytes", MaxIDLength)
 	case s.QueueMode != QueueEnqueue && !s.QueueMode.Interrupts():
 		return nil, invalid("queueMode", "unknown queue mode %d", s.QueueMode)
 	case s.SessionMaxInFlight < 0 || s.SessionMaxInFlight > 100:
@@ -457,11 +467,11 @@ func (c *core) normalize(in TaskSpec, now time.Time) (*TaskSpec, error) {
 		cp := *s.Action
 		s.Action = &cp
 		a := s.Action
-		if a.Kind == "" || len(a.Kind) > maxActionKindSize {
-			return nil, invalid("action.kind", "is required (at most %d bytes)", maxActionKindSize)
+		if a.Kind == "" || len(a.Kind) > MaxActionKindLength {
+			return nil, invalid("action.kind", "is required (at most %d bytes)", MaxActionKindLength)
 		}
-		if len(a.Params) > maxParamsBytes {
-			return nil, invalid("action.params", "is larger than %d bytes", maxParamsBytes)
+		if len(a.Params) > MaxParamsBytes {
+			return nil, invalid("action.params", "is larger than %d bytes", MaxParamsBytes)
 		}
 		if string(a.Params) == "null" {
 			a.Params = nil // what a JSON round trip makes of no params
@@ -806,16 +816,6 @@ func (c *core) oldestQueuedLocked() *task {
 	return oldest
 }
 
-func compareSeq(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 func policyTask(t *task) policy.Task {
 	var dl int64
 	if !t.spec.Deadline.IsZero() {
@@ -935,12 +935,12 @@ func (e *Engine) Validate(spec TaskSpec) error {
 
 // checkLabels checks a task's or an agent's labels against the limits.
 func checkLabels(labels map[string]string) error {
-	if len(labels) > maxLabels {
-		return invalid("labels", "more than %d labels", maxLabels)
+	if len(labels) > MaxLabels {
+		return invalid("labels", "more than %d labels", MaxLabels)
 	}
 	for k, v := range labels {
-		if k == "" || len(k) > maxLabelLength || len(v) > maxLabelLength {
-			return invalid("labels", "label keys are 1..%d bytes and values at most %d", maxLabelLength, maxLabelLength)
+		if k == "" || len(k) > MaxLabelLength || len(v) > MaxLabelLength {
+			return invalid("labels", "label keys are 1..%d bytes and values at most %d", MaxLabelLength, MaxLabelLength)
 		}
 	}
 	return nil

@@ -21,15 +21,16 @@ import (
 	"github.com/switchyard/switchyard/graph/model"
 )
 
-// Limits on what an input may carry. They match the engine's.
+// Limits on what an input may carry: the engine's on what a submission
+// carries, and the API's own.
 const (
-	maxIDLength    = 256
-	maxLabels      = 64
-	maxLabelLength = 256
-	maxDependsOn   = 256
-	maxInstruction = 64 << 10
-	maxParamsBytes = 256 << 10
-	maxKindLength  = 64
+	maxIDLength    = engine.MaxIDLength
+	maxLabels      = engine.MaxLabels
+	maxLabelLength = engine.MaxLabelLength
+	maxDependsOn   = engine.MaxDependsOn
+	maxInstruction = engine.MaxInstruction
+	maxParamsBytes = engine.MaxParamsBytes
+	maxKindLength  = engine.MaxActionKindLength
 	maxReason      = 1024
 	maxTimeout     = 24 * time.Hour
 	maxURLLength   = 2048
@@ -455,15 +456,6 @@ func fieldError(path string, err error) *engine.Error {
 	return invalid(path+"."+field, "%s", rest)
 }
 
-// validName reports whether s can name a lane.
-func validName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-			return false
-		}
-	}
-	return true
-}
+// validName reports whether s is a name the API takes for a lane or a
+// plugin it loads: the engine's rule for lane names.
+func validName(s string) bool { return engine.ValidLaneName(s) }
