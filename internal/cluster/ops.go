@@ -198,156 +198,105 @@ var (
 
 // Plugin operations.
 var (
-	opLoadPlugin = op[loadArgs, manager.Info]{"plugins.load", func(ctx context.Context, l *leader, a loadArgs) (manager.Info, error) {
-		if l.plugins == nil {
-			var zero manager.Info
-			return zero, errNoPlugins
-		}
-		return l.plugins.Load(ctx, a.Name, a.Wasm, a.Config)
-	}}
-	opUnloadPlugin = op[idArgs, none]{"plugins.unload", func(ctx context.Context, l *leader, a idArgs) (none, error) {
-		if l.plugins == nil {
-			var zero none
-			return zero, errNoPlugins
-		}
-		return none{}, l.plugins.Unload(ctx, a.ID)
-	}}
-	opConfigurePlugin = op[configureArgs, manager.Info]{"plugins.configure", func(ctx context.Context, l *leader, a configureArgs) (manager.Info, error) {
-		if l.plugins == nil {
-			var zero manager.Info
-			return zero, errNoPlugins
-		}
-		return l.plugins.Configure(ctx, a.Name, a.Config)
-	}}
-	opSetPolicy = op[policyArgs, none]{"plugins.setPolicy", func(ctx context.Context, l *leader, a policyArgs) (none, error) {
-		if l.plugins == nil {
-			var zero none
-			return zero, errNoPlugins
-		}
-		return none{}, l.plugins.SetPolicy(ctx, a.Slot, a.Lane, a.Name)
-	}}
-	opClearLanePolicy = op[policyArgs, none]{"plugins.clearLanePolicy", func(ctx context.Context, l *leader, a policyArgs) (none, error) {
-		if l.plugins == nil {
-			var zero none
-			return zero, errNoPlugins
-		}
-		return none{}, l.plugins.ClearLanePolicy(ctx, a.Slot, a.Lane)
-	}}
-	opEnablePlugin = op[idArgs, none]{"plugins.enable", func(ctx context.Context, l *leader, a idArgs) (none, error) {
-		if l.plugins == nil {
-			var zero none
-			return zero, errNoPlugins
-		}
-		return none{}, l.plugins.Enable(ctx, a.ID)
-	}}
-	opGetPlugin = op[idArgs, manager.Info]{"plugins.get", func(ctx context.Context, l *leader, a idArgs) (manager.Info, error) {
-		if l.plugins == nil {
-			var zero manager.Info
-			return zero, errNoPlugins
-		}
-		return l.plugins.Get(ctx, a.ID)
-	}}
-	opListPlugins = op[none, []manager.Info]{"plugins.list", func(ctx context.Context, l *leader, _ none) ([]manager.Info, error) {
-		if l.plugins == nil {
-			var zero []manager.Info
-			return zero, errNoPlugins
-		}
-		return l.plugins.List(ctx), nil
-	}}
+	opLoadPlugin = pluginOp("plugins.load", func(ctx context.Context, m *manager.Manager, a loadArgs) (manager.Info, error) {
+		return m.Load(ctx, a.Name, a.Wasm, a.Config)
+	})
+	opUnloadPlugin = pluginOp("plugins.unload", func(ctx context.Context, m *manager.Manager, a idArgs) (none, error) {
+		return none{}, m.Unload(ctx, a.ID)
+	})
+	opConfigurePlugin = pluginOp("plugins.configure", func(ctx context.Context, m *manager.Manager, a configureArgs) (manager.Info, error) {
+		return m.Configure(ctx, a.Name, a.Config)
+	})
+	opSetPolicy = pluginOp("plugins.setPolicy", func(ctx context.Context, m *manager.Manager, a policyArgs) (none, error) {
+		return none{}, m.SetPolicy(ctx, a.Slot, a.Lane, a.Name)
+	})
+	opClearLanePolicy = pluginOp("plugins.clearLanePolicy", func(ctx context.Context, m *manager.Manager, a policyArgs) (none, error) {
+		return none{}, m.ClearLanePolicy(ctx, a.Slot, a.Lane)
+	})
+	opEnablePlugin = pluginOp("plugins.enable", func(ctx context.Context, m *manager.Manager, a idArgs) (none, error) {
+		return none{}, m.Enable(ctx, a.ID)
+	})
+	opGetPlugin = pluginOp("plugins.get", func(ctx context.Context, m *manager.Manager, a idArgs) (manager.Info, error) {
+		return m.Get(ctx, a.ID)
+	})
+	opListPlugins = pluginOp("plugins.list", func(ctx context.Context, m *manager.Manager, _ none) ([]manager.Info, error) {
+		return m.List(ctx), nil
+	})
 )
 
 // Schedule operations.
 var (
-	opCreateSchedule = op[scheduleArgs, *schedule.Schedule]{"schedules.create", func(ctx context.Context, l *leader, a scheduleArgs) (*schedule.Schedule, error) {
-		if l.schedules == nil {
-			var zero *schedule.Schedule
-			return zero, errNoSchedules
-		}
-		return l.schedules.Create(ctx, a.Spec)
-	}}
-	opUpdateSchedule = op[scheduleArgs, *schedule.Schedule]{"schedules.update", func(ctx context.Context, l *leader, a scheduleArgs) (*schedule.Schedule, error) {
-		if l.schedules == nil {
-			var zero *schedule.Schedule
-			return zero, errNoSchedules
-		}
-		return l.schedules.Update(ctx, a.ID, a.Spec)
-	}}
-	opEnableSchedule = op[scheduleArgs, *schedule.Schedule]{"schedules.setEnabled", func(ctx context.Context, l *leader, a scheduleArgs) (*schedule.Schedule, error) {
-		if l.schedules == nil {
-			var zero *schedule.Schedule
-			return zero, errNoSchedules
-		}
-		return l.schedules.SetEnabled(ctx, a.ID, a.Enabled)
-	}}
-	opTriggerSchedule = op[idArgs, *schedule.Run]{"schedules.trigger", func(ctx context.Context, l *leader, a idArgs) (*schedule.Run, error) {
-		if l.schedules == nil {
-			var zero *schedule.Run
-			return zero, errNoSchedules
-		}
-		return l.schedules.Trigger(ctx, a.ID)
-	}}
-	opDeleteSchedule = op[idArgs, none]{"schedules.delete", func(ctx context.Context, l *leader, a idArgs) (none, error) {
-		if l.schedules == nil {
-			var zero none
-			return zero, errNoSchedules
-		}
-		return none{}, l.schedules.Delete(ctx, a.ID)
-	}}
-	opGetSchedule = op[idArgs, *schedule.Schedule]{"schedules.get", func(ctx context.Context, l *leader, a idArgs) (*schedule.Schedule, error) {
-		if l.schedules == nil {
-			var zero *schedule.Schedule
-			return zero, errNoSchedules
-		}
-		return l.schedules.Get(ctx, a.ID)
-	}}
-	opListSchedules = op[none, []*schedule.Schedule]{"schedules.list", func(ctx context.Context, l *leader, _ none) ([]*schedule.Schedule, error) {
-		if l.schedules == nil {
-			var zero []*schedule.Schedule
-			return zero, errNoSchedules
-		}
-		return l.schedules.List(ctx), nil
-	}}
+	opCreateSchedule = scheduleOp("schedules.create", func(ctx context.Context, s *schedule.Scheduler, a scheduleArgs) (*schedule.Schedule, error) {
+		return s.Create(ctx, a.Spec)
+	})
+	opUpdateSchedule = scheduleOp("schedules.update", func(ctx context.Context, s *schedule.Scheduler, a scheduleArgs) (*schedule.Schedule, error) {
+		return s.Update(ctx, a.ID, a.Spec)
+	})
+	opEnableSchedule = scheduleOp("schedules.setEnabled", func(ctx context.Context, s *schedule.Scheduler, a scheduleArgs) (*schedule.Schedule, error) {
+		return s.SetEnabled(ctx, a.ID, a.Enabled)
+	})
+	opTriggerSchedule = scheduleOp("schedules.trigger", func(ctx context.Context, s *schedule.Scheduler, a idArgs) (*schedule.Run, error) {
+		return s.Trigger(ctx, a.ID)
+	})
+	opDeleteSchedule = scheduleOp("schedules.delete", func(ctx context.Context, s *schedule.Scheduler, a idArgs) (none, error) {
+		return none{}, s.Delete(ctx, a.ID)
+	})
+	opGetSchedule = scheduleOp("schedules.get", func(ctx context.Context, s *schedule.Scheduler, a idArgs) (*schedule.Schedule, error) {
+		return s.Get(ctx, a.ID)
+	})
+	opListSchedules = scheduleOp("schedules.list", func(ctx context.Context, s *schedule.Scheduler, _ none) ([]*schedule.Schedule, error) {
+		return s.List(ctx), nil
+	})
 )
 
 // Heartbeat check operations.
 var (
-	opCreateCheck = op[heartbeatArgs, *heartbeat.Check]{"heartbeats.create", func(ctx context.Context, l *leader, a heartbeatArgs) (*heartbeat.Check, error) {
-		if l.checks == nil {
-			return nil, errNoHeartbeats
-		}
-		return l.checks.Create(ctx, a.Spec)
-	}}
-	opUpdateCheck = op[heartbeatArgs, *heartbeat.Check]{"heartbeats.update", func(ctx context.Context, l *leader, a heartbeatArgs) (*heartbeat.Check, error) {
-		if l.checks == nil {
-			return nil, errNoHeartbeats
-		}
-		return l.checks.Update(ctx, a.ID, a.Spec)
-	}}
-	opProbeCheck = op[idArgs, *heartbeat.Check]{"heartbeats.probe", func(ctx context.Context, l *leader, a idArgs) (*heartbeat.Check, error) {
-		if l.checks == nil {
-			return nil, errNoHeartbeats
-		}
-		return l.checks.Probe(ctx, a.ID)
-	}}
-	opDeleteCheck = op[idArgs, none]{"heartbeats.delete", func(ctx context.Context, l *leader, a idArgs) (none, error) {
-		if l.checks == nil {
-			return none{}, errNoHeartbeats
-		}
-		return none{}, l.checks.Delete(ctx, a.ID)
-	}}
-	opGetCheck = op[idArgs, *heartbeat.Check]{"heartbeats.get", func(ctx context.Context, l *leader, a idArgs) (*heartbeat.Check, error) {
-		if l.checks == nil {
-			return nil, errNoHeartbeats
-		}
-		return l.checks.Get(ctx, a.ID)
-	}}
-	opListChecks = op[none, []*heartbeat.Check]{"heartbeats.list", func(ctx context.Context, l *leader, _ none) ([]*heartbeat.Check, error) {
-		if l.checks == nil {
-			return nil, errNoHeartbeats
-		}
-		return l.checks.List(ctx), nil
-	}}
+	opCreateCheck = checkOp("heartbeats.create", func(ctx context.Context, c *heartbeat.Checker, a heartbeatArgs) (*heartbeat.Check, error) {
+		return c.Create(ctx, a.Spec)
+	})
+	opUpdateCheck = checkOp("heartbeats.update", func(ctx context.Context, c *heartbeat.Checker, a heartbeatArgs) (*heartbeat.Check, error) {
+		return c.Update(ctx, a.ID, a.Spec)
+	})
+	opProbeCheck = checkOp("heartbeats.probe", func(ctx context.Context, c *heartbeat.Checker, a idArgs) (*heartbeat.Check, error) {
+		return c.Probe(ctx, a.ID)
+	})
+	opDeleteCheck = checkOp("heartbeats.delete", func(ctx context.Context, c *heartbeat.Checker, a idArgs) (none, error) {
+		return none{}, c.Delete(ctx, a.ID)
+	})
+	opGetCheck = checkOp("heartbeats.get", func(ctx context.Context, c *heartbeat.Checker, a idArgs) (*heartbeat.Check, error) {
+		return c.Get(ctx, a.ID)
+	})
+	opListChecks = checkOp("heartbeats.list", func(ctx context.Context, c *heartbeat.Checker, _ none) ([]*heartbeat.Check, error) {
+		return c.List(ctx), nil
+	})
 )
+
+// pluginOp, scheduleOp and checkOp make operations on a part the leader may
+// run without: they fail with CodeUnavailable when it does.
+func pluginOp[A, R any](kind string, apply func(context.Context, *manager.Manager, A) (R, error)) op[A, R] {
+	return partOp(kind, func(l *leader) *manager.Manager { return l.plugins }, errNoPlugins, apply)
+}
+
+func scheduleOp[A, R any](kind string, apply func(context.Context, *schedule.Scheduler, A) (R, error)) op[A, R] {
+	return partOp(kind, func(l *leader) *schedule.Scheduler { return l.schedules }, errNoSchedules, apply)
+}
+
+func checkOp[A, R any](kind string, apply func(context.Context, *heartbeat.Checker, A) (R, error)) op[A, R] {
+	return partOp(kind, func(l *leader) *heartbeat.Checker { return l.checks }, errNoHeartbeats, apply)
+}
+
+// partOp is an operation on the part of the leader that part returns, which
+// fails with absent when the leader runs none.
+func partOp[P, A, R any](kind string, part func(*leader) *P, absent error, apply func(context.Context, *P, A) (R, error)) op[A, R] {
+	return op[A, R]{kind, func(ctx context.Context, l *leader, a A) (R, error) {
+		p := part(l)
+		if p == nil {
+			var zero R
+			return zero, absent
+		}
+		return apply(ctx, p, a)
+	}}
+}
 
 var (
 	errNoHeartbeats = &engine.Error{Code: engine.CodeUnavailable, Message: "the leader runs no heartbeat checks"}
