@@ -43,6 +43,18 @@ type compiledModule struct {
 	refs int
 }
 
+// cacheMu serializes wazero.NewCompilationCacheWithDir: its first call in a
+// process reads the module's version into a package variable with no
+// synchronization, so two runtimes started at once (two servers in one test
+// binary) race on it.
+var cacheMu sync.Mutex
+
+func newCacheWithDir(dir string) (wazero.CompilationCache, error) {
+	cacheMu.Lock()
+	defer cacheMu.Unlock()
+	return wazero.NewCompilationCacheWithDir(dir)
+}
+
 // New starts a runtime.
 func New(cfg Config) (*Runtime, error) {
 	cfg, err := cfg.withDefaults()
@@ -52,7 +64,7 @@ func New(cfg Config) (*Runtime, error) {
 	var cache wazero.CompilationCache
 	if cfg.NoFileCache {
 		cache = wazero.NewCompilationCache()
-	} else if cache, err = wazero.NewCompilationCacheWithDir(cfg.CacheDir); err != nil {
+	} else if cache, err = newCacheWithDir(cfg.CacheDir); err != nil {
 		return nil, fmt.Errorf("host: compilation cache %s: %w", cfg.CacheDir, err)
 	}
 	ctx := context.Background()
