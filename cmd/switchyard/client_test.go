@@ -341,8 +341,10 @@ func TestInstanceVerbsRegisterAndList(t *testing.T) {
 
 	res = sw(t, server, "instance", "remove", "b1")
 	require.Equal(t, 0, res.code, res.stderr)
+	require.Equal(t, "removed b1\n", res.stdout)
 	res = sw(t, server, "instance", "remove", "b1")
 	require.Equal(t, cli.ExitNotFound, res.code, res.stderr)
+	require.Contains(t, res.stderr, "remove b1: ", "the error names the verb and its target")
 }
 
 func TestPluginVerbsLoadAssignAndUnloadAPolicy(t *testing.T) {
@@ -367,10 +369,20 @@ func TestPluginVerbsLoadAssignAndUnloadAPolicy(t *testing.T) {
 	require.Regexp(t, `(?m)^native:priority\s.*\s0\s+-\s+-\s+-\s*$`, res.stdout, "a policy with no timed decision prints no percentiles (nor a reason)")
 	require.Regexp(t, `(?m)^edf-test\s.*\s-\s+-\s+-\s*$`, res.stdout, "nor does a plugin nobody has asked yet")
 
+	res = sw(t, server, "plugin", "enable", "edf-test")
+	require.Equal(t, 0, res.code, res.stderr)
+	require.Equal(t, "edf-test\tACTIVE\n", res.stdout)
+	res = sw(t, server, "plugin", "enable", "no-such-plugin")
+	require.Equal(t, cli.ExitNotFound, res.code, res.stderr)
+	require.Contains(t, res.stderr, "enable no-such-plugin: ")
+
 	res = sw(t, server, "plugin", "unload", "edf-test")
 	require.Equal(t, cli.ExitConflict, res.code, "a plugin in use cannot be unloaded: %s", res.stderr)
+	require.Contains(t, res.stderr, "unload edf-test: ", "the error names the verb and its target")
 	require.Equal(t, 0, sw(t, server, "plugin", "set", "selection", "--lane", "main").code)
-	require.Equal(t, 0, sw(t, server, "plugin", "unload", "edf-test").code)
+	res = sw(t, server, "plugin", "unload", "edf-test")
+	require.Equal(t, 0, res.code, res.stderr)
+	require.Equal(t, "unloaded edf-test\n", res.stdout)
 
 	res = sw(t, server, "plugin", "load", "garbage", writeFile(t, "garbage.wasm", "not wasm"))
 	require.Equal(t, cli.ExitAPI, res.code)

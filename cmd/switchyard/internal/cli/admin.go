@@ -388,27 +388,28 @@ func pluginConfigure(ctx context.Context, args []string, env Env) error {
 }
 
 func pluginEnable(ctx context.Context, args []string, env Env) error {
-	fs := newFlags("plugin enable", "NAME", env)
-	var c conn
-	c.register(fs, env)
-	pos, err := parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	cl, err := c.client()
-	if err != nil {
-		return err
-	}
-	res, err := EnablePlugin(ctx, cl, pos[0])
-	if err != nil {
-		return fmt.Errorf("enable %s: %w", pos[0], err)
-	}
-	fmt.Fprintf(env.Stdout, "%s\t%s\n", pos[0], res.EnablePlugin.State)
-	return nil
+	return onTarget(args, env, "plugin", "enable", "NAME", func(cl *client.Client, name string) (string, error) {
+		res, err := EnablePlugin(ctx, cl, name)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s\t%s", name, res.EnablePlugin.State), nil
+	})
 }
 
 func pluginUnload(ctx context.Context, args []string, env Env) error {
-	fs := newFlags("plugin unload", "NAME", env)
+	return onTarget(args, env, "plugin", "unload", "NAME", func(cl *client.Client, name string) (string, error) {
+		_, err := UnloadPlugin(ctx, cl, name)
+		return "unloaded " + name, err
+	})
+}
+
+// onTarget runs `switchyard <noun> <verb> <operand>`: a verb whose one
+// argument names what it acts on and whose only flags are the connection's.
+// act asks the server and returns the line to print; its error is reported
+// as "<verb> <target>: …".
+func onTarget(args []string, env Env, noun, verb, operand string, act func(cl *client.Client, target string) (string, error)) error {
+	fs := newFlags(noun+" "+verb, operand, env)
 	var c conn
 	c.register(fs, env)
 	pos, err := parse(fs, args, 1, 1)
@@ -419,10 +420,11 @@ func pluginUnload(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	if _, err := UnloadPlugin(ctx, cl, pos[0]); err != nil {
-		return fmt.Errorf("unload %s: %w", pos[0], err)
+	line, err := act(cl, pos[0])
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", verb, pos[0], err)
 	}
-	fmt.Fprintf(env.Stdout, "unloaded %s\n", pos[0])
+	fmt.Fprintln(env.Stdout, line)
 	return nil
 }
 
@@ -573,22 +575,10 @@ func instanceRegister(ctx context.Context, args []string, env Env) error {
 }
 
 func instanceRemove(ctx context.Context, args []string, env Env) error {
-	fs := newFlags("instance remove", "ID", env)
-	var c conn
-	c.register(fs, env)
-	pos, err := parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	cl, err := c.client()
-	if err != nil {
-		return err
-	}
-	if _, err := RemoveInstance(ctx, cl, pos[0]); err != nil {
-		return fmt.Errorf("remove %s: %w", pos[0], err)
-	}
-	fmt.Fprintf(env.Stdout, "removed %s\n", pos[0])
-	return nil
+	return onTarget(args, env, "instance", "remove", "ID", func(cl *client.Client, id string) (string, error) {
+		_, err := RemoveInstance(ctx, cl, id)
+		return "removed " + id, err
+	})
 }
 
 // invalidUTF8 reports whether b is UTF-8, and if not, the offset of the
