@@ -35,12 +35,9 @@ func (e *Engine) standbyLocked(ctx context.Context, snap *Snapshot) error {
 		return errors.New("engine: already started")
 	}
 	e.standby = true
-	e.seq = snap.LastSeq
-	if err := e.adoptEventLogLocked(ctx, snap.LastSeq); err != nil {
+	if err := e.adoptSnapshotLocked(ctx, snap); err != nil {
 		return err
 	}
-	e.committed.Store(snap.LastSeq)
-	e.restoreSettingsLocked(snap.Settings)
 	for _, lc := range snap.Lanes {
 		if err := lc.validate(); err != nil {
 			continue
@@ -51,6 +48,19 @@ func (e *Engine) standbyLocked(ctx context.Context, snap *Snapshot) error {
 			e.addLane(lc)
 		}
 	}
+	return nil
+}
+
+// adoptSnapshotLocked takes up snap's last seq, its event log and its
+// settings: what an engine starting on a store (recoverLocked) and a standby
+// one (standbyLocked) both do first.
+func (e *Engine) adoptSnapshotLocked(ctx context.Context, snap *Snapshot) error {
+	e.seq = snap.LastSeq
+	if err := e.adoptEventLogLocked(ctx, snap.LastSeq); err != nil {
+		return err
+	}
+	e.committed.Store(snap.LastSeq)
+	e.restoreSettingsLocked(snap.Settings)
 	return nil
 }
 

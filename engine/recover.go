@@ -14,12 +14,9 @@ import (
 // the clock.
 
 func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
-	e.seq = snap.LastSeq
-	if err := e.adoptEventLogLocked(ctx, snap.LastSeq); err != nil {
+	if err := e.adoptSnapshotLocked(ctx, snap); err != nil {
 		return err
 	}
-	e.committed.Store(snap.LastSeq)
-	e.restoreSettingsLocked(snap.Settings)
 	for _, lc := range snap.Lanes {
 		if err := lc.validate(); err != nil {
 			return fmt.Errorf("engine: stored lane %q: %w", lc.Name, err)
