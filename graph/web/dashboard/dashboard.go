@@ -26,7 +26,6 @@ package dashboard
 import (
 	"embed"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"strings"
 
@@ -81,17 +80,9 @@ func Handler(opts Options) (http.Handler, error) {
 	if !strings.HasPrefix(opts.Endpoint, "/") || strings.HasPrefix(opts.Endpoint, "//") {
 		return nil, fmt.Errorf("dashboard: Options.Endpoint %q: want a path on the serving host", opts.Endpoint)
 	}
-	files, err := fs.Sub(dist, "dist")
+	h, err := spa.Embedded(dist, "dashboard", opts.Title, pageConfig(opts), pageHeaders())
 	if err != nil {
-		return nil, fmt.Errorf("dashboard: embedded dist: %w", err)
-	}
-	page, err := spa.RenderPage(files, "dashboard", opts.Title, pageConfig(opts))
-	if err != nil {
-		return nil, err
-	}
-	h, err := spa.New(files, spa.Options{Page: page, PageHeaders: pageHeaders()})
-	if err != nil {
-		return nil, fmt.Errorf("dashboard: %w", err)
+		return nil, err // not a nil *spa.Handler in a non-nil interface
 	}
 	return h, nil
 }

@@ -18,7 +18,6 @@ package playground
 import (
 	"embed"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"net/url"
 	"strings"
@@ -80,17 +79,9 @@ func Handler(opts Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	files, err := fs.Sub(dist, "dist")
+	h, err := spa.Embedded(dist, "playground", opts.Title, pageConfig(opts), pageHeaders(connect))
 	if err != nil {
-		return nil, fmt.Errorf("playground: embedded dist: %w", err)
-	}
-	page, err := spa.RenderPage(files, "playground", opts.Title, pageConfig(opts))
-	if err != nil {
-		return nil, err
-	}
-	h, err := spa.New(files, spa.Options{Page: page, PageHeaders: pageHeaders(connect)})
-	if err != nil {
-		return nil, fmt.Errorf("playground: %w", err)
+		return nil, err // not a nil *spa.Handler in a non-nil interface
 	}
 	return h, nil
 }

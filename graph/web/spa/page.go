@@ -39,6 +39,26 @@ func RenderPage(files fs.FS, app, title string, config any) ([]byte, error) {
 	return []byte(page), nil
 }
 
+// Embedded serves an app built into the dist folder of an embedded file
+// system: its page is dist/index.html filled by RenderPage with title and
+// config, served with headers, and its files are served as New serves them.
+// app names the app in errors.
+func Embedded(embedded fs.FS, app, title string, config any, headers http.Header) (*Handler, error) {
+	files, err := fs.Sub(embedded, "dist")
+	if err != nil {
+		return nil, fmt.Errorf("%s: embedded dist: %w", app, err)
+	}
+	page, err := RenderPage(files, app, title, config)
+	if err != nil {
+		return nil, err
+	}
+	h, err := New(files, Options{Page: page, PageHeaders: headers})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", app, err)
+	}
+	return h, nil
+}
+
 // PageHeaders returns the security headers of an app's page: the given
 // Content-Security-Policy directives, no framing and no referrer.
 func PageHeaders(csp ...string) http.Header {

@@ -209,3 +209,32 @@ func TestConcurrentFirstRequestsGetTheSameCompressedBody(t *testing.T) {
 		require.Equal(t, first, <-bodies)
 	}
 }
+
+// TestEmbeddedServesTheBuiltAppOfDist: Embedded renders dist/index.html with
+// the title (escaped) and the configuration, serves it with the headers
+// given, serves the rest of dist/ and nothing outside it, and names the app
+// in its errors.
+func TestEmbeddedServesTheBuiltAppOfDist(t *testing.T) {
+	t.Parallel()
+	embedded := fstest.MapFS{
+		"dist/index.html":          {Data: []byte("<title>{{TITLE}}</title><script>{{CONFIG}}</script>")},
+		"dist/assets/app-ABCD.js":  {Data: []byte("go()")},
+		"generate.go":              {Data: []byte("package app")},
+		"other/assets/app-ABCD.js": {Data: []byte("not served")},
+	}
+	h, err := spa.Embedded(embedded, "app", "a <b>", map[string]int{"n": 1}, spa.PageHeaders("default-src 'none'"))
+	require.NoError(t, err)
+	res := get(t, h, http.MethodGet, "/", nil)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Equal(t, `<title>a &lt;b&gt;</title><script>{"n":1}</script>`, string(body(t, res)))
+	require.Equal(t, "default-src 'none'", res.Header.Get("Content-Security-Policy"))
+	res = get(t, h, http.MethodGet, "/assets/app-ABCD.js", nil)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Equal(t, "go()", string(body(t, res)))
+	require.Equal(t, http.StatusNotFound, get(t, h, http.MethodGet, "/generate.go", nil).StatusCode)
+
+	_, err = spa.Embedded(fstest.MapFS{"index.html": {Data: []byte("{{TITLE}}{{CONFIG}}")}}, "app", "t", nil, nil)
+	require.ErrorContains(t, err, "app: embedded index.html", "no dist/: nothing to serve")
+	_, err = spa.Embedded(fstest.MapFS{"dist/index.html": {Data: []byte("{{TITLE}}")}}, "app", "t", nil, nil)
+	require.ErrorContains(t, err, "app: embedded index.html lacks {{CONFIG}}")
+}
