@@ -1,5 +1,6 @@
-// Package authoring is the library behind `switchyard plugin build | check |
-// bench | simulate`: it builds a Go policy into a plugin module (Build),
+// Package authoring is the library behind `switchyard plugin new | build |
+// check | bench | simulate`: it writes a new policy project from the
+// templates of scaffold/ (New), builds a Go policy into a plugin module (Build),
 // checks a module against the ABI and a conformance suite (Check), measures
 // its decisions against the native built-in of the same slot (Bench), and
 // replays a workload through the engine under the plugin and under the

@@ -1,5 +1,5 @@
 // Package storetest is the conformance suite every engine.Store driver
-// passes: the same tests, run against memory, SQLite and (later) PostgreSQL,
+// passes: the same tests, run against memory, SQLite and PostgreSQL,
 // so that drivers cannot drift. A driver's own test calls Run:
 //
 //	func TestConformance(t *testing.T) {
