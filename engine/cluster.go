@@ -38,17 +38,7 @@ func (e *Engine) standbyLocked(ctx context.Context, snap *Snapshot) error {
 	if err := e.adoptSnapshotLocked(ctx, snap); err != nil {
 		return err
 	}
-	for _, lc := range snap.Lanes {
-		if err := lc.validate(); err != nil {
-			continue
-		}
-		if l := e.laneByName[lc.Name]; l != nil {
-			l.cfg = lc
-		} else {
-			e.addLane(lc)
-		}
-	}
-	return nil
+	return e.restoreLanesLocked(snap.Lanes, false)
 }
 
 // adoptSnapshotLocked takes up snap's last seq, its event log and its

@@ -139,3 +139,24 @@ func TestAStandbyCatchesItsLogUpToTheSnapshotWhileTheLeaderGoesOn(t *testing.T) 
 		"events past the snapshot are left to following, not an error")
 	require.Equal(t, last-2, log.Last())
 }
+
+// A lane stored with a maximum depth past MaxSpawnDepth (possible before it
+// was bounded) does not stop the engine from starting: it is lowered to it.
+func TestAStoredLaneDeeperThanTheBoundIsLoweredToIt(t *testing.T) {
+	t.Parallel()
+	store := memory.New(memory.Options{})
+	deep := engine.DefaultLanes()[0]
+	deep.Name, deep.MaxDepth = "deep", 50_000
+	require.NoError(t, store.Commit(context.Background(), &engine.Batch{Lanes: []engine.LaneConfig{deep}}))
+	e, err := engine.New(enginetest.Synchronous(engine.Options{Store: store, Executor: enginetest.NewExecutor()}))
+	require.NoError(t, err)
+	require.NoError(t, e.Start(context.Background()))
+	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	for _, l := range e.Lanes(context.Background()) {
+		if l.Config.Name == "deep" {
+			require.Equal(t, engine.MaxSpawnDepth, l.Config.MaxDepth)
+			return
+		}
+	}
+	t.Fatal("the stored lane was not restored")
+}

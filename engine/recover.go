@@ -13,13 +13,24 @@ import (
 // attempt and follow their retry policy; backoffs and deadlines resume on
 // the clock.
 
-func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
-	if err := e.adoptSnapshotLocked(ctx, snap); err != nil {
-		return err
-	}
-	for _, lc := range snap.Lanes {
+// restoreLanesLocked applies the lanes the store keeps over the configured
+// ones: a stored lane replaces the configured one of its name, a lane
+// removed at run time stays removed even when the configuration names it
+// again. A stored maximum depth past MaxSpawnDepth (set before it was
+// bounded) is lowered to it. A stored lane that is not valid fails the
+// restore when strict, and is skipped otherwise (a standby, which only
+// mirrors the leader).
+func (e *Engine) restoreLanesLocked(lanes []LaneConfig, strict bool) error {
+	for _, lc := range lanes {
+		if lc.MaxDepth > MaxSpawnDepth {
+			e.log.Warn("stored lane's maxDepth lowered to the largest allowed", "lane", lc.Name, "maxDepth", lc.MaxDepth, "now", MaxSpawnDepth)
+			lc.MaxDepth = MaxSpawnDepth
+		}
 		if err := lc.validate(); err != nil {
-			return fmt.Errorf("engine: stored lane %q: %w", lc.Name, err)
+			if strict {
+				return fmt.Errorf("engine: stored lane %q: %w", lc.Name, err)
+			}
+			continue
 		}
 		l := e.laneByName[lc.Name]
 		switch {
@@ -32,6 +43,16 @@ func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
 		default:
 			e.addLane(lc)
 		}
+	}
+	return nil
+}
+
+func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
+	if err := e.adoptSnapshotLocked(ctx, snap); err != nil {
+		return err
+	}
+	if err := e.restoreLanesLocked(snap.Lanes, true); err != nil {
+		return err
 	}
 	for _, bi := range snap.Batches {
 		b := &batch{id: bi.ID, parallelism: bi.Parallelism, createdAt: bi.CreatedAt, webhook: bi.WebhookURL, sealed: true}
