@@ -459,6 +459,17 @@ func TestTaskGetShowsTheLeaseAndEachAttemptsErrorCode(t *testing.T) {
 	require.Equal(t, 0, got.code, got.stderr)
 	require.Regexp(t, `state:\s+RETRY_WAIT`, got.stdout)
 	require.NotContains(t, got.stdout, "lease:", "the lease ended with the attempt")
-	require.Regexp(t, `(?m)^#\s+INSTANCE\s+TAB\s+ASSIGNED\s+RAN\s+CLASS\s+HTTP\s+CODE\s+ERROR$`, got.stdout)
+	require.Regexp(t, `(?m)^#\s+INSTANCE\s+TAB\s+ASSIGNED\s+TAB TIME\s+ACTION\s+RAN\s+CLASS\s+HTTP\s+CODE\s+FAULT\s+ERROR$`, got.stdout)
 	require.Regexp(t, `(?m)^1\s.*\s+TRANSIENT\s+upstream_503\s+upstream answered 503$`, got.stdout)
+
+	// --json carries every field GraphQL gives an attempt.
+	got = sw(t, server, "task", "get", id, "--json")
+	require.Equal(t, 0, got.code, got.stderr)
+	var js struct{ Attempts []map[string]any }
+	require.NoError(t, json.Unmarshal([]byte(got.stdout), &js))
+	require.Len(t, js.Attempts, 1)
+	for _, k := range []string{"tabTimeMs", "actionTimeMs", "instanceFault", "errorCode"} {
+		require.Contains(t, js.Attempts[0], k)
+	}
+	require.Equal(t, false, js.Attempts[0]["instanceFault"], "a worker's failure is the task's, not its instance's")
 }

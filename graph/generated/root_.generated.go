@@ -5071,7 +5071,9 @@ extend type Subscription {
   taskEventFeed(filter: TaskEventFilter, after: Int64, max: Int = 1000, maxDelayMs: Int = 20): TaskEventFeed!
   """
   A task as it changes: as it stands, then after every change, until it
-  reaches a terminal state. NOT_FOUND when there is none. With a durable
+  reaches a terminal state. PARKED is not one: the stream stays open while
+  the task is parked and goes on after ` + "`" + `resetTask` + "`" + ` (a client that gives up
+  at PARKED closes it). NOT_FOUND when there is none. With a durable
   store (SQLite, PostgreSQL) every message shows the task as the store has
   committed it, never a change a crash could roll back: the scheduler
   records a change before its commit, and a message whose change is still
@@ -5113,7 +5115,7 @@ enum TaskState {
   SUCCEEDED
   "Terminal: a permanent error, or the deadline passed while running."
   FAILED
-  "The retry budget is spent; the task waits for ` + "`" + `resetTask` + "`" + ` (its dependents keep waiting)."
+  "The retry budget is spent; the task waits for ` + "`" + `resetTask` + "`" + `. Not terminal, but nothing waits on it: its dependents are cancelled (reason ` + "`" + `dependency X parked` + "`" + `), and a reset does not bring them back."
   PARKED
   "Terminal: cancelled by a client, an operator, a dropped queue, a failed dependency or shutdown."
   CANCELLED

@@ -552,7 +552,7 @@ const (
 	TaskStateSucceeded TaskState = "SUCCEEDED"
 	// Terminal: a permanent error, or the deadline passed while running.
 	TaskStateFailed TaskState = "FAILED"
-	// The retry budget is spent; the task waits for `resetTask` (its dependents keep waiting).
+	// The retry budget is spent; the task waits for `resetTask`. Not terminal, but nothing waits on it: its dependents are cancelled (reason `dependency X parked`), and a reset does not bring them back.
 	TaskStateParked TaskState = "PARKED"
 	// Terminal: cancelled by a client, an operator, a dropped queue, a failed dependency or shutdown.
 	TaskStateCancelled TaskState = "CANCELLED"

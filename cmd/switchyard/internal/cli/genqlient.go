@@ -55,6 +55,12 @@ type Attempt struct {
 	StartedAt *time.Time `json:"startedAt"`
 	// When it ended (null while it runs).
 	EndedAt *time.Time `json:"endedAt"`
+	// Milliseconds the executor spent on its tab before sending the action:
+	// resolving a named or session tab, taking a pooled one or opening a new one
+	// (null when it reported none: a chat instance, or an executor that does not measure).
+	TabTimeMs *float64 `json:"tabTimeMs"`
+	// Milliseconds the action took at the instance, from sending it to the answer (null when it was never sent).
+	ActionTimeMs *float64 `json:"actionTimeMs"`
 	// How its failure was classified (NONE on success).
 	ErrorClass ErrorClass `json:"errorClass"`
 	// The instance's HTTP status code, if there was one.
@@ -66,6 +72,9 @@ type Attempt struct {
 	// a pull-lane worker's `failTask` code, or one Switchyard makes (`timeout`, `lease_expired`, `restart`,
 	// `instance_fault`). Null on success, for a cancelled or handed-back attempt, and for a failure without one.
 	ErrorCode *string `json:"errorCode"`
+	// It ended because of its instance (unreachable, restarting, shutting down, refusing the token),
+	// not its task: it did not spend the task's retry budget, up to the instance-fault budget.
+	InstanceFault bool `json:"instanceFault"`
 }
 
 // GetN returns Attempt.N, and is useful for accessing the field via an interface.
@@ -86,6 +95,12 @@ func (v *Attempt) GetStartedAt() *time.Time { return v.StartedAt }
 // GetEndedAt returns Attempt.EndedAt, and is useful for accessing the field via an interface.
 func (v *Attempt) GetEndedAt() *time.Time { return v.EndedAt }
 
+// GetTabTimeMs returns Attempt.TabTimeMs, and is useful for accessing the field via an interface.
+func (v *Attempt) GetTabTimeMs() *float64 { return v.TabTimeMs }
+
+// GetActionTimeMs returns Attempt.ActionTimeMs, and is useful for accessing the field via an interface.
+func (v *Attempt) GetActionTimeMs() *float64 { return v.ActionTimeMs }
+
 // GetErrorClass returns Attempt.ErrorClass, and is useful for accessing the field via an interface.
 func (v *Attempt) GetErrorClass() ErrorClass { return v.ErrorClass }
 
@@ -97,6 +112,9 @@ func (v *Attempt) GetError() *string { return v.Error }
 
 // GetErrorCode returns Attempt.ErrorCode, and is useful for accessing the field via an interface.
 func (v *Attempt) GetErrorCode() *string { return v.ErrorCode }
+
+// GetInstanceFault returns Attempt.InstanceFault, and is useful for accessing the field via an interface.
+func (v *Attempt) GetInstanceFault() bool { return v.InstanceFault }
 
 // CancelTaskCancelTask includes the requested fields of the GraphQL type Task.
 // The GraphQL type's documentation follows.
@@ -2619,7 +2637,7 @@ const (
 	TaskStateSucceeded TaskState = "SUCCEEDED"
 	// Terminal: a permanent error, or the deadline passed while running.
 	TaskStateFailed TaskState = "FAILED"
-	// The retry budget is spent; the task waits for `resetTask` (its dependents keep waiting).
+	// The retry budget is spent; the task waits for `resetTask`. Not terminal, but nothing waits on it: its dependents are cancelled (reason `dependency X parked`), and a reset does not bring them back.
 	TaskStateParked TaskState = "PARKED"
 	// Terminal: cancelled by a client, an operator, a dropped queue, a failed dependency or shutdown.
 	TaskStateCancelled TaskState = "CANCELLED"
@@ -3892,10 +3910,13 @@ fragment TaskInfo on Task {
 		assignedAt
 		startedAt
 		endedAt
+		tabTimeMs
+		actionTimeMs
 		errorClass
 		httpStatus
 		error
 		errorCode
+		instanceFault
 	}
 	lease {
 		worker
@@ -4036,10 +4057,13 @@ fragment TaskInfo on Task {
 		assignedAt
 		startedAt
 		endedAt
+		tabTimeMs
+		actionTimeMs
 		errorClass
 		httpStatus
 		error
 		errorCode
+		instanceFault
 	}
 	lease {
 		worker
@@ -4202,10 +4226,13 @@ fragment TaskInfo on Task {
 		assignedAt
 		startedAt
 		endedAt
+		tabTimeMs
+		actionTimeMs
 		errorClass
 		httpStatus
 		error
 		errorCode
+		instanceFault
 	}
 	lease {
 		worker

@@ -468,7 +468,7 @@ func printTask(w io.Writer, t *TaskInfo) {
 	if len(t.Attempts) > 0 {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "#\tINSTANCE\tTAB\tASSIGNED\tRAN\tCLASS\tHTTP\tCODE\tERROR")
+		fmt.Fprintln(tw, "#\tINSTANCE\tTAB\tASSIGNED\tTAB TIME\tACTION\tRAN\tCLASS\tHTTP\tCODE\tFAULT\tERROR")
 		for _, a := range t.Attempts {
 			ran := "running"
 			if a.EndedAt != nil {
@@ -482,8 +482,13 @@ func printTask(w io.Writer, t *TaskInfo) {
 			if a.HttpStatus != nil {
 				status = fmt.Sprint(*a.HttpStatus)
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.N, str(a.InstanceId), str(a.TabId),
-				a.AssignedAt.Local().Format("15:04:05.000"), ran, a.ErrorClass, status, str(a.ErrorCode), clip(str(a.Error), 80))
+			fault := ""
+			if a.InstanceFault {
+				fault = "instance"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.N, str(a.InstanceId), str(a.TabId),
+				a.AssignedAt.Local().Format("15:04:05.000"), millis(a.TabTimeMs), millis(a.ActionTimeMs), ran,
+				a.ErrorClass, status, str(a.ErrorCode), fault, clip(str(a.Error), 80))
 		}
 		_ = tw.Flush()
 	}
@@ -638,4 +643,14 @@ func openInput(name string, env Env) (io.ReadCloser, error) {
 		return nil, Usagef("--file: %v", err)
 	}
 	return f, nil
+}
+
+// millis prints a duration the server gives in milliseconds (an attempt's
+// tabTimeMs, actionTimeMs) as a Go duration rounded to the microsecond, or
+// "" when there is none.
+func millis(ms *float64) string {
+	if ms == nil {
+		return ""
+	}
+	return time.Duration(*ms * float64(time.Millisecond)).Round(time.Microsecond).String()
 }

@@ -1,0 +1,42 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// `task get` shows how an attempt's time split (tabTimeMs, actionTimeMs)
+// and whether it was an instance fault, as GraphQL and the dashboard do:
+// in its attempts table and in --json.
+func TestTaskGetShowsAnAttemptsTimingsAndInstanceFault(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	end := at.Add(4 * time.Millisecond)
+	tab, action := 0.010697, 3.775179
+	task := &TaskInfo{Id: "T1", State: "RETRY_WAIT", Attempts: []Attempt{
+		{N: 1, AssignedAt: at, StartedAt: &at, EndedAt: &end, TabTimeMs: &tab, ActionTimeMs: &action, ErrorClass: "TRANSIENT", InstanceFault: true},
+		{N: 2, AssignedAt: at, ErrorClass: "NONE"},
+	}}
+
+	var out bytes.Buffer
+	printTask(&out, task)
+	require.Regexp(t, `(?m)^#\s+INSTANCE\s+TAB\s+ASSIGNED\s+TAB TIME\s+ACTION\s+RAN\s+CLASS\s+HTTP\s+CODE\s+FAULT\s+ERROR$`, out.String())
+	require.Regexp(t, `(?m)^1\s+\d\d:\d\d:\d\d\.000\s+11µs\s+3\.775ms\s+4ms\s+TRANSIENT\s+instance\s*$`, out.String())
+	require.Regexp(t, `(?m)^2\s+\d\d:\d\d:\d\d\.000\s+running\s+NONE\s*$`, out.String(), "no timings and no fault: empty cells")
+
+	out.Reset()
+	require.NoError(t, writeJSON(&out, task))
+	var got struct{ Attempts []map[string]any }
+	require.NoError(t, json.Unmarshal(out.Bytes(), &got))
+	require.Len(t, got.Attempts, 2)
+	require.Equal(t, tab, got.Attempts[0]["tabTimeMs"])
+	require.Equal(t, action, got.Attempts[0]["actionTimeMs"])
+	require.Equal(t, true, got.Attempts[0]["instanceFault"])
+	require.Contains(t, got.Attempts[1], "tabTimeMs", "a missing timing is null, not left out")
+	require.Nil(t, got.Attempts[1]["tabTimeMs"])
+	require.Equal(t, false, got.Attempts[1]["instanceFault"])
+}
