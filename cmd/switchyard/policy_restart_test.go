@@ -53,6 +53,8 @@ func TestGlobalPolicyChoicesSurviveARestartOnSQLite(t *testing.T) {
 	require.Equal(t, chosen, policies(server), "every choice comes back, global and per lane")
 	logs := stop()
 	require.Contains(t, logs, "policy choice restored")
+	require.Regexp(t, `policy choice restored: slot=selection lane=main policy=native:priority`, logs, "the lane field names the lane once")
+	require.Regexp(t, `policy choice restored: slot=retry lane="every lane" policy=native:exponential`, logs)
 
 	// Defaults are not choices: a restart with the native built-ins uses
 	// them wherever the operator chose nothing.

@@ -76,7 +76,7 @@ func (a *Audit) InterceptRootField(ctx context.Context, next graphql.RootResolve
 		// The arguments did not convert: the resolver never ran.
 		outcome, msg = string(engine.CodeInvalidInput), "the arguments were refused"
 	case rec.err != nil:
-		outcome, msg = codeOf(rec.err), rec.err.Error()
+		outcome, msg = codeOf(rec.err), messageOf(rec.err)
 	case rec.res == nil:
 		outcome = "none"
 	}
@@ -152,6 +152,18 @@ func codeOf(err error) string {
 		}
 	}
 	return string(model.CodeInternal)
+}
+
+// messageOf returns a resolver error's message as the client reads it: a
+// GraphQL error's own message, without the position and path that gqlgen
+// adds to it once it is returned (input:1:21: failTask …), so that every
+// refusal's audit line reads alike.
+func messageOf(err error) string {
+	var ge *gqlerror.Error
+	if errors.As(err, &ge) {
+		return ge.Message
+	}
+	return err.Error()
 }
 
 func truncate(s string, n int) string {

@@ -427,6 +427,8 @@ func TestTheAuditLogNamesTheLeasedTasksAndNeverALeaseId(t *testing.T) {
 	require.Regexp(t, `op=leaseTasks .*targets=\["lane:jobs", "task:`+id+`"\]`, out)
 	require.Regexp(t, `op=completeTask outcome=ok .*targets=\["task:`+id+`"\]`, out)
 	require.Contains(t, out, "op=completeTask outcome=LEASE_LOST")
+	require.Regexp(t, `op=completeTask outcome=LEASE_LOST .*error="the lease on task `+id+` is not held: `, out,
+		"the message as the client reads it, with no position or path before it")
 	require.NotContains(t, out, strings.Split(got[0].LeaseID, ".")[2], "a lease id is its worker's secret")
 }
 

@@ -233,12 +233,12 @@ func (m *Manager) Start(ctx context.Context) error {
 		}
 		if err := m.apply(slot, lane, v.Name); err != nil {
 			now := m.currentName(slot, lane)
-			m.log.Error("a stored policy choice could not be restored", "slot", slot, "lane", laneOrAll(lane), "policy", v.Name, "using", now, "error", err)
+			m.log.Error("a stored policy choice could not be restored", "slot", slot, "lane", laneField(lane), "policy", v.Name, "using", now, "error", err)
 			m.publishStartup(Event{Kind: EventRefused, Plugin: v.Name, Slot: slot, Lane: lane, At: time.Now(),
 				Reason: fmt.Sprintf("the stored %s policy for %s, %s, was not restored (%v); %s is in use", slot, laneOrAll(lane), v.Name, err, now)})
 			continue
 		}
-		m.log.Info("policy choice restored", "slot", slot, "lane", laneOrAll(lane), "policy", v.Name)
+		m.log.Info("policy choice restored", "slot", slot, "lane", laneField(lane), "policy", v.Name)
 	}
 	return nil
 }
@@ -608,6 +608,15 @@ func validName(s string) bool {
 		}
 	}
 	return true
+}
+
+// laneField is a lane as a log line's lane field: its name, or "every
+// lane" for a global choice (laneOrAll's "lane x" would read lane="lane x").
+func laneField(lane string) string {
+	if lane == "" {
+		return "every lane"
+	}
+	return lane
 }
 
 func laneOrAll(lane string) string {
