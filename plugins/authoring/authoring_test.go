@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -229,4 +230,29 @@ func TestBenchReportsFaultedDecisionsAsFaulted(t *testing.T) {
 	raw, err := json.Marshal(rep.Cases[len(rep.Cases)-1])
 	require.NoError(t, err)
 	require.Contains(t, string(raw), `"plugin":{"decisions":0,"faulted":20,`)
+}
+
+// The simulate report says what an agent's share is, and prints durations
+// rounded so that minute-long ones fit their columns.
+func TestSimulateReportDefinesShareAndFitsItsDurations(t *testing.T) {
+	t.Parallel()
+	run := func(name string, wait time.Duration) *simulate.Report {
+		return &simulate.Report{Name: name, Jain: 0.986, WaitP50: 23177144767 * time.Nanosecond, WaitP99: wait,
+			Makespan: 12*time.Minute + 4691999276*time.Nanosecond,
+			Agents:   []simulate.AgentReport{{Agent: "agent-0", Share: 0.742, WaitP99: wait}}}
+	}
+	rep := &authoring.SimulateReport{Plugin: run("plugin", 12*time.Minute+4691999276*time.Nanosecond), Builtin: run("built-in", 43254463437*time.Nanosecond)}
+	out := rep.String()
+	require.Contains(t, out, "(share: the agent's fraction of all tasks first dispatched")
+	require.Regexp(t, `(?m)^wait p50 +23\.177s +23\.177s$`, out)
+	require.Regexp(t, `(?m)^makespan +12m4\.7s +12m4\.7s$`, out)
+	require.Regexp(t, `(?m)^agent-0 +0\.742 +0\.742 +12m4\.7s +43\.254s$`, out)
+	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+		if strings.HasPrefix(line, " ") {
+			continue // a legend
+		}
+		for _, f := range strings.Fields(line[min(len(line), 22):]) {
+			require.LessOrEqual(t, len([]rune(f)), 14, "a value wider than its column in %q", line)
+		}
+	}
 }

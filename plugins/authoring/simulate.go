@@ -43,6 +43,28 @@ const JainLegend = `  (how evenly the agents with queued work got the dispatches
    agents, as one agent takes the others' shares)
 `
 
+// ShareLegend explains the agents' share column under its header: what it
+// counts, and why it is often equal under both policies.
+const ShareLegend = `  (share: the agent's fraction of all tasks first dispatched, its
+   dispatched/all; when every task runs under both policies it is the same
+   for both, since it counts tasks, not when they ran: compare the waits)
+`
+
+// duration prints a simulated duration rounded to a unit that fits the
+// report's 14-character columns: 0.1 s from a minute up, 1 ms from a second
+// up, 1 µs from a millisecond up, else as it is.
+func duration(d time.Duration) string {
+	switch {
+	case d >= time.Minute:
+		d = d.Round(100 * time.Millisecond)
+	case d >= time.Second:
+		d = d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		d = d.Round(time.Microsecond)
+	}
+	return d.String()
+}
+
 // String renders the comparison for people: per-agent share and waits,
 // overall waits and Jain's fairness index, and what selection did (waits and
 // mean dispatch position by priority and by label), plugin beside built-in.
@@ -51,17 +73,18 @@ func (r *SimulateReport) String() string {
 	fmt.Fprintf(&b, "%-22s %14s %14s\n", "", r.Plugin.Name, r.Builtin.Name)
 	fmt.Fprintf(&b, "%-22s %14.3f %14.3f\n", "Jain's fairness index", r.Plugin.Jain, r.Builtin.Jain)
 	b.WriteString(JainLegend)
-	fmt.Fprintf(&b, "%-22s %14v %14v\n", "wait p50", r.Plugin.WaitP50, r.Builtin.WaitP50)
-	fmt.Fprintf(&b, "%-22s %14v %14v\n", "wait p99", r.Plugin.WaitP99, r.Builtin.WaitP99)
-	fmt.Fprintf(&b, "%-22s %14v %14v\n", "makespan", r.Plugin.Makespan, r.Builtin.Makespan)
+	fmt.Fprintf(&b, "%-22s %14s %14s\n", "wait p50", duration(r.Plugin.WaitP50), duration(r.Builtin.WaitP50))
+	fmt.Fprintf(&b, "%-22s %14s %14s\n", "wait p99", duration(r.Plugin.WaitP99), duration(r.Builtin.WaitP99))
+	fmt.Fprintf(&b, "%-22s %14s %14s\n", "makespan", duration(r.Plugin.Makespan), duration(r.Builtin.Makespan))
 	builtin := map[string]simulate.AgentReport{}
 	for _, a := range r.Builtin.Agents {
 		builtin[a.Agent] = a
 	}
 	fmt.Fprintf(&b, "%-22s %14s %14s %14s %14s\n", "agent", "share", "(built-in)", "wait p99", "(built-in)")
+	b.WriteString(ShareLegend)
 	for _, a := range r.Plugin.Agents {
 		o := builtin[a.Agent]
-		fmt.Fprintf(&b, "%-22s %14.3f %14.3f %14v %14v\n", a.Agent, a.Share, o.Share, a.WaitP99, o.WaitP99)
+		fmt.Fprintf(&b, "%-22s %14.3f %14.3f %14s %14s\n", a.Agent, a.Share, o.Share, duration(a.WaitP99), duration(o.WaitP99))
 	}
 	groups := func(title string, mine, theirs []simulate.GroupReport) {
 		if len(mine) == 0 {
@@ -74,7 +97,7 @@ func (r *SimulateReport) String() string {
 		fmt.Fprintf(&b, "%-22s %14s %14s %14s %14s\n", title, "wait p50", "(built-in)", "mean position", "(built-in)")
 		for _, g := range mine {
 			o := other[g.Group]
-			fmt.Fprintf(&b, "%-22s %14v %14v %14.1f %14.1f\n", g.Group, g.WaitP50, o.WaitP50, g.MeanPosition, o.MeanPosition)
+			fmt.Fprintf(&b, "%-22s %14s %14s %14.1f %14.1f\n", g.Group, duration(g.WaitP50), duration(o.WaitP50), g.MeanPosition, o.MeanPosition)
 		}
 	}
 	groups("priority", r.Plugin.ByPriority, r.Builtin.ByPriority)
