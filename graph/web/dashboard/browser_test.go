@@ -96,8 +96,9 @@ type bundle struct {
 func setup(t *testing.T) *bundle { return setupServer(t, false) }
 
 // setupServer is setup, with the policy plugins (the built-ins) when
-// plugins is set, so that the policies panel lists them.
-func setupServer(t *testing.T, plugins bool) *bundle {
+// plugins is set, so that the policies panel lists them; each of more may
+// change the server's options (tokens, say).
+func setupServer(t *testing.T, plugins bool, more ...func(*server.Options)) *bundle {
 	t.Helper()
 	exec := enginetest.NewExecutor()
 	eng, err := engine.New(engine.Options{Store: memory.New(memory.Options{}), Executor: exec})
@@ -146,6 +147,9 @@ func setupServer(t *testing.T, plugins bool) *bundle {
 		require.NoError(t, m.Start(context.Background()))
 		t.Cleanup(func() { _ = m.Close(context.Background()) })
 		opts.Plugins = m
+	}
+	for _, f := range more {
+		f(&opts)
 	}
 	srv, err := server.New(opts)
 	require.NoError(t, err)

@@ -15,6 +15,8 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/graph/auth"
+	"github.com/switchyard/switchyard/graph/server"
 	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
@@ -119,14 +121,17 @@ func TestDashboardShowsPullLanesLeasesAttemptTimingsAndHoldsInChromium(t *testin
 	require.Contains(t, text, "expires")
 
 	open(timed)
-	row, err := chromedp.Run(page, waitFor[string](`(() => { const r = document.querySelector('#detail table.attempts tbody tr');
+	row, err := chromedp.Run(page, waitFor[string](`(() => { const r = document.querySelector('#detail table.attempts tbody.attempt');
 		return r && r.querySelector('.instance-fault') ? r.textContent : false; })()`))
 	require.NoError(t, err, "the first attempt shows its instance fault")
 	require.Contains(t, row, "12 ms", "its tab time")
 	require.Contains(t, row, "340 ms", "its action time")
-	code, err := chromedp.Run(page, chromedp.Evaluate[string](`document.querySelector('#detail table.attempts tbody tr .error-code').textContent`))
+	code, err := chromedp.Run(page, chromedp.Evaluate[string](`document.querySelector('#detail table.attempts tbody.attempt .error-code').textContent`))
 	require.NoError(t, err)
 	require.Equal(t, engine.CodeInstanceFault, code, "its error code, the one the retry policy was given")
+	fit, err := chromedp.Run(page, chromedp.Evaluate[[]string](attemptsProblems))
+	require.NoError(t, err)
+	require.Empty(t, fit, "the attempt's class, fault, code and error fit the detail")
 
 	open(held)
 	hold, err := chromedp.Run(page, waitFor[string](`(() => { const h = document.querySelector('#detail-hold');
@@ -143,4 +148,60 @@ func TestDashboardShowsPullLanesLeasesAttemptTimingsAndHoldsInChromium(t *testin
 			t.Logf("screenshot: %s", p)
 		}
 	}
+}
+
+// With tokens on and no token given yet, every panel that reads the API
+// says why it is empty: the agents and instances panels show the same
+// authentication error as the lanes, not "no agent" or "no instance" (the
+// server has an instance). Once the token is given, they fill.
+func TestDashboardPanelsShowTheAuthenticationErrorUntilATokenIsGivenInChromium(t *testing.T) {
+	t.Parallel()
+	chromium := chromiumPath(t)
+	token, err := auth.NewToken()
+	require.NoError(t, err)
+	hash, err := auth.HashToken(token)
+	require.NoError(t, err)
+	authn, err := auth.NewAuthenticator([]auth.Token{{Name: "ops", Hash: hash, Role: auth.RoleOperator}})
+	require.NoError(t, err)
+	b := setupServer(t, true, func(o *server.Options) { o.Auth = authn })
+	site, err := url.Parse(b.base)
+	require.NoError(t, err)
+
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(chromium),
+			chromedp.NoSandbox,
+			chromedp.DisableGPU,
+			chromedp.WindowSize(1440, 1000),
+			chromedp.UserDataDir(t.TempDir()),
+			chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE "+site.Hostname()),
+			chromedp.Flag("proxy-server", "http://127.0.0.1:9"),
+		)...)
+	t.Cleanup(cancelAlloc)
+	page, cancel := chromedp.NewContext(allocCtx)
+	t.Cleanup(cancel)
+	page, cancelTimeout := context.WithTimeout(page, 60*time.Second)
+	t.Cleanup(cancelTimeout)
+
+	require.NoError(t, chromedp.Do(page, chromedp.Navigate(b.base+"/dashboard/")))
+	lanes, err := chromedp.Run(page, waitFor[string](`(() => { const e = document.querySelector('#lanes .error');
+		return e && e.textContent.includes(`+jsString(auth.ErrUnauthenticated.Error())+`) ? e.textContent : false; })()`))
+	require.NoError(t, err, "the lanes panel shows the authentication error")
+	for _, panel := range []string{"agents", "instances"} {
+		text, err := chromedp.Run(page, chromedp.Evaluate[string](`document.querySelector('#`+panel+`').textContent`))
+		require.NoError(t, err)
+		require.Contains(t, text, lanes, "the %s panel shows the authentication error", panel)
+		require.NotContains(t, text, "No agent has submitted work yet", "the %s panel does not say there is no agent", panel)
+		require.NotContains(t, text, "No browser instance is registered", "the %s panel does not say there is no instance", panel)
+	}
+
+	// The token given, the errors go and the panels fill.
+	require.NoError(t, chromedp.Do(page,
+		chromedp.SetValue(chromedp.CSS(`header.top input[name="token"]`), token),
+		chromedp.Click(chromedp.CSS(`header.top form.token button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#instances tr[data-instance="chromium-1"]`)),
+	))
+	_, err = chromedp.Run(page, waitFor[bool](`(() => !document.querySelector('#lanes .error, #agents .error, #instances .error')
+		&& document.querySelector('#agents').textContent.includes('No agent has submitted work yet'))()`))
+	require.NoError(t, err, "with the token, the panels show what the server has")
 }

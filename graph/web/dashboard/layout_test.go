@@ -76,8 +76,37 @@ const layoutProblems = `((wide) => {
 	return problems;
 })`
 
+// attemptsProblems is a script that lists what of the task detail's
+// attempts table does not fit the detail panel: a cell past the panel's
+// edges (the table scrolls sideways, so the code and the error are out of
+// sight), an error code or an error not shown, or cut short.
+const attemptsProblems = `(() => {
+	const aside = document.querySelector('aside.detail');
+	if (!aside) return ['the task detail is not open'];
+	const table = aside.querySelector('table.attempts');
+	if (!table) return ['the task detail shows no attempts table'];
+	const problems = [];
+	const a = aside.getBoundingClientRect();
+	const left = a.left + aside.clientLeft, right = left + aside.clientWidth;
+	if (aside.scrollWidth > aside.clientWidth + 1) problems.push('the detail is ' + aside.scrollWidth + ' px wide in ' + aside.clientWidth + ' px: it scrolls sideways');
+	for (const cell of table.querySelectorAll('th, td, .error-code, .error')) {
+		const r = cell.getBoundingClientRect();
+		if (r.width === 0 && r.height === 0) continue;
+		if (r.left < left - 0.5 || r.right > right + 0.5)
+			problems.push((cell.className || cell.tagName.toLowerCase()) + ' "' + cell.textContent.trim().slice(0, 40) + '" is at [' + Math.round(r.left) + ', ' + Math.round(r.right) + '], outside the detail [' + Math.round(left) + ', ' + Math.round(right) + ']');
+	}
+	for (const sel of ['.error-code', '.error']) {
+		const el = table.querySelector(sel);
+		if (!el || el.getBoundingClientRect().width < 1) { problems.push('no ' + sel + ' is shown'); continue; }
+		if (el.scrollWidth > el.clientWidth + 1) problems.push(sel + ' "' + el.textContent + '" is cut short');
+	}
+	return problems;
+})()`
+
 // The dashboard fits a wide screen and a phone: checked on the boxes the
-// browser lays out at 1400 px and at 420 px, not by comparing pixels.
+// browser lays out at 1400 px, 2400 px and 420 px, not by comparing pixels.
+// The task detail's attempts show their error code and error whole at each
+// width.
 func TestDashboardFitsWideAndNarrowScreensInChromium(t *testing.T) {
 	t.Parallel()
 	chromium := chromiumPath(t)
@@ -96,6 +125,17 @@ func TestDashboardFitsWideAndNarrowScreensInChromium(t *testing.T) {
 		map[string]any{"id": queued}, nil))
 	b.submit(t, "agent-queued", "team")
 
+	// A pull task whose worker failed it with a code and a long error: its
+	// attempt never reached an instance.
+	require.NoError(t, b.c.Do(context.Background(), `mutation { createLane(name: "jobs", input: {pull: true}) { name } }`, nil, nil))
+	pulled := b.submit(t, "worker-fed", "jobs")
+	var lease struct{ LeaseTasks []struct{ LeaseID string } }
+	require.NoError(t, b.c.Do(context.Background(), `mutation { leaseTasks(lane: "jobs", max: 1, leaseForMs: 600000) { leaseId } }`, nil, &lease))
+	require.Len(t, lease.LeaseTasks, 1)
+	require.NoError(t, b.c.Do(context.Background(), `mutation($l: ID!, $e: String!) { failTask(leaseId: $l, error: $e, retryable: false, code: "upstream_503") { leaseId } }`,
+		map[string]any{"l": lease.LeaseTasks[0].LeaseID, "e": "upstream 503: the origin answered Service Unavailable three times in a row, request 7f3a9c2e-55d1-4c1b-9a0e-2b9f1d7c6a44"}, nil))
+	require.Equal(t, "FAILED", b.taskState(t, pulled))
+
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		append(chromedp.DefaultExecAllocatorOptions[:],
 			chromedp.ExecPath(chromium),
@@ -111,7 +151,7 @@ func TestDashboardFitsWideAndNarrowScreensInChromium(t *testing.T) {
 	require.NoError(t, chromedp.Do(browser)) // start the browser
 	artifacts := artifactsDir(t)
 
-	for _, width := range []int64{1400, 420} {
+	for _, width := range []int64{1400, 2400, 420} {
 		t.Run(fmt.Sprintf("%d px", width), func(t *testing.T) {
 			ctx, cancel := chromedp.NewContext(browser)
 			defer cancel()
@@ -163,6 +203,21 @@ func TestDashboardFitsWideAndNarrowScreensInChromium(t *testing.T) {
 			require.NoError(t, err)
 			shoot(fmt.Sprintf("dashboard-%d-detail.png", width))
 			require.Empty(t, detail, "at %d px:\n%s", width, strings.Join(detail, "\n"))
+
+			// A failed attempt shows its code and its error within the
+			// detail, and a pull attempt did not reach an instance.
+			_, err = chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash = '#/task/' + `+jsString(pulled)))
+			require.NoError(t, err)
+			_, err = chromedp.Run(ctx, waitFor[string](`(() => { const c = document.querySelector('#detail table.attempts .error-code');
+				return c && c.textContent === 'upstream_503' ? c.textContent : false; })()`))
+			require.NoError(t, err)
+			attempts, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](attemptsProblems))
+			require.NoError(t, err)
+			shoot(fmt.Sprintf("dashboard-%d-attempts.png", width))
+			require.Empty(t, attempts, "at %d px:\n%s", width, strings.Join(attempts, "\n"))
+			reached, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.querySelector('#detail table.attempts .reached') || {textContent: 'no reached cell'}).textContent`))
+			require.NoError(t, err)
+			require.Equal(t, "–", reached, "a pull attempt never reached an instance")
 		})
 	}
 }

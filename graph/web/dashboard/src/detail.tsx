@@ -7,7 +7,7 @@ import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { json, ms, span, short } from './format';
 import type { Ctx } from './main';
-import { BATCH, type BatchInfo, TASK, TASK_SUB, type TaskDetail, TERMINAL } from './queries';
+import { type Attempt, BATCH, type BatchInfo, TASK, TASK_SUB, type TaskDetail, TERMINAL } from './queries';
 import { Time } from './time';
 
 export function Detail({ ctx, id }: { ctx: Ctx; id: string }) {
@@ -197,47 +197,15 @@ function Body({ ctx, task, batch }: { ctx: Ctx; task: TaskDetail; batch: BatchIn
               <th>#</th>
               <th>instance / tab</th>
               <th>assigned</th>
-              <th>reached</th>
+              <th title="from its dispatch to reaching its instance (– when it never reached one: a pull lane's attempt, or one that failed before)">reached</th>
               <th title="finding its tab before the action: a named or session tab, a pooled one or a new one">tab</th>
               <th title="the action at the instance, from sending it to the answer">action</th>
               <th>ran</th>
-              <th>class</th>
-              <th>HTTP</th>
-              <th title="the error code the lane's retry policy was given: the executor's, a worker's failTask code, or Switchyard's own (timeout, lease_expired, restart, instance_fault)">code</th>
-              <th>error</th>
             </tr>
           </thead>
-          <tbody>
-            {task.attempts.map((a) => (
-              <tr key={a.n}>
-                <td>{a.n}</td>
-                <td class="dim">
-                  {a.instanceId ?? '–'} / {a.tabId ?? '–'}
-                </td>
-                <td class="mono">
-                  <Time at={a.assignedAt} />
-                </td>
-                <td>{span(a.assignedAt, a.startedAt)}</td>
-                <td class="tab-time">{ms(a.tabTimeMs)}</td>
-                <td class="action-time">{ms(a.actionTimeMs)}</td>
-                <td>{a.endedAt ? span(a.startedAt ?? a.assignedAt, a.endedAt) : 'running'}</td>
-                <td>
-                  {a.errorClass}
-                  {a.instanceFault ? (
-                    <>
-                      {' '}
-                      <span class="badge FAULT instance-fault" title="it ended because of its instance, not its task: it did not spend the task's retry budget">
-                        instance fault
-                      </span>
-                    </>
-                  ) : null}
-                </td>
-                <td>{a.httpStatus ?? ''}</td>
-                <td class="mono error-code">{a.errorCode ?? ''}</td>
-                <td class="bad">{a.error ?? ''}</td>
-              </tr>
-            ))}
-          </tbody>
+          {task.attempts.map((a) => (
+            <AttemptRows key={a.n} a={a} />
+          ))}
         </table>
       )}
       {task.error ? (
@@ -267,6 +235,66 @@ function Body({ ctx, task, batch }: { ctx: Ctx; task: TaskDetail; batch: BatchIn
         </>
       ) : null}
     </div>
+  );
+}
+
+/**
+ * AttemptRows is one attempt: a row of its timings under the table's header,
+ * then, when it has one, a row of its outcome across the table (class,
+ * instance fault, HTTP status, error code, error) that wraps, so that the
+ * code and the error are always in view however narrow the panel.
+ */
+function AttemptRows({ a }: { a: Attempt }) {
+  const failedClass = a.errorClass !== 'NONE';
+  const outcome = failedClass || a.instanceFault || a.httpStatus !== null || a.errorCode || a.error;
+  return (
+    <tbody class="attempt" data-attempt={a.n}>
+      <tr class="run">
+        <td class="n">{a.n}</td>
+        <td class="dim where" data-label="on">
+          {a.instanceId ?? '–'} / {a.tabId ?? '–'}
+        </td>
+        <td class="mono" data-label="assigned">
+          <Time at={a.assignedAt} />
+        </td>
+        <td class="reached" data-label="reached">
+          {/* A pull lane's attempt goes to a worker, never to an instance. */}
+          {a.instanceId && a.startedAt ? span(a.assignedAt, a.startedAt) : '–'}
+        </td>
+        <td class="tab-time" data-label="tab">
+          {ms(a.tabTimeMs)}
+        </td>
+        <td class="action-time" data-label="action">
+          {ms(a.actionTimeMs)}
+        </td>
+        <td class="ran" data-label="ran">
+          {a.endedAt ? span(a.startedAt ?? a.assignedAt, a.endedAt) : 'running'}
+        </td>
+      </tr>
+      {outcome ? (
+        <tr class="outcome">
+          <td />
+          <td colSpan={6}>
+            {failedClass ? <span class="error-class">{a.errorClass}</span> : null}
+            {a.instanceFault ? (
+              <span class="badge FAULT instance-fault" title="it ended because of its instance, not its task: it did not spend the task's retry budget">
+                instance fault
+              </span>
+            ) : null}
+            {a.httpStatus !== null ? <span class="http">HTTP {a.httpStatus}</span> : null}
+            {a.errorCode ? (
+              <span
+                class="mono error-code"
+                title="the error code the lane's retry policy was given: the executor's, a worker's failTask code, or Switchyard's own (timeout, lease_expired, restart, instance_fault)"
+              >
+                {a.errorCode}
+              </span>
+            ) : null}
+            {a.error ? <span class="bad error">{a.error}</span> : null}
+          </td>
+        </tr>
+      ) : null}
+    </tbody>
   );
 }
 

@@ -190,7 +190,12 @@ export function Agents({ ctx }: { ctx: Ctx }) {
           ))}
         </tbody>
       </table>
-      {all.length === 0 ? <p class="dim">No agent has submitted work yet.</p> : null}
+      {/* The agents come with the lanes: their error (say, no token yet) is theirs too. */}
+      {ctx.store.overviewError ? (
+        <p class="error">{ctx.store.overviewError}</p>
+      ) : all.length === 0 ? (
+        <p class="dim">No agent has submitted work yet.</p>
+      ) : null}
     </section>
   );
 }
@@ -237,7 +242,11 @@ export function Instances({ ctx }: { ctx: Ctx }) {
           ))}
         </tbody>
       </table>
-      {list.length === 0 ? <p class="dim">No browser instance is registered.</p> : null}
+      {ctx.store.overviewError ? (
+        <p class="error">{ctx.store.overviewError}</p>
+      ) : list.length === 0 ? (
+        <p class="dim">No browser instance is registered.</p>
+      ) : null}
       {ctx.store.instanceLog.length > 0 ? (
         <ul class="log">
           {ctx.store.instanceLog.slice(0, 5).map((e) => (
