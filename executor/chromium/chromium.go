@@ -145,7 +145,8 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 	i := &Instance{opts: o, log: o.Logger.Named("chromium"), tabs: make(map[string]*tab)}
 	i.dataDir = o.UserDataDir
 	if i.dataDir == "" {
-		dir, err := os.MkdirTemp("", "switchyard-chromium-")
+		removeStaleProfiles(os.TempDir(), i.log)
+		dir, err := os.MkdirTemp("", profilePrefix)
 		if err != nil {
 			return nil, fmt.Errorf("chromium: create user-data dir: %w", err)
 		}
