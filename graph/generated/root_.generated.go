@@ -3666,19 +3666,13 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	ec := newExecutionContext(opCtx, e, make(chan graphql.DeferredResult))
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
-			graphql.NewInputUnmarshaler("ActionInput", ec.unmarshalInputActionInput),
 			graphql.NewInputUnmarshaler("AgentInput", ec.unmarshalInputAgentInput),
-			graphql.NewInputUnmarshaler("BatchItemInput", ec.unmarshalInputBatchItemInput),
 			graphql.NewInputUnmarshaler("HeartbeatCheckInput", ec.unmarshalInputHeartbeatCheckInput),
-			graphql.NewInputUnmarshaler("LabelInput", ec.unmarshalInputLabelInput),
 			graphql.NewInputUnmarshaler("LaneInput", ec.unmarshalInputLaneInput),
 			graphql.NewInputUnmarshaler("LoadPluginInput", ec.unmarshalInputLoadPluginInput),
 			graphql.NewInputUnmarshaler("RegisterInstanceInput", ec.unmarshalInputRegisterInstanceInput),
-			graphql.NewInputUnmarshaler("RetryPolicyInput", ec.unmarshalInputRetryPolicyInput),
 			graphql.NewInputUnmarshaler("ScheduleInput", ec.unmarshalInputScheduleInput),
 			graphql.NewInputUnmarshaler("SetPolicyInput", ec.unmarshalInputSetPolicyInput),
-			graphql.NewInputUnmarshaler("SubmitTaskInput", ec.unmarshalInputSubmitTaskInput),
-			graphql.NewInputUnmarshaler("SubmitTasksInput", ec.unmarshalInputSubmitTasksInput),
 			graphql.NewInputUnmarshaler("TaskEventFilter", ec.unmarshalInputTaskEventFilter),
 			graphql.NewInputUnmarshaler("TaskFilter", ec.unmarshalInputTaskFilter),
 			graphql.NewInputUnmarshaler("UpdateInstanceInput", ec.unmarshalInputUpdateInstanceInput),

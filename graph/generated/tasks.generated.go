@@ -3519,478 +3519,6 @@ func (ec *executionContext) fieldContext_WebhookDelivery_final(_ context.Context
 
 // region    **************************** input.gotpl *****************************
 
-func (ec *executionContext) unmarshalInputActionInput(ctx context.Context, obj any) (model.ActionInput, error) {
-	var it model.ActionInput
-	if obj == nil {
-		return it, nil
-	}
-
-	asMap := map[string]any{}
-	for k, v := range obj.(map[string]any) {
-		asMap[k] = v
-	}
-
-	fieldsInOrder := [...]string{"kind", "ref", "selector", "params"}
-	for _, k := range fieldsInOrder {
-		v, ok := asMap[k]
-		if !ok {
-			continue
-		}
-		switch k {
-		case "kind":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("kind"))
-			data, err := ec.unmarshalNString2string(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.Kind = data
-		case "ref":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("ref"))
-			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.Ref = data
-		case "selector":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("selector"))
-			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.Selector = data
-		case "params":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("params"))
-			data, err := ec.unmarshalOJSON2encodingᚋjsonᚐRawMessage(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.Params = data
-		}
-	}
-	return it, nil
-}
-
-// UnmarshalActionInput unmarshals raw into the ActionInput input type, using the
-// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
-// object that was not passed as a field argument.
-//
-// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
-// and the returned error says so.
-func UnmarshalActionInput(ctx context.Context, raw any) (model.ActionInput, error) {
-	var out model.ActionInput
-	err := graphql.UnmarshalNamedInputFromContext(ctx, "ActionInput", raw, &out)
-	return out, err
-}
-
-func (ec *executionContext) unmarshalInputBatchItemInput(ctx context.Context, obj any) (model.BatchItemInput, error) {
-	var it model.BatchItemInput
-	if obj == nil {
-		return it, nil
-	}
-
-	asMap := map[string]any{}
-	for k, v := range obj.(map[string]any) {
-		asMap[k] = v
-	}
-
-	fieldsInOrder := [...]string{"key", "task"}
-	for _, k := range fieldsInOrder {
-		v, ok := asMap[k]
-		if !ok {
-			continue
-		}
-		switch k {
-		case "key":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("key"))
-			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.Key = data
-		case "task":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("task"))
-			data, err := ec.unmarshalNSubmitTaskInput2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐSubmitTaskInput(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.Task = data
-		}
-	}
-	return it, nil
-}
-
-// UnmarshalBatchItemInput unmarshals raw into the BatchItemInput input type, using the
-// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
-// object that was not passed as a field argument.
-//
-// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
-// and the returned error says so.
-func UnmarshalBatchItemInput(ctx context.Context, raw any) (model.BatchItemInput, error) {
-	var out model.BatchItemInput
-	err := graphql.UnmarshalNamedInputFromContext(ctx, "BatchItemInput", raw, &out)
-	return out, err
-}
-
-func (ec *executionContext) unmarshalInputLabelInput(ctx context.Context, obj any) (model.LabelInput, error) {
-	var it model.LabelInput
-	if obj == nil {
-		return it, nil
-	}
-
-	asMap := map[string]any{}
-	for k, v := range obj.(map[string]any) {
-		asMap[k] = v
-	}
-
-	fieldsInOrder := [...]string{"key", "value"}
-	for _, k := range fieldsInOrder {
-		v, ok := asMap[k]
-		if !ok {
-			continue
-		}
-		switch k {
-		case "key":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("key"))
-			data, err := ec.unmarshalNString2string(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.Key = data
-		case "value":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("value"))
-			data, err := ec.unmarshalNString2string(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.Value = data
-		}
-	}
-	return it, nil
-}
-
-// UnmarshalLabelInput unmarshals raw into the LabelInput input type, using the
-// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
-// object that was not passed as a field argument.
-//
-// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
-// and the returned error says so.
-func UnmarshalLabelInput(ctx context.Context, raw any) (model.LabelInput, error) {
-	var out model.LabelInput
-	err := graphql.UnmarshalNamedInputFromContext(ctx, "LabelInput", raw, &out)
-	return out, err
-}
-
-func (ec *executionContext) unmarshalInputRetryPolicyInput(ctx context.Context, obj any) (model.RetryPolicyInput, error) {
-	var it model.RetryPolicyInput
-	if obj == nil {
-		return it, nil
-	}
-
-	asMap := map[string]any{}
-	for k, v := range obj.(map[string]any) {
-		asMap[k] = v
-	}
-
-	fieldsInOrder := [...]string{"maxAttempts", "backoffMs", "multiplier", "maxBackoffMs", "jitter"}
-	for _, k := range fieldsInOrder {
-		v, ok := asMap[k]
-		if !ok {
-			continue
-		}
-		switch k {
-		case "maxAttempts":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxAttempts"))
-			data, err := ec.unmarshalNInt2int(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.MaxAttempts = data
-		case "backoffMs":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("backoffMs"))
-			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.BackoffMs = data
-		case "multiplier":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("multiplier"))
-			data, err := ec.unmarshalOFloat2ᚖfloat64(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.Multiplier = data
-		case "maxBackoffMs":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxBackoffMs"))
-			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.MaxBackoffMs = data
-		case "jitter":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("jitter"))
-			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.Jitter = data
-		}
-	}
-	return it, nil
-}
-
-// UnmarshalRetryPolicyInput unmarshals raw into the RetryPolicyInput input type, using the
-// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
-// object that was not passed as a field argument.
-//
-// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
-// and the returned error says so.
-func UnmarshalRetryPolicyInput(ctx context.Context, raw any) (model.RetryPolicyInput, error) {
-	var out model.RetryPolicyInput
-	err := graphql.UnmarshalNamedInputFromContext(ctx, "RetryPolicyInput", raw, &out)
-	return out, err
-}
-
-func (ec *executionContext) unmarshalInputSubmitTaskInput(ctx context.Context, obj any) (model.SubmitTaskInput, error) {
-	var it model.SubmitTaskInput
-	if obj == nil {
-		return it, nil
-	}
-
-	asMap := map[string]any{}
-	for k, v := range obj.(map[string]any) {
-		asMap[k] = v
-	}
-
-	if _, present := asMap["priority"]; !present {
-		asMap["priority"] = "NORMAL"
-	}
-	if _, present := asMap["queueMode"]; !present {
-		asMap["queueMode"] = "ENQUEUE"
-	}
-	if _, present := asMap["sessionReplay"]; !present {
-		asMap["sessionReplay"] = false
-	}
-
-	fieldsInOrder := [...]string{"agentId", "lane", "sessionKey", "priority", "action", "instruction", "tabId", "instanceId", "dependsOn", "parentId", "deadline", "timeoutMs", "retryPolicy", "webhookUrl", "idempotencyKey", "labels", "queueMode", "exhausted", "sessionMaxInFlight", "sessionReplay"}
-	for _, k := range fieldsInOrder {
-		v, ok := asMap[k]
-		if !ok {
-			continue
-		}
-		switch k {
-		case "agentId":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("agentId"))
-			data, err := ec.unmarshalNString2string(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.AgentID = data
-		case "lane":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("lane"))
-			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.Lane = data
-		case "sessionKey":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sessionKey"))
-			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.SessionKey = data
-		case "priority":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("priority"))
-			data, err := ec.unmarshalOPriority2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐPriority(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.Priority = data
-		case "action":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("action"))
-			data, err := ec.unmarshalOActionInput2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐActionInput(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.Action = data
-		case "instruction":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("instruction"))
-			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.Instruction = data
-		case "tabId":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("tabId"))
-			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.TabID = data
-		case "instanceId":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("instanceId"))
-			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.InstanceID = data
-		case "dependsOn":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("dependsOn"))
-			data, err := ec.unmarshalOID2ᚕstringᚄ(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.DependsOn = data
-		case "parentId":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("parentId"))
-			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.ParentID = data
-		case "deadline":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("deadline"))
-			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.Deadline = data
-		case "timeoutMs":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("timeoutMs"))
-			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.TimeoutMs = data
-		case "retryPolicy":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("retryPolicy"))
-			data, err := ec.unmarshalORetryPolicyInput2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐRetryPolicyInput(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.RetryPolicy = data
-		case "webhookUrl":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("webhookUrl"))
-			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.WebhookURL = data
-		case "idempotencyKey":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKey"))
-			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.IdempotencyKey = data
-		case "labels":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("labels"))
-			data, err := ec.unmarshalOLabelInput2ᚕᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐLabelInputᚄ(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.Labels = data
-		case "queueMode":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("queueMode"))
-			data, err := ec.unmarshalOQueueMode2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐQueueMode(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.QueueMode = data
-		case "exhausted":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("exhausted"))
-			data, err := ec.unmarshalOExhausted2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋengineᚐExhausted(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.Exhausted = data
-		case "sessionMaxInFlight":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sessionMaxInFlight"))
-			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.SessionMaxInFlight = data
-		case "sessionReplay":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sessionReplay"))
-			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.SessionReplay = data
-		}
-	}
-	return it, nil
-}
-
-// UnmarshalSubmitTaskInput unmarshals raw into the SubmitTaskInput input type, using the
-// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
-// object that was not passed as a field argument.
-//
-// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
-// and the returned error says so.
-func UnmarshalSubmitTaskInput(ctx context.Context, raw any) (model.SubmitTaskInput, error) {
-	var out model.SubmitTaskInput
-	err := graphql.UnmarshalNamedInputFromContext(ctx, "SubmitTaskInput", raw, &out)
-	return out, err
-}
-
-func (ec *executionContext) unmarshalInputSubmitTasksInput(ctx context.Context, obj any) (model.SubmitTasksInput, error) {
-	var it model.SubmitTasksInput
-	if obj == nil {
-		return it, nil
-	}
-
-	asMap := map[string]any{}
-	for k, v := range obj.(map[string]any) {
-		asMap[k] = v
-	}
-
-	fieldsInOrder := [...]string{"items", "parallelism", "webhookUrl"}
-	for _, k := range fieldsInOrder {
-		v, ok := asMap[k]
-		if !ok {
-			continue
-		}
-		switch k {
-		case "items":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("items"))
-			data, err := ec.unmarshalNBatchItemInput2ᚕᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐBatchItemInputᚄ(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.Items = data
-		case "parallelism":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("parallelism"))
-			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.Parallelism = data
-		case "webhookUrl":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("webhookUrl"))
-			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.WebhookURL = data
-		}
-	}
-	return it, nil
-}
-
-// UnmarshalSubmitTasksInput unmarshals raw into the SubmitTasksInput input type, using the
-// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
-// object that was not passed as a field argument.
-//
-// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
-// and the returned error says so.
-func UnmarshalSubmitTasksInput(ctx context.Context, raw any) (model.SubmitTasksInput, error) {
-	var out model.SubmitTasksInput
-	err := graphql.UnmarshalNamedInputFromContext(ctx, "SubmitTasksInput", raw, &out)
-	return out, err
-}
-
 func (ec *executionContext) unmarshalInputTaskEventFilter(ctx context.Context, obj any) (model.TaskEventFilter, error) {
 	var it model.TaskEventFilter
 	if obj == nil {
@@ -5428,8 +4956,9 @@ func (ec *executionContext) unmarshalNBatchItemInput2ᚕᚖgithubᚗcomᚋswitch
 }
 
 func (ec *executionContext) unmarshalNBatchItemInput2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐBatchItemInput(ctx context.Context, v any) (*model.BatchItemInput, error) {
-	res, err := ec.unmarshalInputBatchItemInput(ctx, v)
-	return &res, graphql.ErrorOnPath(ctx, err)
+	var res = new(model.BatchItemInput)
+	err := res.UnmarshalGQLContext(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNCancelPayload2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐCancelPayload(ctx context.Context, sel ast.SelectionSet, v *model.CancelPayload) graphql.Marshaler {
@@ -5545,8 +5074,9 @@ func (ec *executionContext) marshalNLabel2ᚖgithubᚗcomᚋswitchyardᚋswitchy
 }
 
 func (ec *executionContext) unmarshalNLabelInput2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐLabelInput(ctx context.Context, v any) (*model.LabelInput, error) {
-	res, err := ec.unmarshalInputLabelInput(ctx, v)
-	return &res, graphql.ErrorOnPath(ctx, err)
+	var res = new(model.LabelInput)
+	err := res.UnmarshalGQLContext(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐPageInfo(ctx context.Context, sel ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
@@ -5620,13 +5150,15 @@ func (ec *executionContext) marshalNStateCount2ᚖgithubᚗcomᚋswitchyardᚋsw
 }
 
 func (ec *executionContext) unmarshalNSubmitTaskInput2githubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐSubmitTaskInput(ctx context.Context, v any) (model.SubmitTaskInput, error) {
-	res, err := ec.unmarshalInputSubmitTaskInput(ctx, v)
+	var res model.SubmitTaskInput
+	err := res.UnmarshalGQLContext(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalNSubmitTaskInput2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐSubmitTaskInput(ctx context.Context, v any) (*model.SubmitTaskInput, error) {
-	res, err := ec.unmarshalInputSubmitTaskInput(ctx, v)
-	return &res, graphql.ErrorOnPath(ctx, err)
+	var res = new(model.SubmitTaskInput)
+	err := res.UnmarshalGQLContext(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNSubmitTaskResult2ᚕᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐSubmitTaskResultᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.SubmitTaskResult) graphql.Marshaler {
@@ -5654,7 +5186,8 @@ func (ec *executionContext) marshalNSubmitTaskResult2ᚖgithubᚗcomᚋswitchyar
 }
 
 func (ec *executionContext) unmarshalNSubmitTasksInput2githubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐSubmitTasksInput(ctx context.Context, v any) (model.SubmitTasksInput, error) {
-	res, err := ec.unmarshalInputSubmitTasksInput(ctx, v)
+	var res model.SubmitTasksInput
+	err := res.UnmarshalGQLContext(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
@@ -5864,8 +5397,9 @@ func (ec *executionContext) unmarshalOActionInput2ᚖgithubᚗcomᚋswitchyard�
 	if v == nil {
 		return nil, nil
 	}
-	res, err := ec.unmarshalInputActionInput(ctx, v)
-	return &res, graphql.ErrorOnPath(ctx, err)
+	var res = new(model.ActionInput)
+	err := res.UnmarshalGQLContext(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalOBatch2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐBatch(ctx context.Context, sel ast.SelectionSet, v *model.Batch) graphql.Marshaler {
@@ -5974,8 +5508,9 @@ func (ec *executionContext) unmarshalORetryPolicyInput2ᚖgithubᚗcomᚋswitchy
 	if v == nil {
 		return nil, nil
 	}
-	res, err := ec.unmarshalInputRetryPolicyInput(ctx, v)
-	return &res, graphql.ErrorOnPath(ctx, err)
+	var res = new(model.RetryPolicyInput)
+	err := res.UnmarshalGQLContext(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalOTask2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐTask(ctx context.Context, sel ast.SelectionSet, v *model.Task) graphql.Marshaler {

@@ -17,18 +17,6 @@ import (
 	"github.com/switchyard/switchyard/schedule"
 )
 
-// A browser interaction.
-type ActionInput struct {
-	// What to do: click, dblclick, fill, type, press, hover, focus, select, check, uncheck, scroll, navigate, text, snapshot, screenshot, pdf, evaluate, close, … (the README's table; another kind is INVALID_INPUT).
-	Kind string `json:"kind"`
-	// An element reference from a snapshot (e.g. `e12`).
-	Ref *string `json:"ref,omitempty"`
-	// A selector: `css:#go`, a bare CSS selector, `xpath://button` or `text:Go`.
-	Selector *string `json:"selector,omitempty"`
-	// Kind-specific parameters: a JSON object (e.g. `{"url": "https://example.com"}`, `{"text": "hello"}`).
-	Params json.RawMessage `json:"params,omitempty"`
-}
-
 // Changes to an agent; omitted fields stay as they are.
 type AgentInput struct {
 	// Its share of concurrency relative to other agents (≥ 1).
@@ -37,14 +25,6 @@ type AgentInput struct {
 	MaxInFlight *int `json:"maxInFlight,omitempty"`
 	// Its labels, which policies see (plugins/ABI.md, details): replaces the agent's labels; [] clears them, absent keeps them. At most 64; keys 1..256 bytes, values at most 256.
 	Labels []*LabelInput `json:"labels,omitempty"`
-}
-
-// One task of a batch.
-type BatchItemInput struct {
-	// A key unique within the batch, so that other items can name this one in their dependsOn.
-	Key *string `json:"key,omitempty"`
-	// The task.
-	Task *SubmitTaskInput `json:"task"`
 }
 
 // The tasks a cancellation reached.
@@ -146,14 +126,6 @@ type Label struct {
 	// The key.
 	Key string `json:"key"`
 	// The value.
-	Value string `json:"value"`
-}
-
-// A key and its value.
-type LabelInput struct {
-	// The key (1..256 bytes).
-	Key string `json:"key"`
-	// The value (at most 256 bytes).
 	Value string `json:"value"`
 }
 
@@ -300,20 +272,6 @@ type RegisterInstanceInput struct {
 	Labels []*LabelInput `json:"labels,omitempty"`
 }
 
-// A retry policy override.
-type RetryPolicyInput struct {
-	// The attempt budget, the first attempt included (1..100).
-	MaxAttempts int `json:"maxAttempts"`
-	// The delay before the first retry, in milliseconds (default 1000).
-	BackoffMs *int `json:"backoffMs,omitempty"`
-	// The growth of the delay per retry (1..100, default 2).
-	Multiplier *float64 `json:"multiplier,omitempty"`
-	// The cap on the delay, in milliseconds (default 60000).
-	MaxBackoffMs *int `json:"maxBackoffMs,omitempty"`
-	// Spread the delays (equal jitter).
-	Jitter *bool `json:"jitter,omitempty"`
-}
-
 // A schedule to create, or the new definition of one.
 type ScheduleInput struct {
 	// Its name.
@@ -376,56 +334,6 @@ type StateCount struct {
 	Count int64 `json:"count"`
 }
 
-// A task to submit. Exactly one of `action` and `instruction` is required.
-type SubmitTaskInput struct {
-	// The agent submitting it: the unit of fairness (1..256 bytes).
-	AgentID string `json:"agentId"`
-	// The lane to run in (default "main"). An unknown lane is INVALID_INPUT.
-	Lane *string `json:"lane,omitempty"`
-	// Tasks sharing a session key run one at a time (default: the tab, if any).
-	SessionKey *string `json:"sessionKey,omitempty"`
-	// Its priority within its queue.
-	Priority *engine.Priority `json:"priority,omitempty"`
-	// The browser interaction to perform.
-	Action *ActionInput `json:"action,omitempty"`
-	// A free-text instruction, for chat-style instances.
-	Instruction *string `json:"instruction,omitempty"`
-	// The tab to run in (else the session's tab, or a new one).
-	TabID *string `json:"tabId,omitempty"`
-	// The instance to run on (else the scheduler chooses).
-	InstanceID *string `json:"instanceId,omitempty"`
-	// Tasks that must succeed first: task ids, or in `submitTasks` the keys of other items.
-	DependsOn []string `json:"dependsOn,omitempty"`
-	// The task that spawned this one (its depth + 1 must fit the lane's maxDepth).
-	ParentID *string `json:"parentId,omitempty"`
-	// When it must have ended (in the future).
-	Deadline *time.Time `json:"deadline,omitempty"`
-	// The per-attempt timeout, in milliseconds (1..86400000; default the lane's).
-	TimeoutMs *int `json:"timeoutMs,omitempty"`
-	// Its own retry policy, overriding the lane's.
-	RetryPolicy *RetryPolicyInput `json:"retryPolicy,omitempty"`
-	// An absolute http(s) URL called when it reaches a terminal state.
-	WebhookURL *string `json:"webhookUrl,omitempty"`
-	// A key that makes resubmission safe: the same agent and key return the original task.
-	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
-	// Free-form labels (at most 64; keys 1..256 bytes, values at most 256).
-	Labels []*LabelInput `json:"labels,omitempty"`
-	// How it joins its session's queue.
-	QueueMode *engine.QueueMode `json:"queueMode,omitempty"`
-	// What it becomes when its retries are spent (default: its lane's `exhausted`).
-	Exhausted *engine.Exhausted `json:"exhausted,omitempty"`
-	// Sets its session's concurrency (1..100; GoClaw's per-request concurrency, e.g. 3 for a group chat). The latest task that sets it wins; omitted, the session keeps its ceiling (default engine.sessionMaxInFlight). Needs a sessionKey or a tabId.
-	SessionMaxInFlight *int `json:"sessionMaxInFlight,omitempty"`
-	// Opts its session into replay: if the session's tab is lost (closed behind
-	// Switchyard's back, gone with its instance's restart or removal), the
-	// executor opens a new tab and replays the session's actions from its first
-	// task, then runs this one, instead of failing it with SESSION_LOST. The
-	// session's log is kept (in memory, up to executor.maxReplayActions actions)
-	// only while every task of the session, from its first, asks for it. Needs
-	// a sessionKey and no tabId.
-	SessionReplay *bool `json:"sessionReplay,omitempty"`
-}
-
 // The outcome of one item of a batch: a task, an error, or both (a task recorded REJECTED with QUEUE_FULL).
 type SubmitTaskResult struct {
 	// The item's index in the input.
@@ -436,16 +344,6 @@ type SubmitTaskResult struct {
 	Task *Task `json:"task,omitempty"`
 	// Why it was refused, if it was.
 	Error *ItemError `json:"error,omitempty"`
-}
-
-// Tasks to submit as one batch.
-type SubmitTasksInput struct {
-	// The tasks, in order (1..Limits.maxBatch).
-	Items []*BatchItemInput `json:"items"`
-	// How many of the batch's tasks may run at once (1..10; omit for no cap).
-	Parallelism *int `json:"parallelism,omitempty"`
-	// An absolute http(s) URL called when the whole batch has ended.
-	WebhookURL *string `json:"webhookUrl,omitempty"`
 }
 
 // The outcome of `submitTasks`.
