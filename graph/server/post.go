@@ -39,7 +39,10 @@ const (
 )
 
 // postTransport serves POST requests with a JSON body.
-type postTransport struct{ vars *varCheck }
+type postTransport struct {
+	vars *varCheck
+	keys bodyKeys // object keys the body decoder shares (jsonbody.go)
+}
 
 var _ graphql.Transport = postTransport{}
 
@@ -84,10 +87,7 @@ func (t postTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 		return
 	}
 	params := &graphql.RawParams{}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(params); err != nil {
+	if err := decodeParams(body, t.keys, params); err != nil {
 		writeGraphQL(w, http.StatusBadRequest, &graphql.Response{Errors: gqlerror.List{badParams(err)}})
 		return
 	}

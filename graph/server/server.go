@@ -324,7 +324,7 @@ func (s *Server) graphQL() (http.Handler, error) {
 	cache := lru.New[*ast.QueryDocument](1000)
 	vars := newVarCheck(es.Schema(), cache)
 	srv.AddTransport(getTransport{vars: vars})
-	srv.AddTransport(postTransport{vars: vars})
+	srv.AddTransport(postTransport{vars: vars, keys: newBodyKeys(es.Schema())})
 	srv.AddTransport(unsupported{})
 	srv.SetQueryCache(cache)
 	srv.SetParserTokenLimit(maxQueryTokens)
