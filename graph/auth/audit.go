@@ -181,15 +181,13 @@ const maxTargets = 128
 // instance's token) are never read.
 func Targets(op string, args map[string]any, res any) []string {
 	var out []string
-	seen := map[string]bool{}
+	seen := map[[2]string]bool{} // by kind and id: a repeated target (a batch's agent) builds no string
 	add := func(kind, id string) {
-		if id == "" || len(out) >= maxTargets {
+		if id == "" || len(out) >= maxTargets || seen[[2]string{kind, id}] {
 			return
 		}
-		if t := kind + ":" + id; !seen[t] {
-			seen[t] = true
-			out = append(out, t)
-		}
+		seen[[2]string{kind, id}] = true
+		out = append(out, kind+":"+id)
 	}
 	kind := kindOf(op)
 	for _, name := range []string{"id", "name"} {

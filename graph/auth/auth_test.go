@@ -1,6 +1,7 @@
 package auth_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,8 +10,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/graph/auth"
 	"github.com/switchyard/switchyard/graph/generated"
+	"github.com/switchyard/switchyard/graph/model"
 )
 
 func newToken(t *testing.T) (string, string) {
@@ -275,4 +278,25 @@ func TestAWorkerMayPullItsOwnLanesOnly(t *testing.T) {
 		require.Equal(t, strings.HasPrefix(op, "Mutation.") && strings.Contains("leaseTasks renewLease completeTask failTask releaseTask", strings.TrimPrefix(op, "Mutation.")),
 			a.Roles.Has(auth.RoleWorker), "%s: a worker runs the pull calls and nothing else", op)
 	}
+}
+
+// TestTargetsOfABatch: an audit line names each agent of a batch once, the
+// batch, and its tasks, in that order, at most 128 in all.
+func TestTargetsOfABatch(t *testing.T) { // not parallel: it counts allocations
+	var in model.SubmitTasksInput
+	res := &model.SubmitTasksPayload{BatchID: new("b1")}
+	for i := range 200 {
+		in.Items = append(in.Items, &model.BatchItemInput{Task: &model.SubmitTaskInput{AgentID: []string{"a", "b", "a", "c"}[i%4]}})
+		res.Items = append(res.Items, &model.SubmitTaskResult{Index: i, Task: model.NewTask(&engine.Task{ID: fmt.Sprintf("t%03d", i)})})
+	}
+	got := auth.Targets("submitTasks", map[string]any{"input": in}, res)
+	want := []string{"agent:a", "agent:b", "agent:c", "batch:b1"}
+	for i := range 124 {
+		want = append(want, fmt.Sprintf("task:t%03d", i))
+	}
+	require.Equal(t, want, got)
+	// A string per target named, not per item: the batch's 200 agents and
+	// the tasks past the cap cost none.
+	allocs := testing.AllocsPerRun(10, func() { auth.Targets("submitTasks", map[string]any{"input": in}, res) })
+	require.LessOrEqual(t, allocs, float64(len(want)+32)) // and the map and list growing
 }

@@ -45,6 +45,9 @@ func invalid(path, format string, args ...any) *engine.Error {
 
 // checkID checks a required or optional identifier.
 func checkID(path, v string, required bool) *engine.Error {
+	if idOK(v, required) {
+		return nil
+	}
 	switch {
 	case v == "" && required:
 		return invalid(path, "is required")
@@ -54,6 +57,13 @@ func checkID(path, v string, required bool) *engine.Error {
 		return invalid(path, "is not valid UTF-8")
 	}
 	return nil
+}
+
+// idOK reports whether checkID accepts v. Where a path is built for each
+// call (a task's fields, a batch's items), callers ask this first and build
+// the path only for checkID's error: valid input allocates no path.
+func idOK(v string, required bool) bool {
+	return (v != "" || !required) && len(v) <= maxIDLength && utf8.ValidString(v)
 }
 
 func deref[T any](p *T) T {
@@ -72,8 +82,8 @@ func taskSpec(path string, in *model.SubmitTaskInput, now time.Time) (engine.Tas
 	if in == nil {
 		return s, invalid(path, "is required")
 	}
-	if err := checkID(p("agentId"), in.AgentID, true); err != nil {
-		return s, err
+	if !idOK(in.AgentID, true) {
+		return s, checkID(p("agentId"), in.AgentID, true)
 	}
 	s.AgentID = in.AgentID
 	if in.Lane != nil {
@@ -86,11 +96,8 @@ func taskSpec(path string, in *model.SubmitTaskInput, now time.Time) (engine.Tas
 		name string
 		v    *string
 	}{{"sessionKey", in.SessionKey}, {"tabId", in.TabID}, {"instanceId", in.InstanceID}, {"parentId", in.ParentID}, {"idempotencyKey", in.IdempotencyKey}} {
-		if f.v == nil {
-			continue
-		}
-		if err := checkID(p(f.name), *f.v, false); err != nil {
-			return s, err
+		if f.v != nil && !idOK(*f.v, false) {
+			return s, checkID(p(f.name), *f.v, false)
 		}
 	}
 	s.SessionKey, s.TabID, s.InstanceID = deref(in.SessionKey), deref(in.TabID), deref(in.InstanceID)
@@ -129,7 +136,7 @@ func taskSpec(path string, in *model.SubmitTaskInput, now time.Time) (engine.Tas
 	}
 	s.Instruction = instruction
 	if a := in.Action; a != nil {
-		act, err := action(p("action"), a)
+		act, err := action(path, a)
 		if err != nil {
 			return s, err
 		}
@@ -141,8 +148,8 @@ func taskSpec(path string, in *model.SubmitTaskInput, now time.Time) (engine.Tas
 	}
 	seen := make(map[string]bool, len(in.DependsOn))
 	for i, d := range in.DependsOn {
-		if err := checkID(p("dependsOn."+strconv.Itoa(i)), d, true); err != nil {
-			return s, err
+		if !idOK(d, true) {
+			return s, checkID(p("dependsOn."+strconv.Itoa(i)), d, true)
 		}
 		if seen[d] {
 			return s, invalid(p("dependsOn."+strconv.Itoa(i)), "%q is named twice", d)
@@ -177,37 +184,40 @@ func taskSpec(path string, in *model.SubmitTaskInput, now time.Time) (engine.Tas
 		}
 		s.WebhookURL = *in.WebhookURL
 	}
-	labels, err := labelMap(p("labels"), in.Labels)
-	if err != nil {
-		return s, err
+	if len(in.Labels) > 0 {
+		labels, err := labelMap(p("labels"), in.Labels)
+		if err != nil {
+			return s, err
+		}
+		s.Labels = labels
 	}
-	s.Labels = labels
 	return s, nil
 }
 
-// action validates an action input.
-func action(path string, a *model.ActionInput) (*engine.Action, *engine.Error) {
+// action validates the action input of the task at taskPath.
+func action(taskPath string, a *model.ActionInput) (*engine.Action, *engine.Error) {
+	p := func(f string) string { return taskPath + ".action." + f } // for errors only
 	if a.Kind == "" || len(a.Kind) > maxKindLength {
-		return nil, invalid(path+".kind", "is required (at most %d bytes)", maxKindLength)
+		return nil, invalid(p("kind"), "is required (at most %d bytes)", maxKindLength)
 	}
 	for _, r := range a.Kind {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			return nil, invalid(path+".kind", "%q: letters, digits, '-', '_' and '.' only", a.Kind)
+			return nil, invalid(p("kind"), "%q: letters, digits, '-', '_' and '.' only", a.Kind)
 		}
 	}
-	if err := checkID(path+".ref", deref(a.Ref), false); err != nil {
-		return nil, err
+	if ref := deref(a.Ref); !idOK(ref, false) {
+		return nil, checkID(p("ref"), ref, false)
 	}
 	if len(deref(a.Selector)) > 4096 {
-		return nil, invalid(path+".selector", "is longer than 4096 bytes")
+		return nil, invalid(p("selector"), "is longer than 4096 bytes")
 	}
 	act := &engine.Action{Kind: a.Kind, Ref: deref(a.Ref), Selector: deref(a.Selector)}
 	if len(a.Params) > 0 && string(a.Params) != "null" {
 		if len(a.Params) > maxParamsBytes {
-			return nil, invalid(path+".params", "is larger than %d bytes", maxParamsBytes)
+			return nil, invalid(p("params"), "is larger than %d bytes", maxParamsBytes)
 		}
 		if a.Params[0] != '{' || !json.Valid(a.Params) {
-			return nil, invalid(path+".params", "must be a JSON object")
+			return nil, invalid(p("params"), "must be a JSON object")
 		}
 		act.Params = a.Params
 	}
@@ -321,15 +331,15 @@ func labelMap(path string, in []*model.LabelInput) (map[string]string, *engine.E
 	}
 	m := make(map[string]string, len(in))
 	for i, l := range in {
-		lp := path + "." + strconv.Itoa(i)
+		lp := func() string { return path + "." + strconv.Itoa(i) } // for errors only
 		switch {
 		case l.Key == "" || len(l.Key) > maxLabelLength:
-			return nil, invalid(lp+".key", "must be 1..%d bytes", maxLabelLength)
+			return nil, invalid(lp()+".key", "must be 1..%d bytes", maxLabelLength)
 		case len(l.Value) > maxLabelLength:
-			return nil, invalid(lp+".value", "is longer than %d bytes", maxLabelLength)
+			return nil, invalid(lp()+".value", "is longer than %d bytes", maxLabelLength)
 		}
 		if _, dup := m[l.Key]; dup {
-			return nil, invalid(lp+".key", "%q is given twice", l.Key)
+			return nil, invalid(lp()+".key", "%q is given twice", l.Key)
 		}
 		m[l.Key] = l.Value
 	}

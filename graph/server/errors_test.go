@@ -50,6 +50,14 @@ func TestMalformedInputIsRefusedWithItsFieldPath(t *testing.T) {
 		{"repeated dependency", task(map[string]any{"dependsOn": []string{"x", "x"}}), "input.dependsOn.1"},
 		{"unknown action kind", task(map[string]any{"action": map[string]any{"kind": "navigte"}}), "input.action.kind"},
 		{"unknown dependency", task(map[string]any{"dependsOn": []string{"no-such-task"}}), "input.dependsOn"},
+		{"empty dependency", task(map[string]any{"dependsOn": []string{"x", ""}}), "input.dependsOn.1"},
+		{"long session key", task(map[string]any{"sessionKey": strings.Repeat("s", 257)}), "input.sessionKey"},
+		{"long idempotency key", task(map[string]any{"idempotencyKey": strings.Repeat("k", 257)}), "input.idempotencyKey"},
+		{"long ref", task(map[string]any{"action": map[string]any{"kind": "click", "ref": strings.Repeat("e", 257)}}), "input.action.ref"},
+		{"long selector", task(map[string]any{"action": map[string]any{"kind": "click", "selector": strings.Repeat("#", 4097)}}), "input.action.selector"},
+		{"bad action kind", task(map[string]any{"action": map[string]any{"kind": "cl ick"}}), "input.action.kind"},
+		{"empty label key", task(map[string]any{"labels": []map[string]any{{"key": "a", "value": "1"}, {"key": "", "value": "2"}}}), "input.labels.1.key"},
+		{"long label value", task(map[string]any{"labels": []map[string]any{{"key": "a", "value": strings.Repeat("v", 257)}}}), "input.labels.0.value"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
