@@ -14,6 +14,7 @@
 //	graph/metrics      Prometheus collectors that read the engine on scrape
 //	graph/server       HTTP: /graphql (POST, GET, WebSocket, SSE), /mcp, limits, health, metrics, artifacts, the web apps
 //	graph/client       a small GraphQL client (HTTP, WebSocket, SSE) for the CLI, tests and bench
+//	graph/internal/seqlists  run by go generate after gqlgen: submitTasks' items marshalled without a goroutine each
 //	graph/web          the browser apps served from embedded assets (graph/web/README.md):
 //	  web/spa            serving one built single-page app
 //	  web/webbuild       what the apps' builds share, and the check that a dist/ is current

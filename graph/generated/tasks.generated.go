@@ -5162,7 +5162,7 @@ func (ec *executionContext) unmarshalNSubmitTaskInput2ᚖgithubᚗcomᚋswitchya
 }
 
 func (ec *executionContext) marshalNSubmitTaskResult2ᚕᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐSubmitTaskResultᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.SubmitTaskResult) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := model.MarshalList(ctx, sel, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNSubmitTaskResult2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐSubmitTaskResult(ctx, sel, v[i])

@@ -63,6 +63,12 @@ func TestTaskInputsAnswerAsTheGeneratedCodeDid(t *testing.T) {
 			`{"task":{"agentId":"e",`+click+`,"priority":"LOW","queueMode":"ENQUEUE"}},`+
 			`{"task":{"agentId":"e",`+click+`,"priority":null,"queueMode":null}}]}}`),
 			`200 OK {"data":{"submitTasks":{"accepted":4,"refused":0,"items":[{"index":0,"task":{"agentId":"e","priority":"CRITICAL","queueMode":"INTERRUPT","exhausted":"PARK"},"error":null},{"index":1,"task":{"agentId":"e","priority":"HIGH","queueMode":"INTERRUPT_DRAIN","exhausted":"FAIL"},"error":null},{"index":2,"task":{"agentId":"e","priority":"LOW","queueMode":"ENQUEUE","exhausted":null},"error":null},{"index":3,"task":{"agentId":"e","priority":"NORMAL","queueMode":"ENQUEUE","exhausted":null},"error":null}]}}}`},
+		{"a batch's items with their tasks' dependencies (marshalled concurrently)", query(`mutation ($in: SubmitTasksInput!) { submitTasks(input: $in) { items { index key task { agentId dependencies { state } } error { code } } } }`,
+			`{"in":{"items":[{"key":"a","task":{"agentId":"x",`+click+`}},{"key":"b","task":{"agentId":"y",`+click+`}},{"key":"c","task":{"agentId":""}}]}}`),
+			`200 OK {"data":{"submitTasks":{"items":[{"index":0,"key":"a","task":{"agentId":"x","dependencies":[]},"error":null},{"index":1,"key":"b","task":{"agentId":"y","dependencies":[]},"error":null},{"index":2,"key":"c","task":null,"error":{"code":"INVALID_INPUT"}}]}}}`},
+		{"a batch's items with their tasks' leaves (marshalled in place)", query(`mutation ($in: SubmitTasksInput!) { submitTasks(input: $in) { items { index ... on SubmitTaskResult { key } task { agentId } error { code field } } } }`,
+			`{"in":{"items":[{"key":"a","task":{"agentId":"x",`+click+`}},{"key":"b","task":{"agentId":"y",`+click+`}},{"key":"c","task":{"agentId":""}}]}}`),
+			`200 OK {"data":{"submitTasks":{"items":[{"index":0,"key":"a","task":{"agentId":"x"},"error":null},{"index":1,"key":"b","task":{"agentId":"y"},"error":null},{"index":2,"key":"c","task":null,"error":{"code":"INVALID_INPUT","field":"input.items.2.task.agentId"}}]}}}`},
 	} {
 		got := send(tc.body)
 		if got != tc.want {
