@@ -45,6 +45,9 @@ type Outcome struct {
 	// once and the attempt does not count against its retry budget (Err, if
 	// set, says why). A pull lane's worker releases what it will not do.
 	Release bool
+	// Final fails the task at once with Err, without asking its retry
+	// policy: a pull-lane worker's failTask(retryable: false).
+	Final bool
 }
 
 // Run is the executor's handle on one attempt of a task.
@@ -60,6 +63,9 @@ type Run struct {
 	tab      string
 	lost     *lostTab // the session's tab is lost (LostSession); nil mostly, which keeps a Run within 192 bytes
 	done     atomic.Bool
+	// ended: the attempt ended at its timeout (core lock); the executor's
+	// return only releases its slot.
+	ended bool
 }
 
 // TaskID returns the task's id.

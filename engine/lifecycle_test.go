@@ -134,19 +134,21 @@ func TestALeaseThatExpiresAfterACancelLeavesNoErrorCode(t *testing.T) {
 func TestAnExpiredLeaseIsReclaimedAndALateCompletionIgnored(t *testing.T) {
 	t.Parallel()
 	h := enginetest.New(t, &engine.Config{LeaseGrace: 2 * time.Second, Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 1}}})
-	task := h.Submit(enginetest.Spec("a").Timeout(5 * time.Second).Obj())
+	task := h.Submit(enginetest.Spec("a").Timeout(5 * time.Second).Retry(engine.RetryPolicy{MaxAttempts: 2, Backoff: time.Minute}).Obj())
 	other := h.Submit(enginetest.Spec("b").Obj())
 	stuck := h.Exec.Run(task.ID)
 	h.Clock.Advance(5 * time.Second)
-	require.Equal(t, engine.StateAssigned, h.State(task.ID), "timed out but not yet reclaimed")
-	require.Equal(t, engine.StateQueued, h.State(other.ID), "an expiring lease still holds its slot")
-	h.Clock.Advance(2 * time.Second)
 	got := h.Get(task.ID)
-	require.Equal(t, engine.StateRetryWait, got.State)
-	require.Equal(t, "lease expired", got.Attempts[0].Error)
-	require.Equal(t, engine.CodeLeaseExpired, got.Attempts[0].Code)
+	require.Equal(t, engine.StateRetryWait, got.State, "the attempt ends at its timeout")
+	require.Equal(t, "timed out after 5s", got.Attempts[0].Error)
+	require.Equal(t, engine.CodeTimeout, got.Attempts[0].Code)
+	require.Equal(t, engine.StateQueued, h.State(other.ID), "a timed-out attempt still holds its slot")
+	h.Clock.Advance(2 * time.Second)
 	require.Equal(t, engine.StateAssigned, h.State(other.ID), "the reclaimed slot goes to the next task")
 	require.EqualValues(t, 1, h.Stats(context.Background()).LeaseExpiry)
+	got = h.Get(task.ID)
+	require.Equal(t, engine.StateRetryWait, got.State)
+	require.Equal(t, engine.CodeTimeout, got.Attempts[0].Code, "reclaiming the slot does not change how the attempt ended")
 
 	stuck.Finish(engine.Outcome{})
 	require.Equal(t, engine.StateRetryWait, h.State(task.ID), "a completion under a reclaimed lease changes nothing")
@@ -155,6 +157,70 @@ func TestAnExpiredLeaseIsReclaimedAndALateCompletionIgnored(t *testing.T) {
 	evs, _ := h.Events().Read(0, 1000, nil)
 	require.Equal(t, engine.EventStale, evs[len(evs)-1].Type)
 	require.Contains(t, evs[len(evs)-1].Reason, "ignored")
+}
+
+// An attempt ends at its timeout, coded timeout, and its retry policy
+// decides at once: an answer the instance gives later, even a success,
+// only releases the slot, which the attempt held until then so that the
+// ceilings hold at the instance; the retry waits for that slot.
+func TestAnAttemptEndsAtItsTimeoutWhateverTheInstanceAnswersLater(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, &engine.Config{LeaseGrace: 10 * time.Second, Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 1}}})
+	task := h.Submit(enginetest.Spec("a").Timeout(time.Second).Retry(engine.RetryPolicy{MaxAttempts: 2, Backoff: 100 * time.Millisecond, Multiplier: 1}).Obj())
+	late := h.Exec.Run(task.ID)
+	h.Clock.Advance(time.Second)
+	got := h.Get(task.ID)
+	require.Equal(t, engine.StateRetryWait, got.State, "not RUNNING past its timeout")
+	require.Equal(t, "retry in 100ms: timed out after 1s", got.Reason)
+	require.Equal(t, engine.CodeTimeout, got.Attempts[0].Code)
+	require.Equal(t, h.Clock.Now(), got.Attempts[0].EndedAt)
+	h.Clock.Advance(100 * time.Millisecond)
+	require.Equal(t, engine.StateQueued, h.State(task.ID), "its retry waits for the slot its timed-out attempt holds")
+	other := h.Submit(enginetest.Spec("b").Obj())
+	require.Equal(t, engine.StateQueued, h.State(other.ID), "the slot is held until the instance answers")
+
+	h.Clock.Advance(2 * time.Second)
+	late.Finish(engine.Outcome{Result: []byte(`{"late":true}`), ActionTime: 3 * time.Second})
+	got = h.Get(task.ID)
+	require.NotEqual(t, engine.StateSucceeded, got.State, "a late answer is no success")
+	require.Nil(t, got.Result)
+	require.Equal(t, engine.CodeTimeout, got.Attempts[0].Code)
+	require.Equal(t, "timed out after 1s", got.Attempts[0].Error)
+	require.Equal(t, 3*time.Second, got.Attempts[0].ActionTime, "the instance's own figure is kept")
+	assigned := 0
+	for _, id := range []string{task.ID, other.ID} {
+		if h.State(id) == engine.StateAssigned {
+			assigned++
+		}
+	}
+	require.Equal(t, 1, assigned, "the released slot goes to one of the waiting tasks")
+	// Run whichever got it, then the other: the retry is attempt 2.
+	for range 2 {
+		for _, id := range []string{task.ID, other.ID} {
+			if h.State(id) == engine.StateAssigned {
+				require.NoError(t, h.Exec.Finish(id, engine.Outcome{}))
+			}
+		}
+	}
+	got = h.Get(task.ID)
+	require.Equal(t, engine.StateSucceeded, got.State)
+	require.Len(t, got.Attempts, 2)
+	require.Equal(t, engine.StateSucceeded, h.State(other.ID))
+}
+
+// A timed-out attempt whose retry budget is spent fails (or parks) at its
+// timeout, not when the instance answers.
+func TestATimedOutLastAttemptParksAtItsTimeout(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	task := h.Submit(enginetest.Spec("a").Timeout(time.Second).Retry(engine.RetryPolicy{MaxAttempts: 1}).Obj())
+	late := h.Exec.Run(task.ID)
+	h.Clock.Advance(time.Second)
+	require.Equal(t, engine.StateParked, h.State(task.ID))
+	late.Finish(engine.Outcome{})
+	got := h.Get(task.ID)
+	require.Equal(t, engine.StateParked, got.State)
+	require.Equal(t, "retry budget spent: timed out after 1s", got.Reason)
 }
 
 func TestADeadlineExpiresQueuedTasksAndBoundsRunningOnes(t *testing.T) {

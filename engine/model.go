@@ -49,7 +49,7 @@ type task struct {
 
 	state    State
 	front    bool // interrupt mode: ahead of its session's other tasks
-	holding  bool // holds its slots (ASSIGNED, RUNNING, or cancelled and not yet returned)
+	holding  bool // holds its slots (ASSIGNED, RUNNING, or its attempt cancelled or timed out and not yet returned)
 	timedOut bool // the attempt's context was cancelled for its timeout
 	dirty    bool // changed since the last commit snapshot
 	// forgetLater: committed as it ended, kept in memory for its followers
@@ -59,6 +59,10 @@ type task struct {
 	batchOut    bool // counted out of its batch's open tasks (settled, or parked once while the batch ended)
 	unranked    bool // admitted, its rank not yet decided: QUEUED, it stays out of its queue until it is
 }
+
+// slotWait reports whether t's timed-out attempt still holds its slot: a
+// QUEUED t then stays out of its queues until the slot is released.
+func (t *task) slotWait() bool { return t.run != nil && t.run.ended }
 
 // outcome is what a task has accumulated beyond waiting, and its rarer
 // links: allocated with its first result, failure, reset, retry link or

@@ -49,6 +49,7 @@ type mTask struct {
 	seq                                       uint64
 	state                                     engine.State
 	holding                                   bool
+	timedOut                                  bool // its slot is held by a timed-out attempt
 	holdInst                                  string
 	ends                                      int
 	held                                      bool // WAITING, held by its lane's debounce
@@ -163,7 +164,7 @@ func (m *model) apply(ev engine.Event, x *enginetest.Executor) {
 	}
 	switch ev.Type {
 	case engine.EventReleased:
-		if !t.holding || t.state != engine.StateCancelled {
+		if !t.holding || (t.state != engine.StateCancelled && !t.timedOut) {
 			m.fail("%s released while holding=%v state=%s", t.id, t.holding, t.state)
 		}
 		t.holding = false
@@ -182,7 +183,11 @@ func (m *model) apply(ev engine.Event, x *enginetest.Executor) {
 	}
 	if ev.To == engine.StateAssigned {
 		m.checkRank(t)
+		if t.holding {
+			m.fail("%s assigned while its timed-out attempt still holds its slot", t.id)
+		}
 		t.holding = true
+		t.timedOut = false
 		if x != nil { // in synchronous mode, attempts start in the order of their events
 			starts := x.Starts()
 			if m.starts >= len(starts) || starts[m.starts].TaskID != t.id {
@@ -197,7 +202,10 @@ func (m *model) apply(ev engine.Event, x *enginetest.Executor) {
 		if !t.holding {
 			m.fail("%s left flight twice", t.id)
 		}
-		t.holding = false
+		// An attempt that timed out ends at once but keeps its slot until
+		// its executor returns (or its lease grace passes).
+		t.timedOut = strings.Contains(ev.Reason, "timed out after ")
+		t.holding = t.timedOut
 	}
 	if ev.To.Terminal() {
 		t.ends++
@@ -220,7 +228,7 @@ func (m *model) apply(ev engine.Event, x *enginetest.Executor) {
 
 func (m *model) checkRank(t *mTask) {
 	for _, o := range m.tasks {
-		if o == t || o.state != engine.StateQueued || o.lane != t.lane || o.agent != t.agent || o.queueKey != t.queueKey {
+		if o == t || o.state != engine.StateQueued || o.holding || o.lane != t.lane || o.agent != t.agent || o.queueKey != t.queueKey {
 			continue
 		}
 		if t.prio < 0 {
@@ -501,6 +509,7 @@ func runModel(t *testing.T, seed uint64) {
 			case mt.state == engine.StateParked:
 				_, err := h.Cancel(ctx, mt.id, "drain")
 				require.NoError(t, err)
+				live++ // its timed-out attempt may still hold its slot
 			case !mt.state.Terminal() || mt.holding:
 				live++
 			}

@@ -130,7 +130,7 @@ func (e *Engine) finish(r *Run, o Outcome) {
 func (c *core) finishLocked(r *Run, o Outcome) bool {
 	t := r.task
 	var ahead *retryAhead
-	if t.run == r {
+	if t.run == r && !r.ended {
 		ahead = c.retryOutsideLocked(t, o) // a policy that is not inline decides outside the lock
 	}
 	if t.run != r {
@@ -139,8 +139,10 @@ func (c *core) finishLocked(r *Run, o Outcome) bool {
 	}
 	now := c.now()
 	att := t.lastAttempt()
-	att.EndedAt = now
-	att.HTTPStatus = o.HTTPStatus
+	if !r.ended { // a timed-out attempt ended at its timeout
+		att.EndedAt = now
+		att.HTTPStatus = o.HTTPStatus
+	}
 	if o.InstanceID != "" {
 		att.InstanceID = o.InstanceID
 	}
@@ -151,12 +153,24 @@ func (c *core) finishLocked(r *Run, o Outcome) bool {
 	t.run = nil
 	c.timers[timerLease].remove(t)
 	c.releaseLocked(t)
+	if r.ended && t.state == StateQueued {
+		c.joinQueuesLocked(t) // its retry waited for the slot
+	}
 	if errors.Is(o.Err, ErrInstanceGone) && t.session != nil {
 		c.dropBindingLocked(t.session.key)
 	} else {
 		c.bindLocked(t, att.InstanceID, att.TabID)
 	}
 	switch {
+	case r.ended:
+		// Its end was recorded at its timeout; the instance's late answer
+		// changes nothing but frees the slot.
+		answer := "an answer"
+		if o.Err != nil {
+			answer = "an error"
+		}
+		c.emitTaskLocked(t, EventReleased, t.state, t.state,
+			"slot of timed-out attempt "+itoa(r.attempt)+" released: its instance confirmed the end with "+answer)
 	case t.state == StateCancelled:
 		att.Class = classCancelled
 		att.Error = "cancelled: " + t.reason
@@ -178,6 +192,14 @@ func (c *core) finishLocked(r *Run, o Outcome) bool {
 		class, msg, fault := attemptFailure(t, o)
 		att.InstanceFault = fault
 		att.Class, att.Error, att.Code = class, msg, errorCode(t, o)
+		if o.Final && !c.closed {
+			// Its worker said no retry can help: the retry policy is
+			// not asked.
+			out := t.outcomeOf()
+			out.errMsg, out.class = msg, class
+			c.setStateAt(t, StateFailed, "failed by its worker (not retryable): "+msg, now)
+			return true
+		}
 		c.failAttemptLocked(t, class, o.HTTPStatus, att.Code, msg, now, ahead)
 	}
 	return true
@@ -248,12 +270,17 @@ func (c *core) failAttemptLocked(t *task, class policy.ErrorClass, status int, c
 	switch dec.Action {
 	case policy.ActionRetry:
 		o.prevDelay = dec.DelayMs
+		// Named as a failure or a park is, unless the built-in decided.
+		who := ""
+		if by != backoff.Name {
+			who = " by retry policy " + by
+		}
 		if dec.DelayMs == 0 {
-			c.setState(t, StateQueued, "retrying: "+msg)
+			c.setState(t, StateQueued, "retrying"+who+": "+msg)
 			return
 		}
 		t.timerAt[timerRetry] = now.Add(time.Duration(dec.DelayMs) * time.Millisecond).UnixNano()
-		c.setState(t, StateRetryWait, "retry in "+(time.Duration(dec.DelayMs)*time.Millisecond).String()+": "+msg)
+		c.setState(t, StateRetryWait, "retry in "+(time.Duration(dec.DelayMs)*time.Millisecond).String()+who+": "+msg)
 	case policy.ActionPark:
 		why := "retry budget spent: "
 		if !spent {
@@ -330,6 +357,9 @@ func (c *core) decideRetryLocked(t *task, class policy.ErrorClass, status int, c
 	if !policy.Valid(dec) {
 		c.stats.policyInvalid++
 		dec, by = defaultRetry.Decide(f), backoff.Name
+		if t.lane.retry.name != backoff.Name {
+			by += " (in place of " + t.lane.retry.name + ", whose answer was not valid)"
+		}
 	}
 	return dec, by, f.Attempt >= f.MaxAttempts
 }
@@ -411,7 +441,7 @@ func (a *retryAhead) decided(f policy.Failure, t *task, code string) bool {
 // will be needed, or the policy is inline.
 func (c *core) retryOutsideLocked(t *task, o Outcome) *retryAhead {
 	p := t.lane.retry
-	if p.inline || o.Err == nil || o.Release || t.state == StateCancelled || c.closed {
+	if p.inline || o.Err == nil || o.Release || o.Final || t.state == StateCancelled || c.closed {
 		return nil
 	}
 	now := c.now()

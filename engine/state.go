@@ -73,6 +73,9 @@ func (c *core) setStateAt(t *task, to State, reason string, now time.Time) {
 func (c *core) leaveLocked(t *task, from State) {
 	switch from {
 	case StateQueued:
+		if t.slotWait() {
+			break // it never joined its queues
+		}
 		if t.sq != nil {
 			c.unqueueLocked(t)
 		}
@@ -102,14 +105,12 @@ func (c *core) enterLocked(t *task, to State, now time.Time) {
 	switch to {
 	case StateQueued:
 		t.queuedAt = now.UnixNano()
-		t.lane.fifo.pushBack(t, fifoLane)
-		t.agent.fifo.pushBack(t, fifoAgent)
-		if t.session != nil {
-			t.session.fifo.pushBack(t, fifoSession)
+		if t.slotWait() {
+			// Retried while its timed-out attempt still holds its slot:
+			// it joins its queues when the slot is released.
+			break
 		}
-		if !t.unranked { // else admission ranks it first (rankLocked)
-			c.enqueueLocked(t)
-		}
+		c.joinQueuesLocked(t)
 	case StateRetryWait:
 		c.timers[timerRetry].set(t, t.timerAt[timerRetry])
 	}
@@ -122,6 +123,18 @@ func (c *core) enterLocked(t *task, to State, now time.Time) {
 	}
 	if to.Terminal() {
 		t.endedAt = now.UnixNano()
+	}
+}
+
+// joinQueuesLocked puts a QUEUED task into its queues.
+func (c *core) joinQueuesLocked(t *task) {
+	t.lane.fifo.pushBack(t, fifoLane)
+	t.agent.fifo.pushBack(t, fifoAgent)
+	if t.session != nil {
+		t.session.fifo.pushBack(t, fifoSession)
+	}
+	if !t.unranked { // else admission ranks it first (rankLocked)
+		c.enqueueLocked(t)
 	}
 }
 

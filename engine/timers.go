@@ -157,6 +157,22 @@ func (c *core) leaseTimerLocked(t *task, now time.Time) {
 			t.run.cancel(context.DeadlineExceeded, errAttemptTimeout)
 		}
 		c.timers[timerLease].set(t, now.Add(c.cfg.LeaseGrace).UnixNano())
+		if t.run != nil && !t.lane.cfg.Pull && t.state.InFlight() {
+			c.timeOutLocked(t, now)
+		}
+		return
+	}
+	if r := t.run; r != nil && r.ended {
+		// Its executor never returned: the attempt ended at its timeout;
+		// now its slot goes too.
+		t.run = nil
+		c.releaseLocked(t)
+		if t.state == StateQueued {
+			c.joinQueuesLocked(t) // its retry waited for the slot
+		}
+		c.stats.leaseExpired++
+		c.emitTaskLocked(t, EventReleased, t.state, t.state,
+			"slot of timed-out attempt "+itoa(r.attempt)+" reclaimed: its executor did not return")
 		return
 	}
 	n := len(t.attempts)
@@ -173,4 +189,20 @@ func (c *core) leaseTimerLocked(t *task, now time.Time) {
 	}
 	att.Code = CodeLeaseExpired // the code its retry policy is given
 	c.failAttemptLocked(t, classTransient, 0, CodeLeaseExpired, "lease expired (attempt "+itoa(n)+")", now, nil)
+}
+
+// timeOutLocked ends t's push-lane attempt at its timeout: the attempt fails
+// with the code timeout and the retry policy decides at once, whatever the
+// instance answers later. The attempt keeps its slot until its executor
+// returns (the instance confirmed the end of the action, or
+// executor.abortGrace passed) or the lease grace runs out, so that ceilings
+// hold at the instance; a retry joins its queues only then.
+func (c *core) timeOutLocked(t *task, now time.Time) {
+	r := t.run
+	r.ended = true
+	att := t.lastAttempt()
+	att.EndedAt = now
+	msg := "timed out after " + r.ctx.deadline.Sub(att.AssignedAt).Round(time.Millisecond).String()
+	att.Class, att.Error, att.Code = classTransient, msg, CodeTimeout
+	c.failAttemptLocked(t, classTransient, 0, CodeTimeout, msg, now, nil)
 }

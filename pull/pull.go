@@ -442,7 +442,8 @@ func (m *Manager) Complete(ctx context.Context, id string, result json.RawMessag
 }
 
 // Fail ends the lease named id with an error: a retryable one goes to the
-// lane's retry policy, any other fails the task at once. code, when not
+// lane's retry policy, any other fails the task at once, without asking the
+// policy. code, when not
 // empty, is the failure's machine-readable code (ValidCode): the retry
 // policy sees it as the attempt's error code (policy.Details.ErrorCode).
 func (m *Manager) Fail(ctx context.Context, id, msg, code string, retryable bool) (string, error) {
@@ -459,7 +460,7 @@ func (m *Manager) Fail(ctx context.Context, id, msg, code string, retryable bool
 	if retryable {
 		err = engine.Transient(errors.New(msg))
 	}
-	return m.end(ctx, id, EndFailed, "failed: "+msg, engine.Outcome{Err: err, Code: code})
+	return m.end(ctx, id, EndFailed, "failed: "+msg, engine.Outcome{Err: err, Code: code, Final: !retryable})
 }
 
 // ValidCode checks a worker's error code: empty (none), or 1 to MaxCodeLen

@@ -209,3 +209,73 @@ func TestAnExpiredLeaseReachesTheRetryPolicyAsLeaseExpired(t *testing.T) {
 		"the attempt says the lease expired, not that it timed out")
 	require.Equal(t, engine.CodeLeaseExpired, h.Get(id).Attempts[0].Code)
 }
+
+// retryAll is a retry policy that retries every failure at once and counts
+// its calls.
+type retryAll struct {
+	mu    sync.Mutex
+	calls int
+}
+
+func (r *retryAll) Decide(policy.Failure) policy.Decision {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls++
+	return policy.Decision{Action: policy.ActionRetry}
+}
+
+// failTask(retryable: false) fails the task at once: the lane's retry
+// policy, which would retry it, is not asked, and the reason says the
+// worker failed it.
+func TestANonRetryableFailureFailsAtOnceWithoutTheRetryPolicy(t *testing.T) {
+	t.Parallel()
+	h, m := setup(t)
+	rec := &retryAll{}
+	require.NoError(t, h.SetRetry("jobs", "always", rec))
+	ctx := context.Background()
+	a := h.Submit(enginetest.Spec("a").Lane("jobs").Action("job").Obj()).ID
+	ls, err := m.Lease(ctx, "jobs", 1, time.Minute, 0, "w1")
+	require.NoError(t, err)
+	require.Len(t, ls, 1)
+	_, err = m.Fail(ctx, ls[0].ID, "the page does not exist", "not_found", false)
+	require.NoError(t, err)
+	waitState(t, h, a, engine.StateFailed)
+	got := h.Get(a)
+	require.Equal(t, "failed by its worker (not retryable): the page does not exist", got.Reason)
+	require.Equal(t, "not_found", got.Attempts[0].Code)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.Zero(t, rec.calls, "the retry policy is not asked")
+}
+
+// invalidRetry answers no valid decision, so the built-in decides instead.
+type invalidRetry struct{}
+
+func (invalidRetry) Decide(policy.Failure) policy.Decision {
+	return policy.Decision{Action: policy.Action(250)}
+}
+
+// A retry reason names the policy that decided, as a fail or a park does:
+// the lane's, or the built-in standing in for an invalid answer.
+func TestARetryReasonNamesThePolicyThatDecided(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		p    policy.Retry
+		want string
+	}{
+		{&retryAll{}, "retrying by retry policy always: boom"},
+		{invalidRetry{}, "retry in 1s by retry policy exponential (in place of always, whose answer was not valid): boom"},
+	} {
+		h, m := setup(t)
+		require.NoError(t, h.SetRetry("jobs", "always", tc.p))
+		ctx := context.Background()
+		a := h.Submit(enginetest.Spec("a").Lane("jobs").Action("job").Obj()).ID
+		ls, err := m.Lease(ctx, "jobs", 1, time.Minute, 0, "w1")
+		require.NoError(t, err)
+		require.Len(t, ls, 1)
+		_, err = m.Fail(ctx, ls[0].ID, "boom", "", true)
+		require.NoError(t, err)
+		waitfor.Eventually(t, "the retry decision", func() bool { return h.Get(a).Attempts[0].EndedAt != time.Time{} })
+		require.Equal(t, tc.want, h.Get(a).Reason)
+	}
+}
