@@ -224,7 +224,7 @@ func runPluginSimulate(ctx context.Context, args []string, stdout, stderr io.Wri
 	var agents, tasks, skew, lane, maxSteps *int
 	var horizon, timeout *time.Duration
 	wasm, config, asJSON, _, err := moduleArgs("simulate", args, stderr, func(fs *flag.FlagSet) {
-		workload = fs.String("workload", "", "a workload file (JSON Lines: atMs, agent, durationMs, …; plugins/ABI.md has every field); default: a synthetic one")
+		workload = fs.String("workload", "", "a workload file (JSON Lines: atMs, agent, durationMs, outcome, code, attempts, …; plugins/ABI.md has every field); default: a synthetic one, without failures")
 		maxSteps = fs.Int("max-steps", simulate.DefaultMaxSteps, "fail a run that needs more scheduled calls (attempt ends, retries, timers) than this")
 		horizon = fs.Duration("horizon", simulate.DefaultHorizon, "fail a run with work left this long in simulated time after the last submission")
 		timeout = fs.Duration("timeout", 10*time.Minute, "give up after this long in real time (0: no limit)")

@@ -209,3 +209,36 @@ func TestPluginToolsTakeConfigInlineOrFromAnAtFile(t *testing.T) {
 	require.Equal(t, 2, run(ctx, []string{"plugin", "check", "--config", file, module}, &out, &errOut))
 	require.Contains(t, errOut.String(), "--config @"+file, "a bare path is refused, naming the @ form")
 }
+
+// plugin simulate exercises a code-driven retry plugin with a workload that
+// gives its failing attempts' error codes, and prints what it and the
+// built-in decided; a workload line with a code on a succeeding attempt is
+// refused, naming the line.
+func TestPluginSimulateShowsARetryPluginsDecisionsByErrorCode(t *testing.T) {
+	t.Parallel()
+	module := filepath.Join("..", "..", "examples", "plugins", "errcode.wasm")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "workload.jsonl")
+	require.NoError(t, os.WriteFile(file, []byte(`# a selector that never matches, and an upstream that fails once
+{"atMs": 0, "agent": "a", "durationMs": 50, "outcome": "transient", "code": "element_not_found"}
+{"atMs": 5, "agent": "b", "durationMs": 50, "attempts": [{"outcome": "transient", "code": "upstream_503"}]}
+`), 0o644))
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run(context.Background(), []string{"plugin", "simulate", "--workload", file, module}, &out, &errOut), errOut.String())
+	require.NotContains(t, out.String(), "NOTE:")
+	require.Regexp(t, `(?m)^tasks parked +0 +1$`, out.String())
+	require.Regexp(t, `(?m)^tasks failed +1 +0$`, out.String())
+	require.Regexp(t, `(?m)^code element_not_found +plugin +built-in\n  failed attempts +1 +4$`, out.String())
+	require.Regexp(t, `(?m)^code upstream_503 +plugin +built-in\n  failed attempts +1 +1\n  retries +1 +1$`, out.String())
+
+	out.Reset()
+	require.Equal(t, 0, run(context.Background(), []string{"plugin", "simulate", "--tasks", "50", module}, &out, &errOut), errOut.String())
+	require.Contains(t, out.String(), "NOTE: the plugin's retry policy was never asked in this run")
+
+	bad := filepath.Join(dir, "bad.jsonl")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"atMs": 0, "agent": "a", "durationMs": 50, "code": "upstream_503"}`+"\n"), 0o644))
+	out.Reset()
+	errOut.Reset()
+	require.Equal(t, 1, run(context.Background(), []string{"plugin", "simulate", "--workload", bad, module}, &out, &errOut))
+	require.Contains(t, errOut.String(), `workload line 1: code "upstream_503" is given for an attempt that succeeds`)
+}

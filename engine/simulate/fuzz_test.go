@@ -12,6 +12,7 @@ import (
 func FuzzReadWorkload(f *testing.F) {
 	f.Add([]byte(`{"atMs":0,"agent":"a","durationMs":10}` + "\n# comment\n" + `{"atMs":5,"agent":"b","priority":"HIGH","durationMs":1,"outcome":"transient"}`))
 	f.Add([]byte(`{"atMs":-1,"agent":"a"}`))
+	f.Add([]byte(`{"atMs":0,"agent":"a","durationMs":1,"outcome":"transient","code":"upstream_503","attempts":[{"outcome":"permanent","code":"captcha"},{"outcome":"ok"}]}`))
 	f.Add([]byte("\x00\xff{"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		subs, err := simulate.ReadWorkload(bytes.NewReader(in))

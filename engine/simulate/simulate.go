@@ -2,8 +2,9 @@
 // with how long its attempt takes and how it ends — through the engine's
 // decision core (engine.Core: the engine's own decisions, without its store,
 // committer or goroutines) on a fake clock, and reports what a policy did
-// with it: each agent's share of dispatches, queue-wait percentiles, and
-// Jain's fairness index. Policy
+// with it: each agent's share of dispatches, queue-wait percentiles,
+// Jain's fairness index, and what the retry policy did with the failed
+// attempts (Report.Retry). Policy
 // authors use it (switchyard plugin simulate) to compare a plugin with the
 // built-in policies offline, in milliseconds, before loading it into a server.
 package simulate
@@ -26,6 +27,7 @@ import (
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/clock"
 	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/pull"
 )
 
 // Submission is one line of a workload.
@@ -39,8 +41,53 @@ type Submission struct {
 	Duration time.Duration // how long each attempt runs
 	// Outcome of each attempt: "ok" (default), "transient" or "permanent".
 	Outcome string
+	// Code is the error code of each failing attempt (Outcome transient or
+	// permanent), as an executor reports it (engine.Outcome.Code) and a
+	// retry policy reads it (policy.Details.ErrorCode); empty for none.
+	Code string
+	// Attempts, when given, are the outcomes of the first attempts in
+	// order; attempts past them end as Outcome and Code say.
+	Attempts []AttemptOutcome
 	// Labels are the task's labels, reported on by Report.ByLabel.
 	Labels map[string]string
+}
+
+// AttemptOutcome is how one attempt of a submission ends.
+type AttemptOutcome struct {
+	Outcome string `json:"outcome,omitempty"` // "ok" (default), "transient" or "permanent"
+	Code    string `json:"code,omitempty"`    // the failing attempt's error code
+}
+
+// MaxAttempts bounds a workload line's attempts list.
+const MaxAttempts = 64
+
+// outcome returns how attempt n (from 1) of s ends.
+func (s *Submission) outcome(n int) AttemptOutcome {
+	if n >= 1 && n <= len(s.Attempts) {
+		return s.Attempts[n-1]
+	}
+	return AttemptOutcome{Outcome: s.Outcome, Code: s.Code}
+}
+
+// check refuses an outcome that is not one, and a code that is not valid
+// (pull.ValidCode: what a pull worker may give) or that is given for an
+// attempt that does not fail.
+func (o AttemptOutcome) check() error {
+	switch o.Outcome {
+	case "", "ok", "transient", "permanent":
+	default:
+		return fmt.Errorf("outcome must be ok, transient or permanent, got %q", o.Outcome)
+	}
+	if o.Code == "" {
+		return nil
+	}
+	if err := pull.ValidCode(o.Code); err != nil {
+		return fmt.Errorf("code %q: %w", o.Code, err)
+	}
+	if o.Outcome == "" || o.Outcome == "ok" {
+		return fmt.Errorf("code %q is given for an attempt that succeeds: a code needs outcome transient or permanent", o.Code)
+	}
+	return nil
 }
 
 // line is the JSON form of a Submission: durations in milliseconds.
@@ -53,6 +100,9 @@ type line struct {
 	DeadlineMs float64 `json:"deadlineMs,omitempty"`
 	DurationMs float64 `json:"durationMs"`
 	Outcome    string  `json:"outcome,omitempty"`
+	Code       string  `json:"code,omitempty"`
+	// Attempts are the first attempts' outcomes, in order.
+	Attempts []AttemptOutcome `json:"attempts,omitempty"`
 	// Labels are the task's labels (string values).
 	Labels map[string]string `json:"labels,omitempty"`
 }
@@ -63,7 +113,9 @@ var priorities = map[string]engine.Priority{
 
 // ReadWorkload reads a workload in JSON Lines: one object per line with
 // atMs, agent, durationMs and optionally lane, session, priority
-// (CRITICAL/HIGH/NORMAL/LOW), deadlineMs and outcome (ok/transient/permanent).
+// (CRITICAL/HIGH/NORMAL/LOW), deadlineMs, outcome (ok/transient/permanent),
+// code (the failing attempts' error code), attempts (the first attempts'
+// own outcome and code, in order) and labels. Unknown fields are refused.
 // Blank lines and lines starting with # are skipped.
 func ReadWorkload(r io.Reader) ([]Submission, error) {
 	var out []Submission
@@ -88,12 +140,20 @@ func ReadWorkload(r io.Reader) ([]Submission, error) {
 			return nil, fmt.Errorf("workload line %d: unknown priority %q", n, l.Priority)
 		case l.AtMs < 0 || l.DurationMs < 0 || l.DeadlineMs < 0:
 			return nil, fmt.Errorf("workload line %d: times must not be negative", n)
-		case l.Outcome != "" && l.Outcome != "ok" && l.Outcome != "transient" && l.Outcome != "permanent":
-			return nil, fmt.Errorf("workload line %d: outcome must be ok, transient or permanent", n)
+		case len(l.Attempts) > MaxAttempts:
+			return nil, fmt.Errorf("workload line %d: attempts lists at most %d attempts, got %d", n, MaxAttempts, len(l.Attempts))
+		}
+		if err := (AttemptOutcome{Outcome: l.Outcome, Code: l.Code}).check(); err != nil {
+			return nil, fmt.Errorf("workload line %d: %w", n, err)
+		}
+		for i, a := range l.Attempts {
+			if err := a.check(); err != nil {
+				return nil, fmt.Errorf("workload line %d: attempts[%d]: %w", n, i, err)
+			}
 		}
 		out = append(out, Submission{
 			At: ms(l.AtMs), Agent: l.Agent, Lane: l.Lane, Session: l.Session, Priority: p,
-			Deadline: ms(l.DeadlineMs), Duration: ms(l.DurationMs), Outcome: l.Outcome, Labels: l.Labels,
+			Deadline: ms(l.DeadlineMs), Duration: ms(l.DurationMs), Outcome: l.Outcome, Code: l.Code, Attempts: l.Attempts, Labels: l.Labels,
 		})
 	}
 	if err := sc.Err(); err != nil {
@@ -108,7 +168,7 @@ func WriteWorkload(w io.Writer, subs []Submission) error {
 	enc := json.NewEncoder(w)
 	for _, s := range subs {
 		l := line{AtMs: toMs(s.At), Agent: s.Agent, Lane: s.Lane, Session: s.Session, DeadlineMs: toMs(s.Deadline),
-			DurationMs: toMs(s.Duration), Outcome: s.Outcome, Labels: s.Labels}
+			DurationMs: toMs(s.Duration), Outcome: s.Outcome, Code: s.Code, Attempts: s.Attempts, Labels: s.Labels}
 		if s.Priority != engine.PriorityNormal {
 			for name, p := range priorities {
 				if p == s.Priority && name != "" {
@@ -231,6 +291,48 @@ type GroupReport struct {
 	MeanPosition float64       `json:"meanPosition"`
 }
 
+// RetryReport is what the retry policy did with the run's failed attempts.
+// Parked and Failed count tasks by how they ended; the rest count
+// attempts and the decisions that followed them.
+type RetryReport struct {
+	Attempts int `json:"attempts"` // attempts started
+	Failures int `json:"failures"` // attempts that failed
+	// Decisions counts the failures the retry policy decided on: all but
+	// those past their task's deadline, which fail without asking it. 0
+	// means the policy was never asked.
+	Decisions int `json:"decisions"`
+	Retries   int `json:"retries"` // decisions to retry
+	Parked    int `json:"parked"`  // tasks that ended PARKED
+	Failed    int `json:"failed"`  // tasks that ended FAILED
+	// MeanAttempts is attempts per task dispatched.
+	MeanAttempts float64 `json:"meanAttempts"`
+	// MeanDelay is the mean wait from a decision to retry to the task's
+	// queueing again (0 for an immediate retry).
+	MeanDelay time.Duration `json:"meanRetryDelayNs"`
+	// ByCode breaks the failures down by their error code (sorted; "" for
+	// failures without one), when any failure had one.
+	ByCode []CodeReport `json:"byCode,omitempty"`
+}
+
+// CodeReport is what the retry policy did with the failed attempts of one
+// error code: the decisions that followed them, and the tasks that had
+// such a failure.
+type CodeReport struct {
+	Code      string `json:"code"`
+	Failures  int    `json:"failures"`  // attempts that failed with the code
+	Decisions int    `json:"decisions"` // of them, decided by the retry policy
+	Retries   int    `json:"retries"`   // decisions to retry
+	Parked    int    `json:"parked"`    // failures after which the task was parked
+	Failed    int    `json:"failed"`    // failures after which the task failed
+	// MeanDelay is the mean wait from a decision to retry to the task's
+	// queueing again.
+	MeanDelay time.Duration `json:"meanRetryDelayNs"`
+	// Tasks counts the tasks with at least one such failure, and
+	// MeanAttempts their mean attempts.
+	Tasks        int     `json:"tasks"`
+	MeanAttempts float64 `json:"meanAttempts"`
+}
+
 // Report is what a simulation found.
 type Report struct {
 	Name     string        `json:"name"`
@@ -252,8 +354,10 @@ type Report struct {
 	// went.
 	ByPriority []GroupReport `json:"byPriority"`
 	ByLabel    []GroupReport `json:"byLabel"`
-	Order      []string      `json:"-"` // task ids in first-dispatch order
-	Submitted  []string      `json:"-"` // task ids in submission order
+	// Retry is what the retry policy did with the failed attempts.
+	Retry     RetryReport `json:"retry"`
+	Order     []string    `json:"-"` // task ids in first-dispatch order
+	Submitted []string    `json:"-"` // task ids in submission order
 }
 
 // Run replays subs through the engine's decision core (engine.Core) on a
@@ -307,7 +411,7 @@ func Run(ctx context.Context, subs []Submission, opts Options) (*Report, error) 
 			}
 		}
 	}
-	d := &driver{core: core, clock: clk, subs: subs}
+	d := &driver{core: core, clock: clk, subs: subs, tasks: map[string]*engine.Task{}}
 	rep := &Report{Name: opts.Name, Tasks: len(subs)}
 	byID := map[string]*Submission{}
 	steps := 0
@@ -375,11 +479,12 @@ func Run(ctx context.Context, subs []Submission, opts Options) (*Report, error) 
 		}
 	}
 	end := clk.Now()
-	d.events = append(d.events, core.Take().Events...)
+	d.take()
 	if len(subs) > 0 {
 		rep.Makespan = end.Sub(start.Add(subs[0].At))
 	}
 	rep.fill(d.events, byID, cfg.Agents)
+	rep.retries(d.events, byID, d.tasks)
 	return rep, nil
 }
 
@@ -394,6 +499,17 @@ type driver struct {
 	armed   clock.Timer
 	armedAt time.Time
 	events  []engine.Event
+	tasks   map[string]*engine.Task // each task's latest snapshot
+}
+
+// take keeps what the core recorded since the last take: its events, and
+// each changed task's latest snapshot (its attempts and their codes).
+func (d *driver) take() {
+	b := d.core.Take()
+	d.events = append(d.events, b.Events...)
+	for _, t := range b.Tasks {
+		d.tasks[t.ID] = t
+	}
 }
 
 // arm makes sure a clock call runs the core's timers when the earliest
@@ -423,7 +539,7 @@ func (d *driver) dispatch() {
 	for _, r := range runs {
 		d.start(r)
 	}
-	d.events = append(d.events, d.core.Take().Events...)
+	d.take()
 }
 
 func name(n, slot string) string {
@@ -595,18 +711,19 @@ const indexLabel = "simulate.index"
 // start runs an attempt for its submission's duration on the fake clock,
 // then ends it as the submission says.
 func (d *driver) start(run *engine.Run) {
-	dur, outcome := time.Duration(0), ""
+	var dur time.Duration
+	var out AttemptOutcome
 	if i, err := strconv.Atoi(run.Spec().Labels[indexLabel]); err == nil && i < len(d.subs) {
-		dur, outcome = d.subs[i].Duration, d.subs[i].Outcome
+		dur, out = d.subs[i].Duration, d.subs[i].outcome(run.Attempt())
 	}
 	run.Started("sim", "")
 	d.arm()
 	d.clock.AfterFunc(dur, func() {
-		switch outcome {
+		switch out.Outcome {
 		case "transient":
-			run.Finish(engine.Outcome{Err: engine.Transient(errors.New("simulated transient failure"))})
+			run.Finish(engine.Outcome{Err: engine.Transient(errors.New("simulated transient failure")), Code: out.Code})
 		case "permanent":
-			run.Finish(engine.Outcome{Err: engine.Permanent(errors.New("simulated permanent failure"))})
+			run.Finish(engine.Outcome{Err: engine.Permanent(errors.New("simulated permanent failure")), Code: out.Code})
 		default:
 			run.Finish(engine.Outcome{})
 		}
@@ -623,4 +740,119 @@ func priorityName(p engine.Priority) string {
 		}
 	}
 	return strconv.Itoa(int(p))
+}
+
+// retries fills Retry from the events the core recorded and the tasks'
+// latest snapshots (their attempts' error codes and their end states).
+func (rep *Report) retries(evs []engine.Event, subs map[string]*Submission, tasks map[string]*engine.Task) {
+	type acc struct {
+		c      CodeReport
+		delay  time.Duration
+		delays int
+		tasks  map[string]bool
+	}
+	r := &rep.Retry
+	codes := map[string]*acc{}
+	attempts := map[string]int{}
+	submitted := map[string]time.Time{}
+	waiting := map[string]time.Time{} // in RETRY_WAIT since, by task
+	waitCode := map[string]string{}
+	var delay time.Duration
+	var delays int
+	coded := false
+	for _, ev := range evs {
+		id := ev.TaskID
+		s := subs[id]
+		if ev.Type != engine.EventState || s == nil {
+			continue
+		}
+		switch {
+		case ev.From == 0:
+			submitted[id] = ev.At
+		case ev.To == engine.StateAssigned:
+			r.Attempts++
+			attempts[id]++
+		}
+		if ev.From == engine.StateRetryWait {
+			if at, ok := waiting[id]; ok && ev.To == engine.StateQueued {
+				delay += ev.At.Sub(at)
+				delays++
+				a := codes[waitCode[id]]
+				a.delay += ev.At.Sub(at)
+				a.delays++
+			}
+			delete(waiting, id)
+		}
+		if ev.From != engine.StateAssigned && ev.From != engine.StateRunning || ev.To == engine.StateSucceeded || ev.To == engine.StateRunning {
+			continue
+		}
+		// Attempt ev.Attempt failed; ev.To is what followed.
+		code := ""
+		if t := tasks[id]; t != nil && ev.Attempt >= 1 && ev.Attempt <= len(t.Attempts) {
+			code = t.Attempts[ev.Attempt-1].Code
+		}
+		coded = coded || code != ""
+		a := codes[code]
+		if a == nil {
+			a = &acc{c: CodeReport{Code: code}, tasks: map[string]bool{}}
+			codes[code] = a
+		}
+		r.Failures++
+		a.c.Failures++
+		a.tasks[id] = true
+		switch ev.To {
+		case engine.StateParked:
+			a.c.Parked++
+		case engine.StateFailed:
+			a.c.Failed++
+		}
+		if s.Deadline > 0 && !ev.At.Before(submitted[id].Add(s.Deadline)) {
+			continue // past its deadline: failed without asking the policy
+		}
+		r.Decisions++
+		a.c.Decisions++
+		switch ev.To {
+		case engine.StateQueued: // at once
+			r.Retries++
+			a.c.Retries++
+			delays++
+			a.delays++
+		case engine.StateRetryWait:
+			r.Retries++
+			a.c.Retries++
+			waiting[id], waitCode[id] = ev.At, code
+		}
+	}
+	for id := range subs {
+		if t := tasks[id]; t != nil {
+			switch t.State {
+			case engine.StateParked:
+				r.Parked++
+			case engine.StateFailed:
+				r.Failed++
+			}
+		}
+	}
+	if len(attempts) > 0 {
+		r.MeanAttempts = float64(r.Attempts) / float64(len(attempts))
+	}
+	if delays > 0 {
+		r.MeanDelay = delay / time.Duration(delays)
+	}
+	if !coded {
+		return
+	}
+	for _, code := range slices.Sorted(maps.Keys(codes)) {
+		a := codes[code]
+		if a.delays > 0 {
+			a.c.MeanDelay = a.delay / time.Duration(a.delays)
+		}
+		n := 0
+		for id := range a.tasks {
+			n += attempts[id]
+		}
+		a.c.Tasks = len(a.tasks)
+		a.c.MeanAttempts = float64(n) / float64(len(a.tasks))
+		r.ByCode = append(r.ByCode, a.c)
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/simulate"
+	"github.com/switchyard/switchyard/examples/plugins/errcode"
 )
 
 func TestWorkloadRoundTripsThroughJSONLines(t *testing.T) {
@@ -198,4 +199,123 @@ func TestTheReportShowsSelectionEffectsByPriorityAndLabel(t *testing.T) {
 	require.Less(t, rep.ByPriority[0].MeanPosition, rep.ByPriority[3].MeanPosition, "the built-in selection serves CRITICAL before LOW")
 	require.Equal(t, []string{"kind=checkout", "kind=search"}, []string{rep.ByLabel[0].Group, rep.ByLabel[1].Group})
 	require.Equal(t, 200, rep.ByLabel[0].Submitted)
+}
+
+// coded is a workload with error codes: six tasks whose every attempt fails
+// with element_not_found, six whose first attempt fails with tab_not_found
+// and whose second succeeds, and four that succeed.
+const coded = `{"atMs": 0, "agent": "a", "durationMs": 10, "outcome": "transient", "code": "element_not_found"}
+{"atMs": 1, "agent": "a", "durationMs": 10, "attempts": [{"outcome": "transient", "code": "tab_not_found"}]}
+{"atMs": 2, "agent": "b", "durationMs": 10}
+{"atMs": 3, "agent": "b", "durationMs": 10, "outcome": "transient", "code": "element_not_found"}
+{"atMs": 4, "agent": "b", "durationMs": 10, "attempts": [{"outcome": "transient", "code": "tab_not_found"}, {"outcome": "ok"}]}
+{"atMs": 5, "agent": "a", "durationMs": 10, "outcome": "transient", "code": "element_not_found"}
+{"atMs": 6, "agent": "a", "durationMs": 10, "attempts": [{"outcome": "transient", "code": "tab_not_found"}]}
+{"atMs": 7, "agent": "b", "durationMs": 10}
+{"atMs": 8, "agent": "b", "durationMs": 10, "outcome": "transient", "code": "element_not_found"}
+{"atMs": 9, "agent": "b", "durationMs": 10, "attempts": [{"outcome": "transient", "code": "tab_not_found"}]}
+{"atMs": 10, "agent": "a", "durationMs": 10, "outcome": "transient", "code": "element_not_found"}
+{"atMs": 11, "agent": "a", "durationMs": 10, "attempts": [{"outcome": "transient", "code": "tab_not_found"}]}
+{"atMs": 12, "agent": "b", "durationMs": 10}
+{"atMs": 13, "agent": "b", "durationMs": 10, "outcome": "transient", "code": "element_not_found"}
+{"atMs": 14, "agent": "b", "durationMs": 10, "attempts": [{"outcome": "transient", "code": "tab_not_found"}]}
+{"atMs": 15, "agent": "a", "durationMs": 10}
+`
+
+// The retry figures show what a code-driven retry policy (the errcode
+// example) did differently from the built-in backoff on a workload with
+// error codes: the built-in retries element_not_found until the budget is
+// spent and parks, errcode fails it at once; the built-in backs off a lost
+// tab by a second, errcode retries it at once.
+func TestTheReportShowsWhatTheRetryPolicyDidByErrorCode(t *testing.T) {
+	t.Parallel()
+	subs, err := simulate.ReadWorkload(strings.NewReader(coded))
+	require.NoError(t, err)
+	builtin, err := simulate.Run(context.Background(), subs, simulate.Options{Name: "built-in"})
+	require.NoError(t, err)
+	plugin, err := simulate.Run(context.Background(), subs, simulate.Options{Name: "errcode", Retry: errcode.New()})
+	require.NoError(t, err)
+
+	b := builtin.Retry
+	require.Equal(t, 6*4+6*2+4, b.Attempts)
+	require.Equal(t, 6*4+6, b.Failures)
+	require.Equal(t, b.Failures, b.Decisions)
+	require.Equal(t, 6*3+6, b.Retries)
+	require.Equal(t, 6, b.Parked)
+	require.Equal(t, 0, b.Failed)
+	require.InDelta(t, 40.0/16, b.MeanAttempts, 1e-9)
+	require.Equal(t, 2*time.Second, b.MeanDelay, "(6×(1+2+4) s + 6×1 s) / 24 retries")
+	require.Equal(t, []simulate.CodeReport{
+		{Code: "element_not_found", Failures: 24, Decisions: 24, Retries: 18, Parked: 6, MeanDelay: 7 * time.Second / 3, Tasks: 6, MeanAttempts: 4},
+		{Code: "tab_not_found", Failures: 6, Decisions: 6, Retries: 6, MeanDelay: time.Second, Tasks: 6, MeanAttempts: 2},
+	}, b.ByCode)
+
+	p := plugin.Retry
+	require.Equal(t, 6+6*2+4, p.Attempts)
+	require.Equal(t, 12, p.Failures)
+	require.Equal(t, 12, p.Decisions)
+	require.Equal(t, 6, p.Retries)
+	require.Equal(t, 0, p.Parked)
+	require.Equal(t, 6, p.Failed)
+	require.InDelta(t, 22.0/16, p.MeanAttempts, 1e-9)
+	require.Equal(t, time.Duration(0), p.MeanDelay)
+	require.Equal(t, []simulate.CodeReport{
+		{Code: "element_not_found", Failures: 6, Decisions: 6, Failed: 6, Tasks: 6, MeanAttempts: 1},
+		{Code: "tab_not_found", Failures: 6, Decisions: 6, Retries: 6, Tasks: 6, MeanAttempts: 2},
+	}, p.ByCode)
+}
+
+// A workload without failures never asks the retry policy, and the report
+// says so: no decisions, one attempt per task, no codes.
+func TestAWorkloadWithoutFailuresNeverAsksTheRetryPolicy(t *testing.T) {
+	t.Parallel()
+	subs := simulate.Generate(simulate.Synthetic{Agents: 2, Tasks: 50, Seed: 2})
+	rep, err := simulate.Run(context.Background(), subs, simulate.Options{Retry: errcode.New()})
+	require.NoError(t, err)
+	require.Equal(t, simulate.RetryReport{Attempts: 50, MeanAttempts: 1}, rep.Retry)
+}
+
+// A failure past its task's deadline fails without asking the retry
+// policy: it is a failure, not a decision.
+func TestAFailurePastItsDeadlineIsNotADecision(t *testing.T) {
+	t.Parallel()
+	subs, err := simulate.ReadWorkload(strings.NewReader(
+		`{"atMs": 0, "agent": "a", "durationMs": 50, "deadlineMs": 20, "outcome": "transient", "code": "upstream_503"}`))
+	require.NoError(t, err)
+	rep, err := simulate.Run(context.Background(), subs, simulate.Options{})
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Retry.Failures)
+	require.Equal(t, 0, rep.Retry.Decisions)
+	require.Equal(t, 1, rep.Retry.Failed)
+	// The deadline ends the attempt first: the engine's timeout code.
+	require.Equal(t, []simulate.CodeReport{{Code: "timeout", Failures: 1, Failed: 1, Tasks: 1, MeanAttempts: 1}}, rep.Retry.ByCode)
+}
+
+func TestAWorkloadsCodesAndAttemptsAreCheckedAndRoundTrip(t *testing.T) {
+	t.Parallel()
+	subs, err := simulate.ReadWorkload(strings.NewReader(coded))
+	require.NoError(t, err)
+	require.Equal(t, "element_not_found", subs[0].Code)
+	require.Equal(t, []simulate.AttemptOutcome{{Outcome: "transient", Code: "tab_not_found"}}, subs[1].Attempts)
+	var buf bytes.Buffer
+	require.NoError(t, simulate.WriteWorkload(&buf, subs))
+	back, err := simulate.ReadWorkload(&buf)
+	require.NoError(t, err)
+	require.Equal(t, subs, back)
+
+	for in, want := range map[string]string{
+		`{"atMs":0,"agent":"a","durationMs":1,"code":"upstream_503"}`:                                 `line 1: code "upstream_503" is given for an attempt that succeeds`,
+		`{"atMs":0,"agent":"a","durationMs":1,"outcome":"ok","code":"x"}`:                             `needs outcome transient or permanent`,
+		`{"atMs":0,"agent":"a","durationMs":1,"outcome":"transient","code":"no spaces"}`:              `code "no spaces": only letters, digits`,
+		`{"atMs":0,"agent":"a","durationMs":1,"attempts":[{"outcome":"transient","colour":"red"}]}`:   `unknown field "colour"`,
+		`{"atMs":0,"agent":"a","durationMs":1,"attempts":[{"outcome":"flaky"}]}`:                      `attempts[0]: outcome must be ok, transient or permanent, got "flaky"`,
+		`{"atMs":0,"agent":"a","durationMs":1,"attempts":[{"outcome":"ok"},{"code":"upstream_503"}]}`: `attempts[1]: code "upstream_503" is given for an attempt that succeeds`,
+		`{"atMs":0,"agent":"a","durationMs":1,"outcome":"maybe"}`:                                     `outcome must be ok, transient or permanent`,
+	} {
+		_, err := simulate.ReadWorkload(strings.NewReader(in))
+		require.ErrorContains(t, err, want, in)
+	}
+	long := `{"atMs":0,"agent":"a","durationMs":1,"attempts":[` + strings.Repeat(`{"outcome":"ok"},`, simulate.MaxAttempts) + `{"outcome":"ok"}]}`
+	_, err = simulate.ReadWorkload(strings.NewReader(long))
+	require.ErrorContains(t, err, "attempts lists at most 64 attempts, got 65")
 }

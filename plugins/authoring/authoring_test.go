@@ -256,3 +256,89 @@ func TestSimulateReportDefinesShareAndFitsItsDurations(t *testing.T) {
 		}
 	}
 }
+
+// codedWorkload: six tasks whose every attempt fails with
+// element_not_found, six whose first attempt fails with tab_not_found, and
+// four that succeed.
+func codedWorkload() []simulate.Submission {
+	var subs []simulate.Submission
+	for i := range 16 {
+		s := simulate.Submission{At: time.Duration(i) * time.Millisecond, Agent: []string{"a", "b"}[i%2], Duration: 10 * time.Millisecond}
+		switch {
+		case i < 6:
+			s.Outcome, s.Code = "transient", "element_not_found"
+		case i < 12:
+			s.Attempts = []simulate.AttemptOutcome{{Outcome: "transient", Code: "tab_not_found"}}
+		}
+		subs = append(subs, s)
+	}
+	return subs
+}
+
+// A retry plugin that decides by error code (the errcode example) does
+// otherwise than the built-in backoff on a workload with codes, and the
+// report shows it, overall and by code: errcode fails element_not_found at
+// once where the built-in retries it until the budget is spent and parks,
+// and retries a lost tab at once where the built-in waits a second.
+func TestSimulateShowsWhatARetryPluginDidByErrorCode(t *testing.T) {
+	t.Parallel()
+	rep, err := authoring.Simulate(context.Background(), example(t, "errcode.wasm"), codedWorkload(),
+		authoring.SimulateOptions{Options: authoring.Options{Runtime: rt}})
+	require.NoError(t, err)
+	require.Equal(t, "retry", rep.Slot)
+	require.Equal(t, uint64(12), rep.Calls, "one decision per failed attempt")
+	require.Zero(t, rep.Fallbacks)
+	require.Equal(t, 6, rep.Plugin.Retry.Failed)
+	require.Equal(t, 6, rep.Builtin.Retry.Parked)
+	out := rep.String()
+	require.NotContains(t, out, "NOTE:")
+	for _, row := range []string{
+		`(?m)^retry +plugin +built-in$`,
+		`(?m)^attempts +22 +40$`,
+		`(?m)^failed attempts +12 +30$`,
+		`(?m)^retries +6 +24$`,
+		`(?m)^tasks parked +0 +6$`,
+		`(?m)^tasks failed +6 +0$`,
+		`(?m)^attempts per task +1\.38 +2\.50$`,
+		`(?m)^mean retry delay +0s +2s$`,
+		`(?m)^code element_not_found +plugin +built-in\n  failed attempts +6 +24\n  retries +0 +18\n  then parked +0 +6\n  then failed +6 +0\n  attempts per task +1\.00 +4\.00\n  mean retry delay +0s +2\.333s$`,
+		`(?m)^code tab_not_found +plugin +built-in\n  failed attempts +6 +6\n  retries +6 +6\n  then parked +0 +0\n  then failed +0 +0\n  attempts per task +2\.00 +2\.00\n  mean retry delay +0s +1s$`,
+	} {
+		require.Regexp(t, row, out)
+	}
+	raw, err := json.Marshal(rep)
+	require.NoError(t, err)
+	require.Contains(t, string(raw), `"retry":{"attempts":22,"failures":12,"decisions":12,"retries":6,"parked":0,"failed":6,`)
+	require.Contains(t, string(raw), `"slot":"retry","calls":12`)
+}
+
+// A retry plugin on a workload without failures is never asked: the report
+// says so first, rather than print the built-in's figures twice silently.
+func TestSimulateSaysWhenThePluginWasNeverAsked(t *testing.T) {
+	t.Parallel()
+	rep, err := authoring.Simulate(context.Background(), example(t, "errcode.wasm"),
+		simulate.Generate(simulate.Synthetic{Agents: 2, Tasks: 40, Seed: 1}),
+		authoring.SimulateOptions{Options: authoring.Options{Runtime: rt}})
+	require.NoError(t, err)
+	require.Zero(t, rep.Calls)
+	require.True(t, strings.HasPrefix(rep.String(), "NOTE: the plugin's retry policy was never asked in this run"), rep.String())
+	require.Contains(t, rep.String(), "no attempt failed; give the workload failing attempts")
+	require.Regexp(t, `(?m)^failed attempts +0 +0$`, rep.String())
+
+	// A fairness plugin is asked when agents contend for a narrow lane (no
+	// note), not when every task finds a free slot (a note without the
+	// retry hint).
+	subs := simulate.Generate(simulate.Synthetic{Agents: 2, Tasks: 40, Seed: 1})
+	narrow := engine.Config{Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 1}}}
+	rep, err = authoring.Simulate(context.Background(), example(t, "asc.wasm"), subs,
+		authoring.SimulateOptions{Options: authoring.Options{Runtime: rt}, Engine: narrow})
+	require.NoError(t, err)
+	require.Positive(t, rep.Calls)
+	require.NotContains(t, rep.String(), "NOTE:")
+	rep, err = authoring.Simulate(context.Background(), example(t, "asc.wasm"), subs,
+		authoring.SimulateOptions{Options: authoring.Options{Runtime: rt}})
+	require.NoError(t, err)
+	require.Zero(t, rep.Calls)
+	require.True(t, strings.HasPrefix(rep.String(), "NOTE: the plugin's fairness policy was never asked in this run"), rep.String())
+	require.Contains(t, rep.String(), "nothing in this workload called for its decision")
+}

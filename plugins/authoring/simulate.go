@@ -5,6 +5,8 @@ package authoring
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +31,12 @@ type SimulateOptions struct {
 type SimulateReport struct {
 	Plugin  *simulate.Report `json:"plugin"`
 	Builtin *simulate.Report `json:"builtin"`
+	// Slot is the plugin's policy slot (fairness, selection or retry), and
+	// Calls the decisions the run under the plugin asked of it. When Calls
+	// is 0 the plugin was never asked: both runs made the built-in's
+	// decisions, and the report says so.
+	Slot  string `json:"slot"`
+	Calls uint64 `json:"calls"`
 	// Faults and Fallbacks count the plugin's decisions that failed and were
 	// answered by the built-in during its run.
 	Faults    uint64 `json:"faults"`
@@ -65,11 +73,39 @@ func duration(d time.Duration) string {
 	return d.String()
 }
 
+// NeverAsked returns the note the report prints when the plugin was never
+// asked for a decision in its run, and "" when it was.
+func (r *SimulateReport) NeverAsked() string {
+	if r.Calls > 0 {
+		return ""
+	}
+	who, why := "the plugin", "nothing in this workload called for its decision"
+	if r.Slot != "" {
+		who = "the plugin's " + r.Slot + " policy"
+	}
+	if r.Slot == "retry" {
+		why = "no attempt failed; give the workload failing attempts:\n" +
+			"  outcome transient or permanent, code, attempts (plugins/ABI.md)"
+	}
+	return "NOTE: " + who + " was never asked in this run, so both columns\n" +
+		"  are the built-in's decisions: " + why + "\n"
+}
+
+// RetryLegend explains the retry rows under their header.
+const RetryLegend = `  (attempts: attempts started; retries: failed attempts the retry policy
+   retried; parked, failed: tasks that ended so; retry delay: from the
+   decision to retry to the task's queueing again)
+`
+
 // String renders the comparison for people: per-agent share and waits,
-// overall waits and Jain's fairness index, and what selection did (waits and
-// mean dispatch position by priority and by label), plugin beside built-in.
+// overall waits and Jain's fairness index, what selection did (waits and
+// mean dispatch position by priority and by label) and what the retry
+// policy did (attempts, retries, parks and failures, overall and by error
+// code), plugin beside built-in; and a note first when the plugin was
+// never asked.
 func (r *SimulateReport) String() string {
 	var b strings.Builder
+	b.WriteString(r.NeverAsked())
 	fmt.Fprintf(&b, "%-22s %14s %14s\n", "", r.Plugin.Name, r.Builtin.Name)
 	fmt.Fprintf(&b, "%-22s %14.3f %14.3f\n", "Jain's fairness index", r.Plugin.Jain, r.Builtin.Jain)
 	b.WriteString(JainLegend)
@@ -102,10 +138,50 @@ func (r *SimulateReport) String() string {
 	}
 	groups("priority", r.Plugin.ByPriority, r.Builtin.ByPriority)
 	groups("label", r.Plugin.ByLabel, r.Builtin.ByLabel)
+	r.retries(&b)
 	if r.Faults > 0 || r.Fallbacks > 0 {
 		fmt.Fprintf(&b, "WARNING: %d faults, %d decisions fell back to the built-in\n", r.Faults, r.Fallbacks)
 	}
 	return b.String()
+}
+
+// retries writes the retry rows: the run's figures, then each error code's.
+func (r *SimulateReport) retries(b *strings.Builder) {
+	mine, theirs := r.Plugin.Retry, r.Builtin.Retry
+	count := func(title string, p, o int) { fmt.Fprintf(b, "%-22s %14d %14d\n", title, p, o) }
+	fmt.Fprintf(b, "%-22s %14s %14s\n", "retry", r.Plugin.Name, r.Builtin.Name)
+	b.WriteString(RetryLegend)
+	count("attempts", mine.Attempts, theirs.Attempts)
+	count("failed attempts", mine.Failures, theirs.Failures)
+	count("retries", mine.Retries, theirs.Retries)
+	count("tasks parked", mine.Parked, theirs.Parked)
+	count("tasks failed", mine.Failed, theirs.Failed)
+	fmt.Fprintf(b, "%-22s %14.2f %14.2f\n", "attempts per task", mine.MeanAttempts, theirs.MeanAttempts)
+	fmt.Fprintf(b, "%-22s %14s %14s\n", "mean retry delay", duration(mine.MeanDelay), duration(theirs.MeanDelay))
+	codes := map[string][2]simulate.CodeReport{}
+	for _, c := range mine.ByCode {
+		v := codes[c.Code]
+		v[0] = c
+		codes[c.Code] = v
+	}
+	for _, c := range theirs.ByCode {
+		v := codes[c.Code]
+		v[1] = c
+		codes[c.Code] = v
+	}
+	for _, code := range slices.Sorted(maps.Keys(codes)) {
+		p, o := codes[code][0], codes[code][1]
+		if code == "" {
+			code = "(none)"
+		}
+		fmt.Fprintf(b, "%-22s %14s %14s\n", "code "+code, r.Plugin.Name, r.Builtin.Name)
+		count("  failed attempts", p.Failures, o.Failures)
+		count("  retries", p.Retries, o.Retries)
+		count("  then parked", p.Parked, o.Parked)
+		count("  then failed", p.Failed, o.Failed)
+		fmt.Fprintf(b, "%-22s %14.2f %14.2f\n", "  attempts per task", p.MeanAttempts, o.MeanAttempts)
+		fmt.Fprintf(b, "%-22s %14s %14s\n", "  mean retry delay", duration(p.MeanDelay), duration(o.MeanDelay))
+	}
 }
 
 // Simulate replays workload through the engine on a fake clock twice: with
@@ -123,6 +199,7 @@ func Simulate(ctx context.Context, wasm []byte, workload []simulate.Submission, 
 		return nil, err
 	}
 	defer s.plugin.Close(context.Background())
+	calls := s.plugin.Stats().Calls
 	run := simulate.Options{Config: opts.Engine, Name: "plugin", Fairness: s.fairness, Selection: s.selection, Retry: s.retry,
 		MaxSteps: opts.MaxSteps, Horizon: opts.Horizon}
 	plugin, err := simulate.Run(ctx, workload, run)
@@ -135,5 +212,6 @@ func Simulate(ctx context.Context, wasm []byte, workload []simulate.Submission, 
 		return nil, fmt.Errorf("simulate under the built-in: %w", err)
 	}
 	st := s.plugin.Stats()
-	return &SimulateReport{Plugin: plugin, Builtin: builtin, Faults: st.FaultTotal(), Fallbacks: st.Fallbacks}, nil
+	return &SimulateReport{Plugin: plugin, Builtin: builtin, Slot: s.plugin.Slot().String(), Calls: st.Calls - calls,
+		Faults: st.FaultTotal(), Fallbacks: st.Fallbacks}, nil
 }
