@@ -20,6 +20,7 @@ import (
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/simulate"
 	"github.com/switchyard/switchyard/plugins/authoring"
+	"github.com/switchyard/switchyard/plugins/host"
 )
 
 // pluginToolOrder is the order in which help and usage errors list
@@ -34,7 +35,7 @@ var pluginToolVerbs = map[string]struct {
 	"new":      {"write a new plugin project (Go or AssemblyScript; ABI v2 with a configuration schema) for a slot", runPluginNew},
 	"build":    {"build a Go plugin's main package (for wasip1) into a .wasm module", runPluginBuild},
 	"check":    {"check a module against the ABI and the conformance checks", runPluginCheck},
-	"bench":    {"measure a module's decisions against the native built-in (faulted ones show as FAULTED, not timed)", runPluginBench},
+	"bench":    {"measure a module's decisions against the native built-in, under the server's deadline (faulted ones show as FAULTED, by kind, not timed)", runPluginBench},
 	"simulate": {"replay a workload through the engine under a module and under the built-in", runPluginSimulate},
 }
 
@@ -206,13 +207,21 @@ var errChecksFailed = errors.New("the module failed checks")
 
 func runPluginBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var decisions *int
+	var deadline *time.Duration
+	var fuel *int64
 	wasm, config, asJSON, _, err := moduleArgs("bench", args, stderr, func(fs *flag.FlagSet) {
 		decisions = fs.Int("decisions", 2000, "decisions timed per case")
+		deadline = fs.Duration("deadline", host.DefaultDeadline, "the wall-clock backstop of one decision: your server's plugins.deadline; a decision past it is abandoned and counted as a deadline fault, as the server does")
+		fuel = fs.Int64("fuel", 0, "the budget of one decision: your server's plugins.decisionFuel (0: the default)")
 	})
 	if err != nil {
 		return err
 	}
-	r, err := authoring.Bench(ctx, wasm, authoring.BenchOptions{Options: authoring.Options{Config: config}, Decisions: *decisions})
+	if *decisions < 1 || *deadline < time.Millisecond || *fuel < 0 {
+		return fmt.Errorf("%w: --decisions must be positive, --deadline at least 1ms (as plugins.deadline) and --fuel not negative", errUsage)
+	}
+	r, err := authoring.Bench(ctx, wasm, authoring.BenchOptions{Options: authoring.Options{Config: config, DecisionFuel: *fuel},
+		Decisions: *decisions, Deadline: *deadline})
 	if err != nil {
 		return err
 	}

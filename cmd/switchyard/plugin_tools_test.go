@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -39,7 +40,186 @@ func TestPluginToolsCheckBenchAndSimulateAModule(t *testing.T) {
 
 	out.Reset()
 	require.Equal(t, 0, run(ctx, []string{"plugin", "bench", "--json", "--decisions", "200", module}, &out, &errOut), errOut.String())
-	require.Contains(t, out.String(), `"builtin"`)
+	rep := decodeBench(t, out.Bytes())
+	require.Equal(t, "fair-share", rep.Builtin)
+	require.Equal(t, int64(10*time.Millisecond), rep.DeadlineNs, "the server's default plugins.deadline")
+	require.Equal(t, int64(5_000_000), rep.DecisionFuel, "the server's default plugins.decisionFuel")
+	require.False(t, rep.Names || rep.Details, "drr asks for no names or details, and is sent none")
+	require.Len(t, rep.Cases, 9)
+	for _, c := range rep.Cases {
+		require.LessOrEqual(t, c.Native.P50Ns, c.Native.P99Ns, c.Name)
+		require.InDelta(t, c.Native.P50Ns/float64(c.Tasks), c.Native.PerTaskNs, 1e-9, c.Name)
+		if c.Plugin.Decisions == 0 { // a loaded machine may take the plugin past its deadline
+			require.Zero(t, c.Ratio, c.Name)
+			continue
+		}
+		require.LessOrEqual(t, c.Plugin.P50Ns, c.Plugin.P99Ns, c.Name)
+		// The ratio and the cost per task are the medians', which a few
+		// slow decisions do not swing as they swing the means.
+		require.InEpsilon(t, c.Plugin.P50Ns/c.Native.P50Ns, c.Ratio, 1e-9, c.Name)
+		require.InDelta(t, c.Plugin.P50Ns/float64(c.Tasks), c.Plugin.PerTaskNs, 1e-9, c.Name)
+	}
+	out.Reset()
+	require.Equal(t, 0, run(ctx, []string{"plugin", "bench", "--decisions", "20", module}, &out, &errOut), errOut.String())
+	require.Regexp(t, `(?m)^case +p50 +p99 +p50 per task +ratio$`, out.String())
+	require.Contains(t, out.String(), "each decision: deadline 10ms, 5000000 fuel; sent no names or details (the module asks for none)")
+}
+
+// benchReport is `plugin bench --json`, as a tool reads it.
+type benchReport struct {
+	Builtin      string
+	DeadlineNs   int64
+	DecisionFuel int64
+	Names        bool
+	Details      bool
+	Faults       map[string]uint64
+	Fallbacks    uint64
+	Quarantines  uint64
+	Cases        []struct {
+		Name           string
+		Tasks          int
+		Plugin, Native struct {
+			Decisions, Faulted      int
+			Faults                  map[string]int
+			P50Ns, P99Ns, PerTaskNs float64
+		}
+		Ratio float64
+		Fuel  uint64
+	}
+}
+
+func decodeBench(t *testing.T, b []byte) benchReport {
+	t.Helper()
+	var rep benchReport
+	require.NoError(t, json.Unmarshal(b, &rep), string(b))
+	return rep
+}
+
+// spinModule is a fairness plugin (ABI version 1) written straight in the
+// binary format, so small that it compiles at once even under -race: it
+// answers the load's smoke decision (8 candidates) with no opinion and
+// spins forever over more, as a policy with a data-dependent runaway loop.
+func spinModule() []byte {
+	leb := func(v int64) []byte { // signed LEB128
+		var b []byte
+		for {
+			c := byte(v & 0x7F)
+			v >>= 7
+			if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
+				return append(b, c)
+			}
+			b = append(b, c|0x80)
+		}
+	}
+	sect := func(id byte, parts ...[]byte) []byte { // every section here is under 128 bytes
+		b := bytes.Join(parts, nil)
+		return append([]byte{id, byte(len(b))}, b...)
+	}
+	body := func(code ...[]byte) []byte {
+		b := append([]byte{0}, bytes.Join(code, nil)...) // no locals
+		b = append(b, 0x0B)
+		return append([]byte{byte(len(b))}, b...)
+	}
+	name := func(s string) []byte { return append([]byte{byte(len(s))}, s...) }
+	const arena = 64 << 10 // the arena: the second page
+	return bytes.Join([][]byte{
+		[]byte("\x00asm\x01\x00\x00\x00"),
+		sect(1, []byte{3, 0x60, 0, 1, 0x7F, 0x60, 1, 0x7F, 1, 0x7E, 0x60, 4, 0x7E, 0x7E, 0x7F, 0x7F, 1, 0x7F}),
+		sect(3, []byte{3, 0, 1, 2}),
+		sect(5, []byte{1, 0, 2}), // 2 pages
+		sect(7, []byte{4}, name("memory"), []byte{2, 0}, name("abi_version"), []byte{0, 0},
+			name("arena"), []byte{0, 1}, name("fairness_pick"), []byte{0, 2}),
+		sect(10, []byte{3},
+			body([]byte{0x41, 1}),                               // abi_version: 1
+			body(append([]byte{0x42}, leb(arena<<32|arena)...)), // arena: ptr << 32 | len
+			body(append([]byte{0x41}, leb(arena+8)...), // the header's count
+				[]byte{0x28, 2, 0, 0x41, 9, 0x49, 0x04, 0x40, 0x41, 0, 0x0F, 0x0B}, // ≤ 8: return 0
+				[]byte{0x03, 0x40, 0x0C, 0, 0x0B, 0x41, 0})),                       // else loop forever
+	}, nil)
+}
+
+// A decision the server would abandon is abandoned by the bench too: under
+// the server's deadline (--deadline, as plugins.deadline) it is counted as
+// a deadline fault, by kind, as the server counts it, and not timed as a
+// merely slow one. The fuel budget (--fuel, as plugins.decisionFuel) is
+// set about ten times further out (25 ms of spinning here), so that the
+// deadline ends the loop first — but for a decision during which the Go
+// runtime stopped the world for a garbage collection, which holds the
+// watchdog too, so that only fuel ends it (plugins/ABI.md, "The deadline").
+func TestPluginBenchAbandonsADecisionPastTheDeadline(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	module := filepath.Join(t.TempDir(), "spin.wasm")
+	require.NoError(t, os.WriteFile(module, spinModule(), 0o644))
+	args := []string{"plugin", "bench", "--decisions", "10", "--deadline", "2ms", "--fuel", "100000000", module}
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run(ctx, append(args, "--json"), &out, &errOut), errOut.String())
+	rep := decodeBench(t, out.Bytes())
+	require.Equal(t, int64(2*time.Millisecond), rep.DeadlineNs)
+	require.Equal(t, int64(100_000_000), rep.DecisionFuel)
+	require.Len(t, rep.Cases, 9)
+	for _, c := range rep.Cases {
+		// Each case starts with the breaker reset: its first timed decision
+		// is the plugin's, and faults; the fallback answers the rest, the
+		// plugin quarantined.
+		require.Zero(t, c.Plugin.Decisions, c.Name)
+		require.Equal(t, 10, c.Plugin.Faulted, c.Name)
+		require.Positive(t, c.Plugin.Faults["deadline"]+c.Plugin.Faults["fuel"], c.Name)
+		require.Equal(t, 10, c.Plugin.Faults["deadline"]+c.Plugin.Faults["fuel"]+c.Plugin.Faults["fallback"], "%s: %v", c.Name, c.Plugin.Faults)
+		require.Zero(t, c.Plugin.P50Ns, c.Name)
+		require.Zero(t, c.Ratio, c.Name)
+		require.Equal(t, 10, c.Native.Decisions, c.Name)
+	}
+	// Two chances in each case, one in its warm-up (one decision) and one in
+	// its timed decisions: 18, each a deadline fault but for a rare one that
+	// a garbage collection left to fuel.
+	require.Greater(t, rep.Faults["deadline"], uint64(9), "%v", rep.Faults)
+	require.Equal(t, uint64(18), rep.Faults["deadline"]+rep.Faults["fuel"], "%v", rep.Faults)
+	require.Positive(t, rep.Quarantines)
+
+	out.Reset()
+	require.Equal(t, 0, run(ctx, args, &out, &errOut), errOut.String())
+	require.Contains(t, out.String(), "each decision: deadline 2ms, 100000000 fuel")
+	require.Regexp(t, `fairness/cands=16/slots=1 +FAULTED: all 10 decisions fell back \((DEADLINE|FUEL) \d`, out.String())
+	require.Regexp(t, `the plugin faulted: .*DEADLINE \d+.*; a server abandons a decision past its deadline \(2ms\)`, out.String())
+
+	for _, bad := range [][]string{{"--deadline", "500us"}, {"--deadline", "0"}, {"--fuel", "-1"}, {"--decisions", "0"}} {
+		errOut.Reset()
+		require.Equal(t, 2, run(ctx, append([]string{"plugin", "bench", module}, bad...), &out, &errOut), "%v", bad)
+		require.Contains(t, errOut.String(), "--deadline at least 1ms (as plugins.deadline)", "%v", bad)
+	}
+}
+
+// A module that reads details (ABI v2) is benched with them: labelsel reads
+// each task's labels and session and its agent's labels, and burns fuel for
+// every task it reads; without details it would rank everything FIFO for
+// next to nothing. vip reads names only, and drr (above) neither.
+func TestPluginBenchSendsTheDetailsAModuleReads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	bench := func(file string) (benchReport, string) {
+		module := filepath.Join("..", "..", "examples", "plugins", file)
+		var out, errOut bytes.Buffer
+		require.Equal(t, 0, run(ctx, []string{"plugin", "bench", "--json", "--decisions", "20", module}, &out, &errOut), errOut.String())
+		rep := decodeBench(t, out.Bytes())
+		out.Reset()
+		require.Equal(t, 0, run(ctx, []string{"plugin", "bench", "--decisions", "5", module}, &out, &errOut), errOut.String())
+		return rep, out.String()
+	}
+	rep, text := bench("labelsel.wasm")
+	require.True(t, rep.Names && rep.Details)
+	require.Contains(t, text, "sent names and details (ABI v2)")
+	require.Equal(t, "selection/tasks=1000", rep.Cases[2].Name)
+	// Fuel is deterministic: the details cost about 3,500 units a task;
+	// without them the most one decision burnt was the load's smoke
+	// decision's, about 30,000.
+	require.Greater(t, rep.Cases[2].Fuel, uint64(1000*1000), "labelsel read the details of 1,000 tasks")
+	require.Greater(t, rep.Cases[2].Fuel, 5*rep.Cases[1].Fuel/2, "and more of them than of 100 tasks")
+
+	rep, text = bench("vip.wasm")
+	require.True(t, rep.Names)
+	require.False(t, rep.Details)
+	require.Contains(t, text, "sent names (ABI v2; the module asks for no details)")
 }
 
 func TestPluginCheckExitsOneForABrokenModule(t *testing.T) {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -139,9 +141,12 @@ func TestBenchComparesWithTheBuiltinOfTheSameSlot(t *testing.T) {
 	require.Equal(t, "fairness", rep.Slot)
 	require.Equal(t, "fair-share", rep.Builtin)
 	require.Len(t, rep.Cases, 9)
-	require.Zero(t, rep.Faults)
+	require.Empty(t, rep.Faults)
+	require.Zero(t, rep.Fallbacks)
+	require.Equal(t, time.Minute, time.Duration(rep.DeadlineNs), "a runtime given keeps its deadline")
 	for _, c := range rep.Cases {
 		require.Equal(t, 50, c.Plugin.Decisions)
+		require.Empty(t, c.Plugin.Faults, c.Name)
 		require.Positive(t, c.Plugin.P50Ns, c.Name)
 		require.Positive(t, c.Native.P50Ns, c.Name)
 		require.LessOrEqual(t, c.Plugin.P50Ns, c.Plugin.P99Ns, c.Name)
@@ -215,6 +220,10 @@ func TestBenchReportsFaultedDecisionsAsFaulted(t *testing.T) {
 	for _, c := range rep.Cases {
 		if c.Candidates > 100 {
 			require.Equal(t, 20, c.Plugin.Faulted, c.Name)
+			// Out of fuel until the breaker quarantines it; the fallback
+			// answers the rest.
+			require.Positive(t, c.Plugin.Faults["fuel"], c.Name)
+			require.Equal(t, 20, c.Plugin.Faults["fuel"]+c.Plugin.Faults[authoring.FaultFallback], "%s: %v", c.Name, c.Plugin.Faults)
 			require.Zero(t, c.Plugin.Decisions, c.Name)
 			require.Zero(t, c.Plugin.MeanNs, c.Name)
 			require.Zero(t, c.Plugin.P99Ns, c.Name)
@@ -225,11 +234,12 @@ func TestBenchReportsFaultedDecisionsAsFaulted(t *testing.T) {
 			require.Positive(t, c.Plugin.P50Ns, c.Name)
 		}
 	}
-	require.Positive(t, rep.Faults)
-	require.Regexp(t, `fairness/cands=256/slots=1 +FAULTED: all 20 decisions fell back`, rep.String())
+	require.Equal(t, []string{"fuel"}, slices.Collect(maps.Keys(rep.Faults)))
+	require.Positive(t, rep.Quarantines)
+	require.Regexp(t, `fairness/cands=256/slots=1 +FAULTED: all 20 decisions fell back \(FUEL \d+, FALLBACK \d+; native p50 \d+ ns\)`, rep.String())
 	raw, err := json.Marshal(rep.Cases[len(rep.Cases)-1])
 	require.NoError(t, err)
-	require.Contains(t, string(raw), `"plugin":{"decisions":0,"faulted":20,`)
+	require.Regexp(t, `"plugin":\{"decisions":0,"faulted":20,"faults":\{"fallback":\d+,"fuel":\d+\},`, string(raw))
 }
 
 // The simulate report says what an agent's share is, and prints durations

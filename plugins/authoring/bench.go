@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,16 +20,41 @@ type BenchOptions struct {
 	// Decisions is how many decisions each case times, for the plugin and
 	// for the built-in alike. Default 2,000.
 	Decisions int
+	// Deadline is the wall-clock backstop of one of the plugin's decisions
+	// in the private runtime (the server's plugins.deadline): a decision
+	// still running after it is abandoned, as the server abandons it, and
+	// counted as a deadline fault. 0 means host.DefaultDeadline, the
+	// server's default. A Runtime given in Options keeps its own.
+	Deadline time.Duration
 }
 
 // BenchReport is what Bench measured. It marshals to JSON for tools.
 type BenchReport struct {
-	Slot    string      `json:"slot"`
-	Builtin string      `json:"builtin"` // the native policy compared with
+	Slot    string `json:"slot"`
+	Builtin string `json:"builtin"` // the native policy compared with
+	// DeadlineNs and DecisionFuel bound each of the plugin's decisions, as
+	// the server's plugins.deadline and plugins.decisionFuel do.
+	DeadlineNs   int64 `json:"deadlineNs"`
+	DecisionFuel int64 `json:"decisionFuel"`
+	// Names and Details say which ABI v2 table went with each of the
+	// plugin's decisions: the one the module asks for (policy_flags NAMES
+	// or DETAILS), filled with synthetic names and details that match the
+	// records (benchDetails). Both are false for a module that asks for
+	// neither (and for every version 1 module): it is sent none, as the
+	// server sends it none.
+	Names   bool        `json:"names"`
+	Details bool        `json:"details"`
 	Cases   []BenchCase `json:"cases"`
-	// Faults counts the plugin's decisions that fell back during the
-	// measurements; a plugin that faults is not measured fairly.
-	Faults uint64 `json:"faults"`
+	// Faults counts the plugin's faults over the whole bench, warm-up
+	// decisions included, by kind (deadline, fuel, trap, invalid, refused),
+	// as the server counts them (switchyard_plugin_faults_total).
+	// Fallbacks counts the decisions its fallback answered (its faults, and
+	// those made while it was quarantined or an instance was being
+	// rebuilt), Quarantines the breaker's trips. A plugin that faults is
+	// not measured fairly.
+	Faults      map[string]uint64 `json:"faults"`
+	Fallbacks   uint64            `json:"fallbacks"`
+	Quarantines uint64            `json:"quarantines"`
 }
 
 // BenchCase is one input shape, timed through the guarded plugin and
@@ -40,47 +66,103 @@ type BenchCase struct {
 	Tasks      int     `json:"tasks"`                // tasks one decision decides (picks, ranks, 1 for retry)
 	Plugin     Latency `json:"plugin"`
 	Native     Latency `json:"native"`
-	Ratio      float64 `json:"ratio"` // plugin mean ÷ native mean
-	Fuel       uint64  `json:"fuel"`  // the most fuel one decision burnt (cumulative over the cases so far)
+	// Ratio is the plugin's median over the native median (p50 ÷ p50): the
+	// mean would swing with a few slow decisions (a garbage collection, a
+	// busy core). 0 when the plugin answered none of the case's decisions.
+	Ratio float64 `json:"ratio"`
+	Fuel  uint64  `json:"fuel"` // the most fuel one decision burnt (cumulative over the cases so far)
 }
+
+// FaultFallback is the kind, in Latency.Faults, of a timed decision that
+// the fallback answered without a fault of the plugin's in it: the plugin
+// was quarantined by an earlier fault (or disabled, an instance that could
+// not be rebuilt), or the decision's table would not fit its memory.
+const FaultFallback = "fallback"
 
 // Latency summarises the timed decisions of one case. For the plugin, a
 // decision that faulted (fuel or deadline exhausted, a trap, an invalid
-// answer) or that its fallback answered (a quarantined plugin) is not the
-// plugin's: it is counted in Faulted and left out of the figures, which
-// cover the Decisions that the plugin answered; when it answered none, the
-// figures are 0 and the case is reported as faulted.
+// answer, an error returned) or that its fallback answered (a quarantined
+// plugin) is not the plugin's: it is counted in Faulted, by kind in Faults,
+// and left out of the figures, which cover the Decisions that the plugin
+// answered; when it answered none, the figures are 0 and the case is
+// reported as faulted.
 type Latency struct {
-	Decisions int     `json:"decisions"`
-	Faulted   int     `json:"faulted,omitempty"`
-	MeanNs    float64 `json:"meanNs"`
-	P50Ns     float64 `json:"p50Ns"`
-	P99Ns     float64 `json:"p99Ns"`
-	PerTaskNs float64 `json:"perTaskNs"` // mean ÷ tasks decided
+	Decisions int `json:"decisions"`
+	Faulted   int `json:"faulted,omitempty"`
+	// Faults counts the Faulted decisions by kind: the server's fault
+	// kinds (deadline, fuel, trap, invalid, refused) and FaultFallback.
+	Faults    map[string]int `json:"faults,omitempty"`
+	P50Ns     float64        `json:"p50Ns"`
+	P99Ns     float64        `json:"p99Ns"`
+	MeanNs    float64        `json:"meanNs"`    // swings with outliers; the ratio is taken from the medians
+	PerTaskNs float64        `json:"perTaskNs"` // p50 ÷ tasks decided
 }
 
 // String renders the report as a table for people.
 func (r *BenchReport) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s plugin vs built-in %q (ns; guarded wasm / native)\n", r.Slot, r.Builtin)
-	fmt.Fprintf(&b, "%-28s %17s %17s %17s %13s %6s\n", "case", "mean", "p50", "p99", "per task", "ratio")
+	fmt.Fprintf(&b, "each decision: deadline %s, %d fuel; %s\n", time.Duration(r.DeadlineNs), r.DecisionFuel, r.sent())
+	fmt.Fprintf(&b, "%-28s %17s %17s %13s %6s\n", "case", "p50", "p99", "p50 per task", "ratio")
 	for _, c := range r.Cases {
 		if c.Plugin.Decisions == 0 {
-			fmt.Fprintf(&b, "%-28s FAULTED: all %d decisions fell back (native mean %.0f ns)\n", c.Name, c.Plugin.Faulted, c.Native.MeanNs)
+			fmt.Fprintf(&b, "%-28s FAULTED: all %d decisions fell back (%s; native p50 %.0f ns)\n", c.Name, c.Plugin.Faulted, kinds(c.Plugin.Faults), c.Native.P50Ns)
 			continue
 		}
-		fmt.Fprintf(&b, "%-28s %8.0f/%-8.0f %8.0f/%-8.0f %8.0f/%-8.0f %6.0f/%-6.0f %6.1f", c.Name,
-			c.Plugin.MeanNs, c.Native.MeanNs, c.Plugin.P50Ns, c.Native.P50Ns, c.Plugin.P99Ns, c.Native.P99Ns,
+		fmt.Fprintf(&b, "%-28s %8.0f/%-8.0f %8.0f/%-8.0f %6.0f/%-6.0f %6.1f", c.Name,
+			c.Plugin.P50Ns, c.Native.P50Ns, c.Plugin.P99Ns, c.Native.P99Ns,
 			c.Plugin.PerTaskNs, c.Native.PerTaskNs, c.Ratio)
 		if c.Plugin.Faulted > 0 {
-			fmt.Fprintf(&b, "  FAULTED %d of %d (not in the figures)", c.Plugin.Faulted, c.Plugin.Faulted+c.Plugin.Decisions)
+			fmt.Fprintf(&b, "  FAULTED %d of %d (%s; not in the figures)", c.Plugin.Faulted, c.Plugin.Faulted+c.Plugin.Decisions, kinds(c.Plugin.Faults))
 		}
 		b.WriteByte('\n')
 	}
-	if r.Faults > 0 {
-		fmt.Fprintf(&b, "WARNING: %d decisions faulted or fell back, and are not in the plugin's figures; run plugin check\n", r.Faults)
+	if r.Fallbacks > 0 {
+		fmt.Fprintf(&b, "WARNING: the fallback answered %d decisions, none in the plugin's figures", r.Fallbacks)
+		if len(r.Faults) > 0 {
+			all := make(map[string]int, len(r.Faults))
+			for k, v := range r.Faults {
+				all[k] = int(v)
+			}
+			fmt.Fprintf(&b, "; the plugin faulted: %s", kinds(all))
+		}
+		if r.Faults[host.FaultDeadline.String()] > 0 {
+			fmt.Fprintf(&b, "; a server abandons a decision past its deadline (%s) and quarantines the plugin", time.Duration(r.DeadlineNs))
+		}
+		b.WriteString("; run plugin check\n")
 	}
 	return b.String()
+}
+
+// sent says which table went with each decision.
+func (r *BenchReport) sent() string {
+	switch {
+	case r.Details:
+		return "sent names and details (ABI v2)"
+	case r.Names:
+		return "sent names (ABI v2; the module asks for no details)"
+	}
+	return "sent no names or details (the module asks for none)"
+}
+
+// kinds renders fault counts by kind, in upper case, in the order of
+// host.FaultKinds and then FaultFallback: "DEADLINE 1, FALLBACK 19".
+func kinds(m map[string]int) string {
+	var parts []string
+	for _, k := range append(faultKindNames(), FaultFallback) {
+		if n := m[k]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", strings.ToUpper(k), n))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func faultKindNames() []string {
+	names := make([]string, len(host.FaultKinds))
+	for i, k := range host.FaultKinds {
+		names[i] = k.String()
+	}
+	return names
 }
 
 // benchCase is one input shape with a decision to time on either policy.
@@ -93,12 +175,17 @@ type benchCase struct {
 // Bench loads wasm and times its decisions against the native built-in
 // policy of its slot over input shapes of several sizes: fairness over 16,
 // 64 and 256 candidates with 1, 8 and 64 slots, selection of 1, 100 and
-// 1,000 tasks, retry of varied failures.
+// 1,000 tasks, retry of varied failures. The plugin runs as a server runs
+// it: under the same deadline and fuel budget, its breaker included, and
+// with the names or details it asks for (ABI v2). Each case, and its timed
+// decisions after the warm-up, start as an operator's enablePlugin leaves
+// the plugin: its breaker reset, so that a quarantine that one case's
+// faults began does not hand the next one to the fallback.
 func Bench(ctx context.Context, wasm []byte, opts BenchOptions) (*BenchReport, error) {
 	if opts.Decisions <= 0 {
 		opts.Decisions = 2000
 	}
-	rt, done, err := opts.runtime(nil)
+	rt, done, err := opts.runtimeWith(host.Config{Deadline: opts.Deadline})
 	if err != nil {
 		return nil, err
 	}
@@ -108,9 +195,12 @@ func Bench(ctx context.Context, wasm []byte, opts BenchOptions) (*BenchReport, e
 		return nil, err
 	}
 	defer s.plugin.Close(context.Background())
-	rep := &BenchReport{Slot: s.plugin.Slot().String(), Builtin: s.builtin.Name}
+	cfg := rt.Config()
+	rep := &BenchReport{Slot: s.plugin.Slot().String(), Builtin: s.builtin.Name,
+		DeadlineNs: cfg.Deadline.Nanoseconds(), DecisionFuel: cfg.DecisionFuel}
+	rep.Names, rep.Details = s.plugin.Reads()
 	for _, c := range benchCases(s) {
-		if err := ctx.Err(); err != nil {
+		if err := fresh(ctx, s.plugin); err != nil {
 			return nil, err
 		}
 		bc := BenchCase{Name: c.name, Candidates: c.cands, Slots: c.slots, Tasks: c.per}
@@ -118,16 +208,34 @@ func Bench(ctx context.Context, wasm []byte, opts BenchOptions) (*BenchReport, e
 			c.decide(true)
 			c.decide(false)
 		}
-		bc.Plugin = measure(opts.Decisions, c.per, s.plugin.Fallbacks, func() { c.decide(true) })
+		if err := fresh(ctx, s.plugin); err != nil {
+			return nil, err
+		}
+		bc.Plugin = measure(opts.Decisions, c.per, s.plugin, func() { c.decide(true) })
 		bc.Native = measure(opts.Decisions, c.per, nil, func() { c.decide(false) })
-		if bc.Native.MeanNs > 0 {
-			bc.Ratio = bc.Plugin.MeanNs / bc.Native.MeanNs
+		if bc.Plugin.P50Ns > 0 && bc.Native.P50Ns > 0 {
+			bc.Ratio = bc.Plugin.P50Ns / bc.Native.P50Ns
 		}
 		bc.Fuel = s.plugin.Stats().FuelMax
 		rep.Cases = append(rep.Cases, bc)
 	}
-	rep.Faults = s.plugin.Stats().Fallbacks
+	st := s.plugin.Stats()
+	rep.Faults = make(map[string]uint64, len(st.Faults))
+	for k, v := range st.Faults {
+		rep.Faults[k.String()] = v
+	}
+	rep.Fallbacks, rep.Quarantines = st.Fallbacks, st.Quarantines
 	return rep, nil
+}
+
+// fresh ends the plugin's quarantine and resets its breaker, as
+// enablePlugin would.
+func fresh(ctx context.Context, p *host.Plugin) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p.Enable()
+	return nil
 }
 
 func benchCases(s *subject) []benchCase {
@@ -141,8 +249,14 @@ func benchCases(s *subject) []benchCase {
 			for i := range cands { // room for every pick: the decision, not the ceilings
 				cands[i].AgentLimit, cands[i].LaneLimit, cands[i].QueueLen = 1000, 10_000, 100
 			}
+			d := make(benchDetails, n)
+			for i, c := range cands {
+				d[i] = detailFor(int(c.Agent), int(c.Lane), c.HeadSeq, policy.AgentInfo{Weight: c.AgentWeight, MaxInFlight: c.AgentLimit}, "")
+			}
 			for _, slots := range []int{1, 8, 64} {
-				ctx := policy.PickContext{NowMs: now, AgingMs: 30_000, Slots: uint32(slots)}
+				// The engine gives every fairness policy names and details;
+				// the plugin's wrapper sends the table the module asks for.
+				ctx := policy.PickContext{NowMs: now, AgingMs: 30_000, Slots: uint32(slots), Names: d, Details: d}
 				picks := make([]uint32, slots)
 				cases = append(cases, benchCase{
 					name: fmt.Sprintf("fairness/cands=%d/slots=%d", n, slots), cands: n, slots: slots, per: slots,
@@ -160,14 +274,19 @@ func benchCases(s *subject) []benchCase {
 		native := s.native.Selection
 		for _, n := range []int{1, 100, 1000} {
 			tasks := host.SyntheticTasks(n, 7)
+			d := make(benchDetails, n)
+			for i, t := range tasks {
+				d[i] = detailFor(int(t.Agent), int(t.Lane), t.Seq, agentInfo(int(t.Agent)), "")
+			}
+			ctx := policy.RankContext{NowMs: now, Details: d}
 			ranks := make([]int64, n)
 			cases = append(cases, benchCase{
 				name: fmt.Sprintf("selection/tasks=%d", n), per: n,
 				decide: func(plugin bool) {
 					if plugin {
-						s.selection.Rank(now, tasks, ranks)
+						rankWith(s.selection, ctx, tasks, ranks)
 					} else {
-						native.Rank(now, tasks, ranks)
+						rankWith(native, ctx, tasks, ranks)
 					}
 				},
 			})
@@ -175,16 +294,21 @@ func benchCases(s *subject) []benchCase {
 	case s.retry != nil:
 		native := s.native.Retry
 		fs := failures(64)
+		ctxs := make([]policy.RetryContext, len(fs))
+		for i, f := range fs {
+			code := benchCodes[i%len(benchCodes)]
+			ctxs[i] = policy.RetryContext{Details: benchDetails{detailFor(int(f.Agent), int(f.Lane), f.TaskSeq, agentInfo(int(f.Agent)), code)}}
+		}
 		i := 0
 		cases = append(cases, benchCase{
 			name: "retry/varied", per: 1,
 			decide: func(plugin bool) {
-				f := fs[i%len(fs)]
+				f, ctx := fs[i%len(fs)], ctxs[i%len(fs)]
 				i++
 				if plugin {
-					s.retry.Decide(f)
+					decideWith(s.retry, ctx, f)
 				} else {
-					native.Decide(f)
+					decideWith(native, ctx, f)
 				}
 			},
 		})
@@ -192,29 +316,142 @@ func benchCases(s *subject) []benchCase {
 	return cases
 }
 
-// measure times n calls of decide one by one. fallbacks, when not nil,
-// counts the decisions that fell back: one that did is counted as faulted
-// and its time left out.
-func measure(n, tasks int, fallbacks func() uint64, decide func()) Latency {
+// rankWith asks p as the engine does: with ctx's details, if p reads them.
+func rankWith(p policy.Selection, ctx policy.RankContext, tasks []policy.Task, ranks []int64) {
+	if dp, ok := p.(policy.DetailedSelection); ok {
+		dp.RankDetailed(ctx, tasks, ranks)
+		return
+	}
+	p.Rank(ctx.NowMs, tasks, ranks)
+}
+
+// decideWith asks p as the engine does: with ctx's details, if p reads
+// them.
+func decideWith(p policy.Retry, ctx policy.RetryContext, f policy.Failure) policy.Decision {
+	if dp, ok := p.(policy.DetailedRetry); ok {
+		return dp.DecideDetailed(ctx, f)
+	}
+	return p.Decide(f)
+}
+
+// benchDetails are the names and details (ABI v2) the bench sends about its
+// records, by record index, made to look like a server's: each record's
+// agent index names one agent (an id such as crawler-3, its weight and
+// ceiling those of the record where it has them, tier and region labels),
+// its lane index one of the default lanes (main, subagent, team, cron);
+// most tasks have a session; a task carries two to four labels (kind,
+// team, on some urgent=true or retry=never); a retry's attempt carries one
+// of the error codes executors and the engine report, or none.
+type benchDetails []benchDetail
+
+type benchDetail struct {
+	agent, lane, session, code string
+	labels                     policy.Labels
+	info                       policy.AgentInfo
+}
+
+var (
+	benchAgents = []string{"planner", "researcher", "crawler", "checkout-bot", "support-agent", "qa-runner", "scraper"}
+	benchLanes  = []string{"main", "subagent", "team", "cron"}
+	benchKinds  = []string{"search", "form", "checkout", "extract", "login"}
+	benchTeams  = []string{"growth", "ops", "billing"}
+	benchTiers  = []string{"gold", "standard", "standard", "bronze"}
+	benchCodes  = []string{"timeout", "tab_not_found", "navigation_changed", "element_not_found", "instance_fault",
+		"lease_expired", "upstream_503", "", "invalid_selector", "restart"}
+)
+
+// detailFor returns the details of a record of agent a and lane l whose
+// task has sequence number seq.
+func detailFor(a, l int, seq uint64, info policy.AgentInfo, code string) benchDetail {
+	info.Labels = policy.MakeLabels(map[string]string{"tier": benchTiers[a%len(benchTiers)], "region": []string{"eu-west", "us-east"}[a%2]})
+	labels := map[string]string{"kind": benchKinds[seq%uint64(len(benchKinds))], "team": benchTeams[a%len(benchTeams)]}
+	if seq%8 == 0 {
+		labels["urgent"] = "true"
+	}
+	if seq%16 == 5 {
+		labels["retry"] = "never"
+	}
+	var session string
+	if seq%3 != 2 {
+		session = benchAgents[a%len(benchAgents)] + "-session-" + strconv.FormatUint(seq%5, 10)
+	}
+	return benchDetail{
+		agent: benchAgents[a%len(benchAgents)] + "-" + strconv.Itoa(a), lane: benchLanes[l%len(benchLanes)],
+		session: session, code: code, labels: policy.MakeLabels(labels), info: info,
+	}
+}
+
+// agentInfo is what is configured for agent a where the record does not
+// say: weights 1 to 3, a ceiling of 10.
+func agentInfo(a int) policy.AgentInfo {
+	return policy.AgentInfo{Weight: 1 + uint32(a%3), MaxInFlight: 10}
+}
+
+func (d benchDetails) at(i int) benchDetail {
+	if i < 0 || i >= len(d) {
+		return benchDetail{}
+	}
+	return d[i]
+}
+
+// AgentID implements policy.Names.
+func (d benchDetails) AgentID(i int) string { return d.at(i).agent }
+
+// LaneName implements policy.Names.
+func (d benchDetails) LaneName(i int) string { return d.at(i).lane }
+
+// Session implements policy.Details.
+func (d benchDetails) Session(i int) string { return d.at(i).session }
+
+// Labels implements policy.Details.
+func (d benchDetails) Labels(i int) policy.Labels { return d.at(i).labels }
+
+// Agent implements policy.Details.
+func (d benchDetails) Agent(i int) policy.AgentInfo { return d.at(i).info }
+
+// ErrorCode implements policy.Details.
+func (d benchDetails) ErrorCode(i int) string { return d.at(i).code }
+
+// measure times n calls of decide one by one. p, the plugin when decide
+// asks it, tells which decisions fell back: one that did is counted as
+// faulted, by kind, and its time left out.
+func measure(n, tasks int, p *host.Plugin, decide func()) Latency {
 	ds := make([]time.Duration, 0, n)
 	var sum time.Duration
-	faulted := 0
+	var l Latency
+	var faults map[host.FaultKind]uint64
+	if p != nil {
+		faults = p.Stats().Faults
+	}
 	for range n {
 		var fb uint64
-		if fallbacks != nil {
-			fb = fallbacks()
+		if p != nil {
+			fb = p.Fallbacks()
 		}
 		start := time.Now()
 		decide()
 		d := time.Since(start)
-		if fallbacks != nil && fallbacks() != fb {
-			faulted++
+		if p != nil && p.Fallbacks() != fb {
+			// Not timed: a decision makes at most one fault, and a fallback
+			// with none is the breaker's (or a table too large to send).
+			now, kind := p.Stats().Faults, FaultFallback
+			for _, k := range host.FaultKinds {
+				if now[k] > faults[k] {
+					kind = k.String()
+				}
+			}
+			faults = now
+			if l.Faults == nil {
+				l.Faults = make(map[string]int)
+			}
+			l.Faults[kind]++
+			l.Faulted++
 			continue
 		}
 		ds = append(ds, d)
 		sum += d
 	}
-	l := Latency{Decisions: len(ds), Faulted: faulted}
+	l.Decisions = len(ds)
 	if len(ds) == 0 {
 		return l
 	}
@@ -222,7 +459,7 @@ func measure(n, tasks int, fallbacks func() uint64, decide func()) Latency {
 	q := func(f float64) float64 { return float64(ds[int(f*float64(len(ds)-1))].Nanoseconds()) }
 	l.MeanNs, l.P50Ns, l.P99Ns = float64(sum.Nanoseconds())/float64(len(ds)), q(0.50), q(0.99)
 	if tasks > 0 {
-		l.PerTaskNs = l.MeanNs / float64(tasks)
+		l.PerTaskNs = l.P50Ns / float64(tasks)
 	}
 	return l
 }

@@ -303,19 +303,12 @@ func large(s *subject, candidates int) {
 // rank ranks tasks with p, with synthetic details when p reads them (ABI
 // v2): the checks exercise a module with the table it asked for.
 func rank(p policy.Selection, tasks []policy.Task, ranks []int64) {
-	if dp, ok := p.(policy.DetailedSelection); ok {
-		dp.RankDetailed(policy.RankContext{NowMs: 1_700_000_000_000, Details: SyntheticNames{}}, tasks, ranks)
-		return
-	}
-	p.Rank(1_700_000_000_000, tasks, ranks)
+	rankWith(p, policy.RankContext{NowMs: 1_700_000_000_000, Details: SyntheticNames{}}, tasks, ranks)
 }
 
 // decide decides on f with p, with synthetic details when p reads them.
 func decide(p policy.Retry, f policy.Failure) policy.Decision {
-	if dp, ok := p.(policy.DetailedRetry); ok {
-		return dp.DecideDetailed(policy.RetryContext{Details: SyntheticNames{}}, f)
-	}
-	return p.Decide(f)
+	return decideWith(p, policy.RetryContext{Details: SyntheticNames{}}, f)
 }
 
 func config(ctx context.Context, s *subject, doc []byte, rec *faultLog) error {
@@ -337,12 +330,13 @@ func config(ctx context.Context, s *subject, doc []byte, rec *faultLog) error {
 	return nil
 }
 
-// SyntheticNames names the synthetic records of the checks and the bench
-// (ABI v2's names and details tables): agent-N and lane-N by record index,
-// a few agents and lanes over many records, sessions session-N (none for
-// every fourth record), task labels kind=search or kind=form, agent labels
-// tier=gold for every third agent, weights 1 to 3, ceilings of 10, and the
-// error code timeout.
+// SyntheticNames names the synthetic records of the checks (ABI v2's names
+// and details tables): agent-N and lane-N by record index, a few agents
+// and lanes over many records, sessions session-N (none for every fourth
+// record), task labels kind=search or kind=form, agent labels tier=gold
+// for every third agent, weights 1 to 3, ceilings of 10, and the error
+// code timeout. The bench sends details of its own, consistent with its
+// records (benchDetails).
 type SyntheticNames struct{}
 
 var (

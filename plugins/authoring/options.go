@@ -45,12 +45,19 @@ func (o Options) candidates() int {
 // runtime returns the runtime to use and a function that releases it;
 // onEvent sees a private runtime's events.
 func (o Options) runtime(onEvent func(host.Event)) (*host.Runtime, func(), error) {
+	// Checks judge fuel, which is deterministic, not wall time, which
+	// depends on the machine and its load: the deadline is set far out.
+	return o.runtimeWith(host.Config{OnEvent: onEvent, Deadline: time.Minute})
+}
+
+// runtimeWith returns o.Runtime, or else a private runtime of cfg with o's
+// DecisionFuel, and a function that releases it.
+func (o Options) runtimeWith(cfg host.Config) (*host.Runtime, func(), error) {
 	if o.Runtime != nil {
 		return o.Runtime, func() {}, nil
 	}
-	// Checks judge fuel, which is deterministic, not wall time, which
-	// depends on the machine and its load: the deadline is set far out.
-	rt, err := host.New(host.Config{OnEvent: onEvent, Deadline: time.Minute, DecisionFuel: o.DecisionFuel})
+	cfg.DecisionFuel = o.DecisionFuel
+	rt, err := host.New(cfg)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,6 +12,10 @@ import (
 // DefaultDecisionFuel is Config.DecisionFuel's default.
 const DefaultDecisionFuel = 5_000_000
 
+// DefaultDeadline is Config.Deadline's default, and so the server's
+// plugins.deadline.
+const DefaultDeadline = 10 * time.Millisecond
+
 // LogFuel is what one switchyard.log call burns from the budget of the call
 // that makes it, whether the line is written or dropped: about what
 // writing a line costs.
@@ -125,7 +129,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.SetupFuel = 20_000_000
 	}
 	if c.Deadline == 0 {
-		c.Deadline = 10 * time.Millisecond
+		c.Deadline = DefaultDeadline
 	}
 	if c.Deadline < time.Millisecond {
 		return c, fmt.Errorf("host config: Deadline %s is under a millisecond", c.Deadline)

@@ -171,4 +171,15 @@ func TestWrappersSayWhetherTheyReadDetails(t *testing.T) {
 	require.False(t, policy.UsesDetails(sel("edf.wasm", "")))
 	require.False(t, policy.UsesDetails(fair("asc.wasm", "")))
 	require.False(t, policy.UsesDetails(fair("vip.wasm", ""))) // names only: the engine copies those anyway
+
+	// Plugin.Reads says which table the module asked for.
+	for _, tc := range []struct {
+		file           string
+		names, details bool
+	}{{"labelsel.wasm", true, true}, {"vip.wasm", true, false}, {"asc.wasm", false, false}} {
+		p, err := loadExample(t, rt, tc.file, "")
+		require.NoError(t, err)
+		names, details := p.Reads()
+		require.Equal(t, []bool{tc.names, tc.details}, []bool{names, details}, tc.file)
+	}
 }

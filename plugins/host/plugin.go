@@ -254,6 +254,15 @@ func (p *Plugin) Stateless() bool { return p.flags&abi.FlagStateless != 0 }
 // Version returns the ABI version the module declared.
 func (p *Plugin) Version() int32 { return p.version }
 
+// Reads reports which table the module asked for (ABI v2) and is sent with
+// each decision when the caller has it: names (agent ids, lane names),
+// which details imply, and details (sessions, labels, the agents' weights,
+// ceilings and labels, error codes).
+func (p *Plugin) Reads() (names, details bool) {
+	e := p.entry()
+	return e != 0, e >= abi.DetailEntrySize
+}
+
 // entry returns the entry size of the names or details table the plugin
 // asked for (ABI v2), 0 for none.
 func (p *Plugin) entry() uint32 {
