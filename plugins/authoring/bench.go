@@ -339,9 +339,9 @@ func decideWith(p policy.Retry, ctx policy.RetryContext, f policy.Failure) polic
 // agent index names one agent (an id such as crawler-3, its weight and
 // ceiling those of the record where it has them, tier and region labels),
 // its lane index one of the default lanes (main, subagent, team, cron);
-// most tasks have a session; a task carries two to four labels (kind,
-// team, on some urgent=true or retry=never); a retry's attempt carries one
-// of the error codes executors and the engine report, or none.
+// two tasks in three have a session; a task carries two or three labels
+// (kind, team, and on some urgent=true or retry=never); a retry's attempt
+// carries one of the error codes executors and the engine report, or none.
 type benchDetails []benchDetail
 
 type benchDetail struct {

@@ -14,5 +14,7 @@
 //
 // Options.Runtime lets a caller share one host.Runtime (and so its compiled
 // modules) across calls; without it each call starts a private runtime with
-// the default host configuration and its file-backed compilation cache.
+// the default host configuration and its file-backed compilation cache,
+// but for the deadline: a minute for Check and Simulate, which judge fuel
+// rather than wall time, and the server's for Bench (BenchOptions.Deadline).
 package authoring
