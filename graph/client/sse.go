@@ -12,14 +12,25 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // SSEStream is a subscription over Server-Sent Events.
 type SSEStream struct {
-	body   io.ReadCloser
-	sc     *bufio.Scanner
-	cancel context.CancelFunc
+	body     io.ReadCloser
+	sc       *bufio.Scanner
+	cancel   context.CancelFunc
+	complete bool // the "complete" event was read: the server ends the response
 }
+
+// Reading to the end of a completed stream, so that its connection can be
+// reused: the server ends the response right after the "complete" event, so
+// there is at most the chunked encoding's last chunk to read; Close gives
+// up (and closes the connection) after this much time or data.
+const (
+	drainTimeout = 100 * time.Millisecond
+	drainMax     = 4 << 10
+)
 
 // SubscribeSSE starts a subscription over Server-Sent Events. Close the
 // stream when done.
@@ -69,6 +80,7 @@ func (s *SSEStream) Next() (Message, error) {
 		switch {
 		case line == "":
 			if event == "complete" {
+				s.complete = true
 				return Message{}, io.EOF
 			}
 			if data.Len() == 0 {
@@ -96,8 +108,19 @@ func (s *SSEStream) Next() (Message, error) {
 	return Message{}, io.EOF
 }
 
-// Close ends the stream.
+// Close ends the stream. A stream read to its "complete" event is read to
+// the end of its response first, so that the connection goes back to the
+// client's pool for the next request: an HTTP/1.1 response cut short (the
+// request cancelled, the body closed early) takes its connection with it,
+// and the next request pays for a new one. Any other stream is cut short:
+// that is how a client stops a subscription over SSE.
 func (s *SSEStream) Close() error {
+	if s.complete {
+		stop := time.AfterFunc(drainTimeout, s.cancel)
+		_, _ = io.Copy(io.Discard, io.LimitReader(s.body, drainMax))
+		stop.Stop()
+	}
+	err := s.body.Close()
 	s.cancel()
-	return s.body.Close()
+	return err
 }

@@ -188,12 +188,12 @@ func throughSwitchyard(ctx context.Context, gql *client.Client, agent, tab strin
 		return 0, 0, fmt.Errorf("through: submit: %w", err)
 	}
 	submitted := time.Since(t0)
-	state, err := followUntilSettled(ctx, gql, out.SubmitTask.Id)
+	state, at, err := followUntilSettled(ctx, gql, out.SubmitTask.Id)
 	if err != nil {
 		return 0, 0, fmt.Errorf("through: follow: %w", err)
 	}
 	if state != engine.StateSucceeded {
 		return 0, 0, fmt.Errorf("through: the task ended %s", state)
 	}
-	return time.Since(t0), submitted, nil
+	return at.Sub(t0), submitted, nil
 }

@@ -134,12 +134,12 @@ func (w *mcpWorker) viaGraphQL(ctx context.Context) (time.Duration, time.Duratio
 		return 0, 0, fmt.Errorf("graphql submit: %w", err)
 	}
 	submitted := time.Since(t0)
-	state, err := followUntilSettled(ctx, w.gql, out.SubmitTask.Id)
+	state, at, err := followUntilSettled(ctx, w.gql, out.SubmitTask.Id)
 	if err != nil {
 		return 0, 0, fmt.Errorf("graphql follow: %w", err)
 	}
 	if state != engine.StateSucceeded {
 		return 0, 0, fmt.Errorf("graphql: the task ended %s", state)
 	}
-	return time.Since(t0), submitted, nil
+	return at.Sub(t0), submitted, nil
 }
