@@ -31,7 +31,8 @@ import (
 // next batch goes early only once it has grown as large as the one in
 // flight: sending whatever is pending at once would only split the stream
 // into more, smaller transactions (on a busy machine, measurably slower).
-func (e *Engine) commitNow() {
+// It reports whether there was anything to write.
+func (e *Engine) commitNow() (wrote bool) {
 	e.commitMu.Lock()
 	defer e.commitMu.Unlock()
 	var prev *inflight
@@ -55,8 +56,9 @@ func (e *Engine) commitNow() {
 			e.finishCommit(prev)
 		}
 		if cur == nil {
-			return
+			return wrote
 		}
+		wrote = true
 		if cur.wait == nil {
 			e.finishCommit(cur)
 			cur = nil

@@ -609,14 +609,21 @@ func (e *Engine) commitLoop() {
 		// this commit writes: a signal left over would start a linger for
 		// changes not made yet, and write the next ones early (an
 		// attempt's start, made just after its submission's commit, was
-		// written on its own lazyCommitDelay after that commit).
-		for _, ch := range [...]chan struct{}{e.lazyCh, e.runningCh} {
+		// written on its own lazyCommitDelay after that commit), or wake
+		// the committer again for nothing. A task's end signals twice —
+		// its own change, then the dispatch round that ran after it, while
+		// the end is still pending — and the second signal woke the
+		// committer right after the end's commit, on the follower's way,
+		// to find nothing to write.
+		for _, ch := range [...]chan struct{}{e.lazyCh, e.runningCh, e.commitCh} {
 			select {
 			case <-ch:
 			default:
 			}
 		}
-		e.commitNow()
+		if !e.commitNow() {
+			e.stats.idleCommits.Add(1)
+		}
 	}
 }
 

@@ -5,3 +5,7 @@ package engine
 // a test waits for a commit instead of polling. f runs on the committer's
 // goroutine and must not block.
 func ObserveCommits(e *Engine, f func(error)) { e.commitHealth.observe.Store(&f) }
+
+// IdleCommits returns how often the committer woke up to find nothing to
+// write.
+func IdleCommits(e *Engine) uint64 { return e.stats.idleCommits.Load() }

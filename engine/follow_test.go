@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -275,5 +276,40 @@ func TestAnAttemptsStartRidesWithItsEnd(t *testing.T) {
 		synctest.Wait()
 		require.GreaterOrEqual(t, st.runningIn(long.ID), 0, "a start alone is written after runningCommitDelay")
 		exec.Run(long.ID).Finish(engine.Outcome{})
+	})
+}
+
+// TestAFollowedEndWakesTheCommitterOnce: a followed task's end asks for its
+// commit twice — its own change, then the dispatch round that runs after it
+// while the end is still pending — and both are answered by the one commit
+// that writes the end: the committer is not woken again, on the follower's
+// way, to find nothing to write. With one P the order is certain: the
+// committer runs only once the test's goroutine waits, after both signals.
+func TestAFollowedEndWakesTheCommitterOnce(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		exec := enginetest.NewExecutor()
+		st := &batchRecorder{durableMemory: durableMemory{memory.New(memory.Options{})}}
+		e, err := engine.New(engine.Options{Store: st, Executor: exec})
+		require.NoError(t, err)
+		require.NoError(t, e.Start(ctx))
+		defer func() { _ = e.Shutdown(ctx) }()
+
+		for range 3 {
+			task, err := e.Submit(ctx, enginetest.Spec("a").Obj())
+			require.NoError(t, err)
+			unfollow := e.Follow(task.ID)
+			synctest.Wait()
+			exec.Run(task.ID).Started("", "")
+			synctest.Wait()
+			idle := engine.IdleCommits(e)
+			exec.Run(task.ID).Finish(engine.Outcome{})
+			synctest.Wait()
+			ended, _ := st.commitOf(task.ID)
+			require.GreaterOrEqual(t, ended, 0, "the followed end is committed at once")
+			require.Equal(t, idle, engine.IdleCommits(e), "no wake-up of the committer found nothing to write")
+			unfollow()
+		}
 	})
 }

@@ -319,6 +319,7 @@ type counters struct {
 	submitted, dispatched, stale, leaseExpired, dropped, rejected, policyInvalid uint64
 	ended                                                                        [StateExpired + 1]uint64
 	commitErrors                                                                 atomic.Uint64
+	idleCommits                                                                  atomic.Uint64 // committer wake-ups that found nothing to write (tests: IdleCommits)
 	latency                                                                      Histogram
 }
 
