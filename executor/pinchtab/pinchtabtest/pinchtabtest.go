@@ -28,9 +28,10 @@
 // wants the bearer token (401 [missing_token] / [bad_token]).
 //
 // Pages are scripted (Page): elements addressed by "#id" or "css:#id", whose
-// text and value the interactions change, and links that navigate. Actions can
-// be held (Hold) to test cancellation, and an instance that keeps working
-// after the client went away (Options.IgnoreAbort) is one flag away.
+// text and value the interactions change, and links that navigate. Actions,
+// navigations and evaluations can be held (Hold) to test cancellation and
+// timeouts, and an instance that keeps working after the client went away
+// (Options.IgnoreAbort) is one flag away.
 package pinchtabtest
 
 import (
@@ -233,8 +234,8 @@ func (s *Server) URLOf(id string) string {
 	return ""
 }
 
-// Hold makes actions (POST /tabs/{id}/action) wait until the returned func is
-// called.
+// Hold makes actions (POST /tabs/{id}/action), navigations and evaluations
+// wait until the returned func is called: a slow page or script.
 func (s *Server) Hold() (release func()) {
 	ch := make(chan struct{})
 	s.mu.Lock()
@@ -518,6 +519,12 @@ func (s *Server) tabRoute(w http.ResponseWriter, r *http.Request, id, op string,
 			fail(w, http.StatusBadRequest, "error", "invalid URL scheme: data", false)
 			return
 		}
+		end := s.begin(t)
+		ok := s.await(r)
+		end()
+		if !ok {
+			return
+		}
 		s.mu.Lock()
 		t.history = append(t.history[:t.at+1], u)
 		t.at++
@@ -593,6 +600,12 @@ func (s *Server) tabRoute(w http.ResponseWriter, r *http.Request, id, op string,
 			fail(w, http.StatusBadRequest, "error", "expression required", false)
 			return
 		}
+		end := s.begin(t)
+		ok := s.await(r)
+		end()
+		if !ok {
+			return
+		}
 		reply(w, http.StatusOK, map[string]any{"result": nil})
 	case "GET screenshot":
 		w.Header().Set("Content-Type", "image/png")
@@ -619,15 +632,9 @@ var interactions = map[string]bool{
 	"keyboard-type": true, "keyboard-inserttext": true, "keydown": true, "keyup": true,
 }
 
-func (s *Server) action(w http.ResponseWriter, r *http.Request, t *tab, req map[string]any) {
-	kind, _ := req["kind"].(string)
-	if !interactions[kind] {
-		// PinchTab answers this one without a code.
-		reply(w, http.StatusBadRequest, map[string]string{"error": "unknown action kind: " + kind})
-		return
-	}
+// begin counts an action running in t until the returned func is called.
+func (s *Server) begin(t *tab) (end func()) {
 	s.mu.Lock()
-	hold := s.hold
 	s.running++
 	s.maxRunning = max(s.maxRunning, s.running)
 	if s.inTab == nil {
@@ -636,24 +643,47 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request, t *tab, req map[
 	s.inTab[t.id]++
 	s.maxInTab = max(s.maxInTab, s.inTab[t.id])
 	s.mu.Unlock()
-	defer func() {
+	return func() {
 		s.mu.Lock()
 		s.running--
 		if s.inTab[t.id]--; s.inTab[t.id] == 0 {
 			delete(s.inTab, t.id)
 		}
 		s.mu.Unlock()
-	}()
-	if hold != nil {
-		if s.opts.IgnoreAbort {
-			<-hold
-		} else {
-			select {
-			case <-hold:
-			case <-r.Context().Done():
-				return
-			}
-		}
+	}
+}
+
+// await waits while actions are held (Hold). It reports false when the
+// client went away first, unless the double ignores aborts.
+func (s *Server) await(r *http.Request) bool {
+	s.mu.Lock()
+	hold := s.hold
+	s.mu.Unlock()
+	if hold == nil {
+		return true
+	}
+	if s.opts.IgnoreAbort {
+		<-hold
+		return true
+	}
+	select {
+	case <-hold:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
+}
+
+func (s *Server) action(w http.ResponseWriter, r *http.Request, t *tab, req map[string]any) {
+	kind, _ := req["kind"].(string)
+	if !interactions[kind] {
+		// PinchTab answers this one without a code.
+		reply(w, http.StatusBadRequest, map[string]string{"error": "unknown action kind: " + kind})
+		return
+	}
+	defer s.begin(t)()
+	if !s.await(r) {
+		return
 	}
 	sel, _ := req["selector"].(string)
 	if sel == "" {
