@@ -230,9 +230,17 @@ func (m *Manager) runEnded(h *lease) {
 func (m *Manager) settleLocked(h *lease) (fin *engine.Outcome, ended bool) {
 	r := h.run
 	var cancelled *engine.CancelledError
-	switch err := r.Err(); {
-	case err == nil:
-		return nil, false
+	err := r.Err()
+	if err == nil {
+		if dl, _ := r.Deadline(); m.clk.Now().Before(dl) {
+			return nil, false
+		}
+		// Its term has passed though the engine's timer has not yet run
+		// (it waits for the engine's lock): the lease ran out all the
+		// same, and a worker's call now must not be taken.
+		err = context.DeadlineExceeded
+	}
+	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		m.endLocked(h, EndExpired, "the lease expired at "+h.ExpiresAt.UTC().Format(time.RFC3339Nano)+": the attempt counted as failed")
 		who := "its worker"

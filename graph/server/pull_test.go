@@ -10,12 +10,14 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/clock"
 	"github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/internal/waitfor"
 )
@@ -558,4 +560,93 @@ func TestAnAttemptsErrorCodeIsReadOnTheTask(t *testing.T) {
 	waitfor.Eventually(t, "the task starts", func() bool { return b.exec.Run(pushed) != nil })
 	require.NoError(t, b.exec.Finish(pushed, engine.Outcome{Err: engine.Permanent(errors.New("no such tab")), Code: "tab_not_found"}))
 	require.Equal(t, []string{"tab_not_found"}, b.attemptCodes(t, pushed), "an executor's code")
+}
+
+// lateTimers is a fake clock whose timers run late: Ahead moves the time it
+// reads on while the calls that fall due wait for Advance, as the engine's
+// timer does on a busy machine (its callback waits for the engine's lock).
+type lateTimers struct {
+	*clock.Fake
+	ahead atomic.Int64
+}
+
+func (c *lateTimers) Now() time.Time { return c.Fake.Now().Add(time.Duration(c.ahead.Load())) }
+
+// Ahead moves the time read on by d without running the calls due.
+func (c *lateTimers) Ahead(d time.Duration) { c.ahead.Add(int64(d)) }
+
+// A lease is lost at its term, whenever the engine's timer gets to it: a
+// worker's completeTask, failTask or renewLease that arrives after the
+// lease's expiresAt is LEASE_LOST (EXPIRED) and its result is not taken,
+// even while the engine has not yet seen to the expiry, and during the
+// lease grace after it has.
+func TestACallAfterTheLeasesTermIsLeaseLostEvenBeforeTheEngineSeesTheExpiry(t *testing.T) {
+	t.Parallel()
+	clk := &lateTimers{Fake: clock.NewFake(time.Now())}
+	b := setup(t, pullLanes, func(o *setupOptions) { o.clock = clk; o.config.LeaseGrace = time.Minute })
+	ctx := ctxFor(t)
+	id := b.submitJob(t, "jobs", nil)
+	leaseOne := func(attempt int) leaseView {
+		t.Helper()
+		ls, err := lease(t, b.c, "jobs", 1, 1000, 0)
+		require.NoError(t, err)
+		require.Len(t, ls, 1)
+		require.Equal(t, attempt, ls[0].Attempt)
+		return ls[0]
+	}
+
+	// completeTask at the term, before the engine's timer ran.
+	first := leaseOne(1)
+	clk.Ahead(time.Second)
+	_, err := complete(t, b.c, first.LeaseID, `"late"`)
+	requireLost(t, err, "EXPIRED")
+	tk := b.task(t, id)
+	require.Equal(t, engine.StateRetryWait, tk.State, "the late result was not taken")
+	require.Nil(t, tk.Result)
+	require.Equal(t, []string{"lease_expired"}, b.attemptCodes(t, id))
+	require.Contains(t, tk.Attempts[0].Error, "lease expired: anonymous did not complete or renew it")
+	_, err = renew(t, b.c, first.LeaseID, 60_000)
+	requireLost(t, err, "EXPIRED")
+	clk.Advance(time.Second) // the engine's timers catch up: the retry queues, nothing else changes
+	require.Equal(t, []string{"lease_expired"}, b.attemptCodes(t, id))
+
+	// failTask(retryable: false) past the term fails nothing at once, and a
+	// renewal past it renews nothing.
+	second := leaseOne(2)
+	clk.Ahead(1500 * time.Millisecond)
+	err = b.c.Do(ctx, `mutation($id: ID!) { failTask(leaseId: $id, error: "gave up", retryable: false) { leaseId } }`,
+		map[string]any{"id": second.LeaseID}, nil)
+	requireLost(t, err, "EXPIRED")
+	require.Equal(t, engine.StateRetryWait, b.task(t, id).State, "not FAILED by a worker whose lease had run out")
+	require.Equal(t, []string{"lease_expired", "lease_expired"}, b.attemptCodes(t, id))
+	clk.Advance(time.Second)
+
+	third := leaseOne(3)
+	clk.Ahead(time.Second)
+	_, err = renew(t, b.c, third.LeaseID, 60_000)
+	requireLost(t, err, "EXPIRED")
+	_, err = complete(t, b.c, third.LeaseID, `"late"`)
+	requireLost(t, err, "EXPIRED")
+	tk = b.task(t, id)
+	require.Equal(t, engine.StateParked, tk.State, "its last attempt's lease ran out: the retry budget is spent")
+	require.Nil(t, tk.Result)
+}
+
+// Once the engine has seen to the expiry, its lease grace gives the worker
+// nothing: a completion then is LEASE_LOST too.
+func TestACompletionWithinTheLeaseGraceIsLeaseLost(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Now())
+	b := setup(t, pullLanes, func(o *setupOptions) { o.clock = clk; o.config.LeaseGrace = time.Minute })
+	id := b.submitJob(t, "jobs", nil)
+	ls, err := lease(t, b.c, "jobs", 1, 1000, 0)
+	require.NoError(t, err)
+	require.Len(t, ls, 1)
+	clk.Advance(time.Second) // the term: the engine's timer runs, the lease grace starts
+	_, err = complete(t, b.c, ls[0].LeaseID, `"late"`)
+	requireLost(t, err, "EXPIRED")
+	waitfor.Eventually(t, "the attempt ended", func() bool { return b.task(t, id).State == engine.StateRetryWait })
+	tk := b.task(t, id)
+	require.Nil(t, tk.Result)
+	require.Equal(t, []string{"lease_expired"}, b.attemptCodes(t, id))
 }

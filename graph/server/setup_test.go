@@ -66,6 +66,7 @@ type setupOptions struct {
 	heartbeats bool                  // a heartbeat checker that may reach loopback
 	server     func(*server.Options) // adjusts the server's options
 	logs       io.Writer             // receives the server's log (info and up) besides the test log
+	clock      clock.Clock           // the engine's (and the pull lanes' leases') clock, when set
 }
 
 // setup starts the bundle; opts adjust its options.
@@ -81,7 +82,7 @@ func setup(t *testing.T, opts ...func(*setupOptions)) *bundle {
 	if store == nil {
 		store = memory.New(o.storeOpts)
 	}
-	eng, err := engine.New(engine.Options{Config: o.config, Store: store, Executor: exec})
+	eng, err := engine.New(engine.Options{Config: o.config, Store: store, Executor: exec, Clock: o.clock})
 	require.NoError(t, err)
 	require.NoError(t, eng.Start(context.Background()))
 	arts := artifact.NewMemory()
@@ -107,7 +108,7 @@ func setup(t *testing.T, opts ...func(*setupOptions)) *bundle {
 	}
 	var workers *pull.Manager
 	if o.pull {
-		workers, err = pull.New(context.Background(), pull.Options{Engine: eng})
+		workers, err = pull.New(context.Background(), pull.Options{Engine: eng, Clock: o.clock})
 		require.NoError(t, err)
 		t.Cleanup(workers.Close)
 	}
