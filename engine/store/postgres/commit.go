@@ -2,10 +2,11 @@ package postgres
 
 // The write path. One engine batch is one pgx.Batch: its statements travel
 // in one round trip and run in one implicit transaction (all or nothing).
-// Rows go in as arrays (INSERT … SELECT FROM unnest(…)), one statement per
-// table however many rows the batch holds. The transaction starts with the
-// fence (when this node leads under a lease) and the seq check, so that a
-// refused batch writes nothing, and ends by notifying followers.
+// Rows go in as arrays (INSERT … SELECT unnest(…), …), one statement per
+// table however many rows the batch holds (a lone status update goes by its
+// key: statusUpdateOneSQL). The transaction starts with the fence (when this
+// node leads under a lease) and the seq check, so that a refused batch
+// writes nothing, and ends by notifying followers.
 
 import (
 	"context"
