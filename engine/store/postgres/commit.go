@@ -113,7 +113,7 @@ func (s *Store) queueFence(pb *pgx.Batch) error {
 // its rows in a tuplestore first, whose memory, with an index scan's, took
 // the backend's heap past glibc's trim threshold and back on every
 // statement (12 brk calls per commit of a lone submission, a fifth of the
-// backend's CPU; ADR 0005, finding 13). Both forms pad shorter arrays with
+// backend's CPU; ADR 0005, finding 15). Both forms pad shorter arrays with
 // NULLs; the arrays are always of one length.
 const (
 	taskInsertSQL = `INSERT INTO tasks (seq, id, agent, lane, session, batch, parent, idem_key, labels, spec, params)

@@ -1,7 +1,7 @@
 package postgres_test
 
 // A lone submitter: one Submit after another, the lane running, every
-// attempt ending at once. ADR 0005 (finding 13) measured where its time goes
+// attempt ending at once. ADR 0005 (finding 15) measured where its time goes
 // with the benchmark below, strace and perf attached to the backend it
 // names, and pg_prepared_statements.
 
