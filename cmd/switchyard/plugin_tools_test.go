@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +62,18 @@ func TestPluginToolsCheckBenchAndSimulateAModule(t *testing.T) {
 		require.InEpsilon(t, c.Plugin.P50Ns/c.Native.P50Ns, c.Ratio, 1e-9, c.Name)
 		require.InDelta(t, c.Plugin.P50Ns/float64(c.Tasks), c.Plugin.PerTaskNs, 1e-9, c.Name)
 	}
+	// Each case's fuel is its own (fuel is deterministic): drr's one slot
+	// over 64 candidates costs more than 8 or 64 slots over them, which
+	// the bench decides after it; and ABI.md quotes the bench's figure.
+	require.Equal(t, "fairness/cands=64/slots=64", rep.Cases[5].Name)
+	require.Less(t, rep.Cases[4].Fuel, rep.Cases[3].Fuel, "%s after %s", rep.Cases[4].Name, rep.Cases[3].Name)
+	doc, err := os.ReadFile(filepath.Join("..", "..", "plugins", "ABI.md"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`over\s+64\s+candidates\s+with\s+64\s+slots,[^;]*\bdrr\s+([\d.]+)\s+million`).FindStringSubmatch(string(doc))
+	require.NotNil(t, m, "ABI.md quotes drr's fuel over 64 candidates with 64 slots")
+	quoted, err := strconv.ParseFloat(m[1], 64)
+	require.NoError(t, err)
+	require.InEpsilon(t, quoted*1e6, float64(rep.Cases[5].Fuel), 0.2, "ABI.md quotes %s million, the bench measures %d", m[1], rep.Cases[5].Fuel)
 	out.Reset()
 	require.Equal(t, 0, run(ctx, []string{"plugin", "bench", "--decisions", "20", module}, &out, &errOut), errOut.String())
 	require.Regexp(t, `(?m)^case +p50 +p99 +p50 per task +ratio$`, out.String())
@@ -84,8 +98,12 @@ type benchReport struct {
 			Faults                  map[string]int
 			P50Ns, P99Ns, PerTaskNs float64
 		}
-		Ratio float64
-		Fuel  uint64
+		Ratio  float64
+		Fuel   uint64
+		WarmUp struct {
+			Decisions, Faulted int
+			Faults             map[string]int
+		}
 	}
 }
 
@@ -171,16 +189,22 @@ func TestPluginBenchAbandonsADecisionPastTheDeadline(t *testing.T) {
 		require.Zero(t, c.Plugin.P50Ns, c.Name)
 		require.Zero(t, c.Ratio, c.Name)
 		require.Equal(t, 10, c.Native.Decisions, c.Name)
+		// Its warm-up (a tenth as many: one decision) too is reported.
+		require.Zero(t, c.WarmUp.Decisions, c.Name)
+		require.Equal(t, 1, c.WarmUp.Faulted, c.Name)
+		require.Equal(t, map[string]int{"deadline": 1}, c.WarmUp.Faults, c.Name)
 	}
-	// One in each case's warm-up (one decision), one in its timed decisions.
+	// The totals are the cases' sums: one in each case's warm-up, one in
+	// its timed decisions; the fallback answered all 99.
 	require.Equal(t, map[string]uint64{"deadline": 18}, rep.Faults)
 	require.Equal(t, uint64(18), rep.Quarantines)
+	require.Equal(t, uint64(99), rep.Fallbacks)
 
 	out.Reset()
 	require.Equal(t, 0, run(ctx, args, &out, &errOut), errOut.String())
 	require.Contains(t, out.String(), "each decision: deadline 2ms, 1000000000 fuel")
 	require.Regexp(t, `fairness/cands=16/slots=1 +FAULTED: all 10 decisions fell back \(DEADLINE 1, FALLBACK 9; native p50 \d+ ns\)`, out.String())
-	require.Contains(t, out.String(), "the plugin faulted: DEADLINE 18; a server abandons a decision past its deadline (2ms)")
+	require.Contains(t, out.String(), "WARNING: the fallback answered 99 decisions, none in the plugin's figures (90 timed, 9 in the warm-ups); the plugin faulted: DEADLINE 18; a server abandons a decision past its deadline (2ms)")
 
 	for _, bad := range [][]string{{"--deadline", "500us"}, {"--deadline", "0"}, {"--fuel", "-1"}, {"--decisions", "0"}} {
 		errOut.Reset()
@@ -384,6 +408,37 @@ func TestPluginToolsTakeConfigInlineOrFromAnAtFile(t *testing.T) {
 	errOut.Reset()
 	require.Equal(t, 1, run(ctx, []string{"plugin", "check", "--config", `{"backoffFactor": 20}`, module}, &out, &errOut))
 	require.Contains(t, out.String()+errOut.String(), "config.backoffFactor: must be ≤ 10", "an inline document is checked against the schema")
+	// The refusal is a configuration failure, under the module's slot,
+	// with its schema, and no fuel figure: no decision was made.
+	text := out.String()
+	require.True(t, strings.HasPrefix(text, "FAIL  retry plugin, no decision made: it refused the configuration\n"), text)
+	require.Contains(t, text, `configuration schema: {"type":"object","properties":{"backoffFactor"`)
+	require.Regexp(t, `(?m)^  FAIL config +the configuration does not satisfy the module's schema: config.backoffFactor: must be ≤ 10`, text)
+	require.NotContains(t, text, "fuel")
+	require.NotRegexp(t, `(?m)^  FAIL abi`, text)
+	out.Reset()
+	require.Equal(t, 1, run(ctx, []string{"plugin", "check", "--json", "--config", `{"bogus": 1}`, module}, &out, &errOut))
+	var check struct {
+		Slot         string
+		Decided      bool
+		FuelMax      *uint64
+		ConfigSchema json.RawMessage
+		Checks       []struct {
+			Name   string
+			Passed bool
+			Detail string
+		}
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &check), out.String())
+	require.Equal(t, "retry", check.Slot)
+	require.False(t, check.Decided)
+	require.Nil(t, check.FuelMax, "no fuel figure when no decision ran")
+	require.Contains(t, string(check.ConfigSchema), `"additionalProperties"`)
+	require.Len(t, check.Checks, 1)
+	require.Equal(t, "config", check.Checks[0].Name)
+	require.False(t, check.Checks[0].Passed)
+	require.Contains(t, check.Checks[0].Detail, "config.bogus: unknown field")
+	out.Reset()
 	errOut.Reset()
 	require.Equal(t, 2, run(ctx, []string{"plugin", "check", "--config", file, module}, &out, &errOut))
 	require.Contains(t, errOut.String(), "--config @"+file, "a bare path is refused, naming the @ form")

@@ -7,7 +7,9 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -128,9 +130,11 @@ func TestCheckReportsAModuleThatDoesNotLoad(t *testing.T) {
 	require.False(t, rep.Passed)
 	require.Equal(t, []string{authoring.CheckABI}, failed(rep))
 	require.Contains(t, rep.Checks[0].Detail, "missing export abi_version")
+	require.True(t, strings.HasPrefix(rep.String(), "FAIL  the module did not load, no decision made\n"), rep.String())
 	raw, err := json.Marshal(rep)
 	require.NoError(t, err)
 	require.Contains(t, string(raw), `"name":"abi","passed":false`)
+	require.NotContains(t, string(raw), "fuelMax")
 }
 
 func TestBenchComparesWithTheBuiltinOfTheSameSlot(t *testing.T) {
@@ -153,6 +157,24 @@ func TestBenchComparesWithTheBuiltinOfTheSameSlot(t *testing.T) {
 		require.Positive(t, c.Ratio, c.Name)
 		require.Equal(t, c.Slots, c.Tasks)
 		require.NotZero(t, c.Fuel)
+		require.Equal(t, authoring.WarmUp{Decisions: 5}, c.WarmUp, c.Name)
+	}
+	// Each case reports its own fuel, not the most over the cases so far:
+	// one slot over 64 candidates costs less than 64 slots over 16, which
+	// the bench decides before it.
+	fuel := map[string]uint64{}
+	for _, c := range rep.Cases {
+		fuel[c.Name] = c.Fuel
+	}
+	require.Less(t, fuel["fairness/cands=64/slots=1"], fuel["fairness/cands=16/slots=64"])
+	require.Less(t, fuel["fairness/cands=256/slots=1"], fuel["fairness/cands=64/slots=64"])
+	// And the figures plugins/ABI.md quotes ("Cost model") are the bench's.
+	doc, err := os.ReadFile(filepath.Join("..", "ABI.md"))
+	require.NoError(t, err)
+	quoted := regexp.MustCompile(`fair-share\s+about\s+([\d,]+)\s+over\s+64\s+candidates\s+with\s+1\s+slot,\s+([\d,]+)\s+with\s+8\s+slots,\s+([\d,]+)\s+with\s+64\s+slots`).FindStringSubmatch(string(doc))
+	require.NotNil(t, quoted, "ABI.md quotes the built-in's fuel")
+	for i, slots := range []int{1, 8, 64} {
+		requireAbout(t, quoted[i+1], fuel[fmt.Sprintf("fairness/cands=64/slots=%d", slots)], "fair-share, 64 candidates, %d slots", slots)
 	}
 	raw, err := json.Marshal(rep)
 	require.NoError(t, err)
@@ -163,6 +185,23 @@ func TestBenchComparesWithTheBuiltinOfTheSameSlot(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rrep.Cases, 1)
 	require.Contains(t, rrep.String(), "retry/varied")
+	requireAbout(t, regexp.MustCompile(`backoff\s+retry\s+about\s+([\d,]+)`).FindStringSubmatch(string(doc))[1], rrep.Cases[0].Fuel, "backoff")
+
+	s, _ := builtin.ForSlot(1) // selection
+	srep, err := authoring.Bench(context.Background(), s.Wasm, authoring.BenchOptions{Options: authoring.Options{Runtime: rt}, Decisions: 20})
+	require.NoError(t, err)
+	require.Equal(t, "selection/tasks=1000", srep.Cases[2].Name)
+	requireAbout(t, regexp.MustCompile(`priority\s+selection\s+of\s+1,000\s+tasks\s+about\s+([\d,]+)`).FindStringSubmatch(string(doc))[1], srep.Cases[2].Fuel, "priority, 1,000 tasks")
+	require.Less(t, srep.Cases[0].Fuel, srep.Cases[1].Fuel, "one task costs less than 100")
+}
+
+// requireAbout requires the figure a doc quotes ("19,000") to be within
+// 10% of the one measured.
+func requireAbout(t *testing.T, quoted string, got uint64, what string, args ...any) {
+	t.Helper()
+	want, err := strconv.ParseFloat(strings.ReplaceAll(quoted, ",", ""), 64)
+	require.NoError(t, err)
+	require.InEpsilon(t, want, float64(got), 0.1, "%s: the doc quotes %s, the bench measures %d", fmt.Sprintf(what, args...), quoted, got)
 }
 
 func TestSimulateRunsTheWorkloadUnderThePluginAndTheBuiltin(t *testing.T) {
@@ -189,15 +228,31 @@ func TestSimulateRunsTheWorkloadUnderThePluginAndTheBuiltin(t *testing.T) {
 }
 
 // Check shows the schema a module declares and checks the configuration
-// against it: a configuration outside it fails the abi check, naming the
-// field; a module that reads details (labelsel, errcode) passes with the
-// synthetic ones.
+// against it: a configuration outside it fails the config check, naming
+// the field, under the module's slot and with its schema, and no fuel is
+// reported, since no decision was made; a module that reads details
+// (labelsel, errcode) passes with the synthetic ones.
 func TestCheckShowsTheSchemaAndChecksTheConfigurationAgainstIt(t *testing.T) {
 	t.Parallel()
 	rep, err := authoring.Check(context.Background(), example(t, "errcode.wasm"), authoring.Options{Runtime: rt, Config: []byte(`{"backoffFactor": 11}`)})
 	require.NoError(t, err)
-	require.Equal(t, []string{authoring.CheckABI}, failed(rep))
-	require.Contains(t, rep.Checks[0].Detail, "config.backoffFactor: must be ≤ 10")
+	require.False(t, rep.Passed)
+	require.Equal(t, []string{authoring.CheckConfig}, failed(rep), "a refused configuration is a configuration failure")
+	require.Len(t, rep.Checks, 1, "the other checks need a configuration the module accepts")
+	require.Contains(t, rep.Checks[0].Detail, "schema: config.backoffFactor: must be ≤ 10")
+	require.Equal(t, "retry", rep.Slot)
+	require.False(t, rep.Decided)
+	require.Zero(t, rep.FuelMax)
+	require.Contains(t, string(rep.ConfigSchema), `"backoffFactor"`)
+	text := rep.String()
+	require.True(t, strings.HasPrefix(text, "FAIL  retry plugin, no decision made: it refused the configuration\n"), text)
+	require.Contains(t, text, `configuration schema: {"type":"object"`)
+	require.Regexp(t, `(?m)^  FAIL config +the configuration does not satisfy the module's schema: config.backoffFactor: must be ≤ 10`, text)
+	require.NotContains(t, text, "fuel")
+	require.NotContains(t, text, " abi ")
+	raw, err := json.Marshal(rep)
+	require.NoError(t, err)
+	require.NotContains(t, string(raw), "fuelMax", "no fuel figure when no decision ran")
 	for _, file := range []string{"errcode.wasm", "labelsel.wasm"} {
 		rep, err = authoring.Check(context.Background(), example(t, file), authoring.Options{Runtime: rt})
 		require.NoError(t, err)
@@ -236,6 +291,23 @@ func TestBenchReportsFaultedDecisionsAsFaulted(t *testing.T) {
 	}
 	require.Equal(t, []string{"fuel"}, slices.Collect(maps.Keys(rep.Faults)))
 	require.Positive(t, rep.Quarantines)
+	// The totals are the sum of what the cases report, their warm-ups
+	// (two decisions each, not timed) included: no fault belongs to no case.
+	var fuelFaults, fallbacks, warm int
+	for _, c := range rep.Cases {
+		require.Equal(t, 2, c.WarmUp.Decisions+c.WarmUp.Faulted, c.Name)
+		if c.Candidates > 100 {
+			require.Equal(t, 2, c.WarmUp.Faulted, c.Name)
+			require.Equal(t, 2, c.WarmUp.Faults["fuel"]+c.WarmUp.Faults[authoring.FaultFallback], "%s: %v", c.Name, c.WarmUp.Faults)
+		}
+		fuelFaults += c.Plugin.Faults["fuel"] + c.WarmUp.Faults["fuel"]
+		fallbacks += c.Plugin.Faulted + c.WarmUp.Faulted
+		warm += c.WarmUp.Faulted
+	}
+	require.Equal(t, uint64(fuelFaults), rep.Faults["fuel"])
+	require.Equal(t, uint64(fallbacks), rep.Fallbacks)
+	require.Equal(t, 6, warm)
+	require.Contains(t, rep.String(), fmt.Sprintf("WARNING: the fallback answered %d decisions, none in the plugin's figures (60 timed, 6 in the warm-ups)", fallbacks))
 	require.Regexp(t, `fairness/cands=256/slots=1 +FAULTED: all 20 decisions fell back \(FUEL \d+, FALLBACK \d+; native p50 \d+ ns\)`, rep.String())
 	raw, err := json.Marshal(rep.Cases[len(rep.Cases)-1])
 	require.NoError(t, err)

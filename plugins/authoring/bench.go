@@ -45,13 +45,14 @@ type BenchReport struct {
 	Names   bool        `json:"names"`
 	Details bool        `json:"details"`
 	Cases   []BenchCase `json:"cases"`
-	// Faults counts the plugin's faults over the whole bench, warm-up
-	// decisions included, by kind (deadline, fuel, trap, invalid, refused),
-	// as the server counts them (switchyard_plugin_faults_total).
-	// Fallbacks counts the decisions its fallback answered (its faults, and
-	// those made while it was quarantined or an instance was being
-	// rebuilt), Quarantines the breaker's trips. A plugin that faults is
-	// not measured fairly.
+	// Faults counts the plugin's faults over the whole bench by kind
+	// (deadline, fuel, trap, invalid, refused), as the server counts them
+	// (switchyard_plugin_faults_total): the sum of the cases' faults, in
+	// their timed decisions (Plugin.Faults) and in their warm-ups
+	// (WarmUp.Faults). Fallbacks counts the decisions its fallback answered
+	// (its faults, and those made while it was quarantined), the sum of
+	// the cases' Plugin.Faulted and WarmUp.Faulted; Quarantines the
+	// breaker's trips. A plugin that faults is not measured fairly.
 	Faults      map[string]uint64 `json:"faults"`
 	Fallbacks   uint64            `json:"fallbacks"`
 	Quarantines uint64            `json:"quarantines"`
@@ -70,7 +71,22 @@ type BenchCase struct {
 	// mean would swing with a few slow decisions (a garbage collection, a
 	// busy core). 0 when the plugin answered none of the case's decisions.
 	Ratio float64 `json:"ratio"`
-	Fuel  uint64  `json:"fuel"` // the most fuel one decision burnt (cumulative over the cases so far)
+	// Fuel is the most fuel one of the plugin's decisions of this case
+	// burnt, warm-up included: the case's own figure, not the most over
+	// the cases so far.
+	Fuel uint64 `json:"fuel"`
+	// WarmUp counts the plugin's warm-up decisions of this case (a tenth
+	// as many as the timed ones, not timed), and those the fallback
+	// answered, by kind, as Plugin counts the timed ones.
+	WarmUp WarmUp `json:"warmUp"`
+}
+
+// WarmUp counts a case's warm-up decisions: Decisions the plugin answered,
+// Faulted ones it did not, and Faults those by kind (as Latency.Faults).
+type WarmUp struct {
+	Decisions int            `json:"decisions"`
+	Faulted   int            `json:"faulted,omitempty"`
+	Faults    map[string]int `json:"faults,omitempty"`
 }
 
 // FaultFallback is the kind, in Latency.Faults, of a timed decision that
@@ -118,7 +134,12 @@ func (r *BenchReport) String() string {
 		b.WriteByte('\n')
 	}
 	if r.Fallbacks > 0 {
-		fmt.Fprintf(&b, "WARNING: the fallback answered %d decisions, none in the plugin's figures", r.Fallbacks)
+		var timed, warm int
+		for _, c := range r.Cases {
+			timed += c.Plugin.Faulted
+			warm += c.WarmUp.Faulted
+		}
+		fmt.Fprintf(&b, "WARNING: the fallback answered %d decisions, none in the plugin's figures (%d timed, %d in the warm-ups)", r.Fallbacks, timed, warm)
 		if len(r.Faults) > 0 {
 			all := make(map[string]int, len(r.Faults))
 			for k, v := range r.Faults {
@@ -199,33 +220,86 @@ func Bench(ctx context.Context, wasm []byte, opts BenchOptions) (*BenchReport, e
 	rep := &BenchReport{Slot: s.plugin.Slot().String(), Builtin: s.builtin.Name,
 		DeadlineNs: cfg.Deadline.Nanoseconds(), DecisionFuel: cfg.DecisionFuel}
 	rep.Names, rep.Details = s.plugin.Reads()
+	rep.Faults = map[string]uint64{}
 	for _, c := range benchCases(s) {
 		if err := fresh(ctx, s.plugin); err != nil {
 			return nil, err
 		}
+		s.plugin.ResetFuelMax() // this case's fuel, not the cases' before it
 		bc := BenchCase{Name: c.name, Candidates: c.cands, Slots: c.slots, Tasks: c.per}
+		w := watch(s.plugin)
 		for range opts.Decisions / 10 { // warm both up
-			c.decide(true)
+			if _, kind := w.run(func() { c.decide(true) }); kind != "" {
+				bc.WarmUp.Faulted++
+				bc.WarmUp.Faults = count(bc.WarmUp.Faults, kind)
+			} else {
+				bc.WarmUp.Decisions++
+			}
 			c.decide(false)
 		}
 		if err := fresh(ctx, s.plugin); err != nil {
 			return nil, err
 		}
-		bc.Plugin = measure(opts.Decisions, c.per, s.plugin, func() { c.decide(true) })
+		bc.Plugin = measure(opts.Decisions, c.per, w, func() { c.decide(true) })
 		bc.Native = measure(opts.Decisions, c.per, nil, func() { c.decide(false) })
 		if bc.Plugin.P50Ns > 0 && bc.Native.P50Ns > 0 {
 			bc.Ratio = bc.Plugin.P50Ns / bc.Native.P50Ns
 		}
-		bc.Fuel = s.plugin.Stats().FuelMax
+		bc.Fuel = s.plugin.ResetFuelMax()
+		for _, m := range []map[string]int{bc.WarmUp.Faults, bc.Plugin.Faults} {
+			for k, v := range m {
+				if k != FaultFallback {
+					rep.Faults[k] += uint64(v)
+				}
+			}
+		}
+		rep.Fallbacks += uint64(bc.WarmUp.Faulted + bc.Plugin.Faulted)
 		rep.Cases = append(rep.Cases, bc)
 	}
-	st := s.plugin.Stats()
-	rep.Faults = make(map[string]uint64, len(st.Faults))
-	for k, v := range st.Faults {
-		rep.Faults[k.String()] = v
-	}
-	rep.Fallbacks, rep.Quarantines = st.Fallbacks, st.Quarantines
+	rep.Quarantines = s.plugin.Stats().Quarantines
 	return rep, nil
+}
+
+// count adds one decision of kind to m, making m if need be.
+func count(m map[string]int, kind string) map[string]int {
+	if m == nil {
+		m = make(map[string]int)
+	}
+	m[kind]++
+	return m
+}
+
+// faultWatch tells which of the plugin's decisions its fallback answered,
+// and why, from its counters read around each decision.
+type faultWatch struct {
+	p      *host.Plugin
+	faults map[host.FaultKind]uint64
+}
+
+func watch(p *host.Plugin) *faultWatch {
+	return &faultWatch{p: p, faults: p.Stats().Faults}
+}
+
+// run times decide, one of the plugin's decisions. kind is "" when the
+// plugin answered it; else the kind of the fault it made (a decision makes
+// at most one), or FaultFallback for a fallback with none, the breaker's
+// (or a table too large to send).
+func (w *faultWatch) run(decide func()) (took time.Duration, kind string) {
+	fb := w.p.Fallbacks()
+	start := time.Now()
+	decide()
+	took = time.Since(start)
+	if w.p.Fallbacks() == fb {
+		return took, ""
+	}
+	now, kind := w.p.Stats().Faults, FaultFallback
+	for _, k := range host.FaultKinds {
+		if now[k] > w.faults[k] {
+			kind = k.String()
+		}
+	}
+	w.faults = now
+	return took, kind
 }
 
 // fresh ends the plugin's quarantine and resets its breaker, as
@@ -412,41 +486,26 @@ func (d benchDetails) Agent(i int) policy.AgentInfo { return d.at(i).info }
 // ErrorCode implements policy.Details.
 func (d benchDetails) ErrorCode(i int) string { return d.at(i).code }
 
-// measure times n calls of decide one by one. p, the plugin when decide
-// asks it, tells which decisions fell back: one that did is counted as
-// faulted, by kind, and its time left out.
-func measure(n, tasks int, p *host.Plugin, decide func()) Latency {
+// measure times n calls of decide one by one. w, watching the plugin when
+// decide asks it, tells which decisions fell back: one that did is counted
+// as faulted, by kind, and its time left out.
+func measure(n, tasks int, w *faultWatch, decide func()) Latency {
 	ds := make([]time.Duration, 0, n)
 	var sum time.Duration
 	var l Latency
-	var faults map[host.FaultKind]uint64
-	if p != nil {
-		faults = p.Stats().Faults
-	}
 	for range n {
-		var fb uint64
-		if p != nil {
-			fb = p.Fallbacks()
-		}
-		start := time.Now()
-		decide()
-		d := time.Since(start)
-		if p != nil && p.Fallbacks() != fb {
-			// Not timed: a decision makes at most one fault, and a fallback
-			// with none is the breaker's (or a table too large to send).
-			now, kind := p.Stats().Faults, FaultFallback
-			for _, k := range host.FaultKinds {
-				if now[k] > faults[k] {
-					kind = k.String()
-				}
+		var d time.Duration
+		if w == nil {
+			start := time.Now()
+			decide()
+			d = time.Since(start)
+		} else {
+			var kind string
+			if d, kind = w.run(decide); kind != "" { // not timed
+				l.Faults = count(l.Faults, kind)
+				l.Faulted++
+				continue
 			}
-			faults = now
-			if l.Faults == nil {
-				l.Faults = make(map[string]int)
-			}
-			l.Faults[kind]++
-			l.Faulted++
-			continue
 		}
 		ds = append(ds, d)
 		sum += d

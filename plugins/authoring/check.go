@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/plugins/host"
+	"github.com/switchyard/switchyard/plugins/sdk/schema"
 )
 
 // Names of the checks, in the order Check runs them.
@@ -34,11 +35,15 @@ type CheckReport struct {
 	Hash      string        `json:"sha256,omitempty"`
 	Passed    bool          `json:"passed"` // every check passed
 	Checks    []CheckResult `json:"checks"`
+	// Decided says whether the module loaded and made decisions: false
+	// when it failed to load, or refused the configuration given to the
+	// checks (then only that failure is reported, and no fuel).
+	Decided bool `json:"decided"`
 	// FuelMax is the most fuel one decision burnt during the checks, and
 	// SetupFuel the most that instantiation or a configure call did (see
-	// host.Config.DecisionFuel).
-	FuelMax   uint64 `json:"fuelMax"`
-	SetupFuel uint64 `json:"setupFuel"`
+	// host.Config.DecisionFuel); both absent when no decision was made.
+	FuelMax   uint64 `json:"fuelMax,omitempty"`
+	SetupFuel uint64 `json:"setupFuel,omitempty"`
 	// ConfigSchema is the configuration schema the module declares (ABI
 	// v2), absent when it declares none. The configuration given to the
 	// checks (Options.Config) was checked against it at load.
@@ -59,7 +64,14 @@ func (r *CheckReport) String() string {
 	if r.Passed {
 		verdict = "ok"
 	}
-	fmt.Fprintf(&b, "%s  %s plugin (stateless %v), fuel per decision up to %d, setup %d\n", verdict, r.Slot, r.Stateless, r.FuelMax, r.SetupFuel)
+	switch {
+	case r.Decided:
+		fmt.Fprintf(&b, "%s  %s plugin (stateless %v), fuel per decision up to %d, setup %d\n", verdict, r.Slot, r.Stateless, r.FuelMax, r.SetupFuel)
+	case r.Slot != "":
+		fmt.Fprintf(&b, "%s  %s plugin, no decision made: it refused the configuration\n", verdict, r.Slot)
+	default:
+		fmt.Fprintf(&b, "%s  the module did not load, no decision made\n", verdict)
+	}
 	if len(r.ConfigSchema) > 0 {
 		fmt.Fprintf(&b, "  configuration schema: %s\n", r.ConfigSchema)
 	}
@@ -97,9 +109,19 @@ func Check(ctx context.Context, wasm []byte, opts Options) (*CheckReport, error)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		add(CheckABI, err, "")
+		var ce *host.ConfigError
+		if !errors.As(err, &ce) {
+			add(CheckABI, err, "")
+			return rep, nil
+		}
+		// The module loaded as far as its configuration, and refused that:
+		// a configuration failure, reported with the module's slot and
+		// schema. No decision was made, so there is no fuel to report.
+		rep.Slot, rep.Stateless, rep.ConfigSchema = ce.Slot.String(), ce.Stateless, ce.Schema
+		rep.Checks = append(rep.Checks, CheckResult{Name: CheckConfig, Detail: configRefusal(ce)})
 		return rep, nil
 	}
+	rep.Decided = true
 	defer a.plugin.Close(context.Background())
 	p := a.plugin
 	rep.Slot, rep.Stateless, rep.Hash = p.Slot().String(), p.Stateless(), p.Hash()
@@ -136,6 +158,16 @@ func Check(ctx context.Context, wasm []byte, opts Options) (*CheckReport, error)
 	rep.FuelMax, rep.SetupFuel = st.FuelMax, st.SetupFuelMax
 	rep.Passed = !slices.ContainsFunc(rep.Checks, func(c CheckResult) bool { return !c.Passed })
 	return rep, nil
+}
+
+// configRefusal says why the configuration given to the checks was
+// refused, naming the field when the schema refused it.
+func configRefusal(ce *host.ConfigError) string {
+	var se *schema.Error
+	if errors.As(ce.Err, &se) {
+		return fmt.Sprintf("the configuration does not satisfy the module's schema: %s: %s; the other checks need a configuration the module accepts", se.Path, se.Msg)
+	}
+	return fmt.Sprintf("the module refused the configuration: %v; the other checks need a configuration the module accepts", ce.Err)
 }
 
 // faultLog keeps the latest fault reason per plugin, when Check owns the

@@ -46,7 +46,7 @@ type Config struct {
 	// densest code fuel prices right, runs out in 1.3-9 ms on the 2-core
 	// machines here (the more under load); the built-in fairness policy
 	// burns about 40,000 deciding over 64 candidates with 8 slots, and the
-	// costliest example policy (examples/plugins/wfq) 3.7 million over 64
+	// costliest example policy (examples/plugins/wfq) 3.9 million over 64
 	// candidates with 64 slots, the most a default server asks. Calls nest
 	// at most meter.MaxDepth deep. The shape that costs more time than its
 	// instructions say (loads missing the caches all over the memory) is

@@ -17,7 +17,18 @@ var ErrInvalid = errors.New("invalid plugin")
 // the module's schema (Err then wraps a *schema.Error that names the
 // field) or by the module's own configure (Err says why). It is also
 // ErrInvalid, as a load it stops is refused.
-type ConfigError struct{ Err error }
+type ConfigError struct {
+	Err error
+	// Slot, Version, Stateless and Schema describe the module that refused
+	// the document, as far as it was read before: its slot, the ABI
+	// version it declares, whether it declares itself stateless and the
+	// text of the configuration schema it declares (nil for none). A tool
+	// that reports the refusal shows the schema with it.
+	Slot      policy.Slot
+	Version   int32
+	Stateless bool
+	Schema    []byte
+}
 
 func (e *ConfigError) Error() string { return ErrInvalid.Error() + ": configure: " + e.Err.Error() }
 

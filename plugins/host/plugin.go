@@ -120,10 +120,10 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 		return fail(err)
 	}
 	if err := p.checkConfig(p.config); err != nil {
-		return fail(&ConfigError{Err: err})
+		return fail(p.configError(err))
 	}
 	if err := first.configure(p.config, 1); err != nil {
-		return fail(&ConfigError{Err: err})
+		return fail(p.configError(err))
 	}
 	if err := first.smoke(); err != nil {
 		return fail(fmt.Errorf("%w: smoke decision: %v", ErrInvalid, err))
@@ -218,6 +218,12 @@ func (p *Plugin) checkConfig(doc []byte) error {
 	return p.schema.Validate(doc)
 }
 
+// configError is err, a refusal of a configuration document, with what is
+// known of the module that refused it.
+func (p *Plugin) configError(err error) *ConfigError {
+	return &ConfigError{Err: err, Slot: p.slot, Version: p.version, Stateless: p.Stateless(), Schema: bytes.Clone(p.schemaText)}
+}
+
 // ConfigSchema returns the JSON text of the configuration schema the module
 // declared, nil when it declared none.
 func (p *Plugin) ConfigSchema() []byte { return bytes.Clone(p.schemaText) }
@@ -287,7 +293,7 @@ func (p *Plugin) Config() []byte {
 // document up before their next decision.
 func (p *Plugin) Configure(ctx context.Context, config []byte) error {
 	if err := p.checkConfig(config); err != nil {
-		return fmt.Errorf("configure plugin %q: %w", p.name, &ConfigError{Err: err})
+		return fmt.Errorf("configure plugin %q: %w", p.name, p.configError(err))
 	}
 	in, err := p.acquireWait(ctx)
 	if err != nil {
@@ -299,7 +305,7 @@ func (p *Plugin) Configure(ctx context.Context, config []byte) error {
 	if err := in.configure(doc, gen); err != nil {
 		p.mu.Unlock()
 		p.discard(in) // its settings may be half applied; rebuild with the old ones
-		return fmt.Errorf("configure plugin %q: %w", p.name, &ConfigError{Err: err})
+		return fmt.Errorf("configure plugin %q: %w", p.name, p.configError(err))
 	}
 	p.config = doc
 	p.cfgGen.Store(gen)

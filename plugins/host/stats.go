@@ -50,6 +50,11 @@ func (s Stats) FaultTotal() uint64 {
 // snapshot: a tool that times decisions one by one reads it around each.
 func (p *Plugin) Fallbacks() uint64 { return p.stats.fallbacks.Load() }
 
+// ResetFuelMax returns the most fuel one decision has burnt (Stats.FuelMax)
+// and starts that count again from zero: a tool that decides over one
+// input shape after another (plugin bench) reads each shape's own figure.
+func (p *Plugin) ResetFuelMax() uint64 { return p.stats.fuel.Swap(0) }
+
 // Stats returns a snapshot of the plugin's counters.
 func (p *Plugin) Stats() Stats {
 	s := Stats{
