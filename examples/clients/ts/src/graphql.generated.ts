@@ -174,7 +174,7 @@ export type TaskState =
   | 'EXPIRED'
   /** Terminal: a permanent error, or the deadline passed while running. */
   | 'FAILED'
-  /** The retry budget is spent; the task waits for `resetTask` (its dependents keep waiting). */
+  /** The retry budget is spent; the task waits for `resetTask`. Not terminal, but nothing waits on it: its dependents are cancelled (reason `dependency X parked`), and a reset does not bring them back. */
   | 'PARKED'
   /** Ready, waiting for a slot. */
   | 'QUEUED'
