@@ -509,7 +509,7 @@ func (c *core) roundLocked(now time.Time, runs []*Run) []*Run {
 	if c.fairness.p == policy.Fairness(c.native) {
 		if len(c.held) > 0 { // a plugin held before the native policy took over
 			c.hold = holdState{}
-			c.announceHoldsLocked(now)
+			c.announceHoldsLocked()
 		}
 		for len(runs) < maxPerRound {
 			t, _ := c.nextLocked(now.UnixNano(), 0)
@@ -578,7 +578,7 @@ func (c *core) assignLocked(t *task, inst *instance, now time.Time) *Run {
 // best queue heads, and the engine checks each pick against every ceiling.
 func (c *core) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 	c.hold = holdState{} // a hold stands until the next decision
-	defer func() { c.announceHoldsLocked(c.now()) }()
+	defer c.announceHoldsLocked()
 	for len(runs) < maxPerRound {
 		// Ask for no more than the lanes can take: a policy that has to
 		// discard the heads of full lanes wastes the decision.

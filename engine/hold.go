@@ -69,10 +69,14 @@ type heldTask struct {
 // already — so a policy that holds the same queue at every re-ask emits
 // nothing more. Only heads are announced, the tasks the policy was asked
 // about: the tasks behind them wait for them anyway.
-func (c *core) announceHoldsLocked(now time.Time) {
+//
+// It reads the clock only when there is something to announce: it runs
+// after every plugin round, and most rounds hold nothing.
+func (c *core) announceHoldsLocked() {
 	if len(c.held) == 0 && len(c.hold.queues) == 0 {
 		return
 	}
+	now := c.now()
 	n := len(c.held)
 	kept := c.held[:0]
 	for _, ht := range c.held {
