@@ -57,16 +57,7 @@ func TestClosingTheRuntimeDuringADecisionStopsIt(t *testing.T) {
 	t.Logf("Close took %s", time.Since(began))
 	require.False(t, host.Running(p), "the decision still runs after Close")
 
-	var got []uint32
-	waitfor.Eventually(t, "the decision answers", func() bool {
-		select {
-		case got = <-done:
-			return true
-		default:
-			return false
-		}
-	})
-	require.Equal(t, want, got, "the fallback's answer")
+	require.Equal(t, want, awaitPicks(t, "the decision answers", done), "the fallback's answer")
 	after := p.Stats()
 	require.Equal(t, statsBefore.Fallbacks+1, after.Fallbacks)
 	require.Equal(t, statsBefore.FaultTotal(), after.FaultTotal(), "a closed runtime is not the plugin's fault")
@@ -168,19 +159,26 @@ func TestAfterCloseAWrapperFallsBackAtOnce(t *testing.T) {
 			w.Pick(pickCtx(), cands, picks)
 			done <- picks
 		}()
-		var got []uint32
-		waitfor.Eventually(t, "the wrapper answers", func() bool {
-			select {
-			case got = <-done:
-				return true
-			default:
-				return false
-			}
-		})
-		require.Equal(t, want, got, "the fallback's answer")
+		require.Equal(t, want, awaitPicks(t, "the wrapper answers", done), "the fallback's answer")
 	}
 	after := p.Stats()
 	require.Equal(t, before.Fallbacks+3, after.Fallbacks)
 	require.Equal(t, before.FaultTotal(), after.FaultTotal(), "a closed runtime is not the plugin's fault")
 	require.False(t, host.Running(p))
+}
+
+// awaitPicks waits for a decision run in another goroutine to hand over
+// its picks on done, and returns them.
+func awaitPicks(t *testing.T, what string, done <-chan []uint32) []uint32 {
+	t.Helper()
+	var got []uint32
+	waitfor.Eventually(t, what, func() bool {
+		select {
+		case got = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	return got
 }
