@@ -4,92 +4,27 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/engine/store/sqlite"
 	"github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/graph/resolvers"
 	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
-// heldStore is a SQLite store whose commits can be held at a gate, and let
-// through one at a time or all at once.
-type heldStore struct {
-	*sqlite.Store
-	passes chan struct{} // a commit held at the gate takes one to go on
-
-	mu      sync.Mutex
-	holding bool
-	arrived int // commits that reached the gate
-	let     int // tokens handed out
-}
-
-func openHeld(t *testing.T) *heldStore {
+// openHeld opens a SQLite store whose commits can be held at a gate.
+func openHeld(t *testing.T) *enginetest.HeldStore {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "held.db")})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() }) // after the engine's shutdown (cleanups run last first)
-	return &heldStore{Store: st, passes: make(chan struct{}, 64)}
-}
-
-func (s *heldStore) Commit(ctx context.Context, b *engine.Batch) error {
-	s.mu.Lock()
-	held := s.holding
-	if held {
-		s.arrived++
-	}
-	s.mu.Unlock()
-	if held {
-		<-s.passes
-	}
-	return s.Store.Commit(ctx, b)
-}
-
-// hold makes the commits from now on wait at the gate.
-func (s *heldStore) hold() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.holding = true
-}
-
-// waiting is how many commits wait at the gate.
-func (s *heldStore) waiting() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.arrived - s.let
-}
-
-// letOne lets the first commit waiting at the gate through.
-func (s *heldStore) letOne() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.let++
-	s.passes <- struct{}{}
-}
-
-// open lets every commit through, from now on too.
-func (s *heldStore) open() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.holding = false
-	for ; s.let < s.arrived; s.let++ {
-		s.passes <- struct{}{}
-	}
-}
-
-// committed is the task as the store has committed it.
-func (s *heldStore) committed(t *testing.T, id string) *engine.Task {
-	t.Helper()
-	st, err := s.Store.Task(context.Background(), id)
-	require.NoError(t, err)
-	return st
+	return enginetest.NewHeldStore(st)
 }
 
 // watchedEngine is the engine as the server sees it, checking every task it
@@ -98,14 +33,11 @@ func (s *heldStore) committed(t *testing.T, id string) *engine.Task {
 // the test when a follower's read (CommittedTask) begins.
 type watchedEngine struct {
 	*engine.Engine
-	store   *heldStore
+	store   *enginetest.HeldStore
 	reading chan string
-
-	mu          sync.Mutex
-	uncommitted []string
 }
 
-func watch(st *heldStore) (*watchedEngine, func(*setupOptions)) {
+func watch(st *enginetest.HeldStore) (*watchedEngine, func(*setupOptions)) {
 	w := &watchedEngine{store: st, reading: make(chan string, 16)}
 	return w, func(o *setupOptions) {
 		o.store = st
@@ -118,7 +50,7 @@ func watch(st *heldStore) (*watchedEngine, func(*setupOptions)) {
 
 func (w *watchedEngine) Task(ctx context.Context, id string) (*engine.Task, error) {
 	t, err := w.Engine.Task(ctx, id)
-	w.check(t)
+	w.store.Check(t)
 	return t, err
 }
 
@@ -128,32 +60,11 @@ func (w *watchedEngine) CommittedTask(ctx context.Context, id string) (*engine.T
 	default:
 	}
 	t, err := w.Engine.CommittedTask(ctx, id)
-	w.check(t)
+	w.store.Check(t)
 	return t, err
 }
 
-func (w *watchedEngine) check(t *engine.Task) {
-	if t == nil {
-		return
-	}
-	st, err := w.store.Store.Task(context.Background(), t.ID)
-	if err == nil && st.LastSeq >= t.LastSeq {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err != nil {
-		w.uncommitted = append(w.uncommitted, fmt.Sprintf("%s handed out while the store has no such task (%v)", t.State, err))
-		return
-	}
-	w.uncommitted = append(w.uncommitted, fmt.Sprintf("%s (seq %d) handed out while the store has %s (seq %d)", t.State, t.LastSeq, st.State, st.LastSeq))
-}
-
-func (w *watchedEngine) handedOutUncommitted() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]string(nil), w.uncommitted...)
-}
+func (w *watchedEngine) handedOutUncommitted() []string { return w.store.Uncommitted() }
 
 // drainReads forgets the follower reads told so far.
 func (w *watchedEngine) drainReads() {
@@ -215,7 +126,7 @@ func nextAfterRead(t *testing.T, ctx context.Context, w *watchedEngine, msgs <-c
 	for {
 		select {
 		case <-w.reading:
-			w.store.open()
+			w.store.Open()
 		case m := <-msgs:
 			return m
 		case <-ctx.Done():
@@ -235,25 +146,25 @@ func TestTaskSubscriptionsFirstMessageWaitsForItsCommit(t *testing.T) {
 	st := openHeld(t)
 	w, opt := watch(st)
 	b := setup(t, opt)
-	t.Cleanup(st.open) // before the engine's last commit
+	t.Cleanup(st.Open) // before the engine's last commit
 	ctx := ctxFor(t)
 
 	id := b.submit(t, "held", nil)
 	waitfor.Eventually(t, "the attempt starts (its assignment committed)", func() bool { return b.exec.Run(id) != nil })
-	st.hold()
+	st.Hold()
 	b.exec.Run(id).Started("inst", "tab")
-	waitfor.Eventually(t, "the start's commit reaches the store", func() bool { return st.waiting() == 1 })
+	waitfor.Eventually(t, "the start's commit reaches the store", func() bool { return st.Waiting() == 1 })
 	live, err := b.eng.Task(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, engine.StateRunning, live.State, "the engine's memory has the start")
-	require.Equal(t, engine.StateAssigned, st.committed(t, id).State, "the store has not committed it")
+	require.Equal(t, engine.StateAssigned, st.Committed(t, id).State, "the store has not committed it")
 
 	msgs := follow(t, ctx, b, id)
 	first := nextAfterRead(t, ctx, w, msgs)
 	require.Empty(t, w.handedOutUncommitted(), "the subscription is handed only committed states")
 	require.NoError(t, first.Err)
 	require.Equal(t, "RUNNING", first.State)
-	require.Equal(t, engine.StateRunning, st.committed(t, id).State, "it arrived once the commit landed")
+	require.Equal(t, engine.StateRunning, st.Committed(t, id).State, "it arrived once the commit landed")
 
 	require.NoError(t, b.exec.Succeed(id, `{"ok":true}`))
 	last := nextAfterRead(t, ctx, w, msgs)
@@ -270,7 +181,7 @@ func TestTaskSubscriptionsLaterMessagesWaitForTheirCommit(t *testing.T) {
 	st := openHeld(t)
 	w, opt := watch(st)
 	b := setup(t, opt)
-	t.Cleanup(st.open)
+	t.Cleanup(st.Open)
 	ctx := ctxFor(t)
 
 	id := b.submit(t, "held", nil)
@@ -280,17 +191,17 @@ func TestTaskSubscriptionsLaterMessagesWaitForTheirCommit(t *testing.T) {
 	require.NoError(t, first.Err)
 	require.Equal(t, "ASSIGNED", first.State, "committed: sent as it is")
 
-	st.hold()
+	st.Hold()
 	b.exec.Run(id).Started("inst", "tab")
-	waitfor.Eventually(t, "the start's commit reaches the store", func() bool { return st.waiting() == 1 })
+	waitfor.Eventually(t, "the start's commit reaches the store", func() bool { return st.Waiting() == 1 })
 	require.NoError(t, b.exec.Succeed(id, `{"ok":true}`))
 	w.drainReads()
-	st.letOne() // the start lands and wakes the subscription; the end stays held
+	st.LetOne() // the start lands and wakes the subscription; the end stays held
 	next := nextAfterRead(t, ctx, w, msgs)
 	require.Empty(t, w.handedOutUncommitted(), "the subscription is handed only committed states")
 	require.NoError(t, next.Err)
 	require.Equal(t, "SUCCEEDED", next.State, "read once the end's commit landed")
-	require.Equal(t, engine.StateSucceeded, st.committed(t, id).State)
+	require.Equal(t, engine.StateSucceeded, st.Committed(t, id).State)
 }
 
 // A commit that does not land within the commit timeout: the subscription
@@ -300,14 +211,14 @@ func TestTaskSubscriptionNeverShowsAStateItsStoreDidNotCommit(t *testing.T) {
 	st := openHeld(t)
 	w, opt := watch(st)
 	b := setup(t, opt, func(o *setupOptions) { o.config.CommitTimeout = 500 * time.Millisecond })
-	t.Cleanup(st.open)
+	t.Cleanup(st.Open)
 	ctx := ctxFor(t)
 
 	id := b.submit(t, "held", nil)
 	waitfor.Eventually(t, "the attempt starts (its assignment committed)", func() bool { return b.exec.Run(id) != nil })
-	st.hold()
+	st.Hold()
 	b.exec.Run(id).Started("inst", "tab")
-	waitfor.Eventually(t, "the start's commit reaches the store", func() bool { return st.waiting() == 1 })
+	waitfor.Eventually(t, "the start's commit reaches the store", func() bool { return st.Waiting() == 1 })
 
 	m := <-follow(t, ctx, b, id)
 	require.Empty(t, w.handedOutUncommitted(), "the subscription is handed only committed states")
@@ -315,5 +226,5 @@ func TestTaskSubscriptionNeverShowsAStateItsStoreDidNotCommit(t *testing.T) {
 	var gerr *client.Error
 	require.ErrorAs(t, m.Err, &gerr)
 	require.Equal(t, "UNAVAILABLE", gerr.Code())
-	require.Equal(t, engine.StateAssigned, st.committed(t, id).State)
+	require.Equal(t, engine.StateAssigned, st.Committed(t, id).State)
 }
