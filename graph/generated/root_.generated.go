@@ -5004,7 +5004,17 @@ type Limits {
 # task event streams.
 
 extend type Query {
-  "One task by id: live tasks from the engine's memory, ended ones from the store. NOT_FOUND when there is none."
+  """
+  One task by id, as committed. NOT_FOUND when there is none. With a durable
+  store (SQLite, PostgreSQL) it never shows a change a crash could roll back:
+  the scheduler records a change before its commit, and a read of a task
+  whose latest change is still on its way waits for that commit (an
+  attempt's start is written within 20 ms, other changes within 2 ms; the
+  read asks for no commit of its own), or answers UNAVAILABLE when the commit
+  fails or is not confirmed within ` + "`" + `engine.commitTimeout` + "`" + `. A task whose
+  changes are committed is answered at once; with the memory store nothing
+  is durable and no read waits.
+  """
   task(id: ID!): Task
   """
   Tasks matching ` + "`" + `filter` + "`" + `, as a Relay connection ordered by submission (seq).
@@ -5684,7 +5694,16 @@ type TaskEvent {
   reason: String
   "For LAGGED: how many events this subscriber missed."
   skipped: Int64
-  "The task as it is now (read when asked: costs a lookup per event)."
+  """
+  The task as committed at or after the event: its latest committed state,
+  never older than the event and never newer than what the store has
+  committed (as the ` + "`" + `task` + "`" + ` query reads it). Read when asked, which costs a
+  lookup per event; with a durable store, when the task has changed since
+  the event and that change is still on its way, the read waits for its
+  commit, so a subscriber that selects it on a busy stream falls behind
+  sooner (follow busy streams with ` + "`" + `taskEventFeed` + "`" + ` and read tasks as
+  needed). Null for LANE, ENGINE and LAGGED, and for a task purged since.
+  """
   task: Task
 }
 

@@ -21,7 +21,11 @@ func (q *queryResolver) Task(ctx context.Context, id string) (*model.Task, error
 	if err := checkID("id", id, true); err != nil {
 		return nil, err
 	}
-	t, err := (*Resolver)(q).ownedTask(ctx, id)
+	// Shown as committed: with a durable store the engine's memory runs
+	// ahead of the store, and a state read from it before its commit
+	// (RUNNING, SUCCEEDED) could be rolled back by a crash. A change still
+	// on its way is waited for (engine.Engine.CommittedTask).
+	t, err := (*Resolver)(q).ownedTaskBy(ctx, id, q.eng.CommittedTask)
 	if err != nil {
 		return nil, err
 	}
@@ -371,7 +375,10 @@ func (e *taskEventResolver) Task(ctx context.Context, obj *model.TaskEvent) (*mo
 	if obj.E.TaskID == "" {
 		return nil, nil
 	}
-	t, err := (*Resolver)(e).ownedTask(ctx, obj.E.TaskID)
+	// The event is published once committed, and memory may have moved on
+	// since: the task is shown as committed, at or after the event, never a
+	// change a crash could roll back (engine.Engine.CommittedTask).
+	t, err := (*Resolver)(e).ownedTaskBy(ctx, obj.E.TaskID, e.eng.CommittedTask)
 	if errors.Is(err, &engine.Error{Code: engine.CodeNotFound}) {
 		return nil, nil // purged since
 	}

@@ -228,3 +228,164 @@ func TestTaskSubscriptionNeverShowsAStateItsStoreDidNotCommit(t *testing.T) {
 	require.Equal(t, "UNAVAILABLE", gerr.Code())
 	require.Equal(t, engine.StateAssigned, st.Committed(t, id).State)
 }
+
+// taskQuery reads a task with the task(id) query, passing its answer on.
+func taskQuery(ctx context.Context, b *bundle, id string) <-chan taskMsg {
+	out := make(chan taskMsg, 1)
+	go func() {
+		var d struct{ Task struct{ State string } }
+		err := b.c.Do(ctx, `query($id: ID!) { task(id: $id) { state } }`, map[string]any{"id": id}, &d)
+		out <- taskMsg{State: d.Task.State, Err: err}
+	}()
+	return out
+}
+
+// The task(id) query, asked while the task's start (RUNNING) is recorded in
+// the engine but its commit is held at the store's gate: it shows nothing
+// the store has not committed, and answers once the commit has landed.
+// (It used to answer from memory at once: RUNNING, which a crash at that
+// moment would roll back to ASSIGNED.)
+func TestTaskQueryShowsOnlyCommittedState(t *testing.T) {
+	t.Parallel()
+	st := openHeld(t)
+	w, opt := watch(st)
+	b := setup(t, opt)
+	t.Cleanup(st.Open)
+	ctx := ctxFor(t)
+
+	id := b.submit(t, "held", nil)
+	waitfor.Eventually(t, "the attempt starts (its assignment committed)", func() bool { return b.exec.Run(id) != nil })
+	require.Equal(t, "ASSIGNED", b.state(t, id), "committed: answered as it is")
+	w.drainReads()
+	st.Hold()
+	b.exec.Run(id).Started("inst", "tab")
+	waitfor.Eventually(t, "the start's commit reaches the store", func() bool { return st.Waiting() == 1 })
+	require.Equal(t, engine.StateAssigned, st.Committed(t, id).State, "the store has not committed the start")
+
+	got := nextAfterRead(t, ctx, w, taskQuery(ctx, b, id))
+	require.Empty(t, w.handedOutUncommitted(), "the query is handed only committed states")
+	require.NoError(t, got.Err)
+	require.Equal(t, "RUNNING", got.State)
+	require.Equal(t, engine.StateRunning, st.Committed(t, id).State, "it answered once the commit landed")
+}
+
+// A task(id) query whose change is not committed within the commit timeout
+// answers UNAVAILABLE, not the state it could not confirm.
+func TestTaskQueryNeverShowsAStateItsStoreDidNotCommit(t *testing.T) {
+	t.Parallel()
+	st := openHeld(t)
+	w, opt := watch(st)
+	b := setup(t, opt, func(o *setupOptions) { o.config.CommitTimeout = 500 * time.Millisecond })
+	t.Cleanup(st.Open)
+	ctx := ctxFor(t)
+
+	id := b.submit(t, "held", nil)
+	waitfor.Eventually(t, "the attempt starts (its assignment committed)", func() bool { return b.exec.Run(id) != nil })
+	st.Hold()
+	b.exec.Run(id).Started("inst", "tab")
+	waitfor.Eventually(t, "the start's commit reaches the store", func() bool { return st.Waiting() == 1 })
+
+	got := <-taskQuery(ctx, b, id)
+	require.Empty(t, w.handedOutUncommitted(), "the query is handed only committed states")
+	require.Equal(t, "UNAVAILABLE", gqlErr(t, got.Err).Code(), "got %s", got.State)
+	require.Equal(t, engine.StateAssigned, st.Committed(t, id).State)
+}
+
+const eventTaskQ = `subscription($agent: String!) { taskEvents(filter: {agentId: $agent, kinds: [STATE]}) { seq taskId to task { state lastSeq } } }`
+
+type eventMsg struct {
+	Seq    int64
+	TaskID string
+	To     string
+	Task   struct {
+		State   string
+		LastSeq int64
+	}
+	Err error
+}
+
+// followEvents subscribes to agent's STATE events, with their task, and
+// passes them on.
+func followEvents(t *testing.T, ctx context.Context, b *bundle, agent string) <-chan eventMsg {
+	t.Helper()
+	conn, err := b.c.Dial(ctx, client.DialOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	sub, err := conn.Subscribe(ctx, eventTaskQ, map[string]any{"agent": agent})
+	require.NoError(t, err)
+	out := make(chan eventMsg, 16)
+	go func() {
+		for {
+			m, err := sub.Next(ctx)
+			var errs client.Errors
+			switch {
+			case errors.As(err, &errs) && len(errs) > 0:
+				err = errs[0]
+			case err == nil && len(m.Errors) > 0:
+				err = m.Errors[0]
+			}
+			var d struct{ TaskEvents eventMsg }
+			if err == nil {
+				err = json.Unmarshal(m.Data, &d)
+			}
+			if err != nil {
+				out <- eventMsg{Err: err}
+				return
+			}
+			out <- d.TaskEvents
+		}
+	}()
+	return out
+}
+
+// An event's task, read while the task has moved on in memory and that
+// change's commit is held: the RUNNING event is published once its commit
+// lands, but the attempt's end is recorded by then and held at the gate.
+// The event's task shows the task as committed at or after the event —
+// here the end, once its commit has landed — never the end before it.
+// (It used to be read from memory: SUCCEEDED while the store had RUNNING.)
+func TestAnEventsTaskShowsOnlyCommittedState(t *testing.T) {
+	t.Parallel()
+	st := openHeld(t)
+	w, opt := watch(st)
+	b := setup(t, opt)
+	t.Cleanup(st.Open)
+	ctx := ctxFor(t)
+
+	events := followEvents(t, ctx, b, "held")
+	b.waitSubscribed(t, "taskEvents", 1)
+	id := b.submit(t, "held", nil)
+	for ev := range events {
+		require.NoError(t, ev.Err)
+		require.Equal(t, id, ev.TaskID)
+		require.NotEmpty(t, ev.Task.State, "an event of a task carries it")
+		require.GreaterOrEqual(t, ev.Task.LastSeq, ev.Seq, "the task is at or after its event")
+		if ev.To == "ASSIGNED" {
+			break
+		}
+	}
+	waitfor.Eventually(t, "the attempt starts (its assignment committed)", func() bool { return b.exec.Run(id) != nil })
+
+	st.Hold()
+	b.exec.Run(id).Started("inst", "tab")
+	waitfor.Eventually(t, "the start's commit reaches the store", func() bool { return st.Waiting() == 1 })
+	require.NoError(t, b.exec.Succeed(id, `{"ok":true}`))
+	w.drainReads()
+	st.LetOne() // the start lands and its event goes out; the end stays held
+	var running eventMsg
+	for running.To == "" {
+		select {
+		case <-w.reading: // the event's task waits for the end's commit: let it land
+			st.Open()
+		case running = <-events:
+			require.NoError(t, running.Err)
+		case <-ctx.Done():
+			t.Fatal("no event")
+		}
+	}
+	require.Empty(t, w.handedOutUncommitted(), "the event is handed only committed states")
+	require.Equal(t, "RUNNING", running.To)
+	require.Equal(t, "SUCCEEDED", running.Task.State, "the task as committed after its event")
+	require.Equal(t, engine.StateSucceeded, st.Committed(t, id).State)
+	require.Greater(t, running.Task.LastSeq, running.Seq)
+}
