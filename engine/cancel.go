@@ -141,9 +141,10 @@ func (e *Engine) StopSession(_ context.Context, key string, all bool) ([]string,
 }
 
 // Reset puts a PARKED task back in its queue with a fresh attempt budget.
+// With a durable store it answers once the reset is committed.
 func (e *Engine) Reset(ctx context.Context, id string) (*Task, error) {
 	var snap *Task
-	err := e.mutate(func(c *core) error {
+	pb, err := e.apply(true, func(c *core) error {
 		t := c.tasks[id]
 		if t == nil {
 			return errNotLive
@@ -161,7 +162,33 @@ func (e *Engine) Reset(ctx context.Context, id string) (*Task, error) {
 	if errors.Is(err, errNotLive) {
 		return nil, e.endedOrMissing(ctx, id, "reset")
 	}
-	return snap, err
+	if err != nil {
+		return nil, err
+	}
+	if err := e.awaitCommit(ctx, pb, "the reset of task "+id); err != nil {
+		return nil, err
+	}
+	return snap, nil
+}
+
+// awaitCommit waits, with a durable store, for the commit that holds what an
+// operator's verb recorded (w), asking for it now: the verb answers only
+// once its change is durable, as a submission does. A commit that fails or
+// is not confirmed within Config.CommitTimeout is UNAVAILABLE; the change
+// stays recorded, and is committed once the store takes it.
+func (e *Engine) awaitCommit(ctx context.Context, w commitWait, what string) error {
+	if !e.durable || w.none() {
+		return nil
+	}
+	e.commitSoon()
+	ended, err := e.waitCommitted(ctx, w)
+	switch {
+	case !ended:
+		return &Error{Code: CodeUnavailable, Retryable: true, Err: err, Message: what + " was not confirmed committed in time; read the task before trying again"}
+	case err != nil:
+		return &Error{Code: CodeUnavailable, Retryable: true, Err: err, Message: what + " could not be committed"}
+	}
+	return nil
 }
 
 // errNotLive says that a task is not in memory: it has ended and left, or
@@ -175,14 +202,15 @@ var errUnchanged = errors.New("engine: nothing changed")
 // Retry runs a task again now. A task backing off (RETRY_WAIT) queues at once;
 // a PARKED task is reset; a task that ended FAILED, CANCELLED, EXPIRED or
 // REJECTED is submitted again as a new task that records RetryOf (terminal
-// states never change). Retrying a task that is queued, running or succeeded
-// is a CONFLICT.
+// states never change; the link is committed with the new task). Retrying a
+// task that is queued, running or succeeded is a CONFLICT. With a durable
+// store it answers once the retry is committed, as Submit does.
 func (e *Engine) Retry(ctx context.Context, id string) (*Task, error) {
 	var snap *Task
 	var spec *TaskSpec
 	var st State
 	parked := false
-	err := e.mutate(func(c *core) error {
+	pb, err := e.apply(true, func(c *core) error {
 		t := c.tasks[id]
 		if t == nil {
 			return errNotLive
@@ -200,6 +228,9 @@ func (e *Engine) Retry(ctx context.Context, id string) (*Task, error) {
 	})
 	switch {
 	case err == nil:
+		if err := e.awaitCommit(ctx, pb, "the retry of task "+id); err != nil {
+			return nil, err
+		}
 		return snap, nil
 	case parked:
 		return e.Reset(ctx, id)
@@ -217,22 +248,18 @@ func (e *Engine) Retry(ctx context.Context, id string) (*Task, error) {
 	again.IdempotencyKey = ""
 	again.SubmittedAt = e.now()
 	again.DependsOn = nil // its dependencies were met, or it would not have failed on its own
-	res, err := e.submit(ctx, []BatchItem{{Spec: again}}, nil, "")
+	res, err := e.submit(ctx, []BatchItem{{Spec: again, retryOf: id}}, nil, "")
+	var ee *Error
+	if errors.As(err, &ee) && ee.Code == CodeUnavailable {
+		// Not the submission's advice (a retry has no idempotency key): the
+		// new task may yet be committed.
+		return nil, &Error{Code: CodeUnavailable, Retryable: true, Err: ee.Err,
+			Message: "the retry of task " + id + " was not confirmed committed: its new task may still be committed once the store takes it (it names the task in retryOf)"}
+	}
 	if err != nil {
 		return nil, err
 	}
-	nt := res.Items[0].Task
-	if nt != nil {
-		_ = e.mutate(func(c *core) error {
-			if live := c.tasks[nt.ID]; live != nil {
-				live.outcomeOf().retryOf = id
-				c.markQuiet(live)
-				nt.RetryOf = id
-			}
-			return nil
-		})
-	}
-	return nt, res.Items[0].Err
+	return res.Items[0].Task, res.Items[0].Err
 }
 
 func (e *Engine) endedOrMissing(ctx context.Context, id, verb string) error {

@@ -130,8 +130,8 @@ func (e *Engine) committedSnapshot(id string) (snap *Task, w snapshotWait) {
 			w.batch, w.lost = e.committing, e.committing == nil
 		case e.committing != nil && e.committing.quiet:
 			// It may hold a change of this task that its lastSeq does not
-			// show: wait for it (rare: a dependency met, a retry's link, a
-			// webhook delivery).
+			// show: wait for it (rare: a dependency met, a webhook
+			// delivery).
 			w.batch = e.committing
 		}
 	})

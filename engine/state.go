@@ -217,7 +217,7 @@ func (c *core) emitEngineLocked(reason string) {
 }
 
 // markQuiet records a change of t that no event records — the count of a
-// waiting task's unmet dependencies, a retry's link, a webhook delivery — so
+// waiting task's unmet dependencies, a webhook delivery — so
 // that a reader that shows only committed changes (Engine.CommittedTask)
 // knows the batch holds one. A task's rank, decided outside the lock during
 // its admission, is marked dirty only: its submission's caller waits for it

@@ -46,6 +46,9 @@ type BatchItem struct {
 	// ID is the task's id when it was chosen elsewhere (Ingest: a follower
 	// node that accepted the submission); empty lets the engine choose.
 	ID string
+	// retryOf is the task this item runs again (Retry): linked at
+	// admission, so that the link is committed with the task.
+	retryOf string
 }
 
 // BatchSpec is a group of tasks submitted together.
@@ -145,6 +148,7 @@ func (e *Engine) Ingest(ctx context.Context, in Inbound) (*BatchResult, error) {
 // prepared is an item on its way in.
 type prepared struct {
 	id       string // chosen by the caller, or ""
+	retryOf  string // the task it runs again (Retry), or ""
 	spec     *TaskSpec
 	deps     []string // resolved task ids (items of this batch are resolved once admitted)
 	depItems []int    // indexes of the items of this batch it depends on
@@ -220,7 +224,7 @@ func (c *core) prepare(items []BatchItem, bs *BatchSpec, now time.Time) (preps [
 			continue
 		}
 		preps[i].spec = spec
-		preps[i].id = items[i].ID
+		preps[i].id, preps[i].retryOf = items[i].ID, items[i].retryOf
 		for _, d := range spec.DependsOn {
 			if j, ok := keys[d]; ok && bs != nil {
 				preps[i].depItems = append(preps[i].depItems, j)
@@ -682,6 +686,9 @@ func (c *core) admitOneLocked(ctx context.Context, p *prepared, ext *external, n
 	}
 	t := c.newTaskLocked(spec, p.id, now)
 	t.depth = uint16(depth)
+	if p.retryOf != "" {
+		t.outcomeOf().retryOf = p.retryOf
+	}
 	if b := c.batches[spec.BatchID]; b != nil {
 		t.batch = b
 		b.total++

@@ -99,13 +99,14 @@ func (s *HeldStore) Committed(t testing.TB, id string) *engine.Task {
 }
 
 // Check records t when the store has not committed it as far as it shows
-// (its latest event): a state a crash would roll back. A nil t is no task.
+// (its latest event, and a retry's link, which no event records): a state
+// a crash would roll back. A nil t is no task.
 func (s *HeldStore) Check(t *engine.Task) {
 	if t == nil {
 		return
 	}
 	st, err := s.Store.Task(context.Background(), t.ID)
-	if err == nil && st.LastSeq >= t.LastSeq {
+	if err == nil && st.LastSeq >= t.LastSeq && (t.RetryOf == "" || st.RetryOf == t.RetryOf) {
 		return
 	}
 	s.mu.Lock()
@@ -114,7 +115,8 @@ func (s *HeldStore) Check(t *engine.Task) {
 		s.uncommitted = append(s.uncommitted, fmt.Sprintf("task %s %s handed out while the store has no such task (%v)", t.ID, t.State, err))
 		return
 	}
-	s.uncommitted = append(s.uncommitted, fmt.Sprintf("task %s %s (seq %d) handed out while the store has %s (seq %d)", t.ID, t.State, t.LastSeq, st.State, st.LastSeq))
+	s.uncommitted = append(s.uncommitted, fmt.Sprintf("task %s %s (seq %d, retryOf %q) handed out while the store has %s (seq %d, retryOf %q)",
+		t.ID, t.State, t.LastSeq, t.RetryOf, st.State, st.LastSeq, st.RetryOf))
 }
 
 // Uncommitted returns what Check recorded: every task handed out ahead of

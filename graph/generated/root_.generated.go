@@ -5047,9 +5047,17 @@ extend type Mutation {
   cancelTasks(filter: TaskFilter!, reason: String): CancelPayload!
   "Stops a session: its oldest running task, or with ` + "`" + `all` + "`" + ` everything it has running or waiting (and work for it submitted before now that arrives later)."
   stopSession(sessionKey: String!, all: Boolean = false): CancelPayload!
-  "Runs a task again now: RETRY_WAIT queues at once, PARKED is reset, FAILED/CANCELLED/EXPIRED/REJECTED is resubmitted as a new task with ` + "`" + `retryOf` + "`" + `. CONFLICT otherwise."
+  """
+  Runs a task again now: RETRY_WAIT queues at once, PARKED is reset,
+  FAILED/CANCELLED/EXPIRED/REJECTED is resubmitted as a new task with
+  ` + "`" + `retryOf` + "`" + `. CONFLICT otherwise. With a durable store it answers once the
+  change is committed, as ` + "`" + `submitTask` + "`" + ` does (a new task is committed with its
+  ` + "`" + `retryOf` + "`" + ` link); UNAVAILABLE when that commit fails or is not confirmed
+  within ` + "`" + `engine.commitTimeout` + "`" + ` (the change may still be committed once the
+  store takes it: read the task before retrying again).
+  """
   retryTask(id: ID!): Task
-  "Puts a PARKED task back in its queue with a fresh attempt budget. CONFLICT for any other state."
+  "Puts a PARKED task back in its queue with a fresh attempt budget. CONFLICT for any other state. With a durable store it answers once the reset is committed (UNAVAILABLE, as for ` + "`" + `retryTask` + "`" + `, when that is not confirmed)."
   resetTask(id: ID!): Task
 }
 

@@ -64,6 +64,18 @@ func (w *watchedEngine) CommittedTask(ctx context.Context, id string) (*engine.T
 	return t, err
 }
 
+func (w *watchedEngine) Retry(ctx context.Context, id string) (*engine.Task, error) {
+	t, err := w.Engine.Retry(ctx, id)
+	w.store.Check(t)
+	return t, err
+}
+
+func (w *watchedEngine) Reset(ctx context.Context, id string) (*engine.Task, error) {
+	t, err := w.Engine.Reset(ctx, id)
+	w.store.Check(t)
+	return t, err
+}
+
 func (w *watchedEngine) handedOutUncommitted() []string { return w.store.Uncommitted() }
 
 // drainReads forgets the follower reads told so far.
@@ -388,4 +400,90 @@ func TestAnEventsTaskShowsOnlyCommittedState(t *testing.T) {
 	require.Equal(t, "SUCCEEDED", running.Task.State, "the task as committed after its event")
 	require.Equal(t, engine.StateSucceeded, st.Committed(t, id).State)
 	require.Greater(t, running.Task.LastSeq, running.Seq)
+}
+
+type retryMsg struct {
+	ID, State, RetryOf string
+	Err                error
+}
+
+// retry calls retryTask, passing its answer on.
+func retry(ctx context.Context, b *bundle, id string) <-chan retryMsg {
+	out := make(chan retryMsg, 1)
+	go func() {
+		var d struct{ RetryTask retryMsg }
+		err := b.c.Do(ctx, `mutation($id: ID!) { retryTask(id: $id) { id state retryOf } }`, map[string]any{"id": id}, &d)
+		d.RetryTask.Err = err
+		out <- d.RetryTask
+	}()
+	return out
+}
+
+// retryUnderHeldCommits fails a task as fail says, holds the store's
+// commits, calls retryTask and lets one commit through once it reaches the
+// gate: the retry's, if it asked for one. Later commits stay held.
+func retryUnderHeldCommits(t *testing.T, fail error, extra map[string]any, settled engine.State) (*enginetest.HeldStore, *watchedEngine, string, retryMsg) {
+	t.Helper()
+	st := openHeld(t)
+	w, opt := watch(st)
+	b := setup(t, opt)
+	t.Cleanup(st.Open)
+	ctx := ctxFor(t)
+
+	id := b.submit(t, "held", extra)
+	waitfor.Eventually(t, "the attempt starts", func() bool { return b.exec.Run(id) != nil })
+	require.NoError(t, b.exec.Fail(id, fail))
+	waitfor.Eventually(t, "the failure is committed", func() bool { return st.Committed(t, id).State == settled })
+
+	st.Hold()
+	answer := retry(ctx, b, id)
+	waitfor.Eventually(t, "the retry's commit reaches the store", func() bool { return st.Waiting() == 1 })
+	st.LetOne()
+	select {
+	case got := <-answer:
+		return st, w, id, got
+	case <-ctx.Done():
+		t.Fatal("retryTask did not answer")
+		return nil, nil, "", retryMsg{}
+	}
+}
+
+// retryTask on a FAILED task answers with the new task, which names the
+// old one in retryOf, once both are committed: the link is committed with
+// the task. (It used to be recorded after the task's commit and answered
+// before its own: a crash then left a new task that retried nothing.)
+func TestRetryTaskAnswersOnceTheNewTaskAndItsLinkAreCommitted(t *testing.T) {
+	t.Parallel()
+	st, w, id, got := retryUnderHeldCommits(t, engine.Permanent(errors.New("gone")), nil, engine.StateFailed)
+	require.NoError(t, got.Err)
+	require.Empty(t, w.handedOutUncommitted(), "retryTask answers with what is committed")
+	require.NotEqual(t, id, got.ID, "a new task")
+	require.Equal(t, id, got.RetryOf)
+	require.Equal(t, id, st.Committed(t, got.ID).RetryOf, "the link is committed")
+}
+
+// retryTask on a task backing off (RETRY_WAIT) answers QUEUED once that is
+// committed. (It used to answer at once, before the commit.)
+func TestRetryTaskOfABackingOffTaskAnswersOnceCommitted(t *testing.T) {
+	t.Parallel()
+	policy := map[string]any{"retryPolicy": map[string]any{"maxAttempts": 3, "backoffMs": 3_600_000}}
+	st, w, id, got := retryUnderHeldCommits(t, errors.New("flaky"), policy, engine.StateRetryWait)
+	require.NoError(t, got.Err)
+	require.Empty(t, w.handedOutUncommitted(), "retryTask answers with what is committed")
+	require.Equal(t, id, got.ID, "the same task")
+	require.Equal(t, "QUEUED", got.State)
+	require.NotEqual(t, engine.StateRetryWait, st.Committed(t, id).State, "the retry is committed")
+}
+
+// retryTask on a PARKED task resets it, and answers QUEUED once the reset
+// is committed (resetTask answers the same way).
+func TestRetryTaskOfAParkedTaskAnswersOnceCommitted(t *testing.T) {
+	t.Parallel()
+	policy := map[string]any{"retryPolicy": map[string]any{"maxAttempts": 1}}
+	st, w, id, got := retryUnderHeldCommits(t, errors.New("flaky"), policy, engine.StateParked)
+	require.NoError(t, got.Err)
+	require.Empty(t, w.handedOutUncommitted(), "retryTask answers with what is committed")
+	require.Equal(t, id, got.ID, "the same task")
+	require.Equal(t, "QUEUED", got.State)
+	require.NotEqual(t, engine.StateParked, st.Committed(t, id).State, "the reset is committed")
 }

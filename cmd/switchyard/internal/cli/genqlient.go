@@ -1639,7 +1639,7 @@ func (v *ResetTaskResetTask) GetState() TaskState { return v.State }
 
 // ResetTaskResponse is returned by ResetTask on success.
 type ResetTaskResponse struct {
-	// Puts a PARKED task back in its queue with a fresh attempt budget. CONFLICT for any other state.
+	// Puts a PARKED task back in its queue with a fresh attempt budget. CONFLICT for any other state. With a durable store it answers once the reset is committed (UNAVAILABLE, as for `retryTask`, when that is not confirmed).
 	ResetTask *ResetTaskResetTask `json:"resetTask"`
 }
 
@@ -1648,7 +1648,13 @@ func (v *ResetTaskResponse) GetResetTask() *ResetTaskResetTask { return v.ResetT
 
 // RetryTaskResponse is returned by RetryTask on success.
 type RetryTaskResponse struct {
-	// Runs a task again now: RETRY_WAIT queues at once, PARKED is reset, FAILED/CANCELLED/EXPIRED/REJECTED is resubmitted as a new task with `retryOf`. CONFLICT otherwise.
+	// Runs a task again now: RETRY_WAIT queues at once, PARKED is reset,
+	// FAILED/CANCELLED/EXPIRED/REJECTED is resubmitted as a new task with
+	// `retryOf`. CONFLICT otherwise. With a durable store it answers once the
+	// change is committed, as `submitTask` does (a new task is committed with its
+	// `retryOf` link); UNAVAILABLE when that commit fails or is not confirmed
+	// within `engine.commitTimeout` (the change may still be committed once the
+	// store takes it: read the task before retrying again).
 	RetryTask *RetryTaskRetryTask `json:"retryTask"`
 }
 
