@@ -112,13 +112,25 @@ func TestKillNineUnderLoadLosesNoAcknowledgedTask(t *testing.T) {
 		t.Skip("builds and crashes the real binary")
 	}
 	t.Parallel()
+	// normal: what a process crash keeps without a flush per commit; full
+	// (the default): the write-ahead log written out at open, each commit
+	// rewriting its blocks.
+	for _, mode := range []string{"normal", "full"} {
+		t.Run("sync "+mode, func(t *testing.T) {
+			t.Parallel()
+			killNineUnderLoad(t, mode)
+		})
+	}
+}
+
+func killNineUnderLoad(t *testing.T, syncMode string) {
 	bin := buildBinary(t)
 	inst := newFleetInstance(t, 5*time.Millisecond)
 	dir := t.TempDir()
 	config := filepath.Join(dir, "switchyard.yaml")
 	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(`
 listen: 127.0.0.1:0
-store: {driver: sqlite, path: %q, sync: normal}
+store: {driver: sqlite, path: %q, sync: %s}
 localInstance: {enabled: false}
 shutdownGrace: 1s
 log: {level: error}
@@ -127,7 +139,7 @@ engine:
     - {name: main, maxInFlight: 16, retry: {maxAttempts: 20, backoff: 10ms, maxBackoff: 100ms}}
 instances:
   - {id: fake, url: %q, capacity: 16}
-`, filepath.Join(dir, "switchyard.db"), inst.srv.URL+"/node")), 0o644))
+`, filepath.Join(dir, "switchyard.db"), syncMode, inst.srv.URL+"/node")), 0o644))
 
 	const crashes = 4
 	var acked sync.Map // task id → struct{}

@@ -16,8 +16,22 @@ import (
 	"github.com/switchyard/switchyard/engine/store/sqlite"
 )
 
-// crashChildEnv makes the test binary a child that commits until killed.
-const crashChildEnv = "SWITCHYARD_SQLITE_CRASH_CHILD"
+// crashChildEnv makes the test binary a child that commits until killed;
+// crashPreallocEnv has it open the store with a preallocated log.
+const (
+	crashChildEnv    = "SWITCHYARD_SQLITE_CRASH_CHILD"
+	crashPreallocEnv = "SWITCHYARD_SQLITE_CRASH_PREALLOC"
+)
+
+// crashOptions are the options of both the child and the parent's checks:
+// with the preallocated log, a small one, so that the kills find it in
+// every state (appended to the zeros, restarted over earlier frames).
+func crashOptions(path string, prealloc bool) sqlite.Options {
+	if prealloc {
+		return sqlite.Options{Path: path, PreallocateWAL: true, CheckpointPages: 100}
+	}
+	return sqlite.Options{Path: path}
+}
 
 // TestCrashChild is the child process of TestKilledProcessLosesNoCommit: it
 // commits batches of tasks after what the database holds and prints the last
@@ -27,7 +41,7 @@ func TestCrashChild(t *testing.T) {
 	if path == "" {
 		t.Skip("only runs as the child of TestKilledProcessLosesNoCommit")
 	}
-	s, err := sqlite.Open(context.Background(), sqlite.Options{Path: path})
+	s, err := sqlite.Open(context.Background(), crashOptions(path, os.Getenv(crashPreallocEnv) != ""))
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
@@ -59,14 +73,23 @@ func TestCrashChild(t *testing.T) {
 // TestKilledProcessLosesNoCommit kills (SIGKILL) a process that commits in
 // a loop, at several moments, and checks after each kill that every batch
 // whose Commit had returned is in the database, whole, and that the
-// database opens cleanly.
+// database opens cleanly; with the default log, and with a preallocated one
+// (zeros past its end, which recovery must read as the end).
 func TestKilledProcessLosesNoCommit(t *testing.T) {
 	t.Parallel()
+	t.Run("default log", func(t *testing.T) { t.Parallel(); killCommitter(t, false) })
+	t.Run("preallocated log", func(t *testing.T) { t.Parallel(); killCommitter(t, true) })
+}
+
+func killCommitter(t *testing.T, prealloc bool) {
 	path := filepath.Join(t.TempDir(), "switchyard.db")
 	committed := uint64(0)
 	for round := range 3 {
 		cmd := exec.Command(os.Args[0], "-test.run", "^TestCrashChild$")
 		cmd.Env = append(os.Environ(), crashChildEnv+"="+path)
+		if prealloc {
+			cmd.Env = append(cmd.Env, crashPreallocEnv+"=1")
+		}
 		stdout, err := cmd.StdoutPipe()
 		require.NoError(t, err)
 		require.NoError(t, cmd.Start())
@@ -86,7 +109,7 @@ func TestKilledProcessLosesNoCommit(t *testing.T) {
 		}
 		_ = cmd.Wait()
 
-		s := open(t, path)
+		s := openWith(t, crashOptions(path, prealloc))
 		snap, err := s.Load(context.Background())
 		require.NoError(t, err, "round %d: the database opens and loads after kill -9", round)
 		require.GreaterOrEqual(t, snap.LastSeq, committed, "round %d: every acknowledged commit survived", round)

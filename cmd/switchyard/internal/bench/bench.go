@@ -336,7 +336,7 @@ func openStore(o Options) (store engine.Store, closeStore func(context.Context),
 		if dir, err = os.MkdirTemp("", "switchyard-bench-"); err != nil {
 			return nil, nil, err
 		}
-		if store, err = sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(dir, "bench.db")}); err != nil {
+		if store, err = sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(dir, "bench.db"), PreallocateWAL: true}); err != nil {
 			return nil, nil, err
 		}
 	case "postgres":
