@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ncruces/go-sqlite3"
@@ -134,8 +135,12 @@ type Store struct {
 
 	ckpt     *sqlite3.Conn
 	ckptKick chan struct{}
-	done     chan struct{}
-	wg       sync.WaitGroup
+	// walFrames is the log's length in frames after the last commit (the
+	// writer's WAL hook), for the checkpointer to see commits that landed
+	// while it ran.
+	walFrames atomic.Int64
+	done      chan struct{}
+	wg        sync.WaitGroup
 
 	closeOnce sync.Once
 	closeErr  error
@@ -202,6 +207,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, err
 	}
 	wc.WALHook(func(_ *sqlite3.Conn, _ string, pages int) error {
+		s.walFrames.Store(int64(pages))
 		if pages >= opts.CheckpointPages {
 			select {
 			case s.ckptKick <- struct{}{}:
@@ -436,7 +442,7 @@ func queryInt(c *sqlite3.Conn, q string) (int64, error) {
 }
 
 // checkpointer copies the write-ahead log into the database in the
-// background, so that commits never pay for it. PASSIVE checkpoints never
+// background, so that commits do not pay for it. PASSIVE checkpoints never
 // block the writer or readers.
 func (s *Store) checkpointer() {
 	defer s.wg.Done()
@@ -446,8 +452,43 @@ func (s *Store) checkpointer() {
 		case <-s.done:
 			return
 		}
-		_, _, _ = s.ckpt.WALCheckpoint("main", sqlite3.CHECKPOINT_PASSIVE)
+		s.checkpoint()
 	}
+}
+
+// checkpoint copies the log into the database so that the next commit
+// restarts it from its start. SQLite restarts the log only in a write
+// transaction that begins with every frame copied; a commit that lands
+// while the checkpoint runs (most do, under a steady trickle of commits)
+// leaves frames behind, and every commit after it, the log still past
+// CheckpointPages, would kick another checkpoint — each one a flush of the
+// database that the commits' own flushes queue behind — until one finished
+// between two commits (doc/adr/0005, finding 16). So the bulk is copied
+// beside the commits, and what landed meanwhile, a few commits' pages, is
+// copied holding the writer's lock, which the next commit then finds with
+// nothing left behind. A reader on an older snapshot may still hold frames
+// back; the next commit's kick tries again, as before.
+func (s *Store) checkpoint() {
+	if nLog, nCkpt, err := s.ckpt.WALCheckpoint("main", sqlite3.CHECKPOINT_PASSIVE); err == nil {
+		s.finishCheckpoint(nLog, nCkpt)
+	}
+	// Kicks from commits that landed meanwhile are answered.
+	select {
+	case <-s.ckptKick:
+	default:
+	}
+}
+
+// finishCheckpoint follows a checkpoint that copied nCkpt of the nLog frames
+// the log held when it began: if commits have added frames since, and no
+// reader held frames back, it copies those holding the writer's lock.
+func (s *Store) finishCheckpoint(nLog, nCkpt int) {
+	if nCkpt < nLog || s.walFrames.Load() <= int64(nCkpt) {
+		return
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	_, _, _ = s.ckpt.WALCheckpoint("main", sqlite3.CHECKPOINT_PASSIVE)
 }
 
 // Durable implements engine.Store: a committed batch is on disk.
