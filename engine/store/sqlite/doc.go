@@ -17,7 +17,10 @@
 // Commits are serialised on one writer connection (one transaction per
 // engine batch: group commit); reads use a pool of reader connections that
 // never wait for the writer. A background goroutine checkpoints the WAL so
-// that commits do not pay for it.
+// that commits do not pay for it, finishing under the writer's lock when
+// commits overtook it, so that the next commit restarts the log. With
+// Options.PreallocateWAL the log's file is written out at open, so that
+// commits rewrite its blocks rather than grow it (a cheaper flush).
 //
 // Ownership: one Store has a file open at a time, in this process or any
 // other, through an flock on the file's name plus ".lock" that the kernel

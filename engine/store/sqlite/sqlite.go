@@ -71,7 +71,7 @@ type Options struct {
 	Owner string
 	// PreallocateWAL has Open write the write-ahead log's file out, with
 	// zeros, to the size the log reaches before a checkpoint restarts it
-	// (CheckpointPages pages and an eighth more; 37 MiB by default), unless
+	// (CheckpointPages pages and an eighth more; 35 MiB by default), unless
 	// it is that large already, and flush it. A commit's flush of a log
 	// that grows must also commit the file's new size and blocks to the
 	// file system's journal; rewriting blocks that are already the file's
@@ -309,7 +309,7 @@ func (s *Store) preallocateWAL() error {
 	}
 	pages := int64(s.opts.CheckpointPages)
 	// The log grows on while a checkpoint runs, before the next commit
-	// restarts it: an eighth more covers that at the default size.
+	// restarts it: an eighth more covers what a light load adds meanwhile.
 	target := walHeaderSize + (pages+pages/8)*(pageSize+walFrameHeaderSize)
 	path := s.w.c.Filename("main").WAL()
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
