@@ -72,11 +72,12 @@ func TestHealthCountsTabsFromTheTabList(t *testing.T) {
 	modes(t, func(t *testing.T, mode pinchtabtest.Mode) {
 		bn, d := setupDouble(t, mode, executor.Options{})
 		d.OpenTab("", "http://site.test/form")
+		d.OpenTab("", "http://site.test/next")
 		d.OpenTab("", "about:blank")
 		inst, err := bn.reg.CheckNow(context.Background(), "p")
 		require.NoError(t, err)
 		require.Equal(t, executor.HealthHealthy, inst.Health)
-		require.Equal(t, 2, inst.Tabs, "a server's /health has no tab count: the tab list has")
+		require.Equal(t, 2, inst.Tabs, "a server's /health has no tab count: the tab list has, and PinchTab lists no blank tab")
 	})
 }
 

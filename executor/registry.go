@@ -464,9 +464,9 @@ func (r *Registry) check(ctx context.Context, in *instance) Instance {
 
 // probe asks an instance whether it can run an action now, and how many tabs
 // it has. /health alone does not say: a PinchTab server answers "ok" while
-// its default browser is still starting, or while it shuts down, and a bridge
-// answers it without a token. So, after /health, browser instances are asked
-// for their tab list with the registered token (GET /tabs on an instance;
+// its default browser is still starting, or while it shuts down, and the
+// built-in Chromium answers it without a token. So, after /health, browser
+// instances are asked for their tab list with the registered token (GET /tabs on an instance;
 // GET /instances, which must show a running browser, and GET
 // /instances/tabs?fresh=1 on a server), which also gives the tab count.
 // definite is set when the instance itself said it cannot work (an answer,

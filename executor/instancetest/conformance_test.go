@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -62,5 +63,26 @@ func TestTheBuiltInChromiumConforms(t *testing.T) {
 	t.Cleanup(func() { _ = browser.Close() })
 	instancetest.Run(t, func(t *testing.T) instancetest.Target {
 		return instancetest.Target{URL: browser.URL(), Token: browser.Token(), FormURL: site.URL}
+	})
+}
+
+// TestARealPinchTabConforms runs the suite against a PinchTab instance you
+// run yourself, a bridge (one browser; behind a PinchTab server, its
+// instances' own ports, listed by GET /instances): set
+// SWITCHYARD_PINCHTAB_URL (http://127.0.0.1:9868) and
+// SWITCHYARD_PINCHTAB_TOKEN. Its browser must be allowed to load pages from
+// 127.0.0.1 (PinchTab's default security.allowedDomains allows it).
+func TestARealPinchTabConforms(t *testing.T) {
+	url := os.Getenv("SWITCHYARD_PINCHTAB_URL")
+	if url == "" {
+		t.Skip("SWITCHYARD_PINCHTAB_URL is not set: no real PinchTab to check")
+	}
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, form)
+	}))
+	t.Cleanup(site.Close)
+	instancetest.Run(t, func(t *testing.T) instancetest.Target {
+		return instancetest.Target{URL: url, Token: os.Getenv("SWITCHYARD_PINCHTAB_TOKEN"), FormURL: site.URL}
 	})
 }

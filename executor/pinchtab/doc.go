@@ -8,10 +8,10 @@
 //
 //	GET  /health                        → {"status":"ok","tabs":N}                     (bridge)
 //	                                    → {"status":"ok","mode":"dashboard","defaultInstance":{"id","status"}} (server)
-//	GET  /tabs                          → {"tabs":[{"id","url","title","type"}]}       (single instance)
+//	GET  /tabs                          → {"tabs":[{"id","url","title","type"}]}       (single instance; no blank tab)
 //	POST /tab {"action":"new","url"}    → {"tabId","url","title"}                       (single instance)
 //	GET  /instances                     → [{"id","status",…}]                           (server)
-//	GET  /instances/tabs?fresh=1        → [{"id","instanceId","url","title"}]           (server, bypassing its 1.5 s cache)
+//	GET  /instances/tabs?fresh=1        → [{"id","instanceId","url","title"}]           (server, bypassing its 1.5 s cache; no blank tab)
 //	POST /instances/{id}/tabs/open {"url"} → {"tabId"}                                   (server)
 //	POST /tabs/{id}/navigate {"url",…}  → {"tabId","url","title"}
 //	POST /tabs/{id}/action {"kind","ref"|"selector",…} → {"success":true,"result":{…}}
@@ -23,6 +23,10 @@
 //	POST /tabs/{id}/wait|find|dialog {…} → the endpoint's JSON
 //	POST /tabs/{id}/close               → {"closed":true}
 //	POST /chat                          → text/event-stream; the last data event is the answer
+//
+// PinchTab's tab lists leave out the tabs that show no page (about:blank,
+// chrome://…), though they are there: their routes answer, and a bridge's
+// /health counts them. With a token set, PinchTab wants it on /health too.
 //
 // Every request carries "Authorization: Bearer <token>" and, when the context
 // names one (WithRequestInfo), the agent and task ids as X-Switchyard-Agent and

@@ -4,10 +4,10 @@
 // of its two modes, so that Switchyard's tests meet the protocol a real
 // PinchTab speaks rather than the one Switchyard would like.
 //
-//   - ModeBridge is a single browser: GET /health → {"status":"ok","tabs":N}
-//     (503 {"status":"error","reason"} while its browser starts, 503
-//     {"status":"draining","retryAfterSeconds"} while it restarts), GET /tabs,
-//     POST /tab {"action":"new"}.
+//   - ModeBridge is a single browser: GET /health → {"status":"ok","tabs":N},
+//     N counting every tab (503 {"status":"error","reason"} while its browser
+//     starts, 503 {"status":"draining","retryAfterSeconds"} while it
+//     restarts), GET /tabs, POST /tab {"action":"new"}.
 //   - ModeServer is the dashboard in front of browsers: GET /health → the
 //     dashboard envelope {"status":"ok","mode":"dashboard","instances",
 //     "defaultInstance":{"id","status"}} with no tab count, which says "ok"
@@ -18,14 +18,19 @@
 //
 // Both serve the tab routes: navigate, back, forward, reload, action (the
 // interaction kinds, with waitNav), wait, find, text, title, url, snapshot,
-// evaluate, screenshot, pdf and close. Errors are PinchTab's bodies,
-// {"error","code"} plus "retryable": true only when a retry can help: a text
-// selector that matches nothing is 500 [error]; the same on /action is 400
-// [error]; a click that navigates without waitNav is 409
-// [navigation_changed]; an unknown action kind is 400 without a code; a
-// browser that is not running is 503 [error] on a server, 503
-// [browser_draining] (retryable) on a bridge. Every route but GET /health
-// wants the bearer token (401 [missing_token] / [bad_token]).
+// evaluate, screenshot, pdf and close. Their tab lists (GET /tabs,
+// GET /instances/tabs) leave out the tabs that show no page (about:blank,
+// chrome://…), as PinchTab's do: a tab just opened blank is not listed until
+// it is navigated, though it is there (its routes answer, and a bridge's
+// /health counts it). Errors are PinchTab's bodies, {"error","code"} plus
+// "retryable": true only when a retry can help: a text selector that matches
+// nothing is 500 [error]; the same on /action is 400 [error]; a click that
+// navigates without waitNav is 409 [navigation_changed]; an unknown action
+// kind is 400 [error]; a tab that is not there is 404 [error] ("tab … not
+// found"), but 500 [error] on close; a route that does not exist is a plain
+// text 404; a browser that is not running is 503 [error] on a server, 503
+// [browser_draining] (retryable) on a bridge. With a token set, every route,
+// GET /health included, wants it (401 [missing_token] / [bad_token]).
 //
 // Pages are scripted (Page): elements addressed by "#id" or "css:#id", whose
 // text and value the interactions change, and links that navigate. Actions,
@@ -309,11 +314,36 @@ func (s *Server) loadLocked(t *tab) {
 	}
 }
 
+// transient reports whether PinchTab leaves a tab showing url out of its
+// tab lists: a blank or new tab page, the browser's own pages, files.
+func transient(url string) bool {
+	if url == "about:blank" {
+		return true
+	}
+	for _, p := range []string{"chrome://", "chrome-extension://", "devtools://", "file://"} {
+		if strings.HasPrefix(url, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// countLocked counts the open tabs of a running browser, listed or not.
+func (s *Server) countLocked(browser string) int {
+	n := 0
+	for _, t := range s.tabs {
+		if t.browser == browser && s.phase[browser] == PhaseRunning {
+			n++
+		}
+	}
+	return n
+}
+
 func (s *Server) listLocked() []tabJSON {
 	out := []tabJSON{}
 	for _, id := range s.order {
 		t, ok := s.tabs[id]
-		if !ok || s.phase[t.browser] != PhaseRunning {
+		if !ok || s.phase[t.browser] != PhaseRunning || transient(t.url()) {
 			continue
 		}
 		j := tabJSON{ID: id, URL: t.url(), Title: t.title, Type: "page"}
@@ -356,10 +386,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if r.Method == http.MethodGet && r.URL.Path == "/health" {
-		s.health(w)
-		return
-	}
 	if tok := s.opts.Token; tok != "" {
 		switch got := r.Header.Get("Authorization"); {
 		case got == "":
@@ -369,6 +395,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			fail(w, http.StatusUnauthorized, "bad_token", "bad token", false)
 			return
 		}
+	}
+	if r.Method == http.MethodGet && r.URL.Path == "/health" {
+		s.health(w)
+		return
 	}
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	var req map[string]any
@@ -437,7 +467,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		id, op, _ := strings.Cut(strings.TrimPrefix(path, "/tabs/"), "/")
 		s.tabRoute(w, r, id, op, req)
 	default:
-		fail(w, http.StatusNotFound, "not_found", "no route "+r.Method+" "+path, false)
+		http.NotFound(w, r) // Go's mux: "404 page not found", text/plain
 	}
 }
 
@@ -461,7 +491,7 @@ func (s *Server) health(w http.ResponseWriter) {
 		w.Header().Set("Retry-After", "1")
 		reply(w, http.StatusServiceUnavailable, map[string]any{"status": "draining", "retryAfterSeconds": 1})
 	default:
-		reply(w, http.StatusOK, map[string]any{"status": "ok", "tabs": len(s.listLocked())})
+		reply(w, http.StatusOK, map[string]any{"status": "ok", "tabs": s.countLocked(def)})
 	}
 }
 
@@ -496,6 +526,9 @@ func (s *Server) tabRoute(w http.ResponseWriter, r *http.Request, id, op string,
 	}
 	s.mu.Unlock()
 	switch {
+	case !ok && r.Method+" "+op == "POST close":
+		fail(w, http.StatusInternalServerError, "error", "tab "+id+" not found", false)
+		return
 	case !ok:
 		fail(w, http.StatusNotFound, "error", "tab "+id+" not found", false)
 		return
@@ -571,10 +604,8 @@ func (s *Server) tabRoute(w http.ResponseWriter, r *http.Request, id, op string,
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		switch op {
-		case "title":
-			reply(w, http.StatusOK, map[string]string{"title": t.title})
-		case "url":
-			reply(w, http.StatusOK, map[string]string{"url": t.url()})
+		case "title", "url":
+			reply(w, http.StatusOK, map[string]string{"tabId": id, "url": t.url(), "title": t.title})
 		default:
 			sel := q.Get("selector")
 			if sel == "" {
@@ -620,7 +651,7 @@ func (s *Server) tabRoute(w http.ResponseWriter, r *http.Request, id, op string,
 		s.mu.Unlock()
 		reply(w, http.StatusOK, map[string]any{"closed": true})
 	default:
-		fail(w, http.StatusNotFound, "not_found", "no route "+r.Method+" /tabs/{id}/"+op, false)
+		http.NotFound(w, r)
 	}
 }
 
@@ -677,8 +708,7 @@ func (s *Server) await(r *http.Request) bool {
 func (s *Server) action(w http.ResponseWriter, r *http.Request, t *tab, req map[string]any) {
 	kind, _ := req["kind"].(string)
 	if !interactions[kind] {
-		// PinchTab answers this one without a code.
-		reply(w, http.StatusBadRequest, map[string]string{"error": "unknown action kind: " + kind})
+		fail(w, http.StatusBadRequest, "error", "unknown action kind: "+kind, false)
 		return
 	}
 	defer s.begin(t)()
