@@ -81,6 +81,17 @@ const DefaultAbortGrace = 5 * time.Second
 // forgotten, so that its next task starts over in a new tab.
 var ErrSessionLost = errors.New("SESSION_LOST")
 
+// errPooledTabGone marks an attempt that took an idle pooled tab which its
+// instance no longer has (closed behind Switchyard's back, or lost in the
+// instance's restart). The action never ran: the attempt runs again in
+// another tab.
+var errPooledTabGone = errors.New("the pooled tab is gone from its instance")
+
+// maxStalePooledTabs bounds how many vanished pooled tabs one attempt steps
+// over before it gives up (each is dropped from the pool, so the pool runs
+// out of them first).
+const maxStalePooledTabs = 64
+
 // Executor forwards attempts to browser instances. It implements
 // engine.Executor.
 type Executor struct {
@@ -275,6 +286,16 @@ func (e *Executor) runAction(ctx context.Context, a Attempt, spec *engine.TaskSp
 		return engine.Outcome{Err: err, InstanceID: t.instance, TabID: t.tab, TabTime: tabTime}, nil
 	}
 	o, after := e.runIn(ctx, a, spec, t, tabTime)
+	for n := 0; errors.Is(o.Err, errPooledTabGone) && n < maxStalePooledTabs && ctx.Err() == nil; n++ {
+		// The idle tab it took was gone (its instance restarted, or someone
+		// closed it): the action never ran, so it runs in another tab.
+		e.log.Info("a pooled tab was gone from its instance: the attempt runs in another tab",
+			"task", a.TaskID(), "instance", t.instance, "tab", t.tab)
+		if t, err = e.target(ctx, a, spec); err != nil {
+			return engine.Outcome{Err: err, InstanceID: t.instance, TabID: t.tab, TabTime: time.Since(t0)}, nil
+		}
+		o, after = e.runIn(ctx, a, spec, t, time.Since(t0))
+	}
 	if errors.Is(o.Err, ErrSessionLost) {
 		if spec.SessionReplay {
 			return e.replayAndRun(ctx, a, spec, t, o.Err, t0)
@@ -619,6 +640,12 @@ func (e *Executor) explain(ctx context.Context, err error, t target) error {
 			after()
 		}
 		return sessionLost(t, "it vanished from the instance", err)
+	case pe.Status == http.StatusNotFound && t.claimed && !e.reg.tabExists(ctx, t.instance, t.tab):
+		// An idle pooled tab that vanished: out of the pool, and the
+		// attempt tries another (runAction). No session was bound to it:
+		// it was idle, and a session binds its tab only once its task ran.
+		_ = e.forgetTab(t.tab)
+		return fmt.Errorf("%w: %w", errPooledTabGone, err)
 	}
 	return err
 }

@@ -579,3 +579,65 @@ func TestRemovingAnInstanceFailsItsSessionsNextTaskWithSessionLost(t *testing.T)
 	require.Equal(t, engine.StateSucceeded, got.State, got.Error)
 	require.Equal(t, "q", got.Attempts[0].InstanceID, "the session starts over on the instance that is left")
 }
+
+func TestATabLessTaskStepsOverPooledTabsItsInstanceLost(t *testing.T) {
+	t.Parallel()
+	modes(t, func(t *testing.T, mode pinchtabtest.Mode) {
+		bn, d := setupDouble(t, mode, executor.Options{MaxIdleTabs: 4})
+		ctx := context.Background()
+		o := bn.exec.Execute(ctx, &attempt{id: "before", instance: "p",
+			spec: &engine.TaskSpec{AgentID: "x", Action: action("navigate", "", `{"url":"http://site.test/form"}`)}})
+		require.NoError(t, o.Err)
+		stale := o.TabID
+		// The browser restarts between two health checks: its tabs are
+		// gone, the pooled one with them.
+		d.SetPhase("", pinchtabtest.PhaseStarting)
+		d.SetPhase("", pinchtabtest.PhaseRunning)
+		require.Empty(t, d.Tabs())
+
+		a := &attempt{id: "after", instance: "p", spec: &engine.TaskSpec{AgentID: "x", Action: action("title", "", "")}}
+		o = bn.exec.Execute(ctx, a)
+		require.NoError(t, o.Err, "the action never ran in the vanished tab: it runs in another")
+		require.NotEqual(t, stale, o.TabID)
+		require.Equal(t, []string{o.TabID}, d.Tabs())
+		started := a.startedWith()
+		require.Equal(t, [2]string{"p", o.TabID}, started[len(started)-1], "the attempt reports the tab it ran in")
+
+		o2 := bn.exec.Execute(ctx, &attempt{id: "next", instance: "p", spec: &engine.TaskSpec{AgentID: "x", Action: action("title", "", "")}})
+		require.NoError(t, o2.Err)
+		require.Equal(t, o.TabID, o2.TabID, "the vanished tab left the pool; the new one joined it")
+	})
+}
+
+func TestATaskNamingABlankTabFindsIt(t *testing.T) {
+	t.Parallel()
+	modes(t, func(t *testing.T, mode pinchtabtest.Mode) {
+		bn, d := setupDouble(t, mode, executor.Options{})
+		// Opened behind Switchyard's back and still blank: PinchTab's tab
+		// list does not show it, yet it is there.
+		tab := d.OpenTab("", "")
+		o := bn.exec.Execute(context.Background(), &attempt{id: "t",
+			spec: &engine.TaskSpec{AgentID: "x", TabID: tab, Action: action("url", "", "")}})
+		require.NoError(t, o.Err)
+		require.Equal(t, "p", o.InstanceID)
+		require.Equal(t, tab, o.TabID)
+	})
+}
+
+func TestABlankSessionTabIsNotTakenForLost(t *testing.T) {
+	t.Parallel()
+	modes(t, func(t *testing.T, mode pinchtabtest.Mode) {
+		bn, d := setupDouble(t, mode, executor.Options{})
+		ctx := context.Background()
+		o := bn.exec.Execute(ctx, &attempt{id: "first", instance: "p",
+			spec: &engine.TaskSpec{AgentID: "x", SessionKey: "s", Action: action("url", "", "")}})
+		require.NoError(t, o.Err)
+		// A route the instance lacks answers 404, as a vanished tab would;
+		// the blank tab is not in the instance's list, but it is there.
+		o = bn.exec.Execute(ctx, &attempt{id: "second", instance: "p", tab: o.TabID,
+			spec: &engine.TaskSpec{AgentID: "x", SessionKey: "s", Action: action("html", "", "")}})
+		require.Error(t, o.Err)
+		require.NotErrorIs(t, o.Err, executor.ErrSessionLost, "the session's tab is still there")
+		require.Len(t, d.Tabs(), 1)
+	})
+}

@@ -1,7 +1,9 @@
 // The tab → instance cache. A task may name a tab without naming its instance;
 // the cache answers which instance owns it. On a miss it lists the tabs of
 // every instance (GET /instances/tabs on PinchTab servers, GET /tabs on single
-// instances) and looks again. Tabs of removed instances are remembered for a
+// instances) and looks again; a tab no list shows is asked for directly
+// (GET /tabs/{id}/url), since PinchTab's lists leave out the tabs that show no
+// page yet (about:blank). Tabs of removed instances are remembered for a
 // while, so that a task naming one fails with a clear error rather than "not
 // found".
 
@@ -11,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -127,6 +130,9 @@ func (r *Registry) resolveTab(ctx context.Context, tab string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
+	if id := r.findUnlisted(ctx, tab); id != "" {
+		return id, nil
+	}
 	if len(unsure) > 0 {
 		// The tab may be on an instance that could not list it now: its
 		// fault, not the task's.
@@ -223,6 +229,44 @@ func (r *Registry) refreshTabs(ctx context.Context, want string) (unsure []strin
 	return unsure
 }
 
+// findUnlisted asks every healthy browser instance, in parallel, whether it
+// has tab although its tab list did not show it (PinchTab's lists leave out
+// the tabs that show no page yet, such as a blank tab just opened), and
+// returns the first that does, or "".
+func (r *Registry) findUnlisted(ctx context.Context, tab string) string {
+	r.mu.RLock()
+	var ids []string
+	for id, in := range r.insts {
+		if in.cfg.Kind.browser() && in.st.Health != HealthUnhealthy {
+			ids = append(ids, id)
+		}
+	}
+	r.mu.RUnlock()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		found string
+	)
+	for _, id := range ids {
+		wg.Go(func() {
+			lctx, cancel := context.WithTimeout(ctx, r.opts.TabListTimeout)
+			defer cancel()
+			if ok, _ := r.probeTab(lctx, id, tab); ok {
+				mu.Lock()
+				if found == "" || id < found {
+					found = id
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if found != "" {
+		r.tabs.put(tab, tabEntry{instance: found})
+	}
+	return found
+}
+
 // listTabs asks one instance for its tabs. partial, when not "", says why the
 // list may lack some: a server's browsers that are not running do not list
 // theirs.
@@ -275,13 +319,41 @@ func (r *Registry) tabExists(ctx context.Context, id, tab string) bool {
 	}
 	lctx, cancel := context.WithTimeout(ctx, r.opts.TabListTimeout)
 	defer cancel()
+	cached, _ := r.tabs.get(tab)
 	listed, partial, err := r.listTabs(lctx, id, snap.Kind)
 	if err != nil || partial != "" {
 		return true
 	}
 	r.tabs.replace(id, listed, time.Now())
-	_, found := listed[tab]
-	return found
+	if _, found := listed[tab]; found {
+		return true
+	}
+	// PinchTab's tab lists leave out the tabs that show no page
+	// (about:blank, chrome://…): ask the tab itself.
+	exists, sure := r.probeTab(lctx, id, tab)
+	if exists && cached.instance == id {
+		r.tabs.put(tab, cached)
+	}
+	return exists || !sure
+}
+
+// probeTab asks an instance for a tab's URL (GET /tabs/{id}/url): whether it
+// has the tab even though its tab list may leave it out, as PinchTab's lists
+// leave out the tabs that show no page yet. sure is false when the answer
+// says neither (a failure other than the tab's 404).
+func (r *Registry) probeTab(ctx context.Context, id, tab string) (exists, sure bool) {
+	client, _, ok := r.lookup(id)
+	if !ok {
+		return false, true
+	}
+	_, err := client.Read(ctx, tab, "url", nil)
+	switch {
+	case err == nil:
+		return true, true
+	case pinchtab.StatusOf(err) == http.StatusNotFound:
+		return false, true
+	}
+	return false, false
 }
 
 var _ engine.TabLocator = (*Registry)(nil)
