@@ -208,6 +208,7 @@ func TestATabOpenedElsewhereIsFoundThroughTheFreshTabList(t *testing.T) {
 		spec: &engine.TaskSpec{AgentID: "x", TabID: tab, Action: action("title", "", "")}})
 	require.NoError(t, o.Err)
 	require.Equal(t, "p", o.InstanceID)
+	require.NotContains(t, d.Requests(), "GET /tabs/"+tab+"/url", "found in the fresh list, not by asking for the tab")
 }
 
 // TestInstanceFaultsThroughTheEngineSpareTheRetryBudget runs a task through

@@ -13,7 +13,8 @@
 //     "defaultInstance":{"id","status"}} with no tab count, which says "ok"
 //     while the default browser is "starting" and while the server shuts
 //     down; GET /instances; GET /instances/tabs answered from a cache of
-//     TabCacheTTL (1.5 s) unless ?fresh=1; POST /instances/{id}/tabs/open;
+//     TabCacheTTL (1.5 s) unless ?fresh=1, which the tab routes that change
+//     tabs drop, and opening a tab does not; POST /instances/{id}/tabs/open;
 //     POST /shutdown.
 //
 // Both serve the tab routes: navigate, back, forward, reload, action (the
@@ -67,6 +68,7 @@ const (
 	PhaseStarting Phase = "starting" // the browser is launching: no action can run
 	PhaseRunning  Phase = "running"
 	PhaseStopping Phase = "stopping" // shutting down: /health still answers on a server
+	PhaseStopped  Phase = "stopped"  // shut down, the server's last word before it stops answering
 )
 
 // TabCacheTTL is how long a server answers GET /instances/tabs from its cache.
@@ -503,8 +505,10 @@ func (s *Server) openTab(w http.ResponseWriter, browser string, req map[string]a
 		fail(w, http.StatusServiceUnavailable, "browser_draining", "browser is "+string(p), true)
 		return
 	}
+	// A server drops its cached tab list after the tab routes that change
+	// tabs (navigate, back, forward, reload, close), not after opening one
+	// through /instances/{id}/tabs/open: only ?fresh=1 lists that tab at once.
 	t := s.openLocked(browser, url)
-	s.cache = nil // PinchTab invalidates its cache on the tab changes it makes
 	out := map[string]string{"tabId": t.id, "url": t.url(), "title": t.title}
 	s.mu.Unlock()
 	reply(w, http.StatusOK, out)
@@ -575,6 +579,7 @@ func (s *Server) tabRoute(w http.ResponseWriter, r *http.Request, id, op string,
 			t.at++
 		}
 		s.loadLocked(t)
+		s.cache = nil
 		out := map[string]string{"tabId": id, "url": t.url()}
 		s.mu.Unlock()
 		reply(w, http.StatusOK, out)
