@@ -87,6 +87,8 @@ func (c *core) pullLocked(lane string, max int, leaseFor time.Duration, worker s
 		}
 		r := c.assignLocked(t, nil, now)
 		c.extendLocked(r, now.Add(leaseFor))
+		// The lease starts the attempt: a worker reports no start of its
+		// own, so its start is its assignment, one instant.
 		att := t.lastAttempt()
 		att.StartedAt = now
 		reason := "leased for " + leaseFor.String()

@@ -177,8 +177,8 @@ type Attempt struct {
 	LeaseID    uint64            // the lease the attempt ran under
 	InstanceID string            // where it ran, when known
 	TabID      string            // the tab it ran in, when known
-	AssignedAt time.Time         // dispatch
-	StartedAt  time.Time         // reached an instance (zero if it never did)
+	AssignedAt time.Time         // dispatch (a pull lane's: the lease)
+	StartedAt  time.Time         // reached an instance (zero if it never did); a pull lane's: the lease, = AssignedAt
 	EndedAt    time.Time         // zero while it runs
 	Class      policy.ErrorClass // ClassNone on success
 	HTTPStatus int               // the instance's status code, 0 if none

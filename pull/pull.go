@@ -107,7 +107,7 @@ type Lease struct {
 	Lane      string
 	Worker    string // who leased it ("" for a lease resumed after a restart)
 	Attempt   int
-	LeasedAt  time.Time
+	LeasedAt  time.Time // when the worker's call answered, the lease committed; zero for a resumed lease (the attempt's StartedAt is when the lease was made)
 	ExpiresAt time.Time
 }
 

@@ -4487,7 +4487,7 @@ type TaskLease {
   worker: String
   "The attempt it covers."
   attempt: Int!
-  "When the worker leased it (null for a lease resumed after a restart)."
+  "When the worker leased it: its attempt's ` + "`" + `assignedAt` + "`" + ` and ` + "`" + `startedAt` + "`" + `, one instant (also for a lease resumed after a restart)."
   leasedAt: Time
   "When it runs out unless renewed: the attempt then counts as failed (timed out) and the lane's retry policy decides."
   expiresAt: Time!
@@ -5362,9 +5362,15 @@ type Attempt {
   instanceId: String
   "The tab it ran in, when known."
   tabId: String
-  "When it was dispatched."
+  "When it was dispatched (on a pull lane: leased)."
   assignedAt: Time!
-  "When it reached an instance (null if it never did)."
+  """
+  When it reached an instance (null if it never did). On a pull lane, when
+  it was leased: the same instant as ` + "`" + `assignedAt` + "`" + `, because a lease assigns the
+  attempt and starts it (RUNNING) in one step, and a worker reports no start
+  of its own (` + "`" + `renewLease` + "`" + ` only extends the lease); the worker holds the task
+  once the lease is committed and ` + "`" + `leaseTasks` + "`" + ` answers.
+  """
   startedAt: Time
   "When it ended (null while it runs)."
   endedAt: Time

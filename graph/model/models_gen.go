@@ -434,7 +434,7 @@ type TaskLease struct {
 	Worker *string `json:"worker,omitempty"`
 	// The attempt it covers.
 	Attempt int `json:"attempt"`
-	// When the worker leased it (null for a lease resumed after a restart).
+	// When the worker leased it: its attempt's `assignedAt` and `startedAt`, one instant (also for a lease resumed after a restart).
 	LeasedAt *time.Time `json:"leasedAt,omitempty"`
 	// When it runs out unless renewed: the attempt then counts as failed (timed out) and the lane's retry policy decides.
 	ExpiresAt time.Time `json:"expiresAt"`

@@ -255,7 +255,7 @@ func (a *Attempt) TabID() *string { return optString(a.A.TabID) }
 // AssignedAt is its dispatch time.
 func (a *Attempt) AssignedAt() time.Time { return a.A.AssignedAt }
 
-// StartedAt is when it reached an instance.
+// StartedAt is when it reached an instance (a pull lane's: when it was leased).
 func (a *Attempt) StartedAt() *time.Time { return optTime(a.A.StartedAt) }
 
 // EndedAt is when it ended.

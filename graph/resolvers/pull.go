@@ -184,8 +184,16 @@ func (r *taskResolver) Lease(_ context.Context, obj *model.Task) (*model.TaskLea
 	if l.Worker != "" {
 		out.Worker = &l.Worker
 	}
-	if !l.LeasedAt.IsZero() {
-		out.LeasedAt = &l.LeasedAt
+	// The lease was made when its attempt was assigned and started: one
+	// instant, recorded with the attempt (so also for a lease resumed after
+	// a restart), where the manager's own time is when the worker's call
+	// answered, after the lease's commit.
+	at := l.LeasedAt
+	if n := l.Attempt; n >= 1 && n <= len(obj.T.Attempts) && !obj.T.Attempts[n-1].StartedAt.IsZero() {
+		at = obj.T.Attempts[n-1].StartedAt
+	}
+	if !at.IsZero() {
+		out.LeasedAt = &at
 	}
 	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/clock"
+	"github.com/switchyard/switchyard/engine/store/sqlite"
 	"github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/internal/waitfor"
 )
@@ -649,4 +651,75 @@ func TestACompletionWithinTheLeaseGraceIsLeaseLost(t *testing.T) {
 	tk := b.task(t, id)
 	require.Nil(t, tk.Result)
 	require.Equal(t, []string{"lease_expired"}, b.attemptCodes(t, id))
+}
+
+type pullAttemptView struct {
+	State    string
+	Attempts []struct {
+		N                     int
+		AssignedAt, StartedAt time.Time
+	}
+	Lease *struct {
+		Worker   *string
+		Attempt  int
+		LeasedAt *time.Time
+	}
+}
+
+func pullAttempt(t *testing.T, b *bundle, id string) pullAttemptView {
+	t.Helper()
+	var out struct{ Task pullAttemptView }
+	require.NoError(t, b.c.Do(ctxFor(t), `query($id: ID!) { task(id: $id) { state attempts { n assignedAt startedAt } lease { worker attempt leasedAt } } }`,
+		map[string]any{"id": id}, &out))
+	return out.Task
+}
+
+// A pull lane's attempt starts when it is leased: the lease assigns the
+// attempt and starts it (RUNNING) at one instant, which its assignedAt,
+// its startedAt and the task's lease.leasedAt all show — also after a
+// restart that resumes the lease. (leasedAt used to be a later instant,
+// when the worker's call answered after the lease's commit, and null for a
+// resumed lease.)
+func TestAPullAttemptStartsWhenItIsLeased(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "pull.db")
+	open := func() engine.Store {
+		st, err := sqlite.Open(context.Background(), sqlite.Options{Path: path})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	}
+	st := open()
+	b := setup(t, pullLanes, func(o *setupOptions) { o.store = st })
+	id := b.submitJob(t, "jobs", nil)
+	before := time.Now()
+	got, err := lease(t, b.c, "jobs", 1, 600_000, 0)
+	after := time.Now()
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+
+	v := pullAttempt(t, b, id)
+	require.Equal(t, "RUNNING", v.State)
+	require.Len(t, v.Attempts, 1)
+	a := v.Attempts[0]
+	require.True(t, a.StartedAt.Equal(a.AssignedAt), "started %s, assigned %s: one instant", a.StartedAt, a.AssignedAt)
+	require.False(t, a.StartedAt.Before(before) || a.StartedAt.After(after), "leased during the call")
+	require.NotNil(t, v.Lease)
+	require.NotNil(t, v.Lease.LeasedAt)
+	require.True(t, v.Lease.LeasedAt.Equal(a.StartedAt), "leased %s, started %s: one instant", v.Lease.LeasedAt, a.StartedAt)
+
+	// A restart resumes the lease: it was made at the same instant.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, b.srv.Shutdown(ctx))
+	require.NoError(t, b.eng.Shutdown(ctx))
+	b.pull.Close()
+	require.NoError(t, st.Close())
+	b2 := setup(t, pullLanes, func(o *setupOptions) { o.store = open() })
+	v2 := pullAttempt(t, b2, id)
+	require.Equal(t, "RUNNING", v2.State, "the lease survived the restart")
+	require.NotNil(t, v2.Lease)
+	require.Nil(t, v2.Lease.Worker, "a resumed lease's worker is not recorded")
+	require.NotNil(t, v2.Lease.LeasedAt)
+	require.True(t, v2.Lease.LeasedAt.Equal(a.StartedAt), "leased %s, started %s", v2.Lease.LeasedAt, a.StartedAt)
 }

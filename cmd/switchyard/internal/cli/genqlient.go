@@ -49,9 +49,13 @@ type Attempt struct {
 	InstanceId *string `json:"instanceId"`
 	// The tab it ran in, when known.
 	TabId *string `json:"tabId"`
-	// When it was dispatched.
+	// When it was dispatched (on a pull lane: leased).
 	AssignedAt time.Time `json:"assignedAt"`
-	// When it reached an instance (null if it never did).
+	// When it reached an instance (null if it never did). On a pull lane, when
+	// it was leased: the same instant as `assignedAt`, because a lease assigns the
+	// attempt and starts it (RUNNING) in one step, and a worker reports no start
+	// of its own (`renewLease` only extends the lease); the worker holds the task
+	// once the lease is committed and `leaseTasks` answers.
 	StartedAt *time.Time `json:"startedAt"`
 	// When it ended (null while it runs).
 	EndedAt *time.Time `json:"endedAt"`
@@ -2600,7 +2604,7 @@ type TaskLease struct {
 	Worker *string `json:"worker"`
 	// The attempt it covers.
 	Attempt int `json:"attempt"`
-	// When the worker leased it (null for a lease resumed after a restart).
+	// When the worker leased it: its attempt's `assignedAt` and `startedAt`, one instant (also for a lease resumed after a restart).
 	LeasedAt *time.Time `json:"leasedAt"`
 	// When it runs out unless renewed: the attempt then counts as failed (timed out) and the lane's retry policy decides.
 	ExpiresAt time.Time `json:"expiresAt"`
