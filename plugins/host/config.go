@@ -53,17 +53,20 @@ type Config struct {
 	// stopped by Deadline. See plugins/ABI.md, "Cost model".
 	DecisionFuel int64
 
-	// SetupFuel bounds instantiation (the guest's _initialize) and each
-	// configure call, in the same units. Default 20,000,000: a Go guest's
-	// runtime starts with about 900,000.
+	// SetupFuel bounds an instance's initialisation (the guest's start
+	// function and _initialize, on one tank) and each configure call, in
+	// the same units. Default 20,000,000: a Go guest's runtime starts with
+	// about 900,000. Their wall-clock bound is the setup bound (see
+	// Deadline), or the load's for the first instance of a load.
 	SetupFuel int64
 
 	// Deadline is the wall-clock backstop of a decision, independent of
 	// fuel: a decision still running after Deadline is abandoned (its
 	// instance is stopped at its next metered point, closed and replaced),
 	// the native fallback decides, and a deadline fault quarantines the
-	// plugin at once. Calls that set a guest up (configure) get ten times as
-	// long. Default 10 ms; it is checked every Deadline/4 (at least every
+	// plugin at once. Calls that set a guest up (its initialisation, arena
+	// and configure) get ten times as long, at least a second; those a load
+	// makes on its first instance a hundred times, at least 5 s. Default 10 ms; it is checked every Deadline/4 (at least every
 	// millisecond), so an abandoned decision ends within 1.25 × Deadline
 	// plus the time to its next metered point. An overdue call that burnt no
 	// fuel since the last check was not running (its thread waited for a

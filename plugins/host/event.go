@@ -2,6 +2,7 @@ package host
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/switchyard/switchyard/engine/policy"
@@ -34,6 +35,20 @@ func (e *ConfigError) Error() string { return ErrInvalid.Error() + ": configure:
 
 // Unwrap returns ErrInvalid and the reason.
 func (e *ConfigError) Unwrap() []error { return []error{ErrInvalid, e.Err} }
+
+// InitDeadlineError is a module whose initialisation (its start function
+// or _initialize) was still running at the wall-clock bound of the calls
+// that set an instance up, and was stopped there. At load the module is
+// refused (the load's error wraps ErrInvalid too); an instance being
+// rebuilt is not made, and the plugin is disabled with this reason.
+type InitDeadlineError struct {
+	Bound  time.Duration // the bound it ran past
+	Export string        // what ran: _initialize, or the start function (switchyard_start)
+}
+
+func (e *InitDeadlineError) Error() string {
+	return fmt.Sprintf("initialisation exceeded %d ms (%s was stopped there)", e.Bound.Milliseconds(), e.Export)
+}
 
 // ErrClosed is returned by a closed plugin or runtime.
 var ErrClosed = errors.New("plugin closed")

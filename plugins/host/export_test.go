@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -72,4 +73,20 @@ func (i Idle) Slip(p *Plugin) bool {
 		}
 	}
 	return false
+}
+
+// RebuildFrom makes p build the instances that replace discarded ones from
+// wasm rather than from its own module: a test's way to give a rebuild an
+// initialisation that the load did not meet (a module's initialisation is
+// deterministic, so its own would behave at the rebuild as at the load).
+// Nothing may build an instance of p meanwhile.
+func RebuildFrom(ctx context.Context, p *Plugin, wasm []byte) error {
+	cm, key, err := p.rt.compile(ctx, wasm)
+	if err != nil {
+		return err
+	}
+	old := p.key
+	p.compiled, p.key = cm, key
+	p.rt.releaseCompiled(ctx, old)
+	return nil
 }

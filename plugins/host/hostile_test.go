@@ -122,6 +122,14 @@ func funcBody(locals []byte, code ...[]byte) []byte {
 
 // hostileModule assembles a fairness plugin.
 func hostileModule(pick [][]byte, helper [][]byte) []byte {
+	return hostileModuleInit(pick, helper, nil, "")
+}
+
+// hostileModuleInit assembles a fairness plugin with an initialisation:
+// init, the body of a function () -> () (func 5, type 5), exported as
+// _initialize when as is "_initialize", or made the module's start
+// function when as is "start". With as "", init is ignored.
+func hostileModuleInit(pick, helper, init [][]byte, as string) []byte {
 	if helper == nil {
 		helper = [][]byte{{opLocalGet, 0}}
 	}
@@ -132,26 +140,42 @@ func hostileModule(pick [][]byte, helper [][]byte) []byte {
 		[]byte{0x60, 4, 0x7E, 0x7E, 0x7F, 0x7F, 1, 0x7F},
 		[]byte{0x60, 3, 0x7F, 0x7F, 0x7F, 0},
 		[]byte{0x60, 1, 0x7F, 1, 0x7F},
+		[]byte{0x60, 0, 0},
 	))...)
 	m = append(m, sect(2, vec(append(append(name("switchyard"), name("log")...), 0x00, 3)))...)
-	m = append(m, sect(3, vec([]byte{0}, []byte{1}, []byte{2}, []byte{4}))...)
+	funcs := [][]byte{{0}, {1}, {2}, {4}}
+	if as != "" {
+		funcs = append(funcs, []byte{5})
+	}
+	m = append(m, sect(3, vec(funcs...))...)
 	m = append(m, sect(5, vec([]byte{0x00, 2}))...)
-	m = append(m, sect(7, vec(
+	exports := [][]byte{
 		append(name("memory"), 0x02, 0),
 		append(name("abi_version"), 0x00, 1),
 		append(name("arena"), 0x00, 2),
 		append(name("fairness_pick"), 0x00, 3),
-	))...)
+	}
+	if as == "_initialize" {
+		exports = append(exports, append(name("_initialize"), 0x00, 5))
+	}
+	m = append(m, sect(7, vec(exports...))...)
+	if as == "start" {
+		m = append(m, sect(8, uleb(5))...)
+	}
 	noLocals := []byte{0}
 	// Behave on the smoke decision's 8 candidates: return 0 at once.
 	smoke := bytes.Join([][]byte{i32c(65536 + 8), {opI32Load, 2, 0}, i32c(9), {0x49, 0x04, 0x40}, i32c(0), {0x0F, opEnd}}, nil)
 	pick = append([][]byte{smoke}, pick...)
-	m = append(m, sect(10, vec(
+	bodies := [][]byte{
 		funcBody(noLocals, i32c(1)),
 		funcBody(noLocals, i64c(65536<<32|65536)),
 		funcBody([]byte{2, 1, 0x7E, 1, 0x7F}, pick...),
 		funcBody(noLocals, helper...),
-	))...)
+	}
+	if as != "" {
+		bodies = append(bodies, funcBody([]byte{1, 1, 0x7E}, init...)) // one i64 local
+	}
+	m = append(m, sect(10, vec(bodies...))...)
 	seg := append([]byte{0}, i32c(0)...)
 	seg = append(seg, opEnd)
 	seg = append(seg, uleb(uint32(len(logText)))...)

@@ -69,35 +69,44 @@ type instance struct {
 var (
 	errBudget   = errors.New("out of fuel")
 	errDeadline = errors.New("past its deadline")
-	// errStopped: the runtime is closed and its watchdog stopped, so the
-	// call was not started (nothing could stop it); not the plugin's fault.
-	errStopped = errors.New("the runtime is closed: the call was not started")
-	// errHalted: the runtime closed while the call ran, and its watchdog
-	// stopped it; not the plugin's fault either.
-	errHalted = errors.New("the runtime closed during the call: stopped")
+	// errStopped: the runtime is closed and its watchdog stopped (nothing
+	// could stop the call), or the plugin is closed, so the call was not
+	// started; not the plugin's fault.
+	errStopped = errors.New("the runtime or the plugin is closed: the call was not started")
+	// errHalted: the runtime or the plugin closed while the call ran, and
+	// the call was halted; not the plugin's fault either.
+	errHalted = errors.New("the runtime or the plugin closed during the call: halted")
 	errDepth  = errors.New("calls nested too deep")
 )
 
-// newInstance instantiates the plugin's module and runs _initialize.
 // phase is what an instance's calls are for: each has its own wall-clock
 // bound (see instance.bound).
 type phase uint8
 
 const (
 	phaseDecide phase = iota // decisions: Config.Deadline
-	phaseBuild               // building the instance (its arena): Config.setupDeadline
+	phaseBuild               // building the instance (its initialisation, its arena): Config.setupDeadline
 	phaseLoad                // the load's checks of its first instance: Config.loadDeadline
 )
 
-// newInstance instantiates the plugin's module and allocates its arena; ph
-// is phaseLoad for the first instance of a load, else phaseBuild. The
-// instance is left in ph while a load checks it, in phaseDecide otherwise.
+// newInstance instantiates the plugin's module, initialises it and
+// allocates its arena; ph is phaseLoad for the first instance of a load,
+// else phaseBuild. The instance is left in ph while a load checks it, in
+// phaseDecide otherwise.
+//
+// The module's own initialisation (its start function, then _initialize)
+// runs after instantiation, as the instance's first calls: under the
+// watchdog, with the bound of ph, like every other call. wazero would run
+// it inside InstantiateModule, where the tank is out of reach until it
+// returns, so that only SetupFuel bounded it. A module whose
+// initialisation runs past the bound is refused (an
+// *InitDeadlineError).
 func newInstance(ctx context.Context, p *Plugin, ph phase) (*instance, error) {
 	in := &instance{plugin: p, stack: make([]uint64, 4), phase: ph}
 	in.ctx = context.WithValue(context.Background(), instanceKey{}, in)
 	mc := wazero.NewModuleConfig().
 		WithName("").
-		WithStartFunctions(abi.ExportInitialize).
+		WithStartFunctions(). // initialise below, under the watchdog
 		WithStdout(&in.stderr).
 		WithStderr(&in.stderr).
 		WithRandSource(&guestRand{in: in, src: rand.New(rand.NewSource(42))}). // wazero's own deterministic source, charged
@@ -122,8 +131,11 @@ func newInstance(ctx context.Context, p *Plugin, ph phase) (*instance, error) {
 		release(false)
 		return nil, errors.New("instantiate: the fuel meter is missing")
 	}
-	p.stats.setupFuel.max(uint64(p.rt.cfg.SetupFuel - int64(in.fuel.Get()))) // what _initialize burnt
 	p.rt.dog.add(in)
+	if err := in.initialise(); err != nil {
+		in.close()
+		return nil, err
+	}
 	in.mem = mod.ExportedMemory(abi.ExportMemory)
 	in.decide = mod.ExportedFunction(slotExport(p.slot))
 	in.arena = mod.ExportedFunction(abi.ExportArena)
@@ -136,6 +148,40 @@ func newInstance(ctx context.Context, p *Plugin, ph phase) (*instance, error) {
 		in.phase = phaseDecide
 	}
 	return in, nil
+}
+
+// initialise runs the module's start function (exported by the meter as
+// meter.StartExport) and then its _initialize, if it has them, on one
+// SetupFuel between them, each bounded by the setup bound of the
+// instance's phase.
+func (in *instance) initialise() error {
+	cfg := &in.plugin.rt.cfg
+	bound := in.bound(true)
+	left := cfg.SetupFuel
+	for _, name := range []string{meter.StartExport, abi.ExportInitialize} {
+		fn := in.mod.ExportedFunction(name)
+		if fn == nil {
+			continue
+		}
+		err := in.callWith(fn, left, bound)
+		left -= max(in.burnt, 0)
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, errDeadline) {
+			return &InitDeadlineError{Bound: bound, Export: name}
+		}
+		if errors.Is(err, errStopped) || errors.Is(err, errHalted) {
+			return fmt.Errorf("initialisation (%s): %w", name, err)
+		}
+		kind, reason := in.describe(err)
+		if kind == FaultBudget && !errors.Is(err, errDepth) {
+			reason = fmt.Sprintf("ran out of fuel (%d units of SetupFuel)", cfg.SetupFuel)
+		}
+		return fmt.Errorf("initialisation (%s): %s: %s", name, kind, reason)
+	}
+	in.plugin.stats.setupFuel.max(uint64(cfg.SetupFuel - left)) // what initialisation burnt
+	return nil
 }
 
 // bound returns the wall-clock bound of a call in the instance's phase;
@@ -162,7 +208,7 @@ type guestRand struct {
 }
 
 func (r *guestRand) Read(p []byte) (int, error) {
-	if r.in.started.Load() != 0 { // not while instantiating: _initialize's own budget covers that
+	if r.in.started.Load() != 0 { // not while wazero instantiates: no guest code runs then
 		r.in.chargeOrAbort(int64(len(p)/meter.BulkBytesPerUnit) + 1)
 	}
 	return r.src.Read(p)
@@ -201,10 +247,12 @@ func (in *instance) callWith(fn api.Function, fuel int64, deadline time.Duration
 	in.lastStart = time.Since(rt.epoch)
 	in.started.Store(int64(in.lastStart) | 1) // never 0, which means idle
 	rt.dog.arm()
-	if rt.dog.stopped.Load() {
+	if rt.dog.stopped.Load() || in.plugin.stopping.Load() {
 		// Runtime.Close stopped the watchdog: a guest call started now
-		// could be stopped by fuel alone. (Stored after started, read
-		// after stopped: a call the watchdog's last scan missed sees it.)
+		// could be stopped by fuel alone; or Plugin.Close is halting the
+		// plugin's calls. (Stored after started, read after stopped or
+		// stopping: a call the last look of the watchdog or of the halt
+		// missed sees it.)
 		in.started.Store(0)
 		in.burnt = 0
 		return errStopped

@@ -35,6 +35,7 @@ type Plugin struct {
 
 	mu       sync.Mutex     // guards config, closed, disabledWhy and the rebuild path
 	rebuilds sync.WaitGroup // instances being rebuilt after a fault; added to under mu
+	stopping atomic.Bool    // set by Close: no call of the plugin's starts (callWith)
 	config   []byte
 	cfgGen   atomic.Uint64
 
@@ -107,7 +108,7 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 	p.logTokens = float64(2 * rt.cfg.LogLines)
 	first, err := newInstance(ctx, p, phaseLoad)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	fail := func(err error) (*Plugin, error) {
 		first.close()
@@ -141,7 +142,7 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 		in, err := p.build(ctx)
 		if err != nil {
 			p.shutdown()
-			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		p.live.Add(1)
 		p.idle.put(in)
@@ -400,7 +401,14 @@ func (p *Plugin) Enable() {
 }
 
 // Close releases the plugin's instances. Its wrappers keep answering
-// through their fallbacks.
+// through their fallbacks. A call running on one of its instances when
+// Close is called (a decision, or the setting up of an instance being
+// rebuilt) is halted as Runtime.Close halts it, whatever its deadline and
+// fuel: it ends at its next metered point, a decision falls back and
+// counts no fault, and the instance is discarded; no call of the plugin's
+// starts after Close. Close returns once none runs; if one still runs
+// after closeWait or when ctx is done, Close returns an error and the
+// halting, and the release of the module, go on in the background.
 func (p *Plugin) Close(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closed {
@@ -408,12 +416,24 @@ func (p *Plugin) Close(ctx context.Context) error {
 		return nil
 	}
 	p.mu.Unlock()
+	p.stopping.Store(true) // before the halt's first look: see callWith
+	halted := p.rt.dog.haltPlugin(p)
 	p.shutdown()
-	p.rebuilds.Wait() // an instance being rebuilt is closed as it is put back
-	p.rt.mu.Lock()
-	delete(p.rt.plugins, p)
-	p.rt.mu.Unlock()
-	p.rt.releaseCompiled(ctx, p.key)
+	release := func() {
+		p.rebuilds.Wait() // an instance being rebuilt is closed as it is put back
+		p.rt.mu.Lock()
+		delete(p.rt.plugins, p)
+		p.rt.mu.Unlock()
+		p.rt.releaseCompiled(context.Background(), p.key)
+	}
+	if err := awaitHalted(ctx, closeWait, halted); err != nil {
+		go func() {
+			<-halted
+			release()
+		}()
+		return fmt.Errorf("close plugin %q: %w", p.name, err)
+	}
+	release()
 	return nil
 }
 

@@ -103,8 +103,8 @@ func New(cfg Config) (*Runtime, error) {
 // Config returns the runtime's configuration with defaults filled in.
 func (rt *Runtime) Config() Config { return rt.cfg }
 
-// closeWait bounds how long Close waits for the guest calls it halts to
-// return. A halted call ends at its next metered point, microseconds away,
+// closeWait bounds how long Runtime.Close and Plugin.Close wait for the
+// guest calls they halt to return. A halted call ends at its next metered point, microseconds away,
 // once its thread runs: this only bounds a machine too busy to run it.
 const closeWait = 5 * time.Second
 
@@ -131,9 +131,11 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		plugins = append(plugins, p)
 	}
 	rt.mu.Unlock()
-	for _, p := range plugins {
-		_ = p.Close(ctx)
+	var closing sync.WaitGroup
+	for _, p := range plugins { // at once: each waits for its calls to be halted
+		closing.Go(func() { _ = p.Close(ctx) })
 	}
+	closing.Wait()
 	err := rt.dog.stop(ctx, closeWait)
 	close(rt.logsDone)
 	if cerr := rt.wr.Close(ctx); err == nil {

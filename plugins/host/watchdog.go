@@ -12,7 +12,8 @@
 // When the runtime closes, the watchdog halts every call still running,
 // whatever its deadline, and stops only once none runs (see stop): it is
 // the one thing that can end a guest call early, and a call left running
-// after it had stopped could be ended by its fuel alone.
+// after it had stopped could be ended by its fuel alone. Closing one
+// plugin halts that plugin's calls the same way (haltPlugin).
 
 package host
 
@@ -82,18 +83,40 @@ func (d *watchdog) arm() {
 // stop stops the watchdog for good. No call starts after it (callWith
 // reads stopped after storing its start, and the watchdog scans after
 // stopped is set, so one of them sees the other), and every call already
-// running is halted: its tank is emptied at every haltTick until it
-// returns, as an overdue call's is. stop returns once no call runs, or
-// with an error once wait has passed or ctx is done; the watchdog then
-// goes on halting in the background until the last call has returned.
+// running is halted (haltUntilIdle). stop returns once no call runs, or
+// with an error once wait has passed or ctx is done (awaitHalted); the
+// watchdog then goes on halting in the background until the last call has
+// returned.
 func (d *watchdog) stop(ctx context.Context, wait time.Duration) error {
 	d.stopped.Store(true)
 	close(d.done)
+	return awaitHalted(ctx, wait, d.exited)
+}
+
+// haltPlugin halts every call running on p's instances, as stop halts
+// every call of the runtime: p's calls must already be refused from now on
+// (p.stopping is set, which callWith reads after storing its start). The
+// returned channel is closed once none of p's calls runs.
+func (d *watchdog) haltPlugin(p *Plugin) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.haltUntilIdle(func(in *instance) bool { return in.plugin == p })
+	}()
+	return done
+}
+
+// awaitHalted waits for halted (closed once the halted calls have
+// returned), for at most wait or until ctx is done: a halted call ends at
+// its next metered point, microseconds away, once its thread runs, so wait
+// only bounds a machine too busy to run it. The halting goes on after an
+// error.
+func awaitHalted(ctx context.Context, wait time.Duration, halted <-chan struct{}) error {
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	var err error
 	select {
-	case <-d.exited:
+	case <-halted:
 		return nil
 	case <-t.C:
 		err = fmt.Errorf("a guest call still ran %s after it was halted; it ends in the background", wait)
@@ -101,7 +124,7 @@ func (d *watchdog) stop(ctx context.Context, wait time.Duration) error {
 		err = fmt.Errorf("a guest call still ran when the context ended (%w); it ends in the background", context.Cause(ctx))
 	}
 	select {
-	case <-d.exited: // both were ready: the calls have ended
+	case <-halted: // both were ready: the calls have ended
 		return nil
 	default:
 		return err
@@ -117,7 +140,7 @@ func (d *watchdog) run() {
 			select {
 			case <-d.wake:
 			case <-d.done:
-				d.haltAll()
+				d.haltUntilIdle(nil)
 				return
 			}
 		}
@@ -125,7 +148,7 @@ func (d *watchdog) run() {
 		select {
 		case <-t.C:
 		case <-d.done:
-			d.haltAll()
+			d.haltUntilIdle(nil)
 			return
 		}
 		if d.scan() {
@@ -159,23 +182,26 @@ func (d *watchdog) scan() bool {
 	return busy
 }
 
-// haltAll halts every running call, again at every haltTick, until none
-// runs: the runtime is closing.
-func (d *watchdog) haltAll() {
+// haltUntilIdle halts every running call that match selects (nil: every
+// call), again at every haltTick, until none runs: the runtime or the
+// plugin is closing. The caller has made sure that no such call starts
+// any more (stopped, or the plugin's stopping).
+func (d *watchdog) haltUntilIdle(match func(*instance) bool) {
 	t := time.NewTicker(haltTick)
 	defer t.Stop()
-	for d.halt() {
+	for d.halt(match) {
 		<-t.C
 	}
 }
 
-// halt halts every running call and reports whether any was running.
-func (d *watchdog) halt() bool {
+// halt halts every running call that match selects (nil: every call) and
+// reports whether any was running.
+func (d *watchdog) halt(match func(*instance) bool) bool {
 	busy := false
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for in := range d.instances {
-		if start := in.started.Load(); start != 0 {
+		if start := in.started.Load(); start != 0 && (match == nil || match(in)) {
 			busy = true
 			in.halt(start)
 		}
@@ -221,8 +247,9 @@ func (in *instance) abandon(start int64) {
 }
 
 // halt empties the tank of the call that started at start, if it is still
-// the one running, and marks it halted: the runtime is closing, and the
-// call ends at its next metered point, not by any fault of the plugin's.
+// the one running, and marks it halted: the runtime or the plugin is
+// closing, and the call ends at its next metered point, not by any fault
+// of the plugin's.
 func (in *instance) halt(start int64) {
 	in.mu.Lock()
 	if in.started.Load() == start {

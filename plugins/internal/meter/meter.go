@@ -36,6 +36,13 @@ const FuelExport = "switchyard_fuel"
 // (see MaxDepth).
 const DepthExport = "switchyard_depth"
 
+// StartExport is the name under which a module's start function is
+// exported once Instrument has removed its start section: the host calls
+// it right after instantiation, as the first call, where it can bound it
+// as it bounds every call (a start section runs inside instantiation,
+// where nothing outside can stop it).
+const StartExport = "switchyard_start"
+
 // Section ids.
 const (
 	secCustom   = 0
@@ -44,6 +51,7 @@ const (
 	secFunction = 3
 	secGlobal   = 6
 	secExport   = 7
+	secStart    = 8
 	secCode     = 10
 )
 
@@ -52,8 +60,10 @@ const (
 var ErrUnsupported = errors.New("unsupported instruction set")
 
 // Instrument returns a copy of the module in wasm with fuel metering added;
-// the tank starts with initial fuel, enough for instantiation. It refuses a
-// module whose code refers to the global index it adds.
+// the tank starts with initial fuel. A start section is removed and its
+// function exported as StartExport, for the host to call after
+// instantiation. It refuses a module whose code refers to the global index
+// it adds.
 func Instrument(wasm []byte, initial int64) ([]byte, error) {
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" || wasm[4] != 1 || wasm[5] != 0 || wasm[6] != 0 || wasm[7] != 0 {
 		return nil, errors.New("not a WebAssembly 1.0 binary module")
@@ -74,6 +84,7 @@ func Instrument(wasm []byte, initial int64) ([]byte, error) {
 		secs = append(secs, section{id, payload})
 	}
 	importedGlobals, definedGlobals, importedFuncs := 0, 0, 0
+	start, hasStart := uint32(0), false
 	var params []int       // parameter count of each function type
 	var funcTypes []uint32 // type of each defined function
 	for _, s := range secs {
@@ -88,6 +99,10 @@ func Instrument(wasm []byte, initial int64) ([]byte, error) {
 		case secGlobal:
 			sr := &reader{b: s.payload}
 			definedGlobals = int(sr.u32())
+			err = sr.err
+		case secStart:
+			sr := &reader{b: s.payload}
+			start, hasStart = sr.u32(), true
 			err = sr.err
 		}
 		if err != nil {
@@ -118,6 +133,13 @@ func Instrument(wasm []byte, initial int64) ([]byte, error) {
 	newExport = appendName(newExport, DepthExport)
 	newExport = append(newExport, 0x03)
 	newExport = appendU32(newExport, fuel+1)
+	exports := uint32(2)
+	if hasStart { // the start section goes; its function is exported instead
+		newExport = appendName(newExport, StartExport)
+		newExport = append(newExport, 0x00) // func
+		newExport = appendU32(newExport, start)
+		exports++
+	}
 	sawGlobal, sawExport := false, false
 	for _, s := range secs {
 		if s.id != secCustom {
@@ -127,7 +149,7 @@ func Instrument(wasm []byte, initial int64) ([]byte, error) {
 				sawGlobal = true
 			}
 			if !sawExport && s.id > secExport {
-				emit(secExport, append([]byte{2}, newExport...))
+				emit(secExport, append(appendU32(nil, exports), newExport...))
 				sawExport = true
 			}
 		}
@@ -140,7 +162,7 @@ func Instrument(wasm []byte, initial int64) ([]byte, error) {
 			emit(s.id, p)
 			sawGlobal = true
 		case secExport:
-			p, err := appendVecItems(s.payload, 2, newExport)
+			p, err := appendVecItems(s.payload, exports, newExport)
 			if err != nil {
 				return nil, err
 			}
@@ -152,6 +174,7 @@ func Instrument(wasm []byte, initial int64) ([]byte, error) {
 				return nil, err
 			}
 			emit(s.id, p)
+		case secStart: // exported as StartExport instead
 		default:
 			emit(s.id, s.payload)
 		}
@@ -160,7 +183,7 @@ func Instrument(wasm []byte, initial int64) ([]byte, error) {
 		emit(secGlobal, append([]byte{2}, newGlobal...))
 	}
 	if !sawExport {
-		emit(secExport, append([]byte{2}, newExport...))
+		emit(secExport, append(appendU32(nil, exports), newExport...))
 	}
 	return out, nil
 }

@@ -216,3 +216,36 @@ func TestCallsNestAtMostMaxDepth(t *testing.T) {
 	require.Error(t, err, "one more is not")
 	require.Equal(t, int64(meter.DepthExceeded), int64(fuel.Get()), "the tank tells the host why")
 }
+
+// A start section runs inside instantiation, where the host cannot stop
+// it: Instrument removes it and exports its function as StartExport, so
+// that instantiating the metered module runs none of the module's code,
+// and the host's call of the export runs it, metered.
+func TestTheStartFunctionIsExportedNotRunAtInstantiation(t *testing.T) {
+	m := []byte("\x00asm\x01\x00\x00\x00")
+	m = append(m, section(1, 1, 0x60, 0, 0)...)             // type 0: () -> ()
+	m = append(m, section(3, 1, 0)...)                      // func 0: type 0
+	m = append(m, section(6, 1, 0x7F, 1, 0x41, 0, 0x0B)...) // global 0: mut i32 = 0
+	m = append(m, section(7, 1, 1, 'g', 3, 0)...)           // export "g" = global 0
+	m = append(m, section(8, 0)...)                         // start: func 0
+	body := []byte{0, 0x41, 7, 0x24, 0, 0x0B}               // g = 7
+	m = append(m, section(10, 1, byte(len(body)), body[0], body[1], body[2], body[3], body[4], body[5])...)
+	ctx := context.Background()
+	r := wazero.NewRuntime(ctx)
+	t.Cleanup(func() { _ = r.Close(ctx) })
+	plain, err := r.InstantiateWithConfig(ctx, m, wazero.NewModuleConfig().WithName("plain"))
+	require.NoError(t, err)
+	require.Equal(t, uint64(7), plain.ExportedGlobal("g").Get(), "the start function runs at instantiation")
+
+	metered, err := meter.Instrument(m, 1000)
+	require.NoError(t, err)
+	mod, err := r.InstantiateWithConfig(ctx, metered, wazero.NewModuleConfig().WithName("metered"))
+	require.NoError(t, err)
+	require.Zero(t, mod.ExportedGlobal("g").Get(), "no code of the module's runs at instantiation")
+	start := mod.ExportedFunction(meter.StartExport)
+	require.NotNil(t, start)
+	_, err = start.Call(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(7), mod.ExportedGlobal("g").Get())
+	require.Less(t, mod.ExportedGlobal(meter.FuelExport).Get(), uint64(1000), "it paid for its code")
+}
