@@ -193,6 +193,15 @@ func runPluginCheck(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
+	return reportChecks(stdout, asJSON, r)
+}
+
+// reportChecks prints a check report and fails when a check did: the
+// report of `plugin check`, and the one `plugin bench` and `plugin
+// simulate` print instead of theirs when the module refused --config
+// (authoring.ConfigRefusal), which names the slot and the field and shows
+// the module's schema.
+func reportChecks(stdout io.Writer, asJSON bool, r *authoring.CheckReport) error {
 	if err := report(stdout, asJSON, r); err != nil {
 		return err
 	}
@@ -202,7 +211,18 @@ func runPluginCheck(ctx context.Context, args []string, stdout, stderr io.Writer
 	return nil
 }
 
-// errChecksFailed makes `plugin check` exit 1 when a check failed.
+// toolError is err of a tool that loads a module (bench, simulate): a
+// configuration the module refused is reported as plugin check reports it.
+func toolError(stdout io.Writer, asJSON bool, err error) error {
+	var cr *authoring.ConfigRefusal
+	if errors.As(err, &cr) {
+		return reportChecks(stdout, asJSON, cr.Report)
+	}
+	return err
+}
+
+// errChecksFailed makes `plugin check` exit 1 when a check failed, and
+// `plugin bench` and `plugin simulate` when the module refused --config.
 var errChecksFailed = errors.New("the module failed checks")
 
 func runPluginBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -223,7 +243,7 @@ func runPluginBench(ctx context.Context, args []string, stdout, stderr io.Writer
 	r, err := authoring.Bench(ctx, wasm, authoring.BenchOptions{Options: authoring.Options{Config: config, DecisionFuel: *fuel},
 		Decisions: *decisions, Deadline: *deadline})
 	if err != nil {
-		return err
+		return toolError(stdout, asJSON, err)
 	}
 	return report(stdout, asJSON, r)
 }
@@ -281,7 +301,7 @@ func runPluginSimulate(ctx context.Context, args []string, stdout, stderr io.Wri
 		return fmt.Errorf("%w (%v)", err, context.Cause(ctx))
 	}
 	if err != nil {
-		return err
+		return toolError(stdout, asJSON, err)
 	}
 	return report(stdout, asJSON, r)
 }

@@ -444,6 +444,57 @@ func TestPluginToolsTakeConfigInlineOrFromAnAtFile(t *testing.T) {
 	require.Contains(t, errOut.String(), "--config @"+file, "a bare path is refused, naming the @ form")
 }
 
+// plugin bench and plugin simulate given a document the module's schema
+// refuses report it as plugin check does, with one report: the slot, the
+// field and the schema, exit status 1, and no figures (nothing was timed or
+// simulated), in text and in JSON.
+func TestPluginBenchAndSimulateReportARefusedConfigurationAsCheckDoes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	module := filepath.Join("..", "..", "examples", "plugins", "errcode.wasm")
+	for _, asJSON := range []bool{false, true} {
+		args := func(verb string) []string {
+			a := []string{"plugin", verb, "--config", `{"backoffFactor": 20}`}
+			if verb == "bench" {
+				a = append(a, "--decisions", "20")
+			}
+			if asJSON {
+				a = append(a, "--json")
+			}
+			return append(a, module)
+		}
+		var check, checkErr bytes.Buffer
+		require.Equal(t, 1, run(ctx, args("check"), &check, &checkErr))
+		for _, verb := range []string{"bench", "simulate"} {
+			var out, errOut bytes.Buffer
+			require.Equal(t, 1, run(ctx, args(verb), &out, &errOut), "%s: %s", verb, errOut.String())
+			require.Equal(t, check.String(), out.String(), "%s reports the refusal as check does", verb)
+			require.Equal(t, strings.Replace(checkErr.String(), "plugin check", "plugin "+verb, 1), errOut.String())
+			text := out.String()
+			if asJSON {
+				var rep struct {
+					Slot         string
+					Decided      bool
+					ConfigSchema json.RawMessage
+					Checks       []struct{ Name, Detail string }
+				}
+				require.NoError(t, json.Unmarshal(out.Bytes(), &rep), text)
+				require.Equal(t, "retry", rep.Slot)
+				require.False(t, rep.Decided)
+				require.Contains(t, string(rep.ConfigSchema), `"backoffFactor"`)
+				require.Len(t, rep.Checks, 1)
+				require.Equal(t, "config", rep.Checks[0].Name)
+				require.Contains(t, rep.Checks[0].Detail, "config.backoffFactor: must be ≤ 10")
+				continue
+			}
+			require.True(t, strings.HasPrefix(text, "FAIL  retry plugin, no decision made: it refused the configuration\n"), text)
+			require.Contains(t, text, `configuration schema: {"type":"object","properties":{"backoffFactor"`)
+			require.Regexp(t, `(?m)^  FAIL config +the configuration does not satisfy the module's schema: config.backoffFactor: must be ≤ 10`, text)
+			require.NotContains(t, text, "p50", "nothing was timed")
+		}
+	}
+}
+
 // plugin simulate exercises a code-driven retry plugin with a workload that
 // gives its failing attempts' error codes, and prints what it and the
 // built-in decided; a workload line with a code on a succeeding attempt is

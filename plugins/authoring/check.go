@@ -109,16 +109,11 @@ func Check(ctx context.Context, wasm []byte, opts Options) (*CheckReport, error)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		var ce *host.ConfigError
-		if !errors.As(err, &ce) {
-			add(CheckABI, err, "")
-			return rep, nil
+		var cr *ConfigRefusal
+		if errors.As(err, &cr) {
+			return cr.Report, nil
 		}
-		// The module loaded as far as its configuration, and refused that:
-		// a configuration failure, reported with the module's slot and
-		// schema. No decision was made, so there is no fuel to report.
-		rep.Slot, rep.Stateless, rep.ConfigSchema = ce.Slot.String(), ce.Stateless, ce.Schema
-		rep.Checks = append(rep.Checks, CheckResult{Name: CheckConfig, Detail: configRefusal(ce)})
+		add(CheckABI, err, "")
 		return rep, nil
 	}
 	rep.Decided = true
@@ -160,14 +155,42 @@ func Check(ctx context.Context, wasm []byte, opts Options) (*CheckReport, error)
 	return rep, nil
 }
 
-// configRefusal says why the configuration given to the checks was
+// ConfigRefusal is the error of Check's load, Bench and Simulate when the
+// module loaded as far as its configuration (Options.Config) and refused
+// it, by its schema or its configure. Report is what Check reports for
+// it, and so what each of them shows: the module's slot and schema, and
+// a failed config check that names the field the schema refused. No
+// decision was made, so there is no fuel to report.
+type ConfigRefusal struct {
+	Report *CheckReport
+	Err    *host.ConfigError
+}
+
+func (e *ConfigRefusal) Error() string { return e.Err.Error() }
+
+// Unwrap returns the host's error.
+func (e *ConfigRefusal) Unwrap() error { return e.Err }
+
+// configRefused returns err as a *ConfigRefusal when it is a configuration
+// refused at load (a *host.ConfigError), else err unchanged.
+func configRefused(err error) error {
+	var ce *host.ConfigError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	rep := &CheckReport{Slot: ce.Slot.String(), Stateless: ce.Stateless, ConfigSchema: ce.Schema}
+	rep.Checks = append(rep.Checks, CheckResult{Name: CheckConfig, Detail: configRefusal(ce)})
+	return &ConfigRefusal{Report: rep, Err: ce}
+}
+
+// configRefusal says why the configuration given to the tools was
 // refused, naming the field when the schema refused it.
 func configRefusal(ce *host.ConfigError) string {
 	var se *schema.Error
 	if errors.As(ce.Err, &se) {
-		return fmt.Sprintf("the configuration does not satisfy the module's schema: %s: %s; the other checks need a configuration the module accepts", se.Path, se.Msg)
+		return fmt.Sprintf("the configuration does not satisfy the module's schema: %s: %s; the checks, the bench and the simulation need a configuration the module accepts", se.Path, se.Msg)
 	}
-	return fmt.Sprintf("the module refused the configuration: %v; the other checks need a configuration the module accepts", ce.Err)
+	return fmt.Sprintf("the module refused the configuration: %v; the checks, the bench and the simulation need a configuration the module accepts", ce.Err)
 }
 
 // faultLog keeps the latest fault reason per plugin, when Check owns the

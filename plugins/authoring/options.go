@@ -76,11 +76,12 @@ type subject struct {
 	retry     policy.Retry
 }
 
-// load loads wasm under name and wraps it.
+// load loads wasm under name and wraps it. A configuration the module
+// refuses is a *ConfigRefusal, which every tool reports as Check does.
 func load(ctx context.Context, rt *host.Runtime, name string, wasm, config []byte) (*subject, error) {
 	p, err := rt.Load(ctx, name, wasm, config)
 	if err != nil {
-		return nil, err
+		return nil, configRefused(err)
 	}
 	s := &subject{plugin: p}
 	var ok bool
