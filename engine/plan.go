@@ -30,7 +30,10 @@ type PlanStep struct {
 	SessionKey string
 	InstanceID string
 	// Why this queue went next: "aged" (its head waited past the aging
-	// threshold), "fair share" (the native fairness order) or "policy <name>".
+	// threshold), "fair share" (the native fairness order), "policy <name>",
+	// or "native fallback of policy <name> (<name> did not decide: <why>)"
+	// when the policy's own fallback picked in its place (a plugin that
+	// faulted or is quarantined; policy.ExplainedFairness).
 	Reason string
 	Waited time.Duration // how long the task has been queued
 }
@@ -104,8 +107,12 @@ func (c *core) planLocked(limit int, now time.Time) *Plan {
 			t, reason = c.nextPlannedLocked(ns, limit)
 		} else {
 			var hintMs int64
-			t, held, hintMs = c.nextByPolicyLocked(now, limit)
+			var fellBack string
+			t, held, hintMs, fellBack = c.nextByPolicyLocked(now, limit)
 			reason = "policy " + c.fairness.name
+			if fellBack != "" {
+				reason = "native fallback of policy " + c.fairness.name + " (" + c.fairness.name + " did not decide: " + fellBack + ")"
+			}
 			if held != nil {
 				heldReason = c.holdReasonLocked(hintMs)
 			}
@@ -146,30 +153,39 @@ func (c *core) nextPlannedLocked(now int64, slack int) (*task, string) {
 
 // nextByPolicyLocked asks the fairness policy for one pick, in dry-run mode.
 // When the policy holds, it returns no task, the queues it was asked about
-// (a copy) and its hint in milliseconds.
-func (c *core) nextByPolicyLocked(now time.Time, slack int) (*task, []*agentQueue, int64) {
+// (a copy) and its hint in milliseconds. fellBack, when not "", says why
+// the policy's native fallback picked in its place (policy.ExplainedFairness).
+func (c *core) nextByPolicyLocked(now time.Time, slack int) (t *task, held []*agentQueue, hintMs int64, fellBack string) {
+	ep, explained := c.fairness.p.(policy.ExplainedFairness)
 	for c.inflight < c.cfg.MaxInFlight+slack {
 		cands, aqs := c.candidatesLocked(&c.planScratch, now.UnixNano(), slack)
 		if len(cands) == 0 {
-			return nil, nil, 0
+			return nil, nil, 0, ""
 		}
-		picks, hintMs, held := c.pickLocked(&c.planScratch, now, cands, 1, policy.PickDryRun)
-		if held { // the policy dispatches nothing from these heads now
-			return nil, slices.Clone(aqs), hintMs
+		ctx, picks := c.pickInputLocked(&c.planScratch, now, 1, policy.PickDryRun)
+		var n int
+		if explained {
+			n, fellBack = ep.PickExplained(ctx, cands, picks)
+		} else {
+			n = c.fairness.p.Pick(ctx, cands, picks)
+		}
+		picks, hintMs, isHeld := c.checkPicksLocked(ctx, cands, picks, n)
+		if isHeld { // the policy dispatches nothing from these heads now
+			return nil, slices.Clone(aqs), hintMs, ""
 		}
 		if len(picks) == 0 { // as dispatch does: this decision in the native order
 			t, _ := c.nextPlannedLocked(now.UnixNano(), slack)
-			return t, nil, 0
+			return t, nil, 0, fellBack
 		}
 		aq := aqs[picks[0]]
 		if !aq.eligible() || !c.laneOpen(aq.lane, slack) {
-			return nil, nil, 0
+			return nil, nil, 0, ""
 		}
 		if t := c.admitHeadLocked(aq); t != nil {
-			return t, nil, 0
+			return t, nil, 0, fellBack
 		}
 	}
-	return nil, nil, 0
+	return nil, nil, 0, ""
 }
 
 // holdReasonLocked says that the fairness policy holds, and for how long it

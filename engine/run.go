@@ -266,14 +266,18 @@ func (c *core) failAttemptLocked(t *task, class policy.ErrorClass, status int, c
 			", retry in "+delay.String()+": "+strings.TrimPrefix(msg, instanceFaultPrefix))
 		return
 	}
-	dec, by, spent := c.decideRetryLocked(t, class, status, code, now, ahead)
+	dec, by, fellBack, spent := c.decideRetryLocked(t, class, status, code, now, ahead)
+	decider := "retry policy " + by
+	if fellBack != "" {
+		decider = "the native fallback of retry policy " + by + " (" + by + " did not decide: " + fellBack + ")"
+	}
 	switch dec.Action {
 	case policy.ActionRetry:
 		o.prevDelay = dec.DelayMs
 		// Named as a failure or a park is, unless the built-in decided.
 		who := ""
 		if by != backoff.Name {
-			who = " by retry policy " + by
+			who = " by " + decider
 		}
 		if dec.DelayMs == 0 {
 			c.setState(t, StateQueued, "retrying"+who+": "+msg)
@@ -284,11 +288,11 @@ func (c *core) failAttemptLocked(t *task, class policy.ErrorClass, status int, c
 	case policy.ActionPark:
 		why := "retry budget spent: "
 		if !spent {
-			why = "parked by retry policy " + by + ": "
+			why = "parked by " + decider + ": "
 		}
 		if t.exhausted() == ExhaustedFail {
 			if !spent {
-				why = "failed by retry policy " + by + " (it parked the task; the lane's exhausted tasks fail): "
+				why = "failed by " + decider + " (it parked the task; the lane's exhausted tasks fail): "
 			}
 			c.setState(t, StateFailed, why+msg)
 			return
@@ -296,7 +300,7 @@ func (c *core) failAttemptLocked(t *task, class policy.ErrorClass, status int, c
 		c.setState(t, StateParked, why+msg)
 	default:
 		if by != backoff.Name {
-			msg = "failed by retry policy " + by + ": " + msg
+			msg = "failed by " + decider + ": " + msg
 		}
 		c.setState(t, StateFailed, msg)
 	}
@@ -343,25 +347,28 @@ func (c *core) forgivenLocked(instanceFault bool, class policy.ErrorClass, fault
 // valid.
 //
 // by names the policy whose decision it is (the built-in's when the lane's
-// policy answered something invalid), and spent reports whether the
-// attempt was the last of the task's budget, so that a park or a failure
-// the policy chose earlier is recorded as its choice, not as a spent budget.
-func (c *core) decideRetryLocked(t *task, class policy.ErrorClass, status int, code string, now time.Time, ahead *retryAhead) (dec policy.Decision, by string, spent bool) {
+// policy answered something invalid); fellBack, when not "", says that
+// the policy's own native fallback decided in its place, and why
+// (policy.ExplainedRetry: a plugin that faulted or is quarantined). spent
+// reports whether the attempt was the last of the task's budget, so that a
+// park or a failure the policy chose earlier is recorded as its choice,
+// not as a spent budget.
+func (c *core) decideRetryLocked(t *task, class policy.ErrorClass, status int, code string, now time.Time, ahead *retryAhead) (dec policy.Decision, by, fellBack string, spent bool) {
 	f := c.failureLocked(t, class, status, now, t.instanceFaults())
 	by = t.lane.retry.name
 	if ahead != nil && ahead.gen == t.lane.retry.gen && ahead.decided(f, t, code) {
-		dec = ahead.dec
+		dec, fellBack = ahead.dec, ahead.fellBack
 	} else {
-		dec = decideRetry(t.lane.retry.p, f, t, code)
+		dec, fellBack = decideRetry(t.lane.retry.p, f, t, code)
 	}
 	if !policy.Valid(dec) {
 		c.stats.policyInvalid++
-		dec, by = defaultRetry.Decide(f), backoff.Name
+		dec, by, fellBack = defaultRetry.Decide(f), backoff.Name, ""
 		if t.lane.retry.name != backoff.Name {
 			by += " (in place of " + t.lane.retry.name + ", whose answer was not valid)"
 		}
 	}
-	return dec, by, f.Attempt >= f.MaxAttempts
+	return dec, by, fellBack, f.Attempt >= f.MaxAttempts
 }
 
 // failureLocked is the record a retry policy decides on; faults counts the
@@ -406,15 +413,21 @@ type retryAhead struct {
 	detailed bool         // the policy read the task's details (policy.DetailedRetry)
 	det      recordDetail // those details, when detailed
 	dec      policy.Decision
+	fellBack string // why the policy's native fallback decided in its place; "" when it decided
 }
 
 // decideRetry asks p for a decision on f, with t's details when p reads
-// them (policy.DetailedRetry); the lock is held.
-func decideRetry(p policy.Retry, f policy.Failure, t *task, code string) policy.Decision {
-	if dp, ok := p.(policy.DetailedRetry); ok {
-		return dp.DecideDetailed(policy.RetryContext{Details: details{detailOf(t, code)}}, f)
+// them (policy.DetailedRetry), and says why p's native fallback decided in
+// its place, if it did and p says so (policy.ExplainedRetry); the lock is
+// held.
+func decideRetry(p policy.Retry, f policy.Failure, t *task, code string) (policy.Decision, string) {
+	switch dp := p.(type) {
+	case policy.ExplainedRetry:
+		return dp.DecideExplained(policy.RetryContext{Details: details{detailOf(t, code)}}, f)
+	case policy.DetailedRetry:
+		return dp.DecideDetailed(policy.RetryContext{Details: details{detailOf(t, code)}}, f), ""
 	}
-	return p.Decide(f)
+	return p.Decide(f), ""
 }
 
 // decided reports whether the decision was made on what t's failure is now:
@@ -467,12 +480,17 @@ func (c *core) retryOutsideLocked(t *task, o Outcome) *retryAhead {
 		det = detailOf(t, code)
 	}
 	var dec policy.Decision
+	var fellBack string
+	ep, explained := p.p.(policy.ExplainedRetry)
 	c.outside(func() {
-		if detailed {
+		switch {
+		case explained:
+			dec, fellBack = ep.DecideExplained(policy.RetryContext{Details: details{det}}, f)
+		case detailed:
 			dec = dp.DecideDetailed(policy.RetryContext{Details: details{det}}, f)
-		} else {
+		default:
 			dec = p.p.Decide(f)
 		}
 	})
-	return &retryAhead{gen: p.gen, f: f, code: code, detailed: detailed, det: det, dec: dec}
+	return &retryAhead{gen: p.gen, f: f, code: code, detailed: detailed, det: det, dec: dec, fellBack: fellBack}
 }

@@ -117,3 +117,21 @@ func HoldHint(n int) (int64, bool) { return sdk.HoldHint(n) }
 
 // Key returns the stable handle of an agent id or lane name; see sdk.Key.
 func Key(name string) uint64 { return sdk.Key(name) }
+
+// ExplainedRetry is a retry policy that says, with each decision, whether
+// a native fallback made it in its place, and why: a WebAssembly plugin's
+// wrapper answers through the native policy of its slot when the plugin
+// faults, is quarantined or disabled, or could not be asked. fellBack is
+// "" when the policy decided, else the reason, for people ("it faulted:
+// trap: …"). The engine records it in the task's reason, so that a
+// decision the fallback made is not put down to the policy.
+type ExplainedRetry interface {
+	DecideExplained(ctx RetryContext, f Failure) (d Decision, fellBack string)
+}
+
+// ExplainedFairness is ExplainedRetry for fairness: PickExplained answers
+// as Pick does, and says whether a native fallback picked in its place,
+// and why.
+type ExplainedFairness interface {
+	PickExplained(ctx PickContext, cands []Candidate, picks []uint32) (n int, fellBack string)
+}

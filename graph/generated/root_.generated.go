@@ -4944,7 +4944,7 @@ type PlanStep {
   sessionKey: String
   "The instance it would run on, if the engine places work."
   instanceId: String
-  "Why its queue went next: \"aged\", \"fair share\" or \"policy <name>\"."
+  "Why its queue went next: \"aged\", \"fair share\", \"policy <name>\", or \"native fallback of policy <name> (<name> did not decide: <why>)\" when a fairness plugin's native fallback picked in its place."
   reason: String!
   "How long it has been queued, in milliseconds."
   waitedMs: Float!

@@ -74,7 +74,7 @@ func NewCollector(src Source) *Collector {
 		plugLatency:     d("plugin_decision_seconds", "How long a plugin's decisions took, guard included.", "plugin"),
 		plugFaults:      d("plugin_faults_total", "A plugin's faulted decisions, by kind (fuel, deadline, trap, invalid, refused).", "plugin", "kind"),
 		plugHolds:       d("plugin_holds_total", "A fairness plugin's decisions that held: nothing dispatched from the candidates until it is asked again.", "plugin"),
-		plugFallbacks:   d("plugin_fallbacks_total", "A plugin's decisions made by its native fallback (faults, quarantine, rebuilding).", "plugin"),
+		plugFallbacks:   d("plugin_fallbacks_total", "A plugin's decisions made by its native fallback, by cause (fault, breaker: quarantined or disabled, closed, rebuilding, too-large).", "plugin", "cause"),
 		plugQuarantines: d("plugin_quarantines_total", "Times a plugin's breaker quarantined it.", "plugin"),
 		plugState:       d("plugin_state", "1 for a plugin's current state (active, probation, quarantined, disabled), 0 for the others.", "plugin", "state"),
 		plugLogDropped:  d("plugin_log_dropped_total", "A plugin's switchyard.log lines dropped by its rate limit.", "plugin"),
@@ -163,7 +163,9 @@ func (c *Collector) collectPlugins(ch chan<- prometheus.Metric, plugins []manage
 		for _, k := range host.FaultKinds {
 			ch <- prometheus.MustNewConstMetric(c.plugFaults, prometheus.CounterValue, float64(s.Faults[k]), p.Name, k.String())
 		}
-		ch <- prometheus.MustNewConstMetric(c.plugFallbacks, prometheus.CounterValue, float64(s.Fallbacks), p.Name)
+		for _, cause := range host.FallbackCauses {
+			ch <- prometheus.MustNewConstMetric(c.plugFallbacks, prometheus.CounterValue, float64(s.FallbacksBy[cause]), p.Name, cause.String())
+		}
 		ch <- prometheus.MustNewConstMetric(c.plugHolds, prometheus.CounterValue, float64(s.Holds), p.Name)
 		ch <- prometheus.MustNewConstMetric(c.plugQuarantines, prometheus.CounterValue, float64(s.Quarantines), p.Name)
 		ch <- prometheus.MustNewConstMetric(c.plugLogDropped, prometheus.CounterValue, float64(s.LogDropped), p.Name)

@@ -21,11 +21,12 @@ type fault struct {
 	reason string
 	broken bool // the instance must be discarded
 	// unasked is set when the host did not ask the plugin: the decision's
-	// table would not fit its sandbox (see tableFits), or the runtime
-	// closed before or during the call. It falls back, and no fault
-	// counts: the input's size is the API client's, and closing the
-	// runtime the server's, not the plugin's.
-	unasked bool
+	// table would not fit its sandbox (see tableFits; tooLarge is set
+	// too), or the runtime or the plugin closed before or during the call.
+	// It falls back, and no fault counts: the input's size is the API
+	// client's, and closing the runtime the server's, not the plugin's.
+	unasked  bool
+	tooLarge bool
 }
 
 // tableFits reports whether a decision whose arena needs need bytes, with
@@ -85,7 +86,7 @@ func (in *instance) pick(ctx policy.PickContext, cands []policy.Candidate, picks
 		namesAt = abi.TableOffset(need)
 		need = namesAt + abi.TableBytes(n, entry, ctx.Names, ctx.Details)
 		if !in.plugin.tableFits(need) {
-			return 0, fault{unasked: true}
+			return 0, fault{unasked: true, tooLarge: true}
 		}
 	}
 	if err := in.ensureArena(need); err != nil {
@@ -145,7 +146,7 @@ func (in *instance) rank(nowMs int64, d policy.Details, tasks []policy.Task, ran
 		namesAt = abi.TableOffset(need)
 		need = namesAt + abi.TableBytes(n, entry, d, d)
 		if !in.plugin.tableFits(need) {
-			return fault{unasked: true}
+			return fault{unasked: true, tooLarge: true}
 		}
 	}
 	if err := in.ensureArena(need); err != nil {
@@ -186,7 +187,7 @@ func (in *instance) decideRetry(det policy.Details, f *policy.Failure) (policy.D
 		namesAt = abi.TableOffset(need)
 		need = namesAt + abi.TableBytes(1, entry, det, det)
 		if !in.plugin.tableFits(need) {
-			return policy.Decision{}, fault{unasked: true}
+			return policy.Decision{}, fault{unasked: true, tooLarge: true}
 		}
 	}
 	if err := in.ensureArena(need); err != nil {
@@ -212,25 +213,37 @@ func (in *instance) decideRetry(det policy.Details, f *policy.Failure) (policy.D
 	return d, fault{}
 }
 
-// outcome says how a plugin decision ended.
+// outcome says how a plugin decision ended: decided, or why it fell back.
 type outcome uint8
 
 const (
-	decided     outcome = iota // the plugin answered validly
-	unavailable                // no instance (disabled, closed or rebuilding): fall back
-	faulted                    // a fault was recorded: fall back
+	decided    outcome = iota // the plugin answered validly
+	faulted                   // a fault was recorded: fall back
+	out                       // quarantined or disabled: fall back
+	closed                    // the plugin or the runtime is closed, or closed during the call: fall back
+	rebuilding                // no instance: one is being rebuilt after a fault; fall back
+	tooLarge                  // the decision's table would not fit the plugin's memory: fall back unasked
 )
+
+// result is how a plugin decision ended, and its fault when it faulted.
+type result struct {
+	o outcome
+	f fault
+}
 
 // finish returns the instance (or discards a broken one) and accounts for
 // the decision.
-func (p *Plugin) finish(in *instance, f fault) outcome {
+func (p *Plugin) finish(in *instance, f fault) result {
 	if f.unasked {
 		if f.broken {
 			p.discard(in)
 		} else {
 			p.release(in)
 		}
-		return unavailable
+		if f.tooLarge {
+			return result{o: tooLarge}
+		}
+		return result{o: closed}
 	}
 	var took time.Duration
 	if f.kind != 0 {
@@ -243,33 +256,58 @@ func (p *Plugin) finish(in *instance, f fault) outcome {
 	}
 	if f.kind == 0 {
 		p.succeeded()
-		return decided
+		return result{}
 	}
 	p.fault(f.kind, f.reason, took)
-	return faulted
+	return result{o: faulted, f: f}
 }
 
-func (p *Plugin) pick(ctx policy.PickContext, cands []policy.Candidate, picks []uint32) (int, outcome) {
-	in := p.begin()
+// fellBack says, for people, why a decision that ended in r fell back:
+// the reason a policy.ExplainedRetry or policy.ExplainedFairness gives.
+// Only a fallback pays for it.
+func (p *Plugin) fellBack(r result) string {
+	switch r.o {
+	case faulted:
+		return "it faulted: " + r.f.kind.String() + ": " + r.f.reason
+	case out:
+		switch st, why, _ := p.state(); st {
+		case StateQuarantined:
+			return why
+		case StateDisabled:
+			return "disabled: " + why
+		}
+		return "quarantined" // and over just now: the next decision asks it again
+	case closed:
+		return "it is closed"
+	case rebuilding:
+		return "its instance is being rebuilt after a fault"
+	case tooLarge:
+		return "the decision's names and details would not fit its memory, so it was not asked"
+	}
+	return ""
+}
+
+func (p *Plugin) pick(ctx policy.PickContext, cands []policy.Candidate, picks []uint32) (int, result) {
+	in, r := p.begin()
 	if in == nil {
-		return 0, unavailable
+		return 0, r
 	}
 	n, f := in.pick(ctx, cands, picks)
 	return n, p.finish(in, f)
 }
 
-func (p *Plugin) rank(nowMs int64, d policy.Details, tasks []policy.Task, ranks []int64) outcome {
-	in := p.begin()
+func (p *Plugin) rank(nowMs int64, d policy.Details, tasks []policy.Task, ranks []int64) result {
+	in, r := p.begin()
 	if in == nil {
-		return unavailable
+		return r
 	}
 	return p.finish(in, in.rank(nowMs, d, tasks, ranks))
 }
 
-func (p *Plugin) decide(det policy.Details, f *policy.Failure) (policy.Decision, outcome) {
-	in := p.begin()
+func (p *Plugin) decide(det policy.Details, f *policy.Failure) (policy.Decision, result) {
+	in, r := p.begin()
 	if in == nil {
-		return policy.Decision{}, unavailable
+		return policy.Decision{}, r
 	}
 	d, ft := in.decideRetry(det, f)
 	return d, p.finish(in, ft)

@@ -444,21 +444,28 @@ func (p *Plugin) shutdown() {
 	p.idle.close()
 }
 
-// acquire returns an idle instance, or nil when the decision must fall back:
-// the plugin is disabled or closed, or an instance is being rebuilt after a
-// fault (waiting for it would stall the engine for milliseconds). When every
-// instance is merely busy with another decision, it waits for one.
-func (p *Plugin) acquire() *instance {
+// acquire returns an idle instance, or nil and why the decision must fall
+// back: the plugin is disabled or closed, or an instance is being rebuilt
+// after a fault (waiting for it would stall the engine for milliseconds).
+// When every instance is merely busy with another decision, it waits for
+// one.
+func (p *Plugin) acquire() (*instance, outcome) {
 	if p.disabled.Load() && !p.probe() {
-		return nil
+		return nil, out
 	}
 	if in := p.idle.tryGet(); in != nil {
-		return in
+		return in, decided
+	}
+	if p.idle.closed.Load() {
+		return nil, closed
 	}
 	if int(p.live.Load()) < p.size {
-		return nil
+		return nil, rebuilding
 	}
-	return p.idle.get(nil)
+	if in := p.idle.get(nil); in != nil {
+		return in, decided
+	}
+	return nil, closed
 }
 
 // acquireWait waits for an instance, for operations that are not decisions.
@@ -650,29 +657,28 @@ func (p *Plugin) logGuest(level int32, msg func() []byte) {
 }
 
 // begin starts a decision: an instance with the current configuration, or
-// nil when the decision must fall back.
-func (p *Plugin) begin() *instance {
-	in := p.acquire()
+// nil and why the decision must fall back.
+func (p *Plugin) begin() (*instance, result) {
+	in, o := p.acquire()
 	if in == nil {
-		return nil
+		return nil, result{o: o}
 	}
 	if p.idle.closed.Load() {
 		// Closed (with the runtime, perhaps, and its watchdog stopped)
 		// after this instance was put back but before put closed it: it
 		// must not run again. put closes it now.
 		p.idle.put(in)
-		return nil
+		return nil, result{o: closed}
 	}
 	if gen := p.cfgGen.Load(); in.cfgGen != gen {
 		p.mu.Lock()
 		doc, gen := p.config, p.cfgGen.Load()
 		p.mu.Unlock()
 		if err := in.configure(doc, gen); err != nil {
-			p.finish(in, in.callFault(err))
-			return nil
+			return nil, p.finish(in, in.callFault(err))
 		}
 	}
-	return in
+	return in, result{}
 }
 
 // slotExport returns the export that implements slot.

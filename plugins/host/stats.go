@@ -11,11 +11,16 @@ type Stats struct {
 	Calls     uint64               // decisions asked of the plugin's wrappers
 	Faults    map[FaultKind]uint64 // faulted decisions, by kind
 	Fallbacks uint64               // decisions answered by the fallback (faults, disabled, rebuilding)
-	Holds     uint64               // fairness decisions that held (ABI v2), plan previews not counted
-	Disabled  bool                 // the plugin does not decide now: quarantined by its breaker, or disabled
-	Reason    string               // why
-	State     State                // active, on probation, quarantined or disabled
-	Until     time.Time            // when a quarantine ends
+	// FallbacksBy counts the Fallbacks by cause (the causes with none are
+	// left out): the plugin faulted on the decision, was out (quarantined
+	// or disabled), closed or rebuilding an instance, or the decision's
+	// table would not fit its memory.
+	FallbacksBy map[FallbackCause]uint64
+	Holds       uint64    // fairness decisions that held (ABI v2), plan previews not counted
+	Disabled    bool      // the plugin does not decide now: quarantined by its breaker, or disabled
+	Reason      string    // why
+	State       State     // active, on probation, quarantined or disabled
+	Until       time.Time // when a quarantine ends
 	// Quarantines counts the breaker's trips.
 	Quarantines uint64
 	// LogLines and LogDropped count the guest's switchyard.log lines
@@ -58,11 +63,17 @@ func (p *Plugin) ResetFuelMax() uint64 { return p.stats.fuel.Swap(0) }
 // Stats returns a snapshot of the plugin's counters.
 func (p *Plugin) Stats() Stats {
 	s := Stats{
-		Calls:     p.stats.calls.Load(),
-		Fallbacks: p.stats.fallbacks.Load(),
-		Holds:     p.stats.holds.Load(),
-		Faults:    make(map[FaultKind]uint64, 4),
-		Instances: int(p.live.Load()),
+		Calls:       p.stats.calls.Load(),
+		Fallbacks:   p.stats.fallbacks.Load(),
+		FallbacksBy: make(map[FallbackCause]uint64, 2),
+		Holds:       p.stats.holds.Load(),
+		Faults:      make(map[FaultKind]uint64, 4),
+		Instances:   int(p.live.Load()),
+	}
+	for _, c := range FallbackCauses {
+		if v := p.stats.fallbacksBy[c].Load(); v > 0 {
+			s.FallbacksBy[c] = v
+		}
 	}
 	s.State, s.Reason, s.Until = p.state()
 	s.Disabled = s.State == StateQuarantined || s.State == StateDisabled
@@ -85,8 +96,57 @@ type stats struct {
 	quarantines          atomic.Uint64
 	logLines, logDropped atomic.Uint64
 	faults               [FaultDeadline + 1]atomic.Uint64
+	fallbacksBy          [FallbackTooLarge + 1]atomic.Uint64
 	latency              histogram
 	fuel, setupFuel      maxGauge
+}
+
+// FallbackCause says why a decision was answered by the plugin's native
+// fallback rather than by the plugin.
+type FallbackCause uint8
+
+// Fallback causes.
+const (
+	FallbackFault      FallbackCause = iota // the plugin faulted on the decision (Stats.Faults says how)
+	FallbackBreaker                         // the plugin was quarantined or disabled
+	FallbackClosed                          // the plugin or the runtime was closed, or closed during the call
+	FallbackRebuilding                      // its instance was being rebuilt after a fault
+	FallbackTooLarge                        // the decision's names or details would not fit its memory: it was not asked
+)
+
+// FallbackCauses lists every cause, in order.
+var FallbackCauses = []FallbackCause{FallbackFault, FallbackBreaker, FallbackClosed, FallbackRebuilding, FallbackTooLarge}
+
+// String returns the cause's name, as used in metrics.
+func (c FallbackCause) String() string {
+	switch c {
+	case FallbackFault:
+		return "fault"
+	case FallbackBreaker:
+		return "breaker"
+	case FallbackClosed:
+		return "closed"
+	case FallbackRebuilding:
+		return "rebuilding"
+	case FallbackTooLarge:
+		return "too-large"
+	}
+	return "unknown"
+}
+
+// cause is the fallback cause of a decision that ended in o (not decided).
+func (o outcome) cause() FallbackCause {
+	switch o {
+	case out:
+		return FallbackBreaker
+	case closed:
+		return FallbackClosed
+	case rebuilding:
+		return FallbackRebuilding
+	case tooLarge:
+		return FallbackTooLarge
+	}
+	return FallbackFault
 }
 
 // maxGauge keeps the largest value it has seen.

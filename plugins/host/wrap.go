@@ -62,17 +62,29 @@ func (w *Fairness) UsesDetails() bool { return w.p.entry() >= abi.DetailEntrySiz
 
 // Pick implements policy.Fairness.
 func (w *Fairness) Pick(ctx policy.PickContext, cands []policy.Candidate, picks []uint32) int {
+	n, _ := w.pick(ctx, cands, picks, false)
+	return n
+}
+
+// PickExplained implements policy.ExplainedFairness: it picks as Pick
+// does, and when the fallback picked, says why the plugin did not.
+func (w *Fairness) PickExplained(ctx policy.PickContext, cands []policy.Candidate, picks []uint32) (int, string) {
+	return w.pick(ctx, cands, picks, true)
+}
+
+func (w *Fairness) pick(ctx policy.PickContext, cands []policy.Candidate, picks []uint32, explain bool) (int, string) {
 	w.p.stats.calls.Add(1)
-	if n, o := w.p.pick(ctx, cands, picks); o == decided {
+	n, r := w.p.pick(ctx, cands, picks)
+	if r.o == decided {
 		if _, held := policy.HoldHint(n); held && ctx.Flags&policy.PickDryRun == 0 {
 			w.p.stats.holds.Add(1)
 		}
-		return n
+		return n, ""
 	}
-	w.p.stats.fallbacks.Add(1)
+	why := w.p.fallback(r, explain)
 	w.mu.mu.Lock()
 	defer w.mu.mu.Unlock()
-	return w.fb.Pick(ctx, cands, picks)
+	return w.fb.Pick(ctx, cands, picks), why
 }
 
 // Selection returns a policy.Selection that ranks with the plugin and falls
@@ -111,10 +123,11 @@ func (w *Selection) Rank(nowMs int64, tasks []policy.Task, ranks []int64) {
 func (w *Selection) RankDetailed(ctx policy.RankContext, tasks []policy.Task, ranks []int64) {
 	nowMs := ctx.NowMs
 	w.p.stats.calls.Add(1)
-	if w.p.rank(nowMs, ctx.Details, tasks, ranks) == decided {
+	r := w.p.rank(nowMs, ctx.Details, tasks, ranks)
+	if r.o == decided {
 		return
 	}
-	w.p.stats.fallbacks.Add(1)
+	w.p.fallback(r, false)
 	w.mu.mu.Lock()
 	defer w.mu.mu.Unlock()
 	w.fb.Rank(nowMs, tasks, ranks)
@@ -149,14 +162,28 @@ func (w *Retry) Decide(f policy.Failure) policy.Decision {
 // names or details (ABI v2) gets them from ctx.Details; the fallback
 // decides without them.
 func (w *Retry) DecideDetailed(ctx policy.RetryContext, f policy.Failure) policy.Decision {
+	d, _ := w.decide(ctx, f, false)
+	return d
+}
+
+// DecideExplained implements policy.ExplainedRetry: it decides as
+// DecideDetailed does, and when the fallback decided, says why the plugin
+// did not — so that the engine does not put the fallback's decision down
+// to the plugin.
+func (w *Retry) DecideExplained(ctx policy.RetryContext, f policy.Failure) (policy.Decision, string) {
+	return w.decide(ctx, f, true)
+}
+
+func (w *Retry) decide(ctx policy.RetryContext, f policy.Failure, explain bool) (policy.Decision, string) {
 	w.p.stats.calls.Add(1)
-	if d, o := w.p.decide(ctx.Details, &f); o == decided {
-		return d
+	d, r := w.p.decide(ctx.Details, &f)
+	if r.o == decided {
+		return d, ""
 	}
-	w.p.stats.fallbacks.Add(1)
+	why := w.p.fallback(r, explain)
 	w.mu.mu.Lock()
 	defer w.mu.mu.Unlock()
-	return w.fb.Decide(f)
+	return w.fb.Decide(f), why
 }
 
 var (
@@ -165,4 +192,18 @@ var (
 	_ policy.DetailUser        = (*Selection)(nil)
 	_ policy.DetailedSelection = (*Selection)(nil)
 	_ policy.DetailedRetry     = (*Retry)(nil)
+	_ policy.ExplainedRetry    = (*Retry)(nil)
+	_ policy.ExplainedFairness = (*Fairness)(nil)
 )
+
+// fallback counts a decision that fell back for r, by its cause, and says
+// why, when explain is set (policy.ExplainedRetry and
+// policy.ExplainedFairness).
+func (p *Plugin) fallback(r result, explain bool) string {
+	p.stats.fallbacks.Add(1)
+	p.stats.fallbacksBy[r.o.cause()].Add(1)
+	if !explain {
+		return ""
+	}
+	return p.fellBack(r)
+}

@@ -1,0 +1,133 @@
+package host_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/store/memory"
+	"github.com/switchyard/switchyard/internal/waitfor"
+	"github.com/switchyard/switchyard/plugins/host"
+)
+
+// A retry plugin that faults is answered by its native fallback, and the
+// task's reason must say so: the fallback parked the task, not the plugin,
+// and why the plugin did not decide. So must the plugin's counts, by
+// cause: a fault, then (the plugin closed) a closed plugin. Without it the
+// reason read "parked by retry policy badretry", a decision the plugin
+// never made.
+func TestAFallbackDecisionIsNotPutDownToTheRetryPlugin(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rt := newRuntime(t, host.Config{})
+	p, err := rt.Load(ctx, "badretry", guests["badretry"], []byte(`{"mode": "ok"}`))
+	require.NoError(t, err)
+	require.NoError(t, p.Configure(ctx, []byte(`{"mode": "action"}`)))
+	w, err := p.Retry(fixedRetry{}) // parks
+	require.NoError(t, err)
+
+	x := engine.ExecutorFunc(func(context.Context, *engine.Run) engine.Outcome {
+		return engine.Outcome{Err: engine.Transientf("boom")}
+	})
+	cfg := engine.Config{Lanes: []engine.LaneConfig{{Name: "a", MaxInFlight: 4, Retry: engine.RetryPolicy{MaxAttempts: 5, Backoff: 1, Multiplier: 1, MaxBackoff: 1}}}}
+	e, err := engine.New(engine.Options{Config: cfg, Store: memory.New(memory.Options{}), Executor: x})
+	require.NoError(t, err)
+	require.NoError(t, e.Start(ctx))
+	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	require.NoError(t, e.SetRetry("a", "badretry", w))
+
+	parked := func() string {
+		t.Helper()
+		task, err := e.Submit(ctx, engine.TaskSpec{Lane: "a", AgentID: "x", Action: &engine.Action{Kind: "click"}})
+		require.NoError(t, err)
+		var reason string
+		waitfor.Eventually(t, "the task is parked", func() bool {
+			got, err := e.Task(ctx, task.ID)
+			require.NoError(t, err)
+			reason = got.Reason
+			return got.State == engine.StateParked
+		})
+		require.Len(t, mustGet(t, e, task.ID).Attempts, 1, "parked at its first failure: by the fallback, not by a spent budget")
+		return reason
+	}
+
+	reason := parked()
+	require.Equal(t, "parked by the native fallback of retry policy badretry (badretry did not decide: it faulted: "+
+		"invalid: retry_decide answered action 9 with delay 0 ms): boom", reason)
+	require.False(t, strings.HasPrefix(reason, "parked by retry policy badretry"), "the plugin did not park it")
+	st := p.Stats()
+	require.Equal(t, uint64(1), st.Faults[host.FaultInvalid])
+	require.Equal(t, map[host.FallbackCause]uint64{host.FallbackFault: 1}, st.FallbacksBy)
+
+	require.NoError(t, p.Close(ctx))
+	require.Equal(t, "parked by the native fallback of retry policy badretry (badretry did not decide: it is closed): boom", parked())
+	st = p.Stats()
+	require.Equal(t, map[host.FallbackCause]uint64{host.FallbackFault: 1, host.FallbackClosed: 1}, st.FallbacksBy)
+	require.Equal(t, uint64(2), st.Fallbacks)
+	require.Equal(t, uint64(1), st.FaultTotal(), "a closed plugin is not at fault")
+}
+
+func mustGet(t *testing.T, e *engine.Engine, id string) *engine.Task {
+	t.Helper()
+	got, err := e.Task(context.Background(), id)
+	require.NoError(t, err)
+	return got
+}
+
+// A fairness plugin that faults or is quarantined is answered by its
+// native fallback, and a plan's step says that the fallback picked, and
+// why: a trap first, then the quarantine the breaker put the plugin in.
+// The wrapper says why only when asked (PickExplained); Pick alone does
+// not build the reason.
+func TestAPlanSaysWhenTheFairnessPluginsFallbackPicked(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := loadFaulty(t, host.Config{BreakerThreshold: 1})
+	f.mode(t, "panic")
+	// Lane a runs one task at a time, and its first runs until the test
+	// ends: the two behind it wait, and the plan (which pretends the lane
+	// has room) asks the policy which goes next.
+	hold := make(chan struct{})
+	e := twoLaneEngine(t, engine.ExecutorFunc(func(ctx context.Context, _ *engine.Run) engine.Outcome {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+		}
+		return engine.Outcome{}
+	}))
+	t.Cleanup(func() { close(hold) }) // before the engine's shutdown, which waits for the task
+	_, err := e.UpdateLane(ctx, "a", engine.LaneUpdate{MaxInFlight: ptr(1)})
+	require.NoError(t, err)
+	for _, agent := range []string{"x", "y", "z"} {
+		_, err = e.Submit(ctx, laneSpec("a", agent))
+		require.NoError(t, err)
+	}
+	waitfor.Eventually(t, "the first task runs", func() bool { return e.Stats(ctx).InFlight == 1 })
+	require.NoError(t, e.SetFairness("faulty", f.w))
+
+	plan, err := e.Plan(ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, plan.Steps, 1)
+	why := plan.Steps[0].Reason
+	require.True(t, strings.HasPrefix(why, "native fallback of policy faulty (faulty did not decide: it faulted: trap: "), why)
+	require.Equal(t, host.StateQuarantined, f.p.Stats().State)
+
+	plan, err = e.Plan(ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, plan.Steps, 1)
+	why = plan.Steps[0].Reason
+	require.True(t, strings.HasPrefix(why, "native fallback of policy faulty (faulty did not decide: quarantined for 1s: "), why)
+	st := f.p.Stats()
+	require.Equal(t, map[host.FallbackCause]uint64{host.FallbackFault: 1, host.FallbackBreaker: 1}, st.FallbacksBy)
+
+	n, fellBack := f.w.PickExplained(pickCtx(), f.cands, f.picks)
+	require.Equal(t, 4, n)
+	require.Contains(t, fellBack, "quarantined for 1s")
+	require.Equal(t, 4, f.pick(), "Pick answers as PickExplained does")
+	require.Equal(t, []uint32{7, 6, 5, 4}, f.picks)
+}
+
+func ptr[T any](v T) *T { return &v }
