@@ -416,9 +416,12 @@ func (p *Plugin) Close(ctx context.Context) error {
 		return nil
 	}
 	p.mu.Unlock()
-	p.stopping.Store(true) // before the halt's first look: see callWith
-	halted := p.rt.dog.haltPlugin(p)
+	// Closed first, so that a rebuild the halt stops does not disable the
+	// plugin on its way out; then no call starts (stopping is set before
+	// the halt's first look: see callWith).
 	p.shutdown()
+	p.stopping.Store(true)
+	halted := p.rt.dog.haltPlugin(p)
 	release := func() {
 		p.rebuilds.Wait() // an instance being rebuilt is closed as it is put back
 		p.rt.mu.Lock()
