@@ -6,6 +6,9 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/enginetest"
+	"github.com/switchyard/switchyard/engine/store/memory"
 	"github.com/switchyard/switchyard/internal/enginebench"
 )
 
@@ -53,5 +56,47 @@ func BenchmarkMemoryPerQueuedTask(b *testing.B) {
 		}
 		b.ReportMetric(total, "B/queued-task")
 		b.ReportMetric(engineOnly, "B/queued-task-engine-only")
+	}
+}
+
+// BenchmarkTaskRead compares a read of a task in memory whose changes are
+// committed, with a durable store, as Task (memory as it is) and as
+// CommittedTask (what the task(id) query and an event's task read): the
+// committed read answers at once too, and costs a second look under the
+// lock at most.
+func BenchmarkTaskRead(b *testing.B) {
+	ctx := context.Background()
+	exec := enginetest.NewExecutor()
+	e, err := engine.New(engine.Options{Store: enginetest.NewHeldStore(memory.New(memory.Options{})), Executor: exec})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := e.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(ctx, 0) // the attempt stays in flight: do not wait for it
+		defer cancel()
+		_ = e.Shutdown(sctx)
+	})
+	task, err := e.Submit(ctx, enginetest.Spec("a").Obj())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := e.Sync(ctx); err != nil {
+		b.Fatal(err)
+	}
+	for _, read := range []struct {
+		name string
+		fn   func(context.Context, string) (*engine.Task, error)
+	}{{"Task", e.Task}, {"CommittedTask", e.CommittedTask}} {
+		b.Run(read.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := read.fn(ctx, task.ID); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
