@@ -403,7 +403,9 @@ func (e *Executor) target(ctx context.Context, a Attempt, spec *engine.TaskSpec)
 	e.mu.Lock()
 	e.owned[tab] = &ownedTab{session: spec.Session(), instance: id, tab: tab, lastUsed: time.Now(), busy: 1}
 	e.mu.Unlock()
-	e.reg.tabs.put(tab, tabEntry{instance: id})
+	if _, known := e.reg.tabs.get(tab); !known { // openTab keeps a server's browser
+		e.reg.tabs.put(tab, tabEntry{instance: id})
+	}
 	return t, nil
 }
 
@@ -620,9 +622,15 @@ func (e *Executor) openTab(ctx context.Context, t target) (string, error) {
 //     also wraps engine.ErrInstanceGone, so that a tab-less retry may go to a
 //     healthy instance. The error keeps the instance's own reason (its status
 //     and code);
-//   - a 404 for the session's tab, which the instance no longer lists, means
+//   - a 404 for a tab whose browser behind a PinchTab server is stopped or
+//     restarting (the server answers so for that browser's tabs) is an
+//     instance fault too;
+//   - a 404 for the session's tab, which the instance no longer has, means
 //     the tab vanished: ErrSessionLost, permanent (and ErrInstanceGone, so
-//     that the engine forgets the binding).
+//     that the engine forgets the binding);
+//   - a 404 for an idle pooled tab the instance no longer has is
+//     errPooledTabGone: the tab leaves the pool and the attempt runs in
+//     another.
 func (e *Executor) explain(ctx context.Context, err error, t target) error {
 	var pe *pinchtab.Error
 	if !errors.As(err, &pe) || ctx.Err() != nil {
@@ -635,17 +643,32 @@ func (e *Executor) explain(ctx context.Context, err error, t target) error {
 			return engine.Transient(fmt.Errorf("instance %s: %w: %w", t.instance, engine.ErrInstanceFault, err))
 		}
 		return engine.Transient(fmt.Errorf("instance %s: %w: %w: %w", t.instance, engine.ErrInstanceFault, engine.ErrInstanceGone, err))
-	case pe.Status == http.StatusNotFound && t.session && !e.reg.tabExists(ctx, t.instance, t.tab):
-		if after := e.forgetTab(t.tab); after != nil {
-			after()
+	case pe.Status == http.StatusNotFound && t.tab != "":
+		exists, down := e.reg.tabCheck(ctx, t.instance, t.tab)
+		switch {
+		case down != "":
+			// A PinchTab server answers 404 for the tabs of a browser
+			// that is stopped or restarting: the instance's fault.
+			fault := fmt.Errorf("PinchTab server %s %s: %w", t.instance, down, err)
+			e.reg.reportFault(t.instance, fault)
+			if t.named || t.session {
+				return engine.Transient(fmt.Errorf("instance %s: %w: %w", t.instance, engine.ErrInstanceFault, fault))
+			}
+			return engine.Transient(fmt.Errorf("instance %s: %w: %w: %w", t.instance, engine.ErrInstanceFault, engine.ErrInstanceGone, fault))
+		case exists:
+		case t.session:
+			if after := e.forgetTab(t.tab); after != nil {
+				after()
+			}
+			return sessionLost(t, "it vanished from the instance", err)
+		case t.claimed:
+			// An idle pooled tab that vanished: out of the pool, and the
+			// attempt tries another (runAction). No session was bound to
+			// it: it was idle, and a session binds its tab only once its
+			// task ran.
+			_ = e.forgetTab(t.tab)
+			return fmt.Errorf("%w: %w", errPooledTabGone, err)
 		}
-		return sessionLost(t, "it vanished from the instance", err)
-	case pe.Status == http.StatusNotFound && t.claimed && !e.reg.tabExists(ctx, t.instance, t.tab):
-		// An idle pooled tab that vanished: out of the pool, and the
-		// attempt tries another (runAction). No session was bound to it:
-		// it was idle, and a session binds its tab only once its task ran.
-		_ = e.forgetTab(t.tab)
-		return fmt.Errorf("%w: %w", errPooledTabGone, err)
 	}
 	return err
 }

@@ -139,9 +139,12 @@ func TestAFailingInstanceGoesUnhealthyAtOnceAndBackOnlyWhenItCanAct(t *testing.T
 	require.NotErrorIs(t, o.Err, executor.ErrTabNotFound)
 	require.Contains(t, o.Err.Error(), "inst_0001 is stopping")
 
+	// A server routes a tab to the running browser that has it: with none
+	// running, it answers 404 for the tab. Not the tab's fault: the
+	// instance's.
 	o = run(tab)
 	require.ErrorIs(t, o.Err, engine.ErrInstanceFault)
-	require.Contains(t, o.Err.Error(), "503")
+	require.Contains(t, o.Err.Error(), "404 Not Found [error]", "PinchTab's own answer")
 	require.Contains(t, o.Err.Error(), "stopping")
 	inst, _ := bn.reg.Get(context.Background(), "p")
 	require.Equal(t, executor.HealthUnhealthy, inst.Health, "at once, not after N health checks")
@@ -641,4 +644,51 @@ func TestABlankSessionTabIsNotTakenForLost(t *testing.T) {
 		require.NotErrorIs(t, o.Err, executor.ErrSessionLost, "the session's tab is still there")
 		require.Len(t, d.Tabs(), 1)
 	})
+}
+
+func TestAPooledTabOfAStoppedBrowserWaitsForItsServer(t *testing.T) {
+	t.Parallel()
+	bn, d := setupDouble(t, pinchtabtest.ModeServer, executor.Options{MaxIdleTabs: 4})
+	ctx := context.Background()
+	title := func(id string) engine.Outcome {
+		return bn.exec.Execute(ctx, &attempt{id: id, instance: "p", spec: &engine.TaskSpec{AgentID: "x", Action: action("title", "", "")}})
+	}
+	o := bn.exec.Execute(ctx, &attempt{id: "before", instance: "p",
+		spec: &engine.TaskSpec{AgentID: "x", Action: action("navigate", "", `{"url":"http://site.test/form"}`)}})
+	require.NoError(t, o.Err)
+	stale := o.TabID
+	// Its browser died between two health checks: the server answers 404
+	// for the pooled tab.
+	d.SetPhase("", pinchtabtest.PhaseStopped)
+	o = title("while-stopped")
+	require.ErrorIs(t, o.Err, engine.ErrInstanceFault, "the server's fault, not the task's")
+	require.Contains(t, o.Err.Error(), "is stopped")
+	// The server starts a new browser: the pooled tab is gone for good.
+	d.SetPhase("", pinchtabtest.PhaseStarting)
+	d.SetPhase("", pinchtabtest.PhaseRunning)
+	inst, err := bn.reg.CheckNow(ctx, "p")
+	require.NoError(t, err)
+	require.Equal(t, executor.HealthHealthy, inst.Health)
+	o = title("after")
+	require.NoError(t, o.Err)
+	require.NotEqual(t, stale, o.TabID)
+}
+
+func TestNewTabsSpreadOverAServersBrowsers(t *testing.T) {
+	t.Parallel()
+	d := pinchtabtest.New(t, pinchtabtest.Options{Mode: pinchtabtest.ModeServer, Token: doubleToken, Browsers: []string{"inst_a", "inst_b"}})
+	bn := setup(t, executor.Options{}, executor.InstanceConfig{ID: "p", URL: d.URL(), Token: doubleToken, Kind: executor.KindServer, Capacity: 8})
+	for _, session := range []string{"s1", "s2"} {
+		o := bn.exec.Execute(context.Background(), &attempt{id: session, instance: "p",
+			spec: &engine.TaskSpec{AgentID: "x", SessionKey: session, Action: action("url", "", "")}})
+		require.NoError(t, o.Err)
+	}
+	var opens []string
+	for _, r := range d.Requests() {
+		if strings.HasSuffix(r, "/tabs/open") {
+			opens = append(opens, r)
+		}
+	}
+	require.Equal(t, []string{"POST /instances/inst_a/tabs/open", "POST /instances/inst_b/tabs/open"}, opens,
+		"each new tab goes to the browser with the fewest")
 }

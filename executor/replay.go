@@ -190,7 +190,9 @@ func (e *Executor) replayAndRun(ctx context.Context, a Attempt, spec *engine.Tas
 	e.mu.Lock()
 	e.owned[tab] = owned
 	e.mu.Unlock()
-	e.reg.tabs.put(tab, tabEntry{instance: id})
+	if _, known := e.reg.tabs.get(tab); !known { // openTab keeps a server's browser
+		e.reg.tabs.put(tab, tabEntry{instance: id})
+	}
 	a.Started(id, tab)
 	for i := range actions {
 		if _, err := e.perform(ctx, t, &actions[i], a.TaskID()); err != nil {

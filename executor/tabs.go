@@ -199,7 +199,8 @@ func (r *Registry) refreshTabs(ctx context.Context, want string) (unsure []strin
 		wg.Go(func() {
 			lctx, cancel := context.WithTimeout(ctx, r.opts.TabListTimeout)
 			defer cancel()
-			listed, partial, err := r.listTabs(lctx, t.id, t.kind)
+			listed, down, err := r.listTabs(lctx, t.id, t.kind)
+			partial := partialOf(down)
 			if err != nil {
 				r.log.Debug("tab listing failed", "instance", t.id, "error", err)
 				var pe *pinchtab.Error
@@ -267,66 +268,102 @@ func (r *Registry) findUnlisted(ctx context.Context, tab string) string {
 	return found
 }
 
-// listTabs asks one instance for its tabs. partial, when not "", says why the
-// list may lack some: a server's browsers that are not running do not list
-// theirs.
-func (r *Registry) listTabs(ctx context.Context, id string, kind Kind) (tabs map[string]tabEntry, partial string, err error) {
+// listTabs asks one instance for its tabs. down, when not empty, is why the
+// list may lack some: the statuses of a server's browsers that are not
+// running (by id), which do not list theirs.
+func (r *Registry) listTabs(ctx context.Context, id string, kind Kind) (tabs map[string]tabEntry, down map[string]string, err error) {
 	client, _, ok := r.lookup(id)
 	if !ok {
-		return nil, "", ErrUnknownInstance
+		return nil, nil, ErrUnknownInstance
 	}
 	out := make(map[string]tabEntry)
 	switch kind {
 	case KindServer:
 		list, err := client.AllTabs(ctx)
 		if err != nil {
-			return nil, "", err
+			return nil, nil, err
 		}
 		for _, t := range list {
 			out[t.ID] = tabEntry{instance: id, remote: t.InstanceID}
 		}
 		browsers, err := client.Instances(ctx)
 		if err != nil {
-			return nil, "", err
+			return nil, nil, err
 		}
-		var down []string
 		for _, b := range browsers {
 			if b.Status != "" && b.Status != "running" {
-				down = append(down, b.ID+" is "+b.Status)
+				if down == nil {
+					down = make(map[string]string)
+				}
+				down[b.ID] = b.Status
 			}
-		}
-		if len(down) > 0 {
-			partial = "has browsers that are not running (" + strings.Join(down, ", ") + ")"
 		}
 	default:
 		list, err := client.Tabs(ctx)
 		if err != nil {
-			return nil, "", err
+			return nil, nil, err
 		}
 		for _, t := range list {
 			out[t.ID] = tabEntry{instance: id}
 		}
 	}
-	return out, partial, nil
+	return out, down, nil
 }
 
-// tabExists asks an instance whether it still has a tab, refreshing its part
+// partialOf says why a list with down browsers may lack some tabs, or "".
+func partialOf(down map[string]string) string {
+	if len(down) == 0 {
+		return ""
+	}
+	list := make([]string, 0, len(down))
+	for id, status := range down {
+		list = append(list, id+" is "+status)
+	}
+	slices.Sort(list)
+	return "has browsers that are not running (" + strings.Join(list, ", ") + ")"
+}
+
+// tabCheck asks an instance whether it still has a tab, refreshing its part
 // of the cache. An instance that cannot answer is taken to still have it.
-func (r *Registry) tabExists(ctx context.Context, id, tab string) bool {
+// down is not "" when the instance cannot tell because the tab's browser
+// behind a PinchTab server is not running (stopped, restarting): a server
+// answers 404 for the tabs of such a browser, which is the instance's fault,
+// not the tab's (when the server does not say which browser owns the tab,
+// any browser that is not running may).
+func (r *Registry) tabCheck(ctx context.Context, id, tab string) (exists bool, down string) {
 	_, snap, ok := r.lookup(id)
 	if !ok {
-		return false
+		return false, ""
 	}
 	lctx, cancel := context.WithTimeout(ctx, r.opts.TabListTimeout)
 	defer cancel()
 	cached, _ := r.tabs.get(tab)
-	listed, partial, err := r.listTabs(lctx, id, snap.Kind)
-	if err != nil || partial != "" {
-		return true
+	listed, downs, err := r.listTabs(lctx, id, snap.Kind)
+	if err != nil {
+		return true, ""
 	}
-	r.tabs.replace(id, listed, time.Now())
 	if _, found := listed[tab]; found {
-		return true
+		if len(downs) > 0 {
+			r.tabs.put(tab, listed[tab])
+		} else {
+			r.tabs.replace(id, listed, time.Now())
+		}
+		return true, ""
+	}
+	if len(downs) > 0 {
+		// What is not listed may still be there: add, forget nothing.
+		for t, e := range listed {
+			r.tabs.put(t, e)
+		}
+		if status, ok := downs[cached.remote]; ok && cached.instance == id {
+			return false, "browser " + cached.remote + " is " + status
+		}
+		if cached.remote == "" || cached.instance != id {
+			return false, partialOf(downs)
+		}
+		// Its browser is running and does not list it: ask the tab.
+	} else {
+		r.tabs.replace(id, listed, time.Now())
 	}
 	// PinchTab's tab lists leave out the tabs that show no page
 	// (about:blank, chrome://…): ask the tab itself.
@@ -334,7 +371,7 @@ func (r *Registry) tabExists(ctx context.Context, id, tab string) bool {
 	if exists && cached.instance == id {
 		r.tabs.put(tab, cached)
 	}
-	return exists || !sure
+	return exists || !sure, ""
 }
 
 // probeTab asks an instance for a tab's URL (GET /tabs/{id}/url): whether it

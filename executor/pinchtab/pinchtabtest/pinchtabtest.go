@@ -29,8 +29,10 @@
 // navigates without waitNav is 409 [navigation_changed]; an unknown action
 // kind is 400 [error]; a tab that is not there is 404 [error] ("tab … not
 // found"), but 500 [error] on close; a route that does not exist is a plain
-// text 404; a browser that is not running is 503 [error] on a server, 503
-// [browser_draining] (retryable) on a bridge. With a token set, every route,
+// text 404; a tab route for a browser that is not running is 404 [error]
+// ("tab \"…\" not found") on a server, which finds the tab in no running
+// browser, and 503 [browser_draining] (retryable) on a bridge; opening a tab
+// in a server's browser that is not running is 503 [error]. With a token set, every route,
 // GET /health included, wants it (401 [missing_token] / [bad_token]).
 //
 // Pages are scripted (Page): elements addressed by "#id" or "css:#id", whose
@@ -537,7 +539,9 @@ func (s *Server) tabRoute(w http.ResponseWriter, r *http.Request, id, op string,
 		fail(w, http.StatusNotFound, "error", "tab "+id+" not found", false)
 		return
 	case phase != PhaseRunning && s.opts.Mode == ModeServer:
-		fail(w, http.StatusServiceUnavailable, "error", fmt.Sprintf("instance %q is not running (status: %s)", t.browser, phase), false)
+		// The server routes a tab to the running browser that lists it;
+		// none does, so it answers as for a tab that is nowhere.
+		fail(w, http.StatusNotFound, "error", fmt.Sprintf("tab %q not found", id), false)
 		return
 	case phase != PhaseRunning:
 		fail(w, http.StatusServiceUnavailable, "browser_draining", "browser is "+string(phase), true)
