@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -85,7 +86,7 @@ func mustGet(t *testing.T, e *engine.Engine, id string) *engine.Task {
 func TestAPlanSaysWhenTheFairnessPluginsFallbackPicked(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := loadFaulty(t, host.Config{BreakerThreshold: 1})
+	f := loadFaulty(t, host.Config{BreakerThreshold: 1, QuarantineBase: time.Hour}) // no quarantine ends during the test
 	f.mode(t, "panic")
 	// Lane a runs one task at a time, and its first runs until the test
 	// ends: the two behind it wait, and the plan (which pretends the lane
@@ -119,13 +120,13 @@ func TestAPlanSaysWhenTheFairnessPluginsFallbackPicked(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, plan.Steps, 1)
 	why = plan.Steps[0].Reason
-	require.True(t, strings.HasPrefix(why, "native fallback of policy faulty (faulty did not decide: quarantined for 1s: "), why)
+	require.True(t, strings.HasPrefix(why, "native fallback of policy faulty (faulty did not decide: quarantined for 1h0m0s: "), why)
 	st := f.p.Stats()
 	require.Equal(t, map[host.FallbackCause]uint64{host.FallbackFault: 1, host.FallbackBreaker: 1}, st.FallbacksBy)
 
 	n, fellBack := f.w.PickExplained(pickCtx(), f.cands, f.picks)
 	require.Equal(t, 4, n)
-	require.Contains(t, fellBack, "quarantined for 1s")
+	require.Contains(t, fellBack, "quarantined for 1h0m0s")
 	require.Equal(t, 4, f.pick(), "Pick answers as PickExplained does")
 	require.Equal(t, []uint32{7, 6, 5, 4}, f.picks)
 }
