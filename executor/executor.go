@@ -648,8 +648,10 @@ func (e *Executor) explain(ctx context.Context, err error, t target) error {
 		switch {
 		case down != "":
 			// A PinchTab server answers 404 for the tabs of a browser
-			// that is stopped or restarting: the instance's fault.
-			fault := fmt.Errorf("PinchTab server %s %s: %w", t.instance, down, err)
+			// that is stopped or restarting: the instance's fault. The
+			// 404's own verdict ("not retryable") no longer holds: the
+			// error says it is an instance fault instead.
+			fault := fmt.Errorf("PinchTab server %s %s: %w", t.instance, down, pe.AsInstanceFault())
 			e.reg.reportFault(t.instance, fault)
 			if t.named || t.session {
 				return engine.Transient(fmt.Errorf("instance %s: %w: %w", t.instance, engine.ErrInstanceFault, fault))

@@ -663,6 +663,10 @@ func TestAPooledTabOfAStoppedBrowserWaitsForItsServer(t *testing.T) {
 	o = title("while-stopped")
 	require.ErrorIs(t, o.Err, engine.ErrInstanceFault, "the server's fault, not the task's")
 	require.Contains(t, o.Err.Error(), "is stopped")
+	require.Contains(t, o.Err.Error(), "404 Not Found [error]", "the server's own answer")
+	require.NotContains(t, o.Err.Error(), "not retryable", "it is retried as an instance fault, and says so")
+	require.True(t, strings.HasSuffix(o.Err.Error(), "(instance fault)"), o.Err.Error())
+	require.Equal(t, policy.ClassTransient, engine.ClassOf(o.Err))
 	// The server starts a new browser: the pooled tab is gone for good.
 	d.SetPhase("", pinchtabtest.PhaseStarting)
 	d.SetPhase("", pinchtabtest.PhaseRunning)

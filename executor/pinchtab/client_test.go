@@ -329,6 +329,28 @@ func TestPinchTabsCodeAndRetryableFlagDecide(t *testing.T) {
 	}
 }
 
+func TestAnErrorFoundToBeAnInstanceFaultSaysSoInsteadOfItsCodesVerdict(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder(t, jsonReply(404, `{"error":"tab \"T1\" not found","code":"error"}`))
+	_, err := newClient(t, rec).Read(context.Background(), "T1", "title", nil)
+	var pe *pinchtab.Error
+	require.ErrorAs(t, err, &pe)
+	require.False(t, pe.Retryable())
+	require.Contains(t, pe.Error(), `404 Not Found [error]: tab "T1" not found (not retryable)`)
+
+	fault := pe.AsInstanceFault()
+	require.True(t, fault.InstanceFault())
+	require.True(t, fault.Retryable(), "an instance fault is retried")
+	require.Equal(t, `pinchtab title (GET /tabs/T1/title): 404 Not Found [error]: tab "T1" not found (instance fault)`, fault.Error(),
+		"the message keeps the instance's status, code and text, and says what happens to it")
+	require.Equal(t, 404, pinchtab.StatusOf(fault))
+	require.False(t, pe.InstanceFault(), "the original is left as it was")
+
+	// Without a code, too, the message says so.
+	plain := (&pinchtab.Error{Op: "title", Method: "GET", Path: "/tabs/T1/title", Status: 404, Message: "page not found"}).AsInstanceFault()
+	require.Equal(t, "pinchtab title (GET /tabs/T1/title): 404 Not Found: page not found (instance fault)", plain.Error())
+}
+
 func TestErrorBodiesInOtherShapesAreReadable(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(t, jsonReply(401, `{"error":{"code":"missing_token","message":"token required"}}`))

@@ -37,6 +37,22 @@ type Error struct {
 	// Malformed is set when the instance answered 2xx with something the
 	// client cannot use (an undecodable body, a truncated event stream).
 	Malformed bool
+
+	// Fault is set on an error the caller found, from what else it knows of
+	// the instance, to be an instance fault although its status and code
+	// alone do not say so (a PinchTab server's 404 for a tab of a browser it
+	// has stopped): InstanceFault reports true, and the message says
+	// "(instance fault)" rather than the code's own verdict. AsInstanceFault
+	// sets it on a copy.
+	Fault bool
+}
+
+// AsInstanceFault returns a copy of e that is an instance fault
+// (InstanceFault, hence Retryable), whatever its status and code say.
+func (e *Error) AsInstanceFault() *Error {
+	c := *e
+	c.Fault = true
+	return &c
 }
 
 // malformed returns the *Error for a 2xx answer the client cannot use.
@@ -83,7 +99,7 @@ func (e *Error) Error() string {
 		b.WriteString(": ")
 		b.WriteString(e.Message)
 	}
-	if e.Code != "" {
+	if e.Code != "" || e.Fault {
 		if e.InstanceFault() {
 			b.WriteString(" (instance fault)")
 		} else if e.RetryableFlag {
@@ -144,11 +160,14 @@ var instanceFaultCodes = map[string]bool{
 // timeout or cancellation of the request), it refused the credentials (401),
 // it is unavailable, starting or shutting down (503), a PinchTab server could
 // not reach the browser behind it (502 without a more specific code), or it
-// answered with one of PinchTab's codes for those states. Any other request
-// to it would fail alike, so an attempt that ends this way says nothing about
+// answered with one of PinchTab's codes for those states, or the caller
+// marked it so (Fault, AsInstanceFault). Any other request to it would fail
+// alike, so an attempt that ends this way says nothing about
 // the task.
 func (e *Error) InstanceFault() bool {
 	switch {
+	case e.Fault:
+		return true
 	case e.Malformed:
 		return false
 	case e.Status == 0:
