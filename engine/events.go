@@ -15,7 +15,9 @@ const (
 	// From == 0.
 	EventState EventType = 1
 	// EventReleased: a cancelled task's executor call returned, or its lease
-	// ran out, and the slots it held were freed. The state does not change.
+	// ran out, and the slots it held were freed. The state does not change;
+	// the event's At is when the slots were freed, not the task's UpdatedAt
+	// (the cancellation's or the timeout's time).
 	EventReleased EventType = 2
 	// EventStale: a completion arrived for an attempt whose lease had been
 	// reclaimed; it was ignored.

@@ -281,6 +281,90 @@ func TestCancellingARunningTaskFinishesOnceAndNeverRetries(t *testing.T) {
 	require.Equal(t, engine.CodeConflict, engineErr(t, err).Code)
 }
 
+// TestAReleaseEventCarriesTheTimeOfTheRelease: a release changes no state,
+// but it happens later than the cancellation or the timeout before it, and
+// its event says when.
+func TestAReleaseEventCarriesTheTimeOfTheRelease(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, &engine.Config{LeaseGrace: 10 * time.Second})
+	released := func(id string) []engine.Event {
+		t.Helper()
+		require.NoError(t, h.Sync(context.Background()))
+		evs, _ := h.Events().Read(0, 1000, nil)
+		var out []engine.Event
+		for _, ev := range evs {
+			if ev.TaskID == id && ev.Type == engine.EventReleased {
+				out = append(out, ev)
+			}
+		}
+		return out
+	}
+	lastState := func(id string) engine.Event {
+		t.Helper()
+		require.NoError(t, h.Sync(context.Background()))
+		evs, _ := h.Events().Read(0, 1000, nil)
+		var last engine.Event
+		for _, ev := range evs {
+			if ev.TaskID == id && ev.Type == engine.EventState {
+				last = ev
+			}
+		}
+		return last
+	}
+
+	// Cancelled, and its executor returns 3 s later.
+	task := h.Submit(enginetest.Spec("a").Obj())
+	cancelledAt := h.Clock.Now()
+	_, err := h.Cancel(context.Background(), task.ID, "user asked")
+	require.NoError(t, err)
+	h.Clock.Advance(3 * time.Second)
+	require.NoError(t, h.Exec.Fail(task.ID, engine.Transient(errors.New("aborted"))))
+	evs := released(task.ID)
+	require.Len(t, evs, 1)
+	require.Equal(t, cancelledAt.Add(3*time.Second), evs[0].At, "the release's own time")
+	require.Equal(t, engine.StateCancelled, lastState(task.ID).To)
+	require.Equal(t, cancelledAt, lastState(task.ID).At, "the cancellation keeps its time")
+	require.Equal(t, cancelledAt, h.Get(task.ID).UpdatedAt, "a release changes no state, nor the task's time")
+
+	// Cancelled, and its executor never returns: the lease grace reclaims
+	// the slot.
+	task = h.Submit(enginetest.Spec("a").Obj())
+	cancelledAt = h.Clock.Now()
+	_, err = h.Cancel(context.Background(), task.ID, "")
+	require.NoError(t, err)
+	h.Clock.Advance(10 * time.Second) // the lease grace, from the cancellation
+	evs = released(task.ID)
+	require.Len(t, evs, 1)
+	require.Contains(t, evs[0].Reason, "lease expired after cancellation")
+	require.Equal(t, cancelledAt.Add(10*time.Second), evs[0].At)
+	require.Equal(t, cancelledAt, h.Get(task.ID).UpdatedAt)
+
+	// Timed out, and its instance confirms the end 2 s later.
+	task = h.Submit(enginetest.Spec("a").Timeout(time.Second).Retry(engine.RetryPolicy{MaxAttempts: 1}).Obj())
+	h.Clock.Advance(time.Second)
+	timedOutAt := h.Clock.Now()
+	require.Equal(t, timedOutAt, lastState(task.ID).At)
+	h.Clock.Advance(2 * time.Second)
+	require.NoError(t, h.Exec.Fail(task.ID, context.DeadlineExceeded))
+	evs = released(task.ID)
+	require.Len(t, evs, 1)
+	require.Contains(t, evs[0].Reason, "slot of timed-out attempt 1 released")
+	require.Equal(t, timedOutAt.Add(2*time.Second), evs[0].At)
+	require.Equal(t, timedOutAt, lastState(task.ID).At, "the timeout's events keep their time")
+
+	// Timed out, and its executor never returns: the lease grace reclaims
+	// the slot.
+	task = h.Submit(enginetest.Spec("a").Timeout(time.Second).Retry(engine.RetryPolicy{MaxAttempts: 1}).Obj())
+	h.Clock.Advance(time.Second)
+	timedOutAt = h.Clock.Now()
+	h.Clock.Advance(10 * time.Second)
+	evs = released(task.ID)
+	require.Len(t, evs, 1)
+	require.Contains(t, evs[0].Reason, "slot of timed-out attempt 1 reclaimed")
+	require.Equal(t, timedOutAt.Add(10*time.Second), evs[0].At)
+	require.Equal(t, timedOutAt, lastState(task.ID).At)
+}
+
 func TestCancelledTaskWhoseExecutorNeverReturnsIsReclaimedAfterTheGrace(t *testing.T) {
 	t.Parallel()
 	h := enginetest.New(t, &engine.Config{LeaseGrace: time.Second})

@@ -169,12 +169,12 @@ func (c *core) finishLocked(r *Run, o Outcome) bool {
 		if o.Err != nil {
 			answer = "an error"
 		}
-		c.emitTaskLocked(t, EventReleased, t.state, t.state,
+		c.emitReleaseLocked(t, now,
 			"slot of timed-out attempt "+itoa(r.attempt)+" released: its instance confirmed the end with "+answer)
 	case t.state == StateCancelled:
 		att.Class = classCancelled
 		att.Error = "cancelled: " + t.reason
-		c.emitTaskLocked(t, EventReleased, t.state, t.state, "executor returned after cancellation")
+		c.emitReleaseLocked(t, now, "executor returned after cancellation")
 	case o.Release:
 		why := "handed back"
 		if o.Err != nil {

@@ -204,6 +204,15 @@ func (c *core) emitTaskLocked(t *task, typ EventType, from, to State, reason str
 	c.markDirty(t)
 }
 
+// emitReleaseLocked records that t's attempt gave back its slot
+// (EventReleased) at now. A release changes no state, so t.updatedAt, which
+// dates the task's other events, still says when its state last changed
+// (a cancellation, a timeout): the release carries its own time instead.
+func (c *core) emitReleaseLocked(t *task, now time.Time, reason string) {
+	c.emitTaskLocked(t, EventReleased, t.state, t.state, reason)
+	c.cur.events[len(c.cur.events)-1].At = now
+}
+
 // emitSessionLocked records that something happened to a session as a
 // whole (EventSession).
 func (c *core) emitSessionLocked(key, reason string) {

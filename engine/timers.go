@@ -171,7 +171,7 @@ func (c *core) leaseTimerLocked(t *task, now time.Time) {
 			c.joinQueuesLocked(t) // its retry waited for the slot
 		}
 		c.stats.leaseExpired++
-		c.emitTaskLocked(t, EventReleased, t.state, t.state,
+		c.emitReleaseLocked(t, now,
 			"slot of timed-out attempt "+itoa(r.attempt)+" reclaimed: its executor did not return")
 		return
 	}
@@ -184,7 +184,7 @@ func (c *core) leaseTimerLocked(t *task, now time.Time) {
 	c.releaseLocked(t)
 	c.stats.leaseExpired++
 	if t.state == StateCancelled {
-		c.emitTaskLocked(t, EventReleased, t.state, t.state, "lease expired after cancellation")
+		c.emitReleaseLocked(t, now, "lease expired after cancellation")
 		return
 	}
 	att.Code = CodeLeaseExpired // the code its retry policy is given
