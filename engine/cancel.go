@@ -184,7 +184,7 @@ func (e *Engine) awaitCommit(ctx context.Context, w commitWait, what string) err
 	ended, err := e.waitCommitted(ctx, w)
 	switch {
 	case !ended:
-		return &Error{Code: CodeUnavailable, Retryable: true, Err: err, Message: what + " was not confirmed committed in time; read the task before trying again"}
+		return &Error{Code: CodeUnavailable, Retryable: true, Err: err, Message: what + " was not confirmed committed in time (it may still be, once the store takes it)"}
 	case err != nil:
 		return &Error{Code: CodeUnavailable, Retryable: true, Err: err, Message: what + " could not be committed"}
 	}
@@ -248,15 +248,11 @@ func (e *Engine) Retry(ctx context.Context, id string) (*Task, error) {
 	again.IdempotencyKey = ""
 	again.SubmittedAt = e.now()
 	again.DependsOn = nil // its dependencies were met, or it would not have failed on its own
-	res, err := e.submit(ctx, []BatchItem{{Spec: again, retryOf: id}}, nil, "")
-	var ee *Error
-	if errors.As(err, &ee) && ee.Code == CodeUnavailable {
-		// Not the submission's advice (a retry has no idempotency key): the
-		// new task may yet be committed.
-		return nil, &Error{Code: CodeUnavailable, Retryable: true, Err: ee.Err,
-			Message: "the retry of task " + id + " was not confirmed committed: its new task may still be committed once the store takes it (it names the task in retryOf)"}
-	}
+	res, pb, err := e.record(ctx, []BatchItem{{Spec: again, retryOf: id}}, nil, "")
 	if err != nil {
+		return nil, err
+	}
+	if err := e.awaitCommit(ctx, pb, "the retry of task "+id); err != nil {
 		return nil, err
 	}
 	return res.Items[0].Task, res.Items[0].Err

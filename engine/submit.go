@@ -156,22 +156,7 @@ type prepared struct {
 }
 
 func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, batchID string) (*BatchResult, error) {
-	if err := e.refuseWhileFailing(); err != nil {
-		return nil, err
-	}
-	preps, order, keys := e.prepare(items, bs, e.now())
-
-	// Look up, outside the lock, what admission will need from the store.
-	ext := e.prefetch(ctx, preps)
-
-	var res *BatchResult
-	pb, err := e.apply(true, func(c *core) error {
-		if !e.running || c.closed {
-			return &Error{Code: CodeDraining, Message: "the engine is not running", Retryable: true}
-		}
-		res = c.admitLocked(ctx, items, bs, batchID, preps, order, keys, &ext)
-		return nil
-	})
+	res, pb, err := e.record(ctx, items, bs, batchID)
 	if err != nil {
 		return nil, err
 	}
@@ -190,6 +175,31 @@ func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, b
 		}
 	}
 	return res, nil
+}
+
+// record admits a submission's items and returns what it recorded, with
+// the batches that hold it, for the caller to wait for their commit.
+func (e *Engine) record(ctx context.Context, items []BatchItem, bs *BatchSpec, batchID string) (*BatchResult, commitWait, error) {
+	if err := e.refuseWhileFailing(); err != nil {
+		return nil, commitWait{}, err
+	}
+	preps, order, keys := e.prepare(items, bs, e.now())
+
+	// Look up, outside the lock, what admission will need from the store.
+	ext := e.prefetch(ctx, preps)
+
+	var res *BatchResult
+	pb, err := e.apply(true, func(c *core) error {
+		if !e.running || c.closed {
+			return &Error{Code: CodeDraining, Message: "the engine is not running", Retryable: true}
+		}
+		res = c.admitLocked(ctx, items, bs, batchID, preps, order, keys, &ext)
+		return nil
+	})
+	if err != nil {
+		return nil, commitWait{}, err
+	}
+	return res, pb, nil
 }
 
 // prepare validates the items of a submission and orders them by their

@@ -487,3 +487,27 @@ func TestRetryTaskOfAParkedTaskAnswersOnceCommitted(t *testing.T) {
 	require.Equal(t, "QUEUED", got.State)
 	require.NotEqual(t, engine.StateParked, st.Committed(t, id).State, "the reset is committed")
 }
+
+// A retry whose commit is not confirmed within the commit timeout answers
+// UNAVAILABLE, saying it is the retry that may still be committed (not the
+// submission's advice to resubmit with an idempotency key, which a retry
+// has none of).
+func TestRetryTaskWhoseCommitIsNotConfirmedIsUnavailable(t *testing.T) {
+	t.Parallel()
+	st := openHeld(t)
+	_, opt := watch(st)
+	b := setup(t, opt, func(o *setupOptions) { o.config.CommitTimeout = 500 * time.Millisecond })
+	t.Cleanup(st.Open)
+	ctx := ctxFor(t)
+
+	id := b.submit(t, "held", nil)
+	waitfor.Eventually(t, "the attempt starts", func() bool { return b.exec.Run(id) != nil })
+	require.NoError(t, b.exec.Fail(id, engine.Permanent(errors.New("gone"))))
+	waitfor.Eventually(t, "the failure is committed", func() bool { return st.Committed(t, id).State == engine.StateFailed })
+	st.Hold()
+	got := <-retry(ctx, b, id)
+	e := gqlErr(t, got.Err)
+	require.Equal(t, "UNAVAILABLE", e.Code())
+	require.Contains(t, e.Message, "the retry of task "+id)
+	require.NotContains(t, e.Message, "idempotency")
+}
