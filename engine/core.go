@@ -47,7 +47,11 @@ type core struct {
 	idem       map[string]*task // agentID + "\x00" + key
 	inflight   int
 	queued     int
-	counts     [StateExpired + 1]int // live tasks by state
+	// enqueued counts the tasks in their queues (subQueues): those a round
+	// of dispatch chooses among. A QUEUED task kept out of its queue while
+	// its lane's policy ranks it outside the lock (task.unranked) is not.
+	enqueued int
+	counts   [StateExpired + 1]int // live tasks by state
 
 	timers [timerKinds]taskTimers
 

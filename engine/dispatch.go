@@ -56,6 +56,7 @@ func (c *core) enqueueLocked(t *task) {
 	}
 	sq.push(t)
 	aq.queued++
+	c.enqueued++
 	switch {
 	case sq.parked != nil:
 		// A new head may not be blocked by what blocked the old one (a
@@ -94,6 +95,7 @@ func (c *core) unqueueLocked(t *task) {
 	wasHead := t.heapIdx == 0
 	sq.remove(t)
 	aq.queued--
+	c.enqueued--
 	if sq.tasks.Len() == 0 {
 		if sq.ready >= 0 {
 			aq.removeReady(sq)
@@ -454,16 +456,24 @@ func lessLoaded(a, b *instance) bool {
 }
 
 // dispatchRound makes one round of decisions (core.roundLocked) and starts
-// the attempts. It reports whether it dispatched anything.
+// the attempts. It reports whether another round may find work that this
+// one left: only when it stopped at maxPerRound. A round that stopped
+// sooner found nothing more that can go, and whatever changes that (a
+// submission, an end, a timer, an operator's change, or a change made while
+// a policy decided outside the lock) asks for another round itself
+// (claimDispatchLocked: dispatchPending), so a round run only because this
+// one dispatched something would find nothing.
 func (e *Engine) dispatchRound() bool {
 	var runs []*Run
-	later := false
+	later, full := false, false
 	pb, _ := e.apply(false, func(c *core) error {
 		if c.closed || !e.running {
 			return nil
 		}
+		c.stats.rounds++
 		runs = c.roundLocked(c.now(), e.scratch.runs[:0])
 		e.scratch.runs = runs[:0]
+		full = len(runs) >= maxPerRound
 		if len(runs) > 0 && e.durable && !e.sync {
 			// Every attempt is on disk before it starts, so that a crash
 			// can never leave an attempt that ran without a record: after
@@ -480,7 +490,7 @@ func (e *Engine) dispatchRound() bool {
 	})
 	if later {
 		e.commitSoon()
-		return true
+		return full
 	}
 	if len(runs) > 0 && e.durable {
 		// Synchronous: commit the round's attempts before they start.
@@ -499,7 +509,7 @@ func (e *Engine) dispatchRound() bool {
 	if len(runs) > 0 && e.sync {
 		e.commitNow()
 	}
-	return len(runs) > 0
+	return full
 }
 
 // roundLocked makes one round of decisions: as many as there are free

@@ -512,8 +512,18 @@ func (e *Engine) dispatchHere(budget int) {
 
 // claimDispatchLocked makes the caller the dispatcher and reports true,
 // unless another goroutine is dispatching — which is then asked for one more
-// round — or the engine is not running.
+// round — or the engine is not running, or no round could dispatch anything:
+// no task is in a queue (core.enqueued) and none is about to be (a cascade,
+// processed as the lock is released, may queue dependents). Then nothing is
+// asked: whatever puts a task into a queue later asks for its round itself
+// — a submission, a timer, a cascade, and the submission whose tasks a
+// policy ranked outside the lock, once it has applied their ranks. An
+// attempt's end with nothing queued (most of them, when dispatch keeps up)
+// so costs no round of its own, nor one more of the dispatcher's.
 func (e *Engine) claimDispatchLocked() bool {
+	if e.enqueued == 0 && len(e.cascade) == 0 {
+		return false
+	}
 	if e.dispatching || !e.running {
 		e.dispatchPending = e.running
 		return false

@@ -9,3 +9,10 @@ func ObserveCommits(e *Engine, f func(error)) { e.commitHealth.observe.Store(&f)
 // IdleCommits returns how often the committer woke up to find nothing to
 // write.
 func IdleCommits(e *Engine) uint64 { return e.stats.idleCommits.Load() }
+
+// Rounds returns how many rounds of dispatch the engine has run.
+func Rounds(e *Engine) uint64 {
+	var n uint64
+	e.view(func(c *core) { n = c.stats.rounds })
+	return n
+}

@@ -320,6 +320,7 @@ type counters struct {
 	ended                                                                        [StateExpired + 1]uint64
 	commitErrors                                                                 atomic.Uint64
 	idleCommits                                                                  atomic.Uint64 // committer wake-ups that found nothing to write (tests: IdleCommits)
+	rounds                                                                       uint64        // rounds of dispatch run (tests: Rounds)
 	latency                                                                      Histogram
 }
 
