@@ -28,21 +28,32 @@ type engineReport struct {
 	// CPU per task, the least of the three runs of each, and native ÷
 	// wasm of it: the ratio's counterpart in CPU, which moves less than
 	// throughput with the machine's other load (0 where not measured).
-	NativeCPU     time.Duration         `json:"nativeCpuPerTaskNs"`
-	WasmCPU       time.Duration         `json:"wasmCpuPerTaskNs"`
-	CPURatio      float64               `json:"cpuRatio,omitempty"`
-	Depth         []enginebench.AtDepth `json:"depth,omitempty"`
-	DepthSpread   float64               `json:"depthSpread,omitempty"` // slowest ÷ fastest per-dispatch cost
-	Latency       *enginebench.Latency  `json:"latency,omitempty"`
-	MemoryPerTask float64               `json:"memoryPerQueuedTaskBytes,omitempty"`
-	EngineOnly    float64               `json:"memoryPerQueuedTaskEngineOnlyBytes,omitempty"`
+	NativeCPU time.Duration `json:"nativeCpuPerTaskNs"`
+	WasmCPU   time.Duration `json:"wasmCpuPerTaskNs"`
+	CPURatio  float64       `json:"cpuRatio,omitempty"`
+	// The WebAssembly runs' plugin decisions and how many of them the
+	// native fallbacks answered instead (a plugin quarantined, say, for a
+	// decision that ran past its deadline while its thread waited for a
+	// core): those decisions measure the fallback, not the module.
+	WasmDecisions   uint64                `json:"wasmDecisions"`
+	WasmFallbacks   uint64                `json:"wasmFallbacks"`
+	WasmQuarantines uint64                `json:"wasmQuarantines"`
+	Depth           []enginebench.AtDepth `json:"depth,omitempty"`
+	DepthSpread     float64               `json:"depthSpread,omitempty"` // slowest ÷ fastest per-dispatch cost
+	Latency         *enginebench.Latency  `json:"latency,omitempty"`
+	MemoryPerTask   float64               `json:"memoryPerQueuedTaskBytes,omitempty"`
+	EngineOnly      float64               `json:"memoryPerQueuedTaskEngineOnlyBytes,omitempty"`
 }
 
+// pluginTally is what the plugins of one engine decided.
+type pluginTally struct{ decisions, fallbacks, quarantines uint64 }
+
 // wasmPolicies makes an engine use the shipped WebAssembly built-ins; the
-// returned func releases the plugin runtime.
-func wasmPolicies(ctx context.Context) (enginebench.Setup, func(), error) {
+// returned func releases the plugin runtime, and tally says what the
+// plugins of the latest engine set up decided.
+func wasmPolicies(ctx context.Context) (setup enginebench.Setup, release func(), tally func() pluginTally, err error) {
 	var managers []*manager.Manager
-	setup := func(e *engine.Engine) error {
+	setup = func(e *engine.Engine) error {
 		var m *manager.Manager
 		rt, err := host.New(host.Config{OnEvent: func(ev host.Event) { m.HostEvent(ev) }})
 		if err != nil {
@@ -52,15 +63,27 @@ func wasmPolicies(ctx context.Context) (enginebench.Setup, func(), error) {
 		managers = append(managers, m)
 		return m.Start(ctx)
 	}
-	return setup, func() {
+	release = func() {
 		for _, m := range managers {
 			_ = m.Close(context.Background())
 		}
-	}, nil
+	}
+	tally = func() (t pluginTally) {
+		if len(managers) == 0 {
+			return t
+		}
+		for _, in := range managers[len(managers)-1].List(ctx) {
+			t.decisions += in.Stats.Calls
+			t.fallbacks += in.Stats.Fallbacks
+			t.quarantines += in.Stats.Quarantines
+		}
+		return t
+	}
+	return setup, release, tally, nil
 }
 
 func runEngineBench(ctx context.Context, tasks int, full, asJSON bool, cpuProfile string, stdout io.Writer) error {
-	setup, release, err := wasmPolicies(ctx)
+	setup, release, tally, err := wasmPolicies(ctx)
 	if err != nil {
 		return err
 	}
@@ -109,6 +132,10 @@ func runEngineBench(ctx context.Context, tasks int, full, asJSON bool, cpuProfil
 		if err != nil {
 			return err
 		}
+		pt := tally()
+		rep.WasmDecisions += pt.decisions
+		rep.WasmFallbacks += pt.fallbacks
+		rep.WasmQuarantines += pt.quarantines
 		if n.TasksPerSec > rep.Native.TasksPerSec {
 			rep.Native = n
 		}
@@ -159,6 +186,10 @@ func runEngineBench(ctx context.Context, tasks int, full, asJSON bool, cpuProfil
 	if rep.CPURatio > 0 {
 		fmt.Fprintf(stdout, "CPU per task (the process's, least of 3): native %s, WebAssembly %s (native ÷ WebAssembly %.2f)\n",
 			rep.NativeCPU, rep.WasmCPU, rep.CPURatio)
+	}
+	if rep.WasmFallbacks > 0 {
+		fmt.Fprintf(stdout, "WebAssembly runs: %d of %d plugin decisions answered by the native fallback (%d quarantines): the ratio measures the fallback for those\n",
+			rep.WasmFallbacks, rep.WasmDecisions, rep.WasmQuarantines)
 	}
 	if full {
 		fmt.Fprintln(stdout, "per-dispatch cost with a backlog (native, best of 2):")
