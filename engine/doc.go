@@ -65,11 +65,12 @@
 // it; freeing a slot wakes every queue parked on that ceiling.
 //
 // Dispatch is event-driven — a submission, a completion, a timer or an
-// operator's change starts a round of dispatch — never polled. The
-// goroutine that made the change dispatches at once (one at a time; a change
-// made meanwhile gets one more round; a backlog goes to a dispatcher
-// goroutine), so a submission reaches its dispatch without a goroutine
-// handoff. No round waits for the disk: with a store that is not durable the
+// operator's change starts a round of dispatch — never polled, and only
+// when a round may find work: a change after which no task is in a queue
+// starts none. The goroutine that made the change dispatches at once (one
+// at a time; a change made meanwhile gets one more round; a backlog goes
+// to a dispatcher goroutine), so a submission reaches its dispatch without
+// a goroutine handoff. No round waits for the disk: with a store that is not durable the
 // attempts start at once; with a durable one they join the pending batch,
 // and a starter goroutine starts them once the committer has written it. A
 // task submitted while dispatch keeps up is so written once, already
