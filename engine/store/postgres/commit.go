@@ -254,7 +254,7 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 		return fmt.Errorf("postgres store: commit: %w", err)
 	}
 	if rows.copy {
-		err = s.commitCopy(ctx, pb, b, rows, 0, nil)
+		err = s.commitCopy(ctx, pb, b, rows, 0, nil, nil)
 	} else {
 		s.queueRows(pb, b, rows, 0)
 		err = s.pool.SendBatch(ctx, pb).Close()
@@ -360,11 +360,21 @@ func (s *Store) CommitAsync(ctx context.Context, b *engine.Batch) (done <-chan s
 		return s.failAsync(fmt.Errorf("postgres store: commit: %w", err))
 	}
 	var follow uint64
+	// A batch that only adds rows (new tasks, their first statuses and
+	// events, new batches) cannot contend with the transaction before it
+	// for any row but the seq row: it takes that lock last, after its rows
+	// are written, so that its COPYs run while the earlier transaction
+	// still runs and syncs (findings 5 and 16 of ADR 0005).
+	var lockAfter *asyncCommit
 	if pred != nil {
 		follow = pred.last
-		<-pred.locked
-		if pred.lockErr != nil {
-			return s.failAsync(fmt.Errorf("postgres store: commit: the commit before failed: %w", pred.lockErr))
+		if rows.copy && rows.addsOnly(b) {
+			lockAfter = pred
+		} else {
+			<-pred.locked
+			if pred.lockErr != nil {
+				return s.failAsync(fmt.Errorf("postgres store: commit: the commit before failed: %w", pred.lockErr))
+			}
 		}
 	}
 	c := &asyncCommit{maxTask: rows.maxTask, epoch: s.fenceEpoch, locked: make(chan struct{}), done: make(chan struct{})}
@@ -376,7 +386,7 @@ func (s *Store) CommitAsync(ctx context.Context, b *engine.Batch) (done <-chan s
 	lead := pb.Len()
 	if rows.copy {
 		go func() {
-			c.err = s.commitCopy(ctx, pb, b, rows, follow, func(err error) {
+			c.err = s.commitCopy(ctx, pb, b, rows, follow, lockAfter, func(err error) {
 				c.lockErr = err
 				close(c.locked)
 			})
@@ -707,7 +717,7 @@ func (s *Store) useCopy(b *engine.Batch) bool {
 // round trips than queueRows, fewer server-side per-row costs. The
 // benchmarks compare the two (see the ADR). locked, if not nil, learns when
 // the transaction holds the seq lock (or why it failed before).
-func (s *Store) commitCopy(ctx context.Context, pb *pgx.Batch, b *engine.Batch, r *commitRows, follow uint64, locked func(error)) error {
+func (s *Store) commitCopy(ctx context.Context, pb *pgx.Batch, b *engine.Batch, r *commitRows, follow uint64, lockAfter *asyncCommit, locked func(error)) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		if locked != nil {
@@ -729,17 +739,81 @@ func (s *Store) commitCopy(ctx context.Context, pb *pgx.Batch, b *engine.Batch, 
 	head := &pgx.Batch{}
 	head.Queue("BEGIN")
 	head.QueuedQueries = append(head.QueuedQueries, pb.QueuedQueries...)
-	queueAdvance(head, b, follow)
-	if len(b.Batches) > 0 {
-		queueBatches(head, b.Batches)
+	if lockAfter == nil {
+		queueAdvance(head, b, follow)
+		if len(b.Batches) > 0 {
+			queueBatches(head, b.Batches)
+		}
 	}
 	err = tx.SendBatch(ctx, head).Close()
-	if locked != nil {
+	if lockAfter == nil && locked != nil {
 		locked(err)
 	}
 	if err != nil {
+		if lockAfter != nil && locked != nil {
+			locked(err)
+		}
 		return err
 	}
+	if err := s.copyRows(ctx, tx.PgConn(), r); err != nil {
+		if lockAfter != nil && locked != nil {
+			locked(err)
+		}
+		return err
+	}
+	rest := &pgx.Batch{}
+	if lockAfter != nil {
+		// Rows written, the seq lock: in turn, after the transaction before
+		// this one holds it (it then waits for that one's end).
+		<-lockAfter.locked
+		if lockAfter.lockErr != nil {
+			err := fmt.Errorf("the commit before failed: %w", lockAfter.lockErr)
+			if locked != nil {
+				locked(err)
+			}
+			return err
+		}
+		queueAdvance(rest, b, follow)
+		if len(b.Batches) > 0 {
+			queueBatches(rest, b.Batches)
+		}
+	}
+	queueStatusUpdates(rest, &r.oldStatus)
+	if x := &r.extraEvents; len(x.id) > 0 {
+		rest.Queue(taskEventsSQL, x.id, x.evs)
+	}
+	if len(b.Lanes) > 0 {
+		queueLanes(rest, b.Lanes)
+	}
+	if len(b.Settings) > 0 {
+		queueSettings(rest, b.Settings)
+	}
+	if n := len(b.Events); n > 0 && !s.noNotify.Load() {
+		rest.Queue("SELECT pg_notify($1, $2)", s.channels.events, strconv.FormatUint(b.Events[n-1].Seq, 10))
+	}
+	rest.Queue("COMMIT")
+	br := tx.SendBatch(ctx, rest)
+	if lockAfter != nil {
+		// The seq check is the tail's first statement: once it has answered,
+		// this transaction holds the lock (or has failed).
+		_, err := br.Exec()
+		if locked != nil {
+			locked(err)
+		}
+		if err != nil {
+			_ = br.Close()
+			return err
+		}
+	}
+	if err := br.Close(); err != nil {
+		return err
+	}
+	committed = true
+	return nil
+}
+
+// copyRows writes the new tasks, their statuses and the events by COPY.
+func (s *Store) copyRows(ctx context.Context, conn *pgconn.PgConn, r *commitRows) error {
 	var cb copyBuf
 	if nt := &r.newTasks; len(nt.seq) > 0 {
 		cb.start()
@@ -758,7 +832,7 @@ func (s *Store) commitCopy(ctx context.Context, pb *pgx.Batch, b *engine.Batch, 
 			cb.bytea(nt.params[i])
 		}
 		cb.end()
-		if err := cb.copyIn(ctx, tx.PgConn(), copyTasksSQL); err != nil {
+		if err := cb.copyIn(ctx, conn, copyTasksSQL); err != nil {
 			return err
 		}
 		st := &r.newStatus
@@ -773,7 +847,7 @@ func (s *Store) commitCopy(ctx context.Context, pb *pgx.Batch, b *engine.Batch, 
 			cb.int8Array(r.newSeqs[i])
 		}
 		cb.end()
-		if err := cb.copyIn(ctx, tx.PgConn(), copyStatusSQL); err != nil {
+		if err := cb.copyIn(ctx, conn, copyStatusSQL); err != nil {
 			return err
 		}
 	}
@@ -796,28 +870,37 @@ func (s *Store) commitCopy(ctx context.Context, pb *pgx.Batch, b *engine.Batch, 
 			cb.bool(ev.webhook[i])
 		}
 		cb.end()
-		if err := cb.copyIn(ctx, tx.PgConn(), copyEventsSQL); err != nil {
+		if err := cb.copyIn(ctx, conn, copyEventsSQL); err != nil {
 			return err
 		}
 	}
-	rest := &pgx.Batch{}
-	queueStatusUpdates(rest, &r.oldStatus)
-	if x := &r.extraEvents; len(x.id) > 0 {
-		rest.Queue(taskEventsSQL, x.id, x.evs)
-	}
-	if len(b.Lanes) > 0 {
-		queueLanes(rest, b.Lanes)
-	}
-	if len(b.Settings) > 0 {
-		queueSettings(rest, b.Settings)
-	}
-	if n := len(b.Events); n > 0 && !s.noNotify.Load() {
-		rest.Queue("SELECT pg_notify($1, $2)", s.channels.events, strconv.FormatUint(b.Events[n-1].Seq, 10))
-	}
-	rest.Queue("COMMIT")
-	if err := tx.SendBatch(ctx, rest).Close(); err != nil {
-		return err
-	}
-	committed = true
 	return nil
+}
+
+// addsOnly reports whether a batch only adds rows: every task in it is new,
+// and the batches it writes are those its new tasks belong to and have not
+// ended. Such a commit contends with no other for any row but the seq row.
+func (r *commitRows) addsOnly(b *engine.Batch) bool {
+	if len(r.oldStatus.seq) > 0 || len(r.extraEvents.id) > 0 || len(b.Lanes) > 0 || len(b.Settings) > 0 {
+		return false
+	}
+	if len(b.Batches) == 0 {
+		return true
+	}
+	// A batch's tasks are admitted together: their ids follow each other.
+	fresh := make(map[string]struct{}, len(b.Batches))
+	var prev []byte
+	for _, id := range r.newTasks.batch {
+		if id != nil && string(id) != string(prev) {
+			fresh[string(id)] = struct{}{}
+			prev = id
+		}
+	}
+	for i := range b.Batches {
+		bi := &b.Batches[i]
+		if _, ok := fresh[bi.ID]; !ok || !bi.EndedAt.IsZero() || len(bi.Webhooks) > 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -1,12 +1,16 @@
 package postgres_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/store/postgres"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // Two batches in flight at once both commit, in order, and a batch of the
@@ -119,4 +123,77 @@ func TestAFailureUnderAnEarlierLeadershipDoesNotFailTheNext(t *testing.T) {
 	_, w4 := s.CommitAsync(bg, taskBatch(16, 2))
 	require.Error(t, w3())
 	require.Error(t, w4(), "sent after a failure of the same leadership")
+}
+
+// A batch that only adds rows takes the seq lock last: its rows are written
+// while the transaction before it still runs, and it commits after that one
+// (and fails if that one fails). A batch behind it that updates one of its
+// tasks waits for it and lands after it.
+func TestABatchThatOnlyAddsRowsIsWrittenWhileTheOneBeforeRuns(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	s := openStore(t, schema, func(o *postgres.Options) { o.MaxConns = 6 })
+	s.SetCopyMin(0)
+	require.NoError(t, s.Commit(bg, taskBatch(1, 10)))
+
+	// An outside transaction holds task 1's status row: the batch that
+	// updates it takes the seq lock and then waits.
+	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
+	defer cancel()
+	holder, err := pgx.Connect(ctx, databaseURL(t))
+	require.NoError(t, err)
+	defer holder.Close(bg) //nolint:errcheck
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "SELECT 1 FROM "+pgxIdent(schema)+".task_status WHERE seq = 1 FOR UPDATE")
+	require.NoError(t, err)
+
+	first := updateBatch(taskBatch(1, 1).Tasks[0], 11)
+	adds := taskBatch(12, 50)
+	next := updateBatch(adds.Tasks[0], 62)
+	_, w1 := s.CommitAsync(bg, first)
+	_, w2 := s.CommitAsync(bg, adds)
+	w3 := make(chan func() error, 1)
+	go func() {
+		_, w := s.CommitAsync(bg, next)
+		w3 <- w
+	}()
+
+	// The adding batch has written into tasks (the earlier one writes
+	// none there) and waits, as the earlier one does, for a transaction:
+	// that one's, for the seq row.
+	waitfor.Eventually(t, "the adding batch writes its rows, then waits for the seq lock", func() bool {
+		var writing, waiting int
+		err := holder.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+				WHERE c.relname = 'tasks' AND c.relnamespace = $1::regnamespace AND l.mode = 'RowExclusiveLock' AND l.granted),
+			(SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted)`, pgxIdent(schema)).Scan(&writing, &waiting)
+		require.NoError(t, err)
+		return writing == 1 && waiting == 2
+	})
+	require.NoError(t, tx.Commit(ctx), "the outside transaction ends")
+
+	require.NoError(t, w1())
+	require.NoError(t, w2())
+	require.NoError(t, (<-w3)())
+	evs, err := s.Events(bg, 0, 1000)
+	require.NoError(t, err)
+	require.Len(t, evs, 62)
+	for i, e := range evs {
+		require.Equal(t, uint64(i+1), e.Seq)
+	}
+	got, err := s.Task(bg, adds.Tasks[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, engine.StateRunning, got.State, "the update behind the adding batch lands after it")
+	got, err = s.Task(bg, adds.Tasks[49].ID)
+	require.NoError(t, err)
+	require.Equal(t, engine.StateQueued, got.State)
+}
+
+// updateBatch is a batch that starts task (a copy), with event seq.
+func updateBatch(task *engine.Task, seq uint64) *engine.Batch {
+	upd := *task
+	upd.State, upd.Reason, upd.LastSeq = engine.StateRunning, "started", seq
+	return &engine.Batch{Tasks: []*engine.Task{&upd}, Events: []engine.Event{{Seq: seq, Type: engine.EventState, TaskID: upd.ID,
+		AgentID: "agent", Lane: "main", From: engine.StateQueued, To: engine.StateRunning, Reason: "started"}}}
 }
