@@ -297,13 +297,21 @@ type asyncCommit struct {
 }
 
 // CommitAsync implements engine.PipelinedStore. A batch sent while the one
-// before it is in flight starts with sy_follow rather than sy_advance: the
-// seq row that the earlier transaction locked first makes it wait for that
-// one's end, and unless that one committed (the last seq is exactly its
-// last), it fails. Its rows are built, and sent, while the earlier one runs
-// and syncs, so that the server starts on it the moment the earlier one
-// commits. It is sent only once the earlier transaction holds the seq lock,
-// so that the two cannot take it out of order.
+// before it is in flight checks its seq with sy_follow rather than
+// sy_advance: the seq row that the earlier transaction locked makes it wait
+// for that one's end, and unless that one committed (the last seq is
+// exactly its last), it fails. It takes the seq lock only once the earlier
+// transaction holds it, so that the two cannot take it out of order.
+//
+// Where in the transaction it takes the lock depends on what it writes. A
+// batch that updates stored rows takes it first: its rows are built and
+// sent while the earlier one runs and syncs, and the server starts on them
+// the moment the earlier one commits. A batch that only adds rows (by COPY)
+// takes it last: the server writes its rows while the earlier one still
+// runs, and only its seq check, its last statements and its own sync wait
+// for that one's end. It contends with the earlier one for no other row, so
+// the two cannot deadlock; one that updates rows, with the lock last, could
+// take a row lock before the earlier one and then wait for it.
 func (s *Store) CommitAsync(ctx context.Context, b *engine.Batch) (done <-chan struct{}, wait func() error) {
 	failed := func(err error) (<-chan struct{}, func() error) { return closedChan, func() error { return err } }
 	if b.Empty() {
