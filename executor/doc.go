@@ -49,7 +49,9 @@
 // word: an error body with a code is transient exactly when it says
 // "retryable": true; without a code, 400, 404 and other 4xx are permanent and
 // 408, 409, 423, 429, 5xx, network failures and timeouts transient;
-// cancellation is cancellation. An instance fault (unreachable, 401, 503, a
+// cancellation is cancellation. A wait whose condition was not met within its
+// own timeout, which the instance answers 200 {"waited":false}, fails the
+// attempt with the code wait_timeout, transient as a timeout. An instance fault (unreachable, 401, 503, a
 // server that cannot reach its browser) marks the instance unhealthy at once
 // and wraps engine.ErrInstanceFault, so that the attempt does not spend the
 // task's retry budget. An instance is healthy only when it can run an action:

@@ -151,6 +151,30 @@ func TestEndToEndFormInOneSessionTab(t *testing.T) {
 	require.Contains(t, string(o.Result), `"contentType":"image/png"`)
 }
 
+// TestRealChromiumAWaitThatRunsOutOfTimeFailsTheAttempt: the built-in
+// Chromium answers, as PinchTab, 200 {"waited":false,"error"} when a wait's
+// selector does not match in time; the attempt fails with wait_timeout.
+func TestRealChromiumAWaitThatRunsOutOfTimeFailsTheAttempt(t *testing.T) {
+	t.Parallel()
+	url := testSite(t)
+	inst := startChromium(t)
+	bn := setup(t, executor.Options{}, executor.InstanceConfig{ID: "local", URL: inst.URL(), Token: inst.Token()})
+	s := &session{key: "waits"}
+	ctx := context.Background()
+	require.NoError(t, s.run(ctx, bn.exec, "local", action("navigate", "", `{"url":"`+url+`"}`)).Err)
+
+	o := s.run(ctx, bn.exec, "local", action("wait", "#name", `{"timeout":5000}`))
+	require.NoError(t, o.Err, "a wait that is met")
+
+	o = s.run(ctx, bn.exec, "local", action("wait", "#nothing-here", `{"timeout":300}`))
+	require.Error(t, o.Err, "what it waited for never appeared")
+	require.Equal(t, policy.ClassTransient, engine.ClassOf(o.Err))
+	var wt *pinchtab.WaitTimeoutError
+	require.ErrorAs(t, o.Err, &wt)
+	require.Equal(t, "wait_timeout", wt.ErrorCode())
+	require.Contains(t, o.Err.Error(), "timeout waiting for #nothing-here", "the instance's own text")
+}
+
 func TestCancellingMidActionStopsTheBrowserCall(t *testing.T) {
 	t.Parallel()
 	url, beacons := testSiteWithBeacon(t)

@@ -887,9 +887,13 @@ func llmConfig(labels map[string]string) map[string]string {
 
 // classify gives err the class the engine's retry policy reads: the
 // instance's verdict for HTTP failures, transient for network failures and
-// timeouts, cancellation as it is.
+// timeouts — a wait that ran out of its own time included —, cancellation as
+// it is.
 func classify(err error) error {
-	var ce *engine.ClassifiedError
+	var (
+		ce *engine.ClassifiedError
+		wt *pinchtab.WaitTimeoutError
+	)
 	switch {
 	case err == nil || errors.As(err, &ce):
 		return err
@@ -897,6 +901,11 @@ func classify(err error) error {
 		return engine.Transient(err) // the attempt's time ran out, even if the request ended by the abort grace
 	case errors.Is(err, context.Canceled):
 		return err
+	case errors.As(err, &wt):
+		// The wait's own time ran out: transient, as an attempt whose
+		// time ran out is, so that the retry policy decides the same
+		// (by its code, wait_timeout, where it tells them apart).
+		return engine.Transient(err)
 	}
 	var pe *pinchtab.Error
 	if errors.As(err, &pe) {

@@ -696,3 +696,90 @@ func TestNewTabsSpreadOverAServersBrowsers(t *testing.T) {
 	require.Equal(t, []string{"POST /instances/inst_a/tabs/open", "POST /instances/inst_b/tabs/open"}, opens,
 		"each new tab goes to the browser with the fewest")
 }
+
+// TestAWaitThatRunsOutOfTimeFailsTheAttempt: PinchTab answers a wait whose
+// condition was not met within its timeout 200 {"waited":false,"error"}. The
+// attempt fails with the code wait_timeout, transient as an attempt whose
+// time ran out, and its error carries the instance's own text; a wait that is
+// met succeeds as before.
+func TestAWaitThatRunsOutOfTimeFailsTheAttempt(t *testing.T) {
+	t.Parallel()
+	modes(t, func(t *testing.T, mode pinchtabtest.Mode) {
+		bn, _ := setupDouble(t, mode, executor.Options{})
+		ctx := context.Background()
+		o := bn.exec.Execute(ctx, &attempt{id: "open", instance: "p", spec: &engine.TaskSpec{AgentID: "x", SessionKey: "s",
+			Action: action("navigate", "", `{"url":"http://site.test/form"}`)}})
+		require.NoError(t, o.Err)
+		tab := o.TabID
+
+		o = bn.exec.Execute(ctx, &attempt{id: "met", instance: "p", tab: tab, spec: &engine.TaskSpec{AgentID: "x", SessionKey: "s",
+			Action: action("wait", "#name", `{"timeout":200}`)}})
+		require.NoError(t, o.Err)
+		require.Contains(t, string(o.Result), `"waited":true`)
+
+		o = bn.exec.Execute(ctx, &attempt{id: "unmet", instance: "p", tab: tab, spec: &engine.TaskSpec{AgentID: "x", SessionKey: "s",
+			Action: action("wait", "#nothing-here", `{"timeout":200}`)}})
+		require.Error(t, o.Err, "what it waited for never happened")
+		require.Equal(t, policy.ClassTransient, engine.ClassOf(o.Err), "as an attempt whose time ran out")
+		var coder engine.ErrorCoder
+		require.ErrorAs(t, o.Err, &coder)
+		require.Equal(t, "wait_timeout", coder.ErrorCode())
+		require.Contains(t, o.Err.Error(), "timeout after 200ms waiting for selector", "the instance's own text")
+		require.NotErrorIs(t, o.Err, engine.ErrInstanceFault)
+		require.Equal(t, tab, o.TabID, "it ran in the session's tab, which stays bound")
+	})
+}
+
+// TestAWorkflowStopsAtAWaitThatRanOutOfTime runs a wait and its dependent
+// through the engine: the wait's attempts fail with wait_timeout and are
+// retried by the retry policy; the dependent never runs.
+func TestAWorkflowStopsAtAWaitThatRanOutOfTime(t *testing.T) {
+	t.Parallel()
+	d := newDouble(t, pinchtabtest.ModeBridge)
+	d.OpenTab("", "http://site.test/form")
+	reg := executor.NewRegistry(executor.RegistryOptions{HealthInterval: time.Hour})
+	t.Cleanup(reg.Close)
+	exec, err := executor.New(executor.Options{Registry: reg})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = exec.Close() })
+	eng, err := engine.New(engine.Options{Store: memory.New(memory.Options{}), Executor: exec, Clock: clock.Real{}, TabLocator: reg, PlaceOnInstances: true})
+	require.NoError(t, err)
+	require.NoError(t, eng.Start(context.Background()))
+	t.Cleanup(func() { _ = eng.Shutdown(context.Background()) })
+	reg.SetSink(eng)
+	ctx := context.Background()
+	_, err = reg.Register(ctx, executor.InstanceConfig{ID: "p", URL: d.URL(), Token: doubleToken, Kind: executor.KindInstance})
+	require.NoError(t, err)
+
+	retry := &engine.RetryPolicy{MaxAttempts: 2, Backoff: time.Millisecond, Multiplier: 1, MaxBackoff: time.Millisecond}
+	wait, err := eng.Submit(ctx, engine.TaskSpec{AgentID: "x", SessionKey: "s", Retry: retry, Exhausted: engine.ExhaustedFail,
+		Action: action("wait", "#nothing-here", `{"timeout":200}`)})
+	require.NoError(t, err)
+	next, err := eng.Submit(ctx, engine.TaskSpec{AgentID: "x", SessionKey: "s", DependsOn: []string{wait.ID},
+		Action: action("fill", "#name", `{"text":"Ada"}`)})
+	require.NoError(t, err)
+	ended := func(id string) *engine.Task {
+		var got *engine.Task
+		waitfor.CheckFor(t, func() error {
+			got, _ = eng.Task(ctx, id)
+			if !got.State.Terminal() {
+				return fmt.Errorf("state %s (%s)", got.State, got.Reason)
+			}
+			return nil
+		})
+		return got
+	}
+	got := ended(wait.ID)
+	require.Equal(t, engine.StateFailed, got.State, got.Reason)
+	require.Len(t, got.Attempts, 2, "transient: the retry policy retried it")
+	for _, a := range got.Attempts {
+		require.Equal(t, "wait_timeout", a.Code)
+		require.Equal(t, policy.ClassTransient, a.Class)
+		require.False(t, a.InstanceFault)
+		require.Contains(t, a.Error, "timeout after 200ms waiting for selector")
+	}
+	require.Contains(t, got.Error, "wait_timeout")
+	after := ended(next.ID)
+	require.NotEqual(t, engine.StateSucceeded, after.State)
+	require.Empty(t, after.Attempts, "the dependent never ran on a page that was not ready")
+}

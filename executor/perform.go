@@ -66,6 +66,12 @@ func (e *Executor) perform(ctx context.Context, t target, a *engine.Action, task
 		}
 		res, err = t.client.Post(ctx, t.tab, kind, q, nil)
 	case routePost:
+		if kind == "wait" {
+			// A wait that ran out of time answers 200 {"waited":false}:
+			// a *pinchtab.WaitTimeoutError, which fails the attempt.
+			res, err = t.client.Wait(ctx, t.tab, a.Params, "ref", a.Ref, "selector", a.Selector)
+			break
+		}
 		res, err = t.client.Post(ctx, t.tab, kind, nil, a.Params, "ref", a.Ref, "selector", a.Selector)
 	default:
 		res, err = t.client.Act(ctx, t.tab, pinchtab.Action{Kind: a.Kind, Ref: a.Ref, Selector: a.Selector, Params: a.Params})

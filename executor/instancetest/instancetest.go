@@ -21,6 +21,10 @@
 //     on the new page; a click that does not navigate is no such thing;
 //   - back, forward and reload have their own routes (nothing happens at
 //     either end of the history), and /wait waits for a selector;
+//   - a wait whose selector does not match within its timeout answers 200
+//     {"waited":false,"error":"…"}, with the instance's reason, which the
+//     client's Wait turns into a *pinchtab.WaitTimeoutError (the executor
+//     fails the attempt with the code wait_timeout);
 //   - a closed tab is gone from GET /tabs and answers 404.
 package instancetest
 
@@ -204,10 +208,38 @@ func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 		require.NoError(t, err)
 		require.NoError(t, json.Unmarshal(res, &waited))
 		require.True(t, waited.Waited, "#name is on the form")
-		res, err = c.Post(ctx, tab, "wait", nil, json.RawMessage(`{"selector":"#nothing-here","timeout":200}`))
+	})
+
+	t.Run("AWaitThatRunsOutOfTimeSaysSo", func(t *testing.T) {
+		tg := newTarget(t)
+		c, tab := open(t, tg)
+		ctx := context.Background()
+		_, err := c.Navigate(ctx, tab, tg.FormURL, nil)
 		require.NoError(t, err)
-		require.NoError(t, json.Unmarshal(res, &waited))
-		require.False(t, waited.Waited, "the time ran out")
+		// On the wire: 200, with "waited": false and the instance's reason.
+		res, err := c.Post(ctx, tab, "wait", nil, json.RawMessage(`{"selector":"#nothing-here","timeout":200}`))
+		require.NoError(t, err, "no HTTP error: the answer says it")
+		var timedOut struct {
+			Waited *bool
+			Error  string
+		}
+		require.NoError(t, json.Unmarshal(res, &timedOut), string(res))
+		require.NotNil(t, timedOut.Waited, string(res))
+		require.False(t, *timedOut.Waited, "the time ran out")
+		require.NotEmpty(t, timedOut.Error, "it says why, in its own words")
+
+		// The client's Wait, which the executor uses, reads it as a
+		// failure with the code wait_timeout and the instance's text.
+		_, err = c.Wait(ctx, tab, json.RawMessage(`{"timeout":200}`), "selector", "#nothing-here")
+		var wt *pinchtab.WaitTimeoutError
+		require.ErrorAs(t, err, &wt)
+		require.Equal(t, pinchtab.CodeWaitTimeout, wt.ErrorCode())
+		require.NotEmpty(t, wt.Message)
+		require.Contains(t, err.Error(), wt.Message)
+		res, err = c.Wait(ctx, tab, json.RawMessage(`{"timeout":5000}`), "selector", "#name")
+		require.NoError(t, err, "a wait that is met is no failure")
+		require.NoError(t, json.Unmarshal(res, &timedOut), string(res))
+		require.True(t, *timedOut.Waited)
 	})
 
 	t.Run("AClosedTabIsGone", func(t *testing.T) {

@@ -202,6 +202,53 @@ func (c *Client) Post(ctx context.Context, tabID, endpoint string, query url.Val
 	return c.DoJSON(ctx, endpoint, http.MethodPost, path, query, json.RawMessage(body))
 }
 
+// CodeWaitTimeout is the error code (ErrorCode) of a wait whose condition
+// was not met within its own timeout (WaitTimeoutError).
+const CodeWaitTimeout = "wait_timeout"
+
+// WaitTimeoutError is a wait (POST /tabs/{id}/wait) whose condition was not
+// met within its own timeout. PinchTab and the built-in Chromium answer such
+// a wait 200 {"waited":false,"elapsed":…,"error":"timeout after …"}: the
+// request went well, but what it waited for did not happen, and whatever
+// needed it would run on a page that is not ready.
+type WaitTimeoutError struct {
+	Path    string          // the request's path (/tabs/{id}/wait)
+	Message string          // the instance's own text: its "error", or the start of its answer
+	Answer  json.RawMessage // the instance's whole answer
+}
+
+func (e *WaitTimeoutError) Error() string {
+	return "pinchtab wait (POST " + e.Path + "): the condition was not met within its timeout [" + CodeWaitTimeout + "]: " + e.Message
+}
+
+// ErrorCode returns CodeWaitTimeout (engine.ErrorCoder): a retry policy sees
+// it as the failed attempt's code.
+func (e *WaitTimeoutError) ErrorCode() string { return CodeWaitTimeout }
+
+// Wait waits in a tab (POST /tabs/{id}/wait) for what params says (a
+// "selector", "text", "url", "load", "fn" or a fixed "ms", within its
+// "timeout"; fixed as in Post) and returns the instance's answer,
+// {"waited":true,"elapsed",…}. An answer that says "waited": false — the
+// condition was not met in time — is returned with a *WaitTimeoutError.
+func (c *Client) Wait(ctx context.Context, tabID string, params json.RawMessage, fixed ...any) (json.RawMessage, error) {
+	res, err := c.Post(ctx, tabID, "wait", nil, params, fixed...)
+	if err != nil {
+		return nil, err
+	}
+	var ans struct {
+		Waited *bool  `json:"waited"`
+		Error  string `json:"error"`
+	}
+	if json.Unmarshal(res, &ans) == nil && ans.Waited != nil && !*ans.Waited {
+		msg := ans.Error
+		if msg == "" {
+			msg = excerpt(res, 200)
+		}
+		return res, &WaitTimeoutError{Path: tabPath(tabID, "wait"), Message: msg, Answer: res}
+	}
+	return res, nil
+}
+
 // Read calls one of a tab's GET read endpoints ("text", "snapshot", "title",
 // "url", "html", …) with query and returns its JSON answer.
 func (c *Client) Read(ctx context.Context, tabID, endpoint string, query url.Values) (json.RawMessage, error) {

@@ -351,6 +351,37 @@ func TestAnErrorFoundToBeAnInstanceFaultSaysSoInsteadOfItsCodesVerdict(t *testin
 	require.Equal(t, "pinchtab title (GET /tabs/T1/title): 404 Not Found: page not found (instance fault)", plain.Error())
 }
 
+func TestAWaitThatWasNotMetIsAWaitTimeoutError(t *testing.T) {
+	t.Parallel()
+	const timedOut = `{"waited":false,"elapsed":203,"error":"timeout after 203ms waiting for selector"}`
+	rec := newRecorder(t, jsonReply(200, timedOut))
+	res, err := newClient(t, rec).Wait(context.Background(), "T1", json.RawMessage(`{"timeout":200}`), "selector", "#late")
+	var wt *pinchtab.WaitTimeoutError
+	require.ErrorAs(t, err, &wt)
+	require.Equal(t, "wait_timeout", wt.ErrorCode())
+	require.Equal(t, "timeout after 203ms waiting for selector", wt.Message, "the instance's own text")
+	require.JSONEq(t, timedOut, string(wt.Answer))
+	require.JSONEq(t, timedOut, string(res), "the answer comes back with the error")
+	require.Equal(t, "pinchtab wait (POST /tabs/T1/wait): the condition was not met within its timeout [wait_timeout]: timeout after 203ms waiting for selector", err.Error())
+	require.Equal(t, 0, pinchtab.StatusOf(err), "not an HTTP failure")
+	require.Equal(t, 1, rec.count())
+	require.JSONEq(t, `{"timeout":200,"selector":"#late"}`, rec.last(t).Body)
+
+	// Without a reason, the answer itself is the text.
+	rec = newRecorder(t, jsonReply(200, `{"waited":false}`))
+	_, err = newClient(t, rec).Wait(context.Background(), "T1", nil)
+	require.ErrorAs(t, err, &wt)
+	require.Equal(t, `{"waited":false}`, wt.Message)
+
+	// A wait that was met, or an answer that does not say, is no failure.
+	for _, body := range []string{`{"waited":true,"elapsed":5,"match":"#late"}`, `{"ok":true}`} {
+		rec = newRecorder(t, jsonReply(200, body))
+		res, err = newClient(t, rec).Wait(context.Background(), "T1", nil)
+		require.NoError(t, err, body)
+		require.JSONEq(t, body, string(res))
+	}
+}
+
 func TestErrorBodiesInOtherShapesAreReadable(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(t, jsonReply(401, `{"error":{"code":"missing_token","message":"token required"}}`))

@@ -20,7 +20,8 @@
 //	GET  /tabs/{id}/screenshot?raw=true → image bytes (or {"format","base64"} without raw)
 //	POST /tabs/{id}/evaluate {"expression"} → {"result":…}
 //	POST /tabs/{id}/back|forward|reload → {"tabId","url"}
-//	POST /tabs/{id}/wait|find|dialog {…} → the endpoint's JSON
+//	POST /tabs/{id}/wait {…}            → {"waited":true,"elapsed",…}, or 200 {"waited":false,"error"} when its time ran out
+//	POST /tabs/{id}/find|dialog {…}     → the endpoint's JSON
 //	POST /tabs/{id}/close               → {"closed":true}
 //	POST /chat                          → text/event-stream; the last data event is the answer
 //
@@ -39,5 +40,7 @@
 // timeouts, 408, 409, 423, 429 and 5xx may, 400, 404 and the other 4xx may
 // not. Error.InstanceFault says whether the instance rather than the request
 // failed (unreachable, 401, 503, a 502 from a server that cannot reach its
-// browser). The token never appears in an error or a log line.
+// browser). A wait whose condition was not met in time answers 200, which
+// Client.Wait returns as a *WaitTimeoutError (code wait_timeout). The token
+// never appears in an error or a log line.
 package pinchtab

@@ -188,7 +188,7 @@ var browserTools = []browserTool{
 		desc:   historyHelp("Reload the page", `{}`),
 		fields: nil, build: noArgs},
 	{name: "wait", kind: "wait", title: "Wait for the page", readOnly: true,
-		desc: `Wait until the page shows something: an element (selector), some text, a URL, a load state, or a number of milliseconds; give one. Example: {"selector": "#results"}. ` + pinchTabOnly,
+		desc: `Wait until the page shows something: an element (selector), some text, a URL, a load state, or a number of milliseconds; give one. Example: {"selector": "#results"}. If that does not happen within the instance's timeout (10 s), the call fails (instanceCode wait_timeout). ` + pinchTabOnly,
 		fields: []field{optSelector,
 			{name: "text", typ: "string", desc: "Text that must appear on the page."},
 			{name: "url", typ: "string", desc: "A URL (or part of one) the page must reach."},

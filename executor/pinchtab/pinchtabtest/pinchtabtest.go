@@ -23,7 +23,9 @@
 // GET /instances/tabs) leave out the tabs that show no page (about:blank,
 // chrome://…), as PinchTab's do: a tab just opened blank is not listed until
 // it is navigated, though it is there (its routes answer, and a bridge's
-// /health counts it). Errors are PinchTab's bodies, {"error","code"} plus
+// /health counts it). A wait for a selector that matches nothing answers,
+// as PinchTab, 200 {"waited":false,"error":"timeout after …"} at once. Errors
+// are PinchTab's bodies, {"error","code"} plus
 // "retryable": true only when a retry can help: a text selector that matches
 // nothing is 500 [error]; the same on /action is 400 [error]; a click that
 // navigates without waitNav is 409 [navigation_changed]; an unknown action
@@ -599,7 +601,15 @@ func (s *Server) tabRoute(w http.ResponseWriter, r *http.Request, id, op string,
 		_, found := element(t, sel)
 		s.mu.Unlock()
 		if sel != "" && !found {
-			reply(w, http.StatusOK, map[string]any{"waited": false, "elapsed": 0, "error": "timeout waiting for " + sel})
+			// As PinchTab: 200, not an error status; it says so in the
+			// body, having waited for the whole timeout (10 s by
+			// default; the double does not wait).
+			timeout := 10_000
+			if ms, ok := req["timeout"].(float64); ok {
+				timeout = min(max(int(ms), 100), 30_000)
+			}
+			reply(w, http.StatusOK, map[string]any{"waited": false, "elapsed": timeout,
+				"error": fmt.Sprintf("timeout after %dms waiting for selector", timeout)})
 			return
 		}
 		reply(w, http.StatusOK, map[string]any{"waited": true, "elapsed": 1, "match": sel})

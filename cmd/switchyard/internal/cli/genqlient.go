@@ -72,7 +72,8 @@ type Attempt struct {
 	// What went wrong, if anything.
 	Error *string `json:"error"`
 	// Its failure's machine-readable error code, the one the lane's retry policy was given
-	// (plugins/ABI.md, "Error codes"): the executor's (PinchTab's error `code`, such as `tab_not_found`),
+	// (plugins/ABI.md, "Error codes"): the executor's (PinchTab's error `code`, such as `tab_not_found`, or
+	// `wait_timeout` for a `wait` whose condition was not met within its timeout),
 	// a pull-lane worker's `failTask` code, or one Switchyard makes (`timeout`, `lease_expired`, `restart`,
 	// `instance_fault`). Null on success, for a cancelled or handed-back attempt, and for a failure without one.
 	ErrorCode *string `json:"errorCode"`
