@@ -188,7 +188,7 @@ var browserTools = []browserTool{
 		desc:   historyHelp("Reload the page", `{}`),
 		fields: nil, build: noArgs},
 	{name: "wait", kind: "wait", title: "Wait for the page", readOnly: true,
-		desc: `Wait until the page shows something: an element (selector), some text, a URL, a load state, or a number of milliseconds; give one. Example: {"selector": "#results"}. If that does not happen within the instance's timeout (10 s), the call fails (instanceCode wait_timeout). ` + pinchTabOnly,
+		desc: `Wait until the page shows something: an element (selector), some text, a URL, a load state, or a number of milliseconds; give one. Example: {"selector": "#results"}. If that does not happen within the instance's timeout (10 s), the call fails (instanceCode wait_timeout).`,
 		fields: []field{optSelector,
 			{name: "text", typ: "string", desc: "Text that must appear on the page."},
 			{name: "url", typ: "string", desc: "A URL (or part of one) the page must reach."},
@@ -217,11 +217,8 @@ var browserTools = []browserTool{
 		}},
 }
 
-// pinchTabOnly says which instances serve a kind the built-in one lacks.
-const pinchTabOnly = "Served by PinchTab instances; the built-in Chromium instance refuses it (the call fails with httpStatus 404)."
-
 func historyHelp(what, example string) string {
-	return what + ". Example: " + example + ". " + pinchTabOnly
+	return what + ". Example: " + example + "."
 }
 
 func noArgs(*Args) (string, map[string]any, error) { return "", nil, nil }
