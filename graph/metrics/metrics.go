@@ -38,7 +38,7 @@ type Collector struct {
 	laneQueued, laneInflight, laneMax, lanePaused                                            *prometheus.Desc
 	instUp, instLatency, instInflight, instTabs, instCapacity, instFailures                  *prometheus.Desc
 	plugCalls, plugLatency, plugFaults, plugFallbacks, plugHolds, plugQuarantines, plugState *prometheus.Desc
-	plugLogDropped, plugFuel                                                                 *prometheus.Desc
+	plugLogDropped, plugFuel, plugGraces                                                     *prometheus.Desc
 }
 
 // NewCollector returns a collector of src.
@@ -79,6 +79,7 @@ func NewCollector(src Source) *Collector {
 		plugState:       d("plugin_state", "1 for a plugin's current state (active, probation, quarantined, disabled), 0 for the others.", "plugin", "state"),
 		plugLogDropped:  d("plugin_log_dropped_total", "A plugin's switchyard.log lines dropped by its rate limit.", "plugin"),
 		plugFuel:        d("plugin_fuel_max", "The most fuel one decision of a plugin has burnt.", "plugin"),
+		plugGraces:      d("plugin_deadline_graces_total", "A plugin's calls let run on past their deadline in wall time because they waited for a core (the process was starved, or they burnt no fuel since the watchdog's last look).", "plugin"),
 	}
 }
 
@@ -87,7 +88,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.tasks, c.ended, c.inflight, c.maxInflight, c.pending, c.counters, c.latency,
 		c.lastSeq, c.draining, c.commitErrs, c.failing, c.laneQueued, c.laneInflight, c.laneMax, c.lanePaused,
 		c.instUp, c.instLatency, c.instInflight, c.instTabs, c.instCapacity, c.instFailures,
-		c.plugCalls, c.plugLatency, c.plugFaults, c.plugFallbacks, c.plugHolds, c.plugQuarantines, c.plugState, c.plugLogDropped, c.plugFuel} {
+		c.plugCalls, c.plugLatency, c.plugFaults, c.plugFallbacks, c.plugHolds, c.plugQuarantines, c.plugState, c.plugLogDropped, c.plugFuel, c.plugGraces} {
 		ch <- d
 	}
 }
@@ -170,6 +171,7 @@ func (c *Collector) collectPlugins(ch chan<- prometheus.Metric, plugins []manage
 		ch <- prometheus.MustNewConstMetric(c.plugQuarantines, prometheus.CounterValue, float64(s.Quarantines), p.Name)
 		ch <- prometheus.MustNewConstMetric(c.plugLogDropped, prometheus.CounterValue, float64(s.LogDropped), p.Name)
 		ch <- prometheus.MustNewConstMetric(c.plugFuel, prometheus.GaugeValue, float64(s.FuelMax), p.Name)
+		ch <- prometheus.MustNewConstMetric(c.plugGraces, prometheus.CounterValue, float64(s.DeadlineGraces), p.Name)
 		for st := host.StateActive; st <= host.StateDisabled; st++ {
 			ch <- prometheus.MustNewConstMetric(c.plugState, prometheus.GaugeValue, b2f(s.State == st), p.Name, st.String())
 		}

@@ -53,6 +53,8 @@ type instance struct {
 	halted    atomic.Bool
 	seenStart int64         // the watchdog's last look (under mu): the call it saw
 	seenFuel  int64         // and what its tank held
+	seenBase  int64         // the watchdog's ledger total when the call began (its starvation credit is total - seenBase)
+	graced    bool          // the call was let run on past its deadline (counted in Stats.DeadlineGraces)
 	burnt     int64         // fuel the last call burnt
 	lastStart time.Duration // when it started, on the runtime's clock
 

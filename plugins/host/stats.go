@@ -39,6 +39,13 @@ type Stats struct {
 	// iterations; see Config.DecisionFuel), and SetupFuelMax the most that
 	// instantiation or a configure call has.
 	FuelMax, SetupFuelMax uint64
+	// DeadlineGraces counts the calls the watchdog let run on past their
+	// deadline in wall time because the process was starved while they ran
+	// (its own ticks ran late) or because they were not running (burnt no
+	// fuel since its last look): time spent waiting for a core. Such a call
+	// is still abandoned once it is past its deadline net of that time and
+	// running, or past the hard cap on its wall time.
+	DeadlineGraces uint64
 }
 
 // FaultTotal returns the number of faulted decisions of every kind.
@@ -87,6 +94,7 @@ func (p *Plugin) Stats() Stats {
 	s.LatencyP50, s.LatencyP99, s.LatencyMax, s.Observed = p.stats.latency.quantiles()
 	s.Latency = p.stats.latency.cumulative()
 	s.FuelMax, s.SetupFuelMax = p.stats.fuel.Load(), p.stats.setupFuel.Load()
+	s.DeadlineGraces = p.stats.graces.Load()
 	return s
 }
 
@@ -94,6 +102,7 @@ type stats struct {
 	calls, fallbacks     atomic.Uint64
 	holds                atomic.Uint64
 	quarantines          atomic.Uint64
+	graces               atomic.Uint64 // calls let run on past their deadline (Stats.DeadlineGraces)
 	logLines, logDropped atomic.Uint64
 	faults               [FaultDeadline + 1]atomic.Uint64
 	fallbacksBy          [FallbackTooLarge + 1]atomic.Uint64

@@ -9,6 +9,15 @@
 // The watchdog sleeps while no call is running: a goroutine that ticks
 // every Deadline/4 while calls run, and parks when a tick finds none.
 //
+// A call is judged on its wall time net of the starvation the watchdog
+// observed while it ran (see ledger and judge): a tick that runs late beyond
+// lateSlack shows a time when this process could not run — a machine short
+// of cores, or a stop of the world — and the guest's thread very likely
+// could not either. A call is not abandoned for time it spent waiting for
+// a core, up to a hard cap on its wall time (graceCap) that holds whatever
+// the lateness. All of this is the watchdog's own bookkeeping: the fast
+// path (callWith) is unchanged.
+//
 // When the runtime closes, the watchdog halts every call still running,
 // whatever its deadline, and stops only once none runs (see stop): it is
 // the one thing that can end a guest call early, and a call left running
@@ -31,6 +40,93 @@ import (
 // often undone, and a few in a row are not.
 const haltTick = time.Millisecond
 
+// lateSlack is the lateness of a tick that is not counted as starvation:
+// Go's timers wake a parked goroutine up to about a millisecond after they
+// are due when their period is not a whole number of milliseconds (the
+// netpoller waits in milliseconds; a 2.5 ms timer fired 0.7 ms late at the
+// median on an idle goroutine), so a millisecond of lateness says nothing
+// about the machine's load.
+const lateSlack = int64(time.Millisecond)
+
+// The hard cap on a call's wall time, whatever the starvation observed:
+// graceFactor times its deadline, and at least graceMin (see graceCap).
+const (
+	graceFactor = 10
+	graceMin    = int64(100 * time.Millisecond)
+)
+
+// graceCap is the most wall time a call with that deadline may run: past
+// it the call is abandoned at the next look, however late the watchdog's
+// ticks were and whether it burnt fuel since the last look or not.
+func graceCap(deadline int64) int64 { return max(graceFactor*deadline, graceMin) }
+
+// verdict is the watchdog's judgement of a running call (judge).
+type verdict uint8
+
+const (
+	onTime  verdict = iota // within its deadline in wall time
+	graced                 // past it in wall time, within it net of the starvation observed
+	overdue                // past it net of the starvation observed
+	capped                 // past graceCap in wall time
+)
+
+// judge judges a call that has run for elapsed ns of wall time, credit of
+// which the watchdog observed as starvation, against its deadline (all in
+// ns).
+func judge(elapsed, credit, deadline int64) verdict {
+	switch {
+	case elapsed <= deadline:
+		return onTime
+	case elapsed > graceCap(deadline):
+		return capped
+	case elapsed-credit > deadline:
+		return overdue
+	}
+	return graced
+}
+
+// ledger is the watchdog's account of its own lateness, on the runtime's
+// clock (ns): total is the lateness beyond lateSlack of every tick so far,
+// and recent holds when the last late ticks' counted lateness began and
+// ended. Only the watchdog's goroutine uses it.
+type ledger struct {
+	total  int64
+	recent [4]span
+	next   int // where the next span goes in recent
+}
+
+// span is the counted lateness of one tick: from when it was due (plus
+// lateSlack) to when it ran.
+type span struct{ from, to int64 }
+
+// tick records a tick that was due at due and ran at now.
+func (l *ledger) tick(due, now int64) {
+	from := due + lateSlack
+	if now <= from {
+		return
+	}
+	l.total += now - from
+	l.recent[l.next] = span{from, now}
+	l.next = (l.next + 1) % len(l.recent)
+}
+
+// base is what total was when a call that started at start began, as far
+// as the ledger can tell: the call is credited with total - base, the
+// lateness counted since it started. A call is first seen at the first
+// scan after it started, and the ticks since the scan before (the
+// watchdog's wake-up, if it slept, and one timer tick) are in recent; of a
+// tick's lateness the call is credited with the part it was running for
+// (all of it if it started before the tick was due).
+func (l *ledger) base(start int64) int64 {
+	b := l.total
+	for _, s := range l.recent {
+		if o := s.to - max(start, s.from); o > 0 {
+			b -= o
+		}
+	}
+	return b
+}
+
 type watchdog struct {
 	rt      *Runtime
 	tick    time.Duration
@@ -42,6 +138,8 @@ type watchdog struct {
 
 	mu        sync.Mutex
 	instances map[*instance]struct{}
+
+	late ledger // the starvation observed (run's goroutine only)
 }
 
 func newWatchdog(rt *Runtime) *watchdog {
@@ -139,11 +237,13 @@ func (d *watchdog) run() {
 		if d.asleep.Load() {
 			select {
 			case <-d.wake:
+				d.woke()
 			case <-d.done:
 				d.haltUntilIdle(nil)
 				return
 			}
 		}
+		due := int64(time.Since(d.rt.epoch) + d.tick)
 		t.Reset(d.tick)
 		select {
 		case <-t.C:
@@ -151,6 +251,7 @@ func (d *watchdog) run() {
 			d.haltUntilIdle(nil)
 			return
 		}
+		d.late.tick(due, int64(time.Since(d.rt.epoch)))
 		if d.scan() {
 			continue
 		}
@@ -161,6 +262,24 @@ func (d *watchdog) run() {
 		if d.scan() && d.asleep.CompareAndSwap(true, false) {
 			continue
 		}
+	}
+}
+
+// woke records the watchdog's wake-up as a tick that was due when the
+// earliest running call started, the call that woke it or one started
+// since: how late the watchdog woke is starvation too.
+func (d *watchdog) woke() {
+	now := int64(time.Since(d.rt.epoch))
+	first := int64(0)
+	d.mu.Lock()
+	for in := range d.instances {
+		if s := in.started.Load(); s != 0 && (first == 0 || s < first) {
+			first = s
+		}
+	}
+	d.mu.Unlock()
+	if first != 0 {
+		d.late.tick(first, now)
 	}
 }
 
@@ -177,7 +296,7 @@ func (d *watchdog) scan() bool {
 			continue
 		}
 		busy = true
-		in.watch(start, now-start > in.deadline.Load())
+		in.watch(start, now, &d.late)
 	}
 	return busy
 }
@@ -210,25 +329,56 @@ func (d *watchdog) halt(match func(*instance) bool) bool {
 }
 
 // watch looks at the call that started at start, if it is still running,
-// and abandons it if it is overdue and has burnt fuel since the watchdog
-// last looked (or was not seen before). A call that burnt none was not
-// running: its thread waited for a core (a busy machine) and it could end
-// no sooner for being abandoned, so that it is left to finish, and is
-// abandoned at the next look if it then goes on running. A plugin is not
-// quarantined for the machine's load.
-func (in *instance) watch(start int64, overdue bool) {
+// at now, and judges it on its wall time net of the starvation in late
+// since it started (judge). It abandons the call if it is overdue and has
+// burnt fuel since the watchdog last looked (or was not seen before), or
+// if it has run past graceCap. A call that burnt none was not running: its
+// thread waited for a core (a busy machine) and it could end no sooner for
+// being abandoned, so that it is left to finish, and is abandoned at the
+// next look if it then goes on running. A plugin is not quarantined for
+// the machine's load. A call let run on past its deadline in wall time is
+// counted once (Stats.DeadlineGraces).
+func (in *instance) watch(start, now int64, late *ledger) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.started.Load() != start {
 		return
 	}
+	seen := in.seenStart == start
+	if !seen {
+		in.seenBase, in.graced = late.base(start), false
+	}
 	left := int64(in.fuel.Get())
-	if overdue && (in.seenStart != start || left != in.seenFuel || in.expired.Load()) {
-		in.expired.Store(true)
-		in.fuel.Set(0)
+	switch judge(now-start, late.total-in.seenBase, in.deadline.Load()) {
+	case capped:
+		in.expire()
 		left = 0
+	case overdue:
+		if !seen || left != in.seenFuel || in.expired.Load() {
+			in.expire()
+			left = 0
+			break
+		}
+		in.grace()
+	case graced:
+		in.grace()
 	}
 	in.seenStart, in.seenFuel = start, left
+}
+
+// expire empties the tank of the running call (under mu).
+func (in *instance) expire() {
+	in.expired.Store(true)
+	in.fuel.Set(0)
+}
+
+// grace counts the running call as let run on past its deadline, once
+// (under mu).
+func (in *instance) grace() {
+	if !in.graced && !in.expired.Load() {
+		in.graced = true
+		in.plugin.stats.graces.Add(1)
+	}
 }
 
 // abandon empties the tank of the call that started at start, if it is
@@ -240,8 +390,7 @@ func (in *instance) watch(start int64, overdue bool) {
 func (in *instance) abandon(start int64) {
 	in.mu.Lock()
 	if in.started.Load() == start {
-		in.expired.Store(true)
-		in.fuel.Set(0)
+		in.expire()
 	}
 	in.mu.Unlock()
 }

@@ -1,0 +1,132 @@
+package host
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// ms is x milliseconds on the runtime's clock (ns).
+func ms(x float64) int64 { return int64(x * float64(time.Millisecond)) }
+
+// judgeTicks runs the watchdog's bookkeeping over one call with the given
+// deadline (ms) that starts at 1 s on the runtime's clock: the watchdog,
+// asleep, wakes wake ms after the call started, then ticks every tick ms,
+// the i-th tick running late[i] ms after it was due. It returns the
+// verdict of each tick's look, as watch judges it.
+func judgeTicks(deadline, tick, wake float64, late []float64) []verdict {
+	var l ledger
+	start := ms(1000)
+	now := start + ms(wake)
+	l.tick(start, now) // woke: due when the call started
+	base := int64(-1)
+	var out []verdict
+	for _, lt := range late {
+		due := now + ms(tick)
+		now = due + ms(lt)
+		l.tick(due, now)
+		if base < 0 { // the first look at the call
+			base = l.base(start)
+		}
+		out = append(out, judge(now-start, l.total-base, ms(deadline)))
+	}
+	return out
+}
+
+// The watchdog judges a call on its wall time net of its own lateness:
+// ticks on time (late by less than lateSlack, as Go's timers are on an
+// idle machine) leave a call to its deadline in wall time; late ticks
+// (the process starved) give it that much more, and its wall time is
+// capped whatever the lateness.
+func TestWatchdogJudgesWallTimeNetOfItsLateness(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name                 string
+		deadline, tick, wake float64
+		late                 []float64
+		want                 []verdict
+	}{{
+		name:     "on time: expires at the first look past the deadline",
+		deadline: 10, tick: 2.5, wake: 0.05,
+		late: []float64{0.7, 0.7, 0.7, 0.7, 0.7},
+		// looks at 3.25, 6.45, 9.65, 12.85 ms
+		want: []verdict{onTime, onTime, onTime, overdue, overdue},
+	}, {
+		name:     "ticks exactly late by the slack count nothing",
+		deadline: 10, tick: 2.5, wake: 1,
+		late: []float64{1, 1, 1, 1},
+		// looks at 4.5, 8, 11.5 ms
+		want: []verdict{onTime, onTime, overdue, overdue},
+	}, {
+		name:     "late ticks: grace for the starvation, then expires net of it",
+		deadline: 10, tick: 2.5, wake: 0,
+		late: []float64{8, 8, 8, 0, 0, 0},
+		// looks at 10.5 (7 credited), 21 (14), 31.5 (21), 34, 36.5, 39 ms
+		want: []verdict{graced, graced, overdue, overdue, overdue, overdue},
+	}, {
+		name:     "grace then on time: expires once its running time passes the deadline",
+		deadline: 10, tick: 2.5, wake: 0,
+		late: []float64{20, 0.5, 0.5, 0.5, 0.5},
+		// looks at 22.5 (19 credited: 3.5 net), 25.5 (6.5), 28.5 (9.5), 31.5 (12.5) ms
+		want: []verdict{graced, graced, graced, overdue, overdue},
+	}, {
+		name:     "a late wake-up is starvation too",
+		deadline: 10, tick: 2.5, wake: 9,
+		late: []float64{0.5, 0.5, 0.5, 0.5},
+		// looks at 12, 15, 18, 21 ms, 8 credited: 4, 7, 10, 13 net
+		want: []verdict{graced, graced, graced, overdue},
+	}, {
+		name:     "the cap: 10 times the deadline, at least 100 ms",
+		deadline: 10, tick: 2.5, wake: 0,
+		late: []float64{40, 40, 40},
+		// looks at 42.5 (39 credited), 85 (78), 127.5 ms: past 100
+		want: []verdict{graced, graced, capped},
+	}, {
+		name:     "the cap of a short deadline is 100 ms",
+		deadline: 4, tick: 1, wake: 0,
+		late: []float64{60, 60},
+		// looks at 61 (59 credited), 122 ms
+		want: []verdict{graced, capped},
+	}, {
+		name:     "the cap of a long deadline is 10 times it",
+		deadline: 50, tick: 12.5, wake: 0,
+		late: []float64{300, 300},
+		// looks at 312.5 (299 credited: 13.5 net), 625 ms: past 500
+		want: []verdict{graced, capped},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, judgeTicks(tc.deadline, tc.tick, tc.wake, tc.late))
+		})
+	}
+}
+
+// A call first seen at a tick is credited with the lateness it was running
+// for: all of a tick's if it started before the tick was due, the part
+// after it started if it started during the lateness, none if it started
+// after the tick ran, and none of the ticks before it started.
+func TestLedgerCreditsOnlyTheLatenessAfterACallStarted(t *testing.T) {
+	t.Parallel()
+	var l ledger
+	l.tick(ms(0), ms(5))   // counted from 1 to 5 ms: 4
+	l.tick(ms(10), ms(20)) // from 11 to 20 ms: 9
+	l.tick(ms(25), ms(25.5))
+	require.Equal(t, ms(13), l.total)
+	for _, tc := range []struct {
+		start, credit float64
+	}{
+		{start: 0, credit: 13},
+		{start: 3, credit: 11},
+		{start: 8, credit: 9},
+		{start: 11, credit: 9},
+		{start: 15, credit: 5},
+		{start: 20, credit: 0},
+		{start: 30, credit: 0},
+	} {
+		require.Equal(t, ms(tc.credit), l.total-l.base(ms(tc.start)), "a call started at %v ms", tc.start)
+	}
+	for range len(l.recent) { // older spans leave recent: credited no more
+		l.tick(ms(100), ms(102))
+	}
+	require.Equal(t, ms(4), l.total-l.base(ms(0)), "the last four late ticks only")
+}
