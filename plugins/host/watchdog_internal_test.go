@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tetratelabs/wazero/api"
 )
 
 // ms is x milliseconds on the runtime's clock (ns).
@@ -129,4 +130,88 @@ func TestLedgerCreditsOnlyTheLatenessAfterACallStarted(t *testing.T) {
 		l.tick(ms(100), ms(102))
 	}
 	require.Equal(t, ms(4), l.total-l.base(ms(0)), "the last four late ticks only")
+}
+
+// tank is a guest's fuel global, for watch.
+type tank struct {
+	api.MutableGlobal
+	v uint64
+}
+
+func (g *tank) Get() uint64  { return g.v }
+func (g *tank) Set(v uint64) { g.v = v }
+
+// watch abandons a call that is overdue net of the watchdog's lateness and
+// running (its fuel moves), lets a call run on that is past its deadline
+// only in wall time, or not running, counting each such call once, and
+// abandons a call past the cap whatever its fuel.
+func TestWatchAbandonsNetOfLatenessAndCountsGraces(t *testing.T) {
+	t.Parallel()
+	const deadline = 10
+	for _, tc := range []struct {
+		name string
+		// the looks: when (ms after the call started), the watchdog's
+		// lateness counted before it (ms) and the fuel left
+		looks []struct {
+			at, late float64
+			fuel     uint64
+		}
+		expire int // the look that empties the tank (-1: none)
+		graces uint64
+	}{{
+		name: "on time and running: abandoned at the first look past the deadline",
+		looks: []struct {
+			at, late float64
+			fuel     uint64
+		}{{5, 0, 900}, {10.5, 0, 800}},
+		expire: 1,
+	}, {
+		name: "late: let run on and counted once, then abandoned net of the lateness",
+		looks: []struct {
+			at, late float64
+			fuel     uint64
+		}{{12, 6, 900}, {15, 0, 800}, {17.5, 0, 700}},
+		expire: 2, graces: 1,
+	}, {
+		name: "not running: let run on, counted once, then abandoned once it runs",
+		looks: []struct {
+			at, late float64
+			fuel     uint64
+		}{{5, 0, 900}, {12, 0, 900}, {14, 0, 900}, {16, 0, 800}},
+		expire: 3, graces: 1,
+	}, {
+		name: "the cap, not running and late: abandoned",
+		looks: []struct {
+			at, late float64
+			fuel     uint64
+		}{{60, 55, 900}, {101, 41, 900}},
+		expire: 1, graces: 1,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &Plugin{}
+			g := &tank{v: 1000}
+			in := &instance{plugin: p, fuel: g}
+			start := ms(1000) | 1
+			in.started.Store(start)
+			in.deadline.Store(ms(deadline))
+			var l ledger
+			expired := -1
+			for i, lk := range tc.looks {
+				now := start + ms(lk.at)
+				if lk.late > 0 {
+					l.tick(now-ms(lk.late)-lateSlack, now)
+				}
+				if g.v != 0 {
+					g.v = lk.fuel
+				}
+				in.watch(start, now, &l)
+				if in.expired.Load() && expired < 0 {
+					expired = i
+					require.Zero(t, g.v, "the tank is emptied")
+				}
+			}
+			require.Equal(t, tc.expire, expired)
+			require.Equal(t, tc.graces, p.stats.graces.Load())
+		})
+	}
 }
