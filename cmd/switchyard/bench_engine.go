@@ -35,18 +35,22 @@ type engineReport struct {
 	// native fallbacks answered instead (a plugin quarantined, say, for a
 	// decision that ran past its deadline while its thread waited for a
 	// core): those decisions measure the fallback, not the module.
-	WasmDecisions   uint64                `json:"wasmDecisions"`
-	WasmFallbacks   uint64                `json:"wasmFallbacks"`
-	WasmQuarantines uint64                `json:"wasmQuarantines"`
-	Depth           []enginebench.AtDepth `json:"depth,omitempty"`
-	DepthSpread     float64               `json:"depthSpread,omitempty"` // slowest ÷ fastest per-dispatch cost
-	Latency         *enginebench.Latency  `json:"latency,omitempty"`
-	MemoryPerTask   float64               `json:"memoryPerQueuedTaskBytes,omitempty"`
-	EngineOnly      float64               `json:"memoryPerQueuedTaskEngineOnlyBytes,omitempty"`
+	WasmDecisions   uint64 `json:"wasmDecisions"`
+	WasmFallbacks   uint64 `json:"wasmFallbacks"`
+	WasmQuarantines uint64 `json:"wasmQuarantines"`
+	// WasmGraces counts the calls the plugins' watchdog let run on past
+	// their deadline in wall time because they waited for a core
+	// (host.Stats.DeadlineGraces).
+	WasmGraces    uint64                `json:"wasmDeadlineGraces"`
+	Depth         []enginebench.AtDepth `json:"depth,omitempty"`
+	DepthSpread   float64               `json:"depthSpread,omitempty"` // slowest ÷ fastest per-dispatch cost
+	Latency       *enginebench.Latency  `json:"latency,omitempty"`
+	MemoryPerTask float64               `json:"memoryPerQueuedTaskBytes,omitempty"`
+	EngineOnly    float64               `json:"memoryPerQueuedTaskEngineOnlyBytes,omitempty"`
 }
 
 // pluginTally is what the plugins of one engine decided.
-type pluginTally struct{ decisions, fallbacks, quarantines uint64 }
+type pluginTally struct{ decisions, fallbacks, quarantines, graces uint64 }
 
 // wasmPolicies makes an engine use the shipped WebAssembly built-ins; the
 // returned func releases the plugin runtime, and tally says what the
@@ -76,6 +80,7 @@ func wasmPolicies(ctx context.Context) (setup enginebench.Setup, release func(),
 			t.decisions += in.Stats.Calls
 			t.fallbacks += in.Stats.Fallbacks
 			t.quarantines += in.Stats.Quarantines
+			t.graces += in.Stats.DeadlineGraces
 		}
 		return t
 	}
@@ -136,6 +141,7 @@ func runEngineBench(ctx context.Context, tasks int, full, asJSON bool, cpuProfil
 		rep.WasmDecisions += pt.decisions
 		rep.WasmFallbacks += pt.fallbacks
 		rep.WasmQuarantines += pt.quarantines
+		rep.WasmGraces += pt.graces
 		if n.TasksPerSec > rep.Native.TasksPerSec {
 			rep.Native = n
 		}
@@ -190,6 +196,9 @@ func runEngineBench(ctx context.Context, tasks int, full, asJSON bool, cpuProfil
 	if rep.WasmFallbacks > 0 {
 		fmt.Fprintf(stdout, "WebAssembly runs: %d of %d plugin decisions answered by the native fallback (%d quarantines): the ratio measures the fallback for those\n",
 			rep.WasmFallbacks, rep.WasmDecisions, rep.WasmQuarantines)
+	}
+	if rep.WasmGraces > 0 {
+		fmt.Fprintf(stdout, "WebAssembly runs: %d plugin calls let run on past their deadline: they waited for a core\n", rep.WasmGraces)
 	}
 	if full {
 		fmt.Fprintln(stdout, "per-dispatch cost with a backlog (native, best of 2):")
