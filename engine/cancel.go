@@ -33,37 +33,54 @@ func (c *core) cancelLocked(t *task, reason string) bool {
 }
 
 // Cancel cancels one task. Cancelling a task that has already ended is a
-// CONFLICT (the task is returned too).
+// CONFLICT (the task is returned too, as far as it is committed). With a
+// durable store it answers once the cancellation is committed, as Submit
+// does.
 func (e *Engine) Cancel(ctx context.Context, id, reason string) (*Task, error) {
 	if reason == "" {
 		reason = "cancelled"
 	}
 	var snap *Task
-	err := e.mutate(func(c *core) error {
+	pb, err := e.apply(true, func(c *core) error {
 		t := c.tasks[id]
 		if t == nil {
 			return errNotLive
 		}
-		cancelled := c.cancelLocked(t, reason)
-		snap = t.snapshot()
-		if !cancelled {
-			return conflict("task %s has already ended (%s)", id, snap.State)
+		if !c.cancelLocked(t, reason) {
+			return errUnchanged
 		}
+		snap = t.snapshot()
 		return nil
 	})
-	if errors.Is(err, errNotLive) {
+	switch {
+	case errors.Is(err, errNotLive):
 		st, err := e.Task(ctx, id)
 		if err != nil {
 			return nil, err
 		}
 		return st, conflict("task %s has already ended (%s)", id, st.State)
+	case errors.Is(err, errUnchanged):
+		// It ended in memory; its end may not be committed yet (another
+		// caller's cancellation, waiting for its commit): the conflict
+		// shows only what is.
+		st, err := e.CommittedTask(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return st, conflict("task %s has already ended (%s)", id, st.State)
+	case err != nil:
+		return nil, err
 	}
-	return snap, err
+	if err := e.awaitCommit(ctx, pb, "the cancellation of task "+id); err != nil {
+		return nil, err
+	}
+	return snap, nil
 }
 
 // CancelWhere cancels every live task that matches f (an empty filter is
-// refused) and returns their ids, in submission order.
-func (e *Engine) CancelWhere(_ context.Context, f TaskFilter, reason string) ([]string, error) {
+// refused) and returns their ids, in submission order. With a durable store
+// it answers once the cancellations are committed.
+func (e *Engine) CancelWhere(ctx context.Context, f TaskFilter, reason string) ([]string, error) {
 	if f.AgentID == "" && f.SessionKey == "" && f.Lane == "" && f.BatchID == "" && len(f.IDs) == 0 && f.ParentID == "" && len(f.Labels) == 0 {
 		return nil, invalid("filter", "name at least one of agentId, sessionKey, lane, batchId, parentId, ids or labels")
 	}
@@ -74,7 +91,7 @@ func (e *Engine) CancelWhere(_ context.Context, f TaskFilter, reason string) ([]
 		reason = "cancelled"
 	}
 	var ids []string
-	_ = e.mutate(func(c *core) error {
+	pb, _ := e.apply(true, func(c *core) error {
 		victims := c.matchLiveLocked(f)
 		ids = make([]string, 0, len(victims))
 		for _, t := range victims {
@@ -84,6 +101,9 @@ func (e *Engine) CancelWhere(_ context.Context, f TaskFilter, reason string) ([]
 		}
 		return nil
 	})
+	if err := e.awaitCommit(ctx, pb, "the cancellation of "+itoa(len(ids))+" tasks"); err != nil {
+		return nil, err
+	}
 	return ids, nil
 }
 
@@ -111,13 +131,14 @@ func (c *core) sessionTasksLocked(key string) []*task {
 // StopSession stops a session. Without all, it cancels the session's oldest
 // running task. With all, it cancels everything the session has running or
 // waiting, and refuses work for the session submitted before this moment
-// that arrives later. It returns the cancelled ids.
-func (e *Engine) StopSession(_ context.Context, key string, all bool) ([]string, error) {
+// that arrives later. It returns the cancelled ids; with a durable store,
+// once their cancellations are committed.
+func (e *Engine) StopSession(ctx context.Context, key string, all bool) ([]string, error) {
 	if key == "" {
 		return nil, invalid("sessionKey", "is required")
 	}
 	var ids []string
-	_ = e.mutate(func(c *core) error {
+	pb, _ := e.apply(true, func(c *core) error {
 		tasks := c.sessionTasksLocked(key)
 		if !all {
 			for _, t := range tasks {
@@ -137,6 +158,9 @@ func (e *Engine) StopSession(_ context.Context, key string, all bool) ([]string,
 		}
 		return nil
 	})
+	if err := e.awaitCommit(ctx, pb, "the stop of session "+key); err != nil {
+		return nil, err
+	}
 	return ids, nil
 }
 
@@ -172,8 +196,9 @@ func (e *Engine) Reset(ctx context.Context, id string) (*Task, error) {
 }
 
 // awaitCommit waits, with a durable store, for the commit that holds what an
-// operator's verb recorded (w), asking for it now: the verb answers only
-// once its change is durable, as a submission does. A commit that fails or
+// operator's verb recorded (w), asking for it now: the verb (Cancel,
+// CancelWhere, StopSession, Retry, Reset) answers only once its change is
+// durable, as a submission does. A commit that fails or
 // is not confirmed within Config.CommitTimeout is UNAVAILABLE; the change
 // stays recorded, and is committed once the store takes it.
 func (e *Engine) awaitCommit(ctx context.Context, w commitWait, what string) error {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,10 +37,15 @@ type watchedEngine struct {
 	*engine.Engine
 	store   *enginetest.HeldStore
 	reading chan string
+
+	cancelling chan string // told when a cancellation (Cancel) begins
+
+	mu    sync.Mutex
+	early []string // cancellations answered before the store had them
 }
 
 func watch(st *enginetest.HeldStore) (*watchedEngine, func(*setupOptions)) {
-	w := &watchedEngine{store: st, reading: make(chan string, 16)}
+	w := &watchedEngine{store: st, reading: make(chan string, 16), cancelling: make(chan string, 16)}
 	return w, func(o *setupOptions) {
 		o.store = st
 		o.engine = func(e *engine.Engine) resolvers.Engine {
@@ -76,7 +83,62 @@ func (w *watchedEngine) Reset(ctx context.Context, id string) (*engine.Task, err
 	return t, err
 }
 
-func (w *watchedEngine) handedOutUncommitted() []string { return w.store.Uncommitted() }
+func (w *watchedEngine) Cancel(ctx context.Context, id, reason string) (*engine.Task, error) {
+	select {
+	case w.cancelling <- id:
+	default:
+	}
+	t, err := w.Engine.Cancel(ctx, id, reason)
+	w.store.Check(t)
+	return t, err
+}
+
+func (w *watchedEngine) CancelWhere(ctx context.Context, f engine.TaskFilter, reason string) ([]string, error) {
+	ids, err := w.Engine.CancelWhere(ctx, f, reason)
+	w.checkCancelled(ids)
+	return ids, err
+}
+
+func (w *watchedEngine) StopSession(ctx context.Context, key string, all bool) ([]string, error) {
+	ids, err := w.Engine.StopSession(ctx, key, all)
+	w.checkCancelled(ids)
+	return ids, err
+}
+
+// checkCancelled records every task of ids, answered as cancelled, whose
+// cancellation the store has not committed.
+func (w *watchedEngine) checkCancelled(ids []string) {
+	for _, id := range ids {
+		st, err := w.store.Store.Task(context.Background(), id)
+		if err == nil && st.State == engine.StateCancelled {
+			continue
+		}
+		w.mu.Lock()
+		if err != nil {
+			w.early = append(w.early, fmt.Sprintf("task %s answered cancelled while the store has no such task (%v)", id, err))
+		} else {
+			w.early = append(w.early, fmt.Sprintf("task %s answered cancelled while the store has %s", id, st.State))
+		}
+		w.mu.Unlock()
+	}
+}
+
+func (w *watchedEngine) handedOutUncommitted() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append(w.store.Uncommitted(), w.early...)
+}
+
+// drainCancels forgets the cancellations told so far.
+func (w *watchedEngine) drainCancels() {
+	for {
+		select {
+		case <-w.cancelling:
+		default:
+			return
+		}
+	}
+}
 
 // drainReads forgets the follower reads told so far.
 func (w *watchedEngine) drainReads() {
@@ -510,4 +572,155 @@ func TestRetryTaskWhoseCommitIsNotConfirmedIsUnavailable(t *testing.T) {
 	require.Equal(t, "UNAVAILABLE", e.Code())
 	require.Contains(t, e.Message, "the retry of task "+id)
 	require.NotContains(t, e.Message, "idempotency")
+}
+
+// cancelling is one of the mutations that cancel: the query, its variables
+// for the agent "held" and the session "s1", and its answer's ids.
+type cancelling struct {
+	name, query string
+	vars        func(id string) map[string]any
+	ids         func(data json.RawMessage) []string
+}
+
+var cancellings = []cancelling{
+	{"cancelTask", `mutation($id: ID!) { cancelTask(id: $id) { id state } }`,
+		func(id string) map[string]any { return map[string]any{"id": id} },
+		func(data json.RawMessage) []string {
+			var d struct{ CancelTask struct{ ID, State string } }
+			if json.Unmarshal(data, &d) != nil || d.CancelTask.State != "CANCELLED" {
+				return nil
+			}
+			return []string{d.CancelTask.ID}
+		}},
+	{"cancelTasks", `mutation { cancelTasks(filter: {agentId: "held"}) { ids } }`,
+		func(string) map[string]any { return nil },
+		func(data json.RawMessage) []string {
+			var d struct{ CancelTasks struct{ IDs []string } }
+			_ = json.Unmarshal(data, &d)
+			return d.CancelTasks.IDs
+		}},
+	{"stopSession", `mutation { stopSession(sessionKey: "s1", all: true) { ids } }`,
+		func(string) map[string]any { return nil },
+		func(data json.RawMessage) []string {
+			var d struct{ StopSession struct{ IDs []string } }
+			_ = json.Unmarshal(data, &d)
+			return d.StopSession.IDs
+		}},
+}
+
+type cancelMsg struct {
+	IDs []string
+	Err error
+}
+
+// call runs the mutation for task id, passing its answer on.
+func (m cancelling) call(ctx context.Context, b *bundle, id string) <-chan cancelMsg {
+	out := make(chan cancelMsg, 1)
+	go func() {
+		var data json.RawMessage
+		err := b.c.Do(ctx, m.query, m.vars(id), &data)
+		out <- cancelMsg{IDs: m.ids(data), Err: err}
+	}()
+	return out
+}
+
+// cancelUnderHeldCommits submits a task of the agent "held" in the session
+// "s1", waits for its assignment's commit, holds the store's commits and
+// cancels it with m.
+func cancelUnderHeldCommits(t *testing.T, m cancelling, opts ...func(*setupOptions)) (*enginetest.HeldStore, *watchedEngine, *bundle, string, <-chan cancelMsg) {
+	t.Helper()
+	st := openHeld(t)
+	w, opt := watch(st)
+	b := setup(t, append([]func(*setupOptions){opt}, opts...)...)
+	t.Cleanup(st.Open)
+	ctx := ctxFor(t)
+
+	id := b.submit(t, "held", map[string]any{"sessionKey": "s1"})
+	waitfor.Eventually(t, "the attempt starts (its assignment committed)", func() bool { return b.exec.Run(id) != nil })
+	require.Equal(t, engine.StateAssigned, st.Committed(t, id).State)
+	st.Hold()
+	return st, w, b, id, m.call(ctx, b, id)
+}
+
+// cancelTask, cancelTasks and stopSession answer once the cancellation is
+// committed: while its commit waits at the store's gate they do not answer,
+// and what they answer the store has. (They used to answer from memory at
+// once: CANCELLED, which a crash at that moment would roll back to a task
+// that runs.)
+func TestCancellingAnswersOnceTheCancellationIsCommitted(t *testing.T) {
+	t.Parallel()
+	for _, m := range cancellings {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			st, w, _, id, answer := cancelUnderHeldCommits(t, m)
+			waitfor.Eventually(t, "the cancellation's commit reaches the store", func() bool { return st.Waiting() >= 1 })
+			select {
+			case got := <-answer:
+				t.Fatalf("%s answered while its commit was held: %v %v", m.name, got.IDs, got.Err)
+			default:
+			}
+			st.LetOne()
+			var got cancelMsg
+			select {
+			case got = <-answer:
+			case <-ctxFor(t).Done():
+				t.Fatalf("%s did not answer once its commit landed", m.name)
+			}
+			require.NoError(t, got.Err)
+			require.Equal(t, []string{id}, got.IDs)
+			require.Empty(t, w.handedOutUncommitted(), "%s answers with what is committed", m.name)
+			require.Equal(t, engine.StateCancelled, st.Committed(t, id).State)
+		})
+	}
+}
+
+// A cancellation whose commit is not confirmed within the commit timeout
+// answers UNAVAILABLE, saying, as retryTask does, that it may still be
+// committed; never the cancellation it could not confirm.
+func TestCancellingWhoseCommitIsNotConfirmedIsUnavailable(t *testing.T) {
+	t.Parallel()
+	for _, m := range cancellings {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			st, w, _, id, answer := cancelUnderHeldCommits(t, m, func(o *setupOptions) { o.config.CommitTimeout = 500 * time.Millisecond })
+			got := <-answer
+			require.Empty(t, w.handedOutUncommitted(), "%s answers with what is committed", m.name)
+			e := gqlErr(t, got.Err)
+			require.Equal(t, "UNAVAILABLE", e.Code(), e.Message)
+			require.Contains(t, e.Message, "was not confirmed committed in time (it may still be, once the store takes it)")
+			require.NotContains(t, e.Message, "idempotency")
+			if m.name == "cancelTask" {
+				require.Contains(t, e.Message, "the cancellation of task "+id)
+			}
+			require.Equal(t, engine.StateAssigned, st.Committed(t, id).State)
+		})
+	}
+}
+
+// A second cancelTask while the first one's commit is held is a CONFLICT
+// once that commit has landed: it names the task's state as committed,
+// never the cancellation the store does not have yet. (It used to answer at
+// once from memory: "already ended (CANCELLED)".)
+func TestCancellingATaskWhoseCancellationIsNotCommittedYetWaitsForIt(t *testing.T) {
+	t.Parallel()
+	m := cancellings[0]
+	st, w, b, id, first := cancelUnderHeldCommits(t, m)
+	ctx := ctxFor(t)
+	waitfor.Eventually(t, "the first cancellation's commit reaches the store", func() bool { return st.Waiting() >= 1 })
+	w.drainCancels()
+	second := m.call(ctx, b, id)
+	select {
+	case <-w.cancelling: // the second cancellation reached the engine
+	case <-ctx.Done():
+		t.Fatal("the second cancelTask did not reach the engine")
+	}
+	st.LetOne()
+	got := <-first
+	require.NoError(t, got.Err)
+	got = <-second
+	e := gqlErr(t, got.Err)
+	require.Equal(t, "CONFLICT", e.Code(), e.Message)
+	require.Contains(t, e.Message, "has already ended (CANCELLED)")
+	require.Equal(t, id, e.Extensions["taskId"])
+	require.Empty(t, w.handedOutUncommitted(), "cancelTask answers with what is committed")
 }
