@@ -85,7 +85,9 @@ func (m *mutationResolver) LeaseTasks(ctx context.Context, lane string, max int,
 	}
 	out := make([]*model.Lease, 0, len(leases))
 	for _, l := range leases {
-		t, err := m.eng.Task(ctx, l.TaskID)
+		// The leases are committed; the task is shown as committed too
+		// (engine.Engine.CommittedTask), should it have moved on since.
+		t, err := m.eng.CommittedTask(ctx, l.TaskID)
 		if err != nil {
 			return nil, err
 		}
@@ -117,19 +119,23 @@ func (m *mutationResolver) RenewLease(ctx context.Context, leaseID string, lease
 	if err != nil {
 		return nil, pullError(err)
 	}
-	t, err := m.eng.Task(ctx, l.TaskID)
+	t, err := m.eng.CommittedTask(ctx, l.TaskID)
 	if err != nil {
 		return nil, err
 	}
 	return &model.Lease{LeaseID: l.ID, LeaseExpiresAt: l.ExpiresAt, Attempt: l.Attempt, Task: model.NewTask(t)}, nil
 }
 
-// ended answers a call that ended a lease with the task as it now stands.
+// ended answers a call that ended a lease with the task as it now stands,
+// as far as that is committed (engine.Engine.CommittedTask): the end itself
+// is (pull.Manager.Complete), but the task may have moved on since (a
+// retry's backoff ended, another worker leased it) in a change not yet
+// committed.
 func (m *mutationResolver) ended(ctx context.Context, leaseID, taskID string, err error) (*model.LeaseEndPayload, error) {
 	if err != nil {
 		return nil, pullError(err)
 	}
-	t, err := m.eng.Task(ctx, taskID)
+	t, err := m.eng.CommittedTask(ctx, taskID)
 	if err != nil {
 		return nil, err
 	}

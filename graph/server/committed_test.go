@@ -724,3 +724,87 @@ func TestCancellingATaskWhoseCancellationIsNotCommittedYetWaitsForIt(t *testing.
 	require.Equal(t, id, e.Extensions["taskId"])
 	require.Empty(t, w.handedOutUncommitted(), "cancelTask answers with what is committed")
 }
+
+// pullCall runs leaseTasks or failTask and passes on the state of the task
+// it answers with (the first lease's).
+func pullCall(ctx context.Context, b *bundle, query string, vars map[string]any) <-chan taskMsg {
+	out := make(chan taskMsg, 1)
+	go func() {
+		var d struct {
+			LeaseTasks []struct{ Task struct{ State string } }
+			FailTask   struct{ Task struct{ State string } }
+		}
+		err := b.c.Do(ctx, query, vars, &d)
+		m := taskMsg{State: d.FailTask.Task.State, Err: err}
+		if len(d.LeaseTasks) > 0 {
+			m.State = d.LeaseTasks[0].Task.State
+		}
+		out <- m
+	}()
+	return out
+}
+
+// failTask's task, read once the failure is committed while the task has
+// moved on in memory (its backoff ended: QUEUED) and that change's commit
+// is held: it shows the task as committed, waiting for that commit, never
+// the change before it lands. completeTask and releaseTask answer the same
+// way. (It used to be read from memory: QUEUED while the store had
+// RETRY_WAIT.)
+func TestFailTasksTaskShowsOnlyCommittedState(t *testing.T) {
+	t.Parallel()
+	st := openHeld(t)
+	w, opt := watch(st)
+	b := setup(t, opt, pullLanes)
+	t.Cleanup(st.Open)
+	ctx := ctxFor(t)
+
+	id := b.submitJob(t, "jobs", nil)
+	got, err := lease(t, b.c, "jobs", 1, 30_000, 0)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	st.Hold()
+	answer := pullCall(ctx, b, `mutation($id: ID!) { failTask(leaseId: $id, error: "503 upstream") { task { state } } }`, map[string]any{"id": got[0].LeaseID})
+	waitfor.Eventually(t, "the failure's commit reaches the store", func() bool { return st.Waiting() == 1 })
+	waitfor.Eventually(t, "the backoff ends in memory", func() bool { return b.task(t, id).State == engine.StateQueued })
+	require.Equal(t, engine.StateRunning, st.Committed(t, id).State, "the store has neither")
+	w.drainReads()
+	st.LetOne() // the failure lands; the end of the backoff stays held
+
+	m := nextAfterRead(t, ctx, w, answer)
+	require.Empty(t, w.handedOutUncommitted(), "failTask is handed only committed states")
+	require.NoError(t, m.Err)
+	require.Equal(t, "QUEUED", m.State)
+	require.Equal(t, engine.StateQueued, st.Committed(t, id).State, "it answered once the commit landed")
+}
+
+// leaseTasks' task, read once the lease is committed while the task was
+// cancelled meanwhile and that cancellation's commit is held: it shows the
+// task as committed, waiting for that commit.
+func TestLeaseTasksTaskShowsOnlyCommittedState(t *testing.T) {
+	t.Parallel()
+	st := openHeld(t)
+	w, opt := watch(st)
+	b := setup(t, opt, pullLanes)
+	t.Cleanup(st.Open)
+	ctx := ctxFor(t)
+
+	id := b.submitJob(t, "jobs", nil)
+	st.Hold()
+	answer := pullCall(ctx, b, `mutation { leaseTasks(lane: "jobs", max: 1, leaseForMs: 30000, waitMs: 0) { task { state } } }`, nil)
+	waitfor.Eventually(t, "the lease's commit reaches the store", func() bool { return st.Waiting() == 1 })
+	cancelled := make(chan error, 1)
+	go func() {
+		_, err := b.eng.Cancel(ctx, id, "changed plans")
+		cancelled <- err
+	}()
+	waitfor.Eventually(t, "the cancellation is recorded in memory", func() bool { return b.task(t, id).State == engine.StateCancelled })
+	w.drainReads()
+	st.LetOne() // the lease lands; the cancellation stays held
+
+	m := nextAfterRead(t, ctx, w, answer)
+	require.Empty(t, w.handedOutUncommitted(), "leaseTasks is handed only committed states")
+	require.NoError(t, m.Err)
+	require.Equal(t, "CANCELLED", m.State)
+	require.Equal(t, engine.StateCancelled, st.Committed(t, id).State, "it answered once the commit landed")
+	require.NoError(t, <-cancelled)
+}
