@@ -4501,7 +4501,11 @@ type Lease {
   leaseExpiresAt: Time!
   "The attempt it covers, from 1."
   attempt: Int!
-  "The task: its action (kind and params) or instruction says what to do."
+  """
+  The task: its action (kind and params) or instruction says what to do.
+  Shown as committed: the lease is, and a later change the store does not
+  have yet (a cancellation) is waited for, as ` + "`" + `task(id)` + "`" + ` does.
+  """
   task: Task!
 }
 
@@ -4509,7 +4513,13 @@ type Lease {
 type LeaseEndPayload {
   "The lease id the call named."
   leaseId: ID!
-  "The task as it stands after the call (SUCCEEDED, RETRY_WAIT, PARKED, FAILED, QUEUED, …)."
+  """
+  The task as it stands after the call (SUCCEEDED, RETRY_WAIT, PARKED,
+  FAILED, QUEUED, …). The call answers once its change is committed, and
+  the task is shown as committed: when it has moved on since (a backoff
+  ended, another worker leased it), that change's commit is waited for, as
+  ` + "`" + `task(id)` + "`" + ` does.
+  """
   task: Task!
 }
 
@@ -5041,11 +5051,29 @@ extend type Mutation {
   refused item.
   """
   submitTasks(input: SubmitTasksInput!): SubmitTasksPayload!
-  "Cancels one task. A running task stops and keeps its slots until its executor returns. CONFLICT when it has already ended."
+  """
+  Cancels one task. A running task stops and keeps its slots until its
+  executor returns. CONFLICT when it has already ended (naming its state as
+  committed). With a durable store it answers once the cancellation is
+  committed, as ` + "`" + `retryTask` + "`" + ` does; UNAVAILABLE when that commit fails or is
+  not confirmed within ` + "`" + `engine.commitTimeout` + "`" + ` (the cancellation may still be
+  committed once the store takes it: read the task before cancelling again).
+  """
   cancelTask(id: ID!, reason: String): Task
-  "Cancels every live task matching the filter (at least one of agentId, sessionKey, lane, batchId, parentId, ids or labels)."
+  """
+  Cancels every live task matching the filter (at least one of agentId,
+  sessionKey, lane, batchId, parentId, ids or labels). With a durable store
+  it answers once the cancellations are committed (UNAVAILABLE, as for
+  ` + "`" + `cancelTask` + "`" + `, when that is not confirmed: they may still be committed, and
+  the same call again cancels only what is still live, so read the tasks).
+  """
   cancelTasks(filter: TaskFilter!, reason: String): CancelPayload!
-  "Stops a session: its oldest running task, or with ` + "`" + `all` + "`" + ` everything it has running or waiting (and work for it submitted before now that arrives later)."
+  """
+  Stops a session: its oldest running task, or with ` + "`" + `all` + "`" + ` everything it has
+  running or waiting (and work for it submitted before now that arrives
+  later). With a durable store it answers once the cancellations are
+  committed (UNAVAILABLE, as for ` + "`" + `cancelTasks` + "`" + `, when that is not confirmed).
+  """
   stopSession(sessionKey: String!, all: Boolean = false): CancelPayload!
   """
   Runs a task again now: RETRY_WAIT queues at once, PARKED is reset,

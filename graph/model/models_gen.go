@@ -174,6 +174,8 @@ type Lease struct {
 	// The attempt it covers, from 1.
 	Attempt int `json:"attempt"`
 	// The task: its action (kind and params) or instruction says what to do.
+	// Shown as committed: the lease is, and a later change the store does not
+	// have yet (a cancellation) is waited for, as `task(id)` does.
 	Task *Task `json:"task"`
 }
 
@@ -181,7 +183,11 @@ type Lease struct {
 type LeaseEndPayload struct {
 	// The lease id the call named.
 	LeaseID string `json:"leaseId"`
-	// The task as it stands after the call (SUCCEEDED, RETRY_WAIT, PARKED, FAILED, QUEUED, …).
+	// The task as it stands after the call (SUCCEEDED, RETRY_WAIT, PARKED,
+	// FAILED, QUEUED, …). The call answers once its change is committed, and
+	// the task is shown as committed: when it has moved on since (a backoff
+	// ended, another worker leased it), that change's commit is waited for, as
+	// `task(id)` does.
 	Task *Task `json:"task"`
 }
 

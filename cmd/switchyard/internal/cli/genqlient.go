@@ -140,7 +140,12 @@ func (v *CancelTaskCancelTask) GetState() TaskState { return v.State }
 
 // CancelTaskResponse is returned by CancelTask on success.
 type CancelTaskResponse struct {
-	// Cancels one task. A running task stops and keeps its slots until its executor returns. CONFLICT when it has already ended.
+	// Cancels one task. A running task stops and keeps its slots until its
+	// executor returns. CONFLICT when it has already ended (naming its state as
+	// committed). With a durable store it answers once the cancellation is
+	// committed, as `retryTask` does; UNAVAILABLE when that commit fails or is
+	// not confirmed within `engine.commitTimeout` (the cancellation may still be
+	// committed once the store takes it: read the task before cancelling again).
 	CancelTask *CancelTaskCancelTask `json:"cancelTask"`
 }
 
@@ -166,7 +171,11 @@ func (v *CancelTasksCancelTasksCancelPayload) GetCount() int { return v.Count }
 
 // CancelTasksResponse is returned by CancelTasks on success.
 type CancelTasksResponse struct {
-	// Cancels every live task matching the filter (at least one of agentId, sessionKey, lane, batchId, parentId, ids or labels).
+	// Cancels every live task matching the filter (at least one of agentId,
+	// sessionKey, lane, batchId, parentId, ids or labels). With a durable store
+	// it answers once the cancellations are committed (UNAVAILABLE, as for
+	// `cancelTask`, when that is not confirmed: they may still be committed, and
+	// the same call again cancels only what is still live, so read the tasks).
 	CancelTasks CancelTasksCancelTasksCancelPayload `json:"cancelTasks"`
 }
 
