@@ -344,6 +344,12 @@ func TestHostileModules(t *testing.T) {
 			require.LessOrEqual(t, decisions, rt.Config().BreakerThreshold, "quarantined within its threshold")
 			require.Equal(t, uint64(1), st.Quarantines)
 			require.Equal(t, uint64(decisions), st.Fallbacks)
+			ev.mu.Lock()
+			for _, e := range ev.all {
+				require.NotContains(t, e.Reason, "\n", "a reason is one line (it ends up in task reasons and event streams)")
+				require.NotContains(t, e.Reason, "\t")
+			}
+			ev.mu.Unlock()
 			if tc.name == "log-flood" {
 				require.Positive(t, st.LogDropped)
 				waitfor.Eventually(t, "the queued lines reach the logger", func() bool { // written by the runtime's writer, not the decision

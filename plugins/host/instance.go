@@ -370,9 +370,15 @@ func (in *instance) describe(err error) (FaultKind, string) {
 	}
 	var exit *sys.ExitError
 	if errors.As(err, &exit) {
-		return FaultTrap, fmt.Sprintf("guest exited with code %d%s", exit.ExitCode(), in.stderr.suffix())
+		return FaultTrap, sanitize([]byte(fmt.Sprintf("guest exited with code %d%s", exit.ExitCode(), in.stderr.suffix())))
 	}
-	return FaultTrap, err.Error() + in.stderr.suffix()
+	// A reason is one line: wazero's stack trace stays out (the guest's
+	// own last words, from its stderr, say more).
+	msg := err.Error()
+	if i := strings.Index(msg, "\nwasm stack trace:"); i >= 0 {
+		msg = msg[:i]
+	}
+	return FaultTrap, sanitize([]byte(msg + in.stderr.suffix()))
 }
 
 func emptyConfig(doc []byte) bool {
