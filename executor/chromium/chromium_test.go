@@ -317,3 +317,45 @@ func TestStartFailsClearlyWithABadExecutable(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, fmt.Sprint(err), "/nonexistent/chromium")
 }
+
+// A wait takes what PinchTab's takes: an element, text on the page, a URL
+// the page has reached or a load state; one that is not met in time says so
+// (waited: false), and one that names none, or two, is refused.
+func TestWaitForTextURLAndLoadState(t *testing.T) {
+	t.Parallel()
+	c := client(t, instance(t))
+	ctx := context.Background()
+	tab := openTab(t, c)
+
+	for _, params := range []string{
+		`{"text":"Greeter"}`,
+		`{"url":"` + site.URL + `"}`,
+		`{"load":"load"}`,
+		`{"load":"domcontentloaded"}`,
+		`{"load":"networkidle"}`,
+		`{"selector":"#name"}`,
+	} {
+		res, err := c.Wait(ctx, tab, json.RawMessage(params))
+		require.NoError(t, err, params)
+		require.True(t, field[bool](t, res, "waited"), "%s: %s", params, res)
+	}
+
+	// Text that comes later, written by the page itself.
+	_, err := c.Evaluate(ctx, tab, `setTimeout(() => document.body.append("arrived later"), 200); true`, nil)
+	require.NoError(t, err)
+	res, err := c.Wait(ctx, tab, json.RawMessage(`{"text":"arrived later","timeout":5000}`))
+	require.NoError(t, err)
+	require.True(t, field[bool](t, res, "waited"), "%s", res)
+
+	for _, params := range []string{`{"text":"never on this page","timeout":300}`, `{"url":"/elsewhere","timeout":300}`} {
+		_, err := c.Wait(ctx, tab, json.RawMessage(params))
+		var wt *pinchtab.WaitTimeoutError
+		require.ErrorAs(t, err, &wt, params)
+	}
+	for _, params := range []string{`{}`, `{"text":"a","url":"b"}`, `{"load":"soon"}`} {
+		_, err := c.Wait(ctx, tab, json.RawMessage(params))
+		var pe *pinchtab.Error
+		require.ErrorAs(t, err, &pe, params)
+		require.Equal(t, 400, pe.Status, params)
+	}
+}

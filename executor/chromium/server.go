@@ -342,6 +342,9 @@ func waitReady(ctx context.Context) error {
 func (i *Instance) handleWait(ctx context.Context, t *tab, r *http.Request) (any, error) {
 	var req struct {
 		Selector string `json:"selector"`
+		Text     string `json:"text"`
+		URL      string `json:"url"`
+		Load     string `json:"load"`
 		Ms       *int   `json:"ms"`
 		Timeout  *int   `json:"timeout"`
 	}
@@ -358,8 +361,9 @@ func (i *Instance) handleWait(ctx context.Context, t *tab, r *http.Request) (any
 		}
 		return map[string]any{"waited": true, "elapsed": elapsed()}, nil
 	}
-	if req.Selector == "" {
-		return nil, badRequest("bad_request", "one of selector or ms is required")
+	met, what, err := waitCondition(t, req.Selector, req.Text, req.URL, req.Load)
+	if err != nil {
+		return nil, err
 	}
 	timeout := 10 * time.Second
 	if req.Timeout != nil && *req.Timeout > 0 {
@@ -368,15 +372,14 @@ func (i *Instance) handleWait(ctx context.Context, t *tab, r *http.Request) (any
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		_, err := resolve(ctx, t, req.Selector)
-		var ae *apiError
+		ok, err := met(ctx)
 		switch {
-		case err == nil:
-			return map[string]any{"waited": true, "elapsed": elapsed(), "match": req.Selector}, nil
-		case !errors.As(err, &ae) || ae.status != http.StatusNotFound:
+		case err != nil:
 			return nil, err
+		case ok:
+			return map[string]any{"waited": true, "elapsed": elapsed(), "match": what}, nil
 		case time.Since(start) >= timeout:
-			return map[string]any{"waited": false, "elapsed": elapsed(), "error": "timeout waiting for " + req.Selector}, nil
+			return map[string]any{"waited": false, "elapsed": elapsed(), "error": "timeout waiting for " + what}, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -384,6 +387,58 @@ func (i *Instance) handleWait(ctx context.Context, t *tab, r *http.Request) (any
 		case <-tick.C:
 		}
 	}
+}
+
+// networkQuiet is how long no resource may have finished loading for a
+// page to count as network-idle.
+const networkQuiet = 500 * time.Millisecond
+
+// waitCondition is what a wait polls for: an element (selector), text on
+// the page, a URL (or part of one) the page has reached, or a load state
+// ("load", "domcontentloaded", "networkidle": the page loaded and no
+// resource finished in the last networkQuiet), as PinchTab's wait takes
+// them. Exactly one must be given. what names it for the answer.
+func waitCondition(t *tab, selector, text, url, load string) (met func(context.Context) (bool, error), what string, err error) {
+	given := 0
+	for _, v := range []string{selector, text, url, load} {
+		if v != "" {
+			given++
+		}
+	}
+	if given != 1 {
+		return nil, "", badRequest("bad_request", "give one of selector, text, url, load or ms")
+	}
+	js := func(expr string) func(context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			return chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		}
+	}
+	quote := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	switch {
+	case selector != "":
+		return func(ctx context.Context) (bool, error) {
+			_, err := resolve(ctx, t, selector)
+			var ae *apiError
+			if errors.As(err, &ae) && ae.status == http.StatusNotFound {
+				return false, nil
+			}
+			return err == nil, err
+		}, selector, nil
+	case text != "":
+		return js("!!document.body && document.body.innerText.includes(" + quote(text) + ")"), "text " + quote(text), nil
+	case url != "":
+		return js("location.href.includes(" + quote(url) + ")"), "url " + quote(url), nil
+	}
+	switch load {
+	case "load":
+		return js(`document.readyState === "complete"`), "load", nil
+	case "domcontentloaded":
+		return js(`document.readyState !== "loading"`), "domcontentloaded", nil
+	case "networkidle":
+		return js(`document.readyState === "complete" && performance.now() - Math.max(0, ...performance.getEntriesByType("resource").map(e => e.responseEnd)) >= ` +
+			strconv.FormatInt(networkQuiet.Milliseconds(), 10)), "networkidle", nil
+	}
+	return nil, "", badRequest("bad_request", "load must be load, domcontentloaded or networkidle, not %s", quote(load))
 }
 
 // pageInfo adds the page's url and title to out.
