@@ -47,6 +47,9 @@ type Args struct {
 	// The conditions of wait.
 	Load string `json:"load,omitempty"`
 	Ms   int    `json:"ms,omitempty"`
+	// WaitTimeoutMs is how long the instance waits for the condition
+	// (the wait's own timeout).
+	WaitTimeoutMs int `json:"waitTimeoutMs,omitempty"`
 }
 
 // field describes one argument of a browser tool.
@@ -188,12 +191,13 @@ var browserTools = []browserTool{
 		desc:   historyHelp("Reload the page", `{}`),
 		fields: nil, build: noArgs},
 	{name: "wait", kind: "wait", title: "Wait for the page", readOnly: true,
-		desc: `Wait until the page shows something: an element (selector), some text, a URL, a load state, or a number of milliseconds; give one. Example: {"selector": "#results"}. If that does not happen within the instance's timeout (10 s), the call fails (instanceCode wait_timeout).`,
+		desc: `Wait until the page shows something: an element (selector), some text, a URL, a load state, or a number of milliseconds; give one. Example: {"selector": "#results", "waitTimeoutMs": 5000}. If that does not happen within waitTimeoutMs (10 s by default), the attempt fails with instanceCode wait_timeout, which is transient: the lane's retry policy may try again before the call ends (by default 4 attempts with backoff, then PARKED).`,
 		fields: []field{optSelector,
 			{name: "text", typ: "string", desc: "Text that must appear on the page."},
 			{name: "url", typ: "string", desc: "A URL (or part of one) the page must reach."},
 			{name: "load", typ: "string", desc: "A load state.", enum: []any{"load", "domcontentloaded", "networkidle"}},
-			{name: "ms", typ: "integer", desc: "Milliseconds to wait, 1..60000.", min: fnum(1), max: fnum(60_000)}},
+			{name: "ms", typ: "integer", desc: "Milliseconds to wait, 1..60000.", min: fnum(1), max: fnum(60_000)},
+			{name: "waitTimeoutMs", typ: "integer", desc: "How long the instance waits for the condition, 1..60000 ms (default 10000). The task's timeoutMs, if given, must be longer, or the attempt ends first with code timeout.", min: fnum(1), max: fnum(60_000)}},
 		build: func(a *Args) (string, map[string]any, error) {
 			p := map[string]any{}
 			for k, v := range map[string]string{"text": a.Text, "url": a.URL, "load": a.Load} {
@@ -206,6 +210,9 @@ var browserTools = []browserTool{
 			}
 			if a.Selector == "" && len(p) == 0 {
 				return "", nil, invalid("selector", "give one of selector, text, url, load or ms")
+			}
+			if a.WaitTimeoutMs != 0 {
+				p["timeout"] = a.WaitTimeoutMs
 			}
 			return a.Selector, p, nil
 		}},

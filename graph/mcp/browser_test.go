@@ -100,6 +100,16 @@ func TestNavigateThenTextInOneSessionReadsThePageInRealChromium(t *testing.T) {
 	// back has its own route, which the built-in instance serves too.
 	res = c.call(t, "back", nil)
 	require.False(t, res.IsError, textOf(res))
+
+	// wait takes text, a URL or a load state as well as an element, and
+	// its own timeout.
+	require.False(t, c.call(t, "navigate", map[string]any{"url": site}).IsError)
+	for _, args := range []map[string]any{{"text": "Welcome to the greeter"}, {"url": site}, {"load": "load"}, {"selector": "#name"}} {
+		res = c.call(t, "wait", args)
+		require.False(t, res.IsError, "%v: %s", args, textOf(res))
+	}
+	res = c.call(t, "wait", map[string]any{"text": "never on this page", "waitTimeoutMs": 200, "timeoutMs": 5000})
+	require.Equal(t, "wait_timeout", errorOf(t, res)["instanceCode"], textOf(res))
 }
 
 func TestAScreenshotComesBackAsAnImage(t *testing.T) {

@@ -148,6 +148,8 @@ func (s *Server) answer(ctx context.Context, c *caller, tool string, t *engine.T
 // taskMessage says why a task did not succeed.
 func taskMessage(t *engine.Task) string {
 	switch {
+	case t.Error != "" && strings.Contains(t.Reason, t.Error):
+		return t.Reason // "retry budget spent: <the error>"
 	case t.Error != "" && t.Reason != "" && !strings.Contains(t.Error, t.Reason):
 		return t.Reason + ": " + t.Error
 	case t.Error != "":
