@@ -118,7 +118,7 @@ func openStore(ctx context.Context, c config.Store, owner string) (engine.Store,
 			sync = sqlite.SyncNormal
 		}
 		// The log written out at open: commits rewrite its blocks rather
-		// than grow the file (doc/adr/0005, finding 16).
+		// than grow the file (doc/adr/0005-durable-write-path.md, finding 16).
 		s, err := sqlite.Open(ctx, sqlite.Options{Path: c.Path, Sync: sync, Owner: owner, PreallocateWAL: true})
 		if errors.Is(err, sqlite.ErrInUse) {
 			return nil, fmt.Errorf("store (sqlite %s): %w, or give this server a database file of its own (--db)", c.Path, err)

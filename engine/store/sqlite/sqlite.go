@@ -463,7 +463,7 @@ func (s *Store) checkpointer() {
 // leaves frames behind, and every commit after it, the log still past
 // CheckpointPages, would kick another checkpoint — each one a flush of the
 // database that the commits' own flushes queue behind — until one finished
-// between two commits (doc/adr/0005, finding 16). So the bulk is copied
+// between two commits (doc/adr/0005-durable-write-path.md, finding 16). So the bulk is copied
 // beside the commits, and what landed meanwhile, a few commits' pages, is
 // copied holding the writer's lock, which the next commit then finds with
 // nothing left behind. A reader on an older snapshot may still hold frames
