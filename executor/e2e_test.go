@@ -172,6 +172,7 @@ func TestRealChromiumAWaitThatRunsOutOfTimeFailsTheAttempt(t *testing.T) {
 	var wt *pinchtab.WaitTimeoutError
 	require.ErrorAs(t, o.Err, &wt)
 	require.Equal(t, "wait_timeout", wt.ErrorCode())
+	require.Equal(t, 200, o.HTTPStatus, "the instance answered the wait 200")
 	require.Contains(t, o.Err.Error(), "timeout waiting for #nothing-here", "the instance's own text")
 }
 

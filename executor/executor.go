@@ -251,7 +251,7 @@ func (e *Executor) execute(ctx context.Context, a Attempt) (o engine.Outcome, af
 		}
 		o.Err = classify(o.Err)
 		if o.HTTPStatus == 0 {
-			o.HTTPStatus = pinchtab.StatusOf(o.Err)
+			o.HTTPStatus = answeredStatus(o.Err)
 		}
 		e.log.Debug("attempt failed", "task", a.TaskID(), "instance", o.InstanceID, "tab", o.TabID, "error", o.Err, "took", time.Since(start))
 	} else if e.log.IsTrace() {
@@ -883,6 +883,20 @@ func llmConfig(labels map[string]string) map[string]string {
 		}
 	}
 	return out
+}
+
+// answeredStatus is the instance's HTTP status for a failed attempt: that of
+// a request it refused, or the 2xx with which it answered a wait whose
+// condition was not met in time; 0 when no instance answered.
+func answeredStatus(err error) int {
+	if status := pinchtab.StatusOf(err); status != 0 {
+		return status
+	}
+	var wt *pinchtab.WaitTimeoutError
+	if errors.As(err, &wt) {
+		return wt.Status
+	}
+	return 0
 }
 
 // classify gives err the class the engine's retry policy reads: the

@@ -725,6 +725,7 @@ func TestAWaitThatRunsOutOfTimeFailsTheAttempt(t *testing.T) {
 		require.ErrorAs(t, o.Err, &coder)
 		require.Equal(t, "wait_timeout", coder.ErrorCode())
 		require.Contains(t, o.Err.Error(), "timeout after 200ms waiting for selector", "the instance's own text")
+		require.Equal(t, 200, o.HTTPStatus, "the instance answered the wait 200, as other failed attempts record its status")
 		require.NotErrorIs(t, o.Err, engine.ErrInstanceFault)
 		require.Equal(t, tab, o.TabID, "it ran in the session's tab, which stays bound")
 	})
@@ -776,6 +777,7 @@ func TestAWorkflowStopsAtAWaitThatRanOutOfTime(t *testing.T) {
 		require.Equal(t, "wait_timeout", a.Code)
 		require.Equal(t, policy.ClassTransient, a.Class)
 		require.False(t, a.InstanceFault)
+		require.Equal(t, 200, a.HTTPStatus, "the instance answered the wait 200")
 		require.Contains(t, a.Error, "timeout after 200ms waiting for selector")
 	}
 	require.Contains(t, got.Error, "wait_timeout")

@@ -213,6 +213,7 @@ const CodeWaitTimeout = "wait_timeout"
 // needed it would run on a page that is not ready.
 type WaitTimeoutError struct {
 	Path    string          // the request's path (/tabs/{id}/wait)
+	Status  int             // the instance's HTTP status, a 2xx: the request itself went well
 	Message string          // the instance's own text: its "error", or the start of its answer
 	Answer  json.RawMessage // the instance's whole answer
 }
@@ -231,10 +232,16 @@ func (e *WaitTimeoutError) ErrorCode() string { return CodeWaitTimeout }
 // {"waited":true,"elapsed",…}. An answer that says "waited": false — the
 // condition was not met in time — is returned with a *WaitTimeoutError.
 func (c *Client) Wait(ctx context.Context, tabID string, params json.RawMessage, fixed ...any) (json.RawMessage, error) {
-	res, err := c.Post(ctx, tabID, "wait", nil, params, fixed...)
+	path := tabPath(tabID, "wait")
+	body, err := mergeObject(params, fixed...)
+	if err != nil {
+		return nil, &Error{Op: "wait", Method: http.MethodPost, Path: path, Status: http.StatusBadRequest, Message: err.Error()}
+	}
+	resp, err := c.Do(ctx, "wait", http.MethodPost, path, nil, json.RawMessage(body))
 	if err != nil {
 		return nil, err
 	}
+	res := asJSON(resp.Body)
 	var ans struct {
 		Waited *bool  `json:"waited"`
 		Error  string `json:"error"`
@@ -244,7 +251,7 @@ func (c *Client) Wait(ctx context.Context, tabID string, params json.RawMessage,
 		if msg == "" {
 			msg = excerpt(res, 200)
 		}
-		return res, &WaitTimeoutError{Path: tabPath(tabID, "wait"), Message: msg, Answer: res}
+		return res, &WaitTimeoutError{Path: path, Status: resp.Status, Message: msg, Answer: res}
 	}
 	return res, nil
 }

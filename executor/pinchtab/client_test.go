@@ -364,6 +364,7 @@ func TestAWaitThatWasNotMetIsAWaitTimeoutError(t *testing.T) {
 	require.JSONEq(t, timedOut, string(res), "the answer comes back with the error")
 	require.Equal(t, "pinchtab wait (POST /tabs/T1/wait): the condition was not met within its timeout [wait_timeout]: timeout after 203ms waiting for selector", err.Error())
 	require.Equal(t, 0, pinchtab.StatusOf(err), "not an HTTP failure")
+	require.Equal(t, 200, wt.Status, "the instance's status, kept for the attempt")
 	require.Equal(t, 1, rec.count())
 	require.JSONEq(t, `{"timeout":200,"selector":"#late"}`, rec.last(t).Body)
 

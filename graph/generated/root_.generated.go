@@ -5404,7 +5404,7 @@ type Attempt {
   endedAt: Time
   "How its failure was classified (NONE on success)."
   errorClass: ErrorClass!
-  "The instance's HTTP status code, if there was one."
+  "The instance's HTTP status code, if there was one: 200 for a success and for a ` + "`" + `wait` + "`" + ` it answered ` + "`" + `{\"waited\": false}` + "`" + ` (` + "`" + `wait_timeout` + "`" + `), the status of a request it refused; null when no instance answered (an attempt that timed out, a network failure, a pull-lane worker's report)."
   httpStatus: Int
   "What went wrong, if anything."
   error: String

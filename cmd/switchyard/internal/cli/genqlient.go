@@ -67,7 +67,7 @@ type Attempt struct {
 	ActionTimeMs *float64 `json:"actionTimeMs"`
 	// How its failure was classified (NONE on success).
 	ErrorClass ErrorClass `json:"errorClass"`
-	// The instance's HTTP status code, if there was one.
+	// The instance's HTTP status code, if there was one: 200 for a success and for a `wait` it answered `{"waited": false}` (`wait_timeout`), the status of a request it refused; null when no instance answered (an attempt that timed out, a network failure, a pull-lane worker's report).
 	HttpStatus *int `json:"httpStatus"`
 	// What went wrong, if anything.
 	Error *string `json:"error"`
