@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 )
 
 // Cancellation and the operator's other verbs on tasks: retry and reset.
@@ -224,12 +225,19 @@ var errNotLive = errors.New("engine: task not live")
 // there is nothing to publish or dispatch.
 var errUnchanged = errors.New("engine: nothing changed")
 
-// Retry runs a task again now. A task backing off (RETRY_WAIT) queues at once;
-// a PARKED task is reset; a task that ended FAILED, CANCELLED, EXPIRED or
-// REJECTED is submitted again as a new task that records RetryOf (terminal
-// states never change; the link is committed with the new task). Retrying a
-// task that is queued, running or succeeded is a CONFLICT. With a durable
-// store it answers once the retry is committed, as Submit does.
+// Retry runs a task again now. A task backing off (RETRY_WAIT) queues at once,
+// keeping its attempts and budget; a PARKED task is reset (Reset); a task that
+// ended FAILED, CANCELLED, EXPIRED or REJECTED is submitted again as a new
+// task that records RetryOf (terminal states never change; the link is
+// committed with the new task). The new task has the original's spec —
+// agent, lane, session, tab, instance, priority, action or instruction,
+// labels, parent, timeout, retry policy, exhausted, webhook, queue mode —
+// and none of its attempts; it drops the idempotency key (which still names
+// the original), the dependencies (met, or the original ended because one
+// did not: the retry runs regardless), the batch, and a deadline that has
+// passed (one still ahead is kept). Retrying a task in any other state is a
+// CONFLICT. With a durable store it answers once the retry is committed, as
+// Submit does.
 func (e *Engine) Retry(ctx context.Context, id string) (*Task, error) {
 	var snap *Task
 	var spec *TaskSpec
@@ -267,12 +275,18 @@ func (e *Engine) Retry(ctx context.Context, id string) (*Task, error) {
 		spec, st = old.Spec, old.State
 	}
 	if !st.Terminal() || st == StateSucceeded {
-		return nil, conflict("task %s is %s: only a task that failed, was cancelled, expired or was rejected can be retried", id, st)
+		return nil, conflict("task %s is %s: only a task in %s or %s, or one that ended %s, %s, %s or %s, can be retried",
+			id, st, StateRetryWait, StateParked, StateFailed, StateCancelled, StateExpired, StateRejected)
 	}
 	again := *spec
-	again.IdempotencyKey = ""
+	again.IdempotencyKey = "" // it keeps naming the original
 	again.SubmittedAt = e.now()
-	again.DependsOn = nil // its dependencies were met, or it would not have failed on its own
+	again.DependsOn = nil // met, or the original ended because one was not: the operator runs it regardless
+	if !again.Deadline.IsZero() && !again.Deadline.After(again.SubmittedAt) {
+		// An EXPIRED task's deadline has always passed: running it again
+		// is the operator's decision to run it after all.
+		again.Deadline = time.Time{}
+	}
 	res, pb, err := e.record(ctx, []BatchItem{{Spec: again, retryOf: id}}, nil, "")
 	if err != nil {
 		return nil, err

@@ -450,6 +450,77 @@ func TestRetryTaskRunsAFailedTaskAgainAsANewTask(t *testing.T) {
 
 	_, err = h.Retry(context.Background(), again.ID)
 	require.Equal(t, engine.CodeConflict, engineErr(t, err).Code, "a running task cannot be retried")
+	for _, st := range []engine.State{engine.StateRetryWait, engine.StateParked, engine.StateFailed,
+		engine.StateCancelled, engine.StateExpired, engine.StateRejected} {
+		require.Contains(t, err.Error(), st.String(), "the refusal names every state retryTask takes")
+	}
+}
+
+// TestRetryTaskResubmitsTheOriginalsSpecWithoutItsKeyDependenciesAndBatch:
+// what a resubmission keeps and drops, as the schema's retryTask says.
+func TestRetryTaskResubmitsTheOriginalsSpecWithoutItsKeyDependenciesAndBatch(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	ctx := context.Background()
+	parent := h.Submit(enginetest.Spec("a").Obj())
+	dep := h.Submit(enginetest.Spec("a").Obj())
+	deadline := h.Clock.Now().Add(time.Hour)
+	spec := enginetest.Spec("a").Lane("team").Session("s").Priority(engine.PriorityHigh).Action("click").
+		Label("team", "x").Parent(parent.ID).DependsOn(dep.ID).Deadline(deadline).Timeout(3 * time.Second).
+		Retry(engine.RetryPolicy{MaxAttempts: 1}).Idempotency("k").Obj()
+	spec.Exhausted = engine.ExhaustedFail
+	res, err := h.SubmitBatch(ctx, engine.BatchSpec{Items: []engine.BatchItem{{Spec: spec}}})
+	require.NoError(t, err)
+	require.NoError(t, res.Items[0].Err)
+	orig := res.Items[0].Task
+	require.NotEmpty(t, orig.Spec.BatchID)
+	require.NoError(t, h.Exec.Succeed(dep.ID, `{}`))
+	require.NoError(t, h.Exec.Fail(orig.ID, engine.Permanent(errors.New("nope"))))
+	require.Equal(t, engine.StateFailed, h.State(orig.ID))
+
+	again, err := h.Retry(ctx, orig.ID)
+	require.NoError(t, err)
+	require.Equal(t, orig.ID, again.RetryOf)
+	got, want := again.Spec, h.Get(orig.ID).Spec
+	require.Equal(t, want.AgentID, got.AgentID)
+	require.Equal(t, "team", got.Lane)
+	require.Equal(t, "s", got.SessionKey)
+	require.Equal(t, engine.PriorityHigh, got.Priority)
+	require.Equal(t, want.Action, got.Action)
+	require.Equal(t, map[string]string{"team": "x"}, got.Labels)
+	require.Equal(t, parent.ID, got.ParentID)
+	require.True(t, deadline.Equal(got.Deadline), "a deadline still ahead is kept")
+	require.Equal(t, 3*time.Second, got.Timeout)
+	require.Equal(t, 1, got.Retry.MaxAttempts)
+	require.Equal(t, engine.ExhaustedFail, got.Exhausted)
+	require.Empty(t, got.IdempotencyKey, "the key keeps naming the original")
+	require.Empty(t, got.DependsOn)
+	require.Empty(t, got.BatchID)
+	require.Len(t, h.Get(orig.ID).Attempts, 1)
+	atts := h.Get(again.ID).Attempts
+	require.Len(t, atts, 1, "a new task, with none of the original's attempts: only its own first, dispatched at once")
+	require.Equal(t, 1, atts[0].N)
+	same := h.Submit(enginetest.Spec("a").Idempotency("k").Obj())
+	require.Equal(t, orig.ID, same.ID, "the key still names the original")
+}
+
+// TestRetryTaskRunsAnExpiredTaskAgainWithoutItsDeadline: an EXPIRED task's
+// deadline has passed, so its resubmission runs without it rather than
+// being refused for a deadline in the past.
+func TestRetryTaskRunsAnExpiredTaskAgainWithoutItsDeadline(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	paused(t, h, "main", true)
+	task := h.Submit(enginetest.Spec("a").Deadline(h.Clock.Now().Add(time.Minute)).Obj())
+	h.Clock.Advance(time.Minute)
+	require.Equal(t, engine.StateExpired, h.State(task.ID))
+	paused(t, h, "main", false)
+
+	again, err := h.Retry(context.Background(), task.ID)
+	require.NoError(t, err)
+	require.Equal(t, task.ID, again.RetryOf)
+	require.True(t, again.Spec.Deadline.IsZero(), "the deadline that passed is dropped")
+	require.Equal(t, engine.StateAssigned, h.State(again.ID))
 }
 
 func TestRetentionPurgesOldTerminalTasks(t *testing.T) {

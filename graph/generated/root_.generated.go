@@ -5076,9 +5076,19 @@ extend type Mutation {
   """
   stopSession(sessionKey: String!, all: Boolean = false): CancelPayload!
   """
-  Runs a task again now: RETRY_WAIT queues at once, PARKED is reset,
-  FAILED/CANCELLED/EXPIRED/REJECTED is resubmitted as a new task with
-  ` + "`" + `retryOf` + "`" + `. CONFLICT otherwise. With a durable store it answers once the
+  Runs a task again now: RETRY_WAIT queues at once (the same task, its
+  attempts and budget as they were), PARKED is reset (as ` + "`" + `resetTask` + "`" + `: a fresh
+  attempt budget), FAILED/CANCELLED/EXPIRED/REJECTED is resubmitted as a new
+  task with ` + "`" + `retryOf` + "`" + `. The new task keeps the original's ` + "`" + `agentId` + "`" + `, ` + "`" + `lane` + "`" + `,
+  ` + "`" + `sessionKey` + "`" + `, ` + "`" + `tabId` + "`" + `, ` + "`" + `instanceId` + "`" + `, ` + "`" + `priority` + "`" + `, ` + "`" + `action` + "`" + ` or
+  ` + "`" + `instruction` + "`" + `, ` + "`" + `labels` + "`" + `, ` + "`" + `parentId` + "`" + `, ` + "`" + `timeoutMs` + "`" + `, ` + "`" + `retryPolicy` + "`" + `,
+  ` + "`" + `exhausted` + "`" + `, ` + "`" + `webhookUrl` + "`" + `, ` + "`" + `queueMode` + "`" + `, ` + "`" + `sessionMaxInFlight` + "`" + ` and
+  ` + "`" + `sessionReplay` + "`" + `; it starts with no attempts, and drops the
+  ` + "`" + `idempotencyKey` + "`" + ` (which still names the original), the ` + "`" + `dependsOn` + "`" + ` (it
+  runs at once even if a dependency failed), the ` + "`" + `batchId` + "`" + `, and a
+  ` + "`" + `deadline` + "`" + ` that has passed (an EXPIRED task's always has; one still ahead
+  is kept). CONFLICT for any other state (QUEUED, WAITING, ASSIGNED,
+  RUNNING, SUCCEEDED). With a durable store it answers once the
   change is committed, as ` + "`" + `submitTask` + "`" + ` does (a new task is committed with its
   ` + "`" + `retryOf` + "`" + ` link); UNAVAILABLE when that commit fails or is not confirmed
   within ` + "`" + `engine.commitTimeout` + "`" + ` (the change may still be committed once the

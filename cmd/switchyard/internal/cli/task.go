@@ -26,7 +26,7 @@ func TaskVerbs() []Verb {
 		{"get", "show one task: attempts, timings, error, result", taskGet},
 		{"cancel", "cancel tasks by id, or every live task matching filters", taskCancel},
 		{"reset", "put PARKED tasks back in their queue with a fresh attempt budget", taskReset},
-		{"retry", "run tasks again now (RETRY_WAIT, PARKED, or ended: as a new task)", taskRetry},
+		{"retry", "run tasks again now (RETRY_WAIT, PARKED, or ended but not SUCCEEDED: as a new task)", taskRetry},
 	}
 }
 
