@@ -162,7 +162,13 @@ var (
 )
 
 // UnmarshalGQLContext reads a SubmitTasksInput that gqlparser validated.
+// A *SubmitTasksJSON (read from the request's JSON by
+// DecodeSubmitTasksJSON) is taken as it is.
 func (in *SubmitTasksInput) UnmarshalGQLContext(ctx context.Context, v any) error {
+	if d, ok := v.(*SubmitTasksJSON); ok {
+		*in = d.in
+		return nil
+	}
 	return onPath(ctx, in.decode(v))
 }
 

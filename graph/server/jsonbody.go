@@ -22,13 +22,19 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/switchyard/switchyard/graph/model"
 )
+
+// submitTasksInput is the input type read typed (model.DecodeSubmitTasksJSON).
+const submitTasksInput = "SubmitTasksInput"
 
 // maxFastDepth is the deepest nesting the fast path reads; deeper bodies go
 // to encoding/json (which refuses beyond 10000).
@@ -64,15 +70,26 @@ func newBodyKeys(schema *ast.Schema) bodyKeys {
 // decodeParams decodes a POST body into params as a json.Decoder with
 // UseNumber and DisallowUnknownFields does, returning its error.
 func decodeParams(body []byte, keys bodyKeys, params *graphql.RawParams) error {
-	p := bodyParser{b: body, keys: keys}
+	_, err := decodeParamsTyped(context.Background(), body, keys, nil, params)
+	return err
+}
+
+// decodeParamsTyped is decodeParams that, when vars is not nil, reads a
+// variable of type SubmitTasksInput! of a cached operation (the query
+// given before the variables) straight into a *model.SubmitTasksJSON when
+// model.DecodeSubmitTasksJSON is sure of it; typed reports whether it did
+// (varCheck.prepare then hands those values past gqlparser). Whatever it
+// is not sure of is read as decodeParams reads it.
+func decodeParamsTyped(ctx context.Context, body []byte, keys bodyKeys, vars *varCheck, params *graphql.RawParams) (typed bool, err error) {
+	p := bodyParser{b: body, keys: keys, vars: vars, ctx: ctx}
 	if p.params(params) {
-		return nil
+		return p.typedSeen != 0, nil
 	}
 	*params = graphql.RawParams{}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	dec.DisallowUnknownFields()
-	return dec.Decode(params)
+	return false, dec.Decode(params)
 }
 
 // bodyParser reads a JSON document; its methods return false for anything
@@ -83,6 +100,17 @@ type bodyParser struct {
 	depth int
 	keys  bodyKeys
 	stack []any // list items being read, shared by nested lists
+
+	// The typed reading of submitTasks inputs (decodeParamsTyped): the
+	// operation the variables were read for, the names of its variables
+	// of type SubmitTasksInput!, and which of them were read typed.
+	vars       *varCheck
+	ctx        context.Context
+	typedDoc   *ast.QueryDocument
+	typedOp    *ast.OperationDefinition
+	typedNames []string
+	typedSeen  uint64
+	inVars     bool // reading the variables object
 }
 
 func (p *bodyParser) ws() {
@@ -164,7 +192,12 @@ func (p *bodyParser) params(out *graphql.RawParams) bool {
 			if p.next() != '{' {
 				return false
 			}
+			if field == 2 && seen[0] {
+				p.typedFor(out.Query, out.OperationName)
+			}
+			p.inVars = field == 2
 			m, ok := p.object()
+			p.inVars = false
 			if !ok {
 				return false
 			}
@@ -179,11 +212,61 @@ func (p *bodyParser) params(out *graphql.RawParams) bool {
 			p.i++
 		case '}':
 			p.i++
-			return true
+			// The variables read typed were for this operation: the
+			// operationName given after them names it too.
+			return p.typedSeen == 0 || p.typedDoc.Operations.ForName(out.OperationName) == p.typedOp
 		default:
 			return false
 		}
 	}
+}
+
+// typedFor notes the variables of type SubmitTasksInput! of the operation
+// opName of query, if it is cached, for object to read typed.
+func (p *bodyParser) typedFor(query, opName string) {
+	if p.vars == nil {
+		return
+	}
+	doc, ok := p.vars.cache.Get(p.ctx, query)
+	if !ok {
+		return
+	}
+	op := doc.Operations.ForName(opName)
+	if op == nil {
+		return
+	}
+	for _, def := range op.VariableDefinitions {
+		if t := def.Type; t.NonNull && t.Elem == nil && t.NamedType == submitTasksInput && len(p.typedNames) < 64 {
+			p.typedNames = append(p.typedNames, def.Variable)
+		}
+	}
+	if len(p.typedNames) > 0 {
+		p.typedDoc, p.typedOp = doc, op
+	}
+}
+
+// typedValue reads the value of the variable k typed, if k is one of
+// typedNames and model.DecodeSubmitTasksJSON is sure of it; ok false with
+// done true means k was read typed before (the generic path merges a
+// repeated variable: leave it that).
+func (p *bodyParser) typedValue(k string) (v any, done, ok bool) {
+	for n, name := range p.typedNames {
+		if name != k {
+			continue
+		}
+		if p.typedSeen&(1<<n) != 0 {
+			return nil, true, false
+		}
+		p.ws()
+		in, end, ok := model.DecodeSubmitTasksJSON(p.b[p.i:])
+		if !ok {
+			return nil, false, false
+		}
+		p.i += end
+		p.typedSeen |= 1 << n
+		return in, true, true
+	}
+	return nil, false, false
 }
 
 // rawKey reads a key without escapes, as the bytes of the body.
@@ -255,7 +338,19 @@ func (p *bodyParser) object() (map[string]any, bool) {
 			return nil, false
 		}
 		p.i++
-		v, ok := p.value()
+		var v any
+		if p.inVars && p.depth == 1 && p.typedNames != nil {
+			// The variables object.
+			var done bool
+			if v, done, ok = p.typedValue(k); done && !ok {
+				return nil, false
+			}
+			if !done {
+				v, ok = p.value()
+			}
+		} else {
+			v, ok = p.value()
+		}
 		if !ok {
 			return nil, false
 		}

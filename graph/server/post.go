@@ -87,20 +87,22 @@ func (t postTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 		return
 	}
 	params := &graphql.RawParams{}
-	if err := decodeParams(body, t.keys, params); err != nil {
+	typed, err := decodeParamsTyped(ctx, body, t.keys, t.vars, params)
+	if err != nil {
 		writeGraphQL(w, http.StatusBadRequest, &graphql.Response{Errors: gqlerror.List{badParams(err)}})
 		return
 	}
 	params.Headers = r.Header
 	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
-	run(ctx, w, exec, t.vars, media, params, false)
+	run(ctx, w, exec, t.vars, media, params, false, typed)
 }
 
 // run runs the operation of a request and writes its response; queryOnly
 // (GET) refuses mutations and subscriptions with 405. vars, if not nil,
-// spares gqlparser the variables it can vouch for (vars.go).
-func run(ctx context.Context, w http.ResponseWriter, exec graphql.GraphExecutor, vars *varCheck, media string, params *graphql.RawParams, queryOnly bool) {
-	ctx = vars.prepare(ctx, params)
+// spares gqlparser the variables it can vouch for (vars.go); typed says
+// that params holds variables read typed (decodeParamsTyped).
+func run(ctx context.Context, w http.ResponseWriter, exec graphql.GraphExecutor, vars *varCheck, media string, params *graphql.RawParams, queryOnly, typed bool) {
+	ctx = vars.prepare(ctx, params, typed)
 	oc, opErr := exec.CreateOperationContext(ctx, params)
 	if opErr != nil {
 		res := exec.DispatchError(graphql.WithOperationContext(ctx, oc), opErr)
@@ -151,7 +153,7 @@ func (t getTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 		}
 	}
 	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
-	run(r.Context(), w, exec, t.vars, media, params, true)
+	run(r.Context(), w, exec, t.vars, media, params, true, false)
 }
 
 // badParams explains a body that is not a GraphQL-over-HTTP request.

@@ -27,12 +27,15 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/switchyard/switchyard/graph/model"
 )
 
 // varCheck validates variables as gqlparser does, for the values it is
@@ -74,47 +77,73 @@ type swapKey struct{}
 // prepare replaces, in params, the variables the check accepts by
 // placeholders, and returns ctx carrying the real values for varSwap; it
 // returns ctx and changes nothing when the operation is not cached or no
-// variable qualifies.
-func (c *varCheck) prepare(ctx context.Context, params *graphql.RawParams) context.Context {
+// variable qualifies. typed says that params holds variables read typed
+// (*model.SubmitTasksJSON, decodeParamsTyped): those are always held back,
+// as gqlparser would not know them; the body decoder read them only for
+// a variable of type SubmitTasksInput! of this operation, and only what
+// gqlparser accepts and returns unchanged.
+func (c *varCheck) prepare(ctx context.Context, params *graphql.RawParams, typed bool) context.Context {
 	if c == nil || len(params.Variables) == 0 {
 		return ctx
 	}
-	doc, ok := c.cache.Get(ctx, params.Query)
-	if !ok {
-		return ctx
-	}
-	op := doc.Operations.ForName(params.OperationName)
-	if op == nil {
-		return ctx
-	}
 	var sw *swapped
+	if typed {
+		for name, val := range params.Variables {
+			if _, ok := val.(*model.SubmitTasksJSON); ok {
+				sw = c.hold(sw, params, name, val, submitTasksType)
+			}
+		}
+	}
+	if doc, ok := c.cache.Get(ctx, params.Query); ok {
+		if op := doc.Operations.ForName(params.OperationName); op != nil {
+			sw = c.prepareOp(op, params, sw)
+		}
+	}
+	if sw == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, swapKey{}, sw)
+}
+
+// submitTasksType is the type of the variables read typed.
+var submitTasksType = &ast.Type{NamedType: submitTasksInput, NonNull: true}
+
+// prepareOp holds back the variables of op the check accepts.
+func (c *varCheck) prepareOp(op *ast.OperationDefinition, params *graphql.RawParams, sw *swapped) *swapped {
 	for _, def := range op.VariableDefinitions {
 		if def.Type.Elem == nil {
 			if t := c.schema.Types[def.Type.NamedType]; t == nil || t.Kind != ast.InputObject {
 				continue // scalars and enums: cheap, and gqlparser coerces them
 			}
 		}
+		if sw != nil && slices.Contains(sw.names, def.Variable) {
+			continue // read typed, and held back already
+		}
 		val, present := params.Variables[def.Variable]
 		if !present || val == nil || !c.accepts(def.Type, val) {
 			continue
 		}
-		if sw == nil {
-			sw = &swapped{}
-			// A copy: the caller's map stays as it was decoded.
-			vars := make(map[string]any, len(params.Variables))
-			for k, v := range params.Variables {
-				vars[k] = v
-			}
-			params.Variables = vars
-		}
-		sw.names = append(sw.names, def.Variable)
-		sw.values = append(sw.values, val)
-		params.Variables[def.Variable] = c.placeholder(def.Type)
+		sw = c.hold(sw, params, def.Variable, val, def.Type)
 	}
+	return sw
+}
+
+// hold replaces the variable name, of type typ, by a placeholder, noting
+// its value in sw (made when nil).
+func (c *varCheck) hold(sw *swapped, params *graphql.RawParams, name string, val any, typ *ast.Type) *swapped {
 	if sw == nil {
-		return ctx
+		sw = &swapped{}
+		// A copy: the caller's map stays as it was decoded.
+		vars := make(map[string]any, len(params.Variables))
+		for k, v := range params.Variables {
+			vars[k] = v
+		}
+		params.Variables = vars
 	}
-	return context.WithValue(ctx, swapKey{}, sw)
+	sw.names = append(sw.names, name)
+	sw.values = append(sw.values, val)
+	params.Variables[name] = c.placeholder(typ)
+	return sw
 }
 
 // accepts reports whether gqlparser's validator.VariableValues accepts v as

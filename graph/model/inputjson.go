@@ -1,0 +1,830 @@
+// A SubmitTasksInput read straight from a request's JSON.
+//
+// A submitTasks variable went from the body to a map[string]any tree
+// (graph/server/jsonbody.go), through gqlparser's variable check (or the
+// server's varCheck, which vouches for what gqlparser would return
+// unchanged) and then through SubmitTasksInput.UnmarshalGQLContext: per
+// item of a batch, four maps, their keys' and values' boxes, a walk of
+// the check, and the copy into the Go types (ADR 0005, finding 17).
+// DecodeSubmitTasksJSON reads the variable's JSON text into the Go types
+// in one pass, for the inputs it is sure of, and gives exactly what that
+// path gives:
+//
+//   - every object holds only fields the schema defines, each once, none
+//     null, every required field present (gqlparser accepts it and
+//     returns it unchanged: nothing to check or coerce);
+//   - strings without escapes or control characters, valid UTF-8 (what
+//     the body decoder reads as they are); String and ID fields are
+//     strings, Int and Float fields numbers that gqlparser's check and
+//     gqlgen's UnmarshalInt / UnmarshalFloat take, enum fields one of the
+//     schema's names exactly, Time fields what graphql.UnmarshalTime takes;
+//   - an action's params is compact JSON in the form UnmarshalJSON writes
+//     (object keys sorted and unique, printable-ASCII strings without
+//     escapes), which is then the params' value as it is.
+//
+// Anything else — a null, an escape, white space inside params, an
+// unknown or repeated field, a value of another type — is "not sure":
+// the caller reads the variable as before, so that every error (its
+// message and path) is the one the generic path gives. A task's strings
+// share one allocation (the text of its item) and a batch's params
+// another.
+
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/99designs/gqlgen/graphql"
+
+	"github.com/switchyard/switchyard/engine"
+)
+
+// SubmitTasksJSON is a SubmitTasksInput that DecodeSubmitTasksJSON read.
+// Given as a variable's value, SubmitTasksInput.UnmarshalGQLContext takes
+// it as it is; nothing else must see it (the server hands it past
+// gqlparser's check, as it does the variables its own check vouches for).
+type SubmitTasksJSON struct{ in SubmitTasksInput }
+
+// maxParamsDepth is the deepest params object or list read here.
+const maxParamsDepth = 32
+
+// DecodeSubmitTasksJSON reads the SubmitTasksInput at the start of b
+// (after optional white space), returning it and the offset just after
+// it, or ok false when it is not sure to read it as the generic path does.
+func DecodeSubmitTasksJSON(b []byte) (v *SubmitTasksJSON, end int, ok bool) {
+	d := inputReader{b: b}
+	out := &SubmitTasksJSON{}
+	if !d.tasks(&out.in) {
+		return nil, 0, false
+	}
+	return out, d.i, true
+}
+
+// inputReader reads the JSON of a SubmitTasksInput; its methods return
+// false for anything they do not take.
+type inputReader struct {
+	b []byte
+	i int
+	// fix holds the string fields of the item being read, as offsets into
+	// b, until the item's text is copied once for all of them.
+	fix []strFix
+	// params is where the batch's action parameters are copied.
+	params []byte
+}
+
+type strFix struct {
+	dst        *string
+	start, end int
+}
+
+func (d *inputReader) next() byte {
+	for d.i < len(d.b) {
+		switch c := d.b[d.i]; c {
+		case ' ', '\t', '\n', '\r':
+			d.i++
+		default:
+			return c
+		}
+	}
+	return 0
+}
+
+// fields reads an object, calling field for each key (its raw bytes,
+// the reader at its value). seen guards against a repeated field: field
+// returns the bit of the field it read (0 for none: refused).
+func (d *inputReader) fields(field func(key []byte) uint32) (seen uint32, ok bool) {
+	if d.next() != '{' {
+		return 0, false
+	}
+	d.i++
+	if d.next() == '}' {
+		d.i++
+		return 0, true
+	}
+	for {
+		if d.next() != '"' {
+			return 0, false
+		}
+		start := d.i + 1
+		j := start
+		for j < len(d.b) && d.b[j] != '"' && d.b[j] != '\\' {
+			j++
+		}
+		if j >= len(d.b) || d.b[j] != '"' {
+			return 0, false
+		}
+		key := d.b[start:j]
+		d.i = j + 1
+		if d.next() != ':' {
+			return 0, false
+		}
+		d.i++
+		if d.next() == 'n' {
+			return 0, false // null: the generic path
+		}
+		bit := field(key)
+		if bit == 0 || seen&bit != 0 {
+			return 0, false
+		}
+		seen |= bit
+		switch d.next() {
+		case ',':
+			d.i++
+		case '}':
+			d.i++
+			return seen, true
+		default:
+			return 0, false
+		}
+	}
+}
+
+// str reads a string without escapes or control characters, of valid
+// UTF-8, as offsets into b.
+func (d *inputReader) str() (start, end int, ok bool) {
+	if d.next() != '"' {
+		return 0, 0, false
+	}
+	start = d.i + 1
+	ascii := true
+	for j := start; j < len(d.b); j++ {
+		switch c := d.b[j]; {
+		case c == '"':
+			if !ascii && !utf8.Valid(d.b[start:j]) {
+				return 0, 0, false
+			}
+			d.i = j + 1
+			return start, j, true
+		case c == '\\' || c < 0x20:
+			return 0, 0, false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return 0, 0, false
+}
+
+// strField reads a string into *dst (when the item is done).
+func (d *inputReader) strField(dst *string) bool {
+	start, end, ok := d.str()
+	if ok {
+		d.fix = append(d.fix, strFix{dst, start, end})
+	}
+	return ok
+}
+
+// number reads a number of JSON's grammar, returning its text.
+func (d *inputReader) number() ([]byte, bool) {
+	d.next()
+	b, start := d.b, d.i
+	j := start
+	if j < len(b) && b[j] == '-' {
+		j++
+	}
+	digits := func() int {
+		n := 0
+		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+			j++
+			n++
+		}
+		return n
+	}
+	switch {
+	case j < len(b) && b[j] == '0':
+		j++
+	case digits() == 0:
+		return nil, false
+	}
+	if j < len(b) && b[j] == '.' {
+		j++
+		if digits() == 0 {
+			return nil, false
+		}
+	}
+	if j < len(b) && (b[j] == 'e' || b[j] == 'E') {
+		j++
+		if j < len(b) && (b[j] == '+' || b[j] == '-') {
+			j++
+		}
+		if digits() == 0 {
+			return nil, false
+		}
+	}
+	d.i = j
+	return b[start:j], true
+}
+
+// intField reads an Int as gqlparser's check and graphql.UnmarshalInt
+// take it.
+func (d *inputReader) intField() (int, bool) {
+	lit, ok := d.number()
+	if !ok {
+		return 0, false
+	}
+	if _, err := strconv.ParseInt(string(lit), 10, 64); err != nil {
+		return 0, false
+	}
+	n, err := graphql.UnmarshalInt(json.Number(lit))
+	return n, err == nil
+}
+
+// boolField reads a Boolean.
+func (d *inputReader) boolField() (bool, bool) {
+	switch {
+	case bytes.HasPrefix(d.b[d.i:], []byte("true")):
+		d.i += 4
+		return true, true
+	case bytes.HasPrefix(d.b[d.i:], []byte("false")):
+		d.i += 5
+		return false, true
+	}
+	return false, false
+}
+
+// enumField reads an enum value named exactly as the schema does.
+func enumField[T any](d *inputReader, table map[string]T) (T, bool) {
+	var zero T
+	start, end, ok := d.str()
+	if !ok {
+		return zero, false
+	}
+	v, ok := table[string(d.b[start:end])]
+	return v, ok
+}
+
+func (d *inputReader) tasks(in *SubmitTasksInput) bool {
+	var parallelism int
+	var webhook string
+	seen, ok := d.fields(func(key []byte) uint32 {
+		switch string(key) {
+		case "items":
+			if !d.items(in) {
+				return 0
+			}
+			return 1
+		case "parallelism":
+			n, ok := d.intField()
+			if !ok {
+				return 0
+			}
+			parallelism, in.Parallelism = n, &parallelism
+			return 2
+		case "webhookUrl":
+			start, end, ok := d.str()
+			if !ok {
+				return 0
+			}
+			webhook, in.WebhookURL = string(d.b[start:end]), &webhook
+			return 4
+		}
+		return 0
+	})
+	return ok && seen&1 != 0
+}
+
+// items reads a batch's items into one allocation, as decodeItems does.
+func (d *inputReader) items(in *SubmitTasksInput) bool {
+	if d.next() != '[' {
+		return false
+	}
+	// The items' count, for one allocation: each item is an object, and
+	// the commas between them are outside any string.
+	n := countItems(d.b[d.i:])
+	if n < 0 {
+		return false
+	}
+	slots := make([]batchSlot, n)
+	in.Items = make([]*BatchItemInput, n)
+	d.i++
+	if d.next() == ']' {
+		d.i++
+		return n == 0
+	}
+	for k := 0; ; k++ {
+		if k >= n {
+			return false
+		}
+		s := &slots[k]
+		in.Items[k] = &s.item
+		if !d.item(s) {
+			return false
+		}
+		switch d.next() {
+		case ',':
+			d.i++
+		case ']':
+			d.i++
+			return k == n-1
+		default:
+			return false
+		}
+	}
+}
+
+// countItems counts the elements of the list at the start of b by its
+// top-level commas (-1 if it does not end).
+func countItems(b []byte) int {
+	depth, n, empty := 0, 0, true
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; c {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			empty = false
+		case '[', '{':
+			depth++
+			if depth > 1 {
+				empty = false
+			}
+		case ']', '}':
+			depth--
+			if depth == 0 {
+				if empty {
+					return 0
+				}
+				return n + 1
+			}
+		case ',':
+			if depth == 1 {
+				n++
+			}
+		case ' ', '\t', '\n', '\r':
+		default:
+			empty = false
+		}
+	}
+	return -1
+}
+
+// item reads one item; its strings are copied out of b once, together.
+func (d *inputReader) item(s *batchSlot) bool {
+	if d.next() != '{' {
+		return false
+	}
+	start := d.i
+	d.fix = d.fix[:0]
+	seen, ok := d.fields(func(key []byte) uint32 {
+		switch string(key) {
+		case "key":
+			if !d.strField(&s.key) {
+				return 0
+			}
+			s.item.Key = &s.key
+			return 1
+		case "task":
+			s.item.Task = &s.task
+			if !d.task(&s.task, &s.parts) {
+				return 0
+			}
+			return 2
+		}
+		return 0
+	})
+	if !ok || seen&2 == 0 {
+		return false
+	}
+	if len(d.fix) == 0 {
+		return true
+	}
+	text := string(d.b[start:d.i])
+	for _, f := range d.fix {
+		*f.dst = text[f.start-start : f.end-start]
+	}
+	return true
+}
+
+// Bits of SubmitTaskInput's fields, in the schema's order.
+const (
+	fAgentID uint32 = 1 << iota
+	fLane
+	fSessionKey
+	fPriority
+	fAction
+	fInstruction
+	fTabID
+	fInstanceID
+	fDependsOn
+	fParentID
+	fDeadline
+	fTimeoutMs
+	fRetryPolicy
+	fWebhookURL
+	fIdempotencyKey
+	fLabels
+	fQueueMode
+	fExhausted
+	fSessionMaxInFlight
+	fSessionReplay
+)
+
+// task reads a task's input as SubmitTaskInput.decode would.
+func (d *inputReader) task(in *SubmitTaskInput, p *taskValues) bool {
+	p.priority, in.Priority = engine.PriorityNormal, &p.priority
+	p.queueMode, in.QueueMode = engine.QueueEnqueue, &p.queueMode
+	p.sessionReplay, in.SessionReplay = false, &p.sessionReplay
+	opt := func(bit uint32, dst *string, field **string) uint32 {
+		if !d.strField(dst) {
+			return 0
+		}
+		*field = dst
+		return bit
+	}
+	seen, ok := d.fields(func(key []byte) uint32 {
+		switch string(key) {
+		case "agentId":
+			if !d.strField(&in.AgentID) {
+				return 0
+			}
+			return fAgentID
+		case "lane":
+			return opt(fLane, &p.lane, &in.Lane)
+		case "sessionKey":
+			return opt(fSessionKey, &p.sessionKey, &in.SessionKey)
+		case "priority":
+			v, ok := enumField(d, priorities)
+			if !ok {
+				return 0
+			}
+			p.priority = v
+			return fPriority
+		case "action":
+			in.Action = &p.action
+			if !d.action(&p.action, &p.ref, &p.selector) {
+				return 0
+			}
+			return fAction
+		case "instruction":
+			return opt(fInstruction, &p.instruction, &in.Instruction)
+		case "tabId":
+			return opt(fTabID, &p.tabID, &in.TabID)
+		case "instanceId":
+			return opt(fInstanceID, &p.instanceID, &in.InstanceID)
+		case "dependsOn":
+			if !d.ids(&in.DependsOn) {
+				return 0
+			}
+			return fDependsOn
+		case "parentId":
+			return opt(fParentID, &p.parentID, &in.ParentID)
+		case "deadline":
+			start, end, ok := d.str()
+			if !ok {
+				return 0
+			}
+			t, err := graphql.UnmarshalTime(string(d.b[start:end]))
+			if err != nil {
+				return 0
+			}
+			p.deadline, in.Deadline = t, &p.deadline
+			return fDeadline
+		case "timeoutMs":
+			n, ok := d.intField()
+			if !ok {
+				return 0
+			}
+			p.timeoutMs, in.TimeoutMs = n, &p.timeoutMs
+			return fTimeoutMs
+		case "retryPolicy":
+			in.RetryPolicy = &RetryPolicyInput{}
+			if !d.retry(in.RetryPolicy, &retryValues{}) {
+				return 0
+			}
+			return fRetryPolicy
+		case "webhookUrl":
+			return opt(fWebhookURL, &p.webhookURL, &in.WebhookURL)
+		case "idempotencyKey":
+			return opt(fIdempotencyKey, &p.idempotencyKey, &in.IdempotencyKey)
+		case "labels":
+			if !d.labels(&in.Labels) {
+				return 0
+			}
+			return fLabels
+		case "queueMode":
+			v, ok := enumField(d, queueModes)
+			if !ok {
+				return 0
+			}
+			p.queueMode = v
+			return fQueueMode
+		case "exhausted":
+			v, ok := enumField(d, exhaustions)
+			if !ok {
+				return 0
+			}
+			p.exhausted, in.Exhausted = v, &p.exhausted
+			return fExhausted
+		case "sessionMaxInFlight":
+			n, ok := d.intField()
+			if !ok {
+				return 0
+			}
+			p.sessionMaxInFlight, in.SessionMaxInFlight = n, &p.sessionMaxInFlight
+			return fSessionMaxInFlight
+		case "sessionReplay":
+			v, ok := d.boolField()
+			if !ok {
+				return 0
+			}
+			p.sessionReplay = v
+			return fSessionReplay
+		}
+		return 0
+	})
+	return ok && seen&fAgentID != 0
+}
+
+// action reads an action as ActionInput.decode would.
+func (d *inputReader) action(in *ActionInput, ref, selector *string) bool {
+	seen, ok := d.fields(func(key []byte) uint32 {
+		switch string(key) {
+		case "kind":
+			if !d.strField(&in.Kind) {
+				return 0
+			}
+			return 1
+		case "ref":
+			if !d.strField(ref) {
+				return 0
+			}
+			in.Ref = ref
+			return 2
+		case "selector":
+			if !d.strField(selector) {
+				return 0
+			}
+			in.Selector = selector
+			return 4
+		case "params":
+			start := d.i
+			if !d.plainJSON(0) {
+				return 0
+			}
+			if cap(d.params)-len(d.params) < d.i-start {
+				// One buffer for the rest of the batch (at most what is
+				// left of the text), not one per action.
+				d.params = make([]byte, 0, len(d.b)-start)
+			}
+			at := len(d.params)
+			d.params = append(d.params, d.b[start:d.i]...)
+			in.Params = json.RawMessage(d.params[at:len(d.params):len(d.params)])
+			return 8
+		}
+		return 0
+	})
+	return ok && seen&1 != 0
+}
+
+// plainJSON skips a value that UnmarshalJSON would write back byte for
+// byte: compact, object keys sorted and unique, strings of printable
+// ASCII without quotes or backslashes.
+func (d *inputReader) plainJSON(depth int) bool {
+	if d.i >= len(d.b) || depth > maxParamsDepth {
+		return false
+	}
+	b := d.b
+	switch c := b[d.i]; {
+	case c == '{':
+		d.i++
+		if d.i < len(b) && b[d.i] == '}' {
+			d.i++
+			return true
+		}
+		var prev []byte
+		for {
+			start, end, ok := d.plainString()
+			if !ok {
+				return false
+			}
+			key := b[start:end]
+			if prev != nil && bytes.Compare(prev, key) >= 0 {
+				return false
+			}
+			prev = key
+			if d.i >= len(b) || b[d.i] != ':' {
+				return false
+			}
+			d.i++
+			if !d.plainJSON(depth + 1) {
+				return false
+			}
+			if d.i >= len(b) {
+				return false
+			}
+			switch b[d.i] {
+			case ',':
+				d.i++
+			case '}':
+				d.i++
+				return true
+			default:
+				return false
+			}
+		}
+	case c == '[':
+		d.i++
+		if d.i < len(b) && b[d.i] == ']' {
+			d.i++
+			return true
+		}
+		for {
+			if !d.plainJSON(depth + 1) {
+				return false
+			}
+			if d.i >= len(b) {
+				return false
+			}
+			switch b[d.i] {
+			case ',':
+				d.i++
+			case ']':
+				d.i++
+				return true
+			default:
+				return false
+			}
+		}
+	case c == '"':
+		_, _, ok := d.plainString()
+		return ok
+	case c == 't':
+		_, ok := d.boolField()
+		return ok
+	case c == 'f':
+		_, ok := d.boolField()
+		return ok
+	case c == 'n':
+		if bytes.HasPrefix(b[d.i:], []byte("null")) {
+			d.i += 4
+			return true
+		}
+		return false
+	case c == '-' || c >= '0' && c <= '9':
+		_, ok := d.number()
+		return ok
+	}
+	return false
+}
+
+// plainString reads a string of printable ASCII without escapes.
+func (d *inputReader) plainString() (start, end int, ok bool) {
+	if d.i >= len(d.b) || d.b[d.i] != '"' {
+		return 0, 0, false
+	}
+	start = d.i + 1
+	for j := start; j < len(d.b); j++ {
+		switch c := d.b[j]; {
+		case c == '"':
+			d.i = j + 1
+			return start, j, true
+		case c < 0x20 || c > 0x7e || c == '\\':
+			return 0, 0, false
+		}
+	}
+	return 0, 0, false
+}
+
+// retry reads a retry policy as RetryPolicyInput.decode would.
+func (d *inputReader) retry(in *RetryPolicyInput, p *retryValues) bool {
+	seen, ok := d.fields(func(key []byte) uint32 {
+		switch string(key) {
+		case "maxAttempts":
+			n, ok := d.intField()
+			if !ok {
+				return 0
+			}
+			in.MaxAttempts = n
+			return 1
+		case "backoffMs":
+			n, ok := d.intField()
+			if !ok {
+				return 0
+			}
+			p.backoffMs, in.BackoffMs = n, &p.backoffMs
+			return 2
+		case "multiplier":
+			lit, ok := d.number()
+			if !ok {
+				return 0
+			}
+			if _, err := strconv.ParseFloat(string(lit), 64); err != nil {
+				return 0
+			}
+			f, err := graphql.UnmarshalFloat(json.Number(lit))
+			if err != nil {
+				return 0
+			}
+			p.multiplier, in.Multiplier = f, &p.multiplier
+			return 4
+		case "maxBackoffMs":
+			n, ok := d.intField()
+			if !ok {
+				return 0
+			}
+			p.maxBackoffMs, in.MaxBackoffMs = n, &p.maxBackoffMs
+			return 8
+		case "jitter":
+			v, ok := d.boolField()
+			if !ok {
+				return 0
+			}
+			p.jitter, in.Jitter = v, &p.jitter
+			return 16
+		}
+		return 0
+	})
+	return ok && seen&1 != 0
+}
+
+// list reads a list of non-null elements, calling elem for each.
+func (d *inputReader) list(elem func() bool) bool {
+	if d.next() != '[' {
+		return false
+	}
+	d.i++
+	if d.next() == ']' {
+		d.i++
+		return true
+	}
+	for {
+		if d.next() == 'n' || !elem() {
+			return false
+		}
+		switch d.next() {
+		case ',':
+			d.i++
+		case ']':
+			d.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// ids reads a list of IDs given as strings.
+func (d *inputReader) ids(out *[]string) bool {
+	if d.next() != '[' {
+		return false
+	}
+	n := countItems(d.b[d.i:])
+	if n < 0 {
+		return false
+	}
+	ids := make([]string, n)
+	k := 0
+	ok := d.list(func() bool {
+		if k >= n {
+			return false
+		}
+		k++
+		return d.strField(&ids[k-1])
+	})
+	*out = ids
+	return ok && k == n
+}
+
+// labels reads a list of labels as decodeLabels does.
+func (d *inputReader) labels(out *[]*LabelInput) bool {
+	if d.next() != '[' {
+		return false
+	}
+	n := countItems(d.b[d.i:])
+	if n < 0 {
+		return false
+	}
+	labels := make([]LabelInput, n)
+	ptrs := make([]*LabelInput, n)
+	k := 0
+	ok := d.list(func() bool {
+		if k >= n {
+			return false
+		}
+		l := &labels[k]
+		ptrs[k] = l
+		k++
+		seen, ok := d.fields(func(key []byte) uint32 {
+			switch string(key) {
+			case "key":
+				if !d.strField(&l.Key) {
+					return 0
+				}
+				return 1
+			case "value":
+				if !d.strField(&l.Value) {
+					return 0
+				}
+				return 2
+			}
+			return 0
+		})
+		return ok && seen == 3
+	})
+	*out = ptrs
+	return ok && k == n
+}
