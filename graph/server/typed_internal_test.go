@@ -300,13 +300,13 @@ func TestTypedReadingNeedsItsOperation(t *testing.T) {
 		{`{"query":` + quote(one) + `,"variables":{"in":` + in + `},"operationName":"SubmitBatch"}`, true},
 		{`{"query":` + quote(two) + `,"operationName":"A","variables":{"in":` + in + `}}`, true},
 		{`{"query":` + quote(one) + `,"variables":{"other":` + in + `,"in":` + in + `},"extensions":{"in":` + in + `}}`, true},
-		{`{"variables":{"in":` + in + `},"query":` + quote(one) + `}`, false},                             // the query after the variables
-		{`{"query":` + quote(one+" ") + `,"variables":{"in":` + in + `}}`, false},                         // not cached
-		{`{"query":` + quote(two) + `,"operationName":"B","variables":{"in":` + task + `}}`, false},       // another type
-		{`{"query":` + quote(two) + `,"variables":{"in":` + in + `},"operationName":"B"}`, false},         // no operation named yet, then B
+		{`{"variables":{"in":` + in + `},"query":` + quote(one) + `}`, false},                                     // the query after the variables
+		{`{"query":` + quote(one+" ") + `,"variables":{"in":` + in + `}}`, false},                                 // not cached
+		{`{"query":` + quote(two) + `,"operationName":"B","variables":{"in":` + task + `}}`, false},               // another type
+		{`{"query":` + quote(two) + `,"variables":{"in":` + in + `},"operationName":"B"}`, false},                 // no operation named yet, then B
 		{`{"query":` + quote(two) + `,"operationName":"A","variables":{"in":` + in + `,"in":` + in + `}}`, false}, // repeated
-		{`{"query":` + quote(two) + `,"operationName":"A","variables":{"in":{"items":[null]}}}`, false},    // not sure: the generic path
-		{`{"query":` + quote(one) + `,"variables":{"in":` + in + `},"operationName":"Other"}`, false},      // no such operation
+		{`{"query":` + quote(two) + `,"operationName":"A","variables":{"in":{"items":[null]}}}`, false},           // not sure: the generic path
+		{`{"query":` + quote(one) + `,"variables":{"in":` + in + `},"operationName":"Other"}`, false},             // no such operation
 	} {
 		var got graphql.RawParams
 		typed, err := decodeParamsTyped(context.Background(), []byte(tc.body), testBodyKeys, vars, &got)
