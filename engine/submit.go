@@ -267,6 +267,7 @@ func (c *core) admitLocked(ctx context.Context, items []BatchItem, bs *BatchSpec
 	// seqs, and a task's queued time does not include the wait for the lock.
 	now := c.now()
 	res := &BatchResult{Items: make([]ItemResult, len(items))}
+	snaps := make([]Task, len(items)) // the items' snapshots, in one allocation
 	var bt *batch
 	if bs != nil {
 		if bt = c.batches[batchID]; bt == nil || batchID == "" {
@@ -307,7 +308,8 @@ func (c *core) admitLocked(ctx context.Context, items []BatchItem, bs *BatchSpec
 		t, err := c.admitOneLocked(ctx, p, ext, now)
 		if t != nil {
 			ids[i] = t.id
-			res.Items[i].Task = t.snapshot()
+			t.snapshotTo(&snaps[i])
+			res.Items[i].Task = &snaps[i]
 			if t.state == StateQueued || t.state == StateWaiting {
 				admitted = append(admitted, t)
 			}
@@ -427,7 +429,12 @@ func reaches(out [][]int, from, to int) bool {
 
 // normalize validates a spec and returns the engine's own copy of it.
 func (c *core) normalize(in TaskSpec, now time.Time) (*TaskSpec, error) {
-	s := in
+	// The copy and its action's, in one allocation.
+	own := &struct {
+		spec   TaskSpec
+		action Action
+	}{spec: in}
+	s := &own.spec
 	switch {
 	case s.AgentID == "":
 		return nil, invalid("agentId", "is required")
@@ -478,8 +485,8 @@ func (c *core) normalize(in TaskSpec, now time.Time) (*TaskSpec, error) {
 		return nil, &Error{Code: CodeInvalidInput, Field: "lane", Message: fmt.Sprintf("unknown lane %q", s.Lane)}
 	}
 	if s.Action != nil {
-		cp := *s.Action
-		s.Action = &cp
+		own.action = *s.Action
+		s.Action = &own.action
 		a := s.Action
 		if a.Kind == "" || len(a.Kind) > MaxActionKindLength {
 			return nil, invalid("action.kind", "is required (at most %d bytes)", MaxActionKindLength)
@@ -525,7 +532,7 @@ func (c *core) normalize(in TaskSpec, now time.Time) (*TaskSpec, error) {
 	if !in.SubmittedAt.IsZero() && in.SubmittedAt.Before(now) {
 		s.SubmittedAt = in.SubmittedAt // ingested from elsewhere: keep the original time
 	}
-	return &s, nil
+	return s, nil
 }
 
 // ValidateWebhookURL checks a webhook URL's form: http or https, a host, at

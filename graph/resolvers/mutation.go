@@ -8,6 +8,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/switchyard/switchyard/engine"
@@ -56,12 +57,15 @@ func (m *mutationResolver) SubmitTasks(ctx context.Context, input model.SubmitTa
 	// on it, is refused here and never reaches the engine.
 	now := time.Now()
 	out := &model.SubmitTasksPayload{Items: make([]*model.SubmitTaskResult, n)}
-	specs := make([]engine.TaskSpec, n)
+	results := make([]model.SubmitTaskResult, n) // the items' results, in one allocation
+	// The items to submit, their specs filled in place (compacted below).
+	specs := make([]engine.BatchItem, n)
 	refused := make([]*engine.Error, n)
-	keys := make(map[string]int, n)
+	var keys map[string]int // made at the first key: most batches have none
 	for i, it := range input.Items {
-		path := "input.items." + strconv.Itoa(i)
-		out.Items[i] = &model.SubmitTaskResult{Index: i, Key: it.Key}
+		path, taskPath := itemPaths(i)
+		results[i] = model.SubmitTaskResult{Index: i, Key: it.Key}
+		out.Items[i] = &results[i]
 		if k := deref(it.Key); k != "" || it.Key != nil {
 			if err := checkID(path+".key", k, true); err != nil {
 				refused[i] = err
@@ -71,11 +75,14 @@ func (m *mutationResolver) SubmitTasks(ctx context.Context, input model.SubmitTa
 				refused[i] = invalid(path+".key", "key %q is used by another item", k)
 				continue
 			}
+			if keys == nil {
+				keys = make(map[string]int, n)
+			}
 			keys[k] = i
 		}
-		specs[i], refused[i] = taskSpec(path+".task", it.Task, now)
+		specs[i].Spec, refused[i] = taskSpec(taskPath, it.Task, now)
 		if refused[i] == nil {
-			refused[i] = (*Resolver)(m).checkActionKind(ctx, path+".task", &specs[i])
+			refused[i] = (*Resolver)(m).checkActionKind(ctx, taskPath, &specs[i].Spec)
 		}
 	}
 	// An agent's batch is refused as a whole when an item acts for another
@@ -84,7 +91,8 @@ func (m *mutationResolver) SubmitTasks(ctx context.Context, input model.SubmitTa
 		if refused[i] != nil {
 			continue
 		}
-		if err := (*Resolver)(m).checkSubmission(ctx, "input.items."+strconv.Itoa(i)+".task", &specs[i], keys); err != nil {
+		_, taskPath := itemPaths(i)
+		if err := (*Resolver)(m).checkSubmission(ctx, taskPath, &specs[i].Spec, keys); err != nil {
 			return nil, err
 		}
 	}
@@ -94,7 +102,7 @@ func (m *mutationResolver) SubmitTasks(ctx context.Context, input model.SubmitTa
 			if refused[i] != nil {
 				continue
 			}
-			for _, d := range specs[i].DependsOn {
+			for _, d := range specs[i].Spec.DependsOn {
 				if j, ok := keys[d]; ok && refused[j] != nil {
 					refused[i] = invalid("input.items."+strconv.Itoa(i)+".task.dependsOn", "depends on item %s, which was refused", d)
 					changed = true
@@ -104,7 +112,7 @@ func (m *mutationResolver) SubmitTasks(ctx context.Context, input model.SubmitTa
 		}
 	}
 
-	items := make([]engine.BatchItem, 0, n)
+	items := specs[:0]        // in place: an item moves only to an index it has passed
 	orig := make([]int, 0, n) // engine item → input item
 	for i := range specs {
 		if refused[i] != nil {
@@ -112,7 +120,8 @@ func (m *mutationResolver) SubmitTasks(ctx context.Context, input model.SubmitTa
 			out.Refused++
 			continue
 		}
-		items = append(items, engine.BatchItem{Key: deref(input.Items[i].Key), Spec: specs[i]})
+		specs[i].Key = deref(input.Items[i].Key)
+		items = append(items, specs[i])
 		orig = append(orig, i)
 	}
 	if len(items) == 0 {
@@ -130,9 +139,13 @@ func (m *mutationResolver) SubmitTasks(ctx context.Context, input model.SubmitTa
 		tasks = append(tasks, r.Task)
 	}
 	(*Resolver)(m).fillPositions(ctx, tasks...)
+	views := make([]model.Task, len(res.Items)) // the items' tasks, in one allocation
 	for j, r := range res.Items {
 		item := out.Items[orig[j]]
-		item.Task = model.NewTask(r.Task)
+		if r.Task != nil {
+			views[j] = model.Task{T: r.Task}
+			item.Task = &views[j]
+		}
 		if r.Err != nil {
 			item.Error = &model.ItemError{E: renumber(asEngineError(r.Err), orig)}
 			out.Refused++
@@ -535,4 +548,29 @@ func (m *mutationResolver) RemoveInstance(ctx context.Context, id string) (*mode
 	}
 	m.log.Info("instance removed over the API", "instance", id)
 	return &model.Instance{I: in}, nil
+}
+
+// maxItemPaths is how many items' paths itemPaths keeps ready.
+const maxItemPaths = 1024
+
+// itemPathTable holds "input.items.<i>" and "input.items.<i>.task" for the
+// first maxItemPaths items: a batch's checks name them for every item
+// (ADR 0005, finding 17), an error's path only now and then.
+var itemPathTable = sync.OnceValue(func() (t [2][]string) {
+	for i := range maxItemPaths {
+		p := "input.items." + strconv.Itoa(i)
+		t[0] = append(t[0], p)
+		t[1] = append(t[1], p+".task")
+	}
+	return t
+})
+
+// itemPaths returns the paths of a batch's item i and of its task.
+func itemPaths(i int) (item, task string) {
+	if i < maxItemPaths {
+		t := itemPathTable()
+		return t[0][i], t[1][i]
+	}
+	item = "input.items." + strconv.Itoa(i)
+	return item, item + ".task"
 }
