@@ -25,9 +25,8 @@
 // Anything else — a null, an escape, white space inside params, an
 // unknown or repeated field, a value of another type — is "not sure":
 // the caller reads the variable as before, so that every error (its
-// message and path) is the one the generic path gives. A task's strings
-// share one allocation (the text of its item) and a batch's params
-// another.
+// message and path) is the one the generic path gives. An item's strings
+// share one allocation of their size, and a batch's params another.
 
 package model
 
@@ -35,6 +34,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -69,14 +69,20 @@ type inputReader struct {
 	b []byte
 	i int
 	// fix holds the string fields of the item being read, as offsets into
-	// b, until the item's text is copied once for all of them.
+	// b, until their bytes are copied into one string for all of them.
 	fix []strFix
-	// params is where the batch's action parameters are copied.
-	params []byte
+	// params holds the batch's action parameters, as offsets into b, until
+	// they are copied into one buffer for all of them.
+	params []paramsFix
 }
 
 type strFix struct {
 	dst        *string
+	start, end int
+}
+
+type paramsFix struct {
+	dst        *json.RawMessage
 	start, end int
 }
 
@@ -298,6 +304,7 @@ func (d *inputReader) items(in *SubmitTasksInput) bool {
 	}
 	slots := make([]batchSlot, n)
 	in.Items = make([]*BatchItemInput, n)
+	d.params = make([]paramsFix, 0, n)
 	d.i++
 	if d.next() == ']' {
 		d.i++
@@ -317,11 +324,28 @@ func (d *inputReader) items(in *SubmitTasksInput) bool {
 			d.i++
 		case ']':
 			d.i++
+			d.copyParams()
 			return k == n-1
 		default:
 			return false
 		}
 	}
+}
+
+// copyParams copies the batch's action parameters out of b, into one
+// buffer of their size.
+func (d *inputReader) copyParams() {
+	size := 0
+	for _, f := range d.params {
+		size += f.end - f.start
+	}
+	buf := make([]byte, 0, size)
+	for _, f := range d.params {
+		at := len(buf)
+		buf = append(buf, d.b[f.start:f.end]...)
+		*f.dst = json.RawMessage(buf[at:len(buf):len(buf)])
+	}
+	d.params = d.params[:0]
 }
 
 // countItems counts the elements of the list at the start of b by its
@@ -367,7 +391,6 @@ func (d *inputReader) item(s *batchSlot) bool {
 	if d.next() != '{' {
 		return false
 	}
-	start := d.i
 	d.fix = d.fix[:0]
 	seen, ok := d.fields(func(key []byte) uint32 {
 		switch string(key) {
@@ -392,9 +415,20 @@ func (d *inputReader) item(s *batchSlot) bool {
 	if len(d.fix) == 0 {
 		return true
 	}
-	text := string(d.b[start:d.i])
+	// The item's strings, one after the other in one allocation of their
+	// size (not the item's text, which would keep its syntax alive too).
+	var text strings.Builder
+	size := 0
 	for _, f := range d.fix {
-		*f.dst = text[f.start-start : f.end-start]
+		size += f.end - f.start
+	}
+	text.Grow(size)
+	for _, f := range d.fix {
+		text.Write(d.b[f.start:f.end])
+	}
+	all, at := text.String(), 0
+	for _, f := range d.fix {
+		*f.dst, at = all[at:at+f.end-f.start], at+f.end-f.start
 	}
 	return true
 }
@@ -565,14 +599,7 @@ func (d *inputReader) action(in *ActionInput, ref, selector *string) bool {
 			if !d.plainJSON(0) {
 				return 0
 			}
-			if cap(d.params)-len(d.params) < d.i-start {
-				// One buffer for the rest of the batch (at most what is
-				// left of the text), not one per action.
-				d.params = make([]byte, 0, len(d.b)-start)
-			}
-			at := len(d.params)
-			d.params = append(d.params, d.b[start:d.i]...)
-			in.Params = json.RawMessage(d.params[at:len(d.params):len(d.params)])
+			d.params = append(d.params, paramsFix{&in.Params, start, d.i})
 			return 8
 		}
 		return 0
