@@ -17,6 +17,9 @@
 // — goes to encoding/json as before, so that its errors (and the 400 a
 // client gets for them) do not change. FuzzDecodeParams holds the two to
 // the same result.
+//
+// decodeParamsTyped also reads a submitTasks input straight into its Go
+// types when it can (model.DecodeSubmitTasksJSON; ADR 0005, finding 17).
 
 package server
 

@@ -20,6 +20,10 @@
 //  3. varSwap, the first operation context mutator, puts the real values
 //     back before any other extension (limits, the gate, the audit) or
 //     resolver sees the operation.
+//
+// A submitTasks input the body decoder read typed (decodeParamsTyped,
+// model.DecodeSubmitTasksJSON: only what gqlparser would accept and return
+// unchanged) is held back the same way, cached query or not.
 
 package server
 
