@@ -165,8 +165,9 @@ func (c *core) leasedLocked(lane string) []*Run {
 // resumePullLocked keeps the lease of a pull task that was RUNNING when the
 // previous process stopped: its worker may still be at it and complete it
 // with the lease it holds. The lease runs for the lane's timeout from now
-// (the worker's own term was not recorded); renewing it or ending the
-// attempt works as before the restart. It reports whether it resumed t.
+// (the worker's own term was not recorded), and the task's reason says so
+// (resumedLeaseReason); renewing it or ending the attempt works as before
+// the restart. It reports whether it resumed t.
 func (e *Engine) resumePullLocked(t *task, now time.Time) bool {
 	att := t.lastAttempt()
 	if !t.lane.cfg.Pull || t.state != StateRunning || att == nil || !att.EndedAt.IsZero() || !e.durable {
@@ -176,8 +177,39 @@ func (e *Engine) resumePullLocked(t *task, now time.Time) bool {
 	r := &Run{owner: e, task: t, spec: t.spec, id: t.id, lease: att.LeaseID, attempt: att.N}
 	e.nextLease = max(e.nextLease, att.LeaseID)
 	t.run, t.timedOut = r, false
-	e.extendLocked(r, now.Add(t.lane.cfg.Timeout))
+	until := e.extendLocked(r, now.Add(t.lane.cfg.Timeout))
+	// The state does not change, so no event: the reason is the task's
+	// own, written with it.
+	t.reason = resumedLeaseReason(t.reason, until.Sub(now), until.Before(now.Add(t.lane.cfg.Timeout)))
+	e.markDirty(t)
 	return true
+}
+
+// resumedLeasePrefix starts the reason of a task whose lease was resumed
+// after a restart.
+const resumedLeasePrefix = "lease resumed after a restart"
+
+// resumedLeaseReason is the reason of a pull task whose lease was resumed
+// after a restart, for term (the lane's timeout, or less when the task's
+// deadline comes first: byDeadline): the worker's own term and name were not
+// stored, so what the reason said before the restart — "leased by W for D",
+// the lease as it was made — follows as what it was. A lease resumed again
+// keeps the original's words, not the first resumption's.
+func resumedLeaseReason(prev string, term time.Duration, byDeadline bool) string {
+	if rest, ok := strings.CutPrefix(prev, resumedLeasePrefix); ok {
+		if _, orig, ok := strings.Cut(rest, "): it was "); ok {
+			prev = orig
+		}
+	}
+	bound := "the lane's timeout"
+	if byDeadline {
+		bound = "up to the task's deadline"
+	}
+	reason := resumedLeasePrefix + " for " + term.String() + " (" + bound + "; the worker's own term is not kept)"
+	if prev != "" {
+		reason += ": it was " + prev
+	}
+	return reason
 }
 
 // keepsLeaseLocked reports whether shutting down leaves t's attempt under
