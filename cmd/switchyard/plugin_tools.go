@@ -166,6 +166,10 @@ func moduleArgs(name string, args []string, stderr io.Writer, extra func(fs *fla
 	return wasm, config, *jsonOut, fs, nil
 }
 
+// moduleName is what the tools' errors call the module: the name of the
+// file moduleArgs read.
+func moduleName(fs *flag.FlagSet) string { return filepath.Base(fs.Arg(0)) }
+
 func report(stdout io.Writer, asJSON bool, r fmt.Stringer) error {
 	if asJSON {
 		enc := json.NewEncoder(stdout)
@@ -179,7 +183,7 @@ func report(stdout io.Writer, asJSON bool, r fmt.Stringer) error {
 func runPluginCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var candidates *int
 	var fuel *int64
-	wasm, config, asJSON, _, err := moduleArgs("check", args, stderr, func(fs *flag.FlagSet) {
+	wasm, config, asJSON, fs, err := moduleArgs("check", args, stderr, func(fs *flag.FlagSet) {
 		candidates = fs.Int("candidates", authoring.DefaultCandidates, "queue heads offered to a fairness policy in the large check: your server's engine.fairnessCandidates")
 		fuel = fs.Int64("fuel", 0, "the budget of one decision: your server's plugins.decisionFuel (0: the default)")
 	})
@@ -189,7 +193,7 @@ func runPluginCheck(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *candidates < 1 || *candidates > 1024 || *fuel < 0 {
 		return fmt.Errorf("%w: --candidates must be within 1..1024 and --fuel not negative", errUsage)
 	}
-	r, err := authoring.Check(ctx, wasm, authoring.Options{Config: config, Candidates: *candidates, DecisionFuel: *fuel})
+	r, err := authoring.Check(ctx, wasm, authoring.Options{Name: moduleName(fs), Config: config, Candidates: *candidates, DecisionFuel: *fuel})
 	if err != nil {
 		return err
 	}
@@ -229,10 +233,12 @@ func runPluginBench(ctx context.Context, args []string, stdout, stderr io.Writer
 	var decisions *int
 	var deadline *time.Duration
 	var fuel *int64
-	wasm, config, asJSON, _, err := moduleArgs("bench", args, stderr, func(fs *flag.FlagSet) {
+	var allowFaults *bool
+	wasm, config, asJSON, fs, err := moduleArgs("bench", args, stderr, func(fs *flag.FlagSet) {
 		decisions = fs.Int("decisions", 2000, "decisions timed per case")
 		deadline = fs.Duration("deadline", host.DefaultDeadline, "the wall-clock backstop of one decision: your server's plugins.deadline; a decision past it is abandoned and counted as a deadline fault, as the server does")
 		fuel = fs.Int64("fuel", 0, "the budget of one decision: your server's plugins.decisionFuel (0: the default)")
+		allowFaults = fs.Bool("allow-faults", false, "exit 0 even when the fallback answered some of the plugin's decisions (faults, a quarantine): for a bench of a plugin expected to fault")
 	})
 	if err != nil {
 		return err
@@ -240,19 +246,43 @@ func runPluginBench(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *decisions < 1 || *deadline < time.Millisecond || *fuel < 0 {
 		return fmt.Errorf("%w: --decisions must be positive, --deadline at least 1ms (as plugins.deadline) and --fuel not negative", errUsage)
 	}
-	r, err := authoring.Bench(ctx, wasm, authoring.BenchOptions{Options: authoring.Options{Config: config, DecisionFuel: *fuel},
+	r, err := authoring.Bench(ctx, wasm, authoring.BenchOptions{Options: authoring.Options{Name: moduleName(fs), Config: config, DecisionFuel: *fuel},
 		Decisions: *decisions, Deadline: *deadline})
 	if err != nil {
 		return toolError(stdout, asJSON, err)
 	}
-	return report(stdout, asJSON, r)
+	if err := report(stdout, asJSON, r); err != nil {
+		return err
+	}
+	if r.Fallbacks > 0 && !*allowFaults {
+		return benchFaulted(r)
+	}
+	return nil
+}
+
+// benchFaulted is the error of a bench whose plugin did not answer every
+// decision (the fallback answered some: its faults, a quarantine they
+// began): a plugin the server would fall back from fails the bench, as a
+// fault fails plugin check, unless --allow-faults says it was expected.
+func benchFaulted(r *authoring.BenchReport) error {
+	var kinds []string
+	for _, k := range host.FaultKinds {
+		if n := r.Faults[k.String()]; n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%s %d", strings.ToUpper(k.String()), n))
+		}
+	}
+	what := "the plugin did not answer every decision" // a table too large for its memory
+	if len(kinds) > 0 {
+		what = "the plugin faulted (" + strings.Join(kinds, ", ") + ")"
+	}
+	return fmt.Errorf("%s: the fallback answered %d of its decisions; pass --allow-faults when that is expected", what, r.Fallbacks)
 }
 
 func runPluginSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var workload *string
 	var agents, tasks, skew, lane, maxSteps *int
 	var horizon, timeout *time.Duration
-	wasm, config, asJSON, _, err := moduleArgs("simulate", args, stderr, func(fs *flag.FlagSet) {
+	wasm, config, asJSON, fs, err := moduleArgs("simulate", args, stderr, func(fs *flag.FlagSet) {
 		workload = fs.String("workload", "", "a workload file (JSON Lines: atMs, agent, durationMs, outcome, code, attempts, …; plugins/ABI.md has every field); default: a synthetic one, without failures")
 		maxSteps = fs.Int("max-steps", simulate.DefaultMaxSteps, "fail a run that needs more scheduled calls (attempt ends, retries, timers) than this")
 		horizon = fs.Duration("horizon", simulate.DefaultHorizon, "fail a run with work left this long in simulated time after the last submission")
@@ -295,7 +325,7 @@ func runPluginSimulate(ctx context.Context, args []string, stdout, stderr io.Wri
 		}
 	}
 	cfg := engine.Config{Lanes: lanes, AgentMaxInFlight: *lane}
-	r, err := authoring.Simulate(ctx, wasm, subs, authoring.SimulateOptions{Options: authoring.Options{Config: config}, Engine: cfg,
+	r, err := authoring.Simulate(ctx, wasm, subs, authoring.SimulateOptions{Options: authoring.Options{Name: moduleName(fs), Config: config}, Engine: cfg,
 		MaxSteps: *maxSteps, Horizon: *horizon})
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("%w (%v)", err, context.Cause(ctx))

@@ -41,8 +41,10 @@ func TestPluginToolsCheckBenchAndSimulateAModule(t *testing.T) {
 	require.Equal(t, 200, sim.Plugin.Tasks)
 	require.Equal(t, 200, sim.Builtin.Tasks)
 
+	// --allow-faults: a loaded machine may take a decision past its deadline
+	// (see below), which fails a bench; this test is about the figures.
 	out.Reset()
-	require.Equal(t, 0, run(ctx, []string{"plugin", "bench", "--json", "--decisions", "200", module}, &out, &errOut), errOut.String())
+	require.Equal(t, 0, run(ctx, []string{"plugin", "bench", "--json", "--allow-faults", "--decisions", "200", module}, &out, &errOut), errOut.String())
 	rep := decodeBench(t, out.Bytes())
 	require.Equal(t, "fair-share", rep.Builtin)
 	require.Equal(t, int64(10*time.Millisecond), rep.DeadlineNs, "the server's default plugins.deadline")
@@ -75,7 +77,7 @@ func TestPluginToolsCheckBenchAndSimulateAModule(t *testing.T) {
 	require.NoError(t, err)
 	require.InEpsilon(t, quoted*1e6, float64(rep.Cases[5].Fuel), 0.2, "ABI.md quotes %s million, the bench measures %d", m[1], rep.Cases[5].Fuel)
 	out.Reset()
-	require.Equal(t, 0, run(ctx, []string{"plugin", "bench", "--decisions", "20", module}, &out, &errOut), errOut.String())
+	require.Equal(t, 0, run(ctx, []string{"plugin", "bench", "--allow-faults", "--decisions", "20", module}, &out, &errOut), errOut.String())
 	require.Regexp(t, `(?m)^case +p50 +p99 +p50 per task +ratio$`, out.String())
 	require.Contains(t, out.String(), "each decision: deadline 10ms, 5000000 fuel; sent no names or details (the module asks for none)")
 }
@@ -174,7 +176,10 @@ func TestPluginBenchAbandonsADecisionPastTheDeadline(t *testing.T) {
 	require.NoError(t, os.WriteFile(module, spinModule(), 0o644))
 	args := []string{"plugin", "bench", "--decisions", "10", "--deadline", "2ms", "--fuel", "1000000000", module}
 	var out, errOut bytes.Buffer
-	require.Equal(t, 0, run(ctx, append(args, "--json"), &out, &errOut), errOut.String())
+	// A plugin that faults fails the bench, as it fails plugin check; the
+	// report is printed all the same.
+	require.Equal(t, 1, run(ctx, append(args, "--json"), &out, &errOut), errOut.String())
+	require.Equal(t, "switchyard plugin: the plugin faulted (DEADLINE 18): the fallback answered 99 of its decisions; pass --allow-faults when that is expected\n", errOut.String())
 	rep := decodeBench(t, out.Bytes())
 	require.Equal(t, int64(2*time.Millisecond), rep.DeadlineNs)
 	require.Equal(t, int64(1_000_000_000), rep.DecisionFuel)
@@ -200,8 +205,10 @@ func TestPluginBenchAbandonsADecisionPastTheDeadline(t *testing.T) {
 	require.Equal(t, uint64(18), rep.Quarantines)
 	require.Equal(t, uint64(99), rep.Fallbacks)
 
+	// Unless the faults were expected.
 	out.Reset()
-	require.Equal(t, 0, run(ctx, args, &out, &errOut), errOut.String())
+	errOut.Reset()
+	require.Equal(t, 0, run(ctx, append(args, "--allow-faults"), &out, &errOut), errOut.String())
 	require.Contains(t, out.String(), "each decision: deadline 2ms, 1000000000 fuel")
 	require.Regexp(t, `fairness/cands=16/slots=1 +FAULTED: all 10 decisions fell back \(DEADLINE 1, FALLBACK 9; native p50 \d+ ns\)`, out.String())
 	require.Contains(t, out.String(), "WARNING: the fallback answered 99 decisions, none in the plugin's figures (90 timed, 9 in the warm-ups); the plugin faulted: DEADLINE 18; a server abandons a decision past its deadline (2ms)")
@@ -223,10 +230,12 @@ func TestPluginBenchSendsTheDetailsAModuleReads(t *testing.T) {
 	bench := func(file string) (benchReport, string) {
 		module := filepath.Join("..", "..", "examples", "plugins", file)
 		var out, errOut bytes.Buffer
-		require.Equal(t, 0, run(ctx, []string{"plugin", "bench", "--json", "--decisions", "20", module}, &out, &errOut), errOut.String())
+		// --allow-faults: a loaded machine may take a decision past its
+		// deadline; this test is about what is sent.
+		require.Equal(t, 0, run(ctx, []string{"plugin", "bench", "--json", "--allow-faults", "--decisions", "20", module}, &out, &errOut), errOut.String())
 		rep := decodeBench(t, out.Bytes())
 		out.Reset()
-		require.Equal(t, 0, run(ctx, []string{"plugin", "bench", "--decisions", "5", module}, &out, &errOut), errOut.String())
+		require.Equal(t, 0, run(ctx, []string{"plugin", "bench", "--allow-faults", "--decisions", "5", module}, &out, &errOut), errOut.String())
 		return rep, out.String()
 	}
 	rep, text := bench("labelsel.wasm")
@@ -252,6 +261,14 @@ func TestPluginCheckExitsOneForABrokenModule(t *testing.T) {
 	var out, errOut bytes.Buffer
 	require.Equal(t, 1, run(context.Background(), []string{"plugin", "check", bad}, &out, &errOut))
 	require.NotEmpty(t, errOut.String())
+	require.Contains(t, out.String(), `load plugin "bad.wasm": invalid plugin:`, "the module is called by its file's name")
+	for _, verb := range []string{"bench", "simulate"} {
+		errOut.Reset()
+		require.Equal(t, 1, run(context.Background(), []string{"plugin", verb, bad}, &out, &errOut))
+		require.Contains(t, errOut.String(), `load plugin "bad.wasm": invalid plugin:`, verb)
+	}
+	out.Reset()
+	errOut.Reset()
 	require.Equal(t, 2, run(context.Background(), []string{"plugin", "check"}, &out, &errOut), "no module is a usage error")
 	require.Equal(t, 2, run(context.Background(), []string{"plugin", "frobnicate"}, &out, &errOut))
 }

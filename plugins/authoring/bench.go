@@ -211,7 +211,7 @@ func Bench(ctx context.Context, wasm []byte, opts BenchOptions) (*BenchReport, e
 		return nil, err
 	}
 	defer done()
-	s, err := load(ctx, rt, "bench", wasm, opts.Config)
+	s, err := load(ctx, rt, opts.name(), wasm, opts.Config)
 	if err != nil {
 		return nil, err
 	}

@@ -104,7 +104,7 @@ func Check(ctx context.Context, wasm []byte, opts Options) (*CheckReport, error)
 		}
 		rep.Checks = append(rep.Checks, r)
 	}
-	a, err := load(ctx, rt, "check-a", wasm, opts.Config)
+	a, err := load(ctx, rt, opts.name(), wasm, opts.Config)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -125,7 +125,8 @@ func Check(ctx context.Context, wasm []byte, opts Options) (*CheckReport, error)
 		rep.ConfigSchema = text
 	}
 
-	b, err := load(ctx, rt, "check-b", wasm, opts.Config)
+	// A name of its own: the fault log is kept by name.
+	b, err := load(ctx, rt, opts.name()+" (second instance)", wasm, opts.Config)
 	if err != nil {
 		return nil, fmt.Errorf("check: a second instance: %w", err)
 	}

@@ -16,6 +16,9 @@ import (
 
 // Options are what Check, Bench and Simulate need besides the module.
 type Options struct {
+	// Name is what errors and fault reasons call the plugin: the module's
+	// file name, or the name its author gave it. "" means "plugin".
+	Name string
 	// Config is the plugin's configuration document (JSON), if it takes one.
 	Config []byte
 	// Runtime loads the plugin. Nil means a private runtime with the
@@ -34,6 +37,13 @@ type Options struct {
 // DefaultCandidates is the number of queue heads a server offers a fairness
 // policy by default (engine.fairnessCandidates).
 const DefaultCandidates = 64
+
+func (o Options) name() string {
+	if o.Name != "" {
+		return o.Name
+	}
+	return "plugin"
+}
 
 func (o Options) candidates() int {
 	if o.Candidates > 0 {

@@ -194,7 +194,7 @@ func Simulate(ctx context.Context, wasm []byte, workload []simulate.Submission, 
 		return nil, err
 	}
 	defer done()
-	s, err := load(ctx, rt, "simulate", wasm, opts.Config)
+	s, err := load(ctx, rt, opts.name(), wasm, opts.Config)
 	if err != nil {
 		return nil, err
 	}
