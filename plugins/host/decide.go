@@ -61,7 +61,9 @@ func (in *instance) callFault(err error) fault {
 // as much again here).
 func (in *instance) timed() error {
 	err := in.call(in.decide)
-	in.plugin.stats.observe(in.took()) // the call alone: the clock is read once more
+	if in.phase != phaseLoad { // a smoke decision is not one asked of the plugin
+		in.plugin.stats.observe(in.took()) // the call alone: the clock is read once more
+	}
 	in.plugin.stats.fuel.max(uint64(max(in.burnt, 0)))
 	return err
 }

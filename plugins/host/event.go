@@ -50,6 +50,22 @@ func (e *InitDeadlineError) Error() string {
 	return fmt.Sprintf("initialisation exceeded %d ms (%s was stopped there)", e.Bound.Milliseconds(), e.Export)
 }
 
+// SmokeError is a smoke decision (one decision on synthetic input, made
+// under the plugin's configuration) that faulted: at load, where it
+// refuses the module, or by Plugin.Configure, where it refuses the new
+// configuration. It is also ErrInvalid.
+type SmokeError struct {
+	Kind   FaultKind
+	Reason string
+}
+
+func (e *SmokeError) Error() string {
+	return fmt.Sprintf("%v: smoke decision: %s: %s", ErrInvalid, e.Kind, e.Reason)
+}
+
+// Unwrap returns ErrInvalid.
+func (e *SmokeError) Unwrap() error { return ErrInvalid }
+
 // ErrClosed is returned by a closed plugin or runtime.
 var ErrClosed = errors.New("plugin closed")
 

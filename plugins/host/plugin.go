@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,13 +69,32 @@ type Plugin struct {
 // Load compiles (or reuses) wasm, validates it against the ABI, instantiates
 // it, passes it config (a JSON document; nil or empty for none) and makes a
 // smoke decision on synthetic input. Any failure is an error wrapping
-// ErrInvalid that says what is wrong.
+// ErrInvalid that says what is wrong: a *ConfigError for a configuration
+// refused, a *SmokeError for a smoke decision that faulted.
 func (rt *Runtime) Load(ctx context.Context, name string, wasm []byte, config []byte) (*Plugin, error) {
+	return rt.loadAs(ctx, name, wasm, config, false)
+}
+
+// Restore loads a plugin as Load does, for a module that was loaded before
+// (a server restoring the plugins it stored) and may now fail under its
+// configuration where it passed: the module or the host changed (a smaller
+// fuel budget, say), or the configuration was accepted by an older host.
+// If the guest refuses config, or the smoke decision faults under it,
+// the plugin is not refused but comes back disabled, with config and with
+// no instance: every decision falls back, Disabled says why, and Enable
+// (perhaps after Configure) builds its instances. It emits no event. A
+// module that no longer compiles, validates or instantiates, or whose
+// schema refuses config, is refused as Load refuses it.
+func (rt *Runtime) Restore(ctx context.Context, name string, wasm []byte, config []byte) (*Plugin, error) {
+	return rt.loadAs(ctx, name, wasm, config, true)
+}
+
+func (rt *Runtime) loadAs(ctx context.Context, name string, wasm, config []byte, restore bool) (*Plugin, error) {
 	cm, key, err := rt.compile(ctx, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("load plugin %q: %w", name, err)
 	}
-	p, err := rt.load(ctx, name, cm, key, config)
+	p, err := rt.load(ctx, name, cm, key, config, restore)
 	if err != nil {
 		rt.releaseCompiled(ctx, key)
 		return nil, fmt.Errorf("load plugin %q: %w", name, err)
@@ -94,7 +115,7 @@ func (rt *Runtime) Validate(ctx context.Context, wasm []byte) (policy.Slot, erro
 	return validate(cm)
 }
 
-func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModule, key [32]byte, config []byte) (*Plugin, error) {
+func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModule, key [32]byte, config []byte, restore bool) (*Plugin, error) {
 	slot, err := validate(cm)
 	if err != nil {
 		return nil, err
@@ -123,19 +144,40 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 	if err := p.checkConfig(p.config); err != nil {
 		return fail(p.configError(err))
 	}
-	if err := first.configure(p.config, 1); err != nil {
-		return fail(p.configError(err))
-	}
-	if err := first.smoke(); err != nil {
-		return fail(fmt.Errorf("%w: smoke decision: %v", ErrInvalid, err))
-	}
-	first.phase = phaseDecide
-	p.stats.latency.reset() // the figures cover the decisions asked of the plugin, not its smoke test
 	p.size = 1
 	if p.flags&abi.FlagStateless != 0 {
 		p.size = rt.cfg.Instances
 	}
 	p.idle = newPool(p.size)
+	why := ""
+	if err := first.configure(p.config, 1); err != nil {
+		f := first.callFault(err)
+		if !restore || f.unasked {
+			return fail(p.configError(err))
+		}
+		why = fmt.Sprintf("its configure failed at start under its stored configuration: %s: %s",
+			f.kind, strings.TrimPrefix(f.reason, errRefused.Error()+": "))
+	} else if err := first.smoke(); err != nil {
+		if !restore {
+			return fail(err)
+		}
+		var se *SmokeError
+		if errors.As(err, &se) {
+			why = fmt.Sprintf("its smoke decision at start faulted under its stored configuration: %s: %s", se.Kind, se.Reason)
+		} else {
+			why = fmt.Sprintf("its smoke decision at start failed under its stored configuration: %v", err)
+		}
+	}
+	if why != "" {
+		// Restored out of service: no instance (the one that failed may be
+		// half configured or broken), every decision falls back, and
+		// Enable builds the instances with the configuration of the time.
+		first.close()
+		p.disabled.Store(true)
+		p.disabledWhy = why + "; configure it or enable it"
+		return p, rt.register(p)
+	}
+	first.phase = phaseDecide
 	p.idle.put(first)
 	p.live.Store(1)
 	for i := 1; i < p.size; i++ {
@@ -147,15 +189,21 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 		p.live.Add(1)
 		p.idle.put(in)
 	}
+	return p, rt.register(p)
+}
+
+// register adds a loaded plugin to the runtime, which closes it with
+// itself; if the runtime is closed already, it shuts the plugin down and
+// returns ErrClosed.
+func (rt *Runtime) register(p *Plugin) error {
 	rt.mu.Lock()
+	defer rt.mu.Unlock()
 	if rt.closed {
-		rt.mu.Unlock()
 		p.shutdown()
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	rt.plugins[p] = struct{}{}
-	rt.mu.Unlock()
-	return p, nil
+	return nil
 }
 
 // checkVersion reads abi_version and policy_flags.
@@ -288,21 +336,41 @@ func (p *Plugin) Config() []byte {
 
 // Configure passes a new configuration document to the plugin. A document
 // that does not satisfy the module's schema is refused first, with an
-// error (wrapping a *schema.Error) that names the field. The guest
-// validates it on one instance next; if it refuses, the error says why and
-// the plugin keeps its old configuration. The other instances pick the new
-// document up before their next decision.
+// error (wrapping a *schema.Error) that names the field. Then a fresh
+// instance is configured with it and makes the smoke decision a load
+// makes, as a load (a server's restart) would under this configuration:
+// if the guest refuses the document the error wraps a *ConfigError, if the
+// decision faults a *SmokeError, and the plugin keeps its old
+// configuration. The guest then validates it on one of the plugin's
+// instances; if it refuses, the error says why and the plugin keeps its old
+// configuration. The other instances pick the new document up before their
+// next decision. A plugin with no instance (disabled since it was
+// restored, or after its instances were lost) keeps the document for the
+// instances Enable builds.
 func (p *Plugin) Configure(ctx context.Context, config []byte) error {
 	if err := p.checkConfig(config); err != nil {
 		return fmt.Errorf("configure plugin %q: %w", p.name, p.configError(err))
 	}
+	if err := p.trial(ctx, config); err != nil {
+		return fmt.Errorf("configure plugin %q: %w", p.name, err)
+	}
+	doc := append([]byte(nil), config...)
+	p.mu.Lock()
+	if p.live.Load() == 0 && !p.closed {
+		// No instance to configure, and none being rebuilt (live counts
+		// those): Enable's builds read the configuration under p.mu.
+		p.config = doc
+		p.cfgGen.Add(1)
+		p.mu.Unlock()
+		return nil
+	}
+	p.mu.Unlock()
 	in, err := p.acquireWait(ctx)
 	if err != nil {
 		return fmt.Errorf("configure plugin %q: %w", p.name, err)
 	}
 	p.mu.Lock()
 	gen := p.cfgGen.Load() + 1
-	doc := append([]byte(nil), config...)
 	if err := in.configure(doc, gen); err != nil {
 		p.mu.Unlock()
 		p.discard(in) // its settings may be half applied; rebuild with the old ones
@@ -313,6 +381,34 @@ func (p *Plugin) Configure(ctx context.Context, config []byte) error {
 	p.mu.Unlock()
 	p.release(in)
 	return nil
+}
+
+// trial configures a fresh instance with doc and makes the smoke
+// decision on it, under the load's bounds, as a load of the module with
+// doc would; the plugin's own instances, and their state, are not
+// touched. The error is a *ConfigError or a *SmokeError when the guest
+// refused doc or the decision faulted.
+func (p *Plugin) trial(ctx context.Context, doc []byte) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	p.rebuilds.Add(1) // under p.mu, so that Close waits for the trial instance
+	p.mu.Unlock()
+	defer p.rebuilds.Done()
+	in, err := newInstance(ctx, p, phaseLoad)
+	if err != nil {
+		return fmt.Errorf("a trial instance: %w", err)
+	}
+	defer in.close()
+	if err := in.configure(doc, 0); err != nil {
+		if f := in.callFault(err); f.unasked {
+			return ErrClosed
+		}
+		return p.configError(err)
+	}
+	return in.smoke()
 }
 
 // State says whether a plugin decides.

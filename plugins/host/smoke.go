@@ -10,7 +10,9 @@ import (
 const smokeNowMs = 1_700_000_000_000
 
 // smoke makes one decision on synthetic input, so that a module that cannot
-// decide is refused at load rather than at its first real decision.
+// decide is refused at load rather than at its first real decision, and a
+// configuration under which it cannot decide is refused by Configure. A
+// fault is a *SmokeError; after one the instance must be discarded.
 func (in *instance) smoke() error {
 	var f fault
 	switch in.plugin.slot {
@@ -30,7 +32,7 @@ func (in *instance) smoke() error {
 		})
 	}
 	if f.kind != 0 {
-		return fmt.Errorf("%s: %s", f.kind, f.reason)
+		return &SmokeError{Kind: f.kind, Reason: f.reason}
 	}
 	return nil
 }

@@ -211,7 +211,15 @@ func (m *Manager) Start(ctx context.Context) error {
 		if err := json.Unmarshal(persisted[key], &st); err != nil {
 			return fmt.Errorf("stored plugin %s does not parse: %w", name, err)
 		}
-		if _, err := m.load(ctx, name, st.Wasm, st.Config, st.LoadedAt); err != nil {
+		info, err := m.load(ctx, name, st.Wasm, st.Config, st.LoadedAt, true)
+		if err == nil && info.Stats.State == host.StateDisabled {
+			// It loads, but not under its stored configuration (or its
+			// smoke decision faults now): it is kept, out of service, so
+			// that the operator can configure or enable it.
+			m.log.Error("a stored plugin was restored disabled; policies that use it fall back to the built-ins until it is enabled", "plugin", name, "reason", info.Stats.Reason)
+			m.publishStartup(Event{Kind: EventDisabled, Plugin: name, Slot: info.Slot, At: time.Now(), Reason: info.Stats.Reason})
+		}
+		if err != nil {
 			// A plugin that no longer loads (a newer ABI, a changed host)
 			// must not keep the server down: report it and carry on with
 			// the built-ins.
@@ -267,7 +275,7 @@ func (m *Manager) Load(ctx context.Context, name string, wasm, config []byte) (I
 	}
 	m.mu.Unlock()
 	now := time.Now()
-	info, err := m.load(ctx, name, wasm, config, now)
+	info, err := m.load(ctx, name, wasm, config, now, false)
 	if err != nil {
 		m.publish(Event{Kind: EventRefused, Plugin: name, At: now, Reason: err.Error()})
 		return Info{}, err
@@ -280,8 +288,14 @@ func (m *Manager) Load(ctx context.Context, name string, wasm, config []byte) (I
 	return info, nil
 }
 
-func (m *Manager) load(ctx context.Context, name string, wasm, config []byte, at time.Time) (Info, error) {
-	p, err := m.rt.Load(ctx, name, wasm, config)
+// load loads a module under name; restore loads a stored one as
+// host.Runtime.Restore does.
+func (m *Manager) load(ctx context.Context, name string, wasm, config []byte, at time.Time, restore bool) (Info, error) {
+	loadFn := m.rt.Load
+	if restore {
+		loadFn = m.rt.Restore
+	}
+	p, err := loadFn(ctx, name, wasm, config)
 	if err != nil {
 		if ce := configError(err); ce != nil {
 			return Info{}, ce
@@ -301,7 +315,9 @@ func (m *Manager) load(ctx context.Context, name string, wasm, config []byte, at
 	if old != nil && old.plugin != nil {
 		_ = old.plugin.Close(ctx)
 	}
-	return e.info, nil
+	info := e.info
+	info.Stats = p.Stats()
+	return info, nil
 }
 
 // Unload removes a plugin that no slot uses.
@@ -330,8 +346,12 @@ func (m *Manager) Unload(ctx context.Context, name string) error {
 	return nil
 }
 
-// Configure changes a plugin's configuration live; if the guest refuses the
-// document, the old configuration stays.
+// Configure changes a plugin's configuration live. The document is checked
+// as a load checks it: against the module's schema, by the guest's
+// configure, and by a smoke decision under it on a fresh instance, so that
+// a configuration accepted here does not stop the plugin from loading at
+// the next start. If any refuses it (INVALID_INPUT on config, or on the
+// culprit's path), the old configuration stays.
 func (m *Manager) Configure(ctx context.Context, name string, config []byte) (Info, error) {
 	if !json.Valid(config) {
 		return Info{}, invalid("config", "is not valid JSON")
@@ -348,6 +368,10 @@ func (m *Manager) Configure(ctx context.Context, name string, config []byte) (In
 	if err := e.plugin.Configure(ctx, config); err != nil {
 		if ce := configError(err); ce != nil {
 			return Info{}, ce
+		}
+		var se *host.SmokeError
+		if errors.As(err, &se) {
+			return Info{}, invalid("config", "under this configuration the plugin's smoke decision faults (%s: %s); the configuration is unchanged", se.Kind, se.Reason)
 		}
 		return Info{}, &engine.Error{Code: engine.CodePluginInvalid, Field: "config", Message: err.Error()}
 	}

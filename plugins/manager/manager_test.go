@@ -2,6 +2,7 @@ package manager_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/store/memory"
+	"github.com/switchyard/switchyard/internal/plugintest"
 	"github.com/switchyard/switchyard/plugins/host"
 	"github.com/switchyard/switchyard/plugins/manager"
 )
@@ -245,4 +247,125 @@ func TestAQuarantineIsAnnouncedAsOne(t *testing.T) {
 	ev = <-events
 	require.Equal(t, manager.EventDisabled, ev.Kind)
 	require.True(t, ev.Until.IsZero())
+}
+
+// A configuration is checked as a load would check it: one under which the
+// smoke decision faults (here it makes every decision spin until it runs
+// out of fuel) is refused on config, with the fault, and changes nothing;
+// a harmless one is accepted. Accepted, the first would have made the
+// plugin fail to load at the next start.
+func TestAConfigurationUnderWhichTheSmokeDecisionFaultsIsRefused(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	m := newManager(t, h.Engine, false)
+	ctx := context.Background()
+	_, err := m.Load(ctx, "spinner", plugintest.SpinOnConfig(), []byte(`{"quiet": true}`))
+	require.NoError(t, err)
+	require.NoError(t, m.SetPolicy(ctx, policy.SlotFairness, "", "spinner"))
+	events, stop := m.Subscribe(16)
+	defer stop()
+
+	_, err = m.Configure(ctx, "spinner", []byte(`{"spin": true}`))
+	var ee *engine.Error
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, engine.CodeInvalidInput, ee.Code)
+	require.Equal(t, "config", ee.Field)
+	require.Contains(t, ee.Message, "smoke decision faults (fuel: ran out of fuel")
+	require.Contains(t, ee.Message, "the configuration is unchanged")
+	got, err := m.Get(ctx, "spinner")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"quiet": true}`, string(got.Config))
+	require.Equal(t, host.StateActive, got.Stats.State, "the trial's fault is not the plugin's")
+	require.Zero(t, got.Stats.FaultTotal())
+	raw, ok := h.Engine.Setting("plugin/spinner")
+	require.True(t, ok)
+	require.Contains(t, string(raw), `"config":{"quiet":true}`, "the stored configuration is unchanged too")
+	h.Submit(enginetest.Spec("a").Obj())
+	got, err = m.Get(ctx, "spinner")
+	require.NoError(t, err)
+	require.Positive(t, got.Stats.Calls)
+	require.Zero(t, got.Stats.FaultTotal(), "the plugin decides under its old configuration")
+
+	_, err = m.Configure(ctx, "spinner", []byte(`{"calm": 1}`))
+	require.NoError(t, err)
+	got, err = m.Get(ctx, "spinner")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"calm": 1}`, string(got.Config))
+	ev := <-events
+	require.Equal(t, manager.EventConfigured, ev.Kind, "the refusal announced nothing; the change is announced: %+v", ev)
+}
+
+// A stored plugin whose smoke decision faults at start under its stored
+// configuration (stored by an older server, or the host changed) is not
+// dropped: it comes back DISABLED, with its configuration and the reason,
+// announced by a DISABLED event; the policy that chose it stays chosen and
+// falls back. Configured with a working configuration and enabled, it
+// decides again, and a later start restores it active.
+func TestAStoredPluginWhoseSmokeDecisionFaultsIsRestoredDisabled(t *testing.T) {
+	t.Parallel()
+	store := memory.New(memory.Options{})
+	start := func() (*engine.Engine, *manager.Manager) {
+		e, err := engine.New(enginetest.Synchronous(engine.Options{Store: store, Executor: enginetest.NewExecutor()}))
+		require.NoError(t, err)
+		require.NoError(t, e.Start(context.Background()))
+		return e, newManager(t, e, false)
+	}
+	ctx := context.Background()
+	e1, m1 := start()
+	_, err := m1.Load(ctx, "spinner", plugintest.SpinOnConfig(), nil)
+	require.NoError(t, err)
+	require.NoError(t, m1.SetPolicy(ctx, policy.SlotFairness, "", "spinner"))
+	// The stored configuration makes the smoke decision fault.
+	raw, ok := e1.Setting("plugin/spinner")
+	require.True(t, ok)
+	var st map[string]any
+	require.NoError(t, json.Unmarshal(raw, &st))
+	st["config"] = map[string]any{"spin": true}
+	raw, err = json.Marshal(st)
+	require.NoError(t, err)
+	require.NoError(t, e1.SaveSetting(ctx, "plugin/spinner", raw))
+	require.NoError(t, e1.Sync(ctx))
+
+	e2, m2 := start()
+	got, err := m2.Get(ctx, "spinner")
+	require.NoError(t, err, "the plugin is restored")
+	require.JSONEq(t, `{"spin": true}`, string(got.Config))
+	require.Equal(t, host.StateDisabled, got.Stats.State)
+	require.Contains(t, got.Stats.Reason, "its smoke decision at start faulted under its stored configuration: fuel: ran out of fuel")
+	require.Equal(t, []string{"global"}, got.ActiveIn, "the choice is restored")
+	events, stop := m2.Subscribe(4)
+	defer stop()
+	ev := <-events
+	require.Equal(t, manager.EventDisabled, ev.Kind, "%+v", ev)
+	require.Equal(t, "spinner", ev.Plugin)
+	require.Equal(t, policy.SlotFairness, ev.Slot)
+	require.Equal(t, got.Stats.Reason, ev.Reason)
+	_, err = e2.Submit(ctx, enginetest.Spec("a").Obj())
+	require.NoError(t, err)
+	got, err = m2.Get(ctx, "spinner")
+	require.NoError(t, err)
+	require.Positive(t, got.Stats.FallbacksBy[host.FallbackBreaker], "decisions go to the fallback")
+	require.Zero(t, got.Stats.FaultTotal(), "without asking the plugin")
+
+	_, err = m2.Configure(ctx, "spinner", []byte(`{"spin": true}`))
+	require.True(t, engine.IsCode(err, engine.CodeInvalidInput), "%v", err)
+	_, err = m2.Configure(ctx, "spinner", []byte(`{"quiet": true}`))
+	require.NoError(t, err)
+	got, err = m2.Get(ctx, "spinner")
+	require.NoError(t, err)
+	require.Equal(t, host.StateDisabled, got.Stats.State, "configuring does not enable")
+	require.NoError(t, m2.Enable(ctx, "spinner"))
+	_, err = e2.Submit(ctx, enginetest.Spec("b").Obj())
+	require.NoError(t, err)
+	got, err = m2.Get(ctx, "spinner")
+	require.NoError(t, err)
+	require.Equal(t, host.StateActive, got.Stats.State)
+	require.Zero(t, got.Stats.FaultTotal(), "it decides under its new configuration")
+	require.NoError(t, e2.Sync(ctx))
+
+	_, m3 := start()
+	got, err = m3.Get(ctx, "spinner")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"quiet": true}`, string(got.Config))
+	require.Equal(t, host.StateActive, got.Stats.State)
 }

@@ -1,0 +1,74 @@
+// Package plugintest builds tiny policy plugins straight in the WebAssembly
+// binary format for tests across packages: they compile at once even under
+// -race, where a Go guest takes seconds.
+package plugintest
+
+import "bytes"
+
+// SpinOnConfig returns a fairness plugin (ABI version 1, stateful) that
+// takes a configuration and answers every decision with no opinion (0
+// picks), unless its configuration's first key starts with "s", as
+// {"spin": true} does: then every decision, the smoke decision of a load
+// included, loops until it runs out of fuel. Any other configuration ({},
+// {"quiet": true}, none) is accepted and harmless.
+func SpinOnConfig() []byte {
+	const arena = 64 << 10 // the arena: the second page, all of it
+	body := func(code ...[]byte) []byte {
+		b := append([]byte{0}, bytes.Join(code, nil)...) // no locals
+		b = append(b, 0x0B)
+		return append(uleb(uint64(len(b))), b...)
+	}
+	name := func(s string) []byte { return append([]byte{byte(len(s))}, s...) }
+	return bytes.Join([][]byte{
+		[]byte("\x00asm\x01\x00\x00\x00"),
+		sect(1, []byte{4},
+			[]byte{0x60, 0, 1, 0x7F},                         // 0: () -> i32
+			[]byte{0x60, 1, 0x7F, 1, 0x7E},                   // 1: (i32) -> i64
+			[]byte{0x60, 4, 0x7E, 0x7E, 0x7F, 0x7F, 1, 0x7F}, // 2: (i64, i64, i32, i32) -> i32
+			[]byte{0x60, 1, 0x7F, 1, 0x7F}),                  // 3: (i32) -> i32
+		sect(3, []byte{4, 0, 1, 2, 3}),
+		sect(5, []byte{1, 0, 2}),                   // 2 pages
+		sect(6, []byte{1, 0x7F, 1, 0x41, 0, 0x0B}), // global 0: spin, a mutable i32, 0
+		sect(7, []byte{5}, name("memory"), []byte{2, 0}, name("abi_version"), []byte{0, 0},
+			name("arena"), []byte{0, 1}, name("fairness_pick"), []byte{0, 2}, name("configure"), []byte{0, 3}),
+		sect(10, []byte{4},
+			body([]byte{0x41, 1}),                                // abi_version: 1
+			body(append([]byte{0x42}, sleb(arena<<32|arena)...)), // arena: ptr << 32 | len
+			body([]byte{0x23, 0, 0x04, 0x40, 0x03, 0x40, 0x0C, 0, 0x0B, 0x0B}, // fairness_pick: if spin, loop forever
+				[]byte{0x41, 0}), // else 0 picks
+			body([]byte{0x20, 0, 0x41, 2, 0x4A}, // configure: len > 2
+				append(append([]byte{0x41}, sleb(arena+2)...), 0x2D, 0, 0), // and the document's third byte
+				append(append([]byte{0x41}, sleb('s')...), 0x46, 0x71),     // is 's'
+				[]byte{0x24, 0, 0x41, 0})),                                 // set spin; accept
+	}, nil)
+}
+
+// sect is a section: its id, its length and its parts.
+func sect(id byte, parts ...[]byte) []byte {
+	b := bytes.Join(parts, nil)
+	return append(append([]byte{id}, uleb(uint64(len(b)))...), b...)
+}
+
+func uleb(v uint64) []byte {
+	var b []byte
+	for {
+		c := byte(v & 0x7F)
+		v >>= 7
+		if v == 0 {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}
+
+func sleb(v int64) []byte {
+	var b []byte
+	for {
+		c := byte(v & 0x7F)
+		v >>= 7
+		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}
