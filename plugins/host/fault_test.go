@@ -330,3 +330,89 @@ func TestClosedPluginKeepsAnsweringThroughFallback(t *testing.T) {
 	_, err = f.p.Retry(fixedRetry{})
 	require.ErrorContains(t, err, "is a fairness policy, not a retry policy")
 }
+
+// Trial checks a configuration as a load would, on an instance of its own:
+// one under which the smoke decision faults is a *SmokeError with the
+// fault, one the guest refuses a *ConfigError; neither touches the plugin,
+// which keeps deciding under its configuration, its breaker and figures
+// untouched.
+func TestTrialRefusesAConfigurationUnderWhichTheSmokeDecisionFaults(t *testing.T) {
+	t.Parallel()
+	var ev events
+	f := loadFaulty(t, host.Config{OnEvent: ev.add})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		mode string
+		kind host.FaultKind
+		why  string
+	}{
+		{"loop", host.FaultBudget, "ran out of fuel"},
+		{"panic", host.FaultTrap, "assignment to entry in nil map"},
+		{"range", host.FaultInvalid, "picked candidate"},
+	} {
+		err := f.p.Trial(ctx, []byte(`{"mode": "`+tc.mode+`"}`))
+		var se *host.SmokeError
+		require.ErrorAs(t, err, &se, tc.mode)
+		require.ErrorIs(t, err, host.ErrInvalid)
+		require.Equal(t, tc.kind, se.Kind, tc.mode)
+		require.Contains(t, se.Reason, tc.why, tc.mode)
+	}
+	var ce *host.ConfigError
+	require.ErrorAs(t, f.p.Trial(ctx, []byte(`{"mode": 5}`)), &ce, "the guest refuses it")
+	require.NoError(t, f.p.Trial(ctx, []byte(`{"mode": "ok"}`)))
+	require.JSONEq(t, `{"mode": "ok"}`, string(f.p.Config()))
+	st := f.p.Stats()
+	require.Equal(t, host.StateActive, st.State)
+	require.Zero(t, st.FaultTotal())
+	require.Zero(t, st.Observed, "a trial's smoke decision is not a decision asked of the plugin")
+	require.Empty(t, ev.kinds())
+	require.Equal(t, 4, f.pick())
+	require.Equal(t, []uint32{0, 1, 2, 3}, f.picks, "the plugin decides")
+}
+
+// A plugin restored under a configuration its smoke decision faults under,
+// or its guest refuses, comes back disabled and without an instance rather
+// than refused: decisions fall back without asking it, Configure keeps a
+// new configuration for later, and Enable builds its instance with it. A
+// module that does not load at all is refused as by Load.
+func TestRestoreKeepsAPluginItsStoredConfigurationBreaks(t *testing.T) {
+	t.Parallel()
+	var ev events
+	rt := newRuntime(t, host.Config{OnEvent: ev.add})
+	ctx := context.Background()
+	p, err := rt.Restore(ctx, "faulty", guests["faulty"], []byte(`{"mode": "loop"}`))
+	require.NoError(t, err)
+	off, why := p.Disabled()
+	require.True(t, off)
+	require.Contains(t, why, "its smoke decision at start faulted under its stored configuration: fuel: ran out of fuel")
+	require.Equal(t, host.StateDisabled, p.Stats().State)
+	require.Zero(t, p.Stats().Instances)
+	require.JSONEq(t, `{"mode": "loop"}`, string(p.Config()))
+	require.Empty(t, ev.kinds(), "Restore announces nothing: its caller does")
+	w, err := p.Fairness(reverse{})
+	require.NoError(t, err)
+	picks := make([]uint32, 4)
+	require.Equal(t, 4, w.Pick(pickCtx(), host.SyntheticCandidates(8, 1), picks))
+	require.Equal(t, []uint32{7, 6, 5, 4}, picks, "the fallback decides")
+	require.Equal(t, uint64(1), p.Stats().FallbacksBy[host.FallbackBreaker])
+
+	require.NoError(t, p.Configure(ctx, []byte(`{"mode": "ok"}`)), "configured with no instance")
+	off, _ = p.Disabled()
+	require.True(t, off, "configuring does not enable")
+	p.Enable()
+	require.Equal(t, 4, w.Pick(pickCtx(), host.SyntheticCandidates(8, 1), picks))
+	require.Equal(t, []uint32{0, 1, 2, 3}, picks, "enabled, the plugin decides under its new configuration")
+	require.Zero(t, p.Stats().FaultTotal())
+
+	q, err := rt.Restore(ctx, "refused", guests["faulty"], []byte(`{"mode": 5}`))
+	require.NoError(t, err)
+	off, why = q.Disabled()
+	require.True(t, off)
+	require.Contains(t, why, "its configure failed at start under its stored configuration: refused: configure: unknown mode")
+
+	_, err = rt.Restore(ctx, "noslot", guests["noslot"], nil)
+	require.ErrorIs(t, err, host.ErrInvalid, "a module that does not validate is refused")
+	_, err = rt.Load(ctx, "loop", guests["faulty"], []byte(`{"mode": "loop"}`))
+	var se *host.SmokeError
+	require.ErrorAs(t, err, &se, "Load still refuses it")
+}

@@ -336,23 +336,17 @@ func (p *Plugin) Config() []byte {
 
 // Configure passes a new configuration document to the plugin. A document
 // that does not satisfy the module's schema is refused first, with an
-// error (wrapping a *schema.Error) that names the field. Then a fresh
-// instance is configured with it and makes the smoke decision a load
-// makes, as a load (a server's restart) would under this configuration:
-// if the guest refuses the document the error wraps a *ConfigError, if the
-// decision faults a *SmokeError, and the plugin keeps its old
-// configuration. The guest then validates it on one of the plugin's
-// instances; if it refuses, the error says why and the plugin keeps its old
-// configuration. The other instances pick the new document up before their
-// next decision. A plugin with no instance (disabled since it was
-// restored, or after its instances were lost) keeps the document for the
-// instances Enable builds.
+// error (wrapping a *schema.Error) that names the field. The guest
+// validates it on one instance next; if it refuses, the error says why and
+// the plugin keeps its old configuration. The other instances pick the new
+// document up before their next decision. A plugin with no instance
+// (restored disabled, or disabled after its instances were lost) keeps the
+// document for the instances Enable builds. Configure does not make the
+// smoke decision (Trial does): a plugin may be given a configuration
+// under which it faults.
 func (p *Plugin) Configure(ctx context.Context, config []byte) error {
 	if err := p.checkConfig(config); err != nil {
 		return fmt.Errorf("configure plugin %q: %w", p.name, p.configError(err))
-	}
-	if err := p.trial(ctx, config); err != nil {
-		return fmt.Errorf("configure plugin %q: %w", p.name, err)
 	}
 	doc := append([]byte(nil), config...)
 	p.mu.Lock()
@@ -383,11 +377,24 @@ func (p *Plugin) Configure(ctx context.Context, config []byte) error {
 	return nil
 }
 
-// trial configures a fresh instance with doc and makes the smoke
-// decision on it, under the load's bounds, as a load of the module with
-// doc would; the plugin's own instances, and their state, are not
-// touched. The error is a *ConfigError or a *SmokeError when the guest
-// refused doc or the decision faulted.
+// Trial checks a configuration document as a load of the module with it
+// would (and so a server's restart with it stored): against the module's
+// schema, then on a fresh instance, which the guest configures with it and
+// which makes the smoke decision, under the load's bounds. The plugin's
+// own instances, their state and its breaker are not touched. The error
+// is a *ConfigError when the schema or the guest refused doc, a
+// *SmokeError when the decision faulted. Call it before Configure to
+// refuse a configuration under which the plugin would not load.
+func (p *Plugin) Trial(ctx context.Context, doc []byte) error {
+	if err := p.checkConfig(doc); err != nil {
+		return fmt.Errorf("try a configuration of plugin %q: %w", p.name, p.configError(err))
+	}
+	if err := p.trial(ctx, doc); err != nil {
+		return fmt.Errorf("try a configuration of plugin %q: %w", p.name, err)
+	}
+	return nil
+}
+
 func (p *Plugin) trial(ctx context.Context, doc []byte) error {
 	p.mu.Lock()
 	if p.closed {

@@ -365,7 +365,11 @@ func (m *Manager) Configure(ctx context.Context, name string, config []byte) (In
 	if e.plugin == nil {
 		return Info{}, invalid("name", "native policies take no configuration")
 	}
-	if err := e.plugin.Configure(ctx, config); err != nil {
+	err := e.plugin.Trial(ctx, config)
+	if err == nil {
+		err = e.plugin.Configure(ctx, config)
+	}
+	if err != nil {
 		if ce := configError(err); ce != nil {
 			return Info{}, ce
 		}
