@@ -4275,9 +4275,9 @@ extend type Mutation {
   loadPlugin(input: LoadPluginInput!): Plugin
   "Unloads a plugin no slot uses (CONFLICT while one does). Returns it as it was."
   unloadPlugin(name: String!): Plugin
-  "Changes a plugin's configuration live; if the plugin's schema or configure refuses the document (INVALID_INPUT, its field the path: config.maxShare), the old one stays."
+  "Changes a plugin's configuration live, checked as a load checks it: if the plugin's schema or configure refuses the document (INVALID_INPUT, its field the path: config.maxShare), or the smoke decision a load makes faults under it (INVALID_INPUT on config, the message naming the fault), the old one stays. A DISABLED plugin can be configured; it stays DISABLED until enablePlugin."
   configurePlugin(name: String!, config: JSON!): Plugin
-  "Re-enables a plugin whose breaker tripped."
+  "Re-enables a plugin whose breaker tripped, or that is DISABLED."
   enablePlugin(name: String!): Plugin
   "Makes a policy (built-in or plugin) fill a slot, globally or for one lane; switched atomically between two decisions, no task lost. Persisted."
   setPolicy(input: SetPolicyInput!): [PolicyAssignment!]!
@@ -4309,7 +4309,7 @@ enum PluginState {
   PROBATION
   "Its breaker tripped (a decision past its deadline, repeated faults, or too much time in faults): the native built-in policy decides until ` + "`" + `quarantinedUntil` + "`" + `, when it comes back on PROBATION by itself (or at once with enablePlugin)."
   QUARANTINED
-  "An instance could not be rebuilt: the native built-in policy decides until an operator runs enablePlugin."
+  "An instance could not be rebuilt, or at start its configure refused its stored configuration or its smoke decision faulted under it (disabledReason says which): the native built-in policy decides until an operator runs enablePlugin."
   DISABLED
 }
 
@@ -4409,7 +4409,7 @@ enum PluginEventKind {
   POLICY_SET
   "A decision faulted and fell back to the native policy."
   FAULT
-  "An instance could not be rebuilt: the native policy decides for it until an operator enables it."
+  "An instance could not be rebuilt, or at start a stored plugin was restored disabled, its configure or smoke decision failing under its stored configuration (delivered first to every subscriber, as the start's REFUSED events are): the native policy decides for it until an operator enables it."
   DISABLED
   "Its breaker tripped: the native policy decides for it until the event's quarantinedUntil (the reason says why and for how long), then it is on probation."
   QUARANTINED

@@ -531,7 +531,7 @@ const (
 	PluginStateProbation PluginState = "PROBATION"
 	// Its breaker tripped (a decision past its deadline, repeated faults, or too much time in faults): the native built-in policy decides until `quarantinedUntil`, when it comes back on PROBATION by itself (or at once with enablePlugin).
 	PluginStateQuarantined PluginState = "QUARANTINED"
-	// An instance could not be rebuilt: the native built-in policy decides until an operator runs enablePlugin.
+	// An instance could not be rebuilt, or at start its configure refused its stored configuration or its smoke decision faulted under it (disabledReason says which): the native built-in policy decides until an operator runs enablePlugin.
 	PluginStateDisabled PluginState = "DISABLED"
 )
 

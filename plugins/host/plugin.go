@@ -158,15 +158,11 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 		why = fmt.Sprintf("its configure failed at start under its stored configuration: %s: %s",
 			f.kind, strings.TrimPrefix(f.reason, errRefused.Error()+": "))
 	} else if err := first.smoke(); err != nil {
-		if !restore {
+		var se *SmokeError
+		if !restore || !errors.As(err, &se) {
 			return fail(err)
 		}
-		var se *SmokeError
-		if errors.As(err, &se) {
-			why = fmt.Sprintf("its smoke decision at start faulted under its stored configuration: %s: %s", se.Kind, se.Reason)
-		} else {
-			why = fmt.Sprintf("its smoke decision at start failed under its stored configuration: %v", err)
-		}
+		why = fmt.Sprintf("its smoke decision at start faulted under its stored configuration: %s: %s", se.Kind, se.Reason)
 	}
 	if why != "" {
 		// Restored out of service: no instance (the one that failed may be

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/internal/enginebench"
 	"github.com/switchyard/switchyard/plugins/host"
 	"github.com/switchyard/switchyard/plugins/manager"
@@ -58,5 +59,24 @@ func BenchmarkEngineThroughput(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkConfigure is configurePlugin on a Go guest (the drr example):
+// the configuration is tried on an instance of its own (instantiation, the
+// guest's configure, the load's smoke decision) before the plugin's own
+// instance takes it.
+func BenchmarkConfigure(b *testing.B) {
+	h := enginetest.New(b, nil)
+	m := newManager(b, h.Engine, false)
+	ctx := context.Background()
+	if _, err := m.Load(ctx, "drr", readExample(b, "drr.wasm"), nil); err != nil {
+		b.Fatal(err)
+	}
+	docs := [][]byte{[]byte(`{"quantum": 2}`), []byte(`{"quantum": 3}`)}
+	for i := 0; b.Loop(); i++ {
+		if _, err := m.Configure(ctx, "drr", docs[i%2]); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -200,7 +200,7 @@ func (v *ConfigurePluginConfigurePlugin) GetName() string { return v.Name }
 
 // ConfigurePluginResponse is returned by ConfigurePlugin on success.
 type ConfigurePluginResponse struct {
-	// Changes a plugin's configuration live; if the plugin's schema or configure refuses the document (INVALID_INPUT, its field the path: config.maxShare), the old one stays.
+	// Changes a plugin's configuration live, checked as a load checks it: if the plugin's schema or configure refuses the document (INVALID_INPUT, its field the path: config.maxShare), or the smoke decision a load makes faults under it (INVALID_INPUT on config, the message naming the fault), the old one stays. A DISABLED plugin can be configured; it stays DISABLED until enablePlugin.
 	ConfigurePlugin *ConfigurePluginConfigurePlugin `json:"configurePlugin"`
 }
 
@@ -245,7 +245,7 @@ func (v *EnablePluginEnablePlugin) GetState() PluginState { return v.State }
 
 // EnablePluginResponse is returned by EnablePlugin on success.
 type EnablePluginResponse struct {
-	// Re-enables a plugin whose breaker tripped.
+	// Re-enables a plugin whose breaker tripped, or that is DISABLED.
 	EnablePlugin *EnablePluginEnablePlugin `json:"enablePlugin"`
 }
 
@@ -1144,7 +1144,7 @@ const (
 	PluginStateProbation PluginState = "PROBATION"
 	// Its breaker tripped (a decision past its deadline, repeated faults, or too much time in faults): the native built-in policy decides until `quarantinedUntil`, when it comes back on PROBATION by itself (or at once with enablePlugin).
 	PluginStateQuarantined PluginState = "QUARANTINED"
-	// An instance could not be rebuilt: the native built-in policy decides until an operator runs enablePlugin.
+	// An instance could not be rebuilt, or at start its configure refused its stored configuration or its smoke decision faulted under it (disabledReason says which): the native built-in policy decides until an operator runs enablePlugin.
 	PluginStateDisabled PluginState = "DISABLED"
 )
 
