@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard/switchyard/engine/policy/backoff"
 	"github.com/switchyard/switchyard/engine/policy/fairshare"
 	"github.com/switchyard/switchyard/engine/policy/priority"
+	"github.com/switchyard/switchyard/plugins/builtin"
 	"github.com/switchyard/switchyard/plugins/host"
 )
 
@@ -229,5 +230,20 @@ func BenchmarkHostile(b *testing.B) {
 			}
 			b.ReportMetric(float64((stall/time.Duration(rounds)).Microseconds())/1000, "stall-ms")
 		})
+	}
+}
+
+// BenchmarkTrial is the check configurePlugin adds before a configuration
+// is accepted: an instance of the built-in fair-share module (a Go guest)
+// made, configured and asked for the load's smoke decision, then closed.
+func BenchmarkTrial(b *testing.B) {
+	rt := newRuntime(b, host.Config{})
+	mod, _ := builtin.ForSlot(policy.SlotFairness)
+	p, err := rt.Load(context.Background(), mod.Name, mod.Wasm, nil)
+	require.NoError(b, err)
+	for b.Loop() {
+		if err := p.Trial(context.Background(), nil); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
