@@ -40,6 +40,7 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/internal/jsonnum"
 )
 
 // SubmitTasksJSON is a SubmitTasksInput that DecodeSubmitTasksJSON read.
@@ -185,42 +186,13 @@ func (d *inputReader) strField(dst *string) bool {
 // number reads a number of JSON's grammar, returning its text.
 func (d *inputReader) number() ([]byte, bool) {
 	d.next()
-	b, start := d.b, d.i
-	j := start
-	if j < len(b) && b[j] == '-' {
-		j++
-	}
-	digits := func() int {
-		n := 0
-		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
-			j++
-			n++
-		}
-		return n
-	}
-	switch {
-	case j < len(b) && b[j] == '0':
-		j++
-	case digits() == 0:
+	end, ok := jsonnum.End(d.b, d.i)
+	if !ok {
 		return nil, false
 	}
-	if j < len(b) && b[j] == '.' {
-		j++
-		if digits() == 0 {
-			return nil, false
-		}
-	}
-	if j < len(b) && (b[j] == 'e' || b[j] == 'E') {
-		j++
-		if j < len(b) && (b[j] == '+' || b[j] == '-') {
-			j++
-		}
-		if digits() == 0 {
-			return nil, false
-		}
-	}
-	d.i = j
-	return b[start:j], true
+	start := d.i
+	d.i = end
+	return d.b[start:end], true
 }
 
 // intField reads an Int as gqlparser's check and graphql.UnmarshalInt

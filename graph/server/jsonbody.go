@@ -34,6 +34,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/switchyard/switchyard/graph/model"
+	"github.com/switchyard/switchyard/internal/jsonnum"
 )
 
 // submitTasksInput is the input type read typed (model.DecodeSubmitTasksJSON).
@@ -472,42 +473,13 @@ func (p *bodyParser) slowStr(j int) (string, bool) {
 
 // number reads a number of JSON's grammar as a json.Number.
 func (p *bodyParser) number() (any, bool) {
-	b, start := p.b, p.i
-	j := start
-	if b[j] == '-' {
-		j++
-	}
-	digits := func() int {
-		n := 0
-		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
-			j++
-			n++
-		}
-		return n
-	}
-	switch {
-	case j < len(b) && b[j] == '0':
-		j++
-	case digits() == 0:
+	start := p.i
+	j, ok := jsonnum.End(p.b, start)
+	if !ok {
 		return nil, false
 	}
-	if j < len(b) && b[j] == '.' {
-		j++
-		if digits() == 0 {
-			return nil, false
-		}
-	}
-	if j < len(b) && (b[j] == 'e' || b[j] == 'E') {
-		j++
-		if j < len(b) && (b[j] == '+' || b[j] == '-') {
-			j++
-		}
-		if digits() == 0 {
-			return nil, false
-		}
-	}
 	p.i = j
-	lit := b[start:j]
+	lit := p.b[start:j]
 	if len(lit) <= 3 && lit[0] != '-' {
 		n := 0
 		for _, c := range lit {
