@@ -99,7 +99,7 @@ export type LaneInput = {
 export type PluginEventKind =
   /** Its configuration changed. */
   | 'CONFIGURED'
-  /** An instance could not be rebuilt: the native policy decides for it until an operator enables it. */
+  /** An instance could not be rebuilt, or at start a stored plugin was restored disabled, its configure or smoke decision failing under its stored configuration (delivered first to every subscriber, as the start's REFUSED events are): the native policy decides for it until an operator enables it. */
   | 'DISABLED'
   /** Re-enabled, by an operator or at the end of a quarantine (on probation). */
   | 'ENABLED'
@@ -123,7 +123,7 @@ export type PluginEventKind =
 export type PluginState =
   /** Loaded and deciding. */
   | 'ACTIVE'
-  /** An instance could not be rebuilt: the native built-in policy decides until an operator runs enablePlugin. */
+  /** An instance could not be rebuilt, or at start its configure refused its stored configuration or its smoke decision faulted under it (disabledReason says which): the native built-in policy decides until an operator runs enablePlugin. */
   | 'DISABLED'
   /** Back from a quarantine and deciding; a fault quarantines it again at once, and enough good decisions make it ACTIVE. */
   | 'PROBATION'
