@@ -32,6 +32,9 @@ type roundTrips struct {
 	mu                       sync.Mutex
 	pipelines, withTask, one int
 	backends                 map[uint32]bool
+	// sent and answered: when the last pipeline that inserts a task was
+	// sent and when its results were all read.
+	sent, answered time.Time
 }
 
 func newRoundTrips() *roundTrips { return &roundTrips{backends: map[uint32]bool{}} }
@@ -54,14 +57,32 @@ func (r *roundTrips) TraceBatchStart(ctx context.Context, c *pgx.Conn, d pgx.Tra
 	for _, q := range d.Batch.QueuedQueries {
 		if strings.HasPrefix(q.SQL, "INSERT INTO tasks ") {
 			r.withTask++
+			r.sent = time.Now()
+			return context.WithValue(ctx, withTaskKey{}, true)
 		}
 	}
 	return ctx
 }
 
+type withTaskKey struct{}
+
 func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 
-func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+func (r *roundTrips) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchEndData) {
+	if ctx.Value(withTaskKey{}) == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.answered = time.Now()
+}
+
+// times returns when the last pipeline with a task was sent and answered.
+func (r *roundTrips) times() (sent, answered time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sent, r.answered
+}
 
 func (r *roundTrips) read() (pipelines, withTask, one int) {
 	r.mu.Lock()
@@ -90,7 +111,7 @@ func (r *roundTrips) backendCPU() time.Duration {
 
 // loneEngine starts an engine over a fresh store whose connections trips
 // watches, named application (pg_stat_activity.application_name).
-func loneEngine(t testing.TB, trips *roundTrips, application string) (*postgres.Store, *engine.Engine) {
+func loneEngine(t testing.TB, trips *roundTrips, application string, paused bool) (*postgres.Store, *engine.Engine) {
 	t.Helper()
 	s := openStore(t, newSchema(t), func(o *postgres.Options) {
 		o.ConfigurePool = func(c *pgxpool.Config) {
@@ -99,7 +120,7 @@ func loneEngine(t testing.TB, trips *roundTrips, application string) (*postgres.
 		}
 	})
 	e, err := engine.New(engine.Options{Store: s, Executor: engine.NoopExecutor{}, Config: engine.Config{
-		Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 16}},
+		Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 16, Paused: paused}},
 	}})
 	require.NoError(t, err)
 	require.NoError(t, e.Start(bg))
@@ -159,7 +180,7 @@ func commitPlans(t testing.TB, s *postgres.Store) (found []plans, ok bool) {
 func TestALoneSubmissionIsOneRoundTripOfCachedPlans(t *testing.T) {
 	t.Parallel()
 	trips := newRoundTrips()
-	s, e := loneEngine(t, trips, "switchyard")
+	s, e := loneEngine(t, trips, "switchyard", false)
 	stopped := false
 	t.Cleanup(func() {
 		if !stopped {
@@ -219,9 +240,17 @@ func TestALoneSubmissionIsOneRoundTripOfCachedPlans(t *testing.T) {
 //	go test ./engine/store/postgres -run '^$' -bench LoneSubmit -benchtime 5000x &
 //	sleep 3; strace -c $(psql postgres://postgres@127.0.0.1:5432/test -Atc \
 //	  "SELECT '-p ' || pid FROM pg_stat_activity WHERE application_name = 'switchyard-lone-bench'")
+//
+// Under accept-only the lane is paused, as in `switchyard bench --mode submit
+// --accept-only` and riverbench's insert: a commit holds the submission alone.
 func BenchmarkLoneSubmit(b *testing.B) {
+	b.Run("running", func(b *testing.B) { benchLoneSubmit(b, false) })
+	b.Run("accept-only", func(b *testing.B) { benchLoneSubmit(b, true) })
+}
+
+func benchLoneSubmit(b *testing.B, paused bool) {
 	trips := newRoundTrips()
-	s, e := loneEngine(b, trips, "switchyard-lone-bench")
+	s, e := loneEngine(b, trips, "switchyard-lone-bench", paused)
 	for range 20 {
 		if _, err := e.Submit(bg, loneSpec); err != nil {
 			b.Fatal(err)
@@ -230,13 +259,20 @@ func BenchmarkLoneSubmit(b *testing.B) {
 	p0, _, q0 := trips.read()
 	pg0, cpu0 := trips.backendCPU(), storebench.ProcessCPU()
 	lat := make([]time.Duration, 0, b.N)
+	var toSend, trip, toAnswer []time.Duration
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
 		if _, err := e.Submit(bg, loneSpec); err != nil {
 			b.Fatal(err)
 		}
-		lat = append(lat, time.Since(start))
+		end := time.Now()
+		lat = append(lat, end.Sub(start))
+		if sent, answered := trips.times(); sent.After(start) && answered.After(sent) {
+			toSend = append(toSend, sent.Sub(start))
+			trip = append(trip, answered.Sub(sent))
+			toAnswer = append(toAnswer, end.Sub(answered))
+		}
 	}
 	b.StopTimer()
 	p1, _, q1 := trips.read()
@@ -255,4 +291,16 @@ func BenchmarkLoneSubmit(b *testing.B) {
 	b.ReportMetric(float64((cpu1-cpu0).Microseconds())/n, "cpu-µs/op")
 	b.ReportMetric(float64((pg1-pg0).Microseconds())/n, "backend-cpu-µs/op")
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	// Where the median submission's time goes: from Submit to the
+	// pipeline's send, the pipeline (the server's work, its sync and the
+	// round trip), and from its results to Submit's return.
+	for _, part := range []struct {
+		name string
+		ds   []time.Duration
+	}{{"to-send-µs", toSend}, {"pipeline-µs", trip}, {"to-answer-µs", toAnswer}} {
+		if len(part.ds) > 0 {
+			slices.Sort(part.ds)
+			b.ReportMetric(float64(part.ds[len(part.ds)/2].Microseconds()), part.name)
+		}
+	}
 }
