@@ -27,7 +27,7 @@ import (
 // holds. It wraps engine.ErrFenced: the engine stops writing.
 var ErrNotLeader = fmt.Errorf("postgres store: this node does not hold the leader lease: %w", engine.ErrFenced)
 
-// Error codes raised by the schema's functions (migrations/0001_init.sql).
+// Error codes raised by the schema's functions (migrations/0001_init.sql, 0004_plain_checks.sql).
 const (
 	codeFenced = "SY001"
 	codeSeq    = "SY002"
@@ -103,9 +103,18 @@ func (s *Store) queueFence(pb *pgx.Batch) error {
 	if f.deposed {
 		return fmt.Errorf("epoch %d of node %s was deposed: %w", f.epoch, f.node, ErrNotLeader)
 	}
-	pb.Queue("SELECT sy_fence($1, $2, $3)", f.lease, f.node, int64(f.epoch))
+	pb.Queue(fenceSQL, f.lease, f.node, int64(f.epoch))
 	return nil
 }
+
+// fenceSQL refuses the transaction unless node ($2) holds epoch ($3) of the
+// lease ($1) and the lease has not expired. FOR SHARE makes a takeover wait
+// for the transaction (or the transaction wait for the takeover and see
+// it): a commit is fenced against the lease as it is when the commit
+// happens. Plain SQL, planned once; plpgsql only to refuse
+// (migrations/0004_plain_checks.sql).
+const fenceSQL = `SELECT sy_fence_refused($1::text, $2::text, $3::bigint) WHERE NOT EXISTS (
+	SELECT FROM leases WHERE name = $1::text AND node = $2::text AND epoch = $3::bigint AND expires_at > now() FOR SHARE)`
 
 // The statements take their rows as arrays, one per column, and turn them
 // into rows with set-returning functions in the select list (a ProjectSet,
@@ -297,8 +306,8 @@ type asyncCommit struct {
 }
 
 // CommitAsync implements engine.PipelinedStore. A batch sent while the one
-// before it is in flight checks its seq with sy_follow rather than
-// sy_advance: the seq row that the earlier transaction locked makes it wait
+// before it is in flight checks its seq with followSQL rather than
+// advanceSQL: the seq row that the earlier transaction locked makes it wait
 // for that one's end, and unless that one committed (the last seq is
 // exactly its last), it fails. It takes the seq lock only once the earlier
 // transaction holds it, so that the two cannot take it out of order.
@@ -355,7 +364,7 @@ func (s *Store) CommitAsync(ctx context.Context, b *engine.Batch) (done <-chan s
 			// The batch before this one failed, and its caller has not yet
 			// taken the news (its wait): this one was built to follow it
 			// and must not commit without it. Sent as a first batch, with
-			// sy_advance, it would commit over the gap, and the retried
+			// advanceSQL, it would commit over the gap, and the retried
 			// batch before it could then never follow.
 			return s.failAsync(fmt.Errorf("postgres store: commit: the commit before failed: %w", c.err))
 		}
@@ -564,16 +573,30 @@ func (s *Store) rowsLocked(b *engine.Batch) (*commitRows, error) {
 	return r, nil
 }
 
-// queueAdvance adds the seq check and lock: sy_advance, or with follow
-// (the last seq of a commit still in flight) sy_follow.
+// The seq check and lock: one UPDATE of last_seq, planned once, whose CASE
+// takes the slow path (sy_seq_refused, plpgsql: it waits for the row and
+// looks again, or refuses the transaction) only when the value it read does
+// not pass. advanceSQL moves the last seq to $2 unless $1 does not follow
+// it; followSQL, for a commit sent while the one before it is in flight,
+// also wants the last seq to be exactly $1, that commit's last (so it
+// fails if that one failed). See migrations/0004_plain_checks.sql.
+const (
+	advanceSQL = `UPDATE meta SET value = CASE WHEN value < $1::bigint THEN $2::bigint
+		ELSE sy_seq_refused(NULL, $1::bigint, $2::bigint) END WHERE key = 'last_seq'`
+	followSQL = `UPDATE meta SET value = CASE WHEN value = $1::bigint AND value < $2::bigint THEN $3::bigint
+		ELSE sy_seq_refused($1::bigint, $2::bigint, $3::bigint) END WHERE key = 'last_seq'`
+)
+
+// queueAdvance adds the seq check and lock: advanceSQL, or with follow
+// (the last seq of a commit still in flight) followSQL.
 func queueAdvance(pb *pgx.Batch, b *engine.Batch, follow uint64) {
 	n := len(b.Events)
 	switch {
 	case n == 0:
 	case follow != 0:
-		pb.Queue("SELECT sy_follow($1, $2, $3)", int64(follow), int64(b.Events[0].Seq), int64(b.Events[n-1].Seq))
+		pb.Queue(followSQL, int64(follow), int64(b.Events[0].Seq), int64(b.Events[n-1].Seq))
 	default:
-		pb.Queue("SELECT sy_advance($1, $2)", int64(b.Events[0].Seq), int64(b.Events[n-1].Seq))
+		pb.Queue(advanceSQL, int64(b.Events[0].Seq), int64(b.Events[n-1].Seq))
 	}
 }
 
@@ -694,7 +717,7 @@ func queueSettings(pb *pgx.Batch, in []engine.Setting) {
 	}
 }
 
-// isFenced reports whether err is sy_fence's refusal.
+// isFenced reports whether err is the fence's refusal (fenceSQL).
 func isFenced(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == codeFenced

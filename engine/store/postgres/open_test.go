@@ -100,3 +100,32 @@ func TestSchemasKeepClustersApart(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, snap.Tasks, 1)
 }
+
+// A schema at version 3 (the seq check and the fence in plpgsql) is brought
+// to the plain checks of version 4 at Open, keeping its rows; the checks
+// then refuse what they refused before.
+func TestOpenMigratesASchemaToThePlainChecks(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	s := openStore(t, schema)
+	require.NoError(t, s.Commit(bg, taskBatch(1, 3)))
+	require.NoError(t, s.Close())
+	// Back to version 3, as a build before the plain checks left it.
+	q := pgxIdent(schema)
+	admin(t, "DROP FUNCTION "+q+".sy_seq_refused(bigint, bigint, bigint)")
+	admin(t, "DROP FUNCTION "+q+".sy_fence_refused(text, text, bigint)")
+	admin(t, "DELETE FROM "+q+".switchyard_migrations WHERE version >= 4")
+
+	s = openStore(t, schema)
+	require.NoError(t, s.Commit(bg, taskBatch(4, 2)), "the migrated schema takes commits")
+	err := s.Commit(bg, taskBatch(5, 1, "T-again"))
+	require.ErrorContains(t, err, "event seq 5 does not follow the last committed seq 5")
+	snap, err := s.Load(bg)
+	require.NoError(t, err)
+	require.Len(t, snap.Tasks, 5, "the refused commit wrote nothing")
+
+	s.SetFence("node-a", 7) // no such lease: refused
+	err = s.Commit(bg, taskBatch(6, 1))
+	require.ErrorIs(t, err, postgres.ErrNotLeader)
+	require.ErrorContains(t, err, "node node-a does not hold epoch 7")
+}
