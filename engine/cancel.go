@@ -132,8 +132,10 @@ func (c *core) sessionTasksLocked(key string) []*task {
 // StopSession stops a session. Without all, it cancels the session's oldest
 // running task. With all, it cancels everything the session has running or
 // waiting, and refuses work for the session submitted before this moment
-// that arrives later. It returns the cancelled ids; with a durable store,
-// once their cancellations are committed.
+// that arrives later (a submission another node accepted, Ingest), for
+// cutoffRetention, across a restart or a failover too (see
+// cutoffSettingPrefix). It returns the cancelled ids; with a durable store,
+// once their cancellations and the cut-off are committed.
 func (e *Engine) StopSession(ctx context.Context, key string, all bool) ([]string, error) {
 	if key == "" {
 		return nil, invalid("sessionKey", "is required")
@@ -151,7 +153,7 @@ func (e *Engine) StopSession(ctx context.Context, key string, all bool) ([]strin
 			}
 			return nil
 		}
-		c.cutoffs[key] = c.now()
+		c.setCutoffLocked(key, c.now())
 		for _, t := range tasks {
 			if c.cancelLocked(t, "session stopped") {
 				ids = append(ids, t.id)

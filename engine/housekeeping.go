@@ -42,20 +42,19 @@ func (e *Engine) housekeep() {
 			break
 		}
 	}
-	e.view(func(c *core) {
+	// apply, not view: forgetting a cut-off deletes its setting, which a
+	// commit writes.
+	_, _ = e.apply(false, func(c *core) error {
 		c.forgetIdleLocked(now)
 		e.scheduleHousekeepingLocked()
+		return nil
 	})
 }
 
 // forgetIdleLocked forgets the session cut-offs past their retention and
 // the agents with nothing live, queued, in flight or in their window.
 func (c *core) forgetIdleLocked(now time.Time) {
-	for key, at := range c.cutoffs {
-		if now.Sub(at) > cutoffRetention {
-			delete(c.cutoffs, key)
-		}
-	}
+	c.forgetCutoffsLocked(now)
 	for id, a := range c.agents {
 		if a.live == 0 && a.inflight == 0 && a.queued == 0 && a.window.total(now) == 0 {
 			delete(c.agents, id)

@@ -70,7 +70,7 @@ func (c *core) putSettingLocked(key string, value []byte) {
 }
 
 // restoreSettingsLocked loads the stored settings and applies the engine's
-// own (agent weights and ceilings, sessions' bindings).
+// own (agent weights and ceilings, sessions' bindings and cut-offs).
 func (e *Engine) restoreSettingsLocked(stored map[string][]byte) {
 	e.settings = maps.Clone(stored)
 	if e.settings == nil {
@@ -92,4 +92,5 @@ func (e *Engine) restoreSettingsLocked(stored map[string][]byte) {
 		e.cfg.Agents[id] = c
 	}
 	e.restoreBindingsLocked()
+	e.restoreCutoffsLocked()
 }

@@ -21,6 +21,10 @@ func runEngine(t *testing.T, d Driver) {
 		t.Parallel()
 		testRecovery(t, d)
 	})
+	t.Run("StoppedSessionRefusesLateWorkAfterCrash", func(t *testing.T) {
+		t.Parallel()
+		testStoppedSession(t, d)
+	})
 }
 
 func recoveryConfig() *engine.Config {
@@ -199,4 +203,50 @@ func testRunTimeLanes(t *testing.T, d Driver) {
 	require.NoError(t, err, "a removed lane can be made again")
 	_, err = e2.Submit(bg, enginetest.Spec("a").Lane("main").Obj())
 	require.NoError(t, err)
+}
+
+// testStoppedSession: a session stopped with all refuses, after a crash
+// too, work for it that was submitted before the stop and arrives after it
+// (a follower's submission that the next leader applies), until the stop's
+// retention has passed.
+func testStoppedSession(t *testing.T, d Driver) {
+	s := d.open(t)
+	e1, _, _ := startEngine(t, s, epoch)
+	live := submit(t, e1, enginetest.Spec("a").Session("s").Obj())
+	stopped, err := e1.StopSession(bg, "s", true)
+	require.NoError(t, err)
+	require.Equal(t, []string{live}, stopped)
+
+	ingest := func(e *engine.Engine, id, session string, at time.Time) *engine.Task {
+		t.Helper()
+		spec := enginetest.Spec("a").Session(session).Obj()
+		spec.SubmittedAt = at
+		res, err := e.Ingest(bg, engine.Inbound{Items: []engine.BatchItem{{ID: id, Spec: spec}}})
+		require.NoError(t, err)
+		require.NoError(t, res.Items[0].Err)
+		return res.Items[0].Task
+	}
+
+	// The process dies; a new one starts on the same data.
+	s2 := d.reopen(t, s)
+	e2, clk2, _ := startEngine(t, s2, epoch.Add(time.Minute))
+	late := ingest(e2, "late-1", "s", epoch.Add(-time.Second))
+	require.Equal(t, engine.StateCancelled, late.State, "submitted before the stop: refused after the restart too")
+	require.Equal(t, "session stopped", late.Reason)
+	other := ingest(e2, "other-1", "t", epoch.Add(-time.Second))
+	require.NotEqual(t, engine.StateCancelled, other.State, "another session is not stopped")
+	fresh := ingest(e2, "fresh-1", "s", epoch.Add(time.Second))
+	require.NotEqual(t, engine.StateCancelled, fresh.State, "work submitted after the stop is welcome")
+
+	// Past its retention the stop is forgotten, its stored form too: a
+	// third process admits such late work.
+	for range 11 {
+		clk2.Advance(time.Minute) // housekeeping runs at least once a minute
+	}
+	_, kept := e2.Setting("cutoff/s")
+	require.False(t, kept, "the stored stop is deleted with the one in memory")
+	require.NoError(t, e2.Sync(bg))
+	e3, _, _ := startEngine(t, d.reopen(t, s2), epoch.Add(13*time.Minute))
+	later := ingest(e3, "late-2", "s", epoch.Add(-time.Second))
+	require.NotEqual(t, engine.StateCancelled, later.State, "the stop was forgotten after its retention")
 }
