@@ -45,12 +45,20 @@ const (
 	// or another fairness policy decides now. (A held task that leaves
 	// QUEUED says so with its state event.)
 	EventHoldEnded EventType = 9
+	// EventLeaseResumed: a pull task's lease, under way when the previous
+	// process stopped, was resumed at start (a durable store): the task stays
+	// RUNNING (From and To) and its worker may still complete it with the
+	// lease it holds. Reason is the task's new reason: the term the lease was
+	// resumed for and how it had been made. Attempt is the attempt that goes
+	// on; At is the start that resumed it (the task's UpdatedAt still dates
+	// its last change of state).
+	EventLeaseResumed EventType = 10
 )
 
 var eventTypeNames = [...]string{
 	EventState: "STATE", EventReleased: "RELEASED", EventStale: "STALE",
 	EventLane: "LANE", EventEngine: "ENGINE", EventBatch: "BATCH", EventSession: "SESSION",
-	EventHeld: "HELD", EventHoldEnded: "HOLD_ENDED",
+	EventHeld: "HELD", EventHoldEnded: "HOLD_ENDED", EventLeaseResumed: "LEASE_RESUMED",
 }
 
 // String returns the type's upper-case name.

@@ -166,8 +166,9 @@ func (c *core) leasedLocked(lane string) []*Run {
 // previous process stopped: its worker may still be at it and complete it
 // with the lease it holds. The lease runs for the lane's timeout from now
 // (the worker's own term was not recorded), and the task's reason says so
-// (resumedLeaseReason); renewing it or ending the attempt works as before
-// the restart. It reports whether it resumed t.
+// (resumedLeaseReason), and an EventLeaseResumed announces it; renewing it
+// or ending the attempt works as before the restart. It reports whether it
+// resumed t.
 func (e *Engine) resumePullLocked(t *task, now time.Time) bool {
 	att := t.lastAttempt()
 	if !t.lane.cfg.Pull || t.state != StateRunning || att == nil || !att.EndedAt.IsZero() || !e.durable {
@@ -178,10 +179,12 @@ func (e *Engine) resumePullLocked(t *task, now time.Time) bool {
 	e.nextLease = max(e.nextLease, att.LeaseID)
 	t.run, t.timedOut = r, false
 	until := e.extendLocked(r, now.Add(t.lane.cfg.Timeout))
-	// The state does not change, so no event: the reason is the task's
-	// own, written with it.
+	// The state does not change, but the reason does: an event says so, in
+	// the same commit as the task, so that the task's subscribers learn what
+	// the stored task says (as they learn of a push lane's interrupted
+	// attempt from its state event).
 	t.reason = resumedLeaseReason(t.reason, until.Sub(now), until.Before(now.Add(t.lane.cfg.Timeout)))
-	e.markDirty(t)
+	e.emitTaskAtLocked(t, EventLeaseResumed, now, t.reason)
 	return true
 }
 

@@ -209,7 +209,13 @@ func (c *core) emitTaskLocked(t *task, typ EventType, from, to State, reason str
 // dates the task's other events, still says when its state last changed
 // (a cancellation, a timeout): the release carries its own time instead.
 func (c *core) emitReleaseLocked(t *task, now time.Time, reason string) {
-	c.emitTaskLocked(t, EventReleased, t.state, t.state, reason)
+	c.emitTaskAtLocked(t, EventReleased, now, reason)
+}
+
+// emitTaskAtLocked records an event about t that changes no state (From
+// and To are its state), dated now rather than by t.updatedAt.
+func (c *core) emitTaskAtLocked(t *task, typ EventType, now time.Time, reason string) {
+	c.emitTaskLocked(t, typ, t.state, t.state, reason)
 	c.cur.events[len(c.cur.events)-1].At = now
 }
 

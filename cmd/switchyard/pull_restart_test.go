@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/cmd/switchyard/internal/cli"
 	"github.com/switchyard/switchyard/graph/client"
 )
 
@@ -37,6 +39,7 @@ func TestAWorkersLeaseSurvivesARestartOnSQLite(t *testing.T) {
 	require.Len(t, leased.LeaseTasks, 1)
 	require.Equal(t, id, leased.LeaseTasks[0].Task.ID)
 	lease := leased.LeaseTasks[0].LeaseID
+	leasedEv := watchOne(t, server, "--task", id, "--state", "running", "--after", "0")
 	stop()
 
 	server, stop = serveOn(t, db)
@@ -56,6 +59,18 @@ func TestAWorkersLeaseSurvivesARestartOnSQLite(t *testing.T) {
 	require.NotNil(t, task.Task.Lease)
 	require.Equal(t, 1, task.Task.Lease.Attempt)
 	require.Nil(t, task.Task.Lease.Worker, "who held it was not stored")
+	// The task's subscribers learn the new reason: a watch resuming from
+	// before the restart receives a LEASE_RESUMED event after the lease's.
+	var reason struct{ Task struct{ Reason string } }
+	require.NoError(t, c.Do(ctx, `query($id: ID!) { task(id: $id) { reason } }`, map[string]any{"id": id}, &reason))
+	require.True(t, strings.HasPrefix(reason.Task.Reason, "lease resumed after a restart"), reason.Task.Reason)
+	resumed := watchOne(t, server, "--task", id, "--kind", "lease-resumed", "--after", strconv.FormatInt(leasedEv.Seq, 10))
+	require.Equal(t, "LEASE_RESUMED", resumed.Kind)
+	require.Greater(t, resumed.Seq, leasedEv.Seq)
+	require.Equal(t, "RUNNING", resumed.From)
+	require.Equal(t, "RUNNING", resumed.To)
+	require.Equal(t, 1, resumed.Attempt)
+	require.Equal(t, reason.Task.Reason, resumed.Reason, "the event says what the task says")
 
 	var again struct{ LeaseTasks []struct{ LeaseID string } }
 	require.NoError(t, c.Do(ctx, `mutation { leaseTasks(lane: "jobs", max: 5) { leaseId } }`, nil, &again))
@@ -81,4 +96,17 @@ func TestAWorkersLeaseSurvivesARestartOnSQLite(t *testing.T) {
 		map[string]any{"id": lease}, &done))
 	require.Equal(t, "SUCCEEDED", done.CompleteTask.Task.State)
 	require.JSONEq(t, `{"pages": 2}`, string(done.CompleteTask.Task.Result))
+}
+
+// watchOne runs `switchyard watch ARGS --count 1 --json` and returns the
+// event it printed.
+func watchOne(t *testing.T, server string, args ...string) cli.Event {
+	t.Helper()
+	res := sw(t, server, append([]string{"watch"}, append(args, "--count", "1", "--json")...)...)
+	require.Equal(t, 0, res.code, res.stderr)
+	evs := lines(res.stdout)
+	require.Len(t, evs, 1, res.stdout)
+	var ev cli.Event
+	require.NoError(t, json.Unmarshal([]byte(evs[0]), &ev))
+	return ev
 }

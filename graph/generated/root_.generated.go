@@ -5071,8 +5071,11 @@ extend type Mutation {
   """
   Stops a session: its oldest running task, or with ` + "`" + `all` + "`" + ` everything it has
   running or waiting (and work for it submitted before now that arrives
-  later). With a durable store it answers once the cancellations are
-  committed (UNAVAILABLE, as for ` + "`" + `cancelTasks` + "`" + `, when that is not confirmed).
+  later: a submission another node of a cluster accepted before the stop and
+  the leader applies after it is recorded CANCELLED, ` + "`" + `session stopped` + "`" + `, for
+  10 minutes after the stop, also by a leader that starts meanwhile). With a
+  durable store it answers once the cancellations and the stop are committed
+  (UNAVAILABLE, as for ` + "`" + `cancelTasks` + "`" + `, when that is not confirmed).
   """
   stopSession(sessionKey: String!, all: Boolean = false): CancelPayload!
   """
@@ -5243,6 +5246,15 @@ enum TaskEventKind {
   event instead.
   """
   HOLD_ENDED
+  """
+  A pull lane's task was RUNNING under a worker's lease when the server
+  stopped, and the server's start resumed the lease (a durable store): the
+  task stays RUNNING (` + "`" + `from` + "`" + `, ` + "`" + `to` + "`" + `) and the worker may still renew, complete,
+  fail or release it with the lease id it holds. ` + "`" + `reason` + "`" + ` is the task's new
+  reason (` + "`" + `lease resumed after a restart for …: it was leased by …` + "`" + `),
+  ` + "`" + `attempt` + "`" + ` the attempt that goes on, ` + "`" + `at` + "`" + ` the start that resumed it.
+  """
+  LEASE_RESUMED
   """
   Not an engine event: this subscriber missed ` + "`" + `skipped` + "`" + ` events, because it fell
   behind the server's bounded buffer or resumed from further back than the

@@ -21,6 +21,10 @@ func runEngine(t *testing.T, d Driver) {
 		t.Parallel()
 		testRecovery(t, d)
 	})
+	t.Run("ResumedLeaseIsAnEventAfterCrash", func(t *testing.T) {
+		t.Parallel()
+		testResumedLeaseEvent(t, d)
+	})
 	t.Run("StoppedSessionRefusesLateWorkAfterCrash", func(t *testing.T) {
 		t.Parallel()
 		testStoppedSession(t, d)
@@ -36,8 +40,14 @@ func recoveryConfig() *engine.Config {
 // would.
 func startEngine(t *testing.T, s engine.Store, now time.Time) (*engine.Engine, *clock.Fake, *enginetest.Executor) {
 	t.Helper()
+	return startEngineWith(t, s, now, recoveryConfig())
+}
+
+// startEngineWith is startEngine with cfg.
+func startEngineWith(t *testing.T, s engine.Store, now time.Time, cfg *engine.Config) (*engine.Engine, *clock.Fake, *enginetest.Executor) {
+	t.Helper()
 	clk, x := clock.NewFake(now), enginetest.NewExecutor()
-	e, err := engine.New(enginetest.Synchronous(engine.Options{Config: *recoveryConfig(), Store: s, Executor: x, Clock: clk, Seed: 7}))
+	e, err := engine.New(enginetest.Synchronous(engine.Options{Config: *cfg, Store: s, Executor: x, Clock: clk, Seed: 7}))
 	require.NoError(t, err)
 	require.NoError(t, e.Start(bg))
 	return e, clk, x
@@ -203,6 +213,64 @@ func testRunTimeLanes(t *testing.T, d Driver) {
 	require.NoError(t, err, "a removed lane can be made again")
 	_, err = e2.Submit(bg, enginetest.Spec("a").Lane("main").Obj())
 	require.NoError(t, err)
+}
+
+// testResumedLeaseEvent: a pull task leased when the process died keeps its
+// lease in the next one, and the new reason reaches the task's subscribers
+// as a LEASE_RESUMED event, stored and numbered after the events from before
+// the crash (a subscriber resuming from its last seq receives it).
+func testResumedLeaseEvent(t *testing.T, d Driver) {
+	s := d.open(t)
+	if !s.Durable() {
+		t.Skip("a lease outlives a restart only on a durable store")
+	}
+	jobs := engine.NewLane("jobs")
+	jobs.Pull = true
+	cfg := &engine.Config{Lanes: []engine.LaneConfig{engine.NewLane("main"), jobs}}
+	e1, _, _ := startEngineWith(t, s, epoch, cfg)
+	id := submit(t, e1, enginetest.Spec("a").Lane("jobs").Action("crawl").Obj())
+	runs, err := e1.Pull(bg, "jobs", 1, 10*time.Minute, "w1")
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	lastSeq := e1.Events().Last()
+
+	// The process dies; a new one starts on the same data.
+	s2 := d.reopen(t, s)
+	restart := epoch.Add(time.Minute)
+	e2, _, _ := startEngineWith(t, s2, restart, cfg)
+	got, err := e2.Task(bg, id)
+	require.NoError(t, err)
+	require.Equal(t, engine.StateRunning, got.State, "the lease is resumed")
+	require.Contains(t, got.Reason, "lease resumed after a restart")
+
+	stored, err := e2.StoredEvents(bg, lastSeq, 100)
+	require.NoError(t, err)
+	live, missed := e2.Events().Read(lastSeq, 100, nil)
+	require.Zero(t, missed)
+	for _, evs := range [][]engine.Event{stored, live} {
+		require.Len(t, evs, 1, "one event: the resumed lease")
+		ev := evs[0]
+		require.Equal(t, lastSeq+1, ev.Seq, "numbered after the events from before the crash")
+		require.Equal(t, engine.EventLeaseResumed, ev.Type)
+		require.Equal(t, id, ev.TaskID)
+		require.Equal(t, "jobs", ev.Lane)
+		require.Equal(t, engine.StateRunning, ev.From)
+		require.Equal(t, engine.StateRunning, ev.To)
+		require.Equal(t, 1, ev.Attempt)
+		require.Equal(t, got.Reason, ev.Reason, "the event says what the stored task says")
+		require.True(t, ev.At.Equal(restart), "dated by the start that resumed it: %v", ev.At)
+	}
+
+	// The worker still ends it; a third process finds nothing to resume.
+	held := e2.Leased("jobs")
+	require.Len(t, held, 1)
+	held[0].Finish(engine.Outcome{Result: []byte(`1`)})
+	require.Equal(t, engine.StateSucceeded, state(t, e2, id))
+	lastSeq = e2.Events().Last()
+	e3, _, _ := startEngineWith(t, d.reopen(t, s2), restart.Add(time.Minute), cfg)
+	evs, err := e3.StoredEvents(bg, lastSeq, 100)
+	require.NoError(t, err)
+	require.Empty(t, evs, "an ended lease is not resumed")
 }
 
 // testStoppedSession: a session stopped with all refuses, after a crash

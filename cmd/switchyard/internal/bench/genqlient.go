@@ -314,6 +314,13 @@ const (
 	// decides now. A held task that is dispatched or ends says so with its STATE
 	// event instead.
 	TaskEventKindHoldEnded TaskEventKind = "HOLD_ENDED"
+	// A pull lane's task was RUNNING under a worker's lease when the server
+	// stopped, and the server's start resumed the lease (a durable store): the
+	// task stays RUNNING (`from`, `to`) and the worker may still renew, complete,
+	// fail or release it with the lease id it holds. `reason` is the task's new
+	// reason (`lease resumed after a restart for …: it was leased by …`),
+	// `attempt` the attempt that goes on, `at` the start that resumed it.
+	TaskEventKindLeaseResumed TaskEventKind = "LEASE_RESUMED"
 	// Not an engine event: this subscriber missed `skipped` events, because it fell
 	// behind the server's bounded buffer or resumed from further back than the
 	// server keeps. `seq` is the last event skipped; `reason` says which. Re-read
@@ -331,6 +338,7 @@ var AllTaskEventKind = []TaskEventKind{
 	TaskEventKindSession,
 	TaskEventKindHeld,
 	TaskEventKindHoldEnded,
+	TaskEventKindLeaseResumed,
 	TaskEventKindLagged,
 }
 

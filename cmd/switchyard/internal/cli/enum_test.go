@@ -29,5 +29,5 @@ func TestEnumValuesRefuseUnknownValuesAsUsageErrors(t *testing.T) {
 	require.Equal(t, []string{"QUEUED", "RETRY_WAIT"}, got)
 	_, err = enumValues("--kind", []string{"state", "nope"}, eventKinds)
 	require.Equal(t, ExitUsage, ExitCode(err))
-	require.EqualError(t, err, `--kind "nope": want state, released, stale, lane, engine, batch, session, held, hold-ended, lagged`)
+	require.EqualError(t, err, `--kind "nope": want state, released, stale, lane, engine, batch, session, held, hold-ended, lease-resumed, lagged`)
 }

@@ -40,7 +40,7 @@ type Event struct {
 // eventKinds are the schema's TaskEventKind values (genqlient generates no
 // type for it: the operations take the filter as a map); a test compares
 // them with the schema.
-var eventKinds = []string{"STATE", "RELEASED", "STALE", "LANE", "ENGINE", "BATCH", "SESSION", "HELD", "HOLD_ENDED", "LAGGED"}
+var eventKinds = []string{"STATE", "RELEASED", "STALE", "LANE", "ENGINE", "BATCH", "SESSION", "HELD", "HOLD_ENDED", "LEASE_RESUMED", "LAGGED"}
 
 var terminal = map[string]bool{"SUCCEEDED": true, "FAILED": true, "CANCELLED": true, "REJECTED": true, "EXPIRED": true}
 
@@ -51,7 +51,7 @@ func Watch(ctx context.Context, args []string, env Env) error {
 	c.register(fs, env)
 	var tasks, kinds, states multi
 	fs.Var(&tasks, "task", "only these tasks' events (repeatable, or comma-separated)")
-	fs.Var(&kinds, "kind", "only these kinds: state, released, stale, lane, engine, batch (LAGGED always comes)")
+	fs.Var(&kinds, "kind", "only these kinds: state, released, stale, lane, engine, batch, session, held, hold-ended, lease-resumed (LAGGED always comes)")
 	fs.Var(&states, "state", "only changes into these states (repeatable, or comma-separated)")
 	agent := fs.String("agent", "", "only this agent's tasks")
 	lane := fs.String("lane", "", "only this lane's tasks (and its LANE events)")

@@ -212,6 +212,15 @@ export type TaskEventKind =
   | 'LAGGED'
   /** A lane's configuration changed (`lane` and `reason` say how); no task. */
   | 'LANE'
+  /**
+   * A pull lane's task was RUNNING under a worker's lease when the server
+   * stopped, and the server's start resumed the lease (a durable store): the
+   * task stays RUNNING (`from`, `to`) and the worker may still renew, complete,
+   * fail or release it with the lease id it holds. `reason` is the task's new
+   * reason (`lease resumed after a restart for …: it was leased by …`),
+   * `attempt` the attempt that goes on, `at` the start that resumed it.
+   */
+  | 'LEASE_RESUMED'
   /** A cancelled task's executor call returned, or its lease ran out: the slots it held are free. The state does not change. */
   | 'RELEASED'
   /**
