@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/graph/client"
+	"github.com/switchyard/switchyard/internal/plugintest"
 )
 
 func TestPluginToolsCheckBenchAndSimulateAModule(t *testing.T) {
@@ -543,4 +544,28 @@ func TestPluginSimulateShowsARetryPluginsDecisionsByErrorCode(t *testing.T) {
 	errOut.Reset()
 	require.Equal(t, 1, run(context.Background(), []string{"plugin", "simulate", "--workload", bad, module}, &out, &errOut))
 	require.Contains(t, errOut.String(), `workload line 1: code "upstream_503" is given for an attempt that succeeds`)
+}
+
+// plugin check --config reports a configuration under which the module's
+// smoke decision faults, where it decides under none, as a refused
+// configuration (the config check fails, the abi check is not run); a
+// module that faults under no configuration too fails the abi check.
+func TestPluginCheckBlamesAConfigurationUnderWhichTheSmokeDecisionFaults(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	spinner, always := filepath.Join(dir, "spinner.wasm"), filepath.Join(dir, "always.wasm")
+	require.NoError(t, os.WriteFile(spinner, plugintest.SpinOnConfig(), 0o644))
+	require.NoError(t, os.WriteFile(always, plugintest.SpinAlways(), 0o644))
+	var out, errOut bytes.Buffer
+	require.Equal(t, 1, run(ctx, []string{"plugin", "check", "--config", `{"spin": true}`, spinner}, &out, &errOut), errOut.String())
+	text := out.String()
+	require.True(t, strings.HasPrefix(text, "FAIL  fairness plugin, no decision made: it refused the configuration\n"), text)
+	require.Regexp(t, `(?m)^  FAIL config +the module's smoke decision faults under the configuration \(fuel: ran out of fuel`, text)
+	require.NotRegexp(t, `(?m)^  FAIL abi`, text)
+	out.Reset()
+	require.Equal(t, 1, run(ctx, []string{"plugin", "check", "--config", `{"quiet": true}`, always}, &out, &errOut), errOut.String())
+	text = out.String()
+	require.True(t, strings.HasPrefix(text, "FAIL  the module did not load"), text)
+	require.Regexp(t, `(?m)^  FAIL abi +.*smoke decision: fuel: ran out of fuel`, text)
 }

@@ -70,9 +70,9 @@ func TestGlobalPolicyChoicesSurviveARestartOnSQLite(t *testing.T) {
 	require.Equal(t, "native:"+defaults["SELECTION"], after["SELECTION"], "the unchosen global selection follows this start's defaults")
 }
 
-// configurePlugin refuses a configuration under which the plugin's smoke
-// decision faults, as its load at the next start would, and changes
-// nothing. A stored plugin whose smoke decision faults at start all the
+// loadPlugin and configurePlugin refuse a configuration under which the
+// plugin's smoke decision faults (configurePlugin as its load at the next
+// start would), and change nothing. A stored plugin whose smoke decision faults at start all the
 // same (its configuration was stored by an older server, say) is restored
 // DISABLED, with its configuration, its policy choice and the reason, in
 // plugins and as a DISABLED plugin event; configured and enabled, it
@@ -102,7 +102,14 @@ func TestAConfigurationThatBreaksTheSmokeDecisionNeitherIsAcceptedNorDropsThePlu
 	}
 
 	server, stop := serveOn(t, db)
-	res := sw(t, server, "plugin", "load", "spinner", module, "--config", `{"quiet": true}`)
+	// A load under such a configuration is refused as the configuration's
+	// fault (the module decides under another), as configurePlugin refuses it.
+	res := sw(t, server, "plugin", "load", "spinner", module, "--config", `{"spin": true}`)
+	require.NotEqual(t, 0, res.code, res.stdout)
+	require.Contains(t, res.stderr, "load spinner")
+	require.Contains(t, res.stderr, "under this configuration the plugin's smoke decision faults (fuel: ran out of fuel")
+	require.Contains(t, res.stderr, "INVALID_INPUT")
+	res = sw(t, server, "plugin", "load", "spinner", module, "--config", `{"quiet": true}`)
 	require.Equal(t, 0, res.code, res.stderr)
 	res = sw(t, server, "plugin", "set", "fairness", "spinner")
 	require.Equal(t, 0, res.code, res.stderr)

@@ -4268,8 +4268,11 @@ extend type Mutation {
   """
   Loads a WebAssembly policy plugin: validated (ABI version, exports,
   imports) and smoke-tested on synthetic input before it is accepted
-  (PLUGIN_INVALID otherwise; a configuration its schema or configure refuses is
-  INVALID_INPUT, its field the configuration's path: input.config.maxShare). It is not used until setPolicy assigns it.
+  (PLUGIN_INVALID on input.wasmBase64 otherwise; a configuration its schema or configure refuses is
+  INVALID_INPUT, its field the configuration's path: input.config.maxShare). A smoke decision that faults under
+  the configuration given is INVALID_INPUT on input.config, the message naming the fault, when the module
+  makes it under no configuration (or refuses to go without one), as configurePlugin answers; when it faults
+  under no configuration too, the module is at fault: PLUGIN_INVALID. It is not used until setPolicy assigns it.
   Persisted: it comes back after a restart.
   """
   loadPlugin(input: LoadPluginInput!): Plugin
@@ -4777,7 +4780,7 @@ enum ErrorCode {
   LIMIT
   "The store could not answer or confirm durability; retry."
   UNAVAILABLE
-  "A policy plugin failed validation."
+  "A policy plugin's module failed validation: its ABI, exports or imports, or a smoke decision that faults under no configuration too (one that faults only under the configuration given is INVALID_INPUT on the configuration)."
   PLUGIN_INVALID
   "No valid credentials: a missing or unknown bearer token (HTTP 401; a WebSocket is closed with 4403)."
   UNAUTHENTICATED

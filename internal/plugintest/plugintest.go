@@ -11,7 +11,18 @@ import "bytes"
 // {"spin": true} does: then every decision, the smoke decision of a load
 // included, loops until it runs out of fuel. Any other configuration ({},
 // {"quiet": true}, none) is accepted and harmless.
-func SpinOnConfig() []byte {
+func SpinOnConfig() []byte { return spinner(false) }
+
+// SpinAlways returns a plugin as SpinOnConfig's whose every decision loops
+// until it runs out of fuel, under any configuration or none: a module
+// whose smoke decision faults whatever it is given.
+func SpinAlways() []byte { return spinner(true) }
+
+func spinner(always bool) []byte {
+	spin := []byte{0x23, 0} // global.get 0: spin
+	if always {
+		spin = []byte{0x41, 1} // i32.const 1
+	}
 	const arena = 64 << 10 // the arena: the second page, all of it
 	body := func(code ...[]byte) []byte {
 		b := append([]byte{0}, bytes.Join(code, nil)...) // no locals
@@ -34,7 +45,7 @@ func SpinOnConfig() []byte {
 		sect(10, []byte{4},
 			body([]byte{0x41, 1}),                                // abi_version: 1
 			body(append([]byte{0x42}, sleb(arena<<32|arena)...)), // arena: ptr << 32 | len
-			body([]byte{0x23, 0, 0x04, 0x40, 0x03, 0x40, 0x0C, 0, 0x0B, 0x0B}, // fairness_pick: if spin, loop forever
+			body(spin, []byte{0x04, 0x40, 0x03, 0x40, 0x0C, 0, 0x0B, 0x0B}, // fairness_pick: if spin, loop forever
 				[]byte{0x41, 0}), // else 0 picks
 			body([]byte{0x20, 0, 0x41, 2, 0x4A}, // configure: len > 2
 				append(append([]byte{0x41}, sleb(arena+2)...), 0x2D, 0, 0), // and the document's third byte

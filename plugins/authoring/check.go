@@ -158,7 +158,8 @@ func Check(ctx context.Context, wasm []byte, opts Options) (*CheckReport, error)
 
 // ConfigRefusal is the error of Check's load, Bench and Simulate when the
 // module loaded as far as its configuration (Options.Config) and refused
-// it, by its schema or its configure. Report is what Check reports for
+// it, by its schema or its configure, or faulted in its smoke decision
+// under it but not under none. Report is what Check reports for
 // it, and so what each of them shows: the module's slot and schema, and
 // a failed config check that names the field the schema refused. No
 // decision was made, so there is no fuel to report.
@@ -190,6 +191,10 @@ func configRefusal(ce *host.ConfigError) string {
 	var se *schema.Error
 	if errors.As(ce.Err, &se) {
 		return fmt.Sprintf("the configuration does not satisfy the module's schema: %s: %s; the checks, the bench and the simulation need a configuration the module accepts", se.Path, se.Msg)
+	}
+	var sm *host.SmokeError
+	if errors.As(ce.Err, &sm) {
+		return fmt.Sprintf("the module's smoke decision faults under the configuration (%s: %s), not under none; the checks, the bench and the simulation need a configuration the module decides under", sm.Kind, sm.Reason)
 	}
 	return fmt.Sprintf("the module refused the configuration: %v; the checks, the bench and the simulation need a configuration the module accepts", ce.Err)
 }

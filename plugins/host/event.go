@@ -16,8 +16,10 @@ var ErrInvalid = errors.New("invalid plugin")
 
 // ConfigError is a configuration document refused, at load or later: by
 // the module's schema (Err then wraps a *schema.Error that names the
-// field) or by the module's own configure (Err says why). It is also
-// ErrInvalid, as a load it stops is refused.
+// field), by the module's own configure (Err says why), or, at load, by a
+// smoke decision that faulted under the document where the module, under
+// no configuration, makes it or refuses to go without one (Err is then the
+// *SmokeError). It is also ErrInvalid, as a load it stops is refused.
 type ConfigError struct {
 	Err error
 	// Slot, Version, Stateless and Schema describe the module that refused
@@ -31,7 +33,13 @@ type ConfigError struct {
 	Schema    []byte
 }
 
-func (e *ConfigError) Error() string { return ErrInvalid.Error() + ": configure: " + e.Err.Error() }
+func (e *ConfigError) Error() string {
+	var se *SmokeError
+	if errors.As(e.Err, &se) {
+		return fmt.Sprintf("%v: under this configuration the smoke decision faults: %s: %s", ErrInvalid, se.Kind, se.Reason)
+	}
+	return ErrInvalid.Error() + ": configure: " + e.Err.Error()
+}
 
 // Unwrap returns ErrInvalid and the reason.
 func (e *ConfigError) Unwrap() []error { return []error{ErrInvalid, e.Err} }
@@ -52,7 +60,8 @@ func (e *InitDeadlineError) Error() string {
 
 // SmokeError is a smoke decision (one decision on synthetic input, made
 // under the plugin's configuration) that faulted: at load, where it
-// refuses the module, or by Plugin.Configure, where it refuses the new
+// refuses the module (or, as the Err of a *ConfigError, the configuration
+// the load was given), or by Plugin.Trial, where it refuses the new
 // configuration. It is also ErrInvalid.
 type SmokeError struct {
 	Kind   FaultKind

@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/policy/fairshare"
+	"github.com/switchyard/switchyard/internal/plugintest"
 	"github.com/switchyard/switchyard/internal/waitfor"
 	"github.com/switchyard/switchyard/plugins/host"
 )
@@ -415,4 +417,42 @@ func TestRestoreKeepsAPluginItsStoredConfigurationBreaks(t *testing.T) {
 	_, err = rt.Load(ctx, "loop", guests["faulty"], []byte(`{"mode": "loop"}`))
 	var se *host.SmokeError
 	require.ErrorAs(t, err, &se, "Load still refuses it")
+}
+
+// A load whose smoke decision faults under the configuration given, where
+// the module makes it under none or refuses to go without one, refuses
+// the configuration (a *ConfigError wrapping the *SmokeError); a module
+// whose smoke decision faults under no configuration too is refused
+// itself (a bare *SmokeError), whatever configuration it was given.
+func TestLoadBlamesTheConfigurationOnlyWhenTheModuleDecidesWithoutIt(t *testing.T) {
+	t.Parallel()
+	rt := newRuntime(t, host.Config{})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		wasm   []byte
+		config string
+	}{
+		{"spinner", plugintest.SpinOnConfig(), `{"spin": true}`}, // decides under none
+		{"faulty", guests["faulty"], `{"mode": "loop"}`},         // refuses none ("unknown mode")
+		{"faulty-panic", guests["faulty"], `{"mode": "panic"}`},  // a trap rather than fuel
+	} {
+		_, err := rt.Load(ctx, tc.name, tc.wasm, []byte(tc.config))
+		var ce *host.ConfigError
+		require.ErrorAs(t, err, &ce, tc.name)
+		var se *host.SmokeError
+		require.ErrorAs(t, err, &se, tc.name)
+		require.ErrorIs(t, err, host.ErrInvalid, tc.name)
+		require.Contains(t, err.Error(), "under this configuration the smoke decision faults", tc.name)
+	}
+	for _, config := range []string{`{"quiet": true}`, ``} {
+		_, err := rt.Load(ctx, "always", plugintest.SpinAlways(), []byte(config))
+		var se *host.SmokeError
+		require.ErrorAs(t, err, &se, config)
+		require.Equal(t, host.FaultBudget, se.Kind)
+		var ce *host.ConfigError
+		require.False(t, errors.As(err, &ce), "the module is at fault, not the configuration %q", config)
+	}
+	_, err := rt.Load(ctx, "spinner", plugintest.SpinOnConfig(), []byte(`{"quiet": true}`))
+	require.NoError(t, err, "the module loads under another configuration")
 }

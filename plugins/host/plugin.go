@@ -70,7 +70,11 @@ type Plugin struct {
 // it, passes it config (a JSON document; nil or empty for none) and makes a
 // smoke decision on synthetic input. Any failure is an error wrapping
 // ErrInvalid that says what is wrong: a *ConfigError for a configuration
-// refused, a *SmokeError for a smoke decision that faulted.
+// refused, a *SmokeError for a smoke decision that faulted. A smoke
+// decision that faults under config but not under no configuration (or
+// under config of a module that refuses to go without one) refuses the
+// configuration, not the module: the *SmokeError is then the Err of a
+// *ConfigError.
 func (rt *Runtime) Load(ctx context.Context, name string, wasm []byte, config []byte) (*Plugin, error) {
 	return rt.loadAs(ctx, name, wasm, config, false)
 }
@@ -159,10 +163,17 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 			f.kind, strings.TrimPrefix(f.reason, errRefused.Error()+": "))
 	} else if err := first.smoke(); err != nil {
 		var se *SmokeError
-		if !restore || !errors.As(err, &se) {
+		switch {
+		case !errors.As(err, &se):
+			return fail(err)
+		case restore:
+			why = fmt.Sprintf("its smoke decision at start faulted under its stored configuration: %s: %s", se.Kind, se.Reason)
+		case len(bytes.TrimSpace(p.config)) > 0:
+			first.close() // broken by the fault
+			return nil, p.blame(ctx, se)
+		default:
 			return fail(err)
 		}
-		why = fmt.Sprintf("its smoke decision at start faulted under its stored configuration: %s: %s", se.Kind, se.Reason)
 	}
 	if why != "" {
 		// Restored out of service: no instance (the one that failed may be
@@ -186,6 +197,31 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 		p.idle.put(in)
 	}
 	return p, rt.register(p)
+}
+
+// blame returns the error of a load whose smoke decision faulted (se)
+// under the configuration given: a *ConfigError wrapping se when the fault
+// is the configuration's, se when it is the module's. The module is tried
+// on a fresh instance under no configuration: if it makes the smoke
+// decision there, or refuses to go without a configuration (its configure
+// answered an error code), the configuration is at fault; if it faults
+// there too (in its configure or its decision), the module is.
+func (p *Plugin) blame(ctx context.Context, se *SmokeError) error {
+	in, err := newInstance(ctx, p, phaseLoad)
+	if err != nil {
+		return se
+	}
+	defer in.close()
+	if err := in.configure(nil, 0); err != nil {
+		if in.callFault(err).kind == FaultRefused {
+			return p.configError(se)
+		}
+		return se
+	}
+	if in.smoke() != nil {
+		return se
+	}
+	return p.configError(se)
 }
 
 // register adds a loaded plugin to the runtime, which closes it with

@@ -663,9 +663,10 @@ func conflict(format string, args ...any) error {
 }
 
 // configError is the INVALID_INPUT error for a configuration the module's
-// schema or its configure refused (host.ConfigError), nil for any other
-// error: its field is the path of the culprit (config.maxShare), or
-// config when the module refused the document as a whole.
+// schema, its configure or the load's smoke decision refused
+// (host.ConfigError), nil for any other error: its field is the path of
+// the culprit (config.maxShare), or config when the module refused the
+// document as a whole.
 func configError(err error) *engine.Error {
 	var ce *host.ConfigError
 	if !errors.As(err, &ce) {
@@ -674,6 +675,13 @@ func configError(err error) *engine.Error {
 	var se *schema.Error
 	if errors.As(ce.Err, &se) {
 		return &engine.Error{Code: engine.CodeInvalidInput, Field: se.Path, Message: se.Msg}
+	}
+	var sm *host.SmokeError
+	if errors.As(ce.Err, &sm) {
+		// At load: the module makes the smoke decision without this
+		// configuration (or needs one), so the fault is the configuration's.
+		return &engine.Error{Code: engine.CodeInvalidInput, Field: "config",
+			Message: fmt.Sprintf("under this configuration the plugin's smoke decision faults (%s: %s); the plugin is not loaded", sm.Kind, sm.Reason)}
 	}
 	return &engine.Error{Code: engine.CodeInvalidInput, Field: "config", Message: "the plugin refused it: " + ce.Err.Error()}
 }

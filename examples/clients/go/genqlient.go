@@ -131,7 +131,7 @@ const (
 	ErrorCodeLimit ErrorCode = "LIMIT"
 	// The store could not answer or confirm durability; retry.
 	ErrorCodeUnavailable ErrorCode = "UNAVAILABLE"
-	// A policy plugin failed validation.
+	// A policy plugin's module failed validation: its ABI, exports or imports, or a smoke decision that faults under no configuration too (one that faults only under the configuration given is INVALID_INPUT on the configuration).
 	ErrorCodePluginInvalid ErrorCode = "PLUGIN_INVALID"
 	// No valid credentials: a missing or unknown bearer token (HTTP 401; a WebSocket is closed with 4403).
 	ErrorCodeUnauthenticated ErrorCode = "UNAUTHENTICATED"

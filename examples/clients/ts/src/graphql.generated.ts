@@ -42,7 +42,7 @@ export type ErrorCode =
   | 'LIMIT'
   /** No such task, lane, batch, instance or artifact. */
   | 'NOT_FOUND'
-  /** A policy plugin failed validation. */
+  /** A policy plugin's module failed validation: its ABI, exports or imports, or a smoke decision that faults under no configuration too (one that faults only under the configuration given is INVALID_INPUT on the configuration). */
   | 'PLUGIN_INVALID'
   /** Admission refused: a queue cap is reached. `retryable` is true; `counts` says which scope is full. */
   | 'QUEUE_FULL'
