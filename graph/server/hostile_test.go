@@ -224,11 +224,16 @@ func TestHostileClientsDoNotSlowAWellBehavedOne(t *testing.T) {
 		}
 	})
 	// Many subscriptions on one connection: 150, of which 100 may run. It
-	// goes to its end whatever the others do.
+	// goes to its end whatever the others do, however long the attacks and
+	// the machine's load make its 150 round trips take: the promise is the
+	// count, not the pace, so its bound is one a busy machine keeps (30 s,
+	// ctxFor's, was not: under the race detector and other work the round
+	// trips outlasted it, and the subscriptions after it failed).
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		ctx := ctxFor(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
 		c := b.clientWith(evil)
 		conn, err := c.Dial(ctx, client.DialOptions{})
 		if err != nil {
@@ -239,7 +244,7 @@ func TestHostileClientsDoNotSlowAWellBehavedOne(t *testing.T) {
 		for i := 0; i < 150; i++ {
 			s, err := conn.Subscribe(ctx, `subscription { stats(intervalMs: 60000) { submitted } }`, nil)
 			if err != nil {
-				got.add("subscribe failed")
+				got.add("subscribe failed: " + err.Error())
 				continue
 			}
 			m, err := s.Next(ctx)
@@ -323,8 +328,8 @@ func TestHostileClientsDoNotSlowAWellBehavedOne(t *testing.T) {
 	require.Positive(t, got.get("bomb 200 LIMIT"), "fragment bombs: LIMIT")
 	require.Zero(t, got.get("aliases 200 "), "10,000 aliases of a list are not executed")
 	require.Positive(t, got.get("typenames 200 LIMIT"), "10,000 aliases of __typename: LIMIT before gqlgen collects them")
-	require.Equal(t, 100, got.get("subscription ok"), "a connection holds 100 subscriptions")
-	require.Equal(t, 50, got.get("subscription LIMIT"), "and no more")
+	require.Equal(t, 100, got.get("subscription ok"), "a connection holds 100 subscriptions (what the attackers got: %v)", got.m)
+	require.Equal(t, 50, got.get("subscription LIMIT"), "and no more (what the attackers got: %v)", got.m)
 	require.Positive(t, got.get("malformed closed"), "malformed frames close their socket")
 	require.Zero(t, got.get("malformed left open"), "every malformed frame closes its socket")
 	for k := range got.m {
