@@ -36,7 +36,7 @@ type ConfigError struct {
 func (e *ConfigError) Error() string {
 	var se *SmokeError
 	if errors.As(e.Err, &se) {
-		return fmt.Sprintf("%v: under this configuration the smoke decision faults: %s: %s", ErrInvalid, se.Kind, se.Reason)
+		return fmt.Sprintf("%v: smoke decision: %s: %s, under this configuration (the module is not at fault: without one it makes the decision or asks for a configuration)", ErrInvalid, se.Kind, se.Reason)
 	}
 	return ErrInvalid.Error() + ": configure: " + e.Err.Error()
 }

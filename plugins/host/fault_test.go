@@ -443,7 +443,7 @@ func TestLoadBlamesTheConfigurationOnlyWhenTheModuleDecidesWithoutIt(t *testing.
 		var se *host.SmokeError
 		require.ErrorAs(t, err, &se, tc.name)
 		require.ErrorIs(t, err, host.ErrInvalid, tc.name)
-		require.Contains(t, err.Error(), "under this configuration the smoke decision faults", tc.name)
+		require.Contains(t, err.Error(), ", under this configuration (the module is not at fault", tc.name)
 	}
 	for _, config := range []string{`{"quiet": true}`, ``} {
 		_, err := rt.Load(ctx, "always", plugintest.SpinAlways(), []byte(config))
