@@ -373,6 +373,61 @@ func (ec *executionContext) fieldContext_Plugin_fallbacks(_ context.Context, fie
 	return graphql.NewScalarFieldContext("Plugin", field, true, false, "Int64")
 }
 
+func (ec *executionContext) _Plugin_fallbacksByCause(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Plugin_fallbacksByCause(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FallbacksByCause(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.PluginFallbackCount) graphql.Marshaler {
+			return ec.marshalNPluginFallbackCount2ᚕᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐPluginFallbackCountᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Plugin_fallbacksByCause(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Plugin",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PluginFallbackCount(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Plugin_deadlineGraces(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Plugin_deadlineGraces(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DeadlineGraces(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uint64) graphql.Marshaler {
+			return ec.marshalNInt642uint64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Plugin_deadlineGraces(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Plugin", field, true, false, "Int64")
+}
+
 func (ec *executionContext) _Plugin_holds(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -647,6 +702,52 @@ func (ec *executionContext) _PluginEvent_lagged(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_PluginEvent_lagged(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("PluginEvent", field, true, false, "Int")
+}
+
+func (ec *executionContext) _PluginFallbackCount_cause(ctx context.Context, field graphql.CollectedField, obj *model.PluginFallbackCount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PluginFallbackCount_cause(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cause, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.PluginFallbackCause) graphql.Marshaler {
+			return ec.marshalNPluginFallbackCause2githubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐPluginFallbackCause(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PluginFallbackCount_cause(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PluginFallbackCount", field, false, false, "PluginFallbackCause")
+}
+
+func (ec *executionContext) _PluginFallbackCount_count(ctx context.Context, field graphql.CollectedField, obj *model.PluginFallbackCount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PluginFallbackCount_count(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PluginFallbackCount_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PluginFallbackCount", field, false, false, "Int64")
 }
 
 func (ec *executionContext) _PolicyAssignment_slot(ctx context.Context, field graphql.CollectedField, obj *model.PolicyAssignment) (ret graphql.Marshaler) {
@@ -1043,6 +1144,16 @@ func (ec *executionContext) _Plugin(ctx context.Context, sel ast.SelectionSet, o
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "fallbacksByCause":
+			out.Values[i] = ec._Plugin_fallbacksByCause(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deadlineGraces":
+			out.Values[i] = ec._Plugin_deadlineGraces(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "holds":
 			out.Values[i] = ec._Plugin_holds(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -1128,6 +1239,44 @@ func (ec *executionContext) _PluginEvent(ctx context.Context, sel ast.SelectionS
 			}
 		case "lagged":
 			out.Values[i] = ec._PluginEvent_lagged(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var pluginFallbackCountImplementors = []string{"PluginFallbackCount"}
+
+func (ec *executionContext) _PluginFallbackCount(ctx context.Context, sel ast.SelectionSet, obj *model.PluginFallbackCount) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, pluginFallbackCountImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PluginFallbackCount")
+		case "cause":
+			out.Values[i] = ec._PluginFallbackCount_cause(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "count":
+			out.Values[i] = ec._PluginFallbackCount_count(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -1324,6 +1473,40 @@ var (
 		manager.EventRefused:     "REFUSED",
 	}
 )
+
+func (ec *executionContext) unmarshalNPluginFallbackCause2githubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐPluginFallbackCause(ctx context.Context, v any) (model.PluginFallbackCause, error) {
+	var res model.PluginFallbackCause
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNPluginFallbackCause2githubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐPluginFallbackCause(ctx context.Context, sel ast.SelectionSet, v model.PluginFallbackCause) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) marshalNPluginFallbackCount2ᚕᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐPluginFallbackCountᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.PluginFallbackCount) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNPluginFallbackCount2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐPluginFallbackCount(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNPluginFallbackCount2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐPluginFallbackCount(ctx context.Context, sel ast.SelectionSet, v *model.PluginFallbackCount) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PluginFallbackCount!")
+		return graphql.Null
+	}
+	return ec._PluginFallbackCount(ctx, sel, v)
+}
 
 func (ec *executionContext) unmarshalNPluginState2githubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐPluginState(ctx context.Context, v any) (model.PluginState, error) {
 	var res model.PluginState

@@ -347,8 +347,10 @@ type ComplexityRoot struct {
 		Builtin          func(childComplexity int) int
 		Calls            func(childComplexity int) int
 		Config           func(childComplexity int) int
+		DeadlineGraces   func(childComplexity int) int
 		DisabledReason   func(childComplexity int) int
 		Fallbacks        func(childComplexity int) int
+		FallbacksByCause func(childComplexity int) int
 		Faults           func(childComplexity int) int
 		Holds            func(childComplexity int) int
 		LoadedAt         func(childComplexity int) int
@@ -373,6 +375,11 @@ type ComplexityRoot struct {
 		Reason           func(childComplexity int) int
 		Seq              func(childComplexity int) int
 		Slot             func(childComplexity int) int
+	}
+
+	PluginFallbackCount struct {
+		Cause func(childComplexity int) int
+		Count func(childComplexity int) int
 	}
 
 	PolicyAssignment struct {
@@ -2226,6 +2233,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Plugin.Config(childComplexity), true
+	case "Plugin.deadlineGraces":
+		if e.ComplexityRoot.Plugin.DeadlineGraces == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Plugin.DeadlineGraces(childComplexity), true
 	case "Plugin.disabledReason":
 		if e.ComplexityRoot.Plugin.DisabledReason == nil {
 			break
@@ -2238,6 +2251,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Plugin.Fallbacks(childComplexity), true
+	case "Plugin.fallbacksByCause":
+		if e.ComplexityRoot.Plugin.FallbacksByCause == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Plugin.FallbacksByCause(childComplexity), true
 	case "Plugin.faults":
 		if e.ComplexityRoot.Plugin.Faults == nil {
 			break
@@ -2365,6 +2384,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.PluginEvent.Slot(childComplexity), true
+
+	case "PluginFallbackCount.cause":
+		if e.ComplexityRoot.PluginFallbackCount.Cause == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PluginFallbackCount.Cause(childComplexity), true
+	case "PluginFallbackCount.count":
+		if e.ComplexityRoot.PluginFallbackCount.Count == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PluginFallbackCount.Count(childComplexity), true
 
 	case "PolicyAssignment.lane":
 		if e.ComplexityRoot.PolicyAssignment.Lane == nil {
@@ -4360,8 +4392,22 @@ type Plugin {
   calls: Int64!
   "Decisions it failed to make (traps, exhausted budgets, invalid answers, refusals)."
   faults: Int64!
-  "Decisions answered by its native fallback instead (faults, breaker, rebuilding)."
+  "Decisions answered by its native fallback instead (faults, breaker, rebuilding); fallbacksByCause says why."
   fallbacks: Int64!
+  """
+  Its fallbacks by cause, in the order of PluginFallbackCause, causes with none left out (empty for native
+  policies and for a plugin that never fell back): the cause label of switchyard_plugin_fallbacks_total. The
+  counts add up to fallbacks, give or take decisions falling back while they are read.
+  """
+  fallbacksByCause: [PluginFallbackCount!]!
+  """
+  Calls the watchdog let run on past their deadline in wall time because the server was starved of CPU while
+  they ran (its own ticks ran late) or because they were not running (no fuel burnt since its last look): time
+  spent waiting for a core, not in the plugin. Such a call is still abandoned once it is past its deadline net
+  of that time, or past the hard cap on its wall time. Many graces say the machine is short of CPU, not that the
+  plugin is slow (switchyard_plugin_deadline_graces_total; 0 for native policies).
+  """
+  deadlineGraces: Int64!
   "Fairness decisions that held (ABI version 2 hold: nothing dispatched from the candidates until it is asked again); plan previews are not counted."
   holds: Int64!
   """
@@ -4376,6 +4422,28 @@ type Plugin {
   it falls in. Null exactly when p50Us is. Never below p50Us.
   """
   p99Us: Float
+}
+
+"Why a plugin's decision was answered by its native fallback rather than by the plugin."
+enum PluginFallbackCause {
+  "The plugin faulted on the decision (a trap, an exhausted budget, an invalid answer, a refusal, the deadline): faults counts them."
+  FAULT
+  "The plugin was QUARANTINED or DISABLED, and was not asked."
+  BREAKER
+  "The plugin was unloaded or the server was shutting down (before or during the call)."
+  CLOSED
+  "Its instance was being rebuilt after a fault."
+  REBUILDING
+  "The decision's names or details (ABI version 2) would not fit the plugin's memory, and it was not asked."
+  TOO_LARGE
+}
+
+"How many of a plugin's decisions fell back for one cause."
+type PluginFallbackCount {
+  "The cause."
+  cause: PluginFallbackCause!
+  "Decisions answered by the native fallback for it, since the plugin was loaded (or the server started)."
+  count: Int64!
 }
 
 "A change of a policy plugin."
@@ -6352,6 +6420,10 @@ func (ec *executionContext) childFields_Plugin(ctx context.Context, field graphq
 		return ec.fieldContext_Plugin_faults(ctx, field)
 	case "fallbacks":
 		return ec.fieldContext_Plugin_fallbacks(ctx, field)
+	case "fallbacksByCause":
+		return ec.fieldContext_Plugin_fallbacksByCause(ctx, field)
+	case "deadlineGraces":
+		return ec.fieldContext_Plugin_deadlineGraces(ctx, field)
 	case "holds":
 		return ec.fieldContext_Plugin_holds(ctx, field)
 	case "p50Us":
@@ -6384,6 +6456,16 @@ func (ec *executionContext) childFields_PluginEvent(ctx context.Context, field g
 		return ec.fieldContext_PluginEvent_lagged(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type PluginEvent", field.Name)
+}
+
+func (ec *executionContext) childFields_PluginFallbackCount(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cause":
+		return ec.fieldContext_PluginFallbackCount_cause(ctx, field)
+	case "count":
+		return ec.fieldContext_PluginFallbackCount_count(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PluginFallbackCount", field.Name)
 }
 
 func (ec *executionContext) childFields_PolicyAssignment(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {

@@ -260,6 +260,14 @@ type PageInfo struct {
 	EndCursor *string `json:"endCursor,omitempty"`
 }
 
+// How many of a plugin's decisions fell back for one cause.
+type PluginFallbackCount struct {
+	// The cause.
+	Cause PluginFallbackCause `json:"cause"`
+	// Decisions answered by the native fallback for it, since the plugin was loaded (or the server started).
+	Count int64 `json:"count"`
+}
+
 // A browser instance to register.
 type RegisterInstanceInput struct {
 	// A unique, stable id: 1..128 letters, digits, '.', '_', ':' or '-'.
@@ -515,6 +523,73 @@ func (e *NodeRole) UnmarshalJSON(b []byte) error {
 }
 
 func (e NodeRole) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Why a plugin's decision was answered by its native fallback rather than by the plugin.
+type PluginFallbackCause string
+
+const (
+	// The plugin faulted on the decision (a trap, an exhausted budget, an invalid answer, a refusal, the deadline): faults counts them.
+	PluginFallbackCauseFault PluginFallbackCause = "FAULT"
+	// The plugin was QUARANTINED or DISABLED, and was not asked.
+	PluginFallbackCauseBreaker PluginFallbackCause = "BREAKER"
+	// The plugin was unloaded or the server was shutting down (before or during the call).
+	PluginFallbackCauseClosed PluginFallbackCause = "CLOSED"
+	// Its instance was being rebuilt after a fault.
+	PluginFallbackCauseRebuilding PluginFallbackCause = "REBUILDING"
+	// The decision's names or details (ABI version 2) would not fit the plugin's memory, and it was not asked.
+	PluginFallbackCauseTooLarge PluginFallbackCause = "TOO_LARGE"
+)
+
+var AllPluginFallbackCause = []PluginFallbackCause{
+	PluginFallbackCauseFault,
+	PluginFallbackCauseBreaker,
+	PluginFallbackCauseClosed,
+	PluginFallbackCauseRebuilding,
+	PluginFallbackCauseTooLarge,
+}
+
+func (e PluginFallbackCause) IsValid() bool {
+	switch e {
+	case PluginFallbackCauseFault, PluginFallbackCauseBreaker, PluginFallbackCauseClosed, PluginFallbackCauseRebuilding, PluginFallbackCauseTooLarge:
+		return true
+	}
+	return false
+}
+
+func (e PluginFallbackCause) String() string {
+	return string(e)
+}
+
+func (e *PluginFallbackCause) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = PluginFallbackCause(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid PluginFallbackCause", str)
+	}
+	return nil
+}
+
+func (e PluginFallbackCause) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *PluginFallbackCause) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e PluginFallbackCause) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

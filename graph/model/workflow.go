@@ -146,6 +146,32 @@ func (p *Plugin) Fallbacks() uint64 { return p.I.Stats.Fallbacks }
 // Holds is the fairness decisions that held.
 func (p *Plugin) Holds() uint64 { return p.I.Stats.Holds }
 
+// fallbackCauses names the host's fallback causes in the schema, in the
+// host's (and the enum's) order.
+var fallbackCauses = map[host.FallbackCause]PluginFallbackCause{
+	host.FallbackFault:      PluginFallbackCauseFault,
+	host.FallbackBreaker:    PluginFallbackCauseBreaker,
+	host.FallbackClosed:     PluginFallbackCauseClosed,
+	host.FallbackRebuilding: PluginFallbackCauseRebuilding,
+	host.FallbackTooLarge:   PluginFallbackCauseTooLarge,
+}
+
+// FallbacksByCause is its fallbacks by cause, in the causes' order, those
+// with none left out.
+func (p *Plugin) FallbacksByCause() []*PluginFallbackCount {
+	out := make([]*PluginFallbackCount, 0, len(p.I.Stats.FallbacksBy))
+	for _, c := range host.FallbackCauses {
+		if n := p.I.Stats.FallbacksBy[c]; n > 0 {
+			out = append(out, &PluginFallbackCount{Cause: fallbackCauses[c], Count: int64(n)})
+		}
+	}
+	return out
+}
+
+// DeadlineGraces is the calls the watchdog let run on past their deadline
+// because the process was starved or the call was not running.
+func (p *Plugin) DeadlineGraces() uint64 { return p.I.Stats.DeadlineGraces }
+
 // P50Us is its median decision latency; nil while no decision has been
 // timed (no calls yet; native policies, which are not timed).
 func (p *Plugin) P50Us() *float64 { return p.latencyUs(p.I.Stats.LatencyP50) }

@@ -43,8 +43,8 @@ func (h *capHolder) Inline() bool    { return true }
 
 // The dashboard shows what the API says of pull lanes (the lane's pull
 // flag, a leased task's lease), of attempts (their tab and action times,
-// an instance fault, their error code) and of fairness holds (each plugin's holds, a held
-// task's hold in words).
+// an instance fault, their error code), of fairness holds (each plugin's holds, a held
+// task's hold in words) and of the watchdog's deadline graces (a column of their own).
 func TestDashboardShowsPullLanesLeasesAttemptTimingsAndHoldsInChromium(t *testing.T) {
 	t.Parallel()
 	chromium := chromiumPath(t)
@@ -107,6 +107,7 @@ func TestDashboardShowsPullLanesLeasesAttemptTimingsAndHoldsInChromium(t *testin
 	heads, err := chromedp.Run(page, chromedp.Text(chromedp.CSS(`#policies table.plugins thead`)))
 	require.NoError(t, err)
 	require.Contains(t, heads, "holds", "the plugins table has a holds column")
+	require.Contains(t, heads, "graces", "and one of the watchdog's deadline graces")
 
 	open := func(id string) {
 		t.Helper()

@@ -116,6 +116,19 @@ export type PluginEventKind =
   /** Unloaded. */
   | 'UNLOADED';
 
+/** Why a plugin's decision was answered by its native fallback rather than by the plugin. */
+export type PluginFallbackCause =
+  /** The plugin was QUARANTINED or DISABLED, and was not asked. */
+  | 'BREAKER'
+  /** The plugin was unloaded or the server was shutting down (before or during the call). */
+  | 'CLOSED'
+  /** The plugin faulted on the decision (a trap, an exhausted budget, an invalid answer, a refusal, the deadline): faults counts them. */
+  | 'FAULT'
+  /** Its instance was being rebuilt after a fault. */
+  | 'REBUILDING'
+  /** The decision's names or details (ABI version 2) would not fit the plugin's memory, and it was not asked. */
+  | 'TOO_LARGE';
+
 /**
  * The state of a policy plugin's circuit breaker (plugins/ABI.md, "Faults
  * and the breaker"). Native policies are always ACTIVE.
@@ -281,7 +294,7 @@ export type DashboardOverviewQuery = { lanes: Array<{ name: string, maxInFlight:
 export type DashboardPluginsQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type DashboardPluginsQuery = { plugins: Array<{ name: string, slot: PolicySlot, builtin: boolean, native: boolean, state: PluginState, disabledReason: string | null, activeIn: Array<string>, calls: number, faults: number, fallbacks: number, holds: number, p50Us: number | null, p99Us: number | null }> };
+export type DashboardPluginsQuery = { plugins: Array<{ name: string, slot: PolicySlot, builtin: boolean, native: boolean, state: PluginState, disabledReason: string | null, activeIn: Array<string>, calls: number, faults: number, fallbacks: number, holds: number, p50Us: number | null, p99Us: number | null, deadlineGraces: number, fallbacksByCause: Array<{ cause: PluginFallbackCause, count: number }> }> };
 
 export type DashboardPluginEventsSubscriptionVariables = Exact<{ [key: string]: never; }>;
 

@@ -294,7 +294,8 @@ export function Policies({ ctx }: { ctx: Ctx }) {
               <th>in use</th>
               <th>calls</th>
               <th>faults</th>
-              <th>fallbacks</th>
+              <th title="decisions answered by the native fallback, by cause: a fault, the breaker (quarantined or disabled), closed, rebuilding an instance, details too large">fallbacks</th>
+              <th title="calls the watchdog let run past their deadline because the server was starved of CPU, not because the plugin was slow">graces</th>
               <th title="fairness decisions that held: nothing dispatched from the queues asked about until the plugin is asked again">holds</th>
               <th>p50 / p99</th>
             </tr>
@@ -313,7 +314,16 @@ export function Policies({ ctx }: { ctx: Ctx }) {
                 <td class="dim">{p.activeIn.join(', ') || '–'}</td>
                 <td>{num(p.calls)}</td>
                 <td class={p.faults > 0 ? 'bad' : ''}>{num(p.faults)}</td>
-                <td>{num(p.fallbacks)}</td>
+                <td class="fallbacks">
+                  {num(p.fallbacks)}
+                  {p.fallbacksByCause.length > 0 ? (
+                    <span class="dim causes">
+                      {' '}
+                      ({p.fallbacksByCause.map((c) => `${c.cause.toLowerCase().replace('_', '-')} ${num(c.count)}`).join(', ')})
+                    </span>
+                  ) : null}
+                </td>
+                <td class={p.deadlineGraces > 0 ? 'warn graces' : 'graces'}>{num(p.deadlineGraces)}</td>
                 <td class={p.holds > 0 ? 'warn' : ''}>{num(p.holds)}</td>
                 <td title={p.p50Us === null ? 'no decision timed yet' : undefined}>
                   {p.p50Us === null || p.p99Us === null ? '–' : `${p.p50Us.toFixed(1)} / ${p.p99Us.toFixed(1)} µs`}

@@ -52,7 +52,10 @@ export type PolicyAssignment = Overview['policies'][number];
 /** Separate from OVERVIEW: a server without a plugin host answers UNAVAILABLE. */
 export const PLUGINS = /* GraphQL */ `
   query DashboardPlugins {
-    plugins { name slot builtin native state disabledReason activeIn calls faults fallbacks holds p50Us p99Us }
+    plugins {
+      name slot builtin native state disabledReason activeIn calls faults fallbacks holds p50Us p99Us
+      fallbacksByCause { cause count } deadlineGraces
+    }
   }`;
 
 export type Plugin = G.DashboardPluginsQuery['plugins'][number];
