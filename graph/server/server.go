@@ -326,7 +326,7 @@ func (s *Server) graphQL() (http.Handler, error) {
 	srv.AddTransport(getTransport{vars: vars})
 	srv.AddTransport(postTransport{vars: vars, keys: newBodyKeys(es.Schema())})
 	srv.AddTransport(unsupported{})
-	srv.SetQueryCache(cache)
+	srv.SetQueryCache(varCache{cache}) // gqlparser's check without held variables (vars.go)
 	srv.SetParserTokenLimit(maxQueryTokens)
 	srv.Use(varSwap{}) // the first operation context mutator (vars.go)
 	srv.Use(shapeLimit{cache: cache})

@@ -24,6 +24,16 @@
 // A submitTasks input the body decoder read typed (decodeParamsTyped,
 // model.DecodeSubmitTasksJSON: only what gqlparser would accept and return
 // unchanged) is held back the same way, cached query or not.
+//
+// gqlparser still walked every placeholder: an input object's every
+// defined field, boxing a path element and a reflect.Value for each (a
+// SubmitTaskInput's 20 fields were about 60 of a submitTask's 300
+// allocations; ADR 0005, finding 19). So for a cached operation the
+// executor's query cache (varCache) hands gqlgen, for this one request,
+// a copy of the document whose operation declares only the variables not
+// held back; varSwap puts the real document back with the real values.
+// The placeholders stay in the variables: if the document left the cache
+// meanwhile, gqlgen parses it again and validates them as before.
 
 package server
 
@@ -34,6 +44,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -50,6 +61,11 @@ type varCheck struct {
 	// fields holds each input object's fields by name (gqlparser's
 	// FieldList.ForName is a linear scan).
 	fields map[string]map[string]*ast.FieldDefinition
+
+	// stripped holds the documents strip made, by strippedKey.
+	stripped   sync.Map
+	strippedMu sync.Mutex
+	strippedN  int
 }
 
 // newVarCheck returns a check over schema that looks operations up in
@@ -70,10 +86,15 @@ func newVarCheck(schema *ast.Schema, cache graphql.Cache[*ast.QueryDocument]) *v
 }
 
 // swapped is what run hands varSwap through the context: the variables
-// whose real values it holds back from gqlparser.
+// whose real values it holds back from gqlparser, and the documents
+// varCache and varSwap trade.
 type swapped struct {
 	names  []string
 	values []any
+
+	query    string             // the request's query, the cache's key
+	doc      *ast.QueryDocument // the cached document
+	stripped *ast.QueryDocument // doc without the held variables' definitions
 }
 
 type swapKey struct{}
@@ -98,15 +119,93 @@ func (c *varCheck) prepare(ctx context.Context, params *graphql.RawParams, typed
 			}
 		}
 	}
-	if doc, ok := c.cache.Get(ctx, params.Query); ok {
-		if op := doc.Operations.ForName(params.OperationName); op != nil {
+	doc, ok := c.cache.Get(ctx, params.Query)
+	var op *ast.OperationDefinition
+	if ok {
+		if op = doc.Operations.ForName(params.OperationName); op != nil {
 			sw = c.prepareOp(op, params, sw)
 		}
 	}
 	if sw == nil {
 		return ctx
 	}
+	if op != nil {
+		sw.query, sw.doc, sw.stripped = params.Query, doc, c.strip(doc, op, sw.names)
+	}
 	return context.WithValue(ctx, swapKey{}, sw)
+}
+
+// strippedKey names a document without some of an operation's variable
+// definitions: the operation and a bit for each definition left out.
+type strippedKey struct {
+	op   *ast.OperationDefinition
+	held uint64
+}
+
+// maxStripped bounds the stripped documents kept; beyond it they are
+// dropped all at once and made again as requests come.
+const maxStripped = 4096
+
+// strip returns a copy of doc whose operation op does not declare the
+// variables names, or nil when there is none to leave out. A copy is made
+// once per operation and set of names: nothing writes into a document
+// once it is cached.
+func (c *varCheck) strip(doc *ast.QueryDocument, op *ast.OperationDefinition, names []string) *ast.QueryDocument {
+	var held uint64
+	for i, def := range op.VariableDefinitions {
+		if slices.Contains(names, def.Variable) {
+			if i >= 64 {
+				return nil
+			}
+			held |= 1 << i
+		}
+	}
+	if held == 0 {
+		return nil
+	}
+	key := strippedKey{op, held}
+	if d, ok := c.stripped.Load(key); ok {
+		return d.(*ast.QueryDocument)
+	}
+	o := *op
+	o.VariableDefinitions = make(ast.VariableDefinitionList, 0, len(op.VariableDefinitions))
+	for i, def := range op.VariableDefinitions {
+		if held&(1<<i) == 0 {
+			o.VariableDefinitions = append(o.VariableDefinitions, def)
+		}
+	}
+	d := *doc
+	d.Operations = slices.Clone(doc.Operations)
+	for i, x := range d.Operations {
+		if x == op {
+			d.Operations[i] = &o
+		}
+	}
+	c.strippedMu.Lock()
+	if c.strippedN >= maxStripped {
+		c.stripped.Clear()
+		c.strippedN = 0
+	}
+	if _, loaded := c.stripped.LoadOrStore(key, &d); !loaded {
+		c.strippedN++
+	}
+	c.strippedMu.Unlock()
+	return &d
+}
+
+// varCache is the executor's query cache: the cache itself, except that a
+// request whose variables prepare held back gets its document without
+// their definitions (strip), so that gqlparser does not walk their
+// placeholders. varSwap puts the cached document back.
+type varCache struct {
+	graphql.Cache[*ast.QueryDocument]
+}
+
+func (c varCache) Get(ctx context.Context, query string) (*ast.QueryDocument, bool) {
+	if sw, _ := ctx.Value(swapKey{}).(*swapped); sw != nil && sw.stripped != nil && sw.query == query {
+		return sw.stripped, true
+	}
+	return c.Cache.Get(ctx, query)
 }
 
 // submitTasksType is the type of the variables read typed.
@@ -323,6 +422,12 @@ func (varSwap) MutateOperationContext(ctx context.Context, oc *graphql.Operation
 	sw, _ := ctx.Value(swapKey{}).(*swapped)
 	if sw == nil {
 		return nil
+	}
+	if sw.stripped != nil && oc.Doc == sw.stripped {
+		// The document varCache gave for gqlparser's check: the rest of
+		// the request sees the cached one.
+		oc.Doc = sw.doc
+		oc.Operation = sw.doc.Operations.ForName(oc.OperationName)
 	}
 	for i, name := range sw.names {
 		oc.Variables[name] = sw.values[i]

@@ -2,10 +2,14 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"testing"
 
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/stretchr/testify/require"
+	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/validator"
 
@@ -113,4 +117,50 @@ func TestEveryInputTypesPlaceholderPassesGqlparser(t *testing.T) {
 		}
 	}
 	require.Greater(t, n, 10)
+}
+
+// TestHeldVariablesAreLeftOutOfGqlparsersCheckOnly: for a cached operation
+// whose variables prepare holds back, the executor's cache gives gqlparser
+// the document without their definitions (and only for that request's
+// query), the cached document is not changed, and varSwap hands the rest
+// of the request the cached document and operation with the real values.
+func TestHeldVariablesAreLeftOutOfGqlparsersCheckOnly(t *testing.T) {
+	schema := generated.NewExecutableSchema(generated.Config{}).Schema()
+	cache := lru.New[*ast.QueryDocument](10)
+	c := newVarCheck(schema, cache)
+	query := `query Other { stats { at } }
+mutation Submit($in: SubmitTaskInput!, $n: Int) { submitTask(input: $in) { id children(first: $n) { id } } }`
+	doc, errs := gqlparser.LoadQuery(schema, query)
+	require.Empty(t, errs)
+	cache.Add(context.Background(), query, doc)
+	submit := doc.Operations.ForName("Submit")
+	in := decode(t, `{"agentId":"a","action":{"kind":"click"}}`)
+	params := &graphql.RawParams{Query: query, OperationName: "Submit", Variables: map[string]any{"in": in, "n": json.Number("3")}}
+	ctx := c.prepare(context.Background(), params, false)
+
+	got, ok := varCache{cache}.Get(ctx, query)
+	require.True(t, ok)
+	require.NotSame(t, doc, got)
+	op := got.Operations.ForName("Submit")
+	require.Len(t, op.VariableDefinitions, 1, "only $n is left for gqlparser")
+	require.Equal(t, "n", op.VariableDefinitions[0].Variable)
+	require.Same(t, submit.SelectionSet[0], op.SelectionSet[0])
+	require.Same(t, doc.Operations.ForName("Other"), got.Operations.ForName("Other"))
+	require.Len(t, submit.VariableDefinitions, 2, "the cached document is unchanged")
+	again, _ := varCache{cache}.Get(c.prepare(context.Background(), &graphql.RawParams{Query: query, OperationName: "Submit", Variables: map[string]any{"in": in}}, false), query)
+	require.Same(t, got, again, "one copy per operation and held variables")
+
+	other, _ := varCache{cache}.Get(ctx, "query { stats { at } }")
+	require.Nil(t, other, "another query is looked up as it is")
+	plain, _ := varCache{cache}.Get(context.Background(), query)
+	require.Same(t, doc, plain, "a request that holds nothing back gets the cached document")
+
+	vars, err := validator.VariableValues(schema, op, params.Variables)
+	require.NoError(t, err)
+	oc := &graphql.OperationContext{Doc: got, Operation: op, OperationName: "Submit", Variables: vars}
+	require.Nil(t, varSwap{}.MutateOperationContext(ctx, oc))
+	require.Same(t, doc, oc.Doc)
+	require.Same(t, submit, oc.Operation)
+	require.Equal(t, in, oc.Variables["in"])
+	require.Equal(t, int64(3), oc.Variables["n"])
 }
