@@ -206,8 +206,14 @@ func (in BatchItemInput) MarshalGQLContext(_ context.Context, w io.Writer) error
 }
 
 // UnmarshalGQLContext reads a SubmitTaskInput that gqlparser validated.
+// A *SubmitTaskJSON (DecodeSubmitTaskJSON) is taken as it is, as
+// SubmitTasksInput takes a *SubmitTasksJSON.
 func (in *SubmitTaskInput) UnmarshalGQLContext(ctx context.Context, v any) error {
 	if v == nil {
+		return nil
+	}
+	if d, ok := v.(*SubmitTaskJSON); ok {
+		*in = d.in // read from the request's JSON (DecodeSubmitTaskJSON)
 		return nil
 	}
 	return onPath(ctx, in.decode(v, &taskValues{}))

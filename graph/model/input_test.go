@@ -411,16 +411,22 @@ func (g *inputGen) scalar(name string) any {
 	panic("no generator for scalar " + name)
 }
 
-// TestTypedJSONMatchesTheSchema holds DecodeSubmitTasksJSON to the same
-// reference: the model test's random SubmitTasksInput values, written as
+// TestTypedJSONMatchesTheSchema holds DecodeSubmitTasksJSON (and
+// DecodeSubmitTaskJSON, for a SubmitTaskInput) to the same reference: the model test's random SubmitTasksInput values, written as
 // JSON (compact, sorted keys, as json.Marshal writes them), give, when it
 // reads them, what the reference gives for the value, and never a value
 // the reference refuses. graph/server's tests hold it to the body decoder
 // and the variable check.
 func TestTypedJSONMatchesTheSchema(t *testing.T) {
 	ref := newRefDecoder(t, loadSchema(t))
+	for _, name := range []string{"SubmitTasksInput", "SubmitTaskInput"} {
+		t.Run(name, func(t *testing.T) { typedJSONMatchesTheSchema(t, ref, name) })
+	}
+}
+
+func typedJSONMatchesTheSchema(t *testing.T, ref *refDecoder, name string) {
 	gen := &inputGen{schema: ref.schema, rng: rand.New(rand.NewPCG(21, 17))}
-	typ := &ast.Type{NamedType: "SubmitTasksInput", NonNull: true}
+	typ := &ast.Type{NamedType: name, NonNull: true}
 	ctx := graphql.WithPathContext(context.Background(), graphql.NewPathWithField("input"))
 	const n = 24000
 	var took int
@@ -430,7 +436,14 @@ func TestTypedJSONMatchesTheSchema(t *testing.T) {
 		if err != nil {
 			continue // a func() among the JSON scalar's odd values
 		}
-		typed, end, ok := DecodeSubmitTasksJSON(text)
+		var typed any
+		var end int
+		var ok bool
+		if name == "SubmitTaskInput" {
+			typed, end, ok = DecodeSubmitTaskJSON(text)
+		} else {
+			typed, end, ok = DecodeSubmitTasksJSON(text)
+		}
 		if !ok {
 			continue
 		}
@@ -445,16 +458,16 @@ func TestTypedJSONMatchesTheSchema(t *testing.T) {
 		if err := dec.Decode(&tree); err != nil {
 			t.Fatal(err)
 		}
-		want, err := ref.decode(ctx, typ, tree, handInputs["SubmitTasksInput"])
+		want, err := ref.decode(ctx, typ, tree, handInputs[name])
 		if err != nil {
 			t.Fatalf("%s: read, but the reference refuses it: %v", text, err)
 		}
-		var got SubmitTasksInput
-		if err := got.UnmarshalGQLContext(ctx, typed); err != nil {
+		got := reflect.New(handInputs[name])
+		if err := got.Interface().(graphql.ContextUnmarshaler).UnmarshalGQLContext(ctx, typed); err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(got, want.Interface()) {
-			t.Fatalf("%s:\n got %s\nwant %s", text, show(got), show(want.Interface()))
+		if !reflect.DeepEqual(got.Elem().Interface(), want.Interface()) {
+			t.Fatalf("%s:\n got %s\nwant %s", text, show(got.Elem().Interface()), show(want.Interface()))
 		}
 	}
 	t.Logf("read typed: %d of %d", took, n)

@@ -49,6 +49,30 @@ import (
 // gqlparser's check, as it does the variables its own check vouches for).
 type SubmitTasksJSON struct{ in SubmitTasksInput }
 
+// SubmitTaskJSON is a SubmitTaskInput (a submitTask's input) that
+// DecodeSubmitTaskJSON read; like SubmitTasksJSON, only
+// SubmitTaskInput.UnmarshalGQLContext takes it.
+type SubmitTaskJSON struct {
+	in SubmitTaskInput
+	p  taskValues
+}
+
+// DecodeSubmitTaskJSON reads the SubmitTaskInput at the start of b (after
+// optional white space), as DecodeSubmitTasksJSON reads a batch's task:
+// it returns the input and the offset just after it, or ok false when it
+// is not sure to read it as the generic path does.
+func DecodeSubmitTaskJSON(b []byte) (v *SubmitTaskJSON, end int, ok bool) {
+	d := inputReader{b: b}
+	d.fix = d.fixBuf[:0]
+	out := &SubmitTaskJSON{}
+	if d.next() != '{' || !d.task(&out.in, &out.p) {
+		return nil, 0, false
+	}
+	d.copyStrings()
+	d.copyParams()
+	return out, d.i, true
+}
+
 // maxParamsDepth is the deepest params object or list read here.
 const maxParamsDepth = 32
 
@@ -57,6 +81,7 @@ const maxParamsDepth = 32
 // it, or ok false when it is not sure to read it as the generic path does.
 func DecodeSubmitTasksJSON(b []byte) (v *SubmitTasksJSON, end int, ok bool) {
 	d := inputReader{b: b}
+	d.fix = d.fixBuf[:0]
 	out := &SubmitTasksJSON{}
 	if !d.tasks(&out.in) {
 		return nil, 0, false
@@ -71,7 +96,8 @@ type inputReader struct {
 	i int
 	// fix holds the string fields of the item being read, as offsets into
 	// b, until their bytes are copied into one string for all of them.
-	fix []strFix
+	fix    []strFix
+	fixBuf [8]strFix // fix's first room
 	// params holds the batch's action parameters, as offsets into b, until
 	// they are copied into one buffer for all of them.
 	params []paramsFix
@@ -384,11 +410,17 @@ func (d *inputReader) item(s *batchSlot) bool {
 	if !ok || seen&2 == 0 {
 		return false
 	}
+	d.copyStrings()
+	return true
+}
+
+// copyStrings copies the strings read since fix was last emptied out of b,
+// one after the other in one allocation of their size (not the item's
+// text, which would keep its syntax alive too).
+func (d *inputReader) copyStrings() {
 	if len(d.fix) == 0 {
-		return true
+		return
 	}
-	// The item's strings, one after the other in one allocation of their
-	// size (not the item's text, which would keep its syntax alive too).
 	var text strings.Builder
 	size := 0
 	for _, f := range d.fix {
@@ -402,7 +434,7 @@ func (d *inputReader) item(s *batchSlot) bool {
 	for _, f := range d.fix {
 		*f.dst, at = all[at:at+f.end-f.start], at+f.end-f.start
 	}
-	return true
+	d.fix = d.fix[:0]
 }
 
 // Bits of SubmitTaskInput's fields, in the schema's order.

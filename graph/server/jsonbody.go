@@ -19,7 +19,8 @@
 // the same result.
 //
 // decodeParamsTyped also reads a submitTasks input straight into its Go
-// types when it can (model.DecodeSubmitTasksJSON; ADR 0005, finding 17).
+// types when it can (model.DecodeSubmitTasksJSON; ADR 0005, finding 17),
+// and a submitTask input (model.DecodeSubmitTaskJSON; finding 19).
 
 package server
 
@@ -37,8 +38,12 @@ import (
 	"github.com/switchyard/switchyard/internal/jsonnum"
 )
 
-// submitTasksInput is the input type read typed (model.DecodeSubmitTasksJSON).
-const submitTasksInput = "SubmitTasksInput"
+// The input types read typed (model.DecodeSubmitTasksJSON,
+// model.DecodeSubmitTaskJSON).
+const (
+	submitTasksInput = "SubmitTasksInput"
+	submitTaskInput  = "SubmitTaskInput"
+)
 
 // maxFastDepth is the deepest nesting the fast path reads; deeper bodies go
 // to encoding/json (which refuses beyond 10000).
@@ -79,9 +84,10 @@ func decodeParams(body []byte, keys bodyKeys, params *graphql.RawParams) error {
 }
 
 // decodeParamsTyped is decodeParams that, when vars is not nil, reads a
-// variable of type SubmitTasksInput! of a cached operation (the query
-// given before the variables) straight into a *model.SubmitTasksJSON when
-// model.DecodeSubmitTasksJSON is sure of it; typed reports whether it did
+// variable of type SubmitTasksInput! (or SubmitTaskInput!) of a cached
+// operation (the query given before the variables) straight into a
+// *model.SubmitTasksJSON (*model.SubmitTaskJSON) when
+// model.DecodeSubmitTasksJSON (DecodeSubmitTaskJSON) is sure of it; typed reports whether it did
 // (varCheck.prepare then hands those values past gqlparser). Whatever it
 // is not sure of is read as decodeParams reads it.
 func decodeParamsTyped(ctx context.Context, body []byte, keys bodyKeys, vars *varCheck, params *graphql.RawParams) (typed bool, err error) {
@@ -105,14 +111,16 @@ type bodyParser struct {
 	keys  bodyKeys
 	stack []any // list items being read, shared by nested lists
 
-	// The typed reading of submitTasks inputs (decodeParamsTyped): the
+	// The typed reading of task inputs (decodeParamsTyped): the
 	// operation the variables were read for, the names of its variables
-	// of type SubmitTasksInput!, and which of them were read typed.
+	// of type SubmitTasksInput! or SubmitTaskInput! (typedOne: which are
+	// the latter), and which of them were read typed.
 	vars       *varCheck
 	ctx        context.Context
 	typedDoc   *ast.QueryDocument
 	typedOp    *ast.OperationDefinition
 	typedNames []string
+	typedOne   uint64
 	typedSeen  uint64
 	inVars     bool // reading the variables object
 }
@@ -225,8 +233,9 @@ func (p *bodyParser) params(out *graphql.RawParams) bool {
 	}
 }
 
-// typedFor notes the variables of type SubmitTasksInput! of the operation
-// opName of query, if it is cached, for object to read typed.
+// typedFor notes the variables of type SubmitTasksInput! or
+// SubmitTaskInput! of the operation opName of query, if it is cached, for
+// object to read typed.
 func (p *bodyParser) typedFor(query, opName string) {
 	if p.vars == nil {
 		return
@@ -240,7 +249,10 @@ func (p *bodyParser) typedFor(query, opName string) {
 		return
 	}
 	for _, def := range op.VariableDefinitions {
-		if t := def.Type; t.NonNull && t.Elem == nil && t.NamedType == submitTasksInput && len(p.typedNames) < 64 {
+		if t := def.Type; t.NonNull && t.Elem == nil && (t.NamedType == submitTasksInput || t.NamedType == submitTaskInput) && len(p.typedNames) < 64 {
+			if t.NamedType == submitTaskInput {
+				p.typedOne |= 1 << len(p.typedNames)
+			}
 			p.typedNames = append(p.typedNames, def.Variable)
 		}
 	}
@@ -250,7 +262,8 @@ func (p *bodyParser) typedFor(query, opName string) {
 }
 
 // typedValue reads the value of the variable k typed, if k is one of
-// typedNames and model.DecodeSubmitTasksJSON is sure of it; ok false with
+// typedNames and model.DecodeSubmitTasksJSON (DecodeSubmitTaskJSON for a
+// SubmitTaskInput!) is sure of it; ok false with
 // done true means k was read typed before (the generic path merges a
 // repeated variable: leave it that).
 func (p *bodyParser) typedValue(k string) (v any, done, ok bool) {
@@ -262,13 +275,18 @@ func (p *bodyParser) typedValue(k string) (v any, done, ok bool) {
 			return nil, true, false
 		}
 		p.ws()
-		in, end, ok := model.DecodeSubmitTasksJSON(p.b[p.i:])
+		var end int
+		if p.typedOne&(1<<n) != 0 {
+			v, end, ok = model.DecodeSubmitTaskJSON(p.b[p.i:])
+		} else {
+			v, end, ok = model.DecodeSubmitTasksJSON(p.b[p.i:])
+		}
 		if !ok {
 			return nil, false, false
 		}
 		p.i += end
 		p.typedSeen |= 1 << n
-		return in, true, true
+		return v, true, true
 	}
 	return nil, false, false
 }

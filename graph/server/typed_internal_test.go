@@ -123,29 +123,40 @@ func (g *jsonGen) value(typ *ast.Type, depth int) string {
 	panic("no generator for " + def.Name)
 }
 
-// typedChecker compares the typed reading of a SubmitTasksInput! variable
-// with the generic one.
+// typedChecker compares the typed reading of a SubmitTasksInput! (or,
+// with one, SubmitTaskInput!) variable with the generic one.
 type typedChecker struct {
 	schema *ast.Schema
 	check  *varCheck
 	typ    *ast.Type
 	op     *ast.OperationDefinition
+	one    bool
 }
 
-func newTypedChecker() *typedChecker {
+func newTypedChecker() *typedChecker { return newTypedCheckerOf(submitTasksInput) }
+
+func newTypedCheckerOf(name string) *typedChecker {
 	schema := generated.NewExecutableSchema(generated.Config{}).Schema()
-	typ := &ast.Type{NamedType: submitTasksInput, NonNull: true}
+	typ := &ast.Type{NamedType: name, NonNull: true}
 	return &typedChecker{
-		schema: schema, check: newVarCheck(schema, nil), typ: typ,
-		op: &ast.OperationDefinition{VariableDefinitions: ast.VariableDefinitionList{{Variable: "in", Type: typ, Definition: schema.Types[submitTasksInput]}}},
+		schema: schema, check: newVarCheck(schema, nil), typ: typ, one: name == submitTaskInput,
+		op: &ast.OperationDefinition{VariableDefinitions: ast.VariableDefinitionList{{Variable: "in", Type: typ, Definition: schema.Types[name]}}},
 	}
+}
+
+// decode reads text typed as the checker's type.
+func (c *typedChecker) decode(text string) (typed any, end int, ok bool) {
+	if c.one {
+		return model.DecodeSubmitTaskJSON([]byte(text))
+	}
+	return model.DecodeSubmitTasksJSON([]byte(text))
 }
 
 // compare reads text (a variable's value) both ways; when the typed
 // reading takes it, everything the generic path does with it must succeed
 // and give the same input. It reports whether the typed reading took it.
 func (c *typedChecker) compare(t testing.TB, text string) bool {
-	typed, end, ok := model.DecodeSubmitTasksJSON([]byte(text))
+	typed, end, ok := c.decode(text)
 	if !ok {
 		return false
 	}
@@ -168,17 +179,31 @@ func (c *typedChecker) compare(t testing.TB, text string) bool {
 		t.Fatalf("%s: read typed, but gqlparser changes it", text)
 	}
 	ctx := graphql.WithPathContext(context.Background(), graphql.NewPathWithField("input"))
-	var want, got model.SubmitTasksInput
-	if err := want.UnmarshalGQLContext(ctx, tree); err != nil {
+	if c.one {
+		compareUnmarshalled[model.SubmitTaskInput](t, ctx, text, tree, typed)
+	} else {
+		compareUnmarshalled[model.SubmitTasksInput](t, ctx, text, tree, typed)
+	}
+	return true
+}
+
+// compareUnmarshalled unmarshals tree (the generic value) and typed (the
+// typed reading of text) into a T each and requires the same.
+func compareUnmarshalled[T any, PT interface {
+	*T
+	graphql.ContextUnmarshaler
+	graphql.ContextMarshaler
+}](t testing.TB, ctx context.Context, text string, tree, typed any) {
+	var want, got T
+	if err := PT(&want).UnmarshalGQLContext(ctx, tree); err != nil {
 		t.Fatalf("%s: read typed, but unmarshalling the generic value fails: %v", text, err)
 	}
-	if err := got.UnmarshalGQLContext(ctx, typed); err != nil {
+	if err := PT(&got).UnmarshalGQLContext(ctx, typed); err != nil {
 		t.Fatalf("%s: %v", text, err)
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("%s:\n typed   %s\n generic %s", text, show(got), show(want))
+		t.Fatalf("%s:\n typed   %s\n generic %s", text, show(PT(&got)), show(PT(&want)))
 	}
-	return true
 }
 
 func reread(t testing.TB, text string) any {
@@ -191,13 +216,13 @@ func reread(t testing.TB, text string) any {
 	return v
 }
 
-func show(in model.SubmitTasksInput) string {
+func show(in graphql.ContextMarshaler) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s", must(writeInput(in)))
 	return b.String()
 }
 
-func writeInput(in model.SubmitTasksInput) (string, error) {
+func writeInput(in graphql.ContextMarshaler) (string, error) {
 	var b strings.Builder
 	err := in.MarshalGQLContext(context.Background(), &b)
 	return b.String(), err
@@ -242,6 +267,44 @@ func TestTypedSubmitTasksMatchesTheGenericPath(t *testing.T) {
 	}
 }
 
+// TestTypedSubmitTaskMatchesTheGenericPath is the same for a submitTask's
+// input (model.DecodeSubmitTaskJSON).
+func TestTypedSubmitTaskMatchesTheGenericPath(t *testing.T) {
+	c := newTypedCheckerOf(submitTaskInput)
+	g := &jsonGen{schema: c.schema, rng: rand.New(rand.NewPCG(23, 7))}
+	var took int
+	const n = 24000
+	for range n {
+		if c.compare(t, g.value(c.typ, 0)) {
+			took++
+		}
+	}
+	t.Logf("read typed: %d of %d", took, n)
+	require.Greater(t, took, n/10, "the typed reading takes too few inputs to be exercised")
+	for _, text := range []string{
+		`{"action":{"kind":"click","params":{"n":7},"selector":"css:#go"},"agentId":"bench-7","labels":[{"key":"bench","value":"1"}]}`,
+		`{"agentId":"x","priority":"HIGH","queueMode":"INTERRUPT","exhausted":"PARK","sessionReplay":true,"sessionMaxInFlight":3,` +
+			`"dependsOn":["b"],"labels":[{"key":"k","value":"v"}],"retryPolicy":{"maxAttempts":3,"backoffMs":10,"multiplier":1.5,"maxBackoffMs":100,"jitter":true},` +
+			`"deadline":"2030-01-02T03:04:05Z","timeoutMs":5000,"webhookUrl":"https://example.com/h","idempotencyKey":"i","lane":"main","sessionKey":"s",` +
+			`"instruction":"go","tabId":"t","instanceId":"n","parentId":"p","action":{"kind":"click","ref":"e1","selector":"css:#go","params":{"a":[1,{"b":null}]}}}`,
+	} {
+		require.True(t, c.compare(t, text), "not read typed: %s", text)
+	}
+}
+
+// FuzzTypedSubmitTask is TestTypedSubmitTaskMatchesTheGenericPath's
+// comparison over fuzzed texts.
+func FuzzTypedSubmitTask(f *testing.F) {
+	c := newTypedCheckerOf(submitTaskInput)
+	g := &jsonGen{schema: c.schema, rng: rand.New(rand.NewPCG(5, 11))}
+	for range 40 {
+		f.Add(g.value(c.typ, 0))
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		c.compare(t, text)
+	})
+}
+
 // benchItems is the value of the variable in batchBody.
 func benchItems(n int) []byte {
 	body := string(batchBody(n))
@@ -275,7 +338,7 @@ func (m mapCache) Add(_ context.Context, key string, d *ast.QueryDocument) { m[k
 // TestTypedReadingNeedsItsOperation checks when the body decoder reads a
 // variable typed: a cached query given before the variables, whose
 // operation (the one named, wherever the name is) declares it
-// SubmitTasksInput!; else the body is read as before.
+// SubmitTasksInput! or SubmitTaskInput!; else the body is read as before.
 func TestTypedReadingNeedsItsOperation(t *testing.T) {
 	schema := generated.NewExecutableSchema(generated.Config{}).Schema()
 	cache := mapCache{}
@@ -302,7 +365,9 @@ func TestTypedReadingNeedsItsOperation(t *testing.T) {
 		{`{"query":` + quote(one) + `,"variables":{"other":` + in + `,"in":` + in + `},"extensions":{"in":` + in + `}}`, true},
 		{`{"variables":{"in":` + in + `},"query":` + quote(one) + `}`, false},                                     // the query after the variables
 		{`{"query":` + quote(one+" ") + `,"variables":{"in":` + in + `}}`, false},                                 // not cached
-		{`{"query":` + quote(two) + `,"operationName":"B","variables":{"in":` + task + `}}`, false},               // another type
+		{`{"query":` + quote(two) + `,"operationName":"B","variables":{"in":` + task + `}}`, true},                // a submitTask's input
+		{`{"query":` + quote(two) + `,"operationName":"B","variables":{"in":` + in + `}}`, false},                 // not a SubmitTaskInput: the generic path
+		{`{"query":` + quote(two) + `,"operationName":"A","variables":{"in":` + task + `}}`, false},               // not a SubmitTasksInput
 		{`{"query":` + quote(two) + `,"variables":{"in":` + in + `},"operationName":"B"}`, false},                 // no operation named yet, then B
 		{`{"query":` + quote(two) + `,"operationName":"A","variables":{"in":` + in + `,"in":` + in + `}}`, false}, // repeated
 		{`{"query":` + quote(two) + `,"operationName":"A","variables":{"in":{"items":[null]}}}`, false},           // not sure: the generic path
@@ -320,12 +385,19 @@ func TestTypedReadingNeedsItsOperation(t *testing.T) {
 		}
 		// All but the typed variable as before; that one as the generic
 		// path unmarshals it.
-		v, ok := got.Variables["in"].(*model.SubmitTasksJSON)
-		require.True(t, ok, tc.body)
-		var gotIn, wantIn model.SubmitTasksInput
-		require.NoError(t, gotIn.UnmarshalGQLContext(context.Background(), v))
-		require.NoError(t, wantIn.UnmarshalGQLContext(context.Background(), want.Variables["in"]))
-		require.Equal(t, wantIn, gotIn)
+		if v, ok := got.Variables["in"].(*model.SubmitTaskJSON); ok {
+			var gotIn, wantIn model.SubmitTaskInput
+			require.NoError(t, gotIn.UnmarshalGQLContext(context.Background(), v))
+			require.NoError(t, wantIn.UnmarshalGQLContext(context.Background(), want.Variables["in"]))
+			require.Equal(t, wantIn, gotIn)
+		} else {
+			v, ok := got.Variables["in"].(*model.SubmitTasksJSON)
+			require.True(t, ok, tc.body)
+			var gotIn, wantIn model.SubmitTasksInput
+			require.NoError(t, gotIn.UnmarshalGQLContext(context.Background(), v))
+			require.NoError(t, wantIn.UnmarshalGQLContext(context.Background(), want.Variables["in"]))
+			require.Equal(t, wantIn, gotIn)
+		}
 		got.Variables["in"], want.Variables["in"] = nil, nil
 		require.Equal(t, want, got, tc.body)
 	}

@@ -21,9 +21,10 @@
 //     back before any other extension (limits, the gate, the audit) or
 //     resolver sees the operation.
 //
-// A submitTasks input the body decoder read typed (decodeParamsTyped,
-// model.DecodeSubmitTasksJSON: only what gqlparser would accept and return
-// unchanged) is held back the same way, cached query or not.
+// A submitTasks or submitTask input the body decoder read typed
+// (decodeParamsTyped, model.DecodeSubmitTasksJSON and DecodeSubmitTaskJSON:
+// only what gqlparser would accept and return unchanged) is held back the
+// same way, cached query or not.
 //
 // gqlparser still walked every placeholder: an input object's every
 // defined field, boxing a path element and a reflect.Value for each (a
@@ -32,8 +33,9 @@
 // executor's query cache (varCache) hands gqlgen, for this one request,
 // a copy of the document whose operation declares only the variables not
 // held back; varSwap puts the real document back with the real values.
-// The placeholders stay in the variables: if the document left the cache
-// meanwhile, gqlgen parses it again and validates them as before.
+// Only when there is no such document (the operation is not cached: a
+// submitTasks input read typed whose document left the cache meanwhile)
+// do the held variables get placeholders for gqlparser to check.
 
 package server
 
@@ -91,6 +93,11 @@ func newVarCheck(schema *ast.Schema, cache graphql.Cache[*ast.QueryDocument]) *v
 type swapped struct {
 	names  []string
 	values []any
+	types  []*ast.Type
+	// Room for the common request's one or two variables.
+	namesBuf  [2]string
+	valuesBuf [2]any
+	typesBuf  [2]*ast.Type
 
 	query    string             // the request's query, the cache's key
 	doc      *ast.QueryDocument // the cached document
@@ -99,14 +106,16 @@ type swapped struct {
 
 type swapKey struct{}
 
-// prepare replaces, in params, the variables the check accepts by
-// placeholders, and returns ctx carrying the real values for varSwap; it
-// returns ctx and changes nothing when the operation is not cached or no
-// variable qualifies. typed says that params holds variables read typed
-// (*model.SubmitTasksJSON, decodeParamsTyped): those are always held back,
-// as gqlparser would not know them; the body decoder read them only for
-// a variable of type SubmitTasksInput! of this operation, and only what
-// gqlparser accepts and returns unchanged.
+// prepare holds back from gqlparser the variables the check accepts, and
+// returns ctx carrying their values for varSwap and the document without
+// their definitions for varCache; only when there is no such document are
+// they replaced, in params, by placeholders. It returns ctx and changes
+// nothing when the operation is not cached or no variable qualifies.
+// typed says that params holds variables read typed
+// (*model.SubmitTasksJSON or *model.SubmitTaskJSON, decodeParamsTyped):
+// those are always held back, as gqlparser would not know them; the body
+// decoder read them only for a variable of that type of this operation,
+// and only what gqlparser accepts and returns unchanged.
 func (c *varCheck) prepare(ctx context.Context, params *graphql.RawParams, typed bool) context.Context {
 	if c == nil || len(params.Variables) == 0 {
 		return ctx
@@ -114,8 +123,11 @@ func (c *varCheck) prepare(ctx context.Context, params *graphql.RawParams, typed
 	var sw *swapped
 	if typed {
 		for name, val := range params.Variables {
-			if _, ok := val.(*model.SubmitTasksJSON); ok {
-				sw = c.hold(sw, params, name, val, submitTasksType)
+			switch val.(type) {
+			case *model.SubmitTasksJSON:
+				sw = c.hold(sw, name, val, submitTasksType)
+			case *model.SubmitTaskJSON:
+				sw = c.hold(sw, name, val, submitTaskType)
 			}
 		}
 	}
@@ -131,6 +143,18 @@ func (c *varCheck) prepare(ctx context.Context, params *graphql.RawParams, typed
 	}
 	if op != nil {
 		sw.query, sw.doc, sw.stripped = params.Query, doc, c.strip(doc, op, sw.names)
+	}
+	if sw.stripped == nil {
+		// gqlparser will check the held variables: placeholders for them,
+		// in a copy (the caller's map stays as it was decoded).
+		vars := make(map[string]any, len(params.Variables))
+		for k, v := range params.Variables {
+			vars[k] = v
+		}
+		for i, name := range sw.names {
+			vars[name] = c.placeholder(sw.types[i])
+		}
+		params.Variables = vars
 	}
 	return context.WithValue(ctx, swapKey{}, sw)
 }
@@ -208,8 +232,11 @@ func (c varCache) Get(ctx context.Context, query string) (*ast.QueryDocument, bo
 	return c.Cache.Get(ctx, query)
 }
 
-// submitTasksType is the type of the variables read typed.
-var submitTasksType = &ast.Type{NamedType: submitTasksInput, NonNull: true}
+// The types of the variables read typed.
+var (
+	submitTasksType = &ast.Type{NamedType: submitTasksInput, NonNull: true}
+	submitTaskType  = &ast.Type{NamedType: submitTaskInput, NonNull: true}
+)
 
 // prepareOp holds back the variables of op the check accepts.
 func (c *varCheck) prepareOp(op *ast.OperationDefinition, params *graphql.RawParams, sw *swapped) *swapped {
@@ -226,26 +253,21 @@ func (c *varCheck) prepareOp(op *ast.OperationDefinition, params *graphql.RawPar
 		if !present || val == nil || !c.accepts(def.Type, val) {
 			continue
 		}
-		sw = c.hold(sw, params, def.Variable, val, def.Type)
+		sw = c.hold(sw, def.Variable, val, def.Type)
 	}
 	return sw
 }
 
-// hold replaces the variable name, of type typ, by a placeholder, noting
-// its value in sw (made when nil).
-func (c *varCheck) hold(sw *swapped, params *graphql.RawParams, name string, val any, typ *ast.Type) *swapped {
+// hold notes that the variable name, of type typ, is held back from
+// gqlparser with its value val, in sw (made when nil).
+func (c *varCheck) hold(sw *swapped, name string, val any, typ *ast.Type) *swapped {
 	if sw == nil {
 		sw = &swapped{}
-		// A copy: the caller's map stays as it was decoded.
-		vars := make(map[string]any, len(params.Variables))
-		for k, v := range params.Variables {
-			vars[k] = v
-		}
-		params.Variables = vars
+		sw.names, sw.values, sw.types = sw.namesBuf[:0], sw.valuesBuf[:0], sw.typesBuf[:0]
 	}
 	sw.names = append(sw.names, name)
 	sw.values = append(sw.values, val)
-	params.Variables[name] = c.placeholder(typ)
+	sw.types = append(sw.types, typ)
 	return sw
 }
 
