@@ -20,7 +20,7 @@
 //
 // decodeParamsTyped also reads a submitTasks input straight into its Go
 // types when it can (model.DecodeSubmitTasksJSON; ADR 0005, finding 17),
-// and a submitTask input (model.DecodeSubmitTaskJSON; finding 19).
+// and a submitTask input (model.DecodeSubmitTaskJSON; finding 21).
 
 package server
 

@@ -29,7 +29,7 @@
 // gqlparser still walked every placeholder: an input object's every
 // defined field, boxing a path element and a reflect.Value for each (a
 // SubmitTaskInput's 20 fields were about 60 of a submitTask's 300
-// allocations; ADR 0005, finding 19). So for a cached operation the
+// allocations; ADR 0005, finding 21). So for a cached operation the
 // executor's query cache (varCache) hands gqlgen, for this one request,
 // a copy of the document whose operation declares only the variables not
 // held back; varSwap puts the real document back with the real values.

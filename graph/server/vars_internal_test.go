@@ -130,7 +130,7 @@ func TestHeldVariablesAreLeftOutOfGqlparsersCheckOnly(t *testing.T) {
 	c := newVarCheck(schema, cache)
 	query := `query Other { stats { at } }
 mutation Submit($in: SubmitTaskInput!, $n: Int) { submitTask(input: $in) { id children(first: $n) { id } } }`
-	doc, errs := gqlparser.LoadQuery(schema, query)
+	doc, errs := gqlparser.LoadQueryWithRules(schema, query, nil)
 	require.Empty(t, errs)
 	cache.Add(context.Background(), query, doc)
 	submit := doc.Operations.ForName("Submit")
