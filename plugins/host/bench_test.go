@@ -179,7 +179,10 @@ func BenchmarkRunawayGuest(b *testing.B) {
 //   - ns/unit: wall time per unit of fuel burnt by such a decision;
 //   - stall-ms: with the default configuration (deadline and breaker), the
 //     time all decisions asked of the plugin took until the breaker
-//     quarantined it: what one pathological module costs the scheduler.
+//     quarantined it: what one pathological module costs the scheduler;
+//   - default-worst-ms: the longest of those decisions, the worst single
+//     decision under the defaults (issue 15's bar: 5 ms on a machine that
+//     is not starved).
 func BenchmarkHostile(b *testing.B) {
 	for _, tc := range hostileCases() {
 		wasm := hostileModule(tc.pick, tc.helper)
@@ -209,9 +212,9 @@ func BenchmarkHostile(b *testing.B) {
 			if tc.want == 0 {
 				return // legal: it is never taken out
 			}
-			var stall time.Duration
+			var stall, worst time.Duration
 			rounds := 0
-			drt := newRuntime(b, host.Config{NoFileCache: true, Deadline: 10 * time.Millisecond})
+			drt := newRuntime(b, host.Config{NoFileCache: true})
 			for range 3 {
 				p, err := drt.Load(ctx, tc.name, wasm, nil)
 				require.NoError(b, err)
@@ -223,12 +226,15 @@ func BenchmarkHostile(b *testing.B) {
 					}
 					start := time.Now()
 					w.Pick(pickCtx(), cands, make([]uint32, 4))
-					stall += time.Since(start)
+					d := time.Since(start)
+					stall += d
+					worst = max(worst, d)
 				}
 				rounds++
 				require.NoError(b, p.Close(ctx))
 			}
 			b.ReportMetric(float64((stall/time.Duration(rounds)).Microseconds())/1000, "stall-ms")
+			b.ReportMetric(float64(worst.Microseconds())/1000, "default-worst-ms")
 		})
 	}
 }
