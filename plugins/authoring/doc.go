@@ -16,5 +16,7 @@
 // modules) across calls; without it each call starts a private runtime with
 // the default host configuration and its file-backed compilation cache,
 // but for the deadline: a minute for Check and Simulate, which judge fuel
-// rather than wall time, and the server's for Bench (BenchOptions.Deadline).
+// rather than wall time (and so does their breaker: the wall time faulted
+// decisions may cost before a quarantine is a minute too), and the
+// server's for Bench (BenchOptions.Deadline).
 package authoring

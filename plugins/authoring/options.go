@@ -55,9 +55,12 @@ func (o Options) candidates() int {
 // runtime returns the runtime to use and a function that releases it;
 // onEvent sees a private runtime's events.
 func (o Options) runtime(onEvent func(host.Event)) (*host.Runtime, func(), error) {
-	// Checks judge fuel, which is deterministic, not wall time, which
-	// depends on the machine and its load: the deadline is set far out.
-	return o.runtimeWith(host.Config{OnEvent: onEvent, Deadline: time.Minute})
+	// Checks judge fuel and counts, which are deterministic, not wall time,
+	// which depends on the machine and its load: the deadline and the
+	// breaker's stall allowance (the wall time faulted decisions may cost
+	// before a quarantine) are set far out, so that a loaded machine cannot
+	// quarantine the plugin sooner and change the report.
+	return o.runtimeWith(host.Config{OnEvent: onEvent, Deadline: time.Minute, BreakerStall: time.Minute})
 }
 
 // runtimeWith returns o.Runtime, or else a private runtime of cfg with o's
