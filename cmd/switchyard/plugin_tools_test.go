@@ -560,7 +560,7 @@ func TestPluginCheckBlamesAConfigurationUnderWhichTheSmokeDecisionFaults(t *test
 	var out, errOut bytes.Buffer
 	require.Equal(t, 1, run(ctx, []string{"plugin", "check", "--config", `{"spin": true}`, spinner}, &out, &errOut), errOut.String())
 	text := out.String()
-	require.True(t, strings.HasPrefix(text, "FAIL  fairness plugin, no decision made: it refused the configuration\n"), text)
+	require.True(t, strings.HasPrefix(text, "FAIL  fairness plugin, not checked: its smoke decision faults under the configuration\n"), text)
 	require.Regexp(t, `(?m)^  FAIL config +the module's smoke decision faults under the configuration \(fuel: ran out of fuel`, text)
 	require.NotRegexp(t, `(?m)^  FAIL abi`, text)
 	out.Reset()

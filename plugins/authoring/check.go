@@ -48,6 +48,10 @@ type CheckReport struct {
 	// v2), absent when it declares none. The configuration given to the
 	// checks (Options.Config) was checked against it at load.
 	ConfigSchema json.RawMessage `json:"configSchema,omitempty"`
+
+	// smokeFaulted says that the configuration was refused because the
+	// module's smoke decision faults under it: one decision was made.
+	smokeFaulted bool
 }
 
 // CheckResult is one check's outcome.
@@ -67,6 +71,8 @@ func (r *CheckReport) String() string {
 	switch {
 	case r.Decided:
 		fmt.Fprintf(&b, "%s  %s plugin (stateless %v), fuel per decision up to %d, setup %d\n", verdict, r.Slot, r.Stateless, r.FuelMax, r.SetupFuel)
+	case r.Slot != "" && r.smokeFaulted:
+		fmt.Fprintf(&b, "%s  %s plugin, not checked: its smoke decision faults under the configuration\n", verdict, r.Slot)
 	case r.Slot != "":
 		fmt.Fprintf(&b, "%s  %s plugin, no decision made: it refused the configuration\n", verdict, r.Slot)
 	default:
@@ -180,7 +186,8 @@ func configRefused(err error) error {
 	if !errors.As(err, &ce) {
 		return err
 	}
-	rep := &CheckReport{Slot: ce.Slot.String(), Stateless: ce.Stateless, ConfigSchema: ce.Schema}
+	var sm *host.SmokeError
+	rep := &CheckReport{Slot: ce.Slot.String(), Stateless: ce.Stateless, ConfigSchema: ce.Schema, smokeFaulted: errors.As(ce.Err, &sm)}
 	rep.Checks = append(rep.Checks, CheckResult{Name: CheckConfig, Detail: configRefusal(ce)})
 	return &ConfigRefusal{Report: rep, Err: ce}
 }
