@@ -239,13 +239,26 @@ func (in *instance) setupCall(fn api.Function) error {
 
 // callWith fills the tank, arms the watchdog and calls fn. The fast path
 // is two atomic stores, a clock read and one uncontended lock.
+//
+// expired, halted and deadline are stored only when they change: each
+// store is a locked instruction on amd64, and on a healthy instance the
+// first two are false and the third is its phase's bound already. Only
+// the watchdog sets expired or halted, under mu and while started holds
+// the call's start; the last call stored started = 0 under mu, so neither
+// can change until this call stores its start, after these.
 func (in *instance) callWith(fn api.Function, fuel int64, deadline time.Duration) error {
 	rt := in.plugin.rt
 	in.fuel.Set(uint64(fuel))
 	in.depth.Set(0)
-	in.expired.Store(false)
-	in.halted.Store(false)
-	in.deadline.Store(int64(deadline))
+	if in.expired.Load() {
+		in.expired.Store(false)
+	}
+	if in.halted.Load() {
+		in.halted.Store(false)
+	}
+	if in.deadline.Load() != int64(deadline) {
+		in.deadline.Store(int64(deadline))
+	}
 	in.lastStart = time.Since(rt.epoch)
 	in.started.Store(int64(in.lastStart) | 1) // never 0, which means idle
 	rt.dog.arm()

@@ -682,10 +682,15 @@ func (p *Plugin) succeeded() {
 			break
 		}
 	}
-	forgive := int64(p.rt.cfg.BreakerStall) / int64(p.rt.cfg.BreakerForgive*p.rt.cfg.BreakerThreshold)
 	for {
 		s := p.stall.Load()
-		if s <= 0 || p.stall.CompareAndSwap(s, max(s-forgive, 0)) {
+		if s <= 0 {
+			break
+		}
+		// Divided only when there is a stall to forgive: a healthy
+		// plugin's decisions pay no division.
+		forgive := int64(p.rt.cfg.BreakerStall) / int64(p.rt.cfg.BreakerForgive*p.rt.cfg.BreakerThreshold)
+		if p.stall.CompareAndSwap(s, max(s-forgive, 0)) {
 			break
 		}
 	}

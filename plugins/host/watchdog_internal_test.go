@@ -1,6 +1,8 @@
 package host
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -213,5 +215,55 @@ func TestWatchAbandonsNetOfLatenessAndCountsGraces(t *testing.T) {
 			require.Equal(t, tc.expire, expired)
 			require.Equal(t, tc.graces, p.stats.graces.Load())
 		})
+	}
+}
+
+// seeing is a guest export that records what the watchdog's fields of its
+// instance hold while it runs, and returns err.
+type seeing struct {
+	api.Function
+	in              *instance
+	expired, halted bool
+	deadline        time.Duration
+	err             error
+}
+
+func (f *seeing) CallWithStack(context.Context, []uint64) error {
+	f.expired, f.halted = f.in.expired.Load(), f.in.halted.Load()
+	f.deadline = time.Duration(f.in.deadline.Load())
+	return f.err
+}
+
+// A call starts with expired and halted clear and its own deadline stored,
+// whatever the last call left (callWith stores them only when they
+// differ), so that a call's fault is not put down to a stop the watchdog
+// made of an earlier one.
+func TestACallStartsWithTheWatchdogsMarksClearAndItsDeadline(t *testing.T) {
+	t.Parallel()
+	rt := &Runtime{epoch: time.Now(), dog: &watchdog{wake: make(chan struct{}, 1)}}
+	p := &Plugin{rt: rt}
+	in := &instance{plugin: p, fuel: &tank{}, depth: &tank{}}
+	trap := errors.New("trap")
+	for _, tc := range []struct {
+		name            string
+		expired, halted bool
+		deadline        time.Duration
+		err             error
+	}{
+		{"left marked by a stop, a fault follows", true, true, time.Second, trap},
+		{"left expired only", true, false, 10 * time.Millisecond, trap},
+		{"left clear, another deadline", false, false, time.Minute, nil},
+		{"left clear", false, false, 10 * time.Millisecond, nil},
+	} {
+		in.expired.Store(tc.expired)
+		in.halted.Store(tc.halted)
+		in.deadline.Store(int64(tc.deadline))
+		fn := &seeing{in: in, err: tc.err}
+		err := in.callWith(fn, 1000, 10*time.Millisecond)
+		require.False(t, fn.expired, tc.name)
+		require.False(t, fn.halted, tc.name)
+		require.Equal(t, 10*time.Millisecond, fn.deadline, tc.name)
+		require.Equal(t, tc.err, err, tc.name)
+		require.Zero(t, in.started.Load(), tc.name)
 	}
 }
