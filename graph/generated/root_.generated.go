@@ -4392,7 +4392,7 @@ type Plugin {
   calls: Int64!
   "Decisions it failed to make (traps, exhausted budgets, invalid answers, refusals)."
   faults: Int64!
-  "Decisions answered by its native fallback instead (faults, breaker, rebuilding); fallbacksByCause says why."
+  "Decisions answered by its native fallback instead (a fault, the breaker, closed, rebuilding, too large); fallbacksByCause says why."
   fallbacks: Int64!
   """
   Its fallbacks by cause, in the order of PluginFallbackCause, causes with none left out (empty for native
@@ -5140,11 +5140,18 @@ extend type Mutation {
   """
   cancelTasks(filter: TaskFilter!, reason: String): CancelPayload!
   """
-  Stops a session: its oldest running task, or with ` + "`" + `all` + "`" + ` everything it has
-  running or waiting (and work for it submitted before now that arrives
+  Stops a session: its oldest running task, or with ` + "`" + `all` + "`" + ` every task of it
+  that has not ended — running, queued, waiting for dependencies, waiting to
+  retry or parked — (and work for it submitted before now that arrives
   later: a submission another node of a cluster accepted before the stop and
   the leader applies after it is recorded CANCELLED, ` + "`" + `session stopped` + "`" + `, for
-  10 minutes after the stop, also by a leader that starts meanwhile). With a
+  10 minutes after the stop, also by a leader that starts meanwhile). Each is
+  CANCELLED with the reason ` + "`" + `session stopped` + "`" + `; ` + "`" + `ids` + "`" + ` lists them, empty when
+  there is nothing to stop (without ` + "`" + `all` + "`" + `: nothing running). It cancels the
+  session's tasks, not the session: its tab stays bound to it, and a task
+  submitted to it afterwards runs in that tab, once a stopped running task
+  has given back its slots (as for ` + "`" + `cancelTask` + "`" + `: when its executor returns,
+  ` + "`" + `executor.abortGrace` + "`" + ` at most). With a
   durable store it answers once the cancellations and the stop are committed
   (UNAVAILABLE, as for ` + "`" + `cancelTasks` + "`" + `, when that is not confirmed).
   """

@@ -1068,7 +1068,7 @@ type PluginInfo struct {
 	Calls int64 `json:"calls"`
 	// Decisions it failed to make (traps, exhausted budgets, invalid answers, refusals).
 	Faults int64 `json:"faults"`
-	// Decisions answered by its native fallback instead (faults, breaker, rebuilding); fallbacksByCause says why.
+	// Decisions answered by its native fallback instead (a fault, the breaker, closed, rebuilding, too large); fallbacksByCause says why.
 	Fallbacks int64 `json:"fallbacks"`
 	// Fairness decisions that held (ABI version 2 hold: nothing dispatched from the candidates until it is asked again); plan previews are not counted.
 	Holds int64 `json:"holds"`
