@@ -214,7 +214,7 @@ func BenchmarkHostile(b *testing.B) {
 			}
 			var stall, worst time.Duration
 			rounds := 0
-			drt := newRuntime(b, host.Config{NoFileCache: true})
+			drt := newRuntime(b, host.Config{NoFileCache: true, Deadline: host.DefaultDeadline}) // newRuntime's own default is a minute
 			for range 3 {
 				p, err := drt.Load(ctx, tc.name, wasm, nil)
 				require.NoError(b, err)
