@@ -185,7 +185,7 @@ func BenchmarkRunawayGuest(b *testing.B) {
 //     is not starved).
 func BenchmarkHostile(b *testing.B) {
 	for _, tc := range hostileCases() {
-		wasm := hostileModule(tc.pick, tc.helper)
+		wasm := tc.wasm()
 		cands := host.SyntheticCandidates(16, 1)
 		b.Run(tc.name, func(b *testing.B) {
 			ctx := context.Background()
