@@ -103,10 +103,40 @@ func TestGlobalFlagsGoBeforeTheCommandOrAfterTheVerb(t *testing.T) {
 		{[]string{"--decisions", "5", "plugin", "bench", "x.wasm"}, "unknown global flag --decisions"},
 		{[]string{"--server"}, "global flag --server needs a value"},
 		{[]string{"--json", "version"}, "flag provided but not defined: -json"},
+		{[]string{"version", "--server", url}, "flag provided but not defined: -server"},
 	} {
 		out.Reset()
 		errOut.Reset()
 		require.Equal(t, 2, run(context.Background(), c.args, &out, &errOut), "%q", c.args)
 		require.Contains(t, errOut.String(), c.want, "%q", c.args)
 	}
+}
+
+// Before a command that talks to no server, --server and --request-timeout
+// are left out (a shell alias that puts them before every command works for
+// every command), while --json still reaches the command; bench keeps its
+// own --server.
+func TestClientFlagsBeforeALocalCommandAreLeftOut(t *testing.T) {
+	t.Parallel()
+	url, ops := fakePlugins(t)
+	for _, args := range [][]string{
+		{"--server", url, "version"},
+		{"--server=" + url, "--request-timeout", "5s", "version"},
+		{"--request-timeout=5s", "-server", url, "token", "new", "--name", "ci", "--role", "admin"},
+		{"--server", url, "--json", "token", "new", "--name", "ci", "--role", "admin"},
+		{"--server", url, "plugin", "new", "fairness", t.TempDir() + "/p"},
+	} {
+		var out, errOut bytes.Buffer
+		require.Equal(t, 0, run(context.Background(), args, &out, &errOut), "%q: %s", args, errOut.String())
+	}
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run(context.Background(), []string{"--server", url, "--json", "token", "new", "--name", "ci", "--role", "admin"}, &out, &errOut), errOut.String())
+	var made struct{ Token, Hash string }
+	require.NoError(t, json.Unmarshal(out.Bytes(), &made), "--json before the command still reaches it: %s", out.String())
+	require.NotEmpty(t, made.Hash)
+	require.Empty(t, ops(), "no local command asked the server")
+
+	hoisted, err := hoistGlobalFlags([]string{"--server", url, "--request-timeout", "5s", "--json", "bench", "--mode", "submit"}, commands())
+	require.NoError(t, err)
+	require.Equal(t, []string{"bench", "--server", url, "--json", "--mode", "submit"}, hoisted, "bench keeps its own --server and --json")
 }

@@ -85,10 +85,15 @@ var globalFlags = map[string]bool{"server": true, "request-timeout": true, "json
 // hoistGlobalFlags moves the global flags that come before the command to
 // after it and its verb, where the verb's own flag set parses them (so one
 // given twice is the last one's, as anywhere else): `--server URL plugin
-// list` runs as `plugin list --server URL`. Any other flag before the
-// command is a usage error.
+// list` runs as `plugin list --server URL`. Before a command that is not a
+// client verb (plugin check, token, version, …), --server and
+// --request-timeout are left out (but bench's own --server), so that a
+// shell alias that puts them before every command works for those too
+// (after the verb they are still refused: there they can only be a
+// mistake). Any other flag before the command is a usage error.
 func hoistGlobalFlags(args []string, cmds []command) ([]string, error) {
 	var global []string
+	var names []string
 	for len(args) > 0 && strings.HasPrefix(args[0], "-") && args[0] != "-" && args[0] != "-h" && args[0] != "--help" {
 		name, _, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
 		takesValue, ok := globalFlags[name]
@@ -103,10 +108,25 @@ func hoistGlobalFlags(args []string, cmds []command) ([]string, error) {
 			n = 2
 		}
 		global = append(global, args[:n]...)
+		names = append(names, name)
 		args = args[n:]
 	}
 	if len(global) == 0 || len(args) == 0 {
 		return args, nil
+	}
+	if !talksToServer(args) {
+		var kept []string
+		for _, name := range names {
+			n := 1
+			if globalFlags[name] && !strings.Contains(global[0], "=") {
+				n = 2
+			}
+			if name == "json" || name == "server" && args[0] == "bench" {
+				kept = append(kept, global[:n]...)
+			}
+			global = global[n:]
+		}
+		global = kept
 	}
 	at := 1 // after the command
 	for _, c := range cmds {
@@ -116,6 +136,27 @@ func hoistGlobalFlags(args []string, cmds []command) ([]string, error) {
 	}
 	out := append(slices.Clone(args[:at]), global...)
 	return append(out, args[at:]...), nil
+}
+
+// talksToServer reports whether the command line args (the command first)
+// runs a client verb, which takes --server and --request-timeout: every
+// verb of task, watch and lane, and instance's and plugin's client verbs.
+// bench is not one, but takes --server of its own (a running server to
+// load instead of an in-process one). An unknown command counts as a client
+// verb, so that its error is the one the user sees.
+func talksToServer(args []string) bool {
+	isVerb := func(verbs []cli.Verb) bool {
+		return len(args) > 1 && slices.ContainsFunc(verbs, func(v cli.Verb) bool { return v.Name == args[1] })
+	}
+	switch args[0] {
+	case "instance":
+		return isVerb(cli.InstanceVerbs())
+	case "plugin":
+		return isVerb(cli.PluginVerbs())
+	case "serve", "token", "db", "version", "bench":
+		return false
+	}
+	return true
 }
 
 // run dispatches to a subcommand and returns the exit status.
