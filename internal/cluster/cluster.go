@@ -163,6 +163,10 @@ func (n *Node) Start(ctx context.Context) error {
 		return err
 	}
 	n.ready.Store(true)
+	// The node reports itself before it campaigns, so that a leader always
+	// has a row in nodes: one elected and cut off before its first report
+	// would not show at all, not even as the unhealthy follower it becomes.
+	n.beat(ctx)
 	go n.receive(ctx)
 	go func() {
 		if err := n.elector.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
@@ -340,26 +344,34 @@ func (n *Node) deposed(epoch uint64, reason error) {
 	}
 }
 
-// heartbeat reports the node's role and health to the nodes table.
+// heartbeat reports the node's role and health to the nodes table every
+// Options.Heartbeat, after the report Start made.
 func (n *Node) heartbeat(ctx context.Context) {
 	t := time.NewTicker(n.opts.Heartbeat)
 	defer t.Stop()
 	for {
-		leading, since := n.Leading()
-		role := RoleFollower
-		if leading {
-			role = RoleLeader
-		}
-		health, _ := json.Marshal(map[string]any{"lastSeq": n.events.Last(), "ready": n.ready.Load()})
-		if err := n.store.Heartbeat(ctx, postgres.NodeInfo{ID: n.opts.Node, Address: n.opts.Address, Role: role, Since: since,
-			Version: n.opts.Version, Health: health}); err != nil && ctx.Err() == nil {
-			n.log.Warn("heartbeat failed", "error", err)
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		n.beat(ctx)
+	}
+}
+
+// beat reports the node's role and health once (Start reports first, then
+// heartbeat every Options.Heartbeat); a failure is logged, and the next
+// beat tries again.
+func (n *Node) beat(ctx context.Context) {
+	leading, since := n.Leading()
+	role := RoleFollower
+	if leading {
+		role = RoleLeader
+	}
+	health, _ := json.Marshal(map[string]any{"lastSeq": n.events.Last(), "ready": n.ready.Load()})
+	if err := n.store.Heartbeat(ctx, postgres.NodeInfo{ID: n.opts.Node, Address: n.opts.Address, Role: role, Since: since,
+		Version: n.opts.Version, Health: health}); err != nil && ctx.Err() == nil {
+		n.log.Warn("heartbeat failed", "error", err)
 	}
 }
 
