@@ -92,8 +92,11 @@ var globalFlags = map[string]bool{"server": true, "request-timeout": true, "json
 // (after the verb they are still refused: there they can only be a
 // mistake). Any other flag before the command is a usage error.
 func hoistGlobalFlags(args []string, cmds []command) ([]string, error) {
-	var global []string
-	var names []string
+	type given struct {
+		name string
+		args []string // the flag and, when separate, its value
+	}
+	var flags []given
 	for len(args) > 0 && strings.HasPrefix(args[0], "-") && args[0] != "-" && args[0] != "-h" && args[0] != "--help" {
 		name, _, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
 		takesValue, ok := globalFlags[name]
@@ -107,26 +110,18 @@ func hoistGlobalFlags(args []string, cmds []command) ([]string, error) {
 			}
 			n = 2
 		}
-		global = append(global, args[:n]...)
-		names = append(names, name)
+		flags = append(flags, given{name, args[:n]})
 		args = args[n:]
 	}
-	if len(global) == 0 || len(args) == 0 {
+	if len(flags) == 0 || len(args) == 0 {
 		return args, nil
 	}
-	if !talksToServer(args) {
-		var kept []string
-		for _, name := range names {
-			n := 1
-			if globalFlags[name] && !strings.Contains(global[0], "=") {
-				n = 2
-			}
-			if name == "json" || name == "server" && args[0] == "bench" {
-				kept = append(kept, global[:n]...)
-			}
-			global = global[n:]
+	client := talksToServer(args)
+	var global []string
+	for _, f := range flags {
+		if client || f.name == "json" || f.name == "server" && args[0] == "bench" {
+			global = append(global, f.args...)
 		}
-		global = kept
 	}
 	at := 1 // after the command
 	for _, c := range cmds {
