@@ -34,6 +34,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.InstanceURL, "instance-url", "", "forward with --server: the instance to read from directly (registered with that server)")
 	fs.StringVar(&o.InstanceToken, "instance-token", os.Getenv("SWITCHYARD_INSTANCE_TOKEN"), "forward with --server: that instance's token (default $SWITCHYARD_INSTANCE_TOKEN)")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole process (client and in-process server) to this file")
+	fs.StringVar(&o.MemProfile, "memprofile", "", "write an allocation profile of the whole process (client and in-process server) to this file after the run")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

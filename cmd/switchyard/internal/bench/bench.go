@@ -65,7 +65,11 @@ type Options struct {
 	JSON        bool
 	Version     string
 	CPUProfile  string
-	Listen      string // serve the target only, on this address
+	// MemProfile names a file for the process's allocation profile (every
+	// allocation since the start, sampled as the runtime does), written
+	// after the run.
+	MemProfile string
+	Listen     string // serve the target only, on this address
 	// DatabaseURL is the PostgreSQL database of Store postgres (the bench
 	// uses a schema of its own and drops it).
 	DatabaseURL string
@@ -231,6 +235,11 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if o.MemProfile != "" {
+		if err := writeAllocs(o.MemProfile); err != nil {
+			return err
+		}
+	}
 	res.Mode, res.Server, res.Version = o.Mode, where, o.Version
 	res.GoVersion, res.CPUs = runtime.Version(), runtime.NumCPU()
 	if o.JSON {
@@ -393,4 +402,17 @@ func firstLine(s string) string {
 		s = s[:300] + "…"
 	}
 	return s
+}
+
+// writeAllocs writes the allocation profile to path.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
