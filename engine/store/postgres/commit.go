@@ -200,10 +200,10 @@ type commitRows struct {
 	}
 	maxTask uint64
 
-	// For COPY: the new tasks' labels and event seqs as values.
-	copy      bool
-	newLabels [][][]byte
-	newSeqs   [][]uint64
+	// For COPY: the new rows' payloads, and the batches of the new tasks.
+	copy       bool
+	cp         *copyRowsBuf
+	newBatches []string
 }
 
 type statusRows struct {
@@ -482,42 +482,85 @@ var closedChan = func() chan struct{} {
 	return c
 }()
 
-// rowsLocked turns a batch into column arrays. A task above the highest
-// stored seq is new (a row in tasks and one in task_status); any other only
-// updates its status. A task twice in the batch is written once, as its later
-// snapshot.
+// rowsLocked turns a batch into column arrays, or for COPY (r.copy) into
+// the COPY payloads of its new rows. A task above the highest stored seq is
+// new (a row in tasks and one in task_status); any other only updates its
+// status. A task twice in the batch is written once, as its later snapshot.
 func (s *Store) rowsLocked(b *engine.Batch) (*commitRows, error) {
 	r := &commitRows{maxTask: s.maxTaskSeq}
 	r.copy = s.useCopy(b)
-	bySeqs := make(map[string][]uint64, len(b.Tasks))
+	// Per task id: its last snapshot in the batch and its events, chained
+	// through next (one map and one slice for the batch, nothing per task).
+	refs := make(map[string]taskRef, len(b.Tasks))
+	next := make([]int32, len(b.Events))
+	evIDs := 0
 	for i := range b.Events {
-		if id := b.Events[i].TaskID; id != "" {
-			bySeqs[id] = append(bySeqs[id], b.Events[i].Seq)
-		}
-	}
-	last := make(map[string]int, len(b.Tasks))
-	for i, t := range b.Tasks {
-		last[t.ID] = i
-	}
-	var lit []byte
-	// The JSON documents share one buffer: a full slice expression keeps
-	// each its own, and a reallocation leaves the earlier ones where they are.
-	docs := make([]byte, 0, 320*len(b.Tasks))
-	for i, t := range b.Tasks {
-		if last[t.ID] != i {
+		id := b.Events[i].TaskID
+		if id == "" {
 			continue
 		}
-		seqs := bySeqs[t.ID]
-		lit = seqsLiteral(lit[:0], seqs)
-		evs := string(lit)
-		delete(bySeqs, t.ID)
+		ref := refs[id]
+		if ref.n == 0 {
+			ref.first = int32(i)
+			evIDs++
+		} else {
+			next[ref.last] = int32(i)
+		}
+		ref.last = int32(i)
+		ref.n++
+		refs[id] = ref
+	}
+	for i, t := range b.Tasks {
+		ref := refs[t.ID]
+		ref.task = int32(i) + 1
+		refs[t.ID] = ref
+	}
+	seqsOf := func(dst []uint64, ref taskRef) []uint64 {
+		for i, k := ref.first, int32(0); k < ref.n; i, k = next[i], k+1 {
+			dst = append(dst, b.Events[i].Seq)
+		}
+		return dst
+	}
+	var (
+		lit     []byte
+		seqs    []uint64
+		carried int // task ids with events that the batch carries
+		docs    []byte
+	)
+	if r.copy {
+		r.cp = getCopyRows()
+	} else {
+		// The JSON documents share one buffer: a full slice expression keeps
+		// each its own, and a reallocation leaves the earlier ones where they are.
+		docs = make([]byte, 0, 320*len(b.Tasks))
+	}
+	for i, t := range b.Tasks {
+		ref := refs[t.ID]
+		if ref.task != int32(i)+1 {
+			continue
+		}
+		if ref.n > 0 {
+			carried++
+		}
+		if t.Seq <= s.maxTaskSeq {
+			lit = seqsLiteral(lit[:0], seqsOf(seqs[:0], ref))
+			start := len(docs)
+			docs = sqlcodec.AppendStatus(docs, t)
+			r.oldStatus.add(t, docs[start:len(docs):len(docs)], string(lit))
+			continue
+		}
+		r.maxTask = max(r.maxTask, t.Seq)
+		if r.copy {
+			if err := r.cp.addTask(t, seqsOf(seqs[:0], ref)); err != nil {
+				return nil, fmt.Errorf("task %s: encode spec: %w", t.ID, err)
+			}
+			r.newBatch(t.Spec.BatchID)
+			continue
+		}
+		lit = seqsLiteral(lit[:0], seqsOf(seqs[:0], ref))
 		start := len(docs)
 		docs = sqlcodec.AppendStatus(docs, t)
 		status := docs[start:len(docs):len(docs)]
-		if t.Seq <= s.maxTaskSeq {
-			r.oldStatus.add(t, status, evs)
-			continue
-		}
 		start = len(docs)
 		var err error
 		docs, err = sqlcodec.AppendSpec(docs, t.Spec)
@@ -538,20 +581,23 @@ func (s *Store) rowsLocked(b *engine.Batch) (*commitRows, error) {
 		nt.batch = append(nt.batch, bytesOrNil(t.Spec.BatchID))
 		nt.parent = append(nt.parent, bytesOrNil(t.Spec.ParentID))
 		nt.idem = append(nt.idem, bytesOrNil(t.Spec.IdempotencyKey))
-		if r.copy {
-			r.newLabels = append(r.newLabels, labelElems(t.Spec.Labels))
-			r.newSeqs = append(r.newSeqs, seqs)
-		} else {
-			nt.labels = append(nt.labels, labelsLiteral(t.Spec.Labels))
-		}
+		nt.labels = append(nt.labels, labelsLiteral(t.Spec.Labels))
 		nt.specs = append(nt.specs, spec)
 		nt.params = append(nt.params, params)
-		r.newStatus.add(t, status, evs)
-		r.maxTask = max(r.maxTask, t.Seq)
+		r.newStatus.add(t, status, string(lit))
 	}
-	for id, seqs := range bySeqs { // events of tasks the batch does not carry
-		r.extraEvents.id = append(r.extraEvents.id, []byte(id))
-		r.extraEvents.evs = append(r.extraEvents.evs, string(seqsLiteral(nil, seqs)))
+	if carried < evIDs {
+		for id, ref := range refs { // events of tasks the batch does not carry
+			if ref.task != 0 || ref.n == 0 {
+				continue
+			}
+			r.extraEvents.id = append(r.extraEvents.id, []byte(id))
+			r.extraEvents.evs = append(r.extraEvents.evs, string(seqsLiteral(nil, seqsOf(nil, ref))))
+		}
+	}
+	if r.copy {
+		r.cp.addEvents(b.Events)
+		return r, nil
 	}
 	ev := &r.events
 	for i := range b.Events {
@@ -571,6 +617,83 @@ func (s *Store) rowsLocked(b *engine.Batch) (*commitRows, error) {
 		ev.webhook = append(ev.webhook, e.Webhook)
 	}
 	return r, nil
+}
+
+// taskRef is what rowsLocked knows of a task id in a batch: its last
+// snapshot (index + 1; 0 for none) and its events (the first and last
+// index, chained, and how many).
+type taskRef struct {
+	task, first, last, n int32
+}
+
+// newBatch notes the batch of a new task written by COPY (for addsOnly): a
+// batch's tasks are admitted together, so their ids follow each other.
+func (r *commitRows) newBatch(id string) {
+	if id != "" && (len(r.newBatches) == 0 || r.newBatches[len(r.newBatches)-1] != id) {
+		r.newBatches = append(r.newBatches, id)
+	}
+}
+
+// addTask writes a new task's row in tasks and its first row in task_status,
+// as copyRows wrote them from the column arrays.
+func (c *copyRowsBuf) addTask(t *engine.Task, seqs []uint64) error {
+	c.newTasks++
+	tb := &c.tasks
+	tb.row(11)
+	tb.int8(int64(t.Seq))
+	tb.text(t.ID)
+	tb.text(t.Spec.AgentID)
+	tb.text(t.Spec.Lane)
+	tb.textOrNull(t.Spec.Session())
+	tb.textOrNull(t.Spec.BatchID)
+	tb.textOrNull(t.Spec.ParentID)
+	tb.textOrNull(t.Spec.IdempotencyKey)
+	tb.labels(t.Spec.Labels)
+	at := tb.open()
+	var err error
+	if tb.b, err = sqlcodec.AppendSpec(tb.b, t.Spec); err != nil {
+		return err
+	}
+	tb.arrayEnd(at)
+	var params []byte
+	if t.Spec.Action != nil {
+		params = t.Spec.Action.Params
+	}
+	tb.bytea(params)
+
+	sb := &c.status
+	sb.row(6)
+	sb.int8(int64(t.Seq))
+	sb.int2(int16(t.State))
+	sb.int8OrNull(endedAt(t))
+	at = sb.open()
+	sb.b = sqlcodec.AppendStatus(sb.b, t)
+	sb.arrayEnd(at)
+	sb.bytea(t.Result)
+	sb.int8Array(seqs)
+	return nil
+}
+
+// addEvents writes the batch's events.
+func (c *copyRowsBuf) addEvents(events []engine.Event) {
+	eb := &c.events
+	for i := range events {
+		e := &events[i]
+		eb.row(13)
+		eb.int8(int64(e.Seq))
+		eb.int8(unixNano(e.At))
+		eb.int2(int16(e.Type))
+		eb.textOrNull(e.TaskID)
+		eb.textOrNull(e.AgentID)
+		eb.textOrNull(e.Lane)
+		eb.textOrNull(e.SessionKey)
+		eb.textOrNull(e.BatchID)
+		eb.int2(int16(e.From))
+		eb.int2(int16(e.To))
+		eb.int4(int32(e.Attempt))
+		eb.textOrNull(e.Reason)
+		eb.bool(e.Webhook)
+	}
 }
 
 // The seq check and lock: one UPDATE of last_seq, planned once, whose CASE
@@ -786,12 +909,14 @@ func (s *Store) commitCopy(ctx context.Context, pb *pgx.Batch, b *engine.Batch, 
 		}
 		return err
 	}
-	if err := s.copyRows(ctx, tx.PgConn(), r); err != nil {
+	if err := s.copyRows(ctx, tx.PgConn(), r, b); err != nil {
 		if lockAfter != nil && locked != nil {
 			locked(err)
 		}
 		return err
 	}
+	r.cp.release()
+	r.cp = nil
 	rest := &pgx.Batch{}
 	if lockAfter != nil {
 		// Rows written, the seq lock: in turn, after the transaction before
@@ -843,65 +968,23 @@ func (s *Store) commitCopy(ctx context.Context, pb *pgx.Batch, b *engine.Batch, 
 	return nil
 }
 
-// copyRows writes the new tasks, their statuses and the events by COPY.
-func (s *Store) copyRows(ctx context.Context, conn *pgconn.PgConn, r *commitRows) error {
-	var cb copyBuf
-	if nt := &r.newTasks; len(nt.seq) > 0 {
-		cb.start()
-		for i := range nt.seq {
-			cb.row(11)
-			cb.int8(nt.seq[i])
-			cb.bytea(nt.id[i])
-			cb.bytea(nt.agent[i])
-			cb.bytea(nt.lane[i])
-			cb.bytea(nt.session[i])
-			cb.bytea(nt.batch[i])
-			cb.bytea(nt.parent[i])
-			cb.bytea(nt.idem[i])
-			cb.byteaArray(r.newLabels[i])
-			cb.bytea(nt.specs[i])
-			cb.bytea(nt.params[i])
-		}
-		cb.end()
-		if err := cb.copyIn(ctx, conn, copyTasksSQL); err != nil {
+// copyRows writes the new tasks, their statuses and the events by COPY
+// (their payloads written by rowsLocked).
+func (s *Store) copyRows(ctx context.Context, conn *pgconn.PgConn, r *commitRows, b *engine.Batch) error {
+	cp := r.cp
+	if cp.newTasks > 0 {
+		cp.tasks.end()
+		if err := cp.tasks.copyIn(ctx, conn, copyTasksSQL); err != nil {
 			return err
 		}
-		st := &r.newStatus
-		cb.start()
-		for i := range st.seq {
-			cb.row(6)
-			cb.int8(st.seq[i])
-			cb.int2(st.state[i])
-			cb.int8OrNull(st.ended[i])
-			cb.bytea(st.status[i])
-			cb.bytea(st.result[i])
-			cb.int8Array(r.newSeqs[i])
-		}
-		cb.end()
-		if err := cb.copyIn(ctx, conn, copyStatusSQL); err != nil {
+		cp.status.end()
+		if err := cp.status.copyIn(ctx, conn, copyStatusSQL); err != nil {
 			return err
 		}
 	}
-	if ev := &r.events; len(ev.seq) > 0 {
-		cb.start()
-		for i := range ev.seq {
-			cb.row(13)
-			cb.int8(ev.seq[i])
-			cb.int8(ev.at[i])
-			cb.int2(ev.typ[i])
-			cb.bytea(ev.task[i])
-			cb.bytea(ev.agent[i])
-			cb.bytea(ev.lane[i])
-			cb.bytea(ev.session[i])
-			cb.bytea(ev.batch[i])
-			cb.int2(ev.from[i])
-			cb.int2(ev.to[i])
-			cb.int4(ev.attempt[i])
-			cb.bytea(ev.reason[i])
-			cb.bool(ev.webhook[i])
-		}
-		cb.end()
-		if err := cb.copyIn(ctx, conn, copyEventsSQL); err != nil {
+	if len(b.Events) > 0 {
+		cp.events.end()
+		if err := cp.events.copyIn(ctx, conn, copyEventsSQL); err != nil {
 			return err
 		}
 	}
@@ -920,12 +1003,8 @@ func (r *commitRows) addsOnly(b *engine.Batch) bool {
 	}
 	// A batch's tasks are admitted together: their ids follow each other.
 	fresh := make(map[string]struct{}, len(b.Batches))
-	var prev []byte
-	for _, id := range r.newTasks.batch {
-		if id != nil && string(id) != string(prev) {
-			fresh[string(id)] = struct{}{}
-			prev = id
-		}
+	for _, id := range r.newBatches {
+		fresh[id] = struct{}{}
 	}
 	for i := range b.Batches {
 		bi := &b.Batches[i]

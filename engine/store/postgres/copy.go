@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -66,6 +67,47 @@ func (c *copyBuf) bool(v bool) {
 	}
 }
 
+// text writes a string as a bytea value (never NULL).
+func (c *copyBuf) text(v string) {
+	c.b = binary.BigEndian.AppendUint32(c.b, uint32(len(v)))
+	c.b = append(c.b, v...)
+}
+
+// textOrNull writes "" as NULL, as bytea(bytesOrNil(v)) does.
+func (c *copyBuf) textOrNull(v string) {
+	if v == "" {
+		c.null()
+		return
+	}
+	c.text(v)
+}
+
+// open starts a value whose length is known only once it is written; it
+// returns where the length goes (patched by arrayEnd, which does the same).
+func (c *copyBuf) open() int {
+	at := len(c.b)
+	c.b = binary.BigEndian.AppendUint32(c.b, 0)
+	return at
+}
+
+// labels writes labelElems(labels) as a bytea[] (NULL for none) without
+// building the elements apart.
+func (c *copyBuf) labels(labels map[string]string) {
+	if len(labels) == 0 {
+		c.null()
+		return
+	}
+	at := c.arrayHeader(oidBytea, len(labels))
+	for k, v := range labels {
+		e := c.open()
+		c.b = binary.AppendUvarint(c.b, uint64(len(k)))
+		c.b = append(c.b, k...)
+		c.b = append(c.b, v...)
+		c.arrayEnd(e)
+	}
+	c.arrayEnd(at)
+}
+
 // bytea writes nil as NULL.
 func (c *copyBuf) bytea(v []byte) {
 	if v == nil {
@@ -108,20 +150,42 @@ func (c *copyBuf) int8Array(v []uint64) {
 	c.arrayEnd(at)
 }
 
-// byteaArray writes a bytea[], nil as NULL.
-func (c *copyBuf) byteaArray(v [][]byte) {
-	if v == nil {
-		c.null()
-		return
-	}
-	at := c.arrayHeader(oidBytea, len(v))
-	for _, x := range v {
-		c.bytea(x)
-	}
-	c.arrayEnd(at)
+func (c *copyBuf) end() { c.b = binary.BigEndian.AppendUint16(c.b, 0xFFFF) }
+
+// copyRowsBuf holds a commit's COPY payloads, written as its rows are
+// built (rowsLocked): no column arrays in between. The buffers are reused
+// from one commit to the next (copyPool): a commit of a few hundred tasks
+// wrote about 3 KB of them per task, which the collector then paced itself
+// by (ADR 0005, finding 22).
+type copyRowsBuf struct {
+	tasks, status, events copyBuf
+	newTasks              int
 }
 
-func (c *copyBuf) end() { c.b = binary.BigEndian.AppendUint16(c.b, 0xFFFF) }
+var copyPool = sync.Pool{New: func() any { return new(copyRowsBuf) }}
+
+// maxPooledCopy: larger buffers (a commit of tens of thousands of tasks, as
+// at recovery) are left to the collector rather than kept.
+const maxPooledCopy = 4 << 20
+
+func getCopyRows() *copyRowsBuf {
+	c := copyPool.Get().(*copyRowsBuf)
+	c.newTasks = 0
+	c.tasks.start()
+	c.status.start()
+	c.events.start()
+	return c
+}
+
+// release returns the buffers for the next commit. Only after a COPY that
+// succeeded: pgconn's CopyFrom can return on a server error while its
+// reading goroutine is still at the buffer.
+func (c *copyRowsBuf) release() {
+	if cap(c.tasks.b)+cap(c.status.b)+cap(c.events.b) > maxPooledCopy {
+		return
+	}
+	copyPool.Put(c)
+}
 
 // copyIn sends the buffer as the rows of a COPY statement.
 func (c *copyBuf) copyIn(ctx context.Context, conn *pgconn.PgConn, sql string) error {
