@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -704,4 +705,34 @@ func TestARetryPolicysEarlyParkOrFailNamesThePolicy(t *testing.T) {
 	quit := h.Submit(enginetest.Spec("c").Obj())
 	require.NoError(t, h.Exec.Fail(quit.ID, engine.Transient(errors.New("captcha"))))
 	require.Equal(t, "failed by retry policy quitter: captcha", h.Get(quit.ID).Reason)
+}
+
+// A batch's items labelled alike share the engine's copy of their labels;
+// items labelled otherwise keep their own, and none is the caller's map.
+func TestABatchKeepsOneCopyOfLabelsItsItemsShare(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	ctx := context.Background()
+	mine := map[string]string{"team": "x"}
+	same := map[string]string{"team": "x"}
+	spec := func(labels map[string]string) engine.TaskSpec {
+		s := enginetest.Spec("a").Obj()
+		s.Labels = labels
+		return s
+	}
+	res, err := h.SubmitBatch(ctx, engine.BatchSpec{Items: []engine.BatchItem{
+		{Spec: spec(mine)}, {Spec: spec(same)}, {Spec: spec(nil)}, {Spec: spec(map[string]string{"team": "y"})}, {Spec: spec(mine)},
+	}})
+	require.NoError(t, err)
+	var got []map[string]string
+	for _, it := range res.Items {
+		require.NoError(t, it.Err)
+		got = append(got, h.Get(it.Task.ID).Spec.Labels)
+	}
+	require.Equal(t, []map[string]string{{"team": "x"}, {"team": "x"}, nil, {"team": "y"}, {"team": "x"}}, got)
+	mine["team"], same["team"] = "changed", "changed"
+	require.Equal(t, "x", got[0]["team"], "the engine keeps a copy, not the caller's map")
+	require.Equal(t, "x", got[1]["team"])
+	require.True(t, reflect.ValueOf(got[0]).UnsafePointer() == reflect.ValueOf(got[1]).UnsafePointer(), "the same labels share one copy")
+	require.False(t, reflect.ValueOf(got[3]).UnsafePointer() == reflect.ValueOf(got[0]).UnsafePointer())
 }

@@ -220,11 +220,15 @@ func (c *core) prepare(items []BatchItem, bs *BatchSpec, now time.Time) (preps [
 			keys[k] = i
 		}
 	}
+	// The engine's copy of the last labels it took: an item whose labels
+	// are the same shares it (specs are read-only once admitted), so a
+	// batch whose items are labelled alike keeps one map, not one a task.
+	var labels map[string]string
 	for i := range items {
 		if preps[i].err != nil {
 			continue
 		}
-		spec, err := c.normalize(items[i].Spec, now)
+		spec, err := c.normalize(items[i].Spec, now, labels)
 		if err != nil {
 			var ee *Error
 			if errors.As(err, &ee) && ee.Field != "" {
@@ -234,6 +238,9 @@ func (c *core) prepare(items []BatchItem, bs *BatchSpec, now time.Time) (preps [
 			continue
 		}
 		preps[i].spec = spec
+		if spec.Labels != nil {
+			labels = spec.Labels
+		}
 		preps[i].id, preps[i].retryOf = items[i].ID, items[i].retryOf
 		for _, d := range spec.DependsOn {
 			if j, ok := keys[d]; ok && bs != nil {
@@ -427,8 +434,10 @@ func reaches(out [][]int, from, to int) bool {
 	return false
 }
 
-// normalize validates a spec and returns the engine's own copy of it.
-func (c *core) normalize(in TaskSpec, now time.Time) (*TaskSpec, error) {
+// normalize validates a spec and returns the engine's own copy of it. Its
+// labels are a copy too, or shared, when they are the same, with labels:
+// a copy the engine already holds (nil for none).
+func (c *core) normalize(in TaskSpec, now time.Time, labels map[string]string) (*TaskSpec, error) {
 	// The copy and its action's, in one allocation.
 	own := &struct {
 		spec   TaskSpec
@@ -525,7 +534,11 @@ func (c *core) normalize(in TaskSpec, now time.Time) (*TaskSpec, error) {
 		s.DependsOn = slices.Clone(s.DependsOn)
 	}
 	if len(s.Labels) > 0 {
-		s.Labels = maps.Clone(s.Labels)
+		if labels != nil && maps.Equal(s.Labels, labels) {
+			s.Labels = labels
+		} else {
+			s.Labels = maps.Clone(s.Labels)
+		}
 	}
 	s.BatchID = ""
 	s.SubmittedAt = now
@@ -953,7 +966,7 @@ func (c *core) interruptLocked(t *task) {
 // Validate checks a spec as Submit would, without admitting anything: for
 // components that keep specs to submit later (schedule templates).
 func (e *Engine) Validate(spec TaskSpec) error {
-	_, err := e.normalize(spec, e.now())
+	_, err := e.normalize(spec, e.now(), nil)
 	return err
 }
 

@@ -62,6 +62,7 @@ func (m *mutationResolver) SubmitTasks(ctx context.Context, input model.SubmitTa
 	specs := make([]engine.BatchItem, n)
 	refused := make([]*engine.Error, n)
 	var keys map[string]int // made at the first key: most batches have none
+	var labels sharedLabels
 	for i, it := range input.Items {
 		path, taskPath := itemPaths(i)
 		results[i] = model.SubmitTaskResult{Index: i, Key: it.Key}
@@ -80,7 +81,7 @@ func (m *mutationResolver) SubmitTasks(ctx context.Context, input model.SubmitTa
 			}
 			keys[k] = i
 		}
-		specs[i].Spec, refused[i] = taskSpec(taskPath, it.Task, now)
+		specs[i].Spec, refused[i] = taskSpecShared(taskPath, it.Task, now, &labels)
 		if refused[i] == nil {
 			refused[i] = (*Resolver)(m).checkActionKind(ctx, taskPath, &specs[i].Spec)
 		}

@@ -77,6 +77,34 @@ func deref[T any](p *T) T {
 // taskSpec validates a task input at path and returns the engine's spec.
 // In a batch (keys != nil), dependsOn may name the keys of other items.
 func taskSpec(path string, in *model.SubmitTaskInput, now time.Time) (engine.TaskSpec, *engine.Error) {
+	return taskSpecShared(path, in, now, nil)
+}
+
+// sharedLabels is the labels map of a batch's last item that had labels,
+// with the input it was made from: an item with the same labels, in the same
+// order, shares it (the engine does not change a spec's labels, and keeps one
+// copy of labels that are the same from one item to the next).
+type sharedLabels struct {
+	in []*model.LabelInput
+	m  map[string]string
+}
+
+// sameLabels reports whether a and b are the same labels in the same order.
+func sameLabels(a, b []*model.LabelInput) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Key != b[i].Key || a[i].Value != b[i].Value {
+			return false
+		}
+	}
+	return true
+}
+
+// taskSpecShared is taskSpec with the labels of the item before (sl: nil
+// for none).
+func taskSpecShared(path string, in *model.SubmitTaskInput, now time.Time, sl *sharedLabels) (engine.TaskSpec, *engine.Error) {
 	p := func(f string) string { return path + "." + f }
 	var s engine.TaskSpec
 	if in == nil {
@@ -185,11 +213,19 @@ func taskSpec(path string, in *model.SubmitTaskInput, now time.Time) (engine.Tas
 		s.WebhookURL = *in.WebhookURL
 	}
 	if len(in.Labels) > 0 {
+		if sl != nil && sl.m != nil && sameLabels(sl.in, in.Labels) {
+			// Valid as the same labels were for the item before.
+			s.Labels = sl.m
+			return s, nil
+		}
 		labels, err := labelMap(p("labels"), in.Labels)
 		if err != nil {
 			return s, err
 		}
 		s.Labels = labels
+		if sl != nil {
+			sl.in, sl.m = in.Labels, labels
+		}
 	}
 	return s, nil
 }
