@@ -45,4 +45,3 @@ func TestItemsLabelledAlikeShareOneMap(t *testing.T) {
 	require.Nil(t, maps[4])
 	require.Nil(t, maps[5])
 }
-
