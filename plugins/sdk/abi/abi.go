@@ -11,6 +11,7 @@ package abi
 
 import (
 	"encoding/binary"
+	"unsafe"
 
 	"github.com/switchyard/switchyard/plugins/sdk/policy"
 )
@@ -142,6 +143,19 @@ func PutHeader(b []byte, h Header) {
 
 // ReadHeader reads the header at the start of b.
 func ReadHeader(b []byte) Header {
+	if headerLayoutNative && littleEndian && uintptr(unsafe.Pointer(&b[0]))%4 == 0 {
+		_ = b[HeaderSize-1]
+		return *(*Header)(unsafe.Pointer(&b[0])) // one copy, and inlined: see native.go
+	}
+	return readHeader(b)
+}
+
+// headerLayoutNative is true when Header's memory layout is the header's.
+const headerLayoutNative = unsafe.Sizeof(Header{}) == HeaderSize &&
+	unsafe.Offsetof(Header{}.RecordSize) == 4 && unsafe.Offsetof(Header{}.Count) == 8 &&
+	unsafe.Offsetof(Header{}.NamesOffset) == 12
+
+func readHeader(b []byte) Header {
 	return Header{
 		Layout:      binary.LittleEndian.Uint32(b[0:]),
 		RecordSize:  binary.LittleEndian.Uint32(b[4:]),

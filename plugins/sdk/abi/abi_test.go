@@ -3,6 +3,7 @@ package abi_test
 import (
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/switchyard/switchyard/plugins/sdk/abi"
 	"github.com/switchyard/switchyard/plugins/sdk/policy"
@@ -48,6 +49,35 @@ func TestRecordsRoundTripFieldByFieldAndInPlace(t *testing.T) {
 	if got, want := gf, f; !reflect.DeepEqual(got, want) {
 		t.Errorf("mismatch: got %+v, want %+v", got, want)
 	}
+	if !abi.InPlace {
+		t.Fatal("records are not laid out in place on a little-endian machine: every guest decodes field by field")
+	}
+	if p := abi.FailureInPlace(fb); p == nil || !reflect.DeepEqual(*p, f) {
+		t.Errorf("failure in place: got %+v, want %+v", p, f)
+	}
+	if p := abi.FailureInPlace(aligned(1 + abi.FailureSize)[1:]); p != nil {
+		t.Error("a misaligned failure record was viewed in place")
+	}
+	if got := abi.TasksInPlace(tb, abi.TaskSize, 1); len(got) != 1 || !reflect.DeepEqual(got[0], task) {
+		t.Errorf("task in place: got %+v, want %+v", got, task)
+	}
+	if got := abi.TasksInPlace(tb, abi.TaskSize+8, 1); got != nil {
+		t.Error("longer task records were viewed in place")
+	}
+	if got := abi.CandidatesInPlace(b, abi.CandidateSize, 0); got != nil {
+		t.Error("no candidates were viewed in place as some")
+	}
+	if h := (abi.Header{Layout: 1, RecordSize: 2, Count: 3, NamesOffset: 4}); true {
+		hb, mb := aligned(abi.HeaderSize), aligned(1 + abi.HeaderSize)[1:]
+		abi.PutHeader(hb, h)
+		abi.PutHeader(mb, h)
+		if got := abi.ReadHeader(hb); got != h {
+			t.Errorf("header: got %+v, want %+v", got, h)
+		}
+		if got := abi.ReadHeader(mb); got != h {
+			t.Errorf("misaligned header: got %+v, want %+v", got, h)
+		}
+	}
 
 	d := policy.Decision{Action: policy.ActionRetry, DelayMs: policy.MaxRetryDelayMs}
 	got2, ok := abi.UnpackDecision(abi.PackDecision(d))
@@ -57,4 +87,11 @@ func TestRecordsRoundTripFieldByFieldAndInPlace(t *testing.T) {
 	if got, want := got2, d; !reflect.DeepEqual(got, want) {
 		t.Errorf("mismatch: got %+v, want %+v", got, want)
 	}
+}
+
+// aligned returns n bytes that start on an 8-byte boundary (a byte slice
+// the compiler keeps on the stack need not).
+func aligned(n int) []byte {
+	w := make([]uint64, (n+7)/8)
+	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), n)
 }

@@ -10,17 +10,15 @@
 package abi
 
 import (
-	"encoding/binary"
 	"unsafe"
 
 	"github.com/switchyard/switchyard/plugins/sdk/policy"
 )
 
-var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
-
 var (
 	zc policy.Candidate
 	zt policy.Task
+	zf policy.Failure
 )
 
 // candidateLayoutNative is true when policy.Candidate's memory layout is the
@@ -42,6 +40,19 @@ const taskLayoutNative = unsafe.Sizeof(zt) == TaskSize &&
 	unsafe.Offsetof(zt.Agent) == 28 && unsafe.Offsetof(zt.Lane) == 32 &&
 	unsafe.Offsetof(zt.Attempts) == 34 && unsafe.Offsetof(zt.Depth) == 36 &&
 	unsafe.Offsetof(zt.Flags) == 40
+
+// failureLayoutNative is true when policy.Failure's memory layout is the v1
+// failure record.
+const failureLayoutNative = unsafe.Sizeof(zf) == FailureSize &&
+	unsafe.Offsetof(zf.NowMs) == 0 && unsafe.Offsetof(zf.TaskSeq) == 8 &&
+	unsafe.Offsetof(zf.CreatedAtMs) == 16 && unsafe.Offsetof(zf.DeadlineMs) == 24 &&
+	unsafe.Offsetof(zf.PrevDelayMs) == 32 && unsafe.Offsetof(zf.BaseDelayMs) == 40 &&
+	unsafe.Offsetof(zf.MaxDelayMs) == 48 && unsafe.Offsetof(zf.Multiplier) == 56 &&
+	unsafe.Offsetof(zf.Attempt) == 60 && unsafe.Offsetof(zf.MaxAttempts) == 62 &&
+	unsafe.Offsetof(zf.HTTPStatus) == 64 && unsafe.Offsetof(zf.Class) == 66 &&
+	unsafe.Offsetof(zf.Flags) == 67 && unsafe.Offsetof(zf.Priority) == 68 &&
+	unsafe.Offsetof(zf.Agent) == 72 && unsafe.Offsetof(zf.Lane) == 76 &&
+	unsafe.Offsetof(zf.LaneInflight) == 80
 
 // PutCandidates encodes cands as consecutive v1 records at the start of b.
 // Reserved bytes are left unspecified.
@@ -67,20 +78,57 @@ func PutTasks(b []byte, tasks []policy.Task) {
 	}
 }
 
+// InPlace is true when, on this machine, the header and the v1 task,
+// candidate and failure records are laid out in memory exactly as Header,
+// policy.Task, policy.Candidate and policy.Failure: records at an 8-aligned
+// address can then be used where they lie, as TasksInPlace,
+// CandidatesInPlace and FailureInPlace do. It is a constant, so a test of
+// it costs nothing.
+const InPlace = littleEndian && headerLayoutNative && taskLayoutNative &&
+	candidateLayoutNative && failureLayoutNative
+
 // aligned reports whether b starts on an 8-byte boundary.
 func aligned(b []byte) bool { return uintptr(unsafe.Pointer(&b[0]))%8 == 0 }
+
+// The zero-copy views below reinterpret the arena through a pointer to an
+// array of at most 2 GiB (the largest a 32-bit machine's compiler takes),
+// sliced to n, rather than with unsafe.Slice: on wasm unsafe.Slice checks its length
+// with a call to the runtime (math.MulUintptr is no intrinsic there), and
+// inside a guest every call costs more than the rest of the view. Each
+// view's fast path stays small enough to be inlined; the field-by-field
+// decoding is a call of its own.
+const (
+	maxView       = 1<<31 - 1
+	maxTasks      = maxView / TaskSize
+	maxCandidates = maxView / CandidateSize
+)
 
 // Candidates returns the n records of recordSize bytes at the start of b as
 // candidates: b itself, reinterpreted, when the layout allows it (v1 records
 // on a little-endian machine, 8-aligned); otherwise decoded into *scratch,
 // which is grown as needed and reused.
 func Candidates(b []byte, recordSize uint32, n int, scratch *[]policy.Candidate) []policy.Candidate {
+	if c := CandidatesInPlace(b, recordSize, n); c != nil {
+		return c
+	}
+	return readCandidates(b, recordSize, n, scratch)
+}
+
+// CandidatesInPlace returns the n records of recordSize bytes at the start
+// of b as candidates aliasing b when the layout allows it (see
+// Candidates), and nil otherwise or when n is 0. It is Candidates' fast
+// path, small enough for the compiler to inline into a guest's export.
+func CandidatesInPlace(b []byte, recordSize uint32, n int) []policy.Candidate {
+	if !candidateLayoutNative || !littleEndian || recordSize != CandidateSize || n <= 0 || !aligned(b) {
+		return nil
+	}
+	_ = b[n*CandidateSize-1]
+	return (*[maxCandidates]policy.Candidate)(unsafe.Pointer(&b[0]))[:n:n]
+}
+
+func readCandidates(b []byte, recordSize uint32, n int, scratch *[]policy.Candidate) []policy.Candidate {
 	if n == 0 {
 		return (*scratch)[:0]
-	}
-	if candidateLayoutNative && littleEndian && recordSize == CandidateSize && aligned(b) {
-		_ = b[n*CandidateSize-1]
-		return unsafe.Slice((*policy.Candidate)(unsafe.Pointer(&b[0])), n)
 	}
 	if cap(*scratch) < n {
 		*scratch = make([]policy.Candidate, n)
@@ -94,12 +142,24 @@ func Candidates(b []byte, recordSize uint32, n int, scratch *[]policy.Candidate)
 
 // Tasks is Candidates for task records.
 func Tasks(b []byte, recordSize uint32, n int, scratch *[]policy.Task) []policy.Task {
+	if t := TasksInPlace(b, recordSize, n); t != nil {
+		return t
+	}
+	return readTasks(b, recordSize, n, scratch)
+}
+
+// TasksInPlace is CandidatesInPlace for task records.
+func TasksInPlace(b []byte, recordSize uint32, n int) []policy.Task {
+	if !taskLayoutNative || !littleEndian || recordSize != TaskSize || n <= 0 || !aligned(b) {
+		return nil
+	}
+	_ = b[n*TaskSize-1]
+	return (*[maxTasks]policy.Task)(unsafe.Pointer(&b[0]))[:n:n]
+}
+
+func readTasks(b []byte, recordSize uint32, n int, scratch *[]policy.Task) []policy.Task {
 	if n == 0 {
 		return (*scratch)[:0]
-	}
-	if taskLayoutNative && littleEndian && recordSize == TaskSize && aligned(b) {
-		_ = b[n*TaskSize-1]
-		return unsafe.Slice((*policy.Task)(unsafe.Pointer(&b[0])), n)
 	}
 	if cap(*scratch) < n {
 		*scratch = make([]policy.Task, n)
@@ -111,6 +171,18 @@ func Tasks(b []byte, recordSize uint32, n int, scratch *[]policy.Task) []policy.
 	return s
 }
 
+// FailureInPlace returns the failure record at the start of b as a
+// policy.Failure aliasing b when the layout allows it (v1 layout on a
+// little-endian machine, 8-aligned), and nil otherwise; ReadFailure
+// decodes it field by field. b must hold at least FailureSize bytes.
+func FailureInPlace(b []byte) *policy.Failure {
+	if !failureLayoutNative || !littleEndian || !aligned(b) {
+		return nil
+	}
+	_ = b[FailureSize-1]
+	return (*policy.Failure)(unsafe.Pointer(&b[0]))
+}
+
 // Uint32s returns b's first n little-endian uint32s as a slice aliasing b,
 // or nil when b is misaligned or the machine is big-endian.
 func Uint32s(b []byte, n int) []uint32 {
@@ -118,7 +190,7 @@ func Uint32s(b []byte, n int) []uint32 {
 		return nil
 	}
 	_ = b[4*n-1]
-	return unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), n)
+	return (*[maxView / 4]uint32)(unsafe.Pointer(&b[0]))[:n:n]
 }
 
 // Int64s returns b's first n little-endian int64s as a slice aliasing b, or
@@ -128,7 +200,7 @@ func Int64s(b []byte, n int) []int64 {
 		return nil
 	}
 	_ = b[8*n-1]
-	return unsafe.Slice((*int64)(unsafe.Pointer(&b[0])), n)
+	return (*[maxView / 8]int64)(unsafe.Pointer(&b[0]))[:n:n]
 }
 
 // bytesString returns b's bytes as a string without copying them: b must

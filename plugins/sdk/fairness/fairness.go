@@ -27,7 +27,45 @@ func Register(p policy.Fairness, opts ...sdk.Option) {
 	registered = p
 }
 
+// The export is the function itself, not a wrapper calling it, and the
+// usual decision (no names table, v1 records, picks written in place, an
+// answer in range) runs on one straight path: see selection's rank. The
+// directive has effect only when compiling for wasm.
+//
+//go:wasmexport fairness_pick
 func pick(nowMs, agingMs int64, slots, flags int32) int32 {
+	a := guest.Arena
+	if p := registered; abi.InPlace && p != nil && slots > 0 && guest.Aligned(a) {
+		h := guest.HeaderAt(a)
+		n := int(h.Count)
+		outOff := int(abi.OutputOffset(h.Count, abi.CandidateSize))
+		if h.Layout == abi.LayoutVersion && h.RecordSize == abi.CandidateSize && h.NamesOffset == 0 &&
+			n > 0 && outOff+4*int(slots) <= len(a) {
+			ctx := policy.PickContext{NowMs: nowMs, AgingMs: agingMs, Slots: uint32(slots), Flags: uint32(flags)}
+			k := p.Pick(ctx, guest.CandidatesAt(a, abi.HeaderSize, n), guest.Uint32sAt(a, outOff, int(slots)))
+			if k >= 0 && k <= int(slots) {
+				return int32(k)
+			}
+			return answer(k, int(slots))
+		}
+	}
+	return pickAny(nowMs, agingMs, slots, flags)
+}
+
+// answer checks a count of picks that is not one of 0 to slots: a hold,
+// or an error.
+func answer(k, slots int) int32 {
+	if _, hold := policy.HoldHint(k); hold {
+		return int32(k)
+	}
+	if k < 0 || k > slots {
+		return guest.Fail("fairness_pick: policy returned a count out of range")
+	}
+	return int32(k)
+}
+
+// pickAny is the export's general path, for any header.
+func pickAny(nowMs, agingMs int64, slots, flags int32) int32 {
 	if registered == nil {
 		return guest.Fail("fairness_pick: no fairness policy registered")
 	}
@@ -44,7 +82,10 @@ func pick(nowMs, agingMs int64, slots, flags int32) int32 {
 	if outOff+4*int(slots) > len(a) {
 		return guest.Fail("fairness_pick: records overflow the arena")
 	}
-	in := abi.Candidates(a[abi.HeaderSize:], h.RecordSize, n, &cands)
+	in := abi.CandidatesInPlace(a[abi.HeaderSize:], h.RecordSize, n)
+	if in == nil {
+		in = abi.Candidates(a[abi.HeaderSize:], h.RecordSize, n, &cands)
+	}
 	out := abi.Uint32s(a[outOff:], int(slots))
 	aliased := out != nil
 	if !aliased { // cannot alias the arena: use scratch and copy

@@ -10,6 +10,7 @@ import (
 var (
 	registered policy.Retry
 	detailed   policy.DetailedRetry
+	plain      policy.Retry // registered, when it takes no details: decide's fast path
 )
 
 // Register makes p the plugin's retry policy. If p implements
@@ -23,9 +24,31 @@ func Register(p policy.Retry, opts ...sdk.Option) {
 	guest.Register(conf, sdk.Flags(opts))
 	registered = p
 	detailed, _ = p.(policy.DetailedRetry)
+	plain = nil
+	if detailed == nil {
+		plain = p
+	}
 }
 
+// The export is the function itself, not a wrapper calling it, and the
+// usual decision (a policy without details, the record read in place) runs
+// on one straight path: see selection's rank. The directive has effect
+// only when compiling for wasm.
+//
+//go:wasmexport retry_decide
 func decide() int64 {
+	a := guest.Arena
+	if p := plain; abi.InPlace && p != nil && guest.Aligned(a) {
+		h := guest.HeaderAt(a)
+		if h.Layout == abi.LayoutVersion && h.RecordSize >= abi.FailureSize && h.Count == 1 {
+			return abi.PackDecision(p.Decide(*guest.FailureAt(a, abi.HeaderSize)))
+		}
+	}
+	return decideAny()
+}
+
+// decideAny is the export's general path, for any header and policy.
+func decideAny() int64 {
 	if registered == nil {
 		return int64(guest.Fail("retry_decide: no retry policy registered"))
 	}
@@ -35,7 +58,11 @@ func decide() int64 {
 		return int64(guest.Fail("retry_decide: unsupported record layout"))
 	}
 	var f policy.Failure
-	abi.ReadFailure(a[abi.HeaderSize:], &f)
+	if p := abi.FailureInPlace(a[abi.HeaderSize:]); p != nil {
+		f = *p
+	} else {
+		abi.ReadFailure(a[abi.HeaderSize:], &f)
+	}
 	if detailed == nil {
 		return abi.PackDecision(registered.Decide(f))
 	}

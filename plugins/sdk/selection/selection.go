@@ -12,7 +12,8 @@ import (
 var (
 	registered policy.Selection
 	detailed   policy.DetailedSelection
-	tasks      []policy.Task // reused between calls
+	plain      policy.Selection // registered, when it takes no details: rank's fast path
+	tasks      []policy.Task    // reused between calls
 	ranks      []int64
 )
 
@@ -27,9 +28,39 @@ func Register(p policy.Selection, opts ...sdk.Option) {
 	guest.Register(conf, sdk.Flags(opts))
 	registered = p
 	detailed, _ = p.(policy.DetailedSelection)
+	plain = nil
+	if detailed == nil {
+		plain = p
+	}
 }
 
+// The export is the function itself, not a wrapper calling it: inside a
+// guest every Go call level costs about as much as the decoding, and so
+// does every jump the hot path takes (each is a turn of the function's
+// dispatch loop in Go's WebAssembly, and a charge of fuel). The usual
+// decision — a policy without details, records of the v1 size read in
+// place, ranks written in place — therefore runs on one straight path of
+// checks that fall through; anything else takes rankAny. The directive
+// has effect only when compiling for wasm.
+//
+//go:wasmexport selection_rank
 func rank(nowMs int64) int32 {
+	a := guest.Arena
+	if p := plain; abi.InPlace && p != nil && guest.Aligned(a) {
+		h := guest.HeaderAt(a)
+		n := int(h.Count)
+		outOff := int(abi.OutputOffset(h.Count, abi.TaskSize))
+		if h.Layout == abi.LayoutVersion && h.RecordSize == abi.TaskSize && h.NamesOffset == 0 &&
+			n > 0 && outOff+8*n <= len(a) {
+			p.Rank(nowMs, guest.TasksAt(a, abi.HeaderSize, n), guest.Int64sAt(a, outOff, n))
+			return int32(n)
+		}
+	}
+	return rankAny(nowMs)
+}
+
+// rankAny is the export's general path, for any header and policy.
+func rankAny(nowMs int64) int32 {
 	if registered == nil {
 		return guest.Fail("selection_rank: no selection policy registered")
 	}
@@ -43,7 +74,10 @@ func rank(nowMs int64) int32 {
 	if outOff+8*n > len(a) {
 		return guest.Fail("selection_rank: records overflow the arena")
 	}
-	in := abi.Tasks(a[abi.HeaderSize:], h.RecordSize, n, &tasks)
+	in := abi.TasksInPlace(a[abi.HeaderSize:], h.RecordSize, n)
+	if in == nil {
+		in = abi.Tasks(a[abi.HeaderSize:], h.RecordSize, n, &tasks)
+	}
 	out := abi.Int64s(a[outOff:], n)
 	aliased := out != nil
 	if !aliased { // cannot alias the arena: use scratch and copy

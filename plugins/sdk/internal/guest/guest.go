@@ -10,8 +10,10 @@ package guest
 import (
 	"bytes"
 	"errors"
+	"unsafe"
 
 	"github.com/switchyard/switchyard/plugins/sdk/abi"
+	"github.com/switchyard/switchyard/plugins/sdk/policy"
 )
 
 // initialArena is large enough for the usual decision (about 800 fairness
@@ -110,4 +112,59 @@ func isEmpty(doc []byte) bool {
 		return true
 	}
 	return false
+}
+
+// The exports' fast paths read the arena in place (abi.InPlace) on one
+// straight path: every jump a Go function takes inside a guest is a turn of
+// its dispatch loop in Go's WebAssembly, dearer than the reads themselves.
+// The views below take no branch of their own (a length past the arena
+// panics, as a slice expression does); the caller has checked that the
+// arena is 8-aligned (Aligned) and that what it views lies inside it.
+
+// Aligned reports whether the arena a starts on an 8-byte boundary (Go
+// allocates it so; the check keeps the views honest).
+func Aligned(a []byte) bool { return uintptr(unsafe.Pointer(&a[0]))%8 == 0 }
+
+// HeaderAt returns the header at the start of the arena a, in place.
+func HeaderAt(a []byte) *abi.Header {
+	_ = a[abi.HeaderSize-1]
+	return (*abi.Header)(unsafe.Pointer(&a[0]))
+}
+
+// Array lengths of the views: 2 GiB, the largest a 32-bit machine's
+// compiler takes (a view never reaches it: the arena is smaller).
+const (
+	maxView       = 1<<31 - 1
+	maxTasks      = maxView / abi.TaskSize
+	maxCandidates = maxView / abi.CandidateSize
+)
+
+// TasksAt returns the n task records at a[off:] in place.
+func TasksAt(a []byte, off, n int) []policy.Task {
+	_ = a[off+n*abi.TaskSize-1]
+	return (*[maxTasks]policy.Task)(unsafe.Pointer(&a[off]))[:n:n]
+}
+
+// CandidatesAt returns the n candidate records at a[off:] in place.
+func CandidatesAt(a []byte, off, n int) []policy.Candidate {
+	_ = a[off+n*abi.CandidateSize-1]
+	return (*[maxCandidates]policy.Candidate)(unsafe.Pointer(&a[off]))[:n:n]
+}
+
+// Int64sAt returns the n int64s at a[off:] in place.
+func Int64sAt(a []byte, off, n int) []int64 {
+	_ = a[off+8*n-1]
+	return (*[maxView / 8]int64)(unsafe.Pointer(&a[off]))[:n:n]
+}
+
+// Uint32sAt returns the n uint32s at a[off:] in place.
+func Uint32sAt(a []byte, off, n int) []uint32 {
+	_ = a[off+4*n-1]
+	return (*[maxView / 4]uint32)(unsafe.Pointer(&a[off]))[:n:n]
+}
+
+// FailureAt returns the failure record at a[off:] in place.
+func FailureAt(a []byte, off int) *policy.Failure {
+	_ = a[off+abi.FailureSize-1]
+	return (*policy.Failure)(unsafe.Pointer(&a[off]))
 }
