@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -49,6 +48,7 @@ func TestPluginToolsCheckBenchAndSimulateAModule(t *testing.T) {
 	rep := decodeBench(t, out.Bytes())
 	require.Equal(t, "fair-share", rep.Builtin)
 	require.Equal(t, int64(10*time.Millisecond), rep.DeadlineNs, "the server's default plugins.deadline")
+	require.Equal(t, int64(3*time.Millisecond), rep.DecisionCPUNs, "the server's default plugins.decisionCPU")
 	require.Equal(t, int64(5_000_000), rep.DecisionFuel, "the server's default plugins.decisionFuel")
 	require.False(t, rep.Names || rep.Details, "drr asks for no names or details, and is sent none")
 	require.Len(t, rep.Cases, 9)
@@ -85,15 +85,16 @@ func TestPluginToolsCheckBenchAndSimulateAModule(t *testing.T) {
 
 // benchReport is `plugin bench --json`, as a tool reads it.
 type benchReport struct {
-	Builtin      string
-	DeadlineNs   int64
-	DecisionFuel int64
-	Names        bool
-	Details      bool
-	Faults       map[string]uint64
-	Fallbacks    uint64
-	Quarantines  uint64
-	Cases        []struct {
+	Builtin       string
+	DeadlineNs    int64
+	DecisionCPUNs int64
+	DecisionFuel  int64
+	Names         bool
+	Details       bool
+	Faults        map[string]uint64
+	Fallbacks     uint64
+	Quarantines   uint64
+	Cases         []struct {
 		Name           string
 		Tasks          int
 		Plugin, Native struct {
@@ -163,19 +164,16 @@ func spinModule() []byte {
 // A decision the server would abandon is abandoned by the bench too: under
 // the server's deadline (--deadline, as plugins.deadline) it is counted as
 // a deadline fault, by kind, as the server counts it, and not timed as a
-// merely slow one. The fuel budget (--fuel, as plugins.decisionFuel) is
-// set far out (a quarter of a second of spinning), so that the deadline
-// ends the loop. As in the server, fuel backs the deadline: a garbage
-// collection that stops the world while the guest spins holds the
-// watchdog too, and then only fuel ends the decision (plugins/ABI.md, "The
-// deadline"). So this test runs alone (not in parallel: the parallel
-// tests wait until it is done) and with the collector off.
+// merely slow one. The fuel budget (--fuel, as plugins.decisionFuel) and
+// the CPU time (--cpu, as plugins.decisionCPU) are set far out (a quarter
+// of a second of spinning, a minute), so that the deadline ends the loop.
+// It runs alone (not in parallel: the parallel tests wait until it is
+// done), so that the machine's other work is the test binary's own.
 func TestPluginBenchAbandonsADecisionPastTheDeadline(t *testing.T) {
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	ctx := context.Background()
 	module := filepath.Join(t.TempDir(), "spin.wasm")
 	require.NoError(t, os.WriteFile(module, spinModule(), 0o644))
-	args := []string{"plugin", "bench", "--decisions", "10", "--deadline", "2ms", "--fuel", "1000000000", module}
+	args := []string{"plugin", "bench", "--decisions", "10", "--deadline", "2ms", "--cpu", "1m", "--fuel", "1000000000", module}
 	var out, errOut bytes.Buffer
 	// A plugin that faults fails the bench, as it fails plugin check; the
 	// report is printed all the same.
@@ -183,6 +181,7 @@ func TestPluginBenchAbandonsADecisionPastTheDeadline(t *testing.T) {
 	require.Equal(t, "switchyard plugin: the plugin faulted (DEADLINE 18): the fallback answered 99 of its decisions; pass --allow-faults when that is expected\n", errOut.String())
 	rep := decodeBench(t, out.Bytes())
 	require.Equal(t, int64(2*time.Millisecond), rep.DeadlineNs)
+	require.Equal(t, int64(time.Minute), rep.DecisionCPUNs)
 	require.Equal(t, int64(1_000_000_000), rep.DecisionFuel)
 	require.Len(t, rep.Cases, 9)
 	for _, c := range rep.Cases {

@@ -495,7 +495,7 @@ func startPlugins(ctx context.Context, eng *engine.Engine, c config.Plugins, st 
 	}
 	var m *manager.Manager
 	rt, err := host.New(host.Config{CacheDir: c.CacheDir, MemoryLimitPages: uint32(c.MemoryPages),
-		DecisionFuel: c.DecisionFuel, Deadline: c.Deadline.Std(), BreakerThreshold: c.BreakerThreshold, BreakerStall: c.BreakerStall.Std(),
+		DecisionFuel: c.DecisionFuel, DecisionCPU: c.DecisionCPU.Std(), Deadline: c.Deadline.Std(), BreakerThreshold: c.BreakerThreshold, BreakerStall: c.BreakerStall.Std(),
 		QuarantineBase: c.QuarantineBase.Std(), QuarantineMax: c.QuarantineMax.Std(), Probation: c.Probation, LogLines: c.LogLinesPerSecond,
 		Logger: slog.New(hclogHandler{log.Named("plugin")}), OnEvent: func(ev host.Event) { m.HostEvent(ev) }})
 	if err != nil {

@@ -54,7 +54,7 @@ func setup(m *testing.M) (int, error) {
 	}
 	// The cache the other plugin test packages use; no timing; the default
 	// budget, which the examples fit at the default candidate count.
-	cfg := host.Config{Deadline: time.Minute}
+	cfg := host.Config{Deadline: time.Minute, AwaitRebuilds: true}
 	if uc, err := os.UserCacheDir(); err == nil {
 		cfg.CacheDir = filepath.Join(uc, "switchyard", "wazero-test")
 	}

@@ -26,16 +26,23 @@ type BenchOptions struct {
 	// counted as a deadline fault. 0 means host.DefaultDeadline, the
 	// server's default. A Runtime given in Options keeps its own.
 	Deadline time.Duration
+	// DecisionCPU is the CPU time one of the plugin's decisions may use
+	// (the server's plugins.decisionCPU; Linux only): one that uses it up
+	// ends with a fuel fault, as on the server. 0 means
+	// host.DefaultDecisionCPU. A Runtime given in Options keeps its own.
+	DecisionCPU time.Duration
 }
 
 // BenchReport is what Bench measured. It marshals to JSON for tools.
 type BenchReport struct {
 	Slot    string `json:"slot"`
 	Builtin string `json:"builtin"` // the native policy compared with
-	// DeadlineNs and DecisionFuel bound each of the plugin's decisions, as
-	// the server's plugins.deadline and plugins.decisionFuel do.
-	DeadlineNs   int64 `json:"deadlineNs"`
-	DecisionFuel int64 `json:"decisionFuel"`
+	// DeadlineNs, DecisionCPUNs and DecisionFuel bound each of the
+	// plugin's decisions, as the server's plugins.deadline,
+	// plugins.decisionCPU and plugins.decisionFuel do.
+	DeadlineNs    int64 `json:"deadlineNs"`
+	DecisionCPUNs int64 `json:"decisionCpuNs"`
+	DecisionFuel  int64 `json:"decisionFuel"`
 	// Names and Details say which ABI v2 table went with each of the
 	// plugin's decisions: the one the module asks for (policy_flags NAMES
 	// or DETAILS), filled with synthetic names and details that match the
@@ -206,7 +213,7 @@ func Bench(ctx context.Context, wasm []byte, opts BenchOptions) (*BenchReport, e
 	if opts.Decisions <= 0 {
 		opts.Decisions = 2000
 	}
-	rt, done, err := opts.runtimeWith(host.Config{Deadline: opts.Deadline})
+	rt, done, err := opts.runtimeWith(host.Config{Deadline: opts.Deadline, DecisionCPU: opts.DecisionCPU})
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +225,7 @@ func Bench(ctx context.Context, wasm []byte, opts BenchOptions) (*BenchReport, e
 	defer s.plugin.Close(context.Background())
 	cfg := rt.Config()
 	rep := &BenchReport{Slot: s.plugin.Slot().String(), Builtin: s.builtin.Name,
-		DeadlineNs: cfg.Deadline.Nanoseconds(), DecisionFuel: cfg.DecisionFuel}
+		DeadlineNs: cfg.Deadline.Nanoseconds(), DecisionCPUNs: cfg.DecisionCPU.Nanoseconds(), DecisionFuel: cfg.DecisionFuel}
 	rep.Names, rep.Details = s.plugin.Reads()
 	rep.Faults = map[string]uint64{}
 	for _, c := range benchCases(s) {

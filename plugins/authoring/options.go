@@ -55,12 +55,13 @@ func (o Options) candidates() int {
 // runtime returns the runtime to use and a function that releases it;
 // onEvent sees a private runtime's events.
 func (o Options) runtime(onEvent func(host.Event)) (*host.Runtime, func(), error) {
-	// Checks judge fuel and counts, which are deterministic, not wall time,
-	// which depends on the machine and its load: the deadline and the
-	// breaker's stall allowance (the wall time faulted decisions may cost
-	// before a quarantine) are set far out, so that a loaded machine cannot
-	// quarantine the plugin sooner and change the report.
-	return o.runtimeWith(host.Config{OnEvent: onEvent, Deadline: time.Minute, BreakerStall: time.Minute})
+	// Checks judge fuel and counts, which are deterministic, not time,
+	// which depends on the machine and its load: the deadline, the CPU
+	// limit and the breaker's stall allowance (the wall time faulted
+	// decisions may cost before a quarantine) are set far out, so that a
+	// loaded or slower machine cannot fault or quarantine the plugin sooner
+	// and change the report.
+	return o.runtimeWith(host.Config{OnEvent: onEvent, Deadline: time.Minute, DecisionCPU: time.Minute, BreakerStall: time.Minute})
 }
 
 // runtimeWith returns o.Runtime, or else a private runtime of cfg with o's
@@ -70,6 +71,7 @@ func (o Options) runtimeWith(cfg host.Config) (*host.Runtime, func(), error) {
 		return o.Runtime, func() {}, nil
 	}
 	cfg.DecisionFuel = o.DecisionFuel
+	cfg.AwaitRebuilds = true // each decision asked is the module's, not the fallback's while an instance is rebuilt
 	rt, err := host.New(cfg)
 	if err != nil {
 		return nil, nil, err

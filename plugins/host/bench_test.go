@@ -205,9 +205,9 @@ func BenchmarkHostile(b *testing.B) {
 			runtime.LockOSThread() // the guest runs on this thread: its CPU clock times it
 			for b.Loop() {
 				start := time.Now()
-				c0, ok0 := threadCPU()
+				c0, ok0 := host.ThreadCPU()
 				w.Pick(pickCtx(), cands, make([]uint32, 4))
-				c1, ok1 := threadCPU()
+				c1, ok1 := host.ThreadCPU()
 				ds = append(ds, time.Since(start))
 				if ok0 && ok1 {
 					cpus = append(cpus, c1-c0)
@@ -232,7 +232,7 @@ func BenchmarkHostile(b *testing.B) {
 			}
 			var stall, worst time.Duration
 			rounds := 0
-			drt := newRuntime(b, host.Config{NoFileCache: true, Deadline: host.DefaultDeadline}) // newRuntime's own default is a minute
+			drt := newRuntime(b, host.Config{NoFileCache: true, Deadline: host.DefaultDeadline, DecisionCPU: host.DefaultDecisionCPU}) // newRuntime's own defaults are a minute
 			for range 3 {
 				p, err := drt.Load(ctx, tc.name, wasm, nil)
 				require.NoError(b, err)

@@ -12,6 +12,10 @@ import (
 // DefaultDecisionFuel is Config.DecisionFuel's default.
 const DefaultDecisionFuel = 5_000_000
 
+// DefaultDecisionCPU is Config.DecisionCPU's default, and so the server's
+// plugins.decisionCPU.
+const DefaultDecisionCPU = 3 * time.Millisecond
+
 // DefaultDeadline is Config.Deadline's default, and so the server's
 // plugins.deadline.
 const DefaultDeadline = 10 * time.Millisecond
@@ -53,6 +57,20 @@ type Config struct {
 	// stopped by Deadline. See plugins/ABI.md, "Cost model".
 	DecisionFuel int64
 
+	// DecisionCPU bounds one decision's CPU time, measured on the thread
+	// that runs it (Linux only; elsewhere fuel and Deadline bound it). Fuel
+	// counts instructions, and an instruction may cost far more time than
+	// its weight says: a load that misses every cache costs 20-75 ns where
+	// fuel counts about one. A decision comes back to the host at each
+	// refill of its tank (after its first 10,000 units, then every 250 µs
+	// or so of running), where its CPU time since its first refill is
+	// checked; one that has used DecisionCPU ends there with a budget
+	// fault, like one out of fuel. The machine's load does not count: time
+	// the thread waits for a core is not CPU time. Default 3 ms, so that a
+	// decision of any shape ends within about 4 ms of running; the costliest
+	// example policy uses under 1 ms.
+	DecisionCPU time.Duration
+
 	// SetupFuel bounds an instance's initialisation (the guest's start
 	// function and _initialize, on one tank) and each configure call, in
 	// the same units. Default 20,000,000: a Go guest's runtime starts with
@@ -72,6 +90,13 @@ type Config struct {
 	// fuel since the last check was not running (its thread waited for a
 	// core) and is left to finish unless it runs on.
 	Deadline time.Duration
+
+	// AwaitRebuilds makes a decision that finds no idle instance while one
+	// is being rebuilt after a fault wait for it, instead of falling back
+	// at once as a server's decisions do: for tools that judge a module's
+	// own decisions (switchyard plugin check, bench and simulate), where
+	// a fallback would stand in for the module's answer.
+	AwaitRebuilds bool
 
 	// Instances is the pool size of a plugin that declares itself stateless;
 	// a stateful plugin always runs on one instance at a time. Default 2.
@@ -133,6 +158,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Deadline == 0 {
 		c.Deadline = DefaultDeadline
+	}
+	if c.DecisionCPU == 0 {
+		c.DecisionCPU = DefaultDecisionCPU
+	}
+	if c.DecisionCPU < 100*time.Microsecond {
+		return c, fmt.Errorf("host config: DecisionCPU %s is under 100µs", c.DecisionCPU)
 	}
 	if c.Deadline < time.Millisecond {
 		return c, fmt.Errorf("host config: Deadline %s is under a millisecond", c.Deadline)

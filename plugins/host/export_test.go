@@ -90,3 +90,10 @@ func RebuildFrom(ctx context.Context, p *Plugin, wasm []byte) error {
 	p.rt.releaseCompiled(ctx, old)
 	return nil
 }
+
+// ThreadCPU is threadCPU: the calling thread's CPU time, in ns.
+var ThreadCPU = threadCPU
+
+// Ready reports whether none of p's instances is being rebuilt: a decision
+// made while one is falls back at once rather than wait for it.
+func Ready(p *Plugin) bool { return p.building.Load() == 0 }

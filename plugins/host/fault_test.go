@@ -402,6 +402,7 @@ func TestRestoreKeepsAPluginItsStoredConfigurationBreaks(t *testing.T) {
 	off, _ = p.Disabled()
 	require.True(t, off, "configuring does not enable")
 	p.Enable()
+	waitfor.Eventually(t, "its instance is built (decisions fall back meanwhile)", func() bool { return host.Ready(p) })
 	require.Equal(t, 4, w.Pick(pickCtx(), host.SyntheticCandidates(8, 1), picks))
 	require.Equal(t, []uint32{0, 1, 2, 3}, picks, "enabled, the plugin decides under its new configuration")
 	require.Zero(t, p.Stats().FaultTotal())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,6 +59,18 @@ type instance struct {
 	burnt     int64         // fuel the last call burnt
 	lastStart time.Duration // when it started, on the runtime's clock
 
+	// The running call's refills (see refill), all used by its own
+	// goroutine only but reserve, which the watchdog reads under mu:
+	reserve  int64 // the fuel it may still spend beyond its tank (written under mu once it runs)
+	lastTank int64 // what the last fill put in the tank
+	lastFill int64 // and when, on the runtime's clock (ns)
+	cpuLimit int64 // the CPU time it may use (ns), from its first refill; 0: no limit
+	cpuOn    bool  // its first refill has read the thread's CPU clock, into cpuFrom
+	cpuFrom  int64
+	cpuCheck int64 // the runtime's clock before which cpuLimit cannot have been used up
+	locked   bool  // the first refill locked the goroutine to its thread
+	overCPU  bool  // the call used up cpuLimit and was ended
+
 	stack  []uint64
 	ptr    uint32 // arena address
 	size   uint32 // arena length
@@ -66,10 +79,11 @@ type instance struct {
 	stderr tail   // the guest's last stderr output
 }
 
-// errBudget marks a call that ran out of fuel, errDeadline one the
-// watchdog stopped.
+// errBudget marks a call that ran out of fuel, errCPU one that used up its
+// CPU time, errDeadline one the watchdog stopped.
 var (
 	errBudget   = errors.New("out of fuel")
+	errCPU      = errors.New("out of CPU time")
 	errDeadline = errors.New("past its deadline")
 	// errStopped: the runtime is closed and its watchdog stopped (nothing
 	// could stop the call), or the plugin is closed, so the call was not
@@ -165,7 +179,7 @@ func (in *instance) initialise() error {
 		if fn == nil {
 			continue
 		}
-		err := in.callWith(fn, left, bound)
+		err := in.callWith(fn, left, bound, 0)
 		left -= max(in.burnt, 0)
 		if err == nil {
 			continue
@@ -222,23 +236,31 @@ func (r *guestRand) Read(p []byte) (int, error) {
 func frozenWalltime() (int64, int32) { return 0, 0 }
 func frozenNanotime() int64          { return 1e9 }
 
-// call runs fn with the instance's stack, a decision's fuel and its
+// call runs fn with the instance's stack, a decision's fuel, CPU time and
 // deadline. After an error the instance must be discarded.
 func (in *instance) call(fn api.Function) error {
-	return in.callWith(fn, in.plugin.rt.cfg.DecisionFuel, in.bound(false))
+	cfg := &in.plugin.rt.cfg
+	cpu := time.Duration(0)
+	if in.phase == phaseDecide {
+		cpu = cfg.DecisionCPU
+	}
+	return in.callWith(fn, cfg.DecisionFuel, in.bound(false), cpu)
 }
 
 // setupCall runs fn with the setup budget rather than the decision one, and
 // the setup bound (the load's while the plugin loads).
 func (in *instance) setupCall(fn api.Function) error {
 	cfg := &in.plugin.rt.cfg
-	err := in.callWith(fn, cfg.SetupFuel, in.bound(true))
+	err := in.callWith(fn, cfg.SetupFuel, in.bound(true), 0)
 	in.plugin.stats.setupFuel.max(uint64(max(in.burnt, 0)))
 	return err
 }
 
-// callWith fills the tank, arms the watchdog and calls fn. The fast path
-// is two atomic stores, a clock read and one uncontended lock.
+// callWith fills the tank, arms the watchdog and calls fn, with fuel to
+// spend in all, at most deadline of wall time and, if cpu is not 0, at
+// most cpu of CPU time counted from its first refill. The fast path is two
+// atomic stores, a clock read and one uncontended lock: a call that runs
+// on its first tank never reaches refill.
 //
 // expired, halted and deadline are stored only when they change: each
 // store is a locked instruction on amd64, and on a healthy instance the
@@ -246,9 +268,12 @@ func (in *instance) setupCall(fn api.Function) error {
 // the watchdog sets expired or halted, under mu and while started holds
 // the call's start; the last call stored started = 0 under mu, so neither
 // can change until this call stores its start, after these.
-func (in *instance) callWith(fn api.Function, fuel int64, deadline time.Duration) error {
+func (in *instance) callWith(fn api.Function, fuel int64, deadline, cpu time.Duration) error {
 	rt := in.plugin.rt
-	in.fuel.Set(uint64(fuel))
+	tank := min(fuel, firstTank)
+	in.fuel.Set(uint64(tank))
+	in.reserve, in.lastTank = fuel-tank, tank
+	in.cpuLimit, in.cpuOn, in.overCPU = int64(cpu), false, false
 	in.depth.Set(0)
 	if in.expired.Load() {
 		in.expired.Store(false)
@@ -260,6 +285,7 @@ func (in *instance) callWith(fn api.Function, fuel int64, deadline time.Duration
 		in.deadline.Store(int64(deadline))
 	}
 	in.lastStart = time.Since(rt.epoch)
+	in.lastFill = int64(in.lastStart)
 	in.started.Store(int64(in.lastStart) | 1) // never 0, which means idle
 	rt.dog.arm()
 	if rt.dog.stopped.Load() || in.plugin.stopping.Load() {
@@ -277,10 +303,15 @@ func (in *instance) callWith(fn api.Function, fuel int64, deadline time.Duration
 	in.started.Store(0)
 	left := int64(in.fuel.Get())
 	in.mu.Unlock()
+	if in.locked {
+		runtime.UnlockOSThread()
+		in.locked = false
+	}
 	depth := left <= meter.DepthExceeded/2
 	if depth {
 		left = 0
 	}
+	left += in.reserve
 	in.burnt = fuel - left
 	if err != nil {
 		switch {
@@ -290,11 +321,116 @@ func (in *instance) callWith(fn api.Function, fuel int64, deadline time.Duration
 			return errDeadline
 		case depth:
 			return errDepth
+		case in.overCPU:
+			return errCPU
 		case left <= 0:
 			return errBudget
 		}
 	}
 	return err
+}
+
+// The meter's slow path hands a call its fuel in tanks (refill): the first
+// of firstTank units, the next ones sized to last about refillPeriod at the
+// pace the call has run so far, within [minTank, maxTank].
+//
+// A call that runs on its first tank, as decisions of the built-in and
+// example policies over a few candidates do, never leaves its guest code;
+// a longer one comes back to the host every refillPeriod or so, where its
+// CPU time is measured and where a stop of the world the Go runtime needs
+// can proceed (compiled guest code cannot be preempted, so that a garbage
+// collection would otherwise wait for the call to end, and the watchdog
+// with it). A tank of the densest code lasts maxTank × 0.1–1 ns; one of
+// loads that miss the caches at 20–75 ns a unit, minTank of them.
+const (
+	firstTank    = 10_000
+	minTank      = 2_000
+	maxTank      = 500_000
+	refillPeriod = int64(250 * time.Microsecond)
+)
+
+// cpuAfter is how far into a call, on the wall clock, its CPU time starts
+// to be counted (cpuUsedUp): a decision's running time before that is
+// bounded by the wall clock instead.
+const cpuAfter = int64(500 * time.Microsecond)
+
+// refill is the meter's slow path (meter.RefillImport), run on the guest's
+// goroutine and thread: the running call's tank holds less than need
+// units. It fills the tank from the call's reserve and returns, or ends the
+// call there (the panic errAborted, which wazero turns into the call's
+// error and callWith classifies): the watchdog has stopped it, its fuel
+// cannot pay need, or it has used up its CPU time.
+func (in *instance) refill(need int64) {
+	now := int64(time.Since(in.plugin.rt.epoch))
+	in.mu.Lock() // the watchdog writes the tank and reads the reserve under it
+	left := int64(in.fuel.Get())
+	total := left + in.reserve
+	switch {
+	case in.expired.Load():
+		in.fuel.Set(0)
+	case total < need:
+		in.fuel.Set(0)
+		in.reserve = 0
+	case in.cpuUsedUp(now):
+		in.overCPU = true
+		in.fuel.Set(0)
+	default:
+		tank := min(total, max(need, in.nextTank(left, now)))
+		in.reserve = total - tank
+		in.fuel.Set(uint64(tank))
+		in.lastTank, in.lastFill = tank, now
+		in.mu.Unlock()
+		return
+	}
+	in.mu.Unlock()
+	panic(errAborted)
+}
+
+// nextTank sizes the next tank for about refillPeriod at the pace the call
+// ran on its last one (left of it unspent at now).
+func (in *instance) nextTank(left, now int64) int64 {
+	burnt, took := in.lastTank-left, now-in.lastFill
+	if took <= 0 {
+		return maxTank
+	}
+	return min(max(burnt*refillPeriod/took, minTank), maxTank)
+}
+
+// cpuUsedUp reports whether the running call has used up its CPU time, at
+// now. The CPU time is counted from the first refill at least cpuAfter
+// into the call, by the wall clock: that refill locks the goroutine to its
+// thread (callWith unlocks it) and reads the thread's CPU clock. Later ones
+// read it again only once the wall time since then could hold the rest of
+// the limit, since the thread cannot have run longer than that. A call
+// that runs less than cpuAfter makes no system call, and one that runs
+// less than its limit on the wall clock after that one.
+func (in *instance) cpuUsedUp(now int64) bool {
+	switch {
+	case in.cpuLimit == 0:
+		return false
+	case !in.cpuOn:
+		if now-int64(in.lastStart) < cpuAfter {
+			return false
+		}
+		cpu, ok := threadCPU()
+		if !ok { // no per-thread clock here: fuel and the deadline bound the call
+			in.cpuLimit = 0
+			return false
+		}
+		runtime.LockOSThread()
+		in.locked, in.cpuOn = true, true
+		in.cpuFrom, in.cpuCheck = cpu, now+in.cpuLimit
+		return false
+	case now < in.cpuCheck:
+		return false
+	}
+	cpu, _ := threadCPU()
+	used := cpu - in.cpuFrom
+	if used >= in.cpuLimit {
+		return true
+	}
+	in.cpuCheck = now + in.cpuLimit - used
+	return false
 }
 
 // ensureArena makes the guest's arena at least n bytes long.
@@ -374,6 +510,9 @@ func (in *instance) close() {
 func (in *instance) describe(err error) (FaultKind, string) {
 	if errors.Is(err, errBudget) {
 		return FaultBudget, fmt.Sprintf("ran out of fuel (%d units, about as many instructions)", in.plugin.rt.cfg.DecisionFuel)
+	}
+	if errors.Is(err, errCPU) {
+		return FaultBudget, fmt.Sprintf("used more than its %s of CPU time (counted from %s into the decision)", in.plugin.rt.cfg.DecisionCPU, time.Duration(cpuAfter))
 	}
 	if errors.Is(err, errDepth) {
 		return FaultBudget, fmt.Sprintf("calls nested more than %d deep: a recursion out of bounds", meter.MaxDepth)

@@ -194,6 +194,9 @@ func TestRunawaySelectionBoundsItsOwnLane(t *testing.T) {
 	require.NoError(t, e.SetSelection("a", "spin", w))
 
 	for i := range 20 {
+		// Each task's selection asks the module, not the fallback that
+		// answers while its faulted instance is rebuilt.
+		waitfor.Eventually(t, "the instance is rebuilt", func() bool { return host.Ready(p) })
 		task, err := e.Submit(context.Background(), laneSpec("a", fmt.Sprintf("alice-%d", i%3)))
 		require.NoError(t, err)
 		waitfor.Eventually(t, "lane a's task starts", func() bool { _, ok := x.started(task.ID); return ok })

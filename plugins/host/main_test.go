@@ -111,6 +111,9 @@ func newRuntime(t testing.TB, cfg host.Config) *host.Runtime {
 	if cfg.Deadline == 0 {
 		cfg.Deadline = time.Minute
 	}
+	if cfg.DecisionCPU == 0 {
+		cfg.DecisionCPU = time.Minute
+	}
 	rt, err := host.New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, rt.Close(context.Background())) })

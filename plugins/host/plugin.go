@@ -34,6 +34,11 @@ type Plugin struct {
 
 	idle *pool
 	live atomic.Int32 // instances in existence (idle, busy or being built)
+	// building counts the instances being built to replace discarded ones
+	// (rebuild): while one is, a decision that finds no idle instance falls
+	// back rather than wait for it (milliseconds, for a module with a large
+	// memory or a Go guest's runtime to start).
+	building atomic.Int32
 
 	mu       sync.Mutex     // guards config, closed, disabledWhy and the rebuild path
 	rebuilds sync.WaitGroup // instances being rebuilt after a fault; added to under mu
@@ -522,6 +527,7 @@ func (p *Plugin) Enable() {
 		for int(p.live.Load()) < p.size { // replace instances lost while disabled
 			p.live.Add(1)
 			p.rebuilds.Add(1)
+			p.building.Add(1)
 			lost++
 		}
 	}
@@ -530,7 +536,7 @@ func (p *Plugin) Enable() {
 		return
 	}
 	for range lost {
-		go p.rebuild()
+		go p.rebuild(nil)
 	}
 	p.emit(Event{Kind: EventEnabled, Reason: "enabled"})
 }
@@ -597,7 +603,7 @@ func (p *Plugin) acquire() (*instance, outcome) {
 	if p.idle.closed.Load() {
 		return nil, closed
 	}
-	if int(p.live.Load()) < p.size {
+	if int(p.live.Load()) < p.size || (p.building.Load() > 0 && !p.rt.cfg.AwaitRebuilds) {
 		return nil, rebuilding
 	}
 	if in := p.idle.get(nil); in != nil {
@@ -621,25 +627,34 @@ func (p *Plugin) acquireWait(ctx context.Context) (*instance, error) {
 func (p *Plugin) release(in *instance) { p.idle.put(in) }
 
 // discard drops a broken instance and starts building its replacement.
+// Closing it is left to the goroutine that builds the replacement, off the
+// decision's path: an instance's close releases its memory (megabytes) and
+// takes the wazero runtime's lock, which an instantiation running at the
+// same time holds for as long as it copies a module's data in.
 func (p *Plugin) discard(in *instance) {
-	in.close()
 	p.mu.Lock()
 	stop := p.closed || (p.disabled.Load() && p.until.Load() == 0)
 	if !stop {
 		p.rebuilds.Add(1) // under p.mu, so that Close waits for it
+		p.building.Add(1)
 	}
 	p.mu.Unlock()
 	if stop {
+		in.close()
 		p.live.Add(-1)
 		return
 	}
-	go p.rebuild()
+	go p.rebuild(in)
 }
 
-// rebuild builds one instance to replace a discarded one; live already
-// counts it.
-func (p *Plugin) rebuild() {
+// rebuild closes a discarded instance (old; nil when there is none) and
+// builds one to replace it; live already counts it.
+func (p *Plugin) rebuild(old *instance) {
 	defer p.rebuilds.Done()
+	defer p.building.Add(-1) // after the new instance is in the pool, or live no longer counts it
+	if old != nil {
+		old.close()
+	}
 	in, err := p.build(context.Background())
 	if err != nil {
 		p.live.Add(-1)

@@ -85,6 +85,12 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	go rt.writeLogs()
 	rt.dog = newWatchdog(rt)
+	if err := instantiateMeterModule(ctx, wr); err != nil {
+		close(rt.logsDone)
+		_ = rt.dog.stop(ctx, closeWait) // no call has run
+		_ = wr.Close(ctx)
+		return nil, err
+	}
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, wr); err != nil {
 		close(rt.logsDone)
 		_ = rt.dog.stop(ctx, closeWait) // no call has run
@@ -218,6 +224,30 @@ func (rt *Runtime) instantiateHostModule(ctx context.Context) error {
 	return nil
 }
 
+// instantiateMeterModule defines the module the meter's refill is imported
+// from (meter.RefillModule): every instrumented module imports it.
+func instantiateMeterModule(ctx context.Context, wr wazero.Runtime) error {
+	_, err := wr.NewHostModuleBuilder(meter.RefillModule).
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(hostRefill), []api.ValueType{api.ValueTypeI64}, nil).
+		WithParameterNames("need").
+		Export(meter.RefillImport).
+		Instantiate(ctx)
+	if err != nil {
+		return fmt.Errorf("host: instantiate %s module: %w", meter.RefillModule, err)
+	}
+	return nil
+}
+
+// hostRefill is the meter's slow path: see instance.refill.
+func hostRefill(ctx context.Context, _ api.Module, stack []uint64) {
+	in, ok := ctx.Value(instanceKey{}).(*instance)
+	if !ok {
+		panic(errAborted)
+	}
+	in.refill(int64(stack[0]))
+}
+
 // maxGuestText bounds a log line or reason read from a guest.
 const maxGuestText = 1024
 
@@ -301,15 +331,18 @@ func (rt *Runtime) writeLogs() {
 // fault).
 var errAborted = errors.New("aborted in a host call")
 
-// chargeOrAbort takes n units from the running call's tank, from inside a
-// host function, and ends the call there if the watchdog has stopped it or
-// its tank is empty.
+// chargeOrAbort takes n units from the running call's fuel, from inside a
+// host function, refilling the tank first if it holds fewer (which ends
+// the call if its fuel cannot pay, or it has used up its CPU time), and
+// ends the call there if the watchdog has stopped it.
 func (in *instance) chargeOrAbort(n int64) {
+	if int64(in.fuel.Get()) < n {
+		in.refill(n)
+	}
 	in.mu.Lock() // the watchdog writes the tank under it
-	left := int64(in.fuel.Get()) - n
-	in.fuel.Set(uint64(left))
+	in.fuel.Set(uint64(int64(in.fuel.Get()) - n))
 	in.mu.Unlock()
-	if in.expired.Load() || left <= 0 {
+	if in.expired.Load() {
 		panic(errAborted)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/plugins/internal/meter"
 	"github.com/switchyard/switchyard/plugins/sdk/abi"
 )
 
@@ -94,6 +95,10 @@ func validate(cm wazero.CompiledModule) (policy.Slot, error) {
 			if !sig.matches(f) {
 				return 0, fmt.Errorf("%w: imports %s.%s with signature %s, want %s",
 					ErrInvalid, mod, name, signature{f.ParamTypes(), f.ResultTypes()}, sig)
+			}
+		case meter.RefillModule: // the meter's own: it refuses a module that imports from it
+			if name != meter.RefillImport {
+				return 0, fmt.Errorf("%w: imports %s.%s, which the meter reserves", ErrInvalid, mod, name)
 			}
 		case wasiModule:
 			if !wasiAllowed[name] {

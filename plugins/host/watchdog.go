@@ -348,7 +348,7 @@ func (in *instance) watch(start, now int64, late *ledger) {
 	if !seen {
 		in.seenBase, in.graced = late.base(start), false
 	}
-	left := int64(in.fuel.Get())
+	left := int64(in.fuel.Get()) + in.reserve // all the call may still spend: refills move fuel from the reserve to the tank
 	switch judge(now-start, late.total-in.seenBase, in.deadline.Load()) {
 	case capped:
 		in.expire()

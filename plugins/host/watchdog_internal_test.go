@@ -259,7 +259,7 @@ func TestACallStartsWithTheWatchdogsMarksClearAndItsDeadline(t *testing.T) {
 		in.halted.Store(tc.halted)
 		in.deadline.Store(int64(tc.deadline))
 		fn := &seeing{in: in, err: tc.err}
-		err := in.callWith(fn, 1000, 10*time.Millisecond)
+		err := in.callWith(fn, 1000, 10*time.Millisecond, 0)
 		require.False(t, fn.expired, tc.name)
 		require.False(t, fn.halted, tc.name)
 		require.Equal(t, 10*time.Millisecond, fn.deadline, tc.name)

@@ -1,9 +1,18 @@
 // Package meter instruments a WebAssembly module with fuel: a mutable i64
-// global, exported as FuelExport, that the code pays from as it runs and
-// that traps with `unreachable` when it cannot pay. The host fills the tank
+// global, exported as FuelExport, that the code pays from as it runs. When
+// the tank cannot pay, the code calls the host's refill function (imported
+// as RefillModule.RefillImport), which tops the tank up from what the call
+// may still spend or ends the call by trapping. The host fills the tank
 // before each call and may empty it from outside to stop a call (the
 // deadline), so a guest runs at most that much code per call, whatever the
 // shape of its code.
+//
+// The refill is the slow path that lets the host see a long call while it
+// runs: each refill is a call into the host's Go code, where it can measure
+// the call's CPU time, and where a stop of the world that the Go runtime
+// needs (a garbage collection) can proceed, which it cannot while compiled
+// guest code runs. The host decides how much each refill gives, and so how
+// often a long call comes back to it.
 //
 // Fuel counts instructions, not loop iterations: every function entry and
 // every loop header charges the weight (see Weight) of the code it guards,
@@ -36,6 +45,16 @@ const FuelExport = "switchyard_fuel"
 // (see MaxDepth).
 const DepthExport = "switchyard_depth"
 
+// RefillModule and RefillImport name the function the instrumented module
+// imports, with the type (i64) -> (): the tank holds less than the i64
+// units the code is about to pay. The host either puts at least that many
+// units in the tank and returns, or ends the call (a trap: the host
+// function panics). A module may not import from RefillModule itself.
+const (
+	RefillModule = "switchyard_meter"
+	RefillImport = "refill"
+)
+
 // StartExport is the name under which a module's start function is
 // exported once Instrument has removed its start section: the host calls
 // it right after instantiation, as the first call, where it can bound it
@@ -52,6 +71,7 @@ const (
 	secGlobal   = 6
 	secExport   = 7
 	secStart    = 8
+	secElement  = 9
 	secCode     = 10
 )
 
@@ -64,6 +84,12 @@ var ErrUnsupported = errors.New("unsupported instruction set")
 // function exported as StartExport, for the host to call after
 // instantiation. It refuses a module whose code refers to the global index
 // it adds.
+//
+// The refill import is added after the module's own imports, so that every
+// defined function's index goes up by one: calls, ref.func, exports,
+// element segments and global initialisers are renumbered, and the "name"
+// custom section, whose indices would be stale, is dropped (nothing in the
+// host reads it).
 func Instrument(wasm []byte, initial int64) ([]byte, error) {
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" || wasm[4] != 1 || wasm[5] != 0 || wasm[6] != 0 || wasm[7] != 0 {
 		return nil, errors.New("not a WebAssembly 1.0 binary module")
@@ -110,6 +136,12 @@ func Instrument(wasm []byte, initial int64) ([]byte, error) {
 		}
 	}
 	fuel := uint32(importedGlobals + definedGlobals)
+	refill := uint32(importedFuncs)                     // the new import's function index
+	refillType := uint32(len(params))                   // and its type's, added last
+	funcs := funcIndex{imported: uint32(importedFuncs)} // renumbers the module's function indices
+	if hasStart {
+		start = funcs.of(start)
+	}
 	nparams := make([]int, len(funcTypes)) // of each defined function
 	for i, t := range funcTypes {
 		if int(t) >= len(params) {
@@ -140,10 +172,22 @@ func Instrument(wasm []byte, initial int64) ([]byte, error) {
 		newExport = appendU32(newExport, start)
 		exports++
 	}
-	sawGlobal, sawExport := false, false
+	newType := []byte{0x60, 1, 0x7E, 0} // (i64) -> ()
+	newImport := appendName(nil, RefillModule)
+	newImport = appendName(newImport, RefillImport)
+	newImport = appendU32(append(newImport, 0x00), refillType) // func of that type
+	sawType, sawImport, sawGlobal, sawExport := false, false, false, false
 	for _, s := range secs {
 		if s.id != secCustom {
 			// Insert missing sections in their canonical place.
+			if !sawType && s.id > secType {
+				emit(secType, append([]byte{1}, newType...))
+				sawType = true
+			}
+			if !sawImport && s.id > secImport {
+				emit(secImport, append([]byte{1}, newImport...))
+				sawImport = true
+			}
 			if !sawGlobal && s.id > secGlobal {
 				emit(secGlobal, append([]byte{2}, newGlobal...))
 				sawGlobal = true
@@ -154,30 +198,68 @@ func Instrument(wasm []byte, initial int64) ([]byte, error) {
 			}
 		}
 		switch s.id {
+		case secType:
+			p, err := appendVecItems(s.payload, 1, newType)
+			if err != nil {
+				return nil, err
+			}
+			emit(s.id, p)
+			sawType = true
+		case secImport:
+			p, err := appendVecItems(s.payload, 1, newImport)
+			if err != nil {
+				return nil, err
+			}
+			emit(s.id, p)
+			sawImport = true
 		case secGlobal:
-			p, err := appendVecItems(s.payload, 2, newGlobal)
+			g, err := funcs.globals(s.payload)
+			if err != nil {
+				return nil, err
+			}
+			p, err := appendVecItems(g, 2, newGlobal)
 			if err != nil {
 				return nil, err
 			}
 			emit(s.id, p)
 			sawGlobal = true
 		case secExport:
-			p, err := appendVecItems(s.payload, exports, newExport)
+			e, err := funcs.exports(s.payload)
+			if err != nil {
+				return nil, err
+			}
+			p, err := appendVecItems(e, exports, newExport)
 			if err != nil {
 				return nil, err
 			}
 			emit(s.id, p)
 			sawExport = true
+		case secElement:
+			p, err := funcs.elements(s.payload)
+			if err != nil {
+				return nil, err
+			}
+			emit(s.id, p)
 		case secCode:
-			p, err := instrumentCode(s.payload, fuel, nparams, uint32(importedFuncs))
+			p, err := instrumentCode(s.payload, fuel, nparams, funcs, refill)
 			if err != nil {
 				return nil, err
 			}
 			emit(s.id, p)
 		case secStart: // exported as StartExport instead
+		case secCustom:
+			if !isNameSection(s.payload) {
+				emit(s.id, s.payload)
+			}
 		default:
 			emit(s.id, s.payload)
 		}
+	}
+	if !sawType {
+		emit(secType, append([]byte{1}, newType...))
+	}
+	if !sawImport {
+		emit(secImport, append([]byte{1}, newImport...))
 	}
 	if !sawGlobal {
 		emit(secGlobal, append([]byte{2}, newGlobal...))
@@ -206,8 +288,11 @@ func countImports(payload []byte) (globals, funcs int, err error) {
 	r := &reader{b: payload}
 	n := r.u32()
 	for range n {
-		r.bytes(int(r.u32())) // module
+		module := r.bytes(int(r.u32()))
 		r.bytes(int(r.u32())) // name
+		if string(module) == RefillModule {
+			return 0, 0, fmt.Errorf("import section: imports from %s, which the meter reserves", RefillModule)
+		}
 		switch r.byte() {
 		case 0x00: // func
 			r.u32()
@@ -237,26 +322,27 @@ func countImports(payload []byte) (globals, funcs int, err error) {
 // meterCode returns the instructions inserted at a metered point (function
 // entry, loop header) that guards weight units of code:
 //
-//	global.get $fuel ; i64.const w ; i64.lt_s ; if ; i64.const 0 ; global.set $fuel ; unreachable ; end
+//	global.get $fuel ; i64.const w ; i64.lt_s ; if ; i64.const w ; call $refill ; end
 //	global.get $fuel ; i64.const w ; i64.sub ; global.set $fuel
 //
-// A guest that cannot pay empties the tank before it traps, which is how the
-// host tells an exhausted budget from another trap.
-func meterCode(fuel uint32, weight int64) []byte {
+// The refill returns only with at least w units in the tank; a call it ends
+// traps inside it.
+func meterCode(fuel, refill uint32, weight int64) []byte {
 	g := appendU32(nil, fuel)
 	w := appendS64([]byte{0x42}, weight)
 	c := append([]byte{0x23}, g...)
 	c = append(c, w...)
-	c = append(c, 0x53, 0x04, 0x40, 0x42, 0, 0x24)
-	c = append(c, g...)
-	c = append(c, 0x00, 0x0B, 0x23)
+	c = append(c, 0x53, 0x04, 0x40)
+	c = append(c, w...)
+	c = append(append(c, 0x10), appendU32(nil, refill)...)
+	c = append(c, 0x0B, 0x23)
 	c = append(c, g...)
 	c = append(c, w...)
 	c = append(c, 0x7D, 0x24)
 	return append(c, g...)
 }
 
-func instrumentCode(payload []byte, fuel uint32, nparams []int, importedFuncs uint32) ([]byte, error) {
+func instrumentCode(payload []byte, fuel uint32, nparams []int, funcs funcIndex, refill uint32) ([]byte, error) {
 	r := &reader{b: payload}
 	n := r.u32()
 	if int(n) != len(nparams) {
@@ -269,7 +355,7 @@ func instrumentCode(payload []byte, fuel uint32, nparams []int, importedFuncs ui
 		if r.err != nil {
 			return nil, fmt.Errorf("code section: function %d: %w", f, r.err)
 		}
-		nb, err := instrumentBody(body, fuel, nparams[f], importedFuncs)
+		nb, err := instrumentBody(body, fuel, nparams[f], funcs, refill)
 		if err != nil {
 			return nil, fmt.Errorf("code section: function %d: %w", f, err)
 		}
@@ -286,7 +372,7 @@ type instruction struct {
 	op  uint32
 }
 
-func instrumentBody(body []byte, fuelIndex uint32, nparams int, importedFuncs uint32) ([]byte, error) {
+func instrumentBody(body []byte, fuelIndex uint32, nparams int, funcs funcIndex, refill uint32) ([]byte, error) {
 	r := &reader{b: body}
 	groups := r.u32()
 	afterCount := r.i
@@ -397,18 +483,20 @@ func instrumentBody(body []byte, fuelIndex uint32, nparams int, importedFuncs ui
 			out = append(out, payCode(fuelIndex, acc)...)
 		}
 		for c < len(cuts) && cuts[c].at == i {
-			out = append(out, cuts[c].code(fuelIndex, acc)...)
+			out = append(out, cuts[c].code(fuelIndex, acc, refill)...)
 			c++
 		}
 		if shift := dynamicCharge(in.op); shift != 0 {
-			out = append(out, dynamicMeterCode(fuelIndex, scratch, shift)...)
+			out = append(out, dynamicMeterCode(fuelIndex, scratch, refill, shift)...)
 		}
 		depth := appendU32(nil, fuelIndex+1)
 		switch {
-		case in.op == 0x10 && globalIndex(in.raw[1:]) >= importedFuncs:
+		case in.op == 0x10 && globalIndex(in.raw[1:]) >= funcs.imported:
 			// A defined function counted itself in at its entry.
-			out = append(out, in.raw...)
+			out = append(append(out, 0x10), appendU32(nil, funcs.of(globalIndex(in.raw[1:])))...)
 			out = append(out, leaveCode(fuelIndex+1)...)
+		case in.op == 0xD2: // ref.func
+			out = append(append(out, 0xD2), appendU32(nil, funcs.of(globalIndex(in.raw[1:])))...)
 		case in.op == 0x11:
 			// The callee may be defined or imported (the host's, which
 			// counts nothing): the depth is saved and restored.
@@ -432,14 +520,14 @@ type cut struct {
 	weight int64
 }
 
-func (c cut) code(fuel, acc uint32) []byte {
+func (c cut) code(fuel, acc, refill uint32) []byte {
 	switch {
 	case c.check && c.at == 0:
 		// Every call pays, so recursion without loops is metered too, and
 		// counts itself in the depth.
-		return append(meterCode(fuel, max(c.weight, 1)), enterCode(fuel)...)
+		return append(meterCode(fuel, refill, max(c.weight, 1)), enterCode(fuel)...)
 	case c.check:
-		return append(payCode(fuel, acc), meterCode(fuel, max(c.weight, 1))...)
+		return append(payCode(fuel, acc), meterCode(fuel, refill, max(c.weight, 1))...)
 	case c.weight > 0:
 		return chargeCode(acc, c.weight)
 	}
@@ -605,15 +693,15 @@ const (
 
 // dynamicMeterCode returns the instructions inserted before an operation
 // whose operand n is on top of the stack: it burns charge(n) + 1 units,
-// emptying the tank and trapping if there are not that many.
+// calling the refill first if the tank holds fewer.
 //
 //	local.tee $n
-//	global.get $fuel ; <charge> ; i64.lt_s ; if ; i64.const 0 ; global.set $fuel ; unreachable ; end
+//	global.get $fuel ; <charge> ; i64.lt_s ; if ; <charge> ; call $refill ; end
 //	global.get $fuel ; <charge> ; i64.sub ; global.set $fuel
 //
 // where <charge> is local.get $n ; i64.extend_i32_u ; i64.const s ;
 // i64.shr_u (or i64.shl) ; i64.const 1 ; i64.add.
-func dynamicMeterCode(fuel, scratch uint32, shift int) []byte {
+func dynamicMeterCode(fuel, scratch, refill uint32, shift int) []byte {
 	g := appendU32(nil, fuel)
 	l := appendU32(nil, scratch)
 	charge := append([]byte{0x20}, l...)
@@ -626,13 +714,140 @@ func dynamicMeterCode(fuel, scratch uint32, shift int) []byte {
 	c = append(c, 0x23)
 	c = append(c, g...)
 	c = append(c, charge...)
-	c = append(c, 0x53, 0x04, 0x40, 0x42, 0, 0x24)
-	c = append(c, g...)
-	c = append(c, 0x00, 0x0B, 0x23)
+	c = append(c, 0x53, 0x04, 0x40)
+	c = append(c, charge...)
+	c = append(append(c, 0x10), appendU32(nil, refill)...)
+	c = append(c, 0x0B, 0x23)
 	c = append(c, g...)
 	c = append(c, charge...)
 	c = append(c, 0x7D, 0x24)
 	return append(c, g...)
+}
+
+// funcIndex renumbers a module's function indices for the refill import,
+// added after its imported functions: a defined function's index goes up
+// by one.
+type funcIndex struct{ imported uint32 }
+
+func (f funcIndex) of(i uint32) uint32 {
+	if i >= f.imported {
+		return i + 1
+	}
+	return i
+}
+
+// exports returns an export section with its functions renumbered.
+func (f funcIndex) exports(payload []byte) ([]byte, error) {
+	r := &reader{b: payload}
+	n := r.u32()
+	out := appendU32(nil, n)
+	for range n {
+		out = appendName(out, string(r.bytes(int(r.u32()))))
+		kind := r.byte()
+		i := r.u32()
+		if kind == 0x00 {
+			i = f.of(i)
+		}
+		out = appendU32(append(out, kind), i)
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("export section: %w", r.err)
+	}
+	return out, nil
+}
+
+// globals returns a global section with the functions its initialisers
+// refer to (ref.func) renumbered.
+func (f funcIndex) globals(payload []byte) ([]byte, error) {
+	r := &reader{b: payload}
+	n := r.u32()
+	out := appendU32(nil, n)
+	for range n {
+		t := r.byte()
+		if !isValType(t) {
+			return nil, fmt.Errorf("%w: global of type 0x%x", ErrUnsupported, t)
+		}
+		out = append(out, t, r.byte()) // type, mutability
+		out = f.constExpr(r, out)
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("global section: %w", r.err)
+	}
+	return out, nil
+}
+
+// elements returns an element section with its functions renumbered, in
+// each of the segment forms: a vector of function indices (flags 0 to 3)
+// or of initialiser expressions (4 to 7), after an optional table index,
+// offset and element kind or reference type.
+func (f funcIndex) elements(payload []byte) ([]byte, error) {
+	r := &reader{b: payload}
+	n := r.u32()
+	out := appendU32(nil, n)
+	for range n {
+		flags := r.u32()
+		if flags > 7 {
+			return nil, fmt.Errorf("element section: unknown segment form %d", flags)
+		}
+		out = appendU32(out, flags)
+		if flags&0b010 != 0 && flags&0b001 == 0 { // 2, 6: a table index
+			out = appendU32(out, r.u32())
+		}
+		if flags&0b001 == 0 { // active: an offset
+			out = f.constExpr(r, out)
+		}
+		if flags&0b011 != 0 { // 1, 2, 3, 5, 6, 7: an element kind or reference type
+			out = append(out, r.byte())
+		}
+		k := r.u32()
+		out = appendU32(out, k)
+		for range k {
+			if flags&0b100 == 0 {
+				out = appendU32(out, f.of(r.u32()))
+			} else {
+				out = f.constExpr(r, out)
+			}
+			if r.err != nil {
+				break
+			}
+		}
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("element section: %w", r.err)
+	}
+	return out, nil
+}
+
+// constExpr copies a constant expression from r to out, up to and with its
+// end, renumbering the functions it refers to (ref.func).
+func (f funcIndex) constExpr(r *reader, out []byte) []byte {
+	for r.err == nil {
+		start := r.i
+		op := r.byte()
+		if op == 0xD2 {
+			return f.constExpr(r, appendU32(append(out, op), f.of(r.u32())))
+		}
+		if err := r.skipImmediates(op); err != nil {
+			r.err = err
+			return out
+		}
+		if r.err != nil {
+			return out
+		}
+		out = append(out, r.b[start:r.i]...)
+		if op == 0x0B {
+			return out
+		}
+	}
+	return out
+}
+
+// isNameSection reports whether a custom section's payload is the "name"
+// section.
+func isNameSection(payload []byte) bool {
+	r := &reader{b: payload}
+	name := r.bytes(int(r.u32()))
+	return r.err == nil && string(name) == "name"
 }
 
 // typeParams returns the parameter count of each type in a type section.

@@ -2,6 +2,7 @@ package meter_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -47,11 +48,42 @@ func filling() []byte {
 	return m
 }
 
-func instantiate(t *testing.T, wasm []byte) (api.Function, api.MutableGlobal) {
+// errEmpty is what the tests' refill traps with.
+var errEmpty = errors.New("out of fuel")
+
+// newRuntime returns a runtime whose refill gives nothing: it empties the
+// tank and traps, so that a call runs on the fuel the test put in the tank.
+func newRuntime(t *testing.T) wazero.Runtime {
+	t.Helper()
+	return newRuntimeRefilling(t, func(_ api.MutableGlobal, _ int64) bool { return false })
+}
+
+// newRuntimeRefilling returns a runtime whose refill asks give: it may put
+// at least need units in the tank and report true, or report false, and
+// the call traps with the tank emptied.
+func newRuntimeRefilling(t *testing.T, give func(fuel api.MutableGlobal, need int64) bool) wazero.Runtime {
 	t.Helper()
 	ctx := context.Background()
 	r := wazero.NewRuntime(ctx)
 	t.Cleanup(func() { _ = r.Close(ctx) })
+	refill := func(_ context.Context, mod api.Module, stack []uint64) {
+		fuel := mod.ExportedGlobal(meter.FuelExport).(api.MutableGlobal)
+		if !give(fuel, int64(stack[0])) {
+			fuel.Set(0)
+			panic(errEmpty)
+		}
+	}
+	_, err := r.NewHostModuleBuilder(meter.RefillModule).NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(refill), []api.ValueType{api.ValueTypeI64}, nil).
+		Export(meter.RefillImport).Instantiate(ctx)
+	require.NoError(t, err)
+	return r
+}
+
+func instantiate(t *testing.T, wasm []byte) (api.Function, api.MutableGlobal) {
+	t.Helper()
+	ctx := context.Background()
+	r := newRuntime(t)
 	metered, err := meter.Instrument(wasm, 0)
 	require.NoError(t, err)
 	mod, err := r.Instantiate(ctx, metered)
@@ -195,8 +227,7 @@ func chain() []byte {
 func TestCallsNestAtMostMaxDepth(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	r := wazero.NewRuntime(ctx)
-	t.Cleanup(func() { _ = r.Close(ctx) })
+	r := newRuntime(t)
 	metered, err := meter.Instrument(chain(), 0)
 	require.NoError(t, err)
 	mod, err := r.Instantiate(ctx, metered)
@@ -231,8 +262,7 @@ func TestTheStartFunctionIsExportedNotRunAtInstantiation(t *testing.T) {
 	body := []byte{0, 0x41, 7, 0x24, 0, 0x0B}               // g = 7
 	m = append(m, section(10, 1, byte(len(body)), body[0], body[1], body[2], body[3], body[4], body[5])...)
 	ctx := context.Background()
-	r := wazero.NewRuntime(ctx)
-	t.Cleanup(func() { _ = r.Close(ctx) })
+	r := newRuntime(t)
 	plain, err := r.InstantiateWithConfig(ctx, m, wazero.NewModuleConfig().WithName("plain"))
 	require.NoError(t, err)
 	require.Equal(t, uint64(7), plain.ExportedGlobal("g").Get(), "the start function runs at instantiation")
@@ -248,4 +278,103 @@ func TestTheStartFunctionIsExportedNotRunAtInstantiation(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(7), mod.ExportedGlobal("g").Get())
 	require.Less(t, mod.ExportedGlobal(meter.FuelExport).Get(), uint64(1000), "it paid for its code")
+}
+
+// A long call pays the same, whether it runs on one tank or on many
+// refills: the refill is a slow path, not a price.
+func TestRefillsLetACallGoOnAtTheSamePrice(t *testing.T) {
+	t.Parallel()
+	const k, n = 50, 1000
+	perIteration := int64(4*k + 5)
+	want := 1 + n*perIteration // as TestLoopHeadersAreChargedTheirBodysInstructions counts
+
+	refills, given := 0, int64(0)
+	r := newRuntimeRefilling(t, func(fuel api.MutableGlobal, need int64) bool {
+		require.Less(t, int64(fuel.Get()), need, "a refill is asked for only when the tank cannot pay")
+		refills++
+		top := max(need, 500)
+		given += top - int64(fuel.Get())
+		fuel.Set(uint64(top))
+		return true
+	})
+	metered, err := meter.Instrument(dense(k), 0)
+	require.NoError(t, err)
+	mod, err := r.Instantiate(context.Background(), metered)
+	require.NoError(t, err)
+	fuel := mod.ExportedGlobal(meter.FuelExport).(api.MutableGlobal)
+	fuel.Set(300)
+	given = 300
+	_, err = mod.ExportedFunction("f").Call(context.Background(), n)
+	require.NoError(t, err)
+	require.Greater(t, refills, n/3, "tanks of 500 units hold two or three iterations")
+	require.Equal(t, want, given-int64(fuel.Get()), "what was given less what is left is what the code costs")
+}
+
+// renumbered is a module with an imported function, a table filled by an
+// element segment of function indices, one of expressions and a global
+// initialised with ref.func, a name section, and an export run() that adds
+// up calls through all of them: h() + 4 × f0() = 100 + 28.
+func renumbered() []byte {
+	m := []byte("\x00asm\x01\x00\x00\x00")
+	m = append(m, section(1, 1, 0x60, 0, 1, 0x7F)...)                                           // type 0: () -> i32
+	m = append(m, section(2, 1, 3, 'e', 'n', 'v', 1, 'h', 0x00, 0)...)                          // import env.h: func 0, type 0
+	m = append(m, section(3, 2, 0, 0)...)                                                       // func 1 (f0), func 2 (run): type 0
+	m = append(m, section(4, 1, 0x70, 0x00, 3)...)                                              // table: 3 funcrefs
+	m = append(m, section(6, 1, 0x70, 0, 0xD2, 1, 0x0B)...)                                     // global 0: funcref = ref.func 1
+	m = append(m, section(7, 1, 3, 'r', 'u', 'n', 0, 2)...)                                     // export "run" = func 2
+	m = append(m, section(9, 2, 0, 0x41, 0, 0x0B, 1, 1, 4, 0x41, 1, 0x0B, 1, 0xD2, 1, 0x0B)...) // table[0] = func 1; table[1] = ref.func 1
+	f0 := []byte{0, 0x41, 7, 0x0B}
+	run := []byte{0,
+		0x41, 2, 0x23, 0, 0x26, 0, // table[2] = global 0
+		0x10, 0, // h()
+		0x41, 0, 0x11, 0, 0, 0x6A, // + table[0]()
+		0x41, 1, 0x11, 0, 0, 0x6A, // + table[1]()
+		0x41, 2, 0x11, 0, 0, 0x6A, // + table[2]()
+		0x10, 1, 0x6A, // + f0()
+		0x0B}
+	code := []byte{2, byte(len(f0))}
+	code = append(code, f0...)
+	code = append(append(code, byte(len(run))), run...)
+	m = append(m, section(10, code...)...)
+	m = append(m, section(0, 4, 'n', 'a', 'm', 'e', 1, 5, 1, 1, 2, 'f', '0')...) // function 1 is "f0"
+	return m
+}
+
+// The refill import shifts every defined function's index by one: calls,
+// call_indirect through tables filled by either form of element segment
+// and by a global, and exports all still reach the function they named.
+func TestFunctionIndicesAreRenumberedAroundTheRefillImport(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newRuntime(t)
+	_, err := r.NewHostModuleBuilder("env").NewFunctionBuilder().
+		WithGoFunction(api.GoFunc(func(_ context.Context, stack []uint64) { stack[0] = 100 }), nil, []api.ValueType{api.ValueTypeI32}).
+		Export("h").Instantiate(ctx)
+	require.NoError(t, err)
+
+	plain, err := r.InstantiateWithConfig(ctx, renumbered(), wazero.NewModuleConfig().WithName("plain"))
+	require.NoError(t, err)
+	res, err := plain.ExportedFunction("run").Call(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(128), res[0], "the module as written")
+
+	metered, err := meter.Instrument(renumbered(), 1_000)
+	require.NoError(t, err)
+	require.NotContains(t, string(metered), "\x04name\x01", "the name section, whose indices would be stale, is dropped")
+	mod, err := r.InstantiateWithConfig(ctx, metered, wazero.NewModuleConfig().WithName("metered"))
+	require.NoError(t, err)
+	res, err = mod.ExportedFunction("run").Call(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(128), res[0], "every path still reaches f0")
+}
+
+func TestAModuleMayNotImportTheRefill(t *testing.T) {
+	t.Parallel()
+	m := []byte("\x00asm\x01\x00\x00\x00")
+	m = append(m, section(1, 1, 0x60, 1, 0x7E, 0)...)
+	imp := append([]byte{1, byte(len(meter.RefillModule))}, meter.RefillModule...)
+	imp = append(append(imp, byte(len(meter.RefillImport))), meter.RefillImport...)
+	m = append(m, section(2, append(imp, 0x00, 0)...)...)
+	_, err := meter.Instrument(m, 1)
+	require.ErrorContains(t, err, "reserves")
 }

@@ -207,6 +207,7 @@ type Plugins struct {
 	// The guards of every decision and the breaker (plugins/ABI.md, "Guards
 	// and faults"); zero means the host's default.
 	DecisionFuel      int64    `yaml:"decisionFuel"`      // fuel per decision (default 5,000,000)
+	DecisionCPU       Duration `yaml:"decisionCPU"`       // CPU time per decision, on Linux (default 3ms)
 	Deadline          Duration `yaml:"deadline"`          // wall-clock backstop per decision (default 10ms)
 	BreakerThreshold  int      `yaml:"breakerThreshold"`  // faults that quarantine (default 5)
 	BreakerStall      Duration `yaml:"breakerStall"`      // faulted time that quarantines (default 20ms)
@@ -718,9 +719,9 @@ func (c *Config) Validate() error {
 	if c.Plugins.MaxWasmBytes < 0 || c.Plugins.MemoryPages < 0 {
 		return errors.New("plugins.maxWasmBytes and plugins.memoryPages: must not be negative")
 	}
-	if p := c.Plugins; p.DecisionFuel < 0 || p.Deadline < 0 || p.BreakerThreshold < 0 || p.BreakerStall < 0 ||
+	if p := c.Plugins; p.DecisionFuel < 0 || p.DecisionCPU < 0 || p.Deadline < 0 || p.BreakerThreshold < 0 || p.BreakerStall < 0 ||
 		p.QuarantineBase < 0 || p.QuarantineMax < 0 || p.Probation < 0 || p.LogLinesPerSecond < 0 {
-		return errors.New("plugins.decisionFuel, deadline, breakerThreshold, breakerStall, quarantineBase, quarantineMax, probation, logLinesPerSecond: must not be negative")
+		return errors.New("plugins.decisionFuel, decisionCPU, deadline, breakerThreshold, breakerStall, quarantineBase, quarantineMax, probation, logLinesPerSecond: must not be negative")
 	}
 	if c.Plugins.MemoryPages != 0 && (c.Plugins.MemoryPages < 64 || c.Plugins.MemoryPages > 65536) {
 		return fmt.Errorf("plugins.memoryPages: must be within 64..65536 (a Go guest needs about 40 pages to start), got %d", c.Plugins.MemoryPages)

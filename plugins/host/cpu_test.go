@@ -1,0 +1,114 @@
+package host_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/waitfor"
+	"github.com/switchyard/switchyard/plugins/host"
+)
+
+// A stop of the world waits for every goroutine to reach a point where it
+// may stop, and compiled guest code has none: a collection started while a
+// decision ran used to wait for the decision to end, and the watchdog,
+// stopped with the world, could not end it, so that only fuel did. The
+// meter's refills are Go code, where the collection proceeds: it no longer
+// waits for the decision.
+func TestACollectionDoesNotWaitForARunningDecision(t *testing.T) {
+	ctx := context.Background()
+	// Fuel for hours; the deadline and the CPU limit are a minute (the
+	// tests' default): nothing ends the decision but the test.
+	rt := newRuntime(t, host.Config{DecisionFuel: 1 << 50, NoFileCache: true})
+	p, err := rt.Load(ctx, "endless", hostileModule(forever(denseBody), nil), nil)
+	require.NoError(t, err)
+	w, err := p.Fairness(reverse{})
+	require.NoError(t, err)
+	done := make(chan int, 1)
+	go func() { done <- w.Pick(pickCtx(), host.SyntheticCandidates(16, 1), make([]uint32, 4)) }()
+	waitfor.Eventually(t, "the decision runs", func() bool { return host.Running(p) })
+
+	runtime.GC()
+	require.True(t, host.Running(p), "the collection ran to its end while the decision went on")
+
+	host.AbandonRunning(p)
+	select {
+	case n := <-done:
+		require.Equal(t, 4, n, "the fallback decides the abandoned decision")
+	case <-time.After(time.Minute):
+		t.Fatal("the abandoned decision did not end")
+	}
+}
+
+// Fuel prices a load about as an addition; a chase of loads that each miss
+// the caches costs tens of nanoseconds a unit, so that its fuel lasts a
+// hundred times longer than a dense loop's. The decision's CPU time ends
+// it, with a budget fault that says so, long before its fuel or its
+// deadline (here a minute, so that only the CPU limit can end it in time).
+func TestCPUTimeEndsADecisionThatFuelUnderprices(t *testing.T) {
+	if _, ok := host.ThreadCPU(); !ok {
+		t.Skip("no per-thread CPU clock on this system: fuel and the deadline bound a decision")
+	}
+	ctx := context.Background()
+	var ev events
+	rt := newRuntime(t, host.Config{OnEvent: ev.add, DecisionCPU: host.DefaultDecisionCPU, NoFileCache: true})
+	p, err := rt.Load(ctx, "pointer-chase", hostileModuleMem(pointerChase(), nil, nil, "", chasePages, chaseSegments()), nil)
+	require.NoError(t, err)
+	w, err := p.Fairness(reverse{})
+	require.NoError(t, err)
+	require.Equal(t, 4, w.Pick(pickCtx(), host.SyntheticCandidates(16, 1), make([]uint32, 4)), "the fallback decides")
+
+	st := p.Stats()
+	require.Equal(t, uint64(1), st.Faults[host.FaultBudget], "%+v", st)
+	require.Less(t, st.FuelMax, uint64(rt.Config().DecisionFuel), "its fuel did not run out")
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	var reasons []string
+	for _, e := range ev.all {
+		if e.Kind == host.EventFault {
+			reasons = append(reasons, e.Reason)
+		}
+	}
+	require.Len(t, reasons, 1)
+	require.Contains(t, reasons[0], "of CPU time")
+}
+
+// BenchmarkCollectionDuringDecision times a garbage collection (the
+// runtime.GC call: its stops of the world and its marking) started while
+// a hostile decision runs, under the default deadline and CPU time. A
+// collection's stop of the world waits for the guest's next refill.
+//
+//	go test -run '^$' -bench CollectionDuringDecision ./plugins/host/
+func BenchmarkCollectionDuringDecision(b *testing.B) {
+	for _, tc := range hostileCases() {
+		if tc.name != "pointer-chase" && tc.name != "dense-loop" {
+			continue
+		}
+		b.Run(tc.name, func(b *testing.B) {
+			rt := newRuntime(b, host.Config{NoFileCache: true, Deadline: host.DefaultDeadline, DecisionCPU: host.DefaultDecisionCPU,
+				BreakerThreshold: 1 << 30, BreakerStall: time.Hour})
+			p, err := rt.Load(context.Background(), tc.name, tc.wasm(), nil)
+			require.NoError(b, err)
+			w, err := p.Fairness(reverse{})
+			require.NoError(b, err)
+			var worst time.Duration
+			for b.Loop() {
+				waitfor.Eventually(b, "an instance is idle", func() bool { return host.Ready(p) && !host.Running(p) })
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					w.Pick(pickCtx(), host.SyntheticCandidates(16, 1), make([]uint32, 4))
+				}()
+				waitfor.Eventually(b, "the decision runs", func() bool { return host.Running(p) })
+				start := time.Now()
+				runtime.GC()
+				worst = max(worst, time.Since(start))
+				<-done
+			}
+			b.ReportMetric(float64(worst.Microseconds())/1000, "worst-gc-ms")
+		})
+	}
+}
