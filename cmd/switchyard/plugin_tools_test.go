@@ -48,7 +48,7 @@ func TestPluginToolsCheckBenchAndSimulateAModule(t *testing.T) {
 	rep := decodeBench(t, out.Bytes())
 	require.Equal(t, "fair-share", rep.Builtin)
 	require.Equal(t, int64(10*time.Millisecond), rep.DeadlineNs, "the server's default plugins.deadline")
-	require.Equal(t, int64(3*time.Millisecond), rep.DecisionCPUNs, "the server's default plugins.decisionCPU")
+	require.Equal(t, int64(2500*time.Microsecond), rep.DecisionCPUNs, "the server's default plugins.decisionCPU")
 	require.Equal(t, int64(5_000_000), rep.DecisionFuel, "the server's default plugins.decisionFuel")
 	require.False(t, rep.Names || rep.Details, "drr asks for no names or details, and is sent none")
 	require.Len(t, rep.Cases, 9)

@@ -14,7 +14,7 @@ const DefaultDecisionFuel = 5_000_000
 
 // DefaultDecisionCPU is Config.DecisionCPU's default, and so the server's
 // plugins.decisionCPU.
-const DefaultDecisionCPU = 3 * time.Millisecond
+const DefaultDecisionCPU = 2500 * time.Microsecond
 
 // DefaultDeadline is Config.Deadline's default, and so the server's
 // plugins.deadline.
@@ -60,15 +60,16 @@ type Config struct {
 	// DecisionCPU bounds one decision's CPU time, measured on the thread
 	// that runs it (Linux only; elsewhere fuel and Deadline bound it). Fuel
 	// counts instructions, and an instruction may cost far more time than
-	// its weight says: a load that misses every cache costs 20-75 ns where
+	// its weight says: a load that misses every cache costs 20-80 ns where
 	// fuel counts about one. A decision comes back to the host at each
-	// refill of its tank (after its first 10,000 units, then every 250 µs
-	// or so of running), where its CPU time since its first refill is
-	// checked; one that has used DecisionCPU ends there with a budget
-	// fault, like one out of fuel. The machine's load does not count: time
-	// the thread waits for a core is not CPU time. Default 3 ms, so that a
-	// decision of any shape ends within about 4 ms of running; the costliest
-	// example policy uses under 1 ms.
+	// refill of its tank (every 10,000 units at first, then every 250 µs
+	// or so of running), where its CPU time, counted from 250 µs into it,
+	// is checked, as the watchdog checks it every millisecond; one that
+	// has used DecisionCPU ends with a budget fault, like one out of fuel.
+	// The machine's load does not count: time the thread waits for a core
+	// is not CPU time. Default 2.5 ms, so that a decision of any shape ends
+	// within about 4.5 ms of running; the costliest example policy uses
+	// under 1 ms.
 	DecisionCPU time.Duration
 
 	// SetupFuel bounds an instance's initialisation (the guest's start

@@ -272,6 +272,13 @@ func pointerChase() [][]byte {
 	return forever([]byte{opLocalGet, localI}, repeat(chaseUnroll, opI32Load, 2, 0), []byte{opLocalSet, localI})
 }
 
+// fastStart is ten iterations of denseBody (800,000 units, a fraction of
+// a millisecond), leaving nothing on the stack.
+func fastStart() [][]byte {
+	warm := times(10, denseBody)
+	return warm[:len(warm)-1] // without its answer
+}
+
 // hostileCase is one shape of hostile module.
 type hostileCase struct {
 	name   string
@@ -302,6 +309,11 @@ func hostileCases() []hostileCase {
 		// brought in the module, about 2 units a load (the suite's chase
 		// above spends about 13 on computing each address).
 		{name: "pointer-chase", pick: pointerChase(), pages: chasePages, data: chaseSegments, want: host.FaultBudget},
+		// The chase after fast code, which sizes the tanks for its pace:
+		// a tank that lasts 250 µs of multiplications lasts a hundred
+		// times longer of chasing, and only the watchdog's reading of
+		// the thread's CPU clock ends it between two refills.
+		{name: "fast-then-chase", pick: append(fastStart(), pointerChase()...), pages: chasePages, data: chaseSegments, want: host.FaultBudget},
 		{name: "deep-recursion", pick: [][]byte{i32c(0), {opCall, 4, opDrop}, answer},
 			helper: [][]byte{{opLocalGet, 0}, i32c(1), {opI32Add, opCall, 4}}, want: host.FaultBudget},
 		{name: "log-flood", pick: forever(logCall), want: host.FaultBudget},

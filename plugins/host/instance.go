@@ -69,7 +69,11 @@ type instance struct {
 	cpuFrom  int64
 	cpuCheck int64 // the runtime's clock before which cpuLimit cannot have been used up
 	locked   bool  // the first refill locked the goroutine to its thread
-	overCPU  bool  // the call used up cpuLimit and was ended
+	// Under mu once the call runs: the CPU clock of its thread, which the
+	// watchdog reads too (0 until its CPU time is counted), and whether it
+	// used up cpuLimit and was ended.
+	cpuClock int32
+	overCPU  bool
 
 	stack  []uint64
 	ptr    uint32 // arena address
@@ -273,7 +277,7 @@ func (in *instance) callWith(fn api.Function, fuel int64, deadline, cpu time.Dur
 	tank := min(fuel, firstTank)
 	in.fuel.Set(uint64(tank))
 	in.reserve, in.lastTank = fuel-tank, tank
-	in.cpuLimit, in.cpuOn, in.overCPU = int64(cpu), false, false
+	in.cpuLimit, in.cpuOn, in.overCPU, in.cpuClock = int64(cpu), false, false, 0
 	in.depth.Set(0)
 	if in.expired.Load() {
 		in.expired.Store(false)
@@ -345,14 +349,14 @@ func (in *instance) callWith(fn api.Function, fuel int64, deadline, cpu time.Dur
 const (
 	firstTank    = 10_000
 	minTank      = 2_000
-	maxTank      = 500_000
+	maxTank      = 250_000
 	refillPeriod = int64(250 * time.Microsecond)
 )
 
 // cpuAfter is how far into a call, on the wall clock, its CPU time starts
 // to be counted (cpuUsedUp): a decision's running time before that is
 // bounded by the wall clock instead.
-const cpuAfter = int64(500 * time.Microsecond)
+const cpuAfter = int64(250 * time.Microsecond)
 
 // refill is the meter's slow path (meter.RefillImport), run on the guest's
 // goroutine and thread: the running call's tank holds less than need
@@ -375,7 +379,14 @@ func (in *instance) refill(need int64) {
 		in.overCPU = true
 		in.fuel.Set(0)
 	default:
-		tank := min(total, max(need, in.nextTank(left, now)))
+		next := in.nextTank(left, now)
+		if !in.cpuOn && in.cpuLimit != 0 {
+			// Until its CPU time is counted, a call refills at least every
+			// firstTank units, whatever its pace so far: a tank sized by a
+			// fast start could last long, uncounted, if the code turned slow.
+			next = min(next, firstTank)
+		}
+		tank := min(total, max(need, next))
 		in.reserve = total - tank
 		in.fuel.Set(uint64(tank))
 		in.lastTank, in.lastFill = tank, now
@@ -404,34 +415,44 @@ func (in *instance) nextTank(left, now int64) int64 {
 // the limit, since the thread cannot have run longer than that. A call
 // that runs less than cpuAfter makes no system call, and one that runs
 // less than its limit on the wall clock after that one.
+//
+// That first refill also records the thread's CPU clock for the watchdog
+// (cpuClock), which reads it at every look (watch): a tank sized by a fast
+// part of the call may last long if the code turns slow.
 func (in *instance) cpuUsedUp(now int64) bool {
 	switch {
+	case in.overCPU: // the watchdog saw it
+		return true
 	case in.cpuLimit == 0:
 		return false
 	case !in.cpuOn:
 		if now-int64(in.lastStart) < cpuAfter {
 			return false
 		}
-		cpu, ok := threadCPU()
+		runtime.LockOSThread() // first: the clock is this thread's
+		in.locked = true
+		clock, ok := threadClock()
 		if !ok { // no per-thread clock here: fuel and the deadline bound the call
 			in.cpuLimit = 0
 			return false
 		}
-		runtime.LockOSThread()
-		in.locked, in.cpuOn = true, true
-		in.cpuFrom, in.cpuCheck = cpu, now+in.cpuLimit
+		in.cpuOn, in.cpuClock = true, clock
+		in.cpuFrom, in.cpuCheck = clockRead(clock), now+in.cpuLimit
 		return false
 	case now < in.cpuCheck:
 		return false
 	}
-	cpu, _ := threadCPU()
-	used := cpu - in.cpuFrom
+	used := in.cpuOf()
 	if used >= in.cpuLimit {
 		return true
 	}
 	in.cpuCheck = now + in.cpuLimit - used
 	return false
 }
+
+// cpuOf returns the CPU time the running call has used since its CPU time
+// began to be counted (under mu, or on the call's own goroutine).
+func (in *instance) cpuOf() int64 { return clockRead(in.cpuClock) - in.cpuFrom }
 
 // ensureArena makes the guest's arena at least n bytes long.
 func (in *instance) ensureArena(n uint32) error {

@@ -336,10 +336,13 @@ var errAborted = errors.New("aborted in a host call")
 // the call if its fuel cannot pay, or it has used up its CPU time), and
 // ends the call there if the watchdog has stopped it.
 func (in *instance) chargeOrAbort(n int64) {
-	if int64(in.fuel.Get()) < n {
+	in.mu.Lock() // the watchdog writes the tank under it
+	short := int64(in.fuel.Get()) < n
+	in.mu.Unlock()
+	if short {
 		in.refill(n)
 	}
-	in.mu.Lock() // the watchdog writes the tank under it
+	in.mu.Lock()
 	in.fuel.Set(uint64(int64(in.fuel.Get()) - n))
 	in.mu.Unlock()
 	if in.expired.Load() {

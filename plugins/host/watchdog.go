@@ -130,6 +130,7 @@ func (l *ledger) base(start int64) int64 {
 type watchdog struct {
 	rt      *Runtime
 	tick    time.Duration
+	fast    bool // the last scan saw a call whose CPU time it reads: tick every cpuTick
 	asleep  atomic.Bool
 	stopped atomic.Bool // set by stop: no call may start after it
 	wake    chan struct{}
@@ -243,8 +244,12 @@ func (d *watchdog) run() {
 				return
 			}
 		}
-		due := int64(time.Since(d.rt.epoch) + d.tick)
-		t.Reset(d.tick)
+		period := d.tick
+		if d.fast {
+			period = min(period, cpuTick)
+		}
+		due := int64(time.Since(d.rt.epoch) + period)
+		t.Reset(period)
 		select {
 		case <-t.C:
 		case <-d.done:
@@ -283,11 +288,12 @@ func (d *watchdog) woke() {
 	}
 }
 
-// scan stops every call past its deadline and reports whether any call is
-// running.
+// scan stops every call past its deadline or its CPU time and reports
+// whether any call is running; it records in fast whether one of them has
+// its CPU time read.
 func (d *watchdog) scan() bool {
 	now := int64(time.Since(d.rt.epoch))
-	busy := false
+	busy, fast := false, false
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for in := range d.instances {
@@ -296,8 +302,9 @@ func (d *watchdog) scan() bool {
 			continue
 		}
 		busy = true
-		in.watch(start, now, &d.late)
+		fast = in.watch(start, now, &d.late) || fast
 	}
+	d.fast = fast
 	return busy
 }
 
@@ -338,11 +345,22 @@ func (d *watchdog) halt(match func(*instance) bool) bool {
 // next look if it then goes on running. A plugin is not quarantined for
 // the machine's load. A call let run on past its deadline in wall time is
 // counted once (Stats.DeadlineGraces).
-func (in *instance) watch(start, now int64, late *ledger) {
+//
+// It also reads the CPU clock of the thread of a call whose first refill
+// started counting its CPU time (cpuUsedUp), and stops one that has used
+// up its limit as that refill would: a guest whose code turns slow after
+// a fast start (a tank sized by the fast part, then loads that miss every
+// cache) may run long between two refills. It reports whether the call has
+// its CPU time counted, for which the watchdog looks every cpuTick.
+func (in *instance) watch(start, now int64, late *ledger) bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.started.Load() != start {
-		return
+		return false
+	}
+	if in.cpuClock != 0 && (in.overCPU || in.cpuOf() >= in.cpuLimit) {
+		in.overCPU = true
+		in.fuel.Set(0) // the guest's next refill ends it (again at each look: a tight loop may write back what it read)
 	}
 	seen := in.seenStart == start
 	if !seen {
@@ -364,7 +382,12 @@ func (in *instance) watch(start, now int64, late *ledger) {
 		in.grace()
 	}
 	in.seenStart, in.seenFuel = start, left
+	return in.cpuClock != 0
 }
+
+// cpuTick is how often the watchdog looks while a call has its CPU time
+// counted.
+const cpuTick = time.Millisecond
 
 // expire empties the tank of the running call (under mu).
 func (in *instance) expire() {

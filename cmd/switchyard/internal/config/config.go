@@ -207,7 +207,7 @@ type Plugins struct {
 	// The guards of every decision and the breaker (plugins/ABI.md, "Guards
 	// and faults"); zero means the host's default.
 	DecisionFuel      int64    `yaml:"decisionFuel"`      // fuel per decision (default 5,000,000)
-	DecisionCPU       Duration `yaml:"decisionCPU"`       // CPU time per decision, on Linux (default 3ms)
+	DecisionCPU       Duration `yaml:"decisionCPU"`       // CPU time per decision, on Linux (default 2.5ms)
 	Deadline          Duration `yaml:"deadline"`          // wall-clock backstop per decision (default 10ms)
 	BreakerThreshold  int      `yaml:"breakerThreshold"`  // faults that quarantine (default 5)
 	BreakerStall      Duration `yaml:"breakerStall"`      // faulted time that quarantines (default 20ms)
