@@ -80,7 +80,7 @@ func TestPluginToolsCheckBenchAndSimulateAModule(t *testing.T) {
 	out.Reset()
 	require.Equal(t, 0, run(ctx, []string{"plugin", "bench", "--allow-faults", "--decisions", "20", module}, &out, &errOut), errOut.String())
 	require.Regexp(t, `(?m)^case +p50 +p99 +p50 per task +ratio$`, out.String())
-	require.Contains(t, out.String(), "each decision: deadline 10ms, 5000000 fuel; sent no names or details (the module asks for none)")
+	require.Contains(t, out.String(), "each decision: deadline 10ms, CPU time 2.5ms, 5000000 fuel; sent no names or details (the module asks for none)")
 }
 
 // benchReport is `plugin bench --json`, as a tool reads it.
@@ -209,7 +209,7 @@ func TestPluginBenchAbandonsADecisionPastTheDeadline(t *testing.T) {
 	out.Reset()
 	errOut.Reset()
 	require.Equal(t, 0, run(ctx, append(args, "--allow-faults"), &out, &errOut), errOut.String())
-	require.Contains(t, out.String(), "each decision: deadline 2ms, 1000000000 fuel")
+	require.Contains(t, out.String(), "each decision: deadline 2ms, CPU time 1m0s, 1000000000 fuel")
 	require.Regexp(t, `fairness/cands=16/slots=1 +FAULTED: all 10 decisions fell back \(DEADLINE 1, FALLBACK 9; native p50 \d+ ns\)`, out.String())
 	require.Contains(t, out.String(), "WARNING: the fallback answered 99 decisions, none in the plugin's figures (90 timed, 9 in the warm-ups); the plugin faulted: DEADLINE 18; a server abandons a decision past its deadline (2ms)")
 

@@ -125,7 +125,7 @@ type Latency struct {
 func (r *BenchReport) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s plugin vs built-in %q (ns; guarded wasm / native)\n", r.Slot, r.Builtin)
-	fmt.Fprintf(&b, "each decision: deadline %s, %d fuel; %s\n", time.Duration(r.DeadlineNs), r.DecisionFuel, r.sent())
+	fmt.Fprintf(&b, "each decision: deadline %s, CPU time %s, %d fuel; %s\n", time.Duration(r.DeadlineNs), time.Duration(r.DecisionCPUNs), r.DecisionFuel, r.sent())
 	fmt.Fprintf(&b, "%-28s %17s %17s %13s %6s\n", "case", "p50", "p99", "p50 per task", "ratio")
 	for _, c := range r.Cases {
 		if c.Plugin.Decisions == 0 {

@@ -719,9 +719,25 @@ func (c *Config) Validate() error {
 	if c.Plugins.MaxWasmBytes < 0 || c.Plugins.MemoryPages < 0 {
 		return errors.New("plugins.maxWasmBytes and plugins.memoryPages: must not be negative")
 	}
-	if p := c.Plugins; p.DecisionFuel < 0 || p.DecisionCPU < 0 || p.Deadline < 0 || p.BreakerThreshold < 0 || p.BreakerStall < 0 ||
-		p.QuarantineBase < 0 || p.QuarantineMax < 0 || p.Probation < 0 || p.LogLinesPerSecond < 0 {
-		return errors.New("plugins.decisionFuel, decisionCPU, deadline, breakerThreshold, breakerStall, quarantineBase, quarantineMax, probation, logLinesPerSecond: must not be negative")
+	p := c.Plugins
+	for _, k := range []struct {
+		key      string
+		negative bool
+	}{
+		{"decisionFuel", p.DecisionFuel < 0}, {"decisionCPU", p.DecisionCPU < 0}, {"deadline", p.Deadline < 0},
+		{"breakerThreshold", p.BreakerThreshold < 0}, {"breakerStall", p.BreakerStall < 0},
+		{"quarantineBase", p.QuarantineBase < 0}, {"quarantineMax", p.QuarantineMax < 0},
+		{"probation", p.Probation < 0}, {"logLinesPerSecond", p.LogLinesPerSecond < 0},
+	} {
+		if k.negative {
+			return fmt.Errorf("plugins.%s: must not be negative (0 means the default)", k.key)
+		}
+	}
+	if p.DecisionCPU != 0 && p.DecisionCPU.Std() < 100*time.Microsecond {
+		return fmt.Errorf("plugins.decisionCPU: must be at least 100µs (0 means the default, 2.5ms), got %s", p.DecisionCPU.Std())
+	}
+	if p.Deadline != 0 && p.Deadline.Std() < time.Millisecond {
+		return fmt.Errorf("plugins.deadline: must be at least 1ms (0 means the default, 10ms), got %s", p.Deadline.Std())
 	}
 	if c.Plugins.MemoryPages != 0 && (c.Plugins.MemoryPages < 64 || c.Plugins.MemoryPages > 65536) {
 		return fmt.Errorf("plugins.memoryPages: must be within 64..65536 (a Go guest needs about 40 pages to start), got %d", c.Plugins.MemoryPages)

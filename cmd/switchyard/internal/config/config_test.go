@@ -118,6 +118,10 @@ func TestValidationNamesTheBadKey(t *testing.T) {
 		"negative limit":     {func(c *config.Config) { c.Limits.MaxDepth = -2 }, "limits.maxDepth"},
 		"keepalive too tiny": {func(c *config.Config) { c.KeepAlive = config.Duration(time.Millisecond) }, "keepAlive"},
 		"mcp lane":           {func(c *config.Config) { c.MCP.Lane = "nowhere" }, "mcp.lane"},
+		"negative cpu limit": {func(c *config.Config) { c.Plugins.DecisionCPU = config.Duration(-time.Millisecond) }, "plugins.decisionCPU: must not be negative"},
+		"tiny cpu limit":     {func(c *config.Config) { c.Plugins.DecisionCPU = config.Duration(time.Nanosecond) }, "plugins.decisionCPU: must be at least 100µs"},
+		"negative breaker":   {func(c *config.Config) { c.Plugins.BreakerStall = config.Duration(-time.Second) }, "plugins.breakerStall: must not be negative"},
+		"tiny deadline":      {func(c *config.Config) { c.Plugins.Deadline = config.Duration(time.Microsecond) }, "plugins.deadline: must be at least 1ms"},
 		"abort grace past the lease grace": {func(c *config.Config) {
 			c.Executor.AbortGrace = config.Duration(30 * time.Second)
 		}, "executor.abortGrace (30s) must be shorter than engine.leaseGrace (10s)"},
