@@ -63,9 +63,10 @@ type Config struct {
 	// its weight says: a load that misses every cache costs 20-80 ns where
 	// fuel counts about one. A decision comes back to the host at each
 	// refill of its tank (every 10,000 units at first, then every 250 µs
-	// or so of running), where its CPU time, counted from 250 µs into it,
-	// is checked, as the watchdog checks it every millisecond; one that
-	// has used DecisionCPU ends with a budget fault, like one out of fuel.
+	// or so of running), where its CPU time, counted from 250 µs into it
+	// or from its first memory.grow, is checked, as the watchdog checks it
+	// every 0.5 ms; one that has used DecisionCPU ends with a budget
+	// fault, like one out of fuel.
 	// The machine's load does not count: time the thread waits for a core
 	// is not CPU time. Default 2.5 ms, so that a decision of any shape ends
 	// within about 4.5 ms of running; the costliest example policy uses

@@ -65,16 +65,36 @@ func TestCPUTimeEndsADecisionThatFuelUnderprices(t *testing.T) {
 	st := p.Stats()
 	require.Equal(t, uint64(1), st.Faults[host.FaultBudget], "%+v", st)
 	require.Less(t, st.FuelMax, uint64(rt.Config().DecisionFuel), "its fuel did not run out")
-	ev.mu.Lock()
-	defer ev.mu.Unlock()
-	var reasons []string
-	for _, e := range ev.all {
-		if e.Kind == host.EventFault {
-			reasons = append(reasons, e.Reason)
-		}
-	}
+	reasons := ev.faultReasons()
 	require.Len(t, reasons, 1)
 	require.Contains(t, reasons[0], "of CPU time")
+}
+
+// A memory.grow hands the guest pages the kernel maps as they are first
+// touched, which on a virtual machine can cost tens of microseconds a
+// page: a decision that grows its memory and then walks the new pages
+// could run for milliseconds on a tank that fuel sizes for a few hundred
+// microseconds, and before its CPU time was counted, only the deadline
+// could end it. The grow starts the count: the fault says so, and the
+// count began within the grow's first microseconds, not at the first
+// refill a quarter of a millisecond into the decision.
+func TestAMemoryGrowStartsTheCPUCount(t *testing.T) {
+	if _, ok := host.ThreadCPU(); !ok {
+		t.Skip("no per-thread CPU clock on this system: fuel and the deadline bound a decision")
+	}
+	ctx := context.Background()
+	var ev events
+	rt := newRuntime(t, host.Config{OnEvent: ev.add, DecisionCPU: host.DefaultDecisionCPU, NoFileCache: true})
+	p, err := rt.Load(ctx, "grow-and-walk", hostileModule(append([][]byte{grow}, forever(chaseBody, chaseBody, chaseBody, chaseBody)...), nil), nil)
+	require.NoError(t, err)
+	w, err := p.Fairness(reverse{})
+	require.NoError(t, err)
+	require.Equal(t, 4, w.Pick(pickCtx(), host.SyntheticCandidates(16, 1), make([]uint32, 4)), "the fallback decides")
+
+	require.Equal(t, uint64(1), p.Stats().Faults[host.FaultBudget], "%+v", p.Stats())
+	reasons := ev.faultReasons()
+	require.Len(t, reasons, 1)
+	require.Contains(t, reasons[0], "of CPU time (counted from its memory.grow")
 }
 
 // BenchmarkCollectionDuringDecision times a garbage collection (the

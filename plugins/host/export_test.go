@@ -75,6 +75,12 @@ func (i Idle) Slip(p *Plugin) bool {
 	return false
 }
 
+// Memory returns the instance's linear memory, as long as it is now.
+func (i Idle) Memory() []byte {
+	b, _ := i.in.mem.Read(0, i.in.mem.Size())
+	return b
+}
+
 // RebuildFrom makes p build the instances that replace discarded ones from
 // wasm rather than from its own module: a test's way to give a rebuild an
 // initialisation that the load did not meet (a module's initialisation is
@@ -91,8 +97,13 @@ func RebuildFrom(ctx context.Context, p *Plugin, wasm []byte) error {
 	return nil
 }
 
-// ThreadCPU is threadCPU: the calling thread's CPU time, in ns.
-var ThreadCPU = threadCPU
+// ThreadCPU returns the calling thread's CPU time, in ns, and false where
+// a thread's CPU clock cannot be read (elsewhere than Linux).
+func ThreadCPU() (int64, bool) {
+	const clockThreadCPUTime = 3 // CLOCK_THREAD_CPUTIME_ID
+	t := clockRead(clockThreadCPUTime)
+	return t, t >= 0
+}
 
 // Ready reports whether none of p's instances is being rebuilt: a decision
 // made while one is falls back at once rather than wait for it.

@@ -51,6 +51,19 @@ func (e *events) kinds() []host.EventKind {
 	return k
 }
 
+// faultReasons returns the reasons of the fault events, in order.
+func (e *events) faultReasons() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var reasons []string
+	for _, ev := range e.all {
+		if ev.Kind == host.EventFault {
+			reasons = append(reasons, ev.Reason)
+		}
+	}
+	return reasons
+}
+
 func (e *events) last() host.Event {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -622,14 +622,7 @@ func TestRecursionEndsAtItsDepth(t *testing.T) {
 	require.Equal(t, 4, w.Pick(pickCtx(), host.SyntheticCandidates(16, 1), make([]uint32, 4)), "the fallback decides")
 	st := p.Stats()
 	require.Equal(t, uint64(1), st.Faults[host.FaultBudget], "%+v", st)
-	ev.mu.Lock()
-	defer ev.mu.Unlock()
-	var reasons []string
-	for _, e := range ev.all {
-		if e.Kind == host.EventFault {
-			reasons = append(reasons, e.Reason)
-		}
-	}
+	reasons := ev.faultReasons()
 	require.Len(t, reasons, 1)
 	require.Contains(t, reasons[0], "nested more than 10000 deep")
 }

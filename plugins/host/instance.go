@@ -64,11 +64,12 @@ type instance struct {
 	reserve  int64 // the fuel it may still spend beyond its tank (written under mu once it runs)
 	lastTank int64 // what the last fill put in the tank
 	lastFill int64 // and when, on the runtime's clock (ns)
-	cpuLimit int64 // the CPU time it may use (ns), from its first refill; 0: no limit
-	cpuOn    bool  // its first refill has read the thread's CPU clock, into cpuFrom
-	cpuFrom  int64
+	cpuLimit int64 // the CPU time it may use (ns), once counted (countCPU); 0: no limit
+	cpuFrom  int64 // the thread's CPU clock when the count began
+	cpuAt    int64 // and how far into the call that was (ns)
+	cpuGrow  bool  // the count began at a memory.grow
 	cpuCheck int64 // the runtime's clock before which cpuLimit cannot have been used up
-	locked   bool  // the first refill locked the goroutine to its thread
+	locked   bool  // countCPU locked the goroutine to its thread
 	// Under mu once the call runs: the CPU clock of its thread, which the
 	// watchdog reads too (0 until its CPU time is counted), and whether it
 	// used up cpuLimit and was ended.
@@ -132,7 +133,7 @@ func newInstance(ctx context.Context, p *Plugin, ph phase) (*instance, error) {
 		WithRandSource(&guestRand{in: in, src: rand.New(rand.NewSource(42))}). // wazero's own deterministic source, charged
 		WithWalltime(frozenWalltime, 1).
 		WithNanotime(frozenNanotime, 1)
-	alloc, release := instanceMemory()
+	alloc, release := instanceMemory(in.memoryGrew)
 	in.releaseMem = release
 	ictx := in.ctx
 	if alloc != nil {
@@ -277,7 +278,7 @@ func (in *instance) callWith(fn api.Function, fuel int64, deadline, cpu time.Dur
 	tank := min(fuel, firstTank)
 	in.fuel.Set(uint64(tank))
 	in.reserve, in.lastTank = fuel-tank, tank
-	in.cpuLimit, in.cpuOn, in.overCPU, in.cpuClock = int64(cpu), false, false, 0
+	in.cpuLimit, in.overCPU, in.cpuClock = int64(cpu), false, 0
 	in.depth.Set(0)
 	if in.expired.Load() {
 		in.expired.Store(false)
@@ -354,8 +355,9 @@ const (
 )
 
 // cpuAfter is how far into a call, on the wall clock, its CPU time starts
-// to be counted (cpuUsedUp): a decision's running time before that is
-// bounded by the wall clock instead.
+// to be counted at the latest refill (cpuUsedUp): a decision's running
+// time before that is bounded by the wall clock instead, unless it grows
+// its memory first (memoryGrew).
 const cpuAfter = int64(250 * time.Microsecond)
 
 // refill is the meter's slow path (meter.RefillImport), run on the guest's
@@ -380,7 +382,7 @@ func (in *instance) refill(need int64) {
 		in.fuel.Set(0)
 	default:
 		next := in.nextTank(left, now)
-		if !in.cpuOn && in.cpuLimit != 0 {
+		if in.cpuClock == 0 && in.cpuLimit != 0 {
 			// Until its CPU time is counted, a call refills at least every
 			// firstTank units, whatever its pace so far: a tank sized by a
 			// fast start could last long, uncounted, if the code turned slow.
@@ -409,35 +411,22 @@ func (in *instance) nextTank(left, now int64) int64 {
 
 // cpuUsedUp reports whether the running call has used up its CPU time, at
 // now. The CPU time is counted from the first refill at least cpuAfter
-// into the call, by the wall clock: that refill locks the goroutine to its
-// thread (callWith unlocks it) and reads the thread's CPU clock. Later ones
-// read it again only once the wall time since then could hold the rest of
+// into the call, by the wall clock, or from the call's first memory.grow
+// if that comes sooner (countCPU). Later refills read the thread's CPU
+// clock again only once the wall time since then could hold the rest of
 // the limit, since the thread cannot have run longer than that. A call
-// that runs less than cpuAfter makes no system call, and one that runs
-// less than its limit on the wall clock after that one.
-//
-// That first refill also records the thread's CPU clock for the watchdog
-// (cpuClock), which reads it at every look (watch): a tank sized by a fast
-// part of the call may last long if the code turns slow.
+// that runs less than cpuAfter and grows no memory makes no system call,
+// and one that runs less than its limit on the wall clock after that one.
 func (in *instance) cpuUsedUp(now int64) bool {
 	switch {
 	case in.overCPU: // the watchdog saw it
 		return true
 	case in.cpuLimit == 0:
 		return false
-	case !in.cpuOn:
-		if now-int64(in.lastStart) < cpuAfter {
-			return false
+	case in.cpuClock == 0:
+		if now-in.lastStart.Nanoseconds() >= cpuAfter {
+			in.countCPU(now, false)
 		}
-		runtime.LockOSThread() // first: the clock is this thread's
-		in.locked = true
-		clock, ok := threadClock()
-		if !ok { // no per-thread clock here: fuel and the deadline bound the call
-			in.cpuLimit = 0
-			return false
-		}
-		in.cpuOn, in.cpuClock = true, clock
-		in.cpuFrom, in.cpuCheck = clockRead(clock), now+in.cpuLimit
 		return false
 	case now < in.cpuCheck:
 		return false
@@ -448,6 +437,48 @@ func (in *instance) cpuUsedUp(now int64) bool {
 	}
 	in.cpuCheck = now + in.cpuLimit - used
 	return false
+}
+
+// countCPU starts counting the running call's CPU time, at now on the
+// runtime's clock (under mu, on the call's own goroutine): it locks the
+// goroutine to its thread (callWith unlocks it) and reads the thread's
+// CPU clock, which it records for the watchdog too (cpuClock), since a
+// tank sized by a fast part of the call may last long if the code turns
+// slow. grow tells that a memory.grow started it. Where no per-thread
+// clock can be read, fuel and the deadline alone bound the call.
+func (in *instance) countCPU(now int64, grow bool) {
+	runtime.LockOSThread() // first: the clock is this thread's
+	in.locked = true
+	clock, ok := threadClock()
+	if !ok {
+		in.cpuLimit = 0
+		return
+	}
+	in.cpuClock, in.cpuGrow = clock, grow
+	in.cpuFrom, in.cpuAt = clockRead(clock), now-in.lastStart.Nanoseconds()
+	in.cpuCheck = now + in.cpuLimit
+}
+
+// memoryGrew is called on the call's goroutine when its memory.grow has
+// lengthened the memory (instanceMemory). The new pages are mapped as they
+// are first touched, and on a virtual machine each such page fault can
+// cost tens of microseconds, far beyond what fuel charges for a load:
+// from a grow on, the call's CPU time is counted, whatever its wall time,
+// so that the watchdog ends one that chases through fresh pages as it
+// ends any call past its CPU time.
+func (in *instance) memoryGrew() {
+	if in.cpuLimit == 0 || in.started.Load() == 0 {
+		return // no call, or one whose CPU time is not limited
+	}
+	now := int64(time.Since(in.plugin.rt.epoch))
+	in.mu.Lock()
+	if in.cpuClock == 0 && in.cpuLimit != 0 {
+		in.countCPU(now, true)
+	}
+	// The grow's charge was paid from the tank: the next tank is sized by
+	// the pace of what runs after it.
+	in.lastTank, in.lastFill = int64(in.fuel.Get()), now
+	in.mu.Unlock()
 }
 
 // cpuOf returns the CPU time the running call has used since its CPU time
@@ -533,7 +564,11 @@ func (in *instance) describe(err error) (FaultKind, string) {
 		return FaultBudget, fmt.Sprintf("ran out of fuel (%d units, about as many instructions)", in.plugin.rt.cfg.DecisionFuel)
 	}
 	if errors.Is(err, errCPU) {
-		return FaultBudget, fmt.Sprintf("used more than its %s of CPU time (counted from %s into the decision)", in.plugin.rt.cfg.DecisionCPU, time.Duration(cpuAfter))
+		from := "from " + time.Duration(in.cpuAt).Round(time.Microsecond).String() + " into the decision"
+		if in.cpuGrow {
+			from = "from its memory.grow, " + time.Duration(in.cpuAt).Round(time.Microsecond).String() + " into the decision"
+		}
+		return FaultBudget, fmt.Sprintf("used more than its %s of CPU time (counted %s)", in.plugin.rt.cfg.DecisionCPU, from)
 	}
 	if errors.Is(err, errDepth) {
 		return FaultBudget, fmt.Sprintf("calls nested more than %d deep: a recursion out of bounds", meter.MaxDepth)

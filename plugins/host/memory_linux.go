@@ -8,7 +8,16 @@
 // 40 MB and left 8 MiB of garbage behind, tens of milliseconds for one
 // decision. Here memory.grow only lengthens the slice over the mapping (the
 // kernel hands out zeroed pages as they are first touched), and the
-// garbage collector never sees guest memory. The mapping asks for no
+// garbage collector never sees guest memory.
+//
+// What the kernel does at a page's first touch is costly on a virtual
+// machine: tens of microseconds a page on some, so that a decision
+// chasing through untouched memory could run for milliseconds on a few
+// thousand units of fuel. So the memory an instance starts with is made
+// resident when the instance is made, off any decision's path (populate),
+// and a decision that grows its memory has its CPU time counted from the
+// grow on (instance.memoryGrew), whatever its wall time so far. The
+// mapping asks for no
 // transparent huge pages: with them the first touch of a guest's few
 // hundred KiB committed a whole 2 MiB page per instance (pools × slots ×
 // 2 MiB resident), and loads scattered over the memory missed the caches
@@ -41,14 +50,17 @@ type mappedMemory struct {
 	buf      []byte // over whole, as long as the memory
 	freed    bool   // wazero closed the module (Free)
 	released bool   // the host closed the instance (release)
+	sized    bool   // wazero has sized the memory the instance starts with
+	grown    func() // called after a memory.grow lengthened the memory
 }
 
 // instanceMemory returns the allocator one instance is made with, and the
 // function that gives back what it allocated once the instance is closed.
 // failed is true when the instance was never made (InstantiateModule
 // failed): wazero then may not have called Free, and nothing else holds
-// the memory.
-func instanceMemory() (experimental.MemoryAllocator, func(failed bool)) {
+// the memory. grown is called, on the guest's goroutine, after each
+// memory.grow that lengthens a memory.
+func instanceMemory(grown func()) (experimental.MemoryAllocator, func(failed bool)) {
 	var (
 		mu   sync.Mutex
 		mems []*mappedMemory
@@ -56,6 +68,7 @@ func instanceMemory() (experimental.MemoryAllocator, func(failed bool)) {
 	alloc := experimental.MemoryAllocatorFunc(func(capBytes, maxBytes uint64) experimental.LinearMemory {
 		m := allocate(capBytes, maxBytes)
 		if mm, ok := m.(*mappedMemory); ok {
+			mm.grown = grown
 			mu.Lock()
 			mems = append(mems, mm)
 			mu.Unlock()
@@ -91,15 +104,39 @@ func allocate(capBytes, maxBytes uint64) experimental.LinearMemory {
 	return &mappedMemory{whole: whole, buf: whole[:0]}
 }
 
-// Reallocate lengthens the memory in place; it never moves.
+// Reallocate lengthens the memory in place; it never moves. wazero's first
+// call sizes the memory the instance starts with, which is made resident
+// (populate); each later one is a memory.grow, reported to grown.
 func (m *mappedMemory) Reallocate(size uint64) []byte {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if size > uint64(cap(m.buf)) {
+		m.mu.Unlock()
 		return nil
 	}
+	first, longer := !m.sized, size > uint64(len(m.buf))
+	m.sized = true
 	m.buf = m.buf[:size]
-	return m.buf
+	buf := m.buf
+	m.mu.Unlock()
+	switch {
+	case first:
+		populate(buf)
+	case longer && m.grown != nil:
+		m.grown()
+	}
+	return buf
+}
+
+// populate makes b's pages resident: one madvise where the kernel has
+// MADV_POPULATE_WRITE (Linux 5.14), else a write to each page.
+func populate(b []byte) {
+	const madvPopulateWrite = 23
+	if len(b) == 0 || syscall.Madvise(b, madvPopulateWrite) == nil {
+		return
+	}
+	for i := 0; i < len(b); i += syscall.Getpagesize() {
+		b[i] = 0
+	}
 }
 
 // Free is wazero's: the module is closed. A call may still run on the

@@ -6,6 +6,6 @@ import "github.com/tetratelabs/wazero/experimental"
 
 // instanceMemory returns a nil allocator, wazero's own memories on the Go
 // heap, and a release with nothing to do: elsewhere than 64-bit Linux.
-func instanceMemory() (experimental.MemoryAllocator, func(failed bool)) {
+func instanceMemory(func()) (experimental.MemoryAllocator, func(failed bool)) {
 	return nil, func(bool) {}
 }

@@ -5,20 +5,13 @@ import (
 	"unsafe"
 )
 
-// threadCPU returns the CPU time the calling thread has used, in ns, and
-// true. A guest runs on the thread of the goroutine that calls it, so that
-// the difference between two readings within a call, with the goroutine
-// locked to its thread, is the call's own running time, which the
-// machine's load does not inflate as it does the wall time.
-func threadCPU() (int64, bool) {
-	const clockThreadCPUTime = 3 // CLOCK_THREAD_CPUTIME_ID
-	t := clockRead(clockThreadCPUTime)
-	return t, t >= 0
-}
-
 // threadClock returns the id of the calling thread's CPU clock, which any
-// thread of the process can read (clockRead), and true. The caller locks
-// its goroutine to the thread for as long as it uses the clock.
+// thread of the process can read (clockRead), and true. A guest runs on
+// the thread of the goroutine that calls it, so that the difference
+// between two readings within a call, with the goroutine locked to its
+// thread, is the call's own running time, which the machine's load does
+// not inflate as it does the wall time. The caller locks its goroutine to
+// the thread for as long as it uses the clock.
 func threadClock() (int32, bool) {
 	// Linux's per-thread CPU clock: MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED).
 	clock := int32(^uint32(syscall.Gettid())<<3 | 6)

@@ -2,11 +2,8 @@
 
 package host
 
-// threadCPU reports false: a thread's CPU time is read only on Linux, and
+// threadClock reports false: a thread's CPU time is read only on Linux, and
 // elsewhere a decision is bounded by its fuel and its deadline alone.
-func threadCPU() (int64, bool) { return 0, false }
-
-// threadClock reports false, as threadCPU.
 func threadClock() (int32, bool) { return 0, false }
 
 // clockRead is never called where threadClock reports false.
