@@ -250,8 +250,11 @@ func faultsSince(p *host.Plugin, before host.Stats, rec *faultLog) error {
 	if len(kinds) > 0 {
 		msg += " (" + strings.Join(kinds, ", ") + ")"
 	}
-	if st.Disabled {
-		msg += "; the breaker disabled the plugin: " + st.Reason
+	switch st.State {
+	case host.StateQuarantined:
+		msg += "; the breaker quarantined the plugin: " + st.Reason
+	case host.StateDisabled:
+		msg += "; the plugin is disabled: " + st.Reason
 	}
 	if r := rec.reason(p.Name()); r != "" {
 		msg += "; last fault: " + r
