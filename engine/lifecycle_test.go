@@ -736,3 +736,47 @@ func TestABatchKeepsOneCopyOfLabelsItsItemsShare(t *testing.T) {
 	require.True(t, reflect.ValueOf(got[0]).UnsafePointer() == reflect.ValueOf(got[1]).UnsafePointer(), "the same labels share one copy")
 	require.False(t, reflect.ValueOf(got[3]).UnsafePointer() == reflect.ValueOf(got[0]).UnsafePointer())
 }
+
+// The engine copies a batch's specs in blocks: each admitted task keeps a
+// spec of its own, holding its item's values, whichever items around it
+// were refused, and none of it is the caller's.
+func TestABatchsTasksKeepSpecsOfTheirOwn(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	var items []engine.BatchItem
+	for i := range 40 {
+		s := enginetest.Spec(fmt.Sprintf("agent-%d", i)).Obj()
+		s.Action.Selector = fmt.Sprintf("#item-%d", i)
+		s.DependsOn = nil
+		if i%13 == 3 || i == 16 || i == 17 {
+			s.Priority = 9 // refused: a copy begun and left
+		}
+		items = append(items, engine.BatchItem{Spec: s})
+	}
+	res, err := h.SubmitBatch(context.Background(), engine.BatchSpec{Items: items})
+	require.NoError(t, err)
+	seen := map[*engine.TaskSpec]int{}
+	for i, it := range res.Items {
+		if items[i].Spec.Priority == 9 {
+			require.Error(t, it.Err, "item %d", i)
+			continue
+		}
+		require.NoError(t, it.Err, "item %d", i)
+		got := h.Get(it.Task.ID).Spec
+		require.Equal(t, fmt.Sprintf("agent-%d", i), got.AgentID)
+		require.Equal(t, fmt.Sprintf("#item-%d", i), got.Action.Selector)
+		if j, dup := seen[got]; dup {
+			t.Fatalf("items %d and %d share one spec", j, i)
+		}
+		seen[got] = i
+	}
+	require.Len(t, seen, 40-4) // items 3, 16, 17 and 29 refused
+	for i := range items {
+		items[i].Spec.Action.Selector = "changed"
+	}
+	for i, it := range res.Items {
+		if it.Err == nil {
+			require.Equal(t, fmt.Sprintf("#item-%d", i), h.Get(it.Task.ID).Spec.Action.Selector, "the engine keeps a copy")
+		}
+	}
+}
