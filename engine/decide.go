@@ -28,7 +28,10 @@ import (
 //   - fairness: a round's candidates are copied, the policy picks among
 //     them, and each pick is checked against every ceiling as it is applied
 //     (as the engine always did: the policy never sees every ceiling),
-//     whichever policy made it; a change of policy runs another round.
+//     whichever policy made it; a change of policy runs another round. A
+//     worker's Pull decides the same way over its pull lane's heads, on a
+//     copy of its own (pullByPolicyLocked): several pulls and a round may
+//     be deciding at once.
 //   - retry: the failure record is built as the attempt's end will build
 //     it, the policy decides, and the decision is applied if the attempt
 //     still holds its lease, the lane still has that policy (the same

@@ -518,8 +518,7 @@ func (e *Engine) dispatchRound() bool {
 func (c *core) roundLocked(now time.Time, runs []*Run) []*Run {
 	if c.fairness.p == policy.Fairness(c.native) {
 		if len(c.held) > 0 { // a plugin held before the native policy took over
-			c.hold = holdState{}
-			c.announceHoldsLocked()
+			c.clearHoldsLocked()
 		}
 		for len(runs) < maxPerRound {
 			t, _ := c.nextLocked(now.UnixNano(), 0)
@@ -588,7 +587,7 @@ func (c *core) assignLocked(t *task, inst *instance, now time.Time) *Run {
 // best queue heads, and the engine checks each pick against every ceiling.
 func (c *core) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 	c.hold = holdState{} // a hold stands until the next decision
-	defer c.announceHoldsLocked()
+	defer c.announceHoldsLocked(&c.hold)
 	for len(runs) < maxPerRound {
 		// Ask for no more than the lanes can take: a policy that has to
 		// discard the heads of full lanes wastes the decision.
@@ -602,10 +601,11 @@ func (c *core) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 		if slots <= 0 {
 			return runs
 		}
-		cands, aqs := c.candidatesLocked(&c.scratch, now.UnixNano(), 0)
+		cands, aqs := c.candidatesLocked(&c.scratch, now.UnixNano(), 0, nil)
 		if len(cands) == 0 {
 			return runs
 		}
+		name := c.fairness.name // the policy that decides: another may replace it meanwhile
 		// A stateless policy is not asked to choose among one candidate:
 		// every valid answer dispatches its head.
 		var only [1]uint32
@@ -616,7 +616,7 @@ func (c *core) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 			var hint int64
 			var held bool
 			if picks, hint, held = c.pickLocked(&c.scratch, now, cands, slots, 0); held {
-				c.noteHoldLocked(aqs, hint, now)
+				c.noteHoldLocked(&c.hold, name, aqs, hint, now)
 				c.reaskLocked(hint)
 				return runs // nothing from these heads now: asked again on the next change or the hint
 			}
@@ -625,11 +625,11 @@ func (c *core) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 			// own copy, and each pick is checked below as it is applied.
 			var hint int64
 			var held, ok bool
-			if picks, hint, held, ok = c.pickOutside(now, cands, slots); !ok {
+			if picks, hint, held, ok = c.pickOutside(&c.scratch, now, cands, slots); !ok {
 				return runs
 			}
 			if held {
-				c.noteHoldLocked(aqs, hint, now)
+				c.noteHoldLocked(&c.hold, name, aqs, hint, now)
 				c.reaskLocked(hint)
 				return runs
 			}
@@ -666,12 +666,17 @@ func (c *core) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 // candidatesLocked collects the heads a fairness policy chooses among: up to
 // FairnessCandidates of the best queues of every open lane (by the native
 // order, plus the oldest heads), sorted by head seq so the policy sees them
-// in a canonical order.
-func (c *core) candidatesLocked(sc *dispatchScratch, now int64, slack int) ([]policy.Candidate, []*agentQueue) {
+// in a canonical order. With only set (a pull lane a worker leases from,
+// which the caller found open), of that lane alone.
+func (c *core) candidatesLocked(sc *dispatchScratch, now int64, slack int, only *lane) ([]policy.Candidate, []*agentQueue) {
 	k := c.cfg.FairnessCandidates
 	sc.topK = sc.topK[:0]
-	for _, l := range c.lanes {
-		if !c.laneOpen(l, slack) {
+	lanes, one := c.lanes, [1]*lane{only}
+	if only != nil {
+		lanes = one[:]
+	}
+	for _, l := range lanes {
+		if only == nil && !c.laneOpen(l, slack) {
 			continue
 		}
 		sc.topK, sc.front = l.fair.topK(k, sc.topK, sc.front)
@@ -768,11 +773,12 @@ func (c *core) checkPicksLocked(ctx policy.PickContext, cands []policy.Candidate
 }
 
 // pickOutside asks a fairness policy that is not inline for picks among the
-// round's candidates (c.scratch: only the dispatching goroutine uses it),
-// outside the driver's lock (outside). It reports false when the engine
-// stopped meanwhile.
-func (c *core) pickOutside(now time.Time, cands []policy.Candidate, slots int) (picks []uint32, hintMs int64, held, ok bool) {
-	ctx, picks := c.pickInputLocked(&c.scratch, now, slots, 0)
+// candidates in sc, outside the driver's lock (outside): sc is the
+// decision's own (c.scratch for a round of dispatch, which only the
+// dispatching goroutine uses; a pull's own for a pull), which nothing else
+// touches meanwhile. It reports false when the engine stopped meanwhile.
+func (c *core) pickOutside(sc *dispatchScratch, now time.Time, cands []policy.Candidate, slots int) (picks []uint32, hintMs int64, held, ok bool) {
+	ctx, picks := c.pickInputLocked(sc, now, slots, 0)
 	p := c.fairness.p
 	var n int
 	c.outside(func() { n = p.Pick(ctx, cands, picks) })

@@ -107,8 +107,9 @@
 //
 // A pull lane (LaneConfig.Pull) is never dispatched to the executor: its
 // tasks wait until an external worker asks for them (Pull), which takes them
-// in the lane's order under every ceiling and hands back their runs, RUNNING
-// and committed. The run's deadline is the worker's lease (Run.Extend renews
+// in the fairness policy's order among the lane's queue heads (nothing while
+// the policy holds them) under every ceiling and hands back their runs,
+// RUNNING and committed. The run's deadline is the worker's lease (Run.Extend renews
 // it); a lease that runs out is a timed-out attempt under the retry policy,
 // and Outcome.Release hands a task back without spending an attempt. On a
 // durable store such an attempt survives a restart (pull.go).

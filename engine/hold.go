@@ -15,23 +15,40 @@ type Hold struct {
 	Lane    string    // the lane of the held queue
 	Since   time.Time // when it held (the latest decision that did)
 	ReaskAt time.Time // when the engine asks the policy again; zero: on the next change
+	// Pull is set for a pull lane's queue: the policy is asked again at a
+	// worker's next Pull of the lane, and a worker waiting for work looks
+	// again at ReaskAt (or at the next change, without one).
+	Pull bool
 }
 
 // Reason says it in words, for people: "held by fairness plugin <name> on
-// lane <lane> (asks again at <time>)".
+// lane <lane> (asks again at <time>)", or for a pull lane "held by fairness
+// plugin <name> on pull lane <lane> (asks again at a worker's next lease; a
+// waiting lease at <time>)".
 func (h Hold) Reason() string {
+	if h.Pull {
+		when := "when something changes"
+		if !h.ReaskAt.IsZero() {
+			when = "at " + h.ReaskAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+		}
+		return fmt.Sprintf("held by fairness plugin %s on pull lane %s (asks again at a worker's next lease; a waiting lease %s)", h.Policy, h.Lane, when)
+	}
 	if h.ReaskAt.IsZero() {
 		return fmt.Sprintf("held by fairness plugin %s on lane %s (asks again when something changes: a submission, an ended task, a lane or policy change)", h.Policy, h.Lane)
 	}
 	return fmt.Sprintf("held by fairness plugin %s on lane %s (asks again at %s)", h.Policy, h.Lane, h.ReaskAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
 }
 
-// holdState is the latest dispatch round's hold: the candidates' queues a
-// fairness policy held. The event log follows it (announceHoldsLocked):
+// holdState is the latest decision's hold: the candidates' queues a fairness
+// policy held. There is one for pushed dispatch (core.hold), whose
+// candidates are the heads of every lane of browser instances, and one per
+// pull lane (lane.hold), whose candidates are that lane's heads when a
+// worker leases (Pull). The event log follows them (announceHoldsLocked):
 // EventHeld when a queue's head becomes held, EventHoldEnded when its hold
-// ends while it is still QUEUED. Each round of a fairness policy other than the
-// native one starts by clearing it (pluginRoundLocked), so it stands only
-// while no decision has been made since.
+// ends while it is still QUEUED. Each decision of a fairness policy other
+// than the native one starts by clearing the hold of its scope
+// (pluginRoundLocked, pullByPolicyLocked), so a hold stands only while no
+// decision has been made since over the same queues.
 type holdState struct {
 	policy  string
 	since   time.Time
@@ -40,18 +57,19 @@ type holdState struct {
 	heads   []*agentQueue // the queues held, in the order the policy saw them
 }
 
-// noteHoldLocked records that the fairness policy held the queues aqs at
-// now, with its re-ask hint in milliseconds (0: none).
-func (c *core) noteHoldLocked(aqs []*agentQueue, hintMs int64, now time.Time) {
-	h := holdState{policy: c.fairness.name, since: now, queues: make(map[*agentQueue]struct{}, len(aqs))}
+// noteHoldLocked records in *into that the fairness policy named policy
+// (the one that decided) held the queues aqs at now, with its re-ask hint in
+// milliseconds (0: none).
+func (c *core) noteHoldLocked(into *holdState, policy string, aqs []*agentQueue, hintMs int64, now time.Time) {
+	h := holdState{policy: policy, since: now, queues: make(map[*agentQueue]struct{}, len(aqs))}
 	if hintMs > 0 {
 		h.reaskAt = now.Add(time.Duration(hintMs) * time.Millisecond)
 	}
 	for _, aq := range aqs {
 		h.queues[aq] = struct{}{}
 	}
-	h.heads = slices.Clone(aqs) // aqs is the round's scratch
-	c.hold = h
+	h.heads = slices.Clone(aqs) // aqs is the decision's scratch
+	*into = h
 }
 
 // heldTask is a task announced held (EventHeld), and the policy that held it.
@@ -61,19 +79,20 @@ type heldTask struct {
 }
 
 // announceHoldsLocked brings the announced holds (core.held) in line with
-// the latest decision's (core.hold), after a round of dispatch: a task
+// the latest decisions' (core.hold, and each pull lane's lane.hold), after a
+// decision whose hold is h (a round of dispatch, or a pull): a task
 // announced held whose queue that decision did not hold, or that another
 // policy decides for now, gets an EventHoldEnded if it is still QUEUED (one
 // that left QUEUED said so with its state event); the head of each queue
-// held gets an EventHeld, unless it was announced held by the same policy
+// h held gets an EventHeld, unless it was announced held by the same policy
 // already — so a policy that holds the same queue at every re-ask emits
 // nothing more. Only heads are announced, the tasks the policy was asked
 // about: the tasks behind them wait for them anyway.
 //
 // It reads the clock only when there is something to announce: it runs
-// after every plugin round, and most rounds hold nothing.
-func (c *core) announceHoldsLocked() {
-	if len(c.held) == 0 && len(c.hold.queues) == 0 {
+// after every plugin round and pull, and most hold nothing.
+func (c *core) announceHoldsLocked(h *holdState) {
+	if len(c.held) == 0 && len(h.queues) == 0 {
 		return
 	}
 	now := c.now()
@@ -92,7 +111,7 @@ func (c *core) announceHoldsLocked() {
 	}
 	clear(c.held[len(kept):n])
 	c.held = kept
-	for _, aq := range c.hold.heads {
+	for _, aq := range h.heads {
 		if aq.ready.Len() == 0 {
 			continue // emptied while the policy decided
 		}
@@ -109,25 +128,64 @@ func (c *core) announceHoldsLocked() {
 
 // holdOfLocked is the hold on t's queue, if a fairness policy holds it.
 func (c *core) holdOfLocked(t *task) (Hold, bool) {
+	if t.state != StateQueued || t.sq == nil {
+		return Hold{}, false
+	}
+	return c.queueHoldLocked(t.sq.aq)
+}
+
+// queueHoldLocked is the hold on the queue aq, if the fairness policy in
+// force held it at the latest decision over it: pushed dispatch's for a
+// lane of instances, the lane's own for a pull lane.
+func (c *core) queueHoldLocked(aq *agentQueue) (Hold, bool) {
 	h := &c.hold
-	if len(h.queues) == 0 || t.state != StateQueued || t.sq == nil || h.policy != c.fairness.name {
+	if aq.lane.cfg.Pull {
+		h = &aq.lane.hold
+	}
+	if len(h.queues) == 0 || h.policy != c.fairness.name {
 		return Hold{}, false
 	}
-	if _, ok := h.queues[t.sq.aq]; !ok {
+	if _, ok := h.queues[aq]; !ok {
 		return Hold{}, false
 	}
-	return Hold{Policy: h.policy, Lane: t.lane.cfg.Name, Since: h.since, ReaskAt: h.reaskAt}, true
+	return Hold{Policy: h.policy, Lane: aq.lane.cfg.Name, Since: h.since, ReaskAt: h.reaskAt, Pull: aq.lane.cfg.Pull}, true
+}
+
+// clearHoldsLocked forgets every hold, pushed dispatch's and the pull
+// lanes', and announces the ends: the native policy, which holds nothing,
+// decides from now on.
+func (c *core) clearHoldsLocked() {
+	c.hold = holdState{}
+	for _, l := range c.lanes {
+		l.hold = holdState{}
+	}
+	c.announceHoldsLocked(&c.hold)
 }
 
 // HoldOf reports the hold on a live QUEUED task's queue when a fairness
-// policy held it at the latest dispatch decision (ABI version 2 hold) and
-// nothing has been decided since. A task that is not live, not QUEUED or
-// not held has none.
+// policy held it at the latest decision over it (ABI version 2 hold: a round
+// of dispatch, or a worker's Pull on a pull lane) and nothing has been
+// decided since. A task that is not live, not QUEUED or not held has none.
 func (e *Engine) HoldOf(id string) (h Hold, ok bool) {
 	e.view(func(c *core) {
 		if t := c.tasks[id]; t != nil {
 			h, ok = c.holdOfLocked(t)
 		}
+	})
+	return h, ok
+}
+
+// PullHold reports the hold the fairness policy's latest decision left on
+// the pull lane named lane, when it held every queue it was asked about
+// (ABI version 2 hold) and no worker's Pull has decided since: a worker
+// waiting for work looks again at its ReaskAt, when it has one.
+func (e *Engine) PullHold(lane string) (h Hold, ok bool) {
+	e.view(func(c *core) {
+		l := c.laneByName[lane]
+		if l == nil || !l.cfg.Pull || len(l.hold.heads) == 0 || l.hold.policy != c.fairness.name {
+			return
+		}
+		h, ok = Hold{Policy: l.hold.policy, Lane: lane, Since: l.hold.since, ReaskAt: l.hold.reaskAt, Pull: true}, true
 	})
 	return h, ok
 }

@@ -183,6 +183,7 @@ type lane struct {
 	age      aqHeap
 	fifo     fifoList
 	held     map[string]*task // by session: the task its debounce holds WAITING
+	hold     holdState        // a pull lane's: the queues the fairness policy held at the latest Pull (hold.go)
 
 	selection namedSelection
 	retry     namedRetry

@@ -158,7 +158,7 @@ func (c *core) nextPlannedLocked(now int64, slack int) (*task, string) {
 func (c *core) nextByPolicyLocked(now time.Time, slack int) (t *task, held []*agentQueue, hintMs int64, fellBack string) {
 	ep, explained := c.fairness.p.(policy.ExplainedFairness)
 	for c.inflight < c.cfg.MaxInFlight+slack {
-		cands, aqs := c.candidatesLocked(&c.planScratch, now.UnixNano(), slack)
+		cands, aqs := c.candidatesLocked(&c.planScratch, now.UnixNano(), slack, nil)
 		if len(cands) == 0 {
 			return nil, nil, 0, ""
 		}
@@ -217,7 +217,11 @@ func (c *core) skipsLocked(slack int, held []*agentQueue, heldReason string) []P
 				out = append(out, PlanSkip{Lane: l.cfg.Name, AgentID: a.id, Reason: "lane paused", Tasks: aq.queued})
 				continue
 			case l.cfg.Pull:
-				out = append(out, PlanSkip{Lane: l.cfg.Name, AgentID: a.id, Reason: "pull lane: waits for a worker to lease it", Tasks: aq.queued})
+				reason := "pull lane: waits for a worker to lease it"
+				if h, ok := c.queueHoldLocked(aq); ok {
+					reason = "pull lane: " + h.Reason()
+				}
+				out = append(out, PlanSkip{Lane: l.cfg.Name, AgentID: a.id, Reason: reason, Tasks: aq.queued})
 				continue
 			case l.inflight >= l.cfg.MaxInFlight+slack:
 				out = append(out, PlanSkip{Lane: l.cfg.Name, AgentID: a.id, Reason: fmt.Sprintf("lane at its ceiling (%d/%d)", l.inflight, l.cfg.MaxInFlight), Tasks: aq.queued})

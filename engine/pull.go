@@ -3,16 +3,22 @@ package engine
 import (
 	"context"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/switchyard/switchyard/engine/policy"
 )
 
 // Pull lanes: work for external workers that ask for it (CW's leased
 // entries) instead of being pushed to a browser instance.
 //
 // The dispatcher never opens a pull lane on its own. A worker's Pull opens
-// it for one decision loop: the lane's queues are taken in their usual order
-// (aged heads first, then fair share among agents) under every ceiling —
-// global, lane, agent, session, batch — and each task chosen is assigned and
+// it for one decision loop: the fairness policy chooses among the lane's
+// queue heads as it chooses among the pushed lanes' (the native built-in
+// under the lock: aged heads first, then fair share among agents; any other
+// policy as in a round of dispatch, outside the lock unless inline, with
+// its hold and the native fallback), under every ceiling — global, lane,
+// agent, session, batch — and each task chosen is assigned and
 // marked RUNNING at once, under a lease that lasts as long as the worker
 // asked. The attempts are committed before Pull returns them. From there the
 // Run is the worker's: Extend renews the lease, Finish ends the attempt
@@ -28,8 +34,9 @@ const releasedPrefix = "released: "
 // Pull assigns up to max tasks of the pull lane named lane to a worker, each
 // under a lease of leaseFor (no later than the task's own deadline), and
 // returns their runs once they are committed. It returns no runs, and no
-// error, when nothing can be dispatched: the lane is empty or paused, or a
-// ceiling is reached. worker names the worker in the tasks' events.
+// error, when nothing can be dispatched: the lane is empty or paused, a
+// ceiling is reached, or the fairness policy holds the lane's heads
+// (PullHold, HoldOf). worker names the worker in the tasks' events.
 func (e *Engine) Pull(ctx context.Context, lane string, max int, leaseFor time.Duration, worker string) ([]*Run, error) {
 	if max < 1 {
 		return nil, invalid("max", "must be at least 1, got %d", max)
@@ -49,8 +56,8 @@ func (e *Engine) Pull(ctx context.Context, lane string, max int, leaseFor time.D
 	if err != nil {
 		return nil, err
 	}
-	if len(runs) > 0 && e.sync {
-		e.commitNow()
+	if e.sync {
+		e.commitNow() // the leases, or the events of a hold
 	}
 	if len(runs) > 0 && e.durable {
 		// A lease is an attempt: on disk before the worker starts it.
@@ -67,7 +74,10 @@ func (e *Engine) Pull(ctx context.Context, lane string, max int, leaseFor time.D
 }
 
 // pullLocked assigns up to max tasks of the pull lane named lane, leased for
-// leaseFor, and returns their runs.
+// leaseFor, and returns their runs. The fairness policy chooses among the
+// lane's queue heads as it does among the heads of the pushed lanes
+// (pluginRoundLocked): the native built-in on the fast path here, any other
+// policy through pullByPolicyLocked.
 func (c *core) pullLocked(lane string, max int, leaseFor time.Duration, worker string) ([]*Run, error) {
 	l := c.laneByName[lane]
 	switch {
@@ -77,28 +87,144 @@ func (c *core) pullLocked(lane string, max int, leaseFor time.Duration, worker s
 		return nil, &Error{Code: CodeConflict, Field: "lane", Message: "lane " + quote(lane) + " is not a pull lane: its tasks go to browser instances"}
 	}
 	now := c.now()
+	if c.fairness.p != policy.Fairness(c.native) {
+		return c.pullByPolicyLocked(l, max, leaseFor, worker, now), nil
+	}
+	if len(l.hold.queues) > 0 { // a plugin held before the native policy took over
+		c.clearHoldsLocked()
+	}
 	var runs []*Run
-	for len(runs) < max && !l.cfg.Paused && c.inflight < c.cfg.MaxInFlight &&
-		l.inflight < l.cfg.MaxInFlight && l.fair.Len() > 0 {
+	for len(runs) < max && c.pullOpen(l) {
 		aq, _ := c.laneTop(l, now.UnixNano())
 		t := c.admitHeadLocked(aq) // parks what a ceiling blocks: the loop moves on
 		if t == nil {
 			continue
 		}
-		r := c.assignLocked(t, nil, now)
-		c.extendLocked(r, now.Add(leaseFor))
-		// The lease starts the attempt: a worker reports no start of its
-		// own, so its start is its assignment, one instant.
-		att := t.lastAttempt()
-		att.StartedAt = now
-		reason := "leased for " + leaseFor.String()
-		if worker != "" {
-			reason = "leased by " + worker + " for " + leaseFor.String()
-		}
-		c.setStateAt(t, StateRunning, reason, now)
-		runs = append(runs, r)
+		runs = append(runs, c.leaseLocked(t, leaseFor, worker, now))
 	}
 	return runs, nil
+}
+
+// pullOpen reports whether the pull lane l may lease one more task: it is
+// still a pull lane (not removed, nor switched while a policy decided
+// outside the lock), not paused, under its ceiling and the engine's, and
+// has a queue whose head may go.
+func (c *core) pullOpen(l *lane) bool {
+	return l.cfg.Pull && !l.cfg.Removed && !l.cfg.Paused && c.inflight < c.cfg.MaxInFlight &&
+		l.inflight < l.cfg.MaxInFlight && l.fair.Len() > 0
+}
+
+// pullScratch holds the candidates of pulls whose fairness policy is not
+// the native one: each pull takes its own, since several workers' pulls and
+// a round of dispatch may each be deciding outside the lock at once.
+var pullScratch = sync.Pool{New: func() any { return new(dispatchScratch) }}
+
+// pullByPolicyLocked is pullLocked under a fairness policy other than the
+// native one, as pluginRoundLocked is a round of dispatch under one: the
+// policy picks among up to FairnessCandidates of the lane's queue heads
+// (under the lock if it is inline, else outside it on the pull's own copy
+// of them), for up to as many slots as the worker asked for and the
+// ceilings leave, and each pick is checked against every ceiling as it is
+// leased. An answer of none makes that decision in the native order; a
+// hold leases nothing more (what was leased before it stays leased), and
+// the lane's tasks say so (lane.hold, HoldOf) until the next pull decides.
+// No timer asks a held pull lane's policy again: a worker's next Pull does,
+// and a waiting worker looks again at the hold's hint (PullHold).
+func (c *core) pullByPolicyLocked(l *lane, max int, leaseFor time.Duration, worker string, now time.Time) []*Run {
+	sc := pullScratch.Get().(*dispatchScratch)
+	defer func() {
+		clear(sc.aqs)
+		clear(sc.topK)
+		clear(sc.agentIDs)
+		clear(sc.laneNames)
+		clear(sc.dets)
+		sc.placed = nil
+		pullScratch.Put(sc)
+	}()
+	l.hold = holdState{} // a hold stands until the next decision
+	defer c.announceHoldsLocked(&l.hold)
+	var runs []*Run
+	for len(runs) < max && c.pullOpen(l) {
+		slots := min(max-len(runs), c.cfg.MaxInFlight-c.inflight, l.cfg.MaxInFlight-l.inflight)
+		cands, aqs := c.candidatesLocked(sc, now.UnixNano(), 0, l)
+		if len(cands) == 0 {
+			break
+		}
+		name := c.fairness.name // the policy that decides: another may replace it meanwhile
+		// A stateless policy is not asked to choose among one candidate:
+		// every valid answer leases its head.
+		var only [1]uint32
+		picks := only[:]
+		switch {
+		case len(cands) == 1 && c.fairness.stateless:
+		case c.fairness.inline:
+			var hint int64
+			var held bool
+			if picks, hint, held = c.pickLocked(sc, now, cands, slots, 0); held {
+				c.noteHoldLocked(&l.hold, name, aqs, hint, now)
+				return runs // nothing from these heads now
+			}
+		default:
+			// Outside the lock (decide.go): the candidates are the pull's own
+			// copy, and each pick is checked below as it is applied.
+			var hint int64
+			var held, ok bool
+			if picks, hint, held, ok = c.pickOutside(sc, now, cands, slots); !ok {
+				return runs
+			}
+			if held {
+				c.noteHoldLocked(&l.hold, name, aqs, hint, now)
+				return runs
+			}
+			now = c.now() // events' times follow their seqs
+		}
+		made := false
+		for _, p := range picks {
+			aq := aqs[p]
+			if len(runs) >= max || !aq.eligible() || !c.pullOpen(l) {
+				continue
+			}
+			if t := c.admitHeadLocked(aq); t != nil {
+				runs = append(runs, c.leaseLocked(t, leaseFor, worker, now))
+				made = true
+			}
+		}
+		if made {
+			continue
+		}
+		// None: the policy's answer, or every pick blocked by a ceiling it
+		// cannot see (those queues are parked now, so the next call sees
+		// new heads). This decision is made in the native order, so that a
+		// policy that keeps picking parked queues cannot stall the lane.
+		for !made && len(runs) < max && c.pullOpen(l) {
+			aq, _ := c.laneTop(l, now.UnixNano())
+			if t := c.admitHeadLocked(aq); t != nil {
+				runs = append(runs, c.leaseLocked(t, leaseFor, worker, now))
+				made = true
+			}
+		}
+		if !made {
+			break
+		}
+	}
+	return runs
+}
+
+// leaseLocked assigns t to a worker under a lease of leaseFor and marks it
+// RUNNING: the lease starts the attempt.
+func (c *core) leaseLocked(t *task, leaseFor time.Duration, worker string, now time.Time) *Run {
+	r := c.assignLocked(t, nil, now)
+	c.extendLocked(r, now.Add(leaseFor))
+	// A worker reports no start of its own, so its start is its
+	// assignment, one instant.
+	att := t.lastAttempt()
+	att.StartedAt = now
+	reason := "leased for " + leaseFor.String()
+	if worker != "" {
+		reason = "leased by " + worker + " for " + leaseFor.String()
+	}
+	c.setStateAt(t, StateRunning, reason, now)
+	return r
 }
 
 // Extend moves the deadline of the attempt (the worker's lease) to until, or
