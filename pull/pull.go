@@ -1,7 +1,8 @@
 // Package pull is the worker side of pull lanes: external workers lease a
 // pull lane's tasks, renew their leases while they work, and complete, fail
 // or release them (CW's leased entries). The engine chooses what a worker
-// gets (Engine.Pull: the lane's order under every ceiling) and keeps the
+// gets (Engine.Pull: the fairness policy's order among the lane's queue
+// heads, under every ceiling; nothing while the policy holds) and keeps the
 // attempt; this package gives each attempt a lease id for the worker to
 // hold, ends the attempt when the lease runs out, and tells a worker why a
 // lease it names is no longer its own.
@@ -25,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -84,6 +86,7 @@ func (e *LostError) Error() string {
 // Engine is what the manager needs of the engine (*engine.Engine).
 type Engine interface {
 	Pull(ctx context.Context, lane string, max int, leaseFor time.Duration, worker string) ([]*engine.Run, error)
+	PullHold(lane string) (engine.Hold, bool)
 	Leased(lane string) []*engine.Run
 	Events() *engine.EventLog
 	Sync(ctx context.Context) error
@@ -307,7 +310,9 @@ func (m *Manager) endLocked(h *lease, end End, reason string) {
 
 // Lease gives worker up to max tasks of the pull lane named lane, each under
 // a lease of leaseFor. When none is available it waits up to wait for one
-// (0: it answers at once), and then answers with none.
+// (0: it answers at once), and then answers with none. While it waits it
+// looks again at every event, and when the fairness policy held the lane's
+// heads with a re-ask hint, at the hint (Engine.PullHold).
 func (m *Manager) Lease(ctx context.Context, lane string, max int, leaseFor, wait time.Duration, worker string) ([]Lease, error) {
 	switch {
 	case max < 1 || max > MaxLeases:
@@ -318,11 +323,11 @@ func (m *Manager) Lease(ctx context.Context, lane string, max int, leaseFor, wai
 		return nil, invalid("waitMs", "must be within 0..%d, got %d", MaxWait.Milliseconds(), wait.Milliseconds())
 	}
 	events := m.eng.Events()
-	var stop <-chan time.Time
+	waitCtx := ctx
 	if wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		stop = t.C
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
 	}
 	for {
 		last := events.Last()
@@ -340,13 +345,21 @@ func (m *Manager) Lease(ctx context.Context, lane string, max int, leaseFor, wai
 			return out, nil
 		}
 		// Whatever makes work available here (a submission, a slot freed,
-		// a backoff ended) is an event: wait for the next one.
-		wctx, cancel := context.WithCancel(ctx)
+		// a backoff ended) is an event: wait for the next one. A fairness
+		// policy that held the lane's heads with a hint is asked again when
+		// the hint elapses, event or not.
+		wctx, cancel := context.WithCancel(waitCtx)
+		var reasked atomic.Bool
+		var reask clock.Timer
+		if h, held := m.eng.PullHold(lane); held && !h.ReaskAt.IsZero() {
+			reask = m.clk.AfterFunc(h.ReaskAt.Sub(m.clk.Now()), func() {
+				reasked.Store(true)
+				cancel()
+			})
+		}
 		done := make(chan struct{})
 		go func() {
 			select {
-			case <-stop:
-				cancel()
 			case <-m.stop:
 				cancel()
 			case <-done:
@@ -355,9 +368,15 @@ func (m *Manager) Lease(ctx context.Context, lane string, max int, leaseFor, wai
 		err = events.Wait(wctx, last)
 		close(done)
 		cancel()
+		if reask != nil {
+			reask.Stop()
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
+			}
+			if reasked.Load() && waitCtx.Err() == nil && !m.closed() {
+				continue // the policy's hint elapsed: ask it again
 			}
 			return []Lease{}, nil // waited long enough: nothing
 		}

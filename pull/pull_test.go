@@ -279,3 +279,65 @@ func TestARetryReasonNamesThePolicyThatDecided(t *testing.T) {
 		require.Equal(t, tc.want, h.Get(a).Reason)
 	}
 }
+
+// holdUntil is a fairness policy that holds until the engine's time reaches
+// until, with the rest as its hint, and then picks the first head.
+type holdUntil struct {
+	mu    sync.Mutex
+	until int64 // ms
+	calls int
+}
+
+func (p *holdUntil) Pick(ctx policy.PickContext, _ []policy.Candidate, picks []uint32) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls++
+	if ctx.NowMs < p.until {
+		return policy.Hold(p.until - ctx.NowMs)
+	}
+	picks[0] = 0
+	return 1
+}
+
+func (p *holdUntil) MayHold() bool { return true }
+
+// A lease call waiting for work on a lane whose fairness policy holds asks
+// the policy again when its hint elapses, though nothing else happened.
+func TestAWaitingLeaseAsksAHoldingPolicyAgainWhenItsHintElapses(t *testing.T) {
+	t.Parallel()
+	h, m := setup(t)
+	ctx := context.Background()
+	reaskAt := h.Clock.Now().Add(500 * time.Millisecond)
+	p := &holdUntil{until: reaskAt.UnixMilli()}
+	require.NoError(t, h.SetFairness("ratecap", p))
+	id := h.Submit(enginetest.Spec("a").Lane("jobs").Action("job").Obj()).ID
+
+	type answer struct {
+		ls  []pull.Lease
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		// The wait bounds a broken re-ask only: the lease must come at the
+		// hint, long before.
+		ls, err := m.Lease(ctx, "jobs", 1, time.Minute, 20*time.Second, "w1")
+		got <- answer{ls, err}
+	}()
+	waitfor.Eventually(t, "the waiting lease to look again at the hint", func() bool {
+		due, ok := h.Clock.NextDue()
+		return ok && due.Equal(reaskAt)
+	})
+	hold, held := h.PullHold("jobs")
+	require.True(t, held)
+	require.Equal(t, reaskAt, hold.ReaskAt)
+	select {
+	case a := <-got:
+		t.Fatalf("the lease answered before the hint: %+v", a)
+	default:
+	}
+	h.Clock.Advance(500 * time.Millisecond)
+	a := <-got
+	require.NoError(t, a.err)
+	require.Len(t, a.ls, 1, "asked again at the hint, the policy leases")
+	require.Equal(t, id, a.ls[0].TaskID)
+}
