@@ -132,3 +132,60 @@ func TestAPlanSaysWhenTheFairnessPluginsFallbackPicked(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// On a pull lane, a fairness plugin that faults is overruled by its
+// fallback for that decision, and its breaker quarantines it, as in pushed
+// dispatch: a worker's lease is decided by the wrapper the lane's policy
+// is, fallback and breaker included.
+func TestAPullLanesFaultyFairnessPluginIsOverruledAndQuarantined(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rt := newRuntime(t, host.Config{})
+	p, err := rt.Load(ctx, "faulty", guests["faulty"], []byte(`{"mode": "ok"}`))
+	require.NoError(t, err)
+	require.NoError(t, p.Configure(ctx, []byte(`{"mode": "range"}`))) // picks out of range: an invalid answer
+	w, err := p.Fairness(reverse{})                                   // the fallback serves the newest heads first
+	require.NoError(t, err)
+
+	jobs := engine.NewLane("jobs")
+	jobs.Pull = true
+	cfg := engine.Config{AgingThreshold: -1, Lanes: []engine.LaneConfig{engine.NewLane("main"), jobs}}
+	e, err := engine.New(engine.Options{Config: cfg, Store: memory.New(memory.Options{}), Executor: engine.NoopExecutor{}})
+	require.NoError(t, err)
+	require.NoError(t, e.Start(ctx))
+	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	require.NoError(t, e.SetFairness("faulty", w))
+	submit := func(agent string) string {
+		task, err := e.Submit(ctx, engine.TaskSpec{Lane: "jobs", AgentID: agent, Action: &engine.Action{Kind: "crawl"}})
+		require.NoError(t, err)
+		return task.ID
+	}
+	pull := func(max int) []string {
+		runs, err := e.Pull(ctx, "jobs", max, time.Minute, "w1")
+		require.NoError(t, err)
+		var ids []string
+		for _, r := range runs {
+			ids = append(ids, r.TaskID())
+		}
+		return ids
+	}
+
+	a1, a2, b1 := submit("alice"), submit("alice"), submit("bob")
+	require.Equal(t, []string{b1, a1, a2}, pull(3), "the fallback's order (newest head first), not the native fair share's")
+	st := p.Stats()
+	require.Equal(t, uint64(2), st.Faults[host.FaultInvalid], "each decision of the lease faulted")
+	require.Equal(t, map[host.FallbackCause]uint64{host.FallbackFault: 2}, st.FallbacksBy)
+
+	// Three more faults make five, the breaker's threshold: quarantined,
+	// the next lease is decided by the fallback without asking the plugin.
+	for _, agent := range []string{"c", "d", "e"} {
+		id := submit(agent)
+		require.Equal(t, []string{id}, pull(1))
+	}
+	require.Equal(t, host.StateQuarantined, p.Stats().State)
+	id := submit("f")
+	require.Equal(t, []string{id}, pull(1))
+	st = p.Stats()
+	require.Equal(t, uint64(5), st.Faults[host.FaultInvalid], "a quarantined plugin is not asked")
+	require.Equal(t, uint64(1), st.FallbacksBy[host.FallbackBreaker])
+}
