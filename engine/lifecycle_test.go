@@ -780,3 +780,43 @@ func TestABatchsTasksKeepSpecsOfTheirOwn(t *testing.T) {
 		}
 	}
 }
+
+// A batch that asks for ids only gets each task's id and no snapshot;
+// otherwise ItemResult.ID is the snapshot's id. Errors are the same
+// either way, a task recorded REJECTED (QUEUE_FULL) included.
+func TestABatchThatAsksForIDsOnlyGetsNoSnapshots(t *testing.T) {
+	t.Parallel()
+	for _, idsOnly := range []bool{false, true} {
+		h := enginetest.New(t, &engine.Config{MaxInFlight: 1, MaxQueuedPerAgent: 2})
+		items := []engine.BatchItem{{Key: "x", Spec: enginetest.Spec("a").Obj()}}
+		for range 4 {
+			items = append(items, engine.BatchItem{Spec: enginetest.Spec("a").Obj()})
+		}
+		bad := enginetest.Spec("a").Obj()
+		bad.Priority = 9
+		items = append(items, engine.BatchItem{Spec: bad})
+		res, err := h.SubmitBatch(context.Background(), engine.BatchSpec{Items: items, IDsOnly: idsOnly})
+		require.NoError(t, err)
+		var codes []string
+		for i, it := range res.Items {
+			code := ""
+			if ee := (*engine.Error)(nil); errors.As(it.Err, &ee) {
+				code = string(ee.Code)
+			}
+			codes = append(codes, code)
+			if i == len(items)-1 {
+				require.Empty(t, it.ID, "a refused item has no task")
+				require.Nil(t, it.Task)
+				continue
+			}
+			require.NotEmpty(t, it.ID, "item %d", i)
+			require.Equal(t, it.ID, h.Get(it.ID).ID)
+			if idsOnly {
+				require.Nil(t, it.Task, "item %d", i)
+			} else {
+				require.Equal(t, it.ID, it.Task.ID, "item %d", i)
+			}
+		}
+		require.Equal(t, []string{"", "", "QUEUE_FULL", "QUEUE_FULL", "QUEUE_FULL", "INVALID_INPUT"}, codes, "ids only: %v", idsOnly)
+	}
+}

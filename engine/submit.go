@@ -59,12 +59,20 @@ type BatchSpec struct {
 	Parallelism int
 	// WebhookURL is called when the whole batch has ended.
 	WebhookURL string
+	// IDsOnly asks for the items' task ids alone: ItemResult.ID names each
+	// task and ItemResult.Task may be left nil. A caller that reads nothing
+	// else of the tasks spares the engine a copy of each, made under its
+	// lock.
+	IDsOnly bool
 }
 
 // ItemResult is the outcome of one item: a task, or an error (a typed *Error),
 // or both when the task was recorded but refused (REJECTED with QUEUE_FULL).
 type ItemResult struct {
-	Task *Task
+	// ID is the task's id when there is a task (the one recorded, or the
+	// original an idempotency key found), whether or not Task is set.
+	ID   string
+	Task *Task // the task as recorded; may be nil with BatchSpec.IDsOnly
 	Err  error
 }
 
@@ -280,7 +288,10 @@ func (c *core) admitLocked(ctx context.Context, items []BatchItem, bs *BatchSpec
 	// seqs, and a task's queued time does not include the wait for the lock.
 	now := c.now()
 	res := &BatchResult{Items: make([]ItemResult, len(items))}
-	snaps := make([]Task, len(items)) // the items' snapshots, in one allocation
+	var snaps []Task // the items' snapshots, in one allocation
+	if bs == nil || !bs.IDsOnly {
+		snaps = make([]Task, len(items))
+	}
 	var bt *batch
 	if bs != nil {
 		if bt = c.batches[batchID]; bt == nil || batchID == "" {
@@ -321,8 +332,11 @@ func (c *core) admitLocked(ctx context.Context, items []BatchItem, bs *BatchSpec
 		t, err := c.admitOneLocked(ctx, p, ext, now)
 		if t != nil {
 			ids[i] = t.id
-			t.snapshotTo(&snaps[i])
-			res.Items[i].Task = &snaps[i]
+			res.Items[i].ID = t.id
+			if snaps != nil {
+				t.snapshotTo(&snaps[i])
+				res.Items[i].Task = &snaps[i]
+			}
 			if t.state == StateQueued || t.state == StateWaiting {
 				admitted = append(admitted, t)
 			}

@@ -261,6 +261,9 @@ func Targets(op string, args map[string]any, res any) []string {
 					add("task", it.Task.T.ID)
 				}
 			}
+			for _, id := range r.TaskIDs { // the tasks of items that carry none
+				add("task", id)
+			}
 		}
 	case *model.CancelPayload:
 		if r != nil {

@@ -360,18 +360,6 @@ type SubmitTaskResult struct {
 	Error *ItemError `json:"error,omitempty"`
 }
 
-// The outcome of `submitTasks`.
-type SubmitTasksPayload struct {
-	// The batch's id (null when every item was refused before admission).
-	BatchID *string `json:"batchId,omitempty"`
-	// One result per item, in the order of the input.
-	Items []*SubmitTaskResult `json:"items"`
-	// How many items were admitted (not refused).
-	Accepted int `json:"accepted"`
-	// How many items were refused.
-	Refused int `json:"refused"`
-}
-
 // A task and its cursor.
 type TaskEdge struct {
 	// An opaque cursor: pass it as `after` to read the tasks after this one.

@@ -129,22 +129,35 @@ func (m *mutationResolver) SubmitTasks(ctx context.Context, input model.SubmitTa
 	if len(items) == 0 {
 		return out, nil
 	}
-	res, err := m.eng.SubmitBatch(ctx, engine.BatchSpec{Items: items, Parallelism: par, WebhookURL: deref(input.WebhookURL)})
+	// A selection that reads no item's task (`accepted refused`, as
+	// `switchyard bench`) needs only the tasks' ids, for the audit.
+	idsOnly := !selectsItemTasks(ctx)
+	res, err := m.eng.SubmitBatch(ctx, engine.BatchSpec{Items: items, Parallelism: par, WebhookURL: deref(input.WebhookURL), IDsOnly: idsOnly})
 	if err != nil {
 		return nil, inField(err, "input")
 	}
 	if res.BatchID != "" {
 		out.BatchID = &res.BatchID
 	}
-	tasks := make([]*engine.Task, 0, len(res.Items))
-	for _, r := range res.Items {
-		tasks = append(tasks, r.Task)
+	var views []model.Task // the items' tasks, in one allocation
+	if idsOnly {
+		out.TaskIDs = make([]string, 0, len(res.Items))
+		for _, r := range res.Items {
+			if r.ID != "" {
+				out.TaskIDs = append(out.TaskIDs, r.ID)
+			}
+		}
+	} else {
+		tasks := make([]*engine.Task, 0, len(res.Items))
+		for _, r := range res.Items {
+			tasks = append(tasks, r.Task)
+		}
+		(*Resolver)(m).fillPositions(ctx, tasks...)
+		views = make([]model.Task, len(res.Items))
 	}
-	(*Resolver)(m).fillPositions(ctx, tasks...)
-	views := make([]model.Task, len(res.Items)) // the items' tasks, in one allocation
 	for j, r := range res.Items {
 		item := out.Items[orig[j]]
-		if r.Task != nil {
+		if r.Task != nil && views != nil {
 			views[j] = model.Task{T: r.Task}
 			item.Task = &views[j]
 		}

@@ -55,6 +55,38 @@ func selectsPosition(ctx context.Context) bool {
 	return hasField(fc.Field.Selections, "position", 0)
 }
 
+// selectsItemTasks reports whether the current field's selection (a
+// submitTasks) may read an item's task: a field named task at any depth,
+// fragments included, or a selection too deep to tell.
+func selectsItemTasks(ctx context.Context) bool {
+	fc := graphql.GetFieldContext(ctx)
+	return fc == nil || mayHaveField(fc.Field.Selections, "task", 0)
+}
+
+// mayHaveField is hasField, answering yes past the depth it looks to.
+func mayHaveField(set ast.SelectionSet, name string, depth int) bool {
+	if depth > 32 {
+		return true
+	}
+	for _, sel := range set {
+		switch s := sel.(type) {
+		case *ast.Field:
+			if s.Name == name || mayHaveField(s.SelectionSet, name, depth+1) {
+				return true
+			}
+		case *ast.InlineFragment:
+			if mayHaveField(s.SelectionSet, name, depth+1) {
+				return true
+			}
+		case *ast.FragmentSpread:
+			if s.Definition == nil || mayHaveField(s.Definition.SelectionSet, name, depth+1) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func hasField(set ast.SelectionSet, name string, depth int) bool {
 	if depth > 32 {
 		return false

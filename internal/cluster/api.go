@@ -126,6 +126,7 @@ func (a *Engine) ingest(ctx context.Context, b *engine.BatchSpec, items []engine
 	if b != nil {
 		bs := *b
 		bs.Items = nil
+		bs.IDsOnly = false // the leader's answer carries the tasks, ids and all
 		args.Batch, args.BatchID = &bs, a.n.ids.Next(now)
 	}
 	ans, err := opIngest.call(ctx, a.n, args)
@@ -135,6 +136,9 @@ func (a *Engine) ingest(ctx context.Context, b *engine.BatchSpec, items []engine
 	res := &engine.BatchResult{BatchID: ans.BatchID, Items: make([]engine.ItemResult, len(ans.Items))}
 	for i, it := range ans.Items {
 		res.Items[i].Task = fixTask(it.Task)
+		if res.Items[i].Task != nil {
+			res.Items[i].ID = res.Items[i].Task.ID
+		}
 		if it.Err != nil {
 			res.Items[i].Err = it.Err.decode()
 		}

@@ -161,7 +161,18 @@ func TestSubmitThroughEveryNode(t *testing.T) {
 	require.NoError(t, res.Items[1].Err)
 	require.Equal(t, []string{res.Items[0].Task.ID}, res.Items[1].Task.Spec.DependsOn)
 	require.True(t, engine.IsCode(res.Items[2].Err, engine.CodeInvalidInput), "%v", res.Items[2].Err)
+	require.Equal(t, []string{res.Items[0].Task.ID, res.Items[1].Task.ID, ""}, []string{res.Items[0].ID, res.Items[1].ID, res.Items[2].ID})
 	ids = append(ids, res.Items[0].Task.ID, res.Items[1].Task.ID)
+
+	// A follower's batch that asks for ids only gets them (the leader's
+	// answer carries the tasks whatever the follower asked).
+	res, err = f.nodes[(indexOf(f.nodes, lead)+1)%3].API().SubmitBatch(ctx, engine.BatchSpec{IDsOnly: true, Items: []engine.BatchItem{
+		{Spec: enginetest.Spec("batcher").Action("click").Obj()},
+	}})
+	require.NoError(t, err)
+	require.NoError(t, res.Items[0].Err)
+	require.NotEmpty(t, res.Items[0].ID)
+	ids = append(ids, res.Items[0].ID)
 
 	// Every task succeeds, and every node's subscribers see every task end.
 	waitfor.Eventually(t, "every node sees every task end once", func() bool {
