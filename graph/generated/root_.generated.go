@@ -4511,7 +4511,7 @@ input SetPolicyInput {
 }
 
 extend type Task {
-  "While QUEUED: the hold a fairness plugin put on its queue at the latest dispatch decision (ABI version 2 hold: nothing of the queue goes until the plugin is asked again); null when none holds it."
+  "While QUEUED: the hold a fairness plugin put on its queue at the latest dispatch decision (on a pull lane, the latest lease of the lane) (ABI version 2 hold: nothing of the queue goes until the plugin is asked again); null when none holds it."
   hold: TaskHold
 }
 
@@ -4523,9 +4523,9 @@ type TaskHold {
   lane: String!
   "When it held: the latest decision, which held too."
   since: Time!
-  "When the engine asks the plugin again, from the plugin's re-ask hint; null without one: on the next change (a submission, an ended task, a lane or policy change)."
+  "When the engine asks the plugin again, from the plugin's re-ask hint; null without one: on the next change (a submission, an ended task, a lane or policy change). On a pull lane every ` + "`" + `leaseTasks` + "`" + ` of the lane asks again, and this is when one that waits for work does."
   reaskAt: Time
-  "The same in words: ` + "`" + `held by fairness plugin <name> on lane <lane> (asks again at <time>)` + "`" + `."
+  "The same in words: ` + "`" + `held by fairness plugin <name> on lane <lane> (asks again at <time>)` + "`" + `; on a pull lane ` + "`" + `held by fairness plugin <name> on pull lane <lane> (asks again at a worker's next lease; a waiting lease at <time>)` + "`" + `."
   reason: String!
 }
 `, BuiltIn: false},
@@ -4597,10 +4597,14 @@ type LeaseEndPayload {
 extend type Mutation {
   """
   Leases up to ` + "`" + `max` + "`" + ` (1..100) tasks of the pull lane ` + "`" + `lane` + "`" + `, each for
-  ` + "`" + `leaseForMs` + "`" + ` (1,000..86,400,000), in the lane's order under every ceiling:
+  ` + "`" + `leaseForMs` + "`" + ` (1,000..86,400,000), in the order the fairness policy gives
+  among the lane's queue heads (as in pushed dispatch), under every ceiling:
   the lane's ` + "`" + `maxInFlight` + "`" + ` counts leased tasks, and so do the global, agent,
-  session and batch ceilings. With ` + "`" + `waitMs` + "`" + ` (0..60,000) and nothing to lease,
-  waits that long for work before answering with none. A lease that runs out
+  session and batch ceilings. While a fairness plugin holds the lane's heads
+  it leases nothing more, which is not an error (the tasks show it on
+  ` + "`" + `Task.hold` + "`" + `). With ` + "`" + `waitMs` + "`" + ` (0..60,000) and nothing to lease, waits that
+  long for work before answering with none, looking again at every change
+  and at a holding plugin's re-ask hint. A lease that runs out
   counts as a failed attempt (error code ` + "`" + `lease_expired` + "`" + `). A worker token leases only from its
   lanes (FORBIDDEN otherwise); a lane that is not a pull lane is a CONFLICT.
   """

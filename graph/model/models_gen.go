@@ -424,9 +424,9 @@ type TaskHold struct {
 	Lane string `json:"lane"`
 	// When it held: the latest decision, which held too.
 	Since time.Time `json:"since"`
-	// When the engine asks the plugin again, from the plugin's re-ask hint; null without one: on the next change (a submission, an ended task, a lane or policy change).
+	// When the engine asks the plugin again, from the plugin's re-ask hint; null without one: on the next change (a submission, an ended task, a lane or policy change). On a pull lane every `leaseTasks` of the lane asks again, and this is when one that waits for work does.
 	ReaskAt *time.Time `json:"reaskAt,omitempty"`
-	// The same in words: `held by fairness plugin <name> on lane <lane> (asks again at <time>)`.
+	// The same in words: `held by fairness plugin <name> on lane <lane> (asks again at <time>)`; on a pull lane `held by fairness plugin <name> on pull lane <lane> (asks again at a worker's next lease; a waiting lease at <time>)`.
 	Reason string `json:"reason"`
 }
 
