@@ -114,7 +114,8 @@ func TestARebuildWhoseInitialisationNeverEndsDisablesThePlugin(t *testing.T) {
 	require.Contains(t, st.Reason, "cannot rebuild an instance: initialisation exceeded 1000 ms (_initialize was stopped there)")
 	require.Equal(t, uint64(1), st.FaultTotal(), "the rebuild is not a decision: the one fault is the decision's")
 	require.False(t, host.Running(p))
-	require.Equal(t, host.EventDisabled, ev.last().Kind)
+	// The rebuild's goroutine sets the state, then announces it.
+	waitfor.Eventually(t, "the disable is announced", func() bool { return ev.last().Kind == host.EventDisabled })
 	clear(picks)
 	require.Equal(t, 4, w.Pick(pickCtx(), cands, picks))
 	require.Equal(t, want, picks, "a disabled plugin's decisions go to the fallback")
