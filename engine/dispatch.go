@@ -586,8 +586,9 @@ func (c *core) assignLocked(t *task, inst *instance, now time.Time) *Run {
 // than the native one: one policy call picks up to the free slots among the
 // best queue heads, and the engine checks each pick against every ceiling.
 func (c *core) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
-	c.hold = holdState{} // a hold stands until the next decision
-	defer c.announceHoldsLocked(&c.hold)
+	// The hold stands until this round's decision ends (replaceHoldLocked).
+	var next holdState
+	defer c.replaceHoldLocked(&c.hold, &next)
 	for len(runs) < maxPerRound {
 		// Ask for no more than the lanes can take: a policy that has to
 		// discard the heads of full lanes wastes the decision.
@@ -616,7 +617,7 @@ func (c *core) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 			var hint int64
 			var held bool
 			if picks, hint, held = c.pickLocked(&c.scratch, now, cands, slots, 0); held {
-				c.noteHoldLocked(&c.hold, name, aqs, hint, now)
+				c.noteHoldLocked(&next, name, aqs, hint, now)
 				c.reaskLocked(hint)
 				return runs // nothing from these heads now: asked again on the next change or the hint
 			}
@@ -629,7 +630,7 @@ func (c *core) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 				return runs
 			}
 			if held {
-				c.noteHoldLocked(&c.hold, name, aqs, hint, now)
+				c.noteHoldLocked(&next, name, aqs, hint, now)
 				c.reaskLocked(hint)
 				return runs
 			}

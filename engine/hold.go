@@ -46,9 +46,10 @@ func (h Hold) Reason() string {
 // worker leases (Pull). The event log follows them (announceHoldsLocked):
 // EventHeld when a queue's head becomes held, EventHoldEnded when its hold
 // ends while it is still QUEUED. Each decision of a fairness policy other
-// than the native one starts by clearing the hold of its scope
-// (pluginRoundLocked, pullByPolicyLocked), so a hold stands only while no
-// decision has been made since over the same queues.
+// than the native one replaces the hold of its scope as it ends
+// (replaceHoldLocked, from pluginRoundLocked and pullByPolicyLocked), so a
+// hold stands only while no decision has been made since over the same
+// queues.
 type holdState struct {
 	policy  string
 	since   time.Time
@@ -70,6 +71,25 @@ func (c *core) noteHoldLocked(into *holdState, policy string, aqs []*agentQueue,
 	}
 	h.heads = slices.Clone(aqs) // aqs is the decision's scratch
 	*into = h
+}
+
+// replaceHoldLocked ends a decision whose scope's hold is *scope (core.hold,
+// or a pull lane's lane.hold): the hold it made, next (empty if it held
+// nothing), replaces the one that stood while it decided, and the event log
+// follows. A hold by a policy no longer in force (replaced while the
+// decision ran outside the lock, clearHoldsLocked) is not kept.
+//
+// The previous hold stands until then, not cleared as the decision starts:
+// a decision outside the lock lets other work in, and an announcement made
+// meanwhile (another scope's decision, a change of policy) would otherwise
+// end the holds of this scope's tasks (EventHoldEnded) only for this
+// decision to hold the same heads again (EventHeld).
+func (c *core) replaceHoldLocked(scope, next *holdState) {
+	if next.policy != c.fairness.name {
+		*next = holdState{}
+	}
+	*scope = *next
+	c.announceHoldsLocked(scope)
 }
 
 // heldTask is a task announced held (EventHeld), and the policy that held it.

@@ -177,3 +177,84 @@ func TestAHoldIsAnnouncedOnceAndSoIsItsEnd(t *testing.T) {
 		require.Equal(t, []string{"HELD " + a.ID, "HELD " + b.ID, "HOLD_ENDED " + b.ID, "HELD " + b.ID}, holdEvents(h))
 	}
 }
+
+// gatedHolder holds every decision (hint 3 s); while armed, its next
+// decision waits for the gate first.
+type gatedHolder struct {
+	mu    sync.Mutex
+	armed *gate
+}
+
+func (f *gatedHolder) arm(g *gate) { f.mu.Lock(); f.armed = g; f.mu.Unlock() }
+
+func (f *gatedHolder) Pick(policy.PickContext, []policy.Candidate, []uint32) int {
+	f.mu.Lock()
+	g := f.armed
+	f.armed = nil
+	f.mu.Unlock()
+	if g != nil {
+		g.hold()
+	}
+	return policy.Hold(3000)
+}
+
+func (f *gatedHolder) Stateless() bool { return true }
+func (f *gatedHolder) MayHold() bool   { return true }
+
+// A decision outside the lock leaves its scope's hold standing until it
+// ends: work let in meanwhile — the other scope's decision, which announces
+// holds too — does not end the held tasks' holds, so a policy that holds the
+// same heads again emits nothing new. Both ways: a pull deciding while
+// pushed dispatch decides and announces, and a round of dispatch deciding
+// while a pull does.
+func TestARedecidedHoldOutsideTheLockIsNotEndedMeanwhile(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, pullFairConfig())
+	ctx := context.Background()
+	f := &gatedHolder{}
+	require.NoError(t, h.SetFairness("favour", f))
+	a := h.Submit(enginetest.Spec("alice").Lane("jobs").Action("crawl").Obj())
+	runs, err := h.Pull(ctx, "jobs", 3, time.Minute, "w1")
+	require.NoError(t, err)
+	require.Empty(t, runs)
+	b := h.Submit(enginetest.Spec("bob").Obj())
+	want := []string{"HELD " + a.ID, "HELD " + b.ID}
+	require.Equal(t, want, holdEvents(h))
+
+	// The pull re-asks outside the lock; pushed dispatch decides meanwhile.
+	g := newGate(t)
+	f.arm(g)
+	done := make(chan error, 1)
+	go func() {
+		runs, err := h.Pull(ctx, "jobs", 3, time.Minute, "w1")
+		if err == nil && len(runs) > 0 {
+			err = context.Canceled
+		}
+		done <- err
+	}()
+	waitFor(t, g.entered, "the pull's decision")
+	c := h.Submit(enginetest.Spec("carol").Obj())
+	want = append(want, "HELD "+c.ID)
+	g.open()
+	require.NoError(t, waitFor(t, done, "the pull"))
+	require.Equal(t, want, holdEvents(h), "held again by the same policy: nothing new")
+	_, ok := h.HoldOf(a.ID)
+	require.True(t, ok)
+
+	// A round of dispatch re-asks outside the lock; a pull decides meanwhile.
+	g = newGate(t)
+	f.arm(g)
+	sub := submitAsync(h.Engine, spec("main", "dave"))
+	waitFor(t, g.entered, "the round's decision")
+	runs, err = h.Pull(ctx, "jobs", 3, time.Minute, "w1")
+	require.NoError(t, err)
+	require.Empty(t, runs)
+	g.open()
+	d := waitFor(t, sub, "the submission")
+	want = append(want, "HELD "+d.ID)
+	require.Equal(t, want, holdEvents(h), "held again by the same policy: nothing new")
+	for _, id := range []string{a.ID, b.ID, c.ID} {
+		_, ok := h.HoldOf(id)
+		require.True(t, ok, id)
+	}
+}

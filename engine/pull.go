@@ -127,7 +127,8 @@ var pullScratch = sync.Pool{New: func() any { return new(dispatchScratch) }}
 // ceilings leave, and each pick is checked against every ceiling as it is
 // leased. An answer of none makes that decision in the native order; a
 // hold leases nothing more (what was leased before it stays leased), and
-// the lane's tasks say so (lane.hold, HoldOf) until the next pull decides.
+// the lane's tasks say so (lane.hold, HoldOf) until the next pull's decision
+// ends (or the fairness policy changes).
 // No timer asks a held pull lane's policy again: a worker's next Pull does,
 // and a waiting worker looks again at the hold's hint (PullHold).
 func (c *core) pullByPolicyLocked(l *lane, max int, leaseFor time.Duration, worker string, now time.Time) []*Run {
@@ -141,8 +142,12 @@ func (c *core) pullByPolicyLocked(l *lane, max int, leaseFor time.Duration, work
 		sc.placed = nil
 		pullScratch.Put(sc)
 	}()
-	l.hold = holdState{} // a hold stands until the next decision
-	defer c.announceHoldsLocked(&l.hold)
+	// The lane's hold stands until this decision ends: a decision outside
+	// the lock lets other work in meanwhile, whose announcements must see
+	// the hold as it is, not as cleared (that would end it and announce it
+	// again once this pull holds the same heads).
+	var next holdState
+	defer c.replaceHoldLocked(&l.hold, &next)
 	var runs []*Run
 	for len(runs) < max && c.pullOpen(l) {
 		slots := min(max-len(runs), c.cfg.MaxInFlight-c.inflight, l.cfg.MaxInFlight-l.inflight)
@@ -161,7 +166,7 @@ func (c *core) pullByPolicyLocked(l *lane, max int, leaseFor time.Duration, work
 			var hint int64
 			var held bool
 			if picks, hint, held = c.pickLocked(sc, now, cands, slots, 0); held {
-				c.noteHoldLocked(&l.hold, name, aqs, hint, now)
+				c.noteHoldLocked(&next, name, aqs, hint, now)
 				return runs // nothing from these heads now
 			}
 		default:
@@ -173,7 +178,7 @@ func (c *core) pullByPolicyLocked(l *lane, max int, leaseFor time.Duration, work
 				return runs
 			}
 			if held {
-				c.noteHoldLocked(&l.hold, name, aqs, hint, now)
+				c.noteHoldLocked(&next, name, aqs, hint, now)
 				return runs
 			}
 			now = c.now() // events' times follow their seqs
