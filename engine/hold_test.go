@@ -258,3 +258,30 @@ func TestARedecidedHoldOutsideTheLockIsNotEndedMeanwhile(t *testing.T) {
 		require.True(t, ok, id)
 	}
 }
+
+// A change of fairness policy ends every hold at once, a pull lane's too,
+// though no lease has asked since: the policy that held is gone. Setting
+// it again does not revive the hold.
+func TestAFairnessPolicyChangeEndsAPullLanesHold(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, pullFairConfig())
+	ctx := context.Background()
+	f := &holder{hold: true, hintMs: 3000}
+	require.NoError(t, h.SetFairness("ratecap", f))
+	a := h.Submit(enginetest.Spec("alice").Lane("jobs").Action("crawl").Obj())
+	runs, err := h.Pull(ctx, "jobs", 3, time.Minute, "w1")
+	require.NoError(t, err)
+	require.Empty(t, runs)
+	require.Equal(t, []string{"HELD " + a.ID}, holdEvents(h))
+
+	require.NoError(t, h.SetFairness("other", &holder{hold: true, hintMs: 3000}))
+	require.Equal(t, []string{"HELD " + a.ID, "HOLD_ENDED " + a.ID}, holdEvents(h), "no lease asked, and the hold ended")
+	_, ok := h.HoldOf(a.ID)
+	require.False(t, ok)
+	require.NoError(t, h.SetFairness("ratecap", f))
+	_, ok = h.HoldOf(a.ID)
+	require.False(t, ok, "the policy set again has not held since")
+	_, ok = h.PullHold("jobs")
+	require.False(t, ok)
+	require.Equal(t, []string{"HELD " + a.ID, "HOLD_ENDED " + a.ID}, holdEvents(h))
+}

@@ -436,6 +436,11 @@ func (c *core) setPolicyLocked(slot policy.Slot, laneName, name string, p any, p
 		h, holds := fp.(policy.Holder)
 		c.fairness = namedFairness{name: name, p: fp, stateless: ok && sr.Stateless() && !(holds && h.MayHold()), inline: inline(fp),
 			details: policy.UsesDetails(fp)}
+		// The policy that held is gone: every hold ends now, pushed
+		// dispatch's and each pull lane's, not at the scope's next
+		// decision (a pull lane's might come much later, and the same
+		// name set again must not revive it).
+		c.clearHoldsLocked()
 	default:
 		return invalid("slot", "unknown slot %d", slot)
 	}

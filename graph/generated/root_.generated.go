@@ -4511,7 +4511,7 @@ input SetPolicyInput {
 }
 
 extend type Task {
-  "While QUEUED: the hold a fairness plugin put on its queue at the latest dispatch decision (on a pull lane, the latest lease of the lane) (ABI version 2 hold: nothing of the queue goes until the plugin is asked again); null when none holds it."
+  "While QUEUED: the hold a fairness plugin put on its queue at the latest dispatch decision (on a pull lane, the latest lease of the lane) (ABI version 2 hold: nothing of the queue goes until the plugin is asked again); null when none holds it. A change of fairness policy ends every hold at once."
   hold: TaskHold
 }
 
@@ -4523,9 +4523,9 @@ type TaskHold {
   lane: String!
   "When it held: the latest decision, which held too."
   since: Time!
-  "When the engine asks the plugin again, from the plugin's re-ask hint; null without one: on the next change (a submission, an ended task, a lane or policy change). On a pull lane every ` + "`" + `leaseTasks` + "`" + ` of the lane asks again, and this is when one that waits for work does."
+  "When the engine asks the plugin again, from the plugin's re-ask hint; null without one: on the next change (a submission, an ended task, a lane or policy change). On a pull lane no timer asks: every ` + "`" + `leaseTasks` + "`" + ` of the lane asks again, and this is when one that waits for work does, so it may lie in the past until a worker's next lease."
   reaskAt: Time
-  "The same in words: ` + "`" + `held by fairness plugin <name> on lane <lane> (asks again at <time>)` + "`" + `; on a pull lane ` + "`" + `held by fairness plugin <name> on pull lane <lane> (asks again at a worker's next lease; a waiting lease at <time>)` + "`" + `."
+  "The same in words: ` + "`" + `held by fairness plugin <name> on lane <lane> (asks again at <time>)` + "`" + `; on a pull lane ` + "`" + `held by fairness plugin <name> on pull lane <lane> (asks again at a worker's next lease; a waiting lease at <time>)` + "`" + `, or with no hint ` + "`" + `… a waiting lease when something changes)` + "`" + `."
   reason: String!
 }
 `, BuiltIn: false},

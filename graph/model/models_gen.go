@@ -424,9 +424,9 @@ type TaskHold struct {
 	Lane string `json:"lane"`
 	// When it held: the latest decision, which held too.
 	Since time.Time `json:"since"`
-	// When the engine asks the plugin again, from the plugin's re-ask hint; null without one: on the next change (a submission, an ended task, a lane or policy change). On a pull lane every `leaseTasks` of the lane asks again, and this is when one that waits for work does.
+	// When the engine asks the plugin again, from the plugin's re-ask hint; null without one: on the next change (a submission, an ended task, a lane or policy change). On a pull lane no timer asks: every `leaseTasks` of the lane asks again, and this is when one that waits for work does, so it may lie in the past until a worker's next lease.
 	ReaskAt *time.Time `json:"reaskAt,omitempty"`
-	// The same in words: `held by fairness plugin <name> on lane <lane> (asks again at <time>)`; on a pull lane `held by fairness plugin <name> on pull lane <lane> (asks again at a worker's next lease; a waiting lease at <time>)`.
+	// The same in words: `held by fairness plugin <name> on lane <lane> (asks again at <time>)`; on a pull lane `held by fairness plugin <name> on pull lane <lane> (asks again at a worker's next lease; a waiting lease at <time>)`, or with no hint `… a waiting lease when something changes)`.
 	Reason string `json:"reason"`
 }
 
