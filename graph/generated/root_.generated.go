@@ -4388,7 +4388,7 @@ type Plugin {
   loadedAt: Time
   "Where it is in use: ` + "`" + `global` + "`" + ` or ` + "`" + `lane:<name>` + "`" + `."
   activeIn: [String!]!
-  "Decisions asked of it."
+  "Decisions the engine asked of it, those its native fallback answered included (a quarantined plugin's among them: fallbacks counts them, by cause); calls - fallbacks is what the module itself decided."
   calls: Int64!
   "Decisions it failed to make (traps, exhausted budgets, invalid answers, refusals)."
   faults: Int64!

@@ -70,7 +70,7 @@ func NewCollector(src Source) *Collector {
 		instCapacity: d("instance_capacity", "Concurrent attempts an instance accepts (0: unlimited).", "instance"),
 		instFailures: d("instance_health_failures", "Consecutive failed health checks of an instance.", "instance"),
 
-		plugCalls:       d("plugin_calls_total", "Decisions asked of a WebAssembly policy plugin.", "plugin", "slot"),
+		plugCalls:       d("plugin_calls_total", "Decisions the engine asked of a WebAssembly policy plugin, those its native fallback answered included (plugin_fallbacks_total counts them).", "plugin", "slot"),
 		plugLatency:     d("plugin_decision_seconds", "How long a plugin's decisions took, guard included.", "plugin"),
 		plugFaults:      d("plugin_faults_total", "A plugin's faulted decisions, by kind (fuel, deadline, trap, invalid, refused).", "plugin", "kind"),
 		plugHolds:       d("plugin_holds_total", "A fairness plugin's decisions that held: nothing dispatched from the candidates until it is asked again.", "plugin"),

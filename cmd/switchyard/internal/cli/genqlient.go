@@ -1064,7 +1064,7 @@ type PluginInfo struct {
 	LoadedAt *time.Time `json:"loadedAt"`
 	// Where it is in use: `global` or `lane:<name>`.
 	ActiveIn []string `json:"activeIn"`
-	// Decisions asked of it.
+	// Decisions the engine asked of it, those its native fallback answered included (a quarantined plugin's among them: fallbacks counts them, by cause); calls - fallbacks is what the module itself decided.
 	Calls int64 `json:"calls"`
 	// Decisions it failed to make (traps, exhausted budgets, invalid answers, refusals).
 	Faults int64 `json:"faults"`
