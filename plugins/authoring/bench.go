@@ -80,7 +80,9 @@ type BenchCase struct {
 	Ratio float64 `json:"ratio"`
 	// Fuel is the most fuel one of the plugin's decisions of this case
 	// burnt, warm-up included: the case's own figure, not the most over
-	// the cases so far.
+	// the cases so far. A decision the host stopped (its deadline, its
+	// CPU time) is left out, as in Stats.FuelMax: the figure is
+	// deterministic.
 	Fuel uint64 `json:"fuel"`
 	// WarmUp counts the plugin's warm-up decisions of this case (a tenth
 	// as many as the timed ones, not timed), and those the fallback

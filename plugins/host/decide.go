@@ -55,17 +55,27 @@ func (in *instance) callFault(err error) fault {
 	return fault{kind: kind, reason: reason, broken: true}
 }
 
-// timed runs the slot's export and records the fuel it burnt and its
-// latency, read from the
-// monotonic clock alone (time.Now reads the wall clock too, which costs
-// as much again here).
+// timed runs the slot's export and records its latency, read from the
+// monotonic clock alone (time.Now reads the wall clock too, which costs as
+// much again here), and the fuel it burnt, unless the host stopped it.
 func (in *instance) timed() error {
 	err := in.call(in.decide)
 	if in.phase != phaseLoad { // a smoke decision is not one asked of the plugin
 		in.plugin.stats.observe(in.took()) // the call alone: the clock is read once more
 	}
-	in.plugin.stats.fuel.max(uint64(max(in.burnt, 0)))
+	if err == nil || !stoppedByHost(err) {
+		in.plugin.stats.fuel.max(uint64(max(in.burnt, 0)))
+	}
 	return err
+}
+
+// stoppedByHost reports whether a call's error says the host stopped it
+// (its deadline, its CPU time, a close) rather than the guest ending or
+// running out of fuel. The fuel such a call burnt depends on the machine
+// and its load, so Stats.FuelMax, which is deterministic, leaves it out;
+// it would also count the stopped tank's unspent units.
+func stoppedByHost(err error) bool {
+	return errors.Is(err, errDeadline) || errors.Is(err, errCPU) || errors.Is(err, errHalted) || errors.Is(err, errStopped)
 }
 
 // took returns how long the last call took, from when it started to now.

@@ -470,3 +470,18 @@ func TestLoadBlamesTheConfigurationOnlyWhenTheModuleDecidesWithoutIt(t *testing.
 	_, err := rt.Load(ctx, "spinner", plugintest.SpinOnConfig(), []byte(`{"quiet": true}`))
 	require.NoError(t, err, "the module loads under another configuration")
 }
+
+// Stats.FuelMax is deterministic: a decision the host stops (here at its
+// deadline) burnt an amount that depends on the machine, and would count
+// its stopped tank's unspent units too, so it is left out.
+func TestFuelMaxLeavesOutDecisionsTheHostStopped(t *testing.T) {
+	f := loadFaulty(t, host.Config{DecisionFuel: 1 << 40, Deadline: 10 * time.Millisecond})
+	f.pick()
+	require.NotZero(t, f.p.ResetFuelMax(), "a decision that ended")
+
+	f.mode(t, "loop")
+	f.pick()
+	st := f.p.Stats()
+	require.Equal(t, uint64(1), st.Faults[host.FaultDeadline], "%+v", st)
+	require.Zero(t, st.FuelMax, "a decision stopped at its deadline")
+}

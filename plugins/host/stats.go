@@ -36,8 +36,11 @@ type Stats struct {
 	// Prometheus.
 	Latency Histogram
 	// FuelMax is the most fuel one decision has burnt (calls and loop
-	// iterations; see Config.DecisionFuel), and SetupFuelMax the most that
-	// instantiation or a configure call has.
+	// iterations; see Config.DecisionFuel), of the decisions that ended or
+	// ran out of fuel: one the host stopped (its deadline, its CPU time, a
+	// close) is left out, since what it burnt depends on the machine. It
+	// is deterministic. SetupFuelMax is the most that instantiation or a
+	// configure call has burnt.
 	FuelMax, SetupFuelMax uint64
 	// DeadlineGraces counts the calls the watchdog let run on past their
 	// deadline in wall time because the process was starved while they ran
