@@ -85,7 +85,7 @@ func parseArgs(fs *flag.FlagSet, args []string) error {
 }
 
 func runPluginNew(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("plugin new", "selection|fairness|retry [--lang go|assemblyscript] DIR", stderr)
+	fs := newFlags("plugin new", "selection|fairness|retry [--lang go|assemblyscript] [--sdk DIR] [--module PATH] DIR", stderr)
 	lang := fs.String("lang", "go", "the project's language: go or assemblyscript")
 	module := fs.String("module", "", "Go: the project's module path (default example.com/ and DIR's base name)")
 	sdk := fs.String("sdk", "", "Go: the SDK's directory, plugins/sdk of a Switchyard checkout (default: the checkout that holds the current directory)")
