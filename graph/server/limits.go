@@ -179,12 +179,15 @@ func readBody(limit func(*http.Request) int, timeout time.Duration, next http.Ha
 // 20 KB allocated about twice its size, and every byte allocated brings
 // the collector's next cycle nearer. One byte more than size leaves room
 // for the read that meets the end; a body longer than it declared still
-// reads whole (the buffer grows as io.ReadAll's would).
+// reads whole (the buffer grows as io.ReadAll's would). The buffer made up
+// front is at most presizeMax: a client that declares the body limit and
+// then sends nothing, or trickles, holds no more than that of the server's
+// memory until its bytes arrive.
 func readAllSized(r io.Reader, size int64) ([]byte, error) {
 	if size < 0 {
 		return io.ReadAll(r)
 	}
-	b := make([]byte, 0, size+1)
+	b := make([]byte, 0, min(size, presizeMax)+1)
 	for {
 		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
@@ -199,6 +202,10 @@ func readAllSized(r io.Reader, size int64) ([]byte, error) {
 		}
 	}
 }
+
+// presizeMax bounds the buffer readAllSized makes before any byte has
+// arrived: ten times a batch of 100 items.
+const presizeMax = 256 << 10
 
 // readBodyDone is a request body readBody has read: the POST transport
 // decodes data as it is rather than reading it into a second copy.

@@ -92,3 +92,15 @@ func TestReadAllSizedAllocatesABodyOnce(t *testing.T) {
 		t.Fatalf("io.ReadAll made %v allocations for %d bytes: the comparison no longer holds", grown, len(data))
 	}
 }
+
+// A declared length is a promise, not bytes: a client that declares the
+// whole limit and sends ten bytes gets a buffer of at most presizeMax.
+func TestReadAllSizedDoesNotTrustALargeDeclaredLength(t *testing.T) {
+	got, err := readAllSized(bytes.NewReader([]byte("0123456789")), 64<<20)
+	if err != nil || string(got) != "0123456789" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	if cap(got) > presizeMax+1 {
+		t.Fatalf("a buffer of %d bytes for a body that declared 64 MiB and sent 10", cap(got))
+	}
+}
