@@ -606,38 +606,17 @@ func (c *core) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 		if len(cands) == 0 {
 			return runs
 		}
-		name := c.fairness.name // the policy that decides: another may replace it meanwhile
-		// A stateless policy is not asked to choose among one candidate:
-		// every valid answer dispatches its head.
-		var only [1]uint32
-		picks := only[:]
+		d, ok := c.decideFairnessLocked(&c.scratch, now, cands, aqs, slots, &next)
 		switch {
-		case len(cands) == 1 && c.fairness.stateless:
-		case c.fairness.inline:
-			var hint int64
-			var held bool
-			if picks, hint, held = c.pickLocked(&c.scratch, now, cands, slots, 0); held {
-				c.noteHoldLocked(&next, name, aqs, hint, now)
-				c.reaskLocked(hint)
-				return runs // nothing from these heads now: asked again on the next change or the hint
-			}
-		default:
-			// Outside the lock (decide.go): the candidates are the round's
-			// own copy, and each pick is checked below as it is applied.
-			var hint int64
-			var held, ok bool
-			if picks, hint, held, ok = c.pickOutside(&c.scratch, now, cands, slots); !ok {
-				return runs
-			}
-			if held {
-				c.noteHoldLocked(&next, name, aqs, hint, now)
-				c.reaskLocked(hint)
-				return runs
-			}
-			now = c.now() // events' times follow their seqs
+		case !ok:
+			return runs
+		case d.held:
+			c.reaskLocked(d.hintMs)
+			return runs // nothing from these heads now: asked again on the next change or the hint
 		}
+		now = d.now
 		made := false
-		for _, p := range picks {
+		for _, p := range d.picks {
 			aq := aqs[p]
 			if !aq.eligible() || !c.laneOpen(aq.lane, 0) || c.inflight >= c.cfg.MaxInFlight {
 				continue
@@ -788,6 +767,55 @@ func (c *core) pickOutside(sc *dispatchScratch, now time.Time, cands []policy.Ca
 	}
 	picks, hintMs, held = c.checkPicksLocked(ctx, cands, picks, n)
 	return picks, hintMs, held, true
+}
+
+// fairnessDecision is what a fairness policy decided among the candidates
+// of a round of dispatch or of a pull (decideFairnessLocked).
+type fairnessDecision struct {
+	picks  []uint32 // the candidates chosen, in order; none: the caller goes on in the native order
+	held   bool     // the policy held the candidates' heads: nothing from them now
+	hintMs int64    // with held, when to ask again (0: at the next change)
+	// now is the time the caller goes on at: the clock's after a decision
+	// outside the lock, so that the events of what it applies have times
+	// that follow their seqs.
+	now time.Time
+}
+
+// soleHead is the decision among one candidate that a stateless policy is
+// not asked about: its head. Read only.
+var soleHead = []uint32{0}
+
+// decideFairnessLocked makes one decision of a fairness policy other than
+// the native one among cands (the heads of aqs) for up to slots, as a round
+// of dispatch (pluginRoundLocked) and a pull (pullByPolicyLocked) each ask
+// it: a stateless policy is not asked to choose among one candidate, since
+// every valid answer takes its head; an inline policy decides under the
+// lock; any other outside it (decide.go), on sc, which must be the
+// decision's own, and the caller checks each pick as it applies it. When
+// the policy holds, the hold is noted in *hold (noteHoldLocked) under the
+// name of the policy that decided, which another may replace meanwhile;
+// what the hold does next is the caller's. ok is false when the engine
+// closed while the policy decided outside the lock: the caller applies
+// nothing.
+func (c *core) decideFairnessLocked(sc *dispatchScratch, now time.Time, cands []policy.Candidate, aqs []*agentQueue, slots int, hold *holdState) (d fairnessDecision, ok bool) {
+	name := c.fairness.name
+	d.now = now
+	switch {
+	case len(cands) == 1 && c.fairness.stateless:
+		d.picks = soleHead
+		return d, true
+	case c.fairness.inline:
+		d.picks, d.hintMs, d.held = c.pickLocked(sc, now, cands, slots, 0)
+	default:
+		if d.picks, d.hintMs, d.held, ok = c.pickOutside(sc, now, cands, slots); !ok {
+			return fairnessDecision{}, false
+		}
+		d.now = c.now() // events' times follow their seqs
+	}
+	if d.held {
+		c.noteHoldLocked(hold, name, aqs, d.hintMs, now)
+	}
+	return d, true
 }
 
 // reaskLocked asks the driver to run dispatch again after hintMs, when a

@@ -155,36 +155,13 @@ func (c *core) pullByPolicyLocked(l *lane, max int, leaseFor time.Duration, work
 		if len(cands) == 0 {
 			break
 		}
-		name := c.fairness.name // the policy that decides: another may replace it meanwhile
-		// A stateless policy is not asked to choose among one candidate:
-		// every valid answer leases its head.
-		var only [1]uint32
-		picks := only[:]
-		switch {
-		case len(cands) == 1 && c.fairness.stateless:
-		case c.fairness.inline:
-			var hint int64
-			var held bool
-			if picks, hint, held = c.pickLocked(sc, now, cands, slots, 0); held {
-				c.noteHoldLocked(&next, name, aqs, hint, now)
-				return runs // nothing from these heads now
-			}
-		default:
-			// Outside the lock (decide.go): the candidates are the pull's own
-			// copy, and each pick is checked below as it is applied.
-			var hint int64
-			var held, ok bool
-			if picks, hint, held, ok = c.pickOutside(sc, now, cands, slots); !ok {
-				return runs
-			}
-			if held {
-				c.noteHoldLocked(&next, name, aqs, hint, now)
-				return runs
-			}
-			now = c.now() // events' times follow their seqs
+		d, ok := c.decideFairnessLocked(sc, now, cands, aqs, slots, &next)
+		if !ok || d.held {
+			return runs // a hold: nothing from these heads now, and what was leased stays leased
 		}
+		now = d.now
 		made := false
-		for _, p := range picks {
+		for _, p := range d.picks {
 			aq := aqs[p]
 			if len(runs) >= max || !aq.eligible() || !c.pullOpen(l) {
 				continue
