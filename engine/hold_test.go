@@ -73,8 +73,8 @@ func TestAFairnessHoldDispatchesNothingUntilTheHintElapses(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, plan.Steps, "the plan shows no dispatch while the policy holds")
 		require.Equal(t, []engine.PlanSkip{
-			{Lane: "main", AgentID: "alice", Reason: "held by fairness policy hold (asks again in 500ms)", Tasks: 1},
-			{Lane: "main", AgentID: "bob", Reason: "held by fairness policy hold (asks again in 500ms)", Tasks: 1},
+			{Lane: "main", AgentID: "alice", Reason: "held by fairness plugin hold (asks again in 500ms)", Tasks: 1},
+			{Lane: "main", AgentID: "bob", Reason: "held by fairness plugin hold (asks again in 500ms)", Tasks: 1},
 		}, plan.Skipped, "the plan says which policy holds which queues, and its hint")
 
 		f.set(false)

@@ -189,12 +189,12 @@ func (c *core) nextByPolicyLocked(now time.Time, slack int) (t *task, held []*ag
 }
 
 // holdReasonLocked says that the fairness policy holds, and for how long it
-// asked (hintMs 0: until something changes).
+// asked (hintMs 0: until something changes), in the words of Hold.Reason.
 func (c *core) holdReasonLocked(hintMs int64) string {
 	if hintMs > 0 {
-		return fmt.Sprintf("held by fairness policy %s (asks again in %v)", c.fairness.name, time.Duration(hintMs)*time.Millisecond)
+		return fmt.Sprintf("held by fairness plugin %s (asks again in %v)", c.fairness.name, time.Duration(hintMs)*time.Millisecond)
 	}
-	return fmt.Sprintf("held by fairness policy %s (until something changes)", c.fairness.name)
+	return fmt.Sprintf("held by fairness plugin %s (until something changes)", c.fairness.name)
 }
 
 // skipsLocked lists the queues with work that cannot go next, and why:
@@ -219,7 +219,7 @@ func (c *core) skipsLocked(slack int, held []*agentQueue, heldReason string) []P
 			case l.cfg.Pull:
 				reason := "pull lane: waits for a worker to lease it"
 				if h, ok := c.queueHoldLocked(aq); ok {
-					reason = "pull lane: " + h.Reason()
+					reason = h.Reason() // it names the pull lane itself
 				}
 				out = append(out, PlanSkip{Lane: l.cfg.Name, AgentID: a.id, Reason: reason, Tasks: aq.queued})
 				continue

@@ -162,7 +162,8 @@ func TestAFairnessHoldOnAPullLaneLeasesNothing(t *testing.T) {
 		require.Equal(t, []string{"HELD " + a.ID}, holdEvents(h))
 		plan, err := h.Plan(ctx, 10)
 		require.NoError(t, err)
-		require.Equal(t, []engine.PlanSkip{{Lane: "jobs", AgentID: "alice", Reason: "pull lane: " + want.Reason(), Tasks: 1}}, plan.Skipped)
+		require.Equal(t, []engine.PlanSkip{{Lane: "jobs", AgentID: "alice", Reason: want.Reason(), Tasks: 1}}, plan.Skipped,
+			"the plan words the hold as Task.hold does, saying pull lane once")
 
 		// Pushed dispatch decides over other queues: its decisions leave the
 		// pull lane's hold as it stands.

@@ -5043,7 +5043,7 @@ type PlanSkip {
   agentId: String!
   "The session, when the reason concerns one session only."
   sessionKey: String
-  "Why (a ceiling, paused, backoff, waiting, parked, …)."
+  "Why (a ceiling, paused, backoff, waiting, parked, …); while a fairness plugin holds the queue, ` + "`" + `held by fairness plugin <name> (asks again in <hint>)` + "`" + `, or on a pull lane the words of its tasks' ` + "`" + `Task.hold.reason` + "`" + `."
   reason: String!
   "Queued tasks held up."
   tasks: Int!
