@@ -137,7 +137,9 @@ type Config struct {
 	LogLines int
 
 	// Logger receives the guests' log lines and stderr output, with the
-	// plugin's name. Nil discards them.
+	// plugin's name, and a line for each change of a plugin's breaker
+	// state: quarantined or disabled (WARN), enabled again (INFO). Nil
+	// discards them.
 	Logger *slog.Logger
 
 	// OnEvent is called for every fault and breaker change. It runs on the

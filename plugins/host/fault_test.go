@@ -3,6 +3,8 @@ package host_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -263,6 +265,80 @@ func TestQuarantineReadsAsProbationOnceOver(t *testing.T) {
 	f.pick()
 	require.Equal(t, host.StateProbation, p.Stats().State)
 	require.Equal(t, host.EventEnabled, ev.last().Kind, "the next decision ends it")
+}
+
+// TestBreakerChangesAreLoggedOnce: a quarantine is one WARN line, whose
+// end (until) is a plain UTC time, without the monotonic reading Go
+// prints after a time ("m=+12.3"), and its end one INFO line: good news.
+func TestBreakerChangesAreLoggedOnce(t *testing.T) {
+	t.Parallel()
+	var ev events
+	logs := &records{}
+	f := loadFaulty(t, host.Config{OnEvent: ev.add, Logger: slog.New(logs), BreakerThreshold: 1, BreakerStall: time.Hour,
+		QuarantineBase: 100 * time.Millisecond, Probation: 5})
+	f.mode(t, "panic")
+	f.pick()
+	require.Equal(t, host.EventQuarantined, ev.last().Kind)
+	until := ev.last().Until
+	require.NotContains(t, until.String(), "m=", "the event's end is a wall-clock time")
+	f.mode(t, "ok")
+	waitfor.Eventually(t, "the quarantine is over", func() bool { return f.p.Stats().State == host.StateProbation })
+	f.pick() // ends it
+	require.Equal(t, host.EventEnabled, ev.last().Kind)
+	waitfor.Eventually(t, "the lines are written", func() bool { return len(logs.breaker()) >= 2 })
+
+	lines := logs.breaker()
+	require.Len(t, lines, 2, "one line for the quarantine, one for its end: %v", lines)
+	q := lines[0]
+	require.Equal(t, slog.LevelWarn, q.Level)
+	require.Contains(t, q.Message, "quarantined")
+	require.Equal(t, "faulty", q.attrs["plugin"])
+	require.Contains(t, q.attrs["reason"], "quarantined for 100ms")
+	require.Equal(t, until.UTC().Format("2006-01-02T15:04:05.000Z07:00"), q.attrs["until"])
+	e := lines[1]
+	require.Equal(t, slog.LevelInfo, e.Level, "the end of a quarantine is good news")
+	require.Equal(t, "plugin enabled", e.Message)
+	require.Contains(t, e.attrs["reason"], "quarantine over")
+}
+
+// records keeps the lines a runtime's logger receives, with their
+// attributes as text.
+type records struct {
+	mu    sync.Mutex
+	lines []record
+}
+
+type record struct {
+	slog.Record
+	attrs map[string]string
+}
+
+func (l *records) Enabled(context.Context, slog.Level) bool { return true }
+func (l *records) Handle(_ context.Context, r slog.Record) error {
+	rec := record{Record: r, attrs: map[string]string{}}
+	r.Attrs(func(a slog.Attr) bool {
+		rec.attrs[a.Key] = a.Value.String()
+		return true
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, rec)
+	return nil
+}
+func (l *records) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *records) WithGroup(string) slog.Handler      { return l }
+
+// breaker returns the lines about the breaker's state, not the guest's.
+func (l *records) breaker() []record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []record
+	for _, r := range l.lines {
+		if strings.HasPrefix(r.Message, "plugin ") {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func TestRareFaultsDoNotTripTheBreaker(t *testing.T) {

@@ -500,7 +500,7 @@ func (p *Plugin) state() (State, string, time.Time) {
 	case u != 0 && time.Since(p.rt.epoch) >= time.Duration(u):
 		return StateProbation, "", time.Time{}
 	case u != 0:
-		return StateQuarantined, p.disabledWhy, p.rt.epoch.Add(time.Duration(u))
+		return StateQuarantined, p.disabledWhy, p.rt.wallAt(time.Duration(u))
 	case p.disabled.Load():
 		return StateDisabled, p.disabledWhy, time.Time{}
 	case p.probation.Load() > 0:
@@ -735,7 +735,7 @@ func (p *Plugin) quarantine(why string) {
 	p.disabled.Store(true)
 	p.mu.Unlock()
 	p.stats.quarantines.Add(1)
-	p.emit(Event{Kind: EventQuarantined, Reason: p.disabledWhy, Until: p.rt.epoch.Add(until)})
+	p.emit(Event{Kind: EventQuarantined, Reason: p.disabledWhy, Until: p.rt.wallAt(until)})
 }
 
 // probe ends a quarantine whose time is up, putting the plugin on
@@ -774,13 +774,38 @@ func (p *Plugin) disable(why string) {
 
 func (p *Plugin) emit(e Event) {
 	e.Plugin, e.Slot, e.Time = p.name, p.slot, time.Now()
-	if e.Kind != EventFault {
-		p.rt.enqueueLog(logLine{level: slog.LevelWarn, msg: "plugin " + e.Kind.String(), plugin: p.name, attrs: []any{"reason", e.Reason}})
+	if l, ok := eventLine(e); ok {
+		p.rt.enqueueLog(l)
 	}
 	if f := p.rt.cfg.OnEvent; f != nil {
 		f(e)
 	}
 }
+
+// eventLine is the log line of a change of the breaker's state, the one
+// line it gets (Config.OnEvent's receiver logs none of its own): a
+// quarantine or a disable at WARN, since the plugin's slot is decided by
+// the native fallback meanwhile, and its end at INFO, as good news. A
+// fault is counted, not logged: the breaker's quarantine says enough.
+func eventLine(e Event) (logLine, bool) {
+	l := logLine{level: slog.LevelWarn, plugin: e.Plugin, attrs: []any{"reason", e.Reason}}
+	switch e.Kind {
+	case EventQuarantined:
+		l.msg = "plugin quarantined by its breaker; its slot uses the native fallback until the quarantine ends"
+		l.attrs = append(l.attrs, "until", e.Until.UTC().Format(untilFormat))
+	case EventDisabled:
+		l.msg = "plugin disabled: its slot uses the native fallback until it is enabled"
+	case EventEnabled:
+		l.level, l.msg = slog.LevelInfo, "plugin enabled"
+	default:
+		return logLine{}, false
+	}
+	return l, true
+}
+
+// untilFormat is how a log line writes the end of a quarantine: UTC, to
+// the millisecond, as Hold.Reason writes a re-ask.
+const untilFormat = "2006-01-02T15:04:05.000Z07:00"
 
 // logGuest writes a guest's log line, if the plugin's rate limit allows.
 func (p *Plugin) logGuest(level int32, msg func() []byte) {

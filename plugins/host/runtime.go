@@ -109,6 +109,11 @@ func New(cfg Config) (*Runtime, error) {
 // Config returns the runtime's configuration with defaults filled in.
 func (rt *Runtime) Config() Config { return rt.cfg }
 
+// wallAt returns the wall-clock time d after the runtime's epoch, without
+// the monotonic reading that would follow it into every printed form
+// ("m=+12.3"): a time for people (Event.Until, Stats.Until).
+func (rt *Runtime) wallAt(d time.Duration) time.Time { return rt.epoch.Add(d).Round(0) }
+
 // closeWait bounds how long Runtime.Close and Plugin.Close wait for the
 // guest calls they halt to return. A halted call ends at its next metered point, microseconds away,
 // once its thread runs: this only bounds a machine too busy to run it.

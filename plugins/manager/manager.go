@@ -157,14 +157,14 @@ func (m *Manager) HostEvent(ev host.Event) {
 	if m == nil {
 		return
 	}
+	// The runtime logs its breaker's changes itself (host.Config.Logger),
+	// once each: they are published here, not logged again.
 	kind := EventFault
 	switch ev.Kind {
 	case host.EventDisabled:
 		kind = EventDisabled
-		m.log.Warn("plugin disabled: an instance could not be rebuilt; its slot uses the native fallback until it is enabled", "plugin", ev.Plugin, "reason", ev.Reason)
 	case host.EventQuarantined:
 		kind = EventQuarantined
-		m.log.Warn("plugin quarantined by its breaker; its slot uses the native fallback", "plugin", ev.Plugin, "reason", ev.Reason, "until", ev.Until)
 	case host.EventEnabled:
 		kind = EventEnabled
 	}

@@ -1,6 +1,7 @@
 package manager_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
@@ -234,7 +236,8 @@ func TestAStoredChoiceThatCannotBeRestoredIsAnEvent(t *testing.T) {
 // that is disabled until an operator enables it.
 func TestAQuarantineIsAnnouncedAsOne(t *testing.T) {
 	t.Parallel()
-	m := manager.New(nil, nil, manager.Options{})
+	var logs syncBuffer
+	m := manager.New(nil, nil, manager.Options{Logger: hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Trace})})
 	events, stop := m.Subscribe(4)
 	defer stop()
 	until := time.Date(2026, 11, 26, 20, 0, 0, 0, time.UTC)
@@ -247,6 +250,25 @@ func TestAQuarantineIsAnnouncedAsOne(t *testing.T) {
 	ev = <-events
 	require.Equal(t, manager.EventDisabled, ev.Kind)
 	require.True(t, ev.Until.IsZero())
+	require.Empty(t, logs.String(), "the runtime logs its breaker's changes: the manager does not log them again")
+}
+
+// syncBuffer is a bytes.Buffer a logger may write while a test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // A configuration is checked as a load would check it: one under which the
