@@ -472,7 +472,10 @@ func (in *instance) memoryGrew() {
 	}
 	now := int64(time.Since(in.plugin.rt.epoch))
 	in.mu.Lock()
-	if in.cpuClock == 0 && in.cpuLimit != 0 {
+	// cpuLimit was read above without mu, and needs no second look: only
+	// this goroutine, the call's own, writes it (callWith, countCPU).
+	// cpuClock is the one the watchdog reads, under mu.
+	if in.cpuClock == 0 {
 		in.countCPU(now, true)
 	}
 	// The grow's charge was paid from the tank: the next tank is sized by
