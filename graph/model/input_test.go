@@ -469,9 +469,59 @@ func typedJSONMatchesTheSchema(t *testing.T, ref *refDecoder, name string) {
 		if !reflect.DeepEqual(got.Elem().Interface(), want.Interface()) {
 			t.Fatalf("%s:\n got %s\nwant %s", text, show(got.Elem().Interface()), show(want.Interface()))
 		}
+		// The next batch is read into this one's room: it must come
+		// back as if new.
+		if b, ok := typed.(*SubmitTasksJSON); ok {
+			b.Release()
+		}
 	}
 	t.Logf("read typed: %d of %d", took, n)
 	if took < n/20 {
 		t.Fatalf("read typed only %d of %d: the test exercises too little", took, n)
 	}
+}
+
+// TestAReleasedBatchsRoomKeepsNothing: the room a batch was read into
+// goes back to the pool zeroed — slots, item list, labels and their lists
+// — so that it holds on to none of the request's strings while it waits.
+func TestAReleasedBatchsRoomKeepsNothing(t *testing.T) {
+	text := []byte(`{"items":[` +
+		`{"key":"a","task":{"agentId":"agent-1","lane":"l","instruction":"do","labels":[{"key":"k","value":"v"},{"key":"k2","value":"v2"}]}},` +
+		`{"task":{"agentId":"agent-2","action":{"kind":"go","params":{"x":1}},"dependsOn":["a"],"labels":[{"key":"k","value":"v"}]}}]}`)
+	v, _, ok := DecodeSubmitTasksJSON(text)
+	if !ok {
+		t.Fatal("not read typed")
+	}
+	r := v.room
+	if r == nil || len(r.labels) != 3 || len(r.lptrs) != 3 {
+		t.Fatalf("room %+v: want the items and their three labels in it", r)
+	}
+	if got := *v.in.Items[0].Task.Labels[1]; got != (LabelInput{Key: "k2", Value: "v2"}) {
+		t.Fatalf("second label of the first item: %+v", got)
+	}
+	v.Release()
+	if v.room != nil || v.in.Items != nil {
+		t.Fatal("a released input still points at its room")
+	}
+	for i, s := range r.slots[:cap(r.slots)] {
+		if !reflect.ValueOf(s).IsZero() {
+			t.Fatalf("slot %d kept %+v", i, s)
+		}
+	}
+	for i, p := range r.items[:cap(r.items)] {
+		if p != nil {
+			t.Fatalf("item pointer %d kept", i)
+		}
+	}
+	for i, l := range r.labels[:cap(r.labels)] {
+		if l != (LabelInput{}) {
+			t.Fatalf("label %d kept %+v", i, l)
+		}
+	}
+	for i, p := range r.lptrs[:cap(r.lptrs)] {
+		if p != nil {
+			t.Fatalf("label pointer %d kept", i)
+		}
+	}
+	v.Release() // a second call does nothing
 }

@@ -35,6 +35,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -47,7 +48,101 @@ import (
 // Given as a variable's value, SubmitTasksInput.UnmarshalGQLContext takes
 // it as it is; nothing else must see it (the server hands it past
 // gqlparser's check, as it does the variables its own check vouches for).
-type SubmitTasksJSON struct{ in SubmitTasksInput }
+// Its items live in room taken from a pool: Release gives it back.
+type SubmitTasksJSON struct {
+	in   SubmitTasksInput
+	room *batchRoom // nil once released (or for a batch too large to pool)
+}
+
+// Release gives the room the input's items were read into back for the
+// next batch, zeroed. Call it once nothing reads the input any more — the
+// request's response written — and never touch the input, or anything
+// taken from it, afterwards: its items, their slots and their labels'
+// structs are another batch's then (the strings, the params and the
+// dependency lists are not in the room and stay as they were). A second
+// call does nothing.
+func (v *SubmitTasksJSON) Release() {
+	r := v.room
+	if r == nil {
+		return
+	}
+	v.room, v.in = nil, SubmitTasksInput{}
+	putBatchRoom(r)
+}
+
+// batchRoom is where a batch's items are read: their slots, the list of
+// pointers to them, and their labels' structs and pointer lists, in
+// chunks. A batch read typed allocated all of this afresh (about 370
+// bytes an item with one label, the largest allocation a request made
+// once the engine items were pooled, ADR 0005, findings 23 and 24); it is
+// garbage once the response is written, and every byte allocated brings
+// the collector's next cycle nearer, each marking the whole queue.
+type batchRoom struct {
+	slots  []batchSlot
+	items  []*BatchItemInput
+	labels []LabelInput  // the chunk labels are taken from
+	lptrs  []*LabelInput // the chunk label lists are taken from
+}
+
+var batchRooms sync.Pool
+
+// maxPooledSlots bounds the batches whose room is kept (as the resolver's
+// maxPooledItems bounds its engine items); maxPooledLabels bounds a
+// label chunk that is kept.
+const (
+	maxPooledSlots  = 1000
+	maxPooledLabels = 4096
+)
+
+// getBatchRoom returns room for n items, their slots zero, or nil for a
+// batch larger than any kept (or empty: its list is not nil either).
+func getBatchRoom(n int) *batchRoom {
+	if n == 0 || n > maxPooledSlots {
+		return nil
+	}
+	r, _ := batchRooms.Get().(*batchRoom)
+	if r == nil {
+		r = &batchRoom{}
+	}
+	if cap(r.slots) < n {
+		r.slots = make([]batchSlot, n)
+		r.items = make([]*BatchItemInput, n)
+	}
+	r.slots, r.items = r.slots[:n], r.items[:n]
+	return r
+}
+
+// putBatchRoom zeroes r, so that room waiting in the pool holds on to
+// nothing of the batch's, and keeps it for the next batch.
+func putBatchRoom(r *batchRoom) {
+	clear(r.slots[:cap(r.slots)])
+	clear(r.items[:cap(r.items)])
+	if cap(r.labels) > maxPooledLabels {
+		r.labels, r.lptrs = nil, nil
+	}
+	clear(r.labels[:cap(r.labels)])
+	clear(r.lptrs[:cap(r.lptrs)])
+	r.slots, r.items, r.labels, r.lptrs = r.slots[:0], r.items[:0], r.labels[:0], r.lptrs[:0]
+	batchRooms.Put(r)
+}
+
+// labelRoom returns n zero labels and a list of n pointers for them, from
+// r's chunks when they have room (a new chunk otherwise: what was taken
+// from the old one stays where it is).
+func (r *batchRoom) labelRoom(n int) ([]LabelInput, []*LabelInput) {
+	if r == nil || n == 0 {
+		return make([]LabelInput, n), make([]*LabelInput, n)
+	}
+	if cap(r.labels)-len(r.labels) < n {
+		r.labels = make([]LabelInput, 0, max(n, 2*cap(r.labels), 64))
+	}
+	if cap(r.lptrs)-len(r.lptrs) < n {
+		r.lptrs = make([]*LabelInput, 0, max(n, 2*cap(r.lptrs), 64))
+	}
+	at, pat := len(r.labels), len(r.lptrs)
+	r.labels, r.lptrs = r.labels[:at+n], r.lptrs[:pat+n]
+	return r.labels[at : at+n : at+n], r.lptrs[pat : pat+n : pat+n]
+}
 
 // SubmitTaskJSON is a SubmitTaskInput (a submitTask's input) that
 // DecodeSubmitTaskJSON read; like SubmitTasksJSON, only
@@ -84,8 +179,12 @@ func DecodeSubmitTasksJSON(b []byte) (v *SubmitTasksJSON, end int, ok bool) {
 	d.fix = d.fixBuf[:0]
 	out := &SubmitTasksJSON{}
 	if !d.tasks(&out.in) {
+		if d.room != nil {
+			putBatchRoom(d.room)
+		}
 		return nil, 0, false
 	}
+	out.room = d.room
 	return out, d.i, true
 }
 
@@ -101,6 +200,9 @@ type inputReader struct {
 	// params holds the batch's action parameters, as offsets into b, until
 	// they are copied into one buffer for all of them.
 	params []paramsFix
+	// room is where the batch's items are read (nil for a single task's
+	// input, or a batch too large to pool).
+	room *batchRoom
 }
 
 type strFix struct {
@@ -300,8 +402,15 @@ func (d *inputReader) items(in *SubmitTasksInput) bool {
 	if n < 0 {
 		return false
 	}
-	slots := make([]batchSlot, n)
-	in.Items = make([]*BatchItemInput, n)
+	if d.room != nil {
+		return false // a second items field: refused by fields anyway
+	}
+	var slots []batchSlot
+	if d.room = getBatchRoom(n); d.room != nil {
+		slots, in.Items = d.room.slots, d.room.items
+	} else {
+		slots, in.Items = make([]batchSlot, n), make([]*BatchItemInput, n)
+	}
 	d.params = make([]paramsFix, 0, n)
 	d.i++
 	if d.next() == ']' {
@@ -829,8 +938,7 @@ func (d *inputReader) labels(out *[]*LabelInput) bool {
 	if n < 0 {
 		return false
 	}
-	labels := make([]LabelInput, n)
-	ptrs := make([]*LabelInput, n)
+	labels, ptrs := d.room.labelRoom(n)
 	k := 0
 	ok := d.list(func() bool {
 		if k >= n {

@@ -31,6 +31,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/graph/model"
 )
 
 const (
@@ -94,7 +95,24 @@ func (t postTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 	}
 	params.Headers = r.Header
 	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
+	vars := params.Variables // run may swap the map; the typed values are in this one
 	run(ctx, w, exec, t.vars, media, params, false, typed)
+	if typed {
+		releaseTyped(vars)
+	}
+}
+
+// releaseTyped gives back the room of the batches read typed
+// (model.SubmitTasksJSON.Release) once their request's response is
+// written: nothing reads a request's input after that (the engine copies
+// what it keeps of each item, and the resolver's payload, whose keys
+// point into the items, is marshalled by then).
+func releaseTyped(vars map[string]any) {
+	for _, v := range vars {
+		if b, ok := v.(*model.SubmitTasksJSON); ok {
+			b.Release()
+		}
+	}
 }
 
 // run runs the operation of a request and writes its response; queryOnly
