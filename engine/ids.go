@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	mrand "math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 )
@@ -21,7 +22,20 @@ type idGen struct {
 	lastMs uint64
 	hi     uint16 // top 16 bits of the random part
 	lo     uint64 // low 64 bits of the random part
+	// text is the block the next ids are written into, idBlock at a
+	// time: an id is a string of its own no more, and a task's id was one
+	// of the allocations a queued task kept (ADR 0005, finding 25). An id
+	// keeps its block alive (at most idBlock ids, 832 bytes) until the last
+	// id of the block is dropped; a block's bytes are never written twice.
+	// A generator is not copied once used (strings.Builder would panic).
+	text strings.Builder
 }
+
+// idBlock is how many ids one allocation holds.
+const idBlock = 32
+
+// ulidLen is the length of an id.
+const ulidLen = 26
 
 func newIDGen(seed uint64) idGen {
 	var s [32]byte
@@ -52,6 +66,18 @@ func (g *IDGenerator) Next(now time.Time) string {
 }
 
 func (g *idGen) next(now time.Time) string {
+	out := encodeULIDTo(g.nextBits(now))
+	if g.text.Cap()-g.text.Len() < ulidLen {
+		g.text = strings.Builder{}
+		g.text.Grow(idBlock * ulidLen)
+	}
+	g.text.Write(out[:])
+	all := g.text.String() // the bytes written so far: strings.Builder never changes them
+	return all[len(all)-ulidLen:]
+}
+
+// nextBits returns the 128 bits of the next id for the time now.
+func (g *idGen) nextBits(now time.Time) [16]byte {
 	ms := uint64(now.UnixMilli())
 	if ms > g.lastMs {
 		g.lastMs = ms
@@ -67,13 +93,12 @@ func (g *idGen) next(now time.Time) string {
 	b[0], b[1], b[2], b[3], b[4], b[5] = byte(g.lastMs>>40), byte(g.lastMs>>32), byte(g.lastMs>>24), byte(g.lastMs>>16), byte(g.lastMs>>8), byte(g.lastMs)
 	binary.BigEndian.PutUint16(b[6:], g.hi)
 	binary.BigEndian.PutUint64(b[8:], g.lo)
-	return encodeULID(b)
+	return b
 }
 
-// encodeULID writes 128 bits as 26 base32 digits (the first digit carries the
-// top 3 bits).
-func encodeULID(b [16]byte) string {
-	var out [26]byte
+// encodeULIDTo writes 128 bits as 26 base32 digits (the first digit carries
+// the top 3 bits).
+func encodeULIDTo(b [16]byte) (out [ulidLen]byte) {
 	hi := binary.BigEndian.Uint64(b[:8])
 	lo := binary.BigEndian.Uint64(b[8:])
 	for i := 25; i >= 0; i-- {
@@ -81,5 +106,5 @@ func encodeULID(b [16]byte) string {
 		lo = lo>>5 | hi<<59
 		hi >>= 5
 	}
-	return string(out[:])
+	return out
 }
