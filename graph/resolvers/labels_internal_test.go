@@ -32,7 +32,7 @@ func TestItemsLabelledAlikeShareOneMap(t *testing.T) {
 		in := &model.SubmitTaskInput{AgentID: "a", Instruction: ptr("go"), Labels: ls}
 		path := "input.items." + string(rune('0'+i)) + ".task"
 		want, wantErr := taskSpec(path, in, now)
-		got, gotErr := taskSpecShared(path, in, now, &sl)
+		got, gotErr := taskSpecShared(path, in, now, &sl, nil)
 		require.Equal(t, wantErr, gotErr, i)
 		require.Equal(t, want, got, i)
 		maps = append(maps, got.Labels)

@@ -61,6 +61,8 @@ func (m *mutationResolver) SubmitTasks(ctx context.Context, input model.SubmitTa
 	// The items to submit, their specs filled in place (compacted below).
 	specs := getBatchItems(n)
 	defer putBatchItems(specs)
+	acts := getBatchActions(n) // the specs' actions
+	defer putBatchActions(acts)
 	refused := make([]*engine.Error, n)
 	var keys map[string]int // made at the first key: most batches have none
 	var labels sharedLabels
@@ -82,7 +84,7 @@ func (m *mutationResolver) SubmitTasks(ctx context.Context, input model.SubmitTa
 			}
 			keys[k] = i
 		}
-		specs[i].Spec, refused[i] = taskSpecShared(taskPath, it.Task, now, &labels)
+		specs[i].Spec, refused[i] = taskSpecShared(taskPath, it.Task, now, &labels, &acts[i])
 		if refused[i] == nil {
 			refused[i] = (*Resolver)(m).checkActionKind(ctx, taskPath, &specs[i].Spec)
 		}
@@ -200,6 +202,33 @@ func putBatchItems(items []engine.BatchItem) {
 	items = items[:cap(items)]
 	clear(items)
 	batchItems.Put(&items)
+}
+
+// batchActions keeps the room for the actions of a submitTasks request's
+// engine items, as batchItems keeps the items: the engine copies each
+// action with its spec (and a cluster follower encodes them into its
+// command) before SubmitBatch returns, so an action the resolver made was
+// garbage at once, one allocation an item (ADR 0005, finding 26).
+var batchActions sync.Pool
+
+// getBatchActions returns n zero actions.
+func getBatchActions(n int) []engine.Action {
+	if p, ok := batchActions.Get().(*[]engine.Action); ok && cap(*p) >= n {
+		return (*p)[:n]
+	}
+	return make([]engine.Action, n)
+}
+
+// putBatchActions zeroes acts, so that room waiting in the pool holds on
+// to nothing of the request's (its params, its strings), and keeps it
+// for the next request.
+func putBatchActions(acts []engine.Action) {
+	if cap(acts) > maxPooledItems {
+		return
+	}
+	acts = acts[:cap(acts)]
+	clear(acts)
+	batchActions.Put(&acts)
 }
 
 // renumber rewrites an engine item error, which numbers the items the engine

@@ -77,7 +77,7 @@ func deref[T any](p *T) T {
 // taskSpec validates a task input at path and returns the engine's spec.
 // In a batch (keys != nil), dependsOn may name the keys of other items.
 func taskSpec(path string, in *model.SubmitTaskInput, now time.Time) (engine.TaskSpec, *engine.Error) {
-	return taskSpecShared(path, in, now, nil)
+	return taskSpecShared(path, in, now, nil, nil)
 }
 
 // sharedLabels is the labels map of a batch's last item that had labels,
@@ -103,8 +103,9 @@ func sameLabels(a, b []*model.LabelInput) bool {
 }
 
 // taskSpecShared is taskSpec with the labels of the item before (sl: nil
-// for none).
-func taskSpecShared(path string, in *model.SubmitTaskInput, now time.Time, sl *sharedLabels) (engine.TaskSpec, *engine.Error) {
+// for none) and room for the spec's action (act: nil to allocate one; the
+// spec points to it).
+func taskSpecShared(path string, in *model.SubmitTaskInput, now time.Time, sl *sharedLabels, act *engine.Action) (engine.TaskSpec, *engine.Error) {
 	p := func(f string) string { return path + "." + f }
 	var s engine.TaskSpec
 	if in == nil {
@@ -164,8 +165,10 @@ func taskSpecShared(path string, in *model.SubmitTaskInput, now time.Time, sl *s
 	}
 	s.Instruction = instruction
 	if a := in.Action; a != nil {
-		act, err := action(path, a)
-		if err != nil {
+		if act == nil {
+			act = new(engine.Action)
+		}
+		if err := action(path, a, act); err != nil {
 			return s, err
 		}
 		s.Action = act
@@ -230,34 +233,34 @@ func taskSpecShared(path string, in *model.SubmitTaskInput, now time.Time, sl *s
 	return s, nil
 }
 
-// action validates the action input of the task at taskPath.
-func action(taskPath string, a *model.ActionInput) (*engine.Action, *engine.Error) {
+// action validates the action input of the task at taskPath into act.
+func action(taskPath string, a *model.ActionInput, act *engine.Action) *engine.Error {
 	p := func(f string) string { return taskPath + ".action." + f } // for errors only
 	if a.Kind == "" || len(a.Kind) > maxKindLength {
-		return nil, invalid(p("kind"), "is required (at most %d bytes)", maxKindLength)
+		return invalid(p("kind"), "is required (at most %d bytes)", maxKindLength)
 	}
 	for _, r := range a.Kind {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			return nil, invalid(p("kind"), "%q: letters, digits, '-', '_' and '.' only", a.Kind)
+			return invalid(p("kind"), "%q: letters, digits, '-', '_' and '.' only", a.Kind)
 		}
 	}
 	if ref := deref(a.Ref); !idOK(ref, false) {
-		return nil, checkID(p("ref"), ref, false)
+		return checkID(p("ref"), ref, false)
 	}
 	if len(deref(a.Selector)) > 4096 {
-		return nil, invalid(p("selector"), "is longer than 4096 bytes")
+		return invalid(p("selector"), "is longer than 4096 bytes")
 	}
-	act := &engine.Action{Kind: a.Kind, Ref: deref(a.Ref), Selector: deref(a.Selector)}
+	*act = engine.Action{Kind: a.Kind, Ref: deref(a.Ref), Selector: deref(a.Selector)}
 	if len(a.Params) > 0 && string(a.Params) != "null" {
 		if len(a.Params) > maxParamsBytes {
-			return nil, invalid(p("params"), "is larger than %d bytes", maxParamsBytes)
+			return invalid(p("params"), "is larger than %d bytes", maxParamsBytes)
 		}
 		if a.Params[0] != '{' || !json.Valid(a.Params) {
-			return nil, invalid(p("params"), "must be a JSON object")
+			return invalid(p("params"), "must be a JSON object")
 		}
 		act.Params = a.Params
 	}
-	return act, nil
+	return nil
 }
 
 // checkActionKind checks the kind of a task's action against where it will

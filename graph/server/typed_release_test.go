@@ -11,9 +11,11 @@ import (
 )
 
 // The room a batch read typed is read into goes back to a pool once the
-// response is written, and the next batch is read into it: each response
-// still names its own items' keys and tasks, and every task the engine
-// keeps still carries the agent, instruction and labels its own item gave.
+// response is written, and the next batch is read into it (as the
+// resolver's room for the items' actions is reused): each response still
+// names its own items' keys and tasks, and every task the engine keeps
+// still carries the agent, instruction or action, and labels its own
+// item gave.
 // The same query is sent round after round, so that from the second on
 // the body decoder reads the input typed (the query is cached by then).
 func TestBatchesReadIntoReusedRoomKeepTheirOwnValues(t *testing.T) {
@@ -21,7 +23,10 @@ func TestBatchesReadIntoReusedRoomKeepTheirOwnValues(t *testing.T) {
 	b := setup(t)
 	const q = `mutation($in: SubmitTasksInput!) { submitTasks(input: $in) {
 		accepted items { index key task { id agentId instruction labels { key value } } } } }`
-	type sent struct{ key, agent, instruction, label string }
+	type sent struct {
+		key, agent, instruction, label string
+		action                         bool
+	}
 	byID := map[string]sent{}
 	for round := range 6 {
 		items := []map[string]any{}
@@ -32,12 +37,19 @@ func TestBatchesReadIntoReusedRoomKeepTheirOwnValues(t *testing.T) {
 				agent:       fmt.Sprintf("agent-%d", (round+i)%3),
 				instruction: fmt.Sprintf("round %d item %d", round, i),
 				label:       fmt.Sprintf("v%d-%d", round, i%2),
+				action:      i%2 == 1,
 			}
 			want = append(want, s)
-			items = append(items, map[string]any{"key": s.key, "task": map[string]any{
-				"agentId": s.agent, "instruction": s.instruction,
-				"labels": []map[string]any{{"key": "round", "value": fmt.Sprint(round)}, {"key": "k", "value": s.label}},
-			}})
+			task := map[string]any{
+				"agentId": s.agent,
+				"labels":  []map[string]any{{"key": "round", "value": fmt.Sprint(round)}, {"key": "k", "value": s.label}},
+			}
+			if i%2 == 0 {
+				task["instruction"] = s.instruction
+			} else {
+				task["action"] = map[string]any{"kind": "click", "selector": s.instruction, "params": map[string]any{"n": i}}
+			}
+			items = append(items, map[string]any{"key": s.key, "task": task})
 		}
 		res, _, err := b.c.Raw(ctxFor(t), client.Request{Query: q, Variables: map[string]any{"in": map[string]any{"items": items}}})
 		require.NoError(t, err)
@@ -62,7 +74,9 @@ func TestBatchesReadIntoReusedRoomKeepTheirOwnValues(t *testing.T) {
 			require.NotNil(t, it.Key, "round %d item %d: its key", round, i)
 			require.Equal(t, w.key, *it.Key, "round %d item %d", round, i)
 			require.Equal(t, w.agent, it.Task.AgentID)
-			require.Equal(t, w.instruction, it.Task.Instruction)
+			if i%2 == 0 {
+				require.Equal(t, w.instruction, it.Task.Instruction)
+			}
 			require.ElementsMatch(t, []struct{ Key, Value string }{{"round", fmt.Sprint(round)}, {"k", w.label}}, it.Task.Labels)
 			byID[it.Task.ID] = w
 		}
@@ -72,7 +86,13 @@ func TestBatchesReadIntoReusedRoomKeepTheirOwnValues(t *testing.T) {
 		task, err := b.eng.Task(ctxFor(t), id)
 		require.NoError(t, err)
 		require.Equal(t, w.agent, task.Spec.AgentID, "task %s", id)
-		require.Equal(t, w.instruction, task.Spec.Instruction, "task %s", id)
+		if w.action {
+			require.NotNil(t, task.Spec.Action, "task %s", id)
+			require.Equal(t, "click", task.Spec.Action.Kind, "task %s", id)
+			require.Equal(t, w.instruction, task.Spec.Action.Selector, "task %s", id)
+		} else {
+			require.Equal(t, w.instruction, task.Spec.Instruction, "task %s", id)
+		}
 		require.Equal(t, w.label, task.Spec.Labels["k"], "task %s", id)
 	}
 }
