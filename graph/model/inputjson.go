@@ -82,6 +82,7 @@ type batchRoom struct {
 	items  []*BatchItemInput
 	labels []LabelInput  // the chunk labels are taken from
 	lptrs  []*LabelInput // the chunk label lists are taken from
+	fix    []strFix      // the places of the batch's strings (inputReader.fix)
 }
 
 var batchRooms sync.Pool
@@ -122,7 +123,8 @@ func putBatchRoom(r *batchRoom) {
 	}
 	clear(r.labels[:cap(r.labels)])
 	clear(r.lptrs[:cap(r.lptrs)])
-	r.slots, r.items, r.labels, r.lptrs = r.slots[:0], r.items[:0], r.labels[:0], r.lptrs[:0]
+	clear(r.fix[:cap(r.fix)])
+	r.slots, r.items, r.labels, r.lptrs, r.fix = r.slots[:0], r.items[:0], r.labels[:0], r.lptrs[:0], r.fix[:0]
 	batchRooms.Put(r)
 }
 
@@ -408,6 +410,7 @@ func (d *inputReader) items(in *SubmitTasksInput) bool {
 	var slots []batchSlot
 	if d.room = getBatchRoom(n); d.room != nil {
 		slots, in.Items = d.room.slots, d.room.items
+		d.fix = d.room.fix[:0]
 	} else {
 		slots, in.Items = make([]batchSlot, n), make([]*BatchItemInput, n)
 	}
@@ -431,6 +434,10 @@ func (d *inputReader) items(in *SubmitTasksInput) bool {
 			d.i++
 		case ']':
 			d.i++
+			d.copyStrings()
+			if d.room != nil {
+				d.room.fix = d.fix // emptied, and as large as this batch needed
+			}
 			d.copyParams()
 			return k == n-1
 		default:
@@ -493,12 +500,12 @@ func countItems(b []byte) int {
 	return -1
 }
 
-// item reads one item; its strings are copied out of b once, together.
+// item reads one item; its strings are copied out of b with the batch's
+// (items).
 func (d *inputReader) item(s *batchSlot) bool {
 	if d.next() != '{' {
 		return false
 	}
-	d.fix = d.fix[:0]
 	seen, ok := d.fields(func(key []byte) uint32 {
 		switch string(key) {
 		case "key":
@@ -516,35 +523,41 @@ func (d *inputReader) item(s *batchSlot) bool {
 		}
 		return 0
 	})
-	if !ok || seen&2 == 0 {
-		return false
-	}
-	d.copyStrings()
-	return true
+	return ok && seen&2 != 0
 }
 
 // copyStrings copies the strings read since fix was last emptied out of b,
-// one after the other in one allocation of their size (not the item's
-// text, which would keep its syntax alive too).
+// one after the other (not the item's text, which would keep its syntax
+// alive too), into allocations of at most textChunk bytes each (or of one
+// string's size, if larger): a single task's strings into one, a batch's
+// into a few. The engine keeps an admitted task's strings, so a chunk
+// stays alive until the last task holding one of its strings is forgotten;
+// an allocation an item was an object more per queued task for the
+// collector to mark (ADR 0005, finding 27).
 func (d *inputReader) copyStrings() {
-	if len(d.fix) == 0 {
-		return
+	for fix := d.fix; len(fix) > 0; {
+		n, size := 1, fix[0].end-fix[0].start
+		for n < len(fix) && size+fix[n].end-fix[n].start <= textChunk {
+			size += fix[n].end - fix[n].start
+			n++
+		}
+		var text strings.Builder
+		text.Grow(size)
+		for _, f := range fix[:n] {
+			text.Write(d.b[f.start:f.end])
+		}
+		all, at := text.String(), 0
+		for _, f := range fix[:n] {
+			*f.dst, at = all[at:at+f.end-f.start], at+f.end-f.start
+		}
+		fix = fix[n:]
 	}
-	var text strings.Builder
-	size := 0
-	for _, f := range d.fix {
-		size += f.end - f.start
-	}
-	text.Grow(size)
-	for _, f := range d.fix {
-		text.Write(d.b[f.start:f.end])
-	}
-	all, at := text.String(), 0
-	for _, f := range d.fix {
-		*f.dst, at = all[at:at+f.end-f.start], at+f.end-f.start
-	}
+	clear(d.fix) // its places point into the items
 	d.fix = d.fix[:0]
 }
+
+// textChunk bounds the allocations copyStrings copies strings into.
+const textChunk = 2048
 
 // Bits of SubmitTaskInput's fields, in the schema's order.
 const (
