@@ -25,8 +25,10 @@
 // Anything else — a null, an escape, white space inside params, an
 // unknown or repeated field, a value of another type — is "not sure":
 // the caller reads the variable as before, so that every error (its
-// message and path) is the one the generic path gives. An item's strings
-// share one allocation of their size, and a batch's params another.
+// message and path) is the one the generic path gives. A batch's strings
+// are copied into chunks of up to textChunk bytes, its params into one
+// buffer, and its items into room from a pool (batchRoom), given back by
+// SubmitTasksJSON.Release.
 
 package model
 
