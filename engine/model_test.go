@@ -17,7 +17,21 @@ package engine_test
 //   - nothing hangs on a task whose retries are spent: a task whose mode is
 //     "fail" never parks; no task waits on a dependency that ended badly or
 //     parked; a batch ends exactly once, when every task of it has ended or
-//     parked, and never before.
+//     parked, and never before;
+//   - a pull lane's tasks go to workers only (Engine.Pull), never to the
+//     executor: a lease marks its task RUNNING at once, under every ceiling
+//     and the worker's max; each task is held by at most one lease (the
+//     engine's leases, Engine.Leased, are the model's, one per task, and a
+//     superseded lease can neither end nor renew the attempt); a renewal
+//     is capped by the task's deadline; a lease that runs out ends its
+//     attempt exactly its lease grace after it ran out, never before, and
+//     a cancelled task's lease gives its slot back within the grace;
+//   - the fairness policy decides a pull lane's leases: while it holds the
+//     lane's heads a lease takes nothing, the head it held is announced
+//     once (HELD) and its end once (HOLD_ENDED), by a pull or a change of
+//     policy only;
+//   - at the end every task's state and reason are the model's: the last
+//     state event's.
 
 import (
 	"context"
@@ -27,6 +41,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +49,8 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/enginetest"
+	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/engine/policy/fairshare"
 )
 
 var (
@@ -53,6 +70,15 @@ type mTask struct {
 	holdInst                                  string
 	ends                                      int
 	held                                      bool // WAITING, held by its lane's debounce
+
+	pull        bool      // a task of a pull lane: workers lease it
+	deadline    time.Time // its spec's deadline, which caps a lease
+	reason      string    // the reason of its latest state event
+	leases      int       // its leases so far (ASSIGNED events, for a pull task)
+	leasing     bool      // a pull task just ASSIGNED: its next event makes it RUNNING
+	leaseUntil  time.Time // when its current lease runs out
+	cancelledAt time.Time // when it was cancelled while leased
+	announced   bool      // announced held (EventHeld), not ended since
 }
 
 type model struct {
@@ -70,6 +96,10 @@ type model struct {
 	failMode  map[string]bool     // tasks whose retries, when spent, end them FAILED
 	deps      map[string][]string // each task's dependencies
 	batchEnds map[string]int      // batch end events seen
+
+	pullLanes map[string]bool // the lanes whose tasks workers lease
+	grace     time.Duration   // the engine's LeaseGrace
+	holdOK    bool            // the operation under way may announce holds or end them (a pull, a change of policy)
 }
 
 // settled is engine.State.Settled, restated: nothing waits on such a task.
@@ -159,7 +189,7 @@ func (m *model) apply(ev engine.Event, x *enginetest.Executor) {
 		if ev.Type != engine.EventState || ev.From != 0 {
 			m.fail("first event of %s is %v %s→%s", ev.TaskID, ev.Type, ev.From, ev.To)
 		}
-		t = &mTask{id: ev.TaskID, agent: ev.AgentID, lane: ev.Lane, session: ev.SessionKey, batch: ev.BatchID, seq: ev.Seq}
+		t = &mTask{id: ev.TaskID, agent: ev.AgentID, lane: ev.Lane, session: ev.SessionKey, batch: ev.BatchID, seq: ev.Seq, pull: m.pullLanes[ev.Lane]}
 		m.tasks[t.id] = t
 	}
 	switch ev.Type {
@@ -171,10 +201,42 @@ func (m *model) apply(ev engine.Event, x *enginetest.Executor) {
 		return
 	case engine.EventStale:
 		return
+	case engine.EventHeld, engine.EventHoldEnded:
+		held := ev.Type == engine.EventHeld
+		switch {
+		case !m.holdOK:
+			m.fail("%s: %v outside a pull or a change of policy", t.id, ev.Type)
+		case !t.pull:
+			m.fail("%s: %v, but the model's policy holds only a pull lane's heads", t.id, ev.Type)
+		case t.state != engine.StateQueued:
+			m.fail("%s: %v while %s", t.id, ev.Type, t.state)
+		case t.announced == held:
+			m.fail("%s: %v, but announced held is %v already", t.id, ev.Type, t.announced)
+		}
+		t.announced = held
+		return
 	case engine.EventState:
 	default:
 		m.fail("unexpected event type %v", ev.Type)
 	}
+	if t.leasing {
+		if ev.From != engine.StateAssigned || ev.To != engine.StateRunning || !strings.HasPrefix(ev.Reason, "leased by ") {
+			m.fail("%s: leased, then %s→%s %q, not RUNNING under its lease", t.id, ev.From, ev.To, ev.Reason)
+		}
+		t.leasing = false
+	}
+	if t.pull && ev.From == engine.StateRunning && strings.Contains(ev.Reason, "lease expired (attempt ") {
+		if want := t.leaseUntil.Add(m.grace); !ev.At.Equal(want) {
+			m.fail("%s: its lease, due to run out at %v, expired at %v, not %v (its grace after)", t.id, t.leaseUntil, ev.At, want)
+		}
+	}
+	if t.pull && ev.To == engine.StateCancelled && t.holding {
+		t.cancelledAt = ev.At
+	}
+	if ev.To != engine.StateQueued {
+		t.announced = false // its state event says it is no longer held
+	}
+	t.reason = ev.Reason
 	if ev.From != t.state {
 		m.fail("%s: event from %s but the model has it %s", t.id, ev.From, t.state)
 	}
@@ -188,7 +250,11 @@ func (m *model) apply(ev engine.Event, x *enginetest.Executor) {
 		}
 		t.holding = true
 		t.timedOut = false
-		if x != nil { // in synchronous mode, attempts start in the order of their events
+		if t.pull {
+			t.leases++
+			t.leasing = true
+			t.holdInst = ""
+		} else if x != nil { // in synchronous mode, attempts start in the order of their events
 			starts := x.Starts()
 			if m.starts >= len(starts) || starts[m.starts].TaskID != t.id {
 				m.fail("%s assigned but the executor was not given it next", t.id)
@@ -282,9 +348,63 @@ func TestModel(t *testing.T) {
 	}
 }
 
+// modelFair is the model's fairness policy other than the native one: it
+// picks the candidates' heads newest first (the native order's reverse),
+// and while hold is set it holds a pull lane's heads (it holds nothing of
+// pushed dispatch, which the model checks as before).
+type modelFair struct {
+	mu     sync.Mutex
+	hold   bool
+	hintMs int64
+	inline bool
+}
+
+func (f *modelFair) Pick(ctx policy.PickContext, cands []policy.Candidate, picks []uint32) int {
+	f.mu.Lock()
+	hold, hint := f.hold, f.hintMs
+	f.mu.Unlock()
+	if hold && ctx.Names != nil && len(cands) > 0 && ctx.Names.LaneName(0) == "jobs" {
+		return policy.Hold(hint)
+	}
+	n := min(len(picks), len(cands))
+	for i := range n {
+		picks[i] = uint32(len(cands) - 1 - i)
+	}
+	return n
+}
+
+func (f *modelFair) set(hold bool, hintMs int64) {
+	f.mu.Lock()
+	f.hold, f.hintMs = hold, hintMs
+	f.mu.Unlock()
+}
+
+func (f *modelFair) holding() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hold
+}
+
+func (f *modelFair) Stateless() bool { return true }
+func (f *modelFair) MayHold() bool   { return true }
+func (f *modelFair) Inline() bool    { return f.inline }
+
+// mLease is a lease the model's workers were given.
+type mLease struct {
+	run  *engine.Run
+	task *mTask
+	gen  int // its task's lease count when it was made: the newest lease is current
+}
+
+// current reports whether l is its task's attempt under way, as a worker
+// holding it may end it.
+func (l *mLease) current() bool {
+	return l.gen == l.task.leases && l.task.state == engine.StateRunning
+}
+
 func runModel(t *testing.T, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	laneMax := map[string]int{"main": 1 + r.IntN(4), "team": 1 + r.IntN(4)}
+	laneMax := map[string]int{"main": 1 + r.IntN(4), "team": 1 + r.IntN(4), "jobs": 1 + r.IntN(4)}
 	teamExhausted := []engine.Exhausted{engine.ExhaustedPark, engine.ExhaustedFail}[r.IntN(2)]
 	cfg := engine.Config{
 		MaxInFlight:         2 + r.IntN(6),
@@ -296,18 +416,71 @@ func runModel(t *testing.T, seed uint64) {
 		Lanes: []engine.LaneConfig{
 			{Name: "main", MaxInFlight: laneMax["main"], Timeout: time.Duration(5+r.IntN(30)) * time.Second},
 			{Name: "team", MaxInFlight: laneMax["team"], DropPolicy: engine.DropOldest, Timeout: 20 * time.Second, Exhausted: teamExhausted},
+			{Name: "jobs", Pull: true, MaxInFlight: laneMax["jobs"], Timeout: 30 * time.Second},
 		},
 	}
 	h := enginetest.New(t, &cfg)
 	m := &model{tb: t, tasks: map[string]*mTask{}, global: cfg.MaxInFlight, laneMax: laneMax,
 		agentMax: cfg.AgentMaxInFlight, sessMax: cfg.SessionMaxInFlight, batchMax: map[string]int{}, instMax: map[string]int{},
-		failMode: map[string]bool{}, deps: map[string][]string{}, batchEnds: map[string]int{}}
+		failMode: map[string]bool{}, deps: map[string][]string{}, batchEnds: map[string]int{},
+		pullLanes: map[string]bool{"jobs": true}, grace: cfg.LeaseGrace}
+	// The fairness policy: the native one, or the model's, inline or
+	// deciding outside the lock.
+	fair := &modelFair{inline: r.IntN(2) == 0}
+	native := r.IntN(2) == 0
+	if !native {
+		require.NoError(t, h.SetFairness("model", fair))
+	}
+	var leases []*mLease
+	newest := map[string]*mLease{} // each task's newest lease
+	leaseIDs := map[uint64]bool{}
 	ctx := context.Background()
 	var submitted []string
 	queueKeys := map[string]string{}
+	deadlines := map[string]time.Time{}
+	// checkLeases checks the leases against the engine's and the clock: the
+	// engine's leases under way are the model's newest, one per task, and
+	// no lease outlives its grace.
+	checkLeases := func() {
+		t.Helper()
+		now := h.Clock.Now()
+		got := map[string]*engine.Run{}
+		for _, run := range h.Leased("jobs") {
+			if got[run.TaskID()] != nil {
+				m.fail("%s is leased twice: leases %d and %d", run.TaskID(), got[run.TaskID()].LeaseID(), run.LeaseID())
+			}
+			got[run.TaskID()] = run
+		}
+		for _, mt := range m.tasks {
+			if !mt.pull {
+				continue
+			}
+			run := got[mt.id]
+			delete(got, mt.id)
+			switch {
+			case !mt.holding && run != nil:
+				m.fail("%s (%s) holds no slot in the model but the engine has its lease %d under way", mt.id, mt.state, run.LeaseID())
+			case !mt.holding:
+				continue
+			case run == nil:
+				m.fail("%s (%s) holds a slot in the model but the engine has no lease of it under way", mt.id, mt.state)
+			case newest[mt.id] == nil || run != newest[mt.id].run:
+				m.fail("%s: the engine's lease %d under way is not the newest lease a worker was given", mt.id, run.LeaseID())
+			}
+			switch {
+			case mt.state == engine.StateRunning && !now.Before(mt.leaseUntil.Add(m.grace)):
+				m.fail("%s: its lease ran out at %v and its grace of %v has passed, but it is still RUNNING at %v", mt.id, mt.leaseUntil, m.grace, now)
+			case mt.state == engine.StateCancelled && !now.Before(mt.cancelledAt.Add(m.grace)):
+				m.fail("%s: cancelled at %v while leased, it still holds its slot at %v, past its grace of %v", mt.id, mt.cancelledAt, now, m.grace)
+			}
+		}
+		for id := range got {
+			m.fail("the engine has a lease of %s under way, which the model does not know as a pull task", id)
+		}
+	}
 	prios := map[string]int{}
 	fronts := map[string]bool{}
-	sync := func() {
+	sync := func() []engine.Event {
 		t.Helper()
 		require.NoError(t, h.Sync(ctx))
 		evs, missed := h.Events().Read(m.lastSeq, 1<<20, nil)
@@ -326,15 +499,20 @@ func runModel(t *testing.T, seed uint64) {
 					x = teamExhausted
 				}
 				m.failMode[ev.TaskID], m.deps[ev.TaskID] = x == engine.ExhaustedFail, tk.Spec.DependsOn
+				deadlines[ev.TaskID] = tk.Spec.Deadline
 			}
 			m.apply(ev, h.Exec)
 			if mt := m.tasks[ev.TaskID]; mt != nil && mt.queueKey == "" {
 				mt.queueKey, mt.prio, mt.front = queueKeys[ev.TaskID], prios[ev.TaskID], fronts[ev.TaskID]
+				mt.deadline = deadlines[ev.TaskID]
 			}
 		}
 		holding := m.holdingWhere(func(*mTask) bool { return true })
 		require.Equal(t, holding, h.Stats(ctx).InFlight, "engine and model disagree on the tasks in flight")
+		require.Len(t, h.Exec.Starts(), m.starts, "the executor started an attempt the model has no push dispatch for")
 		m.checkNothingHangs()
+		checkLeases()
+		return evs
 	}
 	pick := func(ids []string) string {
 		if len(ids) == 0 {
@@ -344,9 +522,9 @@ func runModel(t *testing.T, seed uint64) {
 	}
 	agents := []string{"a", "b", "c"}
 	sessions := []string{"", "", "s1", "s2"}
-	lanes := []string{"main", "team"}
+	lanes := []string{"main", "team", "jobs"}
 	newSpec := func() engine.TaskSpec {
-		b := enginetest.Spec(agents[r.IntN(len(agents))]).Lane(lanes[r.IntN(2)]).Session(sessions[r.IntN(len(sessions))]).
+		b := enginetest.Spec(agents[r.IntN(len(agents))]).Lane(lanes[r.IntN(len(lanes))]).Session(sessions[r.IntN(len(sessions))]).
 			Priority(engine.Priority(r.IntN(4)))
 		if r.IntN(5) == 0 && len(submitted) > 0 {
 			b.DependsOn(pick(submitted))
@@ -374,6 +552,146 @@ func runModel(t *testing.T, seed uint64) {
 			submitted = append(submitted, tk.ID)
 		}
 	}
+	// lease is a worker's Pull of up to max of the pull lane's tasks: the
+	// model registers the leases, then checks what the engine did with them.
+	lease := func(max int, leaseFor time.Duration, worker string) []*mLease {
+		t.Helper()
+		now := h.Clock.Now()
+		holds := !native && fair.holding()
+		m.holdOK = true
+		runs, err := h.Pull(ctx, "jobs", max, leaseFor, worker)
+		require.NoError(t, err)
+		if len(runs) > max {
+			m.fail("a pull of %d leased %d", max, len(runs))
+		}
+		if holds && len(runs) > 0 {
+			m.fail("the fairness policy holds the pull lane's heads, yet a pull leased %d", len(runs))
+		}
+		var made []*mLease
+		for _, run := range runs {
+			mt := m.tasks[run.TaskID()]
+			if mt == nil || !mt.pull {
+				m.fail("a pull of the pull lane leased %s, not one of its tasks", run.TaskID())
+			}
+			if leaseIDs[run.LeaseID()] {
+				m.fail("%s: lease id %d given twice", mt.id, run.LeaseID())
+			}
+			leaseIDs[run.LeaseID()] = true
+			l := &mLease{run: run, task: mt, gen: mt.leases + 1}
+			mt.leaseUntil = now.Add(leaseFor)
+			if !mt.deadline.IsZero() && mt.deadline.Before(mt.leaseUntil) {
+				mt.leaseUntil = mt.deadline
+			}
+			leases, made = append(leases, l), append(made, l)
+			newest[mt.id] = l
+		}
+		sync()
+		m.holdOK = false
+		// The pull's decision replaced the lane's hold: it stands only if
+		// the policy held, and the heads announced held are the lane's.
+		ph, held := h.PullHold("jobs")
+		switch {
+		case held && (!holds || ph.Policy != "model" || !ph.Pull || ph.Lane != "jobs"):
+			m.fail("the pull lane is held (%+v), but the policy's latest decision did not hold (holds %v)", ph, holds)
+		case !held:
+			for _, mt := range m.tasks {
+				if mt.announced {
+					m.fail("%s: still announced held after a pull that did not hold", mt.id)
+				}
+			}
+		}
+		for _, mt := range m.tasks {
+			if !mt.announced {
+				continue
+			}
+			if hd, ok := h.HoldOf(mt.id); !ok || hd != ph {
+				m.fail("%s: announced held, but its hold is %+v (%v), not the lane's %+v", mt.id, hd, ok, ph)
+			}
+		}
+		for _, l := range made {
+			mt := l.task
+			if l.gen != mt.leases || mt.state != engine.StateRunning {
+				m.fail("%s: leased (lease %d of it), but the model has it %s after %d leases", mt.id, l.gen, mt.state, mt.leases)
+			}
+			if !strings.HasSuffix(mt.reason, " for "+leaseFor.String()) || !strings.Contains(mt.reason, worker) {
+				m.fail("%s: leased by %s for %v, but its reason says %q", mt.id, worker, leaseFor, mt.reason)
+			}
+			if dl, _ := l.run.Deadline(); !dl.Equal(mt.leaseUntil) {
+				m.fail("%s: its lease runs out at %v, not %v (now plus its term, capped by its deadline %v)", mt.id, dl, mt.leaseUntil, mt.deadline)
+			}
+		}
+		return made
+	}
+	// someLease picks a lease a worker was given, more often one that is
+	// under way.
+	someLease := func() *mLease {
+		if len(leases) == 0 {
+			return nil
+		}
+		if r.IntN(4) > 0 {
+			var cur []*mLease
+			for _, l := range leases {
+				if l.current() {
+					cur = append(cur, l)
+				}
+			}
+			if len(cur) > 0 {
+				return cur[r.IntN(len(cur))]
+			}
+		}
+		return leases[r.IntN(len(leases))]
+	}
+	// finish ends a lease's attempt as its worker does: a lease under way
+	// ends its attempt, a cancelled task's gives its slot back, and any
+	// other is stale and changes nothing.
+	finish := func(l *mLease, o engine.Outcome) {
+		t.Helper()
+		mt := l.task
+		current := l.current()
+		cancelled := l.gen == mt.leases && mt.state == engine.StateCancelled && mt.holding
+		l.run.Finish(o)
+		var states []engine.Event
+		stale, released := 0, 0
+		for _, ev := range sync() {
+			if ev.TaskID != mt.id {
+				continue
+			}
+			switch ev.Type {
+			case engine.EventState:
+				states = append(states, ev)
+			case engine.EventStale:
+				stale++
+			case engine.EventReleased:
+				released++
+			}
+		}
+		switch {
+		case current:
+			if len(states) == 0 || states[0].From != engine.StateRunning || stale+released > 0 {
+				m.fail("%s: its worker ended lease %d under way, but the events were %d state (%v), %d stale, %d released", mt.id, l.run.LeaseID(), len(states), states, stale, released)
+			}
+			var want engine.State
+			switch {
+			case o.Release:
+				want = engine.StateQueued
+			case o.Err == nil:
+				want = engine.StateSucceeded
+			case o.Final:
+				want = engine.StateFailed
+			}
+			if want != 0 && states[0].To != want {
+				m.fail("%s: its worker ended its lease with %+v, but it went %s", mt.id, o, states[0].To)
+			}
+		case cancelled:
+			if len(states) > 0 || released != 1 {
+				m.fail("%s: its worker returned the lease of the cancelled task, but the events were %d state, %d released", mt.id, len(states), released)
+			}
+		default:
+			if len(states) > 0 || released > 0 || stale > 1 {
+				m.fail("%s: a superseded lease (%d, of attempt %d) ended it: %d state, %d released, %d stale", mt.id, l.run.LeaseID(), l.run.Attempt(), len(states), released, stale)
+			}
+		}
+	}
 	steps := 20 + r.IntN(60)
 	logf := func(format string, args ...any) {
 		if *modelTrace {
@@ -381,7 +699,7 @@ func runModel(t *testing.T, seed uint64) {
 		}
 	}
 	for step := 0; step < steps; step++ {
-		op := r.IntN(20)
+		op := r.IntN(26)
 		logf("step %d op %d running=%v", step, op, h.Exec.Running())
 		switch {
 		case op < 5: // submit
@@ -426,7 +744,7 @@ func runModel(t *testing.T, seed uint64) {
 		case op < 14:
 			_, _ = h.Cancel(ctx, pick(submitted), "model cancel")
 		case op < 15:
-			_, err := h.CancelWhere(ctx, engine.TaskFilter{AgentID: agents[r.IntN(3)], Lane: lanes[r.IntN(2)]}, "model filter")
+			_, err := h.CancelWhere(ctx, engine.TaskFilter{AgentID: agents[r.IntN(3)], Lane: lanes[r.IntN(len(lanes))]}, "model filter")
 			require.NoError(t, err)
 		case op < 16:
 			_, err := h.StopSession(ctx, sessions[2+r.IntN(2)], r.IntN(2) == 0)
@@ -434,15 +752,15 @@ func runModel(t *testing.T, seed uint64) {
 		case op < 17:
 			if r.IntN(2) == 0 { // debounce on (up to 2 s) or off
 				d := time.Duration(r.IntN(3)) * time.Second
-				_, err := h.UpdateLane(ctx, lanes[r.IntN(2)], engine.LaneUpdate{Debounce: &d})
+				_, err := h.UpdateLane(ctx, lanes[r.IntN(len(lanes))], engine.LaneUpdate{Debounce: &d})
 				require.NoError(t, err)
 				break
 			}
 			p := r.IntN(3) == 0
-			_, err := h.UpdateLane(ctx, lanes[r.IntN(2)], engine.LaneUpdate{Paused: &p})
+			_, err := h.UpdateLane(ctx, lanes[r.IntN(len(lanes))], engine.LaneUpdate{Paused: &p})
 			require.NoError(t, err)
 		case op < 18:
-			l := lanes[r.IntN(2)]
+			l := lanes[r.IntN(len(lanes))]
 			n := r.IntN(5)
 			_, err := h.UpdateLane(ctx, l, engine.LaneUpdate{MaxInFlight: &n})
 			require.NoError(t, err)
@@ -460,7 +778,7 @@ func runModel(t *testing.T, seed uint64) {
 					record(tk)
 				}
 			}
-		default: // instances come and go
+		case op < 20: // instances come and go
 			id := fmt.Sprintf("i%d", r.IntN(3))
 			if r.IntN(4) == 0 {
 				h.RemoveInstance(id)
@@ -470,11 +788,79 @@ func runModel(t *testing.T, seed uint64) {
 				h.SetInstance(engine.InstanceInfo{ID: id, Capacity: c, Healthy: r.IntN(5) > 0})
 				m.instMax[id] = c
 			}
+		case op < 22: // a worker leases from the pull lane
+			lease(1+r.IntN(4), time.Duration(1+r.IntN(60))*time.Second, fmt.Sprintf("w%d", r.IntN(3)))
+		case op < 24: // a worker ends a lease it was given
+			l := someLease()
+			if l == nil {
+				continue
+			}
+			var o engine.Outcome
+			switch r.IntN(6) {
+			case 0, 1:
+				o = engine.Outcome{Result: []byte(`{}`)}
+			case 2:
+				o = engine.Outcome{Err: engine.Transient(errors.New("transient"))}
+			case 3:
+				o = engine.Outcome{Err: engine.Permanent(errors.New("permanent"))}
+			case 4:
+				o = engine.Outcome{Release: true, Err: errors.New("worker stopping")}
+			default:
+				o = engine.Outcome{Err: errors.New("no retry can help"), Final: true}
+			}
+			finish(l, o)
+			continue // finish synced
+		case op < 25: // a worker renews a lease it was given
+			l := someLease()
+			if l == nil {
+				continue
+			}
+			mt, now := l.task, h.Clock.Now()
+			want := now.Add(time.Duration(1+r.IntN(60)) * time.Second)
+			underWay := l.current() && now.Before(mt.leaseUntil)
+			until, err := l.run.Extend(want)
+			if !underWay {
+				if !engine.IsCode(err, engine.CodeConflict) {
+					m.fail("%s: lease %d (current %v, %s, ran out at %v, now %v) renewed: %v, %v", mt.id, l.run.LeaseID(), l.current(), mt.state, mt.leaseUntil, now, until, err)
+				}
+				break
+			}
+			require.NoError(t, err, "%s: renewing its lease under way", mt.id)
+			if !mt.deadline.IsZero() && mt.deadline.Before(want) {
+				want = mt.deadline
+			}
+			if !until.Equal(want) {
+				m.fail("%s: renewed to %v, not %v (what was asked, capped by its deadline %v)", mt.id, until, want, mt.deadline)
+			}
+			mt.leaseUntil = until
+		default: // the fairness policy: its hold, or another policy
+			if r.IntN(4) > 0 {
+				if !native {
+					fair.set(r.IntN(2) == 0, int64(r.IntN(2))*500)
+				}
+				break
+			}
+			native = !native
+			m.holdOK = true
+			if native {
+				require.NoError(t, h.SetFairness("fair-share", &fairshare.Fairness{}))
+			} else {
+				fair = &modelFair{inline: r.IntN(2) == 0}
+				require.NoError(t, h.SetFairness("model", fair))
+			}
+			sync()
+			m.holdOK = false
+			for _, mt := range m.tasks {
+				if mt.announced {
+					m.fail("%s: still announced held after a change of fairness policy", mt.id)
+				}
+			}
 		}
 		sync()
 	}
 
 	// Drain: open everything up and let all work finish.
+	fair.set(false, 0)
 	for _, l := range lanes {
 		open, n := false, 4
 		_, err := h.UpdateLane(ctx, l, engine.LaneUpdate{Paused: &open, MaxInFlight: &n})
@@ -501,6 +887,12 @@ func runModel(t *testing.T, seed uint64) {
 		for _, id := range h.Exec.Running() {
 			_ = h.Exec.Succeed(id, `{}`)
 		}
+		lease(10, time.Minute, "drain")
+		for _, l := range leases {
+			if l.current() {
+				finish(l, engine.Outcome{Result: []byte(`{}`)})
+			}
+		}
 		h.Clock.Advance(2 * time.Minute)
 		sync()
 		live := 0
@@ -523,6 +915,10 @@ func runModel(t *testing.T, seed uint64) {
 		require.True(t, mt.state.Terminal(), "%s ended %s", mt.id, mt.state)
 		require.Equal(t, 1, mt.ends, "%s ended %d times", mt.id, mt.ends)
 		require.False(t, mt.holding, "%s still holds a slot", mt.id)
+		got := h.Get(mt.id)
+		require.Equal(t, mt.state, got.State, "%s: the engine's state is not the model's", mt.id)
+		require.Equal(t, mt.reason, got.Reason, "%s: the engine's reason is not its last state event's", mt.id)
+		require.NotEmpty(t, got.Reason, "%s ended %s without a reason", mt.id, got.State)
 	}
 	for _, id := range submitted {
 		require.Contains(t, m.tasks, id, "an accepted task has no events")
