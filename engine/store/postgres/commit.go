@@ -542,8 +542,11 @@ func (s *Store) rowsLocked(b *engine.Batch) (*commitRows, error) {
 		if ref.n > 0 {
 			carried++
 		}
+		// seqs is one buffer for the batch: each use below reads it
+		// before the next task's seqs replace them.
+		seqs = seqsOf(seqs[:0], ref)
 		if t.Seq <= s.maxTaskSeq {
-			lit = seqsLiteral(lit[:0], seqsOf(seqs[:0], ref))
+			lit = seqsLiteral(lit[:0], seqs)
 			start := len(docs)
 			docs = sqlcodec.AppendStatus(docs, t)
 			r.oldStatus.add(t, docs[start:len(docs):len(docs)], string(lit))
@@ -551,13 +554,13 @@ func (s *Store) rowsLocked(b *engine.Batch) (*commitRows, error) {
 		}
 		r.maxTask = max(r.maxTask, t.Seq)
 		if r.copy {
-			if err := r.cp.addTask(t, seqsOf(seqs[:0], ref)); err != nil {
+			if err := r.cp.addTask(t, seqs); err != nil {
 				return nil, fmt.Errorf("task %s: encode spec: %w", t.ID, err)
 			}
 			r.newBatch(t.Spec.BatchID)
 			continue
 		}
-		lit = seqsLiteral(lit[:0], seqsOf(seqs[:0], ref))
+		lit = seqsLiteral(lit[:0], seqs)
 		start := len(docs)
 		docs = sqlcodec.AppendStatus(docs, t)
 		status := docs[start:len(docs):len(docs)]
