@@ -43,7 +43,8 @@ type Outcome struct {
 	ActionTime time.Duration
 	// Release hands the task back instead of ending it: it queues again at
 	// once and the attempt does not count against its retry budget (Err, if
-	// set, says why). A pull lane's worker releases what it will not do.
+	// set, says why); handed back at or past its deadline, it expires at
+	// once from the queue. A pull lane's worker releases what it will not do.
 	Release bool
 	// Final fails the task at once with Err, without asking its retry
 	// policy: a pull-lane worker's failTask(retryable: false).

@@ -107,6 +107,42 @@ func TestAReleasedLeaseQueuesAgainWithoutSpendingAnAttempt(t *testing.T) {
 	require.Equal(t, "released: worker shutting down", got.Attempts[0].Error)
 }
 
+// A lease handed back at its task's deadline (in the lease grace, since a
+// lease runs no later than the deadline) does not queue the task for the
+// next pull: it expires at once, as the deadline's timer would expire it,
+// and a pull made before that timer runs gets nothing, not a lease that is
+// over before it begins.
+func TestALeaseReleasedPastItsTasksDeadlineExpiresTheTask(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, pullConfig())
+	ctx := context.Background()
+	deadline := h.Clock.Now().Add(10 * time.Second)
+	id := h.Submit(enginetest.Spec("a").Lane("jobs").Action("crawl").Deadline(deadline).Obj()).ID
+	runs, err := h.Pull(ctx, "jobs", 1, time.Minute, "w1")
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	h.Clock.Advance(10 * time.Second) // the lease runs out at the deadline; its grace runs on
+	require.Equal(t, engine.StateRunning, h.State(id))
+	runs[0].Finish(engine.Outcome{Release: true, Err: errors.New("worker stopping")})
+
+	more, err := h.Pull(ctx, "jobs", 1, time.Minute, "w2")
+	require.NoError(t, err)
+	require.Empty(t, more, "nothing to lease: the task's deadline has passed")
+	got := h.Get(id)
+	require.Equal(t, engine.StateExpired, got.State)
+	require.Equal(t, "deadline exceeded while queued", got.Reason)
+	require.Len(t, got.Attempts, 1)
+	require.Equal(t, "released: worker stopping", got.Attempts[0].Error, "the release spent no attempt")
+	var states []string
+	evs, _ := h.Events().Read(0, 1<<10, nil)
+	for _, ev := range evs {
+		if ev.TaskID == id && ev.Type == engine.EventState {
+			states = append(states, ev.To.String())
+		}
+	}
+	require.Equal(t, []string{"QUEUED", "ASSIGNED", "RUNNING", "QUEUED", "EXPIRED"}, states)
+}
+
 // durableMemory is a memory store that says it is durable, and so keeps
 // what a restart of an engine on it would find on disk.
 type durableMemory struct{ *memory.Store }

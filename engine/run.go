@@ -182,6 +182,14 @@ func (c *core) finishLocked(r *Run, o Outcome) bool {
 		}
 		att.Error = releasedPrefix + why
 		c.setStateAt(t, StateQueued, "released: "+why, now)
+		if d := t.spec.Deadline; !d.IsZero() && !now.Before(d) {
+			// Handed back at or past its deadline (a lease runs no later,
+			// so its worker answered in the lease grace): it expires now,
+			// as the deadline's timer would expire it, not when that timer
+			// runs — a pull or a round of dispatch meanwhile would hand out
+			// an attempt past its deadline, a lease over before it began.
+			c.deadlineLocked(t)
+		}
 	case o.Err == nil:
 		if o.Result != nil || t.out != nil {
 			out := t.outcomeOf()
