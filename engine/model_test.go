@@ -248,6 +248,9 @@ func (m *model) apply(ev engine.Event, x *enginetest.Executor) {
 		if t.holding {
 			m.fail("%s assigned while its timed-out attempt still holds its slot", t.id)
 		}
+		if !t.deadline.IsZero() && ev.At.After(t.deadline) {
+			m.fail("%s dispatched at %v, past its deadline %v", t.id, ev.At, t.deadline)
+		}
 		t.holding = true
 		t.timedOut = false
 		if t.pull {
@@ -681,6 +684,9 @@ func runModel(t *testing.T, seed uint64) {
 			}
 			if want != 0 && states[0].To != want {
 				m.fail("%s: its worker ended its lease with %+v, but it went %s", mt.id, o, states[0].To)
+			}
+			if o.Release && !mt.deadline.IsZero() && !h.Clock.Now().Before(mt.deadline) && (len(states) != 2 || states[1].To != engine.StateExpired) {
+				m.fail("%s: handed back past its deadline, it went %v, not QUEUED then EXPIRED", mt.id, states)
 			}
 		case cancelled:
 			if len(states) > 0 || released != 1 {
