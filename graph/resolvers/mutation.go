@@ -59,10 +59,10 @@ func (m *mutationResolver) SubmitTasks(ctx context.Context, input model.SubmitTa
 	out := &model.SubmitTasksPayload{Items: make([]*model.SubmitTaskResult, n)}
 	results := make([]model.SubmitTaskResult, n) // the items' results, in one allocation
 	// The items to submit, their specs filled in place (compacted below).
-	specs := getBatchItems(n)
-	defer putBatchItems(specs)
-	acts := getBatchActions(n) // the specs' actions
-	defer putBatchActions(acts)
+	specs := batchItems.get(n)
+	defer batchItems.put(specs)
+	acts := batchActions.get(n) // the specs' actions
+	defer batchActions.put(acts)
 	refused := make([]*engine.Error, n)
 	var keys map[string]int // made at the first key: most batches have none
 	var labels sharedLabels
@@ -179,56 +179,40 @@ func (m *mutationResolver) SubmitTasks(ctx context.Context, input model.SubmitTa
 // command it sends the leader), and at about 36 KB a batch of 100 they were the largest
 // allocation a request made: every byte allocated brings the collector's
 // next cycle nearer, and each cycle marks the whole queue.
-var batchItems sync.Pool
-
-// maxPooledItems bounds the lists kept: a server configured for larger
-// batches allocates those beyond it.
-const maxPooledItems = 1000
-
-// getBatchItems returns n zero items.
-func getBatchItems(n int) []engine.BatchItem {
-	if p, ok := batchItems.Get().(*[]engine.BatchItem); ok && cap(*p) >= n {
-		return (*p)[:n]
-	}
-	return make([]engine.BatchItem, n)
-}
-
-// putBatchItems zeroes items, so that a list waiting in the pool holds on
-// to nothing of the request's, and keeps it for the next request.
-func putBatchItems(items []engine.BatchItem) {
-	if cap(items) > maxPooledItems {
-		return
-	}
-	items = items[:cap(items)]
-	clear(items)
-	batchItems.Put(&items)
-}
+var batchItems slicePool[engine.BatchItem]
 
 // batchActions keeps the room for the actions of a submitTasks request's
 // engine items, as batchItems keeps the items: the engine copies each
 // action with its spec (and a cluster follower encodes them into its
 // command) before SubmitBatch returns, so an action the resolver made was
 // garbage at once, one allocation an item (ADR 0005, finding 26).
-var batchActions sync.Pool
+var batchActions slicePool[engine.Action]
 
-// getBatchActions returns n zero actions.
-func getBatchActions(n int) []engine.Action {
-	if p, ok := batchActions.Get().(*[]engine.Action); ok && cap(*p) >= n {
+// maxPooledItems bounds the lists kept: a server configured for larger
+// batches allocates those beyond it.
+const maxPooledItems = 1000
+
+// slicePool keeps zeroed lists of up to maxPooledItems elements for the
+// next request.
+type slicePool[T any] struct{ p sync.Pool }
+
+// get returns n zero elements.
+func (sp *slicePool[T]) get(n int) []T {
+	if p, ok := sp.p.Get().(*[]T); ok && cap(*p) >= n {
 		return (*p)[:n]
 	}
-	return make([]engine.Action, n)
+	return make([]T, n)
 }
 
-// putBatchActions zeroes acts, so that room waiting in the pool holds on
-// to nothing of the request's (its params, its strings), and keeps it
-// for the next request.
-func putBatchActions(acts []engine.Action) {
-	if cap(acts) > maxPooledItems {
+// put zeroes list, so that a list waiting in the pool holds on to nothing
+// of the request's, and keeps it for the next request.
+func (sp *slicePool[T]) put(list []T) {
+	if cap(list) > maxPooledItems {
 		return
 	}
-	acts = acts[:cap(acts)]
-	clear(acts)
-	batchActions.Put(&acts)
+	list = list[:cap(list)]
+	clear(list)
+	sp.p.Put(&list)
 }
 
 // renumber rewrites an engine item error, which numbers the items the engine
