@@ -26,7 +26,9 @@ package engine_test
 //     is capped by the task's deadline; a lease that runs out ends its
 //     attempt exactly its lease grace after it ran out, never before, and
 //     a cancelled task's lease gives its slot back within the grace;
-//   - the fairness policy decides a pull lane's leases: while it holds the
+//   - the fairness policy decides a pull lane's leases: a lease takes first
+//     the head the policy picks first (the model's policy: the newest head,
+//     checked when no ceiling is in the way); while it holds the
 //     lane's heads a lease takes nothing, the head it held is announced
 //     once (HELD) and its end once (HOLD_ENDED), by a pull or a change of
 //     policy only;
@@ -310,6 +312,42 @@ func (m *model) checkRank(t *mTask) {
 	}
 }
 
+// newestPullHead returns the task a pull of the pull lane "jobs" leases
+// first under modelFair (newest head first): of each agent's queue in the
+// lane, its head (the best by rank of its QUEUED tasks), and of those the
+// one submitted last. It returns nil when a ceiling could keep a queue's
+// head out of the decision or refuse the policy's pick (the model does not
+// follow which queues the engine has parked), or when nothing is queued.
+func (m *model) newestPullHead() *mTask {
+	all := m.holdingWhere(func(*mTask) bool { return true })
+	if all >= m.global || m.laneMax["jobs"] < 0 || m.holdingWhere(func(o *mTask) bool { return o.lane == "jobs" }) >= m.laneMax["jobs"] {
+		return nil
+	}
+	heads := map[string]*mTask{}
+	for _, t := range m.tasks {
+		if !t.pull || t.state != engine.StateQueued || t.holding {
+			continue
+		}
+		switch {
+		case m.holdingWhere(func(o *mTask) bool { return o.agent == t.agent }) >= m.agentMax,
+			t.session != "" && m.holdingWhere(func(o *mTask) bool { return o.session == t.session }) >= m.sessMax,
+			t.batch != "" && m.batchMax[t.batch] > 0 && m.holdingWhere(func(o *mTask) bool { return o.batch == t.batch }) >= m.batchMax[t.batch]:
+			return nil
+		}
+		h := heads[t.agent]
+		if h == nil || t.front && !h.front || t.front == h.front && (t.prio < h.prio || t.prio == h.prio && t.seq < h.seq) {
+			heads[t.agent] = t
+		}
+	}
+	var newest *mTask
+	for _, h := range heads {
+		if newest == nil || h.seq > newest.seq {
+			newest = h
+		}
+	}
+	return newest
+}
+
 func (m *model) checkCeilings(t *mTask) {
 	check := func(what string, n, limit int) {
 		if limit > 0 && n > limit {
@@ -559,11 +597,19 @@ func runModel(t *testing.T, seed uint64) {
 	// model registers the leases, then checks what the engine did with them.
 	lease := func(max int, leaseFor time.Duration, worker string) []*mLease {
 		t.Helper()
+		sync() // the model's view, for the policy's expected pick
 		now := h.Clock.Now()
 		holds := !native && fair.holding()
+		var first *mTask // the head the model's policy leases first, when no ceiling is in the way
+		if !native && !holds {
+			first = m.newestPullHead()
+		}
 		m.holdOK = true
 		runs, err := h.Pull(ctx, "jobs", max, leaseFor, worker)
 		require.NoError(t, err)
+		if first != nil && len(runs) > 0 && runs[0].TaskID() != first.id {
+			m.fail("the policy picks the newest head first, %s (seq %d), but the pull leased %s first", first.id, first.seq, runs[0].TaskID())
+		}
 		if len(runs) > max {
 			m.fail("a pull of %d leased %d", max, len(runs))
 		}
