@@ -794,7 +794,11 @@ func runModel(t *testing.T, seed uint64) {
 		case op < 13:
 			h.Clock.Advance(time.Duration(r.IntN(70000)) * time.Millisecond)
 		case op < 14:
-			_, _ = h.Cancel(ctx, pick(submitted), "model cancel")
+			id := pick(submitted)
+			if l := someLease(); l != nil && r.IntN(2) == 0 {
+				id = l.task.id // a task a worker holds (or held) a lease of
+			}
+			_, _ = h.Cancel(ctx, id, "model cancel")
 		case op < 15:
 			_, err := h.CancelWhere(ctx, engine.TaskFilter{AgentID: agents[r.IntN(3)], Lane: lanes[r.IntN(len(lanes))]}, "model filter")
 			require.NoError(t, err)
