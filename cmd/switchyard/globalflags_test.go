@@ -41,7 +41,7 @@ func fakePlugins(t *testing.T) (string, func() []string) {
 			_, _ = w.Write([]byte(`{"data":{"plugins":[` +
 				plugin("fine", "ACTIVE", "null", "null") + "," +
 				plugin("back", "PROBATION", "null", "null") + "," +
-				plugin("slow", "QUARANTINED", `"deadline: ran past its deadline of 10ms"`, `"2026-11-26T20:00:00Z"`) + "," +
+				plugin("slow", "QUARANTINED", `"deadline: ran past its deadline of 10ms"`, `"2026-11-26T20:00:00.882Z"`) + "," +
 				plugin("broken", "DISABLED", `"cannot rebuild an instance: boom"`, "null") + `]}}`))
 		default:
 			http.Error(w, "unexpected operation "+req.OperationName, http.StatusBadRequest)
@@ -56,7 +56,8 @@ func fakePlugins(t *testing.T) (string, func() []string) {
 }
 
 // plugin list shows each plugin's breaker state as the host has it, with
-// when a quarantine ends and why.
+// when a quarantine ends (to the millisecond: cut to the second it would
+// read as before the real end) and why.
 func TestPluginListShowsQuarantineProbationAndTheReason(t *testing.T) {
 	t.Parallel()
 	url, _ := fakePlugins(t)
@@ -65,7 +66,7 @@ func TestPluginListShowsQuarantineProbationAndTheReason(t *testing.T) {
 	require.Regexp(t, `(?m)^POLICY\s+SLOT\s+KIND\s+STATE\s+UNTIL\s+IN USE\s.*\sREASON$`, out.String())
 	require.Regexp(t, `(?m)^fine\s+FAIRNESS\s+wasm\s+ACTIVE\s+-\s+global\s.*\s-$`, out.String())
 	require.Regexp(t, `(?m)^back\s+FAIRNESS\s+wasm\s+PROBATION\s+-\s+global\s`, out.String())
-	require.Regexp(t, `(?m)^slow\s+FAIRNESS\s+wasm\s+QUARANTINED\s+2026-11-26T20:00:00Z\s+global\s.*\sdeadline: ran past its deadline of 10ms$`, out.String())
+	require.Regexp(t, `(?m)^slow\s+FAIRNESS\s+wasm\s+QUARANTINED\s+2026-11-26T20:00:00\.882Z\s+global\s.*\sdeadline: ran past its deadline of 10ms$`, out.String())
 	require.Regexp(t, `(?m)^broken\s+FAIRNESS\s+wasm\s+DISABLED\s+-\s+global\s.*\scannot rebuild an instance: boom$`, out.String())
 }
 

@@ -272,7 +272,7 @@ func pluginList(ctx context.Context, args []string, env Env) error {
 			}
 			until := "-"
 			if p.QuarantinedUntil != nil {
-				until = p.QuarantinedUntil.UTC().Format(time.RFC3339)
+				until = p.QuarantinedUntil.UTC().Format(rfc3339Millis)
 			}
 			reason := str(p.DisabledReason)
 			if reason == "" {
@@ -285,6 +285,10 @@ func pluginList(ctx context.Context, args []string, env Env) error {
 	}
 	return nil
 }
+
+// rfc3339Millis is RFC 3339 to the millisecond, as the log prints times: a
+// quarantine's end cut to the second would read as before the real end.
+const rfc3339Millis = "2006-01-02T15:04:05.000Z07:00"
 
 // micros prints a decision latency in microseconds, or "-" for a plugin no
 // decision of which has been timed yet (null percentiles).
