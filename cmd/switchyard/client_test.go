@@ -371,7 +371,7 @@ func TestPluginVerbsLoadAssignAndUnloadAPolicy(t *testing.T) {
 
 	res = sw(t, server, "plugin", "enable", "edf-test")
 	require.Equal(t, 0, res.code, res.stderr)
-	require.Equal(t, "edf-test\tACTIVE\n", res.stdout)
+	require.Equal(t, "enabled edf-test: ACTIVE\n", res.stdout, "a sentence, like its siblings' (configured, loaded, unloaded)")
 	res = sw(t, server, "plugin", "enable", "no-such-plugin")
 	require.Equal(t, cli.ExitNotFound, res.code, res.stderr)
 	require.Contains(t, res.stderr, "enable no-such-plugin: ")

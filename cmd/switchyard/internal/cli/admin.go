@@ -397,7 +397,7 @@ func pluginEnable(ctx context.Context, args []string, env Env) error {
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("%s\t%s", name, res.EnablePlugin.State), nil
+		return fmt.Sprintf("enabled %s: %s", name, res.EnablePlugin.State), nil
 	})
 }
 
