@@ -4305,7 +4305,10 @@ extend type Mutation {
   the configuration given is INVALID_INPUT on input.config, the message naming the fault, when the module
   makes it under no configuration (or refuses to go without one), as configurePlugin answers; when it faults
   under no configuration too, the module is at fault: PLUGIN_INVALID. It is not used until setPolicy assigns it.
-  Persisted: it comes back after a restart.
+  Persisted: it comes back after a restart. Loading a name that is already loaded replaces that
+  plugin, module and configuration both (the configuration given, or none: the old one is not
+  kept), with a LOADED event, when no slot uses it; CONFLICT for a built-in's name or a plugin a
+  slot uses (setPolicy another policy first).
   """
   loadPlugin(input: LoadPluginInput!): Plugin
   "Unloads a plugin no slot uses (CONFLICT while one does). Returns it as it was."
