@@ -104,7 +104,7 @@ func runPluginNew(_ context.Context, args []string, stdout, stderr io.Writer) er
 	if *lang == "go" && *sdk == "" {
 		found, ok := authoring.FindSDK(".")
 		if !ok {
-			return fmt.Errorf("%w: --sdk: the Go SDK has no published version yet; give the plugins/sdk directory of a Switchyard checkout", errUsage)
+			return fmt.Errorf("%w: --sdk: the Go SDK has no published version yet; give the plugins/sdk directory of a Switchyard checkout (for example --sdk ~/src/switchyard/plugins/sdk)", errUsage)
 		}
 		*sdk = found
 	}

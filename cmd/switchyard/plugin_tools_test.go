@@ -405,6 +405,16 @@ func TestPluginBuildNamesTheMainPackageAndTakesFlagsAfterTheDirectory(t *testing
 	require.Equal(t, 2, run(context.Background(), []string{"plugin", "new", "scheduling", dir}, &out, &errOut))
 }
 
+// Outside a checkout plugin new cannot find the SDK: its usage error says
+// what to give, with an example. (Not parallel: it changes the directory.)
+func TestPluginNewOutsideACheckoutShowsHowToGiveTheSDK(t *testing.T) {
+	t.Chdir(t.TempDir())
+	var out, errOut bytes.Buffer
+	require.Equal(t, 2, run(context.Background(), []string{"plugin", "new", "fairness", "p"}, &out, &errOut))
+	require.Contains(t, errOut.String(), "give the plugins/sdk directory of a Switchyard checkout (for example --sdk ~/src/switchyard/plugins/sdk)")
+	require.NoDirExists(t, "p", "nothing is written")
+}
+
 // check, bench and simulate take --config as load and configure do: a JSON
 // document inline, or @file; a bare path is refused, saying to write @.
 func TestPluginToolsTakeConfigInlineOrFromAnAtFile(t *testing.T) {
