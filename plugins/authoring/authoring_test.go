@@ -101,6 +101,21 @@ func TestCheckPassesTheBuiltinsAndTheExamples(t *testing.T) {
 	}
 }
 
+// The report's header says which policy_flags the module set, as the ABI
+// names them: whether it may hold, and which tables it reads.
+func TestCheckHeaderNamesThePolicyFlags(t *testing.T) {
+	t.Parallel()
+	for _, ex := range []struct{ file, header string }{
+		{"ratecap.wasm", "ok  fairness plugin (policy_flags: NAMES, HOLDS), fuel per decision up to "},
+		{"labelsel.wasm", "ok  selection plugin (policy_flags: STATELESS, NAMES, DETAILS), fuel per decision up to "},
+		{"wfq.wasm", "ok  fairness plugin (policy_flags: none), fuel per decision up to "},
+	} {
+		rep, err := authoring.Check(context.Background(), example(t, ex.file), authoring.Options{Runtime: rt})
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(rep.String(), ex.header), "%s:\n%s", ex.file, rep)
+	}
+}
+
 func TestCheckFindsEachMistake(t *testing.T) {
 	t.Parallel()
 	for mode, want := range map[string][]string{

@@ -30,11 +30,15 @@ const (
 
 // CheckReport is what Check found. It marshals to JSON for tools.
 type CheckReport struct {
-	Slot      string        `json:"slot,omitempty"` // selection, fairness or retry
-	Stateless bool          `json:"stateless"`
-	Hash      string        `json:"sha256,omitempty"`
-	Passed    bool          `json:"passed"` // every check passed
-	Checks    []CheckResult `json:"checks"`
+	Slot      string `json:"slot,omitempty"` // selection, fairness or retry
+	Stateless bool   `json:"stateless"`
+	// Flags are the module's policy_flags the host acts on, as the ABI
+	// names them: STATELESS, NAMES, HOLDS, DETAILS (see host.Plugin.Flags);
+	// absent for none.
+	Flags  []string      `json:"flags,omitempty"`
+	Hash   string        `json:"sha256,omitempty"`
+	Passed bool          `json:"passed"` // every check passed
+	Checks []CheckResult `json:"checks"`
 	// Decided says whether the module loaded and made decisions: false
 	// when it failed to load, or refused the configuration given to the
 	// checks (then only that failure is reported, and no fuel).
@@ -70,7 +74,11 @@ func (r *CheckReport) String() string {
 	}
 	switch {
 	case r.Decided:
-		fmt.Fprintf(&b, "%s  %s plugin (stateless %v), fuel per decision up to %d, setup %d\n", verdict, r.Slot, r.Stateless, r.FuelMax, r.SetupFuel)
+		flags := "none"
+		if len(r.Flags) > 0 {
+			flags = strings.Join(r.Flags, ", ")
+		}
+		fmt.Fprintf(&b, "%s  %s plugin (policy_flags: %s), fuel per decision up to %d, setup %d\n", verdict, r.Slot, flags, r.FuelMax, r.SetupFuel)
 	case r.Slot != "" && r.smokeFaulted:
 		fmt.Fprintf(&b, "%s  %s plugin, not checked: its smoke decision faults under the configuration\n", verdict, r.Slot)
 	case r.Slot != "":
@@ -125,7 +133,7 @@ func Check(ctx context.Context, wasm []byte, opts Options) (*CheckReport, error)
 	rep.Decided = true
 	defer a.plugin.Close(context.Background())
 	p := a.plugin
-	rep.Slot, rep.Stateless, rep.Hash = p.Slot().String(), p.Stateless(), p.Hash()
+	rep.Slot, rep.Stateless, rep.Flags, rep.Hash = p.Slot().String(), p.Stateless(), p.Flags(), p.Hash()
 	add(CheckABI, nil, fmt.Sprintf("a %s policy, ABI version %d", p.Slot(), p.Version()))
 	if text := p.ConfigSchema(); text != nil {
 		rep.ConfigSchema = text

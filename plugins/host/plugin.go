@@ -343,6 +343,34 @@ func (p *Plugin) Hash() string { return hex.EncodeToString(p.key[:]) }
 // runs on a pool of instances).
 func (p *Plugin) Stateless() bool { return p.flags&abi.FlagStateless != 0 }
 
+// Flags returns the flags of the module's policy_flags that the host acts
+// on, named as the ABI names them, in bit order: STATELESS, then for an
+// ABI v2 module NAMES (the names table, which DETAILS implies), HOLDS (a
+// fairness policy that may answer hold) and DETAILS.
+func (p *Plugin) Flags() []string {
+	var names []string
+	if p.Stateless() {
+		names = append(names, "STATELESS")
+	}
+	reads, details := p.Reads()
+	if reads {
+		names = append(names, "NAMES")
+	}
+	if p.mayHold() {
+		names = append(names, "HOLDS")
+	}
+	if details {
+		names = append(names, "DETAILS")
+	}
+	return names
+}
+
+// mayHold reports whether the module declared (ABI v2) that it may answer
+// hold; only a fairness decision can.
+func (p *Plugin) mayHold() bool {
+	return p.version >= 2 && p.slot == policy.SlotFairness && p.flags&abi.FlagHolds != 0
+}
+
 // Version returns the ABI version the module declared.
 func (p *Plugin) Version() int32 { return p.version }
 

@@ -53,7 +53,7 @@ func (w *Fairness) Stateless() bool { return w.p.Stateless() }
 
 // MayHold implements policy.Holder: the module declared (ABI v2) that it
 // may answer hold.
-func (w *Fairness) MayHold() bool { return w.p.version >= 2 && w.p.flags&abi.FlagHolds != 0 }
+func (w *Fairness) MayHold() bool { return w.p.mayHold() }
 
 // UsesDetails implements policy.DetailUser: only a module that declared it
 // reads details (ABI v2) is sent them, so the engine copies the candidates'
