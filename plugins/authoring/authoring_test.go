@@ -124,6 +124,8 @@ func TestCheckFindsEachMistake(t *testing.T) {
 		"big":      {authoring.CheckLarge},
 		"empty":    {authoring.CheckEmpty},
 		"sticky":   {authoring.CheckConfig},
+		"wide":     {authoring.CheckLarge},
+		"greedy":   {authoring.CheckLarge},
 	} {
 		// A private runtime, so that the report carries the fault reasons;
 		// as many candidates as engine.fairnessCandidates allows, where
@@ -134,6 +136,13 @@ func TestCheckFindsEachMistake(t *testing.T) {
 		require.Equal(t, want == nil, rep.Passed)
 		if mode == "big" {
 			require.Contains(t, rep.String(), "invalid: fairness_pick picked candidate 1000 of 1000")
+			require.Contains(t, rep.String(), "FAIL large         2 decisions fell back to the built-in (faults: invalid 2); last fault: invalid: ")
+		}
+		if mode == "wide" { // the 64-slot decision only: a count of one reads as one
+			require.Contains(t, rep.String(), "FAIL large         1 decision fell back to the built-in (faults: invalid 1); last fault: invalid: ")
+		}
+		if mode == "greedy" {
+			require.Contains(t, rep.String(), "FAIL large         2 decisions fell back to the built-in (faults: fuel 2); last fault: fuel: ran out of fuel")
 		}
 	}
 }

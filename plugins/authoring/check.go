@@ -254,9 +254,9 @@ func faultsSince(p *host.Plugin, before host.Stats, rec *faultLog) error {
 		}
 	}
 	sort.Strings(kinds)
-	msg := fmt.Sprintf("%d decisions fell back to the built-in", fallbacks)
+	msg := fmt.Sprintf("%d %s fell back to the built-in", fallbacks, plural(fallbacks, "decision", "decisions"))
 	if len(kinds) > 0 {
-		msg += " (" + strings.Join(kinds, ", ") + ")"
+		msg += " (faults: " + strings.Join(kinds, ", ") + ")"
 	}
 	switch st.State {
 	case host.StateQuarantined:
@@ -268,6 +268,14 @@ func faultsSince(p *host.Plugin, before host.Stats, rec *faultLog) error {
 		msg += "; last fault: " + r
 	}
 	return errors.New(msg)
+}
+
+// plural returns one for a count of 1, else many.
+func plural(n uint64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // varied makes n decisions over varied synthetic input (seeded); for
