@@ -230,12 +230,13 @@ func toolError(stdout io.Writer, asJSON bool, err error) error {
 var errChecksFailed = errors.New("the module failed checks")
 
 func runPluginBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var decisions *int
+	var decisions, candidates *int
 	var deadline, cpu *time.Duration
 	var fuel *int64
 	var allowFaults *bool
 	wasm, config, asJSON, fs, err := moduleArgs("bench", args, stderr, func(fs *flag.FlagSet) {
 		decisions = fs.Int("decisions", 2000, "decisions timed per case")
+		candidates = fs.Int("candidates", 0, "fairness: bench up to this many queue heads, your server's engine.fairnessCandidates (as plugin check --candidates): the cases of 16, 64 and 256 below it, and it (0: 16, 64 and 256)")
 		deadline = fs.Duration("deadline", host.DefaultDeadline, "the wall-clock backstop of one decision: your server's plugins.deadline; a decision past it is abandoned and counted as a deadline fault, as the server does")
 		fuel = fs.Int64("fuel", 0, "the budget of one decision: your server's plugins.decisionFuel (0: the default)")
 		cpu = fs.Duration("cpu", host.DefaultDecisionCPU, "the CPU time of one decision (Linux): your server's plugins.decisionCPU; a decision that uses it up is a fuel fault, as the server counts it")
@@ -244,10 +245,10 @@ func runPluginBench(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	if *decisions < 1 || *deadline < time.Millisecond || *cpu < 100*time.Microsecond || *fuel < 0 {
-		return fmt.Errorf("%w: --decisions must be positive, --deadline at least 1ms (as plugins.deadline), --cpu at least 100µs and --fuel not negative", errUsage)
+	if *decisions < 1 || *deadline < time.Millisecond || *cpu < 100*time.Microsecond || *fuel < 0 || *candidates < 0 || *candidates > 1024 {
+		return fmt.Errorf("%w: --decisions must be positive, --deadline at least 1ms (as plugins.deadline), --cpu at least 100µs, --fuel not negative and --candidates within 0..1024", errUsage)
 	}
-	r, err := authoring.Bench(ctx, wasm, authoring.BenchOptions{Options: authoring.Options{Name: moduleName(fs), Config: config, DecisionFuel: *fuel},
+	r, err := authoring.Bench(ctx, wasm, authoring.BenchOptions{Options: authoring.Options{Name: moduleName(fs), Config: config, DecisionFuel: *fuel, Candidates: *candidates},
 		Decisions: *decisions, Deadline: *deadline, DecisionCPU: *cpu})
 	if err != nil {
 		return toolError(stdout, asJSON, err)

@@ -81,6 +81,21 @@ func TestPluginToolsCheckBenchAndSimulateAModule(t *testing.T) {
 	require.Equal(t, 0, run(ctx, []string{"plugin", "bench", "--allow-faults", "--decisions", "20", module}, &out, &errOut), errOut.String())
 	require.Regexp(t, `(?m)^case +p50 +p99 +p50 per task +ratio$`, out.String())
 	require.Contains(t, out.String(), "each decision: deadline 10ms, CPU time 2.5ms, 5000000 fuel; sent no names or details (the module asks for none)")
+
+	// --candidates benches up to a server's engine.fairnessCandidates, as
+	// plugin check --candidates checks at it.
+	out.Reset()
+	require.Equal(t, 0, run(ctx, []string{"plugin", "bench", "--json", "--allow-faults", "--decisions", "10", "--candidates", "100", module}, &out, &errOut), errOut.String())
+	var names []string
+	for _, c := range decodeBench(t, out.Bytes()).Cases {
+		names = append(names, c.Name)
+	}
+	require.Equal(t, []string{
+		"fairness/cands=16/slots=1", "fairness/cands=16/slots=8", "fairness/cands=16/slots=64",
+		"fairness/cands=64/slots=1", "fairness/cands=64/slots=8", "fairness/cands=64/slots=64",
+		"fairness/cands=100/slots=1", "fairness/cands=100/slots=8", "fairness/cands=100/slots=64",
+	}, names)
+	require.Equal(t, 2, run(ctx, []string{"plugin", "bench", "--candidates", "2000", module}, &out, &errOut))
 }
 
 // benchReport is `plugin bench --json`, as a tool reads it.

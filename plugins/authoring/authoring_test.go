@@ -286,6 +286,36 @@ func TestCheckShowsTheSchemaAndChecksTheConfigurationAgainstIt(t *testing.T) {
 	}
 }
 
+// With Candidates set (a server's engine.fairnessCandidates), bench's
+// fairness cases go up to it: the default ones below it, then it. Sloppy's
+// "greedy" mode faults over more than 100 candidates only.
+func TestBenchGoesUpToTheCandidatesGiven(t *testing.T) {
+	t.Parallel()
+	counts := func(rep *authoring.BenchReport) []int {
+		var ns []int
+		for i, c := range rep.Cases {
+			if i%3 == 0 {
+				ns = append(ns, c.Candidates)
+			}
+		}
+		return ns
+	}
+	rep, err := authoring.Bench(context.Background(), sloppy, authoring.BenchOptions{
+		Options: authoring.Options{Runtime: rt, Config: []byte(`{"mode": "greedy"}`), Candidates: 64}, Decisions: 10})
+	require.NoError(t, err)
+	require.Len(t, rep.Cases, 6)
+	require.Equal(t, []int{16, 64}, counts(rep))
+	require.Zero(t, rep.Fallbacks, "%s", rep)
+
+	rep, err = authoring.Bench(context.Background(), sloppy, authoring.BenchOptions{
+		Options: authoring.Options{Runtime: rt, Config: []byte(`{"mode": "greedy"}`), Candidates: 200}, Decisions: 10})
+	require.NoError(t, err)
+	require.Len(t, rep.Cases, 9)
+	require.Equal(t, []int{16, 64, 200}, counts(rep))
+	require.Positive(t, rep.Faults["fuel"])
+	require.Contains(t, rep.String(), "; run plugin check --candidates 200, as many as the largest case that faulted")
+}
+
 // A decision that faults is not the plugin's: bench counts it as faulted
 // and leaves its time out, rather than report the quick answer of the
 // fallback (or of a quarantined plugin) as the plugin's speed. Sloppy's
@@ -333,6 +363,9 @@ func TestBenchReportsFaultedDecisionsAsFaulted(t *testing.T) {
 	require.Equal(t, 6, warm)
 	require.Contains(t, rep.String(), fmt.Sprintf("WARNING: the fallback answered %d decisions, none in the plugin's figures (60 timed, 6 in the warm-ups)", fallbacks))
 	require.Regexp(t, `fairness/cands=256/slots=1 +FAULTED: all 20 decisions fell back \(FUEL \d+, FALLBACK \d+; native p50 \d+ ns\)`, rep.String())
+	// plugin check, by default over 64 candidates, would pass it: the
+	// advice says to check over as many as the case that faulted.
+	require.Contains(t, rep.String(), "; run plugin check --candidates 256, as many as the largest case that faulted")
 	raw, err := json.Marshal(rep.Cases[len(rep.Cases)-1])
 	require.NoError(t, err)
 	require.Regexp(t, `"plugin":\{"decisions":0,"faulted":20,"faults":\{"fallback":\d+,"fuel":\d+\},`, string(raw))

@@ -159,9 +159,29 @@ func (r *BenchReport) String() string {
 		if r.Faults[host.FaultDeadline.String()] > 0 {
 			fmt.Fprintf(&b, "; a server abandons a decision past its deadline (%s) and quarantines the plugin", time.Duration(r.DeadlineNs))
 		}
-		b.WriteString("; run plugin check\n")
+		b.WriteString("; run plugin check" + r.checkArgs() + "\n")
 	}
 	return b.String()
+}
+
+// checkArgs are the flags that make plugin check decide over the most
+// candidates of a case with a fault check would see too (fuel, a trap, an
+// invalid answer, a refusal; not the deadline, which check does not
+// apply), when they are more than check offers by default: it would pass
+// where that case faulted.
+func (r *BenchReport) checkArgs() string {
+	most := 0
+	for _, c := range r.Cases {
+		for _, k := range host.FaultKinds {
+			if k != host.FaultDeadline && c.Plugin.Faults[k.String()]+c.WarmUp.Faults[k.String()] > 0 {
+				most = max(most, c.Candidates)
+			}
+		}
+	}
+	if most <= DefaultCandidates {
+		return ""
+	}
+	return fmt.Sprintf(" --candidates %d, as many as the largest case that faulted (check offers %d by default, a server engine.fairnessCandidates; plugin bench --candidates N benches up to yours)", most, DefaultCandidates)
 }
 
 // sent says which table went with each decision.
@@ -204,7 +224,8 @@ type benchCase struct {
 
 // Bench loads wasm and times its decisions against the native built-in
 // policy of its slot over input shapes of several sizes: fairness over 16,
-// 64 and 256 candidates with 1, 8 and 64 slots, selection of 1, 100 and
+// 64 and 256 candidates (or, with Options.Candidates set, those below it
+// and it) with 1, 8 and 64 slots, selection of 1, 100 and
 // 1,000 tasks, retry of varied failures. The plugin runs as a server runs
 // it: under the same deadline and fuel budget, its breaker included, and
 // with the names or details it asks for (ABI v2). Each case, and its timed
@@ -230,7 +251,7 @@ func Bench(ctx context.Context, wasm []byte, opts BenchOptions) (*BenchReport, e
 		DeadlineNs: cfg.Deadline.Nanoseconds(), DecisionCPUNs: cfg.DecisionCPU.Nanoseconds(), DecisionFuel: cfg.DecisionFuel}
 	rep.Names, rep.Details = s.plugin.Reads()
 	rep.Faults = map[string]uint64{}
-	for _, c := range benchCases(s) {
+	for _, c := range benchCases(s, opts.Candidates) {
 		if err := fresh(ctx, s.plugin); err != nil {
 			return nil, err
 		}
@@ -321,13 +342,30 @@ func fresh(ctx context.Context, p *host.Plugin) error {
 	return nil
 }
 
-func benchCases(s *subject) []benchCase {
+// benchCandidates returns the candidate counts of the fairness cases: 16,
+// 64 and 256, or with most set (a server's engine.fairnessCandidates) those
+// below most, then most itself.
+func benchCandidates(most int) []int {
+	counts := []int{16, 64, 256}
+	if most <= 0 {
+		return counts
+	}
+	var below []int
+	for _, n := range counts {
+		if n < most {
+			below = append(below, n)
+		}
+	}
+	return append(below, most)
+}
+
+func benchCases(s *subject, most int) []benchCase {
 	const now = 1_700_000_000_000
 	var cases []benchCase
 	switch {
 	case s.fairness != nil:
 		native := s.native.Fairness
-		for _, n := range []int{16, 64, 256} {
+		for _, n := range benchCandidates(most) {
 			cands := host.SyntheticCandidates(n, 7)
 			for i := range cands { // room for every pick: the decision, not the ceilings
 				cands[i].AgentLimit, cands[i].LaneLimit, cands[i].QueueLen = 1000, 10_000, 100

@@ -30,7 +30,8 @@ type Options struct {
 	DecisionFuel int64
 	// Candidates is how many queue heads the "large" check offers a
 	// fairness policy (the server's engine.fairnessCandidates); 0 means
-	// DefaultCandidates.
+	// DefaultCandidates. Bench's fairness cases go up to it when it is set
+	// (benchCandidates), and to 256 otherwise.
 	Candidates int
 }
 
