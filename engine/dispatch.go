@@ -525,7 +525,7 @@ func (c *core) roundLocked(now time.Time, runs []*Run) []*Run {
 			if t == nil {
 				break
 			}
-			runs = append(runs, c.assignLocked(t, c.scratch.placed, now))
+			runs = append(runs, c.assignLocked(t, c.scratch.placed, now, "dispatched"))
 		}
 		return runs
 	}
@@ -533,8 +533,9 @@ func (c *core) roundLocked(now time.Time, runs []*Run) []*Run {
 }
 
 // assignLocked dispatches t: it takes t's slots, opens an attempt under a new
-// lease and returns the run to start.
-func (c *core) assignLocked(t *task, inst *instance, now time.Time) *Run {
+// lease and returns the run to start. reason is the ASSIGNED event's:
+// "dispatched" when pushed to the executor, "leased …" when a worker pulls.
+func (c *core) assignLocked(t *task, inst *instance, now time.Time, reason string) *Run {
 	c.reserveLocked(t, inst)
 	c.nextLease++
 	n := len(t.attempts) + 1
@@ -578,7 +579,7 @@ func (c *core) assignLocked(t *task, inst *instance, now time.Time) *Run {
 	c.stats.observeDispatch(now.UnixNano() - t.queuedAt)
 	t.agent.dispatched++
 	t.agent.window.add(now)
-	c.setStateAt(t, StateAssigned, "dispatched", now)
+	c.setStateAt(t, StateAssigned, reason, now)
 	return r
 }
 
@@ -625,7 +626,7 @@ func (c *core) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 			if t == nil {
 				continue
 			}
-			runs = append(runs, c.assignLocked(t, c.scratch.placed, now))
+			runs = append(runs, c.assignLocked(t, c.scratch.placed, now, "dispatched"))
 			made = true
 		}
 		if !made {
@@ -634,7 +635,7 @@ func (c *core) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 			// Guard against a policy that keeps picking parked queues: fall
 			// back to the native order for one decision.
 			if t, _ := c.nextLocked(now.UnixNano(), 0); t != nil {
-				runs = append(runs, c.assignLocked(t, c.scratch.placed, now))
+				runs = append(runs, c.assignLocked(t, c.scratch.placed, now, "dispatched"))
 			} else {
 				return runs
 			}

@@ -256,9 +256,14 @@ func (m *model) apply(ev engine.Event, x *enginetest.Executor) {
 		t.holding = true
 		t.timedOut = false
 		if t.pull {
+			if !strings.HasPrefix(ev.Reason, "leased") {
+				m.fail("%s: leased, but its ASSIGNED event says %q", t.id, ev.Reason)
+			}
 			t.leases++
 			t.leasing = true
 			t.holdInst = ""
+		} else if ev.Reason != "dispatched" {
+			m.fail("%s: dispatched, but its ASSIGNED event says %q", t.id, ev.Reason)
 		} else if x != nil { // in synchronous mode, attempts start in the order of their events
 			starts := x.Starts()
 			if m.starts >= len(starts) || starts[m.starts].TaskID != t.id {

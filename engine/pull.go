@@ -195,7 +195,13 @@ func (c *core) pullByPolicyLocked(l *lane, max int, leaseFor time.Duration, work
 // leaseLocked assigns t to a worker under a lease of leaseFor and marks it
 // RUNNING: the lease starts the attempt.
 func (c *core) leaseLocked(t *task, leaseFor time.Duration, worker string, now time.Time) *Run {
-	r := c.assignLocked(t, nil, now)
+	// Its ASSIGNED event says it was leased, and to whom, not dispatched:
+	// nothing pushed it anywhere.
+	assigned := "leased"
+	if worker != "" {
+		assigned = "leased by " + worker
+	}
+	r := c.assignLocked(t, nil, now, assigned)
 	c.extendLocked(r, now.Add(leaseFor))
 	// A worker reports no start of its own, so its start is its
 	// assignment, one instant.

@@ -39,6 +39,15 @@ func TestAPullLaneDispatchesOnlyToWorkersUnderItsCeiling(t *testing.T) {
 	got := h.Get(ids[0])
 	require.Equal(t, engine.StateRunning, got.State)
 	require.Equal(t, "leased by w1 for 30s", got.Reason)
+	var reasons []string
+	evs, _ := h.Events().Read(0, 100, nil)
+	for _, ev := range evs {
+		if ev.TaskID == ids[0] && ev.Type == engine.EventState {
+			reasons = append(reasons, ev.From.String()+" → "+ev.To.String()+" "+ev.Reason)
+		}
+	}
+	require.Equal(t, []string{"QUEUED → ASSIGNED leased by w1", "ASSIGNED → RUNNING leased by w1 for 30s"}, reasons[1:],
+		"a lease says so from its first event, not dispatched")
 	dl, _ := runs[0].Deadline()
 	require.Equal(t, h.Clock.Now().Add(30*time.Second), dl)
 
