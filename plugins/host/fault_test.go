@@ -269,7 +269,8 @@ func TestQuarantineReadsAsProbationOnceOver(t *testing.T) {
 
 // TestBreakerChangesAreLoggedOnce: a quarantine is one WARN line, whose
 // end (until) is a plain UTC time, without the monotonic reading Go
-// prints after a time ("m=+12.3"), and its end one INFO line: good news.
+// prints after a time ("m=+12.3"), its end one INFO line: good news, and
+// the probation passed after it one more.
 func TestBreakerChangesAreLoggedOnce(t *testing.T) {
 	t.Parallel()
 	var ev events
@@ -299,6 +300,18 @@ func TestBreakerChangesAreLoggedOnce(t *testing.T) {
 	require.Equal(t, slog.LevelInfo, e.Level, "the end of a quarantine is good news")
 	require.Equal(t, "plugin enabled", e.Message)
 	require.Contains(t, e.attrs["reason"], "quarantine over")
+
+	for range 5 { // the probation's good decisions: passed
+		f.pick()
+	}
+	require.Equal(t, host.StateActive, f.p.Stats().State)
+	waitfor.Eventually(t, "the probation's end is written", func() bool { return len(logs.breaker()) >= 3 })
+	lines = logs.breaker()
+	require.Len(t, lines, 3, "one more line, for the probation passed: %v", lines)
+	require.Equal(t, slog.LevelInfo, lines[2].Level)
+	require.Equal(t, "plugin passed its probation: trusted again", lines[2].Message)
+	require.Equal(t, "faulty", lines[2].attrs["plugin"])
+	require.Equal(t, "5", lines[2].attrs["decisions"])
 }
 
 // records keeps the lines a runtime's logger receives, with their

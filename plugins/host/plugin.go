@@ -741,6 +741,10 @@ func (p *Plugin) succeeded() {
 		p.mu.Lock()
 		p.backoff = p.rt.cfg.QuarantineBase // passed: the next quarantine is short again
 		p.mu.Unlock()
+		// No event (the state reads ACTIVE again): one INFO line, so that
+		// an operator who read the quarantine's lines reads its end too.
+		p.rt.enqueueLog(logLine{level: slog.LevelInfo, plugin: p.name, msg: "plugin passed its probation: trusted again",
+			attrs: []any{"decisions", p.rt.cfg.Probation, "next_quarantine", p.rt.cfg.QuarantineBase.String()}})
 	}
 }
 
