@@ -23,15 +23,18 @@ type Hold struct {
 
 // Reason says it in words, for people: "held by fairness plugin <name> on
 // lane <lane> (asks again at <time>)", or for a pull lane "held by fairness
-// plugin <name> on pull lane <lane> (asks again at a worker's next lease; a
-// waiting lease at <time>)".
+// plugin <name> on pull lane <lane> (asks again at the next lease, or a
+// waiting lease after <hint>)". A pull lane's hold names the policy's hint
+// as it gave it, a span from Since, not a time: no timer asks a pull lane
+// again, so a time would be a promise that lapses once it has passed with
+// no lease.
 func (h Hold) Reason() string {
 	if h.Pull {
 		when := "when something changes"
 		if !h.ReaskAt.IsZero() {
-			when = "at " + h.ReaskAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+			when = "after " + h.ReaskAt.Sub(h.Since).String()
 		}
-		return fmt.Sprintf("held by fairness plugin %s on pull lane %s (asks again at a worker's next lease; a waiting lease %s)", h.Policy, h.Lane, when)
+		return fmt.Sprintf("held by fairness plugin %s on pull lane %s (asks again at the next lease, or a waiting lease %s)", h.Policy, h.Lane, when)
 	}
 	if h.ReaskAt.IsZero() {
 		return fmt.Sprintf("held by fairness plugin %s on lane %s (asks again when something changes: a submission, an ended task, a lane or policy change)", h.Policy, h.Lane)

@@ -152,8 +152,8 @@ func TestAFairnessHoldOnAPullLaneLeasesNothing(t *testing.T) {
 		require.True(t, ok)
 		want := engine.Hold{Policy: "ratecap", Lane: "jobs", Since: at, ReaskAt: at.Add(500 * time.Millisecond), Pull: true}
 		require.Equal(t, want, got)
-		require.Equal(t, "held by fairness plugin ratecap on pull lane jobs (asks again at a worker's next lease; a waiting lease at "+
-			at.Add(500*time.Millisecond).UTC().Format("2006-01-02T15:04:05.000Z07:00")+")", got.Reason())
+		require.Equal(t, "held by fairness plugin ratecap on pull lane jobs (asks again at the next lease, or a waiting lease after 500ms)",
+			got.Reason(), "the hint as the policy gave it, not a time that passes with no timer to ask")
 		ph, ok := h.PullHold("jobs")
 		require.True(t, ok)
 		require.Equal(t, want, ph)
@@ -219,7 +219,7 @@ func TestAPullKeepsWhatItLeasedBeforeTheHold(t *testing.T) {
 	got, ok := h.HoldOf(second.ID)
 	require.True(t, ok)
 	require.True(t, got.ReaskAt.IsZero())
-	require.Contains(t, got.Reason(), "a waiting lease when something changes")
+	require.Equal(t, "held by fairness plugin once on pull lane jobs (asks again at the next lease, or a waiting lease when something changes)", got.Reason())
 }
 
 // answering answers n to every decision, and writes out-of-range picks.

@@ -4528,7 +4528,7 @@ type TaskHold {
   since: Time!
   "When the engine asks the plugin again, from the plugin's re-ask hint; null without one: on the next change (a submission, an ended task, a lane or policy change). On a pull lane no timer asks: every ` + "`" + `leaseTasks` + "`" + ` of the lane asks again, and this is when one that waits for work does, so it may lie in the past until a worker's next lease."
   reaskAt: Time
-  "The same in words: ` + "`" + `held by fairness plugin <name> on lane <lane> (asks again at <time>)` + "`" + `; on a pull lane ` + "`" + `held by fairness plugin <name> on pull lane <lane> (asks again at a worker's next lease; a waiting lease at <time>)` + "`" + `, or with no hint ` + "`" + `… a waiting lease when something changes)` + "`" + `."
+  "The same in words: ` + "`" + `held by fairness plugin <name> on lane <lane> (asks again at <time>)` + "`" + `; on a pull lane ` + "`" + `held by fairness plugin <name> on pull lane <lane> (asks again at the next lease, or a waiting lease after <hint>)` + "`" + `, the plugin's hint as a span from ` + "`" + `since` + "`" + ` (no timer asks a pull lane again, so no time is promised), or with no hint ` + "`" + `… a waiting lease when something changes)` + "`" + `."
   reason: String!
 }
 `, BuiltIn: false},

@@ -68,7 +68,7 @@ func TestLeaseTasksLeasesNothingWhileAFairnessPluginHolds(t *testing.T) {
 	require.Equal(t, "ratecap", res.Task.Hold.Policy)
 	require.Equal(t, "jobs", res.Task.Hold.Lane)
 	require.NotNil(t, res.Task.Hold.ReaskAt, "ratecap hints when its window ends")
-	require.Contains(t, res.Task.Hold.Reason, "held by fairness plugin ratecap on pull lane jobs (asks again at a worker's next lease; a waiting lease at ")
+	require.Contains(t, res.Task.Hold.Reason, "held by fairness plugin ratecap on pull lane jobs (asks again at the next lease, or a waiting lease after ")
 	require.Positive(t, readPlugins(t, b)["ratecap"].Holds)
 
 	// A lease that waits is answered with none when its wait ends: the

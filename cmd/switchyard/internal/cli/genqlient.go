@@ -1026,7 +1026,10 @@ type LoadPluginResponse struct {
 	// the configuration given is INVALID_INPUT on input.config, the message naming the fault, when the module
 	// makes it under no configuration (or refuses to go without one), as configurePlugin answers; when it faults
 	// under no configuration too, the module is at fault: PLUGIN_INVALID. It is not used until setPolicy assigns it.
-	// Persisted: it comes back after a restart.
+	// Persisted: it comes back after a restart. Loading a name that is already loaded replaces that
+	// plugin, module and configuration both (the configuration given, or none: the old one is not
+	// kept), with a LOADED event, when no slot uses it; CONFLICT for a built-in's name or a plugin a
+	// slot uses (setPolicy another policy first).
 	LoadPlugin *LoadPluginLoadPlugin `json:"loadPlugin"`
 }
 
@@ -2427,7 +2430,7 @@ type TaskHold struct {
 	Since time.Time `json:"since"`
 	// When the engine asks the plugin again, from the plugin's re-ask hint; null without one: on the next change (a submission, an ended task, a lane or policy change). On a pull lane no timer asks: every `leaseTasks` of the lane asks again, and this is when one that waits for work does, so it may lie in the past until a worker's next lease.
 	ReaskAt *time.Time `json:"reaskAt"`
-	// The same in words: `held by fairness plugin <name> on lane <lane> (asks again at <time>)`; on a pull lane `held by fairness plugin <name> on pull lane <lane> (asks again at a worker's next lease; a waiting lease at <time>)`, or with no hint `… a waiting lease when something changes)`.
+	// The same in words: `held by fairness plugin <name> on lane <lane> (asks again at <time>)`; on a pull lane `held by fairness plugin <name> on pull lane <lane> (asks again at the next lease, or a waiting lease after <hint>)`, the plugin's hint as a span from `since` (no timer asks a pull lane again, so no time is promised), or with no hint `… a waiting lease when something changes)`.
 	Reason string `json:"reason"`
 }
 
