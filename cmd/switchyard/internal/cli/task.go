@@ -317,18 +317,32 @@ func taskList(ctx context.Context, args []string, env Env) error {
 		}
 		return nil
 	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tAGENT\tLANE\tPRIORITY\tATTEMPTS\tSUBMITTED\tREASON")
-	now := time.Now()
-	for _, t := range tasks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.Id, t.State, t.AgentId, t.Lane, t.Priority, t.AttemptCount,
-			ago(now, t.SubmittedAt), clip(str(t.Reason), 60))
-	}
-	if err := tw.Flush(); err != nil {
+	if err := printTaskList(env.Stdout, tasks, time.Now()); err != nil {
 		return err
 	}
 	if total > len(tasks) {
 		fmt.Fprintf(env.Stderr, "%d of %d tasks shown (--limit)\n", len(tasks), total)
+	}
+	return nil
+}
+
+// printTaskList prints tasks as task list's table. A held task's REASON is
+// its hold ("held by fairness plugin P on lane L (…)"), not the reason it
+// was queued with: the hold is why it waits, and the list reads it at no
+// extra cost (TaskInfo has it).
+func printTaskList(w io.Writer, tasks []TaskInfo, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tAGENT\tLANE\tPRIORITY\tATTEMPTS\tSUBMITTED\tREASON")
+	for _, t := range tasks {
+		reason := str(t.Reason)
+		if t.Hold != nil {
+			reason = t.Hold.Reason
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.Id, t.State, t.AgentId, t.Lane, t.Priority, t.AttemptCount,
+			ago(now, t.SubmittedAt), clip(reason, 60))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("print tasks: %w", err)
 	}
 	return nil
 }

@@ -40,3 +40,20 @@ func TestTaskGetShowsAnAttemptsTimingsAndInstanceFault(t *testing.T) {
 	require.Nil(t, got.Attempts[1]["tabTimeMs"])
 	require.Equal(t, false, got.Attempts[1]["instanceFault"])
 }
+
+// `task list` shows a held task's hold as its reason, as `task get` does:
+// a QUEUED task that reads only "admitted" hides why it does not go.
+func TestTaskListShowsAHoldAsTheReason(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	admitted := "admitted"
+	tasks := []TaskInfo{
+		{Id: "T1", State: "QUEUED", AgentId: "alice", Lane: "main", Priority: PriorityNormal, SubmittedAt: at, Reason: &admitted,
+			Hold: &TaskHold{Policy: "ratecap", Lane: "main", Since: at, Reason: "held by fairness plugin ratecap on lane main (asks again at 2026-03-02T09:00:01.000Z)"}},
+		{Id: "T2", State: "QUEUED", AgentId: "bob", Lane: "main", Priority: PriorityNormal, SubmittedAt: at, Reason: &admitted},
+	}
+	var out bytes.Buffer
+	require.NoError(t, printTaskList(&out, tasks, at.Add(time.Second)))
+	require.Regexp(t, `(?m)^T1\s+QUEUED\s+alice\s+main\s+NORMAL\s+0\s+1s ago\s+held by fairness plugin ratecap on lane main \(asks again at…$`, out.String())
+	require.Regexp(t, `(?m)^T2\s+QUEUED\s+bob\s+main\s+NORMAL\s+0\s+1s ago\s+admitted$`, out.String(), "a task that no hold keeps keeps its reason")
+}
