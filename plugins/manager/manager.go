@@ -277,7 +277,11 @@ func (m *Manager) Load(ctx context.Context, name string, wasm, config []byte) (I
 	now := time.Now()
 	info, err := m.load(ctx, name, wasm, config, now, false)
 	if err != nil {
-		m.publish(Event{Kind: EventRefused, Plugin: name, At: now, Reason: err.Error()})
+		reason := refusal(err)
+		// A refused module changes nothing, but an operator who uploaded
+		// it looks for it in the log: once, at WARN, beside the event.
+		m.log.Warn("a plugin was refused at load; nothing changed", "plugin", name, "reason", reason)
+		m.publish(Event{Kind: EventRefused, Plugin: name, At: now, Reason: reason})
 		return Info{}, err
 	}
 	raw, _ := json.Marshal(stored{Wasm: wasm, Config: config, LoadedAt: now})
@@ -652,6 +656,21 @@ func laneOrAll(lane string) string {
 		return "every lane"
 	}
 	return "lane " + lane
+}
+
+// refusal is a refused load's reason for its REFUSED event and log line:
+// the error's text without the "wasm: " of its input field, which names
+// the API argument the module came in and reads in a reason as part of
+// the cause. A configuration's refusal keeps its field ("config: …", or
+// the schema's path): that says which input was at fault.
+func refusal(err error) string {
+	var ee *engine.Error
+	if errors.As(err, &ee) && ee.Field == "wasm" {
+		c := *ee
+		c.Field = ""
+		return c.Error()
+	}
+	return err.Error()
 }
 
 func invalid(field, format string, args ...any) error {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -251,6 +252,30 @@ func TestAQuarantineIsAnnouncedAsOne(t *testing.T) {
 	require.Equal(t, manager.EventDisabled, ev.Kind)
 	require.True(t, ev.Until.IsZero())
 	require.Empty(t, logs.String(), "the runtime logs its breaker's changes: the manager does not log them again")
+}
+
+// TestARefusedLoadIsLoggedOnceAtWarn: a module refused at load is a WARN
+// line with the plugin's name and the reason, beside its REFUSED event,
+// whose reason starts with the cause, not with the API field "wasm: ".
+func TestARefusedLoadIsLoggedOnceAtWarn(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	rt, err := host.New(host.Config{CacheDir: cacheDir(t)})
+	require.NoError(t, err)
+	m := manager.New(nil, rt, manager.Options{Logger: hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})})
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	events, stop := m.Subscribe(4)
+	defer stop()
+	_, err = m.Load(context.Background(), "junk", []byte("\x00asm junk"), nil)
+	require.True(t, engine.IsCode(err, engine.CodePluginInvalid), "%v", err)
+	ev := <-events
+	require.Equal(t, manager.EventRefused, ev.Kind)
+	require.True(t, strings.HasPrefix(ev.Reason, `load plugin "junk": invalid plugin`), "the reason starts with its cause: %q", ev.Reason)
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	require.Len(t, lines, 1, "one line: %s", logs.String())
+	require.Contains(t, lines[0], "[WARN]")
+	require.Contains(t, lines[0], "plugin=junk")
+	require.Contains(t, lines[0], `invalid plugin`)
 }
 
 // syncBuffer is a bytes.Buffer a logger may write while a test reads it.
