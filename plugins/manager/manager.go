@@ -255,15 +255,14 @@ func (m *Manager) Start(ctx context.Context) error {
 // under name and persists it. The plugin is not used until SetPolicy assigns
 // it. Loading a name that exists replaces it only if it is not in use.
 func (m *Manager) Load(ctx context.Context, name string, wasm, config []byte) (Info, error) {
+	// A request that names no plugin it could load (its name, its
+	// configuration's syntax, a slot's plugin) is the caller's error alone;
+	// a module is refused below, visibly.
 	switch {
 	case !validName(name):
 		return Info{}, invalid("name", "%q is not a plugin name (letters, digits, '-', '_' and '.', at most 64)", name)
 	case strings.HasPrefix(name, NativePrefix):
 		return Info{}, invalid("name", "names starting with %q are reserved", NativePrefix)
-	case len(wasm) == 0:
-		return Info{}, invalid("wasm", "the module is empty")
-	case len(wasm) > m.opts.MaxWasmBytes:
-		return Info{}, &engine.Error{Code: engine.CodeLimit, Field: "wasm", Message: fmt.Sprintf("the module is %d bytes; the limit is %d", len(wasm), m.opts.MaxWasmBytes)}
 	}
 	if len(config) > 0 && !json.Valid(config) {
 		return Info{}, invalid("config", "is not valid JSON")
@@ -275,7 +274,16 @@ func (m *Manager) Load(ctx context.Context, name string, wasm, config []byte) (I
 	}
 	m.mu.Unlock()
 	now := time.Now()
-	info, err := m.load(ctx, name, wasm, config, now, false)
+	var info Info
+	var err error
+	switch {
+	case len(wasm) == 0:
+		err = invalid("wasm", "the module is empty")
+	case len(wasm) > m.opts.MaxWasmBytes:
+		err = &engine.Error{Code: engine.CodeLimit, Field: "wasm", Message: fmt.Sprintf("the module is %d bytes; the limit is %d", len(wasm), m.opts.MaxWasmBytes)}
+	default:
+		info, err = m.load(ctx, name, wasm, config, now, false)
+	}
 	if err != nil {
 		reason := refusal(err)
 		// A refused module changes nothing, but an operator who uploaded

@@ -278,6 +278,61 @@ func TestARefusedLoadIsLoggedOnceAtWarn(t *testing.T) {
 	require.Contains(t, lines[0], `invalid plugin`)
 }
 
+// refusedEvent is the next event, failing the test if none comes: the
+// wait is a bound on a hang, not a measurement.
+func refusedEvent(t *testing.T, events <-chan manager.Event) manager.Event {
+	t.Helper()
+	select {
+	case ev := <-events:
+		return ev
+	case <-time.After(30 * time.Second):
+		t.Fatal("no event for a refused module")
+		return manager.Event{}
+	}
+}
+
+// An empty module and one over the size limit are refused as a module that
+// does not compile is: an event and one WARN line, besides the error, and
+// nothing changes. A name that is no plugin's is the request's error alone.
+func TestAnEmptyOrOversizedModuleIsRefusedVisibly(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	rt, err := host.New(host.Config{CacheDir: cacheDir(t)})
+	require.NoError(t, err)
+	m := manager.New(nil, rt, manager.Options{MaxWasmBytes: 1024, Logger: hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})})
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	events, stop := m.Subscribe(4)
+	defer stop()
+
+	_, err = m.Load(context.Background(), "empty", nil, nil)
+	require.True(t, engine.IsCode(err, engine.CodeInvalidInput), "%v", err)
+	ev := refusedEvent(t, events)
+	require.Equal(t, manager.EventRefused, ev.Kind)
+	require.Equal(t, "empty", ev.Plugin)
+	require.Contains(t, ev.Reason, "the module is empty")
+
+	_, err = m.Load(context.Background(), "huge", make([]byte, 2048), nil)
+	require.True(t, engine.IsCode(err, engine.CodeLimit), "%v", err)
+	ev = refusedEvent(t, events)
+	require.Equal(t, manager.EventRefused, ev.Kind)
+	require.Equal(t, "huge", ev.Plugin)
+	require.Contains(t, ev.Reason, "the module is 2048 bytes; the limit is 1024")
+
+	_, err = m.Load(context.Background(), "no such name!", []byte("\x00asm"), nil)
+	require.True(t, engine.IsCode(err, engine.CodeInvalidInput), "%v", err)
+	select {
+	case ev := <-events:
+		t.Fatalf("a bad name is no refused module: %+v", ev)
+	default:
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	require.Len(t, lines, 2, "one line for each refused module: %s", logs.String())
+	for _, l := range lines {
+		require.Contains(t, l, "[WARN]")
+	}
+	require.Empty(t, m.List(context.Background()), "nothing was loaded")
+}
+
 // syncBuffer is a bytes.Buffer a logger may write while a test reads it.
 type syncBuffer struct {
 	mu  sync.Mutex
