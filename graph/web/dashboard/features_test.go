@@ -78,6 +78,12 @@ func TestDashboardShowsPullLanesLeasesAttemptTimingsAndHoldsInChromium(t *testin
 		_, ok := b.eng.HoldOf(held)
 		return ok
 	})
+	// And one on the pull lane, held at a worker's lease: no timer asks
+	// again there, so the detail promises no time.
+	heldPull := b.submit(t, "held", "jobs")
+	require.NoError(t, b.c.Do(ctx, `mutation { leaseTasks(lane: "jobs", max: 1, leaseForMs: 600000) { task { id } } }`, nil, nil))
+	_, ok := b.eng.HoldOf(heldPull)
+	require.True(t, ok, "the lease held the pull lane's task")
 
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx,
 		append(chromedp.DefaultExecAllocatorOptions[:],
@@ -143,6 +149,13 @@ func TestDashboardShowsPullLanesLeasesAttemptTimingsAndHoldsInChromium(t *testin
 	require.NoError(t, err)
 	require.Contains(t, kv, "by capper on lane main since")
 	require.Contains(t, kv, "asks again at")
+
+	open(heldPull)
+	kv, err = chromedp.Run(page, waitFor[string](`(() => { const t = document.querySelector('#detail table.kv');
+		return t && t.textContent.includes('on pull lane jobs') ? t.textContent : false; })()`))
+	require.NoError(t, err, "the detail says the pull lane's task is held")
+	require.Contains(t, kv, "by capper on pull lane jobs since")
+	require.Contains(t, kv, "asks again at the next lease")
 	if shot, err := chromedp.Run(page, chromedp.FullScreenshot(100)); err == nil {
 		p := filepath.Join(artifactsDir(t), "dashboard-held-task.png")
 		if os.WriteFile(p, shot, 0o644) == nil {

@@ -138,16 +138,26 @@ function Body({ ctx, task, batch }: { ctx: Ctx; task: TaskDetail; batch: BatchIn
           {row(
             'held',
             task.hold ? (
-              <>
-                by {task.hold.policy} on lane {task.hold.lane} since <Time at={task.hold.since} />
-                {task.hold.reaskAt ? (
-                  <>
-                    , asks again at <Time at={task.hold.reaskAt} />
-                  </>
-                ) : (
-                  ', asks again on the next change'
-                )}
-              </>
+              // No timer asks a pull lane's policy again: a worker's next
+              // lease does, so its reaskAt (when a waiting lease looks
+              // again) is no time to promise, and may lie in the past.
+              ctx.store.lanes.some((l) => l.name === task.hold?.lane && l.pull) ? (
+                <>
+                  by {task.hold.policy} on pull lane {task.hold.lane} since <Time at={task.hold.since} />, asks again at
+                  the next lease
+                </>
+              ) : (
+                <>
+                  by {task.hold.policy} on lane {task.hold.lane} since <Time at={task.hold.since} />
+                  {task.hold.reaskAt ? (
+                    <>
+                      , asks again at <Time at={task.hold.reaskAt} />
+                    </>
+                  ) : (
+                    ', asks again on the next change'
+                  )}
+                </>
+              )
             ) : null,
           )}
           {row(
