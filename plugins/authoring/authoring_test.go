@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/simulate"
 	"github.com/switchyard/switchyard/plugins/authoring"
 	"github.com/switchyard/switchyard/plugins/builtin"
@@ -88,7 +89,11 @@ func TestCheckPassesTheBuiltinsAndTheExamples(t *testing.T) {
 		rep, err := authoring.Check(context.Background(), m.Wasm, authoring.Options{Runtime: rt})
 		require.NoError(t, err)
 		require.True(t, rep.Passed, "%s:\n%s", m.Name, rep)
-		require.Len(t, rep.Checks, 6)
+		checks := 6
+		if m.Slot == policy.SlotFairness {
+			checks = 7 // and holds
+		}
+		require.Len(t, rep.Checks, checks)
 		require.Equal(t, m.Slot.String(), rep.Slot)
 		require.NotZero(t, rep.FuelMax)
 	}
@@ -113,6 +118,9 @@ func TestCheckHeaderNamesThePolicyFlags(t *testing.T) {
 		rep, err := authoring.Check(context.Background(), example(t, ex.file), authoring.Options{Runtime: rt})
 		require.NoError(t, err)
 		require.True(t, strings.HasPrefix(rep.String(), ex.header), "%s:\n%s", ex.file, rep)
+		if ex.file == "ratecap.wasm" { // it holds, and says so
+			require.Contains(t, rep.String(), "ok   holds         held 300 of 300 decisions")
+		}
 	}
 }
 
@@ -126,6 +134,7 @@ func TestCheckFindsEachMistake(t *testing.T) {
 		"sticky":   {authoring.CheckConfig},
 		"wide":     {authoring.CheckLarge},
 		"greedy":   {authoring.CheckLarge},
+		"holder":   {authoring.CheckHolds},
 	} {
 		// A private runtime, so that the report carries the fault reasons;
 		// as many candidates as engine.fairnessCandidates allows, where
@@ -134,6 +143,10 @@ func TestCheckFindsEachMistake(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, failed(rep), "mode %s:\n%s", mode, rep)
 		require.Equal(t, want == nil, rep.Passed)
+		if mode == "holder" {
+			require.Contains(t, rep.String(), "FAIL holds         held 3 of 300 decisions over varied input and 50 of 50 over one candidate (hints 250–250 ms), yet does not declare HOLDS in policy_flags")
+			require.Contains(t, rep.String(), "register with sdk.Holds")
+		}
 		if mode == "big" {
 			require.Contains(t, rep.String(), "invalid: fairness_pick picked candidate 1000 of 1000")
 			require.Contains(t, rep.String(), "FAIL large         2 decisions fell back to the built-in (faults: invalid 2); last fault: invalid: ")

@@ -26,6 +26,7 @@ const (
 	CheckEmpty         = "empty"         // no candidates or tasks, or no slots
 	CheckLarge         = "large"         // as many candidates as the server offers (8 and 64 slots), or 1,000 tasks
 	CheckConfig        = "config"        // the configuration is accepted again, and a broken one refused
+	CheckHolds         = "holds"         // fairness only: a module that answers hold declares HOLDS
 )
 
 // CheckReport is what Check found. It marshals to JSON for tools.
@@ -158,6 +159,14 @@ func Check(ctx context.Context, wasm []byte, opts Options) (*CheckReport, error)
 	step(CheckInRange, "300 decisions over varied input", func(s *subject) { varied(s, 300, 7) })
 	step(CheckEmpty, "no candidates or tasks; no slots", empty)
 	step(CheckLarge, largeCovered(a, opts.candidates()), func(s *subject) { large(s, opts.candidates()) })
+	if a.fairness != nil && ctx.Err() == nil {
+		before := a.plugin.Stats()
+		covered, err := holds(a)
+		if err == nil {
+			err = faultsSince(a.plugin, before, rec)
+		}
+		add(CheckHolds, err, covered)
+	}
 	if ctx.Err() == nil {
 		add(CheckConfig, config(ctx, a, opts.Config, rec), "the same document again; a broken one")
 	}
@@ -276,6 +285,59 @@ func plural(n uint64, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// holdChecks is how many varied decisions, and how many over a single
+// candidate, the holds check makes.
+const holdChecks, holdSingles = 300, 50
+
+// holds makes fairness decisions over varied input and over a single
+// candidate, and counts the holds. A module that answers hold must say so
+// in its policy_flags (HOLDS): the engine does not ask a STATELESS policy
+// that has not said so about a lone candidate, and dispatches it instead,
+// so a forgotten flag lets through exactly the task a hold was for.
+func holds(s *subject) (string, error) {
+	var held, single int
+	lo, hi := int64(-1), int64(-1)
+	note := func(hint int64) {
+		if lo < 0 || hint < lo {
+			lo = hint
+		}
+		hi = max(hi, hint)
+	}
+	answers := varied(s, holdChecks, 11)
+	for i := 0; i < len(answers); i++ {
+		if answers[i] == -2 { // a hold and its hint (see varied)
+			held++
+			note(answers[i+1])
+			i++
+		}
+	}
+	picks := make([]uint32, 1)
+	for k := range uint64(holdSingles) {
+		m := s.fairness.Pick(policy.PickContext{NowMs: 1_700_000_000_000, AgingMs: 30_000, Slots: 1, Names: SyntheticNames{}, Details: SyntheticNames{}}, host.SyntheticCandidates(1, k), picks)
+		if hint, ok := policy.HoldHint(m); ok {
+			single++
+			note(hint)
+		}
+	}
+	p := s.plugin
+	declared := slices.Contains(p.Flags(), "HOLDS")
+	if held+single == 0 {
+		if declared {
+			return fmt.Sprintf("declares HOLDS; held none of %d decisions over varied input, nor any of %d over one candidate (a hold that depends on names, the configuration or the time is not exercised here)", holdChecks, holdSingles), nil
+		}
+		return fmt.Sprintf("held none of %d decisions over varied input, nor any of %d over one candidate", holdChecks, holdSingles), nil
+	}
+	what := fmt.Sprintf("held %d of %d decisions over varied input and %d of %d over one candidate (hints %d–%d ms)", held, holdChecks, single, holdSingles, lo, hi)
+	switch {
+	case declared:
+		return what, nil
+	case p.Stateless():
+		return "", fmt.Errorf("%s, yet does not declare HOLDS in policy_flags: the engine does not ask a STATELESS policy that has not declared it about a single candidate, and dispatches that candidate instead of holding it; register with sdk.Holds (Go), or set bit 2 of policy_flags", what)
+	default:
+		return what + "; HOLDS is not declared (a stateful policy is asked about a single candidate anyway): declare it with sdk.Holds to say so", nil
+	}
 }
 
 // varied makes n decisions over varied synthetic input (seeded); for
