@@ -16,3 +16,25 @@ func Rounds(e *Engine) uint64 {
 	e.view(func(c *core) { n = c.stats.rounds })
 	return n
 }
+
+// StrandAgentQueues breaks the engine's bookkeeping for tests of what a
+// broken invariant does: agent id's count of slots held is set to its
+// ceiling, and it forgets its queues, so that admission refuses its heads
+// and parking it takes none of them off the lanes' heaps. The returned
+// function puts both back.
+func StrandAgentQueues(e *Engine, id string) (restore func()) {
+	var a *agent
+	var queues []*agentQueue
+	var inflight int
+	e.view(func(c *core) {
+		a = c.agents[id]
+		queues, inflight = a.queues, a.inflight
+		a.queues, a.inflight = nil, a.limit
+	})
+	return func() {
+		e.view(func(c *core) {
+			a.queues, a.inflight = queues, inflight
+			c.agentChangedLocked(a)
+		})
+	}
+}

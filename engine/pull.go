@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -44,17 +46,33 @@ func (e *Engine) Pull(ctx context.Context, lane string, max int, leaseFor time.D
 	if leaseFor <= 0 {
 		return nil, invalid("leaseFor", "must be positive, got %s", leaseFor)
 	}
-	var runs []*Run
+	var (
+		runs    []*Run
+		stalled error
+	)
 	pb, err := e.apply(false, func(c *core) error {
 		if c.closed || !e.running {
 			return &Error{Code: CodeUnavailable, Retryable: true, Message: "the scheduler is not running here"}
 		}
 		var err error
 		runs, err = c.pullLocked(lane, max, leaseFor, worker)
+		if errors.Is(err, errPullStalled) {
+			// What was leased is recorded: the change goes through the
+			// usual unlock (timers, cascades), and the leases are handed
+			// back below.
+			stalled, err = err, nil
+		}
 		return err
 	})
 	if err != nil {
 		return nil, err
+	}
+	if stalled != nil {
+		for _, r := range runs {
+			r.Finish(Outcome{Release: true, Err: Transientf("the pull that leased it failed: %v", stalled)})
+		}
+		e.log.Error("pull lane stalled", "lane", lane, "err", stalled)
+		return nil, stalled
 	}
 	if e.sync {
 		e.commitNow() // the leases, or the events of a hold
@@ -88,21 +106,46 @@ func (c *core) pullLocked(lane string, max int, leaseFor time.Duration, worker s
 	}
 	now := c.now()
 	if c.fairness.p != policy.Fairness(c.native) {
-		return c.pullByPolicyLocked(l, max, leaseFor, worker, now), nil
+		return c.pullByPolicyLocked(l, max, leaseFor, worker, now)
 	}
 	if len(l.hold.queues) > 0 { // a plugin held before the native policy took over
 		c.clearHoldsLocked()
 	}
 	var runs []*Run
+	stalls := pullStallBudget(l)
 	for len(runs) < max && c.pullOpen(l) {
 		aq, _ := c.laneTop(l, now.UnixNano())
 		t := c.admitHeadLocked(aq) // parks what a ceiling blocks: the loop moves on
 		if t == nil {
+			if stalls--; stalls < 0 {
+				return runs, pullStalled(l)
+			}
 			continue
 		}
 		runs = append(runs, c.leaseLocked(t, leaseFor, worker, now))
 	}
 	return runs, nil
+}
+
+// errPullStalled is wrapped by the error of a pull that stopped because its
+// lane's heads kept failing admission without being parked (pullStalled).
+var errPullStalled = errors.New("engine: a pull made no progress")
+
+// pullStallBudget bounds the admissions of a pull (under one hold of the
+// lock) that lease nothing. Each such admission parks what a ceiling blocks
+// — an agent at its ceiling, or a queue of a session or batch at its own —
+// which takes it out of the lane's heaps until a slot frees, and nothing
+// frees one while the lock is held: the lane's pending tasks, n, have at
+// most n agents and n queues, so at most 2n admissions lease nothing before
+// the heaps are empty. One more means that a ceiling check and the heaps
+// disagree, a head coming back to the top without being parked: an engine
+// bug, which would otherwise loop for ever under the lock.
+func pullStallBudget(l *lane) int { return 2*l.queued + 1 }
+
+// pullStalled is the error of a pull of l whose stall budget ran out.
+func pullStalled(l *lane) error {
+	return fmt.Errorf("%w: lane %q: its heads were refused %d times without being parked (in flight %d of %d; an engine bug: the ceiling checks and the queues disagree)",
+		errPullStalled, l.cfg.Name, pullStallBudget(l)+1, l.inflight, l.cfg.MaxInFlight)
 }
 
 // pullOpen reports whether the pull lane l may lease one more task: it is
@@ -131,7 +174,7 @@ var pullScratch = sync.Pool{New: func() any { return new(dispatchScratch) }}
 // ends (or the fairness policy changes).
 // No timer asks a held pull lane's policy again: a worker's next Pull does,
 // and a waiting worker looks again at the hold's hint (PullHold).
-func (c *core) pullByPolicyLocked(l *lane, max int, leaseFor time.Duration, worker string, now time.Time) []*Run {
+func (c *core) pullByPolicyLocked(l *lane, max int, leaseFor time.Duration, worker string, now time.Time) ([]*Run, error) {
 	sc := pullScratch.Get().(*dispatchScratch)
 	defer func() {
 		clear(sc.aqs)
@@ -157,7 +200,7 @@ func (c *core) pullByPolicyLocked(l *lane, max int, leaseFor time.Duration, work
 		}
 		d, ok := c.decideFairnessLocked(sc, now, cands, aqs, slots, &next)
 		if !ok || d.held {
-			return runs // a hold: nothing from these heads now, and what was leased stays leased
+			return runs, nil // a hold: nothing from these heads now, and what was leased stays leased
 		}
 		now = d.now
 		made := false
@@ -178,18 +221,21 @@ func (c *core) pullByPolicyLocked(l *lane, max int, leaseFor time.Duration, work
 		// cannot see (those queues are parked now, so the next call sees
 		// new heads). This decision is made in the native order, so that a
 		// policy that keeps picking parked queues cannot stall the lane.
+		stalls := pullStallBudget(l)
 		for !made && len(runs) < max && c.pullOpen(l) {
 			aq, _ := c.laneTop(l, now.UnixNano())
 			if t := c.admitHeadLocked(aq); t != nil {
 				runs = append(runs, c.leaseLocked(t, leaseFor, worker, now))
 				made = true
+			} else if stalls--; stalls < 0 {
+				return runs, pullStalled(l)
 			}
 		}
 		if !made {
 			break
 		}
 	}
-	return runs
+	return runs, nil
 }
 
 // leaseLocked assigns t to a worker under a lease of leaseFor and marks it

@@ -240,3 +240,32 @@ func TestALeaseEndsNoLaterThanItsTasksDeadlineAndThePlanSaysWhoWaits(t *testing.
 	require.Equal(t, engine.StateFailed, got.State)
 	require.Contains(t, got.Reason, "deadline exceeded")
 }
+
+// A pull whose lane's heads are refused admission without leaving the
+// lane's heaps (a ceiling check and the heaps disagreeing: an engine bug,
+// made here by breaking the agent's bookkeeping) fails with an error that
+// says so, under the native policy and a plugin's alike, instead of looping
+// for ever under the engine's lock; what it leased before is handed back.
+func TestAPullThatCannotProgressFailsInsteadOfLoopingForEver(t *testing.T) {
+	t.Parallel()
+	for _, native := range []bool{true, false} {
+		h := enginetest.New(t, pullFairConfig())
+		ctx := context.Background()
+		if !native {
+			require.NoError(t, h.SetFairness("favour", &favour{agents: []string{"bob"}}))
+		}
+		b := h.Submit(enginetest.Spec("bob").Lane("jobs").Action("crawl").Obj()).ID
+		a := h.Submit(enginetest.Spec("alice").Lane("jobs").Action("crawl").Obj()).ID
+		restore := engine.StrandAgentQueues(h.Engine, "alice")
+		runs, err := h.Pull(ctx, "jobs", 2, time.Minute, "w1")
+		require.ErrorContains(t, err, "a pull made no progress: lane \"jobs\"", "native %v", native)
+		require.Empty(t, runs)
+		require.Equal(t, engine.StateQueued, h.State(b), "native %v: what the pull leased is handed back", native)
+		require.Empty(t, h.Leased("jobs"))
+		require.Contains(t, h.Get(b).Attempts[0].Error, "released: the pull that leased it failed")
+		restore()
+		runs, err = h.Pull(ctx, "jobs", 2, time.Minute, "w1")
+		require.NoError(t, err)
+		require.ElementsMatch(t, []string{a, b}, runIDs(runs), "native %v", native)
+	}
+}
