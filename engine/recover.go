@@ -55,7 +55,11 @@ func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
 		return err
 	}
 	for _, bi := range snap.Batches {
-		b := &batch{id: bi.ID, parallelism: bi.Parallelism, createdAt: bi.CreatedAt, webhook: bi.WebhookURL, sealed: true}
+		// A batch whose end was recorded stays ended: one of its tasks may
+		// still be PARKED (settled, not terminal), and its end, or a reset
+		// and end, must not announce the batch's end a second time.
+		b := &batch{id: bi.ID, parallelism: bi.Parallelism, createdAt: bi.CreatedAt, webhook: bi.WebhookURL, sealed: true,
+			ended: !bi.EndedAt.IsZero()}
 		b.lim.limit = bi.Parallelism
 		e.batches[b.id] = b
 	}

@@ -264,3 +264,51 @@ func TestRestartRecoversQueuedWorkAndCountsInterruptedAttempts(t *testing.T) {
 	require.Equal(t, engine.StateAssigned, w.State, "the dependency link survived")
 	require.Greater(t, e2.Stats(ctx).LastSeq, lastSeq, "seqs continue")
 }
+
+// A batch ends once: a batch that ended with a task PARKED (settled, not
+// terminal) is recovered as ended, so that the end of that task after a
+// restart does not announce the batch's end (and fire its webhook) again.
+func TestABatchThatEndedBeforeARestartDoesNotEndAgain(t *testing.T) {
+	t.Parallel()
+	store := memory.New(memory.Options{})
+	clk := clock.NewFake(enginetest.Epoch)
+	start := func() (*engine.Engine, *enginetest.Executor) {
+		x := enginetest.NewExecutor()
+		e, err := engine.New(enginetest.Synchronous(engine.Options{Store: store, Executor: x, Clock: clk}))
+		require.NoError(t, err)
+		require.NoError(t, e.Start(context.Background()))
+		return e, x
+	}
+	batchEnds := func(e *engine.Engine, id string) int {
+		evs, _ := e.Events().Read(0, 1<<16, nil)
+		n := 0
+		for _, ev := range evs {
+			if ev.Type == engine.EventBatch && ev.BatchID == id {
+				n++
+			}
+		}
+		return n
+	}
+	ctx := context.Background()
+	e1, x1 := start()
+	parks := enginetest.Spec("a").Retry(engine.RetryPolicy{MaxAttempts: 1}).Obj()
+	parks.Exhausted = engine.ExhaustedPark
+	res, err := e1.SubmitBatch(ctx, engine.BatchSpec{Items: []engine.BatchItem{{Spec: parks}, {Spec: enginetest.Spec("b").Obj()}}})
+	require.NoError(t, err)
+	parked, done := res.Items[0].Task.ID, res.Items[1].Task.ID
+	require.NoError(t, x1.Fail(parked, engine.Transient(errors.New("down"))))
+	require.NoError(t, x1.Succeed(done, `{}`))
+	got, err := e1.Task(ctx, parked)
+	require.NoError(t, err)
+	require.Equal(t, engine.StateParked, got.State)
+	require.Equal(t, 1, batchEnds(e1, res.BatchID), "every task settled: the batch ended")
+	// The process dies here: no shutdown; the store is all that remains.
+
+	e2, _ := start()
+	_, err = e2.Cancel(ctx, parked, "given up")
+	require.NoError(t, err)
+	require.Zero(t, batchEnds(e2, res.BatchID), "the batch ended again after the restart")
+	info, err := store.Batch(ctx, res.BatchID)
+	require.NoError(t, err)
+	require.False(t, info.EndedAt.IsZero())
+}
