@@ -32,27 +32,61 @@ package engine_test
 //     lane's heads a lease takes nothing, the head it held is announced
 //     once (HELD) and its end once (HOLD_ENDED), by a pull or a change of
 //     policy only;
-//   - at the end every task's state and reason are the model's: the last
-//     state event's.
+//   - a lane changes kind (UpdateLane with Pull) only when nothing of it is
+//     live: the switch is refused, with CONFLICT, while a task of the lane
+//     has not ended or an attempt of it still holds a slot, and is made at
+//     once when none has. So no lease and no pushed attempt straddles a
+//     switch, and nothing queued is lost or goes both ways. From the switch
+//     on, the lane's tasks go only its new way: a pull lane's to workers (a
+//     pushed dispatch never takes one), a pushed lane's to the executor (a
+//     Pull of it is refused with CONFLICT and leases nothing); a lease made
+//     before the switch ends nothing and renews nothing after it; the
+//     fairness policy holds a lane's heads only while it is a pull lane;
+//   - a restart (the engine stopped, a new one started on the same store,
+//     which says it is durable in half the runs) loses nothing and ends
+//     nothing twice: no task, and no batch that ended before it (one of
+//     whose tasks may be PARKED, and end after it). Stopped by Shutdown, the pushed
+//     attempts under way end CANCELLED ("shutdown"), and on a store that is
+//     not durable so does every task that has not ended; stopped by a crash
+//     (nothing more reaches the store), a pushed attempt under way counts as
+//     one interrupted attempt ("interrupted by restart") and its retry policy
+//     decides. On a durable store every leased (RUNNING) pull task stays
+//     RUNNING, through Shutdown and crash alike, under the same lease id and
+//     attempt: the new engine resumes the lease for its lane's timeout
+//     (capped by the task's deadline), says so in the task's reason and
+//     announces it once (LEASE_RESUMED), and its worker ends or renews it as
+//     before. No other slot survives the restart (the new engine's in flight
+//     are the resumed leases), nor a hold of the fairness policy (the new
+//     engine announces what its own decisions hold); the model's view goes
+//     on from the new engine's first events;
+//   - a Pull answers: one that cannot make progress (a broken invariant)
+//     fails with an error, which fails the model, instead of looping for
+//     ever under the engine's lock;
+//   - at the end every task's state and reason are the model's: those of
+//     its last state event, or of the resumption of its lease.
 
 import (
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/clock"
 	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/policy/fairshare"
+	"github.com/switchyard/switchyard/engine/store/memory"
 )
 
 var (
@@ -81,6 +115,7 @@ type mTask struct {
 	leaseUntil  time.Time // when its current lease runs out
 	cancelledAt time.Time // when it was cancelled while leased
 	announced   bool      // announced held (EventHeld), not ended since
+	resumed     bool      // its lease was resumed by the restart under way
 }
 
 type model struct {
@@ -102,6 +137,10 @@ type model struct {
 	pullLanes map[string]bool // the lanes whose tasks workers lease
 	grace     time.Duration   // the engine's LeaseGrace
 	holdOK    bool            // the operation under way may announce holds or end them (a pull, a change of policy)
+
+	durable     bool                     // the store survives a restart: leases are resumed
+	restarting  bool                     // a new engine is starting on the store: it may resume leases
+	laneTimeout map[string]time.Duration // each lane's timeout: a resumed lease's term
 }
 
 // settled is engine.State.Settled, restated: nothing waits on such a task.
@@ -217,6 +256,24 @@ func (m *model) apply(ev engine.Event, x *enginetest.Executor) {
 		}
 		t.announced = held
 		return
+	case engine.EventLeaseResumed:
+		switch {
+		case !m.restarting || !m.durable:
+			m.fail("%s: its lease resumed outside a restart on a durable store", t.id)
+		case !t.pull || t.state != engine.StateRunning || !t.holding || t.leasing:
+			m.fail("%s: its lease resumed, but it is %s (pull %v, holding %v), not a pull task leased RUNNING", t.id, t.state, t.pull, t.holding)
+		case t.resumed:
+			m.fail("%s: its lease resumed twice in one restart", t.id)
+		case !strings.HasPrefix(ev.Reason, "lease resumed after a restart for "):
+			m.fail("%s: its lease resumed, but the event says %q", t.id, ev.Reason)
+		}
+		t.resumed = true
+		t.reason = ev.Reason
+		t.leaseUntil = ev.At.Add(m.laneTimeout[t.lane])
+		if !t.deadline.IsZero() && t.deadline.Before(t.leaseUntil) {
+			t.leaseUntil = t.deadline
+		}
+		return
 	case engine.EventState:
 	default:
 		m.fail("unexpected event type %v", ev.Type)
@@ -255,6 +312,9 @@ func (m *model) apply(ev engine.Event, x *enginetest.Executor) {
 		}
 		t.holding = true
 		t.timedOut = false
+		if t.pull != m.pullLanes[t.lane] {
+			m.fail("%s assigned (%q), but its lane %s changed kind (pull %v) while it was live", t.id, ev.Reason, t.lane, m.pullLanes[t.lane])
+		}
 		if t.pull {
 			if !strings.HasPrefix(ev.Reason, "leased") {
 				m.fail("%s: leased, but its ASSIGNED event says %q", t.id, ev.Reason)
@@ -317,20 +377,20 @@ func (m *model) checkRank(t *mTask) {
 	}
 }
 
-// newestPullHead returns the task a pull of the pull lane "jobs" leases
+// newestPullHead returns the task a pull of the pull lane named lane leases
 // first under modelFair (newest head first): of each agent's queue in the
 // lane, its head (the best by rank of its QUEUED tasks), and of those the
 // one submitted last. It returns nil when a ceiling could keep a queue's
 // head out of the decision or refuse the policy's pick (the model does not
 // follow which queues the engine has parked), or when nothing is queued.
-func (m *model) newestPullHead() *mTask {
+func (m *model) newestPullHead(lane string) *mTask {
 	all := m.holdingWhere(func(*mTask) bool { return true })
-	if all >= m.global || m.laneMax["jobs"] < 0 || m.holdingWhere(func(o *mTask) bool { return o.lane == "jobs" }) >= m.laneMax["jobs"] {
+	if all >= m.global || m.laneMax[lane] < 0 || m.holdingWhere(func(o *mTask) bool { return o.lane == lane }) >= m.laneMax[lane] {
 		return nil
 	}
 	heads := map[string]*mTask{}
 	for _, t := range m.tasks {
-		if !t.pull || t.state != engine.StateQueued || t.holding {
+		if !t.pull || t.lane != lane || t.state != engine.StateQueued || t.holding {
 			continue
 		}
 		switch {
@@ -403,14 +463,17 @@ type modelFair struct {
 	hold   bool
 	hintMs int64
 	inline bool
+	pull   *sync.Map // the names of the pull lanes (a pull's candidates are all of its lane)
 }
 
 func (f *modelFair) Pick(ctx policy.PickContext, cands []policy.Candidate, picks []uint32) int {
 	f.mu.Lock()
 	hold, hint := f.hold, f.hintMs
 	f.mu.Unlock()
-	if hold && ctx.Names != nil && len(cands) > 0 && ctx.Names.LaneName(0) == "jobs" {
-		return policy.Hold(hint)
+	if hold && ctx.Names != nil && len(cands) > 0 {
+		if _, pull := f.pull.Load(ctx.Names.LaneName(0)); pull {
+			return policy.Hold(hint)
+		}
 	}
 	n := min(len(picks), len(cands))
 	for i := range n {
@@ -448,6 +511,25 @@ func (l *mLease) current() bool {
 	return l.gen == l.task.leases && l.task.state == engine.StateRunning
 }
 
+// modelStore is the model's store, one for each engine started on the
+// memory store the run keeps: it says it is durable or not, as the run
+// chose, and once its engine has crashed nothing that engine writes reaches
+// the memory store any more.
+type modelStore struct {
+	*memory.Store
+	durable bool
+	crashed atomic.Bool
+}
+
+func (s *modelStore) Durable() bool { return s.durable }
+
+func (s *modelStore) Commit(ctx context.Context, b *engine.Batch) error {
+	if s.crashed.Load() {
+		return nil // written by an engine that is gone: lost with it
+	}
+	return s.Store.Commit(ctx, b)
+}
+
 func runModel(t *testing.T, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	laneMax := map[string]int{"main": 1 + r.IntN(4), "team": 1 + r.IntN(4), "jobs": 1 + r.IntN(4)}
@@ -465,22 +547,60 @@ func runModel(t *testing.T, seed uint64) {
 			{Name: "jobs", Pull: true, MaxInFlight: laneMax["jobs"], Timeout: 30 * time.Second},
 		},
 	}
-	h := enginetest.New(t, &cfg)
+	ctx := context.Background()
+	// The engine: synchronous, over a fake clock and a memory store that
+	// says it is durable in half the runs. A restart starts another on the
+	// same memory store (restart, below).
+	durable := r.IntN(2) == 0
+	mem := memory.New(memory.Options{})
+	h := &enginetest.Harness{T: t, Clock: clock.NewFake(enginetest.Epoch), Store: mem, Exec: enginetest.NewExecutor()}
+	var store *modelStore
+	starts := 0
+	startEngine := func() {
+		t.Helper()
+		starts++
+		store = &modelStore{Store: mem, durable: durable}
+		e, err := engine.New(enginetest.Synchronous(engine.Options{Config: cfg, Store: store, Executor: h.Exec, Clock: h.Clock, Seed: uint64(starts)}))
+		require.NoError(t, err)
+		require.NoError(t, e.Start(ctx))
+		h.Engine = e
+	}
+	startEngine()
+	t.Cleanup(func() {
+		stop, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = h.Engine.Shutdown(stop)
+	})
 	m := &model{tb: t, tasks: map[string]*mTask{}, global: cfg.MaxInFlight, laneMax: laneMax,
 		agentMax: cfg.AgentMaxInFlight, sessMax: cfg.SessionMaxInFlight, batchMax: map[string]int{}, instMax: map[string]int{},
 		failMode: map[string]bool{}, deps: map[string][]string{}, batchEnds: map[string]int{},
-		pullLanes: map[string]bool{"jobs": true}, grace: cfg.LeaseGrace}
-	// The fairness policy: the native one, or the model's, inline or
-	// deciding outside the lock.
-	fair := &modelFair{inline: r.IntN(2) == 0}
-	native := r.IntN(2) == 0
-	if !native {
-		require.NoError(t, h.SetFairness("model", fair))
+		pullLanes: map[string]bool{"jobs": true}, grace: cfg.LeaseGrace, durable: durable, laneTimeout: map[string]time.Duration{}}
+	for _, lc := range cfg.Lanes {
+		m.laneTimeout[lc.Name] = lc.Timeout
 	}
+	pullSet := &sync.Map{} // the pull lanes, as the model's policy knows them
+	pullSet.Store("jobs", true)
+	// The fairness policy: the native one, or the model's, inline or
+	// deciding outside the lock. policyName and policyImpl are the latest
+	// set, which a restart sets again (as the plugin manager does at start).
+	fair := &modelFair{inline: r.IntN(2) == 0, pull: pullSet}
+	native := r.IntN(2) == 0
+	var policyName string
+	var policyImpl policy.Fairness
+	setPolicy := func(name string, p policy.Fairness) {
+		t.Helper()
+		m.holdOK = true
+		require.NoError(t, h.SetFairness(name, p))
+		policyName, policyImpl = name, p
+	}
+	if !native {
+		setPolicy("model", fair)
+		m.holdOK = false
+	}
+	instances := map[string]engine.InstanceInfo{} // registered and not removed: a restart registers them again
 	var leases []*mLease
 	newest := map[string]*mLease{} // each task's newest lease
-	leaseIDs := map[uint64]bool{}
-	ctx := context.Background()
+	leaseIDs := map[uint64]bool{}  // the lease ids given since the engine started
 	var submitted []string
 	queueKeys := map[string]string{}
 	deadlines := map[string]time.Time{}
@@ -491,7 +611,7 @@ func runModel(t *testing.T, seed uint64) {
 		t.Helper()
 		now := h.Clock.Now()
 		got := map[string]*engine.Run{}
-		for _, run := range h.Leased("jobs") {
+		for _, run := range h.Leased("") {
 			if got[run.TaskID()] != nil {
 				m.fail("%s is leased twice: leases %d and %d", run.TaskID(), got[run.TaskID()].LeaseID(), run.LeaseID())
 			}
@@ -526,10 +646,10 @@ func runModel(t *testing.T, seed uint64) {
 	}
 	prios := map[string]int{}
 	fronts := map[string]bool{}
-	sync := func() []engine.Event {
+	// readEvents applies the events of log the model has not seen.
+	readEvents := func(log *engine.EventLog) []engine.Event {
 		t.Helper()
-		require.NoError(t, h.Sync(ctx))
-		evs, missed := h.Events().Read(m.lastSeq, 1<<20, nil)
+		evs, missed := log.Read(m.lastSeq, 1<<20, nil)
 		require.Zero(t, missed)
 		for _, ev := range evs {
 			if ev.Type == engine.EventState && ev.From == 0 {
@@ -553,6 +673,12 @@ func runModel(t *testing.T, seed uint64) {
 				mt.deadline = deadlines[ev.TaskID]
 			}
 		}
+		return evs
+	}
+	sync := func() []engine.Event {
+		t.Helper()
+		require.NoError(t, h.Sync(ctx))
+		evs := readEvents(h.Events())
 		holding := m.holdingWhere(func(*mTask) bool { return true })
 		require.Equal(t, holding, h.Stats(ctx).InFlight, "engine and model disagree on the tasks in flight")
 		require.Len(t, h.Exec.Starts(), m.starts, "the executor started an attempt the model has no push dispatch for")
@@ -598,19 +724,34 @@ func runModel(t *testing.T, seed uint64) {
 			submitted = append(submitted, tk.ID)
 		}
 	}
-	// lease is a worker's Pull of up to max of the pull lane's tasks: the
-	// model registers the leases, then checks what the engine did with them.
-	lease := func(max int, leaseFor time.Duration, worker string) []*mLease {
+	// lease is a worker's Pull of up to max of the tasks of the lane named
+	// lane: the model registers the leases, then checks what the engine did
+	// with them. A lane that is not a pull lane (now) refuses the pull.
+	lease := func(lane string, max int, leaseFor time.Duration, worker string) []*mLease {
 		t.Helper()
 		sync() // the model's view, for the policy's expected pick
+		if !m.pullLanes[lane] {
+			m.holdOK = true // a HELD event now fails the check below, not this one
+			runs, err := h.Pull(ctx, lane, max, leaseFor, worker)
+			m.holdOK = false
+			if !engine.IsCode(err, engine.CodeConflict) || len(runs) > 0 {
+				m.fail("a pull of lane %s, whose tasks are pushed, leased %d: %v (not a CONFLICT)", lane, len(runs), err)
+			}
+			for _, ev := range sync() {
+				if ev.Type != engine.EventEngine {
+					m.fail("a refused pull of lane %s recorded %v of %s", lane, ev.Type, ev.TaskID)
+				}
+			}
+			return nil
+		}
 		now := h.Clock.Now()
 		holds := !native && fair.holding()
 		var first *mTask // the head the model's policy leases first, when no ceiling is in the way
 		if !native && !holds {
-			first = m.newestPullHead()
+			first = m.newestPullHead(lane)
 		}
 		m.holdOK = true
-		runs, err := h.Pull(ctx, "jobs", max, leaseFor, worker)
+		runs, err := h.Pull(ctx, lane, max, leaseFor, worker)
 		require.NoError(t, err)
 		if first != nil && len(runs) > 0 && runs[0].TaskID() != first.id {
 			m.fail("the policy picks the newest head first, %s (seq %d), but the pull leased %s first", first.id, first.seq, runs[0].TaskID())
@@ -624,8 +765,8 @@ func runModel(t *testing.T, seed uint64) {
 		var made []*mLease
 		for _, run := range runs {
 			mt := m.tasks[run.TaskID()]
-			if mt == nil || !mt.pull {
-				m.fail("a pull of the pull lane leased %s, not one of its tasks", run.TaskID())
+			if mt == nil || !mt.pull || mt.lane != lane {
+				m.fail("a pull of the pull lane %s leased %s, not one of its tasks", lane, run.TaskID())
 			}
 			if leaseIDs[run.LeaseID()] {
 				m.fail("%s: lease id %d given twice", mt.id, run.LeaseID())
@@ -643,19 +784,19 @@ func runModel(t *testing.T, seed uint64) {
 		m.holdOK = false
 		// The pull's decision replaced the lane's hold: it stands only if
 		// the policy held, and the heads announced held are the lane's.
-		ph, held := h.PullHold("jobs")
+		ph, held := h.PullHold(lane)
 		switch {
-		case held && (!holds || ph.Policy != "model" || !ph.Pull || ph.Lane != "jobs"):
-			m.fail("the pull lane is held (%+v), but the policy's latest decision did not hold (holds %v)", ph, holds)
+		case held && (!holds || ph.Policy != "model" || !ph.Pull || ph.Lane != lane):
+			m.fail("the pull lane %s is held (%+v), but the policy's latest decision did not hold (holds %v)", lane, ph, holds)
 		case !held:
 			for _, mt := range m.tasks {
-				if mt.announced {
-					m.fail("%s: still announced held after a pull that did not hold", mt.id)
+				if mt.announced && mt.lane == lane {
+					m.fail("%s: still announced held after a pull of its lane that did not hold", mt.id)
 				}
 			}
 		}
 		for _, mt := range m.tasks {
-			if !mt.announced {
+			if !mt.announced || mt.lane != lane {
 				continue
 			}
 			if hd, ok := h.HoldOf(mt.id); !ok || hd != ph {
@@ -749,14 +890,181 @@ func runModel(t *testing.T, seed uint64) {
 			}
 		}
 	}
-	steps := 20 + r.IntN(60)
 	logf := func(format string, args ...any) {
 		if *modelTrace {
 			t.Logf(format, args...)
 		}
 	}
+	// emptyLane ends everything of the lane named l, as an operator does
+	// before changing its kind: it cancels what has not ended, and the
+	// attempts that still hold slots return (the workers their leases, the
+	// executor its attempts).
+	emptyLane := func(l string) {
+		t.Helper()
+		_, err := h.CancelWhere(ctx, engine.TaskFilter{Lane: l}, "emptied for a switch")
+		require.NoError(t, err)
+		sync()
+		for _, ls := range slices.Clone(leases) {
+			if mt := ls.task; mt.lane == l && ls.gen == mt.leases && mt.holding {
+				finish(ls, engine.Outcome{Result: []byte(`{}`)})
+			}
+		}
+		for _, id := range h.Exec.Running() {
+			if mt := m.tasks[id]; mt != nil && mt.lane == l {
+				_ = h.Exec.Succeed(id, `{}`)
+			}
+		}
+		sync()
+	}
+	// switchLane makes the lane named l a pull lane or a pushed one: the
+	// other kind when flip is set, else the kind it is (no change, which
+	// is always allowed). A change is made only when nothing of the lane
+	// is live.
+	switchLane := func(l string, flip bool) {
+		t.Helper()
+		pull := m.pullLanes[l] != flip
+		live := 0
+		for _, mt := range m.tasks {
+			if mt.lane == l && (!mt.state.Terminal() || mt.holding) {
+				live++
+			}
+		}
+		_, err := h.UpdateLane(ctx, l, engine.LaneUpdate{Pull: &pull})
+		switch {
+		case flip && live > 0 && !engine.IsCode(err, engine.CodeConflict):
+			m.fail("lane %s changed kind (pull %v) with %d tasks that have not ended or hold a slot: %v", l, pull, live, err)
+		case (!flip || live == 0) && err != nil:
+			m.fail("lane %s refused pull=%v (a change: %v) with nothing live: %v", l, pull, flip, err)
+		}
+		if err == nil {
+			m.pullLanes[l] = pull
+			if pull {
+				pullSet.Store(l, true)
+			} else {
+				pullSet.Delete(l)
+			}
+		}
+		sync()
+		if ph, held := h.PullHold(l); held && !m.pullLanes[l] {
+			m.fail("lane %s is pushed, but it has a pull lane's hold: %+v", l, ph)
+		}
+	}
+	// restart stops the engine, by Shutdown or by a crash (from then on
+	// nothing it writes reaches the store), and starts a new one on the
+	// same store, as a server starts: its instances registered again and
+	// its fairness policy set again. The model checks what the stop and the
+	// recovery did to the attempts under way, then goes on from there.
+	restart := func(graceful bool) {
+		t.Helper()
+		if !durable {
+			graceful = true // a store that keeps nothing across processes is not restarted on after a crash
+		}
+		sync()
+		var pushed, leased []*mTask
+		for _, mt := range m.tasks {
+			switch {
+			case mt.pull && mt.state == engine.StateRunning && mt.holding:
+				leased = append(leased, mt)
+			case !mt.pull && mt.state.InFlight():
+				pushed = append(pushed, mt)
+			}
+		}
+		logf("restart: graceful %v, durable %v, %d pushed attempts and %d leases under way", graceful, durable, len(pushed), len(leased))
+		old, oldStore := h.Engine, store
+		if !graceful {
+			oldStore.crashed.Store(true)
+		}
+		stop, cancel := context.WithCancel(ctx)
+		cancel()
+		require.NoError(t, old.Shutdown(stop))
+		oldStore.crashed.Store(true) // a call to the stopped engine writes nothing either
+		if graceful {
+			readEvents(old.Events())
+			for _, mt := range pushed {
+				if mt.state != engine.StateCancelled || mt.reason != "shutdown" {
+					m.fail("%s: its pushed attempt was under way at Shutdown, which left it %s (%q), not CANCELLED (shutdown)", mt.id, mt.state, mt.reason)
+				}
+			}
+			for _, mt := range m.tasks {
+				switch {
+				case !durable && !mt.state.Terminal():
+					m.fail("%s: on a store that is not durable, Shutdown left it %s", mt.id, mt.state)
+				case durable && slices.Contains(leased, mt) && mt.state != engine.StateRunning:
+					m.fail("%s: Shutdown ended its lease (%s, %q), which the next start resumes", mt.id, mt.state, mt.reason)
+				}
+			}
+		}
+		// The old engine's slots are gone with it, but for the attempts the
+		// new engine takes over: the pushed ones under way (they end as
+		// interrupted) and the leases it resumes. Its holds are gone too.
+		for _, mt := range m.tasks {
+			mt.announced = false
+			if mt.holding && !mt.state.InFlight() {
+				mt.holding, mt.timedOut = false, false
+			}
+		}
+		h.Exec = enginetest.NewExecutor()
+		m.starts = 0
+		m.restarting = true
+		startEngine()
+		evs := readEvents(h.Events())
+		for _, mt := range pushed {
+			if graceful {
+				continue
+			}
+			var got *engine.Event
+			for i := range evs {
+				if evs[i].TaskID == mt.id && evs[i].Type == engine.EventState {
+					got = &evs[i]
+					break
+				}
+			}
+			if got == nil || !got.From.InFlight() || !strings.Contains(got.Reason, "interrupted by restart") {
+				m.fail("%s: its pushed attempt was under way at the crash, but the new engine's first event of it is %+v, not its interruption", mt.id, got)
+			}
+		}
+		for _, mt := range leased {
+			if durable && (!mt.resumed || mt.state != engine.StateRunning || !mt.holding) {
+				m.fail("%s: leased at the restart, the new engine left it %s (resumed %v, holding %v, %q)", mt.id, mt.state, mt.resumed, mt.holding, mt.reason)
+			}
+		}
+		// The workers take their leases back from the new engine: the same
+		// lease ids and attempts, for the lane's timeout from now.
+		leaseIDs = map[uint64]bool{}
+		var kept []*mLease
+		for _, run := range h.Leased("") {
+			mt, prev := m.tasks[run.TaskID()], newest[run.TaskID()]
+			switch {
+			case mt == nil || !mt.resumed:
+				m.fail("the new engine has a lease of %s under way that it did not announce resumed", run.TaskID())
+			case prev == nil || run.LeaseID() != prev.run.LeaseID() || run.Attempt() != prev.run.Attempt():
+				m.fail("%s: resumed as lease %d of attempt %d, not as the lease its worker holds (%+v)", mt.id, run.LeaseID(), run.Attempt(), prev)
+			}
+			if dl, _ := run.Deadline(); !dl.Equal(mt.leaseUntil) {
+				m.fail("%s: its resumed lease runs out at %v, not %v (the lane's timeout from the restart, capped by its deadline %v)", mt.id, dl, mt.leaseUntil, mt.deadline)
+			}
+			l := &mLease{run: run, task: mt, gen: prev.gen}
+			newest[mt.id] = l
+			kept = append(kept, l)
+			leaseIDs[run.LeaseID()] = true
+		}
+		leases = kept
+		for _, mt := range m.tasks {
+			mt.resumed = false
+		}
+		m.restarting = false
+		for _, id := range slices.Sorted(maps.Keys(instances)) {
+			h.SetInstance(instances[id])
+		}
+		if policyName != "" {
+			setPolicy(policyName, policyImpl)
+			m.holdOK = false
+		}
+		sync()
+	}
+	steps := 20 + r.IntN(60)
 	for step := 0; step < steps; step++ {
-		op := r.IntN(26)
+		op := r.IntN(28)
 		logf("step %d op %d running=%v", step, op, h.Exec.Running())
 		switch {
 		case op < 5: // submit
@@ -844,13 +1152,28 @@ func runModel(t *testing.T, seed uint64) {
 			if r.IntN(4) == 0 {
 				h.RemoveInstance(id)
 				m.instMax[id] = -1
+				delete(instances, id)
 			} else {
 				c := 1 + r.IntN(3)
-				h.SetInstance(engine.InstanceInfo{ID: id, Capacity: c, Healthy: r.IntN(5) > 0})
+				info := engine.InstanceInfo{ID: id, Capacity: c, Healthy: r.IntN(5) > 0}
+				h.SetInstance(info)
 				m.instMax[id] = c
+				instances[id] = info
 			}
-		case op < 22: // a worker leases from the pull lane
-			lease(1+r.IntN(4), time.Duration(1+r.IntN(60))*time.Second, fmt.Sprintf("w%d", r.IntN(3)))
+		case op < 22: // a worker leases from a pull lane (now and then from a lane that is not one)
+			lane := lanes[r.IntN(len(lanes))]
+			if r.IntN(5) > 0 {
+				var pull []string
+				for _, l := range lanes {
+					if m.pullLanes[l] {
+						pull = append(pull, l)
+					}
+				}
+				if len(pull) > 0 {
+					lane = pull[r.IntN(len(pull))]
+				}
+			}
+			lease(lane, 1+r.IntN(4), time.Duration(1+r.IntN(60))*time.Second, fmt.Sprintf("w%d", r.IntN(3)))
 		case op < 24: // a worker ends a lease it was given
 			l := someLease()
 			if l == nil {
@@ -894,6 +1217,14 @@ func runModel(t *testing.T, seed uint64) {
 				m.fail("%s: renewed to %v, not %v (what was asked, capped by its deadline %v)", mt.id, until, want, mt.deadline)
 			}
 			mt.leaseUntil = until
+		case op < 26: // a lane changes kind, maybe once emptied for it
+			l := lanes[r.IntN(len(lanes))]
+			if r.IntN(2) == 0 {
+				emptyLane(l)
+			}
+			switchLane(l, r.IntN(5) > 0)
+		case op < 27:
+			restart(r.IntN(2) == 0)
 		default: // the fairness policy: its hold, or another policy
 			if r.IntN(4) > 0 {
 				if !native {
@@ -902,12 +1233,11 @@ func runModel(t *testing.T, seed uint64) {
 				break
 			}
 			native = !native
-			m.holdOK = true
 			if native {
-				require.NoError(t, h.SetFairness("fair-share", &fairshare.Fairness{}))
+				setPolicy("fair-share", &fairshare.Fairness{})
 			} else {
-				fair = &modelFair{inline: r.IntN(2) == 0}
-				require.NoError(t, h.SetFairness("model", fair))
+				fair = &modelFair{inline: r.IntN(2) == 0, pull: pullSet}
+				setPolicy("model", fair)
 			}
 			sync()
 			m.holdOK = false
@@ -948,7 +1278,11 @@ func runModel(t *testing.T, seed uint64) {
 		for _, id := range h.Exec.Running() {
 			_ = h.Exec.Succeed(id, `{}`)
 		}
-		lease(10, time.Minute, "drain")
+		for _, l := range lanes {
+			if m.pullLanes[l] {
+				lease(l, 10, time.Minute, "drain")
+			}
+		}
 		for _, l := range leases {
 			if l.current() {
 				finish(l, engine.Outcome{Result: []byte(`{}`)})
