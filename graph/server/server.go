@@ -328,7 +328,8 @@ func (s *Server) graphQL() (http.Handler, error) {
 	srv.AddTransport(unsupported{})
 	srv.SetQueryCache(varCache{cache}) // gqlparser's check without held variables (vars.go)
 	srv.SetParserTokenLimit(maxQueryTokens)
-	srv.Use(varSwap{}) // the first operation context mutator (vars.go)
+	srv.Use(varSwap{})     // the first operation context mutator (vars.go)
+	srv.Use(&strictVars{}) // after varSwap: the specification's coercion (strictvars.go)
 	srv.Use(shapeLimit{cache: cache})
 	if s.opts.DisableIntrospection {
 		srv.Use(noIntrospection{})
