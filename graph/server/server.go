@@ -86,6 +86,10 @@ type Options struct {
 	// messages; graphql-transport-ws pings, which the client must answer
 	// within twice the interval) and SSE comments. Default 15 s.
 	KeepAlive time.Duration
+	// WebSocketInitTimeout is how long a WebSocket may take to send
+	// connection_init before it is closed (4408); default
+	// DefaultWebSocketInitTimeout.
+	WebSocketInitTimeout time.Duration
 	// Ready, when set, is asked by /readyz besides the engine: the local
 	// instance's health, for example. A non-nil error means not ready.
 	Ready func() error
@@ -206,6 +210,9 @@ func New(opts Options) (*Server, error) {
 	if opts.KeepAlive <= 0 {
 		opts.KeepAlive = 15 * time.Second
 	}
+	if opts.WebSocketInitTimeout <= 0 {
+		opts.WebSocketInitTimeout = DefaultWebSocketInitTimeout
+	}
 	if opts.PlaygroundQuery == "" {
 		opts.PlaygroundQuery = DefaultPlaygroundQuery
 	}
@@ -309,10 +316,12 @@ func (s *Server) graphQL() (http.Handler, error) {
 	srv.AddTransport(&transport.Websocket{
 		// Browsers may open WebSockets from the server's own origin, and
 		// from AllowedOrigins (the default of coder/websocket: same origin).
-		Implementation:        wsImplementation{accept: websocket.AcceptOptions{OriginPatterns: s.opts.AllowedOrigins}},
+		// The adapter times connection_init (4408, as graphql-transport-ws
+		// says), not gqlgen (which would close with 1002).
+		Implementation: wsImplementation{accept: websocket.AcceptOptions{OriginPatterns: s.opts.AllowedOrigins},
+			initTimeout: s.opts.WebSocketInitTimeout},
 		KeepAlivePingInterval: s.opts.KeepAlive, // graphql-ws
 		PingPongInterval:      s.opts.KeepAlive, // graphql-transport-ws
-		InitTimeout:           wsInitTimeout,
 		PayloadReadLimit:      &readLimit,
 		InitFunc:              s.wsInit,
 		ErrorFunc: func(_ context.Context, err error) {
@@ -352,8 +361,9 @@ func (s *Server) graphQL() (http.Handler, error) {
 	return srv, nil
 }
 
-// wsInitTimeout is how long a WebSocket may take to send connection_init.
-const wsInitTimeout = 10 * time.Second
+// DefaultWebSocketInitTimeout is how long a WebSocket may take to send
+// connection_init, unless Options.WebSocketInitTimeout says otherwise.
+const DefaultWebSocketInitTimeout = 10 * time.Second
 
 // endOnShutdown ties the context of streaming requests (WebSocket, SSE) to
 // the server's life.

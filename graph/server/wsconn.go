@@ -42,6 +42,9 @@ import (
 // wsImplementation accepts WebSocket connections for gqlgen's transport.
 type wsImplementation struct {
 	accept websocket.AcceptOptions
+	// initTimeout closes a connection that sends no connection_init within
+	// it (4408); 0: no limit.
+	initTimeout time.Duration
 }
 
 var _ transport.WebsocketImplementation = wsImplementation{}
@@ -62,7 +65,12 @@ func (i wsImplementation) Accept(w http.ResponseWriter, r *http.Request, o trans
 	if err != nil {
 		return nil, err
 	}
-	conn := &wsConn{c: c}
+	conn := &wsConn{c: c, transportWS: c.Subprotocol() == transportWS}
+	if i.initTimeout > 0 {
+		conn.mu.Lock()
+		conn.initTimer = time.AfterFunc(i.initTimeout, conn.initTimedOut)
+		conn.mu.Unlock()
+	}
 	if p, ok := r.Context().Value(parkingKey{}).(*parking); ok {
 		conn.parked = p
 	}
@@ -95,6 +103,10 @@ func (h *accepted) abandon() {
 	closing := c.closing
 	c.mu.Unlock()
 	if !closing {
+		if c.transportWS {
+			_ = c.WriteClose(closeBadRequest, "Invalid message received")
+			return
+		}
 		_ = c.WriteClose(int(websocket.StatusProtocolError), "invalid message")
 	}
 }
@@ -173,24 +185,53 @@ func ticketOf(payload []byte) (uint64, bool) {
 type wsConn struct {
 	c      *websocket.Conn
 	parked *parking // nil when responses are not parked
+	// transportWS: the connection speaks graphql-transport-ws, whose rules
+	// the adapter keeps (wsprotocol.go).
+	transportWS bool
 
 	mu        sync.Mutex
 	deadline  *time.Timer
+	initTimer *time.Timer // until connection_init
 	closing   bool
 	closeDone chan struct{}
-	// errored holds the ids of graphql-transport-ws operations that ended
-	// with an error message: the protocol's error ends an operation, so the
-	// complete gqlgen sends after it is not sent.
-	errored map[string]bool
+
+	// graphql-transport-ws (wsprotocol.go):
+	initSeen, acked bool
+	// active maps the ids of the client's running operations to gqlgen's
+	// ids for them, ops the other way; nextOp numbers gqlgen's ids.
+	active, ops map[string]string
+	nextOp      uint64
 }
 
 // transportWS is the graphql-transport-ws subprotocol's name.
 const transportWS = "graphql-transport-ws"
 
-// clientMessage is what the adapter reads of a client's message.
-type clientMessage struct {
-	Type string `json:"type"`
-	ID   string `json:"id"`
+// initTimedOut closes a connection that sent no connection_init in time.
+func (w *wsConn) initTimedOut() {
+	w.mu.Lock()
+	seen := w.initSeen
+	w.mu.Unlock()
+	if !seen {
+		_ = w.WriteClose(closeInitTimeout, "Connection initialisation timeout")
+	}
+}
+
+// legacyInit notes a graphql-ws (subscriptions-transport-ws) connection_init.
+func (w *wsConn) legacyInit(data []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.initSeen {
+		return
+	}
+	var m struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(data, &m) == nil && m.Type == "connection_init" {
+		w.initSeen = true
+		if w.initTimer != nil {
+			w.initTimer.Stop()
+		}
+	}
 }
 
 var (
@@ -200,6 +241,32 @@ var (
 )
 
 func (w *wsConn) NextReader() (int, io.Reader, error) {
+	for {
+		typ, data, err := w.read()
+		if err != nil {
+			return typ, nil, err
+		}
+		if !w.transportWS {
+			w.legacyInit(data)
+			return typ, bytes.NewReader(data), nil
+		}
+		out, verdict := w.admit(data)
+		switch verdict {
+		case protoForward:
+			return typ, bytes.NewReader(out), nil
+		case protoClosed:
+			return typ, nil, transport.ErrWebsocketClosed
+		case protoPong:
+			if err := w.c.Write(context.Background(), websocket.MessageText, []byte(`{"type":"pong"}`)); err != nil {
+				return typ, nil, err
+			}
+		}
+	}
+}
+
+// read reads a client's message: text must be UTF-8 (else the socket is
+// closed with 1007).
+func (w *wsConn) read() (int, []byte, error) {
 	typ, data, err := w.c.Read(context.Background())
 	if err != nil {
 		switch websocket.CloseStatus(err) {
@@ -218,54 +285,37 @@ func (w *wsConn) NextReader() (int, io.Reader, error) {
 		_ = w.WriteClose(int(websocket.StatusInvalidFramePayloadData), reason)
 		return int(typ), nil, transport.ErrWebsocketClosed
 	}
-	if w.c.Subprotocol() == transportWS {
-		var m clientMessage
-		if json.Unmarshal(data, &m) == nil && m.ID != "" && (m.Type == "subscribe" || m.Type == "complete") {
-			w.mu.Lock()
-			delete(w.errored, m.ID) // a new operation under an old id
-			w.mu.Unlock()
-		}
-	}
-	return int(typ), bytes.NewReader(data), nil
+	return int(typ), data, nil
 }
 
-// skipAfterError reports whether v is the complete of a graphql-transport-ws
-// operation that ended with an error message, and records errors.
-func (w *wsConn) skipAfterError(v any) bool {
-	if w.c.Subprotocol() != transportWS {
-		return false
+// mapOutgoing gives a graphql-transport-ws message of gqlgen's the client's
+// id of its operation, and reports false for a message not to send
+// (wsprotocol.go).
+func (w *wsConn) mapOutgoing(v any) bool {
+	if !w.transportWS {
+		return true
 	}
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Struct {
-		return false
+		return true
 	}
 	rv = rv.Elem()
 	f := fieldsOf(rv.Type())
 	if !f.ok {
-		return false
+		return true
 	}
-	id := rv.Field(f.id).String()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	switch rv.Field(f.kind).String() {
-	case "error":
-		if w.errored == nil {
-			w.errored = map[string]bool{}
-		}
-		w.errored[id] = true
-	case "complete":
-		if w.errored[id] {
-			delete(w.errored, id)
-			return true
-		}
+	idv := rv.Field(f.id)
+	id, send := w.outgoing(rv.Field(f.kind).String(), idv.String())
+	if send && id != "" && idv.CanSet() {
+		idv.SetString(id)
 	}
-	return false
+	return send
 }
 
 var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 func (w *wsConn) WriteJSON(v any) error {
-	if w.skipAfterError(v) {
+	if !w.mapOutgoing(v) {
 		return nil
 	}
 	bp := bufs.Get().(*[]byte)
@@ -412,6 +462,9 @@ func (w *wsConn) stopDeadline() {
 	if w.deadline != nil {
 		w.deadline.Stop()
 		w.deadline = nil
+	}
+	if w.initTimer != nil {
+		w.initTimer.Stop()
 	}
 	w.mu.Unlock()
 }
