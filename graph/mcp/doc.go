@@ -30,7 +30,7 @@
 // notifications say where it stands ("queued in lane main, 2 tasks ahead",
 // the tasks ahead of it as GraphQL's Task.position counts them,
 // "running on instance local"); a client that cancels the call cancels the
-// task.
+// task, and gets no response for the call (withhold.go).
 //
 // Scheduler tools: submit_task (any SubmitTaskInput, without waiting),
 // get_task, list_tasks (the caller's agent's; every task for a reader,

@@ -13,3 +13,11 @@ func (s *Server) SetSession(mcpID, key string) { s.setSession(mcpID, key) }
 
 // CheckSelector exposes checkSelector to the tests.
 func CheckSelector(field, sel string) error { return checkSelector(field, sel) }
+
+// SendCancelledAnswers makes the servers built during the test answer the
+// calls their clients cancel, as when the answer leaves before the
+// cancellation arrives. The test must not be parallel.
+func SendCancelledAnswers(t interface{ Cleanup(func()) }) {
+	withholdCancelled = false
+	t.Cleanup(func() { withholdCancelled = true })
+}

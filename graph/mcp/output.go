@@ -86,6 +86,10 @@ func toolError(err error) *ToolError {
 	if errors.As(err, &rl) {
 		return &ToolError{Code: auth.CodeRateLimited, Message: rl.Error(), Retryable: true, RetryAfterMs: max(rl.wait.Milliseconds(), 1)}
 	}
+	var cc *callCancelled
+	if errors.As(err, &cc) {
+		return &ToolError{Code: "CANCELLED", Message: cc.Error()}
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return &ToolError{Code: "CANCELLED", Message: err.Error()}
 	}

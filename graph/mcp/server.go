@@ -142,6 +142,14 @@ func New(opts Options) (*Server, error) {
 			// whole API; with tokens the token decides, so that a proxy on
 			// the same machine may forward any Host.
 			DisableLocalhostProtection: opts.Auth.Enabled()}))
+	maxBody := opts.MaxBodyBytes
+	if maxBody <= 0 {
+		maxBody = sdk.DefaultMaxRequestBodyBytes
+	}
+	// No answer to a call its client cancelled (withhold.go).
+	if withholdCancelled {
+		h = withhold(h, maxBody)
+	}
 	// MCP clients are not browsers: a page on another site may not make a
 	// visitor's browser call tools (Sec-Fetch-Site, Origin).
 	h = http.NewCrossOriginProtection().Handler(h)

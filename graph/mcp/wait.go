@@ -77,8 +77,7 @@ func (s *Server) wait(ctx context.Context, req *sdk.CallToolRequest, c *caller, 
 					return nil, &engine.Error{Code: engine.CodeUnavailable, Retryable: true,
 						Message: fmt.Sprintf("the server is shutting down; task %s is left to the engine (get_task or switchyard://tasks/%s says how it ends)", t.ID, t.ID)}
 				}
-				s.cancel(ctx, c, t.ID)
-				return nil, err
+				return s.cancel(ctx, c, t.ID)
 			}
 			evs, missed := log.Read(cursor, 1024, buf[:0])
 			buf = evs
@@ -102,7 +101,7 @@ func (s *Server) wait(ctx context.Context, req *sdk.CallToolRequest, c *caller, 
 		nt, err := s.opts.Engine.CommittedTask(ctx, t.ID)
 		if err != nil {
 			if ctx.Err() != nil {
-				s.cancel(ctx, c, t.ID)
+				return s.cancel(ctx, c, t.ID)
 			}
 			return nil, fmt.Errorf("read task %s: %w", t.ID, err)
 		}
@@ -149,11 +148,20 @@ func (s *Server) describe(ctx context.Context, t *engine.Task, lane string) stri
 	return t.State.String()
 }
 
-// cancel cancels the task of a call the client cancelled. The client is
-// gone: the cancellation runs on a context of its own.
-func (s *Server) cancel(ctx context.Context, c *caller, id string) {
+// cancel cancels the task of a call the client cancelled, and returns the
+// task as committed after it (cancelled, or ended otherwise first), else a
+// callCancelled error. The client is gone: the cancellation runs on a
+// context of its own.
+//
+// The client expects no answer to a cancelled call, and the endpoint sends
+// none (withhold); the task is what the call answers should the answer
+// leave before the client's cancellation arrives: its id and its recorded
+// reason, not the call's context error.
+func (s *Server) cancel(ctx context.Context, c *caller, id string) (*engine.Task, error) {
 	if s.isClosing() {
-		return // the server shuts down: the engine's drain decides
+		// The server shuts down: the engine's drain decides.
+		return nil, &engine.Error{Code: engine.CodeUnavailable, Retryable: true,
+			Message: fmt.Sprintf("the server is shutting down; task %s is left to the engine", id)}
 	}
 	cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer stop()
@@ -163,7 +171,18 @@ func (s *Server) cancel(ctx context.Context, c *caller, id string) {
 		s.log.Warn("cancelling the task of a cancelled call", "task", id, "error", err)
 	}
 	s.record(c, "cancel (client)", id, err)
+	t, err := s.opts.Engine.CommittedTask(cctx, id)
+	if err != nil || !ended(t.State) {
+		return nil, &callCancelled{taskID: id}
+	}
+	return t, nil
 }
+
+// callCancelled is the error of a call the client cancelled whose task
+// could not be read back.
+type callCancelled struct{ taskID string }
+
+func (e *callCancelled) Error() string { return "task " + e.taskID + " " + cancelReason }
 
 // progress sends a call's progress notifications, when the client asked
 // for them (a progress token), each one only when the news changed.
