@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/switchyard/switchyard/internal/poison"
 )
 
 // A batch read typed allocates per batch, not per item: its items' room
@@ -16,6 +18,7 @@ import (
 // what is left is the input, the params' buffer and the list of their
 // places, and a chunk of text for every textChunk bytes of strings.
 func TestABatchReadTypedAllocatesPerBatch(t *testing.T) {
+	t.Cleanup(poison.Set(false)) // the pool's reuse is what is counted
 	var text strings.Builder
 	text.WriteString(`{"items":[`)
 	for i := range 100 {

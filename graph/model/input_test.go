@@ -17,6 +17,8 @@ import (
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/switchyard/switchyard/internal/poison"
 )
 
 // The input types unmarshalled by hand (input.go), by their schema names.
@@ -418,6 +420,7 @@ func (g *inputGen) scalar(name string) any {
 // the reference refuses. graph/server's tests hold it to the body decoder
 // and the variable check.
 func TestTypedJSONMatchesTheSchema(t *testing.T) {
+	t.Cleanup(poison.Set(false)) // each batch is read into the room the one before left
 	ref := newRefDecoder(t, loadSchema(t))
 	for _, name := range []string{"SubmitTasksInput", "SubmitTaskInput"} {
 		t.Run(name, func(t *testing.T) { typedJSONMatchesTheSchema(t, ref, name) })
@@ -485,6 +488,7 @@ func typedJSONMatchesTheSchema(t *testing.T, ref *refDecoder, name string) {
 // goes back to the pool zeroed — slots, item list, labels and their lists
 // — so that it holds on to none of the request's strings while it waits.
 func TestAReleasedBatchsRoomKeepsNothing(t *testing.T) {
+	t.Cleanup(poison.Set(false)) // the room as production gives it back
 	text := []byte(`{"items":[` +
 		`{"key":"a","task":{"agentId":"agent-1","lane":"l","instruction":"do","labels":[{"key":"k","value":"v"},{"key":"k2","value":"v2"}]}},` +
 		`{"task":{"agentId":"agent-2","action":{"kind":"go","params":{"x":1}},"dependsOn":["a"],"labels":[{"key":"k","value":"v"}]}}]}`)
@@ -500,7 +504,7 @@ func TestAReleasedBatchsRoomKeepsNothing(t *testing.T) {
 		t.Fatalf("second label of the first item: %+v", got)
 	}
 	v.Release()
-	if v.room != nil || v.in.Items != nil {
+	if v.room != &releasedRoom || v.in.Items != nil {
 		t.Fatal("a released input still points at its room")
 	}
 	for i, s := range r.slots[:cap(r.slots)] {

@@ -44,6 +44,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/internal/jsonnum"
+	"github.com/switchyard/switchyard/internal/poison"
 )
 
 // SubmitTasksJSON is a SubmitTasksInput that DecodeSubmitTasksJSON read.
@@ -53,23 +54,66 @@ import (
 // Its items live in room taken from a pool: Release gives it back.
 type SubmitTasksJSON struct {
 	in   SubmitTasksInput
-	room *batchRoom // nil once released (or for a batch too large to pool)
+	room *batchRoom // nil for a batch too large to pool; &releasedRoom once released
 }
 
+// releasedRoom is the room of every released input: a sentinel (room
+// nothing is read into), so that SubmitTasksJSON stays in the size class
+// it had without a flag of its own.
+var releasedRoom batchRoom
+
 // Release gives the room the input's items were read into back for the
-// next batch, zeroed. Call it once nothing reads the input any more — the
-// request's response written — and never touch the input, or anything
-// taken from it, afterwards: its items, their slots and their labels'
-// structs are another batch's then (the strings, the params and the
-// dependency lists are not in the room and stay as they were). A second
-// call does nothing.
+// next batch. Call it exactly once, when nothing reads the input any
+// more: in the server, once the request's response is written (the POST
+// transport, after run). From then on the input and every pointer taken
+// from it belong to the next batch — its item list, the items, their keys
+// and the strings' and numbers' fields they point to (a payload's
+// SubmitTaskResult.Key among them), the tasks' labels, the resolver
+// arguments gqlgen holds (graphql.FieldContext.Args) — so anything that
+// keeps or reads them later (an asynchronous log or audit sink, a
+// deferred or streamed response, a forwarder that encodes after the
+// request ended) must copy what it needs first. The strings' bytes, the
+// actions' params and the dependency lists are not in the room: a string
+// value copied out (as the engine copies each spec) stays valid.
+//
+// In a test binary (internal/poison) the room is not given back: it is
+// overwritten with poison (strings read poison.Text, numbers poison.Int)
+// and left to the collector, so that a read after Release sees the
+// poison in whatever a test checks; a second Release panics. A batch too
+// large to pool is poisoned too. Outside tests a second call does nothing.
 func (v *SubmitTasksJSON) Release() {
 	r := v.room
-	if r == nil {
+	if r == &releasedRoom {
+		if poison.On() {
+			panic("model: SubmitTasksJSON released twice")
+		}
 		return
 	}
-	v.room, v.in = nil, SubmitTasksInput{}
-	putBatchRoom(r)
+	if poison.On() {
+		v.poison()
+		return
+	}
+	v.room, v.in = &releasedRoom, SubmitTasksInput{}
+	if r != nil {
+		putBatchRoom(r)
+	}
+}
+
+// poison overwrites the input and its room with poison (Release under
+// tests). A batch without room (too large to pool) has its items poisoned
+// where they are.
+func (v *SubmitTasksJSON) poison() {
+	if v.room != nil {
+		putBatchRoom(v.room)
+	} else {
+		for _, it := range v.in.Items {
+			if it != nil {
+				poison.Fill(it)
+			}
+		}
+	}
+	v.room = &releasedRoom
+	poison.Fill(&v.in)
 }
 
 // batchRoom is where a batch's items are read: their slots, the list of
@@ -80,11 +124,12 @@ func (v *SubmitTasksJSON) Release() {
 // garbage once the response is written, and every byte allocated brings
 // the collector's next cycle nearer, each marking the whole queue.
 type batchRoom struct {
-	slots  []batchSlot
-	items  []*BatchItemInput
-	labels []LabelInput  // the chunk labels are taken from
-	lptrs  []*LabelInput // the chunk label lists are taken from
-	fix    []strFix      // the places of the batch's strings (inputReader.fix)
+	slots    []batchSlot
+	items    []*BatchItemInput
+	labels   []LabelInput  // the chunk labels are taken from
+	lptrs    []*LabelInput // the chunk label lists are taken from
+	fix      []strFix      // the places of the batch's strings (inputReader.fix)
+	poisoned bool          // given back under tests (internal/poison)
 }
 
 var batchRooms sync.Pool
@@ -116,8 +161,14 @@ func getBatchRoom(n int) *batchRoom {
 }
 
 // putBatchRoom zeroes r, so that room waiting in the pool holds on to
-// nothing of the batch's, and keeps it for the next batch.
+// nothing of the batch's, and keeps it for the next batch. Under tests
+// (internal/poison) it overwrites r with poison instead and keeps it out
+// of the pool; room given back twice panics.
 func putBatchRoom(r *batchRoom) {
+	if poison.On() {
+		poisonBatchRoom(r)
+		return
+	}
 	clear(r.slots[:cap(r.slots)])
 	clear(r.items[:cap(r.items)])
 	if cap(r.labels) > maxPooledLabels {
@@ -128,6 +179,28 @@ func putBatchRoom(r *batchRoom) {
 	clear(r.fix[:cap(r.fix)])
 	r.slots, r.items, r.labels, r.lptrs, r.fix = r.slots[:0], r.items[:0], r.labels[:0], r.lptrs[:0], r.fix[:0]
 	batchRooms.Put(r)
+}
+
+// poisonBatchRoom overwrites the whole of r, to its capacity, with
+// poison: the slots and labels where they are, and the lists' pointers
+// with pointers to fresh poisoned values.
+func poisonBatchRoom(r *batchRoom) {
+	if r.poisoned {
+		panic("model: a batch's room was given back twice")
+	}
+	r.poisoned = true
+	fillAll(r.slots[:cap(r.slots)])
+	fillAll(r.items[:cap(r.items)])
+	fillAll(r.labels[:cap(r.labels)])
+	fillAll(r.lptrs[:cap(r.lptrs)])
+	fillAll(r.fix[:cap(r.fix)])
+}
+
+// fillAll poisons every element of list.
+func fillAll[T any](list []T) {
+	for i := range list {
+		poison.Fill(&list[i])
+	}
 }
 
 // labelRoom returns n zero labels and a list of n pointers for them, from
@@ -178,6 +251,16 @@ const maxParamsDepth = 32
 // DecodeSubmitTasksJSON reads the SubmitTasksInput at the start of b
 // (after optional white space), returning it and the offset just after
 // it, or ok false when it is not sure to read it as the generic path does.
+//
+// The input's items are read into room from a pool. The caller owns it
+// until it calls v.Release, exactly once, after the last read of the
+// input or of anything taken from it (see Release for what that covers):
+// a transport releases once the request's response is written, and
+// anything that reads the input later — asynchronously, or after the
+// response — must copy what it needs before. A caller that never
+// releases leaves the room to the collector: nothing is corrupted, the
+// next batch allocates afresh. The strings and params are copied out of b,
+// which the caller may reuse once this returns.
 func DecodeSubmitTasksJSON(b []byte) (v *SubmitTasksJSON, end int, ok bool) {
 	d := inputReader{b: b}
 	d.fix = d.fixBuf[:0]
