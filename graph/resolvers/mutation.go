@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/executor"
 	"github.com/switchyard/switchyard/graph/model"
+	"github.com/switchyard/switchyard/internal/poison"
 )
 
 func (m *mutationResolver) SubmitTask(ctx context.Context, input model.SubmitTaskInput) (*model.Task, error) {
@@ -205,8 +206,18 @@ func (sp *slicePool[T]) get(n int) []T {
 }
 
 // put zeroes list, so that a list waiting in the pool holds on to nothing
-// of the request's, and keeps it for the next request.
+// of the request's, and keeps it for the next request. Nothing may read
+// the list, or what points into it (an engine item's Spec.Action), after
+// put: under tests (internal/poison) it is overwritten with poison, to its
+// capacity, and left out of the pool, so that such a read shows.
 func (sp *slicePool[T]) put(list []T) {
+	if poison.On() {
+		list = list[:cap(list)]
+		for i := range list {
+			poison.Fill(&list[i])
+		}
+		return
+	}
 	if cap(list) > maxPooledItems {
 		return
 	}
