@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/graph/client"
+	"github.com/switchyard/switchyard/internal/poison"
 )
 
 // The room a batch read typed is read into goes back to a pool once the
@@ -18,8 +19,11 @@ import (
 // item gave.
 // The same query is sent round after round, so that from the second on
 // the body decoder reads the input typed (the query is cached by then).
+// Released room is reused as in production here: poisoning (which keeps
+// it out of the pool under tests, internal/poison) is off, so the test
+// does not run in parallel with those that rely on it.
 func TestBatchesReadIntoReusedRoomKeepTheirOwnValues(t *testing.T) {
-	t.Parallel()
+	t.Cleanup(poison.Set(false))
 	b := setup(t)
 	const q = `mutation($in: SubmitTasksInput!) { submitTasks(input: $in) {
 		accepted items { index key task { id agentId instruction labels { key value } } } } }`
