@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard/switchyard/engine/store/memory"
 	"github.com/switchyard/switchyard/graph/resolvers"
 	"github.com/switchyard/switchyard/graph/server"
+	"github.com/switchyard/switchyard/internal/poison"
 )
 
 // BenchmarkSubmitTaskHandler is one submitTask through the server's whole
@@ -54,7 +55,10 @@ func BenchmarkSubmitTasksHandler(b *testing.B) {
 
 // benchHandler posts body through the handler, parallelism × GOMAXPROCS at
 // a time; each request carries items tasks.
+// Released memory goes back to its pools as in production (poisoning,
+// on in test binaries, keeps it out of them: internal/poison).
 func benchHandler(b *testing.B, body []byte, parallelism, items int) {
+	b.Cleanup(poison.Set(false))
 	cfg := engine.Config{
 		MaxInFlight: 4096, AgentMaxInFlight: 1024, SessionMaxInFlight: 1,
 		Lanes:     []engine.LaneConfig{{Name: "main", MaxInFlight: 4096, MaxQueued: 10_000_000}},
