@@ -506,8 +506,15 @@ func printTask(w io.Writer, t *TaskInfo) {
 		}
 		_ = tw.Flush()
 	}
-	if t.Error != nil {
+	switch {
+	case t.Error == nil:
+	case t.ErrorClass != "" && t.ErrorClass != ErrorClassNone:
 		fmt.Fprintf(w, "\nerror (%s): %s\n", t.ErrorClass, *t.Error)
+	case t.Reason != nil && *t.Reason == *t.Error:
+		// An error of no class that is the task's reason (an EXPIRED
+		// task's "deadline exceeded while queued"): said above.
+	default:
+		fmt.Fprintf(w, "\nerror: %s\n", *t.Error)
 	}
 	if len(t.Result) > 0 && string(t.Result) != "null" {
 		var pretty any

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,4 +57,26 @@ func TestTaskListShowsAHoldAsTheReason(t *testing.T) {
 	require.NoError(t, printTaskList(&out, tasks, at.Add(time.Second)))
 	require.Regexp(t, `(?m)^T1\s+QUEUED\s+alice\s+main\s+NORMAL\s+0\s+1s ago\s+held by fairness plugin ratecap on lane main \(asks again at…$`, out.String())
 	require.Regexp(t, `(?m)^T2\s+QUEUED\s+bob\s+main\s+NORMAL\s+0\s+1s ago\s+admitted$`, out.String(), "a task that no hold keeps keeps its reason")
+}
+
+// An EXPIRED task's error is its reason, and has no class: `task get`
+// shows the reason once, without "error (NONE)".
+func TestTaskGetShowsAnExpiredTasksReasonWithoutAnErrorClass(t *testing.T) {
+	t.Parallel()
+	why := "deadline exceeded while queued"
+	var out bytes.Buffer
+	printTask(&out, &TaskInfo{Id: "T1", State: "EXPIRED", Reason: &why, Error: &why, ErrorClass: "NONE"})
+	require.Regexp(t, `(?m)^reason:\s+deadline exceeded while queued$`, out.String())
+	require.NotContains(t, out.String(), "error")
+	require.Equal(t, 1, strings.Count(out.String(), why), out.String())
+
+	// An error of no class that says more than the reason is shown, without
+	// a class; one with a class keeps it.
+	other := "instance gone"
+	out.Reset()
+	printTask(&out, &TaskInfo{Id: "T2", State: "CANCELLED", Reason: &why, Error: &other, ErrorClass: "NONE"})
+	require.Contains(t, out.String(), "\nerror: instance gone\n")
+	out.Reset()
+	printTask(&out, &TaskInfo{Id: "T3", State: "FAILED", Reason: &why, Error: &other, ErrorClass: "PERMANENT"})
+	require.Contains(t, out.String(), "\nerror (PERMANENT): instance gone\n")
 }
