@@ -59,7 +59,7 @@ func (d details) ErrorCode(i int) string { return d.at(i).code }
 const (
 	CodeTimeout       = "timeout"        // the attempt ran past its timeout
 	CodeLeaseExpired  = "lease_expired"  // the attempt's lease expired
-	CodeRestart       = "restart"        // a restart interrupted the attempt
+	CodeRestart       = "restart"        // the server stopped (or the leader changed) while the attempt ran
 	CodeInstanceFault = "instance_fault" // the browser instance failed, not the task
 	codeNone          = ""
 )

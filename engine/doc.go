@@ -129,7 +129,11 @@
 // published, answered and their attempts started in seq order all the same.
 // At start the engine rebuilds its state from the store: queued
 // and waiting tasks return to their queues; attempts that were under way
-// count as "interrupted by restart" and follow the retry policy.
+// count as interrupted ("interrupted: the server stopped while it ran", or
+// on a cluster's new leader "interrupted: the leader changed (node N took
+// over)"; code restart), end at the last moment the store heard from the
+// engine that ran them (its last event; when they really ended is not
+// known), and follow the retry policy.
 //
 // # Core and driver
 //

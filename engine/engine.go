@@ -85,6 +85,9 @@ type Engine struct {
 	armedAt int64
 
 	events *EventLog
+	// interruption is why the attempts Start finds under way ended
+	// (StartTakingOver sets it; default interruptedStopped).
+	interruption string
 
 	// dispatch and commit
 	dispatching     bool
@@ -263,6 +266,14 @@ func New(opts Options) (*Engine, error) {
 	}
 	e.baseCtx, e.stop = context.WithCancel(context.Background())
 	return e, nil
+}
+
+// StartTakingOver is Start for the node of a cluster named node that takes
+// over from the previous leader: the attempts under way are recorded as
+// interrupted by the leader change, not by a stop of this server.
+func (e *Engine) StartTakingOver(ctx context.Context, node string) error {
+	e.interruption = "interrupted: the leader changed (node " + node + " took over)"
+	return e.Start(ctx)
 }
 
 // Start loads the store's state (recovering tasks interrupted by a previous

@@ -49,7 +49,7 @@ package engine_test
 //     attempts under way end CANCELLED ("shutdown"), and on a store that is
 //     not durable so does every task that has not ended; stopped by a crash
 //     (nothing more reaches the store), a pushed attempt under way counts as
-//     one interrupted attempt ("interrupted by restart") and its retry policy
+//     one interrupted attempt ("interrupted: the server stopped while it ran") and its retry policy
 //     decides. On a durable store every leased (RUNNING) pull task stays
 //     RUNNING, through Shutdown and crash alike, under the same lease id and
 //     attempt: the new engine resumes the lease for its lane's timeout
@@ -1019,7 +1019,7 @@ func runModel(t *testing.T, seed uint64) {
 					break
 				}
 			}
-			if got == nil || !got.From.InFlight() || !strings.Contains(got.Reason, "interrupted by restart") {
+			if got == nil || !got.From.InFlight() || !strings.Contains(got.Reason, "interrupted: the server stopped while it ran") {
 				m.fail("%s: its pushed attempt was under way at the crash, but the new engine's first event of it is %+v, not its interruption", mt.id, got)
 			}
 		}

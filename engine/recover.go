@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // Recovery: rebuilding the engine's working state from a store at start.
@@ -111,19 +112,38 @@ func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
 			e.setState(t, StateQueued, "dependencies met")
 		}
 	}
-	// Attempts that were under way died with the previous process.
+	// Attempts that were under way died with the previous process (or
+	// leader). When is not known: they end at the last moment the store
+	// heard from it (at least), not now.
+	why := e.interruption
+	if why == "" {
+		why = interruptedStopped
+	}
+	heard := time.Time{}
 	for _, t := range live {
 		if !t.state.InFlight() || e.resumePullLocked(t, now) {
 			continue
 		}
+		if heard.IsZero() {
+			heard = e.lastHeardLocked(ctx, snap, now)
+		}
 		if att := t.lastAttempt(); att != nil && att.EndedAt.IsZero() {
-			att.EndedAt = now
+			end := heard
+			for _, at := range []time.Time{time.Unix(0, t.updatedAt), att.AssignedAt, att.StartedAt} {
+				if at.After(end) {
+					end = at
+				}
+			}
+			if end.After(now) {
+				end = now
+			}
+			att.EndedAt = end
 			att.Class = classTransient
-			att.Error = "interrupted by restart"
+			att.Error = why
 			att.Code = CodeRestart
 		}
 		// Reclassify as QUEUED-equivalent first: the task holds no slot.
-		e.failAttemptLocked(t, classTransient, 0, CodeRestart, "interrupted by restart", now, nil)
+		e.failAttemptLocked(t, classTransient, 0, CodeRestart, why, now, nil)
 	}
 	for _, t := range live {
 		if t.state == StateRetryWait && t.timerAt[timerRetry] <= now.UnixNano() {
@@ -137,6 +157,26 @@ func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
 	}
 	e.log.Info("recovered", "tasks", len(live), "lastSeq", snap.LastSeq)
 	return nil
+}
+
+// interruptedStopped is the error of an attempt that was under way when
+// the server that ran it stopped.
+const interruptedStopped = "interrupted: the server stopped while it ran"
+
+// lastHeardLocked is the last moment the store heard from the engine that
+// wrote snap: its last event's time (zero if unknown, or later than now).
+func (e *Engine) lastHeardLocked(ctx context.Context, snap *Snapshot, now time.Time) time.Time {
+	if snap.LastSeq == 0 {
+		return time.Time{}
+	}
+	evs, err := e.store.Events(ctx, snap.LastSeq-1, 1)
+	if err != nil || len(evs) == 0 || evs[0].At.After(now) {
+		if err != nil {
+			e.log.Warn("reading the last event before recovery", "error", err)
+		}
+		return time.Time{}
+	}
+	return evs[0].At
 }
 
 // restoreTaskLocked rebuilds a task from its snapshot without recording

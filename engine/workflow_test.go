@@ -244,7 +244,7 @@ func TestRestartRecoversQueuedWorkAndCountsInterruptedAttempts(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, engine.StateRetryWait, got.State, "the interrupted attempt counts and follows the retry policy")
 	require.Len(t, got.Attempts, 1)
-	require.Equal(t, "interrupted by restart", got.Attempts[0].Error)
+	require.Equal(t, "interrupted: the server stopped while it ran", got.Attempts[0].Error)
 	require.Equal(t, engine.CodeRestart, got.Attempts[0].Code)
 	clk.Advance(time.Second)
 	require.Equal(t, []string{running.ID}, x2.Running())

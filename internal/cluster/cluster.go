@@ -279,7 +279,7 @@ func (n *Node) elected(ctx context.Context, epoch uint64) {
 	n.followWG.Wait() // no replication into the log once the leader writes it
 	e, err := n.opts.NewEngine(n.events)
 	if err == nil {
-		err = e.Start(ctx)
+		err = e.StartTakingOver(ctx, n.opts.Node)
 	}
 	l := &leader{eng: e, reg: n.opts.Registry}
 	var lead *Leadership

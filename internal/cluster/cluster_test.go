@@ -291,6 +291,8 @@ func TestFailoverReclaimsAndLosesNothing(t *testing.T) {
 		if f.exec.count(id) > 1 {
 			rerun++
 			require.GreaterOrEqual(t, len(task.Attempts), 2, "a re-run task records the interrupted attempt")
+			require.Equal(t, "interrupted: the leader changed (node "+next.ID()+" took over)", task.Attempts[0].Error,
+				"the interrupted attempt says what happened")
 		}
 	}
 	t.Logf("%d of %d tasks ran again after the failover", rerun, len(ids))

@@ -104,9 +104,13 @@ func testRecovery(t *testing.T, d Driver) {
 	require.NoError(t, err)
 	require.Equal(t, engine.StateRetryWait, got.State, "a running task counts an interrupted attempt and backs off")
 	require.Len(t, got.Attempts, 1)
-	require.Equal(t, "interrupted by restart", got.Attempts[0].Error)
+	require.Equal(t, "interrupted: the server stopped while it ran", got.Attempts[0].Error)
 	require.Equal(t, engine.CodeRestart, got.Attempts[0].Code, "the engine's own code for the interrupted attempt")
 	require.False(t, got.Attempts[0].EndedAt.IsZero(), "the interrupted attempt is closed")
+	// The old engine's clock stood at epoch throughout: its last event, the
+	// last sign of the attempt, is then; the new engine starts a minute on.
+	require.WithinDuration(t, epoch, got.Attempts[0].EndedAt, time.Millisecond,
+		"the interrupted attempt ends when the store last heard of the engine that ran it, not at the recovery")
 	got, err = e2.Task(bg, once)
 	require.NoError(t, err)
 	require.Equal(t, engine.StateParked, got.State, "an assigned task without retries left parks")
