@@ -7,7 +7,8 @@ import (
 )
 
 // A session's binding (the instance and tab its tasks run in) is kept as a
-// setting, "binding/<sessionKey>", written in the same commit as the attempt
+// setting, "binding/<scope>" (TaskSpec.SessionScope: "<agent>/<sessionKey>"),
+// written in the same commit as the attempt
 // that made it: after a restart the session's next task goes back to its own
 // tab, or, when that tab or its instance is gone, fails with SESSION_LOST.
 // It never starts over silently in a new tab.
@@ -82,7 +83,7 @@ func (e *Engine) TabClosed(instanceID, tabID, bySession, closedBy string) {
 			b := c.bindings[k]
 			b.lost, b.why = true, "closed by "+closedBy
 			c.setBindingLocked(k, b)
-			c.emitSessionLocked(k, "session "+k+" lost its tab "+b.tab+" on instance "+b.instance+": "+b.why+
+			c.emitSessionLocked(k, SessionLabel(k)+" lost its tab "+b.tab+" on instance "+b.instance+": "+b.why+
 				"; its next task fails with SESSION_LOST, or replays the session if it asked")
 		}
 		return nil
@@ -91,7 +92,10 @@ func (e *Engine) TabClosed(instanceID, tabID, bySession, closedBy string) {
 
 // SessionBinding is a session's binding as an engine restored it from its
 // store: the tab its tasks run in, on its instance (Lost: the tab was lost
-// before the restart).
+// before the restart). SessionKey is the session's scope
+// (TaskSpec.SessionScope), its agent's id included; a binding stored before
+// sessions were scoped to their agent keeps its bare name, which no task's
+// session matches any more: its tab is closed after the idle timeout.
 type SessionBinding struct {
 	SessionKey string
 	InstanceID string

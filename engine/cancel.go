@@ -129,7 +129,22 @@ func (c *core) sessionTasksLocked(key string) []*task {
 	return c.matchLiveLocked(TaskFilter{SessionKey: key})
 }
 
-// StopSession stops a session. Without all, it cancels the session's oldest
+// sessionMembersLocked returns the live tasks of session s (the agent's own:
+// another agent's session of the same name is another session) that have
+// not ended, in seq order.
+func (c *core) sessionMembersLocked(s *session) []*task {
+	var out []*task
+	for _, t := range c.tasks {
+		if t.session == s && !t.state.Terminal() {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b *task) int { return cmp.Compare(a.seq, b.seq) })
+	return out
+}
+
+// StopSession stops the sessions named key: of every agent that has one of
+// that name (an agent-bound client filters by agent itself). Without all, it cancels the session's oldest
 // running task. With all, it cancels everything the session has running or
 // waiting, and refuses work for the session submitted before this moment
 // that arrives later (a submission another node accepted, Ingest), for

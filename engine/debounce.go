@@ -24,14 +24,14 @@ func (c *core) holdLocked(t *task, d time.Duration, now time.Time) {
 	if t.lane.held == nil {
 		t.lane.held = map[string]*task{}
 	}
-	t.lane.held[t.spec.Session()] = t
+	t.lane.held[t.spec.SessionScope()] = t
 }
 
 // supersedeHeldLocked cancels the task t's session has held in t's lane, if
 // any, naming t. An interrupting task (QueueInterrupt, QueueInterruptDrain)
 // supersedes the held task without being held itself.
 func (c *core) supersedeHeldLocked(t *task) {
-	if prev := t.lane.held[t.spec.Session()]; prev != nil && prev != t && prev.state == StateWaiting {
+	if prev := t.lane.held[t.spec.SessionScope()]; prev != nil && prev != t && prev.state == StateWaiting {
 		c.cancelLocked(prev, "debounced: superseded by "+t.id)
 	}
 }
@@ -40,7 +40,7 @@ func (c *core) supersedeHeldLocked(t *task) {
 // it was superseded or cancelled, or it expired).
 func (c *core) releaseHeldLocked(t *task) {
 	c.timers[timerRetry].remove(t)
-	if key := t.spec.Session(); t.lane.held[key] == t {
+	if key := t.spec.SessionScope(); t.lane.held[key] == t {
 		delete(t.lane.held, key)
 	}
 }

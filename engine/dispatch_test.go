@@ -436,3 +436,35 @@ func TestAFairnessPolicyThatPicksNoneLeavesTheDecisionToTheNativeOrder(t *testin
 	require.NoError(t, h.Exec.Succeed(b1.ID, `{}`))
 	require.Equal(t, ids(b1, a1, b2), h.Exec.Started())
 }
+
+// A session key is its agent's own: another agent's session of the same name
+// is another session. Bob's task in "bank" neither waits for alice's
+// "bank" (its ceiling), nor is given the tab alice's "bank" is bound to, nor
+// interrupts alice's running task; a tab both name is one session.
+func TestTwoAgentsWithTheSameSessionNameHaveTwoSessions(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	h.SetInstance(engine.InstanceInfo{ID: "i1", Capacity: 5, Healthy: true})
+	first := h.Submit(enginetest.Spec("alice").Session("bank").Obj())
+	run := h.Exec.Run(first.ID)
+	run.Started(run.InstanceID(), "alice-tab")
+	require.NoError(t, h.Exec.Succeed(first.ID, `{}`))
+
+	alice := h.Submit(enginetest.Spec("alice").Session("bank").Obj())
+	require.Equal(t, "alice-tab", h.Exec.Run(alice.ID).TabID(), "alice's session goes back to her tab")
+	bob := h.Submit(enginetest.Spec("bob").Session("bank").Obj())
+	require.ElementsMatch(t, ids(alice, bob), h.Exec.Running(), "bob's bank does not wait for alice's")
+	require.Empty(t, h.Exec.Run(bob.ID).TabID(), "bob's bank is not bound to alice's tab")
+
+	urgent := h.Submit(enginetest.Spec("bob").Session("bank").Interrupt().Obj())
+	require.Equal(t, engine.StateCancelled, h.State(bob.ID), "bob's interrupt takes over his own session")
+	require.NotEqual(t, engine.StateCancelled, h.State(alice.ID), "bob's interrupt reached alice's session")
+	require.NoError(t, h.Exec.Fail(bob.ID, context.Canceled))
+	require.Equal(t, engine.StateAssigned, h.State(urgent.ID))
+
+	// A named tab is one session, whoever names it.
+	onTab := h.Submit(enginetest.Spec("alice").Tab("T").Obj())
+	waits := h.Submit(enginetest.Spec("bob").Tab("T").Obj())
+	require.Equal(t, engine.StateAssigned, h.State(onTab.ID))
+	require.Equal(t, engine.StateQueued, h.State(waits.ID), "tasks naming one tab run one at a time")
+}

@@ -229,7 +229,9 @@ type InstanceInfo struct {
 }
 
 // InstanceSink receives the instance registry's view of the fleet. The Engine
-// implements it.
+// implements it. Its sessions are named by their scope
+// (TaskSpec.SessionScope), which tells one agent's session from another's of
+// the same name.
 type InstanceSink interface {
 	// SetInstance adds or updates an instance.
 	SetInstance(InstanceInfo)

@@ -242,7 +242,7 @@ func (w *dispatchWindow) total(now time.Time) uint64 {
 }
 
 type session struct {
-	key    string
+	key    string // TaskSpec.SessionScope: the agent's own, or a named tab's
 	lim    limiter
 	queued int
 	fifo   fifoList

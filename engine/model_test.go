@@ -173,7 +173,7 @@ func (m *model) checkNothingHangs() {
 		if t.session == "" {
 			m.fail("%s is held by debounce but has no session", t.id)
 		}
-		k := t.lane + "/" + t.session
+		k := t.lane + "/" + t.agent + "/" + t.session // a session is its agent's own
 		if other, dup := held[k]; dup {
 			m.fail("%s and %s are both held for session %s in lane %s: a burst keeps one", other, t.id, t.session, t.lane)
 		}
@@ -351,7 +351,7 @@ func (m *model) apply(ev engine.Event, x *enginetest.Executor) {
 		switch {
 		case !t.held || ev.To != engine.StateCancelled:
 			m.fail("%s superseded (→%s) but it was not held", t.id, ev.To)
-		case next == nil || next.lane != t.lane || next.session != t.session:
+		case next == nil || next.lane != t.lane || next.session != t.session || next.agent != t.agent:
 			m.fail("%s superseded by %s, not a task of its lane and session", t.id, by)
 		}
 	}
@@ -395,7 +395,7 @@ func (m *model) newestPullHead(lane string) *mTask {
 		}
 		switch {
 		case m.holdingWhere(func(o *mTask) bool { return o.agent == t.agent }) >= m.agentMax,
-			t.session != "" && m.holdingWhere(func(o *mTask) bool { return o.session == t.session }) >= m.sessMax,
+			t.session != "" && m.holdingWhere(func(o *mTask) bool { return o.sameSession(t) }) >= m.sessMax,
 			t.batch != "" && m.batchMax[t.batch] > 0 && m.holdingWhere(func(o *mTask) bool { return o.batch == t.batch }) >= m.batchMax[t.batch]:
 			return nil
 		}
@@ -413,6 +413,12 @@ func (m *model) newestPullHead(lane string) *mTask {
 	return newest
 }
 
+// sameSession reports whether o is of t's session: a session key is its
+// agent's own (engine.TaskSpec.SessionScope).
+func (o *mTask) sameSession(t *mTask) bool {
+	return o.session == t.session && o.agent == t.agent
+}
+
 func (m *model) checkCeilings(t *mTask) {
 	check := func(what string, n, limit int) {
 		if limit > 0 && n > limit {
@@ -423,7 +429,7 @@ func (m *model) checkCeilings(t *mTask) {
 	check("lane "+t.lane, m.holdingWhere(func(o *mTask) bool { return o.lane == t.lane }), m.laneMax[t.lane])
 	check("agent "+t.agent, m.holdingWhere(func(o *mTask) bool { return o.agent == t.agent }), m.agentMax)
 	if t.session != "" {
-		check("session "+t.session, m.holdingWhere(func(o *mTask) bool { return o.session == t.session }), m.sessMax)
+		check("session "+t.session+" of agent "+t.agent, m.holdingWhere(func(o *mTask) bool { return o.sameSession(t) }), m.sessMax)
 	}
 	if t.batch != "" {
 		check("batch", m.holdingWhere(func(o *mTask) bool { return o.batch == t.batch }), m.batchMax[t.batch])

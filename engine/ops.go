@@ -324,7 +324,7 @@ func (e *Engine) RemoveInstance(id string) {
 				b := c.bindings[k]
 				b.lost = true
 				c.setBindingLocked(k, b)
-				c.emitSessionLocked(k, "session "+k+" lost its tab "+b.tab+": instance "+id+" was removed; its next task fails with SESSION_LOST, or replays the session if it asked")
+				c.emitSessionLocked(k, SessionLabel(k)+" lost its tab "+b.tab+": instance "+id+" was removed; its next task fails with SESSION_LOST, or replays the session if it asked")
 			}
 			c.wakeLocked(&in.lim) // its waiters look again: elsewhere, or fail in the executor
 		}

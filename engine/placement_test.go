@@ -79,11 +79,12 @@ func TestRemovingAnInstanceLosesItsSessionsVisibly(t *testing.T) {
 	for _, ev := range evs {
 		require.Equal(t, engine.EventSession, ev.Type, "removal changes no task")
 		require.Empty(t, ev.TaskID)
+		require.Equal(t, "x", ev.AgentID, "the event names the session's agent")
 		said = append(said, ev.SessionKey+": "+ev.Reason)
 	}
 	require.Equal(t, []string{
-		"blog: session blog lost its tab TA2: instance a was removed; its next task fails with SESSION_LOST, or replays the session if it asked",
-		"cart: session cart lost its tab TA1: instance a was removed; its next task fails with SESSION_LOST, or replays the session if it asked",
+		"blog: session \"blog\" of agent \"x\" lost its tab TA2: instance a was removed; its next task fails with SESSION_LOST, or replays the session if it asked",
+		"cart: session \"cart\" of agent \"x\" lost its tab TA1: instance a was removed; its next task fails with SESSION_LOST, or replays the session if it asked",
 	}, said, "one event per session that lost its page, in a stable order")
 
 	// The lost session's next task goes to its lost tab (for the executor to

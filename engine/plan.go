@@ -250,9 +250,11 @@ func (c *core) skipsLocked(slack int, held []*agentQueue, heldReason string) []P
 	return out
 }
 
+// sessionOf is the name of a subQueue's session, as its tasks show it.
 func sessionOf(sq *subQueue) string {
 	if sq.session != nil {
-		return sq.session.key
+		_, name := SplitSessionScope(sq.session.key)
+		return name
 	}
 	return ""
 }

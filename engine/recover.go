@@ -195,7 +195,7 @@ func (e *Engine) restoreTaskLocked(st *Task) *task {
 	}
 	t.agent = e.agentLocked(st.Spec.AgentID)
 	t.agent.live++
-	if key := st.Spec.Session(); key != "" {
+	if key := st.Spec.SessionScope(); key != "" {
 		t.session = e.sessionLocked(key)
 		t.session.live++
 		e.sessionLimitLocked(t.session, st.Spec.SessionMaxInFlight)

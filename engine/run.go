@@ -102,7 +102,7 @@ func (c *core) bindLocked(t *task, instanceID, tabID string) {
 		// The attempt ran on past the instance's removal: the page it
 		// built went with the instance.
 		b.lost = true
-		c.emitSessionLocked(t.session.key, "session "+t.session.key+" lost its tab "+tabID+": instance "+instanceID+" was removed; its next task fails with SESSION_LOST, or replays the session if it asked")
+		c.emitSessionLocked(t.session.key, SessionLabel(t.session.key)+" lost its tab "+tabID+": instance "+instanceID+" was removed; its next task fails with SESSION_LOST, or replays the session if it asked")
 	}
 	c.setBindingLocked(t.session.key, b)
 }

@@ -219,11 +219,13 @@ func (c *core) emitTaskAtLocked(t *task, typ EventType, now time.Time, reason st
 	c.cur.events[len(c.cur.events)-1].At = now
 }
 
-// emitSessionLocked records that something happened to a session as a
-// whole (EventSession).
-func (c *core) emitSessionLocked(key, reason string) {
+// emitSessionLocked records that something happened to the session kept
+// under scope (TaskSpec.SessionScope) as a whole (EventSession): the event
+// names its agent and the session's own name.
+func (c *core) emitSessionLocked(scope, reason string) {
 	c.seq++
-	c.cur.events = append(c.cur.events, Event{Seq: c.seq, At: c.now(), Type: EventSession, SessionKey: key, Reason: reason})
+	agent, name := SplitSessionScope(scope)
+	c.cur.events = append(c.cur.events, Event{Seq: c.seq, At: c.now(), Type: EventSession, AgentID: agent, SessionKey: name, Reason: reason})
 }
 
 func (c *core) emitEngineLocked(reason string) {

@@ -916,7 +916,7 @@ func (c *core) newTaskLocked(spec *TaskSpec, id string, now time.Time) *task {
 	t.unranked = true // rankLocked ranks it before it joins a queue
 	t.agent = c.agentLocked(spec.AgentID)
 	t.agent.live++
-	if key := spec.Session(); key != "" {
+	if key := spec.SessionScope(); key != "" {
 		t.session = c.sessionLocked(key)
 		t.session.live++
 		c.sessionLimitLocked(t.session, spec.SessionMaxInFlight)
@@ -980,7 +980,7 @@ func (c *core) newBatchLocked(bs *BatchSpec, id string, now time.Time) *batch {
 // takes over the session.
 func (c *core) interruptLocked(t *task) {
 	drain := t.spec.QueueMode == QueueInterruptDrain
-	for _, o := range c.sessionTasksLocked(t.session.key) {
+	for _, o := range c.sessionMembersLocked(t.session) {
 		switch {
 		case o == t:
 		case o.state.InFlight():

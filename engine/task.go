@@ -2,6 +2,9 @@ package engine
 
 import (
 	"encoding/json"
+	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/switchyard/switchyard/engine/policy"
@@ -162,13 +165,66 @@ type TaskSpec struct {
 	SubmittedAt   time.Time // set by the engine at admission
 }
 
-// Session returns the key that serialises the task: its SessionKey, or its
-// tab when it has none, or "" (no serialisation).
+// Session returns the name of the session that serialises the task, as its
+// client sees it: its SessionKey, or its tab when it has none, or "" (no
+// serialisation). It is what tasks, events and the stores show; the engine
+// and the executor keep the session under SessionScope.
 func (s *TaskSpec) Session() string {
 	if s.SessionKey != "" {
 		return s.SessionKey
 	}
 	return s.TabID
+}
+
+// SessionScope returns the key under which the engine and the executor keep
+// the task's session — its binding to a tab, its ceiling, its debounce, its
+// interrupts, its replay log — or "" when it has none. A SessionKey belongs
+// to the task's agent: two agents that use the same session name have two
+// sessions, two tabs, and neither reaches the other's (ScopedSessionKey). A
+// session that is only a named tab (no SessionKey) is that tab, whoever
+// names it: tasks naming one tab run one at a time.
+func (s *TaskSpec) SessionScope() string {
+	switch {
+	case s.SessionKey != "":
+		return ScopedSessionKey(s.AgentID, s.SessionKey)
+	case s.TabID != "":
+		return "/" + s.TabID
+	}
+	return ""
+}
+
+// ScopedSessionKey is the key of an agent's session named key:
+// "<agent>/<key>", the agent's id path-escaped (so that it holds no "/" and
+// the first "/" ends it). SplitSessionScope undoes it.
+func ScopedSessionKey(agentID, key string) string {
+	return url.PathEscape(agentID) + "/" + key
+}
+
+// SplitSessionScope returns the agent and the session name of a key made by
+// SessionScope: the agent is "" for a named tab's session, and for a key
+// that is not scoped (a binding stored before sessions were scoped to their
+// agent), which is returned whole as the name.
+func SplitSessionScope(scope string) (agentID, name string) {
+	a, name, ok := strings.Cut(scope, "/")
+	if !ok {
+		return "", scope
+	}
+	agentID, err := url.PathUnescape(a)
+	if err != nil {
+		return "", scope
+	}
+	return agentID, name
+}
+
+// SessionLabel names a session kept under scope for people, as in
+// `session "cart" of agent "alice"`, or `session "tab-1"` for a named
+// tab's.
+func SessionLabel(scope string) string {
+	agentID, name := SplitSessionScope(scope)
+	if agentID == "" {
+		return "session " + strconv.Quote(name)
+	}
+	return "session " + strconv.Quote(name) + " of agent " + strconv.Quote(agentID)
 }
 
 // Attempt records one execution of a task.

@@ -175,9 +175,9 @@ func TestABatchMayFormADAGButNotACycle(t *testing.T) {
 func TestPlanShowsTheNextDecisionsAndWhyQueuesWait(t *testing.T) {
 	t.Parallel()
 	h := enginetest.New(t, &engine.Config{MaxInFlight: 1, AgingThreshold: -1, AgentMaxInFlight: 1})
-	running := h.Submit(enginetest.Spec("a").Session("s").Obj())
+	running := h.Submit(enginetest.Spec("a").Tab("T").Obj())
 	a2 := h.Submit(enginetest.Spec("a").Obj())
-	b1 := h.Submit(enginetest.Spec("b").Session("s").Obj())
+	b1 := h.Submit(enginetest.Spec("b").Tab("T").Obj()) // a named tab is one session, whoever names it
 	c1 := h.Submit(enginetest.Spec("c").Obj())
 	c2 := h.Submit(enginetest.Spec("c").Obj())
 	paused(t, h, "team", true)
@@ -191,7 +191,7 @@ func TestPlanShowsTheNextDecisionsAndWhyQueuesWait(t *testing.T) {
 		planned = append(planned, s.TaskID)
 		require.Equal(t, "fair share", s.Reason)
 	}
-	// a is at its ceiling (1), b waits for session s, c's first task goes,
+	// a is at its ceiling (1), b waits for tab T, c's first task goes,
 	// then c is at its ceiling too.
 	require.Equal(t, []string{c1.ID}, planned)
 	reasons := map[string]string{}

@@ -122,9 +122,19 @@ type Executor struct {
 	closeOnce sync.Once
 }
 
+// sessionOf is the key under which the executor keeps the session of a task
+// that names no tab (its SessionKey, scoped to its agent:
+// engine.TaskSpec.SessionScope), or "" when it has none.
+func sessionOf(spec *engine.TaskSpec) string {
+	if spec.SessionKey == "" {
+		return ""
+	}
+	return spec.SessionScope()
+}
+
 // ownedTab is a tab the executor opened for a task without one.
 type ownedTab struct {
-	session  string // the session it was opened for, or ""
+	session  string // the session it was opened for (its scope: sessionOf), or ""
 	instance string
 	tab      string
 	lastUsed time.Time
@@ -281,7 +291,7 @@ func (e *Executor) runAction(ctx context.Context, a Attempt, spec *engine.TaskSp
 			return e.replayAndRun(ctx, a, spec, t, err, t0)
 		}
 		if errors.Is(err, ErrSessionLost) {
-			e.forgetReplay(spec.SessionKey)
+			e.forgetReplay(sessionOf(spec))
 		}
 		return engine.Outcome{Err: err, InstanceID: t.instance, TabID: t.tab, TabTime: tabTime}, nil
 	}
@@ -300,7 +310,7 @@ func (e *Executor) runAction(ctx context.Context, a Attempt, spec *engine.TaskSp
 		if spec.SessionReplay {
 			return e.replayAndRun(ctx, a, spec, t, o.Err, t0)
 		}
-		e.forgetReplay(spec.SessionKey)
+		e.forgetReplay(sessionOf(spec))
 	}
 	return o, after
 }
@@ -325,7 +335,7 @@ func (e *Executor) runIn(ctx context.Context, a Attempt, spec *engine.TaskSpec, 
 	if isClose(spec.Action.Kind) {
 		// The tab is gone: this task binds nothing to it.
 		o.TabID = ""
-		return o, e.closedTab(t.instance, t.tab, spec.SessionKey, a.TaskID())
+		return o, e.closedTab(t.instance, t.tab, sessionOf(spec), a.TaskID())
 	}
 	return o, nil
 }
@@ -364,7 +374,7 @@ func (e *Executor) target(ctx context.Context, a Attempt, spec *engine.TaskSpec)
 			// It may come back with the tab: wait, without spending the budget.
 			return t, engine.Transient(fmt.Errorf("session tab %s: instance %s is unhealthy (%s): %w", t.tab, id, snap.LastError, engine.ErrInstanceFault))
 		}
-		e.adopt(t, spec.Session())
+		e.adopt(t, sessionOf(spec))
 		return e.use(t)
 	}
 
@@ -383,7 +393,7 @@ func (e *Executor) target(ctx context.Context, a Attempt, spec *engine.TaskSpec)
 			return target{}, engine.Transient(fmt.Errorf("no healthy browser instance with room: %w: %w", engine.ErrInstanceFault, engine.ErrInstanceGone))
 		}
 	}
-	if tab := e.takePooled(id, spec.Session()); tab != "" {
+	if tab := e.takePooled(id, sessionOf(spec)); tab != "" {
 		t, err := e.use(target{instance: id, tab: tab, claimed: true})
 		if err != nil {
 			e.unclaim(tab)
@@ -401,7 +411,7 @@ func (e *Executor) target(ctx context.Context, a Attempt, spec *engine.TaskSpec)
 	}
 	t.tab = tab
 	e.mu.Lock()
-	e.owned[tab] = &ownedTab{session: spec.Session(), instance: id, tab: tab, lastUsed: time.Now(), busy: 1}
+	e.owned[tab] = &ownedTab{session: sessionOf(spec), instance: id, tab: tab, lastUsed: time.Now(), busy: 1}
 	e.mu.Unlock()
 	if _, known := e.reg.tabs.get(tab); !known { // openTab keeps a server's browser
 		e.reg.tabs.put(tab, tabEntry{instance: id})
@@ -714,7 +724,7 @@ func sessionLost(t target, why string, cause error) error {
 func (e *Executor) closedTab(instance, tab, by, taskID string) func() {
 	closedBy := "a close task (" + taskID + ") of no session"
 	if by != "" {
-		closedBy = "a close task (" + taskID + ") of session " + by
+		closedBy = "a close task (" + taskID + ") of " + engine.SessionLabel(by)
 	}
 	if sink := e.reg.currentSink(); sink != nil {
 		sink.TabClosed(instance, tab, by, closedBy)

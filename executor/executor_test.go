@@ -132,7 +132,7 @@ func TestSessionTabIsReusedThenClosedWhenIdleAndTheSessionUnbound(t *testing.T) 
 	require.Zero(t, bn.exec.ReapIdleTabs(time.Now()), "a tab used just now is not idle")
 	require.Equal(t, 1, bn.exec.ReapIdleTabs(time.Now().Add(2*time.Hour)))
 	require.Contains(t, a.paths(), "POST /tabs/a-tab1/close")
-	require.Equal(t, []string{"checkout"}, bn.sink.unboundSessions())
+	require.Equal(t, []string{engine.ScopedSessionKey("x", "checkout")}, bn.sink.unboundSessions(), "the session is kept under its agent's scope")
 	require.Zero(t, bn.exec.ReapIdleTabs(time.Now().Add(4*time.Hour)), "closed once")
 }
 
@@ -405,7 +405,7 @@ func TestClosingTheSessionTabUnbindsTheSession(t *testing.T) {
 		spec: &engine.TaskSpec{AgentID: "x", SessionKey: "s", Action: action("close", "", "")}})
 	require.NoError(t, o.Err)
 	require.Empty(t, o.TabID, "nothing binds to a closed tab")
-	require.Equal(t, []string{"s"}, bn.sink.unboundSessions())
+	require.Equal(t, []string{engine.ScopedSessionKey("x", "s")}, bn.sink.unboundSessions())
 }
 
 func TestInstructionsGoToAChatInstance(t *testing.T) {

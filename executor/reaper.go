@@ -8,6 +8,8 @@ package executor
 import (
 	"context"
 	"time"
+
+	"github.com/switchyard/switchyard/engine"
 )
 
 func (e *Executor) reapLoop() {
@@ -74,7 +76,7 @@ func (e *Executor) closeTabs(tabs []*ownedTab, idle bool) {
 			if t.restored {
 				since = "unused for " + e.idle.String() + " since the server restarted"
 			}
-			sink.ExpireSession(t.session, t.tab, "session "+t.session+"'s tab "+t.tab+" on instance "+t.instance+" was closed "+since+
+			sink.ExpireSession(t.session, t.tab, engine.SessionLabel(t.session)+"'s tab "+t.tab+" on instance "+t.instance+" was closed "+since+
 				" (executor.idleTabTimeout); its binding is dropped and its next task starts over in a new tab")
 		default:
 			sink.UnbindSession(t.session)

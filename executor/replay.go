@@ -60,7 +60,7 @@ func replays(kind string) bool {
 // fresh says the attempt ran in a tab opened (or taken from the pool) for it:
 // the session starts over there.
 func (e *Executor) record(spec *engine.TaskSpec, fresh bool) {
-	key := spec.SessionKey
+	key := sessionOf(spec)
 	if key == "" || spec.TabID != "" || spec.Action == nil {
 		return
 	}
@@ -157,7 +157,7 @@ func (e *Executor) replayLogOf(session string) ([]engine.Action, error) {
 // the session's actions again, in order; then the task's own action. A
 // replay that cannot happen or fails leaves lostErr, with why.
 func (e *Executor) replayAndRun(ctx context.Context, a Attempt, spec *engine.TaskSpec, lost target, lostErr error, t0 time.Time) (engine.Outcome, func()) {
-	key := spec.SessionKey
+	key := sessionOf(spec)
 	fail := func(why error) (engine.Outcome, func()) {
 		e.forgetReplay(key) // the session starts over
 		return engine.Outcome{Err: engine.Permanent(fmt.Errorf("%w (replay: %w)", lostErr, why)), InstanceID: lost.instance,
@@ -172,8 +172,8 @@ func (e *Executor) replayAndRun(ctx context.Context, a Attempt, spec *engine.Tas
 		if id = e.reg.pick(KindInstance, KindServer); id == "" {
 			// Not the session's fault: it waits, as an instance fault, for
 			// a browser to replay it on (its log and its lost binding stay).
-			return engine.Outcome{Err: engine.Transient(fmt.Errorf("session %s is to be replayed, and no healthy browser instance has room: %w",
-				key, engine.ErrInstanceFault)), InstanceID: lost.instance, TabTime: time.Since(t0)}, nil
+			return engine.Outcome{Err: engine.Transient(fmt.Errorf("%s is to be replayed, and no healthy browser instance has room: %w",
+				engine.SessionLabel(key), engine.ErrInstanceFault)), InstanceID: lost.instance, TabTime: time.Since(t0)}, nil
 		}
 	}
 	t, err := e.use(target{instance: id})

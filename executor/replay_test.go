@@ -186,7 +186,7 @@ func TestAClosingTaskFromOutsideASessionLosesIt(t *testing.T) {
 		closeTab := func(tab, session string) {
 			t.Helper()
 			o := bn.exec.Execute(context.Background(), &attempt{id: "close-" + tab, instance: "p",
-				spec: &engine.TaskSpec{AgentID: "y", SessionKey: session, TabID: tab, Action: action("close", "", "")}})
+				spec: &engine.TaskSpec{AgentID: "x", SessionKey: session, TabID: tab, Action: action("close", "", "")}})
 			require.NoError(t, o.Err)
 		}
 		for _, replay := range []bool{true, false} {
@@ -210,7 +210,7 @@ func TestAClosingTaskFromOutsideASessionLosesIt(t *testing.T) {
 			require.Equal(t, "Hello, Ada!", outText(t, o.Result))
 			closeTab(o.TabID, "s") // the session's own: it ends
 			require.Empty(t, d.Tabs())
-			require.Contains(t, bn.sink.unboundSessions(), "s", "unbound: its next task starts over")
+			require.Contains(t, bn.sink.unboundSessions(), engine.ScopedSessionKey("x", "s"), "unbound: its next task starts over")
 		}
 
 		// After its own close the session starts over: a loss of its new

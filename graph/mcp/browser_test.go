@@ -140,3 +140,49 @@ func TestAScreenshotComesBackAsAnImage(t *testing.T) {
 	require.Equal(t, img.Data, rr.Contents[0].Blob)
 	require.Equal(t, "image/png", rr.Contents[0].MIMEType)
 }
+
+// A browser session is its agent's own: bob, naming alice's session, gets a
+// session of his own in a tab of his own (and, on the built-in Chromium, a
+// browser context of his own), never her page; what he does there leaves her
+// page as it was.
+func TestAnotherAgentNamingAlicesSessionGetsItsOwn(t *testing.T) {
+	t.Parallel()
+	b, site := browser(t)
+	alice := b.connect(t, "alice", "", "alice")
+	bob := b.connect(t, "bob", "", "bob")
+	const session = "other-agents-session"
+
+	res := alice.call(t, "navigate", map[string]any{"url": site + "/?acct=ALICE-BANK", "session": session})
+	require.False(t, res.IsError, textOf(res))
+	require.False(t, alice.call(t, "fill", map[string]any{"selector": "#name", "text": "alice-card-4111111111111111", "session": session}).IsError)
+
+	res = bob.call(t, "text", map[string]any{"session": session})
+	require.False(t, res.IsError, textOf(res))
+	require.NotContains(t, textOf(res), "ALICE-BANK", "bob's session of the same name read alice's page")
+	require.NotContains(t, textOf(res), "Welcome to the greeter", "bob's session of the same name read alice's page")
+	res = bob.call(t, "wait", map[string]any{"url": "acct=ALICE-BANK", "waitTimeoutMs": 300, "session": session})
+	require.Equal(t, "wait_timeout", errorOf(t, res)["instanceCode"], "bob's session of the same name is on alice's page: %s", textOf(res))
+	bob.call(t, "back", map[string]any{"session": session})
+	res = bob.call(t, "text", map[string]any{"session": session})
+	require.NotContains(t, textOf(res), "Welcome to the greeter", "bob went back into alice's history")
+	res = bob.call(t, "navigate", map[string]any{"url": site + "/?acct=BOB", "session": session})
+	require.False(t, res.IsError, textOf(res))
+	require.NotEqual(t, "", structured(t, res)["taskId"])
+
+	res = alice.call(t, "wait", map[string]any{"url": "acct=ALICE-BANK", "waitTimeoutMs": 5000, "session": session})
+	require.False(t, res.IsError, "alice's session is still on her page: %s", textOf(res))
+
+	var aliceTab, bobTab string
+	for _, tk := range b.tasks(t) {
+		if n := len(tk.Attempts); n > 0 && tk.Spec.SessionKey == session {
+			switch tk.Spec.AgentID {
+			case "alice":
+				aliceTab = tk.Attempts[n-1].TabID
+			case "bob":
+				bobTab = tk.Attempts[n-1].TabID
+			}
+		}
+	}
+	require.NotEmpty(t, aliceTab)
+	require.NotEqual(t, aliceTab, bobTab, "the two agents' sessions of one name share a tab")
+}

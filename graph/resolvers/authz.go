@@ -128,9 +128,10 @@ func scopeFilter(ctx context.Context, path string, f *engine.TaskFilter) error {
 	return nil
 }
 
-// scopeMatcher narrows an event predicate to the caller's tasks; a filter
-// that names another agent is FORBIDDEN. Events without a task (lane and
-// engine changes) are not an agent's.
+// scopeMatcher narrows an event predicate to the caller's tasks and
+// sessions (a SESSION event names its session's agent); a filter that names
+// another agent is FORBIDDEN. Events of no agent (lane and engine changes, a
+// named tab's session) are not an agent's.
 func scopeMatcher(ctx context.Context, filter *model.TaskEventFilter, match func(*engine.Event) bool) (func(*engine.Event) bool, error) {
 	agent, err := ownAgent(ctx)
 	if err != nil || agent == "" {
@@ -147,7 +148,7 @@ func scopeMatcher(ctx context.Context, filter *model.TaskEventFilter, match func
 
 // checkSubmission refuses, for an agent, a task spec that submits as
 // another agent, depends on or is spawned by another agent's task, or
-// interrupts a session where another agent has work. keys are the item keys
+// interrupts a named tab where another agent has work. keys are the item keys
 // of a batch (dependencies on them are the batch's own).
 func (r *Resolver) checkSubmission(ctx context.Context, path string, s *engine.TaskSpec, keys map[string]int) error {
 	agent, err := ownAgent(ctx)
@@ -171,11 +172,11 @@ func (r *Resolver) checkSubmission(ctx context.Context, path string, s *engine.T
 			return err
 		}
 	}
-	if s.QueueMode.Interrupts() {
-		session := s.SessionKey
-		if session == "" {
-			session = s.TabID
-		}
+	if s.QueueMode.Interrupts() && s.SessionKey == "" {
+		// A session key is the agent's own (engine.TaskSpec.SessionScope):
+		// its interrupt reaches no other agent's session of that name. A
+		// named tab is one session, whoever names it.
+		session := s.TabID
 		others, err := r.othersInSession(ctx, session, agent)
 		if err != nil {
 			return err
