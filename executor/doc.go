@@ -27,6 +27,10 @@
 //     opens one, and reports it in Started and in the Outcome; the engine
 //     binds it to the task's session, if any. A tab-less task of no session
 //     returns its tab to the pool (at most MaxIdleTabs idle per instance).
+//     A pooled tab goes only to tasks of the agent it was opened for, and is
+//     navigated to about:blank before each task that takes it, so that no
+//     task reads what another left there. Sessions are kept under their
+//     agent-scoped key (engine.TaskSpec.SessionScope).
 //     Tabs the executor opened are closed after an idle timeout, and their
 //     session is unbound (InstanceSink.UnbindSession).
 //   - A cancelled or timed-out attempt keeps waiting for the instance's

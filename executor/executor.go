@@ -42,10 +42,12 @@ type Options struct {
 	IdleTabTimeout  time.Duration // tabs the executor opened close after this long unused; default 5m, negative never
 	MaxInlineResult int           // larger answers become artifacts; default 256 KiB
 	// MaxIdleTabs bounds the pooled tabs (opened for tab-less tasks, bound to
-	// no session, unused) kept per instance for the next tab-less task; a
-	// released tab beyond it is closed at once. A pooled tab that a
+	// no session, unused) kept per instance for the next tab-less task of
+	// the same agent; a released tab beyond it takes the place of the
+	// pool's least recently used one, which is closed. A pooled tab that a
 	// session's first task takes becomes that session's tab and leaves the
-	// pool for good. Default 4; negative: no pool.
+	// pool for good. Every task that takes a pooled tab finds it blank
+	// (about:blank). Default 4; negative: no pool.
 	MaxIdleTabs int
 	// AbortGrace is how long a cancelled or timed-out attempt keeps waiting
 	// for the instance's answer before it disconnects: the attempt, and the
@@ -135,6 +137,7 @@ func sessionOf(spec *engine.TaskSpec) string {
 // ownedTab is a tab the executor opened for a task without one.
 type ownedTab struct {
 	session  string // the session it was opened for (its scope: sessionOf), or ""
+	agent    string // the agent it was opened for: only that agent's tasks take it from the pool
 	instance string
 	tab      string
 	lastUsed time.Time
@@ -318,6 +321,14 @@ func (e *Executor) runAction(ctx context.Context, a Attempt, spec *engine.TaskSp
 // runIn runs an action task in its tab t, found in tabTime.
 func (e *Executor) runIn(ctx context.Context, a Attempt, spec *engine.TaskSpec, t target, tabTime time.Duration) (engine.Outcome, func()) {
 	defer e.done(t)
+	if t.claimed {
+		t0 := time.Now()
+		err := e.blankPooled(ctx, t)
+		tabTime += time.Since(t0)
+		if err != nil {
+			return engine.Outcome{Err: err, InstanceID: t.instance, TabTime: tabTime}, nil
+		}
+	}
 	a.Started(t.instance, t.tab)
 
 	t1 := time.Now()
@@ -393,7 +404,7 @@ func (e *Executor) target(ctx context.Context, a Attempt, spec *engine.TaskSpec)
 			return target{}, engine.Transient(fmt.Errorf("no healthy browser instance with room: %w: %w", engine.ErrInstanceFault, engine.ErrInstanceGone))
 		}
 	}
-	if tab := e.takePooled(id, sessionOf(spec)); tab != "" {
+	if tab := e.takePooled(id, spec.AgentID, sessionOf(spec)); tab != "" {
 		t, err := e.use(target{instance: id, tab: tab, claimed: true})
 		if err != nil {
 			e.unclaim(tab)
@@ -411,7 +422,7 @@ func (e *Executor) target(ctx context.Context, a Attempt, spec *engine.TaskSpec)
 	}
 	t.tab = tab
 	e.mu.Lock()
-	e.owned[tab] = &ownedTab{session: sessionOf(spec), instance: id, tab: tab, lastUsed: time.Now(), busy: 1}
+	e.owned[tab] = &ownedTab{session: sessionOf(spec), agent: spec.AgentID, instance: id, tab: tab, lastUsed: time.Now(), busy: 1}
 	e.mu.Unlock()
 	if _, known := e.reg.tabs.get(tab); !known { // openTab keeps a server's browser
 		e.reg.tabs.put(tab, tabEntry{instance: id})
@@ -483,8 +494,9 @@ func (e *Executor) use(t target) (target, error) {
 }
 
 // done releases what use claimed. A pooled tab (opened for a tab-less task
-// of no session) goes back to its instance's pool, or is closed when the pool
-// is full.
+// of no session) goes back to its instance's pool; when the pool is full, the
+// pool's least recently used tab is closed to make room (the pool serves the
+// agents that work now), or the tab itself when there is no pool.
 func (e *Executor) done(t target) {
 	e.reg.release(t.instance)
 	var extra *ownedTab
@@ -493,10 +505,18 @@ func (e *Executor) done(t target) {
 		o.busy--
 		o.lastUsed = time.Now()
 		if o.busy == 0 && o.session == "" && !o.pooled {
-			if len(e.pools[o.instance]) >= e.maxIdle {
+			pool := e.pools[o.instance]
+			lru := slices.IndexFunc(pool, func(x *ownedTab) bool { return x.busy == 0 })
+			switch {
+			case len(pool) < e.maxIdle:
+				e.poolLocked(o)
+			case lru < 0:
 				delete(e.owned, o.tab)
 				extra = o
-			} else {
+			default:
+				extra = pool[lru]
+				delete(e.owned, extra.tab)
+				e.unpoolLocked(extra)
 				e.poolLocked(o)
 			}
 		}
@@ -531,23 +551,31 @@ func (e *Executor) unpoolLocked(tabs ...*ownedTab) {
 }
 
 // takePooled claims the most recently used idle pooled tab of an instance
-// for an attempt of session (which then owns it, when not ""), or returns ""
-// when there is none. The tab is marked busy under the same lock that found
-// it idle, so that no other attempt and no reaping of idle tabs can take it
-// in between; unclaim undoes the claim when the attempt cannot use it.
-func (e *Executor) takePooled(instance, session string) string {
+// that was opened for agent, for an attempt of session (which then owns it,
+// when not ""), or returns "" when there is none. A tab opened for another
+// agent is never taken: it holds that agent's pages, and on an instance that
+// keeps a browser context per agent (the built-in Chromium), its cookies and
+// storage. The tab is marked busy under the same lock that found it idle, so
+// that no other attempt and no reaping of idle tabs can take it in between;
+// unclaim undoes the claim when the attempt cannot use it. The attempt blanks
+// the tab before its action (blankPooled).
+func (e *Executor) takePooled(instance, agent, session string) string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	pool := e.pools[instance]
 	var best *ownedTab
-	for best == nil && len(pool) > 0 {
-		o := pool[len(pool)-1]
-		pool[len(pool)-1] = nil
-		pool = pool[:len(pool)-1]
-		o.pooled = false
-		if o.busy == 0 && o.session == "" {
+	for i := len(pool) - 1; i >= 0 && best == nil; i-- {
+		o := pool[i]
+		switch {
+		case o.busy != 0 || o.session != "":
+			// A task named it: done pools it again.
+		case o.agent != agent:
+			continue
+		default:
 			best = o
-		} // else a task named it: done pools it again
+		}
+		o.pooled = false
+		pool = slices.Delete(pool, i, i+1)
 	}
 	if len(pool) == 0 {
 		delete(e.pools, instance)
@@ -561,6 +589,36 @@ func (e *Executor) takePooled(instance, session string) string {
 	best.busy++
 	best.lastUsed = time.Now()
 	return best.tab
+}
+
+// blankPooled empties a pooled tab that an attempt took (takePooled) before
+// the attempt's action runs: it navigates the tab to about:blank, so that no
+// page, form state or script of the task that used it last is there to be
+// read. A tab that cannot be blanked is closed and never used again: the
+// attempt runs in another tab (errPooledTabGone), or waits for its instance
+// (an instance fault).
+func (e *Executor) blankPooled(ctx context.Context, t target) error {
+	_, err := t.client.Navigate(ctx, t.tab, "about:blank", nil)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	if err := e.explain(ctx, err, t); errors.Is(err, errPooledTabGone) || errors.Is(err, engine.ErrInstanceFault) {
+		return err
+	}
+	e.mu.Lock()
+	o, ok := e.owned[t.tab]
+	if ok {
+		delete(e.owned, t.tab)
+		e.unpoolLocked(o)
+		o.session = "" // it was claimed for the attempt's session, which never ran in it
+	}
+	e.mu.Unlock()
+	if ok {
+		e.closeTabs([]*ownedTab{o}, false)
+	}
+	e.log.Info("a pooled tab could not be blanked: it is closed and the attempt runs in another tab",
+		"instance", t.instance, "tab", t.tab, "error", err)
+	return fmt.Errorf("%w: it could not be blanked: %w", errPooledTabGone, err)
 }
 
 // unclaim gives back a tab takePooled claimed for an attempt that could not

@@ -21,10 +21,10 @@ func TestATakenPooledTabIsBusyAtOnce(t *testing.T) {
 	e.owned["t1"] = &ownedTab{instance: "p", tab: "t1", lastUsed: time.Now()}
 	e.poolLocked(e.owned["t1"])
 
-	if got := e.takePooled("p", ""); got != "t1" {
+	if got := e.takePooled("p", "", ""); got != "t1" {
 		t.Fatalf("first take: got %q, want t1", got)
 	}
-	if got := e.takePooled("p", ""); got != "" {
+	if got := e.takePooled("p", "", ""); got != "" {
 		t.Fatalf("second take got %q: one pooled tab went to two attempts", got)
 	}
 	if n := e.ReapIdleTabs(time.Now().Add(time.Hour)); n != 0 {
@@ -33,7 +33,7 @@ func TestATakenPooledTabIsBusyAtOnce(t *testing.T) {
 
 	// An attempt that cannot use the tab gives it back to the pool.
 	e.unclaim("t1")
-	if got := e.takePooled("p", "s"); got != "t1" {
+	if got := e.takePooled("p", "", "s"); got != "t1" {
 		t.Fatalf("after unclaim: got %q, want t1", got)
 	}
 }
@@ -62,15 +62,15 @@ func TestThePoolHandsOutTheMostRecentIdleTabOfItsInstance(t *testing.T) {
 	}
 	e.owned["c"].busy++ // a task named tab c
 	for _, want := range []string{"b", "a", ""} {
-		if got := e.takePooled("p", ""); got != want {
+		if got := e.takePooled("p", "", ""); got != want {
 			t.Fatalf("took %q, want %q", got, want)
 		}
 	}
 	e.done(target{tab: "c"})
-	if got := e.takePooled("p", ""); got != "c" {
+	if got := e.takePooled("p", "", ""); got != "c" {
 		t.Fatalf("took %q, want c, back in the pool once its task ended", got)
 	}
-	if got := e.takePooled("q", ""); got != "q" {
+	if got := e.takePooled("q", "", ""); got != "q" {
 		t.Fatalf("instance q: took %q, want q", got)
 	}
 }
@@ -93,10 +93,53 @@ func BenchmarkPooledTabWithManySessionTabs(b *testing.B) {
 	e.done(target{instance: "p", tab: "pooled"})
 	b.ResetTimer()
 	for b.Loop() {
-		tab := e.takePooled("p", "")
+		tab := e.takePooled("p", "", "")
 		if tab == "" {
 			b.Fatal("no pooled tab")
 		}
 		e.done(target{instance: "p", tab: tab})
+	}
+}
+
+// A pooled tab goes only to the agent it was opened for: it holds that
+// agent's last page, and on an instance with a browser context per agent,
+// that agent's cookies and storage. A full pool makes room for the tab just
+// released by closing its least recently used idle tab, whoever's it is.
+func TestAPooledTabGoesOnlyToItsAgent(t *testing.T) {
+	reg := NewRegistry(RegistryOptions{HealthInterval: time.Hour})
+	t.Cleanup(reg.Close)
+	e, err := New(Options{Registry: reg, IdleTabTimeout: -1, MaxIdleTabs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	e.owned["a1"] = &ownedTab{instance: "p", tab: "a1", agent: "alice", busy: 1}
+	e.done(target{tab: "a1"})
+
+	if got := e.takePooled("p", "bob", ""); got != "" {
+		t.Fatalf("bob took alice's pooled tab %q", got)
+	}
+	if got := e.takePooled("p", "bob", "bob/s"); got != "" {
+		t.Fatalf("bob's session took alice's pooled tab %q", got)
+	}
+	if got := len(e.pools["p"]); got != 1 {
+		t.Fatalf("after bob's tries the pool holds %d tabs, want alice's 1", got)
+	}
+	if got := e.takePooled("p", "alice", ""); got != "a1" {
+		t.Fatalf("alice took %q, want her tab a1", got)
+	}
+	e.done(target{tab: "a1"})
+
+	e.owned["b1"] = &ownedTab{instance: "p", tab: "b1", agent: "bob", busy: 1}
+	e.owned["b2"] = &ownedTab{instance: "p", tab: "b2", agent: "bob", busy: 1}
+	e.done(target{tab: "b1"})
+	e.done(target{tab: "b2"}) // the pool is full: alice's a1, least recently used, makes room
+	if _, ok := e.owned["a1"]; ok {
+		t.Fatal("alice's idle tab a1 is still owned: the full pool closed another")
+	}
+	for _, want := range []string{"b2", "b1", ""} {
+		if got := e.takePooled("p", "bob", ""); got != want {
+			t.Fatalf("bob took %q, want %q", got, want)
+		}
 	}
 }

@@ -186,7 +186,7 @@ func (e *Executor) replayAndRun(ctx context.Context, a Attempt, spec *engine.Tas
 		return fail(e.explain(ctx, err, t))
 	}
 	t.tab, t.session = tab, true
-	owned := &ownedTab{session: key, instance: id, tab: tab, lastUsed: time.Now(), busy: 1}
+	owned := &ownedTab{session: key, agent: spec.AgentID, instance: id, tab: tab, lastUsed: time.Now(), busy: 1}
 	e.mu.Lock()
 	e.owned[tab] = owned
 	e.mu.Unlock()
