@@ -185,7 +185,7 @@ func TestCancellingMidActionStopsTheBrowserCall(t *testing.T) {
 	require.NoError(t, s.run(context.Background(), bn.exec, "local", action("navigate", "", `{"url":"`+url+`"}`)).Err)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	at := &attempt{id: "slow", instance: s.instance, tab: s.tab, spec: &engine.TaskSpec{AgentID: "a", SessionKey: "s",
+	at := &attempt{id: "slow", instance: s.instance, tab: s.tab, spec: &engine.TaskSpec{AgentID: "agent-e2e", SessionKey: "s", // the session's agent: its tab is its own
 		Action: action("evaluate", "", `{"expression":"window.phase = 'started'; fetch('/beacon'); new Promise(() => {})"}`)}}
 	done := make(chan engine.Outcome, 1)
 	go func() { done <- bn.exec.Execute(ctx, at) }()

@@ -108,7 +108,10 @@ func TestClosingASessionsTabThroughATask(t *testing.T) {
 	}
 	closeFromOutside := func(key, tab string) {
 		t.Helper()
-		closed := tasks.run(map[string]any{"agentId": "other", "tabId": tab, "action": action("close", "", nil)})
+		// A task of the session's agent, of no session (another agent's
+		// task finds no such tab: the built-in Chromium serves an agent's
+		// tabs to that agent's tasks only).
+		closed := tasks.run(map[string]any{"agentId": "closer", "tabId": tab, "action": action("close", "", nil)})
 		require.Equal(t, "SUCCEEDED", closed.State, "%+v", closed)
 		// Said at once, before any task of the session runs.
 		reason := waitSessionEvent(t, tasks.c, key)

@@ -22,6 +22,17 @@
 //	POST /tabs/{id}/wait {"selector"|"ms","timeout"}  {"waited","elapsed","match"|"error"}
 //	POST /tabs/{id}/close              {"closed":true}
 //
+// Agents: a request that says which agent it is for (the X-Switchyard-Agent
+// header, which the executor sets on every request of a task) opens its tab
+// in that agent's own browser context, made on the agent's first tab
+// (Target.createBrowserContext: an incognito-like profile in the same
+// browser), so that each agent has its own cookies, storage and cache and
+// sees no other agent's. Its tabs answer only requests for the same agent (or
+// for none: the executor's own listing, probing and closing): a request of
+// another agent gets 404 tab_not_found, as for a tab that does not exist. A
+// tab opened with no agent is in the browser's default context, shared by
+// all such tabs. An agent's context lives as long as the instance.
+//
 // Errors are {"error","code"}, with "retryable": true when a retry may help
 // (timeouts, failed loads, browser errors, an element not visible yet).
 //
@@ -45,6 +56,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	"github.com/hashicorp/go-hclog"
@@ -96,6 +108,11 @@ type Instance struct {
 
 	mu   sync.Mutex
 	tabs map[string]*tab
+	// contexts holds each agent's browser context, by agent id, and agents
+	// the agent of each, by context (a popup opens in its opener's context).
+	contexts map[string]cdp.BrowserContextID
+	agents   map[cdp.BrowserContextID]string
+	ctxMu    sync.Mutex // one browser context made at a time
 
 	ln        net.Listener
 	srv       *http.Server
@@ -109,6 +126,7 @@ type Instance struct {
 // tab is a browser tab the instance drives.
 type tab struct {
 	id     string
+	agent  string          // the agent whose browser context it is in, or "" (the default context)
 	ctx    context.Context // chromedp context of the tab
 	cancel context.CancelFunc
 	lock   chan struct{}    // one operation at a time on a tab
@@ -142,7 +160,8 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 30 * time.Second
 	}
-	i := &Instance{opts: o, log: o.Logger.Named("chromium"), tabs: make(map[string]*tab)}
+	i := &Instance{opts: o, log: o.Logger.Named("chromium"), tabs: make(map[string]*tab),
+		contexts: make(map[string]cdp.BrowserContextID), agents: make(map[cdp.BrowserContextID]string)}
 	i.dataDir = o.UserDataDir
 	if i.dataDir == "" {
 		removeStaleProfiles(os.TempDir(), i.log)
@@ -240,14 +259,46 @@ func (i *Instance) cleanup() {
 	}
 }
 
-// openTab opens a new tab, at pageURL unless it is "".
-func (i *Instance) openTab(ctx context.Context, pageURL string) (*tab, error) {
-	tctx, cancel := chromedp.NewContext(i.browserCtx)
+// agentContext returns the agent's browser context, making it on first use.
+func (i *Instance) agentContext(ctx context.Context, agent string) (cdp.BrowserContextID, error) {
+	i.ctxMu.Lock()
+	defer i.ctxMu.Unlock()
+	i.mu.Lock()
+	id, ok := i.contexts[agent]
+	i.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	res, err := chromedp.CallBrowser(i.browserCtxFor(ctx), target.CreateBrowserContext, target.CreateBrowserContextParams{})
+	if err != nil {
+		return "", fmt.Errorf("create the browser context of agent %q: %w", agent, err)
+	}
+	id = res.BrowserContextID
+	i.mu.Lock()
+	i.contexts[agent] = id
+	i.agents[id] = agent
+	i.mu.Unlock()
+	i.log.Debug("browser context made", "agent", agent, "context", id)
+	return id, nil
+}
+
+// openTab opens a new tab, at pageURL unless it is "", in the agent's own
+// browser context, or in the default one when agent is "".
+func (i *Instance) openTab(ctx context.Context, pageURL, agent string) (*tab, error) {
+	var opts []chromedp.ContextOption
+	if agent != "" {
+		bc, err := i.agentContext(ctx, agent)
+		if err != nil {
+			return nil, fmt.Errorf("open tab: %w", err)
+		}
+		opts = append(opts, chromedp.WithExistingBrowserContext(bc))
+	}
+	tctx, cancel := chromedp.NewContext(i.browserCtx, opts...)
 	if err := chromedp.Do(tctx); err != nil {
 		cancel()
 		return nil, fmt.Errorf("open tab: %w", err)
 	}
-	t := &tab{id: string(chromedp.FromContext(tctx).Target.TargetID), ctx: tctx, cancel: cancel,
+	t := &tab{id: string(chromedp.FromContext(tctx).Target.TargetID), agent: agent, ctx: tctx, cancel: cancel,
 		lock: make(chan struct{}, 1), refs: map[string]int64{}}
 	i.mu.Lock()
 	i.tabs[t.id] = t
@@ -255,7 +306,7 @@ func (i *Instance) openTab(ctx context.Context, pageURL string) (*tab, error) {
 	if pageURL != "" {
 		err := i.run(ctx, t, func(ctx context.Context) error { return navigate(ctx, pageURL) })
 		if err != nil {
-			i.closeTab(t.id)
+			i.closeTab(t.id, "")
 			return nil, err
 		}
 	}
@@ -287,6 +338,7 @@ func (i *Instance) tab(id string) (*tab, bool) {
 			}
 			t := &tab{id: id, ctx: tctx, cancel: cancel, lock: make(chan struct{}, 1), refs: map[string]int64{}}
 			i.mu.Lock()
+			t.agent = i.agents[info.BrowserContextID] // a popup is its opener's agent's
 			if existing, ok := i.tabs[id]; ok {
 				i.mu.Unlock()
 				cancel()
@@ -300,9 +352,21 @@ func (i *Instance) tab(id string) (*tab, bool) {
 	return nil, false
 }
 
-// closeTab closes a tab; it reports whether there was one.
-func (i *Instance) closeTab(id string) bool {
+// tabFor returns the tab with id if a request for agent may use it: a tab
+// of another agent's browser context is not there for it. agent "" (a
+// request for no agent) may use any tab.
+func (i *Instance) tabFor(id, agent string) (*tab, bool) {
 	t, ok := i.tab(id)
+	if !ok || agent != "" && t.agent != "" && t.agent != agent {
+		return nil, false
+	}
+	return t, true
+}
+
+// closeTab closes a tab a request for agent may use (tabFor); it reports
+// whether there was one.
+func (i *Instance) closeTab(id, agent string) bool {
+	t, ok := i.tabFor(id, agent)
 	if !ok {
 		return false
 	}

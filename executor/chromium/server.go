@@ -21,6 +21,8 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"github.com/switchyard/switchyard/executor/pinchtab"
 )
 
 // maxBody bounds request bodies.
@@ -118,11 +120,15 @@ func (i *Instance) auth(next http.Handler) http.Handler {
 	})
 }
 
-// withTab resolves the {id} tab and runs h on it, alone.
+// agentOf is the agent a request is for (pinchtab.HeaderAgent), or "".
+func agentOf(r *http.Request) string { return r.Header.Get(pinchtab.HeaderAgent) }
+
+// withTab resolves the {id} tab, if the request's agent may use it (tabFor),
+// and runs h on it, alone.
 func (i *Instance) withTab(h func(ctx context.Context, t *tab, r *http.Request) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
-		t, ok := i.tab(id)
+		t, ok := i.tabFor(id, agentOf(r))
 		if !ok {
 			writeError(w, r, notFound("tab_not_found", "tab %s not found", id))
 			return
@@ -211,14 +217,14 @@ func (i *Instance) handleTab(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		t, err := i.openTab(r.Context(), req.URL)
+		t, err := i.openTab(r.Context(), req.URL, agentOf(r))
 		if err != nil {
 			writeError(w, r, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"tabId": t.id, "url": req.URL})
 	case "close":
-		if !i.closeTab(req.TabID) {
+		if !i.closeTab(req.TabID, agentOf(r)) {
 			writeError(w, r, notFound("tab_not_found", "tab %s not found", req.TabID))
 			return
 		}
@@ -230,7 +236,7 @@ func (i *Instance) handleTab(w http.ResponseWriter, r *http.Request) {
 
 func (i *Instance) handleClose(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if !i.closeTab(id) {
+	if !i.closeTab(id, agentOf(r)) {
 		writeError(w, r, notFound("tab_not_found", "tab %s not found", id))
 		return
 	}

@@ -1,0 +1,83 @@
+package chromium_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/executor/pinchtab"
+	"github.com/switchyard/switchyard/internal/waitfor"
+)
+
+// Each agent's tabs are in a browser context of its own: a cookie set in
+// alice's tab is not in bob's on the same site, and a tab of alice's — one
+// she opened, or a popup her page opened — answers bob's requests 404, as a
+// tab that does not exist, while a request for no agent (the executor's
+// own) still reaches it.
+func TestEachAgentHasABrowserContextOfItsOwn(t *testing.T) {
+	t.Parallel()
+	c := client(t, instance(t))
+	as := func(agent string) context.Context {
+		return pinchtab.WithRequestInfo(context.Background(), pinchtab.RequestInfo{AgentID: agent, TaskID: "t-" + agent})
+	}
+	open := func(agent string) string {
+		t.Helper()
+		tab, err := c.OpenTab(as(agent), site.URL)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.CloseTab(context.Background(), tab.TabID) })
+		return tab.TabID
+	}
+	eval := func(agent, tab, expr string) string {
+		t.Helper()
+		res, err := c.Evaluate(as(agent), tab, expr, nil)
+		require.NoError(t, err)
+		return field[string](t, res, "result")
+	}
+
+	alice, bob := open("alice"), open("bob")
+	eval("alice", alice, `document.cookie = "sid=ALICE; path=/"; localStorage.setItem("k", "ALICE"); "ok"`)
+	require.Equal(t, "sid=ALICE|ALICE", eval("alice", open("alice"), `document.cookie + "|" + localStorage.getItem("k")`),
+		"alice's tabs share her context")
+	require.Equal(t, "|null", eval("bob", bob, `document.cookie + "|" + localStorage.getItem("k")`),
+		"bob's tab sees alice's cookie or storage")
+
+	_, err := c.Evaluate(as("bob"), alice, `location.href`, nil)
+	require.Equal(t, http.StatusNotFound, pinchtab.StatusOf(err), "bob reached alice's tab: %v", err)
+	_, err = c.Read(as("bob"), alice, "url", nil)
+	require.Equal(t, http.StatusNotFound, pinchtab.StatusOf(err), "bob read alice's tab's URL: %v", err)
+	require.Equal(t, http.StatusNotFound, pinchtab.StatusOf(c.CloseTab(as("bob"), alice)), "bob closed alice's tab")
+	_, err = c.Read(context.Background(), alice, "url", nil)
+	require.NoError(t, err, "a request for no agent reaches any tab")
+
+	// A popup alice's page opens is hers too.
+	eval("alice", alice, `document.body.insertAdjacentHTML("beforeend", '<a id="pop" target="_blank" href="?popup=1">pop</a>'); "ok"`)
+	_, err = c.Act(as("alice"), alice, pinchtab.Action{Kind: "click", Selector: "css:#pop"})
+	require.NoError(t, err)
+	var popup string
+	waitfor.CheckFor(t, func() error {
+		tabs, err := c.Tabs(context.Background())
+		if err != nil {
+			return err
+		}
+		for _, tb := range tabs {
+			if strings.Contains(tb.URL, "popup=1") {
+				popup = tb.ID
+				return nil
+			}
+		}
+		return errors.New("the popup is not listed yet")
+	})
+	t.Cleanup(func() { _ = c.CloseTab(context.Background(), popup) })
+	_, err = c.Read(as("bob"), popup, "url", nil)
+	require.Equal(t, http.StatusNotFound, pinchtab.StatusOf(err), "bob reached alice's popup: %v", err)
+	raw, err := c.Read(as("alice"), popup, "url", nil)
+	require.NoError(t, err)
+	var u struct{ URL string }
+	require.NoError(t, json.Unmarshal(raw, &u))
+	require.Contains(t, u.URL, "popup=1")
+}
