@@ -96,8 +96,13 @@ type core struct {
 	fallback    fairshare.Fairness
 	scratch     dispatchScratch // the dispatching goroutine's, kept across a policy call outside the lock
 	planScratch dispatchScratch // Plan's
-	hold        holdState       // the queues a fairness policy held at the latest decision (hold.go)
-	held        []heldTask      // the tasks announced held (EventHeld) whose hold has not ended yet (hold.go)
+	// planning is set while a plan is made (planLocked): a head found at
+	// or past its deadline is set aside in planAside, and put back when
+	// the plan is made, instead of expiring (pastDeadlineLocked).
+	planning  bool
+	planAside []*task
+	hold      holdState  // the queues a fairness policy held at the latest decision (hold.go)
+	held      []heldTask // the tasks announced held (EventHeld) whose hold has not ended yet (hold.go)
 
 	draining bool
 	closed   bool

@@ -325,17 +325,22 @@ func (c *core) nextLocked(now int64, slack int) (t *task, aged bool) {
 		if best == nil {
 			return nil, false
 		}
-		if t := c.admitHeadLocked(best); t != nil {
+		if t := c.admitHeadLocked(best, now); t != nil {
 			return t, bestAged
 		}
 	}
 	return nil, false
 }
 
-// admitHeadLocked checks the ceilings of aq's head task. It returns the task
-// when every ceiling has room; otherwise it parks what is blocked and returns
-// nil.
-func (c *core) admitHeadLocked(aq *agentQueue) *task {
+// admitHeadLocked checks aq's head task against its deadline and its
+// ceilings at now (Unix ns). It returns the task when its deadline is still
+// ahead and every ceiling has room; otherwise it parks what is blocked, or
+// takes the head out of the way when its deadline has come
+// (pastDeadlineLocked), and returns nil. Every pick — a round of dispatch,
+// a worker's pull, a plan — goes through here, so nothing is dispatched or
+// leased at or past its deadline, whether or not the deadline's timer has
+// run yet.
+func (c *core) admitHeadLocked(aq *agentQueue, now int64) *task {
 	a := aq.agent
 	if a.inflight >= a.limit {
 		c.parkAgentLocked(a)
@@ -343,6 +348,13 @@ func (c *core) admitHeadLocked(aq *agentQueue) *task {
 	}
 	sq := aq.ready.Top()
 	t := sq.head()
+	// A QUEUED task's timerAt[timerDeadline] is its deadline (enterLocked
+	// sets it on the way in; 0: none): one comparison on a field of the
+	// task itself, no clock read.
+	if d := t.timerAt[timerDeadline]; d != 0 && d <= now {
+		c.pastDeadlineLocked(t)
+		return nil
+	}
 	if s := sq.session; s != nil && s.lim.full() {
 		c.parkLocked(sq, &s.lim)
 		return nil
@@ -622,7 +634,7 @@ func (c *core) pluginRoundLocked(now time.Time, runs []*Run) []*Run {
 			if !aq.eligible() || !c.laneOpen(aq.lane, 0) || c.inflight >= c.cfg.MaxInFlight {
 				continue
 			}
-			t := c.admitHeadLocked(aq)
+			t := c.admitHeadLocked(aq, now.UnixNano())
 			if t == nil {
 				continue
 			}

@@ -97,6 +97,7 @@ func (c *core) planLocked(limit int, now time.Time) *Plan {
 	p := &Plan{At: now, Fairness: c.fairness.name, InFlight: c.inflight, MaxInFlight: c.cfg.MaxInFlight,
 		Waiting: c.counts[StateWaiting], RetryWait: c.counts[StateRetryWait], Parked: c.counts[StateParked]}
 	native := c.fairness.p == policy.Fairness(c.native)
+	c.planning = true
 	var done []plannedDispatch
 	var held []*agentQueue // the queues a fairness policy holds, if it does
 	heldReason := ""
@@ -136,6 +137,14 @@ func (c *core) planLocked(limit int, now time.Time) *Plan {
 		c.releaseLocked(done[i].t)
 		c.enqueueLocked(done[i].t)
 	}
+	// The heads a pick found at or past their deadline were set aside, not
+	// expired (pastDeadlineLocked): dispatch would expire them, never
+	// dispatch them, so they are no step of the plan.
+	for i := len(c.planAside) - 1; i >= 0; i-- {
+		c.enqueueLocked(c.planAside[i])
+	}
+	clear(c.planAside)
+	c.planAside, c.planning = c.planAside[:0], false
 	return p
 }
 
@@ -181,7 +190,7 @@ func (c *core) nextByPolicyLocked(now time.Time, slack int) (t *task, held []*ag
 		if !aq.eligible() || !c.laneOpen(aq.lane, slack) {
 			return nil, nil, 0, ""
 		}
-		if t := c.admitHeadLocked(aq); t != nil {
+		if t := c.admitHeadLocked(aq, now.UnixNano()); t != nil {
 			return t, nil, 0, fellBack
 		}
 	}

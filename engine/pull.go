@@ -115,7 +115,7 @@ func (c *core) pullLocked(lane string, max int, leaseFor time.Duration, worker s
 	stalls := pullStallBudget(l)
 	for len(runs) < max && c.pullOpen(l) {
 		aq, _ := c.laneTop(l, now.UnixNano())
-		t := c.admitHeadLocked(aq) // parks what a ceiling blocks: the loop moves on
+		t := c.admitHeadLocked(aq, now.UnixNano()) // parks what a ceiling blocks, expires what is past its deadline: the loop moves on
 		if t == nil {
 			if stalls--; stalls < 0 {
 				return runs, pullStalled(l)
@@ -135,8 +135,10 @@ var errPullStalled = errors.New("engine: a pull made no progress")
 // lock) that lease nothing. Each such admission parks what a ceiling blocks
 // — an agent at its ceiling, or a queue of a session or batch at its own —
 // which takes it out of the lane's heaps until a slot frees, and nothing
-// frees one while the lock is held: the lane's pending tasks, n, have at
-// most n agents and n queues, so at most 2n admissions lease nothing before
+// frees one while the lock is held; or it expires a head whose deadline
+// has come (admitHeadLocked), which takes that task out of its queue: the
+// lane's pending tasks, n, have at most n agents and n queues, and each
+// task expired is one fewer, so at most 2n admissions lease nothing before
 // the heaps are empty. One more means that a ceiling check and the heaps
 // disagree, a head coming back to the top without being parked: an engine
 // bug, which would otherwise loop for ever under the lock.
@@ -209,7 +211,7 @@ func (c *core) pullByPolicyLocked(l *lane, max int, leaseFor time.Duration, work
 			if len(runs) >= max || !aq.eligible() || !c.pullOpen(l) {
 				continue
 			}
-			if t := c.admitHeadLocked(aq); t != nil {
+			if t := c.admitHeadLocked(aq, now.UnixNano()); t != nil {
 				runs = append(runs, c.leaseLocked(t, leaseFor, worker, now))
 				made = true
 			}
@@ -224,7 +226,7 @@ func (c *core) pullByPolicyLocked(l *lane, max int, leaseFor time.Duration, work
 		stalls := pullStallBudget(l)
 		for !made && len(runs) < max && c.pullOpen(l) {
 			aq, _ := c.laneTop(l, now.UnixNano())
-			if t := c.admitHeadLocked(aq); t != nil {
+			if t := c.admitHeadLocked(aq, now.UnixNano()); t != nil {
 				runs = append(runs, c.leaseLocked(t, leaseFor, worker, now))
 				made = true
 			} else if stalls--; stalls < 0 {

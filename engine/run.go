@@ -181,15 +181,10 @@ func (c *core) finishLocked(r *Run, o Outcome) bool {
 			why = o.Err.Error()
 		}
 		att.Error = releasedPrefix + why
+		// Handed back at or past its deadline (a lease runs no later, so
+		// its worker answered in the lease grace), it expires at once
+		// (setStateAt: queuedPastDeadlineLocked).
 		c.setStateAt(t, StateQueued, "released: "+why, now)
-		if d := t.spec.Deadline; !d.IsZero() && !now.Before(d) {
-			// Handed back at or past its deadline (a lease runs no later,
-			// so its worker answered in the lease grace): it expires now,
-			// as the deadline's timer would expire it, not when that timer
-			// runs — a pull or a round of dispatch meanwhile would hand out
-			// an attempt past its deadline, a lease over before it began.
-			c.deadlineLocked(t)
-		}
 	case o.Err == nil:
 		if o.Result != nil || t.out != nil {
 			out := t.outcomeOf()

@@ -67,6 +67,9 @@ func (c *core) setStateAt(t *task, to State, reason string, now time.Time) {
 	if to.Settled() {
 		c.settledLocked(t) // after its event: a batch's end follows its last task's
 	}
+	if to == StateQueued {
+		c.queuedPastDeadlineLocked(t, now) // after its event: EXPIRED follows QUEUED
+	}
 }
 
 // leaveLocked undoes what being in state `from` implies.

@@ -144,6 +144,33 @@ func (c *core) deadlineLocked(t *task) {
 	}
 }
 
+// pastDeadlineLocked takes t, the head of its queue, out of the way of a
+// pick that found its deadline come (admitHeadLocked): it expires at once,
+// as the deadline's timer will not have run yet (it runs on the clock's
+// goroutine, or fires at the same instant later in line). A plan, which
+// changes nothing, sets t aside instead, and puts it back when it is made.
+func (c *core) pastDeadlineLocked(t *task) {
+	if c.planning {
+		c.unqueueLocked(t)
+		c.planAside = append(c.planAside, t)
+		return
+	}
+	c.deadlineLocked(t)
+}
+
+// queuedPastDeadlineLocked expires t, which has just entered QUEUED at now,
+// when its deadline is at or before now: whatever queued it — a retry's
+// backoff ending, a lease handed back, its dependencies met, an operator's
+// reset or retry, a restart — it never waits in its queue for the
+// deadline's timer, where a round of dispatch or a pull could pick it
+// first. It ends as that timer would end it, "deadline exceeded while
+// queued".
+func (c *core) queuedPastDeadlineLocked(t *task, now time.Time) {
+	if d := t.timerAt[timerDeadline]; d != 0 && d <= now.UnixNano() {
+		c.deadlineLocked(t)
+	}
+}
+
 // leaseTimerLocked handles an attempt's timeout (first firing: cancel the
 // attempt's context) and then its lease expiry (second firing: reclaim the
 // slots and count a failed attempt).
