@@ -10,7 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/clock"
 	"github.com/switchyard/switchyard/engine/enginetest"
+	"github.com/switchyard/switchyard/engine/store/memory"
 )
 
 // A task whose deadline is at or before the engine clock's now is never
@@ -169,4 +171,125 @@ func TestAPlanAsOfATasksDeadlineDoesNotDispatchItAndChangesNothing(t *testing.T)
 	}
 	h.Clock.Advance(10 * time.Second)
 	requireExpiredQueued(t, h, id, 0)
+}
+
+// restartable is an engine on a durable store and a fake clock that can be
+// stopped and started again on them.
+type restartable struct {
+	t     *testing.T
+	cfg   *engine.Config
+	store durableMemory
+	clock *clock.Fake
+	exec  *enginetest.Executor
+}
+
+func newRestartable(t *testing.T, cfg *engine.Config) *restartable {
+	return &restartable{t: t, cfg: cfg, store: durableMemory{memory.New(memory.Options{})}, clock: clock.NewFake(enginetest.Epoch)}
+}
+
+func (r *restartable) start() *engine.Engine {
+	r.t.Helper()
+	r.exec = enginetest.NewExecutor()
+	e, err := engine.New(enginetest.Synchronous(engine.Options{Config: *r.cfg, Store: r.store, Executor: r.exec, Clock: r.clock, Seed: 1}))
+	require.NoError(r.t, err)
+	require.NoError(r.t, e.Start(context.Background()))
+	r.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 0) // attempts still under way are not waited for
+		defer cancel()
+		_ = e.Shutdown(ctx)
+	})
+	return e
+}
+
+// A queued task whose deadline passed while the engine was down expires at
+// the restart: a pull made before the deadline's timer runs leases nothing.
+func TestATaskQueuedPastItsDeadlineAcrossARestartExpiresAtTheRestart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newRestartable(t, pullConfig())
+	e1 := r.start()
+	task, err := e1.Submit(ctx, enginetest.Spec("a").Lane("jobs").Action("crawl").Deadline(r.clock.Now().Add(10*time.Second)).Obj())
+	require.NoError(t, err)
+	require.NoError(t, e1.Shutdown(ctx))
+	r.clock.Set(r.clock.Now().Add(time.Minute))
+
+	e2 := r.start()
+	runs, err := e2.Pull(ctx, "jobs", 1, time.Minute, "w1")
+	require.NoError(t, err)
+	require.Empty(t, runs, "the task's deadline passed during the downtime")
+	got, err := e2.Task(ctx, task.ID)
+	require.NoError(t, err)
+	require.Equal(t, engine.StateExpired, got.State)
+	require.Equal(t, "deadline exceeded while queued", got.Reason)
+}
+
+// A task backing off across a restart is not dispatched at the restart when
+// its deadline passed during the downtime: it ends as the first of its
+// timers to fall due would have ended it.
+func TestATaskBackingOffPastItsDeadlineAcrossARestartIsNotDispatched(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		err    error // the attempt's
+		state  engine.State
+		reason string
+		trail  []string // after the restart
+	}{
+		// The retry policy backs off 10 s, before the deadline.
+		{"its backoff ended first", engine.Transient(errors.New("502 from instance")),
+			engine.StateExpired, "deadline exceeded while queued", []string{"QUEUED", "EXPIRED"}},
+		// An instance fault's retry waits InstanceFaultDelay, 30 s, past it.
+		{"its deadline came first", engine.Transient(fmt.Errorf("%w: the browser crashed", engine.ErrInstanceFault)),
+			engine.StateFailed, "deadline exceeded while retry_wait", []string{"FAILED"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			r := newRestartable(t, &engine.Config{InstanceFaultDelay: 30 * time.Second})
+			e1 := r.start()
+			retry := engine.RetryPolicy{MaxAttempts: 3, Backoff: 10 * time.Second, Multiplier: 1}
+			task, err := e1.Submit(ctx, enginetest.Spec("a").Retry(retry).Deadline(r.clock.Now().Add(20*time.Second)).Obj())
+			require.NoError(t, err)
+			require.NoError(t, r.exec.Fail(task.ID, tc.err))
+			require.Equal(t, engine.StateRetryWait, func() engine.State { got, _ := e1.Task(ctx, task.ID); return got.State }())
+			require.NoError(t, e1.Shutdown(ctx))
+			r.clock.Set(r.clock.Now().Add(time.Minute))
+
+			e2 := r.start()
+			require.Empty(t, r.exec.Started(), "nothing to dispatch after the restart")
+			got, err := e2.Task(ctx, task.ID)
+			require.NoError(t, err)
+			require.Equal(t, tc.state, got.State)
+			require.Equal(t, tc.reason, got.Reason)
+			require.Len(t, got.Attempts, 1)
+			require.Equal(t, tc.trail, stateTrail(t, e2, task.ID))
+		})
+	}
+}
+
+// A worker's lease whose task's deadline passed while the engine was down
+// is not resumed at the restart (it would be a lease over before it
+// resumed): its attempt counts as interrupted, as a pushed one's does, and
+// the task fails for its deadline.
+func TestALeaseIsNotResumedPastItsTasksDeadline(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newRestartable(t, pullConfig())
+	e1 := r.start()
+	task, err := e1.Submit(ctx, enginetest.Spec("a").Lane("jobs").Action("crawl").Deadline(r.clock.Now().Add(10*time.Second)).Obj())
+	require.NoError(t, err)
+	runs, err := e1.Pull(ctx, "jobs", 1, time.Minute, "w1")
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	require.NoError(t, e1.Shutdown(ctx))
+	r.clock.Set(r.clock.Now().Add(time.Minute))
+
+	e2 := r.start()
+	require.Empty(t, e2.Leased("jobs"), "no lease resumed past its task's deadline")
+	got, err := e2.Task(ctx, task.ID)
+	require.NoError(t, err)
+	require.Equal(t, engine.StateFailed, got.State)
+	require.Len(t, got.Attempts, 1)
+	require.Equal(t, engine.CodeRestart, got.Attempts[0].Code, "interrupted")
+	require.Equal(t, "deadline exceeded: "+got.Attempts[0].Error, got.Reason)
 }

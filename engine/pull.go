@@ -329,11 +329,16 @@ func (c *core) leasedLocked(lane string) []*Run {
 // with the lease it holds. The lease runs for the lane's timeout from now
 // (the worker's own term was not recorded), and the task's reason says so
 // (resumedLeaseReason), and an EventLeaseResumed announces it; renewing it
-// or ending the attempt works as before the restart. It reports whether it
-// resumed t.
+// or ending the attempt works as before the restart. A lease whose task's
+// deadline has come is not resumed: it could only be over already, and its
+// attempt counts as interrupted, as a pushed one does (recoverLocked), which
+// fails the task for its deadline. It reports whether it resumed t.
 func (e *Engine) resumePullLocked(t *task, now time.Time) bool {
 	att := t.lastAttempt()
 	if !t.lane.cfg.Pull || t.state != StateRunning || att == nil || !att.EndedAt.IsZero() || !e.durable {
+		return false
+	}
+	if d := t.spec.Deadline; !d.IsZero() && !now.Before(d) {
 		return false
 	}
 	e.reserveLocked(t, nil)

@@ -11,8 +11,10 @@ import (
 // Recovery: rebuilding the engine's working state from a store at start.
 // Queued and waiting tasks return to their queues as they were; tasks that
 // were in flight when the previous process stopped count one interrupted
-// attempt and follow their retry policy; backoffs and deadlines resume on
-// the clock.
+// attempt and follow their retry policy (a worker's lease resumes, unless
+// its task's deadline has come); backoffs and deadlines resume on the
+// clock, and a deadline that passed during the downtime ends its task at
+// once.
 
 // restoreLanesLocked applies the lanes the store keeps over the configured
 // ones: a stored lane replaces the configured one of its name, a lane
@@ -147,9 +149,16 @@ func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
 	}
 	for _, t := range live {
 		if t.state == StateRetryWait && t.timerAt[timerRetry] <= now.UnixNano() {
+			if d := t.timerAt[timerDeadline]; d != 0 && d < t.timerAt[timerRetry] {
+				continue // its deadline came first: it fails backing off (deadlinesDueLocked), as its timer would have failed it
+			}
 			e.setState(t, StateQueued, "backoff elapsed during downtime")
 		}
 	}
+	// Deadlines that passed while the engine was down end the tasks that
+	// still wait now, in the order their timers would have run, before a
+	// round of dispatch or a pull can pick one of them.
+	e.deadlinesDueLocked(now)
 	for _, b := range e.batches {
 		if b.live == 0 {
 			delete(e.batches, b.id)

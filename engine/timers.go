@@ -144,6 +144,18 @@ func (c *core) deadlineLocked(t *task) {
 	}
 }
 
+// deadlinesDueLocked handles every deadline due at now, earliest first, as
+// their timers would: a restart (recoverLocked) runs it before anything
+// can be dispatched.
+func (c *core) deadlinesDueLocked(now time.Time) {
+	ns := now.UnixNano()
+	h := &c.timers[timerDeadline]
+	for t := h.top(); t != nil && t.timerAt[timerDeadline] <= ns; t = h.top() {
+		h.remove(t)
+		c.deadlineLocked(t)
+	}
+}
+
 // pastDeadlineLocked takes t, the head of its queue, out of the way of a
 // pick that found its deadline come (admitHeadLocked): it expires at once,
 // as the deadline's timer will not have run yet (it runs on the clock's
