@@ -103,6 +103,23 @@
 // (State.Settled): its dependents are cancelled, its batch counts it as
 // ended, and its webhook announces it. A reset runs it again alone.
 //
+// # Deadlines
+//
+// A task's deadline (TaskSpec.Deadline) holds by construction, not by its
+// timer alone: no attempt starts at or after it. Every pick (admitHeadLocked:
+// a round of dispatch, a worker's Pull, a plan) compares the head it takes
+// with its deadline, and a head whose deadline has come expires there, even
+// when the deadline's timer has not run yet; a task that enters QUEUED at or
+// past its deadline — its backoff over, a lease handed back, its
+// dependencies met, an operator's Reset or Retry, a restart — expires as it
+// enters. Either way it ends as the timer ends it: EXPIRED, "deadline
+// exceeded while queued". Backing off or parked past its deadline, a task
+// FAILS ("deadline exceeded while retry_wait"); a restart ends what waited
+// past its deadline during the downtime as the timers would have, and
+// resumes no lease whose task's deadline has come. An attempt under way is
+// cut at the deadline (its context's deadline), and one that fails at or
+// past it is not retried (FAILED, "deadline exceeded: …").
+//
 // # Pull lanes
 //
 // A pull lane (LaneConfig.Pull) is never dispatched to the executor: its

@@ -5387,7 +5387,13 @@ type Task {
   children(first: Int = 100): [Task!]!
   "Its order within its queue, from the selection policy (lower runs first)."
   rank: Int64!
-  "When it must have ended: queued past it, it EXPIRES; running, its attempt is cancelled."
+  """
+  When it must have ended. No attempt starts at or after it: a task whose deadline has come is never dispatched
+  nor leased, and one queued again at or past it (its backoff over, a lease handed back, its dependencies met, a
+  reset or retry, a restart) EXPIRES at once ("deadline exceeded while queued"), as one that waits in its queue
+  past it does; backing off or parked past it, it FAILS ("deadline exceeded while retry_wait"); running, its
+  attempt is cancelled at it, and a failed attempt at or past it is not retried.
+  """
   deadline: Time
   "The per-attempt timeout it was submitted with, in milliseconds (null: the lane's)."
   timeoutMs: Int
@@ -5646,7 +5652,7 @@ input SubmitTaskInput {
   dependsOn: [ID!]
   "The task that spawned this one (its depth + 1 must fit the lane's maxDepth)."
   parentId: ID
-  "When it must have ended (in the future)."
+  "When it must have ended (in the future): no attempt starts at or after it (see ` + "`" + `Task.deadline` + "`" + `)."
   deadline: Time
   "The per-attempt timeout, in milliseconds (1..86400000; default the lane's)."
   timeoutMs: Int

@@ -427,7 +427,7 @@ type SubmitTaskInput struct {
 	DependsOn []string `json:"dependsOn"`
 	// The task that spawned this one (its depth + 1 must fit the lane's maxDepth).
 	ParentId *string `json:"parentId"`
-	// When it must have ended (in the future).
+	// When it must have ended (in the future): no attempt starts at or after it (see `Task.deadline`).
 	Deadline *time.Time `json:"deadline"`
 	// The per-attempt timeout, in milliseconds (1..86400000; default the lane's).
 	TimeoutMs *int `json:"timeoutMs"`

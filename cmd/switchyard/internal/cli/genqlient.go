@@ -2510,7 +2510,11 @@ type TaskInfo struct {
 	EndedAt *time.Time `json:"endedAt"`
 	// When it last changed.
 	UpdatedAt time.Time `json:"updatedAt"`
-	// When it must have ended: queued past it, it EXPIRES; running, its attempt is cancelled.
+	// When it must have ended. No attempt starts at or after it: a task whose deadline has come is never dispatched
+	// nor leased, and one queued again at or past it (its backoff over, a lease handed back, its dependencies met, a
+	// reset or retry, a restart) EXPIRES at once ("deadline exceeded while queued"), as one that waits in its queue
+	// past it does; backing off or parked past it, it FAILS ("deadline exceeded while retry_wait"); running, its
+	// attempt is cancelled at it, and a failed attempt at or past it is not retried.
 	Deadline *time.Time `json:"deadline"`
 	// The per-attempt timeout it was submitted with, in milliseconds (null: the lane's).
 	TimeoutMs *int `json:"timeoutMs"`
