@@ -125,7 +125,7 @@ func (g *Gate) MutateOperationContext(ctx context.Context, opCtx *graphql.Operat
 		case wait < 0:
 			return refuse(CodeLimit, fmt.Sprintf("an operation may carry at most %d mutations; this one has %d", g.Limiter.Burst(), len(names)), 0)
 		default:
-			return refuse(CodeRateLimited, fmt.Sprintf("token %q is over its rate of mutations: retry in %s", id.Name, wait.Round(time.Millisecond)), wait)
+			return refuse(CodeRateLimited, fmt.Sprintf("%s is over its rate of mutations: retry in %s", RateHolder(id.Name), wait.Round(time.Millisecond)), wait)
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@
 package auth
 
 import (
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -48,11 +49,21 @@ func (l *RateLimiter) Burst() int {
 	return int(l.burst)
 }
 
+// RateHolder names whose rate a refusal speaks of: the token named name,
+// or, without tokens, every caller (Anonymous: one rate for all).
+func RateHolder(name string) string {
+	if name == Anonymous().Name {
+		return "the server's anonymous callers (authentication is off: one rate for all)"
+	}
+	return fmt.Sprintf("token %q", name)
+}
+
 // Take takes n tokens from key's bucket. When there are too few, it takes
 // none and returns how long until there will be enough.
 //
-// Keys are identity names: authenticated identities only, so the buckets
-// are bounded by the configuration.
+// Keys are identity names: the configured tokens', or Anonymous's (one
+// bucket for every caller when authentication is off), so the buckets are
+// bounded by the configuration.
 func (l *RateLimiter) Take(key string, n int) (ok bool, retryAfter time.Duration) {
 	if l == nil || n <= 0 {
 		return true, 0

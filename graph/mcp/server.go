@@ -362,7 +362,7 @@ type rateLimited struct {
 }
 
 func (e *rateLimited) Error() string {
-	return fmt.Sprintf("token %q is over its rate of mutations: retry in %s", e.name, e.wait.Round(time.Millisecond))
+	return fmt.Sprintf("%s is over its rate of mutations: retry in %s", auth.RateHolder(e.name), e.wait.Round(time.Millisecond))
 }
 
 // record writes the audit line of a mutating call.

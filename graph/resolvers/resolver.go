@@ -28,8 +28,8 @@ type Limits struct {
 	// connection may hold at once.
 	MaxSubscriptionsPerConnection int
 	// MutationsPerSecond is each token's sustained rate of mutations
-	// (negative: no limit); MutationBurst the most at once. They apply when
-	// authentication is on.
+	// (negative: no limit); MutationBurst the most at once. Without tokens
+	// they are the rate of every caller together (auth.Anonymous).
 	MutationsPerSecond float64
 	MutationBurst      int
 	// BodyTimeout is how long an HTTP request's body may take to arrive.

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -180,6 +181,45 @@ func TestMutationsAreRateLimitedPerTokenWith429AndRetryAfter(t *testing.T) {
 	sub, err := conn.Subscribe(ctx, submit, nil)
 	require.NoError(t, err)
 	require.Equal(t, "RATE_LIMITED", subscriptionError(t, ctx, sub).Code())
+}
+
+func TestWithoutTokensMutationsAreRateLimitedAsOneCaller(t *testing.T) {
+	t.Parallel()
+	// No tokens: every request is the anonymous caller, with one bucket. A
+	// token every 10 s, as above.
+	b := setup(t, func(o *setupOptions) { o.limits = resolvers.Limits{MutationsPerSecond: 0.1, MutationBurst: 2} })
+	ctx := ctxFor(t)
+	submit := `mutation { submitTask(input: {agentId: "a", action: {kind: "click"}}) { id } }`
+	for i := 0; i < 2; i++ {
+		require.NoError(t, b.c.Do(ctx, submit, nil, nil), "the burst passes")
+	}
+	res, status, err := b.c.Raw(ctx, client.Request{Query: submit})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusTooManyRequests, status)
+	require.Equal(t, "RATE_LIMITED", res.Errors[0].Code())
+	require.Contains(t, res.Errors[0].Message, "anonymous callers")
+	three := `mutation { a: submitTask(input: {agentId: "b", action: {kind: "click"}}) { id } b: submitTask(input: {agentId: "b", action: {kind: "click"}}) { id } c: submitTask(input: {agentId: "b", action: {kind: "click"}}) { id } }`
+	var errs client.Errors
+	require.ErrorAs(t, b.c.Do(ctx, three, nil, nil), &errs)
+	require.Equal(t, "LIMIT", errs[0].Code(), "more mutations than a burst in one operation never pass")
+	require.Equal(t, uint64(2), b.eng.Stats(ctx).Submitted)
+}
+
+func TestWithoutTokensTheDefaultLimitsHold(t *testing.T) {
+	t.Parallel()
+	b := setup(t) // no tokens, the default limits: a burst of 200
+	ctx := ctxFor(t)
+	var q strings.Builder
+	q.WriteString("mutation {")
+	for i := range 201 {
+		fmt.Fprintf(&q, ` s%d: submitTask(input: {agentId: "a", action: {kind: "click"}}) { id }`, i)
+	}
+	q.WriteString(" }")
+	var errs client.Errors
+	require.ErrorAs(t, b.c.Do(ctx, q.String(), nil, nil), &errs)
+	require.Equal(t, "LIMIT", errs[0].Code())
+	require.Contains(t, errs[0].Message, "at most 200 mutations")
+	require.Zero(t, b.eng.Stats(ctx).Submitted)
 }
 
 func TestWebSocketsAreOpenedFromTheServersOwnOriginOrAnAllowedOne(t *testing.T) {

@@ -98,7 +98,8 @@ type Options struct {
 	PlaygroundQuery string
 
 	// Auth authenticates requests. Nil, or without tokens, authentication
-	// is off: every request acts as auth.Anonymous (everything allowed),
+	// is off: every request acts as auth.Anonymous (everything allowed,
+	// within one rate of mutations, Limits.MutationsPerSecond, for all),
 	// and requests that reach a loopback address must name a loopback host.
 	Auth *auth.Authenticator
 	// AllowedOrigins are the browser origins besides the server's own that
@@ -184,7 +185,8 @@ type Server struct {
 	metrics  *prometheus.Registry
 
 	audit *auth.Audit
-	// limiter is each token's rate of mutations, shared by GraphQL and MCP.
+	// limiter is each token's rate of mutations (without tokens, one for
+	// every caller), shared by GraphQL and MCP.
 	limiter *auth.RateLimiter
 	mcp     *mcp.Server // nil when disabled
 	// subGate shares the cores between subscription executions and the
@@ -217,9 +219,6 @@ func New(opts Options) (*Server, error) {
 		opts.PlaygroundQuery = DefaultPlaygroundQuery
 	}
 	opts.Limits = opts.Limits.WithDefaults()
-	if !opts.Auth.Enabled() {
-		opts.Limits.MutationsPerSecond = -1 // rates are per token
-	}
 	if opts.AuditLogger == nil {
 		opts.AuditLogger = opts.Logger.Named("audit")
 	}

@@ -310,7 +310,8 @@ func startInProcess(o Options) (*server.Server, string, func(), error) {
 		return nil, "", nil, err
 	}
 	srv, err := server.New(server.Options{Engine: eng, Version: o.Version, Logger: hclog.NewNullLogger(),
-		Limits: resolvers.Limits{MaxSubscriberLag: 1 << 16}})
+		// No rate limit: the bench measures the server, not its limit.
+		Limits: resolvers.Limits{MaxSubscriberLag: 1 << 16, MutationsPerSecond: -1}})
 	if err != nil {
 		return nil, "", nil, err
 	}

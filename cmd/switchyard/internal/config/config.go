@@ -282,7 +282,7 @@ type Limits struct {
 	MaxSubscriptionsPerConnection int `yaml:"maxSubscriptionsPerConnection"`
 	// MutationsPerSecond is each token's sustained rate of mutations
 	// (default 100; negative: no limit); MutationBurst the most at once
-	// (default 200).
+	// (default 200). Without tokens, every caller's together.
 	MutationsPerSecond float64 `yaml:"mutationsPerSecond"`
 	MutationBurst      int     `yaml:"mutationBurst"`
 	// BodyTimeout is how long an HTTP request's body may take to arrive
