@@ -31,17 +31,17 @@ func (e *Executor) perform(ctx context.Context, t target, a *engine.Action, task
 	)
 	switch routeOf(kind) {
 	case routeNavigate:
-		u, perr := stringParam(a.Params, "url")
-		if perr != nil || u == "" {
-			return nil, engine.Permanentf("navigate needs params.url (a string)")
+		u, perr := neededParam(kind, a.Params)
+		if perr != nil {
+			return nil, engine.Permanent(perr)
 		}
 		res, err = t.client.Navigate(ctx, t.tab, u, a.Params)
 	case routeBinary:
 		return e.binary(ctx, t, kind, sel, a.Params, taskID)
 	case routeEvaluate:
-		expr, perr := stringParam(a.Params, "expression")
-		if perr != nil || expr == "" {
-			return nil, engine.Permanentf("evaluate needs params.expression (a string)")
+		expr, perr := neededParam(kind, a.Params)
+		if perr != nil {
+			return nil, engine.Permanent(perr)
 		}
 		res, err = t.client.Evaluate(ctx, t.tab, expr, a.Params)
 	case routeClose:

@@ -21,7 +21,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -567,9 +566,8 @@ func (c *Checker) checkURL(field, raw string) error {
 	if err := checkHTTPURL(field, raw); err != nil {
 		return err
 	}
-	u, _ := url.Parse(raw)
-	if ip, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil && !c.opts.Guard.Allowed(ip) {
-		return invalid(field, "%s", (&netguard.RefusedError{Host: u.Hostname(), Addr: ip, What: c.opts.Guard.What, Settings: c.opts.Guard.Settings}).Error())
+	if err := c.opts.Guard.CheckURL(raw); err != nil {
+		return invalid(field, "%s", err.Error())
 	}
 	return nil
 }

@@ -130,6 +130,16 @@ type job struct {
 
 const cursorKey = "webhook/cursor"
 
+// Guard returns the guard that decides which addresses a deliverer with
+// opts may call (AllowPrivate, AllowNetworks): the one it dials through,
+// and the one the API checks a webhook URL against when a task or batch is
+// submitted (netguard.Guard.CheckURL), so that a URL whose address would be
+// refused at delivery is refused at submission.
+func Guard(opts Options) *netguard.Guard {
+	return &netguard.Guard{AllowPrivate: opts.AllowPrivate, AllowNetworks: opts.AllowNetworks, Resolver: opts.Resolver,
+		DialTimeout: opts.Timeout, What: "webhook", Settings: "webhooks.allowPrivate or list its network in webhooks.allowNetworks"}
+}
+
 // New returns a deliverer, positioned after the last event handled by the
 // previous run (or after the latest event, the first time). Run starts it.
 func New(e *engine.Engine, opts Options) *Deliverer {
@@ -158,8 +168,7 @@ func New(e *engine.Engine, opts Options) *Deliverer {
 		opts.Resolver = net.DefaultResolver
 	}
 	d := &Deliverer{e: e, opts: opts, log: opts.Logger.Named("webhook"), queue: make(chan job, 1024), pending: map[string]bool{}}
-	d.guard = &netguard.Guard{AllowPrivate: opts.AllowPrivate, AllowNetworks: opts.AllowNetworks, Resolver: opts.Resolver,
-		DialTimeout: opts.Timeout, What: "webhook", Settings: "webhooks.allowPrivate or list its network in webhooks.allowNetworks"}
+	d.guard = Guard(opts)
 	// Resume where the last run stopped; the first run ever starts with the
 	// events to come (create the deliverer right after the engine starts).
 	if raw, ok := e.Setting(cursorKey); ok {

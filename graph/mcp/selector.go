@@ -1,28 +1,20 @@
 // Selector syntax, checked before a task is submitted: a model that writes
 // a malformed selector learns it at once, with the syntax, instead of from a
 // task that fails in the browser. The page itself still decides whether a
-// well-formed selector matches anything. The syntax is the instances' own
-// (pinchtab.ParseSelector), the one the built-in browser resolves.
+// well-formed selector matches anything. The check is the executor's
+// (executor.CheckSelector), the one every submission path runs.
 
 package mcp
 
 import (
-	"errors"
-
-	"github.com/switchyard/switchyard/executor/pinchtab"
+	"github.com/switchyard/switchyard/executor"
 )
 
-// checkSelector checks a selector's syntax: "ref:e12" or "e12", "css:…" or
-// a bare CSS selector, "xpath:…" or "//…" or "(//…)…", "text:…". "" is no
-// selector.
+// checkSelector checks a selector's syntax (executor.CheckSelector): "" is
+// no selector.
 func checkSelector(field, sel string) error {
-	if sel == "" {
-		return nil
+	if err := executor.CheckSelector(sel); err != nil {
+		return invalid(field, "%s", err.Error())
 	}
-	_, err := pinchtab.ValidateSelector(sel)
-	var se *pinchtab.SelectorError
-	if errors.As(err, &se) {
-		return invalid(field, "%s (use a CSS selector like \"#go\", \"xpath://button\", \"text:Sign in\" or a snapshot ref like \"e12\")", se)
-	}
-	return err
+	return nil
 }

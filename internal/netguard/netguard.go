@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"syscall"
 	"time"
 )
@@ -125,6 +126,27 @@ func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 		last = fmt.Errorf("%s resolves to no address", host)
 	}
 	return nil, last
+}
+
+// CheckURL refuses, with a *RefusedError, a URL whose host is an address
+// the guard does not allow: what is checked when a URL is accepted (a
+// webhook's at submission, a heartbeat check's at creation), so that a call
+// bound to fail is refused at once. A host name passes: what it resolves
+// to may change, and is checked when it is called (DialContext). The URL's
+// form is the caller's to check; one that does not parse passes.
+func (g *Guard) CheckURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil
+	}
+	ip, err := netip.ParseAddr(u.Hostname())
+	if err != nil {
+		return nil
+	}
+	if ip = ip.Unmap(); !g.Allowed(ip) {
+		return g.refuse(u.Hostname(), ip)
+	}
+	return nil
 }
 
 func (g *Guard) refuse(host string, ip netip.Addr) error {
