@@ -283,7 +283,7 @@ instances:
 	do(via, `mutation { registerInstance(input: {id: "spare", url: "`+inst.srv.URL+`/spare", capacity: 1}) { id } }`, nil)
 	do(via, `mutation { setPolicy(input: {slot: SELECTION, lane: "main", name: "priority"}) { name } }`, nil)
 	do(via, `mutation { createSchedule(input: {name: "nightly", kind: CRON, cron: "0 3 * * *",
-		template: {agentId: "cron-agent", lane: "main", action: {kind: "navigate", selector: "css:body"}}}) { id } }`, nil)
+		template: {agentId: "cron-agent", lane: "main", action: {kind: "navigate", params: {url: "https://example.com"}}}}) { id } }`, nil)
 	for _, n := range []*clusterNode{lead, via, other} {
 		var seen struct {
 			Lane      struct{ MaxInFlight int }

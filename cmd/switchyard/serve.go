@@ -286,12 +286,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 		return err
 	}
 	logSecurity(log, cfg, authn)
+	hookNets, err := cfg.WebhookNetworks()
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(server.Options{
 		Engine: backend.Engine, Registry: backend.Registry, Plugins: backend.Plugins, Schedules: backend.Schedules, Heartbeats: backend.Heartbeats,
 		Pull: backend.Pull, Cluster: backend.Cluster, Metrics: backend.Metrics, Address: advertised(cfg),
 		Artifacts: arts, Logger: log, Version: Version(), Limits: cfg.APILimits(), KeepAlive: cfg.KeepAlive.Std(),
 		Auth: authn, AllowedOrigins: cfg.API.AllowedOrigins, DisableIntrospection: !cfg.API.Introspection,
-		MCP: server.MCPOptions{Disabled: !cfg.MCP.Enabled, Lane: cfg.MCP.Lane},
+		MCP:          server.MCPOptions{Disabled: !cfg.MCP.Enabled, Lane: cfg.MCP.Lane},
+		WebhookGuard: webhook.Guard(webhook.Options{AllowPrivate: cfg.Webhooks.AllowPrivate, AllowNetworks: hookNets}),
 		Ready: func() error {
 			if err := commits(); err != nil {
 				return fmt.Errorf("the store: %w", err)

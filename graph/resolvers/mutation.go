@@ -20,7 +20,7 @@ import (
 func (m *mutationResolver) SubmitTask(ctx context.Context, input model.SubmitTaskInput) (*model.Task, error) {
 	spec, verr := taskSpec("input", &input, time.Now())
 	if verr == nil {
-		verr = (*Resolver)(m).checkActionKind(ctx, "input", &spec)
+		verr = (*Resolver)(m).checkTask(ctx, "input", &spec)
 	}
 	if verr != nil {
 		return nil, verr
@@ -50,6 +50,9 @@ func (m *mutationResolver) SubmitTasks(ctx context.Context, input model.SubmitTa
 	}
 	if input.WebhookURL != nil {
 		if err := checkURL("input.webhookUrl", *input.WebhookURL); err != nil {
+			return nil, err
+		}
+		if err := (*Resolver)(m).checkWebhook("input.webhookUrl", *input.WebhookURL); err != nil {
 			return nil, err
 		}
 	}
@@ -87,7 +90,7 @@ func (m *mutationResolver) SubmitTasks(ctx context.Context, input model.SubmitTa
 		}
 		specs[i].Spec, refused[i] = taskSpecShared(taskPath, it.Task, now, &labels, &acts[i])
 		if refused[i] == nil {
-			refused[i] = (*Resolver)(m).checkActionKind(ctx, taskPath, &specs[i].Spec)
+			refused[i] = (*Resolver)(m).checkTask(ctx, taskPath, &specs[i].Spec)
 		}
 	}
 	// An agent's batch is refused as a whole when an item acts for another

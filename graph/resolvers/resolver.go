@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard/switchyard/graph/eventstream"
 	"github.com/switchyard/switchyard/graph/generated"
 	"github.com/switchyard/switchyard/graph/model"
+	"github.com/switchyard/switchyard/internal/netguard"
 )
 
 // Limits are the request limits a server applies; Query.server reports
@@ -106,6 +107,11 @@ type Options struct {
 	// Pull keeps the leases of pull lanes' workers; nil answers the
 	// worker calls with UNAVAILABLE.
 	Pull Pull
+	// WebhookGuard decides which addresses a webhook URL may name: a task's
+	// or a batch's whose host is an address it refuses is refused at
+	// submission (webhook.Guard of the deliverer's options). Nil allows
+	// public addresses only, as a deliverer does by default.
+	WebhookGuard *netguard.Guard
 	// Address is where this server's API listens, for the nodes query.
 	Address  string
 	Version  string
@@ -145,6 +151,9 @@ func New(opts Options) *Resolver {
 	}
 	if opts.Version == "" {
 		opts.Version = "dev"
+	}
+	if opts.WebhookGuard == nil {
+		opts.WebhookGuard = &netguard.Guard{What: "webhook", Settings: "webhooks.allowPrivate or list its network in webhooks.allowNetworks"}
 	}
 	return &Resolver{eng: opts.Engine, reg: opts.Registry, opts: opts, log: opts.Logger.Named("graphql"),
 		started: time.Now(), maxBat: opts.Engine.Config().MaxBatch, encoded: eventstream.NewEncoded(1 << 14),

@@ -8,6 +8,7 @@ package resolvers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -263,18 +264,50 @@ func action(taskPath string, a *model.ActionInput, act *engine.Action) *engine.E
 	return nil
 }
 
-// checkActionKind checks the kind of a task's action against where it will
-// run: a kind some browser instance knows, narrowed to those of the
-// instance it names when the registry knows it (a chat instance takes no
-// actions at all). A pull lane's workers define their own kinds: any kind
-// goes there.
-func (r *Resolver) checkActionKind(ctx context.Context, path string, s *engine.TaskSpec) *engine.Error {
+// checkTask checks what of a validated task input depends on the server:
+// its action against where it will run (checkAction), and the address of
+// its webhook URL (checkWebhook). Every submission path runs it:
+// submitTask, each item of submitTasks, a schedule's template, and MCP and
+// the CLI through submitTask.
+func (r *Resolver) checkTask(ctx context.Context, path string, s *engine.TaskSpec) *engine.Error {
+	if err := r.checkAction(ctx, path, s); err != nil {
+		return err
+	}
+	if s.WebhookURL != "" {
+		return r.checkWebhook(path+".webhookUrl", s.WebhookURL)
+	}
+	return nil
+}
+
+// checkWebhook refuses a webhook URL whose host is an address the
+// deliverer will not call (netguard.Guard.CheckURL, as heartbeat checks
+// refuse theirs): a name is checked when it is called.
+func (r *Resolver) checkWebhook(path, raw string) *engine.Error {
+	if err := r.opts.WebhookGuard.CheckURL(raw); err != nil {
+		return invalid(path, "%s", err.Error())
+	}
+	return nil
+}
+
+// checkAction checks a task's action against where it will run: a kind
+// some browser instance knows, narrowed to those of the instance it names
+// when the registry knows it (a chat instance takes no actions at all),
+// with what its kind needs and a well-formed selector
+// (executor.CheckAction, the executor's own checks). A pull lane's workers
+// define their own kinds: any kind and any parameters go there.
+func (r *Resolver) checkAction(ctx context.Context, path string, s *engine.TaskSpec) *engine.Error {
 	if s.Action == nil {
 		return nil
 	}
 	k := s.Action.Kind
 	known := executor.KnownKind(executor.KindInstance, k) || executor.KnownKind(executor.KindServer, k)
-	if known && (s.InstanceID == "" || r.reg == nil) {
+	var bad *executor.ActionError
+	if known {
+		if err := executor.CheckAction(s.Action); err != nil && !errors.As(err, &bad) {
+			return invalid(path+".action", "%v", err)
+		}
+	}
+	if known && bad == nil && (s.InstanceID == "" || r.reg == nil) {
 		// Nothing left to check, wherever the task goes: the common case
 		// asks the engine nothing (its lock is the one every submission
 		// takes).
@@ -286,6 +319,12 @@ func (r *Resolver) checkActionKind(ctx context.Context, path string, s *engine.T
 	if !known {
 		return invalid(path+".action.kind", "%q is not an action kind that a browser instance (instance, pinchtab) knows; known kinds: %s (a pull lane takes any kind)",
 			k, strings.Join(browserKinds(), ", "))
+	}
+	if bad != nil {
+		return invalid(path+".action."+bad.Field, "%s", bad.Message)
+	}
+	if r.reg == nil || s.InstanceID == "" {
+		return nil
 	}
 	in, ok := r.reg.Get(ctx, s.InstanceID)
 	if !ok || executor.KnownKind(in.Kind, s.Action.Kind) {

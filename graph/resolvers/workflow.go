@@ -268,7 +268,7 @@ func (r *Resolver) scheduleInput(ctx context.Context, in *model.ScheduleInput) (
 	if err != nil {
 		return schedule.Spec{}, err
 	}
-	if err := r.checkActionKind(ctx, "input.template", &sp.Template); err != nil {
+	if err := r.checkTask(ctx, "input.template", &sp.Template); err != nil {
 		return schedule.Spec{}, err
 	}
 	return sp, nil

@@ -55,6 +55,7 @@ import (
 	"github.com/switchyard/switchyard/graph/web/dashboard"
 	"github.com/switchyard/switchyard/graph/web/playground"
 	"github.com/switchyard/switchyard/heartbeat"
+	"github.com/switchyard/switchyard/internal/netguard"
 	"github.com/switchyard/switchyard/plugins/manager"
 	"github.com/switchyard/switchyard/pull"
 	"github.com/switchyard/switchyard/schedule"
@@ -70,6 +71,10 @@ type Options struct {
 	Pull      resolvers.Pull      // the leases of pull lanes' workers; nil answers their calls UNAVAILABLE
 	// Heartbeats runs the heartbeat checks; nil answers their operations UNAVAILABLE.
 	Heartbeats resolvers.Heartbeats
+	// WebhookGuard decides which addresses a submitted webhook URL may name
+	// (webhook.Guard of the deliverer's options); nil allows public
+	// addresses only.
+	WebhookGuard *netguard.Guard
 	// Cluster, on a node of a cluster, tells which node leads; nil is a
 	// server on its own.
 	Cluster resolvers.Cluster
@@ -234,7 +239,7 @@ func New(opts Options) (*Server, error) {
 	s.resolver = resolvers.New(resolvers.Options{
 		Engine: opts.Engine, Registry: opts.Registry, Version: opts.Version, Limits: opts.Limits,
 		Plugins: opts.Plugins, Schedules: opts.Schedules, Pull: opts.Pull, Heartbeats: opts.Heartbeats, Cluster: opts.Cluster, Address: opts.Address,
-		Observer: metrics.NewSubscriptions(s.metrics), Logger: opts.Logger,
+		WebhookGuard: opts.WebhookGuard, Observer: metrics.NewSubscriptions(s.metrics), Logger: opts.Logger,
 	})
 
 	page, err := playground.Handler(playground.Options{Title: "Switchyard", Endpoint: "/graphql", DefaultQuery: opts.PlaygroundQuery, AuthRequired: opts.Auth.Enabled()})
