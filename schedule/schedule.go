@@ -232,6 +232,9 @@ func (s *Scheduler) Create(ctx context.Context, spec Spec) (*Schedule, error) {
 		s.seq++
 		id = fmt.Sprintf("sch-%s-%d", now.UTC().Format("20060102T150405"), s.seq)
 	}
+	if err := checkAt(spec, nil, now); err != nil {
+		return nil, err
+	}
 	sc := Schedule{ID: id, Spec: spec, CreatedAt: now, UpdatedAt: now}
 	en, err := s.prepare(sc)
 	if err != nil {
@@ -258,6 +261,9 @@ func (s *Scheduler) Update(ctx context.Context, id string, spec Spec) (*Schedule
 	old := s.entries[id]
 	if old == nil {
 		return nil, notFound(id)
+	}
+	if err := checkAt(spec, &old.s.Spec, now); err != nil {
+		return nil, err
 	}
 	sc := old.s
 	sc.Spec, sc.UpdatedAt = spec, now
@@ -289,7 +295,13 @@ func (s *Scheduler) SetEnabled(ctx context.Context, id string, enabled bool) (*S
 	spec := en.s.Spec
 	s.mu.Unlock()
 	spec.Enabled = enabled
-	return s.Update(ctx, id, spec)
+	sc, err := s.Update(ctx, id, spec)
+	var ee *engine.Error
+	if errors.As(err, &ee) && ee.Field == "at" {
+		// Nothing in the request is at fault: the schedule's time has passed.
+		return nil, &engine.Error{Code: engine.CodeConflict, Message: "at schedule " + id + " cannot be enabled: its time " + ee.Message}
+	}
+	return sc, err
 }
 
 // Trigger runs a schedule now, whatever its timetable, under its overlap
@@ -354,6 +366,21 @@ func (s *Scheduler) Stop() {
 	for _, en := range s.entries {
 		en.stop()
 	}
+}
+
+// checkAt refuses an at schedule whose time is not in the future: it would
+// never run, and stay enabled for ever. An update (old: the schedule as it
+// is) may keep a time that has passed — an at schedule that ran is renamed,
+// disabled, given a new template — but not set one, nor enable a schedule
+// whose time has passed.
+func checkAt(spec Spec, old *Spec, now time.Time) error {
+	if spec.Kind != KindAt || spec.At.IsZero() || spec.At.After(now) {
+		return nil
+	}
+	if old != nil && old.Kind == KindAt && old.At.Equal(spec.At) && (!spec.Enabled || old.Enabled) {
+		return nil
+	}
+	return invalid("at", "%s is not in the future", spec.At.UTC().Format(time.RFC3339Nano))
 }
 
 // prepare validates a schedule and compiles its timetable.

@@ -280,3 +280,43 @@ func TestInvalidSchedulesAreRefusedWithTheField(t *testing.T) {
 	}
 	require.Empty(t, s.List(context.Background()))
 }
+
+func TestAnAtScheduleInThePastIsRefused(t *testing.T) {
+	t.Parallel()
+	h, s := setup(t)
+	past := schedule.Spec{Name: "p", Kind: schedule.KindAt, At: enginetest.Epoch.Add(-time.Second), Enabled: true,
+		Template: enginetest.Spec("a").Obj()}
+	for _, at := range []time.Time{enginetest.Epoch.Add(-time.Second), enginetest.Epoch} {
+		past.At = at
+		_, err := s.Create(context.Background(), past)
+		var ee *engine.Error
+		require.ErrorAs(t, err, &ee)
+		require.Equal(t, engine.CodeInvalidInput, ee.Code)
+		require.Equal(t, "at", ee.Field)
+		require.Contains(t, ee.Message, "is not in the future")
+	}
+	require.Empty(t, s.List(context.Background()), "nothing was created")
+
+	// An update may not set a time that has passed.
+	sc, err := s.Create(context.Background(), schedule.Spec{Name: "once", Kind: schedule.KindAt, At: enginetest.Epoch.Add(time.Minute),
+		Template: enginetest.Spec("a").Obj()})
+	require.NoError(t, err)
+	upd := sc.Spec
+	upd.At = enginetest.Epoch.Add(-time.Hour)
+	_, err = s.Update(context.Background(), sc.ID, upd)
+	require.True(t, engine.IsCode(err, engine.CodeInvalidInput), "%v", err)
+	got, err := s.Get(context.Background(), sc.ID)
+	require.NoError(t, err)
+	require.Equal(t, enginetest.Epoch.Add(time.Minute), got.Spec.At, "the refused update changed nothing")
+
+	// Once its time has passed (disabled, it did not run), it cannot be
+	// enabled: it would never run. It can still be renamed.
+	h.Clock.Advance(time.Hour)
+	_, err = s.SetEnabled(context.Background(), sc.ID, true)
+	require.True(t, engine.IsCode(err, engine.CodeConflict), "%v", err)
+	upd = got.Spec
+	upd.Name = "renamed"
+	_, err = s.Update(context.Background(), sc.ID, upd)
+	require.NoError(t, err, "keeping a time that has passed is not setting one")
+	require.Empty(t, tasksOf(t, h, sc.ID))
+}
