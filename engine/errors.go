@@ -37,7 +37,8 @@ type Error struct {
 	// full ("global", "lane", "agent", "session"), its count and its cap.
 	Counts *QueueCounts
 	// TaskID is the id of the task recorded for the refusal (a REJECTED task),
-	// when there is one.
+	// when there is one; for a CONFLICT on an idempotency key, the task the
+	// key already names.
 	TaskID string
 	Err    error // the cause, if any
 }

@@ -501,7 +501,7 @@ func TestRetryTaskResubmitsTheOriginalsSpecWithoutItsKeyDependenciesAndBatch(t *
 	atts := h.Get(again.ID).Attempts
 	require.Len(t, atts, 1, "a new task, with none of the original's attempts: only its own first, dispatched at once")
 	require.Equal(t, 1, atts[0].N)
-	same := h.Submit(enginetest.Spec("a").Idempotency("k").Obj())
+	same := h.Submit(spec)
 	require.Equal(t, orig.ID, same.ID, "the key still names the original")
 }
 

@@ -74,6 +74,11 @@ type ItemResult struct {
 	ID   string
 	Task *Task // the task as recorded; may be nil with BatchSpec.IDsOnly
 	Err  error
+	// Replayed says that the item's idempotency key named a task already
+	// recorded, by an earlier submission or an earlier item of the same
+	// batch, for the same request (SameRequest): ID and Task are that
+	// task, and nothing new was recorded.
+	Replayed bool
 }
 
 // BatchResult is the outcome of SubmitBatch.
@@ -84,8 +89,10 @@ type BatchResult struct {
 
 // Submit admits one task. It returns the task as recorded; with a durable
 // store, only once it is committed. A task refused at admission for a full
-// queue is recorded REJECTED and returned along with a QUEUE_FULL error; an
-// idempotency key seen before returns the original task.
+// queue is recorded REJECTED and returned along with a QUEUE_FULL error. An
+// idempotency key the agent used before returns the original task when the
+// spec is the same request (SameRequest), and is refused with CONFLICT
+// (Error.TaskID naming the original) when it is not.
 func (e *Engine) Submit(ctx context.Context, spec TaskSpec) (*Task, error) {
 	res, err := e.submit(ctx, []BatchItem{{Spec: spec}}, nil, "")
 	if err != nil {
@@ -161,6 +168,7 @@ type prepared struct {
 	deps     []string // resolved task ids (items of this batch are resolved once admitted)
 	depItems []int    // indexes of the items of this batch it depends on
 	err      error
+	replayed bool // its idempotency key named a task recorded for the same request
 }
 
 func (e *Engine) submit(ctx context.Context, items []BatchItem, bs *BatchSpec, batchID string) (*BatchResult, error) {
@@ -330,6 +338,10 @@ func (c *core) admitLocked(ctx context.Context, items []BatchItem, bs *BatchSpec
 			p.spec.BatchID = bt.id
 		}
 		t, err := c.admitOneLocked(ctx, p, ext, now)
+		res.Items[i].Replayed = p.replayed
+		if ee, ok := err.(*Error); ok && ee.Field != "" && bs != nil {
+			ee.Field = itemField(bs, i, ee.Field) // its own, made for this item
+		}
 		if t != nil {
 			ids[i] = t.id
 			res.Items[i].ID = t.id
@@ -687,11 +699,27 @@ func (c *core) admitOneLocked(ctx context.Context, p *prepared, ext *external, n
 	spec := p.spec
 	if k := spec.IdempotencyKey; k != "" {
 		ik := spec.AgentID + "\x00" + k
-		if t := c.idem[ik]; t != nil {
-			return t, nil
+		orig := c.idem[ik]
+		if orig == nil {
+			if st := ext.idem[ik]; st != nil {
+				orig = c.ghostLocked(st)
+			}
 		}
-		if t := ext.idem[ik]; t != nil {
-			return c.ghostLocked(t), nil
+		if orig != nil {
+			if p.id != "" && orig.id == p.id {
+				return orig, nil // ingested before: the same task
+			}
+			// An item that depends on items of its batch names them by
+			// keys that were resolved to the tasks this submission made
+			// of them, new ones unless those items were replayed too: its
+			// dependencies are not compared.
+			if field := requestDiffers(orig.spec, spec, len(p.depItems) == 0); field != "" {
+				return nil, &Error{Code: CodeConflict, Field: "idempotencyKey", TaskID: orig.id, IDs: []string{orig.id},
+					Message: fmt.Sprintf("idempotency key %q was used by task %s for a different request (its %s differs): "+
+						"resend the same request to get that task, or use a new key", k, orig.id, field)}
+			}
+			p.replayed = true
+			return orig, nil
 		}
 	}
 	if c.draining {

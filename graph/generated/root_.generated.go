@@ -508,10 +508,11 @@ type ComplexityRoot struct {
 	}
 
 	SubmitTaskResult struct {
-		Error func(childComplexity int) int
-		Index func(childComplexity int) int
-		Key   func(childComplexity int) int
-		Task  func(childComplexity int) int
+		Error    func(childComplexity int) int
+		Index    func(childComplexity int) int
+		Key      func(childComplexity int) int
+		Replayed func(childComplexity int) int
+		Task     func(childComplexity int) int
 	}
 
 	SubmitTasksPayload struct {
@@ -3042,6 +3043,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SubmitTaskResult.Key(childComplexity), true
+	case "SubmitTaskResult.replayed":
+		if e.ComplexityRoot.SubmitTaskResult.Replayed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SubmitTaskResult.Replayed(childComplexity), true
 	case "SubmitTaskResult.task":
 		if e.ComplexityRoot.SubmitTaskResult.Task == nil {
 			break
@@ -4639,11 +4646,11 @@ extend type Query {
 }
 
 extend type Mutation {
-  "Creates a schedule."
+  "Creates a schedule. Its template is checked as a submitted task is (INVALID_INPUT at ` + "`" + `input.template.…` + "`" + `); an AT schedule's ` + "`" + `at` + "`" + ` must be in the future (INVALID_INPUT on ` + "`" + `input.at` + "`" + `)."
   createSchedule(input: ScheduleInput!): Schedule
-  "Replaces a schedule's definition; its history stays."
+  "Replaces a schedule's definition; its history stays. Checked as ` + "`" + `createSchedule` + "`" + ` is, except that an AT schedule may keep an ` + "`" + `at` + "`" + ` that has passed (it ran); setting one is INVALID_INPUT on ` + "`" + `input.at` + "`" + `, and so is enabling an AT schedule whose time has passed."
   updateSchedule(id: ID!, input: ScheduleInput!): Schedule
-  "Enables a schedule: its next run is computed from now."
+  "Enables a schedule: its next run is computed from now. CONFLICT for an AT schedule whose time has passed (it would never run)."
   enableSchedule(id: ID!): Schedule
   "Disables a schedule."
   disableSchedule(id: ID!): Schedule
@@ -4773,7 +4780,7 @@ input ScheduleInput {
   name: String!
   "How its times are defined; then give ` + "`" + `at` + "`" + `, ` + "`" + `everyMs` + "`" + ` or ` + "`" + `cron` + "`" + `."
   kind: ScheduleKind!
-  "For AT."
+  "For AT: when; it must be in the future (else INVALID_INPUT on ` + "`" + `input.at` + "`" + `: a schedule that would never run)."
   at: Time
   "For EVERY: at least 1000."
   everyMs: Int64
@@ -4843,7 +4850,7 @@ enum ErrorCode {
   INVALID_INPUT
   "No such task, lane, batch, instance or artifact."
   NOT_FOUND
-  "The request does not fit the current state (e.g. cancelling a task that has ended)."
+  "The request does not fit the current state (e.g. cancelling a task that has ended), or reuses an idempotency key for a different request (` + "`" + `field` + "`" + ` is its ` + "`" + `idempotencyKey` + "`" + `, ` + "`" + `taskId` + "`" + ` the task the key names)."
   CONFLICT
   "Admission refused: a queue cap is reached. ` + "`" + `retryable` + "`" + ` is true; ` + "`" + `counts` + "`" + ` says which scope is full."
   QUEUE_FULL
@@ -5116,17 +5123,31 @@ extend type Query {
 
 extend type Mutation {
   """
-  Submits one task and returns it as recorded. A repeated idempotencyKey (per
-  agent) returns the original task. A full queue answers QUEUE_FULL (the task
+  Submits one task and returns it as recorded. An idempotencyKey the agent
+  used before returns the original task when the request is the same (see
+  ` + "`" + `SubmitTaskInput.idempotencyKey` + "`" + `), and is a CONFLICT on
+  ` + "`" + `input.idempotencyKey` + "`" + ` (` + "`" + `extensions.taskId` + "`" + ` names the original; nothing is
+  recorded) when it is not. A full queue answers QUEUE_FULL (the task
   is recorded REJECTED; ` + "`" + `extensions.taskId` + "`" + ` names it) or, under DROP_OLDEST,
-  admits it and cancels the oldest queued task.
+  admits it and cancels the oldest queued task. What would fail only when the
+  task runs is refused here, INVALID_INPUT on the field: a parameter the
+  action's kind needs (navigate's ` + "`" + `params.url` + "`" + `, evaluate's
+  ` + "`" + `params.expression` + "`" + `), a malformed ` + "`" + `selector` + "`" + ` or ` + "`" + `ref` + "`" + `, and a ` + "`" + `webhookUrl` + "`" + `
+  whose host is an address webhooks may not call (the server's
+  ` + "`" + `webhooks.allowPrivate` + "`" + ` and ` + "`" + `webhooks.allowNetworks` + "`" + `). A pull lane's
+  actions are its workers' to check.
   """
   submitTask(input: SubmitTaskInput!): Task
   """
   Submits up to ` + "`" + `Limits.maxBatch` + "`" + ` tasks as one batch. Each item succeeds or
   fails on its own: a bad item does not sink the others, except that items on
   a dependency cycle are all refused (CYCLE), as are items that depend on a
-  refused item.
+  refused item. Each item is checked as ` + "`" + `submitTask` + "`" + ` checks its input, its
+  errors at its own path (` + "`" + `input.items.3.task.action.params.url` + "`" + `). An item
+  whose idempotencyKey repeats an earlier item's of the same batch (or an
+  earlier submission's, for the same agent) is ` + "`" + `replayed` + "`" + ` when it is the
+  same request, and refused with CONFLICT on
+  ` + "`" + `input.items.N.task.idempotencyKey` + "`" + ` when it is not.
   """
   submitTasks(input: SubmitTasksInput!): SubmitTasksPayload!
   """
@@ -5658,9 +5679,22 @@ input SubmitTaskInput {
   timeoutMs: Int
   "Its own retry policy, overriding the lane's."
   retryPolicy: RetryPolicyInput
-  "An absolute http(s) URL called when it reaches a terminal state."
+  "An absolute http(s) URL called when it reaches a terminal state. A host that is an address webhooks may not call (loopback, private, link-local such as 169.254.169.254, unless the server's ` + "`" + `webhooks.allowPrivate` + "`" + ` or ` + "`" + `webhooks.allowNetworks` + "`" + ` allow it) is INVALID_INPUT here; a host name is resolved when it is called."
   webhookUrl: String
-  "A key that makes resubmission safe: the same agent and key return the original task."
+  """
+  A key that makes resubmission safe, scoped to the agent: the same key with
+  the same request returns the original task (even once it has ended, for as
+  long as the store keeps it); the same key with a different request is a
+  CONFLICT naming the original in ` + "`" + `taskId` + "`" + `, and records nothing. The request
+  is every field of this input but ` + "`" + `agentId` + "`" + ` and the key itself, as the
+  server normalizes them (defaults filled in; ` + "`" + `params` + "`" + ` compared as JSON
+  values; ` + "`" + `labels` + "`" + ` and ` + "`" + `dependsOn` + "`" + ` in any order; the action's ` + "`" + `kind` + "`" + ` in any
+  case): action or instruction, lane, sessionKey, tabId, instanceId,
+  priority, dependsOn, parentId, deadline, timeoutMs, retryPolicy,
+  webhookUrl, labels, queueMode, exhausted, sessionMaxInFlight and
+  sessionReplay. In a batch, an item's ` + "`" + `dependsOn` + "`" + ` on other items of the
+  batch (by their keys) is not compared, nor are the batch's own fields.
+  """
   idempotencyKey: String
   "Free-form labels (at most 64; keys 1..256 bytes, values at most 256)."
   labels: [LabelInput!]
@@ -5686,11 +5720,11 @@ input SubmitTaskInput {
 input ActionInput {
   "What to do: click, dblclick, fill, type, press, hover, focus, select, check, uncheck, scroll, navigate, text, snapshot, screenshot, pdf, evaluate, close, … (the README's table; another kind is INVALID_INPUT)."
   kind: String!
-  "An element reference from a snapshot (e.g. ` + "`" + `e12` + "`" + `)."
+  "An element reference from a snapshot (e.g. ` + "`" + `e12` + "`" + `); a malformed one is INVALID_INPUT on ` + "`" + `action.ref` + "`" + `."
   ref: String
-  "A selector: ` + "`" + `css:#go` + "`" + `, a bare CSS selector, ` + "`" + `xpath://button` + "`" + ` or ` + "`" + `text:Go` + "`" + `."
+  "A selector: ` + "`" + `css:#go` + "`" + `, a bare CSS selector, ` + "`" + `xpath://button` + "`" + ` or ` + "`" + `text:Go` + "`" + ` (balanced brackets, parentheses and quotes; a malformed one, such as ` + "`" + `xpath://[[` + "`" + `, is INVALID_INPUT on ` + "`" + `action.selector` + "`" + ` at submit)."
   selector: String
-  "Kind-specific parameters: a JSON object (e.g. ` + "`" + `{\"url\": \"https://example.com\"}` + "`" + `, ` + "`" + `{\"text\": \"hello\"}` + "`" + `)."
+  "Kind-specific parameters: a JSON object (e.g. ` + "`" + `{\"url\": \"https://example.com\"}` + "`" + `, ` + "`" + `{\"text\": \"hello\"}` + "`" + `). ` + "`" + `navigate` + "`" + ` (` + "`" + `goto` + "`" + `) requires ` + "`" + `url` + "`" + ` and ` + "`" + `evaluate` + "`" + ` (` + "`" + `eval` + "`" + `) ` + "`" + `expression` + "`" + `, non-empty strings: without, INVALID_INPUT on ` + "`" + `action.params.url` + "`" + ` (` + "`" + `.expression` + "`" + `) at submit (except on a pull lane)."
   params: JSON
 }
 
@@ -5722,7 +5756,7 @@ input SubmitTasksInput {
   items: [BatchItemInput!]!
   "How many of the batch's tasks may run at once (1..10; omit for no cap)."
   parallelism: Int
-  "An absolute http(s) URL called when the whole batch has ended."
+  "An absolute http(s) URL called when the whole batch has ended; its host is checked as a task's ` + "`" + `webhookUrl` + "`" + ` is."
   webhookUrl: String
 }
 
@@ -5756,6 +5790,12 @@ type SubmitTaskResult {
   task: Task
   "Why it was refused, if it was."
   error: ItemError
+  """
+  True when the item's idempotencyKey named a task already recorded for the
+  same request, by an earlier submission or an earlier item of this batch:
+  ` + "`" + `task` + "`" + ` is that task, and nothing new was recorded. It counts as accepted.
+  """
+  replayed: Boolean!
 }
 
 "Why an item was refused: the same fields as a GraphQL error's extensions."
@@ -5772,7 +5812,7 @@ type ItemError {
   ids: [String!]!
   "For QUEUE_FULL: the scope that is full."
   counts: QueueCounts
-  "The task recorded for the refusal, if any."
+  "The task recorded for the refusal, if any; for a CONFLICT on an idempotency key, the task the key names."
   taskId: ID
 }
 
@@ -6704,6 +6744,8 @@ func (ec *executionContext) childFields_SubmitTaskResult(ctx context.Context, fi
 		return ec.fieldContext_SubmitTaskResult_task(ctx, field)
 	case "error":
 		return ec.fieldContext_SubmitTaskResult_error(ctx, field)
+	case "replayed":
+		return ec.fieldContext_SubmitTaskResult_replayed(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SubmitTaskResult", field.Name)
 }

@@ -1436,6 +1436,29 @@ func (ec *executionContext) fieldContext_SubmitTaskResult_error(_ context.Contex
 	return fc, nil
 }
 
+func (ec *executionContext) _SubmitTaskResult_replayed(ctx context.Context, field graphql.CollectedField, obj *model.SubmitTaskResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SubmitTaskResult_replayed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Replayed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SubmitTaskResult_replayed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SubmitTaskResult", field, false, false, "Boolean")
+}
+
 func (ec *executionContext) _SubmitTasksPayload_batchId(ctx context.Context, field graphql.CollectedField, obj *model.SubmitTasksPayload) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4272,6 +4295,11 @@ func (ec *executionContext) _SubmitTaskResult(ctx context.Context, sel ast.Selec
 		case "error":
 			out.Values[i] = ec._SubmitTaskResult_error(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "replayed":
+			out.Values[i] = ec._SubmitTaskResult_replayed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:

@@ -292,7 +292,7 @@ type ScheduleInput struct {
 	Name string `json:"name"`
 	// How its times are defined; then give `at`, `everyMs` or `cron`.
 	Kind schedule.Kind `json:"kind"`
-	// For AT.
+	// For AT: when; it must be in the future (else INVALID_INPUT on `input.at`: a schedule that would never run).
 	At *time.Time `json:"at,omitempty"`
 	// For EVERY: at least 1000.
 	EveryMs *int64 `json:"everyMs,omitempty"`
@@ -358,6 +358,10 @@ type SubmitTaskResult struct {
 	Task *Task `json:"task,omitempty"`
 	// Why it was refused, if it was.
 	Error *ItemError `json:"error,omitempty"`
+	// True when the item's idempotencyKey named a task already recorded for the
+	// same request, by an earlier submission or an earlier item of this batch:
+	// `task` is that task, and nothing new was recorded. It counts as accepted.
+	Replayed bool `json:"replayed"`
 }
 
 // A task and its cursor.

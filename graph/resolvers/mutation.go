@@ -163,6 +163,7 @@ func (m *mutationResolver) SubmitTasks(ctx context.Context, input model.SubmitTa
 	}
 	for j, r := range res.Items {
 		item := out.Items[orig[j]]
+		item.Replayed = r.Replayed
 		if r.Task != nil && views != nil {
 			views[j] = model.Task{T: r.Task}
 			item.Task = &views[j]

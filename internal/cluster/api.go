@@ -135,7 +135,7 @@ func (a *Engine) ingest(ctx context.Context, b *engine.BatchSpec, items []engine
 	}
 	res := &engine.BatchResult{BatchID: ans.BatchID, Items: make([]engine.ItemResult, len(ans.Items))}
 	for i, it := range ans.Items {
-		res.Items[i].Task = fixTask(it.Task)
+		res.Items[i].Task, res.Items[i].Replayed = fixTask(it.Task), it.Replayed
 		if res.Items[i].Task != nil {
 			res.Items[i].ID = res.Items[i].Task.ID
 		}

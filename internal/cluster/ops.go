@@ -53,8 +53,9 @@ type (
 		Items   []ingestItem
 	}
 	ingestItem struct {
-		Task *engine.Task
-		Err  *wireError
+		Task     *engine.Task
+		Err      *wireError
+		Replayed bool // engine.ItemResult.Replayed
 	}
 	registerArgs struct{ Config executor.InstanceConfig }
 	updateArgs   struct {
@@ -97,7 +98,7 @@ var (
 		}
 		out := ingestAnswer{BatchID: res.BatchID, Items: make([]ingestItem, len(res.Items))}
 		for i, it := range res.Items {
-			out.Items[i].Task = it.Task
+			out.Items[i].Task, out.Items[i].Replayed = it.Task, it.Replayed
 			if it.Err != nil {
 				out.Items[i].Err = encodeError(it.Err)
 			}

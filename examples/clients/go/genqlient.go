@@ -15,11 +15,11 @@ import (
 type ActionInput struct {
 	// What to do: click, dblclick, fill, type, press, hover, focus, select, check, uncheck, scroll, navigate, text, snapshot, screenshot, pdf, evaluate, close, … (the README's table; another kind is INVALID_INPUT).
 	Kind string `json:"kind"`
-	// An element reference from a snapshot (e.g. `e12`).
+	// An element reference from a snapshot (e.g. `e12`); a malformed one is INVALID_INPUT on `action.ref`.
 	Ref *string `json:"ref"`
-	// A selector: `css:#go`, a bare CSS selector, `xpath://button` or `text:Go`.
+	// A selector: `css:#go`, a bare CSS selector, `xpath://button` or `text:Go` (balanced brackets, parentheses and quotes; a malformed one, such as `xpath://[[`, is INVALID_INPUT on `action.selector` at submit).
 	Selector *string `json:"selector"`
-	// Kind-specific parameters: a JSON object (e.g. `{"url": "https://example.com"}`, `{"text": "hello"}`).
+	// Kind-specific parameters: a JSON object (e.g. `{"url": "https://example.com"}`, `{"text": "hello"}`). `navigate` (`goto`) requires `url` and `evaluate` (`eval`) `expression`, non-empty strings: without, INVALID_INPUT on `action.params.url` (`.expression`) at submit (except on a pull lane).
 	Params *json.RawMessage `json:"params"`
 }
 
@@ -119,7 +119,7 @@ const (
 	ErrorCodeInvalidInput ErrorCode = "INVALID_INPUT"
 	// No such task, lane, batch, instance or artifact.
 	ErrorCodeNotFound ErrorCode = "NOT_FOUND"
-	// The request does not fit the current state (e.g. cancelling a task that has ended).
+	// The request does not fit the current state (e.g. cancelling a task that has ended), or reuses an idempotency key for a different request (`field` is its `idempotencyKey`, `taskId` the task the key names).
 	ErrorCodeConflict ErrorCode = "CONFLICT"
 	// Admission refused: a queue cap is reached. `retryable` is true; `counts` says which scope is full.
 	ErrorCodeQueueFull ErrorCode = "QUEUE_FULL"
@@ -318,7 +318,12 @@ type SubmitDAGResponse struct {
 	// Submits up to `Limits.maxBatch` tasks as one batch. Each item succeeds or
 	// fails on its own: a bad item does not sink the others, except that items on
 	// a dependency cycle are all refused (CYCLE), as are items that depend on a
-	// refused item.
+	// refused item. Each item is checked as `submitTask` checks its input, its
+	// errors at its own path (`input.items.3.task.action.params.url`). An item
+	// whose idempotencyKey repeats an earlier item's of the same batch (or an
+	// earlier submission's, for the same agent) is `replayed` when it is the
+	// same request, and refused with CONFLICT on
+	// `input.items.N.task.idempotencyKey` when it is not.
 	SubmitTasks SubmitDAGSubmitTasksSubmitTasksPayload `json:"submitTasks"`
 }
 
@@ -433,9 +438,20 @@ type SubmitTaskInput struct {
 	TimeoutMs *int `json:"timeoutMs"`
 	// Its own retry policy, overriding the lane's.
 	RetryPolicy *RetryPolicyInput `json:"retryPolicy"`
-	// An absolute http(s) URL called when it reaches a terminal state.
+	// An absolute http(s) URL called when it reaches a terminal state. A host that is an address webhooks may not call (loopback, private, link-local such as 169.254.169.254, unless the server's `webhooks.allowPrivate` or `webhooks.allowNetworks` allow it) is INVALID_INPUT here; a host name is resolved when it is called.
 	WebhookUrl *string `json:"webhookUrl"`
-	// A key that makes resubmission safe: the same agent and key return the original task.
+	// A key that makes resubmission safe, scoped to the agent: the same key with
+	// the same request returns the original task (even once it has ended, for as
+	// long as the store keeps it); the same key with a different request is a
+	// CONFLICT naming the original in `taskId`, and records nothing. The request
+	// is every field of this input but `agentId` and the key itself, as the
+	// server normalizes them (defaults filled in; `params` compared as JSON
+	// values; `labels` and `dependsOn` in any order; the action's `kind` in any
+	// case): action or instruction, lane, sessionKey, tabId, instanceId,
+	// priority, dependsOn, parentId, deadline, timeoutMs, retryPolicy,
+	// webhookUrl, labels, queueMode, exhausted, sessionMaxInFlight and
+	// sessionReplay. In a batch, an item's `dependsOn` on other items of the
+	// batch (by their keys) is not compared, nor are the batch's own fields.
 	IdempotencyKey *string `json:"idempotencyKey"`
 	// Free-form labels (at most 64; keys 1..256 bytes, values at most 256).
 	Labels []LabelInput `json:"labels"`
@@ -521,7 +537,7 @@ type SubmitTasksInput struct {
 	Items []BatchItemInput `json:"items"`
 	// How many of the batch's tasks may run at once (1..10; omit for no cap).
 	Parallelism *int `json:"parallelism"`
-	// An absolute http(s) URL called when the whole batch has ended.
+	// An absolute http(s) URL called when the whole batch has ended; its host is checked as a task's `webhookUrl` is.
 	WebhookUrl *string `json:"webhookUrl"`
 }
 

@@ -228,7 +228,12 @@ type SubmitBatchResponse struct {
 	// Submits up to `Limits.maxBatch` tasks as one batch. Each item succeeds or
 	// fails on its own: a bad item does not sink the others, except that items on
 	// a dependency cycle are all refused (CYCLE), as are items that depend on a
-	// refused item.
+	// refused item. Each item is checked as `submitTask` checks its input, its
+	// errors at its own path (`input.items.3.task.action.params.url`). An item
+	// whose idempotencyKey repeats an earlier item's of the same batch (or an
+	// earlier submission's, for the same agent) is `replayed` when it is the
+	// same request, and refused with CONFLICT on
+	// `input.items.N.task.idempotencyKey` when it is not.
 	SubmitTasks SubmitBatchSubmitTasksSubmitTasksPayload `json:"submitTasks"`
 }
 
@@ -256,10 +261,19 @@ func (v *SubmitBatchSubmitTasksSubmitTasksPayload) GetRefused() int { return v.R
 
 // SubmitResponse is returned by Submit on success.
 type SubmitResponse struct {
-	// Submits one task and returns it as recorded. A repeated idempotencyKey (per
-	// agent) returns the original task. A full queue answers QUEUE_FULL (the task
+	// Submits one task and returns it as recorded. An idempotencyKey the agent
+	// used before returns the original task when the request is the same (see
+	// `SubmitTaskInput.idempotencyKey`), and is a CONFLICT on
+	// `input.idempotencyKey` (`extensions.taskId` names the original; nothing is
+	// recorded) when it is not. A full queue answers QUEUE_FULL (the task
 	// is recorded REJECTED; `extensions.taskId` names it) or, under DROP_OLDEST,
-	// admits it and cancels the oldest queued task.
+	// admits it and cancels the oldest queued task. What would fail only when the
+	// task runs is refused here, INVALID_INPUT on the field: a parameter the
+	// action's kind needs (navigate's `params.url`, evaluate's
+	// `params.expression`), a malformed `selector` or `ref`, and a `webhookUrl`
+	// whose host is an address webhooks may not call (the server's
+	// `webhooks.allowPrivate` and `webhooks.allowNetworks`). A pull lane's
+	// actions are its workers' to check.
 	SubmitTask SubmitSubmitTask `json:"submitTask"`
 }
 

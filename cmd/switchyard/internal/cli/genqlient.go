@@ -281,7 +281,7 @@ const (
 	ErrorCodeInvalidInput ErrorCode = "INVALID_INPUT"
 	// No such task, lane, batch, instance or artifact.
 	ErrorCodeNotFound ErrorCode = "NOT_FOUND"
-	// The request does not fit the current state (e.g. cancelling a task that has ended).
+	// The request does not fit the current state (e.g. cancelling a task that has ended), or reuses an idempotency key for a different request (`field` is its `idempotencyKey`, `taskId` the task the key names).
 	ErrorCodeConflict ErrorCode = "CONFLICT"
 	// Admission refused: a queue cap is reached. `retryable` is true; `counts` says which scope is full.
 	ErrorCodeQueueFull ErrorCode = "QUEUE_FULL"
@@ -1786,10 +1786,19 @@ func (v *SetPolicySetPolicyPolicyAssignment) __premarshalJSON() (*__premarshalSe
 
 // SubmitTaskResponse is returned by SubmitTask on success.
 type SubmitTaskResponse struct {
-	// Submits one task and returns it as recorded. A repeated idempotencyKey (per
-	// agent) returns the original task. A full queue answers QUEUE_FULL (the task
+	// Submits one task and returns it as recorded. An idempotencyKey the agent
+	// used before returns the original task when the request is the same (see
+	// `SubmitTaskInput.idempotencyKey`), and is a CONFLICT on
+	// `input.idempotencyKey` (`extensions.taskId` names the original; nothing is
+	// recorded) when it is not. A full queue answers QUEUE_FULL (the task
 	// is recorded REJECTED; `extensions.taskId` names it) or, under DROP_OLDEST,
-	// admits it and cancels the oldest queued task.
+	// admits it and cancels the oldest queued task. What would fail only when the
+	// task runs is refused here, INVALID_INPUT on the field: a parameter the
+	// action's kind needs (navigate's `params.url`, evaluate's
+	// `params.expression`), a malformed `selector` or `ref`, and a `webhookUrl`
+	// whose host is an address webhooks may not call (the server's
+	// `webhooks.allowPrivate` and `webhooks.allowNetworks`). A pull lane's
+	// actions are its workers' to check.
 	SubmitTask *SubmitTaskSubmitTask `json:"submitTask"`
 }
 
@@ -2048,7 +2057,12 @@ type SubmitTasksResponse struct {
 	// Submits up to `Limits.maxBatch` tasks as one batch. Each item succeeds or
 	// fails on its own: a bad item does not sink the others, except that items on
 	// a dependency cycle are all refused (CYCLE), as are items that depend on a
-	// refused item.
+	// refused item. Each item is checked as `submitTask` checks its input, its
+	// errors at its own path (`input.items.3.task.action.params.url`). An item
+	// whose idempotencyKey repeats an earlier item's of the same batch (or an
+	// earlier submission's, for the same agent) is `replayed` when it is the
+	// same request, and refused with CONFLICT on
+	// `input.items.N.task.idempotencyKey` when it is not.
 	SubmitTasks SubmitTasksSubmitTasksSubmitTasksPayload `json:"submitTasks"`
 }
 

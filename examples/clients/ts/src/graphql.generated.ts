@@ -6,11 +6,11 @@ export type Incremental<T> = T | { [P in keyof T]?: P extends ' $fragmentName' |
 export type ActionInput = {
   /** What to do: click, dblclick, fill, type, press, hover, focus, select, check, uncheck, scroll, navigate, text, snapshot, screenshot, pdf, evaluate, close, … (the README's table; another kind is INVALID_INPUT). */
   kind: string;
-  /** Kind-specific parameters: a JSON object (e.g. `{"url": "https://example.com"}`, `{"text": "hello"}`). */
+  /** Kind-specific parameters: a JSON object (e.g. `{"url": "https://example.com"}`, `{"text": "hello"}`). `navigate` (`goto`) requires `url` and `evaluate` (`eval`) `expression`, non-empty strings: without, INVALID_INPUT on `action.params.url` (`.expression`) at submit (except on a pull lane). */
   params?: unknown;
-  /** An element reference from a snapshot (e.g. `e12`). */
+  /** An element reference from a snapshot (e.g. `e12`); a malformed one is INVALID_INPUT on `action.ref`. */
   ref?: string | null | undefined;
-  /** A selector: `css:#go`, a bare CSS selector, `xpath://button` or `text:Go`. */
+  /** A selector: `css:#go`, a bare CSS selector, `xpath://button` or `text:Go` (balanced brackets, parentheses and quotes; a malformed one, such as `xpath://[[`, is INVALID_INPUT on `action.selector` at submit). */
   selector?: string | null | undefined;
 };
 
@@ -24,7 +24,7 @@ export type BatchItemInput = {
 
 /** The codes of `extensions.code` in GraphQL errors, and of `ItemError.code`. */
 export type ErrorCode =
-  /** The request does not fit the current state (e.g. cancelling a task that has ended). */
+  /** The request does not fit the current state (e.g. cancelling a task that has ended), or reuses an idempotency key for a different request (`field` is its `idempotencyKey`, `taskId` the task the key names). */
   | 'CONFLICT'
   /** Dependencies would form a cycle; `ids` lists the items on it. */
   | 'CYCLE'
@@ -114,7 +114,20 @@ export type SubmitTaskInput = {
   dependsOn?: Array<string | number> | null | undefined;
   /** What it becomes when its retries are spent (default: its lane's `exhausted`). */
   exhausted?: Exhausted | null | undefined;
-  /** A key that makes resubmission safe: the same agent and key return the original task. */
+  /**
+   * A key that makes resubmission safe, scoped to the agent: the same key with
+   * the same request returns the original task (even once it has ended, for as
+   * long as the store keeps it); the same key with a different request is a
+   * CONFLICT naming the original in `taskId`, and records nothing. The request
+   * is every field of this input but `agentId` and the key itself, as the
+   * server normalizes them (defaults filled in; `params` compared as JSON
+   * values; `labels` and `dependsOn` in any order; the action's `kind` in any
+   * case): action or instruction, lane, sessionKey, tabId, instanceId,
+   * priority, dependsOn, parentId, deadline, timeoutMs, retryPolicy,
+   * webhookUrl, labels, queueMode, exhausted, sessionMaxInFlight and
+   * sessionReplay. In a batch, an item's `dependsOn` on other items of the
+   * batch (by their keys) is not compared, nor are the batch's own fields.
+   */
   idempotencyKey?: string | null | undefined;
   /** The instance to run on (else the scheduler chooses). */
   instanceId?: string | null | undefined;
@@ -150,7 +163,7 @@ export type SubmitTaskInput = {
   tabId?: string | null | undefined;
   /** The per-attempt timeout, in milliseconds (1..86400000; default the lane's). */
   timeoutMs?: number | null | undefined;
-  /** An absolute http(s) URL called when it reaches a terminal state. */
+  /** An absolute http(s) URL called when it reaches a terminal state. A host that is an address webhooks may not call (loopback, private, link-local such as 169.254.169.254, unless the server's `webhooks.allowPrivate` or `webhooks.allowNetworks` allow it) is INVALID_INPUT here; a host name is resolved when it is called. */
   webhookUrl?: string | null | undefined;
 };
 
@@ -160,7 +173,7 @@ export type SubmitTasksInput = {
   items: Array<BatchItemInput>;
   /** How many of the batch's tasks may run at once (1..10; omit for no cap). */
   parallelism?: number | null | undefined;
-  /** An absolute http(s) URL called when the whole batch has ended. */
+  /** An absolute http(s) URL called when the whole batch has ended; its host is checked as a task's `webhookUrl` is. */
   webhookUrl?: string | null | undefined;
 };
 

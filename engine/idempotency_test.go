@@ -1,0 +1,176 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/enginetest"
+)
+
+// conflict requires err to be a CONFLICT on field naming the task id.
+func conflict(t *testing.T, err error, field, id string) {
+	t.Helper()
+	var ee *engine.Error
+	require.True(t, errors.As(err, &ee), "%v", err)
+	require.Equal(t, engine.CodeConflict, ee.Code, ee.Error())
+	require.Equal(t, field, ee.Field, ee.Error())
+	require.Equal(t, id, ee.TaskID, ee.Error())
+	require.False(t, ee.Retryable)
+}
+
+// An idempotency key names one request: sent again with another, it is
+// refused with CONFLICT naming the original, and nothing is recorded;
+// sent again with the same, it answers with the original. Both hold once
+// the original has ended and left the engine's memory (the store's lookup).
+func TestAnIdempotencyKeyReusedForAnotherRequestIsAConflict(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	ctx := context.Background()
+	title := enginetest.Spec("a").Action("title").Idempotency("K1").Obj()
+	navigate := enginetest.Spec("a").Action("navigate").Params(map[string]any{"url": "https://example.com"}).Idempotency("K1").Obj()
+
+	first := h.Submit(title)
+	_, err := h.Engine.Submit(ctx, navigate)
+	conflict(t, err, "idempotencyKey", first.ID)
+	require.Contains(t, err.Error(), "action.kind")
+	require.Equal(t, first.ID, h.Submit(title).ID, "the same request still answers with the original")
+	require.EqualValues(t, 1, h.Stats(ctx).Submitted)
+
+	require.NoError(t, h.Exec.Succeed(first.ID, `{}`))
+	require.NoError(t, h.Sync(ctx))
+	_, err = h.Engine.Submit(ctx, navigate)
+	conflict(t, err, "idempotencyKey", first.ID)
+	again := h.Submit(title)
+	require.Equal(t, first.ID, again.ID)
+	require.Equal(t, engine.StateSucceeded, again.State)
+	require.EqualValues(t, 1, h.Stats(ctx).Submitted)
+}
+
+// In a batch, an item whose idempotency key repeats an earlier item's is
+// refused at its own path when its request differs, and answered with the
+// earlier item's task, marked replayed, when it is the same.
+func TestABatchItemRepeatingAnotherItemsKey(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	ctx := context.Background()
+	title := enginetest.Spec("a").Action("title").Idempotency("K1").Obj()
+	navigate := enginetest.Spec("a").Action("navigate").Params(map[string]any{"url": "https://example.com"}).Idempotency("K1").Obj()
+	res, err := h.SubmitBatch(ctx, engine.BatchSpec{Items: []engine.BatchItem{{Spec: title}, {Spec: navigate}, {Spec: title}}})
+	require.NoError(t, err)
+	require.NoError(t, res.Items[0].Err)
+	require.False(t, res.Items[0].Replayed)
+	conflict(t, res.Items[1].Err, "items.1.idempotencyKey", res.Items[0].ID)
+	require.Empty(t, res.Items[1].ID)
+	require.Nil(t, res.Items[1].Task)
+	require.NoError(t, res.Items[2].Err)
+	require.True(t, res.Items[2].Replayed)
+	require.Equal(t, res.Items[0].ID, res.Items[2].ID)
+	require.EqualValues(t, 1, h.Stats(ctx).Submitted)
+
+	// A batch sent again: every keyed item is replayed, even one that
+	// depends on another item by its key.
+	dep := title
+	dep.IdempotencyKey, dep.DependsOn = "K2", []string{"first"}
+	batch := engine.BatchSpec{Items: []engine.BatchItem{{Key: "first", Spec: title}, {Spec: dep}}}
+	one, err := h.SubmitBatch(ctx, batch)
+	require.NoError(t, err)
+	two, err := h.SubmitBatch(ctx, batch)
+	require.NoError(t, err)
+	for i := range two.Items {
+		require.NoError(t, two.Items[i].Err)
+		require.True(t, two.Items[i].Replayed, i)
+		require.Equal(t, one.Items[i].ID, two.Items[i].ID, i)
+	}
+}
+
+// Which differences make another request, and which do not: the request
+// is compared as admission normalized it.
+func TestSameRequestComparesWhatTheClientSent(t *testing.T) {
+	t.Parallel()
+	deadline := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
+	base := func() engine.TaskSpec {
+		s := enginetest.Spec("a").Action("navigate").Params(map[string]any{"url": "https://example.com", "wait": 1}).
+			Label("x", "1").Label("y", "2").Deadline(deadline).Idempotency("k").Obj()
+		s.Lane, s.DependsOn = "main", []string{"t1", "t2"}
+		return s
+	}
+	a := base()
+	same := map[string]func(*engine.TaskSpec){
+		"the params' key order and spacing": func(s *engine.TaskSpec) {
+			s.Action = &engine.Action{Kind: "navigate", Params: json.RawMessage(` { "wait" : 1.0, "url":"https://example.com" }`)}
+		},
+		"the kind's case":               func(s *engine.TaskSpec) { s.Action = &engine.Action{Kind: "NAVIGATE", Params: a.Action.Params} },
+		"the dependencies' order":       func(s *engine.TaskSpec) { s.DependsOn = []string{"t2", "t1"} },
+		"the deadline's time zone":      func(s *engine.TaskSpec) { s.Deadline = deadline.In(time.FixedZone("x", 3600)) },
+		"the batch and submission time": func(s *engine.TaskSpec) { s.BatchID, s.SubmittedAt = "b", deadline },
+	}
+	for name, change := range same {
+		b := base()
+		change(&b)
+		require.True(t, engine.SameRequest(&a, &b), name)
+	}
+	require.True(t, engine.SameRequest(
+		&engine.TaskSpec{Action: &engine.Action{Kind: "click", Params: json.RawMessage(`{}`)}},
+		&engine.TaskSpec{Action: &engine.Action{Kind: "click"}}), "an empty object is no params")
+	other := map[string]func(*engine.TaskSpec){
+		"action.kind": func(s *engine.TaskSpec) { s.Action = &engine.Action{Kind: "goto", Params: a.Action.Params} },
+		"action.params": func(s *engine.TaskSpec) {
+			s.Action = &engine.Action{Kind: "navigate", Params: json.RawMessage(`{"url":"https://example.org"}`)}
+		},
+		"action.selector": func(s *engine.TaskSpec) {
+			s.Action = &engine.Action{Kind: "navigate", Selector: "#x", Params: a.Action.Params}
+		},
+		"action":             func(s *engine.TaskSpec) { s.Action, s.Instruction = nil, "go" },
+		"lane":               func(s *engine.TaskSpec) { s.Lane = "team" },
+		"sessionKey":         func(s *engine.TaskSpec) { s.SessionKey = "s" },
+		"priority":           func(s *engine.TaskSpec) { s.Priority = engine.PriorityHigh },
+		"labels":             func(s *engine.TaskSpec) { s.Labels = map[string]string{"x": "1"} },
+		"deadline":           func(s *engine.TaskSpec) { s.Deadline = deadline.Add(time.Second) },
+		"dependsOn":          func(s *engine.TaskSpec) { s.DependsOn = []string{"t1"} },
+		"timeoutMs":          func(s *engine.TaskSpec) { s.Timeout = time.Second },
+		"retryPolicy":        func(s *engine.TaskSpec) { s.Retry = &engine.RetryPolicy{MaxAttempts: 2} },
+		"webhookUrl":         func(s *engine.TaskSpec) { s.WebhookURL = "https://hooks.example/x" },
+		"queueMode":          func(s *engine.TaskSpec) { s.QueueMode = engine.QueueInterrupt },
+		"sessionMaxInFlight": func(s *engine.TaskSpec) { s.SessionMaxInFlight = 2 },
+		"parentId":           func(s *engine.TaskSpec) { s.ParentID = "p" },
+	}
+	for name, change := range other {
+		b := base()
+		change(&b)
+		require.False(t, engine.SameRequest(&a, &b), name)
+	}
+}
+
+// A submission that a follower accepted and the leader ingests: ingested
+// twice (the command applied again), it is the same task, not a replay;
+// its key reused by another submission with another request is a CONFLICT.
+func TestIngestKeepsIdempotencyKeysConsistent(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	ctx := context.Background()
+	title := enginetest.Spec("a").Action("title").Idempotency("K1").Obj()
+	in := engine.Inbound{Items: []engine.BatchItem{{ID: "01FOLLOWERCHOSEN0000000001", Spec: title}}}
+	one, err := h.Ingest(ctx, in)
+	require.NoError(t, err)
+	two, err := h.Ingest(ctx, in)
+	require.NoError(t, err)
+	require.Equal(t, one.Items[0].ID, two.Items[0].ID)
+	require.False(t, two.Items[0].Replayed, "the same command applied twice is not a resubmission")
+
+	other := enginetest.Spec("a").Action("navigate").Params(map[string]any{"url": "https://example.com"}).Idempotency("K1").Obj()
+	res, err := h.Ingest(ctx, engine.Inbound{Items: []engine.BatchItem{{ID: "01FOLLOWERCHOSEN0000000002", Spec: other}}})
+	require.NoError(t, err)
+	conflict(t, res.Items[0].Err, "idempotencyKey", one.Items[0].ID)
+	res, err = h.Ingest(ctx, engine.Inbound{Items: []engine.BatchItem{{ID: "01FOLLOWERCHOSEN0000000003", Spec: title}}})
+	require.NoError(t, err)
+	require.NoError(t, res.Items[0].Err)
+	require.True(t, res.Items[0].Replayed)
+	require.Equal(t, one.Items[0].ID, res.Items[0].ID)
+	require.EqualValues(t, 1, h.Stats(ctx).Submitted)
+}
