@@ -173,7 +173,9 @@ type Options struct {
 	// guard (public addresses only).
 	Guard *netguard.Guard
 	// Webhooks sends state changes to checks' webhook URLs; nil refuses
-	// checks with a webhook URL.
+	// checks with a webhook URL. When it has a CheckURL(string) error
+	// method (*webhook.Deliverer), a check whose webhook URL it refuses (an
+	// address webhooks may not call) is refused at creation.
 	Webhooks Sender
 	// MaxChecks caps how many checks exist (default 1,000).
 	MaxChecks int
@@ -554,6 +556,11 @@ func (c *Checker) validate(s Spec) (Spec, error) {
 		}
 		if err := checkHTTPURL("webhookUrl", s.WebhookURL); err != nil {
 			return s, err
+		}
+		if g, ok := c.opts.Webhooks.(interface{ CheckURL(string) error }); ok {
+			if err := g.CheckURL(s.WebhookURL); err != nil {
+				return s, invalid("webhookUrl", "%s", err.Error())
+			}
 		}
 	}
 	return s, nil

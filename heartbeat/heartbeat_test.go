@@ -298,6 +298,30 @@ func TestBadSpecsAreRefused(t *testing.T) {
 	require.Empty(t, c.List(context.Background()))
 }
 
+// guardedSender is a Sender with the webhook deliverer's address check.
+type guardedSender struct {
+	recorder
+	guard netguard.Guard
+}
+
+func (g *guardedSender) CheckURL(raw string) error { return g.guard.CheckURL(raw) }
+
+// A webhook URL whose address the webhook deliverer will not call is
+// refused when the check is created, as its probe URL would be.
+func TestAWebhookURLTheDelivererRefusesIsRefusedAtCreation(t *testing.T) {
+	t.Parallel()
+	c := heartbeat.New(&settings{}, heartbeat.Options{Guard: loopbackOnly(), Webhooks: &guardedSender{guard: netguard.Guard{What: "webhook"}}})
+	_, err := c.Create(context.Background(), heartbeat.Spec{Name: "x", URL: "http://127.0.0.1/", WebhookURL: "http://169.254.169.254/latest"})
+	var ee *engine.Error
+	require.True(t, errors.As(err, &ee), "%v", err)
+	require.Equal(t, engine.CodeInvalidInput, ee.Code)
+	require.Equal(t, "webhookUrl", ee.Field)
+	require.Contains(t, ee.Message, "webhook address 169.254.169.254")
+	require.Empty(t, c.List(context.Background()))
+	_, err = c.Create(context.Background(), heartbeat.Spec{Name: "x", URL: "http://127.0.0.1/", WebhookURL: "https://hooks.example/hb"})
+	require.NoError(t, err, "a name is checked when it is called")
+}
+
 // Enabled checks run on their interval, on the checker's clock; their
 // state and history survive a restart.
 func TestChecksRunOnTheirIntervalAndSurviveARestart(t *testing.T) {

@@ -140,6 +140,11 @@ func Guard(opts Options) *netguard.Guard {
 		DialTimeout: opts.Timeout, What: "webhook", Settings: "webhooks.allowPrivate or list its network in webhooks.allowNetworks"}
 }
 
+// CheckURL refuses a URL whose host is an address this deliverer will not
+// call (netguard.Guard.CheckURL): for a component that accepts webhook URLs
+// to deliver through it later, such as heartbeat checks.
+func (d *Deliverer) CheckURL(raw string) error { return d.guard.CheckURL(raw) }
+
 // New returns a deliverer, positioned after the last event handled by the
 // previous run (or after the latest event, the first time). Run starts it.
 func New(e *engine.Engine, opts Options) *Deliverer {

@@ -3975,7 +3975,7 @@ input HeartbeatCheckInput {
   failureThreshold: Int
   "Follow redirects (up to 5, each hop through the address guard). Default false: a 3xx is judged as it is."
   followRedirects: Boolean
-  "Told of every state change, signed as task webhooks are; without credentials (the signature authenticates it)."
+  "Told of every state change, signed as task webhooks are; without credentials (the signature authenticates it). A host that is an address webhooks may not call (webhooks.allowPrivate, webhooks.allowNetworks) is INVALID_INPUT, as for a task's webhookUrl."
   webhookUrl: String
   "Probe it on its interval. Default true."
   enabled: Boolean

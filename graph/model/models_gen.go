@@ -63,7 +63,7 @@ type HeartbeatCheckInput struct {
 	FailureThreshold *int `json:"failureThreshold,omitempty"`
 	// Follow redirects (up to 5, each hop through the address guard). Default false: a 3xx is judged as it is.
 	FollowRedirects *bool `json:"followRedirects,omitempty"`
-	// Told of every state change, signed as task webhooks are; without credentials (the signature authenticates it).
+	// Told of every state change, signed as task webhooks are; without credentials (the signature authenticates it). A host that is an address webhooks may not call (webhooks.allowPrivate, webhooks.allowNetworks) is INVALID_INPUT, as for a task's webhookUrl.
 	WebhookURL *string `json:"webhookUrl,omitempty"`
 	// Probe it on its interval. Default true.
 	Enabled *bool `json:"enabled,omitempty"`
