@@ -5089,7 +5089,7 @@ type Limits {
   maxSubscriberLag: Int!
   "Subscriptions one WebSocket connection may hold at once."
   maxSubscriptionsPerConnection: Int!
-  "Mutations per second each token may run, over time (0: no limit); beyond it, RATE_LIMITED."
+  "Mutations per second each token may run over time, or all callers together on a server without tokens (0: no limit); beyond it, RATE_LIMITED."
   mutationsPerSecond: Float!
   "Mutations a token may run at once after a quiet spell; also the most one operation may carry."
   mutationBurst: Int!

@@ -209,7 +209,7 @@ type Limits struct {
 	MaxSubscriberLag int `json:"maxSubscriberLag"`
 	// Subscriptions one WebSocket connection may hold at once.
 	MaxSubscriptionsPerConnection int `json:"maxSubscriptionsPerConnection"`
-	// Mutations per second each token may run, over time (0: no limit); beyond it, RATE_LIMITED.
+	// Mutations per second each token may run over time, or all callers together on a server without tokens (0: no limit); beyond it, RATE_LIMITED.
 	MutationsPerSecond float64 `json:"mutationsPerSecond"`
 	// Mutations a token may run at once after a quiet spell; also the most one operation may carry.
 	MutationBurst int `json:"mutationBurst"`
