@@ -186,10 +186,12 @@ func TestTheReportShowsSelectionEffectsByPriorityAndLabel(t *testing.T) {
 	t.Parallel()
 	subs := realistic(t)
 	for i := range subs {
-		subs[i].Outcome, subs[i].Deadline = "ok", 0
+		// One lane, so that the priorities compete in its queues (the
+		// realistic workload gives each priority a lane of its own).
+		subs[i].Outcome, subs[i].Deadline, subs[i].Lane = "ok", 0, "main"
 		subs[i].Labels = map[string]string{"kind": []string{"search", "checkout"}[i%2]}
 	}
-	cfg := engine.Config{Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 2}, {Name: "subagent", MaxInFlight: 2}, {Name: "team", MaxInFlight: 2}, {Name: "cron", MaxInFlight: 2}}}
+	cfg := engine.Config{Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 2}}}
 	rep, err := simulate.Run(context.Background(), subs, simulate.Options{Config: cfg})
 	require.NoError(t, err)
 	require.Len(t, rep.ByPriority, 4)
