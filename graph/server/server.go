@@ -332,7 +332,7 @@ func (s *Server) graphQL() (http.Handler, error) {
 			s.log.Debug("websocket", "error", err)
 		},
 	})
-	srv.AddTransport(transport.SSE{KeepAlivePingInterval: s.opts.KeepAlive})
+	srv.AddTransport(sseTransport{transport.SSE{KeepAlivePingInterval: s.opts.KeepAlive}}) // sse.go
 	srv.AddTransport(transport.Options{})
 	cache := lru.New[*ast.QueryDocument](1000)
 	vars := newVarCheck(es.Schema(), cache)
