@@ -17,7 +17,15 @@
 //   - A task that names a tab runs on the instance that owns the tab, found in
 //     the tab cache (refreshed on a miss). A tab whose instance was removed or
 //     stopped answering is a permanent resolution error: the task asked for
-//     that tab and no other will do.
+//     that tab and no other will do. A tab the executor opened for another
+//     agent's task (pooled, a session's, or a session's restored after a
+//     restart) is refused before any request, as the built-in Chromium
+//     refuses it at the instance: a *pinchtab.Error 404 tab_not_found, not
+//     retryable, so the task fails permanently as for a tab that does not
+//     exist, on every kind of instance (PinchTab's API knows no agents). An
+//     instruction that names such a tab is refused alike. A tab the
+//     executor did not open (an operator's own) is not any agent's: every
+//     task that names it works it.
 //   - A task whose session is bound to a tab runs there. While the tab's
 //     instance is unhealthy the attempt is an instance fault (the task waits
 //     for it); if the tab vanished or its instance was removed, the attempt

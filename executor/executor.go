@@ -357,7 +357,12 @@ func (e *Executor) target(ctx context.Context, a Attempt, spec *engine.TaskSpec)
 	switch {
 	case spec.TabID != "":
 		// The task named its tab: it runs where that tab is, whatever the
-		// placement, and nowhere else.
+		// placement, and nowhere else. A tab the executor opened for
+		// another agent is not there for it (tenancy.go).
+		op, method, endpoint := requestOf(spec.Action)
+		if err := e.refuseForeignTab(spec.AgentID, spec.TabID, a.TaskID(), op, method, endpoint); err != nil {
+			return target{tab: spec.TabID}, err
+		}
 		id, err := e.reg.resolveTab(ctx, spec.TabID)
 		if err != nil {
 			return target{tab: spec.TabID}, err
@@ -446,7 +451,8 @@ func (e *Executor) AdoptSessions(bs []engine.SessionBinding) {
 			continue
 		}
 		if _, ok := e.owned[b.TabID]; !ok {
-			e.owned[b.TabID] = &ownedTab{session: b.SessionKey, instance: b.InstanceID, tab: b.TabID, lastUsed: now, restored: true}
+			agent, _ := engine.SplitSessionScope(b.SessionKey)
+			e.owned[b.TabID] = &ownedTab{session: b.SessionKey, agent: agent, instance: b.InstanceID, tab: b.TabID, lastUsed: now, restored: true}
 		}
 		if _, ok := e.replays[b.SessionKey]; !ok {
 			// Whatever it logged went with the restart: a replay of it
@@ -465,7 +471,8 @@ func (e *Executor) adopt(t target, session string) {
 	}
 	e.mu.Lock()
 	if _, ok := e.owned[t.tab]; !ok {
-		e.owned[t.tab] = &ownedTab{session: session, instance: t.instance, tab: t.tab, lastUsed: time.Now()}
+		agent, _ := engine.SplitSessionScope(session)
+		e.owned[t.tab] = &ownedTab{session: session, agent: agent, instance: t.instance, tab: t.tab, lastUsed: time.Now()}
 	}
 	e.mu.Unlock()
 	e.reg.tabs.put(t.tab, tabEntry{instance: t.instance})
@@ -849,6 +856,10 @@ func (e *Executor) runInstruction(ctx context.Context, a Attempt, spec *engine.T
 	tab := spec.TabID
 	if tab == "" {
 		tab = a.TabID()
+	} else if err := e.refuseForeignTab(spec.AgentID, tab, a.TaskID(), "chat", http.MethodPost, ""); err != nil {
+		// A chat instance may drive the browser of a registered one: a
+		// tab the executor opened for another agent is not there for it.
+		return engine.Outcome{Err: err, InstanceID: id, TabID: tab}
 	}
 	t, err := e.use(target{instance: id, named: spec.TabID != ""})
 	if err != nil {

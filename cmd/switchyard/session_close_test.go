@@ -207,7 +207,10 @@ func TestClosingASessionsTabThroughATaskOnPinchTab(t *testing.T) {
 		tab := nav.tab()
 		require.Contains(t, browser.Tabs(), tab)
 
-		closed := tasks.run(map[string]any{"agentId": "other", "tabId": tab, "action": map[string]any{"kind": "close"}})
+		// A task of the session's agent, of no session (another agent's
+		// task finds no such tab: the executor serves the tabs it opened
+		// for an agent to that agent's tasks only, on PinchTab too).
+		closed := tasks.run(map[string]any{"agentId": "closer", "tabId": tab, "action": map[string]any{"kind": "close"}})
 		require.Equal(t, "SUCCEEDED", closed.State, "%+v", closed)
 		require.NotContains(t, browser.Tabs(), tab)
 		reason := waitSessionEvent(t, c, key)
