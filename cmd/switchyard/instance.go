@@ -29,6 +29,8 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	listen := fs.String("listen", "127.0.0.1:9867", "the HTTP address")
 	token := fs.String("token", os.Getenv("SWITCHYARD_INSTANCE_TOKEN"), "the bearer token clients must send (default $SWITCHYARD_INSTANCE_TOKEN, else a random one, printed)")
 	browser := fs.String("chromium", "", "the browser executable (default: found on the system)")
+	agentIdle := fs.Duration("agent-context-idle", chromium.DefaultAgentContextIdle,
+		"how long an agent's browser context (its cookies and storage) outlives its last tab; match the server's executor.idleTabTimeout (negative: kept while the instance runs)")
 	logLevel := fs.String("log-level", "info", "trace, debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	if err := parseFlags(fs, args); err != nil {
@@ -43,7 +45,7 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		path = p
 	}
-	in, err := chromium.Start(ctx, chromium.Options{Addr: *listen, Token: *token, ExecPath: path, Logger: log})
+	in, err := chromium.Start(ctx, chromium.Options{Addr: *listen, Token: *token, ExecPath: path, Logger: log, AgentContextIdle: *agentIdle})
 	if err != nil {
 		return fmt.Errorf("start the instance: %w", err)
 	}

@@ -188,7 +188,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 		}
 	}
 
-	local, err := startLocalInstance(ctx, cfg.LocalInstance, reg, st, log)
+	local, err := startLocalInstance(ctx, cfg.LocalInstance, cfg.Executor.IdleTabTimeout.Std(), reg, st, log)
 	if err != nil {
 		return err
 	}
@@ -535,8 +535,11 @@ func newWebhooks(eng *engine.Engine, cfg config.Config, log hclog.Logger) (*webh
 }
 
 // startLocalInstance starts the built-in Chromium instance and registers it,
-// when enabled and a browser is found.
-func startLocalInstance(ctx context.Context, c config.LocalInstance, reg *executor.Registry, st *startup, log hclog.Logger) (*chromium.Instance, error) {
+// when enabled and a browser is found. An agent's browser context there
+// outlives the agent's last tab by idle, the executor's idle tab timeout
+// (executor.idleTabTimeout): an agent's cookies last as long after its last
+// tab as an unused tab lasts after its last task.
+func startLocalInstance(ctx context.Context, c config.LocalInstance, idle time.Duration, reg *executor.Registry, st *startup, log hclog.Logger) (*chromium.Instance, error) {
 	if !c.Enabled {
 		log.Info("local browser instance disabled")
 		return nil, nil
@@ -551,7 +554,7 @@ func startLocalInstance(ctx context.Context, c config.LocalInstance, reg *execut
 		path = p
 	}
 	st.enter(stepBrowser)
-	local, err := chromium.Start(ctx, chromium.Options{ExecPath: path, Logger: log})
+	local, err := chromium.Start(ctx, chromium.Options{ExecPath: path, Logger: log, AgentContextIdle: idle})
 	if err != nil {
 		return nil, fmt.Errorf("start the local browser instance (%s): %w (--no-local-instance runs without it)", path, err)
 	}

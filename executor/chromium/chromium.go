@@ -31,7 +31,13 @@
 // for none: the executor's own listing, probing and closing): a request of
 // another agent gets 404 tab_not_found, as for a tab that does not exist. A
 // tab opened with no agent is in the browser's default context, shared by
-// all such tabs. An agent's context lives as long as the instance.
+// all such tabs. An agent's context outlives its last tab by
+// Options.AgentContextIdle (default DefaultAgentContextIdle, the executor's
+// default idle tab timeout): an agent that opens a tab again within it finds
+// its cookies and storage; one that does not has its context disposed
+// (Target.disposeBrowserContext, DisposeIdleContexts), so that an instance
+// serving many short-lived agents does not keep them all, and its next tab
+// starts in a new, empty context.
 //
 // Errors are {"error","code"}, with "retryable": true when a retry may help
 // (timeouts, failed loads, browser errors, an element not visible yet).
@@ -71,6 +77,12 @@ type Options struct {
 	Logger        hclog.Logger  // default silent
 	ActionTimeout time.Duration // upper bound of one request's browser work; default 60s
 	StartTimeout  time.Duration // for the browser to start; default 30s
+	// AgentContextIdle is how long an agent's browser context outlives the
+	// agent's last tab: an agent that opens a tab again within it finds its
+	// cookies and storage, and one that does not has its context disposed
+	// (DisposeIdleContexts), freeing its memory. Default
+	// DefaultAgentContextIdle; negative: kept while the instance runs.
+	AgentContextIdle time.Duration
 }
 
 // Find returns the path of a Chromium (or Chrome) executable, looking at
@@ -110,9 +122,12 @@ type Instance struct {
 	tabs map[string]*tab
 	// contexts holds each agent's browser context, by agent id, and agents
 	// the agent of each, by context (a popup opens in its opener's context).
-	contexts map[string]cdp.BrowserContextID
+	contexts map[string]*agentContext
 	agents   map[cdp.BrowserContextID]string
 	ctxMu    sync.Mutex // one browser context made at a time
+
+	stop chan struct{} // closed by Close: the disposing loop ends
+	wg   sync.WaitGroup
 
 	ln        net.Listener
 	srv       *http.Server
@@ -160,8 +175,11 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 30 * time.Second
 	}
+	if o.AgentContextIdle == 0 {
+		o.AgentContextIdle = DefaultAgentContextIdle
+	}
 	i := &Instance{opts: o, log: o.Logger.Named("chromium"), tabs: make(map[string]*tab),
-		contexts: make(map[string]cdp.BrowserContextID), agents: make(map[cdp.BrowserContextID]string)}
+		contexts: make(map[string]*agentContext), agents: make(map[cdp.BrowserContextID]string), stop: make(chan struct{})}
 	i.dataDir = o.UserDataDir
 	if i.dataDir == "" {
 		removeStaleProfiles(os.TempDir(), i.log)
@@ -188,6 +206,10 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 			i.log.Error("server stopped", "error", err)
 		}
 	}()
+	if o.AgentContextIdle > 0 {
+		i.wg.Add(1)
+		go i.disposeLoop()
+	}
 	i.log.Info("built-in browser instance started", "url", i.url, "browser", o.ExecPath, "user_data_dir", i.dataDir)
 	return i, nil
 }
@@ -231,6 +253,8 @@ func (i *Instance) Token() string { return i.opts.Token }
 // directory.
 func (i *Instance) Close() error {
 	i.closeOnce.Do(func() {
+		close(i.stop)
+		i.wg.Wait()
 		if i.srv != nil {
 			i.closeErr = i.srv.Close()
 		}
@@ -259,29 +283,6 @@ func (i *Instance) cleanup() {
 	}
 }
 
-// agentContext returns the agent's browser context, making it on first use.
-func (i *Instance) agentContext(ctx context.Context, agent string) (cdp.BrowserContextID, error) {
-	i.ctxMu.Lock()
-	defer i.ctxMu.Unlock()
-	i.mu.Lock()
-	id, ok := i.contexts[agent]
-	i.mu.Unlock()
-	if ok {
-		return id, nil
-	}
-	res, err := chromedp.CallBrowser(i.browserCtxFor(ctx), target.CreateBrowserContext, target.CreateBrowserContextParams{})
-	if err != nil {
-		return "", fmt.Errorf("create the browser context of agent %q: %w", agent, err)
-	}
-	id = res.BrowserContextID
-	i.mu.Lock()
-	i.contexts[agent] = id
-	i.agents[id] = agent
-	i.mu.Unlock()
-	i.log.Debug("browser context made", "agent", agent, "context", id)
-	return id, nil
-}
-
 // openTab opens a new tab, at pageURL unless it is "", in the agent's own
 // browser context, or in the default one when agent is "".
 func (i *Instance) openTab(ctx context.Context, pageURL, agent string) (*tab, error) {
@@ -296,6 +297,9 @@ func (i *Instance) openTab(ctx context.Context, pageURL, agent string) (*tab, er
 	tctx, cancel := chromedp.NewContext(i.browserCtx, opts...)
 	if err := chromedp.Do(tctx); err != nil {
 		cancel()
+		if agent != "" {
+			i.opened(agent, false)
+		}
 		return nil, fmt.Errorf("open tab: %w", err)
 	}
 	t := &tab{id: string(chromedp.FromContext(tctx).Target.TargetID), agent: agent, ctx: tctx, cancel: cancel,
@@ -303,6 +307,9 @@ func (i *Instance) openTab(ctx context.Context, pageURL, agent string) (*tab, er
 	i.mu.Lock()
 	i.tabs[t.id] = t
 	i.mu.Unlock()
+	if agent != "" {
+		i.opened(agent, true)
+	}
 	if pageURL != "" {
 		err := i.run(ctx, t, func(ctx context.Context) error { return navigate(ctx, pageURL) })
 		if err != nil {
@@ -372,6 +379,7 @@ func (i *Instance) closeTab(id, agent string) bool {
 	}
 	i.mu.Lock()
 	delete(i.tabs, id)
+	i.tabClosedLocked(t.agent, time.Now())
 	i.mu.Unlock()
 	t.cancel() // closes the target
 	return true
