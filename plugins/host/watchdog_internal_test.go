@@ -267,3 +267,34 @@ func TestACallStartsWithTheWatchdogsMarksClearAndItsDeadline(t *testing.T) {
 		require.Zero(t, in.started.Load(), tc.name)
 	}
 }
+
+// expiring is a call the watchdog expires while it runs, which then ends
+// before its next metered point: no error.
+type expiring struct {
+	api.Function
+	in *instance
+}
+
+func (f *expiring) CallWithStack(context.Context, []uint64) error {
+	f.in.fuel.Set(f.in.fuel.Get() - 100) // 100 units burnt
+	f.in.mu.Lock()
+	f.in.expire()
+	f.in.mu.Unlock()
+	return nil
+}
+
+// The fuel a decision burnt is deterministic, so Stats.FuelMax leaves out a
+// call the host expired even when it ended without an error: its emptied
+// tank's unspent units are not fuel it burnt.
+func TestFuelMaxLeavesOutACallTheWatchdogExpired(t *testing.T) {
+	t.Parallel()
+	rt := &Runtime{epoch: time.Now(), dog: &watchdog{wake: make(chan struct{}, 1)}, cfg: Config{DecisionFuel: 1_000_000, Deadline: time.Second}}
+	p := &Plugin{rt: rt}
+	in := &instance{plugin: p, fuel: &tank{}, depth: &tank{}, phase: phaseDecide}
+	in.decide = &seeing{in: in}
+	require.NoError(t, in.timed())
+	require.Zero(t, p.stats.fuel.Load(), "a call that burnt nothing")
+	in.decide = &expiring{in: in}
+	require.NoError(t, in.timed(), "it ended before the watchdog's stop took effect")
+	require.Zero(t, p.stats.fuel.Load(), "the expired call's emptied tank counted as burnt")
+}
