@@ -174,3 +174,34 @@ func TestIngestKeepsIdempotencyKeysConsistent(t *testing.T) {
 	require.Equal(t, one.Items[0].ID, res.Items[0].ID)
 	require.EqualValues(t, 1, h.Stats(ctx).Submitted)
 }
+
+// A client that resends a keyed request after its deadline has passed,
+// because the answer to the first was lost, gets the task it made in time:
+// the deadline is checked against the clock for a new task only. A new
+// key, or no key, with a past deadline is refused as before.
+func TestAKeyedResendAfterItsDeadlineAnswersWithTheOriginal(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	ctx := context.Background()
+	deadline := enginetest.Epoch.Add(time.Second)
+	spec := enginetest.Spec("a").Action("title").Deadline(deadline).Idempotency("K1").Obj()
+	first := h.Submit(spec)
+	h.Clock.Advance(2 * time.Second)
+
+	again, err := h.Engine.Submit(ctx, spec)
+	require.NoError(t, err, "a replay of a task admitted in time")
+	require.Equal(t, first.ID, again.ID)
+	require.EqualValues(t, 1, h.Stats(ctx).Submitted)
+
+	for _, s := range []engine.TaskSpec{
+		enginetest.Spec("a").Action("title").Deadline(deadline).Idempotency("K2").Obj(),
+		enginetest.Spec("a").Action("title").Deadline(deadline).Obj(),
+	} {
+		_, err := h.Engine.Submit(ctx, s)
+		var ee *engine.Error
+		require.True(t, errors.As(err, &ee), "%v", err)
+		require.Equal(t, engine.CodeInvalidInput, ee.Code)
+		require.Equal(t, "deadline", ee.Field)
+	}
+	require.EqualValues(t, 1, h.Stats(ctx).Submitted, "nothing recorded")
+}

@@ -503,8 +503,11 @@ func (c *core) normalize(own *ownedSpec, in TaskSpec, now time.Time, labels map[
 		return nil, invalid("timeoutMs", "must be within 0..24h, got %s", s.Timeout)
 	case s.Instruction != "" && s.Timeout > c.cfg.ChatMaxTimeout:
 		return nil, invalid("timeoutMs", "a chat task's timeout is at most %s, got %s", c.cfg.ChatMaxTimeout, s.Timeout)
-	case !s.Deadline.IsZero() && !s.Deadline.After(now):
-		return nil, invalid("deadline", "is not in the future")
+	case !s.Deadline.IsZero() && !s.Deadline.After(now) && s.IdempotencyKey == "":
+		// With a key, a resend after the deadline may be a replay of a
+		// task admitted in time: admitOneLocked decides once it has
+		// looked the key up (pastDeadline).
+		return nil, pastDeadline()
 	case len(s.DependsOn) > MaxDependsOn:
 		return nil, invalid("dependsOn", "names more than %d tasks", MaxDependsOn)
 	case len(s.Labels) > MaxLabels:
@@ -692,6 +695,9 @@ func (c *core) lookupLocked(ctx context.Context, id string, ext *external) (live
 	return nil, nil
 }
 
+// pastDeadline refuses a new task whose deadline is not in the future.
+func pastDeadline() error { return invalid("deadline", "is not in the future") }
+
 // admitOneLocked records one prepared item: it returns the new (or, for a
 // repeated idempotency key, the original) task, and an error when the item
 // is refused.
@@ -721,6 +727,9 @@ func (c *core) admitOneLocked(ctx context.Context, p *prepared, ext *external, n
 			p.replayed = true
 			return orig, nil
 		}
+	}
+	if !spec.Deadline.IsZero() && !spec.Deadline.After(now) {
+		return nil, pastDeadline() // a new task, not a replay
 	}
 	if c.draining {
 		return nil, &Error{Code: CodeDraining, Message: "the engine is draining and refuses new work", Retryable: true}

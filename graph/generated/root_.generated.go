@@ -5673,7 +5673,7 @@ input SubmitTaskInput {
   dependsOn: [ID!]
   "The task that spawned this one (its depth + 1 must fit the lane's maxDepth)."
   parentId: ID
-  "When it must have ended (in the future): no attempt starts at or after it (see ` + "`" + `Task.deadline` + "`" + `)."
+  "When it must have ended (in the future, for a new task; a resend under the same idempotencyKey answers with its task even once it has passed): no attempt starts at or after it (see ` + "`" + `Task.deadline` + "`" + `)."
   deadline: Time
   "The per-attempt timeout, in milliseconds (1..86400000; default the lane's)."
   timeoutMs: Int

@@ -191,7 +191,10 @@ func taskSpecShared(path string, in *model.SubmitTaskInput, now time.Time, sl *s
 	s.DependsOn = in.DependsOn
 
 	if in.Deadline != nil {
-		if !in.Deadline.After(now) {
+		// With an idempotency key the engine decides, once it has looked
+		// the key up: a resend after the deadline may replay a task that
+		// was admitted in time, and answers with it.
+		if !in.Deadline.After(now) && (in.IdempotencyKey == nil || *in.IdempotencyKey == "") {
 			return s, invalid(p("deadline"), "%s is not in the future", in.Deadline.Format(time.RFC3339Nano))
 		}
 		s.Deadline = *in.Deadline

@@ -432,7 +432,7 @@ type SubmitTaskInput struct {
 	DependsOn []string `json:"dependsOn"`
 	// The task that spawned this one (its depth + 1 must fit the lane's maxDepth).
 	ParentId *string `json:"parentId"`
-	// When it must have ended (in the future): no attempt starts at or after it (see `Task.deadline`).
+	// When it must have ended (in the future, for a new task; a resend under the same idempotencyKey answers with its task even once it has passed): no attempt starts at or after it (see `Task.deadline`).
 	Deadline *time.Time `json:"deadline"`
 	// The per-attempt timeout, in milliseconds (1..86400000; default the lane's).
 	TimeoutMs *int `json:"timeoutMs"`

@@ -108,7 +108,7 @@ export type SubmitTaskInput = {
   action?: ActionInput | null | undefined;
   /** The agent submitting it: the unit of fairness (1..256 bytes). */
   agentId: string;
-  /** When it must have ended (in the future): no attempt starts at or after it (see `Task.deadline`). */
+  /** When it must have ended (in the future, for a new task; a resend under the same idempotencyKey answers with its task even once it has passed): no attempt starts at or after it (see `Task.deadline`). */
   deadline?: string | null | undefined;
   /** Tasks that must succeed first: task ids, or in `submitTasks` the keys of other items. */
   dependsOn?: Array<string | number> | null | undefined;
