@@ -727,9 +727,9 @@ func (c *core) admitOneLocked(ctx context.Context, p *prepared, ext *external, n
 			p.replayed = true
 			return orig, nil
 		}
-	}
-	if !spec.Deadline.IsZero() && !spec.Deadline.After(now) {
-		return nil, pastDeadline() // a new task, not a replay
+		if !spec.Deadline.IsZero() && !spec.Deadline.After(now) {
+			return nil, pastDeadline() // a new task, not a replay (normalize let it by for its key)
+		}
 	}
 	if c.draining {
 		return nil, &Error{Code: CodeDraining, Message: "the engine is draining and refuses new work", Retryable: true}
