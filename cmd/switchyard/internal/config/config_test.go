@@ -557,3 +557,115 @@ auth:
 		require.ErrorContains(t, err, want, yml)
 	}
 }
+
+// TestEveryKeyOfTheConfigurationIsHonouredFromItsVariable walks every key
+// of the configuration: each scalar, and each list of scalars
+// (api.allowedOrigins, comma-separated), is set by SWITCHYARD_ and its path
+// in upper snake case, acronyms whole; each list or map of objects
+// (instances, auth.tokens, …) is the file's only, and its variable says so.
+func TestEveryKeyOfTheConfigurationIsHonouredFromItsVariable(t *testing.T) {
+	t.Parallel()
+	snake := func(s string) string {
+		rs := []rune(s)
+		var b strings.Builder
+		for i, r := range rs {
+			if i > 0 && r >= 'A' && r <= 'Z' {
+				prevUpper := rs[i-1] >= 'A' && rs[i-1] <= 'Z'
+				nextLower := i+1 < len(rs) && rs[i+1] >= 'a' && rs[i+1] <= 'z'
+				if !prevUpper || nextLower {
+					b.WriteByte('_')
+				}
+			}
+			b.WriteString(strings.ToUpper(string(r)))
+		}
+		return b.String()
+	}
+	durType := reflect.TypeOf(config.Duration(0))
+	def := config.Default()
+	var leaves, fileOnly int
+	var walk func(v reflect.Value, path []string)
+	walk = func(v reflect.Value, path []string) {
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
+			if tag == "" || tag == "-" || !f.IsExported() {
+				continue
+			}
+			p := append(append([]string(nil), path...), tag)
+			key := strings.Join(p, ".")
+			var parts []string
+			for _, seg := range p {
+				parts = append(parts, snake(seg))
+			}
+			name := "SWITCHYARD_" + strings.Join(parts, "_")
+			fv := v.Field(i)
+			var val string
+			var want any
+			switch k := f.Type.Kind(); {
+			case f.Type == durType:
+				d := time.Duration(fv.Int()) + 7*time.Second
+				val, want = d.String(), config.Duration(d)
+			case k == reflect.Struct:
+				walk(fv, p)
+				continue
+			case k == reflect.String:
+				val = "env-" + key
+				want = reflect.ValueOf(val).Convert(f.Type).Interface()
+			case k == reflect.Bool:
+				val, want = fmt.Sprint(!fv.Bool()), !fv.Bool()
+			case fv.CanInt():
+				n := fv.Int() + 7
+				val, want = fmt.Sprint(n), reflect.ValueOf(n).Convert(f.Type).Interface()
+			case fv.CanUint():
+				n := fv.Uint() + 7
+				val, want = fmt.Sprint(n), reflect.ValueOf(n).Convert(f.Type).Interface()
+			case fv.CanFloat():
+				n := fv.Float() + 0.5
+				val, want = fmt.Sprint(n), reflect.ValueOf(n).Convert(f.Type).Interface()
+			case k == reflect.Slice && f.Type.Elem().Kind() == reflect.String:
+				val, want = " a.example ,b.example,", reflect.ValueOf([]string{"a.example", "b.example"}).Convert(f.Type).Interface()
+			case k == reflect.Slice || k == reflect.Map:
+				fileOnly++
+				c := config.Default()
+				warnings, err := c.ApplyEnv([]string{name + "=x"})
+				require.NoError(t, err, name)
+				require.Len(t, warnings, 1, name)
+				require.Contains(t, warnings[0], key+" is a list or map of objects, set in the configuration file only", name)
+				continue
+			default:
+				t.Fatalf("%s: a key of kind %s that this test does not know", key, k)
+			}
+			leaves++
+			c := config.Default()
+			warnings, err := c.ApplyEnv([]string{name + "=" + val})
+			require.NoError(t, err, "%s=%s", name, val)
+			require.Empty(t, warnings, "%s sets %s", name, key)
+			got := reflect.ValueOf(&c).Elem()
+			for _, seg := range p {
+				got = fieldByTag(got, seg)
+			}
+			require.Equal(t, want, got.Interface(), "%s=%s sets %s", name, val, key)
+		}
+	}
+	walk(reflect.ValueOf(&def).Elem(), nil)
+	require.Greater(t, leaves, 70, "the walk reaches the keys")
+	require.Equal(t, 5, fileOnly, "auth.tokens, instances, agents, webhooks.endpoints, engine.lanes")
+
+	c := config.Default()
+	_, err := c.ApplyEnv([]string{"SWITCHYARD_API_ALLOWED_ORIGINS=localhost:6274, *.example.com"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"localhost:6274", "*.example.com"}, c.API.AllowedOrigins)
+	_, err = c.ApplyEnv([]string{"SWITCHYARD_API_ALLOWED_ORIGINS="})
+	require.NoError(t, err)
+	require.Empty(t, c.API.AllowedOrigins, "an empty value empties the list")
+}
+
+// fieldByTag is the field of a struct value with that YAML name.
+func fieldByTag(v reflect.Value, tag string) reflect.Value {
+	for i := range v.NumField() {
+		if strings.Split(v.Type().Field(i).Tag.Get("yaml"), ",")[0] == tag {
+			return v.Field(i)
+		}
+	}
+	panic("no field " + tag)
+}

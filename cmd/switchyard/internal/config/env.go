@@ -1,6 +1,9 @@
-// Environment overrides: every scalar key of the configuration has a
-// SWITCHYARD_ variable, derived from its YAML path, so that the list of
-// variables cannot drift from the file's keys.
+// Environment overrides: every scalar key of the configuration, and every
+// list of scalars (api.allowedOrigins: comma-separated), has a SWITCHYARD_
+// variable, derived from its YAML path, so that the list of variables
+// cannot drift from the file's keys. Lists and maps of objects (instances,
+// auth.tokens, …) are the file's only: their variable is named in a warning
+// that says so.
 
 package config
 
@@ -41,6 +44,8 @@ type envKey struct {
 	// deprecated, on an old spelling of a name (SWITCHYARD_CLUSTER_LEASE_T_T_L,
 	// from before acronyms stayed whole), is the name to use instead.
 	deprecated string
+	// fileOnly marks a list or map of objects, which no variable can set.
+	fileOnly bool
 }
 
 // envKeys lists the scalar keys of c, by variable name, old spellings
@@ -69,8 +74,11 @@ func envKeys(c *Config) map[string]envKey {
 				add(p, n, o, fv)
 			case f.Type.Kind() == reflect.Struct:
 				walk(fv, p, n, o)
-			case isScalar(f.Type.Kind()):
+			case isScalar(f.Type.Kind()),
+				f.Type.Kind() == reflect.Slice && isScalar(f.Type.Elem().Kind()):
 				add(p, n, o, fv)
+			case f.Type.Kind() == reflect.Slice || f.Type.Kind() == reflect.Map:
+				out[n[1:]] = envKey{path: p, name: EnvPrefix + n[1:], field: fv, fileOnly: true}
 			}
 		}
 	}
@@ -134,7 +142,7 @@ func EnvVariables() [][2]string {
 	c := Default()
 	var out [][2]string
 	for _, k := range envKeys(&c) {
-		if k.deprecated == "" {
+		if k.deprecated == "" && !k.fileOnly {
 			out = append(out, [2]string{k.name, k.path})
 		}
 	}
@@ -171,6 +179,14 @@ func (c *Config) ApplyEnv(environ []string) (warnings []string, err error) {
 			warnings = append(warnings, fmt.Sprintf("%s sets no configuration key; ignored", name))
 			continue
 		}
+		if k.fileOnly {
+			hint := ""
+			if k.path == "engine.lanes" {
+				hint = " (a lane's settings: " + engine.LaneEnvPrefix + "<NAME>)"
+			}
+			warnings = append(warnings, fmt.Sprintf("%s: %s is a list or map of objects, set in the configuration file only%s; ignored", name, k.path, hint))
+			continue
+		}
 		if k.deprecated != "" {
 			warnings = append(warnings, fmt.Sprintf("%s is deprecated: it is spelt %s now (read as %s for now)", name, k.deprecated, k.path))
 		}
@@ -184,7 +200,25 @@ func (c *Config) ApplyEnv(environ []string) (warnings []string, err error) {
 	return warnings, nil
 }
 
+// setScalar sets a scalar from its text, or a list of scalars from its
+// comma-separated items (spaces around them trimmed, empty ones dropped: ""
+// empties the list).
 func setScalar(v reflect.Value, s string) error {
+	if v.Kind() == reflect.Slice {
+		list := reflect.MakeSlice(v.Type(), 0, 0)
+		for i, item := range strings.Split(s, ",") {
+			if strings.TrimSpace(item) == "" {
+				continue
+			}
+			e := reflect.New(v.Type().Elem()).Elem()
+			if err := setScalar(e, item); err != nil {
+				return fmt.Errorf("item %d: %w", i+1, err)
+			}
+			list = reflect.Append(list, e)
+		}
+		v.Set(list)
+		return nil
+	}
 	s = strings.TrimSpace(s)
 	switch {
 	case v.Type() == reflect.TypeOf(Duration(0)):
