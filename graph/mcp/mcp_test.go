@@ -358,6 +358,34 @@ func TestABrowserOnAnotherSiteCannotCallTools(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, res.StatusCode)
 }
 
+// TestABrowserFromAnAllowedOriginCallsTools: api.allowedOrigins (the MCP
+// Inspector's page, http://localhost:6274) may call tools, as it may open
+// GraphQL WebSockets; other sites still get 403.
+func TestABrowserFromAnAllowedOriginCallsTools(t *testing.T) {
+	t.Parallel()
+	initialize := func(base, origin, site string) int {
+		body := strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`)
+		req, err := http.NewRequestWithContext(ctxFor(t), http.MethodPost, base+"/mcp", body)
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Sec-Fetch-Site", site)
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = res.Body.Close()
+		return res.StatusCode
+	}
+	allowed := setup(t, options{auto: true, allowedOrigins: []string{"localhost:6274", "https://*.example.org"}})
+	require.Equal(t, http.StatusOK, initialize(allowed.base, "http://localhost:6274", "same-site"))
+	require.Equal(t, http.StatusOK, initialize(allowed.base, "https://tools.example.org", "cross-site"))
+	require.Equal(t, http.StatusForbidden, initialize(allowed.base, "http://tools.example.org", "cross-site"), "the pattern names the scheme")
+	require.Equal(t, http.StatusForbidden, initialize(allowed.base, "https://evil.example", "cross-site"))
+
+	plain := setup(t, options{auto: true})
+	require.Equal(t, http.StatusForbidden, initialize(plain.base, "http://localhost:6274", "same-site"), "an origin no one allowed")
+}
+
 func TestSchedulerToolsSubmitListGetAndCancelTheCallersTasks(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{config: engine.Config{Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 4, Paused: true}}}})

@@ -77,6 +77,9 @@ type Options struct {
 	Version string
 	// SessionTimeout closes MCP sessions idle this long (default 30 min).
 	SessionTimeout time.Duration
+	// AllowedOrigins are browser origins besides the server's own that may
+	// call tools (api.allowedOrigins, as for GraphQL's WebSockets).
+	AllowedOrigins []string
 	// MaxBodyBytes bounds a request body (default the SDK's).
 	MaxBodyBytes int64
 	Logger       hclog.Logger
@@ -151,8 +154,9 @@ func New(opts Options) (*Server, error) {
 		h = withhold(h, maxBody)
 	}
 	// MCP clients are not browsers: a page on another site may not make a
-	// visitor's browser call tools (Sec-Fetch-Site, Origin).
-	h = http.NewCrossOriginProtection().Handler(h)
+	// visitor's browser call tools (Sec-Fetch-Site, Origin), unless its
+	// origin is an allowed one (origin.go).
+	h = crossOrigin(h, opts.AllowedOrigins)
 	if opts.Auth.Enabled() {
 		// The SDK keeps the identity with the request and binds each MCP
 		// session to the token that opened it (another token gets 403).

@@ -40,6 +40,8 @@ type options struct {
 	lane     string
 	limits   resolvers.Limits
 	auto     bool // the test executor succeeds at once
+	// allowedOrigins are the server's api.allowedOrigins.
+	allowedOrigins []string
 	// registry, with executor, is its instance registry (the engine's tab
 	// locator, told of the engine's bindings).
 	registry *executor.Registry
@@ -84,7 +86,8 @@ func setup(t *testing.T, o options) *bundle {
 		require.NoError(t, err)
 	}
 	srv, err := server.New(server.Options{Engine: eng, Artifacts: o.arts, Auth: authn, Version: "test", Limits: o.limits,
-		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: testWriter{t}}), MCP: server.MCPOptions{Lane: o.lane}})
+		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: testWriter{t}}), MCP: server.MCPOptions{Lane: o.lane},
+		AllowedOrigins: o.allowedOrigins})
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

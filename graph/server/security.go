@@ -13,8 +13,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"net/url"
-	"path"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -26,6 +24,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/switchyard/switchyard/graph/auth"
+	"github.com/switchyard/switchyard/graph/internal/origin"
 )
 
 // CloseForbidden is the WebSocket close code of a connection_init without
@@ -267,33 +266,9 @@ func loopbackHost(hostport string) bool {
 }
 
 // originAllowed reports whether a WebSocket upgrade comes from an allowed
-// origin: no Origin (not a browser), the server's own host, or a host (or
-// "scheme://host") matching one of the patterns (path.Match syntax). It is
-// coder/websocket's own check, made before gqlgen so that a refusal is a
+// origin (origin.Allowed), checked before gqlgen so that a refusal is a
 // clean 403.
-func originAllowed(r *http.Request, patterns []string) bool {
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return true
-	}
-	u, err := url.Parse(origin)
-	if err != nil || u.Host == "" {
-		return false
-	}
-	if strings.EqualFold(r.Host, u.Host) {
-		return true
-	}
-	for _, p := range patterns {
-		target := u.Host
-		if strings.Contains(p, "://") {
-			target = u.Scheme + "://" + u.Host
-		}
-		if ok, err := path.Match(strings.ToLower(p), strings.ToLower(target)); err == nil && ok {
-			return true
-		}
-	}
-	return false
-}
+func originAllowed(r *http.Request, patterns []string) bool { return origin.Allowed(r, patterns) }
 
 // refusedInFull gives an operation that row-level checks refused in full
 // the status of one the access table refused: when a plain HTTP response

@@ -108,8 +108,8 @@ type Options struct {
 	// and requests that reach a loopback address must name a loopback host.
 	Auth *auth.Authenticator
 	// AllowedOrigins are the browser origins besides the server's own that
-	// may open WebSockets: host patterns ("dash.example.com",
-	// "*.example.com", "localhost:5173").
+	// may open WebSockets and call /mcp's tools: host patterns
+	// ("dash.example.com", "*.example.com", "localhost:5173").
 	AllowedOrigins []string
 	// DisableIntrospection refuses __schema and __type queries (the
 	// playground then has no documentation or completion).
@@ -274,7 +274,8 @@ func New(opts Options) (*Server, error) {
 	if !opts.MCP.Disabled {
 		s.mcp, err = mcp.New(mcp.Options{Engine: opts.Engine, Mutations: s.resolver.Mutation(), Queries: s.resolver.Query(),
 			Artifacts: opts.Artifacts, Auth: opts.Auth, Limiter: s.limiter, Lane: opts.MCP.Lane, Version: opts.Version,
-			MaxBodyBytes: int64(opts.Limits.MaxBodyBytes), Logger: opts.Logger, Audit: opts.AuditLogger})
+			MaxBodyBytes: int64(opts.Limits.MaxBodyBytes), Logger: opts.Logger, Audit: opts.AuditLogger,
+			AllowedOrigins: opts.AllowedOrigins})
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}
