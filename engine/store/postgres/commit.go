@@ -126,11 +126,18 @@ const fenceSQL = `SELECT sy_fence_refused($1::text, $2::text, $3::bigint) WHERE 
 // backend's CPU; ADR 0005, finding 15). Both forms pad shorter arrays with
 // NULLs; the arrays are always of one length.
 const (
-	taskInsertSQL = `INSERT INTO tasks (seq, id, agent, lane, session, batch, parent, idem_key, labels, spec, params)
-	SELECT u.seq, u.id, u.agent, u.lane, u.session, u.batch, u.parent, u.idem_key, NULLIF(u.labels, '')::bytea[], u.spec, u.params
+	// A task's first event is in its row when first_to is not -1
+	// (firstInRow).
+	taskInsertSQL = `INSERT INTO tasks (seq, id, agent, lane, session, batch, parent, idem_key, labels, spec, params,
+		first_at, first_to, first_reason, first_webhook)
+	SELECT u.seq, u.id, u.agent, u.lane, u.session, u.batch, u.parent, u.idem_key, NULLIF(u.labels, '')::bytea[], u.spec, u.params,
+		CASE WHEN u.first_to >= 0 THEN u.first_at END, NULLIF(u.first_to, -1), u.first_reason,
+		CASE WHEN u.first_to >= 0 THEN u.first_webhook END
 	FROM (SELECT unnest($1::bigint[]) AS seq, unnest($2::bytea[]) AS id, unnest($3::bytea[]) AS agent, unnest($4::bytea[]) AS lane,
 		unnest($5::bytea[]) AS session, unnest($6::bytea[]) AS batch, unnest($7::bytea[]) AS parent, unnest($8::bytea[]) AS idem_key,
-		unnest($9::text[]) AS labels, unnest($10::bytea[]) AS spec, unnest($11::bytea[]) AS params) u
+		unnest($9::text[]) AS labels, unnest($10::bytea[]) AS spec, unnest($11::bytea[]) AS params,
+		unnest($12::bigint[]) AS first_at, unnest($13::smallint[]) AS first_to, unnest($14::bytea[]) AS first_reason,
+		unnest($15::boolean[]) AS first_webhook) u
 	ON CONFLICT (id) DO NOTHING`
 	statusInsertSQL = `INSERT INTO task_status (seq, state, ended_at, status, result, event_seqs)
 	SELECT u.seq, u.state, NULLIF(u.ended_at, 0), u.status, u.result, coalesce(NULLIF(u.evs, '')::bigint[], '{}')
@@ -174,7 +181,8 @@ const (
 	ON CONFLICT (key) DO UPDATE SET value = excluded.value`
 	settingsDelSQL = `DELETE FROM settings WHERE key = ANY($1::text[])`
 
-	copyTasksSQL  = `COPY tasks (seq, id, agent, lane, session, batch, parent, idem_key, labels, spec, params) FROM STDIN (FORMAT binary)`
+	copyTasksSQL = `COPY tasks (seq, id, agent, lane, session, batch, parent, idem_key, labels, spec, params,
+		first_at, first_to, first_reason, first_webhook) FROM STDIN (FORMAT binary)`
 	copyStatusSQL = `COPY task_status (seq, state, ended_at, status, result, event_seqs) FROM STDIN (FORMAT binary)`
 	copyEventsSQL = `COPY events (seq, at, type, task, agent, lane, session, batch, from_state, to_state, attempt, reason, webhook) FROM STDIN (FORMAT binary)`
 )
@@ -192,6 +200,13 @@ type commitRows struct {
 		id, agent, lane, session, batch, parent, idem, specs byteas
 		labels                                               []string
 		params                                               byteas
+		// The first event in the row: first.to is -1 when it is not.
+		first struct {
+			at      []int64
+			to      []int16
+			reason  byteas
+			webhook []bool
+		}
 	}
 	newStatus, oldStatus statusRows
 	extraEvents          struct {
@@ -496,6 +511,8 @@ var closedChan = func() chan struct{} {
 func (s *Store) rowsLocked(b *engine.Batch) (*commitRows, error) {
 	r := &commitRows{maxTask: s.maxTaskSeq}
 	r.copy = s.useCopy(b)
+	inRow := s.firstInRow.Load()
+	var folded []bool // per event: written in its task's row
 	// Per task id: its last snapshot in the batch and its events, chained
 	// through next (one map and one slice for the batch, nothing per task).
 	refs := make(map[string]taskRef, len(b.Tasks))
@@ -560,8 +577,16 @@ func (s *Store) rowsLocked(b *engine.Batch) (*commitRows, error) {
 			continue
 		}
 		r.maxTask = max(r.maxTask, t.Seq)
+		var first *engine.Event
+		if inRow && ref.n > 0 && firstInRow(t, &b.Events[ref.first]) {
+			first = &b.Events[ref.first]
+			if folded == nil {
+				folded = make([]bool, len(b.Events))
+			}
+			folded[ref.first] = true
+		}
 		if r.copy {
-			if err := r.cp.addTask(t, seqs); err != nil {
+			if err := r.cp.addTask(t, seqs, first); err != nil {
 				return nil, fmt.Errorf("task %s: encode spec: %w", t.ID, err)
 			}
 			r.newBatch(t.Spec.BatchID)
@@ -594,6 +619,18 @@ func (s *Store) rowsLocked(b *engine.Batch) (*commitRows, error) {
 		nt.labels = append(nt.labels, labelsLiteral(t.Spec.Labels))
 		nt.specs = append(nt.specs, spec)
 		nt.params = append(nt.params, params)
+		nf := &nt.first
+		if first != nil {
+			nf.at = append(nf.at, unixNano(first.At))
+			nf.to = append(nf.to, int16(first.To))
+			nf.reason = append(nf.reason, bytesOrNil(first.Reason))
+			nf.webhook = append(nf.webhook, first.Webhook)
+		} else {
+			nf.at = append(nf.at, 0)
+			nf.to = append(nf.to, -1)
+			nf.reason = append(nf.reason, nil)
+			nf.webhook = append(nf.webhook, false)
+		}
 		r.newStatus.add(t, status, string(lit))
 	}
 	if carried < evIDs {
@@ -606,11 +643,14 @@ func (s *Store) rowsLocked(b *engine.Batch) (*commitRows, error) {
 		}
 	}
 	if r.copy {
-		r.cp.addEvents(b.Events)
+		r.cp.addEvents(b.Events, folded)
 		return r, nil
 	}
 	ev := &r.events
 	for i := range b.Events {
+		if folded != nil && folded[i] {
+			continue
+		}
 		e := &b.Events[i]
 		ev.seq = append(ev.seq, int64(e.Seq))
 		ev.at = append(ev.at, unixNano(e.At))
@@ -644,12 +684,23 @@ func (r *commitRows) newBatch(id string) {
 	}
 }
 
-// addTask writes a new task's row in tasks and its first row in task_status,
-// as copyRows wrote them from the column arrays.
-func (c *copyRowsBuf) addTask(t *engine.Task, seqs []uint64) error {
+// firstInRow reports whether e, an event of the new task t, is its first
+// event in a shape t's row holds (the columns of migration 0005): the
+// state it was admitted in, with the task's own agent, lane, session and
+// batch. Events reads it back from the row (eventsSelectSQL).
+func firstInRow(t *engine.Task, e *engine.Event) bool {
+	return e.Seq == t.Seq && e.Type == engine.EventState && e.From == 0 && e.Attempt == 0 &&
+		e.TaskID == t.ID && e.AgentID == t.Spec.AgentID && e.Lane == t.Spec.Lane &&
+		e.SessionKey == t.Spec.Session() && e.BatchID == t.Spec.BatchID
+}
+
+// addTask writes a new task's row in tasks, with its first event when first
+// is not nil, and its first row in task_status, as copyRows wrote them from
+// the column arrays.
+func (c *copyRowsBuf) addTask(t *engine.Task, seqs []uint64, first *engine.Event) error {
 	c.newTasks++
 	tb := &c.tasks
-	tb.row(11)
+	tb.row(15)
 	tb.int8(int64(t.Seq))
 	tb.text(t.ID)
 	tb.text(t.Spec.AgentID)
@@ -670,6 +721,17 @@ func (c *copyRowsBuf) addTask(t *engine.Task, seqs []uint64) error {
 		params = t.Spec.Action.Params
 	}
 	tb.bytea(params)
+	if first != nil {
+		tb.int8(unixNano(first.At))
+		tb.int2(int16(first.To))
+		tb.textOrNull(first.Reason)
+		tb.bool(first.Webhook)
+	} else {
+		tb.null()
+		tb.null()
+		tb.null()
+		tb.null()
+	}
 
 	sb := &c.status
 	sb.row(6)
@@ -684,10 +746,15 @@ func (c *copyRowsBuf) addTask(t *engine.Task, seqs []uint64) error {
 	return nil
 }
 
-// addEvents writes the batch's events.
-func (c *copyRowsBuf) addEvents(events []engine.Event) {
+// addEvents writes the batch's events but those folded into their tasks'
+// rows (folded, by index; nil for none).
+func (c *copyRowsBuf) addEvents(events []engine.Event, folded []bool) {
 	eb := &c.events
 	for i := range events {
+		if folded != nil && folded[i] {
+			continue
+		}
+		c.newEvents++
 		e := &events[i]
 		eb.row(13)
 		eb.int8(int64(e.Seq))
@@ -740,7 +807,9 @@ func (s *Store) queueRows(pb *pgx.Batch, b *engine.Batch, r *commitRows, follow 
 		queueBatches(pb, b.Batches)
 	}
 	if nt := &r.newTasks; len(nt.seq) > 0 {
-		pb.Queue(taskInsertSQL, nt.seq, nt.id, nt.agent, nt.lane, nt.session, nt.batch, nt.parent, nt.idem, nt.labels, nt.specs, nt.params)
+		nf := &nt.first
+		pb.Queue(taskInsertSQL, nt.seq, nt.id, nt.agent, nt.lane, nt.session, nt.batch, nt.parent, nt.idem, nt.labels, nt.specs, nt.params,
+			nf.at, nf.to, nf.reason, nf.webhook)
 		st := &r.newStatus
 		pb.Queue(statusInsertSQL, st.seq, st.state, st.ended, st.status, st.result, st.evs)
 	}
@@ -992,7 +1061,7 @@ func (s *Store) copyRows(ctx context.Context, conn *pgconn.PgConn, r *commitRows
 			return err
 		}
 	}
-	if len(b.Events) > 0 {
+	if cp.newEvents > 0 {
 		cp.events.end()
 		if err := cp.events.copyIn(ctx, conn, copyEventsSQL); err != nil {
 			return err

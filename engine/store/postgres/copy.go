@@ -159,7 +159,7 @@ func (c *copyBuf) end() { c.b = binary.BigEndian.AppendUint16(c.b, 0xFFFF) }
 // by (ADR 0005, finding 22).
 type copyRowsBuf struct {
 	tasks, status, events copyBuf
-	newTasks              int
+	newTasks, newEvents   int
 }
 
 var copyPool = sync.Pool{New: func() any { return new(copyRowsBuf) }}
@@ -170,7 +170,7 @@ const maxPooledCopy = 4 << 20
 
 func getCopyRows() *copyRowsBuf {
 	c := copyPool.Get().(*copyRowsBuf)
-	c.newTasks = 0
+	c.newTasks, c.newEvents = 0, 0
 	c.tasks.start()
 	c.status.start()
 	c.events.start()

@@ -22,7 +22,7 @@ import (
 // path still builds), and the events each task's status row carries to a
 // plain scan of the batch, over random batches: new and stored tasks, a task
 // twice, events of tasks the batch does not carry and of none, optional
-// fields empty and not.
+// fields empty and not, first events in the tasks' rows or not.
 func TestCopyPayloadsMatchTheColumnArrays(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(21, 22))
@@ -30,6 +30,9 @@ func TestCopyPayloadsMatchTheColumnArrays(t *testing.T) {
 		b, maxSeq := randomBatch(rng)
 		viaCopy := &Store{copyMin: 0, maxTaskSeq: maxSeq}
 		viaCols := &Store{copyMin: 1 << 30, maxTaskSeq: maxSeq}
+		inRow := round%2 == 0
+		viaCopy.firstInRow.Store(inRow)
+		viaCols.firstInRow.Store(inRow)
 		rc, err := viaCopy.rowsLocked(b)
 		require.NoError(t, err)
 		require.True(t, rc.copy)
@@ -48,6 +51,26 @@ func TestCopyPayloadsMatchTheColumnArrays(t *testing.T) {
 		require.True(t, bytes.Equal(events, rc.cp.events.b), msg+": events")
 		require.Equal(t, ra.maxTask, rc.maxTask, msg)
 		require.Equal(t, ra.oldStatus, rc.oldStatus, msg)
+
+		// Every event is written once: as a row of events, or as the
+		// first event in its new task's row, exactly when firstInRow holds.
+		inRows := map[int64]bool{}
+		for i, seq := range ra.newTasks.seq {
+			if ra.newTasks.first.to[i] >= 0 {
+				inRows[seq] = true
+			}
+		}
+		wantInRows := map[int64]bool{}
+		for _, tk := range b.Tasks {
+			for i := range b.Events {
+				if e := &b.Events[i]; inRow && tk.Seq > maxSeq && e.TaskID == tk.ID && firstInRow(tk, e) {
+					wantInRows[int64(tk.Seq)] = true
+				}
+			}
+		}
+		require.Equal(t, wantInRows, inRows, msg)
+		require.Equal(t, len(b.Events), len(ra.events.seq)+len(inRows), msg)
+		require.Equal(t, len(ra.events.seq), rc.cp.newEvents, msg)
 
 		// The events of each status row, and those of tasks not carried.
 		want := map[string]string{}
@@ -168,6 +191,25 @@ func randomBatch(rng *rand.Rand) (*engine.Batch, uint64) {
 		}
 		b.Events = append(b.Events, e)
 	}
+	// Most new tasks' first events, in seq order ahead of the others, some
+	// in a shape the task's row does not hold.
+	var firsts []engine.Event
+	for _, tk := range b.Tasks {
+		if tk.Seq <= maxSeq || rng.IntN(4) == 0 || slices.ContainsFunc(firsts, func(e engine.Event) bool { return e.TaskID == tk.ID }) {
+			continue
+		}
+		e := engine.Event{Seq: tk.Seq, At: time.Unix(1700000000, int64(tk.Seq)), Type: engine.EventState, TaskID: tk.ID,
+			AgentID: tk.Spec.AgentID, Lane: tk.Spec.Lane, SessionKey: tk.Spec.Session(), BatchID: tk.Spec.BatchID,
+			To: engine.State(rng.IntN(8)), Reason: pick("", "admitted"), Webhook: rng.IntN(2) == 0}
+		switch rng.IntN(8) {
+		case 0:
+			e.SessionKey += "-other"
+		case 1:
+			e.Attempt = 1
+		}
+		firsts = append(firsts, e)
+	}
+	b.Events = append(firsts, b.Events...)
 	return b, maxSeq
 }
 
@@ -182,7 +224,7 @@ func refCopy(b *engine.Batch, r *commitRows) (tasks, status, events []byte) {
 	if nt := &r.newTasks; len(nt.seq) > 0 {
 		cb.start()
 		for i := range nt.seq {
-			cb.row(11)
+			cb.row(15)
 			cb.int8(nt.seq[i])
 			cb.bytea(nt.id[i])
 			cb.bytea(nt.agent[i])
@@ -194,6 +236,17 @@ func refCopy(b *engine.Batch, r *commitRows) (tasks, status, events []byte) {
 			refByteaArray(&cb, labels[nt.seq[i]])
 			cb.bytea(nt.specs[i])
 			cb.bytea(nt.params[i])
+			if f := &nt.first; f.to[i] >= 0 {
+				cb.int8(f.at[i])
+				cb.int2(f.to[i])
+				cb.bytea(f.reason[i])
+				cb.bool(f.webhook[i])
+			} else {
+				cb.null()
+				cb.null()
+				cb.null()
+				cb.null()
+			}
 		}
 		cb.end()
 		tasks = slices.Clone(cb.b)

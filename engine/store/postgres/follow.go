@@ -1,11 +1,12 @@
 package postgres
 
 // Events across nodes. The leader's commits notify the last committed seq;
-// a follower reads the events table after the seq it has delivered, on each
-// notification, after each reconnection of the listener and at least every
-// poll interval. Commits are serialised on one row lock and become visible
-// in seq order, so reading "seq > last delivered" never skips an event that
-// a later read could reveal.
+// a follower reads the events (eventsSelectSQL: the events table and the
+// first events in tasks' rows, in one statement and so one snapshot) after
+// the seq it has delivered, on each notification, after each reconnection
+// of the listener and at least every poll interval. Commits are serialised
+// on one row lock and become visible in seq order, so reading "seq > last
+// delivered" never skips an event that a later read could reveal.
 
 import (
 	"context"
@@ -13,7 +14,7 @@ import (
 	"github.com/switchyard/switchyard/engine"
 )
 
-// followPage bounds one read of the events table.
+// followPage bounds one read of the events.
 const followPage = 1000
 
 // Follow delivers every committed event with a seq above after to fn, in

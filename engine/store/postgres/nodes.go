@@ -39,12 +39,45 @@ func (s *Store) Heartbeat(ctx context.Context, n NodeInfo) error {
 	if !n.Since.IsZero() {
 		since = &n.Since
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO nodes (id, address, role, since, heartbeat_at, version, health)
-		VALUES ($1, $2, $3, $4, now(), $5, $6)
+	_, err := s.pool.Exec(ctx, `INSERT INTO nodes (id, address, role, since, heartbeat_at, version, health, schema_version)
+		VALUES ($1, $2, $3, $4, now(), $5, $6, $7)
 		ON CONFLICT (id) DO UPDATE SET address = excluded.address, role = excluded.role, since = excluded.since,
-			heartbeat_at = now(), version = excluded.version, health = excluded.health`,
-		n.ID, n.Address, n.Role, since, n.Version, []byte(n.Health))
-	return s.describe("heartbeat of "+n.ID, err)
+			heartbeat_at = now(), version = excluded.version, health = excluded.health, schema_version = excluded.schema_version`,
+		n.ID, n.Address, n.Role, since, n.Version, []byte(n.Health), schemaVersion)
+	if err != nil {
+		return s.describe("heartbeat of "+n.ID, err)
+	}
+	return s.checkOlderReaders(ctx)
+}
+
+// firstEventsVersion is the schema version from which a task's first event
+// may be in its row (migration 0005); schemaVersion is the one this build
+// knows, which its nodes report with their heartbeats.
+const (
+	firstEventsVersion = 5
+	schemaVersion      = firstEventsVersion
+)
+
+// olderReaderWindow is how lately a node of a build before
+// firstEventsVersion must have reported for commits to keep every first
+// event in the events table, where such a build reads it. Such a build
+// refuses to open the schema once it is migrated, so no new one appears;
+// the wait is for those that ran before.
+const olderReaderWindow = 2 * time.Minute
+
+// checkOlderReaders sets firstInRow: whether no node of a build before
+// firstEventsVersion has reported within olderReaderWindow. Open and every
+// heartbeat call it.
+func (s *Store) checkOlderReaders(ctx context.Context) error {
+	var older bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM nodes WHERE schema_version < $1
+		AND heartbeat_at > now() - $2::bigint * interval '1 millisecond')`,
+		firstEventsVersion, olderReaderWindow.Milliseconds()).Scan(&older)
+	if err != nil {
+		return s.describe("look for nodes of older builds", err)
+	}
+	s.firstInRow.Store(!older)
+	return nil
 }
 
 // Nodes returns every node that reported, by id.

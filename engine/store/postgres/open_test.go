@@ -114,6 +114,8 @@ func TestOpenMigratesASchemaToThePlainChecks(t *testing.T) {
 	q := pgxIdent(schema)
 	admin(t, "DROP FUNCTION "+q+".sy_seq_refused(bigint, bigint, bigint)")
 	admin(t, "DROP FUNCTION "+q+".sy_fence_refused(text, text, bigint)")
+	admin(t, "ALTER TABLE "+q+".tasks DROP COLUMN first_at, DROP COLUMN first_to, DROP COLUMN first_reason, DROP COLUMN first_webhook")
+	admin(t, "ALTER TABLE "+q+".nodes DROP COLUMN schema_version")
 	admin(t, "DELETE FROM "+q+".switchyard_migrations WHERE version >= 4")
 
 	s = openStore(t, schema)

@@ -113,6 +113,12 @@ type Store struct {
 	// fallback).
 	noNotify atomic.Bool
 
+	// firstInRow is whether new tasks' first events go in their rows
+	// (migration 0005): set while no node of a build that reads first
+	// events from the events table only has reported lately
+	// (checkOlderReaders).
+	firstInRow atomic.Bool
+
 	done      chan struct{}
 	closeOnce sync.Once
 }
@@ -162,6 +168,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		}
 	}()
 	if err := s.migrate(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.checkOlderReaders(ctx); err != nil {
 		return nil, err
 	}
 	if err := s.loadMaxTaskSeq(ctx); err != nil {

@@ -289,8 +289,19 @@ func (s *Store) Batch(ctx context.Context, id string) (*engine.BatchInfo, error)
 	return &out[0], nil
 }
 
-const eventsSelectSQL = `SELECT seq, at, type, task, agent, lane, session, batch, from_state, to_state, attempt, reason, webhook
-	FROM events WHERE seq > $1 ORDER BY seq LIMIT $2`
+// eventsSelectSQL reads the events after a seq: the rows of events and the
+// first events held in tasks' rows (migration 0005), merged in seq order
+// (two ordered scans of primary keys, each cut at the limit).
+var eventsSelectSQL = `SELECT * FROM (
+	(SELECT seq, at, type, task, agent, lane, session, batch, from_state, to_state, attempt, reason, webhook
+		FROM events WHERE seq > $1 ORDER BY seq LIMIT $2)
+	UNION ALL
+	(SELECT seq, first_at, ` + firstEventType + `::smallint, id, agent, lane, session, batch, 0::smallint, first_to, 0, first_reason, first_webhook
+		FROM tasks WHERE seq > $1 AND first_at IS NOT NULL ORDER BY seq LIMIT $2)
+	) e ORDER BY seq LIMIT $2`
+
+// firstEventType is the type of a first event in a task's row (firstInRow).
+var firstEventType = strconv.Itoa(int(engine.EventState))
 
 // Events implements engine.Store.
 func (s *Store) Events(ctx context.Context, after uint64, limit int) ([]engine.Event, error) {
