@@ -126,18 +126,13 @@ const fenceSQL = `SELECT sy_fence_refused($1::text, $2::text, $3::bigint) WHERE 
 // backend's CPU; ADR 0005, finding 15). Both forms pad shorter arrays with
 // NULLs; the arrays are always of one length.
 const (
-	// A task's first event is in its row when first_to is not -1
-	// (firstInRow).
-	taskInsertSQL = `INSERT INTO tasks (seq, id, agent, lane, session, batch, parent, idem_key, labels, spec, params,
-		first_at, first_to, first_reason, first_webhook)
-	SELECT u.seq, u.id, u.agent, u.lane, u.session, u.batch, u.parent, u.idem_key, NULLIF(u.labels, '')::bytea[], u.spec, u.params,
-		CASE WHEN u.first_to >= 0 THEN u.first_at END, NULLIF(u.first_to, -1), u.first_reason,
-		CASE WHEN u.first_to >= 0 THEN u.first_webhook END
+	// taskInsertSQL skips a task whose id is stored already; its first
+	// event is then still a row of events (firstInRow is for COPY only).
+	taskInsertSQL = `INSERT INTO tasks (seq, id, agent, lane, session, batch, parent, idem_key, labels, spec, params)
+	SELECT u.seq, u.id, u.agent, u.lane, u.session, u.batch, u.parent, u.idem_key, NULLIF(u.labels, '')::bytea[], u.spec, u.params
 	FROM (SELECT unnest($1::bigint[]) AS seq, unnest($2::bytea[]) AS id, unnest($3::bytea[]) AS agent, unnest($4::bytea[]) AS lane,
 		unnest($5::bytea[]) AS session, unnest($6::bytea[]) AS batch, unnest($7::bytea[]) AS parent, unnest($8::bytea[]) AS idem_key,
-		unnest($9::text[]) AS labels, unnest($10::bytea[]) AS spec, unnest($11::bytea[]) AS params,
-		unnest($12::bigint[]) AS first_at, unnest($13::smallint[]) AS first_to, unnest($14::bytea[]) AS first_reason,
-		unnest($15::boolean[]) AS first_webhook) u
+		unnest($9::text[]) AS labels, unnest($10::bytea[]) AS spec, unnest($11::bytea[]) AS params) u
 	ON CONFLICT (id) DO NOTHING`
 	statusInsertSQL = `INSERT INTO task_status (seq, state, ended_at, status, result, event_seqs)
 	SELECT u.seq, u.state, NULLIF(u.ended_at, 0), u.status, u.result, coalesce(NULLIF(u.evs, '')::bigint[], '{}')
@@ -200,13 +195,6 @@ type commitRows struct {
 		id, agent, lane, session, batch, parent, idem, specs byteas
 		labels                                               []string
 		params                                               byteas
-		// The first event in the row: first.to is -1 when it is not.
-		first struct {
-			at      []int64
-			to      []int16
-			reason  byteas
-			webhook []bool
-		}
 	}
 	newStatus, oldStatus statusRows
 	extraEvents          struct {
@@ -511,7 +499,10 @@ var closedChan = func() chan struct{} {
 func (s *Store) rowsLocked(b *engine.Batch) (*commitRows, error) {
 	r := &commitRows{maxTask: s.maxTaskSeq}
 	r.copy = s.useCopy(b)
-	inRow := s.firstInRow.Load()
+	// Only COPY writes first events in the tasks' rows: the pipelined
+	// statement skips a task whose id is stored (ON CONFLICT), which would
+	// drop its first event with it, and a small commit gains little.
+	inRow := r.copy && s.firstInRow.Load()
 	var folded []bool // per event: written in its task's row
 	// Per task id: its last snapshot in the batch and its events, chained
 	// through next (one map and one slice for the batch, nothing per task).
@@ -619,18 +610,6 @@ func (s *Store) rowsLocked(b *engine.Batch) (*commitRows, error) {
 		nt.labels = append(nt.labels, labelsLiteral(t.Spec.Labels))
 		nt.specs = append(nt.specs, spec)
 		nt.params = append(nt.params, params)
-		nf := &nt.first
-		if first != nil {
-			nf.at = append(nf.at, unixNano(first.At))
-			nf.to = append(nf.to, int16(first.To))
-			nf.reason = append(nf.reason, bytesOrNil(first.Reason))
-			nf.webhook = append(nf.webhook, first.Webhook)
-		} else {
-			nf.at = append(nf.at, 0)
-			nf.to = append(nf.to, -1)
-			nf.reason = append(nf.reason, nil)
-			nf.webhook = append(nf.webhook, false)
-		}
 		r.newStatus.add(t, status, string(lit))
 	}
 	if carried < evIDs {
@@ -648,9 +627,6 @@ func (s *Store) rowsLocked(b *engine.Batch) (*commitRows, error) {
 	}
 	ev := &r.events
 	for i := range b.Events {
-		if folded != nil && folded[i] {
-			continue
-		}
 		e := &b.Events[i]
 		ev.seq = append(ev.seq, int64(e.Seq))
 		ev.at = append(ev.at, unixNano(e.At))
@@ -807,9 +783,7 @@ func (s *Store) queueRows(pb *pgx.Batch, b *engine.Batch, r *commitRows, follow 
 		queueBatches(pb, b.Batches)
 	}
 	if nt := &r.newTasks; len(nt.seq) > 0 {
-		nf := &nt.first
-		pb.Queue(taskInsertSQL, nt.seq, nt.id, nt.agent, nt.lane, nt.session, nt.batch, nt.parent, nt.idem, nt.labels, nt.specs, nt.params,
-			nf.at, nf.to, nf.reason, nf.webhook)
+		pb.Queue(taskInsertSQL, nt.seq, nt.id, nt.agent, nt.lane, nt.session, nt.batch, nt.parent, nt.idem, nt.labels, nt.specs, nt.params)
 		st := &r.newStatus
 		pb.Queue(statusInsertSQL, st.seq, st.state, st.ended, st.status, st.result, st.evs)
 	}

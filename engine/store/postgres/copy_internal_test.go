@@ -27,7 +27,7 @@ func TestCopyPayloadsMatchTheColumnArrays(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(21, 22))
 	for round := range 400 {
-		b, maxSeq := randomBatch(rng)
+		b, maxSeq, foldable := randomBatch(rng)
 		viaCopy := &Store{copyMin: 0, maxTaskSeq: maxSeq}
 		viaCols := &Store{copyMin: 1 << 30, maxTaskSeq: maxSeq}
 		inRow := round%2 == 0
@@ -41,7 +41,15 @@ func TestCopyPayloadsMatchTheColumnArrays(t *testing.T) {
 		require.False(t, ra.copy)
 		msg := fmt.Sprintf("round %d", round)
 
-		tasks, status, events := refCopy(b, ra)
+		inRows := map[int64]*engine.Event{} // by task seq: its first event, in its row
+		if inRow {
+			for i := range b.Events {
+				if e := &b.Events[i]; foldable[e.Seq] {
+					inRows[int64(e.Seq)] = e
+				}
+			}
+		}
+		tasks, status, events := refCopy(b, ra, inRows)
 		rc.cp.tasks.end()
 		rc.cp.status.end()
 		rc.cp.events.end()
@@ -53,24 +61,10 @@ func TestCopyPayloadsMatchTheColumnArrays(t *testing.T) {
 		require.Equal(t, ra.oldStatus, rc.oldStatus, msg)
 
 		// Every event is written once: as a row of events, or as the
-		// first event in its new task's row, exactly when firstInRow holds.
-		inRows := map[int64]bool{}
-		for i, seq := range ra.newTasks.seq {
-			if ra.newTasks.first.to[i] >= 0 {
-				inRows[seq] = true
-			}
-		}
-		wantInRows := map[int64]bool{}
-		for _, tk := range b.Tasks {
-			for i := range b.Events {
-				if e := &b.Events[i]; inRow && tk.Seq > maxSeq && e.TaskID == tk.ID && firstInRow(tk, e) {
-					wantInRows[int64(tk.Seq)] = true
-				}
-			}
-		}
-		require.Equal(t, wantInRows, inRows, msg)
-		require.Equal(t, len(b.Events), len(ra.events.seq)+len(inRows), msg)
-		require.Equal(t, len(ra.events.seq), rc.cp.newEvents, msg)
+		// first event in its new task's row. The pipelined path keeps
+		// them all as rows.
+		require.Len(t, ra.events.seq, len(b.Events), msg)
+		require.Equal(t, len(b.Events)-len(inRows), rc.cp.newEvents, msg)
 
 		// The events of each status row, and those of tasks not carried.
 		want := map[string]string{}
@@ -121,7 +115,9 @@ func TestCopyPayloadsMatchTheColumnArrays(t *testing.T) {
 	}
 }
 
-func randomBatch(rng *rand.Rand) (*engine.Batch, uint64) {
+// randomBatch returns a batch, the highest stored seq, and the seqs of the
+// events that are new tasks' first events in a shape their rows hold.
+func randomBatch(rng *rand.Rand) (*engine.Batch, uint64, map[uint64]bool) {
 	maxSeq := uint64(1000)
 	b := &engine.Batch{}
 	pick := func(s ...string) string { return s[rng.IntN(len(s))] }
@@ -191,9 +187,10 @@ func randomBatch(rng *rand.Rand) (*engine.Batch, uint64) {
 		}
 		b.Events = append(b.Events, e)
 	}
-	// Most new tasks' first events, in seq order ahead of the others, some
-	// in a shape the task's row does not hold.
+	// Most new tasks' first events, ahead of the others (a task's first
+	// event has its seq), some in a shape the task's row does not hold.
 	var firsts []engine.Event
+	foldable := map[uint64]bool{}
 	for _, tk := range b.Tasks {
 		if tk.Seq <= maxSeq || rng.IntN(4) == 0 || slices.ContainsFunc(firsts, func(e engine.Event) bool { return e.TaskID == tk.ID }) {
 			continue
@@ -206,16 +203,21 @@ func randomBatch(rng *rand.Rand) (*engine.Batch, uint64) {
 			e.SessionKey += "-other"
 		case 1:
 			e.Attempt = 1
+		case 2:
+			e.Type = engine.EventReleased
+		default:
+			foldable[e.Seq] = true
 		}
 		firsts = append(firsts, e)
 	}
 	b.Events = append(firsts, b.Events...)
-	return b, maxSeq
+	return b, maxSeq, foldable
 }
 
 // refCopy is copyRows as it was: the three payloads written from the column
-// arrays of a commit built without COPY.
-func refCopy(b *engine.Batch, r *commitRows) (tasks, status, events []byte) {
+// arrays of a commit built without COPY, with the first events of inRows
+// (by task seq) in the tasks' rows instead of the events'.
+func refCopy(b *engine.Batch, r *commitRows, inRows map[int64]*engine.Event) (tasks, status, events []byte) {
 	labels := map[int64][][]byte{}
 	for _, tk := range b.Tasks {
 		labels[int64(tk.Seq)] = labelElems(tk.Spec.Labels)
@@ -236,11 +238,11 @@ func refCopy(b *engine.Batch, r *commitRows) (tasks, status, events []byte) {
 			refByteaArray(&cb, labels[nt.seq[i]])
 			cb.bytea(nt.specs[i])
 			cb.bytea(nt.params[i])
-			if f := &nt.first; f.to[i] >= 0 {
-				cb.int8(f.at[i])
-				cb.int2(f.to[i])
-				cb.bytea(f.reason[i])
-				cb.bool(f.webhook[i])
+			if e := inRows[nt.seq[i]]; e != nil {
+				cb.int8(e.At.UnixNano())
+				cb.int2(int16(e.To))
+				cb.bytea(bytesOrNil(e.Reason))
+				cb.bool(e.Webhook)
 			} else {
 				cb.null()
 				cb.null()
@@ -272,6 +274,9 @@ func refCopy(b *engine.Batch, r *commitRows) (tasks, status, events []byte) {
 	cb.start()
 	if ev := &r.events; len(ev.seq) > 0 {
 		for i := range ev.seq {
+			if inRows[ev.seq[i]] != nil {
+				continue
+			}
 			cb.row(13)
 			cb.int8(ev.seq[i])
 			cb.int8(ev.at[i])

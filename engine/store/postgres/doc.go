@@ -18,14 +18,16 @@
 // lock and recorded in switchyard_migrations):
 //
 //   - tasks: what never changes after a task's first commit (id, the filter
-//     columns, labels, the spec, and its first event: the state it was
-//     admitted in), keyed by seq, with an index per filter that ends with
-//     seq so that every filtered page is an ordered index scan; task_status: what changes (state, ended_at, status JSON, result,
-//     the seqs of its events), a narrow row with three indexes, because
+//     columns, labels, the spec, and possibly its first event: the state
+//     it was admitted in), keyed by seq, with an index per filter that ends
+//     with seq so that every filtered page is an ordered index scan;
+//     task_status: what changes (state, ended_at, status JSON, result, the
+//     seqs of its events), a narrow row with three indexes, because
 //     PostgreSQL writes every index again at each update.
-//   - events: one row per event but a task's first, which is in the task's
-//     row (migration 0005; Events merges the two in seq order, and a node
-//     of a build before it, still running, keeps every event here:
+//   - events: one row per event, but for the first events of tasks written
+//     by COPY, which are in the tasks' rows (migration 0005; Events merges
+//     the two in seq order; while a node of an older build, which reads
+//     events only, may still be running, commits keep them here:
 //     checkOlderReaders); batches, lanes, settings; meta (the last event
 //     seq, which outlives purged events).
 //   - leases (leader election), nodes (heartbeats), commands (what

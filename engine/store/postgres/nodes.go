@@ -58,25 +58,41 @@ const (
 	schemaVersion      = firstEventsVersion
 )
 
-// olderReaderWindow is how lately a node of a build before
-// firstEventsVersion must have reported for commits to keep every first
-// event in the events table, where such a build reads it. Such a build
-// refuses to open the schema once it is migrated, so no new one appears;
-// the wait is for those that ran before.
+// olderReaderWindow is how long a build before firstEventsVersion, which
+// reads first events from the events table only, may go unheard of before
+// commits write first events in the tasks' rows. Such a build refuses to
+// open the schema once it is migrated, so the nodes to wait for are those
+// that ran when it was: firstInRowSQL waits until the migration is this old
+// and none of them has reported for as long. A node of such a build quiet
+// for longer (stopped, paused, cut off) and then back misses the first
+// events written meanwhile; the README (Several nodes, Upgrading) says to upgrade every node.
 const olderReaderWindow = 2 * time.Minute
 
-// checkOlderReaders sets firstInRow: whether no node of a build before
-// firstEventsVersion has reported within olderReaderWindow. Open and every
-// heartbeat call it.
+// firstInRowSQL is whether first events may go in the tasks' rows: the
+// schema was created at firstEventsVersion or later (its first and its
+// firstEventsVersion migrations were applied in one transaction, at one
+// now()), or it was migrated to it more than the window ago and no node of
+// an older build has reported within the window.
+const firstInRowSQL = `SELECT coalesce(
+	(SELECT applied_at FROM switchyard_migrations WHERE version = 1) =
+		(SELECT applied_at FROM switchyard_migrations WHERE version = $1)
+	OR (SELECT applied_at FROM switchyard_migrations WHERE version = $1) < now() - $2::bigint * interval '1 millisecond'
+		AND NOT EXISTS (SELECT FROM nodes WHERE schema_version < $1
+			AND heartbeat_at > now() - $2::bigint * interval '1 millisecond'), false)`
+
+// checkOlderReaders sets firstInRow (firstInRowSQL). Open and every
+// heartbeat call it. Once set, it is cleared only if a node of an older
+// build reports after all, which is logged: that node has missed first
+// events.
 func (s *Store) checkOlderReaders(ctx context.Context) error {
-	var older bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM nodes WHERE schema_version < $1
-		AND heartbeat_at > now() - $2::bigint * interval '1 millisecond')`,
-		firstEventsVersion, olderReaderWindow.Milliseconds()).Scan(&older)
-	if err != nil {
+	var ok bool
+	if err := s.pool.QueryRow(ctx, firstInRowSQL, firstEventsVersion, olderReaderWindow.Milliseconds()).Scan(&ok); err != nil {
 		return s.describe("look for nodes of older builds", err)
 	}
-	s.firstInRow.Store(!older)
+	if was := s.firstInRow.Swap(ok); was && !ok {
+		s.log.Error("a node of a build before schema version 5 reported after first events began to be written in the tasks' rows; "+
+			"it does not read those: upgrade it", "schema", s.opts.Schema)
+	}
 	return nil
 }
 

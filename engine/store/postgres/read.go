@@ -291,13 +291,21 @@ func (s *Store) Batch(ctx context.Context, id string) (*engine.BatchInfo, error)
 
 // eventsSelectSQL reads the events after a seq: the rows of events and the
 // first events held in tasks' rows (migration 0005), merged in seq order
-// (two ordered scans of primary keys, each cut at the limit).
+// (two ordered scans of primary keys, each cut at the limit). The tasks
+// scan stops at the limit-th row of events when there is one: no later seq
+// can be on the page. Without that bound it would read every task after the
+// seq whose first_at is NULL (tasks of before the migration, of small
+// commits, of a closed gate) until it found limit rows; each of those has
+// its first event in events, so with it the scan reads at most limit of
+// them.
 var eventsSelectSQL = `SELECT * FROM (
 	(SELECT seq, at, type, task, agent, lane, session, batch, from_state, to_state, attempt, reason, webhook
 		FROM events WHERE seq > $1 ORDER BY seq LIMIT $2)
 	UNION ALL
 	(SELECT seq, first_at, ` + firstEventType + `::smallint, id, agent, lane, session, batch, 0::smallint, first_to, 0, first_reason, first_webhook
-		FROM tasks WHERE seq > $1 AND first_at IS NOT NULL ORDER BY seq LIMIT $2)
+		FROM tasks WHERE seq > $1 AND first_at IS NOT NULL
+			AND seq <= coalesce((SELECT seq FROM events WHERE seq > $1 ORDER BY seq OFFSET $2 - 1 LIMIT 1), 9223372036854775807)
+		ORDER BY seq LIMIT $2)
 	) e ORDER BY seq LIMIT $2`
 
 // firstEventType is the type of a first event in a task's row (firstInRow).

@@ -1,8 +1,9 @@
 -- A task's first event (the state it was admitted in) is written in the
--- task's row rather than as a row of events: one heap row and one index
--- entry fewer for every new task (ADR 0005, finding 30). Events reads both:
--- the events rows, and the tasks rows whose first_at is set, in seq order.
--- A task committed before this version, or whose first event is of another
+-- task's row rather than as a row of events when its commit writes by COPY:
+-- one heap row and one index entry fewer for every new task of a large
+-- batch (ADR 0005, finding 30). Events reads both: the events rows, and the
+-- tasks rows whose first_at is set, in seq order. A task committed before
+-- this version or by a small commit, or whose first event is of another
 -- shape, keeps its first event in events (first_at NULL).
 ALTER TABLE tasks
   ADD COLUMN first_at      bigint,   -- the event's time; NULL: the event is a row of events
