@@ -202,7 +202,10 @@ func (e *Engine) record(ctx context.Context, items []BatchItem, bs *BatchSpec, b
 	preps, order, keys := e.prepare(items, bs, e.now())
 
 	// Look up, outside the lock, what admission will need from the store.
-	ext := e.prefetch(ctx, preps)
+	ext, perr := e.prefetch(ctx, preps)
+	if perr != nil {
+		return nil, commitWait{}, perr
+	}
 
 	var res *BatchResult
 	pb, err := e.apply(true, func(c *core) error {
@@ -627,7 +630,13 @@ type external struct {
 	store Store
 }
 
-func (e *Engine) prefetch(ctx context.Context, preps []prepared) external {
+// prefetch reads from the store the tasks admission refers to that are not
+// in memory: dependencies, parents, the tasks of ids a follower chose, and
+// the originals of idempotency keys. A read that fails for another reason
+// than the task's absence refuses the whole submission, retryably: admitted
+// without it, a key or an id would be taken for new and its task recorded
+// twice, and a dependency refused as unknown.
+func (e *Engine) prefetch(ctx context.Context, preps []prepared) (external, error) {
 	ext := external{store: e.store}
 	needed := false
 	for i := range preps {
@@ -637,7 +646,7 @@ func (e *Engine) prefetch(ctx context.Context, preps []prepared) external {
 		}
 	}
 	if !needed {
-		return ext
+		return ext, nil
 	}
 	ext.tasks, ext.idem = map[string]*Task{}, map[string]*Task{}
 	var ids []string
@@ -664,17 +673,28 @@ func (e *Engine) prefetch(ctx context.Context, preps []prepared) external {
 			}
 		}
 	})
+	unavailable := func(what string, err error) error {
+		return &Error{Code: CodeUnavailable, Message: "reading " + what + " before admission; nothing was recorded", Err: err, Retryable: true}
+	}
 	for _, id := range ids {
-		if t, err := e.store.Task(ctx, id); err == nil {
+		t, err := e.store.Task(ctx, id)
+		switch {
+		case err == nil:
 			ext.tasks[id] = t
+		case !errors.Is(err, ErrNotFound):
+			return ext, unavailable("task "+id, err)
 		}
 	}
 	for _, k := range idem {
-		if t, err := e.store.FindIdempotent(ctx, k[0], k[1]); err == nil {
+		t, err := e.store.FindIdempotent(ctx, k[0], k[1])
+		switch {
+		case err == nil:
 			ext.idem[k[0]+"\x00"+k[1]] = t
+		case !errors.Is(err, ErrNotFound):
+			return ext, unavailable(fmt.Sprintf("idempotency key %q of agent %s", k[1], k[0]), err)
 		}
 	}
-	return ext
+	return ext, nil
 }
 
 // lookupLocked finds a task that admission refers to: live, prefetched, or
