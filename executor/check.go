@@ -41,12 +41,20 @@ func neededParam(kind string, params json.RawMessage) (string, error) {
 	if err != nil || v == "" {
 		return "", &ActionError{Field: "params." + key, Message: fmt.Sprintf("%s needs params.%s (a string)", strings.ToLower(kind), key)}
 	}
+	if key == "url" {
+		// The URLs a tab may load (pinchtab.ValidateURL): a file: URL is
+		// refused here rather than by the instance once the task runs.
+		if err := pinchtab.ValidateURL(v); err != nil {
+			return "", &ActionError{Field: "params.url", Message: err.Error()}
+		}
+	}
 	return v, nil
 }
 
 // CheckAction checks an action of a kind browser instances know (KnownKind)
 // as far as it can be checked before it runs: the parameters its kind needs
-// (navigate's params.url, evaluate's params.expression) and the syntax of
+// (navigate's params.url, a URL a tab may load — pinchtab.ValidateURL —,
+// evaluate's params.expression) and the syntax of
 // its selector and ref (CheckSelector). The error is an *ActionError. Kinds
 // the executor's table does not know are not its to check (a pull lane's
 // workers define their own).

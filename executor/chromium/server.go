@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -243,20 +242,11 @@ func (i *Instance) handleClose(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]bool{"closed": true})
 }
 
-// checkURL accepts the URLs a tab may load.
+// checkURL accepts the URLs a tab may load (pinchtab.ValidateURL, the
+// check tasks pass at submission too).
 func checkURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil {
-		return badRequest("bad_url", "url %q: %v", s, err)
-	}
-	switch u.Scheme {
-	case "http", "https":
-		if u.Host == "" {
-			return badRequest("bad_url", "url %q has no host", s)
-		}
-	case "about", "data":
-	default:
-		return badRequest("bad_url", "url %q: scheme must be http, https, about or data", s)
+	if err := pinchtab.ValidateURL(s); err != nil {
+		return badRequest("bad_url", "%s", err.Error())
 	}
 	return nil
 }

@@ -318,6 +318,12 @@ func TestBadInputIsAClearMCPErrorAndSubmitsNothing(t *testing.T) {
 	require.Equal(t, "INVALID_INPUT", errorOf(t, res)["code"])
 	res = c.call(t, "submit_task", map[string]any{"lane": "no such lane!"})
 	require.Equal(t, "INVALID_INPUT", errorOf(t, res)["code"])
+	// A URL the navigate tool refuses is refused in submit_task too.
+	res = c.call(t, "submit_task", map[string]any{"action": map[string]any{"kind": "navigate", "params": map[string]any{"url": "file:///etc/hostname"}}})
+	e := errorOf(t, res)
+	require.Equal(t, "INVALID_INPUT", e["code"], textOf(res))
+	require.Equal(t, "action.params.url", e["field"], textOf(res))
+	require.Contains(t, textOf(res), "scheme must be http, https, about or data")
 
 	require.Empty(t, b.tasks(t), "nothing was submitted")
 	require.Zero(t, b.eng.Stats(context.Background()).Submitted)

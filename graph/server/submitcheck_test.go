@@ -24,6 +24,10 @@ func TestSubmissionRefusesWhatWouldOnlyFailWhenItRuns(t *testing.T) {
 	}{
 		{"navigate without a url", task(map[string]any{"action": map[string]any{"kind": "navigate"}}), "input.action.params.url", "navigate needs params.url"},
 		{"navigate with a url not a string", task(map[string]any{"action": map[string]any{"kind": "goto", "params": map[string]any{"url": 3}}}), "input.action.params.url", "goto needs params.url"},
+		{"navigate to a file: URL", task(map[string]any{"action": map[string]any{"kind": "navigate", "params": map[string]any{"url": "file:///etc/hostname"}}}), "input.action.params.url", "scheme must be http, https, about or data"},
+		{"navigate to javascript:", task(map[string]any{"action": map[string]any{"kind": "goto", "params": map[string]any{"url": "javascript:alert(1)"}}}), "input.action.params.url", "scheme must be"},
+		{"navigate to a URL without a scheme", task(map[string]any{"action": map[string]any{"kind": "navigate", "params": map[string]any{"url": "example.com/x"}}}), "input.action.params.url", "has no scheme"},
+		{"navigate to http: without a host", task(map[string]any{"action": map[string]any{"kind": "navigate", "params": map[string]any{"url": "http:///x"}}}), "input.action.params.url", "has no host"},
 		{"evaluate without an expression", task(map[string]any{"action": map[string]any{"kind": "evaluate", "params": map[string]any{}}}), "input.action.params.expression", "evaluate needs params.expression"},
 		{"a malformed XPath selector", task(map[string]any{"action": map[string]any{"kind": "click", "selector": "xpath://[["}}), "input.action.selector", "is not a valid selector"},
 		{"a malformed ref", task(map[string]any{"action": map[string]any{"kind": "click", "ref": "ref:x"}}), "input.action.ref", "is not a valid selector"},
