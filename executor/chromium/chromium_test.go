@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -55,8 +56,21 @@ var (
 func TestMain(m *testing.M) {
 	site = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		if r.URL.Path == "/selectors" {
+		switch r.URL.Path {
+		case "/selectors":
 			_, _ = io.WriteString(w, pinchtabtest.SelectorPage)
+			return
+		case "/missing":
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, "<!doctype html><title>Not here</title><p>No such page.")
+			return
+		case "/moved":
+			http.Redirect(w, r, "/missing", http.StatusFound)
+			return
+		case "/big":
+			// A page of 1,000,000 characters of text (and a last one
+			// outside the BMP, which a cut must not split).
+			_, _ = io.WriteString(w, "<!doctype html><title>Big</title><body><pre>"+strings.Repeat("abcdefghi\n", 100_000)+"\U0001F600</pre>")
 			return
 		}
 		_, _ = io.WriteString(w, TestPage)
@@ -358,4 +372,34 @@ func TestWaitForTextURLAndLoadState(t *testing.T) {
 		require.ErrorAs(t, err, &pe, params)
 		require.Equal(t, 400, pe.Status, params)
 	}
+}
+
+// TestNavigateReportsTheDocumentsHTTPStatus: a navigation's answer carries
+// the main document's HTTP status, after redirects; a 404 page is a page
+// (the navigation succeeds), and a URL without an HTTP response has none.
+func TestNavigateReportsTheDocumentsHTTPStatus(t *testing.T) {
+	t.Parallel()
+	c := client(t, instance(t))
+	ctx := context.Background()
+	tab := openTab(t, c)
+
+	res, err := c.Navigate(ctx, tab, site.URL+"/", nil)
+	require.NoError(t, err)
+	require.Equal(t, 200, field[int](t, res, "status"), "%s", res)
+
+	res, err = c.Navigate(ctx, tab, site.URL+"/missing", nil)
+	require.NoError(t, err, "an error page is a page")
+	require.Equal(t, 404, field[int](t, res, "status"), "%s", res)
+	require.Equal(t, "Not here", field[string](t, res, "title"))
+
+	res, err = c.Navigate(ctx, tab, site.URL+"/moved", nil)
+	require.NoError(t, err)
+	require.Equal(t, 404, field[int](t, res, "status"), "the status of the document the redirect led to: %s", res)
+	require.Equal(t, site.URL+"/missing", field[string](t, res, "url"))
+
+	res, err = c.Navigate(ctx, tab, "about:blank", nil)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(res, &m))
+	require.NotContains(t, m, "status", "about:blank has no HTTP response")
 }

@@ -252,10 +252,22 @@ func checkURL(s string) error {
 }
 
 func navigate(ctx context.Context, pageURL string) error {
+	_, err := navigateStatus(ctx, pageURL)
+	return err
+}
+
+// navigateStatus loads a URL and returns the HTTP status of the main
+// document's response, after redirects (0 when there was none: about:, a
+// fragment of the same document).
+func navigateStatus(ctx context.Context, pageURL string) (int, error) {
 	if err := checkURL(pageURL); err != nil {
-		return err
+		return 0, err
 	}
-	return chromedp.Do(ctx, chromedp.Navigate(pageURL))
+	resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(pageURL))
+	if err != nil || resp == nil {
+		return 0, err
+	}
+	return int(resp.Status), nil
 }
 
 func (i *Instance) handleNavigate(ctx context.Context, t *tab, r *http.Request) (any, error) {
@@ -268,11 +280,18 @@ func (i *Instance) handleNavigate(ctx context.Context, t *tab, r *http.Request) 
 	if req.URL == "" {
 		return nil, badRequest("bad_request", "url is required")
 	}
-	if err := navigate(ctx, req.URL); err != nil {
+	status, err := navigateStatus(ctx, req.URL)
+	if err != nil {
 		return nil, err
 	}
 	clear(t.refs) // refs belong to the page they were taken on
-	return pageInfo(ctx, map[string]any{"tabId": t.id})
+	out := map[string]any{"tabId": t.id}
+	if status > 0 {
+		// The page's own status, 404 included: an error page is a page,
+		// and the task succeeds; the caller reads the status.
+		out["status"] = status
+	}
+	return pageInfo(ctx, out)
 }
 
 // handleHistory moves a tab in its history (step -1 back, +1 forward) or

@@ -83,7 +83,7 @@ var (
 // (packages executor and executor/chromium).
 var browserTools = []browserTool{
 	{name: "navigate", kind: "navigate", title: "Open a URL",
-		desc:   `Open a URL in the session's tab (a new tab on the session's first call). Example: {"url": "https://example.com/login"}. Returns the page's URL and title.`,
+		desc:   `Open a URL in the session's tab (a new tab on the session's first call). Example: {"url": "https://example.com/login"}. Returns the page's URL and title, and its HTTP status ("status": 404 for a missing page, which is not an error) where the instance reports it (the built-in Chromium does, PinchTab does not).`,
 		fields: []field{{name: "url", typ: "string", desc: "An absolute http(s) URL.", required: true}},
 		build: func(a *Args) (string, map[string]any, error) {
 			u, err := url.Parse(a.URL)
