@@ -54,7 +54,8 @@ func neededParam(kind string, params json.RawMessage) (string, error) {
 // CheckAction checks an action of a kind browser instances know (KnownKind)
 // as far as it can be checked before it runs: the parameters its kind needs
 // (navigate's params.url, a URL a tab may load — pinchtab.ValidateURL —,
-// evaluate's params.expression) and the syntax of
+// evaluate's params.expression), text's params.maxChars (1..TextMaxChars)
+// and the syntax of
 // its selector and ref (CheckSelector). The error is an *ActionError. Kinds
 // the executor's table does not know are not its to check (a pull lane's
 // workers define their own).
@@ -67,6 +68,11 @@ func CheckAction(a *engine.Action) error {
 	}
 	if _, err := neededParam(a.Kind, a.Params); err != nil {
 		return err
+	}
+	if strings.EqualFold(a.Kind, "text") {
+		if _, err := textMaxChars(a.Params); err != nil {
+			return err
+		}
 	}
 	for _, f := range [...]struct{ name, v string }{{"selector", a.Selector}, {"ref", a.Ref}} {
 		if err := CheckSelector(f.v); err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	neturl "net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -58,6 +59,12 @@ func testSiteWithBeacon(t *testing.T) (string, *atomic.Int32) {
 			return
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		if r.URL.Path == "/big" {
+			// 999,999 characters of text, then 😀 and é: the cut at
+			// 1,000,000 falls after the emoji, never inside it.
+			_, _ = io.WriteString(w, "<!doctype html><title>Big</title><body><pre>"+strings.Repeat("abcdefghi\n", 99_999)+"abcdefghi\U0001F600é</pre>")
+			return
+		}
 		_, _ = io.WriteString(w, formPage)
 	}))
 	t.Cleanup(srv.Close)
@@ -408,4 +415,49 @@ func TestRealChromiumCancelHoldsTheSlotUntilTheInstanceEndsTheAction(t *testing.
 	require.JSONEq(t, `{"result":"finished"}`, string(r.o.Result))
 	got, _ := bn.reg.Get(context.Background(), "local")
 	require.Zero(t, got.InFlight)
+}
+
+// TestTheTextOfAPageIsBoundedByMaxChars: a text action's result carries at
+// most params.maxChars characters (default executor.TextMaxChars), cut on
+// a character, and says when it was cut and how long the text was.
+func TestTheTextOfAPageIsBoundedByMaxChars(t *testing.T) {
+	t.Parallel()
+	url := testSite(t)
+	inst := startChromium(t)
+	bn := setup(t, executor.Options{MaxInlineResult: 8 << 20}, executor.InstanceConfig{ID: "local", URL: inst.URL(), Token: inst.Token()})
+	s := &session{key: "big"}
+	ctx := context.Background()
+	require.NoError(t, s.run(ctx, bn.exec, "local", action("navigate", "", `{"url":"`+url+`/big"}`)).Err)
+
+	type textResult struct {
+		Text       string
+		Truncated  bool
+		TotalChars int
+	}
+	read := func(params string) textResult {
+		o := s.run(ctx, bn.exec, "local", action("text", "", params))
+		require.NoError(t, o.Err)
+		var r textResult
+		require.NoError(t, json.Unmarshal(o.Result, &r))
+		return r
+	}
+	r := read(``)
+	require.True(t, r.Truncated)
+	require.Equal(t, 1_000_001, r.TotalChars)
+	require.Equal(t, executor.TextMaxChars, len([]rune(r.Text)))
+	require.True(t, strings.HasSuffix(r.Text, "abcdefghi\U0001F600"), "cut after the emoji: %q", r.Text[len(r.Text)-12:])
+
+	r = read(`{"maxChars": 12}`)
+	require.Equal(t, textResult{Text: "abcdefghi\nab", Truncated: true, TotalChars: 1_000_001}, r)
+
+	r = read(`{"maxChars": 1000000}`)
+	require.Equal(t, 1_000_000, len([]rune(r.Text)))
+
+	o := s.run(ctx, bn.exec, "local", action("text", "title", `{"maxChars": 5}`))
+	require.NoError(t, o.Err, "a short text is not cut")
+	require.NotContains(t, string(o.Result), "truncated\":true")
+
+	o = s.run(ctx, bn.exec, "local", action("text", "", `{"maxChars": 0}`))
+	require.Error(t, o.Err)
+	require.ErrorContains(t, o.Err, "params.maxChars must be an integer within 1..1000000")
 }

@@ -57,7 +57,20 @@ func (e *Executor) perform(ctx context.Context, t target, a *engine.Action, task
 		if sel != "" {
 			q.Set("selector", sel)
 		}
-		res, err = t.client.Read(ctx, t.tab, kind, q)
+		if kind != "text" {
+			res, err = t.client.Read(ctx, t.tab, kind, q)
+			break
+		}
+		// The text is cut here, not by the instance (PinchTab's maxChars
+		// counts bytes and says no length), the same on every instance.
+		limit, lerr := textMaxChars(a.Params)
+		if lerr != nil {
+			return nil, engine.Permanent(lerr)
+		}
+		q.Del("maxChars")
+		if res, err = t.client.Read(ctx, t.tab, kind, q); err == nil {
+			res = capText(res, limit)
+		}
 	case routeHistory:
 		// PinchTab reads back/forward/reload's options from the query.
 		q, qerr := queryOf(a.Params)

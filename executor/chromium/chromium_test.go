@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -66,11 +65,6 @@ func TestMain(m *testing.M) {
 			return
 		case "/moved":
 			http.Redirect(w, r, "/missing", http.StatusFound)
-			return
-		case "/big":
-			// A page of 1,000,000 characters of text (and a last one
-			// outside the BMP, which a cut must not split).
-			_, _ = io.WriteString(w, "<!doctype html><title>Big</title><body><pre>"+strings.Repeat("abcdefghi\n", 100_000)+"\U0001F600</pre>")
 			return
 		}
 		_, _ = io.WriteString(w, TestPage)

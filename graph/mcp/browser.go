@@ -14,6 +14,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/executor"
 	"github.com/switchyard/switchyard/graph/model"
 )
 
@@ -50,7 +51,13 @@ type Args struct {
 	// WaitTimeoutMs is how long the instance waits for the condition
 	// (the wait's own timeout).
 	WaitTimeoutMs int `json:"waitTimeoutMs,omitempty"`
+	// MaxChars bounds the text tool's text (default textMaxChars).
+	MaxChars int `json:"maxChars,omitempty"`
 }
+
+// textMaxChars is the text tool's default bound: a page's whole text can
+// run to megabytes, more than a model's context should take unasked.
+const textMaxChars = 100_000
 
 // field describes one argument of a browser tool.
 type field struct {
@@ -154,9 +161,15 @@ var browserTools = []browserTool{
 			return "", map[string]any{"deltaY": dy}, nil
 		}},
 	{name: "text", kind: "text", title: "Read text", readOnly: true,
-		desc:   `Read the visible text of the page, or of one element. Example: {"selector": "#result"}.`,
-		fields: []field{optSelector},
-		build:  optionalSelector},
+		desc:   `Read the visible text of the page, or of one element. Example: {"selector": "#result"}. At most maxChars characters (default 100000): a longer text is cut, and the result says "truncated": true with "totalChars".`,
+		fields: []field{optSelector, {name: "maxChars", typ: "integer", desc: "The most characters of text to return, 1..1000000 (default 100000).", min: fnum(1), max: fnum(executor.TextMaxChars)}},
+		build: func(a *Args) (string, map[string]any, error) {
+			n := a.MaxChars
+			if n == 0 {
+				n = textMaxChars
+			}
+			return a.Selector, map[string]any{"maxChars": n}, nil
+		}},
 	{name: "snapshot", kind: "snapshot", title: "Snapshot the page", readOnly: true,
 		desc:   `The page's accessibility tree: one node per element with a ref ("e12"), its role and name. Use the refs as selectors in later calls of the same session. Example: {"interactive": true}.`,
 		fields: []field{{name: "interactive", typ: "boolean", desc: "Only interactive elements (links, buttons, fields)."}},
@@ -233,8 +246,6 @@ func noArgs(*Args) (string, map[string]any, error) { return "", nil, nil }
 func withDesc(f field, desc string) field { f.desc = desc; return f }
 
 func selectorOnly(a *Args) (string, map[string]any, error) { return a.Selector, nil, nil }
-
-func optionalSelector(a *Args) (string, map[string]any, error) { return a.Selector, nil, nil }
 
 // inputSchema builds a browser tool's input schema: its own fields and the
 // common ones, no others.

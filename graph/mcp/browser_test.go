@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,8 +41,17 @@ func browser(t *testing.T) (*bundle, string) {
 	if !ok {
 		t.Skip("Chromium is not installed (looked for /usr/bin/chromium and chromium on PATH): skipping the real-browser test")
 	}
-	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		switch r.URL.Path {
+		case "/missing":
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, "<!doctype html><title>Not here</title><p>No such page.")
+			return
+		case "/big": // 1,200,000 characters of text
+			_, _ = io.WriteString(w, "<!doctype html><title>Big</title><body><pre>"+strings.Repeat("abcdefghi\n", 120_000)+"</pre>")
+			return
+		}
 		_, _ = io.WriteString(w, formPage)
 	}))
 	t.Cleanup(site.Close)
@@ -110,6 +120,42 @@ func TestNavigateThenTextInOneSessionReadsThePageInRealChromium(t *testing.T) {
 	}
 	res = c.call(t, "wait", map[string]any{"text": "never on this page", "waitTimeoutMs": 200, "timeoutMs": 5000})
 	require.Equal(t, "wait_timeout", errorOf(t, res)["instanceCode"], textOf(res))
+}
+
+// TestTheTextToolIsBoundedAndNavigateShowsTheHTTPStatus: a page's text
+// comes back cut to maxChars (default 100,000), saying so; a navigation to
+// a page that answers 404 succeeds and shows its status.
+func TestTheTextToolIsBoundedAndNavigateShowsTheHTTPStatus(t *testing.T) {
+	t.Parallel()
+	b, site := browser(t)
+	c := b.connect(t, "reader", "", "")
+
+	nav := c.call(t, "navigate", map[string]any{"url": site + "/missing"})
+	require.False(t, nav.IsError, "an error page is a page: %s", textOf(nav))
+	result := structured(t, nav)["result"].(map[string]any)
+	require.Equal(t, float64(404), result["status"], "%v", result)
+	require.Contains(t, textOf(nav), `"status":404`)
+
+	require.False(t, c.call(t, "navigate", map[string]any{"url": site + "/big"}).IsError)
+	res := c.call(t, "text", nil)
+	require.False(t, res.IsError, textOf(res)[:200])
+	text := textOf(res)
+	require.Less(t, len(text), 101_000, "the default bound")
+	require.True(t, strings.HasPrefix(text, strings.Repeat("abcdefghi\n", 10_000)), text[:100])
+	require.Contains(t, text, "[truncated: the first 100000 of 1200000 characters")
+	require.Equal(t, true, structured(t, res)["result"].(map[string]any)["truncated"])
+	require.Equal(t, float64(1_200_000), structured(t, res)["result"].(map[string]any)["totalChars"])
+
+	res = c.call(t, "text", map[string]any{"maxChars": 15})
+	require.False(t, res.IsError, textOf(res))
+	require.True(t, strings.HasPrefix(textOf(res), "abcdefghi\nabcde\n\n[truncated: the first 15 of 1200000"), textOf(res))
+
+	// Within the hard cap a caller gets what it asks for, whole.
+	res = c.call(t, "text", map[string]any{"maxChars": 1_000_000})
+	require.False(t, res.IsError, textOf(res)[:200])
+	require.Contains(t, textOf(res), "[truncated: the first 1000000 of 1200000 characters")
+	res = c.call(t, "text", map[string]any{"maxChars": 1_000_001})
+	require.Equal(t, "INVALID_INPUT", errorOf(t, res)["code"])
 }
 
 func TestAScreenshotComesBackAsAnImage(t *testing.T) {

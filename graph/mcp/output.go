@@ -12,12 +12,14 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/policy"
+	"github.com/switchyard/switchyard/executor"
 	"github.com/switchyard/switchyard/graph/auth"
 	"github.com/switchyard/switchyard/graph/model"
 	"github.com/switchyard/switchyard/graph/resolvers"
@@ -206,10 +208,19 @@ func (s *Server) content(ctx context.Context, c *caller, tool string, result jso
 	}
 	if tool == "text" {
 		var page struct {
-			Text *string `json:"text"`
+			Text       *string `json:"text"`
+			Truncated  bool    `json:"truncated"`
+			TotalChars int     `json:"totalChars"`
 		}
 		if json.Unmarshal(result, &page) == nil && page.Text != nil {
-			return []sdk.Content{&sdk.TextContent{Text: *page.Text}}, nil
+			text := *page.Text
+			if page.Truncated && page.TotalChars > 0 {
+				// Said in the text too: a model reads that, not the
+				// structured content.
+				text += fmt.Sprintf("\n\n[truncated: the first %d of %d characters; ask for more with maxChars (at most %d), or read one element with a selector]",
+					utf8.RuneCountInString(*page.Text), page.TotalChars, executor.TextMaxChars)
+			}
+			return []sdk.Content{&sdk.TextContent{Text: text}}, nil
 		}
 	}
 	return []sdk.Content{&sdk.TextContent{Text: string(result)}}, nil
