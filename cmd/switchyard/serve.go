@@ -315,9 +315,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 		return err
 	}
 	st.ready(srv.Handler())
-	log.Info("switchyard ready", "version", Version(), "playground", url+"/", "dashboard", url+"/dashboard/",
-		"graphql", url+"/graphql", "store", cfg.Store.Driver, "lanes", lanes())
-	fmt.Fprintf(stdout, "Switchyard %s: playground at %s/ , dashboard at %s/dashboard/ , GraphQL at %s/graphql\n", Version(), url, url, url)
+	ready := []any{"version", Version(), "playground", url + "/", "dashboard", url + "/dashboard/", "graphql", url + "/graphql"}
+	banner := fmt.Sprintf("Switchyard %s: playground at %s/ , dashboard at %s/dashboard/ , GraphQL at %s/graphql", Version(), url, url, url)
+	if cfg.MCP.Enabled {
+		ready = append(ready, "mcp", url+"/mcp")
+		banner += fmt.Sprintf(" , MCP at %s/mcp", url)
+	}
+	log.Info("switchyard ready", append(ready, "store", cfg.Store.Driver, "lanes", lanes())...)
+	fmt.Fprintln(stdout, banner)
 
 	select {
 	case err := <-served:
