@@ -204,7 +204,7 @@ var browserTools = []browserTool{
 		desc:   historyHelp("Reload the page", `{}`),
 		fields: nil, build: noArgs},
 	{name: "wait", kind: "wait", title: "Wait for the page", readOnly: true,
-		desc: `Wait until the page shows something: an element (selector), some text, a URL, a load state, or a number of milliseconds; give one. Example: {"selector": "#results", "waitTimeoutMs": 5000}. If that does not happen within waitTimeoutMs (10 s by default), the attempt fails with instanceCode wait_timeout, which is transient: the lane's retry policy may try again before the call ends (by default 4 attempts with backoff, then PARKED).`,
+		desc: `Wait until the page shows something: an element (selector), some text, a URL, a load state, or a number of milliseconds; give one. Example: {"selector": "#results", "waitTimeoutMs": 5000}. If that does not happen within waitTimeoutMs (10 s by default), the attempt fails with instanceCode wait_timeout, which is transient: the lane's retry policy may try again before the call ends (by default 4 attempts with backoff, then FAILED).`,
 		fields: []field{optSelector,
 			{name: "text", typ: "string", desc: "Text that must appear on the page."},
 			{name: "url", typ: "string", desc: "A URL (or part of one) the page must reach."},
@@ -302,7 +302,7 @@ func (s *Server) callBrowser(ctx context.Context, req *sdk.CallToolRequest, bt *
 		session = a.Session
 	}
 	in := model.SubmitTaskInput{AgentID: c.agent, SessionKey: &session,
-		Action: &model.ActionInput{Kind: bt.kind},
+		Action: &model.ActionInput{Kind: bt.kind}, Exhausted: failExhausted(),
 		Labels: []*model.LabelInput{{Key: "via", Value: "mcp"}}}
 	if s.opts.Lane != "" {
 		in.Lane = &s.opts.Lane
@@ -337,11 +337,27 @@ func (s *Server) submitAndWait(ctx context.Context, req *sdk.CallToolRequest, c 
 		return failure(err)
 	}
 	s.record(c, tool, mt.T.ID, nil)
-	t, err := s.wait(ctx, req, c, mt.T, cursor)
+	// The call ends with its MCP session too (terminate.go).
+	wctx, leave := s.enter(ctx, c)
+	defer leave()
+	t, err := s.wait(wctx, req, c, mt.T, cursor)
 	if err != nil {
 		return failure(err)
 	}
 	return s.answer(ctx, c, tool, t)
+}
+
+// failExhausted is the exhausted setting of the tasks an interactive call
+// submits and waits for (the browser tools, close_session): FAIL, whatever
+// the lane's. The call answers when its task's retries are spent; a task
+// left PARKED behind it would wait for an operator's reset, and a reset
+// would run the old action in the agent's tab after the agent had moved on
+// (or retried it). FAILED is terminal: nothing runs it again unless the
+// agent calls again. submit_task, which does not wait, keeps the lane's
+// setting unless its caller asks for one.
+func failExhausted() *engine.Exhausted {
+	x := engine.ExhaustedFail
+	return &x
 }
 
 // invalid is an INVALID_INPUT error naming an argument.

@@ -26,11 +26,18 @@
 // return its result: text for text and snapshot results, an image for
 // screenshots, and for a task that fails an error result (isError) whose
 // structured content carries the task's state, error class, HTTP status and
-// the instance's own error code. While the task waits, progress
-// notifications say where it stands ("queued in lane main, 2 tasks ahead",
-// the tasks ahead of it as GraphQL's Task.position counts them,
-// "running on instance local"); a client that cancels the call cancels the
-// task, and gets no response for the call (withhold.go).
+// the instance's own error code. Their tasks are submitted with exhausted
+// FAIL: a call answers once its task's retries are spent, and leaves no
+// PARKED task behind that an operator's reset would run in the agent's tab
+// later. While the task waits, progress notifications say where it stands
+// and name it ("task 01J…: queued in lane main, 2 tasks ahead", the tasks
+// ahead of it as GraphQL's Task.position counts them, "task 01J…: running
+// on instance local (attempt 1), 30 s"), at each change and at least every
+// ProgressEvery, so that clients whose request timeout restarts on
+// progress keep waiting; a client that cancels the call cancels the task,
+// and gets no response for the call (withhold.go); a client that
+// terminates its MCP session (DELETE) cancels every call of the session
+// (terminate.go).
 //
 // Scheduler tools: submit_task (any SubmitTaskInput, without waiting),
 // get_task, list_tasks (the caller's agent's; every task for a reader,
@@ -44,7 +51,9 @@
 // Each MCP session has a browser session of its own: tasks share its
 // sessionKey, so consecutive calls run in order in one tab. A call may name
 // another session ("session" argument); open_session starts a fresh one and
-// makes it the MCP session's current one; close_session closes its tab.
+// makes it the MCP session's current one; close_session closes its tab (a
+// session with no tab is left alone). MCP sessions live in memory: after a
+// restart their clients must initialize again, while the tasks remain.
 //
 // # Who is calling
 //

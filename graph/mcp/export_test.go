@@ -1,5 +1,7 @@
 package mcp
 
+import "time"
+
 // SessionState returns how many MCP sessions the server keeps (live) and
 // how many browser session keys (keys), for the tests.
 func (s *Server) SessionState() (live, keys int) {
@@ -21,3 +23,14 @@ func SendCancelledAnswers(t interface{ Cleanup(func()) }) {
 	withholdCancelled = false
 	t.Cleanup(func() { withholdCancelled = true })
 }
+
+// SetProgressEvery makes the servers built during the test report a
+// waiting call's progress every d. The test must not be parallel.
+func SetProgressEvery(t interface{ Cleanup(func()) }, d time.Duration) {
+	progressEvery = d
+	t.Cleanup(func() { progressEvery = ProgressEvery })
+}
+
+// SessionClosedReason is the reason of a task whose MCP session was
+// terminated while its call waited.
+const SessionClosedReason = sessionClosedReason

@@ -37,6 +37,7 @@ type SubmitInput struct {
 	Idempotency string            `json:"idempotencyKey,omitempty" jsonschema:"Makes resubmission safe: the same agent and key return the original task."`
 	Labels      map[string]string `json:"labels,omitempty" jsonschema:"Free-form labels."`
 	QueueMode   string            `json:"queueMode,omitempty" jsonschema:"ENQUEUE (default) or INTERRUPT (cancel what the session runs and go first)."`
+	Exhausted   string            `json:"exhausted,omitempty" jsonschema:"What it becomes when its retries are spent: PARK (PARKED until an operator resets it) or FAIL (FAILED); default the lane's."`
 }
 
 // ActionInput is a task's browser interaction.
@@ -167,6 +168,7 @@ func (s *Server) addTools() error {
 	}
 	submitSchema.Properties["priority"].Enum = []any{"CRITICAL", "HIGH", "NORMAL", "LOW"}
 	submitSchema.Properties["queueMode"].Enum = []any{"ENQUEUE", "INTERRUPT"}
+	submitSchema.Properties["exhausted"].Enum = []any{"PARK", "FAIL"}
 	if err := addTool(s.mcp, &sdk.Tool{Name: "submit_task", Title: "Submit a task",
 		Description: `Submit any task without waiting for it (GraphQL's SubmitTaskInput); returns its id at once. Follow it with get_task or the resource switchyard://tasks/{id}. Example: {"action": {"kind": "navigate", "params": {"url": "https://example.com"}}, "sessionKey": "research-1", "idempotencyKey": "step-1"}.`,
 		InputSchema: submitSchema, OutputSchema: outputSchema(), Annotations: open("Submit a task", false, false)}, s.submitTask, failure); err != nil {
@@ -193,7 +195,7 @@ func (s *Server) addTools() error {
 		return err
 	}
 	if err := addTool(s.mcp, &sdk.Tool{Name: "close_session", Title: "Close a browser session",
-		Description:  `Close a browser session's tab, after the calls queued in it. Default: this MCP session's current session (a fresh one replaces it). Example: {"session": "mcp-…"}.`,
+		Description:  `Close a browser session's tab, after the calls queued in it. Default: this MCP session's current session (a fresh one replaces it). A session with no tab (nothing ran in it, or it was closed) is left alone: the answer says so, with result {"closed": false}. Example: {"session": "mcp-…"}.`,
 		OutputSchema: outputSchema(), Annotations: open("Close a browser session", false, true)}, s.closeSession, failure); err != nil {
 		return err
 	}
@@ -213,6 +215,7 @@ func (s *Server) submitTask(ctx context.Context, req *sdk.CallToolRequest, in Su
 		s.record(c, "submit_task", "", err)
 		return failure(err)
 	}
+	cursor := s.opts.Engine.Events().Last()
 	mt, err := s.opts.Mutations.SubmitTask(c.ctx(ctx), gin)
 	if err != nil {
 		s.record(c, "submit_task", "", err)
@@ -221,7 +224,19 @@ func (s *Server) submitTask(ctx context.Context, req *sdk.CallToolRequest, in Su
 	s.record(c, "submit_task", mt.T.ID, nil)
 	t := mt.T
 	v := viewOf(t)
-	return text(fmt.Sprintf("submitted task %s (%s)", t.ID, t.State)), &Output{TaskID: t.ID, State: t.State.String(), Session: t.Spec.Session(), Tasks: []TaskView{v}}, nil
+	msg := fmt.Sprintf("submitted task %s (%s)", t.ID, t.State)
+	if replayed(t, cursor) {
+		msg = fmt.Sprintf("idempotency key %q names task %s, submitted before: nothing new was submitted; it is %s", in.Idempotency, t.ID, t.State)
+	}
+	return text(msg), &Output{TaskID: t.ID, State: t.State.String(), Session: t.Spec.Session(), Tasks: []TaskView{v}}, nil
+}
+
+// replayed reports whether the task a keyed submission answered was
+// recorded before the submission (the event log's seq cursor, read before
+// it): the key named an earlier task, and nothing new was recorded. A new
+// task's first event comes after the cursor (engine.Task.Seq).
+func replayed(t *engine.Task, cursor uint64) bool {
+	return t.Spec.IdempotencyKey != "" && t.Seq <= cursor
 }
 
 // graphInput converts submit_task's input into GraphQL's.
@@ -257,6 +272,13 @@ func (s *Server) graphInput(c *caller, in *SubmitInput) (model.SubmitTaskInput, 
 			return out, invalid("queueMode", "%q is not ENQUEUE, INTERRUPT or INTERRUPT_DRAIN", in.QueueMode)
 		}
 		out.QueueMode = &m
+	}
+	if in.Exhausted != "" {
+		x, ok := map[string]engine.Exhausted{"PARK": engine.ExhaustedPark, "FAIL": engine.ExhaustedFail}[in.Exhausted]
+		if !ok {
+			return out, invalid("exhausted", "%q is not PARK or FAIL", in.Exhausted)
+		}
+		out.Exhausted = &x
 	}
 	if in.Deadline != "" {
 		d, err := time.Parse(time.RFC3339Nano, in.Deadline)
@@ -406,8 +428,16 @@ func (s *Server) closeSession(ctx context.Context, req *sdk.CallToolRequest, in 
 	if in.Session != "" {
 		key = in.Session
 	}
+	// A session with no tab is not opened to be closed: one where nothing
+	// ran, or whose last task closed its tab.
+	if open, err := s.hasTab(ctx, c, key); err != nil {
+		return failure(err)
+	} else if !open {
+		return text(fmt.Sprintf("no browser session %q with a tab of agent %s: nothing to close", key, c.agent)),
+			&Output{Session: key, Result: map[string]any{"closed": false}}, nil
+	}
 	gin := model.SubmitTaskInput{AgentID: c.agent, SessionKey: &key, Action: &model.ActionInput{Kind: "close"},
-		Labels: []*model.LabelInput{{Key: "via", Value: "mcp"}}}
+		Exhausted: failExhausted(), Labels: []*model.LabelInput{{Key: "via", Value: "mcp"}}}
 	if s.opts.Lane != "" {
 		gin.Lane = &s.opts.Lane
 	}
@@ -416,6 +446,23 @@ func (s *Server) closeSession(ctx context.Context, req *sdk.CallToolRequest, in 
 		s.setSession(c.mcpID, newSessionKey())
 	}
 	return res, out, err
+}
+
+// hasTab reports whether the caller's agent has browser session key open
+// as far as its tasks tell: some task of the agent ran or waits in it, and
+// the newest is not a close that succeeded.
+func (s *Server) hasTab(ctx context.Context, c *caller, key string) (bool, error) {
+	first := 1
+	conn, err := s.opts.Queries.Tasks(c.ctx(ctx), &model.TaskFilter{AgentID: &c.agent, SessionKey: &key}, &first, nil, nil)
+	if err != nil {
+		return false, err
+	}
+	if len(conn.Edges) == 0 {
+		return false, nil
+	}
+	t := conn.Edges[0].Node.T
+	closed := t.State == engine.StateSucceeded && t.Spec.Action != nil && strings.EqualFold(t.Spec.Action.Kind, "close")
+	return !closed, nil
 }
 
 // text is a plain text result.

@@ -101,7 +101,11 @@ type Server struct {
 	// it, so neither map outlives the sessions.
 	sessions map[string]string
 	live     map[string]*sdk.ServerSession // the initialized MCP sessions, closed by Close
-	closing  bool
+	// calls keeps, for each live MCP session, who opened it and the calls
+	// waiting for their tasks, so that its termination (DELETE) cancels
+	// them (terminate.go).
+	calls   map[string]*sessionCalls
+	closing bool
 
 	// closed ends when Close begins: the calls waiting for their tasks
 	// return (a session's Close waits for its calls).
@@ -127,12 +131,12 @@ func New(opts Options) (*Server, error) {
 		opts.Version = "dev"
 	}
 	s := &Server{opts: opts, log: opts.Logger.Named("mcp"), audit: opts.Audit, sessions: map[string]string{},
-		live: map[string]*sdk.ServerSession{}}
+		live: map[string]*sdk.ServerSession{}, calls: map[string]*sessionCalls{}}
 	s.closed, s.closeAll = context.WithCancel(context.Background())
 	s.mcp = sdk.NewServer(&sdk.Implementation{Name: "switchyard", Title: "Switchyard", Version: opts.Version},
 		&sdk.ServerOptions{
 			Instructions:       instructions,
-			InitializedHandler: func(_ context.Context, req *sdk.InitializedRequest) { s.track(req.Session) },
+			InitializedHandler: func(_ context.Context, req *sdk.InitializedRequest) { s.track(req.Session, req.Extra) },
 		})
 	if err := s.addTools(); err != nil {
 		return nil, err
@@ -145,6 +149,9 @@ func New(opts Options) (*Server, error) {
 			// whole API; with tokens the token decides, so that a proxy on
 			// the same machine may forward any Host.
 			DisableLocalhostProtection: opts.Auth.Enabled()}))
+	// A terminated session's calls are cancelled before the SDK closes it
+	// (terminate.go).
+	h = s.terminating(h)
 	maxBody := opts.MaxBodyBytes
 	if maxBody <= 0 {
 		maxBody = sdk.DefaultMaxRequestBodyBytes
@@ -167,10 +174,11 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// track keeps an initialized MCP session until it ends, for Close and for
-// its browser session key; then forgets both. Its first call tracks it too,
-// should the call run before the initialized notification's handler.
-func (s *Server) track(ss *sdk.ServerSession) {
+// track keeps an initialized MCP session until it ends, for Close, for
+// its browser session key and for its calls (with the token user that opened
+// it, extra's); then forgets them. Its first call tracks it too, should the
+// call run before the initialized notification's handler.
+func (s *Server) track(ss *sdk.ServerSession, extra *sdk.RequestExtra) {
 	if ss == nil || ss.ID() == "" {
 		return
 	}
@@ -181,10 +189,14 @@ func (s *Server) track(ss *sdk.ServerSession) {
 		return
 	}
 	if s.live[ss.ID()] == ss {
+		s.calls[ss.ID()].own(extra)
 		s.mu.Unlock()
 		return
 	}
 	s.live[ss.ID()] = ss
+	sc := &sessionCalls{calls: map[*sessionCall]struct{}{}}
+	sc.own(extra)
+	s.calls[ss.ID()] = sc
 	s.mu.Unlock()
 	go func() {
 		_ = ss.Wait()
@@ -192,6 +204,7 @@ func (s *Server) track(ss *sdk.ServerSession) {
 		if s.live[ss.ID()] == ss {
 			delete(s.sessions, ss.ID())
 			delete(s.live, ss.ID())
+			delete(s.calls, ss.ID())
 		}
 		s.mu.Unlock()
 	}()
@@ -201,7 +214,8 @@ func (s *Server) track(ss *sdk.ServerSession) {
 const instructions = `Switchyard schedules browser work for many agents: every browser tool call is a task that waits its turn (fairly, per agent) and runs in your browser session's tab.
 Calls in one session run in order in one tab: navigate first, then act (click, fill, type, press, …) and read (text, snapshot, screenshot).
 Selectors: a CSS selector ("#go", "css:button.primary"), "xpath://button[@type='submit']", "text:Sign in", or a ref from the last snapshot ("e12").
-When the fleet is busy a call waits in the queue; progress notifications say where it stands. Cancel the call to cancel its task.`
+When the fleet is busy a call waits in the queue; progress notifications say where its task stands, and name it: should the call be lost, get_task with that id tells how the task ended. Cancel the call to cancel its task.
+A failed call's task is over (FAILED, never left parked): when error.retryable is true, calling again may succeed.`
 
 // Close ends every MCP session (at shutdown): the calls waiting in them
 // return, and their tasks are left to the engine's own shutdown.
@@ -294,7 +308,7 @@ func (s *Server) callerOf(session *sdk.ServerSession, extra *sdk.RequestExtra, i
 		}
 	}
 	if session != nil {
-		s.track(session)
+		s.track(session, extra)
 		c.mcpID = session.ID()
 		c.session = s.currentSession(c.mcpID)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -106,13 +107,27 @@ func setup(t *testing.T, o options) *bundle {
 type client struct {
 	*sdk.ClientSession
 	mu       sync.Mutex
-	progress []string
+	progress []*sdk.ProgressNotificationParams
 }
 
+// taskPrefix is how each progress message names its task.
+var taskPrefix = regexp.MustCompile(`^task [0-9A-Z]+: `)
+
+// progressMessages returns the progress messages without the task they
+// name (see progressNotes).
 func (c *client) progressMessages() []string {
+	var msgs []string
+	for _, p := range c.progressNotes() {
+		msgs = append(msgs, taskPrefix.ReplaceAllString(p.Message, ""))
+	}
+	return msgs
+}
+
+// progressNotes returns the progress notifications as sent.
+func (c *client) progressNotes() []*sdk.ProgressNotificationParams {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]string(nil), c.progress...)
+	return append([]*sdk.ProgressNotificationParams(nil), c.progress...)
 }
 
 // headers adds fixed headers to each request.
@@ -145,7 +160,7 @@ func (b *bundle) connect(t *testing.T, name, token, agent string) *client {
 	cl := sdk.NewClient(&sdk.Implementation{Name: name, Version: "1"}, &sdk.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
 			c.mu.Lock()
-			c.progress = append(c.progress, req.Params.Message)
+			c.progress = append(c.progress, req.Params)
 			c.mu.Unlock()
 		},
 	})

@@ -6,6 +6,7 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -27,6 +28,16 @@ const cancelReason = "cancelled by the MCP client"
 // reported at once.
 const positionEvery = 250 * time.Millisecond
 
+// ProgressEvery is how often a waiting call that asked for progress (a
+// progressToken) is told where its task stands even when nothing changed:
+// a client whose request timeout restarts on progress (the TypeScript
+// SDK's resetTimeoutOnProgress) keeps waiting for a task that queues or
+// runs longer than its timeout (60 s by default there).
+const ProgressEvery = 10 * time.Second
+
+// progressEvery is ProgressEvery (the tests shorten it).
+var progressEvery = ProgressEvery
+
 // wait follows t from the event log's seq cursor (read before it was
 // submitted, so no change is missed) until it ends. When ctx ends first,
 // the task is cancelled.
@@ -35,7 +46,8 @@ const positionEvery = 250 * time.Millisecond
 // is committed (engine.Engine.CommittedTask). While the task is queued and
 // the client asked for progress, the events of its agent's queue of the
 // lane move its place: then the task (and its place) is re-read at most
-// once per positionEvery.
+// once per positionEvery. When the client asked for progress, the task is
+// also re-read and reported every progressEvery without news.
 func (s *Server) wait(ctx context.Context, req *sdk.CallToolRequest, c *caller, t *engine.Task, cursor uint64) (*engine.Task, error) {
 	// Close ends the wait (the engine's shutdown decides the task's fate).
 	ctx, stop := context.WithCancel(ctx)
@@ -43,35 +55,44 @@ func (s *Server) wait(ctx context.Context, req *sdk.CallToolRequest, c *caller, 
 	defer context.AfterFunc(s.closed, stop)()
 	defer s.opts.Engine.Follow(t.ID)()
 	log := s.opts.Engine.Events()
-	p := progress{req: req}
+	p := progress{req: req, taskID: t.ID}
 	lane := t.Spec.Lane
 	if lane == "" {
 		lane = "main"
 	}
 	var buf []engine.Event
 	for !ended(t.State) {
-		p.report(ctx, s.describe(ctx, t, lane))
+		p.report(ctx, t, s.describe(ctx, t, lane))
 		placed := time.Now() // when t.Position was last computed
 		own, moved := false, false
 		for !own {
-			wctx, stop := ctx, context.CancelFunc(nil)
+			// Wake up to report the new place once positionEvery has
+			// passed since the last, when the queue moved, and to report
+			// anyway every progressEvery; the task's own news may come
+			// first.
+			var wake time.Time
 			if moved {
-				// The queue moved: report the new place once positionEvery
-				// has passed since the last, unless the task's own news
-				// comes first.
-				d := positionEvery - time.Since(placed)
-				if d <= 0 {
+				wake = placed.Add(positionEvery)
+			}
+			if p.wanted() {
+				if beat := p.sent.Add(progressEvery); wake.IsZero() || beat.Before(wake) {
+					wake = beat
+				}
+			}
+			wctx, stop := ctx, context.CancelFunc(nil)
+			if !wake.IsZero() {
+				if !time.Now().Before(wake) {
 					break
 				}
-				wctx, stop = context.WithTimeout(ctx, d)
+				wctx, stop = context.WithDeadline(ctx, wake)
 			}
 			err := log.Wait(wctx, cursor)
 			if stop != nil {
 				stop()
 			}
 			if err != nil {
-				if moved && ctx.Err() == nil {
-					break // time to recompute the place
+				if !wake.IsZero() && ctx.Err() == nil {
+					break // time to recompute the place, or to report anyway
 				}
 				if s.isClosing() {
 					return nil, &engine.Error{Code: engine.CodeUnavailable, Retryable: true,
@@ -165,42 +186,66 @@ func (s *Server) cancel(ctx context.Context, c *caller, id string) (*engine.Task
 	}
 	cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer stop()
-	reason := cancelReason
+	reason, tool := cancelReason, "cancel (client)"
+	if errors.Is(context.Cause(ctx), errSessionClosed) {
+		// The client terminated the MCP session (DELETE): terminate.go.
+		reason, tool = sessionClosedReason, "cancel (session closed)"
+	}
 	_, err := s.opts.Mutations.CancelTask(c.ctx(cctx), id, &reason)
 	if err != nil && !engine.IsCode(err, engine.CodeConflict) {
 		s.log.Warn("cancelling the task of a cancelled call", "task", id, "error", err)
 	}
-	s.record(c, "cancel (client)", id, err)
+	s.record(c, tool, id, err)
 	t, err := s.opts.Engine.CommittedTask(cctx, id)
 	if err != nil || !ended(t.State) {
-		return nil, &callCancelled{taskID: id}
+		return nil, &callCancelled{taskID: id, reason: reason}
 	}
 	return t, nil
 }
 
 // callCancelled is the error of a call the client cancelled whose task
 // could not be read back.
-type callCancelled struct{ taskID string }
+type callCancelled struct{ taskID, reason string }
 
-func (e *callCancelled) Error() string { return "task " + e.taskID + " " + cancelReason }
+func (e *callCancelled) Error() string { return "task " + e.taskID + " " + e.reason }
 
 // progress sends a call's progress notifications, when the client asked
-// for them (a progress token), each one only when the news changed.
+// for them (a progress token): when the news changed, and at least every
+// progressEvery. Each names the task ("task 01J…: running on instance local
+// (attempt 1), 30 s"), so that a client that loses the call can find the
+// task (get_task, list_tasks); the time is how long the task has been in
+// that state (as the call saw it), once it is a second or more. The
+// progress value counts the notifications.
 type progress struct {
-	req  *sdk.CallToolRequest
-	n    float64
-	last string
+	req    *sdk.CallToolRequest
+	taskID string
+	n      float64
+	last   string    // the news last sent
+	sent   time.Time // when
+	state  string    // the state (and attempt) last seen
+	since  time.Time // since when
 }
 
 // wanted reports whether the client asked for progress notifications.
 func (p *progress) wanted() bool { return p.req.Params.GetProgressToken() != nil }
 
-func (p *progress) report(ctx context.Context, msg string) {
+func (p *progress) report(ctx context.Context, t *engine.Task, news string) {
 	tok := p.req.Params.GetProgressToken()
-	if tok == nil || msg == p.last {
+	if tok == nil {
 		return
 	}
-	p.last = msg
+	now := time.Now()
+	if st := fmt.Sprintf("%s/%d", t.State, len(t.Attempts)); st != p.state {
+		p.state, p.since = st, now
+	}
+	if news == p.last && now.Sub(p.sent) < progressEvery {
+		return
+	}
+	p.last, p.sent = news, now
 	p.n++
+	msg := "task " + p.taskID + ": " + news
+	if d := now.Sub(p.since); d >= time.Second {
+		msg += fmt.Sprintf(", %d s", int(d.Seconds()))
+	}
 	_ = p.req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: p.n, Message: msg})
 }
