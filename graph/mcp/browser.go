@@ -279,9 +279,9 @@ func (s *Server) addBrowserTool(bt browserTool) error {
 	tool := &sdk.Tool{Name: bt.name, Title: bt.title, Description: bt.desc, InputSchema: bt.inputSchema(),
 		OutputSchema: outputSchema(),
 		Annotations:  &sdk.ToolAnnotations{Title: bt.title, ReadOnlyHint: bt.readOnly, OpenWorldHint: new(true)}}
-	return addTool(s.mcp, tool, func(ctx context.Context, req *sdk.CallToolRequest, a Args) (*sdk.CallToolResult, *Output, error) {
+	return addAuditedTool(s.mcp, tool, func(ctx context.Context, req *sdk.CallToolRequest, a Args) (*sdk.CallToolResult, *Output, error) {
 		return s.callBrowser(ctx, req, &bt, &a)
-	}, failure)
+	}, failure, s.refusedCall(bt.name))
 }
 
 // callBrowser runs a browser tool: checks, submits, waits, answers.
@@ -295,6 +295,7 @@ func (s *Server) callBrowser(ctx context.Context, req *sdk.CallToolRequest, bt *
 		err = checkSelector("selector", sel)
 	}
 	if err != nil {
+		s.record(c, bt.name, "", err) // refused before submission: audited as submitTask's refusals are
 		return failure(err)
 	}
 	session := c.session

@@ -28,6 +28,13 @@ type toolHandler[In, Out any] func(ctx context.Context, req *sdk.CallToolRequest
 // nothing is submitted). fail answers an error (failure, for the tools
 // whose structured content is an Output).
 func addTool[In, Out any](srv *sdk.Server, t *sdk.Tool, h toolHandler[In, Out], fail toolHandlerErr[Out]) error {
+	return addAuditedTool(srv, t, h, fail, nil)
+}
+
+// addAuditedTool is addTool for a tool that submits or cancels: refused
+// (when not nil) audits a call whose arguments do not fit the schema, as
+// the handler audits its own refusals (Server.refusedCall).
+func addAuditedTool[In, Out any](srv *sdk.Server, t *sdk.Tool, h toolHandler[In, Out], fail toolHandlerErr[Out], refused func(*sdk.CallToolRequest, error)) error {
 	schema, _ := t.InputSchema.(*jsonschema.Schema)
 	if schema == nil {
 		s, err := jsonschema.For[In](nil)
@@ -44,6 +51,9 @@ func addTool[In, Out any](srv *sdk.Server, t *sdk.Tool, h toolHandler[In, Out], 
 	srv.AddTool(t, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		var in In
 		if err := checkArgs(schema, resolved, req.Params.Arguments, &in); err != nil {
+			if refused != nil {
+				refused(req, err)
+			}
 			res, out, _ := fail(err)
 			res.StructuredContent = out
 			return res, nil

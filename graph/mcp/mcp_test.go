@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,8 +10,10 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
@@ -327,6 +330,60 @@ func TestBadInputIsAClearMCPErrorAndSubmitsNothing(t *testing.T) {
 
 	require.Empty(t, b.tasks(t), "nothing was submitted")
 	require.Zero(t, b.eng.Stats(context.Background()).Submitted)
+}
+
+// lockedBuffer is a log's output that a test reads while the server writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestACallRefusedBeforeSubmissionIsAudited: a browser tool call refused
+// for its arguments (a schema violation, a bad selector, not a URL) is
+// audited with its outcome, as a refused submit_task is; so are
+// submit_task's and cancel_task's own refusals.
+func TestACallRefusedBeforeSubmissionIsAudited(t *testing.T) {
+	t.Parallel()
+	var log lockedBuffer
+	b := setup(t, options{auto: true, audit: hclog.New(&hclog.LoggerOptions{Output: &log, Level: hclog.Info})})
+	c := b.connect(t, "auditor", "", "")
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"click", map[string]any{}},                              // schema: selector missing
+		{"fill", map[string]any{"selector": "#name", "text": 5}}, // schema: a number
+		{"click", map[string]any{"selector": "xpath://[["}},      // a malformed selector
+		{"navigate", map[string]any{"url": "not a url"}},         // not a URL
+		{"submit_task", map[string]any{"priority": "URGENT"}},    // schema
+		{"submit_task", map[string]any{"action": map[string]any{"kind": "navigate", "params": map[string]any{"url": "file:///etc/hostname"}}}}, // the resolvers' check
+		{"cancel_task", map[string]any{}}, // schema: id missing
+	} {
+		res := c.call(t, tc.tool, tc.args)
+		require.Equal(t, "INVALID_INPUT", errorOf(t, res)["code"], "%s %v", tc.tool, tc.args)
+	}
+	require.Empty(t, b.tasks(t), "nothing was submitted")
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	want := []string{"click", "fill", "click", "navigate", "submit_task", "submit_task", "cancel_task"}
+	require.Len(t, lines, len(want), log.String())
+	for i, tool := range want {
+		require.Contains(t, lines[i], "mcp: token=", lines[i])
+		require.Contains(t, lines[i], "agent=auditor", lines[i])
+		require.Contains(t, lines[i], "tool="+tool+" ", lines[i])
+		require.Contains(t, lines[i], "outcome=INVALID_INPUT", lines[i])
+	}
 }
 
 func TestTheTokensRateOfMutationsIsSharedWithGraphQL(t *testing.T) {

@@ -169,9 +169,9 @@ func (s *Server) addTools() error {
 	submitSchema.Properties["priority"].Enum = []any{"CRITICAL", "HIGH", "NORMAL", "LOW"}
 	submitSchema.Properties["queueMode"].Enum = []any{"ENQUEUE", "INTERRUPT"}
 	submitSchema.Properties["exhausted"].Enum = []any{"PARK", "FAIL"}
-	if err := addTool(s.mcp, &sdk.Tool{Name: "submit_task", Title: "Submit a task",
+	if err := addAuditedTool(s.mcp, &sdk.Tool{Name: "submit_task", Title: "Submit a task",
 		Description: `Submit any task without waiting for it (GraphQL's SubmitTaskInput); returns its id at once. Follow it with get_task or the resource switchyard://tasks/{id}. Example: {"action": {"kind": "navigate", "params": {"url": "https://example.com"}}, "sessionKey": "research-1", "idempotencyKey": "step-1"}.`,
-		InputSchema: submitSchema, OutputSchema: outputSchema(), Annotations: open("Submit a task", false, false)}, s.submitTask, failure); err != nil {
+		InputSchema: submitSchema, OutputSchema: outputSchema(), Annotations: open("Submit a task", false, false)}, s.submitTask, failure, s.refusedCall("submit_task")); err != nil {
 		return err
 	}
 	if err := addTool(s.mcp, &sdk.Tool{Name: "get_task", Title: "Read a task",
@@ -184,9 +184,9 @@ func (s *Server) addTools() error {
 		OutputSchema: listSchema.CloneSchemas(), Annotations: open("List my tasks", true, false)}, s.listTasks, listFailure); err != nil {
 		return err
 	}
-	if err := addTool(s.mcp, &sdk.Tool{Name: "cancel_task", Title: "Cancel a task",
+	if err := addAuditedTool(s.mcp, &sdk.Tool{Name: "cancel_task", Title: "Cancel a task",
 		Description:  `Cancel a task of yours (queued, waiting or running). Example: {"id": "01J…", "reason": "no longer needed"}.`,
-		OutputSchema: outputSchema(), Annotations: open("Cancel a task", false, true)}, s.cancelTask, failure); err != nil {
+		OutputSchema: outputSchema(), Annotations: open("Cancel a task", false, true)}, s.cancelTask, failure, s.refusedCall("cancel_task")); err != nil {
 		return err
 	}
 	if err := addTool(s.mcp, &sdk.Tool{Name: "open_session", Title: "Open a fresh browser session",
@@ -209,6 +209,7 @@ func (s *Server) submitTask(ctx context.Context, req *sdk.CallToolRequest, in Su
 	}
 	gin, err := s.graphInput(c, &in)
 	if err != nil {
+		s.record(c, "submit_task", "", err)
 		return failure(err)
 	}
 	if err := s.allow(c, "Mutation", "submitTask"); err != nil {
@@ -388,10 +389,11 @@ func (s *Server) listTasks(ctx context.Context, req *sdk.CallToolRequest, in Lis
 
 func (s *Server) cancelTask(ctx context.Context, req *sdk.CallToolRequest, in CancelInput) (*sdk.CallToolResult, *Output, error) {
 	c, err := s.callerOf(req.Session, req.Extra, clientInfo(req.Session))
-	if err == nil {
-		err = s.allow(c, "Mutation", "cancelTask")
-	}
 	if err != nil {
+		return failure(err)
+	}
+	if err := s.allow(c, "Mutation", "cancelTask"); err != nil {
+		s.record(c, "cancel_task", in.ID, err)
 		return failure(err)
 	}
 	var reason *string

@@ -383,6 +383,16 @@ func (e *rateLimited) Error() string {
 	return fmt.Sprintf("%s is over its rate of mutations: retry in %s", auth.RateHolder(e.name), e.wait.Round(time.Millisecond))
 }
 
+// refusedCall audits a call of a mutating tool refused for its arguments,
+// before its handler ran (addAuditedTool).
+func (s *Server) refusedCall(tool string) func(*sdk.CallToolRequest, error) {
+	return func(req *sdk.CallToolRequest, err error) {
+		if c, cerr := s.callerOf(req.Session, req.Extra, clientInfo(req.Session)); cerr == nil {
+			s.record(c, tool, "", err)
+		}
+	}
+}
+
 // record writes the audit line of a mutating call.
 func (s *Server) record(c *caller, tool, taskID string, err error) {
 	outcome := "ok"

@@ -43,6 +43,8 @@ type options struct {
 	auto     bool // the test executor succeeds at once
 	// allowedOrigins are the server's api.allowedOrigins.
 	allowedOrigins []string
+	// audit receives the audit log (default: the test's log).
+	audit hclog.Logger
 	// registry, with executor, is its instance registry (the engine's tab
 	// locator, told of the engine's bindings).
 	registry *executor.Registry
@@ -88,7 +90,7 @@ func setup(t *testing.T, o options) *bundle {
 	}
 	srv, err := server.New(server.Options{Engine: eng, Artifacts: o.arts, Auth: authn, Version: "test", Limits: o.limits,
 		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: testWriter{t}}), MCP: server.MCPOptions{Lane: o.lane},
-		AllowedOrigins: o.allowedOrigins})
+		AllowedOrigins: o.allowedOrigins, AuditLogger: o.audit})
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
