@@ -461,3 +461,26 @@ func TestTheTextOfAPageIsBoundedByMaxChars(t *testing.T) {
 	require.Error(t, o.Err)
 	require.ErrorContains(t, o.Err, "params.maxChars must be an integer within 1..1000000")
 }
+
+// TestErrorsOnTheBuiltInChromiumSaySo: an instance's error names the kind
+// of instance the task ran on — "chromium click (POST …)" on the built-in
+// Chromium, not "pinchtab click" (PinchTab's own are in
+// TestPinchTabsErrorCodesAndFlagClassify).
+func TestErrorsOnTheBuiltInChromiumSaySo(t *testing.T) {
+	t.Parallel()
+	url := testSite(t)
+	inst := startChromium(t)
+	bn := setup(t, executor.Options{}, executor.InstanceConfig{ID: "local", URL: inst.URL(), Token: inst.Token()})
+	s := &session{key: "errors"}
+	ctx := context.Background()
+	require.NoError(t, s.run(ctx, bn.exec, "local", action("navigate", "", `{"url":"`+url+`"}`)).Err)
+
+	o := s.run(ctx, bn.exec, "local", action("click", "#nope", ""))
+	require.Error(t, o.Err)
+	require.Contains(t, o.Err.Error(), "chromium click (POST /tabs/"+s.tab+"/action): 404 Not Found [element_not_found]")
+	require.NotContains(t, o.Err.Error(), "pinchtab")
+
+	o = s.run(ctx, bn.exec, "local", action("wait", "", `{"selector":"#never","timeout":100}`))
+	require.Error(t, o.Err)
+	require.Contains(t, o.Err.Error(), "chromium wait (POST /tabs/"+s.tab+"/wait): the condition was not met")
+}

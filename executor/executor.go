@@ -283,6 +283,16 @@ type target struct {
 	claimed  bool // takePooled already marked the (owned) tab busy
 }
 
+// attribute names the instance kind in an instance's error: "chromium
+// click (POST …)" on the built-in Chromium, "pinchtab click" on PinchTab
+// (pinchtab.Attribute).
+func attribute(err error, t target) error {
+	if t.client == nil {
+		return err
+	}
+	return pinchtab.Attribute(err, t.client.Name())
+}
+
 // runAction runs an action task: its tab first (TabTime), then the action
 // (ActionTime), each measured on its own.
 func (e *Executor) runAction(ctx context.Context, a Attempt, spec *engine.TaskSpec) (engine.Outcome, func()) {
@@ -296,7 +306,7 @@ func (e *Executor) runAction(ctx context.Context, a Attempt, spec *engine.TaskSp
 		if errors.Is(err, ErrSessionLost) {
 			e.forgetReplay(sessionOf(spec))
 		}
-		return engine.Outcome{Err: err, InstanceID: t.instance, TabID: t.tab, TabTime: tabTime}, nil
+		return engine.Outcome{Err: attribute(err, t), InstanceID: t.instance, TabID: t.tab, TabTime: tabTime}, nil
 	}
 	o, after := e.runIn(ctx, a, spec, t, tabTime)
 	for n := 0; errors.Is(o.Err, errPooledTabGone) && n < maxStalePooledTabs && ctx.Err() == nil; n++ {
@@ -326,7 +336,7 @@ func (e *Executor) runIn(ctx context.Context, a Attempt, spec *engine.TaskSpec, 
 		err := e.blankPooled(ctx, t)
 		tabTime += time.Since(t0)
 		if err != nil {
-			return engine.Outcome{Err: err, InstanceID: t.instance, TabTime: tabTime}, nil
+			return engine.Outcome{Err: attribute(err, t), InstanceID: t.instance, TabTime: tabTime}, nil
 		}
 	}
 	a.Started(t.instance, t.tab)
@@ -338,6 +348,7 @@ func (e *Executor) runIn(ctx context.Context, a Attempt, spec *engine.TaskSpec, 
 	actionTime := time.Since(t1)
 	err = endedBy(ctx, err)
 	if err != nil {
+		err = attribute(err, t)
 		e.recordNavigated(spec, !t.session, err)
 		return engine.Outcome{Err: e.explain(ctx, err, t), InstanceID: t.instance, TabID: t.tab, TabTime: tabTime, ActionTime: actionTime}, nil
 	}

@@ -176,6 +176,7 @@ func TestPinchTabsErrorCodesAndFlagClassify(t *testing.T) {
 		o = run(action("click", "#missing", ""))
 		require.Equal(t, policy.ClassPermanent, engine.ClassOf(o.Err))
 		require.Equal(t, 400, o.HTTPStatus)
+		require.Contains(t, o.Err.Error(), "pinchtab click (POST /tabs/"+tab+"/action)", "the error names the kind of instance")
 		// An unknown kind reaches /action and is refused without a code.
 		o = run(action("levitate", "#go", ""))
 		require.Equal(t, policy.ClassPermanent, engine.ClassOf(o.Err))

@@ -174,7 +174,7 @@ func (i *Instance) handleHealth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tabs, _ := i.listTabs(ctx)
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "tabs": len(tabs), "browser": v.Product})
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "tabs": len(tabs), "browser": v.Product, "implementation": pinchtab.Builtin})
 }
 
 // browserCtxFor returns a context with the browser of the instance and the

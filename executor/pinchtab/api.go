@@ -4,6 +4,7 @@
 package pinchtab
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -26,6 +27,8 @@ type Health struct {
 	Instances       int             `json:"instances,omitempty"`       // browsers behind a server
 	DefaultInstance *ServerInstance `json:"defaultInstance,omitempty"` // a server's first browser, when it has one
 	Reason          string          `json:"reason,omitempty"`          // why it is not ok
+	// Implementation is Builtin from Switchyard's built-in Chromium.
+	Implementation string `json:"implementation,omitempty"`
 }
 
 // Health asks the instance whether it is up. Any 2xx answer counts; the body is
@@ -37,6 +40,7 @@ func (c *Client) Health(ctx context.Context) (Health, error) {
 	}
 	var h Health
 	_ = json.Unmarshal(resp.Body, &h)
+	c.builtin.Store(h.Implementation == Builtin)
 	return h, nil
 }
 
@@ -212,14 +216,15 @@ const CodeWaitTimeout = "wait_timeout"
 // request went well, but what it waited for did not happen, and whatever
 // needed it would run on a page that is not ready.
 type WaitTimeoutError struct {
-	Path    string          // the request's path (/tabs/{id}/wait)
-	Status  int             // the instance's HTTP status, a 2xx: the request itself went well
-	Message string          // the instance's own text: its "error", or the start of its answer
-	Answer  json.RawMessage // the instance's whole answer
+	Instance string          // what the instance is, as Client.Name says; "" is "pinchtab"
+	Path     string          // the request's path (/tabs/{id}/wait)
+	Status   int             // the instance's HTTP status, a 2xx: the request itself went well
+	Message  string          // the instance's own text: its "error", or the start of its answer
+	Answer   json.RawMessage // the instance's whole answer
 }
 
 func (e *WaitTimeoutError) Error() string {
-	return "pinchtab wait (POST " + e.Path + "): the condition was not met within its timeout [" + CodeWaitTimeout + "]: " + e.Message
+	return cmp.Or(e.Instance, "pinchtab") + " wait (POST " + e.Path + "): the condition was not met within its timeout [" + CodeWaitTimeout + "]: " + e.Message
 }
 
 // ErrorCode returns CodeWaitTimeout (engine.ErrorCoder): a retry policy sees

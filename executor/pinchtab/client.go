@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,6 +34,23 @@ type Client struct {
 	bearer   string // "Bearer <token>", or "" when there is no token
 	hc       *http.Client
 	maxBytes int64
+	// builtin is set once the instance's /health said it is Switchyard's
+	// built-in Chromium (Health): its errors then name it (Name).
+	builtin atomic.Bool
+}
+
+// Builtin is the implementation the built-in Chromium instance names in
+// its /health answer ("implementation"), which tells it from PinchTab.
+const Builtin = "switchyard-chromium"
+
+// Name is what the client's errors call the instance: "chromium" once its
+// /health said it is Switchyard's built-in Chromium, else "pinchtab" (the
+// API it speaks).
+func (c *Client) Name() string {
+	if c.builtin.Load() {
+		return "chromium"
+	}
+	return "pinchtab"
 }
 
 // Option configures a Client.

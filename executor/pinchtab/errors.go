@@ -21,13 +21,16 @@ const maxErrorBody = 64 << 10
 // Error is a failed request to an instance. Status is 0 when no response
 // arrived (a network failure, a timeout, a cancellation).
 type Error struct {
-	Op      string // what the client was doing: "action", "navigate", …
-	Method  string
-	Path    string
-	Status  int    // the HTTP status, or 0
-	Code    string // the instance's error code ("tab_not_found"), if it gave one
-	Message string // the instance's error message, if it gave one
-	Err     error  // the underlying failure, for Status 0
+	// Instance is what the instance is, as Client.Name says ("chromium",
+	// "pinchtab"); "" is "pinchtab". Attribute sets it.
+	Instance string
+	Op       string // what the client was doing: "action", "navigate", …
+	Method   string
+	Path     string
+	Status   int    // the HTTP status, or 0
+	Code     string // the instance's error code ("tab_not_found"), if it gave one
+	Message  string // the instance's error message, if it gave one
+	Err      error  // the underlying failure, for Status 0
 
 	// RetryableFlag is the instance's own "retryable": true. PinchTab sets it
 	// only when a retry can help; a body with a code and without the flag
@@ -55,6 +58,22 @@ func (e *Error) AsInstanceFault() *Error {
 	return &c
 }
 
+// Attribute names the instance an error came from (Client.Name: the
+// built-in Chromium's errors say "chromium click (POST …)", not
+// "pinchtab click"), on the *Error or *WaitTimeoutError in err that names
+// none yet. It returns err.
+func Attribute(err error, name string) error {
+	var pe *Error
+	if errors.As(err, &pe) && pe.Instance == "" {
+		pe.Instance = name
+	}
+	var we *WaitTimeoutError
+	if errors.As(err, &we) && we.Instance == "" {
+		we.Instance = name
+	}
+	return err
+}
+
 // malformed returns the *Error for a 2xx answer the client cannot use.
 func malformed(op, method, path string, status int, msg string, err error) *Error {
 	return &Error{Op: op, Method: method, Path: path, Status: status, Message: msg, Err: err, Malformed: true}
@@ -62,7 +81,8 @@ func malformed(op, method, path string, status int, msg string, err error) *Erro
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	b.WriteString("pinchtab ")
+	b.WriteString(cmp.Or(e.Instance, "pinchtab"))
+	b.WriteByte(' ')
 	b.WriteString(e.Op)
 	b.WriteString(" (")
 	b.WriteString(e.Method)
