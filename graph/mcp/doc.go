@@ -23,7 +23,8 @@
 // uncheck, scroll, text, snapshot, screenshot, evaluate, and back, forward,
 // reload and wait where the instances serve them) each submit one
 // task under the caller's agent and browser session, wait for it to end and
-// return its result: text for text and snapshot results, an image for
+// return its result: text for text (at most maxChars characters, default
+// 100,000: a text cut short says so) and snapshot results, an image for
 // screenshots, and for a task that fails an error result (isError) whose
 // structured content carries the task's state, error class, HTTP status and
 // the instance's own error code. Their tasks are submitted with exhausted
@@ -60,7 +61,9 @@
 // With tokens, the bearer token decides the role and, for agent tokens, the
 // agent. Admin and operator tokens, and every caller when authentication is
 // off (loopback only), name their agent in the X-Switchyard-Agent header,
-// else the MCP client's name (clientInfo.name) is the agent.
+// else the MCP client's name (clientInfo.name) is the agent. A browser on
+// another origin is refused (403, net/http's cross-origin protection)
+// unless its origin is one of Options.AllowedOrigins (origin.go).
 //
 // # Errors
 //
@@ -70,5 +73,7 @@
 // argument), an invalid selector, a refusal (FORBIDDEN, RATE_LIMITED,
 // QUEUE_FULL, …) and a task that fails are tool errors (isError results the
 // model can read and act on), with the API's error code in the structured
-// content. Nothing is submitted for a call refused before submission.
+// content. Nothing is submitted for a call refused before submission, and
+// each such refusal of a tool that submits or cancels is audited, as its
+// calls that get a task are (addAuditedTool).
 package mcp
