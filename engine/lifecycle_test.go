@@ -707,6 +707,58 @@ func TestARetryPolicysEarlyParkOrFailNamesThePolicy(t *testing.T) {
 	require.Equal(t, "failed by retry policy quitter: captcha", h.Get(quit.ID).Reason)
 }
 
+// The attempt budget is the engine's: a retry policy that retries every
+// failure at once is obeyed within the task's budget (its own maxAttempts,
+// else its lane's, else the default of 4), and no attempt past it is
+// started; the task becomes what its exhausted setting says, with a reason
+// that says the budget was spent and that the policy asked for more.
+func TestARetryPolicyCannotRetryPastTheAttemptBudget(t *testing.T) {
+	t.Parallel()
+	cfg := engine.Config{Lanes: []engine.LaneConfig{
+		{Name: "main", MaxInFlight: 4},
+		{Name: "three", MaxInFlight: 4, Retry: engine.RetryPolicy{MaxAttempts: 3}, Exhausted: engine.ExhaustedFail},
+	}}
+	h := enginetest.New(t, &cfg)
+	require.NoError(t, h.SetRetry("", "forever", retryAnswer(policy.ActionRetry)))
+	// failUntilSettled fails every attempt of id with err until it stops
+	// being retried, and returns the task; more attempts than any budget
+	// fail the test.
+	failUntilSettled := func(id string, err error) *engine.Task {
+		t.Helper()
+		for range 101 {
+			if h.Exec.Run(id) == nil {
+				return h.Get(id)
+			}
+			require.NoError(t, h.Exec.Fail(id, err))
+		}
+		t.Fatalf("%s: still retried after 101 attempts", id)
+		return nil
+	}
+
+	lane := failUntilSettled(h.Submit(enginetest.Spec("a").Lane("three").Obj()).ID, engine.Transient(errors.New("no such element")))
+	require.Len(t, lane.Attempts, 3, "the lane's maxAttempts is the ceiling: %s %q", lane.State, lane.Reason)
+	require.Equal(t, engine.StateFailed, lane.State, "the lane's exhausted tasks fail")
+	require.Equal(t, "retry budget spent (3 attempts), though retry policy forever asked for another: no such element", lane.Reason)
+
+	once := failUntilSettled(h.Submit(enginetest.Spec("b").Lane("three").Retry(engine.RetryPolicy{MaxAttempts: 1}).Obj()).ID,
+		engine.Transient(errors.New("interrupted")))
+	require.Len(t, once.Attempts, 1, "a task's own maxAttempts: 1 is at most once, whatever the policy says")
+	require.Equal(t, engine.StateFailed, once.State)
+
+	def := failUntilSettled(h.Submit(enginetest.Spec("c").Obj()).ID, engine.Permanent(errors.New("404")))
+	require.Len(t, def.Attempts, engine.DefaultRetryPolicy().MaxAttempts, "a lane without a retry policy has the default budget")
+	require.Equal(t, engine.StateParked, def.State, "the default exhausted setting parks")
+	require.Equal(t, "retry budget spent (4 attempts), though retry policy forever asked for another: 404", def.Reason)
+
+	// An operator's reset gives the task a new budget, which the policy
+	// spends as before.
+	_, err := h.Reset(context.Background(), def.ID)
+	require.NoError(t, err)
+	def = failUntilSettled(def.ID, engine.Transient(errors.New("502")))
+	require.Len(t, def.Attempts, 2*engine.DefaultRetryPolicy().MaxAttempts)
+	require.Equal(t, engine.StateParked, def.State)
+}
+
 // A batch's items labelled alike share the engine's copy of their labels;
 // items labelled otherwise keep their own, and none is the caller's map.
 func TestABatchKeepsOneCopyOfLabelsItsItemsShare(t *testing.T) {

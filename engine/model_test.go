@@ -62,6 +62,12 @@ package engine_test
 //   - a Pull answers: one that cannot make progress (a broken invariant)
 //     fails with an error, which fails the model, instead of looping for
 //     ever under the engine's lock;
+//   - the attempt budget is the engine's: in half the runs every lane's
+//     retry policy is one that retries every failure (at once or after a
+//     delay, deciding under the lock or outside it), and still no task has
+//     more attempts (since its last reset, but for those handed back) than
+//     its maxAttempts — its own, else its lane's; a task whose mode is
+//     "fail" still never parks;
 //   - at the end every task's state and reason are the model's: those of
 //     its last state event, or of the resumption of its lease.
 
@@ -504,6 +510,20 @@ func (f *modelFair) Stateless() bool { return true }
 func (f *modelFair) MayHold() bool   { return true }
 func (f *modelFair) Inline() bool    { return f.inline }
 
+// greedyRetry is the model's retry policy other than the native one: it
+// retries every failure, permanent or not, whatever the attempt, after
+// delayMs — a policy that ignores the budget it is given.
+type greedyRetry struct {
+	inline  bool
+	delayMs int64
+}
+
+func (g greedyRetry) Decide(policy.Failure) policy.Decision {
+	return policy.Decision{Action: policy.ActionRetry, DelayMs: g.delayMs}
+}
+
+func (g greedyRetry) Inline() bool { return g.inline }
+
 // mLease is a lease the model's workers were given.
 type mLease struct {
 	run  *engine.Run
@@ -603,6 +623,36 @@ func runModel(t *testing.T, seed uint64) {
 		setPolicy("model", fair)
 		m.holdOK = false
 	}
+	// The retry policy: the native one, or one that retries every failure
+	// (greedyRetry), which a restart sets again.
+	var greedy *greedyRetry
+	if r.IntN(2) == 0 {
+		greedy = &greedyRetry{inline: r.IntN(2) == 0, delayMs: int64(r.IntN(2)) * 1000}
+		require.NoError(t, h.SetRetry("", "greedy", *greedy))
+	}
+	// checkBudgets checks that no task has started an attempt past its
+	// budget: its attempts since its last reset, but for those handed back
+	// (and those that ended in an instance fault, which the model makes
+	// none of), are at most its maxAttempts.
+	checkBudgets := func() {
+		t.Helper()
+		for id := range m.tasks {
+			tk := h.Get(id)
+			budget := engine.DefaultRetryPolicy().MaxAttempts // the model's lanes have no retry policy of their own
+			if tk.Spec.Retry != nil {
+				budget = tk.Spec.Retry.MaxAttempts
+			}
+			n := 0
+			for _, a := range tk.Attempts[min(tk.ResetAt, len(tk.Attempts)):] {
+				if !strings.HasPrefix(a.Error, "released: ") && !a.InstanceFault {
+					n++
+				}
+			}
+			if n > budget {
+				m.fail("%s: %d attempts counted against a budget of %d (retry policy greedy: %v); it is %s (%q)", id, n, budget, greedy != nil, tk.State, tk.Reason)
+			}
+		}
+	}
 	instances := map[string]engine.InstanceInfo{} // registered and not removed: a restart registers them again
 	var leases []*mLease
 	newest := map[string]*mLease{} // each task's newest lease
@@ -690,6 +740,7 @@ func runModel(t *testing.T, seed uint64) {
 		require.Len(t, h.Exec.Starts(), m.starts, "the executor started an attempt the model has no push dispatch for")
 		m.checkNothingHangs()
 		checkLeases()
+		checkBudgets()
 		return evs
 	}
 	pick := func(ids []string) string {
@@ -1065,6 +1116,9 @@ func runModel(t *testing.T, seed uint64) {
 		if policyName != "" {
 			setPolicy(policyName, policyImpl)
 			m.holdOK = false
+		}
+		if greedy != nil {
+			require.NoError(t, h.SetRetry("", "greedy", *greedy))
 		}
 		sync()
 	}

@@ -274,6 +274,19 @@ func (c *core) failAttemptLocked(t *task, class policy.ErrorClass, status int, c
 	if fellBack != "" {
 		decider = "the native fallback of retry policy " + by + " (" + by + " did not decide: " + fellBack + ")"
 	}
+	if dec.Action == policy.ActionRetry && spent {
+		// The budget is the engine's to keep, whatever the policy says:
+		// the policy chooses whether and when to retry within it, and an
+		// attempt past it is never started. The task becomes what its
+		// exhausted setting says, as it would had the policy parked it.
+		why := "retry budget spent (" + itoa(t.budget()) + " attempts), though " + decider + " asked for another: "
+		if t.exhausted() == ExhaustedFail {
+			c.setState(t, StateFailed, why+msg)
+			return
+		}
+		c.setState(t, StateParked, why+msg)
+		return
+	}
 	switch dec.Action {
 	case policy.ActionRetry:
 		o.prevDelay = dec.DelayMs
@@ -329,6 +342,15 @@ func (t *task) instanceFaults() int {
 	return n
 }
 
+// budget is t's attempt budget (RetryPolicy.MaxAttempts, the first attempt
+// included): its own retry policy's, else its lane's.
+func (t *task) budget() int {
+	if t.spec.Retry != nil {
+		return t.spec.Retry.MaxAttempts
+	}
+	return t.lane.cfg.Retry.MaxAttempts
+}
+
 // exhausted is what t becomes when its retry budget is spent: its own
 // choice, else its lane's.
 func (t *task) exhausted() Exhausted {
@@ -355,7 +377,8 @@ func (c *core) forgivenLocked(instanceFault bool, class policy.ErrorClass, fault
 // (policy.ExplainedRetry: a plugin that faulted or is quarantined). spent
 // reports whether the attempt was the last of the task's budget, so that a
 // park or a failure the policy chose earlier is recorded as its choice,
-// not as a spent budget.
+// not as a spent budget. A retry once the budget is spent is the policy's
+// answer still: failAttemptLocked refuses it.
 func (c *core) decideRetryLocked(t *task, class policy.ErrorClass, status int, code string, now time.Time, ahead *retryAhead) (dec policy.Decision, by, fellBack string, spent bool) {
 	f := c.failureLocked(t, class, status, now, t.instanceFaults())
 	by = t.lane.retry.name
