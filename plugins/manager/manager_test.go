@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -470,4 +471,46 @@ func TestAStoredPluginWhoseSmokeDecisionFaultsIsRestoredDisabled(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"quiet": true}`, string(got.Config))
 	require.Equal(t, host.StateActive, got.Stats.State)
+}
+
+// A WebAssembly retry plugin that answers "retry at once" to every failure
+// is obeyed within the task's budget and no further: on a lane with
+// maxAttempts 3 whose exhausted tasks fail, the task fails after its third
+// attempt, its reason naming the plugin that asked for more; a task of
+// its own maxAttempts 1 runs once.
+func TestARetryPluginCannotRetryPastTheBudget(t *testing.T) {
+	t.Parallel()
+	cfg := engine.Config{Lanes: []engine.LaneConfig{
+		{Name: "main", MaxInFlight: 4},
+		{Name: "rf", MaxInFlight: 2, Retry: engine.RetryPolicy{MaxAttempts: 3}, Exhausted: engine.ExhaustedFail},
+	}}
+	h := enginetest.New(t, &cfg)
+	m := newManager(t, h.Engine, false)
+	ctx := context.Background()
+	_, err := m.Load(ctx, "rforever", plugintest.RetryAnswer(1), nil)
+	require.NoError(t, err)
+	require.NoError(t, m.SetPolicy(ctx, policy.SlotRetry, "rf", "rforever"))
+	run := func(spec engine.TaskSpec) *engine.Task {
+		t.Helper()
+		id := h.Submit(spec).ID
+		for range 101 {
+			if h.Exec.Run(id) == nil {
+				return h.Get(id)
+			}
+			require.NoError(t, h.Exec.Fail(id, engine.Transient(errors.New("element not found"))))
+		}
+		t.Fatalf("%s: still retried after 101 attempts", id)
+		return nil
+	}
+	got := run(enginetest.Spec("rf").Lane("rf").Obj())
+	require.Len(t, got.Attempts, 3)
+	require.Equal(t, engine.StateFailed, got.State)
+	require.Equal(t, "retry budget spent (3 attempts), though retry policy rforever asked for another: element not found", got.Reason)
+
+	got = run(enginetest.Spec("once").Lane("rf").Retry(engine.RetryPolicy{MaxAttempts: 1}).Obj())
+	require.Len(t, got.Attempts, 1, "maxAttempts 1 is at most once")
+	require.Equal(t, engine.StateFailed, got.State)
+	info, err := m.Get(ctx, "rforever")
+	require.NoError(t, err)
+	require.Equal(t, uint64(4), info.Stats.Calls, "the plugin was asked about each failure, the last of each budget included")
 }
