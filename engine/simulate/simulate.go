@@ -420,8 +420,8 @@ func Run(ctx context.Context, subs []Submission, opts Options) (*Report, error) 
 	advance := func(t time.Time) error {
 		for clk.Step(t) {
 			if steps++; steps > maxSteps {
-				return fmt.Errorf("%w: %d scheduled calls run by %s of simulated time (the bound is %d)",
-					ErrLimit, maxSteps, clk.Now().Sub(start), maxSteps)
+				return fmt.Errorf("%w: %d scheduled calls run by %s of simulated time (the bound is %d); %s",
+					ErrLimit, maxSteps, clk.Now().Sub(start), maxSteps, d.progress(len(subs)))
 			}
 			if steps%1024 == 0 {
 				if err := ctx.Err(); err != nil {
@@ -510,6 +510,44 @@ func (d *driver) take() {
 	for _, t := range b.Tasks {
 		d.tasks[t.ID] = t
 	}
+}
+
+// progress says, for a replay stopped at its bound of scheduled calls,
+// what the calls went on: how many of the workload's tasks had ended,
+// the attempts started and how many of them were retries, and the task
+// retried most. When retries are most of the attempts it says that tasks
+// keep being retried, for the retry policy is then what to look at (the
+// engine bounds each task's attempts by its budget, but a budget of up to
+// 100 over many tasks is a long replay); else the workload is too long
+// for the bound.
+func (d *driver) progress(tasks int) string {
+	d.take()
+	ended, attempts, retries := 0, 0, 0
+	most, mostID := 0, ""
+	for _, id := range slices.Sorted(maps.Keys(d.tasks)) {
+		t := d.tasks[id]
+		if t.State.Terminal() || t.State == engine.StateParked {
+			ended++
+		}
+		attempts += len(t.Attempts)
+		if len(t.Attempts) > most {
+			most, mostID = len(t.Attempts), id
+		}
+	}
+	for _, ev := range d.events {
+		if ev.Type == engine.EventState && ev.From.InFlight() && (ev.To == engine.StateQueued || ev.To == engine.StateRetryWait) &&
+			!strings.HasPrefix(ev.Reason, "released") {
+			retries++
+		}
+	}
+	msg := fmt.Sprintf("by then %d of %d tasks had ended, after %d attempts, %d of them retries", ended, tasks, attempts, retries)
+	if most > 1 {
+		msg += fmt.Sprintf(" (task %s had %d attempts)", mostID, most)
+	}
+	if retries*2 > attempts {
+		return msg + ": tasks keep being retried; look at the retry policy's answers, or allow more calls"
+	}
+	return msg + ": the workload needs more scheduled calls than the bound allows"
 }
 
 // arm makes sure a clock call runs the core's timers when the earliest

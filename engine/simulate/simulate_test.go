@@ -150,6 +150,23 @@ func TestARunPastItsBoundsFailsWithErrLimit(t *testing.T) {
 	_, err := simulate.Run(context.Background(), subs, simulate.Options{MaxSteps: 50})
 	require.ErrorIs(t, err, simulate.ErrLimit)
 	require.ErrorContains(t, err, "scheduled calls")
+	require.ErrorContains(t, err, "the workload needs more scheduled calls than the bound allows")
+
+	// Tasks that keep failing under a policy that retries them at once:
+	// the error says so, rather than only that the bound was reached.
+	failing := make([]simulate.Submission, 20)
+	for i := range failing {
+		failing[i] = simulate.Submission{At: time.Duration(i) * time.Millisecond, Agent: "a", Duration: time.Second, Outcome: "transient"}
+	}
+	lanes := engine.DefaultLanes()
+	for i := range lanes {
+		lanes[i].Retry = engine.RetryPolicy{MaxAttempts: 100}
+	}
+	_, err = simulate.Run(context.Background(), failing, simulate.Options{MaxSteps: 300, Retry: retryNow{},
+		Config: engine.Config{Lanes: lanes}})
+	require.ErrorIs(t, err, simulate.ErrLimit)
+	require.ErrorContains(t, err, "by then 0 of 20 tasks had ended")
+	require.ErrorContains(t, err, "tasks keep being retried; look at the retry policy's answers")
 
 	long := []simulate.Submission{{Agent: "a", Duration: time.Hour}}
 	_, err = simulate.Run(context.Background(), long, simulate.Options{Horizon: time.Minute})
@@ -320,4 +337,11 @@ func TestAWorkloadsCodesAndAttemptsAreCheckedAndRoundTrip(t *testing.T) {
 	long := `{"atMs":0,"agent":"a","durationMs":1,"attempts":[` + strings.Repeat(`{"outcome":"ok"},`, simulate.MaxAttempts) + `{"outcome":"ok"}]}`
 	_, err = simulate.ReadWorkload(strings.NewReader(long))
 	require.ErrorContains(t, err, "attempts lists at most 64 attempts, got 65")
+}
+
+// retryNow is a retry policy that retries every failure at once.
+type retryNow struct{}
+
+func (retryNow) Decide(policy.Failure) policy.Decision {
+	return policy.Decision{Action: policy.ActionRetry}
 }

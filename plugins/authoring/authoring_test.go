@@ -19,6 +19,7 @@ import (
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/simulate"
+	"github.com/switchyard/switchyard/internal/plugintest"
 	"github.com/switchyard/switchyard/plugins/authoring"
 	"github.com/switchyard/switchyard/plugins/builtin"
 	"github.com/switchyard/switchyard/plugins/host"
@@ -90,8 +91,8 @@ func TestCheckPassesTheBuiltinsAndTheExamples(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, rep.Passed, "%s:\n%s", m.Name, rep)
 		checks := 6
-		if m.Slot == policy.SlotFairness {
-			checks = 7 // and holds
+		if m.Slot == policy.SlotFairness || m.Slot == policy.SlotRetry {
+			checks = 7 // and holds, or budget
 		}
 		require.Len(t, rep.Checks, checks)
 		require.Equal(t, m.Slot.String(), rep.Slot)
@@ -158,6 +159,24 @@ func TestCheckFindsEachMistake(t *testing.T) {
 			require.Contains(t, rep.String(), "FAIL large         2 decisions fell back to the built-in (faults: fuel 2); last fault: fuel: ran out of fuel")
 		}
 	}
+}
+
+// A retry module that answers "retry" at or past the attempt budget it is
+// given fails the budget check: the engine refuses such a retry, so the
+// module does not do what its author meant. One that parks there passes.
+func TestCheckFailsARetryPluginThatRetriesPastTheBudget(t *testing.T) {
+	t.Parallel()
+	rep, err := authoring.Check(context.Background(), plugintest.RetryAnswer(1), authoring.Options{Runtime: rt})
+	require.NoError(t, err)
+	require.False(t, rep.Passed, rep.String())
+	require.Equal(t, []string{authoring.CheckBudget}, failed(rep))
+	require.Contains(t, rep.String(), "FAIL budget        retried 60 of 60 failures at or past their attempt budget (the first at attempt 1 of max_attempts 1)")
+	require.Contains(t, rep.String(), "answer park (2) or fail (3) when attempt ≥ max_attempts")
+
+	rep, err = authoring.Check(context.Background(), plugintest.RetryAnswer(2), authoring.Options{Runtime: rt})
+	require.NoError(t, err)
+	require.True(t, rep.Passed, rep.String())
+	require.Contains(t, rep.String(), "ok   budget        none of 60 failures at or past their attempt budget retried")
 }
 
 func TestCheckReportsAModuleThatDoesNotLoad(t *testing.T) {

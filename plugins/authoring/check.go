@@ -27,6 +27,7 @@ const (
 	CheckLarge         = "large"         // as many candidates as the server offers (8 and 64 slots), or 1,000 tasks
 	CheckConfig        = "config"        // the configuration is accepted again, and a broken one refused
 	CheckHolds         = "holds"         // fairness only: a module that answers hold declares HOLDS
+	CheckBudget        = "budget"        // retry only: no retry answered at or past the attempt budget
 )
 
 // CheckReport is what Check found. It marshals to JSON for tools.
@@ -166,6 +167,14 @@ func Check(ctx context.Context, wasm []byte, opts Options) (*CheckReport, error)
 			err = faultsSince(a.plugin, before, rec)
 		}
 		add(CheckHolds, err, covered)
+	}
+	if a.retry != nil && ctx.Err() == nil {
+		before := a.plugin.Stats()
+		covered, err := budget(a)
+		if err == nil {
+			err = faultsSince(a.plugin, before, rec)
+		}
+		add(CheckBudget, err, covered)
 	}
 	if ctx.Err() == nil {
 		add(CheckConfig, config(ctx, a, opts.Config, rec), "the same document again; a broken one")
@@ -338,6 +347,44 @@ func holds(s *subject) (string, error) {
 	default:
 		return what + "; HOLDS is not declared (a stateful policy is asked about a single candidate anyway): declare it with sdk.Holds to say so", nil
 	}
+}
+
+// budgetChecks is how many failures at or past their attempt budget the
+// budget check decides on.
+const budgetChecks = 60
+
+// budget decides on failures whose attempt is the last of their budget
+// (attempt = max_attempts, budgets of 1 to 5) or past it (a budget lowered
+// since), transient and otherwise, and counts the retries. The budget is
+// the engine's: it starts no attempt past max_attempts, whatever the
+// policy answers, and parks or fails the task instead (its exhausted
+// setting). A module that answers retry there asks for what it will not
+// get — retry_decide ignoring max_attempts, as a policy that retries
+// forever does — so its author learns here, not from tasks parked in
+// production with "the policy asked for another".
+func budget(s *subject) (string, error) {
+	fs := failures(budgetChecks)
+	var retried int
+	var first *policy.Failure
+	for i := range fs {
+		f := &fs[i]
+		f.MaxAttempts = uint16(1 + i%5)
+		f.Attempt = f.MaxAttempts + uint16(i%3/2) // every third past it
+		if f.Attempt > 1 {
+			f.PrevDelayMs = 1000 << (f.Attempt - 2)
+		}
+		if decide(s.retry, *f).Action == policy.ActionRetry {
+			retried++
+			if first == nil {
+				first = f
+			}
+		}
+	}
+	if retried == 0 {
+		return fmt.Sprintf("none of %d failures at or past their attempt budget retried", budgetChecks), nil
+	}
+	return "", fmt.Errorf("retried %d of %d failures at or past their attempt budget (the first at attempt %d of max_attempts %d): the engine starts no attempt past max_attempts and parks or fails the task instead, as its exhausted setting says; answer park (2) or fail (3) when attempt ≥ max_attempts",
+		retried, budgetChecks, first.Attempt, first.MaxAttempts)
 }
 
 // varied makes n decisions over varied synthetic input (seeded); for
