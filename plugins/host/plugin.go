@@ -161,6 +161,12 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 	why := ""
 	if err := first.configure(p.config, 1); err != nil {
 		f := first.callFault(err)
+		if !restore && !f.unasked && f.kind != FaultRefused && p.configureFaults(ctx) {
+			// configure did not answer (it trapped, ran out of fuel or
+			// time) with no configuration given, or with none either:
+			// the module is at fault, not a configuration.
+			return fail(fmt.Errorf("%w: configure faulted under no configuration: %s: %s", ErrInvalid, f.kind, setupReason(f, p.rt.cfg.SetupFuel)))
+		}
 		if !restore || f.unasked {
 			return fail(p.configError(err))
 		}
@@ -227,6 +233,36 @@ func (p *Plugin) blame(ctx context.Context, se *SmokeError) error {
 		return se
 	}
 	return p.configError(se)
+}
+
+// configureFaults reports whether a configure call that faulted at load
+// is the module's fault: it had no configuration to blame, or
+// a fresh instance's configure faults under no configuration too. A
+// configure that answers an error code (FaultRefused) is not a fault: it
+// refuses the document, or, under none, asks for a configuration.
+func (p *Plugin) configureFaults(ctx context.Context) bool {
+	if emptyConfig(p.config) {
+		return true
+	}
+	bare, err := newInstance(ctx, p, phaseLoad)
+	if err != nil {
+		return false
+	}
+	defer bare.close()
+	if err := bare.configure(nil, 0); err != nil {
+		g := bare.callFault(err)
+		return !g.unasked && g.kind != FaultRefused
+	}
+	return false
+}
+
+// setupReason is f's reason for a call on the setup budget (a configure
+// call), whose fuel is SetupFuel, not the decisions' budget.
+func setupReason(f fault, setupFuel int64) string {
+	if f.kind == FaultBudget && strings.HasPrefix(f.reason, "ran out of fuel") {
+		return fmt.Sprintf("ran out of fuel (%d units of SetupFuel)", setupFuel)
+	}
+	return f.reason
 }
 
 // register adds a loaded plugin to the runtime, which closes it with

@@ -280,12 +280,12 @@ func (m *Manager) Load(ctx context.Context, name string, wasm, config []byte) (I
 	case len(wasm) == 0:
 		err = invalid("wasm", "the module is empty")
 	case len(wasm) > m.opts.MaxWasmBytes:
-		err = &engine.Error{Code: engine.CodeLimit, Field: "wasm", Message: fmt.Sprintf("the module is %d bytes; the limit is %d", len(wasm), m.opts.MaxWasmBytes)}
+		err = &engine.Error{Code: engine.CodeLimit, Field: "wasm", Message: fmt.Sprintf("the module is %d bytes; the limit is %d (plugins.maxWasmBytes)", len(wasm), m.opts.MaxWasmBytes)}
 	default:
 		info, err = m.load(ctx, name, wasm, config, now, false)
 	}
 	if err != nil {
-		reason := refusal(err)
+		reason := refusal(name, err)
 		// A refused module changes nothing, but an operator who uploaded
 		// it looks for it in the log: once, at WARN, beside the event.
 		m.log.Warn("a plugin was refused at load; nothing changed", "plugin", name, "reason", reason)
@@ -666,19 +666,25 @@ func laneOrAll(lane string) string {
 	return "lane " + lane
 }
 
-// refusal is a refused load's reason for its REFUSED event and log line:
-// the error's text without the "wasm: " of its input field, which names
-// the API argument the module came in and reads in a reason as part of
-// the cause. A configuration's refusal keeps its field ("config: …", or
-// the schema's path): that says which input was at fault.
-func refusal(err error) string {
+// refusal is the reason of a refused load of the plugin named name, for
+// its REFUSED event and log line: `load plugin "NAME": ` and the error's
+// text without the "wasm: " of its input field, which names the API
+// argument the module came in and reads in a reason as part of the cause.
+// A configuration's refusal keeps its field ("config: …", or the schema's
+// path): that says which input was at fault.
+func refusal(name string, err error) string {
+	msg := err.Error()
 	var ee *engine.Error
 	if errors.As(err, &ee) && ee.Field == "wasm" {
 		c := *ee
 		c.Field = ""
-		return c.Error()
+		msg = c.Error()
 	}
-	return err.Error()
+	prefix := fmt.Sprintf("load plugin %q: ", name)
+	if strings.HasPrefix(msg, prefix) {
+		return msg
+	}
+	return prefix + msg
 }
 
 func invalid(field, format string, args ...any) error {

@@ -279,6 +279,43 @@ func TestARefusedLoadIsLoggedOnceAtWarn(t *testing.T) {
 	require.Contains(t, lines[0], `invalid plugin`)
 }
 
+// A module whose configure faults with no configuration given is refused
+// as the module's fault (PLUGIN_INVALID on wasm), not as a configuration
+// refused; and every REFUSED event's reason starts with the load and the
+// plugin's name, a configuration's refusal and a size's included.
+func TestARefusedLoadsReasonNamesThePluginAndTheCulprit(t *testing.T) {
+	t.Parallel()
+	rt, err := host.New(host.Config{CacheDir: cacheDir(t)})
+	require.NoError(t, err)
+	m := manager.New(nil, rt, manager.Options{MaxWasmBytes: 4096})
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	events, stop := m.Subscribe(8)
+	defer stop()
+	ctx := context.Background()
+
+	_, err = m.Load(ctx, "h_configure_spin", plugintest.ConfigureSpins(), nil)
+	var ee *engine.Error
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, engine.CodePluginInvalid, ee.Code, "%v", err)
+	require.Equal(t, "wasm", ee.Field)
+	ev := refusedEvent(t, events)
+	require.Equal(t, manager.EventRefused, ev.Kind)
+	require.True(t, strings.HasPrefix(ev.Reason, `load plugin "h_configure_spin": invalid plugin: configure faulted under no configuration: fuel: ran out of fuel`), ev.Reason)
+
+	_, err = m.Load(ctx, "plain", plugintest.RetryAnswer(2), []byte(`{"mode": "fast"}`))
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, engine.CodeInvalidInput, ee.Code, "%v", err)
+	require.Equal(t, "config", ee.Field)
+	ev = refusedEvent(t, events)
+	require.True(t, strings.HasPrefix(ev.Reason, `load plugin "plain": config: the plugin refused it: `), ev.Reason)
+
+	_, err = m.Load(ctx, "big", plugintest.Padded(plugintest.RetryAnswer(2), 5000), nil)
+	require.True(t, engine.IsCode(err, engine.CodeLimit), "%v", err)
+	ev = refusedEvent(t, events)
+	require.True(t, strings.HasPrefix(ev.Reason, `load plugin "big": the module is `), ev.Reason)
+	require.Contains(t, ev.Reason, "the limit is 4096 (plugins.maxWasmBytes)")
+}
+
 // refusedEvent is the next event, failing the test if none comes: the
 // wait is a bound on a hang, not a measurement.
 func refusedEvent(t *testing.T, events <-chan manager.Event) manager.Event {

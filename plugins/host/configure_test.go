@@ -1,0 +1,42 @@
+package host_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/plugintest"
+	"github.com/switchyard/switchyard/plugins/host"
+)
+
+// A module whose configure faults (here it loops until it runs out of
+// fuel) with no configuration given is refused as the module's fault: an
+// error that is ErrInvalid and no *ConfigError, naming configure and the
+// setup budget it ran out of, since there is no configuration to blame.
+// Given a configuration, it is refused so too when a fresh instance's
+// configure faults under none: the configuration is not at fault either.
+func TestAConfigureThatFaultsUnderNoConfigurationIsTheModules(t *testing.T) {
+	t.Parallel()
+	rt := newRuntime(t, host.Config{})
+	ctx := context.Background()
+	for _, config := range [][]byte{nil, []byte(`{}`), []byte(`{"mode": "fast"}`)} {
+		_, err := rt.Load(ctx, "cspin", plugintest.ConfigureSpins(), config)
+		require.ErrorIs(t, err, host.ErrInvalid)
+		var ce *host.ConfigError
+		require.False(t, errors.As(err, &ce), "config %s: the configuration is not at fault: %v", config, err)
+		require.EqualError(t, err, `load plugin "cspin": invalid plugin: configure faulted under no configuration: fuel: ran out of fuel (20000000 units of SetupFuel)`, "config %s", config)
+	}
+}
+
+// A module with no configure export refuses a configuration, which is the
+// configuration's fault, as before.
+func TestAConfigurationAModuleWithoutConfigureRefusesIsTheConfigurations(t *testing.T) {
+	t.Parallel()
+	rt := newRuntime(t, host.Config{})
+	_, err := rt.Load(context.Background(), "plain", plugintest.RetryAnswer(2), []byte(`{"mode": "fast"}`))
+	var ce *host.ConfigError
+	require.ErrorAs(t, err, &ce)
+	require.Contains(t, err.Error(), "the plugin takes no configuration")
+}
