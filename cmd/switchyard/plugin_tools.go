@@ -181,19 +181,20 @@ func report(stdout io.Writer, asJSON bool, r fmt.Stringer) error {
 }
 
 func runPluginCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var candidates *int
+	var candidates, maxWasm *int
 	var fuel *int64
 	wasm, config, asJSON, fs, err := moduleArgs("check", args, stderr, func(fs *flag.FlagSet) {
 		candidates = fs.Int("candidates", authoring.DefaultCandidates, "queue heads offered to a fairness policy in the large check: your server's engine.fairnessCandidates")
 		fuel = fs.Int64("fuel", 0, "the budget of one decision: your server's plugins.decisionFuel (0: the default)")
+		maxWasm = fs.Int("max-wasm-bytes", authoring.DefaultMaxWasmBytes, "the largest module the server takes, for the size check: your server's plugins.maxWasmBytes")
 	})
 	if err != nil {
 		return err
 	}
-	if *candidates < 1 || *candidates > 1024 || *fuel < 0 {
-		return fmt.Errorf("%w: --candidates must be within 1..1024 and --fuel not negative", errUsage)
+	if *candidates < 1 || *candidates > 1024 || *fuel < 0 || *maxWasm < 1 {
+		return fmt.Errorf("%w: --candidates must be within 1..1024, --fuel not negative and --max-wasm-bytes positive", errUsage)
 	}
-	r, err := authoring.Check(ctx, wasm, authoring.Options{Name: moduleName(fs), Config: config, Candidates: *candidates, DecisionFuel: *fuel})
+	r, err := authoring.Check(ctx, wasm, authoring.Options{Name: moduleName(fs), Config: config, Candidates: *candidates, DecisionFuel: *fuel, MaxWasmBytes: *maxWasm})
 	if err != nil {
 		return err
 	}

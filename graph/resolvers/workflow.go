@@ -78,16 +78,26 @@ func (m *mutationResolver) LoadPlugin(ctx context.Context, in model.LoadPluginIn
 		return nil, invalid("input.name", "%q is not a plugin name (letters, digits, '-' and '_', at most 64)", in.Name)
 	}
 	// The cap applies before decoding: an oversized upload costs no more
-	// than the request body it came in.
+	// than the request body it came in. It is refused as a module over
+	// the cap is (a REFUSED event, a WARN line) where the backend can.
 	maxBytes := m.opts.Plugins.MaxWasmBytes()
+	var info manager.Info
+	var err error
 	if n := base64.StdEncoding.DecodedLen(len(in.WasmBase64)); n > maxBytes+2 {
-		return nil, limitError("input.wasmBase64", "the module is about %d bytes; the limit is %d (plugins.maxWasmBytes)", n, maxBytes)
+		if r, ok := m.opts.Plugins.(sizeRefuser); ok {
+			err = r.RefuseSize(ctx, in.Name, n)
+		}
+		if !engine.IsCode(err, engine.CodeLimit) { // not announced (a leader out of reach, say): refused all the same
+			return nil, limitError("input.wasmBase64", "the module is about %d bytes; the limit is %d (plugins.maxWasmBytes)", n, maxBytes)
+		}
+	} else {
+		var wasm []byte
+		wasm, err = base64.StdEncoding.DecodeString(in.WasmBase64)
+		if err != nil {
+			return nil, invalid("input.wasmBase64", "is not base64: %v", err)
+		}
+		info, err = m.opts.Plugins.Load(ctx, in.Name, wasm, in.Config)
 	}
-	wasm, err := base64.StdEncoding.DecodeString(in.WasmBase64)
-	if err != nil {
-		return nil, invalid("input.wasmBase64", "is not base64: %v", err)
-	}
-	info, err := m.opts.Plugins.Load(ctx, in.Name, wasm, in.Config)
 	var ee *engine.Error
 	if errors.As(err, &ee) && ee.Field == "wasm" {
 		cp := *ee // the manager's "wasm" is the module this input carries in base64
@@ -97,8 +107,14 @@ func (m *mutationResolver) LoadPlugin(ctx context.Context, in model.LoadPluginIn
 	if err != nil {
 		return nil, inField(err, "input")
 	}
-	m.log.Info("plugin loaded over the API", "plugin", in.Name, "slot", info.Slot, "bytes", len(wasm), "sha256", info.Hash)
+	m.log.Info("plugin loaded over the API", "plugin", in.Name, "slot", info.Slot, "bytes", info.Size, "sha256", info.Hash)
 	return &model.Plugin{I: info}, nil
+}
+
+// sizeRefuser is a plugin backend that announces an upload LoadPlugin
+// refused for its size before decoding it (manager.Manager.RefuseSize).
+type sizeRefuser interface {
+	RefuseSize(ctx context.Context, name string, n int) error
 }
 
 func (m *mutationResolver) UnloadPlugin(ctx context.Context, name string) (*model.Plugin, error) {

@@ -61,6 +61,7 @@ type setupOptions struct {
 	auto       func(*engine.Run) engine.Outcome
 	sendBuffer int                   // the server's socket send buffer, when set
 	plugins    bool                  // a plugin manager (native built-ins)
+	maxWasm    int                   // the plugin manager's MaxWasmBytes, when set
 	schedules  bool                  // a scheduler
 	pull       bool                  // pull lanes' leases
 	heartbeats bool                  // a heartbeat checker that may reach loopback
@@ -96,7 +97,7 @@ func setup(t *testing.T, opts ...func(*setupOptions)) *bundle {
 	if o.plugins {
 		rt, err := host.New(host.Config{CacheDir: pluginCache(), Deadline: time.Minute, OnEvent: func(ev host.Event) { mgr.HostEvent(ev) }})
 		require.NoError(t, err)
-		mgr = manager.New(eng, rt, manager.Options{Native: true})
+		mgr = manager.New(eng, rt, manager.Options{Native: true, MaxWasmBytes: o.maxWasm})
 		require.NoError(t, mgr.Start(context.Background()))
 		t.Cleanup(func() { _ = mgr.Close(context.Background()) })
 	}

@@ -391,6 +391,13 @@ func (p *Plugins) Load(ctx context.Context, name string, wasm, config []byte) (m
 	return opLoadPlugin.call(ctx, p.n, loadArgs{name, wasm, config})
 }
 
+// RefuseSize announces, on the leader, an upload refused for its size
+// before it was decoded (manager.Manager.RefuseSize).
+func (p *Plugins) RefuseSize(ctx context.Context, name string, n int) error {
+	_, err := opRefusePluginSize.call(ctx, p.n, sizeArgs{name, n})
+	return err
+}
+
 // Unload unloads a plugin.
 func (p *Plugins) Unload(ctx context.Context, name string) error {
 	_, err := opUnloadPlugin.call(ctx, p.n, idArgs{name})

@@ -74,6 +74,10 @@ type (
 		Name   string
 		Config []byte
 	}
+	sizeArgs struct {
+		Name string
+		Size int
+	}
 	policyArgs struct {
 		Slot       policy.Slot
 		Lane, Name string
@@ -202,6 +206,9 @@ var (
 	opLoadPlugin = pluginOp("plugins.load", func(ctx context.Context, m *manager.Manager, a loadArgs) (manager.Info, error) {
 		return m.Load(ctx, a.Name, a.Wasm, a.Config)
 	})
+	opRefusePluginSize = pluginOp("plugins.refuseSize", func(ctx context.Context, m *manager.Manager, a sizeArgs) (none, error) {
+		return none{}, m.RefuseSize(ctx, a.Name, a.Size)
+	})
 	opUnloadPlugin = pluginOp("plugins.unload", func(ctx context.Context, m *manager.Manager, a idArgs) (none, error) {
 		return none{}, m.Unload(ctx, a.ID)
 	})
@@ -324,7 +331,7 @@ func newHandlers() map[string]handler {
 		opIngest, opCancel, opCancelWhere, opStopSession, opRetry, opReset, opUpdateLane, opSetAgent, opDrain,
 		opDraining, opPlan, opLanes, opAgents, opStats, opPolicies,
 		opRegister, opUpdateInstance, opRemoveInstance, opGetInstance, opListInstances,
-		opLoadPlugin, opUnloadPlugin, opConfigurePlugin, opSetPolicy, opClearLanePolicy, opEnablePlugin, opGetPlugin, opListPlugins,
+		opLoadPlugin, opRefusePluginSize, opUnloadPlugin, opConfigurePlugin, opSetPolicy, opClearLanePolicy, opEnablePlugin, opGetPlugin, opListPlugins,
 		opCreateSchedule, opUpdateSchedule, opEnableSchedule, opTriggerSchedule, opDeleteSchedule, opGetSchedule, opListSchedules,
 		opLease, opLookupLease, opRenewLease, opComplete, opFail, opRelease,
 		opCreateCheck, opUpdateCheck, opProbeCheck, opDeleteCheck, opGetCheck, opListChecks,

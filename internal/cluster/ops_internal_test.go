@@ -35,5 +35,5 @@ func TestOperationsOnAPartTheLeaderRunsWithoutAreUnavailable(t *testing.T) {
 			require.Equal(t, msg, e.Message, kind)
 		}
 	}
-	require.Equal(t, map[string]int{"plugins.": 8, "schedules.": 7, "heartbeats.": 6}, seen)
+	require.Equal(t, map[string]int{"plugins.": 9, "schedules.": 7, "heartbeats.": 6}, seen)
 }

@@ -90,9 +90,9 @@ func TestCheckPassesTheBuiltinsAndTheExamples(t *testing.T) {
 		rep, err := authoring.Check(context.Background(), m.Wasm, authoring.Options{Runtime: rt})
 		require.NoError(t, err)
 		require.True(t, rep.Passed, "%s:\n%s", m.Name, rep)
-		checks := 6
+		checks := 7
 		if m.Slot == policy.SlotFairness || m.Slot == policy.SlotRetry {
-			checks = 7 // and holds, or budget
+			checks = 8 // and holds, or budget
 		}
 		require.Len(t, rep.Checks, checks)
 		require.Equal(t, m.Slot.String(), rep.Slot)
@@ -177,6 +177,28 @@ func TestCheckFailsARetryPluginThatRetriesPastTheBudget(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, rep.Passed, rep.String())
 	require.Contains(t, rep.String(), "ok   budget        none of 60 failures at or past their attempt budget retried")
+}
+
+// A module over the server's size limit (plugins.maxWasmBytes) loads here
+// but not on a server: the size check fails, naming the limit, whether
+// the module loaded or not; one within it passes, saying so.
+func TestCheckReportsAModuleOverTheServersSizeLimit(t *testing.T) {
+	t.Parallel()
+	big := plugintest.Padded(plugintest.RetryAnswer(2), 5000)
+	rep, err := authoring.Check(context.Background(), big, authoring.Options{Runtime: rt, MaxWasmBytes: 4096})
+	require.NoError(t, err)
+	require.False(t, rep.Passed)
+	require.Equal(t, []string{authoring.CheckSize}, failed(rep))
+	require.Contains(t, rep.String(), fmt.Sprintf("FAIL size          the module is %d bytes; a server refuses modules over plugins.maxWasmBytes, 4096 here", len(big)))
+
+	rep, err = authoring.Check(context.Background(), plugintest.Padded([]byte("\x00asm\x01\x00\x00\x00"), 5000), authoring.Options{Runtime: rt, MaxWasmBytes: 4096})
+	require.NoError(t, err)
+	require.Equal(t, []string{authoring.CheckABI, authoring.CheckSize}, failed(rep), "a module that does not load is over the limit too")
+
+	rep, err = authoring.Check(context.Background(), big, authoring.Options{Runtime: rt})
+	require.NoError(t, err)
+	require.True(t, rep.Passed, rep.String())
+	require.Contains(t, rep.String(), fmt.Sprintf("ok   size          %d bytes, within plugins.maxWasmBytes (16777216 here", len(big)))
 }
 
 func TestCheckReportsAModuleThatDoesNotLoad(t *testing.T) {

@@ -28,6 +28,7 @@ const (
 	CheckConfig        = "config"        // the configuration is accepted again, and a broken one refused
 	CheckHolds         = "holds"         // fairness only: a module that answers hold declares HOLDS
 	CheckBudget        = "budget"        // retry only: no retry answered at or past the attempt budget
+	CheckSize          = "size"          // the module is no larger than the server takes (plugins.maxWasmBytes)
 )
 
 // CheckReport is what Check found. It marshals to JSON for tools.
@@ -120,6 +121,7 @@ func Check(ctx context.Context, wasm []byte, opts Options) (*CheckReport, error)
 		}
 		rep.Checks = append(rep.Checks, r)
 	}
+	sizeCovered, sizeErr := size(len(wasm), opts.maxWasmBytes())
 	a, err := load(ctx, rt, opts.name(), wasm, opts.Config)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -127,9 +129,13 @@ func Check(ctx context.Context, wasm []byte, opts Options) (*CheckReport, error)
 		}
 		var cr *ConfigRefusal
 		if errors.As(err, &cr) {
-			return cr.Report, nil
+			rep = cr.Report
+		} else {
+			add(CheckABI, err, "")
 		}
-		add(CheckABI, err, "")
+		if sizeErr != nil { // what else the server would refuse it for
+			add(CheckSize, sizeErr, "")
+		}
 		return rep, nil
 	}
 	rep.Decided = true
@@ -179,6 +185,7 @@ func Check(ctx context.Context, wasm []byte, opts Options) (*CheckReport, error)
 	if ctx.Err() == nil {
 		add(CheckConfig, config(ctx, a, opts.Config, rec), "the same document again; a broken one")
 	}
+	add(CheckSize, sizeErr, sizeCovered)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -347,6 +354,16 @@ func holds(s *subject) (string, error) {
 	default:
 		return what + "; HOLDS is not declared (a stateful policy is asked about a single candidate anyway): declare it with sdk.Holds to say so", nil
 	}
+}
+
+// size checks a module of n bytes against the largest a server takes,
+// limit (plugins.maxWasmBytes): the host loads a larger one here, but a
+// server refuses it (LIMIT on input.wasmBase64, and a REFUSED event).
+func size(n, limit int) (string, error) {
+	if n > limit {
+		return "", fmt.Errorf("the module is %d bytes; a server refuses modules over plugins.maxWasmBytes, %d here (--max-wasm-bytes: your server's): make it smaller (strip debug sections, build with optimisation) or raise the server's limit", n, limit)
+	}
+	return fmt.Sprintf("%d bytes, within plugins.maxWasmBytes (%d here; --max-wasm-bytes: your server's)", n, limit), nil
 }
 
 // budgetChecks is how many failures at or past their attempt budget the

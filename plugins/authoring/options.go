@@ -33,6 +33,21 @@ type Options struct {
 	// DefaultCandidates. Bench's fairness cases go up to it when it is set
 	// (benchCandidates), and to 256 otherwise.
 	Candidates int
+	// MaxWasmBytes is the largest module the server takes (its
+	// plugins.maxWasmBytes), which Check's size check holds the module
+	// to; 0 means DefaultMaxWasmBytes.
+	MaxWasmBytes int
+}
+
+// DefaultMaxWasmBytes is the largest module a server takes by default
+// (plugins.maxWasmBytes, manager.DefaultMaxWasmBytes).
+const DefaultMaxWasmBytes = 16 << 20
+
+func (o Options) maxWasmBytes() int {
+	if o.MaxWasmBytes > 0 {
+		return o.MaxWasmBytes
+	}
+	return DefaultMaxWasmBytes
 }
 
 // DefaultCandidates is the number of queue heads a server offers a fairness

@@ -285,11 +285,7 @@ func (m *Manager) Load(ctx context.Context, name string, wasm, config []byte) (I
 		info, err = m.load(ctx, name, wasm, config, now, false)
 	}
 	if err != nil {
-		reason := refusal(name, err)
-		// A refused module changes nothing, but an operator who uploaded
-		// it looks for it in the log: once, at WARN, beside the event.
-		m.log.Warn("a plugin was refused at load; nothing changed", "plugin", name, "reason", reason)
-		m.publish(Event{Kind: EventRefused, Plugin: name, At: now, Reason: reason})
+		m.refused(name, err, now)
 		return Info{}, err
 	}
 	raw, _ := json.Marshal(stored{Wasm: wasm, Config: config, LoadedAt: now})
@@ -530,8 +526,28 @@ func (m *Manager) infoLocked(e *entry) Info {
 }
 
 // MaxWasmBytes returns the largest module Load accepts, so that an API can
-// refuse a larger upload before it decodes it.
+// refuse a larger upload before it decodes it (RefuseSize).
 func (m *Manager) MaxWasmBytes() int { return m.opts.MaxWasmBytes }
+
+// RefuseSize refuses the upload of a module named name of about n bytes,
+// over MaxWasmBytes, that an API refused before decoding it: as Load
+// refuses a module over the limit, with a LIMIT error on wasm, a REFUSED
+// event and one WARN line, so that an operator sees the upload that
+// failed.
+func (m *Manager) RefuseSize(_ context.Context, name string, n int) error {
+	err := &engine.Error{Code: engine.CodeLimit, Field: "wasm", Message: fmt.Sprintf("the module is about %d bytes; the limit is %d (plugins.maxWasmBytes)", n, m.opts.MaxWasmBytes)}
+	m.refused(name, err, time.Now())
+	return err
+}
+
+// refused announces a refused load of the plugin named name.
+func (m *Manager) refused(name string, err error, at time.Time) {
+	reason := refusal(name, err)
+	// A refused module changes nothing, but an operator who uploaded
+	// it looks for it in the log: once, at WARN, beside the event.
+	m.log.Warn("a plugin was refused at load; nothing changed", "plugin", name, "reason", reason)
+	m.publish(Event{Kind: EventRefused, Plugin: name, At: at, Reason: reason})
+}
 
 // List returns every policy available, built-ins first, then by name.
 func (m *Manager) List(ctx context.Context) []Info {
