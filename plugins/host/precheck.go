@@ -17,6 +17,8 @@ package host
 import (
 	"errors"
 	"fmt"
+
+	"github.com/switchyard/switchyard/plugins/internal/meter"
 )
 
 const (
@@ -29,6 +31,27 @@ const (
 )
 
 var errTruncated = errors.New("unexpected end")
+
+// reservedError is an export under a name the host adds to every module
+// it instruments (meter): the fuel and depth globals, the start function.
+// wazero would refuse the instrumented module for a duplicate export
+// (export[5] duplicates name "switchyard_fuel"), which names neither the
+// cause nor the fix.
+type reservedError struct{ name string }
+
+func (e *reservedError) Error() string {
+	return fmt.Sprintf("the module exports %q, a name reserved by the host, which adds its own %s, %s and %s exports to every module: rename it",
+		e.name, meter.FuelExport, meter.DepthExport, meter.StartExport)
+}
+
+// reservedExport reports whether name is one of the host's own exports.
+func reservedExport(name []byte) bool {
+	switch string(name) {
+	case meter.FuelExport, meter.DepthExport, meter.StartExport:
+		return true
+	}
+	return false
+}
 
 // precheck walks a module's sections.
 func precheck(wasm []byte) error {
@@ -49,6 +72,10 @@ func precheck(wasm []byte) error {
 		s := &wreader{b: r.b[r.i : r.i+int(size)]}
 		r.i += int(size)
 		if err := checkSection(id, s); err != nil {
+			var re *reservedError
+			if errors.As(err, &re) {
+				return err // says what is wrong in the author's terms
+			}
 			return fmt.Errorf("section %d: %w", id, err)
 		}
 	}
@@ -117,7 +144,13 @@ func checkSection(id byte, s *wreader) error {
 		})
 	case 7: // exports
 		s.vec(func() {
-			s.name()
+			n := s.u32()
+			start := s.i
+			s.skip(int(n))
+			if s.err == nil && reservedExport(s.b[start:s.i]) {
+				s.fail(&reservedError{name: string(s.b[start:s.i])})
+				return
+			}
 			s.byte()
 			s.u32()
 		})

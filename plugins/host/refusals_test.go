@@ -40,3 +40,18 @@ func TestAConfigurationAModuleWithoutConfigureRefusesIsTheConfigurations(t *test
 	require.ErrorAs(t, err, &ce)
 	require.Contains(t, err.Error(), "the plugin takes no configuration")
 }
+
+// A module that exports a name the host adds to every module (its fuel
+// and depth globals, its start function) is refused with an error that
+// says the name is reserved, not with the compiler's duplicate export.
+func TestAnExportUnderAReservedNameIsRefusedAsSuch(t *testing.T) {
+	t.Parallel()
+	rt := newRuntime(t, host.Config{})
+	for _, name := range []string{"switchyard_fuel", "switchyard_depth", "switchyard_start"} {
+		_, err := rt.Load(context.Background(), "reserved", plugintest.Exporting(name), nil)
+		require.ErrorIs(t, err, host.ErrInvalid)
+		require.EqualError(t, err, `load plugin "reserved": invalid plugin: the module exports "`+name+`", a name reserved by the host, which adds its own switchyard_fuel, switchyard_depth and switchyard_start exports to every module: rename it`)
+	}
+	_, err := rt.Load(context.Background(), "fine", plugintest.Exporting("switchyard_other"), nil)
+	require.NoError(t, err, "other names are the module's")
+}
