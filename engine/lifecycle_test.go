@@ -759,6 +759,27 @@ func TestARetryPolicyCannotRetryPastTheAttemptBudget(t *testing.T) {
 	require.Equal(t, engine.StateParked, def.State)
 }
 
+// retryLater is a retry policy that retries every failure after a second.
+type retryLater struct{}
+
+func (retryLater) Decide(policy.Failure) policy.Decision {
+	return policy.Decision{Action: policy.ActionRetry, DelayMs: 1000}
+}
+
+// A retry policy that retries a failure its executor called permanent
+// ("… (not retryable)") is said to do so in the task's reason, which does
+// not repeat the verdict it overrode; the attempt keeps its error.
+func TestARetriedPermanentFailureIsNotCalledNotRetryable(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	require.NoError(t, h.SetRetry("", "later", retryLater{}))
+	task := h.Submit(enginetest.Spec("a").Obj())
+	require.NoError(t, h.Exec.Fail(task.ID, engine.Permanent(errors.New("500 Internal Server Error [error]: element not found (not retryable)"))))
+	got := h.Get(task.ID)
+	require.Equal(t, "retry in 1s by retry policy later, which retries a permanent failure: 500 Internal Server Error [error]: element not found", got.Reason)
+	require.Equal(t, "500 Internal Server Error [error]: element not found (not retryable)", got.Attempts[0].Error)
+}
+
 // A batch's items labelled alike share the engine's copy of their labels;
 // items labelled otherwise keep their own, and none is the caller's map.
 func TestABatchKeepsOneCopyOfLabelsItsItemsShare(t *testing.T) {

@@ -295,6 +295,14 @@ func (c *core) failAttemptLocked(t *task, class policy.ErrorClass, status int, c
 		if by != backoff.Name {
 			who = " by " + decider
 		}
+		if class == policy.ClassPermanent {
+			// The executor called the failure permanent (PinchTab's
+			// "(not retryable)"), and the policy retries it all the
+			// same: the reason says what was decided, not the verdict
+			// the policy overrode. The attempt keeps its error.
+			who += ", which retries a permanent failure"
+			msg = strings.TrimSuffix(msg, notRetryable)
+		}
 		if dec.DelayMs == 0 {
 			c.setState(t, StateQueued, "retrying"+who+": "+msg)
 			return
@@ -321,6 +329,11 @@ func (c *core) failAttemptLocked(t *task, class policy.ErrorClass, status int, c
 		c.setState(t, StateFailed, msg)
 	}
 }
+
+// notRetryable ends the error of a failure its instance called permanent
+// (executor/pinchtab); a task's reason leaves it out when a retry policy
+// retries the failure all the same.
+const notRetryable = " (not retryable)"
 
 // instanceFaultPrefix starts the error of an attempt that ended in an
 // instance fault, for its readers; the engine counts Attempt.InstanceFault.
