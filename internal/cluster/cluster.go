@@ -119,7 +119,10 @@ type Node struct {
 	runCtx   context.Context
 
 	elector *postgres.Elector
-	ready   atomic.Bool
+	// electing is closed once the elector's Run has returned (and so
+	// released the lease); nil until Start runs it.
+	electing chan struct{}
+	ready    atomic.Bool
 }
 
 // New returns a node. Run starts it.
@@ -168,7 +171,12 @@ func (n *Node) Start(ctx context.Context) error {
 	// would not show at all, not even as the unhealthy follower it becomes.
 	n.beat(ctx)
 	go n.receive(ctx)
+	electing := make(chan struct{})
+	n.mu.Lock()
+	n.electing = electing
+	n.mu.Unlock()
 	go func() {
+		defer close(electing)
 		if err := n.elector.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			n.log.Error("the elector stopped", "error", err)
 		}
@@ -179,10 +187,13 @@ func (n *Node) Start(ctx context.Context) error {
 
 // Stop stops the node: a leader drains its engine (running attempts get
 // until ctx ends to finish) and then resigns, so that another node takes
-// over at once.
+// over at once. It returns once the lease is released (or ctx ends): a
+// process that exits right after would otherwise leave the lease to
+// expire, and the cluster without a leader for its TTL.
 func (n *Node) Stop(ctx context.Context) {
 	n.mu.Lock()
 	n.runCtx = nil // no standby engine after this
+	electing := n.electing
 	if n.follow != nil {
 		n.follow()
 		n.follow = nil
@@ -207,6 +218,13 @@ func (n *Node) Stop(ctx context.Context) {
 		n.opts.Registry.SetSink(nil)
 	}
 	n.elector.Resign()
+	if electing != nil {
+		select {
+		case <-electing:
+		case <-ctx.Done():
+			n.log.Warn("stopped before the lease was released; the next leader waits for it to expire", "error", ctx.Err())
+		}
+	}
 }
 
 // leader returns what operations apply to while this node leads, or nil.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
@@ -58,14 +59,15 @@ type testNode struct {
 }
 
 type fleet struct {
-	t     *testing.T
-	nodes []*testNode
-	exec  *fleetExec
+	t      *testing.T
+	schema string
+	nodes  []*testNode
+	exec   *fleetExec
 }
 
 func newFleet(t *testing.T, size int, delay time.Duration, adjust ...func(*cluster.Options)) *fleet {
 	schema := pgtest.Schema(t)
-	f := &fleet{t: t, exec: &fleetExec{delay: delay, runs: map[string]int{}}}
+	f := &fleet{t: t, schema: schema, exec: &fleetExec{delay: delay, runs: map[string]int{}}}
 	for i := range size {
 		cut := &pgtest.Cutter{}
 		store, err := postgres.Open(context.Background(), postgres.Options{URL: pgtest.URL(t), Schema: schema, MaxConns: 6,
@@ -485,4 +487,27 @@ func TestTheCallersContextBoundsTheForward(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("Lanes still waits for the leader a minute after its context ended")
 	}
+}
+
+// A stopped leader has released its lease by the time Stop returns, so a
+// process that exits right after it (its connections cut, as the partition
+// here cuts them) leaves the next leader nothing to wait for: with a lease
+// of ten minutes, the other node takes over at once.
+func TestAStoppedLeaderHasReleasedItsLease(t *testing.T) {
+	f := newFleet(t, 2, 0, func(o *cluster.Options) { o.TTL = 10 * time.Minute })
+	lead := f.leader(f.nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lead.Stop(ctx)
+	lead.cut.Partition() // the process exits
+
+	c, err := pgx.Connect(ctx, pgtest.URL(t))
+	require.NoError(t, err)
+	defer c.Close(ctx) //nolint:errcheck
+	var held bool
+	require.NoError(t, c.QueryRow(ctx, "SELECT coalesce(bool_or(expires_at > now()), false) FROM "+pgx.Identifier{f.schema}.Sanitize()+
+		".leases WHERE node = $1", lead.ID()).Scan(&held))
+	require.False(t, held, "the stopped node's lease is released when Stop returns")
+	other := f.nodes[1-indexOf(f.nodes, lead)]
+	require.Same(t, other, f.leader([]*testNode{other}))
 }
