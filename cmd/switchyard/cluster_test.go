@@ -399,16 +399,18 @@ instances:
 	t.Logf("%d acknowledged tasks through 3 nodes, 3 kill -9s and a SIGSTOP: none lost, each ended once; %d ran again after a failover",
 		len(ids), rerun)
 
-	// The nodes query, through any node, shows three nodes and one leader.
+	// The nodes query, through any node, shows three nodes and one leader,
+	// each with the schema version its build knows.
 	var out struct {
 		Nodes []struct {
-			ID      string
-			Leader  bool
-			Healthy bool
+			ID            string
+			Leader        bool
+			Healthy       bool
+			SchemaVersion *int
 		}
 	}
 	waitfor.CheckFor(t, func() error {
-		if err := client.New(nodes[2].url).Do(ctx, `{ nodes { id leader healthy } }`, nil, &out); err != nil {
+		if err := client.New(nodes[2].url).Do(ctx, `{ nodes { id leader healthy schemaVersion } }`, nil, &out); err != nil {
 			return err
 		}
 		leaders, healthy := 0, 0
@@ -418,6 +420,9 @@ instances:
 			}
 			if n.Healthy && strings.HasPrefix(n.ID, "n") {
 				healthy++
+			}
+			if n.SchemaVersion == nil || *n.SchemaVersion < 5 {
+				return fmt.Errorf("node %s reports schema version %v, want 5 or more", n.ID, n.SchemaVersion)
 			}
 		}
 		if leaders != 1 || healthy != 3 {

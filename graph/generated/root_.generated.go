@@ -301,6 +301,7 @@ type ComplexityRoot struct {
 		LastSeq       func(childComplexity int) int
 		Leader        func(childComplexity int) int
 		Role          func(childComplexity int) int
+		SchemaVersion func(childComplexity int) int
 		Since         func(childComplexity int) int
 		Version       func(childComplexity int) int
 	}
@@ -2043,6 +2044,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Node.Role(childComplexity), true
+	case "Node.schemaVersion":
+		if e.ComplexityRoot.Node.SchemaVersion == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Node.SchemaVersion(childComplexity), true
 	case "Node.since":
 		if e.ComplexityRoot.Node.Since == nil {
 			break
@@ -4977,6 +4984,8 @@ type Node {
   healthy: Boolean!
   "Its Switchyard version."
   version: String!
+  "The PostgreSQL schema version its build knows: 0 for a build older than version 5, which does not report it; null for a server on its own. A cluster is upgraded when every node shows the same, newest one (README, Several nodes, Upgrading)."
+  schemaVersion: Int
   "The seq of the latest event it holds: a follower close to the leader's is up to date."
   lastSeq: Int64!
 }
@@ -6368,6 +6377,8 @@ func (ec *executionContext) childFields_Node(ctx context.Context, field graphql.
 		return ec.fieldContext_Node_healthy(ctx, field)
 	case "version":
 		return ec.fieldContext_Node_version(ctx, field)
+	case "schemaVersion":
+		return ec.fieldContext_Node_schemaVersion(ctx, field)
 	case "lastSeq":
 		return ec.fieldContext_Node_lastSeq(ctx, field)
 	}

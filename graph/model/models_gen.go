@@ -244,6 +244,8 @@ type Node struct {
 	Healthy bool `json:"healthy"`
 	// Its Switchyard version.
 	Version string `json:"version"`
+	// The PostgreSQL schema version its build knows: 0 for a build older than version 5, which does not report it; null for a server on its own. A cluster is upgraded when every node shows the same, newest one (README, Several nodes, Upgrading).
+	SchemaVersion *int `json:"schemaVersion,omitempty"`
 	// The seq of the latest event it holds: a follower close to the leader's is up to date.
 	LastSeq int64 `json:"lastSeq"`
 }

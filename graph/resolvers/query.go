@@ -245,7 +245,7 @@ func (q *queryResolver) Nodes(ctx context.Context) ([]*model.Node, error) {
 			role = model.NodeRoleLeader
 		}
 		out[i] = &model.Node{ID: n.ID, Address: n.Address, Role: role, Leader: n.Leader, Since: n.Since,
-			LastHeartbeat: n.Heartbeat, Healthy: n.Healthy, Version: n.Version, LastSeq: int64(n.LastSeq)}
+			LastHeartbeat: n.Heartbeat, Healthy: n.Healthy, Version: n.Version, SchemaVersion: &n.SchemaVersion, LastSeq: int64(n.LastSeq)}
 	}
 	return out, nil
 }

@@ -407,9 +407,12 @@ type NodeStatus struct {
 	Since     time.Time // since when it has had Role
 	Heartbeat time.Time
 	Version   string
-	LastSeq   uint64
-	Healthy   bool // heard from within three heartbeats
-	Leader    bool // holds the lease now
+	// SchemaVersion is the store schema version its build knows (0: a
+	// build before version 5, which does not report it).
+	SchemaVersion int
+	LastSeq       uint64
+	Healthy       bool // heard from within three heartbeats
+	Leader        bool // holds the lease now
 }
 
 // Nodes returns every node that reported, with who leads.
@@ -425,7 +428,7 @@ func (n *Node) Nodes(ctx context.Context) ([]NodeStatus, error) {
 		_ = json.Unmarshal(x.Health, &h)
 		role, since := roleOf(x, lease)
 		out[i] = NodeStatus{ID: x.ID, Address: x.Address, Role: role, Since: since, Heartbeat: x.Heartbeat,
-			Version: x.Version, LastSeq: h.LastSeq, Leader: role == RoleLeader,
+			Version: x.Version, SchemaVersion: x.SchemaVersion, LastSeq: h.LastSeq, Leader: role == RoleLeader,
 			Healthy: time.Since(x.Heartbeat) < 3*n.opts.Heartbeat+time.Second}
 	}
 	return out, nil

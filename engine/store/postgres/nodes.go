@@ -25,6 +25,10 @@ type NodeInfo struct {
 	// Heartbeat is when the node last reported, by the database's clock
 	// (set by the store; ignored by Heartbeat).
 	Heartbeat time.Time
+	// SchemaVersion is the schema version the node's build knows: 0 for a
+	// build before version 5, which does not report it (set by the store;
+	// ignored by Heartbeat, which reports this build's).
+	SchemaVersion int
 }
 
 // Heartbeat records a node's report, stamped with the database's time.
@@ -68,37 +72,52 @@ const (
 // events written meanwhile; the README (Several nodes, Upgrading) says to upgrade every node.
 const olderReaderWindow = 2 * time.Minute
 
-// firstInRowSQL is whether first events may go in the tasks' rows: the
-// schema was created at firstEventsVersion or later (its first and its
-// firstEventsVersion migrations were applied in one transaction, at one
-// now()), or it was migrated to it more than the window ago and no node of
-// an older build has reported within the window.
-const firstInRowSQL = `SELECT coalesce(
-	(SELECT applied_at FROM switchyard_migrations WHERE version = 1) =
-		(SELECT applied_at FROM switchyard_migrations WHERE version = $1)
-	OR (SELECT applied_at FROM switchyard_migrations WHERE version = $1) < now() - $2::bigint * interval '1 millisecond'
-		AND NOT EXISTS (SELECT FROM nodes WHERE schema_version < $1
-			AND heartbeat_at > now() - $2::bigint * interval '1 millisecond'), false)`
+// firstInRowSQL tells whether first events may go in the tasks' rows:
+// created, when the schema was created at firstEventsVersion or later (its
+// first and its firstEventsVersion migrations were applied in one
+// transaction, at one now()); settled, when it was migrated to it more than
+// the window ago; and older, the nodes of older builds that reported within
+// the window.
+const firstInRowSQL = `SELECT
+	coalesce((SELECT applied_at FROM switchyard_migrations WHERE version = 1) =
+		(SELECT applied_at FROM switchyard_migrations WHERE version = $1), false),
+	coalesce((SELECT applied_at FROM switchyard_migrations WHERE version = $1) < now() - $2::bigint * interval '1 millisecond', false),
+	coalesce((SELECT array_agg(id ORDER BY id) FROM nodes WHERE schema_version < $1
+		AND heartbeat_at > now() - $2::bigint * interval '1 millisecond'), '{}')`
 
-// checkOlderReaders sets firstInRow (firstInRowSQL). Open and every
-// heartbeat call it. Once set, it is cleared only if a node of an older
-// build reports after all, which is logged: that node has missed first
-// events.
+// checkOlderReaders sets firstInRow: a schema created at
+// firstEventsVersion, or one migrated to it more than the window ago with
+// no node of an older build heard of within the window (firstInRowSQL).
+// Open and every heartbeat call it. A leader (a fenced store) logs when it
+// starts writing first events in the rows of a migrated schema, and, as an
+// error naming the nodes, when a node of an older build reports after that:
+// that node has missed first events.
 func (s *Store) checkOlderReaders(ctx context.Context) error {
-	var ok bool
-	if err := s.pool.QueryRow(ctx, firstInRowSQL, firstEventsVersion, olderReaderWindow.Milliseconds()).Scan(&ok); err != nil {
+	var (
+		created, settled bool
+		older            []string
+	)
+	if err := s.pool.QueryRow(ctx, firstInRowSQL, firstEventsVersion, olderReaderWindow.Milliseconds()).Scan(&created, &settled, &older); err != nil {
 		return s.describe("look for nodes of older builds", err)
 	}
-	if was := s.firstInRow.Swap(ok); was && !ok {
-		s.log.Error("a node of a build before schema version 5 reported after first events began to be written in the tasks' rows; "+
-			"it does not read those: upgrade it", "schema", s.opts.Schema)
+	ok := created || settled && len(older) == 0
+	was := s.firstInRow.Swap(ok)
+	if s.fence.Load() == nil || created || was == ok {
+		return nil
+	}
+	if ok {
+		s.log.Info("no node of a build before schema version 5 has reported for two minutes: large commits now write "+
+			"tasks' first events in their rows, which such builds do not read", "schema", s.opts.Schema)
+	} else {
+		s.log.Error("nodes of a build before schema version 5 reported after large commits began to write tasks' first events "+
+			"in their rows, which they do not read: they have missed events; upgrade them", "nodes", older, "schema", s.opts.Schema)
 	}
 	return nil
 }
 
 // Nodes returns every node that reported, by id.
 func (s *Store) Nodes(ctx context.Context) ([]NodeInfo, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, address, role, since, heartbeat_at, version, health FROM nodes ORDER BY id`)
+	rows, err := s.pool.Query(ctx, `SELECT id, address, role, since, heartbeat_at, version, health, schema_version FROM nodes ORDER BY id`)
 	if err != nil {
 		return nil, s.describe("list nodes", err)
 	}
@@ -106,7 +125,7 @@ func (s *Store) Nodes(ctx context.Context) ([]NodeInfo, error) {
 	var n NodeInfo
 	var since *time.Time
 	var health []byte
-	_, err = pgx.ForEachRow(rows, []any{&n.ID, &n.Address, &n.Role, &since, &n.Heartbeat, &n.Version, &health}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&n.ID, &n.Address, &n.Role, &since, &n.Heartbeat, &n.Version, &health, &n.SchemaVersion}, func() error {
 		c := n
 		if since != nil {
 			c.Since = since.UTC()

@@ -325,7 +325,15 @@ func (s *Store) migrate(ctx context.Context) error {
 			return s.describe("record migration "+m.Name, err)
 		}
 	}
-	return s.describe("commit the migrations", tx.Commit(ctx))
+	if err := tx.Commit(ctx); err != nil {
+		return s.describe("commit the migrations", err)
+	}
+	if current > 0 {
+		// A schema that existed: nodes of the build before may still be
+		// running against it (the README's Upgrading).
+		s.log.Info("migrated the schema", "schema", s.opts.Schema, "from", current, "to", len(ms))
+	}
+	return nil
 }
 
 // advisoryKey is a 64-bit advisory lock key for a purpose within a schema.
