@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -88,6 +90,9 @@ type Engine struct {
 	// interruption is why the attempts Start finds under way ended
 	// (StartTakingOver sets it; default interruptedStopped).
 	interruption string
+	// opened is the store's state Open loaded, which Start recovers from;
+	// nil before Open and once Start has taken it.
+	opened *Snapshot
 
 	// dispatch and commit
 	dispatching     bool
@@ -272,26 +277,98 @@ func New(opts Options) (*Engine, error) {
 // over from the previous leader: the attempts under way are recorded as
 // interrupted by the leader change, not by a stop of this server.
 func (e *Engine) StartTakingOver(ctx context.Context, node string) error {
-	e.interruption = "interrupted: the leader changed (node " + node + " took over)"
+	e.setTakingOver(node)
 	return e.Start(ctx)
 }
 
-// Start loads the store's state (recovering tasks interrupted by a previous
-// stop) and starts dispatching. It must be called once, before any other
-// method that changes state.
-func (e *Engine) Start(ctx context.Context) error {
+// OpenTakingOver is Open for the node of a cluster named node that takes
+// over from the previous leader (StartTakingOver).
+func (e *Engine) OpenTakingOver(ctx context.Context, node string) error {
+	e.setTakingOver(node)
+	return e.Open(ctx)
+}
+
+func (e *Engine) setTakingOver(node string) {
+	e.view(func(*core) { e.interruption = "interrupted: the leader changed (node " + node + " took over)" })
+}
+
+// Open loads what the store keeps besides the state of its tasks: the last
+// event seq, the settings (the plugin manager's stored plugins and policy
+// choices among them) and the lanes (those of the live tasks included). It
+// decides nothing: no attempt that a stop interrupted is decided, no task
+// dispatched, no lease granted, until Start. A server opens its engine,
+// puts the stored policy choices back in force (plugins/manager's Start)
+// and only then starts it, so that every decision after a restart or a
+// takeover — the retry decisions of the interrupted attempts first — is
+// made by the policies chosen before it. Open is optional: Start opens an
+// engine that was not opened.
+func (e *Engine) Open(ctx context.Context) error {
 	snap, err := e.store.Load(ctx)
 	if err != nil {
 		return fmt.Errorf("engine: load store: %w", err)
+	}
+	e.view(func(*core) { err = e.openLocked(ctx, snap) })
+	return err
+}
+
+// openLocked is Open once the store is loaded.
+func (e *Engine) openLocked(ctx context.Context, snap *Snapshot) error {
+	if e.running || e.standby || e.opened != nil {
+		return errors.New("engine: already opened")
+	}
+	if err := e.adoptSnapshotLocked(ctx, snap); err != nil {
+		return err
+	}
+	if err := e.restoreLanesLocked(snap.Lanes, true); err != nil {
+		return err
+	}
+	// A live task's lane that is no longer configured comes back with the
+	// defaults, now, so that a policy choice stored for it applies too.
+	// In the order of the tasks' submission: a lane's index, which
+	// policies see, follows the order lanes are added in.
+	tasks := slices.Clone(snap.Tasks)
+	slices.SortFunc(tasks, func(a, b *Task) int { return cmp.Compare(a.Seq, b.Seq) })
+	for _, st := range tasks {
+		if st.State.Terminal() || e.laneByName[st.Spec.Lane] != nil {
+			continue
+		}
+		e.log.Warn("task's lane no longer configured; recreating it with defaults", "task", st.ID, "lane", st.Spec.Lane)
+		lc := LaneConfig{Name: st.Spec.Lane, MaxInFlight: 30}
+		if err := lc.validate(); err != nil {
+			return fmt.Errorf("engine: lane of task %s: %w", st.ID, err)
+		}
+		e.addLane(lc)
+	}
+	e.opened = snap
+	return nil
+}
+
+// Start recovers the tasks of the store's state (the attempts a previous
+// stop interrupted are decided by their lanes' retry policies) and starts
+// dispatching. It opens the engine first unless Open did. It must be
+// called once, before any other method that changes state but those that
+// set policies (which an opened engine takes before it decides anything).
+func (e *Engine) Start(ctx context.Context) error {
+	var opened bool
+	e.view(func(*core) { opened = e.opened != nil })
+	if !opened {
+		if err := e.Open(ctx); err != nil {
+			return err
+		}
 	}
 	var (
 		recErr   error
 		restored []SessionBinding
 	)
-	_, err = e.apply(false, func(c *core) error {
+	_, err := e.apply(false, func(c *core) error {
 		if e.running {
 			return errors.New("engine: already started")
 		}
+		snap := e.opened
+		if snap == nil {
+			return errors.New("engine: not opened")
+		}
+		e.opened = nil
 		e.running = true
 		recErr = e.recoverLocked(ctx, snap)
 		e.scheduleHousekeepingLocked()

@@ -50,13 +50,9 @@ func (e *Engine) restoreLanesLocked(lanes []LaneConfig, strict bool) error {
 	return nil
 }
 
+// recoverLocked rebuilds the tasks of snap, which Open adopted (its seq,
+// settings and lanes), and decides what a stop left undecided.
 func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
-	if err := e.adoptSnapshotLocked(ctx, snap); err != nil {
-		return err
-	}
-	if err := e.restoreLanesLocked(snap.Lanes, true); err != nil {
-		return err
-	}
 	for _, bi := range snap.Batches {
 		// A batch whose end was recorded stays ended: one of its tasks may
 		// still be PARKED (settled, not terminal), and its end, or a reset
@@ -74,15 +70,7 @@ func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
 		if st.State.Terminal() {
 			continue
 		}
-		if e.laneByName[st.Spec.Lane] == nil {
-			e.log.Warn("task's lane no longer configured; recreating it with defaults", "task", st.ID, "lane", st.Spec.Lane)
-			lc := LaneConfig{Name: st.Spec.Lane, MaxInFlight: 30}
-			if err := lc.validate(); err != nil {
-				return fmt.Errorf("engine: lane of task %s: %w", st.ID, err)
-			}
-			e.addLane(lc)
-		}
-		t := e.restoreTaskLocked(st)
+		t := e.restoreTaskLocked(st) // its lane exists: Open recreated a lane no longer configured
 		live = append(live, t)
 	}
 	// Dependencies: count what is still unmet; a dependency that ended badly

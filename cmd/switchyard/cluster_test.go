@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -61,6 +62,9 @@ func newFleetInstance(t *testing.T, delay time.Duration) *fleetInstance {
 		f.sent[node]++
 		f.last[node] = time.Now()
 		f.mu.Unlock()
+		// Read to the end: only then does the server watch the connection,
+		// and end the request's context when its client dies.
+		_, _ = io.Copy(io.Discard, r.Body)
 		select {
 		case <-time.After(delay):
 		case <-r.Context().Done():

@@ -3,15 +3,19 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/ncruces/go-sqlite3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/internal/plugintest"
+	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
 // The global policy choices an operator makes come back after a restart on
@@ -173,4 +177,88 @@ func TestAConfigurationThatBreaksTheSmokeDecisionNeitherIsAcceptedNorDropsThePlu
 	require.Equal(t, "ACTIVE", got.State)
 	require.JSONEq(t, `{"quiet": true}`, string(got.Config))
 	require.Equal(t, []string{"global"}, got.ActiveIn)
+}
+
+// After kill -9, the stored policy choices decide from the first decision
+// on: the attempt the crash interrupted is decided by the lane's retry
+// plugin (which is given the code `restart`), not by the built-in before
+// the plugin is back, and a task the fairness plugin held stays held,
+// not dispatched in the native order while the plugins load.
+func TestStoredPolicyChoicesDecideFromTheFirstDecisionAfterKillNine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the real binary")
+	}
+	t.Parallel()
+	bin := buildBinary(t)
+	inst := newFleetInstance(t, time.Hour) // an attempt runs until its server dies
+	dir := t.TempDir()
+	config := filepath.Join(dir, "switchyard.yaml")
+	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(`
+listen: 127.0.0.1:0
+store: {driver: sqlite, path: %q}
+localInstance: {enabled: false}
+log: {level: error}
+engine:
+  lanes:
+    - {name: main, maxInFlight: 4, retry: {maxAttempts: 5, backoff: 10ms, maxBackoff: 100ms}}
+instances:
+  - {id: fake, url: %q, capacity: 4}
+`, filepath.Join(dir, "switchyard.db"), inst.srv.URL+"/node")), 0o644))
+	holder := filepath.Join(dir, "holder.wasm")
+	require.NoError(t, os.WriteFile(holder, plugintest.HoldAlways(), 0o644))
+	type task struct {
+		State    string
+		Reason   *string
+		Hold     *struct{ Policy string }
+		Attempts []struct{ ErrorCode *string }
+	}
+	get := func(url, id string) task {
+		var out struct{ Task *task }
+		require.NoError(t, client.New(url).Do(context.Background(),
+			`query($id: ID!) { task(id: $id) { state reason hold { policy } attempts { errorCode } } }`, map[string]any{"id": id}, &out))
+		require.NotNil(t, out.Task, id)
+		return *out.Task
+	}
+	submit := func(url, agent string) string {
+		var out struct{ SubmitTask struct{ ID string } }
+		require.NoError(t, client.New(url).Do(context.Background(), `mutation($in: SubmitTaskInput!) { submitTask(input: $in) { id } }`,
+			map[string]any{"in": map[string]any{"agentId": agent, "lane": "main", "action": map[string]any{"kind": "click", "selector": "css:#go"}}}, &out))
+		return out.SubmitTask.ID
+	}
+
+	cmd, url := startProcess(t, bin, config)
+	server := strings.TrimSuffix(url, "/graphql")
+	// The lane's retry plugin fails a task whose attempt a restart
+	// interrupted, and backs any other failure off.
+	res := sw(t, server, "plugin", "load", "codes", filepath.Join("..", "..", "examples", "plugins", "errcode.wasm"), "--config", `{"fail": ["restart"]}`)
+	require.Equal(t, 0, res.code, res.stderr)
+	res = sw(t, server, "plugin", "set", "retry", "codes", "--lane", "main")
+	require.Equal(t, 0, res.code, res.stderr)
+	running := submit(url, "runner")
+	waitfor.Eventually(t, "the first task runs on the instance", func() bool { return inst.count(running) == 1 })
+	res = sw(t, server, "plugin", "load", "holder", holder)
+	require.Equal(t, 0, res.code, res.stderr)
+	res = sw(t, server, "plugin", "set", "fairness", "holder")
+	require.Equal(t, 0, res.code, res.stderr)
+	held := submit(url, "waiter")
+	waitfor.Eventually(t, "the second task is held", func() bool { return get(url, held).Hold != nil })
+	require.NoError(t, cmd.Process.Kill(), "kill -9")
+	_ = cmd.Wait()
+
+	cmd, url = startProcess(t, bin, config)
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	got := get(url, running)
+	require.Equal(t, "FAILED", got.State, "%+v", got)
+	require.NotNil(t, got.Reason)
+	require.Equal(t, "failed by retry policy codes: interrupted: the server stopped while it ran", *got.Reason, "the lane's plugin decided")
+	require.Len(t, got.Attempts, 1)
+	require.NotNil(t, got.Attempts[0].ErrorCode)
+	require.Equal(t, "restart", *got.Attempts[0].ErrorCode)
+	waitfor.Eventually(t, "the held task is held again after the restart", func() bool {
+		got := get(url, held)
+		require.Equal(t, "QUEUED", got.State, "the held task was dispatched: %+v", got)
+		return got.Hold != nil && got.Hold.Policy == "holder"
+	})
+	require.Zero(t, inst.count(held), "the held task never ran")
+	require.Equal(t, 1, inst.count(running), "the interrupted task did not run again")
 }

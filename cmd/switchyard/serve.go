@@ -258,12 +258,20 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 		if err != nil {
 			return err
 		}
-		if err := eng.Start(ctx); err != nil {
+		// Opened, not started: the stored policy choices are in force
+		// (startLeading's plugins) before the engine decides the attempts a
+		// stop interrupted, dispatches or leases anything.
+		if err := eng.Open(ctx); err != nil {
 			return err
 		}
-		savedinstances.Restore(eng, reg, log.Warn) // those registered through the API before
-		reg.SetSink(eng)
-		lead, err := startLeading(ctx, eng, cfg, st, log)
+		lead, err := startLeading(ctx, eng, func() error {
+			if err := eng.Start(ctx); err != nil {
+				return err
+			}
+			savedinstances.Restore(eng, reg, log.Warn) // those registered through the API before
+			reg.SetSink(eng)
+			return nil
+		}, cfg, st, log)
 		if err != nil {
 			return err
 		}
@@ -377,11 +385,17 @@ func logSecurity(log hclog.Logger, cfg config.Config, authn *auth.Authenticator)
 }
 
 // startLeading starts what acts on the engine of the node that schedules:
-// the policy plugins, the schedules, the webhooks and the pull lanes'
-// leases.
-func startLeading(ctx context.Context, eng *engine.Engine, cfg config.Config, st *startup, log hclog.Logger) (*cluster.Leadership, error) {
+// the policy plugins, with the choices the store keeps, on the opened
+// engine; then start, which starts the engine (its recovery decides the
+// attempts a stop or a leader change interrupted, under those policies);
+// then the schedules, the webhooks and the pull lanes' leases.
+func startLeading(ctx context.Context, eng *engine.Engine, start func() error, cfg config.Config, st *startup, log hclog.Logger) (*cluster.Leadership, error) {
 	plugins, err := startPlugins(ctx, eng, cfg.Plugins, st, log)
 	if err != nil {
+		return nil, err
+	}
+	if err := start(); err != nil {
+		_ = plugins.Close(context.Background())
 		return nil, err
 	}
 	sched := schedule.New(eng, clock.Real{}, log)
@@ -467,8 +481,8 @@ func startNode(cfg config.Config, engCfg engine.Config, exec *executor.Executor,
 		NewEngine: func(events *engine.EventLog) (*engine.Engine, error) {
 			return engine.New(engine.Options{Config: engCfg, Store: store, Executor: exec, Logger: log, TabLocator: reg, PlaceOnInstances: true, Events: events})
 		},
-		Lead: func(ctx context.Context, e *engine.Engine) (*cluster.Leadership, error) {
-			return startLeading(ctx, e, cfg, st, log)
+		Lead: func(ctx context.Context, e *engine.Engine, start func() error) (*cluster.Leadership, error) {
+			return startLeading(ctx, e, start, cfg, st, log)
 		},
 	})
 	if err == nil {

@@ -73,9 +73,15 @@ type Options struct {
 	// executor, continuing events (engine.Options.Events). The node starts it
 	// (Start as the leader, StartStandby as a follower).
 	NewEngine func(events *engine.EventLog) (*engine.Engine, error)
-	// Lead starts the leader's components over a started engine. ctx ends
+	// Lead starts the leader's components over an engine that is opened
+	// (engine.Engine.Open: lanes and settings loaded) but decides nothing
+	// yet: first what must be in force before the engine decides — the
+	// policy plugins, with the policy choices the store keeps — then
+	// start, which starts the engine (its recovery decides the attempts the
+	// previous leader left under way, then it dispatches), then the rest.
+	// If Lead returns without calling start, the node calls it. ctx ends
 	// when leadership does.
-	Lead func(ctx context.Context, e *engine.Engine) (*Leadership, error)
+	Lead func(ctx context.Context, e *engine.Engine, start func() error) (*Leadership, error)
 	// Registry is the node's instance registry, used while it leads (the
 	// leader engine is its sink); nil refuses instance operations.
 	Registry *executor.Registry
@@ -297,16 +303,38 @@ func (n *Node) elected(ctx context.Context, epoch uint64) {
 	n.followWG.Wait() // no replication into the log once the leader writes it
 	e, err := n.opts.NewEngine(n.events)
 	if err == nil {
-		err = e.StartTakingOver(ctx, n.opts.Node)
+		// Opened, not started: the stored policy choices are in force
+		// (Lead) before the engine decides the previous leader's
+		// interrupted attempts or dispatches anything.
+		err = e.OpenTakingOver(ctx, n.opts.Node)
 	}
 	l := &leader{eng: e, reg: n.opts.Registry}
-	var lead *Leadership
-	if err == nil {
+	started := false
+	begin := func() error {
+		if started {
+			return nil
+		}
+		started = true
+		if err := e.Start(ctx); err != nil {
+			return err
+		}
 		if l.reg != nil {
 			savedinstances.Restore(e, l.reg, n.log.Warn)
 			l.reg.SetSink(e)
 		}
-		lead, err = n.opts.Lead(ctx, e)
+		return nil
+	}
+	var lead *Leadership
+	if err == nil {
+		lead, err = n.opts.Lead(ctx, e, begin)
+	}
+	if err == nil {
+		if err = begin(); err != nil && lead != nil {
+			if lead.Stop != nil {
+				lead.Stop()
+			}
+			defer lead.release() // after the engine is abandoned
+		}
 	}
 	if err != nil {
 		n.log.Error("could not start leading; resigning", "epoch", epoch, "error", err)

@@ -79,7 +79,7 @@ func newFleet(t *testing.T, size int, delay time.Duration, adjust ...func(*clust
 			NewEngine: func(events *engine.EventLog) (*engine.Engine, error) {
 				return engine.New(engine.Options{Store: store, Executor: f.exec, Events: events})
 			},
-			Lead: func(context.Context, *engine.Engine) (*cluster.Leadership, error) {
+			Lead: func(context.Context, *engine.Engine, func() error) (*cluster.Leadership, error) {
 				return &cluster.Leadership{}, nil
 			},
 			TTL: 2 * time.Second, RenewEvery: 300 * time.Millisecond, Heartbeat: 300 * time.Millisecond,

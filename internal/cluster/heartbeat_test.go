@@ -30,7 +30,10 @@ func TestHeartbeatChecksThroughEveryNodeAndAcrossAFailover(t *testing.T) {
 	}))
 	t.Cleanup(target.Close)
 	withChecks := func(o *cluster.Options) {
-		o.Lead = func(ctx context.Context, e *engine.Engine) (*cluster.Leadership, error) {
+		o.Lead = func(ctx context.Context, e *engine.Engine, start func() error) (*cluster.Leadership, error) {
+			if err := start(); err != nil {
+				return nil, err
+			}
 			c := heartbeat.New(e, heartbeat.Options{Guard: &netguard.Guard{AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}})
 			if err := c.Start(ctx); err != nil {
 				return nil, err

@@ -54,6 +54,50 @@ func spinner(always bool) []byte {
 	}, nil)
 }
 
+// HoldAlways returns a fairness plugin (ABI version 2, flags HOLDS) whose
+// every decision, a dry run's included, is a hold without a hint: the
+// engine dispatches nothing from the queues it is asked about, until the
+// fairness policy changes.
+func HoldAlways() []byte { return holder(false) }
+
+// HoldSpinningInDryRun returns a plugin as HoldAlways's that, asked with
+// DRY_RUN (a plan preview, or plugin check's dry-run decisions), loops
+// until it runs out of fuel instead: its real decisions hold, its previews
+// fault.
+func HoldSpinningInDryRun() []byte { return holder(true) }
+
+func holder(spinDry bool) []byte {
+	const arena = 64 << 10 // the arena: the second page, all of it
+	body := func(code ...[]byte) []byte {
+		b := append([]byte{0}, bytes.Join(code, nil)...) // no locals
+		b = append(b, 0x0B)
+		return append(uleb(uint64(len(b))), b...)
+	}
+	name := func(s string) []byte { return append([]byte{byte(len(s))}, s...) }
+	var pick []byte
+	if spinDry {
+		// if flags & DRY_RUN: loop forever
+		pick = []byte{0x20, 3, 0x41, 1, 0x71, 0x04, 0x40, 0x03, 0x40, 0x0C, 0, 0x0B, 0x0B}
+	}
+	pick = append(append(pick, 0x41), sleb(-(1 << 30))...) // a hold, hint 0
+	return bytes.Join([][]byte{
+		[]byte("\x00asm\x01\x00\x00\x00"),
+		sect(1, []byte{3},
+			[]byte{0x60, 0, 1, 0x7F},                          // 0: () -> i32
+			[]byte{0x60, 1, 0x7F, 1, 0x7E},                    // 1: (i32) -> i64
+			[]byte{0x60, 4, 0x7E, 0x7E, 0x7F, 0x7F, 1, 0x7F}), // 2: (i64, i64, i32, i32) -> i32
+		sect(3, []byte{4, 0, 0, 1, 2}),
+		sect(5, []byte{1, 0, 2}), // 2 pages
+		sect(7, []byte{5}, name("memory"), []byte{2, 0}, name("abi_version"), []byte{0, 0},
+			name("policy_flags"), []byte{0, 1}, name("arena"), []byte{0, 2}, name("fairness_pick"), []byte{0, 3}),
+		sect(10, []byte{4},
+			body([]byte{0x41, 2}),                                // abi_version: 2
+			body([]byte{0x41, 4}),                                // policy_flags: HOLDS
+			body(append([]byte{0x42}, sleb(arena<<32|arena)...)), // arena: ptr << 32 | len
+			body(pick)),
+	}, nil)
+}
+
 // sect is a section: its id, its length and its parts.
 func sect(id byte, parts ...[]byte) []byte {
 	b := bytes.Join(parts, nil)
