@@ -38,7 +38,7 @@ type Collector struct {
 	laneQueued, laneInflight, laneMax, lanePaused                                            *prometheus.Desc
 	instUp, instLatency, instInflight, instTabs, instCapacity, instFailures                  *prometheus.Desc
 	plugCalls, plugLatency, plugFaults, plugFallbacks, plugHolds, plugQuarantines, plugState *prometheus.Desc
-	plugLogDropped, plugFuel, plugGraces                                                     *prometheus.Desc
+	plugLogDropped, plugFuel, plugGraces, plugDryFaults                                      *prometheus.Desc
 }
 
 // NewCollector returns a collector of src.
@@ -79,6 +79,7 @@ func NewCollector(src Source) *Collector {
 		plugState:       d("plugin_state", "1 for a plugin's current state (active, probation, quarantined, disabled), 0 for the others.", "plugin", "state"),
 		plugLogDropped:  d("plugin_log_dropped_total", "A plugin's switchyard.log lines dropped by its rate limit.", "plugin"),
 		plugFuel:        d("plugin_fuel_max", "The most fuel one decision of a plugin has burnt.", "plugin"),
+		plugDryFaults:   d("plugin_dry_run_faults_total", "A fairness plugin's faulted dry-run decisions (DRY_RUN: plan previews); they are not in plugin_faults_total and do not feed its breaker.", "plugin"),
 		plugGraces:      d("plugin_deadline_graces_total", "A plugin's calls let run on past their deadline in wall time because they waited for a core (the process was starved, or they burnt no fuel since the watchdog's last look).", "plugin"),
 	}
 }
@@ -88,7 +89,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.tasks, c.ended, c.inflight, c.maxInflight, c.pending, c.counters, c.latency,
 		c.lastSeq, c.draining, c.commitErrs, c.failing, c.laneQueued, c.laneInflight, c.laneMax, c.lanePaused,
 		c.instUp, c.instLatency, c.instInflight, c.instTabs, c.instCapacity, c.instFailures,
-		c.plugCalls, c.plugLatency, c.plugFaults, c.plugFallbacks, c.plugHolds, c.plugQuarantines, c.plugState, c.plugLogDropped, c.plugFuel, c.plugGraces} {
+		c.plugCalls, c.plugLatency, c.plugFaults, c.plugFallbacks, c.plugHolds, c.plugQuarantines, c.plugState, c.plugLogDropped, c.plugFuel, c.plugGraces, c.plugDryFaults} {
 		ch <- d
 	}
 }
@@ -168,6 +169,7 @@ func (c *Collector) collectPlugins(ch chan<- prometheus.Metric, plugins []manage
 			ch <- prometheus.MustNewConstMetric(c.plugFallbacks, prometheus.CounterValue, float64(s.FallbacksBy[cause]), p.Name, cause.String())
 		}
 		ch <- prometheus.MustNewConstMetric(c.plugHolds, prometheus.CounterValue, float64(s.Holds), p.Name)
+		ch <- prometheus.MustNewConstMetric(c.plugDryFaults, prometheus.CounterValue, float64(s.DryRunFaults), p.Name)
 		ch <- prometheus.MustNewConstMetric(c.plugQuarantines, prometheus.CounterValue, float64(s.Quarantines), p.Name)
 		ch <- prometheus.MustNewConstMetric(c.plugLogDropped, prometheus.CounterValue, float64(s.LogDropped), p.Name)
 		ch <- prometheus.MustNewConstMetric(c.plugFuel, prometheus.GaugeValue, float64(s.FuelMax), p.Name)

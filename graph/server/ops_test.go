@@ -320,6 +320,7 @@ func TestMetricsShowEachPlugin(t *testing.T) {
 		`switchyard_plugin_state{plugin="fair-share",state="active"} 1`,
 		`switchyard_plugin_state{plugin="fair-share",state="quarantined"} 0`,
 		`switchyard_plugin_log_dropped_total{plugin="fair-share"} 0`,
+		`switchyard_plugin_dry_run_faults_total{plugin="fair-share"} 0`,
 		`switchyard_plugin_deadline_graces_total{plugin="fair-share"} `, // its count depends on the machine's load
 	} {
 		require.Contains(t, body, want)

@@ -91,8 +91,11 @@ func TestCheckPassesTheBuiltinsAndTheExamples(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, rep.Passed, "%s:\n%s", m.Name, rep)
 		checks := 7
-		if m.Slot == policy.SlotFairness || m.Slot == policy.SlotRetry {
-			checks = 8 // and holds, or budget
+		switch m.Slot {
+		case policy.SlotFairness:
+			checks = 9 // and holds, dry-run
+		case policy.SlotRetry:
+			checks = 8 // and budget
 		}
 		require.Len(t, rep.Checks, checks)
 		require.Equal(t, m.Slot.String(), rep.Slot)
@@ -129,13 +132,14 @@ func TestCheckFindsEachMistake(t *testing.T) {
 	t.Parallel()
 	for mode, want := range map[string][]string{
 		"ok":       nil,
-		"stateful": {authoring.CheckDeterministic},
+		"stateful": {authoring.CheckDeterministic, authoring.CheckDryRun}, // its preview changes what it decides next
 		"big":      {authoring.CheckLarge},
 		"empty":    {authoring.CheckEmpty},
 		"sticky":   {authoring.CheckConfig},
 		"wide":     {authoring.CheckLarge},
 		"greedy":   {authoring.CheckLarge},
 		"holder":   {authoring.CheckHolds},
+		"preview":  {authoring.CheckDryRun},
 	} {
 		// A private runtime, so that the report carries the fault reasons;
 		// as many candidates as engine.fairnessCandidates allows, where
@@ -147,6 +151,10 @@ func TestCheckFindsEachMistake(t *testing.T) {
 		if mode == "holder" {
 			require.Contains(t, rep.String(), "FAIL holds         held 3 of 300 decisions over varied input and 50 of 50 over one candidate (hints 250–250 ms), yet does not declare HOLDS in policy_flags")
 			require.Contains(t, rep.String(), "register with sdk.Holds")
+		}
+		if mode == "preview" {
+			require.Contains(t, rep.String(), "FAIL dry-run       decision 1 of 100 answered [")
+			require.Contains(t, rep.String(), "with DRY_RUN and [0 1")
 		}
 		if mode == "big" {
 			require.Contains(t, rep.String(), "invalid: fairness_pick picked candidate 1000 of 1000")
@@ -199,6 +207,23 @@ func TestCheckReportsAModuleOverTheServersSizeLimit(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, rep.Passed, rep.String())
 	require.Contains(t, rep.String(), fmt.Sprintf("ok   size          %d bytes, within plugins.maxWasmBytes (16777216 here", len(big)))
+}
+
+// A module that faults only under DRY_RUN (a plan's preview) passes every
+// other check: the dry-run check finds it, and says what the server does
+// with such a fault.
+func TestCheckFindsAModuleThatFaultsOnlyInPreviews(t *testing.T) {
+	t.Parallel()
+	rep, err := authoring.Check(context.Background(), plugintest.HoldSpinningInDryRun(), authoring.Options{})
+	require.NoError(t, err)
+	require.Equal(t, []string{authoring.CheckDryRun}, failed(rep), "%s", rep)
+	require.Contains(t, rep.String(), "FAIL dry-run       decision 1 of 100 with DRY_RUN (a plan's preview) fell back to the built-in: it faulted: fuel: ran out of fuel")
+	require.Contains(t, rep.String(), "not against the breaker")
+
+	rep, err = authoring.Check(context.Background(), plugintest.HoldAlways(), authoring.Options{})
+	require.NoError(t, err)
+	require.True(t, rep.Passed, "%s", rep)
+	require.Contains(t, rep.String(), "ok   dry-run       100 varied decisions with DRY_RUN, each then made for real: the same answers, no fault")
 }
 
 func TestCheckReportsAModuleThatDoesNotLoad(t *testing.T) {

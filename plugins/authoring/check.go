@@ -27,6 +27,7 @@ const (
 	CheckLarge         = "large"         // as many candidates as the server offers (8 and 64 slots), or 1,000 tasks
 	CheckConfig        = "config"        // the configuration is accepted again, and a broken one refused
 	CheckHolds         = "holds"         // fairness only: a module that answers hold declares HOLDS
+	CheckDryRun        = "dry-run"       // fairness only: a DRY_RUN decision (a plan's preview) answers as the real one, without faulting
 	CheckBudget        = "budget"        // retry only: no retry answered at or past the attempt budget
 	CheckSize          = "size"          // the module is no larger than the server takes (plugins.maxWasmBytes)
 )
@@ -173,6 +174,10 @@ func Check(ctx context.Context, wasm []byte, opts Options) (*CheckReport, error)
 			err = faultsSince(a.plugin, before, rec)
 		}
 		add(CheckHolds, err, covered)
+		if ctx.Err() == nil {
+			covered, err := dryRun(b)
+			add(CheckDryRun, err, covered)
+		}
 	}
 	if a.retry != nil && ctx.Err() == nil {
 		before := a.plugin.Stats()
@@ -402,6 +407,54 @@ func budget(s *subject) (string, error) {
 	}
 	return "", fmt.Errorf("retried %d of %d failures at or past their attempt budget (the first at attempt %d of max_attempts %d): the engine starts no attempt past max_attempts and parks or fails the task instead, as its exhausted setting says; answer park (2) or fail (3) when attempt ≥ max_attempts",
 		retried, budgetChecks, first.Attempt, first.MaxAttempts)
+}
+
+// dryRunChecks is how many varied fairness decisions the dry-run check
+// makes, each twice.
+const dryRunChecks = 100
+
+// dryRun makes varied fairness decisions twice each on one instance: first
+// with DRY_RUN, as a plan's preview asks, then for real. The answers must
+// be the same — a preview answers as the decision would and changes none
+// of the module's state — and a preview must not fault: the engine counts
+// a preview's fault apart, not against the breaker, and previews in its
+// native order instead, so the plan would show what dispatch does not do.
+func dryRun(s *subject) (string, error) {
+	w, ok := s.fairness.(policy.ExplainedFairness)
+	if !ok {
+		return "", errors.New("no explained fairness wrapper")
+	}
+	for i := range dryRunChecks {
+		k := uint64(i) + 5
+		cands := host.SyntheticCandidates(1+int(k*7%90), k)
+		slots := 1 + int(k*5%17)
+		ctx := policy.PickContext{NowMs: 1_700_000_000_000, AgingMs: 30_000, Slots: uint32(slots), Names: SyntheticNames{}, Details: SyntheticNames{},
+			Flags: policy.PickDryRun}
+		dry, live := make([]uint32, slots), make([]uint32, slots)
+		n, why := w.PickExplained(ctx, cands, dry)
+		if why != "" {
+			return "", fmt.Errorf("decision %d of %d with DRY_RUN (a plan's preview) fell back to the built-in: %s; a plan would show the built-in's order, not the module's (the server counts such a fault in dryRunFaults, not against the breaker)",
+				i+1, dryRunChecks, why)
+		}
+		ctx.Flags = 0
+		m, why := w.PickExplained(ctx, cands, live)
+		if why != "" {
+			return "", fmt.Errorf("decision %d of %d fell back to the built-in for real, after it was made with DRY_RUN: %s", i+1, dryRunChecks, why)
+		}
+		if a, b := answer(n, dry), answer(m, live); a != b {
+			return "", fmt.Errorf("decision %d of %d answered %s with DRY_RUN and %s for real: a preview must answer as the real decision would, and change none of the module's state",
+				i+1, dryRunChecks, a, b)
+		}
+	}
+	return fmt.Sprintf("%d varied decisions with DRY_RUN, each then made for real: the same answers, no fault", dryRunChecks), nil
+}
+
+// answer renders a fairness answer: its picks, or a hold.
+func answer(n int, picks []uint32) string {
+	if hint, held := policy.HoldHint(n); held {
+		return fmt.Sprintf("hold (hint %d ms)", hint)
+	}
+	return fmt.Sprint(picks[:n])
 }
 
 // varied makes n decisions over varied synthetic input (seeded); for

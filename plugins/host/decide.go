@@ -279,6 +279,29 @@ func (p *Plugin) finish(in *instance, f fault) result {
 	return result{o: faulted, f: f}
 }
 
+// finishDry is finish for a dry-run decision (policy.PickDryRun: a plan's
+// preview): it returns the instance (or discards a broken one) but leaves
+// the breaker alone. A fault is counted apart (Stats.DryRunFaults), not in
+// Stats.Faults, and is no plugin event; a success forgives nothing and
+// counts no probation down. So a reader who previews cannot quarantine a
+// plugin, nor end its probation, and so cannot change what it decides for
+// real dispatch.
+func (p *Plugin) finishDry(in *instance, f fault) result {
+	if f.unasked {
+		return p.finish(in, f) // which feeds the breaker nothing
+	}
+	if f.broken {
+		p.discard(in)
+	} else {
+		p.release(in)
+	}
+	if f.kind == 0 {
+		return result{}
+	}
+	p.stats.dryRunFaults.Add(1)
+	return result{o: faulted, f: f}
+}
+
 // fellBack says, for people, why a decision that ended in r fell back:
 // the reason a policy.ExplainedRetry or policy.ExplainedFairness gives.
 // Only a fallback pays for it.
@@ -310,6 +333,9 @@ func (p *Plugin) pick(ctx policy.PickContext, cands []policy.Candidate, picks []
 		return 0, r
 	}
 	n, f := in.pick(ctx, cands, picks)
+	if ctx.Flags&policy.PickDryRun != 0 {
+		return n, p.finishDry(in, f)
+	}
 	return n, p.finish(in, f)
 }
 

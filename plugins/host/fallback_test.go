@@ -80,13 +80,16 @@ func mustGet(t *testing.T, e *engine.Engine, id string) *engine.Task {
 
 // A fairness plugin that faults or is quarantined is answered by its
 // native fallback, and a plan's step says that the fallback picked, and
-// why: a trap first, then the quarantine the breaker put the plugin in.
-// The wrapper says why only when asked (PickExplained); Pick alone does
-// not build the reason.
+// why: a trap first — which, in a plan's preview, feeds no breaker — then
+// the quarantine the breaker put the plugin in once a real decision
+// faulted. The wrapper says why only when asked (PickExplained); Pick
+// alone does not build the reason.
 func TestAPlanSaysWhenTheFairnessPluginsFallbackPicked(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := loadFaulty(t, host.Config{BreakerThreshold: 1, QuarantineBase: time.Hour}) // no quarantine ends during the test
+	// No quarantine ends during the test; an instance a fault broke is
+	// rebuilt before the next decision.
+	f := loadFaulty(t, host.Config{BreakerThreshold: 1, QuarantineBase: time.Hour, AwaitRebuilds: true})
 	f.mode(t, "panic")
 	// Lane a runs one task at a time, and its first runs until the test
 	// ends: the two behind it wait, and the plan (which pretends the lane
@@ -109,20 +112,30 @@ func TestAPlanSaysWhenTheFairnessPluginsFallbackPicked(t *testing.T) {
 	waitfor.Eventually(t, "the first task runs", func() bool { return e.Stats(ctx).InFlight == 1 })
 	require.NoError(t, e.SetFairness("faulty", f.w))
 
+	for range 2 { // previews: the breaker (threshold 1) is not fed
+		plan, err := e.Plan(ctx, 1)
+		require.NoError(t, err)
+		require.Len(t, plan.Steps, 1)
+		why := plan.Steps[0].Reason
+		require.True(t, strings.HasPrefix(why, "native fallback of policy faulty (faulty did not decide: it faulted: trap: "), why)
+		require.Equal(t, host.StateActive, f.p.Stats().State)
+	}
+	st := f.p.Stats()
+	require.Equal(t, uint64(2), st.DryRunFaults)
+	require.Zero(t, st.FaultTotal())
+
+	_, fellBack := f.w.PickExplained(pickCtx(), f.cands, f.picks) // a real decision
+	require.Contains(t, fellBack, "it faulted: trap: ")
+	require.Equal(t, host.StateQuarantined, f.p.Stats().State)
+
 	plan, err := e.Plan(ctx, 1)
 	require.NoError(t, err)
 	require.Len(t, plan.Steps, 1)
 	why := plan.Steps[0].Reason
-	require.True(t, strings.HasPrefix(why, "native fallback of policy faulty (faulty did not decide: it faulted: trap: "), why)
-	require.Equal(t, host.StateQuarantined, f.p.Stats().State)
-
-	plan, err = e.Plan(ctx, 1)
-	require.NoError(t, err)
-	require.Len(t, plan.Steps, 1)
-	why = plan.Steps[0].Reason
 	require.True(t, strings.HasPrefix(why, "native fallback of policy faulty (faulty did not decide: quarantined for 1h0m0s: "), why)
-	st := f.p.Stats()
-	require.Equal(t, map[host.FallbackCause]uint64{host.FallbackFault: 1, host.FallbackBreaker: 1}, st.FallbacksBy)
+	st = f.p.Stats()
+	require.Equal(t, map[host.FallbackCause]uint64{host.FallbackFault: 3, host.FallbackBreaker: 1}, st.FallbacksBy)
+	require.Equal(t, uint64(1), st.FaultTotal())
 
 	n, fellBack := f.w.PickExplained(pickCtx(), f.cands, f.picks)
 	require.Equal(t, 4, n)

@@ -16,11 +16,15 @@ type Stats struct {
 	// or disabled), closed or rebuilding an instance, or the decision's
 	// table would not fit its memory.
 	FallbacksBy map[FallbackCause]uint64
-	Holds       uint64    // fairness decisions that held (ABI v2), plan previews not counted
-	Disabled    bool      // the plugin does not decide now: quarantined by its breaker, or disabled
-	Reason      string    // why
-	State       State     // active, on probation, quarantined or disabled
-	Until       time.Time // when a quarantine ends
+	Holds       uint64 // fairness decisions that held (ABI v2), plan previews not counted
+	// DryRunFaults counts the dry-run decisions (DRY_RUN: a plan's
+	// preview) that faulted. They are not in Faults and do not feed the
+	// breaker: a reader's preview cannot quarantine a plugin.
+	DryRunFaults uint64
+	Disabled     bool      // the plugin does not decide now: quarantined by its breaker, or disabled
+	Reason       string    // why
+	State        State     // active, on probation, quarantined or disabled
+	Until        time.Time // when a quarantine ends
 	// Quarantines counts the breaker's trips.
 	Quarantines uint64
 	// LogLines and LogDropped count the guest's switchyard.log lines
@@ -73,12 +77,13 @@ func (p *Plugin) ResetFuelMax() uint64 { return p.stats.fuel.Swap(0) }
 // Stats returns a snapshot of the plugin's counters.
 func (p *Plugin) Stats() Stats {
 	s := Stats{
-		Calls:       p.stats.calls.Load(),
-		Fallbacks:   p.stats.fallbacks.Load(),
-		FallbacksBy: make(map[FallbackCause]uint64, 2),
-		Holds:       p.stats.holds.Load(),
-		Faults:      make(map[FaultKind]uint64, 4),
-		Instances:   int(p.live.Load()),
+		Calls:        p.stats.calls.Load(),
+		Fallbacks:    p.stats.fallbacks.Load(),
+		FallbacksBy:  make(map[FallbackCause]uint64, 2),
+		Holds:        p.stats.holds.Load(),
+		DryRunFaults: p.stats.dryRunFaults.Load(),
+		Faults:       make(map[FaultKind]uint64, 4),
+		Instances:    int(p.live.Load()),
 	}
 	for _, c := range FallbackCauses {
 		if v := p.stats.fallbacksBy[c].Load(); v > 0 {
@@ -104,6 +109,7 @@ func (p *Plugin) Stats() Stats {
 type stats struct {
 	calls, fallbacks     atomic.Uint64
 	holds                atomic.Uint64
+	dryRunFaults         atomic.Uint64 // Stats.DryRunFaults
 	quarantines          atomic.Uint64
 	graces               atomic.Uint64 // calls let run on past their deadline (Stats.DeadlineGraces)
 	logLines, logDropped atomic.Uint64

@@ -2,7 +2,7 @@
 
 // Command sloppy is a fairness plugin with the mistakes `plugin check`
 // exists to catch, one per configuration: {"mode": "ok" | "stateful" |
-// "big" | "wide" | "empty" | "sticky" | "greedy" | "holder"}. Every mode passes the host's
+// "big" | "wide" | "empty" | "sticky" | "greedy" | "holder" | "preview"}. Every mode passes the host's
 // smoke decision.
 package main
 
@@ -23,7 +23,7 @@ type sloppy struct {
 // Configure takes {"mode": "..."}. It looks for the mode's name rather than
 // parsing JSON, which keeps the module small and quick to compile.
 func (s *sloppy) Configure(doc []byte) error {
-	for _, m := range []string{"ok", "stateful", "big", "wide", "empty", "sticky", "greedy", "holder"} {
+	for _, m := range []string{"ok", "stateful", "big", "wide", "empty", "sticky", "greedy", "holder", "preview"} {
 		if bytes.Contains(doc, []byte(`"`+m+`"`)) {
 			s.mode = m
 			return nil
@@ -32,7 +32,7 @@ func (s *sloppy) Configure(doc []byte) error {
 	if s.mode == "sticky" { // forgets to refuse a document it does not understand
 		return nil
 	}
-	return errors.New(`want {"mode": "ok" | "stateful" | "big" | "wide" | "empty" | "sticky" | "greedy" | "holder"}`)
+	return errors.New(`want {"mode": "ok" | "stateful" | "big" | "wide" | "empty" | "sticky" | "greedy" | "holder" | "preview"}`)
 }
 
 func (s *sloppy) Pick(ctx policy.PickContext, cands []policy.Candidate, picks []uint32) int {
@@ -58,6 +58,11 @@ func (s *sloppy) Pick(ctx policy.PickContext, cands []policy.Candidate, picks []
 	case "holder": // holds a lone candidate, and never registered sdk.Holds
 		if len(cands) == 1 {
 			return policy.Hold(250)
+		}
+	case "preview": // previews (DRY_RUN) otherwise than it decides: the last candidate first
+		if ctx.Flags&policy.PickDryRun != 0 && len(cands) > 1 && len(picks) > 0 {
+			picks[0] = uint32(len(cands) - 1)
+			return 1
 		}
 	case "greedy": // runs out of fuel once the candidates are many
 		if len(cands) > 100 {
