@@ -24,12 +24,6 @@ func spinner(always bool) []byte {
 		spin = []byte{0x41, 1} // i32.const 1
 	}
 	const arena = 64 << 10 // the arena: the second page, all of it
-	body := func(code ...[]byte) []byte {
-		b := append([]byte{0}, bytes.Join(code, nil)...) // no locals
-		b = append(b, 0x0B)
-		return append(uleb(uint64(len(b))), b...)
-	}
-	name := func(s string) []byte { return append([]byte{byte(len(s))}, s...) }
 	return bytes.Join([][]byte{
 		[]byte("\x00asm\x01\x00\x00\x00"),
 		sect(1, []byte{4},
@@ -40,14 +34,14 @@ func spinner(always bool) []byte {
 		sect(3, []byte{4, 0, 1, 2, 3}),
 		sect(5, []byte{1, 0, 2}),                   // 2 pages
 		sect(6, []byte{1, 0x7F, 1, 0x41, 0, 0x0B}), // global 0: spin, a mutable i32, 0
-		sect(7, []byte{5}, name("memory"), []byte{2, 0}, name("abi_version"), []byte{0, 0},
-			name("arena"), []byte{0, 1}, name("fairness_pick"), []byte{0, 2}, name("configure"), []byte{0, 3}),
+		sect(7, []byte{5}, wasmName("memory"), []byte{2, 0}, wasmName("abi_version"), []byte{0, 0},
+			wasmName("arena"), []byte{0, 1}, wasmName("fairness_pick"), []byte{0, 2}, wasmName("configure"), []byte{0, 3}),
 		sect(10, []byte{4},
-			body([]byte{0x41, 1}),                                // abi_version: 1
-			body(append([]byte{0x42}, sleb(arena<<32|arena)...)), // arena: ptr << 32 | len
-			body(spin, []byte{0x04, 0x40, 0x03, 0x40, 0x0C, 0, 0x0B, 0x0B}, // fairness_pick: if spin, loop forever
+			funcBody([]byte{0x41, 1}),                                // abi_version: 1
+			funcBody(append([]byte{0x42}, sleb(arena<<32|arena)...)), // arena: ptr << 32 | len
+			funcBody(spin, []byte{0x04, 0x40, 0x03, 0x40, 0x0C, 0, 0x0B, 0x0B}, // fairness_pick: if spin, loop forever
 				[]byte{0x41, 0}), // else 0 picks
-			body([]byte{0x20, 0, 0x41, 2, 0x4A}, // configure: len > 2
+			funcBody([]byte{0x20, 0, 0x41, 2, 0x4A}, // configure: len > 2
 				append(append([]byte{0x41}, sleb(arena+2)...), 0x2D, 0, 0), // and the document's third byte
 				append(append([]byte{0x41}, sleb('s')...), 0x46, 0x71),     // is 's'
 				[]byte{0x24, 0, 0x41, 0})),                                 // set spin; accept
@@ -68,12 +62,6 @@ func HoldSpinningInDryRun() []byte { return holder(true) }
 
 func holder(spinDry bool) []byte {
 	const arena = 64 << 10 // the arena: the second page, all of it
-	body := func(code ...[]byte) []byte {
-		b := append([]byte{0}, bytes.Join(code, nil)...) // no locals
-		b = append(b, 0x0B)
-		return append(uleb(uint64(len(b))), b...)
-	}
-	name := func(s string) []byte { return append([]byte{byte(len(s))}, s...) }
 	var pick []byte
 	if spinDry {
 		// if flags & DRY_RUN: loop forever
@@ -88,13 +76,13 @@ func holder(spinDry bool) []byte {
 			[]byte{0x60, 4, 0x7E, 0x7E, 0x7F, 0x7F, 1, 0x7F}), // 2: (i64, i64, i32, i32) -> i32
 		sect(3, []byte{4, 0, 0, 1, 2}),
 		sect(5, []byte{1, 0, 2}), // 2 pages
-		sect(7, []byte{5}, name("memory"), []byte{2, 0}, name("abi_version"), []byte{0, 0},
-			name("policy_flags"), []byte{0, 1}, name("arena"), []byte{0, 2}, name("fairness_pick"), []byte{0, 3}),
+		sect(7, []byte{5}, wasmName("memory"), []byte{2, 0}, wasmName("abi_version"), []byte{0, 0},
+			wasmName("policy_flags"), []byte{0, 1}, wasmName("arena"), []byte{0, 2}, wasmName("fairness_pick"), []byte{0, 3}),
 		sect(10, []byte{4},
-			body([]byte{0x41, 2}),                                // abi_version: 2
-			body([]byte{0x41, 4}),                                // policy_flags: HOLDS
-			body(append([]byte{0x42}, sleb(arena<<32|arena)...)), // arena: ptr << 32 | len
-			body(pick)),
+			funcBody([]byte{0x41, 2}),                                // abi_version: 2
+			funcBody([]byte{0x41, 4}),                                // policy_flags: HOLDS
+			funcBody(append([]byte{0x42}, sleb(arena<<32|arena)...)), // arena: ptr << 32 | len
+			funcBody(pick)),
 	}, nil)
 }
 
@@ -127,3 +115,13 @@ func sleb(v int64) []byte {
 		b = append(b, c|0x80)
 	}
 }
+
+// funcBody is a function body of the code section: no locals, code, end.
+func funcBody(code ...[]byte) []byte {
+	b := append([]byte{0}, bytes.Join(code, nil)...) // no locals
+	b = append(b, 0x0B)
+	return append(uleb(uint64(len(b))), b...)
+}
+
+// wasmName is a name as the export section holds it (short names only).
+func wasmName(s string) []byte { return append([]byte{byte(len(s))}, s...) }

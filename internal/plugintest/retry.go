@@ -29,28 +29,22 @@ func Padded(wasm []byte, size int) []byte {
 
 func retryModule(answer int64, spinConfigure bool, export string) []byte {
 	const arena = 64 << 10 // the arena: the second page, all of it
-	body := func(code ...[]byte) []byte {
-		b := append([]byte{0}, bytes.Join(code, nil)...) // no locals
-		b = append(b, 0x0B)
-		return append(uleb(uint64(len(b))), b...)
-	}
-	name := func(s string) []byte { return append([]byte{byte(len(s))}, s...) }
 	funcs := []byte{0, 1, 2}
-	exports := [][]byte{name("memory"), {2, 0}, name("abi_version"), {0, 0}, name("arena"), {0, 1}, name("retry_decide"), {0, 2}}
+	exports := [][]byte{wasmName("memory"), {2, 0}, wasmName("abi_version"), {0, 0}, wasmName("arena"), {0, 1}, wasmName("retry_decide"), {0, 2}}
 	code := [][]byte{
-		body([]byte{0x41, 1}),                                // abi_version: 1
-		body(append([]byte{0x42}, sleb(arena<<32|arena)...)), // arena: ptr << 32 | len
-		body(append([]byte{0x42}, sleb(answer)...)),          // retry_decide: the answer
+		funcBody([]byte{0x41, 1}),                                // abi_version: 1
+		funcBody(append([]byte{0x42}, sleb(arena<<32|arena)...)), // arena: ptr << 32 | len
+		funcBody(append([]byte{0x42}, sleb(answer)...)),          // retry_decide: the answer
 	}
 	if spinConfigure {
 		funcs = append(funcs, 3)
-		exports = append(exports, name("configure"), []byte{0, 3})
-		code = append(code, body([]byte{0x03, 0x40, 0x0C, 0, 0x0B}, []byte{0x41, 0})) // loop for ever; 0
+		exports = append(exports, wasmName("configure"), []byte{0, 3})
+		code = append(code, funcBody([]byte{0x03, 0x40, 0x0C, 0, 0x0B}, []byte{0x41, 0})) // loop for ever; 0
 	}
 	var globals []byte
 	if export != "" {
 		globals = sect(6, []byte{1, 0x7F, 0, 0x41, 0, 0x0B}) // an immutable i32, 0
-		exports = append(exports, name(export), []byte{3, 0})
+		exports = append(exports, wasmName(export), []byte{3, 0})
 	}
 	return bytes.Join([][]byte{
 		[]byte("\x00asm\x01\x00\x00\x00"),
