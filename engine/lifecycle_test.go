@@ -738,7 +738,7 @@ func TestARetryPolicyCannotRetryPastTheAttemptBudget(t *testing.T) {
 	lane := failUntilSettled(h.Submit(enginetest.Spec("a").Lane("three").Obj()).ID, engine.Transient(errors.New("no such element")))
 	require.Len(t, lane.Attempts, 3, "the lane's maxAttempts is the ceiling: %s %q", lane.State, lane.Reason)
 	require.Equal(t, engine.StateFailed, lane.State, "the lane's exhausted tasks fail")
-	require.Equal(t, "retry budget spent (3 attempts), though retry policy forever asked for another: no such element", lane.Reason)
+	require.Equal(t, "retry budget of 3 attempts spent, though retry policy forever asked for another: no such element", lane.Reason)
 
 	once := failUntilSettled(h.Submit(enginetest.Spec("b").Lane("three").Retry(engine.RetryPolicy{MaxAttempts: 1}).Obj()).ID,
 		engine.Transient(errors.New("interrupted")))
@@ -748,7 +748,7 @@ func TestARetryPolicyCannotRetryPastTheAttemptBudget(t *testing.T) {
 	def := failUntilSettled(h.Submit(enginetest.Spec("c").Obj()).ID, engine.Permanent(errors.New("404")))
 	require.Len(t, def.Attempts, engine.DefaultRetryPolicy().MaxAttempts, "a lane without a retry policy has the default budget")
 	require.Equal(t, engine.StateParked, def.State, "the default exhausted setting parks")
-	require.Equal(t, "retry budget spent (4 attempts), though retry policy forever asked for another: 404", def.Reason)
+	require.Equal(t, "retry budget of 4 attempts spent, though retry policy forever asked for another: 404", def.Reason)
 
 	// An operator's reset gives the task a new budget, which the policy
 	// spends as before.

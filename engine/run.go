@@ -279,7 +279,7 @@ func (c *core) failAttemptLocked(t *task, class policy.ErrorClass, status int, c
 		// the policy chooses whether and when to retry within it, and an
 		// attempt past it is never started. The task becomes what its
 		// exhausted setting says, as it would had the policy parked it.
-		why := "retry budget spent (" + itoa(t.budget()) + " attempts), though " + decider + " asked for another: "
+		why := "retry budget of " + itoa(t.budget()) + " attempts spent, though " + decider + " asked for another: "
 		if t.exhausted() == ExhaustedFail {
 			c.setState(t, StateFailed, why+msg)
 			return

@@ -309,14 +309,22 @@ func (n *Node) elected(ctx context.Context, epoch uint64) {
 		err = e.OpenTakingOver(ctx, n.opts.Node)
 	}
 	l := &leader{eng: e, reg: n.opts.Registry}
-	started := false
+	// begin starts the engine once; a later call answers as the first did
+	// (a Lead that ignored a failed start must not lead with that engine).
+	var (
+		started  bool
+		startErr error
+	)
 	begin := func() error {
 		if started {
-			return nil
+			return startErr
 		}
 		started = true
-		if err := e.Start(ctx); err != nil {
-			return err
+		if startErr = ctx.Err(); startErr != nil { // deposed while Lead set up
+			return startErr
+		}
+		if startErr = e.Start(ctx); startErr != nil {
+			return startErr
 		}
 		if l.reg != nil {
 			savedinstances.Restore(e, l.reg, n.log.Warn)

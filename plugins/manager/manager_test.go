@@ -542,7 +542,7 @@ func TestARetryPluginCannotRetryPastTheBudget(t *testing.T) {
 	got := run(enginetest.Spec("rf").Lane("rf").Obj())
 	require.Len(t, got.Attempts, 3)
 	require.Equal(t, engine.StateFailed, got.State)
-	require.Equal(t, "retry budget spent (3 attempts), though retry policy rforever asked for another: element not found", got.Reason)
+	require.Equal(t, "retry budget of 3 attempts spent, though retry policy rforever asked for another: element not found", got.Reason)
 
 	got = run(enginetest.Spec("once").Lane("rf").Retry(engine.RetryPolicy{MaxAttempts: 1}).Obj())
 	require.Len(t, got.Attempts, 1, "maxAttempts 1 is at most once")
