@@ -1081,7 +1081,16 @@ func runModel(t *testing.T, seed uint64) {
 			}
 		}
 		for _, mt := range leased {
-			if durable && (!mt.resumed || mt.state != engine.StateRunning || !mt.holding) {
+			switch {
+			case !durable:
+			case !mt.deadline.IsZero() && !h.Clock.Now().Before(mt.deadline):
+				// Its deadline came before the restart (its lease was in
+				// its grace): not resumed; its attempt counts as
+				// interrupted, which fails the task for its deadline.
+				if mt.resumed || mt.state != engine.StateFailed || !strings.HasPrefix(mt.reason, "deadline exceeded: interrupted") {
+					m.fail("%s: leased at the restart past its deadline %v, the new engine left it %s (resumed %v, %q)", mt.id, mt.deadline, mt.state, mt.resumed, mt.reason)
+				}
+			case !mt.resumed || mt.state != engine.StateRunning || !mt.holding:
 				m.fail("%s: leased at the restart, the new engine left it %s (resumed %v, holding %v, %q)", mt.id, mt.state, mt.resumed, mt.holding, mt.reason)
 			}
 		}
