@@ -9,7 +9,9 @@ package postgres
 // down (cancels its leadership context, fences the store, calls OnDeposed)
 // before anyone else can take the lease. Fencing (commit.go) covers what the
 // trust window cannot: a process paused past its window writes nothing once
-// it resumes.
+// it resumes. A node that cannot start leading steps down (StepDown): it
+// releases the lease at once and campaigns again after a backoff; only
+// Resign, or the end of Run's context, takes it out of the election.
 
 import (
 	"context"
@@ -52,7 +54,8 @@ type ElectorOptions struct {
 	// leader's work under it.
 	OnElected func(ctx context.Context, epoch uint64)
 	// OnDeposed is called when this node stops leading: the lease was lost
-	// or could not be renewed within the trust window, or it resigned.
+	// or could not be renewed within the trust window, or it resigned or
+	// stepped down.
 	OnDeposed func(epoch uint64, reason error)
 }
 
@@ -67,13 +70,26 @@ type Elector struct {
 	resign  chan struct{}
 	resOnce sync.Once
 
+	// A step down asked for and not yet done (StepDown), and the signal
+	// that one was.
+	stepMu  sync.Mutex
+	stepReq *stepDown
+	stepC   chan struct{}
+
 	conn    *pgx.Conn // the elector's own connection (not the pool's: commits must not starve renewals)
 	connPID atomic.Uint32
 
 	// Leadership, owned by Run's goroutine.
 	leadCancel context.CancelFunc
 	trustUntil time.Time
+	holdUntil  time.Time // no campaign before then: a step down's backoff
 	calls      chan func()
+}
+
+// stepDown is a StepDown call.
+type stepDown struct {
+	epoch   uint64
+	backoff time.Duration
 }
 
 // Errors that say why a node stopped leading.
@@ -81,6 +97,7 @@ var (
 	ErrLeaseLost    = errors.New("the lease was taken or had expired when this node renewed it")
 	ErrTrustExpired = errors.New("the lease could not be renewed within the trust window")
 	ErrResigned     = errors.New("this node resigned")
+	ErrSteppedDown  = errors.New("this node stepped down")
 )
 
 // NewElector returns an elector for the leader lease of this store's schema.
@@ -101,8 +118,11 @@ func (s *Store) NewElector(o ElectorOptions) (*Elector, error) {
 	if o.TTL <= 0 || o.RenewEvery <= 0 || o.Margin <= 0 || o.Margin >= o.TTL || o.RenewEvery >= o.TTL-o.Margin {
 		return nil, fmt.Errorf("postgres elector: want 0 < renewEvery (%s) < ttl (%s) - margin (%s)", o.RenewEvery, o.TTL, o.Margin)
 	}
-	return &Elector{s: s, o: o, resign: make(chan struct{}), calls: make(chan func(), 64)}, nil
+	return &Elector{s: s, o: o, resign: make(chan struct{}), stepC: make(chan struct{}, 1), calls: make(chan func(), 64)}, nil
 }
+
+// Options returns the elector's options, defaults filled in.
+func (e *Elector) Options() ElectorOptions { return e.o }
 
 // Leading reports whether this node leads, and under which epoch.
 func (e *Elector) Leading() (epoch uint64, ok bool) {
@@ -111,15 +131,42 @@ func (e *Elector) Leading() (epoch uint64, ok bool) {
 }
 
 // Resign steps down (when leading), releases the lease so that another node
-// takes it at once, and makes Run return. It does not wait for Run.
+// takes it at once, and makes Run return: the node leaves the election for
+// good. It is for a process that stops; a node that stays up but cannot lead
+// now steps down with StepDown instead. Resign does not wait for Run.
 func (e *Elector) Resign() {
 	e.resOnce.Do(func() { close(e.resign) })
+}
+
+// StepDown gives up the leadership of epoch and stays in the election: if
+// this node still leads under epoch, its leadership ends as a lost one does
+// (the leadership context is cancelled, the store refuses commits under
+// epoch, OnDeposed follows with ErrSteppedDown) and the lease is released
+// so that another node can take it at once (a best effort: if the database
+// cannot be reached, the lease expires after TTL). Whether it still led or
+// had lost epoch already, the elector then campaigns again, but not before
+// backoff has passed, whoever releases the lease meanwhile. If it leads
+// under a later epoch by then, the call does nothing.
+//
+// It is for a node that took the lease but could not start leading (from
+// OnElected, say): giving the lease up at once lets another node lead, and
+// the backoff keeps a node whose every takeover fails from taking the lease
+// over and over. StepDown does not block and does not wait for Run; a
+// second call before Run has acted on the first replaces it.
+func (e *Elector) StepDown(epoch uint64, backoff time.Duration) {
+	e.stepMu.Lock()
+	e.stepReq = &stepDown{epoch: epoch, backoff: backoff}
+	e.stepMu.Unlock()
+	select {
+	case e.stepC <- struct{}{}:
+	default: // already signalled: Run takes the latest request
+	}
 }
 
 // Run campaigns until ctx ends or Resign is called; then it steps down and
 // releases the lease (a best effort: if the database cannot be reached, the
 // lease expires after TTL), waits for the callbacks to finish and returns
-// nil. Call it once.
+// nil. A StepDown does not end it. Call it once.
 func (e *Elector) Run(ctx context.Context) error {
 	var cbWG sync.WaitGroup
 	cbWG.Add(1)
@@ -145,6 +192,24 @@ func (e *Elector) Run(ctx context.Context) error {
 	var lastRenew time.Time
 	for {
 		if e.epoch.Load() == 0 {
+			if hold := time.Until(e.holdUntil); hold > 0 {
+				// Backing off after a step down: a release by another
+				// node does not end the wait.
+				t := time.NewTimer(hold)
+				select {
+				case <-t.C:
+				case <-e.stepC:
+					t.Stop()
+					e.stepDown()
+				case <-ctx.Done():
+					t.Stop()
+					return nil
+				case <-e.resign:
+					t.Stop()
+					return nil
+				}
+				continue
+			}
 			start := time.Now()
 			epoch, wait, err := e.tryAcquire(ctx)
 			if err == nil && epoch != 0 {
@@ -160,6 +225,9 @@ func (e *Elector) Run(ctx context.Context) error {
 			case <-t.C:
 			case <-w.c: // a leader resigned
 				t.Stop()
+			case <-e.stepC:
+				t.Stop()
+				e.stepDown()
 			case <-ctx.Done():
 				t.Stop()
 				return nil
@@ -176,6 +244,11 @@ func (e *Elector) Run(ctx context.Context) error {
 		case <-trust.C:
 			next.Stop()
 			e.depose(ErrTrustExpired)
+			continue
+		case <-e.stepC:
+			next.Stop()
+			trust.Stop()
+			e.stepDown()
 			continue
 		case <-ctx.Done():
 			next.Stop()
@@ -218,6 +291,32 @@ func (e *Elector) elect(epoch uint64, start time.Time) {
 		if e.o.OnElected != nil {
 			e.o.OnElected(ctx, epoch)
 		}
+	}
+}
+
+// stepDown acts on the latest StepDown call (on Run's goroutine): it ends
+// the leadership of the epoch asked for, if this node still holds it, and
+// releases the lease, then holds off campaigning for the backoff.
+func (e *Elector) stepDown() {
+	e.stepMu.Lock()
+	req := e.stepReq
+	e.stepReq = nil
+	e.stepMu.Unlock()
+	if req == nil {
+		return
+	}
+	ep := e.epoch.Load()
+	if ep != 0 && ep != req.epoch {
+		return // leading under a later epoch, taken since: keep it
+	}
+	if ep != 0 {
+		e.depose(ErrSteppedDown)
+		rctx, cancel := context.WithTimeout(context.Background(), e.o.RenewEvery)
+		e.release(rctx, ep)
+		cancel()
+	}
+	if until := time.Now().Add(req.backoff); until.After(e.holdUntil) {
+		e.holdUntil = until
 	}
 }
 

@@ -241,3 +241,63 @@ func TestElectorOptionsAreChecked(t *testing.T) {
 	_, err := s.NewElector(postgres.ElectorOptions{Node: "a"})
 	require.NoError(t, err, "the defaults are consistent")
 }
+
+// A leader that steps down gives the lease up at once and stays in the
+// election: its leadership ends as a lost one does (OnDeposed with
+// ErrSteppedDown, the leadership context cancelled, the store fenced), the
+// other node takes the lease well within its TTL, and once the backoff has
+// passed the node that stepped down campaigns again and, the lease free,
+// leads under a new epoch.
+func TestStepDownReleasesTheLeaseAndCampaignsAgainAfterTheBackoff(t *testing.T) {
+	t.Parallel()
+	// A long TTL: a handover within it can only come from a release. The
+	// backoff is long enough for the other node to take the released lease
+	// first on a busy machine.
+	const ttl, renew, margin, backoff = 20 * time.Second, 200 * time.Millisecond, 5 * time.Second, 3 * time.Second
+	schema := newSchema(t)
+	var log leadership
+	sa, sb := openStore(t, schema), openStore(t, schema)
+	ea := runElector(t, sa, log.options("a", ttl, renew, margin))
+	waitfor.Eventually(t, "a leads", func() bool { _, ok := ea.Leading(); return ok })
+	epochA, _ := ea.Leading()
+	waitfor.Eventually(t, "a's OnElected runs", func() bool { _, ok := log.find("a", true); return ok })
+	eb := runElector(t, sb, log.options("b", ttl, renew, margin))
+
+	steppedDown := time.Now()
+	ea.StepDown(epochA, backoff)
+	waitfor.Eventually(t, "b takes the released lease", func() bool { _, ok := eb.Leading(); return ok })
+	epochB, _ := eb.Leading()
+	require.Equal(t, epochA+1, epochB)
+	_, aLeads := ea.Leading()
+	require.False(t, aLeads)
+	waitfor.Eventually(t, "a's OnDeposed runs", func() bool { _, ok := log.find("a", false); return ok })
+	dep, _ := log.find("a", false)
+	require.Equal(t, epochA, dep.epoch)
+	require.ErrorIs(t, dep.reason, postgres.ErrSteppedDown)
+	el, _ := log.find("a", true)
+	require.Error(t, el.ctx.Err(), "the leadership context ends with the leadership")
+	err := sa.Commit(bg, taskBatch(1, 1))
+	require.ErrorIs(t, err, postgres.ErrNotLeader, "a's store is fenced")
+	require.NoError(t, sb.Commit(bg, taskBatch(1, 1)), "the new leader commits")
+
+	// b steps down for longer than the test lasts: a, still campaigning,
+	// takes the lease once its own backoff has passed.
+	eb.StepDown(epochB, time.Hour)
+	waitfor.Eventually(t, "a leads again", func() bool { ep, ok := ea.Leading(); return ok && ep > epochB })
+	epochA2, _ := ea.Leading()
+	require.Equal(t, epochB+1, epochA2)
+	var again leaderEvent
+	waitfor.Eventually(t, "a's second OnElected runs", func() bool {
+		for _, e := range log.list() {
+			if e.node == "a" && e.elected && e.epoch == epochA2 {
+				again = e
+				return true
+			}
+		}
+		return false
+	})
+	require.GreaterOrEqual(t, again.at.Sub(steppedDown), backoff, "a campaigned again only after its backoff")
+	require.NoError(t, sa.Commit(bg, taskBatch(2, 1)), "a commits under its new epoch")
+	dep, _ = log.find("b", false)
+	require.ErrorIs(t, dep.reason, postgres.ErrSteppedDown)
+}
