@@ -17,7 +17,10 @@
 // loses its lease (or the database) it stops before anyone else can take the
 // lease — the store fences its commits by epoch, so a paused-then-resumed old
 // leader cannot write — and another node takes over, reloads the queues and
-// reclaims the old leader's attempts as interrupted.
+// reclaims the old leader's attempts as interrupted. A node that takes the
+// lease but cannot start leading (its engine or plugins fail to start) steps
+// down: it gives the lease up at once, follows again, and campaigns again
+// after a backoff that grows while its takeovers keep failing.
 package cluster
 
 import (
@@ -89,6 +92,12 @@ type Options struct {
 	// TTL and RenewEvery tune the lease (defaults 10 s and 2 s): a dead
 	// leader is replaced within TTL + RenewEvery.
 	TTL, RenewEvery time.Duration
+	// TakeoverBackoff is how long a node that took the lease but could not
+	// start leading waits before it campaigns again, given how many of its
+	// takeovers in a row have failed (1 for the first). Nil: RenewEvery,
+	// doubled at each failure up to three TTLs (DefaultTakeoverBackoff). The
+	// count starts again after a leadership that lasted at least a TTL.
+	TakeoverBackoff func(failures int) time.Duration
 	// EventBuffer is the node's event log size (default 65,536).
 	EventBuffer int
 	// Heartbeat is the interval of the node's heartbeat (default 2 s).
@@ -123,6 +132,9 @@ type Node struct {
 	follow   context.CancelFunc
 	followWG sync.WaitGroup
 	runCtx   context.Context
+	// failedTakeovers counts the takeovers in a row that could not start
+	// leading (TakeoverBackoff).
+	failedTakeovers int
 
 	elector *postgres.Elector
 	// electing is closed once the elector's Run has returned (and so
@@ -156,7 +168,24 @@ func New(opts Options) (*Node, error) {
 		return nil, err
 	}
 	n.elector = el
+	if n.opts.TakeoverBackoff == nil {
+		eo := el.Options()
+		n.opts.TakeoverBackoff = func(failures int) time.Duration {
+			return DefaultTakeoverBackoff(eo.RenewEvery, eo.TTL, failures)
+		}
+	}
 	return n, nil
+}
+
+// DefaultTakeoverBackoff is the backoff of a node whose failures-th
+// takeover in a row failed, under a lease of ttl renewed every renewEvery:
+// renewEvery, doubled at each further failure, up to 3 × ttl.
+func DefaultTakeoverBackoff(renewEvery, ttl time.Duration, failures int) time.Duration {
+	d, limit := renewEvery, 3*ttl
+	for i := 1; i < failures && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
 }
 
 // Start brings the node up as a follower and starts campaigning, its
@@ -290,7 +319,9 @@ func (n *Node) standbyLocked(ctx context.Context) error {
 func (n *Node) elected(ctx context.Context, epoch uint64) {
 	start := time.Now()
 	n.mu.Lock()
-	if n.runCtx == nil { // stopping
+	if n.runCtx == nil {
+		// Stop has begun: the process is going away, so the node leaves
+		// the election (Stop resigns too, once it has stopped the rest).
 		n.mu.Unlock()
 		n.elector.Resign()
 		return
@@ -345,11 +376,10 @@ func (n *Node) elected(ctx context.Context, epoch uint64) {
 		}
 	}
 	if err != nil {
-		n.log.Error("could not start leading; resigning", "epoch", epoch, "error", err)
 		if e != nil {
 			e.Abandon("could not start leading")
 		}
-		n.elector.Resign()
+		n.stepDown(epoch, err)
 		return
 	}
 	l.plugins, l.schedules, l.pull, l.checks = lead.Plugins, lead.Schedules, lead.Pull, lead.Heartbeats
@@ -362,11 +392,58 @@ func (n *Node) elected(ctx context.Context, epoch uint64) {
 	go n.broadcast(lctx, l)
 }
 
+// stepDown gives up a leadership that could not start (the engine it began
+// is abandoned): the lease is released at once, so that another node can
+// lead, the node follows the leader's events again from where its log is,
+// and it campaigns again after the backoff, which grows while its takeovers
+// keep failing. Only Stop takes a node out of the election.
+func (n *Node) stepDown(epoch uint64, cause error) {
+	n.mu.Lock()
+	n.failedTakeovers++
+	failures := n.failedTakeovers
+	n.mu.Unlock()
+	backoff := n.opts.TakeoverBackoff(failures)
+	n.log.Error("could not start leading; stepping down", "node", n.opts.Node, "epoch", epoch, "error", cause,
+		"failed_takeovers", failures)
+	n.elector.StepDown(epoch, backoff)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.followAgainLocked(epoch) {
+		n.log.Info("following the leader again; campaigning again after a backoff", "node", n.opts.Node, "epoch", epoch, "in", backoff)
+	}
+}
+
+// followAgainLocked starts a standby engine and the replication of events
+// into it again, after a leadership ended or could not start, retrying
+// every second while that fails. It gives up when the node stops, or when
+// the elector leads under an epoch after ended (its OnElected, which runs
+// next, takes over without following). It reports whether the node
+// follows.
+func (n *Node) followAgainLocked(ended uint64) bool {
+	for n.runCtx != nil && n.runCtx.Err() == nil {
+		err := n.standbyLocked(n.runCtx)
+		if err == nil {
+			return true
+		}
+		n.log.Error("could not start following; retrying", "error", err)
+		n.mu.Unlock()
+		time.Sleep(time.Second)
+		n.mu.Lock()
+		if ep, ok := n.elector.Leading(); ok && ep > ended {
+			return false
+		}
+	}
+	return false
+}
+
 // deposed runs when the node stops leading: the engine stops at once without
 // writing anything more, and the node follows again.
 func (n *Node) deposed(epoch uint64, reason error) {
 	n.mu.Lock()
 	e, lead, stopLead := n.eng, n.lead, n.stopLead
+	if n.leading && time.Since(n.since) >= n.elector.Options().TTL {
+		n.failedTakeovers = 0 // a leadership that lasted: takeovers work
+	}
 	n.lead, n.cur, n.stopLead, n.leading = nil, nil, nil, false
 	n.mu.Unlock()
 	if e == nil || e.Standby() {
@@ -386,16 +463,7 @@ func (n *Node) deposed(epoch uint64, reason error) {
 	lead.release()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for n.runCtx != nil && n.runCtx.Err() == nil {
-		err := n.standbyLocked(n.runCtx)
-		if err == nil {
-			return
-		}
-		n.log.Error("could not start following; retrying", "error", err)
-		n.mu.Unlock()
-		time.Sleep(time.Second)
-		n.mu.Lock()
-	}
+	n.followAgainLocked(epoch)
 }
 
 // heartbeat reports the node's role and health to the nodes table every

@@ -68,39 +68,47 @@ type fleet struct {
 func newFleet(t *testing.T, size int, delay time.Duration, adjust ...func(*cluster.Options)) *fleet {
 	schema := pgtest.Schema(t)
 	f := &fleet{t: t, schema: schema, exec: &fleetExec{delay: delay, runs: map[string]int{}}}
-	for i := range size {
-		cut := &pgtest.Cutter{}
-		store, err := postgres.Open(context.Background(), postgres.Options{URL: pgtest.URL(t), Schema: schema, MaxConns: 6,
-			PollInterval: 300 * time.Millisecond, ConfigurePool: cut.Configure})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = store.Close() })
-		opts := cluster.Options{
-			Node: fmt.Sprintf("node-%d", i+1), Address: fmt.Sprintf("127.0.0.1:%d", 9000+i), Store: store,
-			NewEngine: func(events *engine.EventLog) (*engine.Engine, error) {
-				return engine.New(engine.Options{Store: store, Executor: f.exec, Events: events})
-			},
-			Lead: func(context.Context, *engine.Engine, func() error) (*cluster.Leadership, error) {
-				return &cluster.Leadership{}, nil
-			},
-			TTL: 2 * time.Second, RenewEvery: 300 * time.Millisecond, Heartbeat: 300 * time.Millisecond,
-		}
-		for _, f := range adjust {
-			f(&opts)
-		}
-		n, err := cluster.New(opts)
-		require.NoError(t, err)
-		ctx, cancel := context.WithCancel(context.Background())
-		require.NoError(t, n.Start(ctx))
-		tn := &testNode{Node: n, cut: cut, cancel: cancel}
-		t.Cleanup(func() {
-			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer scancel()
-			tn.Stop(sctx)
-			cancel()
-		})
-		f.nodes = append(f.nodes, tn)
+	for range size {
+		f.add(adjust...)
 	}
 	return f
+}
+
+// add starts one more node, node-N for the fleet's Nth.
+func (f *fleet) add(adjust ...func(*cluster.Options)) *testNode {
+	t := f.t
+	i := len(f.nodes)
+	cut := &pgtest.Cutter{}
+	store, err := postgres.Open(context.Background(), postgres.Options{URL: pgtest.URL(t), Schema: f.schema, MaxConns: 6,
+		PollInterval: 300 * time.Millisecond, ConfigurePool: cut.Configure})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = store.Close() })
+	opts := cluster.Options{
+		Node: fmt.Sprintf("node-%d", i+1), Address: fmt.Sprintf("127.0.0.1:%d", 9000+i), Store: store,
+		NewEngine: func(events *engine.EventLog) (*engine.Engine, error) {
+			return engine.New(engine.Options{Store: store, Executor: f.exec, Events: events})
+		},
+		Lead: func(context.Context, *engine.Engine, func() error) (*cluster.Leadership, error) {
+			return &cluster.Leadership{}, nil
+		},
+		TTL: 2 * time.Second, RenewEvery: 300 * time.Millisecond, Heartbeat: 300 * time.Millisecond,
+	}
+	for _, f := range adjust {
+		f(&opts)
+	}
+	n, err := cluster.New(opts)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	require.NoError(t, n.Start(ctx))
+	tn := &testNode{Node: n, cut: cut, cancel: cancel}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		tn.Stop(sctx)
+		cancel()
+	})
+	f.nodes = append(f.nodes, tn)
+	return tn
 }
 
 // leader waits for one node of live to lead and returns it.
