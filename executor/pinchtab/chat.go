@@ -71,14 +71,14 @@ func (c *Client) ChatBrowserOS(ctx context.Context, r BrowserOSChat) (ChatResult
 // chat posts body to /chat and reads the answer.
 func (c *Client) chat(ctx context.Context, body []byte) (ChatResult, error) {
 	const path = "/chat"
-	req, err := c.newRequest(ctx, http.MethodPost, path, nil, body)
+	req, sent, err := c.newRequest(ctx, http.MethodPost, path, nil, body)
 	if err != nil {
 		return ChatResult{}, &Error{Op: "chat", Method: http.MethodPost, Path: path, Err: err}
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return ChatResult{}, c.transportError(ctx, "chat", http.MethodPost, path, err)
+		return ChatResult{}, c.transportError(ctx, "chat", http.MethodPost, path, sent, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -87,7 +87,7 @@ func (c *Client) chat(ctx context.Context, body []byte) (ChatResult, error) {
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		data, err := readLimited(resp.Body, c.maxBytes)
 		if err != nil {
-			return ChatResult{}, c.transportError(ctx, "chat", http.MethodPost, path, err)
+			return ChatResult{}, c.transportError(ctx, "chat", http.MethodPost, path, sent, err)
 		}
 		return ChatResult{Result: asJSON(data), Events: 1}, nil
 	}
@@ -106,7 +106,7 @@ func (c *Client) chat(ctx context.Context, body []byte) (ChatResult, error) {
 			if errors.Is(err, ErrSSETruncated) || errors.Is(err, ErrSSELineTooLong) || errors.Is(err, ErrSSEEventTooLarge) {
 				return ChatResult{}, malformed("chat", http.MethodPost, path, resp.StatusCode, "", err)
 			}
-			return ChatResult{}, c.transportError(ctx, "chat", http.MethodPost, path, err)
+			return ChatResult{}, c.transportError(ctx, "chat", http.MethodPost, path, sent, err)
 		}
 		switch {
 		case ev.Type == "error":

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -141,13 +142,13 @@ func (c *Client) Do(ctx context.Context, op, method, path string, query url.Valu
 			return nil, &Error{Op: op, Method: method, Path: path, Err: fmt.Errorf("encode request: %w", err)}
 		}
 	}
-	req, err := c.newRequest(ctx, method, path, query, payload)
+	req, sent, err := c.newRequest(ctx, method, path, query, payload)
 	if err != nil {
 		return nil, &Error{Op: op, Method: method, Path: path, Err: err}
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return nil, c.transportError(ctx, op, method, path, err)
+		return nil, c.transportError(ctx, op, method, path, sent, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -155,7 +156,7 @@ func (c *Client) Do(ctx context.Context, op, method, path string, query url.Valu
 	}
 	data, err := readLimited(resp.Body, c.maxBytes)
 	if err != nil {
-		return nil, c.transportError(ctx, op, method, path, fmt.Errorf("read response: %w", err))
+		return nil, c.transportError(ctx, op, method, path, sent, fmt.Errorf("read response: %w", err))
 	}
 	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: data}, nil
 }
@@ -171,7 +172,18 @@ func (c *Client) DoJSON(ctx context.Context, op, method, path string, query url.
 	return asJSON(resp.Body), nil
 }
 
-func (c *Client) newRequest(ctx context.Context, method, path string, query url.Values, payload []byte) (*http.Request, error) {
+// newRequest builds a request. sent reports, once the request is over,
+// whether it was written whole to a connection (httptrace's WroteRequest
+// without an error, on any of the transport's tries): from then on the
+// instance may have received it and acted on it, whatever becomes of the
+// connection (Error.Sent).
+func (c *Client) newRequest(ctx context.Context, method, path string, query url.Values, payload []byte) (req *http.Request, sent *atomic.Bool, err error) {
+	sent = new(atomic.Bool)
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+		if i.Err == nil {
+			sent.Store(true)
+		}
+	}})
 	target := c.prefix + path
 	if len(query) > 0 {
 		target += "?" + query.Encode()
@@ -180,9 +192,9 @@ func (c *Client) newRequest(ctx context.Context, method, path string, query url.
 	if payload != nil {
 		rd = bytes.NewReader(payload)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	req, err = http.NewRequestWithContext(ctx, method, target, rd)
 	if err != nil {
-		return nil, fmt.Errorf("build request: %w", err)
+		return nil, nil, fmt.Errorf("build request: %w", err)
 	}
 	if payload != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -199,16 +211,17 @@ func (c *Client) newRequest(ctx context.Context, method, path string, query url.
 			req.Header.Set(HeaderTask, info.TaskID)
 		}
 	}
-	return req, nil
+	return req, sent, nil
 }
 
-// transportError wraps a failure that produced no HTTP status. When the
-// context ended, the context's error is what the caller sees first.
-func (c *Client) transportError(ctx context.Context, op, method, path string, err error) error {
+// transportError wraps a failure that produced no HTTP status; sent says
+// whether the request had been written whole (newRequest). When the context
+// ended, the context's error is what the caller sees first.
+func (c *Client) transportError(ctx context.Context, op, method, path string, sent *atomic.Bool, err error) error {
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 		err = fmt.Errorf("%w: %w", cerr, err)
 	}
-	return &Error{Op: op, Method: method, Path: path, Err: err}
+	return &Error{Op: op, Method: method, Path: path, Err: err, Sent: sent.Load()}
 }
 
 // readLimited reads all of r, refusing more than max bytes.

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -514,5 +515,111 @@ func TestNewRefusesBadBaseURLs(t *testing.T) {
 	for _, u := range []string{"", "ftp://x", "localhost:9867", "http://"} {
 		_, err := pinchtab.New(u, "t")
 		require.Error(t, err, u)
+	}
+}
+
+// TestAFaultSaysWhetherTheRequestMayHaveRun meets the failures of a real
+// connection, and PinchTab's own answers, and asks each whether the
+// instance may have acted on the request.
+func TestAFaultSaysWhetherTheRequestMayHaveRun(t *testing.T) {
+	t.Parallel()
+	click := func(t *testing.T, url string, params json.RawMessage) *pinchtab.Error {
+		t.Helper()
+		c, err := pinchtab.New(url, testToken)
+		require.NoError(t, err)
+		_, err = c.Act(context.Background(), "T1", pinchtab.Action{Kind: "click", Selector: "#go", Params: params})
+		var pe *pinchtab.Error
+		require.ErrorAs(t, err, &pe)
+		return pe
+	}
+	hijacked := func(t *testing.T, readBody bool) (*httptest.Server, *atomic.Int32) {
+		var n atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n.Add(1)
+			if readBody {
+				_, _ = io.Copy(io.Discard, r.Body) // the instance has the request, and acts
+			}
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				_ = conn.Close() // and its process goes away before it answers
+			}
+		}))
+		t.Cleanup(srv.Close)
+		return srv, &n
+	}
+
+	t.Run("a refused connection never reached the instance", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(http.NotFoundHandler())
+		srv.Close()
+		pe := click(t, srv.URL, nil)
+		require.True(t, pe.InstanceFault())
+		require.False(t, pe.Sent)
+		require.False(t, pe.MayHaveRun())
+	})
+	t.Run("a connection that broke after the request was written may have run it", func(t *testing.T) {
+		t.Parallel()
+		srv, n := hijacked(t, true)
+		pe := click(t, srv.URL, nil)
+		require.True(t, pe.InstanceFault(), "the instance's fault")
+		require.True(t, pe.Sent)
+		require.True(t, pe.MayHaveRun())
+		require.Equal(t, int32(1), n.Load(), "sent once: net/http does not send a POST again")
+	})
+	t.Run("a connection that broke while the request was written did not", func(t *testing.T) {
+		t.Parallel()
+		srv, _ := hijacked(t, false)
+		c, err := pinchtab.New(srv.URL, testToken)
+		require.NoError(t, err)
+		// Far more than the connection's buffers hold: the instance
+		// closes it, unread, long before the last byte is written.
+		big := []byte(`{"kind":"fill","selector":"#go","text":"` + strings.Repeat("x", 24<<20) + `"}`)
+		_, err = c.Do(context.Background(), "action", http.MethodPost, "/tabs/T1/action", nil, big)
+		var pe *pinchtab.Error
+		require.ErrorAs(t, err, &pe)
+		require.True(t, pe.InstanceFault(), pe.Error())
+		require.False(t, pe.Sent, pe.Error())
+		require.False(t, pe.MayHaveRun())
+	})
+	t.Run("a keep-alive connection the instance had closed as idle did not", func(t *testing.T) {
+		t.Parallel()
+		pe := &pinchtab.Error{Op: "action", Method: "POST", Path: "/tabs/T1/action", Sent: true,
+			Err: errors.New("http: server closed idle connection")}
+		require.True(t, pe.InstanceFault())
+		require.False(t, pe.MayHaveRun())
+	})
+
+	// PinchTab's answers, as its handlers write them.
+	for _, tc := range []struct {
+		name       string
+		status     int
+		body       string
+		fault, ran bool
+	}{
+		// Its proxy, when the browser behind a server died while it acted.
+		{"a server whose browser died mid-action", 502,
+			`{"error":"instance unreachable: Post \"http://127.0.0.1:9868/tabs/T1/action\": EOF","code":"error"}`, true, true},
+		// Its proxy, when the browser behind a server refused the connection.
+		{"a server whose browser refused the connection", 502,
+			`{"error":"instance unreachable: Post \"http://127.0.0.1:9868/tabs/T1/action\": dial tcp 127.0.0.1:9868: connect: connection refused","code":"error"}`, true, false},
+		{"a 502 of unknown origin", 502, `<html>Bad Gateway</html>`, true, true},
+		// A bridge whose browser is restarting answers so before it acts.
+		{"a draining bridge", 503,
+			`{"error":"browser restart in progress; retry shortly","code":"browser_draining","retryable":true,"details":{"retryAfterSeconds":2}}`, true, false},
+		{"a server whose browser is not running", 503,
+			`{"error":"instance \"inst_0001\" is not running (status: starting)","code":"error"}`, true, false},
+		{"a bad token", 401, `{"error":"unauthorized","code":"bad_token"}`, true, false},
+		{"a server without a token", 503, `{"error":"server token is not configured","code":"token_required"}`, true, false},
+		{"a launch that failed", 502, `{"error":"no browser target could be launched","code":"browser_target_unavailable","retryable":true}`, true, false},
+		// The action ran and failed: not an instance fault at all.
+		{"an action that failed", 500, `{"error":"action click: boom","code":"action_failed","retryable":true}`, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rec := newRecorder(t, jsonReply(tc.status, tc.body))
+			pe := click(t, rec.srv.URL, nil)
+			require.Equal(t, tc.fault, pe.InstanceFault(), pe.Error())
+			require.Equal(t, tc.ran, pe.MayHaveRun(), pe.Error())
+		})
 	}
 }

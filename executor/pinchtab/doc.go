@@ -40,7 +40,11 @@
 // timeouts, 408, 409, 423, 429 and 5xx may, 400, 404 and the other 4xx may
 // not. Error.InstanceFault says whether the instance rather than the request
 // failed (unreachable, 401, 503, a 502 from a server that cannot reach its
-// browser). A wait whose condition was not met in time answers 200, which
+// browser), and Error.MayHaveRun whether the instance may have acted on the
+// request all the same: the client notes whether each request was written
+// whole to its connection (httptrace's WroteRequest; Error.Sent), which
+// tells a connection refused or broken before that from one that broke
+// after. A wait whose condition was not met in time answers 200, which
 // Client.Wait returns as a *WaitTimeoutError (code wait_timeout). The token
 // never appears in an error or a log line.
 package pinchtab

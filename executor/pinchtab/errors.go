@@ -41,6 +41,15 @@ type Error struct {
 	// client cannot use (an undecodable body, a truncated event stream).
 	Malformed bool
 
+	// Sent is set on a failure without a status when the request had been
+	// written whole to its connection before the connection broke or the
+	// wait for the answer failed (net/http's httptrace WroteRequest said
+	// so): the instance may have received it and acted on it. A request
+	// that was never written whole — a refused connection, a DNS or TLS
+	// failure, a connection that broke while it was being written — leaves
+	// it false. MayHaveRun reads it.
+	Sent bool
+
 	// Fault is set on an error the caller found, from what else it knows of
 	// the instance, to be an instance fault although its status and code
 	// alone do not say so (a PinchTab server's 404 for a tab of a browser it
@@ -200,6 +209,70 @@ func (e *Error) InstanceFault() bool {
 		return e.Code == "" || e.Code == "error"
 	}
 	return false
+}
+
+// MayHaveRun reports whether the instance may have carried out the request
+// although it failed: what an at-most-once task must know of an instance
+// fault (InstanceFault). It is false only when the failure rules that out,
+// as PinchTab's handlers show:
+//   - no answer came, and the request was never written whole (Sent is
+//     false: a refused connection — an instance that is restarting or gone
+//     —, a DNS or TLS failure, a connection that broke while the request
+//     was being written), or the connection was one the instance had
+//     already closed as idle ("server closed idle connection");
+//   - the instance turned the request away before any handler ran: 401
+//     (PinchTab's authentication runs before its routes), 503 (PinchTab
+//     answers it while its browser drains or restarts, when it has no
+//     bridge, or, on a server, when the tab's browser is not running, each
+//     before acting), or one of PinchTab's codes for those states
+//     (missing_token, bad_token, token_required, browser_draining,
+//     bridge_unavailable, browser_target_unavailable);
+//   - a PinchTab server answered 502 because it could not connect to the
+//     browser behind it (its message names the refused dial: "instance
+//     unreachable: … dial tcp …: connect: connection refused");
+//   - a server's 404 for a tab of a browser it has stopped, which the
+//     caller marked as an instance fault (Fault): the server routed the
+//     request nowhere.
+//
+// Everything else may have run: a connection that broke, or an answer
+// that did not come in time, after the request was written (the instance
+// died mid-action, or a PinchTab bridge closed the connection of an action
+// that outlived its server's write timeout), a 502 whose origin cannot be
+// ruled out (a server's browser that died while it acted: "instance
+// unreachable: … EOF"), an unusable 2xx answer, and every answer of a
+// handler that ran.
+func (e *Error) MayHaveRun() bool {
+	switch {
+	case e.Malformed:
+		return true
+	case e.Status == 0:
+		return e.Sent && !closedIdle(e.Err)
+	case instanceFaultCodes[e.Code]:
+		return false
+	case e.Status == http.StatusUnauthorized, e.Status == http.StatusServiceUnavailable:
+		return false
+	case e.Status == http.StatusBadGateway:
+		return !refusedDial(e.Message)
+	case e.Status == http.StatusNotFound:
+		return !e.Fault
+	}
+	return true
+}
+
+// closedIdle reports whether err is net/http's word for a keep-alive
+// connection the server closed before the request could use it: the
+// server never read the request.
+func closedIdle(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "server closed idle connection")
+}
+
+// refusedDial reports whether the message of a server's 502 says that it
+// could not open a connection to the browser behind it: Go's error for a
+// dial, which PinchTab's proxy puts in its message ("instance unreachable:
+// Post "…": dial tcp 127.0.0.1:9868: connect: connection refused"). The
+// request never left the server.
+func refusedDial(msg string) bool {
+	return strings.Contains(msg, "dial tcp ") || strings.Contains(msg, "dial unix ")
 }
 
 // isTimeout reports whether err is a network timeout.
