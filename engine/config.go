@@ -166,7 +166,9 @@ type Config struct {
 	MaxBatch int
 	// InstanceFaultBudget is how many attempts of a task may end in an
 	// instance fault (ErrInstanceFault) without consuming its attempt budget
-	// (default 30; negative: none, every fault counts).
+	// (default 30; negative: none, every fault counts). A fault after which
+	// the action may have run (ErrMayHaveRun) always counts for a task that
+	// allows a single attempt.
 	InstanceFaultBudget int
 	// InstanceFaultDelay is the wait before the retry of an attempt that ended
 	// in an instance fault, or the lane's backoff when that is longer

@@ -214,8 +214,28 @@ var ErrInstanceGone = errors.New("instance gone")
 // (prefixed "instance fault: ", and Attempt.InstanceFault set) but does not consume the task's attempt
 // budget: the task is retried after Config.InstanceFaultDelay, up to
 // Config.InstanceFaultBudget such attempts; beyond that they count like any
-// transient failure, so that nothing waits for ever on a dead fleet.
+// transient failure, so that nothing waits for ever on a dead fleet. The one
+// exception is a fault after which the action may have run (ErrMayHaveRun)
+// on a task that allows a single attempt: it counts.
 var ErrInstanceFault = errors.New("instance fault")
+
+// ErrMayHaveRun is the error an executor wraps next to ErrInstanceFault (both
+// with errors.Is) when the instance failed after the attempt's request
+// reached it, so that the action may have run: the connection broke or its
+// answer never came once the request was sent (the instance died
+// mid-action), or a server in front of the browser lost it while the
+// request may have been with it. A task whose retry policy allows a single
+// attempt (RetryPolicy.MaxAttempts 1) is promised that its action runs at
+// most once: for it, such an attempt is not forgiven — it counts like any
+// failure (Attempt.InstanceFault is false), and the task ends as its
+// exhausted setting says, with a reason that says the action may have run
+// and was not repeated. For a task allowed more attempts, which accepts that
+// its action may run again (a timeout after the action ran is retried too),
+// it is an instance fault like any other. Faults that certainly did not
+// reach the instance's browser (a refused connection, a 401, a draining
+// instance's 503) carry only ErrInstanceFault, and are forgiven for every
+// task.
+var ErrMayHaveRun = errors.New("after the request was sent")
 
 // InstanceInfo is what the engine knows of a browser instance: enough to place
 // tasks on it and to enforce its capacity as a ceiling.

@@ -3,6 +3,8 @@ package engine_test
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,4 +118,79 @@ func TestAnAttemptKeepsTheExecutorsTabAndActionTimes(t *testing.T) {
 	require.Equal(t, 3*time.Millisecond, got.Attempts[0].TabTime)
 	require.Equal(t, 40*time.Millisecond, got.Attempts[0].ActionTime)
 	require.False(t, got.Attempts[0].InstanceFault)
+}
+
+// sentFault is an attempt that ended because its instance died after the
+// request was sent: the action may have run.
+func sentFault() error {
+	return engine.Transient(fmt.Errorf("instance p: %w %w: pinchtab click (POST /tabs/T1/action): EOF", engine.ErrInstanceFault, engine.ErrMayHaveRun))
+}
+
+// mayHaveRun is the start of the reason of a single-attempt task whose
+// instance failed after the request was sent.
+const mayHaveRun = "the instance failed after the request was sent, so the action may have run and was not repeated (maxAttempts 1): "
+
+func TestAFaultAfterTheRequestWasSentEndsASingleAttemptTask(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		exhausted engine.Exhausted
+		state     engine.State
+	}{
+		{"parked by default", "", engine.StateParked},
+		{"failed when its exhausted tasks fail", engine.ExhaustedFail, engine.StateFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := enginetest.New(t, &engine.Config{InstanceFaultDelay: time.Second})
+			spec := enginetest.Spec("a").Retry(engine.RetryPolicy{MaxAttempts: 1, Backoff: time.Millisecond, Multiplier: 1}).Obj()
+			spec.Exhausted = tc.exhausted
+			task := h.Submit(spec)
+			// A fault that certainly did not reach the instance is forgiven,
+			// as for every task: the instance was restarting.
+			require.NoError(t, h.Exec.Fail(task.ID, fault()))
+			require.Equal(t, engine.StateRetryWait, h.State(task.ID))
+			h.Clock.Advance(time.Second)
+			// One after the request was sent is not: the click may have
+			// happened, and a retry would click again.
+			require.NoError(t, h.Exec.Fail(task.ID, sentFault()))
+			got := h.Get(task.ID)
+			require.Equal(t, tc.state, got.State)
+			require.Equal(t, "retry budget spent: "+mayHaveRun+"instance p: instance fault after the request was sent: pinchtab click (POST /tabs/T1/action): EOF", got.Reason)
+			require.Len(t, got.Attempts, 2)
+			require.True(t, got.Attempts[0].InstanceFault)
+			require.False(t, got.Attempts[1].InstanceFault, "it counts")
+			require.True(t, strings.HasPrefix(got.Attempts[1].Error, mayHaveRun), got.Attempts[1].Error)
+			require.Equal(t, engine.CodeInstanceFault, got.Attempts[1].Code)
+			require.Len(t, h.Exec.Starts(), 2, "never started again")
+		})
+	}
+}
+
+func TestALanesSingleAttemptIsPromisedAtMostOnceToo(t *testing.T) {
+	t.Parallel()
+	lanes := engine.DefaultLanes()
+	lanes[0].Retry = engine.RetryPolicy{MaxAttempts: 1, Backoff: time.Millisecond, Multiplier: 1}
+	h := enginetest.New(t, &engine.Config{Lanes: lanes, InstanceFaultDelay: time.Second})
+	task := h.Submit(enginetest.Spec("a").Lane(lanes[0].Name).Obj())
+	require.NoError(t, h.Exec.Fail(task.ID, sentFault()))
+	got := h.Get(task.ID)
+	require.Equal(t, engine.StateParked, got.State)
+	require.Contains(t, got.Reason, mayHaveRun)
+}
+
+func TestAFaultAfterTheRequestWasSentIsForgivenATaskAllowedMoreAttempts(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, &engine.Config{InstanceFaultDelay: time.Second})
+	task := h.Submit(enginetest.Spec("a").Retry(engine.RetryPolicy{MaxAttempts: 3, Backoff: 10 * time.Millisecond, Multiplier: 1}).Obj())
+	for i := range 4 {
+		require.NoError(t, h.Exec.Fail(task.ID, sentFault()))
+		got := h.Get(task.ID)
+		require.Equal(t, engine.StateRetryWait, got.State, "fault %d: a task allowed three attempts accepts a repeat", i+1)
+		require.Equal(t, h.Clock.Now().Add(time.Second), got.NextRunAt, "after the instance-fault delay")
+		require.True(t, got.Attempts[i].InstanceFault)
+		require.True(t, strings.HasPrefix(got.Attempts[i].Error, "instance fault: "), got.Attempts[i].Error)
+		require.Contains(t, got.Reason, "instance fault "+strconv.Itoa(i+1)+"/30")
+		h.Clock.Advance(time.Second)
+	}
 }

@@ -209,7 +209,9 @@ func (c *core) finishLocked(r *Run, o Outcome) bool {
 }
 
 // attemptFailure is how a failed attempt of t counts: its error class and
-// message, and whether it is an instance fault.
+// message, and whether it is an instance fault the budget may forgive — not
+// one after which the action may have run (ErrMayHaveRun) when t allows a
+// single attempt: that one counts.
 func attemptFailure(t *task, o Outcome) (class policy.ErrorClass, msg string, instanceFault bool) {
 	class = o.Class
 	msg = o.Err.Error()
@@ -220,8 +222,15 @@ func attemptFailure(t *task, o Outcome) (class policy.ErrorClass, msg string, in
 			msg = "timed out: " + msg
 		}
 	} else if class == classTransient && errors.Is(o.Err, ErrInstanceFault) {
-		msg = instanceFaultPrefix + msg
-		instanceFault = true
+		if errors.Is(o.Err, ErrMayHaveRun) && t.budget() <= 1 {
+			// The action may have run, and the task is promised at most
+			// one run of it: the attempt counts, so that the budget
+			// ends the task rather than a free retry repeating it.
+			msg = mayHaveRunPrefix + msg
+		} else {
+			msg = instanceFaultPrefix + msg
+			instanceFault = true
+		}
 	} else if class == classCancelled {
 		// Cancelled by something other than the engine (the executor
 		// shutting down): worth another attempt.
@@ -338,6 +347,11 @@ const notRetryable = " (not retryable)"
 // instanceFaultPrefix starts the error of an attempt that ended in an
 // instance fault, for its readers; the engine counts Attempt.InstanceFault.
 const instanceFaultPrefix = "instance fault: "
+
+// mayHaveRunPrefix starts the error of an attempt of a single-attempt task
+// that ended in an instance fault after its request was sent
+// (ErrMayHaveRun): it is not forgiven, and the task's reason says why.
+const mayHaveRunPrefix = "the instance failed after the request was sent, so the action may have run and was not repeated (maxAttempts 1): "
 
 // instanceFaults counts the attempts since the last reset that ended in an
 // instance fault.
