@@ -63,10 +63,29 @@
 // 408, 409, 423, 429, 5xx, network failures and timeouts transient;
 // cancellation is cancellation. A wait whose condition was not met within its
 // own timeout, which the instance answers 200 {"waited":false}, fails the
-// attempt with the code wait_timeout, transient as a timeout. An instance fault (unreachable, 401, 503, a
-// server that cannot reach its browser) marks the instance unhealthy at once
-// and wraps engine.ErrInstanceFault, so that the attempt does not spend the
-// task's retry budget. An instance is healthy only when it can run an action:
-// /health is ok, a server's default browser runs, and the tab list answers
-// with the registered token. Tokens never appear in logs or errors.
+// attempt with the code wait_timeout, transient as a timeout.
+//
+// An instance fault (unreachable, 401, 503, a server that cannot reach its
+// browser) marks the instance unhealthy at once and wraps
+// engine.ErrInstanceFault, so that the attempt does not spend the task's
+// retry budget. When the fault ended the request that carries out the
+// action (or instruction), and that request may have run
+// (pinchtab.Error.MayHaveRun: the connection broke, or the answer never
+// came, once the request was written; a server's 502 that does not show
+// that its browser was never reached), the error also wraps
+// engine.ErrMayHaveRun, which the engine does not forgive a task that
+// allows a single attempt: its action runs at most once. Faults that
+// certainly did not reach the browser (a refused connection, a DNS or TLS
+// failure, a request broken off before it was written whole, 401, the 503
+// and the draining or restarting codes PinchTab answers before it acts, a
+// server's 502 for a browser it could not connect to), and every fault of
+// the requests before the action (finding, opening or blanking its tab),
+// wrap engine.ErrInstanceFault alone: forgiven for every task. The built-in
+// Chromium instance is reached through the same client, so the same holds
+// for it (stopping it mid-action drops the action's connection after the
+// request was sent).
+//
+// An instance is healthy only when it can run an action: /health is ok, a
+// server's default browser runs, and the tab list answers with the
+// registered token. Tokens never appear in logs or errors.
 package executor

@@ -261,11 +261,16 @@ func TestKilledInstanceIsMarkedUnhealthyAndWorkMovesToAHealthyOne(t *testing.T) 
 		t.Fatal("the attempt on the killed instance did not end")
 	}
 	require.ErrorIs(t, o.Err, engine.ErrInstanceFault, "the instance's fault, not the task's")
+	require.ErrorIs(t, o.Err, engine.ErrMayHaveRun, "the expression had started: its connection broke after the request was sent")
 	require.Equal(t, policy.ClassTransient, engine.ClassOf(o.Err), "the task is retried")
 	inst, _ := reg.Get(context.Background(), "a")
 	require.Equal(t, executor.HealthUnhealthy, inst.Health, "unhealthy at once, not after N checks")
 	info, _ := sink.info("a")
 	require.False(t, info.Healthy, "the engine was told")
+	// The session's next action never reaches a: no doubt about it.
+	o = s.run(ctx, exec, "a", action("click", "#go", ""))
+	require.ErrorIs(t, o.Err, engine.ErrInstanceFault)
+	require.NotErrorIs(t, o.Err, engine.ErrMayHaveRun, o.Err.Error())
 
 	// New work goes to a healthy instance, and the executor opens a tab there.
 	s = &session{key: "checkout-2"}

@@ -350,7 +350,7 @@ func (e *Executor) runIn(ctx context.Context, a Attempt, spec *engine.TaskSpec, 
 	if err != nil {
 		err = attribute(err, t)
 		e.recordNavigated(spec, !t.session, err)
-		return engine.Outcome{Err: e.explain(ctx, err, t), InstanceID: t.instance, TabID: t.tab, TabTime: tabTime, ActionTime: actionTime}, nil
+		return engine.Outcome{Err: e.explainAction(ctx, err, t), InstanceID: t.instance, TabID: t.tab, TabTime: tabTime, ActionTime: actionTime}, nil
 	}
 	o := engine.Outcome{Result: res, HTTPStatus: http.StatusOK, InstanceID: t.instance, TabID: t.tab, TabTime: tabTime, ActionTime: actionTime}
 	e.record(spec, !t.session)
@@ -707,7 +707,9 @@ func (e *Executor) openTab(ctx context.Context, t target) (string, error) {
 //     does not consume the task's budget; unless the task named its tab, it
 //     also wraps engine.ErrInstanceGone, so that a tab-less retry may go to a
 //     healthy instance. The error keeps the instance's own reason (its status
-//     and code);
+//     and code). For the request that carries out the attempt's action
+//     (explainAction), a fault after which the action may have run
+//     (pinchtab.Error.MayHaveRun) also wraps engine.ErrMayHaveRun;
 //   - a 404 for a tab whose browser behind a PinchTab server is stopped or
 //     restarting (the server answers so for that browser's tabs) is an
 //     instance fault too;
@@ -718,6 +720,19 @@ func (e *Executor) openTab(ctx context.Context, t target) (string, error) {
 //     errPooledTabGone: the tab leaves the pool and the attempt runs in
 //     another.
 func (e *Executor) explain(ctx context.Context, err error, t target) error {
+	return e.explainAs(ctx, err, t, false)
+}
+
+// explainAction is explain for the request that carries out the attempt's
+// action (or instruction): an instance fault after which it may have run
+// also wraps engine.ErrMayHaveRun, which the engine does not forgive a task
+// that allows a single attempt. The requests before it (finding, opening or
+// blanking the tab) never do: the action had not been sent.
+func (e *Executor) explainAction(ctx context.Context, err error, t target) error {
+	return e.explainAs(ctx, err, t, true)
+}
+
+func (e *Executor) explainAs(ctx context.Context, err error, t target, action bool) error {
 	var pe *pinchtab.Error
 	if !errors.As(err, &pe) || ctx.Err() != nil {
 		return err
@@ -725,10 +740,14 @@ func (e *Executor) explain(ctx context.Context, err error, t target) error {
 	switch {
 	case pe.InstanceFault():
 		e.reg.reportFault(t.instance, err)
-		if t.named || t.session {
-			return engine.Transient(fmt.Errorf("instance %s: %w: %w", t.instance, engine.ErrInstanceFault, err))
+		fault := engine.ErrInstanceFault
+		if action && pe.MayHaveRun() {
+			fault = fmt.Errorf("%w %w", engine.ErrInstanceFault, engine.ErrMayHaveRun)
 		}
-		return engine.Transient(fmt.Errorf("instance %s: %w: %w: %w", t.instance, engine.ErrInstanceFault, engine.ErrInstanceGone, err))
+		if t.named || t.session {
+			return engine.Transient(fmt.Errorf("instance %s: %w: %w", t.instance, fault, err))
+		}
+		return engine.Transient(fmt.Errorf("instance %s: %w: %w: %w", t.instance, fault, engine.ErrInstanceGone, err))
 	case pe.Status == http.StatusNotFound && t.tab != "":
 		exists, down := e.reg.tabCheck(ctx, t.instance, t.tab)
 		switch {
@@ -891,7 +910,7 @@ func (e *Executor) runInstruction(ctx context.Context, a Attempt, spec *engine.T
 	actionTime := time.Since(t1) // a chat instance opens no tab for Switchyard: no TabTime
 	err = endedBy(ctx, err)
 	if err != nil {
-		return engine.Outcome{Err: e.explain(ctx, err, t), InstanceID: id, TabID: tab, ActionTime: actionTime}
+		return engine.Outcome{Err: e.explainAction(ctx, err, t), InstanceID: id, TabID: tab, ActionTime: actionTime}
 	}
 	result, err := e.inline(ctx, res.Result, a.TaskID())
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/store/memory"
 	"github.com/switchyard/switchyard/executor"
+	"github.com/switchyard/switchyard/executor/pinchtab"
 	"github.com/switchyard/switchyard/executor/pinchtab/pinchtabtest"
 	"github.com/switchyard/switchyard/internal/waitfor"
 )
@@ -215,33 +217,49 @@ func TestATabOpenedElsewhereIsFoundThroughTheFreshTabList(t *testing.T) {
 	require.NotContains(t, d.Requests(), "GET /tabs/"+tab+"/url", "found in the fresh list, not by asking for the tab")
 }
 
+// throughTheEngine runs the real engine, with an instance-fault delay of
+// 10 ms, over an executor whose registry has d as instance "p" of kind,
+// checked every interval, and returns once "p" is healthy; hc is the
+// registry's HTTP client.
+func throughTheEngine(t *testing.T, d *pinchtabtest.Server, kind executor.Kind, interval time.Duration) (eng *engine.Engine, reg *executor.Registry, hc *http.Client) {
+	t.Helper()
+	hc = pinchtab.DefaultHTTPClient()
+	reg = executor.NewRegistry(executor.RegistryOptions{HealthInterval: interval, RecheckAfter: 10 * time.Millisecond, HTTPClient: hc})
+	t.Cleanup(reg.Close)
+	_, err := reg.Register(context.Background(), executor.InstanceConfig{ID: "p", URL: d.URL(), Token: doubleToken, Kind: kind})
+	require.NoError(t, err)
+	exec, err := executor.New(executor.Options{Registry: reg})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = exec.Close() })
+	eng, err = engine.New(engine.Options{Store: memory.New(memory.Options{}), Executor: exec, Clock: clock.Real{}, TabLocator: reg,
+		Config: engine.Config{InstanceFaultDelay: 10 * time.Millisecond}})
+	require.NoError(t, err)
+	require.NoError(t, eng.Start(context.Background()))
+	t.Cleanup(func() { _ = eng.Shutdown(context.Background()) })
+	reg.SetSink(eng)
+	waitHealthy(t, reg)
+	return eng, reg, hc
+}
+
+// waitHealthy waits until instance "p" is healthy.
+func waitHealthy(t *testing.T, reg *executor.Registry) {
+	t.Helper()
+	waitfor.CheckFor(t, func() error {
+		if inst, _ := reg.Get(context.Background(), "p"); inst.Health != executor.HealthHealthy {
+			return fmt.Errorf("not healthy yet: %s (%s)", inst.Health, inst.LastError)
+		}
+		return nil
+	})
+}
+
 // TestInstanceFaultsThroughTheEngineSpareTheRetryBudget runs a task through
 // the real engine while its PinchTab server restarts: the attempts that meet
 // the starting browser do not count, and the task succeeds once it runs.
 func TestInstanceFaultsThroughTheEngineSpareTheRetryBudget(t *testing.T) {
 	t.Parallel()
 	d := newDouble(t, pinchtabtest.ModeServer)
-	reg := executor.NewRegistry(executor.RegistryOptions{HealthInterval: 20 * time.Millisecond})
-	t.Cleanup(reg.Close)
-	_, err := reg.Register(context.Background(), executor.InstanceConfig{ID: "p", URL: d.URL(), Token: doubleToken, Kind: executor.KindServer})
-	require.NoError(t, err)
-	exec, err := executor.New(executor.Options{Registry: reg})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = exec.Close() })
-	eng, err := engine.New(engine.Options{Store: memory.New(memory.Options{}), Executor: exec, Clock: clock.Real{}, TabLocator: reg,
-		Config: engine.Config{InstanceFaultDelay: 10 * time.Millisecond}})
-	require.NoError(t, err)
-	require.NoError(t, eng.Start(context.Background()))
-	t.Cleanup(func() { _ = eng.Shutdown(context.Background()) })
-	reg.SetSink(eng)
-
+	eng, _, _ := throughTheEngine(t, d, executor.KindServer, 20*time.Millisecond)
 	tab := d.OpenTab("", "http://site.test/form")
-	waitfor.CheckFor(t, func() error {
-		if inst, _ := reg.Get(context.Background(), "p"); inst.Health != executor.HealthHealthy {
-			return errors.New("not healthy yet")
-		}
-		return nil
-	})
 	// The server stops its browser; the task is submitted meanwhile.
 	d.SetPhase("", pinchtabtest.PhaseStopping)
 	task, err := eng.Submit(context.Background(), engine.TaskSpec{AgentID: "x", TabID: tab, Action: action("title", "", ""),
@@ -785,4 +803,186 @@ func TestAWorkflowStopsAtAWaitThatRanOutOfTime(t *testing.T) {
 	after := ended(next.ID)
 	require.NotEqual(t, engine.StateSucceeded, after.State)
 	require.Empty(t, after.Attempts, "the dependent never ran on a page that was not ready")
+}
+
+// clickCounter scripts url on d as a page whose #go button counts its
+// clicks: how often the action really ran.
+func clickCounter(d *pinchtabtest.Server, url string) *atomic.Int32 {
+	var n atomic.Int32
+	d.SetPage(url, pinchtabtest.Page{Title: "Pay", Elements: map[string]pinchtabtest.Element{
+		"#go": {OnClick: func(map[string]*pinchtabtest.Element) { n.Add(1) }},
+	}})
+	return &n
+}
+
+// actionsSent counts the action requests d received.
+func actionsSent(d *pinchtabtest.Server) int {
+	n := 0
+	for _, r := range d.Requests() {
+		if strings.HasPrefix(r, "POST /tabs/") && strings.HasSuffix(r, "/action") {
+			n++
+		}
+	}
+	return n
+}
+
+// waitEnded waits until the task is in a terminal state, or PARKED, and
+// returns it.
+func waitEnded(t *testing.T, eng *engine.Engine, id string) *engine.Task {
+	t.Helper()
+	var got *engine.Task
+	waitfor.CheckFor(t, func() error {
+		got, _ = eng.Task(context.Background(), id)
+		if !got.State.Terminal() && got.State != engine.StateParked {
+			return fmt.Errorf("state %s (%s), %d attempts", got.State, got.Reason, len(got.Attempts))
+		}
+		return nil
+	})
+	return got
+}
+
+// TestASingleAttemptActionIsNotRepeatedWhenItsInstanceFailedAfterTheRequest
+// runs a click that allows a single attempt through the real engine while
+// its instance fails after it got the request, in each of the ways PinchTab
+// does: the click ran, so the task ends PARKED, saying so, and the click is
+// never sent again.
+func TestASingleAttemptActionIsNotRepeatedWhenItsInstanceFailedAfterTheRequest(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		mode   pinchtabtest.Mode
+		fail   func(d *pinchtabtest.Server)
+		reason string
+	}{
+		{"its process died mid-action", pinchtabtest.ModeBridge, (*pinchtabtest.Server).DieDuringNextAction, ": EOF"},
+		{"it dropped the connection before answering", pinchtabtest.ModeBridge, (*pinchtabtest.Server).DropNextAnswer, ": EOF"},
+		{"the browser behind the server died mid-action", pinchtabtest.ModeServer, (*pinchtabtest.Server).BrowserDiesDuringNextAction,
+			"502 Bad Gateway [error]: instance unreachable: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := newDouble(t, tc.mode)
+			clicks := clickCounter(d, "http://site.test/pay")
+			eng, _, _ := throughTheEngine(t, d, kindOf(tc.mode), time.Hour)
+			tab := d.OpenTab("", "http://site.test/pay")
+			tc.fail(d)
+			task, err := eng.Submit(context.Background(), engine.TaskSpec{AgentID: "x", TabID: tab, Action: action("click", "#go", ""),
+				Retry: &engine.RetryPolicy{MaxAttempts: 1, Backoff: time.Millisecond, Multiplier: 1}})
+			require.NoError(t, err)
+			got := waitEnded(t, eng, task.ID)
+			require.Equal(t, engine.StateParked, got.State, got.Reason)
+			require.True(t, strings.HasPrefix(got.Reason, "retry budget spent: the instance failed after the request was sent, "+
+				"so the action may have run and was not repeated (maxAttempts 1): instance p: instance fault after the request was sent: "+
+				"pinchtab click (POST /tabs/"+tab+"/action): "), got.Reason)
+			require.Contains(t, got.Reason, tc.reason, "the instance's own word")
+			require.Len(t, got.Attempts, 1)
+			require.False(t, got.Attempts[0].InstanceFault, "the attempt counts")
+			require.Equal(t, int32(1), clicks.Load(), "the click ran once")
+			require.Equal(t, 1, actionsSent(d), "and was sent once")
+		})
+	}
+}
+
+// TestATaskAllowedMoreAttemptsRetriesAnActionItsInstanceFailedAfter: a task
+// allowed three attempts accepts that its action may run again. An attempt
+// whose instance failed after the request stays an instance fault, which
+// spends none of its budget.
+func TestATaskAllowedMoreAttemptsRetriesAnActionItsInstanceFailedAfter(t *testing.T) {
+	t.Parallel()
+	d := newDouble(t, pinchtabtest.ModeBridge)
+	clicks := clickCounter(d, "http://site.test/pay")
+	eng, _, _ := throughTheEngine(t, d, executor.KindInstance, time.Hour)
+	tab := d.OpenTab("", "http://site.test/pay")
+	d.DropNextAnswer()
+	task, err := eng.Submit(context.Background(), engine.TaskSpec{AgentID: "x", TabID: tab, Action: action("click", "#go", ""),
+		Retry: &engine.RetryPolicy{MaxAttempts: 3, Backoff: time.Millisecond, Multiplier: 1}})
+	require.NoError(t, err)
+	got := waitEnded(t, eng, task.ID)
+	require.Equal(t, engine.StateSucceeded, got.State, got.Reason)
+	require.Len(t, got.Attempts, 2)
+	require.True(t, got.Attempts[0].InstanceFault, "forgiven, as before")
+	require.Contains(t, got.Attempts[0].Error, "instance fault: instance p: instance fault after the request was sent: ")
+	require.Equal(t, int32(2), clicks.Load(), "it ran again, as a task allowed three attempts accepts")
+}
+
+// TestASingleAttemptActionWaitsOutFaultsThatNeverReachedTheBrowser: a
+// restarting instance refuses the connection, then answers as PinchTab does
+// while its browser starts; a draining one answers 503 browser_draining
+// before it acts. Neither reached the browser: the attempts are forgiven
+// for a task that allows one, which runs once the instance is back, once.
+func TestASingleAttemptActionWaitsOutFaultsThatNeverReachedTheBrowser(t *testing.T) {
+	t.Parallel()
+	single := &engine.RetryPolicy{MaxAttempts: 1, Backoff: time.Millisecond, Multiplier: 1}
+	firstEnded := func(t *testing.T, eng *engine.Engine, id string) *engine.Task {
+		t.Helper()
+		var got *engine.Task
+		waitfor.CheckFor(t, func() error {
+			got, _ = eng.Task(context.Background(), id)
+			if len(got.Attempts) < 1 || got.Attempts[0].EndedAt.IsZero() {
+				return fmt.Errorf("%d attempts so far, state %s", len(got.Attempts), got.State)
+			}
+			return nil
+		})
+		return got
+	}
+
+	t.Run("a restart refused the connection", func(t *testing.T) {
+		t.Parallel()
+		d := newDouble(t, pinchtabtest.ModeBridge)
+		// A tab-less task runs in a new tab, which here shows the button.
+		clicks := clickCounter(d, "about:blank")
+		eng, reg, hc := throughTheEngine(t, d, executor.KindInstance, time.Hour)
+		d.Stop()
+		// It has been down a while: the client has no connection to it
+		// left (one the instance closed an instant before a request took
+		// it would leave the request's fate unknown).
+		hc.CloseIdleConnections()
+		task, err := eng.Submit(context.Background(), engine.TaskSpec{AgentID: "x", Action: action("click", "#go", ""), Retry: single})
+		require.NoError(t, err)
+		got := firstEnded(t, eng, task.ID)
+		require.True(t, got.Attempts[0].InstanceFault, got.Attempts[0].Error)
+		require.Contains(t, got.Attempts[0].Error, "connection refused")
+		require.NotContains(t, got.Attempts[0].Error, "after the request was sent")
+
+		// It starts again: its browser launches first, and says so.
+		require.NoError(t, d.Restart())
+		reg.Kick("p")
+		waitfor.CheckFor(t, func() error {
+			if inst, _ := reg.Get(context.Background(), "p"); !strings.Contains(inst.LastError, "starting") {
+				return fmt.Errorf("last error %q", inst.LastError)
+			}
+			return nil
+		})
+		d.SetPhase("", pinchtabtest.PhaseRunning)
+		got = waitEnded(t, eng, task.ID)
+		require.Equal(t, engine.StateSucceeded, got.State, got.Reason)
+		require.Equal(t, int32(1), clicks.Load(), "the click ran once")
+		require.Equal(t, 1, actionsSent(d), "and was sent once, to the live instance")
+	})
+
+	t.Run("a drain answered before acting", func(t *testing.T) {
+		t.Parallel()
+		d := newDouble(t, pinchtabtest.ModeBridge)
+		clicks := clickCounter(d, "http://site.test/pay")
+		eng, reg, _ := throughTheEngine(t, d, executor.KindInstance, time.Hour)
+		tab := d.OpenTab("", "http://site.test/pay")
+		seen, err := eng.Submit(context.Background(), engine.TaskSpec{AgentID: "x", TabID: tab, Action: action("title", "", "")})
+		require.NoError(t, err)
+		require.Equal(t, engine.StateSucceeded, waitEnded(t, eng, seen.ID).State, "the executor knows the tab")
+
+		d.SetPhase("", pinchtabtest.PhaseStopping) // its browser drains for a restart
+		task, err := eng.Submit(context.Background(), engine.TaskSpec{AgentID: "x", TabID: tab, Action: action("click", "#go", ""), Retry: single})
+		require.NoError(t, err)
+		got := firstEnded(t, eng, task.ID)
+		require.True(t, got.Attempts[0].InstanceFault, got.Attempts[0].Error)
+		require.Contains(t, got.Attempts[0].Error, "503 Service Unavailable [browser_draining]: browser restart in progress; retry shortly")
+		require.NotContains(t, got.Attempts[0].Error, "after the request was sent")
+		require.Equal(t, int32(0), clicks.Load())
+
+		d.SetPhase("", pinchtabtest.PhaseRunning)
+		reg.Kick("p")
+		got = waitEnded(t, eng, task.ID)
+		require.Equal(t, engine.StateSucceeded, got.State, got.Reason)
+		require.Equal(t, int32(1), clicks.Load(), "the click ran once")
+	})
 }

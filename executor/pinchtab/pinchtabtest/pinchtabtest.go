@@ -42,12 +42,26 @@
 // navigations and evaluations can be held (Hold) to test cancellation and
 // timeouts, and an instance that keeps working after the client went away
 // (Options.IgnoreAbort) is one flag away.
+//
+// It dies and comes back as PinchTab does. A bridge whose browser drains
+// for a restart (PhaseStopping) answers its tab routes, before acting, 503
+// [browser_draining] "browser restart in progress; retry shortly" with
+// Retry-After and details.retryAfterSeconds, as PinchTab's
+// writeBridgeUnavailable. A process that dies (Stop, or DieDuringNextAction,
+// which first carries the action out and reads it whole) drops its
+// connections without an answer, and every later connection is refused until
+// it starts again (Restart) on the same address, its browser starting afresh
+// without its tabs. A browser behind a server that dies while it acts
+// (BrowserDiesDuringNextAction) leaves the server to answer as PinchTab's
+// proxy does when its request to the browser breaks: 502 [error]
+// "instance unreachable: Post "…": EOF".
 package pinchtabtest
 
 import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -138,6 +152,12 @@ type Server struct {
 	maxInTab   int            // the most ever running at once in one tab
 	requests   []string
 	down       bool
+	// dieNext makes the next action end its process (DieDuringNextAction);
+	// dropNext its connection (DropNextAnswer); browserDiesNext its
+	// browser behind a server (BrowserDiesDuringNextAction).
+	dieNext, dropNext, browserDiesNext bool
+	addr                               string // where it listens, again after Restart
+	cleanup                            func(func())
 }
 
 // New starts a double; it stops with the test.
@@ -155,20 +175,135 @@ func New(t interface {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	s := &Server{opts: o, phase: map[string]Phase{}, tabs: map[string]*tab{}, pages: map[string]Page{}}
+	s := &Server{opts: o, phase: map[string]Phase{}, tabs: map[string]*tab{}, pages: map[string]Page{}, cleanup: t.Cleanup}
 	for _, b := range o.Browsers {
 		s.phase[b] = PhaseRunning
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.addr = s.srv.Listener.Addr().String()
 	t.Cleanup(s.srv.Close)
 	return s
 }
 
-// URL is the double's base URL.
-func (s *Server) URL() string { return s.srv.URL }
+// URL is the double's base URL; it stays the same across Restart.
+func (s *Server) URL() string { return "http://" + s.addr }
 
 // Close stops the server: every later request fails to connect.
-func (s *Server) Close() { s.srv.Close() }
+func (s *Server) Close() { s.server().Close() }
+
+func (s *Server) server() *httptest.Server {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.srv
+}
+
+// Stop ends the double's process: its connections drop without an answer,
+// and every later connection is refused (ECONNREFUSED), until Restart.
+func (s *Server) Stop() {
+	srv := s.server()
+	_ = srv.Listener.Close()
+	srv.CloseClientConnections()
+}
+
+// Restart starts the double's process again on the same address after Stop
+// (or DieDuringNextAction), as PinchTab comes back after a crash or a
+// restart: its browsers are starting (PhaseStarting: SetPhase to
+// PhaseRunning when their launch is over) and have none of their tabs.
+func (s *Server) Restart() error {
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("pinchtabtest: listen on %s again: %w", s.addr, err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	_ = srv.Listener.Close()
+	srv.Listener = ln
+	s.mu.Lock()
+	s.tabs = map[string]*tab{}
+	s.cache = nil
+	for b := range s.phase {
+		s.phase[b] = PhaseStarting
+	}
+	s.dieNext, s.dropNext, s.browserDiesNext = false, false, false
+	s.srv = srv
+	s.mu.Unlock()
+	srv.Start()
+	s.cleanup(srv.Close)
+	return nil
+}
+
+// DieDuringNextAction makes the double's process die during the next action
+// (POST /tabs/{id}/action, navigate or evaluate): the action is read whole and
+// carried out, then the connection drops before any answer, and the double
+// is stopped (Stop) until Restart. The client cannot know whether the
+// action ran; it did.
+func (s *Server) DieDuringNextAction() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dieNext = true
+}
+
+// DropNextAnswer makes the double close the connection of the next action
+// (POST /tabs/{id}/action, navigate or evaluate) once it has carried it
+// out, without an answer, and stay up with its tabs: as a PinchTab bridge's
+// HTTP server does to an action that outlives its write timeout (60 s).
+func (s *Server) DropNextAnswer() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropNext = true
+}
+
+// BrowserDiesDuringNextAction makes the default browser behind a server
+// (ModeServer) die during the next action: the action is carried out, the
+// server's request to the browser breaks, and the server answers as
+// PinchTab's proxy does then, 502 [error] "instance unreachable: Post
+// "…": EOF". The browser is then starting again
+// (PhaseStarting), without its tabs.
+func (s *Server) BrowserDiesDuringNextAction() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.browserDiesNext = true
+}
+
+// died ends an action that has been carried out as DieDuringNextAction,
+// DropNextAnswer or BrowserDiesDuringNextAction asked, and reports whether
+// it did.
+func (s *Server) died(w http.ResponseWriter, r *http.Request, t *tab) bool {
+	s.mu.Lock()
+	die, drop, browserDies := s.dieNext, s.dropNext, s.browserDiesNext && s.opts.Mode == ModeServer
+	switch {
+	case die:
+		s.dieNext = false
+	case drop:
+		s.dropNext = false
+	case browserDies:
+		s.browserDiesNext = false
+		for id, x := range s.tabs {
+			if x.browser == t.browser {
+				delete(s.tabs, id)
+			}
+		}
+		s.phase[t.browser] = PhaseStarting
+		s.cache = nil
+	}
+	s.mu.Unlock()
+	switch {
+	case die, drop:
+		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			_ = conn.Close()
+		}
+		if die {
+			s.Stop()
+		}
+		return true
+	case browserDies:
+		// PinchTab's proxy.Forward: httpx.Error(w, 502, fmt.Errorf("instance
+		// unreachable: %w", err)), err being the *url.Error of its request to
+		// the browser's bridge.
+		fail(w, http.StatusBadGateway, "error", fmt.Sprintf("instance unreachable: Post %q: EOF", "http://127.0.0.1:9868"+r.URL.Path), false)
+		return true
+	}
+	return false
+}
 
 // SetPage scripts what url shows.
 func (s *Server) SetPage(url string, p Page) {
@@ -367,6 +502,14 @@ func reply(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// draining answers as a PinchTab bridge whose browser drains or restarts
+// (its writeBridgeUnavailable), before it acts.
+func draining(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	reply(w, http.StatusServiceUnavailable, map[string]any{"error": "browser restart in progress; retry shortly",
+		"code": "browser_draining", "retryable": true, "details": map[string]any{"retryAfterSeconds": 1}})
+}
+
 // fail answers PinchTab's error body: {"error","code"}, and "retryable": true
 // only when a retry can help.
 func fail(w http.ResponseWriter, status int, code, msg string, retryable bool) {
@@ -420,7 +563,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		if p := s.phase[s.opts.Browsers[0]]; p != PhaseRunning {
 			s.mu.Unlock()
-			fail(w, http.StatusServiceUnavailable, "browser_draining", "browser is "+string(p), true)
+			draining(w)
 			return
 		}
 		list := s.listLocked()
@@ -506,7 +649,7 @@ func (s *Server) openTab(w http.ResponseWriter, browser string, req map[string]a
 	s.mu.Lock()
 	if p := s.phase[browser]; p != PhaseRunning {
 		s.mu.Unlock()
-		fail(w, http.StatusServiceUnavailable, "browser_draining", "browser is "+string(p), true)
+		draining(w)
 		return
 	}
 	// A server drops its cached tab list after the tab routes that change
@@ -546,7 +689,7 @@ func (s *Server) tabRoute(w http.ResponseWriter, r *http.Request, id, op string,
 		fail(w, http.StatusNotFound, "error", fmt.Sprintf("tab %q not found", id), false)
 		return
 	case phase != PhaseRunning:
-		fail(w, http.StatusServiceUnavailable, "browser_draining", "browser is "+string(phase), true)
+		draining(w)
 		return
 	}
 	str := func(k string) string { v, _ := req[k].(string); return v }
@@ -575,6 +718,9 @@ func (s *Server) tabRoute(w http.ResponseWriter, r *http.Request, id, op string,
 		s.cache = nil
 		out := map[string]string{"tabId": id, "url": u, "title": t.title}
 		s.mu.Unlock()
+		if s.died(w, r, t) {
+			return
+		}
 		reply(w, http.StatusOK, out)
 	case "POST back", "POST forward", "POST reload":
 		s.mu.Lock()
@@ -653,7 +799,7 @@ func (s *Server) tabRoute(w http.ResponseWriter, r *http.Request, id, op string,
 		end := s.begin(t)
 		ok := s.await(r)
 		end()
-		if !ok {
+		if !ok || s.died(w, r, t) {
 			return
 		}
 		reply(w, http.StatusOK, map[string]any{"result": nil})
@@ -766,6 +912,9 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request, t *tab, req map[
 		}
 	}
 	s.mu.Unlock()
+	if s.died(w, r, t) {
+		return
+	}
 	if navigated {
 		if wait, _ := req["waitNav"].(bool); !wait {
 			fail(w, http.StatusConflict, "navigation_changed", "unexpected page navigation while executing click", false)
