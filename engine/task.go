@@ -254,7 +254,10 @@ type Attempt struct {
 	TabTime    time.Duration
 	ActionTime time.Duration
 	// InstanceFault marks an attempt that ended because of its instance, not
-	// its task (ErrInstanceFault): the instance-fault budget forgave it.
+	// its task (ErrInstanceFault): the instance-fault budget forgave it. It
+	// is not set on a fault after which the action may have run
+	// (ErrMayHaveRun) of a task that allows a single attempt: that attempt
+	// counts.
 	InstanceFault bool
 }
 

@@ -79,6 +79,8 @@ type Attempt struct {
 	ErrorCode *string `json:"errorCode"`
 	// It ended because of its instance (unreachable, restarting, shutting down, refusing the token),
 	// not its task: it did not spend the task's retry budget, up to the instance-fault budget.
+	// False for a fault after which the action may have run (the instance failed after the
+	// request was sent) on a task that allows a single attempt: that attempt counts.
 	InstanceFault bool `json:"instanceFault"`
 }
 
