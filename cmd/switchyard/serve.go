@@ -223,7 +223,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 		backend  server.Options // Engine, Registry, Plugins, Schedules, Cluster, Metrics
 		shutdown func(ctx context.Context)
 		commits  func() error // nil while the scheduling engine's commits succeed
-		lanes    func() int   // how many lanes are live, stored ones included
+		// nodeReady, in a cluster, is nil while the node can serve (Node.Ready).
+		nodeReady func() error
+		lanes     func() int // how many lanes are live, stored ones included
 	)
 	if cfg.Store.Driver == "postgres" {
 		st.enter(stepStore)
@@ -253,6 +255,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 			}
 			return nil
 		}
+		// A follower is ready while it reaches the store and the cluster
+		// has a leader to answer its calls.
+		nodeReady = node.Ready
 	} else {
 		eng, err := engine.New(engine.Options{Config: engCfg, Store: store, Executor: exec, Logger: log, TabLocator: reg, PlaceOnInstances: true})
 		if err != nil {
@@ -308,6 +313,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 		Ready: func() error {
 			if err := commits(); err != nil {
 				return fmt.Errorf("the store: %w", err)
+			}
+			if nodeReady != nil {
+				if err := nodeReady(); err != nil {
+					return err
+				}
 			}
 			if local == nil {
 				return nil

@@ -427,11 +427,11 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	var err error
-	switch {
-	case s.opts.Engine.Draining(r.Context()):
+	if s.opts.Ready != nil {
+		err = s.opts.Ready() // first: a node cut off from the store does not wait for the leader to say it drains
+	}
+	if err == nil && s.opts.Engine.Draining(r.Context()) {
 		err = errors.New("draining: new work is refused")
-	case s.opts.Ready != nil:
-		err = s.opts.Ready()
 	}
 	if err != nil {
 		w.WriteHeader(http.StatusServiceUnavailable)

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/executor"
@@ -216,7 +218,7 @@ func (a *Engine) PlanAt(ctx context.Context, limit int, now time.Time) (*engine.
 func (a *Engine) Lanes(ctx context.Context) []engine.LaneStatus {
 	ls, err := read(ctx, a.n, &a.n.reads.lanes, opLanes)
 	if err != nil {
-		a.n.log.Warn("the leader did not answer for its lanes", "error", err)
+		a.n.leaderReadFailed("lanes", err)
 		return a.n.Engine().Lanes(ctx)
 	}
 	return ls
@@ -236,7 +238,7 @@ func (a *Engine) Lane(ctx context.Context, name string) (engine.LaneStatus, erro
 func (a *Engine) Agents(ctx context.Context) []engine.AgentStatus {
 	as, err := read(ctx, a.n, &a.n.reads.agents, opAgents)
 	if err != nil {
-		a.n.log.Warn("the leader did not answer for its agents", "error", err)
+		a.n.leaderReadFailed("agents", err)
 	}
 	return as
 }
@@ -246,7 +248,7 @@ func (a *Engine) Agents(ctx context.Context) []engine.AgentStatus {
 func (a *Engine) Stats(ctx context.Context) engine.Stats {
 	s, err := read(ctx, a.n, &a.n.reads.stats, opStats)
 	if err != nil {
-		a.n.log.Warn("the leader did not answer for its stats", "error", err)
+		a.n.leaderReadFailed("stats", err)
 		return a.n.Engine().Stats(ctx)
 	}
 	return s
@@ -256,7 +258,7 @@ func (a *Engine) Stats(ctx context.Context) engine.Stats {
 func (a *Engine) Policies(ctx context.Context) []engine.PolicyAssignment {
 	ps, err := read(ctx, a.n, &a.n.reads.policies, opPolicies)
 	if err != nil {
-		a.n.log.Warn("the leader did not answer for its policies", "error", err)
+		a.n.leaderReadFailed("policies", err)
 		return a.n.Engine().Policies(ctx)
 	}
 	return ps
@@ -280,9 +282,24 @@ const readCacheTTL = 250 * time.Millisecond
 // the cache or the leader.
 func read[T any](ctx context.Context, n *Node, c *cached[T], o op[none, T]) (T, error) {
 	if l := n.leader(); l != nil {
+		n.leaderAnswered()
 		return o.apply(ctx, l, none{})
 	}
 	return c.get(func() (T, error) { return o.call(ctx, n, none{}) })
+}
+
+// leaderReadFailed logs that the leader did not answer a read of what,
+// once per run of such failures (and a reminder while it lasts): every
+// request that reads it fails alike while the database or the leader is
+// away, and a line for each would bury the log.
+func (n *Node) leaderReadFailed(what string, err error) {
+	n.leaderReads.Fail(n.log, hclog.Warn, "the leader did not answer for its "+what+"; the next failures are not logged until it answers again", "error", err)
+}
+
+// leaderAnswered ends a run of failed reads (leaderReadFailed), logging it
+// once: the leader answered a command, or this node leads.
+func (n *Node) leaderAnswered() {
+	n.leaderReads.OK(n.log, "the leader answers again")
 }
 
 // invalidate forgets the cached reads, after a change made through this
@@ -370,7 +387,7 @@ func (r *Instances) List(ctx context.Context) []executor.Instance {
 	defer cancel()
 	ins, err := opListInstances.call(ctx, r.n, none{})
 	if err != nil {
-		r.n.log.Warn("the leader did not answer for its instances", "error", err)
+		r.n.leaderReadFailed("instances", err)
 	}
 	return ins
 }
@@ -442,7 +459,7 @@ func (p *Plugins) List(ctx context.Context) []manager.Info {
 	defer cancel()
 	is, err := opListPlugins.call(ctx, p.n, none{})
 	if err != nil {
-		p.n.log.Warn("the leader did not answer for its plugins", "error", err)
+		p.n.leaderReadFailed("plugins", err)
 	}
 	return is
 }
@@ -500,7 +517,7 @@ func (s *Schedules) List(ctx context.Context) []*schedule.Schedule {
 	defer cancel()
 	ss, err := opListSchedules.call(ctx, s.n, none{})
 	if err != nil {
-		s.n.log.Warn("the leader did not answer for its schedules", "error", err)
+		s.n.leaderReadFailed("schedules", err)
 	}
 	return ss
 }
@@ -545,7 +562,7 @@ func (h *Heartbeats) List(ctx context.Context) []*heartbeat.Check {
 	defer cancel()
 	cs, err := opListChecks.call(ctx, h.n, none{})
 	if err != nil {
-		h.n.log.Warn("the leader did not answer for its heartbeat checks", "error", err)
+		h.n.leaderReadFailed("heartbeat checks", err)
 	}
 	return cs
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/switchyard/switchyard/engine/store/postgres"
 	"github.com/switchyard/switchyard/executor"
 	"github.com/switchyard/switchyard/heartbeat"
+	"github.com/switchyard/switchyard/internal/failing"
 	"github.com/switchyard/switchyard/internal/savedinstances"
 	"github.com/switchyard/switchyard/plugins/manager"
 	"github.com/switchyard/switchyard/pull"
@@ -141,6 +142,19 @@ type Node struct {
 	// released the lease); nil until Start runs it.
 	electing chan struct{}
 	ready    atomic.Bool
+
+	// The failures that repeat while the database or the leader is away,
+	// logged by their changes of state (package failing).
+	leaderReads, beats, commandReads failing.State
+	// health is what the last heartbeat learnt of the store and the lease
+	// (Ready).
+	health struct {
+		sync.Mutex
+		beatErr    error     // the last heartbeat's failure; nil: it succeeded
+		failSince  time.Time // since when heartbeats have failed
+		noLeader   time.Time // since when no node has held the lease; zero: one does
+		leaseKnown bool      // a heartbeat has read the lease
+	}
 }
 
 // New returns a node. Run starts it.
@@ -420,12 +434,14 @@ func (n *Node) stepDown(epoch uint64, cause error) {
 // next, takes over without following). It reports whether the node
 // follows.
 func (n *Node) followAgainLocked(ended uint64) bool {
+	var standby failing.State // a database that stays away: its start and end, not each second
 	for n.runCtx != nil && n.runCtx.Err() == nil {
 		err := n.standbyLocked(n.runCtx)
 		if err == nil {
+			standby.OK(n.log, "the standby engine started")
 			return true
 		}
-		n.log.Error("could not start following; retrying", "error", err)
+		standby.Fail(n.log, hclog.Error, "could not start following; retrying every second, the next failures are not logged until it starts", "error", err)
 		n.mu.Unlock()
 		time.Sleep(time.Second)
 		n.mu.Lock()
@@ -491,10 +507,83 @@ func (n *Node) beat(ctx context.Context) {
 		role = RoleLeader
 	}
 	health, _ := json.Marshal(map[string]any{"lastSeq": n.events.Last(), "ready": n.ready.Load()})
-	if err := n.store.Heartbeat(ctx, postgres.NodeInfo{ID: n.opts.Node, Address: n.opts.Address, Role: role, Since: since,
-		Version: n.opts.Version, Health: health}); err != nil && ctx.Err() == nil {
-		n.log.Warn("heartbeat failed", "error", err)
+	err := n.store.Heartbeat(ctx, postgres.NodeInfo{ID: n.opts.Node, Address: n.opts.Address, Role: role, Since: since,
+		Version: n.opts.Version, Health: health})
+	var lease postgres.Lease
+	if err == nil {
+		lease, err = n.store.Lease(ctx)
 	}
+	if ctx.Err() != nil {
+		return
+	}
+	n.noteHealth(err, lease, time.Now())
+	if err != nil {
+		n.beats.Fail(n.log, hclog.Warn, "heartbeat failed; the next failures are not logged until one succeeds", "error", err)
+		return
+	}
+	n.beats.OK(n.log, "heartbeat succeeds again")
+}
+
+// noteHealth records what a heartbeat at now learnt: whether it reached
+// the store (err), and whether a node held the lease.
+func (n *Node) noteHealth(err error, lease postgres.Lease, now time.Time) {
+	n.health.Lock()
+	defer n.health.Unlock()
+	if err != nil {
+		if n.health.beatErr == nil {
+			n.health.failSince = now
+		}
+		n.health.beatErr = err
+		return
+	}
+	n.health.beatErr = nil
+	n.health.leaseKnown = true
+	switch {
+	case lease.Held:
+		n.health.noLeader = time.Time{}
+	case n.health.noLeader.IsZero():
+		n.health.noLeader = now
+	}
+}
+
+// failover is how long a cluster may go without a leader in a failover:
+// the lease's TTL and a renewal (the elector's defaults when unset), and a
+// heartbeat to notice.
+func (n *Node) failover() time.Duration {
+	ttl, renew := n.opts.TTL, n.opts.RenewEvery
+	if ttl == 0 {
+		ttl = 10 * time.Second
+	}
+	if renew == 0 {
+		renew = 2 * time.Second
+	}
+	return ttl + renew + n.opts.Heartbeat
+}
+
+// Ready reports why this node cannot serve as it should, or nil. A leader
+// answers as its engine does (serve asks its commits); a follower is not
+// ready while its heartbeats fail — the database is unreachable, or
+// refuses writes — nor once no node has held the leader lease for longer
+// than a failover takes (TTL and a renewal, and a heartbeat to notice):
+// every call it would forward to the leader fails then. A failover that
+// takes its usual time does not make the followers unready: their calls
+// wait for the new leader.
+func (n *Node) Ready() error {
+	if leading, _ := n.Leading(); leading {
+		return nil
+	}
+	n.health.Lock()
+	defer n.health.Unlock()
+	now := time.Now()
+	if err := n.health.beatErr; err != nil {
+		_, _, failed := n.beats.Failing()
+		return fmt.Errorf("the store cannot be reached (%d heartbeats failed over %s): %w",
+			failed, now.Sub(n.health.failSince).Round(time.Millisecond), err)
+	}
+	if nl := n.health.noLeader; !nl.IsZero() && now.Sub(nl) > n.failover() {
+		return fmt.Errorf("no node has led the cluster for %s", now.Sub(nl).Round(time.Millisecond))
+	}
+	return nil
 }
 
 // The roles a node reports.

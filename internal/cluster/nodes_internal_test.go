@@ -37,3 +37,22 @@ func TestRoleOfFollowsTheLeaseNotTheLastReport(t *testing.T) {
 		require.Equal(t, c.wantSince, since, c.name)
 	}
 }
+
+// A follower that reaches the store is ready through a failover's usual
+// time without a leader, and not ready once no node has led for longer.
+func TestAFollowerIsNotReadyOnceNoNodeHasLedForLongerThanAFailover(t *testing.T) {
+	n := &Node{opts: Options{TTL: 2 * time.Second, RenewEvery: 300 * time.Millisecond, Heartbeat: 300 * time.Millisecond}}
+	require.NoError(t, n.Ready(), "nothing heard yet")
+	now := time.Now()
+	n.noteHealth(nil, postgres.Lease{Node: "a", Held: true}, now.Add(-time.Minute))
+	require.NoError(t, n.Ready(), "a node leads")
+	n.noteHealth(nil, postgres.Lease{Node: "a"}, now.Add(-time.Second))
+	n.noteHealth(nil, postgres.Lease{Node: "a"}, now)
+	require.NoError(t, n.Ready(), "a failover under way")
+	n2 := &Node{opts: n.opts}
+	n2.noteHealth(nil, postgres.Lease{Node: "a"}, now.Add(-n.failover()-time.Second))
+	n2.noteHealth(nil, postgres.Lease{Node: "a"}, now)
+	require.ErrorContains(t, n2.Ready(), "no node has led the cluster for")
+	n2.noteHealth(nil, postgres.Lease{Node: "b", Held: true}, now)
+	require.NoError(t, n2.Ready(), "a new leader")
+}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/store/postgres"
 	"github.com/switchyard/switchyard/executor"
@@ -174,10 +176,12 @@ func (n *Node) command(ctx context.Context, kind string, payload json.RawMessage
 	if err != nil {
 		var ce *postgres.CommandError
 		if errors.As(err, &ce) {
+			n.leaderAnswered()
 			return nil, &remoteError{msg: ce.Message}
 		}
 		return nil, errNoLeader(err)
 	}
+	n.leaderAnswered()
 	var a answer
 	if err := json.Unmarshal(raw, &a); err != nil {
 		return nil, fmt.Errorf("cluster: the answer to command %d: %w", id, err)
@@ -197,11 +201,12 @@ func (n *Node) serveCommands(ctx context.Context, l *leader) {
 		cmds, err := n.store.TakeCommands(ctx, 64)
 		if err != nil {
 			if ctx.Err() == nil {
-				n.log.Error("reading commands", "error", err)
+				n.commandReads.Fail(n.log, hclog.Error, "reading commands; retrying, the next failures are not logged until it succeeds", "error", err)
 				sleep(ctx, 200*time.Millisecond)
 			}
 			continue
 		}
+		n.commandReads.OK(n.log, "reading commands succeeds again")
 		if len(cmds) == 0 {
 			_ = n.store.WaitCommands(ctx)
 			continue
@@ -229,10 +234,15 @@ func (n *Node) apply(ctx context.Context, l *leader, handlers map[string]handler
 		a.OK = res
 	}
 	out, err := json.Marshal(a)
-	if err == nil {
-		err = n.store.CompleteCommand(ctx, c.ID, out, nil)
+	if err != nil {
+		n.log.Error("completing a command", "command", c.ID, "kind", c.Kind, "error", err)
+		return
 	}
-	if err != nil && ctx.Err() == nil {
+	n.complete(ctx, c, out)
+}
+
+func (n *Node) complete(ctx context.Context, c postgres.Command, out json.RawMessage) {
+	if err := n.store.CompleteCommand(ctx, c.ID, out, nil); err != nil && ctx.Err() == nil {
 		n.log.Error("completing a command", "command", c.ID, "kind", c.Kind, "error", err)
 	}
 }

@@ -11,7 +11,10 @@ package postgres
 import (
 	"context"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/internal/failing"
 )
 
 // followPage bounds one read of the events.
@@ -25,6 +28,7 @@ const followPage = 1000
 func (s *Store) Follow(ctx context.Context, after uint64, fn func([]engine.Event) error) error {
 	w := s.hub.subscribe(s.channels.events)
 	defer s.hub.unsubscribe(w)
+	var reads failing.State // an outage logs its start and end, not each poll
 	for {
 		for {
 			evs, err := s.events(ctx, after, followPage, nil)
@@ -35,9 +39,11 @@ func (s *Store) Follow(ctx context.Context, after uint64, fn func([]engine.Event
 				if s.closed() {
 					return errClosed
 				}
-				s.log.Warn("follow: reading events failed; retrying", "after", after, "error", err)
+				reads.Fail(s.log, hclog.Warn, "follow: reading events failed; retrying, the next failures are not logged until a read succeeds",
+					"seq", after, "error", err)
 				break
 			}
+			reads.OK(s.log, "follow: reading events succeeds again", "seq", after)
 			if len(evs) == 0 {
 				break
 			}

@@ -14,7 +14,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/switchyard/switchyard/internal/failing"
 )
 
 // hub fans a listening connection's notifications out to waiters.
@@ -26,6 +29,8 @@ type hub struct {
 	casts   map[*caster]struct{} // Broadcasts subscribers
 	started bool
 	pid     uint32 // the listening connection's backend, for tests
+	// lost logs the listener's losses and reconnections once per change.
+	lost failing.State
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -126,14 +131,20 @@ func (h *hub) close() {
 // a growing delay (up to the poll interval) after a failure.
 func (h *hub) run() {
 	defer h.wg.Done()
-	delay := 50 * time.Millisecond
+	const first = 50 * time.Millisecond
+	delay := first
 	for h.ctx.Err() == nil {
-		err := h.listen()
+		listened, err := h.listen()
 		if h.ctx.Err() != nil {
 			return
 		}
-		// The waiters poll meanwhile; the next connection wakes them.
-		h.s.log.Warn("listener: connection lost; reconnecting", "error", err, "in", delay)
+		if listened { // a connection that worked: the next failure starts over
+			delay = first
+		}
+		// The waiters poll meanwhile; the next connection wakes them. While
+		// the database stays away, one line says so, not one per attempt.
+		h.lost.Fail(h.s.log, hclog.Warn, "listener: connection lost; reconnecting, the next failures are not logged until it connects",
+			"error", err, "in", delay)
 		select {
 		case <-time.After(delay):
 		case <-h.ctx.Done():
@@ -144,22 +155,24 @@ func (h *hub) run() {
 }
 
 // listen connects, listens on every channel, wakes every waiter (something
-// may have been missed before) and forwards notifications until an error.
-func (h *hub) listen() error {
+// may have been missed before) and forwards notifications until an error;
+// listened reports whether it got as far as listening.
+func (h *hub) listen() (listened bool, _ error) {
 	cfg := h.s.connCfg.Copy()
 	cfg.RuntimeParams["application_name"] = "switchyard-listen"
 	ctx, cancel := context.WithTimeout(h.ctx, opTimeout)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	cancel()
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer conn.Close(context.Background())
 	for _, ch := range h.s.channels.all() {
 		if _, err := conn.Exec(h.ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
-			return err
+			return false, err
 		}
 	}
+	h.lost.OK(h.s.log, "listener: listening again")
 	h.mu.Lock()
 	h.pid = conn.PgConn().PID()
 	h.mu.Unlock()
@@ -172,7 +185,7 @@ func (h *hub) listen() error {
 	for {
 		n, err := conn.WaitForNotification(h.ctx)
 		if err != nil {
-			return err
+			return true, err
 		}
 		if n.Channel == h.s.channels.broadcast {
 			h.cast([]byte(n.Payload))
