@@ -241,9 +241,35 @@ func (n *Node) apply(ctx context.Context, l *leader, handlers map[string]handler
 	n.complete(ctx, c, out)
 }
 
+// complete writes a command's answer. A write that fails — a connection
+// the database dropped, a moment it was away — is tried again, with a
+// growing pause, for as long as the caller waits for it (Options.CallTimeout)
+// and this node leads: the command has been applied, and without its answer
+// the caller would wait out its time and be told that no leader answered.
 func (n *Node) complete(ctx context.Context, c postgres.Command, out json.RawMessage) {
-	if err := n.store.CompleteCommand(ctx, c.ID, out, nil); err != nil && ctx.Err() == nil {
-		n.log.Error("completing a command", "command", c.ID, "kind", c.Kind, "error", err)
+	deadline := time.Now().Add(n.opts.CallTimeout)
+	pause := 20 * time.Millisecond
+	for tries := 1; ; tries++ {
+		err := n.store.CompleteCommand(ctx, c.ID, out, nil)
+		if err == nil {
+			if tries > 1 {
+				n.log.Info("completed a command after its answer failed to be written", "command", c.ID, "kind", c.Kind, "tries", tries)
+			}
+			return
+		}
+		if ctx.Err() != nil || errors.Is(err, postgres.ErrNotLeader) {
+			return // deposed: the next leader applies it again
+		}
+		if tries == 1 {
+			n.log.Warn("completing a command failed; retrying", "command", c.ID, "kind", c.Kind, "error", err)
+		}
+		if time.Now().Add(pause).After(deadline) {
+			n.log.Error("completing a command failed; its caller is told that no leader answered", "command", c.ID, "kind", c.Kind,
+				"tries", tries, "error", err)
+			return
+		}
+		sleep(ctx, pause)
+		pause = min(2*pause, time.Second)
 	}
 }
 
