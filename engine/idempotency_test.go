@@ -205,3 +205,51 @@ func TestAKeyedResendAfterItsDeadlineAnswersWithTheOriginal(t *testing.T) {
 	}
 	require.EqualValues(t, 1, h.Stats(ctx).Submitted, "nothing recorded")
 }
+
+// SubmitItem says whether a keyed submission was a replay: a first
+// submission records a task and is not; the same request again answers with
+// that task, recorded before, and is, also once the task has ended and left
+// the engine's memory (the store's lookup); another request under the key
+// is still refused with CONFLICT, and returns no task.
+func TestSubmitItemSaysWhetherTheKeyReplayedATask(t *testing.T) {
+	t.Parallel()
+	h := enginetest.New(t, nil)
+	ctx := context.Background()
+	title := enginetest.Spec("a").Action("title").Idempotency("K1").Obj()
+	navigate := enginetest.Spec("a").Action("navigate").Params(map[string]any{"url": "https://example.com"}).Idempotency("K1").Obj()
+
+	first, err := h.Engine.SubmitItem(ctx, title)
+	require.NoError(t, err)
+	require.False(t, first.Replayed, "a first submission records its task")
+	require.NotNil(t, first.Task)
+	require.Equal(t, first.Task.ID, first.ID)
+
+	again, err := h.Engine.SubmitItem(ctx, title)
+	require.NoError(t, err)
+	require.True(t, again.Replayed, "the same request under the key answers with the task recorded before")
+	require.Equal(t, first.ID, again.ID)
+	require.Equal(t, first.ID, again.Task.ID)
+
+	other, err := h.Engine.SubmitItem(ctx, navigate)
+	conflict(t, err, "idempotencyKey", first.ID)
+	require.Same(t, err, other.Err)
+	require.False(t, other.Replayed)
+	require.Nil(t, other.Task)
+
+	unkeyed, err := h.Engine.SubmitItem(ctx, enginetest.Spec("a").Action("title").Obj())
+	require.NoError(t, err)
+	require.False(t, unkeyed.Replayed, "a submission without a key is never a replay")
+	require.NotEqual(t, first.ID, unkeyed.ID)
+	require.EqualValues(t, 2, h.Stats(ctx).Submitted)
+
+	require.NoError(t, h.Exec.Succeed(first.ID, `{}`))
+	require.NoError(t, h.Sync(ctx))
+	ended, err := h.Engine.SubmitItem(ctx, title)
+	require.NoError(t, err)
+	require.True(t, ended.Replayed, "an ended task is still the key's")
+	require.Equal(t, first.ID, ended.ID)
+	require.Equal(t, engine.StateSucceeded, ended.Task.State)
+	_, err = h.Engine.SubmitItem(ctx, navigate)
+	conflict(t, err, "idempotencyKey", first.ID)
+	require.EqualValues(t, 2, h.Stats(ctx).Submitted)
+}

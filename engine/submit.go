@@ -92,13 +92,25 @@ type BatchResult struct {
 // queue is recorded REJECTED and returned along with a QUEUE_FULL error. An
 // idempotency key the agent used before returns the original task when the
 // spec is the same request (SameRequest), and is refused with CONFLICT
-// (Error.TaskID naming the original) when it is not.
+// (Error.TaskID naming the original) when it is not. SubmitItem says, in
+// addition, which of the two a returned task is.
 func (e *Engine) Submit(ctx context.Context, spec TaskSpec) (*Task, error) {
+	r, err := e.SubmitItem(ctx, spec)
+	return r.Task, err
+}
+
+// SubmitItem admits one task as Submit does, and answers as SubmitBatch
+// does for an item: ItemResult.Task (and ID) is the task as recorded, and
+// ItemResult.Replayed says that the spec's idempotency key named a task
+// recorded before for the same request, which is returned and nothing new
+// recorded. The error is ItemResult.Err, the item's refusal (with a task,
+// for QUEUE_FULL), or why the call failed, with nothing else in the result.
+func (e *Engine) SubmitItem(ctx context.Context, spec TaskSpec) (ItemResult, error) {
 	res, err := e.submit(ctx, []BatchItem{{Spec: spec}}, nil, "")
 	if err != nil {
-		return nil, err
+		return ItemResult{Err: err}, err
 	}
-	return res.Items[0].Task, res.Items[0].Err
+	return res.Items[0], res.Items[0].Err
 }
 
 // SubmitBatch admits several tasks as one batch. Each item succeeds or fails
