@@ -96,17 +96,26 @@ func (a *Engine) StoredEvents(ctx context.Context, after uint64, limit int) ([]e
 	return a.n.Engine().StoredEvents(ctx, after, limit)
 }
 
-// Submit admits a task on the leader. A follower chooses the task's id, so
-// that the leader admits it once however often the command is applied.
+// Submit admits a task on the leader (see SubmitItem).
 func (a *Engine) Submit(ctx context.Context, spec engine.TaskSpec) (*engine.Task, error) {
+	r, err := a.SubmitItem(ctx, spec)
+	return r.Task, err
+}
+
+// SubmitItem admits a task on the leader and returns its outcome, whether
+// its idempotency key replayed a task recorded before included (see
+// engine.Engine.SubmitItem). A follower chooses the task's id, so that the
+// leader admits it once however often the command is applied: applied
+// again, the command answers with that task, not as a replay.
+func (a *Engine) SubmitItem(ctx context.Context, spec engine.TaskSpec) (engine.ItemResult, error) {
 	if l := a.n.leader(); l != nil {
-		return l.eng.Submit(ctx, spec)
+		return l.eng.SubmitItem(ctx, spec)
 	}
 	res, err := a.ingest(ctx, nil, []engine.BatchItem{{Spec: spec}})
 	if err != nil {
-		return nil, err
+		return engine.ItemResult{Err: err}, err
 	}
-	return res.Items[0].Task, res.Items[0].Err
+	return res.Items[0], res.Items[0].Err
 }
 
 // SubmitBatch admits a batch on the leader.

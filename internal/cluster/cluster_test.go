@@ -519,3 +519,67 @@ func TestAStoppedLeaderHasReleasedItsLease(t *testing.T) {
 	other := f.nodes[1-indexOf(f.nodes, lead)]
 	require.Same(t, other, f.leader([]*testNode{other}))
 }
+
+// A keyed submission says whether it was a replay through a follower as on
+// the leader: the leader's engine answers, and the answer comes back with
+// the task. The first submission records the task; the same request again,
+// through either node, is a replay of it; another request under the key is
+// refused with CONFLICT naming it. Identical submissions at the same
+// instant, through both nodes, record one task: exactly one of them says
+// so. The tasks run until the nodes stop: they stay in the leader's memory.
+func TestAFollowerSaysWhetherAKeyedSubmissionWasReplayed(t *testing.T) {
+	f := newFleet(t, 2, time.Hour)
+	ctx := context.Background()
+	lead := f.leader(f.nodes)
+	follower := f.nodes[(indexOf(f.nodes, lead)+1)%2]
+	spec := enginetest.Spec("agent").Action("click").Idempotency("K1").Obj()
+
+	first, err := follower.API().SubmitItem(ctx, spec)
+	require.NoError(t, err)
+	require.False(t, first.Replayed, "the first submission recorded the task")
+	require.NotEmpty(t, first.ID)
+	require.Equal(t, first.ID, first.Task.ID)
+
+	for _, n := range []*testNode{follower, lead} {
+		again, err := n.API().SubmitItem(ctx, spec)
+		require.NoError(t, err, "through %s", n.ID())
+		require.True(t, again.Replayed, "through %s", n.ID())
+		require.Equal(t, first.ID, again.ID, "through %s", n.ID())
+	}
+
+	other := enginetest.Spec("agent").Action("navigate").Params(map[string]any{"url": "https://example.com"}).Idempotency("K1").Obj()
+	res, err := follower.API().SubmitItem(ctx, other)
+	require.True(t, engine.IsCode(err, engine.CodeConflict), "%v", err)
+	var ee *engine.Error
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, first.ID, ee.TaskID)
+	require.Equal(t, "idempotencyKey", ee.Field)
+	require.False(t, res.Replayed)
+	require.Nil(t, res.Task)
+
+	const calls = 8
+	racing := enginetest.Spec("agent").Action("click").Idempotency("K2").Obj()
+	results := make([]engine.ItemResult, calls)
+	errs := make([]error, calls)
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Go(func() {
+			results[i], errs[i] = f.nodes[i%2].API().SubmitItem(ctx, racing)
+		})
+	}
+	wg.Wait()
+	submitted := 0
+	for i := range calls {
+		require.NoError(t, errs[i], "call %d", i)
+		require.Equal(t, results[0].ID, results[i].ID, "call %d", i)
+		if !results[i].Replayed {
+			submitted++
+		}
+	}
+	require.Equal(t, 1, submitted, "exactly one of the identical submissions recorded the task")
+	require.Equal(t, uint64(2), follower.API().Stats(ctx).Submitted)
+	for _, id := range []string{first.ID, results[0].ID} {
+		_, err := follower.API().Cancel(ctx, id, "the test is over")
+		require.NoError(t, err)
+	}
+}
