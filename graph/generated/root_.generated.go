@@ -5136,7 +5136,13 @@ extend type Mutation {
   used before returns the original task when the request is the same (see
   ` + "`" + `SubmitTaskInput.idempotencyKey` + "`" + `), and is a CONFLICT on
   ` + "`" + `input.idempotencyKey` + "`" + ` (` + "`" + `extensions.taskId` + "`" + ` names the original; nothing is
-  recorded) when it is not. A full queue answers QUEUE_FULL (the task
+  recorded) when it is not. A response whose submitTask had an
+  idempotencyKey and returned a task says which of the two it was in its
+  ` + "`" + `extensions.replayed` + "`" + `, an object keyed by the field's response key (its
+  alias, or ` + "`" + `submitTask` + "`" + `): ` + "`" + `true` + "`" + ` when the key named a task recorded before
+  for the same request, the task returned, nothing new recorded (as
+  ` + "`" + `SubmitTaskResult.replayed` + "`" + ` says of a batch's item); ` + "`" + `false` + "`" + ` when this
+  call recorded it. A full queue answers QUEUE_FULL (the task
   is recorded REJECTED; ` + "`" + `extensions.taskId` + "`" + ` names it) or, under DROP_OLDEST,
   admits it and cancels the oldest queued task. What would fail only when the
   task runs is refused here, INVALID_INPUT on the field: a parameter the
@@ -5705,6 +5711,8 @@ input SubmitTaskInput {
   webhookUrl, labels, queueMode, exhausted, sessionMaxInFlight and
   sessionReplay. In a batch, an item's ` + "`" + `dependsOn` + "`" + ` on other items of the
   batch (by their keys) is not compared, nor are the batch's own fields.
+  Whether a submission with a key was such a replay is in ` + "`" + `submitTask` + "`" + `'s
+  response as ` + "`" + `extensions.replayed` + "`" + `, in a ` + "`" + `submitTasks` + "`" + ` item's ` + "`" + `replayed` + "`" + `.
   """
   idempotencyKey: String
   "Free-form labels (at most 64; keys 1..256 bytes, values at most 256)."

@@ -332,7 +332,7 @@ func (s *Server) submitAndWait(ctx context.Context, req *sdk.CallToolRequest, c 
 		return failure(err)
 	}
 	cursor := s.opts.Engine.Events().Last()
-	mt, err := s.opts.Mutations.SubmitTask(c.ctx(ctx), in)
+	mt, _, err := s.opts.Mutations.SubmitTask(c.ctx(ctx), in)
 	if err != nil {
 		s.record(c, tool, "", err)
 		return failure(err)

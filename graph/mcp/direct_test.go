@@ -51,6 +51,14 @@ func setupDirect(t *testing.T, cfg engine.Config, sessionTimeout time.Duration) 
 // countingEngine).
 func setupDirectOver(t *testing.T, cfg engine.Config, sessionTimeout time.Duration, st engine.Store, exec engine.Executor, wrap func(*engine.Engine) mcp.Engine) *direct {
 	t.Helper()
+	return setupDirectMutations(t, cfg, sessionTimeout, st, exec, wrap, nil)
+}
+
+// setupDirectMutations is setupDirectOver; mutations, when set, makes what
+// the MCP server is given of the mutations from the resolvers'.
+func setupDirectMutations(t *testing.T, cfg engine.Config, sessionTimeout time.Duration, st engine.Store, exec engine.Executor,
+	wrap func(*engine.Engine) mcp.Engine, mutations func(mcp.Mutations) mcp.Mutations) *direct {
+	t.Helper()
 	eng, err := engine.New(engine.Options{Config: cfg, Store: st, Executor: exec})
 	require.NoError(t, err)
 	require.NoError(t, eng.Start(context.Background()))
@@ -60,7 +68,11 @@ func setupDirectOver(t *testing.T, cfg engine.Config, sessionTimeout time.Durati
 	if wrap != nil {
 		me = wrap(eng)
 	}
-	srv, err := mcp.New(mcp.Options{Engine: me, Mutations: res.Mutation(), Queries: res.Query(), SessionTimeout: sessionTimeout})
+	var mu mcp.Mutations = res.Tools()
+	if mutations != nil {
+		mu = mutations(mu)
+	}
+	srv, err := mcp.New(mcp.Options{Engine: me, Mutations: mu, Queries: res.Query(), SessionTimeout: sessionTimeout})
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {

@@ -216,8 +216,7 @@ func (s *Server) submitTask(ctx context.Context, req *sdk.CallToolRequest, in Su
 		s.record(c, "submit_task", "", err)
 		return failure(err)
 	}
-	cursor := s.opts.Engine.Events().Last()
-	mt, err := s.opts.Mutations.SubmitTask(c.ctx(ctx), gin)
+	mt, replayed, err := s.opts.Mutations.SubmitTask(c.ctx(ctx), gin)
 	if err != nil {
 		s.record(c, "submit_task", "", err)
 		return failure(err)
@@ -226,18 +225,10 @@ func (s *Server) submitTask(ctx context.Context, req *sdk.CallToolRequest, in Su
 	t := mt.T
 	v := viewOf(t)
 	msg := fmt.Sprintf("submitted task %s (%s)", t.ID, t.State)
-	if replayed(t, cursor) {
+	if replayed {
 		msg = fmt.Sprintf("idempotency key %q names task %s, submitted before: nothing new was submitted; it is %s", in.Idempotency, t.ID, t.State)
 	}
 	return text(msg), &Output{TaskID: t.ID, State: t.State.String(), Session: t.Spec.Session(), Tasks: []TaskView{v}}, nil
-}
-
-// replayed reports whether the task a keyed submission answered was
-// recorded before the submission (the event log's seq cursor, read before
-// it): the key named an earlier task, and nothing new was recorded. A new
-// task's first event comes after the cursor (engine.Task.Seq).
-func replayed(t *engine.Task, cursor uint64) bool {
-	return t.Spec.IdempotencyKey != "" && t.Seq <= cursor
 }
 
 // graphInput converts submit_task's input into GraphQL's.

@@ -29,10 +29,13 @@ const AgentHeader = "X-Switchyard-Agent"
 const DefaultAgent = "mcp"
 
 // Mutations are the GraphQL mutations the tools call
-// (resolvers.Resolver.Mutation()): the same validation, row-level rules and
+// (resolvers.Resolver.Tools()): the same validation, row-level rules and
 // engine calls as over GraphQL.
 type Mutations interface {
-	SubmitTask(ctx context.Context, input model.SubmitTaskInput) (*model.Task, error)
+	// SubmitTask is submitTask; replayed says that the input's
+	// idempotencyKey named a task recorded before for the same request,
+	// which is the task returned: nothing new was recorded.
+	SubmitTask(ctx context.Context, input model.SubmitTaskInput) (task *model.Task, replayed bool, err error)
 	CancelTask(ctx context.Context, id string, reason *string) (*model.Task, error)
 }
 

@@ -36,7 +36,10 @@ type Engine interface {
 	CountTasks(ctx context.Context, f engine.TaskFilter) (map[engine.State]int, error)
 	Batch(ctx context.Context, id string) (*engine.BatchStatus, error)
 	StoredEvents(ctx context.Context, after uint64, limit int) ([]engine.Event, error)
-	Submit(ctx context.Context, spec engine.TaskSpec) (*engine.Task, error)
+	// SubmitItem admits one task and says, besides, whether its
+	// idempotency key named a task recorded before for the same request
+	// (engine.Engine.SubmitItem).
+	SubmitItem(ctx context.Context, spec engine.TaskSpec) (engine.ItemResult, error)
 	SubmitBatch(ctx context.Context, b engine.BatchSpec) (*engine.BatchResult, error)
 	Cancel(ctx context.Context, id, reason string) (*engine.Task, error)
 	CancelWhere(ctx context.Context, f engine.TaskFilter, reason string) ([]string, error)

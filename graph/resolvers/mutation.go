@@ -5,11 +5,14 @@ package resolvers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/99designs/gqlgen/graphql"
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/executor"
@@ -18,22 +21,84 @@ import (
 )
 
 func (m *mutationResolver) SubmitTask(ctx context.Context, input model.SubmitTaskInput) (*model.Task, error) {
+	t, replayed, err := (*Resolver)(m).submitTask(ctx, input)
+	if err == nil && input.IdempotencyKey != nil {
+		reportReplayed(ctx, replayed)
+	}
+	return t, err
+}
+
+// submitTask is the submitTask mutation: the task as recorded, and whether
+// the input's idempotencyKey named a task recorded before for the same
+// request, which it returns, nothing new recorded
+// (engine.ItemResult.Replayed).
+func (r *Resolver) submitTask(ctx context.Context, input model.SubmitTaskInput) (*model.Task, bool, error) {
 	spec, verr := taskSpec("input", &input, time.Now())
 	if verr == nil {
-		verr = (*Resolver)(m).checkTask(ctx, "input", &spec)
+		verr = r.checkTask(ctx, "input", &spec)
 	}
 	if verr != nil {
-		return nil, verr
+		return nil, false, verr
 	}
-	if err := (*Resolver)(m).checkSubmission(ctx, "input", &spec, nil); err != nil {
-		return nil, err
+	if err := r.checkSubmission(ctx, "input", &spec, nil); err != nil {
+		return nil, false, err
 	}
-	t, err := m.eng.Submit(ctx, spec)
+	res, err := r.eng.SubmitItem(ctx, spec)
 	if err != nil {
-		return nil, inField(err, "input")
+		return nil, false, inField(err, "input")
 	}
-	(*Resolver)(m).fillPositions(ctx, t)
-	return model.NewTask(t), nil
+	r.fillPositions(ctx, res.Task)
+	return model.NewTask(res.Task), res.Replayed, nil
+}
+
+// ReplayedExtension is the key of the response extension in which a
+// GraphQL response says, for each submitTask field whose input had an
+// idempotencyKey and that returned a task, whether that task was recorded
+// before (replayed: true) or by this call (false). Its value is an object
+// keyed by the fields' response keys, their aliases or `submitTask`:
+//
+//	{"data": {"submitTask": {…}}, "extensions": {"replayed": {"submitTask": true}}}
+const ReplayedExtension = "replayed"
+
+// reportReplayed adds a submitTask field's answer to the response's
+// ReplayedExtension. A call from outside a GraphQL operation (none) has no
+// response to add it to.
+func reportReplayed(ctx context.Context, replayed bool) {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil || !graphql.HasOperationContext(ctx) {
+		return
+	}
+	fields, _ := graphql.GetExtension(ctx, ReplayedExtension).(*replayedFields)
+	if fields == nil {
+		// A mutation's fields run one after the other: none registers
+		// the extension between this look and this registration.
+		fields = &replayedFields{}
+		graphql.RegisterExtension(ctx, ReplayedExtension, fields)
+	}
+	fields.set(fc.Field.Alias, replayed)
+}
+
+// replayedFields is the value of the ReplayedExtension: each submitTask
+// field's response key and whether its task was replayed.
+type replayedFields struct {
+	mu     sync.Mutex
+	fields map[string]bool
+}
+
+func (f *replayedFields) set(key string, replayed bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fields == nil {
+		f.fields = map[string]bool{}
+	}
+	f.fields[key] = replayed
+}
+
+// MarshalJSON writes the fields as a JSON object.
+func (f *replayedFields) MarshalJSON() ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return json.Marshal(f.fields)
 }
 
 func (m *mutationResolver) SubmitTasks(ctx context.Context, input model.SubmitTasksInput) (*model.SubmitTasksPayload, error) {

@@ -272,7 +272,7 @@ func New(opts Options) (*Server, error) {
 	}
 	mux.Handle("/graphql", count("graphql", s.authenticate(readBody(s.bodyLimit, opts.Limits.BodyTimeout, withStatusHints(s.endOnShutdown(gql))))))
 	if !opts.MCP.Disabled {
-		s.mcp, err = mcp.New(mcp.Options{Engine: opts.Engine, Mutations: s.resolver.Mutation(), Queries: s.resolver.Query(),
+		s.mcp, err = mcp.New(mcp.Options{Engine: opts.Engine, Mutations: s.resolver.Tools(), Queries: s.resolver.Query(),
 			Artifacts: opts.Artifacts, Auth: opts.Auth, Limiter: s.limiter, Lane: opts.MCP.Lane, Version: opts.Version,
 			MaxBodyBytes: int64(opts.Limits.MaxBodyBytes), Logger: opts.Logger, Audit: opts.AuditLogger,
 			AllowedOrigins: opts.AllowedOrigins})

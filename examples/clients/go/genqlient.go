@@ -452,6 +452,8 @@ type SubmitTaskInput struct {
 	// webhookUrl, labels, queueMode, exhausted, sessionMaxInFlight and
 	// sessionReplay. In a batch, an item's `dependsOn` on other items of the
 	// batch (by their keys) is not compared, nor are the batch's own fields.
+	// Whether a submission with a key was such a replay is in `submitTask`'s
+	// response as `extensions.replayed`, in a `submitTasks` item's `replayed`.
 	IdempotencyKey *string `json:"idempotencyKey"`
 	// Free-form labels (at most 64; keys 1..256 bytes, values at most 256).
 	Labels []LabelInput `json:"labels"`

@@ -1792,7 +1792,13 @@ type SubmitTaskResponse struct {
 	// used before returns the original task when the request is the same (see
 	// `SubmitTaskInput.idempotencyKey`), and is a CONFLICT on
 	// `input.idempotencyKey` (`extensions.taskId` names the original; nothing is
-	// recorded) when it is not. A full queue answers QUEUE_FULL (the task
+	// recorded) when it is not. A response whose submitTask had an
+	// idempotencyKey and returned a task says which of the two it was in its
+	// `extensions.replayed`, an object keyed by the field's response key (its
+	// alias, or `submitTask`): `true` when the key named a task recorded before
+	// for the same request, the task returned, nothing new recorded (as
+	// `SubmitTaskResult.replayed` says of a batch's item); `false` when this
+	// call recorded it. A full queue answers QUEUE_FULL (the task
 	// is recorded REJECTED; `extensions.taskId` names it) or, under DROP_OLDEST,
 	// admits it and cancels the oldest queued task. What would fail only when the
 	// task runs is refused here, INVALID_INPUT on the field: a parameter the

@@ -127,6 +127,8 @@ export type SubmitTaskInput = {
    * webhookUrl, labels, queueMode, exhausted, sessionMaxInFlight and
    * sessionReplay. In a batch, an item's `dependsOn` on other items of the
    * batch (by their keys) is not compared, nor are the batch's own fields.
+   * Whether a submission with a key was such a replay is in `submitTask`'s
+   * response as `extensions.replayed`, in a `submitTasks` item's `replayed`.
    */
   idempotencyKey?: string | null | undefined;
   /** The instance to run on (else the scheduler chooses). */
