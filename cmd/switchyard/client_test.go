@@ -473,3 +473,19 @@ func TestTaskGetShowsTheLeaseAndEachAttemptsErrorCode(t *testing.T) {
 	}
 	require.Equal(t, false, js.Attempts[0]["instanceFault"], "a worker's failure is the task's, not its instance's")
 }
+
+// `task submit` with an idempotency key says on stderr when the key named
+// a task submitted before; its stdout is the task's id either way.
+func TestTaskSubmitSaysWhenItsKeyNamedAnEarlierTask(t *testing.T) {
+	t.Parallel()
+	server := startServer(t)
+	require.Equal(t, 0, sw(t, server, "lane", "pause", "cron").code)
+	args := []string{"task", "submit", "--agent", "resender", "--lane", "cron", "--url", "https://example.com", "--idempotency-key", "step-1"}
+	first := sw(t, server, args...)
+	require.Equal(t, 0, first.code, first.stderr)
+	require.Empty(t, first.stderr)
+	again := sw(t, server, args...)
+	require.Equal(t, 0, again.code, again.stderr)
+	require.Equal(t, first.stdout, again.stdout)
+	require.Equal(t, fmt.Sprintf("idempotency key %q names task %s, submitted before: nothing new was submitted\n", "step-1", strings.TrimSpace(first.stdout)), again.stderr)
+}

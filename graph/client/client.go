@@ -25,6 +25,9 @@ type Request struct {
 type Response struct {
 	Data   json.RawMessage `json:"data"`
 	Errors Errors          `json:"errors,omitempty"`
+	// Extensions are the response's own (not an error's): submitTask's
+	// `replayed`, for one.
+	Extensions map[string]any `json:"extensions,omitempty"`
 }
 
 // Error is one GraphQL error.

@@ -15,7 +15,8 @@ var _ graphql.Client = (*Client)(nil)
 // github.com/Khan/genqlient/graphql), so generated code shares this client's
 // endpoint, headers and errors: GraphQL errors come back as Errors, after
 // the response's data is filled with whatever data there was, and an answer
-// that is not a GraphQL response is a *StatusError.
+// that is not a GraphQL response is a *StatusError. The response's
+// extensions are resp.Extensions.
 func (c *Client) MakeRequest(ctx context.Context, req *graphql.Request, resp *graphql.Response) error {
 	if err := checkUTF8(req.Query, req.Variables); err != nil {
 		return fmt.Errorf("%s: %w", req.OpName, err)
@@ -33,6 +34,7 @@ func (c *Client) MakeRequest(ctx context.Context, req *graphql.Request, resp *gr
 			return fmt.Errorf("decode data of %s: %w", req.OpName, err)
 		}
 	}
+	resp.Extensions = res.Extensions
 	if len(res.Errors) > 0 {
 		return res.Errors
 	}

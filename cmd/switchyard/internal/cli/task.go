@@ -15,6 +15,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/Khan/genqlient/graphql"
+
 	"github.com/switchyard/switchyard/graph/client"
 )
 
@@ -196,15 +198,33 @@ func taskSubmit(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	res, err := SubmitTask(ctx, cl, in)
+	res, replayed, err := submitTask(ctx, cl, in)
 	if err != nil {
 		return fmt.Errorf("submit: %w", err)
+	}
+	if replayed {
+		fmt.Fprintf(env.Stderr, "idempotency key %q names task %s, submitted before: nothing new was submitted\n", f.idem, res.SubmitTask.Id)
 	}
 	if f.jsonOut {
 		return writeJSON(env.Stdout, &res.SubmitTask.TaskInfo)
 	}
 	fmt.Fprintln(env.Stdout, res.SubmitTask.Id)
 	return nil
+}
+
+// submitTask is SubmitTask, and says whether the server answered with a
+// task that the input's idempotencyKey named, recorded before (the
+// response's extensions.replayed).
+func submitTask(ctx context.Context, cl graphql.Client, in map[string]any) (*SubmitTaskResponse, bool, error) {
+	data := &SubmitTaskResponse{}
+	resp := &graphql.Response{Data: data}
+	err := cl.MakeRequest(ctx, &graphql.Request{OpName: "SubmitTask", Query: SubmitTask_Operation, Variables: &__SubmitTaskInput{In: in}}, resp)
+	if err != nil {
+		return nil, false, err
+	}
+	fields, _ := resp.Extensions["replayed"].(map[string]any)
+	replayed, _ := fields["submitTask"].(bool)
+	return data, replayed, nil
 }
 
 // listFlags are the filters of list and cancel.
