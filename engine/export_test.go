@@ -38,3 +38,11 @@ func StrandAgentQueues(e *Engine, id string) (restore func()) {
 		})
 	}
 }
+
+// Live reports whether task id is in the engine's memory (not yet
+// forgotten: the store answers for a task that has left it).
+func Live(e *Engine, id string) bool {
+	var live bool
+	e.view(func(c *core) { live = c.tasks[id] != nil })
+	return live
+}

@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/clock"
 	"github.com/switchyard/switchyard/engine/enginetest"
+	"github.com/switchyard/switchyard/engine/store/memory"
 )
 
 // conflict requires err to be a CONFLICT on field naming the task id.
@@ -252,4 +255,63 @@ func TestSubmitItemSaysWhetherTheKeyReplayedATask(t *testing.T) {
 	_, err = h.Engine.SubmitItem(ctx, navigate)
 	conflict(t, err, "idempotencyKey", first.ID)
 	require.EqualValues(t, 2, h.Stats(ctx).Submitted)
+}
+
+// readHook is a store that runs f the first time task id is read.
+type readHook struct {
+	engine.Store
+	id   string
+	once sync.Once
+	f    func()
+}
+
+func (s *readHook) Task(ctx context.Context, id string) (*engine.Task, error) {
+	if id == s.id && s.f != nil {
+		s.once.Do(s.f)
+	}
+	return s.Store.Task(ctx, id)
+}
+
+// A keyed resend whose original is live when admission looks up what it
+// needs from the store, and ends and leaves memory before it is admitted,
+// still finds the original (in the store): it is a replay, and nothing new
+// is recorded.
+func TestAKeyedResendFindsAnOriginalThatLeftMemoryDuringItsAdmission(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := &readHook{Store: memory.New(memory.Options{})}
+	exec := enginetest.NewExecutor()
+	e, err := engine.New(enginetest.Synchronous(engine.Options{Store: store, Executor: exec, Clock: clock.NewFake(enginetest.Epoch), Seed: 1}))
+	require.NoError(t, err)
+	require.NoError(t, e.Start(ctx))
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(ctx, 0)
+		defer cancel()
+		_ = e.Shutdown(sctx)
+	})
+	ended := func(id string) {
+		require.NoError(t, exec.Succeed(id, `{}`))
+		require.NoError(t, e.Sync(ctx))
+		require.False(t, engine.Live(e, id), "task %s has left memory", id)
+	}
+
+	// The resend names a parent that has left memory: admission reads it
+	// from the store, and meanwhile the original ends and leaves memory.
+	parent, err := e.Submit(ctx, enginetest.Spec("a").Action("title").Obj())
+	require.NoError(t, err)
+	ended(parent.ID)
+	spec := enginetest.Spec("a").Action("title").Parent(parent.ID).Idempotency("K1").Obj()
+	orig, err := e.SubmitItem(ctx, spec)
+	require.NoError(t, err)
+	require.False(t, orig.Replayed)
+	ran := false
+	store.id, store.f = parent.ID, func() { ended(orig.ID); ran = true }
+
+	again, err := e.SubmitItem(ctx, spec)
+	require.NoError(t, err)
+	require.True(t, ran, "the original ended during the resend's admission")
+	require.Equal(t, orig.ID, again.ID, "the key's task, not a new one")
+	require.True(t, again.Replayed)
+	require.Equal(t, engine.StateSucceeded, again.Task.State)
+	require.EqualValues(t, 2, e.Stats(ctx).Submitted)
 }

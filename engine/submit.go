@@ -700,13 +700,36 @@ func (e *Engine) prefetch(ctx context.Context, preps []prepared) (external, erro
 	for _, k := range idem {
 		t, err := e.store.FindIdempotent(ctx, k[0], k[1])
 		switch {
-		case err == nil:
-			ext.idem[k[0]+"\x00"+k[1]] = t
-		case !errors.Is(err, ErrNotFound):
+		case err == nil || errors.Is(err, ErrNotFound):
+			ext.idem[k[0]+"\x00"+k[1]] = t // nil: looked up, and new
+		default:
 			return ext, unavailable(fmt.Sprintf("idempotency key %q of agent %s", k[1], k[0]), err)
 		}
 	}
 	return ext, nil
+}
+
+// idemLocked finds the task an idempotency key names: live, prefetched,
+// or (rarely: it was live at the prefetch, and has ended and left memory
+// since) from the store. Taken for new, such a key would have its request
+// recorded twice.
+func (c *core) idemLocked(ctx context.Context, agentID, key string, ext *external) (*task, error) {
+	ik := agentID + "\x00" + key
+	if t := c.idem[ik]; t != nil {
+		return t, nil
+	}
+	st, fetched := ext.idem[ik]
+	if !fetched && ext.store != nil {
+		var err error
+		if st, err = ext.store.FindIdempotent(ctx, agentID, key); err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, &Error{Code: CodeUnavailable, Retryable: true, Err: err,
+				Message: fmt.Sprintf("reading idempotency key %q of agent %s before admission; nothing was recorded", key, agentID)}
+		}
+	}
+	if st == nil {
+		return nil, nil
+	}
+	return c.ghostLocked(st), nil
 }
 
 // lookupLocked finds a task that admission refers to: live, prefetched, or
@@ -736,12 +759,9 @@ func pastDeadline() error { return invalid("deadline", "is not in the future") }
 func (c *core) admitOneLocked(ctx context.Context, p *prepared, ext *external, now time.Time) (*task, error) {
 	spec := p.spec
 	if k := spec.IdempotencyKey; k != "" {
-		ik := spec.AgentID + "\x00" + k
-		orig := c.idem[ik]
-		if orig == nil {
-			if st := ext.idem[ik]; st != nil {
-				orig = c.ghostLocked(st)
-			}
+		orig, err := c.idemLocked(ctx, spec.AgentID, k, ext)
+		if err != nil {
+			return nil, err
 		}
 		if orig != nil {
 			if p.id != "" && orig.id == p.id {
