@@ -315,3 +315,48 @@ func TestAKeyedResendFindsAnOriginalThatLeftMemoryDuringItsAdmission(t *testing.
 	require.Equal(t, engine.StateSucceeded, again.Task.State)
 	require.EqualValues(t, 2, e.Stats(ctx).Submitted)
 }
+
+// A submission ingested again (a follower's command applied twice) whose
+// task is live when admission looks up what it needs from the store, and
+// ends and leaves memory before it is admitted, answers with that task:
+// nothing is recorded twice.
+func TestAnIngestAppliedAgainFindsATaskThatLeftMemoryDuringItsAdmission(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := &readHook{Store: memory.New(memory.Options{})}
+	exec := enginetest.NewExecutor()
+	e, err := engine.New(enginetest.Synchronous(engine.Options{Store: store, Executor: exec, Clock: clock.NewFake(enginetest.Epoch), Seed: 1}))
+	require.NoError(t, err)
+	require.NoError(t, e.Start(ctx))
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(ctx, 0)
+		defer cancel()
+		_ = e.Shutdown(sctx)
+	})
+	ended := func(id string) {
+		require.NoError(t, exec.Succeed(id, `{}`))
+		require.NoError(t, e.Sync(ctx))
+		require.False(t, engine.Live(e, id), "task %s has left memory", id)
+	}
+
+	parent, err := e.Submit(ctx, enginetest.Spec("a").Action("title").Obj())
+	require.NoError(t, err)
+	ended(parent.ID)
+	spec := enginetest.Spec("a").Action("title").Parent(parent.ID).Obj()
+	spec.SubmittedAt = enginetest.Epoch
+	in := engine.Inbound{Items: []engine.BatchItem{{ID: "follower-chose-this", Spec: spec}}}
+	first, err := e.Ingest(ctx, in)
+	require.NoError(t, err)
+	require.NoError(t, first.Items[0].Err)
+	ran := false
+	store.id, store.f = parent.ID, func() { ended("follower-chose-this"); ran = true }
+
+	again, err := e.Ingest(ctx, in)
+	require.NoError(t, err)
+	require.True(t, ran, "the task ended during the second admission")
+	require.NoError(t, again.Items[0].Err)
+	require.Equal(t, "follower-chose-this", again.Items[0].ID)
+	require.Equal(t, engine.StateSucceeded, again.Items[0].Task.State, "the task as it is, not recorded anew")
+	require.False(t, again.Items[0].Replayed, "the same submission, not a resend")
+	require.EqualValues(t, 2, e.Stats(ctx).Submitted)
+}

@@ -691,9 +691,9 @@ func (e *Engine) prefetch(ctx context.Context, preps []prepared) (external, erro
 	for _, id := range ids {
 		t, err := e.store.Task(ctx, id)
 		switch {
-		case err == nil:
-			ext.tasks[id] = t
-		case !errors.Is(err, ErrNotFound):
+		case err == nil || errors.Is(err, ErrNotFound):
+			ext.tasks[id] = t // nil: looked up, and unknown
+		default:
 			return ext, unavailable("task "+id, err)
 		}
 	}
@@ -827,8 +827,18 @@ func (c *core) admitOneLocked(ctx context.Context, p *prepared, ext *external, n
 		if t := c.tasks[p.id]; t != nil {
 			return t, nil // ingested before: the same task
 		}
-		if st := ext.tasks[p.id]; st != nil {
-			return c.ghostLocked(st), nil
+		st, fetched := ext.tasks[p.id]
+		if !fetched && ext.store != nil {
+			// It was live at the prefetch, and has ended and left memory
+			// since (rare): taken for new, it would be recorded twice.
+			var err error
+			if st, err = ext.store.Task(ctx, p.id); err != nil && !errors.Is(err, ErrNotFound) {
+				return nil, &Error{Code: CodeUnavailable, Retryable: true, Err: err,
+					Message: "reading task " + p.id + " before admission; nothing was recorded"}
+			}
+		}
+		if st != nil {
+			return c.ghostLocked(st), nil // ingested before: the same task
 		}
 	}
 	t := c.newTaskLocked(spec, p.id, now)
