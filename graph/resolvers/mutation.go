@@ -22,7 +22,7 @@ import (
 
 func (m *mutationResolver) SubmitTask(ctx context.Context, input model.SubmitTaskInput) (*model.Task, error) {
 	t, replayed, err := (*Resolver)(m).submitTask(ctx, input)
-	if err == nil && input.IdempotencyKey != nil {
+	if err == nil && deref(input.IdempotencyKey) != "" {
 		reportReplayed(ctx, replayed)
 	}
 	return t, err
