@@ -19,7 +19,9 @@ import (
 func TestProgressBarDrawsOnATerminalOnly(t *testing.T) {
 	t.Parallel()
 	var w bytes.Buffer
-	p := &progress{w: &w, on: true, total: 200, start: time.Now().Add(-time.Second)}
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	now := start.Add(time.Second) // a fixed clock: the rate does not depend on the machine's load
+	p := &progress{w: &w, on: true, total: 200, start: start, now: func() time.Time { return now }}
 	p.update(50, 1)
 	require.Contains(t, w.String(), "\r[#######-----------------------] 50/200  25%")
 	require.Contains(t, w.String(), "1 refused")

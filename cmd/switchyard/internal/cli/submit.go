@@ -299,22 +299,30 @@ type progress struct {
 	start time.Time
 	drawn time.Time
 	shown bool
+	now   func() time.Time // the clock; nil is time.Now
+}
+
+func (p *progress) clock() time.Time {
+	if p.now != nil {
+		return p.now()
+	}
+	return time.Now()
 }
 
 const barWidth = 30
 
 func (p *progress) update(done, refused int) {
-	if !p.on || time.Since(p.drawn) < 100*time.Millisecond {
+	if !p.on || p.clock().Sub(p.drawn) < 100*time.Millisecond {
 		return
 	}
 	p.draw(done, refused)
 }
 
 func (p *progress) draw(done, refused int) {
-	p.drawn = time.Now()
+	p.drawn = p.clock()
 	p.shown = true
 	filled := done * barWidth / max(p.total, 1)
-	rate := float64(done) / max(time.Since(p.start).Seconds(), 1e-9)
+	rate := float64(done) / max(p.drawn.Sub(p.start).Seconds(), 1e-9)
 	fmt.Fprintf(p.w, "\r[%s%s] %d/%d %3d%%  %.0f tasks/s  %d refused ",
 		strings.Repeat("#", filled), strings.Repeat("-", barWidth-filled), done, p.total, done*100/max(p.total, 1), rate, refused)
 }
