@@ -499,7 +499,10 @@ func (n *Node) heartbeat(ctx context.Context) {
 
 // beat reports the node's role and health once (Start reports first, then
 // heartbeat every Options.Heartbeat); a failure is logged, and the next
-// beat tries again.
+// beat tries again. A beat that gets no answer within beatTimeout — a
+// database that holds it, or a network that drops its packets, which no
+// error would ever end — fails: else the node would go on reporting what
+// its last answered heartbeat learnt (Ready).
 func (n *Node) beat(ctx context.Context) {
 	leading, since := n.Leading()
 	role := RoleFollower
@@ -507,11 +510,13 @@ func (n *Node) beat(ctx context.Context) {
 		role = RoleLeader
 	}
 	health, _ := json.Marshal(map[string]any{"lastSeq": n.events.Last(), "ready": n.ready.Load()})
-	err := n.store.Heartbeat(ctx, postgres.NodeInfo{ID: n.opts.Node, Address: n.opts.Address, Role: role, Since: since,
+	bctx, cancel := context.WithTimeout(ctx, n.beatTimeout())
+	defer cancel()
+	err := n.store.Heartbeat(bctx, postgres.NodeInfo{ID: n.opts.Node, Address: n.opts.Address, Role: role, Since: since,
 		Version: n.opts.Version, Health: health})
 	var lease postgres.Lease
 	if err == nil {
-		lease, err = n.store.Lease(ctx)
+		lease, err = n.store.Lease(bctx)
 	}
 	if ctx.Err() != nil {
 		return
@@ -523,6 +528,11 @@ func (n *Node) beat(ctx context.Context) {
 	}
 	n.beats.OK(n.log, "heartbeat succeeds again")
 }
+
+// beatTimeout bounds one heartbeat: as long as the other nodes hear from
+// a node before they count it unhealthy (three heartbeats and a second:
+// Nodes).
+func (n *Node) beatTimeout() time.Duration { return 3*n.opts.Heartbeat + time.Second }
 
 // noteHealth records what a heartbeat at now learnt: whether it reached
 // the store (err), and whether a node held the lease.
@@ -622,7 +632,7 @@ func (n *Node) Nodes(ctx context.Context) ([]NodeStatus, error) {
 		role, since := roleOf(x, lease)
 		out[i] = NodeStatus{ID: x.ID, Address: x.Address, Role: role, Since: since, Heartbeat: x.Heartbeat,
 			Version: x.Version, SchemaVersion: x.SchemaVersion, LastSeq: h.LastSeq, Leader: role == RoleLeader,
-			Healthy: time.Since(x.Heartbeat) < 3*n.opts.Heartbeat+time.Second}
+			Healthy: time.Since(x.Heartbeat) < n.beatTimeout()}
 	}
 	return out, nil
 }

@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/cluster"
+	"github.com/switchyard/switchyard/internal/pgtest"
 	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
@@ -97,4 +99,36 @@ func TestAnOutageIsLoggedByItsChangesOfStateNotPerRequest(t *testing.T) {
 	follower.API().Lanes(ctx)
 	require.Equal(t, 1, out.count("the leader did not answer for its lanes"), out.String())
 	require.Equal(t, 1, out.count("the leader answers again"), out.String())
+}
+
+// A follower whose heartbeat gets no answer at all — the database holds it
+// (here a lock on its row; a network that drops packets does the same) —
+// is not ready either: a heartbeat that has waited longer than a healthy
+// node's three heartbeats counts as failed, and the follower is ready again
+// once the database answers.
+func TestAFollowerWhoseHeartbeatGetsNoAnswerIsNotReady(t *testing.T) {
+	f := newFleet(t, 2, 50*time.Millisecond)
+	lead := f.leader(f.nodes)
+	var follower *testNode
+	for _, n := range f.nodes {
+		if n != lead {
+			follower = n
+		}
+	}
+	waitfor.Eventually(t, "both nodes are ready", func() bool { return lead.Ready() == nil && follower.Ready() == nil })
+
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgtest.URL(t))
+	require.NoError(t, err)
+	defer conn.Close(ctx) //nolint:errcheck
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "SELECT 1 FROM "+pgx.Identifier{f.schema, "nodes"}.Sanitize()+" WHERE id = $1 FOR UPDATE", follower.ID())
+	require.NoError(t, err)
+	waitfor.Eventually(t, "the follower whose heartbeat hangs is not ready", func() bool {
+		err := follower.Ready()
+		return err != nil && strings.Contains(err.Error(), "the store cannot be reached")
+	})
+	require.NoError(t, tx.Rollback(ctx))
+	waitfor.Eventually(t, "the follower is ready again", func() bool { return follower.Ready() == nil })
 }
