@@ -305,13 +305,30 @@ func (n *Node) ID() string { return n.opts.Node }
 
 // standbyLocked starts a standby engine and the replication of events into it.
 func (n *Node) standbyLocked(ctx context.Context) error {
-	e, err := n.opts.NewEngine(n.events)
+	e, err := n.newStandby(ctx)
 	if err != nil {
 		return err
 	}
-	if err := e.StartStandby(ctx); err != nil {
-		return err
+	n.followLocked(ctx, e)
+	return nil
+}
+
+// newStandby builds and starts a standby engine; it reads the store, so it
+// may wait on the database for long, and is called without n.mu.
+func (n *Node) newStandby(ctx context.Context) (*engine.Engine, error) {
+	e, err := n.opts.NewEngine(n.events)
+	if err != nil {
+		return nil, err
 	}
+	if err := e.StartStandby(ctx); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// followLocked makes the standby engine e the node's, and replicates the
+// leader's events into it until ctx ends or n.follow is called.
+func (n *Node) followLocked(ctx context.Context, e *engine.Engine) {
 	n.eng, n.leading, n.since = e, false, time.Now()
 	fctx, cancel := context.WithCancel(ctx)
 	n.follow = cancel
@@ -323,7 +340,6 @@ func (n *Node) standbyLocked(ctx context.Context) error {
 			n.log.Error("following the leader's events stopped", "error", err)
 		}
 	}()
-	return nil
 }
 
 // elected runs when the node takes the lease (the store is already fenced to
@@ -432,12 +448,21 @@ func (n *Node) stepDown(epoch uint64, cause error) {
 // every second while that fails. It gives up when the node stops, or when
 // the elector leads under an epoch after ended (its OnElected, which runs
 // next, takes over without following). It reports whether the node
-// follows.
+// follows. n.mu is released while the standby engine starts, which reads
+// the store: a database that does not answer must not hold up every call
+// that asks the node whether it leads, or whether it is ready.
 func (n *Node) followAgainLocked(ended uint64) bool {
 	var standby failing.State // a database that stays away: its start and end, not each second
 	for n.runCtx != nil && n.runCtx.Err() == nil {
-		err := n.standbyLocked(n.runCtx)
+		ctx := n.runCtx
+		n.mu.Unlock()
+		e, err := n.newStandby(ctx)
+		n.mu.Lock()
+		if n.runCtx == nil || n.runCtx.Err() != nil {
+			return false // Stop began meanwhile: no standby engine after it
+		}
 		if err == nil {
+			n.followLocked(ctx, e)
 			standby.OK(n.log, "the standby engine started")
 			return true
 		}

@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/internal/cluster"
+	"github.com/switchyard/switchyard/internal/pgtest"
 	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
@@ -193,4 +195,71 @@ func TestALeadershipThatLastedResetsTheTakeoverBackoff(t *testing.T) {
 	})
 	_, failures := rec.list()
 	require.Equal(t, []int{1, 1}, failures, "the leadership between the failures reset their count")
+}
+
+// A node that steps down and whose standby engine then waits on the
+// database (here a lock on the lanes it loads; a database that does not
+// answer does the same) still answers for itself meanwhile: whether it
+// leads, whether it is ready. Starting the standby engine holds no lock
+// that those take.
+func TestANodeWhoseStandbyWaitsOnTheDatabaseStillAnswers(t *testing.T) {
+	proceed := make(chan struct{})
+	var rec takeovers
+	f := newFleet(t, 1, 5*time.Millisecond, func(o *cluster.Options) {
+		o.TakeoverBackoff = func(failures int) time.Duration { return rec.backoff(failures, time.Hour) }
+		o.Lead = func(ctx context.Context, _ *engine.Engine, _ func() error) (*cluster.Leadership, error) {
+			rec.lead()
+			select {
+			case <-proceed:
+			case <-ctx.Done():
+			}
+			return nil, errors.New("the plugin host did not start")
+		}
+	})
+	n := f.nodes[0]
+	first := n.Engine() // the standby engine it started with
+	waitfor.Eventually(t, "the node takes the lease and starts its takeover", func() bool { return rec.count() == 1 })
+
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgtest.URL(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) }) // before the fleet stops: the lock goes
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	lanes := pgx.Identifier{f.schema, "lanes"}.Sanitize()
+	_, err = tx.Exec(ctx, "LOCK TABLE "+lanes+" IN ACCESS EXCLUSIVE MODE")
+	require.NoError(t, err)
+	close(proceed)
+
+	probe, err := pgx.Connect(ctx, pgtest.URL(t))
+	require.NoError(t, err)
+	defer probe.Close(ctx) //nolint:errcheck
+	waitfor.Eventually(t, "the standby engine waits for the lanes", func() bool {
+		var waiting bool
+		err := probe.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE relation = $1::regclass AND NOT granted)`, lanes).Scan(&waiting)
+		require.NoError(t, err)
+		return waiting
+	})
+	answered := make(chan struct{})
+	go func() {
+		defer close(answered)
+		n.Leading()
+		_ = n.Ready()
+	}()
+	waitfor.Eventually(t, "the node says whether it leads and is ready", func() bool {
+		select {
+		case <-answered:
+			return true
+		default:
+			return false
+		}
+	})
+	ok, _ := n.Leading()
+	require.False(t, ok)
+
+	require.NoError(t, tx.Rollback(ctx))
+	waitfor.Eventually(t, "the node follows again, with a new standby engine", func() bool {
+		e := n.Engine()
+		return e != first && e.Standby()
+	})
 }
