@@ -72,12 +72,14 @@
 // action (or instruction), and that request may have run
 // (pinchtab.Error.MayHaveRun: the connection broke, or the answer never
 // came, once the request was written; a server's 502 that does not show
-// that its browser was never reached), the error also wraps
+// that its browser was never reached; a 503 that is not PinchTab's, from a
+// proxy in front of it), the error also wraps
 // engine.ErrMayHaveRun, which the engine does not forgive a task that
 // allows a single attempt: its action runs at most once. Faults that
 // certainly did not reach the browser (a refused connection, a DNS or TLS
 // failure, a request broken off before it was written whole, 401, the 503
-// and the draining or restarting codes PinchTab answers before it acts, a
+// (with its error code) and the draining or restarting codes PinchTab
+// answers before it acts, a
 // server's 502 for a browser it could not connect to), and every fault of
 // the requests before the action (finding, opening or blanking its tab),
 // wrap engine.ErrInstanceFault alone: forgiven for every task. The built-in

@@ -608,6 +608,10 @@ func TestAFaultSaysWhetherTheRequestMayHaveRun(t *testing.T) {
 			`{"error":"browser restart in progress; retry shortly","code":"browser_draining","retryable":true,"details":{"retryAfterSeconds":2}}`, true, false},
 		{"a server whose browser is not running", 503,
 			`{"error":"instance \"inst_0001\" is not running (status: starting)","code":"error"}`, true, false},
+		// Not PinchTab's answer: a proxy in front of it, which may have
+		// passed the request on before its connection to PinchTab broke.
+		{"a 503 of unknown origin", 503,
+			`upstream connect error or disconnect/reset before headers. reset reason: connection termination`, true, true},
 		{"a bad token", 401, `{"error":"unauthorized","code":"bad_token"}`, true, false},
 		{"a server without a token", 503, `{"error":"server token is not configured","code":"token_required"}`, true, false},
 		{"a launch that failed", 502, `{"error":"no browser target could be launched","code":"browser_target_unavailable","retryable":true}`, true, false},

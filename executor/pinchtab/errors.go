@@ -221,12 +221,13 @@ func (e *Error) InstanceFault() bool {
 //     was being written), or the connection was one the instance had
 //     already closed as idle ("server closed idle connection");
 //   - the instance turned the request away before any handler ran: 401
-//     (PinchTab's authentication runs before its routes), 503 (PinchTab
-//     answers it while its browser drains or restarts, when it has no
-//     bridge, or, on a server, when the tab's browser is not running, each
-//     before acting), or one of PinchTab's codes for those states
-//     (missing_token, bad_token, token_required, browser_draining,
-//     bridge_unavailable, browser_target_unavailable);
+//     (PinchTab's authentication runs before its routes), PinchTab's own
+//     503 — its error body with a code (it answers so while its browser
+//     drains or restarts, when it has no bridge, or, on a server, when the
+//     tab's browser is not running, each before acting) —, or one of
+//     PinchTab's codes for those states (missing_token, bad_token,
+//     token_required, browser_draining, bridge_unavailable,
+//     browser_target_unavailable);
 //   - a PinchTab server answered 502 because it could not connect to the
 //     browser behind it (its message names the refused dial: "instance
 //     unreachable: … dial tcp …: connect: connection refused");
@@ -239,8 +240,10 @@ func (e *Error) InstanceFault() bool {
 // died mid-action, or a PinchTab bridge closed the connection of an action
 // that outlived its server's write timeout), a 502 whose origin cannot be
 // ruled out (a server's browser that died while it acted: "instance
-// unreachable: … EOF"), an unusable 2xx answer, and every answer of a
-// handler that ran.
+// unreachable: … EOF"), a 503 without PinchTab's error body (a proxy in
+// front of it whose connection to it broke once it had passed the request
+// on: "upstream connect error or disconnect/reset before headers"), an
+// unusable 2xx answer, and every answer of a handler that ran.
 func (e *Error) MayHaveRun() bool {
 	switch {
 	case e.Malformed:
@@ -249,8 +252,10 @@ func (e *Error) MayHaveRun() bool {
 		return e.Sent && !closedIdle(e.Err)
 	case instanceFaultCodes[e.Code]:
 		return false
-	case e.Status == http.StatusUnauthorized, e.Status == http.StatusServiceUnavailable:
+	case e.Status == http.StatusUnauthorized:
 		return false
+	case e.Status == http.StatusServiceUnavailable:
+		return e.Code == "" // not PinchTab's: its origin cannot be ruled out
 	case e.Status == http.StatusBadGateway:
 		return !refusedDial(e.Message)
 	case e.Status == http.StatusNotFound:
