@@ -77,7 +77,7 @@ func TestANodeThatFailsToTakeOverStepsDownFollowsAndLeadsLater(t *testing.T) {
 		o.TTL = 10 * time.Minute
 		// Long enough for node-2 to take the released lease first, on a
 		// busy machine; short enough to wait out at the end.
-		o.TakeoverBackoff = func(failures int) time.Duration { return rec.backoff(failures, 3*time.Second) }
+		o.TakeoverBackoff = func(failures int) time.Duration { return rec.backoff(failures, 8*time.Second) }
 		o.Lead = func(ctx context.Context, _ *engine.Engine, start func() error) (*cluster.Leadership, error) {
 			if rec.lead() == 1 {
 				select {

@@ -253,7 +253,7 @@ func TestStepDownReleasesTheLeaseAndCampaignsAgainAfterTheBackoff(t *testing.T) 
 	// A long TTL: a handover within it can only come from a release. The
 	// backoff is long enough for the other node to take the released lease
 	// first on a busy machine.
-	const ttl, renew, margin, backoff = 20 * time.Second, 200 * time.Millisecond, 5 * time.Second, 3 * time.Second
+	const ttl, renew, margin, backoff = 30 * time.Second, 200 * time.Millisecond, 5 * time.Second, 8 * time.Second
 	schema := newSchema(t)
 	var log leadership
 	sa, sb := openStore(t, schema), openStore(t, schema)
