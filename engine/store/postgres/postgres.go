@@ -26,6 +26,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/store/internal/sqlcodec"
+	"github.com/switchyard/switchyard/internal/storeerr"
 )
 
 // DefaultSchema is the schema used when Options.Schema is empty.
@@ -246,7 +247,8 @@ func (s *Store) describe(what string, err error) error {
 	case errors.As(err, &pgErr) && pgErr.Code == "42P01":
 		hint = " (a table is missing: was the schema dropped while the store was open?)"
 	}
-	return fmt.Errorf("postgres store: %s (schema %q): %s%s: %w", s.redacted, s.opts.Schema, what, hint, err)
+	// Marked: clients are told what failed, not the database's address.
+	return storeerr.Mark(fmt.Errorf("postgres store: %s (schema %q): %s%s: %w", s.redacted, s.opts.Schema, what, hint, err))
 }
 
 // --- migrations ---------------------------------------------------------------

@@ -21,6 +21,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/store/internal/sqlcodec"
+	"github.com/switchyard/switchyard/internal/storeerr"
 )
 
 // DefaultPath is the database file used when Options.Path is empty.
@@ -359,10 +360,11 @@ func (s *Store) describe(err error) error {
 	case errors.Is(err, sqlite3.BUSY), errors.Is(err, sqlite3.LOCKED):
 		what = "is locked by another process"
 	}
+	// Marked: clients are told what failed, not the file's path.
 	if what != "" {
-		return fmt.Errorf("sqlite store: database %s %s: %w", s.opts.Path, what, err)
+		return storeerr.Mark(fmt.Errorf("sqlite store: database %s %s: %w", s.opts.Path, what, err))
 	}
-	return fmt.Errorf("sqlite store: database %s: %w", s.opts.Path, err)
+	return storeerr.Mark(fmt.Errorf("sqlite store: database %s: %w", s.opts.Path, err))
 }
 
 //go:embed migrations/*.sql
