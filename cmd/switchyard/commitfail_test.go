@@ -70,6 +70,16 @@ func TestAStoreThatCannotCommitIsNotReady(t *testing.T) {
 	waitfor.Eventually(t, "readyz turns not ready", func() bool { s, _ := get("/readyz"); return s == http.StatusServiceUnavailable })
 	_, body := get("/readyz")
 	t.Logf("readyz: %s", strings.TrimSpace(body))
+	// Anyone who reaches the port reads it: what is wrong (once SQLite's
+	// busy timeout ends the attempt), not where the file is.
+	waitfor.Eventually(t, "readyz says the file is locked", func() bool {
+		_, body = get("/readyz")
+		return strings.Contains(body, "locked by another process")
+	})
+	t.Logf("readyz: %s", strings.TrimSpace(body))
+	require.Contains(t, body, "the database is locked by another process")
+	require.NotContains(t, body, dir)
+	require.NotContains(t, err.Error(), dir)
 	// SQLite's busy timeout (5s) ends the attempt with an error: counted and logged.
 	waitfor.Eventually(t, "the metrics say commits fail", func() bool {
 		_, m := get("/metrics")

@@ -23,6 +23,7 @@ import (
 	"github.com/switchyard/switchyard/graph/auth"
 	"github.com/switchyard/switchyard/graph/model"
 	"github.com/switchyard/switchyard/graph/resolvers"
+	"github.com/switchyard/switchyard/internal/storeerr"
 )
 
 // Output is the structured content of every task tool.
@@ -92,12 +93,14 @@ func toolError(err error) *ToolError {
 	if errors.As(err, &cc) {
 		return &ToolError{Code: "CANCELLED", Message: cc.Error()}
 	}
+	// A store error is told in general terms, as GraphQL tells it
+	// (resolvers.Message): not the database's address or file.
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return &ToolError{Code: "CANCELLED", Message: err.Error()}
+		return &ToolError{Code: "CANCELLED", Message: resolvers.Message(err)}
 	}
 	var ee *engine.Error
 	if !errors.As(err, &ee) {
-		return &ToolError{Code: string(model.CodeInternal), Message: err.Error()}
+		return &ToolError{Code: string(model.CodeInternal), Message: resolvers.Message(err)}
 	}
 	ext := resolvers.Extensions(ee)
 	te := &ToolError{Code: string(ee.Code), Message: ee.Message, Retryable: ee.Retryable}
@@ -106,7 +109,10 @@ func toolError(err error) *ToolError {
 		te.Field = strings.TrimPrefix(f, "input.")
 	}
 	if ee.Err != nil && ee.Message == "" {
-		te.Message = ee.Err.Error()
+		te.Message = resolvers.Message(ee.Err)
+	} else if ee.Err != nil && storeerr.IsStore(ee.Err) {
+		// The store's failure says whether a retry may help.
+		te.Message += ": " + resolvers.Message(ee.Err)
 	}
 	return te
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/executor/artifact"
+	"github.com/switchyard/switchyard/graph/resolvers"
 )
 
 // Resource URIs.
@@ -54,7 +55,7 @@ func resourceError(uri string, err error) error {
 			code = CodeForbidden
 		}
 		data, _ := json.Marshal(map[string]any{"uri": uri, "code": string(ee.Code)})
-		return &jsonrpc.Error{Code: code, Message: ee.Error(), Data: data}
+		return &jsonrpc.Error{Code: code, Message: resolvers.Message(ee), Data: data}
 	}
 	return err
 }

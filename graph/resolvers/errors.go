@@ -2,6 +2,11 @@
 // GraphQL error whose extensions carry a code from the ErrorCode enum and,
 // where they apply, the input field at fault, whether a retry may help, the
 // ids involved, the queue counts and the task recorded for a refusal.
+//
+// A store error in an error's chain (the database unreachable, a write
+// refused) is told in general terms — "the database cannot be reached
+// (connection refused)" — without the database's address, user, name or
+// file (internal/storeerr); the server log has the full error.
 
 package resolvers
 
@@ -12,23 +17,29 @@ import (
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/hashicorp/go-hclog"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/graph/model"
+	"github.com/switchyard/switchyard/internal/storeerr"
 )
 
 // PresentError is the server's error presenter: it keeps gqlgen's own codes
 // (GRAPHQL_PARSE_FAILED, GRAPHQL_VALIDATION_FAILED) and gives every other
-// error an ErrorCode.
+// error an ErrorCode. A store error is told in general terms (Message);
+// NewErrorPresenter also logs what was withheld.
 func PresentError(ctx context.Context, err error) *gqlerror.Error {
 	gerr := graphql.DefaultErrorPresenter(ctx, err)
 	var ee *engine.Error
 	if errors.As(err, &ee) {
-		gerr.Message = ee.Error()
+		gerr.Message = Message(ee)
 		gerr.Extensions = Extensions(ee)
 		return gerr
+	}
+	if storeerr.IsStore(err) {
+		gerr.Message = Message(err)
 	}
 	if gerr.Extensions != nil && gerr.Extensions["code"] != nil {
 		return gerr
@@ -56,6 +67,21 @@ func PresentError(ctx context.Context, err error) *gqlerror.Error {
 	}
 	return gerr
 }
+
+// NewErrorPresenter returns PresentError that also logs, to log, the full
+// error of each answer whose store error it told in general terms: the
+// first of a kind, and once a minute while they go on (storeerr.Log).
+func NewErrorPresenter(log hclog.Logger) graphql.ErrorPresenterFunc {
+	withheld := &storeerr.Log{}
+	return func(ctx context.Context, err error) *gqlerror.Error {
+		withheld.Withheld(log, "graphql", err)
+		return PresentError(ctx, err)
+	}
+}
+
+// Message is the message clients are given for err: its own text, with a
+// store error in it told in general terms (storeerr.Public).
+func Message(err error) string { return storeerr.Public(err) }
 
 // Extensions returns the GraphQL error extensions of an engine error.
 func Extensions(e *engine.Error) map[string]any {

@@ -11,9 +11,13 @@
 //	/graphql          GraphQL: POST and GET; WebSocket (graphql-transport-ws
 //	                  and graphql-ws, keepalive ping/pong); Server-Sent Events
 //	                  (POST with Accept: text/event-stream)
-//	/healthz          200 while the process serves
+//	/healthz          200 while the process serves; the body is "ok"
 //	/readyz           200 once the engine runs and, with a local instance, it
-//	                  is healthy; 503 while draining
+//	                  is healthy ("ready"); 503 while draining, while
+//	                  commits fail, and in a cluster while the node is cut
+//	                  off from the database or no node leads, with the body
+//	                  "not ready: " and the check that failed, a store
+//	                  error in general terms (the log has the full error)
 //	/metrics          Prometheus
 //	/artifacts/{id}   screenshots, PDFs and large results of tasks
 //	/mcp              the Model Context Protocol (Streamable HTTP): browser
@@ -56,6 +60,7 @@ import (
 	"github.com/switchyard/switchyard/graph/web/playground"
 	"github.com/switchyard/switchyard/heartbeat"
 	"github.com/switchyard/switchyard/internal/netguard"
+	"github.com/switchyard/switchyard/internal/storeerr"
 	"github.com/switchyard/switchyard/plugins/manager"
 	"github.com/switchyard/switchyard/pull"
 	"github.com/switchyard/switchyard/schedule"
@@ -185,6 +190,7 @@ const DefaultPlaygroundQuery = `# Welcome to Switchyard. Press the run button (o
 type Server struct {
 	opts     Options
 	log      hclog.Logger
+	notReady storeerr.Log // the full errors /readyz answered in general terms
 	resolver *resolvers.Resolver
 	handler  http.Handler
 	metrics  *prometheus.Registry
@@ -358,7 +364,7 @@ func (s *Server) graphQL() (http.Handler, error) {
 	srv.Use(s.audit)
 	srv.AroundResponses(spliceResponses)
 	srv.AroundResponses(refusedInFull)
-	srv.SetErrorPresenter(resolvers.PresentError)
+	srv.SetErrorPresenter(resolvers.NewErrorPresenter(s.log))
 	srv.SetRecoverFunc(func(ctx context.Context, p any) error {
 		s.log.Error("panic in a resolver", "panic", p, "path", graphql.GetPath(ctx))
 		return &gqlerror.Error{Message: "internal error", Extensions: map[string]any{"code": string(model.CodeInternal)}}
@@ -434,8 +440,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		err = errors.New("draining: new work is refused")
 	}
 	if err != nil {
+		// Anyone who reaches the port may read the body: a store error is
+		// told in general terms, the full error goes to the log.
+		s.notReady.Withheld(s.log, "readyz", err)
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte("not ready: " + err.Error() + "\n"))
+		_, _ = w.Write([]byte("not ready: " + storeerr.Public(err) + "\n"))
 		return
 	}
 	_, _ = w.Write([]byte("ready\n"))

@@ -40,6 +40,7 @@ import (
 	"github.com/switchyard/switchyard/heartbeat"
 	"github.com/switchyard/switchyard/internal/failing"
 	"github.com/switchyard/switchyard/internal/savedinstances"
+	"github.com/switchyard/switchyard/internal/storeerr"
 	"github.com/switchyard/switchyard/plugins/manager"
 	"github.com/switchyard/switchyard/pull"
 	"github.com/switchyard/switchyard/schedule"
@@ -115,6 +116,7 @@ type Options struct {
 type Node struct {
 	opts     Options
 	log      hclog.Logger
+	withheld storeerr.Log // the full errors of answers sent to followers in general terms
 	store    *postgres.Store
 	events   *engine.EventLog
 	ids      *engine.IDGenerator

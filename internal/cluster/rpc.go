@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard/switchyard/engine/store/postgres"
 	"github.com/switchyard/switchyard/executor"
 	"github.com/switchyard/switchyard/heartbeat"
+	"github.com/switchyard/switchyard/internal/storeerr"
 	"github.com/switchyard/switchyard/plugins/manager"
 	"github.com/switchyard/switchyard/pull"
 	"github.com/switchyard/switchyard/schedule"
@@ -100,6 +101,9 @@ type wireError struct {
 	Counts    *engine.QueueCounts `json:"counts,omitempty"`
 	TaskID    string              `json:"taskId,omitempty"`
 	Sentinel  string              `json:"sentinel,omitempty"`
+	// Cause is the cause of an engine error as clients may read it (a
+	// store error in general terms: storeerr.Public).
+	Cause string `json:"cause,omitempty"`
 	// LeaseState is how the lease of a pull.LostError ended (Message is
 	// its reason).
 	LeaseState pull.End `json:"leaseState,omitempty"`
@@ -121,9 +125,11 @@ func encodeError(err error) *wireError {
 	var ee *engine.Error
 	if errors.As(err, &ee) {
 		return &wireError{Code: ee.Code, Message: ee.Message, Field: ee.Field, IDs: ee.IDs, Retryable: ee.Retryable,
-			Counts: ee.Counts, TaskID: ee.TaskID}
+			Counts: ee.Counts, TaskID: ee.TaskID, Cause: storeerr.Public(ee.Err)}
 	}
-	w := &wireError{Message: err.Error()}
+	// The follower answers its client with the message: no database
+	// address in it.
+	w := &wireError{Message: storeerr.Public(err)}
 	for name, s := range sentinels {
 		if errors.Is(err, s) {
 			w.Sentinel = name
@@ -137,8 +143,12 @@ func (w *wireError) decode() error {
 		return &pull.LostError{TaskID: w.TaskID, End: w.LeaseState, Reason: w.Message}
 	}
 	if w.Code != "" {
+		var cause error
+		if w.Cause != "" {
+			cause = errors.New(w.Cause)
+		}
 		return &engine.Error{Code: w.Code, Message: w.Message, Field: w.Field, IDs: w.IDs, Retryable: w.Retryable,
-			Counts: w.Counts, TaskID: w.TaskID}
+			Counts: w.Counts, TaskID: w.TaskID, Err: cause}
 	}
 	if s := sentinels[w.Sentinel]; s != nil {
 		return &remoteError{msg: w.Message, sentinel: s}
@@ -229,6 +239,7 @@ func (n *Node) apply(ctx context.Context, l *leader, handlers map[string]handler
 		if ctx.Err() != nil {
 			return // deposed mid-way: the next leader applies it again
 		}
+		n.withheld.Withheld(n.log, "a follower's command "+c.Kind, err)
 		a.Err = encodeError(err)
 	} else {
 		a.OK = res
