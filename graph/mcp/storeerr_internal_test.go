@@ -1,0 +1,37 @@
+package mcp
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/internal/storeerr"
+)
+
+// A tool's or a resource's error caused by the database says what failed in
+// general terms, not the database's address; other errors keep their text.
+func TestStoreErrorsReachToolsInGeneralTerms(t *testing.T) {
+	store := storeerr.Mark(fmt.Errorf("postgres store: postgres://sy@db.internal:5432/prod (schema \"s\"): list tasks: %w", syscall.ECONNREFUSED))
+	ee := &engine.Error{Code: engine.CodeUnavailable, Retryable: true, Message: "listing tasks", Err: store}
+
+	te := toolError(ee)
+	require.Equal(t, "UNAVAILABLE", te.Code)
+	require.True(t, te.Retryable)
+	require.Equal(t, "listing tasks: the database cannot be reached (connection refused)", te.Message)
+
+	te = toolError(fmt.Errorf("reading: %w", store))
+	require.Equal(t, "INTERNAL", te.Code)
+	require.Equal(t, "reading: the database cannot be reached (connection refused)", te.Message)
+
+	var rpc *jsonrpc.Error
+	require.True(t, errors.As(resourceError("switchyard://tasks/x", ee), &rpc))
+	require.Equal(t, "listing tasks: the database cannot be reached (connection refused)", rpc.Message)
+
+	plain := &engine.Error{Code: engine.CodeInvalidInput, Field: "action.selector", Message: `"xpath://[[" is not a valid selector`}
+	require.Equal(t, plain.Message, toolError(plain).Message)
+}
