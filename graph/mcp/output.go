@@ -71,6 +71,28 @@ var outSchema = func() *jsonschema.Schema {
 
 func outputSchema() *jsonschema.Schema { return outSchema.CloneSchemas() }
 
+// failure answers a failed call as the function failure does, and logs
+// the full error of a store error told in general terms (storeerr.Log:
+// the first of a kind, then once a minute while they go on).
+func (s *Server) failure(err error) (*sdk.CallToolResult, *Output, error) {
+	s.withheld.Withheld(s.log, "mcp", err)
+	return failure(err)
+}
+
+// listFailure answers as the function listFailure does, and logs as
+// Server.failure does.
+func (s *Server) listFailure(err error) (*sdk.CallToolResult, *ListOutput, error) {
+	s.withheld.Withheld(s.log, "mcp", err)
+	return listFailure(err)
+}
+
+// resourceError answers as the function resourceError does, and logs as
+// Server.failure does.
+func (s *Server) resourceError(uri string, err error) error {
+	s.withheld.Withheld(s.log, "mcp", err)
+	return resourceError(uri, err)
+}
+
 // failure answers a call that failed with an error result (isError), its
 // code in the structured content.
 func failure(err error) (*sdk.CallToolResult, *Output, error) {
@@ -152,7 +174,7 @@ func (s *Server) answer(ctx context.Context, c *caller, tool string, t *engine.T
 	out.Result = res
 	content, err := s.content(ctx, c, tool, t.Result)
 	if err != nil {
-		return failure(err)
+		return s.failure(err)
 	}
 	return &sdk.CallToolResult{Content: content}, out, nil
 }

@@ -68,11 +68,11 @@ func (s *Server) readTask(ctx context.Context, req *sdk.ReadResourceRequest) (*s
 		err = s.allow(c, "Query", "task")
 	}
 	if err != nil {
-		return nil, resourceError(uri, err)
+		return nil, s.resourceError(uri, err)
 	}
 	mt, err := s.opts.Queries.Task(c.ctx(ctx), id)
 	if err != nil {
-		return nil, resourceError(uri, err)
+		return nil, s.resourceError(uri, err)
 	}
 	body, err := json.MarshalIndent(viewOf(mt.T), "", "  ")
 	if err != nil {
@@ -89,7 +89,7 @@ func (s *Server) readArtifactResource(ctx context.Context, req *sdk.ReadResource
 		err = s.allow(c, "Query", "task")
 	}
 	if err != nil {
-		return nil, resourceError(uri, err)
+		return nil, s.resourceError(uri, err)
 	}
 	if s.opts.Artifacts == nil {
 		return nil, sdk.ResourceNotFoundError(uri)
@@ -108,7 +108,7 @@ func (s *Server) readArtifactResource(ctx context.Context, req *sdk.ReadResource
 		if engine.IsCode(err, "FORBIDDEN") {
 			return nil, sdk.ResourceNotFoundError(uri)
 		}
-		return nil, resourceError(uri, err)
+		return nil, s.resourceError(uri, err)
 	}
 	if a.Size > maxArtifactBytes {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("artifact %s is %d bytes; read it over HTTP at /artifacts/%s", id, a.Size, id)}

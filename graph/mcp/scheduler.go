@@ -171,32 +171,32 @@ func (s *Server) addTools() error {
 	submitSchema.Properties["exhausted"].Enum = []any{"PARK", "FAIL"}
 	if err := addAuditedTool(s.mcp, &sdk.Tool{Name: "submit_task", Title: "Submit a task",
 		Description: `Submit any task without waiting for it (GraphQL's SubmitTaskInput); returns its id at once. Follow it with get_task or the resource switchyard://tasks/{id}. Example: {"action": {"kind": "navigate", "params": {"url": "https://example.com"}}, "sessionKey": "research-1", "idempotencyKey": "step-1"}.`,
-		InputSchema: submitSchema, OutputSchema: outputSchema(), Annotations: open("Submit a task", false, false)}, s.submitTask, failure, s.refusedCall("submit_task")); err != nil {
+		InputSchema: submitSchema, OutputSchema: outputSchema(), Annotations: open("Submit a task", false, false)}, s.submitTask, s.failure, s.refusedCall("submit_task")); err != nil {
 		return err
 	}
 	if err := addTool(s.mcp, &sdk.Tool{Name: "get_task", Title: "Read a task",
 		Description:  `A task's state and result. Example: {"id": "01J…"}.`,
-		OutputSchema: outputSchema(), Annotations: open("Read a task", true, false)}, s.getTask, failure); err != nil {
+		OutputSchema: outputSchema(), Annotations: open("Read a task", true, false)}, s.getTask, s.failure); err != nil {
 		return err
 	}
 	if err := addTool(s.mcp, &sdk.Tool{Name: "list_tasks", Title: "List my tasks",
 		Description:  listHelp + ` Example: {"states": ["QUEUED", "RUNNING"], "first": 20}.`,
-		OutputSchema: listSchema.CloneSchemas(), Annotations: open("List my tasks", true, false)}, s.listTasks, listFailure); err != nil {
+		OutputSchema: listSchema.CloneSchemas(), Annotations: open("List my tasks", true, false)}, s.listTasks, s.listFailure); err != nil {
 		return err
 	}
 	if err := addAuditedTool(s.mcp, &sdk.Tool{Name: "cancel_task", Title: "Cancel a task",
 		Description:  `Cancel a task of yours (queued, waiting or running). Example: {"id": "01J…", "reason": "no longer needed"}.`,
-		OutputSchema: outputSchema(), Annotations: open("Cancel a task", false, true)}, s.cancelTask, failure, s.refusedCall("cancel_task")); err != nil {
+		OutputSchema: outputSchema(), Annotations: open("Cancel a task", false, true)}, s.cancelTask, s.failure, s.refusedCall("cancel_task")); err != nil {
 		return err
 	}
 	if err := addTool(s.mcp, &sdk.Tool{Name: "open_session", Title: "Open a fresh browser session",
 		Description:  `Start a fresh browser session (a new tab on its first call) and make it this MCP session's current one: later browser calls without "session" run there. Returns its key.`,
-		OutputSchema: outputSchema(), Annotations: open("Open a fresh browser session", false, false)}, s.openSession, failure); err != nil {
+		OutputSchema: outputSchema(), Annotations: open("Open a fresh browser session", false, false)}, s.openSession, s.failure); err != nil {
 		return err
 	}
 	if err := addTool(s.mcp, &sdk.Tool{Name: "close_session", Title: "Close a browser session",
 		Description:  `Close a browser session's tab, after the calls queued in it. Default: this MCP session's current session (a fresh one replaces it). A session with no tab (nothing ran in it, or it was closed) is left alone: the answer says so, with result {"closed": false}. Example: {"session": "mcp-…"}.`,
-		OutputSchema: outputSchema(), Annotations: open("Close a browser session", false, true)}, s.closeSession, failure); err != nil {
+		OutputSchema: outputSchema(), Annotations: open("Close a browser session", false, true)}, s.closeSession, s.failure); err != nil {
 		return err
 	}
 	return nil
@@ -205,21 +205,21 @@ func (s *Server) addTools() error {
 func (s *Server) submitTask(ctx context.Context, req *sdk.CallToolRequest, in SubmitInput) (*sdk.CallToolResult, *Output, error) {
 	c, err := s.callerOf(req.Session, req.Extra, clientInfo(req.Session))
 	if err != nil {
-		return failure(err)
+		return s.failure(err)
 	}
 	gin, err := s.graphInput(c, &in)
 	if err != nil {
 		s.record(c, "submit_task", "", err)
-		return failure(err)
+		return s.failure(err)
 	}
 	if err := s.allow(c, "Mutation", "submitTask"); err != nil {
 		s.record(c, "submit_task", "", err)
-		return failure(err)
+		return s.failure(err)
 	}
 	mt, replayed, err := s.opts.Mutations.SubmitTask(c.ctx(ctx), gin)
 	if err != nil {
 		s.record(c, "submit_task", "", err)
-		return failure(err)
+		return s.failure(err)
 	}
 	s.record(c, "submit_task", mt.T.ID, nil)
 	t := mt.T
@@ -315,11 +315,11 @@ func (s *Server) getTask(ctx context.Context, req *sdk.CallToolRequest, in IDInp
 		err = s.allow(c, "Query", "task")
 	}
 	if err != nil {
-		return failure(err)
+		return s.failure(err)
 	}
 	mt, err := s.opts.Queries.Task(c.ctx(ctx), in.ID)
 	if err != nil {
-		return failure(err)
+		return s.failure(err)
 	}
 	v := viewOf(mt.T)
 	return jsonText(v), &Output{TaskID: v.ID, State: v.State, Session: v.Session, Instance: v.Instance, Result: v.Result, Tasks: []TaskView{v}}, nil
@@ -334,7 +334,7 @@ func (s *Server) listTasks(ctx context.Context, req *sdk.CallToolRequest, in Lis
 		err = s.allow(c, "Query", "tasks")
 	}
 	if err != nil {
-		return listFailure(err)
+		return s.listFailure(err)
 	}
 	f := &model.TaskFilter{}
 	switch {
@@ -349,7 +349,7 @@ func (s *Server) listTasks(ctx context.Context, req *sdk.CallToolRequest, in Lis
 	for i, name := range in.States {
 		st, ok := engine.ParseState(name)
 		if !ok {
-			return listFailure(invalid(fmt.Sprintf("states.%d", i), "%q is not a task state (QUEUED, WAITING, ASSIGNED, RUNNING, RETRY_WAIT, SUCCEEDED, FAILED, PARKED, CANCELLED, REJECTED, EXPIRED)", name))
+			return s.listFailure(invalid(fmt.Sprintf("states.%d", i), "%q is not a task state (QUEUED, WAITING, ASSIGNED, RUNNING, RETRY_WAIT, SUCCEEDED, FAILED, PARKED, CANCELLED, REJECTED, EXPIRED)", name))
 		}
 		f.States = append(f.States, st)
 	}
@@ -358,7 +358,7 @@ func (s *Server) listTasks(ctx context.Context, req *sdk.CallToolRequest, in Lis
 		first = in.First
 	}
 	if first < 1 || first > 100 {
-		return listFailure(invalid("first", "must be within 1..100, got %d", first))
+		return s.listFailure(invalid("first", "must be within 1..100, got %d", first))
 	}
 	var after *string
 	if in.After != "" {
@@ -366,7 +366,7 @@ func (s *Server) listTasks(ctx context.Context, req *sdk.CallToolRequest, in Lis
 	}
 	conn, err := s.opts.Queries.Tasks(c.ctx(ctx), f, &first, after, nil)
 	if err != nil {
-		return listFailure(err)
+		return s.listFailure(err)
 	}
 	out := &ListOutput{Tasks: []TaskView{}}
 	for _, e := range conn.Edges {
@@ -381,11 +381,11 @@ func (s *Server) listTasks(ctx context.Context, req *sdk.CallToolRequest, in Lis
 func (s *Server) cancelTask(ctx context.Context, req *sdk.CallToolRequest, in CancelInput) (*sdk.CallToolResult, *Output, error) {
 	c, err := s.callerOf(req.Session, req.Extra, clientInfo(req.Session))
 	if err != nil {
-		return failure(err)
+		return s.failure(err)
 	}
 	if err := s.allow(c, "Mutation", "cancelTask"); err != nil {
 		s.record(c, "cancel_task", in.ID, err)
-		return failure(err)
+		return s.failure(err)
 	}
 	var reason *string
 	if in.Reason != "" {
@@ -394,7 +394,7 @@ func (s *Server) cancelTask(ctx context.Context, req *sdk.CallToolRequest, in Ca
 	mt, err := s.opts.Mutations.CancelTask(c.ctx(ctx), in.ID, reason)
 	s.record(c, "cancel_task", in.ID, err)
 	if err != nil {
-		return failure(err)
+		return s.failure(err)
 	}
 	return text(fmt.Sprintf("task %s is %s", mt.T.ID, mt.T.State)), &Output{TaskID: mt.T.ID, State: mt.T.State.String()}, nil
 }
@@ -405,7 +405,7 @@ func (s *Server) openSession(_ context.Context, req *sdk.CallToolRequest, _ stru
 		err = s.allow(c, "Mutation", "submitTask")
 	}
 	if err != nil {
-		return failure(err)
+		return s.failure(err)
 	}
 	key := newSessionKey()
 	s.setSession(c.mcpID, key)
@@ -415,7 +415,7 @@ func (s *Server) openSession(_ context.Context, req *sdk.CallToolRequest, _ stru
 func (s *Server) closeSession(ctx context.Context, req *sdk.CallToolRequest, in SessionInput) (*sdk.CallToolResult, *Output, error) {
 	c, err := s.callerOf(req.Session, req.Extra, clientInfo(req.Session))
 	if err != nil {
-		return failure(err)
+		return s.failure(err)
 	}
 	key := c.session
 	if in.Session != "" {
@@ -424,7 +424,7 @@ func (s *Server) closeSession(ctx context.Context, req *sdk.CallToolRequest, in 
 	// A session with no tab is not opened to be closed: one where nothing
 	// ran, or whose last task closed its tab.
 	if open, err := s.hasTab(ctx, c, key); err != nil {
-		return failure(err)
+		return s.failure(err)
 	} else if !open {
 		return text(fmt.Sprintf("no browser session %q with a tab of agent %s: nothing to close", key, c.agent)),
 			&Output{Session: key, Result: map[string]any{"closed": false}}, nil

@@ -18,6 +18,7 @@ import (
 	"github.com/switchyard/switchyard/executor/artifact"
 	"github.com/switchyard/switchyard/graph/auth"
 	"github.com/switchyard/switchyard/graph/model"
+	"github.com/switchyard/switchyard/internal/storeerr"
 )
 
 // AgentHeader names the caller's agent when the token does not (admin and
@@ -92,11 +93,13 @@ type Options struct {
 
 // Server is the MCP endpoint.
 type Server struct {
-	opts    Options
-	log     hclog.Logger
-	audit   hclog.Logger
-	mcp     *sdk.Server
-	handler http.Handler
+	opts Options
+	log  hclog.Logger
+	// withheld logs the full errors of store errors told in general terms.
+	withheld storeerr.Log
+	audit    hclog.Logger
+	mcp      *sdk.Server
+	handler  http.Handler
 
 	mu sync.Mutex
 	// sessions maps a live MCP session's id to its current browser session

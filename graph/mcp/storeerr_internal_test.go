@@ -1,11 +1,13 @@
 package mcp
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"syscall"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/stretchr/testify/require"
 
@@ -31,6 +33,14 @@ func TestStoreErrorsReachToolsInGeneralTerms(t *testing.T) {
 	var rpc *jsonrpc.Error
 	require.True(t, errors.As(resourceError("switchyard://tasks/x", ee), &rpc))
 	require.Equal(t, "listing tasks: the database cannot be reached (connection refused)", rpc.Message)
+
+	// The full error goes to the server's log.
+	var buf bytes.Buffer
+	srv := &Server{log: hclog.New(&hclog.LoggerOptions{Output: &buf})}
+	res, _, _ := srv.failure(ee)
+	require.True(t, res.IsError)
+	require.Contains(t, buf.String(), "postgres://sy@db.internal:5432/prod")
+	require.Contains(t, buf.String(), "answered=mcp")
 
 	plain := &engine.Error{Code: engine.CodeInvalidInput, Field: "action.selector", Message: `"xpath://[[" is not a valid selector`}
 	require.Equal(t, plain.Message, toolError(plain).Message)
