@@ -92,6 +92,7 @@ type Engine interface {
 	Sync(ctx context.Context) error
 	Setting(key string) ([]byte, bool)
 	SaveSetting(ctx context.Context, key string, value []byte) error
+	Task(ctx context.Context, id string) (*engine.Task, error)
 }
 
 var _ Engine = (*engine.Engine)(nil)
@@ -191,13 +192,20 @@ func (m *Manager) closed() bool {
 
 // sign makes the lease id of an attempt.
 func (m *Manager) sign(r *engine.Run) string {
+	return m.signAttempt(r.TaskID(), r.Attempt(), r.LeaseID())
+}
+
+// signAttempt makes the lease id of attempt n of task taskID, made under the
+// engine's lease lease: also from the attempt as the task records it
+// (engine.Attempt), after its run is over.
+func (m *Manager) signAttempt(taskID string, n int, lease uint64) string {
 	mac := hmac.New(sha256.New, m.key)
-	mac.Write([]byte(r.TaskID()))
+	mac.Write([]byte(taskID))
 	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(r.Attempt()))
-	binary.BigEndian.PutUint64(b[8:], r.LeaseID())
+	binary.BigEndian.PutUint64(b[:8], uint64(n))
+	binary.BigEndian.PutUint64(b[8:], lease)
 	mac.Write(b[:])
-	return r.TaskID() + "." + strconv.Itoa(r.Attempt()) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:18])
+	return taskID + "." + strconv.Itoa(n) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:18])
 }
 
 // hold registers a run's lease and follows its context.
@@ -463,7 +471,9 @@ func (m *Manager) lostLocked(h *lease) error {
 }
 
 // Complete ends the lease named id with the task's result: the task
-// succeeds. It returns once that is committed.
+// succeeds. It returns once that is committed. Resent for a lease whose
+// attempt is recorded as completed, it answers the same way when the
+// result is the same (SameResult) and with CONFLICT otherwise (resent).
 func (m *Manager) Complete(ctx context.Context, id string, result json.RawMessage) (string, error) {
 	return m.end(ctx, id, EndCompleted, "completed", engine.Outcome{Result: result})
 }
@@ -473,6 +483,9 @@ func (m *Manager) Complete(ctx context.Context, id string, result json.RawMessag
 // policy. code, when not
 // empty, is the failure's machine-readable code (ValidCode): the retry
 // policy sees it as the attempt's error code (policy.Details.ErrorCode).
+// Resent for a lease whose attempt is recorded as failed by its worker, it
+// answers the same way when msg, code and retryable are the same, and with
+// CONFLICT otherwise (resent).
 func (m *Manager) Fail(ctx context.Context, id, msg, code string, retryable bool) (string, error) {
 	switch {
 	case strings.TrimSpace(msg) == "":
@@ -521,7 +534,7 @@ func (m *Manager) Release(ctx context.Context, id, reason string) (string, error
 func (m *Manager) end(ctx context.Context, id string, end End, reason string, o engine.Outcome) (string, error) {
 	h, err := m.take(id)
 	if err != nil {
-		return "", err
+		return m.resent(ctx, id, end, o, err)
 	}
 	m.mu.Lock()
 	fin, err := m.liveLocked(h)
@@ -533,7 +546,7 @@ func (m *Manager) end(ctx context.Context, id string, end End, reason string, o 
 		h.run.Finish(*fin)
 	}
 	if err != nil {
-		return "", err
+		return m.resent(ctx, id, end, o, err)
 	}
 	h.run.Finish(o)
 	// Answer once the outcome is durable, as a submission is.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -107,6 +108,30 @@ func (m *mutationResolver) held(ctx context.Context, p Pull, leaseID string) err
 	return err
 }
 
+// heldOrEnded is held for completeTask and failTask, which may be resent
+// after their lease ended (pull.Manager.Complete answers a resend as the
+// first call, from what the task records): a lease its worker ended, or one
+// this node does not know (a restart, another leader), is checked against
+// the lane of the task its id names, and the manager decides.
+func (m *mutationResolver) heldOrEnded(ctx context.Context, p Pull, leaseID string) error {
+	l, err := p.Lookup(ctx, leaseID)
+	if err == nil {
+		_, err = worker(ctx, l.Lane)
+		return err
+	}
+	var lost *pull.LostError
+	if !errors.As(err, &lost) || lost.End != pull.EndCompleted && lost.End != pull.EndFailed && lost.End != pull.EndUnknown {
+		return pullError(err)
+	}
+	taskID, _, _ := strings.Cut(leaseID, ".")
+	t, terr := m.eng.Task(ctx, taskID)
+	if terr != nil {
+		return pullError(err) // no such task: the lease is lost, as it says
+	}
+	_, err = worker(ctx, t.Spec.Lane)
+	return err
+}
+
 func (m *mutationResolver) RenewLease(ctx context.Context, leaseID string, leaseForMs int) (*model.Lease, error) {
 	p, err := m.pull()
 	if err != nil {
@@ -147,7 +172,7 @@ func (m *mutationResolver) CompleteTask(ctx context.Context, leaseID string, res
 	if err != nil {
 		return nil, err
 	}
-	if err := m.held(ctx, p, leaseID); err != nil {
+	if err := m.heldOrEnded(ctx, p, leaseID); err != nil {
 		return nil, err
 	}
 	taskID, err := p.Complete(ctx, leaseID, result)
@@ -159,7 +184,7 @@ func (m *mutationResolver) FailTask(ctx context.Context, leaseID string, msg str
 	if err != nil {
 		return nil, err
 	}
-	if err := m.held(ctx, p, leaseID); err != nil {
+	if err := m.heldOrEnded(ctx, p, leaseID); err != nil {
 		return nil, err
 	}
 	taskID, err := p.Fail(ctx, leaseID, msg, deref(code), retryable)

@@ -117,6 +117,14 @@ func (b *bundle) task(t *testing.T, id string) *engine.Task {
 	return tk
 }
 
+// requireConflict checks a CONFLICT error on field.
+func requireConflict(t *testing.T, err error, field string) {
+	t.Helper()
+	e := gqlErr(t, err)
+	require.Equal(t, "CONFLICT", e.Code(), e.Message)
+	require.Equal(t, field, e.Extensions["field"], e.Message)
+}
+
 // requireLost checks a LEASE_LOST error and its leaseState.
 func requireLost(t *testing.T, err error, state string) {
 	t.Helper()
@@ -164,7 +172,7 @@ func TestAWorkerLeasesRenewsAndCompletesUnderTheLanesCeiling(t *testing.T) {
 	require.JSONEq(t, `{"pages": 3}`, string(done.Task.Result))
 
 	_, err = complete(t, b.c, l.LeaseID, `{"pages": 4}`)
-	requireLost(t, err, "COMPLETED")
+	requireConflict(t, err, "result")
 	require.JSONEq(t, `{"pages": 3}`, string(b.task(t, ids[0]).Result), "a second completion changes nothing")
 	_, err = renew(t, b.c, l.LeaseID, 60_000)
 	requireLost(t, err, "COMPLETED")
@@ -423,15 +431,17 @@ func TestTheAuditLogNamesTheLeasedTasksAndNeverALeaseId(t *testing.T) {
 	require.NoError(t, err)
 	_, err = complete(t, worker, got[0].LeaseID, `1`)
 	require.NoError(t, err)
-	_, err = complete(t, worker, got[0].LeaseID, `1`)
+	_, err = renew(t, worker, got[0].LeaseID, 60_000)
 	requireLost(t, err, "COMPLETED")
-	waitfor.Eventually(t, "the audit lines are written", func() bool { return strings.Count(logs.String(), "op=completeTask") == 2 })
+	waitfor.Eventually(t, "the audit lines are written", func() bool {
+		return strings.Count(logs.String(), "op=completeTask") == 1 && strings.Count(logs.String(), "op=renewLease") == 1
+	})
 	out := logs.String()
 	require.Contains(t, out, "op=leaseTasks outcome=ok token=crawler role=worker")
 	require.Regexp(t, `op=leaseTasks .*targets=\["lane:jobs", "task:`+id+`"\]`, out)
 	require.Regexp(t, `op=completeTask outcome=ok .*targets=\["task:`+id+`"\]`, out)
-	require.Contains(t, out, "op=completeTask outcome=LEASE_LOST")
-	require.Regexp(t, `op=completeTask outcome=LEASE_LOST .*error="the lease on task `+id+` is not held: `, out,
+	require.Contains(t, out, "op=renewLease outcome=LEASE_LOST")
+	require.Regexp(t, `op=renewLease outcome=LEASE_LOST .*error="the lease on task `+id+` is not held: `, out,
 		"the message as the client reads it, with no position or path before it")
 	require.NotContains(t, out, strings.Split(got[0].LeaseID, ".")[2], "a lease id is its worker's secret")
 }
@@ -722,4 +732,82 @@ func TestAPullAttemptStartsWhenItIsLeased(t *testing.T) {
 	require.Nil(t, v2.Lease.Worker, "a resumed lease's worker is not recorded")
 	require.NotNil(t, v2.Lease.LeasedAt)
 	require.True(t, v2.Lease.LeasedAt.Equal(a.StartedAt), "leased %s, started %s", v2.Lease.LeasedAt, a.StartedAt)
+}
+
+func failCall(t *testing.T, c *client.Client, id, msg, code string, retryable bool) (endView, error) {
+	t.Helper()
+	var out struct{ FailTask endView }
+	err := c.Do(ctxFor(t), `mutation($id: ID!, $e: String!, $c: String, $r: Boolean!) { failTask(leaseId: $id, error: $e, code: $c, retryable: $r) `+endFields+` }`,
+		map[string]any{"id": id, "e": msg, "c": code, "r": retryable}, &out)
+	return out.FailTask, err
+}
+
+// A worker resends completeTask or failTask when the first call's answer
+// was an error it may retry (the connection broke after the commit): the
+// same call answers as the first did, also after a restart on a durable
+// store, where the server remembers no ended lease; a different one is a
+// CONFLICT naming what differs. Only a token that works the task's lane
+// may resend. (A resend used to be LEASE_LOST, COMPLETED or FAILED: the
+// worker read that as its result refused.)
+func TestAWorkerResendsACompletionOrFailureAfterAnAmbiguousAnswer(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "pull.db")
+	open := func() engine.Store {
+		st, err := sqlite.Open(context.Background(), sqlite.Options{Path: path})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	}
+	tokens, secrets := withTokensLanes(t, tokenSpec{"root", "admin", "", nil},
+		tokenSpec{"crawler", "worker", "", []string{"jobs"}}, tokenSpec{"mailer", "worker", "", []string{"mail"}})
+	st := open()
+	b := setup(t, pullLanes, tokens, func(o *setupOptions) { o.store = st })
+	b.c = b.clientWith(secrets["root"])
+	w := b.clientWith(secrets["crawler"])
+	done, failed := b.submitJob(t, "jobs", nil), b.submitJob(t, "jobs", nil)
+	ls, err := lease(t, w, "jobs", 2, 600_000, 0)
+	require.NoError(t, err)
+	require.Len(t, ls, 2)
+	require.Equal(t, []string{done, failed}, []string{ls[0].Task.ID, ls[1].Task.ID})
+	_, err = complete(t, w, ls[0].LeaseID, `{"pages": 3}`)
+	require.NoError(t, err)
+	_, err = failCall(t, w, ls[1].LeaseID, "404: no such site", "not_found", false)
+	require.NoError(t, err)
+
+	check := func(b *bundle, w *client.Client) {
+		t.Helper()
+		again, err := complete(t, w, ls[0].LeaseID, `{ "pages" : 3 }`)
+		require.NoError(t, err, "the same completion")
+		require.Equal(t, "SUCCEEDED", again.Task.State)
+		require.JSONEq(t, `{"pages": 3}`, string(again.Task.Result))
+		_, err = complete(t, w, ls[0].LeaseID, `{"pages": 4}`)
+		requireConflict(t, err, "result")
+		_, err = failCall(t, w, ls[0].LeaseID, "404: no such site", "not_found", false)
+		requireConflict(t, err, "leaseId")
+
+		f, err := failCall(t, w, ls[1].LeaseID, "404: no such site", "not_found", false)
+		require.NoError(t, err, "the same failure")
+		require.Equal(t, "FAILED", f.Task.State)
+		_, err = failCall(t, w, ls[1].LeaseID, "404: no such site", "not_found", true)
+		requireConflict(t, err, "retryable")
+
+		other := b.clientWith(secrets["mailer"])
+		_, err = complete(t, other, ls[0].LeaseID, `{"pages": 3}`)
+		require.Equal(t, "FORBIDDEN", gqlErr(t, err).Code(), "a token of another lane")
+		for _, id := range []string{done, failed} {
+			require.Len(t, b.task(t, id).Attempts, 1, "a resend changes nothing")
+		}
+	}
+	check(b, w)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, b.srv.Shutdown(ctx))
+	require.NoError(t, b.eng.Shutdown(ctx))
+	b.pull.Close()
+	require.NoError(t, st.Close())
+	b2 := setup(t, pullLanes, tokens, func(o *setupOptions) { o.store = open() })
+	check(b2, b2.clientWith(secrets["crawler"]))
+	_, err = renew(t, b2.clientWith(secrets["crawler"]), ls[0].LeaseID, 60_000)
+	requireLost(t, err, "UNKNOWN")
 }

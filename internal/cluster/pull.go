@@ -16,7 +16,9 @@ import (
 //
 // Calls are applied at least once, like every operation: a lease call
 // applied twice (its leader died before answering) leases twice, and the
-// lease nobody received runs out and counts one failed attempt.
+// lease nobody received runs out and counts one failed attempt. A
+// completion or failure applied twice answers the second time as the first
+// (pull.Manager.Complete: the task's record decides, also on a new leader).
 
 type (
 	leaseArgs struct {

@@ -1,0 +1,197 @@
+package pull_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/enginetest"
+	"github.com/switchyard/switchyard/engine/store/sqlite"
+	"github.com/switchyard/switchyard/pull"
+)
+
+// requireConflict checks that err is a CONFLICT on field.
+func requireConflict(t *testing.T, err error, field string) {
+	t.Helper()
+	var ee *engine.Error
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, engine.CodeConflict, ee.Code, ee.Message)
+	require.Equal(t, field, ee.Field, ee.Message)
+}
+
+// A worker whose completeTask answered an error after the completion was
+// recorded resends it: the same completion answers as the first did, a
+// different one is a CONFLICT naming what differs, and nothing changes.
+// (A resend used to be LEASE_LOST, COMPLETED, which tells the worker its
+// result was refused.)
+func TestAResentCompletionAnswersAsTheFirstAndADifferentOneConflicts(t *testing.T) {
+	t.Parallel()
+	h, m := setup(t)
+	ctx := context.Background()
+	id := h.Submit(enginetest.Spec("a").Lane("jobs").Action("job").Obj()).ID
+	ls, err := m.Lease(ctx, "jobs", 1, time.Minute, 0, "w1")
+	require.NoError(t, err)
+	got, err := m.Complete(ctx, ls[0].ID, json.RawMessage(`{"pages": 3, "urls": ["a", "b"]}`))
+	require.NoError(t, err)
+	require.Equal(t, id, got)
+
+	got, err = m.Complete(ctx, ls[0].ID, json.RawMessage(`{"urls":["a","b"],"pages":3.0}`))
+	require.NoError(t, err, "the same result, as JSON values")
+	require.Equal(t, id, got)
+
+	_, err = m.Complete(ctx, ls[0].ID, json.RawMessage(`{"pages": 4, "urls": ["a", "b"]}`))
+	requireConflict(t, err, "result")
+	_, err = m.Fail(ctx, ls[0].ID, "boom", "", true)
+	requireConflict(t, err, "leaseId")
+	_, err = m.Renew(ctx, ls[0].ID, time.Minute)
+	lost(t, err, pull.EndCompleted)
+
+	task := h.Get(id)
+	require.Equal(t, engine.StateSucceeded, task.State)
+	require.JSONEq(t, `{"pages": 3, "urls": ["a", "b"]}`, string(task.Result), "a resend changes nothing")
+	require.Len(t, task.Attempts, 1)
+}
+
+// A resent failTask answers as the first did; one that differs in its
+// error, code or retryable is a CONFLICT naming it.
+func TestAResentFailureAnswersAsTheFirstAndADifferentOneConflicts(t *testing.T) {
+	t.Parallel()
+	h, m := setup(t)
+	ctx := context.Background()
+	id := h.Submit(enginetest.Spec("a").Lane("jobs").Action("job").Obj()).ID
+	ls, err := m.Lease(ctx, "jobs", 1, time.Minute, 0, "w1")
+	require.NoError(t, err)
+	_, err = m.Fail(ctx, ls[0].ID, "upstream said 503", "upstream_503", false)
+	require.NoError(t, err)
+	require.Equal(t, engine.StateFailed, h.State(id))
+
+	got, err := m.Fail(ctx, ls[0].ID, "upstream said 503", "upstream_503", false)
+	require.NoError(t, err)
+	require.Equal(t, id, got)
+	_, err = m.Fail(ctx, ls[0].ID, "upstream said 502", "upstream_503", false)
+	requireConflict(t, err, "error")
+	_, err = m.Fail(ctx, ls[0].ID, "upstream said 503", "upstream_502", false)
+	requireConflict(t, err, "code")
+	_, err = m.Fail(ctx, ls[0].ID, "upstream said 503", "upstream_503", true)
+	requireConflict(t, err, "retryable")
+	_, err = m.Complete(ctx, ls[0].ID, json.RawMessage(`1`))
+	requireConflict(t, err, "leaseId")
+	require.Len(t, h.Get(id).Attempts, 1)
+}
+
+// A lease that ended otherwise than by its worker is lost to a resend as
+// it was: expired, released.
+func TestAResendOfALeaseThatEndedOtherwiseIsStillLost(t *testing.T) {
+	t.Parallel()
+	h, m := setup(t)
+	ctx := context.Background()
+	id := h.Submit(enginetest.Spec("a").Lane("jobs").Action("job").Obj()).ID
+	ls, err := m.Lease(ctx, "jobs", 1, 10*time.Second, 0, "w1")
+	require.NoError(t, err)
+	_, err = m.Release(ctx, ls[0].ID, "busy")
+	require.NoError(t, err)
+	_, err = m.Complete(ctx, ls[0].ID, json.RawMessage(`1`))
+	lost(t, err, pull.EndReleased)
+	_, err = m.Fail(ctx, ls[0].ID, "released: busy", "", true)
+	lost(t, err, pull.EndReleased)
+
+	ls, err = m.Lease(ctx, "jobs", 1, 10*time.Second, 0, "w1")
+	require.NoError(t, err)
+	require.Len(t, ls, 1)
+	h.Clock.Advance(10 * time.Second)
+	waitState(t, h, id, engine.StateRetryWait)
+	_, err = m.Fail(ctx, ls[0].ID, h.Get(id).Attempts[1].Error, engine.CodeLeaseExpired, true)
+	lost(t, err, pull.EndExpired)
+}
+
+// The resend is answered from what the task records, so it works after a
+// restart on a durable store, where the manager remembers no ended lease:
+// the same completion answers as the first, a different one conflicts, and
+// a lease id that was never issued is still lost.
+func TestAResentCompletionIsAnsweredAfterARestart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "pull.db")
+	jobs := engine.NewLane("jobs")
+	jobs.Pull = true
+	cfg := engine.Config{Lanes: []engine.LaneConfig{engine.NewLane("main"), jobs}}
+	start := func() (*engine.Engine, *pull.Manager, func()) {
+		st, err := sqlite.Open(ctx, sqlite.Options{Path: path})
+		require.NoError(t, err)
+		eng, err := engine.New(engine.Options{Config: cfg, Store: st, Executor: enginetest.NewExecutor()})
+		require.NoError(t, err)
+		require.NoError(t, eng.Start(ctx))
+		m, err := pull.New(ctx, pull.Options{Engine: eng})
+		require.NoError(t, err)
+		return eng, m, func() {
+			m.Close()
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			require.NoError(t, eng.Shutdown(sctx))
+			require.NoError(t, st.Close())
+		}
+	}
+	eng, m, stop := start()
+	task, err := eng.Submit(ctx, enginetest.Spec("a").Lane("jobs").Action("job").Obj())
+	require.NoError(t, err)
+	other, err := eng.Submit(ctx, enginetest.Spec("a").Lane("jobs").Action("job").Obj())
+	require.NoError(t, err)
+	ls, err := m.Lease(ctx, "jobs", 2, time.Minute, 0, "w1")
+	require.NoError(t, err)
+	require.Len(t, ls, 2)
+	done, failed := ls[0], ls[1]
+	_, err = m.Complete(ctx, done.ID, json.RawMessage(`{"ok": true}`))
+	require.NoError(t, err)
+	_, err = m.Fail(ctx, failed.ID, "no such page", "not_found", false)
+	require.NoError(t, err)
+	stop()
+
+	eng, m, stop = start()
+	defer stop()
+	got, err := m.Complete(ctx, done.ID, json.RawMessage(`{ "ok" : true }`))
+	require.NoError(t, err, "the same completion, after a restart")
+	require.Equal(t, done.TaskID, got)
+	_, err = m.Complete(ctx, done.ID, json.RawMessage(`{"ok": false}`))
+	requireConflict(t, err, "result")
+	got, err = m.Fail(ctx, failed.ID, "no such page", "not_found", false)
+	require.NoError(t, err, "the same failure, after a restart")
+	require.Equal(t, failed.TaskID, got)
+	_, err = m.Fail(ctx, failed.ID, "no such page", "gone", false)
+	requireConflict(t, err, "code")
+
+	forged := done.TaskID + ".1.AAAAAAAAAAAAAAAAAAAAAAAA"
+	_, err = m.Complete(ctx, forged, json.RawMessage(`{"ok": true}`))
+	lost(t, err, pull.EndUnknown)
+	for _, id := range []string{task.ID, other.ID} {
+		st, err := eng.Task(ctx, id)
+		require.NoError(t, err)
+		require.Len(t, st.Attempts, 1, "a resend changes nothing")
+	}
+}
+
+func TestSameResultComparesJSONValues(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		a, b string
+		same bool
+	}{
+		{``, `null`, true},
+		{``, ``, true},
+		{`{"a":1,"b":[1,2]}`, `{ "b": [1, 2], "a": 1 }`, true},
+		{`100`, `1e2`, true},
+		{`100`, `100.0`, true},
+		{`12345678901234567890`, `12345678901234567891`, false},
+		{`{"a":1}`, `{"a":1,"b":null}`, false},
+		{`[1,2]`, `[2,1]`, false},
+		{`"x"`, `"y"`, false},
+		{``, `{}`, false},
+		{`true`, `"true"`, false},
+	} {
+		require.Equal(t, c.same, pull.SameResult(json.RawMessage(c.a), json.RawMessage(c.b)), "%s vs %s", c.a, c.b)
+	}
+}
