@@ -4628,7 +4628,16 @@ extend type Mutation {
   leaseTasks(lane: String!, max: Int! = 1, leaseForMs: Int! = 60000, waitMs: Int! = 0): [Lease!]!
   "Extends a lease to ` + "`" + `leaseForMs` + "`" + ` from now (no later than the task's deadline). LEASE_LOST when it is not held, also when the task was cancelled meanwhile."
   renewLease(leaseId: ID!, leaseForMs: Int! = 60000): Lease!
-  "Ends a lease with the task's result: the task SUCCEEDS. LEASE_LOST when it is not held (a second completion, an expired lease, a cancelled task): nothing changes then."
+  """
+  Ends a lease with the task's result: the task SUCCEEDS. LEASE_LOST when it
+  is not held (an expired lease, a cancelled task, a released one): nothing
+  changes then. Resent after an error it may retry (UNAVAILABLE: the first
+  call may have ended the lease), the same call answers as the first one
+  did and changes nothing, also after a restart or a change of leader: the
+  lease's attempt is recorded as completed with the same result (as JSON
+  values). A resend with another result, or for a lease its worker failed,
+  is a CONFLICT whose ` + "`" + `field` + "`" + ` names the difference (` + "`" + `result` + "`" + `, ` + "`" + `leaseId` + "`" + `).
+  """
   completeTask(leaseId: ID!, result: JSON): LeaseEndPayload!
   """
   Ends a lease with an error: retryable (default) goes to the lane's retry
@@ -4636,7 +4645,11 @@ extend type Mutation {
   failure's machine-readable code (1 to 64 ASCII letters, digits and
   ` + "`" + `_ . - :` + "`" + `, such as ` + "`" + `upstream_503` + "`" + `): a retry policy reads it as the
   attempt's error code (plugins/ABI.md, "Error codes"). Without it the
-  policy sees no code.
+  policy sees no code. Resent after an error it may retry, the same call
+  (same ` + "`" + `error` + "`" + `, ` + "`" + `code` + "`" + ` and ` + "`" + `retryable` + "`" + `) answers as the first one did and
+  changes nothing, as ` + "`" + `completeTask` + "`" + ` does; one that differs is a CONFLICT
+  whose ` + "`" + `field` + "`" + ` names the difference (` + "`" + `error` + "`" + `, ` + "`" + `code` + "`" + `, ` + "`" + `retryable` + "`" + `, or
+  ` + "`" + `leaseId` + "`" + ` for a lease its worker completed).
   """
   failTask(leaseId: ID!, error: String!, retryable: Boolean! = true, code: String): LeaseEndPayload!
   "Hands a leased task back: it queues again at once without spending an attempt."
