@@ -25,8 +25,11 @@ import (
 // result (as JSON values: key order and spacing do not count), or failed
 // with the same error, code and retryable. A resend that differs is a
 // CONFLICT naming the first field that differs, as an idempotency key reused
-// with a different request is. A lease that ended otherwise (expired,
-// released, cancelled, stopped by the server) is LEASE_LOST as before.
+// with a different request is; a failure with a code the engine also gives
+// (timeout, lease_expired, restart) is the worker's when it is resent the
+// same, or when the manager remembers its worker failed it. A lease that
+// ended otherwise (expired, released, cancelled, stopped by the server) is
+// LEASE_LOST as before.
 //
 // What is compared is the task as the engine records it (its attempt, whose
 // lease the lease id's signature covers, and its result), not the manager's
@@ -65,11 +68,18 @@ func (m *Manager) resent(ctx context.Context, id string, end End, o engine.Outco
 	if att.N != n || att.EndedAt.IsZero() || !hmac.Equal([]byte(m.signAttempt(taskID, n, att.LeaseID)), []byte(id)) {
 		return "", lost
 	}
-	recorded, ok := workerEnd(t, att)
+	recorded, engineCode, ok := workerEnd(t, att)
 	if !ok {
 		return "", lost
 	}
 	if field, why := outcomeDiffers(t, att, recorded, end, o); field != "" {
+		if engineCode && le.End != EndFailed {
+			// The engine ends attempts with this code too (an expired
+			// lease, a restart), and no memory of this lease says its
+			// worker failed it: only a resend that repeats the record
+			// is taken as the worker's.
+			return "", lost
+		}
 		return "", &engine.Error{Code: engine.CodeConflict, Field: field,
 			Message: fmt.Sprintf("attempt %d of task %s was already ended by its worker with a different outcome (%s): a resent call must repeat the first one", n, taskID, why)}
 	}
@@ -102,25 +112,29 @@ func parseID(id string) (taskID string, n int, ok bool) {
 // workerEnd says how the worker ended the attempt att of t, as the task
 // records it: completed (the task's last attempt, and the task SUCCEEDED,
 // so that its result is the attempt's) or failed by failTask. ok is false
-// for an attempt the worker did not end so: one whose lease expired,
-// handed back, cancelled, stopped by a restart, or a success the task has
-// moved past (it was run again).
-func workerEnd(t *engine.Task, att engine.Attempt) (End, bool) {
+// for an attempt the worker did not end so: one handed back, cancelled, or
+// a success the task has moved past (it was run again). engineCode marks a
+// failure whose code is one the engine also gives (lease_expired, timeout,
+// restart, instance_fault): an expired lease or a restart looks the same
+// in the record as a worker's failTask with that code, which workers may
+// give (plugins/ABI.md names these codes for retry policies to read).
+func workerEnd(t *engine.Task, att engine.Attempt) (end End, engineCode, ok bool) {
 	switch att.Class {
 	case policy.ClassNone:
 		if att.Error == "" && att.N == len(t.Attempts) && t.State == engine.StateSucceeded {
-			return EndCompleted, true
+			return EndCompleted, false, true
 		}
 	case policy.ClassTransient, policy.ClassPermanent:
 		switch {
 		case att.InstanceFault, strings.HasPrefix(att.Error, "released: "):
 		case att.Code == engine.CodeLeaseExpired, att.Code == engine.CodeTimeout,
 			att.Code == engine.CodeRestart, att.Code == engine.CodeInstanceFault:
+			return EndFailed, true, true
 		default:
-			return EndFailed, true
+			return EndFailed, false, true
 		}
 	}
-	return "", false
+	return "", false, false
 }
 
 // outcomeDiffers returns the first field in which the outcome o of a call

@@ -84,6 +84,31 @@ func TestAResentFailureAnswersAsTheFirstAndADifferentOneConflicts(t *testing.T) 
 	require.Len(t, h.Get(id).Attempts, 1)
 }
 
+// A worker may fail a task with a code the engine also gives (timeout,
+// lease_expired, restart, instance_fault: plugins/ABI.md names them for
+// retry policies to read). Its resend answers as the first did, as for any
+// other code. (It used to be LEASE_LOST, FAILED: the record of such a
+// failure was taken for the engine's.)
+func TestAResentFailureWithAnEngineCodeAnswersAsTheFirst(t *testing.T) {
+	t.Parallel()
+	h, m := setup(t)
+	ctx := context.Background()
+	for _, code := range []string{engine.CodeTimeout, engine.CodeLeaseExpired, engine.CodeRestart, engine.CodeInstanceFault} {
+		id := h.Submit(enginetest.Spec("a").Lane("jobs").Action("job").Obj()).ID
+		ls, err := m.Lease(ctx, "jobs", 1, time.Minute, 0, "w1")
+		require.NoError(t, err)
+		require.Len(t, ls, 1)
+		_, err = m.Fail(ctx, ls[0].ID, "upstream timed out", code, false)
+		require.NoError(t, err, code)
+		got, err := m.Fail(ctx, ls[0].ID, "upstream timed out", code, false)
+		require.NoError(t, err, "the same failure, code %s", code)
+		require.Equal(t, id, got)
+		_, err = m.Fail(ctx, ls[0].ID, "upstream timed out again", code, false)
+		requireConflict(t, err, "error")
+		require.Len(t, h.Get(id).Attempts, 1, "a resend changes nothing")
+	}
+}
+
 // A lease that ended otherwise than by its worker is lost to a resend as
 // it was: expired, released.
 func TestAResendOfALeaseThatEndedOtherwiseIsStillLost(t *testing.T) {
@@ -141,13 +166,17 @@ func TestAResentCompletionIsAnsweredAfterARestart(t *testing.T) {
 	require.NoError(t, err)
 	other, err := eng.Submit(ctx, enginetest.Spec("a").Lane("jobs").Action("job").Obj())
 	require.NoError(t, err)
-	ls, err := m.Lease(ctx, "jobs", 2, time.Minute, 0, "w1")
+	timedOut, err := eng.Submit(ctx, enginetest.Spec("a").Lane("jobs").Action("job").Obj())
 	require.NoError(t, err)
-	require.Len(t, ls, 2)
-	done, failed := ls[0], ls[1]
+	ls, err := m.Lease(ctx, "jobs", 3, time.Minute, 0, "w1")
+	require.NoError(t, err)
+	require.Len(t, ls, 3)
+	done, failed, timeout := ls[0], ls[1], ls[2]
 	_, err = m.Complete(ctx, done.ID, json.RawMessage(`{"ok": true}`))
 	require.NoError(t, err)
 	_, err = m.Fail(ctx, failed.ID, "no such page", "not_found", false)
+	require.NoError(t, err)
+	_, err = m.Fail(ctx, timeout.ID, "upstream timed out", engine.CodeTimeout, true)
 	require.NoError(t, err)
 	stop()
 
@@ -164,10 +193,18 @@ func TestAResentCompletionIsAnsweredAfterARestart(t *testing.T) {
 	_, err = m.Fail(ctx, failed.ID, "no such page", "gone", false)
 	requireConflict(t, err, "code")
 
+	got, err = m.Fail(ctx, timeout.ID, "upstream timed out", engine.CodeTimeout, true)
+	require.NoError(t, err, "the same failure with an engine's code, after a restart")
+	require.Equal(t, timeout.TaskID, got)
+	// After a restart nothing says whether the worker or the engine gave
+	// that code: a resend that differs is lost, as for an expired lease.
+	_, err = m.Fail(ctx, timeout.ID, "upstream timed out twice", engine.CodeTimeout, true)
+	lost(t, err, pull.EndUnknown)
+
 	forged := done.TaskID + ".1.AAAAAAAAAAAAAAAAAAAAAAAA"
 	_, err = m.Complete(ctx, forged, json.RawMessage(`{"ok": true}`))
 	lost(t, err, pull.EndUnknown)
-	for _, id := range []string{task.ID, other.ID} {
+	for _, id := range []string{task.ID, other.ID, timedOut.ID} {
 		st, err := eng.Task(ctx, id)
 		require.NoError(t, err)
 		require.Len(t, st.Attempts, 1, "a resend changes nothing")
