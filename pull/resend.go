@@ -80,7 +80,7 @@ func (m *Manager) resent(ctx context.Context, id string, end End, o engine.Outco
 			// is taken as the worker's.
 			return "", lost
 		}
-		return "", &engine.Error{Code: engine.CodeConflict, Field: field,
+		return "", &engine.Error{Code: engine.CodeConflict, Field: field, TaskID: taskID,
 			Message: fmt.Sprintf("attempt %d of task %s was already ended by its worker with a different outcome (%s): a resent call must repeat the first one", n, taskID, why)}
 	}
 	// The first call may have answered before its end was durable: this

@@ -15,13 +15,15 @@ import (
 	"github.com/switchyard/switchyard/pull"
 )
 
-// requireConflict checks that err is a CONFLICT on field.
+// requireConflict checks that err is a CONFLICT on field that names its
+// task, as a LEASE_LOST does.
 func requireConflict(t *testing.T, err error, field string) {
 	t.Helper()
 	var ee *engine.Error
 	require.ErrorAs(t, err, &ee)
 	require.Equal(t, engine.CodeConflict, ee.Code, ee.Message)
 	require.Equal(t, field, ee.Field, ee.Message)
+	require.NotEmpty(t, ee.TaskID, "the task: %s", ee.Message)
 }
 
 // A worker whose completeTask answered an error after the completion was

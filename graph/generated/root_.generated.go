@@ -4636,7 +4636,8 @@ extend type Mutation {
   did and changes nothing, also after a restart or a change of leader: the
   lease's attempt is recorded as completed with the same result (as JSON
   values). A resend with another result, or for a lease its worker failed,
-  is a CONFLICT whose ` + "`" + `field` + "`" + ` names the difference (` + "`" + `result` + "`" + `, ` + "`" + `leaseId` + "`" + `).
+  is a CONFLICT whose ` + "`" + `field` + "`" + ` names the difference (` + "`" + `result` + "`" + `, ` + "`" + `leaseId` + "`" + `)
+  and ` + "`" + `taskId` + "`" + ` the task.
   """
   completeTask(leaseId: ID!, result: JSON): LeaseEndPayload!
   """
@@ -4649,7 +4650,7 @@ extend type Mutation {
   (same ` + "`" + `error` + "`" + `, ` + "`" + `code` + "`" + ` and ` + "`" + `retryable` + "`" + `) answers as the first one did and
   changes nothing, as ` + "`" + `completeTask` + "`" + ` does; one that differs is a CONFLICT
   whose ` + "`" + `field` + "`" + ` names the difference (` + "`" + `error` + "`" + `, ` + "`" + `code` + "`" + `, ` + "`" + `retryable` + "`" + `, or
-  ` + "`" + `leaseId` + "`" + ` for a lease its worker completed).
+  ` + "`" + `leaseId` + "`" + ` for a lease its worker completed) and ` + "`" + `taskId` + "`" + ` the task.
   """
   failTask(leaseId: ID!, error: String!, retryable: Boolean! = true, code: String): LeaseEndPayload!
   "Hands a leased task back: it queues again at once without spending an attempt."
