@@ -5713,7 +5713,9 @@ input SubmitTaskInput {
   "An absolute http(s) URL called when it reaches a terminal state. A host that is an address webhooks may not call (loopback, private, link-local such as 169.254.169.254, unless the server's ` + "`" + `webhooks.allowPrivate` + "`" + ` or ` + "`" + `webhooks.allowNetworks` + "`" + ` allow it) is INVALID_INPUT here; a host name is resolved when it is called."
   webhookUrl: String
   """
-  A key that makes resubmission safe, scoped to the agent: the same key with
+  A key that makes resubmission safe, scoped to the agent (at most 256
+  bytes; an empty key is none: each such submission records a new task and
+  reports no ` + "`" + `replayed` + "`" + `): the same key with
   the same request returns the original task (even once it has ended, for as
   long as the store keeps it); the same key with a different request is a
   CONFLICT naming the original in ` + "`" + `taskId` + "`" + `, and records nothing. The request

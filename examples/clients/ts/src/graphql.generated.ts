@@ -115,7 +115,9 @@ export type SubmitTaskInput = {
   /** What it becomes when its retries are spent (default: its lane's `exhausted`). */
   exhausted?: Exhausted | null | undefined;
   /**
-   * A key that makes resubmission safe, scoped to the agent: the same key with
+   * A key that makes resubmission safe, scoped to the agent (at most 256
+   * bytes; an empty key is none: each such submission records a new task and
+   * reports no `replayed`): the same key with
    * the same request returns the original task (even once it has ended, for as
    * long as the store keeps it); the same key with a different request is a
    * CONFLICT naming the original in `taskId`, and records nothing. The request
