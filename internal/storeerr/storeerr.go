@@ -8,6 +8,9 @@
 // keeps the cause that helps a client decide what to do (refused, timed
 // out, read-only, disk full, the SQLSTATE's class) and nothing that names
 // the database. The full error belongs in the server's log (Withheld).
+// The package depends on no driver: each store registers what its driver's
+// errors mean (RegisterDriver), so that a program that links one store
+// does not link the other's driver.
 package storeerr
 
 import (
@@ -17,12 +20,10 @@ import (
 	"io/fs"
 	"net"
 	"reflect"
-	"strconv"
 	"strings"
 	"syscall"
 
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/ncruces/go-sqlite3"
+	"sync"
 )
 
 // Mark marks err as a store's error: Public describes it instead of
@@ -40,8 +41,34 @@ type marked struct{ err error }
 func (m *marked) Error() string { return m.err.Error() }
 func (m *marked) Unwrap() error { return m.err }
 
-// driverPackages are the packages whose errors are store errors.
-var driverPackages = []string{"github.com/jackc/pgx/", "github.com/ncruces/go-sqlite3"}
+// A driver is a database driver whose errors are store errors.
+type driver struct {
+	pkg      string                     // the import path prefix of its packages
+	describe func(error) (string, bool) // its own description of an error, if it has one
+}
+
+var (
+	driversMu sync.RWMutex
+	drivers   []driver
+)
+
+// RegisterDriver makes the errors of the Go packages whose import path
+// starts with pkg store errors, and gives describe the first word on any
+// store error: it returns the error's description in the product's terms,
+// or false to leave it to the causes every driver shares (refused, reset,
+// timed out, disk full…). Each store registers its driver when it is
+// linked in (in init), so that this package depends on no driver.
+func RegisterDriver(pkg string, describe func(error) (string, bool)) {
+	driversMu.Lock()
+	defer driversMu.Unlock()
+	drivers = append(drivers, driver{pkg: pkg, describe: describe})
+}
+
+func registered() []driver {
+	driversMu.RLock()
+	defer driversMu.RUnlock()
+	return drivers
+}
 
 // isStore reports whether err itself (not what it wraps) is a store error.
 func isStore(err error) bool {
@@ -52,8 +79,8 @@ func isStore(err error) bool {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	for _, p := range driverPackages {
-		if strings.HasPrefix(t.PkgPath(), p) {
+	for _, d := range registered() {
+		if strings.HasPrefix(t.PkgPath(), d.pkg) {
 			return true
 		}
 	}
@@ -116,128 +143,44 @@ func Public(err error) string {
 // with the database, and the cause in general terms, without the address,
 // user, database name, file path or statement.
 func Describe(err error) string {
-	var pgErr *pgconn.PgError
-	var sqErr *sqlite3.Error
-	var sqCode sqlite3.ErrorCode
-	var dnsErr *net.DNSError
-	var connErr *pgconn.ConnectError
-	var netErr net.Error
-	switch {
-	case errors.As(err, &pgErr):
-		return describeSQLState(pgErr.Code)
-	case errors.As(err, &sqErr):
-		return describeSQLite(sqErr.Code())
-	case errors.As(err, &sqCode):
-		return describeSQLite(sqCode)
-	case errors.Is(err, syscall.ENOSPC):
-		return "the database refused the write (disk full)"
-	case errors.Is(err, syscall.EROFS):
-		return "the database refused the write (read-only)"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "the database cannot be reached (connection refused)"
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED):
-		return "the database cannot be reached (connection reset)"
-	case errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.EHOSTUNREACH):
-		return "the database cannot be reached (network unreachable)"
-	case errors.As(err, &dnsErr):
-		return "the database cannot be reached (host name not resolved)"
-	case pgconn.Timeout(err), errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
-		return "the database cannot be reached (timeout)"
-	case errors.Is(err, context.Canceled):
-		return "the database operation was cancelled"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.EPIPE), errors.Is(err, net.ErrClosed),
-		errors.Is(err, pgconn.ErrConnClosed):
-		return "the database cannot be reached (connection lost)"
-	case errors.Is(err, fs.ErrPermission):
-		return "the database refused the write (permission denied)"
-	case errors.As(err, &connErr):
-		return "the database cannot be reached (connection failed)"
+	for _, d := range registered() {
+		if desc, ok := d.describe(err); ok {
+			return desc
+		}
+	}
+	if desc, ok := Common(err); ok {
+		return desc
 	}
 	return "the database failed (see the server log)"
 }
 
-// describeSQLState describes a PostgreSQL error by its SQLSTATE: the
-// common ones in words, the others by their class.
-func describeSQLState(code string) string {
-	switch code {
-	case "53100":
-		return "the database refused the write (disk full)"
-	case "25006":
-		return "the database refused the write (read-only)"
-	case "53300":
-		return "the database refused the connection (too many connections)"
-	case "57P01", "57P02":
-		return "the database cannot be reached (shutting down)"
-	case "57P03":
-		return "the database cannot be reached (starting up)"
-	case "57014":
-		return "the database cancelled the statement (timeout)"
-	case "3D000":
-		return "the database cannot be reached (no such database)"
-	case "40001":
-		return "the database refused the transaction (serialization failure, SQLSTATE 40001)"
-	case "40P01":
-		return "the database refused the transaction (deadlock, SQLSTATE 40P01)"
+// Common describes the causes of a store error every driver shares (a
+// refused, reset or lost connection, a timeout, a full disk…), and reports
+// false for other errors.
+func Common(err error) (string, bool) {
+	var dnsErr *net.DNSError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, syscall.ENOSPC):
+		return "the database refused the write (disk full)", true
+	case errors.Is(err, syscall.EROFS):
+		return "the database refused the write (read-only)", true
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "the database cannot be reached (connection refused)", true
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED):
+		return "the database cannot be reached (connection reset)", true
+	case errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.EHOSTUNREACH):
+		return "the database cannot be reached (network unreachable)", true
+	case errors.As(err, &dnsErr):
+		return "the database cannot be reached (host name not resolved)", true
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return "the database cannot be reached (timeout)", true
+	case errors.Is(err, context.Canceled):
+		return "the database operation was cancelled", true
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.EPIPE), errors.Is(err, net.ErrClosed):
+		return "the database cannot be reached (connection lost)", true
+	case errors.Is(err, fs.ErrPermission):
+		return "the database refused the write (permission denied)", true
 	}
-	class := "other"
-	if len(code) == 5 {
-		if c, ok := sqlStateClasses[code[:2]]; ok {
-			class = c
-		}
-	}
-	if strings.HasPrefix(code, "28") {
-		return "the database refused the connection (" + class + ", SQLSTATE " + code + ")"
-	}
-	if strings.HasPrefix(code, "08") {
-		return "the database cannot be reached (" + class + ", SQLSTATE " + code + ")"
-	}
-	return "the database reported an error (" + class + ", SQLSTATE " + code + ")"
-}
-
-// sqlStateClasses names PostgreSQL's SQLSTATE classes (Appendix A of its
-// manual).
-var sqlStateClasses = map[string]string{
-	"08": "connection exception",
-	"0A": "feature not supported",
-	"21": "cardinality violation",
-	"22": "data exception",
-	"23": "integrity constraint violation",
-	"25": "invalid transaction state",
-	"28": "invalid authorization specification",
-	"2D": "invalid transaction termination",
-	"3D": "invalid catalog name",
-	"3F": "invalid schema name",
-	"40": "transaction rollback",
-	"42": "syntax error or access rule violation",
-	"53": "insufficient resources",
-	"54": "program limit exceeded",
-	"55": "object not in prerequisite state",
-	"57": "operator intervention",
-	"58": "system error",
-	"F0": "configuration file error",
-	"P0": "PL/pgSQL error",
-	"XX": "internal error",
-}
-
-// describeSQLite describes a SQLite error by its primary result code.
-func describeSQLite(code sqlite3.ErrorCode) string {
-	switch code {
-	case sqlite3.FULL:
-		return "the database refused the write (disk full)"
-	case sqlite3.READONLY:
-		return "the database refused the write (read-only)"
-	case sqlite3.PERM, sqlite3.AUTH:
-		return "the database refused the write (permission denied)"
-	case sqlite3.BUSY, sqlite3.LOCKED:
-		return "the database is locked by another process"
-	case sqlite3.CANTOPEN:
-		return "the database file cannot be opened"
-	case sqlite3.IOERR:
-		return "the database file cannot be read or written (I/O error)"
-	case sqlite3.CORRUPT, sqlite3.NOTADB:
-		return "the database file is corrupt"
-	case sqlite3.INTERRUPT:
-		return "the database operation was interrupted"
-	}
-	return "the database reported an error (SQLite result code " + strconv.Itoa(int(code)) + ")"
+	return "", false
 }

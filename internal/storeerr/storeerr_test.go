@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
+	_ "github.com/switchyard/switchyard/engine/store/postgres" // registers pgx's errors
+	_ "github.com/switchyard/switchyard/engine/store/sqlite"   // registers SQLite's errors
 	"github.com/switchyard/switchyard/internal/pgtest"
 	"github.com/switchyard/switchyard/internal/storeerr"
 )
