@@ -316,9 +316,10 @@ func (c *core) admitLocked(ctx context.Context, items []BatchItem, bs *BatchSpec
 		snaps = make([]Task, len(items))
 	}
 	var bt *batch
+	created := false // bt was made by this call, not a repeated ingest's
 	if bs != nil {
 		if bt = c.batches[batchID]; bt == nil || batchID == "" {
-			bt = c.newBatchLocked(bs, batchID, now)
+			bt, created = c.newBatchLocked(bs, batchID, now), true
 		}
 		res.BatchID = bt.id
 	}
@@ -376,6 +377,15 @@ func (c *core) admitLocked(ctx context.Context, items []BatchItem, bs *BatchSpec
 		c.batchDoneLocked(bt)
 		if bt.total == 0 {
 			delete(c.batches, bt.id)
+			if created {
+				// No task joined it: every item replayed an earlier task
+				// or was refused. No batch is recorded — one would look
+				// finished while the tasks it answered for are not — and
+				// a batch resent whole answers with the batch its tasks
+				// joined first.
+				c.unrecordBatchLocked(bt.id)
+				res.BatchID = replayedBatch(res.Items)
+			}
 		}
 	}
 	if jobs != nil {
@@ -1073,6 +1083,25 @@ func (c *core) newBatchLocked(bs *BatchSpec, id string, now time.Time) *batch {
 	c.batches[b.id] = b
 	c.cur.batches = append(c.cur.batches, BatchInfo{ID: b.id, Parallelism: b.parallelism, WebhookURL: b.webhook, CreatedAt: now})
 	return b
+}
+
+// unrecordBatchLocked takes back the record of a batch made in this
+// admission, before it is committed.
+func (c *core) unrecordBatchLocked(id string) {
+	c.cur.batches = slices.DeleteFunc(c.cur.batches, func(b BatchInfo) bool { return b.ID == id })
+}
+
+// replayedBatch is the batch of the tasks a batch's items replayed, when
+// every item replayed a task of one batch; "" otherwise.
+func replayedBatch(items []ItemResult) string {
+	id := ""
+	for _, it := range items {
+		if !it.Replayed || it.Task == nil || it.Task.Spec.BatchID == "" || (id != "" && it.Task.Spec.BatchID != id) {
+			return ""
+		}
+		id = it.Task.Spec.BatchID
+	}
+	return id
 }
 
 // interruptLocked cancels what t's session is running: an interrupting task

@@ -5805,7 +5805,11 @@ input BatchItemInput {
 
 "The outcome of ` + "`" + `submitTasks` + "`" + `."
 type SubmitTasksPayload {
-  "The batch's id (null when every item was refused before admission)."
+  """
+  The batch's id. A batch resent whole, every item replayed from one earlier batch, answers with that batch (the
+  one its tasks joined, to follow to their end); no batch is recorded when no task joined a new one — every item
+  was refused, or replayed tasks of several batches — and batchId is null.
+  """
   batchId: ID
   "One result per item, in the order of the input."
   items: [SubmitTaskResult!]!
