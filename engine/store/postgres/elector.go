@@ -192,38 +192,28 @@ func (e *Elector) Run(ctx context.Context) error {
 	var lastRenew time.Time
 	for {
 		if e.epoch.Load() == 0 {
-			if hold := time.Until(e.holdUntil); hold > 0 {
+			wait, released := time.Until(e.holdUntil), w.c
+			if wait > 0 {
 				// Backing off after a step down: a release by another
 				// node does not end the wait.
-				t := time.NewTimer(hold)
-				select {
-				case <-t.C:
-				case <-e.stepC:
-					t.Stop()
-					e.stepDown()
-				case <-ctx.Done():
-					t.Stop()
-					return nil
-				case <-e.resign:
-					t.Stop()
-					return nil
+				released = nil
+			} else {
+				start := time.Now()
+				epoch, until, err := e.tryAcquire(ctx)
+				if err == nil && epoch != 0 {
+					e.elect(epoch, start)
+					lastRenew = start
+					continue
 				}
-				continue
+				if err != nil {
+					until = e.o.RenewEvery
+				}
+				wait = min(max(until, 10*time.Millisecond), e.o.RenewEvery)
 			}
-			start := time.Now()
-			epoch, wait, err := e.tryAcquire(ctx)
-			if err == nil && epoch != 0 {
-				e.elect(epoch, start)
-				lastRenew = start
-				continue
-			}
-			if err != nil {
-				wait = e.o.RenewEvery
-			}
-			t := time.NewTimer(min(max(wait, 10*time.Millisecond), e.o.RenewEvery))
+			t := time.NewTimer(wait)
 			select {
 			case <-t.C:
-			case <-w.c: // a leader resigned
+			case <-released: // a leader resigned
 				t.Stop()
 			case <-e.stepC:
 				t.Stop()
