@@ -75,7 +75,9 @@
 // that its browser was never reached; a 503 that is not PinchTab's, from a
 // proxy in front of it), the error also wraps
 // engine.ErrMayHaveRun, which the engine does not forgive a task that
-// allows a single attempt: its action runs at most once. Faults that
+// allows a single attempt: its action runs at most once — unless the action
+// only reads the tab (PinchTab's GET routes: text, snapshot, screenshot, …),
+// which a second run does not repeat anything of. Faults that
 // certainly did not reach the browser (a refused connection, a DNS or TLS
 // failure, a request broken off before it was written whole, 401, the 503
 // (with its error code) and the draining or restarting codes PinchTab

@@ -350,7 +350,13 @@ func (e *Executor) runIn(ctx context.Context, a Attempt, spec *engine.TaskSpec, 
 	if err != nil {
 		err = attribute(err, t)
 		e.recordNavigated(spec, !t.session, err)
-		return engine.Outcome{Err: e.explainAction(ctx, err, t), InstanceID: t.instance, TabID: t.tab, TabTime: tabTime, ActionTime: actionTime}, nil
+		explain := e.explainAction
+		if readOnly(spec.Action.Kind) {
+			// Nothing happened in the browser that running the read again
+			// would repeat: a fault is forgiven as one before the action.
+			explain = e.explain
+		}
+		return engine.Outcome{Err: explain(ctx, err, t), InstanceID: t.instance, TabID: t.tab, TabTime: tabTime, ActionTime: actionTime}, nil
 	}
 	o := engine.Outcome{Result: res, HTTPStatus: http.StatusOK, InstanceID: t.instance, TabID: t.tab, TabTime: tabTime, ActionTime: actionTime}
 	e.record(spec, !t.session)
@@ -727,7 +733,8 @@ func (e *Executor) explain(ctx context.Context, err error, t target) error {
 // action (or instruction): an instance fault after which it may have run
 // also wraps engine.ErrMayHaveRun, which the engine does not forgive a task
 // that allows a single attempt. The requests before it (finding, opening or
-// blanking the tab) never do: the action had not been sent.
+// blanking the tab) never do: the action had not been sent; nor do reads
+// (readOnly), which change nothing a second run would repeat.
 func (e *Executor) explainAction(ctx context.Context, err error, t target) error {
 	return e.explainAs(ctx, err, t, true)
 }

@@ -883,6 +883,39 @@ func TestASingleAttemptActionIsNotRepeatedWhenItsInstanceFailedAfterTheRequest(t
 	}
 }
 
+// TestASingleAttemptReadIsRunAgainWhenItsInstanceFailedAfterTheRequest: a
+// read (text, screenshot) changes nothing in the browser, so a fault after
+// its request was sent is forgiven even for a task that allows a single
+// attempt: the read runs again and the task succeeds, where a click would
+// have been parked (the test above).
+func TestASingleAttemptReadIsRunAgainWhenItsInstanceFailedAfterTheRequest(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"text", "screenshot"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			d := newDouble(t, pinchtabtest.ModeBridge)
+			eng, _, _ := throughTheEngine(t, d, executor.KindInstance, time.Hour)
+			tab := d.OpenTab("", "http://site.test/form")
+			d.DropReads(2)
+			task, err := eng.Submit(context.Background(), engine.TaskSpec{AgentID: "x", TabID: tab, Action: action(kind, "", ""),
+				Retry: &engine.RetryPolicy{MaxAttempts: 1, Backoff: time.Millisecond, Multiplier: 1}})
+			require.NoError(t, err)
+			got := waitEnded(t, eng, task.ID)
+			require.Equal(t, engine.StateSucceeded, got.State, got.Reason)
+			require.GreaterOrEqual(t, len(got.Attempts), 2, "the fault reached the engine")
+			require.True(t, got.Attempts[0].InstanceFault, "forgiven: %s", got.Attempts[0].Error)
+			require.Contains(t, got.Attempts[0].Error, "EOF", "the instance's own word")
+			reads := 0
+			for _, r := range d.Requests() {
+				if strings.HasPrefix(r, "GET /tabs/"+tab+"/"+kind) {
+					reads++
+				}
+			}
+			require.GreaterOrEqual(t, reads, 3, "the read was sent again")
+		})
+	}
+}
+
 // TestATaskAllowedMoreAttemptsRetriesAnActionItsInstanceFailedAfter: a task
 // allowed three attempts accepts that its action may run again. An attempt
 // whose instance failed after the request stays an instance fault, which

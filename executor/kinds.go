@@ -62,6 +62,17 @@ func routeOf(kind string) route {
 	return routeAction
 }
 
+// readOnly reports whether an action of kind (any case) only reads the tab
+// (PinchTab's GET routes: text, snapshot, screenshot, …): a fault after its
+// request was sent cannot have changed anything, so running it again is
+// safe even for a task that allows a single attempt. Evaluate, find and
+// wait, though often reads, run what the page or the instance decides, and
+// kinds the table does not know go to /action: neither is read-only.
+func readOnly(kind string) bool {
+	r, ok := browserRoutes[strings.ToLower(kind)]
+	return ok && (r == routeRead || r == routeBinary)
+}
+
 // Kinds returns the action kinds an instance kind knows, sorted, aliases
 // included: PinchTab's interactions, navigation and history, wait, find,
 // dialog, reads, evaluate, screenshot, pdf and close for browser instances

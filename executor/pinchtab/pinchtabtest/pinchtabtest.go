@@ -156,8 +156,12 @@ type Server struct {
 	// dropNext its connection (DropNextAnswer); browserDiesNext its
 	// browser behind a server (BrowserDiesDuringNextAction).
 	dieNext, dropNext, browserDiesNext bool
-	addr                               string // where it listens, again after Restart
-	cleanup                            func(func())
+	// dropReads is how many of the next reads (GET text, title, url,
+	// snapshot, screenshot, pdf) close their connection unanswered
+	// (DropReads).
+	dropReads int
+	addr      string // where it listens, again after Restart
+	cleanup   func(func())
 }
 
 // New starts a double; it stops with the test.
@@ -223,7 +227,7 @@ func (s *Server) Restart() error {
 	for b := range s.phase {
 		s.phase[b] = PhaseStarting
 	}
-	s.dieNext, s.dropNext, s.browserDiesNext = false, false, false
+	s.dieNext, s.dropNext, s.browserDiesNext, s.dropReads = false, false, false, 0
 	s.srv = srv
 	s.mu.Unlock()
 	srv.Start()
@@ -250,6 +254,39 @@ func (s *Server) DropNextAnswer() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dropNext = true
+}
+
+// DropReads makes the double close the connection of each of the next n
+// reads (GET /tabs/{id}/text, title, url, snapshot, screenshot or pdf)
+// without an answer, and stay up with its tabs: as a PinchTab bridge's HTTP
+// server does to a read that outlives its write timeout (60 s; a huge
+// page's text or snapshot). Go's HTTP client sends a GET that met a broken
+// kept-alive connection once more on its own: n = 2 makes sure its caller
+// sees the fault.
+func (s *Server) DropReads(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropReads = n
+}
+
+// dropNextRead is droppedRead for a route that does not hold s.mu.
+func (s *Server) dropNextRead(w http.ResponseWriter) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.droppedRead(w)
+}
+
+// droppedRead ends a read as DropReads asked, and reports whether it did
+// (under s.mu).
+func (s *Server) droppedRead(w http.ResponseWriter) bool {
+	if s.dropReads == 0 {
+		return false
+	}
+	s.dropReads--
+	if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+		_ = conn.Close()
+	}
+	return true
 }
 
 // BrowserDiesDuringNextAction makes the default browser behind a server
@@ -768,6 +805,9 @@ func (s *Server) tabRoute(w http.ResponseWriter, r *http.Request, id, op string,
 	case "GET text", "GET title", "GET url":
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if s.droppedRead(w) {
+			return
+		}
 		switch op {
 		case "title", "url":
 			reply(w, http.StatusOK, map[string]string{"tabId": id, "url": t.url(), "title": t.title})
@@ -790,6 +830,9 @@ func (s *Server) tabRoute(w http.ResponseWriter, r *http.Request, id, op string,
 			reply(w, http.StatusOK, map[string]string{"url": t.url(), "title": t.title, "text": e.Text})
 		}
 	case "GET snapshot":
+		if s.dropNextRead(w) {
+			return
+		}
 		reply(w, http.StatusOK, map[string]any{"url": t.url(), "title": t.title, "nodes": []any{}, "count": 0})
 	case "POST evaluate":
 		if str("expression") == "" {
@@ -804,9 +847,15 @@ func (s *Server) tabRoute(w http.ResponseWriter, r *http.Request, id, op string,
 		}
 		reply(w, http.StatusOK, map[string]any{"result": nil})
 	case "GET screenshot":
+		if s.dropNextRead(w) {
+			return
+		}
 		w.Header().Set("Content-Type", "image/png")
 		_, _ = w.Write([]byte("\x89PNG\r\n\x1a\n" + id))
 	case "GET pdf", "POST pdf":
+		if r.Method == http.MethodGet && s.dropNextRead(w) {
+			return
+		}
 		w.Header().Set("Content-Type", "application/pdf")
 		_, _ = w.Write([]byte("%PDF-1.4 " + id))
 	case "POST close":
