@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -363,37 +364,51 @@ func TestAnIngestAppliedAgainFindsATaskThatLeftMemoryDuringItsAdmission(t *testi
 
 // A batch resent whole, every item replayed, records no batch of its own:
 // it answers with the batch its tasks joined, which a client follows to
-// their end, not a new, empty one that would read as finished at once.
-// When the replayed tasks joined different batches, it answers with none.
+// their end, not a new, empty one that would read as finished at once —
+// also when it asks for ids only (a submitTasks that selects only counts),
+// whose items carry no task to read that batch from. When the replayed
+// tasks joined different batches, or an item was refused, it answers with
+// none.
 func TestABatchResentWholeAnswersWithTheBatchItsTasksJoined(t *testing.T) {
 	t.Parallel()
-	h := enginetest.New(t, nil)
-	ctx := context.Background()
-	a := enginetest.Spec("a").Action("title").Idempotency("B1").Obj()
-	b := enginetest.Spec("a").Action("title").Idempotency("B2").Obj()
-	batch := engine.BatchSpec{Items: []engine.BatchItem{{Spec: a}, {Spec: b}}}
-	first, err := h.SubmitBatch(ctx, batch)
-	require.NoError(t, err)
-	require.NotEmpty(t, first.BatchID)
-	again, err := h.SubmitBatch(ctx, batch)
-	require.NoError(t, err)
-	for i := range again.Items {
-		require.True(t, again.Items[i].Replayed, i)
-	}
-	require.Equal(t, first.BatchID, again.BatchID)
-	st, err := h.Batch(ctx, again.BatchID)
-	require.NoError(t, err)
-	require.Equal(t, 2, st.Total)
-	require.False(t, st.Done, "its tasks are still queued")
+	for _, idsOnly := range []bool{false, true} {
+		t.Run(fmt.Sprintf("idsOnly=%v", idsOnly), func(t *testing.T) {
+			t.Parallel()
+			h := enginetest.New(t, nil)
+			ctx := context.Background()
+			a := enginetest.Spec("a").Action("title").Idempotency("B1").Obj()
+			b := enginetest.Spec("a").Action("title").Idempotency("B2").Obj()
+			batch := engine.BatchSpec{Items: []engine.BatchItem{{Spec: a}, {Spec: b}}, IDsOnly: idsOnly}
+			first, err := h.SubmitBatch(ctx, batch)
+			require.NoError(t, err)
+			require.NotEmpty(t, first.BatchID)
+			again, err := h.SubmitBatch(ctx, batch)
+			require.NoError(t, err)
+			for i := range again.Items {
+				require.True(t, again.Items[i].Replayed, i)
+			}
+			require.Equal(t, first.BatchID, again.BatchID)
+			st, err := h.Batch(ctx, again.BatchID)
+			require.NoError(t, err)
+			require.Equal(t, 2, st.Total)
+			require.False(t, st.Done, "its tasks are still queued")
 
-	c := enginetest.Spec("a").Action("title").Idempotency("B3").Obj()
-	other, err := h.SubmitBatch(ctx, engine.BatchSpec{Items: []engine.BatchItem{{Spec: c}}})
-	require.NoError(t, err)
-	require.NotEqual(t, first.BatchID, other.BatchID)
-	mixed, err := h.SubmitBatch(ctx, engine.BatchSpec{Items: []engine.BatchItem{{Spec: a}, {Spec: c}}})
-	require.NoError(t, err)
-	require.True(t, mixed.Items[0].Replayed && mixed.Items[1].Replayed)
-	require.Empty(t, mixed.BatchID, "tasks of two batches: no batch")
-	require.NoError(t, h.Sync(ctx))
-	require.EqualValues(t, 3, h.Stats(ctx).Submitted)
+			c := enginetest.Spec("a").Action("title").Idempotency("B3").Obj()
+			other, err := h.SubmitBatch(ctx, engine.BatchSpec{Items: []engine.BatchItem{{Spec: c}}, IDsOnly: idsOnly})
+			require.NoError(t, err)
+			require.NotEqual(t, first.BatchID, other.BatchID)
+			mixed, err := h.SubmitBatch(ctx, engine.BatchSpec{Items: []engine.BatchItem{{Spec: a}, {Spec: c}}, IDsOnly: idsOnly})
+			require.NoError(t, err)
+			require.True(t, mixed.Items[0].Replayed && mixed.Items[1].Replayed)
+			require.Empty(t, mixed.BatchID, "tasks of two batches: no batch")
+			bad := enginetest.Spec("").Action("title").Obj() // no agent: refused
+			refused, err := h.SubmitBatch(ctx, engine.BatchSpec{Items: []engine.BatchItem{{Spec: a}, {Spec: bad}}, IDsOnly: idsOnly})
+			require.NoError(t, err)
+			require.True(t, refused.Items[0].Replayed)
+			require.Error(t, refused.Items[1].Err)
+			require.Empty(t, refused.BatchID, "an item refused: no batch")
+			require.NoError(t, h.Sync(ctx))
+			require.EqualValues(t, 3, h.Stats(ctx).Submitted)
+		})
+	}
 }

@@ -325,6 +325,7 @@ func (c *core) admitLocked(ctx context.Context, items []BatchItem, bs *BatchSpec
 	}
 	ids := make([]string, len(items))
 	admitted := make([]*task, 0, len(items))
+	replays := replayedBatch{}
 	for k := range items {
 		i := k
 		if order != nil {
@@ -348,6 +349,7 @@ func (c *core) admitLocked(ctx context.Context, items []BatchItem, bs *BatchSpec
 		}
 		if p.err != nil {
 			res.Items[i].Err = p.err
+			replays.add(nil, false)
 			continue
 		}
 		if bt != nil {
@@ -355,6 +357,7 @@ func (c *core) admitLocked(ctx context.Context, items []BatchItem, bs *BatchSpec
 		}
 		t, err := c.admitOneLocked(ctx, p, ext, now)
 		res.Items[i].Replayed = p.replayed
+		replays.add(t, p.replayed)
 		if ee, ok := err.(*Error); ok && ee.Field != "" && bs != nil {
 			ee.Field = itemField(bs, i, ee.Field) // its own, made for this item
 		}
@@ -384,7 +387,7 @@ func (c *core) admitLocked(ctx context.Context, items []BatchItem, bs *BatchSpec
 				// a batch resent whole answers with the batch its tasks
 				// joined first.
 				c.unrecordBatchLocked(bt.id)
-				res.BatchID = replayedBatch(res.Items)
+				res.BatchID = replays.id()
 			}
 		}
 	}
@@ -1091,17 +1094,32 @@ func (c *core) unrecordBatchLocked(id string) {
 	c.cur.batches = slices.DeleteFunc(c.cur.batches, func(b BatchInfo) bool { return b.ID == id })
 }
 
-// replayedBatch is the batch of the tasks a batch's items replayed, when
-// every item replayed a task of one batch; "" otherwise.
-func replayedBatch(items []ItemResult) string {
-	id := ""
-	for _, it := range items {
-		if !it.Replayed || it.Task == nil || it.Task.Spec.BatchID == "" || (id != "" && it.Task.Spec.BatchID != id) {
-			return ""
-		}
-		id = it.Task.Spec.BatchID
+// replayedBatch finds the batch of the tasks a batch's items replayed,
+// when every item replayed a task of one batch, from the tasks themselves:
+// with BatchSpec.IDsOnly the items carry no snapshot to read it from.
+type replayedBatch struct {
+	batch string
+	mixed bool // an item was not a replay of that batch's task
+}
+
+// add counts an item: t is its task (nil when it was refused), replayed
+// whether it replayed an earlier one.
+func (r *replayedBatch) add(t *task, replayed bool) {
+	switch {
+	case r.mixed:
+	case !replayed || t == nil || t.spec.BatchID == "" || (r.batch != "" && t.spec.BatchID != r.batch):
+		r.mixed = true
+	default:
+		r.batch = t.spec.BatchID
 	}
-	return id
+}
+
+// id is the batch every item replayed a task of, or "".
+func (r *replayedBatch) id() string {
+	if r.mixed {
+		return ""
+	}
+	return r.batch
 }
 
 // interruptLocked cancels what t's session is running: an interrupting task

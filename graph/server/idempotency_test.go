@@ -62,3 +62,38 @@ func TestAnIdempotencyKeyReusedForAnotherRequestIsRefused(t *testing.T) {
 	require.Equal(t, res.Items[0].Task.ID, res.Items[2].Task.ID)
 	require.EqualValues(t, 2, b.eng.Stats(context.Background()).Submitted, "K1's task and K2's")
 }
+
+// A submitTasks resent whole answers with the batchId of its first
+// sending, whether it selects its items or only counts (which the server
+// answers without reading the items' tasks).
+func TestABatchResentWholeAnswersItsFirstBatchID(t *testing.T) {
+	t.Parallel()
+	b := setup(t, succeed)
+	ctx := ctxFor(t)
+	items := []any{
+		map[string]any{"task": map[string]any{"agentId": "x", "idempotencyKey": "R1", "action": map[string]any{"kind": "title"}}},
+		map[string]any{"task": map[string]any{"agentId": "x", "idempotencyKey": "R2", "action": map[string]any{"kind": "title"}}},
+	}
+	for _, sel := range []string{`batchId accepted items { replayed }`, `batchId accepted refused`} {
+		t.Run(sel, func(t *testing.T) {
+			q := `mutation($in: SubmitTasksInput!) { submitTasks(input: $in) { ` + sel + ` } }`
+			var first, again struct {
+				SubmitTasks struct {
+					BatchID  *string
+					Accepted int
+				}
+			}
+			in := map[string]any{"in": map[string]any{"items": items}}
+			require.NoError(t, b.c.Do(ctx, q, in, &first))
+			require.NoError(t, b.c.Do(ctx, q, in, &again))
+			require.NotNil(t, first.SubmitTasks.BatchID)
+			require.NotNil(t, again.SubmitTasks.BatchID, "the resent batch names its first batch")
+			require.Equal(t, *first.SubmitTasks.BatchID, *again.SubmitTasks.BatchID)
+			require.Equal(t, 2, again.SubmitTasks.Accepted)
+		})
+		items = []any{ // the next selection sends new keys first
+			map[string]any{"task": map[string]any{"agentId": "x", "idempotencyKey": "S1", "action": map[string]any{"kind": "title"}}},
+			map[string]any{"task": map[string]any{"agentId": "x", "idempotencyKey": "S2", "action": map[string]any{"kind": "title"}}},
+		}
+	}
+}
