@@ -273,14 +273,13 @@ func (s *readHook) Task(ctx context.Context, id string) (*engine.Task, error) {
 	return s.Store.Task(ctx, id)
 }
 
-// A keyed resend whose original is live when admission looks up what it
-// needs from the store, and ends and leaves memory before it is admitted,
-// still finds the original (in the store): it is a replay, and nothing new
-// is recorded.
-func TestAKeyedResendFindsAnOriginalThatLeftMemoryDuringItsAdmission(t *testing.T) {
-	t.Parallel()
+// newHookedEngine starts a synchronous engine over a readHook store, with an
+// executor and a fake clock, and shuts it down when the test ends. ended
+// succeeds task id and requires that it has then left memory.
+func newHookedEngine(t *testing.T) (e *engine.Engine, store *readHook, ended func(id string)) {
+	t.Helper()
 	ctx := context.Background()
-	store := &readHook{Store: memory.New(memory.Options{})}
+	store = &readHook{Store: memory.New(memory.Options{})}
 	exec := enginetest.NewExecutor()
 	e, err := engine.New(enginetest.Synchronous(engine.Options{Store: store, Executor: exec, Clock: clock.NewFake(enginetest.Epoch), Seed: 1}))
 	require.NoError(t, err)
@@ -290,11 +289,23 @@ func TestAKeyedResendFindsAnOriginalThatLeftMemoryDuringItsAdmission(t *testing.
 		defer cancel()
 		_ = e.Shutdown(sctx)
 	})
-	ended := func(id string) {
+	ended = func(id string) {
+		t.Helper()
 		require.NoError(t, exec.Succeed(id, `{}`))
 		require.NoError(t, e.Sync(ctx))
 		require.False(t, engine.Live(e, id), "task %s has left memory", id)
 	}
+	return e, store, ended
+}
+
+// A keyed resend whose original is live when admission looks up what it
+// needs from the store, and ends and leaves memory before it is admitted,
+// still finds the original (in the store): it is a replay, and nothing new
+// is recorded.
+func TestAKeyedResendFindsAnOriginalThatLeftMemoryDuringItsAdmission(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, store, ended := newHookedEngine(t)
 
 	// The resend names a parent that has left memory: admission reads it
 	// from the store, and meanwhile the original ends and leaves memory.
@@ -324,21 +335,7 @@ func TestAKeyedResendFindsAnOriginalThatLeftMemoryDuringItsAdmission(t *testing.
 func TestAnIngestAppliedAgainFindsATaskThatLeftMemoryDuringItsAdmission(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := &readHook{Store: memory.New(memory.Options{})}
-	exec := enginetest.NewExecutor()
-	e, err := engine.New(enginetest.Synchronous(engine.Options{Store: store, Executor: exec, Clock: clock.NewFake(enginetest.Epoch), Seed: 1}))
-	require.NoError(t, err)
-	require.NoError(t, e.Start(ctx))
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(ctx, 0)
-		defer cancel()
-		_ = e.Shutdown(sctx)
-	})
-	ended := func(id string) {
-		require.NoError(t, exec.Succeed(id, `{}`))
-		require.NoError(t, e.Sync(ctx))
-		require.False(t, engine.Live(e, id), "task %s has left memory", id)
-	}
+	e, store, ended := newHookedEngine(t)
 
 	parent, err := e.Submit(ctx, enginetest.Spec("a").Action("title").Obj())
 	require.NoError(t, err)
