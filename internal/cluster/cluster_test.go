@@ -130,6 +130,19 @@ func (f *fleet) leader(live []*testNode) *testNode {
 	return found
 }
 
+// follower returns the node of a two-node fleet that is not lead.
+func (f *fleet) follower(lead *testNode) *testNode {
+	f.t.Helper()
+	require.Len(f.t, f.nodes, 2, "follower is for a fleet of two")
+	for _, n := range f.nodes {
+		if n != lead {
+			return n
+		}
+	}
+	f.t.Fatalf("both nodes are %s", lead.ID())
+	return nil
+}
+
 // terminalEvents counts each task's events into a terminal state in a
 // node's event log.
 func terminalEvents(n *cluster.Node) map[string]int {
@@ -422,7 +435,7 @@ func TestTheCallersContextBoundsTheForward(t *testing.T) {
 		o.TTL = 10 * time.Minute // the follower cannot take over while the test runs
 	})
 	lead := f.leader(f.nodes)
-	follower := f.nodes[(indexOf(f.nodes, lead)+1)%2]
+	follower := f.follower(lead)
 	lead.cut.Partition() // it reads no more commands
 	t.Cleanup(lead.cut.Heal)
 
@@ -516,7 +529,7 @@ func TestAStoppedLeaderHasReleasedItsLease(t *testing.T) {
 	require.NoError(t, c.QueryRow(ctx, "SELECT coalesce(bool_or(expires_at > now()), false) FROM "+pgx.Identifier{f.schema}.Sanitize()+
 		".leases WHERE node = $1", lead.ID()).Scan(&held))
 	require.False(t, held, "the stopped node's lease is released when Stop returns")
-	other := f.nodes[1-indexOf(f.nodes, lead)]
+	other := f.follower(lead)
 	require.Same(t, other, f.leader([]*testNode{other}))
 }
 
@@ -531,7 +544,7 @@ func TestAFollowerSaysWhetherAKeyedSubmissionWasReplayed(t *testing.T) {
 	f := newFleet(t, 2, time.Hour)
 	ctx := context.Background()
 	lead := f.leader(f.nodes)
-	follower := f.nodes[(indexOf(f.nodes, lead)+1)%2]
+	follower := f.follower(lead)
 	spec := enginetest.Spec("agent").Action("click").Idempotency("K1").Obj()
 
 	first, err := follower.API().SubmitItem(ctx, spec)

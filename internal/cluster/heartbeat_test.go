@@ -43,10 +43,7 @@ func TestHeartbeatChecksThroughEveryNodeAndAcrossAFailover(t *testing.T) {
 	}
 	f := newFleet(t, 2, 0, withChecks)
 	lead := f.leader(f.nodes)
-	follower := f.nodes[0]
-	if follower == lead {
-		follower = f.nodes[1]
-	}
+	follower := f.follower(lead)
 	ctx := context.Background()
 
 	events, stop := follower.Heartbeats().Subscribe(16)

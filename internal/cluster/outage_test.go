@@ -32,12 +32,7 @@ func logTo(out *syncBuffer) func(*cluster.Options) {
 func TestAFollowerCutOffFromTheStoreIsNotReady(t *testing.T) {
 	f := newFleet(t, 2, 50*time.Millisecond)
 	lead := f.leader(f.nodes)
-	var follower *testNode
-	for _, n := range f.nodes {
-		if n != lead {
-			follower = n
-		}
-	}
+	follower := f.follower(lead)
 	waitfor.Eventually(t, "both nodes are ready", func() bool { return lead.Ready() == nil && follower.Ready() == nil })
 
 	follower.cut.Partition()
@@ -67,12 +62,7 @@ func TestAnOutageIsLoggedByItsChangesOfStateNotPerRequest(t *testing.T) {
 	out := &syncBuffer{}
 	f := newFleet(t, 2, 50*time.Millisecond, logTo(out))
 	lead := f.leader(f.nodes)
-	var follower *testNode
-	for _, n := range f.nodes {
-		if n != lead {
-			follower = n
-		}
-	}
+	follower := f.follower(lead)
 	ctx := context.Background()
 	follower.cut.Partition()
 	for range 5 { // five requests that read the lanes through the follower
@@ -109,12 +99,7 @@ func TestAnOutageIsLoggedByItsChangesOfStateNotPerRequest(t *testing.T) {
 func TestAFollowerWhoseHeartbeatGetsNoAnswerIsNotReady(t *testing.T) {
 	f := newFleet(t, 2, 50*time.Millisecond)
 	lead := f.leader(f.nodes)
-	var follower *testNode
-	for _, n := range f.nodes {
-		if n != lead {
-			follower = n
-		}
-	}
+	follower := f.follower(lead)
 	waitfor.Eventually(t, "both nodes are ready", func() bool { return lead.Ready() == nil && follower.Ready() == nil })
 
 	ctx := context.Background()

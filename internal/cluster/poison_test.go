@@ -32,7 +32,7 @@ func TestBatchesThroughAFollowersServerCarryNoPoison(t *testing.T) {
 	require.True(t, poison.On(), "released room is poisoned in tests")
 	f := newFleet(t, 2, time.Millisecond)
 	lead := f.leader(f.nodes)
-	follower := f.nodes[(indexOf(f.nodes, lead)+1)%2]
+	follower := f.follower(lead)
 
 	var logs syncBuffer
 	srv, err := server.New(server.Options{Engine: follower.API(), Version: "test",
