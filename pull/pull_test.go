@@ -36,6 +36,18 @@ func lost(t *testing.T, err error, end pull.End) {
 	require.Equal(t, end, le.End, le.Reason)
 }
 
+// leaseOne submits a task to the pull lane "jobs" and leases it to w1 for
+// leaseFor.
+func leaseOne(t *testing.T, h *enginetest.Harness, m *pull.Manager, leaseFor time.Duration) (string, pull.Lease) {
+	t.Helper()
+	id := h.Submit(enginetest.Spec("a").Lane("jobs").Action("job").Obj()).ID
+	ls, err := m.Lease(context.Background(), "jobs", 1, leaseFor, 0, "w1")
+	require.NoError(t, err)
+	require.Len(t, ls, 1)
+	require.Equal(t, id, ls[0].TaskID)
+	return id, ls[0]
+}
+
 // waitState waits for the goroutine that ends an expired or cancelled
 // lease to have finished the attempt.
 func waitState(t *testing.T, h *enginetest.Harness, id string, want engine.State) {
@@ -47,11 +59,8 @@ func TestALeaseRunsOutOnTheEnginesClockAndSaysSo(t *testing.T) {
 	t.Parallel()
 	h, m := setup(t)
 	ctx := context.Background()
-	id := h.Submit(enginetest.Spec("a").Lane("jobs").Action("job").Obj()).ID
-	ls, err := m.Lease(ctx, "jobs", 1, 10*time.Second, 0, "w1")
-	require.NoError(t, err)
-	require.Len(t, ls, 1)
-	require.Equal(t, h.Clock.Now().Add(10*time.Second), ls[0].ExpiresAt)
+	id, ls := leaseOne(t, h, m, 10*time.Second)
+	require.Equal(t, h.Clock.Now().Add(10*time.Second), ls.ExpiresAt)
 	l, ok := m.Of(id)
 	require.True(t, ok)
 	require.Empty(t, l.ID, "a task's lease shows no id")
@@ -61,9 +70,9 @@ func TestALeaseRunsOutOnTheEnginesClockAndSaysSo(t *testing.T) {
 	waitState(t, h, id, engine.StateRetryWait)
 	got := h.Get(id)
 	require.Contains(t, got.Attempts[0].Error, "lease expired: w1 did not complete or renew it")
-	_, err = m.Renew(ctx, ls[0].ID, time.Minute)
+	_, err := m.Renew(ctx, ls.ID, time.Minute)
 	lost(t, err, pull.EndExpired)
-	_, err = m.Complete(ctx, ls[0].ID, []byte(`1`))
+	_, err = m.Complete(ctx, ls.ID, []byte(`1`))
 	lost(t, err, pull.EndExpired)
 	_, ok = m.Of(id)
 	require.False(t, ok)
@@ -73,15 +82,13 @@ func TestAWorkerLearnsOfACancelOnItsNextCallAndItsResultIsNotTaken(t *testing.T)
 	t.Parallel()
 	h, m := setup(t)
 	ctx := context.Background()
-	id := h.Submit(enginetest.Spec("a").Lane("jobs").Action("job").Obj()).ID
-	ls, err := m.Lease(ctx, "jobs", 1, 5*time.Second, 0, "w1")
+	id, ls := leaseOne(t, h, m, 5*time.Second)
+	_, err := h.Cancel(ctx, id, "not needed")
 	require.NoError(t, err)
-	_, err = h.Cancel(ctx, id, "not needed")
-	require.NoError(t, err)
-	_, err = m.Lookup(context.Background(), ls[0].ID) // the cancel is on the run at once: no waiting
+	_, err = m.Lookup(context.Background(), ls.ID) // the cancel is on the run at once: no waiting
 	lost(t, err, pull.EndCancelled)
 	require.Contains(t, err.Error(), "not needed")
-	_, err = m.Complete(ctx, ls[0].ID, []byte(`1`))
+	_, err = m.Complete(ctx, ls.ID, []byte(`1`))
 	lost(t, err, pull.EndCancelled)
 	require.Equal(t, engine.StateCancelled, h.State(id))
 }
@@ -199,9 +206,7 @@ func TestAnExpiredLeaseReachesTheRetryPolicyAsLeaseExpired(t *testing.T) {
 	h, m := setup(t)
 	rec := &codes{}
 	require.NoError(t, h.SetRetry("jobs", "codes", rec))
-	id := h.Submit(enginetest.Spec("a").Lane("jobs").Action("job").Obj()).ID
-	_, err := m.Lease(context.Background(), "jobs", 1, 10*time.Second, 0, "w1")
-	require.NoError(t, err)
+	id, _ := leaseOne(t, h, m, 10*time.Second)
 	h.Clock.Advance(10 * time.Second)
 	waitState(t, h, id, engine.StateFailed)
 	require.Equal(t, []string{engine.CodeLeaseExpired}, rec.seen())
@@ -232,12 +237,8 @@ func TestANonRetryableFailureFailsAtOnceWithoutTheRetryPolicy(t *testing.T) {
 	h, m := setup(t)
 	rec := &retryAll{}
 	require.NoError(t, h.SetRetry("jobs", "always", rec))
-	ctx := context.Background()
-	a := h.Submit(enginetest.Spec("a").Lane("jobs").Action("job").Obj()).ID
-	ls, err := m.Lease(ctx, "jobs", 1, time.Minute, 0, "w1")
-	require.NoError(t, err)
-	require.Len(t, ls, 1)
-	_, err = m.Fail(ctx, ls[0].ID, "the page does not exist", "not_found", false)
+	a, ls := leaseOne(t, h, m, time.Minute)
+	_, err := m.Fail(context.Background(), ls.ID, "the page does not exist", "not_found", false)
 	require.NoError(t, err)
 	waitState(t, h, a, engine.StateFailed)
 	got := h.Get(a)
@@ -268,12 +269,8 @@ func TestARetryReasonNamesThePolicyThatDecided(t *testing.T) {
 	} {
 		h, m := setup(t)
 		require.NoError(t, h.SetRetry("jobs", "always", tc.p))
-		ctx := context.Background()
-		a := h.Submit(enginetest.Spec("a").Lane("jobs").Action("job").Obj()).ID
-		ls, err := m.Lease(ctx, "jobs", 1, time.Minute, 0, "w1")
-		require.NoError(t, err)
-		require.Len(t, ls, 1)
-		_, err = m.Fail(ctx, ls[0].ID, "boom", "", true)
+		a, ls := leaseOne(t, h, m, time.Minute)
+		_, err := m.Fail(context.Background(), ls.ID, "boom", "", true)
 		require.NoError(t, err)
 		waitfor.Eventually(t, "the retry decision", func() bool { return h.Get(a).Attempts[0].EndedAt != time.Time{} })
 		require.Equal(t, tc.want, h.Get(a).Reason)

@@ -67,6 +67,16 @@ func lease(t *testing.T, c *client.Client, lane string, max, forMs, waitMs int) 
 	return out.LeaseTasks, err
 }
 
+// leaseOne leases one task of lane through c for forMs, and requires that
+// there was one to lease.
+func leaseOne(t *testing.T, c *client.Client, lane string, forMs int) leaseView {
+	t.Helper()
+	got, err := lease(t, c, lane, 1, forMs, 0)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	return got[0]
+}
+
 type endView struct {
 	LeaseID string
 	Task    struct {
@@ -187,14 +197,12 @@ func TestLeaseIdsThatAreNotHeldAreRefusedAndChangeNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t, pullLanes)
 	id := b.submitJob(t, "jobs", nil)
-	got, err := lease(t, b.c, "jobs", 1, 30_000, 0)
-	require.NoError(t, err)
-	good := got[0].LeaseID
+	good := leaseOne(t, b.c, "jobs", 30_000).LeaseID
 	before := b.task(t, id)
 
 	parts := strings.Split(good, ".")
 	forged := parts[0] + "." + parts[1] + "." + strings.Repeat("A", len(parts[2]))
-	_, err = complete(t, b.c, forged, `1`)
+	_, err := complete(t, b.c, forged, `1`)
 	requireLost(t, err, "UNKNOWN")
 	_, err = complete(t, b.c, id+".2."+parts[2], `1`)
 	requireLost(t, err, "UNKNOWN")
@@ -246,14 +254,13 @@ func TestAVanishedWorkersLeaseExpiresAndTheTaskIsLeasedAgain(t *testing.T) {
 	t.Parallel()
 	b := setup(t, pullLanes)
 	id := b.submitJob(t, "jobs", nil)
-	first, err := lease(t, b.c, "jobs", 1, 1000, 0)
-	require.NoError(t, err)
-	require.Len(t, first, 1)
+	first := leaseOne(t, b.c, "jobs", 1000)
 
 	// The worker never calls back: after its second, the attempt has failed
 	// and the retry (1 ms later) waits in the lane again.
 	var second []leaseView
 	waitfor.Eventually(t, "the task is leased again", func() bool {
+		var err error
 		second, err = lease(t, b.c, "jobs", 1, 30_000, 0)
 		require.NoError(t, err)
 		return len(second) == 1
@@ -264,9 +271,9 @@ func TestAVanishedWorkersLeaseExpiresAndTheTaskIsLeasedAgain(t *testing.T) {
 	require.Len(t, tk.Attempts, 2)
 	require.Contains(t, tk.Attempts[0].Error, "lease expired")
 
-	_, err = complete(t, b.c, first[0].LeaseID, `"late"`)
+	_, err := complete(t, b.c, first.LeaseID, `"late"`)
 	requireLost(t, err, "EXPIRED")
-	_, err = renew(t, b.c, first[0].LeaseID, 60_000)
+	_, err = renew(t, b.c, first.LeaseID, 60_000)
 	requireLost(t, err, "EXPIRED")
 	require.Equal(t, engine.StateRunning, b.task(t, id).State, "the late worker changed nothing")
 	_, err = complete(t, b.c, second[0].LeaseID, `"on time"`)
@@ -278,27 +285,22 @@ func TestFailAndReleaseFollowTheLanesRetryPolicy(t *testing.T) {
 	b := setup(t, pullLanes)
 	ctx := ctxFor(t)
 	perm := b.submitJob(t, "jobs", nil)
-	got, err := lease(t, b.c, "jobs", 1, 30_000, 0)
-	require.NoError(t, err)
 	var failed struct{ FailTask endView }
 	require.NoError(t, b.c.Do(ctx, `mutation($id: ID!) { failTask(leaseId: $id, error: "404: no such site", retryable: false) `+endFields+` }`,
-		map[string]any{"id": got[0].LeaseID}, &failed))
+		map[string]any{"id": leaseOne(t, b.c, "jobs", 30_000).LeaseID}, &failed))
 	require.Equal(t, perm, failed.FailTask.Task.ID)
 	require.Equal(t, "FAILED", failed.FailTask.Task.State, "a failure that is not retryable ends the task")
 	require.Equal(t, "404: no such site", *failed.FailTask.Task.Error)
 
 	id := b.submitJob(t, "jobs", nil)
 	for range 4 { // more releases than the lane's three attempts
-		got, err = lease(t, b.c, "jobs", 1, 30_000, 0)
-		require.NoError(t, err)
-		require.Len(t, got, 1)
 		var rel struct{ ReleaseTask endView }
 		require.NoError(t, b.c.Do(ctx, `mutation($id: ID!) { releaseTask(leaseId: $id, reason: "worker draining") `+endFields+` }`,
-			map[string]any{"id": got[0].LeaseID}, &rel))
+			map[string]any{"id": leaseOne(t, b.c, "jobs", 30_000).LeaseID}, &rel))
 		require.Equal(t, "QUEUED", rel.ReleaseTask.Task.State)
 	}
 	for n := range 3 {
-		got, err = lease(t, b.c, "jobs", 1, 30_000, 0)
+		got, err := lease(t, b.c, "jobs", 1, 30_000, 0)
 		require.NoError(t, err)
 		waitfor.Eventually(t, "the retry waits in the lane", func() bool {
 			if len(got) == 1 {
@@ -326,16 +328,15 @@ func TestACancelWhileLeasedReachesTheWorkerOnItsNextCall(t *testing.T) {
 	t.Parallel()
 	b := setup(t, pullLanes)
 	id := b.submitJob(t, "jobs", nil)
-	got, err := lease(t, b.c, "jobs", 1, 30_000, 0)
-	require.NoError(t, err)
+	got := leaseOne(t, b.c, "jobs", 30_000)
 	require.NoError(t, b.c.Do(ctxFor(t), `mutation($id: ID!) { cancelTask(id: $id, reason: "operator changed plans") { state } }`,
 		map[string]any{"id": id}, nil))
 	require.Equal(t, engine.StateCancelled, b.task(t, id).State)
 
-	_, err = renew(t, b.c, got[0].LeaseID, 60_000)
+	_, err := renew(t, b.c, got.LeaseID, 60_000)
 	requireLost(t, err, "CANCELLED")
 	require.Contains(t, gqlErr(t, err).Message, "operator changed plans")
-	_, err = complete(t, b.c, got[0].LeaseID, `"done anyway"`)
+	_, err = complete(t, b.c, got.LeaseID, `"done anyway"`)
 	requireLost(t, err, "CANCELLED")
 	tk := b.task(t, id)
 	require.Equal(t, engine.StateCancelled, tk.State)
@@ -427,11 +428,10 @@ func TestTheAuditLogNamesTheLeasedTasksAndNeverALeaseId(t *testing.T) {
 	b.c = b.clientWith(secrets["root"])
 	worker := b.clientWith(secrets["crawler"])
 	id := b.submitJob(t, "jobs", nil)
-	got, err := lease(t, worker, "jobs", 1, 30_000, 0)
+	got := leaseOne(t, worker, "jobs", 30_000)
+	_, err := complete(t, worker, got.LeaseID, `1`)
 	require.NoError(t, err)
-	_, err = complete(t, worker, got[0].LeaseID, `1`)
-	require.NoError(t, err)
-	_, err = renew(t, worker, got[0].LeaseID, 60_000)
+	_, err = renew(t, worker, got.LeaseID, 60_000)
 	requireLost(t, err, "COMPLETED")
 	waitfor.Eventually(t, "the audit lines are written", func() bool {
 		return strings.Count(logs.String(), "op=completeTask") == 1 && strings.Count(logs.String(), "op=renewLease") == 1
@@ -443,7 +443,7 @@ func TestTheAuditLogNamesTheLeasedTasksAndNeverALeaseId(t *testing.T) {
 	require.Contains(t, out, "op=renewLease outcome=LEASE_LOST")
 	require.Regexp(t, `op=renewLease outcome=LEASE_LOST .*error="the lease on task `+id+` is not held: `, out,
 		"the message as the client reads it, with no position or path before it")
-	require.NotContains(t, out, strings.Split(got[0].LeaseID, ".")[2], "a lease id is its worker's secret")
+	require.NotContains(t, out, strings.Split(got.LeaseID, ".")[2], "a lease id is its worker's secret")
 }
 
 // A lane turns into a pull lane, or back into a lane of browser instances,
@@ -472,15 +472,13 @@ func TestSwitchingALanesPullIsRefusedWhileItHoldsWork(t *testing.T) {
 	require.Empty(t, b.exec.Started(), "nothing went to a browser")
 
 	// A leased task counts too; once both have ended, the switch is made.
-	got, err := lease(t, b.c, "jobs", 1, 30_000, 0)
-	require.NoError(t, err)
-	require.Len(t, got, 1)
+	got := leaseOne(t, b.c, "jobs", 30_000)
 	require.NoError(t, b.c.Do(ctxFor(t), `mutation($id: ID!) { cancelTask(id: $id) { id } }`, map[string]any{"id": jobs[1]}, nil))
 	err = b.c.Do(ctxFor(t), switchQ, map[string]any{"n": "jobs", "p": false}, nil)
 	e = gqlErr(t, err)
 	require.Equal(t, "CONFLICT", e.Code(), e.Message)
 	require.Contains(t, e.Message, "1 task that")
-	_, err = complete(t, b.c, got[0].LeaseID, `"done"`)
+	_, err = complete(t, b.c, got.LeaseID, `"done"`)
 	require.NoError(t, err)
 	var out struct{ UpdateLane struct{ Pull bool } }
 	require.NoError(t, b.c.Do(ctxFor(t), switchQ, map[string]any{"n": "jobs", "p": false}, &out))
@@ -541,7 +539,7 @@ func TestAnAttemptsErrorCodeIsReadOnTheTask(t *testing.T) {
 		require.NoError(t, b.c.Do(ctx, `mutation($id: ID!, $code: String, $retryable: Boolean!) {
 			failTask(leaseId: $id, error: "upstream answered 503", code: $code, retryable: $retryable) { leaseId } }`, vars, nil))
 	}
-	leaseOne := func(id string, forMs int) string {
+	leaseWhenQueued := func(id string, forMs int) string {
 		t.Helper()
 		var got []leaseView
 		waitfor.Eventually(t, "task "+id+" is leased", func() bool {
@@ -555,16 +553,16 @@ func TestAnAttemptsErrorCodeIsReadOnTheTask(t *testing.T) {
 	}
 
 	id := b.submitJob(t, "jobs", nil)
-	fail(leaseOne(id, 30_000), "upstream_503", true)
+	fail(leaseWhenQueued(id, 30_000), "upstream_503", true)
 	require.Equal(t, []string{"upstream_503"}, b.attemptCodes(t, id))
-	fail(leaseOne(id, 30_000), "", true)
+	fail(leaseWhenQueued(id, 30_000), "", true)
 	require.Equal(t, []string{"upstream_503", "-"}, b.attemptCodes(t, id), "a failTask without a code leaves none")
-	leaseOne(id, 1000) // the worker vanishes
+	leaseWhenQueued(id, 1000) // the worker vanishes
 	waitfor.Eventually(t, "the lease expires", func() bool { return b.task(t, id).State == engine.StateParked })
 	require.Equal(t, []string{"upstream_503", "-", engine.CodeLeaseExpired}, b.attemptCodes(t, id))
 
 	perm := b.submitJob(t, "jobs", nil)
-	fail(leaseOne(perm, 30_000), "not_found", false)
+	fail(leaseWhenQueued(perm, 30_000), "not_found", false)
 	require.Equal(t, engine.StateFailed, b.task(t, perm).State)
 	require.Equal(t, []string{"not_found"}, b.attemptCodes(t, perm), "a failure that is not retryable keeps its code")
 
@@ -598,17 +596,15 @@ func TestACallAfterTheLeasesTermIsLeaseLostEvenBeforeTheEngineSeesTheExpiry(t *t
 	b := setup(t, pullLanes, func(o *setupOptions) { o.clock = clk; o.config.LeaseGrace = time.Minute })
 	ctx := ctxFor(t)
 	id := b.submitJob(t, "jobs", nil)
-	leaseOne := func(attempt int) leaseView {
+	leaseAttempt := func(attempt int) leaseView {
 		t.Helper()
-		ls, err := lease(t, b.c, "jobs", 1, 1000, 0)
-		require.NoError(t, err)
-		require.Len(t, ls, 1)
-		require.Equal(t, attempt, ls[0].Attempt)
-		return ls[0]
+		l := leaseOne(t, b.c, "jobs", 1000)
+		require.Equal(t, attempt, l.Attempt)
+		return l
 	}
 
 	// completeTask at the term, before the engine's timer ran.
-	first := leaseOne(1)
+	first := leaseAttempt(1)
 	clk.Ahead(time.Second)
 	_, err := complete(t, b.c, first.LeaseID, `"late"`)
 	requireLost(t, err, "EXPIRED")
@@ -624,7 +620,7 @@ func TestACallAfterTheLeasesTermIsLeaseLostEvenBeforeTheEngineSeesTheExpiry(t *t
 
 	// failTask(retryable: false) past the term fails nothing at once, and a
 	// renewal past it renews nothing.
-	second := leaseOne(2)
+	second := leaseAttempt(2)
 	clk.Ahead(1500 * time.Millisecond)
 	err = b.c.Do(ctx, `mutation($id: ID!) { failTask(leaseId: $id, error: "gave up", retryable: false) { leaseId } }`,
 		map[string]any{"id": second.LeaseID}, nil)
@@ -633,7 +629,7 @@ func TestACallAfterTheLeasesTermIsLeaseLostEvenBeforeTheEngineSeesTheExpiry(t *t
 	require.Equal(t, []string{"lease_expired", "lease_expired"}, b.attemptCodes(t, id))
 	clk.Advance(time.Second)
 
-	third := leaseOne(3)
+	third := leaseAttempt(3)
 	clk.Ahead(time.Second)
 	_, err = renew(t, b.c, third.LeaseID, 60_000)
 	requireLost(t, err, "EXPIRED")
@@ -651,16 +647,39 @@ func TestACompletionWithinTheLeaseGraceIsLeaseLost(t *testing.T) {
 	clk := clock.NewFake(time.Now())
 	b := setup(t, pullLanes, func(o *setupOptions) { o.clock = clk; o.config.LeaseGrace = time.Minute })
 	id := b.submitJob(t, "jobs", nil)
-	ls, err := lease(t, b.c, "jobs", 1, 1000, 0)
-	require.NoError(t, err)
-	require.Len(t, ls, 1)
+	l := leaseOne(t, b.c, "jobs", 1000)
 	clk.Advance(time.Second) // the term: the engine's timer runs, the lease grace starts
-	_, err = complete(t, b.c, ls[0].LeaseID, `"late"`)
+	_, err := complete(t, b.c, l.LeaseID, `"late"`)
 	requireLost(t, err, "EXPIRED")
 	waitfor.Eventually(t, "the attempt ended", func() bool { return b.task(t, id).State == engine.StateRetryWait })
 	tk := b.task(t, id)
 	require.Nil(t, tk.Result)
 	require.Equal(t, []string{"lease_expired"}, b.attemptCodes(t, id))
+}
+
+// reopenable returns a function that opens a SQLite store on one file of
+// the test's, the same each time, so that a server set up again on it
+// finds what the one before recorded.
+func reopenable(t *testing.T) func() engine.Store {
+	path := filepath.Join(t.TempDir(), "pull.db")
+	return func() engine.Store {
+		st, err := sqlite.Open(context.Background(), sqlite.Options{Path: path})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	}
+}
+
+// stop stops the bundle as its process would exit: the server, the engine
+// and the pull manager, and then st, its store.
+func (b *bundle) stop(t *testing.T, st engine.Store) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, b.srv.Shutdown(ctx))
+	require.NoError(t, b.eng.Shutdown(ctx))
+	b.pull.Close()
+	require.NoError(t, st.Close())
 }
 
 type pullAttemptView struct {
@@ -692,13 +711,7 @@ func pullAttempt(t *testing.T, b *bundle, id string) pullAttemptView {
 // resumed lease.)
 func TestAPullAttemptStartsWhenItIsLeased(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "pull.db")
-	open := func() engine.Store {
-		st, err := sqlite.Open(context.Background(), sqlite.Options{Path: path})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = st.Close() })
-		return st
-	}
+	open := reopenable(t)
 	st := open()
 	b := setup(t, pullLanes, func(o *setupOptions) { o.store = st })
 	id := b.submitJob(t, "jobs", nil)
@@ -719,12 +732,7 @@ func TestAPullAttemptStartsWhenItIsLeased(t *testing.T) {
 	require.True(t, v.Lease.LeasedAt.Equal(a.StartedAt), "leased %s, started %s: one instant", v.Lease.LeasedAt, a.StartedAt)
 
 	// A restart resumes the lease: it was made at the same instant.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	require.NoError(t, b.srv.Shutdown(ctx))
-	require.NoError(t, b.eng.Shutdown(ctx))
-	b.pull.Close()
-	require.NoError(t, st.Close())
+	b.stop(t, st)
 	b2 := setup(t, pullLanes, func(o *setupOptions) { o.store = open() })
 	v2 := pullAttempt(t, b2, id)
 	require.Equal(t, "RUNNING", v2.State, "the lease survived the restart")
@@ -751,13 +759,7 @@ func failCall(t *testing.T, c *client.Client, id, msg, code string, retryable bo
 // worker read that as its result refused.)
 func TestAWorkerResendsACompletionOrFailureAfterAnAmbiguousAnswer(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "pull.db")
-	open := func() engine.Store {
-		st, err := sqlite.Open(context.Background(), sqlite.Options{Path: path})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = st.Close() })
-		return st
-	}
+	open := reopenable(t)
 	tokens, secrets := withTokensLanes(t, tokenSpec{"root", "admin", "", nil},
 		tokenSpec{"crawler", "worker", "", []string{"jobs"}}, tokenSpec{"mailer", "worker", "", []string{"mail"}})
 	st := open()
@@ -800,12 +802,7 @@ func TestAWorkerResendsACompletionOrFailureAfterAnAmbiguousAnswer(t *testing.T) 
 	}
 	check(b, w)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	require.NoError(t, b.srv.Shutdown(ctx))
-	require.NoError(t, b.eng.Shutdown(ctx))
-	b.pull.Close()
-	require.NoError(t, st.Close())
+	b.stop(t, st)
 	b2 := setup(t, pullLanes, tokens, func(o *setupOptions) { o.store = open() })
 	check(b2, b2.clientWith(secrets["crawler"]))
 	_, err = renew(t, b2.clientWith(secrets["crawler"]), ls[0].LeaseID, 60_000)
