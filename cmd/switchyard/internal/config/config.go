@@ -533,17 +533,41 @@ func (c *Config) LoadYAML(data []byte, source string) error {
 		if m := unknownField.FindAllStringSubmatch(msg, -1); m != nil {
 			var keys []string
 			for _, x := range m {
-				k := fmt.Sprintf("line %s: unknown key %q (in %s)", x[1], x[2], sectionOf(x[3]))
-				if x[2] == "allowRemote" {
-					k += ": it was replaced by auth.tokens (or, to expose the API without authentication, insecure: true)"
-				}
-				keys = append(keys, k)
+				line, key, section := x[1], x[2], sectionOf(x[3])
+				keys = append(keys, fmt.Sprintf("line %s: unknown key %q (in %s)", line, key, section)+unknownKeyHint(key, section))
 			}
 			return fmt.Errorf("config file %s: %s", path, strings.Join(keys, "; "))
 		}
 		return fmt.Errorf("config file %s: %s", path, strings.TrimPrefix(msg, "yaml: "))
 	}
 	return nil
+}
+
+// graphQLSpellings are the keys of a lane and of its retry policy that the
+// GraphQL API's LaneInput and RetryPolicyInput spell otherwise: the
+// API's name, in its section, and the file's.
+var graphQLSpellings = map[string]string{
+	"lane.retryPolicy":   "retry",
+	"lane.timeoutMs":     "timeout (a duration: 30s)",
+	"lane.debounceMs":    "debounce (a duration: 800ms)",
+	"retry.backoffMs":    "backoff (a duration: 1s)",
+	"retry.maxBackoffMs": "maxBackoff (a duration: 60s)",
+}
+
+// unknownKeyHint says, for an unknown key that was once a key of the file or
+// is a key of the GraphQL API, what the file calls that setting.
+func unknownKeyHint(key, section string) string {
+	if key == "allowRemote" {
+		return ": it was replaced by auth.tokens (or, to expose the API without authentication, insecure: true)"
+	}
+	if name, ok := graphQLSpellings[section+"."+key]; ok {
+		input := "LaneInput"
+		if section == "retry" {
+			input = "RetryPolicyInput"
+		}
+		return fmt.Sprintf(": the file spells it %s (%s is the GraphQL %s's name)", name, key, input)
+	}
+	return ""
 }
 
 // invalidUTF8 reports whether data is UTF-8, and if not, the line and

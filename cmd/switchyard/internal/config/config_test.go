@@ -209,6 +209,41 @@ func TestTheRemovedAllowRemoteKeySaysWhatReplacedIt(t *testing.T) {
 	require.ErrorContains(t, err, "insecure: true")
 }
 
+// A lane's keys that the GraphQL LaneInput and RetryPolicyInput spell
+// otherwise (retryPolicy, timeoutMs, …) are unknown keys of the file, and
+// the error says what the file calls them.
+func TestALanesKeyInItsGraphQLSpellingSaysTheFilesSpelling(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ yaml, want string }{
+		{"engine:\n  lanes:\n    - name: bulk\n      retryPolicy: {maxAttempts: 2}\n",
+			`line 4: unknown key "retryPolicy" (in lane): the file spells it retry (retryPolicy is the GraphQL LaneInput's name)`},
+		{"engine:\n  lanes:\n    - name: bulk\n      timeoutMs: 30000\n",
+			`line 4: unknown key "timeoutMs" (in lane): the file spells it timeout (a duration: 30s)`},
+		{"engine:\n  lanes:\n    - name: bulk\n      debounceMs: 800\n",
+			`line 4: unknown key "debounceMs" (in lane): the file spells it debounce`},
+		{"engine:\n  lanes:\n    - name: bulk\n      retry:\n        maxAttempts: 2\n        backoffMs: 500\n",
+			`line 6: unknown key "backoffMs" (in retry): the file spells it backoff (a duration: 1s) (backoffMs is the GraphQL RetryPolicyInput's name)`},
+		{"engine:\n  lanes:\n    - name: bulk\n      retry: {maxBackoffMs: 500}\n",
+			`line 4: unknown key "maxBackoffMs" (in retry): the file spells it maxBackoff`},
+	} {
+		cfg := config.Default()
+		err := cfg.LoadFile(writeFile(t, c.yaml))
+		require.ErrorContains(t, err, c.want, c.yaml)
+	}
+
+	// Set beside retry, retryPolicy is refused all the same: the file is
+	// not read with one of the two ignored.
+	cfg := config.Default()
+	err := cfg.LoadFile(writeFile(t, "engine:\n  lanes:\n    - name: bulk\n      retry: {maxAttempts: 2}\n      retryPolicy: {maxAttempts: 5}\n"))
+	require.ErrorContains(t, err, `line 5: unknown key "retryPolicy" (in lane): the file spells it retry`)
+
+	// Another key unknown in a lane gets no hint.
+	path := writeFile(t, "engine:\n  lanes:\n    - name: bulk\n      maxInFlite: 3\n")
+	cfg = config.Default()
+	err = cfg.LoadFile(path)
+	require.EqualError(t, err, "config file "+path+`: line 4: unknown key "maxInFlite" (in lane)`)
+}
+
 func TestSecretsNeverAppearInADumpOfTheConfiguration(t *testing.T) {
 	t.Parallel()
 	c := config.Default()
