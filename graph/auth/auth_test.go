@@ -300,3 +300,24 @@ func TestTargetsOfABatch(t *testing.T) { // not parallel: it counts allocations
 	allocs := testing.AllocsPerRun(10, func() { auth.Targets("submitTasks", map[string]any{"input": in}, res) })
 	require.LessOrEqual(t, allocs, float64(len(want)+32)) // and the map and list growing
 }
+
+// A client that waits retryAfterMs finds its token there: the wait is
+// rounded up to the millisecond, never down, and the message says the same.
+func TestRetryAfterMsIsNeverShorterThanTheWait(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		wait time.Duration
+		want int64
+	}{
+		{3600 * time.Microsecond, 4},
+		{3200 * time.Microsecond, 4},
+		{3 * time.Millisecond, 3},
+		{200 * time.Microsecond, 1},
+		{0, 1},
+		{333333333 * time.Nanosecond, 334},
+	} {
+		e := auth.Error(auth.CodeRateLimited, "over its rate", c.wait)
+		require.Equal(t, c.want, e.Extensions["retryAfterMs"], "a wait of %s", c.wait)
+		require.GreaterOrEqual(t, time.Duration(c.want)*time.Millisecond, c.wait)
+	}
+}

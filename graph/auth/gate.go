@@ -125,7 +125,7 @@ func (g *Gate) MutateOperationContext(ctx context.Context, opCtx *graphql.Operat
 		case wait < 0:
 			return refuse(CodeLimit, fmt.Sprintf("an operation may carry at most %d mutations; this one has %d", g.Limiter.Burst(), len(names)), 0)
 		default:
-			return refuse(CodeRateLimited, fmt.Sprintf("%s is over its rate of mutations: retry in %s", RateHolder(id.Name), wait.Round(time.Millisecond)), wait)
+			return refuse(CodeRateLimited, fmt.Sprintf("%s is over its rate of mutations: retry in %s", RateHolder(id.Name), time.Duration(RetryAfterMs(wait))*time.Millisecond), wait)
 		}
 	}
 	return nil
@@ -145,7 +145,14 @@ func orList(s RoleSet) string {
 func Error(code, msg string, retryAfter time.Duration) *gqlerror.Error {
 	ext := map[string]any{"code": code, "retryable": code == CodeRateLimited}
 	if code == CodeRateLimited {
-		ext["retryAfterMs"] = max(retryAfter.Milliseconds(), 1)
+		ext["retryAfterMs"] = RetryAfterMs(retryAfter)
 	}
 	return &gqlerror.Error{Message: msg, Extensions: ext}
+}
+
+// RetryAfterMs is a wait as retryAfterMs says it: in whole milliseconds,
+// rounded up (at least 1), so that a client that waits that long finds the
+// token there — truncated, 3.6 ms said 3 and the retry was refused again.
+func RetryAfterMs(wait time.Duration) int64 {
+	return max(int64((wait+time.Millisecond-1)/time.Millisecond), 1)
 }

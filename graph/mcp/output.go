@@ -109,7 +109,7 @@ func failure(err error) (*sdk.CallToolResult, *Output, error) {
 func toolError(err error) *ToolError {
 	var rl *rateLimited
 	if errors.As(err, &rl) {
-		return &ToolError{Code: auth.CodeRateLimited, Message: rl.Error(), Retryable: true, RetryAfterMs: max(rl.wait.Milliseconds(), 1)}
+		return &ToolError{Code: auth.CodeRateLimited, Message: rl.Error(), Retryable: true, RetryAfterMs: auth.RetryAfterMs(rl.wait)}
 	}
 	var cc *callCancelled
 	if errors.As(err, &cc) {

@@ -2,10 +2,12 @@ package mcp
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/graph/auth"
 )
 
 // A task's message says each thing once: a reason that already carries the
@@ -21,5 +23,24 @@ func TestTaskMessageSaysEachThingOnce(t *testing.T) {
 	} {
 		got := taskMessage(&engine.Task{State: engine.StateFailed, Reason: c.reason, Error: c.err})
 		require.Equal(t, c.want, got)
+	}
+}
+
+// A rate-limited call's retryAfterMs is never shorter than the wait, and
+// its message names the same wait: 3.2 ms is 4 ms in both, as GraphQL says.
+func TestARateLimitedCallSaysAWaitThatIsLongEnough(t *testing.T) {
+	for _, c := range []struct {
+		wait time.Duration
+		want int64
+		says string
+	}{
+		{3600 * time.Microsecond, 4, "retry in 4ms"},
+		{3200 * time.Microsecond, 4, "retry in 4ms"},
+		{333333333 * time.Nanosecond, 334, "retry in 334ms"},
+	} {
+		te := toolError(&rateLimited{name: "crawler-7", wait: c.wait})
+		require.Equal(t, c.want, te.RetryAfterMs, "a wait of %s", c.wait)
+		require.Contains(t, te.Message, c.says)
+		require.Equal(t, c.want, auth.Error(auth.CodeRateLimited, "", c.wait).Extensions["retryAfterMs"], "as GraphQL says it")
 	}
 }

@@ -386,7 +386,7 @@ type rateLimited struct {
 }
 
 func (e *rateLimited) Error() string {
-	return fmt.Sprintf("%s is over its rate of mutations: retry in %s", auth.RateHolder(e.name), e.wait.Round(time.Millisecond))
+	return fmt.Sprintf("%s is over its rate of mutations: retry in %s", auth.RateHolder(e.name), time.Duration(auth.RetryAfterMs(e.wait))*time.Millisecond)
 }
 
 // refusedCall audits a call of a mutating tool refused for its arguments,
