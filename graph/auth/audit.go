@@ -1,6 +1,8 @@
 // The audit log: one line per mutation on the switchyard.audit logger, with
 // who ran it (the token's name and role — never the token), the operation,
-// the ids it named or touched, and the outcome. Refused mutations are
+// the ids it named or touched, the outcome, and the request's id
+// (internal/requestid: made for the line when the caller sent none, so that
+// the response's X-Request-Id names the line). Refused mutations are
 // logged too (by the gate, through Refused).
 
 package auth
@@ -18,6 +20,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/graph/model"
+	"github.com/switchyard/switchyard/internal/requestid"
 )
 
 // Audit is the gqlgen extension that logs mutations. Add it with Use.
@@ -98,6 +101,9 @@ func (a *Audit) InterceptRootField(ctx context.Context, next graphql.RootResolve
 	if addr := RemoteAddr(ctx); addr != "" {
 		args = append(args, "remote", addr)
 	}
+	if id := requestid.ID(ctx); id != "" {
+		args = append(args, "request_id", id)
+	}
 	args = append(args, "took", time.Since(start).Round(time.Microsecond))
 	a.log.Info("mutation", args...)
 	return m
@@ -128,6 +134,9 @@ func (a *Audit) Refused(ctx context.Context, r Refusal) {
 	args = append(args, "error", truncate(r.Message, 300))
 	if addr := RemoteAddr(ctx); addr != "" {
 		args = append(args, "remote", addr)
+	}
+	if id := requestid.ID(ctx); id != "" {
+		args = append(args, "request_id", id)
 	}
 	a.log.Info("mutation refused", args...)
 }
@@ -322,13 +331,19 @@ func kindOf(op string) string {
 type remoteKey struct{}
 
 // WithRemoteAddr returns ctx carrying the client's address, for the audit
-// log.
+// log. The server's requests carry theirs already (requestid.Request).
 func WithRemoteAddr(ctx context.Context, addr string) context.Context {
 	return context.WithValue(ctx, remoteKey{}, addr)
 }
 
-// RemoteAddr returns the client's address of ctx, or "".
+// RemoteAddr returns the client's address of ctx (WithRemoteAddr's, else
+// its request's), or "".
 func RemoteAddr(ctx context.Context) string {
-	s, _ := ctx.Value(remoteKey{}).(string)
-	return s
+	if s, ok := ctx.Value(remoteKey{}).(string); ok {
+		return s
+	}
+	if q := requestid.From(ctx); q != nil {
+		return q.Remote
+	}
+	return ""
 }

@@ -288,7 +288,7 @@ func (s *Server) addBrowserTool(bt browserTool) error {
 func (s *Server) callBrowser(ctx context.Context, req *sdk.CallToolRequest, bt *browserTool, a *Args) (*sdk.CallToolResult, *Output, error) {
 	c, err := s.callerOf(req.Session, req.Extra, clientInfo(req.Session))
 	if err != nil {
-		return s.failure(err)
+		return s.failure(ctx, err)
 	}
 	sel, params, err := bt.build(a)
 	if err == nil {
@@ -296,7 +296,7 @@ func (s *Server) callBrowser(ctx context.Context, req *sdk.CallToolRequest, bt *
 	}
 	if err != nil {
 		s.record(c, bt.name, "", err) // refused before submission: audited as submitTask's refusals are
-		return s.failure(err)
+		return s.failure(ctx, err)
 	}
 	session := c.session
 	if a.Session != "" {
@@ -314,7 +314,7 @@ func (s *Server) callBrowser(ctx context.Context, req *sdk.CallToolRequest, bt *
 	if len(params) > 0 {
 		raw, err := json.Marshal(params)
 		if err != nil {
-			return s.failure(fmt.Errorf("encode params: %w", err))
+			return s.failure(ctx, fmt.Errorf("encode params: %w", err))
 		}
 		in.Action.Params = raw
 	}
@@ -329,13 +329,13 @@ func (s *Server) callBrowser(ctx context.Context, req *sdk.CallToolRequest, bt *
 func (s *Server) submitAndWait(ctx context.Context, req *sdk.CallToolRequest, c *caller, tool string, in model.SubmitTaskInput) (*sdk.CallToolResult, *Output, error) {
 	if err := s.allow(c, "Mutation", "submitTask"); err != nil {
 		s.record(c, tool, "", err)
-		return s.failure(err)
+		return s.failure(ctx, err)
 	}
 	cursor := s.opts.Engine.Events().Last()
 	mt, _, err := s.opts.Mutations.SubmitTask(c.ctx(ctx), in)
 	if err != nil {
 		s.record(c, tool, "", err)
-		return s.failure(err)
+		return s.failure(ctx, err)
 	}
 	s.record(c, tool, mt.T.ID, nil)
 	// The call ends with its MCP session too (terminate.go).
@@ -343,7 +343,7 @@ func (s *Server) submitAndWait(ctx context.Context, req *sdk.CallToolRequest, c 
 	defer leave()
 	t, err := s.wait(wctx, req, c, mt.T, cursor)
 	if err != nil {
-		return s.failure(err)
+		return s.failure(ctx, err)
 	}
 	return s.answer(ctx, c, tool, t)
 }

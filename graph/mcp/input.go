@@ -49,18 +49,19 @@ func addAuditedTool[In, Out any](srv *sdk.Server, t *sdk.Tool, h toolHandler[In,
 		return fmt.Errorf("mcp: %s input schema: %w", t.Name, err)
 	}
 	srv.AddTool(t, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		ctx = withCallRequest(ctx, req.Extra)
 		var in In
 		if err := checkArgs(schema, resolved, req.Params.Arguments, &in); err != nil {
 			if refused != nil {
 				refused(req, err)
 			}
-			res, out, _ := fail(err)
+			res, out, _ := fail(ctx, err)
 			res.StructuredContent = out
 			return res, nil
 		}
 		res, out, err := h(ctx, req, in)
 		if err != nil || res == nil {
-			res, out, _ = fail(err)
+			res, out, _ = fail(ctx, err)
 		}
 		res.StructuredContent = out
 		return res, nil
@@ -69,7 +70,7 @@ func addAuditedTool[In, Out any](srv *sdk.Server, t *sdk.Tool, h toolHandler[In,
 }
 
 // toolHandlerErr answers a call that failed.
-type toolHandlerErr[Out any] func(err error) (*sdk.CallToolResult, Out, error)
+type toolHandlerErr[Out any] func(ctx context.Context, err error) (*sdk.CallToolResult, Out, error)
 
 // checkArgs validates raw arguments against a tool's schema and decodes
 // them into in. Its error is INVALID_INPUT naming the argument at fault.

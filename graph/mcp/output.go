@@ -10,11 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"regexp"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchyard/switchyard/engine"
@@ -23,6 +25,7 @@ import (
 	"github.com/switchyard/switchyard/graph/auth"
 	"github.com/switchyard/switchyard/graph/model"
 	"github.com/switchyard/switchyard/graph/resolvers"
+	"github.com/switchyard/switchyard/internal/requestid"
 	"github.com/switchyard/switchyard/internal/storeerr"
 )
 
@@ -59,6 +62,9 @@ type ToolError struct {
 	// bad_selector, …).
 	InstanceCode string `json:"instanceCode,omitempty" jsonschema:"The browser instance's own error code (element_not_found, bad_selector, …)."`
 	RetryAfterMs int64  `json:"retryAfterMs,omitempty" jsonschema:"For RATE_LIMITED: when to retry."`
+	// RequestID names the call's HTTP request in the server's log, when
+	// the cause was held back (a store error told in general terms).
+	RequestID string `json:"requestId,omitempty" jsonschema:"When the cause was held back (the database's failure, told in general terms): the request's id, which the server's log line for it carries."`
 }
 
 var outSchema = func() *jsonschema.Schema {
@@ -73,24 +79,80 @@ func outputSchema() *jsonschema.Schema { return outSchema.CloneSchemas() }
 
 // failure answers a failed call as the function failure does, and logs
 // the full error of a store error told in general terms (storeerr.Log:
-// the first of a kind, then once a minute while they go on).
-func (s *Server) failure(err error) (*sdk.CallToolResult, *Output, error) {
-	s.withheld.Withheld(s.log, "mcp", err)
-	return failure(err)
+// the first of a kind, then once a minute while they go on); the answer
+// then names the call's request (its text and error.requestId), as the log
+// line does (request_id).
+func (s *Server) failure(ctx context.Context, err error) (*sdk.CallToolResult, *Output, error) {
+	id := s.withhold(ctx, err)
+	res, out, _ := failure(err)
+	withRequestID(res, out.Error, id)
+	return res, out, nil
 }
 
 // listFailure answers as the function listFailure does, and logs as
 // Server.failure does.
-func (s *Server) listFailure(err error) (*sdk.CallToolResult, *ListOutput, error) {
-	s.withheld.Withheld(s.log, "mcp", err)
-	return listFailure(err)
+func (s *Server) listFailure(ctx context.Context, err error) (*sdk.CallToolResult, *ListOutput, error) {
+	id := s.withhold(ctx, err)
+	res, out, _ := listFailure(err)
+	withRequestID(res, out.Error, id)
+	return res, out, nil
 }
 
 // resourceError answers as the function resourceError does, and logs as
-// Server.failure does.
-func (s *Server) resourceError(uri string, err error) error {
-	s.withheld.Withheld(s.log, "mcp", err)
-	return resourceError(uri, err)
+// Server.failure does; the JSON-RPC error then names the request (its
+// message, and requestId in its data).
+func (s *Server) resourceError(ctx context.Context, uri string, err error) error {
+	id := s.withhold(ctx, err)
+	rerr := resourceError(uri, err)
+	var rpc *jsonrpc.Error
+	if id != "" && errors.As(rerr, &rpc) {
+		data := map[string]any{}
+		_ = json.Unmarshal(rpc.Data, &data)
+		data["requestId"] = id
+		raw, _ := json.Marshal(data)
+		return &jsonrpc.Error{Code: rpc.Code, Message: rpc.Message + requestIDText(id), Data: raw}
+	}
+	return rerr
+}
+
+// withhold logs the full error of a store error told in general terms
+// (storeerr.Log), with the id of the call's request, which it returns; ""
+// for other errors, whose words the client reads in full.
+func (s *Server) withhold(ctx context.Context, err error) string {
+	if !storeerr.IsStore(err) {
+		return ""
+	}
+	id := requestid.ID(ctx)
+	s.withheld.Withheld(s.log, "mcp", id, err)
+	return id
+}
+
+// withRequestID names the request of a failed call whose detail was held
+// back: in its text and in its structured error.
+func withRequestID(res *sdk.CallToolResult, te *ToolError, id string) {
+	if id == "" || te == nil {
+		return
+	}
+	te.RequestID = id
+	for _, c := range res.Content {
+		if t, ok := c.(*sdk.TextContent); ok {
+			t.Text += requestIDText(id)
+		}
+	}
+}
+
+func requestIDText(id string) string { return " (request id " + id + ")" }
+
+// withCallRequest gives a call's context its HTTP request's id: the SDK
+// runs a handler in the MCP session's context, not its request's, but
+// passes the request's header, where the server put the id (graph/server);
+// an id that is not sane is not taken, and one is made if need be.
+func withCallRequest(ctx context.Context, extra *sdk.RequestExtra) context.Context {
+	var h http.Header
+	if extra != nil {
+		h = extra.Header
+	}
+	return requestid.WithID(ctx, h.Get(requestid.Header))
 }
 
 // failure answers a call that failed with an error result (isError), its
@@ -174,7 +236,7 @@ func (s *Server) answer(ctx context.Context, c *caller, tool string, t *engine.T
 	out.Result = res
 	content, err := s.content(ctx, c, tool, t.Result)
 	if err != nil {
-		return s.failure(err)
+		return s.failure(ctx, err)
 	}
 	return &sdk.CallToolResult{Content: content}, out, nil
 }

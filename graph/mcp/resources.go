@@ -38,9 +38,17 @@ const maxArtifactBytes = 32 << 20
 
 func (s *Server) addResources() {
 	s.mcp.AddResourceTemplate(&sdk.ResourceTemplate{Name: "task", Title: "A task", URITemplate: taskPrefix + "{id}",
-		MIMEType: "application/json", Description: "A task's state, attempts and result, as JSON."}, s.readTask)
+		MIMEType: "application/json", Description: "A task's state, attempts and result, as JSON."}, withResourceRequest(s.readTask))
 	s.mcp.AddResourceTemplate(&sdk.ResourceTemplate{Name: "artifact", Title: "An artifact", URITemplate: artifactPrefix + "{id}",
-		Description: "A task's screenshot, PDF or large result."}, s.readArtifactResource)
+		Description: "A task's screenshot, PDF or large result."}, withResourceRequest(s.readArtifactResource))
+}
+
+// withResourceRequest gives a resource read's context its HTTP request's id
+// (withCallRequest).
+func withResourceRequest(h sdk.ResourceHandler) sdk.ResourceHandler {
+	return func(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+		return h(withCallRequest(ctx, req.Extra), req)
+	}
 }
 
 // resourceError turns an error of the resolvers into a JSON-RPC error.
@@ -68,11 +76,11 @@ func (s *Server) readTask(ctx context.Context, req *sdk.ReadResourceRequest) (*s
 		err = s.allow(c, "Query", "task")
 	}
 	if err != nil {
-		return nil, s.resourceError(uri, err)
+		return nil, s.resourceError(ctx, uri, err)
 	}
 	mt, err := s.opts.Queries.Task(c.ctx(ctx), id)
 	if err != nil {
-		return nil, s.resourceError(uri, err)
+		return nil, s.resourceError(ctx, uri, err)
 	}
 	body, err := json.MarshalIndent(viewOf(mt.T), "", "  ")
 	if err != nil {
@@ -89,7 +97,7 @@ func (s *Server) readArtifactResource(ctx context.Context, req *sdk.ReadResource
 		err = s.allow(c, "Query", "task")
 	}
 	if err != nil {
-		return nil, s.resourceError(uri, err)
+		return nil, s.resourceError(ctx, uri, err)
 	}
 	if s.opts.Artifacts == nil {
 		return nil, sdk.ResourceNotFoundError(uri)
@@ -108,7 +116,7 @@ func (s *Server) readArtifactResource(ctx context.Context, req *sdk.ReadResource
 		if engine.IsCode(err, "FORBIDDEN") {
 			return nil, sdk.ResourceNotFoundError(uri)
 		}
-		return nil, s.resourceError(uri, err)
+		return nil, s.resourceError(ctx, uri, err)
 	}
 	if a.Size > maxArtifactBytes {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("artifact %s is %d bytes; read it over HTTP at /artifacts/%s", id, a.Size, id)}

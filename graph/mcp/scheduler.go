@@ -205,21 +205,21 @@ func (s *Server) addTools() error {
 func (s *Server) submitTask(ctx context.Context, req *sdk.CallToolRequest, in SubmitInput) (*sdk.CallToolResult, *Output, error) {
 	c, err := s.callerOf(req.Session, req.Extra, clientInfo(req.Session))
 	if err != nil {
-		return s.failure(err)
+		return s.failure(ctx, err)
 	}
 	gin, err := s.graphInput(c, &in)
 	if err != nil {
 		s.record(c, "submit_task", "", err)
-		return s.failure(err)
+		return s.failure(ctx, err)
 	}
 	if err := s.allow(c, "Mutation", "submitTask"); err != nil {
 		s.record(c, "submit_task", "", err)
-		return s.failure(err)
+		return s.failure(ctx, err)
 	}
 	mt, replayed, err := s.opts.Mutations.SubmitTask(c.ctx(ctx), gin)
 	if err != nil {
 		s.record(c, "submit_task", "", err)
-		return s.failure(err)
+		return s.failure(ctx, err)
 	}
 	s.record(c, "submit_task", mt.T.ID, nil)
 	t := mt.T
@@ -315,11 +315,11 @@ func (s *Server) getTask(ctx context.Context, req *sdk.CallToolRequest, in IDInp
 		err = s.allow(c, "Query", "task")
 	}
 	if err != nil {
-		return s.failure(err)
+		return s.failure(ctx, err)
 	}
 	mt, err := s.opts.Queries.Task(c.ctx(ctx), in.ID)
 	if err != nil {
-		return s.failure(err)
+		return s.failure(ctx, err)
 	}
 	v := viewOf(mt.T)
 	return jsonText(v), &Output{TaskID: v.ID, State: v.State, Session: v.Session, Instance: v.Instance, Result: v.Result, Tasks: []TaskView{v}}, nil
@@ -334,7 +334,7 @@ func (s *Server) listTasks(ctx context.Context, req *sdk.CallToolRequest, in Lis
 		err = s.allow(c, "Query", "tasks")
 	}
 	if err != nil {
-		return s.listFailure(err)
+		return s.listFailure(ctx, err)
 	}
 	f := &model.TaskFilter{}
 	switch {
@@ -349,7 +349,7 @@ func (s *Server) listTasks(ctx context.Context, req *sdk.CallToolRequest, in Lis
 	for i, name := range in.States {
 		st, ok := engine.ParseState(name)
 		if !ok {
-			return s.listFailure(invalid(fmt.Sprintf("states.%d", i), "%q is not a task state (QUEUED, WAITING, ASSIGNED, RUNNING, RETRY_WAIT, SUCCEEDED, FAILED, PARKED, CANCELLED, REJECTED, EXPIRED)", name))
+			return s.listFailure(ctx, invalid(fmt.Sprintf("states.%d", i), "%q is not a task state (QUEUED, WAITING, ASSIGNED, RUNNING, RETRY_WAIT, SUCCEEDED, FAILED, PARKED, CANCELLED, REJECTED, EXPIRED)", name))
 		}
 		f.States = append(f.States, st)
 	}
@@ -358,7 +358,7 @@ func (s *Server) listTasks(ctx context.Context, req *sdk.CallToolRequest, in Lis
 		first = in.First
 	}
 	if first < 1 || first > 100 {
-		return s.listFailure(invalid("first", "must be within 1..100, got %d", first))
+		return s.listFailure(ctx, invalid("first", "must be within 1..100, got %d", first))
 	}
 	var after *string
 	if in.After != "" {
@@ -366,7 +366,7 @@ func (s *Server) listTasks(ctx context.Context, req *sdk.CallToolRequest, in Lis
 	}
 	conn, err := s.opts.Queries.Tasks(c.ctx(ctx), f, &first, after, nil)
 	if err != nil {
-		return s.listFailure(err)
+		return s.listFailure(ctx, err)
 	}
 	out := &ListOutput{Tasks: []TaskView{}}
 	for _, e := range conn.Edges {
@@ -381,11 +381,11 @@ func (s *Server) listTasks(ctx context.Context, req *sdk.CallToolRequest, in Lis
 func (s *Server) cancelTask(ctx context.Context, req *sdk.CallToolRequest, in CancelInput) (*sdk.CallToolResult, *Output, error) {
 	c, err := s.callerOf(req.Session, req.Extra, clientInfo(req.Session))
 	if err != nil {
-		return s.failure(err)
+		return s.failure(ctx, err)
 	}
 	if err := s.allow(c, "Mutation", "cancelTask"); err != nil {
 		s.record(c, "cancel_task", in.ID, err)
-		return s.failure(err)
+		return s.failure(ctx, err)
 	}
 	var reason *string
 	if in.Reason != "" {
@@ -394,18 +394,18 @@ func (s *Server) cancelTask(ctx context.Context, req *sdk.CallToolRequest, in Ca
 	mt, err := s.opts.Mutations.CancelTask(c.ctx(ctx), in.ID, reason)
 	s.record(c, "cancel_task", in.ID, err)
 	if err != nil {
-		return s.failure(err)
+		return s.failure(ctx, err)
 	}
 	return text(fmt.Sprintf("task %s is %s", mt.T.ID, mt.T.State)), &Output{TaskID: mt.T.ID, State: mt.T.State.String()}, nil
 }
 
-func (s *Server) openSession(_ context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, *Output, error) {
+func (s *Server) openSession(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, *Output, error) {
 	c, err := s.callerOf(req.Session, req.Extra, clientInfo(req.Session))
 	if err == nil {
 		err = s.allow(c, "Mutation", "submitTask")
 	}
 	if err != nil {
-		return s.failure(err)
+		return s.failure(ctx, err)
 	}
 	key := newSessionKey()
 	s.setSession(c.mcpID, key)
@@ -415,7 +415,7 @@ func (s *Server) openSession(_ context.Context, req *sdk.CallToolRequest, _ stru
 func (s *Server) closeSession(ctx context.Context, req *sdk.CallToolRequest, in SessionInput) (*sdk.CallToolResult, *Output, error) {
 	c, err := s.callerOf(req.Session, req.Extra, clientInfo(req.Session))
 	if err != nil {
-		return s.failure(err)
+		return s.failure(ctx, err)
 	}
 	key := c.session
 	if in.Session != "" {
@@ -424,7 +424,7 @@ func (s *Server) closeSession(ctx context.Context, req *sdk.CallToolRequest, in 
 	// A session with no tab is not opened to be closed: one where nothing
 	// ran, or whose last task closed its tab.
 	if open, err := s.hasTab(ctx, c, key); err != nil {
-		return s.failure(err)
+		return s.failure(ctx, err)
 	} else if !open {
 		return text(fmt.Sprintf("no browser session %q with a tab of agent %s: nothing to close", key, c.agent)),
 			&Output{Session: key, Result: map[string]any{"closed": false}}, nil

@@ -18,6 +18,7 @@ import (
 	"github.com/switchyard/switchyard/executor/artifact"
 	"github.com/switchyard/switchyard/graph/auth"
 	"github.com/switchyard/switchyard/graph/model"
+	"github.com/switchyard/switchyard/internal/requestid"
 	"github.com/switchyard/switchyard/internal/storeerr"
 )
 
@@ -282,6 +283,7 @@ type caller struct {
 	named   bool   // agent is the token's or the X-Switchyard-Agent header's, not the client's name
 	session string // the MCP session's current browser session key
 	mcpID   string // the MCP session's id
+	request string // the id of the call's HTTP request (internal/requestid), for the audit log
 }
 
 // ctx returns ctx carrying the caller's identity, as the resolvers expect.
@@ -301,6 +303,9 @@ func (s *Server) callerOf(session *sdk.ServerSession, extra *sdk.RequestExtra, i
 		return nil, &engine.Error{Code: model.CodeUnauthenticated, Message: auth.ErrUnauthenticated.Error()}
 	}
 	c := &caller{id: id, agent: id.Agent(), named: id.Agent() != ""}
+	if extra != nil && requestid.Valid(extra.Header.Get(requestid.Header)) {
+		c.request = extra.Header.Get(requestid.Header)
+	}
 	if c.agent == "" || (extra != nil && extra.Header.Get(AgentHeader) != "") {
 		// An agent token naming another agent in the header is refused by
 		// the resolvers' row-level rules, with their message.
@@ -405,5 +410,9 @@ func (s *Server) record(c *caller, tool, taskID string, err error) {
 	if err != nil {
 		outcome = codeOf(err)
 	}
-	s.audit.Info("mcp", "token", c.id.Name, "role", c.id.Role.String(), "agent", c.agent, "tool", tool, "task", taskID, "outcome", outcome)
+	args := []any{"token", c.id.Name, "role", c.id.Role.String(), "agent", c.agent, "tool", tool, "task", taskID, "outcome", outcome}
+	if c.request != "" {
+		args = append(args, "request_id", c.request)
+	}
+	s.audit.Info("mcp", args...)
 }

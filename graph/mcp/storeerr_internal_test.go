@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"syscall"
@@ -9,9 +10,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/internal/requestid"
 	"github.com/switchyard/switchyard/internal/storeerr"
 )
 
@@ -34,13 +37,26 @@ func TestStoreErrorsReachToolsInGeneralTerms(t *testing.T) {
 	require.True(t, errors.As(resourceError("switchyard://tasks/x", ee), &rpc))
 	require.Equal(t, "listing tasks: the database cannot be reached (connection refused)", rpc.Message)
 
-	// The full error goes to the server's log.
+	// The full error goes to the server's log, which names the call's
+	// request, as the answer does.
 	var buf bytes.Buffer
 	srv := &Server{log: hclog.New(&hclog.LoggerOptions{Output: &buf})}
-	res, _, _ := srv.failure(ee)
+	res, out, _ := srv.failure(requestid.WithID(context.Background(), "call-1"), ee)
 	require.True(t, res.IsError)
 	require.Contains(t, buf.String(), "postgres://sy@db.internal:5432/prod")
 	require.Contains(t, buf.String(), "answered=mcp")
+	require.Contains(t, buf.String(), "request_id=call-1")
+	require.Equal(t, "call-1", out.Error.RequestID)
+	require.Equal(t, "UNAVAILABLE: listing tasks: the database cannot be reached (connection refused) (request id call-1)", res.Content[0].(*sdk.TextContent).Text)
+
+	require.True(t, errors.As(srv.resourceError(requestid.WithID(context.Background(), "call-2"), "switchyard://tasks/x", ee), &rpc))
+	require.Equal(t, "listing tasks: the database cannot be reached (connection refused) (request id call-2)", rpc.Message)
+	require.JSONEq(t, `{"uri": "switchyard://tasks/x", "code": "UNAVAILABLE", "requestId": "call-2"}`, string(rpc.Data))
+
+	// An error told in full names no request.
+	res, out, _ = srv.failure(requestid.WithID(context.Background(), "call-3"), &engine.Error{Code: engine.CodeInvalidInput, Message: "bad"})
+	require.Empty(t, out.Error.RequestID)
+	require.NotContains(t, res.Content[0].(*sdk.TextContent).Text, "call-3")
 
 	plain := &engine.Error{Code: engine.CodeInvalidInput, Field: "action.selector", Message: `"xpath://[[" is not a valid selector`}
 	require.Equal(t, plain.Message, toolError(plain).Message)

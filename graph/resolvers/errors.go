@@ -6,7 +6,8 @@
 // A store error in an error's chain (the database unreachable, a write
 // refused) is told in general terms — "the database cannot be reached
 // (connection refused)" — without the database's address, user, name or
-// file (internal/storeerr); the server log has the full error.
+// file (internal/storeerr); the server log has the full error, and the
+// error's extensions.requestId names the request in that log.
 
 package resolvers
 
@@ -23,6 +24,7 @@ import (
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/graph/model"
+	"github.com/switchyard/switchyard/internal/requestid"
 	"github.com/switchyard/switchyard/internal/storeerr"
 )
 
@@ -70,13 +72,37 @@ func PresentError(ctx context.Context, err error) *gqlerror.Error {
 
 // NewErrorPresenter returns PresentError that also logs, to log, the full
 // error of each answer whose store error it told in general terms: the
-// first of a kind, and once a minute while they go on (storeerr.Log).
+// first of a kind, and once a minute while they go on (storeerr.Log). Such
+// an error carries its request's id in extensions.requestId, as the log
+// line does in request_id (internal/requestid).
 func NewErrorPresenter(log hclog.Logger) graphql.ErrorPresenterFunc {
 	withheld := &storeerr.Log{}
 	return func(ctx context.Context, err error) *gqlerror.Error {
-		withheld.Withheld(log, "graphql", err)
-		return PresentError(ctx, err)
+		if !storeerr.IsStore(err) {
+			return PresentError(ctx, err)
+		}
+		// Logged first: PresentError may rewrite err's message (err is
+		// often the *gqlerror.Error it returns).
+		id := requestid.ID(ctx)
+		withheld.Withheld(log, "graphql", id, err)
+		gerr := PresentError(ctx, err)
+		WithRequestID(gerr, id)
+		return gerr
 	}
+}
+
+// WithRequestID puts a request's id in the extensions of an error whose
+// detail was held back from the client (extensions.requestId), so that
+// the client can quote it and an operator find the log line; "" adds
+// nothing.
+func WithRequestID(gerr *gqlerror.Error, id string) {
+	if id == "" {
+		return
+	}
+	if gerr.Extensions == nil {
+		gerr.Extensions = map[string]any{}
+	}
+	gerr.Extensions["requestId"] = id
 }
 
 // Message is the message clients are given for err: its own text, with a

@@ -1,5 +1,8 @@
 // Request logging: one structured line per request at debug level (the hot
-// path stays quiet by default), errors and slow requests at info.
+// path stays quiet by default), errors and slow requests at info; and each
+// request's id (internal/requestid), which those lines, the held-back
+// errors' lines and the audit log carry, and the response's X-Request-Id
+// header once it is known.
 
 package server
 
@@ -9,22 +12,27 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/switchyard/switchyard/internal/requestid"
 )
 
 // slowRequest is the duration past which a request is logged at info level.
 const slowRequest = 2 * time.Second
 
-// statusWriter records the status code of a response. It keeps what the
-// transports need of the underlying writer: flushing (SSE) and hijacking
-// (WebSocket).
+// statusWriter records the status code of a response, and holds the
+// request's id (one allocation for both). It keeps what the transports need
+// of the underlying writer: flushing (SSE) and hijacking (WebSocket).
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	start  time.Time
+	req    requestid.Request
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
+		w.stampID(code)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -32,8 +40,23 @@ func (w *statusWriter) WriteHeader(code int) {
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
+		w.stampID(http.StatusOK)
 	}
 	return w.ResponseWriter.Write(b)
+}
+
+// stampID puts the request's id in the response's header, as the header is
+// written: when it is known by then (the caller's, or made for an error
+// held back, the audit log, a stream), and for a response that will be
+// logged (a server error, a slow answer), whose id it makes. Otherwise the
+// response goes without one, and nothing is made.
+func (w *statusWriter) stampID(code int) {
+	if code >= 500 || time.Since(w.start) > slowRequest {
+		w.req.ID()
+	}
+	if v := w.req.HeaderValue(); v != nil {
+		w.ResponseWriter.Header()[requestid.Header] = v
+	}
 }
 
 func (w *statusWriter) Flush() {
@@ -56,17 +79,25 @@ func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// logRequests logs requests, and gives each its id: the request's context
+// carries it (requestid.From), with the client's address for the audit
+// log. At debug level, where every request is logged, the id is made at
+// once, so that every response carries it.
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r)
-		took := time.Since(start)
+		sw := &statusWriter{ResponseWriter: w, start: time.Now()}
+		sw.req.Init(r)
+		debug := s.log.IsDebug()
+		if debug {
+			sw.req.ID()
+		}
+		next.ServeHTTP(sw, r.WithContext(requestid.With(r.Context(), &sw.req)))
+		took := time.Since(sw.start)
 		switch {
 		case sw.status >= 500 || (took > slowRequest && sw.status != http.StatusSwitchingProtocols && r.Header.Get("Accept") != "text/event-stream"):
-			s.log.Info("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "took", took, "remote", r.RemoteAddr)
-		case s.log.IsDebug():
-			s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "took", took, "remote", r.RemoteAddr)
+			s.log.Info("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "took", took, "remote", r.RemoteAddr, "request_id", sw.req.ID())
+		case debug:
+			s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "took", took, "remote", r.RemoteAddr, "request_id", sw.req.ID())
 		}
 	})
 }

@@ -53,7 +53,9 @@ func writeUnauthenticated(w http.ResponseWriter) {
 // else in the upgrade's Authorization header, and wsInit checks it.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := auth.WithRemoteAddr(r.Context(), r.RemoteAddr)
+		// The client's address, for the audit log, is the request's
+		// (logRequests: requestid.Request).
+		ctx := r.Context()
 		switch {
 		case r.Header.Get("Upgrade") != "":
 			if !originAllowed(r, s.opts.AllowedOrigins) {

@@ -60,6 +60,7 @@ import (
 	"github.com/switchyard/switchyard/graph/web/playground"
 	"github.com/switchyard/switchyard/heartbeat"
 	"github.com/switchyard/switchyard/internal/netguard"
+	"github.com/switchyard/switchyard/internal/requestid"
 	"github.com/switchyard/switchyard/internal/storeerr"
 	"github.com/switchyard/switchyard/plugins/manager"
 	"github.com/switchyard/switchyard/pull"
@@ -287,7 +288,7 @@ func New(opts Options) (*Server, error) {
 		}
 		// The same edge as /graphql: 401 before the body, which is read
 		// within the limits of size, time and encoding.
-		mux.Handle("/mcp", count("mcp", s.requireIdentity(readBody(func(*http.Request) int { return opts.Limits.MaxBodyBytes }, opts.Limits.BodyTimeout, s.endOnShutdown(s.mcp.Handler())))))
+		mux.Handle("/mcp", count("mcp", s.requireIdentity(readBody(func(*http.Request) int { return opts.Limits.MaxBodyBytes }, opts.Limits.BodyTimeout, s.endOnShutdown(withRequestIDHeader(s.mcp.Handler()))))))
 	}
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
@@ -366,8 +367,13 @@ func (s *Server) graphQL() (http.Handler, error) {
 	srv.AroundResponses(refusedInFull)
 	srv.SetErrorPresenter(resolvers.NewErrorPresenter(s.log))
 	srv.SetRecoverFunc(func(ctx context.Context, p any) error {
-		s.log.Error("panic in a resolver", "panic", p, "path", graphql.GetPath(ctx))
-		return &gqlerror.Error{Message: "internal error", Extensions: map[string]any{"code": string(model.CodeInternal)}}
+		// The client is told nothing of the panic but the request's id,
+		// which the log line carries.
+		id := requestid.ID(ctx)
+		s.log.Error("panic in a resolver", "panic", p, "path", graphql.GetPath(ctx), "request_id", id)
+		gerr := &gqlerror.Error{Message: "internal error", Extensions: map[string]any{"code": string(model.CodeInternal)}}
+		resolvers.WithRequestID(gerr, id)
+		return gerr
 	})
 	return srv, nil
 }
@@ -384,6 +390,10 @@ func (s *Server) endOnShutdown(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		// A stream's id is made before its response's header is written,
+		// which then carries it: the errors of its operations (a
+		// subscription's) carry the id of the connection's request.
+		requestid.ID(r.Context())
 		ctx, cancel := context.WithCancel(r.Context())
 		stop := context.AfterFunc(s.streams, cancel)
 		defer stop()
@@ -393,6 +403,21 @@ func (s *Server) endOnShutdown(next http.Handler) http.Handler {
 			var conn *accepted
 			r, conn = withAccepted(withParking(r))
 			defer conn.abandon()
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// withRequestIDHeader passes the request's id (made now, when the caller
+// sent none or one that is not sane) to the MCP endpoint in the request's
+// X-Request-Id: a tool's handler does not run in its HTTP request's context,
+// but it has the request's header (graph/mcp).
+func withRequestIDHeader(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := requestid.ID(r.Context())
+		if v := r.Header[requestid.Header]; id != "" && (len(v) != 1 || v[0] != id) {
+			r = r.Clone(r.Context())
+			r.Header[requestid.Header] = []string{id}
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -442,7 +467,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// Anyone who reaches the port may read the body: a store error is
 		// told in general terms, the full error goes to the log.
-		s.notReady.Withheld(s.log, "readyz", err)
+		s.notReady.Withheld(s.log, "readyz", requestid.ID(r.Context()), err)
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte("not ready: " + storeerr.Public(err) + "\n"))
 		return

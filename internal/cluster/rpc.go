@@ -239,7 +239,7 @@ func (n *Node) apply(ctx context.Context, l *leader, handlers map[string]handler
 		if ctx.Err() != nil {
 			return // deposed mid-way: the next leader applies it again
 		}
-		n.withheld.Withheld(n.log, "a follower's command "+c.Kind, err)
+		n.withheld.Withheld(n.log, "a follower's command "+c.Kind, "", err)
 		a.Err = encodeError(err)
 	} else {
 		a.OK = res

@@ -25,10 +25,12 @@ type run struct {
 }
 
 // Withheld logs err, which a client was answered with Public(err), at Warn
-// with what (where it was answered: "graphql", "readyz", …) unless an
-// error of the same kind was logged within the last minute. It does
+// with what (where it was answered: "graphql", "readyz", …) and the
+// request's id (internal/requestid; "" for none) unless an error of the same
+// kind was logged within the last minute; those in between are logged at
+// Debug, each with its request's id, when the log takes Debug. It does
 // nothing for errors that hold no store error.
-func (l *Log) Withheld(log hclog.Logger, what string, err error) {
+func (l *Log) Withheld(log hclog.Logger, what, requestID string, err error) {
 	store, ok := find(err)
 	if !ok || log == nil {
 		return
@@ -46,5 +48,14 @@ func (l *Log) Withheld(log hclog.Logger, what string, err error) {
 	}
 	r.last = now
 	l.mu.Unlock()
-	r.state.Fail(log, hclog.Warn, "a client was told the database failed; the full error", "answered", what, "public", kind, "error", err.Error())
+	args := []any{"answered", what}
+	if requestID != "" {
+		args = append(args, "request_id", requestID)
+	}
+	args = append(args, "public", kind, "error", err.Error())
+	if !r.state.Fail(log, hclog.Warn, withheldMsg, args...) && log.IsDebug() {
+		log.Debug(withheldMsg+" (again)", args...)
+	}
 }
+
+const withheldMsg = "a client was told the database failed; the full error"

@@ -90,18 +90,40 @@ func TestOtherErrorsKeepTheirText(t *testing.T) {
 // The full error goes to the log, once for a run of one kind.
 func TestWithheldErrorsAreLoggedOncePerKind(t *testing.T) {
 	var buf bytes.Buffer
-	log := hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Trace})
+	log := hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Info})
 	var l storeerr.Log
 	refused := storeerr.Mark(fmt.Errorf("postgres store: postgres://u@db.internal:5432/prod: %w", sqlite3.BUSY))
 	full := storeerr.Mark(fmt.Errorf("sqlite store: database /srv/a.db: %w", sqlite3.FULL))
 	for range 5 {
-		l.Withheld(log, "graphql", refused)
+		l.Withheld(log, "graphql", "", refused)
 	}
-	l.Withheld(log, "readyz", full)
-	l.Withheld(log, "graphql", errors.New("not a store error"))
+	l.Withheld(log, "readyz", "", full)
+	l.Withheld(log, "graphql", "", errors.New("not a store error"))
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	require.Len(t, lines, 2, buf.String())
 	require.Contains(t, lines[0], "postgres://u@db.internal:5432/prod")
 	require.Contains(t, lines[0], "answered=graphql")
 	require.Contains(t, lines[1], "/srv/a.db")
+}
+
+// Each line names the request the error was held back from; at debug
+// level, the requests a run's line stands for are logged too, each with
+// its id.
+func TestWithheldErrorsNameTheirRequests(t *testing.T) {
+	var buf bytes.Buffer
+	log := hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Debug})
+	var l storeerr.Log
+	refused := storeerr.Mark(fmt.Errorf("postgres store: postgres://u@db.internal:5432/prod: %w", sqlite3.BUSY))
+	for i := range 3 {
+		l.Withheld(log, "graphql", fmt.Sprintf("req-%d", i), refused)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, 3, buf.String())
+	require.Contains(t, lines[0], "[WARN]")
+	require.Contains(t, lines[0], "request_id=req-0")
+	for i, line := range lines[1:] {
+		require.Contains(t, line, "[DEBUG]")
+		require.Contains(t, line, fmt.Sprintf("request_id=req-%d", i+1))
+		require.Contains(t, line, "postgres://u@db.internal:5432/prod")
+	}
 }
