@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -120,14 +122,27 @@ func TestAnUnreachableDatabaseIsReportedWithoutItsConnectionDetails(t *testing.T
 		require.Falsef(t, secret.MatchString(msg), "%s discloses %q: %s", what, secret.FindString(msg), msg)
 	}
 
-	_, err = submit("during")
-	var errs client.Errors
-	require.ErrorAs(t, err, &errs)
-	t.Logf("submitTask: %v", err)
+	// Sent by hand, to read the response's header: the error names its
+	// request (extensions.requestId), as the response does (X-Request-Id)
+	// and the log line of the full error (request_id, below).
+	during, err := json.Marshal(map[string]any{"query": `mutation($in: SubmitTaskInput!) { submitTask(input: $in) { id } }`,
+		"variables": map[string]any{"in": map[string]any{"agentId": "a", "idempotencyKey": "during", "action": map[string]any{"kind": "click", "selector": "css:#go"}}}})
+	require.NoError(t, err)
+	res, err := http.Post(s.URL, "application/json", bytes.NewReader(during))
+	require.NoError(t, err)
+	var answer client.Response
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&answer))
+	_ = res.Body.Close()
+	require.NotEmpty(t, answer.Errors)
+	errs := answer.Errors
+	t.Logf("submitTask: %v", errs)
 	require.Equal(t, "UNAVAILABLE", errs[0].Code())
 	require.Equal(t, true, errs[0].Extensions["retryable"])
 	clean("submitTask", errs[0].Message)
 	require.Contains(t, errs[0].Message, "the database cannot be reached (")
+	requestID := res.Header.Get("X-Request-Id")
+	require.NotEmpty(t, requestID, "the response names its request")
+	require.Equal(t, requestID, errs[0].Extensions["requestId"])
 
 	var list struct {
 		Tasks struct {
@@ -171,5 +186,8 @@ func TestAnUnreachableDatabaseIsReportedWithoutItsConnectionDetails(t *testing.T
 		}
 		require.NotEmptyf(t, line, "the log says what %s withheld:\n%s", answered, logs)
 		require.Contains(t, line, proxy.ln.Addr().String())
+		if answered == "graphql" {
+			require.Contains(t, line, "request_id="+requestID, "the line of the first error names its request")
+		}
 	}
 }
