@@ -330,6 +330,20 @@ func TestSimulateRunsTheWorkloadUnderThePluginAndTheBuiltin(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// A configuration under which the module's configure faults (it loops
+// until it runs out of its setup fuel) fails the config check with a
+// detail that says configure faulted and why, not that the module refused
+// the configuration, which it never answered.
+func TestCheckSaysAConfigureFaultedUnderTheConfiguration(t *testing.T) {
+	t.Parallel()
+	rep, err := authoring.Check(context.Background(), plugintest.ConfigureSpinsOnADocument(), authoring.Options{Runtime: rt, Config: []byte(`{"mode": "fast"}`)})
+	require.NoError(t, err)
+	require.False(t, rep.Passed)
+	require.Equal(t, []string{authoring.CheckConfig}, failed(rep))
+	require.Equal(t, "the module's configure faults under the configuration (fuel: ran out of fuel (20000000 units of SetupFuel)), not under none; "+
+		"the checks, the bench and the simulation need a configuration the module accepts", rep.Checks[0].Detail)
+}
+
 // Check shows the schema a module declares and checks the configuration
 // against it: a configuration outside it fails the config check, naming
 // the field, under the module's slot and with its schema, and no fuel is

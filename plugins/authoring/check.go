@@ -241,6 +241,10 @@ func configRefusal(ce *host.ConfigError) string {
 	if errors.As(ce.Err, &sm) {
 		return fmt.Sprintf("the module's smoke decision faults under the configuration (%s: %s), not under none; the checks, the bench and the simulation need a configuration the module decides under", sm.Kind, sm.Reason)
 	}
+	var cf *host.ConfigureFault
+	if errors.As(ce.Err, &cf) {
+		return fmt.Sprintf("the module's configure faults under the configuration (%s: %s), not under none; the checks, the bench and the simulation need a configuration the module accepts", cf.Kind, cf.Reason)
+	}
 	return fmt.Sprintf("the module refused the configuration: %v; the checks, the bench and the simulation need a configuration the module accepts", ce.Err)
 }
 

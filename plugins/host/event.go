@@ -16,7 +16,8 @@ var ErrInvalid = errors.New("invalid plugin")
 
 // ConfigError is a configuration document refused, at load or later: by
 // the module's schema (Err then wraps a *schema.Error that names the
-// field), by the module's own configure (Err says why), or, at load, by a
+// field), by the module's own configure (Err says why; a *ConfigureFault
+// when configure faulted under the document rather than refusing it), or, at load, by a
 // smoke decision that faulted under the document where the module, under
 // no configuration, makes it or refuses to go without one (Err is then the
 // *SmokeError). It is also ErrInvalid, as a load it stops is refused.
@@ -38,7 +39,26 @@ func (e *ConfigError) Error() string {
 	if errors.As(e.Err, &se) {
 		return fmt.Sprintf("%v: smoke decision: %s: %s, under this configuration (the module is not at fault: without one it makes the decision or asks for a configuration)", ErrInvalid, se.Kind, se.Reason)
 	}
+	var cf *ConfigureFault
+	if errors.As(e.Err, &cf) {
+		return fmt.Sprintf("%v: %v", ErrInvalid, cf)
+	}
 	return ErrInvalid.Error() + ": configure: " + e.Err.Error()
+}
+
+// ConfigureFault is a configure call that faulted under the document it
+// was given — it trapped, or ran out of its SetupFuel or its time — rather
+// than refusing it with a reason, as the Err of the *ConfigError that
+// refuses the document (the module, under no configuration, did not fault:
+// the document is at fault). Reason is the fault's, with the setup budget
+// it ran out of.
+type ConfigureFault struct {
+	Kind   FaultKind
+	Reason string
+}
+
+func (e *ConfigureFault) Error() string {
+	return fmt.Sprintf("configure faulted under this configuration: %s: %s", e.Kind, e.Reason)
 }
 
 // Unwrap returns ErrInvalid and the reason.

@@ -168,7 +168,7 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 			return fail(fmt.Errorf("%w: configure faulted under no configuration: %s: %s", ErrInvalid, f.kind, setupReason(f, p.rt.cfg.SetupFuel)))
 		}
 		if !restore || f.unasked {
-			return fail(p.configError(err))
+			return fail(p.configError(p.configureError(f, err)))
 		}
 		why = fmt.Sprintf("its configure failed at start under its stored configuration: %s: %s",
 			f.kind, strings.TrimPrefix(f.reason, errRefused.Error()+": "))
@@ -254,6 +254,16 @@ func (p *Plugin) configureFaults(ctx context.Context) bool {
 		return !g.unasked && g.kind != FaultRefused
 	}
 	return false
+}
+
+// configureError is the error of a configure call that did not take a
+// document: err, the module's reason, when it refused it (or was not asked);
+// a *ConfigureFault when it faulted (f, its fault) instead of answering.
+func (p *Plugin) configureError(f fault, err error) error {
+	if f.unasked || f.kind == FaultRefused {
+		return err
+	}
+	return &ConfigureFault{Kind: f.kind, Reason: setupReason(f, p.rt.cfg.SetupFuel)}
 }
 
 // setupReason is f's reason for a call on the setup budget (a configure
@@ -468,8 +478,9 @@ func (p *Plugin) Configure(ctx context.Context, config []byte) error {
 	gen := p.cfgGen.Load() + 1
 	if err := in.configure(doc, gen); err != nil {
 		p.mu.Unlock()
+		f := in.callFault(err)
 		p.discard(in) // its settings may be half applied; rebuild with the old ones
-		return fmt.Errorf("configure plugin %q: %w", p.name, p.configError(err))
+		return fmt.Errorf("configure plugin %q: %w", p.name, p.configError(p.configureError(f, err)))
 	}
 	p.config = doc
 	p.cfgGen.Store(gen)
@@ -511,10 +522,11 @@ func (p *Plugin) trial(ctx context.Context, doc []byte) error {
 	}
 	defer in.close()
 	if err := in.configure(doc, 0); err != nil {
-		if f := in.callFault(err); f.unasked {
+		f := in.callFault(err)
+		if f.unasked {
 			return ErrClosed
 		}
-		return p.configError(err)
+		return p.configError(p.configureError(f, err))
 	}
 	return in.smoke()
 }

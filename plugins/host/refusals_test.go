@@ -30,6 +30,37 @@ func TestAConfigureThatFaultsUnderNoConfigurationIsTheModules(t *testing.T) {
 	}
 }
 
+// A module whose configure faults only under the configuration given (it
+// loops until it runs out of fuel when given a document, and accepts none)
+// is refused for the configuration, with an error that says configure
+// faulted, of what kind and over which budget — not that the module
+// refused the document, which it never answered. The same holds for a
+// configuration given to the plugin once loaded, tried (Trial) or applied
+// (Configure), and the plugin keeps deciding under none.
+func TestAConfigureThatFaultsUnderAConfigurationSaysItFaulted(t *testing.T) {
+	t.Parallel()
+	rt := newRuntime(t, host.Config{})
+	ctx := context.Background()
+	const faulted = "configure faulted under this configuration: fuel: ran out of fuel (20000000 units of SetupFuel)"
+	_, err := rt.Load(ctx, "cspin", plugintest.ConfigureSpinsOnADocument(), []byte(`{"mode": "fast"}`))
+	var ce *host.ConfigError
+	require.ErrorAs(t, err, &ce, "the configuration is at fault: %v", err)
+	var cf *host.ConfigureFault
+	require.ErrorAs(t, err, &cf)
+	require.Equal(t, host.FaultBudget, cf.Kind)
+	require.EqualError(t, err, `load plugin "cspin": invalid plugin: `+faulted)
+
+	p, err := rt.Load(ctx, "cspin", plugintest.ConfigureSpinsOnADocument(), nil)
+	require.NoError(t, err, "under no configuration the module loads")
+	err = p.Trial(ctx, []byte(`{"mode": "fast"}`))
+	require.ErrorAs(t, err, &cf)
+	require.EqualError(t, err, `try a configuration of plugin "cspin": invalid plugin: `+faulted)
+	err = p.Configure(ctx, []byte(`{"mode": "fast"}`))
+	require.ErrorAs(t, err, &cf)
+	require.EqualError(t, err, `configure plugin "cspin": invalid plugin: `+faulted)
+	require.Empty(t, p.Config(), "the configuration is unchanged")
+}
+
 // A module with no configure export refuses a configuration, which is the
 // configuration's fault, as before.
 func TestAConfigurationAModuleWithoutConfigureRefusesIsTheConfigurations(t *testing.T) {

@@ -305,7 +305,7 @@ func (m *Manager) load(ctx context.Context, name string, wasm, config []byte, at
 	}
 	p, err := loadFn(ctx, name, wasm, config)
 	if err != nil {
-		if ce := configError(err); ce != nil {
+		if ce := configError(err, "the plugin is not loaded"); ce != nil {
 			return Info{}, ce
 		}
 		if errors.Is(err, host.ErrInvalid) {
@@ -378,7 +378,7 @@ func (m *Manager) Configure(ctx context.Context, name string, config []byte) (In
 		err = e.plugin.Configure(ctx, config)
 	}
 	if err != nil {
-		if ce := configError(err); ce != nil {
+		if ce := configError(err, "the configuration is unchanged"); ce != nil {
 			return Info{}, ce
 		}
 		var se *host.SmokeError
@@ -715,8 +715,9 @@ func conflict(format string, args ...any) error {
 // schema, its configure or the load's smoke decision refused
 // (host.ConfigError), nil for any other error: its field is the path of
 // the culprit (config.maxShare), or config when the module refused the
-// document as a whole.
-func configError(err error) *engine.Error {
+// document as a whole. outcome, for a fault under the document, says what
+// became of the request (the plugin is not loaded).
+func configError(err error, outcome string) *engine.Error {
 	var ce *host.ConfigError
 	if !errors.As(err, &ce) {
 		return nil
@@ -730,7 +731,12 @@ func configError(err error) *engine.Error {
 		// At load: the module makes the smoke decision without this
 		// configuration (or needs one), so the fault is the configuration's.
 		return &engine.Error{Code: engine.CodeInvalidInput, Field: "config",
-			Message: fmt.Sprintf("under this configuration the plugin's smoke decision faults (%s: %s); the plugin is not loaded", sm.Kind, sm.Reason)}
+			Message: fmt.Sprintf("under this configuration the plugin's smoke decision faults (%s: %s); %s", sm.Kind, sm.Reason, outcome)}
+	}
+	var cf *host.ConfigureFault
+	if errors.As(ce.Err, &cf) {
+		return &engine.Error{Code: engine.CodeInvalidInput, Field: "config",
+			Message: fmt.Sprintf("under this configuration the plugin's configure faults (%s: %s); %s", cf.Kind, cf.Reason, outcome)}
 	}
 	return &engine.Error{Code: engine.CodeInvalidInput, Field: "config", Message: "the plugin refused it: " + ce.Err.Error()}
 }

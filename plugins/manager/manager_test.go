@@ -316,6 +316,35 @@ func TestARefusedLoadsReasonNamesThePluginAndTheCulprit(t *testing.T) {
 	require.Contains(t, ev.Reason, "the limit is 4096 (plugins.maxWasmBytes)")
 }
 
+// A configuration under which the module's configure faults (rather than
+// refusing it) is refused as INVALID_INPUT on config, at load and by
+// Configure, with a message that says configure faulted and why, not that
+// the plugin refused it.
+func TestAConfigurationUnderWhichConfigureFaultsIsRefusedAsAFault(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, enginetest.New(t, nil).Engine, false)
+	ctx := context.Background()
+	const msg = "under this configuration the plugin's configure faults (fuel: ran out of fuel (20000000 units of SetupFuel))"
+
+	_, err := m.Load(ctx, "cspin", plugintest.ConfigureSpinsOnADocument(), []byte(`{"mode": "fast"}`))
+	var ee *engine.Error
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, engine.CodeInvalidInput, ee.Code, "%v", err)
+	require.Equal(t, "config", ee.Field)
+	require.Equal(t, msg+"; the plugin is not loaded", ee.Message)
+
+	_, err = m.Load(ctx, "cspin", plugintest.ConfigureSpinsOnADocument(), nil)
+	require.NoError(t, err)
+	_, err = m.Configure(ctx, "cspin", []byte(`{"mode": "fast"}`))
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, engine.CodeInvalidInput, ee.Code, "%v", err)
+	require.Equal(t, "config", ee.Field)
+	require.Equal(t, msg+"; the configuration is unchanged", ee.Message)
+	got, err := m.Get(ctx, "cspin")
+	require.NoError(t, err)
+	require.Empty(t, got.Config)
+}
+
 // refusedEvent is the next event, failing the test if none comes: the
 // wait is a bound on a hang, not a measurement.
 func refusedEvent(t *testing.T, events <-chan manager.Event) manager.Event {
