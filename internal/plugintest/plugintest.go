@@ -52,15 +52,20 @@ func spinner(always bool) []byte {
 // every decision, a dry run's included, is a hold without a hint: the
 // engine dispatches nothing from the queues it is asked about, until the
 // fairness policy changes.
-func HoldAlways() []byte { return holder(false) }
+func HoldAlways() []byte { return holder(false, 2, 4) }
+
+// HoldAlwaysV1 returns a plugin as HoldAlways's that declares ABI version
+// 1 (and no policy_flags bits), which has no hold: its every answer is a
+// negative value, an error.
+func HoldAlwaysV1() []byte { return holder(false, 1, 0) }
 
 // HoldSpinningInDryRun returns a plugin as HoldAlways's that, asked with
 // DRY_RUN (a plan preview, or plugin check's dry-run decisions), loops
 // until it runs out of fuel instead: its real decisions hold, its previews
 // fault.
-func HoldSpinningInDryRun() []byte { return holder(true) }
+func HoldSpinningInDryRun() []byte { return holder(true, 2, 4) }
 
-func holder(spinDry bool) []byte {
+func holder(spinDry bool, version, flags byte) []byte {
 	const arena = 64 << 10 // the arena: the second page, all of it
 	var pick []byte
 	if spinDry {
@@ -79,8 +84,8 @@ func holder(spinDry bool) []byte {
 		sect(7, []byte{5}, wasmName("memory"), []byte{2, 0}, wasmName("abi_version"), []byte{0, 0},
 			wasmName("policy_flags"), []byte{0, 1}, wasmName("arena"), []byte{0, 2}, wasmName("fairness_pick"), []byte{0, 3}),
 		sect(10, []byte{4},
-			funcBody([]byte{0x41, 2}),                                // abi_version: 2
-			funcBody([]byte{0x41, 4}),                                // policy_flags: HOLDS
+			funcBody([]byte{0x41, version}),                          // abi_version
+			funcBody([]byte{0x41, flags}),                            // policy_flags: HOLDS (4) in version 2
 			funcBody(append([]byte{0x42}, sleb(arena<<32|arena)...)), // arena: ptr << 32 | len
 			funcBody(pick)),
 	}, nil)

@@ -126,7 +126,12 @@ func (in *instance) pick(ctx policy.PickContext, cands []policy.Candidate, picks
 		return policy.Hold(int64(abi.HoldBase - k)), fault{}
 	}
 	if k < 0 {
-		return 0, fault{kind: FaultRefused, reason: in.reasonOr("fairness_pick returned an error")}
+		why := "fairness_pick returned an error"
+		if k <= abi.HoldBase && k >= abi.HoldBase-abi.MaxHoldHintMs {
+			// Only a version 1 module gets here with a hold's value.
+			why = fmt.Sprintf("fairness_pick returned a hold (%d), which ABI version %d does not have: a module that holds declares abi_version 2", k, in.plugin.version)
+		}
+		return 0, fault{kind: FaultRefused, reason: in.reasonOr(why)}
 	}
 	if uint32(k) > slots {
 		return 0, fault{kind: FaultInvalid, reason: fmt.Sprintf("fairness_pick returned %d picks for %d slots", k, slots)}

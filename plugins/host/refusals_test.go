@@ -61,6 +61,19 @@ func TestAConfigureThatFaultsUnderAConfigurationSaysItFaulted(t *testing.T) {
 	require.Empty(t, p.Config(), "the configuration is unchanged")
 }
 
+// A version 1 module that answers a hold, which only version 2 has, is
+// refused at load with an error that says so, not merely that its
+// fairness_pick returned an error.
+func TestAHoldFromAVersion1ModuleIsRefusedAsSuch(t *testing.T) {
+	t.Parallel()
+	rt := newRuntime(t, host.Config{})
+	_, err := rt.Load(context.Background(), "v1hold", plugintest.HoldAlwaysV1(), nil)
+	require.ErrorIs(t, err, host.ErrInvalid)
+	require.ErrorContains(t, err, "smoke decision: refused: fairness_pick returned a hold (-1073741824), which ABI version 1 does not have: a module that holds declares abi_version 2")
+	_, err = rt.Load(context.Background(), "v2hold", plugintest.HoldAlways(), nil)
+	require.NoError(t, err, "version 2 holds")
+}
+
 // A module with no configure export refuses a configuration, which is the
 // configuration's fault, as before.
 func TestAConfigurationAModuleWithoutConfigureRefusesIsTheConfigurations(t *testing.T) {
