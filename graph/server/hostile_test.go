@@ -300,9 +300,15 @@ func TestHostileClientsDoNotSlowAWellBehavedOne(t *testing.T) {
 	p50, p90 := lat[len(lat)/2], lat[len(lat)*9/10]
 	base := baseline[len(baseline)*9/10]
 	t.Logf("well-behaved client: p90 %s before the attacks; under attack p50 %s, p90 %s, max %s", base, p50, p90, lat[len(lat)-1])
-	bound := 200 * time.Millisecond
+	// The promise is that the attacks do not starve the good client — a
+	// server that let them hold its readers, its parser or its lock would
+	// keep it waiting for seconds, until its deadline — not a pace: on a
+	// machine busy with other work (a CI runner's other packages), the p90
+	// measured 27–75 ms under the attacks at a load of 14–18 on two cores,
+	// and passed 200 ms at a load of 27.
+	bound := time.Second
 	if raceEnabled {
-		bound = 2 * time.Second // the race detector slows the attacks' parsing and validation 5-20×
+		bound = 5 * time.Second // the race detector slows the attacks' parsing and validation 5-20×
 	}
 	bound = max(bound, 20*base)
 	require.Less(t, p90, bound, "the well-behaved client is answered promptly under attack")
