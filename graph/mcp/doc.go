@@ -54,7 +54,9 @@
 // another session ("session" argument); open_session starts a fresh one and
 // makes it the MCP session's current one; close_session closes its tab (a
 // session with no tab is left alone). MCP sessions live in memory: after a
-// restart their clients must initialize again, while the tasks remain.
+// restart their clients must initialize again, while the tasks remain. A
+// request without a session, other than initialize or ping, is a 400 that
+// says to initialize (sessionless.go).
 //
 // # Who is calling
 //

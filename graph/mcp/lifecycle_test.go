@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -227,4 +228,66 @@ func TestClosingASessionWithoutATabOpensNothing(t *testing.T) {
 	again := c.call(t, "close_session", map[string]any{"session": "s1"})
 	require.Contains(t, textOf(again), "nothing to close")
 	require.Len(t, b.tasks(t), 2)
+}
+
+// A request without Mcp-Session-Id, other than initialize, is a 400 with a
+// JSON-RPC error (invalid request) that says what is missing, as the
+// transport asks of a server that requires sessions, and runs nothing; it
+// was a 200 with an error of code 0. initialize and ping still pass, and a
+// request with the session's id is served.
+func TestARequestWithoutASessionIsABadRequestThatSaysToInitialize(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{auto: true})
+	ctx := ctxFor(t)
+	none := &rawSession{base: b.base}
+	for _, msg := range []string{
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"text","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":"x","method":"tools/list"}`,
+	} {
+		status, h, out := none.post(t, ctx, msg)
+		require.Equal(t, http.StatusBadRequest, status, out)
+		require.Empty(t, h.Get("Mcp-Session-Id"), "no session was opened")
+		require.Len(t, out, 1)
+		var res struct {
+			ID    json.RawMessage `json:"id"`
+			Error struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out[0]), &res), out[0])
+		var req struct {
+			ID json.RawMessage `json:"id"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(msg), &req))
+		require.JSONEq(t, string(req.ID), string(res.ID), "the answer names the request")
+		require.Equal(t, -32600, res.Error.Code)
+		require.Contains(t, res.Error.Message, "initialize")
+		require.Contains(t, res.Error.Message, "Mcp-Session-Id")
+	}
+	require.Empty(t, b.tasks(t), "nothing ran")
+
+	status, _, out := none.post(t, ctx, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	require.Equal(t, http.StatusOK, status, out)
+
+	// A client of a protocol version without initialize sends its version
+	// and no session: the SDK answers it (that it does not serve that
+	// version), not this refusal.
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var newer strings.Builder
+	_, _ = io.Copy(&newer, res.Body)
+	_ = res.Body.Close()
+	require.NotContains(t, newer.String(), "-32600", "left to the SDK's negotiation")
+
+	s := openRaw(t, ctx, b)
+	status, _, out = s.post(t, ctx, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"text","arguments":{}}}`)
+	require.Equal(t, http.StatusOK, status, out)
+	require.NotContains(t, strings.Join(out, "\n"), `"error"`)
+	require.Len(t, b.tasks(t), 1)
 }

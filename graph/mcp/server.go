@@ -163,6 +163,9 @@ func New(opts Options) (*Server, error) {
 	if maxBody <= 0 {
 		maxBody = sdk.DefaultMaxRequestBodyBytes
 	}
+	// A request without a session, other than initialize, is a 400
+	// (sessionless.go).
+	h = sessionless(h, maxBody)
 	// No answer to a call its client cancelled (withhold.go).
 	if withholdCancelled {
 		h = withhold(h, maxBody)
