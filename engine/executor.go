@@ -49,6 +49,12 @@ type Outcome struct {
 	// Final fails the task at once with Err, without asking its retry
 	// policy: a pull-lane worker's failTask(retryable: false).
 	Final bool
+	// ByWorker marks the outcome of a pull lane's worker's own call
+	// (completeTask, failTask, releaseTask), as package pull finishes it:
+	// the attempt records its worker as its ender (Attempt.EndedBy). An
+	// outcome made for the worker's lease (it expired, the task was
+	// cancelled) is the engine's; on a pushed lane the flag is ignored.
+	ByWorker bool
 }
 
 // Run is the executor's handle on one attempt of a task.

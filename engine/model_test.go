@@ -642,6 +642,14 @@ func runModel(t *testing.T, seed uint64) {
 			if tk.Spec.Retry != nil {
 				budget = tk.Spec.Retry.MaxAttempts
 			}
+			for _, a := range tk.Attempts {
+				if a.EndedAt.IsZero() != (a.EndedBy == engine.EndedByUnknown) {
+					m.fail("%s: attempt %d ended at %v, recorded as ended by %q", id, a.N, a.EndedAt, a.EndedBy)
+				}
+				if a.Code == engine.CodeRestart && a.EndedBy != engine.EndedByEngine {
+					m.fail("%s: attempt %d was interrupted (code %s), but records %q as its ender", id, a.N, a.Code, a.EndedBy)
+				}
+			}
 			n := 0
 			for _, a := range tk.Attempts[min(tk.ResetAt, len(tk.Attempts)):] {
 				if !strings.HasPrefix(a.Error, "released: ") && !a.InstanceFault {
@@ -894,14 +902,22 @@ func runModel(t *testing.T, seed uint64) {
 		return leases[r.IntN(len(leases))]
 	}
 	// finish ends a lease's attempt as its worker does: a lease under way
-	// ends its attempt, a cancelled task's gives its slot back, and any
-	// other is stale and changes nothing.
+	// ends its attempt, which records its worker as its ender, a cancelled
+	// task's gives its slot back (the cancellation, the engine's, ended
+	// the attempt), and any other is stale and changes nothing.
 	finish := func(l *mLease, o engine.Outcome) {
 		t.Helper()
 		mt := l.task
 		current := l.current()
 		cancelled := l.gen == mt.leases && mt.state == engine.StateCancelled && mt.holding
+		o.ByWorker = true // as package pull finishes a worker's call
 		l.run.Finish(o)
+		ender := func() engine.Ender {
+			if n := l.run.Attempt(); n <= len(h.Get(mt.id).Attempts) {
+				return h.Get(mt.id).Attempts[n-1].EndedBy
+			}
+			return engine.EndedByUnknown
+		}
 		var states []engine.Event
 		stale, released := 0, 0
 		for _, ev := range sync() {
@@ -937,9 +953,15 @@ func runModel(t *testing.T, seed uint64) {
 			if o.Release && !mt.deadline.IsZero() && !h.Clock.Now().Before(mt.deadline) && (len(states) != 2 || states[1].To != engine.StateExpired) {
 				m.fail("%s: handed back past its deadline, it went %v, not QUEUED then EXPIRED", mt.id, states)
 			}
+			if by := ender(); by != engine.EndedByWorker {
+				m.fail("%s: its worker ended lease %d (%+v), but attempt %d records %q as its ender", mt.id, l.run.LeaseID(), o, l.run.Attempt(), by)
+			}
 		case cancelled:
 			if len(states) > 0 || released != 1 {
 				m.fail("%s: its worker returned the lease of the cancelled task, but the events were %d state, %d released", mt.id, len(states), released)
+			}
+			if by := ender(); by != engine.EndedByEngine {
+				m.fail("%s: its attempt %d ended in a cancellation, but records %q as its ender", mt.id, l.run.Attempt(), by)
 			}
 		default:
 			if len(states) > 0 || released > 0 || stale > 1 {
@@ -1253,7 +1275,9 @@ func runModel(t *testing.T, seed uint64) {
 			case 0, 1:
 				o = engine.Outcome{Result: []byte(`{}`)}
 			case 2:
-				o = engine.Outcome{Err: engine.Transient(errors.New("transient"))}
+				// A worker may give a code the engine gives too: the
+				// attempt records it as the worker's all the same.
+				o = engine.Outcome{Err: engine.Transient(errors.New("transient")), Code: []string{"", engine.CodeTimeout, engine.CodeLeaseExpired}[r.IntN(3)]}
 			case 3:
 				o = engine.Outcome{Err: engine.Permanent(errors.New("permanent"))}
 			case 4:

@@ -128,6 +128,7 @@ func (e *Engine) recoverLocked(ctx context.Context, snap *Snapshot) error {
 				end = now
 			}
 			att.EndedAt = end
+			att.EndedBy = EndedByEngine
 			att.Class = classTransient
 			att.Error = why
 			att.Code = CodeRestart

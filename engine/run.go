@@ -142,6 +142,7 @@ func (c *core) finishLocked(r *Run, o Outcome) bool {
 	if !r.ended { // a timed-out attempt ended at its timeout
 		att.EndedAt = now
 		att.HTTPStatus = o.HTTPStatus
+		att.EndedBy = enderOf(t, o)
 	}
 	if o.InstanceID != "" {
 		att.InstanceID = o.InstanceID
@@ -174,6 +175,7 @@ func (c *core) finishLocked(r *Run, o Outcome) bool {
 	case t.state == StateCancelled:
 		att.Class = classCancelled
 		att.Error = "cancelled: " + t.reason
+		att.EndedBy = EndedByEngine // the worker's or executor's return confirms the cancellation
 		c.emitReleaseLocked(t, now, "executor returned after cancellation")
 	case o.Release:
 		why := "handed back"
@@ -206,6 +208,24 @@ func (c *core) finishLocked(r *Run, o Outcome) bool {
 		c.failAttemptLocked(t, class, o.HTTPStatus, att.Code, msg, now, ahead)
 	}
 	return true
+}
+
+// enderOf says who ends t's attempt with o: on a pull lane its worker when
+// the outcome is the worker's own call (Outcome.ByWorker), else the engine
+// (package pull finishing an expired or cancelled lease); on a pushed lane
+// the executor, but for an executor's cancellation that answers the engine
+// cancelling the run (a shutdown; a timeout and a cancelled task are
+// recorded as the engine's elsewhere), which is the engine's end.
+func enderOf(t *task, o Outcome) Ender {
+	switch {
+	case t.lane.cfg.Pull && o.ByWorker:
+		return EndedByWorker
+	case t.lane.cfg.Pull:
+		return EndedByEngine
+	case o.Err != nil && o.Class == classCancelled && t.run != nil && t.run.Err() != nil:
+		return EndedByEngine
+	}
+	return EndedByExecutor
 }
 
 // attemptFailure is how a failed attempt of t counts: its error class and

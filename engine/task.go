@@ -259,6 +259,56 @@ type Attempt struct {
 	// (ErrMayHaveRun) of a task that allows a single attempt: that attempt
 	// counts.
 	InstanceFault bool
+	// EndedBy says who ended the attempt: a pull lane's worker, a pushed
+	// lane's executor, or the engine itself. EndedByUnknown while it runs,
+	// and for an attempt ended before the stores kept it.
+	EndedBy Ender
+}
+
+// Ender says who ended an attempt (Attempt.EndedBy). The failures the
+// engine makes carry codes (CodeTimeout, CodeLeaseExpired, CodeRestart,
+// CodeInstanceFault) that a worker's failTask or an executor may give too:
+// the ender tells them apart, in the store as well, so that a pull lane's
+// resent failTask is answered the same after a restart (package pull).
+type Ender uint8
+
+// Who ends attempts.
+const (
+	// EndedByUnknown: the attempt runs, or it ended in a build that did not
+	// record who ended it.
+	EndedByUnknown Ender = iota
+	// EndedByWorker: a pull lane's worker, through completeTask, failTask
+	// or releaseTask (an Outcome with ByWorker).
+	EndedByWorker
+	// EndedByExecutor: a pushed lane's executor, with the instance's
+	// answer, an error (an instance fault included) or a handing back.
+	EndedByExecutor
+	// EndedByEngine: the engine itself, whatever the code: a timeout, an
+	// expired lease, a cancellation, a restart or a leader's change (the
+	// attempt interrupted), a shutdown.
+	EndedByEngine
+)
+
+var enderNames = [...]string{EndedByUnknown: "", EndedByWorker: "worker", EndedByExecutor: "executor", EndedByEngine: "engine"}
+
+// String is the ender's name as the stores keep it: "worker", "executor",
+// "engine", or "" when not known.
+func (e Ender) String() string {
+	if int(e) < len(enderNames) {
+		return enderNames[e]
+	}
+	return ""
+}
+
+// ParseEnder reads an ender's name (String); anything else is
+// EndedByUnknown.
+func ParseEnder(s string) Ender {
+	for e, name := range enderNames {
+		if name == s {
+			return Ender(e)
+		}
+	}
+	return EndedByUnknown
 }
 
 // WebhookDelivery records one attempt to deliver a webhook.

@@ -217,6 +217,7 @@ func (c *core) leaseTimerLocked(t *task, now time.Time) {
 	n := len(t.attempts)
 	att := t.lastAttempt()
 	att.EndedAt = now
+	att.EndedBy = EndedByEngine
 	att.Class = classTransient
 	att.Error = "lease expired"
 	t.run = nil
@@ -241,6 +242,7 @@ func (c *core) timeOutLocked(t *task, now time.Time) {
 	r.ended = true
 	att := t.lastAttempt()
 	att.EndedAt = now
+	att.EndedBy = EndedByEngine
 	msg := "timed out after " + r.ctx.deadline.Sub(att.AssignedAt).Round(time.Millisecond).String()
 	att.Class, att.Error, att.Code = classTransient, msg, CodeTimeout
 	c.failAttemptLocked(t, classTransient, 0, CodeTimeout, msg, now, nil)

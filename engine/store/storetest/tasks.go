@@ -69,7 +69,8 @@ func richTask(n uint64) *engine.Task {
 	t.Attempts = []engine.Attempt{
 		{N: 1, LeaseID: 9, InstanceID: "inst-1", TabID: "tab-1", AssignedAt: epoch, StartedAt: epoch.Add(time.Millisecond),
 			EndedAt: epoch.Add(time.Second), Class: policy.ClassTransient, HTTPStatus: 502, Error: "instance fault: bad gateway",
-			Code: "upstream_502", TabTime: 800 * time.Microsecond, ActionTime: 998*time.Millisecond + 7, InstanceFault: true},
+			Code: "upstream_502", TabTime: 800 * time.Microsecond, ActionTime: 998*time.Millisecond + 7, InstanceFault: true,
+			EndedBy: engine.EndedByExecutor},
 		{N: 2, LeaseID: 11, AssignedAt: epoch.Add(2 * time.Second)},
 	}
 	t.Result = json.RawMessage(`{"partial": true}`)

@@ -210,6 +210,11 @@ type attemptDoc struct {
 	TabTime    int64             `json:"tabTimeNs,omitempty"`
 	ActionTime int64             `json:"actionTimeNs,omitempty"`
 	Fault      bool              `json:"instanceFault,omitempty"`
+	// EndedBy is who ended the attempt (engine.Ender's name), absent while
+	// it runs and in statuses written before it was kept: a field of the
+	// JSON document, which builds without it ignore, so it needs no
+	// migration.
+	EndedBy string `json:"endedBy,omitempty"`
 }
 
 // statusDoc is what changes over a task's life, apart from its state and
@@ -268,6 +273,7 @@ func AppendStatus(b []byte, t *engine.Task) []byte {
 			if a.InstanceFault {
 				b = append(b, `"instanceFault":true,`...)
 			}
+			b = appendStringField(b, "endedBy", a.EndedBy.String())
 			b[len(b)-1] = '}'
 		}
 		b = append(b, "],"...)
@@ -317,7 +323,8 @@ func DecodeStatus(data []byte, t *engine.Task) error {
 			t.Attempts[i] = engine.Attempt{N: a.N, LeaseID: a.LeaseID, InstanceID: a.InstanceID, TabID: a.TabID,
 				AssignedAt: FromUnixNano(a.AssignedAt), StartedAt: FromUnixNano(a.StartedAt), EndedAt: FromUnixNano(a.EndedAt),
 				Class: a.Class, HTTPStatus: a.HTTPStatus, Error: a.Error, Code: a.Code,
-				TabTime: time.Duration(a.TabTime), ActionTime: time.Duration(a.ActionTime), InstanceFault: a.Fault}
+				TabTime: time.Duration(a.TabTime), ActionTime: time.Duration(a.ActionTime), InstanceFault: a.Fault,
+				EndedBy: engine.ParseEnder(a.EndedBy)}
 		}
 	}
 	return nil

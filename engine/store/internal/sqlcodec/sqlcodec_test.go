@@ -85,7 +85,7 @@ func refStatus(t *engine.Task) ([]byte, error) {
 		d.Attempts = append(d.Attempts, attemptDoc{N: a.N, LeaseID: a.LeaseID, InstanceID: a.InstanceID, TabID: a.TabID,
 			AssignedAt: UnixNano(a.AssignedAt), StartedAt: UnixNano(a.StartedAt), EndedAt: UnixNano(a.EndedAt),
 			Class: a.Class, HTTPStatus: a.HTTPStatus, Error: a.Error, Code: a.Code,
-			TabTime: int64(a.TabTime), ActionTime: int64(a.ActionTime), Fault: a.InstanceFault})
+			TabTime: int64(a.TabTime), ActionTime: int64(a.ActionTime), Fault: a.InstanceFault, EndedBy: a.EndedBy.String()})
 	}
 	return json.Marshal(&d)
 }
@@ -100,7 +100,7 @@ func TestAppendStatusMatchesEncodingJSON(t *testing.T) {
 			QueuedAt: at, NextRunAt: at, EndedAt: at, LastSeq: 1 << 40, Unmet: 2, ResetAt: 1, Position: 7,
 			Attempts: []engine.Attempt{{N: 1}, {N: 2, LeaseID: 1 << 50, InstanceID: odd, TabID: "t", AssignedAt: at, StartedAt: at,
 				EndedAt: at, Class: policy.ClassTransient, HTTPStatus: 502, Error: strings.Repeat(odd, 3), Code: "upstream_503",
-				TabTime: 3 * time.Millisecond, ActionTime: time.Second + 7, InstanceFault: true}},
+				TabTime: 3 * time.Millisecond, ActionTime: time.Second + 7, InstanceFault: true, EndedBy: engine.EndedByWorker}},
 			Webhooks: []engine.WebhookDelivery{{ID: "d", Attempt: 2, URL: odd, At: at, Duration: time.Second, HTTPStatus: 500, Error: odd, Final: true}}},
 	} {
 		want, err := refStatus(task)
@@ -112,6 +112,22 @@ func TestAppendStatusMatchesEncodingJSON(t *testing.T) {
 		require.NoError(t, json.Unmarshal(got, &g))
 		require.Equal(t, w, g, "case %d", i)
 	}
+}
+
+// Who ended each attempt survives the status document; a document written
+// before it was kept, or naming an ender this build does not know, reads
+// as not known.
+func TestStatusKeepsWhoEndedEachAttempt(t *testing.T) {
+	t.Parallel()
+	task := &engine.Task{Attempts: []engine.Attempt{{N: 1, EndedBy: engine.EndedByWorker}, {N: 2, EndedBy: engine.EndedByExecutor},
+		{N: 3, EndedBy: engine.EndedByEngine}, {N: 4}}}
+	var got engine.Task
+	require.NoError(t, DecodeStatus(AppendStatus(nil, task), &got))
+	require.Equal(t, []engine.Ender{engine.EndedByWorker, engine.EndedByExecutor, engine.EndedByEngine, engine.EndedByUnknown},
+		[]engine.Ender{got.Attempts[0].EndedBy, got.Attempts[1].EndedBy, got.Attempts[2].EndedBy, got.Attempts[3].EndedBy})
+	require.NoError(t, DecodeStatus([]byte(`{"attempts":[{"n":1,"code":"timeout"},{"n":2,"endedBy":"operator"}]}`), &got))
+	require.Equal(t, engine.EndedByUnknown, got.Attempts[0].EndedBy)
+	require.Equal(t, engine.EndedByUnknown, got.Attempts[1].EndedBy)
 }
 
 func BenchmarkAppendSpec(b *testing.B) {
