@@ -63,6 +63,7 @@ type ComplexityRoot struct {
 		ActionTimeMs  func(childComplexity int) int
 		AssignedAt    func(childComplexity int) int
 		EndedAt       func(childComplexity int) int
+		EndedBy       func(childComplexity int) int
 		Error         func(childComplexity int) int
 		ErrorClass    func(childComplexity int) int
 		ErrorCode     func(childComplexity int) int
@@ -759,6 +760,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Attempt.EndedAt(childComplexity), true
+	case "Attempt.endedBy":
+		if e.ComplexityRoot.Attempt.EndedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attempt.EndedBy(childComplexity), true
 	case "Attempt.error":
 		if e.ComplexityRoot.Attempt.Error == nil {
 			break
@@ -5594,6 +5601,23 @@ type Attempt {
   request was sent) on a task that allows a single attempt: that attempt counts.
   """
   instanceFault: Boolean!
+  """
+  Who ended it: its pull-lane worker (` + "`" + `completeTask` + "`" + `, ` + "`" + `failTask` + "`" + `, ` + "`" + `releaseTask` + "`" + `), its executor,
+  or Switchyard itself (a timeout, an expired lease, a cancellation, a restart, a shutdown),
+  whatever its ` + "`" + `errorCode` + "`" + `: a worker's ` + "`" + `failTask` + "`" + ` may give a code Switchyard also makes.
+  Null while it runs, and for an attempt that ended before the server recorded who ended it.
+  """
+  endedBy: AttemptEnder
+}
+
+"Who ended an attempt (` + "`" + `Attempt.endedBy` + "`" + `)."
+enum AttemptEnder {
+  "A pull lane's worker, with ` + "`" + `completeTask` + "`" + `, ` + "`" + `failTask` + "`" + ` or ` + "`" + `releaseTask` + "`" + `."
+  WORKER
+  "A pushed lane's executor, with the instance's answer, its error (an instance fault included) or a handing back."
+  EXECUTOR
+  "Switchyard itself: a timeout, an expired lease, a cancellation, a restart or a change of leader (the attempt interrupted), a shutdown."
+  ENGINE
 }
 
 "A page of tasks (Relay cursor connection)."
@@ -6025,6 +6049,8 @@ func (ec *executionContext) childFields_Attempt(ctx context.Context, field graph
 		return ec.fieldContext_Attempt_actionTimeMs(ctx, field)
 	case "instanceFault":
 		return ec.fieldContext_Attempt_instanceFault(ctx, field)
+	case "endedBy":
+		return ec.fieldContext_Attempt_endedBy(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Attempt", field.Name)
 }

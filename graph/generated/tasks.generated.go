@@ -473,6 +473,29 @@ func (ec *executionContext) fieldContext_Attempt_instanceFault(_ context.Context
 	return graphql.NewScalarFieldContext("Attempt", field, true, false, "Boolean")
 }
 
+func (ec *executionContext) _Attempt_endedBy(ctx context.Context, field graphql.CollectedField, obj *model.Attempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attempt_endedBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EndedBy(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AttemptEnder) graphql.Marshaler {
+			return ec.marshalOAttemptEnder2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐAttemptEnder(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Attempt_endedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attempt", field, true, false, "AttemptEnder")
+}
+
 func (ec *executionContext) _Batch_id(ctx context.Context, field graphql.CollectedField, obj *model.Batch) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3849,6 +3872,11 @@ func (ec *executionContext) _Attempt(ctx context.Context, sel ast.SelectionSet, 
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "endedBy":
+			out.Values[i] = ec._Attempt_endedBy(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -5430,6 +5458,22 @@ func (ec *executionContext) unmarshalOActionInput2ᚖgithubᚗcomᚋswitchyard�
 	var res = new(model.ActionInput)
 	err := res.UnmarshalGQLContext(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOAttemptEnder2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐAttemptEnder(ctx context.Context, v any) (*model.AttemptEnder, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.AttemptEnder)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOAttemptEnder2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐAttemptEnder(ctx context.Context, sel ast.SelectionSet, v *model.AttemptEnder) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) marshalOBatch2ᚖgithubᚗcomᚋswitchyardᚋswitchyardᚋgraphᚋmodelᚐBatch(ctx context.Context, sel ast.SelectionSet, v *model.Batch) graphql.Marshaler {

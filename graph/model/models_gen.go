@@ -464,6 +464,67 @@ type UpdateInstanceInput struct {
 	Labels []*LabelInput `json:"labels,omitempty"`
 }
 
+// Who ended an attempt (`Attempt.endedBy`).
+type AttemptEnder string
+
+const (
+	// A pull lane's worker, with `completeTask`, `failTask` or `releaseTask`.
+	AttemptEnderWorker AttemptEnder = "WORKER"
+	// A pushed lane's executor, with the instance's answer, its error (an instance fault included) or a handing back.
+	AttemptEnderExecutor AttemptEnder = "EXECUTOR"
+	// Switchyard itself: a timeout, an expired lease, a cancellation, a restart or a change of leader (the attempt interrupted), a shutdown.
+	AttemptEnderEngine AttemptEnder = "ENGINE"
+)
+
+var AllAttemptEnder = []AttemptEnder{
+	AttemptEnderWorker,
+	AttemptEnderExecutor,
+	AttemptEnderEngine,
+}
+
+func (e AttemptEnder) IsValid() bool {
+	switch e {
+	case AttemptEnderWorker, AttemptEnderExecutor, AttemptEnderEngine:
+		return true
+	}
+	return false
+}
+
+func (e AttemptEnder) String() string {
+	return string(e)
+}
+
+func (e *AttemptEnder) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = AttemptEnder(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid AttemptEnder", str)
+	}
+	return nil
+}
+
+func (e AttemptEnder) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *AttemptEnder) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e AttemptEnder) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
 // A node's part in a cluster.
 type NodeRole string
 

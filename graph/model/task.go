@@ -289,6 +289,22 @@ func (a *Attempt) ActionTimeMs() *float64 { return optMs(a.A.ActionTime) }
 // InstanceFault reports whether it ended because of its instance.
 func (a *Attempt) InstanceFault() bool { return a.A.InstanceFault }
 
+// EndedBy is who ended it, nil while it runs or when not recorded.
+func (a *Attempt) EndedBy() *AttemptEnder {
+	var e AttemptEnder
+	switch a.A.EndedBy {
+	case engine.EndedByWorker:
+		e = AttemptEnderWorker
+	case engine.EndedByExecutor:
+		e = AttemptEnderExecutor
+	case engine.EndedByEngine:
+		e = AttemptEnderEngine
+	default:
+		return nil
+	}
+	return &e
+}
+
 // optMs is d in milliseconds, or nil when it was not measured (0).
 func optMs(d time.Duration) *float64 {
 	if d <= 0 {
