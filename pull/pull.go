@@ -548,6 +548,7 @@ func (m *Manager) end(ctx context.Context, id string, end End, reason string, o 
 	if err != nil {
 		return m.resent(ctx, id, end, o, err)
 	}
+	o.ByWorker = true // the attempt records its worker as its ender: a resend reads that
 	h.run.Finish(o)
 	// Answer once the outcome is durable, as a submission is.
 	if err := m.eng.Sync(ctx); err != nil {

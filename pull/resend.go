@@ -25,29 +25,30 @@ import (
 // result (as JSON values: key order and spacing do not count), or failed
 // with the same error, code and retryable. A resend that differs is a
 // CONFLICT naming the first field that differs, as an idempotency key reused
-// with a different request is; a failure with a code the engine also gives
-// (timeout, lease_expired, restart) is the worker's when it is resent the
-// same, or when the manager remembers its worker failed it. A lease that
-// ended otherwise (expired, released, cancelled, stopped by the server) is
-// LEASE_LOST as before.
+// with a different request is. A lease that ended otherwise (expired,
+// released, cancelled, stopped by the server) is LEASE_LOST as before.
 //
 // What is compared is the task as the engine records it (its attempt, whose
 // lease the lease id's signature covers, and its result), not the manager's
 // memory: it survives a restart, and the leader a cluster's nodes forward
-// worker calls to answers it the same after a change of leader.
+// worker calls to answers it the same after a change of leader. The
+// attempt records who ended it (engine.Attempt.EndedBy: the worker's call
+// finishes its run with Outcome.ByWorker), which tells a worker's failure
+// with a code the engine also gives (timeout, lease_expired, restart,
+// instance_fault) from the engine's own. Only an attempt ended before the
+// stores kept its ender (a build before it) is told apart by its code: a
+// failure with an engine's code is then the worker's only when it is
+// resent the same, and a resend that differs is LEASE_LOST.
 
 // resent answers a completion (end EndCompleted) or failure (EndFailed) of
 // the lease named id, which is not held (lost, why): the recorded end of
 // the lease's attempt when it is the same as o, a CONFLICT when the worker
-// ended it otherwise, else lost.
+// ended it otherwise, else lost. The record decides, not the manager's
+// memory of how the lease ended, which a restart or a change of leader
+// loses.
 func (m *Manager) resent(ctx context.Context, id string, end End, o engine.Outcome, lost error) (string, error) {
 	var le *LostError
 	if end != EndCompleted && end != EndFailed || !errors.As(lost, &le) {
-		return "", lost
-	}
-	switch le.End {
-	case EndCompleted, EndFailed, EndUnknown: // ended by its worker, or not known here (a restart, another leader)
-	default:
 		return "", lost
 	}
 	taskID, n, ok := parseID(id)
@@ -68,16 +69,16 @@ func (m *Manager) resent(ctx context.Context, id string, end End, o engine.Outco
 	if att.N != n || att.EndedAt.IsZero() || !hmac.Equal([]byte(m.signAttempt(taskID, n, att.LeaseID)), []byte(id)) {
 		return "", lost
 	}
-	recorded, engineCode, ok := workerEnd(t, att)
+	recorded, sure, ok := workerEnd(t, att)
 	if !ok {
 		return "", lost
 	}
 	if field, why := outcomeDiffers(t, att, recorded, end, o); field != "" {
-		if engineCode && le.End != EndFailed {
-			// The engine ends attempts with this code too (an expired
-			// lease, a restart), and no memory of this lease says its
-			// worker failed it: only a resend that repeats the record
-			// is taken as the worker's.
+		if !sure {
+			// Recorded without its ender, with a code the engine
+			// ends attempts with too (an expired lease, a restart):
+			// only a resend that repeats the record is taken as the
+			// worker's.
 			return "", lost
 		}
 		return "", &engine.Error{Code: engine.CodeConflict, Field: field, TaskID: taskID,
@@ -112,26 +113,35 @@ func parseID(id string) (taskID string, n int, ok bool) {
 // workerEnd says how the worker ended the attempt att of t, as the task
 // records it: completed (the task's last attempt, and the task SUCCEEDED,
 // so that its result is the attempt's) or failed by failTask. ok is false
-// for an attempt the worker did not end so: one handed back, cancelled, or
-// a success the task has moved past (it was run again). engineCode marks a
-// failure whose code is one the engine also gives (lease_expired, timeout,
-// restart, instance_fault): an expired lease or a restart looks the same
-// in the record as a worker's failTask with that code, which workers may
-// give (plugins/ABI.md names these codes for retry policies to read).
-func workerEnd(t *engine.Task, att engine.Attempt) (end End, engineCode, ok bool) {
+// for an attempt the worker did not end so: one the engine ended (expired,
+// cancelled, interrupted), one handed back, or a success the task has
+// moved past (it was run again). sure is false when the record cannot say
+// the end was the worker's: an attempt ended before the stores kept who
+// ended it (att.EndedBy unknown) that failed with a code the engine also
+// gives (lease_expired, timeout, restart, instance_fault), as a worker's
+// failTask may (plugins/ABI.md names these codes for retry policies to
+// read).
+func workerEnd(t *engine.Task, att engine.Attempt) (end End, sure, ok bool) {
+	switch att.EndedBy {
+	case engine.EndedByWorker, engine.EndedByUnknown:
+	default:
+		return "", false, false
+	}
 	switch att.Class {
 	case policy.ClassNone:
 		if att.Error == "" && att.N == len(t.Attempts) && t.State == engine.StateSucceeded {
-			return EndCompleted, false, true
+			return EndCompleted, true, true
 		}
 	case policy.ClassTransient, policy.ClassPermanent:
 		switch {
 		case att.InstanceFault, strings.HasPrefix(att.Error, "released: "):
+		case att.EndedBy == engine.EndedByWorker:
+			return EndFailed, true, true
 		case att.Code == engine.CodeLeaseExpired, att.Code == engine.CodeTimeout,
 			att.Code == engine.CodeRestart, att.Code == engine.CodeInstanceFault:
-			return EndFailed, true, true
-		default:
 			return EndFailed, false, true
+		default:
+			return EndFailed, true, true
 		}
 	}
 	return "", false, false

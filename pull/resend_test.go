@@ -10,8 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/clock"
 	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/engine/store/sqlite"
+	"github.com/switchyard/switchyard/internal/waitfor"
 	"github.com/switchyard/switchyard/pull"
 )
 
@@ -189,10 +191,10 @@ func TestAResentCompletionIsAnsweredAfterARestart(t *testing.T) {
 	got, err = m.Fail(ctx, timeout.ID, "upstream timed out", engine.CodeTimeout, true)
 	require.NoError(t, err, "the same failure with an engine's code, after a restart")
 	require.Equal(t, timeout.TaskID, got)
-	// After a restart nothing says whether the worker or the engine gave
-	// that code: a resend that differs is lost, as for an expired lease.
+	// The attempt records that its worker failed it, code timeout or not:
+	// a resend that differs conflicts after the restart as before it.
 	_, err = m.Fail(ctx, timeout.ID, "upstream timed out twice", engine.CodeTimeout, true)
-	lost(t, err, pull.EndUnknown)
+	requireConflict(t, err, "error")
 
 	forged := done.TaskID + ".1.AAAAAAAAAAAAAAAAAAAAAAAA"
 	_, err = m.Complete(ctx, forged, json.RawMessage(`{"ok": true}`))
@@ -201,6 +203,106 @@ func TestAResentCompletionIsAnsweredAfterARestart(t *testing.T) {
 		st, err := eng.Task(ctx, id)
 		require.NoError(t, err)
 		require.Len(t, st.Attempts, 1, "a resend changes nothing")
+	}
+}
+
+// A worker's failure with a code the engine also gives is told from the
+// engine's own by what the attempt records (who ended it), not by the
+// manager's memory: after a restart on SQLite, a resend that differs from
+// the worker's failure is a CONFLICT naming the field, the same resend
+// answers as the first, and a resend of a lease the engine ended with such
+// a code is LEASE_LOST, even repeating the engine's record word for word.
+// (After a restart the first used to be LEASE_LOST, UNKNOWN, and the last
+// was taken as its worker's.)
+func TestAWorkersFailureWithAnEngineCodeIsToldFromTheEnginesAfterARestart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "pull.db")
+	jobs := engine.NewLane("jobs")
+	jobs.Pull = true
+	cfg := engine.Config{Lanes: []engine.LaneConfig{engine.NewLane("main"), jobs}}
+	clk := clock.NewFake(enginetest.Epoch)
+	start := func() (*engine.Engine, *pull.Manager, func()) {
+		st, err := sqlite.Open(ctx, sqlite.Options{Path: path})
+		require.NoError(t, err)
+		eng, err := engine.New(engine.Options{Config: cfg, Store: st, Executor: enginetest.NewExecutor(), Clock: clk})
+		require.NoError(t, err)
+		require.NoError(t, eng.Start(ctx))
+		m, err := pull.New(ctx, pull.Options{Engine: eng, Clock: clk})
+		require.NoError(t, err)
+		return eng, m, func() {
+			m.Close()
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			require.NoError(t, eng.Shutdown(sctx))
+			require.NoError(t, st.Close())
+		}
+	}
+	eng, m, stop := start()
+	byWorker, err := eng.Submit(ctx, enginetest.Spec("a").Lane("jobs").Action("job").Obj())
+	require.NoError(t, err)
+	ls, err := m.Lease(ctx, "jobs", 1, time.Hour, 0, "w1")
+	require.NoError(t, err)
+	require.Len(t, ls, 1)
+	failed := ls[0]
+	byEngine, err := eng.Submit(ctx, enginetest.Spec("a").Lane("jobs").Action("job").Obj())
+	require.NoError(t, err)
+	ls, err = m.Lease(ctx, "jobs", 1, 10*time.Second, 0, "w2")
+	require.NoError(t, err)
+	require.Len(t, ls, 1)
+	expired := ls[0]
+	require.Equal(t, byEngine.ID, expired.TaskID)
+
+	_, err = m.Fail(ctx, failed.ID, "upstream timed out", engine.CodeTimeout, true)
+	require.NoError(t, err)
+	clk.Advance(10 * time.Second)
+	waitfor.Eventually(t, "the lease of "+byEngine.ID+" expired", func() bool {
+		task, err := eng.Task(ctx, byEngine.ID)
+		return err == nil && len(task.Attempts) == 1 && !task.Attempts[0].EndedAt.IsZero()
+	})
+	require.NoError(t, eng.Sync(ctx))
+	stop()
+
+	eng, m, stop = start()
+	defer stop()
+	states := map[string]engine.State{}
+	for _, id := range []string{byWorker.ID, byEngine.ID} {
+		task, err := eng.Task(ctx, id)
+		require.NoError(t, err)
+		states[id] = task.State
+	}
+	rec, err := eng.Task(ctx, byWorker.ID)
+	require.NoError(t, err)
+	require.Equal(t, engine.EndedByWorker, rec.Attempts[0].EndedBy, "the store keeps who ended the attempt")
+	_, err = m.Fail(ctx, failed.ID, "upstream timed out again", engine.CodeTimeout, true)
+	requireConflict(t, err, "error")
+	_, err = m.Fail(ctx, failed.ID, "upstream timed out", engine.CodeLeaseExpired, true)
+	requireConflict(t, err, "code")
+	_, err = m.Fail(ctx, failed.ID, "upstream timed out", engine.CodeTimeout, false)
+	requireConflict(t, err, "retryable")
+	_, err = m.Complete(ctx, failed.ID, json.RawMessage(`1`))
+	requireConflict(t, err, "leaseId")
+	got, err := m.Fail(ctx, failed.ID, "upstream timed out", engine.CodeTimeout, true)
+	require.NoError(t, err, "the same failure answers as the first")
+	require.Equal(t, byWorker.ID, got)
+
+	rec, err = eng.Task(ctx, byEngine.ID)
+	require.NoError(t, err)
+	att := rec.Attempts[0]
+	require.Equal(t, engine.EndedByEngine, att.EndedBy)
+	require.Equal(t, engine.CodeLeaseExpired, att.Code)
+	_, err = m.Fail(ctx, expired.ID, att.Error, att.Code, true)
+	lost(t, err, pull.EndUnknown)
+	_, err = m.Fail(ctx, expired.ID, "something else", engine.CodeLeaseExpired, true)
+	lost(t, err, pull.EndUnknown)
+	_, err = m.Complete(ctx, expired.ID, json.RawMessage(`1`))
+	lost(t, err, pull.EndUnknown)
+
+	for _, id := range []string{byWorker.ID, byEngine.ID} {
+		task, err := eng.Task(ctx, id)
+		require.NoError(t, err)
+		require.Len(t, task.Attempts, 1, "a resend changes nothing")
+		require.Equal(t, states[id], task.State, "a resend changes nothing")
 	}
 }
 

@@ -523,9 +523,34 @@ func (b *bundle) attemptCodes(t *testing.T, id string) []string {
 	return codes
 }
 
+// attemptEnders reads who ended each of a task's attempts through the API
+// (Attempt.endedBy; "-" for none).
+func (b *bundle) attemptEnders(t *testing.T, id string) []string {
+	t.Helper()
+	var out struct {
+		Task struct {
+			Attempts []struct {
+				EndedBy *string
+			}
+		}
+	}
+	require.NoError(t, b.c.Do(ctxFor(t), `query($id: ID!) { task(id: $id) { attempts { endedBy } } }`, map[string]any{"id": id}, &out))
+	enders := make([]string, 0, len(out.Task.Attempts))
+	for _, a := range out.Task.Attempts {
+		if a.EndedBy == nil {
+			enders = append(enders, "-")
+		} else {
+			enders = append(enders, *a.EndedBy)
+		}
+	}
+	return enders
+}
+
 // Attempt.errorCode is the code each attempt's retry policy was given: a
 // worker's failTask code (retryable or not), none when it gave none, the
 // engine's lease_expired for a lease that ran out, and an executor's own.
+// Attempt.endedBy says who ended each: the worker, whatever its code, the
+// engine for the lease that ran out, the executor.
 func TestAnAttemptsErrorCodeIsReadOnTheTask(t *testing.T) {
 	t.Parallel()
 	b := setup(t, pullLanes)
@@ -557,9 +582,18 @@ func TestAnAttemptsErrorCodeIsReadOnTheTask(t *testing.T) {
 	require.Equal(t, []string{"upstream_503"}, b.attemptCodes(t, id))
 	fail(leaseWhenQueued(id, 30_000), "", true)
 	require.Equal(t, []string{"upstream_503", "-"}, b.attemptCodes(t, id), "a failTask without a code leaves none")
-	leaseWhenQueued(id, 1000) // the worker vanishes
+	leaseID := leaseWhenQueued(id, 1000) // the worker vanishes
+	require.Equal(t, []string{"WORKER", "WORKER", "-"}, b.attemptEnders(t, id), "an attempt under way has no ender")
 	waitfor.Eventually(t, "the lease expires", func() bool { return b.task(t, id).State == engine.StateParked })
 	require.Equal(t, []string{"upstream_503", "-", engine.CodeLeaseExpired}, b.attemptCodes(t, id))
+	require.Equal(t, []string{"WORKER", "WORKER", "ENGINE"}, b.attemptEnders(t, id))
+	_, err := failCall(t, b.c, leaseID, b.task(t, id).Attempts[2].Error, engine.CodeLeaseExpired, true)
+	requireLost(t, err, "EXPIRED")
+
+	coded := b.submitJob(t, "jobs", nil)
+	fail(leaseWhenQueued(coded, 30_000), engine.CodeTimeout, false)
+	require.Equal(t, []string{engine.CodeTimeout}, b.attemptCodes(t, coded))
+	require.Equal(t, []string{"WORKER"}, b.attemptEnders(t, coded), "a worker's code timeout is the worker's")
 
 	perm := b.submitJob(t, "jobs", nil)
 	fail(leaseWhenQueued(perm, 30_000), "not_found", false)
@@ -570,6 +604,7 @@ func TestAnAttemptsErrorCodeIsReadOnTheTask(t *testing.T) {
 	waitfor.Eventually(t, "the task starts", func() bool { return b.exec.Run(pushed) != nil })
 	require.NoError(t, b.exec.Finish(pushed, engine.Outcome{Err: engine.Permanent(errors.New("no such tab")), Code: "tab_not_found"}))
 	require.Equal(t, []string{"tab_not_found"}, b.attemptCodes(t, pushed), "an executor's code")
+	require.Equal(t, []string{"EXECUTOR"}, b.attemptEnders(t, pushed))
 }
 
 // lateTimers is a fake clock whose timers run late: Ahead moves the time it
@@ -766,7 +801,7 @@ func TestAWorkerResendsACompletionOrFailureAfterAnAmbiguousAnswer(t *testing.T) 
 	b := setup(t, pullLanes, tokens, func(o *setupOptions) { o.store = st })
 	b.c = b.clientWith(secrets["root"])
 	w := b.clientWith(secrets["crawler"])
-	done, failed := b.submitJob(t, "jobs", nil), b.submitJob(t, "jobs", nil)
+	done, failed, timedOut := b.submitJob(t, "jobs", nil), b.submitJob(t, "jobs", nil), b.submitJob(t, "jobs", nil)
 	ls, err := lease(t, w, "jobs", 2, 600_000, 0)
 	require.NoError(t, err)
 	require.Len(t, ls, 2)
@@ -774,6 +809,10 @@ func TestAWorkerResendsACompletionOrFailureAfterAnAmbiguousAnswer(t *testing.T) 
 	_, err = complete(t, w, ls[0].LeaseID, `{"pages": 3}`)
 	require.NoError(t, err)
 	_, err = failCall(t, w, ls[1].LeaseID, "404: no such site", "not_found", false)
+	require.NoError(t, err)
+	ls = append(ls, leaseOne(t, w, "jobs", 600_000))
+	require.Equal(t, timedOut, ls[2].Task.ID)
+	_, err = failCall(t, w, ls[2].LeaseID, "the site timed out", engine.CodeTimeout, false)
 	require.NoError(t, err)
 
 	check := func(b *bundle, w *client.Client) {
@@ -792,11 +831,18 @@ func TestAWorkerResendsACompletionOrFailureAfterAnAmbiguousAnswer(t *testing.T) 
 		require.Equal(t, "FAILED", f.Task.State)
 		_, err = failCall(t, w, ls[1].LeaseID, "404: no such site", "not_found", true)
 		requireConflict(t, err, "retryable")
+		// A code the engine also gives: the attempt records that the
+		// worker failed it (endedBy), which a restart keeps.
+		f, err = failCall(t, w, ls[2].LeaseID, "the site timed out", engine.CodeTimeout, false)
+		require.NoError(t, err, "the same failure with the code timeout")
+		require.Equal(t, "FAILED", f.Task.State)
+		_, err = failCall(t, w, ls[2].LeaseID, "the site timed out twice", engine.CodeTimeout, false)
+		requireConflict(t, err, "error")
 
 		other := b.clientWith(secrets["mailer"])
 		_, err = complete(t, other, ls[0].LeaseID, `{"pages": 3}`)
 		require.Equal(t, "FORBIDDEN", gqlErr(t, err).Code(), "a token of another lane")
-		for _, id := range []string{done, failed} {
+		for _, id := range []string{done, failed, timedOut} {
 			require.Len(t, b.task(t, id).Attempts, 1, "a resend changes nothing")
 		}
 	}
