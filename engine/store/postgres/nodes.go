@@ -7,6 +7,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -151,4 +152,51 @@ func (s *Store) ForgetNodes(ctx context.Context, before time.Time) (int, error) 
 		return 0, s.describe("forget nodes", err)
 	}
 	return int(tag.RowsAffected()), nil
+}
+
+// LeaseReport is the leader lease with the last report of the node that
+// holds it (or held it last): what the other nodes know of the leader's
+// health besides the lease.
+type LeaseReport struct {
+	Lease
+	// Reported tells whether the lease's node has a row in nodes. Health
+	// and Heartbeat are its last report's, Age how long ago that was, by
+	// the database's clock.
+	Reported  bool
+	Health    json.RawMessage
+	Heartbeat time.Time
+	Age       time.Duration
+}
+
+// LeaseReport returns the leader lease and its node's last report, in one
+// read; a zero LeaseReport when no node ever took the lease.
+func (s *Store) LeaseReport(ctx context.Context) (LeaseReport, error) {
+	var (
+		r      LeaseReport
+		epoch  int64
+		beat   *time.Time
+		health []byte
+		ageMs  *float64
+	)
+	err := s.pool.QueryRow(ctx, `SELECT l.node, l.epoch, l.acquired_at, l.renewed_at, l.expires_at, l.expires_at > now(),
+			n.heartbeat_at, n.health, (extract(epoch FROM now() - n.heartbeat_at) * 1000)::float8
+		FROM leases l LEFT JOIN nodes n ON n.id = l.node WHERE l.name = $1`, DefaultLease).
+		Scan(&r.Node, &epoch, &r.AcquiredAt, &r.RenewedAt, &r.ExpiresAt, &r.Held, &beat, &health, &ageMs)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return LeaseReport{}, nil
+	}
+	if err != nil {
+		return LeaseReport{}, s.describe("read the leader lease", err)
+	}
+	r.Epoch = uint64(epoch)
+	if beat != nil {
+		r.Reported, r.Heartbeat = true, beat.UTC()
+		if health != nil {
+			r.Health = json.RawMessage(health)
+		}
+		if ageMs != nil {
+			r.Age = time.Duration(*ageMs * float64(time.Millisecond))
+		}
+	}
+	return r, nil
 }
