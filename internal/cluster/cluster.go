@@ -148,14 +148,23 @@ type Node struct {
 	// The failures that repeat while the database or the leader is away,
 	// logged by their changes of state (package failing).
 	leaderReads, beats, commandReads failing.State
-	// health is what the last heartbeat learnt of the store and the lease
-	// (Ready).
+	// What the leader reports of itself, logged by its changes of state
+	// too (leaderhealth.go).
+	leaderCommits, leaderSilent failing.State
+	// health is what the last heartbeat learnt of the store, the lease and
+	// the leader (Ready).
 	health struct {
 		sync.Mutex
 		beatErr    error     // the last heartbeat's failure; nil: it succeeded
 		failSince  time.Time // since when heartbeats have failed
 		noLeader   time.Time // since when no node has held the lease; zero: one does
 		leaseKnown bool      // a heartbeat has read the lease
+		// leader is what the last heartbeat that read the lease learnt of
+		// the leader's health; lastFailure the last time it was failing.
+		leader, lastFailure leaderHealth
+		// failing is closed while the leader is known to fail its
+		// commits (calls waiting for its answers give up then).
+		failing chan struct{}
 	}
 }
 
@@ -511,16 +520,26 @@ func (n *Node) deposed(epoch uint64, reason error) {
 
 // heartbeat reports the node's role and health to the nodes table every
 // Options.Heartbeat, after the report Start made.
+// A leader whose commits start or stop failing reports it at once (it looks
+// four times a heartbeat), so that its followers learn of it at their next
+// heartbeat.
 func (n *Node) heartbeat(ctx context.Context) {
 	t := time.NewTicker(n.opts.Heartbeat)
 	defer t.Stop()
+	look := time.NewTicker(max(n.opts.Heartbeat/4, time.Millisecond))
+	defer look.Stop()
+	var failing bool // whether the last report said the commits fail
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-look.C:
+			if _, commits := n.commitReport(); (commits != "") == failing {
+				continue
+			}
 		}
-		n.beat(ctx)
+		failing = n.beat(ctx)
 	}
 }
 
@@ -529,31 +548,35 @@ func (n *Node) heartbeat(ctx context.Context) {
 // beat tries again. A beat that gets no answer within beatTimeout — a
 // database that holds it, or a network that drops its packets, which no
 // error would ever end — fails: else the node would go on reporting what
-// its last answered heartbeat learnt (Ready).
-func (n *Node) beat(ctx context.Context) {
+// its last answered heartbeat learnt (Ready). A leader reports whether its
+// commits fail, and a follower reads the leader's report with the lease
+// (leaderhealth.go). beat returns whether it reported failing commits.
+func (n *Node) beat(ctx context.Context) (commitsFail bool) {
 	leading, since := n.Leading()
 	role := RoleFollower
 	if leading {
 		role = RoleLeader
 	}
-	health, _ := json.Marshal(map[string]any{"lastSeq": n.events.Last(), "ready": n.ready.Load()})
+	epoch, commits := n.commitReport()
+	health, _ := json.Marshal(report{LastSeq: n.events.Last(), Ready: n.ready.Load(), Epoch: epoch, Commits: commits})
 	bctx, cancel := context.WithTimeout(ctx, n.beatTimeout())
 	defer cancel()
 	err := n.store.Heartbeat(bctx, postgres.NodeInfo{ID: n.opts.Node, Address: n.opts.Address, Role: role, Since: since,
 		Version: n.opts.Version, Health: health})
-	var lease postgres.Lease
+	var lease postgres.LeaseReport
 	if err == nil {
-		lease, err = n.store.Lease(bctx)
+		lease, err = n.store.LeaseReport(bctx)
 	}
 	if ctx.Err() != nil {
-		return
+		return commits != ""
 	}
 	n.noteHealth(err, lease, time.Now())
 	if err != nil {
 		n.beats.Fail(n.log, hclog.Warn, "heartbeat failed; the next failures are not logged until one succeeds", "error", err)
-		return
+		return commits != ""
 	}
 	n.beats.OK(n.log, "heartbeat succeeds again")
+	return commits != ""
 }
 
 // beatTimeout bounds one heartbeat: as long as the other nodes hear from
@@ -562,15 +585,17 @@ func (n *Node) beat(ctx context.Context) {
 func (n *Node) beatTimeout() time.Duration { return 3*n.opts.Heartbeat + time.Second }
 
 // noteHealth records what a heartbeat at now learnt: whether it reached
-// the store (err), and whether a node held the lease.
-func (n *Node) noteHealth(err error, lease postgres.Lease, now time.Time) {
+// the store (err), whether a node held the lease, and what the leader
+// reported of itself. A heartbeat that failed learnt nothing of the
+// leader: what an earlier one learnt stands.
+func (n *Node) noteHealth(err error, lease postgres.LeaseReport, now time.Time) {
 	n.health.Lock()
-	defer n.health.Unlock()
 	if err != nil {
 		if n.health.beatErr == nil {
 			n.health.failSince = now
 		}
 		n.health.beatErr = err
+		n.health.Unlock()
 		return
 	}
 	n.health.beatErr = nil
@@ -581,6 +606,8 @@ func (n *Node) noteHealth(err error, lease postgres.Lease, now time.Time) {
 	case n.health.noLeader.IsZero():
 		n.health.noLeader = now
 	}
+	n.health.Unlock()
+	n.noteLeader(n.learnLeader(lease, now))
 }
 
 // failover is how long a cluster may go without a leader in a failover:
@@ -597,18 +624,17 @@ func (n *Node) failover() time.Duration {
 	return ttl + renew + n.opts.Heartbeat
 }
 
-// Ready reports why this node cannot serve as it should, or nil. A leader
-// answers as its engine does (serve asks its commits); a follower is not
-// ready while its heartbeats fail — the database is unreachable, or
-// refuses writes — nor once no node has held the leader lease for longer
-// than a failover takes (TTL and a renewal, and a heartbeat to notice):
-// every call it would forward to the leader fails then. A failover that
-// takes its usual time does not make the followers unready: their calls
-// wait for the new leader.
+// Ready reports why this node cannot serve as it should, or nil. No node
+// is ready while its heartbeats fail — the database is unreachable, or
+// refuses writes. Otherwise a leader answers as its engine does (serve
+// asks its commits); a follower is not ready while the leader reports that
+// its commits fail, or renews its lease without reporting (leaderhealth.go),
+// nor once no node has held the leader lease for longer than a failover
+// takes (TTL and a renewal, and a heartbeat to notice): every call it would
+// forward to the leader fails then. A failover that takes its usual time
+// does not make the followers unready: their calls wait for the new leader.
 func (n *Node) Ready() error {
-	if leading, _ := n.Leading(); leading {
-		return nil
-	}
+	leading, _ := n.Leading()
 	n.health.Lock()
 	defer n.health.Unlock()
 	now := time.Now()
@@ -616,6 +642,14 @@ func (n *Node) Ready() error {
 		_, _, failed := n.beats.Failing()
 		return fmt.Errorf("the store cannot be reached (%d heartbeats failed over %s): %w",
 			failed, now.Sub(n.health.failSince).Round(time.Millisecond), err)
+	}
+	if leading {
+		return nil
+	}
+	if h := n.health.leader; h.failing() {
+		return fmt.Errorf("the leader (%s) cannot commit (its report of %s ago): %s", h.node, h.since(now), h.commits)
+	} else if h.silent {
+		return fmt.Errorf("the leader (%s) renews its lease but has not reported its health for %s", h.node, h.since(now))
 	}
 	if nl := n.health.noLeader; !nl.IsZero() && now.Sub(nl) > n.failover() {
 		return fmt.Errorf("no node has led the cluster for %s", now.Sub(nl).Round(time.Millisecond))

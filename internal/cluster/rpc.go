@@ -172,7 +172,17 @@ func errNoLeader(err error) error {
 }
 
 // command sends a command to the leader and waits for its answer.
+// A change (mutates) is refused at once while the leader is known to fail
+// its commits, and stops waiting for its answer once the leader is
+// (leaderhealth.go).
 func (n *Node) command(ctx context.Context, kind string, payload json.RawMessage) (json.RawMessage, error) {
+	var watch <-chan struct{}
+	if mutates(kind) {
+		var err error
+		if err, watch = n.leaderFailing(); err != nil {
+			return nil, err
+		}
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, n.opts.CallTimeout)
@@ -182,12 +192,15 @@ func (n *Node) command(ctx context.Context, kind string, payload json.RawMessage
 	if err != nil {
 		return nil, &engine.Error{Code: engine.CodeUnavailable, Retryable: true, Err: err, Message: "the store did not take the command"}
 	}
-	raw, err := n.store.AwaitCommand(ctx, id)
+	raw, err := n.awaitUnlessLeaderFails(ctx, id, watch)
 	if err != nil {
 		var ce *postgres.CommandError
 		if errors.As(err, &ce) {
 			n.leaderAnswered()
 			return nil, &remoteError{msg: ce.Message}
+		}
+		if engine.IsCode(err, engine.CodeUnavailable) {
+			return nil, err // the leader is known to fail its commits
 		}
 		return nil, errNoLeader(err)
 	}

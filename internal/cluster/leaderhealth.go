@@ -1,0 +1,192 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/store/postgres"
+	"github.com/switchyard/switchyard/internal/storeerr"
+)
+
+// The leader's commit health, as the followers learn it. The leader says
+// in every heartbeat (its row in the nodes table) whether its commits fail,
+// and why in general terms (storeerr.Public: the row is read by every node
+// and shown nowhere else, but the reason reaches the followers' clients);
+// it reports at once, not at its next heartbeat, when that changes. Each
+// follower reads the leader's row with the lease at its own heartbeat, so
+// it knows within about a heartbeat that the leader cannot commit. Then it
+// is not ready (Ready), and it refuses at once the changes it would pass to
+// the leader (command), and ends those that wait for an answer: the leader
+// could not make them durable, and would answer late or never (its answer
+// is a write too). Both end at the first heartbeat after the leader reports
+// that it commits again.
+//
+// A leader that cannot write at all cannot say so: its heartbeats stop.
+// While its lease lapses the other nodes see a usual failover (no node
+// leads, then another does). A leader that still renews its lease but has
+// not reported for longer than a node's heartbeat may take (three
+// heartbeats and a second, after which the nodes query shows it unhealthy)
+// is silent: its followers are not ready either, as they would be without
+// a leader, and their calls wait for its answer, which may still come. The
+// leader itself is not ready while its heartbeats fail, as a follower is.
+
+// report is a node's account of itself in its heartbeat (nodes.health).
+type report struct {
+	LastSeq uint64 `json:"lastSeq"`
+	Ready   bool   `json:"ready"`
+	// Epoch is the lease epoch the node leads under; 0 on a follower.
+	Epoch uint64 `json:"epoch,omitempty"`
+	// Commits, on a leader whose commits fail, is why
+	// (storeerr.Public of engine.Engine.CommitError); "" while they
+	// succeed.
+	Commits string `json:"commits,omitempty"`
+}
+
+// leaderHealth is what a follower's last heartbeat learnt of the leader:
+// nothing wrong (zero), its commits failing, or its silence.
+type leaderHealth struct {
+	node    string
+	commits string        // why its commits fail, as it reported
+	silent  bool          // it renews its lease but has not reported for long
+	age     time.Duration // how old its last report was, by the database's clock
+	at      time.Time     // when this node read it
+}
+
+// failing reports whether the leader reported that its commits fail.
+func (h leaderHealth) failing() bool { return h.commits != "" }
+
+// since is how old the leader's last report is at now.
+func (h leaderHealth) since(now time.Time) time.Duration {
+	return (h.age + now.Sub(h.at)).Round(time.Millisecond)
+}
+
+// commitReport returns what this node reports of its commits: the lease
+// epoch it leads under and why its commits fail, or zeros on a follower
+// and while they succeed.
+func (n *Node) commitReport() (epoch uint64, commits string) {
+	n.mu.Lock()
+	leading, e := n.leading, n.eng
+	epoch = n.epoch
+	n.mu.Unlock()
+	if !leading || e == nil {
+		return 0, ""
+	}
+	if err := e.CommitError(); err != nil {
+		return epoch, storeerr.Public(err)
+	}
+	return epoch, ""
+}
+
+// learnLeader derives the leader's health from the lease and the last
+// report of its holder, read at now.
+func (n *Node) learnLeader(rep postgres.LeaseReport, now time.Time) leaderHealth {
+	if !rep.Held || rep.Node == n.opts.Node || !rep.Reported {
+		return leaderHealth{}
+	}
+	var r report
+	_ = json.Unmarshal(rep.Health, &r)
+	h := leaderHealth{node: rep.Node, age: rep.Age, at: now}
+	switch {
+	case r.Epoch == rep.Epoch && r.Commits != "": // a report of an earlier leadership says nothing of this one
+		h.commits = r.Commits
+	case rep.RenewedAt.Sub(rep.Heartbeat) > n.beatTimeout():
+		h.silent = true
+	default:
+		return leaderHealth{}
+	}
+	return h
+}
+
+// noteLeader records what a heartbeat learnt of the leader, wakes the
+// calls that wait for it once it is known to fail its commits, and logs
+// the changes.
+func (n *Node) noteLeader(h leaderHealth) {
+	n.health.Lock()
+	was := n.health.leader
+	n.health.leader = h
+	if h.failing() {
+		n.health.lastFailure = h
+	}
+	if n.health.failing == nil {
+		n.health.failing = make(chan struct{})
+	}
+	switch {
+	case h.failing() && !was.failing():
+		close(n.health.failing)
+	case !h.failing() && was.failing():
+		n.health.failing = make(chan struct{})
+	}
+	n.health.Unlock()
+	if n.log == nil {
+		return
+	}
+	if h.failing() {
+		n.leaderCommits.Fail(n.log, hclog.Warn, "the leader reports that its commits fail: this node is not ready and refuses changes until the leader commits again",
+			"leader", h.node, "reason", h.commits)
+	} else {
+		n.leaderCommits.OK(n.log, "the leader commits again")
+	}
+	if h.silent {
+		n.leaderSilent.Fail(n.log, hclog.Warn, "the leader renews its lease but has not reported its health: this node is not ready until it does",
+			"leader", h.node, "for", h.since(time.Now()))
+	} else {
+		n.leaderSilent.OK(n.log, "the leader reports its health again")
+	}
+}
+
+// leaderFailing returns, while the leader is known to fail its commits, an
+// UNAVAILABLE error that says why (then the channel is nil); otherwise a
+// channel closed once the leader is known to fail them.
+func (n *Node) leaderFailing() (error, <-chan struct{}) {
+	n.health.Lock()
+	defer n.health.Unlock()
+	if h := n.health.leader; h.failing() {
+		return errLeaderFailing(h, "try again later"), nil
+	}
+	if n.health.failing == nil {
+		n.health.failing = make(chan struct{})
+	}
+	return nil, n.health.failing
+}
+
+// errLeaderFailing answers a change that the leader h cannot commit.
+func errLeaderFailing(h leaderHealth, then string) error {
+	return &engine.Error{Code: engine.CodeUnavailable, Retryable: true, Err: errors.New(h.commits),
+		Message: fmt.Sprintf("the leader (%s) cannot commit; %s", h.node, then)}
+}
+
+// awaitUnlessLeaderFails waits for the answer to command id, as
+// store.AwaitCommand does, but gives up once the leader is known to fail
+// its commits (watch closes), with an UNAVAILABLE error that says why.
+func (n *Node) awaitUnlessLeaderFails(ctx context.Context, id uint64, watch <-chan struct{}) (json.RawMessage, error) {
+	if watch == nil {
+		return n.store.AwaitCommand(ctx, id)
+	}
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-watch:
+			cancel(errGaveUp)
+		case <-actx.Done():
+		}
+	}()
+	raw, err := n.store.AwaitCommand(actx, id)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), errGaveUp) {
+		n.health.Lock()
+		h := n.health.lastFailure // what made this call give up, even if the leader has recovered since
+		n.health.Unlock()
+		return nil, errLeaderFailing(h, "the operation may still be applied when it commits again")
+	}
+	return raw, err
+}
+
+// errGaveUp is the cause of a wait for an answer that ended because the
+// leader is known to fail its commits.
+var errGaveUp = errors.New("the leader cannot commit")
