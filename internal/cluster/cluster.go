@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/store/postgres"
@@ -626,7 +627,7 @@ func (n *Node) failover() time.Duration {
 
 // Ready reports why this node cannot serve as it should, or nil. No node
 // is ready while its heartbeats fail — the database is unreachable, or
-// refuses writes. Otherwise a leader answers as its engine does (serve
+// refuses writes (then it says so: it answered). Otherwise a leader answers as its engine does (serve
 // asks its commits); a follower is not ready while the leader reports that
 // its commits fail, or renews its lease without reporting (leaderhealth.go),
 // nor once no node has held the leader lease for longer than a failover
@@ -640,8 +641,12 @@ func (n *Node) Ready() error {
 	now := time.Now()
 	if err := n.health.beatErr; err != nil {
 		_, _, failed := n.beats.Failing()
-		return fmt.Errorf("the store cannot be reached (%d heartbeats failed over %s): %w",
-			failed, now.Sub(n.health.failSince).Round(time.Millisecond), err)
+		what := "the store cannot be reached"
+		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) {
+			what = "the store refuses this node's heartbeats" // read-only, a full disk…: it answered
+		}
+		return fmt.Errorf("%s (%d heartbeats failed over %s): %w",
+			what, failed, now.Sub(n.health.failSince).Round(time.Millisecond), err)
 	}
 	if leading {
 		return nil

@@ -143,16 +143,16 @@ func (n *Node) noteLeader(h leaderHealth) {
 // leaderFailing returns, while the leader is known to fail its commits, an
 // UNAVAILABLE error that says why (then the channel is nil); otherwise a
 // channel closed once the leader is known to fail them.
-func (n *Node) leaderFailing() (error, <-chan struct{}) {
+func (n *Node) leaderFailing() (<-chan struct{}, error) {
 	n.health.Lock()
 	defer n.health.Unlock()
 	if h := n.health.leader; h.failing() {
-		return errLeaderFailing(h, "try again later"), nil
+		return nil, errLeaderFailing(h, "try again later")
 	}
 	if n.health.failing == nil {
 		n.health.failing = make(chan struct{})
 	}
-	return nil, n.health.failing
+	return n.health.failing, nil
 }
 
 // errLeaderFailing answers a change that the leader h cannot commit.

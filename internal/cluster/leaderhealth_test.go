@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/internal/cluster"
 	"github.com/switchyard/switchyard/internal/pgtest"
+	"github.com/switchyard/switchyard/internal/storeerr"
 	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
@@ -189,4 +191,63 @@ func TestALeaderThatCannotReportMakesNoNodeReady(t *testing.T) {
 		return true
 	})
 	submitAndSeeEnd(t, followers[0], f.nodes...)
+}
+
+// When the whole database turns read-only (default_transaction_read_only
+// for the database, its sessions ended: as after a failover to a replica
+// that was not promoted, or a disk that the server remounted read-only)
+// the leader's commits fail and so does every node's heartbeat, the
+// leader's report included: no node is ready, the leader among them, each
+// saying that the store refuses its heartbeats (not that it cannot be
+// reached), and a call through any node is refused at once, since the
+// command cannot even be written. All recover on their own when the
+// database takes writes again.
+//
+// The test makes the test database read-only for a while, so it runs only
+// when SWITCHYARD_TEST_READONLY=1 says that the database
+// (SWITCHYARD_TEST_DATABASE_URL) is a private one: for example
+//
+//	pg_createcluster 15 ro --port 5434 -- --auth=trust && pg_ctlcluster 15 ro start
+//	psql -h 127.0.0.1 -p 5434 -U postgres -c 'CREATE DATABASE test'
+//	SWITCHYARD_TEST_READONLY=1 SWITCHYARD_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5434/test?sslmode=disable \
+//		go test ./internal/cluster -run ReadOnly
+func TestADatabaseTurnedReadOnlyMakesNoNodeReady(t *testing.T) {
+	if os.Getenv("SWITCHYARD_TEST_READONLY") != "1" {
+		t.Skip("makes the whole test database read-only: set SWITCHYARD_TEST_READONLY=1 with a private SWITCHYARD_TEST_DATABASE_URL")
+	}
+	f := newFleet(t, 2, 5*time.Millisecond)
+	lead := f.leader(f.nodes)
+	follower := f.others(lead)[0]
+	waitfor.Eventually(t, "both nodes are ready", func() bool { return lead.Ready() == nil && follower.Ready() == nil })
+
+	var db string
+	conn, err := pgx.Connect(context.Background(), pgtest.URL(t))
+	require.NoError(t, err)
+	require.NoError(t, conn.QueryRow(context.Background(), "SELECT current_database()").Scan(&db))
+	_ = conn.Close(context.Background())
+	endSessions := `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`
+	writable := func() {
+		exec(t, `BEGIN READ WRITE; ALTER DATABASE `+pgx.Identifier{db}.Sanitize()+` RESET default_transaction_read_only; COMMIT`)
+		exec(t, endSessions)
+	}
+	t.Cleanup(writable) // before the schema is dropped
+	exec(t, `ALTER DATABASE `+pgx.Identifier{db}.Sanitize()+` SET default_transaction_read_only = on`)
+	exec(t, endSessions)
+
+	for _, n := range f.nodes {
+		waitfor.Eventually(t, n.ID()+" is not ready", func() bool {
+			err := n.Ready()
+			return err != nil && strings.Contains(err.Error(), "the store refuses this node's heartbeats") &&
+				strings.Contains(storeerr.Public(err), "the database refused the write (read-only)")
+		})
+	}
+	for _, n := range f.nodes {
+		_, err := n.API().Submit(context.Background(), enginetest.Spec("agent").Action("click").Obj())
+		require.Truef(t, engine.IsCode(err, engine.CodeUnavailable), "through %s: want UNAVAILABLE, got %v", n.ID(), err)
+	}
+
+	writable()
+	waitfor.Eventually(t, "every node is ready again", func() bool { return lead.Ready() == nil && follower.Ready() == nil })
+	next := f.leader(f.nodes)
+	submitAndSeeEnd(t, f.others(next)[0], f.nodes...)
 }

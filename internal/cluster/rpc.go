@@ -179,7 +179,7 @@ func (n *Node) command(ctx context.Context, kind string, payload json.RawMessage
 	var watch <-chan struct{}
 	if mutates(kind) {
 		var err error
-		if err, watch = n.leaderFailing(); err != nil {
+		if watch, err = n.leaderFailing(); err != nil {
 			return nil, err
 		}
 	}
