@@ -255,8 +255,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 			}
 			return nil
 		}
-		// A follower is ready while it reaches the store and the cluster
-		// has a leader to answer its calls.
+		// A node is ready while it writes its heartbeats; a follower
+		// while, besides, the cluster has a leader that commits to
+		// answer its calls.
 		nodeReady = node.Ready
 	} else {
 		eng, err := engine.New(engine.Options{Config: engCfg, Store: store, Executor: exec, Logger: log, TabLocator: reg, PlaceOnInstances: true})
