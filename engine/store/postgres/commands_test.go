@@ -152,3 +152,38 @@ func TestNodesReportTheirHeartbeats(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 }
+
+// LeaseReport reads the lease with the last report of its node, and how
+// old that report is by the database's clock.
+func TestLeaseReportCarriesItsHoldersLastReport(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	s := openStore(t, schema)
+	r, err := s.LeaseReport(bg)
+	require.NoError(t, err)
+	require.Equal(t, postgres.LeaseReport{}, r, "no node ever took the lease")
+
+	require.NoError(t, s.Heartbeat(bg, postgres.NodeInfo{ID: "a", Role: "leader", Health: json.RawMessage(`{"commits":"disk full"}`)}))
+	admin(t, "INSERT INTO "+pgxIdent(schema)+".leases (name, node, epoch, acquired_at, renewed_at, expires_at) VALUES ('leader', 'a', 3, now(), now(), now() + interval '1 hour')")
+	r, err = s.LeaseReport(bg)
+	require.NoError(t, err)
+	require.True(t, r.Held)
+	require.Equal(t, "a", r.Node)
+	require.Equal(t, uint64(3), r.Epoch)
+	require.True(t, r.Reported)
+	require.JSONEq(t, `{"commits":"disk full"}`, string(r.Health))
+	require.Less(t, r.Age, time.Hour)
+
+	admin(t, "UPDATE "+pgxIdent(schema)+".nodes SET heartbeat_at = now() - interval '2 hours' WHERE id = 'a'")
+	r, err = s.LeaseReport(bg)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, r.Age, 2*time.Hour, "aged by the database's clock")
+	require.WithinDuration(t, r.RenewedAt.Add(-2*time.Hour), r.Heartbeat, time.Hour)
+
+	admin(t, "UPDATE "+pgxIdent(schema)+".leases SET node = 'z', expires_at = now() - interval '1 second'")
+	r, err = s.LeaseReport(bg)
+	require.NoError(t, err)
+	require.False(t, r.Held)
+	require.Equal(t, "z", r.Node)
+	require.False(t, r.Reported, "z never reported")
+}
