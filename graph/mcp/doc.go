@@ -77,5 +77,11 @@
 // model can read and act on), with the API's error code in the structured
 // content. Nothing is submitted for a call refused before submission, and
 // each such refusal of a tool that submits or cancels is audited, as its
-// calls that get a task are (addAuditedTool).
+// calls that get a task are (addAuditedTool). A string in the arguments
+// that is not UTF-8 is such an INVALID_INPUT too (checkArgs reads the raw
+// arguments, which graph/server leaves to it); the rest of a request is
+// checked by graph/server, which answers what it refuses (such a string
+// elsewhere, a body too large or too slow, no token) as JSON-RPC. An
+// X-Switchyard-Agent header, or a client name standing for the agent, that
+// is not an agent id fails every call naming the header and what is wrong.
 package mcp

@@ -16,6 +16,8 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchyard/switchyard/graph/internal/jsonutf8"
 )
 
 // toolHandler is a tool's handler, given its decoded arguments; its Out is
@@ -75,6 +77,15 @@ type toolHandlerErr[Out any] func(ctx context.Context, err error) (*sdk.CallTool
 // checkArgs validates raw arguments against a tool's schema and decodes
 // them into in. Its error is INVALID_INPUT naming the argument at fault.
 func checkArgs(schema *jsonschema.Schema, resolved *jsonschema.Resolved, raw json.RawMessage, in any) error {
+	// Before decoding: encoding/json turns bytes that are not UTF-8, and
+	// lone surrogate escapes ("\ud800"), into U+FFFD without a word.
+	// graph/server leaves the arguments' strings to this check.
+	if field, ok := jsonutf8.Check(raw); !ok {
+		if field == "body" {
+			field = ""
+		}
+		return invalid(field, "not valid UTF-8 (strings must be UTF-8; invalid bytes and lone surrogates are refused, not replaced)")
+	}
 	args := map[string]any{}
 	if len(bytes.TrimSpace(raw)) > 0 && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		if err := json.Unmarshal(raw, &args); err != nil {

@@ -16,6 +16,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -116,21 +117,22 @@ func (s *Server) bodyLimit(r *http.Request) int {
 	return max(limit, base64.StdEncoding.EncodedLen(s.opts.Plugins.MaxWasmBytes())+uploadSlack)
 }
 
-// readBody reads the body of a request before gqlgen sees it, within three
-// limits: its size (413 before reading anything when the declared length is
-// over limit(r)), the time it takes to arrive (the connection's read deadline
-// is timeout from now while the body is read, then cleared, so a body that
-// trickles in is cut with 408 and the streams that follow it, SSE, are not),
-// and its encoding: a string that is not UTF-8 is refused with
-// INVALID_INPUT naming its place (encoding/json would rewrite it to U+FFFD,
-// making different byte strings the same agent). GET parameters are checked
-// the same way. WebSocket upgrades have no body; their messages are checked
-// by the adapter (wsConn).
-func readBody(limit func(*http.Request) int, timeout time.Duration, next http.Handler) http.Handler {
+// readBody reads the body of a request before its handler sees it, within
+// three limits: its size (413 before reading anything when the declared
+// length is over limit(r)), the time it takes to arrive (the connection's
+// read deadline is timeout from now while the body is read, then cleared, so
+// a body that trickles in is cut with 408 and the streams that follow it,
+// SSE, are not), and its encoding: a string that is not UTF-8 is refused
+// with INVALID_INPUT naming its place (encoding/json would rewrite it to
+// U+FFFD, making different byte strings the same agent). edge answers the
+// refusals in the endpoint's own shape (GraphQL's errors, JSON-RPC's) and
+// says which strings to check. WebSocket upgrades have no body; their
+// messages are checked by the adapter (wsConn).
+func readBody(limit func(*http.Request) int, timeout time.Duration, edge bodyEdge, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && r.Header.Get("Upgrade") == "" {
-			if field, ok := invalidUTF8InQuery(r.URL.Query()); !ok {
-				writeInvalidUTF8(w, field)
+		if edge.query != nil && r.Method == http.MethodGet && r.Header.Get("Upgrade") == "" {
+			if field, ok := edge.query(r.URL.Query()); !ok {
+				writeInvalidUTF8(w, edge, field)
 				return
 			}
 		}
@@ -140,7 +142,7 @@ func readBody(limit func(*http.Request) int, timeout time.Duration, next http.Ha
 		}
 		maxBytes := limit(r)
 		if r.ContentLength > int64(maxBytes) {
-			writeBodyLimit(w, r.ContentLength, maxBytes)
+			writeBodyLimit(w, edge, r.ContentLength, maxBytes)
 			return
 		}
 		rc := http.NewResponseController(w)
@@ -153,24 +155,46 @@ func readBody(limit func(*http.Request) int, timeout time.Duration, next http.Ha
 		var netErr net.Error
 		switch {
 		case errors.As(err, &tooBig):
-			writeBodyLimit(w, -1, maxBytes)
+			writeBodyLimit(w, edge, -1, maxBytes)
 			return
 		case errors.As(err, &netErr) && netErr.Timeout():
-			writeBodyTimeout(w, timeout)
+			writeBodyTimeout(w, edge, timeout)
 			return
 		case err != nil:
 			w.Header().Set("Connection", "close")
 			http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		if field, ok := invalidUTF8InJSON(body); !ok {
-			writeInvalidUTF8(w, field)
+		if field, ok := edge.body(body); !ok {
+			writeInvalidUTF8(w, edge, field)
 			return
 		}
 		r.Body = &readBodyDone{Reader: bytes.NewReader(body), data: body}
 		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bodyEdge is what readBody does differently for each endpoint.
+type bodyEdge struct {
+	// refuse answers a request refused before its handler saw it; parse
+	// says the body cannot be read as it is (JSON-RPC's parse error), as
+	// opposed to a request refused whole (its invalid request).
+	refuse func(w http.ResponseWriter, status int, parse bool, msg string, ext map[string]any)
+	// body finds the first string of a body that is not UTF-8 and that the
+	// handler does not check itself.
+	body func(body []byte) (string, bool)
+	// query checks the parameters of a GET request; nil checks none.
+	query func(url.Values) (string, bool)
+}
+
+// graphQLEdge answers as GraphQL does: {"errors": [...]}.
+var graphQLEdge = bodyEdge{
+	refuse: func(w http.ResponseWriter, status int, _ bool, msg string, ext map[string]any) {
+		writeRequestError(w, status, msg, ext)
+	},
+	body:  invalidUTF8InJSON,
+	query: invalidUTF8InQuery,
 }
 
 // readAllSized reads r to its end as io.ReadAll does, into a buffer made
@@ -226,14 +250,14 @@ func bodyBytes(r *http.Request) ([]byte, error) {
 }
 
 // writeBodyTimeout answers 408: the body did not arrive within the limit.
-func writeBodyTimeout(w http.ResponseWriter, timeout time.Duration) {
-	writeRequestError(w, http.StatusRequestTimeout, "the request body did not arrive within "+timeout.String(),
+func writeBodyTimeout(w http.ResponseWriter, edge bodyEdge, timeout time.Duration) {
+	edge.refuse(w, http.StatusRequestTimeout, false, "the request body did not arrive within "+timeout.String(),
 		map[string]any{"code": string(engine.CodeLimit), "limit": "bodyTimeout", "max": timeout.String(), "retryable": false})
 }
 
 // writeInvalidUTF8 answers 400 INVALID_INPUT for a string that is not UTF-8.
-func writeInvalidUTF8(w http.ResponseWriter, field string) {
-	writeRequestError(w, http.StatusBadRequest, field+": not valid UTF-8 (strings must be UTF-8; invalid bytes are refused, not replaced)",
+func writeInvalidUTF8(w http.ResponseWriter, edge bodyEdge, field string) {
+	edge.refuse(w, http.StatusBadRequest, true, field+": not valid UTF-8 (strings must be UTF-8; invalid bytes are refused, not replaced)",
 		map[string]any{"code": string(engine.CodeInvalidInput), "field": field, "retryable": false})
 }
 
@@ -247,17 +271,12 @@ func writeRequestError(w http.ResponseWriter, status int, msg string, ext map[st
 	_, _ = w.Write(body)
 }
 
-func writeBodyLimit(w http.ResponseWriter, size int64, maxBytes int) {
+// writeBodyLimit answers 413: the body is over the limit.
+func writeBodyLimit(w http.ResponseWriter, edge bodyEdge, size int64, maxBytes int) {
 	msg := "the request body is larger than " + strconv.Itoa(maxBytes) + " bytes"
 	if size >= 0 {
 		msg = "the request body has " + strconv.FormatInt(size, 10) + " bytes; the limit is " + strconv.Itoa(maxBytes)
 	}
-	body, _ := json.Marshal(map[string]any{"errors": []any{map[string]any{
-		"message":    msg,
-		"extensions": map[string]any{"code": string(engine.CodeLimit), "limit": "bodySize", "max": maxBytes, "retryable": false},
-	}}})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Connection", "close")
-	w.WriteHeader(http.StatusRequestEntityTooLarge)
-	_, _ = w.Write(body)
+	edge.refuse(w, http.StatusRequestEntityTooLarge, false, msg,
+		map[string]any{"code": string(engine.CodeLimit), "limit": "bodySize", "max": maxBytes, "retryable": false})
 }

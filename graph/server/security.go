@@ -81,10 +81,16 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 // requireIdentity answers 401 for requests without a valid token (with
 // authentication on): /metrics and /artifacts.
 func (s *Server) requireIdentity(next http.Handler) http.Handler {
+	return s.requireIdentityAs(writeUnauthenticated, next)
+}
+
+// requireIdentityAs is requireIdentity answering 401 with refuse (/mcp: as
+// JSON-RPC).
+func (s *Server) requireIdentityAs(refuse func(http.ResponseWriter), next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := s.opts.Auth.AuthenticateHeader(r.Header.Get("Authorization"))
 		if err != nil {
-			writeUnauthenticated(w)
+			refuse(w)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(auth.WithIdentity(r.Context(), id)))

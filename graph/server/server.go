@@ -278,7 +278,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	mux.Handle("/graphql", count("graphql", s.authenticate(readBody(s.bodyLimit, opts.Limits.BodyTimeout, withStatusHints(s.endOnShutdown(gql))))))
+	mux.Handle("/graphql", count("graphql", s.authenticate(readBody(s.bodyLimit, opts.Limits.BodyTimeout, graphQLEdge, withStatusHints(s.endOnShutdown(gql))))))
 	if !opts.MCP.Disabled {
 		s.mcp, err = mcp.New(mcp.Options{Engine: opts.Engine, Mutations: s.resolver.Tools(), Queries: s.resolver.Query(),
 			Artifacts: opts.Artifacts, Auth: opts.Auth, Limiter: s.limiter, Lane: opts.MCP.Lane, Version: opts.Version,
@@ -288,8 +288,10 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("server: %w", err)
 		}
 		// The same edge as /graphql: 401 before the body, which is read
-		// within the limits of size, time and encoding.
-		mux.Handle("/mcp", count("mcp", s.requireIdentity(readBody(func(*http.Request) int { return opts.Limits.MaxBodyBytes }, opts.Limits.BodyTimeout, s.endOnShutdown(withRequestIDHeader(s.mcp.Handler()))))))
+		// within the limits of size, time and encoding; its refusals are
+		// answered as JSON-RPC (mcpedge.go).
+		mux.Handle("/mcp", count("mcp", s.requireIdentityAs(writeRPCUnauthenticated, readBody(func(*http.Request) int { return opts.Limits.MaxBodyBytes }, opts.Limits.BodyTimeout, mcpEdge,
+			s.endOnShutdown(withRequestIDHeader(s.mcp.Handler()))))))
 	}
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
