@@ -7,8 +7,10 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
@@ -309,13 +311,27 @@ func (s *Server) callerOf(session *sdk.ServerSession, extra *sdk.RequestExtra, i
 	if extra != nil && requestid.Valid(extra.Header.Get(requestid.Header)) {
 		c.request = extra.Header.Get(requestid.Header)
 	}
-	if c.agent == "" || (extra != nil && extra.Header.Get(AgentHeader) != "") {
+	var header string
+	if extra != nil {
+		header = extra.Header.Get(AgentHeader)
+	}
+	if header != "" {
+		// Every call is refused, with what to fix, rather than each
+		// failing on an agentId the caller never wrote.
+		if err := checkAgentHeader(header); err != nil {
+			return nil, err
+		}
+	}
+	if c.agent == "" || header != "" {
 		// An agent token naming another agent in the header is refused by
 		// the resolvers' row-level rules, with their message.
 		switch {
-		case extra != nil && extra.Header.Get(AgentHeader) != "":
-			c.agent, c.named = extra.Header.Get(AgentHeader), true
+		case header != "":
+			c.agent, c.named = header, true
 		case info != nil && info.Name != "":
+			if err := checkClientName(info.Name); err != nil {
+				return nil, err
+			}
 			c.agent = info.Name
 		default:
 			c.agent = DefaultAgent
@@ -327,6 +343,35 @@ func (s *Server) callerOf(session *sdk.ServerSession, extra *sdk.RequestExtra, i
 		c.session = s.currentSession(c.mcpID)
 	}
 	return c, nil
+}
+
+// checkAgentHeader says what is wrong with an X-Switchyard-Agent header
+// that is not an agent id: 1..256 bytes of UTF-8. (A client that writes a
+// header's characters as Latin-1 bytes, as Node does, sends "ü" as the
+// byte 0xFC, which is not UTF-8.)
+func checkAgentHeader(v string) error {
+	switch {
+	case len(v) > engine.MaxIDLength:
+		return &engine.Error{Code: engine.CodeInvalidInput, Message: fmt.Sprintf(
+			"the %s header is %d bytes long; an agent id is at most %d bytes: name the agent with a shorter id",
+			AgentHeader, len(v), engine.MaxIDLength)}
+	case !utf8.ValidString(v):
+		return &engine.Error{Code: engine.CodeInvalidInput, Message: fmt.Sprintf(
+			"the %s header %s is not UTF-8 (a client that sends header values as Latin-1, as Node does, sends \"ü\" as the byte 0xFC): send the agent id's UTF-8 bytes, or an ASCII id",
+			AgentHeader, strconv.Quote(v))}
+	}
+	return nil
+}
+
+// checkClientName says why the MCP client's name (clientInfo.name of its
+// initialize), the agent of a caller that names none, cannot be one.
+func checkClientName(name string) error {
+	if len(name) <= engine.MaxIDLength && utf8.ValidString(name) {
+		return nil
+	}
+	return &engine.Error{Code: engine.CodeInvalidInput, Message: fmt.Sprintf(
+		"the MCP client's name (clientInfo.name, %d bytes) is not an agent id (1..%d bytes of UTF-8): name the agent in the %s header",
+		len(name), engine.MaxIDLength, AgentHeader)}
 }
 
 // clientInfo returns the MCP client's implementation info of a session.
