@@ -34,3 +34,12 @@ func SetProgressEvery(t interface{ Cleanup(func()) }, d time.Duration) {
 // SessionClosedReason is the reason of a task whose MCP session was
 // terminated while its call waited.
 const SessionClosedReason = sessionClosedReason
+
+// SDKSessions returns how many sessions the SDK's server holds.
+func (s *Server) SDKSessions() int {
+	n := 0
+	for range s.mcp.Sessions() {
+		n++
+	}
+	return n
+}

@@ -388,7 +388,8 @@ func TestACallRefusedBeforeSubmissionIsAudited(t *testing.T) {
 
 func TestTheTokensRateOfMutationsIsSharedWithGraphQL(t *testing.T) {
 	t.Parallel()
-	b := setup(t, options{auto: true, limits: resolvers.Limits{MutationsPerSecond: 0.01, MutationBurst: 2},
+	// Three tokens: the session's initialize takes one too.
+	b := setup(t, options{auto: true, limits: resolvers.Limits{MutationsPerSecond: 0.01, MutationBurst: 3},
 		tokens: []auth.Token{{Name: "ada", Role: auth.RoleAgent, AgentID: "ada"}}})
 	c := b.connect(t, "a", "ada", "")
 	require.False(t, c.call(t, "text", nil).IsError)

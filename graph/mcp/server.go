@@ -3,6 +3,7 @@
 package mcp
 
 import (
+	"container/list"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -84,6 +85,14 @@ type Options struct {
 	Version string
 	// SessionTimeout closes MCP sessions idle this long (default 30 min).
 	SessionTimeout time.Duration
+	// InitTimeout closes a session that sent nothing after its initialize,
+	// not even notifications/initialized, after this long (default
+	// DefaultInitTimeout).
+	InitTimeout time.Duration
+	// MaxSessions caps the live MCP sessions (mcp.maxSessions; default
+	// DefaultMaxSessions): a new one evicts the least recently used idle
+	// session, or is refused when none is idle (sessions.go).
+	MaxSessions int
 	// AllowedOrigins are browser origins besides the server's own that may
 	// call tools (api.allowedOrigins, as for GraphQL's WebSockets).
 	AllowedOrigins []string
@@ -115,6 +124,14 @@ type Server struct {
 	// them (terminate.go).
 	calls   map[string]*sessionCalls
 	closing bool
+	// table keeps every session the SDK opened for an initialize, by id,
+	// and lru the live ones, the most recently used first; opening counts
+	// the initializes admitted whose session is not yet in the table
+	// (sessions.go).
+	table   map[string]*sessionEntry
+	lru     *list.List
+	opening int
+	counts  sessionCounters
 
 	// closed ends when Close begins: the calls waiting for their tasks
 	// return (a session's Close waits for its calls).
@@ -136,11 +153,18 @@ func New(opts Options) (*Server, error) {
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = 30 * time.Minute
 	}
+	if opts.InitTimeout <= 0 {
+		opts.InitTimeout = DefaultInitTimeout
+	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = DefaultMaxSessions
+	}
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
 	s := &Server{opts: opts, log: opts.Logger.Named("mcp"), audit: opts.Audit, sessions: map[string]string{},
-		live: map[string]*sdk.ServerSession{}, calls: map[string]*sessionCalls{}}
+		live: map[string]*sdk.ServerSession{}, calls: map[string]*sessionCalls{},
+		table: map[string]*sessionEntry{}, lru: list.New()}
 	s.closed, s.closeAll = context.WithCancel(context.Background())
 	s.mcp = sdk.NewServer(&sdk.Implementation{Name: "switchyard", Title: "Switchyard", Version: opts.Version},
 		&sdk.ServerOptions{
@@ -151,8 +175,14 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.addResources()
+	maxBody := opts.MaxBodyBytes
+	if maxBody <= 0 {
+		maxBody = sdk.DefaultMaxRequestBodyBytes
+	}
 	h := http.Handler(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp },
-		&sdk.StreamableHTTPOptions{SessionTimeout: opts.SessionTimeout, MaxRequestBodyBytes: opts.MaxBodyBytes,
+		// The session table closes idle sessions (sessions.go); the SDK's
+		// timeout, later, is only a backstop.
+		&sdk.StreamableHTTPOptions{SessionTimeout: 2 * opts.SessionTimeout, MaxRequestBodyBytes: opts.MaxBodyBytes,
 			// Without tokens, the SDK refuses loopback requests that name
 			// another host (DNS rebinding), as graph/server does for the
 			// whole API; with tokens the token decides, so that a proxy on
@@ -161,10 +191,9 @@ func New(opts Options) (*Server, error) {
 	// A terminated session's calls are cancelled before the SDK closes it
 	// (terminate.go).
 	h = s.terminating(h)
-	maxBody := opts.MaxBodyBytes
-	if maxBody <= 0 {
-		maxBody = sdk.DefaultMaxRequestBodyBytes
-	}
+	// At most MaxSessions sessions, none idle for long, and initialize
+	// within the caller's rate (sessions.go).
+	h = s.bounding(h, maxBody)
 	// A request without a session, other than initialize, is a 400
 	// (sessionless.go).
 	h = sessionless(h, maxBody)
@@ -218,7 +247,11 @@ func (s *Server) track(ss *sdk.ServerSession, extra *sdk.RequestExtra) {
 			delete(s.live, ss.ID())
 			delete(s.calls, ss.ID())
 		}
+		e := s.table[ss.ID()]
 		s.mu.Unlock()
+		if e != nil && e.ss == ss {
+			s.dropSession(e, nil)
+		}
 	}()
 }
 
@@ -243,6 +276,7 @@ func (s *Server) Close() {
 	for _, ss := range live {
 		_ = ss.Close()
 	}
+	s.closeSessions()
 }
 
 // isClosing reports whether Close has begun.

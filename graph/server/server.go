@@ -135,6 +135,8 @@ type MCPOptions struct {
 	// Lane is the lane of the tasks MCP calls submit without naming one
 	// ("": the engine's default, main).
 	Lane string
+	// MaxSessions caps the live MCP sessions (0: mcp.DefaultMaxSessions).
+	MaxSessions int
 }
 
 // dropNilPointers makes a nil *Registry, *Manager or *Scheduler given as
@@ -283,10 +285,11 @@ func New(opts Options) (*Server, error) {
 		s.mcp, err = mcp.New(mcp.Options{Engine: opts.Engine, Mutations: s.resolver.Tools(), Queries: s.resolver.Query(),
 			Artifacts: opts.Artifacts, Auth: opts.Auth, Limiter: s.limiter, Lane: opts.MCP.Lane, Version: opts.Version,
 			MaxBodyBytes: int64(opts.Limits.MaxBodyBytes), Logger: opts.Logger, Audit: opts.AuditLogger,
-			AllowedOrigins: opts.AllowedOrigins})
+			AllowedOrigins: opts.AllowedOrigins, MaxSessions: opts.MCP.MaxSessions})
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}
+		s.metrics.MustRegister(mcpCollector{s.mcp})
 		// The same edge as /graphql: 401 before the body, which is read
 		// within the limits of size, time and encoding; its refusals are
 		// answered as JSON-RPC (mcpedge.go).
@@ -482,3 +485,29 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 type hclogAdapter struct{ log hclog.Logger }
 
 func (a hclogAdapter) Println(v ...any) { a.log.Error(fmt.Sprint(v...)) }
+
+// mcpCollector exposes the MCP endpoint's session table.
+type mcpCollector struct{ srv *mcp.Server }
+
+var (
+	mcpSessionsDesc = prometheus.NewDesc("switchyard_mcp_sessions", "Live MCP sessions (mcp.maxSessions caps them).", nil, nil)
+	mcpEndedDesc    = prometheus.NewDesc("switchyard_mcp_sessions_closed_total",
+		"MCP sessions the server closed, by reason: evicted (the least recently used idle one, for a new session over mcp.maxSessions) or expired (idle too long; one that sent nothing after initialize, after a minute).", []string{"reason"}, nil)
+	mcpRefusedDesc = prometheus.NewDesc("switchyard_mcp_initialize_refused_total",
+		"MCP initializes refused, by reason: full (mcp.maxSessions reached and every session has a call in progress) or rate (over the caller's mutation rate).", []string{"reason"}, nil)
+)
+
+func (c mcpCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- mcpSessionsDesc
+	ch <- mcpEndedDesc
+	ch <- mcpRefusedDesc
+}
+
+func (c mcpCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.srv.SessionStats()
+	ch <- prometheus.MustNewConstMetric(mcpSessionsDesc, prometheus.GaugeValue, float64(st.Live))
+	ch <- prometheus.MustNewConstMetric(mcpEndedDesc, prometheus.CounterValue, float64(st.Evicted), "evicted")
+	ch <- prometheus.MustNewConstMetric(mcpEndedDesc, prometheus.CounterValue, float64(st.Expired), "expired")
+	ch <- prometheus.MustNewConstMetric(mcpRefusedDesc, prometheus.CounterValue, float64(st.RefusedFull), "full")
+	ch <- prometheus.MustNewConstMetric(mcpRefusedDesc, prometheus.CounterValue, float64(st.RefusedRate), "rate")
+}
