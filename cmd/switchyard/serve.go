@@ -309,7 +309,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 		Pull: backend.Pull, Cluster: backend.Cluster, Metrics: backend.Metrics, Address: advertised(cfg),
 		Artifacts: arts, Logger: log, Version: Version(), Limits: cfg.APILimits(), KeepAlive: cfg.KeepAlive.Std(),
 		Auth: authn, AllowedOrigins: cfg.API.AllowedOrigins, DisableIntrospection: !cfg.API.Introspection,
-		MCP:          server.MCPOptions{Disabled: !cfg.MCP.Enabled, Lane: cfg.MCP.Lane},
+		MCP:          server.MCPOptions{Disabled: !cfg.MCP.Enabled, Lane: cfg.MCP.Lane, MaxSessions: cfg.MCP.MaxSessions},
 		WebhookGuard: webhook.Guard(webhook.Options{AllowPrivate: cfg.Webhooks.AllowPrivate, AllowNetworks: hookNets}),
 		Ready: func() error {
 			if err := commits(); err != nil {

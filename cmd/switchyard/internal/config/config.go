@@ -120,6 +120,10 @@ type MCP struct {
 	// Lane is the lane of the tasks MCP calls submit without naming one
 	// (default main).
 	Lane string `yaml:"lane"`
+	// MaxSessions caps the live MCP sessions (default 1000): a new one
+	// evicts the least recently used idle session, or is refused when every
+	// session has a call in progress.
+	MaxSessions int `yaml:"maxSessions"`
 }
 
 // Secret is a string that is never printed: fmt, YAML and JSON write it as
@@ -819,6 +823,9 @@ func (c *Config) Validate() error {
 		// cancel, and would start the task again while the instance runs it.
 		return fmt.Errorf("executor.abortGrace (%s) must be shorter than engine.leaseGrace (%s): a cancelled attempt could outlive its lease, and the task run twice at once",
 			grace, ec.LeaseGrace)
+	}
+	if c.MCP.MaxSessions < 0 {
+		return fmt.Errorf("mcp.maxSessions: %d is negative (0: the default, 1000)", c.MCP.MaxSessions)
 	}
 	if c.MCP.Lane != "" && !slices.ContainsFunc(ec.Lanes, func(l engine.LaneConfig) bool { return l.Name == c.MCP.Lane }) {
 		return fmt.Errorf("mcp.lane: %q is not a lane (engine.lanes)", c.MCP.Lane)
