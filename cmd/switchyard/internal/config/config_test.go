@@ -118,6 +118,7 @@ func TestValidationNamesTheBadKey(t *testing.T) {
 		"negative limit":     {func(c *config.Config) { c.Limits.MaxDepth = -2 }, "limits.maxDepth"},
 		"keepalive too tiny": {func(c *config.Config) { c.KeepAlive = config.Duration(time.Millisecond) }, "keepAlive"},
 		"mcp lane":           {func(c *config.Config) { c.MCP.Lane = "nowhere" }, "mcp.lane"},
+		"mcp max sessions":   {func(c *config.Config) { c.MCP.MaxSessions = -1 }, "mcp.maxSessions"},
 		"negative cpu limit": {func(c *config.Config) { c.Plugins.DecisionCPU = config.Duration(-time.Millisecond) }, "plugins.decisionCPU: must not be negative"},
 		"tiny cpu limit":     {func(c *config.Config) { c.Plugins.DecisionCPU = config.Duration(time.Nanosecond) }, "plugins.decisionCPU: must be at least 100µs"},
 		"negative breaker":   {func(c *config.Config) { c.Plugins.BreakerStall = config.Duration(-time.Second) }, "plugins.breakerStall: must not be negative"},
