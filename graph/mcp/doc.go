@@ -56,7 +56,11 @@
 // session with no tab is left alone). MCP sessions live in memory: after a
 // restart their clients must initialize again, while the tasks remain. A
 // request without a session, other than initialize or ping, is a 400 that
-// says to initialize (sessionless.go).
+// says to initialize (sessionless.go). At most Options.MaxSessions sessions
+// live at once: a new one evicts the least recently used idle session (no
+// call in progress), or is refused with 503 when none is idle; a session
+// that sends nothing after initialize closes after Options.InitTimeout; and
+// initialize takes from the caller's mutation rate (sessions.go).
 //
 // # Who is calling
 //

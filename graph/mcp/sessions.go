@@ -441,9 +441,10 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // refuse answers a refused initialize: status, Retry-After (whole seconds,
-// rounded up) and a JSON-RPC error whose data carries the code.
+// rounded up) and a JSON-RPC error whose data carries the code, retryable
+// (true) and retryAfterMs, as at the rest of the edge.
 func refuse(w http.ResponseWriter, id json.RawMessage, status int, retry time.Duration, code engine.Code, msg string, data map[string]any) {
-	data["code"] = code
+	data["code"], data["retryable"] = code, true
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}

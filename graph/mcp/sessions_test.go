@@ -181,6 +181,7 @@ func TestASessionWithACallInProgressIsNeverEvicted(t *testing.T) {
 	require.Equal(t, -32000, msg.Error.Code)
 	require.Contains(t, msg.Error.Message, "at most 2 MCP sessions")
 	require.Equal(t, "LIMIT", msg.Error.Data["code"])
+	require.Equal(t, true, msg.Error.Data["retryable"])
 	require.EqualValues(t, 1, c.srv.SessionStats().RefusedFull)
 
 	// The waiting calls were never disturbed: they answer when their
