@@ -574,3 +574,38 @@ func TestSimulateSaysWhenThePluginWasNeverAsked(t *testing.T) {
 	require.True(t, strings.HasPrefix(rep.String(), "NOTE: the plugin's fairness policy was never asked in this run"), rep.String())
 	require.Contains(t, rep.String(), "nothing in this workload called for its decision")
 }
+
+// A bench's fuel figures are deterministic: they depend neither on the
+// deadline or the CPU time a decision gets, nor on the faults these make
+// (which depend on the machine and its load), and a fault rebuilds the
+// instance, whose next decision pays again for the state a plugin keeps
+// (drr's first decision over 64 candidates with 64 slots on a fresh
+// instance burns twice what the later ones do). Here every decision over
+// 1,000 candidates, 27 million fuel and milliseconds on any machine, uses
+// up a CPU time of 100µs, yet each case reports the fuel a bench with
+// ample time measures.
+func TestBenchFuelDoesNotDependOnTheTimeLimitsOrTheirFaults(t *testing.T) {
+	t.Parallel()
+	wasm := example(t, "drr.wasm")
+	bench := func(deadline, cpu time.Duration) *authoring.BenchReport {
+		rep, err := authoring.Bench(context.Background(), wasm, authoring.BenchOptions{
+			Options:   authoring.Options{DecisionFuel: 100_000_000, Candidates: 1000},
+			Decisions: 10, Deadline: deadline, DecisionCPU: cpu,
+		})
+		require.NoError(t, err)
+		return rep
+	}
+	tight, ample := bench(0, 100*time.Microsecond), bench(time.Minute, time.Minute)
+	require.Empty(t, ample.Faults)
+	require.Positive(t, tight.Faults[host.FaultBudget.String()], "decisions over 1,000 candidates used up their CPU time")
+	require.Len(t, tight.Cases, len(ample.Cases))
+	for i, c := range ample.Cases {
+		require.Equal(t, c.Name, tight.Cases[i].Name)
+		require.Positive(t, c.Fuel, c.Name)
+		require.Equal(t, c.Fuel, tight.Cases[i].Fuel, "%s: fuel with a CPU time of 100µs, and of a minute", c.Name)
+	}
+	last := ample.Cases[len(ample.Cases)-1]
+	require.Equal(t, "fairness/cands=1000/slots=64", last.Name)
+	require.Zero(t, tight.Cases[len(tight.Cases)-1].Plugin.Decisions, "every timed decision over 1,000 candidates faulted")
+	require.Greater(t, last.Fuel, uint64(20_000_000), "ABI.md: drr burns about 27 million over 1,000 candidates")
+}

@@ -80,9 +80,15 @@ type BenchCase struct {
 	Ratio float64 `json:"ratio"`
 	// Fuel is the most fuel one of the plugin's decisions of this case
 	// burnt, warm-up included: the case's own figure, not the most over
-	// the cases so far. A decision the host stopped (its deadline, its
-	// CPU time) is left out, as in Stats.FuelMax: the figure is
-	// deterministic.
+	// the cases so far. It is deterministic: it is measured apart from
+	// the timed decisions (fuelPass), over the same decisions made in the
+	// same order on an instance of its own, in a runtime whose deadline
+	// and CPU time are set far out as Check's are. The timed decisions
+	// could not give it: a decision the machine's load takes past the
+	// deadline (or the CPU time) is stopped and its instance rebuilt, and
+	// a plugin that keeps state pays for rebuilding it in the next
+	// decision (drr's first decision over 64 candidates with 64 slots on
+	// a fresh instance burns 0.6 million, its later ones 0.3 million).
 	Fuel uint64 `json:"fuel"`
 	// WarmUp counts the plugin's warm-up decisions of this case (a tenth
 	// as many as the timed ones, not timed), and those the fallback
@@ -251,12 +257,15 @@ func Bench(ctx context.Context, wasm []byte, opts BenchOptions) (*BenchReport, e
 		DeadlineNs: cfg.Deadline.Nanoseconds(), DecisionCPUNs: cfg.DecisionCPU.Nanoseconds(), DecisionFuel: cfg.DecisionFuel}
 	rep.Names, rep.Details = s.plugin.Reads()
 	rep.Faults = map[string]uint64{}
-	for _, c := range benchCases(s, opts.Candidates) {
+	fuel, err := fuelPass(ctx, wasm, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range benchCases(s, opts.Candidates) {
 		if err := fresh(ctx, s.plugin); err != nil {
 			return nil, err
 		}
-		s.plugin.ResetFuelMax() // this case's fuel, not the cases' before it
-		bc := BenchCase{Name: c.name, Candidates: c.cands, Slots: c.slots, Tasks: c.per}
+		bc := BenchCase{Name: c.name, Candidates: c.cands, Slots: c.slots, Tasks: c.per, Fuel: fuel[i]}
 		w := watch(s.plugin)
 		for range opts.Decisions / 10 { // warm both up
 			if _, kind := w.run(func() { c.decide(true) }); kind != "" {
@@ -275,7 +284,6 @@ func Bench(ctx context.Context, wasm []byte, opts BenchOptions) (*BenchReport, e
 		if bc.Plugin.P50Ns > 0 && bc.Native.P50Ns > 0 {
 			bc.Ratio = bc.Plugin.P50Ns / bc.Native.P50Ns
 		}
-		bc.Fuel = s.plugin.ResetFuelMax()
 		for _, m := range []map[string]int{bc.WarmUp.Faults, bc.Plugin.Faults} {
 			for k, v := range m {
 				if k != FaultFallback {
@@ -288,6 +296,48 @@ func Bench(ctx context.Context, wasm []byte, opts BenchOptions) (*BenchReport, e
 	}
 	rep.Quarantines = s.plugin.Stats().Quarantines
 	return rep, nil
+}
+
+// fuelPass returns each bench case's Fuel: it makes the plugin's
+// decisions of every case as Bench does (its warm-up's, then its timed
+// ones, the breaker reset before each), untimed and without the native
+// policy's, on the plugin loaded apart in Check's runtime (Options.runtime),
+// whose deadline, CPU time and breaker's stall allowance are set far out.
+// Fuel depends only on the module, its input and the state its earlier
+// decisions left in the instance, and here that state does not depend on
+// the machine: a decision is stopped, and its instance rebuilt with none
+// of it, only for what the module does (its fuel, a trap, an invalid
+// answer), the same on every run. A Runtime given in Options keeps its
+// own limits.
+func fuelPass(ctx context.Context, wasm []byte, opts BenchOptions) ([]uint64, error) {
+	rt, done, err := opts.runtime(nil)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	s, err := load(ctx, rt, opts.name(), wasm, opts.Config)
+	if err != nil {
+		return nil, err
+	}
+	defer s.plugin.Close(context.Background())
+	var fuel []uint64
+	for _, c := range benchCases(s, opts.Candidates) {
+		if err := fresh(ctx, s.plugin); err != nil {
+			return nil, err
+		}
+		s.plugin.ResetFuelMax() // this case's fuel, not the cases' before it
+		for range opts.Decisions / 10 {
+			c.decide(true)
+		}
+		if err := fresh(ctx, s.plugin); err != nil {
+			return nil, err
+		}
+		for range opts.Decisions {
+			c.decide(true)
+		}
+		fuel = append(fuel, s.plugin.ResetFuelMax())
+	}
+	return fuel, nil
 }
 
 // count adds one decision of kind to m, making m if need be.
