@@ -63,16 +63,20 @@ func (in *instance) timed() error {
 	if in.phase != phaseLoad { // a smoke decision is not one asked of the plugin
 		in.plugin.stats.observe(in.took()) // the call alone: the clock is read once more
 	}
-	if !in.expired.Load() && (err == nil || !stoppedByHost(err)) {
+	if !in.tankEmptied() && (err == nil || !stoppedByHost(err)) {
 		in.plugin.stats.fuel.max(uint64(max(in.burnt, 0)))
 	}
 	return err
 }
 
-// A call the watchdog expired (or halted) is left out whatever its error:
-// one that ended before its next metered point returns no error, yet its
-// emptied tank's unspent units would count as burnt (a loaded machine made
-// drr's 0.3 million a decision read about twice that in plugin bench).
+// tankEmptied reports whether the watchdog emptied the last call's tank
+// while it ran: it expired or halted it, or found it over its CPU time.
+// Such a call is left out of Stats.FuelMax whatever its error: one that
+// ended before its next metered point returns no error, yet its emptied
+// tank's unspent units would count as burnt. (The watchdog writes these
+// under mu while the call runs; callWith has taken mu since, on this
+// goroutine.)
+func (in *instance) tankEmptied() bool { return in.expired.Load() || in.overCPU }
 
 // stoppedByHost reports whether a call's error says the host stopped it
 // (its deadline, its CPU time, a close) rather than the guest ending or

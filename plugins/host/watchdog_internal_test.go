@@ -298,3 +298,41 @@ func TestFuelMaxLeavesOutACallTheWatchdogExpired(t *testing.T) {
 	require.NoError(t, in.timed(), "it ended before the watchdog's stop took effect")
 	require.Zero(t, p.stats.fuel.Load(), "the expired call's emptied tank counted as burnt")
 }
+
+// overCPU is a call whose CPU time the watchdog finds used up while it
+// runs (watch empties its tank), and which then ends before its next
+// metered point: no error.
+type overCPU struct {
+	api.Function
+	in    *instance
+	clock int32
+}
+
+func (f *overCPU) CallWithStack(context.Context, []uint64) error {
+	f.in.fuel.Set(f.in.fuel.Get() - 100) // 100 units burnt
+	f.in.mu.Lock()
+	f.in.cpuClock, f.in.cpuFrom = f.clock, clockRead(f.clock)-int64(time.Hour) // an hour of CPU time used
+	f.in.mu.Unlock()
+	var late ledger
+	f.in.watch(f.in.started.Load(), int64(time.Since(f.in.plugin.rt.epoch)), &late)
+	return nil
+}
+
+// Nor does Stats.FuelMax count a call whose tank the watchdog emptied
+// because it had used up its CPU time, when it ended without an error:
+// the tank's unspent units are not fuel it burnt.
+func TestFuelMaxLeavesOutACallTheWatchdogFoundOverItsCPUTime(t *testing.T) {
+	t.Parallel()
+	clock, ok := threadClock()
+	if !ok {
+		t.Skip("no thread CPU clock here: the watchdog reads none")
+	}
+	rt := &Runtime{epoch: time.Now(), dog: &watchdog{wake: make(chan struct{}, 1)}, cfg: Config{DecisionFuel: 1_000_000, Deadline: time.Second, DecisionCPU: time.Millisecond}}
+	p := &Plugin{rt: rt}
+	in := &instance{plugin: p, fuel: &tank{}, depth: &tank{}, phase: phaseDecide}
+	in.decide = &overCPU{in: in, clock: clock}
+	require.NoError(t, in.timed(), "it ended before the watchdog's stop took effect")
+	require.True(t, in.overCPU, "the watchdog found the call over its CPU time")
+	require.Zero(t, in.fuel.Get(), "and emptied its tank")
+	require.Zero(t, p.stats.fuel.Load(), "the emptied tank counted as burnt")
+}
