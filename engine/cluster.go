@@ -55,7 +55,11 @@ func (e *Engine) adoptSnapshotLocked(ctx context.Context, snap *Snapshot) error 
 }
 
 // NewEventLog returns an empty event log holding up to size events (rounded
-// up to a power of two), for Options.Events. Its first event may have any seq.
+// up to a power of two), for Options.Events. The first engine given it
+// starts it after the store's last seq, whatever that is; from then on it
+// continues without gaps, through every engine given it after: each catches
+// it up from the store, even when it still holds no event (a node that saw
+// the store empty and followed nothing yet gets every event from the first).
 func NewEventLog(size int) *EventLog { return newEventLog(size, 1) }
 
 // adoptEventLogLocked makes e's log continue after lastSeq: a new log, or the
@@ -63,12 +67,13 @@ func NewEventLog(size int) *EventLog { return newEventLog(size, 1) }
 func (e *Engine) adoptEventLogLocked(ctx context.Context, lastSeq uint64) error {
 	if e.events == nil {
 		e.events = newEventLog(e.cfg.EventBuffer, lastSeq+1)
+		e.events.placed = true
 		return nil
 	}
 	l := e.events
 	l.mu.Lock()
-	if l.next == l.first { // empty: start after the store's last seq
-		l.next, l.first = lastSeq+1, lastSeq+1
+	if !l.placed { // the first engine given the log: start after the store's last seq
+		l.next, l.first, l.placed = lastSeq+1, lastSeq+1, true
 	}
 	next := l.next
 	l.mu.Unlock()

@@ -140,6 +140,39 @@ func TestAStandbyCatchesItsLogUpToTheSnapshotWhileTheLeaderGoesOn(t *testing.T) 
 	require.Equal(t, last-2, log.Last())
 }
 
+// A node's log that a standby took up while the store was empty, and that
+// holds no event yet (the node stepped down before it replicated any), is
+// caught up from the first event by the next engine given it: it is not
+// moved past what the leader committed meanwhile, which its readers,
+// waiting after seq 0, would never see in it.
+func TestAnEmptyLogAStandbyTookUpIsCaughtUpFromTheFirstEvent(t *testing.T) {
+	t.Parallel()
+	mem := memory.New(memory.Options{})
+	log := engine.NewEventLog(64)
+	early, err := engine.New(engine.Options{Store: mem, Executor: enginetest.NewExecutor(), Events: log})
+	require.NoError(t, err)
+	require.NoError(t, early.StartStandby(context.Background()))
+	require.Zero(t, log.Last())
+
+	leader, err := engine.New(enginetest.Synchronous(engine.Options{Store: mem, Executor: enginetest.NewExecutor()}))
+	require.NoError(t, err)
+	require.NoError(t, leader.Start(context.Background()))
+	for range 3 {
+		_, err := leader.Submit(context.Background(), enginetest.Spec("a").Obj())
+		require.NoError(t, err)
+	}
+	want, _ := leader.Events().Read(0, 100, nil)
+	require.NotEmpty(t, want)
+
+	again, err := engine.New(engine.Options{Store: mem, Executor: enginetest.NewExecutor(), Events: log})
+	require.NoError(t, err)
+	require.NoError(t, again.StartStandby(context.Background()))
+	got, missed := log.Read(0, 100, nil)
+	require.Zero(t, missed, "the log lost no event")
+	require.Equal(t, want, got)
+	require.EqualValues(t, 1, log.Oldest())
+}
+
 // A lane stored with a maximum depth past MaxSpawnDepth (possible before it
 // was bounded) does not stop the engine from starting: it is lowered to it.
 func TestAStoredLaneDeeperThanTheBoundIsLoweredToIt(t *testing.T) {

@@ -43,8 +43,9 @@ type Options struct {
 	Seed uint64
 	// Events, when set, is the event log to continue instead of a new one:
 	// a node that changes role (standby, leader, standby again) keeps one
-	// log, so its subscribers never notice. It must hold every event up to
-	// the store's last seq (or none); see NewEventLog.
+	// log, so its subscribers never notice. It is new (NewEventLog) or
+	// was given to an engine over the same store before; the engine
+	// catches it up from the store (see NewEventLog).
 	Events *EventLog
 
 	// synchronous drives the engine in its callers' goroutines: for the

@@ -100,6 +100,10 @@ type EventLog struct {
 	first  uint64        // seq of the first event the log was given
 	notify chan struct{} // closed and replaced on append, when someone waits
 	waited bool
+	// placed: an engine has taken the log up (adoptEventLogLocked), so its
+	// position stands even while it holds no event — its readers wait
+	// after next-1 — and every later engine catches it up from there.
+	placed bool
 }
 
 func newEventLog(size int, next uint64) *EventLog {
