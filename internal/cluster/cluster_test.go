@@ -144,12 +144,14 @@ func (f *fleet) follower(lead *testNode) *testNode {
 }
 
 // terminalEvents counts each task's events into a terminal state in a
-// node's event log.
+// node's event log, which holds every event from the first: the fleets
+// start on an empty store, and a node's log continues without gaps
+// whatever roles it takes.
 func terminalEvents(n *cluster.Node) map[string]int {
 	out := map[string]int{}
 	evs, missed := n.Events().Read(0, 1<<20, nil)
 	if missed > 0 {
-		panic("the event log lost events")
+		panic(fmt.Sprintf("the event log of %s lost events: %d before seq %d", n.ID(), missed, n.Events().Oldest()))
 	}
 	for _, e := range evs {
 		if e.Type == engine.EventState && e.To.Terminal() {

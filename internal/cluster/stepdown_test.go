@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -262,4 +263,64 @@ func TestANodeWhoseStandbyWaitsOnTheDatabaseStillAnswers(t *testing.T) {
 		e := n.Engine()
 		return e != first && e.Standby()
 	})
+}
+
+// A node that steps down before its log holds any event (here: it took the
+// lease of an empty store and its takeover failed) follows again from the
+// start of the log it kept, not from wherever the store is by the time its
+// standby engine starts: what the new leader committed meanwhile reaches
+// its event log too, which holds every event from the first, seq for seq
+// the same as the leader's.
+func TestANodeThatStepsDownWithAnEmptyLogKeepsEveryEventTheLeaderCommitsMeanwhile(t *testing.T) {
+	var rec takeovers
+	second := make(chan struct{}) // closed once node-2 runs
+	resume := make(chan struct{}) // closed once node-2 has committed events
+	var engines atomic.Int32      // node-1's engines: standby, leader, standby again
+	f := newFleet(t, 1, 5*time.Millisecond, func(o *cluster.Options) {
+		o.TTL = 10 * time.Minute
+		o.TakeoverBackoff = func(failures int) time.Duration { return rec.backoff(failures, time.Hour) }
+		newEngine := o.NewEngine
+		o.NewEngine = func(events *engine.EventLog) (*engine.Engine, error) {
+			if engines.Add(1) == 3 {
+				<-resume // the standby engine after the failed takeover starts late
+			}
+			return newEngine(events)
+		}
+		o.Lead = func(ctx context.Context, _ *engine.Engine, _ func() error) (*cluster.Leadership, error) {
+			rec.lead()
+			select {
+			case <-second:
+			case <-ctx.Done():
+			}
+			return nil, errors.New("read the plugin store: timeout")
+		}
+	})
+	release := sync.OnceFunc(func() { close(resume) })
+	t.Cleanup(release) // a failure before the release does not hold node-1 up as the fleet stops
+	first := f.nodes[0]
+	waitfor.Eventually(t, "node-1 takes the lease and starts its takeover", func() bool { return rec.count() == 1 })
+	require.Zero(t, first.Events().Last(), "node-1's log is empty")
+	next := f.add(func(o *cluster.Options) { o.TTL = 10 * time.Minute })
+	close(second)
+	require.Same(t, next, f.leader(f.nodes))
+	waitfor.Eventually(t, "node-1 starts its standby engine again", func() bool { return engines.Load() == 3 })
+
+	// node-2 commits while node-1 has no engine yet.
+	early := submitAndSeeEnd(t, next, next)
+	release()
+	later := submitAndSeeEnd(t, next, first)
+
+	ends := terminalEvents(first.Node)
+	require.Equal(t, 1, ends[early], "the task that ended before node-1 followed again")
+	require.Equal(t, 1, ends[later])
+	got, missed := first.Events().Read(0, 1<<20, nil)
+	require.Zero(t, missed)
+	want, _ := next.Events().Read(0, len(got), nil)
+	require.Equal(t, len(got), len(want))
+	require.EqualValues(t, 1, got[0].Seq)
+	for i := range want {
+		require.Equal(t, want[i].Seq, got[i].Seq)
+		require.Equal(t, want[i].TaskID, got[i].TaskID)
+		require.Equal(t, want[i].To, got[i].To)
+	}
 }
