@@ -59,11 +59,24 @@ func (e *Engine) adoptSnapshotLocked(ctx context.Context, snap *Snapshot) error 
 // starts it after the store's last seq, whatever that is; from then on it
 // continues without gaps, through every engine given it after: each catches
 // it up from the store, even when it still holds no event (a node that saw
-// the store empty and followed nothing yet gets every event from the first).
+// the store empty and followed nothing yet gets every event from the first)
+// — unless the store has purged events it lacks: then it restarts after the
+// store's last seq (adoptEventLogLocked).
 func NewEventLog(size int) *EventLog { return newEventLog(size, 1) }
 
 // adoptEventLogLocked makes e's log continue after lastSeq: a new log, or the
 // one given in Options (caught up from the store if it lags behind).
+//
+// A log can only be caught up while the store still holds every event it
+// lacks. Retention deletes ended tasks' events, so a log that lagged for
+// longer (a node cut off from the database, or that stopped following) may
+// lack events the store no longer has: the stored seqs it needs have gaps,
+// at a page's start or inside it. Those events are gone for every node, and
+// a log cannot hold a gap, so such a log restarts after lastSeq, the store's
+// present position, empty. Its readers learn from it what they missed
+// (EventLog.Read), and a subscriber replays what the store still holds and
+// is told of what was purged, as one that resumes from further back than
+// retention is (graph/eventstream).
 func (e *Engine) adoptEventLogLocked(ctx context.Context, lastSeq uint64) error {
 	if e.events == nil {
 		e.events = newEventLog(e.cfg.EventBuffer, lastSeq+1)
@@ -82,16 +95,27 @@ func (e *Engine) adoptEventLogLocked(ctx context.Context, lastSeq uint64) error 
 		if err != nil {
 			return fmt.Errorf("engine: catch the event log up: %w", err)
 		}
-		if len(evs) == 0 || evs[0].Seq != next {
-			return fmt.Errorf("engine: the event log ends at %d but the store's next event is not %d", next-1, next)
-		}
 		// Under a leader the store goes on past the snapshot: stop at it,
 		// the caller follows from there.
 		for len(evs) > 0 && evs[len(evs)-1].Seq > lastSeq {
 			evs = evs[:len(evs)-1]
 		}
-		l.append(evs)
-		next = evs[len(evs)-1].Seq + 1
+		run := 0 // the events that continue the log without a gap
+		for run < len(evs) && evs[run].Seq == next+uint64(run) {
+			run++
+		}
+		if run == len(evs) && len(evs) > 0 {
+			l.append(evs)
+			next += uint64(run)
+			continue
+		}
+		// The store lacks seq next+run (purged): events up to lastSeq are
+		// committed, so a seq missing from them was deleted.
+		missing := next + uint64(run)
+		e.log.Warn("the event log lags behind events the store has purged; it restarts at the store's last seq",
+			"log_last", next-1, "missing", missing, "store_last", lastSeq)
+		l.restart(lastSeq + 1)
+		next = lastSeq + 1
 	}
 	if next != lastSeq+1 {
 		return fmt.Errorf("engine: the event log is at %d, ahead of the store's last seq %d", next-1, lastSeq)

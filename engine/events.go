@@ -146,6 +146,24 @@ func (l *EventLog) append(evs []Event) {
 	l.mu.Unlock()
 }
 
+// restart empties the log and moves it on to continue at seq next (ahead of
+// where it is), for a log that cannot be caught up (adoptEventLogLocked):
+// its readers then learn from Read that they missed every event before
+// next they had not read. Waiters are woken.
+func (l *EventLog) restart(next uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if next <= l.next {
+		return
+	}
+	l.next, l.first = next, next
+	if l.waited {
+		close(l.notify)
+		l.notify = make(chan struct{})
+		l.waited = false
+	}
+}
+
 // Last returns the seq of the newest event, 0 if none.
 func (l *EventLog) Last() uint64 {
 	l.mu.RLock()
