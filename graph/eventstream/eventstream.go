@@ -211,14 +211,16 @@ func (r *Reader) replayStored(ctx context.Context, oldest uint64, room int) (int
 		r.skip(oldest-1, ReasonPurged)
 		return 1, nil
 	}
-	if first := evs[0].Seq; first > r.pos+1 {
-		r.skip(first-1, ReasonPurged)
-	}
+	// Stored seqs have gaps where retention purged events, before the
+	// page or inside it: each is said with a LAGGED notice.
 	n := 0
 	for n < len(evs) && evs[n].Seq < oldest {
+		if s := evs[n].Seq; s > r.pos+1 {
+			r.skip(s-1, ReasonPurged)
+		}
+		r.take(evs[n : n+1])
 		n++
 	}
-	r.take(evs[:n])
 	return n + 1, nil
 }
 
