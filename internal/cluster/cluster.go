@@ -101,6 +101,11 @@ type Options struct {
 	// doubled at each failure up to three TTLs (DefaultTakeoverBackoff). The
 	// count starts again after a leadership that lasted at least a TTL.
 	TakeoverBackoff func(failures int) time.Duration
+	// FollowBackoff is how long a follower whose following of the leader's
+	// events stopped on an error waits before it starts again, given how
+	// many times in a row it has stopped (1 for the first). Nil: a second,
+	// doubled at each failure up to 30 s (DefaultFollowBackoff).
+	FollowBackoff func(failures int) time.Duration
 	// EventBuffer is the node's event log size (default 65,536).
 	EventBuffer int
 	// Heartbeat is the interval of the node's heartbeat (default 2 s).
@@ -152,6 +157,12 @@ type Node struct {
 	// What the leader reports of itself, logged by its changes of state
 	// too (leaderhealth.go).
 	leaderCommits, leaderSilent failing.State
+	// follows fails while the node, following, does not replicate the
+	// leader's events: following stopped on an error, or its standby
+	// engine cannot start (Ready).
+	follows failing.State
+	// replicate, when set, replaces engine.Engine.Replicate (tests).
+	replicate atomic.Pointer[func(*engine.Engine, []engine.Event) error]
 	// health is what the last heartbeat learnt of the store, the lease and
 	// the leader (Ready).
 	health struct {
@@ -166,6 +177,8 @@ type Node struct {
 		// failing is closed while the leader is known to fail its
 		// commits (calls waiting for its answers give up then).
 		failing chan struct{}
+		// followErr is why the node last stopped following (follows).
+		followErr error
 	}
 }
 
@@ -185,6 +198,9 @@ func New(opts Options) (*Node, error) {
 	}
 	if opts.CallTimeout == 0 {
 		opts.CallTimeout = 10 * time.Second
+	}
+	if opts.FollowBackoff == nil {
+		opts.FollowBackoff = DefaultFollowBackoff
 	}
 	n := &Node{opts: opts, log: opts.Logger.Named("cluster"), store: opts.Store,
 		events: engine.NewEventLog(opts.EventBuffer), ids: engine.NewIDGenerator(0), handlers: newHandlers(), relay: newRelay()}
@@ -208,6 +224,17 @@ func New(opts Options) (*Node, error) {
 // renewEvery, doubled at each further failure, up to 3 × ttl.
 func DefaultTakeoverBackoff(renewEvery, ttl time.Duration, failures int) time.Duration {
 	d, limit := renewEvery, 3*ttl
+	for i := 1; i < failures && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// DefaultFollowBackoff is the backoff of a follower whose following of the
+// leader's events stopped failures times in a row: a second, doubled at
+// each further failure, up to 30 s.
+func DefaultFollowBackoff(failures int) time.Duration {
+	d, limit := time.Second, 30*time.Second
 	for i := 1; i < failures && d < limit; i++ {
 		d *= 2
 	}
@@ -347,11 +374,83 @@ func (n *Node) followLocked(ctx context.Context, e *engine.Engine) {
 	n.followWG.Add(1)
 	go func() {
 		defer n.followWG.Done()
-		err := n.store.Follow(fctx, n.events.Last(), func(evs []engine.Event) error { return e.Replicate(evs) })
-		if err != nil && fctx.Err() == nil {
-			n.log.Error("following the leader's events stopped", "error", err)
-		}
+		n.replicateFrom(fctx, e)
 	}()
+}
+
+// replicateFrom replicates the leader's events into the standby engine e
+// until ctx ends. When that stops on an error (Replicate refuses events —
+// a gap in the seqs, where the store purged events the log still lacked —,
+// or the store is closed) the node is not ready (Ready) and, after a
+// backoff that grows while it keeps failing (Options.FollowBackoff), starts
+// a new standby engine — which catches the log up from the store, or
+// restarts it past what the store purged — and follows from there. The
+// failures are logged by their changes of state, not each one.
+func (n *Node) replicateFrom(ctx context.Context, e *engine.Engine) {
+	failures := 0
+	for {
+		var delivered bool
+		err := n.store.Follow(ctx, n.events.Last(), func(evs []engine.Event) error {
+			if err := n.replicateInto(e, evs); err != nil {
+				return err
+			}
+			delivered = true
+			return nil
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if delivered {
+			failures = 0 // it followed for a while: the backoff starts again
+		}
+		for {
+			failures++
+			n.notFollowing(err, "following the leader's events stopped; starting again after a backoff, the next failures are not logged until it follows again",
+				"error", err, "seq", n.events.Last())
+			backoff := n.opts.FollowBackoff(failures)
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			ne, serr := n.newStandby(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			if serr == nil {
+				e = ne
+				break
+			}
+			err = fmt.Errorf("start a standby engine: %w", serr)
+		}
+		n.mu.Lock()
+		if ctx.Err() != nil { // elected, or stopping: they cancel under n.mu
+			n.mu.Unlock()
+			return
+		}
+		n.eng = e
+		n.mu.Unlock()
+		n.follows.OK(n.log, "following the leader's events again", "seq", n.events.Last())
+	}
+}
+
+// replicateInto replicates evs into the standby engine e.
+func (n *Node) replicateInto(e *engine.Engine, evs []engine.Event) error {
+	if f := n.replicate.Load(); f != nil {
+		return (*f)(e, evs)
+	}
+	return e.Replicate(evs)
+}
+
+// notFollowing records that the node does not follow the leader's events,
+// because of err (Ready), and logs it by its changes of state.
+func (n *Node) notFollowing(err error, msg string, args ...any) {
+	n.health.Lock()
+	n.health.followErr = err
+	n.health.Unlock()
+	n.follows.Fail(n.log, hclog.Error, msg, args...)
 }
 
 // elected runs when the node takes the lease (the store is already fenced to
@@ -464,7 +563,6 @@ func (n *Node) stepDown(epoch uint64, cause error) {
 // the store: a database that does not answer must not hold up every call
 // that asks the node whether it leads, or whether it is ready.
 func (n *Node) followAgainLocked(ended uint64) bool {
-	var standby failing.State // a database that stays away: its start and end, not each second
 	for n.runCtx != nil && n.runCtx.Err() == nil {
 		ctx := n.runCtx
 		n.mu.Unlock()
@@ -475,10 +573,11 @@ func (n *Node) followAgainLocked(ended uint64) bool {
 		}
 		if err == nil {
 			n.followLocked(ctx, e)
-			standby.OK(n.log, "the standby engine started")
+			n.follows.OK(n.log, "the standby engine started; following the leader's events again")
 			return true
 		}
-		standby.Fail(n.log, hclog.Error, "could not start following; retrying every second, the next failures are not logged until it starts", "error", err)
+		n.notFollowing(fmt.Errorf("start a standby engine: %w", err),
+			"could not start following; retrying every second, the next failures are not logged until it starts", "error", err)
 		n.mu.Unlock()
 		time.Sleep(time.Second)
 		n.mu.Lock()
@@ -630,6 +729,8 @@ func (n *Node) failover() time.Duration {
 // refuses writes (then it says so: it answered). Otherwise a leader answers as its engine does (serve
 // asks its commits); a follower is not ready while the leader reports that
 // its commits fail, or renews its lease without reporting (leaderhealth.go),
+// nor while it does not follow the leader's events (replicateFrom,
+// followAgainLocked): its reads and subscriptions fall behind then,
 // nor once no node has held the leader lease for longer than a failover
 // takes (TTL and a renewal, and a heartbeat to notice): every call it would
 // forward to the leader fails then. A failover that takes its usual time
@@ -650,6 +751,10 @@ func (n *Node) Ready() error {
 	}
 	if leading {
 		return nil
+	}
+	if failing, since, count := n.follows.Failing(); failing {
+		return fmt.Errorf("this node does not follow the leader's events (%d failures over %s), so its reads and subscriptions fall behind: %w",
+			count, now.Sub(since).Round(time.Millisecond), n.health.followErr)
 	}
 	if h := n.health.leader; h.failing() {
 		return fmt.Errorf("the leader (%s) cannot commit (its report of %s ago): %s", h.node, h.since(now), h.commits)
