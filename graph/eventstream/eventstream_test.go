@@ -199,3 +199,43 @@ func TestEncodedSharesOneEncodingPerEvent(t *testing.T) {
 	require.Contains(t, string(c.Get(&other)), `"taskId":"y"`)
 	require.Contains(t, string(c.Get(&ev)), `"taskId":"x"`, "an evicted event is encoded again")
 }
+
+// purgedSource is an engine whose store lacks some seqs, as retention
+// leaves it.
+type purgedSource struct {
+	*engine.Engine
+	gone map[uint64]bool
+}
+
+func (s purgedSource) StoredEvents(ctx context.Context, after uint64, limit int) ([]engine.Event, error) {
+	evs, err := s.Engine.StoredEvents(ctx, after, limit)
+	kept := evs[:0]
+	for _, e := range evs {
+		if !s.gone[e.Seq] {
+			kept = append(kept, e)
+		}
+	}
+	return kept, err
+}
+
+func TestAReplayTellsOfPurgedEventsInsideAPage(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, 16, 100_000)
+	submit(t, e, "a", 30) // 90 events, the ring keeps 16
+	src := purgedSource{Engine: e, gone: map[uint64]bool{10: true, 11: true, 12: true}}
+	r := eventstream.NewReader(src, eventstream.Options{After: ptr(0), Batch: 50})
+	items := drain(t, r)
+	require.Len(t, items, 90-3+1)
+	for i, it := range items[:9] {
+		require.Zero(t, it.Lagged)
+		require.Equal(t, uint64(i+1), it.Event.Seq)
+	}
+	lag := items[9]
+	require.Equal(t, uint64(3), lag.Lagged, "events 10..12 are gone")
+	require.Equal(t, uint64(12), lag.Event.Seq)
+	require.Equal(t, eventstream.ReasonPurged, lag.Reason)
+	for i, it := range items[10:] {
+		require.Zero(t, it.Lagged)
+		require.Equal(t, uint64(13+i), it.Event.Seq)
+	}
+}
