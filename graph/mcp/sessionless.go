@@ -19,7 +19,6 @@ package mcp
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"slices"
 
@@ -46,12 +45,8 @@ func sessionless(next http.Handler, maxBody int64) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-		r.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-		if err != nil || int64(len(body)) > maxBody {
+		body, ok := peekBody(r, maxBody)
+		if !ok {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -34,7 +34,6 @@ import (
 	"container/list"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -463,12 +462,8 @@ func initializeRequest(r *http.Request, maxBody int64) (rpcMessage, bool) {
 	if r.Method != http.MethodPost || r.Body == nil {
 		return m, false
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	r.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-	if err != nil || int64(len(body)) > maxBody {
+	body, ok := peekBody(r, maxBody)
+	if !ok {
 		return m, false
 	}
 	if b := bytes.TrimSpace(body); len(b) == 0 || b[0] != '{' || json.Unmarshal(b, &m) != nil {

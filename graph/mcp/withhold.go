@@ -93,12 +93,8 @@ func withhold(next http.Handler, maxBody int64) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-		r.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-		if err != nil || int64(len(body)) > maxBody {
+		body, ok := peekBody(r, maxBody)
+		if !ok {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -216,4 +212,17 @@ func (w *withholdingWriter) cancelledResponse(p []byte) bool {
 	}
 	c, ok := w.calls[idKey(m.ID)]
 	return ok && c.Load()
+}
+
+// peekBody reads r's body, up to maxBody bytes, for a wrapper of the SDK's
+// handler to look at, and leaves it whole for the handler to read again.
+// ok is false when the body could not be read or is larger than maxBody:
+// the handler then answers it (the SDK refuses larger bodies itself).
+func peekBody(r *http.Request, maxBody int64) (body []byte, ok bool) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+	return body, err == nil && int64(len(body)) <= maxBody
 }
