@@ -802,8 +802,19 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 			}
 		}
 		sort.Slice(victims, func(i, j int) bool { return victims[i].seq < victims[j].seq })
+		now := c.now()
 		for _, t := range victims {
+			running := t.run != nil && t.state.InFlight()
 			c.cancelLocked(t, "shutdown")
+			if running {
+				// The engine stops without waiting for its executor any
+				// longer: the attempt ends here, the engine's end, so that
+				// the last commit records it ended (an executor that
+				// answers before the engine stops records its own time).
+				att := t.lastAttempt()
+				att.EndedAt, att.EndedBy = now, EndedByEngine
+				att.Class, att.Error = classCancelled, "cancelled: shutdown"
+			}
 		}
 		c.closed = true
 		if e.armed != nil {

@@ -550,8 +550,23 @@ func TestShutdownCancelsWhatRunsPastTheGrace(t *testing.T) {
 	defer cancel()
 	require.NoError(t, h.Shutdown(ctx))
 	require.Equal(t, engine.StateCancelled, h.State(running.ID))
-	require.Equal(t, "shutdown", h.Get(running.ID).Reason)
+	got := h.Get(running.ID)
+	require.Equal(t, "shutdown", got.Reason)
+	// Its executor never returned: the attempt ended at the shutdown, the
+	// engine's end, and the record says so.
+	require.Len(t, got.Attempts, 1)
+	att := got.Attempts[0]
+	require.False(t, att.EndedAt.IsZero(), "the attempt cancelled at the shutdown has ended")
+	require.Equal(t, engine.EndedByEngine, att.EndedBy)
+	require.Equal(t, "cancelled: shutdown", att.Error)
 	require.Equal(t, engine.StateCancelled, h.State(queued.ID), "the memory store keeps nothing: queued work is cancelled too")
+	// Its executor's late answer changes nothing of that.
+	_ = h.Exec.Finish(running.ID, engine.Outcome{Result: []byte(`{}`)})
+	require.Equal(t, engine.StateCancelled, h.State(running.ID))
+	late := h.Get(running.ID).Attempts[0]
+	require.Equal(t, engine.EndedByEngine, late.EndedBy)
+	require.Equal(t, "cancelled: shutdown", late.Error)
+	require.False(t, late.EndedAt.IsZero())
 	_, err := h.Engine.Submit(context.Background(), enginetest.Spec("a").Obj())
 	require.Equal(t, engine.CodeDraining, engineErr(t, err).Code)
 }
