@@ -83,15 +83,7 @@ func TestAnAttemptRecordsWhoEndedIt(t *testing.T) {
 // An attempt interrupted by a restart is the engine's to have ended.
 func TestAnInterruptedAttemptIsEndedByTheEngine(t *testing.T) {
 	t.Parallel()
-	store := memory.New(memory.Options{})
-	clk := clock.NewFake(enginetest.Epoch)
-	start := func() (*engine.Engine, *enginetest.Executor) {
-		x := enginetest.NewExecutor()
-		e, err := engine.New(enginetest.Synchronous(engine.Options{Store: store, Executor: x, Clock: clk}))
-		require.NoError(t, err)
-		require.NoError(t, e.Start(context.Background()))
-		return e, x
-	}
+	start := processOn(t, memory.New(memory.Options{}), clock.NewFake(enginetest.Epoch))
 	e1, _ := start()
 	ctx := context.Background()
 	running, err := e1.Submit(ctx, enginetest.Spec("a").Obj())

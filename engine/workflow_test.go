@@ -215,15 +215,8 @@ func TestPlanShowsTheNextDecisionsAndWhyQueuesWait(t *testing.T) {
 
 func TestRestartRecoversQueuedWorkAndCountsInterruptedAttempts(t *testing.T) {
 	t.Parallel()
-	store := memory.New(memory.Options{})
-	clk := clock.NewFake(enginetest.Epoch)
-	start := func() (*engine.Engine, *enginetest.Executor) {
-		x := enginetest.NewExecutor()
-		e, err := engine.New(enginetest.Synchronous(engine.Options{Store: store, Executor: x, Clock: clk}))
-		require.NoError(t, err)
-		require.NoError(t, e.Start(context.Background()))
-		return e, x
-	}
+	store, clk := memory.New(memory.Options{}), clock.NewFake(enginetest.Epoch)
+	start := processOn(t, store, clk)
 	e1, x1 := start()
 	ctx := context.Background()
 	running, err := e1.Submit(ctx, enginetest.Spec("a").Obj())
@@ -270,15 +263,8 @@ func TestRestartRecoversQueuedWorkAndCountsInterruptedAttempts(t *testing.T) {
 // restart does not announce the batch's end (and fire its webhook) again.
 func TestABatchThatEndedBeforeARestartDoesNotEndAgain(t *testing.T) {
 	t.Parallel()
-	store := memory.New(memory.Options{})
-	clk := clock.NewFake(enginetest.Epoch)
-	start := func() (*engine.Engine, *enginetest.Executor) {
-		x := enginetest.NewExecutor()
-		e, err := engine.New(enginetest.Synchronous(engine.Options{Store: store, Executor: x, Clock: clk}))
-		require.NoError(t, err)
-		require.NoError(t, e.Start(context.Background()))
-		return e, x
-	}
+	store, clk := memory.New(memory.Options{}), clock.NewFake(enginetest.Epoch)
+	start := processOn(t, store, clk)
 	batchEnds := func(e *engine.Engine, id string) int {
 		evs, _ := e.Events().Read(0, 1<<16, nil)
 		n := 0
@@ -311,4 +297,17 @@ func TestABatchThatEndedBeforeARestartDoesNotEndAgain(t *testing.T) {
 	info, err := store.Batch(ctx, res.BatchID)
 	require.NoError(t, err)
 	require.False(t, info.EndedAt.IsZero())
+}
+
+// processOn returns a function that starts an engine over store and clk
+// with an executor of its own: each call is a new process over the same
+// store, and an engine left unstopped is a process that died.
+func processOn(t *testing.T, store engine.Store, clk clock.Clock) func() (*engine.Engine, *enginetest.Executor) {
+	return func() (*engine.Engine, *enginetest.Executor) {
+		x := enginetest.NewExecutor()
+		e, err := engine.New(enginetest.Synchronous(engine.Options{Store: store, Executor: x, Clock: clk}))
+		require.NoError(t, err)
+		require.NoError(t, e.Start(context.Background()))
+		return e, x
+	}
 }

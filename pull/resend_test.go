@@ -140,22 +140,7 @@ func TestAResentCompletionIsAnsweredAfterARestart(t *testing.T) {
 	jobs := engine.NewLane("jobs")
 	jobs.Pull = true
 	cfg := engine.Config{Lanes: []engine.LaneConfig{engine.NewLane("main"), jobs}}
-	start := func() (*engine.Engine, *pull.Manager, func()) {
-		st, err := sqlite.Open(ctx, sqlite.Options{Path: path})
-		require.NoError(t, err)
-		eng, err := engine.New(engine.Options{Config: cfg, Store: st, Executor: enginetest.NewExecutor()})
-		require.NoError(t, err)
-		require.NoError(t, eng.Start(ctx))
-		m, err := pull.New(ctx, pull.Options{Engine: eng})
-		require.NoError(t, err)
-		return eng, m, func() {
-			m.Close()
-			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			require.NoError(t, eng.Shutdown(sctx))
-			require.NoError(t, st.Close())
-		}
-	}
+	start := onSQLite(t, path, cfg, nil)
 	eng, m, stop := start()
 	task, err := eng.Submit(ctx, enginetest.Spec("a").Lane("jobs").Action("job").Obj())
 	require.NoError(t, err)
@@ -222,22 +207,7 @@ func TestAWorkersFailureWithAnEngineCodeIsToldFromTheEnginesAfterARestart(t *tes
 	jobs.Pull = true
 	cfg := engine.Config{Lanes: []engine.LaneConfig{engine.NewLane("main"), jobs}}
 	clk := clock.NewFake(enginetest.Epoch)
-	start := func() (*engine.Engine, *pull.Manager, func()) {
-		st, err := sqlite.Open(ctx, sqlite.Options{Path: path})
-		require.NoError(t, err)
-		eng, err := engine.New(engine.Options{Config: cfg, Store: st, Executor: enginetest.NewExecutor(), Clock: clk})
-		require.NoError(t, err)
-		require.NoError(t, eng.Start(ctx))
-		m, err := pull.New(ctx, pull.Options{Engine: eng, Clock: clk})
-		require.NoError(t, err)
-		return eng, m, func() {
-			m.Close()
-			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			require.NoError(t, eng.Shutdown(sctx))
-			require.NoError(t, st.Close())
-		}
-	}
+	start := onSQLite(t, path, cfg, clk)
 	eng, m, stop := start()
 	byWorker, err := eng.Submit(ctx, enginetest.Spec("a").Lane("jobs").Action("job").Obj())
 	require.NoError(t, err)
@@ -325,5 +295,29 @@ func TestSameResultComparesJSONValues(t *testing.T) {
 		{`true`, `"true"`, false},
 	} {
 		require.Equal(t, c.same, pull.SameResult(json.RawMessage(c.a), json.RawMessage(c.b)), "%s vs %s", c.a, c.b)
+	}
+}
+
+// onSQLite returns a function that starts an engine and its pull manager on
+// the SQLite file at path (clk nil: the real clock), and a function that
+// stops them and closes the store: each start is a new process over the
+// same file.
+func onSQLite(t *testing.T, path string, cfg engine.Config, clk clock.Clock) func() (*engine.Engine, *pull.Manager, func()) {
+	ctx := context.Background()
+	return func() (*engine.Engine, *pull.Manager, func()) {
+		st, err := sqlite.Open(ctx, sqlite.Options{Path: path})
+		require.NoError(t, err)
+		eng, err := engine.New(engine.Options{Config: cfg, Store: st, Executor: enginetest.NewExecutor(), Clock: clk})
+		require.NoError(t, err)
+		require.NoError(t, eng.Start(ctx))
+		m, err := pull.New(ctx, pull.Options{Engine: eng, Clock: clk})
+		require.NoError(t, err)
+		return eng, m, func() {
+			m.Close()
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			require.NoError(t, eng.Shutdown(sctx))
+			require.NoError(t, st.Close())
+		}
 	}
 }
