@@ -295,16 +295,18 @@ type ComplexityRoot struct {
 	}
 
 	Node struct {
-		Address       func(childComplexity int) int
-		Healthy       func(childComplexity int) int
-		ID            func(childComplexity int) int
-		LastHeartbeat func(childComplexity int) int
-		LastSeq       func(childComplexity int) int
-		Leader        func(childComplexity int) int
-		Role          func(childComplexity int) int
-		SchemaVersion func(childComplexity int) int
-		Since         func(childComplexity int) int
-		Version       func(childComplexity int) int
+		Address            func(childComplexity int) int
+		CommitFailingSince func(childComplexity int) int
+		CommitFailure      func(childComplexity int) int
+		Healthy            func(childComplexity int) int
+		ID                 func(childComplexity int) int
+		LastHeartbeat      func(childComplexity int) int
+		LastSeq            func(childComplexity int) int
+		Leader             func(childComplexity int) int
+		Role               func(childComplexity int) int
+		SchemaVersion      func(childComplexity int) int
+		Since              func(childComplexity int) int
+		Version            func(childComplexity int) int
 	}
 
 	PageInfo struct {
@@ -2015,6 +2017,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Node.Address(childComplexity), true
+	case "Node.commitFailingSince":
+		if e.ComplexityRoot.Node.CommitFailingSince == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Node.CommitFailingSince(childComplexity), true
+	case "Node.commitFailure":
+		if e.ComplexityRoot.Node.CommitFailure == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Node.CommitFailure(childComplexity), true
 	case "Node.healthy":
 		if e.ComplexityRoot.Node.Healthy == nil {
 			break
@@ -5009,6 +5023,20 @@ type Node {
   schemaVersion: Int
   "The seq of the latest event it holds: a follower close to the leader's is up to date."
   lastSeq: Int64!
+  """
+  On the leader of a cluster whose commits fail (the database refuses or
+  does not confirm its writes), why, in general terms, as it reports it in
+  its heartbeat: ` + "`" + `commits have been failing for 3.4s (9 attempts): the
+  database refused the write (disk full)` + "`" + `. Null while its commits succeed,
+  on every other node, and on a server on its own (its ` + "`" + `/readyz` + "`" + ` says it).
+  Every node shows the same, but the leader's own answer shows its current
+  state even when it could not write its heartbeat.
+  While it is set the followers are not ready and refuse changes at once
+  (README, Several nodes, Commit failures).
+  """
+  commitFailure: String
+  "Since when the leader's commits have been failing, as it first reported it (within a quarter heartbeat); null with ` + "`" + `commitFailure` + "`" + `."
+  commitFailingSince: Time
 }
 
 "A distribution of durations, in exponential buckets."
@@ -6437,6 +6465,10 @@ func (ec *executionContext) childFields_Node(ctx context.Context, field graphql.
 		return ec.fieldContext_Node_schemaVersion(ctx, field)
 	case "lastSeq":
 		return ec.fieldContext_Node_lastSeq(ctx, field)
+	case "commitFailure":
+		return ec.fieldContext_Node_commitFailure(ctx, field)
+	case "commitFailingSince":
+		return ec.fieldContext_Node_commitFailingSince(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Node", field.Name)
 }

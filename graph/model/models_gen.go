@@ -248,6 +248,18 @@ type Node struct {
 	SchemaVersion *int `json:"schemaVersion,omitempty"`
 	// The seq of the latest event it holds: a follower close to the leader's is up to date.
 	LastSeq int64 `json:"lastSeq"`
+	// On the leader of a cluster whose commits fail (the database refuses or
+	// does not confirm its writes), why, in general terms, as it reports it in
+	// its heartbeat: `commits have been failing for 3.4s (9 attempts): the
+	// database refused the write (disk full)`. Null while its commits succeed,
+	// on every other node, and on a server on its own (its `/readyz` says it).
+	// Every node shows the same, but the leader's own answer shows its current
+	// state even when it could not write its heartbeat.
+	// While it is set the followers are not ready and refuse changes at once
+	// (README, Several nodes, Commit failures).
+	CommitFailure *string `json:"commitFailure,omitempty"`
+	// Since when the leader's commits have been failing, as it first reported it (within a quarter heartbeat); null with `commitFailure`.
+	CommitFailingSince *time.Time `json:"commitFailingSince,omitempty"`
 }
 
 // Where a page stands (Relay).

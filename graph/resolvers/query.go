@@ -246,6 +246,12 @@ func (q *queryResolver) Nodes(ctx context.Context) ([]*model.Node, error) {
 		}
 		out[i] = &model.Node{ID: n.ID, Address: n.Address, Role: role, Leader: n.Leader, Since: n.Since,
 			LastHeartbeat: n.Heartbeat, Healthy: n.Healthy, Version: n.Version, SchemaVersion: &n.SchemaVersion, LastSeq: int64(n.LastSeq)}
+		if n.CommitFailure != "" {
+			out[i].CommitFailure = &n.CommitFailure
+			if !n.CommitFailingSince.IsZero() {
+				out[i].CommitFailingSince = &n.CommitFailingSince
+			}
+		}
 	}
 	return out, nil
 }

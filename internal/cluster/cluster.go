@@ -144,6 +144,10 @@ type Node struct {
 	// failedTakeovers counts the takeovers in a row that could not start
 	// leading (TakeoverBackoff).
 	failedTakeovers int
+	// commitsSince is when this node, leading, first saw its commits
+	// fail in their current run of failures; zero while they succeed
+	// (commitReport).
+	commitsSince time.Time
 
 	elector *postgres.Elector
 	// electing is closed once the elector's Run has returned (and so
@@ -635,7 +639,7 @@ func (n *Node) heartbeat(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-look.C:
-			if _, commits := n.commitReport(); (commits != "") == failing {
+			if _, commits, _ := n.commitReport(); (commits != "") == failing {
 				continue
 			}
 		}
@@ -657,8 +661,8 @@ func (n *Node) beat(ctx context.Context) (commitsFail bool) {
 	if leading {
 		role = RoleLeader
 	}
-	epoch, commits := n.commitReport()
-	health, _ := json.Marshal(report{LastSeq: n.events.Last(), Ready: n.ready.Load(), Epoch: epoch, Commits: commits})
+	epoch, commits, commitsSince := n.commitReport()
+	health, _ := json.Marshal(report{LastSeq: n.events.Last(), Ready: n.ready.Load(), Epoch: epoch, Commits: commits, CommitsSince: commitsSince})
 	bctx, cancel := context.WithTimeout(ctx, n.beatTimeout())
 	defer cancel()
 	err := n.store.Heartbeat(bctx, postgres.NodeInfo{ID: n.opts.Node, Address: n.opts.Address, Role: role, Since: since,
@@ -787,6 +791,12 @@ type NodeStatus struct {
 	LastSeq       uint64
 	Healthy       bool // heard from within three heartbeats
 	Leader        bool // holds the lease now
+	// CommitFailure, on the leader whose commits fail, is why, in general
+	// terms (its report's Commits); CommitFailingSince is since when it has
+	// seen them fail. Both are zero while its commits succeed and on every
+	// other node (a report of an earlier leadership is ignored).
+	CommitFailure      string
+	CommitFailingSince time.Time
 }
 
 // Nodes returns every node that reported, with who leads.
@@ -798,12 +808,25 @@ func (n *Node) Nodes(ctx context.Context) ([]NodeStatus, error) {
 	lease, _ := n.store.Lease(ctx)
 	out := make([]NodeStatus, len(ns))
 	for i, x := range ns {
-		var h struct{ LastSeq uint64 }
+		var h report
 		_ = json.Unmarshal(x.Health, &h)
 		role, since := roleOf(x, lease)
 		out[i] = NodeStatus{ID: x.ID, Address: x.Address, Role: role, Since: since, Heartbeat: x.Heartbeat,
 			Version: x.Version, SchemaVersion: x.SchemaVersion, LastSeq: h.LastSeq, Leader: role == RoleLeader,
 			Healthy: time.Since(x.Heartbeat) < n.beatTimeout()}
+		if role != RoleLeader {
+			continue
+		}
+		if x.ID == n.opts.Node {
+			// This node leads: what it would report now, which its
+			// heartbeat may have failed to write.
+			if epoch, commits, cs := n.commitReport(); epoch == lease.Epoch {
+				h.Epoch, h.Commits, h.CommitsSince = epoch, commits, cs
+			}
+		}
+		if h.Epoch == lease.Epoch && h.Commits != "" {
+			out[i].CommitFailure, out[i].CommitFailingSince = h.Commits, h.CommitsSince.UTC()
+		}
 	}
 	return out, nil
 }

@@ -46,6 +46,10 @@ type report struct {
 	// (storeerr.Public of engine.Engine.CommitError); "" while they
 	// succeed.
 	Commits string `json:"commits,omitempty"`
+	// CommitsSince is when this node first saw its commits fail, in the
+	// run of failures Commits tells of (within a quarter heartbeat: it
+	// looks that often); zero with Commits.
+	CommitsSince time.Time `json:"commitsSince,omitzero"`
 }
 
 // leaderHealth is what a follower's last heartbeat learnt of the leader:
@@ -67,20 +71,26 @@ func (h leaderHealth) since(now time.Time) time.Duration {
 }
 
 // commitReport returns what this node reports of its commits: the lease
-// epoch it leads under and why its commits fail, or zeros on a follower
-// and while they succeed.
-func (n *Node) commitReport() (epoch uint64, commits string) {
+// epoch it leads under, why its commits fail and since when it has seen
+// them fail, or zeros on a follower and while they succeed.
+func (n *Node) commitReport() (epoch uint64, commits string, since time.Time) {
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	leading, e := n.leading, n.eng
 	epoch = n.epoch
-	n.mu.Unlock()
 	if !leading || e == nil {
-		return 0, ""
+		n.commitsSince = time.Time{}
+		return 0, "", time.Time{}
 	}
-	if err := e.CommitError(); err != nil {
-		return epoch, storeerr.Public(err)
+	err := e.CommitError()
+	if err == nil {
+		n.commitsSince = time.Time{}
+		return epoch, "", time.Time{}
 	}
-	return epoch, ""
+	if n.commitsSince.IsZero() {
+		n.commitsSince = time.Now()
+	}
+	return epoch, storeerr.Public(err), n.commitsSince
 }
 
 // learnLeader derives the leader's health from the lease and the last
