@@ -125,5 +125,24 @@ type Cluster interface {
 	Leader(ctx context.Context) (node string, since time.Time, ok bool, err error)
 }
 
+// fromLeader runs read, which may ask the leader of a cluster, and
+// returns the error that kept the leader from answering it: on a follower,
+// the reads of the leader's state that have no error of their own (Engine's
+// Lanes, Lane, Agents, Stats and Policies, the lists of instances, plugins,
+// schedules and heartbeat checks, an instance) answer with the node's
+// fallback then — its lanes without their load, no instances —, which the
+// API does not show as the cluster's state: it answers the error,
+// UNAVAILABLE and retryable (cluster.CatchLeaderReads). On one node, or
+// the leader, it is read.
+func fromLeader[T any](ctx context.Context, read func(context.Context) T) (T, error) {
+	ctx, failed := cluster.CatchLeaderReads(ctx)
+	v := read(ctx)
+	if err := failed(); err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
+}
+
 // standaloneID names a server on its own in nodes and stats.
 const standaloneID = "local"

@@ -21,7 +21,10 @@ func (q *queryResolver) HeartbeatChecks(ctx context.Context) ([]*model.Heartbeat
 	if err := (*Resolver)(q).heartbeats(); err != nil {
 		return nil, err
 	}
-	list := q.opts.Heartbeats.List(ctx)
+	list, err := fromLeader(ctx, q.opts.Heartbeats.List)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]*model.HeartbeatCheck, len(list))
 	for i, c := range list {
 		out[i] = &model.HeartbeatCheck{C: c}

@@ -132,7 +132,10 @@ func (q *queryResolver) Batch(ctx context.Context, id string) (*model.Batch, err
 }
 
 func (q *queryResolver) Lanes(ctx context.Context) ([]*model.Lane, error) {
-	lanes := q.eng.Lanes(ctx)
+	lanes, err := fromLeader(ctx, q.eng.Lanes)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]*model.Lane, len(lanes))
 	for i := range lanes {
 		out[i] = &model.Lane{L: lanes[i]}
@@ -141,7 +144,11 @@ func (q *queryResolver) Lanes(ctx context.Context) ([]*model.Lane, error) {
 }
 
 func (q *queryResolver) Lane(ctx context.Context, name string) (*model.Lane, error) {
+	ctx, failed := cluster.CatchLeaderReads(ctx)
 	l, err := q.eng.Lane(ctx, name)
+	if ferr := failed(); ferr != nil {
+		return nil, ferr // not a NOT_FOUND: the leader did not answer
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +160,10 @@ func (q *queryResolver) Agents(ctx context.Context) ([]*engine.AgentStatus, erro
 	if err != nil {
 		return nil, err
 	}
-	agents := q.eng.Agents(ctx)
+	agents, err := fromLeader(ctx, q.eng.Agents)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]*engine.AgentStatus, 0, len(agents))
 	for i := range agents {
 		if own == "" || agents[i].ID == own {
@@ -164,7 +174,7 @@ func (q *queryResolver) Agents(ctx context.Context) ([]*engine.AgentStatus, erro
 }
 
 func (q *queryResolver) Stats(ctx context.Context) (*model.Stats, error) {
-	return (*Resolver)(q).stats(ctx), nil
+	return fromLeader(ctx, (*Resolver)(q).stats)
 }
 
 func (q *queryResolver) Plan(ctx context.Context, limit *int, now *time.Time) (*model.Plan, error) {
@@ -199,7 +209,10 @@ func (q *queryResolver) Plan(ctx context.Context, limit *int, now *time.Time) (*
 }
 
 func (q *queryResolver) Policies(ctx context.Context) ([]*model.PolicyAssignment, error) {
-	ps := q.eng.Policies(ctx)
+	ps, err := fromLeader(ctx, q.eng.Policies)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]*model.PolicyAssignment, len(ps))
 	for i := range ps {
 		out[i] = &model.PolicyAssignment{P: ps[i]}
@@ -211,7 +224,10 @@ func (q *queryResolver) Instances(ctx context.Context) ([]*model.Instance, error
 	if q.reg == nil {
 		return []*model.Instance{}, nil
 	}
-	insts := q.reg.List(ctx)
+	insts, err := fromLeader(ctx, q.reg.List)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]*model.Instance, len(insts))
 	for i := range insts {
 		out[i] = &model.Instance{I: insts[i]}
@@ -221,7 +237,12 @@ func (q *queryResolver) Instances(ctx context.Context) ([]*model.Instance, error
 
 func (q *queryResolver) Instance(ctx context.Context, id string) (*model.Instance, error) {
 	if q.reg != nil {
-		if in, ok := q.reg.Get(ctx, id); ok {
+		ctx, failed := cluster.CatchLeaderReads(ctx)
+		in, ok := q.reg.Get(ctx, id)
+		if err := failed(); err != nil {
+			return nil, err // not a NOT_FOUND: the leader did not answer
+		}
+		if ok {
 			return &model.Instance{I: in}, nil
 		}
 	}

@@ -51,7 +51,10 @@ func (q *queryResolver) Plugins(ctx context.Context) ([]*model.Plugin, error) {
 	if err := (*Resolver)(q).plugins(); err != nil {
 		return nil, err
 	}
-	infos := q.opts.Plugins.List(ctx)
+	infos, err := fromLeader(ctx, q.opts.Plugins.List)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]*model.Plugin, len(infos))
 	for i := range infos {
 		out[i] = &model.Plugin{I: infos[i]}
@@ -196,7 +199,10 @@ func (q *queryResolver) Schedules(ctx context.Context) ([]*model.Schedule, error
 	if err != nil {
 		return nil, err
 	}
-	list := q.opts.Schedules.List(ctx)
+	list, err := fromLeader(ctx, q.opts.Schedules.List)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]*model.Schedule, 0, len(list))
 	for _, s := range list {
 		if own == "" || s.Spec.Template.AgentID == own {

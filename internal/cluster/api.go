@@ -20,7 +20,11 @@ import (
 // scheduler. Reads of tasks, batches and events come from the store (or the
 // leader's memory, on the leader); everything else is the leader's answer.
 // A call to the leader ends when the caller's context does, and after
-// Options.CallTimeout when that context has no deadline. The reads and
+// Options.CallTimeout when that context has no deadline; it is refused at
+// once while the leader is known to fail its commits, and a read while no
+// node leads (command). A read without an error of its own answers with
+// this node's fallback then, and tells the error to a caller that asks
+// (CatchLeaderReads). The reads and
 // instance changes of Instances, Plugins, Schedules and Heartbeats (Get,
 // List, Enable, Register, Update, Remove) end after Options.CallTimeout at
 // the latest, whatever the caller's deadline.
@@ -227,7 +231,7 @@ func (a *Engine) PlanAt(ctx context.Context, limit int, now time.Time) (*engine.
 func (a *Engine) Lanes(ctx context.Context) []engine.LaneStatus {
 	ls, err := read(ctx, a.n, &a.n.reads.lanes, opLanes)
 	if err != nil {
-		a.n.leaderReadFailed("lanes", err)
+		a.n.leaderReadFailed(ctx, "lanes", err)
 		return a.n.Engine().Lanes(ctx)
 	}
 	return ls
@@ -247,7 +251,7 @@ func (a *Engine) Lane(ctx context.Context, name string) (engine.LaneStatus, erro
 func (a *Engine) Agents(ctx context.Context) []engine.AgentStatus {
 	as, err := read(ctx, a.n, &a.n.reads.agents, opAgents)
 	if err != nil {
-		a.n.leaderReadFailed("agents", err)
+		a.n.leaderReadFailed(ctx, "agents", err)
 	}
 	return as
 }
@@ -257,7 +261,7 @@ func (a *Engine) Agents(ctx context.Context) []engine.AgentStatus {
 func (a *Engine) Stats(ctx context.Context) engine.Stats {
 	s, err := read(ctx, a.n, &a.n.reads.stats, opStats)
 	if err != nil {
-		a.n.leaderReadFailed("stats", err)
+		a.n.leaderReadFailed(ctx, "stats", err)
 		return a.n.Engine().Stats(ctx)
 	}
 	return s
@@ -267,7 +271,7 @@ func (a *Engine) Stats(ctx context.Context) engine.Stats {
 func (a *Engine) Policies(ctx context.Context) []engine.PolicyAssignment {
 	ps, err := read(ctx, a.n, &a.n.reads.policies, opPolicies)
 	if err != nil {
-		a.n.leaderReadFailed("policies", err)
+		a.n.leaderReadFailed(ctx, "policies", err)
 		return a.n.Engine().Policies(ctx)
 	}
 	return ps
@@ -300,9 +304,44 @@ func read[T any](ctx context.Context, n *Node, c *cached[T], o op[none, T]) (T, 
 // leaderReadFailed logs that the leader did not answer a read of what,
 // once per run of such failures (and a reminder while it lasts): every
 // request that reads it fails alike while the database or the leader is
-// away, and a line for each would bury the log.
-func (n *Node) leaderReadFailed(what string, err error) {
+// away, and a line for each would bury the log. The caller's answer is
+// this node's fallback; a caller that asked for the error
+// (CatchLeaderReads) gets it too.
+func (n *Node) leaderReadFailed(ctx context.Context, what string, err error) {
+	if c, _ := ctx.Value(leaderReadsKey{}).(*caught); c != nil {
+		c.mu.Lock()
+		if c.err == nil {
+			c.err = err
+		}
+		c.mu.Unlock()
+	}
 	n.leaderReads.Fail(n.log, hclog.Warn, "the leader did not answer for its "+what+"; the next failures are not logged until it answers again", "error", err)
+}
+
+// CatchLeaderReads returns ctx set to catch the error of the reads that a
+// follower passes to the leader and that answer without an error of their
+// own — Engine's Lanes, Lane, Agents, Stats and Policies, the List of
+// Instances, Plugins, Schedules and Heartbeats, Instances' Get — and the
+// function that returns the first such error after the reads made with
+// ctx (nil: the leader answered them, or this node leads). Their answer is
+// then this node's fallback (this node's lanes without their load, no
+// instances…); an API that must not show a fallback as the cluster's state
+// answers with the error instead: UNAVAILABLE and retryable, saying why
+// (the leader cannot commit, no node leads, no leader answered in time).
+func CatchLeaderReads(ctx context.Context) (context.Context, func() error) {
+	c := &caught{}
+	return context.WithValue(ctx, leaderReadsKey{}, c), func() error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.err
+	}
+}
+
+type leaderReadsKey struct{}
+
+type caught struct {
+	mu  sync.Mutex
+	err error
 }
 
 // leaderAnswered ends a run of failed reads (leaderReadFailed), logging it
@@ -387,6 +426,9 @@ func (r *Instances) Get(ctx context.Context, id string) (executor.Instance, bool
 	ctx, cancel := r.n.bound(ctx)
 	defer cancel()
 	a, err := opGetInstance.call(ctx, r.n, idArgs{id})
+	if err != nil {
+		r.n.leaderReadFailed(ctx, "instance "+id, err)
+	}
 	return a.Instance, err == nil && a.Found
 }
 
@@ -396,7 +438,7 @@ func (r *Instances) List(ctx context.Context) []executor.Instance {
 	defer cancel()
 	ins, err := opListInstances.call(ctx, r.n, none{})
 	if err != nil {
-		r.n.leaderReadFailed("instances", err)
+		r.n.leaderReadFailed(ctx, "instances", err)
 	}
 	return ins
 }
@@ -468,7 +510,7 @@ func (p *Plugins) List(ctx context.Context) []manager.Info {
 	defer cancel()
 	is, err := opListPlugins.call(ctx, p.n, none{})
 	if err != nil {
-		p.n.leaderReadFailed("plugins", err)
+		p.n.leaderReadFailed(ctx, "plugins", err)
 	}
 	return is
 }
@@ -526,7 +568,7 @@ func (s *Schedules) List(ctx context.Context) []*schedule.Schedule {
 	defer cancel()
 	ss, err := opListSchedules.call(ctx, s.n, none{})
 	if err != nil {
-		s.n.leaderReadFailed("schedules", err)
+		s.n.leaderReadFailed(ctx, "schedules", err)
 	}
 	return ss
 }
@@ -571,7 +613,7 @@ func (h *Heartbeats) List(ctx context.Context) []*heartbeat.Check {
 	defer cancel()
 	cs, err := opListChecks.call(ctx, h.n, none{})
 	if err != nil {
-		h.n.leaderReadFailed("heartbeat checks", err)
+		h.n.leaderReadFailed(ctx, "heartbeat checks", err)
 	}
 	return cs
 }

@@ -21,11 +21,15 @@ import (
 // it reports at once, not at its next heartbeat, when that changes. Each
 // follower reads the leader's row with the lease at its own heartbeat, so
 // it knows within about a heartbeat that the leader cannot commit. Then it
-// is not ready (Ready), and it refuses at once the changes it would pass to
-// the leader (command), and ends those that wait for an answer: the leader
-// could not make them durable, and would answer late or never (its answer
-// is a write too). Both end at the first heartbeat after the leader reports
-// that it commits again.
+// is not ready (Ready), and it refuses at once the calls it would pass to
+// the leader (command), changes and reads alike, and ends those that wait
+// for an answer: the leader could not make a change durable, and would
+// answer late or never (its answer is a write too). A read has no other
+// source: a follower's own engine holds none of the leader's state (the
+// lanes' load, the counters, the registry, the plugins), so its answer is
+// the error, which says why. All of it ends at the first heartbeat after
+// the leader reports that it commits again. The nodes query shows the
+// leader's report (Nodes: NodeStatus.CommitFailure).
 //
 // A leader that cannot write at all cannot say so: its heartbeats stop.
 // While its lease lapses the other nodes see a usual failover (no node
@@ -171,10 +175,31 @@ func errLeaderFailing(h leaderHealth, then string) error {
 		Message: fmt.Sprintf("the leader (%s) cannot commit; %s", h.node, then)}
 }
 
+// leaderless returns, while no node leads the cluster as far as this
+// node's last heartbeat saw (the lease expired, or was given up, and nobody
+// took it yet), an UNAVAILABLE error that says so and since when; nil
+// otherwise.
+// What the heartbeat saw is confirmed by reading the lease: a new leader
+// may have been elected since.
+func (n *Node) leaderless(ctx context.Context) error {
+	n.health.Lock()
+	nl, known := n.health.noLeader, n.health.leaseKnown
+	n.health.Unlock()
+	if !known || nl.IsZero() {
+		return nil
+	}
+	if l, err := n.store.Lease(ctx); err != nil || l.Held {
+		return nil // a leader, or no answer: the call finds out
+	}
+	return &engine.Error{Code: engine.CodeUnavailable, Retryable: true,
+		Message: fmt.Sprintf("no node leads the cluster (for %s); try again once one is elected", time.Since(nl).Round(time.Millisecond))}
+}
+
 // awaitUnlessLeaderFails waits for the answer to command id, as
 // store.AwaitCommand does, but gives up once the leader is known to fail
-// its commits (watch closes), with an UNAVAILABLE error that says why.
-func (n *Node) awaitUnlessLeaderFails(ctx context.Context, id uint64, watch <-chan struct{}) (json.RawMessage, error) {
+// its commits (watch closes), with an UNAVAILABLE error that says why
+// (change: the command changes something, which may still be applied).
+func (n *Node) awaitUnlessLeaderFails(ctx context.Context, id uint64, watch <-chan struct{}, change bool) (json.RawMessage, error) {
 	if watch == nil {
 		return n.store.AwaitCommand(ctx, id)
 	}
@@ -192,6 +217,9 @@ func (n *Node) awaitUnlessLeaderFails(ctx context.Context, id uint64, watch <-ch
 		n.health.Lock()
 		h := n.health.lastFailure // what made this call give up, even if the leader has recovered since
 		n.health.Unlock()
+		if !change {
+			return nil, errLeaderFailing(h, "try again later")
+		}
 		return nil, errLeaderFailing(h, "the operation may still be applied when it commits again")
 	}
 	return raw, err

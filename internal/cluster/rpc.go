@@ -172,14 +172,20 @@ func errNoLeader(err error) error {
 }
 
 // command sends a command to the leader and waits for its answer.
-// A change (mutates) is refused at once while the leader is known to fail
-// its commits, and stops waiting for its answer once the leader is
-// (leaderhealth.go).
+// A command is refused at once while the leader is known to fail its
+// commits, and stops waiting for its answer once the leader is
+// (leaderhealth.go): a change could not be made durable, and the answer to
+// a read is a write of the leader's too. A read is refused at once as well
+// while no node leads (leaderless): a change waits for the next leader
+// instead, which applies it.
 func (n *Node) command(ctx context.Context, kind string, payload json.RawMessage) (json.RawMessage, error) {
-	var watch <-chan struct{}
-	if mutates(kind) {
-		var err error
-		if watch, err = n.leaderFailing(); err != nil {
+	watch, err := n.leaderFailing()
+	if err != nil {
+		return nil, err
+	}
+	change := mutates(kind)
+	if !change {
+		if err := n.leaderless(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -192,7 +198,7 @@ func (n *Node) command(ctx context.Context, kind string, payload json.RawMessage
 	if err != nil {
 		return nil, &engine.Error{Code: engine.CodeUnavailable, Retryable: true, Err: err, Message: "the store did not take the command"}
 	}
-	raw, err := n.awaitUnlessLeaderFails(ctx, id, watch)
+	raw, err := n.awaitUnlessLeaderFails(ctx, id, watch, change)
 	if err != nil {
 		var ce *postgres.CommandError
 		if errors.As(err, &ce) {
