@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"github.com/switchyard/switchyard/engine/store/postgres"
 	"github.com/switchyard/switchyard/executor"
 	"github.com/switchyard/switchyard/heartbeat"
+	"github.com/switchyard/switchyard/internal/requestid"
 	"github.com/switchyard/switchyard/internal/storeerr"
 	"github.com/switchyard/switchyard/plugins/manager"
 	"github.com/switchyard/switchyard/pull"
@@ -53,7 +55,7 @@ func (o op[A, R]) call(ctx context.Context, n *Node, args A) (R, error) {
 	if err != nil {
 		return res, fmt.Errorf("cluster: encode %s: %w", o.kind, err)
 	}
-	raw, err := n.command(ctx, o.kind, payload)
+	raw, err := n.command(ctx, o.kind, withRequestID(payload, requestid.ID(ctx)))
 	if mutates(o.kind) {
 		n.reads.invalidate() // whatever happened, this node's next read asks again
 	}
@@ -64,6 +66,46 @@ func (o op[A, R]) call(ctx context.Context, n *Node, args A) (R, error) {
 		return res, fmt.Errorf("cluster: decode the answer to %s: %w", o.kind, err)
 	}
 	return res, nil
+}
+
+// The request id of a call passed to the leader (internal/requestid: the
+// follower's request's, made now if it had none yet, so that the
+// follower's X-Request-Id names it) travels in the command's payload, under
+// requestIDKey beside the operation's arguments, which are a JSON object:
+// the leader's log lines for the command carry it (request_id), and the
+// answer's errors whose detail it held back are answered with it by the
+// follower. A leader of an earlier build ignores it, as it ignores any
+// field it does not know; a command without it is logged without an id.
+const requestIDKey = "switchyard.requestId"
+
+// withRequestID returns payload, a JSON object, carrying the request id id
+// ("" adds nothing).
+func withRequestID(payload json.RawMessage, id string) json.RawMessage {
+	if id == "" || len(payload) < 2 || payload[0] != '{' {
+		return payload
+	}
+	key, _ := json.Marshal(requestIDKey)
+	val, _ := json.Marshal(id)
+	out := make(json.RawMessage, 0, len(payload)+len(key)+len(val)+2)
+	out = append(append(append(append(out, '{'), key...), ':'), val...)
+	if rest := bytes.TrimSpace(payload[1:]); len(rest) > 0 && rest[0] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, payload[1:]...)
+}
+
+// requestIDOf returns the request id a command's payload carries (a Valid
+// one), or "".
+func requestIDOf(payload json.RawMessage) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(payload, &m) != nil {
+		return ""
+	}
+	var id string
+	if json.Unmarshal(m[requestIDKey], &id) != nil || !requestid.Valid(id) {
+		return ""
+	}
+	return id
 }
 
 // handler applies a command on the leader and encodes its answer.
@@ -107,6 +149,12 @@ type wireError struct {
 	// LeaseState is how the lease of a pull.LostError ended (Message is
 	// its reason).
 	LeaseState pull.End `json:"leaseState,omitempty"`
+	// Withheld says that the error held a store error, told in general
+	// terms (in Cause, or in Message for an error that is no engine
+	// error), whose full text the leader Node logged, with the command's
+	// request id.
+	Withheld bool   `json:"withheld,omitempty"`
+	Node     string `json:"node,omitempty"`
 }
 
 // sentinels are the errors callers test with errors.Is.
@@ -125,11 +173,11 @@ func encodeError(err error) *wireError {
 	var ee *engine.Error
 	if errors.As(err, &ee) {
 		return &wireError{Code: ee.Code, Message: ee.Message, Field: ee.Field, IDs: ee.IDs, Retryable: ee.Retryable,
-			Counts: ee.Counts, TaskID: ee.TaskID, Cause: storeerr.Public(ee.Err)}
+			Counts: ee.Counts, TaskID: ee.TaskID, Cause: storeerr.Public(ee.Err), Withheld: storeerr.IsStore(ee.Err)}
 	}
 	// The follower answers its client with the message: no database
 	// address in it.
-	w := &wireError{Message: storeerr.Public(err)}
+	w := &wireError{Message: storeerr.Public(err), Withheld: storeerr.IsStore(err)}
 	for name, s := range sentinels {
 		if errors.Is(err, s) {
 			w.Sentinel = name
@@ -144,26 +192,54 @@ func (w *wireError) decode() error {
 	}
 	if w.Code != "" {
 		var cause error
-		if w.Cause != "" {
+		switch {
+		case w.Withheld:
+			cause = storeerr.Relayed(w.Cause, w.logger())
+		case w.Cause != "":
 			cause = errors.New(w.Cause)
 		}
 		return &engine.Error{Code: w.Code, Message: w.Message, Field: w.Field, IDs: w.IDs, Retryable: w.Retryable,
 			Counts: w.Counts, TaskID: w.TaskID, Err: cause}
 	}
-	if s := sentinels[w.Sentinel]; s != nil {
-		return &remoteError{msg: w.Message, sentinel: s}
+	r := &remoteError{msg: w.Message, sentinel: sentinels[w.Sentinel]}
+	if w.Withheld {
+		r.withheld = storeerr.Relayed(w.Message, w.logger())
 	}
-	return &remoteError{msg: w.Message}
+	return r
 }
 
-// remoteError is an error the leader returned, with the sentinel it wrapped.
+// logger names, in words, the node that logged a withheld error in full.
+func (w *wireError) logger() string {
+	if w.Node == "" {
+		return "the leader"
+	}
+	return "the leader " + w.Node
+}
+
+// remoteError is an error the leader returned, with the sentinel it
+// wrapped, and the store error it told in general terms (withheld: a
+// storeerr.Relayed whose text is the message's).
 type remoteError struct {
-	msg      string
-	sentinel error
+	msg                string
+	sentinel, withheld error
 }
 
-func (e *remoteError) Error() string { return e.msg }
-func (e *remoteError) Unwrap() error { return e.sentinel }
+func (e *remoteError) Error() string {
+	if e.withheld != nil {
+		return e.withheld.Error()
+	}
+	return e.msg
+}
+
+func (e *remoteError) Unwrap() []error {
+	var out []error
+	for _, err := range []error{e.sentinel, e.withheld} {
+		if err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
+}
 
 // errNoLeader answers a call that found no leader to answer it in time.
 func errNoLeader(err error) error {
@@ -251,6 +327,12 @@ func (n *Node) serveCommands(ctx context.Context, l *leader) {
 }
 
 func (n *Node) apply(ctx context.Context, l *leader, handlers map[string]handler, c postgres.Command) {
+	rid := requestIDOf(c.Payload)
+	if rid != "" {
+		// What the leader logs of the command, and audits, names the
+		// follower's request.
+		ctx = requestid.WithID(ctx, rid)
+	}
 	var a answer
 	if h := handlers[c.Kind]; h == nil {
 		a.Err = &wireError{Code: engine.CodeInvalidInput, Message: "unknown command " + c.Kind}
@@ -258,17 +340,30 @@ func (n *Node) apply(ctx context.Context, l *leader, handlers map[string]handler
 		if ctx.Err() != nil {
 			return // deposed mid-way: the next leader applies it again
 		}
-		n.withheld.Withheld(n.log, "a follower's command "+c.Kind, "", err)
+		n.withheld.Withheld(n.log, "a follower's command "+c.Kind, rid, err)
 		a.Err = encodeError(err)
+		if a.Err.Withheld {
+			a.Err.Node = n.opts.Node
+		}
 	} else {
 		a.OK = res
 	}
 	out, err := json.Marshal(a)
 	if err != nil {
-		n.log.Error("completing a command", "command", c.ID, "kind", c.Kind, "error", err)
+		n.log.Error("completing a command", n.commandArgs(c, rid, "error", err)...)
 		return
 	}
-	n.complete(ctx, c, out)
+	n.complete(ctx, c, rid, out)
+}
+
+// commandArgs are the log arguments that name command c, with the
+// request id rid it carries, followed by more.
+func (n *Node) commandArgs(c postgres.Command, rid string, more ...any) []any {
+	args := []any{"command", c.ID, "kind", c.Kind, "from", c.Node}
+	if rid != "" {
+		args = append(args, "request_id", rid)
+	}
+	return append(args, more...)
 }
 
 // complete writes a command's answer. A write that fails — a connection
@@ -276,14 +371,14 @@ func (n *Node) apply(ctx context.Context, l *leader, handlers map[string]handler
 // growing pause, for as long as the caller waits for it (Options.CallTimeout)
 // and this node leads: the command has been applied, and without its answer
 // the caller would wait out its time and be told that no leader answered.
-func (n *Node) complete(ctx context.Context, c postgres.Command, out json.RawMessage) {
+func (n *Node) complete(ctx context.Context, c postgres.Command, rid string, out json.RawMessage) {
 	deadline := time.Now().Add(n.opts.CallTimeout)
 	pause := 20 * time.Millisecond
 	for tries := 1; ; tries++ {
 		err := n.store.CompleteCommand(ctx, c.ID, out, nil)
 		if err == nil {
 			if tries > 1 {
-				n.log.Info("completed a command after its answer failed to be written", "command", c.ID, "kind", c.Kind, "tries", tries)
+				n.log.Info("completed a command after its answer failed to be written", n.commandArgs(c, rid, "tries", tries)...)
 			}
 			return
 		}
@@ -291,11 +386,11 @@ func (n *Node) complete(ctx context.Context, c postgres.Command, out json.RawMes
 			return // deposed: the next leader applies it again
 		}
 		if tries == 1 {
-			n.log.Warn("completing a command failed; retrying", "command", c.ID, "kind", c.Kind, "error", err)
+			n.log.Warn("completing a command failed; retrying", n.commandArgs(c, rid, "error", err)...)
 		}
 		if time.Now().Add(pause).After(deadline) {
-			n.log.Error("completing a command failed; its caller is told that no leader answered", "command", c.ID, "kind", c.Kind,
-				"tries", tries, "error", err)
+			n.log.Error("completing a command failed; its caller is told that no leader answered", n.commandArgs(c, rid,
+				"tries", tries, "error", err)...)
 			return
 		}
 		sleep(ctx, pause)

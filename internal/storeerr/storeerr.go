@@ -72,7 +72,8 @@ func registered() []driver {
 
 // isStore reports whether err itself (not what it wraps) is a store error.
 func isStore(err error) bool {
-	if _, ok := err.(*marked); ok {
+	switch err.(type) {
+	case *marked, *relayed:
 		return true
 	}
 	t := reflect.TypeOf(err)
@@ -143,6 +144,9 @@ func Public(err error) string {
 // with the database, and the cause in general terms, without the address,
 // user, database name, file path or statement.
 func Describe(err error) string {
+	if r, ok := err.(*relayed); ok {
+		return r.public
+	}
 	for _, d := range registered() {
 		if desc, ok := d.describe(err); ok {
 			return desc
@@ -184,3 +188,15 @@ func Common(err error) (string, bool) {
 	}
 	return "", false
 }
+
+// Relayed returns the store error that another process told in general
+// terms (public: its Public of the error) and logged in full (by: who, in
+// words: "the leader node-1"): a node of a cluster that passes on the
+// leader's answer. It is a store error (IsStore), so that it is answered
+// and logged as this process's own are, with the request's id; Public and
+// Describe tell public, and its Error says who logged the full error.
+func Relayed(public, by string) error { return &relayed{public: public, by: by} }
+
+type relayed struct{ public, by string }
+
+func (r *relayed) Error() string { return r.public + " (" + r.by + " logged the full error)" }

@@ -127,3 +127,15 @@ func TestWithheldErrorsNameTheirRequests(t *testing.T) {
 		require.Contains(t, line, "postgres://u@db.internal:5432/prod")
 	}
 }
+
+// A store error another process told in general terms and logged in full
+// is a store error here too, told in the same words, and says who logged it.
+func TestARelayedStoreErrorKeepsItsPublicWords(t *testing.T) {
+	r := storeerr.Relayed("the database refused the write (disk full)", "the leader a")
+	require.True(t, storeerr.IsStore(r))
+	require.Equal(t, "the database refused the write (disk full)", storeerr.Public(r))
+	wrapped := &engine.Error{Code: engine.CodeUnavailable, Message: "the store cannot commit", Err: r}
+	require.True(t, storeerr.IsStore(wrapped))
+	require.Equal(t, "the store cannot commit: the database refused the write (disk full)", storeerr.Public(wrapped))
+	require.Equal(t, "the store cannot commit: the database refused the write (disk full) (the leader a logged the full error)", wrapped.Error())
+}
