@@ -1,8 +1,11 @@
 package cluster_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -106,4 +109,78 @@ func TestAFollowerWithoutALeaderAnswersReadsAtOnce(t *testing.T) {
 	follower.API().Lanes(rctx)
 	require.ErrorContains(t, failed(), "no node leads the cluster")
 	require.NoError(t, ctx.Err(), "answered before the call timeout")
+}
+
+// Through the GraphQL API of a follower that knows that the leader cannot
+// commit, over HTTP: the reads of the leader's state are answered at once
+// with the error (not with the follower's idle lanes and empty registry),
+// the reads from the database as usual, and nodes shows the leader's
+// failure.
+func TestAFollowersAPIAnswersTheLeadersFailure(t *testing.T) {
+	f := newFleet(t, 2, 5*time.Millisecond)
+	lead := f.leader(f.nodes)
+	follower := f.follower(lead)
+	waitfor.Eventually(t, "both nodes are ready", func() bool { return lead.Ready() == nil && follower.Ready() == nil })
+	hs := serveAPI(t, follower, &syncBuffer{})
+	submitAndSeeEnd(t, follower, follower)
+	undo := failCommits(t, f, lead, follower)
+	defer undo()
+
+	ctx, cancel := context.WithTimeout(context.Background(), fastCall)
+	defer cancel()
+	for _, field := range []string{"stats { node }", "lanes { name }", "agents { id }", "policies { slot }", "instances { id }",
+		"plugins { name }", "schedules { id }", "heartbeatChecks { id }", `lane(name: "default") { name }`, `instance(id: "i") { id }`} {
+		var out struct {
+			Data   map[string]any
+			Errors []struct {
+				Message    string
+				Extensions map[string]any
+			}
+		}
+		postGraphQL(t, ctx, hs.URL, "{ "+field+" }", &out)
+		require.Lenf(t, out.Errors, 1, "%s: %+v", field, out)
+		require.Equal(t, "UNAVAILABLE", out.Errors[0].Extensions["code"], field)
+		require.Equal(t, true, out.Errors[0].Extensions["retryable"], field)
+		require.Contains(t, out.Errors[0].Message, "the leader ("+lead.ID()+") cannot commit; try again later", field)
+		require.Contains(t, out.Errors[0].Message, "the database refused the write (disk full)", field)
+	}
+	var nodes struct {
+		Data struct {
+			Nodes []struct {
+				ID                 string
+				CommitFailure      *string
+				CommitFailingSince *time.Time
+			}
+			Tasks struct{ Edges []any }
+		}
+		Errors []any
+	}
+	postGraphQL(t, ctx, hs.URL, "{ nodes { id commitFailure commitFailingSince } tasks(first: 5) { edges { cursor } } }", &nodes)
+	require.Empty(t, nodes.Errors)
+	require.Len(t, nodes.Data.Nodes, 2)
+	for _, n := range nodes.Data.Nodes {
+		if n.ID != lead.ID() {
+			require.Nil(t, n.CommitFailure, n.ID)
+			continue
+		}
+		require.NotNil(t, n.CommitFailure)
+		require.Contains(t, *n.CommitFailure, "the database refused the write (disk full)")
+		require.NotNil(t, n.CommitFailingSince)
+	}
+	require.NotEmpty(t, nodes.Data.Tasks.Edges, "tasks are read from the database")
+	require.NoError(t, ctx.Err(), "answered before the call timeout")
+}
+
+// postGraphQL posts query to the API at url and decodes the answer into out.
+func postGraphQL(t *testing.T, ctx context.Context, url, query string, out any) {
+	t.Helper()
+	body, err := json.Marshal(map[string]string{"query": query})
+	require.NoError(t, err)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/graphql", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close() //nolint:errcheck
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
 }
