@@ -76,7 +76,25 @@ func (a *Audit) InterceptRootField(ctx context.Context, next graphql.RootResolve
 	rec := &record{}
 	start := time.Now()
 	m := next(context.WithValue(ctx, recordKey{}, rec))
-	op := rc.Field.Name
+	a.line(ctx, rc.Field.Name, rec, start)
+	return m
+}
+
+// Enabled reports whether mutations are logged: whether the logger writes
+// at Info.
+func (a *Audit) Enabled() bool { return a.log.IsInfo() }
+
+// Mutation logs a mutation field that ran outside gqlgen's executor (the
+// server's fast path for submitTask) as InterceptRootField logs one that
+// ran inside it: op is the field's name, args its arguments as gqlgen
+// converts them, res and err what its resolver returned, start when it
+// began. Call it only when Enabled.
+func (a *Audit) Mutation(ctx context.Context, op string, args map[string]any, res any, err error, start time.Time) {
+	a.line(ctx, op, &record{ran: true, args: args, res: res, err: err}, start)
+}
+
+// line writes the audit line of the mutation field op.
+func (a *Audit) line(ctx context.Context, op string, rec *record, start time.Time) {
 	outcome, msg := "ok", ""
 	switch {
 	case !rec.ran:
@@ -106,7 +124,6 @@ func (a *Audit) InterceptRootField(ctx context.Context, next graphql.RootResolve
 	}
 	args = append(args, "took", time.Since(start).Round(time.Microsecond))
 	a.log.Info("mutation", args...)
-	return m
 }
 
 // InterceptField records a mutation's arguments, result and error for

@@ -118,7 +118,7 @@ func (g *Gate) MutateOperationContext(ctx context.Context, opCtx *graphql.Operat
 			return refuse(CodeForbidden, fmt.Sprintf("%s needs the role %s; token %q is %s", name, orList(a.Roles), id.Name, id.Role), 0)
 		}
 	}
-	if op.Operation == ast.Mutation && len(names) > 0 {
+	if op.Operation == ast.Mutation && len(names) > 0 && ctx.Value(admittedKey{}) == nil {
 		ok, wait := g.Limiter.Take(id.Name, len(names))
 		switch {
 		case ok:
@@ -130,6 +130,31 @@ func (g *Gate) MutateOperationContext(ctx context.Context, opCtx *graphql.Operat
 	}
 	return nil
 }
+
+// Admit is the gate's check of a request of one mutation field, root.name,
+// that the server runs outside gqlgen's executor (its fast path for
+// submitTask): whether the caller's identity may run it and its rate has
+// room, taking from the rate as MutateOperationContext does. A request it
+// refuses is neither logged nor answered: the caller hands it to the
+// executor, whose gate refuses it with the error and log line of any
+// refusal (or runs it, when the rate has filled meanwhile). Admitted marks
+// a context whose request Admit let through, for the executor's gate not to
+// take from the rate again when the request is handed over after all.
+func (g *Gate) Admit(ctx context.Context, root, name string) bool {
+	id := FromContext(ctx)
+	if a, ok := Lookup(root, name); !ok || !a.Allows(id) {
+		return false
+	}
+	ok, _ := g.Limiter.Take(id.Name, 1)
+	return ok
+}
+
+// Admitted returns ctx marked as the context of a request Admit let through.
+func Admitted(ctx context.Context) context.Context {
+	return context.WithValue(ctx, admittedKey{}, true)
+}
+
+type admittedKey struct{}
 
 // orList writes a role set as "admin or operator".
 func orList(s RoleSet) string {

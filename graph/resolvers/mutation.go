@@ -21,11 +21,63 @@ import (
 )
 
 func (m *mutationResolver) SubmitTask(ctx context.Context, input model.SubmitTaskInput) (*model.Task, error) {
-	t, replayed, err := (*Resolver)(m).submitTask(ctx, input)
+	var (
+		t        *model.Task
+		replayed bool
+		err      error
+	)
+	if pre := takeSubmitted(ctx); pre != nil {
+		if pre.Panic != nil {
+			panic(pre.Panic)
+		}
+		t, replayed, err = pre.Task, pre.Replayed, pre.Err
+	} else {
+		t, replayed, err = (*Resolver)(m).submitTask(ctx, input)
+	}
 	if err == nil && deref(input.IdempotencyKey) != "" {
 		reportReplayed(ctx, replayed)
 	}
 	return t, err
+}
+
+// Submitted is a submitTask field resolved before gqlgen's executor ran it:
+// the server's fast path calls Tools.SubmitTask itself and writes the
+// answer, and hands the request to the executor for the answers it does
+// not write (an error, a panic, no task), with the outcome in the
+// request's context (WithSubmitted) for the field to return as its own:
+// the resolver does not run twice.
+type Submitted struct {
+	Task     *model.Task
+	Replayed bool
+	Err      error
+	Panic    any // what the resolver panicked with; the field panics with it again
+}
+
+type submittedKey struct{}
+
+// WithSubmitted returns ctx carrying s for the one submitTask field of the
+// request's operation.
+func WithSubmitted(ctx context.Context, s *Submitted) context.Context {
+	return context.WithValue(ctx, submittedKey{}, &submittedOnce{s: s})
+}
+
+// submittedOnce gives its outcome to one field only.
+type submittedOnce struct {
+	mu sync.Mutex
+	s  *Submitted
+}
+
+// takeSubmitted returns the outcome ctx carries, once.
+func takeSubmitted(ctx context.Context) *Submitted {
+	o, _ := ctx.Value(submittedKey{}).(*submittedOnce)
+	if o == nil {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := o.s
+	o.s = nil
+	return s
 }
 
 // submitTask is the submitTask mutation: the task as recorded, and whether

@@ -42,7 +42,8 @@ const (
 // postTransport serves POST requests with a JSON body.
 type postTransport struct {
 	vars *varCheck
-	keys bodyKeys // object keys the body decoder shares (jsonbody.go)
+	keys bodyKeys    // object keys the body decoder shares (jsonbody.go)
+	fast *submitFast // the submitTask fast path (fastsubmit.go); nil: none
 }
 
 var _ graphql.Transport = postTransport{}
@@ -96,7 +97,9 @@ func (t postTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 	params.Headers = r.Header
 	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
 	vars := params.Variables // run may swap the map; the typed values are in this one
-	run(ctx, w, exec, t.vars, media, params, false, typed)
+	if !typed || t.fast == nil || !t.fast.serve(ctx, w, params, func(ctx context.Context) { run(ctx, w, exec, t.vars, media, params, false, typed) }) {
+		run(ctx, w, exec, t.vars, media, params, false, typed)
+	}
 	if typed {
 		releaseTyped(vars)
 	}

@@ -88,6 +88,15 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// take returns what was written since the last take.
+func (b *syncBuffer) take() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.buf.String()
+	b.buf.Reset()
+	return out
+}
+
 // lineWith returns the first line of logs that holds every one of parts.
 func lineWith(logs string, parts ...string) string {
 	for _, l := range strings.Split(logs, "\n") {

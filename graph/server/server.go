@@ -126,6 +126,10 @@ type Options struct {
 	AuditLogger hclog.Logger
 	// MCP configures the MCP endpoint at /mcp.
 	MCP MCPOptions
+
+	// noSubmitFast turns the submitTask fast path off (fastsubmit.go): its
+	// tests' reference answers.
+	noSubmitFast bool
 }
 
 // MCPOptions configure the MCP endpoint.
@@ -204,6 +208,7 @@ type Server struct {
 	// every caller), shared by GraphQL and MCP.
 	limiter *auth.RateLimiter
 	mcp     *mcp.Server // nil when disabled
+	fast    *submitFast // the submitTask fast path; nil when off
 	// subGate shares the cores between subscription executions and the
 	// engine: half of them at most for the executions.
 	subGate *subgate.Gate
@@ -351,7 +356,11 @@ func (s *Server) graphQL() (http.Handler, error) {
 	cache := lru.New[*ast.QueryDocument](1000)
 	vars := newVarCheck(es.Schema(), cache)
 	srv.AddTransport(getTransport{vars: vars})
-	srv.AddTransport(postTransport{vars: vars, keys: newBodyKeys(es.Schema())})
+	limits := &queryLimits{maxComplexity: l.MaxComplexity, maxDepth: l.MaxDepth}
+	if !s.opts.noSubmitFast {
+		s.fast = newSubmitFast(cache, limits, s.resolver.Tools(), gate, s.audit)
+	}
+	srv.AddTransport(postTransport{vars: vars, keys: newBodyKeys(es.Schema()), fast: s.fast})
 	srv.AddTransport(unsupported{})
 	srv.SetQueryCache(varCache{cache}) // gqlparser's check without held variables (vars.go)
 	srv.SetParserTokenLimit(maxQueryTokens)
@@ -365,7 +374,7 @@ func (s *Server) graphQL() (http.Handler, error) {
 		srv.Use(extension.Introspection{})
 	}
 	srv.Use(gate)
-	srv.Use(&queryLimits{maxComplexity: l.MaxComplexity, maxDepth: l.MaxDepth})
+	srv.Use(limits)
 	srv.Use(subscriptionCap{max: l.MaxSubscriptionsPerConnection})
 	srv.Use(s.subGate)
 	srv.Use(s.audit)
