@@ -477,9 +477,11 @@ func (p *bodyParser) slowStr(j int) (string, bool) {
 			j += 2
 			continue
 		case '"':
-			var s string
-			if err := json.Unmarshal(p.b[p.i:j+1], &s); err != nil {
-				return "", false
+			s, ok := unescapeSimple(p.b[p.i+1 : j])
+			if !ok {
+				if err := json.Unmarshal(p.b[p.i:j+1], &s); err != nil {
+					return "", false
+				}
 			}
 			p.i = j + 1
 			return s, true
@@ -487,6 +489,48 @@ func (p *bodyParser) slowStr(j int) (string, bool) {
 		j++
 	}
 	return "", false
+}
+
+// unescapeSimple decodes a string's contents (between its quotes) whose
+// escapes are all of one character (\n, \t, \", …: a query's line breaks
+// and indents), as encoding/json would; ok false for anything else (a \u
+// escape, a control character, bytes that are not UTF-8), which
+// encoding/json then decodes, or refuses.
+func unescapeSimple(b []byte) (string, bool) {
+	if !utf8.Valid(b) {
+		return "", false
+	}
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c < 0x20:
+			return "", false
+		case c != '\\':
+			out = append(out, c)
+			continue
+		}
+		if i++; i == len(b) {
+			return "", false
+		}
+		switch b[i] {
+		case '"', '\\', '/':
+			out = append(out, b[i])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		default:
+			return "", false
+		}
+	}
+	return string(out), true
 }
 
 // number reads a number of JSON's grammar as a json.Number.

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
 
@@ -112,5 +113,28 @@ func TestDecodeParamsTakesTheCommonBodies(t *testing.T) {
 	// (their bytes, their box); the keys and the small number are shared.
 	if fast > 100*14+20 {
 		t.Errorf("decoding a batch of 100 takes %.0f allocations, want at most %d", fast, 100*14+20)
+	}
+}
+
+// TestUnescapeSimpleAsEncodingJSON holds the decoder's own unescaping to
+// encoding/json's: the same string when it decodes one, nothing when
+// encoding/json decodes it otherwise or refuses it.
+func TestUnescapeSimpleAsEncodingJSON(t *testing.T) {
+	for _, in := range []string{
+		`mutation Submit ($in: SubmitTaskInput!) {\n\tsubmitTask(input: $in) {\n\t\tid\n\t}\n}\n`,
+		`\"\\\/\b\f\n\r\t`, `é\n`, `\u00e9`, `\ud800`, `\x`, "a\x01b", "a\xffb", `\`, `a\`, ``, `\\`,
+	} {
+		got, ok := unescapeSimple([]byte(in))
+		var want string
+		err := json.Unmarshal([]byte(`"`+in+`"`), &want)
+		if ok {
+			if err != nil || got != want {
+				t.Errorf("%q: unescapeSimple gave %q, encoding/json %q (%v)", in, got, want, err)
+			}
+			continue
+		}
+		if err == nil && !strings.Contains(in, `\u`) && !strings.ContainsRune(want, utf8.RuneError) {
+			t.Errorf("%q: unescapeSimple declined a string of simple escapes that encoding/json reads as %q", in, want)
+		}
 	}
 }
