@@ -44,6 +44,10 @@ func TestHealthReadinessAndMetricsAreServed(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 
 	b.submitMany(t, "m", 10)
+	res, err := http.Post(b.base+"/graphql", "application/json", strings.NewReader(`{"query":`))
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusBadRequest, res.StatusCode)
 	conn, err := b.c.Dial(ctxFor(t), client.DialOptions{})
 	require.NoError(t, err)
 	defer conn.Close()
@@ -65,6 +69,7 @@ func TestHealthReadinessAndMetricsAreServed(t *testing.T) {
 		`switchyard_dispatch_latency_seconds_bucket{le="+Inf"} 10`,
 		`switchyard_engine_events_total{kind="submitted"} 10`,
 		`switchyard_http_requests_total{code="200",handler="graphql"}`,
+		`switchyard_http_requests_total{code="400",handler="graphql"} 1`,
 		`switchyard_graphql_subscription_slots `,
 		`switchyard_graphql_subscription_stalls_total `,
 		`go_goroutines`,

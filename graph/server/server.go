@@ -272,9 +272,7 @@ func New(opts Options) (*Server, error) {
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "switchyard", Name: "http_requests_total",
 		Help: "HTTP requests by handler and status code."}, []string{"handler", "code"})
 	s.metrics.MustRegister(requests)
-	count := func(name string, h http.Handler) http.Handler {
-		return promhttp.InstrumentHandlerCounter(requests.MustCurryWith(prometheus.Labels{"handler": name}), h)
-	}
+	count := func(name string, h http.Handler) http.Handler { return countRequests(requests, name, h) }
 
 	mux := http.NewServeMux()
 	mux.Handle("/", page)
