@@ -56,6 +56,27 @@ func (postTransport) Supports(r *http.Request) bool {
 	return err == nil && mt == mediaJSON
 }
 
+// The Content-Type values of answers, shared: a header's value slice of
+// length and capacity one is never written in place (Header.Add appends to
+// a copy).
+var (
+	contentTypeJSON            = []string{mediaJSON}
+	contentTypeGraphQLResponse = []string{mediaGraphQLResponse}
+)
+
+// setContentType sets the answer's media type without allocating its
+// value.
+func setContentType(w http.ResponseWriter, media string) {
+	switch media {
+	case mediaJSON:
+		w.Header()["Content-Type"] = contentTypeJSON
+	case mediaGraphQLResponse:
+		w.Header()["Content-Type"] = contentTypeGraphQLResponse
+	default:
+		w.Header().Set("Content-Type", media)
+	}
+}
+
 // responseType is the media type of the answer: the first of the client's
 // Accept that the server has (application/json for */* and none).
 func responseType(r *http.Request) string {
@@ -81,7 +102,7 @@ func responseType(r *http.Request) string {
 func (t postTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	ctx := r.Context()
 	media := responseType(r)
-	w.Header().Set("Content-Type", media)
+	setContentType(w, media)
 	start := graphql.Now()
 	body, err := bodyBytes(r)
 	if err != nil {
