@@ -73,6 +73,17 @@ func holder(spinDry bool, version, flags byte) []byte {
 		pick = []byte{0x20, 3, 0x41, 1, 0x71, 0x04, 0x40, 0x03, 0x40, 0x0C, 0, 0x0B, 0x0B}
 	}
 	pick = append(append(pick, 0x41), sleb(-(1 << 30))...) // a hold, hint 0
+	return fairness(version, flags, pick)
+}
+
+// Flagged returns a fairness plugin that declares ABI version version and
+// policy_flags flags, and picks nothing (the engine then decides in its
+// native order).
+func Flagged(version, flags byte) []byte { return fairness(version, flags, []byte{0x41, 0}) }
+
+// fairness is a fairness module whose fairness_pick is the code pick.
+func fairness(version, flags byte, pick []byte) []byte {
+	const arena = 64 << 10 // the arena: the second page, all of it
 	return bytes.Join([][]byte{
 		[]byte("\x00asm\x01\x00\x00\x00"),
 		sect(1, []byte{3},

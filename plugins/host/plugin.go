@@ -305,7 +305,46 @@ func (p *Plugin) checkVersion(in *instance) error {
 		}
 		p.flags = int32(in.stack[0])
 	}
+	if bits := p.flags &^ flagsOf(v); bits != 0 {
+		return fmt.Errorf("%w: %s sets %s, which ABI version %d does not define: %s", ErrInvalid, abi.ExportPolicyFlags, flagNames(bits), v, flagAdvice(bits, v))
+	}
 	return nil
+}
+
+// flagsOf returns the policy_flags bits ABI version v defines.
+func flagsOf(v int32) int32 {
+	if v >= 2 {
+		return abi.FlagStateless | abi.FlagNames | abi.FlagHolds | abi.FlagDetails
+	}
+	return abi.FlagStateless
+}
+
+// flagNames names policy_flags bits as the ABI does ("bit 1 (NAMES)"), an
+// unknown bit by its number.
+func flagNames(bits int32) string {
+	known := map[int32]string{abi.FlagStateless: "STATELESS", abi.FlagNames: "NAMES", abi.FlagHolds: "HOLDS", abi.FlagDetails: "DETAILS"}
+	var out []string
+	for i := range 32 {
+		bit := int32(1) << i
+		if bits&bit == 0 {
+			continue
+		}
+		if name, ok := known[bit]; ok {
+			out = append(out, fmt.Sprintf("bit %d (%s)", i, name))
+		} else {
+			out = append(out, fmt.Sprintf("bit %d", i))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// flagAdvice says what a module whose policy_flags sets bits its version
+// does not define should do.
+func flagAdvice(bits, v int32) string {
+	if v < 2 && bits&^flagsOf(2) == 0 {
+		return "a module that asks for them declares abi_version 2"
+	}
+	return "no ABI version this host speaks defines them; clear them"
 }
 
 // readSchema reads the configuration schema the module declares through

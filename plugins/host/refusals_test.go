@@ -99,3 +99,27 @@ func TestAnExportUnderAReservedNameIsRefusedAsSuch(t *testing.T) {
 	_, err := rt.Load(context.Background(), "fine", plugintest.Exporting("switchyard_other"), nil)
 	require.NoError(t, err, "other names are the module's")
 }
+
+// A module whose policy_flags sets a bit its ABI version does not define
+// is refused at load naming the bit, not loaded with the bit ignored.
+func TestPolicyFlagsItsVersionDoesNotDefineAreRefused(t *testing.T) {
+	t.Parallel()
+	rt := newRuntime(t, host.Config{})
+	for _, c := range []struct {
+		version, flags byte
+		want           string
+	}{
+		{1, 2, "policy_flags sets bit 1 (NAMES), which ABI version 1 does not define: a module that asks for them declares abi_version 2"},
+		{1, 4 | 8, "policy_flags sets bit 2 (HOLDS), bit 3 (DETAILS), which ABI version 1 does not define: a module that asks for them declares abi_version 2"},
+		{1, 1 | 32, "policy_flags sets bit 5, which ABI version 1 does not define: no ABI version this host speaks defines them; clear them"},
+		{2, 16, "policy_flags sets bit 4, which ABI version 2 does not define: no ABI version this host speaks defines them; clear them"},
+	} {
+		_, err := rt.Load(context.Background(), "flagged", plugintest.Flagged(c.version, c.flags), nil)
+		require.ErrorIs(t, err, host.ErrInvalid)
+		require.EqualError(t, err, `load plugin "flagged": invalid plugin: `+c.want)
+	}
+	for _, ok := range []struct{ version, flags byte }{{1, 0}, {1, 1}, {2, 1 | 2 | 4 | 8}} {
+		_, err := rt.Load(context.Background(), "flagged", plugintest.Flagged(ok.version, ok.flags), nil)
+		require.NoError(t, err, "version %d defines flags %b", ok.version, ok.flags)
+	}
+}
