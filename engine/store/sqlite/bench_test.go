@@ -24,7 +24,7 @@ var kinds = []storebench.Kind{
 }
 
 func openBench(b *testing.B, sync sqlite.Sync) engine.Store {
-	s, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(b.TempDir(), "bench.db"), Sync: sync})
+	s, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(b.TempDir(), "bench.db"), Sync: sync, PreallocateWAL: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -37,3 +37,7 @@ func BenchmarkCommit(b *testing.B) { storebench.Commit(b, kinds) }
 // BenchmarkEngineSubmitBatch measures the engine submitting batches onto the
 // store.
 func BenchmarkEngineSubmitBatch(b *testing.B) { storebench.EngineSubmitBatch(b, kinds) }
+
+// BenchmarkEngineSubmitOne measures the engine under 64 callers submitting
+// one task at a time onto the store.
+func BenchmarkEngineSubmitOne(b *testing.B) { storebench.EngineSubmitOne(b, kinds) }

@@ -61,10 +61,12 @@ func reportCPU(b *testing.B, meters []Meter, since []time.Duration, tasks float6
 }
 
 // Commit measures group commits of the engine's workload: steady and
-// coalesced (see Workload), 100 and 1000 tasks per commit.
+// coalesced (see Workload), 10, 100 and 1000 tasks per commit (10 is the
+// size of the group commits a single submitTask at concurrency 64 makes
+// through the API: ADR 0005, finding 31).
 func Commit(b *testing.B, kinds []Kind, meters ...Meter) {
 	for _, coalesced := range []bool{false, true} {
-		for _, n := range []int{100, 1000} {
+		for _, n := range []int{10, 100, 1000} {
 			for _, k := range kinds {
 				b.Run(fmt.Sprintf("coalesced=%v/batch=%d/%s", coalesced, n, k.Name), func(b *testing.B) {
 					s := k.Open(b)
@@ -171,5 +173,61 @@ func EngineSubmitBatch(b *testing.B, kinds []Kind, meters ...Meter) {
 				_ = s.Close()
 			})
 		}
+	}
+}
+
+// EngineSubmitOne measures the engine on a store under single submissions:
+// 64 goroutines each submit one task at a time through SubmitItem (which
+// returns once the task is durable with a durable store), a no-op executor
+// runs every task. It is the engine's side of `switchyard bench --mode
+// submit` (concurrency 64) without the HTTP and GraphQL layers: the group
+// commits are as small as that bench makes them. submitted/s counts tasks
+// whose SubmitItem returned.
+func EngineSubmitOne(b *testing.B, kinds []Kind, meters ...Meter) {
+	const callers = 64
+	for _, k := range kinds {
+		b.Run(fmt.Sprintf("callers=%d/%s", callers, k.Name), func(b *testing.B) {
+			total := max(b.N, callers)
+			x := &countingExecutor{want: int64(total), done: make(chan struct{})}
+			s := k.Open(b)
+			cfg := engine.Config{MaxQueued: 10_000_000, MaxQueuedPerAgent: 10_000_000, MaxQueuedPerSession: 1 << 30,
+				AgentMaxInFlight: 64, MaxInFlight: 256,
+				Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 256, MaxQueued: 10_000_000}}}
+			e, err := engine.New(engine.Options{Config: cfg, Store: s, Executor: x})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := e.Start(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start, cpu0 := time.Now(), cpu(meters)
+			for w := range callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					spec := engine.TaskSpec{AgentID: "agent-" + strconv.Itoa(w%4), Action: &engine.Action{Kind: "click"}}
+					for next.Add(1) <= int64(total) {
+						if _, err := e.SubmitItem(context.Background(), spec); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			submitted := time.Since(start).Seconds()
+			<-x.done
+			if err := e.Sync(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			reportCPU(b, meters, cpu0, float64(total))
+			b.StopTimer()
+			b.ReportMetric(float64(total)/submitted, "submitted/s")
+			_ = e.Shutdown(context.Background())
+			_ = s.Close()
+		})
 	}
 }
