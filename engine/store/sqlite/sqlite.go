@@ -58,8 +58,9 @@ type Options struct {
 	// Readers is the number of connections that serve reads concurrently
 	// with commits (default 4).
 	Readers int
-	// CacheMiB is the page cache of the writer connection, in MiB (default
-	// 64); readers get a quarter of it each.
+	// CacheMiB sizes the connections' page caches, in MiB (default 64):
+	// readers get a quarter of it each, the writer as much, up to
+	// writerCacheMiB.
 	CacheMiB int
 	// CheckpointPages is the size of the write-ahead log, in pages, past
 	// which a background checkpoint copies it into the database (default
@@ -178,7 +179,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			s.lock.release()
 		}
 	}()
-	wc, err := s.openConn(ctx, opts.CacheMiB)
+	wc, err := s.openConn(ctx, min(opts.CacheMiB, writerCacheMiB))
 	if err != nil {
 		return nil, err
 	}
@@ -234,6 +235,19 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	ok = true
 	return s, nil
 }
+
+// writerCacheMiB bounds the writer's page cache. SQLite's commit
+// truncates the page cache to the file's size, and a B-tree balance that
+// renumbers pages moves one through the page past the pending byte, far
+// beyond the file's end: the truncation then scans the cache's whole hash
+// table, whose size follows the pages cached. Most commits balance some
+// index, so a commit cost time in proportion to the writer's cache: with
+// 64 MiB of a database larger than that cached, 16k buckets, about 0.1 ms
+// a commit, a tenth of the process's CPU with 64 callers submitting one
+// task each (doc/adr/0005-durable-write-path.md, finding 31). What a
+// commit writes is the right edges of the tables and indexes and the
+// tasks of the last few commits: 8 MiB (2,048 pages) holds them.
+const writerCacheMiB = 8
 
 // openConn opens one connection with the settings every connection shares.
 func (s *Store) openConn(ctx context.Context, cacheMiB int) (*sqlite3.Conn, error) {
