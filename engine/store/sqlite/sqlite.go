@@ -179,7 +179,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			s.lock.release()
 		}
 	}()
-	wc, err := s.openConn(ctx, min(opts.CacheMiB, writerCacheMiB))
+	wc, err := s.openConn(ctx, min(opts.CacheMiB, writerCacheMiB), opts.Sync == SyncFull)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +197,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, s.describe(err)
 	}
 	for range opts.Readers {
-		c, err := s.openConn(ctx, max(opts.CacheMiB/4, 1))
+		c, err := s.openConn(ctx, max(opts.CacheMiB/4, 1), false)
 		if err != nil {
 			return nil, err
 		}
@@ -205,7 +205,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.all = append(s.all, r)
 		s.readers <- r
 	}
-	if s.ckpt, err = s.openConn(ctx, 1); err != nil {
+	if s.ckpt, err = s.openConn(ctx, 1, false); err != nil {
 		return nil, err
 	}
 	wc.WALHook(func(_ *sqlite3.Conn, _ string, pages int) error {
@@ -236,6 +236,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// uriPath escapes what a file name in an SQLite URI may not hold as is.
+var uriPath = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+
 // writerCacheMiB bounds the writer's page cache. SQLite's commit
 // truncates the page cache to the file's size, and a B-tree balance that
 // renumbers pages moves one through the page past the pending byte, far
@@ -249,9 +252,16 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 // tasks of the last few commits: 8 MiB (2,048 pages) holds them.
 const writerCacheMiB = 8
 
-// openConn opens one connection with the settings every connection shares.
-func (s *Store) openConn(ctx context.Context, cacheMiB int) (*sqlite3.Conn, error) {
-	c, err := sqlite3.OpenContext(ctx, s.opts.Path)
+// openConn opens one connection with the settings every connection shares;
+// with gather, its log's writes are gathered until the commit's flush
+// (walvfs.go: the writer's, with SyncFull).
+func (s *Store) openConn(ctx context.Context, cacheMiB int, gather bool) (*sqlite3.Conn, error) {
+	name := s.opts.Path
+	if gather && !strings.HasPrefix(name, "file:") {
+		registerGatherVFS()
+		name = "file:" + uriPath.Replace(name) + "?vfs=" + gatherVFS
+	}
+	c, err := sqlite3.OpenContext(ctx, name)
 	if err != nil {
 		return nil, s.describe(fmt.Errorf("open: %w", err))
 	}
