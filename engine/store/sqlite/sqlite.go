@@ -241,8 +241,9 @@ var uriPath = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
 
 // writerCacheMiB bounds the writer's page cache. SQLite's commit
 // truncates the page cache to the file's size, and a B-tree balance that
-// renumbers pages moves one through the page past the pending byte, far
-// beyond the file's end: the truncation then scans the cache's whole hash
+// renumbers pages moves one through the number of the page that holds the
+// pending byte (the first byte past 1 GiB), far beyond the end of a
+// smaller file: the truncation then scans the cache's whole hash
 // table, whose size follows the pages cached. Most commits balance some
 // index, so a commit cost time in proportion to the writer's cache: with
 // 64 MiB of a database larger than that cached, 16k buckets, about 0.1 ms
