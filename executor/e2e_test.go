@@ -489,3 +489,65 @@ func TestErrorsOnTheBuiltInChromiumSaySo(t *testing.T) {
 	require.Error(t, o.Err)
 	require.Contains(t, o.Err.Error(), "chromium wait (POST /tabs/"+s.tab+"/wait): the condition was not met")
 }
+
+// TestRealChromiumAHungPageCostsItsSessionOneAttemptNotItsTab: a page whose
+// script never yields holds its renderer; the built-in Chromium finds that
+// out when an action's time runs out (the page then does not answer a
+// trivial script either), closes the tab and answers page_unresponsive. The
+// session's task fails at once for good (its page is lost; a retry in a
+// blank tab could not do what it asked), and the session's next task runs
+// in a new tab instead of timing out on the dead one.
+func TestRealChromiumAHungPageCostsItsSessionOneAttemptNotItsTab(t *testing.T) {
+	t.Parallel()
+	url := testSite(t)
+	path, ok := chromium.Find()
+	if !ok {
+		t.Skip("Chromium is not installed (looked for /usr/bin/chromium and chromium on PATH): skipping the real-browser test")
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	inst, err := chromium.Start(sctx, chromium.Options{ExecPath: path, ActionTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = inst.Close() })
+	bn := setup(t, executor.Options{}, executor.InstanceConfig{ID: "local", URL: inst.URL(), Token: inst.Token()})
+	s := &session{key: "wedged"}
+	ctx, cancelRun := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancelRun()
+
+	require.NoError(t, s.run(ctx, bn.exec, "local", action("navigate", "", `{"url":"`+url+`"}`)).Err)
+	hungTab := s.tab
+	o := s.run(ctx, bn.exec, "local", action("evaluate", "", `{"expression":"setTimeout(() => { for (;;) {} }, 0); 'armed'"}`))
+	require.NoError(t, o.Err, "the script that hangs the page runs after the answer")
+
+	start := time.Now()
+	o = s.run(ctx, bn.exec, "local", action("text", "#out", ""))
+	require.Error(t, o.Err, "the page no longer answers")
+	require.Less(t, time.Since(start), time.Minute, "the attempt ends at the action cap and a short probe")
+	var pe *pinchtab.Error
+	require.ErrorAs(t, o.Err, &pe)
+	require.Equal(t, pinchtab.CodePageUnresponsive, pe.Code, "the error says the page stopped responding: %v", o.Err)
+	require.Contains(t, o.Err.Error(), "stopped responding")
+	require.Equal(t, policy.ClassPermanent, engine.ClassOf(o.Err), "repeating the task on a blank tab cannot help the session")
+	require.ErrorIs(t, o.Err, engine.ErrInstanceGone, "the session's binding goes")
+	require.Empty(t, s.tab, "the session is bound to no tab")
+
+	// The session's next task gets a new tab, and works.
+	o = s.run(ctx, bn.exec, "local", action("navigate", "", `{"url":"`+url+`"}`))
+	require.NoError(t, o.Err, "the session goes on in a new tab")
+	require.NotEqual(t, hungTab, o.TabID)
+	o = s.run(ctx, bn.exec, "local", action("text", "#clicks", ""))
+	require.Equal(t, "0", textOf(t, o))
+
+	// A task that got its tab for itself loses nothing with it: it may run
+	// again, in another tab.
+	o = bn.exec.Execute(ctx, &attempt{id: "task-loose", instance: "local",
+		spec: &engine.TaskSpec{AgentID: "agent-e2e", Action: action("evaluate", "", `{"expression":"for (;;) {}"}`)}})
+	require.Error(t, o.Err)
+	require.ErrorAs(t, o.Err, &pe)
+	require.Equal(t, pinchtab.CodePageUnresponsive, pe.Code, "%v", o.Err)
+	require.Equal(t, policy.ClassTransient, engine.ClassOf(o.Err), "its retry runs in a new tab")
+	require.Empty(t, o.TabID, "nothing binds to the closed tab")
+
+	o = (&session{}).run(ctx, bn.exec, "local", action("navigate", "", `{"url":"`+url+`"}`))
+	require.NoError(t, o.Err, "the instance stays usable")
+}

@@ -741,7 +741,15 @@ func (e *Executor) explainAction(ctx context.Context, err error, t target) error
 
 func (e *Executor) explainAs(ctx context.Context, err error, t target, action bool) error {
 	var pe *pinchtab.Error
-	if !errors.As(err, &pe) || ctx.Err() != nil {
+	if !errors.As(err, &pe) {
+		return err
+	}
+	if pe.Code == pinchtab.CodePageUnresponsive && t.tab != "" {
+		// Whenever it arrives, even after the attempt's end: the tab is
+		// gone, and nothing may use it again.
+		return e.unresponsive(t, err)
+	}
+	if ctx.Err() != nil {
 		return err
 	}
 	switch {
@@ -785,6 +793,42 @@ func (e *Executor) explainAs(ctx context.Context, err error, t target, action bo
 		}
 	}
 	return err
+}
+
+// unresponsive is the error of an attempt whose tab's page stopped
+// responding, which the instance closed for it (pinchtab.CodePageUnresponsive):
+// the tab leaves the executor's books (a pooled tab its pool, a session's
+// tab its session, whose replay log goes too), and the error wraps
+// engine.ErrInstanceGone, so that the engine binds nothing to the tab and
+// drops the session's binding: the session's next task opens a new tab.
+// Repeating the action on that tab is never possible; whether the task may
+// run again in another tab depends on what it needed of this one:
+//   - a task that named the tab, or ran in its session's tab, needed the
+//     page the tab held, which is lost: permanent (a retry in a blank tab
+//     would only fail on a missing element, or act on the wrong page);
+//   - a task that got the tab for itself (tab-less, a session's first task)
+//     loses nothing: transient, and its retry runs in a new tab.
+func (e *Executor) unresponsive(t target, err error) error {
+	session := ""
+	e.mu.Lock()
+	if o, ok := e.owned[t.tab]; ok {
+		session = o.session
+	}
+	e.mu.Unlock()
+	if after := e.forgetTab(t.tab); after != nil {
+		after()
+	}
+	if session != "" {
+		e.forgetReplay(session) // it rebuilt the page that is gone
+	}
+	switch {
+	case t.named:
+		return engine.Permanent(fmt.Errorf("tab %s on instance %s: %w: %w", t.tab, t.instance, engine.ErrInstanceGone, err))
+	case t.session:
+		return engine.Permanent(fmt.Errorf("the session's tab %s on instance %s was closed, its page state is lost; the session's next task starts in a new tab: %w: %w",
+			t.tab, t.instance, engine.ErrInstanceGone, err))
+	}
+	return engine.Transient(fmt.Errorf("tab %s on instance %s: the task may run again in a new tab: %w: %w", t.tab, t.instance, engine.ErrInstanceGone, err))
 }
 
 // lostSession asks the engine whether the attempt's session lost its tab

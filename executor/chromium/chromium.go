@@ -63,9 +63,12 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/switchyard/switchyard/executor/pinchtab"
 )
 
 // Options configures a built-in instance. Zero values mean the defaults.
@@ -76,7 +79,12 @@ type Options struct {
 	UserDataDir   string        // default a fresh temporary directory, removed by Close
 	Logger        hclog.Logger  // default silent
 	ActionTimeout time.Duration // upper bound of one request's browser work; default 60s
-	StartTimeout  time.Duration // for the browser to start; default 30s
+	// ProbeTimeout is how long a tab's page has to answer a trivial script
+	// after a request's work on it ran out of time or was cancelled; a page
+	// that does not (its script never yields) has stopped responding, and
+	// its tab is closed (page_unresponsive). Default DefaultProbeTimeout.
+	ProbeTimeout time.Duration
+	StartTimeout time.Duration // for the browser to start; default 30s
 	// AgentContextIdle is how long an agent's browser context outlives the
 	// agent's last tab: an agent that opens a tab again within it finds its
 	// cookies and storage, and one that does not has its context disposed
@@ -125,6 +133,11 @@ type Instance struct {
 	contexts map[string]*agentContext
 	agents   map[cdp.BrowserContextID]string
 	ctxMu    sync.Mutex // one browser context made at a time
+	// hung holds the tabs closed because their page stopped responding, and
+	// when: a request for one is told so (404 tab_not_found), and the
+	// target, which the browser may list for a while yet, is never taken
+	// for a popup. Guarded by mu; entries go after hungRetention.
+	hung map[string]time.Time
 
 	stop chan struct{} // closed by Close: the disposing loop ends
 	wg   sync.WaitGroup
@@ -178,7 +191,10 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 	if o.AgentContextIdle == 0 {
 		o.AgentContextIdle = DefaultAgentContextIdle
 	}
-	i := &Instance{opts: o, log: o.Logger.Named("chromium"), tabs: make(map[string]*tab),
+	if o.ProbeTimeout <= 0 {
+		o.ProbeTimeout = DefaultProbeTimeout
+	}
+	i := &Instance{opts: o, log: o.Logger.Named("chromium"), tabs: make(map[string]*tab), hung: make(map[string]time.Time),
 		contexts: make(map[string]*agentContext), agents: make(map[cdp.BrowserContextID]string), stop: make(chan struct{})}
 	i.dataDir = o.UserDataDir
 	if i.dataDir == "" {
@@ -329,7 +345,7 @@ func (i *Instance) tab(id string) (*tab, bool) {
 	if ok {
 		return t, true
 	}
-	if id == string(i.keeper) {
+	if id == string(i.keeper) || i.wasHung(id) {
 		return nil, false
 	}
 	infos, err := chromedp.Targets(i.browserCtx)
@@ -393,7 +409,7 @@ func (i *Instance) listTabs(ctx context.Context) ([]*target.Info, error) {
 	}
 	out := infos[:0]
 	for _, info := range infos {
-		if info.Type == "page" && info.TargetID != i.keeper {
+		if info.Type == "page" && info.TargetID != i.keeper && !i.wasHung(string(info.TargetID)) {
 			out = append(out, info)
 		}
 	}
@@ -401,7 +417,13 @@ func (i *Instance) listTabs(ctx context.Context) ([]*target.Info, error) {
 }
 
 // run does fn on a tab, alone: it waits for the tab's previous operation, and
-// its context ends when the request's does, or after ActionTimeout.
+// its context ends when the request's does, or after ActionTimeout. When
+// fn's time ran out (or its request was cancelled), the tab's page is asked
+// to run a trivial script within ProbeTimeout: a page that cannot (its
+// script loops for ever and the renderer's main thread never yields) would
+// hold every later operation on the tab until its own timeout, so its tab is
+// closed and the error says the page stopped responding
+// (page_unresponsive).
 func (i *Instance) run(reqCtx context.Context, t *tab, fn func(ctx context.Context) error) error {
 	select {
 	case t.lock <- struct{}{}:
@@ -409,15 +431,91 @@ func (i *Instance) run(reqCtx context.Context, t *tab, fn func(ctx context.Conte
 		return reqCtx.Err()
 	}
 	defer func() { <-t.lock }()
+	if i.wasHung(t.id) {
+		return hungTab(t.id) // closed while this request waited for it
+	}
 	ctx, cancel := context.WithTimeout(t.ctx, i.opts.ActionTimeout)
 	defer cancel()
 	stop := context.AfterFunc(reqCtx, cancel)
 	defer stop()
 	err := fn(ctx)
+	if err != nil && ctx.Err() != nil && t.ctx.Err() == nil && !i.responds(t) {
+		took := i.opts.ActionTimeout
+		if reqCtx.Err() != nil {
+			took = 0
+		}
+		i.closeHung(t, took)
+		return &apiError{http.StatusGatewayTimeout, codePageUnresponsive, fmt.Errorf(
+			"the page in tab %s stopped responding (a script that never yields?): it did not answer within %v after the request's work %s; "+
+				"the tab was closed, and its page is lost: open a new tab (%w)", t.id, i.opts.ProbeTimeout, endedHow(took), err)}
+	}
 	if err != nil && reqCtx.Err() != nil && ctx.Err() != nil {
 		return fmt.Errorf("%w: %w", reqCtx.Err(), err)
 	}
 	return err
+}
+
+// DefaultProbeTimeout is Options.ProbeTimeout when it is 0.
+const DefaultProbeTimeout = 3 * time.Second
+
+// codePageUnresponsive is the error code of a request whose tab's page
+// stopped responding, and whose tab was closed for it.
+const codePageUnresponsive = pinchtab.CodePageUnresponsive
+
+// hungRetention is how long the instance remembers a tab it closed because
+// its page stopped responding.
+const hungRetention = time.Hour
+
+func endedHow(took time.Duration) string {
+	if took > 0 {
+		return "ran out of its " + took.String()
+	}
+	return "was cancelled"
+}
+
+// responds reports whether the tab's page runs a trivial script within
+// ProbeTimeout. The probe goes to the renderer, as every operation on the
+// tab does; a renderer whose main thread is stuck in a script does not
+// answer it.
+func (i *Instance) responds(t *tab) bool {
+	ctx, cancel := context.WithTimeout(t.ctx, i.opts.ProbeTimeout)
+	defer cancel()
+	_, err := chromedp.Call(ctx, runtime.Evaluate, runtime.EvaluateParams{Expression: "1", ReturnByValue: new(true)})
+	return err == nil || ctx.Err() == nil && t.ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// closeHung closes a tab whose page stopped responding. Closing a target is
+// the browser process's work (Target.closeTarget), which a renderer stuck in
+// a script does not hold up.
+func (i *Instance) closeHung(t *tab, took time.Duration) {
+	now := time.Now()
+	i.mu.Lock()
+	for id, at := range i.hung {
+		if now.Sub(at) > hungRetention {
+			delete(i.hung, id)
+		}
+	}
+	i.hung[t.id] = now
+	delete(i.tabs, t.id)
+	i.tabClosedLocked(t.agent, now)
+	i.mu.Unlock()
+	i.log.Warn("a tab's page stopped responding: the tab is closed", "tab", t.id, "agent", t.agent, "action_timeout", took, "probe_timeout", i.opts.ProbeTimeout)
+	t.cancel()
+}
+
+// wasHung reports whether the instance closed tab id because its page
+// stopped responding.
+func (i *Instance) wasHung(id string) bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	_, ok := i.hung[id]
+	return ok
+}
+
+// hungTab is the error for a request to a tab closed because its page
+// stopped responding.
+func hungTab(id string) error {
+	return notFound("tab_not_found", "tab %s not found: it was closed because its page stopped responding", id)
 }
 
 // logWriter sends the browser's output to the log, at debug level.

@@ -78,6 +78,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // PinchTab, the body says "retryable": true only when another try may help:
 // a timeout, a failed load, a browser error, an element not visible yet (a
 // 409, but for navigation_changed: clicking again would click on the next page).
+// A page that stopped responding (504 page_unresponsive) is not: its tab is
+// closed, and no request to it can succeed again.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, code := http.StatusInternalServerError, "browser_error"
 	var ae *apiError
@@ -93,7 +95,7 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		status, code = http.StatusBadGateway, "navigate_failed"
 	}
 	body := map[string]any{"error": err.Error(), "code": code}
-	if status >= 500 || status == http.StatusConflict && code != errNavigationChanged.code {
+	if (status >= 500 || status == http.StatusConflict) && code != errNavigationChanged.code && code != codePageUnresponsive {
 		body["retryable"] = true
 	}
 	writeJSON(w, status, body)
@@ -129,6 +131,10 @@ func (i *Instance) withTab(h func(ctx context.Context, t *tab, r *http.Request) 
 		id := r.PathValue("id")
 		t, ok := i.tabFor(id, agentOf(r))
 		if !ok {
+			if i.wasHung(id) {
+				writeError(w, r, hungTab(id))
+				return
+			}
 			writeError(w, r, notFound("tab_not_found", "tab %s not found", id))
 			return
 		}

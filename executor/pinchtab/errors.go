@@ -176,6 +176,13 @@ func (e *Error) Retryable() bool {
 	return RetryableStatus(e.Status)
 }
 
+// CodePageUnresponsive is the code of an error that says a tab's page
+// stopped responding (its script never yields) and that the instance closed
+// the tab for it: the built-in Chromium answers it (504, not retryable) when
+// a request's work on a tab ran out of time and the page then did not answer
+// a trivial script either. The tab is gone; the page it held is lost.
+const CodePageUnresponsive = "page_unresponsive"
+
 // instanceFaultCodes are PinchTab's codes for an instance that cannot serve
 // any request right now: its browser is draining, restarting or not there, or
 // it refused the token.
