@@ -250,11 +250,14 @@ func resolve(ctx context.Context, t *tab, sel string) (element, error) {
 	}
 	value := s.Value
 	if s.Kind == pinchtab.SelectorRef {
-		backend, ok := t.refs[value]
+		ref, ok := t.refs[value]
 		if !ok {
 			return element{}, notFound("ref_not_found", "ref %s not found - take a snapshot first", value)
 		}
-		res, err := chromedp.Call(ctx, dom.ResolveNode, dom.ResolveNodeParams{BackendNodeID: cdp.BackendNodeID(backend)})
+		if ref.object != "" {
+			return element{id: ref.object, sel: sel}, nil
+		}
+		res, err := chromedp.Call(ctx, dom.ResolveNode, dom.ResolveNodeParams{BackendNodeID: cdp.BackendNodeID(ref.backend)})
 		if err != nil || res.Object == nil || res.Object.ObjectID == "" {
 			return element{}, notFound("ref_stale", "ref %s no longer names an element - take a new snapshot", value)
 		}

@@ -157,8 +157,8 @@ type tab struct {
 	agent  string          // the agent whose browser context it is in, or "" (the default context)
 	ctx    context.Context // chromedp context of the tab
 	cancel context.CancelFunc
-	lock   chan struct{}    // one operation at a time on a tab
-	refs   map[string]int64 // snapshot ref → backend DOM node id; guarded by lock
+	lock   chan struct{}      // one operation at a time on a tab
+	refs   map[string]nodeRef // snapshot ref → the element it names; guarded by lock
 }
 
 // Start launches the browser and the HTTP server. ctx bounds the start only;
@@ -319,7 +319,7 @@ func (i *Instance) openTab(ctx context.Context, pageURL, agent string) (*tab, er
 		return nil, fmt.Errorf("open tab: %w", err)
 	}
 	t := &tab{id: string(chromedp.FromContext(tctx).Target.TargetID), agent: agent, ctx: tctx, cancel: cancel,
-		lock: make(chan struct{}, 1), refs: map[string]int64{}}
+		lock: make(chan struct{}, 1), refs: map[string]nodeRef{}}
 	i.mu.Lock()
 	i.tabs[t.id] = t
 	i.mu.Unlock()
@@ -359,7 +359,7 @@ func (i *Instance) tab(id string) (*tab, bool) {
 				cancel()
 				return nil, false
 			}
-			t := &tab{id: id, ctx: tctx, cancel: cancel, lock: make(chan struct{}, 1), refs: map[string]int64{}}
+			t := &tab{id: id, ctx: tctx, cancel: cancel, lock: make(chan struct{}, 1), refs: map[string]nodeRef{}}
 			i.mu.Lock()
 			t.agent = i.agents[info.BrowserContextID] // a popup is its opener's agent's
 			if existing, ok := i.tabs[id]; ok {

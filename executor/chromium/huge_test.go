@@ -1,0 +1,107 @@
+package chromium_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/executor/chromium"
+	"github.com/switchyard/switchyard/executor/pinchtab"
+)
+
+// hugePage has a button, then 200,000 paragraphs.
+func hugePage(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(`<!doctype html><title>Huge</title><body><button id="first" onclick="this.textContent='clicked'">First</button>`)
+	for i := range 200_000 {
+		fmt.Fprintf(&b, "<p>item %d</p>", i)
+	}
+	page := b.String()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, page)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestAHugePagesSnapshotIsBoundedAndTheHealthCheckAnswers: a page of
+// 200,000 elements gets a snapshot of at most SnapshotMaxNodes nodes, which
+// says it was cut short and how many nodes there were, well within the
+// action cap; its refs work; and the instance's health check answers ok
+// all the while.
+func TestAHugePagesSnapshotIsBoundedAndTheHealthCheckAnswers(t *testing.T) {
+	t.Parallel()
+	page := hugePage(t)
+	inst := startOwn(t, chromium.Options{ActionTimeout: 45 * time.Second})
+	c := client(t, inst)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	tab, err := c.OpenTab(ctx, "")
+	require.NoError(t, err)
+	_, err = c.Navigate(ctx, tab.TabID, page, nil)
+	require.NoError(t, err)
+
+	type answer struct {
+		raw json.RawMessage
+		err error
+	}
+	done := make(chan answer, 1)
+	start := time.Now()
+	go func() {
+		raw, err := c.Read(ctx, tab.TabID, "snapshot", nil)
+		done <- answer{raw, err}
+	}()
+	checks := 0
+	var got answer
+	for got.raw == nil && got.err == nil {
+		hctx, hcancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := c.Health(hctx)
+		hcancel()
+		require.NoError(t, err, "the health check answers while a tab's snapshot runs (check %d, %v in)", checks+1, time.Since(start))
+		checks++
+		select {
+		case got = <-done:
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	require.NoError(t, got.err, "the snapshot ends within the action cap")
+	t.Logf("snapshot of 200,000 elements: %v, %d bytes, %d health checks meanwhile", time.Since(start), len(got.raw), checks)
+
+	var snap struct {
+		Nodes      []chromium.SnapshotNode `json:"nodes"`
+		Count      int                     `json:"count"`
+		Truncated  bool                    `json:"truncated"`
+		TotalNodes int                     `json:"totalNodes"`
+	}
+	require.NoError(t, json.Unmarshal(got.raw, &snap))
+	require.Len(t, snap.Nodes, chromium.SnapshotMaxNodes, "bounded")
+	require.Equal(t, chromium.SnapshotMaxNodes, snap.Count)
+	require.True(t, snap.Truncated, "the answer says it was cut short")
+	require.Greater(t, snap.TotalNodes, 200_000, "and how many nodes the page has")
+	require.Equal(t, "button", snap.Nodes[0].Role)
+	require.Equal(t, "First", snap.Nodes[0].Name)
+	require.Equal(t, "paragraph", snap.Nodes[1].Role)
+	require.Equal(t, "item 0", snap.Nodes[1].Name)
+
+	_, err = c.Act(ctx, tab.TabID, pinchtab.Action{Kind: "click", Ref: snap.Nodes[0].Ref})
+	require.NoError(t, err, "its refs name the elements")
+	text, err := c.Read(ctx, tab.TabID, "text", url.Values{"selector": {"#first"}})
+	require.NoError(t, err)
+	require.Contains(t, string(text), "clicked")
+
+	small, err := c.Read(ctx, tab.TabID, "snapshot", url.Values{"maxNodes": {"3"}})
+	require.NoError(t, err)
+	require.Equal(t, 3, field[int](t, small, "count"), "maxNodes asks for fewer")
+	require.True(t, field[bool](t, small, "truncated"))
+}
