@@ -139,6 +139,8 @@ type Instance struct {
 	// for a popup. Guarded by mu; entries go after hungRetention.
 	hung map[string]time.Time
 
+	health healthProbe // GET /health's probe of the browser
+
 	stop chan struct{} // closed by Close: the disposing loop ends
 	wg   sync.WaitGroup
 
@@ -403,7 +405,7 @@ func (i *Instance) closeTab(id, agent string) bool {
 
 // listTabs returns the page targets of the browser, but the hidden first one.
 func (i *Instance) listTabs(ctx context.Context) ([]*target.Info, error) {
-	infos, err := chromedp.Targets(i.browserCtx)
+	infos, err := chromedp.Targets(i.browserCtxFor(ctx))
 	if err != nil {
 		return nil, err
 	}

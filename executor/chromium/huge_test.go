@@ -105,3 +105,36 @@ func TestAHugePagesSnapshotIsBoundedAndTheHealthCheckAnswers(t *testing.T) {
 	require.Equal(t, 3, field[int](t, small, "count"), "maxNodes asks for fewer")
 	require.True(t, field[bool](t, small, "truncated"))
 }
+
+// TestTheHealthCheckDoesNotQueueBehindATabsWork: an operation whose answer
+// is hundreds of megabytes holds the one connection to the browser for
+// seconds; the health check, which the executor gives 2 s by default,
+// answers ok all the while.
+func TestTheHealthCheckDoesNotQueueBehindATabsWork(t *testing.T) {
+	t.Parallel()
+	inst := startOwn(t, chromium.Options{ActionTimeout: 90 * time.Second})
+	c := client(t, inst)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	tab := openTab(t, c)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := c.Evaluate(ctx, tab, `"x".repeat(150 * 1024 * 1024)`, nil)
+		done <- err
+	}()
+	checks := 0
+	for ended := false; !ended; {
+		hctx, hcancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := c.Health(hctx)
+		hcancel()
+		require.NoError(t, err, "the health check answers while a tab's work holds the browser's connection (check %d, %v in)", checks+1, time.Since(start))
+		checks++
+		select {
+		case err := <-done:
+			ended = true
+			t.Logf("the large evaluation took %v (%v), %d health checks meanwhile", time.Since(start), err, checks)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/chromedp/cdproto/browser"
@@ -171,16 +172,111 @@ func decodeBody(r *http.Request, v any) error {
 	return nil
 }
 
+// handleHealth answers whether the browser answers. The browser is asked
+// (Browser.getVersion, Target.getTargets) by a probe of its own, which the
+// request waits for only healthWait: the answer of a large operation on a
+// tab (a page's screenshot, a result of megabytes) can hold the one
+// connection to the browser for seconds, and the health check must not
+// queue behind it. While a probe is under way, a browser that answered one
+// less than healthStale ago is ok (the answer says "pending"); one that has
+// not answered for longer, or that failed, or whose process ended, is down.
 func (i *Instance) handleHealth(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-	defer cancel()
-	v, err := chromedp.CallBrowser(i.browserCtxFor(ctx), browser.GetVersion, cdp.Empty{})
-	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "down", "error": "browser not answering: " + err.Error(), "code": "browser_down"})
+	if err := i.browserCtx.Err(); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "down", "error": "browser stopped: " + err.Error(), "code": "browser_down"})
 		return
 	}
-	tabs, _ := i.listTabs(ctx)
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "tabs": len(tabs), "browser": v.Product, "implementation": pinchtab.Builtin})
+	done, last := i.health.probe(i)
+	timer := time.NewTimer(healthWait)
+	defer timer.Stop()
+	pending := false
+	select {
+	case <-done:
+		last = i.health.result()
+	case <-timer.C:
+		pending = true
+	case <-r.Context().Done():
+		return
+	}
+	switch {
+	case !pending && last.err != nil:
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "down", "error": "browser not answering: " + last.err.Error(), "code": "browser_down"})
+	case pending && (last.at.IsZero() || time.Since(last.at) > healthStale):
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "down",
+			"error": fmt.Sprintf("browser not answering: no answer for %v", time.Since(last.at).Round(time.Millisecond)), "code": "browser_down"})
+	default:
+		out := map[string]any{"status": "ok", "tabs": last.tabs, "browser": last.product, "implementation": pinchtab.Builtin}
+		if pending {
+			out["pending"] = true
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+// healthWait is how long a health request waits for its probe of the
+// browser; healthStale how long a browser that answered a probe stays ok
+// while the next is under way.
+const (
+	healthWait  = time.Second
+	healthStale = 30 * time.Second
+)
+
+// healthProbe is the health check's probe of the browser: one at a time,
+// its last answer kept.
+type healthProbe struct {
+	mu      sync.Mutex
+	running chan struct{} // closed when the probe under way ends; nil when none is
+	last    healthResult  // of the last probe that ended
+	ok      time.Time     // when a probe last succeeded
+}
+
+type healthResult struct {
+	at      time.Time // when the browser last answered a probe
+	err     error     // the last probe's failure, or nil
+	product string
+	tabs    int
+}
+
+// probe starts a probe unless one is under way, and returns the channel
+// closed when it ends, and the last result.
+func (h *healthProbe) probe(i *Instance) (<-chan struct{}, healthResult) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	last := h.last
+	last.at = h.ok
+	if h.running != nil {
+		return h.running, last
+	}
+	done := make(chan struct{})
+	h.running = done
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(i.browserCtx, healthStale)
+		defer cancel()
+		res := healthResult{}
+		v, err := chromedp.CallBrowser(ctx, browser.GetVersion, cdp.Empty{})
+		if err == nil {
+			tabs, lerr := i.listTabs(ctx)
+			res.product, res.tabs, err = v.Product, len(tabs), lerr
+		}
+		res.err = err
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.running = nil
+		if err == nil {
+			h.ok = time.Now()
+		}
+		h.last = res
+	}()
+	return done, last
+}
+
+// result returns the last probe's result.
+func (h *healthProbe) result() healthResult {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.last
+	r.at = h.ok
+	return r
 }
 
 // browserCtxFor returns a context with the browser of the instance and the
