@@ -64,6 +64,13 @@
 // cancellation is cancellation. A wait whose condition was not met within its
 // own timeout, which the instance answers 200 {"waited":false}, fails the
 // attempt with the code wait_timeout, transient as a timeout.
+// A tab whose page stopped responding, which the built-in Chromium closes
+// and answers 504 page_unresponsive (pinchtab.CodePageUnresponsive), leaves
+// the executor's books, whenever the answer arrives: the attempt's error
+// wraps engine.ErrInstanceGone, so that nothing binds to the tab and its
+// session's next task opens a new one; it is permanent for a task that
+// needed the tab's page (its session's tab, a named tab) and transient for
+// a task that had got the tab for itself, whose retry runs in a new tab.
 //
 // An instance fault (unreachable, 401, 503, a server that cannot reach its
 // browser) marks the instance unhealthy at once and wraps

@@ -7,14 +7,14 @@
 // Served (every route but GET /health needs "Authorization: Bearer <token>",
 // as PinchTab's do; the executor/instancetest suite checks them):
 //
-//	GET  /health                       {"status":"ok","tabs":N,"browser":"…"}
+//	GET  /health                       {"status":"ok","tabs":N,"browser":"…"} ("pending":true: see below)
 //	GET  /tabs                         {"tabs":[{"id","url","title","type"}]}
 //	POST /tab {"action":"new"|"close","url","tabId"}
 //	POST /tabs/{id}/navigate {"url"}   {"tabId","url","title"}
 //	POST /tabs/{id}/action {"kind","selector"|"ref",…}   {"success":true,"result":{…}}
 //	     kinds: click dblclick hover focus fill type press select check uncheck scroll scrollintoview
 //	GET  /tabs/{id}/text[?selector=]   {"url","title","text"}
-//	GET  /tabs/{id}/snapshot[?filter=interactive]  {"url","title","nodes":[{"ref","role","name","depth",…}],"count"}
+//	GET  /tabs/{id}/snapshot[?filter=interactive&maxNodes=]  {"url","title","nodes":[{"ref","role","name","depth",…}],"count"[,"truncated","totalNodes"]}
 //	GET  /tabs/{id}/screenshot[?format=png|jpeg&quality=&raw=true]
 //	POST /tabs/{id}/evaluate {"expression"}  {"result":…}
 //	GET  /tabs/{id}/title, /tabs/{id}/url
@@ -41,6 +41,21 @@
 //
 // Errors are {"error","code"}, with "retryable": true when a retry may help
 // (timeouts, failed loads, browser errors, an element not visible yet).
+//
+// One tab cannot wedge the others, nor itself for ever:
+//   - a request whose work on a tab ran out of time (ActionTimeout) or was
+//     cancelled is followed by a probe of the page, a trivial script it must
+//     run within ProbeTimeout; a page that cannot (its script never yields)
+//     has its tab closed, and the request is answered 504
+//     page_unresponsive, not retryable; later requests for the tab get 404
+//     tab_not_found, saying why;
+//   - a snapshot carries at most SnapshotMaxNodes nodes and says when it was
+//     cut short; a page of more than SnapshotTreeMaxElements elements is
+//     read from the DOM instead of its accessibility tree (snapshot.go);
+//   - GET /health asks the browser by a probe of its own and waits for it
+//     for a second: while a tab's operation holds the one connection to the
+//     browser, a browser that answered the last probe within 30 s is ok
+//     ("pending": true).
 //
 // Selectors: "css:#go" or a bare CSS selector, "xpath://button", "text:Go",
 // and refs from the tab's last snapshot ("e12", or "ref:e12", or the "ref"

@@ -354,12 +354,16 @@ type snapshotNode struct {
 //	  e2 textbox "Name" value="Ada"
 //	  e3 button "Go"
 //
-// The structured content keeps the instance's JSON.
+// A snapshot cut short (the built-in Chromium bounds them) says so on a
+// last line. The structured content keeps the instance's JSON.
 func renderSnapshot(result json.RawMessage) (string, bool) {
 	var snap struct {
-		URL   string         `json:"url"`
-		Title string         `json:"title"`
-		Nodes []snapshotNode `json:"nodes"`
+		URL        string         `json:"url"`
+		Title      string         `json:"title"`
+		Nodes      []snapshotNode `json:"nodes"`
+		Truncated  bool           `json:"truncated"`
+		TotalNodes int            `json:"totalNodes"`
+		Source     string         `json:"source"`
 	}
 	if json.Unmarshal(result, &snap) != nil || snap.Nodes == nil {
 		return "", false
@@ -387,6 +391,14 @@ func renderSnapshot(result json.RawMessage) (string, bool) {
 			b.WriteString(" focused")
 		}
 		b.WriteByte('\n')
+	}
+	if snap.Truncated && snap.TotalNodes > 0 {
+		// Said in the text, as a text cut short is: a model reads that.
+		fmt.Fprintf(&b, "\n[truncated: the first %d of %d nodes; ask for interactive elements only, or read one element with text and a selector]\n",
+			len(snap.Nodes), snap.TotalNodes)
+	}
+	if snap.Source == "dom" {
+		b.WriteString("[the page is too large for its accessibility tree: roles and names were read from its elements]\n")
 	}
 	return b.String(), true
 }

@@ -44,3 +44,17 @@ func TestARateLimitedCallSaysAWaitThatIsLongEnough(t *testing.T) {
 		require.Equal(t, c.want, auth.Error(auth.CodeRateLimited, "", c.wait).Extensions["retryAfterMs"], "as GraphQL says it")
 	}
 }
+
+// A snapshot cut short says so in the text a model reads, with how many
+// nodes the page has, as a text cut short does.
+func TestASnapshotCutShortSaysSo(t *testing.T) {
+	txt, ok := renderSnapshot([]byte(`{"url":"http://x/","title":"Huge","nodes":[{"ref":"e0","role":"button","name":"First","depth":0}],"count":1,"truncated":true,"totalNodes":200001,"source":"dom"}`))
+	require.True(t, ok)
+	require.Contains(t, txt, `e0 button "First"`)
+	require.Contains(t, txt, "[truncated: the first 1 of 200001 nodes")
+	require.Contains(t, txt, "read from its elements")
+
+	txt, ok = renderSnapshot([]byte(`{"url":"http://x/","title":"Small","nodes":[{"ref":"e0","role":"button","name":"Go","depth":0}],"count":1}`))
+	require.True(t, ok)
+	require.NotContains(t, txt, "truncated")
+}
