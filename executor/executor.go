@@ -249,7 +249,9 @@ func (e *Executor) Execute(ctx context.Context, a Attempt) engine.Outcome {
 func (e *Executor) execute(ctx context.Context, a Attempt) (o engine.Outcome, after func()) {
 	spec := a.Spec()
 	start := time.Now()
-	ctx = pinchtab.WithRequestInfo(ctx, pinchtab.RequestInfo{AgentID: spec.AgentID, TaskID: a.TaskID()})
+	info := pinchtab.RequestInfo{AgentID: spec.AgentID, TaskID: a.TaskID()}
+	info.Deadline, _ = ctx.Deadline()
+	ctx = pinchtab.WithRequestInfo(ctx, info)
 	switch {
 	case spec.Action != nil:
 		o, after = e.runAction(ctx, a, spec)

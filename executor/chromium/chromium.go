@@ -43,7 +43,9 @@
 // (timeouts, failed loads, browser errors, an element not visible yet).
 //
 // One tab cannot wedge the others, nor itself for ever:
-//   - a request whose work on a tab ran out of time (ActionTimeout) or was
+//   - a request whose work on a tab ran out of time (ActionTimeout, or
+//     less: what its attempt has left, X-Switchyard-Timeout, less the probe
+//     and a second, so that the answer arrives within the attempt) or was
 //     cancelled is followed by a probe of the page, a trivial script it must
 //     run within ProbeTimeout; a page that cannot (its script never yields)
 //     has its tab closed, and the request is answered 504
@@ -73,6 +75,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -272,6 +275,7 @@ func (i *Instance) startBrowser(ctx context.Context) error {
 		return fmt.Errorf("chromium: start: browser not ready after %v", i.opts.StartTimeout)
 	}
 	i.keeper = chromedp.FromContext(browserCtx).Target.TargetID
+	i.health.ok = time.Now() // it answered: it started
 	return nil
 }
 
@@ -442,6 +446,30 @@ func (i *Instance) listTabs(ctx context.Context) ([]*target.Info, error) {
 // closed and the error says the page stopped responding
 // (page_unresponsive).
 func (i *Instance) run(reqCtx context.Context, t *tab, fn func(ctx context.Context) error) error {
+	return i.runFor(reqCtx, t, i.opts.ActionTimeout, fn)
+}
+
+// workLimit is how long a request's work on a tab may take: ActionTimeout,
+// or less when the request says how long its attempt has left
+// (pinchtab.HeaderTimeout): enough less that a page that stopped
+// responding is probed and answered for within the attempt, so that its
+// task hears why, rather than of its own timeout.
+func (i *Instance) workLimit(r *http.Request) time.Duration {
+	limit := i.opts.ActionTimeout
+	ms, err := strconv.ParseInt(r.Header.Get(pinchtab.HeaderTimeout), 10, 64)
+	if err != nil || ms <= 0 {
+		return limit
+	}
+	left := time.Duration(ms) * time.Millisecond
+	reserve := i.opts.ProbeTimeout + time.Second
+	if left > 2*reserve {
+		return min(limit, left-reserve)
+	}
+	return min(limit, left/2)
+}
+
+// runFor is run with limit in place of ActionTimeout.
+func (i *Instance) runFor(reqCtx context.Context, t *tab, limit time.Duration, fn func(ctx context.Context) error) error {
 	select {
 	case t.lock <- struct{}{}:
 	case <-reqCtx.Done():
@@ -451,13 +479,13 @@ func (i *Instance) run(reqCtx context.Context, t *tab, fn func(ctx context.Conte
 	if i.wasHung(t.id) {
 		return hungTab(t.id) // closed while this request waited for it
 	}
-	ctx, cancel := context.WithTimeout(t.ctx, i.opts.ActionTimeout)
+	ctx, cancel := context.WithTimeout(t.ctx, limit)
 	defer cancel()
 	stop := context.AfterFunc(reqCtx, cancel)
 	defer stop()
 	err := fn(ctx)
 	if err != nil && ctx.Err() != nil && t.ctx.Err() == nil && !i.responds(t) {
-		took := i.opts.ActionTimeout
+		took := limit
 		if reqCtx.Err() != nil {
 			took = 0
 		}

@@ -140,7 +140,7 @@ func (i *Instance) withTab(h func(ctx context.Context, t *tab, r *http.Request) 
 			return
 		}
 		var out any
-		err := i.run(r.Context(), t, func(ctx context.Context) error {
+		err := i.runFor(r.Context(), t, i.workLimit(r), func(ctx context.Context) error {
 			var err error
 			out, err = h(ctx, t, r)
 			return err

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,10 @@ import (
 const (
 	HeaderAgent = "X-Switchyard-Agent" // the submitting agent's id
 	HeaderTask  = "X-Switchyard-Task"  // the task's id
+	// HeaderTimeout is the milliseconds the attempt has left when the
+	// request is sent: the built-in Chromium ends its work on the request
+	// early enough to answer within them (PinchTab ignores it).
+	HeaderTimeout = "X-Switchyard-Timeout"
 )
 
 // DefaultMaxResponseBytes bounds how much of a response body the client reads.
@@ -107,6 +112,9 @@ func (c *Client) BaseURL() string { return c.base.String() }
 type RequestInfo struct {
 	AgentID string
 	TaskID  string
+	// Deadline is the attempt's, when it has one: each request says how
+	// long it has left (HeaderTimeout).
+	Deadline time.Time
 }
 
 type requestInfoKey struct{}
@@ -209,6 +217,11 @@ func (c *Client) newRequest(ctx context.Context, method, path string, query url.
 		}
 		if info.TaskID != "" {
 			req.Header.Set(HeaderTask, info.TaskID)
+		}
+		if !info.Deadline.IsZero() {
+			if left := time.Until(info.Deadline).Milliseconds(); left > 0 {
+				req.Header.Set(HeaderTimeout, strconv.FormatInt(left, 10))
+			}
 		}
 	}
 	return req, sent, nil

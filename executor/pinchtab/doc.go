@@ -31,7 +31,8 @@
 //
 // Every request carries "Authorization: Bearer <token>" and, when the context
 // names one (WithRequestInfo), the agent and task ids as X-Switchyard-Agent and
-// X-Switchyard-Task. The request context's deadline and cancellation reach
+// X-Switchyard-Task, and the milliseconds its attempt has left as
+// X-Switchyard-Timeout. The request context's deadline and cancellation reach
 // every request, and cancelling a chat aborts its stream.
 //
 // Failures are *Error values carrying the instance's status, code, message and
