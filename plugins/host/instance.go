@@ -179,6 +179,7 @@ func (in *instance) initialise() error {
 	cfg := &in.plugin.rt.cfg
 	bound := in.bound(true)
 	left := cfg.SetupFuel
+	stopped := false // a call's tank emptied by the watchdog
 	for _, name := range []string{meter.StartExport, abi.ExportInitialize} {
 		fn := in.mod.ExportedFunction(name)
 		if fn == nil {
@@ -186,6 +187,7 @@ func (in *instance) initialise() error {
 		}
 		err := in.callWith(fn, left, bound, 0)
 		left -= max(in.burnt, 0)
+		stopped = stopped || in.tankEmptied()
 		if err == nil {
 			continue
 		}
@@ -201,7 +203,9 @@ func (in *instance) initialise() error {
 		}
 		return fmt.Errorf("initialisation (%s): %s: %s", name, kind, reason)
 	}
-	in.plugin.stats.setupFuel.max(uint64(cfg.SetupFuel - left)) // what initialisation burnt
+	if !stopped { // an emptied tank's unspent units are not burnt
+		in.plugin.stats.setupFuel.max(uint64(cfg.SetupFuel - left)) // what initialisation burnt
+	}
 	return nil
 }
 
@@ -257,7 +261,9 @@ func (in *instance) call(fn api.Function) error {
 func (in *instance) setupCall(fn api.Function) error {
 	cfg := &in.plugin.rt.cfg
 	err := in.callWith(fn, cfg.SetupFuel, in.bound(true), 0)
-	in.plugin.stats.setupFuel.max(uint64(max(in.burnt, 0)))
+	if !in.tankEmptied() && (err == nil || !stoppedByHost(err)) { // as timed: what the host stopped depends on the machine
+		in.plugin.stats.setupFuel.max(uint64(max(in.burnt, 0)))
+	}
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -122,4 +123,22 @@ func TestPolicyFlagsItsVersionDoesNotDefineAreRefused(t *testing.T) {
 		_, err := rt.Load(context.Background(), "flagged", plugintest.Flagged(ok.version, ok.flags), nil)
 		require.NoError(t, err, "version %d defines flags %b", ok.version, ok.flags)
 	}
+}
+
+// A configure call the host stops at its deadline is left out of
+// SetupFuelMax, as a stopped decision is out of FuelMax: its emptied tank
+// (here, all of a large SetupFuel) was not burnt, and what it did burn
+// depends on the machine.
+func TestAConfigureStoppedAtItsDeadlineIsLeftOutOfSetupFuelMax(t *testing.T) {
+	t.Parallel()
+	rt := newRuntime(t, host.Config{SetupFuel: 1 << 50, Deadline: 10 * time.Millisecond}) // a setup bound of 1 s
+	ctx := context.Background()
+	p, err := rt.Load(ctx, "cspin", plugintest.ConfigureSpinsOnADocument(), nil)
+	require.NoError(t, err)
+	before := p.Stats().SetupFuelMax
+	require.Positive(t, before, "the load's setup calls count")
+	err = p.Trial(ctx, []byte(`{"mode": "fast"}`)) // spins until the setup bound stops it
+	var cf *host.ConfigureFault
+	require.ErrorAs(t, err, &cf)
+	require.Equal(t, before, p.Stats().SetupFuelMax, "the stopped configure is left out")
 }

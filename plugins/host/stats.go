@@ -44,7 +44,7 @@ type Stats struct {
 	// ran out of fuel: one the host stopped (its deadline, its CPU time, a
 	// close) is left out, since what it burnt depends on the machine. It
 	// is deterministic. SetupFuelMax is the most that instantiation or a
-	// configure call has burnt.
+	// configure call has burnt, of those the host did not stop, likewise.
 	FuelMax, SetupFuelMax uint64
 	// DeadlineGraces counts the calls the watchdog let run on past their
 	// deadline in wall time because the process was starved while they ran
