@@ -108,8 +108,19 @@ func TestAnUnreachableDatabaseIsReportedWithoutItsConnectionDetails(t *testing.T
 		require.NoError(t, err)
 		return res.StatusCode, string(body)
 	}
-	id, err := submit("before")
-	require.NoError(t, err)
+	// "switchyard ready" is logged once the API serves, which may be before
+	// the node holds the leader lease: a change made then waits for a
+	// leader and, on a busy machine, may answer UNAVAILABLE (retryable)
+	// first. A client retries it under the same key, as this one does.
+	var id string
+	waitfor.Eventually(t, "the first task is submitted", func() bool {
+		var err error
+		id, err = submit("before")
+		if err != nil {
+			require.Contains(t, err.Error(), "UNAVAILABLE", "only waiting for a leader is retried")
+		}
+		return err == nil
+	})
 
 	proxy.cut()
 
