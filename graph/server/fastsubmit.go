@@ -5,7 +5,7 @@
 // included), and gqlgen's execution of the operation around the resolver —
 // the operation context, the field contexts and interceptors, the argument
 // map, the field set it marshals — was about 15 % of it, with 70 of its 190
-// allocations (ADR 0005, finding 31). For an operation of one shape, the one
+// allocations (ADR 0005, finding 32). For an operation of one shape, the one
 // agents send in a loop, the server does what the executor would do, and
 // hands everything else to the executor:
 //
