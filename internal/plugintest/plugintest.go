@@ -66,7 +66,6 @@ func HoldAlwaysV1() []byte { return holder(false, 1, 0) }
 func HoldSpinningInDryRun() []byte { return holder(true, 2, 4) }
 
 func holder(spinDry bool, version, flags byte) []byte {
-	const arena = 64 << 10 // the arena: the second page, all of it
 	var pick []byte
 	if spinDry {
 		// if flags & DRY_RUN: loop forever
