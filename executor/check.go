@@ -54,7 +54,8 @@ func neededParam(kind string, params json.RawMessage) (string, error) {
 // CheckAction checks an action of a kind browser instances know (KnownKind)
 // as far as it can be checked before it runs: the parameters its kind needs
 // (navigate's params.url, a URL a tab may load — pinchtab.ValidateURL —,
-// evaluate's params.expression), text's params.maxChars (1..TextMaxChars)
+// evaluate's params.expression), text's params.maxChars (1..TextMaxChars),
+// snapshot's params.maxNodes (1..SnapshotMaxNodes)
 // and the syntax of
 // its selector and ref (CheckSelector). The error is an *ActionError. Kinds
 // the executor's table does not know are not its to check (a pull lane's
@@ -71,6 +72,11 @@ func CheckAction(a *engine.Action) error {
 	}
 	if strings.EqualFold(a.Kind, "text") {
 		if _, err := textMaxChars(a.Params); err != nil {
+			return err
+		}
+	}
+	if strings.EqualFold(a.Kind, "snapshot") {
+		if _, err := snapshotMaxNodes(a.Params); err != nil {
 			return err
 		}
 	}

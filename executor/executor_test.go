@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"errors"
 	"io"
 	"slices"
@@ -534,4 +535,63 @@ func TestAnInstructionOfASessionThatLostItsTabFailsWithSessionLost(t *testing.T)
 	for _, r := range chat.requests() {
 		require.NotEqual(t, "/chat", r.Path, "no instruction was sent about a page that is gone")
 	}
+}
+
+// A snapshot result carries at most params.maxNodes nodes (default
+// executor.SnapshotMaxNodes) whichever instance read it: a PinchTab
+// instance sends every node of the page, so the executor cuts them, and
+// says so, as it does text.
+func TestASnapshotIsBoundedByMaxNodesOnEveryInstance(t *testing.T) {
+	t.Parallel()
+	nodes := func(n int, extra string) string {
+		var b strings.Builder
+		b.WriteString(`{"url":"https://example.com/","title":"big","nodes":[`)
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"ref":"e%d","role":"link","name":"item %d"}`, i, i)
+		}
+		fmt.Fprintf(&b, `],"count":%d%s}`, n, extra)
+		return b.String()
+	}
+	a := newFakeInstance(t, "a", "", "TA")
+	bn := setup(t, executor.Options{MaxInlineResult: 64 << 20}, instanceCfg("a", a))
+	read := func(answer, params string) (engine.Outcome, map[string]any) {
+		a.set(func(f *fakeInstance) { f.answer["/snapshot"] = answer })
+		o := bn.exec.Execute(context.Background(), &attempt{id: "t", instance: "a",
+			spec: &engine.TaskSpec{AgentID: "x", TabID: "TA", Action: action("snapshot", "", params)}})
+		var res map[string]any
+		if o.Err == nil {
+			require.NoError(t, json.Unmarshal(o.Result, &res))
+		}
+		return o, res
+	}
+
+	o, res := read(nodes(executor.SnapshotMaxNodes+2000, ""), "")
+	require.NoError(t, o.Err)
+	require.Len(t, res["nodes"], executor.SnapshotMaxNodes)
+	require.Equal(t, true, res["truncated"])
+	require.EqualValues(t, executor.SnapshotMaxNodes+2000, res["totalNodes"])
+	require.EqualValues(t, executor.SnapshotMaxNodes, res["count"])
+	require.Equal(t, "big", res["title"], "the rest of the answer is kept")
+	require.Equal(t, "e0", res["nodes"].([]any)[0].(map[string]any)["ref"], "the first nodes, in order")
+
+	_, res = read(nodes(300, ""), `{"maxNodes": 5}`)
+	require.Len(t, res["nodes"], 5)
+	require.EqualValues(t, 300, res["totalNodes"])
+
+	// An instance that cut its answer already says the page's count.
+	_, res = read(nodes(300, `,"truncated":true,"totalNodes":200000`), `{"maxNodes": 10}`)
+	require.Len(t, res["nodes"], 10)
+	require.EqualValues(t, 200000, res["totalNodes"])
+
+	small := nodes(3, "")
+	o, _ = read(small, "")
+	require.JSONEq(t, small, string(o.Result), "an answer within the bound is as the instance sent it")
+
+	o, _ = read(small, `{"maxNodes": 0}`)
+	require.Equal(t, policy.ClassPermanent, engine.ClassOf(o.Err))
+	require.ErrorContains(t, o.Err, "snapshot's params.maxNodes must be an integer within 1..10000, got 0")
+	require.ErrorContains(t, executor.CheckAction(action("snapshot", "", `{"maxNodes": 10001}`)), "params.maxNodes", "refused at submission too")
 }

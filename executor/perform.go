@@ -57,6 +57,18 @@ func (e *Executor) perform(ctx context.Context, t target, a *engine.Action, task
 		if sel != "" {
 			q.Set("selector", sel)
 		}
+		if kind == "snapshot" {
+			// Cut here as text is, the same on every instance (a PinchTab
+			// instance sends every node; the built-in one bounds its own).
+			limit, lerr := snapshotMaxNodes(a.Params)
+			if lerr != nil {
+				return nil, engine.Permanent(lerr)
+			}
+			if res, err = t.client.Read(ctx, t.tab, kind, q); err == nil {
+				res = capSnapshot(res, limit)
+			}
+			break
+		}
 		if kind != "text" {
 			res, err = t.client.Read(ctx, t.tab, kind, q)
 			break

@@ -171,7 +171,7 @@ var browserTools = []browserTool{
 			return a.Selector, map[string]any{"maxChars": n}, nil
 		}},
 	{name: "snapshot", kind: "snapshot", title: "Snapshot the page", readOnly: true,
-		desc:   `The page's accessibility tree: one node per element with a ref ("e12"), its role and name. Use the refs as selectors in later calls of the same session. On the built-in Chromium a snapshot has at most 10,000 nodes, and one cut short says so. Example: {"interactive": true}.`,
+		desc:   `The page's accessibility tree: one node per element with a ref ("e12"), its role and name. Use the refs as selectors in later calls of the same session. A snapshot has at most 10,000 nodes, and one cut short says so. Example: {"interactive": true}.`,
 		fields: []field{{name: "interactive", typ: "boolean", desc: "Only interactive elements (links, buttons, fields)."}},
 		build: func(a *Args) (string, map[string]any, error) {
 			if a.Interactive {

@@ -30,6 +30,7 @@ func TestSubmissionRefusesWhatWouldOnlyFailWhenItRuns(t *testing.T) {
 		{"navigate to http: without a host", task(map[string]any{"action": map[string]any{"kind": "navigate", "params": map[string]any{"url": "http:///x"}}}), "input.action.params.url", "has no host"},
 		{"text with maxChars 0", task(map[string]any{"action": map[string]any{"kind": "text", "params": map[string]any{"maxChars": 0}}}), "input.action.params.maxChars", "within 1..1000000"},
 		{"text with maxChars past the cap", task(map[string]any{"action": map[string]any{"kind": "text", "params": map[string]any{"maxChars": 1_000_001}}}), "input.action.params.maxChars", "within 1..1000000"},
+		{"snapshot with maxNodes past the cap", task(map[string]any{"action": map[string]any{"kind": "snapshot", "params": map[string]any{"maxNodes": 10_001}}}), "input.action.params.maxNodes", "within 1..10000"},
 		{"evaluate without an expression", task(map[string]any{"action": map[string]any{"kind": "evaluate", "params": map[string]any{}}}), "input.action.params.expression", "evaluate needs params.expression"},
 		{"a malformed XPath selector", task(map[string]any{"action": map[string]any{"kind": "click", "selector": "xpath://[["}}), "input.action.selector", "is not a valid selector"},
 		{"a malformed ref", task(map[string]any{"action": map[string]any{"kind": "click", "ref": "ref:x"}}), "input.action.ref", "is not a valid selector"},
