@@ -11,7 +11,6 @@ package executor
 
 import (
 	"encoding/json"
-	"fmt"
 	"strconv"
 )
 
@@ -23,22 +22,7 @@ const SnapshotMaxNodes = 10_000
 // SnapshotMaxNodes when it is absent, an *ActionError when it is not an
 // integer within 1..SnapshotMaxNodes.
 func snapshotMaxNodes(params json.RawMessage) (int, error) {
-	if len(params) == 0 {
-		return SnapshotMaxNodes, nil
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(params, &m); err != nil {
-		return 0, &ActionError{Field: "params", Message: "params must be a JSON object"}
-	}
-	raw, ok := m["maxNodes"]
-	if !ok || string(raw) == "null" {
-		return SnapshotMaxNodes, nil
-	}
-	n, err := strconv.Atoi(string(raw))
-	if err != nil || n < 1 || n > SnapshotMaxNodes {
-		return 0, &ActionError{Field: "params.maxNodes", Message: fmt.Sprintf("snapshot's params.maxNodes must be an integer within 1..%d, got %s", SnapshotMaxNodes, raw)}
-	}
-	return n, nil
+	return boundParam(params, "snapshot", "maxNodes", SnapshotMaxNodes)
 }
 
 // minNodeBytes is the fewest bytes a node of a snapshot's JSON takes

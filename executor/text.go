@@ -20,20 +20,27 @@ const TextMaxChars = 1_000_000
 // is absent, an *ActionError when it is not an integer within
 // 1..TextMaxChars.
 func textMaxChars(params json.RawMessage) (int, error) {
+	return boundParam(params, "text", "maxChars", TextMaxChars)
+}
+
+// boundParam reads the integer parameter name of a kind's params: most
+// when it is absent or null, an *ActionError when it is not an integer
+// within 1..most.
+func boundParam(params json.RawMessage, kind, name string, most int) (int, error) {
 	if len(params) == 0 {
-		return TextMaxChars, nil
+		return most, nil
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(params, &m); err != nil {
 		return 0, &ActionError{Field: "params", Message: "params must be a JSON object"}
 	}
-	raw, ok := m["maxChars"]
+	raw, ok := m[name]
 	if !ok || string(raw) == "null" {
-		return TextMaxChars, nil
+		return most, nil
 	}
 	n, err := strconv.Atoi(string(raw))
-	if err != nil || n < 1 || n > TextMaxChars {
-		return 0, &ActionError{Field: "params.maxChars", Message: fmt.Sprintf("text's params.maxChars must be an integer within 1..%d, got %s", TextMaxChars, raw)}
+	if err != nil || n < 1 || n > most {
+		return 0, &ActionError{Field: "params." + name, Message: fmt.Sprintf("%s's params.%s must be an integer within 1..%d, got %s", kind, name, most, raw)}
 	}
 	return n, nil
 }

@@ -125,16 +125,7 @@ func EngineSubmitBatch(b *testing.B, kinds []Kind, meters ...Meter) {
 				total := batches * size
 				x := &countingExecutor{want: int64(total), done: make(chan struct{})}
 				s := k.Open(b)
-				cfg := engine.Config{MaxQueued: 10_000_000, MaxQueuedPerAgent: 10_000_000, MaxQueuedPerSession: 1 << 30,
-					AgentMaxInFlight: 64, MaxInFlight: 256,
-					Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 256, MaxQueued: 10_000_000}}}
-				e, err := engine.New(engine.Options{Config: cfg, Store: s, Executor: x})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := e.Start(context.Background()); err != nil {
-					b.Fatal(err)
-				}
+				e := startEngine(b, s, x)
 				specs := make([]engine.BatchSpec, workers)
 				for w := range specs {
 					for i := range size {
@@ -190,16 +181,7 @@ func EngineSubmitOne(b *testing.B, kinds []Kind, meters ...Meter) {
 			total := max(b.N, callers)
 			x := &countingExecutor{want: int64(total), done: make(chan struct{})}
 			s := k.Open(b)
-			cfg := engine.Config{MaxQueued: 10_000_000, MaxQueuedPerAgent: 10_000_000, MaxQueuedPerSession: 1 << 30,
-				AgentMaxInFlight: 64, MaxInFlight: 256,
-				Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 256, MaxQueued: 10_000_000}}}
-			e, err := engine.New(engine.Options{Config: cfg, Store: s, Executor: x})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := e.Start(context.Background()); err != nil {
-				b.Fatal(err)
-			}
+			e := startEngine(b, s, x)
 			var next atomic.Int64
 			var wg sync.WaitGroup
 			b.ResetTimer()
@@ -230,4 +212,21 @@ func EngineSubmitOne(b *testing.B, kinds []Kind, meters ...Meter) {
 			_ = s.Close()
 		})
 	}
+}
+
+// startEngine starts an engine over s whose executor is x, with caps no
+// benchmark reaches: one lane, main, 256 tasks in flight, 64 an agent.
+func startEngine(b *testing.B, s engine.Store, x engine.Executor) *engine.Engine {
+	b.Helper()
+	cfg := engine.Config{MaxQueued: 10_000_000, MaxQueuedPerAgent: 10_000_000, MaxQueuedPerSession: 1 << 30,
+		AgentMaxInFlight: 64, MaxInFlight: 256,
+		Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 256, MaxQueued: 10_000_000}}}
+	e, err := engine.New(engine.Options{Config: cfg, Store: s, Executor: x})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return e
 }
