@@ -73,13 +73,20 @@ func testSiteWithBeacon(t *testing.T) (string, *atomic.Int32) {
 
 func startChromium(t *testing.T) *chromium.Instance {
 	t.Helper()
+	return startChromiumCapped(t, 20*time.Second)
+}
+
+// startChromiumCapped starts the built-in Chromium with an action cap of
+// actionTimeout, skipping the test without Chromium.
+func startChromiumCapped(t *testing.T, actionTimeout time.Duration) *chromium.Instance {
+	t.Helper()
 	path, ok := chromium.Find()
 	if !ok {
 		t.Skip("Chromium is not installed (looked for /usr/bin/chromium and chromium on PATH): skipping the real-browser test")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	inst, err := chromium.Start(ctx, chromium.Options{ExecPath: path, ActionTimeout: 20 * time.Second})
+	inst, err := chromium.Start(ctx, chromium.Options{ExecPath: path, ActionTimeout: actionTimeout})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = inst.Close() })
 	return inst
@@ -502,15 +509,7 @@ func TestErrorsOnTheBuiltInChromiumSaySo(t *testing.T) {
 func TestRealChromiumAHungPageCostsItsSessionOneAttemptNotItsTab(t *testing.T) {
 	t.Parallel()
 	url := testSite(t)
-	path, ok := chromium.Find()
-	if !ok {
-		t.Skip("Chromium is not installed (looked for /usr/bin/chromium and chromium on PATH): skipping the real-browser test")
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	inst, err := chromium.Start(sctx, chromium.Options{ExecPath: path, ActionTimeout: 2 * time.Minute})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = inst.Close() })
+	inst := startChromiumCapped(t, 2*time.Minute)
 	bn := setup(t, executor.Options{}, executor.InstanceConfig{ID: "local", URL: inst.URL(), Token: inst.Token()})
 	s := &session{key: "wedged"}
 	ctx, cancelRun := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -195,9 +195,10 @@ func (f *submitFast) serve(ctx context.Context, w http.ResponseWriter, params *g
 		f.audit.Mutation(ctx, "submitTask", map[string]any{"input": input}, out.Task, nil, start)
 	}
 	body := p.marshal(out.Task)
-	if (input.IdempotencyKey != nil && *input.IdempotencyKey != "") || !plainJSON(body[len(`{"data":`):]) {
+	keyed := input.IdempotencyKey != nil && *input.IdempotencyKey != ""
+	if keyed || !plainJSON(body[len(`{"data":`):]) {
 		res := &graphql.Response{Data: body[len(`{"data":`) : len(body)-1]}
-		if input.IdempotencyKey != nil && *input.IdempotencyKey != "" {
+		if keyed {
 			res.Extensions = map[string]any{resolvers.ReplayedExtension: map[string]bool{p.key: out.Replayed}}
 		}
 		writeGraphQL(w, http.StatusOK, res)
