@@ -7,8 +7,9 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"net/url"
+	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -53,6 +54,10 @@ type Args struct {
 	WaitTimeoutMs int `json:"waitTimeoutMs,omitempty"`
 	// MaxChars bounds the text tool's text (default textMaxChars).
 	MaxChars int `json:"maxChars,omitempty"`
+	// MaxNodes bounds the snapshot tool's nodes (default and most
+	// executor.SnapshotMaxNodes); a pointer, so that 0 is refused as
+	// GraphQL refuses it rather than taken for the default.
+	MaxNodes *int `json:"maxNodes,omitempty"`
 }
 
 // textMaxChars is the text tool's default bound: a page's whole text can
@@ -90,13 +95,11 @@ var (
 // (packages executor and executor/chromium).
 var browserTools = []browserTool{
 	{name: "navigate", kind: "navigate", title: "Open a URL",
-		desc:   `Open a URL in the session's tab (a new tab on the session's first call). Example: {"url": "https://example.com/login"}. Returns the page's URL and title, and its HTTP status ("status": 404 for a missing page, which is not an error) where the instance reports it (the built-in Chromium does, PinchTab does not).`,
-		fields: []field{{name: "url", typ: "string", desc: "An absolute http(s) URL.", required: true}},
+		desc: `Open a URL in the session's tab (a new tab on the session's first call). Example: {"url": "https://example.com/login"}. Returns the page's URL and title, and its HTTP status ("status": 404 for a missing page, which is not an error) where the instance reports it (the built-in Chromium does, PinchTab does not).`,
+		// The URL is checked as GraphQL's submitTask checks it
+		// (executor.CheckAction, in callBrowser).
+		fields: []field{{name: "url", typ: "string", desc: `An absolute http(s) URL, or an about: or data: URL ("about:blank", "data:text/html,<p>hi</p>").`, required: true}},
 		build: func(a *Args) (string, map[string]any, error) {
-			u, err := url.Parse(a.URL)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return "", nil, invalid("url", "%q is not an absolute http(s) URL", a.URL)
-			}
 			return "", map[string]any{"url": a.URL}, nil
 		}},
 	{name: "click", kind: "click", title: "Click an element",
@@ -171,13 +174,20 @@ var browserTools = []browserTool{
 			return a.Selector, map[string]any{"maxChars": n}, nil
 		}},
 	{name: "snapshot", kind: "snapshot", title: "Snapshot the page", readOnly: true,
-		desc:   `The page's accessibility tree: one node per element with a ref ("e12"), its role and name. Use the refs as selectors in later calls of the same session. A snapshot has at most 10,000 nodes, and one cut short says so. Example: {"interactive": true}.`,
-		fields: []field{{name: "interactive", typ: "boolean", desc: "Only interactive elements (links, buttons, fields)."}},
+		desc: `The page's accessibility tree: one node per element with a ref ("e12"), its role and name. Use the refs as selectors in later calls of the same session. A snapshot has at most maxNodes nodes (default and most 10,000), and one cut short says so. Example: {"interactive": true, "maxNodes": 200}.`,
+		fields: []field{{name: "interactive", typ: "boolean", desc: "Only interactive elements (links, buttons, fields)."},
+			// No bounds in the schema: out of 1..10000 it is refused
+			// by checkAction, in submitTask's words.
+			{name: "maxNodes", typ: "integer", desc: "The most nodes to return, 1..10000 (default 10000)."}},
 		build: func(a *Args) (string, map[string]any, error) {
+			p := map[string]any{}
 			if a.Interactive {
-				return "", map[string]any{"filter": "interactive"}, nil
+				p["filter"] = "interactive"
 			}
-			return "", nil, nil
+			if a.MaxNodes != nil {
+				p["maxNodes"] = *a.MaxNodes
+			}
+			return "", p, nil
 		}},
 	{name: "screenshot", kind: "screenshot", title: "Take a screenshot", readOnly: true,
 		desc: `A screenshot of the page (or of one element), returned as an image. Example: {"format": "png"}.`,
@@ -294,6 +304,9 @@ func (s *Server) callBrowser(ctx context.Context, req *sdk.CallToolRequest, bt *
 	if err == nil {
 		err = checkSelector("selector", sel)
 	}
+	if err == nil {
+		err = checkAction(bt.kind, sel, params)
+	}
 	if err != nil {
 		s.record(c, bt.name, "", err) // refused before submission: audited as submitTask's refusals are
 		return s.failure(ctx, err)
@@ -359,6 +372,28 @@ func (s *Server) submitAndWait(ctx context.Context, req *sdk.CallToolRequest, c 
 func failExhausted() *engine.Exhausted {
 	x := engine.ExhaustedFail
 	return &x
+}
+
+// checkAction checks a browser tool's action as submitTask checks an
+// action (executor.CheckAction: navigate's URL, snapshot's maxNodes, text's
+// maxChars…), so that a call is refused with the same words as GraphQL's
+// submission, naming the tool's argument (a parameter's name is its
+// argument's).
+func checkAction(kind, sel string, params map[string]any) error {
+	act := &engine.Action{Kind: kind, Selector: sel}
+	if len(params) > 0 {
+		raw, err := json.Marshal(params)
+		if err != nil {
+			return fmt.Errorf("encode params: %w", err)
+		}
+		act.Params = raw
+	}
+	err := executor.CheckAction(act)
+	var bad *executor.ActionError
+	if errors.As(err, &bad) {
+		return invalid(strings.TrimPrefix(bad.Field, "params."), "%s", bad.Message)
+	}
+	return err
 }
 
 // invalid is an INVALID_INPUT error naming an argument.

@@ -3,6 +3,8 @@ package mcp_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +16,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/executor"
 	"github.com/switchyard/switchyard/executor/artifact"
 	"github.com/switchyard/switchyard/executor/chromium"
@@ -231,4 +234,43 @@ func TestAnotherAgentNamingAlicesSessionGetsItsOwn(t *testing.T) {
 	}
 	require.NotEmpty(t, aliceTab)
 	require.NotEqual(t, aliceTab, bobTab, "the two agents' sessions of one name share a tab")
+}
+
+// TestTheSnapshotToolTakesMaxNodesAndNavigateTakesWhatGraphQLTakes: the
+// snapshot tool bounds its nodes by maxNodes, refused out of 1..10000 with
+// submitTask's words; navigate loads a data: URL, as submitTask's navigate
+// does, and refuses a file: URL with submitTask's words, naming url.
+func TestTheSnapshotToolTakesMaxNodesAndNavigateTakesWhatGraphQLTakes(t *testing.T) {
+	t.Parallel()
+	b, _ := browser(t)
+	c := b.connect(t, "snapshotter", "", "")
+
+	page := "data:text/html," + strings.Repeat("<button>b</button>", 20)
+	nav := c.call(t, "navigate", map[string]any{"url": page})
+	require.False(t, nav.IsError, textOf(nav))
+
+	res := c.call(t, "snapshot", map[string]any{"maxNodes": 5})
+	require.False(t, res.IsError, textOf(res))
+	result := structured(t, res)["result"].(map[string]any)
+	require.Equal(t, float64(5), result["count"], "%v", result)
+	require.Equal(t, true, result["truncated"], "%v", result)
+	require.Len(t, result["nodes"], 5)
+
+	for _, n := range []int{0, executor.SnapshotMaxNodes + 1} {
+		res = c.call(t, "snapshot", map[string]any{"maxNodes": n})
+		e := errorOf(t, res)
+		require.Equal(t, "INVALID_INPUT", e["code"], "%d: %s", n, textOf(res))
+		require.Equal(t, "maxNodes", e["field"], "%v", e)
+		want := executor.CheckAction(&engine.Action{Kind: "snapshot", Params: json.RawMessage(fmt.Sprintf(`{"maxNodes":%d}`, n))})
+		require.Error(t, want)
+		require.Contains(t, textOf(res), want.Error())
+	}
+
+	res = c.call(t, "navigate", map[string]any{"url": "file:///etc/passwd"})
+	e := errorOf(t, res)
+	require.Equal(t, "INVALID_INPUT", e["code"], textOf(res))
+	require.Equal(t, "url", e["field"], "%v", e)
+	want := executor.CheckAction(&engine.Action{Kind: "navigate", Params: json.RawMessage(`{"url":"file:///etc/passwd"}`)})
+	require.Error(t, want)
+	require.Contains(t, textOf(res), want.Error())
 }
