@@ -19,7 +19,7 @@ type ActionInput struct {
 	Ref *string `json:"ref"`
 	// A selector: `css:#go`, a bare CSS selector, `xpath://button` or `text:Go` (balanced brackets, parentheses and quotes; a malformed one, such as `xpath://[[`, is INVALID_INPUT on `action.selector` at submit).
 	Selector *string `json:"selector"`
-	// Kind-specific parameters: a JSON object (e.g. `{"url": "https://example.com"}`, `{"text": "hello"}`). `navigate` (`goto`) requires `url` and `evaluate` (`eval`) `expression`, non-empty strings: without, INVALID_INPUT on `action.params.url` (`.expression`) at submit (except on a pull lane).
+	// Kind-specific parameters: a JSON object (e.g. `{"url": "https://example.com"}`, `{"text": "hello"}`). `navigate` (`goto`) requires `url` and `evaluate` (`eval`) `expression`, non-empty strings: without, INVALID_INPUT on `action.params.url` (`.expression`) at submit (except on a pull lane). `text` takes `maxChars` (1..1000000, the default) and `snapshot` `maxNodes` (1..10000, the default); an answer larger than 256 KiB becomes an artifact (see `Task.result`).
 	Params *json.RawMessage `json:"params"`
 }
 
@@ -84,7 +84,7 @@ type BatchResultsBatchTasksTaskConnectionNodesTask struct {
 	Id string `json:"id"`
 	// Where it stands.
 	State TaskState `json:"state"`
-	// The instance's answer, when it succeeded (large or binary answers are artifact references: `{"artifact": {"id", …}}`, served at /artifacts/{id}).
+	// The instance's answer, when it succeeded. A screenshot or PDF, and any answer whose JSON is larger than 256 KiB (262,144 bytes, a fixed limit: a `snapshot` of a large page, a long `text`), is stored as an artifact, and `result` is only a reference to it: `{"artifact": {"id", "contentType", "size", "sha256"}, "kind": "screenshot" | "pdf" | "result"}` — the answer's own fields (`count`, `truncated`, `totalNodes`, `text`, …) are then in the artifact, not here. Fetch it with `GET /artifacts/{id}` and the token used for /graphql (an agent token reads its own tasks' artifacts only), or `switchyard task get ID --artifact FILE`.
 	Result json.RawMessage `json:"result"`
 	// What went wrong, when it failed.
 	Error *string `json:"error"`

@@ -2512,7 +2512,7 @@ type TaskInfo struct {
 	Reason *string `json:"reason"`
 	// The number of attempts made.
 	AttemptCount int `json:"attemptCount"`
-	// The instance's answer, when it succeeded (large or binary answers are artifact references: `{"artifact": {"id", …}}`, served at /artifacts/{id}).
+	// The instance's answer, when it succeeded. A screenshot or PDF, and any answer whose JSON is larger than 256 KiB (262,144 bytes, a fixed limit: a `snapshot` of a large page, a long `text`), is stored as an artifact, and `result` is only a reference to it: `{"artifact": {"id", "contentType", "size", "sha256"}, "kind": "screenshot" | "pdf" | "result"}` — the answer's own fields (`count`, `truncated`, `totalNodes`, `text`, …) are then in the artifact, not here. Fetch it with `GET /artifacts/{id}` and the token used for /graphql (an agent token reads its own tasks' artifacts only), or `switchyard task get ID --artifact FILE`.
 	Result json.RawMessage `json:"result"`
 	// What went wrong, when it failed.
 	Error *string `json:"error"`

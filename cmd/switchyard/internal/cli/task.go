@@ -9,7 +9,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
+	"path"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -403,10 +406,11 @@ func clip(s string, n int) string {
 }
 
 func taskGet(ctx context.Context, args []string, env Env) error {
-	fs := newFlags("task get", "ID [--json]", env)
+	fs := newFlags("task get", "ID [--json] [--artifact FILE]", env)
 	var c conn
 	c.register(fs, env)
 	jsonOut := fs.Bool("json", false, "print the task as JSON")
+	artOut := fs.String("artifact", "", "write the artifact the task's result refers to (a screenshot, a PDF, a large result) to FILE (- for stdout)")
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
 		return err
@@ -422,11 +426,93 @@ func taskGet(ctx context.Context, args []string, env Env) error {
 	if res.Task == nil {
 		return &Error{Code: ExitNotFound, Err: fmt.Errorf("get %s: NOT_FOUND: no such task", pos[0])}
 	}
-	if *jsonOut {
-		return writeJSON(env.Stdout, &res.Task.TaskInfo)
+	t := &res.Task.TaskInfo
+	if *artOut != "" {
+		id := resultArtifact(t.Result)
+		if id == "" {
+			return &Error{Code: ExitNotFound, Err: fmt.Errorf("get %s: its result refers to no artifact (state %s)", t.Id, t.State)}
+		}
+		return fetchArtifact(ctx, cl, id, *artOut, env)
 	}
-	printTask(env.Stdout, &res.Task.TaskInfo)
+	if *jsonOut {
+		return writeJSON(env.Stdout, t)
+	}
+	printTask(env.Stdout, t)
+	if id := resultArtifact(t.Result); id != "" {
+		fmt.Fprintf(env.Stdout, "\nThe result is an artifact: `switchyard task get %s --artifact FILE` saves it, or GET %s with the same token.\n",
+			t.Id, artifactURL(cl.URL, id))
+	}
 	return nil
+}
+
+// resultArtifact returns the id of the artifact a task's result refers to
+// ({"artifact": {"id", …}, "kind"}: a screenshot, a PDF, or an answer too
+// large to keep inline), "" when it refers to none.
+func resultArtifact(result json.RawMessage) string {
+	var ref struct {
+		Artifact *struct {
+			ID string `json:"id"`
+		} `json:"artifact"`
+	}
+	if len(result) == 0 || result[0] != '{' || json.Unmarshal(result, &ref) != nil || ref.Artifact == nil {
+		return ""
+	}
+	return ref.Artifact.ID
+}
+
+// artifactURL is where the server whose GraphQL endpoint is endpoint
+// serves artifact id: /artifacts/{id} beside /graphql.
+func artifactURL(endpoint, id string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return "/artifacts/" + url.PathEscape(id)
+	}
+	u.Path = strings.TrimSuffix(path.Dir(u.Path), "/") + "/artifacts/" + url.PathEscape(id)
+	u.RawPath, u.RawQuery, u.Fragment = "", "", ""
+	return u.String()
+}
+
+// fetchArtifact writes artifact id to name ("-": stdout), fetched with the
+// client's token.
+func fetchArtifact(ctx context.Context, cl *client.Client, id, name string, env Env) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, artifactURL(cl.URL, id), nil)
+	if err != nil {
+		return err
+	}
+	for k, vs := range cl.Header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	resp, err := cl.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("artifact %s: %w", id, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		err := fmt.Errorf("artifact %s: HTTP %d: %s", id, resp.StatusCode, strings.TrimSpace(string(msg)))
+		switch resp.StatusCode {
+		case http.StatusNotFound:
+			return &Error{Code: ExitNotFound, Err: err}
+		case http.StatusUnauthorized, http.StatusForbidden:
+			return &Error{Code: ExitAuth, Err: err}
+		}
+		return err
+	}
+	if name == "-" {
+		_, err = io.Copy(env.Stdout, resp.Body)
+		return err
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("artifact %s: %w", id, err)
+	}
+	return f.Close()
 }
 
 func printTask(w io.Writer, t *TaskInfo) {

@@ -2,7 +2,13 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -79,4 +85,55 @@ func TestTaskGetShowsAnExpiredTasksReasonWithoutAnErrorClass(t *testing.T) {
 	out.Reset()
 	printTask(&out, &TaskInfo{Id: "T3", State: "FAILED", Reason: &why, Error: &other, ErrorClass: "PERMANENT"})
 	require.Contains(t, out.String(), "\nerror (PERMANENT): instance gone\n")
+}
+
+// A task whose result is an artifact (a screenshot, or an answer too large
+// to keep inline): `task get` says where to fetch it, and `task get
+// --artifact FILE` fetches it from /artifacts/{id} beside the GraphQL
+// endpoint, with the same token.
+func TestTaskGetFetchesTheArtifactItsResultRefersTo(t *testing.T) {
+	t.Parallel()
+	const body = `{"count":10000,"truncated":true,"totalNodes":50000,"nodes":[]}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer s3cret" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		switch r.URL.Path {
+		case "/graphql":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"data":{"task":{"id":"T1","state":"SUCCEEDED","agentId":"a","lane":"main","priority":"NORMAL","submittedAt":"2026-03-02T09:00:00Z","attemptCount":1,"attempts":[],"dependsOn":[],"labels":[],"errorClass":"NONE",`+
+				`"result":{"artifact":{"id":"A1","contentType":"application/json","size":568191,"sha256":"ab"},"kind":"result"}}}}`)
+		case "/artifacts/A1":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, body)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	env := func(out *bytes.Buffer) Env {
+		return Env{Stdout: out, Stderr: io.Discard, Getenv: func(k string) string {
+			if k == "SWITCHYARD_TOKEN" {
+				return "s3cret"
+			}
+			return ""
+		}}
+	}
+
+	var out bytes.Buffer
+	require.NoError(t, Task(context.Background(), []string{"get", "T1", "--server", srv.URL}, env(&out)))
+	require.Contains(t, out.String(), "task get T1 --artifact FILE")
+	require.Contains(t, out.String(), srv.URL+"/artifacts/A1")
+
+	file := filepath.Join(t.TempDir(), "result.json")
+	out.Reset()
+	require.NoError(t, Task(context.Background(), []string{"get", "T1", "--artifact", file, "--server", srv.URL}, env(&out)))
+	got, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Equal(t, body, string(got))
+
+	out.Reset()
+	require.NoError(t, Task(context.Background(), []string{"get", "T1", "--artifact", "-", "--server", srv.URL + "/graphql"}, env(&out)))
+	require.Equal(t, body, out.String())
 }
