@@ -372,7 +372,11 @@ func (c channels) all() []string {
 var kvPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
 
 // redactURL returns a database URL (or key=value string) without its
-// password, to be shown in errors and logs.
+// secrets, to be shown in errors and logs: every password — the user's,
+// in the URL or as a parameter, and the client key's (sslpassword) —
+// becomes xxxxx. Host, port, user, database and the other parameters stay:
+// they say which database failed, and are no secret. The health endpoints,
+// which need no token, show none of it.
 func redactURL(raw string) string {
 	if strings.HasPrefix(raw, "postgres://") || strings.HasPrefix(raw, "postgresql://") {
 		u, err := url.Parse(raw)
@@ -380,8 +384,14 @@ func redactURL(raw string) string {
 			return "(a database URL that does not parse)"
 		}
 		q := u.Query()
-		if q.Has("password") {
-			q.Set("password", "xxxxx")
+		masked := false
+		for k := range q {
+			if strings.Contains(strings.ToLower(k), "password") {
+				q.Set(k, "xxxxx")
+				masked = true
+			}
+		}
+		if masked {
 			u.RawQuery = q.Encode()
 		}
 		return u.Redacted()
