@@ -43,17 +43,25 @@
 // (timeouts, failed loads, browser errors, an element not visible yet).
 //
 // One tab cannot wedge the others, nor itself for ever:
-//   - a request whose work on a tab ran out of time (ActionTimeout, or
-//     less: what its attempt has left, X-Switchyard-Timeout, less the probe
-//     and a second, so that the answer arrives within the attempt) or was
-//     cancelled is followed by a probe of the page, a trivial script it must
-//     run within ProbeTimeout; a page that cannot (its script never yields)
-//     has its tab closed, and the request is answered 504
-//     page_unresponsive, not retryable; later requests for the tab get 404
-//     tab_not_found, saying why;
+//   - a request is answered within its time: ActionTimeout, or less when
+//     it says how long its attempt has left (X-Switchyard-Timeout, in
+//     milliseconds; a value that is not a positive whole number is refused
+//     400 bad_timeout, a larger one counts as ActionTimeout). That time is
+//     split between the request's work on its tab, a probe
+//     of the page when the work runs out of time (a quarter of it, at most
+//     ProbeTimeout), and a margin for the answer (an eighth, at most a
+//     second); the tab's closing is not waited for. A page that does not
+//     run the probe's trivial script (its script never yields) has its
+//     tab closed, and the request is answered 504 page_unresponsive, not
+//     retryable; later requests for the tab get 404 tab_not_found, saying
+//     why. A request cancelled mid-work is probed too, for ProbeTimeout.
+//     Under MinProbedTimeout (2 s) there is no probe: the request answers
+//     504 timeout and the tab stays, and the first request on it with time
+//     enough finds the page hung;
 //   - a snapshot carries at most SnapshotMaxNodes nodes and says when it was
-//     cut short; a page of more than SnapshotTreeMaxElements elements is
-//     read from the DOM instead of its accessibility tree (snapshot.go);
+//     cut short; a page of more than SnapshotTreeMaxElements elements
+//     (those in open shadow roots included) is read from the DOM instead of
+//     its accessibility tree (snapshot.go);
 //   - GET /health asks the browser by a probe of its own and waits for it
 //     for a second: while a tab's operation holds the one connection to the
 //     browser, a browser that answered the last probe within 30 s is ok
@@ -91,16 +99,19 @@ import (
 
 // Options configures a built-in instance. Zero values mean the defaults.
 type Options struct {
-	Addr          string        // listen address; default "127.0.0.1:0" (a free port)
-	Token         string        // bearer token; default a random one (see Instance.Token)
-	ExecPath      string        // the browser; default what Find returns
-	UserDataDir   string        // default a fresh temporary directory, removed by Close
-	Logger        hclog.Logger  // default silent
-	ActionTimeout time.Duration // upper bound of one request's browser work; default 60s
-	// ProbeTimeout is how long a tab's page has to answer a trivial script
-	// after a request's work on it ran out of time or was cancelled; a page
-	// that does not (its script never yields) has stopped responding, and
-	// its tab is closed (page_unresponsive). Default DefaultProbeTimeout.
+	Addr        string       // listen address; default "127.0.0.1:0" (a free port)
+	Token       string       // bearer token; default a random one (see Instance.Token)
+	ExecPath    string       // the browser; default what Find returns
+	UserDataDir string       // default a fresh temporary directory, removed by Close
+	Logger      hclog.Logger // default silent
+	// ActionTimeout bounds the answer to one request on a tab: its work, and
+	// the probe of the page after the work ran out of time; default 60s.
+	ActionTimeout time.Duration
+	// ProbeTimeout is the most time a tab's page has to answer a trivial
+	// script after a request's work on it ran out of time or was cancelled
+	// (a request with less time left gives it a quarter of that: split); a
+	// page that does not (its script never yields) has stopped responding,
+	// and its tab is closed (page_unresponsive). Default DefaultProbeTimeout.
 	ProbeTimeout time.Duration
 	StartTimeout time.Duration // for the browser to start; default 30s
 	// AgentContextIdle is how long an agent's browser context outlives the
@@ -322,7 +333,8 @@ func (i *Instance) cleanup() {
 
 // openTab opens a new tab, at pageURL unless it is "", in the agent's own
 // browser context, or in the default one when agent is "".
-func (i *Instance) openTab(ctx context.Context, pageURL, agent string) (*tab, error) {
+// Its load of pageURL answers by deadline (runWithin).
+func (i *Instance) openTab(ctx context.Context, pageURL, agent string, deadline time.Time) (*tab, error) {
 	var opts []chromedp.ContextOption
 	if agent != "" {
 		bc, err := i.agentContext(ctx, agent)
@@ -348,7 +360,7 @@ func (i *Instance) openTab(ctx context.Context, pageURL, agent string) (*tab, er
 		i.opened(agent, true)
 	}
 	if pageURL != "" {
-		err := i.run(ctx, t, func(ctx context.Context) error { return navigate(ctx, pageURL) })
+		err := i.runWithin(ctx, t, deadline, func(ctx context.Context) error { return navigate(ctx, pageURL) })
 		if err != nil {
 			i.closeTab(t.id, "")
 			return nil, err
@@ -437,39 +449,66 @@ func (i *Instance) listTabs(ctx context.Context) ([]*target.Info, error) {
 	return out, ctx.Err()
 }
 
-// run does fn on a tab, alone: it waits for the tab's previous operation, and
-// its context ends when the request's does, or after ActionTimeout. When
-// fn's time ran out (or its request was cancelled), the tab's page is asked
-// to run a trivial script within ProbeTimeout: a page that cannot (its
-// script loops for ever and the renderer's main thread never yields) would
-// hold every later operation on the tab until its own timeout, so its tab is
-// closed and the error says the page stopped responding
-// (page_unresponsive).
-func (i *Instance) run(reqCtx context.Context, t *tab, fn func(ctx context.Context) error) error {
-	return i.runFor(reqCtx, t, i.opts.ActionTimeout, fn)
+// MinProbedTimeout is the shortest time left (X-Switchyard-Timeout, or
+// ActionTimeout) for which a request's page is probed when its work runs
+// out of time: a shorter one leaves the probe too little time to tell a
+// page that stopped responding from a busy one, so its request answers 504
+// timeout (retryable) within its time, and its tab stays open.
+const MinProbedTimeout = 2 * time.Second
+
+// budget is how long a request's answer may take from its arrival:
+// ActionTimeout, or less when the request says how long its attempt has
+// left (pinchtab.HeaderTimeout, checked by checkTimeout).
+func (i *Instance) budget(r *http.Request) time.Duration {
+	d, _ := parseTimeout(r.Header.Get(pinchtab.HeaderTimeout), i.opts.ActionTimeout)
+	return d
 }
 
-// workLimit is how long a request's work on a tab may take: ActionTimeout,
-// or less when the request says how long its attempt has left
-// (pinchtab.HeaderTimeout): enough less that a page that stopped
-// responding is probed and answered for within the attempt, so that its
-// task hears why, rather than of its own timeout.
-func (i *Instance) workLimit(r *http.Request) time.Duration {
-	limit := i.opts.ActionTimeout
-	ms, err := strconv.ParseInt(r.Header.Get(pinchtab.HeaderTimeout), 10, 64)
-	if err != nil || ms <= 0 {
-		return limit
+// parseTimeout reads an X-Switchyard-Timeout value: "" is limit; a
+// positive whole number of milliseconds is itself, at most limit (a huge
+// one, even beyond int64, is limit); anything else is an error.
+func parseTimeout(v string, limit time.Duration) (time.Duration, error) {
+	if v == "" {
+		return limit, nil
 	}
-	left := time.Duration(ms) * time.Millisecond
-	reserve := i.opts.ProbeTimeout + time.Second
-	if left > 2*reserve {
-		return min(limit, left-reserve)
+	ms, err := strconv.ParseInt(v, 10, 64)
+	switch {
+	case errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(v, "-"):
+		return limit, nil
+	case err != nil || ms <= 0:
+		return 0, badRequest("bad_timeout", "%s must be a positive whole number of milliseconds (what the attempt has left), got %q",
+			pinchtab.HeaderTimeout, v)
+	case ms >= limit.Milliseconds():
+		return limit, nil
 	}
-	return min(limit, left/2)
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
-// runFor is run with limit in place of ActionTimeout.
-func (i *Instance) runFor(reqCtx context.Context, t *tab, limit time.Duration, fn func(ctx context.Context) error) error {
+// split divides the time left for a request's answer between its work on
+// the tab, the probe of the page that follows when the work runs out of
+// time, and a margin for closing a hung tab and sending the answer, so
+// that the whole answer arrives within left: the probe gets a quarter of
+// it, at most ProbeTimeout, and the margin an eighth, at most a second.
+// Under MinProbedTimeout there is no probe (probe 0).
+func (i *Instance) split(left time.Duration) (work, probe time.Duration) {
+	margin := min(time.Second, left/8)
+	if left < MinProbedTimeout {
+		return left - margin, 0
+	}
+	probe = min(i.opts.ProbeTimeout, left/4)
+	return left - probe - margin, probe
+}
+
+// runWithin does fn on a tab, alone, answering by deadline: it waits for
+// the tab's previous operation, and fn's context ends when the request's
+// does, or when its share of what is left of the time (split) runs out.
+// When fn's time ran out (or its request was cancelled), the tab's page is
+// asked to run a trivial script within the probe's share: a page that
+// cannot (its script loops for ever and the renderer's main thread never
+// yields) would hold every later operation on the tab until its own
+// timeout, so its tab is closed and the error says the page stopped
+// responding (page_unresponsive).
+func (i *Instance) runWithin(reqCtx context.Context, t *tab, deadline time.Time, fn func(ctx context.Context) error) error {
 	select {
 	case t.lock <- struct{}{}:
 	case <-reqCtx.Done():
@@ -479,22 +518,27 @@ func (i *Instance) runFor(reqCtx context.Context, t *tab, limit time.Duration, f
 	if i.wasHung(t.id) {
 		return hungTab(t.id) // closed while this request waited for it
 	}
+	limit, probe := i.split(time.Until(deadline))
 	ctx, cancel := context.WithTimeout(t.ctx, limit)
 	defer cancel()
 	stop := context.AfterFunc(reqCtx, cancel)
 	defer stop()
 	err := fn(ctx)
-	if err != nil && ctx.Err() != nil && t.ctx.Err() == nil && !i.responds(t) {
-		took := limit
-		if reqCtx.Err() != nil {
-			took = 0
-		}
-		i.closeHung(t, took)
+	if err == nil || ctx.Err() == nil || t.ctx.Err() != nil {
+		return err
+	}
+	took := limit
+	if reqCtx.Err() != nil {
+		// Nobody waits for the answer: the probe takes its full time.
+		took, probe = 0, i.opts.ProbeTimeout
+	}
+	if probe > 0 && !i.responds(t, probe) {
+		i.closeHung(t, took, probe)
 		return &apiError{http.StatusGatewayTimeout, codePageUnresponsive, fmt.Errorf(
 			"the page in tab %s stopped responding (a script that never yields?): it did not answer within %v after the request's work %s; "+
-				"the tab was closed, and its page is lost: open a new tab (%w)", t.id, i.opts.ProbeTimeout, endedHow(took), err)}
+				"the tab was closed, and its page is lost: open a new tab (%w)", t.id, probe, endedHow(took), err)}
 	}
-	if err != nil && reqCtx.Err() != nil && ctx.Err() != nil {
+	if reqCtx.Err() != nil {
 		return fmt.Errorf("%w: %w", reqCtx.Err(), err)
 	}
 	return err
@@ -519,11 +563,11 @@ func endedHow(took time.Duration) string {
 }
 
 // responds reports whether the tab's page runs a trivial script within
-// ProbeTimeout. The probe goes to the renderer, as every operation on the
+// probe. The probe goes to the renderer, as every operation on the
 // tab does; a renderer whose main thread is stuck in a script does not
 // answer it.
-func (i *Instance) responds(t *tab) bool {
-	ctx, cancel := context.WithTimeout(t.ctx, i.opts.ProbeTimeout)
+func (i *Instance) responds(t *tab, probe time.Duration) bool {
+	ctx, cancel := context.WithTimeout(t.ctx, probe)
 	defer cancel()
 	_, err := chromedp.Call(ctx, runtime.Evaluate, runtime.EvaluateParams{Expression: "1", ReturnByValue: new(true)})
 	return err == nil || ctx.Err() == nil && t.ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded)
@@ -531,8 +575,10 @@ func (i *Instance) responds(t *tab) bool {
 
 // closeHung closes a tab whose page stopped responding. Closing a target is
 // the browser process's work (Target.closeTarget), which a renderer stuck in
-// a script does not hold up.
-func (i *Instance) closeHung(t *tab, took time.Duration) {
+// a script does not hold up; the answer does not wait for it (it may take
+// seconds on a busy machine): the tab is out of the instance's books at
+// once, and a request for it is told why (hungTab).
+func (i *Instance) closeHung(t *tab, took, probe time.Duration) {
 	now := time.Now()
 	i.mu.Lock()
 	for id, at := range i.hung {
@@ -544,8 +590,8 @@ func (i *Instance) closeHung(t *tab, took time.Duration) {
 	delete(i.tabs, t.id)
 	i.tabClosedLocked(t.agent, now)
 	i.mu.Unlock()
-	i.log.Warn("a tab's page stopped responding: the tab is closed", "tab", t.id, "agent", t.agent, "action_timeout", took, "probe_timeout", i.opts.ProbeTimeout)
-	t.cancel()
+	i.log.Warn("a tab's page stopped responding: the tab is closed", "tab", t.id, "agent", t.agent, "action_timeout", took, "probe_timeout", probe)
+	go t.cancel()
 }
 
 // wasHung reports whether the instance closed tab id because its page

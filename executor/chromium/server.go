@@ -47,7 +47,35 @@ func (i *Instance) Handler() http.Handler {
 	mux.HandleFunc("POST /tabs/{id}/forward", i.withTab(i.handleHistory(+1)))
 	mux.HandleFunc("POST /tabs/{id}/reload", i.withTab(i.handleHistory(0)))
 	mux.HandleFunc("POST /tabs/{id}/wait", i.withTab(i.handleWait))
-	return i.auth(mux)
+	return i.auth(i.checkTimeout(mux))
+}
+
+// arrivedKey holds when a request arrived (checkTimeout), from which its
+// X-Switchyard-Timeout counts.
+type arrivedKey struct{}
+
+// arrived is when the request arrived.
+func arrived(r *http.Request) time.Time {
+	if at, ok := r.Context().Value(arrivedKey{}).(time.Time); ok {
+		return at
+	}
+	return time.Now()
+}
+
+// checkTimeout refuses a request whose X-Switchyard-Timeout is not a
+// positive whole number of milliseconds (400 bad_timeout), rather than
+// taking the action cap in its place: the caller's attempt would end long
+// before the answer. A value above the cap counts as the cap (budget). It
+// notes when the request arrived.
+func (i *Instance) checkTimeout(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		at := time.Now()
+		if _, err := parseTimeout(r.Header.Get(pinchtab.HeaderTimeout), i.opts.ActionTimeout); err != nil {
+			writeError(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), arrivedKey{}, at)))
+	})
 }
 
 // apiError is an error with the HTTP status and code it is answered with.
@@ -140,7 +168,7 @@ func (i *Instance) withTab(h func(ctx context.Context, t *tab, r *http.Request) 
 			return
 		}
 		var out any
-		err := i.runFor(r.Context(), t, i.workLimit(r), func(ctx context.Context) error {
+		err := i.runWithin(r.Context(), t, arrived(r).Add(i.budget(r)), func(ctx context.Context) error {
 			var err error
 			out, err = h(ctx, t, r)
 			return err
@@ -318,7 +346,7 @@ func (i *Instance) handleTab(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		t, err := i.openTab(r.Context(), req.URL, agentOf(r))
+		t, err := i.openTab(r.Context(), req.URL, agentOf(r), arrived(r).Add(i.budget(r)))
 		if err != nil {
 			writeError(w, r, err)
 			return
