@@ -7,11 +7,13 @@
 // A snapshot is bounded, as a text result is: it carries at most
 // SnapshotMaxNodes nodes (the query's maxNodes may ask for fewer), and one
 // cut short says so ("truncated": true, "totalNodes"). A page with more than
-// SnapshotTreeMaxElements elements does not have its accessibility tree
-// fetched at all: the browser would take minutes to build it and send it,
+// SnapshotTreeMaxElements elements (counting those in open shadow roots,
+// which the tree has too) does not have its accessibility tree fetched at
+// all: the browser would take minutes to build it and send it,
 // hundreds of megabytes through the one connection every tab and the health
-// check share. Its nodes are read from the DOM instead, by a script that
-// stops at the bound: roles from the elements' role attributes and tags,
+// check share. Its nodes are read from the DOM instead, from the root
+// element and into open shadow roots, by a script that describes at most
+// the bound and counts the rest: roles from the elements' role attributes and tags,
 // names from their labels and text ("source": "dom").
 
 package chromium
@@ -83,7 +85,7 @@ func (i *Instance) handleSnapshot(ctx context.Context, t *tab, r *http.Request) 
 	}
 	clear(t.refs)
 	_, _ = chromedp.Call(ctx, runtime.ReleaseObjectGroup, runtime.ReleaseObjectGroupParams{ObjectGroup: snapshotGroup})
-	elements, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.getElementsByTagName("*").length`))
+	elements, err := chromedp.Run(ctx, chromedp.Evaluate[int](jsCountElements))
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: count the page's elements: %w", err)
 	}
@@ -108,6 +110,19 @@ func (i *Instance) handleSnapshot(ctx context.Context, t *tab, r *http.Request) 
 	}
 	return pageInfo(ctx, out)
 }
+
+// jsCountElements counts the document's elements, those in open shadow
+// roots included (the accessibility tree has them too).
+const jsCountElements = `(() => {
+	let n = 0;
+	const count = root => {
+		const all = root.querySelectorAll("*");
+		n += all.length;
+		for (const el of all) if (el.shadowRoot) count(el.shadowRoot);
+	};
+	count(document);
+	return n;
+})()`
 
 // snapshotTree reads the page's accessibility tree: its first limit nodes,
 // and how many it has.
@@ -236,7 +251,8 @@ func exceptionTextOr(d *runtime.ExceptionDetails) string {
 	return exceptionText(d)
 }
 
-// jsSnapshot walks the document's elements in order and returns {meta, els}:
+// jsSnapshot walks the document's elements in order, from the root element
+// and into open shadow roots, and returns {meta, els}:
 // meta the JSON of {nodes, total} (the first limit elements that have a role
 // — their role, name, depth among such elements, value and states — and
 // how many have one), els those elements. Roles are the role attribute's,
@@ -272,7 +288,18 @@ const jsSnapshot = `function(interactive, limit) {
 	}
 	const nodes = [], els = [];
 	let total = 0;
-	const stack = [[document.body || document.documentElement, 0]];
+	// The walk starts at the root element: a page may put elements
+	// outside its body (the parser moves them in; a script need not).
+	// An element with an open shadow root shows that root's children, and
+	// a slot the elements assigned to it (else its own), as the
+	// accessibility tree does.
+	function childrenOf(el) {
+		if (el.shadowRoot) return el.shadowRoot.children;
+		if (el.tagName === "SLOT") { const a = el.assignedElements(); if (a.length) return a; }
+		return el.children;
+	}
+	if (!document.documentElement) return {meta: JSON.stringify({nodes: [], total: 0}), els: []};
+	const stack = [[document.documentElement, 0]];
 	while (stack.length) {
 		const [el, depth] = stack.pop();
 		if (skip.has(el.tagName) || el.hidden || el.getAttribute("aria-hidden") === "true") continue;
@@ -291,7 +318,8 @@ const jsSnapshot = `function(interactive, limit) {
 			}
 		}
 		const next = keep ? depth + 1 : depth;
-		for (let c = el.lastElementChild; c; c = c.previousElementSibling) stack.push([c, next]);
+		const kids = childrenOf(el);
+		for (let k = kids.length - 1; k >= 0; k--) stack.push([kids[k], next]);
 	}
 	return {meta: JSON.stringify({nodes: nodes, total: total}), els: els};
 }`
