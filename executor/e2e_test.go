@@ -532,6 +532,7 @@ func TestRealChromiumAHungPageCostsItsSessionOneAttemptNotItsTab(t *testing.T) {
 	require.Contains(t, o.Err.Error(), "stopped responding")
 	require.Equal(t, policy.ClassPermanent, engine.ClassOf(o.Err), "repeating the task on a blank tab cannot help the session")
 	require.ErrorIs(t, o.Err, engine.ErrInstanceGone, "the session's binding goes")
+	require.NotContains(t, o.Err.Error(), "instance gone", "the instance is fine")
 	require.Empty(t, s.tab, "the session is bound to no tab")
 
 	// The session's next task gets a new tab, and works.
@@ -552,6 +553,11 @@ func TestRealChromiumAHungPageCostsItsSessionOneAttemptNotItsTab(t *testing.T) {
 	require.Equal(t, pinchtab.CodePageUnresponsive, pe.Code, "%v", o.Err)
 	require.Equal(t, policy.ClassTransient, engine.ClassOf(o.Err), "its retry runs in a new tab")
 	require.Empty(t, o.TabID, "nothing binds to the closed tab")
+	// The text says what happens: the task may run again, in a new tab;
+	// the instance is fine.
+	require.Contains(t, o.Err.Error(), "(the task may run again in a new tab)")
+	require.NotContains(t, o.Err.Error(), "not retryable")
+	require.NotContains(t, o.Err.Error(), "instance gone")
 
 	o = (&session{}).run(ctx, bn.exec, "local", action("navigate", "", `{"url":"`+url+`"}`))
 	require.NoError(t, o.Err, "the instance stays usable")

@@ -749,7 +749,7 @@ func (e *Executor) explainAs(ctx context.Context, err error, t target, action bo
 	if pe.Code == pinchtab.CodePageUnresponsive && t.tab != "" {
 		// Whenever it arrives, even after the attempt's end: the tab is
 		// gone, and nothing may use it again.
-		return e.unresponsive(t, err)
+		return e.unresponsive(ctx, t, err, pe)
 	}
 	if ctx.Err() != nil {
 		return err
@@ -798,40 +798,88 @@ func (e *Executor) explainAs(ctx context.Context, err error, t target, action bo
 }
 
 // unresponsive is the error of an attempt whose tab's page stopped
-// responding, which the instance closed for it (pinchtab.CodePageUnresponsive):
-// the tab leaves the executor's books (a pooled tab its pool, a session's
-// tab its session, whose replay log goes too), and the error wraps
-// engine.ErrInstanceGone, so that the engine binds nothing to the tab and
-// drops the session's binding: the session's next task opens a new tab.
-// Repeating the action on that tab is never possible; whether the task may
-// run again in another tab depends on what it needed of this one:
-//   - a task that named the tab, or ran in its session's tab, needed the
-//     page the tab held, which is lost: permanent (a retry in a blank tab
-//     would only fail on a missing element, or act on the wrong page);
+// responding, which the instance closed for it (pinchtab.CodePageUnresponsive,
+// pe): the tab leaves the executor's books (a pooled tab its pool, a
+// session's tab its session). Repeating the action on that tab is never
+// possible; whether the task may run again in another tab depends on what
+// it needed of this one:
+//   - a task that named the tab needed the page the tab held, which is
+//     lost: permanent (a retry in a blank tab would only fail on a missing
+//     element, or act on the wrong page);
+//   - a task that ran in its session's tab, and heard of it within its
+//     attempt, fails for good as well; the session's binding goes, with a
+//     SESSION event that says why (InstanceSink.ExpireSession), and its
+//     replay log, which rebuilt the page that is gone: its next task starts
+//     over in a new tab;
+//   - when the answer came only after the attempt ended (its timeout, a
+//     cancellation: the engine may have decided on a retry already), the
+//     session lost its tab as when a task of another session closes it
+//     (InstanceSink.TabClosed: a SESSION event, and the retry or next task
+//     fails with SESSION_LOST, or replays the session if it asked, so its
+//     replay log stays): it never moves to a new tab unannounced;
 //   - a task that got the tab for itself (tab-less, a session's first task)
 //     loses nothing: transient, and its retry runs in a new tab.
-func (e *Executor) unresponsive(t target, err error) error {
+//
+// The error wraps engine.ErrInstanceGone, so that the engine binds nothing
+// to the tab, but for the late answer in a session's tab, whose binding
+// stays, marked lost. Its text says what happens next, not "instance gone"
+// (the instance is fine) nor the instance's "not retryable" when the task
+// runs again.
+func (e *Executor) unresponsive(ctx context.Context, t target, err error, pe *pinchtab.Error) error {
 	session := ""
 	e.mu.Lock()
 	if o, ok := e.owned[t.tab]; ok {
 		session = o.session
 	}
 	e.mu.Unlock()
-	if after := e.forgetTab(t.tab); after != nil {
-		after()
+	sink := e.reg.currentSink()
+	if t.session && session != "" && ctx.Err() != nil {
+		e.reg.tabs.forget(t.tab)
+		e.mu.Lock()
+		if o, ok := e.owned[t.tab]; ok {
+			delete(e.owned, t.tab)
+			e.unpoolLocked(o)
+		}
+		e.mu.Unlock()
+		if sink != nil {
+			sink.TabClosed(t.instance, t.tab, "", "the instance, because its page stopped responding (page_unresponsive), "+
+				"found once an attempt of the session had ended ("+context.Cause(ctx).Error()+")")
+		}
+		e.log.Info("a session's tab was closed after its attempt ended, because its page stopped responding: the session lost it",
+			"session", session, "tab", t.tab, "instance", t.instance)
+		return engine.Permanent(fmt.Errorf("the session's tab %s on instance %s was closed after the attempt ended, because its page stopped responding; "+
+			"the session lost it: its next task fails with SESSION_LOST, or replays the session if it asked: %w", t.tab, t.instance, err))
 	}
+	e.forgetTab(t.tab) // its session's binding goes below, or with the outcome (ErrInstanceGone)
 	if session != "" {
 		e.forgetReplay(session) // it rebuilt the page that is gone
 	}
+	if sink != nil && session != "" {
+		if t.named || t.session {
+			// Bound to the session: it is told.
+			sink.ExpireSession(session, t.tab, engine.SessionLabel(session)+"'s tab "+t.tab+" on instance "+t.instance+
+				" was closed because its page stopped responding (page_unresponsive); its page state is lost and its next task starts over in a new tab")
+		} else {
+			sink.UnbindSession(session) // its first task's tab: not bound yet
+		}
+	}
 	switch {
 	case t.named:
-		return engine.Permanent(fmt.Errorf("tab %s on instance %s: %w: %w", t.tab, t.instance, engine.ErrInstanceGone, err))
+		return engine.Permanent(fmt.Errorf("tab %s on instance %s was closed, its page is lost: %w", t.tab, t.instance, instanceGone{err}))
 	case t.session:
-		return engine.Permanent(fmt.Errorf("the session's tab %s on instance %s was closed, its page state is lost; the session's next task starts in a new tab: %w: %w",
-			t.tab, t.instance, engine.ErrInstanceGone, err))
+		return engine.Permanent(fmt.Errorf("the session's tab %s on instance %s was closed, its page state is lost; the session's next task starts in a new tab: %w",
+			t.tab, t.instance, instanceGone{err}))
 	}
-	return engine.Transient(fmt.Errorf("tab %s on instance %s: the task may run again in a new tab: %w: %w", t.tab, t.instance, engine.ErrInstanceGone, err))
+	pe.Verdict = "the task may run again in a new tab"
+	return engine.Transient(fmt.Errorf("tab %s on instance %s was closed: %w", t.tab, t.instance, instanceGone{err}))
 }
+
+// instanceGone wraps an error in engine.ErrInstanceGone without saying so
+// in its text: for a tab that is gone from an instance that is fine.
+type instanceGone struct{ err error }
+
+func (g instanceGone) Error() string   { return g.err.Error() }
+func (g instanceGone) Unwrap() []error { return []error{g.err, engine.ErrInstanceGone} }
 
 // lostSession asks the engine whether the attempt's session lost its tab
 // (engine.Run.LostSession), on which instance, and how.

@@ -226,6 +226,7 @@ type fakeSink struct {
 	removed  []string
 	unbound  []string
 	closed   []string // tabs a task closed (TabClosed)
+	expired  []string // sessions told their binding went (ExpireSession), also in unbound
 	setCalls int
 }
 
@@ -261,6 +262,19 @@ func (s *fakeSink) ExpireSession(key, _, _ string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.unbound = append(s.unbound, key)
+	s.expired = append(s.expired, key)
+}
+
+func (s *fakeSink) expiredSessions() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.expired...)
+}
+
+func (s *fakeSink) closedTabs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.closed...)
 }
 
 func (s *fakeSink) info(id string) (engine.InstanceInfo, bool) {

@@ -57,6 +57,11 @@ type Error struct {
 	// "(instance fault)" rather than the code's own verdict. AsInstanceFault
 	// sets it on a copy.
 	Fault bool
+
+	// Verdict, when set, is what the message says comes next in place of
+	// the code's own verdict ("(not retryable)"): the caller knows better
+	// (a task whose tab's page stopped responding runs again in a new tab).
+	Verdict string
 }
 
 // AsInstanceFault returns a copy of e that is an instance fault
@@ -129,7 +134,9 @@ func (e *Error) Error() string {
 		b.WriteString(e.Message)
 	}
 	if e.Code != "" || e.Fault {
-		if e.InstanceFault() {
+		if e.Verdict != "" {
+			b.WriteString(" (" + e.Verdict + ")")
+		} else if e.InstanceFault() {
 			b.WriteString(" (instance fault)")
 		} else if e.RetryableFlag {
 			b.WriteString(" (retryable)")
