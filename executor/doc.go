@@ -67,10 +67,17 @@
 // A tab whose page stopped responding, which the built-in Chromium closes
 // and answers 504 page_unresponsive (pinchtab.CodePageUnresponsive), leaves
 // the executor's books, whenever the answer arrives: the attempt's error
-// wraps engine.ErrInstanceGone, so that nothing binds to the tab and its
-// session's next task opens a new one; it is permanent for a task that
-// needed the tab's page (its session's tab, a named tab) and transient for
-// a task that had got the tab for itself, whose retry runs in a new tab.
+// wraps engine.ErrInstanceGone (without saying "instance gone": the
+// instance is fine), so that nothing binds to the tab; it is permanent for
+// a task that needed the tab's page (its session's tab, a named tab) and
+// transient for a task that had got the tab for itself, whose retry runs
+// in a new tab (its text says so, not the instance's "not retryable"). A
+// session bound to the tab is told: its binding goes with a SESSION event
+// (InstanceSink.ExpireSession) and its next task starts in a new tab; or,
+// when the answer came only after the attempt ended (the engine may have
+// decided on a retry), the session lost its tab (InstanceSink.TabClosed),
+// and its retry or next task fails with SESSION_LOST, or replays the
+// session if it asked.
 //
 // An instance fault (unreachable, 401, 503, a server that cannot reach its
 // browser) marks the instance unhealthy at once and wraps
