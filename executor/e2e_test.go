@@ -71,9 +71,13 @@ func testSiteWithBeacon(t *testing.T) (string, *atomic.Int32) {
 	return srv.URL, &beacons
 }
 
+// startChromium starts the built-in Chromium with an action cap of 30 s:
+// the cap bounds a request's whole answer, the probe of a hung page
+// included, and a busy machine under the race detector takes many seconds
+// to load a large page.
 func startChromium(t *testing.T) *chromium.Instance {
 	t.Helper()
-	return startChromiumCapped(t, 20*time.Second)
+	return startChromiumCapped(t, 30*time.Second)
 }
 
 // startChromiumCapped starts the built-in Chromium with an action cap of
@@ -219,7 +223,7 @@ func TestCancellingMidActionStopsTheBrowserCall(t *testing.T) {
 	require.Equal(t, policy.ClassCancelled, engine.ClassOf(o.Err))
 
 	// The browser call was stopped: the tab answers the next task at once,
-	// instead of being held until the instance's 20 s limit.
+	// instead of being held until the instance's 30 s limit.
 	quick, qcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer qcancel()
 	o = s.run(quick, bn.exec, "local", action("evaluate", "", `{"expression":"window.phase"}`))

@@ -23,7 +23,8 @@ import (
 // attempt's, so an answer that comes after it is lost, as the executor's
 // would be.
 func TestAHungPageIsAnsweredWithinAShortTimeout(t *testing.T) {
-	t.Parallel()
+	// Not parallel: its browser runs before the parallel tests' (huge_test.go's
+	// health checks want a browser that is not starved of the 2 cores).
 	inst := startOwn(t, chromium.Options{ActionTimeout: time.Minute})
 	c := client(t, inst)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -47,7 +48,8 @@ func TestAHungPageIsAnsweredWithinAShortTimeout(t *testing.T) {
 // timeout (retryable) within its time, and the tab stays; a later request
 // with time enough finds the page hung and closes its tab.
 func TestAVeryShortTimeoutIsNotProbed(t *testing.T) {
-	t.Parallel()
+	// Not parallel: its browser runs before the parallel tests' (huge_test.go's
+	// health checks want a browser that is not starved of the 2 cores).
 	inst := startOwn(t, chromium.Options{ActionTimeout: time.Minute})
 	c := client(t, inst)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -75,7 +77,8 @@ func TestAVeryShortTimeoutIsNotProbed(t *testing.T) {
 // the cap counts as the cap, whose answer, the probe of a hung page
 // included, comes within it.
 func TestTheTimeoutHeaderIsChecked(t *testing.T) {
-	t.Parallel()
+	// Not parallel: its browser runs before the parallel tests' (huge_test.go's
+	// health checks want a browser that is not starved of the 2 cores).
 	inst := startOwn(t, chromium.Options{ActionTimeout: 5 * time.Second})
 	c := client(t, inst)
 	tab := openTab(t, c)

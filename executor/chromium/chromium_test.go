@@ -88,7 +88,9 @@ func instance(t *testing.T) *chromium.Instance {
 	sharedOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		shared, sharedErr = chromium.Start(ctx, chromium.Options{ExecPath: path, Token: "test-token", ActionTimeout: 20 * time.Second})
+		// The cap bounds a request's whole answer, the probe of a hung
+		// page included: generous for a busy machine.
+		shared, sharedErr = chromium.Start(ctx, chromium.Options{ExecPath: path, Token: "test-token", ActionTimeout: 30 * time.Second})
 	})
 	require.NoError(t, sharedErr)
 	return shared
@@ -311,7 +313,7 @@ func TestCancellingARequestStopsTheBrowserCall(t *testing.T) {
 	require.Less(t, time.Since(start), 5*time.Second)
 
 	// The tab is free at once: the instance stopped the call rather than
-	// letting it run to its own 20 s limit while holding the tab.
+	// letting it run to its own 30 s limit while holding the tab.
 	quick, qcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer qcancel()
 	res, err := c.Evaluate(quick, tab, `window.stage + ":" + document.title`, nil)

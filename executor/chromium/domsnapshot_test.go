@@ -41,7 +41,8 @@ func snapshotOf(t *testing.T, c *pinchtab.Client, page string, q url.Values) (do
 // own with a generous cap: a busy machine takes many seconds to build
 // pages of 25,000 elements.
 func TestDOMSnapshots(t *testing.T) {
-	t.Parallel()
+	// Not parallel: its browser runs before the parallel tests' (huge_test.go's
+	// health checks want a browser that is not starved of the 2 cores).
 	c := client(t, startOwn(t, chromium.Options{ActionTimeout: 3 * time.Minute}))
 	t.Run("outside the body", func(t *testing.T) { testADOMSnapshotFindsElementsOutsideTheBody(t, c) })
 	t.Run("shadow DOM", func(t *testing.T) { testShadowDOMCountsTowardsTheTreeBound(t, c) })
