@@ -4927,7 +4927,9 @@ extend type Query {
   """
   The nodes serving this API: this server alone, or every node of a cluster
   over one PostgreSQL database — which one leads (schedules), since when, and
-  each one's health.
+  each one's health. A node that stops reporting stays listed, not
+  ` + "`" + `healthy` + "`" + `, until the leader removes it, once it has not been heard from
+  for 24 hours; it is back at its next report.
   """
   nodes: [Node!]!
   "This server: its version and the limits it applies to requests."

@@ -680,7 +680,33 @@ func (n *Node) beat(ctx context.Context) (commitsFail bool) {
 		return commits != ""
 	}
 	n.beats.OK(n.log, "heartbeat succeeds again")
+	if leading {
+		n.forgetSilent(bctx)
+	}
 	return commits != ""
+}
+
+// ForgetAfter is how long a node may go unheard of before the leader
+// removes it from the nodes table, and so from the nodes query: a node
+// stopped for good (a machine retired, a node id no longer used) does not
+// stay there as an unhealthy follower for ever, while one that is down for
+// a while — an upgrade, a night's outage — is shown, unhealthy, long
+// enough to be noticed. A node that reports again is back at once.
+const ForgetAfter = 24 * time.Hour
+
+// forgetSilent removes the nodes not heard from for ForgetAfter (the
+// leader does, at each of its heartbeats); a failure is logged at debug
+// level: the next heartbeat tries again, and the heartbeat's own failures
+// are what tell of a database in trouble.
+func (n *Node) forgetSilent(ctx context.Context) {
+	ids, err := n.store.ForgetSilentNodes(ctx, ForgetAfter)
+	if err != nil {
+		n.log.Debug("forgetting silent nodes failed", "error", err)
+		return
+	}
+	if len(ids) > 0 {
+		n.log.Info("removed from the nodes table the nodes not heard from for a day", "nodes", ids, "forget_after", ForgetAfter)
+	}
 }
 
 // beatTimeout bounds one heartbeat: as long as the other nodes hear from

@@ -154,6 +154,22 @@ func (s *Store) ForgetNodes(ctx context.Context, before time.Time) (int, error) 
 	return int(tag.RowsAffected()), nil
 }
 
+// ForgetSilentNodes deletes the nodes that have not reported for longer
+// than silence, by the database's clock, and returns their ids. A node
+// that reports again is back (Heartbeat inserts its row).
+func (s *Store) ForgetSilentNodes(ctx context.Context, silence time.Duration) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `DELETE FROM nodes WHERE heartbeat_at < now() - $1::bigint * interval '1 millisecond' RETURNING id`,
+		silence.Milliseconds())
+	if err != nil {
+		return nil, s.describe("forget silent nodes", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, s.describe("forget silent nodes", err)
+	}
+	return ids, nil
+}
+
 // LeaseReport is the leader lease with the last report of the node that
 // holds it (or held it last): what the other nodes know of the leader's
 // health besides the lease.
