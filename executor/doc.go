@@ -50,9 +50,11 @@
 //     "message",…} (DialectBrowserOS).
 //
 // Results: the instance's JSON answer becomes the outcome's Result.
-// Screenshots, PDFs and answers larger than a limit go to an artifact.Store
-// and the Result carries a reference, {"artifact":{"id","contentType","size",
-// "sha256"}}, never megabytes inline.
+// Screenshots, PDFs and answers larger than Options.MaxInlineResult (256 KiB
+// of JSON; serve keeps the default) go to an artifact.Store and the Result
+// carries a reference, {"artifact":{"id","contentType","size","sha256"},
+// "kind"} ("screenshot", "pdf", or "result" for a large answer), never
+// megabytes inline.
 //
 // Action kinds reach the instance through their own PinchTab routes
 // (kinds.go; Kinds lists them per instance kind).
