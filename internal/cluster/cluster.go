@@ -130,10 +130,13 @@ type Node struct {
 	relay    *relay
 	reads    readCache
 
-	mu       sync.Mutex
-	eng      *engine.Engine
-	lead     *Leadership
-	cur      *leader // while leading
+	mu   sync.Mutex
+	eng  *engine.Engine
+	lead *Leadership
+	cur  *leader // while leading
+	// took is closed while this node leads (cur is set): reads that
+	// wait for the leader's answer serve themselves then (tookOver).
+	took     chan struct{}
 	stopLead context.CancelFunc
 	leading  bool
 	epoch    uint64
@@ -291,7 +294,7 @@ func (n *Node) Stop(ctx context.Context) {
 		n.follow = nil
 	}
 	lead, stopLead, e := n.lead, n.stopLead, n.eng
-	n.lead, n.cur, n.stopLead = nil, nil, nil
+	n.lead, n.cur, n.stopLead, n.took = nil, nil, nil, nil
 	n.mu.Unlock()
 	n.followWG.Wait()
 	if lead != nil && lead.Stop != nil {
@@ -324,6 +327,17 @@ func (n *Node) leader() *leader {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.cur
+}
+
+// tookOver returns a channel closed once this node leads (closed already
+// if it does).
+func (n *Node) tookOver() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.took == nil {
+		n.took = make(chan struct{})
+	}
+	return n.took
 }
 
 // Events returns the node's event log: the same across its roles.
@@ -531,6 +545,14 @@ func (n *Node) elected(ctx context.Context, epoch uint64) {
 	lctx, stopLead := context.WithCancel(ctx)
 	n.mu.Lock()
 	n.eng, n.lead, n.cur, n.stopLead, n.leading, n.epoch, n.since = e, lead, l, stopLead, true, epoch, time.Now()
+	if n.took == nil {
+		n.took = make(chan struct{})
+	}
+	select {
+	case <-n.took:
+	default:
+		close(n.took) // the reads waiting for the previous leader are served here
+	}
 	n.mu.Unlock()
 	n.log.Info("leading", "node", n.opts.Node, "epoch", epoch, "took", time.Since(start).Round(time.Millisecond))
 	go n.serveCommands(lctx, l)
@@ -600,7 +622,7 @@ func (n *Node) deposed(epoch uint64, reason error) {
 	if n.leading && time.Since(n.since) >= n.elector.Options().TTL {
 		n.failedTakeovers = 0 // a leadership that lasted: takeovers work
 	}
-	n.lead, n.cur, n.stopLead, n.leading = nil, nil, nil, false
+	n.lead, n.cur, n.stopLead, n.leading, n.took = nil, nil, nil, false, nil
 	n.mu.Unlock()
 	if e == nil || e.Standby() {
 		return // Stop got here first
@@ -764,7 +786,8 @@ func (n *Node) failover() time.Duration {
 // nor once no node has held the leader lease for longer than a failover
 // takes (TTL and a renewal, and a heartbeat to notice): every call it would
 // forward to the leader fails then. A failover that takes its usual time
-// does not make the followers unready: their calls wait for the new leader.
+// does not make the followers unready: their calls wait for the new leader
+// (and reads are refused at once, leaderless, exactly once it does).
 func (n *Node) Ready() error {
 	leading, _ := n.Leading()
 	n.health.Lock()

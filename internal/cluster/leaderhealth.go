@@ -175,17 +175,19 @@ func errLeaderFailing(h leaderHealth, then string) error {
 		Message: fmt.Sprintf("the leader (%s) cannot commit; %s", h.node, then)}
 }
 
-// leaderless returns, while no node leads the cluster as far as this
-// node's last heartbeat saw (the lease expired, or was given up, and nobody
-// took it yet), an UNAVAILABLE error that says so and since when; nil
-// otherwise.
+// leaderless returns, once no node has led the cluster for longer than a
+// failover takes (failover: when Ready says so too) as far as this node's
+// heartbeats saw, an UNAVAILABLE error that says so and since when; nil
+// otherwise. Within a failover's usual time a read waits for the next
+// leader instead, which answers it as soon as it leads: a refusal then
+// would only make every client retry through the election.
 // What the heartbeat saw is confirmed by reading the lease: a new leader
 // may have been elected since.
 func (n *Node) leaderless(ctx context.Context) error {
 	n.health.Lock()
 	nl, known := n.health.noLeader, n.health.leaseKnown
 	n.health.Unlock()
-	if !known || nl.IsZero() {
+	if !known || nl.IsZero() || time.Since(nl) <= n.failover() {
 		return nil
 	}
 	if l, err := n.store.Lease(ctx); err != nil || l.Held {
@@ -195,12 +197,13 @@ func (n *Node) leaderless(ctx context.Context) error {
 		Message: fmt.Sprintf("no node leads the cluster (for %s); try again once one is elected", time.Since(nl).Round(time.Millisecond))}
 }
 
-// awaitUnlessLeaderFails waits for the answer to command id, as
-// store.AwaitCommand does, but gives up once the leader is known to fail
-// its commits (watch closes), with an UNAVAILABLE error that says why
-// (change: the command changes something, which may still be applied).
-func (n *Node) awaitUnlessLeaderFails(ctx context.Context, id uint64, watch <-chan struct{}, change bool) (json.RawMessage, error) {
-	if watch == nil {
+// awaitAnswer waits for the answer to command id, as store.AwaitCommand
+// does, but gives up once the leader is known to fail its commits (watch
+// closes), with an UNAVAILABLE error that says why (change: the command
+// changes something, which may still be applied), and once this node
+// takes over (took closes; nil for a change), with errTookOver.
+func (n *Node) awaitAnswer(ctx context.Context, id uint64, watch, took <-chan struct{}, change bool) (json.RawMessage, error) {
+	if watch == nil && took == nil {
 		return n.store.AwaitCommand(ctx, id)
 	}
 	actx, cancel := context.WithCancelCause(ctx)
@@ -209,18 +212,25 @@ func (n *Node) awaitUnlessLeaderFails(ctx context.Context, id uint64, watch <-ch
 		select {
 		case <-watch:
 			cancel(errGaveUp)
+		case <-took:
+			cancel(errTookOver)
 		case <-actx.Done():
 		}
 	}()
 	raw, err := n.store.AwaitCommand(actx, id)
-	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), errGaveUp) {
-		n.health.Lock()
-		h := n.health.lastFailure // what made this call give up, even if the leader has recovered since
-		n.health.Unlock()
-		if !change {
-			return nil, errLeaderFailing(h, "try again later")
+	if err != nil && ctx.Err() == nil {
+		switch cause := context.Cause(actx); {
+		case errors.Is(cause, errTookOver):
+			return nil, errTookOver
+		case errors.Is(cause, errGaveUp):
+			n.health.Lock()
+			h := n.health.lastFailure // what made this call give up, even if the leader has recovered since
+			n.health.Unlock()
+			if !change {
+				return nil, errLeaderFailing(h, "try again later")
+			}
+			return nil, errLeaderFailing(h, "the operation may still be applied when it commits again")
 		}
-		return nil, errLeaderFailing(h, "the operation may still be applied when it commits again")
 	}
 	return raw, err
 }

@@ -59,6 +59,12 @@ func (o op[A, R]) call(ctx context.Context, n *Node, args A) (R, error) {
 	if mutates(o.kind) {
 		n.reads.invalidate() // whatever happened, this node's next read asks again
 	}
+	if errors.Is(err, errTookOver) {
+		// This node took over while the read waited for the old leader:
+		// it serves the read itself (or, deposed again at once, asks
+		// whoever leads now).
+		return o.call(ctx, n, args)
+	}
 	if err != nil {
 		return res, err
 	}
@@ -241,26 +247,29 @@ func (e *remoteError) Unwrap() []error {
 	return out
 }
 
-// errNoLeader answers a call that found no leader to answer it in time.
-func errNoLeader(err error) error {
-	return &engine.Error{Code: engine.CodeUnavailable, Retryable: true, Err: err,
-		Message: "no leader answered; the operation may still be applied when one is elected"}
-}
-
 // command sends a command to the leader and waits for its answer.
 // A command is refused at once while the leader is known to fail its
 // commits, and stops waiting for its answer once the leader is
 // (leaderhealth.go): a change could not be made durable, and the answer to
 // a read is a write of the leader's too. A read is refused at once as well
-// while no node leads (leaderless): a change waits for the next leader
-// instead, which applies it.
+// once no node has led for longer than a failover takes (leaderless); in a
+// failover of the usual length it waits for the next leader, as a change
+// does: whatever node takes over applies the commands pending in the
+// store, those written before it led included. A read that waits when this
+// node itself takes over ends with errTookOver, and the node serves it (op.call).
+// A change goes on waiting then: the node applies it from the store as
+// any new leader would, once (applying it here as well would apply it
+// twice at once). A call that gets no answer in time says who leads now
+// (noAnswer).
 func (n *Node) command(ctx context.Context, kind string, payload json.RawMessage) (json.RawMessage, error) {
 	watch, err := n.leaderFailing()
 	if err != nil {
 		return nil, err
 	}
 	change := mutates(kind)
+	var took <-chan struct{}
 	if !change {
+		took = n.tookOver()
 		if err := n.leaderless(ctx); err != nil {
 			return nil, err
 		}
@@ -270,21 +279,27 @@ func (n *Node) command(ctx context.Context, kind string, payload json.RawMessage
 		ctx, cancel = context.WithTimeout(ctx, n.opts.CallTimeout)
 		defer cancel()
 	}
+	select {
+	case <-took:
+		return nil, errTookOver
+	default:
+	}
+	start := time.Now()
 	id, err := n.store.SubmitCommand(ctx, n.opts.Node, kind, payload)
 	if err != nil {
 		return nil, &engine.Error{Code: engine.CodeUnavailable, Retryable: true, Err: err, Message: "the store did not take the command"}
 	}
-	raw, err := n.awaitUnlessLeaderFails(ctx, id, watch, change)
+	raw, err := n.awaitAnswer(ctx, id, watch, took, change)
 	if err != nil {
 		var ce *postgres.CommandError
 		if errors.As(err, &ce) {
 			n.leaderAnswered()
 			return nil, &remoteError{msg: ce.Message}
 		}
-		if engine.IsCode(err, engine.CodeUnavailable) {
-			return nil, err // the leader is known to fail its commits
+		if errors.Is(err, errTookOver) || engine.IsCode(err, engine.CodeUnavailable) {
+			return nil, err // this node leads now, or the leader is known to fail its commits
 		}
-		return nil, errNoLeader(err)
+		return nil, n.noAnswer(err, change, time.Since(start))
 	}
 	n.leaderAnswered()
 	var a answer
@@ -295,6 +310,48 @@ func (n *Node) command(ctx context.Context, kind string, payload json.RawMessage
 		return nil, a.Err.decode()
 	}
 	return a.OK, nil
+}
+
+// errTookOver ends a read's wait for the leader's answer when this node
+// takes over: it serves the read itself.
+var errTookOver = errors.New("this node took over as leader")
+
+// noAnswer answers a call whose wait for the leader's answer ended on err
+// (its context's) after waited, saying who leads now, as the lease shows:
+// the leader, that did not answer in time (it may be slow, or unable to
+// commit, or dead with its lease not yet expired); this node, that took
+// over while a change waited and has not applied it yet; or nobody. A
+// change may still be applied, by the leader or the next one (commands
+// stay in the store until one does); a read was not served, and may be
+// sent again.
+func (n *Node) noAnswer(err error, change bool, waited time.Duration) error {
+	lctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	lease, lerr := n.store.Lease(lctx)
+	in := waited.Round(100 * time.Millisecond)
+	var msg string
+	switch {
+	case lerr != nil:
+		msg = fmt.Sprintf("no leader answered within %s", in)
+	case lease.Held && lease.Node == n.opts.Node:
+		msg = fmt.Sprintf("this node took over as leader while the call waited, and did not answer it within %s", in)
+	case lease.Held:
+		msg = fmt.Sprintf("the leader (%s) did not answer within %s", lease.Node, in)
+	default:
+		msg = fmt.Sprintf("no leader answered within %s: no node leads the cluster", in)
+	}
+	elected := lerr != nil || !lease.Held
+	switch {
+	case change && elected:
+		msg += "; the operation may still be applied when one is elected"
+	case change:
+		msg += "; the operation may still be applied"
+	case elected:
+		msg += "; the read was not served; try again once one is elected"
+	default:
+		msg += "; the read was not served; try again"
+	}
+	return &engine.Error{Code: engine.CodeUnavailable, Retryable: true, Err: err, Message: msg}
 }
 
 // serveCommands applies the commands of every node while this node leads.
@@ -370,7 +427,8 @@ func (n *Node) commandArgs(c postgres.Command, rid string, more ...any) []any {
 // the database dropped, a moment it was away — is tried again, with a
 // growing pause, for as long as the caller waits for it (Options.CallTimeout)
 // and this node leads: the command has been applied, and without its answer
-// the caller would wait out its time and be told that no leader answered.
+// the caller would wait out its time and be told that the leader did not
+// answer.
 func (n *Node) complete(ctx context.Context, c postgres.Command, rid string, out json.RawMessage) {
 	deadline := time.Now().Add(n.opts.CallTimeout)
 	pause := 20 * time.Millisecond
@@ -389,7 +447,7 @@ func (n *Node) complete(ctx context.Context, c postgres.Command, rid string, out
 			n.log.Warn("completing a command failed; retrying", n.commandArgs(c, rid, "error", err)...)
 		}
 		if time.Now().Add(pause).After(deadline) {
-			n.log.Error("completing a command failed; its caller is told that no leader answered", n.commandArgs(c, rid,
+			n.log.Error("completing a command failed; its caller is told that the leader did not answer in time", n.commandArgs(c, rid,
 				"tries", tries, "error", err)...)
 			return
 		}
