@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/ncruces/go-sqlite3"
 
@@ -19,11 +21,16 @@ import (
 )
 
 const (
-	taskInsertSQL = `INSERT INTO tasks(seq, id, agent, lane, session, batch, parent, idem_key, state, ended_at,
-	spec, params, status, result, event_seqs) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
-	ON CONFLICT(id) DO UPDATE SET seq = ?1, agent = ?3, lane = ?4, session = ?5, batch = ?6, parent = ?7,
-	idem_key = ?8, state = ?9, ended_at = ?10, spec = ?11, params = ?12, status = ?13, result = ?14,
-	event_seqs = coalesce(event_seqs, x'') || coalesce(?15, x'')`
+	// taskInsertHead and taskUpsertTail frame the rows of an insert of
+	// tasks (taskInsertSQL): a stored id is overwritten, its event seqs
+	// appended to.
+	taskInsertHead = `INSERT INTO tasks(seq, id, agent, lane, session, batch, parent, idem_key, state, ended_at,
+	spec, params, status, result, event_seqs) VALUES `
+	taskUpsertTail = ` ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, agent = excluded.agent, lane = excluded.lane,
+	session = excluded.session, batch = excluded.batch, parent = excluded.parent, idem_key = excluded.idem_key,
+	state = excluded.state, ended_at = excluded.ended_at, spec = excluded.spec, params = excluded.params,
+	status = excluded.status, result = excluded.result,
+	event_seqs = coalesce(tasks.event_seqs, x'') || coalesce(excluded.event_seqs, x'')`
 	taskUpdateSQL = `UPDATE tasks SET state = ?1, ended_at = ?2, status = ?3, result = ?4,
 	event_seqs = coalesce(event_seqs, x'') || coalesce(?5, x'') WHERE seq = ?6 AND id = ?7`
 	taskEventsSQL = `UPDATE tasks SET event_seqs = coalesce(event_seqs, x'') || ?1 WHERE id = ?2`
@@ -36,6 +43,37 @@ const (
 	lastSeqSQL    = `UPDATE meta SET value = ? WHERE key = 'last_seq'`
 )
 
+// insertCols is the number of parameters an insert binds a task.
+const insertCols = 15
+
+// maxInsertRows is the most tasks one insert carries. One statement of many
+// rows opens the table's and its indexes' cursors once and is stepped
+// once, where a statement a task paid that for each
+// (doc/adr/0005-durable-write-path.md, finding 33).
+const maxInsertRows = 16
+
+// taskInsertSQL is the insert of n tasks.
+func taskInsertSQL(n int) string {
+	const cols = insertCols
+	var sb strings.Builder
+	sb.WriteString(taskInsertHead)
+	for i := range n {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteByte('(')
+		for c := range cols {
+			if c > 0 {
+				sb.WriteString(", ")
+			}
+			sb.WriteString("?" + strconv.Itoa(i*cols+c+1))
+		}
+		sb.WriteByte(')')
+	}
+	sb.WriteString(taskUpsertTail)
+	return sb.String()
+}
+
 // maxChunkEvents bounds the events of one chunk row, so that reading from
 // an arbitrary seq decodes little more than it returns.
 const maxChunkEvents = 256
@@ -45,9 +83,11 @@ const maxChunkEvents = 256
 type writer struct {
 	c *sqlite3.Conn
 
-	begin, commit, rollback                          *sqlite3.Stmt
-	taskInsert, taskUpdate, taskEvents, eventsInsert *sqlite3.Stmt
-	batch, lane, setting, settingDel, lastSeqStmt    *sqlite3.Stmt
+	begin, commit, rollback                       *sqlite3.Stmt
+	taskUpdate, taskEvents, eventsInsert          *sqlite3.Stmt
+	batch, lane, setting, settingDel, lastSeqStmt *sqlite3.Stmt
+	// taskInserts[n-1] inserts n tasks, prepared when first needed.
+	taskInserts [maxInsertRows]*sqlite3.Stmt
 
 	lastSeq    uint64 // the last committed event seq
 	maxTaskSeq uint64 // the highest seq of a stored task
@@ -57,9 +97,11 @@ type writer struct {
 
 	// scratch, reused across commits
 	bySeqs map[string][]byte
-	chunk  []byte
-	status []byte
-	spec   []byte
+	// inserts are the batch's tasks to insert, with their event seqs.
+	inserts []taskRow
+	chunk   []byte
+	status  []byte
+	spec    []byte
 }
 
 func (w *writer) prepare() error {
@@ -68,7 +110,7 @@ func (w *writer) prepare() error {
 		sql string
 	}{
 		{&w.begin, "BEGIN IMMEDIATE"}, {&w.commit, "COMMIT"}, {&w.rollback, "ROLLBACK"},
-		{&w.taskInsert, taskInsertSQL}, {&w.taskUpdate, taskUpdateSQL}, {&w.taskEvents, taskEventsSQL},
+		{&w.taskUpdate, taskUpdateSQL}, {&w.taskEvents, taskEventsSQL},
 		{&w.eventsInsert, eventsSQL}, {&w.batch, batchSQL}, {&w.lane, laneSQL}, {&w.setting, settingSQL},
 		{&w.settingDel, settingDelSQL}, {&w.lastSeqStmt, lastSeqSQL},
 	} {
@@ -97,8 +139,9 @@ func (w *writer) loadCounters() error {
 
 func (w *writer) close() error {
 	var errs []error
-	for _, st := range []*sqlite3.Stmt{w.begin, w.commit, w.rollback, w.taskInsert, w.taskUpdate, w.taskEvents,
-		w.eventsInsert, w.batch, w.lane, w.setting, w.settingDel, w.lastSeqStmt} {
+	stmts := []*sqlite3.Stmt{w.begin, w.commit, w.rollback, w.taskUpdate, w.taskEvents,
+		w.eventsInsert, w.batch, w.lane, w.setting, w.settingDel, w.lastSeqStmt}
+	for _, st := range append(stmts, w.taskInserts[:]...) {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -177,14 +220,28 @@ func (w *writer) write(b *engine.Batch) (maxTask uint64, err error) {
 		}
 	}
 	maxTask = w.maxTaskSeq
+	w.inserts = w.inserts[:0]
 	for _, t := range b.Tasks {
 		seqs := bySeqs[t.ID]
 		delete(bySeqs, t.ID)
-		if err := w.putTask(t, seqs, maxTask); err != nil {
+		if t.Seq > maxTask {
+			// Above every task stored or written so far: new.
+			w.inserts = append(w.inserts, taskRow{t, seqs})
+			maxTask = t.Seq
+			continue
+		}
+		stored, err := w.updateTask(t, seqs)
+		if err != nil {
 			return 0, fmt.Errorf("task %s: %w", t.ID, err)
 		}
-		maxTask = max(maxTask, t.Seq)
+		if !stored { // lost by the store, or new in this batch and written twice
+			w.inserts = append(w.inserts, taskRow{t, seqs})
+		}
 	}
+	if err := w.insertTasks(w.inserts); err != nil {
+		return 0, err
+	}
+	clear(w.inserts)               // the batch's tasks are the engine's again
 	for id, seqs := range bySeqs { // events of tasks the batch does not carry
 		st := w.taskEvents
 		_ = st.BindBlob(1, seqs)
@@ -239,54 +296,91 @@ func (w *writer) write(b *engine.Batch) (maxTask uint64, err error) {
 	return maxTask, nil
 }
 
-// putTask writes one task snapshot: an update when the task may exist, an
-// insert when it is new or turns out to be missing.
-func (w *writer) putTask(t *engine.Task, seqs []byte, maxTask uint64) error {
+// taskRow is a task to insert and the seqs of its events in the batch.
+type taskRow struct {
+	t    *engine.Task
+	seqs []byte
+}
+
+// updateTask writes the changing columns of a task that may be stored,
+// and reports whether it was.
+func (w *writer) updateTask(t *engine.Task, seqs []byte) (stored bool, err error) {
 	w.status = appendStatus(w.status[:0], t)
-	status := w.status
-	if t.Seq <= maxTask {
-		st := w.taskUpdate
-		_ = st.BindInt(1, int(t.State))
-		bindEnded(st, 2, t)
-		_ = st.BindBlob(3, status)
-		bindBlob(st, 4, t.Result)
-		bindBlob(st, 5, seqs)
-		_ = st.BindInt64(6, int64(t.Seq))
-		_ = st.BindText(7, t.ID)
-		if err := st.Exec(); err != nil {
-			return err
-		}
-		if w.c.Changes() == 1 {
-			return nil
-		}
+	st := w.taskUpdate
+	_ = st.BindInt(1, int(t.State))
+	bindEnded(st, 2, t)
+	_ = st.BindBlob(3, w.status)
+	bindBlob(st, 4, t.Result)
+	bindBlob(st, 5, seqs)
+	_ = st.BindInt64(6, int64(t.Seq))
+	_ = st.BindText(7, t.ID)
+	if err := st.Exec(); err != nil {
+		return false, err
 	}
+	return w.c.Changes() == 1, nil
+}
+
+// rowsName names the tasks of rows in an error.
+func rowsName(rows []taskRow) string {
+	if len(rows) == 1 {
+		return "task " + rows[0].t.ID
+	}
+	return "tasks " + rows[0].t.ID + ".." + rows[len(rows)-1].t.ID
+}
+
+// insertTasks inserts rows, maxInsertRows to a statement.
+func (w *writer) insertTasks(rows []taskRow) error {
+	for len(rows) > 0 {
+		n := min(len(rows), maxInsertRows)
+		st := w.taskInserts[n-1]
+		if st == nil {
+			var err error
+			if st, _, err = w.c.Prepare(taskInsertSQL(n)); err != nil {
+				return fmt.Errorf("prepare the insert of %d tasks: %w", n, err)
+			}
+			w.taskInserts[n-1] = st
+		}
+		for i, r := range rows[:n] {
+			if err := w.bindTask(st, i*insertCols, r); err != nil {
+				return fmt.Errorf("task %s: %w", r.t.ID, err)
+			}
+		}
+		if err := st.Exec(); err != nil {
+			return fmt.Errorf("insert %s: %w", rowsName(rows[:n]), err)
+		}
+		rows = rows[n:]
+	}
+	return nil
+}
+
+// bindTask binds a task's columns to an insert, from parameter at+1.
+func (w *writer) bindTask(st *sqlite3.Stmt, at int, r taskRow) error {
+	t := r.t
 	var err error
-	w.spec, err = sqlcodec.AppendSpec(w.spec[:0], t.Spec)
-	spec := w.spec
-	if err != nil {
+	if w.spec, err = sqlcodec.AppendSpec(w.spec[:0], t.Spec); err != nil {
 		return fmt.Errorf("encode spec: %w", err)
 	}
-	st := w.taskInsert
-	_ = st.BindInt64(1, int64(t.Seq))
-	_ = st.BindText(2, t.ID)
-	_ = st.BindText(3, t.Spec.AgentID)
-	_ = st.BindText(4, t.Spec.Lane)
-	bindText(st, 5, t.Spec.Session())
-	bindText(st, 6, t.Spec.BatchID)
-	bindText(st, 7, t.Spec.ParentID)
-	bindText(st, 8, t.Spec.IdempotencyKey)
-	_ = st.BindInt(9, int(t.State))
-	bindEnded(st, 10, t)
-	_ = st.BindBlob(11, spec)
+	w.status = appendStatus(w.status[:0], t)
+	_ = st.BindInt64(at+1, int64(t.Seq))
+	_ = st.BindText(at+2, t.ID)
+	_ = st.BindText(at+3, t.Spec.AgentID)
+	_ = st.BindText(at+4, t.Spec.Lane)
+	bindText(st, at+5, t.Spec.Session())
+	bindText(st, at+6, t.Spec.BatchID)
+	bindText(st, at+7, t.Spec.ParentID)
+	bindText(st, at+8, t.Spec.IdempotencyKey)
+	_ = st.BindInt(at+9, int(t.State))
+	bindEnded(st, at+10, t)
+	_ = st.BindBlob(at+11, w.spec) // bound blobs are copied
 	var params []byte
 	if t.Spec.Action != nil {
 		params = t.Spec.Action.Params
 	}
-	bindBlob(st, 12, params)
-	_ = st.BindBlob(13, status)
-	bindBlob(st, 14, t.Result)
-	bindBlob(st, 15, seqs)
-	return st.Exec()
+	bindBlob(st, at+12, params)
+	_ = st.BindBlob(at+13, w.status)
+	bindBlob(st, at+14, t.Result)
+	bindBlob(st, at+15, r.seqs)
+	return nil
 }
 
 // bindEnded binds the end of a terminal task (its EndedAt, else its last

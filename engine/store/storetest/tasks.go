@@ -188,6 +188,39 @@ func testUpsert(t *testing.T, d Driver) {
 	require.Equal(t, map[engine.State]int{engine.StateQueued: 1, engine.StateSucceeded: 1}, counts)
 	snap := load(t, s)
 	require.Equal(t, []string{b.ID}, ids(snap.Tasks), "a task that ended leaves Load")
+
+	// A new task twice in one batch (submitted and started before the
+	// commit), beside new tasks enough for a driver to write in several
+	// statements: the later snapshot wins, and the task's events are its
+	// own once.
+	c := mkTask(6, "c")
+	startedC := with(c, func(t *engine.Task) { t.State, t.Reason, t.LastSeq = engine.StateRunning, "started", 7 })
+	many := &engine.Batch{Tasks: []*engine.Task{c, startedC},
+		Events: []engine.Event{ev(6, c, 0, engine.StateQueued), ev(7, c, engine.StateQueued, engine.StateRunning)}}
+	for n := uint64(8); n < 8+40; n++ {
+		x := mkTask(n, "x")
+		many.Tasks = append(many.Tasks, x)
+		many.Events = append(many.Events, ev(n, x, 0, engine.StateQueued))
+	}
+	commit(t, s, many)
+	requireTask(t, startedC, getTask(t, s, c.ID), "the later snapshot of a new task wins")
+	for _, x := range many.Tasks[2:] {
+		requireTask(t, x, getTask(t, s, x.ID))
+	}
+	counts, err = s.CountTasks(bg, engine.TaskFilter{})
+	require.NoError(t, err)
+	require.Equal(t, map[engine.State]int{engine.StateQueued: 41, engine.StateRunning: 1, engine.StateSucceeded: 1}, counts)
+	doneC := ended(startedC, engine.StateSucceeded, epoch.Add(time.Second))
+	commit(t, s, &engine.Batch{Tasks: []*engine.Task{doneC}, Events: []engine.Event{ev(48, c, engine.StateRunning, engine.StateSucceeded)}})
+	purged, err := s.Purge(bg, epoch.Add(time.Hour), 100)
+	require.NoError(t, err)
+	require.Equal(t, 2, purged, "both ended tasks are purged")
+	evs, err := s.Events(bg, 0, 100)
+	require.NoError(t, err)
+	for _, e := range evs {
+		require.NotContains(t, []string{a.ID, c.ID}, e.TaskID, "a purged task's events go with it (event %d)", e.Seq)
+	}
+	require.Len(t, evs, 41, "the other tasks' events stay")
 }
 
 func testAtomic(t *testing.T, d Driver) {
