@@ -238,10 +238,11 @@ func (w *writer) write(b *engine.Batch) (maxTask uint64, err error) {
 			w.inserts = append(w.inserts, taskRow{t, seqs})
 		}
 	}
-	if err := w.insertTasks(w.inserts); err != nil {
+	err = w.insertTasks(w.inserts)
+	clear(w.inserts) // the batch's tasks are the engine's again
+	if err != nil {
 		return 0, err
 	}
-	clear(w.inserts)               // the batch's tasks are the engine's again
 	for id, seqs := range bySeqs { // events of tasks the batch does not carry
 		st := w.taskEvents
 		_ = st.BindBlob(1, seqs)
@@ -325,7 +326,7 @@ func rowsName(rows []taskRow) string {
 	if len(rows) == 1 {
 		return "task " + rows[0].t.ID
 	}
-	return "tasks " + rows[0].t.ID + ".." + rows[len(rows)-1].t.ID
+	return strconv.Itoa(len(rows)) + " tasks, the first " + rows[0].t.ID
 }
 
 // insertTasks inserts rows, maxInsertRows to a statement.

@@ -15,8 +15,9 @@
 //     purged events).
 //
 // Commits are serialised on one writer connection (one transaction per
-// engine batch: group commit); reads use a pool of reader connections that
-// never wait for the writer. A background goroutine checkpoints the WAL so
+// engine batch: group commit, its new tasks sixteen to a statement);
+// reads use a pool of reader connections that never wait for the writer.
+// A background goroutine checkpoints the WAL so
 // that commits do not pay for it, finishing under the writer's lock when
 // commits overtook it, so that the next commit restarts the log. With
 // Options.PreallocateWAL the log's file is written out at open, so that
