@@ -288,8 +288,7 @@ func TestFailoverReclaimsAndLosesNothing(t *testing.T) {
 	took := time.Since(cutAt)
 	t.Logf("failover: %s took over from %s in %s", next.ID(), old.ID(), took.Round(time.Millisecond))
 	// TTL and a renewal (2.6 s here) and the new leader's start, which on a
-	// busy two-core machine took 2 s where 0.2 s is usual: the bound allows
-	// 6 s for it.
+	// busy two-core machine can take seconds: the bound allows 6 s for it.
 	require.Less(t, took, 2*time.Second+2*300*time.Millisecond+6*time.Second, "TTL + renewal + start-up")
 
 	// Every task ends exactly once, in SUCCEEDED; the ones the old leader
