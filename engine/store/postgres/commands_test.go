@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -148,9 +149,35 @@ func TestNodesReportTheirHeartbeats(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "leader", nodes[1].Role)
 	require.False(t, nodes[1].Heartbeat.Before(first))
-	n, err := s.ForgetNodes(bg, time.Now().Add(time.Hour))
+}
+
+// ForgetSilentNodes removes the nodes silent for longer than its argument,
+// by the database's clock, and names them; a node that reports again is back.
+func TestForgetSilentNodesRemovesOnlyTheSilentOnes(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	s := openStore(t, schema)
+	for _, id := range []string{"a", "b", "c"} {
+		require.NoError(t, s.Heartbeat(bg, postgres.NodeInfo{ID: id, Role: "follower"}))
+	}
+	admin(t, "UPDATE "+pgxIdent(schema)+".nodes SET heartbeat_at = now() - interval '25 hours' WHERE id IN ('a', 'c')")
+	admin(t, "UPDATE "+pgxIdent(schema)+".nodes SET heartbeat_at = now() - interval '23 hours' WHERE id = 'b'")
+	ids, err := s.ForgetSilentNodes(bg, 24*time.Hour)
 	require.NoError(t, err)
-	require.Equal(t, 2, n)
+	slices.Sort(ids)
+	require.Equal(t, []string{"a", "c"}, ids)
+	ids, err = s.ForgetSilentNodes(bg, 24*time.Hour)
+	require.NoError(t, err)
+	require.Empty(t, ids, "nothing more to forget")
+	nodes, err := s.Nodes(bg)
+	require.NoError(t, err)
+	require.Len(t, nodes, 1)
+	require.Equal(t, "b", nodes[0].ID)
+
+	require.NoError(t, s.Heartbeat(bg, postgres.NodeInfo{ID: "a", Role: "follower"}))
+	nodes, err = s.Nodes(bg)
+	require.NoError(t, err)
+	require.Len(t, nodes, 2, "a node that reports again is back")
 }
 
 // LeaseReport reads the lease with the last report of its node, and how

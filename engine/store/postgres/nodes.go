@@ -144,16 +144,6 @@ func (s *Store) Nodes(ctx context.Context) ([]NodeInfo, error) {
 	return out, nil
 }
 
-// ForgetNodes deletes the nodes whose last heartbeat is older than before
-// (by the database's clock) and returns how many it deleted.
-func (s *Store) ForgetNodes(ctx context.Context, before time.Time) (int, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM nodes WHERE heartbeat_at < $1`, before)
-	if err != nil {
-		return 0, s.describe("forget nodes", err)
-	}
-	return int(tag.RowsAffected()), nil
-}
-
 // ForgetSilentNodes deletes the nodes that have not reported for longer
 // than silence, by the database's clock, and returns their ids. A node
 // that reports again is back (Heartbeat inserts its row).
