@@ -187,7 +187,7 @@ var browserTools = []browserTool{
 			if a.MaxNodes != nil {
 				p["maxNodes"] = *a.MaxNodes
 			}
-			return "", p, nil
+			return "", orNone(p), nil
 		}},
 	{name: "screenshot", kind: "screenshot", title: "Take a screenshot", readOnly: true,
 		desc: `A screenshot of the page (or of one element), returned as an image. Example: {"format": "png"}.`,
@@ -202,7 +202,7 @@ var browserTools = []browserTool{
 			if a.Quality != 0 {
 				p["quality"] = a.Quality
 			}
-			return a.Selector, p, nil
+			return a.Selector, orNone(p), nil
 		}},
 	{name: "back", kind: "back", title: "Go back",
 		desc:   historyHelp("Go back one page in the tab's history", `{}`),
@@ -249,6 +249,15 @@ var browserTools = []browserTool{
 
 func historyHelp(what, example string) string {
 	return what + ". Example: " + example + "."
+}
+
+// orNone is p, or nil when p is empty: an action without options has no
+// params, and the instance applies its defaults.
+func orNone(p map[string]any) map[string]any {
+	if len(p) == 0 {
+		return nil
+	}
+	return p
 }
 
 func noArgs(*Args) (string, map[string]any, error) { return "", nil, nil }
@@ -301,11 +310,17 @@ func (s *Server) callBrowser(ctx context.Context, req *sdk.CallToolRequest, bt *
 		return s.failure(ctx, err)
 	}
 	sel, params, err := bt.build(a)
+	var raw json.RawMessage // the params, encoded once: checked, then submitted
+	if err == nil && len(params) > 0 {
+		if raw, err = json.Marshal(params); err != nil {
+			err = fmt.Errorf("encode params: %w", err)
+		}
+	}
 	if err == nil {
 		err = checkSelector("selector", sel)
 	}
 	if err == nil {
-		err = checkAction(bt.kind, sel, params)
+		err = checkAction(bt.kind, sel, raw)
 	}
 	if err != nil {
 		s.record(c, bt.name, "", err) // refused before submission: audited as submitTask's refusals are
@@ -324,11 +339,7 @@ func (s *Server) callBrowser(ctx context.Context, req *sdk.CallToolRequest, bt *
 	if sel != "" {
 		in.Action.Selector = &sel
 	}
-	if len(params) > 0 {
-		raw, err := json.Marshal(params)
-		if err != nil {
-			return s.failure(ctx, fmt.Errorf("encode params: %w", err))
-		}
+	if raw != nil {
 		in.Action.Params = raw
 	}
 	if a.TimeoutMs != 0 {
@@ -379,16 +390,8 @@ func failExhausted() *engine.Exhausted {
 // maxChars…), so that a call is refused with the same words as GraphQL's
 // submission, naming the tool's argument (a parameter's name is its
 // argument's).
-func checkAction(kind, sel string, params map[string]any) error {
-	act := &engine.Action{Kind: kind, Selector: sel}
-	if len(params) > 0 {
-		raw, err := json.Marshal(params)
-		if err != nil {
-			return fmt.Errorf("encode params: %w", err)
-		}
-		act.Params = raw
-	}
-	err := executor.CheckAction(act)
+func checkAction(kind, sel string, params json.RawMessage) error {
+	err := executor.CheckAction(&engine.Action{Kind: kind, Selector: sel, Params: params})
 	var bad *executor.ActionError
 	if errors.As(err, &bad) {
 		return invalid(strings.TrimPrefix(bad.Field, "params."), "%s", bad.Message)
