@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -406,14 +407,19 @@ func clip(s string, n int) string {
 }
 
 func taskGet(ctx context.Context, args []string, env Env) error {
-	fs := newFlags("task get", "ID [--json] [--artifact FILE]", env)
+	fs := newFlags("task get", "ID [--json | --artifact FILE]", env)
 	var c conn
 	c.register(fs, env)
 	jsonOut := fs.Bool("json", false, "print the task as JSON")
-	artOut := fs.String("artifact", "", "write the artifact the task's result refers to (a screenshot, a PDF, a large result) to FILE (- for stdout)")
+	artOut := fs.String("artifact", "", "write the artifact the task's result refers to (a screenshot, a PDF, a large result) to FILE (- for stdout), whole or not at all; not with --json")
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
 		return err
+	}
+	if *artOut != "" && *jsonOut {
+		// The artifact's bytes are written as they are (an image, a PDF):
+		// there is nothing to print as JSON beside them.
+		return Usagef("task get: --artifact writes the artifact as it is; it does not take --json")
 	}
 	cl, err := c.client()
 	if err != nil {
@@ -473,7 +479,9 @@ func artifactURL(endpoint, id string) string {
 }
 
 // fetchArtifact writes artifact id to name ("-": stdout), fetched with the
-// client's token.
+// client's token. A file is written whole or not at all: the artifact goes
+// to a temporary file beside name, renamed to name once complete and
+// removed if the download fails (a file already at name stays as it was).
 func fetchArtifact(ctx context.Context, cl *client.Client, id, name string, env Env) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, artifactURL(cl.URL, id), nil)
 	if err != nil {
@@ -504,15 +512,37 @@ func fetchArtifact(ctx context.Context, cl *client.Client, id, name string, env 
 		_, err = io.Copy(env.Stdout, resp.Body)
 		return err
 	}
-	f, err := os.Create(name)
+	f, err := createPart(name)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		_ = f.Close()
+	_, err = io.Copy(f, resp.Body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), name)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
 		return fmt.Errorf("artifact %s: %w", id, err)
 	}
-	return f.Close()
+	return nil
+}
+
+// createPart creates a new file beside name (same directory, so that a
+// rename replaces name at once), named after it and unused, with the
+// permissions os.Create would give name.
+func createPart(name string) (*os.File, error) {
+	dir, base := filepath.Split(name)
+	for i := 0; ; i++ {
+		part := filepath.Join(dir, fmt.Sprintf(".%s.%d-%d.part", base, os.Getpid(), i))
+		f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if errors.Is(err, os.ErrExist) && i < 100 {
+			continue
+		}
+		return f, err
+	}
 }
 
 func printTask(w io.Writer, t *TaskInfo) {

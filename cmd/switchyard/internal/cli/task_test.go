@@ -137,3 +137,64 @@ func TestTaskGetFetchesTheArtifactItsResultRefersTo(t *testing.T) {
 	require.NoError(t, Task(context.Background(), []string{"get", "T1", "--artifact", "-", "--server", srv.URL + "/graphql"}, env(&out)))
 	require.Equal(t, body, out.String())
 }
+
+// A download that fails midway leaves no file behind, and a file already
+// at the destination as it was: the artifact is written to a temporary
+// file beside it and renamed once complete.
+func TestTaskGetArtifactIsWrittenWholeOrNotAtAll(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/graphql":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"data":{"task":{"id":"T1","state":"SUCCEEDED","agentId":"a","lane":"main","priority":"NORMAL","submittedAt":"2026-03-02T09:00:00Z","attemptCount":1,"attempts":[],"dependsOn":[],"labels":[],"errorClass":"NONE",`+
+				`"result":{"artifact":{"id":"A1","contentType":"image/png","size":1000,"sha256":"ab"},"kind":"screenshot"}}}}`)
+		case "/artifacts/A1":
+			// Half the promised bytes, then the connection drops.
+			w.Header().Set("Content-Length", "1000")
+			_, _ = io.WriteString(w, strings.Repeat("x", 500))
+			w.(http.Flusher).Flush()
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	env := Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "shot.png")
+	require.Error(t, Task(context.Background(), []string{"get", "T1", "--artifact", file, "--server", srv.URL}, env))
+	left, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, left, "a failed download leaves nothing behind")
+
+	require.NoError(t, os.WriteFile(file, []byte("before"), 0o644))
+	require.Error(t, Task(context.Background(), []string{"get", "T1", "--artifact", file, "--server", srv.URL}, env))
+	got, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Equal(t, "before", string(got), "a failed download leaves the file there as it was")
+	left, err = os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, left, 1)
+}
+
+// --artifact writes the artifact's bytes as they are: with --json it is a
+// usage error, before any request.
+func TestTaskGetArtifactRefusesJSON(t *testing.T) {
+	t.Parallel()
+	var stderr bytes.Buffer
+	env := Env{Stdout: io.Discard, Stderr: &stderr, Getenv: func(string) string { return "" }}
+	for _, args := range [][]string{
+		{"get", "T1", "--artifact", "-", "--json", "--server", "http://127.0.0.1:1"},
+		{"get", "T1", "--json", "--artifact", "out.png", "--server", "http://127.0.0.1:1"},
+	} {
+		err := Task(context.Background(), args, env)
+		require.Equal(t, ExitUsage, ExitCode(err), "%v: %v", args, err)
+		require.ErrorContains(t, err, "--artifact")
+		require.ErrorContains(t, err, "--json")
+	}
+}
