@@ -277,6 +277,7 @@ func (n *Node) Start(ctx context.Context) error {
 		}
 	}()
 	go n.heartbeat(ctx)
+	go n.forget(ctx)
 	return nil
 }
 
@@ -702,9 +703,6 @@ func (n *Node) beat(ctx context.Context) (commitsFail bool) {
 		return commits != ""
 	}
 	n.beats.OK(n.log, "heartbeat succeeds again")
-	if leading {
-		n.forgetSilent(bctx)
-	}
 	return commits != ""
 }
 
@@ -716,11 +714,41 @@ func (n *Node) beat(ctx context.Context) (commitsFail bool) {
 // enough to be noticed. A node that reports again is back at once.
 const ForgetAfter = 24 * time.Hour
 
-// forgetSilent removes the nodes not heard from for ForgetAfter (the
-// leader does, at each of its heartbeats); a failure is logged at debug
-// level: the next heartbeat tries again, and the heartbeat's own failures
-// are what tell of a database in trouble.
+// forgetEvery is how often the leader removes the nodes silent for
+// ForgetAfter: a node is forgotten at most a minute after its day, and
+// the DELETE stays out of the heartbeat.
+const forgetEvery = time.Minute
+
+// forget removes, while the node leads, the nodes not heard from for
+// ForgetAfter: once when it starts to lead (at its first look, every
+// Options.Heartbeat), then every forgetEvery. It runs apart from the
+// heartbeat, so that the DELETE adds nothing to a beat's time.
+func (n *Node) forget(ctx context.Context) {
+	t := time.NewTicker(n.opts.Heartbeat)
+	defer t.Stop()
+	var last time.Time // the last forgetting, zero while the node follows
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		switch leading, _ := n.Leading(); {
+		case !leading:
+			last = time.Time{}
+		case last.IsZero() || time.Since(last) >= forgetEvery:
+			last = time.Now()
+			n.forgetSilent(ctx)
+		}
+	}
+}
+
+// forgetSilent removes the nodes not heard from for ForgetAfter once; a
+// failure is logged at debug level: the next time tries again, and the
+// heartbeat's own failures are what tell of a database in trouble.
 func (n *Node) forgetSilent(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, n.beatTimeout())
+	defer cancel()
 	ids, err := n.store.ForgetSilentNodes(ctx, ForgetAfter)
 	if err != nil {
 		n.log.Debug("forgetting silent nodes failed", "error", err)
