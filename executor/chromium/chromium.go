@@ -171,7 +171,11 @@ type Instance struct {
 	health healthProbe // GET /health's probe of the browser
 
 	stop chan struct{} // closed by Close: the disposing loop ends
-	wg   sync.WaitGroup
+	// wg counts the instance's goroutines (the disposing loop, the closing
+	// of hung tabs): Close waits for them. closing, guarded by mu, is set
+	// by Close before it waits: no goroutine is added to wg after it.
+	wg      sync.WaitGroup
+	closing bool
 
 	ln        net.Listener
 	srv       *http.Server
@@ -296,12 +300,15 @@ func (i *Instance) URL() string { return i.url }
 // Token returns the bearer token the instance requires.
 func (i *Instance) Token() string { return i.opts.Token }
 
-// Close stops the HTTP server at once (in-flight requests see their
-// connection drop), closes the browser and removes a temporary user-data
-// directory.
+// Close stops the HTTP server once the closing of hung tabs under way is
+// done (in-flight requests see their connection drop), closes the browser
+// and removes a temporary user-data directory.
 func (i *Instance) Close() error {
 	i.closeOnce.Do(func() {
 		close(i.stop)
+		i.mu.Lock()
+		i.closing = true
+		i.mu.Unlock()
 		i.wg.Wait()
 		if i.srv != nil {
 			i.closeErr = i.srv.Close()
@@ -589,9 +596,20 @@ func (i *Instance) closeHung(t *tab, took, probe time.Duration) {
 	i.hung[t.id] = now
 	delete(i.tabs, t.id)
 	i.tabClosedLocked(t.agent, now)
+	closing := i.closing
+	if !closing {
+		i.wg.Add(1)
+	}
 	i.mu.Unlock()
 	i.log.Warn("a tab's page stopped responding: the tab is closed", "tab", t.id, "agent", t.agent, "action_timeout", took, "probe_timeout", probe)
-	go t.cancel()
+	if closing {
+		t.cancel() // Close is closing the browser: it waits for nothing
+		return
+	}
+	go func() {
+		defer i.wg.Done()
+		t.cancel()
+	}()
 }
 
 // wasHung reports whether the instance closed tab id because its page
