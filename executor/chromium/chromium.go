@@ -46,7 +46,10 @@
 //   - a request is answered within its time: ActionTimeout, or less when
 //     it says how long its attempt has left (X-Switchyard-Timeout, in
 //     milliseconds; a value that is not a positive whole number is refused
-//     400 bad_timeout, a larger one counts as ActionTimeout). That time is
+//     400 bad_timeout, a larger one counts as ActionTimeout). A request
+//     waits for its tab's previous operation within that time, less the
+//     margin for its answer, and answers 504 timeout (retryable) when the
+//     tab stays busy. What is left is
 //     split between the request's work on its tab, a probe
 //     of the page when the work runs out of time (a quarter of it, at most
 //     ProbeTimeout), and a margin for the answer (an eighth, at most a
@@ -55,7 +58,8 @@
 //     tab closed, and the request is answered 504 page_unresponsive, not
 //     retryable; later requests for the tab get 404 tab_not_found, saying
 //     why. A request cancelled mid-work is probed too, for ProbeTimeout.
-//     Under MinProbedTimeout (2 s) there is no probe: the request answers
+//     Under MinProbedTimeout (4 s) there is no probe (so a probe has
+//     MinProbe, a second, at least): the request answers
 //     504 timeout and the tab stays, and the first request on it with time
 //     enough finds the page hung;
 //   - a snapshot carries at most SnapshotMaxNodes nodes and says when it was
@@ -456,12 +460,18 @@ func (i *Instance) listTabs(ctx context.Context) ([]*target.Info, error) {
 	return out, ctx.Err()
 }
 
+// MinProbe is the least time the probe of a page gets (when ProbeTimeout
+// is not less): a busy machine may keep a page that is slow but alive from
+// answering in less, and a page that fails its probe loses its tab.
+const MinProbe = time.Second
+
 // MinProbedTimeout is the shortest time left (X-Switchyard-Timeout, or
 // ActionTimeout) for which a request's page is probed when its work runs
-// out of time: a shorter one leaves the probe too little time to tell a
-// page that stopped responding from a busy one, so its request answers 504
-// timeout (retryable) within its time, and its tab stays open.
-const MinProbedTimeout = 2 * time.Second
+// out of time: its quarter is MinProbe, and a shorter one would leave the
+// work too little of it. A request with less answers 504 timeout
+// (retryable) within its time when its work runs out of it, and its tab
+// stays open.
+const MinProbedTimeout = 4 * MinProbe
 
 // budget is how long a request's answer may take from its arrival:
 // ActionTimeout, or less when the request says how long its attempt has
@@ -495,10 +505,11 @@ func parseTimeout(v string, limit time.Duration) (time.Duration, error) {
 // the tab, the probe of the page that follows when the work runs out of
 // time, and a margin for closing a hung tab and sending the answer, so
 // that the whole answer arrives within left: the probe gets a quarter of
-// it, at most ProbeTimeout, and the margin an eighth, at most a second.
-// Under MinProbedTimeout there is no probe (probe 0).
+// it, at most ProbeTimeout, and the margin an eighth, at most a second
+// (answerMargin). Under MinProbedTimeout there is no probe (probe 0), so a
+// probe has MinProbe at least (ProbeTimeout, when that is less).
 func (i *Instance) split(left time.Duration) (work, probe time.Duration) {
-	margin := min(time.Second, left/8)
+	margin := answerMargin(left)
 	if left < MinProbedTimeout {
 		return left - margin, 0
 	}
@@ -506,9 +517,43 @@ func (i *Instance) split(left time.Duration) (work, probe time.Duration) {
 	return left - probe - margin, probe
 }
 
+// answerMargin is the part of left kept for sending a request's answer:
+// an eighth, at most a second.
+func answerMargin(left time.Duration) time.Duration { return min(time.Second, left/8) }
+
+// waitTab takes the tab's lock, waiting for its previous operation at
+// most until the request's deadline less the margin for its answer: a
+// request queued behind a long operation answers 504 timeout (retryable:
+// the tab is busy, not lost) within its time, whether or not the client
+// set a deadline of its own.
+func (i *Instance) waitTab(reqCtx context.Context, t *tab, deadline time.Time) error {
+	select {
+	case t.lock <- struct{}{}:
+		return nil
+	default:
+	}
+	waited := time.Now()
+	wait := time.NewTimer(time.Until(deadline) - answerMargin(time.Until(deadline)))
+	defer wait.Stop()
+	select {
+	case t.lock <- struct{}{}:
+		return nil
+	case <-reqCtx.Done():
+		return reqCtx.Err()
+	case <-wait.C:
+		return &apiError{http.StatusGatewayTimeout, codeTimeout, fmt.Errorf(
+			"tab %s is busy with another operation: it was not free within the request's time (waited %v); try again",
+			t.id, time.Since(waited).Round(time.Millisecond))}
+	}
+}
+
+// codeTimeout is the error code of a request that ran out of its time.
+const codeTimeout = "timeout"
+
 // runWithin does fn on a tab, alone, answering by deadline: it waits for
-// the tab's previous operation, and fn's context ends when the request's
-// does, or when its share of what is left of the time (split) runs out.
+// the tab's previous operation within the request's time (waitTab), and
+// fn's context ends when the request's does, or when its share of what is
+// left of the time after the wait (split) runs out.
 // When fn's time ran out (or its request was cancelled), the tab's page is
 // asked to run a trivial script within the probe's share: a page that
 // cannot (its script loops for ever and the renderer's main thread never
@@ -516,10 +561,8 @@ func (i *Instance) split(left time.Duration) (work, probe time.Duration) {
 // timeout, so its tab is closed and the error says the page stopped
 // responding (page_unresponsive).
 func (i *Instance) runWithin(reqCtx context.Context, t *tab, deadline time.Time, fn func(ctx context.Context) error) error {
-	select {
-	case t.lock <- struct{}{}:
-	case <-reqCtx.Done():
-		return reqCtx.Err()
+	if err := i.waitTab(reqCtx, t, deadline); err != nil {
+		return err
 	}
 	defer func() { <-t.lock }()
 	if i.wasHung(t.id) {

@@ -37,7 +37,7 @@ func startOwn(t *testing.T, o chromium.Options) *chromium.Instance {
 // and the health check work on.
 func TestAHungPagesTabIsClosedWithAClearAnswer(t *testing.T) {
 	t.Parallel()
-	inst := startOwn(t, chromium.Options{ActionTimeout: 3 * time.Second})
+	inst := startOwn(t, chromium.Options{ActionTimeout: 5 * time.Second})
 	c := client(t, inst)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

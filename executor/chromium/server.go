@@ -119,7 +119,7 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case r.Context().Err() != nil:
 		status, code = 499, "client_closed_request" // nobody reads it
 	case errors.Is(err, context.DeadlineExceeded):
-		status, code = http.StatusGatewayTimeout, "timeout"
+		status, code = http.StatusGatewayTimeout, codeTimeout
 	case errors.As(err, &le):
 		status, code = http.StatusBadGateway, "navigate_failed"
 	}
