@@ -834,13 +834,7 @@ func (e *Executor) unresponsive(ctx context.Context, t target, err error, pe *pi
 	e.mu.Unlock()
 	sink := e.reg.currentSink()
 	if t.session && session != "" && ctx.Err() != nil {
-		e.reg.tabs.forget(t.tab)
-		e.mu.Lock()
-		if o, ok := e.owned[t.tab]; ok {
-			delete(e.owned, t.tab)
-			e.unpoolLocked(o)
-		}
-		e.mu.Unlock()
+		_ = e.forgetTab(t.tab) // the session's binding stays, marked lost (TabClosed)
 		if sink != nil {
 			sink.TabClosed(t.instance, t.tab, "", "the instance, because its page stopped responding (page_unresponsive), "+
 				"found once an attempt of the session had ended ("+context.Cause(ctx).Error()+")")
@@ -870,9 +864,33 @@ func (e *Executor) unresponsive(ctx context.Context, t target, err error, pe *pi
 		return engine.Permanent(fmt.Errorf("the session's tab %s on instance %s was closed, its page state is lost; the session's next task starts in a new tab: %w",
 			t.tab, t.instance, instanceGone{err}))
 	}
-	pe.Verdict = "the task may run again in a new tab"
+	err = withVerdict(err, pe, "the task may run again in a new tab")
 	return engine.Transient(fmt.Errorf("tab %s on instance %s was closed: %w", t.tab, t.instance, instanceGone{err}))
 }
+
+// withVerdict returns err with a copy of pe, the *pinchtab.Error in it,
+// whose message says verdict comes next (pinchtab.Error.Verdict): pe may
+// be shared, and is left as it is.
+func withVerdict(err error, pe *pinchtab.Error, verdict string) error {
+	c := *pe
+	c.Verdict = verdict
+	if err == error(pe) {
+		return &c
+	}
+	return verdictError{err: err, was: pe.Error(), pe: &c}
+}
+
+// verdictError is an error whose *pinchtab.Error says a verdict of the
+// caller's: its text is err's with pe's message in place of was, and
+// errors.As finds pe first.
+type verdictError struct {
+	err error
+	was string
+	pe  *pinchtab.Error
+}
+
+func (v verdictError) Error() string   { return strings.Replace(v.err.Error(), v.was, v.pe.Error(), 1) }
+func (v verdictError) Unwrap() []error { return []error{v.pe, v.err} }
 
 // instanceGone wraps an error in engine.ErrInstanceGone without saying so
 // in its text: for a tab that is gone from an instance that is fine.
