@@ -32,6 +32,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -101,9 +102,20 @@ func ExitCode(err error) int {
 		}
 		return ExitUnreachable
 	}
-	var netErr net.Error
 	var urlErr *url.Error
-	if errors.As(err, &netErr) || errors.As(err, &urlErr) {
+	if errors.As(err, &urlErr) {
+		return ExitUnreachable
+	}
+	// A local file's error (a path that cannot be written) wraps a system
+	// error number, which answers net.Error's methods too: it is not an
+	// unreachable server.
+	var pathErr *fs.PathError
+	var linkErr *os.LinkError
+	if errors.As(err, &pathErr) || errors.As(err, &linkErr) {
+		return ExitAPI
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
 		return ExitUnreachable
 	}
 	return ExitAPI

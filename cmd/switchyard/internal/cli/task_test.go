@@ -198,3 +198,25 @@ func TestTaskGetArtifactRefusesJSON(t *testing.T) {
 		require.ErrorContains(t, err, "--json")
 	}
 }
+
+func TestTaskGetArtifactToAnUnwritablePlaceIsALocalError(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/graphql":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"data":{"task":{"id":"T1","state":"SUCCEEDED","agentId":"a","lane":"main","priority":"NORMAL","submittedAt":"2026-03-02T09:00:00Z","attemptCount":1,"attempts":[],"dependsOn":[],"labels":[],"errorClass":"NONE",`+
+				`"result":{"artifact":{"id":"A1","contentType":"image/png","size":3,"sha256":"ab"},"kind":"screenshot"}}}}`)
+		case "/artifacts/A1":
+			_, _ = io.WriteString(w, "png")
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	env := Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+	file := filepath.Join(t.TempDir(), "no-such-dir", "shot.png")
+	err := Task(context.Background(), []string{"get", "T1", "--artifact", file, "--server", srv.URL}, env)
+	require.ErrorContains(t, err, "no-such-dir")
+	require.Equal(t, ExitAPI, ExitCode(err), "a file that cannot be written is not an unreachable server: %v", err)
+}
