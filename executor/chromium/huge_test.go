@@ -3,6 +3,7 @@ package chromium_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -110,8 +111,9 @@ func TestAHugePagesSnapshotIsBoundedAndTheHealthCheckAnswers(t *testing.T) {
 
 // TestTheHealthCheckDoesNotQueueBehindATabsWork: an operation whose answer
 // is hundreds of megabytes holds the one connection to the browser for
-// seconds; the health check, which the executor gives 2 s by default,
-// answers ok all the while.
+// seconds; the health check answers all the while — ok, or, when the
+// browser has not answered its probe for 30 s (a busy machine), that the
+// browser is not answering — rather than once the operation has ended.
 func TestTheHealthCheckDoesNotQueueBehindATabsWork(t *testing.T) {
 	t.Parallel()
 	inst := startOwn(t, chromium.Options{ActionTimeout: 3 * time.Minute})
@@ -130,15 +132,20 @@ func TestTheHealthCheckDoesNotQueueBehindATabsWork(t *testing.T) {
 	// A health check queued behind the tab would answer only once the
 	// evaluation ended: the checks must answer while it runs. Each has a
 	// bound far above what a busy machine takes, only to end a hang.
-	answered := 0
+	answered, down := 0, 0
 	for {
 		hctx, hcancel := context.WithTimeout(ctx, time.Minute)
 		_, err := c.Health(hctx)
 		hcancel()
-		require.NoError(t, err, "the health check answers while a tab's work holds the browser's connection (check %d, %v in)", answered+1, time.Since(start))
+		var answer *pinchtab.Error
+		if errors.As(err, &answer) && answer.Code == "browser_down" {
+			down++ // an answer: the browser itself is slow to answer the probe
+		} else {
+			require.NoError(t, err, "the health check answers while a tab's work holds the browser's connection (check %d, %v in)", answered+1, time.Since(start))
+		}
 		select {
 		case err := <-done:
-			t.Logf("the large evaluation took %v (%v), %d health checks answered meanwhile", time.Since(start), err, answered)
+			t.Logf("the large evaluation took %v (%v), %d health checks answered meanwhile, %d of them browser_down", time.Since(start), err, answered, down)
 			require.GreaterOrEqual(t, answered, 3, "health checks answered while the tab's work ran")
 			return
 		default:
