@@ -398,4 +398,16 @@ func TestNavigateReportsTheDocumentsHTTPStatus(t *testing.T) {
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(res, &m))
 	require.NotContains(t, m, "status", "about:blank has no HTTP response")
+
+	res, err = c.Navigate(ctx, tab, "data:text/html,<title>inline</title>", nil)
+	require.NoError(t, err)
+	m = nil
+	require.NoError(t, json.Unmarshal(res, &m))
+	require.Equal(t, "inline", m["title"])
+	require.NotContains(t, m, "status", "a data: URL has no HTTP response (Chromium says 200)")
+
+	blank, err := c.OpenTab(ctx, "")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.CloseTab(context.Background(), blank.TabID) })
+	require.Equal(t, "about:blank", blank.URL, "a new tab without a URL says what it shows")
 }

@@ -351,7 +351,11 @@ func (i *Instance) handleTab(w http.ResponseWriter, r *http.Request) {
 			writeError(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"tabId": t.id, "url": req.URL})
+		loaded := req.URL
+		if loaded == "" {
+			loaded = "about:blank"
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"tabId": t.id, "url": loaded})
 	case "close":
 		if !i.closeTab(req.TabID, agentOf(r)) {
 			writeError(w, r, notFound("tab_not_found", "tab %s not found", req.TabID))
@@ -388,7 +392,8 @@ func navigate(ctx context.Context, pageURL string) error {
 
 // navigateStatus loads a URL and returns the HTTP status of the main
 // document's response, after redirects (0 when there was none: about:, a
-// fragment of the same document).
+// fragment of the same document, a data: URL, for which Chromium reports
+// 200).
 func navigateStatus(ctx context.Context, pageURL string) (int, error) {
 	if err := checkURL(pageURL); err != nil {
 		return 0, err
@@ -396,6 +401,9 @@ func navigateStatus(ctx context.Context, pageURL string) (int, error) {
 	resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(pageURL))
 	if err != nil || resp == nil {
 		return 0, err
+	}
+	if u := strings.ToLower(resp.URL); !strings.HasPrefix(u, "http:") && !strings.HasPrefix(u, "https:") {
+		return 0, nil
 	}
 	return int(resp.Status), nil
 }
