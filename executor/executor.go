@@ -918,12 +918,14 @@ func lostSession(a Attempt) (instance, why string, lost bool) {
 
 // sessionLost is the error of an attempt whose session's tab is gone.
 func sessionLost(t target, why string, cause error) error {
-	err := fmt.Errorf("%w: the session's tab %s on instance %s is gone (%s); its page state is lost: %w",
-		ErrSessionLost, t.tab, t.instance, why, engine.ErrInstanceGone)
+	err := fmt.Errorf("%w: the session's tab %s on instance %s is gone (%s); its page state is lost",
+		ErrSessionLost, t.tab, t.instance, why)
 	if cause != nil {
 		err = fmt.Errorf("%w: %w", err, cause)
 	}
-	return engine.Permanent(err)
+	// The tab is gone, whatever became of the instance (why says): the
+	// engine forgets the binding, and the text does not say "instance gone".
+	return engine.Permanent(instanceGone{err})
 }
 
 // closedTab drops a tab a task closed from the executor's books. When the

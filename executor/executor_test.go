@@ -244,6 +244,7 @@ func TestSessionTabThatVanishedFailsAtOnceWithSessionLost(t *testing.T) {
 	require.ErrorIs(t, o.Err, engine.ErrInstanceGone, "the engine must forget the binding")
 	require.Equal(t, policy.ClassPermanent, engine.ClassOf(o.Err))
 	require.Contains(t, o.Err.Error(), "SESSION_LOST")
+	require.NotContains(t, o.Err.Error(), "instance gone", "the instance is fine: only its tab went")
 	require.Equal(t, 404, o.HTTPStatus)
 	require.Empty(t, o.TabID, "nothing binds to the vanished tab")
 }
