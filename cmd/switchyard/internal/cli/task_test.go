@@ -94,24 +94,11 @@ func TestTaskGetShowsAnExpiredTasksReasonWithoutAnErrorClass(t *testing.T) {
 func TestTaskGetFetchesTheArtifactItsResultRefersTo(t *testing.T) {
 	t.Parallel()
 	const body = `{"count":10000,"truncated":true,"totalNodes":50000,"nodes":[]}`
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer s3cret" {
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-		switch r.URL.Path {
-		case "/graphql":
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = io.WriteString(w, `{"data":{"task":{"id":"T1","state":"SUCCEEDED","agentId":"a","lane":"main","priority":"NORMAL","submittedAt":"2026-03-02T09:00:00Z","attemptCount":1,"attempts":[],"dependsOn":[],"labels":[],"errorClass":"NONE",`+
-				`"result":{"artifact":{"id":"A1","contentType":"application/json","size":568191,"sha256":"ab"},"kind":"result"}}}}`)
-		case "/artifacts/A1":
+	srv := artifactServer(t, "s3cret", `{"id":"A1","contentType":"application/json","size":568191,"sha256":"ab"},"kind":"result"`,
+		func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = io.WriteString(w, body)
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(srv.Close)
+		})
 	env := func(out *bytes.Buffer) Env {
 		return Env{Stdout: out, Stderr: io.Discard, Getenv: func(k string) string {
 			if k == "SWITCHYARD_TOKEN" {
@@ -143,13 +130,8 @@ func TestTaskGetFetchesTheArtifactItsResultRefersTo(t *testing.T) {
 // file beside it and renamed once complete.
 func TestTaskGetArtifactIsWrittenWholeOrNotAtAll(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/graphql":
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = io.WriteString(w, `{"data":{"task":{"id":"T1","state":"SUCCEEDED","agentId":"a","lane":"main","priority":"NORMAL","submittedAt":"2026-03-02T09:00:00Z","attemptCount":1,"attempts":[],"dependsOn":[],"labels":[],"errorClass":"NONE",`+
-				`"result":{"artifact":{"id":"A1","contentType":"image/png","size":1000,"sha256":"ab"},"kind":"screenshot"}}}}`)
-		case "/artifacts/A1":
+	srv := artifactServer(t, "", `{"id":"A1","contentType":"image/png","size":1000,"sha256":"ab"},"kind":"screenshot"`,
+		func(w http.ResponseWriter, r *http.Request) {
 			// Half the promised bytes, then the connection drops.
 			w.Header().Set("Content-Length", "1000")
 			_, _ = io.WriteString(w, strings.Repeat("x", 500))
@@ -158,11 +140,7 @@ func TestTaskGetArtifactIsWrittenWholeOrNotAtAll(t *testing.T) {
 			if err == nil {
 				_ = conn.Close()
 			}
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(srv.Close)
+		})
 	env := Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
 
 	dir := t.TempDir()
@@ -199,24 +177,40 @@ func TestTaskGetArtifactRefusesJSON(t *testing.T) {
 	}
 }
 
+// A file the CLI cannot write is a local error (exit 1), not an
+// unreachable server.
 func TestTaskGetArtifactToAnUnwritablePlaceIsALocalError(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/graphql":
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = io.WriteString(w, `{"data":{"task":{"id":"T1","state":"SUCCEEDED","agentId":"a","lane":"main","priority":"NORMAL","submittedAt":"2026-03-02T09:00:00Z","attemptCount":1,"attempts":[],"dependsOn":[],"labels":[],"errorClass":"NONE",`+
-				`"result":{"artifact":{"id":"A1","contentType":"image/png","size":3,"sha256":"ab"},"kind":"screenshot"}}}}`)
-		case "/artifacts/A1":
-			_, _ = io.WriteString(w, "png")
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(srv.Close)
+	srv := artifactServer(t, "", `{"id":"A1","contentType":"image/png","size":3,"sha256":"ab"},"kind":"screenshot"`,
+		func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "png") })
 	env := Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
 	file := filepath.Join(t.TempDir(), "no-such-dir", "shot.png")
 	err := Task(context.Background(), []string{"get", "T1", "--artifact", file, "--server", srv.URL}, env)
 	require.ErrorContains(t, err, "no-such-dir")
 	require.Equal(t, ExitAPI, ExitCode(err), "a file that cannot be written is not an unreachable server: %v", err)
+}
+
+// artifactServer is a server whose task T1's result refers to artifact A1
+// (artifact: the result's fields after "artifact":), served by serve; with
+// a token, it answers only requests that carry it.
+func artifactServer(t *testing.T, token, artifact string, serve http.HandlerFunc) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if token != "" && r.Header.Get("Authorization") != "Bearer "+token {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		switch r.URL.Path {
+		case "/graphql":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"data":{"task":{"id":"T1","state":"SUCCEEDED","agentId":"a","lane":"main","priority":"NORMAL","submittedAt":"2026-03-02T09:00:00Z","attemptCount":1,"attempts":[],"dependsOn":[],"labels":[],"errorClass":"NONE",`+
+				`"result":{"artifact":`+artifact+`}}}}`)
+		case "/artifacts/A1":
+			serve(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }
