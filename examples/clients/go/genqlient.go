@@ -19,7 +19,7 @@ type ActionInput struct {
 	Ref *string `json:"ref"`
 	// A selector: `css:#go`, a bare CSS selector, `xpath://button` or `text:Go` (balanced brackets, parentheses and quotes; a malformed one, such as `xpath://[[`, is INVALID_INPUT on `action.selector` at submit).
 	Selector *string `json:"selector"`
-	// Kind-specific parameters: a JSON object (e.g. `{"url": "https://example.com"}`, `{"text": "hello"}`). `navigate` (`goto`) requires `url` and `evaluate` (`eval`) `expression`, non-empty strings: without, INVALID_INPUT on `action.params.url` (`.expression`) at submit (except on a pull lane). `text` takes `maxChars` (1..1000000, the default) and `snapshot` `maxNodes` (1..10000, the default); an answer larger than 256 KiB becomes an artifact (see `Task.result`).
+	// Kind-specific parameters: a JSON object (e.g. `{"url": "https://example.com"}`, `{"text": "hello"}`). `navigate` (`goto`) requires `url` and `evaluate` (`eval`) `expression`, non-empty strings: without, INVALID_INPUT on `action.params.url` (`.expression`) at submit (except on a pull lane). `text` takes `maxChars` (1..1000000, the default) and `snapshot` `filter: "interactive"` (only what can be acted on) and `maxNodes` (1..10000, the default); an answer larger than 256 KiB becomes an artifact (see `Task.result`).
 	Params *json.RawMessage `json:"params"`
 }
 

@@ -6,7 +6,7 @@ export type Incremental<T> = T | { [P in keyof T]?: P extends ' $fragmentName' |
 export type ActionInput = {
   /** What to do: click, dblclick, fill, type, press, hover, focus, select, check, uncheck, scroll, navigate, text, snapshot, screenshot, pdf, evaluate, close, … (the README's table; another kind is INVALID_INPUT). */
   kind: string;
-  /** Kind-specific parameters: a JSON object (e.g. `{"url": "https://example.com"}`, `{"text": "hello"}`). `navigate` (`goto`) requires `url` and `evaluate` (`eval`) `expression`, non-empty strings: without, INVALID_INPUT on `action.params.url` (`.expression`) at submit (except on a pull lane). `text` takes `maxChars` (1..1000000, the default) and `snapshot` `maxNodes` (1..10000, the default); an answer larger than 256 KiB becomes an artifact (see `Task.result`). */
+  /** Kind-specific parameters: a JSON object (e.g. `{"url": "https://example.com"}`, `{"text": "hello"}`). `navigate` (`goto`) requires `url` and `evaluate` (`eval`) `expression`, non-empty strings: without, INVALID_INPUT on `action.params.url` (`.expression`) at submit (except on a pull lane). `text` takes `maxChars` (1..1000000, the default) and `snapshot` `filter: "interactive"` (only what can be acted on) and `maxNodes` (1..10000, the default); an answer larger than 256 KiB becomes an artifact (see `Task.result`). */
   params?: unknown;
   /** An element reference from a snapshot (e.g. `e12`); a malformed one is INVALID_INPUT on `action.ref`. */
   ref?: string | null | undefined;
