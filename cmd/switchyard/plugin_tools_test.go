@@ -191,7 +191,7 @@ func TestPluginBenchAbandonsADecisionPastTheDeadline(t *testing.T) {
 	ctx := context.Background()
 	module := filepath.Join(t.TempDir(), "spin.wasm")
 	require.NoError(t, os.WriteFile(module, spinModule(), 0o644))
-	args := []string{"plugin", "bench", "--decisions", "10", "--deadline", "2ms", "--cpu", "1m", "--fuel", "1000000000", module}
+	args := []string{"plugin", "bench", "--decisions", "10", "--deadline", "2ms", "--cpu", "1m", "--fuel", "200000000", module}
 	var out, errOut bytes.Buffer
 	// A plugin that faults fails the bench, as it fails plugin check; the
 	// report is printed all the same.
@@ -200,7 +200,7 @@ func TestPluginBenchAbandonsADecisionPastTheDeadline(t *testing.T) {
 	rep := decodeBench(t, out.Bytes())
 	require.Equal(t, int64(2*time.Millisecond), rep.DeadlineNs)
 	require.Equal(t, int64(time.Minute), rep.DecisionCPUNs)
-	require.Equal(t, int64(1_000_000_000), rep.DecisionFuel)
+	require.Equal(t, int64(200_000_000), rep.DecisionFuel)
 	require.Len(t, rep.Cases, 9)
 	for _, c := range rep.Cases {
 		// Each case starts with the breaker reset: its first timed decision
@@ -227,7 +227,7 @@ func TestPluginBenchAbandonsADecisionPastTheDeadline(t *testing.T) {
 	out.Reset()
 	errOut.Reset()
 	require.Equal(t, 0, run(ctx, append(args, "--allow-faults"), &out, &errOut), errOut.String())
-	require.Contains(t, out.String(), "each decision: deadline 2ms, CPU time 1m0s, 1000000000 fuel")
+	require.Contains(t, out.String(), "each decision: deadline 2ms, CPU time 1m0s, 200000000 fuel")
 	require.Regexp(t, `fairness/cands=16/slots=1 +FAULTED: all 10 decisions fell back \(DEADLINE 1, FALLBACK 9; native p50 \d+ ns\)`, out.String())
 	require.Contains(t, out.String(), "WARNING: the fallback answered 99 decisions, none in the plugin's figures (90 timed, 9 in the warm-ups); the plugin faulted: DEADLINE 18; a server abandons a decision past its deadline (2ms)")
 
