@@ -150,7 +150,8 @@ func Instrument(wasm []byte, initial int64) ([]byte, error) {
 		nparams[i] = params[t]
 	}
 
-	out := append([]byte(nil), wasm[:8]...)
+	// The code section grows by about a fifth; the other sections barely.
+	out := append(make([]byte, 0, len(wasm)+len(wasm)/4+256), wasm[:8]...)
 	emit := func(id byte, payload []byte) {
 		out = append(out, id)
 		out = appendU32(out, uint32(len(payload)))
@@ -319,7 +320,7 @@ func countImports(payload []byte) (globals, funcs int, err error) {
 	return globals, funcs, nil
 }
 
-// meterCode returns the instructions inserted at a metered point (function
+// appendMeter appends the instructions inserted at a metered point (function
 // entry, loop header) that guards weight units of code:
 //
 //	global.get $fuel ; i64.const w ; i64.lt_s ; if ; i64.const w ; call $refill ; end
@@ -327,19 +328,15 @@ func countImports(payload []byte) (globals, funcs int, err error) {
 //
 // The refill returns only with at least w units in the tank; a call it ends
 // traps inside it.
-func meterCode(fuel, refill uint32, weight int64) []byte {
-	g := appendU32(nil, fuel)
-	w := appendS64([]byte{0x42}, weight)
-	c := append([]byte{0x23}, g...)
-	c = append(c, w...)
+func appendMeter(c []byte, fuel, refill uint32, weight int64) []byte {
+	c = appendU32(append(c, 0x23), fuel)
+	c = appendS64(append(c, 0x42), weight)
 	c = append(c, 0x53, 0x04, 0x40)
-	c = append(c, w...)
-	c = append(append(c, 0x10), appendU32(nil, refill)...)
-	c = append(c, 0x0B, 0x23)
-	c = append(c, g...)
-	c = append(c, w...)
-	c = append(c, 0x7D, 0x24)
-	return append(c, g...)
+	c = appendS64(append(c, 0x42), weight)
+	c = appendU32(append(c, 0x10), refill)
+	c = appendU32(append(c, 0x0B, 0x23), fuel)
+	c = appendS64(append(c, 0x42), weight)
+	return appendU32(append(c, 0x7D, 0x24), fuel)
 }
 
 func instrumentCode(payload []byte, fuel uint32, nparams []int, funcs funcIndex, refill uint32) ([]byte, error) {
@@ -348,14 +345,16 @@ func instrumentCode(payload []byte, fuel uint32, nparams []int, funcs funcIndex,
 	if int(n) != len(nparams) {
 		return nil, fmt.Errorf("code section: %d bodies for %d functions", n, len(nparams))
 	}
-	out := appendU32(nil, n)
+	out := make([]byte, 0, len(payload)+len(payload)/4)
+	out = appendU32(out, n)
+	var w bodyWriter // reused from body to body
 	for f := range n {
 		size := r.u32()
 		body := r.bytes(int(size))
 		if r.err != nil {
 			return nil, fmt.Errorf("code section: function %d: %w", f, r.err)
 		}
-		nb, err := instrumentBody(body, fuel, nparams[f], funcs, refill)
+		nb, err := w.instrument(body, fuel, nparams[f], funcs, refill)
 		if err != nil {
 			return nil, fmt.Errorf("code section: function %d: %w", f, err)
 		}
@@ -365,6 +364,20 @@ func instrumentCode(payload []byte, fuel uint32, nparams []int, funcs funcIndex,
 	return out, nil
 }
 
+// bodyWriter instruments function bodies one after another, reusing its
+// buffers: a module's code section has thousands of bodies, and a server
+// instruments every module it compiles.
+type bodyWriter struct {
+	code  []instruction
+	exits []bool // per instruction: the local is paid into the tank before it
+	stack []construct
+	cuts  []cut // in order of position
+	out   []byte
+}
+
+// construct is an open block, loop or if of a function body.
+type construct struct{ loop bool }
+
 // instruction is one decoded instruction: its bytes and its opcode (for
 // the 0xFC prefix, 0xFC00 | the sub-opcode).
 type instruction struct {
@@ -372,7 +385,9 @@ type instruction struct {
 	op  uint32
 }
 
-func instrumentBody(body []byte, fuelIndex uint32, nparams int, funcs funcIndex, refill uint32) ([]byte, error) {
+// instrument returns body instrumented; the result is valid until the
+// next call.
+func (w *bodyWriter) instrument(body []byte, fuelIndex uint32, nparams int, funcs funcIndex, refill uint32) ([]byte, error) {
 	r := &reader{b: body}
 	groups := r.u32()
 	afterCount := r.i
@@ -387,7 +402,7 @@ func instrumentBody(body []byte, fuelIndex uint32, nparams int, funcs funcIndex,
 		return nil, r.err
 	}
 	decls := body[:r.i]
-	var code []instruction
+	code, exits := w.code[:0], w.exits[:0]
 	dynamic := false
 	// Where fuel is paid: before the body (a check), after each loop
 	// instruction (a check), and where a branch can land otherwise — after
@@ -398,11 +413,9 @@ func instrumentBody(body []byte, fuelIndex uint32, nparams int, funcs funcIndex,
 	// the function, takes from the tank. Only checks can trap, so between
 	// two checks the tank may go below zero by at most one function's
 	// straight-line code, and every loop iteration and every call checks.
-	type construct struct{ loop bool }
-	exits := map[int]bool{}  // instructions before which the local is paid into the tank
-	stack := []construct{{}} // the function's own block
-	var cuts []cut           // in order of position
-	cuts = append(cuts, cut{at: 0, check: true})
+	stack := append(w.stack[:0], construct{}) // the function's own block
+	cuts := append(w.cuts[:0], cut{at: 0, check: true})
+	defer func() { w.code, w.exits, w.stack, w.cuts = code, exits, stack, cuts }()
 	for r.i < len(r.b) {
 		start := r.i
 		op := uint32(r.byte())
@@ -441,9 +454,7 @@ func instrumentBody(body []byte, fuelIndex uint32, nparams int, funcs funcIndex,
 		}
 		cuts[len(cuts)-1].weight += Weight(op)
 		next := len(code) + 1
-		if leavesFunction(op, raw, len(stack)) {
-			exits[len(code)] = true
-		}
+		exits = append(exits, leavesFunction(op, raw, len(stack)))
 		switch op {
 		case 0x02, 0x04: // block, if
 			stack = append(stack, construct{})
@@ -465,7 +476,8 @@ func instrumentBody(body []byte, fuelIndex uint32, nparams int, funcs funcIndex,
 		return nil, errors.New("the function's body does not end")
 	}
 	exits[len(code)-1] = true // the function's own end
-	out := make([]byte, 0, len(body)+len(body)/4)
+	out := w.out[:0]
+	defer func() { w.out = out }()
 	acc := uint32(nparams + locals) // the i64 local that gathers plain charges
 	scratch := acc + 1              // an i32 local that holds a dynamic charge's operand, or the depth across a call_indirect
 	if dynamic {
@@ -477,34 +489,34 @@ func instrumentBody(body []byte, fuelIndex uint32, nparams int, funcs funcIndex,
 		out = append(out, decls[afterCount:]...)
 		out = append(out, 1, 0x7E)
 	}
+	depth := fuelIndex + 1 // the depth global's index
 	c := 0
 	for i, in := range code {
 		if exits[i] {
-			out = append(out, payCode(fuelIndex, acc)...)
+			out = appendPay(out, fuelIndex, acc)
 		}
 		for c < len(cuts) && cuts[c].at == i {
-			out = append(out, cuts[c].code(fuelIndex, acc, refill)...)
+			out = cuts[c].appendCode(out, fuelIndex, acc, refill)
 			c++
 		}
 		if shift := dynamicCharge(in.op); shift != 0 {
-			out = append(out, dynamicMeterCode(fuelIndex, scratch, refill, shift)...)
+			out = appendDynamicMeter(out, fuelIndex, scratch, refill, shift)
 		}
-		depth := appendU32(nil, fuelIndex+1)
 		switch {
 		case in.op == 0x10 && globalIndex(in.raw[1:]) >= funcs.imported:
 			// A defined function counted itself in at its entry.
-			out = append(append(out, 0x10), appendU32(nil, funcs.of(globalIndex(in.raw[1:])))...)
-			out = append(out, leaveCode(fuelIndex+1)...)
+			out = appendU32(append(out, 0x10), funcs.of(globalIndex(in.raw[1:])))
+			out = appendLeave(out, depth)
 		case in.op == 0xD2: // ref.func
-			out = append(append(out, 0xD2), appendU32(nil, funcs.of(globalIndex(in.raw[1:])))...)
+			out = appendU32(append(out, 0xD2), funcs.of(globalIndex(in.raw[1:])))
 		case in.op == 0x11:
 			// The callee may be defined or imported (the host's, which
 			// counts nothing): the depth is saved and restored.
-			out = append(append(append(out, 0x23), depth...), 0x21)
-			out = appendU32(out, scratch)
+			out = appendU32(append(out, 0x23), depth)
+			out = appendU32(append(out, 0x21), scratch)
 			out = append(out, in.raw...)
-			out = append(append(out, 0x20), appendU32(nil, scratch)...)
-			out = append(append(out, 0x24), depth...)
+			out = appendU32(append(out, 0x20), scratch)
+			out = appendU32(append(out, 0x24), depth)
 		default:
 			out = append(out, in.raw...)
 		}
@@ -520,18 +532,19 @@ type cut struct {
 	weight int64
 }
 
-func (c cut) code(fuel, acc, refill uint32) []byte {
+// appendCode appends the instructions that pay for the cut.
+func (c cut) appendCode(out []byte, fuel, acc, refill uint32) []byte {
 	switch {
 	case c.check && c.at == 0:
 		// Every call pays, so recursion without loops is metered too, and
 		// counts itself in the depth.
-		return append(meterCode(fuel, refill, max(c.weight, 1)), enterCode(fuel)...)
+		return appendEnter(appendMeter(out, fuel, refill, max(c.weight, 1)), fuel)
 	case c.check:
-		return append(payCode(fuel, acc), meterCode(fuel, refill, max(c.weight, 1))...)
+		return appendMeter(appendPay(out, fuel, acc), fuel, refill, max(c.weight, 1))
 	case c.weight > 0:
-		return chargeCode(acc, c.weight)
+		return appendCharge(out, acc, c.weight)
 	}
-	return nil
+	return out
 }
 
 // MaxDepth is how deep calls may nest within one call from the host: a
@@ -551,59 +564,51 @@ const MaxDepth = 10_000
 // it that the host can tell the two apart.
 const DepthExceeded = -1 << 60
 
-// enterCode returns the instructions inserted at a function's entry: the
+// appendEnter appends the instructions inserted at a function's entry: the
 // depth (the global after the tank) is checked and counted up.
 //
 //	global.get $depth ; i32.const MaxDepth ; i32.gt_u ; if ; i64.const DepthExceeded ; global.set $fuel ; unreachable ; end
 //	global.get $depth ; i32.const 1 ; i32.add ; global.set $depth
-func enterCode(fuel uint32) []byte {
-	g, d := appendU32(nil, fuel), appendU32(nil, fuel+1)
-	c := append([]byte{0x23}, d...)
+func appendEnter(c []byte, fuel uint32) []byte {
+	depth := fuel + 1
+	c = appendU32(append(c, 0x23), depth)
 	c = appendS64(append(c, 0x41), MaxDepth)
 	c = append(c, 0x4B, 0x04, 0x40, 0x42)
 	c = appendS64(c, DepthExceeded)
-	c = append(append(c, 0x24), g...)
-	c = append(c, 0x00, 0x0B, 0x23)
-	c = append(c, d...)
-	c = append(c, 0x41, 1, 0x6A, 0x24)
-	return append(c, d...)
+	c = appendU32(append(c, 0x24), fuel)
+	c = appendU32(append(c, 0x00, 0x0B, 0x23), depth)
+	return appendU32(append(c, 0x41, 1, 0x6A, 0x24), depth)
 }
 
-// leaveCode returns the instructions inserted after a call: the depth
+// appendLeave appends the instructions inserted after a call: the depth
 // global at index d is counted down. A trap unwinds every frame without
 // them, but the host never calls an instance again after a trap.
 //
 //	global.get $depth ; i32.const 1 ; i32.sub ; global.set $depth
-func leaveCode(d uint32) []byte {
-	g := appendU32(nil, d)
-	c := append([]byte{0x23}, g...)
-	c = append(c, 0x41, 1, 0x6B, 0x24)
-	return append(c, g...)
+func appendLeave(c []byte, d uint32) []byte {
+	c = appendU32(append(c, 0x23), d)
+	return appendU32(append(c, 0x41, 1, 0x6B, 0x24), d)
 }
 
-// chargeCode returns the instructions that owe weight units, in the local
+// appendCharge appends the instructions that owe weight units, in the local
 // acc:
 //
 //	local.get $acc ; i64.const w ; i64.add ; local.set $acc
-func chargeCode(acc uint32, weight int64) []byte {
-	l := appendU32(nil, acc)
-	c := append([]byte{0x20}, l...)
+func appendCharge(c []byte, acc uint32, weight int64) []byte {
+	c = appendU32(append(c, 0x20), acc)
 	c = appendS64(append(c, 0x42), weight)
-	c = append(c, 0x7C, 0x21)
-	return append(c, l...)
+	return appendU32(append(c, 0x7C, 0x21), acc)
 }
 
-// payCode returns the instructions that take what the local acc owes from
+// appendPay appends the instructions that take what the local acc owes from
 // the tank:
 //
 //	global.get $fuel ; local.get $acc ; i64.sub ; global.set $fuel ; i64.const 0 ; local.set $acc
-func payCode(fuel, acc uint32) []byte {
-	g, l := appendU32(nil, fuel), appendU32(nil, acc)
-	c := append([]byte{0x23}, g...)
-	c = append(append(c, 0x20), l...)
-	c = append(append(c, 0x7D, 0x24), g...)
-	c = append(c, 0x42, 0, 0x21)
-	return append(c, l...)
+func appendPay(c []byte, fuel, acc uint32) []byte {
+	c = appendU32(append(c, 0x23), fuel)
+	c = appendU32(append(c, 0x20), acc)
+	c = appendU32(append(c, 0x7D, 0x24), fuel)
+	return appendU32(append(c, 0x42, 0, 0x21), acc)
 }
 
 // leavesFunction reports whether the instruction op (raw, with its
@@ -691,7 +696,7 @@ const (
 	growShift = 13
 )
 
-// dynamicMeterCode returns the instructions inserted before an operation
+// appendDynamicMeter appends the instructions inserted before an operation
 // whose operand n is on top of the stack: it burns charge(n) + 1 units,
 // calling the refill first if the tank holds fewer.
 //
@@ -701,27 +706,20 @@ const (
 //
 // where <charge> is local.get $n ; i64.extend_i32_u ; i64.const s ;
 // i64.shr_u (or i64.shl) ; i64.const 1 ; i64.add.
-func dynamicMeterCode(fuel, scratch, refill uint32, shift int) []byte {
-	g := appendU32(nil, fuel)
-	l := appendU32(nil, scratch)
-	charge := append([]byte{0x20}, l...)
-	if shift > 0 {
-		charge = append(charge, 0xAD, 0x42, byte(shift), 0x88, 0x42, 1, 0x7C)
-	} else {
-		charge = append(charge, 0xAD, 0x42, byte(-shift), 0x86, 0x42, 1, 0x7C)
+func appendDynamicMeter(c []byte, fuel, scratch, refill uint32, shift int) []byte {
+	charge := func(c []byte) []byte {
+		c = appendU32(append(c, 0x20), scratch)
+		if shift > 0 {
+			return append(c, 0xAD, 0x42, byte(shift), 0x88, 0x42, 1, 0x7C)
+		}
+		return append(c, 0xAD, 0x42, byte(-shift), 0x86, 0x42, 1, 0x7C)
 	}
-	c := append([]byte{0x22}, l...)
-	c = append(c, 0x23)
-	c = append(c, g...)
-	c = append(c, charge...)
-	c = append(c, 0x53, 0x04, 0x40)
-	c = append(c, charge...)
-	c = append(append(c, 0x10), appendU32(nil, refill)...)
-	c = append(c, 0x0B, 0x23)
-	c = append(c, g...)
-	c = append(c, charge...)
-	c = append(c, 0x7D, 0x24)
-	return append(c, g...)
+	c = appendU32(append(c, 0x22), scratch)
+	c = charge(appendU32(append(c, 0x23), fuel))
+	c = charge(append(c, 0x53, 0x04, 0x40))
+	c = appendU32(append(c, 0x10), refill)
+	c = charge(appendU32(append(c, 0x0B, 0x23), fuel))
+	return appendU32(append(c, 0x7D, 0x24), fuel)
 }
 
 // funcIndex renumbers a module's function indices for the refill import,

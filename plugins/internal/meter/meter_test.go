@@ -9,6 +9,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
+	"github.com/switchyard/switchyard/plugins/builtin"
 	"github.com/switchyard/switchyard/plugins/internal/meter"
 )
 
@@ -377,4 +378,20 @@ func TestAModuleMayNotImportTheRefill(t *testing.T) {
 	m = append(m, section(2, append(imp, 0x00, 0)...)...)
 	_, err := meter.Instrument(m, 1)
 	require.ErrorContains(t, err, "reserves")
+}
+
+// BenchmarkInstrument instruments the built-in policies, the modules every
+// server instruments when it starts.
+func BenchmarkInstrument(b *testing.B) {
+	for _, m := range builtin.Modules() {
+		b.Run(m.Name, func(b *testing.B) {
+			b.SetBytes(int64(len(m.Wasm)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := meter.Instrument(m.Wasm, 1<<20); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
