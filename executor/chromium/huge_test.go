@@ -110,7 +110,7 @@ func TestAHugePagesSnapshotIsBoundedAndTheHealthCheckAnswers(t *testing.T) {
 }
 
 // TestTheHealthCheckDoesNotQueueBehindATabsWork: an operation whose answer
-// is hundreds of megabytes holds the one connection to the browser for
+// is tens of megabytes holds the one connection to the browser for
 // seconds; the health check answers all the while — ok, or, when the
 // browser has not answered its probe for 30 s (a busy machine), that the
 // browser is not answering — rather than once the operation has ended.
@@ -126,7 +126,7 @@ func TestTheHealthCheckDoesNotQueueBehindATabsWork(t *testing.T) {
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() {
-		_, err := c.Evaluate(ctx, tab, `"x".repeat(150 * 1024 * 1024)`, nil)
+		_, err := c.Evaluate(ctx, tab, `"x".repeat(40 * 1024 * 1024)`, nil)
 		done <- err
 	}()
 	// A health check queued behind the tab would answer only once the
