@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,12 +36,6 @@ const form = `<!doctype html><html><head><title>Form</title></head><body>
   document.getElementById("out").textContent = "Hello, " + document.getElementById("name").value + "!";
 });</script></body></html>`
 
-var (
-	browserOnce sync.Once
-	browser     *chromium.Instance
-	browserErr  error
-)
-
 func TestTheBuiltInChromiumConforms(t *testing.T) {
 	t.Parallel()
 	path, ok := chromium.Find()
@@ -54,12 +47,12 @@ func TestTheBuiltInChromiumConforms(t *testing.T) {
 		_, _ = io.WriteString(w, form)
 	}))
 	t.Cleanup(site.Close)
-	browserOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		browser, browserErr = chromium.Start(ctx, chromium.Options{ExecPath: path, ActionTimeout: 20 * time.Second})
-	})
-	require.NoError(t, browserErr)
+	// The test's own browser, closed when it ends (so that -count=2 starts
+	// another rather than using a closed one).
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	browser, err := chromium.Start(ctx, chromium.Options{ExecPath: path, ActionTimeout: 20 * time.Second})
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = browser.Close() })
 	instancetest.Run(t, func(t *testing.T) instancetest.Target {
 		return instancetest.Target{URL: browser.URL(), Token: browser.Token(), FormURL: site.URL}
