@@ -21,10 +21,10 @@ import (
 // leader's memory, on the leader); everything else is the leader's answer.
 // A call to the leader ends when the caller's context does, and after
 // Options.CallTimeout when that context has no deadline; it is refused at
-// once while the leader is known to fail its commits, and a read once no
-// node has led for longer than a failover takes (command). Within a
-// failover's usual time a call waits for the next leader; a read waiting
-// when this node takes over is served by it. A read without an error of its own answers with
+// once while the leader is known to fail its commits, and once no node
+// has led for longer than a failover takes (command; a refused change is
+// not applied later). Within a failover's usual time a call waits for the
+// next leader; a read waiting when this node takes over is served by it. A read without an error of its own answers with
 // this node's fallback then, and tells the error to a caller that asks
 // (CatchLeaderReads). The reads and
 // instance changes of Instances, Plugins, Schedules and Heartbeats (Get,

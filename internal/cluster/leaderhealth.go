@@ -178,7 +178,7 @@ func errLeaderFailing(h leaderHealth, then string) error {
 // leaderless returns, once no node has led the cluster for longer than a
 // failover takes (failover: when Ready says so too) as far as this node's
 // heartbeats saw, an UNAVAILABLE error that says so and since when; nil
-// otherwise. Within a failover's usual time a read waits for the next
+// otherwise. Within a failover's usual time a call waits for the next
 // leader instead, which answers it as soon as it leads: a refusal then
 // would only make every client retry through the election.
 // What the heartbeat saw is confirmed by reading the lease: a new leader

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/internal/cluster"
 	"github.com/switchyard/switchyard/internal/storeerr"
 	"github.com/switchyard/switchyard/internal/waitfor"
@@ -78,7 +79,8 @@ func TestAFollowerAnswersReadsAtOnceWhileTheLeaderCannotCommit(t *testing.T) {
 // A follower without a leader — the leader stopped, and the one node left
 // cannot start leading and waits an hour to try again — answers the reads
 // it would pass to the leader at once, saying that no node leads, instead
-// of waiting for "no leader answered".
+// of waiting for "no leader answered"; and refuses changes at once too,
+// writing no command (a leader elected later does not apply them).
 func TestAFollowerWithoutALeaderAnswersReadsAtOnce(t *testing.T) {
 	f := newFleet(t, 1, 5*time.Millisecond)
 	first := f.leader(f.nodes)
@@ -108,6 +110,16 @@ func TestAFollowerWithoutALeaderAnswersReadsAtOnce(t *testing.T) {
 	rctx, failed := cluster.CatchLeaderReads(ctx)
 	follower.API().Lanes(rctx)
 	require.ErrorContains(t, failed(), "no node leads the cluster")
+
+	commands := f.count("commands")
+	_, err = follower.API().Submit(ctx, enginetest.Spec("agent").Action("click").Obj())
+	require.Truef(t, engine.IsCode(err, engine.CodeUnavailable), "a change too: want UNAVAILABLE, got %v", err)
+	require.ErrorAs(t, err, &ee)
+	require.True(t, ee.Retryable)
+	require.Contains(t, err.Error(), "no node leads the cluster (for ")
+	_, err = follower.API().Cancel(ctx, "no-such-task", "")
+	require.Truef(t, engine.IsCode(err, engine.CodeUnavailable), "want UNAVAILABLE, got %v", err)
+	require.Equal(t, commands, f.count("commands"), "no command was written")
 	require.NoError(t, ctx.Err(), "answered before the call timeout")
 }
 

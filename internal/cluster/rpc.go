@@ -251,11 +251,12 @@ func (e *remoteError) Unwrap() []error {
 // A command is refused at once while the leader is known to fail its
 // commits, and stops waiting for its answer once the leader is
 // (leaderhealth.go): a change could not be made durable, and the answer to
-// a read is a write of the leader's too. A read is refused at once as well
-// once no node has led for longer than a failover takes (leaderless); in a
-// failover of the usual length it waits for the next leader, as a change
-// does: whatever node takes over applies the commands pending in the
-// store, those written before it led included. A read that waits when this
+// a read is a write of the leader's too. A call is refused at once as well
+// once no node has led for longer than a failover takes (leaderless),
+// before its command is written, so that a refused change is never applied
+// later; in a failover of the usual length it waits for the next leader:
+// whatever node takes over applies the commands pending in the store,
+// those written before it led included. A read that waits when this
 // node itself takes over ends with errTookOver, and the node serves it (op.call).
 // A change goes on waiting then: the node applies it from the store as
 // any new leader would, once (applying it here as well would apply it
@@ -270,9 +271,9 @@ func (n *Node) command(ctx context.Context, kind string, payload json.RawMessage
 	var took <-chan struct{}
 	if !change {
 		took = n.tookOver()
-		if err := n.leaderless(ctx); err != nil {
-			return nil, err
-		}
+	}
+	if err := n.leaderless(ctx); err != nil {
+		return nil, err // before the command is written: a change is not applied later
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
