@@ -35,6 +35,15 @@ type Config struct {
 	CacheDir    string
 	NoFileCache bool
 
+	// KeepCompiled is how many modules that no plugin uses any more stay
+	// compiled, the most recently released kept, so that loading one of
+	// them again (a load refused under its configuration and retried, a
+	// plugin closed and loaded back) neither meters nor compiles it again.
+	// Each costs the memory of its compiled code until it is loaded again,
+	// a more recently released module pushes it out, or the runtime closes.
+	// Default 0: a module is released with its last plugin.
+	KeepCompiled int
+
 	// MemoryLimitPages caps each instance's linear memory, in 64 KiB pages.
 	// A Go guest needs about 40 pages just to start. Default 128 (8 MiB).
 	MemoryLimitPages uint32
@@ -150,6 +159,9 @@ type Config struct {
 func (c Config) withDefaults() (Config, error) {
 	if c.MemoryLimitPages == 0 {
 		c.MemoryLimitPages = 128
+	}
+	if c.KeepCompiled < 0 {
+		return c, fmt.Errorf("host config: KeepCompiled %d is negative", c.KeepCompiled)
 	}
 	if c.MemoryLimitPages < 16 || c.MemoryLimitPages > 65536 {
 		return c, fmt.Errorf("host config: MemoryLimitPages %d out of [16, 65536]", c.MemoryLimitPages)

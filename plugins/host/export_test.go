@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"strings"
 
@@ -108,3 +109,14 @@ func ThreadCPU() (int64, bool) {
 // Ready reports whether none of p's instances is being rebuilt: a decision
 // made while one is falls back at once rather than wait for it.
 func Ready(p *Plugin) bool { return p.building.Load() == 0 }
+
+// Compiled reports, for each module, whether rt holds it compiled.
+func Compiled(rt *Runtime, wasm ...[]byte) []bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	held := make([]bool, len(wasm))
+	for i, w := range wasm {
+		_, held[i] = rt.compiled[sha256.Sum256(w)]
+	}
+	return held
+}

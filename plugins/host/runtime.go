@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -35,6 +36,7 @@ type Runtime struct {
 	mu       sync.Mutex
 	closed   bool
 	compiled map[[32]byte]*compiledModule
+	unused   [][32]byte // modules of compiled no plugin uses, oldest release first (Config.KeepCompiled)
 	plugins  map[*Plugin]struct{}
 }
 
@@ -147,6 +149,13 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		closing.Go(func() { _ = p.Close(ctx) })
 	}
 	closing.Wait()
+	rt.mu.Lock()
+	for _, key := range rt.unused {
+		_ = rt.compiled[key].cm.Close(ctx)
+		delete(rt.compiled, key)
+	}
+	rt.unused = nil
+	rt.mu.Unlock()
 	err := rt.dog.stop(ctx, closeWait)
 	close(rt.logsDone)
 	if cerr := rt.wr.Close(ctx); err == nil {
@@ -162,7 +171,8 @@ func (rt *Runtime) Close(ctx context.Context) error {
 }
 
 // compile returns the compiled form of wasm, compiling it at most once per
-// runtime (and, with the file cache, once per machine).
+// runtime while a plugin uses it or Config.KeepCompiled keeps it (and, with
+// the file cache, once per machine).
 func (rt *Runtime) compile(ctx context.Context, wasm []byte) (wazero.CompiledModule, [32]byte, error) {
 	key := sha256.Sum256(wasm)
 	rt.mu.Lock()
@@ -171,7 +181,7 @@ func (rt *Runtime) compile(ctx context.Context, wasm []byte) (wazero.CompiledMod
 		return nil, key, ErrClosed
 	}
 	if c, ok := rt.compiled[key]; ok {
-		c.refs++
+		rt.useLocked(key, c)
 		rt.mu.Unlock()
 		return c.cm, key, nil
 	}
@@ -191,11 +201,20 @@ func (rt *Runtime) compile(ctx context.Context, wasm []byte) (wazero.CompiledMod
 	defer rt.mu.Unlock()
 	if c, ok := rt.compiled[key]; ok { // compiled concurrently: keep the first
 		_ = cm.Close(ctx)
-		c.refs++
+		rt.useLocked(key, c)
 		return c.cm, key, nil
 	}
 	rt.compiled[key] = &compiledModule{cm: cm, refs: 1}
 	return cm, key, nil
+}
+
+// useLocked takes a reference to c, the compiled module of key, which may
+// have been kept unused.
+func (rt *Runtime) useLocked(key [32]byte, c *compiledModule) {
+	if c.refs == 0 {
+		rt.unused = slices.DeleteFunc(rt.unused, func(k [32]byte) bool { return k == key })
+	}
+	c.refs++
 }
 
 func (rt *Runtime) releaseCompiled(ctx context.Context, key [32]byte) {
@@ -205,9 +224,20 @@ func (rt *Runtime) releaseCompiled(ctx context.Context, key [32]byte) {
 	if !ok {
 		return
 	}
-	if c.refs--; c.refs == 0 {
+	if c.refs--; c.refs > 0 {
+		return
+	}
+	if rt.cfg.KeepCompiled == 0 || rt.closed {
 		delete(rt.compiled, key)
 		_ = c.cm.Close(ctx)
+		return
+	}
+	rt.unused = append(rt.unused, key)
+	if len(rt.unused) > rt.cfg.KeepCompiled {
+		oldest := rt.unused[0]
+		rt.unused = rt.unused[1:]
+		_ = rt.compiled[oldest].cm.Close(ctx)
+		delete(rt.compiled, oldest)
 	}
 }
 

@@ -1,0 +1,54 @@
+package host_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/internal/plugintest"
+	"github.com/switchyard/switchyard/plugins/host"
+)
+
+// With KeepCompiled, a runtime keeps that many of the modules no plugin
+// uses any more compiled, the most recently released, so that loading one
+// again finds it compiled; a module in use again is not pushed out, and
+// closing the runtime releases them. Without it, a module goes with its
+// last plugin.
+func TestKeepCompiledKeepsTheMostRecentlyReleasedModules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a, b := plugintest.RetryAnswer(1), plugintest.RetryAnswer(2)
+	load := func(rt *host.Runtime, wasm []byte) *host.Plugin {
+		t.Helper()
+		p, err := rt.Load(ctx, "p", wasm, nil)
+		require.NoError(t, err)
+		return p
+	}
+
+	rt := newRuntime(t, host.Config{})
+	require.NoError(t, load(rt, a).Close(ctx))
+	require.Equal(t, []bool{false}, host.Compiled(rt, a), "without KeepCompiled, a module goes with its last plugin")
+
+	keep := newRuntime(t, host.Config{KeepCompiled: 1})
+	require.NoError(t, load(keep, a).Close(ctx))
+	require.Equal(t, []bool{true, false}, host.Compiled(keep, a, b), "kept after its last plugin closed")
+	require.NoError(t, load(keep, b).Close(ctx))
+	require.Equal(t, []bool{false, true}, host.Compiled(keep, a, b), "the more recently released module pushes it out")
+
+	pb := load(keep, b) // in use again
+	require.NoError(t, load(keep, a).Close(ctx))
+	require.Equal(t, []bool{true, true}, host.Compiled(keep, a, b), "a module in use is not pushed out")
+	require.NoError(t, pb.Close(ctx))
+	require.Equal(t, []bool{false, true}, host.Compiled(keep, a, b))
+
+	_, err := keep.Load(ctx, "refused", a, []byte(`not json`))
+	require.Error(t, err)
+	require.Equal(t, []bool{true, false}, host.Compiled(keep, a, b), "a refused load releases its module as a closed plugin does")
+
+	require.NoError(t, keep.Close(ctx))
+	require.Equal(t, []bool{false, false}, host.Compiled(keep, a, b), "closing the runtime releases what it kept")
+
+	_, err = host.New(host.Config{KeepCompiled: -1})
+	require.ErrorContains(t, err, "KeepCompiled -1 is negative")
+}
