@@ -14,12 +14,14 @@ import (
 )
 
 // rt is shared by the package's tests, so that each module is compiled once
-// per run however many tests load it (and, with the file cache, once per
-// machine).
+// per run however many tests load it, one after another or at once (and,
+// with the file cache, once per machine).
 var rt *host.Runtime
 
 func TestMain(m *testing.M) {
-	cfg := host.Config{Deadline: time.Minute} // tests must not depend on timing
+	// Tests must not depend on timing; every example stays compiled
+	// between the tests that load it.
+	cfg := host.Config{Deadline: time.Minute, KeepCompiled: 16}
 	if uc, err := os.UserCacheDir(); err == nil {
 		cfg.CacheDir = filepath.Join(uc, "switchyard", "wazero-test")
 	}

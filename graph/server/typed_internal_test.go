@@ -243,6 +243,7 @@ func must(s string, err error) string {
 // does not take, stay the generic path's); and it takes most of the
 // common inputs, or it would never run.
 func TestTypedSubmitTasksMatchesTheGenericPath(t *testing.T) {
+	t.Parallel()
 	c := newTypedChecker()
 	g := &jsonGen{schema: c.schema, rng: rand.New(rand.NewPCG(17, 5))}
 	typ := &ast.Type{NamedType: submitTasksInput, NonNull: true}
@@ -270,6 +271,7 @@ func TestTypedSubmitTasksMatchesTheGenericPath(t *testing.T) {
 // TestTypedSubmitTaskMatchesTheGenericPath is the same for a submitTask's
 // input (model.DecodeSubmitTaskJSON).
 func TestTypedSubmitTaskMatchesTheGenericPath(t *testing.T) {
+	t.Parallel()
 	c := newTypedCheckerOf(submitTaskInput)
 	g := &jsonGen{schema: c.schema, rng: rand.New(rand.NewPCG(23, 7))}
 	var took int

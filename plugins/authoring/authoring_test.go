@@ -25,8 +25,9 @@ import (
 	"github.com/switchyard/switchyard/plugins/host"
 )
 
-// rt is shared by the tests that need no fault reasons, so each module
-// compiles once per run; sloppy is the test guest, built once.
+// rt is shared by the tests that need no fault reasons, and keeps every
+// module it loaded compiled, so each module compiles once per run however
+// many checks load it; sloppy is the test guest, built once.
 var (
 	rt     *host.Runtime
 	sloppy []byte
@@ -56,7 +57,7 @@ func setup(m *testing.M) (int, error) {
 	}
 	// The cache the other plugin test packages use; no timing; the default
 	// budget, which the examples fit at the default candidate count.
-	cfg := host.Config{Deadline: time.Minute, AwaitRebuilds: true}
+	cfg := host.Config{Deadline: time.Minute, AwaitRebuilds: true, KeepCompiled: 16}
 	if uc, err := os.UserCacheDir(); err == nil {
 		cfg.CacheDir = filepath.Join(uc, "switchyard", "wazero-test")
 	}

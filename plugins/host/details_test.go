@@ -32,6 +32,7 @@ func loadExample(t *testing.T, rt *host.Runtime, file, config string) (*host.Plu
 // labels and sessions and the agents' labels from the table the host
 // writes; without details it ranks as it would without them.
 func TestSelectionModuleReadsTheDetails(t *testing.T) {
+	t.Parallel()
 	rt := newRuntime(t, host.Config{})
 	p, err := loadExample(t, rt, "labelsel.wasm", `{"lastSessions": ["session-1"]}`)
 	require.NoError(t, err)
@@ -60,6 +61,7 @@ func TestSelectionModuleReadsTheDetails(t *testing.T) {
 
 // A retry module that asks for details reads the attempt's error code.
 func TestRetryModuleReadsTheErrorCode(t *testing.T) {
+	t.Parallel()
 	rt := newRuntime(t, host.Config{})
 	p, err := loadExample(t, rt, "errcode.wasm", `{"fail": ["captcha"]}`)
 	require.NoError(t, err)
@@ -78,7 +80,8 @@ func TestRetryModuleReadsTheErrorCode(t *testing.T) {
 // A module's declared schema is read at load and checked before the module
 // sees a configuration: the error names the field and changes nothing.
 func TestConfigurationIsCheckedAgainstTheModulesSchema(t *testing.T) {
-	rt := newRuntime(t, host.Config{})
+	t.Parallel()
+	rt := newRuntime(t, host.Config{KeepCompiled: 1}) // the refused load's module is loaded again
 	_, err := loadExample(t, rt, "errcode.wasm", `{"backoffFactor": 0.5}`)
 	require.ErrorIs(t, err, host.ErrInvalid)
 	require.ErrorContains(t, err, "config.backoffFactor: must be ≥ 1")
@@ -98,6 +101,7 @@ func TestConfigurationIsCheckedAgainstTheModulesSchema(t *testing.T) {
 // gets no table (its header's reserved word stays 0) and its picks do not
 // change when the engine offers details.
 func TestAVersion1ModuleDecidesAsBefore(t *testing.T) {
+	t.Parallel()
 	rt := newRuntime(t, host.Config{})
 	p, err := loadExample(t, rt, "asc.wasm", "")
 	require.NoError(t, err)
@@ -122,6 +126,7 @@ func TestAVersion1ModuleDecidesAsBefore(t *testing.T) {
 // hold. The host does not send it: the decision falls back, and the plugin
 // is not blamed (no fault, never quarantined) however often it happens.
 func TestOversizedDetailsFallBackWithoutBlamingThePlugin(t *testing.T) {
+	t.Parallel()
 	rt := newRuntime(t, host.Config{})
 	p, err := loadExample(t, rt, "labelsel.wasm", `{"lastSessions": ["session-1"]}`)
 	require.NoError(t, err)
@@ -152,6 +157,7 @@ func TestOversizedDetailsFallBackWithoutBlamingThePlugin(t *testing.T) {
 // for selection names, says so; one that declared neither, or a version 1
 // module, does not. (No example fairness module reads details.)
 func TestWrappersSayWhetherTheyReadDetails(t *testing.T) {
+	t.Parallel()
 	rt := newRuntime(t, host.Config{})
 	sel := func(file, config string) *host.Selection {
 		p, err := loadExample(t, rt, file, config)

@@ -108,7 +108,7 @@ func (f *faulty) mode(t *testing.T, mode string) {
 
 func TestLoadRefusesInvalidModules(t *testing.T) {
 	t.Parallel()
-	rt := newRuntime(t, host.Config{})
+	rt := newRuntime(t, host.Config{KeepCompiled: 1}) // faulty is refused four times in a row
 	for _, tc := range []struct {
 		name, guest, config, want string
 	}{
@@ -171,7 +171,7 @@ func TestFaultyFairnessDecisionsFallBackAndAreCounted(t *testing.T) {
 
 func TestInvalidRetryAnswersAreRejected(t *testing.T) {
 	t.Parallel()
-	rt := newRuntime(t, host.Config{})
+	rt := newRuntime(t, host.Config{KeepCompiled: 1}) // each case loads badretry afresh
 	for mode, want := range map[string]host.FaultKind{
 		"action":   host.FaultInvalid,
 		"negative": host.FaultRefused, // a negative delay packs into a negative result: the ABI's error value
