@@ -152,6 +152,10 @@ type Node struct {
 	// (commitReport).
 	commitsSince time.Time
 
+	// forgettings counts the times this node, leading, removed the nodes
+	// silent for ForgetAfter (forget): for the tests.
+	forgettings atomic.Int64
+
 	elector *postgres.Elector
 	// electing is closed once the elector's Run has returned (and so
 	// released the lease); nil until Start runs it.
@@ -739,6 +743,7 @@ func (n *Node) forget(ctx context.Context) {
 		case last.IsZero() || time.Since(last) >= forgetEvery:
 			last = time.Now()
 			n.forgetSilent(ctx)
+			n.forgettings.Add(1)
 		}
 	}
 }

@@ -133,13 +133,15 @@ func (s *Store) CompleteCommand(ctx context.Context, id uint64, result json.RawM
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	pb := &pgx.Batch{}
-	if err := s.queueFence(pb); err != nil {
+	f, err := s.currentFenceOrDeposed()
+	if err != nil {
 		return err
 	}
+	pb := &pgx.Batch{}
 	pb.Queue(`UPDATE commands SET done_at = now(), result = $2, error = $3 WHERE id = $1 AND done_at IS NULL`,
 		int64(id), []byte(result), msg)
 	pb.Queue("SELECT pg_notify($1, $2)", s.channels.done, fmt.Sprint(id))
+	queueFence(pb, f)
 	if err := s.sendFenced(ctx, pb, fmt.Sprintf("complete command %d", id)); err != nil {
 		return err
 	}
@@ -177,7 +179,7 @@ func (s *Store) AwaitCommand(ctx context.Context, id uint64) (json.RawMessage, e
 	}
 }
 
-// sendFenced runs a batch that starts with a fence check.
+// sendFenced runs a batch that ends with a fence check.
 func (s *Store) sendFenced(ctx context.Context, pb *pgx.Batch, what string) error {
 	if err := s.pool.SendBatch(ctx, pb).Close(); err != nil {
 		if isFenced(err) {

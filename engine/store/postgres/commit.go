@@ -94,25 +94,35 @@ func (s *Store) Fence() (node string, epoch uint64, ok bool) {
 	return f.node, f.epoch, !f.deposed
 }
 
-// queueFence adds the fence check to a batch; it returns an error when the
-// fence is already known to be lost.
-func (s *Store) queueFence(pb *pgx.Batch) error {
+// currentFenceOrDeposed returns the fence a write is checked against (nil
+// when the store is not fenced), or an error when it is already known to be
+// lost: the write is then not sent at all.
+func (s *Store) currentFenceOrDeposed() (*fence, error) {
 	f := s.fence.Load()
-	if f == nil {
-		return nil
+	if f != nil && f.deposed {
+		return nil, fmt.Errorf("epoch %d of node %s was deposed: %w", f.epoch, f.node, ErrNotLeader)
 	}
-	if f.deposed {
-		return fmt.Errorf("epoch %d of node %s was deposed: %w", f.epoch, f.node, ErrNotLeader)
+	return f, nil
+}
+
+// queueFence adds the check of fence f (if any) to a batch, as its last
+// statement before the commit: see fenceSQL.
+func queueFence(pb *pgx.Batch, f *fence) {
+	if f != nil {
+		pb.Queue(fenceSQL, f.lease, f.node, int64(f.epoch))
 	}
-	pb.Queue(fenceSQL, f.lease, f.node, int64(f.epoch))
-	return nil
 }
 
 // fenceSQL refuses the transaction unless node ($2) holds epoch ($3) of the
 // lease ($1) and the lease has not expired. FOR SHARE makes a takeover wait
 // for the transaction (or the transaction wait for the takeover and see
 // it): a commit is fenced against the lease as it is when the commit
-// happens. Plain SQL, planned once; plpgsql only to refuse
+// happens. It is a transaction's last statement, after its writes: placed
+// first, it held the lease row for as long as the writes waited (on a lock
+// someone else held on tasks, say), and the leader's own renewal, an UPDATE
+// of that row, waited with them until the lease expired, while every other
+// node's takeover waited too: the cluster lost its leader and could elect
+// none until the lock went. Plain SQL, planned once; plpgsql only to refuse
 // (migrations/0004_plain_checks.sql).
 const fenceSQL = `SELECT sy_fence_refused($1::text, $2::text, $3::bigint) WHERE NOT EXISTS (
 	SELECT FROM leases WHERE name = $1::text AND node = $2::text AND epoch = $3::bigint AND expires_at > now() FOR SHARE)`
@@ -261,8 +271,8 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 	if s.closed() {
 		return errClosed
 	}
-	pb := &pgx.Batch{}
-	if err := s.queueFence(pb); err != nil {
+	f, err := s.currentFenceOrDeposed()
+	if err != nil {
 		return err
 	}
 	if err := s.syncEpochLocked(ctx); err != nil {
@@ -273,9 +283,11 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 		return fmt.Errorf("postgres store: commit: %w", err)
 	}
 	if rows.copy {
-		err = s.commitCopy(ctx, pb, b, rows, 0, nil, nil)
+		err = s.commitCopy(ctx, f, b, rows, 0, nil, nil)
 	} else {
+		pb := &pgx.Batch{}
 		s.queueRows(pb, b, rows, 0)
+		queueFence(pb, f)
 		err = s.pool.SendBatch(ctx, pb).Close()
 	}
 	if err != nil {
@@ -362,8 +374,8 @@ func (s *Store) CommitAsync(ctx context.Context, b *engine.Batch) (done <-chan s
 		<-pred.done
 		pred = nil
 	}
-	pb := &pgx.Batch{}
-	if err := s.queueFence(pb); err != nil {
+	f, err := s.currentFenceOrDeposed()
+	if err != nil {
 		return s.failAsync(err)
 	}
 	if err := s.syncEpochLocked(ctx); err != nil {
@@ -410,17 +422,19 @@ func (s *Store) CommitAsync(ctx context.Context, b *engine.Batch) (done <-chan s
 	}
 	s.maxTaskSeq = rows.maxTask
 	s.inflight = c
-	lead := pb.Len()
 	if rows.copy {
 		go func() {
-			c.err = s.commitCopy(ctx, pb, b, rows, follow, lockAfter, func(err error) {
+			c.err = s.commitCopy(ctx, f, b, rows, follow, lockAfter, func(err error) {
 				c.lockErr = err
 				close(c.locked)
 			})
 			close(c.done)
 		}()
 	} else {
+		pb := &pgx.Batch{}
 		s.queueRows(pb, b, rows, follow)
+		queueFence(pb, f)
+		lead := 0 // the statements up to the seq lock: the seq check
 		if len(b.Events) > 0 {
 			lead++
 		}
@@ -776,7 +790,7 @@ func queueAdvance(pb *pgx.Batch, b *engine.Batch, follow uint64) {
 	}
 }
 
-// queueRows adds the batch's statements after the fence.
+// queueRows adds the batch's statements (the fence check comes after them).
 func (s *Store) queueRows(pb *pgx.Batch, b *engine.Batch, r *commitRows, follow uint64) {
 	queueAdvance(pb, b, follow)
 	if len(b.Batches) > 0 {
@@ -924,7 +938,7 @@ func (s *Store) useCopy(b *engine.Batch) bool {
 // round trips than queueRows, fewer server-side per-row costs. The
 // benchmarks compare the two (see the ADR). locked, if not nil, learns when
 // the transaction holds the seq lock (or why it failed before).
-func (s *Store) commitCopy(ctx context.Context, pb *pgx.Batch, b *engine.Batch, r *commitRows, follow uint64, lockAfter *asyncCommit, locked func(error)) error {
+func (s *Store) commitCopy(ctx context.Context, f *fence, b *engine.Batch, r *commitRows, follow uint64, lockAfter *asyncCommit, locked func(error)) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		if locked != nil {
@@ -945,7 +959,6 @@ func (s *Store) commitCopy(ctx context.Context, pb *pgx.Batch, b *engine.Batch, 
 	tx := conn.Conn()
 	head := &pgx.Batch{}
 	head.Queue("BEGIN")
-	head.QueuedQueries = append(head.QueuedQueries, pb.QueuedQueries...)
 	if lockAfter == nil {
 		queueAdvance(head, b, follow)
 		if len(b.Batches) > 0 {
@@ -1000,6 +1013,7 @@ func (s *Store) commitCopy(ctx context.Context, pb *pgx.Batch, b *engine.Batch, 
 	if n := len(b.Events); n > 0 && !s.noNotify.Load() {
 		rest.Queue("SELECT pg_notify($1, $2)", s.channels.events, strconv.FormatUint(b.Events[n-1].Seq, 10))
 	}
+	queueFence(rest, f)
 	rest.Queue("COMMIT")
 	br := tx.SendBatch(ctx, rest)
 	if lockAfter != nil {

@@ -35,8 +35,8 @@
 //
 // Each engine batch is one pgx.Batch: one round trip, one implicit
 // transaction, one statement per table with the rows as arrays. It checks
-// the fence (the lease epoch this node leads under) and the seq order first,
-// and notifies followers last.
+// the seq order first, notifies followers, and checks the fence (the lease
+// epoch this node leads under) last, just before it commits.
 //
 // Followers send submissions and changes (cancel a task, update a lane, …) as
 // commands; the leader applies them through its engine and answers each with
