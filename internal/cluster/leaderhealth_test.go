@@ -251,3 +251,67 @@ func TestADatabaseTurnedReadOnlyMakesNoNodeReady(t *testing.T) {
 	next := f.leader(f.nodes)
 	submitAndSeeEnd(t, f.others(next)[0], f.nodes...)
 }
+
+// A leader whose commit waits on a lock someone else holds on tasks (an
+// operator's LOCK TABLE, a migration) keeps leading: its lease renewals do
+// not wait behind the stuck commit. Once the commit has been in progress
+// for longer than the commit timeout its followers are not ready, saying
+// that the leader cannot commit; the change sent through a follower is
+// answered, after the commit timeout, that it was not confirmed durable in
+// time, and it stays pending: when the lock goes, the same leader commits
+// it, and the followers are ready again. (Before, the commit held the lease row: the leader lost its lease
+// and no node could take it until the lock went, while the followers said
+// nothing of the leader's commits.)
+func TestALeaderWhoseCommitWaitsOnALockKeepsItsLeaseAndSaysSo(t *testing.T) {
+	f := newFleet(t, 2, 5*time.Millisecond, func(o *cluster.Options) {
+		store, exec := o.Store, &fleetExec{delay: 5 * time.Millisecond, runs: map[string]int{}}
+		o.NewEngine = func(events *engine.EventLog) (*engine.Engine, error) {
+			return engine.New(engine.Options{Config: engine.Config{CommitTimeout: 2 * time.Second}, Store: store, Executor: exec, Events: events})
+		}
+		o.CallTimeout = 10 * time.Minute
+	})
+	lead := f.leader(f.nodes)
+	follower := f.others(lead)[0]
+	waitfor.Eventually(t, "both nodes are ready", func() bool { return lead.Ready() == nil && follower.Ready() == nil })
+	submitAndSeeEnd(t, follower, follower)
+	_, since := lead.Leading()
+
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgtest.URL(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(ctx) })
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "LOCK TABLE "+pgx.Identifier{f.schema, "tasks"}.Sanitize()+" IN EXCLUSIVE MODE")
+	require.NoError(t, err)
+
+	submitted := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
+		_, err := follower.API().Submit(cctx, enginetest.Spec("agent").Action("click").Obj())
+		submitted <- err
+	}()
+	var notReady error
+	waitfor.Eventually(t, "the follower is not ready, saying the leader cannot commit", func() bool {
+		notReady = follower.Ready()
+		return notReady != nil && strings.Contains(notReady.Error(), "cannot commit")
+	})
+	require.Contains(t, notReady.Error(), "the leader ("+lead.ID()+") cannot commit")
+	require.Contains(t, notReady.Error(), "a commit has been in progress for")
+	leading, stillSince := lead.Leading()
+	require.True(t, leading, "the leader keeps its lease while its commit waits")
+	require.Equal(t, since, stillSince, "the same leadership")
+
+	err = <-submitted
+	require.Truef(t, engine.IsCode(err, engine.CodeUnavailable), "want UNAVAILABLE, got %v", err)
+	require.ErrorContains(t, err, "not confirmed durable in time; resubmit with the same idempotency key")
+	require.Equal(t, 1, f.count("tasks"), "not committed while tasks are locked")
+
+	require.NoError(t, tx.Commit(ctx))
+	waitfor.Eventually(t, "the pending change is committed once the lock goes", func() bool { return f.count("tasks") == 2 })
+	waitfor.Eventually(t, "the follower is ready again", func() bool { return follower.Ready() == nil })
+	leading, stillSince = lead.Leading()
+	require.True(t, leading)
+	require.Equal(t, since, stillSince, "the same leadership throughout")
+}
