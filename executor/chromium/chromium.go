@@ -117,7 +117,10 @@ type Options struct {
 	// page that does not (its script never yields) has stopped responding,
 	// and its tab is closed (page_unresponsive). Default DefaultProbeTimeout.
 	ProbeTimeout time.Duration
-	StartTimeout time.Duration // for the browser to start; default 30s
+	// StartTimeout bounds the browser's start. Default: the deadline of
+	// Start's context when it has one (a caller that gives the start a
+	// minute, on a loaded machine, gets the minute), else 30 s.
+	StartTimeout time.Duration
 	// AgentContextIdle is how long an agent's browser context outlives the
 	// agent's last tab: an agent that opens a tab again within it finds its
 	// cookies and storage, and one that does not has its context disposed
@@ -224,9 +227,6 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 	if o.ActionTimeout <= 0 {
 		o.ActionTimeout = 60 * time.Second
 	}
-	if o.StartTimeout <= 0 {
-		o.StartTimeout = 30 * time.Second
-	}
 	if o.AgentContextIdle == 0 {
 		o.AgentContextIdle = DefaultAgentContextIdle
 	}
@@ -281,7 +281,14 @@ func (i *Instance) startBrowser(ctx context.Context) error {
 
 	started := make(chan error, 1)
 	go func() { started <- chromedp.Do(browserCtx) }() // starts the browser, bound to browserCtx
-	timer := time.NewTimer(i.opts.StartTimeout)
+	wait := i.opts.StartTimeout
+	if wait <= 0 {
+		wait = defaultStartTimeout
+		if d, ok := ctx.Deadline(); ok {
+			wait = time.Until(d)
+		}
+	}
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case err := <-started:
@@ -291,7 +298,7 @@ func (i *Instance) startBrowser(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("chromium: start: %w", ctx.Err())
 	case <-timer.C:
-		return fmt.Errorf("chromium: start: browser not ready after %v", i.opts.StartTimeout)
+		return fmt.Errorf("chromium: start: browser not ready after %v", wait.Round(time.Millisecond))
 	}
 	i.keeper = chromedp.FromContext(browserCtx).Target.TargetID
 	i.health.ok = time.Now() // it answered: it started
@@ -683,3 +690,7 @@ func (w logWriter) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = logWriter{}
+
+// defaultStartTimeout bounds a browser's start when neither
+// Options.StartTimeout nor Start's context does.
+const defaultStartTimeout = 30 * time.Second
