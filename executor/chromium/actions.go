@@ -38,6 +38,11 @@ type actionRequest struct {
 	ScrollX  *float64 `json:"scrollX"`
 	ScrollY  *float64 `json:"scrollY"`
 	WaitNav  bool     `json:"waitNav"` // a click that may navigate: wait for the new page instead of answering 409
+	// DialogAction answers the JavaScript dialog the action opens
+	// ("accept" or "dismiss"), with DialogText for a prompt (its default
+	// when absent), so that the action is not held up by it.
+	DialogAction string  `json:"dialogAction"`
+	DialogText   *string `json:"dialogText"`
 }
 
 func (i *Instance) handleAction(ctx context.Context, t *tab, r *http.Request) (any, error) {
@@ -49,7 +54,19 @@ func (i *Instance) handleAction(ctx context.Context, t *tab, r *http.Request) (a
 	if req.Ref != "" {
 		sel = "ref:" + strings.TrimPrefix(req.Ref, "ref:")
 	}
+	switch req.DialogAction = strings.ToLower(strings.TrimSpace(req.DialogAction)); req.DialogAction {
+	case "":
+	case "accept", "dismiss":
+		t.dialogs.arm(&dialogAnswer{accept: req.DialogAction == "accept", text: req.DialogText})
+	default:
+		return nil, badRequest("bad_request", "dialogAction must be 'accept' or 'dismiss'")
+	}
 	res, err := act(ctx, t, req, sel)
+	if req.DialogAction != "" {
+		if d := t.dialogs.disarm(); d != nil && err == nil {
+			res["dialog"] = map[string]any{"type": d.Type, "message": d.Message, "action": req.DialogAction}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -127,6 +127,12 @@ type Options struct {
 	// (DisposeIdleContexts), freeing its memory. Default
 	// DefaultAgentContextIdle; negative: kept while the instance runs.
 	AgentContextIdle time.Duration
+	// DialogAutoAccept accepts every JavaScript dialog (alert, confirm,
+	// prompt with its default text, beforeunload) as it opens, so that no
+	// operation is ever held up by one. Off, an open dialog holds up its
+	// tab's operations (500 dialog_blocking) until it is answered (POST
+	// /tabs/{id}/dialog, or an action's "dialogAction").
+	DialogAutoAccept bool
 }
 
 // Find returns the path of a Chromium (or Chrome) executable, looking at
@@ -195,12 +201,13 @@ type Instance struct {
 
 // tab is a browser tab the instance drives.
 type tab struct {
-	id     string
-	agent  string          // the agent whose browser context it is in, or "" (the default context)
-	ctx    context.Context // chromedp context of the tab
-	cancel context.CancelFunc
-	lock   chan struct{}      // one operation at a time on a tab
-	refs   map[string]nodeRef // snapshot ref → the element it names; guarded by lock
+	id      string
+	agent   string          // the agent whose browser context it is in, or "" (the default context)
+	ctx     context.Context // chromedp context of the tab
+	cancel  context.CancelFunc
+	lock    chan struct{}      // one operation at a time on a tab
+	refs    map[string]nodeRef // snapshot ref → the element it names; guarded by lock
+	dialogs *dialogs           // the page's JavaScript dialog (dialogs.go)
 }
 
 // Start launches the browser and the HTTP server. ctx bounds the start only;
@@ -351,7 +358,7 @@ func (i *Instance) cleanup() {
 
 // openTab opens a new tab, at pageURL unless it is "", in the agent's own
 // browser context, or in the default one when agent is "".
-// Its load of pageURL answers by deadline (runWithin).
+// Its load of pageURL answers by deadline (runOp).
 func (i *Instance) openTab(ctx context.Context, pageURL, agent string, deadline time.Time) (*tab, error) {
 	var opts []chromedp.ContextOption
 	if agent != "" {
@@ -370,7 +377,14 @@ func (i *Instance) openTab(ctx context.Context, pageURL, agent string, deadline 
 		return nil, fmt.Errorf("open tab: %w", err)
 	}
 	t := &tab{id: string(chromedp.FromContext(tctx).Target.TargetID), agent: agent, ctx: tctx, cancel: cancel,
-		lock: make(chan struct{}, 1), refs: map[string]nodeRef{}}
+		lock: make(chan struct{}, 1), refs: map[string]nodeRef{}, dialogs: newDialogs(i.opts.DialogAutoAccept)}
+	if err := i.watchDialogs(t); err != nil {
+		cancel()
+		if agent != "" {
+			i.opened(agent, false)
+		}
+		return nil, fmt.Errorf("open tab: %w", err)
+	}
 	i.mu.Lock()
 	i.tabs[t.id] = t
 	i.mu.Unlock()
@@ -378,7 +392,7 @@ func (i *Instance) openTab(ctx context.Context, pageURL, agent string, deadline 
 		i.opened(agent, true)
 	}
 	if pageURL != "" {
-		err := i.runWithin(ctx, t, deadline, func(ctx context.Context) error { return navigate(ctx, pageURL) })
+		err := i.runOp(ctx, t, deadline, "navigate", func(ctx context.Context) error { return navigate(ctx, pageURL) })
 		if err != nil {
 			i.closeTab(t.id, "")
 			return nil, err
@@ -410,7 +424,12 @@ func (i *Instance) tab(id string) (*tab, bool) {
 				cancel()
 				return nil, false
 			}
-			t := &tab{id: id, ctx: tctx, cancel: cancel, lock: make(chan struct{}, 1), refs: map[string]nodeRef{}}
+			t := &tab{id: id, ctx: tctx, cancel: cancel, lock: make(chan struct{}, 1), refs: map[string]nodeRef{},
+				dialogs: newDialogs(i.opts.DialogAutoAccept)}
+			if err := i.watchDialogs(t); err != nil {
+				cancel()
+				return nil, false
+			}
 			i.mu.Lock()
 			t.agent = i.agents[info.BrowserContextID] // a popup is its opener's agent's
 			if existing, ok := i.tabs[id]; ok {
@@ -448,7 +467,8 @@ func (i *Instance) closeTab(id, agent string) bool {
 	delete(i.tabs, id)
 	i.tabClosedLocked(t.agent, time.Now())
 	i.mu.Unlock()
-	t.cancel() // closes the target
+	t.dialogs.forget()
+	t.cancel() // closes the target (a dialog open in it goes with it)
 	return true
 }
 
@@ -557,17 +577,22 @@ func (i *Instance) waitTab(reqCtx context.Context, t *tab, deadline time.Time) e
 // codeTimeout is the error code of a request that ran out of its time.
 const codeTimeout = "timeout"
 
-// runWithin does fn on a tab, alone, answering by deadline: it waits for
-// the tab's previous operation within the request's time (waitTab), and
-// fn's context ends when the request's does, or when its share of what is
-// left of the time after the wait (split) runs out.
+// runOp does fn, the operation op ("navigate", "click", "text", …), on a
+// tab, alone, answering by deadline: it waits for the tab's previous
+// operation within the request's time (waitTab), and fn's context ends
+// when the request's does, or when its share of what is left of the time
+// after the wait (split) runs out.
 // When fn's time ran out (or its request was cancelled), the tab's page is
 // asked to run a trivial script within the probe's share: a page that
 // cannot (its script loops for ever and the renderer's main thread never
 // yields) would hold every later operation on the tab until its own
 // timeout, so its tab is closed and the error says the page stopped
 // responding (page_unresponsive).
-func (i *Instance) runWithin(reqCtx context.Context, t *tab, deadline time.Time, fn func(ctx context.Context) error) error {
+// A JavaScript dialog holds the page up too, but it is no hang: an
+// operation (but op "dialog", which answers it) that comes while the
+// tab's page has a dialog open, or during which one opens, stops at once
+// and answers dialogBlocked; the page is not probed, and its tab stays.
+func (i *Instance) runOp(reqCtx context.Context, t *tab, deadline time.Time, op string, fn func(ctx context.Context) error) error {
 	if err := i.waitTab(reqCtx, t, deadline); err != nil {
 		return err
 	}
@@ -580,8 +605,29 @@ func (i *Instance) runWithin(reqCtx context.Context, t *tab, deadline time.Time,
 	defer cancel()
 	stop := context.AfterFunc(reqCtx, cancel)
 	defer stop()
+	d, opened := t.dialogs.watch()
+	if op != "dialog" {
+		if d != nil {
+			return &dialogBlocked{op: op, tabID: t.id, dialog: d}
+		}
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			select {
+			case <-opened:
+				cancel()
+			case <-done:
+			}
+		}()
+	}
 	err := fn(ctx)
-	if err == nil || ctx.Err() == nil || t.ctx.Err() != nil {
+	if err == nil {
+		return nil
+	}
+	if d := t.dialogs.current(); d != nil && op != "dialog" {
+		return &dialogBlocked{op: op, tabID: t.id, dialog: d}
+	}
+	if ctx.Err() == nil || t.ctx.Err() != nil {
 		return err
 	}
 	took := limit
@@ -589,7 +635,15 @@ func (i *Instance) runWithin(reqCtx context.Context, t *tab, deadline time.Time,
 		// Nobody waits for the answer: the probe takes its full time.
 		took, probe = 0, i.opts.ProbeTimeout
 	}
-	if probe > 0 && !i.responds(t, probe) {
+	ok := probe <= 0 || i.responds(t, probe)
+	if d := t.dialogs.current(); d != nil {
+		// A dialog is open: the page is held, not hung.
+		if op == "dialog" {
+			return err
+		}
+		return &dialogBlocked{op: op, tabID: t.id, dialog: d}
+	}
+	if !ok {
 		i.closeHung(t, took, probe)
 		return &apiError{http.StatusGatewayTimeout, codePageUnresponsive, fmt.Errorf(
 			"the page in tab %s stopped responding (a script that never yields?): it did not answer within %v after the request's work %s; "+
@@ -622,10 +676,24 @@ func endedHow(took time.Duration) string {
 // responds reports whether the tab's page runs a trivial script within
 // probe. The probe goes to the renderer, as every operation on the
 // tab does; a renderer whose main thread is stuck in a script does not
-// answer it.
+// answer it. A page that opens a JavaScript dialog responds: the probe
+// ends then (runOp answers dialogBlocked).
 func (i *Instance) responds(t *tab, probe time.Duration) bool {
 	ctx, cancel := context.WithTimeout(t.ctx, probe)
 	defer cancel()
+	d, opened := t.dialogs.watch()
+	if d != nil {
+		return true
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-opened:
+			cancel()
+		case <-done:
+		}
+	}()
 	_, err := chromedp.Call(ctx, runtime.Evaluate, runtime.EvaluateParams{Expression: "1", ReturnByValue: new(true)})
 	return err == nil || ctx.Err() == nil && t.ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded)
 }
@@ -651,6 +719,7 @@ func (i *Instance) closeHung(t *tab, took, probe time.Duration) {
 		i.wg.Add(1)
 	}
 	i.mu.Unlock()
+	t.dialogs.forget()
 	i.log.Warn("a tab's page stopped responding: the tab is closed", "tab", t.id, "agent", t.agent, "action_timeout", took, "probe_timeout", probe)
 	if closing {
 		t.cancel() // Close is closing the browser: it waits for nothing

@@ -5,12 +5,14 @@
 package chromium
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -47,6 +49,7 @@ func (i *Instance) Handler() http.Handler {
 	mux.HandleFunc("POST /tabs/{id}/forward", i.withTab(i.handleHistory(+1)))
 	mux.HandleFunc("POST /tabs/{id}/reload", i.withTab(i.handleHistory(0)))
 	mux.HandleFunc("POST /tabs/{id}/wait", i.withTab(i.handleWait))
+	mux.HandleFunc("POST /tabs/{id}/dialog", i.withTab(i.handleDialog))
 	return i.auth(i.checkTimeout(mux))
 }
 
@@ -113,7 +116,13 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, code := http.StatusInternalServerError, "browser_error"
 	var ae *apiError
 	var le *chromedp.LoadError
+	var db *dialogBlocked
 	switch {
+	case errors.As(err, &db):
+		// Not retryable: the operation is held up again until the
+		// dialog is answered.
+		writeJSON(w, http.StatusInternalServerError, map[string]any{"error": db.Error(), "code": codeDialogBlocking, "details": db.details()})
+		return
 	case errors.As(err, &ae):
 		status, code = ae.status, ae.code
 	case r.Context().Err() != nil:
@@ -167,8 +176,24 @@ func (i *Instance) withTab(h func(ctx context.Context, t *tab, r *http.Request) 
 			writeError(w, r, notFound("tab_not_found", "tab %s not found", id))
 			return
 		}
+		op := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
+		if op == "action" {
+			// A dialog that holds up an action names its kind.
+			body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+			if err != nil {
+				writeError(w, r, badRequest("bad_request", "read request body: %v", err))
+				return
+			}
+			var k struct {
+				Kind string `json:"kind"`
+			}
+			if json.Unmarshal(body, &k) == nil && k.Kind != "" {
+				op = strings.ToLower(k.Kind)
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
 		var out any
-		err := i.runWithin(r.Context(), t, arrived(r).Add(i.budget(r)), func(ctx context.Context) error {
+		err := i.runOp(r.Context(), t, arrived(r).Add(i.budget(r)), op, func(ctx context.Context) error {
 			var err error
 			out, err = h(ctx, t, r)
 			return err
@@ -418,6 +443,7 @@ func (i *Instance) handleNavigate(ctx context.Context, t *tab, r *http.Request) 
 	if req.URL == "" {
 		return nil, badRequest("bad_request", "url is required")
 	}
+	defer t.dialogs.leave()() // asked to leave the page: its beforeunload question is accepted
 	status, err := navigateStatus(ctx, req.URL)
 	if err != nil {
 		return nil, err
@@ -439,6 +465,7 @@ func (i *Instance) handleNavigate(ctx context.Context, t *tab, r *http.Request) 
 // cache may fire no load event).
 func (i *Instance) handleHistory(step int) func(ctx context.Context, t *tab, r *http.Request) (any, error) {
 	return func(ctx context.Context, t *tab, _ *http.Request) (any, error) {
+		defer t.dialogs.leave()() // asked to leave the page: its beforeunload question is accepted
 		moved := false
 		if step == 0 {
 			if _, err := chromedp.Call(ctx, page.Reload, page.ReloadParams{}); err != nil {

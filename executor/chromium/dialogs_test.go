@@ -1,0 +1,237 @@
+package chromium_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/executor/chromium"
+	"github.com/switchyard/switchyard/executor/pinchtab"
+)
+
+// dialogPage opens each kind of JavaScript dialog from a button, and says
+// what the dialog answered in #out. /leave asks before it is left (once it
+// had a click: a page without a user's gesture may not ask).
+const dialogPage = `<!doctype html><title>Dialogs</title>
+<button id="alert" onclick="alert('Hello from alert'); out.textContent = 'after alert'">A</button>
+<button id="confirm" onclick="out.textContent = confirm('Sure?') ? 'yes' : 'no'">C</button>
+<button id="prompt" onclick="out.textContent = 'name=' + prompt('Name?', 'def')">P</button>
+<a id="away" href="/other">away</a>
+<div id="out"></div>`
+
+func dialogSite(t *testing.T) *httptest.Server {
+	t.Helper()
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		switch r.URL.Path {
+		case "/leave":
+			_, _ = io.WriteString(w, dialogPage+`<script>addEventListener("beforeunload", e => { e.preventDefault(); e.returnValue = "" })</script>`)
+		case "/other":
+			_, _ = io.WriteString(w, `<!doctype html><title>Other</title><p>other page`)
+		default:
+			_, _ = io.WriteString(w, dialogPage)
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// dialogTab opens a tab on the page at u.
+func dialogTab(t *testing.T, c *pinchtab.Client, u string) string {
+	t.Helper()
+	tab, err := c.OpenTab(context.Background(), "")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.CloseTab(context.Background(), tab.TabID) })
+	_, err = c.Navigate(context.Background(), tab.TabID, u, nil)
+	require.NoError(t, err)
+	return tab.TabID
+}
+
+// requireBlocked checks that err is the answer of an operation a dialog
+// held up: 500 dialog_blocking, not retryable, naming the dialog.
+func requireBlocked(t *testing.T, err error, op, typ, msg string) {
+	t.Helper()
+	var pe *pinchtab.Error
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, http.StatusInternalServerError, pe.Status, "%v", err)
+	require.Equal(t, "dialog_blocking", pe.Code, "%v", err)
+	require.False(t, pe.Retryable(), "the same operation is held up again until the dialog is answered")
+	require.False(t, pe.InstanceFault())
+	require.Contains(t, pe.Message, op+" blocked by JavaScript dialog ("+typ+": \""+msg+"\")")
+}
+
+func outText(t *testing.T, c *pinchtab.Client, tab string) string {
+	t.Helper()
+	raw, err := c.Text(context.Background(), tab, "#out", nil)
+	require.NoError(t, err)
+	return field[string](t, raw, "text")
+}
+
+// TestADialogHoldsUpItsTabUntilItIsAnswered: a click that opens an alert
+// answers at once that the dialog holds it up (500 dialog_blocking, not
+// after its time ran out), and so does every operation on the tab until
+// POST /tabs/{id}/dialog answers the dialog; the tab is not taken for
+// hung, and the page goes on once the dialog is answered. With no dialog
+// open, POST /tabs/{id}/dialog is a 400.
+func TestADialogHoldsUpItsTabUntilItIsAnswered(t *testing.T) {
+	t.Parallel()
+	c := client(t, instance(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // ends a hang only
+	defer cancel()
+	tab := dialogTab(t, c, dialogSite(t).URL)
+
+	_, err := c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#alert"})
+	requireBlocked(t, err, "click", "alert", "Hello from alert")
+	var pe *pinchtab.Error
+	require.ErrorAs(t, err, &pe)
+	_, err = c.Text(ctx, tab, "", nil)
+	requireBlocked(t, err, "text", "alert", "Hello from alert")
+	_, err = c.Evaluate(ctx, tab, "1 + 1", nil)
+	requireBlocked(t, err, "evaluate", "alert", "Hello from alert")
+	tabs, err := c.Tabs(ctx)
+	require.NoError(t, err)
+	require.Contains(t, tabIDs(tabs), tab, "a page held by a dialog is not hung: its tab stays")
+
+	raw, err := c.Post(ctx, tab, "dialog", nil, json.RawMessage(`{"action":"accept"}`))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"type":"alert","message":"Hello from alert","handled":true}`, string(raw))
+	require.Equal(t, "after alert", outText(t, c, tab), "the page went on")
+
+	_, err = c.Post(ctx, tab, "dialog", nil, json.RawMessage(`{"action":"accept"}`))
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, http.StatusBadRequest, pe.Status, "%v", err)
+	require.Contains(t, pe.Message, "no dialog open on tab "+tab)
+	_, err = c.Post(ctx, tab, "dialog", nil, json.RawMessage(`{"action":"maybe"}`))
+	require.Equal(t, http.StatusBadRequest, pinchtab.StatusOf(err), "%v", err)
+
+	// A script's own dialog holds up the request that runs it, and
+	// dismissing a confirm answers false.
+	_, err = c.Evaluate(ctx, tab, "out.textContent = String(confirm('Proceed?'))", nil)
+	requireBlocked(t, err, "evaluate", "confirm", "Proceed?")
+	raw, err = c.Post(ctx, tab, "dialog", nil, json.RawMessage(`{"action":"dismiss"}`))
+	require.NoError(t, err)
+	require.Equal(t, "confirm", field[string](t, raw, "type"))
+	require.Equal(t, "false", outText(t, c, tab))
+
+	// A prompt takes the answer's text; without one, its default.
+	_, err = c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#prompt"})
+	requireBlocked(t, err, "click", "prompt", "Name?")
+	_, err = c.Post(ctx, tab, "dialog", nil, json.RawMessage(`{"action":"accept","text":"Ada"}`))
+	require.NoError(t, err)
+	require.Equal(t, "name=Ada", outText(t, c, tab))
+	_, err = c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#prompt"})
+	requireBlocked(t, err, "click", "prompt", "Name?")
+	_, err = c.Post(ctx, tab, "dialog", nil, json.RawMessage(`{"action":"accept"}`))
+	require.NoError(t, err)
+	require.Equal(t, "name=def", outText(t, c, tab))
+}
+
+// TestAClickAnswersTheDialogItOpens: "dialogAction" (and "dialogText" for a
+// prompt) answers the dialog the click opens, in the same request, which
+// succeeds and says what the dialog was.
+func TestAClickAnswersTheDialogItOpens(t *testing.T) {
+	t.Parallel()
+	c := client(t, instance(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // ends a hang only
+	defer cancel()
+	tab := dialogTab(t, c, dialogSite(t).URL)
+
+	raw, err := c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#confirm", Params: json.RawMessage(`{"dialogAction":"dismiss"}`)})
+	require.NoError(t, err)
+	require.Equal(t, "confirm", field[string](t, raw, "result", "dialog", "type"))
+	require.Equal(t, "Sure?", field[string](t, raw, "result", "dialog", "message"))
+	require.Equal(t, "no", outText(t, c, tab))
+
+	_, err = c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#prompt", Params: json.RawMessage(`{"dialogAction":"accept","dialogText":"Grace"}`)})
+	require.NoError(t, err)
+	require.Equal(t, "name=Grace", outText(t, c, tab))
+
+	// A click that opens no dialog leaves nothing armed for the next one.
+	_, err = c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#out", Params: json.RawMessage(`{"dialogAction":"accept"}`)})
+	require.NoError(t, err)
+	_, err = c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#confirm"})
+	requireBlocked(t, err, "click", "confirm", "Sure?")
+	_, err = c.Post(ctx, tab, "dialog", nil, json.RawMessage(`{"action":"accept"}`))
+	require.NoError(t, err)
+	require.Equal(t, "yes", outText(t, c, tab))
+
+	_, err = c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#alert", Params: json.RawMessage(`{"dialogAction":"later"}`)})
+	require.Equal(t, http.StatusBadRequest, pinchtab.StatusOf(err), "%v", err)
+}
+
+// TestLeavingAPageThatAsksFirst: a page that asks before it is left
+// (beforeunload) does not hold up a navigation or a reload the caller asked
+// for (its question is accepted), nor the closing of its tab; a click that
+// leaves it is held up by its question like by any dialog, until answered.
+func TestLeavingAPageThatAsksFirst(t *testing.T) {
+	t.Parallel()
+	c := client(t, instance(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // ends a hang only
+	defer cancel()
+	s := dialogSite(t)
+	tab := dialogTab(t, c, s.URL+"/leave")
+	gesture := func() { // a page may ask only after a user's gesture
+		t.Helper()
+		_, err := c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#out"})
+		require.NoError(t, err)
+	}
+
+	gesture()
+	raw, err := c.Navigate(ctx, tab, s.URL+"/other", nil)
+	require.NoError(t, err)
+	require.Equal(t, "Other", field[string](t, raw, "title"))
+
+	_, err = c.Navigate(ctx, tab, s.URL+"/leave", nil)
+	require.NoError(t, err)
+	gesture()
+	_, err = c.Post(ctx, tab, "reload", nil, nil)
+	require.NoError(t, err)
+
+	gesture()
+	_, err = c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#away", Params: json.RawMessage(`{"waitNav":true}`)})
+	requireBlocked(t, err, "click", "beforeunload", "")
+	raw, err = c.Post(ctx, tab, "dialog", nil, json.RawMessage(`{"action":"accept"}`))
+	require.NoError(t, err)
+	require.Equal(t, "beforeunload", field[string](t, raw, "type"))
+	_, err = c.Wait(ctx, tab, json.RawMessage(`{"url":"/other"}`))
+	require.NoError(t, err, "the page was left")
+
+	// Closing a tab whose page asks, or whose dialog is open, closes it.
+	_, err = c.Navigate(ctx, tab, s.URL+"/leave", nil)
+	require.NoError(t, err)
+	gesture()
+	_, err = c.Evaluate(ctx, tab, "alert('still here')", nil)
+	requireBlocked(t, err, "evaluate", "alert", "still here")
+	require.NoError(t, c.CloseTab(ctx, tab))
+	tabs, err := c.Tabs(ctx)
+	require.NoError(t, err)
+	require.NotContains(t, tabIDs(tabs), tab)
+	_, err = c.Post(ctx, tab, "dialog", nil, json.RawMessage(`{"action":"accept"}`))
+	require.Equal(t, http.StatusNotFound, pinchtab.StatusOf(err), "the tab and its dialog are gone: %v", err)
+}
+
+// TestDialogAutoAccept: an instance that accepts every dialog as it opens
+// holds no operation up: a confirm is accepted, a prompt takes its default.
+func TestDialogAutoAccept(t *testing.T) {
+	t.Parallel()
+	inst := startOwn(t, chromium.Options{DialogAutoAccept: true, ActionTimeout: 30 * time.Second})
+	c := client(t, inst)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // ends a hang only
+	defer cancel()
+	tab := dialogTab(t, c, dialogSite(t).URL)
+
+	_, err := c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#confirm"})
+	require.NoError(t, err)
+	require.Equal(t, "yes", outText(t, c, tab))
+	_, err = c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#prompt"})
+	require.NoError(t, err)
+	require.Equal(t, "name=def", outText(t, c, tab))
+	_, err = c.Post(ctx, tab, "dialog", nil, json.RawMessage(`{"action":"accept"}`))
+	require.Equal(t, http.StatusBadRequest, pinchtab.StatusOf(err), "nothing is left open: %v", err)
+}
