@@ -31,6 +31,7 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	browser := fs.String("chromium", "", "the browser executable (default: found on the system)")
 	agentIdle := fs.Duration("agent-context-idle", chromium.DefaultAgentContextIdle,
 		"how long an agent's browser context (its cookies and storage) outlives its last tab; match the server's executor.idleTabTimeout (negative: kept while the instance runs)")
+	autoAccept := fs.Bool("dialog-auto-accept", false, "accept every JavaScript dialog (alert, confirm, prompt, beforeunload) as it opens, instead of holding up the tab's requests until POST /tabs/{id}/dialog answers it")
 	logLevel := fs.String("log-level", "info", "trace, debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	if err := parseFlags(fs, args); err != nil {
@@ -45,7 +46,8 @@ func runInstance(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		path = p
 	}
-	in, err := chromium.Start(ctx, chromium.Options{Addr: *listen, Token: *token, ExecPath: path, Logger: log, AgentContextIdle: *agentIdle})
+	in, err := chromium.Start(ctx, chromium.Options{Addr: *listen, Token: *token, ExecPath: path, Logger: log, AgentContextIdle: *agentIdle,
+		DialogAutoAccept: *autoAccept})
 	if err != nil {
 		return fmt.Errorf("start the instance: %w", err)
 	}

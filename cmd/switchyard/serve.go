@@ -584,7 +584,7 @@ func startLocalInstance(ctx context.Context, c config.LocalInstance, idle time.D
 		path = p
 	}
 	st.enter(stepBrowser)
-	local, err := chromium.Start(ctx, chromium.Options{ExecPath: path, Logger: log, AgentContextIdle: idle})
+	local, err := chromium.Start(ctx, chromium.Options{ExecPath: path, Logger: log, AgentContextIdle: idle, DialogAutoAccept: c.DialogAutoAccept})
 	if err != nil {
 		return nil, fmt.Errorf("start the local browser instance (%s): %w (--no-local-instance runs without it)", path, err)
 	}

@@ -13,6 +13,7 @@
 //	POST /tabs/{id}/navigate {"url"}   {"tabId","url","title"}
 //	POST /tabs/{id}/action {"kind","selector"|"ref",…}   {"success":true,"result":{…}}
 //	     kinds: click dblclick hover focus fill type press select check uncheck scroll scrollintoview
+//	     any kind: "dialogAction" (accept|dismiss), "dialogText": answer the dialog it opens (dialogs.go)
 //	GET  /tabs/{id}/text[?selector=]   {"url","title","text"}
 //	GET  /tabs/{id}/snapshot[?filter=interactive&maxNodes=]  {"url","title","nodes":[{"ref","role","name","depth",…}],"count"[,"truncated","totalNodes"]}
 //	GET  /tabs/{id}/screenshot[?format=png|jpeg&quality=&raw=true]
@@ -20,6 +21,7 @@
 //	GET  /tabs/{id}/title, /tabs/{id}/url
 //	POST /tabs/{id}/back, /forward, /reload   {"tabId","url"} (nothing happens at either end of the history)
 //	POST /tabs/{id}/wait {"selector"|"ms","timeout"}  {"waited","elapsed","match"|"error"}
+//	POST /tabs/{id}/dialog {"action":"accept"|"dismiss","text"}  {"type","message","handled":true}
 //	POST /tabs/{id}/close              {"closed":true}
 //
 // Agents: a request that says which agent it is for (the X-Switchyard-Agent
@@ -40,7 +42,10 @@
 // starts in a new, empty context.
 //
 // Errors are {"error","code"}, with "retryable": true when a retry may help
-// (timeouts, failed loads, browser errors, an element not visible yet).
+// (timeouts, failed loads, browser errors, an element not visible yet). A
+// JavaScript dialog open in a tab's page holds up every request on the tab
+// but its answer and the tab's closing: 500 dialog_blocking at once,
+// naming the dialog (dialogs.go).
 //
 // One tab cannot wedge the others, nor itself for ever:
 //   - a request is answered within its time: ActionTimeout, or less when
@@ -368,7 +373,10 @@ func (i *Instance) openTab(ctx context.Context, pageURL, agent string, deadline 
 		}
 		opts = append(opts, chromedp.WithExistingBrowserContext(bc))
 	}
+	ds := newDialogs(i.opts.DialogAutoAccept)
+	opts = append(opts, chromedp.WithListener(ds.on))
 	tctx, cancel := chromedp.NewContext(i.browserCtx, opts...)
+	ds.bind(tctx, i.opts.ActionTimeout)
 	if err := chromedp.Do(tctx); err != nil {
 		cancel()
 		if agent != "" {
@@ -377,14 +385,7 @@ func (i *Instance) openTab(ctx context.Context, pageURL, agent string, deadline 
 		return nil, fmt.Errorf("open tab: %w", err)
 	}
 	t := &tab{id: string(chromedp.FromContext(tctx).Target.TargetID), agent: agent, ctx: tctx, cancel: cancel,
-		lock: make(chan struct{}, 1), refs: map[string]nodeRef{}, dialogs: newDialogs(i.opts.DialogAutoAccept)}
-	if err := i.watchDialogs(t); err != nil {
-		cancel()
-		if agent != "" {
-			i.opened(agent, false)
-		}
-		return nil, fmt.Errorf("open tab: %w", err)
-	}
+		lock: make(chan struct{}, 1), refs: map[string]nodeRef{}, dialogs: ds}
 	i.mu.Lock()
 	i.tabs[t.id] = t
 	i.mu.Unlock()
@@ -419,17 +420,14 @@ func (i *Instance) tab(id string) (*tab, bool) {
 	}
 	for _, info := range infos {
 		if string(info.TargetID) == id && info.Type == "page" {
-			tctx, cancel := chromedp.NewContext(i.browserCtx, chromedp.WithTargetID(info.TargetID))
+			ds := newDialogs(i.opts.DialogAutoAccept)
+			tctx, cancel := chromedp.NewContext(i.browserCtx, chromedp.WithTargetID(info.TargetID), chromedp.WithListener(ds.on))
+			ds.bind(tctx, i.opts.ActionTimeout)
 			if err := chromedp.Do(tctx); err != nil {
 				cancel()
 				return nil, false
 			}
-			t := &tab{id: id, ctx: tctx, cancel: cancel, lock: make(chan struct{}, 1), refs: map[string]nodeRef{},
-				dialogs: newDialogs(i.opts.DialogAutoAccept)}
-			if err := i.watchDialogs(t); err != nil {
-				cancel()
-				return nil, false
-			}
+			t := &tab{id: id, ctx: tctx, cancel: cancel, lock: make(chan struct{}, 1), refs: map[string]nodeRef{}, dialogs: ds}
 			i.mu.Lock()
 			t.agent = i.agents[info.BrowserContextID] // a popup is its opener's agent's
 			if existing, ok := i.tabs[id]; ok {

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -61,7 +62,7 @@ type dialogs struct {
 	leaving bool
 	// autoAccept accepts every dialog as it opens (Options.DialogAutoAccept).
 	autoAccept bool
-	// answer sends an answer to the tab's open dialog; set by watchDialogs.
+	// answer sends an answer to the tab's open dialog; set by bind.
 	answer func(dialogAnswer, *dialogInfo) error
 }
 
@@ -69,14 +70,16 @@ func newDialogs(autoAccept bool) *dialogs {
 	return &dialogs{opened: make(chan struct{}), autoAccept: autoAccept}
 }
 
-// watchDialogs follows the tab's dialogs for as long as the tab lives.
-func (i *Instance) watchDialogs(t *tab) error {
-	t.dialogs.answer = func(a dialogAnswer, d *dialogInfo) error {
-		ctx, cancel := context.WithTimeout(t.ctx, i.opts.ActionTimeout)
+// bind has the dialogs of the tab whose chromedp context is tctx answered
+// within timeout. It is called before the tab's target starts: the
+// dialogs' on is the target's listener from its start (WithListener), so
+// that no event of the tab is missed.
+func (ds *dialogs) bind(tctx context.Context, timeout time.Duration) {
+	ds.answer = func(a dialogAnswer, d *dialogInfo) error {
+		ctx, cancel := context.WithTimeout(tctx, timeout)
 		defer cancel()
 		return answerDialog(ctx, a, d)
 	}
-	return chromedp.Listen(t.ctx, t.dialogs.on)
 }
 
 // answerDialog answers the open dialog d (nil when the instance did not see

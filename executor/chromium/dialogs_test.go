@@ -189,9 +189,15 @@ func TestLeavingAPageThatAsksFirst(t *testing.T) {
 
 	_, err = c.Navigate(ctx, tab, s.URL+"/leave", nil)
 	require.NoError(t, err)
+	_, err = c.Evaluate(ctx, tab, "window.before = true", nil)
+	require.NoError(t, err)
 	gesture()
 	_, err = c.Post(ctx, tab, "reload", nil, nil)
 	require.NoError(t, err)
+	require.Eventually(t, func() bool { // the reload answers as it starts
+		raw, err := c.Evaluate(ctx, tab, `!window.before && document.readyState === "complete"`, nil)
+		return err == nil && string(field[json.RawMessage](t, raw, "result")) == "true"
+	}, time.Minute, 20*time.Millisecond, "the page was reloaded")
 
 	gesture()
 	_, err = c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#away", Params: json.RawMessage(`{"waitNav":true}`)})
@@ -199,8 +205,10 @@ func TestLeavingAPageThatAsksFirst(t *testing.T) {
 	raw, err = c.Post(ctx, tab, "dialog", nil, json.RawMessage(`{"action":"accept"}`))
 	require.NoError(t, err)
 	require.Equal(t, "beforeunload", field[string](t, raw, "type"))
-	_, err = c.Wait(ctx, tab, json.RawMessage(`{"url":"/other"}`))
-	require.NoError(t, err, "the page was left")
+	require.Eventually(t, func() bool { // the page leaves once the question is answered
+		raw, err := c.Evaluate(ctx, tab, `location.pathname === "/other" && document.readyState === "complete"`, nil)
+		return err == nil && string(field[json.RawMessage](t, raw, "result")) == "true"
+	}, time.Minute, 20*time.Millisecond, "the page was left")
 
 	// Closing a tab whose page asks, or whose dialog is open, closes it.
 	_, err = c.Navigate(ctx, tab, s.URL+"/leave", nil)

@@ -268,6 +268,10 @@ type LocalInstance struct {
 	Capacity int `yaml:"capacity"`
 	// Chromium is the browser's path (default: found on the system).
 	Chromium string `yaml:"chromium"`
+	// DialogAutoAccept accepts every JavaScript dialog a page opens
+	// (default false: an open dialog holds up its tab's tasks until a
+	// "dialog" task or an action's dialogAction answers it).
+	DialogAutoAccept bool `yaml:"dialogAutoAccept"`
 }
 
 // Artifacts configures where screenshots, PDFs and large results go.

@@ -34,7 +34,7 @@ func TestAFileSetsEveryKindOfKey(t *testing.T) {
 listen: 127.0.0.1:9090
 shutdownGrace: 5s
 log: {level: debug, format: json}
-localInstance: {enabled: false, capacity: 2}
+localInstance: {enabled: false, capacity: 2, dialogAutoAccept: true}
 limits: {maxBodyBytes: 1024, maxComplexity: 99}
 engine:
   maxInFlight: 40
@@ -53,6 +53,7 @@ instances:
 	require.Equal(t, 5*time.Second, c.ShutdownGrace.Std())
 	require.Equal(t, "json", c.Log.Format)
 	require.False(t, c.LocalInstance.Enabled)
+	require.True(t, c.LocalInstance.DialogAutoAccept)
 	require.Equal(t, 1024, c.APILimits().MaxBodyBytes)
 	require.Equal(t, 99, c.APILimits().MaxComplexity)
 
