@@ -428,21 +428,34 @@ func TestKeepalivesFlowOnBothSubprotocols(t *testing.T) {
 	// intervals late, which a busy machine under -race can make it.
 	b := setup(t, func(o *setupOptions) { o.keepAlive = 500 * time.Millisecond })
 	ctx := ctxFor(t)
-	for _, proto := range []string{client.TransportWS, client.LegacyWS} {
+	// A connection of each subprotocol, side by side: the intervals they
+	// wait for pass for both at once.
+	protos := []string{client.TransportWS, client.LegacyWS}
+	conns := make([]*client.Conn, len(protos))
+	for i, proto := range protos {
 		conn, err := b.c.Dial(ctx, client.DialOptions{Protocol: proto})
 		require.NoError(t, err)
-		waitfor.Eventually(t, proto+" keepalives arrive", func() bool { return conn.Pings.Load() >= 3 })
-		if proto == client.TransportWS {
-			require.NoError(t, conn.Ping(ctx))
-			waitfor.Eventually(t, "the server answers a ping with a pong", func() bool { return conn.Pongs() >= 1 })
-		}
-		// The client answers the server's pings: the server, which closes a
-		// connection two intervals after a ping that got no pong, keeps this
-		// one open for four more.
-		seen := conn.Pings.Load()
-		waitfor.Eventually(t, proto+" keepalives go on for four more intervals", func() bool { return conn.Pings.Load() >= seen+4 })
-		require.NoError(t, conn.Err(), "%s connection alive", proto)
-		require.NoError(t, conn.Close())
+		conns[i] = conn
+	}
+	for i, proto := range protos {
+		waitfor.Eventually(t, proto+" keepalives arrive", func() bool { return conns[i].Pings.Load() >= 3 })
+	}
+	require.Equal(t, client.TransportWS, protos[0])
+	require.NoError(t, conns[0].Ping(ctx))
+	waitfor.Eventually(t, "the server answers a ping with a pong", func() bool { return conns[0].Pongs() >= 1 })
+	// The client answers the server's pings: the server, which closes a
+	// connection two intervals after a ping that got no pong, keeps each
+	// one open for four more.
+	seen := make([]int64, len(conns))
+	for i, conn := range conns {
+		seen[i] = conn.Pings.Load()
+	}
+	for i, proto := range protos {
+		waitfor.Eventually(t, proto+" keepalives go on for four more intervals", func() bool { return conns[i].Pings.Load() >= seen[i]+4 })
+	}
+	for i, proto := range protos {
+		require.NoError(t, conns[i].Err(), "%s connection alive", proto)
+		require.NoError(t, conns[i].Close())
 	}
 	_ = engine.StateQueued
 }
