@@ -168,6 +168,14 @@ func TestAWaitingCallReadsItsTaskOnlyForItsOwnEventsAndReportsItsPlace(t *testin
 
 func TestPerSessionStateEndsWithItsMCPSession(t *testing.T) {
 	t.Parallel()
+	// An idle session goes when the SDK times it out, and its key with it:
+	// opened first, so that its time passes while the rest of the test runs.
+	short := setupDirect(t, engine.Config{}, 3*time.Second)
+	idle := short.connect(t, "idle")
+	require.False(t, idle.call(t, "open_session", nil).IsError)
+	l, k := short.srv.SessionState()
+	require.Equal(t, [2]int{1, 1}, [2]int{l, k}, "the session and its key are kept while it lives")
+
 	d := setupDirect(t, engine.Config{}, 0)
 	sessionState := func(live, keys int) func() bool {
 		return func() bool { l, k := d.srv.SessionState(); return l == live && k == keys }
@@ -187,7 +195,7 @@ func TestPerSessionStateEndsWithItsMCPSession(t *testing.T) {
 
 	// A call that ends after its session did keeps nothing.
 	d.srv.SetSession("gone", "mcp-late")
-	l, k := d.srv.SessionState()
+	l, k = d.srv.SessionState()
 	require.Equal(t, [2]int{0, 0}, [2]int{l, k}, "no key for a session that is not live")
 
 	// A session that is never initialized keeps nothing either.
@@ -204,12 +212,6 @@ func TestPerSessionStateEndsWithItsMCPSession(t *testing.T) {
 	l, k = d.srv.SessionState()
 	require.Equal(t, [2]int{0, 0}, [2]int{l, k})
 
-	// An idle session goes when the SDK times it out, and its key with it.
-	short := setupDirect(t, engine.Config{}, 3*time.Second)
-	idle := short.connect(t, "idle")
-	require.False(t, idle.call(t, "open_session", nil).IsError)
-	l, k = short.srv.SessionState()
-	require.Equal(t, [2]int{1, 1}, [2]int{l, k}, "the session and its key are kept while it lives")
 	waitfor.Eventually(t, "the idle session times out and is forgotten", func() bool {
 		l, k := short.srv.SessionState()
 		return l == 0 && k == 0
