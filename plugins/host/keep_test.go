@@ -2,11 +2,14 @@ package host_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/internal/plugintest"
+	"github.com/switchyard/switchyard/plugins/builtin"
 	"github.com/switchyard/switchyard/plugins/host"
 )
 
@@ -51,4 +54,34 @@ func TestKeepCompiledKeepsTheMostRecentlyReleasedModules(t *testing.T) {
 
 	_, err = host.New(host.Config{KeepCompiled: -1})
 	require.ErrorContains(t, err, "KeepCompiled -1 is negative")
+}
+
+// Loads of one module at once on a fresh runtime, whose compile reads it
+// from the file cache, all get it ready to run: the first compile is
+// waited for, not raced (wazero publishes a module read from its cache
+// before it can be instantiated).
+func TestConcurrentLoadsOfOneModuleShareItsCompile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	mod, ok := builtin.ForSlot(policy.SlotRetry)
+	require.True(t, ok)
+	for range 3 {
+		rt := newRuntime(t, host.Config{})
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for i := range errs {
+			wg.Go(func() {
+				p, err := rt.Load(ctx, "backoff", mod.Wasm, nil)
+				if err == nil {
+					err = p.Close(ctx)
+				}
+				errs[i] = err
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
+		require.NoError(t, rt.Close(ctx))
+	}
 }

@@ -33,11 +33,12 @@ type Runtime struct {
 	logs     chan logLine  // lines for the logger, written by writeLogs
 	logsDone chan struct{} // closed by Close: writeLogs stops
 
-	mu       sync.Mutex
-	closed   bool
-	compiled map[[32]byte]*compiledModule
-	unused   [][32]byte // modules of compiled no plugin uses, oldest release first (Config.KeepCompiled)
-	plugins  map[*Plugin]struct{}
+	mu        sync.Mutex
+	closed    bool
+	compiled  map[[32]byte]*compiledModule
+	compiling map[[32]byte]chan struct{} // closed when the module's compile ends
+	unused    [][32]byte                 // modules of compiled no plugin uses, oldest release first (Config.KeepCompiled)
+	plugins   map[*Plugin]struct{}
 }
 
 type compiledModule struct {
@@ -76,14 +77,15 @@ func New(cfg Config) (*Runtime, error) {
 		WithMemoryLimitPages(cfg.MemoryLimitPages).
 		WithCompilationCache(cache))
 	rt := &Runtime{
-		epoch:    time.Now(),
-		cfg:      cfg,
-		wr:       wr,
-		cache:    cache,
-		compiled: make(map[[32]byte]*compiledModule),
-		plugins:  make(map[*Plugin]struct{}),
-		logs:     make(chan logLine, logQueue),
-		logsDone: make(chan struct{}),
+		epoch:     time.Now(),
+		cfg:       cfg,
+		wr:        wr,
+		cache:     cache,
+		compiled:  make(map[[32]byte]*compiledModule),
+		compiling: make(map[[32]byte]chan struct{}),
+		plugins:   make(map[*Plugin]struct{}),
+		logs:      make(chan logLine, logQueue),
+		logsDone:  make(chan struct{}),
 	}
 	go rt.writeLogs()
 	rt.dog = newWatchdog(rt)
@@ -172,40 +174,63 @@ func (rt *Runtime) Close(ctx context.Context) error {
 
 // compile returns the compiled form of wasm, compiling it at most once per
 // runtime while a plugin uses it or Config.KeepCompiled keeps it (and, with
-// the file cache, once per machine).
+// the file cache, once per machine). A compile of a module already under
+// way is waited for, not started again: wazero publishes a module read from
+// its file cache before it is ready to instantiate, and a second compile
+// of it at that moment would get it unfinished.
 func (rt *Runtime) compile(ctx context.Context, wasm []byte) (wazero.CompiledModule, [32]byte, error) {
 	key := sha256.Sum256(wasm)
-	rt.mu.Lock()
-	if rt.closed {
+	var done chan struct{}
+	for done == nil {
+		rt.mu.Lock()
+		if rt.closed {
+			rt.mu.Unlock()
+			return nil, key, ErrClosed
+		}
+		if c, ok := rt.compiled[key]; ok {
+			rt.useLocked(key, c)
+			rt.mu.Unlock()
+			return c.cm, key, nil
+		}
+		if wait, ok := rt.compiling[key]; ok {
+			rt.mu.Unlock()
+			select {
+			case <-wait: // compiled, or failed: look again
+			case <-ctx.Done():
+				return nil, key, ctx.Err()
+			}
+			continue
+		}
+		done = make(chan struct{})
+		rt.compiling[key] = done
 		rt.mu.Unlock()
-		return nil, key, ErrClosed
 	}
-	if c, ok := rt.compiled[key]; ok {
-		rt.useLocked(key, c)
-		rt.mu.Unlock()
-		return c.cm, key, nil
-	}
-	rt.mu.Unlock()
-	if err := precheck(wasm); err != nil {
-		return nil, key, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	metered, err := meter.Instrument(wasm, rt.cfg.SetupFuel)
-	if err != nil {
-		return nil, key, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	cm, err := rt.wr.CompileModule(ctx, metered)
-	if err != nil {
-		return nil, key, fmt.Errorf("%w: compile: %v", ErrInvalid, err)
-	}
+	cm, err := rt.compileNew(ctx, wasm)
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if c, ok := rt.compiled[key]; ok { // compiled concurrently: keep the first
-		_ = cm.Close(ctx)
-		rt.useLocked(key, c)
-		return c.cm, key, nil
+	delete(rt.compiling, key)
+	close(done)
+	if err != nil {
+		return nil, key, err
 	}
 	rt.compiled[key] = &compiledModule{cm: cm, refs: 1}
 	return cm, key, nil
+}
+
+// compileNew meters and compiles wasm.
+func (rt *Runtime) compileNew(ctx context.Context, wasm []byte) (wazero.CompiledModule, error) {
+	if err := precheck(wasm); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	metered, err := meter.Instrument(wasm, rt.cfg.SetupFuel)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	cm, err := rt.wr.CompileModule(ctx, metered)
+	if err != nil {
+		return nil, fmt.Errorf("%w: compile: %v", ErrInvalid, err)
+	}
+	return cm, nil
 }
 
 // useLocked takes a reference to c, the compiled module of key, which may
