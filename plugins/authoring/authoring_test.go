@@ -55,9 +55,11 @@ func setup(m *testing.M) (int, error) {
 	if sloppy, err = os.ReadFile(out); err != nil {
 		return 0, err
 	}
-	// The cache the other plugin test packages use; no timing; the default
-	// budget, which the examples fit at the default candidate count.
-	cfg := host.Config{Deadline: time.Minute, AwaitRebuilds: true, KeepCompiled: 16}
+	// The cache the other plugin test packages use; no timing (no deadline,
+	// CPU time or stall a loaded machine could make a decision miss, as in
+	// the checks' own runtimes); the default budget, which the examples fit
+	// at the default candidate count.
+	cfg := host.Config{Deadline: time.Minute, DecisionCPU: time.Minute, BreakerStall: time.Minute, AwaitRebuilds: true, KeepCompiled: 16}
 	if uc, err := os.UserCacheDir(); err == nil {
 		cfg.CacheDir = filepath.Join(uc, "switchyard", "wazero-test")
 	}
