@@ -44,7 +44,7 @@ type dialogAnswer struct {
 	text   *string
 }
 
-// dialogs follows the JavaScript dialog of one tab. Its methods but on run
+// dialogs follows the JavaScript dialog of one tab. Its methods, but on, run
 // anywhere; on runs on the tab's event reader.
 type dialogs struct {
 	mu sync.Mutex
