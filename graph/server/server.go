@@ -474,7 +474,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if s.opts.Ready != nil {
 		err = s.opts.Ready() // first: a node cut off from the store does not wait for the leader to say it drains
 	}
-	if err == nil && s.opts.Engine.Draining(r.Context()) {
+	if err == nil && s.draining(r) {
 		err = errors.New("draining: new work is refused")
 	}
 	if err != nil {
@@ -486,6 +486,18 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = w.Write([]byte("ready\n"))
+}
+
+// draining reports, for /readyz, whether the engine refuses new work. An
+// engine that knows it without asking another process (a cluster node: the
+// leader's last report) answers from that: a load balancer's probe must be
+// answered within its timeout, and the leader's own answer waits through a
+// failover, or while the node that took over starts leading.
+func (s *Server) draining(r *http.Request) bool {
+	if k, ok := s.opts.Engine.(interface{ KnownDraining() bool }); ok {
+		return k.KnownDraining()
+	}
+	return s.opts.Engine.Draining(r.Context())
 }
 
 // hclogAdapter lets promhttp log through hclog.

@@ -212,11 +212,15 @@ func (a *Engine) Drain(ctx context.Context) {
 	}
 }
 
-// Draining reports whether the leader refuses new work.
+// Draining reports whether the leader refuses new work: its answer.
 func (a *Engine) Draining(ctx context.Context) bool {
 	d, err := opDraining.call(ctx, a.n, none{})
 	return err == nil && d
 }
+
+// KnownDraining reports whether the leader refuses new work as this node
+// knows it, without waiting for anyone (Node.Draining): what /readyz asks.
+func (a *Engine) KnownDraining() bool { return a.n.Draining() }
 
 // Plan is the leader's dry run.
 func (a *Engine) Plan(ctx context.Context, limit int) (*engine.Plan, error) {

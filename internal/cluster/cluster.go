@@ -659,18 +659,18 @@ func (n *Node) heartbeat(ctx context.Context) {
 	defer t.Stop()
 	look := time.NewTicker(max(n.opts.Heartbeat/4, time.Millisecond))
 	defer look.Stop()
-	var failing bool // whether the last report said the commits fail
+	var failing, draining bool // what the last report said of the commits, and of draining
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-look.C:
-			if _, commits, _ := n.commitReport(); (commits != "") == failing {
+			if _, commits, _ := n.commitReport(); (commits != "") == failing && n.drainReport() == draining {
 				continue
 			}
 		}
-		failing = n.beat(ctx)
+		failing, draining = n.beat(ctx)
 	}
 }
 
@@ -681,15 +681,18 @@ func (n *Node) heartbeat(ctx context.Context) {
 // error would ever end — fails: else the node would go on reporting what
 // its last answered heartbeat learnt (Ready). A leader reports whether its
 // commits fail, and a follower reads the leader's report with the lease
-// (leaderhealth.go). beat returns whether it reported failing commits.
-func (n *Node) beat(ctx context.Context) (commitsFail bool) {
+// (leaderhealth.go). beat returns whether it reported failing commits,
+// and a draining engine.
+func (n *Node) beat(ctx context.Context) (commitsFail, draining bool) {
 	leading, since := n.Leading()
 	role := RoleFollower
 	if leading {
 		role = RoleLeader
 	}
 	epoch, commits, commitsSince := n.commitReport()
-	health, _ := json.Marshal(report{LastSeq: n.events.Last(), Ready: n.ready.Load(), Epoch: epoch, Commits: commits, CommitsSince: commitsSince})
+	draining = n.drainReport()
+	health, _ := json.Marshal(report{LastSeq: n.events.Last(), Ready: n.ready.Load(), Epoch: epoch, Commits: commits,
+		CommitsSince: commitsSince, Draining: draining})
 	bctx, cancel := context.WithTimeout(ctx, n.beatTimeout())
 	defer cancel()
 	err := n.store.Heartbeat(bctx, postgres.NodeInfo{ID: n.opts.Node, Address: n.opts.Address, Role: role, Since: since,
@@ -699,15 +702,15 @@ func (n *Node) beat(ctx context.Context) (commitsFail bool) {
 		lease, err = n.store.LeaseReport(bctx)
 	}
 	if ctx.Err() != nil {
-		return commits != ""
+		return commits != "", draining
 	}
 	n.noteHealth(err, lease, time.Now())
 	if err != nil {
 		n.beats.Fail(n.log, hclog.Warn, "heartbeat failed; the next failures are not logged until one succeeds", "error", err)
-		return commits != ""
+		return commits != "", draining
 	}
 	n.beats.OK(n.log, "heartbeat succeeds again")
-	return commits != ""
+	return commits != "", draining
 }
 
 // ForgetAfter is how long a node may go unheard of before the leader

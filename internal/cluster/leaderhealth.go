@@ -54,6 +54,10 @@ type report struct {
 	// run of failures Commits tells of (within a quarter heartbeat: it
 	// looks that often); zero with Commits.
 	CommitsSince time.Time `json:"commitsSince,omitzero"`
+	// Draining, on a leader, says that its engine refuses new work
+	// (engine.Engine.Draining): its followers are not ready either
+	// (Node.Draining).
+	Draining bool `json:"draining,omitempty"`
 }
 
 // leaderHealth is what a follower's last heartbeat learnt of the leader:
@@ -62,6 +66,9 @@ type leaderHealth struct {
 	node    string
 	commits string        // why its commits fail, as it reported
 	silent  bool          // it renews its lease but has not reported for long
+	// draining: its last report, of this leadership, said that it
+	// refuses new work.
+	draining bool
 	age     time.Duration // how old its last report was, by the database's clock
 	at      time.Time     // when this node read it
 }
@@ -106,15 +113,41 @@ func (n *Node) learnLeader(rep postgres.LeaseReport, now time.Time) leaderHealth
 	var r report
 	_ = json.Unmarshal(rep.Health, &r)
 	h := leaderHealth{node: rep.Node, age: rep.Age, at: now}
+	current := r.Epoch == rep.Epoch // a report of an earlier leadership says nothing of this one
+	h.draining = current && r.Draining
 	switch {
-	case r.Epoch == rep.Epoch && r.Commits != "": // a report of an earlier leadership says nothing of this one
+	case current && r.Commits != "":
 		h.commits = r.Commits
 	case rep.RenewedAt.Sub(rep.Heartbeat) > n.beatTimeout():
 		h.silent = true
-	default:
+	case !h.draining:
 		return leaderHealth{}
 	}
 	return h
+}
+
+// Draining reports whether the cluster's leader refuses new work, as this
+// node knows it without asking anyone: its own engine's state while it
+// leads; the leader's last report, read at this node's last heartbeat,
+// while it follows (the leader reports at once when it starts draining, so
+// a follower knows within about a heartbeat). It never waits: /readyz
+// asks it (graph/server), and a load balancer's probe must be answered
+// within its timeout, while the leader's own answer (Engine.Draining) may
+// take a failover's time. Without a leader, nothing drains.
+func (n *Node) Draining() bool {
+	if l := n.leader(); l != nil {
+		return l.eng.Draining(context.Background())
+	}
+	n.health.Lock()
+	defer n.health.Unlock()
+	return n.health.leader.draining
+}
+
+// drainReport returns whether this node leads and its engine refuses new
+// work, as its heartbeat reports.
+func (n *Node) drainReport() bool {
+	l := n.leader()
+	return l != nil && l.eng.Draining(context.Background())
 }
 
 // noteLeader records what a heartbeat learnt of the leader, wakes the

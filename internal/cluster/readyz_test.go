@@ -1,0 +1,101 @@
+package cluster_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/graph/server"
+	"github.com/switchyard/switchyard/internal/cluster"
+	"github.com/switchyard/switchyard/internal/waitfor"
+)
+
+// probe asks /readyz of url as a load balancer does, with a timeout far
+// above what a busy machine needs to answer from what it knows, and far
+// below the nodes' call timeout: an answer that waits for the leader does
+// not come in time.
+func probe(t *testing.T, url string) (int, string) {
+	t.Helper()
+	hc := &http.Client{Timeout: 30 * time.Second}
+	res, err := hc.Get(url + "/readyz")
+	require.NoError(t, err, "/readyz answers without waiting for the leader")
+	defer res.Body.Close() //nolint:errcheck
+	body, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	return res.StatusCode, string(body)
+}
+
+// serveReadiness serves node n's API with its readiness, as serve does.
+func serveReadiness(t *testing.T, n *testNode) string {
+	srv, err := server.New(server.Options{Engine: n.API(), Registry: n.Instances(), Plugins: n.Plugins(),
+		Schedules: n.Schedules(), Pull: n.Pull(), Heartbeats: n.Heartbeats(), Cluster: n.Node, Ready: n.Ready})
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+// /readyz is a load balancer's probe, which gives up after a few seconds:
+// every node answers it from what it knows, never by waiting for the
+// leader's answer. Here the node that took the lease is still starting to
+// lead (its Lead, which loads the policies, does not return), so the
+// leader answers no call: the node itself and its follower answer /readyz
+// at once, ready, as a failover of the usual length leaves them. What
+// ready means is kept: once the leader drains, every node answers 503
+// (the follower within about a heartbeat, from the leader's report).
+func TestReadyzAnswersAtOnceWhileTheLeaderDoesNotAnswer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	release := make(chan struct{})
+	var once sync.Once
+	slowStart := func(o *cluster.Options) {
+		lead := o.Lead
+		o.Lead = func(ctx context.Context, e *engine.Engine, start func() error) (*cluster.Leadership, error) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return lead(ctx, e, start)
+		}
+		o.CallTimeout = time.Hour // a call to the leader waits for it: longer than the probe
+	}
+	f := newFleet(t, 0, 5*time.Millisecond)
+	f.add(slowStart)
+	f.add(slowStart)
+	t.Cleanup(func() { once.Do(func() { close(release) }) }) // before the nodes stop
+	waitfor.Eventually(t, "a node holds the lease, and is still starting to lead", func() bool {
+		_, _, ok, err := f.nodes[0].Leader(ctx)
+		return err == nil && ok
+	})
+	for _, n := range f.nodes {
+		leading, _ := n.Leading()
+		require.False(t, leading, "no node leads yet: its Lead has not returned")
+	}
+	waitfor.Eventually(t, "both nodes have seen the lease held", func() bool {
+		return f.nodes[0].Ready() == nil && f.nodes[1].Ready() == nil
+	})
+	urls := []string{serveReadiness(t, f.nodes[0]), serveReadiness(t, f.nodes[1])}
+	for _, u := range urls {
+		status, body := probe(t, u)
+		require.Equal(t, http.StatusOK, status, body)
+		require.Equal(t, "ready\n", body)
+	}
+
+	once.Do(func() { close(release) })
+	lead := f.leader(f.nodes)
+	lead.API().Drain(ctx)
+	for _, u := range urls {
+		waitfor.Eventually(t, "the node is not ready while the leader drains", func() bool {
+			status, body := probe(t, u)
+			return status == http.StatusServiceUnavailable && body == "not ready: draining: new work is refused\n"
+		})
+	}
+}
