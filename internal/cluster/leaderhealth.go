@@ -64,13 +64,13 @@ type report struct {
 // nothing wrong (zero), its commits failing, or its silence.
 type leaderHealth struct {
 	node    string
-	commits string        // why its commits fail, as it reported
-	silent  bool          // it renews its lease but has not reported for long
+	commits string // why its commits fail, as it reported
+	silent  bool   // it renews its lease but has not reported for long
 	// draining: its last report, of this leadership, said that it
 	// refuses new work.
 	draining bool
-	age     time.Duration // how old its last report was, by the database's clock
-	at      time.Time     // when this node read it
+	age      time.Duration // how old its last report was, by the database's clock
+	at       time.Time     // when this node read it
 }
 
 // failing reports whether the leader reported that its commits fail.
