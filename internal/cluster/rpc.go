@@ -300,7 +300,7 @@ func (n *Node) command(ctx context.Context, kind string, payload json.RawMessage
 		if errors.Is(err, errTookOver) || engine.IsCode(err, engine.CodeUnavailable) {
 			return nil, err // this node leads now, or the leader is known to fail its commits
 		}
-		return nil, n.noAnswer(err, change, time.Since(start))
+		return nil, n.noAnswer(ctx, kind, err, change, time.Since(start))
 	}
 	n.leaderAnswered()
 	var a answer
@@ -324,8 +324,11 @@ var errTookOver = errors.New("this node took over as leader")
 // over while a change waited and has not applied it yet; or nobody. A
 // change may still be applied, by the leader or the next one (commands
 // stay in the store until one does); a read was not served, and may be
-// sent again.
-func (n *Node) noAnswer(err error, change bool, waited time.Duration) error {
+// sent again. The error is told in those words alone: err (a context's
+// "context deadline exceeded") says nothing more to a client, and goes to
+// the log, at debug level (an outage would log every call otherwise), with
+// the call's kind and request id.
+func (n *Node) noAnswer(ctx context.Context, kind string, err error, change bool, waited time.Duration) error {
 	lctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	lease, lerr := n.store.Lease(lctx)
@@ -352,7 +355,9 @@ func (n *Node) noAnswer(err error, change bool, waited time.Duration) error {
 	default:
 		msg += "; the read was not served; try again"
 	}
-	return &engine.Error{Code: engine.CodeUnavailable, Retryable: true, Err: err, Message: msg}
+	n.log.Debug("a call to the leader got no answer", "command", kind, "request_id", requestid.ID(ctx),
+		"waited", in, "answer", msg, "error", err)
+	return &engine.Error{Code: engine.CodeUnavailable, Retryable: true, Message: msg}
 }
 
 // serveCommands applies the commands of every node while this node leads.
