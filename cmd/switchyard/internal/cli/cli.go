@@ -16,9 +16,14 @@
 //	3  NOT_FOUND: no such task, lane, instance or plugin
 //	4  CONFLICT: the request does not fit the current state (e.g. cancelling an ended task)
 //	5  UNAUTHENTICATED or FORBIDDEN: check $SWITCHYARD_TOKEN
-//	6  the server could not be reached, or did not answer GraphQL
+//	6  the server could not be reached (nothing was sent: a refused
+//	   connection, a name that does not resolve, no connection within
+//	   --request-timeout), or did not answer GraphQL
 //	7  a bulk submit was partly refused (the refused lines are printed)
-//	8  retry later: QUEUE_FULL, DRAINING, UNAVAILABLE, or any error marked retryable
+//	8  retry later: QUEUE_FULL, DRAINING, UNAVAILABLE, or any error marked
+//	   retryable; or the request was sent but no answer came within
+//	   --request-timeout (or the connection broke): it may have been
+//	   applied, so send it again with the same idempotency key
 //
 // Errors go to stderr as `switchyard <verb>: CODE: message`; results go to
 // stdout, as a table or, with --json, as JSON (one object per line for
@@ -101,6 +106,10 @@ func ExitCode(err error) int {
 			return ExitAuth
 		}
 		return ExitUnreachable
+	}
+	var noAnswer *NoAnswerError
+	if errors.As(err, &noAnswer) {
+		return ExitRetry // sent, maybe applied: send it again (with its idempotency key)
 	}
 	var urlErr *url.Error
 	if errors.As(err, &urlErr) {
@@ -212,7 +221,7 @@ func (c *conn) client() (*client.Client, error) {
 	if c.timeout <= 0 {
 		return nil, Usagef("--request-timeout must be positive, got %s", c.timeout)
 	}
-	cl.HTTP = &http.Client{Timeout: c.timeout}
+	cl.HTTP = &http.Client{Transport: &answerTimeout{base: http.DefaultTransport, timeout: c.timeout}}
 	if tok := strings.TrimSpace(c.env.Getenv("SWITCHYARD_TOKEN")); tok != "" {
 		cl.Header.Set("Authorization", "Bearer "+tok)
 	}
