@@ -49,6 +49,17 @@ type answerTimeout struct {
 }
 
 func (t *answerTimeout) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Header.Get("Upgrade") != "" {
+		// A WebSocket's handshake: the time bounds it, not the stream that
+		// follows (whose body is the connection, left as it is).
+		ctx, cancel := context.WithCancel(req.Context())
+		timer := time.AfterFunc(t.timeout, cancel)
+		res, err := t.base.RoundTrip(req.WithContext(ctx))
+		if !timer.Stop() || err != nil {
+			cancel()
+		}
+		return res, err
+	}
 	parent := req.Context()
 	ctx, cancel := context.WithTimeout(parent, t.timeout)
 	var sent atomic.Bool
