@@ -603,20 +603,12 @@ func (i *Instance) runOp(reqCtx context.Context, t *tab, deadline time.Time, op 
 	defer cancel()
 	stop := context.AfterFunc(reqCtx, cancel)
 	defer stop()
-	d, opened := t.dialogs.watch()
 	if op != "dialog" {
+		d, stopWatching := t.dialogs.cancelOnOpen(cancel)
 		if d != nil {
 			return &dialogBlocked{op: op, tabID: t.id, dialog: d}
 		}
-		done := make(chan struct{})
-		defer close(done)
-		go func() {
-			select {
-			case <-opened:
-				cancel()
-			case <-done:
-			}
-		}()
+		defer stopWatching()
 	}
 	err := fn(ctx)
 	if err == nil {
@@ -679,19 +671,11 @@ func endedHow(took time.Duration) string {
 func (i *Instance) responds(t *tab, probe time.Duration) bool {
 	ctx, cancel := context.WithTimeout(t.ctx, probe)
 	defer cancel()
-	d, opened := t.dialogs.watch()
+	d, stopWatching := t.dialogs.cancelOnOpen(cancel)
 	if d != nil {
 		return true
 	}
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-opened:
-			cancel()
-		case <-done:
-		}
-	}()
+	defer stopWatching()
 	_, err := chromedp.Call(ctx, runtime.Evaluate, runtime.EvaluateParams{Expression: "1", ReturnByValue: new(true)})
 	return err == nil || ctx.Err() == nil && t.ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded)
 }

@@ -154,6 +154,26 @@ func (ds *dialogs) watch() (*dialogInfo, <-chan struct{}) {
 	return ds.pending, ds.opened
 }
 
+// cancelOnOpen returns the tab's open dialog, if there is one; otherwise
+// it calls cancel as soon as a dialog opens, until stop is called: an
+// operation under way on the tab stops then instead of waiting for its
+// time to run out.
+func (ds *dialogs) cancelOnOpen(cancel func()) (open *dialogInfo, stop func()) {
+	d, opened := ds.watch()
+	if d != nil {
+		return d, func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-opened:
+			cancel()
+		case <-done:
+		}
+	}()
+	return nil, func() { close(done) }
+}
+
 // current returns the tab's open dialog, or nil.
 func (ds *dialogs) current() *dialogInfo {
 	ds.mu.Lock()

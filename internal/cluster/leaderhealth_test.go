@@ -259,9 +259,9 @@ func TestADatabaseTurnedReadOnlyMakesNoNodeReady(t *testing.T) {
 // that the leader cannot commit; the change sent through a follower is
 // answered, after the commit timeout, that it was not confirmed durable in
 // time, and it stays pending: when the lock goes, the same leader commits
-// it, and the followers are ready again. (Before, the commit held the lease row: the leader lost its lease
-// and no node could take it until the lock went, while the followers said
-// nothing of the leader's commits.)
+// it, and the followers are ready again. (Before, the commit held the
+// lease row: the leader lost its lease and no node could take it until the
+// lock went, while the followers said nothing of the leader's commits.)
 func TestALeaderWhoseCommitWaitsOnALockKeepsItsLeaseAndSaysSo(t *testing.T) {
 	f := newFleet(t, 2, 5*time.Millisecond, func(o *cluster.Options) {
 		store, exec := o.Store, &fleetExec{delay: 5 * time.Millisecond, runs: map[string]int{}}
