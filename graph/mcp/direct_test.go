@@ -2,7 +2,6 @@ package mcp_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -76,7 +75,9 @@ func setupDirectMutations(t *testing.T, cfg engine.Config, sessionTimeout time.D
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
-		srv.Close()
+		closeCtx, closeCancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer closeCancel()
+		srv.Close(closeCtx)
 		hs.Close()
 		res.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -218,38 +219,41 @@ func TestPerSessionStateEndsWithItsMCPSession(t *testing.T) {
 	})
 }
 
-func TestCloseEndsTheCallsWaitingForTheirTasksAndLeavesTheTasksToTheEngine(t *testing.T) {
+func TestCloseAnswersTheCallsWaitingForTheirTasksAndLeavesTheTasksToTheEngine(t *testing.T) {
 	t.Parallel()
 	d := setupDirect(t, engine.Config{Lanes: []engine.LaneConfig{{Name: "main", MaxInFlight: 4, Paused: true}}}, 0)
 	c := d.connect(t, "waiter")
-	// The call ends one of two ways, depending on which the close reaches
-	// first: its answer (a tool error saying the server is shutting down)
-	// or the end of its session (an error from the client). Either ends it;
-	// a success cannot, since the lane is paused.
-	done := make(chan error, 1)
+	// The lane is paused: nothing but the close can end the call, and its
+	// client must hear why (a tool error naming the task), not lose the
+	// answer with its session.
+	type answer struct {
+		res *sdk.CallToolResult
+		err error
+	}
+	done := make(chan answer, 1)
 	go func() {
 		res, err := c.CallTool(ctxFor(t), &sdk.CallToolParams{Name: "text", Arguments: map[string]any{}, Meta: sdk.Meta{"progressToken": "p"}})
-		if err == nil && res.IsError {
-			err = fmt.Errorf("tool error: %s", textOf(res))
-			if !strings.Contains(err.Error(), "shutting down") {
-				err = fmt.Errorf("unexpected %w", err)
-			}
-		}
-		done <- err
+		done <- answer{res, err}
 	}()
 	waitfor.Eventually(t, "the call waits in the queue", func() bool { return len(c.progressMessages()) > 0 })
 	closed := make(chan struct{})
-	go func() { d.srv.Close(); close(closed) }()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		d.srv.Close(ctx)
+		close(closed)
+	}()
 	select {
 	case <-closed:
-	case <-time.After(20 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("Close waits for the calls waiting for their tasks")
 	}
-	err := <-done
-	require.Error(t, err, "the call ends with its session")
-	require.NotContains(t, err.Error(), "unexpected tool error")
+	a := <-done
+	require.NoError(t, a.err, "the call is answered before its session ends")
+	require.True(t, a.res.IsError)
 	ts, err := d.eng.Tasks(context.Background(), engine.TaskQuery{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, ts, 1)
+	require.Contains(t, textOf(a.res), "shutting down; task "+ts[0].ID+" is left to the engine")
 	require.Equal(t, engine.StateQueued, ts[0].State, "shutting down is not the client cancelling: the task stays")
 }

@@ -137,6 +137,11 @@ type Server struct {
 	// return (a session's Close waits for its calls).
 	closed   context.Context
 	closeAll context.CancelFunc
+	// posts counts the POST requests in progress: they carry the calls,
+	// and each ends once its answers are written, so Close waits for them
+	// before it ends the sessions (closing a session drops answers not
+	// yet written).
+	posts openPosts
 }
 
 // New builds the MCP server and its HTTP handler.
@@ -179,7 +184,7 @@ func New(opts Options) (*Server, error) {
 	if maxBody <= 0 {
 		maxBody = sdk.DefaultMaxRequestBodyBytes
 	}
-	h := http.Handler(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp },
+	h := s.posts.counting(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp },
 		// The session table closes idle sessions (sessions.go); the SDK's
 		// timeout, later, is only a backstop.
 		&sdk.StreamableHTTPOptions{SessionTimeout: 2 * opts.SessionTimeout, MaxRequestBodyBytes: opts.MaxBodyBytes,
@@ -262,12 +267,17 @@ Selectors: a CSS selector ("#go", "css:button.primary"), "xpath://button[@type='
 When the fleet is busy a call waits in the queue; progress notifications say where its task stands, and name it: should the call be lost, get_task with that id tells how the task ended. Cancel the call to cancel its task.
 A failed call's task is over (FAILED, never left parked): when error.retryable is true, calling again may succeed.`
 
-// Close ends every MCP session (at shutdown): the calls waiting in them
-// return, and their tasks are left to the engine's own shutdown.
-func (s *Server) Close() {
+// Close ends every MCP session (at shutdown). The calls waiting for their
+// tasks are answered first (a tool error: the server is shutting down, the
+// task is left to the engine's own shutdown), and their answers written,
+// until ctx ends; then the sessions end.
+func (s *Server) Close(ctx context.Context) {
 	s.mu.Lock()
 	s.closing = true
 	s.closeAll()
+	s.mu.Unlock()
+	s.posts.wait(ctx)
+	s.mu.Lock()
 	live := make([]*sdk.ServerSession, 0, len(s.live))
 	for _, ss := range s.live {
 		live = append(live, ss)

@@ -49,7 +49,9 @@ func setupCapped(t *testing.T, max int, initTimeout time.Duration) *capped {
 		for _, id := range exec.Running() {
 			_ = exec.Finish(id, engine.Outcome{Err: context.Canceled})
 		}
-		srv.Close()
+		closeCtx, closeCancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer closeCancel()
+		srv.Close(closeCtx)
 		hs.Close()
 		res.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

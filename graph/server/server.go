@@ -453,7 +453,7 @@ func (s *Server) Serve(ln net.Listener) error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.endStreams()
 	if s.mcp != nil {
-		s.mcp.Close()
+		s.mcp.Close(ctx)
 	}
 	defer s.resolver.Close()
 	err := s.http.Shutdown(ctx)
