@@ -382,16 +382,26 @@ func TestAnAssemblyScriptScaffoldBuildsTestsAndPassesCheck(t *testing.T) {
 	if err != nil {
 		t.Skip("npm is not installed: the AssemblyScript scaffold needs node and npm")
 	}
-	dir := filepath.Join(t.TempDir(), "shortest")
-	var out, errOut bytes.Buffer
-	require.Equal(t, 0, run(context.Background(), []string{"plugin", "new", "fairness", "--lang", "assemblyscript", dir}, &out, &errOut), errOut.String())
-	for _, args := range [][]string{{"install", "--no-audit", "--no-fund"}, {"test"}} {
-		cmd := exec.Command(npm, args...)
-		cmd.Dir = dir
-		b, err := cmd.CombinedOutput()
-		require.NoError(t, err, "npm %s:\n%s", strings.Join(args, " "), b)
+	scaffold := func(slot, name string) string {
+		dir := filepath.Join(t.TempDir(), name)
+		var out, errOut bytes.Buffer
+		require.Equal(t, 0, run(context.Background(), []string{"plugin", "new", slot, "--lang", "assemblyscript", dir}, &out, &errOut), errOut.String())
+		for _, args := range [][]string{{"install", "--no-audit", "--no-fund"}, {"test"}} {
+			cmd := exec.Command(npm, args...)
+			cmd.Dir = dir
+			b, err := cmd.CombinedOutput()
+			require.NoError(t, err, "%s: npm %s:\n%s", slot, strings.Join(args, " "), b)
+		}
+		return dir
 	}
-	out.Reset()
+	// The selection and retry scaffolds pass their own tests and check too.
+	for _, slot := range []string{"selection", "retry"} {
+		module := filepath.Join(scaffold(slot, "my"+slot), "my"+slot+".wasm")
+		var out, errOut bytes.Buffer
+		require.Equal(t, 0, run(context.Background(), []string{"plugin", "check", module}, &out, &errOut), "%s: %s\n%s", slot, out.String(), errOut.String())
+	}
+	dir := scaffold("fairness", "shortest")
+	var out, errOut bytes.Buffer
 	module := filepath.Join(dir, "shortest.wasm")
 	require.Equal(t, 0, run(context.Background(), []string{"plugin", "check", module}, &out, &errOut), "%s\n%s", out.String(), errOut.String())
 	out.Reset()
