@@ -9,7 +9,7 @@
 //
 //	GET  /health                       {"status":"ok","tabs":N,"browser":"…"} ("pending":true: see below)
 //	GET  /tabs                         {"tabs":[{"id","url","title","type"}]}
-//	POST /tab {"action":"new"|"close","url","tabId"}
+//	POST /tab {"action":"new"|"close","url","tabId"}   (a page that opens a dialog as it loads keeps its tab: dialog_blocking, details.tabId)
 //	POST /tabs/{id}/navigate {"url"}   {"tabId","url","title"}
 //	POST /tabs/{id}/action {"kind","selector"|"ref",…}   {"success":true,"result":{…}}
 //	     kinds: click dblclick hover focus fill type press select check uncheck scroll scrollintoview
@@ -363,7 +363,9 @@ func (i *Instance) cleanup() {
 
 // openTab opens a new tab, at pageURL unless it is "", in the agent's own
 // browser context, or in the default one when agent is "".
-// Its load of pageURL answers by deadline (runOp).
+// Its load of pageURL answers by deadline (runOp); a tab whose load failed
+// is closed, but one held up by a dialog its page opened stays (the error,
+// dialogBlocked, names it), as after a navigation of an open tab.
 func (i *Instance) openTab(ctx context.Context, pageURL, agent string, deadline time.Time) (*tab, error) {
 	var opts []chromedp.ContextOption
 	if agent != "" {
@@ -394,6 +396,13 @@ func (i *Instance) openTab(ctx context.Context, pageURL, agent string, deadline 
 	}
 	if pageURL != "" {
 		err := i.runOp(ctx, t, deadline, "navigate", func(ctx context.Context) error { return navigate(ctx, pageURL) })
+		var db *dialogBlocked
+		if errors.As(err, &db) {
+			// As a navigation of an open tab: the tab stays, held by its
+			// page's dialog, and the answer names it (the dialog's
+			// details carry its tabId) so that the dialog can be answered.
+			return nil, err
+		}
 		if err != nil {
 			i.closeTab(t.id, "")
 			return nil, err

@@ -270,6 +270,7 @@ func (e *dialogBlocked) details() map[string]any {
 		"suggestion":     `POST /tabs/` + e.tabID + `/dialog {"action":"accept"} or {"action":"dismiss"}`,
 		"dialog_type":    e.dialog.Type,
 		"dialog_message": e.dialog.Message,
+		"tabId":          e.tabID,
 	}
 }
 

@@ -1,6 +1,7 @@
 package chromium_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -32,6 +33,8 @@ func dialogSite(t *testing.T) *httptest.Server {
 		switch r.URL.Path {
 		case "/leave":
 			_, _ = io.WriteString(w, dialogPage+`<script>addEventListener("beforeunload", e => { e.preventDefault(); e.returnValue = "" })</script>`)
+		case "/alerting":
+			_, _ = io.WriteString(w, `<!doctype html><title>Alerting</title><script>alert("while loading")</script><div id="out">loaded</div>`)
 		case "/other":
 			_, _ = io.WriteString(w, `<!doctype html><title>Other</title><p>other page`)
 		default:
@@ -242,4 +245,55 @@ func TestDialogAutoAccept(t *testing.T) {
 	require.Equal(t, "name=def", outText(t, c, tab))
 	_, err = c.Post(ctx, tab, "dialog", nil, json.RawMessage(`{"action":"accept"}`))
 	require.Equal(t, http.StatusBadRequest, pinchtab.StatusOf(err), "nothing is left open: %v", err)
+}
+
+// postJSON posts body to path of the instance and returns the answer's
+// status and decoded body.
+func postJSON(t *testing.T, ctx context.Context, inst *chromium.Instance, path, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, inst.URL()+path, bytes.NewReader([]byte(body)))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+inst.Token())
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var out map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	return resp.StatusCode, out
+}
+
+// TestATabOpenedAtAPageThatAlertsIsKept: a tab opened with a URL whose page
+// opens a dialog while it loads is held up by it as a tab opened blank and
+// then navigated there is: the answer is 500 dialog_blocking, naming the
+// dialog and the tab (details.tabId), the tab stays, and POST
+// /tabs/{id}/dialog answers the dialog, after which the page goes on.
+func TestATabOpenedAtAPageThatAlertsIsKept(t *testing.T) {
+	t.Parallel()
+	inst := instance(t)
+	c := client(t, inst)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // ends a hang only
+	defer cancel()
+	status, body := postJSON(t, ctx, inst, "/tab", `{"action":"new","url":"`+dialogSite(t).URL+`/alerting"}`)
+	require.Equal(t, http.StatusInternalServerError, status, "%v", body)
+	require.Equal(t, "dialog_blocking", body["code"], "%v", body)
+	details, ok := body["details"].(map[string]any)
+	require.True(t, ok, "%v", body)
+	require.Equal(t, "alert", details["dialog_type"])
+	require.Equal(t, "while loading", details["dialog_message"])
+	tab, _ := details["tabId"].(string)
+	require.NotEmpty(t, tab, "the answer names the tab the dialog holds: %v", body)
+	t.Cleanup(func() { _ = c.CloseTab(context.Background(), tab) })
+
+	tabs, err := c.Tabs(ctx)
+	require.NoError(t, err)
+	require.Contains(t, tabIDs(tabs), tab, "the tab is kept, as after a navigation its page held up")
+	_, err = c.Read(ctx, tab, "title", nil)
+	requireBlocked(t, err, "title", "alert", "while loading")
+	raw, err := c.Post(ctx, tab, "dialog", nil, json.RawMessage(`{"action":"accept"}`))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"type":"alert","message":"while loading","handled":true}`, string(raw))
+	require.Eventually(t, func() bool { // the page loads on once the dialog is answered
+		raw, err := c.Evaluate(ctx, tab, `document.readyState === "complete" && out.textContent`, nil)
+		return err == nil && string(field[json.RawMessage](t, raw, "result")) == `"loaded"`
+	}, time.Minute, 20*time.Millisecond, "the page loaded")
 }
