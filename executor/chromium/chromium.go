@@ -59,10 +59,14 @@
 //     of the page when the work runs out of time (a quarter of it, at most
 //     ProbeTimeout), and a margin for the answer (an eighth, at most a
 //     second); the tab's closing is not waited for. A page that does not
-//     run the probe's trivial script (its script never yields) has its
-//     tab closed, and the request is answered 504 page_unresponsive, not
-//     retryable; later requests for the tab get 404 tab_not_found, saying
-//     why. A request cancelled mid-work is probed too, for ProbeTimeout.
+//     run the probe's trivial script (its script never yields) while the
+//     browser answers for its tab (Target.getTargetInfo, asked at the
+//     same time) has its tab closed, and the request is answered 504
+//     page_unresponsive, not retryable; later requests for the tab get
+//     404 tab_not_found, saying why. When the browser does not answer
+//     either, the page is not to blame: 504 timeout (retryable), and the
+//     tab stays. A request cancelled mid-work is not probed (and a probe
+//     under way stops when its request is cancelled): its tab stays.
 //     Under MinProbedTimeout (4 s) there is no probe (so a probe has
 //     MinProbe, a second, at least): the request answers
 //     504 timeout and the tab stays, and the first request on it with time
@@ -117,10 +121,11 @@ type Options struct {
 	// the probe of the page after the work ran out of time; default 60s.
 	ActionTimeout time.Duration
 	// ProbeTimeout is the most time a tab's page has to answer a trivial
-	// script after a request's work on it ran out of time or was cancelled
-	// (a request with less time left gives it a quarter of that: split); a
-	// page that does not (its script never yields) has stopped responding,
-	// and its tab is closed (page_unresponsive). Default DefaultProbeTimeout.
+	// script after a request's work on it ran out of time (a request with
+	// less time left gives it a quarter of that: split); a page that does
+	// not (its script never yields) while the browser answers for its tab
+	// has stopped responding, and its tab is closed (page_unresponsive).
+	// Default DefaultProbeTimeout.
 	ProbeTimeout time.Duration
 	// StartTimeout bounds the browser's start. Default: the deadline of
 	// Start's context when it has one (a caller that gives the start a
@@ -589,12 +594,13 @@ const codeTimeout = "timeout"
 // operation within the request's time (waitTab), and fn's context ends
 // when the request's does, or when its share of what is left of the time
 // after the wait (split) runs out.
-// When fn's time ran out (or its request was cancelled), the tab's page is
-// asked to run a trivial script within the probe's share: a page that
-// cannot (its script loops for ever and the renderer's main thread never
-// yields) would hold every later operation on the tab until its own
+// When fn's time ran out, the tab's page is asked to run a trivial script
+// within the probe's share (probe): a page that cannot (its script loops
+// for ever and the renderer's main thread never yields) while the browser
+// answers would hold every later operation on the tab until its own
 // timeout, so its tab is closed and the error says the page stopped
-// responding (page_unresponsive).
+// responding (page_unresponsive). A request that was cancelled is not
+// probed: nobody waits for the verdict, and its tab stays.
 // A JavaScript dialog holds the page up too, but it is no hang: an
 // operation (but op "dialog", which answers it) that comes while the
 // tab's page has a dialog open, or during which one opens, stops at once
@@ -629,12 +635,16 @@ func (i *Instance) runOp(reqCtx context.Context, t *tab, deadline time.Time, op 
 	if ctx.Err() == nil || t.ctx.Err() != nil {
 		return err
 	}
-	took := limit
 	if reqCtx.Err() != nil {
-		// Nobody waits for the answer: the probe takes its full time.
-		took, probe = 0, i.opts.ProbeTimeout
+		// Cancelled: nobody waits for the answer, and a probe would hold
+		// the tab for nothing. The tab stays; the next request with time
+		// enough finds its page hung, if it is.
+		return fmt.Errorf("%w: %w", reqCtx.Err(), err)
 	}
-	ok := probe <= 0 || i.responds(t, probe)
+	v := alive
+	if probe > 0 {
+		v = i.probe(reqCtx, t, probe)
+	}
 	if d := t.dialogs.current(); d != nil {
 		// A dialog is open: the page is held, not hung.
 		if op == "dialog" {
@@ -642,17 +652,31 @@ func (i *Instance) runOp(reqCtx context.Context, t *tab, deadline time.Time, op 
 		}
 		return &dialogBlocked{op: op, tabID: t.id, dialog: d}
 	}
-	if !ok {
-		i.closeHung(t, took, probe)
+	switch v {
+	case hung:
+		i.closeHung(t, limit, probe)
 		return &apiError{http.StatusGatewayTimeout, codePageUnresponsive, fmt.Errorf(
-			"the page in tab %s stopped responding (a script that never yields?): it did not answer within %v after the request's work %s; "+
-				"the tab was closed, and its page is lost: open a new tab (%w)", t.id, probe, endedHow(took), err)}
+			"the page in tab %s stopped responding (a script that never yields?): it did not answer within %v after the request's work ran out of its %v, "+
+				"while the browser did; the tab was closed, and its page is lost: open a new tab (%w)", t.id, probe, limit, err)}
+	case browserSilent:
+		return &apiError{http.StatusGatewayTimeout, codeTimeout, fmt.Errorf(
+			"tab %s: the request's work ran out of its %v, and neither the page nor the browser answered within %v after it "+
+				"(a busy machine, or a large answer holding the browser's connection): the tab is kept; try again (%w)", t.id, limit, probe, err)}
 	}
 	if reqCtx.Err() != nil {
 		return fmt.Errorf("%w: %w", reqCtx.Err(), err)
 	}
 	return err
 }
+
+// verdict is what a probe found of a tab's page.
+type verdict int
+
+const (
+	alive         verdict = iota // the page answered (or opened a dialog, or its tab went, or the probe was cut short)
+	hung                         // the browser answered, the page did not: its renderer is stuck
+	browserSilent                // the browser did not answer either: the page is not to blame
+)
 
 // DefaultProbeTimeout is Options.ProbeTimeout when it is 0.
 const DefaultProbeTimeout = 3 * time.Second
@@ -665,28 +689,47 @@ const codePageUnresponsive = pinchtab.CodePageUnresponsive
 // its page stopped responding.
 const hungRetention = time.Hour
 
-func endedHow(took time.Duration) string {
-	if took > 0 {
-		return "ran out of its " + took.String()
-	}
-	return "was cancelled"
-}
-
-// responds reports whether the tab's page runs a trivial script within
-// probe. The probe goes to the renderer, as every operation on the
-// tab does; a renderer whose main thread is stuck in a script does not
-// answer it. A page that opens a JavaScript dialog responds: the probe
-// ends then (runOp answers dialogBlocked).
-func (i *Instance) responds(t *tab, probe time.Duration) bool {
-	ctx, cancel := context.WithTimeout(t.ctx, probe)
+// probe asks the tab's page to run a trivial script within d, and the
+// browser, at once and within the same d, about the tab's target
+// (Target.getTargetInfo, which the browser process answers itself, however
+// busy the tab's renderer is). The page answering means it is alive; a
+// page that does not while the browser does is hung: its renderer's main
+// thread never gets to the script (a script that never yields, or a
+// renderer that stopped); neither answering says nothing of the page (the
+// machine, the browser or its one connection is slow) and the tab is not
+// to be closed for it. A page that opens a JavaScript dialog responds: the
+// probe ends then (runOp answers dialogBlocked). The probe ends when the
+// request that asked for it is cancelled: nobody waits for its verdict.
+func (i *Instance) probe(reqCtx context.Context, t *tab, d time.Duration) verdict {
+	ctx, cancel := context.WithTimeout(t.ctx, d)
 	defer cancel()
-	d, stopWatching := t.dialogs.cancelOnOpen(cancel)
-	if d != nil {
-		return true
+	stop := context.AfterFunc(reqCtx, cancel)
+	defer stop()
+	open, stopWatching := t.dialogs.cancelOnOpen(cancel)
+	if open != nil {
+		return alive
 	}
 	defer stopWatching()
+
+	browser := make(chan error, 1)
+	go func() {
+		bctx, bcancel := context.WithCancel(i.browserCtx)
+		defer bcancel()
+		defer context.AfterFunc(ctx, bcancel)()
+		_, err := chromedp.CallBrowser(bctx, target.GetTargetInfo, target.GetTargetInfoParams{TargetID: target.ID(t.id)})
+		browser <- err
+	}()
 	_, err := chromedp.Call(ctx, runtime.Evaluate, runtime.EvaluateParams{Expression: "1", ReturnByValue: new(true)})
-	return err == nil || ctx.Err() == nil && t.ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded)
+	if err == nil || ctx.Err() == nil && t.ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+		return alive
+	}
+	if reqCtx.Err() != nil || t.ctx.Err() != nil || t.dialogs.current() != nil {
+		return alive // cut short, or the tab went, or a dialog holds the page: no verdict of a hang
+	}
+	if berr := <-browser; berr != nil {
+		return browserSilent
+	}
+	return hung
 }
 
 // closeHung closes a tab whose page stopped responding. Closing a target is

@@ -3,6 +3,12 @@ package chromium_test
 import (
 	"context"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,4 +76,94 @@ func TestAHungPagesTabIsClosedWithAClearAnswer(t *testing.T) {
 	text, err := c.Read(ctx, other, "title", nil)
 	require.NoError(t, err, "a new tab works")
 	require.Contains(t, string(text), "Switchyard test form")
+}
+
+// TestACancelledRequestLeavesItsTabToTheNext: a request cancelled while its
+// page never yields is not followed by a probe of the page (nobody waits
+// for its verdict, and it would hold the tab for its whole time): the tab
+// stays, and the next request with time enough finds the page hung itself.
+func TestACancelledRequestLeavesItsTabToTheNext(t *testing.T) {
+	t.Parallel()
+	inst := startOwn(t, chromium.Options{ActionTimeout: 5 * time.Second})
+	c := client(t, inst)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // ends a hang only
+	defer cancel()
+	tab := openTab(t, c)
+	_, err := c.Evaluate(ctx, tab, "setTimeout(() => { for (;;) {} }, 0); 'armed'", nil)
+	require.NoError(t, err)
+
+	// The page never answers: the request is under way when it is
+	// cancelled (or, on a slow machine, not started yet: then there is
+	// nothing to probe either).
+	short, cancelShort := context.WithTimeout(ctx, 2*time.Second)
+	_, err = c.Read(short, tab, "text", nil)
+	cancelShort()
+	require.Error(t, err)
+
+	_, err = c.Read(ctx, tab, "url", nil)
+	var pe *pinchtab.Error
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, pinchtab.CodePageUnresponsive, pe.Code,
+		"the next request found the page hung itself, not a tab a cancelled request's probe had closed: %v", err)
+}
+
+// browserPID is the process id of the browser (not a renderer) started
+// with the user-data dir dir.
+func browserPID(t *testing.T, dir string) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(raw), "\x00")
+		if slices.Contains(args, "--user-data-dir="+dir) && !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--type=") }) {
+			return pid
+		}
+	}
+	t.Fatalf("no browser process with --user-data-dir=%s", dir)
+	return 0
+}
+
+// TestATabIsNotClosedWhenTheBrowserDoesNotAnswerEither: a page that does
+// not answer the probe while the browser does not answer either is not
+// taken for hung — the delay is the browser's (here: its process is
+// stopped), not the page's: the request answers 504 timeout, retryable,
+// and the tab stays and works once the browser runs again.
+func TestATabIsNotClosedWhenTheBrowserDoesNotAnswerEither(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	inst := startOwn(t, chromium.Options{ActionTimeout: 5 * time.Second, UserDataDir: dir})
+	c := client(t, inst)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // ends a hang only
+	defer cancel()
+	tab := openTab(t, c)
+	pid := browserPID(t, dir)
+
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
+		}
+	}
+	defer resume()
+	_, err := c.Read(ctx, tab, "text", nil)
+	resume()
+	var pe *pinchtab.Error
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, http.StatusGatewayTimeout, pe.Status, "%v", err)
+	require.Equal(t, "timeout", pe.Code, "%v", err)
+	require.True(t, pe.Retryable(), "%v", err)
+
+	raw, err := c.Read(ctx, tab, "title", nil)
+	require.NoError(t, err, "the tab was kept")
+	require.Contains(t, string(raw), "Switchyard test form")
 }
