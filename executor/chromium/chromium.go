@@ -218,6 +218,51 @@ type tab struct {
 	lock    chan struct{}      // one operation at a time on a tab
 	refs    map[string]nodeRef // snapshot ref → the element it names; guarded by lock
 	dialogs *dialogs           // the page's JavaScript dialog (dialogs.go)
+	// ready is closed once the instance follows the tab's page (its
+	// chromedp target is attached, its events reach dialogs), and
+	// attachErr, then, says why it could not. A tab the instance opened is
+	// ready at once; a popup is attached in the background (follow).
+	ready     chan struct{}
+	attachErr error
+}
+
+// closedChan is a channel that is closed: a tab the instance opened is
+// ready from the start.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// isReady reports whether the instance follows the tab's page.
+func (t *tab) isReady() bool {
+	select {
+	case <-t.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// attached waits, within ctx, until the instance follows the tab's page,
+// and returns why it could not (a target that went). With dialogOK, a
+// dialog the page opened meanwhile ends the wait too (nil): the tab's
+// session is up (its events arrive) and can answer it, though the rest of
+// its attaching waits for the page.
+func (t *tab) attached(ctx context.Context, dialogOK bool) error {
+	if t.isReady() {
+		return t.attachErr
+	}
+	d, opened := t.dialogs.watch()
+	if !dialogOK {
+		opened = nil
+	} else if d != nil {
+		return nil
+	}
+	select {
+	case <-t.ready:
+		return t.attachErr
+	case <-opened:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Start launches the browser and the HTTP server. ctx bounds the start only;
@@ -318,6 +363,9 @@ func (i *Instance) startBrowser(ctx context.Context) error {
 		return fmt.Errorf("chromium: start: browser not ready after %v", wait.Round(time.Millisecond))
 	}
 	i.keeper = chromedp.FromContext(browserCtx).Target.TargetID
+	if err := i.followPopups(); err != nil {
+		return fmt.Errorf("chromium: follow popups: %w", err)
+	}
 	i.health.ok = time.Now() // it answered: it started
 	return nil
 }
@@ -392,7 +440,7 @@ func (i *Instance) openTab(ctx context.Context, pageURL, agent string, deadline 
 		return nil, fmt.Errorf("open tab: %w", err)
 	}
 	t := &tab{id: string(chromedp.FromContext(tctx).Target.TargetID), agent: agent, ctx: tctx, cancel: cancel,
-		lock: make(chan struct{}, 1), refs: map[string]nodeRef{}, dialogs: ds}
+		lock: make(chan struct{}, 1), refs: map[string]nodeRef{}, dialogs: ds, ready: closedChan}
 	i.mu.Lock()
 	i.tabs[t.id] = t
 	i.mu.Unlock()
@@ -416,8 +464,10 @@ func (i *Instance) openTab(ctx context.Context, pageURL, agent string, deadline 
 	return t, nil
 }
 
-// tab returns the tab with id, attaching to a tab the page opened itself (a
-// popup) on first use.
+// tab returns the tab with id, following a tab the page opened itself (a
+// popup) from its first use when the browser's report of it (follow) did
+// not come first. It does not wait for the popup's attaching: a request
+// waits for that within its own time (runOp).
 func (i *Instance) tab(id string) (*tab, bool) {
 	i.mu.Lock()
 	t, ok := i.tabs[id]
@@ -434,27 +484,68 @@ func (i *Instance) tab(id string) (*tab, bool) {
 	}
 	for _, info := range infos {
 		if string(info.TargetID) == id && info.Type == "page" {
-			ds := newDialogs(i.opts.DialogAutoAccept)
-			tctx, cancel := chromedp.NewContext(i.browserCtx, chromedp.WithTargetID(info.TargetID), chromedp.WithListener(ds.on))
-			ds.bind(tctx, i.opts.ActionTimeout)
-			if err := chromedp.Do(tctx); err != nil {
-				cancel()
-				return nil, false
-			}
-			t := &tab{id: id, ctx: tctx, cancel: cancel, lock: make(chan struct{}, 1), refs: map[string]nodeRef{}, dialogs: ds}
-			i.mu.Lock()
-			t.agent = i.agents[info.BrowserContextID] // a popup is its opener's agent's
-			if existing, ok := i.tabs[id]; ok {
-				i.mu.Unlock()
-				cancel()
-				return existing, true
-			}
-			i.tabs[id] = t
-			i.mu.Unlock()
-			return t, true
+			return i.follow(info), true
 		}
 	}
 	return nil, false
+}
+
+// followPopups has the instance follow each popup (a page target with an
+// opener) as soon as the browser reports it, rather than on the first
+// request for it: a JavaScript dialog that opens in a page before the
+// instance followed it is out of reach of the browser's protocol (it
+// reports no dialog, answers none, and the page's renderer answers nothing
+// until the dialog is gone), and a popup's page usually has to load before
+// its scripts run.
+func (i *Instance) followPopups() error {
+	return chromedp.ListenBrowser(i.browserCtx, func(ev any) {
+		created, ok := ev.(*target.EventTargetCreated)
+		if !ok || created.TargetInfo == nil || created.TargetInfo.Type != "page" || created.TargetInfo.OpenerID == "" {
+			return
+		}
+		i.mu.Lock()
+		closing := i.closing
+		i.mu.Unlock()
+		if !closing {
+			i.follow(created.TargetInfo)
+		}
+	})
+}
+
+// follow adds the page target info, which the instance did not open (a
+// popup), to its tabs, and attaches to it in the background: the tab is
+// ready (tab.attached) once the attaching is done, which a page showing a
+// JavaScript dialog holds up until the dialog is gone (or the tab closed).
+// A target already among the tabs is returned as it is.
+func (i *Instance) follow(info *target.Info) *tab {
+	id := string(info.TargetID)
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if t, ok := i.tabs[id]; ok {
+		return t
+	}
+	ds := newDialogs(i.opts.DialogAutoAccept)
+	tctx, cancel := chromedp.NewContext(i.browserCtx, chromedp.WithTargetID(info.TargetID), chromedp.WithListener(ds.on))
+	ds.bind(tctx, i.opts.ActionTimeout)
+	t := &tab{id: id, ctx: tctx, cancel: cancel, lock: make(chan struct{}, 1), refs: map[string]nodeRef{}, dialogs: ds,
+		ready: make(chan struct{}), agent: i.agents[info.BrowserContextID]} // a popup is its opener's agent's
+	i.tabs[id] = t
+	go func() {
+		err := chromedp.Do(tctx) // bound to tctx: closing the tab (or the instance) ends it
+		if err != nil {
+			t.attachErr = notFound("tab_not_found", "tab %s not found: it could not be followed (%v)", id, err)
+		}
+		close(t.ready)
+		if err != nil {
+			i.mu.Lock()
+			if i.tabs[id] == t {
+				delete(i.tabs, id)
+			}
+			i.mu.Unlock()
+			cancel()
+		}
+	}()
+	return t
 }
 
 // tabFor returns the tab with id if a request for agent may use it: a tab
@@ -480,9 +571,27 @@ func (i *Instance) closeTab(id, agent string) bool {
 	i.tabClosedLocked(t.agent, time.Now())
 	i.mu.Unlock()
 	t.dialogs.forget()
-	t.cancel() // closes the target (a dialog open in it goes with it)
+	i.release(t) // closes the target (a dialog open in it goes with it)
 	return true
 }
+
+// release ends the instance's hold on a tab it no longer has in its books
+// and closes its target. Cancelling the tab's context closes a target
+// chromedp attached to; one whose attaching has not got that far (a popup
+// follow is still attaching) is closed by the browser directly.
+func (i *Instance) release(t *tab) {
+	ready := t.isReady()
+	t.cancel()
+	if !ready {
+		ctx, cancel := context.WithTimeout(i.browserCtx, closeTimeout)
+		defer cancel()
+		_, _ = chromedp.CallBrowser(ctx, target.CloseTarget, target.CloseTargetParams{TargetID: target.ID(t.id)})
+	}
+}
+
+// closeTimeout bounds the browser's closing of a tab the instance did not
+// attach to yet.
+const closeTimeout = 10 * time.Second
 
 // listTabs returns the page targets of the browser, but the hidden first one.
 func (i *Instance) listTabs(ctx context.Context) ([]*target.Info, error) {
@@ -625,7 +734,10 @@ func (i *Instance) runOp(reqCtx context.Context, t *tab, deadline time.Time, op 
 		}
 		defer stopWatching()
 	}
-	err := fn(ctx)
+	err := t.attached(ctx, op == "dialog")
+	if err == nil {
+		err = fn(ctx)
+	}
 	if err == nil {
 		return nil
 	}
@@ -719,7 +831,10 @@ func (i *Instance) probe(reqCtx context.Context, t *tab, d time.Duration) verdic
 		_, err := chromedp.CallBrowser(bctx, target.GetTargetInfo, target.GetTargetInfoParams{TargetID: target.ID(t.id)})
 		browser <- err
 	}()
-	_, err := chromedp.Call(ctx, runtime.Evaluate, runtime.EvaluateParams{Expression: "1", ReturnByValue: new(true)})
+	err := t.attached(ctx, false) // a page not followed yet answers once it is
+	if err == nil {
+		_, err = chromedp.Call(ctx, runtime.Evaluate, runtime.EvaluateParams{Expression: "1", ReturnByValue: new(true)})
+	}
 	if err == nil || ctx.Err() == nil && t.ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
 		return alive
 	}
@@ -761,7 +876,7 @@ func (i *Instance) closeHung(t *tab, took, probe time.Duration) {
 	}
 	go func() {
 		defer i.wg.Done()
-		t.cancel()
+		i.release(t)
 	}()
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -296,4 +297,127 @@ func TestATabOpenedAtAPageThatAlertsIsKept(t *testing.T) {
 		raw, err := c.Evaluate(ctx, tab, `document.readyState === "complete" && out.textContent`, nil)
 		return err == nil && string(field[json.RawMessage](t, raw, "result")) == `"loaded"`
 	}, time.Minute, 20*time.Millisecond, "the page loaded")
+}
+
+// popupSite serves an opener page whose link opens a popup on another site
+// (localhost rather than 127.0.0.1: a renderer of its own) at path.
+func popupSite(t *testing.T, popup http.HandlerFunc) (opener string) {
+	t.Helper()
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		if r.URL.Path == "/" {
+			u := strings.Replace("http://"+r.Host, "127.0.0.1", "localhost", 1)
+			_, _ = io.WriteString(w, `<!doctype html><title>Opener</title><a id="pop" target="_blank" href="`+u+`/popup">pop</a>`)
+			return
+		}
+		popup(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s.URL + "/"
+}
+
+// openPopup clicks the opener's link in tab and returns the popup's tab.
+func openPopup(t *testing.T, ctx context.Context, c *pinchtab.Client, tab string) string {
+	t.Helper()
+	_, err := c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#pop"})
+	require.NoError(t, err)
+	var popup string
+	require.Eventually(t, func() bool {
+		tabs, err := c.Tabs(ctx)
+		require.NoError(t, err)
+		for _, tb := range tabs {
+			if strings.HasSuffix(tb.URL, "/popup") {
+				popup = tb.ID
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 20*time.Millisecond, "the popup is listed")
+	t.Cleanup(func() { _ = c.CloseTab(context.Background(), popup) })
+	return popup
+}
+
+// TestAPopupThatOpensWithADialogShowingIsAnsweredInTime: the first request
+// on a popup whose page opened an alert as it loaded ends within its time
+// (it waited on the page with no limit). Either the instance followed the
+// popup before the alert, and the dialog is reported as on any tab (500
+// dialog_blocking, answered by POST /tabs/{id}/dialog), or the page showed
+// it first (the browser's protocol neither reports nor answers such a
+// dialog, and the page answers nothing): the page is silent while the
+// browser answers, and the popup is closed as a page that stopped
+// responding.
+func TestAPopupThatOpensWithADialogShowingIsAnsweredInTime(t *testing.T) {
+	t.Parallel()
+	inst := startOwn(t, chromium.Options{ActionTimeout: 8 * time.Second})
+	c := client(t, inst)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // ends a hang only
+	defer cancel()
+	opener := dialogTab(t, c, popupSite(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `<!doctype html><title>Popup</title><script>alert("popup says hi")</script><div id="out">loaded</div>`)
+	}))
+	popup := openPopup(t, ctx, c, opener)
+
+	_, err := c.Read(ctx, popup, "title", nil)
+	var pe *pinchtab.Error
+	require.ErrorAs(t, err, &pe, "the instance answered, within the request's time")
+	t.Logf("the first request on the popup: %v", err)
+	switch pe.Code {
+	case "dialog_blocking":
+		requireBlocked(t, err, "title", "alert", "popup says hi")
+		raw, err := c.Post(ctx, popup, "dialog", nil, json.RawMessage(`{"action":"accept"}`))
+		require.NoError(t, err)
+		require.JSONEq(t, `{"type":"alert","message":"popup says hi","handled":true}`, string(raw))
+		require.Eventually(t, func() bool {
+			raw, err := c.Read(ctx, popup, "title", nil)
+			return err == nil && field[string](t, raw, "title") == "Popup"
+		}, time.Minute, 20*time.Millisecond, "the popup goes on once its dialog is answered")
+	case pinchtab.CodePageUnresponsive:
+		tabs, err := c.Tabs(ctx)
+		require.NoError(t, err)
+		require.NotContains(t, tabIDs(tabs), popup, "a popup closed as unresponsive is gone")
+	default:
+		t.Fatalf("neither dialog_blocking nor page_unresponsive: %v", err)
+	}
+	_, err = c.Read(ctx, opener, "title", nil)
+	require.NoError(t, err, "the opener works on")
+}
+
+// TestAPopupsDialogIsReportedAsAnyTabs: a dialog a popup's page opens once
+// the instance follows the popup holds up the popup's requests (500
+// dialog_blocking, naming it) until POST /tabs/{id}/dialog answers it.
+func TestAPopupsDialogIsReportedAsAnyTabs(t *testing.T) {
+	t.Parallel()
+	inst := instance(t)
+	c := client(t, inst)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // ends a hang only
+	defer cancel()
+	release := make(chan struct{})
+	opener := dialogTab(t, c, popupSite(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/go" {
+			select { // the popup alerts once the test has followed it
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		_, _ = io.WriteString(w, `<!doctype html><title>Popup</title><div id="out">waiting</div>
+<script>fetch("/go").then(() => { out.textContent = String(confirm("Go on?")) })</script>`)
+	}))
+	popup := openPopup(t, ctx, c, opener)
+	require.Eventually(t, func() bool {
+		raw, err := c.Read(ctx, popup, "title", nil)
+		return err == nil && field[string](t, raw, "title") == "Popup"
+	}, time.Minute, 20*time.Millisecond, "the popup loaded")
+	close(release)
+
+	require.Eventually(t, func() bool {
+		_, err := c.Read(ctx, popup, "title", nil)
+		return err != nil
+	}, time.Minute, 20*time.Millisecond, "the popup's dialog holds it up")
+	_, err := c.Read(ctx, popup, "title", nil)
+	requireBlocked(t, err, "title", "confirm", "Go on?")
+	raw, err := c.Post(ctx, popup, "dialog", nil, json.RawMessage(`{"action":"dismiss"}`))
+	require.NoError(t, err)
+	require.Equal(t, "confirm", field[string](t, raw, "type"))
+	require.Equal(t, "false", outText(t, c, popup))
 }
