@@ -236,12 +236,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 		backend = server.Options{Engine: node.API(), Registry: node.Instances(), Plugins: node.Plugins(),
 			Schedules: node.Schedules(), Pull: node.Pull(), Heartbeats: node.Heartbeats(), Cluster: node, Metrics: &metrics.Source{
 				// A scrape carries no context: the sources are bound to the
-				// server's, and a forward to the leader (the plugins) is
-				// bounded by the node's call timeout as well.
+				// server's. Each answers from what this node knows, without
+				// asking the leader: a scrape must not wait through a
+				// failover, or on a leader that does not answer (the
+				// plugins are the leader's last report of them on a
+				// follower: cluster.Node.KnownPlugins).
 				Stats:     func() engine.Stats { return node.Engine().Stats(ctx) },
 				Lanes:     func() []engine.LaneStatus { return node.Engine().Lanes(ctx) },
 				Instances: func() []executor.Instance { return reg.List(ctx) },
-				Plugins:   func() []manager.Info { return node.Plugins().List(ctx) }}}
+				Plugins:   func() []manager.Info { return node.KnownPlugins(ctx) }}}
 		shutdown = stop
 		lanes = func() int { // a follower knows the configured lanes only
 			if e := node.Engine(); e != nil {

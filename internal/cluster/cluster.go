@@ -190,6 +190,9 @@ type Node struct {
 		failing chan struct{}
 		// followErr is why the node last stopped following (follows).
 		followErr error
+		// plugins is what the last report of a leader that listed its
+		// plugins said of them (KnownPlugins).
+		plugins *pluginFigures
 	}
 }
 
@@ -692,7 +695,7 @@ func (n *Node) beat(ctx context.Context) (commitsFail, draining bool) {
 	epoch, commits, commitsSince := n.commitReport()
 	draining = n.drainReport()
 	health, _ := json.Marshal(report{LastSeq: n.events.Last(), Ready: n.ready.Load(), Epoch: epoch, Commits: commits,
-		CommitsSince: commitsSince, Draining: draining})
+		CommitsSince: commitsSince, Draining: draining, Plugins: n.pluginReport(ctx)})
 	bctx, cancel := context.WithTimeout(ctx, n.beatTimeout())
 	defer cancel()
 	err := n.store.Heartbeat(bctx, postgres.NodeInfo{ID: n.opts.Node, Address: n.opts.Address, Role: role, Since: since,
@@ -794,8 +797,12 @@ func (n *Node) noteHealth(err error, lease postgres.LeaseReport, now time.Time) 
 	case n.health.noLeader.IsZero():
 		n.health.noLeader = now
 	}
+	h, plugins := n.learnLeader(lease, now)
+	if plugins != nil {
+		n.health.plugins = plugins
+	}
 	n.health.Unlock()
-	n.noteLeader(n.learnLeader(lease, now))
+	n.noteLeader(h)
 }
 
 // failover is how long a cluster may go without a leader in a failover:

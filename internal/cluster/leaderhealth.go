@@ -12,6 +12,7 @@ import (
 	"github.com/switchyard/switchyard/engine"
 	"github.com/switchyard/switchyard/engine/store/postgres"
 	"github.com/switchyard/switchyard/internal/storeerr"
+	"github.com/switchyard/switchyard/plugins/manager"
 )
 
 // The leader's commit health, as the followers learn it. The leader says
@@ -58,6 +59,17 @@ type report struct {
 	// (engine.Engine.Draining): its followers are not ready either
 	// (Node.Draining).
 	Draining bool `json:"draining,omitempty"`
+	// Plugins, on a leader that runs policy plugins, is what their
+	// metrics show (Node.KnownPlugins); nil on a follower.
+	Plugins *pluginFigures `json:"plugins,omitempty"`
+}
+
+// pluginFigures is a leader's WebAssembly policy plugins with their
+// figures, as its heartbeat reports them: what /metrics shows of each
+// (name, slot, stats), and nothing else (a plugin's configuration, which
+// may be large, stays out of a row written every heartbeat).
+type pluginFigures struct {
+	List []manager.Info `json:"list"`
 }
 
 // leaderHealth is what a follower's last heartbeat learnt of the leader:
@@ -105,15 +117,21 @@ func (n *Node) commitReport() (epoch uint64, commits string, since time.Time) {
 }
 
 // learnLeader derives the leader's health from the lease and the last
-// report of its holder, read at now.
-func (n *Node) learnLeader(rep postgres.LeaseReport, now time.Time) leaderHealth {
+// report of its holder, read at now, and returns the plugins that report
+// lists (nil when it lists none: a report of an earlier leadership, or of
+// a leader that runs no plugins).
+func (n *Node) learnLeader(rep postgres.LeaseReport, now time.Time) (leaderHealth, *pluginFigures) {
 	if !rep.Held || rep.Node == n.opts.Node || !rep.Reported {
-		return leaderHealth{}
+		return leaderHealth{}, nil
 	}
 	var r report
 	_ = json.Unmarshal(rep.Health, &r)
 	h := leaderHealth{node: rep.Node, age: rep.Age, at: now}
 	current := r.Epoch == rep.Epoch // a report of an earlier leadership says nothing of this one
+	var plugins *pluginFigures
+	if current {
+		plugins = r.Plugins
+	}
 	h.draining = current && r.Draining
 	switch {
 	case current && r.Commits != "":
@@ -121,9 +139,9 @@ func (n *Node) learnLeader(rep postgres.LeaseReport, now time.Time) leaderHealth
 	case rep.RenewedAt.Sub(rep.Heartbeat) > n.beatTimeout():
 		h.silent = true
 	case !h.draining:
-		return leaderHealth{}
+		return leaderHealth{}, plugins
 	}
-	return h
+	return h, plugins
 }
 
 // Draining reports whether the cluster's leader refuses new work, as this
@@ -141,6 +159,47 @@ func (n *Node) Draining() bool {
 	n.health.Lock()
 	defer n.health.Unlock()
 	return n.health.leader.draining
+}
+
+// KnownPlugins returns the cluster's policy plugins with their figures as
+// this node knows them without asking anyone, for /metrics: a scrape must
+// be answered at once, while a call to the leader may wait through a
+// failover or on a leader that does not answer. While the node leads, its
+// own plugin manager's list. While it follows, the WebAssembly plugins the
+// leader listed in its last report (it reports them at every heartbeat),
+// read at this node's last heartbeat: about two heartbeats old at most.
+// Through a failover it keeps the last list it read until the new leader
+// reports one; nil until it has read any.
+func (n *Node) KnownPlugins(ctx context.Context) []manager.Info {
+	if l := n.leader(); l != nil {
+		if l.plugins == nil {
+			return nil
+		}
+		return l.plugins.List(ctx)
+	}
+	n.health.Lock()
+	defer n.health.Unlock()
+	if n.health.plugins == nil {
+		return nil
+	}
+	return n.health.plugins.List
+}
+
+// pluginReport returns what this node's heartbeat reports of its plugins:
+// nil unless it leads with a plugin manager.
+func (n *Node) pluginReport(ctx context.Context) *pluginFigures {
+	l := n.leader()
+	if l == nil || l.plugins == nil {
+		return nil
+	}
+	list := l.plugins.List(ctx)
+	out := &pluginFigures{List: make([]manager.Info, 0, len(list))}
+	for _, p := range list {
+		if !p.Native {
+			out.List = append(out.List, manager.Info{Name: p.Name, Slot: p.Slot, Builtin: p.Builtin, Stats: p.Stats})
+		}
+	}
+	return out
 }
 
 // drainReport returns whether this node leads and its engine refuses new

@@ -1,0 +1,133 @@
+package main
+
+// What a cluster's nodes answer to the probes and scrapes of the machinery
+// around them — a load balancer's /readyz, Prometheus's /metrics — when
+// the leader does not answer: two real `switchyard serve` processes over
+// one PostgreSQL schema.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/graph/client"
+	"github.com/switchyard/switchyard/internal/pgtest"
+	"github.com/switchyard/switchyard/internal/waitfor"
+)
+
+// startPair starts two nodes over a new schema, with extra appended to
+// their configuration, and returns the leader and the follower once both
+// agree which is which.
+func startPair(t *testing.T, prefix, extra string) (dbURL, schema string, leader, follower *clusterNode) {
+	t.Helper()
+	dbURL = pgtest.URL(t) // skips without PostgreSQL
+	schema = pgtest.Schema(t)
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	nodes := make([]*clusterNode, 2)
+	for i := range nodes {
+		id := prefix + strconv.Itoa(i+1)
+		config := filepath.Join(dir, id+".yaml")
+		require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(`
+listen: 127.0.0.1:0
+store: {driver: postgres, url: %q, schema: %q}
+cluster: {nodeId: %s, leaseTTL: 3s, renewEvery: 500ms}
+localInstance: {enabled: false}
+log: {level: error}
+`, dbURL, schema, id)+extra), 0o644))
+		nodes[i] = &clusterNode{id: id, config: config}
+		nodes[i].start(t, bin)
+	}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			_ = n.cmd.Process.Signal(syscall.SIGTERM)
+			_ = n.cmd.Wait()
+		}
+	})
+	ctx := context.Background()
+	waitfor.Eventually(t, "the nodes agree on a leader", func() bool {
+		id := leaderOf(ctx, nodes[0].url)
+		if id == "" || leaderOf(ctx, nodes[1].url) != id {
+			return false
+		}
+		leader, follower = nodes[0], nodes[1]
+		if id == nodes[1].id {
+			leader, follower = nodes[1], nodes[0]
+		}
+		return true
+	})
+	return dbURL, schema, leader, follower
+}
+
+// base is a node's base URL (its url is the GraphQL endpoint's).
+func base(n *clusterNode) string { return strings.TrimSuffix(n.url, "/graphql") }
+
+// getWithin fetches url with a client whose timeout is far above what a
+// busy machine needs to answer from what it knows, and far below what a
+// wait for the leader can take.
+func getWithin(t *testing.T, url string) (int, string, error) {
+	t.Helper()
+	hc := &http.Client{Timeout: 30 * time.Second}
+	res, err := hc.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close() //nolint:errcheck
+	body, err := io.ReadAll(res.Body)
+	return res.StatusCode, string(body), err
+}
+
+// A follower's /metrics answers from what the follower knows: the
+// leader's plugin figures come with the leader's heartbeat, not from a
+// call to the leader, so a scrape while the leader takes no calls (its
+// commands table locked) is answered at once, with the figures.
+func TestAFollowersScrapeDoesNotWaitForTheLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs two nodes")
+	}
+	inst := newFleetInstance(t, time.Millisecond)
+	dbURL, schema, leader, follower := startPair(t, "m", fmt.Sprintf(`
+instances:
+  - {id: fleet, url: %q, capacity: 4}
+`, inst.srv.URL+"/m"))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for range 3 {
+		var out struct{ SubmitTask struct{ ID string } }
+		require.NoError(t, client.New(leader.url).Do(ctx, `mutation { submitTask(input: {agentId: "a", action: {kind: "click", selector: "css:#go"}}) { id } }`, nil, &out))
+	}
+	// The leader's selection policy decided; the follower's own engine
+	// decides nothing, so a count above zero on it is the leader's.
+	calls := regexp.MustCompile(`(?m)^switchyard_plugin_calls_total\{plugin="priority",slot="selection"\} [1-9]`)
+	waitfor.Eventually(t, "the follower's scrape shows the leader's plugin figures", func() bool {
+		status, body, err := getWithin(t, base(follower)+"/metrics")
+		return err == nil && status == http.StatusOK && calls.MatchString(body)
+	})
+
+	conn, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background()) //nolint:errcheck
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(context.Background()) //nolint:errcheck
+	_, err = tx.Exec(ctx, "LOCK TABLE "+pgx.Identifier{schema, "commands"}.Sanitize()+" IN ACCESS EXCLUSIVE MODE")
+	require.NoError(t, err)
+
+	status, body, err := getWithin(t, base(follower)+"/metrics")
+	require.NoError(t, err, "the scrape is answered without the leader")
+	require.Equal(t, http.StatusOK, status)
+	require.Regexp(t, calls, body, "the leader's plugin figures, as its heartbeat reported them")
+	require.Contains(t, body, `switchyard_plugin_state{plugin="fair-share",state="active"} 1`)
+}
