@@ -2,19 +2,21 @@ package main
 
 // What a cluster's nodes answer to the probes and scrapes of the machinery
 // around them — a load balancer's /readyz, Prometheus's /metrics — when
-// the leader does not answer: two real `switchyard serve` processes over
-// one PostgreSQL schema.
+// the leader does not answer or a node stops: two real `switchyard serve`
+// processes over one PostgreSQL schema.
 
 import (
 	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +28,40 @@ import (
 	"github.com/switchyard/switchyard/internal/pgtest"
 	"github.com/switchyard/switchyard/internal/waitfor"
 )
+
+// heldInstance is a browser instance whose actions run until released.
+type heldInstance struct {
+	srv     *httptest.Server
+	running chan struct{} // closed once an action runs
+	release chan struct{} // closed to let every action end
+	once    sync.Once
+}
+
+func newHeldInstance(t *testing.T) *heldInstance {
+	h := &heldInstance{running: make(chan struct{}), release: make(chan struct{})}
+	var started sync.Once
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"status":"ok"}`)) })
+	mux.HandleFunc("GET /tabs", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"tabs":[]}`)) })
+	mux.HandleFunc("POST /tab", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"tabId":"tab-1"}`)) })
+	mux.HandleFunc("POST /tabs/{id}/close", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{}`)) })
+	mux.HandleFunc("POST /tabs/{id}/action", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		started.Do(func() { close(h.running) })
+		select {
+		case <-h.release:
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = w.Write([]byte(`{"success":true,"result":{"clicked":true}}`))
+	})
+	h.srv = httptest.NewServer(mux)
+	t.Cleanup(func() { h.free(); h.srv.Close() })
+	return h
+}
+
+// free lets every action end.
+func (h *heldInstance) free() { h.once.Do(func() { close(h.release) }) }
 
 // startPair starts two nodes over a new schema, with extra appended to
 // their configuration, and returns the leader and the follower once both
@@ -130,4 +166,46 @@ instances:
 	require.Equal(t, http.StatusOK, status)
 	require.Regexp(t, calls, body, "the leader's plugin figures, as its heartbeat reported them")
 	require.Contains(t, body, `switchyard_plugin_state{plugin="fair-share",state="active"} 1`)
+}
+
+// A node that is told to stop (SIGTERM) says not ready at once, while it
+// finishes: here a leader drains the task it runs, and answers /readyz
+// 503 all along, while it still serves the API; once the task ends it
+// hands over and exits.
+func TestAStoppingNodeIsNotReadyWhileItFinishes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs two nodes")
+	}
+	inst := newHeldInstance(t)
+	_, _, leader, follower := startPair(t, "s", fmt.Sprintf(`
+shutdownGrace: 5m
+instances:
+  - {id: held, url: %q, capacity: 4}
+`, inst.srv.URL))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	lc := client.New(leader.url)
+	var out struct{ SubmitTask struct{ ID string } }
+	require.NoError(t, lc.Do(ctx, `mutation { submitTask(input: {agentId: "a", action: {kind: "click", selector: "css:#go"}}) { id } }`, nil, &out))
+	<-inst.running
+	status, body, err := getWithin(t, base(leader)+"/readyz")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status, body)
+
+	require.NoError(t, leader.cmd.Process.Signal(syscall.SIGTERM))
+	waitfor.Eventually(t, "the stopping leader is not ready", func() bool {
+		status, body, err := getWithin(t, base(leader)+"/readyz")
+		return err == nil && status == http.StatusServiceUnavailable && body == "not ready: stopping: the server is shutting down\n"
+	})
+	// It still answers, and its task still runs.
+	var task struct{ Task struct{ State string } }
+	require.NoError(t, lc.Do(ctx, `query($id: ID!) { task(id: $id) { state } }`, map[string]any{"id": out.SubmitTask.ID}, &task))
+	require.Equal(t, "RUNNING", task.Task.State)
+
+	inst.free()
+	require.NoError(t, leader.cmd.Wait(), "a clean stop")
+	waitfor.Eventually(t, "the follower leads", func() bool { return leaderOf(ctx, follower.url) == follower.id })
+	var ended struct{ Task struct{ State string } }
+	require.NoError(t, client.New(follower.url).Do(ctx, `query($id: ID!) { task(id: $id) { state } }`, map[string]any{"id": out.SubmitTask.ID}, &ended))
+	require.Equal(t, "SUCCEEDED", ended.Task.State, "the task finished within the drain")
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -220,7 +221,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 	defer exec.Close()
 
 	var (
-		backend  server.Options // Engine, Registry, Plugins, Schedules, Cluster, Metrics
+		backend server.Options // Engine, Registry, Plugins, Schedules, Cluster, Metrics
+		// stopping is set as the server begins to stop: /readyz answers
+		// 503 from then on.
+		stopping atomic.Bool
 		shutdown func(ctx context.Context)
 		commits  func() error // nil while the scheduling engine's commits succeed
 		// nodeReady, in a cluster, is nil while the node can serve (Node.Ready).
@@ -229,10 +233,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 	)
 	if cfg.Store.Driver == "postgres" {
 		st.enter(stepStore)
-		node, stop, err := startNode(cfg, engCfg, exec, reg, st, log)
+		node, stop, closeStore, err := startNode(cfg, engCfg, exec, reg, st, log)
 		if err != nil {
 			return err
 		}
+		// The store closes after the API: the requests still in flight
+		// when the node stops (a call a follower passed to the leader,
+		// waiting for its answer) finish with it open.
+		defer closeStore()
 		backend = server.Options{Engine: node.API(), Registry: node.Instances(), Plugins: node.Plugins(),
 			Schedules: node.Schedules(), Pull: node.Pull(), Heartbeats: node.Heartbeats(), Cluster: node, Metrics: &metrics.Source{
 				// A scrape carries no context: the sources are bound to the
@@ -315,6 +323,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 		MCP:          server.MCPOptions{Disabled: !cfg.MCP.Enabled, Lane: cfg.MCP.Lane, MaxSessions: cfg.MCP.MaxSessions},
 		WebhookGuard: webhook.Guard(webhook.Options{AllowPrivate: cfg.Webhooks.AllowPrivate, AllowNetworks: hookNets}),
 		Ready: func() error {
+			if stopping.Load() {
+				return errStopping
+			}
 			if err := commits(); err != nil {
 				return fmt.Errorf("the store: %w", err)
 			}
@@ -348,14 +359,19 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 
 	select {
 	case err := <-served:
+		stopping.Store(true)
 		shutdown(context.Background())
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
 
-	// Drain: refuse new work (readyz answers 503), let running tasks finish
-	// within the grace period, cancel the rest; then close the API. A
-	// cluster's leader resigns last, so that another node takes over at once.
+	// Not ready from now on (readyz answers 503 "stopping", on a leader as
+	// on a follower), so that load balancers send nothing new here while
+	// the rest runs. Drain: refuse new work, let running tasks finish
+	// within the grace period, cancel the rest; then close the API, once
+	// the requests in flight are answered. A cluster's leader resigns
+	// last, so that another node takes over at once.
+	stopping.Store(true)
 	log.Info("shutting down: draining", "grace", cfg.ShutdownGrace.Std())
 	gctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace.Std())
 	defer cancel()
@@ -371,6 +387,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 	log.Info("stopped")
 	return nil
 }
+
+// errStopping is /readyz's answer once the server has begun to stop.
+var errStopping = errors.New("stopping: the server is shutting down")
 
 // logSecurity says how the API is protected: loudly when it is not.
 func logSecurity(log hclog.Logger, cfg config.Config, authn *auth.Authenticator) {
@@ -473,15 +492,16 @@ func newHeartbeats(eng *engine.Engine, hooks *webhook.Deliverer, cfg config.Conf
 
 // startNode joins the cluster of the PostgreSQL store as a follower; it
 // leads when elected. stop drains the node (a leader's running tasks get
-// until its ctx ends), resigns and closes the store. The node runs until
-// stop, not until a signal: a leader drains before it lets another lead.
+// until its ctx ends) and resigns; closeStore, called after stop, closes
+// the store. The node runs until stop, not until a signal: a leader drains
+// before it lets another lead.
 func startNode(cfg config.Config, engCfg engine.Config, exec *executor.Executor, reg *executor.Registry,
-	st *startup, log hclog.Logger) (*cluster.Node, func(context.Context), error) {
+	st *startup, log hclog.Logger) (node *cluster.Node, stop func(context.Context), closeStore func(), err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	store, err := postgres.Open(ctx, postgres.Options{URL: cfg.Store.URL.Reveal(), Schema: cfg.Store.Schema, Logger: log})
 	if err != nil {
 		cancel()
-		return nil, nil, fmt.Errorf("store (postgres): %w", err)
+		return nil, nil, nil, fmt.Errorf("store (postgres): %w", err)
 	}
 	id := cfg.Cluster.NodeID
 	if id == "" {
@@ -489,7 +509,7 @@ func startNode(cfg config.Config, engCfg engine.Config, exec *executor.Executor,
 		_, port, _ := net.SplitHostPort(cfg.Listen)
 		id = host + ":" + port
 	}
-	node, err := cluster.New(cluster.Options{
+	node, err = cluster.New(cluster.Options{
 		Node: id, Address: advertised(cfg), Version: Version(), Store: store, Registry: reg, Logger: log,
 		TTL: cfg.Cluster.LeaseTTL.Std(), RenewEvery: cfg.Cluster.RenewEvery.Std(), MaxWasmBytes: cfg.Plugins.MaxWasmBytes,
 		NewEngine: func(events *engine.EventLog) (*engine.Engine, error) {
@@ -505,14 +525,16 @@ func startNode(cfg config.Config, engCfg engine.Config, exec *executor.Executor,
 	if err != nil {
 		cancel()
 		_ = store.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	log.Info("cluster node started; campaigning for the lead", "node", id, "schema", cfg.Store.Schema)
 	return node, func(gctx context.Context) {
-		node.Stop(gctx)
-		cancel()
-		_ = store.Close()
-	}, nil
+			node.Stop(gctx)
+			cancel()
+		}, func() {
+			cancel()
+			_ = store.Close()
+		}, nil
 }
 
 // advertised is where this server's API is reached.

@@ -14,7 +14,8 @@
 //	/healthz          200 while the process serves; the body is "ok"
 //	/readyz           200 once the engine runs and, with a local instance, it
 //	                  is healthy ("ready"); 503 while draining, while
-//	                  commits fail, and in a cluster while the node cannot
+//	                  commits fail, once the server stops (Options.Ready:
+//	                  serve's), and in a cluster while the node cannot
 //	                  write its heartbeat, the leader cannot commit (or
 //	                  does not report) or no node leads, with the body
 //	                  "not ready: " and the check that failed, a store

@@ -161,6 +161,9 @@ type Node struct {
 	// released the lease); nil until Start runs it.
 	electing chan struct{}
 	ready    atomic.Bool
+	// stopping is set once Stop has begun: the node is not ready from
+	// then on (Ready), whatever it still finishes.
+	stopping atomic.Bool
 
 	// The failures that repeat while the database or the leader is away,
 	// logged by their changes of state (package failing).
@@ -292,8 +295,11 @@ func (n *Node) Start(ctx context.Context) error {
 // until ctx ends to finish) and then resigns, so that another node takes
 // over at once. It returns once the lease is released (or ctx ends): a
 // process that exits right after would otherwise leave the lease to
-// expire, and the cluster without a leader for its TTL.
+// expire, and the cluster without a leader for its TTL. From its first
+// moment the node is not ready (Ready says it stops), leader or follower:
+// a load balancer stops sending it work while it finishes.
 func (n *Node) Stop(ctx context.Context) {
+	n.stopping.Store(true)
 	n.mu.Lock()
 	n.runCtx = nil // no standby engine after this
 	electing := n.electing
@@ -820,8 +826,9 @@ func (n *Node) failover() time.Duration {
 }
 
 // Ready reports why this node cannot serve as it should, or nil. No node
-// is ready while its heartbeats fail — the database is unreachable, or
-// refuses writes (then it says so: it answered). Otherwise a leader answers as its engine does (serve
+// is ready once Stop has begun, nor while its heartbeats fail — the
+// database is unreachable, or refuses writes (then it says so: it
+// answered). Otherwise a leader answers as its engine does (serve
 // asks its commits); a follower is not ready while the leader reports that
 // its commits fail, or renews its lease without reporting (leaderhealth.go),
 // nor while it does not follow the leader's events (replicateFrom,
@@ -832,6 +839,9 @@ func (n *Node) failover() time.Duration {
 // does not make the followers unready: their calls wait for the new leader
 // (and reads are refused at once, leaderless, exactly once it does).
 func (n *Node) Ready() error {
+	if n.stopping.Load() {
+		return ErrStopping
+	}
 	leading, _ := n.Leading()
 	n.health.Lock()
 	defer n.health.Unlock()
@@ -862,6 +872,9 @@ func (n *Node) Ready() error {
 	}
 	return nil
 }
+
+// ErrStopping is Ready's answer once the node has begun to stop.
+var ErrStopping = errors.New("stopping: this node is shutting down")
 
 // The roles a node reports.
 const (

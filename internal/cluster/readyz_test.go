@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/engine"
+	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/graph/server"
 	"github.com/switchyard/switchyard/internal/cluster"
 	"github.com/switchyard/switchyard/internal/waitfor"
@@ -98,4 +99,66 @@ func TestReadyzAnswersAtOnceWhileTheLeaderDoesNotAnswer(t *testing.T) {
 			return status == http.StatusServiceUnavailable && body == "not ready: draining: new work is refused\n"
 		})
 	}
+}
+
+// A node that begins to stop is not ready from that moment, leader or
+// follower, so that a load balancer sends it nothing new while it
+// finishes: here the follower's stop waits for the batch of events it is
+// replicating, and the leader's for the task it runs (its drain), and
+// both answer /readyz 503 meanwhile, saying why.
+func TestANodeIsNotReadyFromTheMomentItBeginsToStop(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := newFleet(t, 2, time.Hour) // every task runs until its node stops
+	lead := f.leader(f.nodes)
+	follower := f.follower(lead)
+	leadURL, followerURL := serveReadiness(t, lead), serveReadiness(t, follower)
+	for _, u := range []string{leadURL, followerURL} {
+		waitfor.Eventually(t, "the node is ready", func() bool { status, _ := probe(t, u); return status == http.StatusOK })
+	}
+
+	replicating, release := make(chan struct{}), make(chan struct{})
+	var once, released sync.Once
+	t.Cleanup(func() { released.Do(func() { close(release) }) })
+	cluster.SetReplicate(follower.Node, func(e *engine.Engine, evs []engine.Event) error {
+		once.Do(func() { close(replicating) })
+		<-release
+		return e.Replicate(evs)
+	})
+	task, err := lead.API().Submit(ctx, enginetest.Spec("agent").Action("click").Obj())
+	require.NoError(t, err)
+	<-replicating
+	waitfor.Eventually(t, "the task runs on the leader", func() bool { return f.exec.count(task.ID) == 1 })
+
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); follower.Stop(ctx) }()
+	waitfor.Eventually(t, "the stopping follower is not ready", func() bool {
+		status, body := probe(t, followerURL)
+		return status == http.StatusServiceUnavailable && body == "not ready: stopping: this node is shutting down\n"
+	})
+	select {
+	case <-stopped:
+		t.Fatal("the follower stopped while it still replicated a batch")
+	default:
+	}
+	released.Do(func() { close(release) })
+	<-stopped
+
+	// The leader drains: its running task gets until the stop's context
+	// ends, and the node is not ready all along.
+	sctx, scancel := context.WithCancel(ctx)
+	defer scancel()
+	stopped = make(chan struct{})
+	go func() { defer close(stopped); lead.Stop(sctx) }()
+	waitfor.Eventually(t, "the stopping leader is not ready", func() bool {
+		status, body := probe(t, leadURL)
+		return status == http.StatusServiceUnavailable && body == "not ready: stopping: this node is shutting down\n"
+	})
+	select {
+	case <-stopped:
+		t.Fatal("the leader stopped while its task still ran")
+	default:
+	}
+	scancel()
+	<-stopped
 }
