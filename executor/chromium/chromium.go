@@ -45,7 +45,8 @@
 // (timeouts, failed loads, browser errors, an element not visible yet). A
 // JavaScript dialog open in a tab's page holds up every request on the tab
 // but its answer and the tab's closing: 500 dialog_blocking at once,
-// naming the dialog (dialogs.go).
+// naming the dialog (dialogs.go); so does a popup's, one its page opens as
+// it loads included (popups.go).
 //
 // One tab cannot wedge the others, nor itself for ever:
 //   - a request is answered within its time: ActionTimeout, or less when
@@ -102,6 +103,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
@@ -190,6 +192,10 @@ type Instance struct {
 	// target, which the browser may list for a while yet, is never taken
 	// for a popup. Guarded by mu; entries go after hungRetention.
 	hung map[string]time.Time
+	// watchers holds the watcher sessions of popups not attached yet, and
+	// watched their tabs (popups.go). Guarded by mu.
+	watchers map[target.SessionID]*watcher
+	watched  map[target.SessionID]*tab
 
 	health healthProbe // GET /health's probe of the browser
 
@@ -224,6 +230,9 @@ type tab struct {
 	// ready at once; a popup is attached in the background (follow).
 	ready     chan struct{}
 	attachErr error
+	// watcher is a popup's session until it is ready (popups.go).
+	wmu     sync.Mutex
+	watcher *watcher
 }
 
 // closedChan is a channel that is closed: a tab the instance opened is
@@ -296,7 +305,8 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 		o.ProbeTimeout = DefaultProbeTimeout
 	}
 	i := &Instance{opts: o, log: o.Logger.Named("chromium"), tabs: make(map[string]*tab), hung: make(map[string]time.Time),
-		contexts: make(map[string]*agentContext), agents: make(map[cdp.BrowserContextID]string), stop: make(chan struct{})}
+		contexts: make(map[string]*agentContext), agents: make(map[cdp.BrowserContextID]string), stop: make(chan struct{}),
+		watchers: make(map[target.SessionID]*watcher), watched: make(map[target.SessionID]*tab)}
 	i.dataDir = o.UserDataDir
 	if i.dataDir == "" {
 		removeStaleProfiles(os.TempDir(), i.log)
@@ -492,13 +502,17 @@ func (i *Instance) tab(id string) (*tab, bool) {
 
 // followPopups has the instance follow each popup (a page target with an
 // opener) as soon as the browser reports it, rather than on the first
-// request for it: a JavaScript dialog that opens in a page before the
-// instance followed it is out of reach of the browser's protocol (it
-// reports no dialog, answers none, and the page's renderer answers nothing
-// until the dialog is gone), and a popup's page usually has to load before
-// its scripts run.
+// request for it: a JavaScript dialog that opens in a page before a
+// session asked for its dialogs is out of reach of the browser's protocol
+// (it reports no dialog, answers none, and the page's renderer answers
+// nothing until the dialog is gone). A popup's watcher (popups.go) asks
+// at once. It also routes the watchers' messages.
 func (i *Instance) followPopups() error {
 	return chromedp.ListenBrowser(i.browserCtx, func(ev any) {
+		if msg, ok := ev.(*target.EventReceivedMessageFromTarget); ok {
+			i.watcherMessage(msg)
+			return
+		}
 		created, ok := ev.(*target.EventTargetCreated)
 		if !ok || created.TargetInfo == nil || created.TargetInfo.Type != "page" || created.TargetInfo.OpenerID == "" {
 			return
@@ -516,7 +530,8 @@ func (i *Instance) followPopups() error {
 // popup), to its tabs, and attaches to it in the background: the tab is
 // ready (tab.attached) once the attaching is done, which a page showing a
 // JavaScript dialog holds up until the dialog is gone (or the tab closed).
-// A target already among the tabs is returned as it is.
+// Until then its watcher (popups.go) reports and answers its dialogs. A
+// target already among the tabs is returned as it is.
 func (i *Instance) follow(info *target.Info) *tab {
 	id := string(info.TargetID)
 	i.mu.Lock()
@@ -525,17 +540,30 @@ func (i *Instance) follow(info *target.Info) *tab {
 		return t
 	}
 	ds := newDialogs(i.opts.DialogAutoAccept)
-	tctx, cancel := chromedp.NewContext(i.browserCtx, chromedp.WithTargetID(info.TargetID), chromedp.WithListener(ds.on))
-	ds.bind(tctx, i.opts.ActionTimeout)
-	t := &tab{id: id, ctx: tctx, cancel: cancel, lock: make(chan struct{}, 1), refs: map[string]nodeRef{}, dialogs: ds,
+	t := &tab{id: id, lock: make(chan struct{}, 1), refs: map[string]nodeRef{}, dialogs: ds,
 		ready: make(chan struct{}), agent: i.agents[info.BrowserContextID]} // a popup is its opener's agent's
+	own := func(ev any) {
+		switch ev.(type) {
+		case *page.EventJavascriptDialogOpening, *page.EventJavascriptDialogClosed:
+			if t.dialogWatcher() != nil {
+				return // the watcher reports the tab's dialogs until it is ready
+			}
+		}
+		ds.on(ev)
+	}
+	tctx, cancel := chromedp.NewContext(i.browserCtx, chromedp.WithTargetID(info.TargetID), chromedp.WithListener(own))
+	t.ctx, t.cancel = tctx, cancel
+	ds.bind(tctx, i.opts.ActionTimeout)
+	ds.send = func(ctx context.Context, p page.HandleJavaScriptDialogParams) error { return i.sendDialog(ctx, t, p) }
 	i.tabs[id] = t
+	go i.watch(t) // first: the watcher's Page domain is enabled by the browser alone
 	go func() {
 		err := chromedp.Do(tctx) // bound to tctx: closing the tab (or the instance) ends it
 		if err != nil {
 			t.attachErr = notFound("tab_not_found", "tab %s not found: it could not be followed (%v)", id, err)
 		}
 		close(t.ready)
+		i.unwatch(t, "")
 		if err != nil {
 			i.mu.Lock()
 			if i.tabs[id] == t {
@@ -582,6 +610,7 @@ func (i *Instance) closeTab(id, agent string) bool {
 func (i *Instance) release(t *tab) {
 	ready := t.isReady()
 	t.cancel()
+	i.unwatch(t, "")
 	if !ready {
 		ctx, cancel := context.WithTimeout(i.browserCtx, closeTimeout)
 		defer cancel()

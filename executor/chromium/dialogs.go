@@ -64,6 +64,10 @@ type dialogs struct {
 	autoAccept bool
 	// answer sends an answer to the tab's open dialog; set by bind.
 	answer func(dialogAnswer, *dialogInfo) error
+	// send sends Page.handleJavaScriptDialog for the tab (ctx is the
+	// tab's): on its session, or, for a popup not attached yet, through
+	// its watcher (popups.go). Set by bind; a popup's is set by follow.
+	send func(ctx context.Context, p page.HandleJavaScriptDialogParams) error
 }
 
 func newDialogs(autoAccept bool) *dialogs {
@@ -78,13 +82,17 @@ func (ds *dialogs) bind(tctx context.Context, timeout time.Duration) {
 	ds.answer = func(a dialogAnswer, d *dialogInfo) error {
 		ctx, cancel := context.WithTimeout(tctx, timeout)
 		defer cancel()
-		return answerDialog(ctx, a, d)
+		return ds.answerDialog(ctx, a, d)
+	}
+	ds.send = func(ctx context.Context, p page.HandleJavaScriptDialogParams) error {
+		_, err := chromedp.Call(ctx, page.HandleJavaScriptDialog, p)
+		return err
 	}
 }
 
 // answerDialog answers the open dialog d (nil when the instance did not see
-// it open) of the context's tab.
-func answerDialog(ctx context.Context, a dialogAnswer, d *dialogInfo) error {
+// it open) of the tab whose context ctx is.
+func (ds *dialogs) answerDialog(ctx context.Context, a dialogAnswer, d *dialogInfo) error {
 	p := page.HandleJavaScriptDialogParams{Accept: a.accept}
 	switch {
 	case a.text != nil:
@@ -92,8 +100,7 @@ func answerDialog(ctx context.Context, a dialogAnswer, d *dialogInfo) error {
 	case d != nil:
 		p.PromptText = d.DefaultPrompt
 	}
-	_, err := chromedp.Call(ctx, page.HandleJavaScriptDialog, p)
-	return err
+	return ds.send(ctx, p)
 }
 
 // on follows the tab's events. It runs on the tab's event reader, which it
@@ -297,7 +304,7 @@ func (i *Instance) handleDialog(ctx context.Context, t *tab, r *http.Request) (a
 	}
 	a := dialogAnswer{accept: req.Action == "accept", text: req.Text}
 	d := t.dialogs.take()
-	err := answerDialog(ctx, a, d)
+	err := t.dialogs.answerDialog(ctx, a, d)
 	switch {
 	case err != nil && noDialogOpen(err) && d == nil:
 		return nil, badRequest("no_dialog", "no dialog open on tab %s", t.id)

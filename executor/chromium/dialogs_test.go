@@ -339,13 +339,13 @@ func openPopup(t *testing.T, ctx context.Context, c *pinchtab.Client, tab string
 
 // TestAPopupThatOpensWithADialogShowingIsAnsweredInTime: the first request
 // on a popup whose page opened an alert as it loaded ends within its time
-// (it waited on the page with no limit). Either the instance followed the
-// popup before the alert, and the dialog is reported as on any tab (500
-// dialog_blocking, answered by POST /tabs/{id}/dialog), or the page showed
-// it first (the browser's protocol neither reports nor answers such a
-// dialog, and the page answers nothing): the page is silent while the
-// browser answers, and the popup is closed as a page that stopped
-// responding.
+// (it waited on the page with no limit), and the dialog is reported as on
+// any tab (500 dialog_blocking, answered by POST /tabs/{id}/dialog): the
+// instance asks for the popup's dialogs as soon as the browser reports
+// the popup. Should the page still show its dialog before that (the
+// browser's protocol then neither reports nor answers it, and the page
+// answers nothing), the page is silent while the browser answers, and the
+// popup is closed as a page that stopped responding.
 func TestAPopupThatOpensWithADialogShowingIsAnsweredInTime(t *testing.T) {
 	t.Parallel()
 	inst := startOwn(t, chromium.Options{ActionTimeout: 8 * time.Second})
