@@ -24,6 +24,9 @@ func TestThePinchTabDoubleConforms(t *testing.T) {
 			"#name": {}, "#out": {},
 			"#go":   {OnClick: func(p map[string]*pinchtabtest.Element) { p["#out"].Text = "Hello, " + p["#name"].Value + "!" }},
 			"#next": {Href: "http://site.test/form/second"},
+			"#ask": {Dialog: &pinchtabtest.Dialog{Type: "confirm", Message: "Sure?", OnAnswer: func(p map[string]*pinchtabtest.Element, yes bool) {
+				p["#out"].Text = map[bool]string{true: "yes", false: "no"}[yes]
+			}}},
 		}})
 		d.SetPage("http://site.test/form/second", pinchtabtest.Page{Title: "Second"})
 		return instancetest.Target{URL: d.URL(), Token: "tok", FormURL: "http://site.test/form"}
@@ -31,9 +34,12 @@ func TestThePinchTabDoubleConforms(t *testing.T) {
 }
 
 const form = `<!doctype html><html><head><title>Form</title></head><body>
-<input id="name"><button id="go">Go</button><p id="out"></p><a id="next" href="second">Next</a>
+<input id="name"><button id="go">Go</button><button id="ask">Ask</button><p id="out"></p><a id="next" href="second">Next</a>
 <script>document.getElementById("go").addEventListener("click", () => {
   document.getElementById("out").textContent = "Hello, " + document.getElementById("name").value + "!";
+});
+document.getElementById("ask").addEventListener("click", () => {
+  document.getElementById("out").textContent = confirm("Sure?") ? "yes" : "no";
 });</script></body></html>`
 
 func TestTheBuiltInChromiumConforms(t *testing.T) {

@@ -25,6 +25,12 @@
 //     {"waited":false,"error":"…"}, with the instance's reason, which the
 //     client's Wait turns into a *pinchtab.WaitTimeoutError (the executor
 //     fails the attempt with the code wait_timeout);
+//   - a click that opens a JavaScript dialog answers 500 "dialog_blocking",
+//     not retryable, naming the dialog, and so does the next click while
+//     it is open; POST /tabs/{id}/dialog answers it
+//     ({"type","message","handled":true}), after which the page goes on,
+//     and is a 400 "no dialog open on tab …" when none is; a click whose
+//     "dialogAction" answers the dialog it opens succeeds;
 //   - a closed tab is gone from GET /tabs and answers 404.
 package instancetest
 
@@ -46,8 +52,9 @@ type Target struct {
 	URL   string
 	Token string
 	// FormURL shows the suite's form: an input #name, a button #go that sets
-	// #out's text to "Hello, <name>!", an element #out, and a link #next to
-	// another page (FormURL + "/second").
+	// #out's text to "Hello, <name>!", an element #out, a button #ask
+	// that asks confirm("Sure?") and sets #out's text to "yes" or "no", and
+	// a link #next to another page (FormURL + "/second").
 	FormURL string
 }
 
@@ -240,6 +247,50 @@ func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 		require.NoError(t, err, "a wait that is met is no failure")
 		require.NoError(t, json.Unmarshal(res, &timedOut), string(res))
 		require.True(t, *timedOut.Waited)
+	})
+
+	t.Run("ADialogHoldsUpTheClickUntilItIsAnswered", func(t *testing.T) {
+		tg := newTarget(t)
+		c, tab := open(t, tg)
+		ctx := context.Background()
+		_, err := c.Navigate(ctx, tab, tg.FormURL, nil)
+		require.NoError(t, err)
+		out := func() string {
+			t.Helper()
+			res, err := c.Text(ctx, tab, "#out", nil)
+			require.NoError(t, err)
+			var text struct{ Text string }
+			require.NoError(t, json.Unmarshal(res, &text))
+			return strings.TrimSpace(text.Text)
+		}
+		blocked := func(err error) {
+			t.Helper()
+			var pe *pinchtab.Error
+			require.ErrorAs(t, err, &pe)
+			require.Equal(t, http.StatusInternalServerError, pe.Status, "%v", err)
+			require.Equal(t, "dialog_blocking", pe.Code, "%v", err)
+			require.False(t, pe.Retryable(), "the click is held up again until the dialog is answered")
+			require.Contains(t, pe.Message, `click blocked by JavaScript dialog (confirm: "Sure?")`)
+		}
+
+		_, err = c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#ask"})
+		blocked(err)
+		_, err = c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#go"})
+		blocked(err)
+		res, err := c.Post(ctx, tab, "dialog", nil, json.RawMessage(`{"action":"accept"}`))
+		require.NoError(t, err)
+		require.JSONEq(t, `{"type":"confirm","message":"Sure?","handled":true}`, string(res))
+		require.Equal(t, "yes", out(), "the page went on with the answer")
+
+		_, err = c.Post(ctx, tab, "dialog", nil, json.RawMessage(`{"action":"accept"}`))
+		var pe *pinchtab.Error
+		require.ErrorAs(t, err, &pe)
+		require.Equal(t, http.StatusBadRequest, pe.Status, "%v", err)
+		require.Contains(t, pe.Message, "no dialog open on tab "+tab)
+
+		_, err = c.Act(ctx, tab, pinchtab.Action{Kind: "click", Selector: "#ask", Params: json.RawMessage(`{"dialogAction":"dismiss"}`)})
+		require.NoError(t, err, "the click answered the dialog it opened")
+		require.Equal(t, "no", out())
 	})
 
 	t.Run("AClosedTabIsGone", func(t *testing.T) {

@@ -114,6 +114,20 @@ type Element struct {
 	Href string
 	// OnClick runs when the element is clicked, with the page's elements.
 	OnClick func(page map[string]*Element)
+	// Dialog, when set, is the JavaScript dialog a click on the element
+	// opens (after OnClick).
+	Dialog *Dialog
+}
+
+// Dialog is a JavaScript dialog of a scripted page. As PinchTab does, a
+// click that opens one answers 500 dialog_blocking, naming it, unless the
+// click's "dialogAction" answers it; POST /tabs/{id}/dialog answers an open
+// one ({"type","message","handled":true}), or is a 400 when none is.
+type Dialog struct {
+	Type    string // alert, confirm, prompt
+	Message string
+	// OnAnswer runs when the dialog is answered, with the page's elements.
+	OnAnswer func(page map[string]*Element, accepted bool)
 }
 
 // Page is a scripted page: what a tab shows once navigated to its URL.
@@ -128,6 +142,7 @@ type tab struct {
 	at          int
 	elems       map[string]*Element
 	title       string
+	dialog      *Dialog // open, not answered yet
 }
 
 func (t *tab) url() string { return t.history[t.at] }
@@ -858,6 +873,24 @@ func (s *Server) tabRoute(w http.ResponseWriter, r *http.Request, id, op string,
 		}
 		w.Header().Set("Content-Type", "application/pdf")
 		_, _ = w.Write([]byte("%PDF-1.4 " + id))
+	case "POST dialog":
+		action := str("action")
+		if action != "accept" && action != "dismiss" {
+			fail(w, http.StatusBadRequest, "error", "action must be 'accept' or 'dismiss'", false)
+			return
+		}
+		s.mu.Lock()
+		d := t.dialog
+		t.dialog = nil
+		if d != nil && d.OnAnswer != nil {
+			d.OnAnswer(t.elems, action == "accept")
+		}
+		s.mu.Unlock()
+		if d == nil {
+			fail(w, http.StatusBadRequest, "error", "no dialog open on tab "+id, false)
+			return
+		}
+		reply(w, http.StatusOK, map[string]any{"type": d.Type, "message": d.Message, "handled": true})
 	case "POST close":
 		s.mu.Lock()
 		delete(s.tabs, id)
@@ -933,6 +966,11 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request, t *tab, req map[
 	if sel == "" {
 		sel, _ = req["ref"].(string)
 	}
+	dialogAction, _ := req["dialogAction"].(string)
+	if dialogAction != "" && dialogAction != "accept" && dialogAction != "dismiss" {
+		fail(w, http.StatusBadRequest, "error", "dialogAction must be 'accept' or 'dismiss'", false)
+		return
+	}
 	s.mu.Lock()
 	e, ok := element(t, sel)
 	if sel != "" && !ok {
@@ -940,7 +978,13 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request, t *tab, req map[
 		fail(w, http.StatusBadRequest, "error", "selector "+sel+": element not found", false)
 		return
 	}
+	if d := t.dialog; d != nil && kind == "click" {
+		s.mu.Unlock()
+		dialogBlocking(w, d)
+		return
+	}
 	navigated := false
+	var opened *Dialog
 	switch kind {
 	case "fill", "type":
 		text, _ := req["text"].(string)
@@ -951,6 +995,15 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request, t *tab, req map[
 	case "click":
 		if e != nil && e.OnClick != nil {
 			e.OnClick(t.elems)
+		}
+		if e != nil && e.Dialog != nil {
+			if dialogAction != "" {
+				if e.Dialog.OnAnswer != nil {
+					e.Dialog.OnAnswer(t.elems, dialogAction == "accept")
+				}
+			} else {
+				t.dialog, opened = e.Dialog, e.Dialog
+			}
 		}
 		if e != nil && e.Href != "" {
 			t.history = append(t.history[:t.at+1], e.Href)
@@ -964,6 +1017,10 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request, t *tab, req map[
 	if s.died(w, r, t) {
 		return
 	}
+	if opened != nil {
+		dialogBlocking(w, opened)
+		return
+	}
 	if navigated {
 		if wait, _ := req["waitNav"].(bool); !wait {
 			fail(w, http.StatusConflict, "navigation_changed", "unexpected page navigation while executing click", false)
@@ -971,4 +1028,17 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request, t *tab, req map[
 		}
 	}
 	reply(w, http.StatusOK, map[string]any{"success": true, "result": map[string]any{"kind": kind}})
+}
+
+// dialogBlocking answers a click a dialog holds up, as PinchTab does.
+func dialogBlocking(w http.ResponseWriter, d *Dialog) {
+	reply(w, http.StatusInternalServerError, map[string]any{
+		"error": fmt.Sprintf("click blocked by JavaScript dialog (%s: %q) — use --dialog-action accept|dismiss", d.Type, d.Message),
+		"code":  "dialog_blocking",
+		"details": map[string]any{
+			"suggestion":     "use --dialog-action accept or --dialog-action dismiss",
+			"dialog_type":    d.Type,
+			"dialog_message": d.Message,
+		},
+	})
 }
