@@ -417,9 +417,7 @@ func benchCases(s *subject, most int) []benchCase {
 		native := s.native.Fairness
 		for _, n := range benchCandidates(most) {
 			cands := host.SyntheticCandidates(n, 7)
-			for i := range cands { // room for every pick: the decision, not the ceilings
-				cands[i].AgentLimit, cands[i].LaneLimit, cands[i].QueueLen = 1000, 10_000, 100
-			}
+			roomy(cands)
 			d := make(benchDetails, n)
 			for i, c := range cands {
 				d[i] = detailFor(int(c.Agent), int(c.Lane), c.HeadSeq, policy.AgentInfo{Weight: c.AgentWeight, MaxInFlight: c.AgentLimit}, "")

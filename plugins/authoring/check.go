@@ -542,7 +542,7 @@ func empty(s *subject) {
 func largeCovered(s *subject, candidates int) string {
 	switch {
 	case s.fairness != nil:
-		return fmt.Sprintf("%d candidates (engine.fairnessCandidates) with 8 and 64 slots", candidates)
+		return fmt.Sprintf("%d candidates (engine.fairnessCandidates) with 8 and 64 slots, and with room for all 64 picks", candidates)
 	case s.selection != nil:
 		return "1,000 tasks"
 	}
@@ -550,7 +550,10 @@ func largeCovered(s *subject, candidates int) string {
 }
 
 // large decides over the largest inputs a server gives: for a fairness
-// policy, as many candidates as engine.fairnessCandidates lets through.
+// policy, as many candidates as engine.fairnessCandidates lets through,
+// under ceilings that end the picks early and, as plugin bench decides,
+// with room for every pick (a policy's costliest decision is often the
+// one that makes all its picks).
 func large(s *subject, candidates int) {
 	switch {
 	case s.fairness != nil:
@@ -558,6 +561,8 @@ func large(s *subject, candidates int) {
 		ctx := policy.PickContext{NowMs: 1_700_000_000_000, AgingMs: 30_000, Slots: 8, Names: SyntheticNames{}, Details: SyntheticNames{}}
 		s.fairness.Pick(ctx, cands, make([]uint32, 8))
 		ctx.Slots = 64
+		s.fairness.Pick(ctx, cands, make([]uint32, 64))
+		roomy(cands)
 		s.fairness.Pick(ctx, cands, make([]uint32, 64))
 	case s.selection != nil:
 		tasks := host.SyntheticTasks(1000, 9)
@@ -567,6 +572,14 @@ func large(s *subject, candidates int) {
 			f.Attempt, f.MaxAttempts = 1000, 1000
 			decide(s.retry, f)
 		}
+	}
+}
+
+// roomy gives every candidate room for every pick of a decision: the
+// decision's own cost, not the ceilings', decides how long it takes.
+func roomy(cands []policy.Candidate) {
+	for i := range cands {
+		cands[i].AgentLimit, cands[i].LaneLimit, cands[i].QueueLen = 1000, 10_000, 100
 	}
 }
 

@@ -40,6 +40,10 @@ type Policy struct {
 	def    int64
 	stepMs int64
 	room   room.Tracker
+	// lanePrio is scratch: each candidate's lane priority during a
+	// decision, read from prio once (a map lookup costs a WebAssembly
+	// module far more than a slice read).
+	lanePrio []int64
 }
 
 // Configure implements sdk.Configurable.
@@ -70,6 +74,14 @@ func (p *Policy) Pick(ctx policy.PickContext, cands []policy.Candidate, picks []
 		step = ctx.AgingMs
 	}
 	p.room.Reset(cands)
+	p.lanePrio = p.lanePrio[:0]
+	for i := range cands {
+		pr, ok := p.prio[cands[i].Lane]
+		if !ok {
+			pr = p.def
+		}
+		p.lanePrio = append(p.lanePrio, pr)
+	}
 	n := 0
 	for n < len(picks) {
 		best, bestPrio := -1, int64(0)
@@ -77,7 +89,7 @@ func (p *Policy) Pick(ctx policy.PickContext, cands []policy.Candidate, picks []
 			if !p.room.Has(i) {
 				continue
 			}
-			pr := p.effective(&cands[i], p.room.Taken(i), step)
+			pr := effective(p.lanePrio[i], &cands[i], p.room.Taken(i), step)
 			if best < 0 || pr > bestPrio || pr == bestPrio && cands[i].HeadSeq < cands[best].HeadSeq {
 				best, bestPrio = i, pr
 			}
@@ -92,14 +104,10 @@ func (p *Policy) Pick(ctx policy.PickContext, cands []policy.Candidate, picks []
 	return n
 }
 
-// effective is a head's priority: its lane's, plus its aging. After taken
-// picks from the queue the head is a later task whose wait is unknown, so
-// it does not age.
-func (p *Policy) effective(c *policy.Candidate, taken uint32, step int64) int64 {
-	pr, ok := p.prio[c.Lane]
-	if !ok {
-		pr = p.def
-	}
+// effective is a head's priority: its lane's (pr), plus its aging. After
+// taken picks from the queue the head is a later task whose wait is
+// unknown, so it does not age.
+func effective(pr int64, c *policy.Candidate, taken uint32, step int64) int64 {
 	if step > 0 && taken == 0 && c.HeadWaitMs > 0 {
 		pr += c.HeadWaitMs / step
 	}

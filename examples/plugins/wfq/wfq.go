@@ -37,6 +37,11 @@ type WFQ struct {
 	clock  uint64            // the start tag of the latest dispatch
 	room   room.Tracker
 	saved  map[uint32]uint64 // the finish tags, while a dry run plays
+	// tags is scratch: each candidate's agent's finish tag during a
+	// decision, read from finish once (a map lookup costs a WebAssembly
+	// module far more than a slice read) and written back for the agents
+	// picked.
+	tags []uint64
 }
 
 // Pick implements policy.Fairness.
@@ -53,6 +58,10 @@ func (q *WFQ) Pick(ctx policy.PickContext, cands []policy.Candidate, picks []uin
 		defer func() { q.finish, q.saved, q.clock = q.saved, q.finish, clock }()
 	}
 	q.room.Reset(cands)
+	q.tags = q.tags[:0]
+	for i := range cands {
+		q.tags = append(q.tags, q.finish[cands[i].Agent])
+	}
 	n := 0
 	for n < len(picks) {
 		best, bestStart := -1, uint64(0)
@@ -60,7 +69,7 @@ func (q *WFQ) Pick(ctx policy.PickContext, cands []policy.Candidate, picks []uin
 			if !q.room.Has(i) {
 				continue
 			}
-			start := max(q.finish[cands[i].Agent], q.clock)
+			start := max(q.tags[i], q.clock)
 			if best < 0 || start < bestStart || start == bestStart && cands[i].HeadSeq < cands[best].HeadSeq {
 				best, bestStart = i, start
 			}
@@ -73,7 +82,13 @@ func (q *WFQ) Pick(ctx policy.PickContext, cands []policy.Candidate, picks []uin
 		n++
 		q.room.Take(best)
 		q.clock = bestStart
-		q.finish[c.Agent] = bestStart + Scale/uint64(max(c.AgentWeight, 1))
+		tag := bestStart + Scale/uint64(max(c.AgentWeight, 1))
+		q.finish[c.Agent] = tag
+		for i := range cands { // the agent's other queues (other lanes) share its tag
+			if cands[i].Agent == c.Agent {
+				q.tags[i] = tag
+			}
+		}
 	}
 	if len(q.finish) > maxAgents {
 		for a, v := range q.finish {

@@ -6,7 +6,11 @@
 // examples drr, wfq and lanepri use it.
 package room
 
-import "github.com/switchyard/switchyard/plugins/sdk/policy"
+import (
+	"math/bits"
+
+	"github.com/switchyard/switchyard/plugins/sdk/policy"
+)
 
 // Tracker holds one decision's counters. The zero value is ready; Reset
 // it at the start of every decision. Agents and lanes are numbered once
@@ -18,7 +22,7 @@ type Tracker struct {
 	lane   []int32  // per candidate: its lane's number
 	agents []uint32 // per agent: picked in this decision
 	lanes  []uint32 // per lane: picked in this decision
-	ids    map[uint64]int32
+	ids    numbering
 }
 
 // Reset starts a decision over cands.
@@ -30,26 +34,54 @@ func (t *Tracker) Reset(cands []policy.Candidate) {
 	}
 	t.taken, t.agent, t.lane = t.taken[:n], t.agent[:n], t.lane[:n]
 	clear(t.taken)
-	if t.ids == nil {
-		t.ids = map[uint64]int32{}
-	}
-	clear(t.ids)
+	t.ids.reset(2 * n) // an agent and a lane a candidate at most
 	t.agents, t.lanes = t.agents[:0], t.lanes[:0]
 	for i := range cands {
-		t.agent[i] = t.number(uint64(cands[i].Agent), &t.agents)
-		t.lane[i] = t.number(1<<32|uint64(cands[i].Lane), &t.lanes)
+		t.agent[i] = t.ids.number(uint64(cands[i].Agent), &t.agents)
+		t.lane[i] = t.ids.number(1<<32|uint64(cands[i].Lane), &t.lanes)
 	}
 }
 
-// number returns key's number, appending a zero counter for a new key.
-func (t *Tracker) number(key uint64, counters *[]uint32) int32 {
-	if n, ok := t.ids[key]; ok {
-		return n
+// numbering numbers a decision's agents and lanes in an open-addressing
+// table of its own: a Go map costs a WebAssembly module about a thousand
+// instructions a lookup (its hashing has no machine instructions to use
+// there), which made Reset the most expensive part of a decision over a
+// few hundred candidates.
+type numbering struct {
+	keys  []uint64 // key+1; 0 is an empty slot
+	nums  []int32
+	shift uint8 // 64 - log2(len(keys))
+}
+
+// reset empties the table, with room for n keys at most half full.
+func (m *numbering) reset(n int) {
+	size := 8
+	for size < 2*n {
+		size <<= 1
 	}
-	n := int32(len(*counters))
-	t.ids[key] = n
-	*counters = append(*counters, 0)
-	return n
+	if cap(m.keys) < size {
+		m.keys, m.nums = make([]uint64, size), make([]int32, size)
+	}
+	m.keys, m.nums = m.keys[:size], m.nums[:size]
+	clear(m.keys)
+	m.shift = uint8(64 - bits.TrailingZeros(uint(size)))
+}
+
+// number returns key's number, appending a zero counter for a new key.
+func (m *numbering) number(key uint64, counters *[]uint32) int32 {
+	k := key + 1
+	mask := uint64(len(m.keys) - 1)
+	for h := (k * 0x9e3779b97f4a7c15) >> m.shift; ; h = (h + 1) & mask {
+		switch m.keys[h] {
+		case k:
+			return m.nums[h]
+		case 0:
+			n := int32(len(*counters))
+			m.keys[h], m.nums[h] = k, n
+			*counters = append(*counters, 0)
+			return n
+		}
+	}
 }
 
 // Has reports whether candidate i's queue can send one more task.

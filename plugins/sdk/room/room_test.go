@@ -34,3 +34,42 @@ func TestTrackerStopsAtEachCeiling(t *testing.T) {
 		t.Errorf("taken: %d and %d, want 1 and 0", tr.Taken(0), tr.Taken(3))
 	}
 }
+
+// Candidates share an agent's and a lane's room however many there are and
+// whatever their indices: a pick from one candidate leaves each other one
+// with room exactly when a count by agent and by lane says so.
+func TestTrackerSharesRoomByAgentAndLaneAmongManyCandidates(t *testing.T) {
+	t.Parallel()
+	const n = 700
+	var tr room.Tracker
+	for round, spread := range []uint32{1, 7, 300, n} {
+		cands := make([]policy.Candidate, n)
+		for i := range cands {
+			agent := uint32(i) % spread * 2654435761 // large, scattered indices
+			if i%5 == 0 {
+				agent = 1<<32 - 1 - uint32(i)%spread
+			}
+			cands[i] = policy.Candidate{Agent: agent, Lane: uint16(i % 3 * 21845), QueueLen: 4,
+				AgentInflight: uint32(i % 2), AgentLimit: 3, LaneLimit: n}
+		}
+		tr.Reset(cands)
+		agents := map[uint32]uint32{}
+		lanes := map[uint16]uint32{}
+		for i := range cands {
+			if i%3 != 0 {
+				continue
+			}
+			for tr.Has(i) {
+				tr.Take(i)
+				agents[cands[i].Agent]++
+				lanes[cands[i].Lane]++
+			}
+		}
+		for i, c := range cands {
+			want := tr.Taken(i) < c.QueueLen && c.AgentInflight+agents[c.Agent] < c.AgentLimit && lanes[c.Lane] < c.LaneLimit
+			if tr.Has(i) != want {
+				t.Fatalf("round %d: candidate %d (agent %d, lane %d): has room %v, want %v", round, i, c.Agent, c.Lane, tr.Has(i), want)
+			}
+		}
+	}
+}
