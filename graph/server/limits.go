@@ -106,15 +106,27 @@ const uploadSlack = 1 << 20
 // at least enough for the largest module loadPlugin takes
 // (plugins.maxWasmBytes) in base64. A body is read before the GraphQL
 // operation in it is known, so the limit follows who sends it.
-func (s *Server) bodyLimit(r *http.Request) int {
-	limit := s.opts.Limits.MaxBodyBytes
+// For anyone else, beyond says, should the body be over the limit, that an
+// admin's may be larger: the body of a loadPlugin refused for its size
+// would otherwise read as the module's fault, when it is the caller's role.
+func (s *Server) bodyLimit(r *http.Request) (limit int, beyond string) {
+	limit = s.opts.Limits.MaxBodyBytes
 	if s.opts.Plugins == nil {
-		return limit
+		return limit, ""
 	}
+	upload := max(limit, base64.StdEncoding.EncodedLen(s.opts.Plugins.MaxWasmBytes())+uploadSlack)
 	if id := auth.FromContext(r.Context()); id == nil || id.Role != auth.RoleAdmin {
-		return limit
+		if upload == limit {
+			return limit, ""
+		}
+		return limit, " (an admin's request may have up to " + strconv.Itoa(upload) + ", for loadPlugin, which needs the role admin)"
 	}
-	return max(limit, base64.StdEncoding.EncodedLen(s.opts.Plugins.MaxWasmBytes())+uploadSlack)
+	return upload, ""
+}
+
+// fixedBodyLimit is a body limit that is the same for every request.
+func fixedBodyLimit(limit int) func(*http.Request) (int, string) {
+	return func(*http.Request) (int, string) { return limit, "" }
 }
 
 // readBody reads the body of a request before its handler sees it, within
@@ -128,7 +140,7 @@ func (s *Server) bodyLimit(r *http.Request) int {
 // refusals in the endpoint's own shape (GraphQL's errors, JSON-RPC's) and
 // says which strings to check. WebSocket upgrades have no body; their
 // messages are checked by the adapter (wsConn).
-func readBody(limit func(*http.Request) int, timeout time.Duration, edge bodyEdge, next http.Handler) http.Handler {
+func readBody(limit func(*http.Request) (int, string), timeout time.Duration, edge bodyEdge, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if edge.query != nil && r.Method == http.MethodGet && r.Header.Get("Upgrade") == "" {
 			if field, ok := edge.query(r.URL.Query()); !ok {
@@ -140,9 +152,9 @@ func readBody(limit func(*http.Request) int, timeout time.Duration, edge bodyEdg
 			next.ServeHTTP(w, r)
 			return
 		}
-		maxBytes := limit(r)
+		maxBytes, beyond := limit(r)
 		if r.ContentLength > int64(maxBytes) {
-			writeBodyLimit(w, edge, r.ContentLength, maxBytes)
+			writeBodyLimit(w, edge, r.ContentLength, maxBytes, beyond)
 			return
 		}
 		rc := http.NewResponseController(w)
@@ -155,7 +167,7 @@ func readBody(limit func(*http.Request) int, timeout time.Duration, edge bodyEdg
 		var netErr net.Error
 		switch {
 		case errors.As(err, &tooBig):
-			writeBodyLimit(w, edge, -1, maxBytes)
+			writeBodyLimit(w, edge, -1, maxBytes, beyond)
 			return
 		case errors.As(err, &netErr) && netErr.Timeout():
 			writeBodyTimeout(w, edge, timeout)
@@ -271,11 +283,12 @@ func writeRequestError(w http.ResponseWriter, status int, msg string, ext map[st
 	_, _ = w.Write(body)
 }
 
-// writeBodyLimit answers 413: the body is over the limit.
-func writeBodyLimit(w http.ResponseWriter, edge bodyEdge, size int64, maxBytes int) {
-	msg := "the request body is larger than " + strconv.Itoa(maxBytes) + " bytes"
+// writeBodyLimit answers 413: the body is over the limit; beyond, if not
+// empty, says who may send more.
+func writeBodyLimit(w http.ResponseWriter, edge bodyEdge, size int64, maxBytes int, beyond string) {
+	msg := "the request body is larger than " + strconv.Itoa(maxBytes) + " bytes" + beyond
 	if size >= 0 {
-		msg = "the request body has " + strconv.FormatInt(size, 10) + " bytes; the limit is " + strconv.Itoa(maxBytes)
+		msg = "the request body has " + strconv.FormatInt(size, 10) + " bytes; the limit is " + strconv.Itoa(maxBytes) + beyond
 	}
 	edge.refuse(w, http.StatusRequestEntityTooLarge, false, msg,
 		map[string]any{"code": string(engine.CodeLimit), "limit": "bodySize", "max": maxBytes, "retryable": false})

@@ -452,3 +452,27 @@ func TestTheLargestModuleLoadsThroughLoadPlugin(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, maxBytes, res.LoadPlugin.Size)
 }
+
+// A body over the limit from someone who is not an admin says that an
+// admin's may be larger: an operator's loadPlugin of a typical Go module
+// (over 4 MiB in base64) would otherwise read as the module's fault.
+func TestABodyOverTheLimitSaysAnAdminsMayBeLarger(t *testing.T) {
+	t.Parallel()
+	tokens, secrets := withTokens(t, [3]string{"root", "admin", ""}, [3]string{"ops", "operator", ""})
+	b := setup(t, tokens, func(o *setupOptions) {
+		o.plugins = true
+		o.limits = resolvers.Limits{MaxBodyBytes: 64 << 10}
+	})
+	module := base64.StdEncoding.EncodeToString(make([]byte, 100<<10)) // over the operator's limit, within the admin's
+	load := func(token string) error {
+		return b.clientWith(token).Do(context.Background(), `mutation($w: String!) { loadPlugin(input: {name: "m", wasmBase64: $w}) { name } }`,
+			map[string]any{"w": module}, nil)
+	}
+	e := gqlErr(t, load(secrets["ops"]))
+	require.Equal(t, "LIMIT", e.Code())
+	require.Contains(t, e.Message, "the limit is 65536 (an admin's request may have up to ")
+	require.Contains(t, e.Message, "for loadPlugin, which needs the role admin)")
+	// The admin's request is read, and refused for what it holds, not its size.
+	e = gqlErr(t, load(secrets["root"]))
+	require.NotEqual(t, "LIMIT", e.Code(), e.Message)
+}

@@ -297,7 +297,7 @@ func New(opts Options) (*Server, error) {
 		// The same edge as /graphql: 401 before the body, which is read
 		// within the limits of size, time and encoding; its refusals are
 		// answered as JSON-RPC (mcpedge.go).
-		mux.Handle("/mcp", count("mcp", s.requireIdentityAs(writeRPCUnauthenticated, readBody(func(*http.Request) int { return opts.Limits.MaxBodyBytes }, opts.Limits.BodyTimeout, mcpEdge,
+		mux.Handle("/mcp", count("mcp", s.requireIdentityAs(writeRPCUnauthenticated, readBody(fixedBodyLimit(opts.Limits.MaxBodyBytes), opts.Limits.BodyTimeout, mcpEdge,
 			s.endOnShutdown(withRequestIDHeader(s.mcp.Handler()))))))
 	}
 	mux.HandleFunc("GET /healthz", s.healthz)
