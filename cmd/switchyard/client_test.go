@@ -227,6 +227,77 @@ func TestWatchStreamsEventsAndResumesAfterTheSeqItPrinted(t *testing.T) {
 	require.NotContains(t, res.stderr, "last seq")
 }
 
+// watchBounded runs `switchyard watch args…` and fails the test if it does
+// not end: the bug it guards against is a watch that never does.
+func watchBounded(t *testing.T, server string, args ...string) result {
+	t.Helper()
+	return awaitWatch(t, watchAsync(t, server, args...), args)
+}
+
+func watchAsync(t *testing.T, server string, args ...string) <-chan result {
+	got := make(chan result, 1)
+	go func() { got <- sw(t, server, append([]string{"watch"}, args...)...) }()
+	return got
+}
+
+func awaitWatch(t *testing.T, got <-chan result, args []string) result {
+	t.Helper()
+	select {
+	case res := <-got:
+		return res
+	case <-time.After(30 * time.Second):
+		t.Fatalf("watch %v did not end", args)
+		return result{}
+	}
+}
+
+func TestWatchUntilDoneReportsTasksThatHaveAlreadyEnded(t *testing.T) {
+	t.Parallel()
+	server := startServer(t)
+	require.Equal(t, 0, sw(t, server, "lane", "pause", "subagent").code)
+	submit := func() string {
+		res := sw(t, server, "task", "submit", "--agent", "ud", "--lane", "subagent", "--action", "click")
+		require.Equal(t, 0, res.code, res.stderr)
+		return strings.TrimSpace(res.stdout)
+	}
+	ended := submit()
+	require.Equal(t, 0, sw(t, server, "task", "cancel", ended, "--reason", "over before the watch").code)
+
+	// Ended before the watch began: its end is printed, and the watch ends.
+	res := watchBounded(t, server, "--task", ended, "--until-done")
+	require.Equal(t, 0, res.code, res.stderr)
+	out := lines(res.stdout)
+	require.Len(t, out, 1, res.stdout)
+	require.Regexp(t, fmt.Sprintf(`^\s*\d+ \d\d:\d\d:\d\d\.\d{3} STATE\s+%s  · → CANCELLED  agent=ud lane=subagent  over before the watch$`, ended), out[0])
+
+	res = watchBounded(t, server, "--task", ended, "--until-done", "--json")
+	require.Equal(t, 0, res.code, res.stderr)
+	var e cli.Event
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &e))
+	require.Equal(t, cli.Event{Seq: e.Seq, Kind: "STATE", At: e.At, TaskID: ended, AgentID: "ud", Lane: "subagent", To: "CANCELLED", Reason: "over before the watch"}, e)
+	require.Positive(t, e.Seq)
+
+	// One ended, one running that ends while the watch starts: whether
+	// it ends before the watch reads it, between the read and the
+	// subscription, or after, both ends are printed and the watch ends.
+	running := submit()
+	args := []string{"--task", ended + "," + running, "--until-done"}
+	got := watchAsync(t, server, args...)
+	require.Equal(t, 0, sw(t, server, "task", "cancel", running, "--reason", "ends as the watch starts").code)
+	res = awaitWatch(t, got, args)
+	require.Equal(t, 0, res.code, res.stderr)
+	out = lines(res.stdout)
+	require.Len(t, out, 2, res.stdout)
+	require.Contains(t, res.stdout, ended+"  · → CANCELLED")
+	require.Regexp(t, running+"  (QUEUED|·) → CANCELLED  agent=ud lane=subagent  ends as the watch starts", res.stdout)
+
+	// A task the server does not know is an error, not a wait.
+	res = watchBounded(t, server, "--task", "01NOSUCHTASK0000000000000", "--until-done")
+	require.Equal(t, cli.ExitNotFound, res.code, res.stderr)
+	require.Contains(t, res.stderr, "NOT_FOUND")
+	require.Empty(t, res.stdout)
+}
+
 func TestCancelAndLaneVerbsChangeTheServer(t *testing.T) {
 	t.Parallel()
 	server := startServer(t)

@@ -3187,6 +3187,80 @@ func (v *UpdateLaneUpdateLane) __premarshalJSON() (*__premarshalUpdateLaneUpdate
 	return &retval, nil
 }
 
+// WatchedTaskResponse is returned by WatchedTask on success.
+type WatchedTaskResponse struct {
+	// One task by id, as committed. NOT_FOUND when there is none. With a durable
+	// store (SQLite, PostgreSQL) it never shows a change a crash could roll back:
+	// the scheduler records a change before its commit, and a read of a task
+	// whose latest change is still on its way waits for that commit (an
+	// attempt's start is written within 20 ms, other changes within 2 ms; the
+	// read asks for no commit of its own), or answers UNAVAILABLE when the commit
+	// fails or is not confirmed within `engine.commitTimeout`. A task whose
+	// changes are committed is answered at once; with the memory store nothing
+	// is durable and no read waits.
+	Task *WatchedTaskTask `json:"task"`
+}
+
+// GetTask returns WatchedTaskResponse.Task, and is useful for accessing the field via an interface.
+func (v *WatchedTaskResponse) GetTask() *WatchedTaskTask { return v.Task }
+
+// WatchedTaskTask includes the requested fields of the GraphQL type Task.
+// The GraphQL type's documentation follows.
+//
+// A task: what a client asked for, and what has happened to it.
+type WatchedTaskTask struct {
+	// The task's id (sortable by submission time).
+	Id string `json:"id"`
+	// Where it stands.
+	State TaskState `json:"state"`
+	// The seq of its latest event.
+	LastSeq int64 `json:"lastSeq"`
+	// The agent that submitted it: the unit of fairness.
+	AgentId string `json:"agentId"`
+	// The lane (execution pool) it runs in.
+	Lane string `json:"lane"`
+	// The session key it was submitted with, if any.
+	SessionKey *string `json:"sessionKey"`
+	// The number of attempts made.
+	AttemptCount int `json:"attemptCount"`
+	// Why it entered its state (e.g. "deadline exceeded while queued", "dependency X failed").
+	Reason *string `json:"reason"`
+	// When it reached a terminal state.
+	EndedAt *time.Time `json:"endedAt"`
+	// When it last changed.
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// GetId returns WatchedTaskTask.Id, and is useful for accessing the field via an interface.
+func (v *WatchedTaskTask) GetId() string { return v.Id }
+
+// GetState returns WatchedTaskTask.State, and is useful for accessing the field via an interface.
+func (v *WatchedTaskTask) GetState() TaskState { return v.State }
+
+// GetLastSeq returns WatchedTaskTask.LastSeq, and is useful for accessing the field via an interface.
+func (v *WatchedTaskTask) GetLastSeq() int64 { return v.LastSeq }
+
+// GetAgentId returns WatchedTaskTask.AgentId, and is useful for accessing the field via an interface.
+func (v *WatchedTaskTask) GetAgentId() string { return v.AgentId }
+
+// GetLane returns WatchedTaskTask.Lane, and is useful for accessing the field via an interface.
+func (v *WatchedTaskTask) GetLane() string { return v.Lane }
+
+// GetSessionKey returns WatchedTaskTask.SessionKey, and is useful for accessing the field via an interface.
+func (v *WatchedTaskTask) GetSessionKey() *string { return v.SessionKey }
+
+// GetAttemptCount returns WatchedTaskTask.AttemptCount, and is useful for accessing the field via an interface.
+func (v *WatchedTaskTask) GetAttemptCount() int { return v.AttemptCount }
+
+// GetReason returns WatchedTaskTask.Reason, and is useful for accessing the field via an interface.
+func (v *WatchedTaskTask) GetReason() *string { return v.Reason }
+
+// GetEndedAt returns WatchedTaskTask.EndedAt, and is useful for accessing the field via an interface.
+func (v *WatchedTaskTask) GetEndedAt() *time.Time { return v.EndedAt }
+
+// GetUpdatedAt returns WatchedTaskTask.UpdatedAt, and is useful for accessing the field via an interface.
+func (v *WatchedTaskTask) GetUpdatedAt() time.Time { return v.UpdatedAt }
+
 // __CancelTaskInput is used internally by genqlient
 type __CancelTaskInput struct {
 	Id string  `json:"id"`
@@ -3358,6 +3432,14 @@ func (v *__UpdateLaneInput) GetN() string { return v.N }
 
 // GetIn returns __UpdateLaneInput.In, and is useful for accessing the field via an interface.
 func (v *__UpdateLaneInput) GetIn() map[string]any { return v.In }
+
+// __WatchedTaskInput is used internally by genqlient
+type __WatchedTaskInput struct {
+	Id string `json:"id"`
+}
+
+// GetId returns __WatchedTaskInput.Id, and is useful for accessing the field via an interface.
+func (v *__WatchedTaskInput) GetId() string { return v.Id }
 
 // The mutation executed by CancelTask.
 const CancelTask_Operation = `
@@ -4446,6 +4528,52 @@ func UpdateLane(
 	}
 
 	data_ = &UpdateLaneResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The query executed by WatchedTask.
+const WatchedTask_Operation = `
+query WatchedTask ($id: ID!) {
+	task(id: $id) {
+		id
+		state
+		lastSeq
+		agentId
+		lane
+		sessionKey
+		attemptCount
+		reason
+		endedAt
+		updatedAt
+	}
+}
+`
+
+// `watch --until-done` reads the tasks it waits for before it subscribes: one
+// already ended is reported from here, and the subscription starts from the
+// seq the others are as of.
+func WatchedTask(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	id string,
+) (data_ *WatchedTaskResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "WatchedTask",
+		Query:  WatchedTask_Operation,
+		Variables: &__WatchedTaskInput{
+			Id: id,
+		},
+	}
+
+	data_ = &WatchedTaskResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(

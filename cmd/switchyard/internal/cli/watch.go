@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,7 +60,7 @@ func Watch(ctx context.Context, args []string, env Env) error {
 	batch := fs.String("batch", "", "only this batch's tasks")
 	after := fs.Int64("after", -1, "start after this seq (resume); default: from now")
 	count := fs.Int("count", 0, "stop after this many events (0: until interrupted)")
-	untilDone := fs.Bool("until-done", false, "with --task: stop once every named task has ended")
+	untilDone := fs.Bool("until-done", false, "with --task: stop once every named task has ended; one that already has is shown by its final state at once (an unknown id: NOT_FOUND)")
 	jsonOut := fs.Bool("json", false, "print each event as one JSON object per line")
 	color := fs.String("color", "auto", "auto (on a terminal), always or never")
 	if _, err := parse(fs, args, 0, 0); err != nil {
@@ -107,18 +108,25 @@ func Watch(ctx context.Context, args []string, env Env) error {
 	}
 	w := &watcher{
 		cl: cl, env: env, filter: filter, json: *jsonOut, colours: colours, count: *count,
-		pending: map[string]bool{},
+		pending: map[string]bool{}, endsAt: map[string]int64{}, before: map[string]int64{},
+	}
+	if *after >= 0 {
+		w.last, w.haveLast = *after, true
 	}
 	if *untilDone {
 		for _, id := range tasks {
 			w.pending[id] = true
 		}
 		w.untilDone = true
+		err = w.start(ctx)
+		if err == nil && w.done() {
+			err = errDone // every named task had ended: nothing to follow
+		}
 	}
-	if *after >= 0 {
-		w.last, w.haveLast = *after, true
+	if err == nil {
+		err = w.run(ctx)
 	}
-	err = withCode(w.run(ctx))
+	err = withCode(err)
 	ended := errors.Is(err, errDone) || (err != nil && ctx.Err() != nil) // interrupted, or the count reached
 	// The resume hint is for a watch that ended or lost its server; not for
 	// one the server refused (an --after past its latest event, a filter it
@@ -146,6 +154,130 @@ type watcher struct {
 	haveLast  bool
 	untilDone bool
 	pending   map[string]bool
+	// endsAt holds the tasks read as ended whose last event (the seq) the
+	// stream has not passed yet: each is done once it has, whether or not
+	// the stream showed its end (a LAGGED notice may have skipped it).
+	endsAt map[string]int64
+	// before holds, for a watch from now (no --after), the seq each named
+	// task was read as of: its events up to there came before the watch and
+	// are not shown again.
+	before map[string]int64
+}
+
+// start reads the tasks --until-done waits for, before the subscription:
+// one already ended is reported here (its end will not come again) and
+// counts as done; an unknown one is an error. Without --after, the
+// subscription then starts from the earliest seq a running task was read
+// as of, so an end committed between the read and the subscription is
+// still in the stream.
+func (w *watcher) start(ctx context.Context) error {
+	fromNow := !w.haveLast
+	var from int64 = -1
+	var latest int64
+	for _, id := range w.ids() {
+		t, err := w.read(ctx, id)
+		if err != nil {
+			return err
+		}
+		latest = max(latest, t.LastSeq)
+		if fromNow {
+			w.before[id] = t.LastSeq
+		}
+		if !terminal[string(t.State)] {
+			if fromNow && (from < 0 || t.LastSeq < from) {
+				from = t.LastSeq
+			}
+			continue
+		}
+		if err := w.ended(t, w.last, fromNow); err != nil {
+			return err
+		}
+	}
+	if fromNow {
+		if from < 0 {
+			from = latest // all ended: nothing to follow
+		}
+		w.last, w.haveLast = from, true
+	}
+	return nil
+}
+
+// ids lists the pending tasks in a stable order.
+func (w *watcher) ids() []string {
+	ids := make([]string, 0, len(w.pending))
+	for id := range w.pending {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func (w *watcher) read(ctx context.Context, id string) (*WatchedTaskTask, error) {
+	res, err := WatchedTask(ctx, w.cl, id)
+	if err != nil {
+		return nil, fmt.Errorf("watch: read task %s: %w", id, err)
+	}
+	if res.Task == nil {
+		return nil, &Error{Code: ExitNotFound, Err: fmt.Errorf("watch: task %s: NOT_FOUND: no such task", id)}
+	}
+	return res.Task, nil
+}
+
+// ended deals with a task read as ended: when the stream is already past
+// its last event (pos), or the watch is from now, its end is printed from
+// the task as read and it is done; otherwise the stream replays its end
+// and it is done once the stream has passed its last event.
+func (w *watcher) ended(t *WatchedTaskTask, pos int64, fromNow bool) error {
+	if !fromNow && t.LastSeq > pos {
+		w.endsAt[t.Id] = t.LastSeq
+		return nil
+	}
+	delete(w.pending, t.Id)
+	at := t.UpdatedAt
+	if t.EndedAt != nil {
+		at = *t.EndedAt
+	}
+	e := &Event{
+		Seq: t.LastSeq, Kind: "STATE", At: at.UTC().Format(time.RFC3339Nano), TaskID: t.Id, AgentID: t.AgentId,
+		Lane: t.Lane, SessionKey: str(t.SessionKey), To: string(t.State), Attempt: t.AttemptCount, Reason: str(t.Reason),
+	}
+	w.printed++
+	if w.json {
+		return writeJSON(w.env.Stdout, e)
+	}
+	_, err := io.WriteString(w.env.Stdout, formatEvent(e, w.colours)+"\n")
+	return err
+}
+
+// passed marks done the ended tasks whose last event the stream has
+// passed (pos).
+func (w *watcher) passed(pos int64) {
+	for id, seq := range w.endsAt {
+		if seq <= pos {
+			delete(w.pending, id)
+			delete(w.endsAt, id)
+		}
+	}
+}
+
+// recheck reads the pending tasks again after a LAGGED notice, whose
+// skipped events may have held their ends: pos is the stream's position.
+func (w *watcher) recheck(ctx context.Context, pos int64) error {
+	for _, id := range w.ids() {
+		if _, ok := w.endsAt[id]; ok {
+			continue
+		}
+		t, err := w.read(ctx, id)
+		if err != nil {
+			return err
+		}
+		if terminal[string(t.State)] {
+			if err := w.ended(t, pos, false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // run follows the feed, reconnecting with a backoff when the connection
@@ -214,10 +346,21 @@ func (w *watcher) follow(ctx context.Context) (progressed bool, err error) {
 		if err := json.Unmarshal(data.TaskEventFeed.Events, &events); err != nil {
 			return true, fmt.Errorf("decode events: %w", err)
 		}
+		lagged := false
 		for _, raw := range events {
-			if err := w.print(raw); err != nil {
+			l, err := w.print(raw)
+			if err != nil {
 				return true, err
 			}
+			lagged = lagged || l
+		}
+		if w.untilDone && !w.done() {
+			if lagged {
+				if err := w.recheck(ctx, data.TaskEventFeed.LastSeq); err != nil {
+					return true, err
+				}
+			}
+			w.passed(data.TaskEventFeed.LastSeq)
 		}
 		if w.done() {
 			return true, errDone
@@ -233,27 +376,34 @@ func (w *watcher) done() bool {
 	return (w.count > 0 && w.printed >= w.count) || (w.untilDone && len(w.pending) == 0)
 }
 
-func (w *watcher) print(raw json.RawMessage) error {
+// print prints one event; lagged says it was a LAGGED notice.
+func (w *watcher) print(raw json.RawMessage) (lagged bool, err error) {
 	if w.done() {
-		return nil
+		return false, nil
 	}
 	var e Event
 	if err := json.Unmarshal(raw, &e); err != nil {
-		return fmt.Errorf("decode event: %w", err)
+		return false, fmt.Errorf("decode event: %w", err)
 	}
 	if e.Kind != "LAGGED" {
 		w.last, w.haveLast = e.Seq, true
+		if seq, ok := w.before[e.TaskID]; ok && e.Seq <= seq {
+			return false, nil // before the watch began
+		}
 	}
 	if e.Kind == "STATE" && terminal[e.To] {
-		delete(w.pending, e.TaskID)
+		if seq, ok := w.endsAt[e.TaskID]; !ok || e.Seq >= seq {
+			delete(w.pending, e.TaskID)
+			delete(w.endsAt, e.TaskID)
+		}
 	}
 	w.printed++
 	if w.json {
 		_, err := w.env.Stdout.Write(append(raw, '\n'))
-		return err
+		return e.Kind == "LAGGED", err
 	}
-	_, err := io.WriteString(w.env.Stdout, formatEvent(&e, w.colours)+"\n")
-	return err
+	_, err = io.WriteString(w.env.Stdout, formatEvent(&e, w.colours)+"\n")
+	return e.Kind == "LAGGED", err
 }
 
 // ANSI colours of the event lines.
