@@ -53,7 +53,7 @@ require (
 	github.com/switchyard/switchyard/plugins/sdk v0.0.0
 	github.com/urfave/cli/v3 v3.14.0 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
-	golang.org/x/mod v0.42.0 // indirect
+	golang.org/x/mod v0.42.0
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect

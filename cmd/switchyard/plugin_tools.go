@@ -36,7 +36,7 @@ var pluginToolVerbs = map[string]struct {
 	"build":    {"build a Go plugin's main package (for wasip1) into a .wasm module", runPluginBuild},
 	"check":    {"check a module against the ABI and the conformance checks", runPluginCheck},
 	"bench":    {"measure a module's decisions against the native built-in, under the server's deadline (faulted ones show as FAULTED, by kind, not timed)", runPluginBench},
-	"simulate": {"replay a workload through the engine under a module and under the built-in", runPluginSimulate},
+	"simulate": {"replay a workload through the engine under a module and under the built-in (exit 1 when the plugin faulted)", runPluginSimulate},
 }
 
 // runPlugin dispatches `switchyard plugin VERB`.
@@ -85,7 +85,7 @@ func parseArgs(fs *flag.FlagSet, args []string) error {
 }
 
 func runPluginNew(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("plugin new", "selection|fairness|retry [--lang go|assemblyscript] [--sdk DIR] [--module PATH] DIR", stderr)
+	fs := newFlags("plugin new", "selection|fairness|retry [--lang go|assemblyscript] [--sdk DIR] [--module PATH] DIR\n\nDIR's name names the project (the Go module example.com/NAME unless --module,\nthe npm package, the .wasm file, the plugin): "+authoring.NameRule, stderr)
 	lang := fs.String("lang", "go", "the project's language: go or assemblyscript")
 	module := fs.String("module", "", "Go: the project's module path (default example.com/ and DIR's base name)")
 	sdk := fs.String("sdk", "", "Go: the SDK's directory, plugins/sdk of a Switchyard checkout (default: the checkout that holds the current directory)")
@@ -109,10 +109,17 @@ func runPluginNew(_ context.Context, args []string, stdout, stderr io.Writer) er
 		*sdk = found
 	}
 	files, err := authoring.New(fs.Arg(1), authoring.NewOptions{Slot: fs.Arg(0), Lang: *lang, Module: *module, SDK: *sdk})
+	if errors.Is(err, authoring.ErrName) {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote a %s %s plugin in %s:\n", *lang, fs.Arg(0), fs.Arg(1))
+	article := "a"
+	if *lang == "assemblyscript" {
+		article = "an"
+	}
+	fmt.Fprintf(stdout, "wrote %s %s %s plugin in %s:\n", article, *lang, fs.Arg(0), fs.Arg(1))
 	for _, f := range files {
 		fmt.Fprintf(stdout, "  %s\n", f)
 	}
@@ -285,7 +292,9 @@ func runPluginSimulate(ctx context.Context, args []string, stdout, stderr io.Wri
 	var workload *string
 	var agents, tasks, skew, lane, maxSteps *int
 	var horizon, timeout *time.Duration
+	var allowFaults *bool
 	wasm, config, asJSON, fs, err := moduleArgs("simulate", args, stderr, func(fs *flag.FlagSet) {
+		allowFaults = fs.Bool("allow-faults", false, "exit 0 even when the built-in answered some of the plugin's decisions (faults, a quarantine): for a simulation of a plugin expected to fault")
 		workload = fs.String("workload", "", "a workload file (JSON Lines: atMs, agent, durationMs, outcome, code, attempts, …; plugins/ABI.md has every field); default: a synthetic one, without failures")
 		maxSteps = fs.Int("max-steps", simulate.DefaultMaxSteps, "fail a run that needs more scheduled calls (attempt ends, retries, timers) than this")
 		horizon = fs.Duration("horizon", simulate.DefaultHorizon, "fail a run with work left this long in simulated time after the last submission")
@@ -336,7 +345,16 @@ func runPluginSimulate(ctx context.Context, args []string, stdout, stderr io.Wri
 	if err != nil {
 		return toolError(stdout, asJSON, err)
 	}
-	return report(stdout, asJSON, r)
+	if err := report(stdout, asJSON, r); err != nil {
+		return err
+	}
+	if r.Fallbacks > 0 && !*allowFaults {
+		// As bench: the run "under the plugin" was partly the built-in's,
+		// which a server would have fallen back to as well.
+		return fmt.Errorf("the plugin faulted %d %s: the built-in answered %d of its %d decisions; pass --allow-faults when that is expected",
+			r.Faults, map[bool]string{true: "time", false: "times"}[r.Faults == 1], r.Fallbacks, r.Calls)
+	}
+	return nil
 }
 
 // configArg reads --config as plugin load and configure take it: a JSON

@@ -606,3 +606,62 @@ func TestPluginCheckBlamesAConfigurationUnderWhichTheSmokeDecisionFaults(t *test
 	require.True(t, strings.HasPrefix(text, "FAIL  the module did not load"), text)
 	require.Regexp(t, `(?m)^  FAIL abi +.*smoke decision: fuel: ran out of fuel`, text)
 }
+
+// plugin simulate of a plugin that faults once at work: the built-in
+// answers its decisions, the report heads its column plugin* and says so
+// first, and the run exits 1 as bench and check do, unless --allow-faults.
+func TestPluginSimulateExitsOneWhenThePluginFaulted(t *testing.T) {
+	t.Parallel()
+	module := filepath.Join(t.TempDir(), "trap.wasm")
+	require.NoError(t, os.WriteFile(module, plugintest.TrapAfter(3), 0o644))
+	var out, errOut bytes.Buffer
+	require.Equal(t, 1, run(context.Background(), []string{"plugin", "simulate", "--tasks", "100", module}, &out, &errOut))
+	require.Regexp(t, `^switchyard plugin: the plugin faulted \d+ times: the built-in answered \d+ of its \d+ decisions; pass --allow-faults when that is expected\n$`, errOut.String())
+	text := out.String()
+	require.Regexp(t, `^WARNING: the plugin faulted \d+ times and the built-in answered \d+ of the \d+\n`, text)
+	require.Regexp(t, `(?m)^ +plugin\* +built-in$`, text)
+	require.NotRegexp(t, `(?m)^ +plugin +built-in$`, text, "the column is not the plugin's alone")
+
+	out.Reset()
+	errOut.Reset()
+	require.Equal(t, 0, run(context.Background(), []string{"plugin", "simulate", "--json", "--allow-faults", "--tasks", "100", module}, &out, &errOut), errOut.String())
+	var sim struct{ Calls, Faults, Fallbacks uint64 }
+	require.NoError(t, json.Unmarshal(out.Bytes(), &sim))
+	require.Positive(t, sim.Faults)
+	require.Positive(t, sim.Fallbacks)
+	require.LessOrEqual(t, sim.Fallbacks, sim.Calls)
+}
+
+// plugin new refuses a directory whose name cannot name the project (the
+// Go module, the npm package, the .wasm file, the plugin), and a --module
+// that is no module path, as usage errors, writing nothing; and says "an
+// assemblyscript" plugin.
+func TestPluginNewRefusesANameThatCannotNameTheProject(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sdk, err := filepath.Abs(filepath.Join("..", "..", "plugins", "sdk"))
+	require.NoError(t, err)
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	for _, c := range []struct{ name, lang string }{{"bad name", "go"}, {"-x", "go"}, {"Mixed", "assemblyscript"}} {
+		errOut.Reset()
+		require.Equal(t, 2, run(ctx, []string{"plugin", "new", "selection", "--lang", c.lang, "--sdk", sdk, filepath.Join(dir, c.name)}, &out, &errOut), c.name)
+		require.Contains(t, errOut.String(), fmt.Sprintf("%q is not a valid name for a plugin project", c.name))
+		require.Contains(t, errOut.String(), "use letters, digits, '-', '_' and '.'")
+		require.NoDirExists(t, filepath.Join(dir, c.name))
+	}
+	errOut.Reset()
+	require.Equal(t, 2, run(ctx, []string{"plugin", "new", "selection", "--sdk", sdk, "--module", "example.com/bad name", filepath.Join(dir, "good")}, &out, &errOut))
+	require.Contains(t, errOut.String(), `--module "example.com/bad name" is not a valid name`)
+	require.NoDirExists(t, filepath.Join(dir, "good"))
+
+	out.Reset()
+	require.Equal(t, 0, run(ctx, []string{"plugin", "new", "retry", "--lang", "assemblyscript", filepath.Join(dir, "my-retry.v2")}, &out, &errOut), errOut.String())
+	require.True(t, strings.HasPrefix(out.String(), "wrote an assemblyscript retry plugin in "), out.String())
+	out.Reset()
+	require.Equal(t, 0, run(ctx, []string{"plugin", "new", "retry", "--sdk", sdk, filepath.Join(dir, "My_Retry")}, &out, &errOut), errOut.String())
+	require.True(t, strings.HasPrefix(out.String(), "wrote a go retry plugin in "), out.String())
+	mod, err := os.ReadFile(filepath.Join(dir, "My_Retry", "go.mod"))
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(mod), "module example.com/My_Retry\n"), string(mod))
+}

@@ -140,3 +140,31 @@ func funcBody(code ...[]byte) []byte {
 
 // wasmName is a name as the export section holds it (short names only).
 func wasmName(s string) []byte { return append([]byte{byte(len(s))}, s...) }
+
+// TrapAfter returns a fairness plugin (ABI version 2) that counts its
+// decisions and answers the first n with no opinion (0 picks), then traps
+// on every later one (unreachable): a module that passes its smoke
+// decision and faults once it is put to work.
+func TrapAfter(n int32) []byte {
+	const arena = 64 << 10                                           // the arena: the second page, all of it
+	count := []byte{0x23, 0, 0x41, 1, 0x6A, 0x24, 0}                 // global 0 += 1
+	trap := append(append([]byte{0x23, 0, 0x41}, sleb(int64(n))...), // if global 0 > n
+		0x4A, 0x04, 0x40, 0x00, 0x0B) //   unreachable
+	return bytes.Join([][]byte{
+		[]byte("\x00asm\x01\x00\x00\x00"),
+		sect(1, []byte{3},
+			[]byte{0x60, 0, 1, 0x7F},                          // 0: () -> i32
+			[]byte{0x60, 1, 0x7F, 1, 0x7E},                    // 1: (i32) -> i64
+			[]byte{0x60, 4, 0x7E, 0x7E, 0x7F, 0x7F, 1, 0x7F}), // 2: (i64, i64, i32, i32) -> i32
+		sect(3, []byte{4, 0, 0, 1, 2}),
+		sect(5, []byte{1, 0, 2}),                   // 2 pages
+		sect(6, []byte{1, 0x7F, 1, 0x41, 0, 0x0B}), // global 0: the decisions so far, a mutable i32, 0
+		sect(7, []byte{5}, wasmName("memory"), []byte{2, 0}, wasmName("abi_version"), []byte{0, 0},
+			wasmName("policy_flags"), []byte{0, 1}, wasmName("arena"), []byte{0, 2}, wasmName("fairness_pick"), []byte{0, 3}),
+		sect(10, []byte{4},
+			funcBody([]byte{0x41, 2}),                                // abi_version
+			funcBody([]byte{0x41, 0}),                                // policy_flags: none
+			funcBody(append([]byte{0x42}, sleb(arena<<32|arena)...)), // arena: ptr << 32 | len
+			funcBody(count, trap, []byte{0x41, 0})),                  // then 0 picks
+	}, nil)
+}

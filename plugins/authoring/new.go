@@ -15,6 +15,8 @@ import (
 	"strings"
 	"text/template"
 	"unicode"
+
+	"golang.org/x/mod/module"
 )
 
 //go:embed scaffold
@@ -41,6 +43,32 @@ type NewOptions struct {
 // ErrExists is returned by New for a directory that exists and is not empty.
 var ErrExists = errors.New("the directory exists and is not empty")
 
+// ErrName is returned by New (and CheckName) for a project directory whose
+// name is not a plugin's, or a --module that is not a module path.
+var ErrName = errors.New("not a valid name")
+
+// NameRule says which names a project directory may have: its name names
+// the Go module (example.com/NAME), the npm package, the .wasm file and
+// the plugin on the server.
+const NameRule = "letters, digits, '-', '_' and '.', starting with a letter or a digit, at most 64 (AssemblyScript: lower-case letters, as npm takes them)"
+
+// CheckName reports whether name, a project directory's base name, can
+// name a plugin project in lang, and why not.
+func CheckName(name, lang string) error {
+	ok := name != "" && len(name) <= 64 && !strings.HasSuffix(name, ".")
+	for i, r := range name {
+		lower := r >= 'a' && r <= 'z' || r >= '0' && r <= '9'
+		upper := r >= 'A' && r <= 'Z' && lang != "assemblyscript"
+		if !lower && !upper && (i == 0 || r != '-' && r != '_' && r != '.') {
+			ok = false
+		}
+	}
+	if !ok {
+		return fmt.Errorf("plugin new: %q is %w for a plugin project (its directory's name names the module, the .wasm file and the plugin): use %s", name, ErrName, NameRule)
+	}
+	return nil
+}
+
 // New writes a plugin project for opts.Slot into dir: for Go, a policy
 // package with native tests and a main package (wasm/) that registers it
 // with the SDK; for AssemblyScript, a package.json, the compiler options, the
@@ -66,6 +94,14 @@ func New(dir string, opts NewOptions) ([]string, error) {
 		return nil, fmt.Errorf("plugin new: %w", err)
 	}
 	name := filepath.Base(abs)
+	if err := CheckName(name, opts.Lang); err != nil {
+		return nil, err
+	}
+	if opts.Lang == "go" && opts.Module != "" {
+		if err := module.CheckPath(opts.Module); err != nil {
+			return nil, fmt.Errorf("plugin new: --module %q is %w: %v", opts.Module, ErrName, err)
+		}
+	}
 	data := map[string]string{"Name": name, "Slot": opts.Slot, "Iface": iface, "Package": goPackageName(name)}
 	if opts.Lang == "go" {
 		if opts.SDK == "" {

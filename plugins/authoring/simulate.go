@@ -37,8 +37,11 @@ type SimulateReport struct {
 	// decisions, and the report says so.
 	Slot  string `json:"slot"`
 	Calls uint64 `json:"calls"`
-	// Faults and Fallbacks count the plugin's decisions that failed and were
-	// answered by the built-in during its run.
+	// Faults and Fallbacks count the plugin's decisions that failed, and
+	// those the built-in answered in its place (its faults, a quarantine
+	// they began), during its run: the run "under the plugin" holds the
+	// built-in's decisions too when Fallbacks is not 0, and its column is
+	// then headed FallbackLabel.
 	Faults    uint64 `json:"faults"`
 	Fallbacks uint64 `json:"fallbacks"`
 }
@@ -91,6 +94,23 @@ func (r *SimulateReport) NeverAsked() string {
 		"  are the built-in's decisions: " + why + "\n"
 }
 
+// FallbackLabel heads the plugin's column when the built-in answered some
+// of its decisions: the column is not the plugin's alone.
+const FallbackLabel = "plugin*"
+
+// FellBack returns the warning the report prints first when the built-in
+// answered some of the plugin's decisions (and "" when it answered none):
+// how many, and that the plugin's column holds them.
+func (r *SimulateReport) FellBack() string {
+	if r.Fallbacks == 0 {
+		return ""
+	}
+	return fmt.Sprintf("WARNING: the plugin faulted %d %s and the built-in answered %d of the %d\n"+
+		"  decisions asked of it in its place (fallback): the %s column is those\n"+
+		"  decisions mixed with the plugin's, not the plugin's alone\n",
+		r.Faults, plural(r.Faults, "time", "times"), r.Fallbacks, r.Calls, FallbackLabel)
+}
+
 // RetryLegend explains the retry rows under their header.
 const RetryLegend = `  (attempts: attempts started; retries: failed attempts the retry policy
    retried; parked, failed: tasks that ended so; retry delay: from the
@@ -102,11 +122,13 @@ const RetryLegend = `  (attempts: attempts started; retries: failed attempts the
 // mean dispatch position by priority and by label) and what the retry
 // policy did (attempts, retries, parks and failures, overall and by error
 // code), plugin beside built-in; and a note first when the plugin was
-// never asked.
+// never asked, a warning first when the built-in answered some of its
+// decisions (its column then headed FallbackLabel).
 func (r *SimulateReport) String() string {
 	var b strings.Builder
 	b.WriteString(r.NeverAsked())
-	fmt.Fprintf(&b, "%-22s %14s %14s\n", "", r.Plugin.Name, r.Builtin.Name)
+	b.WriteString(r.FellBack())
+	fmt.Fprintf(&b, "%-22s %14s %14s\n", "", r.pluginLabel(), r.Builtin.Name)
 	fmt.Fprintf(&b, "%-22s %14.3f %14.3f\n", "Jain's fairness index", r.Plugin.Jain, r.Builtin.Jain)
 	b.WriteString(JainLegend)
 	fmt.Fprintf(&b, "%-22s %14s %14s\n", "wait p50", duration(r.Plugin.WaitP50), duration(r.Builtin.WaitP50))
@@ -145,11 +167,20 @@ func (r *SimulateReport) String() string {
 	return b.String()
 }
 
+// pluginLabel heads the plugin's column: its run's name, or FallbackLabel
+// when the built-in answered some of its decisions.
+func (r *SimulateReport) pluginLabel() string {
+	if r.Fallbacks > 0 {
+		return FallbackLabel
+	}
+	return r.Plugin.Name
+}
+
 // retries writes the retry rows: the run's figures, then each error code's.
 func (r *SimulateReport) retries(b *strings.Builder) {
 	mine, theirs := r.Plugin.Retry, r.Builtin.Retry
 	count := func(title string, p, o int) { fmt.Fprintf(b, "%-22s %14d %14d\n", title, p, o) }
-	fmt.Fprintf(b, "%-22s %14s %14s\n", "retry", r.Plugin.Name, r.Builtin.Name)
+	fmt.Fprintf(b, "%-22s %14s %14s\n", "retry", r.pluginLabel(), r.Builtin.Name)
 	b.WriteString(RetryLegend)
 	count("attempts", mine.Attempts, theirs.Attempts)
 	count("failed attempts", mine.Failures, theirs.Failures)
@@ -174,7 +205,7 @@ func (r *SimulateReport) retries(b *strings.Builder) {
 		if code == "" {
 			code = "(none)"
 		}
-		fmt.Fprintf(b, "%-22s %14s %14s\n", "code "+code, r.Plugin.Name, r.Builtin.Name)
+		fmt.Fprintf(b, "%-22s %14s %14s\n", "code "+code, r.pluginLabel(), r.Builtin.Name)
 		count("  failed attempts", p.Failures, o.Failures)
 		count("  retries", p.Retries, o.Retries)
 		count("  then parked", p.Parked, o.Parked)
@@ -199,7 +230,7 @@ func Simulate(ctx context.Context, wasm []byte, workload []simulate.Submission, 
 		return nil, err
 	}
 	defer s.plugin.Close(context.Background())
-	calls := s.plugin.Stats().Calls
+	before := s.plugin.Stats() // the load's smoke decision is not the run's
 	run := simulate.Options{Config: opts.Engine, Name: "plugin", Fairness: s.fairness, Selection: s.selection, Retry: s.retry,
 		MaxSteps: opts.MaxSteps, Horizon: opts.Horizon}
 	plugin, err := simulate.Run(ctx, workload, run)
@@ -212,6 +243,6 @@ func Simulate(ctx context.Context, wasm []byte, workload []simulate.Submission, 
 		return nil, fmt.Errorf("simulate under the built-in: %w", err)
 	}
 	st := s.plugin.Stats()
-	return &SimulateReport{Plugin: plugin, Builtin: builtin, Slot: s.plugin.Slot().String(), Calls: st.Calls - calls,
-		Faults: st.FaultTotal(), Fallbacks: st.Fallbacks}, nil
+	return &SimulateReport{Plugin: plugin, Builtin: builtin, Slot: s.plugin.Slot().String(), Calls: st.Calls - before.Calls,
+		Faults: st.FaultTotal() - before.FaultTotal(), Fallbacks: st.Fallbacks - before.Fallbacks}, nil
 }
