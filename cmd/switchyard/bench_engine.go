@@ -183,6 +183,7 @@ func runEngineBench(ctx context.Context, tasks int, full, asJSON bool, cpuProfil
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}

@@ -180,6 +180,7 @@ func moduleName(fs *flag.FlagSet) string { return filepath.Base(fs.Arg(0)) }
 func report(stdout io.Writer, asJSON bool, r fmt.Stringer) error {
 	if asJSON {
 		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}

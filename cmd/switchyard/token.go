@@ -99,7 +99,9 @@ func tokenNew(args []string, stdout, stderr io.Writer) error {
 		if lanes != nil {
 			out["lanes"] = lanes
 		}
-		return json.NewEncoder(stdout).Encode(out)
+		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false)
+		return enc.Encode(out)
 	}
 	entry := fmt.Sprintf("{name: %q, hash: %q, role: %s", *name, hash, role)
 	if *agent != "" {

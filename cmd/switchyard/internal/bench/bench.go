@@ -244,6 +244,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	res.GoVersion, res.CPUs = runtime.Version(), runtime.NumCPU()
 	if o.JSON {
 		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}

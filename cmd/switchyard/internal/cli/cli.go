@@ -31,6 +31,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -348,13 +349,59 @@ func labels(pairs []string) ([]map[string]any, error) {
 
 // writeJSON writes v as one line of JSON.
 func writeJSON(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
+	b, err := marshalJSON(v, "")
 	if err != nil {
 		return fmt.Errorf("encode JSON: %w", err)
 	}
 	b = append(b, '\n')
 	_, err = w.Write(b)
 	return err
+}
+
+// marshalJSON encodes v as the CLI prints JSON: <, > and & as they are
+// (json.Marshal's \u003c is for JSON inside HTML, not for a terminal or a
+// script), indented by indent when it is not "", without a final newline.
+func marshalJSON(v any, indent string) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", indent)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// unescapeHTML undoes the escapes of <, > and & (\u003c, \u003e, \u0026)
+// in a JSON document encoded for HTML, as the server encodes the event
+// feed, leaving every other escape as it is.
+func unescapeHTML(doc []byte) []byte {
+	if !bytes.Contains(doc, []byte(`\u00`)) {
+		return doc
+	}
+	out := make([]byte, 0, len(doc))
+	for i := 0; i < len(doc); i++ {
+		c := doc[i]
+		if c != '\\' || i+1 >= len(doc) {
+			out = append(out, c)
+			continue
+		}
+		if doc[i+1] == 'u' && i+5 < len(doc) {
+			switch strings.ToLower(string(doc[i+2 : i+6])) {
+			case "003c":
+				out, i = append(out, '<'), i+5
+				continue
+			case "003e":
+				out, i = append(out, '>'), i+5
+				continue
+			case "0026":
+				out, i = append(out, '&'), i+5
+				continue
+			}
+		}
+		out, i = append(out, c, doc[i+1]), i+1 // another escape: as it is
+	}
+	return out
 }
 
 // upperList upper-cases comma-separated enum values (states, kinds).

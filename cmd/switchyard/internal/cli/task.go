@@ -656,7 +656,7 @@ func printTask(w io.Writer, t *TaskInfo) {
 		var pretty any
 		out := string(t.Result)
 		if json.Unmarshal(t.Result, &pretty) == nil {
-			if b, err := json.MarshalIndent(pretty, "", "  "); err == nil {
+			if b, err := marshalJSON(pretty, "  "); err == nil {
 				out = string(b)
 			}
 		}

@@ -214,3 +214,31 @@ func artifactServer(t *testing.T, token, artifact string, serve http.HandlerFunc
 	t.Cleanup(srv.Close)
 	return srv
 }
+
+// The CLI prints JSON for terminals and scripts, not for HTML: <, > and &
+// as they are, in --json output, in a result task get pretty-prints, and
+// in the events watch --json passes on from the server's feed (which
+// escapes them), every other escape kept.
+func TestJSONOutputKeepsHTMLCharactersAsTheyAre(t *testing.T) {
+	t.Parallel()
+	reason := "r=>setTimeout(() => a < b && c)"
+	task := &TaskInfo{Id: "T1", State: "SUCCEEDED", Reason: &reason, Result: json.RawMessage(`{"html":"<b>x</b> & y"}`)}
+	var out bytes.Buffer
+	require.NoError(t, writeJSON(&out, task))
+	require.Contains(t, out.String(), `"reason":"r=>setTimeout(() => a < b && c)"`)
+	require.Contains(t, out.String(), `"result":{"html":"<b>x</b> & y"}`)
+	require.True(t, strings.HasSuffix(out.String(), "}\n"))
+	require.True(t, json.Valid(out.Bytes()))
+
+	out.Reset()
+	printTask(&out, task)
+	require.Contains(t, out.String(), `"html": "<b>x</b> & y"`)
+
+	feed := []byte(`{"reason":"\u003cb\u003e \u0026 \\u003c \u00e9 \"\u003E"}`)
+	got := unescapeHTML(feed)
+	require.Equal(t, `{"reason":"<b> & \\u003c \u00e9 \">"}`, string(got))
+	var a, b map[string]string
+	require.NoError(t, json.Unmarshal(feed, &a))
+	require.NoError(t, json.Unmarshal(got, &b))
+	require.Equal(t, a, b, "the same document")
+}

@@ -399,7 +399,7 @@ func (w *watcher) print(raw json.RawMessage) (lagged bool, err error) {
 	}
 	w.printed++
 	if w.json {
-		_, err := w.env.Stdout.Write(append(raw, '\n'))
+		_, err := w.env.Stdout.Write(append(unescapeHTML(raw), '\n'))
 		return e.Kind == "LAGGED", err
 	}
 	_, err = io.WriteString(w.env.Stdout, formatEvent(&e, w.colours)+"\n")
