@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -382,6 +383,16 @@ func TestClientVerbsExitWithTheDocumentedCodes(t *testing.T) {
 	res := sw(t, server, "task", "submit", "--action", "click")
 	require.Equal(t, cli.ExitRetry, res.code, res.stderr)
 	require.Contains(t, res.stderr, "QUEUE_FULL")
+	// The refused task was recorded REJECTED: the error names it.
+	m := regexp.MustCompile(`the server recorded the task REJECTED: (\S+) \(switchyard task get (\S+)\)\n$`).FindStringSubmatch(res.stderr)
+	require.NotNil(t, m, res.stderr)
+	require.Equal(t, m[1], m[2])
+	require.Empty(t, res.stdout)
+	got := sw(t, server, "task", "get", m[1], "--json")
+	require.Equal(t, 0, got.code, got.stderr)
+	var rejected cli.TaskInfo
+	require.NoError(t, json.Unmarshal([]byte(got.stdout), &rejected))
+	require.Equal(t, cli.TaskStateRejected, rejected.State)
 }
 
 func TestInstanceVerbsRegisterAndList(t *testing.T) {

@@ -203,6 +203,9 @@ func taskSubmit(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	res, replayed, err := submitTask(ctx, cl, in)
+	if id := rejectedTask(err); id != "" {
+		return fmt.Errorf("submit: %w; the server recorded the task REJECTED: %s (switchyard task get %s)", err, id, id)
+	}
 	if err != nil {
 		return fmt.Errorf("submit: %w", err)
 	}
@@ -214,6 +217,21 @@ func taskSubmit(ctx context.Context, args []string, env Env) error {
 	}
 	fmt.Fprintln(env.Stdout, res.SubmitTask.Id)
 	return nil
+}
+
+// rejectedTask returns the id of the task a QUEUE_FULL refusal recorded
+// REJECTED (the error's extensions.taskId), "" for any other error.
+func rejectedTask(err error) string {
+	var gerrs client.Errors
+	if !errors.As(err, &gerrs) {
+		return ""
+	}
+	for _, e := range gerrs {
+		if id, _ := e.Extensions["taskId"].(string); id != "" && e.Code() == "QUEUE_FULL" {
+			return id
+		}
+	}
+	return ""
 }
 
 // submitTask is SubmitTask, and says whether the server answered with a
