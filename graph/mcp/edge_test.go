@@ -176,3 +176,46 @@ func TestWithoutATokenMCPAnswers401AsJSONRPC(t *testing.T) {
 	require.Equal(t, -32600, a.Error.Code)
 	require.Equal(t, "UNAUTHENTICATED", a.Error.Data["code"])
 }
+
+// What the MCP SDK refuses itself (it writes plain text) is answered as
+// JSON-RPC too: a body that is not JSON-RPC, an Accept header without both
+// of its types, a session that is not known.
+func TestTheSDKsOwnRefusalsAreJSONRPC(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{auto: true})
+	ctx := ctxFor(t)
+	s := openRaw(t, ctx, b)
+	status, h, out := s.post(t, ctx, `[1,2`)
+	require.Equal(t, http.StatusBadRequest, status, out)
+	require.Equal(t, "application/json", h.Get("Content-Type"))
+	a := decodeAnswer(t, out)
+	require.Equal(t, "null", string(a.ID))
+	require.NotNil(t, a.Error, out)
+	require.Equal(t, -32700, a.Error.Code)
+	require.Contains(t, a.Error.Message, "malformed payload")
+	require.Equal(t, "INVALID_INPUT", a.Error.Data["code"])
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+"/mcp",
+		strings.NewReader(`{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{}}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Mcp-Session-Id", s.id)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, err := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusBadRequest, res.StatusCode, string(body))
+	a = decodeAnswer(t, []string{string(body)})
+	require.NotNil(t, a.Error, string(body))
+	require.Equal(t, -32600, a.Error.Code)
+	require.Contains(t, a.Error.Message, "Accept")
+
+	gone := &rawSession{base: b.base, id: "no-such-session"}
+	status, _, out = gone.post(t, ctx, `{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{}}`)
+	require.Equal(t, http.StatusNotFound, status, out)
+	a = decodeAnswer(t, out)
+	require.NotNil(t, a.Error, out)
+	require.Equal(t, "NOT_FOUND", a.Error.Data["code"], out)
+}

@@ -184,7 +184,7 @@ func New(opts Options) (*Server, error) {
 	if maxBody <= 0 {
 		maxBody = sdk.DefaultMaxRequestBodyBytes
 	}
-	h := s.posts.counting(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp },
+	h := s.posts.counting(jsonRPCRefusals(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp },
 		// The session table closes idle sessions (sessions.go); the SDK's
 		// timeout, later, is only a backstop.
 		&sdk.StreamableHTTPOptions{SessionTimeout: 2 * opts.SessionTimeout, MaxRequestBodyBytes: opts.MaxBodyBytes,
@@ -192,7 +192,7 @@ func New(opts Options) (*Server, error) {
 			// another host (DNS rebinding), as graph/server does for the
 			// whole API; with tokens the token decides, so that a proxy on
 			// the same machine may forward any Host.
-			DisableLocalhostProtection: opts.Auth.Enabled()}))
+			DisableLocalhostProtection: opts.Auth.Enabled()})))
 	// A terminated session's calls are cancelled before the SDK closes it
 	// (terminate.go).
 	h = s.terminating(h)
