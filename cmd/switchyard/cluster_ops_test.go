@@ -63,10 +63,10 @@ func newHeldInstance(t *testing.T) *heldInstance {
 // free lets every action end.
 func (h *heldInstance) free() { h.once.Do(func() { close(h.release) }) }
 
-// startPair starts two nodes over a new schema, with extra appended to
-// their configuration, and returns the leader and the follower once both
-// agree which is which.
-func startPair(t *testing.T, prefix, extra string) (dbURL, schema string, leader, follower *clusterNode) {
+// startPair starts two nodes over a new schema, logging at level, with
+// extra appended to their configuration, and returns the leader and the
+// follower once both agree which is which.
+func startPair(t *testing.T, prefix, level, extra string) (dbURL, schema string, leader, follower *clusterNode) {
 	t.Helper()
 	dbURL = pgtest.URL(t) // skips without PostgreSQL
 	schema = pgtest.Schema(t)
@@ -81,8 +81,8 @@ listen: 127.0.0.1:0
 store: {driver: postgres, url: %q, schema: %q}
 cluster: {nodeId: %s, leaseTTL: 3s, renewEvery: 500ms}
 localInstance: {enabled: false}
-log: {level: error}
-`, dbURL, schema, id)+extra), 0o644))
+log: {level: %s}
+`, dbURL, schema, id, level)+extra), 0o644))
 		nodes[i] = &clusterNode{id: id, config: config}
 		nodes[i].start(t, bin)
 	}
@@ -134,7 +134,7 @@ func TestAFollowersScrapeDoesNotWaitForTheLeader(t *testing.T) {
 		t.Skip("builds the binary and runs two nodes")
 	}
 	inst := newFleetInstance(t, time.Millisecond)
-	dbURL, schema, leader, follower := startPair(t, "m", fmt.Sprintf(`
+	dbURL, schema, leader, follower := startPair(t, "m", "error", fmt.Sprintf(`
 instances:
   - {id: fleet, url: %q, capacity: 4}
 `, inst.srv.URL+"/m"))
@@ -177,7 +177,7 @@ func TestAStoppingNodeIsNotReadyWhileItFinishes(t *testing.T) {
 		t.Skip("builds the binary and runs two nodes")
 	}
 	inst := newHeldInstance(t)
-	_, _, leader, follower := startPair(t, "s", fmt.Sprintf(`
+	_, _, leader, follower := startPair(t, "s", "error", fmt.Sprintf(`
 shutdownGrace: 5m
 instances:
   - {id: held, url: %q, capacity: 4}
@@ -208,4 +208,29 @@ instances:
 	var ended struct{ Task struct{ State string } }
 	require.NoError(t, client.New(follower.url).Do(ctx, `query($id: ID!) { task(id: $id) { state } }`, map[string]any{"id": out.SubmitTask.ID}, &ended))
 	require.Equal(t, "SUCCEEDED", ended.Task.State, "the task finished within the drain")
+}
+
+// A follower compiles the built-in policies while it follows, into the
+// plugin host it keeps across its leaderships, so that when it takes over
+// its policies load without compiling anything: compiling them dominated
+// a new leader's start.
+func TestAFollowerTakesOverWithItsPoliciesCompiledAlready(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs two nodes")
+	}
+	_, _, leader, follower := startPair(t, "w", "info", "")
+	ready := regexp.MustCompile(`policies ready: builtins=WebAssembly compiled=(\d+)`)
+	waitfor.Eventually(t, "the follower has compiled the built-in policies", func() bool {
+		return strings.Contains(follower.logs.String(), "built-in policies compiled for a takeover")
+	})
+	before := len(ready.FindAllString(follower.logs.String(), -1))
+	require.NoError(t, leader.cmd.Process.Kill())
+	_ = leader.cmd.Wait()
+	var starts [][]string
+	waitfor.Eventually(t, "the follower has started leading", func() bool {
+		starts = ready.FindAllStringSubmatch(follower.logs.String(), -1)
+		return len(starts) > before
+	})
+	require.Equal(t, "0", starts[len(starts)-1][1], "the takeover compiled no module")
+	waitfor.Eventually(t, "the follower leads", func() bool { return leaderOf(context.Background(), follower.url) == follower.id })
 }

@@ -95,10 +95,11 @@ type clusterNode struct {
 	id, config string
 	cmd        *exec.Cmd
 	url        string
+	logs       *syncBuffer
 }
 
 func (n *clusterNode) start(t *testing.T, bin string) {
-	n.cmd, n.url = startProcess(t, bin, n.config)
+	n.cmd, n.url, n.logs = startProcessLogged(t, bin, n.config)
 }
 
 // leaderOf asks a node which node leads ("" while none does).

@@ -65,13 +65,20 @@ func TestMain(m *testing.M) {
 // failure shows the end of the process's log.
 func startProcess(t *testing.T, bin, config string) (*exec.Cmd, string) {
 	t.Helper()
+	cmd, url, _ := startProcessLogged(t, bin, config)
+	return cmd, url
+}
+
+// startProcessLogged is startProcess, and returns the process's log too.
+func startProcessLogged(t *testing.T, bin, config string) (*exec.Cmd, string, *syncBuffer) {
+	t.Helper()
 	cmd := exec.Command(bin, "serve", "--config", config)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	var logs syncBuffer
-	cmd.Stderr = &logs
+	logs := &syncBuffer{}
+	cmd.Stderr = logs
 	if testing.Verbose() {
-		cmd.Stderr = io.MultiWriter(os.Stderr, &logs)
+		cmd.Stderr = io.MultiWriter(os.Stderr, logs)
 	}
 	require.NoError(t, cmd.Start())
 	tail := func() string {
@@ -91,11 +98,11 @@ func startProcess(t *testing.T, bin, config string) (*exec.Cmd, string) {
 	}()
 	select {
 	case url := <-urlc:
-		return cmd, url
+		return cmd, url, logs
 	case <-closed:
 		select {
 		case url := <-urlc:
-			return cmd, url
+			return cmd, url, logs
 		default:
 		}
 		_ = cmd.Wait()
@@ -104,7 +111,7 @@ func startProcess(t *testing.T, bin, config string) (*exec.Cmd, string) {
 		_ = cmd.Process.Kill()
 		t.Fatalf("switchyard serve did not start within 60 s; its log ends:\n%s", tail())
 	}
-	return nil, ""
+	return nil, "", nil
 }
 
 func TestKillNineUnderLoadLosesNoAcknowledgedTask(t *testing.T) {

@@ -36,6 +36,7 @@ import (
 	"github.com/switchyard/switchyard/internal/cluster"
 	"github.com/switchyard/switchyard/internal/netguard"
 	"github.com/switchyard/switchyard/internal/savedinstances"
+	"github.com/switchyard/switchyard/plugins/builtin"
 	"github.com/switchyard/switchyard/plugins/host"
 	"github.com/switchyard/switchyard/plugins/manager"
 	"github.com/switchyard/switchyard/pull"
@@ -288,7 +289,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, onStep 
 			savedinstances.Restore(eng, reg, log.Warn) // those registered through the API before
 			reg.SetSink(eng)
 			return nil
-		}, cfg, st, log)
+		}, cfg, nil, st, log)
 		if err != nil {
 			return err
 		}
@@ -422,8 +423,8 @@ func logSecurity(log hclog.Logger, cfg config.Config, authn *auth.Authenticator)
 // engine; then start, which starts the engine (its recovery decides the
 // attempts a stop or a leader change interrupted, under those policies);
 // then the schedules, the webhooks and the pull lanes' leases.
-func startLeading(ctx context.Context, eng *engine.Engine, start func() error, cfg config.Config, st *startup, log hclog.Logger) (*cluster.Leadership, error) {
-	plugins, err := startPlugins(ctx, eng, cfg.Plugins, st, log)
+func startLeading(ctx context.Context, eng *engine.Engine, start func() error, cfg config.Config, ph *policyHost, st *startup, log hclog.Logger) (*cluster.Leadership, error) {
+	plugins, err := startPlugins(ctx, eng, cfg.Plugins, ph, st, log)
 	if err != nil {
 		return nil, err
 	}
@@ -503,6 +504,12 @@ func startNode(cfg config.Config, engCfg engine.Config, exec *executor.Executor,
 		cancel()
 		return nil, nil, nil, fmt.Errorf("store (postgres): %w", err)
 	}
+	ph, err := newPolicyHost(cfg.Plugins, log)
+	if err != nil {
+		cancel()
+		_ = store.Close()
+		return nil, nil, nil, err
+	}
 	id := cfg.Cluster.NodeID
 	if id == "" {
 		host, _ := os.Hostname()
@@ -516,21 +523,24 @@ func startNode(cfg config.Config, engCfg engine.Config, exec *executor.Executor,
 			return engine.New(engine.Options{Config: engCfg, Store: store, Executor: exec, Logger: log, TabLocator: reg, PlaceOnInstances: true, Events: events})
 		},
 		Lead: func(ctx context.Context, e *engine.Engine, start func() error) (*cluster.Leadership, error) {
-			return startLeading(ctx, e, start, cfg, st, log)
+			return startLeading(ctx, e, start, cfg, ph, st, log)
 		},
 	})
 	if err == nil {
 		err = node.Start(ctx)
 	}
 	if err != nil {
+		ph.close()
 		cancel()
 		_ = store.Close()
 		return nil, nil, nil, err
 	}
 	log.Info("cluster node started; campaigning for the lead", "node", id, "schema", cfg.Store.Schema)
+	go ph.warm(ctx, log)
 	return node, func(gctx context.Context) {
 			node.Stop(gctx)
 			cancel()
+			ph.close()
 		}, func() {
 			cancel()
 			_ = store.Close()
@@ -545,33 +555,102 @@ func advertised(cfg config.Config) string {
 	return cfg.Listen
 }
 
-// startPlugins starts the plugin host and makes the built-in policies (and
-// the plugins and choices persisted by earlier runs) active.
-func startPlugins(ctx context.Context, eng *engine.Engine, c config.Plugins, st *startup, log hclog.Logger) (*manager.Manager, error) {
+// hostConfig is the plugin host's configuration, its events going to
+// onEvent.
+func hostConfig(c config.Plugins, log hclog.Logger, onEvent func(host.Event)) host.Config {
+	return host.Config{CacheDir: c.CacheDir, MemoryLimitPages: uint32(c.MemoryPages),
+		DecisionFuel: c.DecisionFuel, DecisionCPU: c.DecisionCPU.Std(), Deadline: c.Deadline.Std(), BreakerThreshold: c.BreakerThreshold, BreakerStall: c.BreakerStall.Std(),
+		QuarantineBase: c.QuarantineBase.Std(), QuarantineMax: c.QuarantineMax.Std(), Probation: c.Probation, LogLines: c.LogLinesPerSecond,
+		Logger: slog.New(hclogHandler{log.Named("plugin")}), OnEvent: onEvent}
+}
+
+// policyHost is a cluster node's plugin host, kept across its
+// leaderships: while the node follows it compiles the built-in policies
+// (warm), and it keeps compiled the modules of the node's last leadership,
+// so that a takeover loads them without metering or compiling them again
+// (which dominates a new leader's start). A server on its own has none:
+// its one start makes its own host.
+type policyHost struct {
+	rt  *host.Runtime
+	cur atomic.Pointer[manager.Manager] // the leadership's manager, which the host's events go to
+}
+
+// policyHostKeeps is how many modules a node's plugin host keeps compiled
+// besides the built-ins: those of the plugins its last leadership loaded.
+const policyHostKeeps = 4
+
+// newPolicyHost returns a cluster node's plugin host. (With the native
+// policies in force the WebAssembly built-ins are loaded all the same, to
+// be chosen by name: the host serves them as well.)
+func newPolicyHost(c config.Plugins, log hclog.Logger) (*policyHost, error) {
+	ph := &policyHost{}
+	cfg := hostConfig(c, log, func(ev host.Event) { ph.cur.Load().HostEvent(ev) })
+	cfg.KeepCompiled = len(builtin.Modules()) + policyHostKeeps
+	rt, err := host.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("plugins: %w", err)
+	}
+	ph.rt = rt
+	return ph, nil
+}
+
+// warm compiles the built-in policies, for the node's next leadership.
+func (ph *policyHost) warm(ctx context.Context, log hclog.Logger) {
+	if ph == nil {
+		return
+	}
+	start, compiles := time.Now(), ph.rt.Compiles()
+	for _, mod := range builtin.Modules() {
+		if err := ph.rt.Precompile(ctx, mod.Wasm); err != nil {
+			if ctx.Err() == nil {
+				log.Warn("could not compile a built-in policy ahead of a takeover; a takeover compiles it", "policy", mod.Name, "error", err)
+			}
+			return
+		}
+	}
+	log.Info("built-in policies compiled for a takeover", "compiled", ph.rt.Compiles()-compiles, "took", time.Since(start).Round(time.Millisecond))
+}
+
+// close closes the host, once no leadership uses it.
+func (ph *policyHost) close() {
+	if ph != nil {
+		_ = ph.rt.Close(context.Background())
+	}
+}
+
+// startPlugins starts the plugin host (ph's, on a cluster node: nil makes
+// one) and makes the built-in policies (and the plugins and choices
+// persisted by earlier runs) active.
+func startPlugins(ctx context.Context, eng *engine.Engine, c config.Plugins, ph *policyHost, st *startup, log hclog.Logger) (*manager.Manager, error) {
 	if c.Native {
 		st.enter(stepPolicy)
 	} else {
 		st.enter(stepPolicies)
 	}
 	var m *manager.Manager
-	rt, err := host.New(host.Config{CacheDir: c.CacheDir, MemoryLimitPages: uint32(c.MemoryPages),
-		DecisionFuel: c.DecisionFuel, DecisionCPU: c.DecisionCPU.Std(), Deadline: c.Deadline.Std(), BreakerThreshold: c.BreakerThreshold, BreakerStall: c.BreakerStall.Std(),
-		QuarantineBase: c.QuarantineBase.Std(), QuarantineMax: c.QuarantineMax.Std(), Probation: c.Probation, LogLines: c.LogLinesPerSecond,
-		Logger: slog.New(hclogHandler{log.Named("plugin")}), OnEvent: func(ev host.Event) { m.HostEvent(ev) }})
-	if err != nil {
-		return nil, fmt.Errorf("plugins: %w", err)
+	var rt *host.Runtime
+	if ph != nil {
+		rt = ph.rt
+	} else {
+		var err error
+		if rt, err = host.New(hostConfig(c, log, func(ev host.Event) { m.HostEvent(ev) })); err != nil {
+			return nil, fmt.Errorf("plugins: %w", err)
+		}
 	}
-	m = manager.New(eng, rt, manager.Options{Native: c.Native, MaxWasmBytes: c.MaxWasmBytes, Logger: log})
-	start := time.Now()
+	m = manager.New(eng, rt, manager.Options{Native: c.Native, MaxWasmBytes: c.MaxWasmBytes, Logger: log, SharedRuntime: ph != nil})
+	if ph != nil {
+		ph.cur.Store(m)
+	}
+	start, compiles := time.Now(), rt.Compiles()
 	if err := m.Start(ctx); err != nil {
-		_ = rt.Close(ctx)
+		_ = m.Close(ctx)
 		return nil, fmt.Errorf("plugins: %w", err)
 	}
 	kind := "WebAssembly"
 	if c.Native {
 		kind = "native"
 	}
-	log.Info("policies ready", "builtins", kind, "took", time.Since(start).Round(time.Millisecond))
+	log.Info("policies ready", "builtins", kind, "compiled", rt.Compiles()-compiles, "took", time.Since(start).Round(time.Millisecond))
 	return m, nil
 }
 

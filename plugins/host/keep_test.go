@@ -85,3 +85,22 @@ func TestConcurrentLoadsOfOneModuleShareItsCompile(t *testing.T) {
 		require.NoError(t, rt.Close(ctx))
 	}
 }
+
+// Precompile compiles a module without loading it, kept under
+// KeepCompiled: a load of it then compiles nothing (what a cluster's
+// follower does ahead of a takeover), and a second Precompile neither.
+func TestAPrecompiledModuleLoadsWithoutACompile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a := plugintest.RetryAnswer(3)
+	rt := newRuntime(t, host.Config{KeepCompiled: 1})
+	require.NoError(t, rt.Precompile(ctx, a))
+	require.Equal(t, []bool{true}, host.Compiled(rt, a), "kept compiled, loaded by no plugin")
+	require.Equal(t, int64(1), rt.Compiles())
+	require.NoError(t, rt.Precompile(ctx, a))
+	p, err := rt.Load(ctx, "p", a, nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), rt.Compiles(), "found compiled: neither the second Precompile nor the load compiled it")
+	require.NoError(t, p.Close(ctx))
+	require.ErrorIs(t, rt.Precompile(ctx, []byte("not a module")), host.ErrInvalid)
+}

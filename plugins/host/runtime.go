@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -39,6 +40,9 @@ type Runtime struct {
 	compiling map[[32]byte]chan struct{} // closed when the module's compile ends
 	unused    [][32]byte                 // modules of compiled no plugin uses, oldest release first (Config.KeepCompiled)
 	plugins   map[*Plugin]struct{}
+	// compiles counts the modules this runtime metered and compiled
+	// (Compiles).
+	compiles atomic.Int64
 }
 
 type compiledModule struct {
@@ -217,8 +221,27 @@ func (rt *Runtime) compile(ctx context.Context, wasm []byte) (wazero.CompiledMod
 	return cm, key, nil
 }
 
+// Precompile compiles wasm as a load would, without loading it, so that
+// a later load finds it compiled: Config.KeepCompiled must keep it until
+// then (it counts as released at once). A module compiled already, or
+// being compiled, is not compiled again.
+func (rt *Runtime) Precompile(ctx context.Context, wasm []byte) error {
+	_, key, err := rt.compile(ctx, wasm)
+	if err != nil {
+		return err
+	}
+	rt.releaseCompiled(ctx, key)
+	return nil
+}
+
+// Compiles returns how many modules the runtime has metered and compiled
+// (read from the file cache or not): a load of a module it keeps compiled
+// adds none.
+func (rt *Runtime) Compiles() int64 { return rt.compiles.Load() }
+
 // compileNew meters and compiles wasm.
 func (rt *Runtime) compileNew(ctx context.Context, wasm []byte) (wazero.CompiledModule, error) {
+	rt.compiles.Add(1)
 	if err := precheck(wasm); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}

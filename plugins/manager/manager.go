@@ -45,6 +45,11 @@ type Options struct {
 	// MaxWasmBytes caps an uploaded module (default 16 MiB).
 	MaxWasmBytes int
 	Logger       hclog.Logger
+	// SharedRuntime says that the runtime outlives the manager (a cluster
+	// node's, kept across its leaderships so that the modules it keeps
+	// compiled serve the next): Close closes the manager's plugins, not
+	// the runtime.
+	SharedRuntime bool
 }
 
 // Info describes a policy a slot can use.
@@ -600,6 +605,9 @@ func (m *Manager) Close(ctx context.Context) error {
 		if e.plugin != nil {
 			_ = e.plugin.Close(ctx)
 		}
+	}
+	if m.opts.SharedRuntime {
+		return nil
 	}
 	return m.rt.Close(ctx)
 }

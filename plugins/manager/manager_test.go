@@ -580,3 +580,22 @@ func TestARetryPluginCannotRetryPastTheBudget(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(4), info.Stats.Calls, "the plugin was asked about each failure, the last of each budget included")
 }
+
+// A manager over a shared runtime (a cluster node's, kept across its
+// leaderships) closes its plugins, not the runtime: the next manager over
+// it finds the built-ins compiled, and compiles nothing.
+func TestAManagerOverASharedRuntimeLeavesItOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rt, err := host.New(host.Config{CacheDir: cacheDir(t), KeepCompiled: 3})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rt.Close(ctx) })
+	first := manager.New(enginetest.New(t, nil).Engine, rt, manager.Options{SharedRuntime: true})
+	require.NoError(t, first.Start(ctx))
+	require.NoError(t, first.Close(ctx))
+	compiles := rt.Compiles()
+	next := manager.New(enginetest.New(t, nil).Engine, rt, manager.Options{SharedRuntime: true})
+	require.NoError(t, next.Start(ctx), "the runtime is still open")
+	require.Equal(t, compiles, rt.Compiles(), "the built-ins were kept compiled")
+	require.NoError(t, next.Close(ctx))
+}
