@@ -195,6 +195,13 @@ func (b *bundle) taskState(t *testing.T, id string) string {
 	return res.Task.State
 }
 
+func (b *bundle) taskReason(t *testing.T, id string) string {
+	t.Helper()
+	var res struct{ Task struct{ Reason string } }
+	require.NoError(t, b.c.Do(context.Background(), `query($id: ID!) { task(id: $id) { reason } }`, map[string]any{"id": id}, &res))
+	return res.Task.Reason
+}
+
 // pageLog records what the page did: every request and WebSocket it opened,
 // and the errors it reported.
 type pageLog struct {
@@ -384,6 +391,27 @@ func TestDashboardFollowsTheServerLiveInChromium(t *testing.T) {
 		waitfor.Eventually(t, "the task to be cancelled", func() bool { return b.taskState(t, id) == "CANCELLED" })
 		_, err = chromedp.Run(ctx, waitRowState(id, "CANCELLED"))
 		require.NoError(t, err, "the row should show the cancellation")
+	})
+
+	t.Run("a running task cancelled keeps the cancellation's reason", func(t *testing.T) {
+		id := b.submit(t, "agent-c", "main")
+		waitfor.Eventually(t, "the task to be dispatched", func() bool { return b.exec.Run(id) != nil })
+		b.exec.Run(id).Started("chromium-1", "tab-1")
+		_, err := chromedp.Run(ctx, waitRowState(id, "RUNNING"))
+		require.NoError(t, err)
+		require.NoError(t, b.c.Do(context.Background(), `mutation($id: ID!) { cancelTask(id: $id, reason: "stop") { id } }`, map[string]any{"id": id}, nil))
+		// The executor's call returns after the cancellation: a RELEASED
+		// event, whose reason is the slot's, not the task's.
+		require.NoError(t, b.exec.Finish(id, engine.Outcome{Err: context.Canceled}))
+		// Events reach the page in order: once a later task's row shows,
+		// the RELEASED event has been applied.
+		later := b.submit(t, "agent-c", "team")
+		_, err = chromedp.Run(ctx, waitFor[bool](`!!document.querySelector('#feed tr[data-task=`+jsString(later)+`]')`))
+		require.NoError(t, err)
+		reason, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#feed tr[data-task=`+jsString(id)+`] td.reason`)))
+		require.NoError(t, err)
+		require.Equal(t, b.taskReason(t, id), reason, "the row shows the task's reason, as task(id) does")
+		require.Contains(t, reason, "stop")
 	})
 
 	t.Run("a paused lane shows as paused", func(t *testing.T) {

@@ -248,6 +248,10 @@ export class Store {
     row.touched = now;
     if (e.kind === 'STATE' && e.to) row.state = e.to;
     if (e.attempt) row.attempt = e.attempt;
+    // RELEASED and STALE say why a slot was freed or a completion ignored,
+    // not why the task is in its state: the row keeps the task's reason,
+    // as task(id) shows it.
+    if (e.kind === 'RELEASED' || e.kind === 'STALE') return;
     if (e.reason !== undefined) row.reason = e.reason;
     else if (e.kind === 'STATE') row.reason = '';
   }
