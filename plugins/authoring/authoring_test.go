@@ -612,3 +612,17 @@ func TestBenchFuelDoesNotDependOnTheTimeLimitsOrTheirFaults(t *testing.T) {
 	require.Zero(t, tight.Cases[len(tight.Cases)-1].Plugin.Decisions, "every timed decision over 1,000 candidates faulted")
 	require.Greater(t, last.Fuel, uint64(20_000_000), "ABI.md: drr burns about 27 million over 1,000 candidates")
 }
+
+// A bench whose decisions ran past the deadline on a starved machine, and
+// were let run on as a server lets them, says so: a p99 above the deadline
+// is theirs, not a sign that the server would abandon such decisions.
+func TestBenchReportSaysWhichDecisionsWereLetRunOnPastTheDeadline(t *testing.T) {
+	t.Parallel()
+	rep := &authoring.BenchReport{Slot: "fairness", Builtin: "fair-share", DeadlineNs: int64(10 * time.Millisecond),
+		Cases: []authoring.BenchCase{{Name: "fairness/cands=16/slots=1", Tasks: 1,
+			Plugin: authoring.Latency{Decisions: 200, P50Ns: 9000, P99Ns: 14e6, Graces: 3}, Native: authoring.Latency{Decisions: 200, P50Ns: 160, P99Ns: 161}}},
+		Graces: 3}
+	require.Contains(t, rep.String(), "NOTE: 3 of the plugin's decisions ran past the deadline (10ms) while this machine was starved of CPU, and were let run on")
+	rep.Graces, rep.Cases[0].Plugin.Graces = 0, 0
+	require.NotContains(t, rep.String(), "NOTE:")
+}
