@@ -128,6 +128,13 @@ func TestLoadRefusesInvalidModules(t *testing.T) {
 	}
 	_, err := rt.Load(context.Background(), "garbage", []byte("not wasm at all"), nil)
 	require.ErrorIs(t, err, host.ErrInvalid)
+
+	// A module whose memory starts larger than a plugin's may be (its data
+	// too big) is told so in the setting's terms, not wazero's.
+	big := append([]byte("\x00asm\x01\x00\x00\x00"), 5, 4, 1, 0, 0xc8, 0x01) // one memory, min 200 pages
+	_, err = rt.Load(context.Background(), "big", big, nil)
+	require.ErrorIs(t, err, host.ErrInvalid)
+	require.ErrorContains(t, err, "the module's memory starts at 200 pages (12.5 MiB), over the 128 pages (8 MiB) a plugin's memory may have (plugins.memoryPages)")
 }
 
 func TestFaultyFairnessDecisionsFallBackAndAreCounted(t *testing.T) {

@@ -431,3 +431,27 @@ func (r *wreader) element() {
 		r.fail(fmt.Errorf("element segment flag %d", flag))
 	}
 }
+
+// memoryMin returns the pages the module's own memory starts with (its
+// memory section's minimum), and false when it declares none: a module
+// that passed precheck is read without error.
+func memoryMin(wasm []byte) (uint64, bool) {
+	r := &wreader{b: wasm, i: 8}
+	for r.i < len(r.b) && r.err == nil {
+		id := r.byte()
+		size := int(r.u32())
+		if r.err != nil || size > len(r.b)-r.i {
+			return 0, false
+		}
+		if id == 5 {
+			s := &wreader{b: r.b[r.i : r.i+size]}
+			if s.u32() == 0 {
+				return 0, false
+			}
+			min, _, _ := s.limitsOf()
+			return min, s.err == nil
+		}
+		r.i += size
+	}
+	return 0, false
+}

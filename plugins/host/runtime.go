@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -245,6 +246,12 @@ func (rt *Runtime) compileNew(ctx context.Context, wasm []byte) (wazero.Compiled
 	if err := precheck(wasm); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	if pages, ok := memoryMin(wasm); ok && pages > uint64(rt.cfg.MemoryLimitPages) {
+		// wazero says "min N pages over limit of M pages", which names
+		// neither the setting nor what makes a module start so large.
+		return nil, fmt.Errorf("%w: the module's memory starts at %d pages (%s), over the %d pages (%s) a plugin's memory may have (plugins.memoryPages): its data and stack do not fit; make them smaller or raise plugins.memoryPages",
+			ErrInvalid, pages, mib(pages), rt.cfg.MemoryLimitPages, mib(uint64(rt.cfg.MemoryLimitPages)))
+	}
 	metered, err := meter.Instrument(wasm, rt.cfg.SetupFuel)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
@@ -453,4 +460,9 @@ func hostReason(ctx context.Context, mod api.Module, stack []uint64) {
 		panic(errAborted)
 	}
 	in.reason = guestText(mod, uint32(stack[0]), uint32(stack[1]))
+}
+
+// mib writes a number of 64 KiB pages in MiB.
+func mib(pages uint64) string {
+	return strconv.FormatFloat(float64(pages)/16, 'f', -1, 64) + " MiB"
 }
