@@ -121,7 +121,10 @@ func (s *Server) bodyLimit(r *http.Request) (limit int, beyond string) {
 		}
 		return limit, " (an admin's request may have up to " + strconv.Itoa(upload) + ", for loadPlugin, which needs the role admin)"
 	}
-	return upload, ""
+	if upload == limit {
+		return upload, ""
+	}
+	return upload, " (room for a module of plugins.maxWasmBytes, " + strconv.Itoa(s.opts.Plugins.MaxWasmBytes()) + " bytes, in base64)"
 }
 
 // fixedBodyLimit is a body limit that is the same for every request.

@@ -7,10 +7,13 @@ package server_test
 // back.
 
 import (
+	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -475,4 +478,20 @@ func TestABodyOverTheLimitSaysAnAdminsMayBeLarger(t *testing.T) {
 	// The admin's request is read, and refused for what it holds, not its size.
 	e = gqlErr(t, load(secrets["root"]))
 	require.NotEqual(t, "LIMIT", e.Code(), e.Message)
+
+	// Over an admin's limit (declared: nothing of the body is read), the
+	// refusal names the setting that sizes it.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(b.base, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "POST /graphql HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+		strings.TrimPrefix(b.base, "http://"), secrets["root"], 1<<30)
+	require.NoError(t, err)
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(time.Minute)))
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	body, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusRequestEntityTooLarge, res.StatusCode, string(body))
+	require.Contains(t, string(body), "(room for a module of plugins.maxWasmBytes, "+strconv.Itoa(b.plugins.MaxWasmBytes())+" bytes, in base64)")
 }
