@@ -115,16 +115,23 @@ func (s *Server) bodyLimit(r *http.Request) (limit int, beyond string) {
 		return limit, ""
 	}
 	upload := max(limit, base64.StdEncoding.EncodedLen(s.opts.Plugins.MaxWasmBytes())+uploadSlack)
-	if id := auth.FromContext(r.Context()); id == nil || id.Role != auth.RoleAdmin {
-		if upload == limit {
-			return limit, ""
-		}
-		return limit, " (an admin's request may have up to " + strconv.Itoa(upload) + ", for loadPlugin, which needs the role admin)"
-	}
 	if upload == limit {
-		return upload, ""
+		return limit, ""
 	}
-	return upload, " (room for a module of plugins.maxWasmBytes, " + strconv.Itoa(s.opts.Plugins.MaxWasmBytes()) + " bytes, in base64)"
+	nonAdmin, admin := s.bodyHints()
+	if id := auth.FromContext(r.Context()); id == nil || id.Role != auth.RoleAdmin {
+		return limit, nonAdmin
+	}
+	return upload, admin
+}
+
+// uploadHints makes the bodyHints of a server with plugins: built once, not
+// per request.
+func (s *Server) uploadHints() (nonAdmin, admin string) {
+	maxWasm := s.opts.Plugins.MaxWasmBytes()
+	upload := max(s.opts.Limits.MaxBodyBytes, base64.StdEncoding.EncodedLen(maxWasm)+uploadSlack)
+	return " (an admin's request may have up to " + strconv.Itoa(upload) + ", for loadPlugin, which needs the role admin)",
+		" (room for a module of plugins.maxWasmBytes, " + strconv.Itoa(maxWasm) + " bytes, in base64)"
 }
 
 // fixedBodyLimit is a body limit that is the same for every request.

@@ -34,6 +34,7 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -197,12 +198,15 @@ const DefaultPlaygroundQuery = `# Welcome to Switchyard. Press the run button (o
 
 // Server serves the API.
 type Server struct {
-	opts     Options
-	log      hclog.Logger
-	notReady storeerr.Log // the full errors /readyz answered in general terms
-	resolver *resolvers.Resolver
-	handler  http.Handler
-	metrics  *prometheus.Registry
+	// bodyHints are what a refusal of a body over its limit adds, for
+	// someone who is not an admin and for an admin (bodyLimit); made once.
+	bodyHints func() (nonAdmin, admin string)
+	opts      Options
+	log       hclog.Logger
+	notReady  storeerr.Log // the full errors /readyz answered in general terms
+	resolver  *resolvers.Resolver
+	handler   http.Handler
+	metrics   *prometheus.Registry
 
 	audit *auth.Audit
 	// limiter is each token's rate of mutations (without tokens, one for
@@ -246,6 +250,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger.Named("http"), metrics: prometheus.NewRegistry(), audit: auth.NewAudit(opts.AuditLogger),
 		subGate: subgate.New(runtime.GOMAXPROCS(0) / 2)}
 	s.streams, s.endStreams = context.WithCancel(context.Background())
+	s.bodyHints = sync.OnceValues(s.uploadHints)
 	s.limiter = auth.NewRateLimiter(opts.Limits.MutationsPerSecond, opts.Limits.MutationBurst, nil)
 	s.metrics.MustRegister(
 		collectors.NewGoCollector(),
