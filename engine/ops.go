@@ -209,6 +209,16 @@ func (c *core) removeLaneLocked(l *lane) (LaneStatus, error) {
 	l.cfg.Removed = true
 	delete(c.laneByName, name)
 	c.cur.lanes = append(c.cur.lanes, l.cfg) // the tombstone: the removal survives a restart
+	// The lane's own policy choices go with it, in the same batch as the
+	// tombstone, so no store holds one without the other: a choice left
+	// behind would keep its plugin in use, could not be cleared (no such
+	// lane), and would pass to a new lane of the same name.
+	l.selection, l.retry = c.selection, c.retry
+	for _, slot := range []policy.Slot{policy.SlotSelection, policy.SlotRetry} {
+		if key := policyKey(slot, name); c.settings[key] != nil {
+			c.putSettingLocked(key, nil)
+		}
+	}
 	c.seq++
 	c.cur.events = append(c.cur.events, Event{Seq: c.seq, At: c.now(), Type: EventLane, Lane: name, Reason: "lane " + name + " removed"})
 	return st, nil
@@ -390,6 +400,21 @@ func (e *Engine) SetDefaultPolicy(slot policy.Slot, name string, p any) error {
 	return e.setPolicyAs(slot, "", name, p, false)
 }
 
+// ResetPolicy makes p, the server's default, the global policy of slot
+// again and drops the stored global choice, in one change: a restart
+// applies its own default there (native or WebAssembly, as it is started).
+func (e *Engine) ResetPolicy(slot policy.Slot, name string, p any) error {
+	return e.mutate(func(c *core) error {
+		if err := c.setPolicyLocked(slot, "", name, p, false); err != nil {
+			return err
+		}
+		if key := policyKey(slot, ""); c.settings[key] != nil {
+			c.putSettingLocked(key, nil)
+		}
+		return nil
+	})
+}
+
 func (e *Engine) setPolicy(slot policy.Slot, laneName, name string, p any) error {
 	return e.setPolicyAs(slot, laneName, name, p, true)
 }
@@ -446,11 +471,7 @@ func (c *core) setPolicyLocked(slot policy.Slot, laneName, name string, p any, p
 	}
 	if persist {
 		v, _ := json.Marshal(map[string]string{"name": name})
-		key := "policy/" + slot.String()
-		if laneName != "" {
-			key += "/" + laneName
-		}
-		c.putSettingLocked(key, v)
+		c.putSettingLocked(policyKey(slot, laneName), v)
 	}
 	c.emitEngineLocked(fmt.Sprintf("%s policy %s set for %s", slot, name, laneOrAll(laneName)))
 	return nil
@@ -479,12 +500,31 @@ func assign[P any](lanes []*lane, l *lane, global *named[P], field func(*lane) *
 	return true
 }
 
-// ClearLanePolicy makes a lane use the global policy of slot again.
+// policyKey is the setting that stores an operator's choice of policy for
+// slot: the global one (lane "") or a lane's own.
+func policyKey(slot policy.Slot, lane string) string {
+	key := "policy/" + slot.String()
+	if lane != "" {
+		key += "/" + lane
+	}
+	return key
+}
+
+// ClearLanePolicy makes a lane use the global policy of slot again. A
+// stored choice for a lane that no longer exists (one an older version left
+// behind when the lane was deleted) is dropped; with none, a lane that does
+// not exist is NOT_FOUND.
 func (e *Engine) ClearLanePolicy(slot policy.Slot, lane string) error {
 	return e.mutate(func(c *core) error {
 		l := c.laneByName[lane]
 		if l == nil {
-			return notFound("no lane %q", lane)
+			key := policyKey(slot, lane)
+			if lane == "" || c.settings[key] == nil {
+				return notFound("no lane %q", lane)
+			}
+			c.putSettingLocked(key, nil)
+			c.emitEngineLocked(fmt.Sprintf("stored %s policy choice of lane %s, which no longer exists, dropped", slot, lane))
+			return nil
 		}
 		switch slot {
 		case policy.SlotSelection:
@@ -494,7 +534,7 @@ func (e *Engine) ClearLanePolicy(slot policy.Slot, lane string) error {
 		default:
 			return invalid("slot", "only selection and retry are set per lane")
 		}
-		c.putSettingLocked("policy/"+slot.String()+"/"+lane, nil)
+		c.putSettingLocked(policyKey(slot, lane), nil)
 		c.emitEngineLocked(fmt.Sprintf("%s policy of lane %s back to the global one", slot, lane))
 		return nil
 	})
@@ -523,6 +563,9 @@ func (c *core) policiesLocked() []PolicyAssignment {
 		{Slot: policy.SlotRetry, Name: c.retry.name},
 	}
 	for _, l := range c.lanes {
+		if l.cfg.Removed {
+			continue
+		}
 		if l.selection.own {
 			out = append(out, PolicyAssignment{Slot: policy.SlotSelection, Lane: l.cfg.Name, Name: l.selection.name})
 		}

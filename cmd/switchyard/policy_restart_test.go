@@ -13,6 +13,7 @@ import (
 	"github.com/ncruces/go-sqlite3"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/cmd/switchyard/internal/cli"
 	"github.com/switchyard/switchyard/graph/client"
 	"github.com/switchyard/switchyard/internal/plugintest"
 	"github.com/switchyard/switchyard/internal/waitfor"
@@ -261,4 +262,44 @@ instances:
 	})
 	require.Zero(t, inst.count(held), "the held task never ran")
 	require.Equal(t, 1, inst.count(running), "the interrupted task did not run again")
+}
+
+// `plugin set SLOT --default` drops a global choice: naming the built-in
+// (`plugin set fairness fair-share`) stores a choice that pins its
+// WebAssembly build over a later --native-policies start; --default puts
+// the server's default back, and no later start finds a choice there.
+func TestPluginSetDefaultDropsAGlobalChoice(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "switchyard.db")
+	fairness := func(server string) string {
+		var out struct{ Policies []struct{ Slot, Name string } }
+		require.NoError(t, client.New(server+"/graphql").Do(context.Background(), `{ policies { slot name } }`, nil, &out))
+		for _, a := range out.Policies {
+			if a.Slot == "FAIRNESS" {
+				return a.Name
+			}
+		}
+		return ""
+	}
+	server, stop := serveOn(t, db)
+	res := sw(t, server, "plugin", "set", "fairness", "fair-share")
+	require.Equal(t, 0, res.code, res.stderr)
+	stop()
+
+	server, stop = serveOn(t, db, "--native-policies")
+	require.Equal(t, "fair-share", fairness(server), "a choice outlives the start's defaults")
+	res = sw(t, server, "plugin", "set", "fairness")
+	require.Equal(t, cli.ExitUsage, res.code, res.stdout)
+	require.Contains(t, res.stderr, "--default")
+	res = sw(t, server, "plugin", "set", "fairness", "fair-share", "--default")
+	require.Equal(t, cli.ExitUsage, res.code, res.stdout)
+	res = sw(t, server, "plugin", "set", "fairness", "--default")
+	require.Equal(t, 0, res.code, res.stderr)
+	require.Regexp(t, `(?m)^FAIRNESS  +global  +native:fair-share$`, res.stdout)
+	stop()
+
+	server, stop = serveOn(t, db, "--native-policies")
+	require.Equal(t, "native:fair-share", fairness(server), "nothing stored: this start's default")
+	logs := stop()
+	require.NotContains(t, logs, "policy choice restored")
 }

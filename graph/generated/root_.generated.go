@@ -4352,7 +4352,7 @@ extend type Mutation {
   configurePlugin(name: String!, config: JSON!): Plugin
   "Re-enables a plugin whose breaker tripped, or that is DISABLED."
   enablePlugin(name: String!): Plugin
-  "Makes a policy (built-in or plugin) fill a slot, globally or for one lane; switched atomically between two decisions, no task lost. Persisted."
+  "Makes a policy (built-in or plugin) fill a slot, globally or for one lane; switched atomically between two decisions, no task lost. Persisted. Without input.name it drops the choice instead (the lane follows the global policy; globally, the server's default)."
   setPolicy(input: SetPolicyInput!): [PolicyAssignment!]!
 }
 
@@ -4544,7 +4544,12 @@ input SetPolicyInput {
   slot: PolicySlot!
   "A lane, to set that lane's own policy (selection and retry only); omit for the global one."
   lane: String
-  "A built-in policy's or a loaded plugin's name; omit to make the lane use the global policy again."
+  """
+  A built-in policy's or a loaded plugin's name. Omit it to drop the choice: with a lane, the lane follows the
+  global policy again (a choice stored for a lane that no longer exists is dropped too); without one, the slot
+  has the server's default again (the WebAssembly built-in, or the native one on a server started with native
+  policies), which is not stored, so a restart applies its own default there.
+  """
   name: String
 }
 

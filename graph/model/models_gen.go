@@ -350,7 +350,10 @@ type SetPolicyInput struct {
 	Slot policy.Slot `json:"slot"`
 	// A lane, to set that lane's own policy (selection and retry only); omit for the global one.
 	Lane *string `json:"lane,omitempty"`
-	// A built-in policy's or a loaded plugin's name; omit to make the lane use the global policy again.
+	// A built-in policy's or a loaded plugin's name. Omit it to drop the choice: with a lane, the lane follows the
+	// global policy again (a choice stored for a lane that no longer exists is dropped too); without one, the slot
+	// has the server's default again (the WebAssembly built-in, or the native one on a server started with native
+	// policies), which is not stored, so a restart applies its own default there.
 	Name *string `json:"name,omitempty"`
 }
 

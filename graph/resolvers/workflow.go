@@ -167,9 +167,9 @@ func (m *mutationResolver) SetPolicy(ctx context.Context, in model.SetPolicyInpu
 	lane := deref(in.Lane)
 	var err error
 	switch {
-	case in.Name == nil && lane == "":
-		return nil, invalid("input.name", "is required for the global policy")
 	case in.Name == nil:
+		// No name: the lane follows the global policy again, or (no lane)
+		// the slot has the server's default again; the choice is dropped.
 		err = m.opts.Plugins.ClearLanePolicy(ctx, in.Slot, lane)
 	default:
 		err = m.opts.Plugins.SetPolicy(ctx, in.Slot, lane, *in.Name)

@@ -489,7 +489,8 @@ func (p *Plugins) SetPolicy(ctx context.Context, slot policy.Slot, lane, name st
 	return err
 }
 
-// ClearLanePolicy removes a lane's own policy.
+// ClearLanePolicy drops a choice of policy: a lane's own, or (lane "") the
+// global one (manager.Manager.ClearLanePolicy).
 func (p *Plugins) ClearLanePolicy(ctx context.Context, slot policy.Slot, lane string) error {
 	_, err := opClearLanePolicy.call(ctx, p.n, policyArgs{Slot: slot, Lane: lane})
 	return err

@@ -244,6 +244,18 @@ func (m *Manager) Start(ctx context.Context) error {
 				Reason: fmt.Sprintf("the stored policy choice %s does not parse; it was not restored", key)})
 			continue
 		}
+		if lane != "" {
+			if _, err := m.e.Lane(ctx, lane); engine.IsCode(err, engine.CodeNotFound) {
+				// A choice for a lane deleted by an older version, which
+				// left it behind: it can govern nothing, so it is dropped
+				// (once: it is gone at the next start).
+				if err := m.e.ClearLanePolicy(slot, lane); err != nil {
+					return fmt.Errorf("dropping the stored %s policy choice of lane %s, which no longer exists: %w", slot, lane, err)
+				}
+				m.log.Warn("dropped a stored policy choice for a lane that no longer exists", "slot", slot, "lane", lane, "policy", v.Name)
+				continue
+			}
+		}
 		if err := m.apply(slot, lane, v.Name); err != nil {
 			now := m.currentName(slot, lane)
 			m.log.Error("a stored policy choice could not be restored", "slot", slot, "lane", laneField(lane), "policy", v.Name, "using", now, "error", err)
@@ -424,8 +436,33 @@ func (m *Manager) SetPolicy(ctx context.Context, slot policy.Slot, lane, name st
 	return nil
 }
 
-// ClearLanePolicy makes a lane follow the global policy of slot again.
+// ClearLanePolicy drops an operator's choice of policy for slot: a lane's
+// own (the lane follows the global policy again; a choice stored for a lane
+// that no longer exists is dropped too), or with lane "" the global one (the
+// server's default fills the slot again: the WebAssembly built-in, or the
+// native one on a server started with native policies, and a restart
+// applies its own default there).
 func (m *Manager) ClearLanePolicy(ctx context.Context, slot policy.Slot, lane string) error {
+	if lane == "" {
+		mod, ok := builtin.ForSlot(slot)
+		if !ok {
+			return invalid("slot", "unknown slot %s", slot)
+		}
+		name := mod.Name
+		if m.opts.Native {
+			name = NativePrefix + mod.Name
+		}
+		impl, err := m.impl(slot, name)
+		if err != nil {
+			return err
+		}
+		if err := m.e.ResetPolicy(slot, name, impl); err != nil {
+			return err
+		}
+		m.publish(Event{Kind: EventPolicySet, Plugin: name, Slot: slot, At: time.Now(),
+			Reason: fmt.Sprintf("%s policy for every lane is the default again, %s", slot, name)})
+		return nil
+	}
 	if err := m.e.ClearLanePolicy(slot, lane); err != nil {
 		return err
 	}
@@ -469,6 +506,37 @@ func (m *Manager) applyAs(slot policy.Slot, lane, name string, choice bool) erro
 	if slot == policy.SlotFairness && lane != "" {
 		return invalid("lane", "fairness is global: it cannot be set per lane")
 	}
+	impl, err := m.implOf(e, slot)
+	if err != nil {
+		return err
+	}
+	if !choice {
+		return m.e.SetDefaultPolicy(slot, name, impl)
+	}
+	switch slot {
+	case policy.SlotFairness:
+		return m.e.SetFairness(name, impl.(policy.Fairness))
+	case policy.SlotSelection:
+		return m.e.SetSelection(lane, name, impl.(policy.Selection))
+	default:
+		return m.e.SetRetry(lane, name, impl.(policy.Retry))
+	}
+}
+
+// impl is the policy named name as slot's implementation.
+func (m *Manager) impl(slot policy.Slot, name string) (any, error) {
+	m.mu.Lock()
+	e := m.entries[name]
+	m.mu.Unlock()
+	if e == nil {
+		return nil, &engine.Error{Code: engine.CodeNotFound, Message: "no plugin " + name}
+	}
+	return m.implOf(e, slot)
+}
+
+// implOf is e's implementation of slot: the native policy, or the plugin
+// wrapped with its native fallback.
+func (m *Manager) implOf(e *entry, slot policy.Slot) (any, error) {
 	impl := e.native
 	if e.plugin != nil {
 		var err error
@@ -481,26 +549,16 @@ func (m *Manager) applyAs(slot policy.Slot, lane, name string, choice bool) erro
 			impl.Retry, err = e.plugin.Retry(e.native.Retry)
 		}
 		if err != nil {
-			return invalid("name", "%v", err)
-		}
-	}
-	if !choice {
-		switch slot {
-		case policy.SlotFairness:
-			return m.e.SetDefaultPolicy(slot, name, impl.Fairness)
-		case policy.SlotSelection:
-			return m.e.SetDefaultPolicy(slot, name, impl.Selection)
-		default:
-			return m.e.SetDefaultPolicy(slot, name, impl.Retry)
+			return nil, invalid("name", "%v", err)
 		}
 	}
 	switch slot {
 	case policy.SlotFairness:
-		return m.e.SetFairness(name, impl.Fairness)
+		return impl.Fairness, nil
 	case policy.SlotSelection:
-		return m.e.SetSelection(lane, name, impl.Selection)
+		return impl.Selection, nil
 	default:
-		return m.e.SetRetry(lane, name, impl.Retry)
+		return impl.Retry, nil
 	}
 }
 

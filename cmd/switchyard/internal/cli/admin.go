@@ -433,10 +433,11 @@ func onTarget(args []string, env Env, noun, verb, operand string, act func(cl *c
 }
 
 func pluginSet(ctx context.Context, args []string, env Env) error {
-	fs := newFlags("plugin set", "SLOT [NAME] [--lane LANE]   (SLOT: selection, fairness or retry; no NAME with --lane: back to the global policy)", env)
+	fs := newFlags("plugin set", "SLOT [NAME] [--lane LANE] [--default]   (SLOT: selection, fairness or retry; no NAME with --lane: back to the global policy; --default without --lane: back to the server's default)", env)
 	var c conn
 	c.register(fs, env)
 	lane := fs.String("lane", "", "set this lane's own policy (selection and retry only)")
+	def := fs.Bool("default", false, "drop the choice instead of naming a policy: the slot has the server's default again (the WebAssembly built-in, or the native one under --native-policies, at every start), or with --lane the lane follows the global policy")
 	jsonOut := fs.Bool("json", false, "print the assignments as JSON")
 	pos, err := parse(fs, args, 1, 2)
 	if err != nil {
@@ -450,10 +451,13 @@ func pluginSet(ctx context.Context, args []string, env Env) error {
 	if *lane != "" {
 		in["lane"] = *lane
 	}
-	if len(pos) == 2 {
+	switch {
+	case len(pos) == 2 && *def:
+		return Usagef("name a policy or give --default, not both")
+	case len(pos) == 2:
 		in["name"] = pos[1]
-	} else if *lane == "" {
-		return Usagef("name the policy (or give --lane to make a lane use the global policy again)")
+	case *lane == "" && !*def:
+		return Usagef("name the policy, or give --default to go back to the server's default (--lane LANE: to make a lane use the global policy again)")
 	}
 	cl, err := c.client()
 	if err != nil {

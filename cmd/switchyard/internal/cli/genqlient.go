@@ -1712,7 +1712,7 @@ func (v *RetryTaskRetryTask) GetState() TaskState { return v.State }
 
 // SetPolicyResponse is returned by SetPolicy on success.
 type SetPolicyResponse struct {
-	// Makes a policy (built-in or plugin) fill a slot, globally or for one lane; switched atomically between two decisions, no task lost. Persisted.
+	// Makes a policy (built-in or plugin) fill a slot, globally or for one lane; switched atomically between two decisions, no task lost. Persisted. Without input.name it drops the choice instead (the lane follows the global policy; globally, the server's default).
 	SetPolicy []SetPolicySetPolicyPolicyAssignment `json:"setPolicy"`
 }
 
