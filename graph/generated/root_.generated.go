@@ -4184,7 +4184,7 @@ extend type Mutation {
   updateLane(name: String!, input: LaneInput!): Lane
   "Creates a lane at run time, with the defaults of a new lane (30 in flight, …) for omitted fields. Stored: it survives a restart. CONFLICT when it exists."
   createLane(name: String!, input: LaneInput): Lane!
-  "Deletes a lane that has no live task (else CONFLICT). Stored: it stays deleted after a restart, even if the configuration names it. Returns it as it was."
+  "Deletes a lane that has no live task (else CONFLICT), and its own policy choices with it. Stored: it stays deleted after a restart, even if the configuration names it. Returns it as it was."
   deleteLane(name: String!): Lane!
   "Changes an agent's weight and ceiling live. Omitted fields stay as they are."
   setAgent(id: String!, input: AgentInput!): Agent!
@@ -4348,8 +4348,8 @@ extend type Mutation {
   loadPlugin(input: LoadPluginInput!): Plugin
   "Unloads a plugin no slot uses (CONFLICT while one does). Returns it as it was."
   unloadPlugin(name: String!): Plugin
-  "Changes a plugin's configuration live, checked as a load checks it: if the plugin's schema or configure refuses the document (INVALID_INPUT, its field the path: config.maxShare), or the smoke decision a load makes faults under it (INVALID_INPUT on config, the message naming the fault), the old one stays. A DISABLED plugin can be configured; it stays DISABLED until enablePlugin."
-  configurePlugin(name: String!, config: JSON!): Plugin
+  "Changes a plugin's configuration live, checked as a load checks it: if the plugin's schema or configure refuses the document (INVALID_INPUT, its field the path: config.maxShare), or the smoke decision a load makes faults under it (INVALID_INPUT on config, the message naming the fault), the old one stays. A DISABLED plugin can be configured; it stays DISABLED until enablePlugin. A config of null (or omitted) puts the plugin back to no configuration, as loaded without one: checked the same way (a module that needs a configuration refuses it), and its instances are rebuilt fresh, so their state is lost as after a fault (a decision made meanwhile falls back, cause REBUILDING)."
+  configurePlugin(name: String!, config: JSON): Plugin
   "Re-enables a plugin whose breaker tripped, or that is DISABLED."
   enablePlugin(name: String!): Plugin
   "Makes a policy (built-in or plugin) fill a slot, globally or for one lane; switched atomically between two decisions, no task lost. Persisted. Without input.name it drops the choice instead (the lane follows the global policy; globally, the server's default)."
@@ -4470,7 +4470,7 @@ enum PluginFallbackCause {
   BREAKER
   "The plugin was unloaded or the server was shutting down (before or during the call)."
   CLOSED
-  "Its instance was being rebuilt after a fault."
+  "Its instance was being rebuilt after a fault, or after configurePlugin reset it to no configuration."
   REBUILDING
   "The decision's names or details (ABI version 2) would not fit the plugin's memory, and it was not asked."
   TOO_LARGE
@@ -4492,7 +4492,7 @@ type PluginEvent {
   kind: PluginEventKind!
   "The plugin (null when a lane went back to the global policy)."
   plugin: String
-  "The slot the plugin or the policy change fills (null for a REFUSED module)."
+  "The slot the plugin or the policy change fills: for REFUSED, null for a module (refused at load, or a stored one that did not load at start), the choice's slot for a stored choice not restored."
   slot: PolicySlot
   "The lane, for a lane's own policy."
   lane: String

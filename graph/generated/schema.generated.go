@@ -170,7 +170,7 @@ func (ec *executionContext) field_Mutation_configurePlugin_args(ctx context.Cont
 	args["name"] = arg0
 	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "config",
 		func(ctx context.Context, v any) (json.RawMessage, error) {
-			return ec.unmarshalNJSON2encodingᚋjsonᚐRawMessage(ctx, v)
+			return ec.unmarshalOJSON2encodingᚋjsonᚐRawMessage(ctx, v)
 		})
 	if err != nil {
 		return nil, err

@@ -608,7 +608,7 @@ const (
 	PluginFallbackCauseBreaker PluginFallbackCause = "BREAKER"
 	// The plugin was unloaded or the server was shutting down (before or during the call).
 	PluginFallbackCauseClosed PluginFallbackCause = "CLOSED"
-	// Its instance was being rebuilt after a fault.
+	// Its instance was being rebuilt after a fault, or after configurePlugin reset it to no configuration.
 	PluginFallbackCauseRebuilding PluginFallbackCause = "REBUILDING"
 	// The decision's names or details (ABI version 2) would not fit the plugin's memory, and it was not asked.
 	PluginFallbackCauseTooLarge PluginFallbackCause = "TOO_LARGE"

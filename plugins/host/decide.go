@@ -329,7 +329,7 @@ func (p *Plugin) fellBack(r result) string {
 	case closed:
 		return "it is closed"
 	case rebuilding:
-		return "its instance is being rebuilt after a fault"
+		return "its instance is being rebuilt after a fault or a reset to no configuration"
 	case tooLarge:
 		return "the decision's names and details would not fit its memory, so it was not asked"
 	}

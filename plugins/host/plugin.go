@@ -45,6 +45,11 @@ type Plugin struct {
 	stopping atomic.Bool    // set by Close: no call of the plugin's starts (callWith)
 	config   []byte
 	cfgGen   atomic.Uint64
+	// resetGen is the configuration generation of the latest reset to no
+	// configuration (Configure with an empty document): an instance
+	// configured before it is replaced by a fresh one, not reconfigured,
+	// since a module keeps its settings on an empty document.
+	resetGen atomic.Uint64
 
 	// schema is the configuration schema the module declared (nil for
 	// none), schemaText its JSON text.
@@ -494,7 +499,17 @@ func (p *Plugin) Config() []byte {
 // document for the instances Enable builds. Configure does not make the
 // smoke decision (Trial does): a plugin may be given a configuration
 // under which it faults.
+//
+// An empty document puts the plugin back to no configuration: a module
+// keeps its settings when configured with one (ABI: "keep your defaults"),
+// so its instances are replaced by fresh ones, which start as a load with
+// no configuration does; their state is lost, as after a fault, and a
+// decision that comes while one is being built falls back (rebuilding).
 func (p *Plugin) Configure(ctx context.Context, config []byte) error {
+	if len(bytes.TrimSpace(config)) == 0 {
+		p.reset()
+		return nil
+	}
 	if err := p.checkConfig(config); err != nil {
 		return fmt.Errorf("configure plugin %q: %w", p.name, p.configError(err))
 	}
@@ -526,6 +541,30 @@ func (p *Plugin) Configure(ctx context.Context, config []byte) error {
 	p.mu.Unlock()
 	p.release(in)
 	return nil
+}
+
+// reset puts the plugin back to no configuration (Configure with an empty
+// document): the instances configured before are discarded, those idle at
+// once and those deciding when they next begin a decision, and rebuilt
+// under none.
+func (p *Plugin) reset() {
+	p.mu.Lock()
+	gen := p.cfgGen.Load() + 1
+	p.config = nil
+	p.cfgGen.Store(gen)
+	p.resetGen.Store(gen)
+	p.mu.Unlock()
+	for range p.size {
+		in := p.idle.tryGet()
+		if in == nil {
+			return
+		}
+		if in.cfgGen >= gen { // already rebuilt under none
+			p.release(in)
+			return
+		}
+		p.discard(in)
+	}
 }
 
 // Trial checks a configuration document as a load of the module with it
@@ -971,6 +1010,12 @@ func (p *Plugin) begin() (*instance, result) {
 		// must not run again. put closes it now.
 		p.idle.put(in)
 		return nil, result{o: closed}
+	}
+	if in.cfgGen < p.resetGen.Load() {
+		// Configured before a reset to no configuration: replaced, not
+		// reconfigured (it would keep its settings).
+		p.discard(in)
+		return nil, result{o: rebuilding}
 	}
 	if gen := p.cfgGen.Load(); in.cfgGen != gen {
 		p.mu.Lock()

@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard/switchyard/engine/enginetest"
 	"github.com/switchyard/switchyard/engine/policy"
 	"github.com/switchyard/switchyard/engine/store/sqlite"
+	"github.com/switchyard/switchyard/internal/plugintest"
 	"github.com/switchyard/switchyard/plugins/host"
 	"github.com/switchyard/switchyard/plugins/manager"
 )
@@ -186,4 +187,36 @@ func TestAGlobalChoiceCanGoBackToTheDefault(t *testing.T) {
 	s.stop()
 	s = onSQLite(t, path, false, host.Config{})
 	require.Equal(t, "fair-share", fairness(), "each start applies its own default")
+}
+
+// configure with null (or an empty document) puts a plugin back to no
+// configuration, stored so: a restart loads it without one.
+func TestConfigureNullMeansNoConfiguration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.db")
+	s := onSQLite(t, path, true, host.Config{})
+	_, err := s.m.Load(ctx, "spinner", plugintest.SpinOnConfig(), []byte(`{"quiet": true}`))
+	require.NoError(t, err)
+	require.NoError(t, s.m.SetPolicy(ctx, policy.SlotFairness, "", "spinner"))
+	info, err := s.m.Configure(ctx, "spinner", []byte(`null`))
+	require.NoError(t, err, "null is no configuration")
+	require.Empty(t, info.Config)
+	got, err := s.m.Get(ctx, "spinner")
+	require.NoError(t, err)
+	require.Empty(t, got.Config)
+	// It still decides: dispatch goes on through it.
+	h := enginetest.Spec("after-reset")
+	_, err = s.e.Submit(ctx, h.Obj())
+	require.NoError(t, err)
+	s.stop()
+
+	s = onSQLite(t, path, true, host.Config{})
+	got, err = s.m.Get(ctx, "spinner")
+	require.NoError(t, err)
+	require.Empty(t, got.Config, "stored without a configuration")
+	require.Equal(t, host.StateActive, got.Stats.State)
+	require.Equal(t, []string{"global"}, got.ActiveIn)
+	_, err = s.m.Configure(ctx, "spinner", nil)
+	require.NoError(t, err, "an empty document is no configuration too")
 }

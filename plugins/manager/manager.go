@@ -11,6 +11,7 @@
 package manager
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -376,9 +377,14 @@ func (m *Manager) Unload(ctx context.Context, name string) error {
 // configure, and by a smoke decision under it on a fresh instance, so that
 // a configuration accepted here does not stop the plugin from loading at
 // the next start. If any refuses it (INVALID_INPUT on config, or on the
-// culprit's path), the old configuration stays.
+// culprit's path), the old configuration stays. An empty document (or
+// null) puts the plugin back to no configuration, as if it had been loaded
+// without one: it is checked the same way (a module that needs a
+// configuration refuses it), and the plugin's instances are rebuilt.
 func (m *Manager) Configure(ctx context.Context, name string, config []byte) (Info, error) {
-	if !json.Valid(config) {
+	if t := bytes.TrimSpace(config); len(t) == 0 || string(t) == "null" {
+		config = nil
+	} else if !json.Valid(config) {
 		return Info{}, invalid("config", "is not valid JSON")
 	}
 	m.mu.Lock()

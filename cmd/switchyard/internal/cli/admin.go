@@ -361,10 +361,10 @@ func readConfig(arg string) (any, error) {
 }
 
 func pluginConfigure(ctx context.Context, args []string, env Env) error {
-	fs := newFlags("plugin configure", "NAME --config JSON|@file", env)
+	fs := newFlags("plugin configure", "NAME --config JSON|@file|null", env)
 	var c conn
 	c.register(fs, env)
-	config := fs.String("config", "", "the new configuration: a JSON document, or @file")
+	config := fs.String("config", "", "the new configuration: a JSON document, or @file; null for none (the plugin as loaded without one)")
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
 		return err
@@ -384,8 +384,17 @@ func pluginConfigure(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return Usagef("--config: %v", err)
 	}
-	if _, err := ConfigurePlugin(ctx, cl, pos[0], doc); err != nil {
+	var cfg *json.RawMessage // --config null: no configuration
+	if v != nil {
+		raw := json.RawMessage(doc)
+		cfg = &raw
+	}
+	if _, err := ConfigurePlugin(ctx, cl, pos[0], cfg); err != nil {
 		return fmt.Errorf("configure %s: %w", pos[0], err)
+	}
+	if v == nil {
+		fmt.Fprintf(env.Stdout, "configured %s: no configuration (as loaded without one)\n", pos[0])
+		return nil
 	}
 	fmt.Fprintf(env.Stdout, "configured %s\n", pos[0])
 	return nil

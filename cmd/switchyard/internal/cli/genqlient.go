@@ -202,7 +202,7 @@ func (v *ConfigurePluginConfigurePlugin) GetName() string { return v.Name }
 
 // ConfigurePluginResponse is returned by ConfigurePlugin on success.
 type ConfigurePluginResponse struct {
-	// Changes a plugin's configuration live, checked as a load checks it: if the plugin's schema or configure refuses the document (INVALID_INPUT, its field the path: config.maxShare), or the smoke decision a load makes faults under it (INVALID_INPUT on config, the message naming the fault), the old one stays. A DISABLED plugin can be configured; it stays DISABLED until enablePlugin.
+	// Changes a plugin's configuration live, checked as a load checks it: if the plugin's schema or configure refuses the document (INVALID_INPUT, its field the path: config.maxShare), or the smoke decision a load makes faults under it (INVALID_INPUT on config, the message naming the fault), the old one stays. A DISABLED plugin can be configured; it stays DISABLED until enablePlugin. A config of null (or omitted) puts the plugin back to no configuration, as loaded without one: checked the same way (a module that needs a configuration refuses it), and its instances are rebuilt fresh, so their state is lost as after a fault (a decision made meanwhile falls back, cause REBUILDING).
 	ConfigurePlugin *ConfigurePluginConfigurePlugin `json:"configurePlugin"`
 }
 
@@ -3287,15 +3287,15 @@ func (v *__CancelTasksInput) GetR() *string { return v.R }
 
 // __ConfigurePluginInput is used internally by genqlient
 type __ConfigurePluginInput struct {
-	N string          `json:"n"`
-	C json.RawMessage `json:"c"`
+	N string           `json:"n"`
+	C *json.RawMessage `json:"c"`
 }
 
 // GetN returns __ConfigurePluginInput.N, and is useful for accessing the field via an interface.
 func (v *__ConfigurePluginInput) GetN() string { return v.N }
 
 // GetC returns __ConfigurePluginInput.C, and is useful for accessing the field via an interface.
-func (v *__ConfigurePluginInput) GetC() json.RawMessage { return v.C }
+func (v *__ConfigurePluginInput) GetC() *json.RawMessage { return v.C }
 
 // __EnablePluginInput is used internally by genqlient
 type __EnablePluginInput struct {
@@ -3517,7 +3517,7 @@ func CancelTasks(
 
 // The mutation executed by ConfigurePlugin.
 const ConfigurePlugin_Operation = `
-mutation ConfigurePlugin ($n: String!, $c: JSON!) {
+mutation ConfigurePlugin ($n: String!, $c: JSON) {
 	configurePlugin(name: $n, config: $c) {
 		name
 	}
@@ -3528,7 +3528,7 @@ func ConfigurePlugin(
 	ctx_ context.Context,
 	client_ graphql.Client,
 	n string,
-	c json.RawMessage,
+	c *json.RawMessage,
 ) (data_ *ConfigurePluginResponse, err_ error) {
 	req_ := &graphql.Request{
 		OpName: "ConfigurePlugin",

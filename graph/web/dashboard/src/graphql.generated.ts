@@ -124,7 +124,7 @@ export type PluginFallbackCause =
   | 'CLOSED'
   /** The plugin faulted on the decision (a trap, an exhausted budget, an invalid answer, a refusal, the deadline): faults counts them. */
   | 'FAULT'
-  /** Its instance was being rebuilt after a fault. */
+  /** Its instance was being rebuilt after a fault, or after configurePlugin reset it to no configuration. */
   | 'REBUILDING'
   /** The decision's names or details (ABI version 2) would not fit the plugin's memory, and it was not asked. */
   | 'TOO_LARGE';
