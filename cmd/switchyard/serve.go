@@ -560,6 +560,7 @@ func advertised(cfg config.Config) string {
 func hostConfig(c config.Plugins, log hclog.Logger, onEvent func(host.Event)) host.Config {
 	return host.Config{CacheDir: c.CacheDir, MemoryLimitPages: uint32(c.MemoryPages),
 		DecisionFuel: c.DecisionFuel, DecisionCPU: c.DecisionCPU.Std(), Deadline: c.Deadline.Std(), BreakerThreshold: c.BreakerThreshold, BreakerStall: c.BreakerStall.Std(),
+		FuelSetting: "plugins.decisionFuel (SWITCHYARD_PLUGINS_DECISION_FUEL)", CPUSetting: "plugins.decisionCPU (SWITCHYARD_PLUGINS_DECISION_CPU)",
 		QuarantineBase: c.QuarantineBase.Std(), QuarantineMax: c.QuarantineMax.Std(), Probation: c.Probation, LogLines: c.LogLinesPerSecond,
 		Logger: slog.New(hclogHandler{log.Named("plugin")}), OnEvent: onEvent}
 }

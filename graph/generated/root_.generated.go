@@ -269,7 +269,7 @@ type ComplexityRoot struct {
 		DeleteSchedule       func(childComplexity int, id string) int
 		DisableSchedule      func(childComplexity int, id string) int
 		Drain                func(childComplexity int) int
-		EnablePlugin         func(childComplexity int, name string) int
+		EnablePlugin         func(childComplexity int, name string, force *bool) int
 		EnableSchedule       func(childComplexity int, id string) int
 		FailTask             func(childComplexity int, leaseID string, error string, retryable bool, code *string) int
 		LeaseTasks           func(childComplexity int, lane string, max int, leaseForMs int, waitMs int) int
@@ -1767,7 +1767,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.EnablePlugin(childComplexity, args["name"].(string)), true
+		return e.ComplexityRoot.Mutation.EnablePlugin(childComplexity, args["name"].(string), args["force"].(*bool)), true
 	case "Mutation.enableSchedule":
 		if e.ComplexityRoot.Mutation.EnableSchedule == nil {
 			break
@@ -4350,8 +4350,13 @@ extend type Mutation {
   unloadPlugin(name: String!): Plugin
   "Changes a plugin's configuration live, checked as a load checks it: if the plugin's schema or configure refuses the document (INVALID_INPUT, its field the path: config.maxShare), or the smoke decision a load makes faults under it (INVALID_INPUT on config, the message naming the fault), the old one stays. A DISABLED plugin can be configured; it stays DISABLED until enablePlugin. A config of null (or omitted) puts the plugin back to no configuration, as loaded without one: checked the same way (a module that needs a configuration refuses it), and its instances are rebuilt fresh, so their state is lost as after a fault (a decision made meanwhile falls back, cause REBUILDING)."
   configurePlugin(name: String!, config: JSON): Plugin
-  "Re-enables a plugin whose breaker tripped, or that is DISABLED."
-  enablePlugin(name: String!): Plugin
+  """
+  Re-enables a plugin whose breaker tripped, or that is DISABLED. A DISABLED plugin is first given the smoke
+  decision a load makes, under its configuration: if that faults it would fault on its decisions too, and it
+  stays DISABLED (CONFLICT, the message naming the fault and, when a budget ran out, its setting:
+  plugins.decisionFuel or plugins.decisionCPU), unless force, which enables it all the same.
+  """
+  enablePlugin(name: String!, force: Boolean): Plugin
   "Makes a policy (built-in or plugin) fill a slot, globally or for one lane; switched atomically between two decisions, no task lost. Persisted. Without input.name it drops the choice instead (the lane follows the global policy; globally, the server's default)."
   setPolicy(input: SetPolicyInput!): [PolicyAssignment!]!
 }

@@ -34,7 +34,7 @@ type MutationResolver interface {
 	LoadPlugin(ctx context.Context, input model.LoadPluginInput) (*model.Plugin, error)
 	UnloadPlugin(ctx context.Context, name string) (*model.Plugin, error)
 	ConfigurePlugin(ctx context.Context, name string, config json.RawMessage) (*model.Plugin, error)
-	EnablePlugin(ctx context.Context, name string) (*model.Plugin, error)
+	EnablePlugin(ctx context.Context, name string, force *bool) (*model.Plugin, error)
 	SetPolicy(ctx context.Context, input model.SetPolicyInput) ([]*model.PolicyAssignment, error)
 	LeaseTasks(ctx context.Context, lane string, max int, leaseForMs int, waitMs int) ([]*model.Lease, error)
 	RenewLease(ctx context.Context, leaseID string, leaseForMs int) (*model.Lease, error)
@@ -296,6 +296,14 @@ func (ec *executionContext) field_Mutation_enablePlugin_args(ctx context.Context
 		return nil, err
 	}
 	args["name"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "force",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["force"] = arg1
 	return args, nil
 }
 
@@ -1623,7 +1631,7 @@ func (ec *executionContext) _Mutation_enablePlugin(ctx context.Context, field gr
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().EnablePlugin(ctx, fc.Args["name"].(string))
+			return ec.Resolvers.Mutation().EnablePlugin(ctx, fc.Args["name"].(string), fc.Args["force"].(*bool))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Plugin) graphql.Marshaler {

@@ -76,7 +76,7 @@ type Plugins interface {
 	Configure(ctx context.Context, name string, config []byte) (manager.Info, error)
 	SetPolicy(ctx context.Context, slot policy.Slot, lane, name string) error
 	ClearLanePolicy(ctx context.Context, slot policy.Slot, lane string) error
-	Enable(ctx context.Context, name string) error
+	Enable(ctx context.Context, name string, force bool) error
 	Get(ctx context.Context, name string) (manager.Info, error)
 	List(ctx context.Context) []manager.Info
 	Subscribe(buffer int) (<-chan manager.Event, func())

@@ -146,11 +146,11 @@ func (m *mutationResolver) ConfigurePlugin(ctx context.Context, name string, con
 	return &model.Plugin{I: info}, nil
 }
 
-func (m *mutationResolver) EnablePlugin(ctx context.Context, name string) (*model.Plugin, error) {
+func (m *mutationResolver) EnablePlugin(ctx context.Context, name string, force *bool) (*model.Plugin, error) {
 	if err := (*Resolver)(m).plugins(); err != nil {
 		return nil, err
 	}
-	if err := m.opts.Plugins.Enable(ctx, name); err != nil {
+	if err := m.opts.Plugins.Enable(ctx, name, force != nil && *force); err != nil {
 		return nil, err
 	}
 	info, err := m.opts.Plugins.Get(ctx, name)

@@ -496,11 +496,11 @@ func (p *Plugins) ClearLanePolicy(ctx context.Context, slot policy.Slot, lane st
 	return err
 }
 
-// Enable re-enables a plugin its breaker disabled.
-func (p *Plugins) Enable(ctx context.Context, name string) error {
+// Enable re-enables a plugin (manager.Manager.Enable).
+func (p *Plugins) Enable(ctx context.Context, name string, force bool) error {
 	ctx, cancel := p.n.bound(ctx)
 	defer cancel()
-	_, err := opEnablePlugin.call(ctx, p.n, idArgs{name})
+	_, err := opEnablePlugin.call(ctx, p.n, enableArgs{ID: name, Force: force})
 	return err
 }
 

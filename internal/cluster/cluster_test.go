@@ -460,7 +460,7 @@ func TestTheCallersContextBoundsTheForward(t *testing.T) {
 			return follower.Instances().Remove(ctx, "nobody")
 		},
 		"Plugins.Enable": func(ctx context.Context) error {
-			return follower.Plugins().Enable(ctx, "nobody")
+			return follower.Plugins().Enable(ctx, "nobody", false)
 		},
 		"Plugins.Get": func(ctx context.Context) error {
 			_, err := follower.Plugins().Get(ctx, "nobody")

@@ -74,6 +74,10 @@ type (
 		Name   string
 		Config []byte
 	}
+	enableArgs struct {
+		ID    string
+		Force bool
+	}
 	sizeArgs struct {
 		Name string
 		Size int
@@ -221,8 +225,8 @@ var (
 	opClearLanePolicy = pluginOp("plugins.clearLanePolicy", func(ctx context.Context, m *manager.Manager, a policyArgs) (none, error) {
 		return none{}, m.ClearLanePolicy(ctx, a.Slot, a.Lane)
 	})
-	opEnablePlugin = pluginOp("plugins.enable", func(ctx context.Context, m *manager.Manager, a idArgs) (none, error) {
-		return none{}, m.Enable(ctx, a.ID)
+	opEnablePlugin = pluginOp("plugins.enable", func(ctx context.Context, m *manager.Manager, a enableArgs) (none, error) {
+		return none{}, m.Enable(ctx, a.ID, a.Force)
 	})
 	opGetPlugin = pluginOp("plugins.get", func(ctx context.Context, m *manager.Manager, a idArgs) (manager.Info, error) {
 		return m.Get(ctx, a.ID)

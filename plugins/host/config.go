@@ -102,6 +102,12 @@ type Config struct {
 	// core) and is left to finish unless it runs on.
 	Deadline time.Duration
 
+	// FuelSetting and CPUSetting name the settings that set DecisionFuel
+	// and DecisionCPU, for messages that blame a budget too small for a
+	// plugin (a server's "plugins.decisionFuel (SWITCHYARD_…)"); default
+	// "DecisionFuel" and "DecisionCPU".
+	FuelSetting, CPUSetting string
+
 	// AwaitRebuilds makes a decision that finds no idle instance while one
 	// is being rebuilt after a fault wait for it, instead of falling back
 	// at once as a server's decisions do: for tools that judge a module's
@@ -171,6 +177,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.SetupFuel == 0 {
 		c.SetupFuel = 20_000_000
+	}
+	if c.FuelSetting == "" {
+		c.FuelSetting = "DecisionFuel"
+	}
+	if c.CPUSetting == "" {
+		c.CPUSetting = "DecisionCPU"
 	}
 	if c.Deadline == 0 {
 		c.Deadline = DefaultDeadline

@@ -177,13 +177,18 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 		}
 		why = fmt.Sprintf("its configure failed at start under its stored configuration: %s: %s",
 			f.kind, strings.TrimPrefix(f.reason, errRefused.Error()+": "))
+		why += "; configure it, then enable it"
 	} else if err := first.smoke(); err != nil {
 		var se *SmokeError
 		switch {
 		case !errors.As(err, &se):
 			return fail(err)
 		case restore:
-			why = fmt.Sprintf("its smoke decision at start faulted under its stored configuration: %s: %s", se.Kind, se.Reason)
+			why = fmt.Sprintf("its smoke decision at start faulted under its stored configuration: %s: %s; configure it, then enable it", se.Kind, se.Reason)
+			if setting := rt.BudgetSetting(se); setting != "" && (len(bytes.TrimSpace(p.config)) == 0 || !p.decidesUnconfigured(ctx)) {
+				// Under no configuration too: the budget is the cause.
+				why = fmt.Sprintf("its smoke decision at start faulted, under any configuration: %s: %s: %s is too small for it; raise it and restart (enabled as it is, it would fault on its decisions)", se.Kind, se.Reason, setting)
+			}
 		case len(bytes.TrimSpace(p.config)) > 0:
 			first.close() // broken by the fault
 			return nil, p.blame(ctx, se)
@@ -197,7 +202,7 @@ func (rt *Runtime) load(ctx context.Context, name string, cm wazero.CompiledModu
 		// Enable builds the instances with the configuration of the time.
 		first.close()
 		p.disabled.Store(true)
-		p.disabledWhy = why + "; configure it or enable it"
+		p.disabledWhy = why
 		return p, rt.register(p)
 	}
 	first.phase = phaseDecide
@@ -238,6 +243,33 @@ func (p *Plugin) blame(ctx context.Context, se *SmokeError) error {
 		return se
 	}
 	return p.configError(se)
+}
+
+// decidesUnconfigured reports whether the module, on a fresh instance
+// under no configuration, makes the smoke decision.
+func (p *Plugin) decidesUnconfigured(ctx context.Context) bool {
+	in, err := newInstance(ctx, p, phaseLoad)
+	if err != nil {
+		return false
+	}
+	defer in.close()
+	return in.configure(nil, 0) == nil && in.smoke() == nil
+}
+
+// BudgetSetting names the setting whose budget a smoke decision that
+// faulted (se) ran out of — Config.FuelSetting for fuel, Config.CPUSetting
+// for CPU time, with its value — or "" when the fault is not a budget's.
+func (rt *Runtime) BudgetSetting(se *SmokeError) string {
+	if se == nil || se.Kind != FaultBudget {
+		return ""
+	}
+	switch {
+	case strings.HasPrefix(se.Reason, "ran out of fuel"):
+		return fmt.Sprintf("the fuel per decision, %s (now %d)", rt.cfg.FuelSetting, rt.cfg.DecisionFuel)
+	case strings.HasPrefix(se.Reason, "used more than its"):
+		return fmt.Sprintf("the CPU time per decision, %s (now %s)", rt.cfg.CPUSetting, rt.cfg.DecisionCPU)
+	}
+	return ""
 }
 
 // configureFaults reports whether a configure call that faulted at load

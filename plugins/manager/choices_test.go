@@ -220,3 +220,46 @@ func TestConfigureNullMeansNoConfiguration(t *testing.T) {
 	_, err = s.m.Configure(ctx, "spinner", nil)
 	require.NoError(t, err, "an empty document is no configuration too")
 }
+
+// A plugin restored DISABLED because the server's fuel per decision is too
+// small for it says so (not "configure it"); configure blames the budget,
+// not the configuration; and enable refuses, naming the fault, unless
+// forced.
+func TestAPluginDisabledByTooSmallABudgetSaysSo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.db")
+	s := onSQLite(t, path, true, host.Config{})
+	_, err := s.m.Load(ctx, "wfq", readExample(t, "wfq.wasm"), nil)
+	require.NoError(t, err)
+	require.NoError(t, s.m.SetPolicy(ctx, policy.SlotFairness, "", "wfq"))
+	s.stop()
+
+	s = onSQLite(t, path, true, host.Config{DecisionFuel: 25000, FuelSetting: "plugins.decisionFuel"})
+	got, err := s.m.Get(ctx, "wfq")
+	require.NoError(t, err)
+	require.Equal(t, host.StateDisabled, got.Stats.State)
+	require.Contains(t, got.Stats.Reason, "ran out of fuel")
+	require.Contains(t, got.Stats.Reason, "the fuel per decision, plugins.decisionFuel (now 25000) is too small for it; raise it and restart")
+	require.NotContains(t, got.Stats.Reason, "configure it")
+
+	_, err = s.m.Configure(ctx, "wfq", []byte(`{}`))
+	require.True(t, engine.IsCode(err, engine.CodeInvalidInput), "%v", err)
+	require.Contains(t, err.Error(), "under any configuration")
+	require.Contains(t, err.Error(), "plugins.decisionFuel (now 25000) is too small for it, not this configuration at fault")
+
+	err = s.m.Enable(ctx, "wfq", false)
+	require.True(t, engine.IsCode(err, engine.CodeConflict), "%v", err)
+	require.Contains(t, err.Error(), "stays DISABLED")
+	require.Contains(t, err.Error(), "ran out of fuel")
+	require.Contains(t, err.Error(), "plugins.decisionFuel (now 25000)")
+	got, err = s.m.Get(ctx, "wfq")
+	require.NoError(t, err)
+	require.Equal(t, host.StateDisabled, got.Stats.State, "refused: nothing changed")
+
+	require.NoError(t, s.m.Enable(ctx, "wfq", true), "forced")
+	got, err = s.m.Get(ctx, "wfq")
+	require.NoError(t, err)
+	require.NotEqual(t, host.StateDisabled, got.Stats.State)
+	require.Len(t, s.lines("WARN", "a plugin was enabled by force though it faults"), 1, "%s", s.logs)
+}

@@ -406,6 +406,11 @@ func (m *Manager) Configure(ctx context.Context, name string, config []byte) (In
 		}
 		var se *host.SmokeError
 		if errors.As(err, &se) {
+			if setting := m.rt.BudgetSetting(se); setting != "" && (config == nil || e.plugin.Trial(ctx, nil) != nil) {
+				// It faults under no configuration too: the server's
+				// budget is the cause, not this configuration.
+				return Info{}, invalid("config", "the plugin's smoke decision faults under any configuration (%s: %s): %s is too small for it, not this configuration at fault; raise it and restart; the configuration is unchanged", se.Kind, se.Reason, setting)
+			}
 			return Info{}, invalid("config", "under this configuration the plugin's smoke decision faults (%s: %s); the configuration is unchanged", se.Kind, se.Reason)
 		}
 		return Info{}, &engine.Error{Code: engine.CodePluginInvalid, Field: "config", Message: err.Error()}
@@ -649,13 +654,34 @@ func (m *Manager) Get(ctx context.Context, name string) (Info, error) {
 	return m.infoLocked(e), nil
 }
 
-// Enable re-enables a plugin its breaker disabled.
-func (m *Manager) Enable(ctx context.Context, name string) error {
+// Enable re-enables a plugin its breaker quarantined or that is disabled.
+// A DISABLED plugin is first given the smoke decision a load makes, under
+// its configuration, on an instance of its own: if it faults, the plugin
+// would fault on its decisions too, and it stays DISABLED (CONFLICT, the
+// message naming the fault and, for a budget, its setting) unless force,
+// which enables it all the same (logged at WARN).
+func (m *Manager) Enable(ctx context.Context, name string, force bool) error {
 	m.mu.Lock()
 	e := m.entries[name]
 	m.mu.Unlock()
 	if e == nil || e.plugin == nil {
 		return &engine.Error{Code: engine.CodeNotFound, Message: "no plugin " + name}
+	}
+	if e.plugin.Stats().State == host.StateDisabled {
+		if err := e.plugin.Trial(ctx, e.plugin.Config()); err != nil {
+			why := err.Error()
+			var se *host.SmokeError
+			if errors.As(err, &se) {
+				why = fmt.Sprintf("its smoke decision faults under its configuration (%s: %s)", se.Kind, se.Reason)
+				if setting := m.rt.BudgetSetting(se); setting != "" {
+					why += fmt.Sprintf(": %s may be too small for it", setting)
+				}
+			}
+			if !force {
+				return conflict("plugin %s stays DISABLED: %s; configure it (or raise the budget and restart), or force the enable", name, why)
+			}
+			m.log.Warn("a plugin was enabled by force though it faults", "plugin", name, "reason", why)
+		}
 	}
 	e.plugin.Enable()
 	return nil

@@ -523,7 +523,7 @@ func TestAStoredPluginWhoseSmokeDecisionFaultsIsRestoredDisabled(t *testing.T) {
 	got, err = m2.Get(ctx, "spinner")
 	require.NoError(t, err)
 	require.Equal(t, host.StateDisabled, got.Stats.State, "configuring does not enable")
-	require.NoError(t, m2.Enable(ctx, "spinner"))
+	require.NoError(t, m2.Enable(ctx, "spinner", false))
 	_, err = e2.Submit(ctx, enginetest.Spec("b").Obj())
 	require.NoError(t, err)
 	got, err = m2.Get(ctx, "spinner")

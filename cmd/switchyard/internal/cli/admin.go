@@ -401,13 +401,28 @@ func pluginConfigure(ctx context.Context, args []string, env Env) error {
 }
 
 func pluginEnable(ctx context.Context, args []string, env Env) error {
-	return onTarget(args, env, "plugin", "enable", "NAME", func(cl *client.Client, name string) (string, error) {
-		res, err := EnablePlugin(ctx, cl, name)
-		if err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("enabled %s: %s", name, res.EnablePlugin.State), nil
-	})
+	fs := newFlags("plugin enable", "NAME [--force]", env)
+	var c conn
+	c.register(fs, env)
+	force := fs.Bool("force", false, "enable a DISABLED plugin even though its smoke decision faults under its configuration (it will fault on its decisions)")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	var f *bool
+	if *force {
+		f = force
+	}
+	res, err := EnablePlugin(ctx, cl, pos[0], f)
+	if err != nil {
+		return fmt.Errorf("enable %s: %w", pos[0], err)
+	}
+	fmt.Fprintf(env.Stdout, "enabled %s: %s\n", pos[0], res.EnablePlugin.State)
+	return nil
 }
 
 func pluginUnload(ctx context.Context, args []string, env Env) error {

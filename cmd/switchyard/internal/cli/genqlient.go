@@ -247,7 +247,10 @@ func (v *EnablePluginEnablePlugin) GetState() PluginState { return v.State }
 
 // EnablePluginResponse is returned by EnablePlugin on success.
 type EnablePluginResponse struct {
-	// Re-enables a plugin whose breaker tripped, or that is DISABLED.
+	// Re-enables a plugin whose breaker tripped, or that is DISABLED. A DISABLED plugin is first given the smoke
+	// decision a load makes, under its configuration: if that faults it would fault on its decisions too, and it
+	// stays DISABLED (CONFLICT, the message naming the fault and, when a budget ran out, its setting:
+	// plugins.decisionFuel or plugins.decisionCPU), unless force, which enables it all the same.
 	EnablePlugin *EnablePluginEnablePlugin `json:"enablePlugin"`
 }
 
@@ -3299,11 +3302,15 @@ func (v *__ConfigurePluginInput) GetC() *json.RawMessage { return v.C }
 
 // __EnablePluginInput is used internally by genqlient
 type __EnablePluginInput struct {
-	N string `json:"n"`
+	N     string `json:"n"`
+	Force *bool  `json:"force"`
 }
 
 // GetN returns __EnablePluginInput.N, and is useful for accessing the field via an interface.
 func (v *__EnablePluginInput) GetN() string { return v.N }
+
+// GetForce returns __EnablePluginInput.Force, and is useful for accessing the field via an interface.
+func (v *__EnablePluginInput) GetForce() *bool { return v.Force }
 
 // __LoadPluginInput is used internally by genqlient
 type __LoadPluginInput struct {
@@ -3553,8 +3560,8 @@ func ConfigurePlugin(
 
 // The mutation executed by EnablePlugin.
 const EnablePlugin_Operation = `
-mutation EnablePlugin ($n: String!) {
-	enablePlugin(name: $n) {
+mutation EnablePlugin ($n: String!, $force: Boolean) {
+	enablePlugin(name: $n, force: $force) {
 		name
 		state
 	}
@@ -3565,12 +3572,14 @@ func EnablePlugin(
 	ctx_ context.Context,
 	client_ graphql.Client,
 	n string,
+	force *bool,
 ) (data_ *EnablePluginResponse, err_ error) {
 	req_ := &graphql.Request{
 		OpName: "EnablePlugin",
 		Query:  EnablePlugin_Operation,
 		Variables: &__EnablePluginInput{
-			N: n,
+			N:     n,
+			Force: force,
 		},
 	}
 
