@@ -166,6 +166,29 @@ func (ec *executionContext) fieldContext_Plugin_size(_ context.Context, field gr
 	return graphql.NewScalarFieldContext("Plugin", field, true, false, "Int")
 }
 
+func (ec *executionContext) _Plugin_replaced(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Plugin_replaced(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Replaced(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Plugin_replaced(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Plugin", field, true, false, "String")
+}
+
 func (ec *executionContext) _Plugin_config(ctx context.Context, field graphql.CollectedField, obj *model.Plugin) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -1097,6 +1120,11 @@ func (ec *executionContext) _Plugin(ctx context.Context, sel ast.SelectionSet, o
 		case "size":
 			out.Values[i] = ec._Plugin_size(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "replaced":
+			out.Values[i] = ec._Plugin_replaced(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "config":

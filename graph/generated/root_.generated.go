@@ -363,6 +363,7 @@ type ComplexityRoot struct {
 		P50Us            func(childComplexity int) int
 		P99Us            func(childComplexity int) int
 		QuarantinedUntil func(childComplexity int) int
+		Replaced         func(childComplexity int) int
 		Sha256           func(childComplexity int) int
 		Size             func(childComplexity int) int
 		Slot             func(childComplexity int) int
@@ -2334,6 +2335,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Plugin.QuarantinedUntil(childComplexity), true
+	case "Plugin.replaced":
+		if e.ComplexityRoot.Plugin.Replaced == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Plugin.Replaced(childComplexity), true
 	case "Plugin.sha256":
 		if e.ComplexityRoot.Plugin.Sha256 == nil {
 			break
@@ -4342,7 +4349,8 @@ extend type Mutation {
   under no configuration too, the module is at fault: PLUGIN_INVALID. It is not used until setPolicy assigns it.
   Persisted: it comes back after a restart. Loading a name that is already loaded replaces that
   plugin, module and configuration both (the configuration given, or none: the old one is not
-  kept), with a LOADED event, when no slot uses it; CONFLICT for a built-in's name or a plugin a
+  kept), when no slot uses it: the answer's replaced and the LOADED event's reason say what was
+  replaced (its slot, module and configuration); CONFLICT for a built-in's name or a plugin a
   slot uses (setPolicy another policy first).
   """
   loadPlugin(input: LoadPluginInput!): Plugin
@@ -4419,6 +4427,8 @@ type Plugin {
   sha256: String
   "The size of its module in bytes (0 for native policies)."
   size: Int!
+  "In loadPlugin's answer, when the load replaced a plugin of the same name: what it replaced (its slot, and a new one if it changed, its module, and its configuration, dropped or replaced). Null otherwise."
+  replaced: String
   "Its configuration (the JSON document passed to it at load or since)."
   config: JSON
   "Whether it decides, is on probation, or is quarantined or disabled."
@@ -6573,6 +6583,8 @@ func (ec *executionContext) childFields_Plugin(ctx context.Context, field graphq
 		return ec.fieldContext_Plugin_sha256(ctx, field)
 	case "size":
 		return ec.fieldContext_Plugin_size(ctx, field)
+	case "replaced":
+		return ec.fieldContext_Plugin_replaced(ctx, field)
 	case "config":
 		return ec.fieldContext_Plugin_config(ctx, field)
 	case "state":

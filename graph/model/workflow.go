@@ -91,6 +91,9 @@ func (p *Plugin) Sha256() *string { return optString(p.I.Hash) }
 // Size is its module's size.
 func (p *Plugin) Size() int { return p.I.Size }
 
+// Replaced says what a loadPlugin replaced (null otherwise).
+func (p *Plugin) Replaced() *string { return optString(p.I.Replaced) }
+
 // Config is its configuration.
 func (p *Plugin) Config() json.RawMessage {
 	if len(p.I.Config) == 0 {

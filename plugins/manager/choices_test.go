@@ -263,3 +263,26 @@ func TestAPluginDisabledByTooSmallABudgetSaysSo(t *testing.T) {
 	require.NotEqual(t, host.StateDisabled, got.Stats.State)
 	require.Len(t, s.lines("WARN", "a plugin was enabled by force though it faults"), 1, "%s", s.logs)
 }
+
+// A load under the name of a loaded plugin no slot uses replaces it, and
+// says what it replaced: its slot (changed, here), its module and its
+// configuration, dropped.
+func TestALoadSaysWhatItReplaced(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := onSQLite(t, filepath.Join(t.TempDir(), "s.db"), true, host.Config{})
+	first, err := s.m.Load(ctx, "swp", readExample(t, "edf.wasm"), []byte(`{}`))
+	require.NoError(t, err)
+	require.Empty(t, first.Replaced, "a new name replaces nothing")
+	events, stop := s.m.Subscribe(4)
+	defer stop()
+	info, err := s.m.Load(ctx, "swp", readExample(t, "jitter.wasm"), nil)
+	require.NoError(t, err)
+	require.Equal(t, policy.SlotRetry, info.Slot)
+	require.Contains(t, info.Replaced, "the selection policy swp (sha256 "+first.Hash[:12]+")")
+	require.Contains(t, info.Replaced, "now a retry policy")
+	require.Contains(t, info.Replaced, "its configuration {} was dropped")
+	ev := <-events
+	require.Equal(t, manager.EventLoaded, ev.Kind)
+	require.Contains(t, ev.Reason, "; replaced "+info.Replaced)
+}

@@ -65,6 +65,10 @@ type Info struct {
 	LoadedAt time.Time
 	Stats    host.Stats // zero for native policies
 	ActiveIn []string   // the assignments using it: "global" or "lane:<name>"
+	// Replaced, set by Load only, says what the load replaced: the plugin
+	// loaded under the same name before (its slot, module and whether its
+	// configuration was dropped); "" when the name was new.
+	Replaced string
 }
 
 // EventKind says what happened.
@@ -286,9 +290,14 @@ func (m *Manager) Load(ctx context.Context, name string, wasm, config []byte) (I
 		return Info{}, invalid("config", "is not valid JSON")
 	}
 	m.mu.Lock()
-	if old := m.entries[name]; old != nil && (old.info.Builtin || len(m.usesLocked(name)) > 0) {
+	old := m.entries[name]
+	if old != nil && (old.info.Builtin || len(m.usesLocked(name)) > 0) {
 		m.mu.Unlock()
 		return Info{}, conflict("plugin %s is built in or in use; load the new module under another name and switch to it", name)
+	}
+	var prev Info
+	if old != nil {
+		prev = old.info
 	}
 	m.mu.Unlock()
 	now := time.Now()
@@ -310,8 +319,32 @@ func (m *Manager) Load(ctx context.Context, name string, wasm, config []byte) (I
 	if err := m.e.SaveSetting(ctx, pluginPrefix+name, raw); err != nil {
 		return Info{}, err
 	}
-	m.publish(Event{Kind: EventLoaded, Plugin: name, Slot: info.Slot, At: now, Reason: fmt.Sprintf("%s policy, %d bytes, sha256 %s", info.Slot, info.Size, info.Hash)})
+	reason := fmt.Sprintf("%s policy, %d bytes, sha256 %s", info.Slot, info.Size, info.Hash)
+	if prev.Name != "" {
+		info.Replaced = replaced(prev, info, config)
+		reason += "; replaced " + info.Replaced
+		m.log.Info("a plugin was replaced by a load under its name", "plugin", name, "replaced", info.Replaced)
+	}
+	m.publish(Event{Kind: EventLoaded, Plugin: name, Slot: info.Slot, At: now, Reason: reason})
 	return info, nil
+}
+
+// replaced describes the plugin prev that a load replaced with now (given
+// config): its slot (and that it changed), its module, and what became of
+// its configuration.
+func replaced(prev, now Info, config []byte) string {
+	s := fmt.Sprintf("the %s policy %s (sha256 %.12s)", prev.Slot, prev.Name, prev.Hash)
+	if prev.Slot != now.Slot {
+		s += fmt.Sprintf(", now a %s policy", now.Slot)
+	}
+	switch {
+	case len(prev.Config) == 0:
+	case len(config) == 0:
+		s += fmt.Sprintf("; its configuration %s was dropped", prev.Config)
+	default:
+		s += fmt.Sprintf("; its configuration %s was replaced by the one given", prev.Config)
+	}
+	return s
 }
 
 // load loads a module under name; restore loads a stored one as

@@ -334,10 +334,13 @@ func pluginLoad(ctx context.Context, args []string, env Env) error {
 	}
 	p := &res.LoadPlugin.PluginInfo
 	if *jsonOut {
-		return writeJSON(env.Stdout, p)
+		return writeJSON(env.Stdout, res.LoadPlugin) // the plugin's fields, and replaced
 	}
 	fmt.Fprintf(env.Stdout, "loaded %s (slot %s, %d bytes, sha256 %.12s); assign it with: switchyard plugin set %s %s\n",
 		p.Name, p.Slot, p.Size, str(p.Sha256), strings.ToLower(string(p.Slot)), p.Name)
+	if r := str(res.LoadPlugin.Replaced); r != "" {
+		fmt.Fprintf(env.Stdout, "it replaced %s\n", r)
+	}
 	return nil
 }
 

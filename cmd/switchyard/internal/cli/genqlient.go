@@ -871,7 +871,12 @@ func (v *LanesResponse) GetLanes() []LanesLanesLane { return v.Lanes }
 // operator.
 type LoadPluginLoadPlugin struct {
 	PluginInfo `json:"-"`
+	// In loadPlugin's answer, when the load replaced a plugin of the same name: what it replaced (its slot, and a new one if it changed, its module, and its configuration, dropped or replaced). Null otherwise.
+	Replaced *string `json:"replaced"`
 }
+
+// GetReplaced returns LoadPluginLoadPlugin.Replaced, and is useful for accessing the field via an interface.
+func (v *LoadPluginLoadPlugin) GetReplaced() *string { return v.Replaced }
 
 // GetName returns LoadPluginLoadPlugin.Name, and is useful for accessing the field via an interface.
 func (v *LoadPluginLoadPlugin) GetName() string { return v.PluginInfo.Name }
@@ -953,6 +958,8 @@ func (v *LoadPluginLoadPlugin) UnmarshalJSON(b []byte) error {
 }
 
 type __premarshalLoadPluginLoadPlugin struct {
+	Replaced *string `json:"replaced"`
+
 	Name string `json:"name"`
 
 	Slot PolicySlot `json:"slot"`
@@ -1001,6 +1008,7 @@ func (v *LoadPluginLoadPlugin) MarshalJSON() ([]byte, error) {
 func (v *LoadPluginLoadPlugin) __premarshalJSON() (*__premarshalLoadPluginLoadPlugin, error) {
 	var retval __premarshalLoadPluginLoadPlugin
 
+	retval.Replaced = v.Replaced
 	retval.Name = v.PluginInfo.Name
 	retval.Slot = v.PluginInfo.Slot
 	retval.Builtin = v.PluginInfo.Builtin
@@ -1033,7 +1041,8 @@ type LoadPluginResponse struct {
 	// under no configuration too, the module is at fault: PLUGIN_INVALID. It is not used until setPolicy assigns it.
 	// Persisted: it comes back after a restart. Loading a name that is already loaded replaces that
 	// plugin, module and configuration both (the configuration given, or none: the old one is not
-	// kept), with a LOADED event, when no slot uses it; CONFLICT for a built-in's name or a plugin a
+	// kept), when no slot uses it: the answer's replaced and the LOADED event's reason say what was
+	// replaced (its slot, module and configuration); CONFLICT for a built-in's name or a plugin a
 	// slot uses (setPolicy another policy first).
 	LoadPlugin *LoadPluginLoadPlugin `json:"loadPlugin"`
 }
@@ -3700,6 +3709,7 @@ const LoadPlugin_Operation = `
 mutation LoadPlugin ($in: LoadPluginInput!) {
 	loadPlugin(input: $in) {
 		... PluginInfo
+		replaced
 	}
 }
 fragment PluginInfo on Plugin {
