@@ -571,3 +571,21 @@ func TestTaskSubmitSaysWhenItsKeyNamedAnEarlierTask(t *testing.T) {
 	require.Equal(t, first.stdout, again.stdout)
 	require.Equal(t, fmt.Sprintf("idempotency key %q names task %s, submitted before: nothing new was submitted\n", "step-1", strings.TrimSpace(first.stdout)), again.stderr)
 }
+
+// An --until-done whose --kind or --state would keep a task's end out of
+// the stream is refused at once (usage, exit 2), rather than waiting for
+// an end it can never see.
+func TestWatchUntilDoneRefusesAFilterThatHidesTheEnd(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ args, want []string }{
+		{[]string{"--kind", "held"}, []string{"--until-done with --kind held: a task ends with a state event", "add state to --kind"}},
+		{[]string{"--state", "succeeded"}, []string{"--until-done with --state SUCCEEDED: a task that ends FAILED, CANCELLED, EXPIRED, REJECTED would not be seen to end"}},
+	} {
+		var out, errOut bytes.Buffer
+		args := append([]string{"watch", "--server", "http://127.0.0.1:9", "--task", "01JD2Z0000000000000000000A", "--until-done"}, tc.args...)
+		require.Equal(t, 2, run(context.Background(), args, &out, &errOut), errOut.String())
+		for _, w := range tc.want {
+			require.Contains(t, errOut.String(), w)
+		}
+	}
+}

@@ -37,13 +37,22 @@ type Event struct {
 	Skipped    int64  `json:"skipped,omitempty"`
 }
 
-// terminal states end a task.
 // eventKinds are the schema's TaskEventKind values (genqlient generates no
 // type for it: the operations take the filter as a map); a test compares
 // them with the schema.
 var eventKinds = []string{"STATE", "RELEASED", "STALE", "LANE", "ENGINE", "BATCH", "SESSION", "HELD", "HOLD_ENDED", "LEASE_RESUMED", "LAGGED"}
 
-var terminal = map[string]bool{"SUCCEEDED": true, "FAILED": true, "CANCELLED": true, "REJECTED": true, "EXPIRED": true}
+// endStates are the states that end a task; terminal is them as a set.
+var (
+	endStates = []string{"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED", "REJECTED"}
+	terminal  = func() map[string]bool {
+		m := make(map[string]bool, len(endStates))
+		for _, s := range endStates {
+			m[s] = true
+		}
+		return m
+	}()
+)
 
 // Watch runs `switchyard watch`.
 func Watch(ctx context.Context, args []string, env Env) error {
@@ -60,7 +69,7 @@ func Watch(ctx context.Context, args []string, env Env) error {
 	batch := fs.String("batch", "", "only this batch's tasks")
 	after := fs.Int64("after", -1, "start after this seq (resume); default: from now")
 	count := fs.Int("count", 0, "stop after this many events (0: until interrupted)")
-	untilDone := fs.Bool("until-done", false, "with --task: stop once every named task has ended; one that already has is shown by its final state at once (an unknown id: NOT_FOUND)")
+	untilDone := fs.Bool("until-done", false, "with --task: stop once every named task has ended; one that already has is shown by its final state at once (an unknown id: NOT_FOUND); a --kind without state, or a --state without every end state, is refused: it would hide the ends")
 	jsonOut := fs.Bool("json", false, "print each event as one JSON object per line")
 	color := fs.String("color", "auto", "auto (on a terminal), always or never")
 	if _, err := parse(fs, args, 0, 0); err != nil {
@@ -96,6 +105,11 @@ func Watch(ctx context.Context, args []string, env Env) error {
 			return err
 		}
 		filter["states"] = s
+	}
+	if *untilDone {
+		if err := endsShown(filter); err != nil {
+			return err
+		}
 	}
 	for k, v := range map[string]string{"agentId": *agent, "lane": *lane, "sessionKey": *session, "batchId": *batch} {
 		if v != "" {
@@ -141,6 +155,27 @@ func Watch(ctx context.Context, args []string, env Env) error {
 }
 
 var errDone = errors.New("done")
+
+// endsShown refuses an --until-done whose --kind or --state would keep a
+// task's end out of the stream: the watch would wait for it forever.
+func endsShown(filter map[string]any) error {
+	if k, ok := filter["kinds"].([]string); ok && !slices.Contains(k, "STATE") {
+		return Usagef("--until-done with --kind %s: a task ends with a state event, which --kind leaves out: add state to --kind", strings.ToLower(strings.Join(k, ",")))
+	}
+	if st, ok := filter["states"].([]string); ok {
+		var missing []string
+		for _, end := range endStates {
+			if !slices.Contains(st, end) {
+				missing = append(missing, end)
+			}
+		}
+		if len(missing) > 0 {
+			return Usagef("--until-done with --state %s: a task that ends %s would not be seen to end: add them to --state, or leave --state out",
+				strings.Join(st, ","), strings.Join(missing, ", "))
+		}
+	}
+	return nil
+}
 
 type watcher struct {
 	cl        *client.Client
