@@ -769,11 +769,13 @@ func (e *Engine) Draining(_ context.Context) bool {
 	return draining
 }
 
-// Shutdown drains the engine, lets running tasks finish until ctx ends, then
-// cancels the rest with reason "shutdown". With a store that is not durable,
-// queued tasks are cancelled too; with a durable one they stay queued for the
-// next start. Everything is committed before Shutdown returns.
-func (e *Engine) Shutdown(ctx context.Context) error {
+// Quiesce drains the engine, dispatches nothing more (its lanes are paused
+// in memory, not in the store) and waits until no attempt is in flight —
+// but those whose leases a pull lane's worker keeps across a stop — or
+// until ctx ends. The engine goes on answering: what it is asked meanwhile
+// is refused if it is new work (DRAINING) and applied otherwise. Shutdown
+// begins with it; a cluster's leader quiesces while it still leads.
+func (e *Engine) Quiesce(ctx context.Context) {
 	e.Drain(ctx)
 	_, _ = e.apply(false, func(c *core) error {
 		for _, l := range c.lanes { // dispatch nothing more
@@ -785,15 +787,22 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		var n int
 		e.view(func(c *core) { n = c.inflight - e.keptLeasesLocked() })
 		if n == 0 {
-			break
+			return
 		}
 		select {
 		case <-ctx.Done():
+			return
 		case <-time.After(10 * time.Millisecond):
-			continue
 		}
-		break
 	}
+}
+
+// Shutdown drains the engine, lets running tasks finish until ctx ends, then
+// cancels the rest with reason "shutdown". With a store that is not durable,
+// queued tasks are cancelled too; with a durable one they stay queued for the
+// next start. Everything is committed before Shutdown returns.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	e.Quiesce(ctx)
 	_, _ = e.apply(false, func(c *core) error {
 		var victims []*task
 		for _, t := range c.tasks {

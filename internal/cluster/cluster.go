@@ -300,6 +300,16 @@ func (n *Node) Start(ctx context.Context) error {
 // a load balancer stops sending it work while it finishes.
 func (n *Node) Stop(ctx context.Context) {
 	n.stopping.Store(true)
+	if l := n.leader(); l != nil && !l.eng.Standby() {
+		// A leader drains while it still leads: new work is refused at
+		// once through every node (this heartbeat reports the drain, and
+		// forwarded calls are still applied, so they are answered rather
+		// than left waiting), while its running tasks finish within ctx.
+		// Then it stops leading and resigns.
+		l.eng.Drain(ctx)
+		n.beat(ctx)
+		l.eng.Quiesce(ctx)
+	}
 	n.mu.Lock()
 	n.runCtx = nil // no standby engine after this
 	electing := n.electing

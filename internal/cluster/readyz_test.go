@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -161,4 +162,47 @@ func TestANodeIsNotReadyFromTheMomentItBeginsToStop(t *testing.T) {
 	}
 	scancel()
 	<-stopped
+}
+
+// A stopping leader drains while it still leads: its next heartbeat tells
+// the followers, which answer /readyz 503, and new work through any node
+// is refused at once with DRAINING, not left waiting for a leader that no
+// longer applies what it is sent; its running task finishes before it
+// resigns.
+func TestAStoppingLeaderDrainsThroughEveryNodeBeforeItResigns(t *testing.T) {
+	// Calls wait for the leader for an hour: a call left waiting would hang
+	// the test, not end in a timeout that reads as an answer.
+	f := newFleet(t, 2, time.Hour, func(o *cluster.Options) { o.CallTimeout = time.Hour })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	lead := f.leader(f.nodes)
+	follower := f.follower(lead)
+	followerURL := serveReadiness(t, follower)
+	waitfor.Eventually(t, "the follower is ready", func() bool { status, _ := probe(t, followerURL); return status == http.StatusOK })
+	task, err := lead.API().Submit(ctx, enginetest.Spec("agent").Action("click").Obj())
+	require.NoError(t, err)
+	waitfor.Eventually(t, "the task runs on the leader", func() bool { return f.exec.count(task.ID) == 1 })
+
+	sctx, scancel := context.WithCancel(ctx)
+	defer scancel()
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); lead.Stop(sctx) }()
+	waitfor.Eventually(t, "the follower says the leader drains", func() bool {
+		status, body := probe(t, followerURL)
+		return status == http.StatusServiceUnavailable && strings.Contains(body, "draining")
+	})
+	for _, n := range []*testNode{follower, lead} {
+		_, err := n.API().Submit(ctx, enginetest.Spec("late").Action("click").Obj())
+		var ee *engine.Error
+		require.ErrorAs(t, err, &ee, "new work through %s", n.ID())
+		require.Equal(t, engine.CodeDraining, ee.Code, "%s: %v", n.ID(), err)
+	}
+	select {
+	case <-stopped:
+		t.Fatal("the leader stopped while its task still ran")
+	default:
+	}
+	scancel() // the grace ends: the task is cancelled, the leader resigns
+	<-stopped
+	require.Equal(t, follower, f.leader([]*testNode{follower}), "the follower takes over")
 }
