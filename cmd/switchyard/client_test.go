@@ -579,7 +579,7 @@ func TestWatchUntilDoneRefusesAFilterThatHidesTheEnd(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ args, want []string }{
 		{[]string{"--kind", "held"}, []string{"--until-done with --kind held: a task ends with a state event", "add state to --kind"}},
-		{[]string{"--state", "succeeded"}, []string{"--until-done with --state SUCCEEDED: a task that ends FAILED, CANCELLED, EXPIRED, REJECTED would not be seen to end"}},
+		{[]string{"--state", "succeeded"}, []string{"--until-done with --state SUCCEEDED: a task that ends FAILED, CANCELLED, EXPIRED, REJECTED, PARKED would not be seen to end"}},
 	} {
 		var out, errOut bytes.Buffer
 		args := append([]string{"watch", "--server", "http://127.0.0.1:9", "--task", "01JD2Z0000000000000000000A", "--until-done"}, tc.args...)
@@ -588,4 +588,35 @@ func TestWatchUntilDoneRefusesAFilterThatHidesTheEnd(t *testing.T) {
 			require.Contains(t, errOut.String(), w)
 		}
 	}
+}
+
+// --until-done ends at PARKED too: a task whose retry budget is spent
+// stays there until someone resets it, and a watch that waited for its
+// end would wait forever.
+func TestWatchUntilDoneEndsAtAParkedTask(t *testing.T) {
+	t.Parallel()
+	server := startServer(t)
+	ctx := context.Background()
+	c := client.New(server + "/graphql")
+	require.NoError(t, c.Do(ctx, `mutation { createLane(name: "jobs", input: {pull: true}) { name } }`, nil, nil))
+	res := sw(t, server, "task", "submit", "--agent", "w", "--lane", "jobs", "--action", "click", "--max-attempts", "1")
+	require.Equal(t, 0, res.code, res.stderr)
+	id := strings.TrimSpace(res.stdout)
+	var lease struct {
+		LeaseTasks []struct{ LeaseID string }
+	}
+	require.NoError(t, c.Do(ctx, `mutation { leaseTasks(lane: "jobs", max: 1, leaseForMs: 60000) { leaseId } }`, nil, &lease))
+	require.Len(t, lease.LeaseTasks, 1)
+	var failed struct {
+		FailTask struct{ Task struct{ State string } }
+	}
+	require.NoError(t, c.Do(ctx, `mutation($l: ID!) { failTask(leaseId: $l, error: "upstream 503", retryable: true) { task { state } } }`,
+		map[string]any{"l": lease.LeaseTasks[0].LeaseID}, &failed))
+	require.Equal(t, "PARKED", failed.FailTask.Task.State)
+
+	res = watchBounded(t, server, "--task", id, "--until-done")
+	require.Equal(t, 0, res.code, res.stderr)
+	out := lines(res.stdout)
+	require.Len(t, out, 1, res.stdout)
+	require.Contains(t, out[0], "→ PARKED")
 }

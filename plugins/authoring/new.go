@@ -50,16 +50,16 @@ var ErrName = errors.New("not a valid name")
 // NameRule says which names a project directory may have: its name names
 // the Go module (example.com/NAME), the npm package, the .wasm file and
 // the plugin on the server.
-const NameRule = "letters, digits, '-', '_' and '.', starting with a letter or a digit, at most 64 (AssemblyScript: lower-case letters, as npm takes them)"
+const NameRule = "letters, digits, '-' and '_', starting with a letter or a digit, at most 64 (AssemblyScript: lower-case letters, as npm takes them), as a plugin's name on the server"
 
 // CheckName reports whether name, a project directory's base name, can
 // name a plugin project in lang, and why not.
 func CheckName(name, lang string) error {
-	ok := name != "" && len(name) <= 64 && !strings.HasSuffix(name, ".")
+	ok := name != "" && len(name) <= 64
 	for i, r := range name {
 		lower := r >= 'a' && r <= 'z' || r >= '0' && r <= '9'
 		upper := r >= 'A' && r <= 'Z' && lang != "assemblyscript"
-		if !lower && !upper && (i == 0 || r != '-' && r != '_' && r != '.') {
+		if !lower && !upper && (i == 0 || r != '-' && r != '_') {
 			ok = false
 		}
 	}

@@ -369,7 +369,9 @@ func marshalJSON(v any, indent string) ([]byte, error) {
 	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	// Fields carried as raw JSON (a task's params and result) come as the
+	// server encoded them, escaped for HTML.
+	return unescapeHTML(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
 }
 
 // unescapeHTML undoes the escapes of <, > and & (\u003c, \u003e, \u0026)

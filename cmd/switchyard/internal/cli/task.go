@@ -608,7 +608,7 @@ func printTask(w io.Writer, t *TaskInfo) {
 			a += " ref=" + *t.Action.Ref
 		}
 		if len(t.Action.Params) > 0 && string(t.Action.Params) != "null" {
-			a += " " + string(t.Action.Params)
+			a += " " + string(unescapeHTML(t.Action.Params)) // as the server sent them: escaped for HTML
 		}
 		row("action", a)
 	}

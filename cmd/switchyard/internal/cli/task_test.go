@@ -234,6 +234,19 @@ func TestJSONOutputKeepsHTMLCharactersAsTheyAre(t *testing.T) {
 	printTask(&out, task)
 	require.Contains(t, out.String(), `"html": "<b>x</b> & y"`)
 
+	// Raw JSON fields (params, result) come as the server encodes them,
+	// escaped for HTML: printed, they read as they are.
+	served := &TaskInfo{Id: "T2", State: "SUCCEEDED", Result: json.RawMessage(`{"html":"\u003cb\u003e \u0026 \\u003c"}`)}
+	served.Action = &Action{Kind: "evaluate", Params: json.RawMessage(`{"expression":"a \u003c b"}`)}
+	out.Reset()
+	require.NoError(t, writeJSON(&out, served))
+	require.Contains(t, out.String(), `"result":{"html":"<b> & \\u003c"}`)
+	require.Contains(t, out.String(), `"params":{"expression":"a < b"}`)
+	out.Reset()
+	printTask(&out, served)
+	require.Contains(t, out.String(), `evaluate {"expression":"a < b"}`)
+	require.Contains(t, out.String(), `"html": "<b> & \\u003c"`)
+
 	feed := []byte(`{"reason":"\u003cb\u003e \u0026 \\u003c \u00e9 \"\u003E"}`)
 	got := unescapeHTML(feed)
 	require.Equal(t, `{"reason":"<b> & \\u003c \u00e9 \">"}`, string(got))

@@ -42,9 +42,12 @@ type Event struct {
 // them with the schema.
 var eventKinds = []string{"STATE", "RELEASED", "STALE", "LANE", "ENGINE", "BATCH", "SESSION", "HELD", "HOLD_ENDED", "LEASE_RESUMED", "LAGGED"}
 
-// endStates are the states that end a task; terminal is them as a set.
+// endStates are the states --until-done waits for: those that end a task,
+// and PARKED, where a task whose retry budget is spent stays until someone
+// resets it (nothing else moves it; a watch waiting for its end would
+// wait forever). terminal is them as a set.
 var (
-	endStates = []string{"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED", "REJECTED"}
+	endStates = []string{"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED", "REJECTED", "PARKED"}
 	terminal  = func() map[string]bool {
 		m := make(map[string]bool, len(endStates))
 		for _, s := range endStates {
@@ -69,7 +72,7 @@ func Watch(ctx context.Context, args []string, env Env) error {
 	batch := fs.String("batch", "", "only this batch's tasks")
 	after := fs.Int64("after", -1, "start after this seq (resume); default: from now")
 	count := fs.Int("count", 0, "stop after this many events (0: until interrupted)")
-	untilDone := fs.Bool("until-done", false, "with --task: stop once every named task has ended; one that already has is shown by its final state at once (an unknown id: NOT_FOUND); a --kind without state, or a --state without every end state, is refused: it would hide the ends")
+	untilDone := fs.Bool("until-done", false, "with --task: stop once every named task has ended or parked (its retry budget spent: only a reset moves it); one that already has is shown by its state at once (an unknown id: NOT_FOUND); a --kind without state, or a --state without every end state and PARKED, is refused: it would hide the ends")
 	jsonOut := fs.Bool("json", false, "print each event as one JSON object per line")
 	color := fs.String("color", "auto", "auto (on a terminal), always or never")
 	if _, err := parse(fs, args, 0, 0); err != nil {
@@ -250,10 +253,10 @@ func (w *watcher) ids() []string {
 func (w *watcher) read(ctx context.Context, id string) (*WatchedTaskTask, error) {
 	res, err := WatchedTask(ctx, w.cl, id)
 	if err != nil {
-		return nil, fmt.Errorf("watch: read task %s: %w", id, err)
+		return nil, fmt.Errorf("read task %s: %w", id, err)
 	}
 	if res.Task == nil {
-		return nil, &Error{Code: ExitNotFound, Err: fmt.Errorf("watch: task %s: NOT_FOUND: no such task", id)}
+		return nil, &Error{Code: ExitNotFound, Err: fmt.Errorf("task %s: NOT_FOUND: no such task", id)}
 	}
 	return res.Task, nil
 }
