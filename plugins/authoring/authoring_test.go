@@ -626,3 +626,24 @@ func TestBenchReportSaysWhichDecisionsWereLetRunOnPastTheDeadline(t *testing.T) 
 	rep.Graces, rep.Cases[0].Plugin.Graces = 0, 0
 	require.NotContains(t, rep.String(), "NOTE:")
 }
+
+// A group none of whose tasks ran (they expired queued) reads "—" for its
+// wait and position, not 0s and 0.0, and each group says how many ran.
+func TestSimulateReportShowsAGroupThatNeverRan(t *testing.T) {
+	t.Parallel()
+	rep := &authoring.SimulateReport{
+		Plugin: &simulate.Report{Name: "mine", ByLabel: []simulate.GroupReport{
+			{Group: "deadline=yes", Submitted: 2, Dispatched: 2, WaitP50: 3 * time.Second, MeanPosition: 4},
+			{Group: "deadline=no", Submitted: 300, Dispatched: 300, WaitP50: time.Second, MeanPosition: 150}}},
+		Builtin: &simulate.Report{Name: "fair-share", ByLabel: []simulate.GroupReport{
+			{Group: "deadline=yes", Submitted: 2, Dispatched: 0},
+			{Group: "deadline=no", Submitted: 300, Dispatched: 300, WaitP50: time.Second, MeanPosition: 150}}},
+	}
+	var row string
+	for _, l := range strings.Split(rep.String(), "\n") {
+		if strings.HasPrefix(l, "deadline=yes") {
+			row = l
+		}
+	}
+	require.Equal(t, []string{"deadline=yes", "3s", "—", "4.0", "—", "2/2", "0/2"}, strings.Fields(row))
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -152,10 +153,25 @@ func (r *SimulateReport) String() string {
 		for _, g := range theirs {
 			other[g.Group] = g
 		}
-		fmt.Fprintf(&b, "%-22s %14s %14s %14s %14s\n", title, "wait p50", "(built-in)", "mean position", "(built-in)")
+		fmt.Fprintf(&b, "%-22s %14s %14s %14s %14s %14s %14s\n", title, "wait p50", "(built-in)", "mean position", "(built-in)", "ran", "(built-in)")
+		// A group none of whose tasks ran (they expired, or were
+		// cancelled, queued) has no wait and no position: "—", not 0.
+		wait := func(g simulate.GroupReport) string {
+			if g.Dispatched == 0 {
+				return "—"
+			}
+			return duration(g.WaitP50)
+		}
+		position := func(g simulate.GroupReport) string {
+			if g.Dispatched == 0 {
+				return "—"
+			}
+			return strconv.FormatFloat(g.MeanPosition, 'f', 1, 64)
+		}
+		ran := func(g simulate.GroupReport) string { return fmt.Sprintf("%d/%d", g.Dispatched, g.Submitted) }
 		for _, g := range mine {
 			o := other[g.Group]
-			fmt.Fprintf(&b, "%-22s %14s %14s %14.1f %14.1f\n", g.Group, duration(g.WaitP50), duration(o.WaitP50), g.MeanPosition, o.MeanPosition)
+			fmt.Fprintf(&b, "%-22s %14s %14s %14s %14s %14s %14s\n", g.Group, wait(g), wait(o), position(g), position(o), ran(g), ran(o))
 		}
 	}
 	groups("priority", r.Plugin.ByPriority, r.Builtin.ByPriority)
