@@ -620,3 +620,39 @@ func TestWatchUntilDoneEndsAtAParkedTask(t *testing.T) {
 	require.Len(t, out, 1, res.stdout)
 	require.Contains(t, out[0], "→ PARKED")
 }
+
+// The task verbs that act on ids take --json, before the command or after
+// the verb: one {"id", "state"} object a task.
+func TestTaskVerbsThatActPrintJSON(t *testing.T) {
+	t.Parallel()
+	server := startServer(t)
+	require.Equal(t, 0, sw(t, server, "lane", "pause", "subagent").code)
+	res := sw(t, server, "task", "submit", "--agent", "j", "--lane", "subagent", "--action", "click")
+	require.Equal(t, 0, res.code, res.stderr)
+	id := strings.TrimSpace(res.stdout)
+	for _, args := range [][]string{
+		{"--json", "task", "cancel", id, "--reason", "no longer needed"},
+		{"task", "retry", id, "--json"},
+	} {
+		res = sw(t, server, args...)
+		require.Equal(t, 0, res.code, "%v: %s", args, res.stderr)
+		var got struct{ ID, State string }
+		require.NoError(t, json.Unmarshal([]byte(res.stdout), &got), res.stdout)
+		require.NotEmpty(t, got.ID)
+		require.NotEmpty(t, got.State)
+		if args[1] == "task" && args[2] == "cancel" {
+			require.Equal(t, id, got.ID)
+			require.Equal(t, "CANCELLED", got.State)
+		}
+	}
+	// With filters: the ids cancelled (the retry's new run, queued).
+	res = sw(t, server, "task", "cancel", "--agent", "j", "--json")
+	require.Equal(t, 0, res.code, res.stderr)
+	out := lines(res.stdout)
+	require.NotEmpty(t, out)
+	for _, l := range out {
+		var got struct{ ID string }
+		require.NoError(t, json.Unmarshal([]byte(l), &got), l)
+		require.NotEmpty(t, got.ID)
+	}
+}

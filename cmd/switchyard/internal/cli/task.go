@@ -689,6 +689,7 @@ func taskCancel(ctx context.Context, args []string, env Env) error {
 	var l listFlags
 	l.register(fs)
 	reason := fs.String("reason", "", "why (recorded with the cancellation)")
+	jsonOut := fs.Bool("json", false, `print {"id", "state"} a task, one object per line (with filters: {"id"} a task cancelled)`)
 	ids, err := parse(fs, args, 0, -1)
 	if err != nil {
 		return err
@@ -718,6 +719,12 @@ func taskCancel(ctx context.Context, args []string, env Env) error {
 			return fmt.Errorf("cancel: %w", err)
 		}
 		for _, id := range res.CancelTasks.Ids {
+			if *jsonOut {
+				if err := writeJSON(env.Stdout, map[string]string{"id": id}); err != nil {
+					return err
+				}
+				continue
+			}
 			fmt.Fprintln(env.Stdout, id)
 		}
 		fmt.Fprintf(env.Stderr, "cancelled %d tasks\n", len(res.CancelTasks.Ids))
@@ -728,7 +735,7 @@ func taskCancel(ctx context.Context, args []string, env Env) error {
 		if err != nil {
 			return "", fmt.Errorf("cancel %s: %w", id, err)
 		}
-		return fmt.Sprintf("%s\t%s", res.CancelTask.Id, res.CancelTask.State), nil
+		return idStateLine(idState{res.CancelTask.Id, res.CancelTask.State}, *jsonOut)
 	})
 }
 
@@ -788,6 +795,7 @@ func idMutation(ctx context.Context, verb string, args []string, env Env, mutate
 	fs := newFlags("task "+verb, "ID…", env)
 	var c conn
 	c.register(fs, env)
+	jsonOut := fs.Bool("json", false, `print {"id", "state"} a task, one object per line`)
 	ids, err := parse(fs, args, 1, -1)
 	if err != nil {
 		return err
@@ -804,8 +812,21 @@ func idMutation(ctx context.Context, verb string, args []string, env Env, mutate
 		if t.id == "" {
 			return "", fmt.Errorf("%s %s: no task in the answer", verb, id)
 		}
-		return fmt.Sprintf("%s\t%s", t.id, t.state), nil
+		return idStateLine(t, *jsonOut)
 	})
+}
+
+// idStateLine is the line a task verb prints for t: "ID<TAB>STATE", or
+// {"id", "state"} with --json.
+func idStateLine(t idState, jsonOut bool) (string, error) {
+	if !jsonOut {
+		return fmt.Sprintf("%s\t%s", t.id, t.state), nil
+	}
+	b, err := marshalJSON(map[string]string{"id": t.id, "state": string(t.state)}, "")
+	if err != nil {
+		return "", fmt.Errorf("encode JSON: %w", err)
+	}
+	return string(b), nil
 }
 
 // openInput opens a file, or stdin for "-".
