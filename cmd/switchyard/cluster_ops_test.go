@@ -68,6 +68,13 @@ func (h *heldInstance) free() { h.once.Do(func() { close(h.release) }) }
 // follower once both agree which is which.
 func startPair(t *testing.T, prefix, level, extra string) (dbURL, schema string, leader, follower *clusterNode) {
 	t.Helper()
+	return startPairWith(t, prefix, level, "", extra)
+}
+
+// startPairWith is startPair with more settings of the cluster key
+// (clusterExtra, such as ", warmStandby: false").
+func startPairWith(t *testing.T, prefix, level, clusterExtra, extra string) (dbURL, schema string, leader, follower *clusterNode) {
+	t.Helper()
 	dbURL = pgtest.URL(t) // skips without PostgreSQL
 	schema = pgtest.Schema(t)
 	bin := buildBinary(t)
@@ -79,10 +86,10 @@ func startPair(t *testing.T, prefix, level, extra string) (dbURL, schema string,
 		require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(`
 listen: 127.0.0.1:0
 store: {driver: postgres, url: %q, schema: %q}
-cluster: {nodeId: %s, leaseTTL: 3s, renewEvery: 500ms}
+cluster: {nodeId: %s, leaseTTL: 3s, renewEvery: 500ms%s}
 localInstance: {enabled: false}
 log: {level: %s}
-`, dbURL, schema, id, level)+extra), 0o644))
+`, dbURL, schema, id, clusterExtra, level)+extra), 0o644))
 		nodes[i] = &clusterNode{id: id, config: config}
 		nodes[i].start(t, bin)
 	}
@@ -233,4 +240,24 @@ func TestAFollowerTakesOverWithItsPoliciesCompiledAlready(t *testing.T) {
 	})
 	require.Equal(t, "0", starts[len(starts)-1][1], "the takeover compiled no module")
 	waitfor.Eventually(t, "the follower leads", func() bool { return leaderOf(context.Background(), follower.url) == follower.id })
+}
+
+// With cluster.warmStandby false a follower compiles nothing while it
+// follows, and its takeover compiles the built-in policies.
+func TestWithoutWarmStandbyATakeoverCompilesThePolicies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs two nodes")
+	}
+	_, _, leader, follower := startPairWith(t, "c", "info", ", warmStandby: false", "")
+	ready := regexp.MustCompile(`policies ready: builtins=WebAssembly compiled=(\d+)`)
+	before := len(ready.FindAllString(follower.logs.String(), -1))
+	require.NoError(t, leader.cmd.Process.Kill())
+	_ = leader.cmd.Wait()
+	var starts [][]string
+	waitfor.Eventually(t, "the follower has started leading", func() bool {
+		starts = ready.FindAllStringSubmatch(follower.logs.String(), -1)
+		return len(starts) > before
+	})
+	require.Equal(t, "3", starts[len(starts)-1][1], "the takeover compiled the three built-ins")
+	require.NotContains(t, follower.logs.String(), "built-in policies compiled for a takeover")
 }

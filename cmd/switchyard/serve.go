@@ -504,11 +504,13 @@ func startNode(cfg config.Config, engCfg engine.Config, exec *executor.Executor,
 		cancel()
 		return nil, nil, nil, fmt.Errorf("store (postgres): %w", err)
 	}
-	ph, err := newPolicyHost(cfg.Plugins, log)
-	if err != nil {
-		cancel()
-		_ = store.Close()
-		return nil, nil, nil, err
+	var ph *policyHost // nil: each leadership makes its own plugin host
+	if cfg.Cluster.WarmStandby {
+		if ph, err = newPolicyHost(cfg.Plugins, log); err != nil {
+			cancel()
+			_ = store.Close()
+			return nil, nil, nil, err
+		}
 	}
 	id := cfg.Cluster.NodeID
 	if id == "" {

@@ -194,6 +194,11 @@ type Cluster struct {
 	// RenewEvery is how often the leader renews the lease and the others
 	// campaign (default 2s).
 	RenewEvery Duration `yaml:"renewEvery"`
+	// WarmStandby keeps a plugin host across the node's leaderships, and
+	// has a follower compile the built-in policies while it follows, so
+	// that a takeover does not wait for them (default true). It costs a
+	// follower the compiled code's memory, about 65 MB.
+	WarmStandby bool `yaml:"warmStandby"`
 }
 
 // Plugins configures the policy plugins.
@@ -503,7 +508,7 @@ func Default() Config {
 		KeepAlive:     Duration(15 * time.Second),
 		Log:           Log{Level: "info", Format: "text"},
 		Store:         Store{Driver: "sqlite", Path: "./switchyard.db", Sync: "full", Schema: "switchyard"},
-		Cluster:       Cluster{LeaseTTL: Duration(10 * time.Second), RenewEvery: Duration(2 * time.Second)},
+		Cluster:       Cluster{LeaseTTL: Duration(10 * time.Second), RenewEvery: Duration(2 * time.Second), WarmStandby: true},
 		LocalInstance: LocalInstance{Enabled: true, Capacity: 4},
 		API:           API{Introspection: true},
 		MCP:           MCP{Enabled: true},

@@ -298,6 +298,11 @@ func TestEnvironmentOverridesTheFileAndNamesBadValues(t *testing.T) {
 	require.Equal(t, 4, lane.MaxInFlight)
 	require.Equal(t, 100, lane.MaxQueued)
 
+	require.True(t, config.Default().Cluster.WarmStandby, "warm standby is on by default")
+	_, err = c.ApplyEnv([]string{"SWITCHYARD_CLUSTER_WARM_STANDBY=false"})
+	require.NoError(t, err)
+	require.False(t, c.Cluster.WarmStandby)
+
 	_, err = c.ApplyEnv([]string{"SWITCHYARD_ENGINE_MAX_IN_FLIGHT=lots"})
 	require.ErrorContains(t, err, "SWITCHYARD_ENGINE_MAX_IN_FLIGHT (engine.maxInFlight)")
 	_, err = c.ApplyEnv([]string{"SWITCHYARD_LANE_MAIN=speed=9"})
