@@ -53,33 +53,42 @@ func reservedExport(name []byte) bool {
 	return false
 }
 
-// precheck walks a module's sections.
-func precheck(wasm []byte) error {
+// precheck walks a module's sections and returns the pages its own memory
+// starts with (its memory section's minimum; 0 without one).
+func precheck(wasm []byte) (memoryPages uint64, err error) {
 	r := &wreader{b: wasm}
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
-		return errors.New("not a WebAssembly module (no \\0asm header)")
+		return 0, errors.New("not a WebAssembly module (no \\0asm header)")
 	}
 	r.i = 8
 	for r.i < len(r.b) {
 		id := r.byte()
 		size := r.u32()
 		if r.err != nil {
-			return fmt.Errorf("section header: %w", r.err)
+			return 0, fmt.Errorf("section header: %w", r.err)
 		}
 		if int(size) > len(r.b)-r.i {
-			return fmt.Errorf("section %d: its size %d runs past the module's end", id, size)
+			return 0, fmt.Errorf("section %d: its size %d runs past the module's end", id, size)
 		}
 		s := &wreader{b: r.b[r.i : r.i+int(size)]}
 		r.i += int(size)
+		if id == 5 { // memories: the first one's minimum, read apart
+			m := &wreader{b: s.b}
+			if m.u32() > 0 {
+				if min, _, _ := m.limitsOf(); m.err == nil {
+					memoryPages = min
+				}
+			}
+		}
 		if err := checkSection(id, s); err != nil {
 			var re *reservedError
 			if errors.As(err, &re) {
-				return err // says what is wrong in the author's terms
+				return 0, err // says what is wrong in the author's terms
 			}
-			return fmt.Errorf("section %d: %w", id, err)
+			return 0, fmt.Errorf("section %d: %w", id, err)
 		}
 	}
-	return nil
+	return memoryPages, nil
 }
 
 // checkSection walks one section's payload.
@@ -430,28 +439,4 @@ func (r *wreader) element() {
 	default:
 		r.fail(fmt.Errorf("element segment flag %d", flag))
 	}
-}
-
-// memoryMin returns the pages the module's own memory starts with (its
-// memory section's minimum), and false when it declares none: a module
-// that passed precheck is read without error.
-func memoryMin(wasm []byte) (uint64, bool) {
-	r := &wreader{b: wasm, i: 8}
-	for r.i < len(r.b) && r.err == nil {
-		id := r.byte()
-		size := int(r.u32())
-		if r.err != nil || size > len(r.b)-r.i {
-			return 0, false
-		}
-		if id == 5 {
-			s := &wreader{b: r.b[r.i : r.i+size]}
-			if s.u32() == 0 {
-				return 0, false
-			}
-			min, _, _ := s.limitsOf()
-			return min, s.err == nil
-		}
-		r.i += size
-	}
-	return 0, false
 }

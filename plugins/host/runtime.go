@@ -243,10 +243,11 @@ func (rt *Runtime) Compiles() int64 { return rt.compiles.Load() }
 // compileNew meters and compiles wasm.
 func (rt *Runtime) compileNew(ctx context.Context, wasm []byte) (wazero.CompiledModule, error) {
 	rt.compiles.Add(1)
-	if err := precheck(wasm); err != nil {
+	pages, err := precheck(wasm)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if pages, ok := memoryMin(wasm); ok && pages > uint64(rt.cfg.MemoryLimitPages) {
+	if pages > uint64(rt.cfg.MemoryLimitPages) {
 		// wazero says "min N pages over limit of M pages", which names
 		// neither the setting nor what makes a module start so large.
 		return nil, fmt.Errorf("%w: the module's memory starts at %d pages (%s), over the %d pages (%s) a plugin's memory may have (plugins.memoryPages): its data and stack do not fit; make them smaller or raise plugins.memoryPages",
