@@ -69,17 +69,7 @@ func (f *fleet) others(n *testNode) []*testNode {
 // follower's "no leader answered" come far too late for the call, which
 // gives up after a minute; only the follower's knowledge can end it.
 func TestFollowersLearnThatTheLeaderCannotCommit(t *testing.T) {
-	f := newFleet(t, 2, 5*time.Millisecond, func(o *cluster.Options) {
-		store, exec := o.Store, &fleetExec{delay: 5 * time.Millisecond, runs: map[string]int{}}
-		o.NewEngine = func(events *engine.EventLog) (*engine.Engine, error) {
-			return engine.New(engine.Options{Config: engine.Config{CommitTimeout: 10 * time.Minute}, Store: store, Executor: exec, Events: events})
-		}
-		o.CallTimeout = 10 * time.Minute
-	})
-	lead := f.leader(f.nodes)
-	follower := f.others(lead)[0]
-	waitfor.Eventually(t, "both nodes are ready", func() bool { return lead.Ready() == nil && follower.Ready() == nil })
-	submitAndSeeEnd(t, follower, follower)
+	f, lead, follower := readyPairWithCommitTimeout(t, 10*time.Minute)
 
 	events := pgx.Identifier{f.schema, "events"}.Sanitize()
 	refuse := pgx.Identifier{f.schema, "refuse_writes"}.Sanitize()
@@ -263,17 +253,7 @@ func TestADatabaseTurnedReadOnlyMakesNoNodeReady(t *testing.T) {
 // lease row: the leader lost its lease and no node could take it until the
 // lock went, while the followers said nothing of the leader's commits.)
 func TestALeaderWhoseCommitWaitsOnALockKeepsItsLeaseAndSaysSo(t *testing.T) {
-	f := newFleet(t, 2, 5*time.Millisecond, func(o *cluster.Options) {
-		store, exec := o.Store, &fleetExec{delay: 5 * time.Millisecond, runs: map[string]int{}}
-		o.NewEngine = func(events *engine.EventLog) (*engine.Engine, error) {
-			return engine.New(engine.Options{Config: engine.Config{CommitTimeout: 2 * time.Second}, Store: store, Executor: exec, Events: events})
-		}
-		o.CallTimeout = 10 * time.Minute
-	})
-	lead := f.leader(f.nodes)
-	follower := f.others(lead)[0]
-	waitfor.Eventually(t, "both nodes are ready", func() bool { return lead.Ready() == nil && follower.Ready() == nil })
-	submitAndSeeEnd(t, follower, follower)
+	f, lead, follower := readyPairWithCommitTimeout(t, 2*time.Second)
 	_, since := lead.Leading()
 
 	ctx := context.Background()
@@ -314,4 +294,23 @@ func TestALeaderWhoseCommitWaitsOnALockKeepsItsLeaseAndSaysSo(t *testing.T) {
 	leading, stillSince = lead.Leading()
 	require.True(t, leading)
 	require.Equal(t, since, stillSince, "the same leadership throughout")
+}
+
+// readyPairWithCommitTimeout starts two nodes whose engines give a commit
+// commitTimeout, and calls ten minutes, and returns them once both are
+// ready and a task submitted through the follower has ended.
+func readyPairWithCommitTimeout(t *testing.T, commitTimeout time.Duration) (f *fleet, lead, follower *testNode) {
+	t.Helper()
+	f = newFleet(t, 2, 5*time.Millisecond, func(o *cluster.Options) {
+		store, exec := o.Store, &fleetExec{delay: 5 * time.Millisecond, runs: map[string]int{}}
+		o.NewEngine = func(events *engine.EventLog) (*engine.Engine, error) {
+			return engine.New(engine.Options{Config: engine.Config{CommitTimeout: commitTimeout}, Store: store, Executor: exec, Events: events})
+		}
+		o.CallTimeout = 10 * time.Minute
+	})
+	lead = f.leader(f.nodes)
+	follower = f.others(lead)[0]
+	waitfor.Eventually(t, "both nodes are ready", func() bool { return lead.Ready() == nil && follower.Ready() == nil })
+	submitAndSeeEnd(t, follower, follower)
+	return f, lead, follower
 }
