@@ -3,17 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/graph/client"
-	"github.com/switchyard/switchyard/internal/pgtest"
 	"github.com/switchyard/switchyard/internal/waitfor"
 )
 
@@ -24,47 +18,12 @@ func TestAPullLaneOnAClusterServesWorkersOnEveryNodeAndOutlivesItsLeader(t *test
 	if testing.Short() {
 		t.Skip("builds the binary and runs two nodes")
 	}
-	dbURL := pgtest.URL(t) // skips without PostgreSQL
-	schema := pgtest.Schema(t)
-	bin := buildBinary(t)
-	dir := t.TempDir()
-	nodes := make([]*clusterNode, 2)
-	for i := range nodes {
-		id := "p" + strconv.Itoa(i+1)
-		config := filepath.Join(dir, id+".yaml")
-		require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(`
-listen: 127.0.0.1:0
-store: {driver: postgres, url: %q, schema: %q}
-cluster: {nodeId: %s, leaseTTL: 3s, renewEvery: 500ms}
-localInstance: {enabled: false}
-shutdownGrace: 1s
-log: {level: error}
+	_, _, leader, follower := startPair(t, "p", "error", `shutdownGrace: 1s
 engine:
   lanes:
     - {name: jobs, pull: true, maxInFlight: 4}
-`, dbURL, schema, id)), 0o644))
-		nodes[i] = &clusterNode{id: id, config: config}
-		nodes[i].start(t, bin)
-	}
-	t.Cleanup(func() {
-		for _, n := range nodes {
-			_ = n.cmd.Process.Signal(syscall.SIGTERM)
-			_ = n.cmd.Wait()
-		}
-	})
+`)
 	ctx := context.Background()
-	var leader, follower *clusterNode
-	waitfor.Eventually(t, "the nodes agree on a leader", func() bool {
-		id := leaderOf(ctx, nodes[0].url)
-		if id == "" || leaderOf(ctx, nodes[1].url) != id {
-			return false
-		}
-		leader, follower = nodes[0], nodes[1]
-		if id == nodes[1].id {
-			leader, follower = nodes[1], nodes[0]
-		}
-		return true
-	})
 	lc, fc := client.New(leader.url), client.New(follower.url)
 
 	type leased struct {
